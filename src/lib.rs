@@ -1,0 +1,22 @@
+//! # dplog
+//!
+//! A pluggable logging-sink SDK for high-rate dataplanes. A forwarding core
+//! copies a fixed-size binary record into a lock-free ring; a consumer thread
+//! formats records with table-driven formatters and writes them in large
+//! batches to a sink.
+//!
+//! This crate re-exports the workspace crates:
+//! - [`dplog_core`] at the root (records, rings, producers, consumer runtime);
+//! - [`formatters`] (feature `formatters`, on by default);
+//! - [`sinks`] (feature `sinks`, on by default).
+#![warn(missing_docs)]
+
+pub use dplog_core::*;
+
+/// Table-driven formatters (text, JSON lines). Feature `formatters`.
+#[cfg(feature = "formatters")]
+pub use dplog_formatters as formatters;
+
+/// Sinks (file). Feature `sinks`.
+#[cfg(feature = "sinks")]
+pub use dplog_sinks as sinks;

@@ -1,0 +1,570 @@
+//! The consumer runtime: a thread that drains rings in bursts, formats
+//! records into large batches and hands each batch to a [`Sink`] in one call.
+//!
+//! ```text
+//!  producer core 0 ──► SPSC ring ─┐
+//!  producer core 1 ──► SPSC ring ─┼─► consumer thread: read_burst → Formatter
+//!  producer core N ──► SPSC ring ─┘        → batch (≥ 64 KiB) → Sink::write_batch
+//! ```
+//!
+//! Control messages (flush, shutdown, new ring) travel on a
+//! `crossbeam-channel`; records never do.
+
+use core::sync::atomic::{AtomicU64, Ordering};
+use std::io;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
+
+use crate::record::Record;
+use crate::ring::{ring, Consumer, Disconnected, Producer, RingError, Shared};
+
+/// Turns one record into bytes. Implementations append exactly one
+/// formatted record, line terminator included, to `out`, and must not
+/// allocate per record beyond `out` growing.
+pub trait Formatter<R>: Send + 'static {
+    /// Appends `rec`, formatted, to `out`.
+    fn format(&mut self, rec: &R, out: &mut Vec<u8>);
+}
+
+/// Where formatted batches go.
+///
+/// The consumer calls `write_batch` once per batch of whole records (never
+/// a partial record), `flush` on request and at shutdown, and `close` once,
+/// last. Errors are counted by the runtime and never swallowed: see
+/// [`Stats::sink_errors`] and [`Stats::dropped_sink`].
+pub trait Sink: Send + 'static {
+    /// Writes the whole batch or fails. On `Err` the batch's records count
+    /// as dropped for reason "sink".
+    fn write_batch(&mut self, batch: &[u8]) -> io::Result<()>;
+    /// Pushes buffered bytes toward durable storage.
+    fn flush(&mut self) -> io::Result<()>;
+    /// Flushes and releases the sink (a file sink also fsyncs).
+    fn close(&mut self) -> io::Result<()>;
+}
+
+impl<S: Sink + ?Sized> Sink for Box<S> {
+    fn write_batch(&mut self, batch: &[u8]) -> io::Result<()> {
+        (**self).write_batch(batch)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        (**self).flush()
+    }
+    fn close(&mut self) -> io::Result<()> {
+        (**self).close()
+    }
+}
+
+impl<R, F: Formatter<R> + ?Sized> Formatter<R> for Box<F> {
+    fn format(&mut self, rec: &R, out: &mut Vec<u8>) {
+        (**self).format(rec, out)
+    }
+}
+
+/// What a producer does when its ring is full.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Backpressure {
+    /// Lossless: the producer waits (spin, then yield) until a slot frees.
+    #[default]
+    Block,
+    /// The newest record is dropped and counted in [`Stats::dropped_full`].
+    Drop,
+}
+
+/// Smallest batch buffer the runtime accepts, in bytes (64 KiB).
+pub const MIN_BATCH_BYTES: usize = 64 * 1024;
+
+/// Consumer runtime settings.
+#[derive(Clone, Debug)]
+pub struct LoggerConfig {
+    /// Slots per producer ring; a power of two. Default 2048.
+    pub ring_capacity: usize,
+    /// Policy applied by [`LogProducer::log`]. Default [`Backpressure::Block`].
+    pub backpressure: Backpressure,
+    /// Most records read from one ring before moving to the next. Default 32.
+    pub burst: usize,
+    /// Batch size in bytes that triggers a write; at least
+    /// [`MIN_BATCH_BYTES`]. Default 256 KiB.
+    pub batch_bytes: usize,
+    /// Longest sleep of an idle consumer, in microseconds. Default 200.
+    pub idle_sleep_us: u64,
+    /// Pin the consumer thread to this CPU (Linux `sched_setaffinity`).
+    pub consumer_cpu: Option<usize>,
+}
+
+impl Default for LoggerConfig {
+    fn default() -> Self {
+        Self {
+            ring_capacity: 2048,
+            backpressure: Backpressure::Block,
+            burst: 32,
+            batch_bytes: 256 * 1024,
+            idle_sleep_us: 200,
+            consumer_cpu: None,
+        }
+    }
+}
+
+/// Errors of the consumer runtime.
+#[derive(Debug)]
+pub enum LoggerError {
+    /// A setting is out of range; the message names it.
+    Config(String),
+    /// The ring could not be created.
+    Ring(RingError),
+    /// The consumer thread has stopped (it panicked or was shut down).
+    ConsumerGone,
+    /// Spawning the consumer thread, or the sink, failed.
+    Io(io::Error),
+}
+
+impl core::fmt::Display for LoggerError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            LoggerError::Config(m) => write!(f, "invalid logger config: {m}"),
+            LoggerError::Ring(e) => write!(f, "{e}"),
+            LoggerError::ConsumerGone => write!(f, "the dplog consumer thread has stopped"),
+            LoggerError::Io(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for LoggerError {}
+
+impl From<RingError> for LoggerError {
+    fn from(e: RingError) -> Self {
+        LoggerError::Ring(e)
+    }
+}
+
+/// A snapshot of every counter, summed over the rings of one logger.
+///
+/// Accounting: `produced = enqueued + dropped_full`, and once the logger is
+/// shut down with its producers dropped,
+/// `produced = written_records + dropped_full + dropped_sink`.
+/// While running, `enqueued - dequeued` records sit in rings and
+/// `dequeued - written_records - dropped_sink` in the batch buffer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Records whose fate was decided by a producer (enqueued or dropped).
+    pub produced: u64,
+    /// Records copied into a ring.
+    pub enqueued: u64,
+    /// Records dropped because the ring was full ([`Backpressure::Drop`]).
+    pub dropped_full: u64,
+    /// Records read out of rings by the consumer.
+    pub dequeued: u64,
+    /// Records in batches the sink accepted.
+    pub written_records: u64,
+    /// Bytes in batches the sink accepted.
+    pub written_bytes: u64,
+    /// Records in batches the sink refused.
+    pub dropped_sink: u64,
+    /// Sink calls (write, flush, close) that returned an error.
+    pub sink_errors: u64,
+    /// Batches written.
+    pub batches: u64,
+    /// Largest fill level the consumer saw in any one ring, in records.
+    pub high_water: u64,
+    /// Rings registered.
+    pub rings: u64,
+}
+
+impl Stats {
+    /// Records produced but neither written nor dropped yet.
+    pub fn in_flight(&self) -> u64 {
+        self.produced
+            .saturating_sub(self.written_records + self.dropped_full + self.dropped_sink)
+    }
+}
+
+/// Consumer-side totals; single writer (the consumer thread), Relaxed
+/// load+store. The partner for final reads is the thread join in
+/// [`Logger::shutdown`].
+#[derive(Default)]
+struct ConsumerTotals {
+    written_records: AtomicU64,
+    written_bytes: AtomicU64,
+    dropped_sink: AtomicU64,
+    sink_errors: AtomicU64,
+    batches: AtomicU64,
+}
+
+fn bump(c: &AtomicU64, n: u64) {
+    // Relaxed: single-writer statistic (see `ConsumerTotals`).
+    c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+}
+
+enum Control<R: Record> {
+    AddRing(Consumer<R>),
+    Flush(Sender<io::Result<()>>),
+    Shutdown(Sender<io::Result<()>>),
+}
+
+/// A running consumer thread plus the rings it drains.
+///
+/// Create with [`Logger::start`], get one [`LogProducer`] per producing
+/// thread with [`Logger::producer`], and end with [`Logger::shutdown`],
+/// which drains every ring, writes, flushes and closes the sink.
+pub struct Logger<R: Record> {
+    ctrl: Sender<Control<R>>,
+    thread: Option<JoinHandle<()>>,
+    totals: Arc<ConsumerTotals>,
+    rings: Mutex<Vec<Arc<Shared<R>>>>,
+    config: LoggerConfig,
+}
+
+impl<R: Record> Logger<R> {
+    /// Validates `config` and starts the consumer thread (named
+    /// `dplog-consumer`) that formats with `formatter` and writes to `sink`.
+    ///
+    /// Errors: [`LoggerError::Config`] for a ring capacity that is not a
+    /// power of two, a burst of 0 or a batch below [`MIN_BATCH_BYTES`];
+    /// [`LoggerError::Io`] if the thread cannot be spawned.
+    pub fn start<F: Formatter<R>, S: Sink>(
+        config: LoggerConfig,
+        formatter: F,
+        sink: S,
+    ) -> Result<Self, LoggerError> {
+        let cap = config.ring_capacity;
+        if cap == 0 || !cap.is_power_of_two() || cap > crate::ring::MAX_CAPACITY {
+            return Err(RingError::BadCapacity(cap).into());
+        }
+        if config.burst == 0 {
+            return Err(LoggerError::Config("burst must be at least 1".into()));
+        }
+        if config.batch_bytes < MIN_BATCH_BYTES {
+            return Err(LoggerError::Config(format!(
+                "batch_bytes {} is below the minimum of {MIN_BATCH_BYTES}",
+                config.batch_bytes
+            )));
+        }
+        let (tx, rx) = unbounded();
+        let totals = Arc::new(ConsumerTotals::default());
+        let worker = ConsumerLoop {
+            rx,
+            rings: Vec::new(),
+            formatter,
+            sink,
+            buf: Vec::with_capacity(config.batch_bytes + MIN_BATCH_BYTES),
+            batch_records: 0,
+            totals: totals.clone(),
+            config: config.clone(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("dplog-consumer".into())
+            .spawn(move || worker.run())
+            .map_err(LoggerError::Io)?;
+        Ok(Self {
+            ctrl: tx,
+            thread: Some(thread),
+            totals,
+            rings: Mutex::new(Vec::new()),
+            config,
+        })
+    }
+
+    /// Creates a new SPSC ring of `ring_capacity` slots, registers its
+    /// consumer half with the consumer thread and returns the producer half.
+    /// Call once per producing thread (forwarding core).
+    pub fn producer(&self) -> Result<LogProducer<R>, LoggerError> {
+        let (p, c) = ring::<R>(self.config.ring_capacity)?;
+        let shared = c.shared().clone();
+        self.ctrl
+            .send(Control::AddRing(c))
+            .map_err(|_| LoggerError::ConsumerGone)?;
+        self.rings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(shared);
+        Ok(LogProducer {
+            inner: p,
+            policy: self.config.backpressure,
+        })
+    }
+
+    /// Current counters (a snapshot; each counter is read once, Relaxed).
+    pub fn stats(&self) -> Stats {
+        let mut s = Stats::default();
+        for r in self.rings.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            // Relaxed: statistics; exact final values are read after the
+            // consumer thread is joined (see `shutdown`).
+            let enq = r.producer_counters.enqueued.load(Ordering::Relaxed);
+            let drop = r.producer_counters.dropped_full.load(Ordering::Relaxed);
+            s.enqueued += enq;
+            s.dropped_full += drop;
+            s.produced += enq + drop;
+            s.dequeued += r.consumer_counters.dequeued.load(Ordering::Relaxed);
+            s.high_water = s
+                .high_water
+                .max(r.consumer_counters.high_water.load(Ordering::Relaxed) as u64);
+            s.rings += 1;
+        }
+        let t = &self.totals;
+        s.written_records = t.written_records.load(Ordering::Relaxed);
+        s.written_bytes = t.written_bytes.load(Ordering::Relaxed);
+        s.dropped_sink = t.dropped_sink.load(Ordering::Relaxed);
+        s.sink_errors = t.sink_errors.load(Ordering::Relaxed);
+        s.batches = t.batches.load(Ordering::Relaxed);
+        s
+    }
+
+    /// Writes what the consumer has batched and flushes the sink; returns
+    /// the sink's flush result. Records still in rings are not waited for.
+    pub fn flush(&self) -> Result<(), LoggerError> {
+        let (tx, rx) = bounded(1);
+        self.ctrl
+            .send(Control::Flush(tx))
+            .map_err(|_| LoggerError::ConsumerGone)?;
+        rx.recv()
+            .map_err(|_| LoggerError::ConsumerGone)?
+            .map_err(LoggerError::Io)
+    }
+
+    /// Drains every ring until empty, writes the last batch, flushes and
+    /// closes the sink, joins the consumer thread and returns the final
+    /// counters. Drop every [`LogProducer`] first: a record pushed after the
+    /// drain stays in its ring and shows in [`Stats::in_flight`].
+    ///
+    /// Errors: [`LoggerError::Io`] with the sink's flush or close error (the
+    /// counters still say what was written); [`LoggerError::ConsumerGone`]
+    /// if the consumer thread panicked.
+    pub fn shutdown(mut self) -> Result<Stats, (Stats, LoggerError)> {
+        let (tx, rx) = bounded(1);
+        let sent = self.ctrl.send(Control::Shutdown(tx)).is_ok();
+        let result = if sent { rx.recv().ok() } else { None };
+        let joined = self
+            .thread
+            .take()
+            .map(|t| t.join().is_ok())
+            .unwrap_or(false);
+        let stats = self.stats();
+        match (result, joined) {
+            (Some(Ok(())), true) => Ok(stats),
+            (Some(Err(e)), true) => Err((stats, LoggerError::Io(e))),
+            _ => Err((stats, LoggerError::ConsumerGone)),
+        }
+    }
+}
+
+impl<R: Record> Drop for Logger<R> {
+    fn drop(&mut self) {
+        if let Some(t) = self.thread.take() {
+            let (tx, rx) = bounded(1);
+            if self.ctrl.send(Control::Shutdown(tx)).is_ok() {
+                let _ = rx.recv();
+            }
+            let _ = t.join();
+        }
+    }
+}
+
+/// A producer handle bound to one ring, applying the logger's
+/// [`Backpressure`] policy in [`log`](Self::log).
+///
+/// It dereferences to the raw [`Producer`] for `try_push`, `push` and the
+/// burst variants. `Send`, not `Sync`: one per producing thread.
+pub struct LogProducer<R: Record> {
+    inner: Producer<R>,
+    policy: Backpressure,
+}
+
+impl<R: Record> LogProducer<R> {
+    /// Hands `rec` to the ring under the configured policy: `Block` waits
+    /// for a slot, `Drop` counts it in [`Stats::dropped_full`] and returns.
+    /// Returns `false` if the record was not enqueued (dropped, or the
+    /// consumer is gone — also counted as dropped).
+    #[inline]
+    pub fn log(&mut self, rec: R) -> bool {
+        let ok = match self.policy {
+            Backpressure::Block => self.inner.push(rec).is_ok(),
+            Backpressure::Drop => self.inner.try_push(rec).is_ok(),
+        };
+        if !ok {
+            self.inner.count_dropped_full(1);
+        }
+        ok
+    }
+
+    /// [`log`](Self::log) for a burst; one index publish per burst. Returns
+    /// how many were enqueued; the rest are counted as dropped.
+    #[inline]
+    pub fn log_burst(&mut self, recs: &[R]) -> usize {
+        let n = match self.policy {
+            Backpressure::Block => match self.inner.push_burst(recs) {
+                Ok(()) => recs.len(),
+                Err(Disconnected(k)) => k,
+            },
+            Backpressure::Drop => self.inner.try_push_burst(recs),
+        };
+        if n < recs.len() {
+            self.inner.count_dropped_full((recs.len() - n) as u64);
+        }
+        n
+    }
+
+    /// The policy this producer applies.
+    pub fn policy(&self) -> Backpressure {
+        self.policy
+    }
+}
+
+impl<R: Record> core::ops::Deref for LogProducer<R> {
+    type Target = Producer<R>;
+    fn deref(&self) -> &Producer<R> {
+        &self.inner
+    }
+}
+
+impl<R: Record> core::ops::DerefMut for LogProducer<R> {
+    fn deref_mut(&mut self) -> &mut Producer<R> {
+        &mut self.inner
+    }
+}
+
+struct ConsumerLoop<R: Record, F, S> {
+    rx: Receiver<Control<R>>,
+    rings: Vec<Consumer<R>>,
+    formatter: F,
+    sink: S,
+    buf: Vec<u8>,
+    batch_records: u64,
+    totals: Arc<ConsumerTotals>,
+    config: LoggerConfig,
+}
+
+impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
+    fn run(mut self) {
+        if let Some(cpu) = self.config.consumer_cpu {
+            // Best effort: an invalid CPU leaves the thread unpinned.
+            let _ = crate::affinity::pin_current_thread(cpu);
+        }
+        let mut idle_rounds = 0u32;
+        loop {
+            while let Ok(msg) = self.rx.try_recv() {
+                if self.control(msg) {
+                    return;
+                }
+            }
+            if self.drain_once() > 0 {
+                idle_rounds = 0;
+                continue;
+            }
+            // Idle: do not sit on a partial batch while nothing arrives.
+            if !self.buf.is_empty() {
+                self.write_batch();
+            }
+            self.rings.retain_mut(|c| !c.is_finished());
+            idle_rounds = idle_rounds.saturating_add(1);
+            if idle_rounds < 64 {
+                core::hint::spin_loop();
+            } else if idle_rounds < 128 {
+                std::thread::yield_now();
+            } else {
+                let wait = Duration::from_micros(
+                    (u64::from(idle_rounds - 127) * 10).min(self.config.idle_sleep_us),
+                );
+                match self.rx.recv_timeout(wait) {
+                    Ok(msg) => {
+                        if self.control(msg) {
+                            return;
+                        }
+                    }
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => {
+                        // The Logger is gone without a shutdown; the error
+                        // is counted in sink_errors by `finish`.
+                        let _ = self.finish();
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Handles one control message; true when the loop must end.
+    fn control(&mut self, msg: Control<R>) -> bool {
+        match msg {
+            Control::AddRing(c) => {
+                self.rings.push(c);
+                false
+            }
+            Control::Flush(ack) => {
+                self.write_batch();
+                let r = self.sink.flush();
+                if r.is_err() {
+                    bump(&self.totals.sink_errors, 1);
+                }
+                let _ = ack.send(r);
+                false
+            }
+            Control::Shutdown(ack) => {
+                let r = self.finish();
+                let _ = ack.send(r);
+                true
+            }
+        }
+    }
+
+    /// One round-robin pass: at most `burst` records from each ring.
+    /// Returns the number of records read.
+    fn drain_once(&mut self) -> usize {
+        let mut total = 0;
+        for i in 0..self.rings.len() {
+            let buf = &mut self.buf;
+            let fmt = &mut self.formatter;
+            let n = self.rings[i].read_burst(self.config.burst, |rec| fmt.format(rec, buf));
+            self.batch_records += n as u64;
+            total += n;
+            if self.buf.len() >= self.config.batch_bytes {
+                self.write_batch();
+            }
+        }
+        total
+    }
+
+    fn write_batch(&mut self) {
+        if self.buf.is_empty() {
+            return;
+        }
+        let t = &self.totals;
+        match self.sink.write_batch(&self.buf) {
+            Ok(()) => {
+                bump(&t.written_records, self.batch_records);
+                bump(&t.written_bytes, self.buf.len() as u64);
+                bump(&t.batches, 1);
+            }
+            Err(_) => {
+                bump(&t.sink_errors, 1);
+                bump(&t.dropped_sink, self.batch_records);
+            }
+        }
+        self.buf.clear();
+        self.batch_records = 0;
+    }
+
+    /// Drains until every ring is empty, writes, flushes, closes.
+    fn finish(&mut self) -> io::Result<()> {
+        while let Ok(msg) = self.rx.try_recv() {
+            match msg {
+                Control::AddRing(c) => self.rings.push(c),
+                Control::Flush(ack) | Control::Shutdown(ack) => {
+                    let _ = ack.send(Ok(()));
+                }
+            }
+        }
+        while self.drain_once() > 0 {}
+        self.write_batch();
+        let flushed = self.sink.flush();
+        let closed = self.sink.close();
+        if flushed.is_err() {
+            bump(&self.totals.sink_errors, 1);
+        }
+        if closed.is_err() {
+            bump(&self.totals.sink_errors, 1);
+        }
+        flushed.and(closed)
+    }
+}

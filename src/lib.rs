@@ -8,7 +8,9 @@
 //! This crate re-exports the workspace crates:
 //! - [`dplog_core`] at the root (records, rings, producers, consumer runtime);
 //! - [`formatters`] (feature `formatters`, on by default);
-//! - [`sinks`] (feature `sinks`, on by default).
+//! - [`sinks`] (feature `sinks`, on by default);
+//! - [`config`] (feature `config`, on by default): TOML that chooses ring,
+//!   format and sink.
 #![warn(missing_docs)]
 
 pub use dplog_core::*;
@@ -20,3 +22,6 @@ pub use dplog_formatters as formatters;
 /// Sinks (file). Feature `sinks`.
 #[cfg(feature = "sinks")]
 pub use dplog_sinks as sinks;
+
+#[cfg(feature = "config")]
+pub mod config;

@@ -65,6 +65,8 @@ impl<R, F: Formatter<R> + ?Sized> Formatter<R> for Box<F> {
 
 /// What a producer does when its ring is full.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum Backpressure {
     /// Lossless: the producer waits (spin, then yield) until a slot frees.
     #[default]

@@ -19,6 +19,8 @@ pub use nat44::{Field, FieldKind, JsonFormatter, Presence, TextFormatter, NAT44_
 
 /// Output formats by name, as used on the command line and in config files.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum Format {
     /// `text`: see [`TextFormatter`].
     #[default]

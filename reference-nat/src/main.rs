@@ -1,1 +1,182 @@
-fn main() {}
+//! `dplog-nat`: the reference NAT44 dataplane. Translates a pcap/pcapng
+//! capture or a built-in synthetic traffic mix and logs every session
+//! (RFC 8158 natEvent 4 and 5) through dplog.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, ValueEnum};
+use dplog::config::{FileSinkConfig, SinkConfig};
+use dplog::formatters::Format;
+use dplog::Backpressure;
+use dplog_nat::app::{run, AppConfig, RunError, Summary};
+use ipnet::Ipv4Net;
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum FormatArg {
+    Text,
+    Json,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum BackpressureArg {
+    Block,
+    Drop,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
+enum SummaryArg {
+    Text,
+    Json,
+    None,
+}
+
+/// Reference NAT44 that logs every session through dplog.
+///
+/// Without --pcap it translates a built-in synthetic traffic mix
+/// (deterministic seed). Flags override the --config file.
+#[derive(Parser, Debug)]
+#[command(name = "dplog-nat", version, about, long_about = None)]
+struct Args {
+    /// TOML configuration file (see reference-nat/dplog-nat.toml).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Read packets from this pcap or pcapng file (taken on the inside).
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<PathBuf>,
+    /// Inside prefix; repeat for several. Default: the RFC 1918 ranges.
+    #[arg(long, value_name = "CIDR")]
+    inside: Vec<Ipv4Net>,
+    /// External address pool. Default 198.51.100.0/28.
+    #[arg(long, value_name = "CIDR")]
+    pool: Option<Ipv4Net>,
+    /// Output format.
+    #[arg(long, value_enum)]
+    format: Option<FormatArg>,
+    /// Output file (file sink). Default dplog-nat.log.
+    #[arg(long, short, value_name = "PATH")]
+    output: Option<PathBuf>,
+    /// Ring capacity in records, a power of two. Default 2048.
+    #[arg(long, value_name = "N")]
+    ring_size: Option<usize>,
+    /// What the NAT does when the ring is full.
+    #[arg(long, value_enum)]
+    backpressure: Option<BackpressureArg>,
+    /// Synthetic mix: inside hosts.
+    #[arg(long, value_name = "N")]
+    subscribers: Option<u32>,
+    /// Synthetic mix: outside hosts.
+    #[arg(long, value_name = "N")]
+    destinations: Option<u32>,
+    /// Synthetic mix: share of packets that open a session, 0..=1.
+    #[arg(long, value_name = "F")]
+    new_session_share: Option<f64>,
+    /// Synthetic mix: packets to generate.
+    #[arg(long, value_name = "N")]
+    packets: Option<u64>,
+    /// Synthetic mix: random seed.
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+    /// Pin the NAT (producer) thread to this CPU.
+    #[arg(long, value_name = "CPU")]
+    producer_cpu: Option<usize>,
+    /// Pin the dplog consumer thread to this CPU.
+    #[arg(long, value_name = "CPU")]
+    consumer_cpu: Option<usize>,
+    /// How to print the summary on stdout.
+    #[arg(long, value_enum, default_value = "text")]
+    summary: SummaryArg,
+}
+
+fn build_config(args: &Args) -> Result<AppConfig, String> {
+    let mut cfg = match &args.config {
+        Some(p) => AppConfig::from_file(p).map_err(|e| e.to_string())?,
+        None => AppConfig::default(),
+    };
+    if let Some(p) = &args.pcap {
+        cfg.input.pcap = Some(p.clone());
+    }
+    if !args.inside.is_empty() {
+        cfg.nat.inside = args.inside.clone();
+    }
+    if let Some(p) = args.pool {
+        cfg.nat.pool = p;
+    }
+    if let Some(f) = args.format {
+        cfg.format.kind = match f {
+            FormatArg::Text => Format::Text,
+            FormatArg::Json => Format::Json,
+        };
+    }
+    if let Some(o) = &args.output {
+        cfg.sink = SinkConfig::File(FileSinkConfig { path: o.clone() });
+    }
+    if let Some(n) = args.ring_size {
+        cfg.ring.capacity = n;
+    }
+    if let Some(b) = args.backpressure {
+        cfg.ring.backpressure = match b {
+            BackpressureArg::Block => Backpressure::Block,
+            BackpressureArg::Drop => Backpressure::Drop,
+        };
+    }
+    let s = &mut cfg.synthetic;
+    s.subscribers = args.subscribers.unwrap_or(s.subscribers);
+    s.destinations = args.destinations.unwrap_or(s.destinations);
+    s.new_session_share = args.new_session_share.unwrap_or(s.new_session_share);
+    s.packets = args.packets.unwrap_or(s.packets);
+    s.seed = args.seed.unwrap_or(s.seed);
+    if args.producer_cpu.is_some() {
+        cfg.producer_cpu = args.producer_cpu;
+    }
+    if args.consumer_cpu.is_some() {
+        cfg.ring.consumer_cpu = args.consumer_cpu;
+    }
+    Ok(cfg)
+}
+
+fn print_summary(s: &Summary, how: SummaryArg) {
+    match how {
+        SummaryArg::Text => print!("{}", s.to_text()),
+        SummaryArg::Json => match serde_json::to_string_pretty(s) {
+            Ok(j) => println!("{j}"),
+            Err(e) => eprintln!("dplog-nat: cannot encode summary: {e}"),
+        },
+        SummaryArg::None => {}
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let cfg = match build_config(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("dplog-nat: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&cfg) {
+        Ok(s) => {
+            print_summary(&s, args.summary);
+            ExitCode::SUCCESS
+        }
+        Err(RunError::Input(s, e)) => {
+            print_summary(&s, args.summary);
+            eprintln!("dplog-nat: {e}");
+            eprintln!(
+                "dplog-nat: the {} packets read before the error were translated and all {} records written",
+                s.packets, s.records.written
+            );
+            ExitCode::from(1)
+        }
+        Err(RunError::Shutdown(s, e)) => {
+            print_summary(&s, args.summary);
+            eprintln!("dplog-nat: {e}");
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("dplog-nat: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

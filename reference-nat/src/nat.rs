@@ -1,0 +1,2100 @@
+//! The NAT44 engine: NAPT for TCP, UDP and ICMP echo (RFC 3022, RFC 5508),
+//! endpoint-independent mapping with paired address pooling (RFC 4787
+//! REQ-1, REQ-2), session logging as RFC 8158 natEvent 4 / 5 records.
+//!
+//! The engine is pure: no I/O, no threads, no wall clock. Time is the
+//! timestamp of the packets given to [`Nat44::process`]; the engine's clock
+//! never goes backwards (an older timestamp counts as the newest one seen).
+//!
+//! The capture is assumed to be taken on the *inside* interface:
+//!
+//! * an **outbound** packet (source in an inside prefix, destination a
+//!   unicast address outside all inside prefixes) finds or creates its
+//!   session and is rewritten in place: source address from the pool,
+//!   source port (or ICMP echo identifier) from the session's mapping,
+//!   checksums patched incrementally (RFC 1624);
+//! * an **inbound** packet (from outside to an inside host) already shows the
+//!   inside addresses, so it is matched to its session by the reversed
+//!   5-tuple, counted for the responder and left unchanged.
+//!
+//! Sessions are picked up loosely like Linux conntrack: any outbound TCP
+//! packet without a session creates one, not only a SYN.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::fmt;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::time::Duration;
+
+use dplog::{Nat44SessionRecord, NatEvent, RecordHeader};
+use ipnet::Ipv4Net;
+
+use crate::checksum::{update16, update32};
+use crate::packet::{
+    self, MalformedReason, ParseError, ParsedPacket, Transport, PROTO_ICMP, PROTO_TCP, PROTO_UDP,
+    TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN,
+};
+
+// ---------------------------------------------------------------------------
+// Configuration
+// ---------------------------------------------------------------------------
+
+/// Session idle timeouts. A session is deleted when no packet was seen for
+/// its timeout: expiry time = last packet time + timeout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NatTimeouts {
+    /// UDP sessions (RFC 4787 REQ-5 asks for at least 2 min; default 300 s).
+    pub udp: Duration,
+    /// Established TCP sessions (RFC 5382 REQ-5: at least 2 h 4 min; default
+    /// 7440 s).
+    pub tcp_established: Duration,
+    /// TCP sessions opening (SYN seen, no reply yet) or closing (FIN or RST
+    /// seen); RFC 5382 REQ-5 / RFC 7857: 4 min, default 240 s.
+    pub tcp_transitory: Duration,
+    /// ICMP echo sessions (RFC 5508 REQ-1: at least 60 s; default 60 s).
+    pub icmp: Duration,
+}
+
+impl Default for NatTimeouts {
+    fn default() -> Self {
+        Self {
+            udp: Duration::from_secs(300),
+            tcp_established: Duration::from_secs(7440),
+            tcp_transitory: Duration::from_secs(240),
+            icmp: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Default capacity of the fragment table (entries).
+pub const DEFAULT_FRAGMENT_TABLE_SIZE: usize = 4096;
+/// Default lifetime of a fragment table entry.
+pub const DEFAULT_FRAGMENT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// First external port handed out; ports below are never allocated.
+pub const FIRST_EXTERNAL_PORT: u16 = 1024;
+/// Number of external ports per (pool address, protocol): 1024..=65535.
+pub const EXTERNAL_PORTS_PER_ADDRESS: u32 = 65536 - FIRST_EXTERNAL_PORT as u32;
+
+/// NAT44 configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NatConfig {
+    /// Inside (private) prefixes. Packets from these are translated when
+    /// they leave; at least one is required.
+    pub inside: Vec<Ipv4Net>,
+    /// External address pool. For prefixes shorter than /31 the network and
+    /// broadcast addresses are not used (198.51.100.0/28 gives .1 to .14);
+    /// a /31 or /32 is used whole.
+    pub pool: Ipv4Net,
+    /// VRF id written to `ingress_vrf_id` of every record (0 = default VRF).
+    pub vrf_id: u32,
+    /// Idle timeouts.
+    pub timeouts: NatTimeouts,
+    /// Capacity of the fragment table ((src, dst, protocol, IP id) →
+    /// session); when full, the oldest entry is evicted.
+    pub fragment_table_size: usize,
+    /// Lifetime of a fragment table entry after its first fragment.
+    pub fragment_timeout: Duration,
+}
+
+impl NatConfig {
+    /// A configuration with the given inside prefixes and pool, VRF 0 and
+    /// default timeouts and fragment table settings.
+    pub fn new(inside: Vec<Ipv4Net>, pool: Ipv4Net) -> Self {
+        Self {
+            inside,
+            pool,
+            vrf_id: 0,
+            timeouts: NatTimeouts::default(),
+            fragment_table_size: DEFAULT_FRAGMENT_TABLE_SIZE,
+            fragment_timeout: DEFAULT_FRAGMENT_TIMEOUT,
+        }
+    }
+}
+
+/// Why a [`NatConfig`] was rejected by [`Nat44::new`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NatError {
+    /// `inside` is empty.
+    NoInsidePrefix,
+    /// The pool overlaps a special-purpose range (0/8, 127/8, 169.254/16,
+    /// 224/4, 240/4) and cannot be used as source addresses.
+    PoolNotUnicast(Ipv4Net),
+    /// The pool overlaps an inside prefix.
+    PoolOverlapsInside {
+        /// The configured pool.
+        pool: Ipv4Net,
+        /// The inside prefix it overlaps.
+        inside: Ipv4Net,
+    },
+    /// A timeout is zero; the field name is given.
+    ZeroTimeout(&'static str),
+    /// `fragment_table_size` is zero.
+    ZeroFragmentTable,
+}
+
+impl fmt::Display for NatError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NatError::NoInsidePrefix => f.write_str("no inside prefix configured"),
+            NatError::PoolNotUnicast(p) => {
+                write!(
+                    f,
+                    "pool {p} overlaps a non-unicast or special-purpose range"
+                )
+            }
+            NatError::PoolOverlapsInside { pool, inside } => {
+                write!(f, "pool {pool} overlaps inside prefix {inside}")
+            }
+            NatError::ZeroTimeout(which) => write!(f, "timeout {which} is zero"),
+            NatError::ZeroFragmentTable => f.write_str("fragment table size is zero"),
+        }
+    }
+}
+
+impl std::error::Error for NatError {}
+
+// ---------------------------------------------------------------------------
+// Verdicts and statistics
+// ---------------------------------------------------------------------------
+
+/// What [`Nat44::process`] did with a packet. Every packet gets exactly one
+/// verdict and each verdict has its own counter in [`NatStats`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Verdict {
+    /// Outbound packet translated (source address and port rewritten).
+    TranslatedOut,
+    /// Inbound packet matched to its session (already in inside form).
+    TranslatedIn,
+    /// A later fragment (offset > 0) matched through the fragment table;
+    /// outbound ones get their source address rewritten.
+    FragmentMatched,
+    /// A later fragment whose first fragment was not seen (or expired).
+    FragmentNoSession,
+    /// Inbound packet without a session (unsolicited, or after expiry).
+    InboundNoSession,
+    /// Outbound ICMP echo reply without a session (an answer to a ping from
+    /// outside); not translated.
+    IcmpReplyNoSession,
+    /// No external port left on the inside host's pool address; dropped.
+    PoolExhausted,
+    /// Destination is multicast (224.0.0.0/4).
+    Multicast,
+    /// Destination is the limited broadcast 255.255.255.255.
+    Broadcast,
+    /// Source or destination in 0.0.0.0/8 ("this network").
+    ThisNetwork,
+    /// Source or destination in loopback 127.0.0.0/8.
+    Loopback,
+    /// Source or destination in link-local 169.254.0.0/16.
+    LinkLocal,
+    /// Source multicast, or source or destination in reserved 240.0.0.0/4.
+    Reserved,
+    /// Both ends inside: routed, not translated.
+    InsideToInside,
+    /// Neither end inside: not for this NAT.
+    Transit,
+    /// IP protocol other than TCP, UDP and ICMP (GRE, ESP, ...).
+    UnsupportedProtocol,
+    /// ICMP other than echo request / reply (unreachable, time exceeded...).
+    IcmpNotEcho,
+    /// Not an IPv4 packet (IPv6, ARP, ...).
+    NotIpv4,
+    /// Link type the parser does not handle.
+    UnsupportedLinkType,
+    /// Malformed frame, with the reason.
+    Malformed(MalformedReason),
+}
+
+const SIMPLE_VERDICTS: [Verdict; 19] = [
+    Verdict::TranslatedOut,
+    Verdict::TranslatedIn,
+    Verdict::FragmentMatched,
+    Verdict::FragmentNoSession,
+    Verdict::InboundNoSession,
+    Verdict::IcmpReplyNoSession,
+    Verdict::PoolExhausted,
+    Verdict::Multicast,
+    Verdict::Broadcast,
+    Verdict::ThisNetwork,
+    Verdict::Loopback,
+    Verdict::LinkLocal,
+    Verdict::Reserved,
+    Verdict::InsideToInside,
+    Verdict::Transit,
+    Verdict::UnsupportedProtocol,
+    Verdict::IcmpNotEcho,
+    Verdict::NotIpv4,
+    Verdict::UnsupportedLinkType,
+];
+
+impl Verdict {
+    /// Number of distinct verdicts (each malformed reason counts as one).
+    pub const COUNT: usize = SIMPLE_VERDICTS.len() + MalformedReason::COUNT;
+
+    /// Dense index in `0..Verdict::COUNT`, for counter arrays.
+    pub fn index(self) -> usize {
+        match self {
+            Verdict::TranslatedOut => 0,
+            Verdict::TranslatedIn => 1,
+            Verdict::FragmentMatched => 2,
+            Verdict::FragmentNoSession => 3,
+            Verdict::InboundNoSession => 4,
+            Verdict::IcmpReplyNoSession => 5,
+            Verdict::PoolExhausted => 6,
+            Verdict::Multicast => 7,
+            Verdict::Broadcast => 8,
+            Verdict::ThisNetwork => 9,
+            Verdict::Loopback => 10,
+            Verdict::LinkLocal => 11,
+            Verdict::Reserved => 12,
+            Verdict::InsideToInside => 13,
+            Verdict::Transit => 14,
+            Verdict::UnsupportedProtocol => 15,
+            Verdict::IcmpNotEcho => 16,
+            Verdict::NotIpv4 => 17,
+            Verdict::UnsupportedLinkType => 18,
+            Verdict::Malformed(r) => SIMPLE_VERDICTS.len() + r as usize,
+        }
+    }
+
+    /// Inverse of [`Verdict::index`]; `None` when `i >= Verdict::COUNT`.
+    pub fn from_index(i: usize) -> Option<Verdict> {
+        match SIMPLE_VERDICTS.get(i) {
+            Some(v) => Some(*v),
+            None => MalformedReason::ALL
+                .get(i - SIMPLE_VERDICTS.len())
+                .map(|r| Verdict::Malformed(*r)),
+        }
+    }
+
+    /// Every verdict in index order.
+    pub fn all() -> impl Iterator<Item = Verdict> {
+        (0..Self::COUNT).filter_map(Self::from_index)
+    }
+
+    /// True when the packet was handled by the NAT (translated or matched to
+    /// a session); all other verdicts mean "not translated, dropped or left
+    /// to the router".
+    pub fn is_translated(self) -> bool {
+        matches!(
+            self,
+            Verdict::TranslatedOut | Verdict::TranslatedIn | Verdict::FragmentMatched
+        )
+    }
+
+    /// Short snake_case name for summaries, e.g. `"translated_out"` or
+    /// `"malformed_tcp_data_offset_past_end"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::TranslatedOut => "translated_out",
+            Verdict::TranslatedIn => "translated_in",
+            Verdict::FragmentMatched => "fragment_matched",
+            Verdict::FragmentNoSession => "fragment_no_session",
+            Verdict::InboundNoSession => "inbound_no_session",
+            Verdict::IcmpReplyNoSession => "icmp_reply_no_session",
+            Verdict::PoolExhausted => "pool_exhausted",
+            Verdict::Multicast => "multicast",
+            Verdict::Broadcast => "broadcast",
+            Verdict::ThisNetwork => "this_network",
+            Verdict::Loopback => "loopback",
+            Verdict::LinkLocal => "link_local",
+            Verdict::Reserved => "reserved",
+            Verdict::InsideToInside => "inside_to_inside",
+            Verdict::Transit => "transit",
+            Verdict::UnsupportedProtocol => "unsupported_protocol",
+            Verdict::IcmpNotEcho => "icmp_not_echo",
+            Verdict::NotIpv4 => "not_ipv4",
+            Verdict::UnsupportedLinkType => "unsupported_link_type",
+            Verdict::Malformed(r) => r.name(),
+        }
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl From<ParseError> for Verdict {
+    fn from(e: ParseError) -> Self {
+        match e {
+            ParseError::UnsupportedLinkType => Verdict::UnsupportedLinkType,
+            ParseError::NotIpv4 => Verdict::NotIpv4,
+            ParseError::Malformed(r) => Verdict::Malformed(r),
+        }
+    }
+}
+
+/// Counters of a [`Nat44`]. All counts are since [`Nat44::new`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NatStats {
+    /// Packets per verdict, indexed by [`Verdict::index`].
+    pub verdicts: [u64; Verdict::COUNT],
+    /// Packets given to [`Nat44::process`].
+    pub packets: u64,
+    /// Sessions created (natEvent 4 records).
+    pub sessions_created: u64,
+    /// Sessions deleted (natEvent 5 records), for any reason.
+    pub sessions_deleted: u64,
+    /// Of the deletes: idle timeouts.
+    pub sessions_expired: u64,
+    /// Of the deletes: by [`Nat44::finish`] at end of input.
+    pub sessions_flushed: u64,
+    /// Of the deletes: a closing TCP session replaced by a new SYN on the
+    /// same 5-tuple.
+    pub sessions_replaced: u64,
+    /// Sessions alive now.
+    pub sessions_live: u64,
+    /// Highest `sessions_live` seen.
+    pub peak_sessions: u64,
+    /// Endpoint-independent mappings (inside addr:port → external
+    /// addr:port) alive now.
+    pub mappings_live: u64,
+    /// Records passed to the `log` callback.
+    pub records_logged: u64,
+    /// First fragments entered into the fragment table.
+    pub fragments_tracked: u64,
+    /// Fragment table entries evicted because the table was full.
+    pub fragments_evicted: u64,
+    /// Fragment table entries removed after the fragment timeout.
+    pub fragments_expired: u64,
+}
+
+impl Default for NatStats {
+    fn default() -> Self {
+        Self {
+            verdicts: [0; Verdict::COUNT],
+            packets: 0,
+            sessions_created: 0,
+            sessions_deleted: 0,
+            sessions_expired: 0,
+            sessions_flushed: 0,
+            sessions_replaced: 0,
+            sessions_live: 0,
+            peak_sessions: 0,
+            mappings_live: 0,
+            records_logged: 0,
+            fragments_tracked: 0,
+            fragments_evicted: 0,
+            fragments_expired: 0,
+        }
+    }
+}
+
+impl NatStats {
+    /// Packets that got verdict `v`.
+    pub fn count(&self, v: Verdict) -> u64 {
+        self.verdicts[v.index()]
+    }
+
+    /// `(verdict, packets)` for every verdict with a non-zero count, in
+    /// index order.
+    pub fn nonzero(&self) -> impl Iterator<Item = (Verdict, u64)> + '_ {
+        Verdict::all()
+            .map(|v| (v, self.count(v)))
+            .filter(|(_, n)| *n != 0)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Hashing
+// ---------------------------------------------------------------------------
+
+/// A small FxHash-style hasher (multiply-rotate), good for the fixed-size
+/// integer keys of the session tables. Not DoS resistant.
+#[derive(Default, Clone, Copy)]
+struct FxHasher {
+    hash: u64,
+}
+
+const FX_K: u64 = 0xf135_7aea_2e62_a9c5;
+
+impl FxHasher {
+    #[inline]
+    fn add(&mut self, v: u64) {
+        self.hash = self.hash.wrapping_add(v).wrapping_mul(FX_K);
+    }
+}
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for c in bytes.chunks(8) {
+            let mut b = [0u8; 8];
+            b[..c.len()].copy_from_slice(c);
+            self.add(u64::from_le_bytes(b));
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+    fn write_u16(&mut self, i: u16) {
+        self.add(u64::from(i));
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.add(u64::from(i));
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.hash.rotate_left(26)
+    }
+}
+
+type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+
+// ---------------------------------------------------------------------------
+// Internal tables
+// ---------------------------------------------------------------------------
+
+/// A session's 5-tuple in inside form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FlowKey {
+    inside_addr: u32,
+    remote_addr: u32,
+    inside_port: u16,
+    remote_port: u16,
+    proto: u8,
+}
+
+impl Hash for FlowKey {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        h.write_u64((u64::from(self.inside_addr) << 32) | u64::from(self.remote_addr));
+        h.write_u64(
+            (u64::from(self.inside_port) << 32)
+                | (u64::from(self.remote_port) << 8)
+                | u64::from(self.proto),
+        );
+    }
+}
+
+/// Endpoint-independent mapping key: (protocol, inside address, inside port).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct MapKey {
+    addr: u32,
+    port: u16,
+    proto: u8,
+}
+
+impl Hash for MapKey {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        h.write_u64(
+            (u64::from(self.addr) << 32) | (u64::from(self.port) << 8) | u64::from(self.proto),
+        );
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Mapping {
+    ext_addr: u32,
+    ext_port: u16,
+    pool_index: u32,
+    refs: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Udp,
+    Icmp,
+    /// SYN seen from the initiator, no reply yet.
+    TcpOpening,
+    TcpEstablished,
+    /// FIN or RST seen in either direction.
+    TcpClosing,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Session {
+    /// Creation serial, unique for the engine's lifetime; orders `finish`.
+    seq: u64,
+    live: bool,
+    /// Generation of the session's one valid timer-heap entry.
+    timer_gen: u32,
+    /// Expiry time of that heap entry.
+    scheduled: u64,
+    key: FlowKey,
+    ext_addr: u32,
+    ext_port: u16,
+    state: State,
+    last_seen: u64,
+    init_packets: u32,
+    resp_packets: u32,
+    init_octets: u64,
+    resp_octets: u64,
+}
+
+/// Port bitmap of one (pool address, protocol): bit set = in use.
+struct PortBlock {
+    bits: Box<[u64; 1024]>,
+    used: u32,
+    /// Next-fit cursor (next port to try).
+    cursor: u32,
+}
+
+impl PortBlock {
+    fn new() -> Self {
+        let mut bits = Box::new([0u64; 1024]);
+        // Ports 0..1024 are never handed out.
+        for w in bits.iter_mut().take(usize::from(FIRST_EXTERNAL_PORT) / 64) {
+            *w = u64::MAX;
+        }
+        Self {
+            bits,
+            used: 0,
+            cursor: u32::from(FIRST_EXTERNAL_PORT),
+        }
+    }
+
+    fn alloc(&mut self) -> Option<u16> {
+        if self.used >= EXTERNAL_PORTS_PER_ADDRESS {
+            return None;
+        }
+        let mut p = self.cursor;
+        // At most one full lap plus one word: a free bit exists.
+        for _ in 0..=1024 {
+            let w = (p / 64) as usize;
+            let word = *self.bits.get(w)?;
+            let free = !word & (u64::MAX << (p % 64));
+            if free != 0 {
+                let port = (w as u32) * 64 + free.trailing_zeros();
+                self.bits[w] |= 1u64 << (port % 64);
+                self.used += 1;
+                self.cursor = if port >= 65535 {
+                    u32::from(FIRST_EXTERNAL_PORT)
+                } else {
+                    port + 1
+                };
+                return u16::try_from(port).ok();
+            }
+            p = (w as u32 + 1) * 64;
+            if p > 65535 {
+                p = u32::from(FIRST_EXTERNAL_PORT);
+            }
+        }
+        None
+    }
+
+    fn free(&mut self, port: u16) {
+        let (w, b) = (usize::from(port / 64), port % 64);
+        if let Some(word) = self.bits.get_mut(w) {
+            if *word & (1 << b) != 0 && port >= FIRST_EXTERNAL_PORT {
+                *word &= !(1 << b);
+                self.used -= 1;
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct FragKey {
+    src: u32,
+    dst: u32,
+    id: u16,
+    proto: u8,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct FragEntry {
+    slot: u32,
+    session_seq: u64,
+    expires: u64,
+    serial: u64,
+}
+
+/// (src, dst, protocol, IP id) of first fragments → session, bounded,
+/// FIFO-evicted, entries expire after a fixed lifetime.
+struct FragTable {
+    map: FxMap<FragKey, FragEntry>,
+    order: VecDeque<(FragKey, u64)>,
+    capacity: usize,
+    timeout_ns: u64,
+    serial: u64,
+}
+
+impl FragTable {
+    fn is_current(&self, key: &FragKey, serial: u64) -> bool {
+        self.map.get(key).is_some_and(|e| e.serial == serial)
+    }
+
+    fn insert(
+        &mut self,
+        key: FragKey,
+        slot: u32,
+        session_seq: u64,
+        now: u64,
+        stats: &mut NatStats,
+    ) {
+        self.serial += 1;
+        let entry = FragEntry {
+            slot,
+            session_seq,
+            expires: now.saturating_add(self.timeout_ns),
+            serial: self.serial,
+        };
+        if !self.map.contains_key(&key) {
+            while self.map.len() >= self.capacity {
+                let Some((old, serial)) = self.order.pop_front() else {
+                    break;
+                };
+                if self.is_current(&old, serial) {
+                    self.map.remove(&old);
+                    stats.fragments_evicted += 1;
+                }
+            }
+        }
+        self.map.insert(key, entry);
+        self.order.push_back((key, self.serial));
+        stats.fragments_tracked += 1;
+        if self.order.len() > 4 * self.capacity.max(16) {
+            let map = &self.map;
+            self.order
+                .retain(|(k, s)| map.get(k).is_some_and(|e| e.serial == *s));
+        }
+    }
+
+    fn expire(&mut self, now: u64, stats: &mut NatStats) {
+        while let Some(&(key, serial)) = self.order.front() {
+            match self.map.get(&key) {
+                Some(e) if e.serial == serial => {
+                    if e.expires > now {
+                        break;
+                    }
+                    self.map.remove(&key);
+                    stats.fragments_expired += 1;
+                }
+                _ => {}
+            }
+            self.order.pop_front();
+        }
+    }
+
+    fn clear(&mut self) {
+        self.map.clear();
+        self.order.clear();
+    }
+}
+
+/// Timer-heap entry: (expiry ns, session seq, slot, generation), min-first.
+type Timer = Reverse<(u64, u64, u32, u32)>;
+
+// ---------------------------------------------------------------------------
+// The engine
+// ---------------------------------------------------------------------------
+
+/// A NAT44 (NAPT) engine. See the module documentation for the semantics.
+pub struct Nat44 {
+    cfg: NatConfig,
+    inside: Vec<(u32, u32)>,
+    pool_first: u32,
+    pool_count: u32,
+    udp_ns: u64,
+    tcp_est_ns: u64,
+    tcp_trans_ns: u64,
+    icmp_ns: u64,
+    now: u64,
+    next_seq: u64,
+    flows: FxMap<FlowKey, u32>,
+    mappings: FxMap<MapKey, Mapping>,
+    ports: FxMap<(u32, u8), PortBlock>,
+    slots: Vec<Session>,
+    free_slots: Vec<u32>,
+    timers: BinaryHeap<Timer>,
+    frags: FragTable,
+    stats: NatStats,
+}
+
+fn prefix_bits(n: &Ipv4Net) -> (u32, u32) {
+    let mask = u32::from(n.netmask());
+    (u32::from(n.network()), mask)
+}
+
+fn overlaps(a: &Ipv4Net, b: &Ipv4Net) -> bool {
+    a.contains(&b.network()) || b.contains(&a.network())
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// murmur3 fmix32: spreads inside addresses over the pool.
+fn mix32(mut h: u32) -> u32 {
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85eb_ca6b);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xc2b2_ae35);
+    h ^ (h >> 16)
+}
+
+#[inline]
+fn in_prefix(addr: u32, net: u32, len: u32) -> bool {
+    (addr ^ net) >> (32 - len) == 0
+}
+
+/// Verdict for special-purpose source or destination addresses (RFC 6890),
+/// or `None` for ordinary unicast.
+fn special_address(src: u32, dst: u32) -> Option<Verdict> {
+    const THIS_NET: u32 = 0x0000_0000; // 0.0.0.0/8
+    const LOOPBACK: u32 = 0x7F00_0000; // 127.0.0.0/8
+    const LINK_LOCAL: u32 = 0xA9FE_0000; // 169.254.0.0/16
+    const MULTICAST: u32 = 0xE000_0000; // 224.0.0.0/4
+    const RESERVED: u32 = 0xF000_0000; // 240.0.0.0/4
+    if dst == u32::MAX {
+        Some(Verdict::Broadcast)
+    } else if in_prefix(dst, MULTICAST, 4) {
+        Some(Verdict::Multicast)
+    } else if in_prefix(src, THIS_NET, 8) || in_prefix(dst, THIS_NET, 8) {
+        Some(Verdict::ThisNetwork)
+    } else if in_prefix(src, LOOPBACK, 8) || in_prefix(dst, LOOPBACK, 8) {
+        Some(Verdict::Loopback)
+    } else if in_prefix(src, LINK_LOCAL, 16) || in_prefix(dst, LINK_LOCAL, 16) {
+        Some(Verdict::LinkLocal)
+    } else if in_prefix(src, MULTICAST, 4)
+        || in_prefix(src, RESERVED, 4)
+        || in_prefix(dst, RESERVED, 4)
+    {
+        Some(Verdict::Reserved)
+    } else {
+        None
+    }
+}
+
+#[inline]
+fn get16(b: &[u8], at: usize) -> Option<u16> {
+    let s = b.get(at..at.checked_add(2)?)?;
+    Some(u16::from_be_bytes([s[0], s[1]]))
+}
+
+#[inline]
+fn put16(b: &mut [u8], at: usize, v: u16) {
+    if let Some(s) = at.checked_add(2).and_then(|end| b.get_mut(at..end)) {
+        s.copy_from_slice(&v.to_be_bytes());
+    }
+}
+
+#[inline]
+fn put32(b: &mut [u8], at: usize, v: u32) {
+    if let Some(s) = at.checked_add(4).and_then(|end| b.get_mut(at..end)) {
+        s.copy_from_slice(&v.to_be_bytes());
+    }
+}
+
+/// Rewrites the IPv4 source address of the packet at `l3` and patches the
+/// header checksum (RFC 1624).
+fn rewrite_ip_src(frame: &mut [u8], l3: usize, old: u32, new: u32) {
+    if let Some(c) = get16(frame, l3 + 10) {
+        put16(frame, l3 + 10, update32(c, old, new));
+    }
+    put32(frame, l3 + 12, new);
+}
+
+/// Source NAT of an outbound packet: address, port / ICMP identifier and
+/// every checksum that covers them.
+fn rewrite_outbound(frame: &mut [u8], p: &ParsedPacket, new_addr: u32, new_port: u16) {
+    let l3 = p.l3_offset;
+    let l4 = p.l4_offset();
+    let old_addr = p.ip.src;
+    rewrite_ip_src(frame, l3, old_addr, new_addr);
+    match p.transport {
+        Transport::Tcp(t) => {
+            if let Some(c) = get16(frame, l4 + 16) {
+                let c = update16(update32(c, old_addr, new_addr), t.src_port, new_port);
+                put16(frame, l4 + 16, c);
+            }
+            put16(frame, l4, new_port);
+        }
+        Transport::Udp(u) => {
+            if u.checksum != 0 {
+                let mut c = update16(
+                    update32(u.checksum, old_addr, new_addr),
+                    u.src_port,
+                    new_port,
+                );
+                if c == 0 {
+                    c = 0xFFFF; // RFC 768: a computed 0 is sent as all ones.
+                }
+                put16(frame, l4 + 6, c);
+            }
+            put16(frame, l4, new_port);
+        }
+        Transport::IcmpEcho(e) => {
+            if let Some(c) = get16(frame, l4 + 2) {
+                put16(frame, l4 + 2, update16(c, e.identifier, new_port));
+            }
+            put16(frame, l4 + 4, new_port);
+        }
+        Transport::IcmpOther { .. } | Transport::Fragment | Transport::Other => {}
+    }
+}
+
+impl Nat44 {
+    /// Validates `cfg` and builds an engine with empty tables.
+    ///
+    /// # Errors
+    ///
+    /// [`NatError`] when there is no inside prefix, the pool is not usable
+    /// unicast space or overlaps an inside prefix, a timeout is zero, or the
+    /// fragment table size is zero.
+    pub fn new(cfg: NatConfig) -> Result<Nat44, NatError> {
+        if cfg.inside.is_empty() {
+            return Err(NatError::NoInsidePrefix);
+        }
+        let pool = cfg.pool.trunc();
+        let specials: [Ipv4Net; 5] = [
+            "0.0.0.0/8".parse().expect("literal"),
+            "127.0.0.0/8".parse().expect("literal"),
+            "169.254.0.0/16".parse().expect("literal"),
+            "224.0.0.0/4".parse().expect("literal"),
+            "240.0.0.0/4".parse().expect("literal"),
+        ];
+        if specials.iter().any(|s| overlaps(s, &pool)) {
+            return Err(NatError::PoolNotUnicast(cfg.pool));
+        }
+        if let Some(i) = cfg.inside.iter().find(|i| overlaps(i, &pool)) {
+            return Err(NatError::PoolOverlapsInside {
+                pool: cfg.pool,
+                inside: *i,
+            });
+        }
+        let t = &cfg.timeouts;
+        for (name, d) in [
+            ("udp", t.udp),
+            ("tcp_established", t.tcp_established),
+            ("tcp_transitory", t.tcp_transitory),
+            ("icmp", t.icmp),
+        ] {
+            if d.is_zero() {
+                return Err(NatError::ZeroTimeout(name));
+            }
+        }
+        if cfg.fragment_table_size == 0 {
+            return Err(NatError::ZeroFragmentTable);
+        }
+        let len = u32::from(pool.prefix_len());
+        let size = 1u64 << (32 - len);
+        let (pool_first, pool_count) = if len >= 31 {
+            (u32::from(pool.network()), size as u32)
+        } else {
+            (u32::from(pool.network()) + 1, (size - 2) as u32)
+        };
+        Ok(Nat44 {
+            inside: cfg.inside.iter().map(prefix_bits).collect(),
+            pool_first,
+            pool_count,
+            udp_ns: nanos(t.udp),
+            tcp_est_ns: nanos(t.tcp_established),
+            tcp_trans_ns: nanos(t.tcp_transitory),
+            icmp_ns: nanos(t.icmp),
+            now: 0,
+            next_seq: 1,
+            flows: FxMap::default(),
+            mappings: FxMap::default(),
+            ports: FxMap::default(),
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            timers: BinaryHeap::new(),
+            frags: FragTable {
+                map: FxMap::default(),
+                order: VecDeque::new(),
+                capacity: cfg.fragment_table_size,
+                timeout_ns: nanos(cfg.fragment_timeout),
+                serial: 0,
+            },
+            stats: NatStats::default(),
+            cfg,
+        })
+    }
+
+    /// The configuration the engine was built with.
+    pub fn config(&self) -> &NatConfig {
+        &self.cfg
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> &NatStats {
+        &self.stats
+    }
+
+    /// The engine clock: the newest packet (or `finish`) timestamp seen, in
+    /// nanoseconds since the Unix epoch.
+    pub fn now_ns(&self) -> u64 {
+        self.now
+    }
+
+    /// Number of usable pool addresses.
+    pub fn pool_size(&self) -> u32 {
+        self.pool_count
+    }
+
+    /// True when `addr` (host order) is in an inside prefix.
+    pub fn is_inside(&self, addr: u32) -> bool {
+        self.inside.iter().any(|&(net, mask)| addr & mask == net)
+    }
+
+    /// The pool address an inside host is paired with (RFC 4787 REQ-2
+    /// "paired" pooling): a hash of the inside address picks it, so the host
+    /// always gets the same external address.
+    pub fn paired_address(&self, inside_addr: u32) -> u32 {
+        self.pool_first + self.pool_index(inside_addr)
+    }
+
+    fn pool_index(&self, inside_addr: u32) -> u32 {
+        mix32(inside_addr) % self.pool_count
+    }
+
+    /// Processes one captured frame at time `ts_ns` (nanoseconds since the
+    /// Unix epoch) with pcap link type `linktype`.
+    ///
+    /// Sessions whose idle timeout ended at or before `ts_ns` are deleted
+    /// first (natEvent 5 records, stamped with their expiry time). Then the
+    /// packet is classified; an outbound packet is rewritten in place in
+    /// `frame`. New sessions produce natEvent 4 records. Every record goes
+    /// to `log` synchronously, in event order.
+    pub fn process(
+        &mut self,
+        ts_ns: u64,
+        linktype: u32,
+        frame: &mut [u8],
+        log: &mut impl FnMut(Nat44SessionRecord),
+    ) -> Verdict {
+        let now = self.advance(ts_ns);
+        self.expire(now, log);
+        let v = self.handle(now, linktype, frame, log);
+        self.stats.packets += 1;
+        self.stats.verdicts[v.index()] += 1;
+        v
+    }
+
+    /// Deletes every session at end of input: first those whose timeout
+    /// ended by `ts_ns` (stamped with their expiry time), then all others in
+    /// creation order, stamped with `ts_ns` (or the engine clock if that is
+    /// later). Each delete is logged as natEvent 5 with final counters. The
+    /// engine is empty afterwards and can be reused.
+    pub fn finish(&mut self, ts_ns: u64, log: &mut impl FnMut(Nat44SessionRecord)) {
+        let now = self.advance(ts_ns);
+        self.expire(now, log);
+        let mut live: Vec<(u64, u32)> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.live)
+            .map(|(i, s)| (s.seq, i as u32))
+            .collect();
+        live.sort_unstable();
+        for (_, slot) in live {
+            self.delete(slot, now, log);
+            self.stats.sessions_flushed += 1;
+        }
+        self.timers.clear();
+        self.frags.clear();
+    }
+
+    /// Deletes the sessions whose idle timeout ended at or before `ts_ns`
+    /// without processing a packet (e.g. on an idle tick). Advances the
+    /// engine clock.
+    pub fn expire_until(&mut self, ts_ns: u64, log: &mut impl FnMut(Nat44SessionRecord)) {
+        let now = self.advance(ts_ns);
+        self.expire(now, log);
+    }
+
+    fn advance(&mut self, ts_ns: u64) -> u64 {
+        self.now = self.now.max(ts_ns);
+        self.now
+    }
+
+    fn timeout_of(&self, state: State) -> u64 {
+        match state {
+            State::Udp => self.udp_ns,
+            State::Icmp => self.icmp_ns,
+            State::TcpOpening | State::TcpClosing => self.tcp_trans_ns,
+            State::TcpEstablished => self.tcp_est_ns,
+        }
+    }
+
+    fn expire(&mut self, now: u64, log: &mut impl FnMut(Nat44SessionRecord)) {
+        self.frags.expire(now, &mut self.stats);
+        while let Some(&Reverse((at, seq, slot, gen))) = self.timers.peek() {
+            if at > now {
+                break;
+            }
+            self.timers.pop();
+            let Some(s) = self.slots.get(slot as usize) else {
+                continue;
+            };
+            if !s.live || s.seq != seq || s.timer_gen != gen {
+                continue; // stale entry
+            }
+            let actual = s.last_seen.saturating_add(self.timeout_of(s.state));
+            if actual > now {
+                // Refreshed since scheduled: reschedule lazily.
+                self.slots[slot as usize].scheduled = actual;
+                self.timers.push(Reverse((actual, seq, slot, gen)));
+                continue;
+            }
+            self.delete(slot, actual, log);
+            self.stats.sessions_expired += 1;
+        }
+    }
+
+    /// After a session's state or last_seen changed: make sure its timer
+    /// fires no later than its new expiry.
+    fn reschedule(&mut self, slot: u32) {
+        let s = &self.slots[slot as usize];
+        let expiry = s.last_seen.saturating_add(self.timeout_of(s.state));
+        if expiry < s.scheduled {
+            let s = &mut self.slots[slot as usize];
+            s.timer_gen = s.timer_gen.wrapping_add(1);
+            s.scheduled = expiry;
+            self.timers
+                .push(Reverse((expiry, s.seq, slot, s.timer_gen)));
+        }
+    }
+
+    fn record(&self, s: &Session, event: NatEvent, ts: u64) -> Nat44SessionRecord {
+        Nat44SessionRecord {
+            header: RecordHeader::of::<Nat44SessionRecord>(),
+            timestamp_ns: ts,
+            src_addr: s.key.inside_addr,
+            post_nat_src_addr: s.ext_addr,
+            dst_addr: s.key.remote_addr,
+            src_port: s.key.inside_port,
+            post_napt_src_port: s.ext_port,
+            dst_port: s.key.remote_port,
+            protocol: s.key.proto,
+            nat_event: event as u8,
+            ingress_vrf_id: self.cfg.vrf_id,
+            initiator_packets: s.init_packets,
+            responder_packets: s.resp_packets,
+            initiator_octets: s.init_octets,
+            responder_octets: s.resp_octets,
+        }
+    }
+
+    fn delete(&mut self, slot: u32, ts: u64, log: &mut impl FnMut(Nat44SessionRecord)) {
+        let Some(s) = self.slots.get_mut(slot as usize) else {
+            return;
+        };
+        if !s.live {
+            return;
+        }
+        s.live = false;
+        let s = *s;
+        self.flows.remove(&s.key);
+        let mk = MapKey {
+            addr: s.key.inside_addr,
+            port: s.key.inside_port,
+            proto: s.key.proto,
+        };
+        if let Some(m) = self.mappings.get_mut(&mk) {
+            m.refs -= 1;
+            if m.refs == 0 {
+                let m = *m;
+                self.mappings.remove(&mk);
+                self.stats.mappings_live -= 1;
+                if let Some(block) = self.ports.get_mut(&(m.pool_index, s.key.proto)) {
+                    block.free(m.ext_port);
+                }
+            }
+        }
+        self.free_slots.push(slot);
+        let rec = self.record(&s, NatEvent::Nat44SessionDelete, ts);
+        log(rec);
+        self.stats.records_logged += 1;
+        self.stats.sessions_deleted += 1;
+        self.stats.sessions_live -= 1;
+    }
+
+    /// Creates a session for outbound `key`; `Err(PoolExhausted)` when no
+    /// external port is left.
+    fn create(
+        &mut self,
+        now: u64,
+        key: FlowKey,
+        tcp_flags: u8,
+        log: &mut impl FnMut(Nat44SessionRecord),
+    ) -> Result<u32, Verdict> {
+        let mk = MapKey {
+            addr: key.inside_addr,
+            port: key.inside_port,
+            proto: key.proto,
+        };
+        let (ext_addr, ext_port) = match self.mappings.get_mut(&mk) {
+            Some(m) => {
+                m.refs += 1;
+                (m.ext_addr, m.ext_port)
+            }
+            None => {
+                let pool_index = self.pool_index(key.inside_addr);
+                let block = self
+                    .ports
+                    .entry((pool_index, key.proto))
+                    .or_insert_with(PortBlock::new);
+                let ext_port = block.alloc().ok_or(Verdict::PoolExhausted)?;
+                let ext_addr = self.pool_first + pool_index;
+                self.mappings.insert(
+                    mk,
+                    Mapping {
+                        ext_addr,
+                        ext_port,
+                        pool_index,
+                        refs: 1,
+                    },
+                );
+                self.stats.mappings_live += 1;
+                (ext_addr, ext_port)
+            }
+        };
+        let state = match key.proto {
+            PROTO_TCP if tcp_flags & (TCP_FIN | TCP_RST) != 0 => State::TcpClosing,
+            PROTO_TCP if tcp_flags & (TCP_SYN | TCP_ACK) == TCP_SYN => State::TcpOpening,
+            PROTO_TCP => State::TcpEstablished,
+            PROTO_ICMP => State::Icmp,
+            _ => State::Udp,
+        };
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let scheduled = now.saturating_add(self.timeout_of(state));
+        let session = Session {
+            seq,
+            live: true,
+            timer_gen: 0,
+            scheduled,
+            key,
+            ext_addr,
+            ext_port,
+            state,
+            last_seen: now,
+            init_packets: 0,
+            resp_packets: 0,
+            init_octets: 0,
+            resp_octets: 0,
+        };
+        let slot = match self.free_slots.pop() {
+            Some(i) => {
+                self.slots[i as usize] = session;
+                i
+            }
+            None => {
+                self.slots.push(session);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.flows.insert(key, slot);
+        self.timers.push(Reverse((scheduled, seq, slot, 0)));
+        let rec = self.record(&session, NatEvent::Nat44SessionCreate, now);
+        log(rec);
+        self.stats.records_logged += 1;
+        self.stats.sessions_created += 1;
+        self.stats.sessions_live += 1;
+        self.stats.peak_sessions = self.stats.peak_sessions.max(self.stats.sessions_live);
+        Ok(slot)
+    }
+
+    /// Counts a packet on a session and advances its TCP state.
+    fn touch(
+        &mut self,
+        slot: u32,
+        now: u64,
+        octets: u16,
+        from_initiator: bool,
+        tcp_flags: Option<u8>,
+    ) {
+        let s = &mut self.slots[slot as usize];
+        s.last_seen = s.last_seen.max(now);
+        if from_initiator {
+            s.init_packets = s.init_packets.saturating_add(1);
+            s.init_octets += u64::from(octets);
+        } else {
+            s.resp_packets = s.resp_packets.saturating_add(1);
+            s.resp_octets += u64::from(octets);
+        }
+        if let Some(flags) = tcp_flags {
+            if flags & (TCP_FIN | TCP_RST) != 0 {
+                s.state = State::TcpClosing;
+            } else if !from_initiator && s.state == State::TcpOpening {
+                s.state = State::TcpEstablished;
+            }
+        }
+        self.reschedule(slot);
+    }
+
+    fn handle(
+        &mut self,
+        now: u64,
+        linktype: u32,
+        frame: &mut [u8],
+        log: &mut impl FnMut(Nat44SessionRecord),
+    ) -> Verdict {
+        let p = match packet::parse(linktype, frame) {
+            Ok(p) => p,
+            Err(e) => return e.into(),
+        };
+        let (src, dst) = (p.ip.src, p.ip.dst);
+        if let Some(v) = special_address(src, dst) {
+            return v;
+        }
+        let outbound = match (self.is_inside(src), self.is_inside(dst)) {
+            (true, true) => return Verdict::InsideToInside,
+            (false, false) => return Verdict::Transit,
+            (true, false) => true,
+            (false, true) => false,
+        };
+        let proto = p.ip.protocol;
+        if !matches!(proto, PROTO_TCP | PROTO_UDP | PROTO_ICMP) {
+            return Verdict::UnsupportedProtocol;
+        }
+        if p.ip.is_later_fragment() {
+            return self.later_fragment(now, &p, outbound, frame);
+        }
+        let (sport, dport, tcp_flags, icmp_reply) = match p.transport {
+            Transport::Tcp(t) => (t.src_port, t.dst_port, Some(t.flags), None),
+            Transport::Udp(u) => (u.src_port, u.dst_port, None, None),
+            // The identifier is the inside host's "port"; the remote port is 0.
+            Transport::IcmpEcho(e) if outbound => (e.identifier, 0, None, Some(e.reply)),
+            Transport::IcmpEcho(e) => (0, e.identifier, None, Some(e.reply)),
+            Transport::IcmpOther { .. } => return Verdict::IcmpNotEcho,
+            Transport::Fragment | Transport::Other => return Verdict::UnsupportedProtocol,
+        };
+        let key = if outbound {
+            FlowKey {
+                inside_addr: src,
+                remote_addr: dst,
+                inside_port: sport,
+                remote_port: dport,
+                proto,
+            }
+        } else {
+            FlowKey {
+                inside_addr: dst,
+                remote_addr: src,
+                inside_port: dport,
+                remote_port: sport,
+                proto,
+            }
+        };
+        let octets = p.ip.total_len;
+        let slot = if outbound {
+            let existing = self.flows.get(&key).copied();
+            let existing = match (existing, tcp_flags) {
+                // A new SYN on a closing TCP session starts a new session
+                // (port reuse after FIN / RST).
+                (Some(slot), Some(f))
+                    if f & (TCP_SYN | TCP_ACK) == TCP_SYN
+                        && self.slots[slot as usize].state == State::TcpClosing =>
+                {
+                    self.delete(slot, now, log);
+                    self.stats.sessions_replaced += 1;
+                    None
+                }
+                (e, _) => e,
+            };
+            let slot = match existing {
+                Some(slot) => slot,
+                None if icmp_reply == Some(true) => return Verdict::IcmpReplyNoSession,
+                None => match self.create(now, key, tcp_flags.unwrap_or(0), log) {
+                    Ok(slot) => slot,
+                    Err(v) => return v,
+                },
+            };
+            self.touch(slot, now, octets, true, tcp_flags);
+            let s = &self.slots[slot as usize];
+            let (ext_addr, ext_port) = (s.ext_addr, s.ext_port);
+            rewrite_outbound(frame, &p, ext_addr, ext_port);
+            slot
+        } else {
+            let slot = match self.flows.get(&key) {
+                Some(&slot) if icmp_reply != Some(false) => slot,
+                _ => return Verdict::InboundNoSession,
+            };
+            self.touch(slot, now, octets, false, tcp_flags);
+            slot
+        };
+        if p.ip.is_first_fragment() {
+            let fk = FragKey {
+                src,
+                dst,
+                id: p.ip.id,
+                proto,
+            };
+            let seq = self.slots[slot as usize].seq;
+            self.frags.insert(fk, slot, seq, now, &mut self.stats);
+        }
+        if outbound {
+            Verdict::TranslatedOut
+        } else {
+            Verdict::TranslatedIn
+        }
+    }
+
+    fn later_fragment(
+        &mut self,
+        now: u64,
+        p: &ParsedPacket,
+        outbound: bool,
+        frame: &mut [u8],
+    ) -> Verdict {
+        let fk = FragKey {
+            src: p.ip.src,
+            dst: p.ip.dst,
+            id: p.ip.id,
+            proto: p.ip.protocol,
+        };
+        let Some(e) = self.frags.map.get(&fk).copied() else {
+            return Verdict::FragmentNoSession;
+        };
+        let live = self
+            .slots
+            .get(e.slot as usize)
+            .is_some_and(|s| s.live && s.seq == e.session_seq);
+        if !live {
+            return Verdict::FragmentNoSession;
+        }
+        self.touch(e.slot, now, p.ip.total_len, outbound, None);
+        if outbound {
+            let ext = self.slots[e.slot as usize].ext_addr;
+            rewrite_ip_src(frame, p.l3_offset, p.ip.src, ext);
+        }
+        Verdict::FragmentMatched
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checksum::{internet_checksum, transport_checksum};
+    use crate::packet::build::*;
+    use crate::packet::{LINKTYPE_ETHERNET, LINKTYPE_RAW};
+
+    const SEC: u64 = 1_000_000_000;
+    const T0: u64 = 1_767_225_600 * SEC;
+    const H1: u32 = 0x0A00_0001; // 10.0.0.1
+    const H2: u32 = 0x0A00_0002; // 10.0.0.2
+    const R1: u32 = 0xCB00_7101; // 203.0.113.1
+    const R2: u32 = 0xCB00_7102; // 203.0.113.2
+
+    fn nat() -> Nat44 {
+        Nat44::new(NatConfig::new(
+            vec!["10.0.0.0/8".parse().unwrap()],
+            "198.51.100.0/28".parse().unwrap(),
+        ))
+        .unwrap()
+    }
+
+    struct Log(Vec<Nat44SessionRecord>);
+    impl Log {
+        fn f(&mut self) -> impl FnMut(Nat44SessionRecord) + '_ {
+            |r| self.0.push(r)
+        }
+        fn events(&self, e: u8) -> Vec<&Nat44SessionRecord> {
+            self.0.iter().filter(|r| r.nat_event == e).collect()
+        }
+    }
+
+    fn run(n: &mut Nat44, log: &mut Log, ts: u64, frame: &mut [u8]) -> Verdict {
+        n.process(ts, LINKTYPE_ETHERNET, frame, &mut log.f())
+    }
+
+    fn udp_frame(src: u32, sport: u16, dst: u32, dport: u16) -> Vec<u8> {
+        eth_ipv4(&ipv4(
+            src,
+            dst,
+            PROTO_UDP,
+            &[],
+            &udp(sport, dport, b"payload!"),
+        ))
+    }
+
+    fn tcp_frame(src: u32, sport: u16, dst: u32, dport: u16, flags: u8) -> Vec<u8> {
+        eth_ipv4(&ipv4(
+            src,
+            dst,
+            PROTO_TCP,
+            &[],
+            &tcp(sport, dport, flags, b"data"),
+        ))
+    }
+
+    fn src_of(f: &[u8]) -> (u32, u16) {
+        let p = packet::parse(LINKTYPE_ETHERNET, f).unwrap();
+        let port = match p.transport {
+            Transport::Tcp(t) => t.src_port,
+            Transport::Udp(u) => u.src_port,
+            Transport::IcmpEcho(e) => e.identifier,
+            _ => 0,
+        };
+        (p.ip.src, port)
+    }
+
+    /// Verifies IPv4 and transport checksums of an Ethernet frame.
+    fn verify_checksums(f: &[u8]) {
+        let p = packet::parse(LINKTYPE_ETHERNET, f).unwrap();
+        let ip = &f[p.l3_offset..p.l3_end()];
+        let hl = usize::from(p.ip.header_len);
+        assert_eq!(internet_checksum(&ip[..hl]), 0, "IPv4 header checksum");
+        let seg = &ip[hl..];
+        match p.transport {
+            Transport::Tcp(_) => {
+                assert_eq!(transport_checksum(p.ip.src, p.ip.dst, 6, seg), 0, "TCP")
+            }
+            Transport::Udp(u) if u.checksum != 0 => {
+                assert_eq!(transport_checksum(p.ip.src, p.ip.dst, 17, seg), 0, "UDP")
+            }
+            Transport::IcmpEcho(_) => assert_eq!(internet_checksum(seg), 0, "ICMP"),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn config_errors() {
+        let inside: Vec<Ipv4Net> = vec!["10.0.0.0/8".parse().unwrap()];
+        let e = Nat44::new(NatConfig::new(vec![], "198.51.100.0/28".parse().unwrap()));
+        assert_eq!(e.err(), Some(NatError::NoInsidePrefix));
+        let e = Nat44::new(NatConfig::new(
+            inside.clone(),
+            "10.1.0.0/24".parse().unwrap(),
+        ));
+        assert!(matches!(e.err(), Some(NatError::PoolOverlapsInside { .. })));
+        let e = Nat44::new(NatConfig::new(
+            inside.clone(),
+            "224.0.0.0/24".parse().unwrap(),
+        ));
+        assert!(matches!(e.err(), Some(NatError::PoolNotUnicast(_))));
+        let mut c = NatConfig::new(inside.clone(), "198.51.100.7/32".parse().unwrap());
+        c.timeouts.icmp = Duration::ZERO;
+        assert_eq!(Nat44::new(c).err(), Some(NatError::ZeroTimeout("icmp")));
+        let n = Nat44::new(NatConfig::new(
+            inside.clone(),
+            "198.51.100.7/32".parse().unwrap(),
+        ))
+        .unwrap();
+        assert_eq!(n.pool_size(), 1);
+        assert_eq!(n.paired_address(H1), 0xC633_6407);
+        assert_eq!(nat().pool_size(), 14);
+        assert!(NatError::NoInsidePrefix.to_string().contains("inside"));
+    }
+
+    #[test]
+    fn verdict_index_roundtrip() {
+        let all: Vec<Verdict> = Verdict::all().collect();
+        assert_eq!(all.len(), Verdict::COUNT);
+        for (i, v) in all.iter().enumerate() {
+            assert_eq!(v.index(), i);
+            assert_eq!(Verdict::from_index(i), Some(*v));
+        }
+        assert_eq!(Verdict::from_index(Verdict::COUNT), None);
+        let names: std::collections::HashSet<_> = all.iter().map(|v| v.name()).collect();
+        assert_eq!(names.len(), Verdict::COUNT, "names are unique");
+    }
+
+    #[test]
+    fn outbound_udp_is_translated_with_valid_checksums() {
+        let mut n = nat();
+        let mut log = Log(vec![]);
+        let mut f = udp_frame(H1, 5000, R1, 53);
+        let orig = f.clone();
+        assert_eq!(run(&mut n, &mut log, T0, &mut f), Verdict::TranslatedOut);
+        let (a, port) = src_of(&f);
+        assert_eq!(a, n.paired_address(H1));
+        assert!((0xC633_6401..=0xC633_640E).contains(&a));
+        assert_eq!(port, 1024);
+        verify_checksums(&f);
+        // Only the source address, source port and checksums changed.
+        let changed: Vec<usize> = (0..f.len()).filter(|&i| f[i] != orig[i]).collect();
+        assert!(!changed.is_empty());
+        assert!(
+            changed
+                .iter()
+                .all(|&i| (24..30).contains(&i) || (34..36).contains(&i) || (40..42).contains(&i)),
+            "changed bytes {changed:?}"
+        );
+        assert_eq!(log.0.len(), 1);
+        let r = log.0[0];
+        assert_eq!(r.header, RecordHeader::of::<Nat44SessionRecord>());
+        assert_eq!(
+            (
+                r.nat_event,
+                r.timestamp_ns,
+                r.src_addr,
+                r.src_port,
+                r.post_nat_src_addr,
+                r.post_napt_src_port
+            ),
+            (4, T0, H1, 5000, a, 1024)
+        );
+        assert_eq!(
+            (r.dst_addr, r.dst_port, r.protocol, r.ingress_vrf_id),
+            (R1, 53, 17, 0)
+        );
+        assert_eq!((r.initiator_packets, r.initiator_octets), (0, 0));
+    }
+
+    #[test]
+    fn udp_checksum_zero_stays_zero_and_tcp_icmp_checksums_stay_valid() {
+        let mut n = nat();
+        let mut log = Log(vec![]);
+        let mut ip = ipv4(H1, R1, PROTO_UDP, &[], &udp(7, 9, b"x"));
+        ip[26..28].copy_from_slice(&[0, 0]);
+        let mut f = eth_ipv4(&ip);
+        assert_eq!(run(&mut n, &mut log, T0, &mut f), Verdict::TranslatedOut);
+        assert_eq!(&f[14 + 26..14 + 28], &[0, 0]);
+        verify_checksums(&f);
+
+        // TCP with IPv4 options: ports and checksum after the options.
+        let opts = [1u8, 1, 1, 0];
+        let mut f = eth_ipv4(&ipv4(
+            H2,
+            R1,
+            PROTO_TCP,
+            &opts,
+            &tcp(33333, 80, TCP_SYN, b""),
+        ));
+        assert_eq!(run(&mut n, &mut log, T0, &mut f), Verdict::TranslatedOut);
+        verify_checksums(&f);
+        assert_eq!(src_of(&f), (n.paired_address(H2), 1024));
+
+        let mut f = eth_ipv4(&ipv4(H1, R2, PROTO_ICMP, &[], &icmp_echo(false, 0x77, 1)));
+        assert_eq!(run(&mut n, &mut log, T0, &mut f), Verdict::TranslatedOut);
+        verify_checksums(&f);
+        let r = log.0.last().unwrap();
+        assert_eq!((r.protocol, r.src_port, r.dst_port), (1, 0x77, 0));
+        assert_eq!(src_of(&f).1, r.post_napt_src_port);
+    }
+
+    #[test]
+    fn exhaustive_checksum_equivalence_over_many_ports() {
+        // Random-ish inside ports and addresses; the incremental result must
+        // equal a full recomputation every time.
+        let mut n = nat();
+        let mut log = Log(vec![]);
+        for i in 0..2000u32 {
+            let src = 0x0A00_0000 | (i.wrapping_mul(2_654_435_761) & 0x00FF_FFFF).max(1);
+            let sport = (i.wrapping_mul(40503) & 0xFFFF) as u16;
+            for mut f in [
+                udp_frame(src, sport, R1, 443),
+                tcp_frame(src, sport, R2, 443, TCP_ACK),
+                eth_ipv4(&ipv4(src, R1, PROTO_ICMP, &[], &icmp_echo(false, sport, 3))),
+            ] {
+                assert_eq!(run(&mut n, &mut log, T0, &mut f), Verdict::TranslatedOut);
+                verify_checksums(&f);
+            }
+        }
+    }
+
+    #[test]
+    fn endpoint_independent_mapping() {
+        let mut n = nat();
+        let mut log = Log(vec![]);
+        let mut a = udp_frame(H1, 4000, R1, 53);
+        let mut b = udp_frame(H1, 4000, R2, 123);
+        run(&mut n, &mut log, T0, &mut a);
+        run(&mut n, &mut log, T0 + SEC, &mut b);
+        assert_eq!(
+            src_of(&a),
+            src_of(&b),
+            "same inside addr:port → same external addr:port"
+        );
+        assert_eq!(n.stats().sessions_created, 2);
+        assert_eq!(n.stats().mappings_live, 1);
+        // Another inside port of the same host: same address (paired), other port.
+        let mut c = udp_frame(H1, 4001, R1, 53);
+        run(&mut n, &mut log, T0 + SEC, &mut c);
+        assert_eq!(src_of(&c).0, src_of(&a).0);
+        assert_ne!(src_of(&c).1, src_of(&a).1);
+        // The same port number on TCP is a separate mapping space.
+        let mut t = tcp_frame(H1, 4000, R1, 80, TCP_SYN);
+        run(&mut n, &mut log, T0 + SEC, &mut t);
+        assert_eq!(src_of(&t).0, src_of(&a).0);
+    }
+
+    #[test]
+    fn different_hosts_never_share_an_external_endpoint() {
+        let mut n = Nat44::new(NatConfig::new(
+            vec!["10.0.0.0/8".parse().unwrap()],
+            "198.51.100.0/30".parse().unwrap(), // 2 usable addresses
+        ))
+        .unwrap();
+        let mut log = Log(vec![]);
+        // External endpoint → (inside endpoint, sessions using it).
+        type Endpoint = (u32, u16);
+        let mut live: HashMap<(u32, u16, u8), (Endpoint, u32)> = HashMap::new();
+        let mut ts = T0;
+        for i in 0..3000u32 {
+            let host = 0x0A00_0001 + (i % 50);
+            let sport = 1000 + (i % 97) as u16;
+            let dst = R1 + (i % 7);
+            ts += SEC / 2;
+            let mut f = udp_frame(host, sport, dst, 53);
+            assert_eq!(run(&mut n, &mut log, ts, &mut f), Verdict::TranslatedOut);
+            let ext = src_of(&f);
+            // Keep the set of live mappings in sync with the log.
+            for r in log.0.drain(..) {
+                let k = (r.post_nat_src_addr, r.post_napt_src_port, r.protocol);
+                let owner = (r.src_addr, r.src_port);
+                if r.nat_event == 4 {
+                    let e = live.entry(k).or_insert((owner, 0));
+                    assert_eq!(e.0, owner, "external endpoint shared");
+                    e.1 += 1;
+                } else {
+                    let e = live.get_mut(&k).expect("delete of a live mapping");
+                    e.1 -= 1;
+                    if e.1 == 0 {
+                        live.remove(&k);
+                    }
+                }
+            }
+            assert_eq!(live[&(ext.0, ext.1, 17)].0, (host, sport));
+        }
+        assert!(
+            n.stats().sessions_expired > 0,
+            "the test covered expiry and reuse"
+        );
+    }
+
+    #[test]
+    fn return_traffic_matches_and_counts() {
+        let mut n = nat();
+        let mut log = Log(vec![]);
+        let mut out = tcp_frame(H1, 40000, R1, 443, TCP_SYN);
+        assert_eq!(run(&mut n, &mut log, T0, &mut out), Verdict::TranslatedOut);
+        let mut back = tcp_frame(R1, 443, H1, 40000, TCP_SYN | TCP_ACK);
+        let before = back.clone();
+        assert_eq!(
+            run(&mut n, &mut log, T0 + 1, &mut back),
+            Verdict::TranslatedIn
+        );
+        assert_eq!(back, before, "inbound frames are not modified");
+        let mut stray = tcp_frame(R2, 443, H1, 40000, TCP_ACK);
+        assert_eq!(
+            run(&mut n, &mut log, T0 + 2, &mut stray),
+            Verdict::InboundNoSession
+        );
+        n.finish(T0 + 10 * SEC, &mut log.f());
+        let d = log.events(5);
+        assert_eq!(d.len(), 1);
+        assert_eq!((d[0].initiator_packets, d[0].responder_packets), (1, 1));
+        assert_eq!((d[0].initiator_octets, d[0].responder_octets), (44, 44));
+        assert_eq!(d[0].timestamp_ns, T0 + 10 * SEC);
+        assert_eq!(n.stats().count(Verdict::InboundNoSession), 1);
+    }
+
+    #[test]
+    fn udp_expiry_logs_counters_and_recreates() {
+        let mut n = nat();
+        let mut log = Log(vec![]);
+        for i in 0..3 {
+            let mut f = udp_frame(H1, 5000, R1, 53);
+            run(&mut n, &mut log, T0 + i * SEC, &mut f);
+        }
+        let mut r = udp_frame(R1, 53, H1, 5000);
+        assert_eq!(
+            run(&mut n, &mut log, T0 + 3 * SEC, &mut r),
+            Verdict::TranslatedIn
+        );
+        // 301 s after the last packet: expired at last + 300 s.
+        let mut f = udp_frame(H1, 5000, R1, 53);
+        let t_new = T0 + 3 * SEC + 301 * SEC;
+        assert_eq!(run(&mut n, &mut log, t_new, &mut f), Verdict::TranslatedOut);
+        let ev: Vec<(u8, u64)> = log
+            .0
+            .iter()
+            .map(|r| (r.nat_event, r.timestamp_ns))
+            .collect();
+        assert_eq!(ev, vec![(4, T0), (5, T0 + 303 * SEC), (4, t_new)]);
+        let d = log.0[1];
+        assert_eq!((d.initiator_packets, d.responder_packets), (3, 1));
+        assert_eq!((d.initiator_octets, d.responder_octets), (3 * 36, 36));
+        assert_eq!(n.stats().sessions_expired, 1);
+        assert_eq!(n.stats().sessions_live, 1);
+    }
+
+    #[test]
+    fn session_alive_just_before_timeout() {
+        let mut n = nat();
+        let mut log = Log(vec![]);
+        let mut f = udp_frame(H1, 5000, R1, 53);
+        run(&mut n, &mut log, T0, &mut f);
+        let mut f = udp_frame(H1, 5000, R1, 53);
+        run(&mut n, &mut log, T0 + 299 * SEC, &mut f);
+        let mut f = udp_frame(H1, 5000, R1, 53);
+        run(&mut n, &mut log, T0 + 598 * SEC, &mut f);
+        assert_eq!(log.0.len(), 1, "refreshed in time: one session only");
+        n.expire_until(T0 + 898 * SEC, &mut log.f());
+        assert_eq!(log.0.len(), 2);
+        assert_eq!(log.0[1].timestamp_ns, T0 + 898 * SEC);
+    }
+
+    #[test]
+    fn tcp_states_and_timeouts() {
+        let mut n = nat();
+        let mut log = Log(vec![]);
+        // SYN only: transitory, expires after 240 s.
+        let mut f = tcp_frame(H1, 1111, R1, 80, TCP_SYN);
+        run(&mut n, &mut log, T0, &mut f);
+        n.expire_until(T0 + 240 * SEC, &mut log.f());
+        assert_eq!(log.events(5).len(), 1);
+        assert_eq!(log.events(5)[0].timestamp_ns, T0 + 240 * SEC);
+
+        // Mid-stream pickup (ACK): established, still alive after 240 s.
+        let mut log = Log(vec![]);
+        let mut f = tcp_frame(H1, 2222, R1, 80, TCP_ACK);
+        let t1 = T0 + 1000 * SEC;
+        run(&mut n, &mut log, t1, &mut f);
+        n.expire_until(t1 + 7000 * SEC, &mut log.f());
+        assert!(log.events(5).is_empty());
+        // FIN moves it to transitory: expires 240 s after the FIN.
+        let t2 = t1 + 7100 * SEC;
+        let mut fin = tcp_frame(R1, 80, H1, 2222, TCP_FIN | TCP_ACK);
+        assert_eq!(run(&mut n, &mut log, t2, &mut fin), Verdict::TranslatedIn);
+        n.expire_until(t2 + 239 * SEC, &mut log.f());
+        assert!(log.events(5).is_empty());
+        n.expire_until(t2 + 240 * SEC, &mut log.f());
+        assert_eq!(log.events(5).len(), 1);
+        assert_eq!(log.events(5)[0].timestamp_ns, t2 + 240 * SEC);
+        assert_eq!(log.events(5)[0].responder_packets, 1);
+
+        // SYN then reply: established (7440 s).
+        let mut log = Log(vec![]);
+        let t3 = t2 + 10_000 * SEC;
+        let mut f = tcp_frame(H2, 3333, R2, 80, TCP_SYN);
+        run(&mut n, &mut log, t3, &mut f);
+        let mut f = tcp_frame(R2, 80, H2, 3333, TCP_SYN | TCP_ACK);
+        run(&mut n, &mut log, t3 + SEC, &mut f);
+        n.expire_until(t3 + 7440 * SEC, &mut log.f());
+        assert!(log.events(5).is_empty());
+        n.expire_until(t3 + 7441 * SEC, &mut log.f());
+        assert_eq!(log.events(5)[0].timestamp_ns, t3 + 7441 * SEC);
+    }
+
+    #[test]
+    fn new_syn_on_closing_session_replaces_it() {
+        let mut n = nat();
+        let mut log = Log(vec![]);
+        let mut f = tcp_frame(H1, 1111, R1, 80, TCP_ACK);
+        run(&mut n, &mut log, T0, &mut f);
+        let mut f = tcp_frame(H1, 1111, R1, 80, TCP_RST);
+        run(&mut n, &mut log, T0 + SEC, &mut f);
+        let mut f = tcp_frame(H1, 1111, R1, 80, TCP_SYN);
+        run(&mut n, &mut log, T0 + 2 * SEC, &mut f);
+        let ev: Vec<(u8, u64)> = log
+            .0
+            .iter()
+            .map(|r| (r.nat_event, r.timestamp_ns))
+            .collect();
+        assert_eq!(ev, vec![(4, T0), (5, T0 + 2 * SEC), (4, T0 + 2 * SEC)]);
+        assert_eq!(log.0[1].initiator_packets, 2);
+        assert_eq!(n.stats().sessions_replaced, 1);
+    }
+
+    #[test]
+    fn finish_deletes_all_in_creation_order() {
+        let mut n = nat();
+        let mut log = Log(vec![]);
+        let flows = [(H1, 1), (H2, 2), (H1, 3), (H2, 4)];
+        for (i, (h, p)) in flows.iter().enumerate() {
+            let mut f = udp_frame(*h, *p, R1, 53);
+            run(&mut n, &mut log, T0 + i as u64, &mut f);
+        }
+        // Touch the first one last: order must still be creation order.
+        let mut f = udp_frame(H1, 1, R1, 53);
+        run(&mut n, &mut log, T0 + 10, &mut f);
+        n.finish(T0 + 20, &mut log.f());
+        let d = log.events(5);
+        let order: Vec<u16> = d.iter().map(|r| r.src_port).collect();
+        assert_eq!(order, vec![1, 2, 3, 4]);
+        assert!(d.iter().all(|r| r.timestamp_ns == T0 + 20));
+        assert_eq!(d[0].initiator_packets, 2);
+        let s = n.stats();
+        assert_eq!(
+            (s.sessions_created, s.sessions_deleted, s.sessions_live),
+            (4, 4, 0)
+        );
+        assert_eq!(
+            (s.peak_sessions, s.records_logged, s.mappings_live),
+            (4, 8, 0)
+        );
+    }
+
+    #[test]
+    fn special_destinations_and_directions_are_counted() {
+        let mut n = nat();
+        let mut log = Log(vec![]);
+        let cases: [(u32, u32, Verdict); 11] = [
+            (H1, 0xE000_00FB, Verdict::Multicast), // 224.0.0.251
+            (H1, 0xEFFF_FFFA, Verdict::Multicast), // 239.255.255.250
+            (H1, 0xFFFF_FFFF, Verdict::Broadcast),
+            (0, 0xFFFF_FFFF, Verdict::Broadcast), // DHCP discover
+            (H1, 0x0000_0001, Verdict::ThisNetwork),
+            (H1, 0x7F00_0001, Verdict::Loopback),
+            (H1, 0xA9FE_0101, Verdict::LinkLocal),
+            (H1, 0xF000_0001, Verdict::Reserved),
+            (H1, H2, Verdict::InsideToInside),
+            (R1, R2, Verdict::Transit),
+            (R1, H1, Verdict::InboundNoSession),
+        ];
+        for (src, dst, want) in cases {
+            let mut f = udp_frame(src, 68, dst, 67);
+            let before = f.clone();
+            assert_eq!(
+                run(&mut n, &mut log, T0, &mut f),
+                want,
+                "{src:#x} → {dst:#x}"
+            );
+            assert_eq!(f, before, "untranslated frames are not modified");
+        }
+        assert!(log.0.is_empty());
+        let s = n.stats();
+        assert_eq!(s.count(Verdict::Multicast), 2);
+        assert_eq!(s.count(Verdict::Broadcast), 2);
+        assert_eq!(s.count(Verdict::ThisNetwork), 1);
+        assert_eq!(s.count(Verdict::Loopback), 1);
+        assert_eq!(s.count(Verdict::LinkLocal), 1);
+        assert_eq!(s.count(Verdict::InsideToInside), 1);
+        assert_eq!(s.count(Verdict::Transit), 1);
+        assert_eq!(s.packets, 11);
+        assert_eq!(s.sessions_created, 0);
+    }
+
+    #[test]
+    fn protocol_and_parse_verdicts() {
+        let mut n = nat();
+        let mut log = Log(vec![]);
+        let mut gre = eth_ipv4(&ipv4(H1, R1, 47, &[], &[0u8; 8]));
+        assert_eq!(
+            run(&mut n, &mut log, T0, &mut gre),
+            Verdict::UnsupportedProtocol
+        );
+        let mut unreach = icmp_echo(false, 0, 0);
+        unreach[0] = 3;
+        let mut f = eth_ipv4(&ipv4(H1, R1, PROTO_ICMP, &[], &unreach));
+        assert_eq!(run(&mut n, &mut log, T0, &mut f), Verdict::IcmpNotEcho);
+        let mut v6 = ether(&[], 0x86DD, &[0x60; 40]);
+        assert_eq!(run(&mut n, &mut log, T0, &mut v6), Verdict::NotIpv4);
+        let mut short = udp_frame(H1, 1, R1, 2);
+        short[14] = 0x43;
+        assert_eq!(
+            run(&mut n, &mut log, T0, &mut short),
+            Verdict::Malformed(MalformedReason::Ipv4IhlTooSmall)
+        );
+        let mut any = udp_frame(H1, 1, R1, 2);
+        assert_eq!(
+            n.process(T0, 999, &mut any, &mut log.f()),
+            Verdict::UnsupportedLinkType
+        );
+        assert_eq!(
+            n.stats()
+                .count(Verdict::Malformed(MalformedReason::Ipv4IhlTooSmall)),
+            1
+        );
+        assert_eq!(n.stats().nonzero().count(), 5);
+    }
+
+    #[test]
+    fn icmp_echo_sessions() {
+        let mut n = nat();
+        let mut log = Log(vec![]);
+        let mut req = eth_ipv4(&ipv4(H1, R1, PROTO_ICMP, &[], &icmp_echo(false, 9, 1)));
+        assert_eq!(run(&mut n, &mut log, T0, &mut req), Verdict::TranslatedOut);
+        let mut rep = eth_ipv4(&ipv4(R1, H1, PROTO_ICMP, &[], &icmp_echo(true, 9, 1)));
+        assert_eq!(
+            run(&mut n, &mut log, T0 + 1, &mut rep),
+            Verdict::TranslatedIn
+        );
+        // A ping from outside is unsolicited; the inside host's answer does
+        // not open a session.
+        let mut req_in = eth_ipv4(&ipv4(R2, H1, PROTO_ICMP, &[], &icmp_echo(false, 5, 1)));
+        assert_eq!(
+            run(&mut n, &mut log, T0 + 2, &mut req_in),
+            Verdict::InboundNoSession
+        );
+        let mut rep_out = eth_ipv4(&ipv4(H1, R2, PROTO_ICMP, &[], &icmp_echo(true, 5, 1)));
+        assert_eq!(
+            run(&mut n, &mut log, T0 + 3, &mut rep_out),
+            Verdict::IcmpReplyNoSession
+        );
+        // ICMP times out after 60 s.
+        n.expire_until(T0 + 1 + 60 * SEC, &mut log.f());
+        let d = log.events(5);
+        assert_eq!(d.len(), 1);
+        assert_eq!(
+            (
+                d[0].initiator_packets,
+                d[0].responder_packets,
+                d[0].dst_port
+            ),
+            (1, 1, 0)
+        );
+    }
+
+    #[test]
+    fn fragments_follow_their_first_fragment() {
+        let mut n = nat();
+        let mut log = Log(vec![]);
+        let mut u = udp(6000, 53, &[0xAB; 24]);
+        u[4..6].copy_from_slice(&(8u16 + 24 + 40).to_be_bytes());
+        let mut first = ether(
+            &[],
+            0x0800,
+            &ipv4_frag(H1, R1, PROTO_UDP, &[], &u, 77, 0x2000),
+        );
+        assert_eq!(
+            run(&mut n, &mut log, T0, &mut first),
+            Verdict::TranslatedOut
+        );
+        let ext = src_of(&first).0;
+        let mut second = ether(
+            &[],
+            0x0800,
+            &ipv4_frag(H1, R1, PROTO_UDP, &[], &[0xCD; 40], 77, 4),
+        );
+        assert_eq!(
+            run(&mut n, &mut log, T0 + 1, &mut second),
+            Verdict::FragmentMatched
+        );
+        let p = packet::parse(LINKTYPE_ETHERNET, &second).unwrap();
+        assert_eq!(
+            p.ip.src, ext,
+            "later fragments get the external source address"
+        );
+        assert_eq!(internet_checksum(&second[14..34]), 0);
+        let mut unknown = ether(
+            &[],
+            0x0800,
+            &ipv4_frag(H1, R1, PROTO_UDP, &[], &[0; 40], 78, 4),
+        );
+        assert_eq!(
+            run(&mut n, &mut log, T0 + 2, &mut unknown),
+            Verdict::FragmentNoSession
+        );
+        // After the 30 s fragment timeout the entry is gone.
+        let mut late = ether(
+            &[],
+            0x0800,
+            &ipv4_frag(H1, R1, PROTO_UDP, &[], &[0; 40], 77, 4),
+        );
+        assert_eq!(
+            run(&mut n, &mut log, T0 + 31 * SEC, &mut late),
+            Verdict::FragmentNoSession
+        );
+        n.finish(T0 + 40 * SEC, &mut log.f());
+        let d = log.events(5);
+        assert_eq!(d[0].initiator_packets, 2);
+        assert_eq!(d[0].initiator_octets, (20 + 32) + (20 + 40));
+        assert_eq!(n.stats().fragments_expired, 1);
+    }
+
+    #[test]
+    fn fragment_table_is_bounded() {
+        let mut cfg = NatConfig::new(
+            vec!["10.0.0.0/8".parse().unwrap()],
+            "198.51.100.0/28".parse().unwrap(),
+        );
+        cfg.fragment_table_size = 8;
+        let mut n = Nat44::new(cfg).unwrap();
+        let mut log = Log(vec![]);
+        for id in 0..20u16 {
+            let mut u = udp(6000, 53, &[0; 8]);
+            u[4..6].copy_from_slice(&100u16.to_be_bytes());
+            let mut f = ether(
+                &[],
+                0x0800,
+                &ipv4_frag(H1, R1, PROTO_UDP, &[], &u, id, 0x2000),
+            );
+            assert_eq!(run(&mut n, &mut log, T0, &mut f), Verdict::TranslatedOut);
+        }
+        assert_eq!(n.stats().fragments_evicted, 12);
+        let mut old = ether(
+            &[],
+            0x0800,
+            &ipv4_frag(H1, R1, PROTO_UDP, &[], &[0; 8], 0, 2),
+        );
+        assert_eq!(
+            run(&mut n, &mut log, T0, &mut old),
+            Verdict::FragmentNoSession
+        );
+        let mut new = ether(
+            &[],
+            0x0800,
+            &ipv4_frag(H1, R1, PROTO_UDP, &[], &[0; 8], 19, 2),
+        );
+        assert_eq!(
+            run(&mut n, &mut log, T0, &mut new),
+            Verdict::FragmentMatched
+        );
+    }
+
+    #[test]
+    fn pool_exhaustion_drops_without_crash() {
+        let mut n = Nat44::new(NatConfig::new(
+            vec!["10.0.0.0/8".parse().unwrap()],
+            "198.51.100.9/32".parse().unwrap(),
+        ))
+        .unwrap();
+        let mut log = Log(vec![]);
+        let mut frame = udp_frame(H1, 0, R1, 53);
+        let template = frame.clone();
+        let mut ext_ports = std::collections::HashSet::new();
+        for port in 0..=EXTERNAL_PORTS_PER_ADDRESS as u16 {
+            frame.copy_from_slice(&template);
+            // Patch the source port (the UDP checksum just stays "wrong").
+            frame[34..36].copy_from_slice(&port.to_be_bytes());
+            let v = n.process(T0, LINKTYPE_ETHERNET, &mut frame, &mut |_| {});
+            if u32::from(port) < EXTERNAL_PORTS_PER_ADDRESS {
+                assert_eq!(v, Verdict::TranslatedOut);
+                assert!(ext_ports.insert(src_of(&frame).1));
+            } else {
+                assert_eq!(v, Verdict::PoolExhausted);
+            }
+        }
+        assert!(ext_ports.iter().all(|p| *p >= 1024));
+        assert_eq!(n.stats().count(Verdict::PoolExhausted), 1);
+        // A session expires, its port is reused.
+        n.expire_until(T0 + 300 * SEC, &mut log.f());
+        assert_eq!(n.stats().sessions_live, 0);
+        let mut f = udp_frame(H2, 1, R1, 53);
+        assert_eq!(
+            n.process(T0 + 300 * SEC, LINKTYPE_ETHERNET, &mut f, &mut |_| {}),
+            Verdict::TranslatedOut
+        );
+    }
+
+    #[test]
+    fn time_going_backwards_is_harmless() {
+        let mut n = nat();
+        let mut log = Log(vec![]);
+        let mut f = udp_frame(H1, 1, R1, 53);
+        run(&mut n, &mut log, T0 + 100 * SEC, &mut f);
+        let mut f = udp_frame(H1, 2, R1, 53);
+        run(&mut n, &mut log, T0, &mut f); // 100 s in the past
+        let mut f = udp_frame(H1, 1, R1, 53);
+        run(&mut n, &mut log, 0, &mut f);
+        assert_eq!(
+            log.0[1].timestamp_ns,
+            T0 + 100 * SEC,
+            "clock never goes backwards"
+        );
+        n.expire_until(T0 + 400 * SEC, &mut log.f());
+        let d = log.events(5);
+        assert_eq!(d.len(), 2);
+        assert!(d.iter().all(|r| r.timestamp_ns == T0 + 400 * SEC));
+        assert_eq!(n.now_ns(), T0 + 400 * SEC);
+    }
+
+    #[test]
+    fn raw_ip_linktype_is_translated() {
+        let mut n = nat();
+        let mut ip = ipv4(H1, R1, PROTO_UDP, &[], &udp(1, 2, b"abc"));
+        assert_eq!(
+            n.process(T0, LINKTYPE_RAW, &mut ip, &mut |_| {}),
+            Verdict::TranslatedOut
+        );
+        assert_eq!(internet_checksum(&ip[..20]), 0);
+        assert_eq!(
+            transport_checksum(n.paired_address(H1), R1, 17, &ip[20..]),
+            0
+        );
+    }
+}

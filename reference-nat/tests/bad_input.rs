@@ -1,0 +1,295 @@
+//! Bad input through the whole program: a clear error or a counted verdict,
+//! never a panic, and nothing that was read is lost.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use dplog::config::{FileSinkConfig, SinkConfig};
+use dplog::formatters::Format;
+use dplog_nat::app::{run, AppConfig, RunError, Summary};
+use dplog_nat::InputErrorKind;
+
+fn shared(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/pcaps")
+        .join(name)
+}
+
+fn cfg(pcap: &Path, out: &Path) -> AppConfig {
+    let mut c = AppConfig::default();
+    c.input.pcap = Some(pcap.to_path_buf());
+    c.nat.inside = vec!["10.0.0.0/8".parse().unwrap()];
+    c.format.kind = Format::Json;
+    c.sink = SinkConfig::File(FileSinkConfig {
+        path: out.to_path_buf(),
+    });
+    c
+}
+
+/// A legacy pcap (microsecond, little-endian, Ethernet) from
+/// `(caplen, orig_len, bytes)` records, written by hand because the test
+/// needs records that lie about their lengths.
+fn pcap(records: &[(u32, u32, Vec<u8>)]) -> Vec<u8> {
+    let mut f = Vec::new();
+    f.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+    f.extend_from_slice(&2u16.to_le_bytes());
+    f.extend_from_slice(&4u16.to_le_bytes());
+    f.extend_from_slice(&[0; 8]);
+    f.extend_from_slice(&65535u32.to_le_bytes());
+    f.extend_from_slice(&1u32.to_le_bytes());
+    for (i, (caplen, orig, data)) in records.iter().enumerate() {
+        f.extend_from_slice(&(1_700_000_000u32 + i as u32).to_le_bytes());
+        f.extend_from_slice(&0u32.to_le_bytes());
+        f.extend_from_slice(&caplen.to_le_bytes());
+        f.extend_from_slice(&orig.to_le_bytes());
+        f.extend_from_slice(data);
+    }
+    f
+}
+
+/// Ethernet + IPv4 (with `options`) + `l4` bytes; 10.1.2.3 → 203.0.113.9.
+fn frame(proto: u8, options: &[u8], l4: &[u8]) -> Vec<u8> {
+    let ihl = 5 + options.len() / 4;
+    let total = (ihl * 4 + l4.len()) as u16;
+    let mut f = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x08, 0x00];
+    f.push(0x40 | ihl as u8);
+    f.push(0);
+    f.extend_from_slice(&total.to_be_bytes());
+    f.extend_from_slice(&[0x12, 0x34, 0x40, 0x00, 64, proto, 0, 0]);
+    f.extend_from_slice(&[10, 1, 2, 3, 203, 0, 113, 9]);
+    f.extend_from_slice(options);
+    f.extend_from_slice(l4);
+    f
+}
+
+fn udp(sport: u16, dport: u16) -> Vec<u8> {
+    let mut u = Vec::new();
+    u.extend_from_slice(&sport.to_be_bytes());
+    u.extend_from_slice(&dport.to_be_bytes());
+    u.extend_from_slice(&12u16.to_be_bytes());
+    u.extend_from_slice(&[0, 0, b'a', b'b', b'c', b'd']);
+    u
+}
+
+fn rec(data: Vec<u8>) -> (u32, u32, Vec<u8>) {
+    (data.len() as u32, data.len() as u32, data)
+}
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+fn input_error(r: Result<Summary, RunError>) -> (Summary, dplog_nat::InputError) {
+    match r {
+        Err(RunError::Input(s, e)) => (*s, e),
+        Err(e) => panic!("expected an input error, got {e}"),
+        Ok(s) => panic!("expected an input error, got {s:?}"),
+    }
+}
+
+fn lines(p: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(p)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn truncated_capture_keeps_everything_before_the_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = std::fs::read(shared("example.pcap")).unwrap();
+    let cut = write(dir.path(), "cut.pcap", &whole[..whole.len() - 10]);
+    let out = dir.path().join("cut.jsonl");
+    let (s, e) = input_error(run(&cfg(&cut, &out)));
+    assert!(
+        matches!(e.kind, InputErrorKind::Truncated { packets_read: 4630 }),
+        "{e}"
+    );
+    assert!(e.to_string().contains("truncated"), "{e}");
+    assert_eq!(s.packets, 4630);
+    // Every session of the packets read was created, deleted and written.
+    assert_eq!(s.sessions_created, s.sessions_deleted);
+    assert!(s.sessions_created >= 64, "{}", s.sessions_created);
+    assert_eq!(s.records.written, 2 * s.sessions_created);
+    assert_eq!(lines(&out).len() as u64, s.records.written);
+}
+
+#[test]
+fn a_record_longer_than_the_rest_of_the_file_is_truncation() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = pcap(&[rec(frame(17, &[], &udp(4000, 53)))]);
+    // Header of a second record that claims 1000 bytes; 20 follow.
+    bytes.extend_from_slice(&1_700_000_009u32.to_le_bytes());
+    bytes.extend_from_slice(&0u32.to_le_bytes());
+    bytes.extend_from_slice(&1000u32.to_le_bytes());
+    bytes.extend_from_slice(&1000u32.to_le_bytes());
+    bytes.extend_from_slice(&[0u8; 20]);
+    let p = write(dir.path(), "long.pcap", &bytes);
+    let out = dir.path().join("long.jsonl");
+    let (s, e) = input_error(run(&cfg(&p, &out)));
+    assert!(
+        matches!(e.kind, InputErrorKind::Truncated { packets_read: 1 }),
+        "{e}"
+    );
+    assert_eq!(e.offset, 24 + 16 + 46, "{e}");
+    assert_eq!(s.sessions_created, 1);
+    assert_eq!(lines(&out).len(), 2);
+}
+
+#[test]
+fn a_record_longer_than_its_wire_length_is_skipped_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = frame(17, &[], &udp(4000, 53));
+    let liar = frame(17, &[], &udp(4001, 53));
+    let n = liar.len() as u32;
+    let p = write(
+        dir.path(),
+        "liar.pcap",
+        &pcap(&[rec(good), (n, n - 10, liar)]),
+    );
+    let s = run(&cfg(&p, &dir.path().join("o.jsonl"))).unwrap();
+    assert_eq!(s.capture_skipped_bad_caplen, 1);
+    assert_eq!(s.packets, 1);
+    assert_eq!(s.sessions_created, 1);
+}
+
+#[test]
+fn a_zero_length_file_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), "empty.pcap", b"");
+    let (s, e) = input_error(run(&cfg(&p, &dir.path().join("o.jsonl"))));
+    assert!(matches!(e.kind, InputErrorKind::Empty));
+    assert!(e.to_string().contains("empty file"), "{e}");
+    assert_eq!(s.packets, 0);
+}
+
+#[test]
+fn not_a_capture_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), "notes.txt", b"hello, this is not a pcap\n");
+    let (_, e) = input_error(run(&cfg(&p, &dir.path().join("o.jsonl"))));
+    assert!(matches!(e.kind, InputErrorKind::BadMagic(_)), "{e}");
+}
+
+#[test]
+fn ports_are_read_after_ipv4_options() {
+    let dir = tempfile::tempdir().unwrap();
+    // IHL 7: a record-route-like option of 8 bytes (NOP NOP + 6 padding).
+    let opts = [1u8, 1, 0, 0, 0, 0, 0, 0];
+    let p = write(
+        dir.path(),
+        "opts.pcap",
+        &pcap(&[rec(frame(17, &opts, &udp(5555, 53)))]),
+    );
+    let out = dir.path().join("opts.jsonl");
+    let s = run(&cfg(&p, &out)).unwrap();
+    assert_eq!(s.verdict("translated_out"), 1);
+    let l = lines(&out);
+    assert_eq!(l.len(), 2);
+    assert_eq!(l[0]["natEvent"], 4);
+    assert_eq!(l[0]["sourceIPv4Address"], "10.1.2.3");
+    assert_eq!(l[0]["sourceTransportPort"], 5555);
+    assert_eq!(l[0]["destinationTransportPort"], 53);
+    assert_eq!(l[1]["initiatorOctets"], 40);
+}
+
+#[test]
+fn a_tcp_header_longer_than_the_packet_is_counted_malformed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut tcp = vec![0x9c, 0x40, 0x00, 0x50, 0, 0, 0, 1, 0, 0, 0, 0];
+    tcp.push(15 << 4); // data offset 15: a 60-byte header, 20 present
+    tcp.extend_from_slice(&[0x02, 0xff, 0xff, 0, 0, 0, 0]);
+    let p = write(
+        dir.path(),
+        "tcp.pcap",
+        &pcap(&[rec(frame(6, &[], &tcp)), rec(frame(17, &[], &udp(1, 2)))]),
+    );
+    let s = run(&cfg(&p, &dir.path().join("o.jsonl"))).unwrap();
+    assert_eq!(s.packets, 2);
+    assert_eq!(s.verdict("malformed_tcp_data_offset_past_end"), 1);
+    assert_eq!(
+        s.sessions_created, 1,
+        "the good packet after it still works"
+    );
+}
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_dplog-nat"))
+}
+
+#[test]
+fn cli_reports_a_truncated_capture_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = std::fs::read(shared("http-packets.pcap")).unwrap();
+    let cut = write(dir.path(), "cut.pcap", &whole[..whole.len() / 2]);
+    let out = dir.path().join("o.log");
+    let o = bin()
+        .args([
+            "--inside",
+            "172.16.30.190/32",
+            "--summary",
+            "json",
+            "--pcap",
+        ])
+        .arg(&cut)
+        .arg("--output")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("truncated file"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let written = s["records"]["written"].as_u64().unwrap();
+    assert!(written > 0);
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap().lines().count() as u64,
+        written
+    );
+}
+
+#[test]
+fn cli_rejects_bad_config_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = write(dir.path(), "c.toml", b"[ring]\ncapacity = 64\nslots = 3\n");
+    let o = bin().arg("--config").arg(&c).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("unknown field `slots`") && err.contains("line 3"),
+        "{err}"
+    );
+
+    let o = bin()
+        .args(["--ring-size", "1000", "--packets", "10"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("1000") && err.contains("power of two"),
+        "{err}"
+    );
+
+    let o = bin()
+        .args(["--pcap", "/nonexistent.pcap"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("/nonexistent.pcap"), "{err}");
+
+    let o = bin()
+        .args(["--pool", "10.0.0.0/28", "--packets", "10"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("10.0.0.0/28"));
+}

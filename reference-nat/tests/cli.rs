@@ -1,0 +1,104 @@
+//! The `dplog-nat` binary as a user runs it.
+
+use std::path::Path;
+use std::process::Command;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_dplog-nat"))
+}
+
+#[test]
+fn the_readme_capture_command_writes_one_json_object_per_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/pcaps/example.pcap");
+    let o = bin()
+        .arg("--pcap")
+        .arg(&pcap)
+        .args([
+            "--inside",
+            "10.0.0.0/8",
+            "--pool",
+            "198.51.100.0/28",
+            "--format",
+            "json",
+        ])
+        .args(["--output", "sessions.jsonl"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let summary = String::from_utf8(o.stdout).unwrap();
+    assert!(summary.contains("created 65  deleted 65"), "{summary}");
+    assert!(
+        summary.contains("produced 130  enqueued 130  dropped 0  written 130"),
+        "{summary}"
+    );
+    let body = std::fs::read_to_string(dir.path().join("sessions.jsonl")).unwrap();
+    let events: Vec<u64> = body
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["natEvent"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(events.len(), 130);
+    assert_eq!(events.iter().filter(|e| **e == 4).count(), 65);
+    assert_eq!(events.iter().filter(|e| **e == 5).count(), 65);
+}
+
+#[test]
+fn the_default_run_uses_the_synthetic_mix_and_a_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("nat.toml"),
+        "[ring]\ncapacity = 512\n[format]\ntype = \"text\"\n[sink]\ntype = \"file\"\npath = \"out.log\"\n[synthetic]\npackets = 20000\nseed = 7\n",
+    )
+    .unwrap();
+    let o = bin()
+        .args(["--config", "nat.toml", "--summary", "json"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(s["input"], "synthetic");
+    assert_eq!(s["packets"], 20000);
+    assert_eq!(s["ring_capacity"], 512);
+    let created = s["sessions_created"].as_u64().unwrap();
+    assert!(created > 1000, "{created}");
+    assert_eq!(s["records"]["written"].as_u64().unwrap(), 2 * created);
+    let text = std::fs::read_to_string(dir.path().join("out.log")).unwrap();
+    assert_eq!(text.lines().count() as u64, 2 * created);
+    assert!(text
+        .lines()
+        .all(|l| l.len() > 27 && l.as_bytes()[26] == b'Z'));
+
+    // A flag overrides the file.
+    let o = bin()
+        .args([
+            "--config",
+            "nat.toml",
+            "--summary",
+            "json",
+            "--format",
+            "json",
+            "-o",
+            "o.jsonl",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let s2: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(s2["format"], "json");
+    assert_eq!(s2["sessions_created"], s["sessions_created"]);
+}
+
+#[test]
+fn the_shipped_example_config_is_valid() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("dplog-nat.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let cfg = dplog_nat::app::AppConfig::from_toml_str(&text).unwrap();
+    assert_eq!(cfg.ring.capacity, 2048);
+}

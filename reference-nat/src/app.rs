@@ -208,7 +208,7 @@ pub enum RunError {
     Synthetic(SyntheticError),
     /// The capture could not be read to its end. Everything read before the
     /// failure was translated and logged; the summary says how much.
-    Input(Box<Summary>, InputError),
+    Input(Box<Summary>, Box<InputError>),
     /// The logger failed at shutdown (e.g. the sink's fsync). The summary's
     /// counters say what was written.
     Shutdown(Box<Summary>, String),
@@ -444,7 +444,7 @@ pub fn run(cfg: &AppConfig) -> Result<Summary, RunError> {
         input_error.as_ref().map(|e| e.to_string()),
     );
     if let Some(e) = input_error {
-        return Err(RunError::Input(Box::new(summary), e));
+        return Err(RunError::Input(Box::new(summary), Box::new(e)));
     }
     if let Some(e) = shutdown_err {
         return Err(RunError::Shutdown(Box::new(summary), e));

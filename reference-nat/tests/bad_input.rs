@@ -83,7 +83,7 @@ fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
 
 fn input_error(r: Result<Summary, RunError>) -> (Summary, dplog_nat::InputError) {
     match r {
-        Err(RunError::Input(s, e)) => (*s, e),
+        Err(RunError::Input(s, e)) => (*s, *e),
         Err(e) => panic!("expected an input error, got {e}"),
         Ok(s) => panic!("expected an input error, got {s:?}"),
     }

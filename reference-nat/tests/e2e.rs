@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use dplog::config::{FileSinkConfig, SinkConfig};
 use dplog::formatters::Format;
 use dplog::Backpressure;
-use dplog_nat::app::{run, AppConfig, RunError, Summary};
+use dplog_nat::app::{run, AppConfig, Summary};
 use ipnet::Ipv4Net;
 use serde_json::Value;
 

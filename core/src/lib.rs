@@ -9,13 +9,16 @@
 #![warn(missing_docs)]
 
 pub mod affinity;
+pub mod format;
 pub mod record;
 pub mod ring;
 pub mod runtime;
+pub mod sink;
 
+pub use format::Formatter;
 pub use record::{Nat44SessionRecord, NatEvent, Record, RecordHeader, SCHEMA_NAT44_SESSION};
 pub use ring::{ring, Consumer, Disconnected, Producer, RingError, MAX_CAPACITY};
 pub use runtime::{
-    Backpressure, Formatter, LogProducer, Logger, LoggerConfig, LoggerError, Sink, Stats,
-    MIN_BATCH_BYTES,
+    Backpressure, LogProducer, Logger, LoggerConfig, LoggerError, Stats, MIN_BATCH_BYTES,
 };
+pub use sink::Sink;

@@ -18,50 +18,10 @@ use std::time::Duration;
 
 use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
 
+use crate::format::Formatter;
 use crate::record::Record;
 use crate::ring::{ring, Consumer, Disconnected, Producer, RingError, Shared};
-
-/// Turns one record into bytes. Implementations append exactly one
-/// formatted record, line terminator included, to `out`, and must not
-/// allocate per record beyond `out` growing.
-pub trait Formatter<R>: Send + 'static {
-    /// Appends `rec`, formatted, to `out`.
-    fn format(&mut self, rec: &R, out: &mut Vec<u8>);
-}
-
-/// Where formatted batches go.
-///
-/// The consumer calls `write_batch` once per batch of whole records (never
-/// a partial record), `flush` on request and at shutdown, and `close` once,
-/// last. Errors are counted by the runtime and never swallowed: see
-/// [`Stats::sink_errors`] and [`Stats::dropped_sink`].
-pub trait Sink: Send + 'static {
-    /// Writes the whole batch or fails. On `Err` the batch's records count
-    /// as dropped for reason "sink".
-    fn write_batch(&mut self, batch: &[u8]) -> io::Result<()>;
-    /// Pushes buffered bytes toward durable storage.
-    fn flush(&mut self) -> io::Result<()>;
-    /// Flushes and releases the sink (a file sink also fsyncs).
-    fn close(&mut self) -> io::Result<()>;
-}
-
-impl<S: Sink + ?Sized> Sink for Box<S> {
-    fn write_batch(&mut self, batch: &[u8]) -> io::Result<()> {
-        (**self).write_batch(batch)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        (**self).flush()
-    }
-    fn close(&mut self) -> io::Result<()> {
-        (**self).close()
-    }
-}
-
-impl<R, F: Formatter<R> + ?Sized> Formatter<R> for Box<F> {
-    fn format(&mut self, rec: &R, out: &mut Vec<u8>) {
-        (**self).format(rec, out)
-    }
-}
+use crate::sink::Sink;
 
 /// What a producer does when its ring is full.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

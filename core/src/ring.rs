@@ -397,14 +397,16 @@ impl<T: Record> Consumer<T> {
     /// number read. Zero-copy: `f` sees the record inside its slot.
     #[inline]
     pub fn read_burst(&mut self, max: usize, mut f: impl FnMut(&T)) -> usize {
-        let n = self.available(max).min(max);
+        let avail = self.available(max);
+        let n = avail.min(max);
         if n == 0 {
             return 0;
         }
         let cc = &self.shared.consumer_counters;
-        // Relaxed: single-writer statistic.
-        if n > cc.high_water.load(Ordering::Relaxed) {
-            cc.high_water.store(n, Ordering::Relaxed);
+        // The fill level seen (a lower bound of the true fill); Relaxed:
+        // single-writer statistic.
+        if avail > cc.high_water.load(Ordering::Relaxed) {
+            cc.high_water.store(avail, Ordering::Relaxed);
         }
         for i in 0..n {
             // SAFETY: slots head..head+n were published by the producer (the

@@ -25,3 +25,8 @@ pub use dplog_sinks as sinks;
 
 #[cfg(feature = "config")]
 pub mod config;
+
+/// The README's Rust example, compiled as a doctest so it cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -13,10 +13,16 @@ pub mod format;
 pub mod record;
 pub mod ring;
 pub mod runtime;
+pub mod schema;
 pub mod sink;
 
 pub use format::Formatter;
-pub use record::{Nat44SessionRecord, NatEvent, Record, RecordHeader, SCHEMA_NAT44_SESSION};
+pub use record::{
+    Nat44SessionRecord, NatAddressesExhaustedRecord, NatEvent, NatPortBlockRecord,
+    NatPortsExhaustedRecord, NatQuotaExceededRecord, NatRecord, Record, RecordHeader,
+    SCHEMA_NAT44_SESSION,
+};
+pub use schema::{FieldDef, FieldKind, HasSchema, Schema, SchemaError};
 pub use ring::{ring, Consumer, Disconnected, Producer, RingError, MAX_CAPACITY};
 pub use runtime::{
     Backpressure, LogProducer, Logger, LoggerConfig, LoggerError, Stats, MIN_BATCH_BYTES,

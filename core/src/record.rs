@@ -51,7 +51,20 @@ pub trait Record: Copy + Send + 'static {
     const SCHEMA_ID: u16;
     /// The record's header.
     fn header(&self) -> &RecordHeader;
+    /// Priority under the `degrade` backpressure policy: above the high
+    /// watermark only records with `priority() >=` the configured minimum
+    /// are accepted. Default [`PRIORITY_NORMAL`].
+    fn priority(&self) -> u8 {
+        PRIORITY_NORMAL
+    }
 }
+
+/// Record priority for `degrade`: routine records (e.g. NAT44 session
+/// create).
+pub const PRIORITY_NORMAL: u8 = 1;
+/// Record priority for `degrade`: records that outrank routine ones (NAT
+/// session delete with its counters, port block, exhaustion events).
+pub const PRIORITY_HIGH: u8 = 2;
 
 /// `natEvent` values of RFC 8158 section 4.1 (IANA "NAT Event Type" registry)
 /// that the NAT44 session record carries.
@@ -167,7 +180,357 @@ impl Record for Nat44SessionRecord {
     fn header(&self) -> &RecordHeader {
         &self.header
     }
+    /// Creates are [`PRIORITY_NORMAL`]; deletes (which carry the session's
+    /// counters) are [`PRIORITY_HIGH`].
+    fn priority(&self) -> u8 {
+        if self.nat_event == NatEvent::Nat44SessionCreate as u8 {
+            PRIORITY_NORMAL
+        } else {
+            PRIORITY_HIGH
+        }
+    }
 }
+
+/// Schema id of [`NatPortBlockRecord`].
+pub const SCHEMA_NAT_PORT_BLOCK: u16 = 2;
+/// Schema id of [`NatAddressesExhaustedRecord`].
+pub const SCHEMA_NAT_ADDRESSES_EXHAUSTED: u16 = 3;
+/// Schema id of [`NatPortsExhaustedRecord`].
+pub const SCHEMA_NAT_PORTS_EXHAUSTED: u16 = 4;
+/// Schema id of [`NatQuotaExceededRecord`].
+pub const SCHEMA_NAT_QUOTA_EXCEEDED: u16 = 5;
+
+/// Every `natEvent` number (IANA "NAT Event Type" registry, RFC 8158
+/// section 4.1) that dplog's NAT records carry, plus the historic 1/2.
+///
+/// [`NatEvent`] keeps only the session events 4/5 for compatibility; these
+/// constants cover the rest.
+pub mod nat_event {
+    /// Historic NAT translation create (legacy numbering of 4).
+    pub const LEGACY_CREATE: u8 = 1;
+    /// Historic NAT translation delete (legacy numbering of 5).
+    pub const LEGACY_DELETE: u8 = 2;
+    /// NAT addresses exhausted.
+    pub const ADDRESSES_EXHAUSTED: u8 = 3;
+    /// NAT44 session create.
+    pub const NAT44_SESSION_CREATE: u8 = 4;
+    /// NAT44 session delete.
+    pub const NAT44_SESSION_DELETE: u8 = 5;
+    /// NAT ports exhausted.
+    pub const PORTS_EXHAUSTED: u8 = 12;
+    /// NAT quota exceeded (subtype in `natQuotaExceededEvent`).
+    pub const QUOTA_EXCEEDED: u8 = 13;
+    /// NAT port block allocation.
+    pub const PORT_BLOCK_ALLOCATION: u8 = 16;
+    /// NAT port block de-allocation.
+    pub const PORT_BLOCK_DEALLOCATION: u8 = 17;
+
+    /// Short names printed by the `name` converter, one per value above.
+    pub const NAMES: [(u32, &str); 9] = [
+        (1, "NAT_CREATE"),
+        (2, "NAT_DELETE"),
+        (3, "ADDRESSES_EXHAUSTED"),
+        (4, "NAT44_SESSION_CREATE"),
+        (5, "NAT44_SESSION_DELETE"),
+        (12, "PORTS_EXHAUSTED"),
+        (13, "QUOTA_EXCEEDED"),
+        (16, "PORT_BLOCK_ALLOCATION"),
+        (17, "PORT_BLOCK_DEALLOCATION"),
+    ];
+}
+
+/// `natQuotaExceededEvent` (IANA IE 466) subtypes, RFC 8158 section 4.1.
+pub mod quota_event {
+    /// Maximum session entries (limit IE maxSessionEntries, 471).
+    pub const MAX_SESSION_ENTRIES: u32 = 1;
+    /// Maximum BIB entries (limit IE maxBIBEntries, 472).
+    pub const MAX_BIB_ENTRIES: u32 = 2;
+    /// Maximum entries per user (limit IE maxEntriesPerUser, 473).
+    pub const MAX_ENTRIES_PER_USER: u32 = 3;
+    /// Maximum active hosts or subscribers (limit IE maxSubscribers, 474).
+    pub const MAX_SUBSCRIBERS: u32 = 4;
+    /// Maximum fragments pending reassembly (limit IE
+    /// maxFragmentsPendingReassembly, 475).
+    pub const MAX_FRAGMENTS_PENDING_REASSEMBLY: u32 = 5;
+
+    /// Names printed by the `name` converter.
+    pub const NAMES: [(u32, &str); 5] = [
+        (1, "MAX_SESSION_ENTRIES"),
+        (2, "MAX_BIB_ENTRIES"),
+        (3, "MAX_ENTRIES_PER_USER"),
+        (4, "MAX_SUBSCRIBERS"),
+        (5, "MAX_FRAGMENTS_PENDING_REASSEMBLY"),
+    ];
+
+    /// The IANA IPFIX element id of the limit that goes with `subtype`
+    /// (471..=475), or `None` for an unknown subtype.
+    pub const fn limit_ie(subtype: u32) -> Option<u16> {
+        match subtype {
+            1..=5 => Some(470 + subtype as u16),
+            _ => None,
+        }
+    }
+}
+
+/// A port block allocation or release (RFC 8158 natEvent 16/17). 40 bytes.
+///
+/// | offset | field                 | IPFIX IE                          |
+/// |--------|-----------------------|-----------------------------------|
+/// | 0      | `header`              | –                                 |
+/// | 8      | `timestamp_ns`        | observationTimeMilliseconds (323) |
+/// | 16     | `src_addr`            | sourceIPv4Address (8)             |
+/// | 20     | `post_nat_src_addr`   | postNATSourceIPv4Address (225)    |
+/// | 24     | `port_range_start`    | portRangeStart (361)              |
+/// | 26     | `port_range_end`      | portRangeEnd (362)                |
+/// | 28     | `port_range_step`     | portRangeStepSize (363)           |
+/// | 30     | `nat_event`           | natEvent (230)                    |
+/// | 31     | `reserved`            | – (0)                             |
+/// | 32     | `port_range_num_ports`| portRangeNumPorts (364)           |
+/// | 34     | `reserved2`           | – (0)                             |
+/// | 36     | `ingress_vrf_id`      | ingressVRFID (234)                |
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct NatPortBlockRecord {
+    /// Record header; `schema_id` = [`SCHEMA_NAT_PORT_BLOCK`].
+    pub header: RecordHeader,
+    /// Time of the event, nanoseconds since the Unix epoch, UTC.
+    pub timestamp_ns: u64,
+    /// Inside (subscriber) address the block belongs to.
+    pub src_addr: u32,
+    /// Outside address of the block.
+    pub post_nat_src_addr: u32,
+    /// First port of the block.
+    pub port_range_start: u16,
+    /// Last port of the block (inclusive).
+    pub port_range_end: u16,
+    /// Step between ports; 1 for a contiguous block.
+    pub port_range_step: u16,
+    /// `natEvent`: 16 allocation, 17 release.
+    pub nat_event: u8,
+    /// Reserved; 0.
+    pub reserved: u8,
+    /// Number of ports in the block.
+    pub port_range_num_ports: u16,
+    /// Reserved; 0.
+    pub reserved2: u16,
+    /// Ingress VRF id; 0 for the default VRF.
+    pub ingress_vrf_id: u32,
+}
+
+/// NAT addresses exhausted (RFC 8158 natEvent 3): the pool has no free
+/// address. 24 bytes.
+///
+/// | offset | field          | IPFIX IE                          |
+/// |--------|----------------|-----------------------------------|
+/// | 8      | `timestamp_ns` | observationTimeMilliseconds (323) |
+/// | 16     | `nat_pool_id`  | natPoolId (283)                   |
+/// | 20     | `nat_event`    | natEvent (230), always 3          |
+/// | 21     | `reserved`     | – (0)                             |
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct NatAddressesExhaustedRecord {
+    /// Record header; `schema_id` = [`SCHEMA_NAT_ADDRESSES_EXHAUSTED`].
+    pub header: RecordHeader,
+    /// Time of the event, nanoseconds since the Unix epoch, UTC.
+    pub timestamp_ns: u64,
+    /// The exhausted pool.
+    pub nat_pool_id: u32,
+    /// `natEvent` 3.
+    pub nat_event: u8,
+    /// Reserved; 0.
+    pub reserved: [u8; 3],
+}
+
+/// NAT ports exhausted (RFC 8158 natEvent 12): an outside address has no
+/// free port for a protocol. 24 bytes.
+///
+/// | offset | field               | IPFIX IE                          |
+/// |--------|---------------------|-----------------------------------|
+/// | 8      | `timestamp_ns`      | observationTimeMilliseconds (323) |
+/// | 16     | `post_nat_src_addr` | postNATSourceIPv4Address (225)    |
+/// | 20     | `protocol`          | protocolIdentifier (4)            |
+/// | 21     | `nat_event`         | natEvent (230), always 12         |
+/// | 22     | `reserved`          | – (0)                             |
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct NatPortsExhaustedRecord {
+    /// Record header; `schema_id` = [`SCHEMA_NAT_PORTS_EXHAUSTED`].
+    pub header: RecordHeader,
+    /// Time of the event, nanoseconds since the Unix epoch, UTC.
+    pub timestamp_ns: u64,
+    /// The outside address whose ports ran out.
+    pub post_nat_src_addr: u32,
+    /// IP protocol whose ports ran out.
+    pub protocol: u8,
+    /// `natEvent` 12.
+    pub nat_event: u8,
+    /// Reserved; 0.
+    pub reserved: u16,
+}
+
+/// NAT quota exceeded (RFC 8158 natEvent 13) with its subtype
+/// (`natQuotaExceededEvent`, see [`quota_event`]) and the limit reached.
+/// 32 bytes.
+///
+/// | offset | field          | IPFIX IE                                   |
+/// |--------|----------------|--------------------------------------------|
+/// | 8      | `timestamp_ns` | observationTimeMilliseconds (323)          |
+/// | 16     | `quota_event`  | natQuotaExceededEvent (466)                |
+/// | 20     | `limit`        | 471..475 by subtype ([`quota_event::limit_ie`]) |
+/// | 24     | `src_addr`     | sourceIPv4Address (8); 0 unless per user   |
+/// | 28     | `nat_event`    | natEvent (230), always 13                  |
+/// | 29     | `reserved`     | – (0)                                      |
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct NatQuotaExceededRecord {
+    /// Record header; `schema_id` = [`SCHEMA_NAT_QUOTA_EXCEEDED`].
+    pub header: RecordHeader,
+    /// Time of the event, nanoseconds since the Unix epoch, UTC.
+    pub timestamp_ns: u64,
+    /// Subtype, one of [`quota_event`].
+    pub quota_event: u32,
+    /// The limit that was reached (sessions, BIB entries, entries per
+    /// user, subscribers or fragments, by subtype).
+    pub limit: u32,
+    /// The user (inside address) for subtype 3; 0 otherwise.
+    pub src_addr: u32,
+    /// `natEvent` 13.
+    pub nat_event: u8,
+    /// Reserved; 0.
+    pub reserved: [u8; 3],
+}
+
+const _: () = assert!(core::mem::size_of::<NatPortBlockRecord>() == 40);
+const _: () = assert!(core::mem::size_of::<NatAddressesExhaustedRecord>() == 24);
+const _: () = assert!(core::mem::size_of::<NatPortsExhaustedRecord>() == 24);
+const _: () = assert!(core::mem::size_of::<NatQuotaExceededRecord>() == 32);
+
+macro_rules! record_impls {
+    ($($ty:ty => $id:expr, $event:expr;)*) => {$(
+        impl Record for $ty {
+            const SCHEMA_ID: u16 = $id;
+            fn header(&self) -> &RecordHeader {
+                &self.header
+            }
+        }
+        impl Default for $ty {
+            /// Zeroed, with the header set and `nat_event` at its usual value.
+            fn default() -> Self {
+                // SAFETY: the type is repr(C) plain integers; all-zero is valid.
+                let mut r: Self = unsafe { core::mem::zeroed() };
+                r.header = RecordHeader::of::<Self>();
+                r.nat_event = $event;
+                r
+            }
+        }
+    )*};
+}
+
+record_impls! {
+    NatPortBlockRecord => SCHEMA_NAT_PORT_BLOCK, nat_event::PORT_BLOCK_ALLOCATION;
+    NatAddressesExhaustedRecord => SCHEMA_NAT_ADDRESSES_EXHAUSTED, nat_event::ADDRESSES_EXHAUSTED;
+    NatPortsExhaustedRecord => SCHEMA_NAT_PORTS_EXHAUSTED, nat_event::PORTS_EXHAUSTED;
+    NatQuotaExceededRecord => SCHEMA_NAT_QUOTA_EXCEEDED, nat_event::QUOTA_EXCEEDED;
+}
+
+/// Any NAT record in one 64-byte ring slot: the header says which.
+///
+/// The NAT logs every record type through one ring of `NatRecord`; the
+/// consumer's formatter dispatches on `header.schema_id` to the schema of
+/// the record inside (see `dplog::formatters::NatFormatter`). Build one with
+/// `From` from any of the typed records; bytes past the record's
+/// `header.len` are zero.
+#[repr(C, align(8))]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NatRecord {
+    bytes: [u8; 64],
+}
+
+impl NatRecord {
+    /// The record's bytes: `header.len` of them (at most 64).
+    pub fn as_bytes(&self) -> &[u8] {
+        let len = (self.header().len as usize).clamp(8, 64);
+        &self.bytes[..len]
+    }
+
+    /// The whole 64-byte slot.
+    pub fn slot(&self) -> &[u8; 64] {
+        &self.bytes
+    }
+
+    /// Copies up to 64 bytes of a record into a slot; `None` if `bytes` is
+    /// shorter than 8 or longer than 64 bytes, or its header's `len`
+    /// disagrees with `bytes.len()`.
+    pub fn from_bytes(bytes: &[u8]) -> Option<NatRecord> {
+        if !(8..=64).contains(&bytes.len()) {
+            return None;
+        }
+        let len = u16::from_ne_bytes([bytes[0], bytes[1]]) as usize;
+        if len != bytes.len() {
+            return None;
+        }
+        let mut r = NatRecord { bytes: [0; 64] };
+        r.bytes[..len].copy_from_slice(bytes);
+        Some(r)
+    }
+}
+
+impl core::fmt::Debug for NatRecord {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("NatRecord")
+            .field("header", self.header())
+            .field("body", &&self.as_bytes()[8..])
+            .finish()
+    }
+}
+
+impl Record for NatRecord {
+    /// 0: the real schema id is in each record's header.
+    const SCHEMA_ID: u16 = 0;
+    fn header(&self) -> &RecordHeader {
+        // SAFETY: `bytes` is 8-aligned (repr align(8)) and at least 8 bytes;
+        // RecordHeader is repr(C) of four u16 (align 2, size 8), every bit
+        // pattern valid.
+        unsafe { &*(self.bytes.as_ptr().cast::<RecordHeader>()) }
+    }
+    /// NAT44 session creates are [`PRIORITY_NORMAL`]; deletes, port block
+    /// and exhaustion records are [`PRIORITY_HIGH`].
+    fn priority(&self) -> u8 {
+        // natEvent of a session record is byte 35 (see Nat44SessionRecord).
+        if self.header().schema_id == SCHEMA_NAT44_SESSION
+            && self.bytes[35] == NatEvent::Nat44SessionCreate as u8
+        {
+            PRIORITY_NORMAL
+        } else {
+            PRIORITY_HIGH
+        }
+    }
+}
+
+macro_rules! into_nat_record {
+    ($($ty:ty),*) => {$(
+        impl From<$ty> for NatRecord {
+            fn from(r: $ty) -> NatRecord {
+                let mut out = NatRecord { bytes: [0; 64] };
+                let n = core::mem::size_of::<$ty>();
+                // SAFETY: $ty is repr(C) without padding (checked by the
+                // size asserts and the schema tests), so its n bytes are
+                // initialised; n <= 64.
+                let src = unsafe { core::slice::from_raw_parts((&r as *const $ty).cast::<u8>(), n) };
+                out.bytes[..n].copy_from_slice(src);
+                out
+            }
+        }
+    )*};
+}
+
+into_nat_record!(
+    Nat44SessionRecord,
+    NatPortBlockRecord,
+    NatAddressesExhaustedRecord,
+    NatPortsExhaustedRecord,
+    NatQuotaExceededRecord
+);
 
 #[cfg(test)]
 mod tests {

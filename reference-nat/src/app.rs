@@ -7,16 +7,27 @@
 //! line flags override the file.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use dplog::config::{ConfigError, FileSinkConfig, FormatConfig, LogConfig, RingConfig, SinkConfig};
-use dplog::{Backpressure, Stats};
+use dplog::{Backpressure, LogProducer, Logger, Nat44SessionRecord, Stats};
 use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
 
 use crate::input::{read_capture, InputError, InputStats};
-use crate::nat::{Nat44, NatConfig, NatError, NatStats, NatTimeouts};
-use crate::synthetic::{Synthetic, SyntheticConfig, SyntheticError, SYNTHETIC_INSIDE};
+use crate::nat::{
+    worker_port_range, Nat44, NatConfig, NatError, NatStats, NatTimeouts, PortAllocation, Verdict,
+};
+use crate::synthetic::{
+    Synthetic, SyntheticConfig, SyntheticError, SYNTHETIC_FRAME_LEN, SYNTHETIC_INSIDE,
+};
+use crate::workers::{
+    sum_stats, translated, Batch, Handoff, LiveCounters, Sharder, WorkerCounters, BATCH_PACKETS,
+};
+
+/// Most workers a run may have.
+pub const MAX_WORKERS: usize = 64;
 
 /// `[nat]`: translation settings.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -36,6 +47,61 @@ pub struct NatSection {
     pub tcp_transitory_timeout_s: u64,
     /// ICMP echo idle timeout in seconds. Default 60 (RFC 5508).
     pub icmp_timeout_s: u64,
+    /// `"sequential"` (default) or `"random"` (per-session randomized
+    /// port, RFC 6056 style).
+    pub port_allocation: PortAllocationName,
+    /// Seed of the randomized allocator. Default 1.
+    pub port_seed: u64,
+}
+
+/// `[nat] port_allocation` values.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum PortAllocationName {
+    /// Next-fit.
+    #[default]
+    Sequential,
+    /// Randomized per session.
+    Random,
+}
+
+/// `[dataplane]`: workers and measurement switches.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct DataplaneSection {
+    /// Forwarding workers, 1..=[`MAX_WORKERS`]. Default 1. Each has its own
+    /// session table, port allocator (a disjoint slice of the port range)
+    /// and dplog ring.
+    pub workers: usize,
+    /// CPU of each worker, in order; missing entries are not pinned. With
+    /// one worker and no list, `producer_cpu` is used.
+    pub worker_cpus: Vec<usize>,
+    /// Log sessions through dplog. `false` runs the NAT with records
+    /// discarded (for measuring the cost of logging). Default true.
+    pub logging: bool,
+    /// Print a one-line live view to stderr every this many milliseconds;
+    /// 0 (default) = off.
+    pub live_stats_ms: u64,
+    /// Synthetic input: generate every frame into memory before the clock
+    /// starts, so the timed loop measures the NAT, not the generator.
+    /// Default false.
+    pub preload: bool,
+    /// Capacity in batches (of up to 64 frames) of each dispatcher → worker
+    /// ring (pcap input). Default 64.
+    pub handoff_batches: usize,
+}
+
+impl Default for DataplaneSection {
+    fn default() -> Self {
+        Self {
+            workers: 1,
+            worker_cpus: Vec::new(),
+            logging: true,
+            live_stats_ms: 0,
+            preload: false,
+            handoff_batches: 64,
+        }
+    }
 }
 
 impl Default for NatSection {
@@ -52,6 +118,8 @@ impl Default for NatSection {
             tcp_established_timeout_s: t.tcp_established.as_secs(),
             tcp_transitory_timeout_s: t.tcp_transitory.as_secs(),
             icmp_timeout_s: t.icmp.as_secs(),
+            port_allocation: PortAllocationName::Sequential,
+            port_seed: 1,
         }
     }
 }
@@ -114,6 +182,8 @@ pub struct AppConfig {
     pub synthetic: SyntheticSection,
     /// CPU to pin the producer (forwarding) thread to. Default: not pinned.
     pub producer_cpu: Option<usize>,
+    /// `[dataplane]`.
+    pub dataplane: DataplaneSection,
 }
 
 /// Default output file of `dplog-nat`.
@@ -131,6 +201,7 @@ impl Default for AppConfig {
             input: InputSection::default(),
             synthetic: SyntheticSection::default(),
             producer_cpu: None,
+            dataplane: DataplaneSection::default(),
         }
     }
 }
@@ -173,6 +244,12 @@ impl AppConfig {
             tcp_transitory: Duration::from_secs(self.nat.tcp_transitory_timeout_s),
             icmp: Duration::from_secs(self.nat.icmp_timeout_s),
         };
+        c.port_allocation = match self.nat.port_allocation {
+            PortAllocationName::Sequential => PortAllocation::Sequential,
+            PortAllocationName::Random => PortAllocation::Random {
+                seed: self.nat.port_seed,
+            },
+        };
         c
     }
 
@@ -186,6 +263,7 @@ impl AppConfig {
             packets: s.packets,
             seed: s.seed,
             rate_pps: s.rate_pps,
+            shard: None,
         }
     }
 
@@ -206,6 +284,9 @@ pub enum RunError {
     Nat(NatError),
     /// Bad synthetic settings.
     Synthetic(SyntheticError),
+    /// Bad `[dataplane]` settings (worker count, port range too small to
+    /// split, counters for another worker count).
+    Dataplane(String),
     /// The capture could not be read to its end. Everything read before the
     /// failure was translated and logged; the summary says how much.
     Input(Box<Summary>, Box<InputError>),
@@ -220,6 +301,7 @@ impl core::fmt::Display for RunError {
             RunError::Config(e) => write!(f, "{e}"),
             RunError::Nat(e) => write!(f, "bad [nat] settings: {e}"),
             RunError::Synthetic(e) => write!(f, "bad [synthetic] settings: {e}"),
+            RunError::Dataplane(e) => write!(f, "bad [dataplane] settings: {e}"),
             RunError::Input(_, e) => write!(f, "{e}"),
             RunError::Shutdown(_, e) => write!(f, "logger shutdown failed: {e}"),
         }
@@ -304,6 +386,33 @@ pub struct Summary {
     pub capture_skipped_bad_caplen: u64,
     /// The input error, if the capture could not be read to its end.
     pub input_error: Option<String>,
+    /// Number of workers.
+    pub workers: usize,
+    /// Per-worker figures, in worker order.
+    pub per_worker: Vec<WorkerSummary>,
+    /// True when logging was on.
+    pub logging: bool,
+}
+
+/// One worker's figures in the [`Summary`].
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct WorkerSummary {
+    /// Packets the worker processed.
+    pub packets: u64,
+    /// Of them, translated (out, in, matched fragments).
+    pub translated: u64,
+    /// Sessions the worker created.
+    pub sessions_created: u64,
+    /// The worker's peak of live sessions.
+    pub peak_sessions: u64,
+    /// Records the worker handed to dplog.
+    pub records_logged: u64,
+    /// Seconds spent in the packet loop (after any preload).
+    pub busy_s: f64,
+    /// Packets per second of busy time.
+    pub packets_per_s: f64,
+    /// Sessions created per second of busy time.
+    pub sessions_per_s: f64,
 }
 
 impl Summary {
@@ -361,6 +470,16 @@ impl Summary {
             "  rate               {:.0} packets/s, {:.0} log records/s over {:.3} s",
             self.packets_per_s, self.records_per_s, self.elapsed_s
         );
+        for (i, w) in self.per_worker.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "  worker {i:<11} {} packets, {} translated, {} sessions; {:.0} packets/s, {:.0} sessions/s over {:.3} s busy",
+                w.packets, w.translated, w.sessions_created, w.packets_per_s, w.sessions_per_s, w.busy_s
+            );
+        }
+        if !self.logging {
+            let _ = writeln!(s, "  logging            off (records discarded)");
+        }
         if let Some(e) = &self.input_error {
             let _ = writeln!(s, "  input error        {e}");
         }
@@ -371,78 +490,230 @@ impl Summary {
 /// Runs the NAT over the configured input, logging through dplog, and
 /// returns the summary once every record is written and the sink closed.
 ///
-/// Errors: [`RunError::Config`], [`RunError::Nat`] and
-/// [`RunError::Synthetic`] before any packet; [`RunError::Input`] when the
-/// capture breaks off (what was read is still translated, logged and
-/// flushed); [`RunError::Shutdown`] if the sink fails at close.
+/// With `[dataplane] workers = N`, N pinned worker threads each own a
+/// [`Nat44`] (session table, port allocator on a disjoint port slice) and
+/// a dplog ring. Capture input is read by the calling thread and sharded to
+/// the workers by [`Sharder`]; the synthetic mix is generated by each
+/// worker for its own subscribers.
+///
+/// Errors: [`RunError::Config`], [`RunError::Nat`],
+/// [`RunError::Synthetic`] and [`RunError::Dataplane`] before any packet;
+/// [`RunError::Input`] when the capture breaks off (what was read is still
+/// translated, logged and flushed); [`RunError::Shutdown`] if the sink fails
+/// at close.
 pub fn run(cfg: &AppConfig) -> Result<Summary, RunError> {
-    let mut nat = Nat44::new(cfg.nat_config()).map_err(RunError::Nat)?;
-    let mut synthetic = match cfg.input.pcap {
-        None => Some(Synthetic::new(cfg.synthetic_config()).map_err(RunError::Synthetic)?),
-        Some(_) => None,
-    };
-    let log_cfg = cfg.log_config();
-    let logger = log_cfg.start_nat44().map_err(RunError::Config)?;
-    let mut producer = logger
-        .producer()
-        .map_err(|e| RunError::Config(ConfigError::Logger(e)))?;
-    if let Some(cpu) = cfg.producer_cpu {
-        // Best effort, like the consumer's pinning.
-        let _ = dplog::affinity::pin_current_thread(cpu);
+    let live = LiveCounters::new(cfg.dataplane.workers.max(1));
+    run_live(cfg, &live)
+}
+
+/// [`run`], publishing every worker's counters into `live` while it runs,
+/// so that another thread can read them (see [`LiveCounters::total`]).
+///
+/// Errors: as [`run`]; [`RunError::Dataplane`] when `live` was made for a
+/// different number of workers.
+pub fn run_live(cfg: &AppConfig, live: &LiveCounters) -> Result<Summary, RunError> {
+    let n = cfg.dataplane.workers;
+    if n == 0 || n > MAX_WORKERS {
+        return Err(RunError::Dataplane(format!(
+            "workers must be 1..={MAX_WORKERS}, got {n}"
+        )));
     }
+    if live.len() != n {
+        return Err(RunError::Dataplane(format!(
+            "live counters are for {} workers, the run has {n}",
+            live.len()
+        )));
+    }
+    if cfg.dataplane.handoff_batches == 0 {
+        return Err(RunError::Dataplane(
+            "handoff_batches must be at least 1".into(),
+        ));
+    }
+    let base = cfg.nat_config();
+    let mut nats = Vec::with_capacity(n);
+    for w in 0..n {
+        let mut c = base.clone();
+        c.port_range = worker_port_range(base.port_range, w, n).ok_or_else(|| {
+            RunError::Dataplane(format!(
+                "port range {}..={} cannot be split over {n} workers",
+                base.port_range.0, base.port_range.1
+            ))
+        })?;
+        if let PortAllocation::Random { seed } = c.port_allocation {
+            c.port_allocation = PortAllocation::Random {
+                seed: seed ^ (w as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            };
+        }
+        nats.push(Nat44::new(c).map_err(RunError::Nat)?);
+    }
+    let mut generators = Vec::new();
+    if cfg.input.pcap.is_none() {
+        let mut sc = cfg.synthetic_config();
+        // Validate the whole mix first, for an error that names it.
+        Synthetic::new(sc.clone()).map_err(RunError::Synthetic)?;
+        if n > 1 {
+            sc.rate_pps = (sc.rate_pps / n as u64).max(1);
+        }
+        for w in 0..n {
+            let mut c = sc.clone();
+            if n > 1 {
+                c.shard = Some((w as u32, n as u32));
+                c.packets = sc.packets / n as u64 + u64::from((w as u64) < sc.packets % n as u64);
+                c.seed = sc.seed.wrapping_add(w as u64);
+            }
+            generators.push(Synthetic::new(c).map_err(RunError::Synthetic)?);
+        }
+    }
+    let logger = if cfg.dataplane.logging {
+        Some(cfg.log_config().start_nat44().map_err(RunError::Config)?)
+    } else {
+        None
+    };
+    let mut producers = Vec::with_capacity(n);
+    for _ in 0..n {
+        producers.push(match &logger {
+            Some(l) => Some(
+                l.producer()
+                    .map_err(|e| RunError::Config(ConfigError::Logger(e)))?,
+            ),
+            None => None,
+        });
+    }
+    let cpu_of = |w: usize| {
+        cfg.dataplane
+            .worker_cpus
+            .get(w)
+            .copied()
+            .or(if n == 1 { cfg.producer_cpu } else { None })
+    };
 
     let started = Instant::now();
-    let mut log = |rec| {
-        producer.log(rec);
-    };
+    let done = AtomicBool::new(false);
     let mut input_stats = InputStats::default();
     let mut input_error = None;
-    let input_name;
-    match (&cfg.input.pcap, synthetic.as_mut()) {
-        (Some(path), _) => {
-            input_name = format!("pcap {}", path.display());
-            let mut scratch = Vec::with_capacity(2048);
-            let res = read_capture(path, |pkt| {
-                scratch.clear();
-                scratch.extend_from_slice(pkt.data);
-                nat.process(pkt.ts_ns, pkt.linktype, &mut scratch, &mut log);
-            });
-            match res {
-                Ok(s) => input_stats = s,
-                Err(e) => {
-                    input_stats = e.stats.clone();
-                    input_error = Some(e);
+    let input_name = match &cfg.input.pcap {
+        Some(path) => format!("pcap {}", path.display()),
+        None => "synthetic".to_string(),
+    };
+    let mut results: Vec<(NatStats, u64)> = Vec::with_capacity(n);
+    std::thread::scope(|sc| {
+        let monitor = (cfg.dataplane.live_stats_ms > 0).then(|| {
+            let (done, logger) = (&done, logger.as_ref());
+            let every = Duration::from_millis(cfg.dataplane.live_stats_ms);
+            sc.spawn(move || monitor(live, logger, done, every, cfg.ring.capacity))
+        });
+        let mut handles = Vec::with_capacity(n);
+        match &cfg.input.pcap {
+            Some(path) => {
+                let mut txs = Vec::with_capacity(n);
+                let mut rets = Vec::with_capacity(n);
+                for (w, (nat, producer)) in nats.drain(..).zip(producers.drain(..)).enumerate() {
+                    let (tx, rx) = rtrb::RingBuffer::<Handoff>::new(cfg.dataplane.handoff_batches);
+                    let (ret_tx, ret_rx) =
+                        rtrb::RingBuffer::<Batch>::new(cfg.dataplane.handoff_batches + 2);
+                    txs.push(tx);
+                    rets.push(ret_rx);
+                    let counters = live.worker(w).expect("one counter per worker");
+                    let cpu = cpu_of(w);
+                    handles.push(sc.spawn(move || {
+                        pin(cpu);
+                        handoff_worker(nat, producer, counters, rx, ret_tx)
+                    }));
+                }
+                let sharder = Sharder::new(&base.inside, n);
+                let mut cur: Vec<Batch> = (0..n).map(|_| Batch::new()).collect();
+                let mut last_ts = 0u64;
+                let res = read_capture(path, |pkt| {
+                    let w = sharder.worker_of(pkt.linktype, pkt.data);
+                    cur[w].push(pkt.ts_ns, pkt.linktype, pkt.data);
+                    last_ts = last_ts.max(pkt.ts_ns);
+                    if cur[w].len() >= BATCH_PACKETS {
+                        let mut fresh = rets[w].pop().unwrap_or_default();
+                        fresh.clear();
+                        let full = std::mem::replace(&mut cur[w], fresh);
+                        send(&mut txs[w], Handoff::Batch(full));
+                    }
+                });
+                for (w, b) in cur.into_iter().enumerate() {
+                    if !b.is_empty() {
+                        send(&mut txs[w], Handoff::Batch(b));
+                    }
+                    send(&mut txs[w], Handoff::End(last_ts));
+                }
+                match res {
+                    Ok(s) => input_stats = s,
+                    Err(e) => {
+                        input_stats = e.stats.clone();
+                        input_error = Some(e);
+                    }
+                }
+            }
+            None => {
+                let preload = cfg.dataplane.preload;
+                for (w, ((nat, producer), gen)) in nats
+                    .drain(..)
+                    .zip(producers.drain(..))
+                    .zip(generators.drain(..))
+                    .enumerate()
+                {
+                    let counters = live.worker(w).expect("one counter per worker");
+                    let cpu = cpu_of(w);
+                    handles.push(sc.spawn(move || {
+                        pin(cpu);
+                        synthetic_worker(nat, producer, counters, gen, preload)
+                    }));
                 }
             }
         }
-        (None, Some(gen)) => {
-            input_name = "synthetic".to_string();
-            gen.run(|ts, linktype, frame| {
-                nat.process(ts, linktype, frame, &mut log);
-            });
+        for h in handles {
+            // A worker panic is a bug; surface it rather than hide it.
+            results.push(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
         }
-        (None, None) => unreachable!("synthetic generator is built when no capture is given"),
-    }
-    // End of input: every live session is deleted and logged at the
-    // engine's clock (the last packet's time).
-    let end = nat.now_ns();
-    nat.finish(end, &mut log);
-    drop(producer);
-    let shutdown = logger.shutdown();
-    let elapsed = started.elapsed().as_secs_f64();
-    let (stats, shutdown_err) = match shutdown {
-        Ok(s) => (s, None),
-        Err((s, e)) => (s, Some(e.to_string())),
+        // Relaxed: a flag polled by the monitor; the scope's join is the
+        // real synchronization.
+        done.store(true, Ordering::Relaxed);
+        if let Some(m) = monitor {
+            let _ = m.join();
+        }
+    });
+    let (stats, shutdown_err) = match logger {
+        Some(l) => match l.shutdown() {
+            Ok(s) => (s, None),
+            Err((s, e)) => (s, Some(e.to_string())),
+        },
+        None => (Stats::default(), None),
     };
-    let summary = make_summary(
+    let elapsed = started.elapsed().as_secs_f64();
+    let per: Vec<NatStats> = results.iter().map(|(s, _)| s.clone()).collect();
+    let total = sum_stats(&per);
+    let mut summary = make_summary(
         cfg,
-        nat.stats(),
+        &total,
         stats,
         input_name,
         &input_stats,
         elapsed,
         input_error.as_ref().map(|e| e.to_string()),
     );
+    summary.workers = n;
+    summary.logging = cfg.dataplane.logging;
+    summary.per_worker = results
+        .iter()
+        .map(|(s, busy_ns)| {
+            let busy_s = *busy_ns as f64 / 1e9;
+            let rate = |x: u64| if busy_s > 0.0 { x as f64 / busy_s } else { 0.0 };
+            WorkerSummary {
+                packets: s.packets,
+                translated: translated(s),
+                sessions_created: s.sessions_created,
+                peak_sessions: s.peak_sessions,
+                records_logged: s.records_logged,
+                busy_s,
+                packets_per_s: rate(s.packets),
+                sessions_per_s: rate(s.sessions_created),
+            }
+        })
+        .collect();
     if let Some(e) = input_error {
         return Err(RunError::Input(Box::new(summary), Box::new(e)));
     }
@@ -450,6 +721,232 @@ pub fn run(cfg: &AppConfig) -> Result<Summary, RunError> {
         return Err(RunError::Shutdown(Box::new(summary), e));
     }
     Ok(summary)
+}
+
+fn pin(cpu: Option<usize>) {
+    if let Some(cpu) = cpu {
+        // Best effort, like the consumer's pinning.
+        let _ = dplog::affinity::pin_current_thread(cpu);
+    }
+}
+
+/// Hands `m` to a worker, waiting while its ring is full; gives up if the
+/// worker is gone.
+fn send(tx: &mut rtrb::Producer<Handoff>, mut m: Handoff) {
+    loop {
+        match tx.push(m) {
+            Ok(()) => return,
+            Err(rtrb::PushError::Full(back)) => {
+                if tx.is_abandoned() {
+                    return;
+                }
+                m = back;
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+/// Publish counters every this many packets.
+const PUBLISH_EVERY: u64 = (BATCH_PACKETS as u64) * 16;
+
+type Recs = Option<LogProducer<Nat44SessionRecord>>;
+
+fn handoff_worker(
+    mut nat: Nat44,
+    mut producer: Recs,
+    counters: &WorkerCounters,
+    mut rx: rtrb::Consumer<Handoff>,
+    mut ret: rtrb::Producer<Batch>,
+) -> (NatStats, u64) {
+    let mut log = |r: Nat44SessionRecord| {
+        if let Some(p) = producer.as_mut() {
+            p.log(r);
+        }
+    };
+    let t0 = Instant::now();
+    let mut since = 0u64;
+    loop {
+        match rx.pop() {
+            Ok(Handoff::Batch(mut b)) => {
+                let Batch { frames, data } = &mut b;
+                for &(ts, lt, start, end) in frames.iter() {
+                    if let Some(f) = data.get_mut(start as usize..end as usize) {
+                        nat.process(ts, lt, f, &mut log);
+                    }
+                }
+                since += frames.len() as u64;
+                if since >= PUBLISH_EVERY {
+                    since = 0;
+                    counters.publish(nat.stats());
+                    counters.set_busy_ns(t0.elapsed().as_nanos() as u64);
+                }
+                let _ = ret.push(b);
+            }
+            Ok(Handoff::End(ts)) => {
+                nat.finish(ts, &mut log);
+                break;
+            }
+            Err(_) => {
+                if rx.is_abandoned() {
+                    let now = nat.now_ns();
+                    nat.finish(now, &mut log);
+                    break;
+                }
+                std::thread::yield_now();
+            }
+        }
+    }
+    let busy = t0.elapsed().as_nanos() as u64;
+    counters.publish(nat.stats());
+    counters.set_busy_ns(busy);
+    (nat.stats().clone(), busy)
+}
+
+fn synthetic_worker(
+    mut nat: Nat44,
+    mut producer: Recs,
+    counters: &WorkerCounters,
+    mut gen: Synthetic,
+    preload: bool,
+) -> (NatStats, u64) {
+    let mut log = |r: Nat44SessionRecord| {
+        if let Some(p) = producer.as_mut() {
+            p.log(r);
+        }
+    };
+    // Preload: every frame into one arena, fixed stride, before the clock.
+    let mut arena: Vec<u8> = Vec::new();
+    let mut meta: Vec<(u64, u8)> = Vec::new();
+    if preload {
+        while let Some((ts, f)) = gen.next_frame() {
+            let mut slot = [0u8; SYNTHETIC_FRAME_LEN];
+            slot[..f.len()].copy_from_slice(f);
+            arena.extend_from_slice(&slot);
+            meta.push((ts, f.len() as u8));
+        }
+    }
+    let t0 = Instant::now();
+    let mut since = 0u64;
+    let mut tick = |nat: &Nat44| {
+        since += 1;
+        if since >= PUBLISH_EVERY {
+            since = 0;
+            counters.publish(nat.stats());
+            counters.set_busy_ns(t0.elapsed().as_nanos() as u64);
+        }
+    };
+    if preload {
+        for (frame, &(ts, len)) in arena.chunks_exact_mut(SYNTHETIC_FRAME_LEN).zip(meta.iter()) {
+            nat.process(
+                ts,
+                crate::packet::LINKTYPE_ETHERNET,
+                &mut frame[..usize::from(len)],
+                &mut log,
+            );
+            tick(&nat);
+        }
+    } else {
+        while let Some((ts, frame)) = gen.next_frame() {
+            nat.process(ts, crate::packet::LINKTYPE_ETHERNET, frame, &mut log);
+            tick(&nat);
+        }
+    }
+    let end = nat.now_ns();
+    nat.finish(end, &mut log);
+    let busy = t0.elapsed().as_nanos() as u64;
+    counters.publish(nat.stats());
+    counters.set_busy_ns(busy);
+    (nat.stats().clone(), busy)
+}
+
+/// The live view: one line per interval on stderr until `done`.
+fn monitor(
+    live: &LiveCounters,
+    logger: Option<&Logger<Nat44SessionRecord>>,
+    done: &AtomicBool,
+    every: Duration,
+    ring_capacity: usize,
+) {
+    let start = Instant::now();
+    let mut prev = live.total();
+    let mut prev_written = 0u64;
+    let mut last = Instant::now();
+    // Relaxed: see the store in `run_live`.
+    while !done.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(50).min(every));
+        if last.elapsed() < every {
+            continue;
+        }
+        let dt = last.elapsed().as_secs_f64();
+        last = Instant::now();
+        let now = live.total();
+        let log = logger.map(|l| l.stats()).unwrap_or_default();
+        eprintln!(
+            "{}",
+            live_line(
+                start.elapsed().as_secs_f64(),
+                dt,
+                &prev,
+                &now,
+                prev_written,
+                &log,
+                ring_capacity * live.len()
+            )
+        );
+        prev = now;
+        prev_written = log.written_records;
+    }
+}
+
+/// Formats one line of the live view from two snapshots `dt` seconds
+/// apart: pps in and out, live sessions, log records written per second,
+/// packets not translated by reason, and ring fill (records in rings /
+/// total slots, high-water mark).
+pub fn live_line(
+    t_s: f64,
+    dt: f64,
+    prev: &NatStats,
+    now: &NatStats,
+    prev_written: u64,
+    log: &Stats,
+    ring_slots: usize,
+) -> String {
+    use std::fmt::Write;
+    let per_s = |a: u64, b: u64| b.saturating_sub(a) as f64 / dt.max(1e-9);
+    let mut s = format!(
+        "[{t_s:7.1}s] in {:.0} pps  out {:.0} pps  sessions {}  log {:.0} rec/s  ring {}/{} (hw {})",
+        per_s(prev.packets, now.packets),
+        per_s(translated(prev), translated(now)),
+        now.sessions_live,
+        per_s(prev_written, log.written_records),
+        log.enqueued.saturating_sub(log.dequeued),
+        ring_slots,
+        log.high_water,
+    );
+    let mut first = true;
+    for v in Verdict::all() {
+        if matches!(
+            v,
+            Verdict::TranslatedOut | Verdict::TranslatedIn | Verdict::FragmentMatched
+        ) {
+            continue;
+        }
+        let d = now.count(v).saturating_sub(prev.count(v));
+        if d > 0 {
+            let _ = write!(
+                s,
+                "{}{}={d}",
+                if first { "  drops " } else { " " },
+                v.name()
+            );
+            first = false;
+        }
+    }
+    if log.dropped_full > 0 {
+        let _ = write!(s, "  log-dropped {}", log.dropped_full);
+    }
+    s
 }
 
 fn make_summary(
@@ -493,5 +990,8 @@ fn make_summary(
         records_per_s: per_s(stats.written_records),
         capture_skipped_bad_caplen: input_stats.bad_caplen,
         input_error,
+        workers: 1,
+        per_worker: Vec::new(),
+        logging: true,
     }
 }

@@ -58,10 +58,13 @@ pub mod input;
 pub mod nat;
 pub mod packet;
 pub mod synthetic;
+pub mod workers;
 
 pub use dplog::{Nat44SessionRecord, NatEvent, RecordHeader};
 pub use input::{read_capture, CaptureFormat, InputError, InputErrorKind, InputStats, Packet};
-pub use nat::{Nat44, NatConfig, NatError, NatStats, NatTimeouts, Verdict};
+pub use nat::{
+    worker_port_range, Nat44, NatConfig, NatError, NatStats, NatTimeouts, PortAllocation, Verdict,
+};
 pub use packet::{
     parse, MalformedReason, ParseError, ParsedPacket, LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL,
     LINKTYPE_LINUX_SLL2, LINKTYPE_NULL, LINKTYPE_RAW,

@@ -9,7 +9,7 @@ use clap::{Parser, ValueEnum};
 use dplog::config::{FileSinkConfig, SinkConfig};
 use dplog::formatters::Format;
 use dplog::Backpressure;
-use dplog_nat::app::{run, AppConfig, RunError, Summary};
+use dplog_nat::app::{run, AppConfig, PortAllocationName, RunError, Summary};
 use ipnet::Ipv4Net;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -86,6 +86,32 @@ struct Args {
     /// How to print the summary on stdout.
     #[arg(long, value_enum, default_value = "text")]
     summary: SummaryArg,
+    /// Forwarding workers, each pinned, with its own session table, port
+    /// slice and dplog ring.
+    #[arg(long, value_name = "N")]
+    workers: Option<usize>,
+    /// CPU of each worker, comma separated (e.g. 0,1).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    worker_cpus: Vec<usize>,
+    /// Print a one-line live view to stderr every second.
+    #[arg(long)]
+    live: bool,
+    /// Run without logging (records discarded): the baseline of the
+    /// logging-cost measurement.
+    #[arg(long)]
+    no_logging: bool,
+    /// Synthetic mix: generate every frame into memory before timing.
+    #[arg(long)]
+    preload: bool,
+    /// External port choice.
+    #[arg(long, value_enum)]
+    port_allocation: Option<PortAllocArg>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum PortAllocArg {
+    Sequential,
+    Random,
 }
 
 fn build_config(args: &Args) -> Result<AppConfig, String> {
@@ -131,6 +157,26 @@ fn build_config(args: &Args) -> Result<AppConfig, String> {
     }
     if args.consumer_cpu.is_some() {
         cfg.ring.consumer_cpu = args.consumer_cpu;
+    }
+    let d = &mut cfg.dataplane;
+    d.workers = args.workers.unwrap_or(d.workers);
+    if !args.worker_cpus.is_empty() {
+        d.worker_cpus = args.worker_cpus.clone();
+    }
+    if args.live {
+        d.live_stats_ms = 1000;
+    }
+    if args.no_logging {
+        d.logging = false;
+    }
+    if args.preload {
+        d.preload = true;
+    }
+    if let Some(p) = args.port_allocation {
+        cfg.nat.port_allocation = match p {
+            PortAllocArg::Sequential => PortAllocationName::Sequential,
+            PortAllocArg::Random => PortAllocationName::Random,
+        };
     }
     Ok(cfg)
 }

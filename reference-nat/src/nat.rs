@@ -95,6 +95,52 @@ pub struct NatConfig {
     pub fragment_table_size: usize,
     /// Lifetime of a fragment table entry after its first fragment.
     pub fragment_timeout: Duration,
+    /// External ports this engine may hand out, `(first, last)` inclusive,
+    /// on every pool address and protocol. Default
+    /// `(FIRST_EXTERNAL_PORT, 65535)`. A multi-worker NAT gives each worker
+    /// a disjoint slice (see [`worker_port_range`]) so that per-worker port
+    /// allocators never collide and need no lock.
+    pub port_range: (u16, u16),
+    /// How external ports are chosen. Default [`PortAllocation::Sequential`].
+    pub port_allocation: PortAllocation,
+}
+
+/// How a [`Nat44`] chooses the external port of a new mapping.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum PortAllocation {
+    /// Next-fit from a cursor: deterministic, the fastest.
+    #[default]
+    Sequential,
+    /// Per session, randomized (RFC 6056 style port randomization: each new
+    /// mapping starts its search for a free port at a pseudo-random port of
+    /// the range). `seed` makes runs reproducible.
+    Random {
+        /// Seed of the engine's xorshift generator.
+        seed: u64,
+    },
+}
+
+/// The slice of `(first, last)` that worker `index` of `workers` owns:
+/// the range is cut into `workers` contiguous, disjoint parts of equal size
+/// (the last takes the remainder). Returns `None` when `index >= workers`
+/// or the range has fewer ports than workers.
+pub fn worker_port_range(range: (u16, u16), index: usize, workers: usize) -> Option<(u16, u16)> {
+    let (lo, hi) = (u32::from(range.0), u32::from(range.1));
+    if workers == 0 || index >= workers || hi < lo {
+        return None;
+    }
+    let len = hi - lo + 1;
+    let per = len / workers as u32;
+    if per == 0 {
+        return None;
+    }
+    let first = lo + per * index as u32;
+    let last = if index + 1 == workers {
+        hi
+    } else {
+        first + per - 1
+    };
+    Some((u16::try_from(first).ok()?, u16::try_from(last).ok()?))
 }
 
 impl NatConfig {
@@ -108,6 +154,8 @@ impl NatConfig {
             timeouts: NatTimeouts::default(),
             fragment_table_size: DEFAULT_FRAGMENT_TABLE_SIZE,
             fragment_timeout: DEFAULT_FRAGMENT_TIMEOUT,
+            port_range: (FIRST_EXTERNAL_PORT, 65535),
+            port_allocation: PortAllocation::Sequential,
         }
     }
 }
@@ -131,6 +179,8 @@ pub enum NatError {
     ZeroTimeout(&'static str),
     /// `fragment_table_size` is zero.
     ZeroFragmentTable,
+    /// `port_range` is empty or starts below [`FIRST_EXTERNAL_PORT`].
+    BadPortRange(u16, u16),
 }
 
 impl fmt::Display for NatError {
@@ -148,6 +198,10 @@ impl fmt::Display for NatError {
             }
             NatError::ZeroTimeout(which) => write!(f, "timeout {which} is zero"),
             NatError::ZeroFragmentTable => f.write_str("fragment table size is zero"),
+            NatError::BadPortRange(a, b) => write!(
+                f,
+                "port range {a}..={b} is empty or starts below {FIRST_EXTERNAL_PORT}"
+            ),
         }
     }
 }
@@ -528,35 +582,49 @@ struct Session {
     resp_octets: u64,
 }
 
-/// Port bitmap of one (pool address, protocol): bit set = in use.
+/// Port bitmap of one (pool address, protocol): bit set = in use. Only
+/// ports in `lo..=hi` are ever handed out; the others are marked used.
 struct PortBlock {
     bits: Box<[u64; 1024]>,
     used: u32,
+    lo: u32,
+    hi: u32,
     /// Next-fit cursor (next port to try).
     cursor: u32,
 }
 
 impl PortBlock {
-    fn new() -> Self {
-        let mut bits = Box::new([0u64; 1024]);
-        // Ports 0..1024 are never handed out.
-        for w in bits.iter_mut().take(usize::from(FIRST_EXTERNAL_PORT) / 64) {
-            *w = u64::MAX;
+    fn new(lo: u16, hi: u16) -> Self {
+        let (lo, hi) = (u32::from(lo), u32::from(hi));
+        let mut bits = Box::new([u64::MAX; 1024]);
+        for port in lo..=hi {
+            bits[(port / 64) as usize] &= !(1u64 << (port % 64));
         }
         Self {
             bits,
             used: 0,
-            cursor: u32::from(FIRST_EXTERNAL_PORT),
+            lo,
+            hi,
+            cursor: lo,
         }
     }
 
-    fn alloc(&mut self) -> Option<u16> {
-        if self.used >= EXTERNAL_PORTS_PER_ADDRESS {
+    fn capacity(&self) -> u32 {
+        self.hi - self.lo + 1
+    }
+
+    /// Next free port at or after `start` (wrapping within the range).
+    fn alloc_from(&mut self, start: u32) -> Option<u16> {
+        if self.used >= self.capacity() {
             return None;
         }
-        let mut p = self.cursor;
+        let mut p = if (self.lo..=self.hi).contains(&start) {
+            start
+        } else {
+            self.lo
+        };
         // At most one full lap plus one word: a free bit exists.
-        for _ in 0..=1024 {
+        for _ in 0..=1025 {
             let w = (p / 64) as usize;
             let word = *self.bits.get(w)?;
             let free = !word & (u64::MAX << (p % 64));
@@ -564,25 +632,29 @@ impl PortBlock {
                 let port = (w as u32) * 64 + free.trailing_zeros();
                 self.bits[w] |= 1u64 << (port % 64);
                 self.used += 1;
-                self.cursor = if port >= 65535 {
-                    u32::from(FIRST_EXTERNAL_PORT)
-                } else {
-                    port + 1
-                };
+                self.cursor = if port >= self.hi { self.lo } else { port + 1 };
                 return u16::try_from(port).ok();
             }
             p = (w as u32 + 1) * 64;
-            if p > 65535 {
-                p = u32::from(FIRST_EXTERNAL_PORT);
+            if p > self.hi {
+                p = self.lo;
             }
         }
         None
     }
 
+    fn alloc(&mut self) -> Option<u16> {
+        self.alloc_from(self.cursor)
+    }
+
     fn free(&mut self, port: u16) {
+        let port32 = u32::from(port);
         let (w, b) = (usize::from(port / 64), port % 64);
+        if port32 < self.lo || port32 > self.hi {
+            return;
+        }
         if let Some(word) = self.bits.get_mut(w) {
-            if *word & (1 << b) != 0 && port >= FIRST_EXTERNAL_PORT {
+            if *word & (1 << b) != 0 {
                 *word &= !(1 << b);
                 self.used -= 1;
             }
@@ -706,6 +778,8 @@ pub struct Nat44 {
     timers: BinaryHeap<Timer>,
     frags: FragTable,
     stats: NatStats,
+    /// xorshift64* state for [`PortAllocation::Random`].
+    rng: u64,
 }
 
 fn prefix_bits(n: &Ipv4Net) -> (u32, u32) {
@@ -874,6 +948,14 @@ impl Nat44 {
         if cfg.fragment_table_size == 0 {
             return Err(NatError::ZeroFragmentTable);
         }
+        let (plo, phi) = cfg.port_range;
+        if plo < FIRST_EXTERNAL_PORT || phi < plo {
+            return Err(NatError::BadPortRange(plo, phi));
+        }
+        let rng = match cfg.port_allocation {
+            PortAllocation::Random { seed } => seed | 1,
+            PortAllocation::Sequential => 1,
+        };
         let len = u32::from(pool.prefix_len());
         let size = 1u64 << (32 - len);
         let (pool_first, pool_count) = if len >= 31 {
@@ -905,6 +987,7 @@ impl Nat44 {
                 serial: 0,
             },
             stats: NatStats::default(),
+            rng,
             cfg,
         })
     }
@@ -1129,11 +1212,28 @@ impl Nat44 {
             }
             None => {
                 let pool_index = self.pool_index(key.inside_addr);
+                let (lo, hi) = self.cfg.port_range;
+                let start = match self.cfg.port_allocation {
+                    PortAllocation::Sequential => None,
+                    PortAllocation::Random { .. } => {
+                        // xorshift64* (Vigna); the state is never 0.
+                        self.rng ^= self.rng >> 12;
+                        self.rng ^= self.rng << 25;
+                        self.rng ^= self.rng >> 27;
+                        let r = self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32;
+                        let span = u64::from(hi - lo) + 1;
+                        Some(u32::from(lo) + (r % span) as u32)
+                    }
+                };
                 let block = self
                     .ports
                     .entry((pool_index, key.proto))
-                    .or_insert_with(PortBlock::new);
-                let ext_port = block.alloc().ok_or(Verdict::PoolExhausted)?;
+                    .or_insert_with(|| PortBlock::new(lo, hi));
+                let ext_port = match start {
+                    None => block.alloc(),
+                    Some(p) => block.alloc_from(p),
+                }
+                .ok_or(Verdict::PoolExhausted)?;
                 let ext_addr = self.pool_first + pool_index;
                 self.mappings.insert(
                     mk,

@@ -65,6 +65,11 @@ pub struct SyntheticConfig {
     /// Virtual packet rate in packets per second: packet `i` is stamped
     /// [`SYNTHETIC_START_NS`] + i·10⁹/rate_pps ns (default 1 000 000).
     pub rate_pps: u64,
+    /// `Some((worker, workers))`: generate only the subscribers that the
+    /// dispatcher would send to `worker` of `workers` (see
+    /// [`crate::workers::worker_of_inside`]), i.e. what one RSS queue of a
+    /// multi-worker NAT receives. `None` (default): every subscriber.
+    pub shard: Option<(u32, u32)>,
 }
 
 impl Default for SyntheticConfig {
@@ -76,6 +81,7 @@ impl Default for SyntheticConfig {
             packets: 1_000_000,
             seed: 1,
             rate_pps: 1_000_000,
+            shard: None,
         }
     }
 }
@@ -136,6 +142,8 @@ pub struct Synthetic {
     produced: u64,
     ip_id: u16,
     buf: [u8; SYNTHETIC_FRAME_LEN],
+    /// Subscriber indices of this shard (`None`: all of them).
+    shard_subscribers: Option<Vec<u32>>,
 }
 
 /// Address of subscriber `i` (0-based): 10.0.0.1 + i, host order.
@@ -172,7 +180,15 @@ impl Synthetic {
         if cfg.rate_pps == 0 {
             return Err(SyntheticError::ZeroRate);
         }
+        let shard_subscribers = cfg.shard.map(|(w, n)| {
+            (0..cfg.subscribers)
+                .filter(|&i| {
+                    crate::workers::worker_of_inside(subscriber_addr(i), n as usize) == w as usize
+                })
+                .collect::<Vec<u32>>()
+        });
         Ok(Self {
+            shard_subscribers,
             rng: Pcg64::seed_from_u64(cfg.seed),
             next_port: vec![0; cfg.subscribers as usize],
             flows: Vec::new(),
@@ -193,7 +209,12 @@ impl Synthetic {
     /// generator's buffer, overwritten by the next call; it may be modified
     /// (e.g. translated in place).
     pub fn next_frame(&mut self) -> Option<(u64, &mut [u8])> {
-        if self.produced >= self.cfg.packets {
+        if self.produced >= self.cfg.packets
+            || self
+                .shard_subscribers
+                .as_ref()
+                .is_some_and(|v| v.is_empty())
+        {
             return None;
         }
         let i = self.produced;
@@ -249,7 +270,10 @@ impl Synthetic {
     }
 
     fn open_flow(&mut self) -> Flow {
-        let subscriber = self.rng.gen_range(0..self.cfg.subscribers);
+        let subscriber = match &self.shard_subscribers {
+            Some(v) => v[self.rng.gen_range(0..v.len())],
+            None => self.rng.gen_range(0..self.cfg.subscribers),
+        };
         let destination = self.rng.gen_range(0..self.cfg.destinations);
         let p = self.rng.gen_range(0..100u32);
         let (proto, dport) = if p < 70 {

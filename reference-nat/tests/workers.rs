@@ -1,0 +1,259 @@
+//! Multi-worker runs: sharding by subscriber keeps every session's packets
+//! and records on one worker, so N workers log exactly the sessions one
+//! worker logs (same 5-tuples, same times), each worker allocates ports
+//! only from its own slice, and the live counters add up.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::net::Ipv4Addr;
+use std::path::Path;
+
+use dplog::config::{FileSinkConfig, SinkConfig};
+use dplog::formatters::Format;
+use dplog_nat::app::{run, run_live, AppConfig, PortAllocationName, Summary};
+use dplog_nat::workers::LiveCounters;
+use dplog_nat::{generate, worker_port_range, SyntheticConfig, Verdict};
+use serde_json::Value;
+
+/// Writes the synthetic mix as a legacy pcap (microsecond timestamps,
+/// Ethernet).
+fn write_synthetic_pcap(path: &Path, cfg: &SyntheticConfig) -> u64 {
+    let mut out = Vec::new();
+    out.extend_from_slice(&0xA1B2_C3D4u32.to_le_bytes());
+    out.extend_from_slice(&2u16.to_le_bytes());
+    out.extend_from_slice(&4u16.to_le_bytes());
+    out.extend_from_slice(&[0; 8]);
+    out.extend_from_slice(&65535u32.to_le_bytes());
+    out.extend_from_slice(&1u32.to_le_bytes());
+    let n = generate(cfg, |ts, _lt, frame| {
+        let us = ts / 1000;
+        out.extend_from_slice(&((us / 1_000_000) as u32).to_le_bytes());
+        out.extend_from_slice(&((us % 1_000_000) as u32).to_le_bytes());
+        out.extend_from_slice(&(frame.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(frame.len() as u32).to_le_bytes());
+        out.extend_from_slice(frame);
+    })
+    .unwrap();
+    std::fs::File::create(path)
+        .unwrap()
+        .write_all(&out)
+        .unwrap();
+    n
+}
+
+fn config(out: &Path, workers: usize) -> AppConfig {
+    let mut c = AppConfig::default();
+    c.nat.inside = vec!["10.0.0.0/8".parse().unwrap()];
+    c.format.kind = Format::Json;
+    c.sink = SinkConfig::File(FileSinkConfig {
+        path: out.to_path_buf(),
+    });
+    c.dataplane.workers = workers;
+    c
+}
+
+type Key = (u64, u64, u64, Ipv4Addr, u64, Ipv4Addr, u64);
+
+/// (event, ms, proto, src, sport, dst, dport) of every record, sorted, and
+/// (proto, ext addr, ext port) of every create.
+fn records(path: &Path) -> (Vec<Key>, Vec<(u64, Ipv4Addr, u64)>) {
+    let body = std::fs::read_to_string(path).unwrap();
+    let mut keys = Vec::new();
+    let mut ext = Vec::new();
+    for l in body.lines() {
+        let v: Value = serde_json::from_str(l).unwrap();
+        let n = |k: &str| v[k].as_u64().unwrap();
+        let a = |k: &str| v[k].as_str().unwrap().parse::<Ipv4Addr>().unwrap();
+        keys.push((
+            n("natEvent"),
+            n("observationTimeMilliseconds"),
+            n("protocolIdentifier"),
+            a("sourceIPv4Address"),
+            n("sourceTransportPort"),
+            a("destinationIPv4Address"),
+            n("destinationTransportPort"),
+        ));
+        if n("natEvent") == 4 {
+            ext.push((
+                n("protocolIdentifier"),
+                a("postNATSourceIPv4Address"),
+                n("postNAPTSourceTransportPort"),
+            ));
+        }
+    }
+    keys.sort();
+    (keys, ext)
+}
+
+fn lossless(s: &Summary) {
+    let r = &s.records;
+    assert_eq!(r.dropped, 0);
+    assert_eq!(r.written, r.produced);
+    assert_eq!(r.produced, s.records_logged);
+    assert_eq!(s.records_logged, 2 * s.sessions_created);
+    assert_eq!(s.sessions_deleted, s.sessions_created);
+}
+
+#[test]
+fn four_workers_log_the_same_sessions_as_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("mix.pcap");
+    let packets = write_synthetic_pcap(
+        &pcap,
+        &SyntheticConfig {
+            subscribers: 300,
+            destinations: 50,
+            new_session_share: 0.2,
+            packets: 20_000,
+            seed: 7,
+            ..Default::default()
+        },
+    );
+    let mut by_workers = Vec::new();
+    for workers in [1usize, 4] {
+        let out = dir.path().join(format!("w{workers}.jsonl"));
+        let mut cfg = config(&out, workers);
+        cfg.input.pcap = Some(pcap.clone());
+        let s = run(&cfg).unwrap();
+        assert_eq!(s.packets, packets);
+        assert_eq!(s.workers, workers);
+        assert_eq!(s.per_worker.len(), workers);
+        assert_eq!(s.per_worker.iter().map(|w| w.packets).sum::<u64>(), packets);
+        assert_eq!(
+            s.per_worker.iter().map(|w| w.sessions_created).sum::<u64>(),
+            s.sessions_created
+        );
+        lossless(&s);
+        let (keys, ext) = records(&out);
+        assert_eq!(keys.len() as u64, 2 * s.sessions_created);
+        if workers == 4 {
+            // Each of 300 subscribers hashes to one worker: all get work.
+            for w in &s.per_worker {
+                assert!(w.packets > packets / 8, "{:?}", s.per_worker);
+            }
+            // A worker's ports come from its own slice: the ports of
+            // different workers never overlap, so a port identifies the
+            // worker that allocated it.
+            let slices: Vec<(u16, u16)> = (0..4)
+                .map(|w| worker_port_range((1024, 65535), w, 4).unwrap())
+                .collect();
+            let mut per_slice = [0u64; 4];
+            for (proto, _, port) in &ext {
+                if *proto == 1 {
+                    continue;
+                }
+                let w = slices
+                    .iter()
+                    .position(|(lo, hi)| (u64::from(*lo)..=u64::from(*hi)).contains(port))
+                    .expect("port in a slice");
+                per_slice[w] += 1;
+            }
+            assert!(per_slice.iter().all(|&n| n > 0), "{per_slice:?}");
+        }
+        by_workers.push((s, keys));
+    }
+    let (s1, k1) = &by_workers[0];
+    let (s4, k4) = &by_workers[1];
+    assert!(s1.sessions_created > 3000, "{}", s1.sessions_created);
+    assert_eq!(s1.sessions_created, s4.sessions_created);
+    assert_eq!(s1.verdicts, s4.verdicts);
+    assert_eq!(k1, k4, "same sessions, same create and delete times");
+}
+
+#[test]
+fn synthetic_workers_split_the_mix_and_counters_are_live() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("syn.log");
+    let mut cfg = config(&out, 2);
+    cfg.format.kind = Format::Text;
+    cfg.synthetic.packets = 40_001;
+    cfg.dataplane.preload = true;
+    let live = LiveCounters::new(2);
+    let s = run_live(&cfg, &live).unwrap();
+    assert_eq!(s.packets, 40_001);
+    assert_eq!(
+        s.per_worker.iter().map(|w| w.packets).collect::<Vec<_>>(),
+        vec![20_001, 20_000]
+    );
+    lossless(&s);
+    let total = live.total();
+    assert_eq!(total.packets, 40_001);
+    assert_eq!(total.sessions_created, s.sessions_created);
+    assert_eq!(
+        total.count(Verdict::TranslatedOut) + total.count(Verdict::TranslatedIn),
+        40_001
+    );
+    let lines = std::fs::read_to_string(&out).unwrap().lines().count() as u64;
+    assert_eq!(lines, 2 * s.sessions_created);
+    // Counters sized for another worker count are refused, not misused.
+    let err = run_live(&cfg, &LiveCounters::new(3)).unwrap_err();
+    assert!(err.to_string().contains("3 workers"), "{err}");
+}
+
+#[test]
+fn logging_off_translates_the_same_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("none.log");
+    let mut on = config(&out, 1);
+    on.synthetic.packets = 10_000;
+    let a = run(&on).unwrap();
+    let mut off = on.clone();
+    off.sink = SinkConfig::File(FileSinkConfig {
+        path: dir.path().join("never.log"),
+    });
+    off.dataplane.logging = false;
+    let b = run(&off).unwrap();
+    assert!(!b.logging);
+    assert_eq!(a.verdicts, b.verdicts);
+    assert_eq!(a.sessions_created, b.sessions_created);
+    assert_eq!(b.records_logged, 2 * b.sessions_created);
+    assert_eq!((b.records.produced, b.records.written), (0, 0));
+    assert!(!dir.path().join("never.log").exists());
+    let mut zero = on.clone();
+    zero.dataplane.workers = 0;
+    assert!(run(&zero)
+        .unwrap_err()
+        .to_string()
+        .contains("workers must be"));
+}
+
+#[test]
+fn random_port_allocation_stays_in_range_and_unique() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut by_mode = HashMap::new();
+    for mode in ["sequential", "random"] {
+        let out = dir.path().join(format!("{mode}.jsonl"));
+        let mut cfg = config(&out, 2);
+        cfg.synthetic.packets = 5000;
+        cfg.synthetic.new_session_share = 1.0;
+        cfg.nat.port_allocation = if mode == "random" {
+            PortAllocationName::Random
+        } else {
+            PortAllocationName::Sequential
+        };
+        let s = run(&cfg).unwrap();
+        lossless(&s);
+        let (_, ext) = records(&out);
+        let mut seen = std::collections::HashSet::new();
+        for e in &ext {
+            assert!(e.2 >= 1024);
+            // new_session_share 1.0: every packet opens a new inside
+            // endpoint, so every mapping is distinct.
+            assert!(seen.insert(*e), "{mode}: {e:?} handed out twice");
+        }
+        by_mode.insert(mode, ext);
+    }
+    let seq = &by_mode["sequential"];
+    let rnd = &by_mode["random"];
+    assert_eq!(seq.len(), rnd.len());
+    // Sequential hands out mostly consecutive ports per address; random
+    // does not.
+    let consecutive = |v: &Vec<(u64, Ipv4Addr, u64)>| {
+        let mut last: HashMap<(u64, Ipv4Addr), u64> = HashMap::new();
+        v.iter()
+            .filter(|(p, a, port)| last.insert((*p, *a), *port).is_some_and(|q| q + 1 == *port))
+            .count()
+    };
+    assert!(consecutive(seq) * 2 > seq.len(), "{}", consecutive(seq));
+    assert!(consecutive(rnd) * 20 < rnd.len(), "{}", consecutive(rnd));
+}

@@ -27,4 +27,4 @@ pub use ring::{ring, Consumer, Disconnected, Producer, RingError, MAX_CAPACITY};
 pub use runtime::{
     Backpressure, LogProducer, Logger, LoggerConfig, LoggerError, Stats, MIN_BATCH_BYTES,
 };
-pub use sink::Sink;
+pub use sink::{Accepted, Progress, Sink, SinkError};

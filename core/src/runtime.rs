@@ -14,14 +14,14 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use std::io;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
 
 use crate::format::Formatter;
 use crate::record::Record;
 use crate::ring::{ring, Consumer, Disconnected, Producer, RingError, Shared};
-use crate::sink::Sink;
+use crate::sink::{Accepted, Progress, Sink, SinkError};
 
 /// What a producer does when its ring is full.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -54,6 +54,11 @@ pub struct LoggerConfig {
     pub idle_sleep_us: u64,
     /// Pin the consumer thread to this CPU (Linux `sched_setaffinity`).
     pub consumer_cpu: Option<usize>,
+    /// How long [`Logger::shutdown`] waits for the sink to take the last
+    /// batches (retrying retryable errors) and acknowledge pending records,
+    /// in milliseconds. What is still undelivered then is counted in
+    /// [`Stats::dropped_shutdown`]. Default 5000.
+    pub shutdown_timeout_ms: u64,
 }
 
 impl Default for LoggerConfig {
@@ -65,6 +70,7 @@ impl Default for LoggerConfig {
             batch_bytes: 256 * 1024,
             idle_sleep_us: 200,
             consumer_cpu: None,
+            shutdown_timeout_ms: 5000,
         }
     }
 }
@@ -105,9 +111,11 @@ impl From<RingError> for LoggerError {
 ///
 /// Accounting: `produced = enqueued + dropped_full`, and once the logger is
 /// shut down with its producers dropped,
-/// `produced = written_records + dropped_full + dropped_sink`.
-/// While running, `enqueued - dequeued` records sit in rings and
-/// `dequeued - written_records - dropped_sink` in the batch buffer.
+/// `produced = written_records + dropped_full + dropped_sink + dropped_shutdown`.
+/// While running, `enqueued - dequeued` records sit in rings, `sink_pending`
+/// in the sink awaiting acknowledgement, and the rest of
+/// `dequeued - written_records - dropped_sink - dropped_shutdown` in the
+/// batch buffer (see [`Stats::in_flight`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
     /// Records whose fate was decided by a producer (enqueued or dropped).
@@ -124,8 +132,19 @@ pub struct Stats {
     pub written_bytes: u64,
     /// Records in batches the sink refused.
     pub dropped_sink: u64,
-    /// Sink calls (write, flush, close) that returned an error.
+    /// Sink calls (write, flush, tick, drain, close) that returned an error,
+    /// retryable or permanent.
     pub sink_errors: u64,
+    /// Of `sink_errors`, the retryable ones (each followed by a backoff and
+    /// a retry of the same batch).
+    pub sink_retries: u64,
+    /// Records the sink accepted but has not yet acknowledged or failed
+    /// (asynchronous sinks such as Kafka; 0 for synchronous sinks).
+    pub sink_pending: u64,
+    /// Records not delivered when the shutdown timeout
+    /// ([`LoggerConfig::shutdown_timeout_ms`]) expired: batches the sink
+    /// kept refusing with retryable errors, and records still pending in it.
+    pub dropped_shutdown: u64,
     /// Batches written.
     pub batches: u64,
     /// Largest fill level the consumer saw in any one ring, in records.
@@ -137,8 +156,9 @@ pub struct Stats {
 impl Stats {
     /// Records produced but neither written nor dropped yet.
     pub fn in_flight(&self) -> u64 {
-        self.produced
-            .saturating_sub(self.written_records + self.dropped_full + self.dropped_sink)
+        self.produced.saturating_sub(
+            self.written_records + self.dropped_full + self.dropped_sink + self.dropped_shutdown,
+        )
     }
 }
 
@@ -151,6 +171,9 @@ struct ConsumerTotals {
     written_bytes: AtomicU64,
     dropped_sink: AtomicU64,
     sink_errors: AtomicU64,
+    sink_retries: AtomicU64,
+    sink_pending: AtomicU64,
+    dropped_shutdown: AtomicU64,
     batches: AtomicU64,
 }
 
@@ -162,6 +185,7 @@ fn bump(c: &AtomicU64, n: u64) {
 enum Control<R: Record> {
     AddRing(Consumer<R>),
     Flush(Sender<io::Result<()>>),
+    Reopen(Sender<io::Result<()>>),
     Shutdown(Sender<io::Result<()>>),
 }
 
@@ -214,6 +238,10 @@ impl<R: Record> Logger<R> {
             batch_records: 0,
             totals: totals.clone(),
             config: config.clone(),
+            stop: None,
+            deadline: None,
+            next_tick: Instant::now(),
+            pending: 0,
         };
         let thread = std::thread::Builder::new()
             .name("dplog-consumer".into())
@@ -269,6 +297,9 @@ impl<R: Record> Logger<R> {
         s.written_bytes = t.written_bytes.load(Ordering::Relaxed);
         s.dropped_sink = t.dropped_sink.load(Ordering::Relaxed);
         s.sink_errors = t.sink_errors.load(Ordering::Relaxed);
+        s.sink_retries = t.sink_retries.load(Ordering::Relaxed);
+        s.sink_pending = t.sink_pending.load(Ordering::Relaxed);
+        s.dropped_shutdown = t.dropped_shutdown.load(Ordering::Relaxed);
         s.batches = t.batches.load(Ordering::Relaxed);
         s
     }
@@ -285,6 +316,19 @@ impl<R: Record> Logger<R> {
             .map_err(LoggerError::Io)
     }
 
+    /// Asks the sink to reopen its destination (e.g. the file at its path
+    /// after an external logrotate moved it; see `FileSink::reopen`), on the
+    /// consumer thread between two batches; returns the sink's result.
+    pub fn reopen(&self) -> Result<(), LoggerError> {
+        let (tx, rx) = bounded(1);
+        self.ctrl
+            .send(Control::Reopen(tx))
+            .map_err(|_| LoggerError::ConsumerGone)?;
+        rx.recv()
+            .map_err(|_| LoggerError::ConsumerGone)?
+            .map_err(LoggerError::Io)
+    }
+
     /// Drains every ring until empty, writes the last batch, flushes and
     /// closes the sink, joins the consumer thread and returns the final
     /// counters. Drop every [`LogProducer`] first: a record pushed after the
@@ -293,6 +337,9 @@ impl<R: Record> Logger<R> {
     /// Errors: [`LoggerError::Io`] with the sink's flush or close error (the
     /// counters still say what was written); [`LoggerError::ConsumerGone`]
     /// if the consumer thread panicked.
+    // Stats is plain counters that callers destructure; boxing it would
+    // only add an allocation at shutdown.
+    #[allow(clippy::result_large_err)]
     pub fn shutdown(mut self) -> Result<Stats, (Stats, LoggerError)> {
         let (tx, rx) = bounded(1);
         let sent = self.ctrl.send(Control::Shutdown(tx)).is_ok();
@@ -395,6 +442,24 @@ struct ConsumerLoop<R: Record, F, S> {
     batch_records: u64,
     totals: Arc<ConsumerTotals>,
     config: LoggerConfig,
+    /// A shutdown request seen while retrying a batch; served by `run`.
+    stop: Option<Sender<io::Result<()>>>,
+    /// Set once shutdown starts: retries and drains end here.
+    deadline: Option<Instant>,
+    /// When `maintain` next calls `Sink::tick` and `Sink::poll`.
+    next_tick: Instant,
+    /// Records accepted by the sink as `Pending`, not yet resolved.
+    pending: u64,
+}
+
+/// Period of `Sink::tick` / `Sink::poll` calls.
+const TICK_PERIOD: Duration = Duration::from_millis(2);
+/// First and longest backoff between retries of a batch.
+const RETRY_BACKOFF_MIN: Duration = Duration::from_millis(1);
+const RETRY_BACKOFF_MAX: Duration = Duration::from_millis(200);
+
+fn sink_io(e: SinkError) -> io::Error {
+    e.into_io()
 }
 
 impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
@@ -405,6 +470,11 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
         }
         let mut idle_rounds = 0u32;
         loop {
+            if let Some(ack) = self.stop.take() {
+                let r = self.finish();
+                let _ = ack.send(r);
+                return;
+            }
             while let Ok(msg) = self.rx.try_recv() {
                 if self.control(msg) {
                     return;
@@ -418,6 +488,7 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
             if !self.buf.is_empty() {
                 self.write_batch();
             }
+            self.maintain();
             self.rings.retain_mut(|c| !c.is_finished());
             idle_rounds = idle_rounds.saturating_add(1);
             if idle_rounds < 64 {
@@ -456,10 +527,15 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
             Control::Flush(ack) => {
                 self.write_batch();
                 let r = self.sink.flush();
-                if r.is_err() {
-                    bump(&self.totals.sink_errors, 1);
-                }
-                let _ = ack.send(r);
+                self.count_err(&r);
+                let _ = ack.send(r.map_err(sink_io));
+                false
+            }
+            Control::Reopen(ack) => {
+                self.write_batch();
+                let r = self.sink.reopen();
+                self.count_err(&r);
+                let _ = ack.send(r.map_err(sink_io));
                 false
             }
             Control::Shutdown(ack) => {
@@ -467,6 +543,99 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
                 let _ = ack.send(r);
                 true
             }
+        }
+    }
+
+    /// Counts a failed sink call in `sink_errors` (and `sink_retries` when
+    /// retryable).
+    fn count_err<T>(&self, r: &Result<T, SinkError>) {
+        if let Err(e) = r {
+            bump(&self.totals.sink_errors, 1);
+            if e.is_retryable() {
+                bump(&self.totals.sink_retries, 1);
+            }
+        }
+    }
+
+    /// Books asynchronous outcomes reported by `Sink::poll`.
+    fn absorb(&mut self, p: Progress) {
+        if p == Progress::default() {
+            return;
+        }
+        let t = &self.totals;
+        bump(&t.written_records, p.delivered_records);
+        bump(&t.written_bytes, p.delivered_bytes);
+        bump(&t.dropped_sink, p.failed_records);
+        self.pending = self
+            .pending
+            .saturating_sub(p.delivered_records + p.failed_records);
+        // Relaxed: single-writer statistic (see `ConsumerTotals`).
+        t.sink_pending.store(self.pending, Ordering::Relaxed);
+    }
+
+    /// Periodic sink work (`tick`, then `poll`), at most every
+    /// [`TICK_PERIOD`].
+    fn maintain(&mut self) {
+        let now = Instant::now();
+        if now < self.next_tick {
+            return;
+        }
+        self.next_tick = now + TICK_PERIOD;
+        let r = self.sink.tick(now);
+        self.count_err(&r);
+        let p = self.sink.poll();
+        self.absorb(p);
+    }
+
+    /// Waits up to `backoff` before a retry, serving control messages
+    /// meanwhile: rings are added, flush and reopen are answered, and a
+    /// shutdown request starts the shutdown deadline (served by `run`).
+    fn wait_for_retry(&mut self, backoff: Duration, last: &SinkError) {
+        let until = Instant::now() + backoff;
+        loop {
+            let now = Instant::now();
+            if now >= until {
+                break;
+            }
+            match self.rx.recv_timeout(until - now) {
+                Ok(Control::AddRing(c)) => self.rings.push(c),
+                Ok(Control::Flush(ack)) => {
+                    let _ = ack.send(Err(io::Error::new(
+                        last.io().kind(),
+                        format!("sink is retrying a batch: {last}"),
+                    )));
+                }
+                Ok(Control::Reopen(ack)) => {
+                    let r = self.sink.reopen();
+                    self.count_err(&r);
+                    let _ = ack.send(r.map_err(sink_io));
+                }
+                Ok(Control::Shutdown(ack)) => {
+                    self.stop_requested(ack);
+                    break;
+                }
+                Err(RecvTimeoutError::Timeout) => break,
+                Err(RecvTimeoutError::Disconnected) => {
+                    // The Logger is gone without a shutdown: stop as if
+                    // asked, with nobody to answer.
+                    let (tx, _rx) = bounded(1);
+                    self.stop_requested(tx);
+                    break;
+                }
+            }
+        }
+        self.next_tick = Instant::now();
+        self.maintain();
+    }
+
+    fn stop_requested(&mut self, ack: Sender<io::Result<()>>) {
+        self.deadline.get_or_insert_with(|| {
+            Instant::now() + Duration::from_millis(self.config.shutdown_timeout_ms)
+        });
+        if self.stop.is_none() {
+            self.stop = Some(ack);
+        } else {
+            let _ = ack.send(Ok(()));
         }
     }
 
@@ -487,32 +656,63 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
         total
     }
 
+    /// Hands the batch buffer to the sink. A retryable error is retried
+    /// with the same bytes after a backoff (1 ms doubling to 200 ms) until
+    /// it succeeds, fails for good, or the shutdown deadline passes; the
+    /// rings meanwhile fill up and producers see their backpressure policy.
     fn write_batch(&mut self) {
         if self.buf.is_empty() {
             return;
         }
-        let t = &self.totals;
-        match self.sink.write_batch(&self.buf) {
-            Ok(()) => {
-                bump(&t.written_records, self.batch_records);
-                bump(&t.written_bytes, self.buf.len() as u64);
-                bump(&t.batches, 1);
-            }
-            Err(_) => {
-                bump(&t.sink_errors, 1);
-                bump(&t.dropped_sink, self.batch_records);
+        let mut backoff = RETRY_BACKOFF_MIN;
+        loop {
+            let r = self.sink.write_batch(&self.buf);
+            self.count_err(&r);
+            let t = &self.totals;
+            match r {
+                Ok(Accepted::Delivered) => {
+                    bump(&t.written_records, self.batch_records);
+                    bump(&t.written_bytes, self.buf.len() as u64);
+                    bump(&t.batches, 1);
+                    break;
+                }
+                Ok(Accepted::Pending) => {
+                    bump(&t.batches, 1);
+                    self.pending += self.batch_records;
+                    // Relaxed: single-writer statistic (see `ConsumerTotals`).
+                    t.sink_pending.store(self.pending, Ordering::Relaxed);
+                    break;
+                }
+                Err(SinkError::Permanent(_)) => {
+                    bump(&t.dropped_sink, self.batch_records);
+                    break;
+                }
+                Err(e @ SinkError::Retryable(_)) => {
+                    if self.deadline.is_some_and(|d| Instant::now() >= d) {
+                        bump(&t.dropped_shutdown, self.batch_records);
+                        break;
+                    }
+                    self.wait_for_retry(backoff, &e);
+                    backoff = (backoff * 2).min(RETRY_BACKOFF_MAX);
+                }
             }
         }
         self.buf.clear();
         self.batch_records = 0;
+        self.maintain();
     }
 
-    /// Drains until every ring is empty, writes, flushes, closes.
+    /// Drains until every ring is empty, writes, flushes, waits for pending
+    /// deliveries until the shutdown deadline, closes; what is still
+    /// undelivered is counted in `dropped_shutdown`.
     fn finish(&mut self) -> io::Result<()> {
+        let deadline = *self.deadline.get_or_insert_with(|| {
+            Instant::now() + Duration::from_millis(self.config.shutdown_timeout_ms)
+        });
         while let Ok(msg) = self.rx.try_recv() {
             match msg {
                 Control::AddRing(c) => self.rings.push(c),
-                Control::Flush(ack) | Control::Shutdown(ack) => {
+                Control::Flush(ack) | Control::Shutdown(ack) | Control::Reopen(ack) => {
                     let _ = ack.send(Ok(()));
                 }
             }
@@ -520,13 +720,21 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
         while self.drain_once() > 0 {}
         self.write_batch();
         let flushed = self.sink.flush();
+        self.count_err(&flushed);
+        let drained = self.sink.drain(deadline);
+        self.count_err(&drained);
+        let p = self.sink.poll();
+        self.absorb(p);
         let closed = self.sink.close();
-        if flushed.is_err() {
-            bump(&self.totals.sink_errors, 1);
+        self.count_err(&closed);
+        let p = self.sink.poll();
+        self.absorb(p);
+        if self.pending > 0 {
+            bump(&self.totals.dropped_shutdown, self.pending);
+            self.pending = 0;
+            // Relaxed: single-writer statistic (see `ConsumerTotals`).
+            self.totals.sink_pending.store(0, Ordering::Relaxed);
         }
-        if closed.is_err() {
-            bump(&self.totals.sink_errors, 1);
-        }
-        flushed.and(closed)
+        flushed.and(drained).and(closed).map_err(sink_io)
     }
 }

@@ -1,32 +1,241 @@
-//! The [`Sink`] trait: where the consumer writes formatted batches.
+//! The [`Sink`] trait: where the consumer writes formatted batches, and the
+//! result semantics every sink shares.
+//!
+//! A batch is a run of whole formatted records; every dplog formatter ends
+//! each record with `\n`, so a sink that needs record boundaries (syslog,
+//! Kafka) splits on newlines.
+//!
+//! Results:
+//! - `Ok(Accepted::Delivered)`: every record of the batch is written (for a
+//!   file: handed to the kernel; see each sink for its durability).
+//! - `Ok(Accepted::Pending)`: the sink took the batch but delivery is
+//!   asynchronous (Kafka); outcomes arrive later through [`Sink::poll`].
+//! - `Err(SinkError::Retryable(_))`: nothing more of the batch can be
+//!   written now (ENOSPC, EIO, a lost connection). The runtime backs off and
+//!   calls `write_batch` again **with the same bytes**; a sink that wrote a
+//!   prefix of the batch remembers how far it got and resumes there, so no
+//!   record is lost or duplicated.
+//! - `Err(SinkError::Permanent(_))`: the batch can never be written (closed
+//!   sink, a record the receiver refuses); its records count as dropped.
+//!
+//! Every error is counted by the runtime
+//! ([`Stats::sink_errors`](crate::Stats::sink_errors),
+//! [`Stats::sink_retries`](crate::Stats::sink_retries)); none is swallowed.
 
 use std::io;
+use std::time::Instant;
+
+/// What a sink did with a batch it did not refuse.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Accepted {
+    /// Every record of the batch is written.
+    Delivered,
+    /// The sink holds the batch; outcomes are reported by [`Sink::poll`].
+    Pending,
+}
+
+/// A sink error, classified by what the runtime should do about it.
+#[derive(Debug)]
+pub enum SinkError {
+    /// Transient (ENOSPC, EIO, connection lost, queue full): retry the same
+    /// batch later, with backoff.
+    Retryable(io::Error),
+    /// The batch (or the sink) can never succeed; drop and count.
+    Permanent(io::Error),
+}
+
+impl SinkError {
+    /// Classifies an I/O error: out of space or quota, I/O errors, would
+    /// block, interrupted, timeouts and every connection failure are
+    /// retryable; anything else (bad descriptor, permission, invalid
+    /// argument, too big) is permanent.
+    pub fn classify(e: io::Error) -> Self {
+        use io::ErrorKind as K;
+        let retry_errno = matches!(
+            e.raw_os_error(),
+            Some(libc::ENOSPC | libc::EIO | libc::EDQUOT | libc::ENOBUFS)
+        );
+        let retry_kind = matches!(
+            e.kind(),
+            K::WouldBlock
+                | K::Interrupted
+                | K::TimedOut
+                | K::ConnectionRefused
+                | K::ConnectionReset
+                | K::ConnectionAborted
+                | K::NotConnected
+                | K::BrokenPipe
+                | K::AddrNotAvailable
+                | K::UnexpectedEof
+        );
+        if retry_errno || retry_kind {
+            SinkError::Retryable(e)
+        } else {
+            SinkError::Permanent(e)
+        }
+    }
+
+    /// True for [`SinkError::Retryable`].
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, SinkError::Retryable(_))
+    }
+
+    /// The underlying I/O error.
+    pub fn io(&self) -> &io::Error {
+        match self {
+            SinkError::Retryable(e) | SinkError::Permanent(e) => e,
+        }
+    }
+
+    /// Consumes the error, returning the underlying I/O error.
+    pub fn into_io(self) -> io::Error {
+        match self {
+            SinkError::Retryable(e) | SinkError::Permanent(e) => e,
+        }
+    }
+
+    /// The raw OS error number, if any (e.g. `ENOSPC` = 28 on Linux).
+    pub fn raw_os_error(&self) -> Option<i32> {
+        self.io().raw_os_error()
+    }
+}
+
+impl From<io::Error> for SinkError {
+    fn from(e: io::Error) -> Self {
+        SinkError::classify(e)
+    }
+}
+
+impl From<SinkError> for io::Error {
+    fn from(e: SinkError) -> Self {
+        e.into_io()
+    }
+}
+
+impl core::fmt::Display for SinkError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            SinkError::Retryable(e) => write!(f, "retryable sink error: {e}"),
+            SinkError::Permanent(e) => write!(f, "permanent sink error: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for SinkError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(self.io())
+    }
+}
+
+/// Outcomes of asynchronous deliveries since the last [`Sink::poll`], in
+/// records (lines) and bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Records the receiver acknowledged.
+    pub delivered_records: u64,
+    /// Bytes of those records.
+    pub delivered_bytes: u64,
+    /// Records that failed for good (counted in
+    /// [`Stats::dropped_sink`](crate::Stats::dropped_sink)).
+    pub failed_records: u64,
+}
+
+impl core::ops::AddAssign for Progress {
+    fn add_assign(&mut self, o: Self) {
+        self.delivered_records += o.delivered_records;
+        self.delivered_bytes += o.delivered_bytes;
+        self.failed_records += o.failed_records;
+    }
+}
 
 /// Where formatted batches go.
 ///
 /// The consumer calls `write_batch` once per batch of whole records (never
-/// a partial record), `flush` on request and at shutdown, and `close` once,
-/// last. Errors are counted by the runtime and never swallowed: see
-/// [`Stats::sink_errors`](crate::Stats::sink_errors) and
-/// [`Stats::dropped_sink`](crate::Stats::dropped_sink).
+/// a partial record), `tick` and `poll` periodically (every few
+/// milliseconds, also while idle), `flush` on request, and at shutdown
+/// `drain` (bounded by the shutdown deadline) then `close` once, last.
 pub trait Sink: Send + 'static {
-    /// Writes the whole batch or fails. On `Err` the batch's records count
-    /// as dropped for reason "sink".
-    fn write_batch(&mut self, batch: &[u8]) -> io::Result<()>;
-    /// Pushes buffered bytes toward durable storage.
-    fn flush(&mut self) -> io::Result<()>;
-    /// Flushes and releases the sink (a file sink also fsyncs).
-    fn close(&mut self) -> io::Result<()>;
+    /// Writes the whole batch, or reports how it failed (see the module
+    /// docs for the retry contract).
+    fn write_batch(&mut self, batch: &[u8]) -> Result<Accepted, SinkError>;
+
+    /// Pushes buffered bytes toward durable storage or the receiver.
+    fn flush(&mut self) -> Result<(), SinkError>;
+
+    /// Periodic work: time-based rotation and fsync, reconnects, reopen
+    /// requests (SIGHUP), serving delivery reports. `now` is the caller's
+    /// clock reading. Default: nothing.
+    fn tick(&mut self, now: Instant) -> Result<(), SinkError> {
+        let _ = now;
+        Ok(())
+    }
+
+    /// Outcomes of [`Accepted::Pending`] batches since the last call.
+    /// Default: none (a synchronous sink).
+    fn poll(&mut self) -> Progress {
+        Progress::default()
+    }
+
+    /// Waits until every pending record is delivered or failed, or
+    /// `deadline` passes. Default: [`flush`](Self::flush).
+    fn drain(&mut self, deadline: Instant) -> Result<(), SinkError> {
+        let _ = deadline;
+        self.flush()
+    }
+
+    /// Reopens the destination (e.g. the file at the configured path after
+    /// an external logrotate moved it). Default: nothing to reopen.
+    fn reopen(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
+
+    /// Flushes and releases the sink. Later writes fail with a permanent
+    /// error; a second `close` is `Ok`.
+    fn close(&mut self) -> Result<(), SinkError>;
 }
 
 impl<S: Sink + ?Sized> Sink for Box<S> {
-    fn write_batch(&mut self, batch: &[u8]) -> io::Result<()> {
+    fn write_batch(&mut self, batch: &[u8]) -> Result<Accepted, SinkError> {
         (**self).write_batch(batch)
     }
-    fn flush(&mut self) -> io::Result<()> {
+    fn flush(&mut self) -> Result<(), SinkError> {
         (**self).flush()
     }
-    fn close(&mut self) -> io::Result<()> {
+    fn tick(&mut self, now: Instant) -> Result<(), SinkError> {
+        (**self).tick(now)
+    }
+    fn poll(&mut self) -> Progress {
+        (**self).poll()
+    }
+    fn drain(&mut self, deadline: Instant) -> Result<(), SinkError> {
+        (**self).drain(deadline)
+    }
+    fn reopen(&mut self) -> Result<(), SinkError> {
+        (**self).reopen()
+    }
+    fn close(&mut self) -> Result<(), SinkError> {
         (**self).close()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classification_follows_errno_and_kind() {
+        for errno in [libc::ENOSPC, libc::EIO, libc::EDQUOT, libc::ENOBUFS] {
+            assert!(SinkError::classify(io::Error::from_raw_os_error(errno)).is_retryable());
+        }
+        assert!(
+            SinkError::classify(io::Error::from(io::ErrorKind::ConnectionRefused)).is_retryable()
+        );
+        assert!(!SinkError::classify(io::Error::from_raw_os_error(libc::EBADF)).is_retryable());
+        assert!(
+            !SinkError::classify(io::Error::from(io::ErrorKind::PermissionDenied)).is_retryable()
+        );
+        let e = SinkError::from(io::Error::from_raw_os_error(libc::ENOSPC));
+        assert_eq!(e.raw_os_error(), Some(libc::ENOSPC));
+        assert!(e.to_string().starts_with("retryable"));
     }
 }

@@ -24,18 +24,18 @@ struct Collect {
     closed: Arc<Mutex<bool>>,
 }
 impl Sink for Collect {
-    fn write_batch(&mut self, b: &[u8]) -> io::Result<()> {
+    fn write_batch(&mut self, b: &[u8]) -> Result<Accepted, SinkError> {
         if self.fail {
-            return Err(io::Error::other("injected"));
+            return Err(SinkError::Permanent(io::Error::other("injected")));
         }
         self.bytes.lock().unwrap().extend_from_slice(b);
         *self.batches.lock().unwrap() += 1;
+        Ok(Accepted::Delivered)
+    }
+    fn flush(&mut self) -> Result<(), SinkError> {
         Ok(())
     }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-    fn close(&mut self) -> io::Result<()> {
+    fn close(&mut self) -> Result<(), SinkError> {
         *self.closed.lock().unwrap() = true;
         Ok(())
     }

@@ -1,47 +1,243 @@
-//! The file sink: appends formatted batches to a file.
+//! The file sink: appends formatted batches to a file, with fsync policies,
+//! size- and time-based rotation with retention, and reopen for logrotate.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, IoSlice, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use dplog_core::Sink;
+use dplog_core::{Accepted, Sink, SinkError};
 
 /// File mode of a newly created log file: owner read/write, group read
 /// (0640). An existing file keeps its mode.
 pub const FILE_MODE: u32 = 0o640;
 
+/// When the file sink calls `fdatasync(2)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum FsyncPolicy {
+    /// Only at rotation and close; the kernel writes back on its own.
+    #[default]
+    Never,
+    /// At most every this many milliseconds, from the periodic tick, when
+    /// something was written since the last sync.
+    EveryMs(u64),
+    /// After every batch, before the batch counts as delivered.
+    EveryBatch,
+}
+
+/// File sink settings. `Default` is: no fsync but at close, no rotation.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FileSinkOptions {
+    /// When to `fdatasync`.
+    pub fsync: FsyncPolicy,
+    /// Rotate before the file would grow beyond this many bytes. Batches
+    /// are split at line boundaries, so a file exceeds it only when a
+    /// single line is larger. `None`: no size limit.
+    pub max_size_bytes: Option<u64>,
+    /// Rotate a non-empty file this many milliseconds after it was opened.
+    /// `None`: no time-based rotation.
+    pub rotate_interval_ms: Option<u64>,
+    /// Keep at most this many rotated files (the oldest go first).
+    pub keep_files: Option<usize>,
+    /// Delete rotated files last modified more than this many days ago.
+    pub keep_days: Option<u32>,
+    /// Reopen the path when the process receives `SIGHUP` (installs a
+    /// handler that only sets a flag, via `signal-hook`; the reopen happens
+    /// on the consumer thread at the next tick).
+    pub reopen_on_sighup: bool,
+}
+
+/// Counters of one file sink, shared with whoever asked for them with
+/// [`FileSink::counters`] (the sink itself usually lives in the consumer
+/// thread). Each is written by the consumer thread only (Relaxed; read
+/// them as statistics, exact after `Logger::shutdown` joined the thread).
+#[derive(Debug, Default)]
+pub struct FileSinkCounters {
+    /// `write(2)`/`writev(2)` calls that failed with `ENOSPC` or `EDQUOT`.
+    pub enospc: AtomicU64,
+    /// Calls that failed with `EIO` (write or fdatasync).
+    pub eio: AtomicU64,
+    /// Other failed calls.
+    pub other_errors: AtomicU64,
+    /// Files rotated.
+    pub rotations: AtomicU64,
+    /// Rotated files deleted by retention.
+    pub deleted: AtomicU64,
+    /// Reopens (API or SIGHUP).
+    pub reopens: AtomicU64,
+    /// Successful `fdatasync` calls.
+    pub syncs: AtomicU64,
+}
+
+impl FileSinkCounters {
+    fn bump(c: &AtomicU64) {
+        // Relaxed: single-writer statistic; partner is the consumer
+        // thread's join (see the type docs).
+        c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+
+    fn count_error(&self, e: &io::Error) {
+        match e.raw_os_error() {
+            Some(libc::ENOSPC) | Some(libc::EDQUOT) => Self::bump(&self.enospc),
+            Some(libc::EIO) => Self::bump(&self.eio),
+            _ => Self::bump(&self.other_errors),
+        }
+    }
+
+    /// Reads one counter (Relaxed).
+    pub fn get(c: &AtomicU64) -> u64 {
+        // Relaxed: statistic, see the type docs.
+        c.load(Ordering::Relaxed)
+    }
+}
+
 /// Appends batches to one file.
 ///
-/// Opened with `O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC` and mode
-/// [`FILE_MODE`]: every batch lands at the end of the file even when another
-/// writer appends too, and the descriptor does not leak into child
-/// processes. Each batch is one `write_all` (one `write(2)` unless the
-/// kernel writes it short). [`Sink::close`] fsyncs.
+/// Opened with `O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW` and
+/// mode [`FILE_MODE`]: every batch lands at the end of the file even when
+/// another writer appends (or an external `truncate` shortened it: no NUL
+/// runs), the descriptor does not leak into child processes, and a symlink
+/// placed at the path is refused (`ELOOP`) instead of followed.
+///
+/// Each batch is written with `write(2)`/`writev(2)` until complete. On an
+/// error (`ENOSPC`, `EIO`, ...) the sink remembers how many bytes of the
+/// batch are already in the file and returns the classified
+/// [`SinkError`]; the retry with the same batch resumes there, so a line is
+/// never lost or duplicated. Rotation happens only at line boundaries.
+///
+/// Rotated files are named `<path>.<unix-ms, 13 digits>`; stamps only grow
+/// (a rotation within the same millisecond takes the next one), so sorting
+/// by name sorts by age.
 #[derive(Debug)]
 pub struct FileSink {
     path: PathBuf,
     file: Option<File>,
+    opts: FileSinkOptions,
+    /// Bytes in the current file (as seen by this sink).
+    size: u64,
+    opened_at: Instant,
+    /// Written since the last fdatasync.
+    dirty: bool,
+    last_sync: Instant,
+    /// `(batch fingerprint, bytes of it already written)` after a failed
+    /// write.
+    resume: Option<(u64, usize)>,
+    sighup: Option<(Arc<AtomicBool>, signal_hook::SigId)>,
+    /// Stamp of the newest rotated file.
+    last_stamp: u128,
+    counters: Arc<FileSinkCounters>,
+}
+
+fn with_path(path: &Path, e: io::Error) -> io::Error {
+    let kind = e.kind();
+    match e.raw_os_error() {
+        Some(libc::ELOOP) => io::Error::new(
+            kind,
+            format!(
+                "{}: is a symbolic link; refusing to follow it (O_NOFOLLOW)",
+                path.display()
+            ),
+        ),
+        Some(n) => io::Error::new(
+            kind,
+            format!("{}: {}", path.display(), io::Error::from_raw_os_error(n)),
+        ),
+        None => io::Error::new(kind, format!("{}: {e}", path.display())),
+    }
+}
+
+/// `open(2)` with the sink's flags; the raw error (errno kept, so it can be
+/// classified), without the path.
+fn open_append(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(FILE_MODE)
+        .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+        .open(path)
+}
+
+/// Writes every byte of `bufs` with `writev(2)`, handling short writes.
+/// Returns the bytes written before an error together with the error.
+fn writev_all(file: &mut File, bufs: &[&[u8]]) -> (usize, io::Result<()>) {
+    let total: usize = bufs.iter().map(|b| b.len()).sum();
+    let mut done = 0usize;
+    while done < total {
+        // Rebuild the slices past `done` (at most a few per call).
+        let mut skip = done;
+        let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(bufs.len());
+        for b in bufs {
+            if skip >= b.len() {
+                skip -= b.len();
+                continue;
+            }
+            slices.push(IoSlice::new(&b[skip..]));
+            skip = 0;
+        }
+        match file.write_vectored(&slices) {
+            Ok(0) => return (done, Err(io::Error::from(io::ErrorKind::WriteZero))),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return (done, Err(e)),
+        }
+    }
+    (done, Ok(()))
 }
 
 impl FileSink {
-    /// Opens (creating if needed) `path` for appending.
+    /// Opens (creating if needed) `path` for appending with default options.
     ///
-    /// Errors: the `open(2)` error, e.g. `NotFound` for a missing directory
-    /// or `PermissionDenied`, with the path in the message.
+    /// Errors: the `open(2)` error with the path in the message, e.g.
+    /// `NotFound` for a missing directory, `PermissionDenied`, or `ELOOP`
+    /// ("refusing to follow") when `path` is a symbolic link.
     pub fn open(path: impl AsRef<Path>) -> io::Result<Self> {
+        Self::with_options(path, FileSinkOptions::default())
+    }
+
+    /// Opens `path` with `opts`; errors as [`open`](Self::open), plus
+    /// `InvalidInput` for a zero size limit or interval, and the
+    /// `signal-hook` error if the SIGHUP handler cannot be installed.
+    pub fn with_options(path: impl AsRef<Path>, opts: FileSinkOptions) -> io::Result<Self> {
         let path = path.as_ref().to_path_buf();
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(FILE_MODE)
-            .custom_flags(libc::O_CLOEXEC)
-            .open(&path)
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-        Ok(Self {
+        if opts.max_size_bytes == Some(0)
+            || opts.rotate_interval_ms == Some(0)
+            || opts.fsync == FsyncPolicy::EveryMs(0)
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "max_size_bytes, rotate_interval_ms and fsync interval must be > 0",
+            ));
+        }
+        let file = open_append(&path).map_err(|e| with_path(&path, e))?;
+        let size = file.metadata().map_err(|e| with_path(&path, e))?.len();
+        let sighup = if opts.reopen_on_sighup {
+            let flag = Arc::new(AtomicBool::new(false));
+            let id = signal_hook::flag::register(signal_hook::consts::SIGHUP, flag.clone())?;
+            Some((flag, id))
+        } else {
+            None
+        };
+        let now = Instant::now();
+        let mut sink = Self {
             path,
             file: Some(file),
-        })
+            opts,
+            size,
+            opened_at: now,
+            dirty: false,
+            last_sync: now,
+            resume: None,
+            sighup,
+            last_stamp: 0,
+            counters: Arc::new(FileSinkCounters::default()),
+        };
+        if let Some(newest) = sink.rotated_files()?.last() {
+            sink.last_stamp = rotation_stamp(newest);
+        }
+        Ok(sink)
     }
 
     /// The path this sink writes to.
@@ -49,90 +245,318 @@ impl FileSink {
         &self.path
     }
 
-    fn file(&mut self) -> io::Result<&mut File> {
-        self.file
-            .as_mut()
-            .ok_or_else(|| io::Error::new(io::ErrorKind::BrokenPipe, "file sink is closed"))
+    /// The options in force.
+    pub fn options(&self) -> &FileSinkOptions {
+        &self.opts
+    }
+
+    /// A handle on this sink's counters, readable from any thread.
+    pub fn counters(&self) -> Arc<FileSinkCounters> {
+        self.counters.clone()
+    }
+
+    fn closed() -> SinkError {
+        SinkError::Permanent(io::Error::new(
+            io::ErrorKind::BrokenPipe,
+            "file sink is closed",
+        ))
+    }
+
+    fn err(&self, e: io::Error) -> SinkError {
+        self.counters.count_error(&e);
+        SinkError::classify(e)
+    }
+
+    fn sync(&mut self) -> Result<(), SinkError> {
+        let Some(f) = self.file.as_ref() else {
+            return Err(Self::closed());
+        };
+        match f.sync_data() {
+            Ok(()) => {
+                self.dirty = false;
+                self.last_sync = Instant::now();
+                FileSinkCounters::bump(&self.counters.syncs);
+                Ok(())
+            }
+            Err(e) => Err(self.err(e)),
+        }
+    }
+
+    /// Closes the current file and opens `path` again, creating it: after
+    /// an external `mv path path.1` the sink writes to the new `path`,
+    /// never to the moved file. Pending bytes are synced first unless the
+    /// policy is [`FsyncPolicy::Never`].
+    ///
+    /// Errors: the `open(2)` error (retryable for ENOSPC/EIO); the sink
+    /// then stays on the old file.
+    pub fn reopen_file(&mut self) -> Result<(), SinkError> {
+        if self.file.is_none() {
+            return Err(Self::closed());
+        }
+        if self.dirty && self.opts.fsync != FsyncPolicy::Never {
+            self.sync()?;
+        }
+        let f = open_append(&self.path).map_err(|e| self.err(e))?;
+        self.size = f.metadata().map_err(|e| self.err(e))?.len();
+        self.file = Some(f);
+        self.opened_at = Instant::now();
+        FileSinkCounters::bump(&self.counters.reopens);
+        Ok(())
+    }
+
+    /// Renames the current file to `<path>.<unix-ms>` and opens a fresh
+    /// one, then applies retention. Nothing is lost: the old descriptor is
+    /// synced (unless the policy is `Never`) and only then closed.
+    pub fn rotate(&mut self) -> Result<(), SinkError> {
+        if self.file.is_none() {
+            return Err(Self::closed());
+        }
+        if self.opts.fsync != FsyncPolicy::Never {
+            self.sync()?;
+        }
+        let ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO)
+            .as_millis();
+        // Stamps only grow, so name order is age order even for several
+        // rotations within one millisecond or after a clock step back.
+        let mut stamp = ms.max(self.last_stamp + 1);
+        let mut target = PathBuf::from(format!("{}.{stamp:013}", self.path.display()));
+        while target.exists() {
+            stamp += 1;
+            target = PathBuf::from(format!("{}.{stamp:013}", self.path.display()));
+        }
+        self.last_stamp = stamp;
+        std::fs::rename(&self.path, &target).map_err(|e| self.err(e))?;
+        match open_append(&self.path) {
+            Ok(f) => {
+                self.file = Some(f);
+                self.size = 0;
+                self.opened_at = Instant::now();
+                self.dirty = false;
+            }
+            Err(e) => {
+                // Put the file back so writes keep going to `path`.
+                let _ = std::fs::rename(&target, &self.path);
+                return Err(self.err(e));
+            }
+        }
+        FileSinkCounters::bump(&self.counters.rotations);
+        self.apply_retention();
+        Ok(())
+    }
+
+    /// Rotated files of this sink, oldest first.
+    pub fn rotated_files(&self) -> io::Result<Vec<PathBuf>> {
+        let dir = match self.path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let base = match self.path.file_name() {
+            Some(b) => b.to_string_lossy().into_owned(),
+            None => return Ok(Vec::new()),
+        };
+        let prefix = format!("{base}.");
+        let mut out = Vec::new();
+        for ent in std::fs::read_dir(&dir)? {
+            let ent = ent?;
+            let name = ent.file_name().to_string_lossy().into_owned();
+            if let Some(rest) = name.strip_prefix(&prefix) {
+                let stamp = rest;
+                if stamp.len() == 13 && stamp.bytes().all(|b| b.is_ascii_digit()) {
+                    out.push(ent.path());
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    fn apply_retention(&mut self) {
+        let Ok(mut files) = self.rotated_files() else {
+            FileSinkCounters::bump(&self.counters.other_errors);
+            return;
+        };
+        if let Some(days) = self.opts.keep_days {
+            let max_age = Duration::from_secs(u64::from(days) * 86_400);
+            let now = SystemTime::now();
+            files.retain(|p| {
+                let old = std::fs::metadata(p)
+                    .and_then(|m| m.modified())
+                    .map(|t| now.duration_since(t).unwrap_or(Duration::ZERO) > max_age)
+                    .unwrap_or(false);
+                if old && std::fs::remove_file(p).is_ok() {
+                    FileSinkCounters::bump(&self.counters.deleted);
+                    return false;
+                }
+                true
+            });
+        }
+        if let Some(keep) = self.opts.keep_files {
+            let excess = files.len().saturating_sub(keep);
+            for p in &files[..excess] {
+                if std::fs::remove_file(p).is_ok() {
+                    FileSinkCounters::bump(&self.counters.deleted);
+                }
+            }
+        }
+    }
+
+    /// Writes `bytes` (whole lines) to the current file, rotating at line
+    /// boundaries when the size limit is reached. Returns how many bytes
+    /// were written before an error.
+    fn append(&mut self, mut bytes: &[u8]) -> (usize, Result<(), SinkError>) {
+        let mut written = 0usize;
+        while !bytes.is_empty() {
+            let mut chunk = bytes;
+            if let Some(max) = self.opts.max_size_bytes {
+                let room = max.saturating_sub(self.size) as usize;
+                if chunk.len() > room {
+                    // Cut after the last newline that fits.
+                    match memchr::memrchr(b'\n', &chunk[..room.min(chunk.len())]) {
+                        Some(i) => chunk = &chunk[..=i],
+                        None if self.size > 0 => {
+                            if let Err(e) = self.rotate() {
+                                return (written, Err(e));
+                            }
+                            continue;
+                        }
+                        // An empty file and a line larger than the limit:
+                        // write that one line whole.
+                        None => {
+                            let end = memchr::memchr(b'\n', chunk).map_or(chunk.len(), |i| i + 1);
+                            chunk = &chunk[..end];
+                        }
+                    }
+                }
+            }
+            let Some(file) = self.file.as_mut() else {
+                return (written, Err(Self::closed()));
+            };
+            let (n, r) = writev_all(file, &[chunk]);
+            written += n;
+            self.size += n as u64;
+            if n > 0 {
+                self.dirty = true;
+            }
+            if let Err(e) = r {
+                return (written, Err(self.err(e)));
+            }
+            bytes = &bytes[chunk.len()..];
+        }
+        (written, Ok(()))
+    }
+
+    /// Serves SIGHUP, time-based rotation and the fsync interval.
+    fn periodic(&mut self, now: Instant) -> Result<(), SinkError> {
+        if self.file.is_none() {
+            return Ok(());
+        }
+        if let Some((flag, _)) = &self.sighup {
+            // Relaxed swap: the flag carries no data; the signal handler's
+            // store is its partner.
+            if flag.swap(false, Ordering::Relaxed) {
+                self.reopen_file()?;
+            }
+        }
+        if let Some(ms) = self.opts.rotate_interval_ms {
+            if self.size > 0 && now.duration_since(self.opened_at) >= Duration::from_millis(ms) {
+                self.rotate()?;
+            }
+        }
+        if let FsyncPolicy::EveryMs(ms) = self.opts.fsync {
+            if self.dirty && now.duration_since(self.last_sync) >= Duration::from_millis(ms) {
+                self.sync()?;
+            }
+        }
+        Ok(())
     }
 }
 
+/// Identifies a batch for the retry contract: its length and FNV-1a of its
+/// first and last 64 bytes (a different batch of the same length, e.g. after
+/// a failover, starts from its beginning).
+pub(crate) fn fingerprint(b: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ b.len() as u64;
+    let head = &b[..b.len().min(64)];
+    let tail = &b[b.len().saturating_sub(64)..];
+    for &x in head.iter().chain(tail) {
+        h = (h ^ u64::from(x)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// The 13-digit millisecond stamp of a rotated file name (0 if none).
+fn rotation_stamp(p: &Path) -> u128 {
+    p.extension()
+        .and_then(|e| e.to_str())
+        .and_then(|e| e.parse().ok())
+        .unwrap_or(0)
+}
+
 impl Sink for FileSink {
-    fn write_batch(&mut self, batch: &[u8]) -> io::Result<()> {
-        self.file()?.write_all(batch)
+    fn write_batch(&mut self, batch: &[u8]) -> Result<Accepted, SinkError> {
+        if self.file.is_none() {
+            return Err(Self::closed());
+        }
+        let fp = fingerprint(batch);
+        let start = match self.resume.take() {
+            Some((f, done)) if f == fp => done,
+            _ => 0,
+        };
+        if start < batch.len() {
+            let (n, r) = self.append(&batch[start..]);
+            if let Err(e) = r {
+                if e.is_retryable() {
+                    self.resume = Some((fp, start + n));
+                }
+                return Err(e);
+            }
+        }
+        if self.opts.fsync == FsyncPolicy::EveryBatch {
+            if let Err(e) = self.sync() {
+                // The bytes are in the file; a retry only syncs again.
+                self.resume = Some((fp, batch.len()));
+                return Err(e);
+            }
+        }
+        Ok(Accepted::Delivered)
     }
 
-    fn flush(&mut self) -> io::Result<()> {
+    fn flush(&mut self) -> Result<(), SinkError> {
         // Writes go straight to the kernel; nothing is buffered here.
-        self.file().map(|_| ())
+        if self.file.is_none() {
+            return Err(Self::closed());
+        }
+        if self.opts.fsync != FsyncPolicy::Never && self.dirty {
+            self.sync()?;
+        }
+        Ok(())
     }
 
-    fn close(&mut self) -> io::Result<()> {
+    fn tick(&mut self, now: Instant) -> Result<(), SinkError> {
+        self.periodic(now)
+    }
+
+    fn reopen(&mut self) -> Result<(), SinkError> {
+        self.reopen_file()
+    }
+
+    fn close(&mut self) -> Result<(), SinkError> {
+        if let Some((_, id)) = self.sighup.take() {
+            signal_hook::low_level::unregister(id);
+        }
         match self.file.take() {
-            Some(f) => f.sync_all(),
+            Some(f) => f.sync_all().map_err(|e| self.err(e)),
             None => Ok(()),
         }
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::os::unix::fs::PermissionsExt;
-
-    #[test]
-    fn appends_batches_with_mode_0640_and_cloexec() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("a.log");
-        std::fs::write(&path, b"old\n").unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-        let mut s = FileSink::open(&path).unwrap();
-        s.write_batch(b"one\n").unwrap();
-        s.write_batch(b"two\n").unwrap();
-        s.close().unwrap();
-        assert_eq!(std::fs::read(&path).unwrap(), b"old\none\ntwo\n");
-        // An existing file keeps its mode.
-        assert_eq!(
-            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
-            0o600
-        );
-
-        let fresh = dir.path().join("b.log");
-        let mut s = FileSink::open(&fresh).unwrap();
-        let fd = std::os::fd::AsRawFd::as_raw_fd(s.file.as_ref().unwrap());
-        // SAFETY: fcntl(F_GETFD) on a descriptor we own reads its flags only.
-        let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
-        assert_eq!(flags & libc::FD_CLOEXEC, libc::FD_CLOEXEC);
-        // SAFETY: as above, F_GETFL reads the status flags.
-        let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-        assert_eq!(fl & libc::O_APPEND, libc::O_APPEND);
-        s.close().unwrap();
-        let mode = std::fs::metadata(&fresh).unwrap().permissions().mode() & 0o777;
-        // The umask can only clear bits.
-        assert_eq!(mode & !0o640, 0);
-        assert_eq!(mode & 0o600, 0o600);
-    }
-
-    #[test]
-    fn missing_directory_is_a_clear_error() {
-        let e = FileSink::open("/nonexistent-dir/x.log").unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::NotFound);
-        assert!(e.to_string().contains("/nonexistent-dir/x.log"));
-    }
-
-    #[test]
-    fn writes_after_close_are_errors() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut s = FileSink::open(dir.path().join("c.log")).unwrap();
-        s.close().unwrap();
-        assert!(s.write_batch(b"x").is_err());
-        assert!(s.close().is_ok());
-    }
-
-    #[test]
-    fn a_full_device_is_an_error_not_a_panic() {
-        // /dev/full answers every write with ENOSPC.
-        let mut s = FileSink::open("/dev/full").unwrap();
-        let e = s.write_batch(b"line\n").unwrap_err();
-        assert_eq!(e.raw_os_error(), Some(libc::ENOSPC));
+impl Drop for FileSink {
+    fn drop(&mut self) {
+        if let Some((_, id)) = self.sighup.take() {
+            signal_hook::low_level::unregister(id);
+        }
     }
 }

@@ -1,9 +1,14 @@
 //! dplog sinks. Each implements [`dplog_core::Sink`].
 //!
-//! - [`FileSink`]: appends batches to a file (`O_APPEND`, mode 0640,
-//!   fsync on close).
+//! - [`FileSink`]: appends batches to a file (`O_APPEND | O_CLOEXEC |
+//!   O_NOFOLLOW`, mode 0640), fsync policies, size/time rotation with
+//!   retention, reopen through the API or on `SIGHUP`.
+//! - [`FanOut`] and [`Failover`]: one batch to several sinks, or a primary
+//!   with a secondary that takes over while the primary fails.
 #![warn(missing_docs)]
 
 pub mod file;
+pub mod route;
 
-pub use file::{FileSink, FILE_MODE};
+pub use file::{FileSink, FileSinkCounters, FileSinkOptions, FsyncPolicy, FILE_MODE};
+pub use route::{BoxSink, ChildCounters, Failover, FailoverCounters, FanOut};

@@ -1,0 +1,431 @@
+//! File sink: compliance, rotation, retention, reopen, SIGHUP, O_NOFOLLOW,
+//! copytruncate, fsync policies, and a tmpfs that fills up.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant, SystemTime};
+
+use common::*;
+use dplog_core::{Accepted, Logger, LoggerConfig, Sink};
+use dplog_sinks::{FileSink, FileSinkCounters, FileSinkOptions, FsyncPolicy};
+
+fn read_all(path: &Path) -> Vec<u8> {
+    fs::read(path).unwrap()
+}
+
+/// Rotated files oldest first, then the live file.
+fn all_files(sink_path: &Path) -> Vec<PathBuf> {
+    let probe = FileSink::open(sink_path).unwrap();
+    let mut v = probe.rotated_files().unwrap();
+    v.push(sink_path.to_path_buf());
+    v
+}
+
+fn lines(n: std::ops::Range<u64>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for i in n {
+        out.extend_from_slice(format!("p0 s{i:010} xxxxxxxxxxxxxxxxxxxx\n").as_bytes());
+    }
+    out
+}
+
+#[test]
+fn compliance_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.log");
+    let p2 = path.clone();
+    compliance(
+        || FileSink::open(&path).unwrap(),
+        |_| read_all(&p2),
+        Some(Box::new(|| FileSink::open("/dev/full").unwrap())),
+    );
+}
+
+#[test]
+fn appends_and_keeps_an_existing_files_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.log");
+    fs::write(&path, b"old\n").unwrap();
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+    let mut s = FileSink::open(&path).unwrap();
+    assert_eq!(s.write_batch(b"one\n").unwrap(), Accepted::Delivered);
+    s.write_batch(b"two\n").unwrap();
+    s.close().unwrap();
+    assert_eq!(read_all(&path), b"old\none\ntwo\n");
+    assert_eq!(
+        fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    // A new file gets 0640 (minus the umask, which can only clear bits).
+    let fresh = dir.path().join("b.log");
+    FileSink::open(&fresh).unwrap().close().unwrap();
+    let mode = fs::metadata(&fresh).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode & !0o640, 0);
+    assert_eq!(mode & 0o600, 0o600);
+}
+
+#[test]
+fn a_symlink_at_the_path_is_refused_not_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("victim");
+    fs::write(&target, b"precious\n").unwrap();
+    let link = dir.path().join("log");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let e = FileSink::open(&link).unwrap_err();
+    assert_eq!(e.raw_os_error(), None); // message-wrapped
+    assert!(e.to_string().contains("symbolic link"), "{e}");
+    assert!(e.to_string().contains("log"), "{e}");
+    assert_eq!(read_all(&target), b"precious\n");
+}
+
+#[test]
+fn missing_directory_and_closed_sink_are_clear_errors() {
+    let e = FileSink::open("/nonexistent-dir/x.log").unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+    assert!(e.to_string().contains("/nonexistent-dir/x.log"));
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = FileSink::open(dir.path().join("c.log")).unwrap();
+    s.close().unwrap();
+    let e = s.write_batch(b"x\n").unwrap_err();
+    assert!(!e.is_retryable());
+    assert!(s.close().is_ok());
+}
+
+#[test]
+fn a_full_device_is_a_retryable_counted_error() {
+    let mut s = FileSink::open("/dev/full").unwrap();
+    let c = s.counters();
+    let e = s.write_batch(b"line\n").unwrap_err();
+    assert!(e.is_retryable());
+    assert_eq!(e.raw_os_error(), Some(libc::ENOSPC));
+    assert_eq!(FileSinkCounters::get(&c.enospc), 1);
+}
+
+#[test]
+fn size_rotation_splits_at_lines_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.log");
+    let opts = FileSinkOptions {
+        max_size_bytes: Some(1000),
+        ..Default::default()
+    };
+    let mut s = FileSink::with_options(&path, opts).unwrap();
+    let c = s.counters();
+    // 36-byte lines, batches of 50 lines (1800 bytes): every batch spans
+    // a rotation.
+    for b in 0..20u64 {
+        s.write_batch(&lines(b * 50..(b + 1) * 50)).unwrap();
+    }
+    s.close().unwrap();
+    let files = all_files(&path);
+    assert!(files.len() >= 36, "{} files", files.len());
+    assert_eq!(
+        FileSinkCounters::get(&c.rotations) as usize,
+        files.len() - 1
+    );
+    let mut body = Vec::new();
+    for f in &files {
+        let b = read_all(f);
+        assert!(b.len() <= 1000, "{} is {} bytes", f.display(), b.len());
+        assert!(b.is_empty() || b.ends_with(b"\n"), "{} torn", f.display());
+        body.extend_from_slice(&b);
+    }
+    assert_eq!(body, lines(0..1000));
+}
+
+#[test]
+fn retention_keeps_k_files_and_drops_old_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("k.log");
+    // A rotated file from 10 days ago.
+    let ancient = dir.path().join("k.log.0000000000001");
+    fs::write(&ancient, b"old\n").unwrap();
+    let f = fs::File::options().write(true).open(&ancient).unwrap();
+    f.set_modified(SystemTime::now() - Duration::from_secs(10 * 86_400))
+        .unwrap();
+    drop(f);
+    let opts = FileSinkOptions {
+        max_size_bytes: Some(100),
+        keep_files: Some(3),
+        keep_days: Some(7),
+        ..Default::default()
+    };
+    let mut s = FileSink::with_options(&path, opts).unwrap();
+    let c = s.counters();
+    s.write_batch(&lines(0..2)).unwrap();
+    s.rotate().unwrap();
+    assert!(!ancient.exists(), "a file older than keep_days survived");
+    for b in 0..10u64 {
+        s.write_batch(&lines(b * 2..b * 2 + 2)).unwrap();
+        s.rotate().unwrap();
+    }
+    let rotated = s.rotated_files().unwrap();
+    assert_eq!(rotated.len(), 3, "{rotated:?}");
+    // The newest three survive: lines 14..20.
+    let mut body = Vec::new();
+    for f in &rotated {
+        body.extend_from_slice(&read_all(f));
+    }
+    assert_eq!(body, lines(14..20));
+    assert_eq!(FileSinkCounters::get(&c.deleted), 1 + 8, "{rotated:?}");
+    s.close().unwrap();
+}
+
+#[test]
+fn time_rotation_happens_on_tick() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.log");
+    let opts = FileSinkOptions {
+        rotate_interval_ms: Some(30),
+        ..Default::default()
+    };
+    let mut s = FileSink::with_options(&path, opts).unwrap();
+    s.write_batch(&lines(0..3)).unwrap();
+    s.tick(Instant::now()).unwrap();
+    assert!(s.rotated_files().unwrap().is_empty());
+    std::thread::sleep(Duration::from_millis(40));
+    s.tick(Instant::now()).unwrap();
+    // An empty file is not rotated.
+    std::thread::sleep(Duration::from_millis(40));
+    s.tick(Instant::now()).unwrap();
+    let rotated = s.rotated_files().unwrap();
+    assert_eq!(rotated.len(), 1);
+    assert_eq!(read_all(&rotated[0]), lines(0..3));
+    s.write_batch(&lines(3..4)).unwrap();
+    s.close().unwrap();
+    assert_eq!(read_all(&path), lines(3..4));
+}
+
+#[test]
+fn reopen_after_mv_writes_to_the_new_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.log");
+    let moved = dir.path().join("m.log.1");
+    let logger = Logger::start(
+        LoggerConfig::default(),
+        SeqLine { line_len: 40 },
+        FileSink::open(&path).unwrap(),
+    )
+    .unwrap();
+    let mut p = logger.producer().unwrap();
+    for i in 0..100 {
+        p.log(rec(0, i));
+    }
+    logger.flush().unwrap();
+    // Wait until the consumer wrote all 100 (flush does not wait for rings).
+    let t0 = Instant::now();
+    while logger.stats().written_records < 100 {
+        assert!(t0.elapsed() < Duration::from_secs(10));
+        logger.flush().unwrap();
+    }
+    fs::rename(&path, &moved).unwrap();
+    logger.reopen().unwrap();
+    for i in 100..200 {
+        p.log(rec(0, i));
+    }
+    drop(p);
+    let s = logger.shutdown().unwrap();
+    assert_eq!(s.written_records, 200);
+    let old = parse_lines(&read_all(&moved));
+    let new = parse_lines(&read_all(&path));
+    assert_eq!(old.len(), 100);
+    assert_eq!(new.len(), 100);
+    assert_eq!(new[0], (0, 100));
+    assert_eq!(new[99], (0, 199));
+}
+
+#[test]
+fn sighup_reopens() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.log");
+    let moved = dir.path().join("h.log.1");
+    let opts = FileSinkOptions {
+        reopen_on_sighup: true,
+        ..Default::default()
+    };
+    let mut s = FileSink::with_options(&path, opts).unwrap();
+    let c = s.counters();
+    s.write_batch(b"before\n").unwrap();
+    fs::rename(&path, &moved).unwrap();
+    // SAFETY: raise(3) sends SIGHUP to this thread; signal-hook's handler
+    // (installed by with_options) only sets a flag.
+    assert_eq!(unsafe { libc::raise(libc::SIGHUP) }, 0);
+    s.tick(Instant::now()).unwrap();
+    assert!(FileSinkCounters::get(&c.reopens) >= 1);
+    s.write_batch(b"after\n").unwrap();
+    s.close().unwrap();
+    assert_eq!(read_all(&moved), b"before\n");
+    assert_eq!(read_all(&path), b"after\n");
+}
+
+#[test]
+fn external_truncate_leaves_no_nul_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ct.log");
+    let mut s = FileSink::open(&path).unwrap();
+    s.write_batch(&lines(0..100)).unwrap();
+    // What logrotate's copytruncate does after copying.
+    fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    s.write_batch(&lines(100..101)).unwrap();
+    s.close().unwrap();
+    let body = read_all(&path);
+    assert!(!body.contains(&0), "NUL bytes after truncate");
+    assert_eq!(body, lines(100..101));
+}
+
+#[test]
+fn fsync_policies_sync_when_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut every = FileSink::with_options(
+        dir.path().join("e.log"),
+        FileSinkOptions {
+            fsync: FsyncPolicy::EveryBatch,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let c = every.counters();
+    for i in 0..3 {
+        every.write_batch(&lines(i..i + 1)).unwrap();
+    }
+    assert_eq!(FileSinkCounters::get(&c.syncs), 3);
+
+    let mut timed = FileSink::with_options(
+        dir.path().join("t.log"),
+        FileSinkOptions {
+            fsync: FsyncPolicy::EveryMs(20),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let c = timed.counters();
+    timed.write_batch(&lines(0..1)).unwrap();
+    timed.tick(Instant::now()).unwrap();
+    assert_eq!(FileSinkCounters::get(&c.syncs), 0);
+    std::thread::sleep(Duration::from_millis(25));
+    timed.tick(Instant::now()).unwrap();
+    assert_eq!(FileSinkCounters::get(&c.syncs), 1);
+    // Nothing new written: no further sync.
+    std::thread::sleep(Duration::from_millis(25));
+    timed.tick(Instant::now()).unwrap();
+    assert_eq!(FileSinkCounters::get(&c.syncs), 1);
+
+    let mut never = FileSink::open(dir.path().join("n.log")).unwrap();
+    let c = never.counters();
+    never.write_batch(&lines(0..1)).unwrap();
+    never.flush().unwrap();
+    assert_eq!(FileSinkCounters::get(&c.syncs), 0);
+    assert!(FileSink::with_options(
+        dir.path().join("z.log"),
+        FileSinkOptions {
+            max_size_bytes: Some(0),
+            ..Default::default()
+        }
+    )
+    .is_err());
+}
+
+/// A tmpfs of `size` mounted on a fresh temp dir; unmounted on drop.
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    fn mount(size: &str) -> Option<Self> {
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
+            .arg(dir.path())
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(Self { dir }),
+            Ok(o) => {
+                eprintln!(
+                    "SKIPPED: cannot mount a tmpfs (need root / CAP_SYS_ADMIN): {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                );
+                None
+            }
+            Err(e) => {
+                eprintln!("SKIPPED: cannot run mount: {e}");
+                None
+            }
+        }
+    }
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+#[test]
+fn a_filling_tmpfs_is_survived_losslessly() {
+    let Some(fs_) = Tmpfs::mount("4m") else {
+        return;
+    };
+    let filler = fs_.path().join("filler");
+    // Leave about 16 KiB free.
+    fs::write(&filler, vec![b'f'; 4080 * 1024]).unwrap();
+    let path = fs_.path().join("full.log");
+    let sink = FileSink::open(&path).unwrap();
+    let counters = sink.counters();
+    let logger = Logger::start(
+        LoggerConfig {
+            ring_capacity: 256,
+            ..Default::default()
+        },
+        SeqLine { line_len: 32 },
+        sink,
+    )
+    .unwrap();
+    // 40 000 lines * 32 B = 1.25 MiB, more than a batch (256 KiB) plus the
+    // ring: does not fit until the filler goes, and blocks the producer.
+    const N: u64 = 40_000;
+    let mut p = logger.producer().unwrap();
+    let writer = std::thread::spawn(move || {
+        for i in 0..N {
+            assert!(p.log(rec(0, i)));
+        }
+    });
+    let t0 = Instant::now();
+    while FileSinkCounters::get(&counters.enospc) < 3 {
+        assert!(t0.elapsed() < Duration::from_secs(20), "no ENOSPC seen");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The producer is blocked (Block policy), nothing crashed.
+    assert!(!writer.is_finished());
+    let before = logger.stats();
+    assert!(before.sink_retries >= 3, "{before:?}");
+    assert_eq!(before.dropped_sink, 0);
+    fs::remove_file(&filler).unwrap();
+    writer.join().unwrap();
+    let s = logger.shutdown().unwrap();
+    assert_eq!(s.written_records, N, "{s:?}");
+    assert_eq!(s.dropped_sink + s.dropped_shutdown + s.dropped_full, 0);
+    assert!(s.sink_errors >= 3);
+    let got = parse_lines(&read_all(&path));
+    assert_complete_and_ordered(&got, 1, N);
+    assert_eq!(counters.enospc.load(Ordering::Relaxed), s.sink_retries);
+}

@@ -196,6 +196,7 @@ impl Default for AppConfig {
             format: FormatConfig::default(),
             sink: SinkConfig::File(FileSinkConfig {
                 path: PathBuf::from(DEFAULT_OUTPUT),
+                ..Default::default()
             }),
             nat: NatSection::default(),
             input: InputSection::default(),
@@ -271,6 +272,7 @@ impl AppConfig {
     pub fn output_path(&self) -> Option<&std::path::Path> {
         match &self.sink {
             SinkConfig::File(f) => Some(&f.path),
+            _ => None,
         }
     }
 }
@@ -981,6 +983,7 @@ fn make_summary(
         backpressure: match cfg.ring.backpressure {
             Backpressure::Block => "block",
             Backpressure::Drop => "drop",
+            Backpressure::Degrade => "degrade",
         }
         .into(),
         format: cfg.format.kind.name().into(),

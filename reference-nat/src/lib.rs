@@ -54,6 +54,7 @@
 
 pub mod app;
 pub mod checksum;
+pub mod fuzz;
 pub mod input;
 pub mod nat;
 pub mod packet;

@@ -135,7 +135,10 @@ fn build_config(args: &Args) -> Result<AppConfig, String> {
         };
     }
     if let Some(o) = &args.output {
-        cfg.sink = SinkConfig::File(FileSinkConfig { path: o.clone() });
+        cfg.sink = SinkConfig::File(FileSinkConfig {
+            path: o.clone(),
+            ..Default::default()
+        });
     }
     if let Some(n) = args.ring_size {
         cfg.ring.capacity = n;

@@ -22,6 +22,7 @@ fn cfg(pcap: &Path, out: &Path) -> AppConfig {
     c.format.kind = Format::Json;
     c.sink = SinkConfig::File(FileSinkConfig {
         path: out.to_path_buf(),
+        ..Default::default()
     });
     c
 }

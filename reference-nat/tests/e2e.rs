@@ -28,6 +28,7 @@ fn config(pcap: Option<PathBuf>, inside: &str, out: &Path, format: Format) -> Ap
     c.format.kind = format;
     c.sink = SinkConfig::File(FileSinkConfig {
         path: out.to_path_buf(),
+        ..Default::default()
     });
     c
 }

@@ -47,6 +47,7 @@ fn config(out: &Path, workers: usize) -> AppConfig {
     c.format.kind = Format::Json;
     c.sink = SinkConfig::File(FileSinkConfig {
         path: out.to_path_buf(),
+        ..Default::default()
     });
     c.dataplane.workers = workers;
     c
@@ -200,6 +201,7 @@ fn logging_off_translates_the_same_and_writes_nothing() {
     let mut off = on.clone();
     off.sink = SinkConfig::File(FileSinkConfig {
         path: dir.path().join("never.log"),
+        ..Default::default()
     });
     off.dataplane.logging = false;
     let b = run(&off).unwrap();

@@ -1,63 +1,359 @@
 //! Table-driven formatters for dplog records.
 //!
-//! - [`TextFormatter`]: one `name=value` line per record, RFC 3339 time first.
-//! - [`JsonFormatter`]: JSON Lines, one object per record (RFC 8259).
+//! Every format is built from record [`Schema`]s: once, at configuration
+//! time, each schema is compiled into a [`Program`], a table of operations
+//! ("copy this literal", "print field F with converter C"); formatting a
+//! record walks the table without parsing, allocating (beyond the output
+//! `Vec` growing) or calling `core::fmt`.
 //!
-//! Both walk [`NAT44_FIELDS`], the table of IANA IPFIX information-element
-//! names of RFC 8158. Nothing per record goes through `format!`, `write!` or
-//! `core::fmt`: integers use `itoa`, IPv4 addresses a lookup table, time a
-//! per-second cached RFC 3339 prefix.
+//! Formats, by the name used on the command line and in config files
+//! ([`Format`]): `text` (default `name=value` layout or a user template,
+//! see [`template`]), `json` (JSON Lines, RFC 8259), `csv` (RFC 4180 with a
+//! header line), `rfc5424` (syslog in VPP's NAT44 layout), `rfc3164` (BSD
+//! syslog), `ipfix` (RFC 7011 with RFC 8158 templates, see [`ipfix`]) and
+//! `binary` (length-prefixed records with a schema header, see [`binary`]).
+//!
+//! [`RecordEncoder`] formats records given as bytes (header first) and
+//! dispatches on the header's schema id; [`NatFormatter`] wraps it as the
+//! consumer's [`Formatter`] for [`Nat44SessionRecord`] and for
+//! [`NatRecord`] (any NAT record in one 64-byte slot).
+//!
+//! The original [`TextFormatter`] and [`JsonFormatter`] (NAT44 only,
+//! field table in [`nat44`]) stay available.
 #![warn(missing_docs)]
 
+pub mod binary;
+pub mod conv;
+pub mod ipfix;
 pub mod ipv4;
+pub mod layouts;
 pub mod nat44;
+pub mod template;
 pub mod time;
 
-use dplog_core::{Formatter, Nat44SessionRecord};
+use std::collections::BTreeMap;
 
+use dplog_core::schema::{nat, Schema};
+use dplog_core::{Formatter, HasSchema, Nat44SessionRecord, NatRecord};
+
+pub use conv::{Escape, TscCalibration};
+pub use dplog_core::schema::nat::EventProfile;
+pub use ipfix::{ExportClock, IpfixEncoder, IpfixOptions};
+pub use layouts::SyslogOptions;
 pub use nat44::{Field, FieldKind, JsonFormatter, Presence, TextFormatter, NAT44_FIELDS};
+pub use template::{Conv, Options, Program, TemplateError};
 
 /// Output formats by name, as used on the command line and in config files.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum Format {
-    /// `text`: see [`TextFormatter`].
+    /// `text`: the default `name=value` line or a template.
     #[default]
     Text,
-    /// `json`: see [`JsonFormatter`].
+    /// `json`: JSON Lines.
     Json,
+    /// `csv`: RFC 4180 with a header line.
+    Csv,
+    /// `rfc5424`: syslog, VPP NAT44 layout.
+    Rfc5424,
+    /// `rfc3164`: BSD syslog.
+    Rfc3164,
+    /// `ipfix`: RFC 7011 messages, RFC 8158 templates.
+    Ipfix,
+    /// `binary`: length-prefixed records with a schema header.
+    Binary,
 }
 
 impl Format {
     /// Every format with its name.
-    pub const ALL: [(Format, &'static str); 2] = [(Format::Text, "text"), (Format::Json, "json")];
+    pub const ALL: [(Format, &'static str); 7] = [
+        (Format::Text, "text"),
+        (Format::Json, "json"),
+        (Format::Csv, "csv"),
+        (Format::Rfc5424, "rfc5424"),
+        (Format::Rfc3164, "rfc3164"),
+        (Format::Ipfix, "ipfix"),
+        (Format::Binary, "binary"),
+    ];
 
-    /// The format's name (`text`, `json`).
+    /// The format's name (`text`, `json`, `csv`, `rfc5424`, `rfc3164`,
+    /// `ipfix`, `binary`).
     pub fn name(self) -> &'static str {
-        match self {
-            Format::Text => "text",
-            Format::Json => "json",
-        }
+        Format::ALL
+            .iter()
+            .find(|(f, _)| *f == self)
+            .map_or("text", |(_, n)| n)
     }
 
-    /// A boxed formatter for NAT44 session records in this format.
+    /// A boxed formatter for NAT44 session records in this format with
+    /// default settings.
     pub fn nat44_formatter(self) -> Box<dyn Formatter<Nat44SessionRecord>> {
-        match self {
-            Format::Text => Box::new(TextFormatter::default()),
-            Format::Json => Box::new(JsonFormatter::default()),
-        }
+        Box::new(
+            FormatSpec {
+                kind: self,
+                ..FormatSpec::default()
+            }
+            .nat_formatter()
+            .expect("default settings compile for the built-in schemas"),
+        )
     }
 }
 
 impl core::str::FromStr for Format {
     type Err = String;
-    /// Parses `text` or `json`; the error lists the known names.
+    /// Parses a format name; the error lists the known names.
     fn from_str(s: &str) -> Result<Self, String> {
         Format::ALL
             .iter()
             .find(|(_, n)| *n == s)
             .map(|(f, _)| *f)
-            .ok_or_else(|| format!("unknown format {s:?}; known formats: text, json"))
+            .ok_or_else(|| {
+                format!(
+                    "unknown format {s:?}; known formats: {}",
+                    Format::ALL.map(|(_, n)| n).join(", ")
+                )
+            })
+    }
+}
+
+/// Everything that chooses and tunes a format.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FormatSpec {
+    /// The format.
+    pub kind: Format,
+    /// `text` only: template for the NAT44 session record (or, in
+    /// [`FormatSpec::encoder`], for the first schema).
+    pub template: Option<String>,
+    /// `text` only: templates by schema name (e.g. `natPortBlock`); a
+    /// schema without one uses the default layout.
+    pub templates: BTreeMap<String, String>,
+    /// `natEvent` numbering.
+    pub profile: EventProfile,
+    /// TSC calibration for TSC timestamp fields.
+    pub tsc: Option<TscCalibration>,
+    /// `rfc5424` / `rfc3164` settings.
+    pub syslog: SyslogOptions,
+    /// `ipfix` settings.
+    pub ipfix: IpfixOptions,
+}
+
+/// A format that could not be built: a bad template (with its column) or
+/// bad settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FormatError {
+    /// The schema concerned, if any.
+    pub schema: Option<String>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl core::fmt::Display for FormatError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match &self.schema {
+            Some(s) => write!(f, "schema {s}: {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+impl std::error::Error for FormatError {}
+
+enum Kind {
+    Lines {
+        progs: Vec<Program>,
+        /// CSV: header per program and the program whose header was
+        /// written last.
+        csv: Option<(Vec<Vec<u8>>, usize)>,
+    },
+    Ipfix(Box<IpfixEncoder>),
+    Binary(BinaryEncoder),
+}
+
+pub use binary::BinaryEncoder;
+
+/// Formats records given as bytes (starting with their
+/// [`RecordHeader`](dplog_core::RecordHeader)) in one [`Format`],
+/// dispatching on the header's schema id.
+pub struct RecordEncoder {
+    kind: Kind,
+    ids: Vec<u16>,
+    last: usize,
+}
+
+impl FormatSpec {
+    /// The encoding options.
+    pub fn options(&self) -> Options {
+        Options {
+            profile: self.profile,
+            tsc: self.tsc,
+        }
+    }
+
+    /// Compiles this format for `schemas`.
+    ///
+    /// # Errors
+    /// A template that does not compile (with schema and column), a
+    /// template for an unknown schema name, bad syslog or IPFIX settings.
+    pub fn encoder(&self, schemas: &[&Schema]) -> Result<RecordEncoder, FormatError> {
+        let opts = self.options();
+        let err = |s: Option<&Schema>, m: String| FormatError {
+            schema: s.map(|s| s.name().to_string()),
+            message: m,
+        };
+        for name in self.templates.keys() {
+            if !schemas.iter().any(|s| s.name() == name) {
+                return Err(err(
+                    None,
+                    format!(
+                        "template for unknown schema {name:?}; schemas: {}",
+                        schemas
+                            .iter()
+                            .map(|s| s.name())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ));
+            }
+        }
+        let lines = |f: &dyn Fn(&Schema) -> Result<Program, TemplateError>| {
+            schemas
+                .iter()
+                .map(|s| f(s).map_err(|e| err(Some(s), e.to_string())))
+                .collect::<Result<Vec<_>, _>>()
+        };
+        let kind = match self.kind {
+            Format::Text => Kind::Lines {
+                progs: lines(&|s| {
+                    let t = self
+                        .templates
+                        .get(s.name())
+                        .or(if s.id() == schemas[0].id() {
+                            self.template.as_ref()
+                        } else {
+                            None
+                        });
+                    match t {
+                        Some(t) => layouts::text_template(t, s, opts),
+                        None => layouts::text_default(s, opts),
+                    }
+                })?,
+                csv: None,
+            },
+            Format::Json => Kind::Lines {
+                progs: lines(&|s| layouts::json(s, opts))?,
+                csv: None,
+            },
+            Format::Csv => Kind::Lines {
+                progs: lines(&|s| layouts::csv_row(s, opts))?,
+                csv: Some((
+                    schemas.iter().map(|s| layouts::csv_header(s)).collect(),
+                    usize::MAX,
+                )),
+            },
+            Format::Rfc5424 => Kind::Lines {
+                progs: lines(&|s| layouts::rfc5424(s, opts, &self.syslog))?,
+                csv: None,
+            },
+            Format::Rfc3164 => Kind::Lines {
+                progs: lines(&|s| layouts::rfc3164(s, opts, &self.syslog))?,
+                csv: None,
+            },
+            Format::Ipfix => Kind::Ipfix(Box::new(
+                IpfixEncoder::new(schemas, opts, self.ipfix.clone()).map_err(|m| err(None, m))?,
+            )),
+            Format::Binary => Kind::Binary(BinaryEncoder::new(schemas)),
+        };
+        Ok(RecordEncoder {
+            kind,
+            ids: schemas.iter().map(|s| s.id()).collect(),
+            last: 0,
+        })
+    }
+
+    /// A [`NatFormatter`] over every built-in NAT schema, NAT44 session
+    /// first (so [`FormatSpec::template`] applies to it).
+    pub fn nat_formatter(&self) -> Result<NatFormatter, FormatError> {
+        Ok(NatFormatter {
+            enc: self.encoder(&nat::all())?,
+            skipped: 0,
+        })
+    }
+}
+
+impl RecordEncoder {
+    /// Appends `rec` formatted. Returns `false`, appending nothing, if its
+    /// schema id is not one this encoder was built for or it is shorter
+    /// than its schema says.
+    #[inline]
+    pub fn push(&mut self, rec: &[u8], out: &mut Vec<u8>) -> bool {
+        if rec.len() < 8 {
+            return false;
+        }
+        let sid = u16::from_ne_bytes([rec[2], rec[3]]);
+        let i = if self.ids.get(self.last) == Some(&sid) {
+            self.last
+        } else {
+            match self.ids.iter().position(|&id| id == sid) {
+                Some(i) => {
+                    self.last = i;
+                    i
+                }
+                None => return false,
+            }
+        };
+        match &mut self.kind {
+            Kind::Lines { progs, csv } => {
+                if let Some((headers, written)) = csv {
+                    if *written != i {
+                        if rec.len() < progs[i].min_len() {
+                            return false;
+                        }
+                        out.extend_from_slice(&headers[i]);
+                        *written = i;
+                    }
+                }
+                progs[i].run(rec, out)
+            }
+            Kind::Ipfix(e) => e.push(rec, out),
+            Kind::Binary(e) => e.push(rec, out),
+        }
+    }
+}
+
+/// The consumer's formatter for NAT records in any [`Format`]: NAT44
+/// session records directly, or [`NatRecord`] slots holding any NAT record
+/// (dispatch on the header's schema id). Records of an unknown schema are
+/// skipped and counted ([`NatFormatter::skipped`]).
+pub struct NatFormatter {
+    enc: RecordEncoder,
+    skipped: u64,
+}
+
+impl NatFormatter {
+    /// Records skipped because their schema id or length was not valid.
+    pub fn skipped(&self) -> u64 {
+        self.skipped
+    }
+
+    /// Appends a record given as bytes; see [`RecordEncoder::push`].
+    pub fn push_bytes(&mut self, rec: &[u8], out: &mut Vec<u8>) -> bool {
+        let ok = self.enc.push(rec, out);
+        self.skipped += u64::from(!ok);
+        ok
+    }
+}
+
+impl Formatter<Nat44SessionRecord> for NatFormatter {
+    #[inline]
+    fn format(&mut self, rec: &Nat44SessionRecord, out: &mut Vec<u8>) {
+        self.push_bytes(rec.as_bytes(), out);
+    }
+}
+
+impl Formatter<NatRecord> for NatFormatter {
+    #[inline]
+    fn format(&mut self, rec: &NatRecord, out: &mut Vec<u8>) {
+        self.push_bytes(rec.as_bytes(), out);
     }
 }

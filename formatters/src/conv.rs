@@ -1,0 +1,447 @@
+//! Converters: the byte-level writers the compiled templates call.
+//!
+//! None of them goes through `core::fmt` or allocates beyond the output
+//! `Vec` growing: integers use `itoa` or digit tables, IPv4 a 256-entry
+//! octet table ([`crate::ipv4`]), time a per-second cached date prefix.
+
+use crate::time::civil_from_days;
+
+pub use crate::ipv4::push_ipv4;
+
+/// "00".."99".
+static DIGITS2: [[u8; 2]; 100] = {
+    let mut t = [[0u8; 2]; 100];
+    let mut i = 0;
+    while i < 100 {
+        t[i] = [b'0' + (i / 10) as u8, b'0' + (i % 10) as u8];
+        i += 1;
+    }
+    t
+};
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// Appends `v` in decimal.
+#[inline(always)]
+pub fn push_dec(out: &mut Vec<u8>, v: u64) {
+    let mut b = itoa::Buffer::new();
+    out.extend_from_slice(b.format(v).as_bytes());
+}
+
+/// Appends `v` in lower-case hexadecimal without prefix or leading zeros
+/// (`0` for zero).
+#[inline]
+pub fn push_hex(out: &mut Vec<u8>, v: u64) {
+    let mut tmp = [0u8; 16];
+    let digits = (16 - (v.leading_zeros() as usize) / 4).max(1);
+    for (i, slot) in tmp[..digits].iter_mut().enumerate() {
+        *slot = HEX[((v >> ((digits - 1 - i) * 4)) & 0xf) as usize];
+    }
+    out.extend_from_slice(&tmp[..digits]);
+}
+
+/// Appends a MAC address (6 bytes, network order) as `aa:bb:cc:dd:ee:ff`.
+#[inline]
+pub fn push_mac(out: &mut Vec<u8>, mac: &[u8]) {
+    let mut tmp = [0u8; 17];
+    for (i, b) in mac.iter().take(6).enumerate() {
+        tmp[i * 3] = HEX[(b >> 4) as usize];
+        tmp[i * 3 + 1] = HEX[(b & 0xf) as usize];
+        if i < 5 {
+            tmp[i * 3 + 2] = b':';
+        }
+    }
+    out.extend_from_slice(&tmp);
+}
+
+/// Appends an IPv6 address (16 bytes, network order) in RFC 5952 canonical
+/// text: lower-case hex, no leading zeros, the longest run of two or more
+/// zero groups (the first of equals) as `::`, and IPv4-mapped addresses
+/// (`::ffff:0:0/96`) with a dotted-quad tail (RFC 5952 section 5).
+pub fn push_ipv6(out: &mut Vec<u8>, a: &[u8; 16]) {
+    let mut g = [0u16; 8];
+    for (i, w) in g.iter_mut().enumerate() {
+        *w = u16::from_be_bytes([a[2 * i], a[2 * i + 1]]);
+    }
+    if g[..5] == [0; 5] && g[5] == 0xffff {
+        out.extend_from_slice(b"::ffff:");
+        push_ipv4(out, u32::from_be_bytes([a[12], a[13], a[14], a[15]]));
+        return;
+    }
+    // Longest run of zero groups (length >= 2).
+    let (mut best, mut best_len, mut i) = (8usize, 0usize, 0usize);
+    while i < 8 {
+        if g[i] == 0 {
+            let start = i;
+            while i < 8 && g[i] == 0 {
+                i += 1;
+            }
+            if i - start > best_len {
+                best = start;
+                best_len = i - start;
+            }
+        } else {
+            i += 1;
+        }
+    }
+    if best_len < 2 {
+        best = 8;
+    }
+    let mut i = 0;
+    while i < 8 {
+        if i == best {
+            out.extend_from_slice(b"::");
+            i += best_len;
+            continue;
+        }
+        if i > 0 && i != best + best_len {
+            out.push(b':');
+        }
+        push_hex(out, g[i] as u64);
+        i += 1;
+    }
+}
+
+/// RFC 3339 UTC time with a per-second cached `YYYY-MM-DDTHH:MM:SS` prefix
+/// and 0, 3, 6 or 9 fractional digits, e.g. `2026-01-01T00:00:00.123Z`.
+/// Years print with four digits (1970..=9999).
+#[derive(Clone, Debug)]
+pub struct Rfc3339Cache {
+    sec: u64,
+    prefix: [u8; 19],
+}
+
+impl Default for Rfc3339Cache {
+    fn default() -> Self {
+        let mut c = Self {
+            sec: 0,
+            prefix: [0; 19],
+        };
+        c.fill(0);
+        c
+    }
+}
+
+impl Rfc3339Cache {
+    fn fill(&mut self, sec: u64) {
+        let (y, m, d) = civil_from_days((sec / 86_400) as i64);
+        let sod = (sec % 86_400) as usize;
+        let y = y.clamp(0, 9999) as usize;
+        let p = &mut self.prefix;
+        p[0..2].copy_from_slice(&DIGITS2[y / 100]);
+        p[2..4].copy_from_slice(&DIGITS2[y % 100]);
+        p[4] = b'-';
+        p[5..7].copy_from_slice(&DIGITS2[m as usize]);
+        p[7] = b'-';
+        p[8..10].copy_from_slice(&DIGITS2[d as usize]);
+        p[10] = b'T';
+        p[11..13].copy_from_slice(&DIGITS2[sod / 3600]);
+        p[13] = b':';
+        p[14..16].copy_from_slice(&DIGITS2[(sod / 60) % 60]);
+        p[16] = b':';
+        p[17..19].copy_from_slice(&DIGITS2[sod % 60]);
+        self.sec = sec;
+    }
+
+    /// Appends `ns` (nanoseconds since the Unix epoch) with `digits`
+    /// (0, 3, 6 or 9; others act as 9) fractional digits, truncated, then `Z`.
+    #[inline]
+    pub fn push(&mut self, out: &mut Vec<u8>, ns: u64, digits: u8) {
+        let sec = ns / 1_000_000_000;
+        if sec != self.sec {
+            self.fill(sec);
+        }
+        let frac = (ns % 1_000_000_000) as usize;
+        let mut t = [0u8; 31];
+        t[..19].copy_from_slice(&self.prefix);
+        let n = match digits {
+            0 => 19,
+            3 => {
+                let ms = frac / 1_000_000;
+                t[19] = b'.';
+                t[20] = b'0' + (ms / 100) as u8;
+                t[21..23].copy_from_slice(&DIGITS2[ms % 100]);
+                23
+            }
+            6 => {
+                let us = frac / 1000;
+                t[19] = b'.';
+                t[20..22].copy_from_slice(&DIGITS2[us / 10_000]);
+                t[22..24].copy_from_slice(&DIGITS2[(us / 100) % 100]);
+                t[24..26].copy_from_slice(&DIGITS2[us % 100]);
+                26
+            }
+            _ => {
+                t[19] = b'.';
+                t[20] = b'0' + (frac / 100_000_000) as u8;
+                let r = frac % 100_000_000;
+                t[21..23].copy_from_slice(&DIGITS2[r / 1_000_000]);
+                t[23..25].copy_from_slice(&DIGITS2[(r / 10_000) % 100]);
+                t[25..27].copy_from_slice(&DIGITS2[(r / 100) % 100]);
+                t[27..29].copy_from_slice(&DIGITS2[r % 100]);
+                29
+            }
+        };
+        t[n] = b'Z';
+        out.extend_from_slice(&t[..n + 1]);
+    }
+}
+
+/// RFC 3164 section 4.1.2 TIMESTAMP, `Mmm dd hh:mm:ss` (day space-padded),
+/// UTC, cached per second.
+#[derive(Clone, Debug)]
+pub struct Rfc3164Cache {
+    sec: u64,
+    text: [u8; 15],
+}
+
+impl Default for Rfc3164Cache {
+    fn default() -> Self {
+        let mut c = Self {
+            sec: 0,
+            text: [0; 15],
+        };
+        c.fill(0);
+        c
+    }
+}
+
+impl Rfc3164Cache {
+    const MONTHS: [&'static [u8; 3]; 12] = [
+        b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov",
+        b"Dec",
+    ];
+
+    fn fill(&mut self, sec: u64) {
+        let (_, m, d) = civil_from_days((sec / 86_400) as i64);
+        let sod = (sec % 86_400) as usize;
+        let t = &mut self.text;
+        t[0..3].copy_from_slice(Self::MONTHS[m as usize - 1]);
+        t[3] = b' ';
+        t[4] = if d >= 10 { b'0' + (d / 10) as u8 } else { b' ' };
+        t[5] = b'0' + (d % 10) as u8;
+        t[6] = b' ';
+        t[7..9].copy_from_slice(&DIGITS2[sod / 3600]);
+        t[9] = b':';
+        t[10..12].copy_from_slice(&DIGITS2[(sod / 60) % 60]);
+        t[12] = b':';
+        t[13..15].copy_from_slice(&DIGITS2[sod % 60]);
+        self.sec = sec;
+    }
+
+    /// Appends the timestamp of `ns` nanoseconds since the epoch (15 bytes).
+    #[inline]
+    pub fn push(&mut self, out: &mut Vec<u8>, ns: u64) {
+        let sec = ns / 1_000_000_000;
+        if sec != self.sec {
+            self.fill(sec);
+        }
+        out.extend_from_slice(&self.text);
+    }
+}
+
+/// How byte strings (and enum names) are escaped for an output syntax.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Escape {
+    /// Plain text: printable ASCII and valid UTF-8 as is; `\\`, control
+    /// bytes and invalid UTF-8 as `\\`, `\n`, `\t`, `\r` or `\xNN`.
+    Text,
+    /// Inside a JSON string (RFC 8259 section 7): `"` `\\` and control
+    /// characters escaped; invalid UTF-8 bytes become U+FFFD.
+    Json,
+    /// A CSV field (RFC 4180): the value is quoted when it holds `,`, `"`,
+    /// CR or LF, with `"` doubled; invalid UTF-8 bytes become U+FFFD.
+    Csv,
+    /// A syslog RFC 5424 PARAM-VALUE (section 6.3.3): `"`, `\\` and `]`
+    /// are preceded by `\\`; invalid UTF-8 bytes become U+FFFD.
+    SdParam,
+}
+
+/// Appends `s` (a byte string, cut at its first NUL) escaped for `esc`.
+pub fn push_escaped(out: &mut Vec<u8>, s: &[u8], esc: Escape) {
+    let s = match memchr::memchr(0, s) {
+        Some(n) => &s[..n],
+        None => s,
+    };
+    if esc == Escape::Csv {
+        if memchr::memchr3(b',', b'"', b'\n', s).is_some() || memchr::memchr(b'\r', s).is_some() {
+            out.push(b'"');
+            for chunk in s.utf8_chunks() {
+                for &b in chunk.valid().as_bytes() {
+                    if b == b'"' {
+                        out.push(b'"');
+                    }
+                    out.push(b);
+                }
+                if !chunk.invalid().is_empty() {
+                    out.extend_from_slice("\u{FFFD}".as_bytes());
+                }
+            }
+            out.push(b'"');
+        } else {
+            push_lossy(out, s);
+        }
+        return;
+    }
+    for chunk in s.utf8_chunks() {
+        for &b in chunk.valid().as_bytes() {
+            match (esc, b) {
+                (Escape::Json, b'"') => out.extend_from_slice(b"\\\""),
+                (Escape::Json | Escape::Text, b'\\') => out.extend_from_slice(b"\\\\"),
+                (Escape::Json | Escape::Text, b'\n') => out.extend_from_slice(b"\\n"),
+                (Escape::Json | Escape::Text, b'\r') => out.extend_from_slice(b"\\r"),
+                (Escape::Json | Escape::Text, b'\t') => out.extend_from_slice(b"\\t"),
+                (Escape::Json, 0..=0x1f) => {
+                    out.extend_from_slice(b"\\u00");
+                    out.push(HEX[(b >> 4) as usize]);
+                    out.push(HEX[(b & 0xf) as usize]);
+                }
+                (Escape::Text, 0..=0x1f | 0x7f) => {
+                    out.extend_from_slice(b"\\x");
+                    out.push(HEX[(b >> 4) as usize]);
+                    out.push(HEX[(b & 0xf) as usize]);
+                }
+                (Escape::SdParam, b'"' | b'\\' | b']') => {
+                    out.push(b'\\');
+                    out.push(b);
+                }
+                _ => out.push(b),
+            }
+        }
+        for &b in chunk.invalid() {
+            if esc == Escape::Text {
+                out.extend_from_slice(b"\\x");
+                out.push(HEX[(b >> 4) as usize]);
+                out.push(HEX[(b & 0xf) as usize]);
+            } else {
+                out.extend_from_slice("\u{FFFD}".as_bytes());
+            }
+        }
+    }
+}
+
+fn push_lossy(out: &mut Vec<u8>, s: &[u8]) {
+    for chunk in s.utf8_chunks() {
+        out.extend_from_slice(chunk.valid().as_bytes());
+        if !chunk.invalid().is_empty() {
+            out.extend_from_slice("\u{FFFD}".as_bytes());
+        }
+    }
+}
+
+/// A TSC calibration: converts `rdtsc` ticks to nanoseconds since the
+/// epoch as `ns0 + (tsc - tsc0) * 1e9 / hz` (exact, in 128-bit arithmetic).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TscCalibration {
+    /// TSC frequency in Hz (ticks per second), > 0.
+    pub hz: u64,
+    /// A TSC reading...
+    pub tsc0: u64,
+    /// ...and the wall time at that reading, ns since the Unix epoch.
+    pub ns0: u64,
+}
+
+impl TscCalibration {
+    /// Nanoseconds since the epoch of tick count `tsc`; readings before
+    /// `tsc0` clamp to `ns0`.
+    #[inline]
+    pub fn to_ns(&self, tsc: u64) -> u64 {
+        let d = tsc.saturating_sub(self.tsc0) as u128;
+        let ns = d * 1_000_000_000 / self.hz.max(1) as u128;
+        self.ns0.saturating_add(ns.min(u64::MAX as u128) as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv6Addr;
+
+    fn s(f: impl FnOnce(&mut Vec<u8>)) -> String {
+        let mut v = Vec::new();
+        f(&mut v);
+        String::from_utf8(v).unwrap()
+    }
+
+    #[test]
+    fn ipv6_known_forms_match_rfc5952_examples() {
+        for (a, want) in [
+            ("2001:db8::1", "2001:db8::1"),
+            ("2001:0db8:0:0:1:0:0:1", "2001:db8::1:0:0:1"),
+            ("2001:db8:0:1:1:1:1:1", "2001:db8:0:1:1:1:1:1"),
+            ("::", "::"),
+            ("::1", "::1"),
+            ("1::", "1::"),
+            ("::ffff:192.0.2.1", "::ffff:192.0.2.1"),
+            (
+                "2001:DB8:AAAA:BBBB:CCCC:DDDD:EEEE:0001",
+                "2001:db8:aaaa:bbbb:cccc:dddd:eeee:1",
+            ),
+        ] {
+            let ip: Ipv6Addr = a.parse().unwrap();
+            assert_eq!(s(|o| push_ipv6(o, &ip.octets())), want);
+        }
+    }
+
+    #[test]
+    fn time_and_hex_and_mac() {
+        let mut c = Rfc3339Cache::default();
+        let ns = 1_767_225_600_123_456_789;
+        assert_eq!(s(|o| c.push(o, ns, 3)), "2026-01-01T00:00:00.123Z");
+        assert_eq!(s(|o| c.push(o, ns, 6)), "2026-01-01T00:00:00.123456Z");
+        assert_eq!(s(|o| c.push(o, ns, 9)), "2026-01-01T00:00:00.123456789Z");
+        assert_eq!(s(|o| c.push(o, ns, 0)), "2026-01-01T00:00:00Z");
+        let mut t = Rfc3164Cache::default();
+        assert_eq!(s(|o| t.push(o, ns)), "Jan  1 00:00:00");
+        assert_eq!(
+            s(|o| t.push(o, 1_700_000_000_000_000_000)),
+            "Nov 14 22:13:20"
+        );
+        assert_eq!(s(|o| push_hex(o, 0)), "0");
+        assert_eq!(s(|o| push_hex(o, 0xdead_beef)), "deadbeef");
+        assert_eq!(s(|o| push_hex(o, u64::MAX)), "ffffffffffffffff");
+        assert_eq!(
+            s(|o| push_mac(o, &[0, 0x1b, 0x21, 0xab, 0xcd, 0xef])),
+            "00:1b:21:ab:cd:ef"
+        );
+    }
+
+    #[test]
+    fn escapes_per_syntax() {
+        let raw = b"a\"b\\c]d,e\nf\x01\0ignored";
+        assert_eq!(
+            s(|o| push_escaped(o, raw, Escape::Json)),
+            r#"a\"b\\c]d,e\nf\u0001"#
+        );
+        assert_eq!(
+            s(|o| push_escaped(o, raw, Escape::SdParam)),
+            "a\\\"b\\\\c\\]d,e\nf\x01"
+        );
+        assert_eq!(
+            s(|o| push_escaped(o, raw, Escape::Csv)),
+            "\"a\"\"b\\c]d,e\nf\x01\""
+        );
+        assert_eq!(s(|o| push_escaped(o, b"plain", Escape::Csv)), "plain");
+        assert_eq!(
+            s(|o| push_escaped(o, raw, Escape::Text)),
+            "a\"b\\\\c]d,e\\nf\\x01"
+        );
+        assert_eq!(
+            s(|o| push_escaped(o, b"x\xffy", Escape::Json)),
+            "x\u{FFFD}y"
+        );
+        assert_eq!(s(|o| push_escaped(o, b"x\xffy", Escape::Text)), "x\\xffy");
+    }
+
+    #[test]
+    fn tsc_calibration_converts_ticks() {
+        let c = TscCalibration {
+            hz: 2_500_000_000,
+            tsc0: 1000,
+            ns0: 1_000_000_000,
+        };
+        assert_eq!(c.to_ns(1000), 1_000_000_000);
+        assert_eq!(c.to_ns(1000 + 2_500_000_000), 2_000_000_000);
+        assert_eq!(c.to_ns(0), 1_000_000_000);
+    }
+}

@@ -1,0 +1,785 @@
+//! Compiled templates: a table of operations built once from a schema and
+//! either a user template string or a format's layout, walked per record.
+//!
+//! Template syntax: literal text, with `{field}` or `{field:converter}`
+//! placeholders; `{{` and `}}` stand for literal braces. Example:
+//!
+//! ```text
+//! {observationTimeMilliseconds:rfc3339} NAT44 {natEvent:name} {sourceIPv4Address}:{sourceTransportPort} -> {postNATSourceIPv4Address}:{postNAPTSourceTransportPort}
+//! ```
+//!
+//! Converters (the first listed for a kind is its default):
+//!
+//! | kind                        | converters                                         |
+//! |-----------------------------|----------------------------------------------------|
+//! | u8/u16/u32/u64, port, protocol | `dec`, `hex`                                    |
+//! | bool                        | `bool` (`true`/`false`), `dec`                     |
+//! | enum                        | `dec`, `name`, `hex`                               |
+//! | ipv4                        | `ipv4` (dotted quad), `dec`, `hex`                 |
+//! | ipv6                        | `ipv6` (RFC 5952)                                  |
+//! | mac                         | `mac` (`aa:bb:cc:dd:ee:ff`)                        |
+//! | ns timestamp                | `unix_ms`, `unix`/`unix_s`, `unix_ns`, `rfc3339` (= `rfc3339_ms`), `rfc3339_s`, `rfc3339_us`, `rfc3339_ns`, `rfc3164`, `dec`, `hex` |
+//! | tsc timestamp               | `dec`, `hex`; with a [`TscCalibration`] also every ns-timestamp converter |
+//! | bytes                       | `str` (escaped for the output syntax)              |
+//!
+//! A `natEvent` field (IPFIX element 230) prints through the
+//! [`EventProfile`]: with `legacy`, session create/delete 4/5 print as 1/2.
+//!
+//! Compiling checks everything: an unknown field, an unknown converter or
+//! one that does not suit the field's kind, an unclosed `{` or a stray `}`
+//! is a [`TemplateError`] with the 1-based column. The per-record loop
+//! ([`Program::run`]) then only walks the table.
+
+use std::fmt;
+
+use dplog_core::schema::nat::EventProfile;
+use dplog_core::schema::{read_uint, FieldDef, FieldKind, Schema};
+
+use crate::conv::{
+    push_dec, push_escaped, push_hex, push_ipv4, push_ipv6, push_mac, Escape, Rfc3164Cache,
+    Rfc3339Cache, TscCalibration,
+};
+
+/// IANA IPFIX element id of `natEvent`.
+pub const IE_NAT_EVENT: u16 = 230;
+
+/// Settings that apply to every compiled template.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// `natEvent` numbering.
+    pub profile: EventProfile,
+    /// TSC-to-wall-time calibration; without it, TSC fields only print as
+    /// integers.
+    pub tsc: Option<TscCalibration>,
+}
+
+/// A converter: how one field's value becomes text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Conv {
+    /// Decimal integer.
+    Dec,
+    /// Lower-case hexadecimal integer, no prefix.
+    Hex,
+    /// `true` / `false`.
+    Bool,
+    /// Dotted-quad IPv4.
+    Ipv4,
+    /// RFC 5952 IPv6.
+    Ipv6,
+    /// Colon-separated MAC.
+    Mac,
+    /// RFC 3339 UTC with 0, 3, 6 or 9 fractional digits.
+    Rfc3339(u8),
+    /// RFC 3164 `Mmm dd hh:mm:ss`, UTC.
+    Rfc3164,
+    /// Unix time in seconds (integer, truncated).
+    UnixS,
+    /// Unix time in milliseconds.
+    UnixMs,
+    /// Unix time in nanoseconds.
+    UnixNs,
+    /// An enum field's name (the number if the value has no name).
+    Name,
+    /// A byte string, escaped for the output syntax.
+    Str,
+}
+
+impl Conv {
+    /// Parses a converter name (see the module docs).
+    pub fn parse(s: &str) -> Option<Conv> {
+        Some(match s {
+            "dec" | "num" => Conv::Dec,
+            "hex" => Conv::Hex,
+            "bool" => Conv::Bool,
+            "ipv4" => Conv::Ipv4,
+            "ipv6" => Conv::Ipv6,
+            "mac" => Conv::Mac,
+            "rfc3339" | "rfc3339_ms" | "rfc3339ms" => Conv::Rfc3339(3),
+            "rfc3339_s" | "rfc3339s" => Conv::Rfc3339(0),
+            "rfc3339_us" | "rfc3339us" => Conv::Rfc3339(6),
+            "rfc3339_ns" | "rfc3339ns" => Conv::Rfc3339(9),
+            "rfc3164" => Conv::Rfc3164,
+            "unix" | "unix_s" => Conv::UnixS,
+            "unix_ms" => Conv::UnixMs,
+            "unix_ns" => Conv::UnixNs,
+            "name" => Conv::Name,
+            "str" => Conv::Str,
+            _ => return None,
+        })
+    }
+
+    /// The default converter of a kind.
+    pub fn default_for(kind: FieldKind) -> Conv {
+        match kind {
+            FieldKind::Bool => Conv::Bool,
+            FieldKind::Ipv4 => Conv::Ipv4,
+            FieldKind::Ipv6 => Conv::Ipv6,
+            FieldKind::Mac => Conv::Mac,
+            FieldKind::NsTimestamp => Conv::UnixMs,
+            FieldKind::Bytes => Conv::Str,
+            _ => Conv::Dec,
+        }
+    }
+
+    fn is_time(self) -> bool {
+        matches!(
+            self,
+            Conv::Rfc3339(_) | Conv::Rfc3164 | Conv::UnixS | Conv::UnixMs | Conv::UnixNs
+        )
+    }
+
+    /// Whether this converter suits `kind` (with or without TSC calibration).
+    pub fn suits(self, kind: FieldKind, tsc: bool) -> bool {
+        use FieldKind as K;
+        match self {
+            Conv::Dec | Conv::Hex => kind.is_integer(),
+            Conv::Bool => kind == K::Bool,
+            Conv::Ipv4 => kind == K::Ipv4,
+            Conv::Ipv6 => kind == K::Ipv6,
+            Conv::Mac => kind == K::Mac,
+            Conv::Name => kind == K::Enum,
+            Conv::Str => kind == K::Bytes,
+            c if c.is_time() => kind == K::NsTimestamp || (kind == K::TscTimestamp && tsc),
+            _ => false,
+        }
+    }
+}
+
+/// A template that could not be compiled: what and where.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TemplateError {
+    /// 1-based column (in characters) of the offending placeholder or brace;
+    /// 0 when the error is not tied to a template position.
+    pub column: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for TemplateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.column > 0 {
+            write!(
+                f,
+                "template error at column {}: {}",
+                self.column, self.message
+            )
+        } else {
+            write!(f, "template error: {}", self.message)
+        }
+    }
+}
+
+impl std::error::Error for TemplateError {}
+
+/// One operation of a compiled template.
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    /// Copy `lits[start..start+len]`.
+    Lit {
+        start: u32,
+        len: u32,
+    },
+    Dec {
+        off: u32,
+        size: u8,
+    },
+    Hex {
+        off: u32,
+        size: u8,
+    },
+    /// natEvent through the profile.
+    Event {
+        off: u32,
+        size: u8,
+    },
+    Bool {
+        off: u32,
+    },
+    Ipv4 {
+        off: u32,
+    },
+    Ipv6 {
+        off: u32,
+    },
+    Mac {
+        off: u32,
+    },
+    Rfc3339 {
+        off: u32,
+        cache: u16,
+        digits: u8,
+        tsc: bool,
+    },
+    Rfc3164 {
+        off: u32,
+        cache: u16,
+        tsc: bool,
+    },
+    Unix {
+        off: u32,
+        div: u32,
+        tsc: bool,
+    },
+    Name {
+        off: u32,
+        size: u8,
+        table: u16,
+        event: bool,
+    },
+    Str {
+        off: u32,
+        len: u16,
+        esc: Escape,
+    },
+    /// Skip the next `skip` ops unless the field equals `value`.
+    SkipUnless {
+        off: u32,
+        size: u8,
+        value: u32,
+        skip: u16,
+    },
+}
+
+/// Escaped enum names for values 0..=255 (`(start, len)` in `lits`, len 0 =
+/// no name) and a sparse list for larger values.
+#[derive(Clone, Debug, Default)]
+struct NameTable {
+    dense: Vec<(u32, u32)>,
+    sparse: Vec<(u32, u32, u32)>,
+}
+
+/// A compiled template for one schema: run it on a record's bytes.
+#[derive(Clone, Debug)]
+pub struct Program {
+    ops: Vec<Op>,
+    lits: Vec<u8>,
+    names: Vec<NameTable>,
+    rfc3339: Vec<Rfc3339Cache>,
+    rfc3164: Vec<Rfc3164Cache>,
+    profile: EventProfile,
+    tsc: TscCalibration,
+    min_len: usize,
+    max_out: usize,
+    schema_id: u16,
+}
+
+impl Program {
+    /// Starts an empty program for `schema`; add to it with
+    /// [`Program::lit`], [`Program::field`] and [`Program::when`].
+    pub fn new(schema: &Schema, opts: Options) -> Program {
+        Program {
+            ops: Vec::new(),
+            lits: Vec::new(),
+            names: Vec::new(),
+            rfc3339: Vec::new(),
+            rfc3164: Vec::new(),
+            profile: opts.profile,
+            tsc: opts.tsc.unwrap_or(TscCalibration {
+                hz: 1,
+                tsc0: 0,
+                ns0: 0,
+            }),
+            min_len: schema.size(),
+            max_out: 0,
+            schema_id: schema.id(),
+        }
+    }
+
+    /// Compiles a user template (syntax in the module docs) for `schema`.
+    /// String fields are escaped with `esc`.
+    pub fn compile(
+        template: &str,
+        schema: &Schema,
+        opts: Options,
+        esc: Escape,
+    ) -> Result<Program, TemplateError> {
+        let mut p = Program::new(schema, opts);
+        let mut lit = String::new();
+        let mut chars = template.char_indices().enumerate().peekable();
+        while let Some((col0, (_, c))) = chars.next() {
+            let col = col0 + 1;
+            match c {
+                '{' if matches!(chars.peek(), Some((_, (_, '{')))) => {
+                    chars.next();
+                    lit.push('{');
+                }
+                '}' if matches!(chars.peek(), Some((_, (_, '}')))) => {
+                    chars.next();
+                    lit.push('}');
+                }
+                '}' => {
+                    return Err(TemplateError {
+                        column: col,
+                        message: "unmatched '}' (write '}}' for a literal brace)".into(),
+                    })
+                }
+                '{' => {
+                    let mut spec = String::new();
+                    let mut closed = false;
+                    for (_, (_, c)) in chars.by_ref() {
+                        if c == '}' {
+                            closed = true;
+                            break;
+                        }
+                        if c == '{' {
+                            break;
+                        }
+                        spec.push(c);
+                    }
+                    if !closed {
+                        return Err(TemplateError {
+                            column: col,
+                            message: "unclosed '{' (write '{{' for a literal brace)".into(),
+                        });
+                    }
+                    p.lit(lit.as_bytes());
+                    lit.clear();
+                    let (name, conv) = match spec.split_once(':') {
+                        Some((n, c)) => (n.trim(), Some(c.trim())),
+                        None => (spec.trim(), None),
+                    };
+                    let (idx, _) = schema.field(name).ok_or_else(|| TemplateError {
+                        column: col,
+                        message: format!(
+                            "unknown field {name:?} in schema {}; known fields: {}",
+                            schema.name(),
+                            schema
+                                .fields()
+                                .iter()
+                                .map(|f| &*f.name)
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    })?;
+                    let conv = match conv {
+                        None => None,
+                        Some(c) => Some(Conv::parse(c).ok_or_else(|| TemplateError {
+                            column: col,
+                            message: format!("unknown converter {c:?} for field {name}"),
+                        })?),
+                    };
+                    p.field(schema, idx, conv, esc)
+                        .map_err(|message| TemplateError {
+                            column: col,
+                            message,
+                        })?;
+                }
+                c => lit.push(c),
+            }
+        }
+        p.lit(lit.as_bytes());
+        Ok(p)
+    }
+
+    /// Appends a literal (merged with a literal just before it).
+    pub fn lit(&mut self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        let start = self.lits.len() as u32;
+        self.lits.extend_from_slice(bytes);
+        self.max_out += bytes.len();
+        if let Some(Op::Lit { start: s, len }) = self.ops.last_mut() {
+            if *s + *len == start {
+                *len += bytes.len() as u32;
+                return;
+            }
+        }
+        self.ops.push(Op::Lit {
+            start,
+            len: bytes.len() as u32,
+        });
+    }
+
+    /// Appends field `idx` of `schema` printed with `conv` (its kind's
+    /// default if `None`); strings and enum names escaped with `esc`.
+    ///
+    /// # Errors
+    /// A message if `idx` is out of range or `conv` does not suit the kind.
+    pub fn field(
+        &mut self,
+        schema: &Schema,
+        idx: usize,
+        conv: Option<Conv>,
+        esc: Escape,
+    ) -> Result<(), String> {
+        let f: &FieldDef = schema
+            .fields()
+            .get(idx)
+            .ok_or_else(|| format!("no field #{idx} in schema {}", schema.name()))?;
+        let tsc = self.tsc.hz > 1;
+        let conv = conv.unwrap_or(Conv::default_for(f.kind));
+        if !conv.suits(f.kind, tsc) {
+            let hint = if f.kind == FieldKind::TscTimestamp && conv.is_time() {
+                " (a TSC field needs a TSC calibration to print as time)"
+            } else {
+                ""
+            };
+            return Err(format!(
+                "converter {conv:?} does not suit field {} of kind {}{hint}",
+                f.name,
+                f.kind.name()
+            ));
+        }
+        let off = f.offset as u32;
+        let size = f.size as u8;
+        let is_tsc = f.kind == FieldKind::TscTimestamp;
+        let is_event = f.ie_id == IE_NAT_EVENT && f.kind.is_integer();
+        let (op, max) = match conv {
+            Conv::Dec if is_event => (Op::Event { off, size }, 10),
+            Conv::Dec => (Op::Dec { off, size }, 20),
+            Conv::Hex => (Op::Hex { off, size }, 16),
+            Conv::Bool => (Op::Bool { off }, 5),
+            Conv::Ipv4 => (Op::Ipv4 { off }, 15),
+            Conv::Ipv6 => (Op::Ipv6 { off }, 45),
+            Conv::Mac => (Op::Mac { off }, 17),
+            Conv::Rfc3339(digits) => {
+                self.rfc3339.push(Rfc3339Cache::default());
+                let cache = (self.rfc3339.len() - 1) as u16;
+                (
+                    Op::Rfc3339 {
+                        off,
+                        cache,
+                        digits,
+                        tsc: is_tsc,
+                    },
+                    30,
+                )
+            }
+            Conv::Rfc3164 => {
+                self.rfc3164.push(Rfc3164Cache::default());
+                let cache = (self.rfc3164.len() - 1) as u16;
+                (
+                    Op::Rfc3164 {
+                        off,
+                        cache,
+                        tsc: is_tsc,
+                    },
+                    15,
+                )
+            }
+            Conv::UnixS => (
+                Op::Unix {
+                    off,
+                    div: 1_000_000_000,
+                    tsc: is_tsc,
+                },
+                20,
+            ),
+            Conv::UnixMs => (
+                Op::Unix {
+                    off,
+                    div: 1_000_000,
+                    tsc: is_tsc,
+                },
+                20,
+            ),
+            Conv::UnixNs => (
+                Op::Unix {
+                    off,
+                    div: 1,
+                    tsc: is_tsc,
+                },
+                20,
+            ),
+            Conv::Name => {
+                let mut t = NameTable {
+                    dense: vec![(0, 0); 256],
+                    sparse: Vec::new(),
+                };
+                let mut longest = 10;
+                for e in &f.enum_names {
+                    let start = self.lits.len() as u32;
+                    push_escaped(&mut self.lits, e.name.as_bytes(), esc);
+                    let len = self.lits.len() as u32 - start;
+                    longest = longest.max(len as usize);
+                    if e.value < 256 {
+                        t.dense[e.value as usize] = (start, len);
+                    } else {
+                        t.sparse.push((e.value, start, len));
+                    }
+                }
+                self.names.push(t);
+                (
+                    Op::Name {
+                        off,
+                        size,
+                        table: (self.names.len() - 1) as u16,
+                        event: is_event,
+                    },
+                    longest,
+                )
+            }
+            Conv::Str => (
+                Op::Str {
+                    off,
+                    len: f.size,
+                    esc,
+                },
+                f.size as usize * 6 + 2,
+            ),
+        };
+        self.ops.push(op);
+        self.max_out += max;
+        Ok(())
+    }
+
+    /// Appends integer field `idx` printed through the name table `names`
+    /// (raw recorded values, no profile mapping); values without a name
+    /// print in decimal.
+    pub fn field_mapped(
+        &mut self,
+        schema: &Schema,
+        idx: usize,
+        names: &[(u32, &str)],
+        esc: Escape,
+    ) -> Result<(), String> {
+        let f = schema
+            .fields()
+            .get(idx)
+            .ok_or_else(|| format!("no field #{idx} in schema {}", schema.name()))?;
+        if !f.kind.is_integer() {
+            return Err(format!("field {} is not an integer", f.name));
+        }
+        let mut t = NameTable {
+            dense: vec![(0, 0); 256],
+            sparse: Vec::new(),
+        };
+        let mut longest = 20;
+        for &(value, name) in names {
+            let start = self.lits.len() as u32;
+            push_escaped(&mut self.lits, name.as_bytes(), esc);
+            let len = self.lits.len() as u32 - start;
+            longest = longest.max(len as usize);
+            if value < 256 {
+                t.dense[value as usize] = (start, len);
+            } else {
+                t.sparse.push((value, start, len));
+            }
+        }
+        self.names.push(t);
+        self.ops.push(Op::Name {
+            off: f.offset as u32,
+            size: f.size as u8,
+            table: (self.names.len() - 1) as u16,
+            event: false,
+        });
+        self.max_out += longest;
+        Ok(())
+    }
+
+    /// Makes the ops added by `body` run only for records whose integer
+    /// field `idx` equals `value` (compared before any profile mapping).
+    pub fn when(
+        &mut self,
+        schema: &Schema,
+        idx: usize,
+        value: u32,
+        body: impl FnOnce(&mut Program) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let f = &schema.fields()[idx];
+        if !f.kind.is_integer() {
+            return Err(format!("field {} is not an integer", f.name));
+        }
+        let at = self.ops.len();
+        self.ops.push(Op::SkipUnless {
+            off: f.offset as u32,
+            size: f.size as u8,
+            value,
+            skip: 0,
+        });
+        body(self)?;
+        // A literal merged into one from before the condition would be
+        // skipped with it: `lit` only merges with the op right before it,
+        // and that is the SkipUnless here, so no merge can cross it.
+        let n = (self.ops.len() - at - 1) as u16;
+        if let Op::SkipUnless { skip, .. } = &mut self.ops[at] {
+            *skip = n;
+        }
+        Ok(())
+    }
+
+    /// The schema id this program was compiled for.
+    pub fn schema_id(&self) -> u16 {
+        self.schema_id
+    }
+
+    /// The shortest record (bytes) this program formats: its schema's size.
+    pub fn min_len(&self) -> usize {
+        self.min_len
+    }
+
+    /// Upper bound of the bytes one run appends.
+    pub fn max_output(&self) -> usize {
+        self.max_out
+    }
+
+    /// Appends the formatted record. Returns `false` (appending nothing) if
+    /// `rec` is shorter than the schema's record size.
+    #[inline]
+    pub fn run(&mut self, rec: &[u8], out: &mut Vec<u8>) -> bool {
+        if rec.len() < self.min_len {
+            return false;
+        }
+        out.reserve(self.max_out);
+        let mut i = 0;
+        let ops = &self.ops;
+        while i < ops.len() {
+            match ops[i] {
+                Op::Lit { start, len } => {
+                    out.extend_from_slice(&self.lits[start as usize..(start + len) as usize])
+                }
+                Op::Dec { off, size } => push_dec(out, read_uint(rec, off as usize, size as usize)),
+                Op::Hex { off, size } => push_hex(out, read_uint(rec, off as usize, size as usize)),
+                Op::Event { off, size } => {
+                    let v = read_uint(rec, off as usize, size as usize);
+                    push_dec(out, self.map_event(v));
+                }
+                Op::Bool { off } => out.extend_from_slice(if rec[off as usize] != 0 {
+                    b"true"
+                } else {
+                    b"false"
+                }),
+                Op::Ipv4 { off } => push_ipv4(out, read_uint(rec, off as usize, 4) as u32),
+                Op::Ipv6 { off } => {
+                    let o = off as usize;
+                    let a: [u8; 16] = rec[o..o + 16].try_into().unwrap_or([0; 16]);
+                    push_ipv6(out, &a)
+                }
+                Op::Mac { off } => push_mac(out, &rec[off as usize..off as usize + 6]),
+                Op::Rfc3339 {
+                    off,
+                    cache,
+                    digits,
+                    tsc,
+                } => {
+                    let ns = self.ns(rec, off, tsc);
+                    self.rfc3339[cache as usize].push(out, ns, digits)
+                }
+                Op::Rfc3164 { off, cache, tsc } => {
+                    let ns = self.ns(rec, off, tsc);
+                    self.rfc3164[cache as usize].push(out, ns)
+                }
+                Op::Unix { off, div, tsc } => {
+                    let ns = self.ns(rec, off, tsc);
+                    push_dec(out, ns / div as u64)
+                }
+                Op::Name {
+                    off,
+                    size,
+                    table,
+                    event,
+                } => {
+                    let mut v = read_uint(rec, off as usize, size as usize);
+                    if event {
+                        v = self.map_event(v);
+                    }
+                    let t = &self.names[table as usize];
+                    let (start, len) = if v < 256 {
+                        t.dense[v as usize]
+                    } else {
+                        t.sparse
+                            .iter()
+                            .find(|e| e.0 as u64 == v)
+                            .map_or((0, 0), |e| (e.1, e.2))
+                    };
+                    if len == 0 {
+                        push_dec(out, v);
+                    } else {
+                        out.extend_from_slice(&self.lits[start as usize..(start + len) as usize]);
+                    }
+                }
+                Op::Str { off, len, esc } => {
+                    push_escaped(out, &rec[off as usize..off as usize + len as usize], esc)
+                }
+                Op::SkipUnless {
+                    off,
+                    size,
+                    value,
+                    skip,
+                } => {
+                    if read_uint(rec, off as usize, size as usize) != value as u64 {
+                        i += skip as usize;
+                    }
+                }
+            }
+            i += 1;
+        }
+        true
+    }
+
+    #[inline(always)]
+    fn map_event(&self, v: u64) -> u64 {
+        if v < 256 {
+            self.profile.map(v as u8) as u64
+        } else {
+            v
+        }
+    }
+
+    #[inline(always)]
+    fn ns(&self, rec: &[u8], off: u32, tsc: bool) -> u64 {
+        let v = read_uint(rec, off as usize, 8);
+        if tsc {
+            self.tsc.to_ns(v)
+        } else {
+            v
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dplog_core::schema::nat;
+
+    fn err(t: &str) -> TemplateError {
+        Program::compile(t, nat::nat44_session(), Options::default(), Escape::Text).unwrap_err()
+    }
+
+    #[test]
+    fn bad_templates_name_the_column() {
+        let e = err("ok {sourceIPv4Adress} x");
+        assert_eq!(e.column, 4);
+        assert!(
+            e.message.contains("unknown field \"sourceIPv4Adress\""),
+            "{e}"
+        );
+        assert!(
+            e.to_string().starts_with("template error at column 4:"),
+            "{e}"
+        );
+        let e = err("{natEvent:nome}");
+        assert_eq!(e.column, 1);
+        assert!(e.message.contains("unknown converter \"nome\""), "{e}");
+        let e = err("ab {sourceIPv4Address:rfc3339}");
+        assert_eq!(e.column, 4);
+        assert!(e.message.contains("does not suit"), "{e}");
+        let e = err("x {natEvent");
+        assert_eq!((e.column, e.message.contains("unclosed")), (3, true));
+        let e = err("é }");
+        assert_eq!((e.column, e.message.contains("unmatched")), (3, true));
+        let e = err("{sourceTransportPort:name}");
+        assert!(e.message.contains("does not suit"), "{e}");
+    }
+
+    #[test]
+    fn braces_escape_and_short_records_are_refused() {
+        let mut p = Program::compile(
+            "{{{natEvent}}} }}",
+            nat::nat44_session(),
+            Options::default(),
+            Escape::Text,
+        )
+        .unwrap();
+        let r = dplog_core::Nat44SessionRecord {
+            nat_event: 4,
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        assert!(p.run(dplog_core::HasSchema::as_bytes(&r), &mut out));
+        assert_eq!(out, b"{4} }");
+        assert!(!p.run(&dplog_core::HasSchema::as_bytes(&r)[..63], &mut out));
+        assert_eq!(out, b"{4} }");
+    }
+}

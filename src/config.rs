@@ -24,7 +24,9 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::formatters::Format;
-use crate::sinks::FileSink;
+use std::time::Duration;
+
+use crate::sinks::{BoxSink, Failover, FanOut, FileSink, FileSinkOptions, FsyncPolicy};
 use crate::{Backpressure, Logger, LoggerConfig, LoggerError, Nat44SessionRecord};
 
 /// `[ring]`: ring and consumer settings; see [`LoggerConfig`].
@@ -65,12 +67,33 @@ pub struct FormatConfig {
     pub kind: Format,
 }
 
-/// `[sink]`: where formatted records go, chosen by `type`.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(tag = "type", rename_all = "snake_case")]
+/// `[sink]` or `[[sink]]`: where formatted records go, chosen by `type`.
+///
+/// A single `[sink]` table is one sink. Several `[[sink]]` tables make a
+/// [`SinkConfig::Set`]: every record goes to each sink (fan-out), except
+/// that a table with `role = "failover"` is the secondary of the sink listed
+/// just before it, taking the batches while that one fails (see
+/// [`dplog_sinks::Failover`]). Unknown keys and types are errors.
+///
+/// ```toml
+/// [[sink]]
+/// type = "file"
+/// path = "/var/log/nat.log"
+/// max_size_bytes = 1073741824
+/// keep_files = 10
+///
+/// [[sink]]
+/// type = "file"
+/// path = "/var/log/nat-spill.log"
+/// role = "failover"
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum SinkConfig {
     /// `type = "file"`: a [`FileSink`].
     File(FileSinkConfig),
+    /// Several `[[sink]]` tables: fan-out, with failover secondaries.
+    Set(Vec<SinkConfig>),
 }
 
 impl Default for SinkConfig {
@@ -79,18 +102,172 @@ impl Default for SinkConfig {
     }
 }
 
-/// `[sink] type = "file"` settings.
+/// One sink table, as tagged in TOML.
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum OneSink {
+    File(FileSinkConfig),
+}
+
+impl From<OneSink> for SinkConfig {
+    fn from(o: OneSink) -> Self {
+        match o {
+            OneSink::File(f) => SinkConfig::File(f),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for SinkConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let one = |v: toml::Value| OneSink::deserialize(v).map(SinkConfig::from);
+        match toml::Value::deserialize(d)? {
+            toml::Value::Array(items) => items
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    one(v).map_err(|e| D::Error::custom(format!("[[sink]] #{}: {e}", i + 1)))
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(SinkConfig::Set),
+            v => one(v).map_err(|e| D::Error::custom(format!("[sink]: {e}"))),
+        }
+    }
+}
+
+/// Role of a sink in a `[[sink]]` set.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum SinkRole {
+    /// Receives every batch (fan-out). Default.
+    #[default]
+    Fanout,
+    /// Secondary of the sink listed just before it.
+    Failover,
+}
+
+/// `fsync` of a file sink.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum FsyncSetting {
+    /// Only at rotation and close. Default.
+    #[default]
+    Never,
+    /// Every `fsync_interval_ms` when something was written.
+    Interval,
+    /// After every batch.
+    Batch,
+}
+
+/// `type = "file"` settings; see [`FileSinkOptions`](dplog_sinks::FileSinkOptions).
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct FileSinkConfig {
     /// File to append to; created with mode 0640. Default `dplog.log`.
     pub path: PathBuf,
+    /// `never` (default), `interval` or `batch`.
+    pub fsync: FsyncSetting,
+    /// Period of `fsync = "interval"`, in milliseconds. Default 1000.
+    pub fsync_interval_ms: u64,
+    /// Rotate before the file exceeds this size. Default: no limit.
+    pub max_size_bytes: Option<u64>,
+    /// Rotate a non-empty file this long after it was opened. Default: never.
+    pub rotate_interval_ms: Option<u64>,
+    /// Keep at most this many rotated files. Default: all.
+    pub keep_files: Option<usize>,
+    /// Delete rotated files older than this many days. Default: never.
+    pub keep_days: Option<u32>,
+    /// Reopen the path on SIGHUP (for an external logrotate). Default false.
+    pub reopen_on_sighup: bool,
+    /// `fanout` (default) or `failover`; see [`SinkConfig`].
+    pub role: SinkRole,
 }
 
 impl Default for FileSinkConfig {
     fn default() -> Self {
         Self {
             path: PathBuf::from("dplog.log"),
+            fsync: FsyncSetting::Never,
+            fsync_interval_ms: 1000,
+            max_size_bytes: None,
+            rotate_interval_ms: None,
+            keep_files: None,
+            keep_days: None,
+            reopen_on_sighup: false,
+            role: SinkRole::Fanout,
+        }
+    }
+}
+
+impl FileSinkConfig {
+    /// The sink options these settings describe.
+    pub fn options(&self) -> FileSinkOptions {
+        FileSinkOptions {
+            fsync: match self.fsync {
+                FsyncSetting::Never => FsyncPolicy::Never,
+                FsyncSetting::Interval => FsyncPolicy::EveryMs(self.fsync_interval_ms),
+                FsyncSetting::Batch => FsyncPolicy::EveryBatch,
+            },
+            max_size_bytes: self.max_size_bytes,
+            rotate_interval_ms: self.rotate_interval_ms,
+            keep_files: self.keep_files,
+            keep_days: self.keep_days,
+            reopen_on_sighup: self.reopen_on_sighup,
+        }
+    }
+}
+
+/// How often a failover set retries its primary while on the secondary.
+pub const FAILOVER_PROBE: Duration = Duration::from_millis(1000);
+
+impl SinkConfig {
+    fn role(&self) -> SinkRole {
+        match self {
+            SinkConfig::File(f) => f.role,
+            SinkConfig::Set(_) => SinkRole::Fanout,
+        }
+    }
+
+    /// Opens the sink (or the fan-out / failover set) these settings
+    /// describe.
+    ///
+    /// Errors: the sink's open error; `InvalidInput` for an empty set or a
+    /// set whose first sink has `role = "failover"`.
+    pub fn build(&self) -> std::io::Result<BoxSink> {
+        match self {
+            SinkConfig::File(f) => Ok(Box::new(FileSink::with_options(&f.path, f.options())?)),
+            SinkConfig::Set(items) => {
+                let mut groups: Vec<BoxSink> = Vec::new();
+                for (i, item) in items.iter().enumerate() {
+                    let sink = item.build()?;
+                    match (item.role(), groups.pop()) {
+                        (SinkRole::Failover, Some(primary)) => {
+                            groups.push(Box::new(Failover::new(primary, sink, FAILOVER_PROBE)))
+                        }
+                        (SinkRole::Failover, None) => {
+                            return Err(std::io::Error::new(
+                                std::io::ErrorKind::InvalidInput,
+                                format!(
+                                    "[[sink]] #{}: role = \"failover\" needs a sink before it",
+                                    i + 1
+                                ),
+                            ))
+                        }
+                        (SinkRole::Fanout, prev) => {
+                            groups.extend(prev);
+                            groups.push(sink);
+                        }
+                    }
+                }
+                match groups.len() {
+                    0 => Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        "no sink configured",
+                    )),
+                    1 => Ok(groups.pop().expect("one group")),
+                    _ => Ok(Box::new(FanOut::new(groups)?)),
+                }
+            }
         }
     }
 }
@@ -171,9 +348,7 @@ impl LogConfig {
     /// NAT44 session records.
     pub fn start_nat44(&self) -> Result<Logger<Nat44SessionRecord>, ConfigError> {
         let formatter = self.format.kind.nat44_formatter();
-        let sink = match &self.sink {
-            SinkConfig::File(f) => FileSink::open(&f.path).map_err(ConfigError::Sink)?,
-        };
+        let sink = self.sink.build().map_err(ConfigError::Sink)?;
         Logger::start(self.logger_config(), formatter, sink).map_err(ConfigError::Logger)
     }
 }
@@ -223,7 +398,8 @@ mod tests {
         assert_eq!(
             c.sink,
             SinkConfig::File(FileSinkConfig {
-                path: "/tmp/x.jsonl".into()
+                path: "/tmp/x.jsonl".into(),
+                ..Default::default()
             })
         );
     }
@@ -293,5 +469,70 @@ mod tests {
             })
             .collect();
         assert_eq!(ports, (0..100).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn sink_tables_fan_out_and_fail_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.log");
+        let b = dir.path().join("b.log");
+        let spill = dir.path().join("spill.log");
+        let text = format!(
+            "[[sink]]\ntype = \"file\"\npath = \"{}\"\nfsync = \"interval\"\nfsync_interval_ms = 50\n\
+             max_size_bytes = 1048576\nrotate_interval_ms = 60000\nkeep_files = 3\nkeep_days = 2\n\
+             [[sink]]\ntype = \"file\"\npath = \"/dev/full\"\n\
+             [[sink]]\ntype = \"file\"\npath = \"{}\"\nrole = \"failover\"\n\
+             [[sink]]\ntype = \"file\"\npath = \"{}\"\nfsync = \"batch\"\n",
+            a.display(),
+            spill.display(),
+            b.display()
+        );
+        let c = LogConfig::from_toml_str(&text).unwrap();
+        let SinkConfig::Set(items) = &c.sink else {
+            panic!("not a set: {:?}", c.sink)
+        };
+        assert_eq!(items.len(), 4);
+        let SinkConfig::File(f) = &items[0] else {
+            panic!()
+        };
+        let o = f.options();
+        assert_eq!(o.fsync, FsyncPolicy::EveryMs(50));
+        assert_eq!(o.max_size_bytes, Some(1 << 20));
+        assert_eq!(o.rotate_interval_ms, Some(60_000));
+        assert_eq!((o.keep_files, o.keep_days), (Some(3), Some(2)));
+        let logger = c.start_nat44().unwrap();
+        let mut p = logger.producer().unwrap();
+        for port in 0..50u16 {
+            assert!(p.log(Nat44SessionRecord {
+                src_port: port,
+                ..Default::default()
+            }));
+        }
+        drop(p);
+        let s = logger.shutdown().unwrap();
+        assert_eq!(s.written_records, 50);
+        // a and b got every line; /dev/full failed over to spill.
+        let a_body = std::fs::read(&a).unwrap();
+        assert_eq!(a_body.iter().filter(|&&x| x == b'\n').count(), 50);
+        assert_eq!(std::fs::read(&b).unwrap(), a_body);
+        assert_eq!(std::fs::read(&spill).unwrap(), a_body);
+    }
+
+    #[test]
+    fn sink_table_errors_are_named() {
+        let e = LogConfig::from_toml_str("[[sink]]\ntype = \"file\"\nmax_size = 5\n").unwrap_err();
+        assert!(e.to_string().contains("max_size"), "{e}");
+        assert!(e.to_string().contains("#1"), "{e}");
+        let e =
+            LogConfig::from_toml_str("[sink]\ntype = \"file\"\nrole = \"backup\"\n").unwrap_err();
+        assert!(e.to_string().contains("backup"), "{e}");
+        let c = LogConfig::from_toml_str(
+            "[[sink]]\ntype = \"file\"\npath = \"/tmp/x\"\nrole = \"failover\"\n",
+        )
+        .unwrap();
+        let e = c.start_nat44().err().unwrap();
+        assert!(e.to_string().contains("failover"), "{e}");
+        let c = LogConfig::from_toml_str("sink = []\n").unwrap();
+        assert!(c.start_nat44().is_err());
     }
 }

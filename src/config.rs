@@ -62,9 +62,49 @@ impl Default for RingConfig {
 #[derive(Clone, Debug, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct FormatConfig {
-    /// `text` or `json`. Default `text`.
+    /// `text`, `json`, `csv`, `rfc5424`, `rfc3164`, `ipfix` or `binary`.
+    /// Default `text`.
     #[serde(rename = "type")]
     pub kind: Format,
+    /// `text`: template for NAT44 session records, e.g.
+    /// `"{observationTimeMilliseconds:rfc3339} {natEvent:name} {sourceIPv4Address}"`
+    /// (syntax in `dplog::formatters::template`). Default: `name=value` line.
+    pub template: Option<String>,
+    /// `text`: templates by schema name (`[format.templates]`,
+    /// e.g. `natPortBlock = "..."`).
+    pub templates: std::collections::BTreeMap<String, String>,
+    /// natEvent numbering: `rfc8158` (default) or `legacy` (1/2).
+    pub profile: crate::formatters::EventProfile,
+    /// `[format.syslog]`: hostname, app_name, procid, facility, severity,
+    /// sd_id (rfc5424 / rfc3164).
+    pub syslog: crate::formatters::SyslogOptions,
+    /// `[format.ipfix]`: mtu, template_refresh_secs,
+    /// observation_domain_id, export_clock (`system` | `record`).
+    pub ipfix: crate::formatters::IpfixOptions,
+}
+
+impl FormatConfig {
+    /// The formatter settings.
+    pub fn spec(&self) -> crate::formatters::FormatSpec {
+        crate::formatters::FormatSpec {
+            kind: self.kind,
+            template: self.template.clone(),
+            templates: self.templates.clone(),
+            profile: self.profile,
+            tsc: None,
+            syslog: self.syslog.clone(),
+            ipfix: self.ipfix.clone(),
+        }
+    }
+
+    /// Compiles the format for every built-in NAT record; a bad template or
+    /// setting is [`ConfigError::Parse`] naming `[format]`, the schema and
+    /// the template column.
+    pub fn nat_formatter(&self) -> Result<crate::formatters::NatFormatter, ConfigError> {
+        self.spec()
+            .nat_formatter()
+            .map_err(|e| ConfigError::Parse(format!("[format]: {e}")))
+    }
 }
 
 /// `[sink]` or `[[sink]]`: where formatted records go, chosen by `type`.
@@ -347,7 +387,7 @@ impl LogConfig {
     /// Opens the sink, builds the formatter and starts a consumer thread for
     /// NAT44 session records.
     pub fn start_nat44(&self) -> Result<Logger<Nat44SessionRecord>, ConfigError> {
-        let formatter = self.format.kind.nat44_formatter();
+        let formatter = self.format.nat_formatter()?;
         let sink = self.sink.build().map_err(ConfigError::Sink)?;
         Logger::start(self.logger_config(), formatter, sink).map_err(ConfigError::Logger)
     }
@@ -356,6 +396,53 @@ impl LogConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn format_section_reads_template_profile_syslog_and_ipfix() {
+        let c = LogConfig::from_toml_str(
+            r#"
+            [format]
+            type = "rfc5424"
+            template = "{sourceIPv4Address}"
+            profile = "legacy"
+            [format.templates]
+            natPortBlock = "{portRangeStart}"
+            [format.syslog]
+            hostname = "cgnat-1"
+            sd_id = "nsess"
+            [format.ipfix]
+            mtu = 9000
+            export_clock = "record"
+            "#,
+        )
+        .unwrap();
+        let s = c.format.spec();
+        assert_eq!(s.kind, crate::formatters::Format::Rfc5424);
+        assert_eq!(s.template.as_deref(), Some("{sourceIPv4Address}"));
+        assert_eq!(s.templates["natPortBlock"], "{portRangeStart}");
+        assert_eq!(s.profile, crate::formatters::EventProfile::Legacy);
+        assert_eq!(s.syslog.hostname.as_deref(), Some("cgnat-1"));
+        assert_eq!(s.syslog.app_name, "NAT");
+        assert_eq!(s.ipfix.mtu, 9000);
+        assert_eq!(s.ipfix.template_refresh_secs, 20);
+        assert!(c.format.nat_formatter().is_ok());
+        let e = LogConfig::from_toml_str("[format]\ntype = \"text\"\ntemplate = \"x {nope}\"\n")
+            .unwrap()
+            .format
+            .nat_formatter()
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("column 3") && e.contains("nope"), "{e}");
+        let e = LogConfig::from_toml_str("[format]\ntype = \"ipfix\"\n[format.ipfix]\nmtu = 100\n")
+            .unwrap()
+            .format
+            .nat_formatter()
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("mtu 100"), "{e}");
+    }
 
     #[test]
     fn empty_document_gives_defaults() {

@@ -21,3 +21,27 @@ for c in rustfmt clippy; do
 done
 cargo fetch --locked 2>/dev/null || cargo fetch
 echo "setup: done"
+
+# C ABI (issue 6): compiler, make, valgrind and Debian's DPDK 22.11 for the
+# C tests and examples of ffi/tests/c/run.sh.
+ffi_apt=()
+for pkg in gcc make pkg-config valgrind libdpdk-dev; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || ffi_apt+=("$pkg")
+done
+if [ ${#ffi_apt[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${ffi_apt[@]}" >/dev/null
+fi
+
+# reference-nat / dpdk-sys (issue 7): Debian's DPDK 22.11 and libpcap for
+# the `dpdk` feature and its net_pcap tests. Idempotent.
+need_dpdk=()
+for pkg in libdpdk-dev libpcap-dev; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need_dpdk+=("$pkg")
+done
+if [ ${#need_dpdk[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_dpdk[@]}" >/dev/null
+fi

@@ -6,3 +6,10 @@ cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked
+# C ABI (issue 6): header up to date (part of cargo test above), C tests
+# under ASan+UBSan and valgrind, examples/c and the DPDK example built
+# through pkg-config against the installed library, and run.
+bash ffi/tests/c/run.sh
+# reference-nat's `dpdk` feature (issue 7): lint, then the net_pcap / net_null tests.
+cargo clippy -p dplog-nat --features dpdk --all-targets --locked -- -D warnings
+cargo test -p dplog-nat --features dpdk --locked --test dpdk

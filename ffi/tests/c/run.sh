@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# C tests of libdplog (called by scripts/test.sh):
+#  1. test_dplog.c built with -fsanitize=address,undefined against the
+#     debug libdplog.so and run;
+#  2. the same test built without sanitizers, run once under valgrind
+#     (memcheck, leak check, errors fail the run);
+#  3. the library installed under a temporary prefix with ffi/install.sh,
+#     and examples/c built with -std=c11 -Wall -Wextra -Werror through
+#     pkg-config (shared and static) and run;
+#  4. the DPDK example, when pkg-config finds libdpdk.
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+root=$PWD
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# Debug build (shares the artifacts of `cargo test`), installed under a
+# temporary prefix: the tests link the installed libdplog.so.
+bash ffi/install.sh "$work/prefix" --debug >/dev/null
+lib="$work/prefix/lib"
+cflags=(-std=c11 -Wall -Wextra -Werror -g -O1 -pthread -I"$work/prefix/include")
+libs=(-L"$lib" -Wl,-rpath,"$lib" -ldplog)
+
+echo "== C tests under ASan+UBSan"
+gcc "${cflags[@]}" -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+  -fno-omit-frame-pointer ffi/tests/c/test_dplog.c -o "$work/test_asan" "${libs[@]}"
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 TMPDIR="$work" "$work/test_asan"
+
+if command -v valgrind >/dev/null; then
+  echo "== C tests under valgrind"
+  gcc "${cflags[@]}" ffi/tests/c/test_dplog.c -o "$work/test_plain" "${libs[@]}"
+  TMPDIR="$work" valgrind -q --error-exitcode=99 --leak-check=full --show-possibly-lost=no \
+    --errors-for-leak-kinds=definite "$work/test_plain"
+else
+  echo "valgrind not installed; run scripts/setup.sh" >&2
+  exit 1
+fi
+
+echo "== install + examples/c through pkg-config"
+export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig"
+make -s -C examples/c clean all BUILD="$work/ex"
+"$work/ex/dataplane" --records 50000 --output "$work/ex/dataplane.log"
+"$work/ex/dataplane-static" --records 10000 --output "$work/ex/dataplane-static.log"
+if pkg-config --exists libdpdk; then
+  echo "== DPDK example"
+  make -s -C examples/c dpdk BUILD="$work/ex"
+  "$work/ex/dpdk_dataplane" --no-huge --no-pci -m 256 --vdev net_null0 -l 0-1 --no-shconf \
+    --log-level 'lib.*:error' -- "$work/ex/dpdk.log"
+else
+  echo "libdpdk not found by pkg-config; DPDK example skipped (scripts/setup.sh installs libdpdk-dev)" >&2
+  exit 1
+fi
+echo "C tests: ok"

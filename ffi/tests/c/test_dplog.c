@@ -1,0 +1,517 @@
+/*
+ * C tests of libdplog: every function, every error code reachable from C,
+ * and every bad call the issue lists (NULL, wrong length, unknown schema,
+ * use after close, double free). Built with -fsanitize=address,undefined
+ * and run once more under valgrind by ffi/tests/c/run.sh.
+ *
+ * Not reachable from C: DPLOG_ERR_PANIC (covered by the Rust unit test
+ * `a_panic_becomes_an_error_code_with_its_message`) and
+ * DPLOG_ERR_CONSUMER_GONE (needs the consumer thread to die).
+ */
+#define _GNU_SOURCE
+#include <dplog.h>
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static int checks;
+
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    checks++;                                                                  \
+    if (!(cond)) {                                                             \
+      char m_[512];                                                            \
+      dplog_last_error(m_, sizeof m_, NULL);                                   \
+      fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, \
+              __LINE__, #cond, m_);                                            \
+      exit(1);                                                                 \
+    }                                                                          \
+  } while (0)
+
+#define EXPECT(call, code)                                                     \
+  do {                                                                         \
+    dplog_result r_ = (call);                                                  \
+    checks++;                                                                  \
+    if (r_ != (code)) {                                                        \
+      char m_[512];                                                            \
+      dplog_last_error(m_, sizeof m_, NULL);                                   \
+      fprintf(stderr, "%s:%d: %s returned %d (%s), expected %s (last: %s)\n",  \
+              __FILE__, __LINE__, #call, r_, dplog_strerror(r_), #code, m_);   \
+      exit(1);                                                                 \
+    }                                                                          \
+  } while (0)
+
+static char dir[256];
+
+static void path_in(char *out, size_t n, const char *name) {
+  snprintf(out, n, "%s/%s", dir, name);
+}
+
+static char *read_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *buf = malloc((size_t)n + 1);
+  size_t got = fread(buf, 1, (size_t)n, f);
+  buf[got] = 0;
+  fclose(f);
+  return buf;
+}
+
+static size_t count_lines(const char *text) {
+  size_t n = 0;
+  for (; text && *text; text++) n += *text == '\n';
+  return n;
+}
+
+static size_t count_sub(const char *text, const char *needle) {
+  size_t n = 0;
+  for (const char *p = text; p && (p = strstr(p, needle)); p++) n++;
+  return n;
+}
+
+static void last_error(char *buf, size_t n) {
+  CHECK(dplog_last_error(buf, n, NULL) == DPLOG_OK);
+}
+
+static struct dplog_nat44_session session(uint16_t port) {
+  struct dplog_nat44_session s;
+  memset(&s, 0, sizeof s);
+  s.src_addr = 0x0A000001;          /* 10.0.0.1 */
+  s.post_nat_src_addr = 0xC6336401; /* 198.51.100.1 */
+  s.dst_addr = 0xCB007101;          /* 203.0.113.1 */
+  s.src_port = port;
+  s.post_napt_src_port = 1024;
+  s.dst_port = 443;
+  s.protocol = 6;
+  s.nat_event = DPLOG_NAT_EVENT_NAT44_SESSION_CREATE;
+  return s;
+}
+
+static struct dplog *open_text(const char *file, const char *ring) {
+  char path[512], toml[1024];
+  path_in(path, sizeof path, file);
+  snprintf(toml, sizeof toml,
+           "%s\n[format]\ntype = \"text\"\n[sink]\ntype = \"file\"\npath = \"%s\"\n",
+           ring, path);
+  struct dplog *h = NULL;
+  EXPECT(dplog_open_str(toml, &h), DPLOG_OK);
+  CHECK(h != NULL);
+  return h;
+}
+
+static void test_version_and_strerror(void) {
+  uint32_t ma = 99, mi = 99, pa = 99;
+  EXPECT(dplog_version(&ma, &mi, &pa), DPLOG_OK);
+  CHECK(ma == DPLOG_VERSION_MAJOR && mi == DPLOG_VERSION_MINOR && pa == DPLOG_VERSION_PATCH);
+  CHECK(DPLOG_VERSION_NUMBER == ma * 10000 + mi * 100 + pa);
+  EXPECT(dplog_version(NULL, &mi, &pa), DPLOG_ERR_NULL);
+
+  const char *seen[DPLOG_ERR_PANIC + 1];
+  for (int c = DPLOG_OK; c <= DPLOG_ERR_PANIC; c++) {
+    seen[c] = dplog_strerror(c);
+    CHECK(seen[c] != NULL && strlen(seen[c]) > 0);
+    for (int d = 0; d < c; d++) CHECK(strcmp(seen[c], seen[d]) != 0);
+  }
+  CHECK(strcmp(dplog_strerror(DPLOG_OK), "success") == 0);
+  CHECK(strcmp(dplog_strerror(-7), "unknown dplog_result") == 0);
+  CHECK(strcmp(dplog_strerror(1000), "unknown dplog_result") == 0);
+
+  uint64_t now = 0;
+  EXPECT(dplog_now_ns(&now), DPLOG_OK);
+  CHECK(now / 1000000000ull >= (uint64_t)time(NULL) - 2 &&
+        now / 1000000000ull <= (uint64_t)time(NULL) + 2);
+  EXPECT(dplog_now_ns(NULL), DPLOG_ERR_NULL);
+}
+
+static void test_open_errors(void) {
+  struct dplog *h = (struct dplog *)0x1; /* must stay untouched on failure */
+  EXPECT(dplog_open_str(NULL, &h), DPLOG_ERR_NULL);
+  EXPECT(dplog_open_str("", NULL), DPLOG_ERR_NULL);
+  EXPECT(dplog_open(NULL, &h), DPLOG_ERR_NULL);
+
+  EXPECT(dplog_open_str("[ring]\ncapacity = 16\nsize = 4\n", &h), DPLOG_ERR_CONFIG);
+  char msg[512];
+  size_t len = 0;
+  EXPECT(dplog_last_error(msg, sizeof msg, &len), DPLOG_OK);
+  CHECK(strstr(msg, "size") != NULL && strstr(msg, "line 3") != NULL);
+  CHECK(len == strlen(msg));
+  /* Truncation, length only, and NULL buffer. */
+  char small[5];
+  size_t full = 0;
+  EXPECT(dplog_last_error(small, sizeof small, &full), DPLOG_OK);
+  CHECK(strlen(small) == 4 && full == len && strncmp(small, msg, 4) == 0);
+  EXPECT(dplog_last_error(NULL, 0, &full), DPLOG_OK);
+  CHECK(full == len);
+  EXPECT(dplog_last_error(NULL, 10, &full), DPLOG_ERR_NULL);
+
+  EXPECT(dplog_open_str("[format]\ntype = \"xml\"\n", &h), DPLOG_ERR_CONFIG);
+  last_error(msg, sizeof msg);
+  CHECK(strstr(msg, "xml") != NULL);
+  EXPECT(dplog_open_str("\xff\xfe", &h), DPLOG_ERR_INVALID_ARG);
+
+  char missing[512];
+  path_in(missing, sizeof missing, "no-such-config.toml");
+  EXPECT(dplog_open(missing, &h), DPLOG_ERR_CONFIG);
+  last_error(msg, sizeof msg);
+  CHECK(strstr(msg, "no-such-config.toml") != NULL);
+  EXPECT(dplog_open("\xff", &h), DPLOG_ERR_INVALID_ARG);
+
+  /* A sink whose directory does not exist fails at open, as I/O. */
+  char toml[1024];
+  snprintf(toml, sizeof toml, "[sink]\ntype = \"file\"\npath = \"%s/missing-dir/x.log\"\n", dir);
+  EXPECT(dplog_open_str(toml, &h), DPLOG_ERR_IO);
+  CHECK(h == (struct dplog *)0x1);
+
+  /* dplog_open from a file works. */
+  char cfg[512], logp[512];
+  path_in(cfg, sizeof cfg, "dplog.toml");
+  path_in(logp, sizeof logp, "from-file.log");
+  FILE *f = fopen(cfg, "w");
+  CHECK(f != NULL);
+  fprintf(f, "[ring]\ncapacity = 64\n[sink]\ntype = \"file\"\npath = \"%s\"\n", logp);
+  fclose(f);
+  EXPECT(dplog_open(cfg, &h), DPLOG_OK);
+  struct stat st;
+  CHECK(stat(logp, &st) == 0 && (st.st_mode & 0777) == 0640);
+  struct dplog_stats s;
+  memset(&s, 0xff, sizeof s);
+  EXPECT(dplog_stats(h, &s), DPLOG_OK); /* before start: all zero */
+  CHECK(s.produced == 0 && s.rings == 0 && s.latency_samples == 0);
+  EXPECT(dplog_flush(h), DPLOG_OK);
+  EXPECT(dplog_reopen(h), DPLOG_OK);
+  memset(&s, 0xff, sizeof s);
+  EXPECT(dplog_close(h, &s), DPLOG_OK); /* never started */
+  CHECK(s.produced == 0 && s.written_records == 0);
+}
+
+static void test_start_and_producers(void) {
+  struct dplog *h = open_text("start.log", "[ring]\ncapacity = 1000\n");
+  struct dplog_producer *p = NULL;
+  EXPECT(dplog_producer_new(h, 0, &p), DPLOG_ERR_STATE); /* not started */
+  EXPECT(dplog_start(NULL, NULL, 0), DPLOG_ERR_NULL);
+  EXPECT(dplog_start(h, NULL, 1), DPLOG_ERR_NULL);
+  uint32_t cores[2] = {0, 1};
+  EXPECT(dplog_start(h, cores, 2), DPLOG_ERR_UNSUPPORTED);
+  uint32_t bad = 100000;
+  EXPECT(dplog_start(h, &bad, 1), DPLOG_ERR_INVALID_ARG);
+  EXPECT(dplog_start(h, NULL, 0), DPLOG_ERR_CONFIG); /* capacity 1000 */
+  char msg[256];
+  last_error(msg, sizeof msg);
+  CHECK(strstr(msg, "1000") != NULL);
+  EXPECT(dplog_close(h, NULL), DPLOG_OK);
+
+  h = open_text("start2.log", "[ring]\ncapacity = 64\n");
+  EXPECT(dplog_start(h, cores, 1), DPLOG_OK); /* consumer pinned to CPU 0 */
+  EXPECT(dplog_start(h, NULL, 0), DPLOG_ERR_STATE);
+  EXPECT(dplog_producer_new(NULL, 0, &p), DPLOG_ERR_NULL);
+  EXPECT(dplog_producer_new(h, 0, NULL), DPLOG_ERR_NULL);
+  EXPECT(dplog_producer_new(h, 7, &p), DPLOG_OK);
+  struct dplog_producer *q = NULL;
+  EXPECT(dplog_producer_new(h, 7, &q), DPLOG_ERR_RING_IN_USE);
+  CHECK(q == NULL);
+  EXPECT(dplog_producer_free(p), DPLOG_OK);
+  EXPECT(dplog_producer_new(h, 7, &q), DPLOG_OK); /* id free again */
+  EXPECT(dplog_producer_free(NULL), DPLOG_OK);    /* documented no-op */
+  EXPECT(dplog_producer_free(p), DPLOG_ERR_CLOSED); /* double free */
+  struct dplog_nat44_session r = session(1);
+  EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &r, sizeof r), DPLOG_ERR_CLOSED);
+  EXPECT(dplog_producer_free(q), DPLOG_OK);
+  struct dplog_stats s;
+  EXPECT(dplog_close(h, &s), DPLOG_OK);
+  CHECK(s.rings == 2 && s.produced == 0);
+}
+
+static void test_log_and_bad_records(void) {
+  struct dplog *h = open_text("log.log", "[ring]\ncapacity = 64\n");
+  EXPECT(dplog_start(h, NULL, 0), DPLOG_OK);
+  struct dplog_producer *p = NULL;
+  EXPECT(dplog_producer_new(h, 0, &p), DPLOG_OK);
+  struct dplog_nat44_session r = session(40000);
+  EXPECT(dplog_log(NULL, DPLOG_SCHEMA_NAT44_SESSION, &r, sizeof r), DPLOG_ERR_NULL);
+  EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, NULL, sizeof r), DPLOG_ERR_NULL);
+  EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &r, 63), DPLOG_ERR_BAD_LENGTH);
+  EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &r, 65), DPLOG_ERR_BAD_LENGTH);
+  EXPECT(dplog_log(p, 999, &r, sizeof r), DPLOG_ERR_UNKNOWN_SCHEMA);
+  EXPECT(dplog_log(p, 0, &r, sizeof r), DPLOG_ERR_UNKNOWN_SCHEMA);
+
+  /* 300 records through a 64-slot ring (block policy: lossless), with a
+   * garbage header that dplog must overwrite, from an unaligned buffer. */
+  unsigned char raw[sizeof r + 1];
+  for (uint16_t i = 0; i < 300; i++) {
+    r = session((uint16_t)(1000 + i));
+    r.header.len = 7;
+    r.header.schema_id = 42;
+    EXPECT(dplog_now_ns(&r.timestamp_ns), DPLOG_OK);
+    memcpy(raw + 1, &r, sizeof r);
+    EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, raw + 1, sizeof r), DPLOG_OK);
+  }
+  struct dplog_stats s;
+  EXPECT(dplog_stats(NULL, &s), DPLOG_ERR_NULL);
+  EXPECT(dplog_stats(h, NULL), DPLOG_ERR_NULL);
+  /* Wait until the consumer has read everything, then flush: the file
+   * must then hold every record. */
+  for (int i = 0; i < 5000; i++) {
+    EXPECT(dplog_stats(h, &s), DPLOG_OK);
+    if (s.dequeued == 300) break;
+    usleep(1000);
+  }
+  CHECK(s.produced == 300 && s.enqueued == 300 && s.dropped_full == 0 && s.rings == 1);
+  CHECK(s.dequeued == 300);
+  EXPECT(dplog_flush(NULL), DPLOG_ERR_NULL);
+  EXPECT(dplog_flush(h), DPLOG_OK);
+  char path[512];
+  path_in(path, sizeof path, "log.log");
+  char *text = read_file(path);
+  CHECK(count_lines(text) == 300);
+  CHECK(count_sub(text, "sourceTransportPort=1000 ") == 1);
+  CHECK(count_sub(text, "sourceTransportPort=1299 ") == 1);
+  CHECK(count_sub(text, "sourceIPv4Address=10.0.0.1 ") == 300);
+  CHECK(count_sub(text, "natEvent=4 ") == 300);
+  free(text);
+
+  EXPECT(dplog_producer_free(p), DPLOG_OK);
+  EXPECT(dplog_close(h, &s), DPLOG_OK);
+  CHECK(s.produced == 300 && s.written_records == 300 && s.in_flight == 0);
+  CHECK(s.written_bytes > 300 * 100 && s.batches >= 1);
+  CHECK(s.latency_samples == 300);
+  CHECK(s.latency_p50_ns > 0 && s.latency_p50_ns <= s.latency_p90_ns &&
+        s.latency_p90_ns <= s.latency_p99_ns && s.latency_p99_ns <= s.latency_p999_ns &&
+        s.latency_p999_ns <= s.latency_max_ns);
+  CHECK(s.latency_max_ns < 60ull * 1000000000ull);
+}
+
+static void test_burst_reserve_commit(void) {
+  struct dplog *h = open_text("burst.log", "[ring]\ncapacity = 128\n");
+  EXPECT(dplog_start(h, NULL, 0), DPLOG_OK);
+  struct dplog_producer *p = NULL;
+  EXPECT(dplog_producer_new(h, 1, &p), DPLOG_OK);
+
+  struct dplog_nat44_session recs[100];
+  for (int i = 0; i < 100; i++) recs[i] = session((uint16_t)(2000 + i));
+  size_t n = 12345;
+  EXPECT(dplog_log_burst(p, DPLOG_SCHEMA_NAT44_SESSION, NULL, sizeof recs[0], 0, &n), DPLOG_OK);
+  CHECK(n == 0);
+  n = 12345;
+  EXPECT(dplog_log_burst(p, DPLOG_SCHEMA_NAT44_SESSION, NULL, sizeof recs[0], 3, &n), DPLOG_ERR_NULL);
+  EXPECT(dplog_log_burst(p, DPLOG_SCHEMA_NAT44_SESSION, recs, 32, 3, &n), DPLOG_ERR_BAD_LENGTH);
+  EXPECT(dplog_log_burst(p, 77, recs, sizeof recs[0], 3, &n), DPLOG_ERR_UNKNOWN_SCHEMA);
+  EXPECT(dplog_log_burst(NULL, DPLOG_SCHEMA_NAT44_SESSION, recs, sizeof recs[0], 3, &n), DPLOG_ERR_NULL);
+  CHECK(n == 12345); /* untouched on argument errors */
+  EXPECT(dplog_log_burst(p, DPLOG_SCHEMA_NAT44_SESSION, recs, sizeof recs[0], 100, &n), DPLOG_OK);
+  CHECK(n == 100);
+  EXPECT(dplog_log_burst(p, DPLOG_SCHEMA_NAT44_SESSION, recs, sizeof recs[0], 5, NULL), DPLOG_OK);
+
+  void *slots = NULL;
+  EXPECT(dplog_commit(p, 0, NULL), DPLOG_ERR_STATE); /* nothing reserved */
+  EXPECT(dplog_reserve(p, DPLOG_SCHEMA_NAT44_SESSION, 0, &slots), DPLOG_ERR_INVALID_ARG);
+  EXPECT(dplog_reserve(p, DPLOG_SCHEMA_NAT44_SESSION, DPLOG_RESERVE_MAX + 1, &slots),
+         DPLOG_ERR_INVALID_ARG);
+  EXPECT(dplog_reserve(p, DPLOG_SCHEMA_NAT44_SESSION, 4, NULL), DPLOG_ERR_NULL);
+  EXPECT(dplog_reserve(p, 9, 4, &slots), DPLOG_ERR_UNKNOWN_SCHEMA);
+  EXPECT(dplog_reserve(NULL, DPLOG_SCHEMA_NAT44_SESSION, 4, &slots), DPLOG_ERR_NULL);
+  CHECK(slots == NULL);
+  EXPECT(dplog_reserve(p, DPLOG_SCHEMA_NAT44_SESSION, 4, &slots), DPLOG_OK);
+  CHECK(slots != NULL && ((uintptr_t)slots % 8) == 0);
+  void *again = NULL;
+  EXPECT(dplog_reserve(p, DPLOG_SCHEMA_NAT44_SESSION, 1, &again), DPLOG_ERR_STATE);
+  struct dplog_nat44_session *sl = slots;
+  for (int i = 0; i < 4; i++) {
+    sl[i] = session((uint16_t)(3000 + i));
+    sl[i].nat_event = DPLOG_NAT_EVENT_NAT44_SESSION_DELETE;
+    sl[i].initiator_packets = 10;
+  }
+  EXPECT(dplog_commit(p, 5, &n), DPLOG_ERR_INVALID_ARG); /* reservation stays */
+  EXPECT(dplog_commit(p, 3, &n), DPLOG_OK);
+  CHECK(n == 3);
+  EXPECT(dplog_commit(p, 1, &n), DPLOG_ERR_STATE); /* ended */
+  EXPECT(dplog_reserve(p, DPLOG_SCHEMA_NAT44_SESSION, 2, &slots), DPLOG_OK);
+  EXPECT(dplog_commit(p, 0, NULL), DPLOG_OK); /* cancel */
+  EXPECT(dplog_commit(NULL, 0, NULL), DPLOG_ERR_NULL);
+  EXPECT(dplog_reserve(p, DPLOG_SCHEMA_NAT44_SESSION, 2, &slots), DPLOG_OK);
+  EXPECT(dplog_producer_free(p), DPLOG_OK); /* discards the reservation */
+
+  struct dplog_stats s;
+  EXPECT(dplog_close(h, &s), DPLOG_OK);
+  CHECK(s.produced == 108 && s.written_records == 108 && s.dropped_full == 0);
+  CHECK(s.latency_samples == 0); /* no timestamps given */
+  char path[512];
+  path_in(path, sizeof path, "burst.log");
+  char *text = read_file(path);
+  CHECK(count_lines(text) == 108);
+  CHECK(count_sub(text, "natEvent=5 ") == 3);
+  CHECK(count_sub(text, "sourceTransportPort=3002 ") == 1);
+  CHECK(count_sub(text, "sourceTransportPort=3003 ") == 0);
+  CHECK(count_sub(text, "initiatorPackets=10") == 3);
+  CHECK(count_sub(text, "sourceTransportPort=2004 ") == 2); /* in both bursts */
+  free(text);
+}
+
+static void test_drop_policy_and_undelivered(void) {
+  struct dplog *h = open_text("drop.log", "[ring]\ncapacity = 2\nbackpressure = \"drop\"\n");
+  EXPECT(dplog_start(h, NULL, 0), DPLOG_OK);
+  struct dplog_producer *p = NULL;
+  EXPECT(dplog_producer_new(h, 0, &p), DPLOG_OK);
+  struct dplog_nat44_session recs[64];
+  for (int i = 0; i < 64; i++) recs[i] = session((uint16_t)i);
+  size_t n = 0;
+  /* 64 records into a 2-slot ring in one call: at most 2 fit per chunk. */
+  EXPECT(dplog_log_burst(p, DPLOG_SCHEMA_NAT44_SESSION, recs, sizeof recs[0], 64, &n), DPLOG_ERR_FULL);
+  CHECK(n >= 2 && n <= 4);
+  struct dplog_stats s;
+  EXPECT(dplog_stats(h, &s), DPLOG_OK);
+  CHECK(s.produced == 64 && s.dropped_full == 64 - n && s.enqueued == n);
+  /* Single records into a full ring: drop with DPLOG_ERR_FULL. */
+  int full = 0;
+  for (int i = 0; i < 64; i++) {
+    dplog_result r = dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &recs[0], sizeof recs[0]);
+    CHECK(r == DPLOG_OK || r == DPLOG_ERR_FULL);
+    full += r == DPLOG_ERR_FULL;
+  }
+  EXPECT(dplog_producer_free(p), DPLOG_OK);
+  EXPECT(dplog_close(h, &s), DPLOG_ERR_UNDELIVERED);
+  char msg[512];
+  last_error(msg, sizeof msg);
+  CHECK(strstr(msg, "not delivered") != NULL);
+  CHECK(s.produced == 128);
+  CHECK(s.dropped_full == 64 - n + (uint64_t)full);
+  CHECK(s.written_records + s.dropped_full == 128 && s.in_flight == 0);
+}
+
+static void test_reopen_for_logrotate(void) {
+  struct dplog *h = open_text("rot.log", "");
+  EXPECT(dplog_start(h, NULL, 0), DPLOG_OK);
+  struct dplog_producer *p = NULL;
+  EXPECT(dplog_producer_new(h, 0, &p), DPLOG_OK);
+  struct dplog_nat44_session r;
+  for (uint16_t i = 0; i < 10; i++) {
+    r = session(i);
+    EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &r, sizeof r), DPLOG_OK);
+  }
+  struct dplog_stats s;
+  for (int i = 0; i < 5000; i++) {
+    EXPECT(dplog_stats(h, &s), DPLOG_OK);
+    if (s.dequeued == 10) break;
+    usleep(1000);
+  }
+  EXPECT(dplog_flush(h), DPLOG_OK);
+  char cur[512], old[512];
+  path_in(cur, sizeof cur, "rot.log");
+  path_in(old, sizeof old, "rot.log.1");
+  CHECK(rename(cur, old) == 0); /* what logrotate does */
+  EXPECT(dplog_reopen(NULL), DPLOG_ERR_NULL);
+  EXPECT(dplog_reopen(h), DPLOG_OK);
+  for (uint16_t i = 0; i < 7; i++) {
+    r = session((uint16_t)(500 + i));
+    EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &r, sizeof r), DPLOG_OK);
+  }
+  EXPECT(dplog_producer_free(p), DPLOG_OK);
+  EXPECT(dplog_close(h, &s), DPLOG_OK);
+  CHECK(s.written_records == 17);
+  char *a = read_file(old), *b = read_file(cur);
+  CHECK(a && b && count_lines(a) == 10 && count_lines(b) == 7);
+  CHECK(count_sub(b, "sourceTransportPort=500 ") == 1);
+  free(a);
+  free(b);
+}
+
+static void test_use_after_close_and_double_free(void) {
+  struct dplog *h = open_text("uac.log", "");
+  EXPECT(dplog_start(h, NULL, 0), DPLOG_OK);
+  struct dplog_producer *p = NULL;
+  EXPECT(dplog_producer_new(h, 0, &p), DPLOG_OK);
+  struct dplog_nat44_session r = session(9);
+  EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &r, sizeof r), DPLOG_OK);
+  struct dplog_stats s;
+  EXPECT(dplog_close(NULL, &s), DPLOG_ERR_NULL);
+  /* Closing with a live (idle) producer drains its ring. */
+  EXPECT(dplog_close(h, &s), DPLOG_OK);
+  CHECK(s.written_records == 1);
+  EXPECT(dplog_close(h, &s), DPLOG_ERR_CLOSED); /* double close: no-op */
+  EXPECT(dplog_stats(h, &s), DPLOG_ERR_CLOSED);
+  EXPECT(dplog_flush(h), DPLOG_ERR_CLOSED);
+  EXPECT(dplog_reopen(h), DPLOG_ERR_CLOSED);
+  EXPECT(dplog_start(h, NULL, 0), DPLOG_ERR_CLOSED);
+  struct dplog_producer *q = NULL;
+  EXPECT(dplog_producer_new(h, 1, &q), DPLOG_ERR_CLOSED);
+  /* The producer outlives its logger safely: every call says CLOSED. */
+  EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &r, sizeof r), DPLOG_ERR_CLOSED);
+  EXPECT(dplog_log_burst(p, DPLOG_SCHEMA_NAT44_SESSION, &r, sizeof r, 1, NULL), DPLOG_ERR_CLOSED);
+  void *slots;
+  EXPECT(dplog_reserve(p, DPLOG_SCHEMA_NAT44_SESSION, 1, &slots), DPLOG_ERR_CLOSED);
+  EXPECT(dplog_commit(p, 0, NULL), DPLOG_ERR_CLOSED);
+  EXPECT(dplog_producer_free(p), DPLOG_OK);
+  EXPECT(dplog_producer_free(p), DPLOG_ERR_CLOSED);
+}
+
+/* Two pinned worker threads with their own producers while the main
+ * thread reads stats: the per-function thread-safety the header states. */
+struct worker {
+  struct dplog *h;
+  uint32_t id;
+  unsigned n;
+};
+
+static void *worker_main(void *arg) {
+  struct worker *w = arg;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(w->id % 2, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set); /* best effort */
+  struct dplog_producer *p = NULL;
+  EXPECT(dplog_producer_new(w->h, w->id, &p), DPLOG_OK);
+  for (unsigned i = 0; i < w->n; i++) {
+    struct dplog_nat44_session r = session((uint16_t)i);
+    r.ingress_vrf_id = w->id;
+    EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &r, sizeof r), DPLOG_OK);
+  }
+  EXPECT(dplog_producer_free(p), DPLOG_OK);
+  return NULL;
+}
+
+static void test_threads(void) {
+  struct dplog *h = open_text("threads.log", "[ring]\ncapacity = 256\n");
+  EXPECT(dplog_start(h, NULL, 0), DPLOG_OK);
+  struct worker w[2] = {{h, 0, 20000}, {h, 1, 20000}};
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++) CHECK(pthread_create(&t[i], NULL, worker_main, &w[i]) == 0);
+  struct dplog_stats s;
+  for (int i = 0; i < 20; i++) EXPECT(dplog_stats(h, &s), DPLOG_OK);
+  for (int i = 0; i < 2; i++) CHECK(pthread_join(t[i], NULL) == 0);
+  EXPECT(dplog_close(h, &s), DPLOG_OK);
+  CHECK(s.produced == 40000 && s.written_records == 40000 && s.rings == 2);
+  char path[512];
+  path_in(path, sizeof path, "threads.log");
+  char *text = read_file(path);
+  CHECK(count_lines(text) == 40000);
+  CHECK(count_sub(text, "ingressVRFID=1\n") == 20000);
+  free(text);
+}
+
+int main(void) {
+  snprintf(dir, sizeof dir, "%s/dplog-ctest-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+  CHECK(mkdtemp(dir) != NULL);
+  test_version_and_strerror();
+  test_open_errors();
+  test_start_and_producers();
+  test_log_and_bad_records();
+  test_burst_reserve_commit();
+  test_drop_policy_and_undelivered();
+  test_reopen_for_logrotate();
+  test_use_after_close_and_double_free();
+  test_threads();
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  CHECK(system(cmd) == 0);
+  printf("test_dplog: %d checks passed\n", checks);
+  return 0;
+}

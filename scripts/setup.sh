@@ -45,3 +45,15 @@ if [ ${#need_dpdk[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_dpdk[@]}" >/dev/null
 fi
+
+# Formatter tests (issue 4): tshark decodes the IPFIX messages.
+need_fmt=()
+for pkg in tshark; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need_fmt+=("$pkg")
+done
+if [ ${#need_fmt[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  echo "wireshark-common wireshark-common/install-setuid boolean false" | $SUDO debconf-set-selections
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_fmt[@]}" >/dev/null
+fi

@@ -277,6 +277,7 @@ impl FormatSpec {
         Ok(NatFormatter {
             enc: self.encoder(&nat::all())?,
             skipped: 0,
+            format: self.kind,
         })
     }
 }
@@ -328,6 +329,22 @@ impl RecordEncoder {
 pub struct NatFormatter {
     enc: RecordEncoder,
     skipped: u64,
+    /// Output format, for the in-band drop report.
+    format: Format,
+}
+
+impl NatFormatter {
+    /// In-band drop report (dplog_core::report): a JSON line for `json`, a
+    /// text line for the line formats; nothing for formats whose stream a
+    /// foreign line would corrupt (CSV, IPFIX, binary) — the drops stay in
+    /// the counters.
+    fn drop_report(&self, r: &dplog_core::DropReport, out: &mut Vec<u8>) {
+        match self.format {
+            Format::Json => r.write_json(out),
+            Format::Text | Format::Rfc5424 | Format::Rfc3164 => r.write_text(out),
+            _ => {}
+        }
+    }
 }
 
 impl NatFormatter {
@@ -349,11 +366,17 @@ impl Formatter<Nat44SessionRecord> for NatFormatter {
     fn format(&mut self, rec: &Nat44SessionRecord, out: &mut Vec<u8>) {
         self.push_bytes(rec.as_bytes(), out);
     }
+    fn format_drop_report(&mut self, r: &dplog_core::DropReport, out: &mut Vec<u8>) {
+        self.drop_report(r, out)
+    }
 }
 
 impl Formatter<NatRecord> for NatFormatter {
     #[inline]
     fn format(&mut self, rec: &NatRecord, out: &mut Vec<u8>) {
         self.push_bytes(rec.as_bytes(), out);
+    }
+    fn format_drop_report(&mut self, r: &dplog_core::DropReport, out: &mut Vec<u8>) {
+        self.drop_report(r, out)
     }
 }

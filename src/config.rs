@@ -3,10 +3,19 @@
 //! ```toml
 //! [ring]
 //! capacity = 2048          # slots per producer ring, a power of two
-//! backpressure = "block"   # "block" (lossless) or "drop" (counted)
+//! backpressure = "block"   # "block" (lossless), "drop_newest" (alias
+//!                          # "drop"; counted and reported in-band) or
+//!                          # "degrade" (watermarks and priorities)
 //! burst = 32               # records per ring per consumer pass
 //! batch_bytes = 262144     # bytes per sink write, at least 65536
 //! # consumer_cpu = 1       # pin the consumer thread
+//! block_spins = 1024       # block: pause spins before yielding
+//! drop_reports = true      # in-band "N records dropped" lines
+//!
+//! [ring.degrade]           # used by backpressure = "degrade"
+//! high_watermark_pct = 80  # at or above: only priority >= min_priority
+//! low_watermark_pct = 50   # below: everything accepted again
+//! min_priority = 2         # 2 = NAT deletes, port blocks, exhaustion
 //!
 //! [format]
 //! type = "text"            # "text" or "json"
@@ -27,7 +36,7 @@ use crate::formatters::Format;
 use std::time::Duration;
 
 use crate::sinks::{BoxSink, Failover, FanOut, FileSink, FileSinkOptions, FsyncPolicy};
-use crate::{Backpressure, Logger, LoggerConfig, LoggerError, Nat44SessionRecord};
+use crate::{Backpressure, DegradeConfig, Logger, LoggerConfig, LoggerError, Nat44SessionRecord};
 
 /// `[ring]`: ring and consumer settings; see [`LoggerConfig`].
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -35,7 +44,7 @@ use crate::{Backpressure, Logger, LoggerConfig, LoggerError, Nat44SessionRecord}
 pub struct RingConfig {
     /// Slots per producer ring; a power of two. Default 2048.
     pub capacity: usize,
-    /// `block` or `drop`. Default `block`.
+    /// `block`, `drop_newest` (alias `drop`) or `degrade`. Default `block`.
     pub backpressure: Backpressure,
     /// Records per ring per consumer pass. Default 32.
     pub burst: usize,
@@ -43,6 +52,13 @@ pub struct RingConfig {
     pub batch_bytes: usize,
     /// CPU to pin the consumer thread to. Default: not pinned.
     pub consumer_cpu: Option<usize>,
+    /// `block`: pause-instruction spins before a waiting producer yields.
+    /// Default 1024.
+    pub block_spins: u32,
+    /// Write in-band drop reports. Default true.
+    pub drop_reports: bool,
+    /// `[ring.degrade]`: watermarks (percent) and minimum priority.
+    pub degrade: DegradeConfig,
 }
 
 impl Default for RingConfig {
@@ -54,6 +70,9 @@ impl Default for RingConfig {
             burst: d.burst,
             batch_bytes: d.batch_bytes,
             consumer_cpu: d.consumer_cpu,
+            block_spins: d.block_spins,
+            drop_reports: d.drop_reports,
+            degrade: d.degrade,
         }
     }
 }
@@ -380,6 +399,9 @@ impl LogConfig {
             burst: self.ring.burst,
             batch_bytes: self.ring.batch_bytes,
             consumer_cpu: self.ring.consumer_cpu,
+            block_spins: self.ring.block_spins,
+            drop_reports: self.ring.drop_reports,
+            degrade: self.ring.degrade,
             ..LoggerConfig::default()
         }
     }
@@ -489,6 +511,41 @@ mod tests {
                 ..Default::default()
             })
         );
+    }
+
+    #[test]
+    fn backpressure_names_and_degrade_watermarks() {
+        for (name, want) in [
+            ("block", Backpressure::Block),
+            ("drop_newest", Backpressure::Drop),
+            ("drop", Backpressure::Drop),
+            ("degrade", Backpressure::Degrade),
+        ] {
+            let c =
+                LogConfig::from_toml_str(&format!("[ring]\nbackpressure = \"{name}\"\n")).unwrap();
+            assert_eq!(c.logger_config().backpressure, want, "{name}");
+        }
+        let c = LogConfig::from_toml_str(
+            "[ring]\nbackpressure = \"degrade\"\nblock_spins = 7\ndrop_reports = false\n\
+             [ring.degrade]\nhigh_watermark_pct = 90\nlow_watermark_pct = 40\nmin_priority = 3\n",
+        )
+        .unwrap();
+        let l = c.logger_config();
+        assert_eq!(
+            l.degrade,
+            DegradeConfig {
+                high_watermark_pct: 90,
+                low_watermark_pct: 40,
+                min_priority: 3
+            }
+        );
+        assert_eq!((l.block_spins, l.drop_reports), (7, false));
+        // Only the keys given change; the others keep their defaults.
+        let c = LogConfig::from_toml_str("[ring.degrade]\nlow_watermark_pct = 10\n").unwrap();
+        assert_eq!(c.ring.degrade.high_watermark_pct, 80);
+        assert_eq!(c.ring.degrade.low_watermark_pct, 10);
+        let e = LogConfig::from_toml_str("[ring.degrade]\nhigh = 1\n").unwrap_err();
+        assert!(e.to_string().contains("high"), "{e}");
     }
 
     #[test]

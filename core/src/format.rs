@@ -6,10 +6,23 @@
 pub trait Formatter<R>: Send + 'static {
     /// Appends `rec`, formatted, to `out`.
     fn format(&mut self, rec: &R, out: &mut Vec<u8>);
+
+    /// Appends an in-band drop report ("N records dropped on ring R between
+    /// t1 and t2", see [`crate::report`]) written by the consumer under the
+    /// `drop_newest` and `degrade` policies. The default writes
+    /// [`DropReport::write_text`](crate::report::DropReport::write_text);
+    /// JSON formatters should override it with
+    /// [`DropReport::write_json`](crate::report::DropReport::write_json).
+    fn format_drop_report(&mut self, report: &crate::report::DropReport, out: &mut Vec<u8>) {
+        report.write_text(out)
+    }
 }
 
 impl<R, F: Formatter<R> + ?Sized> Formatter<R> for Box<F> {
     fn format(&mut self, rec: &R, out: &mut Vec<u8>) {
         (**self).format(rec, out)
+    }
+    fn format_drop_report(&mut self, report: &crate::report::DropReport, out: &mut Vec<u8>) {
+        (**self).format_drop_report(report, out)
     }
 }

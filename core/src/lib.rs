@@ -10,21 +10,38 @@
 
 pub mod affinity;
 pub mod format;
+pub mod mpsc;
 pub mod record;
+pub mod report;
 pub mod ring;
+#[cfg(not(loom))]
 pub mod runtime;
 pub mod schema;
 pub mod sink;
+pub mod slot;
+#[cfg(not(loom))]
+pub mod stats;
+mod sync;
+pub mod tsc;
 
 pub use format::Formatter;
+pub use mpsc::{mpsc_ring, MpProducer};
 pub use record::{
     Nat44SessionRecord, NatAddressesExhaustedRecord, NatEvent, NatPortBlockRecord,
     NatPortsExhaustedRecord, NatQuotaExceededRecord, NatRecord, Record, RecordHeader,
     SCHEMA_NAT44_SESSION,
 };
-pub use schema::{FieldDef, FieldKind, HasSchema, Schema, SchemaError};
-pub use ring::{ring, Consumer, Disconnected, Producer, RingError, MAX_CAPACITY};
-pub use runtime::{
-    Backpressure, LogProducer, Logger, LoggerConfig, LoggerError, Stats, MIN_BATCH_BYTES,
+pub use report::{DropReport, SCHEMA_DROP_REPORT};
+pub use ring::{
+    ring, Consumer, Disconnected, DropReason, Producer, Reserved, RingError, MAX_CAPACITY,
 };
+#[cfg(not(loom))]
+pub use runtime::{
+    Backpressure, DegradeConfig, LogProducer, Logger, LoggerConfig, LoggerError, Stats,
+    MIN_BATCH_BYTES,
+};
+pub use schema::{FieldDef, FieldKind, HasSchema, Schema, SchemaError};
 pub use sink::{Accepted, Progress, Sink, SinkError};
+pub use slot::{Slot128, Slot32, Slot64};
+#[cfg(not(loom))]
+pub use stats::{LatencySummary, RingStats, Snapshot};

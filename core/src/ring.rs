@@ -1,16 +1,38 @@
-//! Single-producer single-consumer ring of fixed-size records.
+//! Lock-free rings of fixed-size records: single-producer (this module) and
+//! multi-producer ([`crate::mpsc`]) front ends over one slot array, drained
+//! by one single-consumer [`Consumer`].
 //!
 //! The slot array holds the records themselves (no pointers, no pool): a
 //! producer copies a record into a slot, the consumer reads it in place.
-//! Capacity is a power of two and exact: a ring of N holds N records.
+//! A slot is `size_of::<T>()` bytes; for mixed record sizes use the
+//! fixed-size slot types [`Slot32`](crate::slot::Slot32),
+//! [`Slot64`](crate::slot::Slot64) and [`Slot128`](crate::slot::Slot128),
+//! whose header `len` says how many bytes are valid. Capacity is a power of
+//! two and exact: a ring of N holds N records.
 //!
-//! Indices are free-running `usize` counters (`tail` = next slot the
-//! producer writes, `head` = next slot the consumer reads); `tail - head` is
+//! Indices are free-running `usize` counters (`tail` = next slot published
+//! to the consumer, `head` = next slot the consumer reads); `tail - head` is
 //! the fill level. The producer's index and the consumer's index each sit on
 //! their own 128-byte line (two 64-byte lines, so the adjacent-line
 //! prefetcher does not couple them), and each side keeps a private cached
 //! copy of the other side's index, refreshed only when the cached value says
 //! the ring is full (producer) or empty (consumer).
+//!
+//! Producer API ([`Producer`], the names are DPDK's `rte_ring` ones):
+//! - single: [`try_push`](Producer::try_push) (fails when full) and
+//!   [`push`](Producer::push) (waits);
+//! - bulk, all or nothing: [`try_push_bulk`](Producer::try_push_bulk);
+//! - burst, as many as fit: [`try_push_burst`](Producer::try_push_burst) and
+//!   the waiting [`push_burst`](Producer::push_burst);
+//! - zero-copy: [`reserve`](Producer::reserve) → write records into the
+//!   slots with [`Reserved::push`] (edit in place with `Reserved::get_mut`)
+//!   → [`Reserved::commit`].
+//!
+//! Consumer API ([`Consumer`]): [`read_burst`](Consumer::read_burst)
+//! (callback per record, in place), [`pop_burst`](Consumer::pop_burst) /
+//! [`pop_bulk`](Consumer::pop_bulk) (copy out), and zero-copy
+//! [`read`](Consumer::read) → [`ReadBurst::release`]. Every consumer call
+//! publishes its index once per burst.
 //!
 //! Memory ordering, the whole protocol:
 //! - producer writes slot bytes, then `tail.store(Release)`; the consumer's
@@ -19,24 +41,30 @@
 //! - consumer reads slot bytes, then `head.store(Release)`; the producer's
 //!   `head.load(Acquire)` pairs with it, so a slot is not overwritten while it
 //!   is being read.
+//!
+//! The multi-producer claim protocol (`prod_head`) is documented in
+//! [`crate::mpsc`].
 
-use core::cell::UnsafeCell;
 use core::marker::PhantomData;
 use core::mem::{size_of, MaybeUninit};
+#[cfg(not(loom))]
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+#[cfg(not(loom))]
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
-use std::sync::Arc;
 
 use crate::record::Record;
+pub(crate) use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// Largest ring capacity accepted, in records (2^30).
 pub const MAX_CAPACITY: usize = 1 << 30;
 
+/// Default spins with a pause instruction before a waiting producer starts
+/// yielding the CPU (see [`Producer::set_block_spins`]).
+pub const DEFAULT_BLOCK_SPINS: u32 = 1024;
+
 /// Pads and aligns a value to 128 bytes: two cache lines on x86-64, one on
 /// some arm64 parts.
 #[repr(C, align(128))]
-#[derive(Default)]
 pub(crate) struct CachePadded<T>(pub(crate) T);
 
 impl<T> core::ops::Deref for CachePadded<T> {
@@ -71,69 +99,297 @@ impl core::fmt::Display for RingError {
 
 impl std::error::Error for RingError {}
 
-/// Producer-side counters, written only by the producer thread.
+/// Why a record was dropped; each reason has its own exact counter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DropReason {
+    /// The ring was full (`drop_newest`, or `degrade` at 100% fill).
+    Full,
+    /// The ring was above its high watermark and the record's priority was
+    /// below the accepted minimum (`degrade`).
+    Degraded,
+    /// The consumer is gone.
+    Disconnected,
+}
+
+/// Producer-side counters of one ring.
 ///
-/// Each is a single-writer counter: the producer does `load(Relaxed)` then
-/// `store(Relaxed)` (no read-modify-write on the hot path). Readers load with
-/// `Relaxed`; a reader that needs final values reads them after joining or
-/// dropping the producer, whose thread join / `Arc` drop gives the
-/// happens-before edge.
-#[derive(Default)]
+/// SPSC: single-writer counters, the producer does `load(Relaxed)` then
+/// `store(Relaxed)` (no read-modify-write on the hot path). MPSC: producers
+/// use `fetch_add(Relaxed)`. Readers load with `Relaxed`; a reader that
+/// needs final values reads them after joining or dropping the producers,
+/// whose thread join / `Arc` drop gives the happens-before edge.
 pub(crate) struct ProducerCounters {
     pub(crate) enqueued: AtomicU64,
     pub(crate) dropped_full: AtomicU64,
+    pub(crate) dropped_degraded: AtomicU64,
+    pub(crate) dropped_disconnected: AtomicU64,
+    /// Sum of the three drop counters. Stored (Release) after
+    /// `first_drop_ns`/`last_drop_ns`; the consumer's Acquire load in
+    /// [`Shared::take_drop_report`] pairs with it.
+    pub(crate) dropped_total: AtomicU64,
+    /// Time of the first drop not yet reported by the consumer
+    /// ([`crate::tsc::now_ticks`] ticks).
+    pub(crate) first_drop_ns: AtomicU64,
+    /// Time of the latest drop (ticks).
+    pub(crate) last_drop_ns: AtomicU64,
+}
+
+impl ProducerCounters {
+    fn new() -> Self {
+        Self {
+            enqueued: AtomicU64::new(0),
+            dropped_full: AtomicU64::new(0),
+            dropped_degraded: AtomicU64::new(0),
+            dropped_disconnected: AtomicU64::new(0),
+            dropped_total: AtomicU64::new(0),
+            first_drop_ns: AtomicU64::new(0),
+            last_drop_ns: AtomicU64::new(0),
+        }
+    }
 }
 
 /// Consumer-side counters, written only by the consumer thread (same
 /// single-writer discipline as [`ProducerCounters`]).
-#[derive(Default)]
 pub(crate) struct ConsumerCounters {
     pub(crate) dequeued: AtomicU64,
     pub(crate) high_water: AtomicUsize,
+    /// Drops already written as an in-band report. Written by the consumer
+    /// (Release), read by a dropping producer (Acquire) to know whether its
+    /// drop starts a new unreported interval.
+    pub(crate) drops_reported: AtomicU64,
+}
+
+impl ConsumerCounters {
+    fn new() -> Self {
+        Self {
+            dequeued: AtomicU64::new(0),
+            high_water: AtomicUsize::new(0),
+            drops_reported: AtomicU64::new(0),
+        }
+    }
+}
+
+/// Drops a consumer observed since its previous report on one ring.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DropDelta {
+    /// Records dropped in the interval (all reasons).
+    pub dropped: u64,
+    /// Time of the first of them, [`crate::tsc::now_ticks`] ticks
+    /// (convert with [`crate::tsc::TscClock::to_utc_ns`]). It may be
+    /// earlier than the true first drop (never later), see
+    /// [`crate::report`].
+    pub first_ns: u64,
+    /// Time of the last of them, ticks; never earlier than the true last
+    /// drop.
+    pub last_ns: u64,
+}
+
+/// The slot array. Outside loom it is one raw 128-byte-aligned allocation;
+/// under `--cfg loom` every slot is a `loom::cell::UnsafeCell` so the model
+/// checker sees each slot access.
+pub(crate) struct Slots<T> {
+    #[cfg(not(loom))]
+    ptr: NonNull<core::cell::UnsafeCell<MaybeUninit<T>>>,
+    #[cfg(loom)]
+    cells: Box<[loom::cell::UnsafeCell<MaybeUninit<T>>]>,
+    mask: usize,
+    capacity: usize,
+}
+
+impl<T> Slots<T> {
+    #[cfg(not(loom))]
+    fn layout(capacity: usize) -> Layout {
+        Layout::from_size_align(capacity * size_of::<T>().max(1), 128)
+            .expect("capacity was validated against MAX_CAPACITY")
+    }
+
+    fn new(capacity: usize) -> Self {
+        #[cfg(not(loom))]
+        {
+            let layout = Self::layout(capacity);
+            let ptr = if size_of::<T>() == 0 {
+                NonNull::dangling()
+            } else {
+                // SAFETY: the layout has non-zero size (capacity ≥ 1, T non-ZST).
+                let p = unsafe { alloc(layout) };
+                match NonNull::new(p.cast()) {
+                    Some(p) => p,
+                    None => handle_alloc_error(layout),
+                }
+            };
+            Self {
+                ptr,
+                mask: capacity - 1,
+                capacity,
+            }
+        }
+        #[cfg(loom)]
+        {
+            Self {
+                cells: (0..capacity)
+                    .map(|_| loom::cell::UnsafeCell::new(MaybeUninit::uninit()))
+                    .collect(),
+                mask: capacity - 1,
+                capacity,
+            }
+        }
+    }
+
+    /// Pointer to slot `index & mask`.
+    #[cfg(not(loom))]
+    #[inline(always)]
+    pub(crate) fn ptr(&self, index: usize) -> *mut MaybeUninit<T> {
+        // SAFETY: `index & mask < capacity`, so the offset stays inside the
+        // allocation made in `new`.
+        unsafe { (*self.ptr.as_ptr().add(index & self.mask)).get() }
+    }
+
+    /// Writes `v` into slot `index & mask`.
+    ///
+    /// # Safety
+    /// The caller owns the slot under the ring protocol (no reader, no
+    /// other writer).
+    #[inline(always)]
+    pub(crate) unsafe fn write(&self, index: usize, v: T) {
+        #[cfg(not(loom))]
+        // SAFETY: the caller owns the slot; the pointer is in bounds.
+        unsafe {
+            self.ptr(index).write(MaybeUninit::new(v))
+        };
+        #[cfg(loom)]
+        self.cells[index & self.mask].with_mut(|p| {
+            // SAFETY: the caller owns the slot; loom checks the access.
+            unsafe { p.write(MaybeUninit::new(v)) }
+        });
+    }
+
+    /// Calls `f` on the record in slot `index & mask`.
+    ///
+    /// # Safety
+    /// The slot holds a record published to the caller, and no writer
+    /// touches it until the caller releases it.
+    #[inline(always)]
+    pub(crate) unsafe fn with<R>(&self, index: usize, f: impl FnOnce(&T) -> R) -> R {
+        #[cfg(not(loom))]
+        {
+            // SAFETY: the caller guarantees the slot is initialised and
+            // stable for the duration of `f`.
+            f(unsafe { (*self.ptr(index)).assume_init_ref() })
+        }
+        #[cfg(loom)]
+        {
+            self.cells[index & self.mask].with(|p| {
+                // SAFETY: as above; loom checks the access.
+                f(unsafe { (*p).assume_init_ref() })
+            })
+        }
+    }
+}
+
+impl<T> Drop for Slots<T> {
+    fn drop(&mut self) {
+        #[cfg(not(loom))]
+        if size_of::<T>() != 0 {
+            // SAFETY: allocated in `new` with exactly this layout; `T: Copy`
+            // for every ring element so no element destructors are owed.
+            unsafe { dealloc(self.ptr.as_ptr().cast(), Self::layout(self.capacity)) }
+        }
+    }
 }
 
 pub(crate) struct Shared<T> {
-    /// Next slot the producer writes. Written by the producer (Release),
-    /// read by the consumer (Acquire).
-    tail: CachePadded<AtomicUsize>,
+    /// Next slot published to the consumer. Written by the producer
+    /// (Release), read by the consumer (Acquire). For MPSC this is DPDK's
+    /// `prod.tail`.
+    pub(crate) tail: CachePadded<AtomicUsize>,
+    /// MPSC only: next slot to claim (DPDK's `prod.head`), advanced by CAS.
+    pub(crate) prod_head: CachePadded<AtomicUsize>,
     /// Next slot the consumer reads. Written by the consumer (Release), read
     /// by the producer (Acquire).
-    head: CachePadded<AtomicUsize>,
+    pub(crate) head: CachePadded<AtomicUsize>,
     pub(crate) producer_counters: CachePadded<ProducerCounters>,
     pub(crate) consumer_counters: CachePadded<ConsumerCounters>,
-    /// Set when the producer handle is dropped (Release); read by the
+    /// Live producer handles (MPSC clones; 1 for SPSC). Decremented
+    /// (AcqRel) on drop; the last one sets `producer_gone`.
+    pub(crate) producers: AtomicUsize,
+    /// Set when the last producer handle is dropped (Release); read by the
     /// consumer (Acquire) after it finds the ring empty, so records pushed
     /// before the drop are never missed.
     pub(crate) producer_gone: AtomicBool,
     /// Set when the consumer handle is dropped (Release); read by a blocked
     /// producer (Acquire) so `push` does not wait forever.
     pub(crate) consumer_gone: AtomicBool,
-    slots: NonNull<UnsafeCell<MaybeUninit<T>>>,
-    capacity: usize,
-    mask: usize,
+    pub(crate) slots: Slots<T>,
+    pub(crate) capacity: usize,
+    /// Enqueue-time samples for the latency histogram: the producer that
+    /// publishes ring index `i` with `i % SAMPLE_EVERY == 0` stores
+    /// [`crate::tsc::now_ticks`] in `samples[(i / SAMPLE_EVERY) & mask]`
+    /// (Relaxed) before its Release store of `tail`, which orders it for
+    /// the consumer like the slot itself. There are `capacity /
+    /// SAMPLE_EVERY` entries (at least 1), so an entry is rewritten only by
+    /// the push of index `i + capacity` or later, which cannot happen
+    /// before the consumer releases slot `i`.
+    pub(crate) samples: Box<[AtomicU64]>,
+    pub(crate) sample_mask: usize,
     _marker: PhantomData<T>,
 }
 
-// SAFETY: the slot array is only accessed through the SPSC protocol above:
-// the producer writes slots in [tail, head + cap) and the consumer reads slots
-// in [head, tail); the Release/Acquire pairs on `tail`/`head` order those
-// accesses. T: Send lets records cross to the consumer thread.
+/// One record in this many (by ring index) carries an enqueue timestamp
+/// for the enqueue-to-write latency histogram.
+pub const SAMPLE_EVERY: usize = 64;
+
+// SAFETY: the slot array is only accessed through the ring protocol above:
+// producers write slots in [tail, head + cap) they own and the consumer reads
+// slots in [head, tail); the Release/Acquire pairs on `tail`/`head` order
+// those accesses. T: Send lets records cross to the consumer thread.
 unsafe impl<T: Send> Send for Shared<T> {}
-// SAFETY: as above; concurrent access from the two handles is coordinated by
+// SAFETY: as above; concurrent access from the handles is coordinated by
 // the index protocol, never by shared mutable access to the same slot.
 unsafe impl<T: Send> Sync for Shared<T> {}
 
 impl<T> Shared<T> {
-    fn layout(capacity: usize) -> Layout {
-        Layout::from_size_align(capacity * size_of::<T>().max(1), 128)
-            .expect("capacity was validated against MAX_CAPACITY")
+    pub(crate) fn new(capacity: usize) -> Self {
+        Self {
+            tail: CachePadded(AtomicUsize::new(0)),
+            prod_head: CachePadded(AtomicUsize::new(0)),
+            head: CachePadded(AtomicUsize::new(0)),
+            producer_counters: CachePadded(ProducerCounters::new()),
+            consumer_counters: CachePadded(ConsumerCounters::new()),
+            producers: AtomicUsize::new(1),
+            producer_gone: AtomicBool::new(false),
+            consumer_gone: AtomicBool::new(false),
+            slots: Slots::new(capacity),
+            capacity,
+            samples: (0..(capacity / SAMPLE_EVERY).max(1))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            sample_mask: (capacity / SAMPLE_EVERY).max(1) - 1,
+            _marker: PhantomData,
+        }
     }
 
+    /// Stamps the enqueue time of the sampled index in `from..from+n`, if
+    /// any (at most one when `n <= SAMPLE_EVERY`). Call before publishing.
     #[inline(always)]
-    fn slot(&self, index: usize) -> *mut MaybeUninit<T> {
-        // SAFETY: `index & mask < capacity`, so the offset stays inside the
-        // allocation made in `ring`.
-        unsafe { (*self.slots.as_ptr().add(index & self.mask)).get() }
+    pub(crate) fn stamp(&self, from: usize, n: usize) {
+        #[cfg(not(loom))]
+        {
+            let first = from.wrapping_add(SAMPLE_EVERY - 1) & !(SAMPLE_EVERY - 1);
+            if first.wrapping_sub(from) < n {
+                self.stamp_slow(first);
+            }
+        }
+        #[cfg(loom)]
+        let _ = (from, n);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn stamp_slow(&self, index: usize) {
+        // Relaxed: ordered by the caller's following Release store of
+        // `tail` (see `samples`).
+        self.samples[(index / SAMPLE_EVERY) & self.sample_mask]
+            .store(crate::tsc::now_ticks(), Ordering::Relaxed);
     }
 
     /// Records in the ring right now (a snapshot; either side may move).
@@ -143,16 +399,92 @@ impl<T> Shared<T> {
         let head = self.head.load(Ordering::Relaxed);
         tail.wrapping_sub(head).min(self.capacity)
     }
-}
 
-impl<T> Drop for Shared<T> {
-    fn drop(&mut self) {
-        if size_of::<T>() != 0 {
-            // SAFETY: allocated in `ring` with exactly this layout; `T: Copy`
-            // for every ring element so no element destructors are owed.
-            unsafe { dealloc(self.slots.as_ptr().cast(), Self::layout(self.capacity)) }
+    /// Counts `n` drops for `reason` at time `now_ns`. `shared_writers`:
+    /// true for MPSC (RMW), false for the single SPSC producer.
+    #[cold]
+    pub(crate) fn count_drop(&self, reason: DropReason, n: u64, now_ns: u64, shared_writers: bool) {
+        let c = &self.producer_counters;
+        let counter = match reason {
+            DropReason::Full => &c.dropped_full,
+            DropReason::Degraded => &c.dropped_degraded,
+            DropReason::Disconnected => &c.dropped_disconnected,
+        };
+        if shared_writers {
+            // Relaxed: statistics; the report handshake below is Release.
+            counter.fetch_add(n, Ordering::Relaxed);
+            // Acquire pairs with the consumer's Release store of
+            // `drops_reported` in `take_drop_report`.
+            let reported = self
+                .consumer_counters
+                .drops_reported
+                .load(Ordering::Acquire);
+            if c.dropped_total.load(Ordering::Relaxed) == reported {
+                c.first_drop_ns.store(now_ns, Ordering::Relaxed);
+            }
+            c.last_drop_ns.fetch_max(now_ns, Ordering::Relaxed);
+            // Release pairs with the consumer's Acquire load of
+            // `dropped_total`: the times above are visible with the count.
+            c.dropped_total.fetch_add(n, Ordering::Release);
+        } else {
+            // Relaxed: single-writer statistic.
+            counter.store(counter.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+            let total = c.dropped_total.load(Ordering::Relaxed);
+            // Acquire pairs with the consumer's Release store of
+            // `drops_reported`: if every earlier drop is reported, this one
+            // opens a new interval.
+            if self
+                .consumer_counters
+                .drops_reported
+                .load(Ordering::Acquire)
+                == total
+            {
+                c.first_drop_ns.store(now_ns, Ordering::Relaxed);
+            }
+            c.last_drop_ns.store(now_ns, Ordering::Relaxed);
+            // Release pairs with the consumer's Acquire load of
+            // `dropped_total` in `take_drop_report`.
+            c.dropped_total.store(total + n, Ordering::Release);
         }
     }
+
+    /// Consumer side: the drops not yet reported, marking them reported.
+    /// `None` if there are none.
+    pub(crate) fn take_drop_report(&self) -> Option<DropDelta> {
+        let c = &self.producer_counters;
+        // Acquire pairs with the producers' Release update of
+        // `dropped_total` in `count_drop`.
+        let total = c.dropped_total.load(Ordering::Acquire);
+        let reported = self
+            .consumer_counters
+            .drops_reported
+            .load(Ordering::Relaxed);
+        if total == reported {
+            return None;
+        }
+        let first_ns = c.first_drop_ns.load(Ordering::Relaxed);
+        let last_ns = c.last_drop_ns.load(Ordering::Relaxed);
+        // Release pairs with the producers' Acquire load in `count_drop`.
+        self.consumer_counters
+            .drops_reported
+            .store(total, Ordering::Release);
+        Some(DropDelta {
+            dropped: total - reported,
+            first_ns: first_ns.min(last_ns),
+            last_ns,
+        })
+    }
+}
+
+/// Validates a capacity and a record type for a ring.
+pub(crate) fn check<T>(capacity: usize) -> Result<(), RingError> {
+    if capacity == 0 || !capacity.is_power_of_two() || capacity > MAX_CAPACITY {
+        return Err(RingError::BadCapacity(capacity));
+    }
+    if size_of::<T>() > 128 {
+        return Err(RingError::RecordTooLarge(size_of::<T>()));
+    }
+    Ok(())
 }
 
 /// Creates an SPSC ring of `capacity` records (a power of two, exact).
@@ -161,47 +493,17 @@ impl<T> Drop for Shared<T> {
 /// capacity is not a power of two in `1..=MAX_CAPACITY` or `T` exceeds 128
 /// bytes. Allocates `capacity * size_of::<T>()` bytes, 128-byte aligned.
 pub fn ring<T: Record>(capacity: usize) -> Result<(Producer<T>, Consumer<T>), RingError> {
-    if capacity == 0 || !capacity.is_power_of_two() || capacity > MAX_CAPACITY {
-        return Err(RingError::BadCapacity(capacity));
-    }
-    if size_of::<T>() > 128 {
-        return Err(RingError::RecordTooLarge(size_of::<T>()));
-    }
-    let layout = Shared::<T>::layout(capacity);
-    let slots = if size_of::<T>() == 0 {
-        NonNull::dangling()
-    } else {
-        // SAFETY: the layout has non-zero size (capacity ≥ 1, T non-ZST).
-        let p = unsafe { alloc(layout) };
-        match NonNull::new(p.cast::<UnsafeCell<MaybeUninit<T>>>()) {
-            Some(p) => p,
-            None => handle_alloc_error(layout),
-        }
-    };
-    let shared = Arc::new(Shared {
-        tail: CachePadded(AtomicUsize::new(0)),
-        head: CachePadded(AtomicUsize::new(0)),
-        producer_counters: CachePadded::default(),
-        consumer_counters: CachePadded::default(),
-        producer_gone: AtomicBool::new(false),
-        consumer_gone: AtomicBool::new(false),
-        slots,
-        capacity,
-        mask: capacity - 1,
-        _marker: PhantomData,
-    });
+    check::<T>(capacity)?;
+    let shared = Arc::new(Shared::new(capacity));
     Ok((
         Producer {
             shared: shared.clone(),
             tail: 0,
             cached_head: 0,
             enqueued: 0,
+            block_spins: DEFAULT_BLOCK_SPINS,
         },
-        Consumer {
-            shared,
-            head: 0,
-            cached_tail: 0,
-        },
+        Consumer::new(shared),
     ))
 }
 
@@ -220,6 +522,8 @@ pub struct Producer<T: Record> {
     cached_head: usize,
     /// Private running count, published to `producer_counters.enqueued`.
     enqueued: u64,
+    /// Pause-instruction spins before a waiting push starts yielding.
+    block_spins: u32,
 }
 
 impl<T: Record> Producer<T> {
@@ -243,8 +547,25 @@ impl<T: Record> Producer<T> {
         free
     }
 
+    /// Fill level as this producer sees it, refreshing the consumer index
+    /// first (one Acquire load). Used by the `degrade` policy.
+    #[inline]
+    pub fn fill(&mut self) -> usize {
+        // Acquire pairs with the consumer's Release store of `head`.
+        self.cached_head = self.shared.head.load(Ordering::Acquire);
+        self.tail.wrapping_sub(self.cached_head)
+    }
+
+    /// Fill level from the cached consumer index: an upper bound of the true
+    /// fill, with no shared-memory access.
+    #[inline(always)]
+    pub fn fill_upper_bound(&self) -> usize {
+        self.tail.wrapping_sub(self.cached_head)
+    }
+
     #[inline(always)]
     fn publish(&mut self, n: usize) {
+        self.shared.stamp(self.tail, n);
         self.tail = self.tail.wrapping_add(n);
         // Release pairs with the consumer's Acquire load of `tail`: the slot
         // writes above happen-before the consumer reads them.
@@ -267,37 +588,88 @@ impl<T: Record> Producer<T> {
         }
         // SAFETY: the slot at `tail` is free (tail - head < capacity), so the
         // consumer is not reading it; only this producer writes slots.
-        unsafe { self.shared.slot(self.tail).write(MaybeUninit::new(rec)) };
+        unsafe { self.shared.slots.write(self.tail, rec) };
         self.publish(1);
         Ok(())
     }
 
-    /// Copies as many records of `recs` as fit (DPDK's "burst" semantics) and
-    /// returns how many were pushed (a prefix of `recs`). One index publish
-    /// for the whole burst.
+    #[inline(always)]
+    fn copy_in(&mut self, recs: &[T]) {
+        for (i, rec) in recs.iter().enumerate() {
+            // SAFETY: the caller checked that slots tail..tail+len are free.
+            unsafe { self.shared.slots.write(self.tail.wrapping_add(i), *rec) };
+        }
+    }
+
+    /// Copies as many records of `recs` as fit (DPDK's "burst" semantics,
+    /// `rte_ring_sp_enqueue_burst_elem`) and returns how many were pushed
+    /// (a prefix of `recs`). One index publish for the whole burst.
     #[inline]
     pub fn try_push_burst(&mut self, recs: &[T]) -> usize {
         let n = self.free_slots(recs.len()).min(recs.len());
         if n == 0 {
             return 0;
         }
-        for (i, rec) in recs[..n].iter().enumerate() {
-            // SAFETY: slots tail..tail+n are free (checked above).
-            unsafe {
-                self.shared
-                    .slot(self.tail.wrapping_add(i))
-                    .write(MaybeUninit::new(*rec))
-            };
-        }
+        self.copy_in(&recs[..n]);
         self.publish(n);
         n
     }
 
+    /// Copies all of `recs` or none (DPDK's "bulk" semantics,
+    /// `rte_ring_sp_enqueue_bulk_elem`): returns `recs.len()` or 0. One
+    /// index publish.
+    #[inline]
+    pub fn try_push_bulk(&mut self, recs: &[T]) -> usize {
+        if recs.is_empty() || self.free_slots(recs.len()) < recs.len() {
+            return 0;
+        }
+        self.copy_in(recs);
+        self.publish(recs.len());
+        recs.len()
+    }
+
+    /// Reserves exactly `n` slots (all or nothing) for zero-copy writing;
+    /// `None` if fewer than `n` are free (or `n` is 0). Write records with
+    /// [`Reserved::push`], publish them with [`Reserved::commit`]; dropping
+    /// the reservation publishes nothing.
+    #[inline]
+    pub fn reserve(&mut self, n: usize) -> Option<Reserved<'_, T>> {
+        if n == 0 || self.free_slots(n) < n {
+            return None;
+        }
+        Some(Reserved {
+            producer: self,
+            len: n,
+            written: 0,
+        })
+    }
+
+    /// Reserves as many slots as are free, up to `max` (possibly 0).
+    #[inline]
+    pub fn reserve_burst(&mut self, max: usize) -> Reserved<'_, T> {
+        let n = self.free_slots(max).min(max);
+        Reserved {
+            producer: self,
+            len: n,
+            written: 0,
+        }
+    }
+
+    /// Sets how many times a waiting [`push`](Self::push) or
+    /// [`push_burst`](Self::push_burst) spins with a pause instruction
+    /// before it starts yielding the CPU between tries (the `block`
+    /// policy's bounded spin). Default [`DEFAULT_BLOCK_SPINS`]; 0 yields at
+    /// once.
+    pub fn set_block_spins(&mut self, spins: u32) {
+        self.block_spins = spins;
+    }
+
     /// Pushes `rec`, waiting while the ring is full (lossless backpressure).
     ///
-    /// Spins with a pause instruction for up to 1024 tries, then yields the
-    /// CPU between tries. Returns `Err(Disconnected(rec))` if the consumer
-    /// is gone, so a producer never waits forever on a dead consumer.
+    /// Spins with a pause instruction for up to the block-spin limit (see
+    /// [`set_block_spins`](Self::set_block_spins)), then yields the CPU
+    /// between tries. Returns `Err(Disconnected(rec))` if the consumer is
+    /// gone, so a producer never waits forever on a dead consumer.
     #[inline]
     pub fn push(&mut self, rec: T) -> Result<(), Disconnected<T>> {
         let mut rec = rec;
@@ -307,7 +679,7 @@ impl<T: Record> Producer<T> {
                 Ok(()) => return Ok(()),
                 Err(r) => rec = r,
             }
-            if self.backoff(&mut spins) {
+            if backoff(&self.shared, self.block_spins, &mut spins) {
                 return Err(Disconnected(rec));
             }
         }
@@ -322,40 +694,46 @@ impl<T: Record> Producer<T> {
         while done < recs.len() {
             let n = self.try_push_burst(&recs[done..]);
             done += n;
-            if n == 0 && self.backoff(&mut spins) {
+            if n == 0 && backoff(&self.shared, self.block_spins, &mut spins) {
                 return Err(Disconnected(done));
             }
         }
         Ok(())
     }
 
-    /// One wait step; returns true if the consumer is gone.
-    #[cold]
-    fn backoff(&self, spins: &mut u32) -> bool {
-        *spins += 1;
-        if *spins < 1024 {
-            core::hint::spin_loop();
-            false
-        } else {
-            std::thread::yield_now();
-            // Acquire pairs with the consumer's Release store on drop.
-            self.shared.consumer_gone.load(Ordering::Acquire)
-        }
-    }
-
-    /// Counts one record as dropped because the ring was full (the
-    /// `drop` backpressure policy). Single-writer counter, no RMW.
+    /// Counts `n` records as dropped because the ring was full (the
+    /// `drop_newest` policy). Single-writer counter, no RMW. The drop time
+    /// of the in-band report is [`crate::tsc::now_ticks`].
     #[inline]
     pub fn count_dropped_full(&mut self, n: u64) {
-        let c = &self.shared.producer_counters.dropped_full;
-        // Relaxed: single-writer statistic, see `ProducerCounters`.
-        c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+        self.count_dropped(DropReason::Full, n, crate::tsc::now_ticks());
+    }
+
+    /// Counts `n` records dropped for `reason` at `now` (a
+    /// [`crate::tsc::now_ticks`] value). Single-writer counter, no RMW.
+    #[inline]
+    pub fn count_dropped(&mut self, reason: DropReason, n: u64, now: u64) {
+        self.shared.count_drop(reason, n, now, false);
     }
 
     /// Records enqueued through this producer so far.
     pub fn enqueued(&self) -> u64 {
         self.enqueued
     }
+
+    /// True if the consumer half has been dropped.
+    pub fn is_disconnected(&self) -> bool {
+        // Acquire pairs with the consumer's Release store on drop.
+        self.shared.consumer_gone.load(Ordering::Acquire)
+    }
+}
+
+/// One wait step of a blocked producer; true if the consumer is gone.
+#[cold]
+pub(crate) fn backoff<T>(shared: &Shared<T>, limit: u32, spins: &mut u32) -> bool {
+    crate::sync::spin_wait(spins, limit);
+    // Acquire pairs with the consumer's Release store on drop.
+    *spins > limit && shared.consumer_gone.load(Ordering::Acquire)
 }
 
 impl<T: Record> Drop for Producer<T> {
@@ -366,9 +744,81 @@ impl<T: Record> Drop for Producer<T> {
     }
 }
 
-/// The consumer half of an SPSC ring. `Send`, not `Clone`.
+/// Slots reserved by [`Producer::reserve`] for zero-copy writes.
+///
+/// Records are written in slot order with [`push`](Self::push) and can be
+/// edited in their slots with `get_mut`;
+/// [`commit`](Self::commit) publishes the records written so far with one
+/// index store. Dropping it uncommitted publishes nothing.
+pub struct Reserved<'a, T: Record> {
+    producer: &'a mut Producer<T>,
+    len: usize,
+    written: usize,
+}
+
+impl<T: Record> Reserved<'_, T> {
+    /// Slots reserved.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True if no slot was reserved.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Records written so far.
+    pub fn written(&self) -> usize {
+        self.written
+    }
+
+    /// Writes `rec` into the next reserved slot; `Err(rec)` once all
+    /// reserved slots are written.
+    #[inline]
+    pub fn push(&mut self, rec: T) -> Result<(), T> {
+        if self.written == self.len {
+            return Err(rec);
+        }
+        let idx = self.producer.tail.wrapping_add(self.written);
+        // SAFETY: idx is inside the reservation: free slots that only this
+        // producer may write until it publishes them.
+        unsafe { self.producer.shared.slots.write(idx, rec) };
+        self.written += 1;
+        Ok(())
+    }
+
+    /// The `i`-th record written into this reservation, in its slot, for
+    /// in-place edits before commit; `None` if `i >= written()`.
+    #[cfg(not(loom))]
+    #[inline]
+    pub fn get_mut(&mut self, i: usize) -> Option<&mut T> {
+        if i >= self.written {
+            return None;
+        }
+        let idx = self.producer.tail.wrapping_add(i);
+        // SAFETY: the slot was initialised by `push` and belongs to this
+        // reservation (the consumer cannot see it before commit); the
+        // `&mut self` borrow keeps the reference unique.
+        Some(unsafe { (*self.producer.shared.slots.ptr(idx)).assume_init_mut() })
+    }
+
+    /// Publishes the written records (one Release store) and returns how
+    /// many were published.
+    #[inline]
+    pub fn commit(self) -> usize {
+        let n = self.written;
+        if n > 0 {
+            self.producer.publish(n);
+        }
+        n
+    }
+}
+
+/// The consumer half of a ring. `Send`, not `Clone`.
 pub struct Consumer<T: Record> {
     shared: Arc<Shared<T>>,
+    /// Ring id, set by the runtime when the ring is registered.
+    id: u32,
     /// Private copy of `shared.head` (only this side writes it).
     head: usize,
     /// Cached copy of `shared.tail`; refreshed when the ring looks empty.
@@ -376,6 +826,25 @@ pub struct Consumer<T: Record> {
 }
 
 impl<T: Record> Consumer<T> {
+    pub(crate) fn new(shared: Arc<Shared<T>>) -> Self {
+        Self {
+            shared,
+            id: 0,
+            head: 0,
+            cached_tail: 0,
+        }
+    }
+
+    /// The ring's id within its logger (registration order, from 0; 0 for
+    /// a ring not registered with a logger).
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    pub(crate) fn set_id(&mut self, id: u32) {
+        self.id = id;
+    }
+
     /// Ring capacity in records.
     pub fn capacity(&self) -> usize {
         self.shared.capacity
@@ -392,6 +861,27 @@ impl<T: Record> Consumer<T> {
         avail
     }
 
+    #[inline(always)]
+    fn note_fill(&self, avail: usize) {
+        let cc = &self.shared.consumer_counters;
+        // The fill level seen (a lower bound of the true fill); Relaxed:
+        // single-writer statistic.
+        if avail > cc.high_water.load(Ordering::Relaxed) {
+            cc.high_water.store(avail, Ordering::Relaxed);
+        }
+    }
+
+    #[inline(always)]
+    fn release_n(&mut self, n: usize) {
+        self.head = self.head.wrapping_add(n);
+        // Release pairs with the producer's Acquire load of `head`: our slot
+        // reads happen-before the producer overwrites the slots.
+        self.shared.head.store(self.head, Ordering::Release);
+        let d = &self.shared.consumer_counters.dequeued;
+        // Relaxed: single-writer statistic.
+        d.store(d.load(Ordering::Relaxed) + n as u64, Ordering::Relaxed);
+    }
+
     /// Reads up to `max` records in place, calling `f` on each in FIFO
     /// order, then releases their slots with one index publish. Returns the
     /// number read. Zero-copy: `f` sees the record inside its slot.
@@ -402,26 +892,81 @@ impl<T: Record> Consumer<T> {
         if n == 0 {
             return 0;
         }
-        let cc = &self.shared.consumer_counters;
-        // The fill level seen (a lower bound of the true fill); Relaxed:
-        // single-writer statistic.
-        if avail > cc.high_water.load(Ordering::Relaxed) {
-            cc.high_water.store(avail, Ordering::Relaxed);
-        }
+        self.note_fill(avail);
         for i in 0..n {
             // SAFETY: slots head..head+n were published by the producer (the
             // Acquire load in `available` ordered their writes before us) and
             // are not reused until we publish `head` below.
-            let rec = unsafe { (*self.shared.slot(self.head.wrapping_add(i))).assume_init_ref() };
-            f(rec);
+            unsafe { self.shared.slots.with(self.head.wrapping_add(i), &mut f) };
         }
-        self.head = self.head.wrapping_add(n);
-        // Release pairs with the producer's Acquire load of `head`: our slot
-        // reads happen-before the producer overwrites the slots.
-        self.shared.head.store(self.head, Ordering::Release);
-        let d = &cc.dequeued;
-        d.store(d.load(Ordering::Relaxed) + n as u64, Ordering::Relaxed);
+        self.release_n(n);
         n
+    }
+
+    /// [`read_burst`](Self::read_burst) that also hands `on_sample` the
+    /// enqueue timestamp ([`crate::tsc::now_ticks`] ticks) of each sampled
+    /// record read (one in [`SAMPLE_EVERY`]), for latency measurement.
+    #[inline]
+    pub fn read_burst_sampled(
+        &mut self,
+        max: usize,
+        f: impl FnMut(&T),
+        mut on_sample: impl FnMut(u64),
+    ) -> usize {
+        let from = self.head;
+        let avail = self.available(max);
+        let n = avail.min(max);
+        if n == 0 {
+            return 0;
+        }
+        let mut first = from.wrapping_add(SAMPLE_EVERY - 1) & !(SAMPLE_EVERY - 1);
+        while first.wrapping_sub(from) < n {
+            let sh = &self.shared;
+            // Relaxed: ordered by the Acquire load of `tail` in `available`
+            // (see `Shared::samples`); read before the slots are released.
+            on_sample(sh.samples[(first / SAMPLE_EVERY) & sh.sample_mask].load(Ordering::Relaxed));
+            first = first.wrapping_add(SAMPLE_EVERY);
+        }
+        self.read_burst(n, f)
+    }
+
+    /// Copies up to `out.len()` records into `out` (DPDK "burst" dequeue);
+    /// returns how many.
+    #[inline]
+    pub fn pop_burst(&mut self, out: &mut [T]) -> usize {
+        let mut k = 0;
+        self.read_burst(out.len(), |r| {
+            out[k] = *r;
+            k += 1;
+        })
+    }
+
+    /// Copies exactly `out.len()` records into `out` or none (DPDK "bulk"
+    /// dequeue); returns `out.len()` or 0.
+    #[inline]
+    pub fn pop_bulk(&mut self, out: &mut [T]) -> usize {
+        if out.is_empty() || self.available(out.len()) < out.len() {
+            return 0;
+        }
+        self.pop_burst(out)
+    }
+
+    /// Zero-copy read of up to `max` records: the returned [`ReadBurst`]
+    /// borrows them in their slots (as at most two slices, split where the
+    /// ring wraps); [`ReadBurst::release`] frees the slots with one index
+    /// publish. Dropping it without release leaves the records in the ring.
+    #[cfg(not(loom))]
+    #[inline]
+    pub fn read(&mut self, max: usize) -> ReadBurst<'_, T> {
+        let avail = self.available(max);
+        let n = avail.min(max);
+        if n > 0 {
+            self.note_fill(avail);
+        }
+        ReadBurst {
+            consumer: self,
+            len: n,
+        }
     }
 
     /// Pops one record by value.
@@ -441,12 +986,19 @@ impl<T: Record> Consumer<T> {
         self.len() == 0
     }
 
-    /// True once the producer is dropped and every record it pushed has been
-    /// read.
+    /// True once every producer is dropped and every record they pushed has
+    /// been read.
     pub fn is_finished(&mut self) -> bool {
         // Acquire pairs with the producer's Release store on drop; checked
         // before the emptiness test so a last push cannot slip between them.
         self.shared.producer_gone.load(Ordering::Acquire) && self.available(1) == 0
+    }
+
+    /// Drops recorded on this ring since the previous call (all reasons),
+    /// with the interval they happened in; `None` if none. This is what the
+    /// runtime turns into an in-band [`DropReport`](crate::report::DropReport).
+    pub fn take_drop_report(&mut self) -> Option<DropDelta> {
+        self.shared.take_drop_report()
     }
 
     pub(crate) fn shared(&self) -> &Arc<Shared<T>> {
@@ -458,6 +1010,55 @@ impl<T: Record> Drop for Consumer<T> {
     fn drop(&mut self) {
         // Release pairs with the producer's Acquire load in `backoff`.
         self.shared.consumer_gone.store(true, Ordering::Release);
+    }
+}
+
+/// Records borrowed in place by [`Consumer::read`].
+#[cfg(not(loom))]
+pub struct ReadBurst<'a, T: Record> {
+    consumer: &'a mut Consumer<T>,
+    len: usize,
+}
+
+#[cfg(not(loom))]
+impl<T: Record> ReadBurst<'_, T> {
+    /// Records borrowed.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True if nothing was available.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The records in FIFO order: the first slice up to the end of the slot
+    /// array, the second (possibly empty) from its start.
+    pub fn as_slices(&self) -> (&[T], &[T]) {
+        if self.len == 0 {
+            return (&[], &[]);
+        }
+        let s = &self.consumer.shared.slots;
+        let start = self.consumer.head & s.mask;
+        let first = self.len.min(s.capacity - start);
+        // SAFETY: slots head..head+len are published (Acquire in
+        // `available`), initialised, contiguous in two runs, and not
+        // reused before `release`, which needs `self` by value.
+        unsafe {
+            (
+                core::slice::from_raw_parts(s.ptr(start).cast::<T>(), first),
+                core::slice::from_raw_parts(s.ptr(0).cast::<T>(), self.len - first),
+            )
+        }
+    }
+
+    /// Frees all borrowed slots with one index publish; returns how many.
+    pub fn release(self) -> usize {
+        let n = self.len;
+        if n > 0 {
+            self.consumer.release_n(n);
+        }
+        n
     }
 }
 
@@ -552,5 +1153,72 @@ mod tests {
         p.push(rec(1)).unwrap();
         drop(c);
         assert_eq!(p.push(rec(2)), Err(Disconnected(rec(2))));
+    }
+
+    #[test]
+    fn bulk_is_all_or_nothing_and_reserve_commit_publishes_once() {
+        let (mut p, mut c) = ring::<Nat44SessionRecord>(8).unwrap();
+        let six: Vec<_> = (0..6).map(rec).collect();
+        assert_eq!(p.try_push_bulk(&six), 6);
+        assert_eq!(p.try_push_bulk(&six[..3]), 0, "only 2 free: nothing pushed");
+        assert_eq!(c.len(), 6);
+        assert!(p.reserve(3).is_none());
+        {
+            let mut r = p.reserve(2).unwrap();
+            assert_eq!(r.len(), 2);
+            r.push(rec(100)).unwrap();
+            r.get_mut(0).unwrap().src_port = 7;
+            assert!(r.get_mut(1).is_none());
+            // Dropped uncommitted: nothing published.
+        }
+        assert_eq!(c.len(), 6);
+        let mut r = p.reserve(2).unwrap();
+        r.push(rec(6)).unwrap();
+        r.get_mut(0).unwrap().src_port = 7;
+        r.push(rec(7)).unwrap();
+        assert_eq!(r.push(rec(8)), Err(rec(8)));
+        assert_eq!(r.commit(), 2);
+        assert_eq!(p.enqueued(), 8);
+        let mut out = [Nat44SessionRecord::default(); 5];
+        assert_eq!(c.pop_bulk(&mut out), 5);
+        let mut out9 = [Nat44SessionRecord::default(); 9];
+        assert_eq!(c.pop_bulk(&mut out9), 0, "only 3 left: nothing popped");
+        assert_eq!(c.pop_burst(&mut out9), 3);
+        assert_eq!(
+            out9[..3].iter().map(|r| r.timestamp_ns).collect::<Vec<_>>(),
+            vec![5, 6, 7]
+        );
+        assert_eq!(out9[1].src_port, 7, "edited in its slot before commit");
+    }
+
+    #[test]
+    fn zero_copy_read_spans_the_wrap_and_releases_once() {
+        let (mut p, mut c) = ring::<Nat44SessionRecord>(4).unwrap();
+        assert_eq!(p.try_push_burst(&[rec(0), rec(1), rec(2)]), 3);
+        assert_eq!(c.read_burst(3, |_| {}), 3);
+        assert_eq!(p.try_push_burst(&[rec(3), rec(4), rec(5), rec(6)]), 4);
+        {
+            let b = c.read(10);
+            assert_eq!(b.len(), 4);
+            let (x, y) = b.as_slices();
+            assert_eq!(
+                x.iter().map(|r| r.timestamp_ns).collect::<Vec<_>>(),
+                vec![3]
+            );
+            assert_eq!(
+                y.iter().map(|r| r.timestamp_ns).collect::<Vec<_>>(),
+                vec![4, 5, 6]
+            );
+            // Not released at the end of this scope.
+        }
+        assert_eq!(c.len(), 4, "not released: records stay");
+        assert!(p.try_push(rec(9)).is_err());
+        let b = c.read(2);
+        assert_eq!(b.release(), 2);
+        assert_eq!(p.try_push_burst(&[rec(7), rec(8), rec(9)]), 2);
+        let mut seen = vec![];
+        c.read_burst(10, |r| seen.push(r.timestamp_ns));
+        assert_eq!(seen, vec![5, 6, 7, 8]);
+        assert!(c.read(4).is_empty());
     }
 }

@@ -20,19 +20,73 @@ use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
 
 use crate::format::Formatter;
 use crate::record::Record;
-use crate::ring::{ring, Consumer, Disconnected, Producer, RingError, Shared};
+use crate::report::DropReport;
+use crate::ring::{ring, Consumer, Disconnected, DropReason, Producer, RingError, Shared};
 use crate::sink::{Accepted, Progress, Sink, SinkError};
+use crate::stats::{LatencyHistogram, RingStats, Snapshot};
+use crate::tsc::{now_ticks, realtime_ns, TscClock};
 
-/// What a producer does when its ring is full.
+/// What a producer does when its ring is full. Set per logger (and so per
+/// ring) in config as `block`, `drop_newest` (alias `drop`) or `degrade`.
+/// No policy ever overwrites the oldest record: the first records of an
+/// incident are the ones that explain it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum Backpressure {
-    /// Lossless: the producer waits (spin, then yield) until a slot frees.
+    /// Lossless: the producer waits until a slot frees, spinning with a
+    /// pause instruction for [`LoggerConfig::block_spins`] tries, then
+    /// yielding between tries.
     #[default]
     Block,
-    /// The newest record is dropped and counted in [`Stats::dropped_full`].
+    /// `drop_newest`: the new record is dropped and counted in
+    /// [`Stats::dropped_full`]; the consumer writes an in-band
+    /// [`DropReport`] into the log.
+    #[cfg_attr(feature = "serde", serde(rename = "drop_newest", alias = "drop"))]
     Drop,
+    /// `degrade`: above the high watermark only records with
+    /// [`Record::priority`] at least [`DegradeConfig::min_priority`] are
+    /// accepted, until the fill falls below the low watermark; drops are
+    /// counted in [`Stats::dropped_degraded`] (and `dropped_full` at 100%)
+    /// and reported in-band like `drop_newest`.
+    Degrade,
+}
+
+impl Backpressure {
+    /// The config name: `block`, `drop_newest` or `degrade`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backpressure::Block => "block",
+            Backpressure::Drop => "drop_newest",
+            Backpressure::Degrade => "degrade",
+        }
+    }
+}
+
+/// Watermarks of the `degrade` policy, in percent of the ring capacity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields, default))]
+pub struct DegradeConfig {
+    /// Fill (%) at or above which only high-priority records are accepted.
+    /// Default 80.
+    pub high_watermark_pct: u8,
+    /// Fill (%) below which all records are accepted again. Default 50.
+    pub low_watermark_pct: u8,
+    /// Lowest [`Record::priority`] accepted while degraded. Default
+    /// [`PRIORITY_HIGH`](crate::record::PRIORITY_HIGH) (NAT deletes, port
+    /// blocks and exhaustion events pass; session creates are shed).
+    pub min_priority: u8,
+}
+
+impl Default for DegradeConfig {
+    fn default() -> Self {
+        Self {
+            high_watermark_pct: 80,
+            low_watermark_pct: 50,
+            min_priority: crate::record::PRIORITY_HIGH,
+        }
+    }
 }
 
 /// Smallest batch buffer the runtime accepts, in bytes (64 KiB).
@@ -59,6 +113,13 @@ pub struct LoggerConfig {
     /// in milliseconds. What is still undelivered then is counted in
     /// [`Stats::dropped_shutdown`]. Default 5000.
     pub shutdown_timeout_ms: u64,
+    /// `block`: pause-instruction spins before a waiting producer starts
+    /// yielding the CPU. Default 1024.
+    pub block_spins: u32,
+    /// `degrade` watermarks and minimum priority.
+    pub degrade: DegradeConfig,
+    /// Write an in-band [`DropReport`] line when drops happen. Default true.
+    pub drop_reports: bool,
 }
 
 impl Default for LoggerConfig {
@@ -71,6 +132,9 @@ impl Default for LoggerConfig {
             idle_sleep_us: 200,
             consumer_cpu: None,
             shutdown_timeout_ms: 5000,
+            block_spins: crate::ring::DEFAULT_BLOCK_SPINS,
+            degrade: DegradeConfig::default(),
+            drop_reports: true,
         }
     }
 }
@@ -109,9 +173,12 @@ impl From<RingError> for LoggerError {
 
 /// A snapshot of every counter, summed over the rings of one logger.
 ///
-/// Accounting: `produced = enqueued + dropped_full`, and once the logger is
+/// Accounting: `produced = enqueued + dropped_full + dropped_degraded +
+/// dropped_disconnected` (see [`Stats::dropped`]), and once the logger is
 /// shut down with its producers dropped,
-/// `produced = written_records + dropped_full + dropped_sink + dropped_shutdown`.
+/// `produced = written_records + dropped() + dropped_sink + dropped_shutdown`.
+/// In-band [`DropReport`] lines are not records and are counted apart, in
+/// `drop_reports`.
 /// While running, `enqueued - dequeued` records sit in rings, `sink_pending`
 /// in the sink awaiting acknowledgement, and the rest of
 /// `dequeued - written_records - dropped_sink - dropped_shutdown` in the
@@ -122,8 +189,18 @@ pub struct Stats {
     pub produced: u64,
     /// Records copied into a ring.
     pub enqueued: u64,
-    /// Records dropped because the ring was full ([`Backpressure::Drop`]).
+    /// Records dropped because the ring was full ([`Backpressure::Drop`],
+    /// or `Degrade` at 100% fill).
     pub dropped_full: u64,
+    /// Records dropped by [`Backpressure::Degrade`] above the high
+    /// watermark because their priority was too low.
+    pub dropped_degraded: u64,
+    /// Records dropped because the consumer was gone.
+    pub dropped_disconnected: u64,
+    /// Records formatted by the consumer.
+    pub formatted: u64,
+    /// In-band drop reports written.
+    pub drop_reports: u64,
     /// Records read out of rings by the consumer.
     pub dequeued: u64,
     /// Records in batches the sink accepted.
@@ -157,8 +234,14 @@ impl Stats {
     /// Records produced but neither written nor dropped yet.
     pub fn in_flight(&self) -> u64 {
         self.produced.saturating_sub(
-            self.written_records + self.dropped_full + self.dropped_sink + self.dropped_shutdown,
+            self.written_records + self.dropped() + self.dropped_sink + self.dropped_shutdown,
         )
+    }
+
+    /// Producer-side drops, every reason: `dropped_full + dropped_degraded
+    /// + dropped_disconnected`.
+    pub fn dropped(&self) -> u64 {
+        self.dropped_full + self.dropped_degraded + self.dropped_disconnected
     }
 }
 
@@ -175,6 +258,8 @@ struct ConsumerTotals {
     sink_pending: AtomicU64,
     dropped_shutdown: AtomicU64,
     batches: AtomicU64,
+    formatted: AtomicU64,
+    drop_reports: AtomicU64,
 }
 
 fn bump(c: &AtomicU64, n: u64) {
@@ -200,6 +285,7 @@ pub struct Logger<R: Record> {
     totals: Arc<ConsumerTotals>,
     rings: Mutex<Vec<Arc<Shared<R>>>>,
     config: LoggerConfig,
+    latency: Arc<LatencyHistogram>,
 }
 
 impl<R: Record> Logger<R> {
@@ -227,6 +313,14 @@ impl<R: Record> Logger<R> {
                 config.batch_bytes
             )));
         }
+        let d = config.degrade;
+        if !(d.low_watermark_pct < d.high_watermark_pct && d.high_watermark_pct <= 100) {
+            return Err(LoggerError::Config(format!(
+                "degrade watermarks must satisfy low < high <= 100 (percent of capacity), got low {} high {}",
+                d.low_watermark_pct, d.high_watermark_pct
+            )));
+        }
+        let latency = Arc::new(LatencyHistogram::new());
         let (tx, rx) = unbounded();
         let totals = Arc::new(ConsumerTotals::default());
         let worker = ConsumerLoop {
@@ -242,6 +336,10 @@ impl<R: Record> Logger<R> {
             deadline: None,
             next_tick: Instant::now(),
             pending: 0,
+            clock: TscClock::new(Duration::from_millis(5)),
+            batch_samples: Vec::with_capacity(4096),
+            latency: latency.clone(),
+            passes: 0,
         };
         let thread = std::thread::Builder::new()
             .name("dplog-consumer".into())
@@ -253,6 +351,7 @@ impl<R: Record> Logger<R> {
             totals,
             rings: Mutex::new(Vec::new()),
             config,
+            latency,
         })
     }
 
@@ -260,19 +359,58 @@ impl<R: Record> Logger<R> {
     /// consumer half with the consumer thread and returns the producer half.
     /// Call once per producing thread (forwarding core).
     pub fn producer(&self) -> Result<LogProducer<R>, LoggerError> {
-        let (p, c) = ring::<R>(self.config.ring_capacity)?;
-        let shared = c.shared().clone();
-        self.ctrl
-            .send(Control::AddRing(c))
-            .map_err(|_| LoggerError::ConsumerGone)?;
-        self.rings
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(shared);
+        let (mut p, c) = ring::<R>(self.config.ring_capacity)?;
+        self.attach(c)?;
+        p.set_block_spins(self.config.block_spins);
+        let cap = self.config.ring_capacity;
+        let d = self.config.degrade;
         Ok(LogProducer {
             inner: p,
             policy: self.config.backpressure,
+            degraded: false,
+            // Ceiling for high, floor for low, both within 1..=cap.
+            high: (cap * usize::from(d.high_watermark_pct))
+                .div_ceil(100)
+                .clamp(1, cap),
+            low: (cap * usize::from(d.low_watermark_pct) / 100).min(cap),
+            min_priority: d.min_priority,
         })
+    }
+
+    /// Registers the consumer half of any ring (an MPSC ring from
+    /// [`mpsc_ring`](crate::mpsc::mpsc_ring), or an SPSC ring made by hand)
+    /// so this logger's consumer drains it round-robin with the others.
+    /// Returns the ring id. The producers of such a ring apply no policy
+    /// of their own: use their `push`/`try_push` and `count_dropped`.
+    pub fn attach(&self, mut consumer: Consumer<R>) -> Result<u32, LoggerError> {
+        let mut rings = self.rings.lock().unwrap_or_else(|e| e.into_inner());
+        let id = rings.len() as u32;
+        consumer.set_id(id);
+        let shared = consumer.shared().clone();
+        self.ctrl
+            .send(Control::AddRing(consumer))
+            .map_err(|_| LoggerError::ConsumerGone)?;
+        rings.push(shared);
+        Ok(id)
+    }
+
+    /// Counters per ring and per consumer plus the enqueue-to-write latency
+    /// quantiles (see [`Snapshot`]; render with
+    /// [`Snapshot::to_prometheus`]).
+    pub fn snapshot(&self) -> Snapshot {
+        let rings = self
+            .rings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .enumerate()
+            .map(|(i, r)| RingStats::read(i as u32, r))
+            .collect();
+        Snapshot {
+            consumer: self.stats(),
+            rings,
+            latency: self.latency.summary(),
+        }
     }
 
     /// Current counters (a snapshot; each counter is read once, Relaxed).
@@ -281,11 +419,12 @@ impl<R: Record> Logger<R> {
         for r in self.rings.lock().unwrap_or_else(|e| e.into_inner()).iter() {
             // Relaxed: statistics; exact final values are read after the
             // consumer thread is joined (see `shutdown`).
-            let enq = r.producer_counters.enqueued.load(Ordering::Relaxed);
-            let drop = r.producer_counters.dropped_full.load(Ordering::Relaxed);
-            s.enqueued += enq;
-            s.dropped_full += drop;
-            s.produced += enq + drop;
+            let rs = RingStats::read(0, r);
+            s.enqueued += rs.enqueued;
+            s.dropped_full += rs.dropped_full;
+            s.dropped_degraded += rs.dropped_degraded;
+            s.dropped_disconnected += rs.dropped_disconnected;
+            s.produced += rs.produced;
             s.dequeued += r.consumer_counters.dequeued.load(Ordering::Relaxed);
             s.high_water = s
                 .high_water
@@ -301,6 +440,8 @@ impl<R: Record> Logger<R> {
         s.sink_pending = t.sink_pending.load(Ordering::Relaxed);
         s.dropped_shutdown = t.dropped_shutdown.load(Ordering::Relaxed);
         s.batches = t.batches.load(Ordering::Relaxed);
+        s.formatted = t.formatted.load(Ordering::Relaxed);
+        s.drop_reports = t.drop_reports.load(Ordering::Relaxed);
         s
     }
 
@@ -378,40 +519,110 @@ impl<R: Record> Drop for Logger<R> {
 pub struct LogProducer<R: Record> {
     inner: Producer<R>,
     policy: Backpressure,
+    /// `degrade`: true between crossing the high watermark and falling
+    /// below the low one.
+    degraded: bool,
+    /// `degrade` watermarks, in records.
+    high: usize,
+    low: usize,
+    min_priority: u8,
 }
 
 impl<R: Record> LogProducer<R> {
-    /// Hands `rec` to the ring under the configured policy: `Block` waits
-    /// for a slot, `Drop` counts it in [`Stats::dropped_full`] and returns.
+    /// Hands `rec` to the ring under the configured policy:
+    /// - `Block` waits for a slot (lossless);
+    /// - `Drop` (`drop_newest`) drops it if the ring is full, counted in
+    ///   [`Stats::dropped_full`];
+    /// - `Degrade` also drops it, counted in [`Stats::dropped_degraded`],
+    ///   when the ring is degraded (see [`DegradeConfig`]) and
+    ///   `rec.priority()` is below the minimum.
+    ///
     /// Returns `false` if the record was not enqueued (dropped, or the
-    /// consumer is gone — also counted as dropped).
+    /// consumer is gone — counted in [`Stats::dropped_disconnected`]).
+    /// Never allocates.
     #[inline]
     pub fn log(&mut self, rec: R) -> bool {
-        let ok = match self.policy {
-            Backpressure::Block => self.inner.push(rec).is_ok(),
-            Backpressure::Drop => self.inner.try_push(rec).is_ok(),
-        };
-        if !ok {
-            self.inner.count_dropped_full(1);
+        match self.policy {
+            Backpressure::Block => match self.inner.push(rec) {
+                Ok(()) => true,
+                Err(_) => self.dropped(DropReason::Disconnected, 1),
+            },
+            Backpressure::Drop => match self.inner.try_push(rec) {
+                Ok(()) => true,
+                Err(_) => self.dropped(DropReason::Full, 1),
+            },
+            Backpressure::Degrade => {
+                if self.is_degraded() && rec.priority() < self.min_priority {
+                    return self.dropped(DropReason::Degraded, 1);
+                }
+                match self.inner.try_push(rec) {
+                    Ok(()) => true,
+                    Err(_) => self.dropped(DropReason::Full, 1),
+                }
+            }
         }
-        ok
     }
 
-    /// [`log`](Self::log) for a burst; one index publish per burst. Returns
-    /// how many were enqueued; the rest are counted as dropped.
+    #[cold]
+    fn dropped(&mut self, reason: DropReason, n: u64) -> bool {
+        self.inner.count_dropped(reason, n, now_ticks());
+        false
+    }
+
+    /// `degrade` state machine: enter at `fill >= high`, leave at
+    /// `fill < low`. The exact fill (one Acquire load of the consumer
+    /// index) is read only when the cached upper bound reaches `high`, or
+    /// while degraded.
+    #[inline]
+    fn is_degraded(&mut self) -> bool {
+        if self.degraded {
+            if self.inner.fill() < self.low {
+                self.degraded = false;
+            }
+        } else if self.inner.fill_upper_bound() >= self.high && self.inner.fill() >= self.high {
+            self.degraded = true;
+        }
+        self.degraded
+    }
+
+    /// True while `degrade` sheds low-priority records.
+    pub fn degraded(&self) -> bool {
+        self.degraded
+    }
+
+    /// [`log`](Self::log) for a burst; one index publish per burst (per run
+    /// of accepted records under `degrade`). Returns how many were
+    /// enqueued; the rest are counted as dropped, by reason.
     #[inline]
     pub fn log_burst(&mut self, recs: &[R]) -> usize {
-        let n = match self.policy {
+        match self.policy {
             Backpressure::Block => match self.inner.push_burst(recs) {
                 Ok(()) => recs.len(),
-                Err(Disconnected(k)) => k,
+                Err(Disconnected(k)) => {
+                    self.dropped(DropReason::Disconnected, (recs.len() - k) as u64);
+                    k
+                }
             },
-            Backpressure::Drop => self.inner.try_push_burst(recs),
-        };
-        if n < recs.len() {
-            self.inner.count_dropped_full((recs.len() - n) as u64);
+            Backpressure::Drop => {
+                let n = self.inner.try_push_burst(recs);
+                if n < recs.len() {
+                    self.dropped(DropReason::Full, (recs.len() - n) as u64);
+                }
+                n
+            }
+            Backpressure::Degrade => {
+                if !self.is_degraded() {
+                    let n = self.inner.try_push_burst(recs);
+                    if n < recs.len() {
+                        // Full: the rest goes through the per-record path
+                        // (priorities, exact reasons).
+                        return n + recs[n..].iter().filter(|r| self.log(**r)).count();
+                    }
+                    return n;
+                }
+                recs.iter().filter(|r| self.log(**r)).count()
+            }
         }
-        n
     }
 
     /// The policy this producer applies.
@@ -450,6 +661,13 @@ struct ConsumerLoop<R: Record, F, S> {
     next_tick: Instant,
     /// Records accepted by the sink as `Pending`, not yet resolved.
     pending: u64,
+    /// TSC → UTC conversion for drop reports and latency.
+    clock: TscClock,
+    /// Enqueue timestamps (ticks) of the sampled records in `buf`.
+    batch_samples: Vec<u64>,
+    latency: Arc<LatencyHistogram>,
+    /// Drain passes, to recalibrate the clock every 1024 passes or idle.
+    passes: u64,
 }
 
 /// Period of `Sink::tick` / `Sink::poll` calls.
@@ -489,7 +707,22 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
                 self.write_batch();
             }
             self.maintain();
-            self.rings.retain_mut(|c| !c.is_finished());
+            if idle_rounds == 0 {
+                self.clock.maybe_recalibrate(realtime_ns());
+            }
+            // Drop finished rings, writing their last drop report first
+            // (after `is_finished`, every drop of their producers is seen).
+            let mut i = 0;
+            while i < self.rings.len() {
+                if self.rings[i].is_finished() {
+                    if self.config.drop_reports {
+                        self.report_drops(i);
+                    }
+                    self.rings.remove(i);
+                } else {
+                    i += 1;
+                }
+            }
             idle_rounds = idle_rounds.saturating_add(1);
             if idle_rounds < 64 {
                 core::hint::spin_loop();
@@ -643,17 +876,63 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
     /// Returns the number of records read.
     fn drain_once(&mut self) -> usize {
         let mut total = 0;
+        self.passes += 1;
+        if self.passes % 1024 == 0 {
+            self.clock.maybe_recalibrate(realtime_ns());
+        }
         for i in 0..self.rings.len() {
             let buf = &mut self.buf;
             let fmt = &mut self.formatter;
-            let n = self.rings[i].read_burst(self.config.burst, |rec| fmt.format(rec, buf));
+            let samples = &mut self.batch_samples;
+            let n = self.rings[i].read_burst_sampled(
+                self.config.burst,
+                |rec| fmt.format(rec, buf),
+                |t| samples.push(t),
+            );
             self.batch_records += n as u64;
             total += n;
+            if self.config.drop_reports {
+                self.report_drops(i);
+            }
             if self.buf.len() >= self.config.batch_bytes {
                 self.write_batch();
             }
         }
+        if total > 0 {
+            bump(&self.totals.formatted, total as u64);
+        }
         total
+    }
+
+    /// Writes an in-band [`DropReport`] for ring `i` if it has unreported
+    /// drops.
+    fn report_drops(&mut self, i: usize) {
+        if let Some(d) = self.rings[i].take_drop_report() {
+            let rep = DropReport::new(
+                self.rings[i].id(),
+                d.dropped,
+                self.clock.to_utc_ns(d.first_ns),
+                self.clock.to_utc_ns(d.last_ns),
+            );
+            self.formatter.format_drop_report(&rep, &mut self.buf);
+            bump(&self.totals.drop_reports, 1);
+        }
+    }
+
+    /// Books the enqueue-to-write latency of the batch's sampled records,
+    /// now that the sink has taken the batch.
+    fn record_latency(&mut self) {
+        if self.batch_samples.is_empty() {
+            return;
+        }
+        let now = now_ticks();
+        let clock = &self.clock;
+        self.latency.record_all(
+            self.batch_samples
+                .iter()
+                .map(|&t| clock.ticks_to_ns(now.saturating_sub(t))),
+        );
+        self.batch_samples.clear();
     }
 
     /// Hands the batch buffer to the sink. A retryable error is retried
@@ -671,12 +950,16 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
             let t = &self.totals;
             match r {
                 Ok(Accepted::Delivered) => {
+                    self.record_latency();
+                    let t = &self.totals;
                     bump(&t.written_records, self.batch_records);
                     bump(&t.written_bytes, self.buf.len() as u64);
                     bump(&t.batches, 1);
                     break;
                 }
                 Ok(Accepted::Pending) => {
+                    self.record_latency();
+                    let t = &self.totals;
                     bump(&t.batches, 1);
                     self.pending += self.batch_records;
                     // Relaxed: single-writer statistic (see `ConsumerTotals`).
@@ -699,6 +982,7 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
         }
         self.buf.clear();
         self.batch_records = 0;
+        self.batch_samples.clear();
         self.maintain();
     }
 

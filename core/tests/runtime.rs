@@ -6,13 +6,34 @@ use std::sync::{Arc, Mutex};
 
 use dplog_core::*;
 
-/// Formats a record as its timestamp and source port, 16 bytes.
+/// Formats a record as its timestamp and source port, 16 bytes; a drop
+/// report as `REPORT` and its count, 16 bytes.
 struct Fixed;
+const REPORT: u64 = u64::MAX;
 impl Formatter<Nat44SessionRecord> for Fixed {
     fn format(&mut self, r: &Nat44SessionRecord, out: &mut Vec<u8>) {
         out.extend_from_slice(&r.timestamp_ns.to_le_bytes());
         out.extend_from_slice(&u64::from(r.src_port).to_le_bytes());
     }
+    fn format_drop_report(&mut self, r: &DropReport, out: &mut Vec<u8>) {
+        out.extend_from_slice(&REPORT.to_le_bytes());
+        out.extend_from_slice(&r.dropped.to_le_bytes());
+    }
+}
+
+/// Splits decoded output into records and the sum of drop-report counts.
+fn split_reports(entries: Vec<(u64, u64)>) -> (Vec<(u64, u64)>, u64, usize) {
+    let mut recs = Vec::new();
+    let (mut dropped, mut reports) = (0, 0);
+    for (a, b) in entries {
+        if a == REPORT {
+            dropped += b;
+            reports += 1;
+        } else {
+            recs.push((a, b));
+        }
+    }
+    (recs, dropped, reports)
 }
 
 /// Collects batches in memory; can be told to fail.
@@ -47,6 +68,18 @@ fn rec(seq: u64, producer: u16) -> Nat44SessionRecord {
         src_port: producer,
         ..Default::default()
     }
+}
+
+fn decode_raw(bytes: &[u8]) -> Vec<(u64, u64)> {
+    bytes
+        .chunks_exact(16)
+        .map(|c| {
+            (
+                u64::from_le_bytes(c[..8].try_into().unwrap()),
+                u64::from_le_bytes(c[8..].try_into().unwrap()),
+            )
+        })
+        .collect()
 }
 
 fn decode(bytes: &[u8]) -> Vec<(u64, u16)> {
@@ -136,9 +169,15 @@ fn drop_policy_counts_exactly_what_it_drops() {
     assert_eq!(s.enqueued, accepted);
     assert_eq!(s.dropped_full, N - accepted);
     assert_eq!(s.written_records + s.dropped_full, s.produced);
-    let got = decode(&sink.bytes.lock().unwrap());
+    let (got, reported, reports) = split_reports(decode_raw(&sink.bytes.lock().unwrap()));
     assert_eq!(got.len() as u64, accepted);
     assert!(got.windows(2).all(|w| w[0].0 < w[1].0), "order kept");
+    // The log itself shows every gap: the in-band reports add up to the
+    // drop counter exactly.
+    assert!(s.dropped_full > 0, "a 16-slot ring must overflow here");
+    assert_eq!(reported, s.dropped_full);
+    assert_eq!(reports as u64, s.drop_reports);
+    assert!(reports >= 1);
 }
 
 #[test]

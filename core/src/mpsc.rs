@@ -1,0 +1,370 @@
+//! Multi-producer single-consumer ring: DPDK's `rte_ring` MP/SC protocol
+//! over the same slot array and [`Consumer`] as the SPSC ring.
+//!
+//! Producers claim slots by moving `prod_head` with a compare-and-swap,
+//! copy their records into the claimed slots, then wait until every earlier
+//! claim is published (`tail == their head`) and publish theirs by storing
+//! `tail = head + n`. The consumer sees only `tail`, so it never reads a
+//! claimed-but-unwritten slot, and records of one producer stay in that
+//! producer's order (its claims are ordered by its own program order).
+//!
+//! Memory ordering:
+//! - a producer's `head.load(Acquire)` (the consumer index) pairs with the
+//!   consumer's Release store: slots below it are no longer being read;
+//! - the claim CAS on `prod_head` is Relaxed: it only hands out disjoint
+//!   index ranges, it publishes no data;
+//! - the wait `tail.load(Acquire)` pairs with the previous claimant's
+//!   Release store of `tail`, and our own `tail.store(Release)` then
+//!   publishes its slots and ours to the consumer's Acquire load.
+//!
+//! A producer preempted between claim and publish holds up the producers
+//! claimed after it (they spin, then yield) — the same property as DPDK's
+//! MP ring; the consumer is never blocked by it, it sees an empty ring.
+
+use core::mem::size_of;
+
+use crate::record::Record;
+use crate::ring::{
+    backoff, check, Arc, Consumer, Disconnected, DropReason, Ordering, RingError, Shared,
+    DEFAULT_BLOCK_SPINS,
+};
+
+/// Creates an MPSC ring of `capacity` records (a power of two, exact).
+///
+/// Clone the [`MpProducer`] once per producing thread. Errors as for
+/// [`ring`](crate::ring::ring). Allocates `capacity * size_of::<T>()` bytes.
+pub fn mpsc_ring<T: Record>(capacity: usize) -> Result<(MpProducer<T>, Consumer<T>), RingError> {
+    check::<T>(capacity)?;
+    debug_assert!(size_of::<T>() <= 128);
+    let shared = Arc::new(Shared::new(capacity));
+    Ok((
+        MpProducer {
+            shared: shared.clone(),
+            cached_head: 0,
+            block_spins: DEFAULT_BLOCK_SPINS,
+        },
+        Consumer::new(shared),
+    ))
+}
+
+/// A producer handle of an MPSC ring. `Clone` gives another handle for
+/// another thread; `Send`, not `Sync`.
+pub struct MpProducer<T: Record> {
+    shared: Arc<Shared<T>>,
+    /// Cached copy of the consumer index; a lower bound of it, refreshed
+    /// when the ring looks full.
+    cached_head: usize,
+    block_spins: u32,
+}
+
+impl<T: Record> Clone for MpProducer<T> {
+    fn clone(&self) -> Self {
+        // Relaxed: this handle already keeps the count above zero.
+        self.shared.producers.fetch_add(1, Ordering::Relaxed);
+        Self {
+            shared: self.shared.clone(),
+            cached_head: self.cached_head,
+            block_spins: self.block_spins,
+        }
+    }
+}
+
+impl<T: Record> Drop for MpProducer<T> {
+    fn drop(&mut self) {
+        // AcqRel: the last handle's decrement acquires every other handle's
+        // release of its pushes, then the Release store of `producer_gone`
+        // pairs with the consumer's Acquire load in `is_finished`.
+        if self.shared.producers.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.shared.producer_gone.store(true, Ordering::Release);
+        }
+    }
+}
+
+impl<T: Record> MpProducer<T> {
+    /// Ring capacity in records.
+    pub fn capacity(&self) -> usize {
+        self.shared.capacity
+    }
+
+    /// Claims up to `want` slots (exactly `want` if `bulk`); returns the
+    /// first index and the count, or `None`.
+    #[inline(always)]
+    fn claim(&mut self, want: usize, bulk: bool) -> Option<(usize, usize)> {
+        let cap = self.shared.capacity;
+        let mut spins = 0u32;
+        loop {
+            // Relaxed: the CAS below validates it; see the module docs.
+            let head = self.shared.prod_head.load(Ordering::Relaxed);
+            let mut free = cap.wrapping_add(self.cached_head).wrapping_sub(head);
+            if free < want || free > cap {
+                // Acquire pairs with the consumer's Release store of `head`.
+                self.cached_head = self.shared.head.load(Ordering::Acquire);
+                free = cap.wrapping_add(self.cached_head).wrapping_sub(head);
+                if free > cap {
+                    // `head` was older than the consumer index we now know;
+                    // after that Acquire a fresh load cannot be older.
+                    crate::sync::spin_wait(&mut spins, 0);
+                    continue;
+                }
+            }
+            let n = if bulk {
+                if free < want {
+                    return None;
+                }
+                want
+            } else {
+                free.min(want)
+            };
+            if n == 0 {
+                return None;
+            }
+            // Relaxed both ways: the claim publishes no data (see above).
+            if self
+                .shared
+                .prod_head
+                .compare_exchange_weak(
+                    head,
+                    head.wrapping_add(n),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+            {
+                return Some((head, n));
+            }
+            crate::sync::spin_wait(&mut spins, u32::MAX);
+        }
+    }
+
+    /// Waits for earlier claims, then publishes `head..head+n`.
+    #[inline(always)]
+    fn publish(&self, head: usize, n: usize) {
+        self.shared.stamp(head, n);
+        let mut spins = 0u32;
+        // Acquire pairs with the previous claimant's Release store of `tail`.
+        while self.shared.tail.load(Ordering::Acquire) != head {
+            crate::sync::spin_wait(&mut spins, self.block_spins);
+        }
+        // Release pairs with the consumer's Acquire load of `tail`.
+        self.shared
+            .tail
+            .store(head.wrapping_add(n), Ordering::Release);
+        // Relaxed: statistic shared by the producers of this ring.
+        self.shared
+            .producer_counters
+            .enqueued
+            .fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    #[inline(always)]
+    fn copy_in(&self, head: usize, recs: &[T]) {
+        for (i, r) in recs.iter().enumerate() {
+            // SAFETY: head..head+len was claimed by this producer's CAS and
+            // is free (below cached consumer index + capacity); no other
+            // producer writes it and the consumer does not read it before
+            // `publish`.
+            unsafe { self.shared.slots.write(head.wrapping_add(i), *r) };
+        }
+    }
+
+    /// Copies `rec` into the ring; `Err(rec)` when full. Never blocks on a
+    /// full ring (it may briefly wait for an earlier producer to publish).
+    #[inline]
+    pub fn try_push(&mut self, rec: T) -> Result<(), T> {
+        match self.claim(1, true) {
+            Some((head, _)) => {
+                self.copy_in(head, core::slice::from_ref(&rec));
+                self.publish(head, 1);
+                Ok(())
+            }
+            None => Err(rec),
+        }
+    }
+
+    /// As many of `recs` as fit (`rte_ring_mp_enqueue_burst_elem`); returns
+    /// how many (a prefix). One claim and one publish.
+    #[inline]
+    pub fn try_push_burst(&mut self, recs: &[T]) -> usize {
+        match self.claim(recs.len(), false) {
+            Some((head, n)) => {
+                self.copy_in(head, &recs[..n]);
+                self.publish(head, n);
+                n
+            }
+            None => 0,
+        }
+    }
+
+    /// All of `recs` or none (`rte_ring_mp_enqueue_bulk_elem`); returns
+    /// `recs.len()` or 0.
+    #[inline]
+    pub fn try_push_bulk(&mut self, recs: &[T]) -> usize {
+        if recs.is_empty() {
+            return 0;
+        }
+        match self.claim(recs.len(), true) {
+            Some((head, n)) => {
+                self.copy_in(head, recs);
+                self.publish(head, n);
+                n
+            }
+            None => 0,
+        }
+    }
+
+    /// Zero-copy: claims exactly `n` slots (all or nothing), builds record
+    /// `i` in slot `i` with `make(i)`, then publishes all `n` (the
+    /// reserve → write → commit sequence in one call, since an MPSC claim
+    /// cannot be given back). Returns false, without calling `make`, if
+    /// fewer than `n` slots are free.
+    ///
+    /// `make` must not panic: a panic would leave the claimed slots
+    /// unpublished and stall the ring's other producers.
+    #[inline]
+    pub fn reserve_commit(&mut self, n: usize, mut make: impl FnMut(usize) -> T) -> bool {
+        if n == 0 {
+            return false;
+        }
+        match self.claim(n, true) {
+            Some((head, _)) => {
+                for i in 0..n {
+                    // SAFETY: claimed by this producer, see `copy_in`.
+                    unsafe { self.shared.slots.write(head.wrapping_add(i), make(i)) };
+                }
+                self.publish(head, n);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Pushes `rec`, waiting while the ring is full (spin, then yield);
+    /// `Err(Disconnected(rec))` if the consumer is gone.
+    #[inline]
+    pub fn push(&mut self, rec: T) -> Result<(), Disconnected<T>> {
+        let mut rec = rec;
+        let mut spins = 0u32;
+        loop {
+            match self.try_push(rec) {
+                Ok(()) => return Ok(()),
+                Err(r) => rec = r,
+            }
+            if backoff(&self.shared, self.block_spins, &mut spins) {
+                return Err(Disconnected(rec));
+            }
+        }
+    }
+
+    /// Pushes every record of `recs`, waiting while the ring is full;
+    /// `Err(Disconnected(k))` with the number pushed if the consumer goes.
+    pub fn push_burst(&mut self, recs: &[T]) -> Result<(), Disconnected<usize>> {
+        let mut done = 0;
+        let mut spins = 0u32;
+        while done < recs.len() {
+            let n = self.try_push_burst(&recs[done..]);
+            done += n;
+            if n == 0 && backoff(&self.shared, self.block_spins, &mut spins) {
+                return Err(Disconnected(done));
+            }
+        }
+        Ok(())
+    }
+
+    /// Spins before a waiting push yields; see
+    /// [`Producer::set_block_spins`](crate::ring::Producer::set_block_spins).
+    pub fn set_block_spins(&mut self, spins: u32) {
+        self.block_spins = spins;
+    }
+
+    /// Fill level (claimed minus consumed), refreshing the consumer index.
+    pub fn fill(&mut self) -> usize {
+        // Acquire pairs with the consumer's Release store of `head`.
+        self.cached_head = self.shared.head.load(Ordering::Acquire);
+        // Relaxed: a snapshot for watermark decisions.
+        let head = self.shared.prod_head.load(Ordering::Relaxed);
+        head.wrapping_sub(self.cached_head)
+            .min(self.shared.capacity)
+    }
+
+    /// Counts `n` records dropped for `reason` at `now` (a
+    /// [`crate::tsc::now_ticks`] value); atomic read-modify-write, shared
+    /// by the producers.
+    pub fn count_dropped(&mut self, reason: DropReason, n: u64, now: u64) {
+        self.shared.count_drop(reason, n, now, true);
+    }
+
+    /// True if the consumer half has been dropped.
+    pub fn is_disconnected(&self) -> bool {
+        // Acquire pairs with the consumer's Release store on drop.
+        self.shared.consumer_gone.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::record::Nat44SessionRecord;
+
+    fn rec(p: u16, i: u64) -> Nat44SessionRecord {
+        Nat44SessionRecord {
+            src_port: p,
+            timestamp_ns: i,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn capacity_edge_and_bulk() {
+        let (mut p, mut c) = mpsc_ring::<Nat44SessionRecord>(8).unwrap();
+        let recs: Vec<_> = (0..5).map(|i| rec(0, i)).collect();
+        assert_eq!(p.try_push_bulk(&recs), 5);
+        assert_eq!(p.try_push_bulk(&recs), 0, "bulk is all or nothing");
+        assert_eq!(p.try_push_burst(&recs), 3);
+        assert_eq!(p.try_push(rec(0, 99)), Err(rec(0, 99)));
+        assert!(!p.reserve_commit(1, |i| rec(0, i as u64)));
+        let mut out = [Nat44SessionRecord::default(); 8];
+        assert_eq!(c.pop_bulk(&mut out), 8);
+        let ts: Vec<u64> = out.iter().map(|r| r.timestamp_ns).collect();
+        assert_eq!(ts, vec![0, 1, 2, 3, 4, 0, 1, 2]);
+        assert!(p.reserve_commit(8, |i| rec(1, 10 + i as u64)));
+        let mut seen = vec![];
+        c.read_burst(100, |r| seen.push(r.timestamp_ns));
+        assert_eq!(seen, (10..18).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn four_producers_fifo_each_no_loss() {
+        const PER: u64 = 50_000;
+        let (p, mut c) = mpsc_ring::<Nat44SessionRecord>(64).unwrap();
+        let hs: Vec<_> = (0..4u16)
+            .map(|id| {
+                let mut p = p.clone();
+                std::thread::spawn(move || {
+                    let mut i = 0;
+                    while i < PER {
+                        if id % 2 == 0 {
+                            p.push(rec(id, i)).unwrap();
+                            i += 1;
+                        } else {
+                            let b: Vec<_> = (i..(i + 5).min(PER)).map(|j| rec(id, j)).collect();
+                            p.push_burst(&b).unwrap();
+                            i += b.len() as u64;
+                        }
+                    }
+                })
+            })
+            .collect();
+        drop(p);
+        let mut next = [0u64; 4];
+        while !c.is_finished() {
+            c.read_burst(32, |r| {
+                assert_eq!(r.timestamp_ns, next[r.src_port as usize]);
+                next[r.src_port as usize] += 1;
+            });
+        }
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert_eq!(next, [PER; 4]);
+    }
+}

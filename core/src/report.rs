@@ -1,0 +1,171 @@
+//! The in-band drop report: "N records dropped on ring R between t1 and t2".
+//!
+//! Under the `drop_newest` and `degrade` policies the consumer writes one
+//! [`DropReport`] into the output as soon as it sees new drops on a ring
+//! (checked once per ring per consumer pass), so the log itself shows the
+//! gap, at the place in the stream where it happened. The counts also stay
+//! in the counters ([`Stats`](crate::Stats)).
+//!
+//! Precision: `dropped` is exact and every drop is reported exactly once
+//! (the reports of a ring sum to its drop counters once the ring is
+//! drained). `[first_ns, last_ns]` always contains the reported drops; when
+//! a drop races with the consumer taking a report, `first_ns` can be as
+//! early as the first drop of the previous report (never later than the
+//! true first drop).
+
+use crate::record::{Record, RecordHeader};
+
+/// Schema id of [`DropReport`]: 0xFF01, in the range 0xFF00..=0xFFFF that
+/// dplog keeps for its own in-band records.
+pub const SCHEMA_DROP_REPORT: u16 = 0xFF01;
+
+/// An in-band report of records dropped on one ring. 40 bytes.
+///
+/// | offset | field      | meaning                                         |
+/// |--------|------------|-------------------------------------------------|
+/// | 0      | `header`   | `len` 40, `schema_id` [`SCHEMA_DROP_REPORT`]    |
+/// | 8      | `ring`     | ring id (registration order in its logger, 0..) |
+/// | 12     | `reserved` | 0                                               |
+/// | 16     | `dropped`  | records dropped in the interval, all reasons    |
+/// | 24     | `first_ns` | first drop, ns since the Unix epoch, UTC        |
+/// | 32     | `last_ns`  | last drop, ns since the Unix epoch, UTC         |
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DropReport {
+    /// Record header.
+    pub header: RecordHeader,
+    /// Ring id within its logger (registration order, from 0).
+    pub ring: u32,
+    /// Reserved; 0.
+    pub reserved: u32,
+    /// Records dropped in the interval (all reasons).
+    pub dropped: u64,
+    /// First drop, ns since the Unix epoch (UTC).
+    pub first_ns: u64,
+    /// Last drop, ns since the Unix epoch (UTC).
+    pub last_ns: u64,
+}
+
+const _: () = assert!(core::mem::size_of::<DropReport>() == 40);
+
+impl Record for DropReport {
+    const SCHEMA_ID: u16 = SCHEMA_DROP_REPORT;
+    fn header(&self) -> &RecordHeader {
+        &self.header
+    }
+}
+
+impl DropReport {
+    /// A report for `dropped` records on `ring` between `first_ns` and
+    /// `last_ns`.
+    pub fn new(ring: u32, dropped: u64, first_ns: u64, last_ns: u64) -> Self {
+        Self {
+            header: RecordHeader::of::<Self>(),
+            ring,
+            reserved: 0,
+            dropped,
+            first_ns,
+            last_ns,
+        }
+    }
+
+    /// Appends the report as one text line:
+    /// `dplog: 12 records dropped on ring 0 between 2026-11-30T07:49:15.123456789Z and 2026-11-30T07:49:15.223456789Z\n`.
+    pub fn write_text(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"dplog: ");
+        out.extend_from_slice(itoa::Buffer::new().format(self.dropped).as_bytes());
+        out.extend_from_slice(b" records dropped on ring ");
+        out.extend_from_slice(itoa::Buffer::new().format(self.ring).as_bytes());
+        out.extend_from_slice(b" between ");
+        write_rfc3339(self.first_ns, out);
+        out.extend_from_slice(b" and ");
+        write_rfc3339(self.last_ns, out);
+        out.push(b'\n');
+    }
+
+    /// Appends the report as one JSON line:
+    /// `{"dplogEvent":"recordsDropped","ring":0,"dropped":12,"firstDrop":"…Z","lastDrop":"…Z"}\n`.
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"{\"dplogEvent\":\"recordsDropped\",\"ring\":");
+        out.extend_from_slice(itoa::Buffer::new().format(self.ring).as_bytes());
+        out.extend_from_slice(b",\"dropped\":");
+        out.extend_from_slice(itoa::Buffer::new().format(self.dropped).as_bytes());
+        out.extend_from_slice(b",\"firstDrop\":\"");
+        write_rfc3339(self.first_ns, out);
+        out.extend_from_slice(b"\",\"lastDrop\":\"");
+        write_rfc3339(self.last_ns, out);
+        out.extend_from_slice(b"\"}\n");
+    }
+}
+
+/// Appends `ns` (since the Unix epoch) as RFC 3339 UTC with nanoseconds.
+fn write_rfc3339(ns: u64, out: &mut Vec<u8>) {
+    let secs = ns / 1_000_000_000;
+    let frac = ns % 1_000_000_000;
+    let days = (secs / 86_400) as i64;
+    let sod = secs % 86_400;
+    // Civil from days (H. Hinnant's algorithm), proleptic Gregorian.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    let two = |v: u64, out: &mut Vec<u8>| {
+        out.push(b'0' + (v / 10) as u8);
+        out.push(b'0' + (v % 10) as u8);
+    };
+    out.extend_from_slice(itoa::Buffer::new().format(y).as_bytes());
+    out.push(b'-');
+    two(m as u64, out);
+    out.push(b'-');
+    two(d as u64, out);
+    out.push(b'T');
+    two(sod / 3600, out);
+    out.push(b':');
+    two(sod / 60 % 60, out);
+    out.push(b':');
+    two(sod % 60, out);
+    out.push(b'.');
+    let mut digits = [b'0'; 9];
+    let mut f = frac;
+    for i in (0..9).rev() {
+        digits[i] = b'0' + (f % 10) as u8;
+        f /= 10;
+    }
+    out.extend_from_slice(&digits);
+    out.push(b'Z');
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_and_json_lines() {
+        // 2026-11-30T07:49:15.000000123Z
+        let t1 = 1_796_024_955_000_000_123;
+        let r = DropReport::new(3, 12, t1, t1 + 100_000_000);
+        let mut out = Vec::new();
+        r.write_text(&mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "dplog: 12 records dropped on ring 3 between 2026-11-30T07:49:15.000000123Z and 2026-11-30T07:49:15.100000123Z\n"
+        );
+        let mut out = Vec::new();
+        r.write_json(&mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "{\"dplogEvent\":\"recordsDropped\",\"ring\":3,\"dropped\":12,\"firstDrop\":\"2026-11-30T07:49:15.000000123Z\",\"lastDrop\":\"2026-11-30T07:49:15.100000123Z\"}\n"
+        );
+        let mut out = Vec::new();
+        write_rfc3339(0, &mut out);
+        assert_eq!(out, b"1970-01-01T00:00:00.000000000Z");
+        let mut out = Vec::new();
+        write_rfc3339(951_782_400_000_000_000, &mut out); // leap day
+        assert_eq!(out, b"2000-02-29T00:00:00.000000000Z");
+    }
+}

@@ -1,0 +1,255 @@
+//! Counter snapshots: per ring, per consumer, and the enqueue-to-write
+//! latency histogram (HDR, via the `hdrhistogram` crate).
+//!
+//! [`Logger::snapshot`](crate::Logger::snapshot) returns a [`Snapshot`];
+//! [`Snapshot::to_prometheus`] renders it in the Prometheus text
+//! exposition format (version 0.0.4).
+
+use std::fmt::Write as _;
+use std::sync::Mutex;
+
+use hdrhistogram::Histogram;
+
+use crate::ring::{Ordering, Shared};
+use crate::runtime::Stats;
+
+/// Counters of one ring (a snapshot; each counter read once, Relaxed).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RingStats {
+    /// Ring id within its logger (registration order, from 0).
+    pub id: u32,
+    /// Capacity in records.
+    pub capacity: u64,
+    /// Records in the ring at the time of the snapshot.
+    pub fill: u64,
+    /// Records whose fate a producer decided: `enqueued + dropped_*`.
+    pub produced: u64,
+    /// Records copied into the ring.
+    pub enqueued: u64,
+    /// Dropped because the ring was full.
+    pub dropped_full: u64,
+    /// Dropped by `degrade` (above the high watermark, priority too low).
+    pub dropped_degraded: u64,
+    /// Dropped because the consumer was gone.
+    pub dropped_disconnected: u64,
+    /// Records the consumer read out of this ring.
+    pub dequeued: u64,
+    /// Highest fill level the consumer saw, in records.
+    pub high_water: u64,
+}
+
+impl RingStats {
+    pub(crate) fn read<T>(id: u32, r: &Shared<T>) -> Self {
+        let c = &r.producer_counters;
+        // Relaxed: statistics (see `ProducerCounters`).
+        let enqueued = c.enqueued.load(Ordering::Relaxed);
+        let dropped_full = c.dropped_full.load(Ordering::Relaxed);
+        let dropped_degraded = c.dropped_degraded.load(Ordering::Relaxed);
+        let dropped_disconnected = c.dropped_disconnected.load(Ordering::Relaxed);
+        Self {
+            id,
+            capacity: r.capacity as u64,
+            fill: r.len() as u64,
+            produced: enqueued + dropped_full + dropped_degraded + dropped_disconnected,
+            enqueued,
+            dropped_full,
+            dropped_degraded,
+            dropped_disconnected,
+            dequeued: r.consumer_counters.dequeued.load(Ordering::Relaxed),
+            high_water: r.consumer_counters.high_water.load(Ordering::Relaxed) as u64,
+        }
+    }
+}
+
+/// Enqueue-to-write latency, nanoseconds, from the HDR histogram of
+/// sampled records (one in [`SAMPLE_EVERY`](crate::ring::SAMPLE_EVERY) by
+/// ring index). "Write" is the sink accepting the batch (`Delivered`, or
+/// `Pending` for asynchronous sinks).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LatencySummary {
+    /// Sampled records in the histogram.
+    pub samples: u64,
+    /// Median.
+    pub p50_ns: u64,
+    /// 99th percentile.
+    pub p99_ns: u64,
+    /// 99.9th percentile.
+    pub p999_ns: u64,
+    /// Largest sample.
+    pub max_ns: u64,
+}
+
+/// Everything [`Logger::snapshot`](crate::Logger::snapshot) returns.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    /// Consumer totals, summed over its rings (the [`Stats`] of the logger).
+    pub consumer: Stats,
+    /// One entry per ring, in id order.
+    pub rings: Vec<RingStats>,
+    /// Enqueue-to-write latency.
+    pub latency: LatencySummary,
+}
+
+/// The consumer's latency histogram: 1 ns to 60 s, 3 significant digits.
+/// The consumer records into it once per written batch (one short lock);
+/// snapshots lock it to read quantiles.
+pub(crate) struct LatencyHistogram(Mutex<Histogram<u64>>);
+
+impl LatencyHistogram {
+    pub(crate) fn new() -> Self {
+        Self(Mutex::new(
+            Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("static bounds are valid"),
+        ))
+    }
+
+    /// Records each of `samples_ns` (clamped into the histogram's range).
+    pub(crate) fn record_all(&self, samples_ns: impl Iterator<Item = u64>) {
+        let mut h = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        for v in samples_ns {
+            h.saturating_record(v.max(1));
+        }
+    }
+
+    pub(crate) fn summary(&self) -> LatencySummary {
+        let h = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if h.is_empty() {
+            return LatencySummary::default();
+        }
+        LatencySummary {
+            samples: h.len(),
+            p50_ns: h.value_at_quantile(0.5),
+            p99_ns: h.value_at_quantile(0.99),
+            p999_ns: h.value_at_quantile(0.999),
+            max_ns: h.max(),
+        }
+    }
+}
+
+impl Snapshot {
+    /// The snapshot as Prometheus text exposition (format 0.0.4), metric
+    /// names prefixed `dplog_`: per-ring counters labelled `ring="<id>"`
+    /// (drops also `reason="full|degraded|disconnected"`), consumer totals,
+    /// and the latency quantiles as a summary.
+    pub fn to_prometheus(&self) -> String {
+        let mut o = String::new();
+        let mut family = |name: &str, kind: &str, help: &str| {
+            let _ = writeln!(o, "# HELP dplog_{name} {help}\n# TYPE dplog_{name} {kind}");
+        };
+        family(
+            "ring_produced_total",
+            "counter",
+            "Records a producer handled (enqueued or dropped).",
+        );
+        family(
+            "ring_enqueued_total",
+            "counter",
+            "Records copied into the ring.",
+        );
+        family(
+            "ring_dropped_total",
+            "counter",
+            "Records dropped, by reason.",
+        );
+        family(
+            "ring_dequeued_total",
+            "counter",
+            "Records the consumer read.",
+        );
+        family(
+            "ring_high_water",
+            "gauge",
+            "Highest fill level seen, records.",
+        );
+        family("ring_fill", "gauge", "Records in the ring now.");
+        for r in &self.rings {
+            let id = r.id;
+            let _ = writeln!(
+                o,
+                "dplog_ring_produced_total{{ring=\"{id}\"}} {}",
+                r.produced
+            );
+            let _ = writeln!(
+                o,
+                "dplog_ring_enqueued_total{{ring=\"{id}\"}} {}",
+                r.enqueued
+            );
+            for (reason, v) in [
+                ("full", r.dropped_full),
+                ("degraded", r.dropped_degraded),
+                ("disconnected", r.dropped_disconnected),
+            ] {
+                let _ = writeln!(
+                    o,
+                    "dplog_ring_dropped_total{{ring=\"{id}\",reason=\"{reason}\"}} {v}"
+                );
+            }
+            let _ = writeln!(
+                o,
+                "dplog_ring_dequeued_total{{ring=\"{id}\"}} {}",
+                r.dequeued
+            );
+            let _ = writeln!(o, "dplog_ring_high_water{{ring=\"{id}\"}} {}", r.high_water);
+            let _ = writeln!(o, "dplog_ring_fill{{ring=\"{id}\"}} {}", r.fill);
+        }
+        let c = &self.consumer;
+        for (name, help, v) in [
+            (
+                "consumer_dequeued_total",
+                "Records read out of rings.",
+                c.dequeued,
+            ),
+            (
+                "consumer_formatted_total",
+                "Records formatted.",
+                c.formatted,
+            ),
+            (
+                "consumer_written_total",
+                "Records the sink accepted.",
+                c.written_records,
+            ),
+            (
+                "consumer_written_bytes_total",
+                "Bytes the sink accepted.",
+                c.written_bytes,
+            ),
+            (
+                "consumer_dropped_sink_total",
+                "Records lost to sink errors.",
+                c.dropped_sink,
+            ),
+            (
+                "consumer_sink_errors_total",
+                "Failed sink calls.",
+                c.sink_errors,
+            ),
+            (
+                "consumer_drop_reports_total",
+                "In-band drop reports written.",
+                c.drop_reports,
+            ),
+        ] {
+            let _ = writeln!(o, "# HELP dplog_{name} {help}\n# TYPE dplog_{name} counter");
+            let _ = writeln!(o, "dplog_{name} {v}");
+        }
+        let l = &self.latency;
+        let _ = writeln!(
+            o,
+            "# HELP dplog_enqueue_to_write_seconds Enqueue-to-write latency of sampled records.\n# TYPE dplog_enqueue_to_write_seconds gauge"
+        );
+        for (q, v) in [
+            ("0.5", l.p50_ns),
+            ("0.99", l.p99_ns),
+            ("0.999", l.p999_ns),
+            ("1", l.max_ns),
+        ] {
+            let _ = writeln!(
+                o,
+                "dplog_enqueue_to_write_seconds{{quantile=\"{q}\"}} {}",
+                v as f64 / 1e9
+            );
+        }
+        let _ = writeln!(o, "dplog_enqueue_to_write_seconds_count {}", l.samples);
+        o
+    }
+}

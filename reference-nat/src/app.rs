@@ -951,6 +951,40 @@ pub fn live_line(
     s
 }
 
+/// The summary of a single-engine run (used by the DPDK mode): `stats`
+/// from the logger, `busy_s` the packet loop's time.
+pub fn summary_of(
+    cfg: &AppConfig,
+    nat: &NatStats,
+    stats: Stats,
+    input: String,
+    elapsed_s: f64,
+    busy_s: f64,
+) -> Summary {
+    let mut s = make_summary(
+        cfg,
+        nat,
+        stats,
+        input,
+        &InputStats::default(),
+        elapsed_s,
+        None,
+    );
+    s.logging = cfg.dataplane.logging;
+    let rate = |x: u64| if busy_s > 0.0 { x as f64 / busy_s } else { 0.0 };
+    s.per_worker = vec![WorkerSummary {
+        packets: nat.packets,
+        translated: translated(nat),
+        sessions_created: nat.sessions_created,
+        peak_sessions: nat.peak_sessions,
+        records_logged: nat.records_logged,
+        busy_s,
+        packets_per_s: rate(nat.packets),
+        sessions_per_s: rate(nat.sessions_created),
+    }];
+    s
+}
+
 fn make_summary(
     cfg: &AppConfig,
     nat: &NatStats,

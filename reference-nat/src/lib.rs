@@ -49,11 +49,14 @@
 //! assert!(stats.count(Verdict::TranslatedOut) > 0);
 //! ```
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod app;
 pub mod checksum;
+#[cfg(feature = "dpdk")]
+#[allow(unsafe_code)]
+pub mod dpdk;
 pub mod fuzz;
 pub mod input;
 pub mod nat;

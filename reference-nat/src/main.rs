@@ -106,6 +106,23 @@ struct Args {
     /// External port choice.
     #[arg(long, value_enum)]
     port_allocation: Option<PortAllocArg>,
+    /// Run on DPDK port 0 (feature `dpdk`); EAL arguments follow `--`, e.g.
+    /// `-- --no-huge --no-pci --vdev net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap`.
+    #[arg(long)]
+    dpdk: bool,
+    /// DPDK: stop after this many packets (0 = no limit).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    dpdk_packets: u64,
+    /// DPDK: stop after this many milliseconds without a packet (0 = never).
+    #[arg(long, value_name = "MS", default_value_t = 500)]
+    dpdk_idle_ms: u64,
+    /// DPDK: nanoseconds per unit of the driver's Rx timestamp (net_pcap:
+    /// microseconds, 1000).
+    #[arg(long, value_name = "NS", default_value_t = 1000)]
+    dpdk_ts_unit_ns: u64,
+    /// EAL arguments (after `--`).
+    #[arg(last = true)]
+    eal: Vec<String>,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -204,6 +221,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if args.dpdk {
+        return run_dpdk(&cfg, &args);
+    }
     match run(&cfg) {
         Ok(s) => {
             print_summary(&s, args.summary);
@@ -228,4 +248,38 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+#[cfg(feature = "dpdk")]
+fn run_dpdk(cfg: &AppConfig, args: &Args) -> ExitCode {
+    let limits = dplog_nat::dpdk::DpdkLimits {
+        max_packets: args.dpdk_packets,
+        idle_ms: args.dpdk_idle_ms,
+        rx_timestamp_unit_ns: args.dpdk_ts_unit_ns,
+    };
+    match dplog_nat::dpdk::run_dpdk(cfg, &args.eal, limits) {
+        Ok((s, port)) => {
+            print_summary(&s, args.summary);
+            eprintln!(
+                "dplog-nat: port 0 received {} sent {} missed {}",
+                port.ipackets, port.opackets, port.imissed
+            );
+            ExitCode::SUCCESS
+        }
+        Err(RunError::Shutdown(s, e)) => {
+            print_summary(&s, args.summary);
+            eprintln!("dplog-nat: {e}");
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("dplog-nat: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(not(feature = "dpdk"))]
+fn run_dpdk(_cfg: &AppConfig, _args: &Args) -> ExitCode {
+    eprintln!("dplog-nat: --dpdk needs a build with the `dpdk` feature (cargo build -p dplog-nat --features dpdk)");
+    ExitCode::from(2)
 }

@@ -57,3 +57,16 @@ if [ ${#need_fmt[@]} -gt 0 ]; then
   echo "wireshark-common wireshark-common/install-setuid boolean false" | $SUDO debconf-set-selections
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_fmt[@]}" >/dev/null
 fi
+
+# Sinks (issue 5): rsyslogd for the syslog sink tests (started by the tests
+# on 127.0.0.1 with their own config; the system service is not used) and
+# Debian's librdkafka for the Kafka sink (rdkafka, dynamic-linking).
+sinks_apt=()
+for pkg in rsyslog librdkafka-dev; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || sinks_apt+=("$pkg")
+done
+if [ ${#sinks_apt[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${sinks_apt[@]}" >/dev/null
+fi

@@ -5,10 +5,15 @@
 //!   retention, reopen through the API or on `SIGHUP`.
 //! - [`FanOut`] and [`Failover`]: one batch to several sinks, or a primary
 //!   with a secondary that takes over while the primary fails.
+//! - [`SyslogSink`]: each line as one syslog message over UDP (RFC 5426),
+//!   TCP with octet counting (RFC 6587), or a unix socket; reconnects with
+//!   backoff.
 #![warn(missing_docs)]
 
 pub mod file;
 pub mod route;
+pub mod syslog;
 
 pub use file::{FileSink, FileSinkCounters, FileSinkOptions, FsyncPolicy, FILE_MODE};
 pub use route::{BoxSink, ChildCounters, Failover, FailoverCounters, FanOut};
+pub use syslog::{SyslogCounters, SyslogSink, SyslogSinkOptions, SyslogTransport};

@@ -14,6 +14,25 @@ pub struct SeqLine {
     pub line_len: usize,
 }
 
+/// Prefix of every line when `DPLOG_TEST_SYSLOG_PREFIX` style framing is
+/// wanted: an RFC 5424 header (facility local0, severity info, app `DT`).
+pub const RFC5424_PREFIX: &str = "<134>1 - - DT - - - ";
+
+/// [`SeqLine`] behind an RFC 5424 header, for syslog receivers.
+pub struct SyslogSeqLine {
+    pub line_len: usize,
+}
+
+impl Formatter<Nat44SessionRecord> for SyslogSeqLine {
+    fn format(&mut self, r: &Nat44SessionRecord, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.extend_from_slice(RFC5424_PREFIX.as_bytes());
+        let rest = self.line_len - RFC5424_PREFIX.len();
+        SeqLine { line_len: rest }.format(r, out);
+        debug_assert_eq!(out.len() - start, self.line_len);
+    }
+}
+
 impl Formatter<Nat44SessionRecord> for SeqLine {
     fn format(&mut self, r: &Nat44SessionRecord, out: &mut Vec<u8>) {
         let start = out.len();
@@ -122,9 +141,31 @@ pub fn compliance<S: Sink>(
     read_back: impl Fn(u64) -> Vec<u8>,
     make_broken: Option<Box<dyn Fn() -> S>>,
 ) {
+    compliance_with(make, read_back, make_broken, false)
+}
+
+/// [`compliance`], with lines behind an RFC 5424 header when `syslog`.
+pub fn compliance_with<S: Sink>(
+    make: impl Fn() -> S,
+    read_back: impl Fn(u64) -> Vec<u8>,
+    make_broken: Option<Box<dyn Fn() -> S>>,
+    syslog: bool,
+) {
     // 1. Ordering within a consumer, three producers, and exact accounting.
     const PER: u64 = 3000;
-    let stats = run_logger(make(), 3, PER, 100);
+    let stats = if syslog {
+        let logger = Logger::start(
+            LoggerConfig::default(),
+            SyslogSeqLine { line_len: 100 },
+            make(),
+        )
+        .unwrap();
+        let (s, e) = run_logger_any(logger, 3, PER);
+        assert!(e.is_none(), "{e:?}");
+        s
+    } else {
+        run_logger(make(), 3, PER, 100)
+    };
     assert_eq!(stats.produced, 3 * PER);
     assert_eq!(stats.written_records, 3 * PER, "{stats:?}");
     assert_eq!(

@@ -264,7 +264,12 @@ pub fn push_escaped(out: &mut Vec<u8>, s: &[u8], esc: Escape) {
         None => s,
     };
     if esc == Escape::Csv {
-        if memchr::memchr3(b',', b'"', b'\n', s).is_some() || memchr::memchr(b'\r', s).is_some() {
+        // A leading U+FEFF is quoted too: readers drop a byte-order mark at
+        // the start of the input.
+        if memchr::memchr3(b',', b'"', b'\n', s).is_some()
+            || memchr::memchr(b'\r', s).is_some()
+            || s.starts_with("\u{FEFF}".as_bytes())
+        {
             out.push(b'"');
             for chunk in s.utf8_chunks() {
                 for &b in chunk.valid().as_bytes() {

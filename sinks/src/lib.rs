@@ -3,6 +3,8 @@
 //! - [`FileSink`]: appends batches to a file (`O_APPEND | O_CLOEXEC |
 //!   O_NOFOLLOW`, mode 0640), fsync policies, size/time rotation with
 //!   retention, reopen through the API or on `SIGHUP`.
+//! - [`MmapSink`]: copies batches into preallocated memory-mapped segment
+//!   files with a committed-length header; recovers after a crash.
 //! - [`FanOut`] and [`Failover`]: one batch to several sinks, or a primary
 //!   with a secondary that takes over while the primary fails.
 //! - [`SyslogSink`]: each line as one syslog message over UDP (RFC 5426),
@@ -11,9 +13,11 @@
 #![warn(missing_docs)]
 
 pub mod file;
+pub mod mmap;
 pub mod route;
 pub mod syslog;
 
 pub use file::{FileSink, FileSinkCounters, FileSinkOptions, FsyncPolicy, FILE_MODE};
+pub use mmap::{MmapCounters, MmapSink, MmapSinkOptions, Recovery};
 pub use route::{BoxSink, ChildCounters, Failover, FailoverCounters, FanOut};
 pub use syslog::{SyslogCounters, SyslogSink, SyslogSinkOptions, SyslogTransport};

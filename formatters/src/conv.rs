@@ -28,6 +28,94 @@ pub fn push_dec(out: &mut Vec<u8>, v: u64) {
     out.extend_from_slice(b.format(v).as_bytes());
 }
 
+/// 10^0 ..= 10^19.
+static POW10: [u64; 20] = {
+    let mut t = [1u64; 20];
+    let mut i = 1;
+    while i < 20 {
+        t[i] = t[i - 1] * 10;
+        i += 1;
+    }
+    t
+};
+
+/// Number of decimal digits of `v` (1 for 0), 1..=20, without a loop:
+/// the bit length times log10(2) (1233/4096) is the digit count or one
+/// less, and one comparison with a power of ten settles it.
+#[inline(always)]
+pub fn dec_len(v: u64) -> usize {
+    let bits = 64 - (v | 1).leading_zeros() as usize;
+    let t = (bits * 1233) >> 12;
+    // t <= 19 for bits <= 64, so POW10[t] exists.
+    t + usize::from((v | 1) >= POW10[t])
+}
+
+/// Writes `v` in decimal at `buf[n..]` and returns the end index
+/// (`n + dec_len(v)`), two digits per step from a table.
+///
+/// # Panics
+/// If `buf` has fewer than `dec_len(v)` bytes after `n` (callers size
+/// their buffer from [`crate::Program::max_output`]-style bounds: 20 bytes
+/// suffice for any `u64`).
+#[inline(always)]
+pub fn write_dec(buf: &mut [u8], n: usize, v: u64) -> usize {
+    if v < 10 {
+        buf[n] = b'0' + v as u8;
+        return n + 1;
+    }
+    if v < 100 {
+        buf[n..n + 2].copy_from_slice(&DIGITS2[v as usize]);
+        return n + 2;
+    }
+    // Ports, protocols and most counters: straight-line code.
+    if v < 100_000 {
+        let v = v as usize;
+        let b = &mut buf[n..n + 5];
+        return if v < 1000 {
+            b[0] = b'0' + (v / 100) as u8;
+            b[1..3].copy_from_slice(&DIGITS2[v % 100]);
+            n + 3
+        } else if v < 10_000 {
+            b[0..2].copy_from_slice(&DIGITS2[v / 100]);
+            b[2..4].copy_from_slice(&DIGITS2[v % 100]);
+            n + 4
+        } else {
+            b[0] = b'0' + (v / 10_000) as u8;
+            b[1..3].copy_from_slice(&DIGITS2[(v / 100) % 100]);
+            b[3..5].copy_from_slice(&DIGITS2[v % 100]);
+            n + 5
+        };
+    }
+    let end = n + dec_len(v);
+    let (mut e, mut v) = (end, v);
+    while v >= 100 {
+        e -= 2;
+        buf[e..e + 2].copy_from_slice(&DIGITS2[(v % 100) as usize]);
+        v /= 100;
+    }
+    if v >= 10 {
+        buf[e - 2..e].copy_from_slice(&DIGITS2[v as usize]);
+    } else {
+        buf[e - 1] = b'0' + v as u8;
+    }
+    end
+}
+
+/// Copies `lits[start..start + len]` to `buf[n..]` in 16-byte blocks and
+/// returns `n + len`. The blocks may copy up to 15 bytes past the end of
+/// the literal: `lits` must hold 15 readable bytes after every literal
+/// (pad it) and `buf` 15 writable bytes after `n + len`; the extra bytes
+/// written are garbage that the caller overwrites or cuts off.
+#[inline(always)]
+pub fn write_lit16(buf: &mut [u8], n: usize, lits: &[u8], start: usize, len: usize) -> usize {
+    let mut i = 0;
+    while i < len {
+        buf[n + i..n + i + 16].copy_from_slice(&lits[start + i..start + i + 16]);
+        i += 16;
+    }
+    n + len
+}
+
 /// Appends `v` in lower-case hexadecimal without prefix or leading zeros
 /// (`0` for zero).
 #[inline]
@@ -184,6 +272,52 @@ impl Rfc3339Cache {
         };
         t[n] = b'Z';
         out.extend_from_slice(&t[..n + 1]);
+    }
+}
+
+impl Rfc3339Cache {
+    /// Writes `ns` like [`Rfc3339Cache::push`] at `buf[n..]` and returns the
+    /// end index (20 to 30 bytes later).
+    ///
+    /// # Panics
+    /// If `buf` has fewer than 30 bytes after `n`.
+    #[inline(always)]
+    pub fn write(&mut self, buf: &mut [u8], n: usize, ns: u64, digits: u8) -> usize {
+        let sec = ns / 1_000_000_000;
+        if sec != self.sec {
+            self.fill(sec);
+        }
+        let frac = (ns % 1_000_000_000) as usize;
+        let t = &mut buf[n..n + 30];
+        t[..19].copy_from_slice(&self.prefix);
+        t[19] = b'.';
+        let z = match digits {
+            0 => 19,
+            3 => {
+                let ms = frac / 1_000_000;
+                t[20] = b'0' + (ms / 100) as u8;
+                t[21..23].copy_from_slice(&DIGITS2[ms % 100]);
+                23
+            }
+            6 => {
+                let us = frac / 1000;
+                t[20..22].copy_from_slice(&DIGITS2[us / 10_000]);
+                t[22..24].copy_from_slice(&DIGITS2[(us / 100) % 100]);
+                t[24..26].copy_from_slice(&DIGITS2[us % 100]);
+                26
+            }
+            _ => {
+                t[20] = b'0' + (frac / 100_000_000) as u8;
+                let r = frac % 100_000_000;
+                t[21..23].copy_from_slice(&DIGITS2[r / 1_000_000]);
+                t[23..25].copy_from_slice(&DIGITS2[(r / 10_000) % 100]);
+                t[25..27].copy_from_slice(&DIGITS2[(r / 100) % 100]);
+                t[27..29].copy_from_slice(&DIGITS2[r % 100]);
+                29
+            }
+        };
+        t[z] = b'Z';
+        n + z + 1
     }
 }
 
@@ -436,6 +570,43 @@ mod tests {
             "x\u{FFFD}y"
         );
         assert_eq!(s(|o| push_escaped(o, b"x\xffy", Escape::Text)), "x\\xffy");
+    }
+
+    #[test]
+    fn write_dec_matches_itoa_at_every_length() {
+        let mut vals: Vec<u64> = (0..200_000).collect();
+        for p in 1..20u32 {
+            let t = 10u64.pow(p);
+            vals.extend([t - 1, t, t + 1]);
+        }
+        vals.push(u64::MAX);
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..100_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            vals.push(x >> (x % 64));
+        }
+        let mut buf = [0xAAu8; 32];
+        for v in vals {
+            let want = itoa::Buffer::new().format(v).to_string();
+            assert_eq!(dec_len(v), want.len(), "{v}");
+            let end = write_dec(&mut buf, 3, v);
+            assert_eq!(&buf[3..end], want.as_bytes(), "{v}");
+        }
+    }
+
+    #[test]
+    fn rfc3339_write_matches_push() {
+        let mut a = Rfc3339Cache::default();
+        let mut b = Rfc3339Cache::default();
+        for ns in [0u64, 1_767_225_600_123_456_789, 951_782_400_000_001_999] {
+            for digits in [0u8, 3, 6, 9] {
+                let mut buf = [0u8; 40];
+                let end = a.write(&mut buf, 2, ns, digits);
+                assert_eq!(&buf[2..end], s(|o| b.push(o, ns, digits)).as_bytes());
+            }
+        }
     }
 
     #[test]

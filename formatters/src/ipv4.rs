@@ -38,6 +38,28 @@ pub fn push_ipv4(out: &mut Vec<u8>, addr: u32) {
     out.extend_from_slice(&tmp[..n]);
 }
 
+/// Writes `addr` (host order) as a dotted quad at `buf[n..]` and returns
+/// the end index (7 to 15 bytes later). Each octet is one 4-byte table
+/// copy; the byte after the digits is then overwritten by the `.`.
+///
+/// # Panics
+/// If `buf` has fewer than 16 bytes after `n`.
+#[inline(always)]
+pub fn write_ipv4(buf: &mut [u8], n: usize, addr: u32) -> usize {
+    let b = &mut buf[n..n + 16];
+    let mut i = 0;
+    for shift in [24u32, 16, 8] {
+        let e = &OCTETS[((addr >> shift) & 0xff) as usize];
+        b[i..i + 4].copy_from_slice(e);
+        i += e[3] as usize;
+        b[i] = b'.';
+        i += 1;
+    }
+    let e = &OCTETS[(addr & 0xff) as usize];
+    b[i..i + 4].copy_from_slice(e);
+    n + i + e[3] as usize
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -61,6 +83,9 @@ mod tests {
                 std::str::from_utf8(&out).unwrap(),
                 Ipv4Addr::from(a).to_string()
             );
+            let mut buf = [0xAAu8; 20];
+            let end = write_ipv4(&mut buf, 1, a);
+            assert_eq!(&buf[1..end], &out[..]);
         }
     }
 }

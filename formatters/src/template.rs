@@ -36,9 +36,10 @@ use dplog_core::schema::nat::EventProfile;
 use dplog_core::schema::{read_uint, FieldDef, FieldKind, Schema};
 
 use crate::conv::{
-    push_dec, push_escaped, push_hex, push_ipv4, push_ipv6, push_mac, Escape, Rfc3164Cache,
+    push_escaped, push_hex, push_ipv6, push_mac, write_dec, write_lit16, Escape, Rfc3164Cache,
     Rfc3339Cache, TscCalibration,
 };
+use crate::ipv4::write_ipv4;
 
 /// IANA IPFIX element id of `natEvent`.
 pub const IE_NAT_EVENT: u16 = 230;
@@ -231,6 +232,15 @@ enum Op {
         len: u16,
         esc: Escape,
     },
+    /// Superinstruction built by `Program::build` (never in `ops`): IPv4
+    /// address at `off`, one separator byte, decimal integer at `off2`
+    /// (the `{addr}:{port}` of every 5-tuple).
+    Ipv4Dec {
+        off: u32,
+        sep: u8,
+        off2: u32,
+        size2: u8,
+    },
     /// Skip the next `skip` ops unless the field equals `value`.
     SkipUnless {
         off: u32,
@@ -248,11 +258,42 @@ struct NameTable {
     sparse: Vec<(u32, u32, u32)>,
 }
 
+/// One step of the run loop: an op, then a literal suffix
+/// (`lits[post_start..post_start+post_len]`, empty if `post_len` is 0).
+/// Built from the ops by merging each literal into the field op before it,
+/// which halves the dispatches of a typical `{a} x {b} y` line.
+#[derive(Clone, Copy, Debug)]
+struct Step {
+    op: Op,
+    post_start: u32,
+    post_len: u32,
+}
+
+/// Bytes of the scratch line past [`Program::max_output`]: literal blocks
+/// copy 16 bytes at a time and may run up to 15 bytes past a literal.
+const SLACK: usize = 64;
+
 /// A compiled template for one schema: run it on a record's bytes.
 #[derive(Clone, Debug)]
 pub struct Program {
     ops: Vec<Op>,
+    /// `ops` with literals fused as suffixes; rebuilt by `run` after the
+    /// program changed (`ready` false).
+    steps: Vec<Step>,
+    ready: bool,
+    /// `ops.len()` right after the last conditional body closed: no
+    /// literal may merge into the op before this index.
+    sealed: usize,
     lits: Vec<u8>,
+    /// `lits` plus 16 zero bytes, so every literal can be copied in
+    /// 16-byte blocks.
+    padded: Vec<u8>,
+    /// The line being formatted: `max_out + SLACK` bytes, written by index
+    /// and copied to the output once per record.
+    scratch: Vec<u8>,
+    /// Output of the rarer converters that append to a `Vec` (hex, IPv6,
+    /// MAC, RFC 3164 time, escaped strings) before it joins the line.
+    tmp: Vec<u8>,
     names: Vec<NameTable>,
     rfc3339: Vec<Rfc3339Cache>,
     rfc3164: Vec<Rfc3164Cache>,
@@ -269,7 +310,13 @@ impl Program {
     pub fn new(schema: &Schema, opts: Options) -> Program {
         Program {
             ops: Vec::new(),
+            steps: Vec::new(),
+            ready: false,
+            sealed: usize::MAX,
             lits: Vec::new(),
+            padded: Vec::new(),
+            scratch: Vec::new(),
+            tmp: Vec::new(),
             names: Vec::new(),
             rfc3339: Vec::new(),
             rfc3164: Vec::new(),
@@ -376,10 +423,14 @@ impl Program {
         if bytes.is_empty() {
             return;
         }
+        self.ready = false;
         let start = self.lits.len() as u32;
         self.lits.extend_from_slice(bytes);
         self.max_out += bytes.len();
-        if let Some(Op::Lit { start: s, len }) = self.ops.last_mut() {
+        // Never merge into the last op of a conditional body: the literal
+        // comes after the body and must not be skipped with it.
+        let sealed = self.sealed == self.ops.len();
+        if let Some(Op::Lit { start: s, len }) = self.ops.last_mut().filter(|_| !sealed) {
             if *s + *len == start {
                 *len += bytes.len() as u32;
                 return;
@@ -426,7 +477,7 @@ impl Program {
         let is_tsc = f.kind == FieldKind::TscTimestamp;
         let is_event = f.ie_id == IE_NAT_EVENT && f.kind.is_integer();
         let (op, max) = match conv {
-            Conv::Dec if is_event => (Op::Event { off, size }, 10),
+            Conv::Dec if is_event => (Op::Event { off, size }, 20),
             Conv::Dec => (Op::Dec { off, size }, 20),
             Conv::Hex => (Op::Hex { off, size }, 16),
             Conv::Bool => (Op::Bool { off }, 5),
@@ -487,7 +538,8 @@ impl Program {
                     dense: vec![(0, 0); 256],
                     sparse: Vec::new(),
                 };
-                let mut longest = 10;
+                // An unnamed value prints in decimal: up to 20 digits.
+                let mut longest = 20;
                 for e in &f.enum_names {
                     let start = self.lits.len() as u32;
                     push_escaped(&mut self.lits, e.name.as_bytes(), esc);
@@ -519,6 +571,7 @@ impl Program {
                 f.size as usize * 6 + 2,
             ),
         };
+        self.ready = false;
         self.ops.push(op);
         self.max_out += max;
         Ok(())
@@ -558,6 +611,7 @@ impl Program {
             }
         }
         self.names.push(t);
+        self.ready = false;
         self.ops.push(Op::Name {
             off: f.offset as u32,
             size: f.size as u8,
@@ -582,6 +636,7 @@ impl Program {
             return Err(format!("field {} is not an integer", f.name));
         }
         let at = self.ops.len();
+        self.ready = false;
         self.ops.push(Op::SkipUnless {
             off: f.offset as u32,
             size: f.size as u8,
@@ -596,6 +651,7 @@ impl Program {
         if let Op::SkipUnless { skip, .. } = &mut self.ops[at] {
             *skip = n;
         }
+        self.sealed = self.ops.len();
         Ok(())
     }
 
@@ -614,56 +670,158 @@ impl Program {
         self.max_out
     }
 
+    /// Fuses literals into the ops before them (see [`Step`]) and sizes
+    /// the scratch line.
+    fn build(&mut self) {
+        // Last op of every conditional body: a literal right after one is
+        // outside the body and must not join a step inside it.
+        let ends: Vec<usize> = self
+            .ops
+            .iter()
+            .enumerate()
+            .filter_map(|(a, op)| match op {
+                Op::SkipUnless { skip, .. } => Some(a + *skip as usize),
+                _ => None,
+            })
+            .collect();
+        let mut steps: Vec<Step> = Vec::with_capacity(self.ops.len());
+        let mut step_of = Vec::with_capacity(self.ops.len());
+        let ops = &self.ops;
+        let mut j = 0;
+        while j < ops.len() {
+            let op = ops[j];
+            // `{ipv4}<one byte>{dec}` inside one block becomes one step.
+            if let (
+                Op::Ipv4 { off },
+                Some(Op::Lit { start, len: 1 }),
+                Some(Op::Dec { off: o2, size: s2 }),
+            ) = (op, ops.get(j + 1).copied(), ops.get(j + 2).copied())
+            {
+                if !ends.contains(&j) && !ends.contains(&(j + 1)) {
+                    steps.push(Step {
+                        op: Op::Ipv4Dec {
+                            off,
+                            sep: self.lits[start as usize],
+                            off2: o2,
+                            size2: s2,
+                        },
+                        post_start: 0,
+                        post_len: 0,
+                    });
+                    step_of.extend([steps.len() - 1; 3]);
+                    j += 3;
+                    continue;
+                }
+            }
+            // A literal of up to 16 bytes joins the field step before it.
+            if let Op::Lit { start, len } = op {
+                let fusable = j > 0 && len <= 16 && !ends.contains(&(j - 1));
+                if let Some(last) = steps.last_mut().filter(|_| fusable) {
+                    if !matches!(last.op, Op::Lit { .. } | Op::SkipUnless { .. })
+                        && last.post_len == 0
+                    {
+                        last.post_start = start;
+                        last.post_len = len;
+                        step_of.push(steps.len() - 1);
+                        j += 1;
+                        continue;
+                    }
+                }
+            }
+            steps.push(Step {
+                op,
+                post_start: 0,
+                post_len: 0,
+            });
+            step_of.push(steps.len() - 1);
+            j += 1;
+        }
+        // Skip counts in steps: a body's ops a+1..=a+k are the steps after
+        // step_of[a] up to step_of[a+k] (no fusion crosses a body's ends).
+        for (a, op) in self.ops.iter().enumerate() {
+            if let Op::SkipUnless { skip, .. } = *op {
+                let (s, e) = (step_of[a], step_of[a + skip as usize]);
+                if let Op::SkipUnless { skip, .. } = &mut steps[s].op {
+                    *skip = (e - s) as u16;
+                }
+            }
+        }
+        self.steps = steps;
+        self.padded.clear();
+        self.padded.extend_from_slice(&self.lits);
+        self.padded.extend_from_slice(&[0; 16]);
+        self.scratch.clear();
+        self.scratch.resize(self.max_out + SLACK, 0);
+        self.ready = true;
+    }
+
     /// Appends the formatted record. Returns `false` (appending nothing) if
     /// `rec` is shorter than the schema's record size.
+    ///
+    /// The line is written by index into a scratch buffer of
+    /// [`Program::max_output`] bytes (plus slack for 16-byte literal
+    /// blocks) owned by the program, then appended to `out` with one copy;
+    /// no allocation after the first call, no `core::fmt`.
     #[inline]
     pub fn run(&mut self, rec: &[u8], out: &mut Vec<u8>) -> bool {
         if rec.len() < self.min_len {
             return false;
         }
-        out.reserve(self.max_out);
-        let mut i = 0;
-        let ops = &self.ops;
-        while i < ops.len() {
-            match ops[i] {
-                Op::Lit { start, len } => {
-                    out.extend_from_slice(&self.lits[start as usize..(start + len) as usize])
+        if !self.ready {
+            self.build();
+        }
+        let Program {
+            steps,
+            padded,
+            scratch,
+            tmp,
+            names,
+            rfc3339,
+            rfc3164,
+            profile,
+            tsc,
+            ..
+        } = self;
+        let (profile, tsc) = (*profile, *tsc);
+        let buf = &mut scratch[..];
+        let mut n = 0usize;
+        let mut i = 0usize;
+        while i < steps.len() {
+            let st = steps[i];
+            n = match st.op {
+                Op::Lit { start, len } => write_lit16(buf, n, padded, start as usize, len as usize),
+                Op::Dec { off, size } => {
+                    write_dec(buf, n, read_uint(rec, off as usize, size as usize))
                 }
-                Op::Dec { off, size } => push_dec(out, read_uint(rec, off as usize, size as usize)),
-                Op::Hex { off, size } => push_hex(out, read_uint(rec, off as usize, size as usize)),
                 Op::Event { off, size } => {
                     let v = read_uint(rec, off as usize, size as usize);
-                    push_dec(out, self.map_event(v));
+                    write_dec(buf, n, map_event(profile, v))
                 }
-                Op::Bool { off } => out.extend_from_slice(if rec[off as usize] != 0 {
-                    b"true"
-                } else {
-                    b"false"
-                }),
-                Op::Ipv4 { off } => push_ipv4(out, read_uint(rec, off as usize, 4) as u32),
-                Op::Ipv6 { off } => {
-                    let o = off as usize;
-                    let a: [u8; 16] = rec[o..o + 16].try_into().unwrap_or([0; 16]);
-                    push_ipv6(out, &a)
+                Op::Ipv4 { off } => write_ipv4(buf, n, read_uint(rec, off as usize, 4) as u32),
+                Op::Ipv4Dec {
+                    off,
+                    sep,
+                    off2,
+                    size2,
+                } => {
+                    let n = write_ipv4(buf, n, read_uint(rec, off as usize, 4) as u32);
+                    buf[n] = sep;
+                    write_dec(buf, n + 1, read_uint(rec, off2 as usize, size2 as usize))
                 }
-                Op::Mac { off } => push_mac(out, &rec[off as usize..off as usize + 6]),
                 Op::Rfc3339 {
                     off,
                     cache,
                     digits,
-                    tsc,
+                    tsc: is_tsc,
                 } => {
-                    let ns = self.ns(rec, off, tsc);
-                    self.rfc3339[cache as usize].push(out, ns, digits)
+                    let ns = ns_of(&tsc, rec, off, is_tsc);
+                    rfc3339[cache as usize].write(buf, n, ns, digits)
                 }
-                Op::Rfc3164 { off, cache, tsc } => {
-                    let ns = self.ns(rec, off, tsc);
-                    self.rfc3164[cache as usize].push(out, ns)
-                }
-                Op::Unix { off, div, tsc } => {
-                    let ns = self.ns(rec, off, tsc);
-                    push_dec(out, ns / div as u64)
-                }
+                Op::Unix {
+                    off,
+                    div,
+                    tsc: is_tsc,
+                } => write_dec(buf, n, ns_of(&tsc, rec, off, is_tsc) / div as u64),
                 Op::Name {
                     off,
                     size,
@@ -672,9 +830,9 @@ impl Program {
                 } => {
                     let mut v = read_uint(rec, off as usize, size as usize);
                     if event {
-                        v = self.map_event(v);
+                        v = map_event(profile, v);
                     }
-                    let t = &self.names[table as usize];
+                    let t = &names[table as usize];
                     let (start, len) = if v < 256 {
                         t.dense[v as usize]
                     } else {
@@ -684,13 +842,19 @@ impl Program {
                             .map_or((0, 0), |e| (e.1, e.2))
                     };
                     if len == 0 {
-                        push_dec(out, v);
+                        write_dec(buf, n, v)
                     } else {
-                        out.extend_from_slice(&self.lits[start as usize..(start + len) as usize]);
+                        write_lit16(buf, n, padded, start as usize, len as usize)
                     }
                 }
-                Op::Str { off, len, esc } => {
-                    push_escaped(out, &rec[off as usize..off as usize + len as usize], esc)
+                Op::Bool { off } => {
+                    let s: &[u8] = if rec[off as usize] != 0 {
+                        b"true"
+                    } else {
+                        b"false"
+                    };
+                    buf[n..n + s.len()].copy_from_slice(s);
+                    n + s.len()
                 }
                 Op::SkipUnless {
                     off,
@@ -701,30 +865,68 @@ impl Program {
                     if read_uint(rec, off as usize, size as usize) != value as u64 {
                         i += skip as usize;
                     }
+                    n
                 }
-            }
+                // The rarer converters append to `tmp`, then join the line.
+                op => {
+                    tmp.clear();
+                    match op {
+                        Op::Hex { off, size } => {
+                            push_hex(tmp, read_uint(rec, off as usize, size as usize))
+                        }
+                        Op::Ipv6 { off } => {
+                            let o = off as usize;
+                            let a: [u8; 16] = rec[o..o + 16].try_into().unwrap_or([0; 16]);
+                            push_ipv6(tmp, &a)
+                        }
+                        Op::Mac { off } => push_mac(tmp, &rec[off as usize..off as usize + 6]),
+                        Op::Rfc3164 {
+                            off,
+                            cache,
+                            tsc: is_tsc,
+                        } => {
+                            let ns = ns_of(&tsc, rec, off, is_tsc);
+                            rfc3164[cache as usize].push(tmp, ns)
+                        }
+                        Op::Str { off, len, esc } => {
+                            push_escaped(tmp, &rec[off as usize..off as usize + len as usize], esc)
+                        }
+                        _ => {}
+                    }
+                    buf[n..n + tmp.len()].copy_from_slice(tmp);
+                    n + tmp.len()
+                }
+            };
+            // The suffix (<= 16 bytes, fused by `build`) as one block; an
+            // empty suffix copies 16 bytes that the next write overwrites.
+            let ps = st.post_start as usize;
+            buf[n..n + 16].copy_from_slice(&padded[ps..ps + 16]);
+            n += st.post_len as usize;
             i += 1;
         }
+        out.extend_from_slice(&buf[..n]);
         true
     }
+}
 
-    #[inline(always)]
-    fn map_event(&self, v: u64) -> u64 {
-        if v < 256 {
-            self.profile.map(v as u8) as u64
-        } else {
-            v
-        }
+/// `natEvent` value `v` through the profile.
+#[inline(always)]
+fn map_event(profile: EventProfile, v: u64) -> u64 {
+    if v < 256 {
+        profile.map(v as u8) as u64
+    } else {
+        v
     }
+}
 
-    #[inline(always)]
-    fn ns(&self, rec: &[u8], off: u32, tsc: bool) -> u64 {
-        let v = read_uint(rec, off as usize, 8);
-        if tsc {
-            self.tsc.to_ns(v)
-        } else {
-            v
-        }
+/// The nanosecond time of the 8-byte field at `off` (TSC ticks converted).
+#[inline(always)]
+fn ns_of(tsc: &TscCalibration, rec: &[u8], off: u32, is_tsc: bool) -> u64 {
+    let v = read_uint(rec, off as usize, 8);
+    if is_tsc {
+        tsc.to_ns(v)
+    } else {
+        v
     }
 }
 
@@ -761,6 +963,73 @@ mod tests {
         assert_eq!((e.column, e.message.contains("unmatched")), (3, true));
         let e = err("{sourceTransportPort:name}");
         assert!(e.message.contains("does not suit"), "{e}");
+    }
+
+    /// Literal fusion and the `{ipv4}:{dec}` superinstruction must not
+    /// move anything across the ends of a conditional body.
+    #[test]
+    fn fused_steps_keep_conditional_bodies_exact() {
+        let s = nat::nat44_session();
+        let f = |name: &str| s.field(name).unwrap().0;
+        let mut p = Program::new(s, Options::default());
+        p.lit(b"<");
+        p.field(s, f("sourceIPv4Address"), None, Escape::Text)
+            .unwrap();
+        p.lit(b":");
+        p.field(s, f("sourceTransportPort"), None, Escape::Text)
+            .unwrap();
+        p.when(s, f("natEvent"), 5, |p| {
+            p.lit(b" del ");
+            p.field(s, f("destinationIPv4Address"), None, Escape::Text)?;
+            p.lit(b":");
+            p.field(s, f("destinationTransportPort"), None, Escape::Text)?;
+            p.lit(b" pk=");
+            p.field(s, f("initiatorPackets"), None, Escape::Text)?;
+            p.when(s, f("protocolIdentifier"), 17, |p| {
+                p.lit(b" udp");
+                Ok(())
+            })
+        })
+        .unwrap();
+        p.lit(b" | ");
+        p.field(s, f("postNATSourceIPv4Address"), None, Escape::Text)
+            .unwrap();
+        p.lit(b":");
+        p.field(s, f("postNAPTSourceTransportPort"), None, Escape::Text)
+            .unwrap();
+        p.lit(b" a literal longer than sixteen bytes>");
+        let mut r = dplog_core::Nat44SessionRecord {
+            nat_event: 4,
+            protocol: 17,
+            src_addr: 0x0A00_0001,
+            src_port: 1234,
+            dst_addr: 0xC000_0201,
+            dst_port: 53,
+            post_nat_src_addr: 0xC633_6405,
+            post_napt_src_port: 40000,
+            initiator_packets: 7,
+            ..Default::default()
+        };
+        let run = |p: &mut Program, r: &dplog_core::Nat44SessionRecord| {
+            let mut out = b"x".to_vec();
+            assert!(p.run(dplog_core::HasSchema::as_bytes(r), &mut out));
+            String::from_utf8(out).unwrap()
+        };
+        let tail = " | 198.51.100.5:40000 a literal longer than sixteen bytes>";
+        assert_eq!(run(&mut p, &r), format!("x<10.0.0.1:1234{tail}"));
+        r.nat_event = 5;
+        assert_eq!(
+            run(&mut p, &r),
+            format!("x<10.0.0.1:1234 del 192.0.2.1:53 pk=7 udp{tail}")
+        );
+        r.protocol = 6;
+        assert_eq!(
+            run(&mut p, &r),
+            format!("x<10.0.0.1:1234 del 192.0.2.1:53 pk=7{tail}")
+        );
+        // Adding to a program that already ran rebuilds its steps.
+        p.lit(b"!");
+        assert!(run(&mut p, &r).ends_with(">!"));
     }
 
     #[test]

@@ -11,13 +11,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use dplog::config::{ConfigError, FileSinkConfig, FormatConfig, LogConfig, RingConfig, SinkConfig};
-use dplog::{Backpressure, LogProducer, Logger, Nat44SessionRecord, Stats};
+use dplog::{Backpressure, LogProducer, Logger, NatRecord, Stats};
 use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
 
 use crate::input::{read_capture, InputError, InputStats};
 use crate::nat::{
-    worker_port_range, Nat44, NatConfig, NatError, NatStats, NatTimeouts, PortAllocation, Verdict,
+    worker_port_range, AllRecords, Nat44, NatConfig, NatError, NatStats, NatTimeouts,
+    PortAllocation, Verdict,
 };
 use crate::synthetic::{
     Synthetic, SyntheticConfig, SyntheticError, SYNTHETIC_FRAME_LEN, SYNTHETIC_INSIDE,
@@ -47,11 +48,26 @@ pub struct NatSection {
     pub tcp_transitory_timeout_s: u64,
     /// ICMP echo idle timeout in seconds. Default 60 (RFC 5508).
     pub icmp_timeout_s: u64,
-    /// `"sequential"` (default) or `"random"` (per-session randomized
-    /// port, RFC 6056 style).
+    /// `"sequential"` (default), `"random"` (per-session randomized
+    /// port, RFC 6056 style), `"pba"` (port blocks of `port_block_size`
+    /// per subscriber, logged as natEvent 16/17) or `"deterministic"`
+    /// (RFC 7422; the mapping is logged once at start).
     pub port_allocation: PortAllocationName,
     /// Seed of the randomized allocator. Default 1.
     pub port_seed: u64,
+    /// Ports per block with `"pba"`. Default 256.
+    pub port_block_size: u16,
+    /// Most blocks per subscriber with `"pba"`, 1..=16. Default 4.
+    pub max_blocks_per_user: u16,
+    /// Most sessions per subscriber; 0 (default) = no limit. Beyond it new
+    /// sessions are dropped and natEvent 13 (maxEntriesPerUser) is logged.
+    pub max_sessions_per_user: u32,
+    /// With `"pba"` or `"deterministic"`: also log natEvent 4/5 per
+    /// session. Default false.
+    pub log_sessions_in_blocks: bool,
+    /// At most one natEvent 3, 12 and 13 record each per this many
+    /// milliseconds of packet time per worker. Default 1000.
+    pub event_log_interval_ms: u64,
 }
 
 /// `[nat] port_allocation` values.
@@ -63,6 +79,10 @@ pub enum PortAllocationName {
     Sequential,
     /// Randomized per session.
     Random,
+    /// Port block allocation.
+    Pba,
+    /// Deterministic NAT (RFC 7422).
+    Deterministic,
 }
 
 /// `[dataplane]`: workers and measurement switches.
@@ -120,6 +140,11 @@ impl Default for NatSection {
             icmp_timeout_s: t.icmp.as_secs(),
             port_allocation: PortAllocationName::Sequential,
             port_seed: 1,
+            port_block_size: 256,
+            max_blocks_per_user: 4,
+            max_sessions_per_user: 0,
+            log_sessions_in_blocks: false,
+            event_log_interval_ms: 1000,
         }
     }
 }
@@ -232,7 +257,16 @@ impl AppConfig {
     pub fn nat_config(&self) -> NatConfig {
         let mut inside = self.nat.inside.clone();
         if self.input.pcap.is_none() {
-            let syn: Ipv4Net = SYNTHETIC_INSIDE.parse().expect("static prefix");
+            let mut syn: Ipv4Net = SYNTHETIC_INSIDE.parse().expect("static prefix");
+            if self.nat.port_allocation == PortAllocationName::Deterministic {
+                // Deterministic NAT maps every inside address: cover just
+                // the subscribers (10.0.0.1 upwards), not all of 10/8.
+                let n = u64::from(self.synthetic.subscribers) + 1;
+                let bits = 64 - (n.max(2) - 1).leading_zeros();
+                let len = 32u8.saturating_sub(bits as u8).max(8);
+                syn = Ipv4Net::new(syn.network(), len).expect("prefix length <= 32");
+                inside.retain(|p| !p.contains(&syn.network()));
+            }
             if !inside.iter().any(|p| p.contains(&syn)) {
                 inside.push(syn);
             }
@@ -250,8 +284,32 @@ impl AppConfig {
             PortAllocationName::Random => PortAllocation::Random {
                 seed: self.nat.port_seed,
             },
+            PortAllocationName::Pba => PortAllocation::PortBlock {
+                size: self.nat.port_block_size,
+                max_blocks: self.nat.max_blocks_per_user,
+            },
+            PortAllocationName::Deterministic => PortAllocation::Deterministic,
         };
+        c.max_sessions_per_user = self.nat.max_sessions_per_user;
+        c.log_sessions_in_blocks = self.nat.log_sessions_in_blocks;
+        c.event_log_interval = Duration::from_millis(self.nat.event_log_interval_ms);
         c
+    }
+
+    /// Starts the consumer for every NAT record type: one ring per worker
+    /// carries session, port block, exhaustion and quota records as
+    /// [`NatRecord`] slots, formatted by the configured `[format]`.
+    ///
+    /// Errors: [`RunError::Config`] for a bad format, sink or ring setting.
+    pub fn start_logger(&self) -> Result<Logger<NatRecord>, RunError> {
+        let lc = self.log_config();
+        let formatter = lc.format.nat_formatter().map_err(RunError::Config)?;
+        let sink = lc
+            .sink
+            .build()
+            .map_err(|e| RunError::Config(ConfigError::Sink(e)))?;
+        Logger::start(lc.logger_config(), formatter, sink)
+            .map_err(|e| RunError::Config(ConfigError::Logger(e)))
     }
 
     /// The synthetic generator configuration.
@@ -394,6 +452,14 @@ pub struct Summary {
     pub per_worker: Vec<WorkerSummary>,
     /// True when logging was on.
     pub logging: bool,
+    /// Records logged once at start (the deterministic NAT mapping,
+    /// natEvent 16 per inside address); included in `records_logged`.
+    pub config_records: u64,
+    /// Port blocks allocated and released (natEvent 16/17), all workers.
+    pub port_blocks: (u64, u64),
+    /// Limit and exhaustion records (natEvent 3/12/13) logged, and those
+    /// suppressed by the rate limit.
+    pub limit_events: (u64, u64),
 }
 
 /// One worker's figures in the [`Summary`].
@@ -479,6 +545,20 @@ impl Summary {
                 w.packets, w.translated, w.sessions_created, w.packets_per_s, w.sessions_per_s, w.busy_s
             );
         }
+        if self.port_blocks.0 > 0 || self.config_records > 0 {
+            let _ = writeln!(
+                s,
+                "  port blocks        allocated {}  released {}  mapping records at start {}",
+                self.port_blocks.0, self.port_blocks.1, self.config_records
+            );
+        }
+        if self.limit_events.0 + self.limit_events.1 > 0 {
+            let _ = writeln!(
+                s,
+                "  limit events       logged {}  rate-limited {}",
+                self.limit_events.0, self.limit_events.1
+            );
+        }
         if !self.logging {
             let _ = writeln!(s, "  logging            off (records discarded)");
         }
@@ -535,12 +615,16 @@ pub fn run_live(cfg: &AppConfig, live: &LiveCounters) -> Result<Summary, RunErro
     let mut nats = Vec::with_capacity(n);
     for w in 0..n {
         let mut c = base.clone();
-        c.port_range = worker_port_range(base.port_range, w, n).ok_or_else(|| {
-            RunError::Dataplane(format!(
-                "port range {}..={} cannot be split over {n} workers",
-                base.port_range.0, base.port_range.1
-            ))
-        })?;
+        // Deterministic NAT gives every subscriber a fixed block of the
+        // whole range, and a subscriber lives on one worker: no split.
+        if c.port_allocation != PortAllocation::Deterministic {
+            c.port_range = worker_port_range(base.port_range, w, n).ok_or_else(|| {
+                RunError::Dataplane(format!(
+                    "port range {}..={} cannot be split over {n} workers",
+                    base.port_range.0, base.port_range.1
+                ))
+            })?;
+        }
         if let PortAllocation::Random { seed } = c.port_allocation {
             c.port_allocation = PortAllocation::Random {
                 seed: seed ^ (w as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
@@ -567,7 +651,7 @@ pub fn run_live(cfg: &AppConfig, live: &LiveCounters) -> Result<Summary, RunErro
         }
     }
     let logger = if cfg.dataplane.logging {
-        Some(cfg.log_config().start_nat44().map_err(RunError::Config)?)
+        Some(cfg.start_logger()?)
     } else {
         None
     };
@@ -579,6 +663,16 @@ pub fn run_live(cfg: &AppConfig, live: &LiveCounters) -> Result<Summary, RunErro
                     .map_err(|e| RunError::Config(ConfigError::Logger(e)))?,
             ),
             None => None,
+        });
+    }
+    // Deterministic NAT: the whole mapping, once, at configuration time.
+    let mut config_records = 0u64;
+    if let Some(first) = nats.first() {
+        let mut p0 = producers.first_mut().and_then(|p| p.as_mut());
+        config_records = first.deterministic_mapping(wall_clock_ns(), |r| {
+            if let Some(p) = p0.as_mut() {
+                p.log(r.into());
+            }
         });
     }
     let cpu_of = |w: usize| {
@@ -699,6 +793,8 @@ pub fn run_live(cfg: &AppConfig, live: &LiveCounters) -> Result<Summary, RunErro
     );
     summary.workers = n;
     summary.logging = cfg.dataplane.logging;
+    summary.records_logged += config_records;
+    summary.config_records = config_records;
     summary.per_worker = results
         .iter()
         .map(|(s, busy_ns)| {
@@ -752,7 +848,14 @@ fn send(tx: &mut rtrb::Producer<Handoff>, mut m: Handoff) {
 /// Publish counters every this many packets.
 const PUBLISH_EVERY: u64 = (BATCH_PACKETS as u64) * 16;
 
-type Recs = Option<LogProducer<Nat44SessionRecord>>;
+type Recs = Option<LogProducer<NatRecord>>;
+
+/// Nanoseconds since the Unix epoch by the wall clock (0 if before it).
+pub fn wall_clock_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
 
 fn handoff_worker(
     mut nat: Nat44,
@@ -761,11 +864,11 @@ fn handoff_worker(
     mut rx: rtrb::Consumer<Handoff>,
     mut ret: rtrb::Producer<Batch>,
 ) -> (NatStats, u64) {
-    let mut log = |r: Nat44SessionRecord| {
+    let mut log = AllRecords(|r: NatRecord| {
         if let Some(p) = producer.as_mut() {
             p.log(r);
         }
-    };
+    });
     let t0 = Instant::now();
     let mut since = 0u64;
     loop {
@@ -812,11 +915,11 @@ fn synthetic_worker(
     mut gen: Synthetic,
     preload: bool,
 ) -> (NatStats, u64) {
-    let mut log = |r: Nat44SessionRecord| {
+    let mut log = AllRecords(|r: NatRecord| {
         if let Some(p) = producer.as_mut() {
             p.log(r);
         }
-    };
+    });
     // Preload: every frame into one arena, fixed stride, before the clock.
     let mut arena: Vec<u8> = Vec::new();
     let mut meta: Vec<(u64, u8)> = Vec::new();
@@ -865,7 +968,7 @@ fn synthetic_worker(
 /// The live view: one line per interval on stderr until `done`.
 fn monitor(
     live: &LiveCounters,
-    logger: Option<&Logger<Nat44SessionRecord>>,
+    logger: Option<&Logger<NatRecord>>,
     done: &AtomicBool,
     every: Duration,
     ring_capacity: usize,
@@ -928,10 +1031,7 @@ pub fn live_line(
     );
     let mut first = true;
     for v in Verdict::all() {
-        if matches!(
-            v,
-            Verdict::TranslatedOut | Verdict::TranslatedIn | Verdict::FragmentMatched
-        ) {
+        if v.is_translated() {
             continue;
         }
         let d = now.count(v).saturating_sub(prev.count(v));
@@ -1030,5 +1130,8 @@ fn make_summary(
         workers: 1,
         per_worker: Vec::new(),
         logging: true,
+        config_records: 0,
+        port_blocks: (nat.port_blocks_allocated, nat.port_blocks_released),
+        limit_events: (nat.limit_events_logged, nat.limit_events_suppressed),
     }
 }

@@ -14,7 +14,9 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use dplog::Nat44SessionRecord;
+use dplog::NatRecord;
+
+use crate::nat::AllRecords;
 
 use crate::app::{AppConfig, RunError, Summary};
 use crate::nat::Nat44;
@@ -107,7 +109,7 @@ pub fn run_dpdk(
         let _ = dplog::affinity::pin_current_thread(cpu);
     }
     let logger = match cfg.dataplane.logging {
-        true => Some(cfg.log_config().start_nat44().map_err(RunError::Config)?),
+        true => Some(cfg.start_logger()?),
         false => None,
     };
     let mut producer = match &logger {
@@ -117,11 +119,16 @@ pub fn run_dpdk(
         ),
         None => None,
     };
-    let mut log = |r: Nat44SessionRecord| {
+    if let Some(p) = producer.as_mut() {
+        nat.deterministic_mapping(crate::app::wall_clock_ns(), |r| {
+            p.log(r.into());
+        });
+    }
+    let mut log = AllRecords(|r: NatRecord| {
         if let Some(p) = producer.as_mut() {
             p.log(r);
         }
-    };
+    });
     let started = Instant::now();
     let mut last_rx = Instant::now();
     let mut rx: [*mut dpdk_sys::rte_mbuf; BURST] = [std::ptr::null_mut(); BURST];

@@ -13,7 +13,9 @@
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 
-use crate::nat::{Nat44, NatConfig, Verdict};
+use dplog::{NatRecord, Record};
+
+use crate::nat::{AllRecords, Nat44, NatConfig, PortAllocation, Verdict};
 use crate::packet::{
     self, LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, LINKTYPE_NULL, LINKTYPE_RAW,
 };
@@ -35,16 +37,45 @@ pub fn one_input(data: &[u8]) {
         return;
     };
     let linktype = LINKTYPES[usize::from(sel) % LINKTYPES.len()];
+    // The input's length picks the port allocation, so every allocator
+    // and the session limit meet fuzzed frames.
+    let mode = rest.len() % 4;
+    let inside = if mode == 3 {
+        "10.0.0.0/24"
+    } else {
+        "10.0.0.0/8"
+    };
     let mut cfg = NatConfig::new(
-        vec!["10.0.0.0/8".parse().expect("literal")],
+        vec![inside.parse().expect("literal")],
         "198.51.100.0/30".parse().expect("literal"),
     );
     cfg.fragment_table_size = 4;
     // A narrow port range so that exhaustion paths are reachable.
     cfg.port_range = (1024, 1024 + u16::from(sel >> 4));
+    match mode {
+        1 => cfg.max_sessions_per_user = 2,
+        2 => {
+            cfg.port_allocation = PortAllocation::PortBlock {
+                size: 2,
+                max_blocks: 2,
+            };
+            cfg.port_range = (1024, 1031);
+        }
+        3 => {
+            cfg.port_allocation = PortAllocation::Deterministic;
+            cfg.port_range = (1024, 65535);
+        }
+        _ => {}
+    }
     let mut nat = Nat44::new(cfg).expect("valid config");
-    let mut records = 0u64;
-    let mut log = |_r: dplog::Nat44SessionRecord| records += 1;
+    let (mut sessions, mut events) = (0u64, 0u64);
+    let mut log = AllRecords(|r: NatRecord| {
+        if r.header().schema_id == dplog::SCHEMA_NAT44_SESSION {
+            sessions += 1;
+        } else {
+            events += 1;
+        }
+    });
     let mut frames = 0u64;
     let mut ts = 1_700_000_000_000_000_000u64;
     for chunk in split(rest).take(8) {
@@ -65,8 +96,22 @@ pub fn one_input(data: &[u8]) {
     assert_eq!(s.verdicts.iter().sum::<u64>(), frames);
     assert_eq!(s.sessions_created, s.sessions_deleted);
     assert_eq!(s.sessions_live, 0);
-    assert_eq!(records, 2 * s.sessions_created);
-    assert_eq!(s.records_logged, records);
+    assert_eq!(s.port_blocks_live, 0);
+    assert_eq!(s.port_blocks_allocated, s.port_blocks_released);
+    let logged_sessions = matches!(mode, 0 | 1);
+    assert_eq!(
+        sessions,
+        if logged_sessions {
+            2 * s.sessions_created
+        } else {
+            0
+        }
+    );
+    assert_eq!(
+        events,
+        s.limit_events_logged + s.port_blocks_allocated + s.port_blocks_released
+    );
+    assert_eq!(s.records_logged, sessions + events);
     let _ = Verdict::from_index(0);
 }
 

@@ -26,10 +26,14 @@ use std::fmt;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::time::Duration;
 
-use dplog::{Nat44SessionRecord, NatEvent, RecordHeader};
+use dplog::record::{nat_event, quota_event};
+use dplog::{
+    Nat44SessionRecord, NatAddressesExhaustedRecord, NatEvent, NatPortBlockRecord,
+    NatPortsExhaustedRecord, NatQuotaExceededRecord, NatRecord, RecordHeader,
+};
 use ipnet::Ipv4Net;
 
-use crate::checksum::{update16, update32};
+use crate::checksum::{internet_checksum, update16, update32};
 use crate::packet::{
     self, MalformedReason, ParseError, ParsedPacket, Transport, PROTO_ICMP, PROTO_TCP, PROTO_UDP,
     TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN,
@@ -103,6 +107,21 @@ pub struct NatConfig {
     pub port_range: (u16, u16),
     /// How external ports are chosen. Default [`PortAllocation::Sequential`].
     pub port_allocation: PortAllocation,
+    /// Most sessions one subscriber (inside address) may have at once; 0
+    /// (default) = no limit. A new session beyond it is dropped with
+    /// [`Verdict::SessionLimit`] and logged as natEvent 13, subtype
+    /// maxEntriesPerUser (RFC 8158 section 4.1), rate-limited by
+    /// `event_log_interval`.
+    pub max_sessions_per_user: u32,
+    /// With [`PortAllocation::PortBlock`]: also log natEvent 4/5 for the
+    /// sessions inside a block. Default false (the block records 16/17 are
+    /// the audit trail, which is the point of PBA).
+    pub log_sessions_in_blocks: bool,
+    /// Rate limit of the limit and exhaustion records (natEvent 3, 12, 13):
+    /// at most one record of each of the three events per interval of
+    /// packet time per engine (= per worker); the others are counted in
+    /// [`NatStats::limit_events_suppressed`]. Default 1 s.
+    pub event_log_interval: Duration,
 }
 
 /// How a [`Nat44`] chooses the external port of a new mapping.
@@ -118,7 +137,34 @@ pub enum PortAllocation {
         /// Seed of the engine's xorshift generator.
         seed: u64,
     },
+    /// Port block allocation (PBA): a subscriber's first session reserves
+    /// a block of `size` contiguous ports on its paired pool address (the
+    /// same ports for TCP, UDP and ICMP), logged as natEvent 16 with the
+    /// range; its sessions take ports from its blocks; when a block is full
+    /// another is reserved, up to `max_blocks` per subscriber. The blocks are
+    /// released (natEvent 17) when the subscriber's last session ends.
+    /// Blocks are cut from the engine's `port_range`; `size` must be at
+    /// least 1 and at most the range's length.
+    PortBlock {
+        /// Ports per block (K).
+        size: u16,
+        /// Most blocks one subscriber may hold (at least 1).
+        max_blocks: u16,
+    },
+    /// Deterministic NAT (RFC 7422): inside address number `i` (counting
+    /// through the inside prefixes in order) always gets pool address
+    /// `i / per_address` and ports block `i % per_address` of size
+    /// `floor(range / per_address)`, where `per_address = ceil(inside
+    /// addresses / pool addresses)`. Nothing is logged per session or block:
+    /// the whole mapping is logged once at configuration time (see
+    /// [`Nat44::deterministic_mapping`]). The inside prefixes may hold at
+    /// most [`MAX_DETERMINISTIC_SUBSCRIBERS`] addresses.
+    Deterministic,
 }
+
+/// Most inside addresses [`PortAllocation::Deterministic`] maps (the
+/// mapping is logged once, one record per inside address).
+pub const MAX_DETERMINISTIC_SUBSCRIBERS: u64 = 1 << 20;
 
 /// The slice of `(first, last)` that worker `index` of `workers` owns:
 /// the range is cut into `workers` contiguous, disjoint parts of equal size
@@ -156,7 +202,49 @@ impl NatConfig {
             fragment_timeout: DEFAULT_FRAGMENT_TIMEOUT,
             port_range: (FIRST_EXTERNAL_PORT, 65535),
             port_allocation: PortAllocation::Sequential,
+            max_sessions_per_user: 0,
+            log_sessions_in_blocks: false,
+            event_log_interval: Duration::from_secs(1),
         }
+    }
+}
+
+/// Receives every record a [`Nat44`] produces, in event order.
+///
+/// Any `FnMut(Nat44SessionRecord)` closure is a `NatLog` that gets the
+/// session records (natEvent 4/5) and discards the others; wrap a
+/// `FnMut(NatRecord)` in [`AllRecords`] to receive every record type in one
+/// 64-byte slot type (what the `dplog-nat` workers push into their ring).
+pub trait NatLog {
+    /// A NAT44 session create (natEvent 4) or delete (natEvent 5).
+    fn session(&mut self, rec: Nat44SessionRecord);
+    /// Any other NAT record: port block allocation / release (16/17),
+    /// addresses or ports exhausted (3/12), quota exceeded (13). The
+    /// default discards it.
+    fn event(&mut self, rec: NatRecord) {
+        let _ = rec;
+    }
+}
+
+impl<F: FnMut(Nat44SessionRecord)> NatLog for F {
+    #[inline]
+    fn session(&mut self, rec: Nat44SessionRecord) {
+        self(rec)
+    }
+}
+
+/// A [`NatLog`] that hands every record, of any type, to `F` as a
+/// [`NatRecord`] slot.
+pub struct AllRecords<F>(pub F);
+
+impl<F: FnMut(NatRecord)> NatLog for AllRecords<F> {
+    #[inline]
+    fn session(&mut self, rec: Nat44SessionRecord) {
+        (self.0)(NatRecord::from(rec))
+    }
+    #[inline]
+    fn event(&mut self, rec: NatRecord) {
+        (self.0)(rec)
     }
 }
 
@@ -181,6 +269,13 @@ pub enum NatError {
     ZeroFragmentTable,
     /// `port_range` is empty or starts below [`FIRST_EXTERNAL_PORT`].
     BadPortRange(u16, u16),
+    /// [`PortAllocation::PortBlock`] with a block size of 0, larger than
+    /// the port range, or `max_blocks` 0.
+    BadPortBlock(u16, u16),
+    /// [`PortAllocation::Deterministic`] with more inside addresses than
+    /// [`MAX_DETERMINISTIC_SUBSCRIBERS`] (the count is given) or fewer than
+    /// one port per subscriber (`ports per subscriber` = 0).
+    BadDeterministic(u64, &'static str),
 }
 
 impl fmt::Display for NatError {
@@ -202,6 +297,13 @@ impl fmt::Display for NatError {
                 f,
                 "port range {a}..={b} is empty or starts below {FIRST_EXTERNAL_PORT}"
             ),
+            NatError::BadPortBlock(size, max) => write!(
+                f,
+                "port block size {size} with max_blocks {max}: the size must be 1..=ports in the range and max_blocks at least 1"
+            ),
+            NatError::BadDeterministic(n, why) => {
+                write!(f, "deterministic NAT over {n} inside addresses: {why}")
+            }
         }
     }
 }
@@ -250,17 +352,50 @@ pub enum Verdict {
     Transit,
     /// IP protocol other than TCP, UDP and ICMP (GRE, ESP, ...).
     UnsupportedProtocol,
-    /// ICMP other than echo request / reply (unreachable, time exceeded...).
+    /// ICMP other than echo request / reply and the errors of
+    /// [`Verdict::IcmpErrorOut`] (timestamp, router advertisement...).
     IcmpNotEcho,
     /// Not an IPv4 packet (IPv6, ARP, ...).
     NotIpv4,
     /// Link type the parser does not handle.
     UnsupportedLinkType,
+    /// The subscriber reached `max_sessions_per_user` (or, with port
+    /// blocks, filled all its blocks); dropped, natEvent 13 logged.
+    SessionLimit,
+    /// Hairpinning (RFC 4787 REQ-9): an inside host reached another inside
+    /// host through its external address; source and destination were both
+    /// translated.
+    Hairpinned,
+    /// Sent to a pool address and port with no mapping in this engine
+    /// (nothing to hairpin to, or the mapping lives on another worker);
+    /// dropped.
+    HairpinNoMapping,
+    /// Outbound ICMP error (RFC 5508) about a session: outer source and the
+    /// quoted packet's destination translated, checksums fixed.
+    IcmpErrorOut,
+    /// Inbound ICMP error whose quoted packet matches a session.
+    IcmpErrorIn,
+    /// ICMP error whose quoted packet matches no session; dropped.
+    IcmpErrorNoSession,
+    /// ICMP error whose quoted packet is truncated, malformed, a later
+    /// fragment or of a protocol other than TCP, UDP and ICMP echo (GRE,
+    /// IP-in-IP...); dropped.
+    IcmpErrorBadQuote,
+    /// ICMP error quoting an ICMP error (RFC 1122 3.2.2 forbids sending
+    /// one); dropped.
+    IcmpErrorQuotesError,
+    /// A later fragment that partly overlaps bytes already seen of its
+    /// datagram (RFC 5722 treats overlaps as an attack); dropped. A
+    /// fragment whose bytes were all seen before is a duplicate: it is
+    /// forwarded as [`Verdict::FragmentMatched`] and counted in
+    /// [`NatStats::fragments_duplicate`] (without buffering, the NAT
+    /// cannot compare contents).
+    FragmentOverlap,
     /// Malformed frame, with the reason.
     Malformed(MalformedReason),
 }
 
-const SIMPLE_VERDICTS: [Verdict; 19] = [
+const SIMPLE_VERDICTS: [Verdict; 28] = [
     Verdict::TranslatedOut,
     Verdict::TranslatedIn,
     Verdict::FragmentMatched,
@@ -280,6 +415,15 @@ const SIMPLE_VERDICTS: [Verdict; 19] = [
     Verdict::IcmpNotEcho,
     Verdict::NotIpv4,
     Verdict::UnsupportedLinkType,
+    Verdict::SessionLimit,
+    Verdict::Hairpinned,
+    Verdict::HairpinNoMapping,
+    Verdict::IcmpErrorOut,
+    Verdict::IcmpErrorIn,
+    Verdict::IcmpErrorNoSession,
+    Verdict::IcmpErrorBadQuote,
+    Verdict::IcmpErrorQuotesError,
+    Verdict::FragmentOverlap,
 ];
 
 impl Verdict {
@@ -308,6 +452,15 @@ impl Verdict {
             Verdict::IcmpNotEcho => 16,
             Verdict::NotIpv4 => 17,
             Verdict::UnsupportedLinkType => 18,
+            Verdict::SessionLimit => 19,
+            Verdict::Hairpinned => 20,
+            Verdict::HairpinNoMapping => 21,
+            Verdict::IcmpErrorOut => 22,
+            Verdict::IcmpErrorIn => 23,
+            Verdict::IcmpErrorNoSession => 24,
+            Verdict::IcmpErrorBadQuote => 25,
+            Verdict::IcmpErrorQuotesError => 26,
+            Verdict::FragmentOverlap => 27,
             Verdict::Malformed(r) => SIMPLE_VERDICTS.len() + r as usize,
         }
     }
@@ -333,7 +486,12 @@ impl Verdict {
     pub fn is_translated(self) -> bool {
         matches!(
             self,
-            Verdict::TranslatedOut | Verdict::TranslatedIn | Verdict::FragmentMatched
+            Verdict::TranslatedOut
+                | Verdict::TranslatedIn
+                | Verdict::FragmentMatched
+                | Verdict::Hairpinned
+                | Verdict::IcmpErrorOut
+                | Verdict::IcmpErrorIn
         )
     }
 
@@ -360,6 +518,15 @@ impl Verdict {
             Verdict::IcmpNotEcho => "icmp_not_echo",
             Verdict::NotIpv4 => "not_ipv4",
             Verdict::UnsupportedLinkType => "unsupported_link_type",
+            Verdict::SessionLimit => "session_limit",
+            Verdict::Hairpinned => "hairpinned",
+            Verdict::HairpinNoMapping => "hairpin_no_mapping",
+            Verdict::IcmpErrorOut => "icmp_error_out",
+            Verdict::IcmpErrorIn => "icmp_error_in",
+            Verdict::IcmpErrorNoSession => "icmp_error_no_session",
+            Verdict::IcmpErrorBadQuote => "icmp_error_bad_quote",
+            Verdict::IcmpErrorQuotesError => "icmp_error_quotes_error",
+            Verdict::FragmentOverlap => "fragment_overlap",
             Verdict::Malformed(r) => r.name(),
         }
     }
@@ -414,6 +581,19 @@ pub struct NatStats {
     pub fragments_evicted: u64,
     /// Fragment table entries removed after the fragment timeout.
     pub fragments_expired: u64,
+    /// Later fragments whose bytes were all seen before (forwarded).
+    pub fragments_duplicate: u64,
+    /// Port blocks reserved (natEvent 16 records).
+    pub port_blocks_allocated: u64,
+    /// Port blocks released (natEvent 17 records).
+    pub port_blocks_released: u64,
+    /// Port blocks held now.
+    pub port_blocks_live: u64,
+    /// Limit and exhaustion records (natEvent 3, 12, 13) logged.
+    pub limit_events_logged: u64,
+    /// Limit and exhaustion events not logged because of the rate limit
+    /// ([`NatConfig::event_log_interval`]).
+    pub limit_events_suppressed: u64,
 }
 
 impl Default for NatStats {
@@ -433,6 +613,12 @@ impl Default for NatStats {
             fragments_tracked: 0,
             fragments_evicted: 0,
             fragments_expired: 0,
+            fragments_duplicate: 0,
+            port_blocks_allocated: 0,
+            port_blocks_released: 0,
+            port_blocks_live: 0,
+            limit_events_logged: 0,
+            limit_events_suppressed: 0,
         }
     }
 }
@@ -558,8 +744,13 @@ enum State {
     /// SYN seen from the initiator, no reply yet.
     TcpOpening,
     TcpEstablished,
-    /// FIN or RST seen in either direction.
+    /// FIN seen in either direction (or RST after a FIN).
     TcpClosing,
+    /// RST seen on an opening or established session: transitory timeout,
+    /// but any later non-RST packet restores it to established, so that a
+    /// spoofed or lost-in-flight RST cannot kill a live session early
+    /// (RFC 7857 section 2.1; RFC 6146 section 3.5.2.2 TRANS state).
+    TcpReset,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -647,6 +838,29 @@ impl PortBlock {
         self.alloc_from(self.cursor)
     }
 
+    /// Lowest free port in `first..=last` (a port block), if any.
+    fn alloc_in(&mut self, first: u32, last: u32) -> Option<u16> {
+        let (first, last) = (first.max(self.lo), last.min(self.hi));
+        let mut p = first;
+        while p <= last {
+            let w = (p / 64) as usize;
+            let word = *self.bits.get(w)?;
+            let mut free = !word & (u64::MAX << (p % 64));
+            let word_last = (w as u32) * 64 + 63;
+            if last < word_last {
+                free &= u64::MAX >> (word_last - last);
+            }
+            if free != 0 {
+                let port = (w as u32) * 64 + free.trailing_zeros();
+                self.bits[w] |= 1u64 << (port % 64);
+                self.used += 1;
+                return u16::try_from(port).ok();
+            }
+            p = word_last + 1;
+        }
+        None
+    }
+
     fn free(&mut self, port: u16) {
         let port32 = u32::from(port);
         let (w, b) = (usize::from(port / 64), port % 64);
@@ -670,12 +884,67 @@ struct FragKey {
     proto: u8,
 }
 
+/// Byte ranges of a datagram seen so far, kept per fragment table entry to
+/// detect overlaps (bounded: further ranges are not remembered).
+const FRAG_RANGES: usize = 6;
+
 #[derive(Clone, Copy, Debug)]
 struct FragEntry {
     slot: u32,
     session_seq: u64,
     expires: u64,
     serial: u64,
+    /// `[start, end)` payload byte ranges seen; `nranges` used.
+    ranges: [(u32, u32); FRAG_RANGES],
+    nranges: u8,
+}
+
+/// How a later fragment's bytes relate to those seen of its datagram.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FragBytes {
+    /// None seen before.
+    New,
+    /// All seen before (a duplicated fragment, RFC 5722 section 3).
+    Duplicate,
+    /// Some seen before and some not: a partial overlap.
+    Overlap,
+}
+
+impl FragEntry {
+    /// Classifies `[start, end)` against the ranges seen and remembers new
+    /// bytes (ranges kept sorted and coalesced; when all `FRAG_RANGES`
+    /// slots hold disjoint ranges, a range that touches none is not
+    /// remembered).
+    fn check(&mut self, start: u32, end: u32) -> FragBytes {
+        let n = usize::from(self.nranges);
+        let seen = &self.ranges[..n];
+        if seen.iter().any(|&(a, b)| a <= start && end <= b) {
+            return FragBytes::Duplicate;
+        }
+        if seen.iter().any(|&(a, b)| start < b && a < end) {
+            return FragBytes::Overlap;
+        }
+        if n < FRAG_RANGES {
+            self.ranges[n] = (start, end);
+            self.nranges += 1;
+        } else if let Some(r) = self.ranges.iter_mut().find(|r| r.1 == start || r.0 == end) {
+            *r = (r.0.min(start), r.1.max(end));
+        }
+        // Sort and coalesce touching ranges.
+        let n = usize::from(self.nranges);
+        self.ranges[..n].sort_unstable();
+        let mut w = 0;
+        for i in 1..n {
+            if self.ranges[i].0 <= self.ranges[w].1 {
+                self.ranges[w].1 = self.ranges[w].1.max(self.ranges[i].1);
+            } else {
+                w += 1;
+                self.ranges[w] = self.ranges[i];
+            }
+        }
+        self.nranges = (w + 1) as u8;
+        FragBytes::New
+    }
 }
 
 /// (src, dst, protocol, IP id) of first fragments → session, bounded,
@@ -699,14 +968,19 @@ impl FragTable {
         slot: u32,
         session_seq: u64,
         now: u64,
+        first_len: u32,
         stats: &mut NatStats,
     ) {
         self.serial += 1;
+        let mut ranges = [(0, 0); FRAG_RANGES];
+        ranges[0] = (0, first_len);
         let entry = FragEntry {
             slot,
             session_seq,
             expires: now.saturating_add(self.timeout_ns),
             serial: self.serial,
+            ranges,
+            nranges: 1,
         };
         if !self.map.contains_key(&key) {
             while self.map.len() >= self.capacity {
@@ -780,6 +1054,48 @@ pub struct Nat44 {
     stats: NatStats,
     /// xorshift64* state for [`PortAllocation::Random`].
     rng: u64,
+    /// External (address, port, protocol) → mapping key, for hairpinning.
+    reverse: FxMap<(u32, u16, u8), MapKey>,
+    /// Per-subscriber state; kept only when `track_users`.
+    users: FxMap<u32, User>,
+    /// Session limit or port blocks configured.
+    track_users: bool,
+    /// Log natEvent 4/5 (false with PBA unless asked for, and with
+    /// deterministic NAT).
+    log_sessions: bool,
+    /// Free port blocks per pool index (PBA), lowest block on top;
+    /// filled on first use.
+    free_blocks: FxMap<u32, Vec<u16>>,
+    /// Blocks per pool address (PBA).
+    blocks_per_address: u32,
+    /// Blocks held, all addresses (PBA).
+    blocks_used: u64,
+    /// Deterministic NAT: (subscribers per pool address, ports per
+    /// subscriber).
+    det: Option<(u32, u32)>,
+    /// Packet time of the last natEvent 3, 12 and 13 record.
+    event_last: [Option<u64>; 3],
+    event_interval_ns: u64,
+}
+
+/// Most port blocks one subscriber may hold
+/// ([`PortAllocation::PortBlock`]'s `max_blocks`).
+pub const MAX_BLOCKS_PER_USER: u16 = 16;
+
+/// Per-subscriber state (sessions, port blocks).
+#[derive(Clone, Copy, Debug, Default)]
+struct User {
+    sessions: u32,
+    nblocks: u8,
+    blocks: [u16; MAX_BLOCKS_PER_USER as usize],
+}
+
+/// Which rate-limited event (index into `event_last`).
+#[derive(Clone, Copy)]
+enum LimitEvent {
+    AddressesExhausted = 0,
+    PortsExhausted = 1,
+    Quota = 2,
 }
 
 fn prefix_bits(n: &Ipv4Net) -> (u32, u32) {
@@ -954,7 +1270,7 @@ impl Nat44 {
         }
         let rng = match cfg.port_allocation {
             PortAllocation::Random { seed } => seed | 1,
-            PortAllocation::Sequential => 1,
+            _ => 1,
         };
         let len = u32::from(pool.prefix_len());
         let size = 1u64 << (32 - len);
@@ -963,6 +1279,46 @@ impl Nat44 {
         } else {
             (u32::from(pool.network()) + 1, (size - 2) as u32)
         };
+        let range_len = u32::from(phi) - u32::from(plo) + 1;
+        let mut blocks_per_address = 0;
+        let mut det = None;
+        match cfg.port_allocation {
+            PortAllocation::PortBlock { size, max_blocks } => {
+                if size == 0
+                    || u32::from(size) > range_len
+                    || max_blocks == 0
+                    || max_blocks > MAX_BLOCKS_PER_USER
+                {
+                    return Err(NatError::BadPortBlock(size, max_blocks));
+                }
+                blocks_per_address = range_len / u32::from(size);
+            }
+            PortAllocation::Deterministic => {
+                let n: u64 = cfg
+                    .inside
+                    .iter()
+                    .map(|p| 1u64 << (32 - u32::from(p.prefix_len())))
+                    .sum();
+                if n > MAX_DETERMINISTIC_SUBSCRIBERS {
+                    return Err(NatError::BadDeterministic(
+                        n,
+                        "more inside addresses than MAX_DETERMINISTIC_SUBSCRIBERS (2^20)",
+                    ));
+                }
+                let per_address = n.div_ceil(u64::from(pool_count));
+                let ports = u64::from(range_len) / per_address;
+                if ports == 0 {
+                    return Err(NatError::BadDeterministic(
+                        n,
+                        "fewer than one port per subscriber (grow the pool or the port range)",
+                    ));
+                }
+                det = Some((per_address as u32, ports as u32));
+            }
+            PortAllocation::Sequential | PortAllocation::Random { .. } => {}
+        }
+        let pba = matches!(cfg.port_allocation, PortAllocation::PortBlock { .. });
+        let quiet = pba || det.is_some();
         Ok(Nat44 {
             inside: cfg.inside.iter().map(prefix_bits).collect(),
             pool_first,
@@ -988,6 +1344,16 @@ impl Nat44 {
             },
             stats: NatStats::default(),
             rng,
+            reverse: FxMap::default(),
+            users: FxMap::default(),
+            track_users: pba || cfg.max_sessions_per_user > 0,
+            log_sessions: !quiet || cfg.log_sessions_in_blocks,
+            free_blocks: FxMap::default(),
+            blocks_per_address,
+            blocks_used: 0,
+            det,
+            event_last: [None; 3],
+            event_interval_ns: nanos(cfg.event_log_interval),
             cfg,
         })
     }
@@ -1021,8 +1387,14 @@ impl Nat44 {
     /// The pool address an inside host is paired with (RFC 4787 REQ-2
     /// "paired" pooling): a hash of the inside address picks it, so the host
     /// always gets the same external address.
+    ///
+    /// With [`PortAllocation::Deterministic`], the address the RFC 7422
+    /// mapping gives it instead.
     pub fn paired_address(&self, inside_addr: u32) -> u32 {
-        self.pool_first + self.pool_index(inside_addr)
+        match self.det_block(inside_addr) {
+            Some((pool_index, _, _)) => self.pool_first + pool_index,
+            None => self.pool_first + self.pool_index(inside_addr),
+        }
     }
 
     fn pool_index(&self, inside_addr: u32) -> u32 {
@@ -1042,7 +1414,7 @@ impl Nat44 {
         ts_ns: u64,
         linktype: u32,
         frame: &mut [u8],
-        log: &mut impl FnMut(Nat44SessionRecord),
+        log: &mut impl NatLog,
     ) -> Verdict {
         let now = self.advance(ts_ns);
         self.expire(now, log);
@@ -1057,7 +1429,7 @@ impl Nat44 {
     /// creation order, stamped with `ts_ns` (or the engine clock if that is
     /// later). Each delete is logged as natEvent 5 with final counters. The
     /// engine is empty afterwards and can be reused.
-    pub fn finish(&mut self, ts_ns: u64, log: &mut impl FnMut(Nat44SessionRecord)) {
+    pub fn finish(&mut self, ts_ns: u64, log: &mut impl NatLog) {
         let now = self.advance(ts_ns);
         self.expire(now, log);
         let mut live: Vec<(u64, u32)> = self
@@ -1079,7 +1451,7 @@ impl Nat44 {
     /// Deletes the sessions whose idle timeout ended at or before `ts_ns`
     /// without processing a packet (e.g. on an idle tick). Advances the
     /// engine clock.
-    pub fn expire_until(&mut self, ts_ns: u64, log: &mut impl FnMut(Nat44SessionRecord)) {
+    pub fn expire_until(&mut self, ts_ns: u64, log: &mut impl NatLog) {
         let now = self.advance(ts_ns);
         self.expire(now, log);
     }
@@ -1093,12 +1465,12 @@ impl Nat44 {
         match state {
             State::Udp => self.udp_ns,
             State::Icmp => self.icmp_ns,
-            State::TcpOpening | State::TcpClosing => self.tcp_trans_ns,
+            State::TcpOpening | State::TcpClosing | State::TcpReset => self.tcp_trans_ns,
             State::TcpEstablished => self.tcp_est_ns,
         }
     }
 
-    fn expire(&mut self, now: u64, log: &mut impl FnMut(Nat44SessionRecord)) {
+    fn expire(&mut self, now: u64, log: &mut impl NatLog) {
         self.frags.expire(now, &mut self.stats);
         while let Some(&Reverse((at, seq, slot, gen))) = self.timers.peek() {
             if at > now {
@@ -1157,7 +1529,7 @@ impl Nat44 {
         }
     }
 
-    fn delete(&mut self, slot: u32, ts: u64, log: &mut impl FnMut(Nat44SessionRecord)) {
+    fn delete(&mut self, slot: u32, ts: u64, log: &mut impl NatLog) {
         let Some(s) = self.slots.get_mut(slot as usize) else {
             return;
         };
@@ -1177,6 +1549,7 @@ impl Nat44 {
             if m.refs == 0 {
                 let m = *m;
                 self.mappings.remove(&mk);
+                self.reverse.remove(&(m.ext_addr, m.ext_port, mk.proto));
                 self.stats.mappings_live -= 1;
                 if let Some(block) = self.ports.get_mut(&(m.pool_index, s.key.proto)) {
                     block.free(m.ext_port);
@@ -1184,22 +1557,256 @@ impl Nat44 {
             }
         }
         self.free_slots.push(slot);
-        let rec = self.record(&s, NatEvent::Nat44SessionDelete, ts);
-        log(rec);
-        self.stats.records_logged += 1;
+        if self.log_sessions {
+            let rec = self.record(&s, NatEvent::Nat44SessionDelete, ts);
+            log.session(rec);
+            self.stats.records_logged += 1;
+        }
         self.stats.sessions_deleted += 1;
         self.stats.sessions_live -= 1;
+        if self.track_users {
+            self.user_session_ended(s.key.inside_addr, s.ext_addr, ts, log);
+        }
+    }
+
+    /// A subscriber's session ended: when it was the last, its port blocks
+    /// are released (natEvent 17 each) and its state dropped.
+    fn user_session_ended(&mut self, addr: u32, ext_addr: u32, ts: u64, log: &mut impl NatLog) {
+        let Some(u) = self.users.get_mut(&addr) else {
+            return;
+        };
+        u.sessions = u.sessions.saturating_sub(1);
+        if u.sessions > 0 {
+            return;
+        }
+        let u = *u;
+        self.users.remove(&addr);
+        if let PortAllocation::PortBlock { size, .. } = self.cfg.port_allocation {
+            let pool_index = ext_addr.wrapping_sub(self.pool_first);
+            for &b in &u.blocks[..usize::from(u.nblocks)] {
+                if let Some(free) = self.free_blocks.get_mut(&pool_index) {
+                    free.push(b);
+                }
+                self.blocks_used -= 1;
+                self.stats.port_blocks_released += 1;
+                self.stats.port_blocks_live -= 1;
+                let rec = self.block_record(addr, ext_addr, b, size, ts, false);
+                log.event(rec.into());
+                self.stats.records_logged += 1;
+            }
+        }
+    }
+
+    fn block_record(
+        &self,
+        inside: u32,
+        ext_addr: u32,
+        block: u16,
+        size: u16,
+        ts: u64,
+        allocation: bool,
+    ) -> NatPortBlockRecord {
+        let start = u32::from(self.cfg.port_range.0) + u32::from(block) * u32::from(size);
+        NatPortBlockRecord {
+            timestamp_ns: ts,
+            src_addr: inside,
+            post_nat_src_addr: ext_addr,
+            port_range_start: start as u16,
+            port_range_end: (start + u32::from(size) - 1) as u16,
+            port_range_step: 1,
+            nat_event: if allocation {
+                nat_event::PORT_BLOCK_ALLOCATION
+            } else {
+                nat_event::PORT_BLOCK_DEALLOCATION
+            },
+            port_range_num_ports: size,
+            ingress_vrf_id: self.cfg.vrf_id,
+            ..Default::default()
+        }
+    }
+
+    /// Logs a limit or exhaustion record unless one of the same event was
+    /// logged less than `event_log_interval` of packet time ago.
+    fn limit_event(&mut self, which: LimitEvent, now: u64, rec: NatRecord, log: &mut impl NatLog) {
+        let last = &mut self.event_last[which as usize];
+        if last.is_some_and(|t| now < t.saturating_add(self.event_interval_ns)) {
+            self.stats.limit_events_suppressed += 1;
+            return;
+        }
+        *last = Some(now);
+        log.event(rec);
+        self.stats.limit_events_logged += 1;
+        self.stats.records_logged += 1;
+    }
+
+    fn quota_exceeded(&mut self, now: u64, user: u32, limit: u32, log: &mut impl NatLog) {
+        let rec = NatQuotaExceededRecord {
+            timestamp_ns: now,
+            quota_event: quota_event::MAX_ENTRIES_PER_USER,
+            limit,
+            src_addr: user,
+            ..Default::default()
+        };
+        self.limit_event(LimitEvent::Quota, now, rec.into(), log);
+    }
+
+    fn ports_exhausted(&mut self, now: u64, ext_addr: u32, proto: u8, log: &mut impl NatLog) {
+        let rec = NatPortsExhaustedRecord {
+            timestamp_ns: now,
+            post_nat_src_addr: ext_addr,
+            protocol: proto,
+            ..Default::default()
+        };
+        self.limit_event(LimitEvent::PortsExhausted, now, rec.into(), log);
+    }
+
+    /// Index of `addr` counted through the inside prefixes in order
+    /// (deterministic NAT), `None` if it is in none.
+    fn inside_index(&self, addr: u32) -> Option<u64> {
+        let mut base = 0u64;
+        for n in &self.cfg.inside {
+            let net = u32::from(n.network()) & u32::from(n.netmask());
+            if addr & u32::from(n.netmask()) == net {
+                return Some(base + u64::from(addr - net));
+            }
+            base += 1u64 << (32 - u32::from(n.prefix_len()));
+        }
+        None
+    }
+
+    /// Deterministic NAT: (pool index, first port, last port) of `addr`.
+    fn det_block(&self, addr: u32) -> Option<(u32, u32, u32)> {
+        let (per_address, ports) = self.det?;
+        let i = self.inside_index(addr)?;
+        let pool_index = (i / u64::from(per_address)) as u32;
+        let b = (i % u64::from(per_address)) as u32;
+        let first = u32::from(self.cfg.port_range.0) + b * ports;
+        Some((pool_index, first, first + ports - 1))
+    }
+
+    /// The deterministic NAT mapping (RFC 7422), logged once at
+    /// configuration time instead of per session: one natEvent 16
+    /// [`NatPortBlockRecord`] per inside address (in prefix order, stamped
+    /// `ts_ns`) with its pool address and port range. Calls `f` for none
+    /// unless the engine uses [`PortAllocation::Deterministic`]. Returns
+    /// the number of records.
+    pub fn deterministic_mapping(&self, ts_ns: u64, mut f: impl FnMut(NatPortBlockRecord)) -> u64 {
+        let Some((_, ports)) = self.det else {
+            return 0;
+        };
+        let mut n = 0;
+        for p in &self.cfg.inside {
+            let net = u32::from(p.network()) & u32::from(p.netmask());
+            let count = 1u64 << (32 - u32::from(p.prefix_len()));
+            for k in 0..count {
+                let addr = net.wrapping_add(k as u32);
+                let Some((pool_index, first, last)) = self.det_block(addr) else {
+                    continue;
+                };
+                f(NatPortBlockRecord {
+                    timestamp_ns: ts_ns,
+                    src_addr: addr,
+                    post_nat_src_addr: self.pool_first + pool_index,
+                    port_range_start: first as u16,
+                    port_range_end: last as u16,
+                    port_range_step: 1,
+                    nat_event: nat_event::PORT_BLOCK_ALLOCATION,
+                    port_range_num_ports: ports as u16,
+                    ingress_vrf_id: self.cfg.vrf_id,
+                    ..Default::default()
+                });
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// A new external port for `key` under port block allocation: from the
+    /// subscriber's blocks, or a new block (natEvent 16).
+    fn alloc_pba(
+        &mut self,
+        now: u64,
+        key: &FlowKey,
+        size: u16,
+        max_blocks: u16,
+        log: &mut impl NatLog,
+    ) -> Result<(u32, u16), Verdict> {
+        let pool_index = self.pool_index(key.inside_addr);
+        let ext_addr = self.pool_first + pool_index;
+        let (lo, hi) = self.cfg.port_range;
+        let u = self
+            .users
+            .get(&key.inside_addr)
+            .copied()
+            .unwrap_or_default();
+        let ports = self
+            .ports
+            .entry((pool_index, key.proto))
+            .or_insert_with(|| PortBlock::new(lo, hi));
+        let first_of = |b: u16| u32::from(lo) + u32::from(b) * u32::from(size);
+        for &b in &u.blocks[..usize::from(u.nblocks)] {
+            if let Some(p) = ports.alloc_in(first_of(b), first_of(b) + u32::from(size) - 1) {
+                return Ok((pool_index, p));
+            }
+        }
+        if u16::from(u.nblocks) >= max_blocks {
+            let limit = u32::from(max_blocks) * u32::from(size);
+            self.quota_exceeded(now, key.inside_addr, limit, log);
+            return Err(Verdict::SessionLimit);
+        }
+        let per = self.blocks_per_address;
+        let free = self
+            .free_blocks
+            .entry(pool_index)
+            .or_insert_with(|| (0..per as u16).rev().collect());
+        let Some(b) = free.pop() else {
+            if self.blocks_used >= u64::from(self.pool_count) * u64::from(per) {
+                let rec = NatAddressesExhaustedRecord {
+                    timestamp_ns: now,
+                    nat_pool_id: 0,
+                    ..Default::default()
+                };
+                self.limit_event(LimitEvent::AddressesExhausted, now, rec.into(), log);
+            } else {
+                self.ports_exhausted(now, ext_addr, key.proto, log);
+            }
+            return Err(Verdict::PoolExhausted);
+        };
+        self.blocks_used += 1;
+        self.stats.port_blocks_allocated += 1;
+        self.stats.port_blocks_live += 1;
+        let user = self.users.entry(key.inside_addr).or_default();
+        user.blocks[usize::from(user.nblocks)] = b;
+        user.nblocks += 1;
+        let rec = self.block_record(key.inside_addr, ext_addr, b, size, now, true);
+        log.event(rec.into());
+        self.stats.records_logged += 1;
+        let port = self
+            .ports
+            .get_mut(&(pool_index, key.proto))
+            .and_then(|ports| ports.alloc_in(first_of(b), first_of(b) + u32::from(size) - 1))
+            .ok_or(Verdict::PoolExhausted)?;
+        Ok((pool_index, port))
     }
 
     /// Creates a session for outbound `key`; `Err(PoolExhausted)` when no
-    /// external port is left.
+    /// external port is left, `Err(SessionLimit)` when the subscriber is at
+    /// its limit.
     fn create(
         &mut self,
         now: u64,
         key: FlowKey,
         tcp_flags: u8,
-        log: &mut impl FnMut(Nat44SessionRecord),
+        log: &mut impl NatLog,
     ) -> Result<u32, Verdict> {
+        if self.track_users {
+            let limit = self.cfg.max_sessions_per_user;
+            let sessions = self.users.get(&key.inside_addr).map_or(0, |u| u.sessions);
+            if limit > 0 && sessions >= limit {
+                self.quota_exceeded(now, key.inside_addr, limit, log);
+                return Err(Verdict::SessionLimit);
+            }
+        }
         let mk = MapKey {
             addr: key.inside_addr,
             port: key.inside_port,
@@ -1211,29 +1818,69 @@ impl Nat44 {
                 (m.ext_addr, m.ext_port)
             }
             None => {
-                let pool_index = self.pool_index(key.inside_addr);
                 let (lo, hi) = self.cfg.port_range;
-                let start = match self.cfg.port_allocation {
-                    PortAllocation::Sequential => None,
-                    PortAllocation::Random { .. } => {
-                        // xorshift64* (Vigna); the state is never 0.
-                        self.rng ^= self.rng >> 12;
-                        self.rng ^= self.rng << 25;
-                        self.rng ^= self.rng >> 27;
-                        let r = self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32;
-                        let span = u64::from(hi - lo) + 1;
-                        Some(u32::from(lo) + (r % span) as u32)
+                let (pool_index, ext_port) = match self.cfg.port_allocation {
+                    PortAllocation::PortBlock { size, max_blocks } => {
+                        let r = self.alloc_pba(now, &key, size, max_blocks, log);
+                        if r.is_err()
+                            && self
+                                .users
+                                .get(&key.inside_addr)
+                                .is_some_and(|u| u.sessions == 0 && u.nblocks == 0)
+                        {
+                            self.users.remove(&key.inside_addr);
+                        }
+                        r?
+                    }
+                    PortAllocation::Deterministic => {
+                        let Some((pool_index, first, last)) = self.det_block(key.inside_addr)
+                        else {
+                            return Err(Verdict::PoolExhausted);
+                        };
+                        let ports = self
+                            .ports
+                            .entry((pool_index, key.proto))
+                            .or_insert_with(|| PortBlock::new(lo, hi));
+                        match ports.alloc_in(first, last) {
+                            Some(p) => (pool_index, p),
+                            None => {
+                                self.quota_exceeded(now, key.inside_addr, last - first + 1, log);
+                                return Err(Verdict::SessionLimit);
+                            }
+                        }
+                    }
+                    PortAllocation::Sequential | PortAllocation::Random { .. } => {
+                        let pool_index = self.pool_index(key.inside_addr);
+                        let start = match self.cfg.port_allocation {
+                            PortAllocation::Random { .. } => {
+                                // xorshift64* (Vigna); the state is never 0.
+                                self.rng ^= self.rng >> 12;
+                                self.rng ^= self.rng << 25;
+                                self.rng ^= self.rng >> 27;
+                                let r = self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32;
+                                let span = u64::from(hi - lo) + 1;
+                                Some(u32::from(lo) + (r % span) as u32)
+                            }
+                            _ => None,
+                        };
+                        let block = self
+                            .ports
+                            .entry((pool_index, key.proto))
+                            .or_insert_with(|| PortBlock::new(lo, hi));
+                        let got = match start {
+                            None => block.alloc(),
+                            Some(p) => block.alloc_from(p),
+                        };
+                        match got {
+                            Some(p) => (pool_index, p),
+                            None => {
+                                let ext = self.pool_first + pool_index;
+                                self.ports_exhausted(now, ext, key.proto, log);
+                                return Err(Verdict::PoolExhausted);
+                            }
+                        }
                     }
                 };
-                let block = self
-                    .ports
-                    .entry((pool_index, key.proto))
-                    .or_insert_with(|| PortBlock::new(lo, hi));
-                let ext_port = match start {
-                    None => block.alloc(),
-                    Some(p) => block.alloc_from(p),
-                }
-                .ok_or(Verdict::PoolExhausted)?;
                 let ext_addr = self.pool_first + pool_index;
                 self.mappings.insert(
                     mk,
@@ -1244,12 +1891,17 @@ impl Nat44 {
                         refs: 1,
                     },
                 );
+                self.reverse.insert((ext_addr, ext_port, key.proto), mk);
                 self.stats.mappings_live += 1;
                 (ext_addr, ext_port)
             }
         };
+        if self.track_users {
+            self.users.entry(key.inside_addr).or_default().sessions += 1;
+        }
         let state = match key.proto {
-            PROTO_TCP if tcp_flags & (TCP_FIN | TCP_RST) != 0 => State::TcpClosing,
+            PROTO_TCP if tcp_flags & TCP_RST != 0 => State::TcpReset,
+            PROTO_TCP if tcp_flags & TCP_FIN != 0 => State::TcpClosing,
             PROTO_TCP if tcp_flags & (TCP_SYN | TCP_ACK) == TCP_SYN => State::TcpOpening,
             PROTO_TCP => State::TcpEstablished,
             PROTO_ICMP => State::Icmp,
@@ -1285,16 +1937,21 @@ impl Nat44 {
         };
         self.flows.insert(key, slot);
         self.timers.push(Reverse((scheduled, seq, slot, 0)));
-        let rec = self.record(&session, NatEvent::Nat44SessionCreate, now);
-        log(rec);
-        self.stats.records_logged += 1;
+        if self.log_sessions {
+            let rec = self.record(&session, NatEvent::Nat44SessionCreate, now);
+            log.session(rec);
+            self.stats.records_logged += 1;
+        }
         self.stats.sessions_created += 1;
         self.stats.sessions_live += 1;
         self.stats.peak_sessions = self.stats.peak_sessions.max(self.stats.sessions_live);
         Ok(slot)
     }
 
-    /// Counts a packet on a session and advances its TCP state.
+    /// Counts a packet on a session and advances its TCP state (RFC 7857
+    /// section 2.1): FIN → closing (transitory); RST → reset (transitory,
+    /// but a later non-RST packet restores established); a reply to a SYN
+    /// → established.
     fn touch(
         &mut self,
         slot: u32,
@@ -1313,9 +1970,15 @@ impl Nat44 {
             s.resp_octets += u64::from(octets);
         }
         if let Some(flags) = tcp_flags {
-            if flags & (TCP_FIN | TCP_RST) != 0 {
+            if flags & TCP_RST != 0 {
+                if s.state != State::TcpClosing {
+                    s.state = State::TcpReset;
+                }
+            } else if flags & TCP_FIN != 0 {
                 s.state = State::TcpClosing;
-            } else if !from_initiator && s.state == State::TcpOpening {
+            } else if s.state == State::TcpReset
+                || (!from_initiator && s.state == State::TcpOpening)
+            {
                 s.state = State::TcpEstablished;
             }
         }
@@ -1327,7 +1990,7 @@ impl Nat44 {
         now: u64,
         linktype: u32,
         frame: &mut [u8],
-        log: &mut impl FnMut(Nat44SessionRecord),
+        log: &mut impl NatLog,
     ) -> Verdict {
         let p = match packet::parse(linktype, frame) {
             Ok(p) => p,
@@ -1356,8 +2019,23 @@ impl Nat44 {
             // The identifier is the inside host's "port"; the remote port is 0.
             Transport::IcmpEcho(e) if outbound => (e.identifier, 0, None, Some(e.reply)),
             Transport::IcmpEcho(e) => (0, e.identifier, None, Some(e.reply)),
+            Transport::IcmpOther { icmp_type, .. } if is_icmp_error(icmp_type) => {
+                return self.icmp_error(&p, outbound, frame);
+            }
             Transport::IcmpOther { .. } => return Verdict::IcmpNotEcho,
             Transport::Fragment | Transport::Other => return Verdict::UnsupportedProtocol,
+        };
+        // Hairpinning (RFC 4787 REQ-9): to one of our external addresses.
+        let hairpin = if outbound && dst.wrapping_sub(self.pool_first) < self.pool_count {
+            if icmp_reply.is_some() {
+                return Verdict::HairpinNoMapping;
+            }
+            match self.reverse.get(&(dst, dport, proto)) {
+                Some(&mk) => Some(mk),
+                None => return Verdict::HairpinNoMapping,
+            }
+        } else {
+            None
         };
         let key = if outbound {
             FlowKey {
@@ -1380,11 +2058,14 @@ impl Nat44 {
         let slot = if outbound {
             let existing = self.flows.get(&key).copied();
             let existing = match (existing, tcp_flags) {
-                // A new SYN on a closing TCP session starts a new session
-                // (port reuse after FIN / RST).
+                // A new SYN on a closing or reset TCP session starts a new
+                // session (port reuse after FIN / RST, RFC 7857 2.2).
                 (Some(slot), Some(f))
                     if f & (TCP_SYN | TCP_ACK) == TCP_SYN
-                        && self.slots[slot as usize].state == State::TcpClosing =>
+                        && matches!(
+                            self.slots[slot as usize].state,
+                            State::TcpClosing | State::TcpReset
+                        ) =>
                 {
                     self.delete(slot, now, log);
                     self.stats.sessions_replaced += 1;
@@ -1404,6 +2085,9 @@ impl Nat44 {
             let s = &self.slots[slot as usize];
             let (ext_addr, ext_port) = (s.ext_addr, s.ext_port);
             rewrite_outbound(frame, &p, ext_addr, ext_port);
+            if let Some(mk) = hairpin {
+                rewrite_destination(frame, &p, mk.addr, mk.port);
+            }
             slot
         } else {
             let slot = match self.flows.get(&key) {
@@ -1421,13 +2105,142 @@ impl Nat44 {
                 proto,
             };
             let seq = self.slots[slot as usize].seq;
-            self.frags.insert(fk, slot, seq, now, &mut self.stats);
+            let first_len = u32::from(p.ip.total_len.saturating_sub(p.ip.header_len));
+            self.frags
+                .insert(fk, slot, seq, now, first_len, &mut self.stats);
         }
-        if outbound {
+        if hairpin.is_some() {
+            Verdict::Hairpinned
+        } else if outbound {
             Verdict::TranslatedOut
         } else {
             Verdict::TranslatedIn
         }
+    }
+
+    /// An ICMP error (RFC 5508 section 4): the quoted packet (IPv4 header
+    /// and at least 8 bytes of its transport header, RFC 792) travelled the
+    /// other way, so an outbound error quotes a packet *to* the inside host.
+    /// Outbound: the outer source, the quoted destination address and port
+    /// (or echo identifier) are translated, with the quoted IPv4 header
+    /// checksum, the quoted transport checksum (when quoted) and the ICMP
+    /// checksum. Inbound: matched and left as is. Errors do not refresh
+    /// the session. Quotes that are truncated, fragments, of another
+    /// protocol, or ICMP errors themselves are dropped and counted.
+    fn icmp_error(&mut self, p: &ParsedPacket, outbound: bool, frame: &mut [u8]) -> Verdict {
+        if p.ip.is_fragment() {
+            return Verdict::IcmpErrorBadQuote;
+        }
+        let l4 = p.l4_offset();
+        let end = p.l3_end().min(frame.len());
+        let q = l4 + 8; // quoted IPv4 header
+        let Some(quote) = frame.get(q..end) else {
+            return Verdict::IcmpErrorBadQuote;
+        };
+        if quote.len() < 20 || quote[0] >> 4 != 4 {
+            return Verdict::IcmpErrorBadQuote;
+        }
+        let ihl = usize::from(quote[0] & 0x0F) * 4;
+        if ihl < 20 || quote.len() < ihl + 8 {
+            return Verdict::IcmpErrorBadQuote;
+        }
+        if u16::from_be_bytes([quote[6], quote[7]]) & 0x1FFF != 0 {
+            return Verdict::IcmpErrorBadQuote;
+        }
+        let iproto = quote[9];
+        let isrc = u32::from_be_bytes([quote[12], quote[13], quote[14], quote[15]]);
+        let idst = u32::from_be_bytes([quote[16], quote[17], quote[18], quote[19]]);
+        let t = q + ihl; // quoted transport header
+        let (isport, idport, echo) = match iproto {
+            PROTO_TCP | PROTO_UDP => (
+                get16(frame, t).unwrap_or(0),
+                get16(frame, t + 2).unwrap_or(0),
+                false,
+            ),
+            PROTO_ICMP => match frame[t] {
+                0 | 8 => {
+                    let id = get16(frame, t + 4).unwrap_or(0);
+                    (id, id, true)
+                }
+                ty if is_icmp_error(ty) => return Verdict::IcmpErrorQuotesError,
+                _ => return Verdict::IcmpErrorBadQuote,
+            },
+            _ => return Verdict::IcmpErrorBadQuote,
+        };
+        let key = if outbound {
+            FlowKey {
+                inside_addr: idst,
+                remote_addr: isrc,
+                inside_port: idport,
+                remote_port: if echo { 0 } else { isport },
+                proto: iproto,
+            }
+        } else {
+            FlowKey {
+                inside_addr: isrc,
+                remote_addr: idst,
+                inside_port: isport,
+                remote_port: if echo { 0 } else { idport },
+                proto: iproto,
+            }
+        };
+        let Some(&slot) = self.flows.get(&key) else {
+            return Verdict::IcmpErrorNoSession;
+        };
+        if !outbound {
+            return Verdict::IcmpErrorIn;
+        }
+        let s = &self.slots[slot as usize];
+        let (ext_addr, ext_port) = (s.ext_addr, s.ext_port);
+        // Outer source: the session's external address if the inside host
+        // itself reports, else the reporting host's paired address.
+        let outer = if p.ip.src == idst {
+            ext_addr
+        } else {
+            self.paired_address(p.ip.src)
+        };
+        rewrite_ip_src(frame, p.l3_offset, p.ip.src, outer);
+        // Quoted destination address and its header checksum.
+        if let Some(c) = get16(frame, q + 10) {
+            put16(frame, q + 10, update32(c, idst, ext_addr));
+        }
+        put32(frame, q + 16, ext_addr);
+        match iproto {
+            PROTO_UDP => {
+                if let Some(c) = get16(frame, t + 6).filter(|&c| c != 0) {
+                    let mut c = update16(update32(c, idst, ext_addr), idport, ext_port);
+                    if c == 0 {
+                        c = 0xFFFF;
+                    }
+                    put16(frame, t + 6, c);
+                }
+                put16(frame, t + 2, ext_port);
+            }
+            PROTO_TCP => {
+                if t + 18 <= end {
+                    if let Some(c) = get16(frame, t + 16) {
+                        put16(
+                            frame,
+                            t + 16,
+                            update16(update32(c, idst, ext_addr), idport, ext_port),
+                        );
+                    }
+                }
+                put16(frame, t + 2, ext_port);
+            }
+            _ => {
+                // Quoted echo: the identifier and the quoted ICMP checksum.
+                if let Some(c) = get16(frame, t + 2) {
+                    put16(frame, t + 2, update16(c, idport, ext_port));
+                }
+                put16(frame, t + 4, ext_port);
+            }
+        }
+        // The ICMP checksum covers the whole message: recompute it.
+        put16(frame, l4 + 2, 0);
+        let c = internet_checksum(&frame[l4..end]);
+        put16(frame, l4 + 2, c);
+        Verdict::IcmpErrorOut
     }
 
     fn later_fragment(
@@ -1443,7 +2256,7 @@ impl Nat44 {
             id: p.ip.id,
             proto: p.ip.protocol,
         };
-        let Some(e) = self.frags.map.get(&fk).copied() else {
+        let Some(e) = self.frags.map.get_mut(&fk) else {
             return Verdict::FragmentNoSession;
         };
         let live = self
@@ -1453,12 +2266,62 @@ impl Nat44 {
         if !live {
             return Verdict::FragmentNoSession;
         }
-        self.touch(e.slot, now, p.ip.total_len, outbound, None);
+        let start = u32::from(p.ip.fragment_offset) * 8;
+        let end = start + u32::from(p.ip.total_len.saturating_sub(p.ip.header_len));
+        match e.check(start, end) {
+            FragBytes::Overlap => return Verdict::FragmentOverlap,
+            // Forwarded (the receiver's reassembly drops it); counted.
+            FragBytes::Duplicate => self.stats.fragments_duplicate += 1,
+            FragBytes::New => {}
+        }
+        let slot = e.slot;
+        self.touch(slot, now, p.ip.total_len, outbound, None);
         if outbound {
-            let ext = self.slots[e.slot as usize].ext_addr;
+            let ext = self.slots[slot as usize].ext_addr;
             rewrite_ip_src(frame, p.l3_offset, p.ip.src, ext);
         }
         Verdict::FragmentMatched
+    }
+}
+
+/// ICMP error types translated per RFC 5508: destination unreachable (3),
+/// source quench (4), time exceeded (11), parameter problem (12).
+fn is_icmp_error(icmp_type: u8) -> bool {
+    matches!(icmp_type, 3 | 4 | 11 | 12)
+}
+
+/// Destination NAT of a hairpinned packet: destination address and port
+/// from the external form to the inside host `new_addr:new_port`,
+/// checksums patched (RFC 1624). TCP and UDP only.
+fn rewrite_destination(frame: &mut [u8], p: &ParsedPacket, new_addr: u32, new_port: u16) {
+    let (l3, l4) = (p.l3_offset, p.l4_offset());
+    let old_addr = p.ip.dst;
+    if let Some(c) = get16(frame, l3 + 10) {
+        put16(frame, l3 + 10, update32(c, old_addr, new_addr));
+    }
+    put32(frame, l3 + 16, new_addr);
+    match p.transport {
+        Transport::Tcp(t) => {
+            if let Some(c) = get16(frame, l4 + 16) {
+                put16(
+                    frame,
+                    l4 + 16,
+                    update16(update32(c, old_addr, new_addr), t.dst_port, new_port),
+                );
+            }
+            put16(frame, l4 + 2, new_port);
+        }
+        Transport::Udp(u) => {
+            if let Some(c) = get16(frame, l4 + 6).filter(|&c| c != 0) {
+                let mut c = update16(update32(c, old_addr, new_addr), u.dst_port, new_port);
+                if c == 0 {
+                    c = 0xFFFF;
+                }
+                put16(frame, l4 + 6, c);
+            }
+            put16(frame, l4 + 2, new_port);
+        }
+        _ => {}
     }
 }
 
@@ -1970,6 +2833,14 @@ mod tests {
         let mut unreach = icmp_echo(false, 0, 0);
         unreach[0] = 3;
         let mut f = eth_ipv4(&ipv4(H1, R1, PROTO_ICMP, &[], &unreach));
+        // An unreachable without a quoted packet.
+        assert_eq!(
+            run(&mut n, &mut log, T0, &mut f),
+            Verdict::IcmpErrorBadQuote
+        );
+        let mut timestamp = icmp_echo(false, 0, 0);
+        timestamp[0] = 13;
+        let mut f = eth_ipv4(&ipv4(H1, R1, PROTO_ICMP, &[], &timestamp));
         assert_eq!(run(&mut n, &mut log, T0, &mut f), Verdict::IcmpNotEcho);
         let mut v6 = ether(&[], 0x86DD, &[0x60; 40]);
         assert_eq!(run(&mut n, &mut log, T0, &mut v6), Verdict::NotIpv4);
@@ -1989,7 +2860,7 @@ mod tests {
                 .count(Verdict::Malformed(MalformedReason::Ipv4IhlTooSmall)),
             1
         );
-        assert_eq!(n.stats().nonzero().count(), 5);
+        assert_eq!(n.stats().nonzero().count(), 6);
     }
 
     #[test]
@@ -2196,5 +3067,574 @@ mod tests {
             transport_checksum(n.paired_address(H1), R1, 17, &ip[20..]),
             0
         );
+    }
+    // ----- port blocks, limits, deterministic NAT -------------------------
+
+    use dplog::Record;
+
+    /// Every record, of any type, as a NatRecord slot.
+    #[derive(Default)]
+    struct All(Vec<NatRecord>);
+    impl All {
+        fn f(&mut self) -> AllRecords<impl FnMut(NatRecord) + '_> {
+            AllRecords(|r| self.0.push(r))
+        }
+        /// (natEvent, schema) of every record in order.
+        fn kinds(&self) -> Vec<(u8, u16)> {
+            self.0
+                .iter()
+                .map(|r| (event_of(r), r.header().schema_id))
+                .collect()
+        }
+        fn of_event(&self, e: u8) -> Vec<&NatRecord> {
+            self.0.iter().filter(|r| event_of(r) == e).collect()
+        }
+    }
+
+    fn u16_at(r: &NatRecord, at: usize) -> u16 {
+        u16::from_ne_bytes([r.slot()[at], r.slot()[at + 1]])
+    }
+    fn u32_at(r: &NatRecord, at: usize) -> u32 {
+        u32::from_ne_bytes(r.slot()[at..at + 4].try_into().unwrap())
+    }
+    /// natEvent byte of a record by schema (see core/src/record.rs).
+    fn event_of(r: &NatRecord) -> u8 {
+        let at = match r.header().schema_id {
+            dplog::SCHEMA_NAT44_SESSION => 35,
+            dplog::record::SCHEMA_NAT_PORT_BLOCK => 30,
+            dplog::record::SCHEMA_NAT_ADDRESSES_EXHAUSTED => 20,
+            dplog::record::SCHEMA_NAT_PORTS_EXHAUSTED => 21,
+            dplog::record::SCHEMA_NAT_QUOTA_EXCEEDED => 28,
+            s => panic!("schema {s}"),
+        };
+        r.slot()[at]
+    }
+    /// (src_addr, post_nat_src_addr, start, end, num_ports) of a block record.
+    fn block_of(r: &NatRecord) -> (u32, u32, u16, u16, u16) {
+        assert_eq!(r.header().schema_id, dplog::record::SCHEMA_NAT_PORT_BLOCK);
+        (
+            u32_at(r, 16),
+            u32_at(r, 20),
+            u16_at(r, 24),
+            u16_at(r, 26),
+            u16_at(r, 32),
+        )
+    }
+
+    fn pba(size: u16, max_blocks: u16, pool: &str) -> Nat44 {
+        let mut c = NatConfig::new(vec!["10.0.0.0/8".parse().unwrap()], pool.parse().unwrap());
+        c.port_allocation = PortAllocation::PortBlock { size, max_blocks };
+        Nat44::new(c).unwrap()
+    }
+
+    #[test]
+    fn port_blocks_are_allocated_logged_and_released() {
+        let mut n = pba(4, 2, "198.51.100.0/28");
+        let mut log = All::default();
+        let mut ports = Vec::new();
+        for i in 0..6u16 {
+            let mut f = udp_frame(H1, 2000 + i, R1, 53);
+            assert_eq!(
+                n.process(T0 + u64::from(i), LINKTYPE_ETHERNET, &mut f, &mut log.f()),
+                Verdict::TranslatedOut
+            );
+            verify_checksums(&f);
+            let (addr, port) = src_of(&f);
+            assert_eq!(addr, n.paired_address(H1));
+            ports.push(port);
+        }
+        // Two blocks of 4: the first four ports from block 1, then block 2;
+        // no session records (PBA logs blocks only).
+        let blocks = log.of_event(16);
+        assert_eq!(blocks.len(), 2);
+        assert_eq!(log.kinds(), vec![(16, 2), (16, 2)]);
+        let (src, ext, s1, e1, k1) = block_of(blocks[0]);
+        assert_eq!(
+            (src, ext, e1 - s1 + 1, k1),
+            (H1, n.paired_address(H1), 4, 4)
+        );
+        let (_, _, s2, e2, _) = block_of(blocks[1]);
+        assert!(
+            ports[..4].iter().all(|p| (s1..=e1).contains(p)),
+            "{ports:?}"
+        );
+        assert!(
+            ports[4..].iter().all(|p| (s2..=e2).contains(p)),
+            "{ports:?}"
+        );
+        assert!(s2 > e1 || e2 < s1, "blocks do not overlap");
+        // A 9th session: both blocks full, max_blocks reached → quota.
+        for i in 6..9u16 {
+            let mut f = udp_frame(H1, 2000 + i, R1, 53);
+            let v = n.process(T0 + 10, LINKTYPE_ETHERNET, &mut f, &mut log.f());
+            assert_eq!(
+                v,
+                if i < 8 {
+                    Verdict::TranslatedOut
+                } else {
+                    Verdict::SessionLimit
+                }
+            );
+        }
+        let q = log.of_event(13);
+        assert_eq!(q.len(), 1);
+        assert_eq!(
+            u32_at(q[0], 16),
+            dplog::record::quota_event::MAX_ENTRIES_PER_USER
+        );
+        assert_eq!(u32_at(q[0], 20), 8, "limit = 2 blocks of 4 ports");
+        assert_eq!(u32_at(q[0], 24), H1);
+        let s = n.stats();
+        assert_eq!((s.port_blocks_allocated, s.port_blocks_live), (2, 2));
+        assert_eq!(s.sessions_created, 8);
+        // Another subscriber gets its own block.
+        let mut f = udp_frame(H2, 1, R1, 53);
+        n.process(T0 + 11, LINKTYPE_ETHERNET, &mut f, &mut log.f());
+        assert_eq!(block_of(log.of_event(16)[2]).0, H2);
+        // All sessions end: every block released (natEvent 17).
+        n.finish(T0 + 20, &mut log.f());
+        let rel = log.of_event(17);
+        assert_eq!(rel.len(), 3);
+        let mut released: Vec<_> = rel.iter().map(|r| block_of(r)).collect();
+        let mut allocated: Vec<_> = log.of_event(16).iter().map(|r| block_of(r)).collect();
+        released.sort_unstable();
+        allocated.sort_unstable();
+        assert_eq!(released, allocated);
+        let s = n.stats();
+        assert_eq!((s.port_blocks_released, s.port_blocks_live), (3, 0));
+        assert_eq!(s.records_logged, log.0.len() as u64);
+        assert!(log.of_event(4).is_empty() && log.of_event(5).is_empty());
+    }
+
+    #[test]
+    fn port_blocks_can_log_their_sessions_too() {
+        let mut c = NatConfig::new(
+            vec!["10.0.0.0/8".parse().unwrap()],
+            "198.51.100.0/28".parse().unwrap(),
+        );
+        c.port_allocation = PortAllocation::PortBlock {
+            size: 64,
+            max_blocks: 1,
+        };
+        c.log_sessions_in_blocks = true;
+        let mut n = Nat44::new(c).unwrap();
+        let mut log = All::default();
+        let mut f = udp_frame(H1, 7, R1, 53);
+        n.process(T0, LINKTYPE_ETHERNET, &mut f, &mut log.f());
+        n.finish(T0 + SEC, &mut log.f());
+        assert_eq!(
+            log.kinds(),
+            vec![(16, 2), (4, 1), (5, 1), (17, 2)],
+            "block, create, delete, release"
+        );
+    }
+
+    #[test]
+    fn block_exhaustion_logs_ports_then_addresses_exhausted_rate_limited() {
+        // Pool of one address, range of 8 ports, blocks of 4: two blocks.
+        let mut c = NatConfig::new(
+            vec!["10.0.0.0/8".parse().unwrap()],
+            "198.51.100.9/32".parse().unwrap(),
+        );
+        c.port_range = (1024, 1031);
+        c.port_allocation = PortAllocation::PortBlock {
+            size: 4,
+            max_blocks: 1,
+        };
+        let mut n = Nat44::new(c).unwrap();
+        let mut log = All::default();
+        for h in 1..=2u32 {
+            let mut f = udp_frame(0x0A00_0000 + h, 1, R1, 53);
+            assert_eq!(
+                n.process(T0, LINKTYPE_ETHERNET, &mut f, &mut log.f()),
+                Verdict::TranslatedOut
+            );
+        }
+        // Third and fourth subscribers: no block anywhere → natEvent 3 once,
+        // the second within the interval suppressed; both dropped.
+        for h in 3..=4u32 {
+            let mut f = udp_frame(0x0A00_0000 + h, 1, R1, 53);
+            assert_eq!(
+                n.process(T0 + SEC / 2, LINKTYPE_ETHERNET, &mut f, &mut log.f()),
+                Verdict::PoolExhausted
+            );
+        }
+        assert_eq!(log.of_event(3).len(), 1);
+        assert_eq!(n.stats().limit_events_suppressed, 1);
+        // After the interval it is logged again.
+        let mut f = udp_frame(0x0A00_0005, 1, R1, 53);
+        n.process(T0 + 2 * SEC, LINKTYPE_ETHERNET, &mut f, &mut log.f());
+        assert_eq!(log.of_event(3).len(), 2);
+        assert_eq!(n.stats().count(Verdict::PoolExhausted), 3);
+        // Sequential allocation on a full address logs natEvent 12 with it.
+        let mut c = NatConfig::new(
+            vec!["10.0.0.0/8".parse().unwrap()],
+            "198.51.100.9/32".parse().unwrap(),
+        );
+        c.port_range = (1024, 1024);
+        let mut n = Nat44::new(c).unwrap();
+        let mut log = All::default();
+        for sport in 1..=2 {
+            let mut f = udp_frame(H1, sport, R1, 53);
+            n.process(T0, LINKTYPE_ETHERNET, &mut f, &mut log.f());
+        }
+        let e = log.of_event(12);
+        assert_eq!(e.len(), 1);
+        assert_eq!(
+            (u32_at(e[0], 16), e[0].slot()[20]),
+            (0xC633_6409, PROTO_UDP)
+        );
+    }
+
+    #[test]
+    fn per_subscriber_session_limit() {
+        let mut c = NatConfig::new(
+            vec!["10.0.0.0/8".parse().unwrap()],
+            "198.51.100.0/28".parse().unwrap(),
+        );
+        c.max_sessions_per_user = 2;
+        let mut n = Nat44::new(c).unwrap();
+        let mut log = All::default();
+        let verdicts: Vec<Verdict> = (0..3)
+            .map(|i| {
+                let mut f = udp_frame(H1, 100 + i, R1, 53);
+                n.process(T0, LINKTYPE_ETHERNET, &mut f, &mut log.f())
+            })
+            .collect();
+        assert_eq!(
+            verdicts,
+            vec![
+                Verdict::TranslatedOut,
+                Verdict::TranslatedOut,
+                Verdict::SessionLimit
+            ]
+        );
+        // Existing sessions still pass; other subscribers are not limited.
+        let mut f = udp_frame(H1, 100, R1, 53);
+        assert_eq!(
+            n.process(T0, LINKTYPE_ETHERNET, &mut f, &mut log.f()),
+            Verdict::TranslatedOut
+        );
+        let mut f = udp_frame(H2, 100, R1, 53);
+        assert_eq!(
+            n.process(T0, LINKTYPE_ETHERNET, &mut f, &mut log.f()),
+            Verdict::TranslatedOut
+        );
+        let q = log.of_event(13);
+        assert_eq!(q.len(), 1);
+        assert_eq!((u32_at(q[0], 20), u32_at(q[0], 24)), (2, H1));
+        // Sessions logged as usual (natEvent 4), the limit record between.
+        assert_eq!(log.kinds(), vec![(4, 1), (4, 1), (13, 5), (4, 1)]);
+        // After expiry the subscriber may open sessions again.
+        let t = T0 + 301 * SEC;
+        let mut f = udp_frame(H1, 999, R1, 53);
+        assert_eq!(
+            n.process(t, LINKTYPE_ETHERNET, &mut f, &mut log.f()),
+            Verdict::TranslatedOut
+        );
+        assert_eq!(n.stats().count(Verdict::SessionLimit), 1);
+    }
+
+    #[test]
+    fn deterministic_mapping_is_logged_once_and_followed() {
+        let mut c = NatConfig::new(
+            vec!["10.0.0.0/24".parse().unwrap()],
+            "198.51.100.0/30".parse().unwrap(),
+        );
+        c.port_allocation = PortAllocation::Deterministic;
+        let mut n = Nat44::new(c).unwrap();
+        let mut table = Vec::new();
+        let count = n.deterministic_mapping(T0, |r| table.push(r));
+        // 256 inside addresses over 2 pool addresses: 128 each, 504 ports.
+        assert_eq!(count, 256);
+        assert_eq!(table.len(), 256);
+        assert!(table
+            .iter()
+            .all(|r| r.nat_event == 16 && r.port_range_num_ports == 504));
+        let h = table.iter().find(|r| r.src_addr == 0x0A00_0085).unwrap(); // 10.0.0.133
+        assert_eq!(h.post_nat_src_addr, 0xC633_6402); // 198.51.100.2
+        assert_eq!(h.port_range_start, 1024 + 5 * 504);
+        let mut log = All::default();
+        for i in 0..3 {
+            let mut f = tcp_frame(0x0A00_0085, 4000 + i, R1, 443, TCP_SYN);
+            assert_eq!(
+                n.process(T0, LINKTYPE_ETHERNET, &mut f, &mut log.f()),
+                Verdict::TranslatedOut
+            );
+            verify_checksums(&f);
+            let (a, p) = src_of(&f);
+            assert_eq!(a, h.post_nat_src_addr);
+            assert!((h.port_range_start..=h.port_range_end).contains(&p));
+        }
+        n.finish(T0 + SEC, &mut log.f());
+        assert!(log.0.is_empty(), "nothing logged per session");
+        // Too many inside addresses, or too few ports, is a config error.
+        let mut c = NatConfig::new(
+            vec!["10.0.0.0/8".parse().unwrap()],
+            "198.51.100.0/30".parse().unwrap(),
+        );
+        c.port_allocation = PortAllocation::Deterministic;
+        assert!(matches!(
+            Nat44::new(c).err(),
+            Some(NatError::BadDeterministic(16_777_216, _))
+        ));
+        let mut c = NatConfig::new(
+            vec!["10.0.0.0/16".parse().unwrap()],
+            "198.51.100.1/32".parse().unwrap(),
+        );
+        c.port_allocation = PortAllocation::Deterministic;
+        assert!(matches!(
+            Nat44::new(c).err(),
+            Some(NatError::BadDeterministic(65536, _))
+        ));
+        let mut c = NatConfig::new(
+            vec!["10.0.0.0/8".parse().unwrap()],
+            "198.51.100.0/30".parse().unwrap(),
+        );
+        c.port_allocation = PortAllocation::PortBlock {
+            size: 0,
+            max_blocks: 1,
+        };
+        assert_eq!(Nat44::new(c).err(), Some(NatError::BadPortBlock(0, 1)));
+    }
+
+    // ----- ICMP errors, hairpinning, TCP RST, fragments -------------------
+
+    /// An ICMP error of `icmp_type` from `src` to `dst` quoting `quoted`.
+    fn icmp_error_frame(src: u32, dst: u32, icmp_type: u8, quoted: &[u8]) -> Vec<u8> {
+        let mut m = vec![icmp_type, 3, 0, 0, 0, 0, 0, 0];
+        m.extend_from_slice(quoted);
+        eth_ipv4(&ipv4(src, dst, PROTO_ICMP, &[], &m))
+    }
+
+    #[test]
+    fn outbound_icmp_error_translates_the_quoted_packet() {
+        let mut n = nat();
+        let mut log = Log(vec![]);
+        let mut f = udp_frame(H1, 1111, R1, 53);
+        run(&mut n, &mut log, T0, &mut f);
+        let (ext, ext_port) = src_of(&f);
+        // R1's reply (inside form) that H1 answers with port unreachable.
+        let reply = ipv4(R1, H1, PROTO_UDP, &[], &udp(53, 1111, b"answer"));
+        let mut err = icmp_error_frame(H1, R1, 3, &reply);
+        assert_eq!(
+            run(&mut n, &mut log, T0 + SEC, &mut err),
+            Verdict::IcmpErrorOut
+        );
+        let p = packet::parse(LINKTYPE_ETHERNET, &err).unwrap();
+        assert_eq!((p.ip.src, p.ip.dst), (ext, R1));
+        let ip = &err[p.l3_offset..p.l3_end()];
+        assert_eq!(internet_checksum(&ip[..20]), 0, "outer IPv4 header");
+        assert_eq!(internet_checksum(&ip[20..]), 0, "ICMP message");
+        let q = &ip[28..];
+        assert_eq!(internet_checksum(&q[..20]), 0, "quoted IPv4 header");
+        assert_eq!(u32::from_be_bytes(q[16..20].try_into().unwrap()), ext);
+        assert_eq!(u16::from_be_bytes([q[22], q[23]]), ext_port);
+        assert_eq!(transport_checksum(R1, ext, 17, &q[20..]), 0, "quoted UDP");
+        // Errors do not count as session packets.
+        n.finish(T0 + 2 * SEC, &mut log.f());
+        assert_eq!(log.events(5)[0].initiator_packets, 1);
+        assert_eq!(log.events(5)[0].responder_packets, 0);
+    }
+
+    #[test]
+    fn outbound_icmp_error_about_tcp_and_echo() {
+        let mut n = nat();
+        let mut log = Log(vec![]);
+        let mut f = tcp_frame(H1, 2222, R1, 80, TCP_SYN);
+        run(&mut n, &mut log, T0, &mut f);
+        let (ext, ext_port) = src_of(&f);
+        // A whole TCP segment quoted (so its checksum is checkable).
+        let seg = ipv4(
+            R1,
+            H1,
+            PROTO_TCP,
+            &[],
+            &tcp(80, 2222, TCP_SYN | TCP_ACK, b""),
+        );
+        let mut err = icmp_error_frame(H1, R1, 11, &seg);
+        assert_eq!(run(&mut n, &mut log, T0, &mut err), Verdict::IcmpErrorOut);
+        let p = packet::parse(LINKTYPE_ETHERNET, &err).unwrap();
+        let ip = &err[p.l3_offset..p.l3_end()];
+        assert_eq!(internet_checksum(&ip[20..]), 0, "ICMP message");
+        let q = &ip[28..];
+        assert_eq!(u16::from_be_bytes([q[22], q[23]]), ext_port);
+        assert_eq!(transport_checksum(R1, ext, 6, &q[20..]), 0, "quoted TCP");
+        // Only 8 bytes of TCP quoted (RFC 792 minimum): ports still done.
+        let mut err = icmp_error_frame(H1, R1, 3, &seg[..28]);
+        assert_eq!(run(&mut n, &mut log, T0, &mut err), Verdict::IcmpErrorOut);
+        // Echo: H1 pings, R1's reply comes back, H1 reports it.
+        let mut ping = eth_ipv4(&ipv4(H1, R1, PROTO_ICMP, &[], &icmp_echo(false, 77, 1)));
+        run(&mut n, &mut log, T0, &mut ping);
+        let (_, ext_id) = src_of(&ping);
+        let pong = ipv4(R1, H1, PROTO_ICMP, &[], &icmp_echo(true, 77, 1));
+        let mut err = icmp_error_frame(H1, R1, 3, &pong);
+        assert_eq!(run(&mut n, &mut log, T0, &mut err), Verdict::IcmpErrorOut);
+        let p = packet::parse(LINKTYPE_ETHERNET, &err).unwrap();
+        let ip = &err[p.l3_offset..p.l3_end()];
+        assert_eq!(internet_checksum(&ip[20..]), 0);
+        let q = &ip[28..];
+        assert_eq!(u16::from_be_bytes([q[24], q[25]]), ext_id);
+        assert_eq!(internet_checksum(&q[20..]), 0, "quoted echo checksum");
+    }
+
+    #[test]
+    fn inbound_and_bad_icmp_errors_are_counted() {
+        let mut n = nat();
+        let mut log = Log(vec![]);
+        let mut f = udp_frame(H1, 1111, R1, 53);
+        let orig = f.clone();
+        run(&mut n, &mut log, T0, &mut f);
+        // A router's time exceeded about H1's packet (inside form): matched.
+        let quoted = &orig[14..14 + 28];
+        let mut err = icmp_error_frame(R2, H1, 11, quoted);
+        let before = err.clone();
+        assert_eq!(run(&mut n, &mut log, T0, &mut err), Verdict::IcmpErrorIn);
+        assert_eq!(err, before, "inbound packets are left as they are");
+        // No session for the quoted flow.
+        let other = ipv4(H2, R1, PROTO_UDP, &[], &udp(9, 53, b""));
+        let mut err = icmp_error_frame(R2, H2, 3, &other);
+        assert_eq!(
+            run(&mut n, &mut log, T0, &mut err),
+            Verdict::IcmpErrorNoSession
+        );
+        // Quoting GRE, IP-in-IP, a truncated packet, an error.
+        for quoted in [
+            ipv4(H1, R1, 47, &[], &[0; 8]),
+            ipv4(H1, R1, 4, &[], &[0; 8]),
+            quoted[..24].to_vec(),
+        ] {
+            let mut err = icmp_error_frame(R2, H1, 3, &quoted);
+            assert_eq!(
+                run(&mut n, &mut log, T0, &mut err),
+                Verdict::IcmpErrorBadQuote
+            );
+        }
+        let inner_err = ipv4(H1, R1, PROTO_ICMP, &[], &[11, 0, 0, 0, 0, 0, 0, 0]);
+        let mut err = icmp_error_frame(R2, H1, 3, &inner_err);
+        assert_eq!(
+            run(&mut n, &mut log, T0, &mut err),
+            Verdict::IcmpErrorQuotesError
+        );
+        assert_eq!(n.stats().sessions_created, 1);
+    }
+
+    #[test]
+    fn hairpinning_reaches_another_inside_host() {
+        let mut n = nat();
+        let mut log = Log(vec![]);
+        // H2 talks to R1: mapping H2:5000 → E2:P2 (endpoint independent).
+        let mut f = udp_frame(H2, 5000, R1, 53);
+        run(&mut n, &mut log, T0, &mut f);
+        let (e2, p2) = src_of(&f);
+        // H1 sends to E2:P2: delivered to H2:5000 from H1's external side.
+        let mut f = udp_frame(H1, 6000, e2, p2);
+        assert_eq!(run(&mut n, &mut log, T0, &mut f), Verdict::Hairpinned);
+        verify_checksums(&f);
+        let p = packet::parse(LINKTYPE_ETHERNET, &f).unwrap();
+        let Transport::Udp(u) = p.transport else {
+            panic!()
+        };
+        assert_eq!((p.ip.dst, u.dst_port), (H2, 5000));
+        let (e1, p1) = (p.ip.src, u.src_port);
+        assert_eq!(e1, n.paired_address(H1));
+        // H2 answers to E1:P1: hairpinned back to H1:6000, from E2:P2.
+        let mut f = udp_frame(H2, 5000, e1, p1);
+        assert_eq!(run(&mut n, &mut log, T0, &mut f), Verdict::Hairpinned);
+        verify_checksums(&f);
+        let p = packet::parse(LINKTYPE_ETHERNET, &f).unwrap();
+        let Transport::Udp(u) = p.transport else {
+            panic!()
+        };
+        assert_eq!(
+            (p.ip.src, u.src_port, p.ip.dst, u.dst_port),
+            (e2, p2, H1, 6000)
+        );
+        // TCP works the same way; an unmapped external port is dropped.
+        let mut f = tcp_frame(H1, 6001, e2, 4444, TCP_SYN);
+        assert_eq!(run(&mut n, &mut log, T0, &mut f), Verdict::HairpinNoMapping);
+        let mut f = eth_ipv4(&ipv4(H1, e2, PROTO_ICMP, &[], &icmp_echo(false, 1, 1)));
+        assert_eq!(run(&mut n, &mut log, T0, &mut f), Verdict::HairpinNoMapping);
+    }
+
+    #[test]
+    fn tcp_rst_is_transitory_but_traffic_after_it_restores_the_session() {
+        let mut n = nat();
+        let mut log = Log(vec![]);
+        let mut f = tcp_frame(H1, 1111, R1, 80, TCP_ACK);
+        run(&mut n, &mut log, T0, &mut f);
+        let mut f = tcp_frame(R1, 80, H1, 1111, TCP_RST);
+        run(&mut n, &mut log, T0 + SEC, &mut f);
+        // Without more packets: deleted 240 s after the RST.
+        let mut probe = nat();
+        let mut plog = Log(vec![]);
+        let mut f = tcp_frame(H1, 1111, R1, 80, TCP_ACK);
+        run(&mut probe, &mut plog, T0, &mut f);
+        let mut f = tcp_frame(R1, 80, H1, 1111, TCP_RST);
+        run(&mut probe, &mut plog, T0 + SEC, &mut f);
+        probe.expire_until(T0 + 241 * SEC, &mut plog.f());
+        assert_eq!(plog.events(5).len(), 1);
+        // A (spoofed) RST followed by live traffic: established again.
+        let mut f = tcp_frame(H1, 1111, R1, 80, TCP_ACK);
+        run(&mut n, &mut log, T0 + 2 * SEC, &mut f);
+        n.expire_until(T0 + 1000 * SEC, &mut log.f());
+        assert!(log.events(5).is_empty(), "restored to established");
+        // FIN then RST stays closing: no restore.
+        let mut f = tcp_frame(H1, 1111, R1, 80, TCP_FIN | TCP_ACK);
+        run(&mut n, &mut log, T0 + 1001 * SEC, &mut f);
+        let mut f = tcp_frame(R1, 80, H1, 1111, TCP_RST);
+        run(&mut n, &mut log, T0 + 1002 * SEC, &mut f);
+        let mut f = tcp_frame(H1, 1111, R1, 80, TCP_ACK);
+        run(&mut n, &mut log, T0 + 1003 * SEC, &mut f);
+        n.expire_until(T0 + 1243 * SEC, &mut log.f());
+        assert_eq!(log.events(5).len(), 1);
+    }
+
+    #[test]
+    fn overlapping_fragments_are_dropped_and_counted() {
+        let mut n = nat();
+        let mut log = Log(vec![]);
+        let l4 = udp(7000, 53, &[7; 24]); // 32 bytes: 0..32
+        let mut first = eth_ipv4(&ipv4_frag(H1, R1, PROTO_UDP, &[], &l4[..16], 9, 0x2000));
+        assert_eq!(
+            run(&mut n, &mut log, T0, &mut first),
+            Verdict::TranslatedOut
+        );
+        // Offset 2 (bytes 16..32): new.
+        let mut second = eth_ipv4(&ipv4_frag(H1, R1, PROTO_UDP, &[], &l4[16..], 9, 2));
+        assert_eq!(
+            run(&mut n, &mut log, T0, &mut second.clone()),
+            Verdict::FragmentMatched
+        );
+        // The same again, and bytes 8..16 again: duplicates, forwarded.
+        assert_eq!(
+            run(&mut n, &mut log, T0, &mut second),
+            Verdict::FragmentMatched
+        );
+        let mut dup = eth_ipv4(&ipv4_frag(H1, R1, PROTO_UDP, &[], &[0; 8], 9, 1));
+        assert_eq!(
+            run(&mut n, &mut log, T0, &mut dup),
+            Verdict::FragmentMatched
+        );
+        assert_eq!(n.stats().fragments_duplicate, 2);
+        // Bytes 24..40: partly seen → overlap, dropped.
+        let mut part = eth_ipv4(&ipv4_frag(H1, R1, PROTO_UDP, &[], &[0; 16], 9, 3));
+        assert_eq!(
+            run(&mut n, &mut log, T0, &mut part),
+            Verdict::FragmentOverlap
+        );
+        // Bytes 48..56 (leaving a gap), 32..48 fills it, so 40..56 is a
+        // duplicate of the coalesced range and 48..64 overlaps it.
+        for (off, len, v) in [
+            (6, 8, Verdict::FragmentMatched),
+            (4, 16, Verdict::FragmentMatched),
+            (5, 16, Verdict::FragmentMatched),
+            (6, 16, Verdict::FragmentOverlap),
+        ] {
+            let mut f = eth_ipv4(&ipv4_frag(H1, R1, PROTO_UDP, &[], &vec![0; len], 9, off));
+            assert_eq!(run(&mut n, &mut log, T0, &mut f), v, "offset {off}");
+        }
+        assert_eq!(n.stats().fragments_duplicate, 3);
+        assert_eq!(n.stats().count(Verdict::FragmentOverlap), 2);
     }
 }

@@ -163,7 +163,7 @@ pub enum Handoff {
     End(u64),
 }
 
-const SCALARS: usize = 13;
+const SCALARS: usize = 19;
 
 fn scalars(s: &NatStats) -> [u64; SCALARS] {
     [
@@ -180,6 +180,12 @@ fn scalars(s: &NatStats) -> [u64; SCALARS] {
         s.fragments_tracked,
         s.fragments_evicted,
         s.fragments_expired,
+        s.port_blocks_allocated,
+        s.port_blocks_released,
+        s.port_blocks_live,
+        s.limit_events_logged,
+        s.limit_events_suppressed,
+        s.fragments_duplicate,
     ]
 }
 
@@ -197,6 +203,12 @@ fn from_scalars(v: &[u64; SCALARS], s: &mut NatStats) {
     s.fragments_tracked = v[10];
     s.fragments_evicted = v[11];
     s.fragments_expired = v[12];
+    s.port_blocks_allocated = v[13];
+    s.port_blocks_released = v[14];
+    s.port_blocks_live = v[15];
+    s.limit_events_logged = v[16];
+    s.limit_events_suppressed = v[17];
+    s.fragments_duplicate = v[18];
 }
 
 /// One worker's published counters: a copy of its [`NatStats`], refreshed
@@ -325,11 +337,12 @@ pub fn sum_stats(all: &[NatStats]) -> NatStats {
     t
 }
 
-/// Packets translated (out, in, or as a matched fragment).
+/// Packets translated (every verdict with [`Verdict::is_translated`]).
 pub fn translated(s: &NatStats) -> u64 {
-    s.count(Verdict::TranslatedOut)
-        + s.count(Verdict::TranslatedIn)
-        + s.count(Verdict::FragmentMatched)
+    Verdict::all()
+        .filter(|v| v.is_translated())
+        .map(|v| s.count(v))
+        .sum()
 }
 
 #[cfg(test)]

@@ -132,6 +132,8 @@ fn every_bad_shape_is_a_counted_verdict() {
     )));
     frames.push(eth(&ip(H, R, 17, &[], 77, 3, &[0xCD; 16])));
     frames.push(eth(&ip(H, R, 17, &[], 77, 3, &[0xCD; 16])));
+    // A fragment partly overlapping the bytes seen (24..56 vs 0..40).
+    frames.push(eth(&ip(H, R, 17, &[], 77, 3 + 0x2000, &[0xCD; 32])));
     frames.push(eth(&ip(H, R, 17, &[], 77, 0x1FFF, &[0xEE; 16])));
     frames.push(eth(&ip(H, R, 17, &[], 78, 5, &[0; 8])));
     // ICMP error (port unreachable) from outside quoting an ICMP error.
@@ -139,13 +141,21 @@ fn every_bad_shape_is_a_counted_verdict() {
     let mut icmp = vec![3, 1, 0, 0, 0, 0, 0, 0];
     icmp.extend_from_slice(&inner_err);
     frames.push(eth(&ip(R, H, 1, &[], 11, 0, &icmp)));
+    // ICMP errors quoting GRE (another protocol) and a truncated quote.
+    let inner_gre = ip(H, R, 47, &[], 14, 0, &[0; 8]);
+    let mut icmp = vec![3, 1, 0, 0, 0, 0, 0, 0];
+    icmp.extend_from_slice(&inner_gre);
+    frames.push(eth(&ip(R, H, 1, &[], 15, 0, &icmp)));
+    let mut icmp = vec![11, 0, 0, 0, 0, 0, 0, 0];
+    icmp.extend_from_slice(&inner_gre[..10]);
+    frames.push(eth(&ip(R, H, 1, &[], 16, 0, &icmp)));
     // IPv4 options (IHL 6): ports read after them; translated.
     frames.push(eth(&ip(H, R, 17, &[1, 1, 1, 0], 12, 0, &good)));
     // GRE: another protocol, counted.
     frames.push(eth(&ip(H, R, 47, &[], 13, 0, &[0; 8])));
 
     let s = run_frames(dir.path(), &frames);
-    let want: [(&str, u64); 16] = [
+    let want: [(&str, u64); 18] = [
         ("malformed_truncated_link_header", 1),
         ("malformed_truncated_ipv4_header", 1),
         ("malformed_truncated_udp_header", 1),
@@ -159,9 +169,12 @@ fn every_bad_shape_is_a_counted_verdict() {
         ("malformed_ipv4_fragment_too_long", 1),
         // Out-of-order later fragment and the unknown id.
         ("fragment_no_session", 2),
-        // The later fragment and its overlapping duplicate.
+        // The later fragment and its duplicate (forwarded); the partial
+        // overlap is dropped.
         ("fragment_matched", 2),
-        ("icmp_not_echo", 1),
+        ("fragment_overlap", 1),
+        ("icmp_error_quotes_error", 1),
+        ("icmp_error_bad_quote", 2),
         // First fragment and the packet with options.
         ("translated_out", 2),
         ("unsupported_protocol", 1),

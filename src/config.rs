@@ -35,7 +35,10 @@ use serde::Deserialize;
 use crate::formatters::Format;
 use std::time::Duration;
 
-use crate::sinks::{BoxSink, Failover, FanOut, FileSink, FileSinkOptions, FsyncPolicy};
+use crate::sinks::{
+    BoxSink, Failover, FanOut, FileSink, FileSinkOptions, FsyncPolicy, KafkaKey, KafkaSink,
+    KafkaSinkOptions, MmapSink, MmapSinkOptions, SyslogSink, SyslogSinkOptions, SyslogTransport,
+};
 use crate::{Backpressure, DegradeConfig, Logger, LoggerConfig, LoggerError, Nat44SessionRecord};
 
 /// `[ring]`: ring and consumer settings; see [`LoggerConfig`].
@@ -151,6 +154,12 @@ impl FormatConfig {
 pub enum SinkConfig {
     /// `type = "file"`: a [`FileSink`].
     File(FileSinkConfig),
+    /// `type = "mmap"`: a [`MmapSink`](dplog_sinks::MmapSink).
+    Mmap(MmapSinkConfig),
+    /// `type = "syslog"`: a [`SyslogSink`](dplog_sinks::SyslogSink).
+    Syslog(SyslogSinkConfig),
+    /// `type = "kafka"`: a [`KafkaSink`](dplog_sinks::KafkaSink).
+    Kafka(KafkaSinkConfig),
     /// Several `[[sink]]` tables: fan-out, with failover secondaries.
     Set(Vec<SinkConfig>),
 }
@@ -166,12 +175,195 @@ impl Default for SinkConfig {
 #[serde(tag = "type", rename_all = "snake_case")]
 enum OneSink {
     File(FileSinkConfig),
+    Mmap(MmapSinkConfig),
+    Syslog(SyslogSinkConfig),
+    Kafka(KafkaSinkConfig),
 }
 
 impl From<OneSink> for SinkConfig {
     fn from(o: OneSink) -> Self {
         match o {
             OneSink::File(f) => SinkConfig::File(f),
+            OneSink::Mmap(m) => SinkConfig::Mmap(m),
+            OneSink::Syslog(s) => SinkConfig::Syslog(s),
+            OneSink::Kafka(k) => SinkConfig::Kafka(k),
+        }
+    }
+}
+
+/// `type = "mmap"` settings; see [`MmapSinkOptions`].
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct MmapSinkConfig {
+    /// Existing directory for the segment files. Default `.`.
+    pub dir: PathBuf,
+    /// Segment file name prefix. Default `dplog`.
+    pub prefix: String,
+    /// Segment size, a multiple of 4096, at least 65536. Default 64 MiB.
+    pub segment_bytes: u64,
+    /// msync period; 0 = only at roll and close. Default 1000.
+    pub msync_interval_ms: u64,
+    /// `fanout` (default) or `failover`.
+    pub role: SinkRole,
+}
+
+impl Default for MmapSinkConfig {
+    fn default() -> Self {
+        let d = MmapSinkOptions::default();
+        Self {
+            dir: PathBuf::from("."),
+            prefix: d.prefix,
+            segment_bytes: d.segment_bytes,
+            msync_interval_ms: d.msync_interval_ms.unwrap_or(0),
+            role: SinkRole::Fanout,
+        }
+    }
+}
+
+/// Syslog transport names.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum SyslogTransportName {
+    /// RFC 5426. Default.
+    #[default]
+    Udp,
+    /// RFC 6587 octet counting.
+    Tcp,
+    /// Unix datagram socket.
+    UnixDgram,
+    /// Unix stream socket, octet counting.
+    UnixStream,
+}
+
+/// `type = "syslog"` settings; see [`SyslogSinkOptions`]. Pair with
+/// `[format] type = "rfc5424"` or `"rfc3164"`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SyslogSinkConfig {
+    /// `udp` (default), `tcp`, `unix_dgram` or `unix_stream`.
+    pub transport: SyslogTransportName,
+    /// `host:port` (IP literal) for UDP/TCP, a socket path for unix.
+    /// Default `127.0.0.1:514`.
+    pub address: String,
+    /// Whole-datagram size limit (UDP, unix datagram). Default 2048.
+    pub max_datagram_bytes: usize,
+    /// First reconnect backoff. Default 10.
+    pub reconnect_min_ms: u64,
+    /// Longest reconnect backoff. Default 2000.
+    pub reconnect_max_ms: u64,
+    /// Connect/write timeout of stream transports. Default 1000.
+    pub io_timeout_ms: u64,
+    /// `fanout` (default) or `failover`.
+    pub role: SinkRole,
+}
+
+impl Default for SyslogSinkConfig {
+    fn default() -> Self {
+        let d = SyslogSinkOptions::new(SyslogTransport::UnixDatagram(PathBuf::new()));
+        Self {
+            transport: SyslogTransportName::Udp,
+            address: "127.0.0.1:514".into(),
+            max_datagram_bytes: d.max_datagram_bytes,
+            reconnect_min_ms: d.reconnect_min_ms,
+            reconnect_max_ms: d.reconnect_max_ms,
+            io_timeout_ms: d.io_timeout_ms,
+            role: SinkRole::Fanout,
+        }
+    }
+}
+
+impl SyslogSinkConfig {
+    /// The sink options; `InvalidInput` for an address that does not parse.
+    pub fn options(&self) -> std::io::Result<SyslogSinkOptions> {
+        let addr = || {
+            self.address.parse().map_err(|e| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("syslog address {:?}: {e}", self.address),
+                )
+            })
+        };
+        let t = match self.transport {
+            SyslogTransportName::Udp => SyslogTransport::Udp(addr()?),
+            SyslogTransportName::Tcp => SyslogTransport::Tcp(addr()?),
+            SyslogTransportName::UnixDgram => {
+                SyslogTransport::UnixDatagram(self.address.clone().into())
+            }
+            SyslogTransportName::UnixStream => {
+                SyslogTransport::UnixStream(self.address.clone().into())
+            }
+        };
+        Ok(SyslogSinkOptions {
+            transport: t,
+            max_datagram_bytes: self.max_datagram_bytes,
+            reconnect_min_ms: self.reconnect_min_ms,
+            reconnect_max_ms: self.reconnect_max_ms,
+            io_timeout_ms: self.io_timeout_ms,
+        })
+    }
+}
+
+/// `type = "kafka"` settings; see [`KafkaSinkOptions`].
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct KafkaSinkConfig {
+    /// `bootstrap.servers`. Default `127.0.0.1:9092`.
+    pub brokers: String,
+    /// Topic. Default `dplog`.
+    pub topic: String,
+    /// Field whose value keys each message, e.g. `sourceIPv4Address`.
+    /// Default: no key.
+    pub key_field: Option<String>,
+    /// Idempotent producer. Default true.
+    pub idempotent: bool,
+    /// `linger.ms`. Default 5.
+    pub linger_ms: u64,
+    /// `message.timeout.ms`; 0 = no local timeout. Default 0.
+    pub message_timeout_ms: u64,
+    /// `queue.buffering.max.messages`. Default 1000000.
+    pub queue_max_messages: u64,
+    /// `message.max.bytes`. Default: librdkafka's.
+    pub message_max_bytes: Option<u64>,
+    /// Other librdkafka properties.
+    pub properties: std::collections::BTreeMap<String, String>,
+    /// `fanout` (default) or `failover`.
+    pub role: SinkRole,
+}
+
+impl Default for KafkaSinkConfig {
+    fn default() -> Self {
+        let d = KafkaSinkOptions::new("127.0.0.1:9092", "dplog");
+        Self {
+            brokers: d.brokers,
+            topic: d.topic,
+            key_field: None,
+            idempotent: d.idempotent,
+            linger_ms: d.linger_ms,
+            message_timeout_ms: d.message_timeout_ms,
+            queue_max_messages: d.queue_max_messages,
+            message_max_bytes: d.message_max_bytes,
+            properties: Default::default(),
+            role: SinkRole::Fanout,
+        }
+    }
+}
+
+impl KafkaSinkConfig {
+    /// The sink options.
+    pub fn options(&self) -> KafkaSinkOptions {
+        KafkaSinkOptions {
+            brokers: self.brokers.clone(),
+            topic: self.topic.clone(),
+            key: self
+                .key_field
+                .clone()
+                .map_or(KafkaKey::None, KafkaKey::Field),
+            idempotent: self.idempotent,
+            linger_ms: self.linger_ms,
+            message_timeout_ms: self.message_timeout_ms,
+            queue_max_messages: self.queue_max_messages,
+            message_max_bytes: self.message_max_bytes,
+            properties: self.properties.clone().into_iter().collect(),
         }
     }
 }
@@ -283,6 +475,9 @@ impl SinkConfig {
     fn role(&self) -> SinkRole {
         match self {
             SinkConfig::File(f) => f.role,
+            SinkConfig::Mmap(m) => m.role,
+            SinkConfig::Syslog(s) => s.role,
+            SinkConfig::Kafka(k) => k.role,
             SinkConfig::Set(_) => SinkRole::Fanout,
         }
     }
@@ -295,6 +490,16 @@ impl SinkConfig {
     pub fn build(&self) -> std::io::Result<BoxSink> {
         match self {
             SinkConfig::File(f) => Ok(Box::new(FileSink::with_options(&f.path, f.options())?)),
+            SinkConfig::Mmap(m) => Ok(Box::new(MmapSink::open(
+                &m.dir,
+                MmapSinkOptions {
+                    segment_bytes: m.segment_bytes,
+                    msync_interval_ms: (m.msync_interval_ms > 0).then_some(m.msync_interval_ms),
+                    prefix: m.prefix.clone(),
+                },
+            )?)),
+            SinkConfig::Syslog(s) => Ok(Box::new(SyslogSink::new(s.options()?)?)),
+            SinkConfig::Kafka(k) => Ok(Box::new(KafkaSink::new(k.options())?)),
             SinkConfig::Set(items) => {
                 let mut groups: Vec<BoxSink> = Vec::new();
                 for (i, item) in items.iter().enumerate() {
@@ -678,5 +883,74 @@ mod tests {
         assert!(e.to_string().contains("failover"), "{e}");
         let c = LogConfig::from_toml_str("sink = []\n").unwrap();
         assert!(c.start_nat44().is_err());
+    }
+
+    #[test]
+    fn every_sink_type_parses_and_builds() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!(
+            r#"
+            [[sink]]
+            type = "mmap"
+            dir = "{d}"
+            prefix = "seg"
+            segment_bytes = 131072
+            msync_interval_ms = 0
+            [[sink]]
+            type = "syslog"
+            transport = "udp"
+            address = "127.0.0.1:5514"
+            max_datagram_bytes = 1024
+            [[sink]]
+            type = "syslog"
+            transport = "unix_stream"
+            address = "{d}/none.sock"
+            role = "failover"
+            [[sink]]
+            type = "kafka"
+            brokers = "127.0.0.1:1"
+            topic = "nat"
+            key_field = "sourceIPv4Address"
+            linger_ms = 1
+            message_max_bytes = 10000
+            properties = {{ "client.id" = "dplog-test" }}
+            "#,
+            d = dir.path().display()
+        );
+        let c = LogConfig::from_toml_str(&text).unwrap();
+        let SinkConfig::Set(items) = &c.sink else {
+            panic!("{:?}", c.sink)
+        };
+        let SinkConfig::Kafka(k) = &items[3] else {
+            panic!()
+        };
+        let o = k.options();
+        assert_eq!(o.key, KafkaKey::Field("sourceIPv4Address".into()));
+        assert_eq!(
+            o.properties,
+            vec![("client.id".into(), "dplog-test".into())]
+        );
+        assert_eq!(o.message_max_bytes, Some(10000));
+        let SinkConfig::Syslog(s) = &items[1] else {
+            panic!()
+        };
+        assert_eq!(
+            s.options().unwrap().transport,
+            SyslogTransport::Udp("127.0.0.1:5514".parse().unwrap())
+        );
+        let mut sink = c.sink.build().unwrap();
+        sink.close().unwrap();
+        assert!(dplog_sinks::mmap::list_segments(dir.path(), "seg")
+            .unwrap()
+            .is_empty());
+        let e = LogConfig::from_toml_str("[sink]\ntype = \"syslog\"\naddress = \"nohost\"\n")
+            .unwrap()
+            .sink
+            .build()
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("nohost"), "{e}");
+        let e = LogConfig::from_toml_str("[sink]\ntype = \"kafka\"\nkey = \"x\"\n").unwrap_err();
+        assert!(e.to_string().contains("key"), "{e}");
     }
 }

@@ -660,7 +660,7 @@ struct ConsumerLoop<R: Record, F, S> {
     /// When `maintain` next calls `Sink::tick` and `Sink::poll`.
     next_tick: Instant,
     /// Records accepted by the sink as `Pending`, not yet resolved.
-    pending: u64,
+    pending: i64,
     /// TSC → UTC conversion for drop reports and latency.
     clock: TscClock,
     /// Enqueue timestamps (ticks) of the sampled records in `buf`.
@@ -799,11 +799,12 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
         bump(&t.written_records, p.delivered_records);
         bump(&t.written_bytes, p.delivered_bytes);
         bump(&t.dropped_sink, p.failed_records);
-        self.pending = self
-            .pending
-            .saturating_sub(p.delivered_records + p.failed_records);
+        // Signed: outcomes of a batch's records the sink sent before a
+        // retryable error may arrive before the batch is accepted.
+        self.pending -= (p.delivered_records + p.failed_records) as i64;
         // Relaxed: single-writer statistic (see `ConsumerTotals`).
-        t.sink_pending.store(self.pending, Ordering::Relaxed);
+        t.sink_pending
+            .store(self.pending.max(0) as u64, Ordering::Relaxed);
     }
 
     /// Periodic sink work (`tick`, then `poll`), at most every
@@ -961,9 +962,10 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
                     self.record_latency();
                     let t = &self.totals;
                     bump(&t.batches, 1);
-                    self.pending += self.batch_records;
+                    self.pending += self.batch_records as i64;
                     // Relaxed: single-writer statistic (see `ConsumerTotals`).
-                    t.sink_pending.store(self.pending, Ordering::Relaxed);
+                    t.sink_pending
+                        .store(self.pending.max(0) as u64, Ordering::Relaxed);
                     break;
                 }
                 Err(SinkError::Permanent(_)) => {
@@ -1014,7 +1016,7 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
         let p = self.sink.poll();
         self.absorb(p);
         if self.pending > 0 {
-            bump(&self.totals.dropped_shutdown, self.pending);
+            bump(&self.totals.dropped_shutdown, self.pending as u64);
             self.pending = 0;
             // Relaxed: single-writer statistic (see `ConsumerTotals`).
             self.totals.sink_pending.store(0, Ordering::Relaxed);

@@ -5,6 +5,8 @@
 //!   retention, reopen through the API or on `SIGHUP`.
 //! - [`MmapSink`]: copies batches into preallocated memory-mapped segment
 //!   files with a committed-length header; recovers after a crash.
+//! - [`KafkaSink`]: each line as one Kafka message (rdkafka), keyed, counted
+//!   as written only when acknowledged.
 //! - [`FanOut`] and [`Failover`]: one batch to several sinks, or a primary
 //!   with a secondary that takes over while the primary fails.
 //! - [`SyslogSink`]: each line as one syslog message over UDP (RFC 5426),
@@ -13,11 +15,13 @@
 #![warn(missing_docs)]
 
 pub mod file;
+pub mod kafka;
 pub mod mmap;
 pub mod route;
 pub mod syslog;
 
 pub use file::{FileSink, FileSinkCounters, FileSinkOptions, FsyncPolicy, FILE_MODE};
+pub use kafka::{KafkaCounters, KafkaKey, KafkaSink, KafkaSinkOptions};
 pub use mmap::{MmapCounters, MmapSink, MmapSinkOptions, Recovery};
 pub use route::{BoxSink, ChildCounters, Failover, FailoverCounters, FanOut};
 pub use syslog::{SyslogCounters, SyslogSink, SyslogSinkOptions, SyslogTransport};

@@ -1,0 +1,366 @@
+//! The Kafka sink, through the `rdkafka` crate (librdkafka): each line is
+//! one Kafka message, keyed so one subscriber's records stay in one
+//! partition and in order.
+//!
+//! - The dplog ring is the backpressure: librdkafka's "Local: Queue full"
+//!   makes the sink serve delivery reports and retry, never drop; after
+//!   about 100 ms it returns a retryable error and the runtime retries the
+//!   rest of the batch (producers then see their ring policy).
+//! - A record counts as written only when Kafka acknowledges it: batches
+//!   are [`Accepted::Pending`] and [`Sink::poll`] reports acknowledgements
+//!   and failures from the delivery reports, served on every tick.
+//! - The idempotent producer is on by default (`enable.idempotence`), and
+//!   `message.timeout.ms` defaults to 0 (no local timeout), so a broker
+//!   outage delays records instead of failing them.
+//! - A record larger than `message.max.bytes` is rejected alone (counted as
+//!   failed); the rest of its batch goes on.
+//! - Shutdown flushes until the runtime's deadline; what is still
+//!   unacknowledged is reported by the runtime as `dropped_shutdown`.
+
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use dplog_core::{Accepted, Progress, Sink, SinkError};
+use rdkafka::config::ClientConfig;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::ClientContext;
+
+/// Which bytes of a line become the Kafka message key.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum KafkaKey {
+    /// No key: librdkafka spreads records over partitions.
+    #[default]
+    None,
+    /// The value of field `name`: `name=value` in text lines, `"name":value`
+    /// or `"name":"value"` in JSON lines; e.g. `sourceIPv4Address`, the
+    /// inside address. A line without the field gets no key.
+    Field(String),
+    /// The n-th (0-based) whitespace-separated token of the line.
+    Token(usize),
+}
+
+impl KafkaKey {
+    /// The key bytes of `line`, if any.
+    pub fn extract<'a>(&self, line: &'a [u8]) -> Option<&'a [u8]> {
+        match self {
+            KafkaKey::None => None,
+            KafkaKey::Token(n) => line
+                .split(|b| *b == b' ' || *b == b'\t')
+                .filter(|t| !t.is_empty())
+                .nth(*n),
+            KafkaKey::Field(name) => field_value(line, name.as_bytes()),
+        }
+    }
+}
+
+fn field_value<'a>(line: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
+    let finder = memchr::memmem::find_iter(line, name);
+    for at in finder {
+        let before_ok = at == 0 || matches!(line[at - 1], b' ' | b'"' | b'{' | b',' | b'\t');
+        let rest = &line[at + name.len()..];
+        if !before_ok {
+            continue;
+        }
+        if let Some(v) = rest.strip_prefix(b"=") {
+            let end = memchr::memchr2(b' ', b'\t', v).unwrap_or(v.len());
+            return Some(&v[..end]);
+        }
+        if let Some(v) = rest.strip_prefix(b"\":") {
+            let v = v.strip_prefix(b" ").unwrap_or(v);
+            if let Some(q) = v.strip_prefix(b"\"") {
+                let end = memchr::memchr(b'"', q)?;
+                return Some(&q[..end]);
+            }
+            let end = memchr::memchr2(b',', b'}', v).unwrap_or(v.len());
+            return Some(&v[..end]);
+        }
+    }
+    None
+}
+
+/// Kafka sink settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KafkaSinkOptions {
+    /// `bootstrap.servers`, e.g. `127.0.0.1:9092`.
+    pub brokers: String,
+    /// Topic to produce to.
+    pub topic: String,
+    /// Message key. Default none.
+    pub key: KafkaKey,
+    /// `enable.idempotence`. Default true.
+    pub idempotent: bool,
+    /// `linger.ms`. Default 5.
+    pub linger_ms: u64,
+    /// `message.timeout.ms`; 0 = never time out locally. Default 0.
+    pub message_timeout_ms: u64,
+    /// `queue.buffering.max.messages`. Default 1 000 000.
+    pub queue_max_messages: u64,
+    /// `message.max.bytes`, if set. Default: librdkafka's (1 000 000).
+    pub message_max_bytes: Option<u64>,
+    /// Other librdkafka properties, applied last.
+    pub properties: Vec<(String, String)>,
+}
+
+impl KafkaSinkOptions {
+    /// Defaults for `brokers` and `topic`.
+    pub fn new(brokers: impl Into<String>, topic: impl Into<String>) -> Self {
+        Self {
+            brokers: brokers.into(),
+            topic: topic.into(),
+            key: KafkaKey::None,
+            idempotent: true,
+            linger_ms: 5,
+            message_timeout_ms: 0,
+            queue_max_messages: 1_000_000,
+            message_max_bytes: None,
+            properties: Vec::new(),
+        }
+    }
+}
+
+/// Counters of one Kafka sink (Relaxed statistics; the delivery callback
+/// runs on the consumer thread inside `poll`).
+#[derive(Debug, Default)]
+pub struct KafkaCounters {
+    /// Messages Kafka acknowledged.
+    pub acked: AtomicU64,
+    /// Formatted bytes of those (payload plus the line's newline, which is
+    /// not sent), comparable with the other sinks' `written_bytes`.
+    pub acked_bytes: AtomicU64,
+    /// Messages whose delivery failed for good.
+    pub failed: AtomicU64,
+    /// Records rejected alone at produce time (too large, ...).
+    pub rejected: AtomicU64,
+    /// "Queue full" answers (each followed by serving delivery reports and
+    /// a retry).
+    pub queue_full: AtomicU64,
+}
+
+fn bump(c: &AtomicU64, n: u64) {
+    // Relaxed: statistic; single writer (the consumer thread, including
+    // the delivery callback it runs from `poll`).
+    c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+}
+
+impl KafkaCounters {
+    /// Reads one counter (Relaxed).
+    pub fn get(c: &AtomicU64) -> u64 {
+        // Relaxed: statistic.
+        c.load(Ordering::Relaxed)
+    }
+}
+
+struct Ctx {
+    counters: Arc<KafkaCounters>,
+    last_error: Mutex<Option<String>>,
+}
+
+impl ClientContext for Ctx {}
+
+impl ProducerContext for Ctx {
+    /// Formatted line length (payload + newline), for the delivered-bytes
+    /// count.
+    type DeliveryOpaque = usize;
+
+    fn delivery(&self, r: &DeliveryResult<'_>, len: usize) {
+        match r {
+            Ok(_) => {
+                bump(&self.counters.acked, 1);
+                bump(&self.counters.acked_bytes, len as u64);
+            }
+            Err((e, _)) => {
+                bump(&self.counters.failed, 1);
+                if let Ok(mut g) = self.last_error.lock() {
+                    *g = Some(e.to_string());
+                }
+            }
+        }
+    }
+}
+
+/// Produces every line of each batch as one Kafka message.
+pub struct KafkaSink {
+    producer: BaseProducer<Ctx>,
+    opts: KafkaSinkOptions,
+    counters: Arc<KafkaCounters>,
+    /// Totals already reported through `poll`.
+    reported: (u64, u64, u64),
+    /// `(batch fingerprint, byte offset of the next line)` after a retry.
+    resume: Option<(u64, usize)>,
+    closed: bool,
+}
+
+fn kerr(e: KafkaError) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+impl KafkaSink {
+    /// Creates the producer (no connection is made until the first
+    /// message).
+    ///
+    /// Errors: `InvalidInput` for an empty topic or broker list, or a
+    /// property librdkafka refuses (its message).
+    pub fn new(opts: KafkaSinkOptions) -> io::Result<Self> {
+        if opts.topic.is_empty() || opts.brokers.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "kafka sink needs brokers and a topic",
+            ));
+        }
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", &opts.brokers)
+            .set("enable.idempotence", opts.idempotent.to_string())
+            .set("linger.ms", opts.linger_ms.to_string())
+            .set("message.timeout.ms", opts.message_timeout_ms.to_string())
+            .set(
+                "queue.buffering.max.messages",
+                opts.queue_max_messages.to_string(),
+            );
+        if let Some(m) = opts.message_max_bytes {
+            c.set("message.max.bytes", m.to_string());
+        }
+        for (k, v) in &opts.properties {
+            c.set(k, v);
+        }
+        let counters = Arc::new(KafkaCounters::default());
+        let ctx = Ctx {
+            counters: counters.clone(),
+            last_error: Mutex::new(None),
+        };
+        let producer: BaseProducer<Ctx> = c
+            .create_with_context(ctx)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        Ok(Self {
+            producer,
+            opts,
+            counters,
+            reported: (0, 0, 0),
+            resume: None,
+            closed: false,
+        })
+    }
+
+    /// A handle on the counters.
+    pub fn counters(&self) -> Arc<KafkaCounters> {
+        self.counters.clone()
+    }
+
+    /// The last delivery error librdkafka reported, if any.
+    pub fn last_error(&self) -> Option<String> {
+        self.producer
+            .context()
+            .last_error
+            .lock()
+            .ok()
+            .and_then(|g| g.clone())
+    }
+
+    /// Messages librdkafka still holds (queued or in flight).
+    pub fn in_flight(&self) -> i32 {
+        self.producer.in_flight_count()
+    }
+}
+
+impl Sink for KafkaSink {
+    fn write_batch(&mut self, batch: &[u8]) -> Result<Accepted, SinkError> {
+        if self.closed {
+            return Err(SinkError::Permanent(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "kafka sink is closed",
+            )));
+        }
+        let fp = crate::file::fingerprint(batch);
+        let mut at = match self.resume.take() {
+            Some((f, a)) if f == fp => a,
+            _ => 0,
+        };
+        let mut full_since: Option<Instant> = None;
+        while at < batch.len() {
+            let end = memchr::memchr(b'\n', &batch[at..]).map_or(batch.len(), |i| at + i);
+            let line = &batch[at..end];
+            if line.is_empty() {
+                at = end + 1;
+                continue;
+            }
+            let key = self.opts.key.extract(line);
+            let mut rec =
+                BaseRecord::with_opaque_to(&self.opts.topic, line.len() + 1).payload(line);
+            if let Some(k) = key {
+                rec = rec.key(k);
+            }
+            match self.producer.send(rec) {
+                Ok(()) => {
+                    at = end + 1;
+                    full_since = None;
+                }
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                    bump(&self.counters.queue_full, 1);
+                    let since = *full_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() > Duration::from_millis(100) {
+                        self.resume = Some((fp, at));
+                        return Err(SinkError::Retryable(io::Error::new(
+                            io::ErrorKind::WouldBlock,
+                            "Local: Queue full",
+                        )));
+                    }
+                    self.producer.poll(Duration::from_millis(5));
+                }
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge), _)) => {
+                    // Rejected alone; reported as failed by the next poll.
+                    bump(&self.counters.rejected, 1);
+                    at = end + 1;
+                }
+                Err((e, _)) => {
+                    self.resume = Some((fp, at));
+                    return Err(SinkError::Retryable(kerr(e)));
+                }
+            }
+        }
+        // Serve delivery reports without waiting.
+        self.producer.poll(Duration::ZERO);
+        Ok(Accepted::Pending)
+    }
+
+    fn flush(&mut self) -> Result<(), SinkError> {
+        self.producer.poll(Duration::ZERO);
+        Ok(())
+    }
+
+    fn tick(&mut self, _now: Instant) -> Result<(), SinkError> {
+        self.producer.poll(Duration::ZERO);
+        Ok(())
+    }
+
+    fn poll(&mut self) -> Progress {
+        self.producer.poll(Duration::ZERO);
+        let c = &self.counters;
+        let acked = KafkaCounters::get(&c.acked);
+        let bytes = KafkaCounters::get(&c.acked_bytes);
+        let failed = KafkaCounters::get(&c.failed) + KafkaCounters::get(&c.rejected);
+        let p = Progress {
+            delivered_records: acked - self.reported.0,
+            delivered_bytes: bytes - self.reported.1,
+            failed_records: failed - self.reported.2,
+        };
+        self.reported = (acked, bytes, failed);
+        p
+    }
+
+    fn drain(&mut self, deadline: Instant) -> Result<(), SinkError> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        self.producer
+            .flush(left)
+            .map_err(|e| SinkError::Retryable(kerr(e)))
+    }
+
+    fn close(&mut self) -> Result<(), SinkError> {
+        // What is still queued is reported by the runtime as not delivered
+        // at shutdown (`dropped_shutdown`); dropping the producer purges it.
+        self.closed = true;
+        self.producer.poll(Duration::ZERO);
+        Ok(())
+    }
+}

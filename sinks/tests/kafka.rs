@@ -1,0 +1,265 @@
+//! Kafka sink against librdkafka's mock cluster (the real Kafka protocol on
+//! loopback), and against a real broker when `DPLOG_KAFKA_BROKERS` is set.
+//!
+//! A local broker for the gated test: e.g. `cargo install tansu
+//! --features dynostore`, then run it with memory storage
+//! (`tansu --storage-engine memory://tansu/ ...`, listening on
+//! 127.0.0.1:9092) and `DPLOG_KAFKA_BROKERS=127.0.0.1:9092 cargo test -p
+//! dplog-sinks --test kafka`.
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use common::*;
+use dplog_core::{Logger, LoggerConfig, Sink};
+use dplog_sinks::{KafkaCounters, KafkaKey, KafkaSink, KafkaSinkOptions};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::mocking::MockCluster;
+use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+use rdkafka::{Message, Offset, TopicPartitionList};
+
+const PARTITIONS: i32 = 3;
+
+/// A consumed message: `(key, payload)`.
+type Msg = (Vec<u8>, Vec<u8>);
+
+fn mock(topic: &str) -> MockCluster<'static, rdkafka::producer::DefaultProducerContext> {
+    let m = MockCluster::new(1).expect("mock cluster");
+    m.create_topic(topic, PARTITIONS, 1).expect("create topic");
+    m
+}
+
+fn opts(brokers: &str, topic: &str) -> KafkaSinkOptions {
+    let mut o = KafkaSinkOptions::new(brokers, topic);
+    // Key by producer ("p0", "p1", ...): one producer's records stay in
+    // one partition, in order.
+    o.key = KafkaKey::Token(0);
+    o
+}
+
+/// Every message of `topic` (all partitions, from the start), as
+/// `(key, payload)`, partition by partition; waits for `n` (or 20 s).
+fn consume(brokers: &str, topic: &str, n: u64) -> Vec<Msg> {
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("group.id", "dplog-test")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..PARTITIONS {
+        tpl.add_partition_offset(topic, p, Offset::Beginning)
+            .unwrap();
+    }
+    c.assign(&tpl).unwrap();
+    let mut by_part: HashMap<i32, Vec<Msg>> = HashMap::new();
+    let mut got = 0u64;
+    let t0 = Instant::now();
+    while got < n && t0.elapsed() < Duration::from_secs(20) {
+        if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
+            by_part.entry(m.partition()).or_default().push((
+                m.key().unwrap_or_default().to_vec(),
+                m.payload().unwrap_or_default().to_vec(),
+            ));
+            got += 1;
+        }
+    }
+    let mut parts: Vec<_> = by_part.into_iter().collect();
+    parts.sort_by_key(|(p, _)| *p);
+    parts.into_iter().flat_map(|(_, v)| v).collect()
+}
+
+/// Payloads joined with newlines, and every key checked against the
+/// payload's producer token.
+fn check_keys_and_join(msgs: &[Msg]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (k, v) in msgs {
+        let token = v.split(|&b| b == b' ').next().unwrap();
+        assert_eq!(
+            k.as_slice(),
+            token,
+            "wrong key for {}",
+            String::from_utf8_lossy(v)
+        );
+        out.extend_from_slice(v);
+        out.push(b'\n');
+    }
+    out
+}
+
+#[test]
+fn compliance_kafka_mock_with_keys() {
+    let m = mock("dplog");
+    let b = m.bootstrap_servers();
+    let b2 = b.clone();
+    compliance(
+        || KafkaSink::new(opts(&b, "dplog")).unwrap(),
+        |n| check_keys_and_join(&consume(&b2, "dplog", n)),
+        None,
+    );
+}
+
+#[test]
+fn broker_down_and_up_mid_stream_loses_nothing_in_block_policy() {
+    let m = mock("t");
+    let b = m.bootstrap_servers();
+    let sink = KafkaSink::new(opts(&b, "t")).unwrap();
+    let counters = sink.counters();
+    let logger = Logger::start(
+        LoggerConfig {
+            shutdown_timeout_ms: 20_000,
+            ..Default::default()
+        },
+        SeqLine { line_len: 60 },
+        sink,
+    )
+    .unwrap();
+    let mut p = logger.producer().unwrap();
+    const N: u64 = 20_000;
+    for i in 0..N / 2 {
+        assert!(p.log(rec(0, i)));
+    }
+    m.broker_down(1).unwrap();
+    for i in N / 2..N {
+        assert!(p.log(rec(0, i)));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let mid = logger.stats();
+    assert!(
+        mid.written_records < N,
+        "acked while the broker was down: {mid:?}"
+    );
+    m.broker_up(1).unwrap();
+    drop(p);
+    let s = logger.shutdown().unwrap();
+    assert_eq!(s.written_records, N, "{s:?}");
+    assert_eq!(s.dropped_sink + s.dropped_shutdown, 0);
+    assert_eq!(KafkaCounters::get(&counters.acked), N);
+    let got = parse_lines(&check_keys_and_join(&consume(&b, "t", N)));
+    assert_complete_and_ordered(&got, 1, N);
+}
+
+#[test]
+fn injected_request_errors_are_retried_without_loss_or_duplicates() {
+    let m = mock("e");
+    let b = m.bootstrap_servers();
+    m.request_errors(
+        RDKafkaApiKey::Produce,
+        &[
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT,
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS,
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE,
+        ],
+    );
+    let s = run_logger(KafkaSink::new(opts(&b, "e")).unwrap(), 2, 3000, 50);
+    assert_eq!(s.written_records, 6000, "{s:?}");
+    let got = parse_lines(&check_keys_and_join(&consume(&b, "e", 6000)));
+    assert_complete_and_ordered(&got, 2, 3000);
+}
+
+#[test]
+fn a_permanent_produce_error_fails_records_and_is_counted() {
+    let m = mock("x");
+    let b = m.bootstrap_servers();
+    m.request_errors(
+        RDKafkaApiKey::Produce,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED; 50],
+    );
+    let mut o = opts(&b, "x");
+    o.idempotent = false;
+    let s = run_logger(KafkaSink::new(o).unwrap(), 1, 200, 50);
+    assert!(s.dropped_sink >= 1, "{s:?}");
+    assert_eq!(s.written_records + s.dropped_sink + s.dropped_shutdown, 200);
+}
+
+#[test]
+fn an_oversized_record_is_rejected_alone() {
+    let m = mock("big");
+    let b = m.bootstrap_servers();
+    let mut o = opts(&b, "big");
+    o.message_max_bytes = Some(2000);
+    let mut sink = KafkaSink::new(o).unwrap();
+    let mut batch = Vec::new();
+    batch.extend_from_slice(b"p0 s0000000000 small\n");
+    batch.extend_from_slice(format!("p0 s0000000001 {}\n", "L".repeat(5000)).as_bytes());
+    batch.extend_from_slice(b"p0 s0000000002 small\n");
+    sink.write_batch(&batch).unwrap();
+    let t0 = Instant::now();
+    let mut acc = dplog_core::Progress::default();
+    while acc.delivered_records + acc.failed_records < 3 {
+        acc += sink.poll();
+        assert!(t0.elapsed() < Duration::from_secs(20), "{acc:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(acc.delivered_records, 2);
+    assert_eq!(acc.failed_records, 1);
+    sink.close().unwrap();
+    let got = parse_lines(&check_keys_and_join(&consume(&b, "big", 2)));
+    assert_eq!(got, vec![(0, 0), (0, 2)]);
+}
+
+#[test]
+fn shutdown_with_the_broker_down_reports_undelivered_records() {
+    let m = mock("d");
+    let b = m.bootstrap_servers();
+    m.broker_down(1).unwrap();
+    let logger = Logger::start(
+        LoggerConfig {
+            shutdown_timeout_ms: 300,
+            ..Default::default()
+        },
+        SeqLine { line_len: 40 },
+        KafkaSink::new(opts(&b, "d")).unwrap(),
+    )
+    .unwrap();
+    let mut p = logger.producer().unwrap();
+    for i in 0..100 {
+        assert!(p.log(rec(0, i)));
+    }
+    drop(p);
+    let t0 = Instant::now();
+    let s = match logger.shutdown() {
+        Ok(s) => s,
+        Err((s, _)) => s,
+    };
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    assert_eq!(s.written_records, 0, "{s:?}");
+    assert_eq!(s.dropped_shutdown, 100, "{s:?}");
+    assert_eq!(s.sink_pending, 0);
+}
+
+#[test]
+fn key_extraction_from_text_and_json() {
+    let k = KafkaKey::Field("sourceIPv4Address".into());
+    assert_eq!(
+        k.extract(b"t=1 sourceIPv4Address=10.0.0.7 x=2"),
+        Some(&b"10.0.0.7"[..])
+    );
+    assert_eq!(
+        k.extract(br#"{"a":1,"sourceIPv4Address":"10.0.0.8","b":2}"#),
+        Some(&b"10.0.0.8"[..])
+    );
+    assert_eq!(k.extract(b"postNATSourceIPv4Address=1.2.3.4"), None);
+    assert_eq!(
+        KafkaKey::Field("vrf".into()).extract(br#"{"vrf":7}"#),
+        Some(&b"7"[..])
+    );
+    assert_eq!(KafkaKey::Token(1).extract(b"a  b c"), Some(&b"b"[..]));
+    assert!(KafkaSink::new(KafkaSinkOptions::new("", "t")).is_err());
+}
+
+/// Runs only with `DPLOG_KAFKA_BROKERS` (see the module docs).
+#[test]
+fn real_broker_when_configured() {
+    let Ok(brokers) = std::env::var("DPLOG_KAFKA_BROKERS") else {
+        eprintln!("SKIPPED: DPLOG_KAFKA_BROKERS is not set");
+        return;
+    };
+    let topic = format!("dplog-test-{}", std::process::id());
+    let s = run_logger(KafkaSink::new(opts(&brokers, &topic)).unwrap(), 2, 1000, 60);
+    assert_eq!(s.written_records, 2000, "{s:?}");
+}

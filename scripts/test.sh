@@ -13,3 +13,9 @@ bash ffi/tests/c/run.sh
 # reference-nat's `dpdk` feature (issue 7): lint, then the net_pcap / net_null tests.
 cargo clippy -p dplog-nat --features dpdk --all-targets --locked -- -D warnings
 cargo test -p dplog-nat --features dpdk --locked --test dpdk
+# Rings (issue 3): loom models of the SPSC/MPSC index protocols, in their
+# own target directory so `--cfg loom` does not invalidate the main build
+# (a few seconds once compiled).
+RUSTFLAGS="--cfg loom" cargo test -p dplog-core --release --locked --test loom --target-dir target/loom
+# Rings (issue 3): the benches' dpdk feature (rte_ring peers) builds and lints.
+cargo clippy -p dplog-benches --features dpdk --all-targets --locked -- -D warnings

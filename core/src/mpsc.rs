@@ -149,11 +149,7 @@ impl<T: Record> MpProducer<T> {
         self.shared
             .tail
             .store(head.wrapping_add(n), Ordering::Release);
-        // Relaxed: statistic shared by the producers of this ring.
-        self.shared
-            .producer_counters
-            .enqueued
-            .fetch_add(n as u64, Ordering::Relaxed);
+        // The enqueued count is `tail` itself (see `RingStats::read`).
     }
 
     #[inline(always)]

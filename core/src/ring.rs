@@ -118,8 +118,10 @@ pub enum DropReason {
 /// use `fetch_add(Relaxed)`. Readers load with `Relaxed`; a reader that
 /// needs final values reads them after joining or dropping the producers,
 /// whose thread join / `Arc` drop gives the happens-before edge.
+///
+/// The enqueued count has no counter of its own: it is the free-running
+/// `tail` index, read Relaxed by the snapshot.
 pub(crate) struct ProducerCounters {
-    pub(crate) enqueued: AtomicU64,
     pub(crate) dropped_full: AtomicU64,
     pub(crate) dropped_degraded: AtomicU64,
     pub(crate) dropped_disconnected: AtomicU64,
@@ -137,7 +139,6 @@ pub(crate) struct ProducerCounters {
 impl ProducerCounters {
     fn new() -> Self {
         Self {
-            enqueued: AtomicU64::new(0),
             dropped_full: AtomicU64::new(0),
             dropped_degraded: AtomicU64::new(0),
             dropped_disconnected: AtomicU64::new(0),
@@ -193,6 +194,7 @@ pub(crate) struct Slots<T> {
     #[cfg(loom)]
     cells: Box<[loom::cell::UnsafeCell<MaybeUninit<T>>]>,
     mask: usize,
+    #[cfg_attr(loom, allow(dead_code))]
     capacity: usize,
 }
 
@@ -385,6 +387,7 @@ impl<T> Shared<T> {
 
     #[cold]
     #[inline(never)]
+    #[cfg_attr(loom, allow(dead_code))]
     fn stamp_slow(&self, index: usize) {
         // Relaxed: ordered by the caller's following Release store of
         // `tail` (see `samples`).
@@ -520,7 +523,7 @@ pub struct Producer<T: Record> {
     tail: usize,
     /// Cached copy of `shared.head`; refreshed only when the ring looks full.
     cached_head: usize,
-    /// Private running count, published to `producer_counters.enqueued`.
+    /// Private running count of records enqueued by this handle.
     enqueued: u64,
     /// Pause-instruction spins before a waiting push starts yielding.
     block_spins: u32,
@@ -570,12 +573,9 @@ impl<T: Record> Producer<T> {
         // Release pairs with the consumer's Acquire load of `tail`: the slot
         // writes above happen-before the consumer reads them.
         self.shared.tail.store(self.tail, Ordering::Release);
+        // No separate counter store: the free-running `tail` is the
+        // ring's enqueued count (see `RingStats::read`).
         self.enqueued += n as u64;
-        // Relaxed: single-writer statistic, see `ProducerCounters`.
-        self.shared
-            .producer_counters
-            .enqueued
-            .store(self.enqueued, Ordering::Relaxed);
     }
 
     /// Copies `rec` into the next slot. Returns `Err(rec)` when the ring is
@@ -841,6 +841,7 @@ impl<T: Record> Consumer<T> {
         self.id
     }
 
+    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn set_id(&mut self, id: u32) {
         self.id = id;
     }
@@ -1001,6 +1002,7 @@ impl<T: Record> Consumer<T> {
         self.shared.take_drop_report()
     }
 
+    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn shared(&self) -> &Arc<Shared<T>> {
         &self.shared
     }

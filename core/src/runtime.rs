@@ -1024,3 +1024,83 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
         flushed.and(drained).and(closed).map_err(sink_io)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{Nat44SessionRecord, NatEvent};
+
+    fn ev(e: NatEvent, i: u64) -> Nat44SessionRecord {
+        Nat44SessionRecord {
+            nat_event: e as u8,
+            timestamp_ns: i,
+            ..Default::default()
+        }
+    }
+
+    /// A `degrade` producer over a 16-slot ring with the default 80 % / 50 %
+    /// watermarks (13 and 8 records), no consumer thread: the test drains
+    /// by hand, so every fill level is exact.
+    #[test]
+    fn degrade_sheds_creates_between_the_watermarks_and_keeps_deletes() {
+        let (p, mut c) = ring::<Nat44SessionRecord>(16).unwrap();
+        let shared = c.shared().clone();
+        let mut lp = LogProducer {
+            inner: p,
+            policy: Backpressure::Degrade,
+            degraded: false,
+            high: 13,
+            low: 8,
+            min_priority: crate::record::PRIORITY_HIGH,
+        };
+        let create = |i| ev(NatEvent::Nat44SessionCreate, i);
+        let delete = |i| ev(NatEvent::Nat44SessionDelete, i);
+        for i in 0..13 {
+            assert!(lp.log(create(i)), "below the high watermark at {i}");
+        }
+        assert!(
+            !lp.log(create(13)),
+            "fill 13 = high watermark: creates shed"
+        );
+        assert!(lp.degraded());
+        assert!(lp.log(delete(14)), "deletes outrank creates");
+        // Fill 14 → 9: still at or above the low watermark.
+        for _ in 0..5 {
+            c.pop().unwrap();
+        }
+        assert!(!lp.log(create(15)));
+        // Fill 9 → 7: below the low watermark, everything is accepted again.
+        c.pop().unwrap();
+        c.pop().unwrap();
+        assert!(lp.log(create(16)));
+        assert!(!lp.degraded());
+        // Fill to 16 with deletes (accepted while degraded), then full.
+        let mut i = 17;
+        while lp.fill() < 16 {
+            assert!(lp.log(delete(i)));
+            i += 1;
+        }
+        assert!(!lp.log(delete(i)), "a full ring drops even a delete");
+        let pc = &shared.producer_counters;
+        assert_eq!(pc.dropped_degraded.load(Ordering::Relaxed), 2);
+        assert_eq!(pc.dropped_full.load(Ordering::Relaxed), 1);
+        // Bursts: below the watermark a burst goes in with one publish;
+        // above it, creates are filtered out and counted.
+        while c.pop().is_some() {}
+        let burst: Vec<_> = (0..6)
+            .map(|i| if i % 2 == 0 { create(i) } else { delete(i) })
+            .collect();
+        assert_eq!(lp.log_burst(&burst), 6);
+        assert_eq!(lp.log_burst(&burst), 6);
+        // Fill 12 < 13: not degraded, the burst takes the 4 free slots;
+        // the rest goes record by record: create 4 is shed (fill 16 ≥ high),
+        // delete 5 finds the ring full.
+        assert_eq!(lp.log_burst(&burst), 4);
+        assert_eq!(pc.dropped_degraded.load(Ordering::Relaxed), 2 + 1);
+        assert_eq!(pc.dropped_full.load(Ordering::Relaxed), 1 + 1);
+        let d = c.take_drop_report().unwrap();
+        assert_eq!(d.dropped, 5, "all reasons, once each");
+        assert!(d.first_ns <= d.last_ns);
+        assert!(c.take_drop_report().is_none(), "reported once");
+    }
+}

@@ -42,7 +42,8 @@ impl RingStats {
     pub(crate) fn read<T>(id: u32, r: &Shared<T>) -> Self {
         let c = &r.producer_counters;
         // Relaxed: statistics (see `ProducerCounters`).
-        let enqueued = c.enqueued.load(Ordering::Relaxed);
+        // The free-running producer index counts every record enqueued.
+        let enqueued = r.tail.load(Ordering::Relaxed) as u64;
         let dropped_full = c.dropped_full.load(Ordering::Relaxed);
         let dropped_degraded = c.dropped_degraded.load(Ordering::Relaxed);
         let dropped_disconnected = c.dropped_disconnected.load(Ordering::Relaxed);

@@ -1,0 +1,456 @@
+//! dplog SPSC and MPSC rings against DPDK's `rte_ring` (elem API, through
+//! `dpdk-sys`, feature `dpdk`, EAL started with `--no-huge --no-pci`),
+//! rtrb, crossbeam `ArrayQueue` and `Mutex<VecDeque>`, all in one run, for
+//! 32- and 64-byte records, single and burst-32.
+//!
+//! Producer: the criterion thread, pinned to CPU 0. Consumer: a persistent
+//! thread pinned to CPU 1 (`dplog_benches::CrossCore`) that takes records in
+//! bursts of up to 32. One iteration = one record end to end, so `time` is
+//! wall ns per record and `thrpt` records/s. Every queue holds 2048 records.
+//! The producer stamps record `i` with sequence `i`; the consumer checks the
+//! sum.
+//!
+//! MPSC cases run the multi-producer protocol (CAS claim, ordered publish)
+//! from one producer thread: with two CPUs, one for the consumer, a second
+//! producer would only time-slice on CPU 0.
+//!
+//! `producer_cost`: the producer-side cost of one 64-byte `try_push` into a
+//! ring that is not full, timed on the producer core in runs of 1024 while
+//! the consumer drains a 65536-slot ring on CPU 1.
+//!
+//! `cargo bench -p dplog-benches --features dpdk --bench ring_peers`
+
+use std::collections::VecDeque;
+use std::hint::{black_box, spin_loop};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
+use dplog::{mpsc_ring, ring, Nat44SessionRecord, Record, RecordHeader};
+use dplog_benches::{
+    check_two_cpus, criterion_config, expected_sum, pin, CrossCore, CONSUMER_CPU, PRODUCER_CPU,
+};
+
+const CAP: usize = 2048;
+const BURST: usize = 32;
+
+/// A 32-byte record: header, sequence, two payload words.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct Rec32 {
+    header: RecordHeader,
+    seq: u64,
+    a: u64,
+    b: u64,
+}
+
+impl Record for Rec32 {
+    const SCHEMA_ID: u16 = 0x7E32;
+    fn header(&self) -> &RecordHeader {
+        &self.header
+    }
+}
+
+/// What the bench needs of a record type.
+trait BenchRec: Record + std::fmt::Debug {
+    const NAME: &'static str;
+    fn template() -> Self;
+    fn set_seq(&mut self, i: u64);
+    fn seq(&self) -> u64;
+}
+
+impl BenchRec for Rec32 {
+    const NAME: &'static str = "32B";
+    fn template() -> Self {
+        Rec32 {
+            header: RecordHeader::of::<Rec32>(),
+            seq: 0,
+            a: 0xA5A5,
+            b: 0x5A5A,
+        }
+    }
+    fn set_seq(&mut self, i: u64) {
+        self.seq = i;
+    }
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+}
+
+impl BenchRec for Nat44SessionRecord {
+    const NAME: &'static str = "64B";
+    fn template() -> Self {
+        dplog_benches::nat44(1, dplog::NatEvent::Nat44SessionCreate, 0)
+    }
+    fn set_seq(&mut self, i: u64) {
+        self.timestamp_ns = i;
+    }
+    fn seq(&self) -> u64 {
+        self.timestamp_ns
+    }
+}
+
+fn check(what: &str, n: u64, sum: u64) {
+    assert_eq!(sum, expected_sum(n), "{what}: consumer saw wrong records");
+}
+
+#[inline(always)]
+fn produce_single<R: BenchRec>(n: u64, mut try_push: impl FnMut(R) -> bool) {
+    let mut rec = R::template();
+    for i in 0..n {
+        rec.set_seq(i);
+        while !try_push(rec) {
+            spin_loop();
+        }
+    }
+}
+
+#[inline(always)]
+fn produce_burst<R: BenchRec>(n: u64, mut push_burst: impl FnMut(&[R]) -> usize) {
+    let mut burst = [R::template(); BURST];
+    let mut i = 0u64;
+    while i < n {
+        let k = (n - i).min(BURST as u64) as usize;
+        for (j, r) in burst[..k].iter_mut().enumerate() {
+            r.set_seq(i + j as u64);
+        }
+        let mut done = 0;
+        while done < k {
+            let m = push_burst(&burst[done..k]);
+            if m == 0 {
+                spin_loop();
+            }
+            done += m;
+        }
+        i += k as u64;
+    }
+}
+
+/// A consumer closure over `take(max, f) -> n` that reads up to `max`
+/// records calling `f` on each.
+fn consumer<R: BenchRec>(
+    what: &'static str,
+    mut take: impl FnMut(usize, &mut dyn FnMut(&R)) -> usize + Send + 'static,
+) -> CrossCore {
+    CrossCore::spawn(CONSUMER_CPU, move |n| {
+        let (mut got, mut sum) = (0u64, 0u64);
+        while got < n {
+            let k = take(BURST, &mut |r: &R| sum = sum.wrapping_add(r.seq()));
+            if k == 0 {
+                spin_loop();
+            }
+            got += k as u64;
+        }
+        check(what, n, sum);
+    })
+}
+
+fn bench<M: criterion::measurement::Measurement<Value = Duration>>(
+    g: &mut BenchmarkGroup<'_, M>,
+    id: String,
+    cc: &mut CrossCore,
+    mut produce: impl FnMut(u64),
+) {
+    g.bench_function(id, |b| b.iter_custom(|iters| cc.run(iters, &mut produce)));
+}
+
+fn peers_for<R: BenchRec, M: criterion::measurement::Measurement<Value = Duration>>(
+    g: &mut BenchmarkGroup<'_, M>,
+) {
+    let sz = R::NAME;
+    // dplog SPSC.
+    for burst in [false, true] {
+        let (mut p, mut c) = ring::<R>(CAP).unwrap();
+        let mut cc = consumer::<R>("dplog spsc", move |max, f| c.read_burst(max, f));
+        let id = format!(
+            "{sz}/dplog_spsc/{}",
+            if burst { "burst32" } else { "single" }
+        );
+        bench(g, id, &mut cc, |n| {
+            if burst {
+                produce_burst::<R>(n, |s| p.try_push_burst(s))
+            } else {
+                produce_single::<R>(n, |r| p.try_push(r).is_ok())
+            }
+        });
+    }
+    // dplog MPSC (one producer thread; see the module docs).
+    for burst in [false, true] {
+        let (mut p, mut c) = mpsc_ring::<R>(CAP).unwrap();
+        let mut cc = consumer::<R>("dplog mpsc", move |max, f| c.read_burst(max, f));
+        let id = format!(
+            "{sz}/dplog_mpsc/{}",
+            if burst { "burst32" } else { "single" }
+        );
+        bench(g, id, &mut cc, |n| {
+            if burst {
+                produce_burst::<R>(n, |s| p.try_push_burst(s))
+            } else {
+                produce_single::<R>(n, |r| p.try_push(r).is_ok())
+            }
+        });
+    }
+    // rtrb: push / push_partial_slice; consumer reads chunks in place.
+    for burst in [false, true] {
+        let (mut p, mut c) = rtrb::RingBuffer::<R>::new(CAP);
+        let mut cc = consumer::<R>("rtrb", move |max, f| {
+            let k = c.slots().min(max);
+            if k == 0 {
+                return 0;
+            }
+            let chunk = c.read_chunk(k).expect("k slots are readable");
+            let (a, b) = chunk.as_slices();
+            a.iter().chain(b).for_each(&mut *f);
+            chunk.commit_all();
+            k
+        });
+        let id = format!("{sz}/rtrb/{}", if burst { "burst32" } else { "single" });
+        bench(g, id, &mut cc, |n| {
+            if burst {
+                produce_burst::<R>(n, |s| p.push_partial_slice(s).0.len())
+            } else {
+                produce_single::<R>(n, |r| p.push(r).is_ok())
+            }
+        });
+    }
+    // crossbeam ArrayQueue (MPMC).
+    {
+        let q = Arc::new(crossbeam_queue::ArrayQueue::<R>::new(CAP));
+        let qc = q.clone();
+        let mut cc = consumer::<R>("ArrayQueue", move |max, f| {
+            let mut k = 0;
+            while k < max {
+                match qc.pop() {
+                    Some(r) => {
+                        f(&r);
+                        k += 1;
+                    }
+                    None => break,
+                }
+            }
+            k
+        });
+        bench(
+            g,
+            format!("{sz}/crossbeam_ArrayQueue/single"),
+            &mut cc,
+            |n| produce_single::<R>(n, |r| q.push(r).is_ok()),
+        );
+    }
+    // Mutex<VecDeque>, bounded by the producer.
+    {
+        let q = Arc::new(Mutex::new(VecDeque::<R>::with_capacity(CAP)));
+        let qc = q.clone();
+        let mut cc = consumer::<R>("Mutex<VecDeque>", move |max, f| {
+            let mut g = qc.lock().unwrap();
+            let k = g.len().min(max);
+            g.drain(..k).for_each(|r| f(&r));
+            k
+        });
+        bench(g, format!("{sz}/mutex_vecdeque/single"), &mut cc, |n| {
+            produce_single::<R>(n, |r| {
+                let mut g = q.lock().unwrap();
+                if g.len() < CAP {
+                    g.push_back(r);
+                    true
+                } else {
+                    false
+                }
+            })
+        });
+    }
+    #[cfg(feature = "dpdk")]
+    dpdk::peers::<R, M>(g);
+}
+
+#[cfg(feature = "dpdk")]
+mod dpdk {
+    //! DPDK 22.11 `rte_ring` elem API through `dpdk-sys`'s C shim.
+    use super::*;
+    use core::ffi::{c_uint, c_void};
+    use std::ffi::CString;
+    use std::sync::Once;
+
+    static EAL: Once = Once::new();
+
+    /// Starts EAL once: no hugepages, no PCI, in memory, main lcore 0.
+    pub fn eal() {
+        EAL.call_once(|| {
+            let args = [
+                "dplog-bench",
+                "--no-huge",
+                "--no-pci",
+                "--in-memory",
+                "-l",
+                "0",
+                "--log-level",
+                "error",
+            ];
+            dpdk_sys::eal_init(&args).expect("rte_eal_init --no-huge --no-pci");
+        });
+    }
+
+    /// An `rte_ring` of `R`-sized elements, shareable with the consumer.
+    struct Ring(*mut dpdk_sys::rte_ring);
+    // SAFETY: rte_ring is designed for cross-thread use; the bench keeps
+    // one producer and one consumer per ring (SP/SC), or uses the MP calls.
+    unsafe impl Send for Ring {}
+    // SAFETY: as above.
+    unsafe impl Sync for Ring {}
+
+    fn create<R>(name: &str, mp: bool) -> Arc<Ring> {
+        eal();
+        let name = CString::new(name).unwrap();
+        let flags = dpdk_sys::RING_F_SC_DEQ
+            | dpdk_sys::RING_F_EXACT_SZ
+            | if mp { 0 } else { dpdk_sys::RING_F_SP_ENQ };
+        // SAFETY: EAL is initialised; name is NUL-terminated; the element
+        // size is a multiple of 4 as rte_ring_create_elem requires.
+        let r = unsafe {
+            dpdk_sys::dplog_rte_ring_create_elem(
+                name.as_ptr(),
+                core::mem::size_of::<R>() as c_uint,
+                CAP as c_uint,
+                dpdk_sys::SOCKET_ID_ANY,
+                flags,
+            )
+        };
+        assert!(!r.is_null(), "rte_ring_create_elem failed");
+        Arc::new(Ring(r))
+    }
+
+    pub fn peers<R: BenchRec, M: criterion::measurement::Measurement<Value = Duration>>(
+        g: &mut BenchmarkGroup<'_, M>,
+    ) {
+        let sz = R::NAME;
+        let esize = core::mem::size_of::<R>() as c_uint;
+        for (mp, burst) in [(false, false), (false, true), (true, false), (true, true)] {
+            let ring = create::<R>(&format!("b{sz}{}{}", mp as u8, burst as u8), mp);
+            let rc = ring.clone();
+            let mut cc = consumer::<R>("rte_ring", move |max, f| {
+                let mut buf = [R::template(); BURST];
+                // SAFETY: buf has room for max <= BURST elements of esize.
+                let k = unsafe {
+                    dpdk_sys::dplog_rte_ring_sc_dequeue_burst_elem(
+                        rc.0,
+                        buf.as_mut_ptr().cast::<c_void>(),
+                        esize,
+                        max.min(BURST) as c_uint,
+                        core::ptr::null_mut(),
+                    )
+                } as usize;
+                buf[..k].iter().for_each(&mut *f);
+                k
+            });
+            let r = ring.0;
+            let enq = move |s: &[R]| -> usize {
+                // SAFETY: s holds s.len() elements of esize bytes; the ring
+                // lives in `ring` for the whole case.
+                unsafe {
+                    if mp {
+                        dpdk_sys::dplog_rte_ring_mp_enqueue_burst_elem(
+                            r,
+                            s.as_ptr().cast(),
+                            esize,
+                            s.len() as c_uint,
+                            core::ptr::null_mut(),
+                        ) as usize
+                    } else {
+                        dpdk_sys::dplog_rte_ring_sp_enqueue_burst_elem(
+                            r,
+                            s.as_ptr().cast(),
+                            esize,
+                            s.len() as c_uint,
+                            core::ptr::null_mut(),
+                        ) as usize
+                    }
+                }
+            };
+            let id = format!(
+                "{sz}/rte_ring_{}/{}",
+                if mp { "mp_sc" } else { "sp_sc" },
+                if burst { "burst32" } else { "single" }
+            );
+            bench(g, id, &mut cc, |n| {
+                if burst {
+                    produce_burst::<R>(n, enq)
+                } else {
+                    produce_single::<R>(n, |x| enq(core::slice::from_ref(&x)) == 1)
+                }
+            });
+            drop(cc);
+            // SAFETY: the consumer thread is joined (CrossCore dropped).
+            unsafe { dpdk_sys::dplog_rte_ring_free(ring.0) };
+        }
+    }
+}
+
+fn cross_core(c: &mut Criterion) {
+    check_two_cpus();
+    #[cfg(feature = "dpdk")]
+    dpdk::eal();
+    pin(PRODUCER_CPU);
+    let mut g = c.benchmark_group("ring_peers");
+    g.throughput(Throughput::Elements(1));
+    peers_for::<Rec32, _>(&mut g);
+    peers_for::<Nat44SessionRecord, _>(&mut g);
+    g.finish();
+}
+
+/// Producer-side cost of `try_push` of 64 bytes into a ring that is not
+/// full, timed on the producer core while CPU 1 drains it.
+fn producer_cost(c: &mut Criterion) {
+    pin(PRODUCER_CPU);
+    let mut g = c.benchmark_group("producer_cost");
+    g.throughput(Throughput::Elements(1));
+    const BIG: usize = 65536;
+    const RUN: u64 = 1024;
+    let (mut p, mut cons) = ring::<Nat44SessionRecord>(BIG).unwrap();
+    let mut cc = CrossCore::spawn(CONSUMER_CPU, move |n| {
+        let mut got = 0u64;
+        while got < n {
+            let k = cons.read_burst(BURST, |r| {
+                black_box(r.timestamp_ns);
+            });
+            if k == 0 {
+                spin_loop();
+            }
+            got += k as u64;
+        }
+    });
+    g.bench_function("64B/dplog_spsc/try_push_not_full", |b| {
+        b.iter_custom(|iters| {
+            let mut timed = Duration::ZERO;
+            cc.run(iters, |n| {
+                let mut rec = Nat44SessionRecord::template();
+                let mut i = 0;
+                while i < n {
+                    // Keep the ring far from full: wait (untimed) while more
+                    // than half of it is in use.
+                    while p.fill_upper_bound() > BIG / 2 && p.fill() > BIG / 2 {
+                        spin_loop();
+                    }
+                    let k = RUN.min(n - i);
+                    let t0 = Instant::now();
+                    for j in 0..k {
+                        rec.timestamp_ns = i + j;
+                        if p.try_push(black_box(rec)).is_err() {
+                            panic!("ring full");
+                        }
+                    }
+                    timed += t0.elapsed();
+                    i += k;
+                }
+            });
+            timed
+        })
+    });
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = criterion_config(Duration::from_millis(500), Duration::from_millis(1500));
+    targets = producer_cost, cross_core
+}
+criterion_main!(benches);

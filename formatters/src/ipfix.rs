@@ -103,6 +103,8 @@ struct Tmpl {
     /// Template record: id, count, (ie, len)*.
     def: Vec<u8>,
     time_off: Option<(u16, bool)>,
+    /// Shortest record (bytes) that holds every field read.
+    needed: usize,
 }
 
 /// An IPFIX exporter for a set of schemas; see the module docs.
@@ -120,6 +122,9 @@ pub struct IpfixEncoder {
     set_start: usize,
     set_template: u16,
     open: bool,
+    /// One data record being encoded: the longest `rec_len` plus 8 bytes
+    /// of slack for whole-word stores.
+    scratch: Vec<u8>,
 }
 
 impl IpfixEncoder {
@@ -145,6 +150,7 @@ impl IpfixEncoder {
             set_start: 0,
             set_template: 0,
             open: false,
+            scratch: Vec::new(),
         };
         for s in schemas {
             let quota = s.fields().iter().find(|f| f.ie_id == IE_QUOTA_EVENT);
@@ -236,6 +242,20 @@ impl IpfixEncoder {
             def.extend_from_slice(&ie.to_be_bytes());
             def.extend_from_slice(&len.to_be_bytes());
         }
+        let needed = encs
+            .iter()
+            .map(|e| match *e {
+                Enc::Uint { off, size, .. } | Enc::Raw { off, size } => {
+                    off as usize + size as usize
+                }
+                Enc::Ms { off, .. } => off as usize + 8,
+                Enc::ExportMs => 0,
+            })
+            .max()
+            .unwrap_or(0);
+        if self.scratch.len() < rec_len + 8 {
+            self.scratch.resize(rec_len + 8, 0);
+        }
         self.templates.push(Tmpl {
             id,
             schema_id: s.id(),
@@ -244,6 +264,7 @@ impl IpfixEncoder {
             rec_len,
             def,
             time_off,
+            needed,
         });
         Ok(())
     }
@@ -291,19 +312,7 @@ impl IpfixEncoder {
             return false;
         };
         let t = &self.templates[ti];
-        let needed = t
-            .encs
-            .iter()
-            .map(|e| match *e {
-                Enc::Uint { off, size, .. } | Enc::Raw { off, size } => {
-                    off as usize + size as usize
-                }
-                Enc::Ms { off, .. } => off as usize + 8,
-                Enc::ExportMs => 0,
-            })
-            .max()
-            .unwrap_or(0);
-        if rec.len() < needed {
+        if rec.len() < t.needed {
             return false;
         }
         let rec_ns = t.time_off.map(|(o, tsc)| self.ns(rec, o, tsc));
@@ -358,6 +367,11 @@ impl IpfixEncoder {
             out.extend_from_slice(&4u16.to_be_bytes());
         }
         let export_ms = export_s * 1000;
+        // The record is built in `scratch`: every integer is one 8-byte
+        // big-endian store of the value shifted to the top, advanced by its
+        // size (the next store overwrites the rest), then one copy out.
+        let buf = &mut self.scratch[..];
+        let mut n = 0usize;
         for enc in &t.encs {
             match *enc {
                 Enc::Uint { off, size, event } => {
@@ -365,21 +379,31 @@ impl IpfixEncoder {
                     if event && v < 256 {
                         v = self.profile.map(v as u8) as u64;
                     }
-                    out.extend_from_slice(&v.to_be_bytes()[8 - size as usize..]);
+                    let size = (size as usize).min(8);
+                    let w = if size == 0 { 0 } else { v << (64 - 8 * size) };
+                    buf[n..n + 8].copy_from_slice(&w.to_be_bytes());
+                    n += size;
                 }
                 Enc::Raw { off, size } => {
-                    out.extend_from_slice(&rec[off as usize..off as usize + size as usize])
+                    let (o, len) = (off as usize, size as usize);
+                    buf[n..n + len].copy_from_slice(&rec[o..o + len]);
+                    n += len;
                 }
                 Enc::Ms { off, tsc } => {
                     let ns = match (tsc, self.tsc) {
                         (true, Some(c)) => c.to_ns(read_uint(rec, off as usize, 8)),
                         _ => read_uint(rec, off as usize, 8),
                     };
-                    out.extend_from_slice(&(ns / 1_000_000).to_be_bytes())
+                    buf[n..n + 8].copy_from_slice(&(ns / 1_000_000).to_be_bytes());
+                    n += 8;
                 }
-                Enc::ExportMs => out.extend_from_slice(&export_ms.to_be_bytes()),
+                Enc::ExportMs => {
+                    buf[n..n + 8].copy_from_slice(&export_ms.to_be_bytes());
+                    n += 8;
+                }
             }
         }
+        out.extend_from_slice(&buf[..n]);
         self.seq = self.seq.wrapping_add(1);
         self.patch(out);
         true

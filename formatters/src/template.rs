@@ -785,9 +785,8 @@ impl Program {
         let (profile, tsc) = (*profile, *tsc);
         let buf = &mut scratch[..];
         let mut n = 0usize;
-        let mut i = 0usize;
-        while i < steps.len() {
-            let st = steps[i];
+        let mut it = steps.iter();
+        while let Some(st) = it.next() {
             n = match st.op {
                 Op::Lit { start, len } => write_lit16(buf, n, padded, start as usize, len as usize),
                 Op::Dec { off, size } => {
@@ -862,8 +861,8 @@ impl Program {
                     value,
                     skip,
                 } => {
-                    if read_uint(rec, off as usize, size as usize) != value as u64 {
-                        i += skip as usize;
+                    if skip > 0 && read_uint(rec, off as usize, size as usize) != value as u64 {
+                        it.nth(skip as usize - 1);
                     }
                     n
                 }
@@ -902,7 +901,6 @@ impl Program {
             let ps = st.post_start as usize;
             buf[n..n + 16].copy_from_slice(&padded[ps..ps + 16]);
             n += st.post_len as usize;
-            i += 1;
         }
         out.extend_from_slice(&buf[..n]);
         true

@@ -253,19 +253,22 @@ impl AppConfig {
     }
 
     /// The NAT engine configuration. With the synthetic mix, the inside
-    /// prefixes always include its subscribers' 10.0.0.0/8.
+    /// prefixes always include its subscribers' 10.0.0.0/8 (with
+    /// `"deterministic"`, the inside is only the smallest prefix holding
+    /// the subscribers).
     pub fn nat_config(&self) -> NatConfig {
         let mut inside = self.nat.inside.clone();
         if self.input.pcap.is_none() {
             let mut syn: Ipv4Net = SYNTHETIC_INSIDE.parse().expect("static prefix");
             if self.nat.port_allocation == PortAllocationName::Deterministic {
-                // Deterministic NAT maps every inside address: cover just
-                // the subscribers (10.0.0.1 upwards), not all of 10/8.
+                // Deterministic NAT maps (and logs) every inside address:
+                // with the synthetic mix the inside is just the prefix of
+                // its subscribers (10.0.0.1 upwards).
                 let n = u64::from(self.synthetic.subscribers) + 1;
                 let bits = 64 - (n.max(2) - 1).leading_zeros();
                 let len = 32u8.saturating_sub(bits as u8).max(8);
                 syn = Ipv4Net::new(syn.network(), len).expect("prefix length <= 32");
-                inside.retain(|p| !p.contains(&syn.network()));
+                inside.clear();
             }
             if !inside.iter().any(|p| p.contains(&syn)) {
                 inside.push(syn);

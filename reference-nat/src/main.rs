@@ -106,6 +106,13 @@ struct Args {
     /// External port choice.
     #[arg(long, value_enum)]
     port_allocation: Option<PortAllocArg>,
+    /// Ports per block with `--port-allocation pba`.
+    #[arg(long, value_name = "K")]
+    port_block_size: Option<u16>,
+    /// Most sessions per subscriber (0 = no limit); beyond it packets are
+    /// dropped and natEvent 13 is logged.
+    #[arg(long, value_name = "N")]
+    max_sessions_per_user: Option<u32>,
     /// Run on DPDK port 0 (feature `dpdk`); EAL arguments follow `--`, e.g.
     /// `-- --no-huge --no-pci --vdev net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap`.
     #[arg(long)]
@@ -129,6 +136,8 @@ struct Args {
 enum PortAllocArg {
     Sequential,
     Random,
+    Pba,
+    Deterministic,
 }
 
 fn build_config(args: &Args) -> Result<AppConfig, String> {
@@ -196,7 +205,15 @@ fn build_config(args: &Args) -> Result<AppConfig, String> {
         cfg.nat.port_allocation = match p {
             PortAllocArg::Sequential => PortAllocationName::Sequential,
             PortAllocArg::Random => PortAllocationName::Random,
+            PortAllocArg::Pba => PortAllocationName::Pba,
+            PortAllocArg::Deterministic => PortAllocationName::Deterministic,
         };
+    }
+    if let Some(k) = args.port_block_size {
+        cfg.nat.port_block_size = k;
+    }
+    if let Some(n) = args.max_sessions_per_user {
+        cfg.nat.max_sessions_per_user = n;
     }
     Ok(cfg)
 }

@@ -70,3 +70,16 @@ if [ ${#sinks_apt[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${sinks_apt[@]}" >/dev/null
 fi
+
+# Formatter tests (issue 4): nfdump's collector nfcapd and nfdump decode the
+# IPFIX messages (formatters/tests/nfcapd.rs starts its own nfcapd on
+# 127.0.0.1; the packaged service is not used). Idempotent.
+need_nfdump=()
+for pkg in nfdump; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need_nfdump+=("$pkg")
+done
+if [ ${#need_nfdump[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_nfdump[@]}" >/dev/null
+fi

@@ -11,6 +11,7 @@
 //! # consumer_cpu = 1       # pin the consumer thread
 //! block_spins = 1024       # block: pause spins before yielding
 //! drop_reports = true      # in-band "N records dropped" lines
+//! # reorder_window_ns = 1000000  # merge rings by event time (off if unset)
 //!
 //! [ring.degrade]           # used by backpressure = "degrade"
 //! high_watermark_pct = 80  # at or above: only priority >= min_priority
@@ -62,6 +63,9 @@ pub struct RingConfig {
     pub drop_reports: bool,
     /// `[ring.degrade]`: watermarks (percent) and minimum priority.
     pub degrade: DegradeConfig,
+    /// Reorder window in ns of event time; unset = off (see
+    /// `dplog::reorder`).
+    pub reorder_window_ns: Option<u64>,
 }
 
 impl Default for RingConfig {
@@ -76,6 +80,7 @@ impl Default for RingConfig {
             block_spins: d.block_spins,
             drop_reports: d.drop_reports,
             degrade: d.degrade,
+            reorder_window_ns: d.reorder_window_ns,
         }
     }
 }
@@ -607,6 +612,7 @@ impl LogConfig {
             block_spins: self.ring.block_spins,
             drop_reports: self.ring.drop_reports,
             degrade: self.ring.degrade,
+            reorder_window_ns: self.ring.reorder_window_ns,
             ..LoggerConfig::default()
         }
     }
@@ -745,6 +751,9 @@ mod tests {
             }
         );
         assert_eq!((l.block_spins, l.drop_reports), (7, false));
+        assert_eq!(l.reorder_window_ns, None);
+        let c = LogConfig::from_toml_str("[ring]\nreorder_window_ns = 250000\n").unwrap();
+        assert_eq!(c.logger_config().reorder_window_ns, Some(250_000));
         // Only the keys given change; the others keep their defaults.
         let c = LogConfig::from_toml_str("[ring.degrade]\nlow_watermark_pct = 10\n").unwrap();
         assert_eq!(c.ring.degrade.high_watermark_pct, 80);

@@ -12,6 +12,8 @@ pub mod affinity;
 pub mod format;
 pub mod mpsc;
 pub mod record;
+#[cfg(not(loom))]
+pub mod reorder;
 pub mod report;
 pub mod ring;
 #[cfg(not(loom))]

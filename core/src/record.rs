@@ -57,6 +57,13 @@ pub trait Record: Copy + Send + 'static {
     fn priority(&self) -> u8 {
         PRIORITY_NORMAL
     }
+    /// Event time for the consumer's reorder window (the record's
+    /// timestamp, in the unit the producer stamps, normally ns since the
+    /// Unix epoch). Default 0: no time, the window passes the record through
+    /// in ring order.
+    fn event_time(&self) -> u64 {
+        0
+    }
 }
 
 /// Record priority for `degrade`: routine records (e.g. NAT44 session
@@ -188,6 +195,10 @@ impl Record for Nat44SessionRecord {
         } else {
             PRIORITY_HIGH
         }
+    }
+    /// `timestamp_ns`.
+    fn event_time(&self) -> u64 {
+        self.timestamp_ns
     }
 }
 
@@ -504,6 +515,12 @@ impl Record for NatRecord {
         } else {
             PRIORITY_HIGH
         }
+    }
+    /// `timestamp_ns`, at offset 8 in every NAT record.
+    fn event_time(&self) -> u64 {
+        let mut t = [0u8; 8];
+        t.copy_from_slice(&self.bytes[8..16]);
+        u64::from_ne_bytes(t)
     }
 }
 

@@ -20,6 +20,7 @@ use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
 
 use crate::format::Formatter;
 use crate::record::Record;
+use crate::reorder::Reorder;
 use crate::report::DropReport;
 use crate::ring::{ring, Consumer, Disconnected, DropReason, Producer, RingError, Shared};
 use crate::sink::{Accepted, Progress, Sink, SinkError};
@@ -120,6 +121,13 @@ pub struct LoggerConfig {
     pub degrade: DegradeConfig,
     /// Write an in-band [`DropReport`] line when drops happen. Default true.
     pub drop_reports: bool,
+    /// Reorder window in the records' time unit
+    /// ([`Record::event_time`], normally ns): `Some(W)` merges the rings
+    /// by event time, holding records until one `W` newer is read (see
+    /// [`crate::reorder`] for the order guaranteed with and without it).
+    /// Default `None` (off). At most `ring_capacity` records per ring are
+    /// held.
+    pub reorder_window_ns: Option<u64>,
 }
 
 impl Default for LoggerConfig {
@@ -135,6 +143,7 @@ impl Default for LoggerConfig {
             block_spins: crate::ring::DEFAULT_BLOCK_SPINS,
             degrade: DegradeConfig::default(),
             drop_reports: true,
+            reorder_window_ns: None,
         }
     }
 }
@@ -340,6 +349,9 @@ impl<R: Record> Logger<R> {
             batch_samples: Vec::with_capacity(4096),
             latency: latency.clone(),
             passes: 0,
+            reorder: config
+                .reorder_window_ns
+                .map(|w| Reorder::new(w, config.ring_capacity)),
         };
         let thread = std::thread::Builder::new()
             .name("dplog-consumer".into())
@@ -668,6 +680,8 @@ struct ConsumerLoop<R: Record, F, S> {
     latency: Arc<LatencyHistogram>,
     /// Drain passes, to recalibrate the clock every 1024 passes or idle.
     passes: u64,
+    /// The reorder window, when configured.
+    reorder: Option<Reorder<R>>,
 }
 
 /// Period of `Sink::tick` / `Sink::poll` calls.
@@ -702,6 +716,11 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
                 idle_rounds = 0;
                 continue;
             }
+            // Idle: every ring is empty; the reorder window closes early
+            // (see `crate::reorder`).
+            if self.reorder.as_ref().is_some_and(|r| r.len() > 0) {
+                self.emit_reordered(true);
+            }
             // Idle: do not sit on a partial batch while nothing arrives.
             if !self.buf.is_empty() {
                 self.write_batch();
@@ -717,6 +736,14 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
                 if self.rings[i].is_finished() {
                     if self.config.drop_reports {
                         self.report_drops(i);
+                    }
+                    if let Some(ro) = &mut self.reorder {
+                        if ro.has_staged(i) {
+                            self.emit_reordered(true);
+                        }
+                    }
+                    if let Some(ro) = &mut self.reorder {
+                        ro.remove(i);
                     }
                     self.rings.remove(i);
                 } else {
@@ -881,6 +908,9 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
         if self.passes % 1024 == 0 {
             self.clock.maybe_recalibrate(realtime_ns());
         }
+        if self.reorder.is_some() {
+            return self.drain_reordered(total);
+        }
         for i in 0..self.rings.len() {
             let buf = &mut self.buf;
             let fmt = &mut self.formatter;
@@ -903,6 +933,54 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
             bump(&self.totals.formatted, total as u64);
         }
         total
+    }
+
+    /// [`drain_once`](Self::drain_once) with the reorder window: stage one
+    /// burst per ring, then format what the window lets out.
+    fn drain_reordered(&mut self, mut total: usize) -> usize {
+        let Some(mut ro) = self.reorder.take() else {
+            return total;
+        };
+        for i in 0..self.rings.len() {
+            let samples = &mut self.batch_samples;
+            total += self.rings[i].read_burst_sampled(
+                self.config.burst,
+                |rec| ro.push(i, *rec),
+                |t| samples.push(t),
+            );
+            if self.config.drop_reports {
+                self.report_drops(i);
+            }
+        }
+        self.reorder = Some(ro);
+        self.emit_reordered(false);
+        total
+    }
+
+    /// Formats the records the reorder window releases (all of them if
+    /// `all`), writing batches as they fill.
+    fn emit_reordered(&mut self, all: bool) {
+        let Some(mut ro) = self.reorder.take() else {
+            return;
+        };
+        loop {
+            let buf = &mut self.buf;
+            let fmt = &mut self.formatter;
+            let limit = self.config.batch_bytes;
+            // Stops after the record that fills the batch.
+            let n = ro.emit(all, |r| {
+                fmt.format(r, buf);
+                buf.len() < limit
+            }) as u64;
+            self.batch_records += n;
+            bump(&self.totals.formatted, n);
+            if self.buf.len() >= self.config.batch_bytes {
+                self.write_batch();
+            } else {
+                break;
+            }
+        }
+        self.reorder = Some(ro);
     }
 
     /// Writes an in-band [`DropReport`] for ring `i` if it has unreported
@@ -1004,6 +1082,7 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
             }
         }
         while self.drain_once() > 0 {}
+        self.emit_reordered(true);
         self.write_batch();
         let flushed = self.sink.flush();
         self.count_err(&flushed);

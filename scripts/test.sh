@@ -19,3 +19,6 @@ cargo test -p dplog-nat --features dpdk --locked --test dpdk
 RUSTFLAGS="--cfg loom" cargo test -p dplog-core --release --locked --test loom --target-dir target/loom
 # Rings (issue 3): the benches' dpdk feature (rte_ring peers) builds and lints.
 cargo clippy -p dplog-benches --features dpdk --all-targets --locked -- -D warnings
+# Rings (issue 3): the Prometheus listener (dplog-core feature `metrics`).
+cargo clippy -p dplog-core --features metrics --all-targets --locked -- -D warnings
+cargo test -p dplog-core --features metrics --locked --lib --test metrics

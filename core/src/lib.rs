@@ -10,6 +10,8 @@
 
 pub mod affinity;
 pub mod format;
+#[cfg(all(feature = "metrics", not(loom)))]
+pub mod metrics;
 pub mod mpsc;
 pub mod record;
 #[cfg(not(loom))]
@@ -39,8 +41,8 @@ pub use ring::{
 };
 #[cfg(not(loom))]
 pub use runtime::{
-    Backpressure, DegradeConfig, LogProducer, Logger, LoggerConfig, LoggerError, Stats,
-    MIN_BATCH_BYTES,
+    Backpressure, DegradeConfig, LogProducer, Logger, LoggerConfig, LoggerError, SnapshotSource,
+    Stats, MIN_BATCH_BYTES,
 };
 pub use schema::{FieldDef, FieldKind, HasSchema, Schema, SchemaError};
 pub use sink::{Accepted, Progress, Sink, SinkError};

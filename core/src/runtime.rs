@@ -292,7 +292,7 @@ pub struct Logger<R: Record> {
     ctrl: Sender<Control<R>>,
     thread: Option<JoinHandle<()>>,
     totals: Arc<ConsumerTotals>,
-    rings: Mutex<Vec<Arc<Shared<R>>>>,
+    rings: Arc<Mutex<Vec<Arc<Shared<R>>>>>,
     config: LoggerConfig,
     latency: Arc<LatencyHistogram>,
 }
@@ -361,7 +361,7 @@ impl<R: Record> Logger<R> {
             ctrl: tx,
             thread: Some(thread),
             totals,
-            rings: Mutex::new(Vec::new()),
+            rings: Arc::new(Mutex::new(Vec::new())),
             config,
             latency,
         })
@@ -410,51 +410,23 @@ impl<R: Record> Logger<R> {
     /// quantiles (see [`Snapshot`]; render with
     /// [`Snapshot::to_prometheus`]).
     pub fn snapshot(&self) -> Snapshot {
-        let rings = self
-            .rings
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .enumerate()
-            .map(|(i, r)| RingStats::read(i as u32, r))
-            .collect();
-        Snapshot {
-            consumer: self.stats(),
-            rings,
-            latency: self.latency.summary(),
+        self.snapshot_source().snapshot()
+    }
+
+    /// A cheap, cloneable, `Send + Sync` handle that takes the same
+    /// [`Snapshot`] as [`Logger::snapshot`] from another thread (the
+    /// metrics listener), without a reference to the logger.
+    pub fn snapshot_source(&self) -> SnapshotSource<R> {
+        SnapshotSource {
+            rings: self.rings.clone(),
+            totals: self.totals.clone(),
+            latency: self.latency.clone(),
         }
     }
 
     /// Current counters (a snapshot; each counter is read once, Relaxed).
     pub fn stats(&self) -> Stats {
-        let mut s = Stats::default();
-        for r in self.rings.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-            // Relaxed: statistics; exact final values are read after the
-            // consumer thread is joined (see `shutdown`).
-            let rs = RingStats::read(0, r);
-            s.enqueued += rs.enqueued;
-            s.dropped_full += rs.dropped_full;
-            s.dropped_degraded += rs.dropped_degraded;
-            s.dropped_disconnected += rs.dropped_disconnected;
-            s.produced += rs.produced;
-            s.dequeued += r.consumer_counters.dequeued.load(Ordering::Relaxed);
-            s.high_water = s
-                .high_water
-                .max(r.consumer_counters.high_water.load(Ordering::Relaxed) as u64);
-            s.rings += 1;
-        }
-        let t = &self.totals;
-        s.written_records = t.written_records.load(Ordering::Relaxed);
-        s.written_bytes = t.written_bytes.load(Ordering::Relaxed);
-        s.dropped_sink = t.dropped_sink.load(Ordering::Relaxed);
-        s.sink_errors = t.sink_errors.load(Ordering::Relaxed);
-        s.sink_retries = t.sink_retries.load(Ordering::Relaxed);
-        s.sink_pending = t.sink_pending.load(Ordering::Relaxed);
-        s.dropped_shutdown = t.dropped_shutdown.load(Ordering::Relaxed);
-        s.batches = t.batches.load(Ordering::Relaxed);
-        s.formatted = t.formatted.load(Ordering::Relaxed);
-        s.drop_reports = t.drop_reports.load(Ordering::Relaxed);
-        s
+        self.snapshot_source().stats()
     }
 
     /// Writes what the consumer has batched and flushes the sink; returns
@@ -520,6 +492,73 @@ impl<R: Record> Drop for Logger<R> {
             }
             let _ = t.join();
         }
+    }
+}
+
+/// Takes snapshots of one logger's counters from any thread; see
+/// [`Logger::snapshot_source`].
+pub struct SnapshotSource<R: Record> {
+    rings: Arc<Mutex<Vec<Arc<Shared<R>>>>>,
+    totals: Arc<ConsumerTotals>,
+    latency: Arc<LatencyHistogram>,
+}
+
+impl<R: Record> Clone for SnapshotSource<R> {
+    fn clone(&self) -> Self {
+        Self {
+            rings: self.rings.clone(),
+            totals: self.totals.clone(),
+            latency: self.latency.clone(),
+        }
+    }
+}
+
+impl<R: Record> SnapshotSource<R> {
+    /// Per-ring and consumer counters plus latency quantiles.
+    pub fn snapshot(&self) -> Snapshot {
+        let rings = self
+            .rings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .enumerate()
+            .map(|(i, r)| RingStats::read(i as u32, r))
+            .collect();
+        Snapshot {
+            consumer: self.stats(),
+            rings,
+            latency: self.latency.summary(),
+        }
+    }
+
+    /// The consumer totals, summed over the rings ([`Logger::stats`]).
+    pub fn stats(&self) -> Stats {
+        let mut s = Stats::default();
+        for r in self.rings.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            // Relaxed: statistics; exact final values are read after the
+            // consumer thread is joined (see `Logger::shutdown`).
+            let rs = RingStats::read(0, r);
+            s.enqueued += rs.enqueued;
+            s.dropped_full += rs.dropped_full;
+            s.dropped_degraded += rs.dropped_degraded;
+            s.dropped_disconnected += rs.dropped_disconnected;
+            s.produced += rs.produced;
+            s.dequeued += rs.dequeued;
+            s.high_water = s.high_water.max(rs.high_water);
+            s.rings += 1;
+        }
+        let t = &self.totals;
+        s.written_records = t.written_records.load(Ordering::Relaxed);
+        s.written_bytes = t.written_bytes.load(Ordering::Relaxed);
+        s.dropped_sink = t.dropped_sink.load(Ordering::Relaxed);
+        s.sink_errors = t.sink_errors.load(Ordering::Relaxed);
+        s.sink_retries = t.sink_retries.load(Ordering::Relaxed);
+        s.sink_pending = t.sink_pending.load(Ordering::Relaxed);
+        s.dropped_shutdown = t.dropped_shutdown.load(Ordering::Relaxed);
+        s.batches = t.batches.load(Ordering::Relaxed);
+        s.formatted = t.formatted.load(Ordering::Relaxed);
+        s.drop_reports = t.drop_reports.load(Ordering::Relaxed);
+        s
     }
 }
 

@@ -15,7 +15,12 @@
 //!   ICMP echo (RFC 5508) with endpoint-independent mapping and paired
 //!   address pooling (RFC 4787), idle timeouts driven by packet time, and
 //!   one [`Nat44SessionRecord`] per session create (natEvent 4) and delete
-//!   (natEvent 5) as defined by RFC 8158.
+//!   (natEvent 5) as defined by RFC 8158; port block allocation (natEvent
+//!   16/17), deterministic NAT (RFC 7422, mapping logged once), session
+//!   limits and exhaustion (natEvent 13, 3, 12, rate-limited); ICMP error
+//!   translation (RFC 5508) and hairpinning (RFC 4787). Every record type
+//!   reaches a [`NatLog`]; [`AllRecords`] turns them into one ring slot
+//!   type, `dplog::NatRecord`.
 //! * [`synthetic`]: a deterministic generator of realistic inside traffic
 //!   for benchmarks.
 //! * [`app`]: the `dplog-nat` program: configuration, the run loop that
@@ -67,7 +72,8 @@ pub mod workers;
 pub use dplog::{Nat44SessionRecord, NatEvent, RecordHeader};
 pub use input::{read_capture, CaptureFormat, InputError, InputErrorKind, InputStats, Packet};
 pub use nat::{
-    worker_port_range, Nat44, NatConfig, NatError, NatStats, NatTimeouts, PortAllocation, Verdict,
+    worker_port_range, AllRecords, Nat44, NatConfig, NatError, NatLog, NatStats, NatTimeouts,
+    PortAllocation, Verdict,
 };
 pub use packet::{
     parse, MalformedReason, ParseError, ParsedPacket, LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL,

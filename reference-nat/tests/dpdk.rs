@@ -151,3 +151,65 @@ fn net_null_runs_to_a_packet_limit() {
     assert!(s["packets"].as_u64().unwrap() >= 100_000);
     assert_eq!(s["sessions_created"], 0);
 }
+
+mod shapes;
+
+/// Every bad-input shape of issue 7 through the DPDK net_pcap path: the
+/// same counted verdicts as through the pcap path (tests/bad_shapes.rs),
+/// no crash, and only the translated packets are transmitted.
+#[test]
+fn bad_shapes_through_net_pcap_are_counted_verdicts() {
+    let dir = tempfile::tempdir().unwrap();
+    let frames = shapes::bad_frames();
+    let rx = dir.path().join("bad.pcap");
+    std::fs::write(&rx, shapes::pcap(&frames)).unwrap();
+    let tx = dir.path().join("tx.pcap");
+    let vdev = format!(
+        "net_pcap0,rx_pcap={},tx_pcap={}",
+        rx.display(),
+        tx.display()
+    );
+    let prefix = format!("dplogbad{}", std::process::id());
+    let s = json_summary(
+        &bin()
+            .args([
+                "--inside",
+                "10.0.0.0/8",
+                "--format",
+                "json",
+                "--summary",
+                "json",
+                "-o",
+            ])
+            .arg(dir.path().join("bad.jsonl"))
+            .args(["--dpdk", "--dpdk-idle-ms", "300", "--"])
+            .args(eal(&prefix, &vdev))
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(s["packets"], frames.len() as u64);
+    let verdict = |name: &str| {
+        s["verdicts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e[0] == name)
+            .map_or(0, |e| e[1].as_u64().unwrap())
+    };
+    for (name, n) in shapes::expected_verdicts() {
+        assert_eq!(verdict(name), n, "{name}: {}", s["verdicts"]);
+    }
+    assert_eq!(s["sessions_created"], 2);
+    assert_eq!(s["records"]["written"], s["records"]["produced"]);
+    let bytes = std::fs::read(&tx).unwrap();
+    let mut sent = 0u64;
+    let mut off = 24usize;
+    while off + 16 <= bytes.len() {
+        let caplen = u32::from_le_bytes(bytes[off + 8..off + 12].try_into().unwrap()) as usize;
+        off += 16 + caplen;
+        sent += 1;
+    }
+    // Translated: the first fragment, the packet with options and the two
+    // matched later fragments.
+    assert_eq!(sent, 4);
+}

@@ -1,0 +1,163 @@
+//! The reference NAT44 (`dplog-nat`) translating 64-byte packets from
+//! memory, with logging off and on, at 0 %, 10 % and 100 % of packets
+//! opening a new session (issue 7, "Measured").
+//!
+//! Each iteration translates a fresh copy of 65,536 preloaded synthetic
+//! frames (1000 subscribers, 256 destinations, Ethernet + IPv4 + TCP / UDP /
+//! ICMP echo, at most 64 bytes) through a fresh `Nat44` engine, then ends
+//! every session (`finish`, natEvent 5 for each), so every created session
+//! costs its create and its delete record. The copy and the engine set-up
+//! are outside the timed part (`iter_batched`).
+//!
+//! * `off`: records discarded (the `--no-logging` baseline of `dplog-nat`);
+//! * `on`: every record pushed into a dplog ring of `NatRecord` slots
+//!   (2048 slots, lossless `block` policy), formatted as text and written to
+//!   a file by the consumer thread.
+//!
+//! The bench thread (the forwarding worker, the producer) is pinned to CPU
+//! 0 and the consumer to CPU 1. Throughput is packets per second.
+//!
+//! Run: `cargo bench -p dplog-benches --bench nat` (add `-- --quick` for a
+//! short smoke run).
+
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use dplog::config::FormatConfig;
+use dplog::sinks::FileSink;
+use dplog::{Backpressure, Logger, LoggerConfig, NatRecord};
+use dplog_benches::{check_two_cpus, criterion_config, pin, CONSUMER_CPU, PRODUCER_CPU};
+use dplog_nat::{AllRecords, Nat44, NatConfig, Synthetic, SyntheticConfig, LINKTYPE_ETHERNET};
+
+/// Frames per iteration.
+const FRAMES: usize = 65_536;
+/// Slot of one preloaded frame.
+const SLOT: usize = dplog_nat::synthetic::SYNTHETIC_FRAME_LEN;
+/// Truncate the log file when it grows past this (O_APPEND keeps writing
+/// at the new end), so a long run does not fill the disk.
+const TRUNCATE_AT: u64 = 256 * 1024 * 1024;
+
+/// The synthetic mix at `share`, preloaded: frames in fixed 64-byte slots,
+/// with (timestamp, length) of each.
+fn preload(share: f64) -> (Vec<u8>, Vec<(u64, usize)>) {
+    let mut gen = Synthetic::new(SyntheticConfig {
+        packets: FRAMES as u64,
+        new_session_share: share,
+        ..Default::default()
+    })
+    .expect("valid synthetic mix");
+    let mut arena = Vec::with_capacity(FRAMES * SLOT);
+    let mut meta = Vec::with_capacity(FRAMES);
+    while let Some((ts, f)) = gen.next_frame() {
+        let mut slot = [0u8; SLOT];
+        slot[..f.len()].copy_from_slice(f);
+        arena.extend_from_slice(&slot);
+        meta.push((ts, f.len()));
+    }
+    (arena, meta)
+}
+
+fn engine() -> Nat44 {
+    Nat44::new(NatConfig::new(
+        vec!["10.0.0.0/8".parse().expect("literal")],
+        "198.51.100.0/28".parse().expect("literal"),
+    ))
+    .expect("valid NAT config")
+}
+
+/// Translates every frame of `arena` and ends all sessions; returns the
+/// engine (dropped outside the timed part).
+fn translate(
+    mut nat: Nat44,
+    arena: &mut [u8],
+    meta: &[(u64, usize)],
+    log: &mut impl dplog_nat::nat::NatLog,
+) -> Nat44 {
+    let mut last = 0;
+    for (frame, &(ts, len)) in arena.chunks_exact_mut(SLOT).zip(meta) {
+        nat.process(ts, LINKTYPE_ETHERNET, &mut frame[..len], log);
+        last = ts;
+    }
+    nat.finish(last, log);
+    nat
+}
+
+fn nat_translate(c: &mut Criterion) {
+    check_two_cpus();
+    pin(PRODUCER_CPU);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut g = c.benchmark_group("nat_translate_64B");
+    g.throughput(Throughput::Elements(FRAMES as u64));
+    for (share, name) in [(0.0, "0pct"), (0.1, "10pct"), (1.0, "100pct")] {
+        let (arena, meta) = preload(share);
+        // Sanity: the share is what it says (sessions per packet).
+        let mut probe = arena.clone();
+        let s = translate(engine(), &mut probe, &meta, &mut |_r| {})
+            .stats()
+            .clone();
+        eprintln!(
+            "nat bench {name}: {} packets, {} sessions, {} records per iteration",
+            s.packets, s.sessions_created, s.records_logged
+        );
+
+        g.bench_function(format!("logging_off/new_sessions_{name}"), |b| {
+            b.iter_batched(
+                || (engine(), arena.clone()),
+                |(nat, mut a)| translate(nat, &mut a, &meta, &mut AllRecords(|_r: NatRecord| {})),
+                BatchSize::PerIteration,
+            )
+        });
+
+        let path = dir.path().join(format!("nat-{name}.log"));
+        let config = LoggerConfig {
+            ring_capacity: 2048,
+            backpressure: Backpressure::Block,
+            consumer_cpu: Some(CONSUMER_CPU),
+            ..LoggerConfig::default()
+        };
+        let formatter = FormatConfig::default()
+            .nat_formatter()
+            .expect("text formatter");
+        let sink = FileSink::open(&path).expect("open file sink");
+        let logger = Logger::<NatRecord>::start(config, formatter, sink).expect("start logger");
+        let mut producer = logger.producer().expect("producer");
+        g.bench_function(
+            format!("logging_on_text_file_block/new_sessions_{name}"),
+            |b| {
+                b.iter_batched(
+                    || {
+                        if std::fs::metadata(&path).map_or(0, |m| m.len()) > TRUNCATE_AT {
+                            let f = std::fs::OpenOptions::new().write(true).open(&path);
+                            let _ = f.and_then(|f| f.set_len(0));
+                        }
+                        (engine(), arena.clone())
+                    },
+                    |(nat, mut a)| {
+                        let mut log = AllRecords(|r: NatRecord| {
+                            producer.log(r);
+                        });
+                        translate(nat, &mut a, &meta, &mut log)
+                    },
+                    BatchSize::PerIteration,
+                )
+            },
+        );
+        drop(producer);
+        match logger.shutdown() {
+            Ok(st) => assert_eq!(
+                (st.dropped_full, st.written_records),
+                (0, st.produced),
+                "block policy loses nothing"
+            ),
+            Err((_, e)) => panic!("logger shutdown: {e}"),
+        }
+    }
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = criterion_config(Duration::from_secs(1), Duration::from_secs(4)).sample_size(10);
+    targets = nat_translate
+}
+criterion_main!(benches);

@@ -119,11 +119,12 @@ pub fn run_dpdk(
         ),
         None => None,
     };
-    if let Some(p) = producer.as_mut() {
-        nat.deterministic_mapping(crate::app::wall_clock_ns(), |r| {
+    // Deterministic NAT: the whole mapping, once, at configuration time.
+    let config_records = nat.deterministic_mapping(crate::app::wall_clock_ns(), |r| {
+        if let Some(p) = producer.as_mut() {
             p.log(r.into());
-        });
-    }
+        }
+    });
     let mut log = AllRecords(|r: NatRecord| {
         if let Some(p) = producer.as_mut() {
             p.log(r);
@@ -214,7 +215,7 @@ pub fn run_dpdk(
         },
         None => (dplog::Stats::default(), None),
     };
-    let summary = crate::app::summary_of(
+    let mut summary = crate::app::summary_of(
         cfg,
         nat.stats(),
         stats,
@@ -222,6 +223,8 @@ pub fn run_dpdk(
         started.elapsed().as_secs_f64(),
         busy.as_secs_f64(),
     );
+    summary.records_logged += config_records;
+    summary.config_records = config_records;
     // SAFETY: every DPDK object is released; no DPDK call follows.
     unsafe {
         dpdk_sys::rte_mempool_free(pool);

@@ -55,7 +55,7 @@ fn json_summary(out: &std::process::Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-fn replay_equals_file(name: &str, inside: &str) {
+fn replay_equals_file(name: &str, inside: &str, extra: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let cap = capture(name);
     let file_log = dir.path().join("file.jsonl");
@@ -72,6 +72,9 @@ fn replay_equals_file(name: &str, inside: &str) {
             "-o".into(),
             log.display().to_string(),
         ]
+        .into_iter()
+        .chain(extra.iter().map(|s| s.to_string()))
+        .collect::<Vec<String>>()
     };
     let a = json_summary(
         &bin()
@@ -105,7 +108,16 @@ fn replay_equals_file(name: &str, inside: &str) {
     }
     assert!(a["sessions_created"].as_u64().unwrap() > 0);
     let (la, lb) = (sorted_lines(&file_log), sorted_lines(&dpdk_log));
-    assert_eq!(la.len() as u64, 2 * a["sessions_created"].as_u64().unwrap());
+    if extra.is_empty() {
+        assert_eq!(la.len() as u64, 2 * a["sessions_created"].as_u64().unwrap());
+    } else {
+        assert_eq!(la.len() as u64, a["records_logged"].as_u64().unwrap());
+        assert_eq!(a["port_blocks"], b["port_blocks"]);
+        assert!(a["port_blocks"][0].as_u64().unwrap() > 0);
+        assert!(la
+            .iter()
+            .all(|l| l.contains("\"natEvent\":16") || l.contains("\"natEvent\":17")));
+    }
     assert_eq!(la, lb, "{name}: same records, field for field");
     // The translated packets were transmitted into tx.pcap: count them.
     let bytes = std::fs::read(&tx).unwrap();
@@ -132,7 +144,18 @@ fn replay_equals_file(name: &str, inside: &str) {
 
 #[test]
 fn net_pcap_replay_matches_the_pcap_file_example() {
-    replay_equals_file("example.pcap", "10.0.0.0/8");
+    replay_equals_file("example.pcap", "10.0.0.0/8", &[]);
+}
+
+/// Port block allocation through DPDK: the same natEvent 16/17 records
+/// (subscriber, address, port range, time) as from the pcap file.
+#[test]
+fn net_pcap_replay_matches_the_pcap_file_with_port_blocks() {
+    replay_equals_file(
+        "example.pcap",
+        "10.0.0.0/8",
+        &["--port-allocation", "pba", "--port-block-size", "128"],
+    );
 }
 
 #[test]

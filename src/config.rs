@@ -206,7 +206,7 @@ pub struct MmapSinkConfig {
     pub prefix: String,
     /// Segment size, a multiple of 4096, at least 65536. Default 64 MiB.
     pub segment_bytes: u64,
-    /// msync period; 0 = only at roll and close. Default 1000.
+    /// msync period (also before a roll); 0 = only at close. Default 1000.
     pub msync_interval_ms: u64,
     /// `fanout` (default) or `failover`.
     pub role: SinkRole,

@@ -45,7 +45,9 @@ pub struct MmapSinkOptions {
     /// least 64 KiB. Default 64 MiB.
     pub segment_bytes: u64,
     /// `msync(MS_SYNC)` the dirty range at most this often, from the
-    /// periodic tick. `None`: only at roll and close. Default 1000 ms.
+    /// periodic tick, and before a segment rolls. `None`: only at close
+    /// (a full segment only schedules write-back, `MS_ASYNC`). Default
+    /// 1000 ms.
     pub msync_interval_ms: Option<u64>,
     /// Segment file name prefix. Default `dplog`.
     pub prefix: String,
@@ -150,6 +152,12 @@ impl Segment {
     /// `msync(MS_SYNC)` of the pages written since the last sync, header
     /// included.
     fn sync(&mut self) -> io::Result<()> {
+        self.msync(libc::MS_SYNC)
+    }
+
+    /// `msync` with `flags` (`MS_SYNC` waits for the disk, `MS_ASYNC` only
+    /// schedules write-back).
+    fn msync(&mut self, flags: libc::c_int) -> io::Result<()> {
         if self.synced == self.committed {
             return Ok(());
         }
@@ -157,7 +165,7 @@ impl Segment {
         let end = HEADER_BYTES + self.committed;
         for (s, l) in [(0usize, HEADER_BYTES), (start, end - start)] {
             // SAFETY: [s, s+l) lies inside the mapping; s is page-aligned.
-            let r = unsafe { libc::msync(self.base.add(s).cast(), l, libc::MS_SYNC) };
+            let r = unsafe { libc::msync(self.base.add(s).cast(), l, flags) };
             if r != 0 {
                 return Err(io::Error::last_os_error());
             }
@@ -206,7 +214,9 @@ fn map_file(path: &Path, size: u64, create: bool) -> io::Result<(File, *mut u8)>
             std::ptr::null_mut(),
             size as usize,
             libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
+            // MAP_POPULATE: fault the pages in here, at the roll, instead
+            // of one fault per first store on the record path.
+            libc::MAP_SHARED | libc::MAP_POPULATE,
             file.as_raw_fd(),
             0,
         )
@@ -489,9 +499,17 @@ impl Sink for MmapSink {
                 rest = &rest[chunk.len()..];
             }
             if !rest.is_empty() {
-                // Full: seal it (sync; a failure is counted in
-                // `MmapCounters::errors`) and roll.
-                let _ = self.sync_current();
+                // Full: roll. With an msync policy the full segment is
+                // synced first (a failure is counted in
+                // `MmapCounters::errors`); without one, write-back is only
+                // scheduled (MS_ASYNC).
+                if self.opts.msync_interval_ms.is_some() {
+                    let _ = self.sync_current();
+                } else if let Some(seg) = self.seg.as_mut() {
+                    if seg.msync(libc::MS_ASYNC).is_err() {
+                        bump(&self.counters.errors);
+                    }
+                }
                 self.seg = None;
             }
         }

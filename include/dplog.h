@@ -52,9 +52,109 @@
 #define DPLOG_SCHEMA_NAT44_SESSION 1
 
 /**
+ * Schema id of `struct dplog_nat_port_block` (natEvent 16/17).
+ */
+#define DPLOG_SCHEMA_NAT_PORT_BLOCK 2
+
+/**
+ * Schema id of `struct dplog_nat_addresses_exhausted` (natEvent 3).
+ */
+#define DPLOG_SCHEMA_NAT_ADDRESSES_EXHAUSTED 3
+
+/**
+ * Schema id of `struct dplog_nat_ports_exhausted` (natEvent 12).
+ */
+#define DPLOG_SCHEMA_NAT_PORTS_EXHAUSTED 4
+
+/**
+ * Schema id of `struct dplog_nat_quota_exceeded` (natEvent 13).
+ */
+#define DPLOG_SCHEMA_NAT_QUOTA_EXCEEDED 5
+
+/**
+ * First schema id `dplog_schema_register` hands out (then 257, ...).
+ */
+#define DPLOG_SCHEMA_USER_FIRST 256
+
+/**
  * Size in bytes of `struct dplog_nat44_session` (one 64-byte ring slot).
  */
 #define DPLOG_NAT44_SESSION_SIZE 64
+
+/**
+ * Largest record, header included: one 64-byte ring slot.
+ */
+#define DPLOG_RECORD_MAX_SIZE 64
+
+/**
+ * Field kind (`struct dplog_field_desc.kind`): unsigned 8-bit integer, size 1.
+ */
+#define DPLOG_FIELD_U8 1
+
+/**
+ * Unsigned 16-bit integer, host order, size 2.
+ */
+#define DPLOG_FIELD_U16 2
+
+/**
+ * Unsigned 32-bit integer, host order, size 4.
+ */
+#define DPLOG_FIELD_U32 3
+
+/**
+ * Unsigned 64-bit integer, host order, size 8.
+ */
+#define DPLOG_FIELD_U64 4
+
+/**
+ * Boolean, one byte (0 false, anything else true).
+ */
+#define DPLOG_FIELD_BOOL 5
+
+/**
+ * IPv4 address as a host-order `uint32_t`, size 4.
+ */
+#define DPLOG_FIELD_IPV4 6
+
+/**
+ * IPv6 address, 16 bytes in network order.
+ */
+#define DPLOG_FIELD_IPV6 7
+
+/**
+ * Transport port (or ICMP identifier), host-order `uint16_t`.
+ */
+#define DPLOG_FIELD_PORT 8
+
+/**
+ * IP protocol number, one byte.
+ */
+#define DPLOG_FIELD_PROTOCOL 9
+
+/**
+ * MAC address, 6 bytes in network order.
+ */
+#define DPLOG_FIELD_MAC 10
+
+/**
+ * TSC timestamp (`uint64_t` cycles).
+ */
+#define DPLOG_FIELD_TSC_TIMESTAMP 11
+
+/**
+ * Nanoseconds since the Unix epoch, `uint64_t`.
+ */
+#define DPLOG_FIELD_NS_TIMESTAMP 12
+
+/**
+ * Enumeration (integer of size 1, 2 or 4) with a name table.
+ */
+#define DPLOG_FIELD_ENUM 13
+
+/**
+ * Fixed-size byte string, NUL-padded.
+ */
+#define DPLOG_FIELD_BYTES 14
 
 /**
  * Most records one `dplog_reserve` hands out.
@@ -127,19 +227,68 @@ struct dplog;
 typedef int32_t dplog_result;
 
 /**
+ * One entry of an enum field's name table. The name is copied.
+ */
+struct dplog_enum_name {
+  /**
+   * The numeric value.
+   */
+  uint32_t value;
+  /**
+   * NUL-terminated UTF-8 name.
+   */
+  const char *name;
+};
+
+/**
+ * One field of a user record type, for `dplog_schema_register` (the C
+ * view of `dplog::schema::DplogFieldDesc`).
+ */
+struct dplog_field_desc {
+  /**
+   * NUL-terminated UTF-8 field name, an identifier
+   * (`[A-Za-z_][A-Za-z0-9_]*`), the key in formatted output. Copied.
+   */
+  const char *name;
+  /**
+   * Byte offset in the record (`offsetof`), at least 8 (after the header).
+   */
+  uint32_t offset;
+  /**
+   * Size in bytes (`sizeof` the member); must suit `kind`.
+   */
+  uint32_t size;
+  /**
+   * One of `DPLOG_FIELD_*`.
+   */
+  uint32_t kind;
+  /**
+   * IANA IPFIX information-element id; 0 for none.
+   */
+  uint32_t ie_id;
+  /**
+   * Name table of a `DPLOG_FIELD_ENUM` field (`enum_count` entries), or NULL.
+   */
+  const struct dplog_enum_name *enum_names;
+  /**
+   * Entries in `enum_names`.
+   */
+  size_t enum_count;
+};
+
+/**
  * Every counter of one logger, summed over its rings, plus latency
  * percentiles. Filled by `dplog_stats` and `dplog_close`.
  *
- * Accounting: `produced = enqueued + dropped_full`; after `dplog_close`,
- * `produced = written_records + dropped_full + dropped_sink +
- * dropped_shutdown + in_flight`.
+ * Accounting: `produced = enqueued + dropped_full + dropped_degraded +
+ * dropped_disconnected`; `in_flight` is what is neither written nor
+ * dropped, so after `dplog_close` `produced = written_records + every
+ * dropped_* + in_flight`.
  *
- * Latency is the age of a record when the consumer formats it: consumer
- * CLOCK_REALTIME minus the record's `timestamp_ns`, in nanoseconds, over
- * the records whose `timestamp_ns` is non-zero and not in the future
- * (`latency_samples` of them). The percentiles are 0 when there is no
- * sample. While running they may lag by up to 255 records; after
- * `dplog_close` they cover every record.
+ * Latency is enqueue-to-write: from the producer's publish of a record to
+ * the sink accepting its batch, in nanoseconds, measured by dplog's
+ * runtime on a sample of the records (`latency_samples` of them); 0 when
+ * there is no sample.
  */
 struct dplog_stats {
   /**
@@ -151,10 +300,19 @@ struct dplog_stats {
    */
   uint64_t enqueued;
   /**
-   * Records dropped because a ring was full (`backpressure = "drop"`), or
-   * because the logger was closed.
+   * Records dropped because a ring was full (`backpressure = "drop"` or
+   * `"degrade"`).
    */
   uint64_t dropped_full;
+  /**
+   * Records dropped by `"degrade"` (ring above its high watermark and the
+   * record's priority too low).
+   */
+  uint64_t dropped_degraded;
+  /**
+   * Records dropped because the consumer was gone.
+   */
+  uint64_t dropped_disconnected;
   /**
    * Records read out of rings by the consumer.
    */
@@ -215,10 +373,6 @@ struct dplog_stats {
    */
   uint64_t latency_p50_ns;
   /**
-   * 90th percentile, in nanoseconds.
-   */
-  uint64_t latency_p90_ns;
-  /**
    * 99th percentile, in nanoseconds.
    */
   uint64_t latency_p99_ns;
@@ -234,8 +388,9 @@ struct dplog_stats {
 
 /**
  * Header at offset 0 of every record, 8 bytes. `dplog_log`,
- * `dplog_log_burst` and `dplog_commit` fill `len` and `schema_id` from the
- * schema and zero `flags` and `reserved`, so C code may leave it zeroed.
+ * `dplog_log_burst` and `dplog_commit` overwrite it with `len` and
+ * `schema_id` from their arguments and zero `flags` and `reserved`, so C
+ * code may leave it zeroed.
  */
 struct dplog_record_header {
   /**
@@ -328,6 +483,155 @@ struct dplog_nat44_session {
 };
 
 /**
+ * Port block allocation or release (natEvent 16/17, RFC 8158); schema
+ * `DPLOG_SCHEMA_NAT_PORT_BLOCK`, 40 bytes.
+ */
+struct dplog_nat_port_block {
+  /**
+   * Filled by dplog.
+   */
+  struct dplog_record_header header;
+  /**
+   * Event time, ns since the Unix epoch.
+   */
+  uint64_t timestamp_ns;
+  /**
+   * sourceIPv4Address (IE 8): the subscriber.
+   */
+  uint32_t src_addr;
+  /**
+   * postNATSourceIPv4Address (IE 225).
+   */
+  uint32_t post_nat_src_addr;
+  /**
+   * portRangeStart (IE 361).
+   */
+  uint16_t port_range_start;
+  /**
+   * portRangeEnd (IE 362), inclusive.
+   */
+  uint16_t port_range_end;
+  /**
+   * portRangeStepSize (IE 363); 1 for a contiguous block.
+   */
+  uint16_t port_range_step;
+  /**
+   * natEvent: 16 allocation, 17 release.
+   */
+  uint8_t nat_event;
+  /**
+   * 0.
+   */
+  uint8_t reserved;
+  /**
+   * portRangeNumPorts (IE 364).
+   */
+  uint16_t port_range_num_ports;
+  /**
+   * 0.
+   */
+  uint16_t reserved2;
+  /**
+   * ingressVRFID (IE 234).
+   */
+  uint32_t ingress_vrf_id;
+};
+
+/**
+ * NAT addresses exhausted (natEvent 3); schema
+ * `DPLOG_SCHEMA_NAT_ADDRESSES_EXHAUSTED`, 24 bytes.
+ */
+struct dplog_nat_addresses_exhausted {
+  /**
+   * Filled by dplog.
+   */
+  struct dplog_record_header header;
+  /**
+   * Event time, ns since the Unix epoch.
+   */
+  uint64_t timestamp_ns;
+  /**
+   * natPoolId (IE 283).
+   */
+  uint32_t nat_pool_id;
+  /**
+   * natEvent: 3.
+   */
+  uint8_t nat_event;
+  /**
+   * 0.
+   */
+  uint8_t reserved[3];
+};
+
+/**
+ * NAT ports exhausted (natEvent 12); schema
+ * `DPLOG_SCHEMA_NAT_PORTS_EXHAUSTED`, 24 bytes.
+ */
+struct dplog_nat_ports_exhausted {
+  /**
+   * Filled by dplog.
+   */
+  struct dplog_record_header header;
+  /**
+   * Event time, ns since the Unix epoch.
+   */
+  uint64_t timestamp_ns;
+  /**
+   * postNATSourceIPv4Address (IE 225) whose ports ran out.
+   */
+  uint32_t post_nat_src_addr;
+  /**
+   * protocolIdentifier (IE 4).
+   */
+  uint8_t protocol;
+  /**
+   * natEvent: 12.
+   */
+  uint8_t nat_event;
+  /**
+   * 0.
+   */
+  uint16_t reserved;
+};
+
+/**
+ * NAT quota exceeded (natEvent 13) with its subtype; schema
+ * `DPLOG_SCHEMA_NAT_QUOTA_EXCEEDED`, 32 bytes.
+ */
+struct dplog_nat_quota_exceeded {
+  /**
+   * Filled by dplog.
+   */
+  struct dplog_record_header header;
+  /**
+   * Event time, ns since the Unix epoch.
+   */
+  uint64_t timestamp_ns;
+  /**
+   * natQuotaExceededEvent (IE 466): 1 max sessions, 2 max BIB entries,
+   * 3 max entries per user, 4 max subscribers, 5 max fragments pending.
+   */
+  uint32_t quota_event;
+  /**
+   * The limit that was hit (IE 471..475 by subtype).
+   */
+  uint32_t limit;
+  /**
+   * sourceIPv4Address (IE 8); 0 unless the quota is per user.
+   */
+  uint32_t src_addr;
+  /**
+   * natEvent: 13.
+   */
+  uint8_t nat_event;
+  /**
+   * 0.
+   */
+  uint8_t reserved[3];
+};
+
+/**
  * Success.
  */
 #define DPLOG_OK 0
@@ -381,8 +685,9 @@ struct dplog_nat44_session {
 #define DPLOG_ERR_CLOSED 8
 
 /**
- * The ring was full under `backpressure = "drop"`: the record(s) were
- * dropped and counted in `dplog_stats.dropped_full`.
+ * The ring was full under `backpressure = "drop"` (or, under `"degrade"`,
+ * full or above its high watermark for the record's priority): the
+ * record(s) were dropped and counted in `dplog_stats`.
  */
 #define DPLOG_ERR_FULL 9
 
@@ -490,6 +795,39 @@ dplog_result dplog_open(const char *config_path, struct dplog **out);
 dplog_result dplog_open_str(const char *toml, struct dplog **out);
 
 /**
+ * Registers a user record type described by `n_fields` field descriptors
+ * and stores its new schema id (`DPLOG_SCHEMA_USER_FIRST`, then +1 per
+ * call) in `*schema_id`. Records of that id are then logged like the
+ * built-in ones (`dplog_log(p, id, &rec, record_size)`) and formatted by
+ * the configured format with the field names given (text, JSON, ...).
+ * `name` names the record type (e.g. in templates). Everything is copied;
+ * the arrays may be freed after the call.
+ *
+ * The record starts with a `struct dplog_record_header` (8 bytes, filled
+ * by dplog), so fields lie in `8..record_size`; `record_size` is at most
+ * `DPLOG_RECORD_MAX_SIZE` (one 64-byte slot).
+ *
+ * Errors: `DPLOG_ERR_NULL` (handle, `name`, `schema_id`, or `fields` with
+ * `n_fields > 0`), `DPLOG_ERR_BAD_LENGTH` (`record_size` not in 8..=64),
+ * `DPLOG_ERR_INVALID_ARG` (a field out of bounds, overlapping, of a size
+ * that does not suit its kind, an unknown kind, a bad or duplicate name;
+ * `dplog_last_error` names the field), `DPLOG_ERR_STATE` (after
+ * `dplog_start`: register every type first), `DPLOG_ERR_CLOSED`.
+ * Thread-safety: any thread.
+ *
+ * # Safety
+ * `name` and every string in the descriptors are NULL or NUL-terminated;
+ * `fields` is valid for `n_fields` descriptors, each `enum_names` for
+ * `enum_count` entries; `schema_id` is NULL or writable.
+ */
+dplog_result dplog_schema_register(struct dplog *h,
+                                   const char *name,
+                                   size_t record_size,
+                                   const struct dplog_field_desc *fields,
+                                   size_t n_fields,
+                                   uint16_t *schema_id);
+
+/**
  * Starts the consumer thread (named `dplog-consumer`). With
  * `n_cores == 1` it is pinned to CPU `cores[0]`; with `n_cores == 0`
  * (`cores` may be NULL) the config's `[ring] consumer_cpu`, if any, is used.
@@ -499,8 +837,9 @@ dplog_result dplog_open_str(const char *toml, struct dplog **out);
  * on), `DPLOG_ERR_UNSUPPORTED` (`n_cores > 1`: one consumer per handle in
  * this version), `DPLOG_ERR_STATE` (already started), `DPLOG_ERR_CLOSED`,
  * `DPLOG_ERR_CONFIG` (ring settings refused: capacity not a power of two,
- * burst 0, batch below 64 KiB), `DPLOG_ERR_IO` (thread or sink failure).
- * On error the handle stays as it was (not started).
+ * burst 0, batch below 64 KiB; or the format does not compile for a
+ * registered schema), `DPLOG_ERR_IO` (thread or sink failure). On error
+ * the handle stays as it was (not started).
  *
  * Thread-safety: any thread; serialized with other calls on the handle.
  *
@@ -513,8 +852,8 @@ dplog_result dplog_start(struct dplog *h, const uint32_t *cores, size_t n_cores)
 /**
  * Creates a producer for ring `ring_id` (any number the caller chooses,
  * typically the lcore or worker index): a new SPSC ring of `[ring]
- * capacity` slots drained by the logger's consumer. Use it from one
- * thread (core) at a time.
+ * capacity` 64-byte slots drained by the logger's consumer. Use it from
+ * one thread (core) at a time.
  *
  * Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_STATE` (not started yet),
  * `DPLOG_ERR_CLOSED`, `DPLOG_ERR_RING_IN_USE` (`ring_id` has a live
@@ -551,11 +890,17 @@ dplog_result dplog_producer_free(struct dplog_producer *p);
  * Copies one record of schema `schema_id` (`len` bytes at `rec`, any
  * alignment) into the producer's ring. Its header is filled by dplog.
  * Under `backpressure = "block"` it waits (spin, then yield) while the
- * ring is full; under `"drop"` a full ring drops the record, counts it in
- * `dropped_full` and returns `DPLOG_ERR_FULL`.
+ * ring is full; under `"drop"` a full ring drops the record, counts it and
+ * returns `DPLOG_ERR_FULL` (under `"degrade"` also a record below the
+ * priority when the ring is above its high watermark).
+ *
+ * Schemas: `DPLOG_SCHEMA_NAT44_SESSION` (`struct dplog_nat44_session`, 64
+ * bytes), `DPLOG_SCHEMA_NAT_PORT_BLOCK` (40), `..._ADDRESSES_EXHAUSTED`
+ * (24), `..._PORTS_EXHAUSTED` (24), `..._QUOTA_EXCEEDED` (32), and the ids
+ * from `dplog_schema_register`.
  *
  * Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_UNKNOWN_SCHEMA`,
- * `DPLOG_ERR_BAD_LENGTH` (`len` != the schema's size, 64 for NAT44),
+ * `DPLOG_ERR_BAD_LENGTH` (`len` is not the schema's record size),
  * `DPLOG_ERR_FULL`, `DPLOG_ERR_CLOSED` (producer freed, logger closed or
  * consumer gone), `DPLOG_ERR_INVALID_ARG` (not a producer). On an
  * argument error nothing is enqueued or counted.
@@ -574,8 +919,8 @@ dplog_result dplog_log(struct dplog_producer *p, uint16_t schema_id, const void 
  * Copies `n` records of `rec_len` bytes each, packed back to back at
  * `recs`, into the producer's ring with one index publish per chunk of 32.
  * `*n_enqueued` (if not NULL) receives how many were enqueued; under
- * `"drop"` the rest were dropped and counted, and the result is
- * `DPLOG_ERR_FULL`. Under `"block"` all are enqueued (or the logger is
+ * `"drop"`/`"degrade"` the rest were dropped and counted, and the result
+ * is `DPLOG_ERR_FULL`. Under `"block"` all are enqueued (or the logger is
  * closed: `DPLOG_ERR_CLOSED`). `n == 0` is `DPLOG_OK` (`recs` may be NULL).
  *
  * Errors: as `dplog_log`; on an argument error nothing is enqueued and
@@ -595,16 +940,18 @@ dplog_result dplog_log_burst(struct dplog_producer *p,
                              size_t *n_enqueued);
 
 /**
- * Reserves `n` (1..=`DPLOG_RESERVE_MAX`) record slots of schema
- * `schema_id` and stores in `*slots` a pointer to `n` contiguous records
- * (for NAT44: `struct dplog_nat44_session[n]`, 8-byte aligned) to fill in
- * place, then publish with `dplog_commit`. The pointer is valid until the
- * next `dplog_commit` or `dplog_producer_free` on this producer.
+ * Reserves `n` (1..=`DPLOG_RESERVE_MAX`) records of schema `schema_id`
+ * and stores in `*slots` a pointer to `n` contiguous records of that
+ * schema's size (for NAT44: `struct dplog_nat44_session[n]`; 8-byte
+ * aligned, zeroed) to fill in place, then publish with `dplog_commit`. The
+ * pointer is valid until the next `dplog_commit` or `dplog_producer_free`
+ * on this producer.
  *
- * In this version the slots are a per-producer staging area, copied into
- * the ring by `dplog_commit` (one copy, like `dplog_log_burst`), because
- * the ring does not yet expose its slots; the API will stay the same when
- * it does.
+ * In this version the slots are a per-producer staging area that
+ * `dplog_commit` copies into the ring (one copy, like `dplog_log_burst`):
+ * the ring's own zero-copy reservation borrows the producer, which a C
+ * caller cannot hold across two calls. The API stays the same if that
+ * changes.
  *
  * Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_UNKNOWN_SCHEMA`,
  * `DPLOG_ERR_INVALID_ARG` (`n` is 0 or above `DPLOG_RESERVE_MAX`),
@@ -619,9 +966,9 @@ dplog_result dplog_reserve(struct dplog_producer *p, uint16_t schema_id, size_t 
 
 /**
  * Publishes the first `n` records of the pending reservation (their
- * headers are filled by dplog) and ends it; the other reserved slots are
- * discarded, so `n == 0` cancels. `*n_enqueued` (if not NULL) receives how
- * many were enqueued; backpressure as `dplog_log_burst`.
+ * headers are filled by dplog) and ends it; the other reserved records
+ * are discarded, so `n == 0` cancels. `*n_enqueued` (if not NULL)
+ * receives how many were enqueued; backpressure as `dplog_log_burst`.
  *
  * Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_STATE` (no reservation),
  * `DPLOG_ERR_INVALID_ARG` (`n` above the reserved count; the reservation
@@ -661,16 +1008,14 @@ dplog_result dplog_stats(struct dplog *h, struct dplog_stats *out);
 dplog_result dplog_flush(struct dplog *h);
 
 /**
- * Reopens the file sink's path (for logrotate: after `mv dplog.log
- * dplog.log.1`, call this and new batches go to a new `dplog.log`, never
- * to the renamed file). What is batched before the call is written to the
- * old file first. Returns when the new file is open.
+ * Asks the sink to reopen its destination, between two batches, and waits
+ * for it. For a file sink (logrotate): after `mv dplog.log dplog.log.1`,
+ * call this and new batches go to a new `dplog.log`, never to the renamed
+ * file; what was batched before the call goes to the old file. Sinks
+ * without a destination to reopen return `DPLOG_OK`.
  *
  * Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_CLOSED`, `DPLOG_ERR_IO` (the path
- * cannot be opened; the sink keeps no file and counts refused batches in
- * `dropped_sink` until a later reopen succeeds), `DPLOG_ERR_UNSUPPORTED`
- * (the sink is not a file), `DPLOG_ERR_CONSUMER_GONE`.
- * Thread-safety: any thread.
+ * cannot be opened), `DPLOG_ERR_CONSUMER_GONE`. Thread-safety: any thread.
  *
  * # Safety
  * `h` is NULL or returned by `dplog_open*`.
@@ -679,11 +1024,12 @@ dplog_result dplog_reopen(struct dplog *h);
 
 /**
  * Closes the logger: drains every ring, writes the last batch, flushes
- * and closes (fsyncs) the sink, joins the consumer thread, and stores the
- * final counters in `*final_stats` (if not NULL) — written whenever the
- * handle was live, even on `DPLOG_ERR_UNDELIVERED` or `DPLOG_ERR_IO`.
- * The handle is released in every case except `DPLOG_ERR_NULL` and
- * `DPLOG_ERR_CLOSED`.
+ * and closes the sink (within `[ring] shutdown_timeout_ms`), joins the
+ * consumer thread, and stores the final counters in `*final_stats` (if
+ * not NULL) — written whenever the handle was live, even on
+ * `DPLOG_ERR_UNDELIVERED` or `DPLOG_ERR_IO`. The latency fields are those
+ * of a snapshot taken as the close begins. The handle is released in
+ * every case except `DPLOG_ERR_NULL` and `DPLOG_ERR_CLOSED`.
  *
  * Free producers first (or at least stop using them): a record logged
  * concurrently with the close may stay in its ring and is reported in
@@ -691,11 +1037,11 @@ dplog_result dplog_reopen(struct dplog *h);
  * must still be freed with `dplog_producer_free`.
  *
  * Returns `DPLOG_OK` when every produced record was written;
- * `DPLOG_ERR_UNDELIVERED` when some were dropped (ring full, sink
- * refusal) or left in flight; `DPLOG_ERR_IO` when the sink's final
- * flush/close failed; `DPLOG_ERR_CONSUMER_GONE` if the consumer died.
- * `dplog_close(NULL, ...)` returns `DPLOG_ERR_NULL`; a second close of
- * the same handle is a no-op returning `DPLOG_ERR_CLOSED`.
+ * `DPLOG_ERR_UNDELIVERED` when some were not (dropped for any reason, or
+ * left in flight; the stats say which); `DPLOG_ERR_IO` when the sink's
+ * final flush/close failed; `DPLOG_ERR_CONSUMER_GONE` if the consumer
+ * died. `dplog_close(NULL, ...)` returns `DPLOG_ERR_NULL`; a second close
+ * of the same handle is a no-op returning `DPLOG_ERR_CLOSED`.
  *
  * Thread-safety: any thread; calls racing with it on the same handle
  * return `DPLOG_ERR_CLOSED` once it has begun.

@@ -21,15 +21,23 @@ use std::cell::{RefCell, UnsafeCell};
 use std::collections::HashSet;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::PathBuf;
+
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use dplog::config::{ConfigError, LogConfig, SinkConfig};
-use dplog::sinks::FileSink;
-use dplog::{Formatter, LogProducer, Logger, LoggerError, Nat44SessionRecord, RecordHeader, Sink};
-use hdrhistogram::Histogram;
+use dplog::config::{ConfigError, LogConfig};
+use dplog::formatters::{Format, RecordEncoder};
+use dplog::record::{
+    NatAddressesExhaustedRecord, NatPortBlockRecord, NatPortsExhaustedRecord,
+    NatQuotaExceededRecord,
+};
+use dplog::schema::{DplogEnumName, DplogFieldDesc};
+use dplog::sinks::BoxSink;
+use dplog::{
+    DropReport, Formatter, LogProducer, Logger, LoggerError, Nat44SessionRecord, NatRecord,
+    RecordHeader, Schema, Sink,
+};
 
 // ---------------------------------------------------------------------------
 // Version
@@ -100,8 +108,9 @@ pub const DPLOG_ERR_STATE: dplog_result = 7;
 /// The handle was closed or freed (use after close, double free), or the
 /// producer's logger was closed. Nothing was done.
 pub const DPLOG_ERR_CLOSED: dplog_result = 8;
-/// The ring was full under `backpressure = "drop"`: the record(s) were
-/// dropped and counted in `dplog_stats.dropped_full`.
+/// The ring was full under `backpressure = "drop"` (or, under `"degrade"`,
+/// full or above its high watermark for the record's priority): the
+/// record(s) were dropped and counted in `dplog_stats`.
 pub const DPLOG_ERR_FULL: dplog_result = 9;
 /// `dplog_producer_new`: this ring id already has a live producer.
 pub const DPLOG_ERR_RING_IN_USE: dplog_result = 10;
@@ -143,8 +152,66 @@ const MESSAGES: [&CStr; 15] = [
 /// Schema id of `struct dplog_nat44_session`.
 pub const DPLOG_SCHEMA_NAT44_SESSION: u16 = 1;
 const _: () = assert!(DPLOG_SCHEMA_NAT44_SESSION == dplog::SCHEMA_NAT44_SESSION);
+/// Schema id of `struct dplog_nat_port_block` (natEvent 16/17).
+pub const DPLOG_SCHEMA_NAT_PORT_BLOCK: u16 = 2;
+/// Schema id of `struct dplog_nat_addresses_exhausted` (natEvent 3).
+pub const DPLOG_SCHEMA_NAT_ADDRESSES_EXHAUSTED: u16 = 3;
+/// Schema id of `struct dplog_nat_ports_exhausted` (natEvent 12).
+pub const DPLOG_SCHEMA_NAT_PORTS_EXHAUSTED: u16 = 4;
+/// Schema id of `struct dplog_nat_quota_exceeded` (natEvent 13).
+pub const DPLOG_SCHEMA_NAT_QUOTA_EXCEEDED: u16 = 5;
+/// First schema id `dplog_schema_register` hands out (then 257, ...).
+pub const DPLOG_SCHEMA_USER_FIRST: u16 = 256;
+const _: () = {
+    assert!(DPLOG_SCHEMA_NAT_PORT_BLOCK == dplog::record::SCHEMA_NAT_PORT_BLOCK);
+    assert!(DPLOG_SCHEMA_NAT_ADDRESSES_EXHAUSTED == dplog::record::SCHEMA_NAT_ADDRESSES_EXHAUSTED);
+    assert!(DPLOG_SCHEMA_NAT_PORTS_EXHAUSTED == dplog::record::SCHEMA_NAT_PORTS_EXHAUSTED);
+    assert!(DPLOG_SCHEMA_NAT_QUOTA_EXCEEDED == dplog::record::SCHEMA_NAT_QUOTA_EXCEEDED);
+};
 /// Size in bytes of `struct dplog_nat44_session` (one 64-byte ring slot).
 pub const DPLOG_NAT44_SESSION_SIZE: usize = 64;
+/// Largest record, header included: one 64-byte ring slot.
+pub const DPLOG_RECORD_MAX_SIZE: usize = 64;
+
+/// Field kind (`struct dplog_field_desc.kind`): unsigned 8-bit integer, size 1.
+pub const DPLOG_FIELD_U8: u32 = 1;
+/// Unsigned 16-bit integer, host order, size 2.
+pub const DPLOG_FIELD_U16: u32 = 2;
+/// Unsigned 32-bit integer, host order, size 4.
+pub const DPLOG_FIELD_U32: u32 = 3;
+/// Unsigned 64-bit integer, host order, size 8.
+pub const DPLOG_FIELD_U64: u32 = 4;
+/// Boolean, one byte (0 false, anything else true).
+pub const DPLOG_FIELD_BOOL: u32 = 5;
+/// IPv4 address as a host-order `uint32_t`, size 4.
+pub const DPLOG_FIELD_IPV4: u32 = 6;
+/// IPv6 address, 16 bytes in network order.
+pub const DPLOG_FIELD_IPV6: u32 = 7;
+/// Transport port (or ICMP identifier), host-order `uint16_t`.
+pub const DPLOG_FIELD_PORT: u32 = 8;
+/// IP protocol number, one byte.
+pub const DPLOG_FIELD_PROTOCOL: u32 = 9;
+/// MAC address, 6 bytes in network order.
+pub const DPLOG_FIELD_MAC: u32 = 10;
+/// TSC timestamp (`uint64_t` cycles).
+pub const DPLOG_FIELD_TSC_TIMESTAMP: u32 = 11;
+/// Nanoseconds since the Unix epoch, `uint64_t`.
+pub const DPLOG_FIELD_NS_TIMESTAMP: u32 = 12;
+/// Enumeration (integer of size 1, 2 or 4) with a name table.
+pub const DPLOG_FIELD_ENUM: u32 = 13;
+/// Fixed-size byte string, NUL-padded.
+pub const DPLOG_FIELD_BYTES: u32 = 14;
+const _: () = {
+    use dplog::FieldKind as K;
+    assert!(DPLOG_FIELD_U8 == K::U8 as u32 && DPLOG_FIELD_U16 == K::U16 as u32);
+    assert!(DPLOG_FIELD_U32 == K::U32 as u32 && DPLOG_FIELD_U64 == K::U64 as u32);
+    assert!(DPLOG_FIELD_BOOL == K::Bool as u32 && DPLOG_FIELD_IPV4 == K::Ipv4 as u32);
+    assert!(DPLOG_FIELD_IPV6 == K::Ipv6 as u32 && DPLOG_FIELD_PORT == K::Port as u32);
+    assert!(DPLOG_FIELD_PROTOCOL == K::Protocol as u32 && DPLOG_FIELD_MAC == K::Mac as u32);
+    assert!(DPLOG_FIELD_TSC_TIMESTAMP == K::TscTimestamp as u32);
+    assert!(DPLOG_FIELD_NS_TIMESTAMP == K::NsTimestamp as u32);
+    assert!(DPLOG_FIELD_ENUM == K::Enum as u32 && DPLOG_FIELD_BYTES == K::Bytes as u32);
+};
 /// Most records one `dplog_reserve` hands out.
 pub const DPLOG_RESERVE_MAX: usize = 64;
 
@@ -168,8 +235,9 @@ pub const DPLOG_NAT_EVENT_PORT_BLOCK_ALLOCATION: u8 = 16;
 pub const DPLOG_NAT_EVENT_PORT_BLOCK_DEALLOCATION: u8 = 17;
 
 /// Header at offset 0 of every record, 8 bytes. `dplog_log`,
-/// `dplog_log_burst` and `dplog_commit` fill `len` and `schema_id` from the
-/// schema and zero `flags` and `reserved`, so C code may leave it zeroed.
+/// `dplog_log_burst` and `dplog_commit` overwrite it with `len` and
+/// `schema_id` from their arguments and zero `flags` and `reserved`, so C
+/// code may leave it zeroed.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct dplog_record_header {
@@ -248,19 +316,185 @@ const _: () = {
     assert!(offset_of!(C, responder_octets) == offset_of!(R, responder_octets));
 };
 
+/// Port block allocation or release (natEvent 16/17, RFC 8158); schema
+/// `DPLOG_SCHEMA_NAT_PORT_BLOCK`, 40 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct dplog_nat_port_block {
+    /// Filled by dplog.
+    pub header: dplog_record_header,
+    /// Event time, ns since the Unix epoch.
+    pub timestamp_ns: u64,
+    /// sourceIPv4Address (IE 8): the subscriber.
+    pub src_addr: u32,
+    /// postNATSourceIPv4Address (IE 225).
+    pub post_nat_src_addr: u32,
+    /// portRangeStart (IE 361).
+    pub port_range_start: u16,
+    /// portRangeEnd (IE 362), inclusive.
+    pub port_range_end: u16,
+    /// portRangeStepSize (IE 363); 1 for a contiguous block.
+    pub port_range_step: u16,
+    /// natEvent: 16 allocation, 17 release.
+    pub nat_event: u8,
+    /// 0.
+    pub reserved: u8,
+    /// portRangeNumPorts (IE 364).
+    pub port_range_num_ports: u16,
+    /// 0.
+    pub reserved2: u16,
+    /// ingressVRFID (IE 234).
+    pub ingress_vrf_id: u32,
+}
+
+/// NAT addresses exhausted (natEvent 3); schema
+/// `DPLOG_SCHEMA_NAT_ADDRESSES_EXHAUSTED`, 24 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct dplog_nat_addresses_exhausted {
+    /// Filled by dplog.
+    pub header: dplog_record_header,
+    /// Event time, ns since the Unix epoch.
+    pub timestamp_ns: u64,
+    /// natPoolId (IE 283).
+    pub nat_pool_id: u32,
+    /// natEvent: 3.
+    pub nat_event: u8,
+    /// 0.
+    pub reserved: [u8; 3],
+}
+
+/// NAT ports exhausted (natEvent 12); schema
+/// `DPLOG_SCHEMA_NAT_PORTS_EXHAUSTED`, 24 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct dplog_nat_ports_exhausted {
+    /// Filled by dplog.
+    pub header: dplog_record_header,
+    /// Event time, ns since the Unix epoch.
+    pub timestamp_ns: u64,
+    /// postNATSourceIPv4Address (IE 225) whose ports ran out.
+    pub post_nat_src_addr: u32,
+    /// protocolIdentifier (IE 4).
+    pub protocol: u8,
+    /// natEvent: 12.
+    pub nat_event: u8,
+    /// 0.
+    pub reserved: u16,
+}
+
+/// NAT quota exceeded (natEvent 13) with its subtype; schema
+/// `DPLOG_SCHEMA_NAT_QUOTA_EXCEEDED`, 32 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct dplog_nat_quota_exceeded {
+    /// Filled by dplog.
+    pub header: dplog_record_header,
+    /// Event time, ns since the Unix epoch.
+    pub timestamp_ns: u64,
+    /// natQuotaExceededEvent (IE 466): 1 max sessions, 2 max BIB entries,
+    /// 3 max entries per user, 4 max subscribers, 5 max fragments pending.
+    pub quota_event: u32,
+    /// The limit that was hit (IE 471..475 by subtype).
+    pub limit: u32,
+    /// sourceIPv4Address (IE 8); 0 unless the quota is per user.
+    pub src_addr: u32,
+    /// natEvent: 13.
+    pub nat_event: u8,
+    /// 0.
+    pub reserved: [u8; 3],
+}
+
+// The C structs are the Rust records, byte for byte.
+const _: () = {
+    use core::mem::{offset_of, size_of};
+    type Pb = dplog_nat_port_block;
+    type PbR = NatPortBlockRecord;
+    assert!(size_of::<Pb>() == size_of::<PbR>());
+    assert!(offset_of!(Pb, port_range_start) == offset_of!(PbR, port_range_start));
+    assert!(offset_of!(Pb, nat_event) == offset_of!(PbR, nat_event));
+    assert!(offset_of!(Pb, port_range_num_ports) == offset_of!(PbR, port_range_num_ports));
+    assert!(offset_of!(Pb, ingress_vrf_id) == offset_of!(PbR, ingress_vrf_id));
+    type Ae = dplog_nat_addresses_exhausted;
+    type AeR = NatAddressesExhaustedRecord;
+    assert!(size_of::<Ae>() == size_of::<AeR>());
+    assert!(offset_of!(Ae, nat_pool_id) == offset_of!(AeR, nat_pool_id));
+    assert!(offset_of!(Ae, nat_event) == offset_of!(AeR, nat_event));
+    type Pe = dplog_nat_ports_exhausted;
+    type PeR = NatPortsExhaustedRecord;
+    assert!(size_of::<Pe>() == size_of::<PeR>());
+    assert!(offset_of!(Pe, protocol) == offset_of!(PeR, protocol));
+    assert!(offset_of!(Pe, nat_event) == offset_of!(PeR, nat_event));
+    type Qe = dplog_nat_quota_exceeded;
+    type QeR = NatQuotaExceededRecord;
+    assert!(size_of::<Qe>() == size_of::<QeR>());
+    assert!(offset_of!(Qe, limit) == offset_of!(QeR, limit));
+    assert!(offset_of!(Qe, src_addr) == offset_of!(QeR, src_addr));
+    assert!(offset_of!(Qe, nat_event) == offset_of!(QeR, nat_event));
+};
+
+/// One field of a user record type, for `dplog_schema_register` (the C
+/// view of `dplog::schema::DplogFieldDesc`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct dplog_field_desc {
+    /// NUL-terminated UTF-8 field name, an identifier
+    /// (`[A-Za-z_][A-Za-z0-9_]*`), the key in formatted output. Copied.
+    pub name: *const c_char,
+    /// Byte offset in the record (`offsetof`), at least 8 (after the header).
+    pub offset: u32,
+    /// Size in bytes (`sizeof` the member); must suit `kind`.
+    pub size: u32,
+    /// One of `DPLOG_FIELD_*`.
+    pub kind: u32,
+    /// IANA IPFIX information-element id; 0 for none.
+    pub ie_id: u32,
+    /// Name table of a `DPLOG_FIELD_ENUM` field (`enum_count` entries), or NULL.
+    pub enum_names: *const dplog_enum_name,
+    /// Entries in `enum_names`.
+    pub enum_count: usize,
+}
+
+/// One entry of an enum field's name table. The name is copied.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct dplog_enum_name {
+    /// The numeric value.
+    pub value: u32,
+    /// NUL-terminated UTF-8 name.
+    pub name: *const c_char,
+}
+
+// Same layout as the core's descriptor types, so the array is passed as is.
+const _: () = {
+    use core::mem::{align_of, offset_of, size_of};
+    type F = dplog_field_desc;
+    type D = DplogFieldDesc;
+    assert!(size_of::<F>() == size_of::<D>() && align_of::<F>() == align_of::<D>());
+    assert!(offset_of!(F, name) == offset_of!(D, name));
+    assert!(offset_of!(F, offset) == offset_of!(D, offset));
+    assert!(offset_of!(F, size) == offset_of!(D, size));
+    assert!(offset_of!(F, kind) == offset_of!(D, kind));
+    assert!(offset_of!(F, ie_id) == offset_of!(D, ie_id));
+    assert!(offset_of!(F, enum_names) == offset_of!(D, enum_names));
+    assert!(offset_of!(F, enum_count) == offset_of!(D, enum_count));
+    assert!(size_of::<dplog_enum_name>() == size_of::<DplogEnumName>());
+    assert!(offset_of!(dplog_enum_name, value) == offset_of!(DplogEnumName, value));
+    assert!(offset_of!(dplog_enum_name, name) == offset_of!(DplogEnumName, name));
+};
+
 /// Every counter of one logger, summed over its rings, plus latency
 /// percentiles. Filled by `dplog_stats` and `dplog_close`.
 ///
-/// Accounting: `produced = enqueued + dropped_full`; after `dplog_close`,
-/// `produced = written_records + dropped_full + dropped_sink +
-/// dropped_shutdown + in_flight`.
+/// Accounting: `produced = enqueued + dropped_full + dropped_degraded +
+/// dropped_disconnected`; `in_flight` is what is neither written nor
+/// dropped, so after `dplog_close` `produced = written_records + every
+/// dropped_* + in_flight`.
 ///
-/// Latency is the age of a record when the consumer formats it: consumer
-/// CLOCK_REALTIME minus the record's `timestamp_ns`, in nanoseconds, over
-/// the records whose `timestamp_ns` is non-zero and not in the future
-/// (`latency_samples` of them). The percentiles are 0 when there is no
-/// sample. While running they may lag by up to 255 records; after
-/// `dplog_close` they cover every record.
+/// Latency is enqueue-to-write: from the producer's publish of a record to
+/// the sink accepting its batch, in nanoseconds, measured by dplog's
+/// runtime on a sample of the records (`latency_samples` of them); 0 when
+/// there is no sample.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct dplog_stats {
@@ -268,9 +502,14 @@ pub struct dplog_stats {
     pub produced: u64,
     /// Records copied into a ring.
     pub enqueued: u64,
-    /// Records dropped because a ring was full (`backpressure = "drop"`), or
-    /// because the logger was closed.
+    /// Records dropped because a ring was full (`backpressure = "drop"` or
+    /// `"degrade"`).
     pub dropped_full: u64,
+    /// Records dropped by `"degrade"` (ring above its high watermark and the
+    /// record's priority too low).
+    pub dropped_degraded: u64,
+    /// Records dropped because the consumer was gone.
+    pub dropped_disconnected: u64,
     /// Records read out of rings by the consumer.
     pub dequeued: u64,
     /// Records in batches the sink accepted.
@@ -302,8 +541,6 @@ pub struct dplog_stats {
     pub latency_samples: u64,
     /// Median record age at formatting, in nanoseconds.
     pub latency_p50_ns: u64,
-    /// 90th percentile, in nanoseconds.
-    pub latency_p90_ns: u64,
     /// 99th percentile, in nanoseconds.
     pub latency_p99_ns: u64,
     /// 99.9th percentile, in nanoseconds.
@@ -402,7 +639,6 @@ struct Shared {
 pub struct dplog_t {
     magic: AtomicU32,
     shared: Arc<Shared>,
-    latency: Arc<Mutex<Histogram<u64>>>,
     state: Mutex<State>,
 }
 
@@ -414,14 +650,66 @@ enum State {
 
 struct Pending {
     config: LogConfig,
-    /// For a file sink: the sink, opened at `dplog_open` time, and its path.
-    file: Option<(FileSink, PathBuf)>,
+    /// The sink, opened at `dplog_open` time (fail fast).
+    sink: Option<BoxSink>,
+    /// Record types registered with `dplog_schema_register`.
+    schemas: Vec<Schema>,
 }
 
 struct Running {
-    logger: Logger<Nat44SessionRecord>,
-    /// The sink is a file (so `dplog_reopen` is meaningful).
-    is_file: bool,
+    logger: Logger<NatRecord>,
+    sizes: Arc<SchemaSizes>,
+}
+
+/// Record size by schema id, for the schemas the consumer can format.
+struct SchemaSizes(Vec<u8>);
+
+impl SchemaSizes {
+    fn new<'a>(schemas: impl Iterator<Item = &'a Schema>) -> Self {
+        let mut v = Vec::new();
+        for s in schemas {
+            let id = usize::from(s.id());
+            if v.len() <= id {
+                v.resize(id + 1, 0);
+            }
+            // Sizes above one slot are refused at registration; the
+            // built-in NAT records are at most 64 bytes.
+            v[id] = s.size().min(DPLOG_RECORD_MAX_SIZE) as u8;
+        }
+        Self(v)
+    }
+
+    /// The record size of `schema_id`; 0 if unknown.
+    #[inline(always)]
+    fn get(&self, schema_id: u16) -> usize {
+        self.0
+            .get(usize::from(schema_id))
+            .map_or(0, |&n| usize::from(n))
+    }
+}
+
+/// The consumer's formatter when user schemas are registered: the
+/// configured format compiled for the NAT schemas plus the user's.
+struct SlotFormatter {
+    enc: RecordEncoder,
+    kind: Format,
+}
+
+impl Formatter<NatRecord> for SlotFormatter {
+    #[inline]
+    fn format(&mut self, rec: &NatRecord, out: &mut Vec<u8>) {
+        self.enc.push(rec.as_bytes(), out);
+    }
+
+    fn format_drop_report(&mut self, r: &DropReport, out: &mut Vec<u8>) {
+        // As dplog's NatFormatter: an in-band line only where a foreign
+        // line cannot corrupt the stream.
+        match self.kind {
+            Format::Json => r.write_json(out),
+            Format::Text | Format::Rfc5424 | Format::Rfc3164 => r.write_text(out),
+            _ => {}
+        }
+    }
 }
 
 /// Opaque producer handle: one SPSC ring into one logger, for one
@@ -433,13 +721,22 @@ pub struct dplog_producer_t {
 }
 
 struct ProducerState {
-    prod: LogProducer<Nat44SessionRecord>,
+    prod: LogProducer<NatRecord>,
     ring_id: u32,
     shared: Arc<Shared>,
+    sizes: Arc<SchemaSizes>,
+    /// The policy may drop (`drop` or `degrade`), so a refused record means
+    /// "full", not "consumer gone".
     drop_policy: bool,
-    /// Staging slots of `dplog_reserve`, allocated on first use.
-    staging: Option<Box<[Nat44SessionRecord; DPLOG_RESERVE_MAX]>>,
+    /// `block` or `drop`: a successful `try_push` is the whole of `log`.
+    fast_path: bool,
+    /// Staging slots of `dplog_reserve` (8-byte aligned), allocated on
+    /// first use.
+    staging: Option<Box<[u64; DPLOG_RESERVE_MAX * DPLOG_RECORD_MAX_SIZE / 8]>>,
+    /// Records reserved, and their schema and size.
     reserved: usize,
+    reserved_schema: u16,
+    reserved_size: usize,
 }
 
 impl Drop for ProducerState {
@@ -513,60 +810,6 @@ fn logger_error(e: LoggerError) -> dplog_result {
         _ => DPLOG_ERR_CONFIG,
     };
     fail(code, e.to_string())
-}
-
-// ---------------------------------------------------------------------------
-// Latency: a formatter wrapper that records each record's age
-// ---------------------------------------------------------------------------
-
-const LATENCY_MERGE_EVERY: u32 = 256;
-
-fn new_histogram() -> Histogram<u64> {
-    // 1 ns .. 1 hour, 3 significant digits; the bounds are constants.
-    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds")
-}
-
-struct TimedFormatter {
-    inner: Box<dyn Formatter<Nat44SessionRecord>>,
-    local: Histogram<u64>,
-    pending: u32,
-    shared: Arc<Mutex<Histogram<u64>>>,
-}
-
-impl TimedFormatter {
-    fn merge(&mut self) {
-        if self.local.is_empty() {
-            return;
-        }
-        let _ = lock(&self.shared).add(&self.local);
-        self.local.reset();
-        self.pending = 0;
-    }
-}
-
-impl Formatter<Nat44SessionRecord> for TimedFormatter {
-    fn format(&mut self, rec: &Nat44SessionRecord, out: &mut Vec<u8>) {
-        self.inner.format(rec, out);
-        if rec.timestamp_ns != 0 {
-            let now = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64);
-            if now >= rec.timestamp_ns {
-                self.local
-                    .saturating_record((now - rec.timestamp_ns).max(1));
-                self.pending += 1;
-                if self.pending >= LATENCY_MERGE_EVERY {
-                    self.merge();
-                }
-            }
-        }
-    }
-}
-
-impl Drop for TimedFormatter {
-    fn drop(&mut self) {
-        self.merge();
-    }
 }
 
 // ---------------------------------------------------------------------------
@@ -656,14 +899,13 @@ pub unsafe extern "C" fn dplog_version(
 }
 
 fn open_config(config: LogConfig, out: *mut *mut dplog_t) -> dplog_result {
-    // Fail fast: the file sink is opened now, not at start.
-    let file = match &config.sink {
-        SinkConfig::File(f) => match FileSink::open(&f.path) {
-            Ok(s) => Some((s, PathBuf::from(&f.path))),
-            Err(e) => return fail(DPLOG_ERR_IO, format!("cannot open sink: {e}")),
-        },
-        #[allow(unreachable_patterns)]
-        _ => None,
+    // Fail fast: the format compiles and the sink opens now, not at start.
+    if let Err(e) = config.format.nat_formatter() {
+        return config_error(e);
+    }
+    let sink = match config.sink.build() {
+        Ok(s) => s,
+        Err(e) => return fail(DPLOG_ERR_IO, format!("cannot open sink: {e}")),
     };
     let h = Box::new(dplog_t {
         magic: AtomicU32::new(MAGIC_LIVE),
@@ -671,8 +913,11 @@ fn open_config(config: LogConfig, out: *mut *mut dplog_t) -> dplog_result {
             rings: Mutex::new(HashSet::new()),
             closed: AtomicBool::new(false),
         }),
-        latency: Arc::new(Mutex::new(new_histogram())),
-        state: Mutex::new(State::Opened(Box::new(Pending { config, file }))),
+        state: Mutex::new(State::Opened(Box::new(Pending {
+            config,
+            sink: Some(sink),
+            schemas: Vec::new(),
+        }))),
     });
     // SAFETY: out is non-NULL (checked by the callers) and writable.
     unsafe { out.write(Box::into_raw(h)) };
@@ -746,6 +991,85 @@ pub unsafe extern "C" fn dplog_open_str(
     })
 }
 
+/// Registers a user record type described by `n_fields` field descriptors
+/// and stores its new schema id (`DPLOG_SCHEMA_USER_FIRST`, then +1 per
+/// call) in `*schema_id`. Records of that id are then logged like the
+/// built-in ones (`dplog_log(p, id, &rec, record_size)`) and formatted by
+/// the configured format with the field names given (text, JSON, ...).
+/// `name` names the record type (e.g. in templates). Everything is copied;
+/// the arrays may be freed after the call.
+///
+/// The record starts with a `struct dplog_record_header` (8 bytes, filled
+/// by dplog), so fields lie in `8..record_size`; `record_size` is at most
+/// `DPLOG_RECORD_MAX_SIZE` (one 64-byte slot).
+///
+/// Errors: `DPLOG_ERR_NULL` (handle, `name`, `schema_id`, or `fields` with
+/// `n_fields > 0`), `DPLOG_ERR_BAD_LENGTH` (`record_size` not in 8..=64),
+/// `DPLOG_ERR_INVALID_ARG` (a field out of bounds, overlapping, of a size
+/// that does not suit its kind, an unknown kind, a bad or duplicate name;
+/// `dplog_last_error` names the field), `DPLOG_ERR_STATE` (after
+/// `dplog_start`: register every type first), `DPLOG_ERR_CLOSED`.
+/// Thread-safety: any thread.
+///
+/// # Safety
+/// `name` and every string in the descriptors are NULL or NUL-terminated;
+/// `fields` is valid for `n_fields` descriptors, each `enum_names` for
+/// `enum_count` entries; `schema_id` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn dplog_schema_register(
+    h: *mut dplog_t,
+    name: *const c_char,
+    record_size: usize,
+    fields: *const dplog_field_desc,
+    n_fields: usize,
+    schema_id: *mut u16,
+) -> dplog_result {
+    guard(|| {
+        // SAFETY: caller contract on h.
+        let l = match unsafe { logger(h) } {
+            Ok(l) => l,
+            Err(e) => return e,
+        };
+        if name.is_null() || schema_id.is_null() || (fields.is_null() && n_fields > 0) {
+            return fail(DPLOG_ERR_NULL, "dplog_schema_register: NULL argument");
+        }
+        if !(8..=DPLOG_RECORD_MAX_SIZE).contains(&record_size) {
+            return fail(
+                DPLOG_ERR_BAD_LENGTH,
+                format!("record size {record_size}, must be 8..={DPLOG_RECORD_MAX_SIZE}"),
+            );
+        }
+        let mut st = lock(&l.state);
+        let pending = match &mut *st {
+            State::Opened(p) => p,
+            State::Started(_) => {
+                return fail(
+                    DPLOG_ERR_STATE,
+                    "dplog_schema_register: register before dplog_start",
+                )
+            }
+            State::Closed => return fail(DPLOG_ERR_CLOSED, "dplog handle is closed"),
+        };
+        let Ok(id) = u16::try_from(usize::from(DPLOG_SCHEMA_USER_FIRST) + pending.schemas.len())
+        else {
+            return fail(DPLOG_ERR_INVALID_ARG, "too many schemas");
+        };
+        // SAFETY: the caller's contract above; dplog_field_desc has the
+        // layout of DplogFieldDesc (checked at compile time above).
+        let schema =
+            unsafe { Schema::from_c_descriptors(id, name, record_size, fields.cast(), n_fields) };
+        match schema {
+            Ok(s) => {
+                pending.schemas.push(s);
+                // SAFETY: non-NULL (checked), writable (caller contract).
+                unsafe { schema_id.write(id) };
+                DPLOG_OK
+            }
+            Err(e) => fail(DPLOG_ERR_INVALID_ARG, format!("schema: {e}")),
+        }
+    })
+}
+
 /// Starts the consumer thread (named `dplog-consumer`). With
 /// `n_cores == 1` it is pinned to CPU `cores[0]`; with `n_cores == 0`
 /// (`cores` may be NULL) the config's `[ring] consumer_cpu`, if any, is used.
@@ -755,8 +1079,9 @@ pub unsafe extern "C" fn dplog_open_str(
 /// on), `DPLOG_ERR_UNSUPPORTED` (`n_cores > 1`: one consumer per handle in
 /// this version), `DPLOG_ERR_STATE` (already started), `DPLOG_ERR_CLOSED`,
 /// `DPLOG_ERR_CONFIG` (ring settings refused: capacity not a power of two,
-/// burst 0, batch below 64 KiB), `DPLOG_ERR_IO` (thread or sink failure).
-/// On error the handle stays as it was (not started).
+/// burst 0, batch below 64 KiB; or the format does not compile for a
+/// registered schema), `DPLOG_ERR_IO` (thread or sink failure). On error
+/// the handle stays as it was (not started).
 ///
 /// Thread-safety: any thread; serialized with other calls on the handle.
 ///
@@ -804,36 +1129,41 @@ pub unsafe extern "C" fn dplog_start(
         if cpu.is_some() {
             cfg.ring.consumer_cpu = cpu;
         }
-        let running = if let Some((sink, sink_path)) = pending.file.take() {
-            let formatter = TimedFormatter {
-                inner: cfg.format.kind.nat44_formatter(),
-                local: new_histogram(),
-                pending: 0,
-                shared: l.latency.clone(),
-            };
-            match Logger::start(cfg.logger_config(), formatter, sink) {
-                Ok(logger) => Running {
-                    logger,
-                    is_file: true,
-                },
-                Err(e) => {
-                    // The sink went down with the failed start; reopen it
-                    // so the handle stays usable (as before the call).
-                    pending.file = FileSink::open(&sink_path).ok().map(|s| (s, sink_path));
-                    return logger_error(e);
-                }
-            }
-        } else {
-            match cfg.start_nat44() {
-                Ok(logger) => Running {
-                    logger,
-                    is_file: false,
-                },
+        let nat = dplog::schema::nat::all();
+        let sizes = Arc::new(SchemaSizes::new(
+            nat.iter().copied().chain(pending.schemas.iter()),
+        ));
+        let formatter: Box<dyn Formatter<NatRecord>> = if pending.schemas.is_empty() {
+            match cfg.format.nat_formatter() {
+                Ok(f) => Box::new(f),
                 Err(e) => return config_error(e),
             }
+        } else {
+            let all: Vec<&Schema> = nat.iter().copied().chain(pending.schemas.iter()).collect();
+            match cfg.format.spec().encoder(&all) {
+                Ok(enc) => Box::new(SlotFormatter {
+                    enc,
+                    kind: cfg.format.kind,
+                }),
+                Err(e) => return fail(DPLOG_ERR_CONFIG, format!("[format]: {e}")),
+            }
         };
-        *st = State::Started(Box::new(running));
-        DPLOG_OK
+        let sink = match pending.sink.take() {
+            Some(s) => s,
+            None => match cfg.sink.build() {
+                Ok(s) => s,
+                Err(e) => return fail(DPLOG_ERR_IO, format!("cannot open sink: {e}")),
+            },
+        };
+        match Logger::start(cfg.logger_config(), formatter, sink) {
+            Ok(logger) => {
+                *st = State::Started(Box::new(Running { logger, sizes }));
+                DPLOG_OK
+            }
+            // The sink went down with the failed start; the next start
+            // (or close) opens it again from the config.
+            Err(e) => logger_error(e),
+        }
     })
 }
 
@@ -861,8 +1191,8 @@ fn cpu_allowed(cpu: usize) -> Result<(), dplog_result> {
 
 /// Creates a producer for ring `ring_id` (any number the caller chooses,
 /// typically the lcore or worker index): a new SPSC ring of `[ring]
-/// capacity` slots drained by the logger's consumer. Use it from one
-/// thread (core) at a time.
+/// capacity` 64-byte slots drained by the logger's consumer. Use it from
+/// one thread (core) at a time.
 ///
 /// Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_STATE` (not started yet),
 /// `DPLOG_ERR_CLOSED`, `DPLOG_ERR_RING_IN_USE` (`ring_id` has a live
@@ -914,16 +1244,24 @@ pub unsafe extern "C" fn dplog_producer_new(
                 return logger_error(e);
             }
         };
-        let drop_policy = prod.policy() == dplog::Backpressure::Drop;
+        let drop_policy = prod.policy() != dplog::Backpressure::Block;
+        let fast_path = matches!(
+            prod.policy(),
+            dplog::Backpressure::Block | dplog::Backpressure::Drop
+        );
         let obj = Box::new(dplog_producer_t {
             magic: AtomicU32::new(MAGIC_LIVE),
             inner: UnsafeCell::new(Some(ProducerState {
                 prod,
                 ring_id,
                 shared: l.shared.clone(),
+                sizes: run.sizes.clone(),
                 drop_policy,
+                fast_path,
                 staging: None,
                 reserved: 0,
+                reserved_schema: 0,
+                reserved_size: 0,
             })),
         });
         // SAFETY: out is non-NULL (checked) and writable (caller contract).
@@ -967,32 +1305,41 @@ pub unsafe extern "C" fn dplog_producer_free(p: *mut dplog_producer_t) -> dplog_
     })
 }
 
+/// Copies `len` bytes at `rec` into a 64-byte slot record with a fresh
+/// header (`len`, `schema_id`).
+///
+/// # Safety
+/// `rec` is valid for `len` bytes, `8 <= len <= 64`.
 #[inline(always)]
-fn nat44_from_c(rec: *const u8) -> Nat44SessionRecord {
-    // SAFETY: the callers checked that `rec` is non-NULL and, by contract,
-    // valid for DPLOG_NAT44_SESSION_SIZE bytes; every field of the record
-    // is an integer, so any bytes are a valid value; read_unaligned
-    // allows any alignment.
-    let mut r = unsafe { core::ptr::read_unaligned(rec.cast::<Nat44SessionRecord>()) };
-    r.header = RecordHeader::of::<Nat44SessionRecord>();
-    r
+unsafe fn slot_from_c(rec: *const u8, len: usize, schema_id: u16) -> NatRecord {
+    let mut buf = [0u8; DPLOG_RECORD_MAX_SIZE];
+    // SAFETY: rec is valid for len bytes (contract), buf holds 64 >= len;
+    // distinct allocations, so no overlap.
+    unsafe { core::ptr::copy_nonoverlapping(rec, buf.as_mut_ptr(), len) };
+    buf[0..2].copy_from_slice(&(len as u16).to_ne_bytes());
+    buf[2..4].copy_from_slice(&schema_id.to_ne_bytes());
+    buf[4..8].fill(0);
+    // The header now says `len`, which is what from_bytes checks.
+    NatRecord::from_bytes(&buf[..len]).unwrap_or_else(|| unreachable!("header matches length"))
 }
 
+/// The record size of `schema_id`, or the error for it and `len`.
 #[inline(always)]
-fn check_schema(schema_id: u16, len: usize) -> Result<(), dplog_result> {
-    if schema_id != DPLOG_SCHEMA_NAT44_SESSION {
+fn check_schema(st: &ProducerState, schema_id: u16, len: usize) -> Result<usize, dplog_result> {
+    let size = st.sizes.get(schema_id);
+    if size == 0 {
         return Err(fail(
             DPLOG_ERR_UNKNOWN_SCHEMA,
             format!("unknown schema id {schema_id}"),
         ));
     }
-    if len != DPLOG_NAT44_SESSION_SIZE {
+    if len != size {
         return Err(fail(
             DPLOG_ERR_BAD_LENGTH,
-            format!("record length {len}, schema {schema_id} records are {DPLOG_NAT44_SESSION_SIZE} bytes"),
+            format!("record length {len}, schema {schema_id} records are {size} bytes"),
         ));
     }
-    Ok(())
+    Ok(size)
 }
 
 #[cold]
@@ -1001,7 +1348,10 @@ fn not_enqueued(st: &ProducerState, n: usize) -> dplog_result {
     if st.drop_policy {
         fail(
             DPLOG_ERR_FULL,
-            format!("ring {} full: {n} record(s) dropped", st.ring_id),
+            format!(
+                "ring {}: {n} record(s) dropped (ring full, or below the degrade priority)",
+                st.ring_id
+            ),
         )
     } else {
         fail(DPLOG_ERR_CLOSED, "the consumer is gone; record(s) dropped")
@@ -1011,11 +1361,17 @@ fn not_enqueued(st: &ProducerState, n: usize) -> dplog_result {
 /// Copies one record of schema `schema_id` (`len` bytes at `rec`, any
 /// alignment) into the producer's ring. Its header is filled by dplog.
 /// Under `backpressure = "block"` it waits (spin, then yield) while the
-/// ring is full; under `"drop"` a full ring drops the record, counts it in
-/// `dropped_full` and returns `DPLOG_ERR_FULL`.
+/// ring is full; under `"drop"` a full ring drops the record, counts it and
+/// returns `DPLOG_ERR_FULL` (under `"degrade"` also a record below the
+/// priority when the ring is above its high watermark).
+///
+/// Schemas: `DPLOG_SCHEMA_NAT44_SESSION` (`struct dplog_nat44_session`, 64
+/// bytes), `DPLOG_SCHEMA_NAT_PORT_BLOCK` (40), `..._ADDRESSES_EXHAUSTED`
+/// (24), `..._PORTS_EXHAUSTED` (24), `..._QUOTA_EXCEEDED` (32), and the ids
+/// from `dplog_schema_register`.
 ///
 /// Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_UNKNOWN_SCHEMA`,
-/// `DPLOG_ERR_BAD_LENGTH` (`len` != the schema's size, 64 for NAT44),
+/// `DPLOG_ERR_BAD_LENGTH` (`len` is not the schema's record size),
 /// `DPLOG_ERR_FULL`, `DPLOG_ERR_CLOSED` (producer freed, logger closed or
 /// consumer gone), `DPLOG_ERR_INVALID_ARG` (not a producer). On an
 /// argument error nothing is enqueued or counted.
@@ -1040,13 +1396,28 @@ pub unsafe extern "C" fn dplog_log(
             Ok(s) => s,
             Err(e) => return e,
         };
-        if let Err(e) = check_schema(schema_id, len) {
+        if let Err(e) = check_schema(st, schema_id, len) {
             return e;
         }
         if rec.is_null() {
             return fail(DPLOG_ERR_NULL, "dplog_log: rec is NULL");
         }
-        if st.prod.log(nat44_from_c(rec.cast())) {
+        // SAFETY: rec is non-NULL and valid for len (checked 8..=64) bytes.
+        let r = unsafe { slot_from_c(rec.cast(), len, schema_id) };
+        // Fast path: a ring with room takes the record exactly as
+        // `LogProducer::log` would under `block` and `drop` (their first
+        // step is this `try_push`); inlined here, it saves a call. A full
+        // ring, and `degrade` (which checks priorities first), go through
+        // `log` and its policy.
+        let r = if st.fast_path {
+            match st.prod.try_push(r) {
+                Ok(()) => return DPLOG_OK,
+                Err(r) => r,
+            }
+        } else {
+            r
+        };
+        if st.prod.log(r) {
             DPLOG_OK
         } else {
             not_enqueued(st, 1)
@@ -1057,8 +1428,8 @@ pub unsafe extern "C" fn dplog_log(
 /// Copies `n` records of `rec_len` bytes each, packed back to back at
 /// `recs`, into the producer's ring with one index publish per chunk of 32.
 /// `*n_enqueued` (if not NULL) receives how many were enqueued; under
-/// `"drop"` the rest were dropped and counted, and the result is
-/// `DPLOG_ERR_FULL`. Under `"block"` all are enqueued (or the logger is
+/// `"drop"`/`"degrade"` the rest were dropped and counted, and the result
+/// is `DPLOG_ERR_FULL`. Under `"block"` all are enqueued (or the logger is
 /// closed: `DPLOG_ERR_CLOSED`). `n == 0` is `DPLOG_OK` (`recs` may be NULL).
 ///
 /// Errors: as `dplog_log`; on an argument error nothing is enqueued and
@@ -1084,27 +1455,13 @@ pub unsafe extern "C" fn dplog_log_burst(
             Ok(s) => s,
             Err(e) => return e,
         };
-        if let Err(e) = check_schema(schema_id, rec_len) {
+        if let Err(e) = check_schema(st, schema_id, rec_len) {
             return e;
         }
         if n > 0 && recs.is_null() {
             return fail(DPLOG_ERR_NULL, "dplog_log_burst: recs is NULL");
         }
-        const CHUNK: usize = 32;
-        let base = recs.cast::<u8>();
-        let mut chunk = [Nat44SessionRecord::default(); CHUNK];
-        let mut done = 0usize;
-        let mut i = 0usize;
-        while i < n {
-            let k = (n - i).min(CHUNK);
-            for (j, slot) in chunk[..k].iter_mut().enumerate() {
-                // SAFETY: (i + j) < n, so the record lies inside the
-                // caller's n * rec_len bytes.
-                *slot = nat44_from_c(unsafe { base.add((i + j) * rec_len) });
-            }
-            done += st.prod.log_burst(&chunk[..k]);
-            i += k;
-        }
+        let done = push_chunked(st, recs.cast(), rec_len, n, schema_id);
         // SAFETY: NULL or writable (caller contract).
         unsafe { write_out(n_enqueued, done) };
         if done == n {
@@ -1115,16 +1472,40 @@ pub unsafe extern "C" fn dplog_log_burst(
     })
 }
 
-/// Reserves `n` (1..=`DPLOG_RESERVE_MAX`) record slots of schema
-/// `schema_id` and stores in `*slots` a pointer to `n` contiguous records
-/// (for NAT44: `struct dplog_nat44_session[n]`, 8-byte aligned) to fill in
-/// place, then publish with `dplog_commit`. The pointer is valid until the
-/// next `dplog_commit` or `dplog_producer_free` on this producer.
+/// Pushes `n` records of `size` bytes packed at `base` in chunks of 32;
+/// returns how many were enqueued.
+fn push_chunked(st: &mut ProducerState, base: *const u8, size: usize, n: usize, id: u16) -> usize {
+    const CHUNK: usize = 32;
+    let mut chunk = [NatRecord::from_bytes(&[8, 0, 0, 0, 0, 0, 0, 0])
+        .unwrap_or_else(|| unreachable!("an 8-byte header-only record"));
+        CHUNK];
+    let mut done = 0usize;
+    let mut i = 0usize;
+    while i < n {
+        let k = (n - i).min(CHUNK);
+        for (j, slot) in chunk[..k].iter_mut().enumerate() {
+            // SAFETY: (i + j) < n, so the record lies inside the caller's
+            // n * size bytes (the callers' contracts); 8 <= size <= 64.
+            *slot = unsafe { slot_from_c(base.add((i + j) * size), size, id) };
+        }
+        done += st.prod.log_burst(&chunk[..k]);
+        i += k;
+    }
+    done
+}
+
+/// Reserves `n` (1..=`DPLOG_RESERVE_MAX`) records of schema `schema_id`
+/// and stores in `*slots` a pointer to `n` contiguous records of that
+/// schema's size (for NAT44: `struct dplog_nat44_session[n]`; 8-byte
+/// aligned, zeroed) to fill in place, then publish with `dplog_commit`. The
+/// pointer is valid until the next `dplog_commit` or `dplog_producer_free`
+/// on this producer.
 ///
-/// In this version the slots are a per-producer staging area, copied into
-/// the ring by `dplog_commit` (one copy, like `dplog_log_burst`), because
-/// the ring does not yet expose its slots; the API will stay the same when
-/// it does.
+/// In this version the slots are a per-producer staging area that
+/// `dplog_commit` copies into the ring (one copy, like `dplog_log_burst`):
+/// the ring's own zero-copy reservation borrows the producer, which a C
+/// caller cannot hold across two calls. The API stays the same if that
+/// changes.
 ///
 /// Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_UNKNOWN_SCHEMA`,
 /// `DPLOG_ERR_INVALID_ARG` (`n` is 0 or above `DPLOG_RESERVE_MAX`),
@@ -1147,8 +1528,12 @@ pub unsafe extern "C" fn dplog_reserve(
             Ok(s) => s,
             Err(e) => return e,
         };
-        if let Err(e) = check_schema(schema_id, DPLOG_NAT44_SESSION_SIZE) {
-            return e;
+        let size = st.sizes.get(schema_id);
+        if size == 0 {
+            return fail(
+                DPLOG_ERR_UNKNOWN_SCHEMA,
+                format!("unknown schema id {schema_id}"),
+            );
         }
         if slots.is_null() {
             return fail(DPLOG_ERR_NULL, "dplog_reserve: slots is NULL");
@@ -1164,11 +1549,11 @@ pub unsafe extern "C" fn dplog_reserve(
         }
         let staging = st
             .staging
-            .get_or_insert_with(|| Box::new([Nat44SessionRecord::default(); DPLOG_RESERVE_MAX]));
-        for r in staging[..n].iter_mut() {
-            *r = Nat44SessionRecord::default();
-        }
+            .get_or_insert_with(|| Box::new([0u64; DPLOG_RESERVE_MAX * DPLOG_RECORD_MAX_SIZE / 8]));
+        staging.fill(0);
         st.reserved = n;
+        st.reserved_schema = schema_id;
+        st.reserved_size = size;
         // SAFETY: slots is non-NULL (checked) and writable (contract).
         unsafe { slots.write(staging.as_mut_ptr().cast()) };
         DPLOG_OK
@@ -1176,9 +1561,9 @@ pub unsafe extern "C" fn dplog_reserve(
 }
 
 /// Publishes the first `n` records of the pending reservation (their
-/// headers are filled by dplog) and ends it; the other reserved slots are
-/// discarded, so `n == 0` cancels. `*n_enqueued` (if not NULL) receives how
-/// many were enqueued; backpressure as `dplog_log_burst`.
+/// headers are filled by dplog) and ends it; the other reserved records
+/// are discarded, so `n == 0` cancels. `*n_enqueued` (if not NULL)
+/// receives how many were enqueued; backpressure as `dplog_log_burst`.
 ///
 /// Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_STATE` (no reservation),
 /// `DPLOG_ERR_INVALID_ARG` (`n` above the reserved count; the reservation
@@ -1210,13 +1595,12 @@ pub unsafe extern "C" fn dplog_commit(
             );
         }
         st.reserved = 0;
-        let Some(staging) = st.staging.as_mut() else {
+        let Some(staging) = st.staging.take() else {
             return fail(DPLOG_ERR_STATE, "dplog_commit: nothing reserved");
         };
-        for r in staging[..n].iter_mut() {
-            r.header = RecordHeader::of::<Nat44SessionRecord>();
-        }
-        let done = st.prod.log_burst(&staging[..n]);
+        let (size, id) = (st.reserved_size, st.reserved_schema);
+        let done = push_chunked(st, staging.as_ptr().cast(), size, n, id);
+        st.staging = Some(staging);
         // SAFETY: NULL or writable (caller contract).
         unsafe { write_out(n_enqueued, done) };
         if done == n {
@@ -1227,18 +1611,13 @@ pub unsafe extern "C" fn dplog_commit(
     })
 }
 
-fn fill_stats(s: &dplog::Stats, hist: &Histogram<u64>) -> dplog_stats {
-    let q = |p: f64| {
-        if hist.is_empty() {
-            0
-        } else {
-            hist.value_at_quantile(p)
-        }
-    };
+fn fill_stats(s: &dplog::Stats, lat: &dplog::LatencySummary) -> dplog_stats {
     dplog_stats {
         produced: s.produced,
         enqueued: s.enqueued,
         dropped_full: s.dropped_full,
+        dropped_degraded: s.dropped_degraded,
+        dropped_disconnected: s.dropped_disconnected,
         dequeued: s.dequeued,
         written_records: s.written_records,
         written_bytes: s.written_bytes,
@@ -1251,12 +1630,11 @@ fn fill_stats(s: &dplog::Stats, hist: &Histogram<u64>) -> dplog_stats {
         high_water: s.high_water,
         rings: s.rings,
         in_flight: s.in_flight(),
-        latency_samples: hist.len(),
-        latency_p50_ns: q(0.5),
-        latency_p90_ns: q(0.9),
-        latency_p99_ns: q(0.99),
-        latency_p999_ns: q(0.999),
-        latency_max_ns: if hist.is_empty() { 0 } else { hist.max() },
+        latency_samples: lat.samples,
+        latency_p50_ns: lat.p50_ns,
+        latency_p99_ns: lat.p99_ns,
+        latency_p999_ns: lat.p999_ns,
+        latency_max_ns: lat.max_ns,
     }
 }
 
@@ -1280,12 +1658,14 @@ pub unsafe extern "C" fn dplog_stats(h: *mut dplog_t, out: *mut dplog_stats) -> 
             return fail(DPLOG_ERR_NULL, "dplog_stats: out is NULL");
         }
         let st = lock(&l.state);
-        let s = match &*st {
-            State::Started(r) => r.logger.stats(),
-            State::Opened(_) => dplog::Stats::default(),
+        let v = match &*st {
+            State::Started(r) => {
+                let snap = r.logger.snapshot();
+                fill_stats(&snap.consumer, &snap.latency)
+            }
+            State::Opened(_) => dplog_stats::default(),
             State::Closed => return fail(DPLOG_ERR_CLOSED, "dplog handle is closed"),
         };
-        let v = fill_stats(&s, &lock(&l.latency));
         // SAFETY: non-NULL (checked), writable (caller contract).
         unsafe { out.write(v) };
         DPLOG_OK
@@ -1316,7 +1696,7 @@ pub unsafe extern "C" fn dplog_flush(h: *mut dplog_t) -> dplog_result {
                 Ok(()) => DPLOG_OK,
                 Err(e) => logger_error(e),
             },
-            State::Opened(p) => match p.file.as_mut().map(|(s, _)| s.flush()) {
+            State::Opened(p) => match p.sink.as_mut().map(|s| s.flush()) {
                 Some(Err(e)) => fail(DPLOG_ERR_IO, e.to_string()),
                 _ => DPLOG_OK,
             },
@@ -1325,16 +1705,14 @@ pub unsafe extern "C" fn dplog_flush(h: *mut dplog_t) -> dplog_result {
     })
 }
 
-/// Reopens the file sink's path (for logrotate: after `mv dplog.log
-/// dplog.log.1`, call this and new batches go to a new `dplog.log`, never
-/// to the renamed file). What is batched before the call is written to the
-/// old file first. Returns when the new file is open.
+/// Asks the sink to reopen its destination, between two batches, and waits
+/// for it. For a file sink (logrotate): after `mv dplog.log dplog.log.1`,
+/// call this and new batches go to a new `dplog.log`, never to the renamed
+/// file; what was batched before the call goes to the old file. Sinks
+/// without a destination to reopen return `DPLOG_OK`.
 ///
 /// Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_CLOSED`, `DPLOG_ERR_IO` (the path
-/// cannot be opened; the sink keeps no file and counts refused batches in
-/// `dropped_sink` until a later reopen succeeds), `DPLOG_ERR_UNSUPPORTED`
-/// (the sink is not a file), `DPLOG_ERR_CONSUMER_GONE`.
-/// Thread-safety: any thread.
+/// cannot be opened), `DPLOG_ERR_CONSUMER_GONE`. Thread-safety: any thread.
 ///
 /// # Safety
 /// `h` is NULL or returned by `dplog_open*`.
@@ -1348,28 +1726,14 @@ pub unsafe extern "C" fn dplog_reopen(h: *mut dplog_t) -> dplog_result {
         };
         let mut st = lock(&l.state);
         match &mut *st {
-            State::Started(r) => {
-                if !r.is_file {
-                    return fail(
-                        DPLOG_ERR_UNSUPPORTED,
-                        "dplog_reopen: the sink is not a file",
-                    );
-                }
-                match r.logger.reopen() {
-                    Ok(()) => DPLOG_OK,
-                    Err(LoggerError::Io(e)) => fail(DPLOG_ERR_IO, format!("reopen: {e}")),
-                    Err(e) => logger_error(e),
-                }
-            }
-            State::Opened(p) => match p.file.as_mut() {
-                Some((s, _)) => match s.reopen() {
-                    Ok(()) => DPLOG_OK,
-                    Err(e) => fail(DPLOG_ERR_IO, format!("reopen: {e}")),
-                },
-                None => fail(
-                    DPLOG_ERR_UNSUPPORTED,
-                    "dplog_reopen: the sink is not a file",
-                ),
+            State::Started(r) => match r.logger.reopen() {
+                Ok(()) => DPLOG_OK,
+                Err(LoggerError::Io(e)) => fail(DPLOG_ERR_IO, format!("reopen: {e}")),
+                Err(e) => logger_error(e),
+            },
+            State::Opened(p) => match p.sink.as_mut().map(|s| s.reopen()) {
+                Some(Err(e)) => fail(DPLOG_ERR_IO, format!("reopen: {e}")),
+                _ => DPLOG_OK,
             },
             State::Closed => fail(DPLOG_ERR_CLOSED, "dplog handle is closed"),
         }
@@ -1377,11 +1741,12 @@ pub unsafe extern "C" fn dplog_reopen(h: *mut dplog_t) -> dplog_result {
 }
 
 /// Closes the logger: drains every ring, writes the last batch, flushes
-/// and closes (fsyncs) the sink, joins the consumer thread, and stores the
-/// final counters in `*final_stats` (if not NULL) — written whenever the
-/// handle was live, even on `DPLOG_ERR_UNDELIVERED` or `DPLOG_ERR_IO`.
-/// The handle is released in every case except `DPLOG_ERR_NULL` and
-/// `DPLOG_ERR_CLOSED`.
+/// and closes the sink (within `[ring] shutdown_timeout_ms`), joins the
+/// consumer thread, and stores the final counters in `*final_stats` (if
+/// not NULL) — written whenever the handle was live, even on
+/// `DPLOG_ERR_UNDELIVERED` or `DPLOG_ERR_IO`. The latency fields are those
+/// of a snapshot taken as the close begins. The handle is released in
+/// every case except `DPLOG_ERR_NULL` and `DPLOG_ERR_CLOSED`.
 ///
 /// Free producers first (or at least stop using them): a record logged
 /// concurrently with the close may stay in its ring and is reported in
@@ -1389,11 +1754,11 @@ pub unsafe extern "C" fn dplog_reopen(h: *mut dplog_t) -> dplog_result {
 /// must still be freed with `dplog_producer_free`.
 ///
 /// Returns `DPLOG_OK` when every produced record was written;
-/// `DPLOG_ERR_UNDELIVERED` when some were dropped (ring full, sink
-/// refusal) or left in flight; `DPLOG_ERR_IO` when the sink's final
-/// flush/close failed; `DPLOG_ERR_CONSUMER_GONE` if the consumer died.
-/// `dplog_close(NULL, ...)` returns `DPLOG_ERR_NULL`; a second close of
-/// the same handle is a no-op returning `DPLOG_ERR_CLOSED`.
+/// `DPLOG_ERR_UNDELIVERED` when some were not (dropped for any reason, or
+/// left in flight; the stats say which); `DPLOG_ERR_IO` when the sink's
+/// final flush/close failed; `DPLOG_ERR_CONSUMER_GONE` if the consumer
+/// died. `dplog_close(NULL, ...)` returns `DPLOG_ERR_NULL`; a second close
+/// of the same handle is a no-op returning `DPLOG_ERR_CLOSED`.
 ///
 /// Thread-safety: any thread; calls racing with it on the same handle
 /// return `DPLOG_ERR_CLOSED` once it has begun.
@@ -1418,35 +1783,45 @@ pub unsafe extern "C" fn dplog_close(
         l.shared.closed.store(true, Ordering::Release);
         // Release: partner of the Relaxed magic check (same mutex order).
         l.magic.store(MAGIC_DEAD, Ordering::Release);
-        let (stats, err) = match prev {
+        let (v, err) = match prev {
             State::Closed => return fail(DPLOG_ERR_CLOSED, "dplog handle is already closed"),
             State::Opened(mut p) => {
-                let e = p.file.as_mut().and_then(|(s, _)| s.close().err());
-                (
-                    dplog::Stats::default(),
-                    e.map(|e| LoggerError::Io(e.into())),
-                )
+                let e = p.sink.as_mut().and_then(|s| s.close().err());
+                (dplog_stats::default(), e.map(|e| LoggerError::Io(e.into())))
             }
-            State::Started(r) => match r.logger.shutdown() {
-                Ok(s) => (s, None),
-                Err((s, e)) => (s, Some(e)),
-            },
+            State::Started(r) => {
+                let latency = r.logger.snapshot().latency;
+                match r.logger.shutdown() {
+                    Ok(s) => (fill_stats(&s, &latency), None),
+                    Err((s, e)) => (fill_stats(&s, &latency), Some(e)),
+                }
+            }
         };
         drop(st);
         bury(h as usize);
-        let v = fill_stats(&stats, &lock(&l.latency));
         // SAFETY: NULL or writable (caller contract).
         unsafe { write_out(final_stats, v) };
         if let Some(e) = err {
             return logger_error(e);
         }
-        let undelivered = v.dropped_full + v.dropped_sink + v.dropped_shutdown + v.in_flight;
-        if undelivered > 0 {
+        let dropped = v.dropped_full
+            + v.dropped_degraded
+            + v.dropped_disconnected
+            + v.dropped_sink
+            + v.dropped_shutdown;
+        if dropped + v.in_flight > 0 {
             return fail(
                 DPLOG_ERR_UNDELIVERED,
                 format!(
-                    "{undelivered} record(s) not delivered: {} dropped (ring full), {} refused by the sink, {} at the shutdown timeout, {} in flight",
-                    v.dropped_full, v.dropped_sink, v.dropped_shutdown, v.in_flight
+                    "{} record(s) not delivered: {} dropped (full {}, degraded {}, consumer gone {}, sink {}, shutdown timeout {}), {} in flight",
+                    dropped + v.in_flight,
+                    dropped,
+                    v.dropped_full,
+                    v.dropped_degraded,
+                    v.dropped_disconnected,
+                    v.dropped_sink,
+                    v.dropped_shutdown,
+                    v.in_flight
                 ),
             );
         }

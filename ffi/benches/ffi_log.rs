@@ -1,0 +1,206 @@
+//! Cost of logging one 64-byte NAT44 session record through the C ABI
+//! (`dplog_log`, called through the exported symbol of the built
+//! `libdplog.so`, exactly the call a C dataplane makes) against the same
+//! push from Rust (`LogProducer::log`), in the same run.
+//!
+//! Both sides use the same TOML (ring of 16384 slots, `block`, text to
+//! /dev/null), the producer pinned to CPU 0 and the consumer to CPU 1.
+//! Only pushes into a ring with room are timed: each timed chunk is at most
+//! half the ring, and between chunks the bench waits (untimed) until the
+//! consumer has drained it, so the numbers are the producer's cost, not the
+//! formatter's throughput. One criterion iteration = one record.
+//!
+//! Run: `cargo bench -p dplog-ffi --bench ffi_log` (builds libdplog.so
+//! in the same profile first).
+
+use std::ffi::{c_char, c_void, CString};
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use dplog::config::LogConfig;
+use dplog::{Nat44SessionRecord, NatEvent, RecordHeader};
+
+const CAPACITY: u64 = 16384;
+const CHUNK: u64 = CAPACITY / 2;
+const TOML: &str = "[ring]\ncapacity = 16384\nbackpressure = \"block\"\nconsumer_cpu = 1\n\
+                    [format]\ntype = \"text\"\n[sink]\ntype = \"file\"\npath = \"/dev/null\"\n";
+
+type OpenStr = unsafe extern "C" fn(*const c_char, *mut *mut c_void) -> i32;
+type Start = unsafe extern "C" fn(*mut c_void, *const u32, usize) -> i32;
+type ProducerNew = unsafe extern "C" fn(*mut c_void, u32, *mut *mut c_void) -> i32;
+type Log = unsafe extern "C" fn(*mut c_void, u16, *const c_void, usize) -> i32;
+type Stats = unsafe extern "C" fn(*mut c_void, *mut u64) -> i32;
+type ProducerFree = unsafe extern "C" fn(*mut c_void) -> i32;
+type Close = unsafe extern "C" fn(*mut c_void, *mut u64) -> i32;
+
+/// The C ABI, loaded from target/<profile>/libdplog.so.
+struct CApi {
+    open_str: OpenStr,
+    start: Start,
+    producer_new: ProducerNew,
+    log: Log,
+    stats: Stats,
+    producer_free: ProducerFree,
+    close: Close,
+}
+
+fn load() -> CApi {
+    // target/<profile>/deps/ffi_log-<hash> -> target/<profile>/libdplog.so
+    let exe = std::env::current_exe().expect("bench path");
+    let lib = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target dir")
+        .join("libdplog.so");
+    let path = CString::new(lib.to_str().expect("UTF-8 path")).expect("no NUL");
+    // SAFETY: dlopen/dlsym with NUL-terminated strings; each symbol is
+    // cast to the signature it has in include/dplog.h; the library stays
+    // loaded for the life of the process (never dlclosed).
+    unsafe {
+        let h = libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL);
+        assert!(!h.is_null(), "cannot dlopen {}", lib.display());
+        let sym = |name: &str| {
+            let n = CString::new(name).expect("no NUL");
+            let p = libc::dlsym(h, n.as_ptr());
+            assert!(!p.is_null(), "missing symbol {name}");
+            p
+        };
+        CApi {
+            open_str: core::mem::transmute::<*mut c_void, OpenStr>(sym("dplog_open_str")),
+            start: core::mem::transmute::<*mut c_void, Start>(sym("dplog_start")),
+            producer_new: core::mem::transmute::<*mut c_void, ProducerNew>(sym(
+                "dplog_producer_new",
+            )),
+            log: core::mem::transmute::<*mut c_void, Log>(sym("dplog_log")),
+            stats: core::mem::transmute::<*mut c_void, Stats>(sym("dplog_stats")),
+            producer_free: core::mem::transmute::<*mut c_void, ProducerFree>(sym(
+                "dplog_producer_free",
+            )),
+            close: core::mem::transmute::<*mut c_void, Close>(sym("dplog_close")),
+        }
+    }
+}
+
+fn record() -> Nat44SessionRecord {
+    Nat44SessionRecord {
+        header: RecordHeader::of::<Nat44SessionRecord>(),
+        src_addr: 0x0A00_0001,
+        post_nat_src_addr: 0xC633_6401,
+        dst_addr: 0xCB00_7101,
+        src_port: 40000,
+        post_napt_src_port: 1024,
+        dst_port: 443,
+        protocol: 6,
+        nat_event: NatEvent::Nat44SessionCreate as u8,
+        ..Default::default()
+    }
+}
+
+/// Times `iters` pushes in chunks of at most CHUNK; `drained` waits
+/// (untimed) until the consumer has read everything pushed so far.
+fn timed(iters: u64, mut push: impl FnMut(u64), mut drained: impl FnMut()) -> Duration {
+    let mut total = Duration::ZERO;
+    let mut done = 0;
+    while done < iters {
+        let k = (iters - done).min(CHUNK);
+        let t = Instant::now();
+        for i in done..done + k {
+            push(i);
+        }
+        total += t.elapsed();
+        done += k;
+        drained();
+    }
+    total
+}
+
+fn bench(c: &mut Criterion) {
+    dplog::affinity::pin_current_thread(0).expect("pin producer to CPU 0");
+    let mut g = c.benchmark_group("log_64B_record");
+    g.throughput(Throughput::Elements(1));
+    g.sample_size(30).measurement_time(Duration::from_secs(3));
+
+    // Rust: LogProducer::log.
+    let logger = LogConfig::from_toml_str(TOML)
+        .unwrap()
+        .start_nat44()
+        .unwrap();
+    let mut p = logger.producer().unwrap();
+    g.bench_function("rust LogProducer::log", |b| {
+        b.iter_custom(|iters| {
+            let mut rec = record();
+            timed(
+                iters,
+                |i| {
+                    rec.timestamp_ns = i;
+                    assert!(p.log(black_box(rec)));
+                },
+                || {
+                    let s = logger.stats();
+                    while logger.stats().dequeued < s.enqueued {
+                        std::thread::yield_now();
+                    }
+                },
+            )
+        })
+    });
+    drop(p);
+    // /dev/null refuses the final fsync (EINVAL); everything was written.
+    let s = match logger.shutdown() {
+        Ok(s) | Err((s, _)) => s,
+    };
+    assert_eq!(s.written_records, s.produced);
+
+    // C ABI: dplog_log through libdplog.so.
+    let api = load();
+    let toml = CString::new(TOML).unwrap();
+    let mut h = core::ptr::null_mut();
+    let mut cp = core::ptr::null_mut();
+    // SAFETY: the signatures of include/dplog.h; out-params point at locals.
+    unsafe {
+        assert_eq!((api.open_str)(toml.as_ptr(), &mut h), 0);
+        assert_eq!((api.start)(h, core::ptr::null(), 0), 0);
+        assert_eq!((api.producer_new)(h, 0, &mut cp), 0);
+    }
+    // struct dplog_stats is 22 u64 today; 64 leaves room.
+    let mut stats = [0u64; 64];
+    g.bench_function("C dplog_log", |b| {
+        b.iter_custom(|iters| {
+            let mut rec = record();
+            timed(
+                iters,
+                |i| {
+                    rec.timestamp_ns = i;
+                    // SAFETY: cp is a live producer; rec is 64 readable bytes.
+                    let r = unsafe {
+                        (api.log)(cp, 1, black_box(&rec as *const _ as *const c_void), 64)
+                    };
+                    assert_eq!(r, 0);
+                },
+                || loop {
+                    // SAFETY: h is live; stats has room for struct dplog_stats.
+                    assert_eq!(unsafe { (api.stats)(h, stats.as_mut_ptr()) }, 0);
+                    // enqueued is field 1, dequeued field 5.
+                    if stats[5] >= stats[1] {
+                        break;
+                    }
+                    std::thread::yield_now();
+                },
+            )
+        })
+    });
+    // SAFETY: live handles, freed once.
+    unsafe {
+        assert_eq!((api.producer_free)(cp), 0);
+        // DPLOG_OK, or DPLOG_ERR_IO (6) for the refused fsync of /dev/null.
+        let r = (api.close)(h, stats.as_mut_ptr());
+        assert!(r == 0 || r == 6, "dplog_close: {r}");
+    }
+    // written_records (field 6) == produced (field 0).
+    assert_eq!(stats[6], stats[0]);
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

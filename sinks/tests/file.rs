@@ -429,3 +429,45 @@ fn a_filling_tmpfs_is_survived_losslessly() {
     assert_complete_and_ordered(&got, 1, N);
     assert_eq!(counters.enospc.load(Ordering::Relaxed), s.sink_retries);
 }
+
+/// With the drop policy, a sink that keeps failing (ENOSPC) makes the
+/// producer drop and count, never block; the books balance at shutdown.
+#[test]
+fn drop_policy_producers_see_drops_not_the_sink_error() {
+    let logger = Logger::start(
+        LoggerConfig {
+            ring_capacity: 64,
+            backpressure: dplog_core::Backpressure::Drop,
+            shutdown_timeout_ms: 200,
+            ..Default::default()
+        },
+        SeqLine { line_len: 32 },
+        FileSink::open("/dev/full").unwrap(),
+    )
+    .unwrap();
+    let mut p = logger.producer().unwrap();
+    let t0 = Instant::now();
+    let mut refused = 0u64;
+    for i in 0..200_000 {
+        if !p.log(rec(0, i)) {
+            refused += 1;
+        }
+    }
+    // The producer never waited on the failing sink.
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    drop(p);
+    let s = match logger.shutdown() {
+        Ok(s) => s,
+        Err((s, _)) => s,
+    };
+    assert_eq!(s.produced, 200_000);
+    assert_eq!(s.dropped_full, refused);
+    assert!(refused > 0);
+    assert_eq!(s.written_records, 0);
+    assert!(s.sink_retries >= 1);
+    assert_eq!(
+        s.written_records + s.dropped_full + s.dropped_sink + s.dropped_shutdown,
+        s.produced,
+        "{s:?}"
+    );
+}

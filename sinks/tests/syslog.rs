@@ -257,6 +257,43 @@ fn rfc5424_messages_from_the_formatters_arrive_intact_over_tcp() {
     );
 }
 
+/// The formatters' RFC 3164 messages arrive byte for byte over UDP.
+#[test]
+fn rfc3164_messages_from_the_formatters_arrive_intact_over_udp() {
+    let Some(r) = Rsyslog::start() else { return };
+    let recs: Vec<Nat44SessionRecord> = (0..300u64)
+        .map(|i| Nat44SessionRecord {
+            timestamp_ns: 1_700_000_000_000_000_000 + i * 1_000_000,
+            src_port: i as u16,
+            nat_event: 5,
+            ..Default::default()
+        })
+        .collect();
+    let mut expect = Vec::new();
+    let mut f = dplog_formatters::Format::Rfc3164.nat44_formatter();
+    for rec in &recs {
+        f.format(rec, &mut expect);
+    }
+    let logger = Logger::start(
+        LoggerConfig::default(),
+        dplog_formatters::Format::Rfc3164.nat44_formatter(),
+        sink(SyslogTransport::Udp(r.udp_addr())),
+    )
+    .unwrap();
+    let mut p = logger.producer().unwrap();
+    for rec in &recs {
+        assert!(p.log(*rec));
+    }
+    drop(p);
+    assert_eq!(logger.shutdown().unwrap().written_records, 300);
+    let got = r.wait_lines(300);
+    assert!(expect.starts_with(b"<134>"), "{:?}", &expect[..20]);
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        String::from_utf8_lossy(&expect)
+    );
+}
+
 #[test]
 fn udp_size_limit_covers_the_whole_datagram() {
     let rx = UdpSocket::bind("127.0.0.1:0").unwrap();

@@ -113,9 +113,12 @@ pub struct NatConfig {
     /// maxEntriesPerUser (RFC 8158 section 4.1), rate-limited by
     /// `event_log_interval`.
     pub max_sessions_per_user: u32,
-    /// With [`PortAllocation::PortBlock`]: also log natEvent 4/5 for the
-    /// sessions inside a block. Default false (the block records 16/17 are
-    /// the audit trail, which is the point of PBA).
+    /// With [`PortAllocation::PortBlock`] or
+    /// [`PortAllocation::Deterministic`]: also log natEvent 4/5 for the
+    /// sessions inside a block. Default false (the block records 16/17, or
+    /// the deterministic mapping, are the audit trail, which is the point
+    /// of both). Ignored by the other allocations, which always log
+    /// sessions.
     pub log_sessions_in_blocks: bool,
     /// Rate limit of the limit and exhaustion records (natEvent 3, 12, 13):
     /// at most one record of each of the three events per interval of
@@ -367,8 +370,9 @@ pub enum Verdict {
     /// translated.
     Hairpinned,
     /// Sent to a pool address and port with no mapping in this engine
-    /// (nothing to hairpin to, or the mapping lives on another worker);
-    /// dropped.
+    /// (nothing to hairpin to, or the mapping lives on another worker: with
+    /// several workers, hairpinning works only between subscribers sharded
+    /// to the same worker), or an ICMP echo to a pool address; dropped.
     HairpinNoMapping,
     /// Outbound ICMP error (RFC 5508) about a session: outer source and the
     /// quoted packet's destination translated, checksums fixed.

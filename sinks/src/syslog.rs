@@ -9,6 +9,7 @@
 //! RFC 6587 octet counting is needed for messages that may contain
 //! newlines, so the transport and framing are written here.
 
+use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -82,12 +83,13 @@ pub struct SyslogCounters {
     pub connect_failures: AtomicU64,
     /// Connections found broken (on write, or closed by the receiver).
     pub disconnects: AtomicU64,
-    /// Frames sent again on a new connection because the old one broke
-    /// while they were being written (the receiver drops an incomplete
-    /// frame, so these are not duplicates).
-    pub resent_frames: AtomicU64,
-    /// Bytes left unacknowledged in the kernel send queue of a connection
-    /// found broken (`SIOCOUTQ`): a lower bound of what plain TCP lost.
+    /// Frames replayed on a new connection because the receiver's TCP never
+    /// acknowledged them on the old one (`SIOCOUTQ`), or they were cut.
+    pub replayed_frames: AtomicU64,
+    /// Bytes of those.
+    pub replayed_bytes: AtomicU64,
+    /// Unacknowledged bytes that could not be replayed (older than the
+    /// replay history).
     pub unacked_bytes_lost: AtomicU64,
 }
 
@@ -126,14 +128,15 @@ impl Conn {
 ///
 /// Stream transports build the batch's frames in one buffer and write it
 /// with as few `write(2)` calls as the socket allows. When a connection
-/// breaks, the sink counts it, drops the connection, and returns a
-/// retryable error; the retry reconnects (after the backoff) and resumes at
-/// the first frame not completely written. Before each batch the sink
-/// checks whether the receiver closed the connection (`poll` +
-/// `MSG_PEEK`) and reconnects first, so a receiver restart between batches
-/// loses nothing. Plain TCP syslog has no application acknowledgement:
-/// bytes the kernel accepted for a receiver that then died are lost; the
-/// sink reports their lower bound in [`SyslogCounters::unacked_bytes_lost`].
+/// breaks (a write fails, or before a batch `poll` + `MSG_PEEK` shows the
+/// receiver closed it), the sink reads how many bytes the receiver's TCP
+/// never acknowledged (`SIOCOUTQ`), keeps them, from the start of the
+/// first frame they touch, for replay on the next connection, and returns
+/// a retryable error; the retry reconnects (after the backoff), replays,
+/// and resumes the batch where it stopped. Plain TCP syslog has no
+/// application acknowledgement, so bytes the receiver's kernel acknowledged
+/// but the receiver never processed before dying are still lost; those
+/// cannot be seen from here.
 pub struct SyslogSink {
     opts: SyslogSinkOptions,
     conn: Option<Conn>,
@@ -147,9 +150,23 @@ pub struct SyslogSink {
     /// `(fingerprint, byte offset of the next message in the batch)`
     /// (datagram), after a failure.
     resume: Option<(u64, usize)>,
+    /// Stream bytes written on the current connection (the last
+    /// [`HISTORY_BYTES`] or so), with frame starts and the end of the last
+    /// complete frame, to replay what the receiver never acknowledged.
+    hist: Vec<u8>,
+    hist_frames: VecDeque<usize>,
+    hist_complete: usize,
+    /// Bytes (whole frames, the last possibly continued by the batch being
+    /// retried) to send first on the next connection, and frame starts.
+    replay: Vec<u8>,
+    replay_frames: Vec<usize>,
     closed: bool,
     counters: Arc<SyslogCounters>,
 }
+
+/// Stream history kept for replay: more than the largest TCP send buffer
+/// Linux grants by default (4 MiB).
+const HISTORY_BYTES: usize = 8 << 20;
 
 impl SyslogSink {
     /// Creates the sink and tries to connect once; a receiver that is not
@@ -183,6 +200,11 @@ impl SyslogSink {
             framed: Vec::new(),
             frames: Vec::new(),
             resume: None,
+            hist: Vec::new(),
+            hist_frames: VecDeque::new(),
+            hist_complete: 0,
+            replay: Vec::new(),
+            replay_frames: Vec::new(),
             closed: false,
             counters: Arc::new(SyslogCounters::default()),
         };
@@ -264,20 +286,122 @@ impl SyslogSink {
         }
     }
 
-    /// Drops a broken connection, counting what its send queue still held.
+    /// Drops a broken connection. For streams, the bytes its send queue
+    /// still held (`SIOCOUTQ`: never acknowledged by the receiver's TCP)
+    /// are queued for replay on the next connection, from the start of the
+    /// first frame they touch; whatever of them fell out of the history is
+    /// counted as lost.
     fn disconnect(&mut self) {
-        if let Some(c) = self.conn.take() {
-            bump(&self.counters.disconnects, 1);
-            if matches!(c, Conn::Tcp(_) | Conn::UnixStream(_)) {
-                let mut queued: libc::c_int = 0;
-                // SAFETY: SIOCOUTQ (= TIOCOUTQ) writes one int through the
-                // valid pointer; the descriptor is open (owned by `c`).
-                let r = unsafe { libc::ioctl(c.fd(), libc::TIOCOUTQ, &mut queued) };
-                if r == 0 && queued > 0 {
-                    bump(&self.counters.unacked_bytes_lost, queued as u64);
+        let Some(c) = self.conn.take() else { return };
+        bump(&self.counters.disconnects, 1);
+        if !matches!(c, Conn::Tcp(_) | Conn::UnixStream(_)) {
+            return;
+        }
+        let mut queued: libc::c_int = 0;
+        // SAFETY: SIOCOUTQ (= TIOCOUTQ) writes one int through the valid
+        // pointer; the descriptor is open (owned by `c`).
+        let r = unsafe { libc::ioctl(c.fd(), libc::TIOCOUTQ, &mut queued) };
+        let queued = if r == 0 { queued.max(0) as usize } else { 0 };
+        drop(c);
+        let len = self.hist.len();
+        if queued > len {
+            bump(&self.counters.unacked_bytes_lost, (queued - len) as u64);
+        }
+        let acked = len.saturating_sub(queued);
+        // Replay from the frame containing the first unacknowledged byte;
+        // an incomplete last frame is replayed whole (the receiver drops a
+        // frame cut by the connection's end).
+        let start = if acked >= self.hist_complete {
+            self.hist_complete
+        } else {
+            let i = self.hist_frames.partition_point(|&f| f <= acked);
+            if i == 0 {
+                self.hist_frames.front().copied().unwrap_or(len)
+            } else {
+                self.hist_frames[i - 1]
+            }
+        };
+        let mut replay: Vec<u8> = self.hist[start..].to_vec();
+        let mut frames: Vec<usize> = self
+            .hist_frames
+            .iter()
+            .filter(|&&f| f >= start)
+            .map(|&f| f - start)
+            .collect();
+        if !replay.is_empty() {
+            bump(&self.counters.replayed_bytes, replay.len() as u64);
+            bump(&self.counters.replayed_frames, frames.len() as u64);
+        }
+        // Anything not yet sent from an earlier replay follows.
+        let base = replay.len();
+        frames.extend(self.replay_frames.iter().map(|&f| f + base));
+        replay.extend_from_slice(&self.replay);
+        self.replay = replay;
+        self.replay_frames = frames;
+        self.hist.clear();
+        self.hist_frames.clear();
+        self.hist_complete = 0;
+    }
+
+    /// Appends `bytes[from..to]` (written to the connection) to the
+    /// history; `frames` are the frame starts within `bytes`, whose last
+    /// frame ends at `bytes.len()`.
+    fn record(&mut self, bytes: &[u8], frames: &[usize], from: usize, to: usize) {
+        let base = self.hist.len();
+        let lo = frames.partition_point(|&f| f < from);
+        let hi = frames.partition_point(|&f| f < to);
+        self.hist_frames
+            .extend(frames[lo..hi].iter().map(|&f| base + f - from));
+        self.hist.extend_from_slice(&bytes[from..to]);
+        // End of the last complete frame within what is written so far.
+        let complete = if to == bytes.len() {
+            Some(to)
+        } else {
+            frames[..hi].last().copied()
+        };
+        if let Some(c) = complete.filter(|&c| c >= from) {
+            self.hist_complete = base + c - from;
+        }
+        if self.hist.len() > HISTORY_BYTES {
+            // Keep the newest half, cut at a frame start.
+            let want = self.hist.len() - HISTORY_BYTES / 2;
+            let i = self.hist_frames.partition_point(|&f| f < want);
+            if let Some(&cut) = self.hist_frames.get(i) {
+                self.hist.drain(..cut);
+                self.hist_frames.drain(..i);
+                for f in self.hist_frames.iter_mut() {
+                    *f -= cut;
                 }
+                self.hist_complete = self.hist_complete.saturating_sub(cut);
             }
         }
+    }
+
+    /// Writes all of `bytes` to the stream connection, recording what was
+    /// written. Returns the bytes written and the error that stopped it.
+    fn send_stream(
+        &mut self,
+        bytes: &[u8],
+        frames: &[usize],
+        mut done: usize,
+    ) -> (usize, io::Result<()>) {
+        while done < bytes.len() {
+            let r = match self.conn.as_mut() {
+                Some(Conn::Tcp(s)) => s.write(&bytes[done..]),
+                Some(Conn::UnixStream(s)) => s.write(&bytes[done..]),
+                _ => Err(io::Error::from(io::ErrorKind::NotConnected)),
+            };
+            match r {
+                Ok(0) => return (done, Err(io::ErrorKind::WriteZero.into())),
+                Ok(n) => {
+                    self.record(bytes, frames, done, done + n);
+                    done += n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return (done, Err(e)),
+            }
+        }
+        (done, Ok(()))
     }
 
     /// For stream transports: true when the receiver has closed the
@@ -340,48 +464,44 @@ impl SyslogSink {
         if start == 0 {
             self.frame(batch);
         }
-        let mut done = start;
-        while done < self.framed.len() {
-            let r = match self.conn.as_mut() {
-                Some(Conn::Tcp(s)) => s.write(&self.framed[done..]),
-                Some(Conn::UnixStream(s)) => s.write(&self.framed[done..]),
-                _ => unreachable!("stream transport"),
-            };
-            match r {
-                Ok(0) => {
-                    return self.stream_broke(fp, done, io::ErrorKind::WriteZero.into());
-                }
-                Ok(n) => done += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return self.stream_broke(fp, done, e),
+        if !self.replay.is_empty() {
+            let replay = std::mem::take(&mut self.replay);
+            let frames = std::mem::take(&mut self.replay_frames);
+            let (n, r) = self.send_stream(&replay, &frames, 0);
+            if let Err(e) = r {
+                // Keep the unsent rest; `disconnect` puts the unacknowledged
+                // part of what was sent in front of it.
+                let k = frames.partition_point(|&f| f < n);
+                self.replay_frames = frames[k..].iter().map(|&f| f - n).collect();
+                self.replay = replay[n..].to_vec();
+                return self.stream_broke(fp, start, e);
             }
+        }
+        let framed = std::mem::take(&mut self.framed);
+        let frames = std::mem::take(&mut self.frames);
+        let (done, r) = self.send_stream(&framed, &frames, start);
+        self.framed = framed;
+        self.frames = frames;
+        if let Err(e) = r {
+            return self.stream_broke(fp, done, e);
         }
         bump(&self.counters.messages, self.frames.len() as u64);
         Ok(Accepted::Delivered)
     }
 
-    /// A stream write failed after `done` bytes of `framed`: resume at the
-    /// start of the frame that was cut (the receiver discards a partial
-    /// frame when the connection drops).
+    /// A stream write failed after `done` bytes of `framed`. A timeout
+    /// keeps the connection and resumes exactly there; anything else drops
+    /// the connection (queueing the unacknowledged bytes for replay) and
+    /// resumes there on the next one.
     fn stream_broke(&mut self, fp: u64, done: usize, e: io::Error) -> Result<Accepted, SinkError> {
         let timed_out = matches!(
             e.kind(),
             io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
         );
-        if timed_out {
-            // Receiver slow, connection intact: resume exactly here.
-            self.resume = Some((fp, done));
-            return Err(SinkError::Retryable(e));
+        if !timed_out {
+            self.disconnect();
         }
-        let (resume_at, cut) = match self.frames.binary_search(&done) {
-            Ok(_) => (done, false),
-            Err(i) => (self.frames[i - 1], true),
-        };
-        if cut {
-            bump(&self.counters.resent_frames, 1);
-        }
-        self.disconnect();
-        self.resume = Some((fp, resume_at));
+        self.resume = Some((fp, done));
         Err(SinkError::Retryable(e))
     }
 

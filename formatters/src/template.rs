@@ -789,23 +789,21 @@ impl Program {
         while let Some(st) = it.next() {
             n = match st.op {
                 Op::Lit { start, len } => write_lit16(buf, n, padded, start as usize, len as usize),
-                Op::Dec { off, size } => {
-                    write_dec(buf, n, read_uint(rec, off as usize, size as usize))
-                }
+                Op::Dec { off, size } => write_dec(buf, n, rd(rec, off, size)),
                 Op::Event { off, size } => {
-                    let v = read_uint(rec, off as usize, size as usize);
+                    let v = rd(rec, off, size);
                     write_dec(buf, n, map_event(profile, v))
                 }
-                Op::Ipv4 { off } => write_ipv4(buf, n, read_uint(rec, off as usize, 4) as u32),
+                Op::Ipv4 { off } => write_ipv4(buf, n, rd(rec, off, 4) as u32),
                 Op::Ipv4Dec {
                     off,
                     sep,
                     off2,
                     size2,
                 } => {
-                    let n = write_ipv4(buf, n, read_uint(rec, off as usize, 4) as u32);
+                    let n = write_ipv4(buf, n, rd(rec, off, 4) as u32);
                     buf[n] = sep;
-                    write_dec(buf, n + 1, read_uint(rec, off2 as usize, size2 as usize))
+                    write_dec(buf, n + 1, rd(rec, off2, size2))
                 }
                 Op::Rfc3339 {
                     off,
@@ -827,7 +825,7 @@ impl Program {
                     table,
                     event,
                 } => {
-                    let mut v = read_uint(rec, off as usize, size as usize);
+                    let mut v = rd(rec, off, size);
                     if event {
                         v = map_event(profile, v);
                     }
@@ -861,7 +859,7 @@ impl Program {
                     value,
                     skip,
                 } => {
-                    if skip > 0 && read_uint(rec, off as usize, size as usize) != value as u64 {
+                    if skip > 0 && rd(rec, off, size) != value as u64 {
                         it.nth(skip as usize - 1);
                     }
                     n
@@ -870,9 +868,7 @@ impl Program {
                 op => {
                     tmp.clear();
                     match op {
-                        Op::Hex { off, size } => {
-                            push_hex(tmp, read_uint(rec, off as usize, size as usize))
-                        }
+                        Op::Hex { off, size } => push_hex(tmp, rd(rec, off, size)),
                         Op::Ipv6 { off } => {
                             let o = off as usize;
                             let a: [u8; 16] = rec[o..o + 16].try_into().unwrap_or([0; 16]);
@@ -907,6 +903,44 @@ impl Program {
     }
 }
 
+/// Low-byte masks of 0..=8-byte integers (16 entries so that `size & 15`
+/// indexes without a bounds check; 9..=15 never occur).
+const MASKS: [u64; 16] = [
+    0,
+    0xff,
+    0xffff,
+    0xff_ffff,
+    0xffff_ffff,
+    0xff_ffff_ffff,
+    0xffff_ffff_ffff,
+    0xff_ffff_ffff_ffff,
+    u64::MAX,
+    0,
+    0,
+    0,
+    0,
+    0,
+    0,
+    0,
+];
+
+/// [`read_uint`] without its per-size branch: on little-endian targets an
+/// 8-byte load masked to `size` bytes wherever 8 bytes fit in the record;
+/// the last fields of a record, and big-endian targets, take `read_uint`.
+/// Integer fields are 1, 2, 4 or 8 bytes (checked when the schema is
+/// built, `FieldKind::size_ok`), where both agree.
+#[inline(always)]
+fn rd(rec: &[u8], off: u32, size: u8) -> u64 {
+    let off = off as usize;
+    if cfg!(target_endian = "little") {
+        if let Some(b) = rec.get(off..off + 8) {
+            let w = u64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
+            return w & MASKS[size as usize & 15];
+        }
+    }
+    read_uint(rec, off, size as usize)
+}
+
 /// `natEvent` value `v` through the profile.
 #[inline(always)]
 fn map_event(profile: EventProfile, v: u64) -> u64 {
@@ -920,7 +954,7 @@ fn map_event(profile: EventProfile, v: u64) -> u64 {
 /// The nanosecond time of the 8-byte field at `off` (TSC ticks converted).
 #[inline(always)]
 fn ns_of(tsc: &TscCalibration, rec: &[u8], off: u32, is_tsc: bool) -> u64 {
-    let v = read_uint(rec, off as usize, 8);
+    let v = rd(rec, off, 8);
     if is_tsc {
         tsc.to_ns(v)
     } else {

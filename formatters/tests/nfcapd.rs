@@ -4,8 +4,9 @@
 //!
 //! Each test starts its own `nfcapd` on 127.0.0.1 with a fresh data
 //! directory, sends the encoder's messages to it over UDP, waits until the
-//! collector has drained its socket, stops it with SIGTERM (which flushes
-//! and closes the file) and reads the file back with `nfdump`.
+//! collector has decoded every record (its `-E` print), stops it with
+//! SIGTERM (which flushes and closes the file) and reads the file back with
+//! `nfdump`.
 //!
 //! nfdump 1.7.1 (Debian 12) decodes these RFC 8158 elements, and every one
 //! is checked against the record: natEvent (230), sourceIPv4Address (8),
@@ -21,9 +22,12 @@
 
 mod common;
 
+use std::io::{BufRead, BufReader};
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -37,6 +41,9 @@ struct Nfcapd {
     child: Child,
     port: u16,
     dir: tempfile::TempDir,
+    /// Flow records nfcapd has decoded so far (counted from its `-E`
+    /// debug print on stdout).
+    decoded: Arc<AtomicUsize>,
 }
 
 /// Bytes waiting in the receive queue of the UDP socket bound to
@@ -67,30 +74,84 @@ fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
 }
 
 impl Nfcapd {
+    /// Starts nfcapd on a port below the ephemeral range (so no client
+    /// socket of a test running in parallel can take it in between); a
+    /// port in use makes nfcapd exit, and the next one is tried.
     fn start() -> Nfcapd {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        for _ in 0..50 {
+            // Relaxed: only uniqueness of the counter values matters.
+            let k = NEXT.fetch_add(1, Ordering::Relaxed);
+            let port = 20_000 + ((std::process::id() as usize * 64 + k) % 10_000) as u16;
+            if rx_queue(port).is_some() {
+                continue;
+            }
+            if let Some(c) = Nfcapd::try_start(port) {
+                return c;
+            }
+        }
+        panic!("no free UDP port for nfcapd in 20000..30000");
+    }
+
+    fn try_start(port: u16) -> Option<Nfcapd> {
         let dir = tempfile::tempdir().unwrap();
-        // A free port: bind, note it, release it for nfcapd.
-        let port = UdpSocket::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new("nfcapd")
-            .args(["-b", "127.0.0.1", "-p", &port.to_string(), "-t", "3600"])
-            .arg("-w")
+        // -E: also print every decoded record on stdout, so the test knows
+        // when nfcapd has processed everything it was sent. stdbuf
+        // (coreutils): line-buffered stdout, else stdio holds the print in
+        // its pipe buffer until exit.
+        let mut child = Command::new("stdbuf")
+            .args(["-oL", "nfcapd", "-E", "-b", "127.0.0.1", "-p"])
+            .arg(port.to_string())
+            .args(["-t", "3600", "-w"])
             .arg(dir.path())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .expect("nfcapd not found: run scripts/setup.sh (Debian package nfdump)");
-        let mut c = Nfcapd { child, port, dir };
-        wait_until("nfcapd listens", || {
-            if let Some(status) = c.child.try_wait().unwrap() {
-                panic!("nfcapd exited at start: {status}");
+            .expect("stdbuf (coreutils) not found");
+        let decoded = Arc::new(AtomicUsize::new(0));
+        let stdout = child.stdout.take().unwrap();
+        let d = decoded.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if line.starts_with("Flow Record") {
+                    // Relaxed: a counter polled by `finish`; the records
+                    // themselves are read back from the file after exit.
+                    d.fetch_add(1, Ordering::Relaxed);
+                }
             }
-            rx_queue(c.port).is_some()
         });
-        c
+        let mut c = Nfcapd {
+            child,
+            port,
+            dir,
+            decoded,
+        };
+        let t0 = Instant::now();
+        loop {
+            if let Some(status) = c.child.try_wait().unwrap() {
+                // 127 from stdbuf: nfcapd is not installed.
+                assert_ne!(
+                    status.code(),
+                    Some(127),
+                    "nfcapd not found: run scripts/setup.sh (Debian package nfdump)"
+                );
+                return None;
+            }
+            if rx_queue(port).is_some() {
+                // Bound; still alive a moment later means the bind was its own.
+                std::thread::sleep(Duration::from_millis(30));
+                if c.child.try_wait().unwrap().is_none() {
+                    return Some(c);
+                }
+                return None;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "nfcapd did not bind 127.0.0.1:{port}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     /// Sends every message of `stream` as one datagram.
@@ -112,14 +173,12 @@ impl Nfcapd {
         msgs.len()
     }
 
-    /// Waits until nfcapd has read every datagram, stops it (SIGTERM
-    /// flushes and renames the data file) and returns the file.
-    fn finish(mut self) -> (PathBuf, tempfile::TempDir) {
-        wait_until("nfcapd drains its socket", || {
-            rx_queue(self.port).map_or(true, |q| q == 0)
+    /// Waits until nfcapd has decoded `records` flow records, stops it
+    /// (SIGTERM flushes and renames the data file) and returns the file.
+    fn finish(mut self, records: usize) -> (PathBuf, tempfile::TempDir) {
+        wait_until("nfcapd decodes every record sent", || {
+            self.decoded.load(Ordering::Relaxed) >= records
         });
-        // Let it process the last datagram it read.
-        std::thread::sleep(Duration::from_millis(200));
         let st = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status()
@@ -201,7 +260,7 @@ fn nfcapd_decodes_every_field_it_knows_of_every_nat_record() {
     }
     let c = Nfcapd::start();
     assert_eq!(c.send(&out), 1);
-    let (file, _dir) = c.finish();
+    let (file, _dir) = c.finish(7);
     let v = flows(&file);
     assert_eq!(v.len(), 7, "{v:#?}");
 
@@ -275,7 +334,7 @@ fn nfcapd_sees_no_sequence_failure_across_many_messages() {
     let c = Nfcapd::start();
     let msgs = c.send(&out);
     assert!(msgs > 30, "{msgs} messages");
-    let (file, _dir) = c.finish();
+    let (file, _dir) = c.finish(300);
     assert_eq!(stat_field(&file, "Flows"), 300);
     assert_eq!(stat_field(&file, "Sequence failures"), 0);
     let ports: Vec<u64> = flows(&file)
@@ -297,7 +356,7 @@ fn nfcapd_sees_no_sequence_failure_across_many_messages() {
     }
     let c = Nfcapd::start();
     c.send(&bad);
-    let (file, _dir) = c.finish();
+    let (file, _dir) = c.finish(300);
     assert!(stat_field(&file, "Sequence failures") >= 1);
 }
 

@@ -329,6 +329,8 @@ pub struct KafkaSinkConfig {
     pub queue_max_messages: u64,
     /// `message.max.bytes`. Default: librdkafka's.
     pub message_max_bytes: Option<u64>,
+    /// Consecutive same-key lines packed per Kafka message. Default 1.
+    pub lines_per_message: usize,
     /// Other librdkafka properties.
     pub properties: std::collections::BTreeMap<String, String>,
     /// `fanout` (default) or `failover`.
@@ -347,6 +349,7 @@ impl Default for KafkaSinkConfig {
             message_timeout_ms: d.message_timeout_ms,
             queue_max_messages: d.queue_max_messages,
             message_max_bytes: d.message_max_bytes,
+            lines_per_message: d.lines_per_message,
             properties: Default::default(),
             role: SinkRole::Fanout,
         }
@@ -368,6 +371,7 @@ impl KafkaSinkConfig {
             message_timeout_ms: self.message_timeout_ms,
             queue_max_messages: self.queue_max_messages,
             message_max_bytes: self.message_max_bytes,
+            lines_per_message: self.lines_per_message,
             properties: self.properties.clone().into_iter().collect(),
         }
     }
@@ -922,6 +926,7 @@ mod tests {
             key_field = "sourceIPv4Address"
             linger_ms = 1
             message_max_bytes = 10000
+            lines_per_message = 8
             properties = {{ "client.id" = "dplog-test" }}
             "#,
             d = dir.path().display()
@@ -940,6 +945,7 @@ mod tests {
             vec![("client.id".into(), "dplog-test".into())]
         );
         assert_eq!(o.message_max_bytes, Some(10000));
+        assert_eq!(o.lines_per_message, 8);
         let SinkConfig::Syslog(s) = &items[1] else {
             panic!()
         };

@@ -37,11 +37,17 @@ fn bench(c: &mut Criterion) {
     let (batch, lines) = text_batch();
     let cluster = MockCluster::new(1).expect("mock cluster");
     cluster.create_topic("bench", 4, 1).expect("topic");
-    for (name, key) in [
-        ("KafkaSink_mock_unkeyed", KafkaKey::None),
+    for (name, key, pack) in [
+        ("KafkaSink_mock_unkeyed", KafkaKey::None, 1),
         (
             "KafkaSink_mock_keyed_by_inside_address",
             KafkaKey::Field("sourceIPv4Address".into()),
+            1,
+        ),
+        (
+            "KafkaSink_mock_unkeyed_16_lines_per_message",
+            KafkaKey::None,
+            16,
         ),
     ] {
         let mut g = c.benchmark_group("sink_kafka_records");
@@ -49,6 +55,7 @@ fn bench(c: &mut Criterion) {
         g.throughput(Throughput::Elements((lines * BATCHES) as u64));
         let mut o = KafkaSinkOptions::new(cluster.bootstrap_servers(), "bench");
         o.key = key;
+        o.lines_per_message = pack;
         let mut sink = KafkaSink::new(o).expect("kafka sink");
         g.bench_function(name, |b| {
             b.iter_custom(|iters| {

@@ -100,6 +100,10 @@ pub struct KafkaSinkOptions {
     pub queue_max_messages: u64,
     /// `message.max.bytes`, if set. Default: librdkafka's (1 000 000).
     pub message_max_bytes: Option<u64>,
+    /// Pack up to this many consecutive lines with the same key into one
+    /// Kafka message, newline-separated (1 = one line per message). A pack
+    /// larger than `message.max.bytes` is sent line by line. Default 1.
+    pub lines_per_message: usize,
     /// Other librdkafka properties, applied last.
     pub properties: Vec<(String, String)>,
 }
@@ -116,6 +120,7 @@ impl KafkaSinkOptions {
             message_timeout_ms: 0,
             queue_max_messages: 1_000_000,
             message_max_bytes: None,
+            lines_per_message: 1,
             properties: Vec::new(),
         }
     }
@@ -125,12 +130,13 @@ impl KafkaSinkOptions {
 /// runs on the consumer thread inside `poll`).
 #[derive(Debug, Default)]
 pub struct KafkaCounters {
-    /// Messages Kafka acknowledged.
+    /// Records Kafka acknowledged (lines; with `lines_per_message` > 1 a
+    /// message carries several).
     pub acked: AtomicU64,
     /// Formatted bytes of those (payload plus the line's newline, which is
     /// not sent), comparable with the other sinks' `written_bytes`.
     pub acked_bytes: AtomicU64,
-    /// Messages whose delivery failed for good.
+    /// Records whose delivery failed for good.
     pub failed: AtomicU64,
     /// Records rejected alone at produce time (too large, ...).
     pub rejected: AtomicU64,
@@ -153,6 +159,17 @@ impl KafkaCounters {
     }
 }
 
+/// Packs a message's record count (< 2^24) and formatted bytes (< 2^40)
+/// into the delivery opaque (64-bit targets).
+fn pack_opaque(records: u64, bytes: u64) -> usize {
+    ((records << 40) | (bytes & ((1 << 40) - 1))) as usize
+}
+
+fn unpack_opaque(v: usize) -> (u64, u64) {
+    let v = v as u64;
+    (v >> 40, v & ((1 << 40) - 1))
+}
+
 struct Ctx {
     counters: Arc<KafkaCounters>,
     last_error: Mutex<Option<String>>,
@@ -161,18 +178,19 @@ struct Ctx {
 impl ClientContext for Ctx {}
 
 impl ProducerContext for Ctx {
-    /// Formatted line length (payload + newline), for the delivered-bytes
-    /// count.
+    /// Records in the message and their formatted bytes (payload plus the
+    /// final newline), packed by [`pack_opaque`].
     type DeliveryOpaque = usize;
 
-    fn delivery(&self, r: &DeliveryResult<'_>, len: usize) {
+    fn delivery(&self, r: &DeliveryResult<'_>, opaque: usize) {
+        let (records, bytes) = unpack_opaque(opaque);
         match r {
             Ok(_) => {
-                bump(&self.counters.acked, 1);
-                bump(&self.counters.acked_bytes, len as u64);
+                bump(&self.counters.acked, records);
+                bump(&self.counters.acked_bytes, bytes);
             }
             Err((e, _)) => {
-                bump(&self.counters.failed, 1);
+                bump(&self.counters.failed, records);
                 if let Ok(mut g) = self.last_error.lock() {
                     *g = Some(e.to_string());
                 }
@@ -181,7 +199,8 @@ impl ProducerContext for Ctx {
     }
 }
 
-/// Produces every line of each batch as one Kafka message.
+/// Produces every line of each batch as one Kafka message (or packs of
+/// lines, see [`KafkaSinkOptions::lines_per_message`]).
 pub struct KafkaSink {
     producer: BaseProducer<Ctx>,
     opts: KafkaSinkOptions,
@@ -208,6 +227,12 @@ impl KafkaSink {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "kafka sink needs brokers and a topic",
+            ));
+        }
+        if opts.lines_per_message == 0 || opts.lines_per_message >= 1 << 24 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "lines_per_message must be in 1..16777216",
             ));
         }
         let mut c = ClientConfig::new();
@@ -278,22 +303,40 @@ impl Sink for KafkaSink {
             _ => 0,
         };
         let mut full_since: Option<Instant> = None;
+        // Lines up to here go one per message (a pack was too large).
+        let mut single_until = 0usize;
         while at < batch.len() {
             let end = memchr::memchr(b'\n', &batch[at..]).map_or(batch.len(), |i| at + i);
-            let line = &batch[at..end];
-            if line.is_empty() {
+            if end == at {
                 at = end + 1;
                 continue;
             }
-            let key = self.opts.key.extract(line);
-            let mut rec =
-                BaseRecord::with_opaque_to(&self.opts.topic, line.len() + 1).payload(line);
+            let key = self.opts.key.extract(&batch[at..end]);
+            // Pack following lines with the same key, contiguous in the
+            // batch: the payload is a slice, no copy.
+            let mut last = end;
+            let mut lines = 1u64;
+            if at >= single_until {
+                while (lines as usize) < self.opts.lines_per_message && last + 1 < batch.len() {
+                    let next_end = memchr::memchr(b'\n', &batch[last + 1..])
+                        .map_or(batch.len(), |i| last + 1 + i);
+                    let next = &batch[last + 1..next_end];
+                    if next.is_empty() || self.opts.key.extract(next) != key {
+                        break;
+                    }
+                    last = next_end;
+                    lines += 1;
+                }
+            }
+            let payload = &batch[at..last];
+            let opaque = pack_opaque(lines, payload.len() as u64 + 1);
+            let mut rec = BaseRecord::with_opaque_to(&self.opts.topic, opaque).payload(payload);
             if let Some(k) = key {
                 rec = rec.key(k);
             }
             match self.producer.send(rec) {
                 Ok(()) => {
-                    at = end + 1;
+                    at = last + 1;
                     full_since = None;
                 }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
@@ -308,10 +351,16 @@ impl Sink for KafkaSink {
                     }
                     self.producer.poll(Duration::from_millis(5));
                 }
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge), _))
+                    if lines > 1 =>
+                {
+                    // Too large as a pack: send these lines one by one.
+                    single_until = last;
+                }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge), _)) => {
                     // Rejected alone; reported as failed by the next poll.
                     bump(&self.counters.rejected, 1);
-                    at = end + 1;
+                    at = last + 1;
                 }
                 Err((e, _)) => {
                     self.resume = Some((fp, at));

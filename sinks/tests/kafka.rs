@@ -41,7 +41,7 @@ fn opts(brokers: &str, topic: &str) -> KafkaSinkOptions {
 }
 
 /// Every message of `topic` (all partitions, from the start), as
-/// `(key, payload)`, partition by partition; waits for `n` (or 20 s).
+/// `(key, payload)`, partition by partition; waits for `n` lines (or 20 s).
 fn consume(brokers: &str, topic: &str, n: u64) -> Vec<Msg> {
     let c: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", brokers)
@@ -64,7 +64,10 @@ fn consume(brokers: &str, topic: &str, n: u64) -> Vec<Msg> {
                 m.key().unwrap_or_default().to_vec(),
                 m.payload().unwrap_or_default().to_vec(),
             ));
-            got += 1;
+            // Lines, not messages: a packed message holds several.
+            got += m
+                .payload()
+                .map_or(0, |p| memchr::memchr_iter(b'\n', p).count() as u64 + 1);
         }
     }
     let mut parts: Vec<_> = by_part.into_iter().collect();
@@ -72,18 +75,20 @@ fn consume(brokers: &str, topic: &str, n: u64) -> Vec<Msg> {
     parts.into_iter().flat_map(|(_, v)| v).collect()
 }
 
-/// Payloads joined with newlines, and every key checked against the
-/// payload's producer token.
+/// Payloads joined with newlines, and every line's key checked against its
+/// producer token (a packed message holds several lines of one key).
 fn check_keys_and_join(msgs: &[Msg]) -> Vec<u8> {
     let mut out = Vec::new();
     for (k, v) in msgs {
-        let token = v.split(|&b| b == b' ').next().unwrap();
-        assert_eq!(
-            k.as_slice(),
-            token,
-            "wrong key for {}",
-            String::from_utf8_lossy(v)
-        );
+        for line in v.split(|&b| b == b'\n') {
+            let token = line.split(|&b| b == b' ').next().unwrap();
+            assert_eq!(
+                k.as_slice(),
+                token,
+                "wrong key for {}",
+                String::from_utf8_lossy(line)
+            );
+        }
         out.extend_from_slice(v);
         out.push(b'\n');
     }
@@ -200,6 +205,55 @@ fn an_oversized_record_is_rejected_alone() {
     sink.close().unwrap();
     let got = parse_lines(&check_keys_and_join(&consume(&b, "big", 2)));
     assert_eq!(got, vec![(0, 0), (0, 2)]);
+}
+
+#[test]
+fn packed_lines_keep_keys_order_and_reject_an_oversized_line_alone() {
+    let m = mock("pk");
+    let b = m.bootstrap_servers();
+    let mut o = opts(&b, "pk");
+    o.lines_per_message = 10;
+    o.message_max_bytes = Some(3000);
+    let sink = KafkaSink::new(o).unwrap();
+    let s = run_logger(sink, 3, 2000, 100);
+    assert_eq!(s.written_records, 6000, "{s:?}");
+    let msgs = consume(&b, "pk", 6000);
+    assert!(msgs.len() < 6000, "nothing was packed");
+    let got = parse_lines(&check_keys_and_join(&msgs));
+    assert_complete_and_ordered(&got, 3, 2000);
+
+    // A pack holding a too-large line falls back to single lines: only that
+    // line is rejected.
+    let mut o = opts(&b, "pk2");
+    o.lines_per_message = 10;
+    o.message_max_bytes = Some(3000);
+    let mut sink = KafkaSink::new(o).unwrap();
+    let mut batch = Vec::new();
+    for i in 0..5u64 {
+        batch.extend_from_slice(format!("p0 s{i:010} ok\n").as_bytes());
+    }
+    batch.extend_from_slice(format!("p0 s0000000005 {}\n", "L".repeat(5000)).as_bytes());
+    for i in 6..9u64 {
+        batch.extend_from_slice(format!("p0 s{i:010} ok\n").as_bytes());
+    }
+    sink.write_batch(&batch).unwrap();
+    let t0 = Instant::now();
+    let mut acc = dplog_core::Progress::default();
+    while acc.delivered_records + acc.failed_records < 9 {
+        acc += sink.poll();
+        assert!(t0.elapsed() < Duration::from_secs(20), "{acc:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!((acc.delivered_records, acc.failed_records), (8, 1));
+    sink.close().unwrap();
+    let got = parse_lines(&check_keys_and_join(&consume(&b, "pk2", 8)));
+    let seqs: Vec<u64> = got.iter().map(|&(_, s)| s).collect();
+    assert_eq!(seqs, vec![0, 1, 2, 3, 4, 6, 7, 8]);
+    assert!(KafkaSink::new(KafkaSinkOptions {
+        lines_per_message: 0,
+        ..KafkaSinkOptions::new("127.0.0.1:1", "t")
+    })
+    .is_err());
 }
 
 #[test]

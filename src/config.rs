@@ -2,7 +2,7 @@
 //!
 //! ```toml
 //! [ring]
-//! capacity = 2048          # slots per producer ring, a power of two
+//! capacity = 16384         # slots per producer ring, a power of two
 //! backpressure = "block"   # "block" (lossless), "drop_newest" (alias
 //!                          # "drop"; counted and reported in-band) or
 //!                          # "degrade" (watermarks and priorities)
@@ -46,7 +46,8 @@ use crate::{Backpressure, DegradeConfig, Logger, LoggerConfig, LoggerError, Nat4
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct RingConfig {
-    /// Slots per producer ring; a power of two. Default 2048.
+    /// Slots per producer ring; a power of two. Default 16384
+    /// (`DEFAULT_RING_CAPACITY`, from the ring-size sweep).
     pub capacity: usize,
     /// `block`, `drop_newest` (alias `drop`) or `degrade`. Default `block`.
     pub backpressure: Backpressure,
@@ -685,7 +686,8 @@ mod tests {
     fn empty_document_gives_defaults() {
         let c = LogConfig::from_toml_str("").unwrap();
         assert_eq!(c, LogConfig::default());
-        assert_eq!(c.ring.capacity, 2048);
+        assert_eq!(c.ring.capacity, crate::runtime::DEFAULT_RING_CAPACITY);
+        assert_eq!(c.ring.capacity, 16384);
         assert_eq!(c.format.kind, Format::Text);
     }
 

@@ -273,18 +273,19 @@ mod dpdk {
 
     static EAL: Once = Once::new();
 
-    /// Starts EAL once: no hugepages, no PCI, in memory, main lcore 0.
+    /// Starts EAL once: no hugepages, no PCI, no shared config, main lcore 0.
     pub fn eal() {
         EAL.call_once(|| {
             let args = [
                 "dplog-bench",
                 "--no-huge",
                 "--no-pci",
-                "--in-memory",
+                "-m",
+                "256",
+                "--no-shconf",
                 "-l",
                 "0",
-                "--log-level",
-                "error",
+                "--log-level=3",
             ];
             dpdk_sys::eal_init(&args).expect("rte_eal_init --no-huge --no-pci");
         });

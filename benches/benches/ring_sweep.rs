@@ -4,8 +4,10 @@
 //! For every capacity 16, 32, …, 131072 (64-byte `Nat44SessionRecord`,
 //! `drop_newest` semantics: `try_push_burst`, the rest counted as dropped):
 //! - the producer (CPU 0) offers `OFFERED` records/s on average, in bursts
-//!   whose sizes are drawn from {64, 128, …, 8192} (uniform over the
-//!   exponent, fixed seed, so every size sees the same arrivals), each burst
+//!   whose sizes are drawn from {32, 64, …, 4096} (uniform over the
+//!   exponent, fixed seed, so every size sees the same arrivals: a
+//!   forwarding core's per-poll records up to a session-expiry sweep of a
+//!   few thousand), each burst
 //!   pushed as fast as the ring takes it, then idle until the schedule says
 //!   the next burst arrives;
 //! - the consumer (CPU 1) drains with `read_burst(32)` but at most
@@ -13,12 +15,12 @@
 //!
 //! Printed per size: offered, delivered (records/s the consumer read),
 //! drops and drop %, then the best size: the smallest capacity whose drop
-//! rate is within 0.01 percentage points of the lowest drop rate seen
+//! rate is within 0.1 percentage points of the lowest drop rate seen
 //! (more slots past that point only cost memory and cache). The curve is
 //! written to `benches/ring_sweep.svg` (plotters).
 //!
-//! `cargo bench -p dplog-benches --bench ring_sweep` (about 4 s;
-//! `DPLOG_SWEEP_MS` sets the time per size, default 250).
+//! `cargo bench -p dplog-benches --bench ring_sweep` (about 6 s;
+//! `DPLOG_SWEEP_MS` sets the time per size, default 400).
 
 use std::hint::spin_loop;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,10 +31,14 @@ use dplog::{ring, Nat44SessionRecord, NatEvent};
 use dplog_benches::{nat44, pin, CONSUMER_CPU, PRODUCER_CPU};
 use plotters::prelude::*;
 
-/// Average offered rate, records/s.
-const OFFERED: f64 = 10e6;
-/// Consumer drain limit, records/s (20 % above the average offered rate).
-const DRAIN: f64 = 12e6;
+/// Average offered rate, records/s (modest, so that the consumer's drain
+/// limit, not CPU contention on a shared machine, sets the drain rate).
+const OFFERED: f64 = 2e6;
+/// Consumer drain limit, records/s (25 % above the average offered rate).
+const DRAIN: f64 = 2.5e6;
+/// A size is "good enough" when its drop rate is within this many
+/// percentage points of the lowest seen.
+const TOLERANCE_PP: f64 = 0.1;
 
 struct Point {
     cap: usize,
@@ -79,14 +85,23 @@ fn run(cap: usize, dur: Duration) -> Point {
     let t0 = Instant::now();
     let mut due = 0.0f64; // seconds since t0 when the next burst arrives
     while t0.elapsed() < dur {
-        while t0.elapsed().as_secs_f64() < due {
+        let mut now = t0.elapsed().as_secs_f64();
+        while now < due {
             spin_loop();
+            now = t0.elapsed().as_secs_f64();
         }
-        // xorshift64*: burst of 64 << (0..=7) records.
+        // A producer descheduled by another process (the machine is
+        // shared) must not replay the missed schedule as one giant burst:
+        // arrivals more than 1 ms late are re-anchored to now (a stalled
+        // forwarding core produces nothing while stalled).
+        if now > due + 1e-3 {
+            due = now;
+        }
+        // xorshift64*: burst of 32 << (0..=7) records.
         rng ^= rng >> 12;
         rng ^= rng << 25;
         rng ^= rng >> 27;
-        let n = 64usize << (rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 61);
+        let n = 32usize << (rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 61);
         for r in burst[..n].iter_mut() {
             r.timestamp_ns = seq;
             seq += 1;
@@ -126,10 +141,10 @@ fn main() {
     let ms: u64 = std::env::var("DPLOG_SWEEP_MS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(if quick { 20 } else { 250 });
+        .unwrap_or(if quick { 20 } else { 400 });
     let sizes: Vec<usize> = (4..=17).map(|e| 1usize << e).collect();
     println!(
-        "ring_sweep: 64-byte records, offered {:.0} M/s in bursts of 64..8192, drain limit {:.0} M/s, {ms} ms per size",
+        "ring_sweep: 64-byte records, offered {:.1} M/s in bursts of 32..4096, drain limit {:.1} M/s, {ms} ms per size",
         OFFERED / 1e6,
         DRAIN / 1e6
     );
@@ -154,7 +169,7 @@ fn main() {
     let min = pts.iter().map(pct).fold(f64::INFINITY, f64::min);
     let best = pts
         .iter()
-        .find(|p| pct(p) <= min + 0.01)
+        .find(|p| pct(p) <= min + TOLERANCE_PP)
         .expect("at least one size");
     println!(
         "best ring size: {} (drop rate {:.4} %, lowest seen {:.4} %)",

@@ -90,13 +90,21 @@ impl Default for DegradeConfig {
     }
 }
 
+/// Default slots per ring: 16384 (1 MiB of 64-byte slots), the best size
+/// of the ring-size sweep (`benches/benches/ring_sweep.rs`, results and
+/// plot in `benches/RESULTS.md` and `benches/ring_sweep.svg`): the smallest
+/// ring that dropped nothing when bursts of up to 4096 records met a
+/// rate-limited consumer on a shared 2-CPU machine.
+pub const DEFAULT_RING_CAPACITY: usize = 16384;
+
 /// Smallest batch buffer the runtime accepts, in bytes (64 KiB).
 pub const MIN_BATCH_BYTES: usize = 64 * 1024;
 
 /// Consumer runtime settings.
 #[derive(Clone, Debug)]
 pub struct LoggerConfig {
-    /// Slots per producer ring; a power of two. Default 2048.
+    /// Slots per producer ring; a power of two. Default
+    /// [`DEFAULT_RING_CAPACITY`].
     pub ring_capacity: usize,
     /// Policy applied by [`LogProducer::log`]. Default [`Backpressure::Block`].
     pub backpressure: Backpressure,
@@ -133,7 +141,7 @@ pub struct LoggerConfig {
 impl Default for LoggerConfig {
     fn default() -> Self {
         Self {
-            ring_capacity: 2048,
+            ring_capacity: DEFAULT_RING_CAPACITY,
             backpressure: Backpressure::Block,
             burst: 32,
             batch_bytes: 256 * 1024,

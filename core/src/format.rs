@@ -16,6 +16,14 @@ pub trait Formatter<R>: Send + 'static {
     fn format_drop_report(&mut self, report: &crate::report::DropReport, out: &mut Vec<u8>) {
         report.write_text(out)
     }
+
+    /// Called by the consumer with its TSC calibration at start and after
+    /// every recalibration against `CLOCK_REALTIME` (about once a second),
+    /// for formatters whose records carry raw TSC timestamps
+    /// ([`crate::tsc::now_ticks`]). Default: ignored.
+    fn tsc_calibration(&mut self, cal: &crate::tsc::Calibration) {
+        let _ = cal;
+    }
 }
 
 impl<R, F: Formatter<R> + ?Sized> Formatter<R> for Box<F> {
@@ -24,5 +32,8 @@ impl<R, F: Formatter<R> + ?Sized> Formatter<R> for Box<F> {
     }
     fn format_drop_report(&mut self, report: &crate::report::DropReport, out: &mut Vec<u8>) {
         (**self).format_drop_report(report, out)
+    }
+    fn tsc_calibration(&mut self, cal: &crate::tsc::Calibration) {
+        (**self).tsc_calibration(cal)
     }
 }

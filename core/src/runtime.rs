@@ -9,6 +9,24 @@
 //!
 //! Control messages (flush, shutdown, new ring) travel on a
 //! `crossbeam-channel`; records never do.
+//!
+//! - One consumer serves many rings, round-robin by burst: one SPSC ring
+//!   per forwarding core from [`Logger::producer`], plus any ring (e.g. an
+//!   MPSC ring from [`crate::mpsc::mpsc_ring`]) given to [`Logger::attach`].
+//! - Per-core pipelines: start N loggers, each with its own sink instance
+//!   (one file per core) and its own `consumer_cpu`; each owns the rings of
+//!   the producers it hands out.
+//! - Backpressure per ring: [`Backpressure`] (`block`, `drop_newest`,
+//!   `degrade`), with exact per-reason counters and in-band
+//!   [`DropReport`]s ([`crate::report`]).
+//! - Order: per-ring FIFO always; time order across rings with the reorder
+//!   window ([`crate::reorder`]).
+//! - Time: the consumer keeps a [`TscClock`] recalibrated against
+//!   `CLOCK_REALTIME` every second, converts drop times with it, and hands
+//!   each calibration to the formatter ([`Formatter::tsc_calibration`]) for
+//!   records stamped with [`crate::tsc::now_ticks`].
+//! - Counters: [`Logger::snapshot`] (per ring, per consumer, enqueue-to-write
+//!   latency quantiles from an HDR histogram of one record in 64).
 
 use core::sync::atomic::{AtomicU64, Ordering};
 use std::io;
@@ -747,6 +765,9 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
             // Best effort: an invalid CPU leaves the thread unpinned.
             let _ = crate::affinity::pin_current_thread(cpu);
         }
+        if let Some(cal) = self.clock.calibration() {
+            self.formatter.tsc_calibration(&cal);
+        }
         let mut idle_rounds = 0u32;
         loop {
             if let Some(ack) = self.stop.take() {
@@ -774,7 +795,7 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
             }
             self.maintain();
             if idle_rounds == 0 {
-                self.clock.maybe_recalibrate(realtime_ns());
+                self.recalibrate();
             }
             // Drop finished rings, writing their last drop report first
             // (after `is_finished`, every drop of their producers is seen).
@@ -952,8 +973,8 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
     fn drain_once(&mut self) -> usize {
         let mut total = 0;
         self.passes += 1;
-        if self.passes % 1024 == 0 {
-            self.clock.maybe_recalibrate(realtime_ns());
+        if self.passes % 64 == 0 {
+            self.recalibrate();
         }
         if self.reorder.is_some() {
             return self.drain_reordered(total);
@@ -1028,6 +1049,16 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
             }
         }
         self.reorder = Some(ro);
+    }
+
+    /// Recalibrates the TSC clock if a second has passed and hands the new
+    /// calibration to the formatter.
+    fn recalibrate(&mut self) {
+        if self.clock.maybe_recalibrate(realtime_ns()) {
+            if let Some(cal) = self.clock.calibration() {
+                self.formatter.tsc_calibration(&cal);
+            }
+        }
     }
 
     /// Writes an in-band [`DropReport`] for ring `i` if it has unreported

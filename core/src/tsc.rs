@@ -166,6 +166,18 @@ pub struct TscClock {
     interval_ns: u64,
 }
 
+/// One calibration point and rate, for formatters that convert TSC
+/// timestamps in records themselves: `ns = ns0 + (tsc - tsc0) * 1e9 / hz`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Calibration {
+    /// Tick rate, ticks per second.
+    pub hz: u64,
+    /// A TSC reading...
+    pub tsc0: u64,
+    /// ...and `CLOCK_REALTIME` at that reading, ns since the Unix epoch.
+    pub ns0: u64,
+}
+
 /// Recalibration interval, ns (1 s).
 pub const RECALIBRATE_NS: u64 = 1_000_000_000;
 
@@ -232,6 +244,19 @@ impl TscClock {
         (i128::from(self.cur.ns) + off) as u64
     }
 
+    /// The current calibration (latest point, fitted rate); `None` for the
+    /// realtime fallback (ticks are already ns).
+    pub fn calibration(&self) -> Option<Calibration> {
+        if self.source != TimeSource::Tsc {
+            return None;
+        }
+        Some(Calibration {
+            hz: ((1u128 << 32) * 1_000_000_000 / u128::from(self.mult.max(1))) as u64,
+            tsc0: self.cur.tsc,
+            ns0: self.cur.ns,
+        })
+    }
+
     /// Nanoseconds in a span of `ticks` (a difference of two
     /// [`now_ticks`] values).
     #[inline]
@@ -294,6 +319,17 @@ mod tests {
         if clock.source() == TimeSource::Tsc {
             let hz = clock.ticks_per_second();
             assert!((1e8..1e11).contains(&hz), "implausible TSC rate {hz}");
+            // The calibration handed to formatters converts like the clock.
+            let cal = clock.calibration().unwrap();
+            let t = now_ticks();
+            let via_cal =
+                cal.ns0 as i128 + (t as i128 - cal.tsc0 as i128) * 1_000_000_000 / cal.hz as i128;
+            assert!(
+                (via_cal - clock.to_utc_ns(t) as i128).abs() < 1_000,
+                "{via_cal}"
+            );
+        } else {
+            assert!(clock.calibration().is_none());
         }
     }
 

@@ -1,11 +1,14 @@
 //! Kafka sink against librdkafka's mock cluster (the real Kafka protocol on
 //! loopback), and against a real broker when `DPLOG_KAFKA_BROKERS` is set.
 //!
-//! A local broker for the gated test: e.g. `cargo install tansu
-//! --features dynostore`, then run it with memory storage
-//! (`tansu --storage-engine memory://tansu/ ...`, listening on
-//! 127.0.0.1:9092) and `DPLOG_KAFKA_BROKERS=127.0.0.1:9092 cargo test -p
-//! dplog-sinks --test kafka`.
+//! A local broker for the gated test (not run in this repository's CI, and
+//! not tried here): Tansu, a Kafka-compatible broker with a memory storage
+//! engine, e.g. `cargo install tansu` (the issue suggests `--features
+//! dynostore`; check the crate's current features), then
+//! `STORAGE_ENGINE=memory://tansu/ tansu broker --kafka-listener-url
+//! tcp://127.0.0.1:9092` (see `tansu --help`), and
+//! `DPLOG_KAFKA_BROKERS=127.0.0.1:9092 cargo test -p dplog-sinks --test
+//! kafka real_broker`. Any Kafka broker on that address works the same.
 
 mod common;
 

@@ -180,17 +180,17 @@ fn time_rotation_happens_on_tick() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.log");
     let opts = FileSinkOptions {
-        rotate_interval_ms: Some(30),
+        rotate_interval_ms: Some(300),
         ..Default::default()
     };
     let mut s = FileSink::with_options(&path, opts).unwrap();
     s.write_batch(&lines(0..3)).unwrap();
     s.tick(Instant::now()).unwrap();
     assert!(s.rotated_files().unwrap().is_empty());
-    std::thread::sleep(Duration::from_millis(40));
+    std::thread::sleep(Duration::from_millis(350));
     s.tick(Instant::now()).unwrap();
     // An empty file is not rotated.
-    std::thread::sleep(Duration::from_millis(40));
+    std::thread::sleep(Duration::from_millis(350));
     s.tick(Instant::now()).unwrap();
     let rotated = s.rotated_files().unwrap();
     assert_eq!(rotated.len(), 1);
@@ -302,7 +302,7 @@ fn fsync_policies_sync_when_told() {
     let mut timed = FileSink::with_options(
         dir.path().join("t.log"),
         FileSinkOptions {
-            fsync: FsyncPolicy::EveryMs(20),
+            fsync: FsyncPolicy::EveryMs(300),
             ..Default::default()
         },
     )
@@ -311,11 +311,11 @@ fn fsync_policies_sync_when_told() {
     timed.write_batch(&lines(0..1)).unwrap();
     timed.tick(Instant::now()).unwrap();
     assert_eq!(FileSinkCounters::get(&c.syncs), 0);
-    std::thread::sleep(Duration::from_millis(25));
+    std::thread::sleep(Duration::from_millis(350));
     timed.tick(Instant::now()).unwrap();
     assert_eq!(FileSinkCounters::get(&c.syncs), 1);
     // Nothing new written: no further sync.
-    std::thread::sleep(Duration::from_millis(25));
+    std::thread::sleep(Duration::from_millis(350));
     timed.tick(Instant::now()).unwrap();
     assert_eq!(FileSinkCounters::get(&c.syncs), 1);
 

@@ -17,7 +17,7 @@ pub type BoxSink = Box<dyn Sink>;
 pub struct ChildCounters {
     /// Batches each child took (`Delivered` or `Pending`).
     pub batches: Vec<AtomicU64>,
-    /// Errors each child returned (retryable or permanent).
+    /// Errors each child returned (retryable or permanent), from any call.
     pub errors: Vec<AtomicU64>,
     /// Batches each child refused for good (that child lost them).
     pub dropped_batches: Vec<AtomicU64>,
@@ -132,8 +132,10 @@ impl Sink for FanOut {
 
     fn flush(&mut self) -> Result<(), SinkError> {
         let mut r = Ok(());
-        for c in &mut self.children {
+        for (i, c) in self.children.iter_mut().enumerate() {
             if let Err(e) = c.flush() {
+                // Every child's error is counted; the first is returned.
+                bump(&self.counters.errors[i]);
                 r = r.and(Err(e));
             }
         }
@@ -142,8 +144,10 @@ impl Sink for FanOut {
 
     fn tick(&mut self, now: Instant) -> Result<(), SinkError> {
         let mut r = Ok(());
-        for c in &mut self.children {
+        for (i, c) in self.children.iter_mut().enumerate() {
             if let Err(e) = c.tick(now) {
+                // Every child's error is counted; the first is returned.
+                bump(&self.counters.errors[i]);
                 r = r.and(Err(e));
             }
         }
@@ -163,8 +167,10 @@ impl Sink for FanOut {
 
     fn drain(&mut self, deadline: Instant) -> Result<(), SinkError> {
         let mut r = Ok(());
-        for c in &mut self.children {
+        for (i, c) in self.children.iter_mut().enumerate() {
             if let Err(e) = c.drain(deadline) {
+                // Every child's error is counted; the first is returned.
+                bump(&self.counters.errors[i]);
                 r = r.and(Err(e));
             }
         }
@@ -173,8 +179,10 @@ impl Sink for FanOut {
 
     fn reopen(&mut self) -> Result<(), SinkError> {
         let mut r = Ok(());
-        for c in &mut self.children {
+        for (i, c) in self.children.iter_mut().enumerate() {
             if let Err(e) = c.reopen() {
+                // Every child's error is counted; the first is returned.
+                bump(&self.counters.errors[i]);
                 r = r.and(Err(e));
             }
         }
@@ -183,8 +191,10 @@ impl Sink for FanOut {
 
     fn close(&mut self) -> Result<(), SinkError> {
         let mut r = Ok(());
-        for c in &mut self.children {
+        for (i, c) in self.children.iter_mut().enumerate() {
             if let Err(e) = c.close() {
+                // Every child's error is counted; the first is returned.
+                bump(&self.counters.errors[i]);
                 r = r.and(Err(e));
             }
         }
@@ -201,6 +211,13 @@ pub struct FailoverCounters {
     pub failbacks: AtomicU64,
     /// Batches written to the secondary.
     pub secondary_batches: AtomicU64,
+    /// Errors of the primary (each failed write or probe, and the errors
+    /// of its flush/tick/drain/close while the secondary is active, which
+    /// are not returned).
+    pub primary_errors: AtomicU64,
+    /// Errors of the secondary's flush/tick/drain/close while the primary
+    /// is active (not returned).
+    pub secondary_errors: AtomicU64,
 }
 
 /// A primary sink and a secondary that takes every batch while the primary
@@ -248,6 +265,23 @@ fn both(a: Result<(), SinkError>, b: Result<(), SinkError>) -> Result<(), SinkEr
     a.and(b)
 }
 
+impl Failover {
+    /// The active sink's result is returned; the other's error is counted.
+    fn pick(&self, p: Result<(), SinkError>, s: Result<(), SinkError>) -> Result<(), SinkError> {
+        if self.on_secondary {
+            if p.is_err() {
+                bump(&self.counters.primary_errors);
+            }
+            s
+        } else {
+            if s.is_err() {
+                bump(&self.counters.secondary_errors);
+            }
+            p
+        }
+    }
+}
+
 impl Sink for Failover {
     fn write_batch(&mut self, batch: &[u8]) -> Result<Accepted, SinkError> {
         let now = Instant::now();
@@ -261,6 +295,7 @@ impl Sink for Failover {
                     return Ok(a);
                 }
                 Err(_) => {
+                    bump(&self.counters.primary_errors);
                     if !self.on_secondary {
                         self.on_secondary = true;
                         bump(&self.counters.failovers);
@@ -279,21 +314,13 @@ impl Sink for Failover {
     fn flush(&mut self) -> Result<(), SinkError> {
         let p = self.primary.flush();
         let s = self.secondary.flush();
-        if self.on_secondary {
-            s
-        } else {
-            both(p, s)
-        }
+        self.pick(p, s)
     }
 
     fn tick(&mut self, now: Instant) -> Result<(), SinkError> {
         let p = self.primary.tick(now);
         let s = self.secondary.tick(now);
-        if self.on_secondary {
-            s
-        } else {
-            p
-        }
+        self.pick(p, s)
     }
 
     fn poll(&mut self) -> Progress {
@@ -305,11 +332,7 @@ impl Sink for Failover {
     fn drain(&mut self, deadline: Instant) -> Result<(), SinkError> {
         let p = self.primary.drain(deadline);
         let s = self.secondary.drain(deadline);
-        if self.on_secondary {
-            s
-        } else {
-            both(p, s)
-        }
+        self.pick(p, s)
     }
 
     fn reopen(&mut self) -> Result<(), SinkError> {
@@ -319,10 +342,6 @@ impl Sink for Failover {
     fn close(&mut self) -> Result<(), SinkError> {
         let p = self.primary.close();
         let s = self.secondary.close();
-        if self.on_secondary {
-            s
-        } else {
-            both(p, s)
-        }
+        self.pick(p, s)
     }
 }

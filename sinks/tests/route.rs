@@ -71,6 +71,9 @@ fn fanout_child_that_refuses_loses_alone_and_is_counted() {
     assert!(batches >= 1);
     assert_eq!(counters.batches[1].load(Ordering::Relaxed), 0);
     assert_eq!(counters.dropped_batches[1].load(Ordering::Relaxed), batches);
+    // Its flush and close errors are counted too, not only the writes.
+    assert!(counters.errors[1].load(Ordering::Relaxed) > batches);
+    assert_eq!(counters.errors[0].load(Ordering::Relaxed), 0);
     assert!(FanOut::new(vec![]).is_err());
 }
 
@@ -88,6 +91,7 @@ fn failover_switches_and_counts() {
     f.write_batch(b"p0 s0000000001 b\n").unwrap();
     assert!(f.on_secondary());
     assert_eq!(k.failovers.load(Ordering::Relaxed), 1);
+    assert_eq!(k.primary_errors.load(Ordering::Relaxed), 1);
     assert_eq!(k.secondary_batches.load(Ordering::Relaxed), 2);
     f.close().unwrap();
     assert_eq!(

@@ -713,9 +713,9 @@ impl Program {
                     continue;
                 }
             }
-            // A literal of up to 16 bytes joins the field step before it.
+            // A literal joins the field step before it.
             if let Op::Lit { start, len } = op {
-                let fusable = j > 0 && len <= 16 && !ends.contains(&(j - 1));
+                let fusable = j > 0 && !ends.contains(&(j - 1));
                 if let Some(last) = steps.last_mut().filter(|_| fusable) {
                     if !matches!(last.op, Op::Lit { .. } | Op::SkipUnless { .. })
                         && last.post_len == 0
@@ -818,7 +818,18 @@ impl Program {
                     off,
                     div,
                     tsc: is_tsc,
-                } => write_dec(buf, n, ns_of(&tsc, rec, off, is_tsc) / div as u64),
+                } => {
+                    let ns = ns_of(&tsc, rec, off, is_tsc);
+                    // Constant divisors become multiplications; a division
+                    // by the runtime `div` would be a hardware divide.
+                    let v = match div {
+                        1 => ns,
+                        1_000_000 => ns / 1_000_000,
+                        1_000_000_000 => ns / 1_000_000_000,
+                        d => ns / d as u64,
+                    };
+                    write_dec(buf, n, v)
+                }
                 Op::Name {
                     off,
                     size,
@@ -892,11 +903,15 @@ impl Program {
                     n + tmp.len()
                 }
             };
-            // The suffix (<= 16 bytes, fused by `build`) as one block; an
-            // empty suffix copies 16 bytes that the next write overwrites.
-            let ps = st.post_start as usize;
+            // The suffix (fused by `build`) in 16-byte blocks; an empty
+            // suffix still copies one block, which the next write
+            // overwrites.
+            let (ps, pl) = (st.post_start as usize, st.post_len as usize);
             buf[n..n + 16].copy_from_slice(&padded[ps..ps + 16]);
-            n += st.post_len as usize;
+            if pl > 16 {
+                write_lit16(buf, n + 16, padded, ps + 16, pl - 16);
+            }
+            n += pl;
         }
         out.extend_from_slice(&buf[..n]);
         true

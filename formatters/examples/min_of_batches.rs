@@ -1,0 +1,262 @@
+//! Formatting cost on a shared machine: the minimum over many batches of
+//! 1024 NAT44 create records (ns per record), which filters out the time
+//! other processes take from the core far better than criterion's means.
+//!
+//! Peers: the hand-specialised formatter of
+//! `benches/benches/format_template.rs` (copied here, as is), the compiled
+//! template of the same line, and the built-in JSON, text and RFC 5424
+//! layouts. Run pinned, e.g.
+//! `cargo build --release -p dplog-formatters --example min_of_batches &&
+//! taskset -c 1 target/release/examples/min_of_batches [batches]`.
+//! The criterion bench stays the reference; see benches/RESULTS.md.
+use dplog_core::{Formatter, HasSchema, Nat44SessionRecord, RecordHeader};
+use dplog_formatters::layouts::text_template;
+use dplog_formatters::Options;
+use std::time::Instant;
+
+fn event_name(ev: u8) -> &'static str {
+    dplog_core::record::nat_event::NAMES
+        .iter()
+        .find(|(v, _)| *v == ev as u32)
+        .map_or("?", |(_, n)| n)
+}
+/// Lets the hand formatter's code read as it does in the bench.
+mod dplog {
+    pub use dplog_formatters as formatters;
+}
+/// "00".."99".
+static DIGITS2: [[u8; 2]; 100] = {
+    let mut t = [[0u8; 2]; 100];
+    let mut i = 0;
+    while i < 100 {
+        t[i] = [b'0' + (i / 10) as u8, b'0' + (i % 10) as u8];
+        i += 1;
+    }
+    t
+};
+
+/// Octet text (3 bytes, left-aligned) and its length.
+static OCTETS: [([u8; 4], usize); 256] = {
+    let mut t = [([0u8; 4], 0usize); 256];
+    let mut i = 0;
+    while i < 256 {
+        let (h, te, o) = ((i / 100) as u8, ((i / 10) % 10) as u8, (i % 10) as u8);
+        t[i] = if i >= 100 {
+            ([b'0' + h, b'0' + te, b'0' + o, 0], 3)
+        } else if i >= 10 {
+            ([b'0' + te, b'0' + o, 0, 0], 2)
+        } else {
+            ([b'0' + o, 0, 0, 0], 1)
+        };
+        i += 1;
+    }
+    t
+};
+
+/// The hand-specialised peer: this one line, straight-line code into a
+/// fixed buffer, then one copy into the output.
+struct Hand {
+    sec: u64,
+    /// `YYYY-MM-DDTHH:MM:SS.`
+    prefix: [u8; 20],
+}
+
+impl Hand {
+    fn new() -> Self {
+        Self {
+            sec: u64::MAX,
+            prefix: [0; 20],
+        }
+    }
+
+    #[inline(always)]
+    fn ipv4(b: &mut [u8; 160], mut n: usize, a: u32) -> usize {
+        for (i, shift) in [24u32, 16, 8, 0].into_iter().enumerate() {
+            let (t, len) = &OCTETS[((a >> shift) & 0xff) as usize];
+            b[n..n + 4].copy_from_slice(t);
+            n += len;
+            if i < 3 {
+                b[n] = b'.';
+                n += 1;
+            }
+        }
+        n
+    }
+
+    #[inline(always)]
+    fn port(b: &mut [u8; 160], n: usize, p: u16) -> usize {
+        let p = p as usize;
+        if p >= 10_000 {
+            b[n] = b'0' + (p / 10_000) as u8;
+            b[n + 1..n + 3].copy_from_slice(&DIGITS2[(p / 100) % 100]);
+            b[n + 3..n + 5].copy_from_slice(&DIGITS2[p % 100]);
+            n + 5
+        } else if p >= 1000 {
+            b[n..n + 2].copy_from_slice(&DIGITS2[p / 100]);
+            b[n + 2..n + 4].copy_from_slice(&DIGITS2[p % 100]);
+            n + 4
+        } else if p >= 100 {
+            b[n] = b'0' + (p / 100) as u8;
+            b[n + 1..n + 3].copy_from_slice(&DIGITS2[p % 100]);
+            n + 3
+        } else if p >= 10 {
+            b[n..n + 2].copy_from_slice(&DIGITS2[p]);
+            n + 2
+        } else {
+            b[n] = b'0' + p as u8;
+            n + 1
+        }
+    }
+
+    #[inline(always)]
+    fn lit(b: &mut [u8; 160], n: usize, s: &[u8]) -> usize {
+        b[n..n + s.len()].copy_from_slice(s);
+        n + s.len()
+    }
+}
+
+impl Formatter<Nat44SessionRecord> for Hand {
+    #[inline]
+    fn format(&mut self, r: &Nat44SessionRecord, out: &mut Vec<u8>) {
+        let sec = r.timestamp_ns / 1_000_000_000;
+        if sec != self.sec {
+            let (y, m, d) = dplog::formatters::time::civil_from_days((sec / 86_400) as i64);
+            let sod = (sec % 86_400) as usize;
+            let y = y as usize;
+            let p = &mut self.prefix;
+            p[0..2].copy_from_slice(&DIGITS2[y / 100]);
+            p[2..4].copy_from_slice(&DIGITS2[y % 100]);
+            p[4] = b'-';
+            p[5..7].copy_from_slice(&DIGITS2[m as usize]);
+            p[7] = b'-';
+            p[8..10].copy_from_slice(&DIGITS2[d as usize]);
+            p[10] = b'T';
+            p[11..13].copy_from_slice(&DIGITS2[sod / 3600]);
+            p[13] = b':';
+            p[14..16].copy_from_slice(&DIGITS2[(sod / 60) % 60]);
+            p[16] = b':';
+            p[17..19].copy_from_slice(&DIGITS2[sod % 60]);
+            p[19] = b'.';
+            self.sec = sec;
+        }
+        let mut b = [0u8; 160];
+        b[..20].copy_from_slice(&self.prefix);
+        let ms = ((r.timestamp_ns / 1_000_000) % 1000) as usize;
+        b[20] = b'0' + (ms / 100) as u8;
+        b[21..23].copy_from_slice(&DIGITS2[ms % 100]);
+        let mut n = Self::lit(&mut b, 23, b"Z NAT44 ");
+        n = Self::lit(&mut b, n, event_name(r.nat_event).as_bytes());
+        b[n] = b' ';
+        n = Self::ipv4(&mut b, n + 1, r.src_addr);
+        b[n] = b':';
+        n = Self::port(&mut b, n + 1, r.src_port);
+        n = Self::lit(&mut b, n, b" -> ");
+        n = Self::ipv4(&mut b, n, r.post_nat_src_addr);
+        b[n] = b':';
+        n = Self::port(&mut b, n + 1, r.post_napt_src_port);
+        n = Self::lit(&mut b, n, b" proto=");
+        n = Self::port(&mut b, n, r.protocol as u16);
+        n = Self::lit(&mut b, n, b" dst=");
+        n = Self::ipv4(&mut b, n, r.dst_addr);
+        b[n] = b':';
+        n = Self::port(&mut b, n + 1, r.dst_port);
+        b[n] = b'\n';
+        out.extend_from_slice(&b[..n + 1]);
+    }
+}
+
+#[inline(never)]
+fn do_hand(h: &mut Hand, r: &Nat44SessionRecord, out: &mut Vec<u8>) {
+    h.format(r, out)
+}
+#[inline(never)]
+fn do_tmpl(p: &mut dplog_formatters::Program, r: &Nat44SessionRecord, out: &mut Vec<u8>) {
+    p.run(r.as_bytes(), out);
+}
+fn main() {
+    let pool: Vec<Nat44SessionRecord> = (0..1024u64)
+        .map(|i| Nat44SessionRecord {
+            header: RecordHeader::of::<Nat44SessionRecord>(),
+            timestamp_ns: 1_767_225_600_500_000_000 + i * 1_000_000,
+            src_addr: 0x0A00_0000 | (i.wrapping_mul(2_654_435_761) as u32 & 0x00FF_FFFF),
+            post_nat_src_addr: 0xC633_6400 | (i as u32 & 0xFF),
+            dst_addr: 0xCB00_7100 | ((i * 7) as u32 & 0xFF),
+            src_port: 1024 + (i.wrapping_mul(40_503) % 64_000) as u16,
+            post_napt_src_port: 1024 + (i % 63_000) as u16,
+            dst_port: [443, 80, 53, 8443][(i % 4) as usize],
+            protocol: 6,
+            nat_event: 4,
+            ..Default::default()
+        })
+        .collect();
+    let t = "{observationTimeMilliseconds:rfc3339} NAT44 {natEvent:name} {sourceIPv4Address}:{sourceTransportPort} -> {postNATSourceIPv4Address}:{postNAPTSourceTransportPort} proto={protocolIdentifier} dst={destinationIPv4Address}:{destinationTransportPort}";
+    let mut p = text_template(
+        t,
+        dplog_core::schema::nat::nat44_session(),
+        Options::default(),
+    )
+    .unwrap();
+    let mut h = Hand::new();
+    let mut out = Vec::with_capacity(1 << 20);
+    let (mut bh, mut bt) = (f64::MAX, f64::MAX);
+    let iters: usize = std::env::args().nth(1).map_or(400, |a| a.parse().unwrap());
+    for _ in 0..iters {
+        out.clear();
+        let t0 = Instant::now();
+        for r in &pool {
+            do_hand(&mut h, std::hint::black_box(r), &mut out);
+        }
+        bh = bh.min(t0.elapsed().as_nanos() as f64 / 1024.0);
+        let a = out.len();
+        out.clear();
+        let t0 = Instant::now();
+        for r in &pool {
+            do_tmpl(&mut p, std::hint::black_box(r), &mut out);
+        }
+        bt = bt.min(t0.elapsed().as_nanos() as f64 / 1024.0);
+        // Same line length; the bench checks the bytes.
+        assert_eq!(a, out.len());
+    }
+    for (name, mut q) in [
+        (
+            "json",
+            dplog_formatters::layouts::json(
+                dplog_core::schema::nat::nat44_session(),
+                Options::default(),
+            )
+            .unwrap(),
+        ),
+        (
+            "text",
+            dplog_formatters::layouts::text_default(
+                dplog_core::schema::nat::nat44_session(),
+                Options::default(),
+            )
+            .unwrap(),
+        ),
+        (
+            "rfc5424",
+            dplog_formatters::layouts::rfc5424(
+                dplog_core::schema::nat::nat44_session(),
+                Options::default(),
+                &Default::default(),
+            )
+            .unwrap(),
+        ),
+    ] {
+        let mut best = f64::MAX;
+        for _ in 0..200 {
+            out.clear();
+            let t0 = Instant::now();
+            for r in &pool {
+                do_tmpl(&mut q, std::hint::black_box(r), &mut out);
+            }
+            best = best.min(t0.elapsed().as_nanos() as f64 / 1024.0);
+        }
+        println!("{name} {best:.2} ns ({} B/rec)", out.len() / 1024);
+    }
+    println!(
+        "hand {bh:.2} ns, template {bt:.2} ns, ratio hand/template {:.3}",
+        bh / bt
+    );
+}

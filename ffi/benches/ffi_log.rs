@@ -10,8 +10,8 @@
 //! consumer has drained it, so the numbers are the producer's cost, not the
 //! formatter's throughput. One criterion iteration = one record.
 //!
-//! Run: `cargo bench -p dplog-ffi --bench ffi_log` (builds libdplog.so
-//! in the same profile first).
+//! Run: `cargo build --release -p dplog-ffi && cargo bench -p dplog-ffi
+//! --bench ffi_log` (`cargo bench` does not rebuild the cdylib itself).
 
 use std::ffi::{c_char, c_void, CString};
 use std::hint::black_box;

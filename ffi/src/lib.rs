@@ -1312,6 +1312,27 @@ pub unsafe extern "C" fn dplog_producer_free(p: *mut dplog_producer_t) -> dplog_
 /// `rec` is valid for `len` bytes, `8 <= len <= 64`.
 #[inline(always)]
 unsafe fn slot_from_c(rec: *const u8, len: usize, schema_id: u16) -> NatRecord {
+    if len == DPLOG_RECORD_MAX_SIZE {
+        // Fast path (NAT44 and any 64-byte record): eight 8-byte words, the
+        // header built in a register, so the slot write that follows needs
+        // no second copy and no partial-store forwarding.
+        let header = u64::from(len as u16) | (u64::from(schema_id) << 16);
+        let mut words = [0u64; 8];
+        words[0] = if cfg!(target_endian = "little") {
+            header
+        } else {
+            header.swap_bytes()
+        };
+        for (i, w) in words.iter_mut().enumerate().skip(1) {
+            // SAFETY: rec is valid for 64 bytes; word i is bytes 8i..8i+8.
+            *w = unsafe { core::ptr::read_unaligned(rec.add(8 * i).cast::<u64>()) };
+        }
+        // SAFETY: NatRecord is repr(C, align(8)) around [u8; 64] (size and
+        // alignment checked below), so any 64 initialised bytes with the
+        // same alignment are a valid value; its invariant (bytes past
+        // header.len are zero) holds trivially for len 64.
+        return unsafe { core::mem::transmute::<[u64; 8], NatRecord>(words) };
+    }
     let mut buf = [0u8; DPLOG_RECORD_MAX_SIZE];
     // SAFETY: rec is valid for len bytes (contract), buf holds 64 >= len;
     // distinct allocations, so no overlap.
@@ -1322,6 +1343,11 @@ unsafe fn slot_from_c(rec: *const u8, len: usize, schema_id: u16) -> NatRecord {
     // The header now says `len`, which is what from_bytes checks.
     NatRecord::from_bytes(&buf[..len]).unwrap_or_else(|| unreachable!("header matches length"))
 }
+
+const _: () = {
+    assert!(core::mem::size_of::<NatRecord>() == 64);
+    assert!(core::mem::align_of::<NatRecord>() == 8);
+};
 
 /// The record size of `schema_id`, or the error for it and `len`.
 #[inline(always)]
@@ -1854,6 +1880,7 @@ pub unsafe extern "C" fn dplog_now_ns(out: *mut u64) -> dplog_result {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dplog::Record;
 
     #[test]
     fn a_panic_becomes_an_error_code_with_its_message() {
@@ -1870,6 +1897,30 @@ mod tests {
         let msg = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap();
         assert!(msg.contains("boom 42"), "{msg}");
         assert_eq!(len, msg.len());
+    }
+
+    #[test]
+    fn the_64_byte_fast_path_builds_the_same_slot_as_from_bytes() {
+        let mut raw = [0u8; 65];
+        for (i, b) in raw.iter_mut().enumerate() {
+            *b = (i * 7 + 3) as u8;
+        }
+        // Unaligned source, garbage header: dplog rewrites the header.
+        // SAFETY: raw[1..] holds 64 readable bytes.
+        let fast = unsafe { slot_from_c(raw.as_ptr().add(1), 64, 300) };
+        let mut want = [0u8; 64];
+        want.copy_from_slice(&raw[1..]);
+        want[0..2].copy_from_slice(&64u16.to_ne_bytes());
+        want[2..4].copy_from_slice(&300u16.to_ne_bytes());
+        want[4..8].fill(0);
+        assert_eq!(fast, NatRecord::from_bytes(&want).unwrap());
+        assert_eq!(fast.header().schema_id, 300);
+        // The generic path: a 24-byte record, zero-padded to the slot.
+        // SAFETY: raw holds 24 readable bytes.
+        let small = unsafe { slot_from_c(raw.as_ptr(), 24, 3) };
+        assert_eq!(small.as_bytes().len(), 24);
+        assert_eq!(&small.as_bytes()[8..], &raw[8..24]);
+        assert!(small.slot()[24..].iter().all(|&b| b == 0));
     }
 
     #[test]

@@ -160,11 +160,11 @@ impl FormatConfig {
 pub enum SinkConfig {
     /// `type = "file"`: a [`FileSink`].
     File(FileSinkConfig),
-    /// `type = "mmap"`: a [`MmapSink`](dplog_sinks::MmapSink).
+    /// `type = "mmap"`: a [`MmapSink`].
     Mmap(MmapSinkConfig),
-    /// `type = "syslog"`: a [`SyslogSink`](dplog_sinks::SyslogSink).
+    /// `type = "syslog"`: a [`SyslogSink`].
     Syslog(SyslogSinkConfig),
-    /// `type = "kafka"`: a [`KafkaSink`](dplog_sinks::KafkaSink).
+    /// `type = "kafka"`: a [`KafkaSink`].
     Kafka(KafkaSinkConfig),
     /// Several `[[sink]]` tables: fan-out, with failover secondaries.
     Set(Vec<SinkConfig>),

@@ -420,7 +420,7 @@ pub enum FsyncSetting {
     Batch,
 }
 
-/// `type = "file"` settings; see [`FileSinkOptions`](dplog_sinks::FileSinkOptions).
+/// `type = "file"` settings; see [`FileSinkOptions`].
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct FileSinkConfig {

@@ -1352,6 +1352,10 @@ const _: () = {
 /// The record size of `schema_id`, or the error for it and `len`.
 #[inline(always)]
 fn check_schema(st: &ProducerState, schema_id: u16, len: usize) -> Result<usize, dplog_result> {
+    // The common case without the table lookup.
+    if schema_id == DPLOG_SCHEMA_NAT44_SESSION && len == DPLOG_NAT44_SESSION_SIZE {
+        return Ok(len);
+    }
     let size = st.sizes.get(schema_id);
     if size == 0 {
         return Err(fail(

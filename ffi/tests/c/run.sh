@@ -37,12 +37,12 @@ fi
 
 echo "== install + examples/c through pkg-config"
 export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig"
-make -s -C examples/c clean all BUILD="$work/ex"
+make -s -C examples/c clean all CC=gcc BUILD="$work/ex"
 "$work/ex/dataplane" --records 50000 --output "$work/ex/dataplane.log"
 "$work/ex/dataplane-static" --records 10000 --output "$work/ex/dataplane-static.log"
 if pkg-config --exists libdpdk; then
   echo "== DPDK example"
-  make -s -C examples/c dpdk BUILD="$work/ex"
+  make -s -C examples/c dpdk CC=gcc BUILD="$work/ex"
   "$work/ex/dpdk_dataplane" --no-huge --no-pci -m 256 --vdev net_null0 -l 0-1 --no-shconf \
     --log-level 'lib.*:error' -- "$work/ex/dpdk.log"
 else

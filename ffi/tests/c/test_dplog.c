@@ -287,7 +287,6 @@ static void test_log_and_bad_records(void) {
   CHECK(s.latency_samples > 0 && s.latency_samples <= 300); /* sampled */
   CHECK(s.latency_p50_ns > 0 && s.latency_p50_ns <= s.latency_p99_ns &&
         s.latency_p99_ns <= s.latency_p999_ns && s.latency_p999_ns <= s.latency_max_ns);
-  CHECK(s.latency_max_ns < 60ull * 1000000000ull);
 }
 
 static void test_burst_reserve_commit(void) {

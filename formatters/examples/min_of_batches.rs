@@ -2,7 +2,7 @@
 //! 1024 NAT44 create records (ns per record), which filters out the time
 //! other processes take from the core far better than criterion's means.
 //!
-//! Peers: the hand-specialised formatter of
+//! Peers: the hand-specialised formatter and the `write!` baseline of
 //! `benches/benches/format_template.rs` (copied here, as is), the compiled
 //! template of the same line, and the built-in JSON, text and RFC 5424
 //! layouts. Run pinned, e.g.
@@ -12,6 +12,8 @@
 use dplog_core::{Formatter, HasSchema, Nat44SessionRecord, RecordHeader};
 use dplog_formatters::layouts::text_template;
 use dplog_formatters::Options;
+use std::io::Write;
+use std::net::Ipv4Addr;
 use std::time::Instant;
 
 fn event_name(ev: u8) -> &'static str {
@@ -24,6 +26,57 @@ fn event_name(ev: u8) -> &'static str {
 mod dplog {
     pub use dplog_formatters as formatters;
 }
+/// `write!` peer.
+struct FmtWrite {
+    sec: u64,
+    prefix: String,
+}
+
+impl FmtWrite {
+    fn new() -> Self {
+        Self {
+            sec: u64::MAX,
+            prefix: String::with_capacity(32),
+        }
+    }
+}
+
+impl Formatter<Nat44SessionRecord> for FmtWrite {
+    fn format(&mut self, r: &Nat44SessionRecord, out: &mut Vec<u8>) {
+        let sec = r.timestamp_ns / 1_000_000_000;
+        if sec != self.sec {
+            use std::fmt::Write as _;
+            let (y, m, d) = dplog::formatters::time::civil_from_days((sec / 86_400) as i64);
+            let sod = sec % 86_400;
+            self.prefix.clear();
+            write!(
+                self.prefix,
+                "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
+                sod / 3600,
+                (sod / 60) % 60,
+                sod % 60
+            )
+            .unwrap();
+            self.sec = sec;
+        }
+        writeln!(
+            out,
+            "{}.{:03}Z NAT44 {} {}:{} -> {}:{} proto={} dst={}:{}",
+            self.prefix,
+            (r.timestamp_ns / 1_000_000) % 1000,
+            event_name(r.nat_event),
+            Ipv4Addr::from(r.src_addr),
+            r.src_port,
+            Ipv4Addr::from(r.post_nat_src_addr),
+            r.post_napt_src_port,
+            r.protocol,
+            Ipv4Addr::from(r.dst_addr),
+            r.dst_port
+        )
+        .expect("writing to a Vec cannot fail");
+    }
+}
+
 /// "00".."99".
 static DIGITS2: [[u8; 2]; 100] = {
     let mut t = [[0u8; 2]; 100];
@@ -255,6 +308,47 @@ fn main() {
         }
         println!("{name} {best:.2} ns ({} B/rec)", out.len() / 1024);
     }
+    for (name, kind, template) in [
+        (
+            "template via NatFormatter",
+            dplog_formatters::Format::Text,
+            Some(t),
+        ),
+        (
+            "ipfix via NatFormatter",
+            dplog_formatters::Format::Ipfix,
+            None,
+        ),
+    ] {
+        let mut f = dplog_formatters::FormatSpec {
+            kind,
+            template: template.map(String::from),
+            ..Default::default()
+        }
+        .nat_formatter()
+        .unwrap();
+        let mut best = f64::MAX;
+        for _ in 0..200 {
+            out.clear();
+            let t0 = Instant::now();
+            for r in &pool {
+                f.format(std::hint::black_box(r), &mut out);
+            }
+            best = best.min(t0.elapsed().as_nanos() as f64 / 1024.0);
+        }
+        println!("{name} {best:.2} ns ({} B/rec)", out.len() / 1024);
+    }
+    let mut w = FmtWrite::new();
+    let mut bw = f64::MAX;
+    for _ in 0..iters / 4 {
+        out.clear();
+        let t0 = Instant::now();
+        for r in &pool {
+            w.format(std::hint::black_box(r), &mut out);
+        }
+        bw = bw.min(t0.elapsed().as_nanos() as f64 / 1024.0);
+    }
+    println!("write! {bw:.2} ns, write!/template {:.1}x", bw / bt);
     println!(
         "hand {bh:.2} ns, template {bt:.2} ns, ratio hand/template {:.3}",
         bh / bt

@@ -27,9 +27,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   # tshark asks whether non-root users may capture; they may not.
   echo "wireshark-common wireshark-common/install-setuid boolean false" | $SUDO debconf-set-selections
-  export DEBIAN_FRONTEND=noninteractive
-  $SUDO -E apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
-  $SUDO -E apt-get install -y -qq "${recommended[@]}" >/dev/null
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${recommended[@]}" >/dev/null
 fi
 
 command -v cargo >/dev/null || { echo "setup: cargo not found; install Rust with rustup first" >&2; exit 1; }

@@ -15,6 +15,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,17 +90,41 @@ static int fail(const char *what, dplog_result rc) {
   return 1;
 }
 
+/* Parses a whole decimal number in 1..max; rejects signs, junk and overflow. */
+static int parse_count(const char *s, unsigned long max, unsigned long *out) {
+  if (*s < '0' || *s > '9') return 0;
+  char *end = NULL;
+  errno = 0;
+  unsigned long v = strtoul(s, &end, 10);
+  if (errno != 0 || *end != '\0' || v == 0 || v > max) return 0;
+  *out = v;
+  return 1;
+}
+
 int main(int argc, char **argv) {
   unsigned workers = 2;
-  unsigned long records = 1000000;
+  unsigned long records = 1000000, records_or_workers = 0;
   const char *output = "dataplane.log";
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "--workers")) workers = (unsigned)strtoul(argv[i + 1], NULL, 10);
-    else if (!strcmp(argv[i], "--records")) records = strtoul(argv[i + 1], NULL, 10);
-    else if (!strcmp(argv[i], "--output")) output = argv[i + 1];
-    else { fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
+  for (int i = 1; i < argc; i += 2) {
+    if (i + 1 >= argc) { fprintf(stderr, "option %s needs a value\n", argv[i]); return 2; }
+    if (!strcmp(argv[i], "--workers")) {
+      if (!parse_count(argv[i + 1], 64, &records_or_workers)) {
+        fprintf(stderr, "--workers must be 1..64, got %s\n", argv[i + 1]);
+        return 2;
+      }
+      workers = (unsigned)records_or_workers;
+    } else if (!strcmp(argv[i], "--records")) {
+      if (!parse_count(argv[i + 1], 1000000000UL, &records)) {
+        fprintf(stderr, "--records must be 1..1000000000, got %s\n", argv[i + 1]);
+        return 2;
+      }
+    } else if (!strcmp(argv[i], "--output")) {
+      output = argv[i + 1];
+    } else {
+      fprintf(stderr, "unknown option %s\n", argv[i]);
+      return 2;
+    }
   }
-  if (workers == 0 || workers > 64) { fprintf(stderr, "--workers must be 1..64\n"); return 2; }
 
   char toml[1024];
   snprintf(toml, sizeof toml,

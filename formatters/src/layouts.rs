@@ -177,20 +177,27 @@ pub fn text_template(template: &str, s: &Schema, opts: Options) -> Result<Progra
     Ok(p)
 }
 
-/// One JSON object per line (RFC 8259, JSON Lines): every field under its
-/// name; integers, enums and timestamps (ms since the epoch) as numbers,
-/// booleans as `true`/`false`, addresses and byte strings as escaped
-/// strings.
+/// One JSON object per line (RFC 8259, JSON Lines): first `"timestamp"`,
+/// the record's time as an RFC 3339 UTC string with microseconds (when the
+/// schema has a nanosecond timestamp, or a TSC one and a calibration), then
+/// every field under its name; integers, enums and timestamps (ms since the
+/// epoch) as numbers, booleans as `true`/`false`, addresses and byte strings
+/// as escaped strings. For the NAT44 session record the four counters
+/// appear only on deletes (natEvent 5), as in the text layout.
 pub fn json(s: &Schema, opts: Options) -> Result<Program, TemplateError> {
-    let mut p = Program::new(s, opts);
-    p.lit(b"{");
-    for (i, f) in s.fields().iter().enumerate() {
+    fn member(
+        p: &mut Program,
+        s: &Schema,
+        i: usize,
+        first: bool,
+    ) -> Result<(), TemplateError> {
+        let f = &s.fields()[i];
         let quoted = matches!(
             f.kind,
             FieldKind::Ipv4 | FieldKind::Ipv6 | FieldKind::Mac | FieldKind::Bytes
         );
         let mut key = Vec::new();
-        if i > 0 {
+        if !first {
             key.push(b',');
         }
         key.push(b'"');
@@ -201,6 +208,42 @@ pub fn json(s: &Schema, opts: Options) -> Result<Program, TemplateError> {
         if quoted {
             p.lit(b"\"");
         }
+        Ok(())
+    }
+    let mut p = Program::new(s, opts);
+    p.lit(b"{");
+    let mut first = true;
+    let tsc_ok = opts.tsc.is_some();
+    if let Some(t) =
+        time_field(s).filter(|&t| s.fields()[t].kind == FieldKind::NsTimestamp || tsc_ok)
+    {
+        p.lit(b"\"timestamp\":\"");
+        p.field(s, t, Some(Conv::Rfc3339(6)), Escape::Json)
+            .map_err(e)?;
+        p.lit(b"\"");
+        first = false;
+    }
+    let nat44 = s.id() == SCHEMA_NAT44_SESSION
+        && s.field("natEvent").is_some()
+        && DELETE_ONLY.iter().all(|n| s.field(n).is_some());
+    let mut deferred = Vec::new();
+    for (i, f) in s.fields().iter().enumerate() {
+        if nat44 && DELETE_ONLY.contains(&&*f.name) {
+            deferred.push(i);
+            continue;
+        }
+        member(&mut p, s, i, first)?;
+        first = false;
+    }
+    if !deferred.is_empty() {
+        let ev = idx(s, "natEvent");
+        p.when(s, ev, 5, |p| {
+            for i in deferred {
+                member(p, s, i, false).map_err(|e| e.message)?;
+            }
+            Ok(())
+        })
+        .map_err(e)?;
     }
     p.lit(b"}\n");
     Ok(p)

@@ -101,8 +101,14 @@ fn json_lines_parse_with_serde_json_and_carry_every_value() {
     assert_eq!(c["destinationIPv4Address"], "203.0.113.5");
     assert_eq!(c["destinationTransportPort"], 443);
     assert_eq!(c["ingressVRFID"], 7);
-    assert_eq!(c.as_object().unwrap().len(), 14);
+    assert_eq!(c["timestamp"], "2026-01-01T00:00:00.123456Z");
+    // Creates carry no counters: timestamp plus ten elements.
+    assert!(c.get("initiatorPackets").is_none());
+    assert_eq!(c.as_object().unwrap().len(), 11);
     assert_eq!(v[1]["natEvent"], 5);
+    assert_eq!(v[1]["timestamp"], "2026-01-01T00:01:01.623456Z");
+    assert_eq!(v[1]["initiatorPackets"], 10);
+    assert_eq!(v[1].as_object().unwrap().len(), 15);
     assert_eq!(v[1]["responderOctets"], 64000);
     assert_eq!(v[1]["observationTimeMilliseconds"], 1_767_225_661_623u64);
     assert_eq!(v[2]["natEvent"], 16);

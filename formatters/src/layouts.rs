@@ -185,12 +185,7 @@ pub fn text_template(template: &str, s: &Schema, opts: Options) -> Result<Progra
 /// as escaped strings. For the NAT44 session record the four counters
 /// appear only on deletes (natEvent 5), as in the text layout.
 pub fn json(s: &Schema, opts: Options) -> Result<Program, TemplateError> {
-    fn member(
-        p: &mut Program,
-        s: &Schema,
-        i: usize,
-        first: bool,
-    ) -> Result<(), TemplateError> {
+    fn member(p: &mut Program, s: &Schema, i: usize, first: bool) -> Result<(), TemplateError> {
         let f = &s.fields()[i];
         let quoted = matches!(
             f.kind,

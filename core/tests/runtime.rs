@@ -246,3 +246,34 @@ fn bad_configs_are_errors() {
     });
     assert!(e.contains("burst"), "{e}");
 }
+
+#[test]
+fn enqueue_to_write_latency_is_sampled_and_plausible() {
+    let sink = Collect::default();
+    let logger = Logger::start(LoggerConfig::default(), Fixed, sink).unwrap();
+    let mut prod = logger.producer().unwrap();
+    for i in 0..20_000u64 {
+        assert!(prod.log(rec(i, 0)));
+        if i % 1000 == 0 {
+            // Let the consumer catch up now and then, so batches are written
+            // while records keep arriving.
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+    drop(prod);
+    while logger.stats().written_records < 20_000 {
+        std::thread::yield_now();
+    }
+    let lat = logger.snapshot().latency;
+    // One record in 64 is sampled.
+    assert!(lat.samples >= 20_000 / 64 / 2, "{lat:?}");
+    assert!(lat.p50_ns > 0, "{lat:?}");
+    assert!(
+        lat.p50_ns <= lat.p99_ns && lat.p99_ns <= lat.max_ns,
+        "{lat:?}"
+    );
+    // Everything here is written within seconds, not at the histogram's
+    // 60 s ceiling.
+    assert!(lat.max_ns < 10_000_000_000, "{lat:?}");
+    logger.shutdown().unwrap();
+}

@@ -347,9 +347,14 @@ fn tcp_survives_an_rsyslogd_restart() {
     assert!(SyslogCounters::get(&c.reconnects) >= 1);
 }
 
-/// A restart while records keep flowing: nothing torn, duplicated, out of
-/// order or lost: the unacknowledged tail of the old connection is
-/// replayed on the new one.
+/// A restart while records keep flowing: nothing torn, order kept, the
+/// stream resumes. The sink replays the tail its TCP connection had not
+/// had acknowledged, so records rsyslogd had already read arrive twice
+/// (each duplicate must be a replayed record). What rsyslogd's kernel had
+/// acknowledged but rsyslogd itself had not yet written when it stopped
+/// is lost, and no sender can see that over plain TCP syslog (RFC 6587;
+/// RELP exists for this): at most one contiguous gap, at the restart, and
+/// it is reported. Everything before and after it arrives in order.
 #[test]
 fn tcp_restart_under_load_keeps_order_and_recovers() {
     let Some(mut r) = Rsyslog::start() else {
@@ -374,25 +379,37 @@ fn tcp_restart_under_load_keeps_order_and_recovers() {
     let st = logger.shutdown().unwrap();
     assert_eq!(st.written_records, N);
     let got = parse_lines(&r.wait_contains(&format!("s{:010}", N - 1)));
-    let mut prev: Option<u64> = None;
+    let mut next = 0u64;
+    let mut duplicates = 0u64;
+    let mut gaps = Vec::new();
     for &(p, s) in &got {
         assert_eq!(p, 0);
-        if let Some(q) = prev {
-            assert!(s > q, "duplicate or reordered: {q} then {s}");
+        if s < next {
+            duplicates += 1; // a replayed record rsyslogd had already read
+        } else {
+            if s != next {
+                gaps.push((next, s - next));
+            }
+            next = s + 1;
         }
-        prev = Some(s);
     }
-    assert_eq!(prev, Some(N - 1), "the last record arrived");
-    let lost = N - got.len() as u64;
+    assert_eq!(next, N, "the last record arrived");
+    assert!(gaps.len() <= 1, "records lost in several places: {gaps:?}");
+    let lost: u64 = gaps.iter().map(|g| g.1).sum();
+    assert!(
+        lost <= N / 10,
+        "{lost} records lost at the restart: {gaps:?}"
+    );
+    let replayed = SyslogCounters::get(&c.replayed_frames);
     eprintln!(
-        "restart under load: {lost} of {N} lost in flight; disconnects {}, reconnects {}, replayed {} frames / {} bytes, unreplayable {} bytes",
+        "restart under load: {duplicates} duplicates, {lost} lost in rsyslogd {gaps:?}; disconnects {}, reconnects {}, replayed {replayed} frames / {} bytes, unreplayable {} bytes",
         SyslogCounters::get(&c.disconnects),
         SyslogCounters::get(&c.reconnects),
-        SyslogCounters::get(&c.replayed_frames),
         SyslogCounters::get(&c.replayed_bytes),
         SyslogCounters::get(&c.unacked_bytes_lost)
     );
-    // The bytes rsyslogd's TCP never acknowledged were replayed on the new
-    // connection: nothing lost, nothing duplicated.
-    assert_complete_and_ordered(&got, 1, N);
+    assert!(
+        duplicates <= replayed,
+        "{duplicates} duplicates but only {replayed} frames replayed"
+    );
 }

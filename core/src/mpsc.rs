@@ -36,7 +36,7 @@ use crate::ring::{
 pub fn mpsc_ring<T: Record>(capacity: usize) -> Result<(MpProducer<T>, Consumer<T>), RingError> {
     check::<T>(capacity)?;
     debug_assert!(size_of::<T>() <= 128);
-    let shared = Arc::new(Shared::new(capacity));
+    let shared = Arc::new(Shared::new(capacity)?);
     Ok((
         MpProducer {
             shared: shared.clone(),

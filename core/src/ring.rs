@@ -50,7 +50,7 @@ use core::mem::{size_of, MaybeUninit};
 #[cfg(not(loom))]
 use core::ptr::NonNull;
 #[cfg(not(loom))]
-use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
+use std::alloc::{alloc, dealloc, Layout};
 
 use crate::record::Record;
 pub(crate) use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -81,6 +81,8 @@ pub enum RingError {
     BadCapacity(usize),
     /// The record type is larger than 128 bytes.
     RecordTooLarge(usize),
+    /// The slot array (this many bytes) could not be allocated.
+    OutOfMemory(usize),
 }
 
 impl core::fmt::Display for RingError {
@@ -93,6 +95,10 @@ impl core::fmt::Display for RingError {
             RingError::RecordTooLarge(n) => {
                 write!(f, "record of {n} bytes is larger than the 128-byte slot limit")
             }
+            RingError::OutOfMemory(n) => write!(
+                f,
+                "cannot allocate {n} bytes for the ring's slots; choose a smaller capacity"
+            ),
         }
     }
 }
@@ -205,7 +211,9 @@ impl<T> Slots<T> {
             .expect("capacity was validated against MAX_CAPACITY")
     }
 
-    fn new(capacity: usize) -> Self {
+    /// Allocates the slot array; `OutOfMemory` instead of aborting when the
+    /// allocator refuses (a huge configured capacity).
+    fn new(capacity: usize) -> Result<Self, RingError> {
         #[cfg(not(loom))]
         {
             let layout = Self::layout(capacity);
@@ -216,24 +224,24 @@ impl<T> Slots<T> {
                 let p = unsafe { alloc(layout) };
                 match NonNull::new(p.cast()) {
                     Some(p) => p,
-                    None => handle_alloc_error(layout),
+                    None => return Err(RingError::OutOfMemory(layout.size())),
                 }
             };
-            Self {
+            Ok(Self {
                 ptr,
                 mask: capacity - 1,
                 capacity,
-            }
+            })
         }
         #[cfg(loom)]
         {
-            Self {
+            Ok(Self {
                 cells: (0..capacity)
                     .map(|_| loom::cell::UnsafeCell::new(MaybeUninit::uninit()))
                     .collect(),
                 mask: capacity - 1,
                 capacity,
-            }
+            })
         }
     }
 
@@ -350,8 +358,8 @@ unsafe impl<T: Send> Send for Shared<T> {}
 unsafe impl<T: Send> Sync for Shared<T> {}
 
 impl<T> Shared<T> {
-    pub(crate) fn new(capacity: usize) -> Self {
-        Self {
+    pub(crate) fn new(capacity: usize) -> Result<Self, RingError> {
+        Ok(Self {
             tail: CachePadded(AtomicUsize::new(0)),
             prod_head: CachePadded(AtomicUsize::new(0)),
             head: CachePadded(AtomicUsize::new(0)),
@@ -360,14 +368,14 @@ impl<T> Shared<T> {
             producers: AtomicUsize::new(1),
             producer_gone: AtomicBool::new(false),
             consumer_gone: AtomicBool::new(false),
-            slots: Slots::new(capacity),
+            slots: Slots::new(capacity)?,
             capacity,
             samples: (0..(capacity / SAMPLE_EVERY).max(1))
                 .map(|_| AtomicU64::new(0))
                 .collect(),
             sample_mask: (capacity / SAMPLE_EVERY).max(1) - 1,
             _marker: PhantomData,
-        }
+        })
     }
 
     /// Stamps the enqueue time of the sampled index in `from..from+n`, if
@@ -497,7 +505,7 @@ pub(crate) fn check<T>(capacity: usize) -> Result<(), RingError> {
 /// bytes. Allocates `capacity * size_of::<T>()` bytes, 128-byte aligned.
 pub fn ring<T: Record>(capacity: usize) -> Result<(Producer<T>, Consumer<T>), RingError> {
     check::<T>(capacity)?;
-    let shared = Arc::new(Shared::new(capacity));
+    let shared = Arc::new(Shared::new(capacity)?);
     Ok((
         Producer {
             shared: shared.clone(),

@@ -271,7 +271,7 @@ impl FileSink {
         let Some(f) = self.file.as_ref() else {
             return Err(Self::closed());
         };
-        match f.sync_data() {
+        match f.sync_data().or_else(unsyncable_is_ok) {
             Ok(()) => {
                 self.dirty = false;
                 self.last_sync = Instant::now();
@@ -547,9 +547,23 @@ impl Sink for FileSink {
             signal_hook::low_level::unregister(id);
         }
         match self.file.take() {
-            Some(f) => f.sync_all().map_err(|e| self.err(e)),
+            Some(f) => f
+                .sync_all()
+                .or_else(unsyncable_is_ok)
+                .map_err(|e| self.err(e)),
             None => Ok(()),
         }
+    }
+}
+
+/// `fsync(2)` on a file that cannot be synchronised (a character device such
+/// as `/dev/null`, a pipe, a socket) fails with `EINVAL`: there is nothing to
+/// make durable, so it is not a sink error.
+fn unsyncable_is_ok(e: std::io::Error) -> std::io::Result<()> {
+    if e.raw_os_error() == Some(libc::EINVAL) {
+        Ok(())
+    } else {
+        Err(e)
     }
 }
 

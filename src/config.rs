@@ -12,6 +12,7 @@
 //! block_spins = 1024       # block: pause spins before yielding
 //! drop_reports = true      # in-band "N records dropped" lines
 //! # reorder_window_ns = 1000000  # merge rings by event time (off if unset)
+//! shutdown_timeout_ms = 5000 # wait this long for the sink at shutdown
 //!
 //! [ring.degrade]           # used by backpressure = "degrade"
 //! high_watermark_pct = 80  # at or above: only priority >= min_priority
@@ -67,6 +68,10 @@ pub struct RingConfig {
     /// Reorder window in ns of event time; unset = off (see
     /// `dplog::reorder`).
     pub reorder_window_ns: Option<u64>,
+    /// How long shutdown waits for the sink to deliver what is still
+    /// buffered or in flight, in ms; what is left is counted in
+    /// `dropped_shutdown`. Default 5000.
+    pub shutdown_timeout_ms: u64,
 }
 
 impl Default for RingConfig {
@@ -82,6 +87,7 @@ impl Default for RingConfig {
             drop_reports: d.drop_reports,
             degrade: d.degrade,
             reorder_window_ns: d.reorder_window_ns,
+            shutdown_timeout_ms: d.shutdown_timeout_ms,
         }
     }
 }
@@ -618,6 +624,7 @@ impl LogConfig {
             drop_reports: self.ring.drop_reports,
             degrade: self.ring.degrade,
             reorder_window_ns: self.ring.reorder_window_ns,
+            shutdown_timeout_ms: self.ring.shutdown_timeout_ms,
             ..LoggerConfig::default()
         }
     }
@@ -760,6 +767,12 @@ mod tests {
         assert_eq!(l.reorder_window_ns, None);
         let c = LogConfig::from_toml_str("[ring]\nreorder_window_ns = 250000\n").unwrap();
         assert_eq!(c.logger_config().reorder_window_ns, Some(250_000));
+        let c = LogConfig::from_toml_str("[ring]\nshutdown_timeout_ms = 750\n").unwrap();
+        assert_eq!(c.logger_config().shutdown_timeout_ms, 750);
+        assert_eq!(
+            LogConfig::default().logger_config().shutdown_timeout_ms,
+            5000
+        );
         // Only the keys given change; the others keep their defaults.
         let c = LogConfig::from_toml_str("[ring.degrade]\nlow_watermark_pct = 10\n").unwrap();
         assert_eq!(c.ring.degrade.high_watermark_pct, 80);

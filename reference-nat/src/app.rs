@@ -380,16 +380,21 @@ pub struct RecordSummary {
     pub produced: u64,
     /// Records copied into the ring.
     pub enqueued: u64,
-    /// Records dropped because the ring was full (`drop` policy).
+    /// Records dropped by the producer, every reason (ring full under
+    /// `drop_newest`, below priority under `degrade`, consumer gone).
     pub dropped: u64,
+    /// Of `dropped`: records refused under `degrade`.
+    pub dropped_degraded: u64,
     /// Records the consumer read.
     pub dequeued: u64,
     /// Records the sink accepted.
     pub written: u64,
     /// Bytes the sink accepted.
     pub written_bytes: u64,
-    /// Records lost to sink errors.
+    /// Records lost to permanent sink errors.
     pub dropped_sink: u64,
+    /// Records the sink had not delivered when the shutdown timeout expired.
+    pub dropped_shutdown: u64,
     /// Sink errors.
     pub sink_errors: u64,
     /// The ring's high-water mark, in records.
@@ -401,11 +406,13 @@ impl From<Stats> for RecordSummary {
         Self {
             produced: s.produced,
             enqueued: s.enqueued,
-            dropped: s.dropped_full,
+            dropped: s.dropped(),
+            dropped_degraded: s.dropped_degraded,
             dequeued: s.dequeued,
             written: s.written_records,
             written_bytes: s.written_bytes,
             dropped_sink: s.dropped_sink,
+            dropped_shutdown: s.dropped_shutdown,
             sink_errors: s.sink_errors,
             ring_high_water: s.high_water,
         }
@@ -516,11 +523,11 @@ impl Summary {
             "  records            produced {}  enqueued {}  dropped {}  written {}  ({} bytes)",
             r.produced, r.enqueued, r.dropped, r.written, r.written_bytes
         );
-        if r.dropped_sink + r.sink_errors > 0 {
+        if r.dropped_sink + r.dropped_shutdown + r.sink_errors > 0 {
             let _ = writeln!(
                 s,
-                "  sink errors        {}  records lost to them {}",
-                r.sink_errors, r.dropped_sink
+                "  sink errors        {}  records lost to them {}  undelivered at shutdown {}",
+                r.sink_errors, r.dropped_sink, r.dropped_shutdown
             );
         }
         let _ = writeln!(

@@ -56,7 +56,7 @@ struct Args {
     /// Output file (file sink). Default dplog-nat.log.
     #[arg(long, short, value_name = "PATH")]
     output: Option<PathBuf>,
-    /// Ring capacity in records, a power of two. Default 2048.
+    /// Ring capacity in records, a power of two. Default 16384.
     #[arg(long, value_name = "N")]
     ring_size: Option<usize>,
     /// What the NAT does when the ring is full.

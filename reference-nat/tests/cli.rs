@@ -100,5 +100,5 @@ fn the_shipped_example_config_is_valid() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("dplog-nat.toml");
     let text = std::fs::read_to_string(&path).unwrap();
     let cfg = dplog_nat::app::AppConfig::from_toml_str(&text).unwrap();
-    assert_eq!(cfg.ring.capacity, 2048);
+    assert_eq!(cfg.ring.capacity, dplog::DEFAULT_RING_CAPACITY);
 }

@@ -4,17 +4,6 @@
 //! The `YYYY-MM-DDTHH:MM:SS.` prefix is computed once per second (civil
 //! date from days since the epoch, H. Hinnant's algorithm) and cached.
 
-/// "00".."99" for two-digit fields.
-static DIGITS2: [[u8; 2]; 100] = {
-    let mut t = [[0u8; 2]; 100];
-    let mut i = 0;
-    while i < 100 {
-        t[i] = [b'0' + (i / 10) as u8, b'0' + (i % 10) as u8];
-        i += 1;
-    }
-    t
-};
-
 /// Civil date (year, month 1-12, day 1-31) of `days` since 1970-01-01.
 pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
@@ -30,64 +19,18 @@ pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
 }
 
 /// Formats RFC 3339 UTC timestamps with microsecond precision, caching the
-/// per-second prefix. Years are printed with four digits (valid for
-/// 1970..=9999; a `u64` of nanoseconds ends in 2554).
-#[derive(Clone, Debug)]
-pub struct Rfc3339Micros {
-    cached_sec: u64,
-    prefix: [u8; 20],
-}
-
-impl Default for Rfc3339Micros {
-    fn default() -> Self {
-        let mut s = Self {
-            cached_sec: 0,
-            prefix: [0; 20],
-        };
-        s.fill(0);
-        s
-    }
-}
+/// per-second prefix: [`crate::conv::Rfc3339Cache`] at six digits. Years
+/// are printed with four digits (valid for 1970..=9999; a `u64` of
+/// nanoseconds ends in 2554).
+#[derive(Clone, Debug, Default)]
+pub struct Rfc3339Micros(crate::conv::Rfc3339Cache);
 
 impl Rfc3339Micros {
-    fn fill(&mut self, sec: u64) {
-        let days = (sec / 86_400) as i64;
-        let sod = (sec % 86_400) as usize;
-        let (y, m, d) = civil_from_days(days);
-        let y = y.clamp(0, 9999) as usize;
-        let p = &mut self.prefix;
-        p[0..2].copy_from_slice(&DIGITS2[y / 100]);
-        p[2..4].copy_from_slice(&DIGITS2[y % 100]);
-        p[4] = b'-';
-        p[5..7].copy_from_slice(&DIGITS2[m as usize]);
-        p[7] = b'-';
-        p[8..10].copy_from_slice(&DIGITS2[d as usize]);
-        p[10] = b'T';
-        p[11..13].copy_from_slice(&DIGITS2[sod / 3600]);
-        p[13] = b':';
-        p[14..16].copy_from_slice(&DIGITS2[(sod / 60) % 60]);
-        p[16] = b':';
-        p[17..19].copy_from_slice(&DIGITS2[sod % 60]);
-        p[19] = b'.';
-        self.cached_sec = sec;
-    }
-
     /// Appends `ns` (nanoseconds since the Unix epoch) as
     /// `YYYY-MM-DDTHH:MM:SS.ffffffZ`, 27 bytes, truncating to microseconds.
     #[inline]
     pub fn push(&mut self, out: &mut Vec<u8>, ns: u64) {
-        let sec = ns / 1_000_000_000;
-        if sec != self.cached_sec {
-            self.fill(sec);
-        }
-        let us = ((ns % 1_000_000_000) / 1000) as usize;
-        let mut tail = [0u8; 7];
-        tail[0..2].copy_from_slice(&DIGITS2[us / 10_000]);
-        tail[2..4].copy_from_slice(&DIGITS2[(us / 100) % 100]);
-        tail[4..6].copy_from_slice(&DIGITS2[us % 100]);
-        tail[6] = b'Z';
-        out.extend_from_slice(&self.prefix);
-        out.extend_from_slice(&tail);
+        self.0.push(out, ns, 6);
     }
 }
 

@@ -211,6 +211,42 @@ pub struct AppConfig {
     pub dataplane: DataplaneSection,
 }
 
+/// Set (by a SIGINT/SIGTERM handler, or by [`request_stop`]) to end the
+/// input early: workers stop taking packets, every live session is deleted
+/// and logged, the logger drains and the summary is printed as usual.
+/// Relaxed is enough: it is a one-way flag polled per packet, and the
+/// workers' thread joins order everything that follows.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+/// Asks a running [`run`] to stop taking input and finish cleanly.
+pub fn request_stop() {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+/// The flag [`request_stop`] sets, for a signal handler to set directly
+/// (`signal_hook::flag::register` takes an `Arc<AtomicBool>`; use
+/// [`stop_flag_watcher`] with it).
+pub fn stop_requested() -> bool {
+    STOP.load(Ordering::Relaxed)
+}
+
+/// Copies `flag` into the stop flag every 50 ms on a small thread of its
+/// own, so a signal handler that can only set an `Arc<AtomicBool>` stops
+/// the run. The thread ends with the process.
+pub fn stop_flag_watcher(flag: std::sync::Arc<AtomicBool>) {
+    std::thread::Builder::new()
+        .name("dplog-nat-signals".into())
+        .spawn(move || loop {
+            // Relaxed: a one-way flag, see `STOP`.
+            if flag.load(Ordering::Relaxed) {
+                request_stop();
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        })
+        .ok();
+}
+
 /// Default output file of `dplog-nat`.
 pub const DEFAULT_OUTPUT: &str = "dplog-nat.log";
 
@@ -456,6 +492,9 @@ pub struct Summary {
     pub capture_skipped_bad_caplen: u64,
     /// The input error, if the capture could not be read to its end.
     pub input_error: Option<String>,
+    /// The run was stopped early by SIGINT/SIGTERM ([`request_stop`]);
+    /// every session was still deleted, logged and written.
+    pub interrupted: bool,
     /// Number of workers.
     pub workers: usize,
     /// Per-worker figures, in worker order.
@@ -574,6 +613,12 @@ impl Summary {
         }
         if let Some(e) = &self.input_error {
             let _ = writeln!(s, "  input error        {e}");
+        }
+        if self.interrupted {
+            let _ = writeln!(
+                s,
+                "  interrupted        input stopped early by a signal; live sessions were deleted and logged"
+            );
         }
         s
     }
@@ -730,6 +775,9 @@ pub fn run_live(cfg: &AppConfig, live: &LiveCounters) -> Result<Summary, RunErro
                 let mut cur: Vec<Batch> = (0..n).map(|_| Batch::new()).collect();
                 let mut last_ts = 0u64;
                 let res = read_capture(path, |pkt| {
+                    if stop_requested() {
+                        return;
+                    }
                     let w = sharder.worker_of(pkt.linktype, pkt.data);
                     cur[w].push(pkt.ts_ns, pkt.linktype, pkt.data);
                     last_ts = last_ts.max(pkt.ts_ns);
@@ -953,6 +1001,9 @@ fn synthetic_worker(
     };
     if preload {
         for (frame, &(ts, len)) in arena.chunks_exact_mut(SYNTHETIC_FRAME_LEN).zip(meta.iter()) {
+            if stop_requested() {
+                break;
+            }
             nat.process(
                 ts,
                 crate::packet::LINKTYPE_ETHERNET,
@@ -963,6 +1014,9 @@ fn synthetic_worker(
         }
     } else {
         while let Some((ts, frame)) = gen.next_frame() {
+            if stop_requested() {
+                break;
+            }
             nat.process(ts, crate::packet::LINKTYPE_ETHERNET, frame, &mut log);
             tick(&nat);
         }
@@ -1137,6 +1191,7 @@ fn make_summary(
         records_per_s: per_s(stats.written_records),
         capture_skipped_bad_caplen: input_stats.bad_caplen,
         input_error,
+        interrupted: stop_requested(),
         workers: 1,
         per_worker: Vec::new(),
         logging: true,

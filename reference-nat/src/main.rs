@@ -229,8 +229,24 @@ fn print_summary(s: &Summary, how: SummaryArg) {
     }
 }
 
+/// SIGINT and SIGTERM end the input early and let the run finish cleanly
+/// (every live session deleted and logged, the logger drained, the summary
+/// printed); a second one terminates at once with status 130.
+fn handle_signals() {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    use signal_hook::flag;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [SIGINT, SIGTERM] {
+        // Registered first, so it sees the flag as it was before this signal.
+        let _ = flag::register_conditional_shutdown(sig, 130, stop.clone());
+        let _ = flag::register(sig, stop.clone());
+    }
+    dplog_nat::app::stop_flag_watcher(stop);
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
+    handle_signals();
     let cfg = match build_config(&args) {
         Ok(c) => c,
         Err(e) => {

@@ -102,3 +102,34 @@ fn the_shipped_example_config_is_valid() {
     let cfg = dplog_nat::app::AppConfig::from_toml_str(&text).unwrap();
     assert_eq!(cfg.ring.capacity, dplog::DEFAULT_RING_CAPACITY);
 }
+
+#[test]
+fn sigint_stops_the_input_and_still_logs_every_delete() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = bin()
+        .args(["--packets", "2000000000", "--new-session-share", "0.01"])
+        .args(["--summary", "json", "-o", "sig.log"])
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(s["interrupted"], true);
+    let packets = s["packets"].as_u64().unwrap();
+    assert!(packets > 0 && packets < 2_000_000_000, "{packets}");
+    let created = s["sessions_created"].as_u64().unwrap();
+    assert_eq!(s["sessions_deleted"].as_u64().unwrap(), created);
+    let log = std::fs::read_to_string(dir.path().join("sig.log")).unwrap();
+    let creates = log.lines().filter(|l| l.contains(" natEvent=4 ")).count() as u64;
+    let deletes = log.lines().filter(|l| l.contains(" natEvent=5 ")).count() as u64;
+    assert_eq!((creates, deletes), (created, created));
+}

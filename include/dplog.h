@@ -1027,8 +1027,8 @@ dplog_result dplog_reopen(struct dplog *h);
  * and closes the sink (within `[ring] shutdown_timeout_ms`), joins the
  * consumer thread, and stores the final counters in `*final_stats` (if
  * not NULL) — written whenever the handle was live, even on
- * `DPLOG_ERR_UNDELIVERED` or `DPLOG_ERR_IO`. The latency fields are those
- * of a snapshot taken as the close begins. The handle is released in
+ * `DPLOG_ERR_UNDELIVERED` or `DPLOG_ERR_IO`. The latency fields cover
+ * every sampled record, those written by the final drain included. The handle is released in
  * every case except `DPLOG_ERR_NULL` and `DPLOG_ERR_CLOSED`.
  *
  * Free producers first (or at least stop using them): a record logged

@@ -1774,8 +1774,8 @@ pub unsafe extern "C" fn dplog_reopen(h: *mut dplog_t) -> dplog_result {
 /// and closes the sink (within `[ring] shutdown_timeout_ms`), joins the
 /// consumer thread, and stores the final counters in `*final_stats` (if
 /// not NULL) — written whenever the handle was live, even on
-/// `DPLOG_ERR_UNDELIVERED` or `DPLOG_ERR_IO`. The latency fields are those
-/// of a snapshot taken as the close begins. The handle is released in
+/// `DPLOG_ERR_UNDELIVERED` or `DPLOG_ERR_IO`. The latency fields cover
+/// every sampled record, those written by the final drain included. The handle is released in
 /// every case except `DPLOG_ERR_NULL` and `DPLOG_ERR_CLOSED`.
 ///
 /// Free producers first (or at least stop using them): a record logged
@@ -1820,8 +1820,12 @@ pub unsafe extern "C" fn dplog_close(
                 (dplog_stats::default(), e.map(|e| LoggerError::Io(e.into())))
             }
             State::Started(r) => {
-                let latency = r.logger.snapshot().latency;
-                match r.logger.shutdown() {
+                // The snapshot source outlives the logger, so the latency
+                // percentiles include the records written by the drain.
+                let source = r.logger.snapshot_source();
+                let res = r.logger.shutdown();
+                let latency = source.snapshot().latency;
+                match res {
                     Ok(s) => (fill_stats(&s, &latency), None),
                     Err((s, e)) => (fill_stats(&s, &latency), Some(e)),
                 }

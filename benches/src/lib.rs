@@ -6,7 +6,11 @@
 //!   once per bench case and signalled per measurement, so thread spawn and
 //!   wake-up stay outside the measured time;
 //! - [`nat44`] and [`record_pool`]: realistic NAT44 create/delete records;
-//! - [`criterion_config`]: the shared, deliberately short criterion settings.
+//! - [`criterion_config`]: the shared, deliberately short criterion settings;
+//! - [`format_peers`]: the `write!` and hand-specialised peers of the
+//!   compiled template.
+
+pub mod format_peers;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;

@@ -157,38 +157,6 @@ pub struct InputSection {
     pub pcap: Option<PathBuf>,
 }
 
-/// `[synthetic]`: the built-in traffic mix, used when no capture is given.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct SyntheticSection {
-    /// Inside hosts, 10.0.0.1 upwards. Default 1000.
-    pub subscribers: u32,
-    /// Outside hosts. Default 256.
-    pub destinations: u32,
-    /// Share of packets that open a new session, 0..=1. Default 0.1.
-    pub new_session_share: f64,
-    /// Packets to generate. Default 1 000 000.
-    pub packets: u64,
-    /// Random seed. Default 1.
-    pub seed: u64,
-    /// Virtual packet rate that sets packet timestamps. Default 1 000 000.
-    pub rate_pps: u64,
-}
-
-impl Default for SyntheticSection {
-    fn default() -> Self {
-        let d = SyntheticConfig::default();
-        Self {
-            subscribers: d.subscribers,
-            destinations: d.destinations,
-            new_session_share: d.new_session_share,
-            packets: d.packets,
-            seed: d.seed,
-            rate_pps: d.rate_pps,
-        }
-    }
-}
-
 /// The whole `dplog-nat` configuration file.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -204,7 +172,7 @@ pub struct AppConfig {
     /// `[input]`.
     pub input: InputSection,
     /// `[synthetic]`.
-    pub synthetic: SyntheticSection,
+    pub synthetic: SyntheticConfig,
     /// CPU to pin the producer (forwarding) thread to. Default: not pinned.
     pub producer_cpu: Option<usize>,
     /// `[dataplane]`.
@@ -261,7 +229,7 @@ impl Default for AppConfig {
             }),
             nat: NatSection::default(),
             input: InputSection::default(),
-            synthetic: SyntheticSection::default(),
+            synthetic: SyntheticConfig::default(),
             producer_cpu: None,
             dataplane: DataplaneSection::default(),
         }
@@ -351,17 +319,12 @@ impl AppConfig {
             .map_err(|e| RunError::Config(ConfigError::Logger(e)))
     }
 
-    /// The synthetic generator configuration.
+    /// The synthetic generator configuration (`[synthetic]`, every
+    /// subscriber: no shard).
     pub fn synthetic_config(&self) -> SyntheticConfig {
-        let s = &self.synthetic;
         SyntheticConfig {
-            subscribers: s.subscribers,
-            destinations: s.destinations,
-            new_session_share: s.new_session_share,
-            packets: s.packets,
-            seed: s.seed,
-            rate_pps: s.rate_pps,
             shard: None,
+            ..self.synthetic.clone()
         }
     }
 

@@ -48,8 +48,11 @@ pub const SYNTHETIC_FRAME_LEN: usize = 64;
 /// Probability that touching an open flow ends it (TCP with a FIN).
 const END_SHARE: f64 = 0.03;
 
-/// Synthetic traffic parameters.
-#[derive(Clone, Debug, PartialEq)]
+/// Synthetic traffic parameters; also the `[synthetic]` table of the
+/// `dplog-nat` configuration (every key optional, unknown keys are errors;
+/// `shard` is not configurable).
+#[derive(Clone, Debug, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct SyntheticConfig {
     /// Number of inside hosts, 10.0.0.1 upwards (default 1000).
     pub subscribers: u32,
@@ -69,6 +72,7 @@ pub struct SyntheticConfig {
     /// dispatcher would send to `worker` of `workers` (see
     /// [`crate::workers::worker_of_inside`]), i.e. what one RSS queue of a
     /// multi-worker NAT receives. `None` (default): every subscriber.
+    #[serde(skip)]
     pub shard: Option<(u32, u32)>,
 }
 

@@ -194,6 +194,9 @@ pub struct DropDelta {
 /// The slot array. Outside loom it is one raw 128-byte-aligned allocation;
 /// under `--cfg loom` every slot is a `loom::cell::UnsafeCell` so the model
 /// checker sees each slot access.
+/// How far ahead of the write position `try_push` prefetches, in bytes.
+const PREFETCH_AHEAD_BYTES: usize = 2048;
+
 pub(crate) struct Slots<T> {
     #[cfg(not(loom))]
     ptr: NonNull<core::cell::UnsafeCell<MaybeUninit<T>>>,
@@ -252,6 +255,24 @@ impl<T> Slots<T> {
         // SAFETY: `index & mask < capacity`, so the offset stays inside the
         // allocation made in `new`.
         unsafe { (*self.ptr.as_ptr().add(index & self.mask)).get() }
+    }
+
+    /// Hints the CPU to fetch slot `index & mask` for writing
+    /// (`prefetchw` on x86-64; nothing elsewhere). Never faults.
+    #[inline(always)]
+    pub(crate) fn prefetch_write(&self, index: usize) {
+        #[cfg(all(not(loom), target_arch = "x86_64"))]
+        // SAFETY: `prefetchw` only hints the cache; it cannot fault or
+        // change memory, and the address is inside the slot array.
+        unsafe {
+            core::arch::asm!(
+                "prefetchw [{p}]",
+                p = in(reg) self.ptr(index),
+                options(nostack, preserves_flags, readonly)
+            );
+        }
+        #[cfg(not(all(not(loom), target_arch = "x86_64")))]
+        let _ = index;
     }
 
     /// Writes `v` into slot `index & mask`.
@@ -510,6 +531,8 @@ pub fn ring<T: Record>(capacity: usize) -> Result<(Producer<T>, Consumer<T>), Ri
         Producer {
             shared: shared.clone(),
             tail: 0,
+            published: 0,
+            publish_every: 1,
             cached_head: 0,
             enqueued: 0,
             block_spins: DEFAULT_BLOCK_SPINS,
@@ -527,8 +550,14 @@ pub struct Disconnected<T>(pub T);
 /// `Send` but not `Clone` or `Sync`.
 pub struct Producer<T: Record> {
     shared: Arc<Shared<T>>,
-    /// Private copy of `shared.tail` (only this side writes it).
+    /// Next slot this producer writes (only this side writes it). Slots in
+    /// `published..tail` are written but not yet visible to the consumer.
     tail: usize,
+    /// The value last stored to `shared.tail`.
+    published: usize,
+    /// Publish `shared.tail` once this many records are pending (1 = every
+    /// push; see [`Producer::set_publish_every`]).
+    publish_every: usize,
     /// Cached copy of `shared.head`; refreshed only when the ring looks full.
     cached_head: usize,
     /// Private running count of records enqueued by this handle.
@@ -550,12 +579,61 @@ impl<T: Record> Producer<T> {
         let cap = self.shared.capacity;
         let mut free = cap - self.tail.wrapping_sub(self.cached_head);
         if free < want {
+            // The consumer can only free slots it can see: publish any
+            // deferred records before asking it for room.
+            self.flush();
             // Acquire pairs with the consumer's Release store of `head`: the
             // consumer has finished reading every slot below it.
             self.cached_head = self.shared.head.load(Ordering::Acquire);
             free = cap - self.tail.wrapping_sub(self.cached_head);
         }
         free
+    }
+
+    /// Makes every record pushed so far visible to the consumer (one Release
+    /// store of the ring's tail index, or nothing if none is pending).
+    ///
+    /// Needed only with [`set_publish_every`](Self::set_publish_every)
+    /// above 1: call it once per iteration of the forwarding loop, after the
+    /// rx burst is processed, as a DPDK application calls
+    /// `rte_eth_tx_buffer_flush` after `rte_eth_tx_buffer`. Dropping the
+    /// producer flushes too.
+    #[inline]
+    pub fn flush(&mut self) {
+        if self.tail != self.published {
+            self.published = self.tail;
+            // Release pairs with the consumer's Acquire load of `tail` (in
+            // `Consumer::available`): the slot writes below `tail`
+            // happen-before the consumer reads them.
+            self.shared.tail.store(self.tail, Ordering::Release);
+        }
+    }
+
+    /// Records pushed but not yet visible to the consumer (at most
+    /// `publish_every - 1` between calls).
+    #[inline]
+    pub fn pending(&self) -> usize {
+        self.tail.wrapping_sub(self.published)
+    }
+
+    /// Publishes the ring's tail index once every `n` records instead of on
+    /// every push (batched index publication, as in Lee et al.'s
+    /// MCRingBuffer, 2009): the producer then stores to the shared index
+    /// line, which the consumer polls, once per `n` records, so a single
+    /// [`try_push`](Self::try_push) costs about a slot write. Bursts and
+    /// commits larger than `n` still publish at once.
+    ///
+    /// Records pushed since the last publication stay invisible to the
+    /// consumer until `n` accumulate, the ring fills, [`flush`](Self::flush)
+    /// is called or the producer is dropped, so a producer that sets this
+    /// must call `flush` whenever it goes idle (for a forwarding loop: once
+    /// per rx burst). `n` is clamped to `1..=capacity`; 1 (the default)
+    /// publishes every push.
+    pub fn set_publish_every(&mut self, n: usize) {
+        self.publish_every = n.clamp(1, self.shared.capacity);
+        if self.pending() >= self.publish_every {
+            self.flush();
+        }
     }
 
     /// Fill level as this producer sees it, refreshing the consumer index
@@ -578,9 +656,12 @@ impl<T: Record> Producer<T> {
     fn publish(&mut self, n: usize) {
         self.shared.stamp(self.tail, n);
         self.tail = self.tail.wrapping_add(n);
-        // Release pairs with the consumer's Acquire load of `tail`: the slot
-        // writes above happen-before the consumer reads them.
-        self.shared.tail.store(self.tail, Ordering::Release);
+        if self.tail.wrapping_sub(self.published) >= self.publish_every {
+            self.published = self.tail;
+            // Release pairs with the consumer's Acquire load of `tail`: the
+            // slot writes above happen-before the consumer reads them.
+            self.shared.tail.store(self.tail, Ordering::Release);
+        }
         // No separate counter store: the free-running `tail` is the
         // ring's enqueued count (see `RingStats::read`).
         self.enqueued += n as u64;
@@ -597,6 +678,14 @@ impl<T: Record> Producer<T> {
         // SAFETY: the slot at `tail` is free (tail - head < capacity), so the
         // consumer is not reading it; only this producer writes slots.
         unsafe { self.shared.slots.write(self.tail, rec) };
+        // Start the ownership transfer of a slot line a few pushes ahead, so
+        // the push that writes it does not wait for the consumer's core to
+        // give the line up. Prefetching a slot the consumer still reads is
+        // harmless: it only moves the line, never the data's meaning.
+        self.shared.slots.prefetch_write(
+            self.tail
+                .wrapping_add(PREFETCH_AHEAD_BYTES / size_of::<T>().max(1)),
+        );
         self.publish(1);
         Ok(())
     }
@@ -746,6 +835,7 @@ pub(crate) fn backoff<T>(shared: &Shared<T>, limit: u32, spins: &mut u32) -> boo
 
 impl<T: Record> Drop for Producer<T> {
     fn drop(&mut self) {
+        self.flush();
         // Release pairs with the consumer's Acquire load in `is_finished`:
         // every record pushed before the drop is visible once it sees `true`.
         self.shared.producer_gone.store(true, Ordering::Release);
@@ -1083,6 +1173,68 @@ mod tests {
             header: RecordHeader::of::<Nat44SessionRecord>(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn deferred_publication_is_invisible_until_batch_flush_full_or_drop() {
+        let (mut p, mut c) = ring::<Nat44SessionRecord>(8).unwrap();
+        p.set_publish_every(4);
+        for i in 0..3 {
+            p.try_push(rec(i)).unwrap();
+        }
+        assert_eq!(p.pending(), 3);
+        assert_eq!(c.len(), 0, "three of four: nothing published yet");
+        p.try_push(rec(3)).unwrap();
+        assert_eq!(p.pending(), 0);
+        assert_eq!(c.len(), 4, "the fourth push publishes the batch");
+        p.try_push(rec(4)).unwrap();
+        assert_eq!(c.len(), 4);
+        p.flush();
+        assert_eq!(c.len(), 5, "flush publishes the pending record");
+        p.flush();
+        assert_eq!(c.len(), 5, "a second flush is a no-op");
+        // Fill the ring: 3 more fit (capacity 8); the push that finds it
+        // full publishes what is pending before it fails.
+        for i in 5..8 {
+            p.try_push(rec(i)).unwrap();
+        }
+        assert_eq!(c.len(), 5);
+        assert!(p.try_push(rec(8)).is_err());
+        assert_eq!(c.len(), 8, "a full ring publishes the pending records");
+        let mut seen = Vec::new();
+        c.read_burst(8, |r| seen.push(r.timestamp_ns));
+        assert_eq!(seen, (0..8).collect::<Vec<_>>());
+        p.try_push(rec(8)).unwrap();
+        assert_eq!(c.len(), 0);
+        drop(p);
+        assert_eq!(c.pop().map(|r| r.timestamp_ns), Some(8), "drop flushes");
+        assert!(c.is_finished());
+    }
+
+    #[test]
+    fn publish_every_is_clamped_and_lowering_it_publishes() {
+        let (mut p, c) = ring::<Nat44SessionRecord>(4).unwrap();
+        p.set_publish_every(1000);
+        for i in 0..3 {
+            p.try_push(rec(i)).unwrap();
+        }
+        assert_eq!(c.len(), 0);
+        p.try_push(rec(3)).unwrap();
+        assert_eq!(c.len(), 4, "clamped to the capacity (4)");
+        let (mut p, c) = ring::<Nat44SessionRecord>(4).unwrap();
+        p.set_publish_every(4);
+        p.try_push(rec(0)).unwrap();
+        p.try_push(rec(1)).unwrap();
+        assert_eq!(c.len(), 0);
+        p.set_publish_every(2);
+        assert_eq!(
+            c.len(),
+            2,
+            "lowering the batch below the pending count publishes"
+        );
+        p.set_publish_every(0);
+        p.try_push(rec(2)).unwrap();
+        assert_eq!(c.len(), 3, "0 means every push");
     }
 
     #[test]

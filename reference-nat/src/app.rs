@@ -215,6 +215,80 @@ pub fn stop_flag_watcher(flag: std::sync::Arc<AtomicBool>) {
         .ok();
 }
 
+/// The CPUs this process may run on (its affinity mask, read from
+/// `Cpus_allowed_list` in `/proc/self/status`, see proc(5)), ascending.
+/// Falls back to `0..available_parallelism` if that cannot be read.
+pub fn allowed_cpus() -> Vec<usize> {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .and_then(|l| parse_cpu_list(l.trim()))
+        })
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| (0..dplog::affinity::available_cpus()).collect())
+}
+
+/// Parses a kernel CPU list such as `0-3,6` (proc(5), cpuset(7)); `None`
+/// if malformed.
+pub fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
+    let mut out = Vec::new();
+    for part in s.split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
+                if b < a || b - a > 1 << 16 {
+                    return None;
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.parse().ok()?),
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    Some(out)
+}
+
+/// `cpus` as ranges, e.g. `0-3,6`.
+pub fn cpu_list(cpus: &[usize]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let start = cpus[i];
+        let mut end = start;
+        while i + 1 < cpus.len() && cpus[i + 1] == end + 1 {
+            i += 1;
+            end = cpus[i];
+        }
+        out.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
+        i += 1;
+    }
+    out.join(",")
+}
+
+/// Checks that `cpu`, set by `what` (a flag or a config key), is one this
+/// process may run on.
+///
+/// Errors: a message naming `what`, the CPU and the CPUs available, e.g.
+/// `--worker-cpus: CPU 99 is not available; this process may run on CPUs 0-1`.
+pub fn check_cpu(what: &str, cpu: usize) -> Result<(), String> {
+    let allowed = allowed_cpus();
+    if allowed.contains(&cpu) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what}: CPU {cpu} is not available; this process may run on CPUs {}",
+            cpu_list(&allowed)
+        ))
+    }
+}
+
 /// Default output file of `dplog-nat`.
 pub const DEFAULT_OUTPUT: &str = "dplog-nat.log";
 
@@ -628,6 +702,15 @@ pub fn run_live(cfg: &AppConfig, live: &LiveCounters) -> Result<Summary, RunErro
         return Err(RunError::Dataplane(
             "handoff_batches must be at least 1".into(),
         ));
+    }
+    if let Some(c) = cfg.producer_cpu {
+        check_cpu("producer_cpu", c).map_err(RunError::Dataplane)?;
+    }
+    for &c in &cfg.dataplane.worker_cpus {
+        check_cpu("worker_cpus", c).map_err(RunError::Dataplane)?;
+    }
+    if let Some(c) = cfg.ring.consumer_cpu {
+        check_cpu("[ring] consumer_cpu", c).map_err(RunError::Dataplane)?;
     }
     let base = cfg.nat_config();
     let mut nats = Vec::with_capacity(n);

@@ -141,6 +141,18 @@ enum PortAllocArg {
 }
 
 fn build_config(args: &Args) -> Result<AppConfig, String> {
+    use dplog_nat::app::check_cpu;
+    for (flag, cpu) in [
+        ("--producer-cpu", args.producer_cpu),
+        ("--consumer-cpu", args.consumer_cpu),
+    ] {
+        if let Some(c) = cpu {
+            check_cpu(flag, c)?;
+        }
+    }
+    for &c in &args.worker_cpus {
+        check_cpu("--worker-cpus", c)?;
+    }
     let mut cfg = match &args.config {
         Some(p) => AppConfig::from_file(p).map_err(|e| e.to_string())?,
         None => AppConfig::default(),

@@ -133,3 +133,79 @@ fn sigint_stops_the_input_and_still_logs_every_delete() {
     let deletes = log.lines().filter(|l| l.contains(" natEvent=5 ")).count() as u64;
     assert_eq!((creates, deletes), (created, created));
 }
+
+#[test]
+fn cpus_out_of_range_are_an_error_naming_the_flag_and_the_cpus_available() {
+    let dir = tempfile::tempdir().unwrap();
+    let allowed = dplog_nat::app::cpu_list(&dplog_nat::app::allowed_cpus());
+    for (flag, value) in [
+        ("--producer-cpu", "1000"),
+        ("--worker-cpus", "0,1000"),
+        ("--consumer-cpu", "1000"),
+    ] {
+        let o = bin()
+            .args(["--packets", "1000", "-o", "cpu.log", flag, value])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{flag}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(&format!(
+                "{flag}: CPU 1000 is not available; this process may run on CPUs {allowed}"
+            )),
+            "{flag}: {err}"
+        );
+        assert!(o.stdout.is_empty(), "no run, no summary");
+    }
+    assert!(!dir.path().join("cpu.log").exists(), "nothing ran");
+    // The same from the config file names the key.
+    std::fs::write(
+        dir.path().join("cpu.toml"),
+        "producer_cpu = 1000\n[synthetic]\npackets = 1000\n",
+    )
+    .unwrap();
+    let o = bin()
+        .args(["--config", "cpu.toml", "-o", "cpu.log"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("producer_cpu: CPU 1000 is not available"),
+        "{err}"
+    );
+    // A CPU that exists is accepted.
+    let first = dplog_nat::app::allowed_cpus()[0].to_string();
+    let o = bin()
+        .args([
+            "--packets",
+            "1000",
+            "-o",
+            "cpu.log",
+            "--producer-cpu",
+            &first,
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn cpu_lists_print_as_ranges() {
+    use dplog_nat::app::cpu_list;
+    assert_eq!(cpu_list(&[0, 1]), "0-1");
+    assert_eq!(cpu_list(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
+    assert_eq!(cpu_list(&[3]), "3");
+}
+
+#[test]
+fn kernel_cpu_lists_parse() {
+    use dplog_nat::app::parse_cpu_list;
+    assert_eq!(parse_cpu_list("0-1"), Some(vec![0, 1]));
+    assert_eq!(parse_cpu_list("0-2,5,7-8"), Some(vec![0, 1, 2, 5, 7, 8]));
+    assert_eq!(parse_cpu_list("x"), None);
+    assert_eq!(parse_cpu_list("3-1"), None);
+}

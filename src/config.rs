@@ -13,6 +13,8 @@
 //! drop_reports = true      # in-band "N records dropped" lines
 //! # reorder_window_ns = 1000000  # merge rings by event time (off if unset)
 //! shutdown_timeout_ms = 5000 # wait this long for the sink at shutdown
+//! # publish_every = 32     # producers publish once per 32 records and
+//!                          # must call flush() when idle (default 1)
 //!
 //! [ring.degrade]           # used by backpressure = "degrade"
 //! high_watermark_pct = 80  # at or above: only priority >= min_priority
@@ -72,6 +74,11 @@ pub struct RingConfig {
     /// buffered or in flight, in ms; what is left is counted in
     /// `dropped_shutdown`. Default 5000.
     pub shutdown_timeout_ms: u64,
+    /// Producers publish their ring index once per this many records
+    /// (`LoggerConfig::publish_every`); unset = the program's default (1
+    /// for the library: every record at once; `dplog-nat`, whose workers
+    /// flush once per burst, uses its burst size).
+    pub publish_every: Option<usize>,
 }
 
 impl Default for RingConfig {
@@ -88,6 +95,7 @@ impl Default for RingConfig {
             degrade: d.degrade,
             reorder_window_ns: d.reorder_window_ns,
             shutdown_timeout_ms: d.shutdown_timeout_ms,
+            publish_every: None,
         }
     }
 }
@@ -625,6 +633,7 @@ impl LogConfig {
             degrade: self.ring.degrade,
             reorder_window_ns: self.ring.reorder_window_ns,
             shutdown_timeout_ms: self.ring.shutdown_timeout_ms,
+            publish_every: self.ring.publish_every.unwrap_or(1),
             ..LoggerConfig::default()
         }
     }

@@ -14,6 +14,10 @@
 //!   (2048 slots, lossless `block` policy), formatted as text and written to
 //!   a file by the consumer thread.
 //!
+//! Both work as a `dplog-nat` worker does: packets in bursts of
+//! `NAT_BURST` (32), through a `RingLog`, which publishes the ring index
+//! once per burst (`[ring] publish_every`, flushed after each burst).
+//!
 //! The bench thread (the forwarding worker, the producer) is pinned to CPU
 //! 0 and the consumer to CPU 1. Throughput is packets per second.
 //!
@@ -27,7 +31,9 @@ use dplog::config::FormatConfig;
 use dplog::sinks::FileSink;
 use dplog::{Backpressure, Logger, LoggerConfig, NatRecord};
 use dplog_benches::{check_two_cpus, criterion_config, pin, CONSUMER_CPU, PRODUCER_CPU};
-use dplog_nat::{AllRecords, Nat44, NatConfig, Synthetic, SyntheticConfig, LINKTYPE_ETHERNET};
+use dplog_nat::{
+    Nat44, NatConfig, RingLog, Synthetic, SyntheticConfig, LINKTYPE_ETHERNET, NAT_BURST,
+};
 
 /// Frames per iteration.
 const FRAMES: usize = 65_536;
@@ -67,18 +73,22 @@ fn engine() -> Nat44 {
 
 /// Translates every frame of `arena` and ends all sessions; returns the
 /// engine (dropped outside the timed part).
-fn translate(
-    mut nat: Nat44,
-    arena: &mut [u8],
-    meta: &[(u64, usize)],
-    log: &mut impl dplog_nat::nat::NatLog,
-) -> Nat44 {
+/// Works as a `dplog-nat` worker does: bursts of [`NAT_BURST`] packets,
+/// one ring flush after each.
+fn translate(mut nat: Nat44, arena: &mut [u8], meta: &[(u64, usize)], log: &mut RingLog) -> Nat44 {
     let mut last = 0;
-    for (frame, &(ts, len)) in arena.chunks_exact_mut(SLOT).zip(meta) {
-        nat.process(ts, LINKTYPE_ETHERNET, &mut frame[..len], log);
-        last = ts;
+    for (frames, meta) in arena
+        .chunks_mut(SLOT * NAT_BURST)
+        .zip(meta.chunks(NAT_BURST))
+    {
+        for (frame, &(ts, len)) in frames.chunks_exact_mut(SLOT).zip(meta) {
+            nat.process(ts, LINKTYPE_ETHERNET, &mut frame[..len], log);
+            last = ts;
+        }
+        log.flush();
     }
     nat.finish(last, log);
+    log.flush();
     nat
 }
 
@@ -92,7 +102,7 @@ fn nat_translate(c: &mut Criterion) {
         let (arena, meta) = preload(share);
         // Sanity: the share is what it says (sessions per packet).
         let mut probe = arena.clone();
-        let s = translate(engine(), &mut probe, &meta, &mut |_r| {})
+        let s = translate(engine(), &mut probe, &meta, &mut RingLog::new(None))
             .stats()
             .clone();
         eprintln!(
@@ -103,7 +113,7 @@ fn nat_translate(c: &mut Criterion) {
         g.bench_function(format!("logging_off/new_sessions_{name}"), |b| {
             b.iter_batched(
                 || (engine(), arena.clone()),
-                |(nat, mut a)| translate(nat, &mut a, &meta, &mut AllRecords(|_r: NatRecord| {})),
+                |(nat, mut a)| translate(nat, &mut a, &meta, &mut RingLog::new(None)),
                 BatchSize::PerIteration,
             )
         });
@@ -121,6 +131,7 @@ fn nat_translate(c: &mut Criterion) {
         let sink = FileSink::open(&path).expect("open file sink");
         let logger = Logger::<NatRecord>::start(config, formatter, sink).expect("start logger");
         let mut producer = logger.producer().expect("producer");
+        producer.set_publish_every(NAT_BURST);
         g.bench_function(
             format!("logging_on_text_file_block/new_sessions_{name}"),
             |b| {
@@ -133,10 +144,7 @@ fn nat_translate(c: &mut Criterion) {
                         (engine(), arena.clone())
                     },
                     |(nat, mut a)| {
-                        let mut log = AllRecords(|r: NatRecord| {
-                            producer.log(r);
-                        });
-                        translate(nat, &mut a, &meta, &mut log)
+                        translate(nat, &mut a, &meta, &mut RingLog::new(Some(&mut producer)))
                     },
                     BatchSize::PerIteration,
                 )

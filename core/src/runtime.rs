@@ -154,6 +154,13 @@ pub struct LoggerConfig {
     /// Default `None` (off). At most `ring_capacity` records per ring are
     /// held.
     pub reorder_window_ns: Option<u64>,
+    /// Producers publish their ring index once per this many records (see
+    /// [`Producer::set_publish_every`]); records in between stay invisible
+    /// to the consumer until the producer calls
+    /// [`flush`](Producer::flush) (once per rx burst), the batch fills, the
+    /// ring fills or the producer is dropped. Default 1: every record is
+    /// published at once, and no flush is needed.
+    pub publish_every: usize,
 }
 
 impl Default for LoggerConfig {
@@ -170,6 +177,7 @@ impl Default for LoggerConfig {
             degrade: DegradeConfig::default(),
             drop_reports: true,
             reorder_window_ns: None,
+            publish_every: 1,
         }
     }
 }
@@ -400,6 +408,7 @@ impl<R: Record> Logger<R> {
         let (mut p, c) = ring::<R>(self.config.ring_capacity)?;
         self.attach(c)?;
         p.set_block_spins(self.config.block_spins);
+        p.set_publish_every(self.config.publish_every);
         let cap = self.config.ring_capacity;
         let d = self.config.degrade;
         Ok(LogProducer {

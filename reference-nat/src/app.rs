@@ -17,9 +17,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::input::{read_capture, InputError, InputStats};
 use crate::nat::{
-    worker_port_range, AllRecords, Nat44, NatConfig, NatError, NatStats, NatTimeouts,
-    PortAllocation, Verdict,
+    worker_port_range, Nat44, NatConfig, NatError, NatStats, NatTimeouts, PortAllocation, Verdict,
 };
+use crate::ringlog::{RingLog, NAT_BURST};
 use crate::synthetic::{
     Synthetic, SyntheticConfig, SyntheticError, SYNTHETIC_FRAME_LEN, SYNTHETIC_INSIDE,
 };
@@ -756,13 +756,19 @@ pub fn run_live(cfg: &AppConfig, live: &LiveCounters) -> Result<Summary, RunErro
     } else {
         None
     };
+    // Workers flush their ring once per burst, so they publish its index
+    // once per burst too unless `[ring] publish_every` says otherwise.
+    let publish_every = cfg.log_config().ring.publish_every.unwrap_or(NAT_BURST);
     let mut producers = Vec::with_capacity(n);
     for _ in 0..n {
         producers.push(match &logger {
-            Some(l) => Some(
-                l.producer()
-                    .map_err(|e| RunError::Config(ConfigError::Logger(e)))?,
-            ),
+            Some(l) => {
+                let mut p = l
+                    .producer()
+                    .map_err(|e| RunError::Config(ConfigError::Logger(e)))?;
+                p.set_publish_every(publish_every);
+                Some(p)
+            }
             None => None,
         });
     }
@@ -775,6 +781,9 @@ pub fn run_live(cfg: &AppConfig, live: &LiveCounters) -> Result<Summary, RunErro
                 p.log(r.into());
             }
         });
+        if let Some(p) = p0 {
+            p.flush();
+        }
     }
     let cpu_of = |w: usize| {
         cfg.dataplane
@@ -968,11 +977,7 @@ fn handoff_worker(
     mut rx: rtrb::Consumer<Handoff>,
     mut ret: rtrb::Producer<Batch>,
 ) -> (NatStats, u64) {
-    let mut log = AllRecords(|r: NatRecord| {
-        if let Some(p) = producer.as_mut() {
-            p.log(r);
-        }
-    });
+    let mut log = RingLog::new(producer.as_mut());
     let t0 = Instant::now();
     let mut since = 0u64;
     loop {
@@ -984,6 +989,8 @@ fn handoff_worker(
                         nat.process(ts, lt, f, &mut log);
                     }
                 }
+                // One ring publication per batch (an rx burst).
+                log.flush();
                 since += frames.len() as u64;
                 if since >= PUBLISH_EVERY {
                     since = 0;
@@ -1019,11 +1026,7 @@ fn synthetic_worker(
     mut gen: Synthetic,
     preload: bool,
 ) -> (NatStats, u64) {
-    let mut log = AllRecords(|r: NatRecord| {
-        if let Some(p) = producer.as_mut() {
-            p.log(r);
-        }
-    });
+    let mut log = RingLog::new(producer.as_mut());
     // Preload: every frame into one arena, fixed stride, before the clock.
     let mut arena: Vec<u8> = Vec::new();
     let mut meta: Vec<(u64, u8)> = Vec::new();
@@ -1037,8 +1040,13 @@ fn synthetic_worker(
     }
     let t0 = Instant::now();
     let mut since = 0u64;
-    let mut tick = |nat: &Nat44| {
+    // Called after every packet: the ring is flushed once per NAT_BURST
+    // packets, as a DPDK worker flushes once per rx burst.
+    let mut tick = |nat: &Nat44, log: &mut RingLog<'_>| {
         since += 1;
+        if since % NAT_BURST as u64 == 0 {
+            log.flush();
+        }
         if since >= PUBLISH_EVERY {
             since = 0;
             counters.publish(nat.stats());
@@ -1056,7 +1064,7 @@ fn synthetic_worker(
                 &mut frame[..usize::from(len)],
                 &mut log,
             );
-            tick(&nat);
+            tick(&nat, &mut log);
         }
     } else {
         while let Some((ts, frame)) = gen.next_frame() {
@@ -1064,7 +1072,7 @@ fn synthetic_worker(
                 break;
             }
             nat.process(ts, crate::packet::LINKTYPE_ETHERNET, frame, &mut log);
-            tick(&nat);
+            tick(&nat, &mut log);
         }
     }
     let end = nat.now_ns();

@@ -14,9 +14,7 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use dplog::NatRecord;
-
-use crate::nat::AllRecords;
+use crate::ringlog::{RingLog, NAT_BURST};
 
 use crate::app::{AppConfig, RunError, Summary};
 use crate::nat::Nat44;
@@ -113,10 +111,14 @@ pub fn run_dpdk(
         false => None,
     };
     let mut producer = match &logger {
-        Some(l) => Some(
-            l.producer()
-                .map_err(|e| RunError::Config(dplog::config::ConfigError::Logger(e)))?,
-        ),
+        Some(l) => {
+            let mut p = l
+                .producer()
+                .map_err(|e| RunError::Config(dplog::config::ConfigError::Logger(e)))?;
+            // Flushed once per rx burst below.
+            p.set_publish_every(cfg.log_config().ring.publish_every.unwrap_or(NAT_BURST));
+            Some(p)
+        }
         None => None,
     };
     // Deterministic NAT: the whole mapping, once, at configuration time.
@@ -125,11 +127,7 @@ pub fn run_dpdk(
             p.log(r.into());
         }
     });
-    let mut log = AllRecords(|r: NatRecord| {
-        if let Some(p) = producer.as_mut() {
-            p.log(r);
-        }
-    });
+    let mut log = RingLog::new(producer.as_mut());
     let started = Instant::now();
     let mut last_rx = Instant::now();
     let mut rx: [*mut dpdk_sys::rte_mbuf; BURST] = [std::ptr::null_mut(); BURST];
@@ -188,6 +186,8 @@ pub fn run_dpdk(
                 unsafe { dpdk_sys::dplog_rte_pktmbuf_free(m) };
             }
         }
+        // One ring publication per rx burst.
+        log.flush();
         if limits.max_packets > 0 && received >= limits.max_packets {
             break;
         }

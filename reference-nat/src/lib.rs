@@ -66,6 +66,7 @@ pub mod fuzz;
 pub mod input;
 pub mod nat;
 pub mod packet;
+pub mod ringlog;
 pub mod synthetic;
 pub mod workers;
 
@@ -79,6 +80,7 @@ pub use packet::{
     parse, MalformedReason, ParseError, ParsedPacket, LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL,
     LINKTYPE_LINUX_SLL2, LINKTYPE_NULL, LINKTYPE_RAW,
 };
+pub use ringlog::{RingLog, NAT_BURST};
 pub use synthetic::{generate, Synthetic, SyntheticConfig, SyntheticError, SYNTHETIC_START_NS};
 
 #[cfg(test)]

@@ -158,19 +158,22 @@ fn peers_for<R: BenchRec, M: criterion::measurement::Measurement<Value = Duratio
     g: &mut BenchmarkGroup<'_, M>,
 ) {
     let sz = R::NAME;
-    // dplog SPSC.
-    for burst in [false, true] {
+    // dplog SPSC: single pushes publishing every record, single pushes
+    // publishing once per 32 (`set_publish_every(32)`, flushed at the end
+    // of the run, as a forwarding loop flushes per rx burst), and bursts.
+    for mode in ["single", "single_publish32", "burst32"] {
         let (mut p, mut c) = ring::<R>(CAP).unwrap();
+        if mode == "single_publish32" {
+            p.set_publish_every(BURST);
+        }
         let mut cc = consumer::<R>("dplog spsc", move |max, f| c.read_burst(max, f));
-        let id = format!(
-            "{sz}/dplog_spsc/{}",
-            if burst { "burst32" } else { "single" }
-        );
+        let id = format!("{sz}/dplog_spsc/{mode}");
         bench(g, id, &mut cc, |n| {
-            if burst {
+            if mode == "burst32" {
                 produce_burst::<R>(n, |s| p.try_push_burst(s))
             } else {
-                produce_single::<R>(n, |r| p.try_push(r).is_ok())
+                produce_single::<R>(n, |r| p.try_push(r).is_ok());
+                p.flush();
             }
         });
     }

@@ -57,7 +57,11 @@ pub fn pin(cpu: usize) {
 /// Warns once per bench binary if fewer than two CPUs are usable: the
 /// cross-core cases spin on both sides and need two.
 pub fn check_two_cpus() {
-    let n = dplog::affinity::available_cpus();
+    // Online CPUs, not this thread's affinity: a bench that already pinned
+    // itself to one CPU would otherwise always see 1.
+    // SAFETY: sysconf has no preconditions.
+    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    let n = usize::try_from(online).unwrap_or(1);
     if n < 2 {
         eprintln!("warning: {n} CPU available; cross-core benches need 2 and will be slow");
     }

@@ -22,6 +22,9 @@ use pcap_parser::{OptionCode, PcapBlockOwned, PcapError};
 const INITIAL_BUFFER: usize = 1 << 20;
 /// Largest single record (pcap record or pcapng block) accepted, in bytes.
 pub const MAX_RECORD_BYTES: usize = 256 << 20;
+/// libpcap's largest snap length (`MAXIMUM_SNAPLEN`, 262144 bytes): the
+/// caplen limit of a file or interface whose snap length is 0.
+pub const MAX_SNAPLEN: u32 = 262_144;
 
 const NS_PER_SEC: u64 = 1_000_000_000;
 
@@ -104,6 +107,26 @@ pub enum InputErrorKind {
         /// The parser's description.
         detail: String,
     },
+    /// A record header whose captured length cannot be right: larger than
+    /// the snap length of the file (legacy pcap header) or of the
+    /// interface (pcapng IDB), or, with no snap length, than libpcap's
+    /// largest ([`MAX_SNAPLEN`]), or than the pcapng block that holds it.
+    /// A corrupt header, not a file cut short: the bytes after it cannot
+    /// be trusted, so reading stops here.
+    BadCaplen {
+        /// 1-based number of the record in the file (every packet record,
+        /// delivered or skipped).
+        packet: u64,
+        /// The captured length the header claims, in bytes.
+        caplen: u32,
+        /// The limit it exceeds, in bytes.
+        limit: u32,
+        /// What the limit is (`"snap length"`, `"largest snap length"`,
+        /// `"block body"`).
+        limit_name: &'static str,
+        /// Packets delivered before the bad record.
+        packets_read: u64,
+    },
     /// A record larger than [`MAX_RECORD_BYTES`].
     RecordTooLarge {
         /// Packets delivered before the record.
@@ -147,6 +170,16 @@ impl fmt::Display for InputErrorKind {
             } => write!(
                 f,
                 "malformed record ({detail}); {packets_read} packets were read before it"
+            ),
+            InputErrorKind::BadCaplen {
+                packet,
+                caplen,
+                limit,
+                limit_name,
+                packets_read,
+            } => write!(
+                f,
+                "corrupt record header: packet {packet} claims a captured length of {caplen} bytes, more than the {limit_name} of {limit} bytes; {packets_read} packets were read before it"
             ),
             InputErrorKind::RecordTooLarge { packets_read } => write!(
                 f,
@@ -216,6 +249,8 @@ struct State<'p, F> {
     last_ts: u64,
     legacy_linktype: u32,
     legacy_nanos: bool,
+    legacy_big_endian: bool,
+    legacy_snaplen: u32,
     f: F,
 }
 
@@ -226,6 +261,67 @@ impl<F: FnMut(Packet<'_>)> State<'_, F> {
             offset,
             kind,
             stats: self.stats.clone(),
+        }
+    }
+
+    /// Given the bytes of a record that could not be read (`data` starts
+    /// at its header), a [`InputErrorKind::BadCaplen`] if its header claims
+    /// a captured length above the limit, else `kind` unchanged. Only the
+    /// fixed caplen field is peeked at; pcap-parser still parses records.
+    fn refine(&self, data: &[u8], kind: InputErrorKind) -> InputErrorKind {
+        let u32_at = |at: usize, be: bool| {
+            let b: [u8; 4] = data.get(at..at + 4)?.try_into().ok()?;
+            Some(if be {
+                u32::from_be_bytes(b)
+            } else {
+                u32::from_le_bytes(b)
+            })
+        };
+        let snap = |snaplen: u32| {
+            if snaplen == 0 {
+                (MAX_SNAPLEN, "largest snap length")
+            } else {
+                (snaplen, "snap length")
+            }
+        };
+        let found = match self.stats.format {
+            Some(CaptureFormat::Pcap { big_endian, .. }) => u32_at(8, big_endian)
+                .map(|caplen| (caplen, snap(self.legacy_snaplen)))
+                .filter(|(c, (lim, _))| c > lim),
+            Some(CaptureFormat::PcapNg) => {
+                let be = self.section_big_endian;
+                // Enhanced Packet Block (type 6): total length at 4, interface
+                // at 8, caplen at 20, data at 28.
+                match (u32_at(0, be), u32_at(4, be), u32_at(8, be), u32_at(20, be)) {
+                    (Some(6), Some(block_len), Some(if_id), Some(caplen)) => {
+                        let iface = self.ifaces.get(if_id as usize);
+                        let (lim, name) = snap(iface.map_or(0, |i| i.snaplen));
+                        let body = block_len.saturating_sub(32);
+                        if caplen > lim {
+                            Some((caplen, (lim, name)))
+                        } else if caplen > body && block_len >= 32 {
+                            Some((caplen, (body, "block body")))
+                        } else {
+                            None
+                        }
+                    }
+                    _ => None,
+                }
+            }
+            None => None,
+        };
+        match found {
+            Some((caplen, (limit, limit_name))) => InputErrorKind::BadCaplen {
+                packet: self.stats.packets
+                    + self.stats.bad_caplen
+                    + self.stats.unknown_interface
+                    + 1,
+                caplen,
+                limit,
+                limit_name,
+                packets_read: self.stats.packets,
+            },
+            None => kind,
         }
     }
 
@@ -241,6 +337,8 @@ impl<F: FnMut(Packet<'_>)> State<'_, F> {
             PcapBlockOwned::LegacyHeader(h) => {
                 self.legacy_linktype = (h.network.0 as u32) & 0xFFFF;
                 self.legacy_nanos = h.is_nanosecond_precision();
+                self.legacy_big_endian = h.is_bigendian();
+                self.legacy_snaplen = h.snaplen;
                 self.stats.format = Some(CaptureFormat::Pcap {
                     nanosecond: self.legacy_nanos,
                     big_endian: h.is_bigendian(),
@@ -370,8 +468,10 @@ fn describe<I>(e: &PcapError<I>) -> String {
 /// An [`InputError`] carrying the path, the byte offset and the counters so
 /// far: [`InputErrorKind::Empty`] for a zero-length file,
 /// [`InputErrorKind::BadMagic`], [`InputErrorKind::Truncated`] when the file
-/// ends inside its header or a record (e.g. a caplen larger than the bytes
-/// left), [`InputErrorKind::Malformed`] for an unparsable block,
+/// ends inside its header or a record, [`InputErrorKind::BadCaplen`] when
+/// the record that could not be read claims a captured length above the
+/// snap length (or its block), [`InputErrorKind::Malformed`] for an
+/// unparsable block,
 /// [`InputErrorKind::RecordTooLarge`] and [`InputErrorKind::Io`]. Packets
 /// before the failure have already been delivered to `f`.
 // The error is returned once per file, never on a hot path; keeping the
@@ -386,6 +486,8 @@ pub fn read_capture(path: &Path, f: impl FnMut(Packet<'_>)) -> Result<InputStats
         last_ts: 0,
         legacy_linktype: 0,
         legacy_nanos: false,
+        legacy_big_endian: false,
+        legacy_snaplen: 0,
         f,
     };
     let io_err = |st: &State<'_, _>, e: io::Error| st.error(0, InputErrorKind::Io(e));
@@ -478,7 +580,10 @@ pub fn read_capture(path: &Path, f: impl FnMut(Packet<'_>)) -> Result<InputStats
                 reader.data().len() == before && !reader.reader_exhausted()
             }
             Ok(Some(false)) => true,
-            Err(kind) => return Err(st.error(offset, kind)),
+            Err(kind) => {
+                let kind = st.refine(reader.data(), kind);
+                return Err(st.error(offset, kind));
+            }
         };
         if grow {
             let remaining = file_len.saturating_sub(offset);
@@ -488,12 +593,14 @@ pub fn read_capture(path: &Path, f: impl FnMut(Packet<'_>)) -> Result<InputStats
                 let kind = InputErrorKind::Truncated {
                     packets_read: st.stats.packets,
                 };
+                let kind = st.refine(reader.data(), kind);
                 return Err(st.error(offset, kind));
             }
             if capacity >= MAX_RECORD_BYTES {
                 let kind = InputErrorKind::RecordTooLarge {
                     packets_read: st.stats.packets,
                 };
+                let kind = st.refine(reader.data(), kind);
                 return Err(st.error(offset, kind));
             }
             capacity *= 2;
@@ -684,24 +791,79 @@ mod tests {
     }
 
     #[test]
-    fn huge_caplen_is_truncation_not_a_crash() {
+    fn huge_caplen_is_a_corrupt_header_not_truncation_nor_a_crash() {
+        for big_endian in [false, true] {
+            let mut b = legacy_header(0xa1b2_c3d4, big_endian, 1);
+            b.extend(legacy_record(big_endian, 1, 0, &[1; 60], 60, 60));
+            let second_at = b.len() as u64;
+            // caplen 3 GB, far past the end of the file and the snap length.
+            b.extend(legacy_record(
+                big_endian,
+                2,
+                0,
+                &[2; 60],
+                3_000_000_000,
+                3_000_000_000,
+            ));
+            let t = write_tmp(&b);
+            let (pkts, r) = collect(t.path());
+            assert_eq!(pkts.len(), 1);
+            let e = r.unwrap_err();
+            assert!(
+                matches!(
+                    e.kind,
+                    InputErrorKind::BadCaplen {
+                        packet: 2,
+                        caplen: 3_000_000_000,
+                        limit: 65535,
+                        limit_name: "snap length",
+                        packets_read: 1
+                    }
+                ),
+                "{e}"
+            );
+            assert_eq!(e.offset, second_at);
+            let msg = e.to_string();
+            assert!(
+                msg.contains(&format!(
+                    "at byte offset {second_at}: corrupt record header: packet 2 claims a captured length of 3000000000 bytes, more than the snap length of 65535 bytes; 1 packets were read before it"
+                )),
+                "{msg}"
+            );
+            assert!(!msg.contains("truncated"), "{msg}");
+        }
+    }
+
+    #[test]
+    fn caplen_just_above_the_snap_length_in_a_short_file_is_corrupt() {
         let mut b = legacy_header(0xa1b2_c3d4, false, 1);
         b.extend(legacy_record(false, 1, 0, &[1; 60], 60, 60));
-        // caplen 3 GB, far past the end of the file.
-        b.extend(legacy_record(
-            false,
-            2,
-            0,
-            &[2; 60],
-            3_000_000_000,
-            3_000_000_000,
-        ));
+        b.extend(legacy_record(false, 2, 0, &[1; 60], 60, 60));
+        b.extend(legacy_record(false, 3, 0, &[2; 60], 65536, 65536));
         let t = write_tmp(&b);
         let (pkts, r) = collect(t.path());
-        assert_eq!(pkts.len(), 1);
+        assert_eq!(pkts.len(), 2);
+        let e = r.unwrap_err();
+        assert!(
+            matches!(
+                e.kind,
+                InputErrorKind::BadCaplen {
+                    packet: 3,
+                    caplen: 65536,
+                    limit: 65535,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        // Within the snap length, a record the file cannot hold is a
+        // truncation.
+        let mut b = legacy_header(0xa1b2_c3d4, false, 1);
+        b.extend(legacy_record(false, 1, 0, &[2; 60], 1000, 1000));
+        let t = write_tmp(&b);
         assert!(matches!(
-            r.unwrap_err().kind,
-            InputErrorKind::Truncated { packets_read: 1 }
+            read_capture(t.path(), |_| {}).unwrap_err().kind,
+            InputErrorKind::Truncated { packets_read: 0 }
         ));
     }
 
@@ -824,6 +986,54 @@ mod tests {
             "{e}"
         );
         assert_eq!(e.offset, cut_at as u64);
+    }
+
+    #[test]
+    fn pcapng_corrupt_caplen_names_the_packet_and_the_limit() {
+        let mut b = shb();
+        b.extend(idb(1, None)); // snap length 0: libpcap's largest applies
+        b.extend(epb(0, 1, &[1; 60], 60, 60));
+        let bad_at = b.len() as u64;
+        // A well-formed 92-byte block whose caplen claims 2 GB.
+        b.extend(epb(0, 2, &[2; 60], 2_000_000_000, 2_000_000_000));
+        let t = write_tmp(&b);
+        let (pkts, r) = collect(t.path());
+        assert_eq!(pkts.len(), 1);
+        let e = r.unwrap_err();
+        assert!(
+            matches!(
+                e.kind,
+                InputErrorKind::BadCaplen {
+                    packet: 2,
+                    caplen: 2_000_000_000,
+                    limit: MAX_SNAPLEN,
+                    limit_name: "largest snap length",
+                    packets_read: 1
+                }
+            ),
+            "{e}"
+        );
+        assert_eq!(e.offset, bad_at);
+
+        // Below the snap length but past the end of its own block.
+        let mut b = shb();
+        b.extend(idb(1, None));
+        b.extend(epb(0, 2, &[2; 60], 200, 200));
+        let t = write_tmp(&b);
+        let e = read_capture(t.path(), |_| {}).unwrap_err();
+        assert!(
+            matches!(
+                e.kind,
+                InputErrorKind::BadCaplen {
+                    packet: 1,
+                    caplen: 200,
+                    limit: 60,
+                    limit_name: "block body",
+                    packets_read: 0
+                }
+            ),
+            "{e}"
+        );
     }
 
     #[test]

@@ -294,3 +294,43 @@ fn cli_rejects_bad_config_naming_the_key() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("10.0.0.0/28"));
 }
+
+#[test]
+fn cli_reports_a_corrupt_caplen_as_such_not_as_truncation() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = pcap(&[
+        rec(frame(17, &[], &udp(4000, 53))),
+        rec(frame(17, &[], &udp(4001, 53))),
+    ]);
+    let bad_at = bytes.len();
+    // Third record header: caplen 0x7fff_0000, far above the snap length
+    // 65535, then a few bytes.
+    bytes.extend_from_slice(&1_700_000_009u32.to_le_bytes());
+    bytes.extend_from_slice(&0u32.to_le_bytes());
+    bytes.extend_from_slice(&0x7fff_0000u32.to_le_bytes());
+    bytes.extend_from_slice(&60u32.to_le_bytes());
+    bytes.extend_from_slice(&[0u8; 60]);
+    let p = write(dir.path(), "badcap.pcap", &bytes);
+    let out = dir.path().join("o.log");
+    let o = bin()
+        .args(["--inside", "10.0.0.0/8", "--summary", "json", "--pcap"])
+        .arg(&p)
+        .arg("--output")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!(
+            "at byte offset {bad_at}: corrupt record header: packet 3 claims a captured length of {} bytes, more than the snap length of 65535 bytes; 2 packets were read before it",
+            0x7fff_0000u32
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("truncated"), "{err}");
+    // The two packets before it were translated and logged.
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(s["sessions_created"], 2);
+    assert_eq!(s["records"]["written"], 4);
+}

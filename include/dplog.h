@@ -674,7 +674,8 @@ struct dplog_nat_quota_exceeded {
 /**
  * The call is not valid in the handle's current state: a producer before
  * `dplog_start`, a second `dplog_start`, a second `dplog_reserve` before
- * `dplog_commit`, a `dplog_commit` without a reservation.
+ * `dplog_commit`, a `dplog_log`/`dplog_log_burst` while a reservation is
+ * pending, a `dplog_commit` without a reservation.
  */
 #define DPLOG_ERR_STATE 7
 
@@ -710,7 +711,13 @@ struct dplog_nat_quota_exceeded {
 #define DPLOG_ERR_UNSUPPORTED 12
 
 /**
- * The consumer thread stopped unexpectedly (it panicked).
+ * The consumer thread stopped unexpectedly (it panicked): a producer
+ * whose ring is full gets it (the record is dropped and counted in
+ * `dropped_disconnected` under `"block"`, `dropped_full` otherwise), as
+ * do `dplog_producer_new`, `dplog_flush`, `dplog_reopen` and
+ * `dplog_close`. Nothing more is written; close the handle. Tests provoke
+ * it with the environment variable `DPLOG_FAULT_CONSUMER_PANIC_AFTER=N`
+ * (read by `dplog_start`): the consumer panics after formatting N records.
  */
 #define DPLOG_ERR_CONSUMER_GONE 13
 
@@ -719,6 +726,19 @@ struct dplog_nat_quota_exceeded {
  * but the process is intact.
  */
 #define DPLOG_ERR_PANIC 14
+
+/**
+ * `dplog_schema_register`: a record type of that name is already
+ * registered on the handle, or is a built-in NAT schema's name
+ * (`nat44Session`, `natPortBlock`, `natAddressesExhausted`,
+ * `natPortsExhausted`, `natQuotaExceeded`). Nothing was registered.
+ */
+#define DPLOG_ERR_EXISTS 15
+
+/**
+ * The highest `dplog_result` code (for tables indexed by code).
+ */
+#define DPLOG_ERR_LAST 15
 
 #ifdef __cplusplus
 extern "C" {
@@ -811,8 +831,11 @@ dplog_result dplog_open_str(const char *toml, struct dplog **out);
  * `n_fields > 0`), `DPLOG_ERR_BAD_LENGTH` (`record_size` not in 8..=64),
  * `DPLOG_ERR_INVALID_ARG` (a field out of bounds, overlapping, of a size
  * that does not suit its kind, an unknown kind, a bad or duplicate name;
- * `dplog_last_error` names the field), `DPLOG_ERR_STATE` (after
- * `dplog_start`: register every type first), `DPLOG_ERR_CLOSED`.
+ * `dplog_last_error` names the field), `DPLOG_ERR_EXISTS` (`name` is
+ * already registered on this handle or is a built-in NAT schema's name;
+ * schema ids are handed out by dplog, never chosen by the caller, so they
+ * cannot collide), `DPLOG_ERR_STATE` (after `dplog_start`: register every
+ * type first), `DPLOG_ERR_CLOSED`. On any error no id is used up.
  * Thread-safety: any thread.
  *
  * # Safety
@@ -901,8 +924,11 @@ dplog_result dplog_producer_free(struct dplog_producer *p);
  *
  * Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_UNKNOWN_SCHEMA`,
  * `DPLOG_ERR_BAD_LENGTH` (`len` is not the schema's record size),
- * `DPLOG_ERR_FULL`, `DPLOG_ERR_CLOSED` (producer freed, logger closed or
- * consumer gone), `DPLOG_ERR_INVALID_ARG` (not a producer). On an
+ * `DPLOG_ERR_FULL`, `DPLOG_ERR_CLOSED` (producer freed or logger closed),
+ * `DPLOG_ERR_CONSUMER_GONE` (the ring is full and the consumer thread has
+ * died; the record is dropped and counted), `DPLOG_ERR_STATE` (a
+ * `dplog_reserve` is pending on this producer), `DPLOG_ERR_INVALID_ARG`
+ * (not a producer). On an
  * argument error nothing is enqueued or counted.
  *
  * Cost: a few nanoseconds, no allocation, no lock, no system call unless
@@ -923,8 +949,10 @@ dplog_result dplog_log(struct dplog_producer *p, uint16_t schema_id, const void 
  * is `DPLOG_ERR_FULL`. Under `"block"` all are enqueued (or the logger is
  * closed: `DPLOG_ERR_CLOSED`). `n == 0` is `DPLOG_OK` (`recs` may be NULL).
  *
- * Errors: as `dplog_log`; on an argument error nothing is enqueued and
- * `*n_enqueued` is not written.
+ * Errors: as `dplog_log`, and `DPLOG_ERR_INVALID_ARG` when `n * rec_len`
+ * overflows `size_t`, exceeds `PTRDIFF_MAX` or runs past the end of the
+ * address space from `recs`; on an argument error nothing is enqueued
+ * and `*n_enqueued` is not written.
  *
  * Thread-safety: one thread at a time per producer.
  *
@@ -941,21 +969,35 @@ dplog_result dplog_log_burst(struct dplog_producer *p,
 
 /**
  * Reserves `n` (1..=`DPLOG_RESERVE_MAX`) records of schema `schema_id`
- * and stores in `*slots` a pointer to `n` contiguous records of that
- * schema's size (for NAT44: `struct dplog_nat44_session[n]`; 8-byte
- * aligned, zeroed) to fill in place, then publish with `dplog_commit`. The
- * pointer is valid until the next `dplog_commit` or `dplog_producer_free`
- * on this producer.
+ * and stores in `*slots` a pointer to `n` zeroed 64-byte slots to fill in
+ * place, then publish with `dplog_commit`. Record `i` starts at
+ * `(char *)*slots + i * DPLOG_RECORD_MAX_SIZE` whatever the schema's
+ * size (for NAT44 that is simply `struct dplog_nat44_session[n]`); only
+ * its first record-size bytes are published (the rest of the slot is
+ * zeroed at commit).
  *
- * In this version the slots are a per-producer staging area that
- * `dplog_commit` copies into the ring (one copy, like `dplog_log_burst`):
- * the ring's own zero-copy reservation borrows the producer, which a C
- * caller cannot hold across two calls. The API stays the same if that
- * changes.
+ * Zero-copy: when the ring has `n` free slots that do not wrap past the
+ * end of its slot array, `*slots` points into the ring itself and
+ * `dplog_commit` only writes the headers and publishes the tail index.
+ * Under `backpressure = "block"` it waits (spin, then yield) for the
+ * slots. Otherwise — the reservation would wrap (at most once per lap
+ * of the ring), the ring is full under `"drop"`, or the policy is
+ * `"degrade"` (which judges each record's priority) — `*slots` points
+ * into a per-producer staging area that `dplog_commit` copies into the
+ * ring under the policy, as `dplog_log_burst` does. Both look the same to
+ * the caller.
+ *
+ * Pointer: 64-byte aligned; valid for `n * DPLOG_RECORD_MAX_SIZE` bytes
+ * until the next `dplog_commit` or `dplog_producer_free` on this
+ * producer; it must not be used after either. While a reservation is
+ * pending, `dplog_log`, `dplog_log_burst` and `dplog_reserve` on this
+ * producer return `DPLOG_ERR_STATE`.
  *
  * Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_UNKNOWN_SCHEMA`,
  * `DPLOG_ERR_INVALID_ARG` (`n` is 0 or above `DPLOG_RESERVE_MAX`),
- * `DPLOG_ERR_STATE` (a reservation is pending), `DPLOG_ERR_CLOSED`.
+ * `DPLOG_ERR_STATE` (a reservation is pending), `DPLOG_ERR_CLOSED`,
+ * `DPLOG_ERR_CONSUMER_GONE` (waiting for room under `"block"` while the
+ * consumer thread has died). `*slots` is written only on success.
  *
  * Thread-safety: one thread at a time per producer.
  *
@@ -968,16 +1010,20 @@ dplog_result dplog_reserve(struct dplog_producer *p, uint16_t schema_id, size_t 
  * Publishes the first `n` records of the pending reservation (their
  * headers are filled by dplog) and ends it; the other reserved records
  * are discarded, so `n == 0` cancels. `*n_enqueued` (if not NULL)
- * receives how many were enqueued; backpressure as `dplog_log_burst`.
+ * receives how many were enqueued: `n` for a zero-copy reservation (its
+ * slots were the ring's); for a staged one, backpressure as
+ * `dplog_log_burst`.
  *
  * Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_STATE` (no reservation),
  * `DPLOG_ERR_INVALID_ARG` (`n` above the reserved count; the reservation
- * stays pending), `DPLOG_ERR_FULL`, `DPLOG_ERR_CLOSED`.
+ * stays pending), `DPLOG_ERR_FULL`, `DPLOG_ERR_CLOSED`,
+ * `DPLOG_ERR_CONSUMER_GONE`.
  *
  * Thread-safety: one thread at a time per producer.
  *
  * # Safety
- * `n_enqueued` is NULL or writable.
+ * `n_enqueued` is NULL or writable; the reserved slots were written only
+ * within their `n * DPLOG_RECORD_MAX_SIZE` bytes.
  */
 dplog_result dplog_commit(struct dplog_producer *p, size_t n, size_t *n_enqueued);
 

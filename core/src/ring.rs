@@ -842,6 +842,53 @@ impl<T: Record> Drop for Producer<T> {
     }
 }
 
+/// Raw zero-copy reservation, for callers that cannot hold a [`Reserved`]
+/// borrow between two calls (the C ABI's `dplog_reserve`/`dplog_commit`).
+#[cfg(not(loom))]
+impl<T: Record> Producer<T> {
+    /// Slots from the producer's write position to the end of the slot
+    /// array: the most [`reserve_raw`](Self::reserve_raw) can hand out
+    /// without wrapping (whether or not they are free).
+    #[inline]
+    pub fn contiguous_slots(&self) -> usize {
+        self.shared.capacity - (self.tail & (self.shared.capacity - 1))
+    }
+
+    /// Pointer to the `n` slots at the producer's write position, if they
+    /// are free and contiguous in memory (`n <= contiguous_slots()`);
+    /// `None` if `n` is 0, would wrap, or fewer than `n` slots are free.
+    /// Nothing is published. The slots may hold old records or be
+    /// uninitialised: write all `n` before [`commit_raw`](Self::commit_raw).
+    /// The pointer stays valid while the producer lives; the slots stay
+    /// this producer's until it commits, pushes or reserves again.
+    #[inline]
+    pub fn reserve_raw(&mut self, n: usize) -> Option<NonNull<T>> {
+        if n == 0 || n > self.contiguous_slots() || self.free_slots(n) < n {
+            return None;
+        }
+        let p = self.shared.slots.ptr(self.tail).cast::<T>();
+        // The slot array is never null (see `Slots::new`).
+        NonNull::new(p)
+    }
+
+    /// Publishes the first `n` slots of the last
+    /// [`reserve_raw`](Self::reserve_raw) (as [`Reserved::commit`]).
+    ///
+    /// # Safety
+    /// A `reserve_raw(m)` with `m >= n` returned `Some` and no push,
+    /// reserve or commit happened on this producer since; the first `n` of
+    /// those slots hold valid records written through its pointer.
+    #[inline]
+    pub unsafe fn commit_raw(&mut self, n: usize) {
+        if n > 0 {
+            // The slots tail..tail+n are free (checked by reserve_raw) and
+            // initialised (caller contract); publish's Release store of the
+            // tail pairs with the consumer's Acquire load.
+            self.publish(n);
+        }
+    }
+}
+
 /// Slots reserved by [`Producer::reserve`] for zero-copy writes.
 ///
 /// Records are written in slot order with [`push`](Self::push) and can be

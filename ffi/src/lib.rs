@@ -103,7 +103,8 @@ pub const DPLOG_ERR_CONFIG: dplog_result = 5;
 pub const DPLOG_ERR_IO: dplog_result = 6;
 /// The call is not valid in the handle's current state: a producer before
 /// `dplog_start`, a second `dplog_start`, a second `dplog_reserve` before
-/// `dplog_commit`, a `dplog_commit` without a reservation.
+/// `dplog_commit`, a `dplog_log`/`dplog_log_burst` while a reservation is
+/// pending, a `dplog_commit` without a reservation.
 pub const DPLOG_ERR_STATE: dplog_result = 7;
 /// The handle was closed or freed (use after close, double free), or the
 /// producer's logger was closed. Nothing was done.
@@ -121,13 +122,26 @@ pub const DPLOG_ERR_UNDELIVERED: dplog_result = 11;
 /// Valid request that this build does not support (e.g. more than one
 /// consumer core, reopen of a non-file sink, user-registered schemas).
 pub const DPLOG_ERR_UNSUPPORTED: dplog_result = 12;
-/// The consumer thread stopped unexpectedly (it panicked).
+/// The consumer thread stopped unexpectedly (it panicked): a producer
+/// whose ring is full gets it (the record is dropped and counted in
+/// `dropped_disconnected` under `"block"`, `dropped_full` otherwise), as
+/// do `dplog_producer_new`, `dplog_flush`, `dplog_reopen` and
+/// `dplog_close`. Nothing more is written; close the handle. Tests provoke
+/// it with the environment variable `DPLOG_FAULT_CONSUMER_PANIC_AFTER=N`
+/// (read by `dplog_start`): the consumer panics after formatting N records.
 pub const DPLOG_ERR_CONSUMER_GONE: dplog_result = 13;
 /// A Rust panic was caught at the boundary; the handle may be unusable
 /// but the process is intact.
 pub const DPLOG_ERR_PANIC: dplog_result = 14;
+/// `dplog_schema_register`: a record type of that name is already
+/// registered on the handle, or is a built-in NAT schema's name
+/// (`nat44Session`, `natPortBlock`, `natAddressesExhausted`,
+/// `natPortsExhausted`, `natQuotaExceeded`). Nothing was registered.
+pub const DPLOG_ERR_EXISTS: dplog_result = 15;
+/// The highest `dplog_result` code (for tables indexed by code).
+pub const DPLOG_ERR_LAST: dplog_result = 15;
 
-const MESSAGES: [&CStr; 15] = [
+const MESSAGES: [&CStr; 16] = [
     c"success",
     c"a required pointer argument was NULL",
     c"invalid argument",
@@ -143,6 +157,7 @@ const MESSAGES: [&CStr; 15] = [
     c"not supported by this build",
     c"the consumer thread has stopped",
     c"internal error (panic caught at the C boundary)",
+    c"a schema of that name is already registered",
 ];
 
 // ---------------------------------------------------------------------------
@@ -712,6 +727,30 @@ impl Formatter<NatRecord> for SlotFormatter {
     }
 }
 
+/// Test hook (`DPLOG_FAULT_CONSUMER_PANIC_AFTER=N` at `dplog_start`): the
+/// consumer thread panics after formatting `N` records, so C tests can
+/// reach `DPLOG_ERR_CONSUMER_GONE`, which no sound input provokes.
+struct PanicAfter {
+    inner: Box<dyn Formatter<NatRecord>>,
+    left: u64,
+}
+
+impl Formatter<NatRecord> for PanicAfter {
+    fn format(&mut self, rec: &NatRecord, out: &mut Vec<u8>) {
+        if self.left == 0 {
+            panic!("DPLOG_FAULT_CONSUMER_PANIC_AFTER: injected consumer panic");
+        }
+        self.left -= 1;
+        self.inner.format(rec, out);
+    }
+    fn format_drop_report(&mut self, r: &DropReport, out: &mut Vec<u8>) {
+        self.inner.format_drop_report(r, out);
+    }
+    fn tsc_calibration(&mut self, cal: &dplog::tsc::Calibration) {
+        self.inner.tsc_calibration(cal);
+    }
+}
+
 /// Opaque producer handle: one SPSC ring into one logger, for one
 /// forwarding core. Created by `dplog_producer_new`, destroyed by
 /// `dplog_producer_free`.
@@ -728,13 +767,16 @@ struct ProducerState {
     /// The policy may drop (`drop` or `degrade`), so a refused record means
     /// "full", not "consumer gone".
     drop_policy: bool,
-    /// `block` or `drop`: a successful `try_push` is the whole of `log`.
+    /// `block` or `drop`, and no reservation pending: a successful
+    /// `try_push` is the whole of `log`.
     fast_path: bool,
-    /// Staging slots of `dplog_reserve` (8-byte aligned), allocated on
-    /// first use.
-    staging: Option<Box<[u64; DPLOG_RESERVE_MAX * DPLOG_RECORD_MAX_SIZE / 8]>>,
-    /// Records reserved, and their schema and size.
-    reserved: usize,
+    /// `block` or `drop` (what `fast_path` returns to after a commit).
+    fast_path_policy: bool,
+    /// Staging slots of `dplog_reserve` when it cannot hand out ring slots,
+    /// allocated on first use.
+    staging: Option<Box<Staging>>,
+    /// The pending reservation, and its schema and record size.
+    reservation: Reservation,
     reserved_schema: u16,
     reserved_size: usize,
 }
@@ -1007,8 +1049,11 @@ pub unsafe extern "C" fn dplog_open_str(
 /// `n_fields > 0`), `DPLOG_ERR_BAD_LENGTH` (`record_size` not in 8..=64),
 /// `DPLOG_ERR_INVALID_ARG` (a field out of bounds, overlapping, of a size
 /// that does not suit its kind, an unknown kind, a bad or duplicate name;
-/// `dplog_last_error` names the field), `DPLOG_ERR_STATE` (after
-/// `dplog_start`: register every type first), `DPLOG_ERR_CLOSED`.
+/// `dplog_last_error` names the field), `DPLOG_ERR_EXISTS` (`name` is
+/// already registered on this handle or is a built-in NAT schema's name;
+/// schema ids are handed out by dplog, never chosen by the caller, so they
+/// cannot collide), `DPLOG_ERR_STATE` (after `dplog_start`: register every
+/// type first), `DPLOG_ERR_CLOSED`. On any error no id is used up.
 /// Thread-safety: any thread.
 ///
 /// # Safety
@@ -1060,6 +1105,25 @@ pub unsafe extern "C" fn dplog_schema_register(
             unsafe { Schema::from_c_descriptors(id, name, record_size, fields.cast(), n_fields) };
         match schema {
             Ok(s) => {
+                // Names key templates and formatted output, so two types
+                // of one name would be ambiguous. Ids are handed out here,
+                // never chosen by the caller, so they cannot collide.
+                let nat = dplog::schema::nat::all();
+                if let Some(prev) = nat
+                    .iter()
+                    .copied()
+                    .chain(pending.schemas.iter())
+                    .find(|p| p.name() == s.name())
+                {
+                    return fail(
+                        DPLOG_ERR_EXISTS,
+                        format!(
+                            "schema name \"{}\" is already registered (id {})",
+                            s.name(),
+                            prev.id()
+                        ),
+                    );
+                }
                 pending.schemas.push(s);
                 // SAFETY: non-NULL (checked), writable (caller contract).
                 unsafe { schema_id.write(id) };
@@ -1147,6 +1211,16 @@ pub unsafe extern "C" fn dplog_start(
                 }),
                 Err(e) => return fail(DPLOG_ERR_CONFIG, format!("[format]: {e}")),
             }
+        };
+        let formatter = match std::env::var("DPLOG_FAULT_CONSUMER_PANIC_AFTER")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+        {
+            Some(left) => Box::new(PanicAfter {
+                inner: formatter,
+                left,
+            }),
+            None => formatter,
         };
         let sink = match pending.sink.take() {
             Some(s) => s,
@@ -1258,8 +1332,9 @@ pub unsafe extern "C" fn dplog_producer_new(
                 sizes: run.sizes.clone(),
                 drop_policy,
                 fast_path,
+                fast_path_policy: fast_path,
                 staging: None,
-                reserved: 0,
+                reservation: Reservation::None,
                 reserved_schema: 0,
                 reserved_size: 0,
             })),
@@ -1374,8 +1449,25 @@ fn check_schema(st: &ProducerState, schema_id: u16, len: usize) -> Result<usize,
 
 #[cold]
 #[inline(never)]
+fn reservation_pending(what: &str) -> dplog_result {
+    fail(
+        DPLOG_ERR_STATE,
+        format!("{what}: a dplog_reserve is pending; dplog_commit it first"),
+    )
+}
+
+#[cold]
+#[inline(never)]
 fn not_enqueued(st: &ProducerState, n: usize) -> dplog_result {
-    if st.drop_policy {
+    if st.prod.is_disconnected() {
+        fail(
+            DPLOG_ERR_CONSUMER_GONE,
+            format!(
+                "ring {}: the consumer thread has stopped; {n} record(s) dropped",
+                st.ring_id
+            ),
+        )
+    } else if st.drop_policy {
         fail(
             DPLOG_ERR_FULL,
             format!(
@@ -1402,8 +1494,11 @@ fn not_enqueued(st: &ProducerState, n: usize) -> dplog_result {
 ///
 /// Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_UNKNOWN_SCHEMA`,
 /// `DPLOG_ERR_BAD_LENGTH` (`len` is not the schema's record size),
-/// `DPLOG_ERR_FULL`, `DPLOG_ERR_CLOSED` (producer freed, logger closed or
-/// consumer gone), `DPLOG_ERR_INVALID_ARG` (not a producer). On an
+/// `DPLOG_ERR_FULL`, `DPLOG_ERR_CLOSED` (producer freed or logger closed),
+/// `DPLOG_ERR_CONSUMER_GONE` (the ring is full and the consumer thread has
+/// died; the record is dropped and counted), `DPLOG_ERR_STATE` (a
+/// `dplog_reserve` is pending on this producer), `DPLOG_ERR_INVALID_ARG`
+/// (not a producer). On an
 /// argument error nothing is enqueued or counted.
 ///
 /// Cost: a few nanoseconds, no allocation, no lock, no system call unless
@@ -1445,6 +1540,11 @@ pub unsafe extern "C" fn dplog_log(
                 Err(r) => r,
             }
         } else {
+            // fast_path is also off while a reservation holds the slots
+            // at the write position.
+            if !matches!(st.reservation, Reservation::None) {
+                return reservation_pending("dplog_log");
+            }
             r
         };
         if st.prod.log(r) {
@@ -1462,8 +1562,10 @@ pub unsafe extern "C" fn dplog_log(
 /// is `DPLOG_ERR_FULL`. Under `"block"` all are enqueued (or the logger is
 /// closed: `DPLOG_ERR_CLOSED`). `n == 0` is `DPLOG_OK` (`recs` may be NULL).
 ///
-/// Errors: as `dplog_log`; on an argument error nothing is enqueued and
-/// `*n_enqueued` is not written.
+/// Errors: as `dplog_log`, and `DPLOG_ERR_INVALID_ARG` when `n * rec_len`
+/// overflows `size_t`, exceeds `PTRDIFF_MAX` or runs past the end of the
+/// address space from `recs`; on an argument error nothing is enqueued
+/// and `*n_enqueued` is not written.
 ///
 /// Thread-safety: one thread at a time per producer.
 ///
@@ -1491,7 +1593,25 @@ pub unsafe extern "C" fn dplog_log_burst(
         if n > 0 && recs.is_null() {
             return fail(DPLOG_ERR_NULL, "dplog_log_burst: recs is NULL");
         }
-        let done = push_chunked(st, recs.cast(), rec_len, n, schema_id);
+        // n * rec_len bytes must be a real object: no overflow of size_t,
+        // at most PTRDIFF_MAX (Rust's pointer-offset limit), and not past
+        // the end of the address space.
+        let fits = n
+            .checked_mul(rec_len)
+            .filter(|&total| total <= isize::MAX as usize)
+            .and_then(|total| (recs as usize).checked_add(total));
+        if fits.is_none() {
+            return fail(
+                DPLOG_ERR_INVALID_ARG,
+                format!(
+                    "dplog_log_burst: n = {n} records of {rec_len} bytes overflow the address space"
+                ),
+            );
+        }
+        if !matches!(st.reservation, Reservation::None) {
+            return reservation_pending("dplog_log_burst");
+        }
+        let done = push_chunked(st, recs.cast(), rec_len, rec_len, n, schema_id);
         // SAFETY: NULL or writable (caller contract).
         unsafe { write_out(n_enqueued, done) };
         if done == n {
@@ -1502,9 +1622,16 @@ pub unsafe extern "C" fn dplog_log_burst(
     })
 }
 
-/// Pushes `n` records of `size` bytes packed at `base` in chunks of 32;
-/// returns how many were enqueued.
-fn push_chunked(st: &mut ProducerState, base: *const u8, size: usize, n: usize, id: u16) -> usize {
+/// Pushes `n` records of `size` bytes, `stride` bytes apart from `base`,
+/// in chunks of 32; returns how many were enqueued.
+fn push_chunked(
+    st: &mut ProducerState,
+    base: *const u8,
+    stride: usize,
+    size: usize,
+    n: usize,
+    id: u16,
+) -> usize {
     const CHUNK: usize = 32;
     let mut chunk = [NatRecord::from_bytes(&[8, 0, 0, 0, 0, 0, 0, 0])
         .unwrap_or_else(|| unreachable!("an 8-byte header-only record"));
@@ -1515,8 +1642,9 @@ fn push_chunked(st: &mut ProducerState, base: *const u8, size: usize, n: usize, 
         let k = (n - i).min(CHUNK);
         for (j, slot) in chunk[..k].iter_mut().enumerate() {
             // SAFETY: (i + j) < n, so the record lies inside the caller's
-            // n * size bytes (the callers' contracts); 8 <= size <= 64.
-            *slot = unsafe { slot_from_c(base.add((i + j) * size), size, id) };
+            // n * stride bytes (the callers' contracts); 8 <= size <= 64,
+            // size <= stride.
+            *slot = unsafe { slot_from_c(base.add((i + j) * stride), size, id) };
         }
         done += st.prod.log_burst(&chunk[..k]);
         i += k;
@@ -1524,22 +1652,52 @@ fn push_chunked(st: &mut ProducerState, base: *const u8, size: usize, n: usize, 
     done
 }
 
+/// Staging slots of a reservation that cannot be zero-copy (64-byte
+/// aligned, one 64-byte slot per record, as the ring's).
+#[repr(C, align(64))]
+struct Staging([[u8; DPLOG_RECORD_MAX_SIZE]; DPLOG_RESERVE_MAX]);
+
+/// Where a pending reservation lives.
+enum Reservation {
+    /// Nothing reserved.
+    None,
+    /// `n` slots of the ring itself, at the producer's write position
+    /// (`Producer::reserve_raw`).
+    Ring { slots: *mut NatRecord, n: usize },
+    /// `n` slots of the producer's staging area, copied at commit.
+    Staging { n: usize },
+}
+
 /// Reserves `n` (1..=`DPLOG_RESERVE_MAX`) records of schema `schema_id`
-/// and stores in `*slots` a pointer to `n` contiguous records of that
-/// schema's size (for NAT44: `struct dplog_nat44_session[n]`; 8-byte
-/// aligned, zeroed) to fill in place, then publish with `dplog_commit`. The
-/// pointer is valid until the next `dplog_commit` or `dplog_producer_free`
-/// on this producer.
+/// and stores in `*slots` a pointer to `n` zeroed 64-byte slots to fill in
+/// place, then publish with `dplog_commit`. Record `i` starts at
+/// `(char *)*slots + i * DPLOG_RECORD_MAX_SIZE` whatever the schema's
+/// size (for NAT44 that is simply `struct dplog_nat44_session[n]`); only
+/// its first record-size bytes are published (the rest of the slot is
+/// zeroed at commit).
 ///
-/// In this version the slots are a per-producer staging area that
-/// `dplog_commit` copies into the ring (one copy, like `dplog_log_burst`):
-/// the ring's own zero-copy reservation borrows the producer, which a C
-/// caller cannot hold across two calls. The API stays the same if that
-/// changes.
+/// Zero-copy: when the ring has `n` free slots that do not wrap past the
+/// end of its slot array, `*slots` points into the ring itself and
+/// `dplog_commit` only writes the headers and publishes the tail index.
+/// Under `backpressure = "block"` it waits (spin, then yield) for the
+/// slots. Otherwise — the reservation would wrap (at most once per lap
+/// of the ring), the ring is full under `"drop"`, or the policy is
+/// `"degrade"` (which judges each record's priority) — `*slots` points
+/// into a per-producer staging area that `dplog_commit` copies into the
+/// ring under the policy, as `dplog_log_burst` does. Both look the same to
+/// the caller.
+///
+/// Pointer: 64-byte aligned; valid for `n * DPLOG_RECORD_MAX_SIZE` bytes
+/// until the next `dplog_commit` or `dplog_producer_free` on this
+/// producer; it must not be used after either. While a reservation is
+/// pending, `dplog_log`, `dplog_log_burst` and `dplog_reserve` on this
+/// producer return `DPLOG_ERR_STATE`.
 ///
 /// Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_UNKNOWN_SCHEMA`,
 /// `DPLOG_ERR_INVALID_ARG` (`n` is 0 or above `DPLOG_RESERVE_MAX`),
-/// `DPLOG_ERR_STATE` (a reservation is pending), `DPLOG_ERR_CLOSED`.
+/// `DPLOG_ERR_STATE` (a reservation is pending), `DPLOG_ERR_CLOSED`,
+/// `DPLOG_ERR_CONSUMER_GONE` (waiting for room under `"block"` while the
+/// consumer thread has died). `*slots` is written only on success.
 ///
 /// Thread-safety: one thread at a time per producer.
 ///
@@ -1574,18 +1732,63 @@ pub unsafe extern "C" fn dplog_reserve(
                 format!("dplog_reserve: n = {n}, must be 1..={DPLOG_RESERVE_MAX}"),
             );
         }
-        if st.reserved > 0 {
+        if !matches!(st.reservation, Reservation::None) {
             return fail(DPLOG_ERR_STATE, "dplog_reserve: a reservation is pending");
         }
-        let staging = st
-            .staging
-            .get_or_insert_with(|| Box::new([0u64; DPLOG_RESERVE_MAX * DPLOG_RECORD_MAX_SIZE / 8]));
-        staging.fill(0);
-        st.reserved = n;
+        let policy = st.prod.policy();
+        let mut ring_slots = None;
+        if policy != dplog::Backpressure::Degrade && n <= st.prod.contiguous_slots() {
+            let mut spins = 0u32;
+            loop {
+                if let Some(ptr) = st.prod.reserve_raw(n) {
+                    ring_slots = Some(ptr.as_ptr());
+                    break;
+                }
+                if policy == dplog::Backpressure::Drop {
+                    break; // full: staged, and commit drops what does not fit
+                }
+                if st.prod.is_disconnected() {
+                    return fail(
+                        DPLOG_ERR_CONSUMER_GONE,
+                        "dplog_reserve: the consumer thread has stopped",
+                    );
+                }
+                // Relaxed: a hint, as in `producer()`; the partner is the
+                // Release store in dplog_close (whose drain frees room).
+                if st.shared.closed.load(Ordering::Relaxed) {
+                    return fail(DPLOG_ERR_CLOSED, "the producer's logger is closed");
+                }
+                spins += 1;
+                if spins < 1024 {
+                    core::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
+            }
+        }
+        let base: *mut u8 = match ring_slots {
+            Some(ptr) => {
+                // SAFETY: reserve_raw handed out n free, contiguous slots of
+                // 64 bytes that only this producer may write until it
+                // commits; zeroing makes them initialised records-to-be.
+                unsafe { core::ptr::write_bytes(ptr, 0, n) };
+                st.reservation = Reservation::Ring { slots: ptr, n };
+                ptr.cast()
+            }
+            None => {
+                let staging = st.staging.get_or_insert_with(|| {
+                    Box::new(Staging([[0; DPLOG_RECORD_MAX_SIZE]; DPLOG_RESERVE_MAX]))
+                });
+                staging.0[..n].iter_mut().for_each(|s| s.fill(0));
+                st.reservation = Reservation::Staging { n };
+                staging.0.as_mut_ptr().cast()
+            }
+        };
         st.reserved_schema = schema_id;
         st.reserved_size = size;
+        st.fast_path = false;
         // SAFETY: slots is non-NULL (checked) and writable (contract).
-        unsafe { slots.write(staging.as_mut_ptr().cast()) };
+        unsafe { slots.write(base.cast()) };
         DPLOG_OK
     })
 }
@@ -1593,16 +1796,20 @@ pub unsafe extern "C" fn dplog_reserve(
 /// Publishes the first `n` records of the pending reservation (their
 /// headers are filled by dplog) and ends it; the other reserved records
 /// are discarded, so `n == 0` cancels. `*n_enqueued` (if not NULL)
-/// receives how many were enqueued; backpressure as `dplog_log_burst`.
+/// receives how many were enqueued: `n` for a zero-copy reservation (its
+/// slots were the ring's); for a staged one, backpressure as
+/// `dplog_log_burst`.
 ///
 /// Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_STATE` (no reservation),
 /// `DPLOG_ERR_INVALID_ARG` (`n` above the reserved count; the reservation
-/// stays pending), `DPLOG_ERR_FULL`, `DPLOG_ERR_CLOSED`.
+/// stays pending), `DPLOG_ERR_FULL`, `DPLOG_ERR_CLOSED`,
+/// `DPLOG_ERR_CONSUMER_GONE`.
 ///
 /// Thread-safety: one thread at a time per producer.
 ///
 /// # Safety
-/// `n_enqueued` is NULL or writable.
+/// `n_enqueued` is NULL or writable; the reserved slots were written only
+/// within their `n * DPLOG_RECORD_MAX_SIZE` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn dplog_commit(
     p: *mut dplog_producer_t,
@@ -1615,22 +1822,58 @@ pub unsafe extern "C" fn dplog_commit(
             Ok(s) => s,
             Err(e) => return e,
         };
-        if st.reserved == 0 {
-            return fail(DPLOG_ERR_STATE, "dplog_commit: nothing reserved");
-        }
-        if n > st.reserved {
+        let reserved = match st.reservation {
+            Reservation::None => return fail(DPLOG_ERR_STATE, "dplog_commit: nothing reserved"),
+            Reservation::Ring { n, .. } | Reservation::Staging { n } => n,
+        };
+        if n > reserved {
             return fail(
                 DPLOG_ERR_INVALID_ARG,
-                format!("dplog_commit: n = {n} but {} reserved", st.reserved),
+                format!("dplog_commit: n = {n} but {reserved} reserved"),
             );
         }
-        st.reserved = 0;
-        let Some(staging) = st.staging.take() else {
-            return fail(DPLOG_ERR_STATE, "dplog_commit: nothing reserved");
-        };
         let (size, id) = (st.reserved_size, st.reserved_schema);
-        let done = push_chunked(st, staging.as_ptr().cast(), size, n, id);
-        st.staging = Some(staging);
+        let reservation = core::mem::replace(&mut st.reservation, Reservation::None);
+        st.fast_path = st.fast_path_policy;
+        let done = match reservation {
+            Reservation::Ring { slots, .. } => {
+                let header = (size as u16, id);
+                for i in 0..n {
+                    // SAFETY: slot i < n <= reserved lies in the reservation
+                    // (64 initialised bytes, zeroed at reserve, written by
+                    // C since); the slot is 64-byte aligned.
+                    let bytes = unsafe { &mut *slots.add(i).cast::<[u8; DPLOG_RECORD_MAX_SIZE]>() };
+                    bytes[0..2].copy_from_slice(&header.0.to_ne_bytes());
+                    bytes[2..4].copy_from_slice(&header.1.to_ne_bytes());
+                    bytes[4..8].fill(0);
+                    // A record's bytes past its length are zero (NatRecord's
+                    // invariant), whatever C wrote there.
+                    bytes[size..].fill(0);
+                }
+                // SAFETY: reserve_raw(reserved) succeeded for these slots,
+                // nothing was pushed or reserved since (fast_path was off and
+                // dplog_log/log_burst/reserve refuse a pending reservation),
+                // and slots 0..n now hold valid records.
+                unsafe { st.prod.commit_raw(n) };
+                n
+            }
+            Reservation::Staging { .. } => {
+                let Some(staging) = st.staging.take() else {
+                    return fail(DPLOG_ERR_STATE, "dplog_commit: nothing reserved");
+                };
+                let done = push_chunked(
+                    st,
+                    staging.0.as_ptr().cast(),
+                    DPLOG_RECORD_MAX_SIZE,
+                    size,
+                    n,
+                    id,
+                );
+                st.staging = Some(staging);
+                done
+            }
+            Reservation::None => 0,
+        };
         // SAFETY: NULL or writable (caller contract).
         unsafe { write_out(n_enqueued, done) };
         if done == n {
@@ -1934,7 +2177,8 @@ mod tests {
     #[test]
     fn every_code_has_its_own_message() {
         let mut seen = HashSet::new();
-        for code in DPLOG_OK..=DPLOG_ERR_PANIC {
+        assert_eq!(MESSAGES.len(), DPLOG_ERR_LAST as usize + 1);
+        for code in DPLOG_OK..=DPLOG_ERR_LAST {
             // SAFETY: dplog_strerror returns a static C string.
             let m = unsafe { CStr::from_ptr(dplog_strerror(code)) };
             assert!(seen.insert(m.to_owned()), "duplicate message for {code}");

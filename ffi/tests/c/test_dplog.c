@@ -5,8 +5,9 @@
  * and run once more under valgrind by ffi/tests/c/run.sh.
  *
  * Not reachable from C: DPLOG_ERR_PANIC (covered by the Rust unit test
- * `a_panic_becomes_an_error_code_with_its_message`) and
- * DPLOG_ERR_CONSUMER_GONE (needs the consumer thread to die).
+ * `a_panic_becomes_an_error_code_with_its_message`). DPLOG_ERR_CONSUMER_GONE
+ * needs the consumer thread to die: test_consumer_gone makes it panic with
+ * the library's test hook DPLOG_FAULT_CONSUMER_PANIC_AFTER.
  */
 #define _GNU_SOURCE
 #include <dplog.h>
@@ -117,8 +118,9 @@ static void test_version_and_strerror(void) {
   CHECK(DPLOG_VERSION_NUMBER == ma * 10000 + mi * 100 + pa);
   EXPECT(dplog_version(NULL, &mi, &pa), DPLOG_ERR_NULL);
 
-  const char *seen[DPLOG_ERR_PANIC + 1];
-  for (int c = DPLOG_OK; c <= DPLOG_ERR_PANIC; c++) {
+  const char *seen[DPLOG_ERR_LAST + 1];
+  CHECK(DPLOG_ERR_LAST >= DPLOG_ERR_PANIC && DPLOG_ERR_LAST == DPLOG_ERR_EXISTS);
+  for (int c = DPLOG_OK; c <= DPLOG_ERR_LAST; c++) {
     seen[c] = dplog_strerror(c);
     CHECK(seen[c] != NULL && strlen(seen[c]) > 0);
     for (int d = 0; d < c; d++) CHECK(strcmp(seen[c], seen[d]) != 0);
@@ -126,6 +128,7 @@ static void test_version_and_strerror(void) {
   CHECK(strcmp(dplog_strerror(DPLOG_OK), "success") == 0);
   CHECK(strcmp(dplog_strerror(-7), "unknown dplog_result") == 0);
   CHECK(strcmp(dplog_strerror(1000), "unknown dplog_result") == 0);
+  CHECK(strcmp(dplog_strerror(DPLOG_ERR_LAST + 1), "unknown dplog_result") == 0);
 
   uint64_t now = 0;
   EXPECT(dplog_now_ns(&now), DPLOG_OK);
@@ -306,6 +309,23 @@ static void test_burst_reserve_commit(void) {
   EXPECT(dplog_log_burst(p, 77, recs, sizeof recs[0], 3, &n), DPLOG_ERR_UNKNOWN_SCHEMA);
   EXPECT(dplog_log_burst(NULL, DPLOG_SCHEMA_NAT44_SESSION, recs, sizeof recs[0], 3, &n), DPLOG_ERR_NULL);
   CHECK(n == 12345); /* untouched on argument errors */
+  /* n * rec_len overflowing size_t, above PTRDIFF_MAX, or running past the
+   * end of the address space: rejected before any byte is read. */
+  EXPECT(dplog_log_burst(p, DPLOG_SCHEMA_NAT44_SESSION, recs, sizeof recs[0], SIZE_MAX, &n),
+         DPLOG_ERR_INVALID_ARG);
+  EXPECT(dplog_log_burst(p, DPLOG_SCHEMA_NAT44_SESSION, recs, sizeof recs[0],
+                         SIZE_MAX / 64 + 1, &n),
+         DPLOG_ERR_INVALID_ARG); /* wraps to exactly 0 bytes */
+  EXPECT(dplog_log_burst(p, DPLOG_SCHEMA_NAT44_SESSION, recs, sizeof recs[0],
+                         (size_t)PTRDIFF_MAX / 64 + 1, &n),
+         DPLOG_ERR_INVALID_ARG); /* fits size_t, not ptrdiff_t */
+  EXPECT(dplog_log_burst(p, DPLOG_SCHEMA_NAT44_SESSION, (const void *)(UINTPTR_MAX - 100),
+                         sizeof recs[0], 2, &n),
+         DPLOG_ERR_INVALID_ARG); /* past the end of the address space */
+  char omsg[256];
+  last_error(omsg, sizeof omsg);
+  CHECK(strstr(omsg, "overflow") != NULL);
+  CHECK(n == 12345);
   EXPECT(dplog_log_burst(p, DPLOG_SCHEMA_NAT44_SESSION, recs, sizeof recs[0], 100, &n), DPLOG_OK);
   CHECK(n == 100);
   EXPECT(dplog_log_burst(p, DPLOG_SCHEMA_NAT44_SESSION, recs, sizeof recs[0], 5, NULL), DPLOG_OK);
@@ -323,6 +343,10 @@ static void test_burst_reserve_commit(void) {
   CHECK(slots != NULL && ((uintptr_t)slots % 8) == 0);
   void *again = NULL;
   EXPECT(dplog_reserve(p, DPLOG_SCHEMA_NAT44_SESSION, 1, &again), DPLOG_ERR_STATE);
+  /* The reserved slots are the ring's next ones: no log in between. */
+  EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &recs[0], sizeof recs[0]), DPLOG_ERR_STATE);
+  EXPECT(dplog_log_burst(p, DPLOG_SCHEMA_NAT44_SESSION, recs, sizeof recs[0], 2, NULL),
+         DPLOG_ERR_STATE);
   struct dplog_nat44_session *sl = slots;
   for (int i = 0; i < 4; i++) {
     sl[i] = session((uint16_t)(3000 + i));
@@ -458,6 +482,21 @@ static void test_schema_register(void) {
   EXPECT(dplog_schema_register(h, "drop", sizeof(struct my_drop_record), fields, 4, &id),
          DPLOG_OK);
   CHECK(id == DPLOG_SCHEMA_USER_FIRST);
+  /* Names are unique per handle, built-in NAT names included; ids are
+   * handed out by dplog, so a refused name uses none up. */
+  uint16_t dup = 0;
+  EXPECT(dplog_schema_register(h, "drop", sizeof(struct my_drop_record), fields, 4, &dup),
+         DPLOG_ERR_EXISTS);
+  last_error(msg, sizeof msg);
+  CHECK(strstr(msg, "\"drop\"") != NULL && strstr(msg, "256") != NULL);
+  EXPECT(dplog_schema_register(h, "nat44Session", sizeof(struct my_drop_record), fields, 4, &dup),
+         DPLOG_ERR_EXISTS);
+  EXPECT(dplog_schema_register(h, "natPortBlock", sizeof(struct my_drop_record), fields, 4, &dup),
+         DPLOG_ERR_EXISTS);
+  CHECK(dup == 0);
+  EXPECT(dplog_schema_register(h, "drop2", sizeof(struct my_drop_record), fields, 4, &dup),
+         DPLOG_OK);
+  CHECK(dup == DPLOG_SCHEMA_USER_FIRST + 1);
   EXPECT(dplog_start(h, NULL, 0), DPLOG_OK);
   uint16_t id2 = 0;
   EXPECT(dplog_schema_register(h, "late", sizeof(struct my_drop_record), fields, 4, &id2),
@@ -471,16 +510,19 @@ static void test_schema_register(void) {
   r.port = 8080;
   r.reason = 2;
   EXPECT(dplog_log(p, id, &r, sizeof r - 1), DPLOG_ERR_BAD_LENGTH);
-  EXPECT(dplog_log(p, (uint16_t)(id + 1), &r, sizeof r), DPLOG_ERR_UNKNOWN_SCHEMA);
+  EXPECT(dplog_log(p, (uint16_t)(id + 2), &r, sizeof r), DPLOG_ERR_UNKNOWN_SCHEMA);
   EXPECT(dplog_log(p, id, &r, sizeof r), DPLOG_OK);
   void *slots = NULL;
   EXPECT(dplog_reserve(p, id, 2, &slots), DPLOG_OK);
-  struct my_drop_record *two = slots;
-  two[0] = r;
-  two[0].port = 8081;
-  two[1] = r;
-  two[1].port = 8082;
-  two[1].reason = 1;
+  /* One 64-byte slot per record, whatever the schema's size. */
+  struct my_drop_record *two0 = slots;
+  struct my_drop_record *two1 = (void *)((char *)slots + DPLOG_RECORD_MAX_SIZE);
+  *two0 = r;
+  two0->port = 8081;
+  *two1 = r;
+  two1->port = 8082;
+  two1->reason = 1;
+  memset(two1 + 1, 0xab, DPLOG_RECORD_MAX_SIZE - sizeof r); /* slot tail: ignored */
   EXPECT(dplog_commit(p, 2, NULL), DPLOG_OK);
   /* NAT44 records still go through the same ring. */
   struct dplog_nat44_session n44 = session(777);
@@ -499,6 +541,140 @@ static void test_schema_register(void) {
   CHECK(count_sub(text, "observationTimeNanoseconds=") == 3);
   CHECK(count_sub(text, "sourceTransportPort=777 ") == 1);
   free(text);
+}
+
+/* dplog_reserve hands out the ring's own slots: consecutive reservations
+ * walk the slot array 64 bytes at a time and come back to the first slot
+ * after one lap; a reservation that would wrap is staged instead (another
+ * address), and both publish the same records. */
+static void test_zero_copy_reserve(void) {
+  struct dplog *h = open_text("zc.log", "[ring]\ncapacity = 64\n");
+  EXPECT(dplog_start(h, NULL, 0), DPLOG_OK);
+  struct dplog_producer *p = NULL;
+  EXPECT(dplog_producer_new(h, 3, &p), DPLOG_OK);
+  char *first = NULL;
+  size_t n = 0;
+  uint16_t port = 5000;
+  /* One lap plus one, one record at a time: slot i % 64. */
+  for (int i = 0; i <= 64; i++) {
+    void *slots = NULL;
+    EXPECT(dplog_reserve(p, DPLOG_SCHEMA_NAT44_SESSION, 1, &slots), DPLOG_OK);
+    CHECK(((uintptr_t)slots % 64) == 0);
+    if (i == 0) first = slots;
+    CHECK((char *)slots == first + (size_t)(i % 64) * DPLOG_RECORD_MAX_SIZE);
+    struct dplog_nat44_session *r = slots;
+    CHECK(r->src_port == 0 && r->timestamp_ns == 0); /* zeroed */
+    *r = session(port++);
+    EXPECT(dplog_commit(p, 1, &n), DPLOG_OK);
+    CHECK(n == 1);
+  }
+  /* Write position 65 (slot 1): 60 more records in bursts of 20 reach
+   * slot 61; a burst of 4 would wrap, so it is staged. */
+  for (int b = 0; b < 3; b++) {
+    void *slots = NULL;
+    EXPECT(dplog_reserve(p, DPLOG_SCHEMA_NAT44_SESSION, 20, &slots), DPLOG_OK);
+    CHECK((char *)slots == first + (size_t)(1 + 20 * b) * DPLOG_RECORD_MAX_SIZE);
+    struct dplog_nat44_session *r = slots;
+    for (int i = 0; i < 20; i++) r[i] = session(port++);
+    EXPECT(dplog_commit(p, 20, &n), DPLOG_OK);
+    CHECK(n == 20);
+  }
+  void *slots = NULL;
+  EXPECT(dplog_reserve(p, DPLOG_SCHEMA_NAT44_SESSION, 4, &slots), DPLOG_OK);
+  CHECK(((uintptr_t)slots % 64) == 0);
+  CHECK((char *)slots < first || (char *)slots >= first + 64 * DPLOG_RECORD_MAX_SIZE);
+  struct dplog_nat44_session *r = slots;
+  for (int i = 0; i < 4; i++) r[i] = session(port++);
+  EXPECT(dplog_commit(p, 4, &n), DPLOG_OK);
+  CHECK(n == 4);
+  /* Position 129 = slot 1 again: back in the ring. A partial commit
+   * publishes a prefix; the rest of the reservation is discarded and its
+   * slots are handed out again. */
+  EXPECT(dplog_reserve(p, DPLOG_SCHEMA_NAT44_SESSION, 3, &slots), DPLOG_OK);
+  CHECK((char *)slots == first + 1 * DPLOG_RECORD_MAX_SIZE);
+  r = slots;
+  for (int i = 0; i < 3; i++) r[i] = session((uint16_t)(9000 + i));
+  EXPECT(dplog_commit(p, 1, &n), DPLOG_OK);
+  CHECK(n == 1);
+  EXPECT(dplog_reserve(p, DPLOG_SCHEMA_NAT44_SESSION, 2, &slots), DPLOG_OK);
+  CHECK((char *)slots == first + 2 * DPLOG_RECORD_MAX_SIZE);
+  r = slots;
+  CHECK(r[0].src_port == 0); /* 9001 was discarded and the slot re-zeroed */
+  EXPECT(dplog_commit(p, 0, NULL), DPLOG_OK);
+  EXPECT(dplog_producer_free(p), DPLOG_OK);
+  struct dplog_stats s;
+  EXPECT(dplog_close(h, &s), DPLOG_OK);
+  CHECK(s.produced == 130 && s.written_records == 130 && s.dropped_full == 0);
+  char path[512];
+  path_in(path, sizeof path, "zc.log");
+  char *text = read_file(path);
+  CHECK(count_lines(text) == 130);
+  CHECK(count_sub(text, "sourceTransportPort=5000 ") == 1);
+  CHECK(count_sub(text, "sourceTransportPort=5128 ") == 1); /* the staged burst's last */
+  CHECK(count_sub(text, "sourceTransportPort=5129 ") == 0);
+  CHECK(count_sub(text, "sourceTransportPort=9000 ") == 1);
+  CHECK(count_sub(text, "sourceTransportPort=9001 ") == 0);
+  free(text);
+}
+
+/* The consumer thread dies (the library's fault hook makes it panic after
+ * 10 records): producers whose ring fills get DPLOG_ERR_CONSUMER_GONE, as
+ * do new producers, flush, reopen and close. */
+static void test_consumer_gone(void) {
+  CHECK(setenv("DPLOG_FAULT_CONSUMER_PANIC_AFTER", "10", 1) == 0);
+  struct dplog *h = open_text("gone.log", "[ring]\ncapacity = 16\n");
+  EXPECT(dplog_start(h, NULL, 0), DPLOG_OK);
+  struct dplog *hd = open_text("gone-drop.log", "[ring]\ncapacity = 16\nbackpressure = \"drop\"\n");
+  EXPECT(dplog_start(hd, NULL, 0), DPLOG_OK);
+  CHECK(unsetenv("DPLOG_FAULT_CONSUMER_PANIC_AFTER") == 0);
+  struct dplog_producer *p = NULL, *pd = NULL;
+  EXPECT(dplog_producer_new(h, 0, &p), DPLOG_OK);
+  EXPECT(dplog_producer_new(hd, 0, &pd), DPLOG_OK);
+  struct dplog_nat44_session rec = session(1);
+
+  /* block: records go in until the dead consumer's ring is full. */
+  uint64_t ok = 0;
+  dplog_result r = DPLOG_OK;
+  for (int i = 0; i < 100000 && r == DPLOG_OK; i++) {
+    r = dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &rec, sizeof rec);
+    ok += r == DPLOG_OK;
+  }
+  CHECK(r == DPLOG_ERR_CONSUMER_GONE);
+  CHECK(ok >= 10 && ok < 1000);
+  EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &rec, sizeof rec), DPLOG_ERR_CONSUMER_GONE);
+  void *slots = NULL;
+  EXPECT(dplog_reserve(p, DPLOG_SCHEMA_NAT44_SESSION, 1, &slots), DPLOG_ERR_CONSUMER_GONE);
+  CHECK(slots == NULL);
+  struct dplog_producer *q = NULL;
+  EXPECT(dplog_producer_new(h, 1, &q), DPLOG_ERR_CONSUMER_GONE);
+  CHECK(q == NULL);
+  EXPECT(dplog_flush(h), DPLOG_ERR_CONSUMER_GONE);
+  EXPECT(dplog_reopen(h), DPLOG_ERR_CONSUMER_GONE);
+  struct dplog_stats s;
+  EXPECT(dplog_stats(h, &s), DPLOG_OK);
+  CHECK(s.enqueued == ok && s.dropped_disconnected == 2);
+  EXPECT(dplog_producer_free(p), DPLOG_OK);
+  EXPECT(dplog_close(h, &s), DPLOG_ERR_CONSUMER_GONE);
+  CHECK(s.enqueued == ok && s.dropped_disconnected == 2 && s.produced == ok + 2);
+  CHECK(s.written_records <= 10);
+
+  /* drop: FULL while the consumer lives and lags, CONSUMER_GONE once it
+   * is dead and the ring is full. */
+  r = DPLOG_OK;
+  for (int i = 0; i < 10000000 && r != DPLOG_ERR_CONSUMER_GONE; i++) {
+    r = dplog_log(pd, DPLOG_SCHEMA_NAT44_SESSION, &rec, sizeof rec);
+    CHECK(r == DPLOG_OK || r == DPLOG_ERR_FULL || r == DPLOG_ERR_CONSUMER_GONE);
+  }
+  CHECK(r == DPLOG_ERR_CONSUMER_GONE);
+  /* A full ring under drop: the reservation is staged, the commit drops. */
+  EXPECT(dplog_reserve(pd, DPLOG_SCHEMA_NAT44_SESSION, 2, &slots), DPLOG_OK);
+  CHECK(slots != NULL);
+  size_t n = 99;
+  EXPECT(dplog_commit(pd, 2, &n), DPLOG_ERR_CONSUMER_GONE);
+  CHECK(n == 0);
+  EXPECT(dplog_producer_free(pd), DPLOG_OK);
+  EXPECT(dplog_close(hd, &s), DPLOG_ERR_CONSUMER_GONE);
+  CHECK(s.dropped_full >= 3 && s.produced == s.enqueued + s.dropped_full);
 }
 
 static void test_drop_policy_and_undelivered(void) {
@@ -652,6 +828,8 @@ int main(void) {
   test_burst_reserve_commit();
   test_other_nat_records();
   test_schema_register();
+  test_zero_copy_reserve();
+  test_consumer_gone();
   test_drop_policy_and_undelivered();
   test_reopen_for_logrotate();
   test_use_after_close_and_double_free();

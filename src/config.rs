@@ -13,6 +13,8 @@
 //! drop_reports = true      # in-band "N records dropped" lines
 //! # reorder_window_ns = 1000000  # merge rings by event time (off if unset)
 //! shutdown_timeout_ms = 5000 # wait this long for the sink at shutdown
+//! # sink_retry_timeout_ms = 30000 # give up on a failing sink's batch after
+//!                          # this long (dropped_sink); unset = retry forever
 //! # publish_every = 32     # producers publish once per 32 records and
 //!                          # must call flush() when idle (default 1)
 //!
@@ -74,6 +76,11 @@ pub struct RingConfig {
     /// buffered or in flight, in ms; what is left is counted in
     /// `dropped_shutdown`. Default 5000.
     pub shutdown_timeout_ms: u64,
+    /// How long a batch a sink keeps failing with retryable errors (ENOSPC,
+    /// EIO, ...) is retried, in ms, before it is counted in `dropped_sink`
+    /// and the consumer moves on (`LoggerConfig::sink_retry_timeout_ms`).
+    /// Unset (default): retry forever, lossless under `block`.
+    pub sink_retry_timeout_ms: Option<u64>,
     /// Producers publish their ring index once per this many records
     /// (`LoggerConfig::publish_every`); unset = the program's default (1
     /// for the library: every record at once; `dplog-nat`, whose workers
@@ -95,6 +102,7 @@ impl Default for RingConfig {
             degrade: d.degrade,
             reorder_window_ns: d.reorder_window_ns,
             shutdown_timeout_ms: d.shutdown_timeout_ms,
+            sink_retry_timeout_ms: d.sink_retry_timeout_ms,
             publish_every: None,
         }
     }
@@ -348,6 +356,11 @@ pub struct KafkaSinkConfig {
     pub lines_per_message: usize,
     /// Other librdkafka properties.
     pub properties: std::collections::BTreeMap<String, String>,
+    /// No delivery report for this long (ms) while messages are in flight
+    /// = the cluster is stalled: new batches get a retryable error, so the
+    /// consumer backs off and a failover set switches to its secondary;
+    /// 0 = never. Default 5000.
+    pub ack_timeout_ms: u64,
     /// `fanout` (default) or `failover`.
     pub role: SinkRole,
 }
@@ -366,6 +379,7 @@ impl Default for KafkaSinkConfig {
             message_max_bytes: d.message_max_bytes,
             lines_per_message: d.lines_per_message,
             properties: Default::default(),
+            ack_timeout_ms: d.ack_timeout_ms,
             role: SinkRole::Fanout,
         }
     }
@@ -388,6 +402,7 @@ impl KafkaSinkConfig {
             message_max_bytes: self.message_max_bytes,
             lines_per_message: self.lines_per_message,
             properties: self.properties.clone().into_iter().collect(),
+            ack_timeout_ms: self.ack_timeout_ms,
         }
     }
 }
@@ -633,6 +648,7 @@ impl LogConfig {
             degrade: self.ring.degrade,
             reorder_window_ns: self.ring.reorder_window_ns,
             shutdown_timeout_ms: self.ring.shutdown_timeout_ms,
+            sink_retry_timeout_ms: self.ring.sink_retry_timeout_ms,
             publish_every: self.ring.publish_every.unwrap_or(1),
             ..LoggerConfig::default()
         }
@@ -781,6 +797,13 @@ mod tests {
         assert_eq!(
             LogConfig::default().logger_config().shutdown_timeout_ms,
             5000
+        );
+        let c = LogConfig::from_toml_str("[ring]\nsink_retry_timeout_ms = 1500\n").unwrap();
+        assert_eq!(c.logger_config().sink_retry_timeout_ms, Some(1500));
+        assert_eq!(
+            LogConfig::default().logger_config().sink_retry_timeout_ms,
+            None,
+            "off by default: a failing sink is retried forever"
         );
         // Only the keys given change; the others keep their defaults.
         let c = LogConfig::from_toml_str("[ring.degrade]\nlow_watermark_pct = 10\n").unwrap();
@@ -951,6 +974,7 @@ mod tests {
             linger_ms = 1
             message_max_bytes = 10000
             lines_per_message = 8
+            ack_timeout_ms = 750
             properties = {{ "client.id" = "dplog-test" }}
             "#,
             d = dir.path().display()
@@ -970,6 +994,8 @@ mod tests {
         );
         assert_eq!(o.message_max_bytes, Some(10000));
         assert_eq!(o.lines_per_message, 8);
+        assert_eq!(o.ack_timeout_ms, 750);
+        assert_eq!(KafkaSinkConfig::default().options().ack_timeout_ms, 5000);
         let SinkConfig::Syslog(s) = &items[1] else {
             panic!()
         };

@@ -154,6 +154,16 @@ pub struct LoggerConfig {
     /// Default `None` (off). At most `ring_capacity` records per ring are
     /// held.
     pub reorder_window_ns: Option<u64>,
+    /// How long the consumer keeps retrying a sink that fails with
+    /// retryable errors (ENOSPC, EIO, a lost connection), in milliseconds,
+    /// counted from the first failure after the last success. Past it the
+    /// batch is counted in [`Stats::dropped_sink`] and the consumer moves
+    /// on; while the sink keeps failing, each later batch gets one try and
+    /// is dropped the same way, until a write succeeds. `None` (default):
+    /// retry forever, so `block` producers wait (lossless). Either way the
+    /// consumer prints a diagnostic to stderr at most every 5 s while the
+    /// sink fails (sink, OS error, how long, records waiting).
+    pub sink_retry_timeout_ms: Option<u64>,
     /// Producers publish their ring index once per this many records (see
     /// [`Producer::set_publish_every`]); records in between stay invisible
     /// to the consumer until the producer calls
@@ -177,6 +187,7 @@ impl Default for LoggerConfig {
             degrade: DegradeConfig::default(),
             drop_reports: true,
             reorder_window_ns: None,
+            sink_retry_timeout_ms: None,
             publish_every: 1,
         }
     }
@@ -386,6 +397,10 @@ impl<R: Record> Logger<R> {
             reorder: config
                 .reorder_window_ns
                 .map(|w| Reorder::new(w, config.ring_capacity)),
+            failing_since: None,
+            last_diag: None,
+            abandoned: 0,
+            lost_error: None,
         };
         let thread = std::thread::Builder::new()
             .name("dplog-consumer".into())
@@ -756,6 +771,16 @@ struct ConsumerLoop<R: Record, F, S> {
     passes: u64,
     /// The reorder window, when configured.
     reorder: Option<Reorder<R>>,
+    /// First retryable write error since the sink last took a batch.
+    failing_since: Option<Instant>,
+    /// When the last sink-failure diagnostic was printed.
+    last_diag: Option<Instant>,
+    /// Records given up on (retry timeout or shutdown deadline) while the
+    /// sink failed, since it last took a batch.
+    abandoned: u64,
+    /// The write error that made records be dropped, reported by
+    /// `finish` when the sink's flush and close succeed.
+    lost_error: Option<(io::ErrorKind, String)>,
 }
 
 /// Period of `Sink::tick` / `Sink::poll` calls.
@@ -763,6 +788,8 @@ const TICK_PERIOD: Duration = Duration::from_millis(2);
 /// First and longest backoff between retries of a batch.
 const RETRY_BACKOFF_MIN: Duration = Duration::from_millis(1);
 const RETRY_BACKOFF_MAX: Duration = Duration::from_millis(200);
+/// Shortest interval between two sink-failure diagnostics on stderr.
+const DIAG_PERIOD: Duration = Duration::from_secs(5);
 
 fn sink_io(e: SinkError) -> io::Error {
     e.into_io()
@@ -1113,7 +1140,9 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
         loop {
             let r = self.sink.write_batch(&self.buf);
             self.count_err(&r);
-            let t = &self.totals;
+            if r.is_ok() {
+                self.sink_recovered();
+            }
             match r {
                 Ok(Accepted::Delivered) => {
                     self.record_latency();
@@ -1133,13 +1162,29 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
                         .store(self.pending.max(0) as u64, Ordering::Relaxed);
                     break;
                 }
-                Err(SinkError::Permanent(_)) => {
-                    bump(&t.dropped_sink, self.batch_records);
+                Err(e @ SinkError::Permanent(_)) => {
+                    bump(&self.totals.dropped_sink, self.batch_records);
+                    self.lost_error = Some((e.io().kind(), e.io().to_string()));
                     break;
                 }
                 Err(e @ SinkError::Retryable(_)) => {
-                    if self.deadline.is_some_and(|d| Instant::now() >= d) {
-                        bump(&t.dropped_shutdown, self.batch_records);
+                    let now = Instant::now();
+                    let since = *self.failing_since.get_or_insert(now);
+                    if self.deadline.is_some_and(|d| now >= d) {
+                        bump(&self.totals.dropped_shutdown, self.batch_records);
+                        self.abandon(&e);
+                        break;
+                    }
+                    let give_up = self
+                        .config
+                        .sink_retry_timeout_ms
+                        .is_some_and(|ms| now.duration_since(since) >= Duration::from_millis(ms));
+                    if give_up {
+                        bump(&self.totals.dropped_sink, self.batch_records);
+                        self.abandon(&e);
+                    }
+                    self.diagnose(&e, now.duration_since(since));
+                    if give_up {
                         break;
                     }
                     self.wait_for_retry(backoff, &e);
@@ -1151,6 +1196,67 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
         self.batch_records = 0;
         self.batch_samples.clear();
         self.maintain();
+    }
+
+    /// Books the batch being given up on after retryable errors.
+    fn abandon(&mut self, e: &SinkError) {
+        self.abandoned += self.batch_records;
+        self.lost_error = Some((e.io().kind(), e.io().to_string()));
+    }
+
+    /// The sink took a batch: ends a failure episode (with a note on
+    /// stderr if one was reported).
+    fn sink_recovered(&mut self) {
+        if let Some(since) = self.failing_since.take() {
+            if self.last_diag.is_some() {
+                eprintln!(
+                    "dplog: sink {} recovered after failing for {:.1} s; {} records were dropped meanwhile",
+                    self.sink.describe(),
+                    since.elapsed().as_secs_f64(),
+                    self.abandoned
+                );
+            }
+        }
+        self.last_diag = None;
+        self.abandoned = 0;
+    }
+
+    /// Prints what is failing to stderr, at most once per [`DIAG_PERIOD`]:
+    /// the sink, its OS error, for how long, how many records wait, and
+    /// what happens next.
+    fn diagnose(&mut self, e: &SinkError, failing: Duration) {
+        let now = Instant::now();
+        if self
+            .last_diag
+            .is_some_and(|t| now.duration_since(t) < DIAG_PERIOD)
+        {
+            return;
+        }
+        self.last_diag = Some(now);
+        let in_rings: usize = self.rings.iter().map(|r| r.len()).sum();
+        let next = match self.config.sink_retry_timeout_ms {
+            Some(ms) if failing >= Duration::from_millis(ms) => format!(
+                "past sink_retry_timeout_ms = {ms}: batches are dropped (dropped_sink) until a write succeeds"
+            ),
+            Some(ms) => {
+                format!("retrying with backoff; batches are dropped after sink_retry_timeout_ms = {ms}")
+            }
+            None => format!(
+                "retrying with backoff until it recovers (sink_retry_timeout_ms is not set); producers see their backpressure policy ({})",
+                self.config.backpressure.name()
+            ),
+        };
+        eprintln!(
+            "dplog: sink {} failing for {:.1} s: {}; {} records waiting ({} in the batch, {} in rings), {} dropped since the failure began; {}",
+            self.sink.describe(),
+            failing.as_secs_f64(),
+            e.io(),
+            self.batch_records + in_rings as u64,
+            self.batch_records,
+            in_rings,
+            self.abandoned,
+            next
+        );
     }
 
     /// Drains until every ring is empty, writes, flushes, waits for pending
@@ -1187,7 +1293,19 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
             // Relaxed: single-writer statistic (see `ConsumerTotals`).
             self.totals.sink_pending.store(0, Ordering::Relaxed);
         }
-        flushed.and(drained).and(closed).map_err(sink_io)
+        let r = flushed.and(drained).and(closed).map_err(sink_io);
+        match (r, self.lost_error.take()) {
+            // The sink closed cleanly but records were lost to a write
+            // error: report that error, not a silent success.
+            (Ok(()), Some((kind, msg))) => Err(io::Error::new(
+                kind,
+                format!(
+                    "sink {}: records were not written: {msg}",
+                    self.sink.describe()
+                ),
+            )),
+            (r, _) => r,
+        }
     }
 }
 

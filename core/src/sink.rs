@@ -192,6 +192,13 @@ pub trait Sink: Send + 'static {
     /// Flushes and releases the sink. Later writes fail with a permanent
     /// error; a second `close` is `Ok`.
     fn close(&mut self) -> Result<(), SinkError>;
+
+    /// A short human-readable name of the destination for diagnostics,
+    /// e.g. `file /var/log/nat.log` or `kafka topic nat at 127.0.0.1:9092`.
+    /// Default: the sink's Rust type name.
+    fn describe(&self) -> String {
+        std::any::type_name::<Self>().to_string()
+    }
 }
 
 impl<S: Sink + ?Sized> Sink for Box<S> {
@@ -215,6 +222,9 @@ impl<S: Sink + ?Sized> Sink for Box<S> {
     }
     fn close(&mut self) -> Result<(), SinkError> {
         (**self).close()
+    }
+    fn describe(&self) -> String {
+        (**self).describe()
     }
 }
 

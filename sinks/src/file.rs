@@ -2,7 +2,7 @@
 //! size- and time-based rotation with retention, and reopen for logrotate.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, IoSlice, Write};
+use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -56,7 +56,7 @@ pub struct FileSinkOptions {
 /// them as statistics, exact after `Logger::shutdown` joined the thread).
 #[derive(Debug, Default)]
 pub struct FileSinkCounters {
-    /// `write(2)`/`writev(2)` calls that failed with `ENOSPC` or `EDQUOT`.
+    /// `write(2)` calls that failed with `ENOSPC` or `EDQUOT`.
     pub enospc: AtomicU64,
     /// Calls that failed with `EIO` (write or fdatasync).
     pub eio: AtomicU64,
@@ -102,7 +102,7 @@ impl FileSinkCounters {
 /// runs), the descriptor does not leak into child processes, and a symlink
 /// placed at the path is refused (`ELOOP`) instead of followed.
 ///
-/// Each batch is written with `write(2)`/`writev(2)` until complete. On an
+/// Each batch is written with `write(2)` until complete. On an
 /// error (`ENOSPC`, `EIO`, ...) the sink remembers how many bytes of the
 /// batch are already in the file and returns the classified
 /// [`SinkError`]; the retry with the same batch resumes there, so a line is
@@ -125,6 +125,9 @@ pub struct FileSink {
     /// `(batch fingerprint, bytes of it already written)` after a failed
     /// write.
     resume: Option<(u64, usize)>,
+    /// errno of the last failed write whose batch no later write replaced
+    /// (the runtime gave up on it); [`Sink::close`] reports it.
+    unwritten: Option<i32>,
     sighup: Option<(Arc<AtomicBool>, signal_hook::SigId)>,
     /// Stamp of the newest rotated file.
     last_stamp: u128,
@@ -160,24 +163,18 @@ fn open_append(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
-/// Writes every byte of `bufs` with `writev(2)`, handling short writes.
-/// Returns the bytes written before an error together with the error.
-fn writev_all(file: &mut File, bufs: &[&[u8]]) -> (usize, io::Result<()>) {
-    let total: usize = bufs.iter().map(|b| b.len()).sum();
+/// Writes every byte of `buf` with `write(2)`, handling short writes and
+/// `EINTR`. Returns the bytes written before an error together with the
+/// error.
+///
+/// Plain `write(2)`, not `writev(2)`: the consumer formats every record of
+/// a batch into one contiguous buffer, and a retry resumes inside that
+/// same buffer, so there is never more than one buffer to gather; a
+/// one-element `writev` moves the same bytes through an extra iovec.
+fn write_all_counted(file: &mut File, buf: &[u8]) -> (usize, io::Result<()>) {
     let mut done = 0usize;
-    while done < total {
-        // Rebuild the slices past `done` (at most a few per call).
-        let mut skip = done;
-        let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(bufs.len());
-        for b in bufs {
-            if skip >= b.len() {
-                skip -= b.len();
-                continue;
-            }
-            slices.push(IoSlice::new(&b[skip..]));
-            skip = 0;
-        }
-        match file.write_vectored(&slices) {
+    while done < buf.len() {
+        match file.write(&buf[done..]) {
             Ok(0) => return (done, Err(io::Error::from(io::ErrorKind::WriteZero))),
             Ok(n) => done += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -230,6 +227,7 @@ impl FileSink {
             dirty: false,
             last_sync: now,
             resume: None,
+            unwritten: None,
             sighup,
             last_stamp: 0,
             counters: Arc::new(FileSinkCounters::default()),
@@ -433,7 +431,7 @@ impl FileSink {
             let Some(file) = self.file.as_mut() else {
                 return (written, Err(Self::closed()));
             };
-            let (n, r) = writev_all(file, &[chunk]);
+            let (n, r) = write_all_counted(file, chunk);
             written += n;
             self.size += n as u64;
             if n > 0 {
@@ -510,9 +508,11 @@ impl Sink for FileSink {
                 if e.is_retryable() {
                     self.resume = Some((fp, start + n));
                 }
+                self.unwritten = e.raw_os_error();
                 return Err(e);
             }
         }
+        self.unwritten = None;
         if self.opts.fsync == FsyncPolicy::EveryBatch {
             if let Err(e) = self.sync() {
                 // The bytes are in the file; a retry only syncs again.
@@ -546,13 +546,30 @@ impl Sink for FileSink {
         if let Some((_, id)) = self.sighup.take() {
             signal_hook::low_level::unregister(id);
         }
-        match self.file.take() {
-            Some(f) => f
-                .sync_all()
-                .or_else(unsyncable_is_ok)
-                .map_err(|e| self.err(e)),
-            None => Ok(()),
+        let Some(f) = self.file.take() else {
+            return Ok(());
+        };
+        let synced = f.sync_all().or_else(unsyncable_is_ok);
+        // The write error of a batch left unwritten is what the caller must
+        // hear about (ENOSPC on a full disk or /dev/full), not a later
+        // fsync's: on a character device fsync fails with EINVAL.
+        match self.unwritten.take() {
+            Some(errno) => {
+                let e = io::Error::from_raw_os_error(errno);
+                Err(SinkError::Permanent(io::Error::new(
+                    e.kind(),
+                    format!(
+                        "{}: closed with a batch not written: {e}",
+                        self.path.display()
+                    ),
+                )))
+            }
+            None => synced.map_err(|e| self.err(e)),
         }
+    }
+
+    fn describe(&self) -> String {
+        format!("file {}", self.path.display())
     }
 }
 

@@ -16,6 +16,14 @@
 //!   failed); the rest of its batch goes on.
 //! - Shutdown flushes until the runtime's deadline; what is still
 //!   unacknowledged is reported by the runtime as `dropped_shutdown`.
+//! - A stalled cluster is a sink failure: when messages are in flight and
+//!   no delivery report (acknowledgement or failure) has arrived for
+//!   [`KafkaSinkOptions::ack_timeout_ms`], `write_batch` refuses new
+//!   batches with a retryable `TimedOut` error instead of queueing more.
+//!   The runtime then backs off (producers see their ring policy) and a
+//!   [`Failover`](crate::Failover) switches to its secondary; the first
+//!   delivery report ends the stall. What is already queued stays pending
+//!   (delivered if the cluster comes back, else `dropped_shutdown`).
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -106,6 +114,11 @@ pub struct KafkaSinkOptions {
     pub lines_per_message: usize,
     /// Other librdkafka properties, applied last.
     pub properties: Vec<(String, String)>,
+    /// Longest wait, in ms, for any delivery report while messages are in
+    /// flight before the sink counts the cluster as stalled and refuses
+    /// new batches with a retryable `TimedOut` error (see the module
+    /// docs); 0 = never. Default 5000.
+    pub ack_timeout_ms: u64,
 }
 
 impl KafkaSinkOptions {
@@ -122,6 +135,7 @@ impl KafkaSinkOptions {
             message_max_bytes: None,
             lines_per_message: 1,
             properties: Vec::new(),
+            ack_timeout_ms: 5000,
         }
     }
 }
@@ -143,6 +157,9 @@ pub struct KafkaCounters {
     /// "Queue full" answers (each followed by serving delivery reports and
     /// a retry).
     pub queue_full: AtomicU64,
+    /// Batches refused because no delivery report arrived within
+    /// `ack_timeout_ms` while messages were in flight.
+    pub stalled: AtomicU64,
 }
 
 fn bump(c: &AtomicU64, n: u64) {
@@ -210,6 +227,11 @@ pub struct KafkaSink {
     /// `(batch fingerprint, byte offset of the next line)` after a retry.
     resume: Option<(u64, usize)>,
     closed: bool,
+    /// Since when messages have been in flight with no delivery report
+    /// (`None` while nothing is in flight).
+    waiting_since: Option<Instant>,
+    /// Delivery reports seen (acked + failed) at the last stall check.
+    reports_seen: u64,
 }
 
 fn kerr(e: KafkaError) -> io::Error {
@@ -265,7 +287,26 @@ impl KafkaSink {
             reported: (0, 0, 0),
             resume: None,
             closed: false,
+            waiting_since: None,
+            reports_seen: 0,
         })
+    }
+
+    /// Serves delivery reports and updates the stall clock: it restarts on
+    /// every new delivery report and stops while nothing is in flight.
+    /// Returns how long the in-flight messages have waited for a report.
+    fn stall_check(&mut self, now: Instant) -> Duration {
+        self.producer.poll(Duration::ZERO);
+        let c = &self.counters;
+        let seen = KafkaCounters::get(&c.acked) + KafkaCounters::get(&c.failed);
+        if self.producer.in_flight_count() == 0 {
+            self.waiting_since = None;
+        } else if seen != self.reports_seen || self.waiting_since.is_none() {
+            self.waiting_since = Some(now);
+        }
+        self.reports_seen = seen;
+        self.waiting_since
+            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t))
     }
 
     /// A handle on the counters.
@@ -296,6 +337,21 @@ impl Sink for KafkaSink {
                 io::ErrorKind::BrokenPipe,
                 "kafka sink is closed",
             )));
+        }
+        if self.opts.ack_timeout_ms > 0 {
+            let waited = self.stall_check(Instant::now());
+            if waited >= Duration::from_millis(self.opts.ack_timeout_ms) {
+                bump(&self.counters.stalled, 1);
+                return Err(SinkError::Retryable(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "kafka: no delivery report for {} ms with {} messages in flight (brokers {} unreachable?)",
+                        waited.as_millis(),
+                        self.producer.in_flight_count(),
+                        self.opts.brokers
+                    ),
+                )));
+            }
         }
         let fp = crate::file::fingerprint(batch);
         let mut at = match self.resume.take() {
@@ -368,8 +424,9 @@ impl Sink for KafkaSink {
                 }
             }
         }
-        // Serve delivery reports without waiting.
-        self.producer.poll(Duration::ZERO);
+        // Serve delivery reports without waiting; start the stall clock if
+        // these are the first messages in flight.
+        self.stall_check(Instant::now());
         Ok(Accepted::Pending)
     }
 
@@ -411,5 +468,9 @@ impl Sink for KafkaSink {
         self.closed = true;
         self.producer.poll(Duration::ZERO);
         Ok(())
+    }
+
+    fn describe(&self) -> String {
+        format!("kafka topic {} at {}", self.opts.topic, self.opts.brokers)
     }
 }

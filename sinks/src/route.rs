@@ -21,30 +21,72 @@ pub struct ChildCounters {
     pub errors: Vec<AtomicU64>,
     /// Batches each child refused for good (that child lost them).
     pub dropped_batches: Vec<AtomicU64>,
+    /// Lines each child wrote or had acknowledged (asynchronous children:
+    /// as their delivery reports arrive).
+    pub written_lines: Vec<AtomicU64>,
+    /// Lines each child lost for good (refused batches, failed
+    /// deliveries).
+    pub failed_lines: Vec<AtomicU64>,
 }
 
 fn bump(c: &AtomicU64) {
+    add(c, 1);
+}
+
+fn add(c: &AtomicU64, n: u64) {
     // Relaxed: single-writer statistic (the consumer thread).
-    c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+}
+
+/// What one child did with the batch being written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Outcome {
+    Delivered,
+    Pending,
+    Refused,
 }
 
 /// Writes every batch to every child sink, in order.
 ///
-/// Accounting follows the **first** child: the runtime's
-/// `written_records` / `sink_pending` and [`Sink::poll`] progress are the
-/// first child's; the others' outcomes are counted per child in
-/// [`ChildCounters`]. A retryable error from any child is returned (so the
-/// runtime retries); children that already took the batch are skipped on
-/// the retry, so none receives it twice. A permanent error from a
-/// non-first child drops the batch for that child only (counted).
+/// Accounting: a record counts as written only when **every** child has
+/// written it (an asynchronous child such as Kafka: acknowledged it), and
+/// as dropped (`dropped_sink`) when any child lost it for good; until then
+/// it is pending. A batch every child wrote at once is
+/// [`Accepted::Delivered`]; otherwise it is [`Accepted::Pending`] and
+/// [`Sink::poll`] reports, in lines, `written` = the fewest lines any child
+/// has written and `failed` = the most lines any child has lost, so
+/// `written + failed + pending` always equals what was handed over, and
+/// when every child has settled each line, `written + failed` is exact.
+/// Per-child figures are in [`ChildCounters`].
+///
+/// A retryable error from any child is returned (so the runtime retries);
+/// children that already took the batch are skipped on the retry, so none
+/// receives it twice. A batch every child refuses is a permanent error.
+///
+/// Lines are counted by newline; in-band drop-report lines therefore count
+/// as records here (as they do for Kafka).
 pub struct FanOut {
     children: Vec<BoxSink>,
-    /// Which children took the batch being retried.
-    done: Vec<bool>,
-    first: Option<Result<Accepted, ()>>,
+    /// What each child did with the batch being retried (`None`: not yet
+    /// taken).
+    outcome: Vec<Option<Outcome>>,
+    /// The first child's permanent error on the batch being written.
+    first_refusal: Option<SinkError>,
     /// Fingerprint of the batch being retried.
     retrying: Option<u64>,
     counters: Arc<ChildCounters>,
+    /// Per child, over `Pending` batches: lines written, lines lost, bytes
+    /// written.
+    pend_written: Vec<u64>,
+    pend_failed: Vec<u64>,
+    pend_bytes: Vec<u64>,
+    /// Per child: lines of batches the runtime gave up on while this child
+    /// held them pending; their later outcomes are not booked again.
+    discount: Vec<u64>,
+    /// Totals already reported through `poll`: written, failed, bytes.
+    reported: (u64, u64, u64),
+    /// Lines of the batch being retried.
+    retrying_lines: u64,
 }
 
 impl FanOut {
@@ -59,17 +101,26 @@ impl FanOut {
             ));
         }
         let n = children.len();
+        let v = || (0..n).map(|_| AtomicU64::new(0)).collect();
         let counters = ChildCounters {
-            batches: (0..n).map(|_| AtomicU64::new(0)).collect(),
-            errors: (0..n).map(|_| AtomicU64::new(0)).collect(),
-            dropped_batches: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            batches: v(),
+            errors: v(),
+            dropped_batches: v(),
+            written_lines: v(),
+            failed_lines: v(),
         };
         Ok(Self {
-            done: vec![false; n],
+            outcome: vec![None; n],
             children,
-            first: None,
+            first_refusal: None,
             retrying: None,
             counters: Arc::new(counters),
+            pend_written: vec![0; n],
+            pend_failed: vec![0; n],
+            pend_bytes: vec![0; n],
+            discount: vec![0; n],
+            reported: (0, 0, 0),
+            retrying_lines: 0,
         })
     }
 
@@ -77,39 +128,61 @@ impl FanOut {
     pub fn counters(&self) -> Arc<ChildCounters> {
         self.counters.clone()
     }
+
+    /// A new batch replaces the one being retried: the runtime gave up on
+    /// it (and counted all its records); children holding it pending will
+    /// still report on it, which must not be booked twice.
+    fn forget_retried_batch(&mut self, lines: u64) {
+        for (i, o) in self.outcome.iter_mut().enumerate() {
+            if *o == Some(Outcome::Pending) {
+                self.discount[i] += lines;
+            }
+            *o = None;
+        }
+        self.first_refusal = None;
+    }
+}
+
+/// Lines in a batch (every record ends with a newline).
+fn lines_in(batch: &[u8]) -> u64 {
+    let n = memchr::memchr_iter(b'\n', batch).count();
+    let unterminated = !batch.is_empty() && batch[batch.len() - 1] != b'\n';
+    (n + usize::from(unterminated)) as u64
 }
 
 impl Sink for FanOut {
     fn write_batch(&mut self, batch: &[u8]) -> Result<Accepted, SinkError> {
         let key = crate::file::fingerprint(batch);
+        let lines = lines_in(batch);
+        if self.retrying.is_some_and(|k| k != key) {
+            self.forget_retried_batch(self.retrying_lines);
+        }
         if self.retrying != Some(key) {
-            self.done.iter_mut().for_each(|d| *d = false);
-            self.first = None;
+            self.outcome.iter_mut().for_each(|o| *o = None);
+            self.first_refusal = None;
         }
         let mut retry: Option<SinkError> = None;
-        let mut first_err: Option<SinkError> = None;
         for (i, child) in self.children.iter_mut().enumerate() {
-            if self.done[i] {
+            if self.outcome[i].is_some() {
                 continue;
             }
             match child.write_batch(batch) {
                 Ok(a) => {
-                    self.done[i] = true;
                     bump(&self.counters.batches[i]);
-                    if i == 0 {
-                        self.first = Some(Ok(a));
-                    }
+                    self.outcome[i] = Some(match a {
+                        Accepted::Delivered => Outcome::Delivered,
+                        Accepted::Pending => Outcome::Pending,
+                    });
                 }
                 Err(e) => {
                     bump(&self.counters.errors[i]);
                     if e.is_retryable() {
                         retry.get_or_insert(e);
                     } else {
-                        self.done[i] = true;
+                        self.outcome[i] = Some(Outcome::Refused);
                         bump(&self.counters.dropped_batches[i]);
-                        if i == 0 {
-                            self.first = Some(Err(()));
-                            first_err = Some(e);
+                        if self.first_refusal.is_none() {
+                            self.first_refusal = Some(e);
                         }
                     }
                 }
@@ -117,17 +190,41 @@ impl Sink for FanOut {
         }
         if let Some(e) = retry {
             self.retrying = Some(key);
+            self.retrying_lines = lines;
             return Err(e);
         }
         self.retrying = None;
-        match (self.first.take(), first_err) {
-            (Some(Ok(a)), _) => Ok(a),
-            (_, Some(e)) => Err(e),
-            // The first child refused permanently on an earlier attempt.
-            _ => Err(SinkError::Permanent(io::Error::other(
-                "first sink of the fan-out refused the batch",
-            ))),
+        let outcomes: Vec<Outcome> = self.outcome.iter_mut().filter_map(|o| o.take()).collect();
+        let refusal = self.first_refusal.take();
+        for (i, o) in outcomes.iter().enumerate() {
+            match o {
+                Outcome::Delivered => add(&self.counters.written_lines[i], lines),
+                Outcome::Refused => add(&self.counters.failed_lines[i], lines),
+                Outcome::Pending => {}
+            }
         }
+        if outcomes.iter().all(|o| *o == Outcome::Delivered) {
+            return Ok(Accepted::Delivered);
+        }
+        if outcomes.iter().all(|o| *o == Outcome::Refused) {
+            return Err(refusal.unwrap_or_else(|| {
+                SinkError::Permanent(io::Error::other(
+                    "every sink of the fan-out refused the batch",
+                ))
+            }));
+        }
+        // Mixed: the batch settles line by line through `poll`.
+        for (i, o) in outcomes.iter().enumerate() {
+            match o {
+                Outcome::Delivered => {
+                    self.pend_written[i] += lines;
+                    self.pend_bytes[i] += batch.len() as u64;
+                }
+                Outcome::Refused => self.pend_failed[i] += lines,
+                Outcome::Pending => {}
+            }
+        }
+        Ok(Accepted::Pending)
     }
 
     fn flush(&mut self) -> Result<(), SinkError> {
@@ -155,13 +252,32 @@ impl Sink for FanOut {
     }
 
     fn poll(&mut self) -> Progress {
-        let mut p = Progress::default();
         for (i, c) in self.children.iter_mut().enumerate() {
-            let q = c.poll();
-            if i == 0 {
-                p = q;
-            }
+            let mut q = c.poll();
+            add(&self.counters.written_lines[i], q.delivered_records);
+            add(&self.counters.failed_lines[i], q.failed_records);
+            // Outcomes of batches the runtime already gave up on.
+            let d = self.discount[i].min(q.delivered_records);
+            q.delivered_records -= d;
+            self.discount[i] -= d;
+            let f = self.discount[i].min(q.failed_records);
+            q.failed_records -= f;
+            self.discount[i] -= f;
+            self.pend_written[i] += q.delivered_records;
+            self.pend_failed[i] += q.failed_records;
+            self.pend_bytes[i] += q.delivered_bytes;
         }
+        // Written everywhere: the fewest any child wrote; lost: the most any
+        // child lost. Both only grow, so the deltas are never negative.
+        let w = self.pend_written.iter().copied().min().unwrap_or(0);
+        let f = self.pend_failed.iter().copied().max().unwrap_or(0);
+        let b = self.pend_bytes.iter().copied().min().unwrap_or(0);
+        let p = Progress {
+            delivered_records: w - self.reported.0,
+            failed_records: f - self.reported.1,
+            delivered_bytes: b - self.reported.2,
+        };
+        self.reported = (w, f, b);
         p
     }
 
@@ -200,6 +316,10 @@ impl Sink for FanOut {
         }
         r
     }
+    fn describe(&self) -> String {
+        let names: Vec<String> = self.children.iter().map(|c| c.describe()).collect();
+        format!("fan-out [{}]", names.join(", "))
+    }
 }
 
 /// Counters of a [`Failover`] (Relaxed statistics, consumer thread only).
@@ -221,7 +341,11 @@ pub struct FailoverCounters {
 }
 
 /// A primary sink and a secondary that takes every batch while the primary
-/// fails (retryable or permanent error). While on the secondary, the
+/// fails (retryable or permanent error). An asynchronous primary fails by
+/// refusing batches too: a Kafka sink whose cluster sends no delivery
+/// report for its `ack_timeout_ms` refuses with a retryable error, so the
+/// failover engages; what that primary already held stays pending (counted
+/// as written when acknowledged, else `dropped_shutdown`). While on the secondary, the
 /// primary is tried again with the next batch every `probe_interval`; the
 /// first success switches back.
 ///
@@ -343,5 +467,12 @@ impl Sink for Failover {
         let p = self.primary.close();
         let s = self.secondary.close();
         self.pick(p, s)
+    }
+    fn describe(&self) -> String {
+        format!(
+            "failover [{} then {}]",
+            self.primary.describe(),
+            self.secondary.describe()
+        )
     }
 }

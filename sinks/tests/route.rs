@@ -1,13 +1,16 @@
-//! Fan-out and failover over real file sinks.
+//! Fan-out and failover over real file sinks, and with a Kafka sink
+//! against librdkafka's mock cluster (the real Kafka protocol on loopback)
+//! or a loopback port nothing listens on.
 
 mod common;
 
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
-use dplog_core::Sink;
-use dplog_sinks::{BoxSink, Failover, FanOut, FileSink};
+use dplog_core::{Logger, LoggerConfig, Sink, Stats};
+use dplog_sinks::{BoxSink, Failover, FanOut, FileSink, KafkaKey, KafkaSink, KafkaSinkOptions};
+use rdkafka::mocking::MockCluster;
 
 #[test]
 fn compliance_fanout_and_failover() {
@@ -65,8 +68,15 @@ fn fanout_child_that_refuses_loses_alone_and_is_counted() {
     // The closed child's flush/close errors are reported, not swallowed.
     let (s, err) = run_logger_any(logger, 2, 1000);
     assert!(err.unwrap().contains("closed"));
-    assert_eq!(s.written_records, 2000);
+    // A record counts as written only when every child wrote it: the
+    // closed child lost all of them, so they are dropped (the healthy
+    // child's copy is complete all the same).
+    assert_eq!(s.written_records, 0, "{s:?}");
+    assert_eq!(s.dropped_sink, 2000, "{s:?}");
+    assert_eq!(s.sink_pending, 0);
     assert_complete_and_ordered(&parse_lines(&std::fs::read(&a).unwrap()), 2, 1000);
+    assert_eq!(counters.written_lines[0].load(Ordering::Relaxed), 2000);
+    assert_eq!(counters.failed_lines[1].load(Ordering::Relaxed), 2000);
     let batches = counters.batches[0].load(Ordering::Relaxed);
     assert!(batches >= 1);
     assert_eq!(counters.batches[1].load(Ordering::Relaxed), 0);
@@ -98,4 +108,228 @@ fn failover_switches_and_counts() {
         parse_lines(&std::fs::read(&c).unwrap()),
         vec![(0, 0), (0, 1)]
     );
+}
+
+fn kafka(brokers: &str, topic: &str, ack_timeout_ms: u64) -> KafkaSink {
+    let mut o = KafkaSinkOptions::new(brokers, topic);
+    o.key = KafkaKey::Token(0);
+    o.ack_timeout_ms = ack_timeout_ms;
+    KafkaSink::new(o).unwrap()
+}
+
+/// A loopback address nothing listens on (a port the kernel just gave out
+/// and that was closed again).
+fn dead_broker() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let a = l.local_addr().unwrap();
+    drop(l);
+    a.to_string()
+}
+
+fn log_range(
+    p: &mut dplog_core::LogProducer<dplog_core::Nat44SessionRecord>,
+    r: std::ops::Range<u64>,
+) {
+    for i in r {
+        assert!(p.log(rec(0, i)));
+    }
+}
+
+/// Waits up to `secs` for `cond` on the logger's counters.
+fn wait_for(
+    logger: &Logger<dplog_core::Nat44SessionRecord>,
+    secs: u64,
+    cond: impl Fn(&Stats) -> bool,
+) -> Stats {
+    let t0 = Instant::now();
+    loop {
+        let s = logger.stats();
+        if cond(&s) || t0.elapsed() > Duration::from_secs(secs) {
+            return s;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// written + dropped (every reason) + pending in the sink + still in the
+/// consumer's batch or a ring = produced.
+fn assert_books_balance(s: &Stats) {
+    assert_eq!(
+        s.written_records + s.dropped() + s.dropped_sink + s.dropped_shutdown + s.in_flight(),
+        s.produced,
+        "{s:?}"
+    );
+    assert!(s.sink_pending <= s.in_flight(), "{s:?}");
+}
+
+#[test]
+fn fanout_counts_a_record_written_only_when_kafka_acknowledges_it() {
+    let m = MockCluster::new(1).unwrap();
+    m.create_topic("f", 3, 1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.log");
+    m.broker_down(1).unwrap();
+    let fan = FanOut::new(vec![
+        Box::new(FileSink::open(&a).unwrap()) as BoxSink,
+        Box::new(kafka(&m.bootstrap_servers(), "f", 0)),
+    ])
+    .unwrap();
+    let counters = fan.counters();
+    let logger = Logger::start(
+        LoggerConfig {
+            shutdown_timeout_ms: 20_000,
+            ..Default::default()
+        },
+        SeqLine { line_len: 60 },
+        fan,
+    )
+    .unwrap();
+    let mut p = logger.producer().unwrap();
+    log_range(&mut p, 0..1000);
+    // The file has every line; Kafka has acknowledged none: nothing is
+    // written yet, all 1000 are pending in the sink.
+    let mid = wait_for(&logger, 10, |s| s.sink_pending == 1000);
+    std::thread::sleep(Duration::from_millis(300));
+    let mid2 = logger.stats();
+    assert_eq!(mid.sink_pending, 1000, "{mid:?}");
+    assert_eq!(mid2.written_records, 0, "{mid2:?}");
+    assert_eq!(mid2.sink_pending, 1000, "{mid2:?}");
+    assert_books_balance(&mid2);
+    assert_eq!(counters.written_lines[0].load(Ordering::Relaxed), 1000);
+    assert_eq!(counters.written_lines[1].load(Ordering::Relaxed), 0);
+    // The broker comes back: the acknowledgements make them written.
+    m.broker_up(1).unwrap();
+    let s = wait_for(&logger, 20, |s| s.written_records == 1000);
+    assert_eq!(s.written_records, 1000, "{s:?}");
+    assert_eq!(s.sink_pending, 0, "{s:?}");
+    log_range(&mut p, 1000..2000);
+    drop(p);
+    let s = logger.shutdown().unwrap();
+    assert_eq!(s.written_records, 2000, "{s:?}");
+    assert_eq!(s.dropped_sink + s.dropped_shutdown, 0, "{s:?}");
+    assert_books_balance(&s);
+    assert_eq!(counters.written_lines[1].load(Ordering::Relaxed), 2000);
+    assert_complete_and_ordered(&parse_lines(&std::fs::read(&a).unwrap()), 1, 2000);
+}
+
+#[test]
+fn fanout_with_a_dead_kafka_broker_reports_its_records_undelivered() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.log");
+    let fan = FanOut::new(vec![
+        Box::new(FileSink::open(&a).unwrap()) as BoxSink,
+        Box::new(kafka(&dead_broker(), "d", 0)),
+    ])
+    .unwrap();
+    let logger = Logger::start(
+        LoggerConfig {
+            shutdown_timeout_ms: 300,
+            ..Default::default()
+        },
+        SeqLine { line_len: 60 },
+        fan,
+    )
+    .unwrap();
+    let (s, _err) = run_logger_any(logger, 2, 500);
+    // Before: the file sink's delivery made all 1000 "written".
+    assert_eq!(s.written_records, 0, "{s:?}");
+    assert_eq!(s.dropped_shutdown, 1000, "{s:?}");
+    assert_eq!(s.sink_pending, 0);
+    assert_books_balance(&s);
+    assert_complete_and_ordered(&parse_lines(&std::fs::read(&a).unwrap()), 2, 500);
+}
+
+#[test]
+fn failover_engages_when_the_kafka_broker_is_dead() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = dir.path().join("c.log");
+    let f = Failover::new(
+        Box::new(kafka(&dead_broker(), "d", 200)),
+        Box::new(FileSink::open(&c).unwrap()),
+        Duration::from_millis(50),
+    );
+    let k = f.counters();
+    let logger = Logger::start(
+        LoggerConfig {
+            shutdown_timeout_ms: 300,
+            ..Default::default()
+        },
+        SeqLine { line_len: 60 },
+        f,
+    )
+    .unwrap();
+    let mut p = logger.producer().unwrap();
+    // Taken by Kafka, which never acknowledges them.
+    log_range(&mut p, 0..500);
+    wait_for(&logger, 10, |s| s.sink_pending == 500);
+    // Longer than ack_timeout_ms: the next batches go to the file.
+    std::thread::sleep(Duration::from_millis(400));
+    log_range(&mut p, 500..1000);
+    drop(p);
+    let s = match logger.shutdown() {
+        Ok(s) => s,
+        Err((s, _)) => s,
+    };
+    assert_eq!(k.failovers.load(Ordering::Relaxed), 1);
+    assert!(k.secondary_batches.load(Ordering::Relaxed) >= 1);
+    assert_eq!(s.written_records, 500, "{s:?}");
+    assert_eq!(s.dropped_shutdown, 500, "{s:?}");
+    assert_eq!(s.dropped_sink, 0, "{s:?}");
+    assert_books_balance(&s);
+    let got = parse_lines(&std::fs::read(&c).unwrap());
+    assert_eq!(got, (500..1000).map(|i| (0, i)).collect::<Vec<_>>());
+}
+
+#[test]
+fn failover_engages_when_the_mock_broker_stops_and_fails_back_without_loss() {
+    let m = MockCluster::new(1).unwrap();
+    m.create_topic("t", 3, 1).unwrap();
+    let b = m.bootstrap_servers();
+    let dir = tempfile::tempdir().unwrap();
+    let c = dir.path().join("c.log");
+    let f = Failover::new(
+        Box::new(kafka(&b, "t", 300)),
+        Box::new(FileSink::open(&c).unwrap()),
+        Duration::from_millis(100),
+    );
+    let k = f.counters();
+    let logger = Logger::start(
+        LoggerConfig {
+            shutdown_timeout_ms: 20_000,
+            ..Default::default()
+        },
+        SeqLine { line_len: 60 },
+        f,
+    )
+    .unwrap();
+    let mut p = logger.producer().unwrap();
+    log_range(&mut p, 0..1000);
+    let s = wait_for(&logger, 20, |s| s.written_records == 1000);
+    assert_eq!(s.written_records, 1000, "acknowledged by the mock: {s:?}");
+    m.broker_down(1).unwrap();
+    // Taken by Kafka (nothing was in flight), never acknowledged while the
+    // broker is down.
+    log_range(&mut p, 1000..2000);
+    wait_for(&logger, 10, |s| s.sink_pending == 1000);
+    std::thread::sleep(Duration::from_millis(600));
+    log_range(&mut p, 2000..3000);
+    let s = wait_for(&logger, 10, |s| s.written_records == 2000);
+    assert_eq!(k.failovers.load(Ordering::Relaxed), 1);
+    assert_eq!(s.written_records, 2000, "the file took 2000..3000: {s:?}");
+    assert_eq!(s.sink_pending, 1000, "{s:?}");
+    assert_books_balance(&s);
+    m.broker_up(1).unwrap();
+    let s = wait_for(&logger, 20, |s| s.written_records == 3000);
+    assert_eq!(s.written_records, 3000, "{s:?}");
+    // The next batch after a probe interval goes to Kafka again.
+    std::thread::sleep(Duration::from_millis(200));
+    log_range(&mut p, 3000..4000);
+    drop(p);
+    let s = logger.shutdown().unwrap();
+    assert_eq!(k.failbacks.load(Ordering::Relaxed), 1);
+    assert_eq!(s.written_records, 4000, "{s:?}");
+    assert_eq!(s.dropped_sink + s.dropped_shutdown, 0, "{s:?}");
+    assert_books_balance(&s);
+    let file = parse_lines(&std::fs::read(&c).unwrap());
+    assert_eq!(file, (2000..3000).map(|i| (0, i)).collect::<Vec<_>>());
 }

@@ -5,9 +5,15 @@
 //! [`SYNTHETIC_INSIDE`]); destinations are `203.0.113.0/24` (RFC 5737
 //! TEST-NET-3) and, beyond 256 of them, `198.18.0.0/15` (RFC 2544
 //! benchmarking space). Each packet either opens a new flow (a new source
-//! port of a random subscriber towards a random destination) with
-//! probability [`SyntheticConfig::new_session_share`], or continues a
-//! previously opened flow in either direction. About 70% of flows are TCP,
+//! port of a random subscriber towards a random destination, hence a new
+//! NAT session) or continues a previously opened flow in either direction.
+//! The share of opening packets is exact, not a probability: packet `i`
+//! (0-based) opens a flow when `ceil((i+1)·share) > ceil(i·share)`, so `N`
+//! packets open exactly `ceil(N·share)` flows, spread evenly. At share 0
+//! the first [`SyntheticConfig::warmup_flows`] packets open the flows that
+//! every later packet continues (the only sessions of the run). A flow
+//! ends (TCP FIN) only while more than one flow is open (more than the
+//! warm-up at share 0), so ending never forces an extra opening. About 70% of flows are TCP,
 //! 25% UDP and 5% ICMP echo. TCP flows start with a SYN, are answered with a
 //! SYN-ACK, carry data with ACK|PSH and sometimes end with a FIN.
 //!
@@ -59,8 +65,14 @@ pub struct SyntheticConfig {
     /// Number of outside hosts, 203.0.113.0 upwards then 198.18.0.0
     /// upwards (default 256).
     pub destinations: u32,
-    /// Share of packets that open a new flow, 0.0..=1.0 (default 0.1).
+    /// Share of packets that open a new flow (a new NAT session),
+    /// 0.0..=1.0 (default 0.1); exact: `packets` packets open
+    /// `ceil(packets·share)` flows.
     pub new_session_share: f64,
+    /// With `new_session_share` 0: flows opened by the first packets,
+    /// which all later packets continue (default 1024; at most
+    /// [`MAX_OPEN_FLOWS`] and `packets`, at least 1). Unused above share 0.
+    pub warmup_flows: u32,
     /// Packets to generate (default 1 000 000).
     pub packets: u64,
     /// Random seed (default 1).
@@ -82,6 +94,7 @@ impl Default for SyntheticConfig {
             subscribers: 1000,
             destinations: 256,
             new_session_share: 0.1,
+            warmup_flows: 1024,
             packets: 1_000_000,
             seed: 1,
             rate_pps: 1_000_000,
@@ -227,14 +240,21 @@ impl Synthetic {
             u64::try_from(u128::from(i) * 1_000_000_000 / u128::from(self.cfg.rate_pps))
                 .unwrap_or(u64::MAX),
         );
-        let open_new = self.flows.is_empty() || self.rng.gen::<f64>() < self.cfg.new_session_share;
+        let open_new = self.opens(i);
         let len = if open_new {
             let flow = self.open_flow();
             self.emit(&flow, true, None)
         } else {
             let idx = self.rng.gen_range(0..self.flows.len());
             let outbound = self.rng.gen_bool(0.5);
-            let ending = self.rng.gen_bool(END_SHARE);
+            // Ending a flow never leaves fewer than the floor open, so the
+            // pool is never empty when a continuing packet needs a flow.
+            let floor = if self.cfg.new_session_share <= 0.0 {
+                self.warmup() as usize
+            } else {
+                1
+            };
+            let ending = self.rng.gen_bool(END_SHARE) && self.flows.len() > floor;
             let mut flow = self.flows[idx];
             let tcp_flags = if flow.proto != PROTO_TCP {
                 None
@@ -260,6 +280,38 @@ impl Synthetic {
             len
         };
         Some((ts, &mut self.buf[..len]))
+    }
+
+    /// True when packet `i` (0-based) opens a new flow: the packets where
+    /// `ceil(i·share)` steps up, or the warm-up packets at share 0.
+    fn opens(&self, i: u64) -> bool {
+        let share = self.cfg.new_session_share;
+        if share <= 0.0 {
+            return i < self.warmup();
+        }
+        // Exact in integers for shares given with up to 9 decimals: with
+        // share = k / 10^9, ceil(i·k / 10^9) steps up at packet i.
+        let k = (share * 1e9).round() as u128;
+        let ceil = |x: u64| (u128::from(x) * k).div_ceil(1_000_000_000);
+        ceil(i + 1) > ceil(i)
+    }
+
+    /// Flows opened by the warm-up at share 0.
+    fn warmup(&self) -> u64 {
+        u64::from(self.cfg.warmup_flows)
+            .clamp(1, MAX_OPEN_FLOWS as u64)
+            .min(self.cfg.packets)
+    }
+
+    /// Flows opened by a run of [`SyntheticConfig::packets`] packets:
+    /// `ceil(packets·share)`, or the warm-up at share 0. Each is one NAT
+    /// session.
+    pub fn flows_to_open(&self) -> u64 {
+        if self.cfg.new_session_share <= 0.0 {
+            return self.warmup();
+        }
+        let k = (self.cfg.new_session_share * 1e9).round() as u128;
+        (u128::from(self.cfg.packets) * k).div_ceil(1_000_000_000) as u64
     }
 
     /// Calls `f(ts_ns, LINKTYPE_ETHERNET, frame)` for every remaining frame;
@@ -575,11 +627,8 @@ mod tests {
             s.count(Verdict::TranslatedOut) + s.count(Verdict::TranslatedIn),
             50_000
         );
-        assert!(
-            s.sessions_created > 4000 && s.sessions_created < 6000,
-            "{}",
-            s.sessions_created
-        );
+        // 10 % of 50 000 packets open a session, exactly.
+        assert_eq!(s.sessions_created, 5000);
         assert_eq!((creates, deletes), (s.sessions_created, s.sessions_created));
     }
 }

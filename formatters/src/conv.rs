@@ -9,7 +9,7 @@ use crate::time::civil_from_days;
 pub use crate::ipv4::push_ipv4;
 
 /// "00".."99".
-static DIGITS2: [[u8; 2]; 100] = {
+pub(crate) static DIGITS2: [[u8; 2]; 100] = {
     let mut t = [[0u8; 2]; 100];
     let mut i = 0;
     while i < 100 {
@@ -196,14 +196,16 @@ pub fn push_ipv6(out: &mut Vec<u8>, a: &[u8; 16]) {
 #[derive(Clone, Debug)]
 pub struct Rfc3339Cache {
     sec: u64,
-    prefix: [u8; 19],
+    /// `YYYY-MM-DDTHH:MM:SS.` and 4 zero bytes, so the hot path copies it
+    /// as one 24-byte block.
+    prefix: [u8; 24],
 }
 
 impl Default for Rfc3339Cache {
     fn default() -> Self {
         let mut c = Self {
             sec: 0,
-            prefix: [0; 19],
+            prefix: [0; 24],
         };
         c.fill(0);
         c
@@ -228,6 +230,7 @@ impl Rfc3339Cache {
         p[14..16].copy_from_slice(&DIGITS2[(sod / 60) % 60]);
         p[16] = b':';
         p[17..19].copy_from_slice(&DIGITS2[sod % 60]);
+        p[19] = b'.';
         self.sec = sec;
     }
 
@@ -241,7 +244,7 @@ impl Rfc3339Cache {
         }
         let frac = (ns % 1_000_000_000) as usize;
         let mut t = [0u8; 31];
-        t[..19].copy_from_slice(&self.prefix);
+        t[..19].copy_from_slice(&self.prefix[..19]);
         let n = match digits {
             0 => 19,
             3 => {
@@ -289,7 +292,7 @@ impl Rfc3339Cache {
         }
         let frac = (ns % 1_000_000_000) as usize;
         let t = &mut buf[n..n + 30];
-        t[..19].copy_from_slice(&self.prefix);
+        t[..19].copy_from_slice(&self.prefix[..19]);
         t[19] = b'.';
         let z = match digits {
             0 => 19,
@@ -318,6 +321,66 @@ impl Rfc3339Cache {
         };
         t[z] = b'Z';
         n + z + 1
+    }
+
+    /// Writes `ns` like [`Rfc3339Cache::push`] through a raw cursor and
+    /// returns the cursor past it (20 to 30 bytes). The hot path compares
+    /// only the whole-second value with the cached one.
+    ///
+    /// # Safety
+    /// `p` must be valid for writes of 32 bytes.
+    #[inline(always)]
+    pub(crate) unsafe fn write_raw(&mut self, p: *mut u8, ns: u64, digits: u8) -> *mut u8 {
+        let sec = ns / 1_000_000_000;
+        if sec != self.sec {
+            self.fill(sec);
+        }
+        let frac = (ns - sec * 1_000_000_000) as usize;
+        // SAFETY (whole body): the prefix store covers p[0..24], the
+        // fraction p[20..29] and the 'Z' one byte at most at p[29]; the
+        // caller guarantees 32 writable bytes.
+        unsafe {
+            p.cast::<[u8; 24]>().write_unaligned(self.prefix);
+            let z = match digits {
+                0 => 19,
+                3 => {
+                    let ms = frac / 1_000_000;
+                    *p.add(20) = b'0' + (ms / 100) as u8;
+                    p.add(21)
+                        .cast::<[u8; 2]>()
+                        .write_unaligned(DIGITS2[ms % 100]);
+                    23
+                }
+                6 => {
+                    let us = frac / 1000;
+                    p.add(20)
+                        .cast::<[u8; 2]>()
+                        .write_unaligned(DIGITS2[us / 10_000]);
+                    p.add(22)
+                        .cast::<[u8; 2]>()
+                        .write_unaligned(DIGITS2[(us / 100) % 100]);
+                    p.add(24)
+                        .cast::<[u8; 2]>()
+                        .write_unaligned(DIGITS2[us % 100]);
+                    26
+                }
+                _ => {
+                    *p.add(20) = b'0' + (frac / 100_000_000) as u8;
+                    let r = frac % 100_000_000;
+                    for (i, d) in [r / 1_000_000, (r / 10_000) % 100, (r / 100) % 100, r % 100]
+                        .into_iter()
+                        .enumerate()
+                    {
+                        p.add(21 + 2 * i)
+                            .cast::<[u8; 2]>()
+                            .write_unaligned(DIGITS2[d]);
+                    }
+                    29
+                }
+            };
+            *p.add(z) = b'Z';
+            p.add(z + 1)
+        }
     }
 }
 
@@ -605,6 +668,10 @@ mod tests {
                 let mut buf = [0u8; 40];
                 let end = a.write(&mut buf, 2, ns, digits);
                 assert_eq!(&buf[2..end], s(|o| b.push(o, ns, digits)).as_bytes());
+                let p = buf.as_mut_ptr();
+                // SAFETY: write_raw writes at most 32 bytes from p+3 (40).
+                let end = unsafe { a.write_raw(p.add(3), ns, digits).offset_from(p) } as usize;
+                assert_eq!(&buf[3..end], s(|o| b.push(o, ns, digits)).as_bytes());
             }
         }
     }

@@ -28,6 +28,7 @@ pub mod ipfix;
 pub mod ipv4;
 pub mod layouts;
 pub mod nat44;
+mod raw;
 pub mod template;
 pub mod time;
 

@@ -36,10 +36,9 @@ use dplog_core::schema::nat::EventProfile;
 use dplog_core::schema::{read_uint, FieldDef, FieldKind, Schema};
 
 use crate::conv::{
-    push_escaped, push_hex, push_ipv6, push_mac, write_dec, write_lit16, Escape, Rfc3164Cache,
-    Rfc3339Cache, TscCalibration,
+    push_escaped, push_hex, push_ipv6, push_mac, Escape, Rfc3164Cache, Rfc3339Cache, TscCalibration,
 };
-use crate::ipv4::write_ipv4;
+use crate::raw;
 
 /// IANA IPFIX element id of `natEvent`.
 pub const IE_NAT_EVENT: u16 = 230;
@@ -252,9 +251,9 @@ enum Op {
 
 /// Escaped enum names for values 0..=255 (`(start, len)` in `lits`, len 0 =
 /// no name) and a sparse list for larger values.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 struct NameTable {
-    dense: Vec<(u32, u32)>,
+    dense: Box<[(u32, u32); 256]>,
     sparse: Vec<(u32, u32, u32)>,
 }
 
@@ -288,9 +287,6 @@ pub struct Program {
     /// `lits` plus 16 zero bytes, so every literal can be copied in
     /// 16-byte blocks.
     padded: Vec<u8>,
-    /// The line being formatted: `max_out + SLACK` bytes, written by index
-    /// and copied to the output once per record.
-    scratch: Vec<u8>,
     /// Output of the rarer converters that append to a `Vec` (hex, IPv6,
     /// MAC, RFC 3164 time, escaped strings) before it joins the line.
     tmp: Vec<u8>,
@@ -315,7 +311,6 @@ impl Program {
             sealed: usize::MAX,
             lits: Vec::new(),
             padded: Vec::new(),
-            scratch: Vec::new(),
             tmp: Vec::new(),
             names: Vec::new(),
             rfc3339: Vec::new(),
@@ -535,7 +530,7 @@ impl Program {
             ),
             Conv::Name => {
                 let mut t = NameTable {
-                    dense: vec![(0, 0); 256],
+                    dense: Box::new([(0, 0); 256]),
                     sparse: Vec::new(),
                 };
                 // An unnamed value prints in decimal: up to 20 digits.
@@ -595,7 +590,7 @@ impl Program {
             return Err(format!("field {} is not an integer", f.name));
         }
         let mut t = NameTable {
-            dense: vec![(0, 0); 256],
+            dense: Box::new([(0, 0); 256]),
             sparse: Vec::new(),
         };
         let mut longest = 20;
@@ -750,18 +745,16 @@ impl Program {
         self.padded.clear();
         self.padded.extend_from_slice(&self.lits);
         self.padded.extend_from_slice(&[0; 16]);
-        self.scratch.clear();
-        self.scratch.resize(self.max_out + SLACK, 0);
         self.ready = true;
     }
 
     /// Appends the formatted record. Returns `false` (appending nothing) if
     /// `rec` is shorter than the schema's record size.
     ///
-    /// The line is written by index into a scratch buffer of
-    /// [`Program::max_output`] bytes (plus slack for 16-byte literal
-    /// blocks) owned by the program, then appended to `out` with one copy;
-    /// no allocation after the first call, no `core::fmt`.
+    /// Reserves [`Program::max_output`] bytes (plus slack for 16-byte
+    /// literal blocks) in `out` once per record and writes the line through
+    /// a raw cursor: no per-operation capacity check, length update or
+    /// bounds check, no allocation once `out` has grown, no `core::fmt`.
     #[inline]
     pub fn run(&mut self, rec: &[u8], out: &mut Vec<u8>) -> bool {
         if rec.len() < self.min_len {
@@ -773,147 +766,147 @@ impl Program {
         let Program {
             steps,
             padded,
-            scratch,
             tmp,
             names,
             rfc3339,
             rfc3164,
             profile,
             tsc,
+            max_out,
+            min_len,
             ..
         } = self;
-        let (profile, tsc) = (*profile, *tsc);
-        let buf = &mut scratch[..];
-        let mut n = 0usize;
-        let mut it = steps.iter();
-        while let Some(st) = it.next() {
-            n = match st.op {
-                Op::Lit { start, len } => write_lit16(buf, n, padded, start as usize, len as usize),
-                Op::Dec { off, size } => write_dec(buf, n, rd(rec, off, size)),
-                Op::Event { off, size } => {
-                    let v = rd(rec, off, size);
-                    write_dec(buf, n, map_event(profile, v))
-                }
-                Op::Ipv4 { off } => write_ipv4(buf, n, rd(rec, off, 4) as u32),
-                Op::Ipv4Dec {
-                    off,
-                    sep,
-                    off2,
-                    size2,
-                } => {
-                    let n = write_ipv4(buf, n, rd(rec, off, 4) as u32);
-                    buf[n] = sep;
-                    write_dec(buf, n + 1, rd(rec, off2, size2))
-                }
-                Op::Rfc3339 {
-                    off,
-                    cache,
-                    digits,
-                    tsc: is_tsc,
-                } => {
-                    let ns = ns_of(&tsc, rec, off, is_tsc);
-                    rfc3339[cache as usize].write(buf, n, ns, digits)
-                }
-                Op::Unix {
-                    off,
-                    div,
-                    tsc: is_tsc,
-                } => {
-                    let ns = ns_of(&tsc, rec, off, is_tsc);
-                    // Constant divisors become multiplications; a division
-                    // by the runtime `div` would be a hardware divide.
-                    let v = match div {
-                        1 => ns,
-                        1_000_000 => ns / 1_000_000,
-                        1_000_000_000 => ns / 1_000_000_000,
-                        d => ns / d as u64,
-                    };
-                    write_dec(buf, n, v)
-                }
-                Op::Name {
-                    off,
-                    size,
-                    table,
-                    event,
-                } => {
-                    let mut v = rd(rec, off, size);
-                    if event {
-                        v = map_event(profile, v);
+        let (profile, tsc, max_out, self_min_len) = (*profile, *tsc, *max_out, *min_len);
+        out.reserve(max_out + SLACK);
+        let len0 = out.len();
+        let lits = padded.as_ptr();
+        // Fields are read as one 8-byte load at min(offset, hi): every
+        // field lies in 8..min_len and records are at least 8 bytes, so
+        // the load stays inside `rec` (checked against min_len above).
+        let rp = Rec {
+            p: rec.as_ptr(),
+            hi: self_min_len - 8,
+        };
+        // Bound kept by the loop below: from `p`, the bytes `out` can take
+        // are at least SLACK plus the `max_out` shares (see `field`/`lit`)
+        // of the steps not yet run; every writer touches at most its share
+        // plus 16 bytes (32 for RFC 3339, whose share is 30), < SLACK.
+        // SAFETY: `reserve` made `len0 + max_out + SLACK` bytes allocated.
+        let mut base = unsafe { out.as_mut_ptr().add(len0) };
+        let mut p = base;
+        let mut i = 0;
+        while i < steps.len() {
+            let st = &steps[i];
+            i += 1;
+            // SAFETY (every writer call below): within the bound above;
+            // literal and name sources are in `padded`, which holds 16
+            // readable bytes past every literal.
+            p = unsafe {
+                match st.op {
+                    Op::Lit { start, len } => raw::lit16(p, lits.add(start as usize), len as usize),
+                    Op::Dec { off, size } => raw::dec(p, rp.rd(off, size)),
+                    Op::Event { off, size } => raw::dec(p, map_event(profile, rp.rd(off, size))),
+                    Op::Ipv4 { off } => raw::ipv4(p, rp.rd(off, 4) as u32),
+                    Op::Ipv4Dec {
+                        off,
+                        sep,
+                        off2,
+                        size2,
+                    } => {
+                        let q = raw::ipv4(p, rp.rd(off, 4) as u32);
+                        *q = sep;
+                        raw::dec(q.add(1), rp.rd(off2, size2))
                     }
-                    let t = &names[table as usize];
-                    let (start, len) = if v < 256 {
-                        t.dense[v as usize]
-                    } else {
-                        t.sparse
-                            .iter()
-                            .find(|e| e.0 as u64 == v)
-                            .map_or((0, 0), |e| (e.1, e.2))
-                    };
-                    if len == 0 {
-                        write_dec(buf, n, v)
-                    } else {
-                        write_lit16(buf, n, padded, start as usize, len as usize)
+                    Op::Rfc3339 {
+                        off,
+                        cache,
+                        digits,
+                        tsc: is_tsc,
+                    } => {
+                        let ns = ns_of(&tsc, rp, off, is_tsc);
+                        rfc3339[cache as usize].write_raw(p, ns, digits)
                     }
-                }
-                Op::Bool { off } => {
-                    let s: &[u8] = if rec[off as usize] != 0 {
-                        b"true"
-                    } else {
-                        b"false"
-                    };
-                    buf[n..n + s.len()].copy_from_slice(s);
-                    n + s.len()
-                }
-                Op::SkipUnless {
-                    off,
-                    size,
-                    value,
-                    skip,
-                } => {
-                    if skip > 0 && rd(rec, off, size) != value as u64 {
-                        it.nth(skip as usize - 1);
+                    Op::Unix {
+                        off,
+                        div,
+                        tsc: is_tsc,
+                    } => {
+                        let ns = ns_of(&tsc, rp, off, is_tsc);
+                        // Constant divisors become multiplications; a
+                        // division by the runtime `div` would be a hardware
+                        // divide.
+                        let v = match div {
+                            1 => ns,
+                            1_000_000 => ns / 1_000_000,
+                            1_000_000_000 => ns / 1_000_000_000,
+                            d => ns / d as u64,
+                        };
+                        raw::dec(p, v)
                     }
-                    n
-                }
-                // The rarer converters append to `tmp`, then join the line.
-                op => {
-                    tmp.clear();
-                    match op {
-                        Op::Hex { off, size } => push_hex(tmp, rd(rec, off, size)),
-                        Op::Ipv6 { off } => {
-                            let o = off as usize;
-                            let a: [u8; 16] = rec[o..o + 16].try_into().unwrap_or([0; 16]);
-                            push_ipv6(tmp, &a)
+                    Op::Name {
+                        off,
+                        size,
+                        table,
+                        event,
+                    } => {
+                        let mut v = rp.rd(off, size);
+                        if event {
+                            v = map_event(profile, v);
                         }
-                        Op::Mac { off } => push_mac(tmp, &rec[off as usize..off as usize + 6]),
-                        Op::Rfc3164 {
-                            off,
-                            cache,
-                            tsc: is_tsc,
-                        } => {
-                            let ns = ns_of(&tsc, rec, off, is_tsc);
-                            rfc3164[cache as usize].push(tmp, ns)
+                        let t = &names[table as usize];
+                        let (start, len) = if v < 256 {
+                            t.dense[v as usize]
+                        } else {
+                            t.sparse
+                                .iter()
+                                .find(|e| e.0 as u64 == v)
+                                .map_or((0, 0), |e| (e.1, e.2))
+                        };
+                        if len == 0 {
+                            raw::dec(p, v)
+                        } else {
+                            raw::lit16(p, lits.add(start as usize), len as usize)
                         }
-                        Op::Str { off, len, esc } => {
-                            push_escaped(tmp, &rec[off as usize..off as usize + len as usize], esc)
-                        }
-                        _ => {}
                     }
-                    buf[n..n + tmp.len()].copy_from_slice(tmp);
-                    n + tmp.len()
+                    Op::Bool { off } => {
+                        let s: &[u8] = if rec[off as usize] != 0 {
+                            b"true"
+                        } else {
+                            b"false"
+                        };
+                        std::ptr::copy_nonoverlapping(s.as_ptr(), p, s.len());
+                        p.add(s.len())
+                    }
+                    Op::SkipUnless {
+                        off,
+                        size,
+                        value,
+                        skip,
+                    } => {
+                        if rp.rd(off, size) != value as u64 {
+                            i += skip as usize;
+                        }
+                        p
+                    }
+                    // The rarer converters, out of line.
+                    op => {
+                        let at = len0 + p.offset_from(base) as usize;
+                        // The bytes up to `at` are written (initialised).
+                        let end = rare(op, rec, rp, &tsc, tmp, rfc3164, out, at, max_out);
+                        base = out.as_mut_ptr().add(len0);
+                        out.as_mut_ptr().add(end)
+                    }
                 }
             };
-            // The suffix (fused by `build`) in 16-byte blocks; an empty
+            // The suffix fused by `build`, in 16-byte blocks; an empty
             // suffix still copies one block, which the next write
             // overwrites.
-            let (ps, pl) = (st.post_start as usize, st.post_len as usize);
-            buf[n..n + 16].copy_from_slice(&padded[ps..ps + 16]);
-            if pl > 16 {
-                write_lit16(buf, n + 16, padded, ps + 16, pl - 16);
-            }
-            n += pl;
+            // SAFETY: as above; `post_start + post_len` is within `lits`.
+            p = unsafe { raw::lit16(p, lits.add(st.post_start as usize), st.post_len as usize) };
         }
-        out.extend_from_slice(&buf[..n]);
+        // SAFETY: `p - base` bytes from `len0` were written above, within
+        // the reserved capacity.
+        unsafe { out.set_len(len0 + p.offset_from(base) as usize) };
         true
     }
 }
@@ -939,23 +932,6 @@ const MASKS: [u64; 16] = [
     0,
 ];
 
-/// [`read_uint`] without its per-size branch: on little-endian targets an
-/// 8-byte load masked to `size` bytes wherever 8 bytes fit in the record;
-/// the last fields of a record, and big-endian targets, take `read_uint`.
-/// Integer fields are 1, 2, 4 or 8 bytes (checked when the schema is
-/// built, `FieldKind::size_ok`), where both agree.
-#[inline(always)]
-fn rd(rec: &[u8], off: u32, size: u8) -> u64 {
-    let off = off as usize;
-    if cfg!(target_endian = "little") {
-        if let Some(b) = rec.get(off..off + 8) {
-            let w = u64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
-            return w & MASKS[size as usize & 15];
-        }
-    }
-    read_uint(rec, off, size as usize)
-}
-
 /// `natEvent` value `v` through the profile.
 #[inline(always)]
 fn map_event(profile: EventProfile, v: u64) -> u64 {
@@ -966,10 +942,99 @@ fn map_event(profile: EventProfile, v: u64) -> u64 {
     }
 }
 
+/// The rarer converters (hex, IPv6, MAC, RFC 3164 time, escaped strings),
+/// out of the hot loop: `op` is appended to `tmp`, `out` is cut to `at`
+/// bytes, grown by `tmp` plus a fresh `max_out + SLACK` reserve (so their
+/// output needs no bound) and `tmp` copied in; returns the new end index.
+///
+/// # Safety
+/// `out`'s first `at` bytes must be initialised and `at <= out.capacity()`.
+#[cold]
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn rare(
+    op: Op,
+    rec: &[u8],
+    rp: Rec,
+    tsc: &TscCalibration,
+    tmp: &mut Vec<u8>,
+    rfc3164: &mut [Rfc3164Cache],
+    out: &mut Vec<u8>,
+    at: usize,
+    max_out: usize,
+) -> usize {
+    tmp.clear();
+    match op {
+        Op::Hex { off, size } => push_hex(tmp, rp.rd(off, size)),
+        Op::Ipv6 { off } => {
+            let o = off as usize;
+            let a: [u8; 16] = rec[o..o + 16].try_into().unwrap_or([0; 16]);
+            push_ipv6(tmp, &a)
+        }
+        Op::Mac { off } => push_mac(tmp, &rec[off as usize..off as usize + 6]),
+        Op::Rfc3164 {
+            off,
+            cache,
+            tsc: is_tsc,
+        } => {
+            let ns = ns_of(tsc, rp, off, is_tsc);
+            rfc3164[cache as usize].push(tmp, ns)
+        }
+        Op::Str { off, len, esc } => {
+            push_escaped(tmp, &rec[off as usize..off as usize + len as usize], esc)
+        }
+        _ => {}
+    }
+    // SAFETY: the caller guarantees `at` initialised bytes within capacity.
+    unsafe { out.set_len(at) };
+    out.reserve(tmp.len() + max_out + SLACK);
+    out.extend_from_slice(tmp);
+    at + tmp.len()
+}
+
+/// A record being formatted: its start and the highest offset at which an
+/// 8-byte load stays inside it (record length - 8).
+#[derive(Clone, Copy)]
+struct Rec {
+    p: *const u8,
+    hi: usize,
+}
+
+impl Rec {
+    /// The `size`-byte host-order integer at `off` (like [`read_uint`]):
+    /// one unaligned 8-byte load at `min(off, hi)`, shifted and masked on
+    /// little-endian targets.
+    #[inline(always)]
+    fn rd(self, off: u32, size: u8) -> u64 {
+        let off = off as usize;
+        if cfg!(target_endian = "little") && off <= self.hi {
+            // SAFETY: `off + 8 <= hi + 8`, the record's length (`Rec` is
+            // built by `Program::run` from a record of at least min_len
+            // bytes, hi = min_len - 8); an unaligned read.
+            let w = unsafe { self.p.add(off).cast::<u64>().read_unaligned() };
+            return w & MASKS[size as usize & 15];
+        }
+        let at = off.min(self.hi);
+        if cfg!(target_endian = "little") {
+            // SAFETY: `at + 8 <= hi + 8`, the record's length (`Rec` is
+            // built by `Program::run` from a record of at least min_len
+            // bytes, hi = min_len - 8); an unaligned read.
+            let w = unsafe { self.p.add(at).cast::<u64>().read_unaligned() };
+            // off - at <= 8 - size (the field ends inside the record), so
+            // the shift is below 64.
+            (w >> ((off - at) * 8)) & MASKS[size as usize & 15]
+        } else {
+            // SAFETY: as above, `hi + 8` bytes are readable.
+            let rec = unsafe { std::slice::from_raw_parts(self.p, self.hi + 8) };
+            read_uint(rec, off, size as usize)
+        }
+    }
+}
+
 /// The nanosecond time of the 8-byte field at `off` (TSC ticks converted).
 #[inline(always)]
-fn ns_of(tsc: &TscCalibration, rec: &[u8], off: u32, is_tsc: bool) -> u64 {
-    let v = rd(rec, off, 8);
+fn ns_of(tsc: &TscCalibration, rec: Rec, off: u32, is_tsc: bool) -> u64 {
+    let v = rec.rd(off, 8);
     if is_tsc {
         tsc.to_ns(v)
     } else {

@@ -1,0 +1,189 @@
+//! Raw-cursor writers for the hot loop of [`crate::Program::run`].
+//!
+//! `Program::run` reserves the template's maximum line length plus slack
+//! in the output `Vec` once per record and writes through a `*mut u8`
+//! cursor: no capacity check, `Vec` length update or slice bounds check
+//! per operation. Each writer takes the cursor and returns it advanced
+//! past what it wrote; each documents how many bytes it may touch.
+
+use crate::conv::DIGITS2;
+
+/// Dotted-quad pieces: the octet's decimal digits followed by `.`, left
+/// aligned in 4 bytes (`"255."`, `"10.\0"`, `"7.\0\0"`).
+static OCT_DOT: [[u8; 4]; 256] = {
+    let mut t = [[0u8; 4]; 256];
+    let mut i = 0;
+    while i < 256 {
+        let (h, te, o) = ((i / 100) as u8, ((i / 10) % 10) as u8, (i % 10) as u8);
+        t[i] = if i >= 100 {
+            [b'0' + h, b'0' + te, b'0' + o, b'.']
+        } else if i >= 10 {
+            [b'0' + te, b'0' + o, b'.', 0]
+        } else {
+            [b'0' + o, b'.', 0, 0]
+        };
+        i += 1;
+    }
+    t
+};
+
+/// Number of decimal digits of each octet value (1..=3).
+static OCT_LEN: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = if i >= 100 {
+            3
+        } else if i >= 10 {
+            2
+        } else {
+            1
+        };
+        i += 1;
+    }
+    t
+};
+
+/// Writes two bytes.
+///
+/// # Safety
+/// `p` must be valid for writes of 2 bytes.
+#[inline(always)]
+unsafe fn put2(p: *mut u8, d: [u8; 2]) {
+    // SAFETY: the caller guarantees 2 writable bytes; unaligned write.
+    unsafe { p.cast::<[u8; 2]>().write_unaligned(d) }
+}
+
+/// Writes `v` in decimal and returns the cursor past it (1 to 20 bytes).
+///
+/// # Safety
+/// `p` must be valid for writes of 20 bytes.
+#[inline(always)]
+pub(crate) unsafe fn dec(p: *mut u8, v: u64) -> *mut u8 {
+    // SAFETY (whole body): every write lands in p[0..dec_len(v)], and
+    // dec_len(v) <= 20 bytes are writable (caller).
+    unsafe {
+        if v < 100 {
+            if v < 10 {
+                *p = b'0' + v as u8;
+                return p.add(1);
+            }
+            put2(p, DIGITS2[v as usize]);
+            return p.add(2);
+        }
+        if v < 100_000 {
+            let v = v as usize;
+            return if v < 1000 {
+                *p = b'0' + (v / 100) as u8;
+                put2(p.add(1), DIGITS2[v % 100]);
+                p.add(3)
+            } else if v < 10_000 {
+                put2(p, DIGITS2[v / 100]);
+                put2(p.add(2), DIGITS2[v % 100]);
+                p.add(4)
+            } else {
+                *p = b'0' + (v / 10_000) as u8;
+                put2(p.add(1), DIGITS2[(v / 100) % 100]);
+                put2(p.add(3), DIGITS2[v % 100]);
+                p.add(5)
+            };
+        }
+        let end = p.add(crate::conv::dec_len(v));
+        let (mut e, mut v) = (end, v);
+        while v >= 100 {
+            e = e.sub(2);
+            put2(e, DIGITS2[(v % 100) as usize]);
+            v /= 100;
+        }
+        if v >= 10 {
+            put2(e.sub(2), DIGITS2[v as usize]);
+        } else {
+            *e.sub(1) = b'0' + v as u8;
+        }
+        end
+    }
+}
+
+/// Writes `addr` (host order) as a dotted quad and returns the cursor past
+/// it (7 to 15 bytes): one 4-byte table store per octet, dot included.
+///
+/// # Safety
+/// `p` must be valid for writes of 16 bytes.
+#[inline(always)]
+pub(crate) unsafe fn ipv4(p: *mut u8, addr: u32) -> *mut u8 {
+    let mut q = p;
+    // SAFETY: each store writes 4 bytes at q, and q advances by at most 4
+    // per octet, so every write lands in p[0..16] (caller: writable).
+    unsafe {
+        for shift in [24u32, 16, 8, 0] {
+            let o = ((addr >> shift) & 0xff) as usize;
+            q.cast::<[u8; 4]>().write_unaligned(OCT_DOT[o]);
+            q = q.add(OCT_LEN[o] as usize + 1);
+        }
+        // The last octet's '.' is not part of the address.
+        q.sub(1)
+    }
+}
+
+/// Copies `len` bytes from `src` in 16-byte blocks and returns the cursor
+/// past them. May read and write up to 15 bytes past `len` (the extra
+/// bytes written are garbage for the next writer to overwrite).
+///
+/// # Safety
+/// `src` must be readable and `p` writable for `len` rounded up to a
+/// multiple of 16 (at least 16) bytes, and they must not overlap.
+#[inline(always)]
+pub(crate) unsafe fn lit16(p: *mut u8, src: *const u8, len: usize) -> *mut u8 {
+    let mut i = 0;
+    // SAFETY: the caller guarantees the rounded-up ranges are valid and
+    // disjoint.
+    unsafe {
+        loop {
+            p.add(i)
+                .cast::<[u8; 16]>()
+                .write_unaligned(src.add(i).cast::<[u8; 16]>().read_unaligned());
+            i += 16;
+            if i >= len {
+                break;
+            }
+        }
+        p.add(len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    #[test]
+    fn raw_writers_match_std() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut vals: Vec<u64> = (0..2000).chain([99_999, 100_000, u64::MAX]).collect();
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            vals.push(x >> (x % 64));
+        }
+        let mut buf = [0u8; 48];
+        for v in vals {
+            let p = buf.as_mut_ptr();
+            // SAFETY: 48 writable bytes; dec writes at most 20 from p+2.
+            let n = unsafe { dec(p.add(2), v).offset_from(p) } as usize;
+            assert_eq!(&buf[2..n], v.to_string().as_bytes());
+            let a = v as u32;
+            // SAFETY: ipv4 writes at most 16 bytes from p+1.
+            let n = unsafe { ipv4(p.add(1), a).offset_from(p) } as usize;
+            assert_eq!(&buf[1..n], Ipv4Addr::from(a).to_string().as_bytes());
+        }
+        let src = *b"0123456789abcdefghijklmnopqrstuvwxyz!!!!!!!!!!!!";
+        for len in [0usize, 1, 15, 16, 17, 32] {
+            let p = buf.as_mut_ptr();
+            // SAFETY: len <= 32: at most 32 bytes read from src (48) and
+            // written from p (48).
+            let n = unsafe { lit16(p, src.as_ptr(), len).offset_from(p) } as usize;
+            assert_eq!((n, &buf[..len]), (len, &src[..len]));
+        }
+    }
+}

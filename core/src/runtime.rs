@@ -1200,6 +1200,7 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
 
     /// Books the batch being given up on after retryable errors.
     fn abandon(&mut self, e: &SinkError) {
+        self.sink.abandon();
         self.abandoned += self.batch_records;
         self.lost_error = Some((e.io().kind(), e.io().to_string()));
     }

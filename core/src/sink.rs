@@ -193,6 +193,14 @@ pub trait Sink: Send + 'static {
     /// error; a second `close` is `Ok`.
     fn close(&mut self) -> Result<(), SinkError>;
 
+    /// The runtime gave up on the batch the last `write_batch` refused with
+    /// a retryable error (shutdown deadline or `sink_retry_timeout_ms`) and
+    /// counted all of its records as dropped. A sink that had already sent
+    /// part of it (asynchronously) must not report those records through
+    /// [`poll`](Self::poll) later, or they would be counted twice. Default:
+    /// nothing.
+    fn abandon(&mut self) {}
+
     /// A short human-readable name of the destination for diagnostics,
     /// e.g. `file /var/log/nat.log` or `kafka topic nat at 127.0.0.1:9092`.
     /// Default: the sink's Rust type name.
@@ -222,6 +230,9 @@ impl<S: Sink + ?Sized> Sink for Box<S> {
     }
     fn close(&mut self) -> Result<(), SinkError> {
         (**self).close()
+    }
+    fn abandon(&mut self) {
+        (**self).abandon()
     }
     fn describe(&self) -> String {
         (**self).describe()

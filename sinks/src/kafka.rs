@@ -222,16 +222,36 @@ pub struct KafkaSink {
     producer: BaseProducer<Ctx>,
     opts: KafkaSinkOptions,
     counters: Arc<KafkaCounters>,
-    /// Totals already reported through `poll`.
+    /// Counter totals already taken in by `poll`: acked, acked bytes,
+    /// failed.
     reported: (u64, u64, u64),
-    /// `(batch fingerprint, byte offset of the next line)` after a retry.
-    resume: Option<(u64, usize)>,
+    /// Outcomes taken in but not yet reported: delivered lines, their
+    /// bytes, failed lines. `poll` reports no more lines than batches the
+    /// sink accepted hold (`accepted`), so the outcomes of a batch sent in
+    /// part before a retryable error wait until the retry accepts it.
+    backlog: (u64, u64, u64),
+    /// Lines of the batches accepted as `Pending` (sent or rejected).
+    accepted: u64,
+    /// Lines reported through `poll` (delivered + failed).
+    reported_lines: u64,
+    /// `(batch fingerprint, byte offset of the next line, lines of the
+    /// batch already handed to librdkafka)` after a retryable error.
+    resume: Option<(u64, usize, u64)>,
+    /// Lines of abandoned batches (see [`Sink::abandon`]) that librdkafka
+    /// still reports on: their outcomes are not reported again.
+    discount: u64,
     closed: bool,
     /// Since when messages have been in flight with no delivery report
     /// (`None` while nothing is in flight).
     waiting_since: Option<Instant>,
     /// Delivery reports seen (acked + failed) at the last stall check.
     reports_seen: u64,
+}
+
+/// `bytes * part / whole` without overflow (`whole` > 0): the bytes of
+/// `part` of `whole` lines, pro rata.
+fn share(bytes: u64, part: u64, whole: u64) -> u64 {
+    (u128::from(bytes) * u128::from(part) / u128::from(whole)) as u64
 }
 
 fn kerr(e: KafkaError) -> io::Error {
@@ -285,7 +305,11 @@ impl KafkaSink {
             opts,
             counters,
             reported: (0, 0, 0),
+            backlog: (0, 0, 0),
+            accepted: 0,
+            reported_lines: 0,
             resume: None,
+            discount: 0,
             closed: false,
             waiting_since: None,
             reports_seen: 0,
@@ -354,9 +378,14 @@ impl Sink for KafkaSink {
             }
         }
         let fp = crate::file::fingerprint(batch);
-        let mut at = match self.resume.take() {
-            Some((f, a)) if f == fp => a,
-            _ => 0,
+        let (mut at, mut sent) = match self.resume.take() {
+            Some((f, a, n)) if f == fp => (a, n),
+            Some((_, _, n)) => {
+                // A different batch: the runtime gave up on the old one.
+                self.discount += n;
+                (0, 0)
+            }
+            None => (0, 0),
         };
         let mut full_since: Option<Instant> = None;
         // Lines up to here go one per message (a pack was too large).
@@ -393,13 +422,14 @@ impl Sink for KafkaSink {
             match self.producer.send(rec) {
                 Ok(()) => {
                     at = last + 1;
+                    sent += lines;
                     full_since = None;
                 }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
                     bump(&self.counters.queue_full, 1);
                     let since = *full_since.get_or_insert_with(Instant::now);
                     if since.elapsed() > Duration::from_millis(100) {
-                        self.resume = Some((fp, at));
+                        self.resume = Some((fp, at, sent));
                         return Err(SinkError::Retryable(io::Error::new(
                             io::ErrorKind::WouldBlock,
                             "Local: Queue full",
@@ -417,9 +447,10 @@ impl Sink for KafkaSink {
                     // Rejected alone; reported as failed by the next poll.
                     bump(&self.counters.rejected, 1);
                     at = last + 1;
+                    sent += 1;
                 }
                 Err((e, _)) => {
-                    self.resume = Some((fp, at));
+                    self.resume = Some((fp, at, sent));
                     return Err(SinkError::Retryable(kerr(e)));
                 }
             }
@@ -427,6 +458,7 @@ impl Sink for KafkaSink {
         // Serve delivery reports without waiting; start the stall clock if
         // these are the first messages in flight.
         self.stall_check(Instant::now());
+        self.accepted += sent;
         Ok(Accepted::Pending)
     }
 
@@ -446,13 +478,42 @@ impl Sink for KafkaSink {
         let acked = KafkaCounters::get(&c.acked);
         let bytes = KafkaCounters::get(&c.acked_bytes);
         let failed = KafkaCounters::get(&c.failed) + KafkaCounters::get(&c.rejected);
-        let p = Progress {
-            delivered_records: acked - self.reported.0,
-            delivered_bytes: bytes - self.reported.1,
-            failed_records: failed - self.reported.2,
-        };
+        let b = &mut self.backlog;
+        b.0 += acked - self.reported.0;
+        b.1 += bytes - self.reported.1;
+        b.2 += failed - self.reported.2;
         self.reported = (acked, bytes, failed);
-        p
+        // Outcomes of abandoned batches: the runtime counted those records
+        // as dropped already.
+        let d = self.discount.min(b.0);
+        if d > 0 {
+            b.1 -= share(b.1, d, b.0);
+            b.0 -= d;
+            self.discount -= d;
+        }
+        let f = self.discount.min(b.2);
+        b.2 -= f;
+        self.discount -= f;
+        // At most the lines of accepted batches.
+        let room = self.accepted - self.reported_lines;
+        let d = b.0.min(room);
+        let f = b.2.min(room - d);
+        let bytes = if d == b.0 { b.1 } else { share(b.1, d, b.0) };
+        b.0 -= d;
+        b.1 -= bytes;
+        b.2 -= f;
+        self.reported_lines += d + f;
+        Progress {
+            delivered_records: d,
+            delivered_bytes: bytes,
+            failed_records: f,
+        }
+    }
+
+    fn abandon(&mut self) {
+        if let Some((_, _, n)) = self.resume.take() {
+            self.discount += n;
+        }
     }
 
     fn drain(&mut self, deadline: Instant) -> Result<(), SinkError> {

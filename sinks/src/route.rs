@@ -316,6 +316,15 @@ impl Sink for FanOut {
         }
         r
     }
+    fn abandon(&mut self) {
+        if self.retrying.take().is_some() {
+            self.forget_retried_batch(self.retrying_lines);
+        }
+        for c in &mut self.children {
+            c.abandon();
+        }
+    }
+
     fn describe(&self) -> String {
         let names: Vec<String> = self.children.iter().map(|c| c.describe()).collect();
         format!("fan-out [{}]", names.join(", "))
@@ -468,6 +477,11 @@ impl Sink for Failover {
         let s = self.secondary.close();
         self.pick(p, s)
     }
+    fn abandon(&mut self) {
+        self.primary.abandon();
+        self.secondary.abandon();
+    }
+
     fn describe(&self) -> String {
         format!(
             "failover [{} then {}]",

@@ -320,3 +320,62 @@ fn real_broker_when_configured() {
     let s = run_logger(KafkaSink::new(opts(&brokers, &topic)).unwrap(), 2, 1000, 60);
     assert_eq!(s.written_records, 2000, "{s:?}");
 }
+
+/// A batch Kafka took in part ("Local: Queue full" after 100 messages with
+/// the broker down) and the runtime then gave up on
+/// (`sink_retry_timeout_ms`): the runtime counts all its records as
+/// `dropped_sink`, so the acknowledgements of the part librdkafka sent,
+/// arriving once the broker is back, must not count them again. The books
+/// balance exactly and `written` is what the topic received.
+#[test]
+fn a_batch_given_up_after_a_partial_send_is_counted_once() {
+    let m = mock("g");
+    let b = m.bootstrap_servers();
+    m.broker_down(1).unwrap();
+    let mut o = opts(&b, "g");
+    o.queue_max_messages = 100;
+    o.ack_timeout_ms = 0;
+    let sink = KafkaSink::new(o).unwrap();
+    let counters = sink.counters();
+    let logger = Logger::start(
+        LoggerConfig {
+            sink_retry_timeout_ms: Some(300),
+            shutdown_timeout_ms: 20_000,
+            ..Default::default()
+        },
+        SeqLine { line_len: 40 },
+        sink,
+    )
+    .unwrap();
+    let mut p = logger.producer().unwrap();
+    for i in 0..1000 {
+        assert!(p.log(rec(0, i)));
+    }
+    drop(p);
+    // Every batch but the 100 queued messages is given up on.
+    let t0 = Instant::now();
+    while logger.stats().dropped_sink < 900 && t0.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mid = logger.stats();
+    assert_eq!(mid.written_records, 0, "{mid:?}");
+    assert!(mid.dropped_sink >= 900, "{mid:?}");
+    m.broker_up(1).unwrap();
+    // Shutdown says records were lost, and why.
+    let (s, e) = logger.shutdown().unwrap_err();
+    assert!(e.to_string().contains("Queue full"), "{e}");
+    let acked = KafkaCounters::get(&counters.acked);
+    assert_eq!(acked, 100, "the queued messages arrive");
+    let got = consume(&b, "g", acked);
+    assert_eq!(got.len() as u64, acked);
+    assert_eq!(
+        s.written_records + s.dropped_sink + s.dropped_shutdown,
+        1000,
+        "counted once: {s:?}"
+    );
+    // What was written is exactly what was acknowledged for accepted
+    // batches: the 100 messages belonged to a batch given up on.
+    assert_eq!(s.written_records, 0, "{s:?}");
+    assert_eq!(s.dropped_sink, 1000, "{s:?}");
+    assert_eq!(s.sink_pending, 0);
+}

@@ -778,8 +778,8 @@ struct ConsumerLoop<R: Record, F, S> {
     /// Records given up on (retry timeout or shutdown deadline) while the
     /// sink failed, since it last took a batch.
     abandoned: u64,
-    /// The write error that made records be dropped, reported by
-    /// `finish` when the sink's flush and close succeed.
+    /// The retryable write error (ENOSPC, ...) of the last batch given up
+    /// on, reported by `finish` when the sink's flush and close succeed.
     lost_error: Option<(io::ErrorKind, String)>,
 }
 
@@ -1162,9 +1162,10 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
                         .store(self.pending.max(0) as u64, Ordering::Relaxed);
                     break;
                 }
-                Err(e @ SinkError::Permanent(_)) => {
+                Err(SinkError::Permanent(_)) => {
+                    // Counted in sink_errors and dropped_sink; the sink
+                    // refused this batch alone and may take the next.
                     bump(&self.totals.dropped_sink, self.batch_records);
-                    self.lost_error = Some((e.io().kind(), e.io().to_string()));
                     break;
                 }
                 Err(e @ SinkError::Retryable(_)) => {

@@ -468,6 +468,10 @@ pub struct RecordSummary {
     pub dropped_sink: u64,
     /// Records the sink had not delivered when the shutdown timeout expired.
     pub dropped_shutdown: u64,
+    /// Records the workers did not log because the ring was still full
+    /// (`block` policy, the sink not taking records) after a stop signal:
+    /// never handed to dplog, so not in `produced`.
+    pub dropped_at_stop: u64,
     /// Sink errors.
     pub sink_errors: u64,
     /// The ring's high-water mark, in records.
@@ -486,6 +490,7 @@ impl From<Stats> for RecordSummary {
             written_bytes: s.written_bytes,
             dropped_sink: s.dropped_sink,
             dropped_shutdown: s.dropped_shutdown,
+            dropped_at_stop: 0,
             sink_errors: s.sink_errors,
             ring_high_water: s.high_water,
         }
@@ -604,6 +609,13 @@ impl Summary {
                 s,
                 "  sink errors        {}  records lost to them {}  undelivered at shutdown {}",
                 r.sink_errors, r.dropped_sink, r.dropped_shutdown
+            );
+        }
+        if r.dropped_at_stop > 0 {
+            let _ = writeln!(
+                s,
+                "  dropped at stop    {} records not logged: the ring stayed full after the stop signal (sink not taking records)",
+                r.dropped_at_stop
             );
         }
         let _ = writeln!(
@@ -812,7 +824,8 @@ pub fn run_live(cfg: &AppConfig, live: &LiveCounters) -> Result<Summary, RunErro
         Some(path) => format!("pcap {}", path.display()),
         None => "synthetic".to_string(),
     };
-    let mut results: Vec<(NatStats, u64)> = Vec::with_capacity(n);
+    // (counters, busy ns, records dropped at stop) per worker.
+    let mut results: Vec<(NatStats, u64, u64)> = Vec::with_capacity(n);
     std::thread::scope(|sc| {
         let monitor = (cfg.dataplane.live_stats_ms > 0).then(|| {
             let (done, logger) = (&done, logger.as_ref());
@@ -914,7 +927,7 @@ pub fn run_live(cfg: &AppConfig, live: &LiveCounters) -> Result<Summary, RunErro
         None => (Stats::default(), None),
     };
     let elapsed = started.elapsed().as_secs_f64();
-    let per: Vec<NatStats> = results.iter().map(|(s, _)| s.clone()).collect();
+    let per: Vec<NatStats> = results.iter().map(|(s, _, _)| s.clone()).collect();
     let total = sum_stats(&per);
     let mut summary = make_summary(
         cfg,
@@ -929,9 +942,10 @@ pub fn run_live(cfg: &AppConfig, live: &LiveCounters) -> Result<Summary, RunErro
     summary.logging = cfg.dataplane.logging;
     summary.records_logged += config_records;
     summary.config_records = config_records;
+    summary.records.dropped_at_stop = results.iter().map(|r| r.2).sum();
     summary.per_worker = results
         .iter()
-        .map(|(s, busy_ns)| {
+        .map(|(s, busy_ns, _)| {
             let busy_s = *busy_ns as f64 / 1e9;
             let rate = |x: u64| if busy_s > 0.0 { x as f64 / busy_s } else { 0.0 };
             WorkerSummary {
@@ -997,7 +1011,7 @@ fn handoff_worker(
     counters: &WorkerCounters,
     mut rx: rtrb::Consumer<Handoff>,
     mut ret: rtrb::Producer<Batch>,
-) -> (NatStats, u64) {
+) -> (NatStats, u64, u64) {
     let mut log = RingLog::new(producer.as_mut());
     let t0 = Instant::now();
     let mut since = 0u64;
@@ -1037,7 +1051,7 @@ fn handoff_worker(
     let busy = t0.elapsed().as_nanos() as u64;
     counters.publish(nat.stats());
     counters.set_busy_ns(busy);
-    (nat.stats().clone(), busy)
+    (nat.stats().clone(), busy, log.dropped_at_stop())
 }
 
 /// Frames of a synthetic worker: its own generator (one worker), or its
@@ -1077,7 +1091,7 @@ fn synthetic_worker(
     mut producer: Recs,
     counters: &WorkerCounters,
     src: SynSource,
-) -> (NatStats, u64) {
+) -> (NatStats, u64, u64) {
     let mut log = RingLog::new(producer.as_mut());
     let t0 = Instant::now();
     let mut since = 0u64;
@@ -1133,7 +1147,7 @@ fn synthetic_worker(
     let busy = t0.elapsed().as_nanos() as u64;
     counters.publish(nat.stats());
     counters.set_busy_ns(busy);
-    (nat.stats().clone(), busy)
+    (nat.stats().clone(), busy, log.dropped_at_stop())
 }
 
 /// The live view: one line per interval on stderr until `done`.

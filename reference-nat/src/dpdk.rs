@@ -134,6 +134,9 @@ pub fn run_dpdk(
     let mut tx: [*mut dpdk_sys::rte_mbuf; BURST] = [std::ptr::null_mut(); BURST];
     let mut received = 0u64;
     loop {
+        if crate::app::stop_requested() {
+            break;
+        }
         // SAFETY: port 0 / queue 0 are set up and polled by this thread
         // only; rx has room for BURST pointers.
         let n = usize::from(unsafe {
@@ -195,6 +198,7 @@ pub fn run_dpdk(
     let busy = started.elapsed();
     let end = nat.now_ns();
     nat.finish(end, &mut log);
+    let dropped_at_stop = log.dropped_at_stop();
     drop(producer);
     let mut st = [0u64; 6];
     // SAFETY: port 0 is valid; st has room for the 6 counters.
@@ -225,6 +229,7 @@ pub fn run_dpdk(
     );
     summary.records_logged += config_records;
     summary.config_records = config_records;
+    summary.records.dropped_at_stop = dropped_at_stop;
     // SAFETY: every DPDK object is released; no DPDK call follows.
     unsafe {
         dpdk_sys::rte_mempool_free(pool);

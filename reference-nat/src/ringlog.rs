@@ -1,7 +1,7 @@
 //! [`RingLog`]: the [`NatLog`] a forwarding worker hands its records to,
 //! one dplog ring per worker, published once per rx burst.
 
-use dplog::{LogProducer, Nat44SessionRecord, NatRecord};
+use dplog::{Backpressure, LogProducer, Nat44SessionRecord, NatRecord};
 
 use crate::nat::NatLog;
 
@@ -19,14 +19,75 @@ pub const NAT_BURST: usize = 32;
 /// records, so the forwarding loop must call [`flush`](Self::flush) once
 /// per rx burst (as a DPDK application calls `rte_eth_tx_buffer_flush`):
 /// without it the last records of a burst would wait for the next burst.
+///
+/// Under the `block` policy a full ring is waited on (lossless), but the
+/// wait ends when a stop is requested ([`crate::app::request_stop`],
+/// SIGINT/SIGTERM): from then on a record that finds the ring full is not
+/// logged and is counted in [`dropped_at_stop`](Self::dropped_at_stop), so
+/// a worker whose sink is stuck (e.g. retrying ENOSPC) still ends.
 pub struct RingLog<'a> {
     producer: Option<&'a mut LogProducer<NatRecord>>,
+    dropped_at_stop: u64,
+}
+
+/// Pause-spins of a blocked push before it yields the CPU between tries.
+const BLOCK_SPINS: u32 = 1024;
+
+/// Waits for a slot for `rec` (ring full, `block` policy) until it is
+/// pushed, the consumer is gone (counted by dplog as `dropped_disconnected`)
+/// or a stop is requested. Returns 1 if `rec` was dropped for the stop.
+#[cold]
+fn wait_or_stop(p: &mut LogProducer<NatRecord>, mut rec: NatRecord) -> u64 {
+    // Publish what is pending: the consumer can only free slots it sees.
+    p.flush();
+    let mut spins = 0u32;
+    loop {
+        if crate::app::stop_requested() {
+            return 1;
+        }
+        match p.try_push(rec) {
+            Ok(()) => return 0,
+            Err(r) => rec = r,
+        }
+        if p.is_disconnected() {
+            // `log` counts it as dropped for a gone consumer.
+            p.log(rec);
+            return 0;
+        }
+        if spins < BLOCK_SPINS {
+            spins += 1;
+            core::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
 }
 
 impl<'a> RingLog<'a> {
     /// Logs into `producer`, or nowhere when it is `None` (logging off).
     pub fn new(producer: Option<&'a mut LogProducer<NatRecord>>) -> Self {
-        Self { producer }
+        Self {
+            producer,
+            dropped_at_stop: 0,
+        }
+    }
+
+    /// Records not logged because the ring was full after a stop was
+    /// requested (`block` policy only; other policies count their drops in
+    /// dplog's [`Stats`](dplog::Stats)).
+    pub fn dropped_at_stop(&self) -> u64 {
+        self.dropped_at_stop
+    }
+
+    #[inline]
+    fn push(&mut self, rec: NatRecord) {
+        if let Some(p) = self.producer.as_mut() {
+            if p.policy() != Backpressure::Block {
+                p.log(rec);
+            } else if let Err(rec) = p.try_push(rec) {
+                self.dropped_at_stop += wait_or_stop(p, rec);
+            }
+        }
     }
 
     /// Publishes the records logged since the last publication (one Release
@@ -43,16 +104,12 @@ impl<'a> RingLog<'a> {
 impl NatLog for RingLog<'_> {
     #[inline]
     fn session(&mut self, rec: Nat44SessionRecord) {
-        if let Some(p) = self.producer.as_mut() {
-            p.log(NatRecord::from(rec));
-        }
+        self.push(NatRecord::from(rec));
     }
 
     #[inline]
     fn event(&mut self, rec: NatRecord) {
-        if let Some(p) = self.producer.as_mut() {
-            p.log(rec);
-        }
+        self.push(rec);
     }
 }
 

@@ -209,3 +209,117 @@ fn kernel_cpu_lists_parse() {
     assert_eq!(parse_cpu_list("x"), None);
     assert_eq!(parse_cpu_list("3-1"), None);
 }
+
+/// Runs dplog-nat with `args` in `dir`, sends SIGINT after `after`, and
+/// waits (at most 30 s, then kills it and fails) for it to exit.
+fn interrupt(
+    dir: &Path,
+    args: &[&str],
+    after: std::time::Duration,
+) -> (std::process::ExitStatus, String, String) {
+    use std::io::Read;
+    let mut child = bin()
+        .args(args)
+        .current_dir(dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(after);
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("one SIGINT did not end dplog-nat within 30 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let (mut out, mut err) = (String::new(), String::new());
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    (status, out, err)
+}
+
+#[test]
+fn one_sigint_ends_a_worker_blocked_on_a_full_ring_and_says_what_was_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    // /dev/full: every write fails with ENOSPC, which the file sink retries
+    // forever under the lossless block policy, so the ring fills and the
+    // worker blocks in its push.
+    std::fs::write(
+        dir.path().join("full.toml"),
+        "[ring]\ncapacity = 64\nbackpressure = \"block\"\nshutdown_timeout_ms = 300\n",
+    )
+    .unwrap();
+    let args = [
+        "--config",
+        "full.toml",
+        "--packets",
+        "2000000000",
+        "--new-session-share",
+        "0.5",
+        "-o",
+        "/dev/full",
+        "--summary",
+        "json",
+    ];
+    let (status, out, err) = interrupt(dir.path(), &args, std::time::Duration::from_millis(1000));
+    // Not the second-signal exit (130): the run ended by itself, with the
+    // sink's failure reported at shutdown (exit 1).
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("No space left on device"), "{err}");
+    let s: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(s["interrupted"], true);
+    let r = &s["records"];
+    let n = |k: &str| r[k].as_u64().unwrap();
+    assert_eq!(n("written"), 0);
+    assert!(n("dropped_at_stop") > 0, "{r}");
+    // Every record the NAT made is either handed to dplog or counted as
+    // dropped at stop; what dplog held is undelivered at shutdown.
+    assert_eq!(
+        n("produced") + n("dropped_at_stop"),
+        s["records_logged"].as_u64().unwrap()
+    );
+    assert!(n("produced") >= 64, "the ring filled: {r}");
+    assert_eq!(
+        n("dropped_shutdown") + n("dropped_sink"),
+        n("produced"),
+        "{r}"
+    );
+    // Every live session was still deleted (the deletes among the lost).
+    assert_eq!(s["sessions_deleted"], s["sessions_created"]);
+
+    // The text summary says it in words.
+    let mut args = args;
+    args[9] = "text";
+    let (status, out, _) = interrupt(dir.path(), &args, std::time::Duration::from_millis(700));
+    assert_eq!(status.code(), Some(1));
+    assert!(out.contains("interrupted"), "{out}");
+    let line = out
+        .lines()
+        .find(|l| l.contains("dropped at stop"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        line.contains("records not logged: the ring stayed full after the stop signal"),
+        "{line}"
+    );
+}

@@ -544,6 +544,17 @@ pub struct TscCalibration {
 }
 
 impl TscCalibration {
+    /// The identity (`to_ns(t) == t`): what the formatters use until a
+    /// calibration arrives, right for records stamped by
+    /// `dplog_core::tsc::now_ticks` on a machine without an invariant TSC
+    /// (ticks are then `CLOCK_REALTIME` nanoseconds and the consumer's
+    /// `TscClock` has no calibration to pass).
+    pub const IDENTITY: TscCalibration = TscCalibration {
+        hz: 1_000_000_000,
+        tsc0: 0,
+        ns0: 0,
+    };
+
     /// Nanoseconds since the epoch of tick count `tsc`; readings before
     /// `tsc0` clamp to `ns0`.
     #[inline]
@@ -551,6 +562,18 @@ impl TscCalibration {
         let d = tsc.saturating_sub(self.tsc0) as u128;
         let ns = d * 1_000_000_000 / self.hz.max(1) as u128;
         self.ns0.saturating_add(ns.min(u64::MAX as u128) as u64)
+    }
+}
+
+impl From<&dplog_core::tsc::Calibration> for TscCalibration {
+    /// The consumer's calibration (`TscClock::calibration`, passed to
+    /// formatters through `Formatter::tsc_calibration`).
+    fn from(c: &dplog_core::tsc::Calibration) -> Self {
+        TscCalibration {
+            hz: c.hz.max(1),
+            tsc0: c.tsc0,
+            ns0: c.ns0,
+        }
     }
 }
 

@@ -128,6 +128,14 @@ pub struct IpfixEncoder {
 }
 
 impl IpfixEncoder {
+    /// Replaces the calibration that converts TSC timestamp fields to
+    /// observationTimeMilliseconds (the consumer's, from
+    /// `Formatter::tsc_calibration`); without one they are taken as
+    /// nanoseconds ([`TscCalibration::IDENTITY`]).
+    pub fn set_tsc_calibration(&mut self, cal: TscCalibration) {
+        self.tsc = Some(cal);
+    }
+
     /// Builds the templates of `schemas`.
     ///
     /// # Errors
@@ -180,8 +188,7 @@ impl IpfixEncoder {
         let mut time_off = None;
         let has_time = s.fields().iter().any(|f| {
             f.ie_id == IE_OBSERVATION_TIME_MS
-                && (f.kind == FieldKind::NsTimestamp
-                    || (f.kind == FieldKind::TscTimestamp && self.tsc.is_some()))
+                && matches!(f.kind, FieldKind::NsTimestamp | FieldKind::TscTimestamp)
         });
         if !has_time {
             encs.push(Enc::ExportMs);
@@ -201,12 +208,9 @@ impl IpfixEncoder {
             let (off, size) = (f.offset, f.size as u8);
             let enc = match f.kind {
                 FieldKind::NsTimestamp => Enc::Ms { off, tsc: false },
-                FieldKind::TscTimestamp if self.tsc.is_some() => Enc::Ms { off, tsc: true },
-                FieldKind::TscTimestamp => Enc::Uint {
-                    off,
-                    size,
-                    event: false,
-                },
+                // Converted with the calibration (identity until one is
+                // set, see `set_tsc_calibration`).
+                FieldKind::TscTimestamp => Enc::Ms { off, tsc: true },
                 FieldKind::Ipv6 | FieldKind::Mac | FieldKind::Bytes => Enc::Raw { off, size },
                 _ => Enc::Uint {
                     off,

@@ -136,10 +136,8 @@ fn e(m: String) -> TemplateError {
 /// (natEvent 5), as in [`crate::TextFormatter`].
 pub fn text_default(s: &Schema, opts: Options) -> Result<Program, TemplateError> {
     let mut p = Program::new(s, opts);
-    let tsc_ok = opts.tsc.is_some();
-    if let Some(t) =
-        time_field(s).filter(|&t| s.fields()[t].kind == FieldKind::NsTimestamp || tsc_ok)
-    {
+    // TSC fields convert too (see `template`), calibrated or not.
+    if let Some(t) = time_field(s) {
         p.field(s, t, Some(Conv::Rfc3339(6)), Escape::Text)
             .map_err(e)?;
     }
@@ -208,10 +206,8 @@ pub fn json(s: &Schema, opts: Options) -> Result<Program, TemplateError> {
     let mut p = Program::new(s, opts);
     p.lit(b"{");
     let mut first = true;
-    let tsc_ok = opts.tsc.is_some();
-    if let Some(t) =
-        time_field(s).filter(|&t| s.fields()[t].kind == FieldKind::NsTimestamp || tsc_ok)
-    {
+    // TSC fields convert too (see `template`), calibrated or not.
+    if let Some(t) = time_field(s) {
         p.lit(b"\"timestamp\":\"");
         p.field(s, t, Some(Conv::Rfc3339(6)), Escape::Json)
             .map_err(e)?;
@@ -320,7 +316,7 @@ pub fn rfc5424(s: &Schema, opts: Options, sy: &SyslogOptions) -> Result<Program,
     p.lit(sy.pri().as_bytes());
     p.lit(b"1 ");
     match time_field(s) {
-        Some(t) if s.fields()[t].kind == FieldKind::NsTimestamp || opts.tsc.is_some() => p
+        Some(t) => p
             .field(s, t, Some(Conv::Rfc3339(3)), Escape::SdParam)
             .map_err(e)?,
         _ => p.lit(b"-"),
@@ -375,7 +371,7 @@ pub fn rfc3164(s: &Schema, opts: Options, sy: &SyslogOptions) -> Result<Program,
     let mut p = Program::new(s, opts);
     p.lit(sy.pri().as_bytes());
     match time_field(s) {
-        Some(t) if s.fields()[t].kind == FieldKind::NsTimestamp || opts.tsc.is_some() => p
+        Some(t) => p
             .field(s, t, Some(Conv::Rfc3164), Escape::Text)
             .map_err(e)?,
         _ => p.lit(b"Jan  1 00:00:00"),

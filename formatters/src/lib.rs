@@ -131,7 +131,9 @@ pub struct FormatSpec {
     pub templates: BTreeMap<String, String>,
     /// `natEvent` numbering.
     pub profile: EventProfile,
-    /// TSC calibration for TSC timestamp fields.
+    /// TSC calibration for TSC timestamp fields until the consumer passes
+    /// its own (`Formatter::tsc_calibration`, which [`NatFormatter`]
+    /// forwards); `None`: the identity until then.
     pub tsc: Option<TscCalibration>,
     /// `rfc5424` / `rfc3164` settings.
     pub syslog: SyslogOptions,
@@ -284,6 +286,18 @@ impl FormatSpec {
 }
 
 impl RecordEncoder {
+    /// Passes a TSC calibration (the consumer's, from
+    /// [`Formatter::tsc_calibration`]) to every compiled program and the
+    /// IPFIX encoder: TSC timestamp fields printed as time convert with it
+    /// from the next record on. The binary format carries raw ticks.
+    pub fn set_tsc_calibration(&mut self, cal: TscCalibration) {
+        match &mut self.kind {
+            Kind::Lines { progs, .. } => progs.iter_mut().for_each(|p| p.set_tsc_calibration(cal)),
+            Kind::Ipfix(e) => e.set_tsc_calibration(cal),
+            Kind::Binary(_) => {}
+        }
+    }
+
     /// Appends `rec` formatted. Returns `false`, appending nothing, if its
     /// schema id is not one this encoder was built for or it is shorter
     /// than its schema says.
@@ -323,6 +337,19 @@ impl RecordEncoder {
     }
 }
 
+/// A [`RecordEncoder`] is the consumer's formatter for any record type
+/// with a schema it was built for (records of other schemas append
+/// nothing); it takes the consumer's TSC calibration.
+impl<R: HasSchema> Formatter<R> for RecordEncoder {
+    #[inline]
+    fn format(&mut self, rec: &R, out: &mut Vec<u8>) {
+        self.push(rec.as_bytes(), out);
+    }
+    fn tsc_calibration(&mut self, cal: &dplog_core::tsc::Calibration) {
+        self.set_tsc_calibration(cal.into())
+    }
+}
+
 /// The consumer's formatter for NAT records in any [`Format`]: NAT44
 /// session records directly, or [`NatRecord`] slots holding any NAT record
 /// (dispatch on the header's schema id). Records of an unknown schema are
@@ -349,6 +376,12 @@ impl NatFormatter {
 }
 
 impl NatFormatter {
+    /// Passes a TSC calibration to every compiled format; see
+    /// [`RecordEncoder::set_tsc_calibration`].
+    pub fn set_tsc_calibration(&mut self, cal: TscCalibration) {
+        self.enc.set_tsc_calibration(cal)
+    }
+
     /// Records skipped because their schema id or length was not valid.
     pub fn skipped(&self) -> u64 {
         self.skipped
@@ -370,6 +403,9 @@ impl Formatter<Nat44SessionRecord> for NatFormatter {
     fn format_drop_report(&mut self, r: &dplog_core::DropReport, out: &mut Vec<u8>) {
         self.drop_report(r, out)
     }
+    fn tsc_calibration(&mut self, cal: &dplog_core::tsc::Calibration) {
+        self.enc.set_tsc_calibration(cal.into())
+    }
 }
 
 impl Formatter<NatRecord> for NatFormatter {
@@ -379,5 +415,8 @@ impl Formatter<NatRecord> for NatFormatter {
     }
     fn format_drop_report(&mut self, r: &dplog_core::DropReport, out: &mut Vec<u8>) {
         self.drop_report(r, out)
+    }
+    fn tsc_calibration(&mut self, cal: &dplog_core::tsc::Calibration) {
+        self.enc.set_tsc_calibration(cal.into())
     }
 }

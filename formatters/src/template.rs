@@ -19,8 +19,15 @@
 //! | ipv6                        | `ipv6` (RFC 5952)                                  |
 //! | mac                         | `mac` (`aa:bb:cc:dd:ee:ff`)                        |
 //! | ns timestamp                | `unix_ms`, `unix`/`unix_s`, `unix_ns`, `rfc3339` (= `rfc3339_ms`), `rfc3339_s`, `rfc3339_us`, `rfc3339_ns`, `rfc3164`, `dec`, `hex` |
-//! | tsc timestamp               | `dec`, `hex`; with a [`TscCalibration`] also every ns-timestamp converter |
+//! | tsc timestamp               | every ns-timestamp converter (converted with the program's [`TscCalibration`]), `dec`, `hex` |
 //! | bytes                       | `str` (escaped for the output syntax)              |
+//!
+//! A TSC timestamp field printed as time is converted with the calibration
+//! of [`Options::tsc`] and, once the consumer passes its own
+//! (`Formatter::tsc_calibration`, about once a second), with that one
+//! ([`Program::set_tsc_calibration`]). Until then the conversion is
+//! [`TscCalibration::IDENTITY`]: without an invariant TSC the producer's
+//! `now_ticks` are already nanoseconds and the consumer passes nothing.
 //!
 //! A `natEvent` field (IPFIX element 230) prints through the
 //! [`EventProfile`]: with `legacy`, session create/delete 4/5 print as 1/2.
@@ -48,8 +55,9 @@ pub const IE_NAT_EVENT: u16 = 230;
 pub struct Options {
     /// `natEvent` numbering.
     pub profile: EventProfile,
-    /// TSC-to-wall-time calibration; without it, TSC fields only print as
-    /// integers.
+    /// TSC-to-wall-time calibration used until the consumer passes one
+    /// (`Formatter::tsc_calibration`); `None` starts with
+    /// [`TscCalibration::IDENTITY`].
     pub tsc: Option<TscCalibration>,
 }
 
@@ -316,11 +324,7 @@ impl Program {
             rfc3339: Vec::new(),
             rfc3164: Vec::new(),
             profile: opts.profile,
-            tsc: opts.tsc.unwrap_or(TscCalibration {
-                hz: 1,
-                tsc0: 0,
-                ns0: 0,
-            }),
+            tsc: opts.tsc.unwrap_or(TscCalibration::IDENTITY),
             min_len: schema.size(),
             max_out: 0,
             schema_id: schema.id(),
@@ -453,7 +457,9 @@ impl Program {
             .fields()
             .get(idx)
             .ok_or_else(|| format!("no field #{idx} in schema {}", schema.name()))?;
-        let tsc = self.tsc.hz > 1;
+        // TSC fields always convert: with the consumer's calibration once
+        // it arrives, the identity before.
+        let tsc = true;
         let conv = conv.unwrap_or(Conv::default_for(f.kind));
         if !conv.suits(f.kind, tsc) {
             let hint = if f.kind == FieldKind::TscTimestamp && conv.is_time() {
@@ -648,6 +654,17 @@ impl Program {
         }
         self.sealed = self.ops.len();
         Ok(())
+    }
+
+    /// Replaces the TSC calibration that converts TSC timestamp fields
+    /// printed as time (the consumer's, from `Formatter::tsc_calibration`).
+    pub fn set_tsc_calibration(&mut self, cal: TscCalibration) {
+        self.tsc = cal;
+    }
+
+    /// The TSC calibration in use.
+    pub fn tsc_calibration(&self) -> TscCalibration {
+        self.tsc
     }
 
     /// The schema id this program was compiled for.

@@ -13,9 +13,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
-use dplog::formatters::TextFormatter;
+use dplog::formatters::{Format, FormatSpec, NatFormatter, TextFormatter};
 use dplog::sinks::FileSink;
 use dplog::{Backpressure, Formatter, Logger, LoggerConfig, Nat44SessionRecord, Sink};
+use dplog_benches::format_peers::TEMPLATE;
 use dplog_benches::{
     check_two_cpus, criterion_config, mixed_pool, pin, CONSUMER_CPU, PRODUCER_CPU,
 };
@@ -183,9 +184,196 @@ fn end_to_end(c: &mut Criterion) {
     g.finish();
 }
 
+/// Records per run of the ~120-byte template case (~115 MB of log).
+const E2E_120B_RECORDS: u64 = 1_000_000;
+/// Records per producer `log_burst` call: one NAT worker rx burst.
+const PRODUCER_BURST: usize = 32;
+
+/// The compiled template of the issue's ~120-byte NAT44 text line
+/// ([`TEMPLATE`]) behind [`NatFormatter`], the consumer's formatter when a
+/// `text` format has a template (as `dplog-nat --template`).
+fn template_formatter() -> NatFormatter {
+    FormatSpec {
+        kind: Format::Text,
+        template: Some(TEMPLATE.to_string()),
+        ..FormatSpec::default()
+    }
+    .nat_formatter()
+    .expect("template compiles")
+}
+
+/// `n` records of the mixed pool with distinct timestamps (1 µs apart).
+fn e2e_records(pool: &[Nat44SessionRecord], n: u64) -> Vec<Nat44SessionRecord> {
+    (0..n)
+        .map(|i| {
+            let mut r = pool[(i % pool.len() as u64) as usize];
+            r.timestamp_ns += i * 1000;
+            r
+        })
+        .collect()
+}
+
+/// CPU time the thread named `dplog-consumer` of this process has run, in
+/// ns (`/proc/self/task/*/schedstat`, first field); 0 if not found. On a
+/// machine shared with other work the consumer is preempted, so its CPU
+/// time per record says what one dedicated core would sustain.
+fn consumer_cpu_ns() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    for t in tasks.flatten() {
+        let p = t.path();
+        if std::fs::read_to_string(p.join("comm")).is_ok_and(|c| c.trim() == "dplog-consumer") {
+            return std::fs::read_to_string(p.join("schedstat"))
+                .ok()
+                .and_then(|s| s.split_whitespace().next()?.parse().ok())
+                .unwrap_or(0);
+        }
+    }
+    0
+}
+
+/// Consumer CPU ns and records over the runs of one bench case.
+static CONSUMER_CPU_TIME: std::sync::Mutex<(u64, u64)> = std::sync::Mutex::new((0, 0));
+
+/// One ring → template → `FileSink` run: a logger (Block policy, consumer
+/// on CPU 1) writes to `path`; this thread (CPU 0) pushes `recs` in bursts
+/// of [`PRODUCER_BURST`] and the clock stops when the sink has accepted
+/// every record (`written_records == n`), i.e. every line is in the page
+/// cache. Shutdown (close, with its fsync) is outside the timing. Checks
+/// that nothing was lost and returns the elapsed time and the file size.
+fn e2e_template_run(path: &Path, recs: &[Nat44SessionRecord]) -> (Duration, u64) {
+    let n = recs.len() as u64;
+    let config = LoggerConfig {
+        backpressure: Backpressure::Block,
+        consumer_cpu: Some(CONSUMER_CPU),
+        ..LoggerConfig::default()
+    };
+    let sink = FileSink::open(path).expect("open file sink");
+    let logger = Logger::start(config, template_formatter(), sink).expect("start logger");
+    let mut producer = logger.producer().expect("producer");
+    let cpu0 = consumer_cpu_ns();
+    let t0 = Instant::now();
+    for chunk in recs.chunks(PRODUCER_BURST) {
+        producer.log_burst(chunk);
+    }
+    while logger.stats().written_records < n {
+        std::hint::spin_loop();
+    }
+    let elapsed = t0.elapsed();
+    let cpu = consumer_cpu_ns().saturating_sub(cpu0);
+    if let Ok(mut c) = CONSUMER_CPU_TIME.lock() {
+        c.0 += cpu;
+        c.1 += n;
+    }
+    drop(producer);
+    let stats = match logger.shutdown() {
+        Ok(s) => s,
+        Err((s, e)) => panic!("shutdown failed: {e}; stats {s:?}"),
+    };
+    assert_eq!(stats.written_records, n, "lost records: {stats:?}");
+    assert_eq!(stats.dropped(), 0, "dropped records: {stats:?}");
+    let bytes = std::fs::metadata(path).map_or(0, |m| m.len());
+    (elapsed, bytes)
+}
+
+/// Peer: one thread formats the same records with the same template and
+/// writes each line with `BufWriter<File>::write_all` (8 KiB buffer, one
+/// `write(2)` per 8 KiB); flushed inside the timing.
+fn bufwriter_template_run(path: &Path, recs: &[Nat44SessionRecord]) -> (Duration, u64) {
+    let mut f = template_formatter();
+    let mut w = BufWriter::new(File::create(path).expect("create file"));
+    let mut line = Vec::with_capacity(256);
+    let t0 = Instant::now();
+    for r in recs {
+        line.clear();
+        f.format(r, &mut line);
+        w.write_all(&line).expect("write_all");
+    }
+    w.flush().expect("flush");
+    let elapsed = t0.elapsed();
+    drop(w);
+    let bytes = std::fs::metadata(path).map_or(0, |m| m.len());
+    (elapsed, bytes)
+}
+
+/// The target case: ~120-byte NAT44 text lines from the ring to a
+/// file on one consumer core, lossless, against a buffered `write(2)` loop
+/// in the same run. Two file systems: tmpfs (`/dev/shm`, no disk behind
+/// the page cache) and the repository's (`CARGO_TARGET_TMPDIR`, ext4 or
+/// whatever holds `target/`, written back by the kernel meanwhile). Every
+/// run's file (~115 MB) is deleted after the run.
+fn end_to_end_template(c: &mut Criterion) {
+    check_two_cpus();
+    pin(PRODUCER_CPU);
+    let recs = e2e_records(&mixed_pool(4096), E2E_120B_RECORDS);
+    let mut sample = Vec::new();
+    let mut f = template_formatter();
+    for r in &recs[..1000] {
+        f.format(r, &mut sample);
+    }
+    eprintln!(
+        "template lines: mean {:.1} B/line; first: {}",
+        sample.len() as f64 / 1000.0,
+        String::from_utf8_lossy(&sample[..sample.iter().position(|&b| b == b'\n').unwrap()])
+    );
+    let mut dirs = Vec::new();
+    if Path::new("/dev/shm").is_dir() {
+        dirs.push((
+            "devshm",
+            tempfile::tempdir_in("/dev/shm").expect("temp dir in /dev/shm"),
+        ));
+    }
+    dirs.push((
+        "repofs",
+        tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir in target/tmp"),
+    ));
+    let mut g = c.benchmark_group("logger_end_to_end_120B");
+    g.sampling_mode(SamplingMode::Flat).sample_size(10);
+    g.throughput(Throughput::Elements(E2E_120B_RECORDS));
+    type Run = fn(&Path, &[Nat44SessionRecord]) -> (Duration, u64);
+    let cases: [(&str, Run); 2] = [
+        ("ring_template_FileSink", e2e_template_run),
+        ("BufWriter_template_write_all", bufwriter_template_run),
+    ];
+    for (fs, dir) in &dirs {
+        for (name, run) in cases {
+            let path = dir.path().join("e2e120.log");
+            g.bench_function(format!("{name}_{fs}_1M"), |b| {
+                b.iter_custom(|iters| {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        let _ = std::fs::remove_file(&path);
+                        let (t, bytes) = run(&path, &recs);
+                        let _ = std::fs::remove_file(&path);
+                        assert!(
+                            bytes >= E2E_120B_RECORDS * 100,
+                            "log file has only {bytes} bytes"
+                        );
+                        total += t;
+                    }
+                    total
+                })
+            });
+            if let Ok(mut c) = CONSUMER_CPU_TIME.lock() {
+                if c.1 > 0 {
+                    eprintln!(
+                        "{name}_{fs}: consumer thread CPU {:.1} ns/record over {} records ({:.1} M records/s per dedicated core)",
+                        c.0 as f64 / c.1 as f64,
+                        c.1,
+                        c.1 as f64 * 1e3 / c.0.max(1) as f64
+                    );
+                }
+                *c = (0, 0);
+            }
+        }
+    }
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = criterion_config(Duration::from_millis(700), Duration::from_secs(2));
-    targets = batches, end_to_end
+    targets = batches, end_to_end, end_to_end_template
 }
 criterion_main!(benches);

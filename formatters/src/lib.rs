@@ -18,8 +18,9 @@
 //! consumer's [`Formatter`] for [`Nat44SessionRecord`] and for
 //! [`NatRecord`] (any NAT record in one 64-byte slot).
 //!
-//! The original [`TextFormatter`] and [`JsonFormatter`] (NAT44 only,
-//! field table in [`nat44`]) stay available.
+//! The original [`TextFormatter`] and [`JsonFormatter`] (NAT44 only) stay
+//! available as thin wrappers over the compiled `text` and `json` layouts
+//! ([`nat44`]).
 #![warn(missing_docs)]
 
 pub mod binary;

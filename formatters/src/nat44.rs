@@ -1,17 +1,18 @@
-//! Text and JSON-lines formatters for [`Nat44SessionRecord`], driven by one
-//! field table.
+//! Text and JSON-lines formatters for [`Nat44SessionRecord`]: the first
+//! formatters of dplog, kept as thin wrappers over the compiled `text` and
+//! `json` layouts ([`crate::layouts`], [`Program`]), so there is one
+//! implementation of each line.
 //!
-//! Each row of [`NAT44_FIELDS`] names an IANA IPFIX information element
-//! (RFC 8158, IANA "IPFIX Information Elements" registry), how to read it
-//! from the record and how to print it. A formatter walks the table; per
-//! record there is no parsing, no allocation beyond the output buffer and
-//! no `core::fmt`: integers go through `itoa`, addresses through a 256-entry
-//! octet table, time through a per-second cached RFC 3339 prefix.
+//! [`NAT44_FIELDS`] lists the record's IANA IPFIX information elements
+//! (RFC 8158, IANA "IPFIX Information Elements" registry) in output order,
+//! how to read each from the record and how the layouts print it; a unit
+//! test keeps it equal to the NAT44 session schema.
 
-use dplog_core::{Formatter, Nat44SessionRecord, NatEvent};
+use dplog_core::schema::nat;
+use dplog_core::{Formatter, HasSchema, Nat44SessionRecord};
 
-use crate::ipv4::push_ipv4;
-use crate::time::Rfc3339Micros;
+use crate::layouts;
+use crate::template::{Options, Program};
 
 /// How a field's value is printed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,66 +89,26 @@ pub static NAT44_FIELDS: [Field; 14] = [
     field!("responderOctets", responder_octets, Unsigned, DeleteOnly),
 ];
 
-/// A field compiled for one output syntax: the bytes printed before the
-/// value (separator, quoted key, `:` or `=`), kept next to the accessor.
-#[derive(Clone, Debug)]
-struct Op {
-    prefix: Vec<u8>,
-    field: Field,
-}
-
-/// Compiles [`NAT44_FIELDS`] once into per-syntax operations.
-fn compile(key: impl Fn(usize, &str) -> Vec<u8>) -> Vec<Op> {
-    NAT44_FIELDS
-        .iter()
-        .enumerate()
-        .map(|(i, f)| Op {
-            prefix: key(i, f.name),
-            field: *f,
-        })
-        .collect()
-}
-
-#[inline(always)]
-fn push_value(out: &mut Vec<u8>, kind: FieldKind, v: u64, itoa: &mut itoa::Buffer) {
-    match kind {
-        FieldKind::Unsigned => out.extend_from_slice(itoa.format(v).as_bytes()),
-        FieldKind::Ipv4 => push_ipv4(out, v as u32),
-        FieldKind::EpochMillis => out.extend_from_slice(itoa.format(v / 1_000_000).as_bytes()),
-    }
-}
-
-#[inline(always)]
-fn walk(ops: &[Op], rec: &Nat44SessionRecord, out: &mut Vec<u8>, itoa: &mut itoa::Buffer) {
-    let is_delete = rec.nat_event == NatEvent::Nat44SessionDelete as u8;
-    for op in ops {
-        if op.field.presence == Presence::DeleteOnly && !is_delete {
-            continue;
-        }
-        out.extend_from_slice(&op.prefix);
-        push_value(out, op.field.kind, (op.field.get)(rec), itoa);
-    }
-}
-
 /// One line per record: an RFC 3339 UTC timestamp with microseconds, then
 /// `name=value` pairs separated by single spaces, then `\n`:
 ///
 /// ```text
 /// 2026-01-01T00:00:00.000001Z observationTimeMilliseconds=1767225600000 natEvent=4 protocolIdentifier=6 sourceIPv4Address=10.0.0.1 sourceTransportPort=40000 postNATSourceIPv4Address=198.51.100.1 postNAPTSourceTransportPort=1024 destinationIPv4Address=203.0.113.1 destinationTransportPort=443 ingressVRFID=0
 /// ```
-#[derive(Clone)]
+///
+/// A thin wrapper over the compiled `text` layout
+/// ([`crate::layouts::text_default`] for the NAT44 session schema): the
+/// same bytes as `FormatSpec { kind: Format::Text, .. }`.
+#[derive(Clone, Debug)]
 pub struct TextFormatter {
-    ops: Vec<Op>,
-    time: Rfc3339Micros,
-    itoa: itoa::Buffer,
+    prog: Program,
 }
 
 impl Default for TextFormatter {
     fn default() -> Self {
         Self {
-            ops: compile(|_, name| format!(" {name}=").into_bytes()),
-            time: Rfc3339Micros::default(),
-            itoa: itoa::Buffer::new(),
+            prog: layouts::text_default(nat::nat44_session(), Options::default())
+                .expect("the built-in text layout compiles for the NAT44 schema"),
         }
     }
 }
@@ -155,10 +116,7 @@ impl Default for TextFormatter {
 impl Formatter<Nat44SessionRecord> for TextFormatter {
     #[inline]
     fn format(&mut self, rec: &Nat44SessionRecord, out: &mut Vec<u8>) {
-        out.reserve(512);
-        self.time.push(out, rec.timestamp_ns);
-        walk(&self.ops, rec, out, &mut self.itoa);
-        out.push(b'\n');
+        self.prog.run(rec.as_bytes(), out);
     }
 }
 
@@ -169,20 +127,20 @@ impl Formatter<Nat44SessionRecord> for TextFormatter {
 /// ```text
 /// {"timestamp":"2026-01-01T00:00:00.000001Z","observationTimeMilliseconds":1767225600000,"natEvent":4,...,"ingressVRFID":0}
 /// ```
-/// No value needs escaping: timestamps and dotted quads are plain ASCII.
-#[derive(Clone)]
+///
+/// A thin wrapper over the compiled `json` layout ([`crate::layouts::json`]
+/// for the NAT44 session schema): the same bytes as
+/// `FormatSpec { kind: Format::Json, .. }`.
+#[derive(Clone, Debug)]
 pub struct JsonFormatter {
-    ops: Vec<Op>,
-    time: Rfc3339Micros,
-    itoa: itoa::Buffer,
+    prog: Program,
 }
 
 impl Default for JsonFormatter {
     fn default() -> Self {
         Self {
-            ops: compile(|_, name| format!(",\"{name}\":").into_bytes()),
-            time: Rfc3339Micros::default(),
-            itoa: itoa::Buffer::new(),
+            prog: layouts::json(nat::nat44_session(), Options::default())
+                .expect("the built-in JSON layout compiles for the NAT44 schema"),
         }
     }
 }
@@ -190,26 +148,10 @@ impl Default for JsonFormatter {
 impl Formatter<Nat44SessionRecord> for JsonFormatter {
     #[inline]
     fn format(&mut self, rec: &Nat44SessionRecord, out: &mut Vec<u8>) {
-        out.reserve(640);
-        out.extend_from_slice(b"{\"timestamp\":\"");
-        self.time.push(out, rec.timestamp_ns);
-        out.push(b'"');
-        let is_delete = rec.nat_event == NatEvent::Nat44SessionDelete as u8;
-        for op in &self.ops {
-            if op.field.presence == Presence::DeleteOnly && !is_delete {
-                continue;
-            }
-            out.extend_from_slice(&op.prefix);
-            let v = (op.field.get)(rec);
-            if op.field.kind == FieldKind::Ipv4 {
-                out.push(b'"');
-                push_ipv4(out, v as u32);
-                out.push(b'"');
-            } else {
-                push_value(out, op.field.kind, v, &mut self.itoa);
-            }
-        }
-        out.extend_from_slice(b"}\n");
+        self.prog.run(rec.as_bytes(), out);
+    }
+    fn format_drop_report(&mut self, r: &dplog_core::DropReport, out: &mut Vec<u8>) {
+        r.write_json(out)
     }
 }
 
@@ -235,6 +177,31 @@ mod tests {
             responder_packets: 9,
             initiator_octets: 1_500,
             responder_octets: 64_000,
+        }
+    }
+
+    /// The table lists the schema's fields, in order, with matching kinds
+    /// and values.
+    #[test]
+    fn field_table_matches_the_schema() {
+        use dplog_core::schema::{read_uint, FieldKind as K};
+        let s = nat::nat44_session();
+        assert_eq!(NAT44_FIELDS.len(), s.fields().len());
+        let r = sample(5);
+        for (t, f) in NAT44_FIELDS.iter().zip(s.fields()) {
+            assert_eq!(t.name, &*f.name);
+            assert_eq!(
+                (t.get)(&r),
+                read_uint(r.as_bytes(), f.offset as usize, f.size as usize),
+                "{}",
+                t.name
+            );
+            let kind = match f.kind {
+                K::Ipv4 => FieldKind::Ipv4,
+                K::NsTimestamp => FieldKind::EpochMillis,
+                _ => FieldKind::Unsigned,
+            };
+            assert_eq!(t.kind, kind, "{}", t.name);
         }
     }
 

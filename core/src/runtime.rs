@@ -257,7 +257,11 @@ pub struct Stats {
     pub drop_reports: u64,
     /// Records read out of rings by the consumer.
     pub dequeued: u64,
-    /// Records in batches the sink accepted.
+    /// Records in batches the sink accepted. A record the formatter turned
+    /// into zero bytes counts here too: with its batch, or at once if the
+    /// whole batch formatted to nothing (no sink call is made then), so
+    /// `produced = written_records + dropped() + dropped_sink +
+    /// dropped_shutdown` holds for formatters that skip records.
     pub written_records: u64,
     /// Bytes in batches the sink accepted.
     pub written_bytes: u64,
@@ -1134,6 +1138,16 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
     /// rings meanwhile fill up and producers see their backpressure policy.
     fn write_batch(&mut self) {
         if self.buf.is_empty() {
+            // Records that formatted to zero bytes (a formatter that skips
+            // a record type): there is nothing for the sink to accept or
+            // refuse, so they are done and count as written (see
+            // `Stats::written_records`); their latency samples are not
+            // booked, as no sink took them.
+            if self.batch_records > 0 {
+                bump(&self.totals.written_records, self.batch_records);
+                self.batch_records = 0;
+            }
+            self.batch_samples.clear();
             return;
         }
         let mut backoff = RETRY_BACKOFF_MIN;

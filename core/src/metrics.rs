@@ -53,7 +53,9 @@ struct QuantileLabel {
 /// Encodes `s` as OpenMetrics text (`# EOF` terminated). Metric names:
 /// `dplog_ring_{produced,enqueued,dequeued}_total{ring}`,
 /// `dplog_ring_dropped_total{ring,reason="full|degraded|disconnected"}`,
-/// `dplog_ring_{high_water,fill}{ring}`, `dplog_consumer_*_total`, and
+/// `dplog_ring_{high_water,fill}{ring}`, `dplog_consumer_{dequeued,
+/// formatted,written,written_bytes,dropped_sink,sink_errors,sink_retries,
+/// dropped_shutdown,drop_reports}_total` (the logger's [`Stats`](crate::Stats)), and
 /// `dplog_enqueue_to_write_seconds{quantile="0.5|0.99|0.999|1"}` with
 /// `dplog_enqueue_to_write_samples_total`.
 pub fn encode(s: &Snapshot) -> String {
@@ -71,33 +73,33 @@ pub fn encode(s: &Snapshot) -> String {
     ring_counter(
         &mut reg,
         "ring_produced",
-        "Records a producer handled (enqueued or dropped).",
+        "Records a producer handled (enqueued or dropped)",
         &|i| s.rings[i].produced,
     );
     ring_counter(
         &mut reg,
         "ring_enqueued",
-        "Records copied into the ring.",
+        "Records copied into the ring",
         &|i| s.rings[i].enqueued,
     );
     ring_counter(
         &mut reg,
         "ring_dequeued",
-        "Records the consumer read.",
+        "Records the consumer read",
         &|i| s.rings[i].dequeued,
     );
     let drops = Family::<DropLabel, Counter>::default();
-    reg.register("ring_dropped", "Records dropped, by reason.", drops.clone());
+    reg.register("ring_dropped", "Records dropped, by reason", drops.clone());
     let hw = Family::<RingLabel, Gauge>::default();
     reg.register(
         "ring_high_water",
-        "Highest fill level seen, records.",
+        "Highest fill level seen, records",
         hw.clone(),
     );
     let fill = Family::<RingLabel, Gauge>::default();
     reg.register(
         "ring_fill",
-        "Records in the ring at the snapshot.",
+        "Records in the ring at the snapshot",
         fill.clone(),
     );
     for r in &s.rings {
@@ -120,36 +122,42 @@ pub fn encode(s: &Snapshot) -> String {
     }
     let c = &s.consumer;
     for (name, help, v) in [
-        (
-            "consumer_dequeued",
-            "Records read out of rings.",
-            c.dequeued,
-        ),
-        ("consumer_formatted", "Records formatted.", c.formatted),
+        ("consumer_dequeued", "Records read out of rings", c.dequeued),
+        ("consumer_formatted", "Records formatted", c.formatted),
         (
             "consumer_written",
-            "Records the sink accepted.",
+            "Records the sink accepted",
             c.written_records,
         ),
         (
             "consumer_written_bytes",
-            "Bytes the sink accepted.",
+            "Bytes the sink accepted",
             c.written_bytes,
         ),
         (
             "consumer_dropped_sink",
-            "Records lost to sink errors.",
+            "Records lost to sink errors",
             c.dropped_sink,
         ),
-        ("consumer_sink_errors", "Failed sink calls.", c.sink_errors),
+        ("consumer_sink_errors", "Failed sink calls", c.sink_errors),
+        (
+            "consumer_sink_retries",
+            "Failed sink calls that were retried",
+            c.sink_retries,
+        ),
+        (
+            "consumer_dropped_shutdown",
+            "Records not delivered by the shutdown deadline",
+            c.dropped_shutdown,
+        ),
         (
             "consumer_drop_reports",
-            "In-band drop reports written.",
+            "In-band drop reports written",
             c.drop_reports,
         ),
         (
             "enqueue_to_write_samples",
-            "Records in the latency histogram.",
+            "Records in the latency histogram",
             s.latency.samples,
         ),
     ] {
@@ -160,7 +168,7 @@ pub fn encode(s: &Snapshot) -> String {
     let q = Family::<QuantileLabel, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
     reg.register(
         "enqueue_to_write_seconds",
-        "Enqueue-to-write latency of sampled records, by quantile.",
+        "Enqueue-to-write latency of sampled records, by quantile",
         q.clone(),
     );
     let l = &s.latency;
@@ -320,5 +328,14 @@ mod tests {
             assert!(t.lines().any(|l| l == line), "missing {line:?} in\n{t}");
         }
         assert!(t.ends_with("# EOF\n"));
+        // prometheus-client ends HELP text with a period itself.
+        assert!(t.contains("# HELP dplog_ring_fill Records in the ring at the snapshot.\n"));
+        // One encoder (label order within a family may vary between calls).
+        let sorted = |t: &str| {
+            let mut v: Vec<String> = t.lines().map(String::from).collect();
+            v.sort();
+            v
+        };
+        assert_eq!(sorted(&s.to_prometheus()), sorted(&t), "one encoder");
     }
 }

@@ -461,8 +461,8 @@ impl<R: Record> Logger<R> {
     }
 
     /// Counters per ring and per consumer plus the enqueue-to-write latency
-    /// quantiles (see [`Snapshot`]; render with
-    /// [`Snapshot::to_prometheus`]).
+    /// quantiles (see [`Snapshot`]; with the feature `metrics`,
+    /// `Snapshot::to_prometheus` renders it as Prometheus text).
     pub fn snapshot(&self) -> Snapshot {
         self.snapshot_source().snapshot()
     }

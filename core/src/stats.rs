@@ -2,10 +2,10 @@
 //! latency histogram (HDR, via the `hdrhistogram` crate).
 //!
 //! [`Logger::snapshot`](crate::Logger::snapshot) returns a [`Snapshot`];
-//! [`Snapshot::to_prometheus`] renders it in the Prometheus text
-//! exposition format (version 0.0.4).
+//! with the feature `metrics`, `Snapshot::to_prometheus` (= `metrics::encode`)
+//! renders it as OpenMetrics text, which Prometheus scrapes, and
+//! `metrics::MetricsServer` serves it on a loopback HTTP listener.
 
-use std::fmt::Write as _;
 use std::sync::Mutex;
 
 use hdrhistogram::Histogram;
@@ -127,130 +127,12 @@ impl LatencyHistogram {
 }
 
 impl Snapshot {
-    /// The snapshot as Prometheus text exposition (format 0.0.4), metric
-    /// names prefixed `dplog_`: per-ring counters labelled `ring="<id>"`
-    /// (drops also `reason="full|degraded|disconnected"`), consumer totals,
-    /// and the latency quantiles as a summary.
+    /// The snapshot as Prometheus/OpenMetrics text exposition: the same
+    /// text the metrics listener serves, from
+    /// [`metrics::encode`](crate::metrics::encode) (one encoder, built on
+    /// `prometheus-client`; feature `metrics`).
+    #[cfg(feature = "metrics")]
     pub fn to_prometheus(&self) -> String {
-        let mut o = String::new();
-        let mut family = |name: &str, kind: &str, help: &str| {
-            let _ = writeln!(o, "# HELP dplog_{name} {help}\n# TYPE dplog_{name} {kind}");
-        };
-        family(
-            "ring_produced_total",
-            "counter",
-            "Records a producer handled (enqueued or dropped).",
-        );
-        family(
-            "ring_enqueued_total",
-            "counter",
-            "Records copied into the ring.",
-        );
-        family(
-            "ring_dropped_total",
-            "counter",
-            "Records dropped, by reason.",
-        );
-        family(
-            "ring_dequeued_total",
-            "counter",
-            "Records the consumer read.",
-        );
-        family(
-            "ring_high_water",
-            "gauge",
-            "Highest fill level seen, records.",
-        );
-        family("ring_fill", "gauge", "Records in the ring now.");
-        for r in &self.rings {
-            let id = r.id;
-            let _ = writeln!(
-                o,
-                "dplog_ring_produced_total{{ring=\"{id}\"}} {}",
-                r.produced
-            );
-            let _ = writeln!(
-                o,
-                "dplog_ring_enqueued_total{{ring=\"{id}\"}} {}",
-                r.enqueued
-            );
-            for (reason, v) in [
-                ("full", r.dropped_full),
-                ("degraded", r.dropped_degraded),
-                ("disconnected", r.dropped_disconnected),
-            ] {
-                let _ = writeln!(
-                    o,
-                    "dplog_ring_dropped_total{{ring=\"{id}\",reason=\"{reason}\"}} {v}"
-                );
-            }
-            let _ = writeln!(
-                o,
-                "dplog_ring_dequeued_total{{ring=\"{id}\"}} {}",
-                r.dequeued
-            );
-            let _ = writeln!(o, "dplog_ring_high_water{{ring=\"{id}\"}} {}", r.high_water);
-            let _ = writeln!(o, "dplog_ring_fill{{ring=\"{id}\"}} {}", r.fill);
-        }
-        let c = &self.consumer;
-        for (name, help, v) in [
-            (
-                "consumer_dequeued_total",
-                "Records read out of rings.",
-                c.dequeued,
-            ),
-            (
-                "consumer_formatted_total",
-                "Records formatted.",
-                c.formatted,
-            ),
-            (
-                "consumer_written_total",
-                "Records the sink accepted.",
-                c.written_records,
-            ),
-            (
-                "consumer_written_bytes_total",
-                "Bytes the sink accepted.",
-                c.written_bytes,
-            ),
-            (
-                "consumer_dropped_sink_total",
-                "Records lost to sink errors.",
-                c.dropped_sink,
-            ),
-            (
-                "consumer_sink_errors_total",
-                "Failed sink calls.",
-                c.sink_errors,
-            ),
-            (
-                "consumer_drop_reports_total",
-                "In-band drop reports written.",
-                c.drop_reports,
-            ),
-        ] {
-            let _ = writeln!(o, "# HELP dplog_{name} {help}\n# TYPE dplog_{name} counter");
-            let _ = writeln!(o, "dplog_{name} {v}");
-        }
-        let l = &self.latency;
-        let _ = writeln!(
-            o,
-            "# HELP dplog_enqueue_to_write_seconds Enqueue-to-write latency of sampled records.\n# TYPE dplog_enqueue_to_write_seconds gauge"
-        );
-        for (q, v) in [
-            ("0.5", l.p50_ns),
-            ("0.99", l.p99_ns),
-            ("0.999", l.p999_ns),
-            ("1", l.max_ns),
-        ] {
-            let _ = writeln!(
-                o,
-                "dplog_enqueue_to_write_seconds{{quantile=\"{q}\"}} {}",
-                v as f64 / 1e9
-            );
-        }
-        let _ = writeln!(o, "dplog_enqueue_to_write_seconds_count {}", l.samples);
-        o
+        crate::metrics::encode(self)
     }
 }

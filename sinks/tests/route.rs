@@ -272,12 +272,16 @@ fn failover_engages_when_the_kafka_broker_is_dead() {
     };
     assert_eq!(k.failovers.load(Ordering::Relaxed), 1);
     assert!(k.secondary_batches.load(Ordering::Relaxed) >= 1);
-    assert_eq!(s.written_records, 500, "{s:?}");
-    assert_eq!(s.dropped_shutdown, 500, "{s:?}");
+    // Kafka holds 0..k (k = 500 unless a loaded machine delayed part of the
+    // first records past the ack timeout), the file k..1000, in order.
+    let got = parse_lines(&std::fs::read(&c).unwrap());
+    let k0 = 1000 - got.len() as u64;
+    assert!((1..=500).contains(&k0), "{got:?}");
+    assert_eq!(got, (k0..1000).map(|i| (0, i)).collect::<Vec<_>>());
+    assert_eq!(s.written_records, 1000 - k0, "{s:?}");
+    assert_eq!(s.dropped_shutdown, k0, "{s:?}");
     assert_eq!(s.dropped_sink, 0, "{s:?}");
     assert_books_balance(&s);
-    let got = parse_lines(&std::fs::read(&c).unwrap());
-    assert_eq!(got, (500..1000).map(|i| (0, i)).collect::<Vec<_>>());
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Per-record formatting of NAT44 create and delete records: dplog's
-//! table-driven `TextFormatter` / `JsonFormatter` against the same lines
-//! produced with `write!` (core::fmt) into a `Vec<u8>`.
+//! `TextFormatter` / `JsonFormatter` (thin wrappers over the compiled
+//! `text` and `json` layouts) against the same lines produced with
+//! `write!` (core::fmt) into a `Vec<u8>`.
 //!
 //! One criterion iteration formats one record (taken round-robin from a
 //! pool of 1024 varied records, timestamps 1 ms apart) into a reused Vec

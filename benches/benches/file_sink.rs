@@ -242,11 +242,13 @@ static CONSUMER_CPU_TIME: std::sync::Mutex<(u64, u64)> = std::sync::Mutex::new((
 /// every record (`written_records == n`), i.e. every line is in the page
 /// cache. Shutdown (close, with its fsync) is outside the timing. Checks
 /// that nothing was lost and returns the elapsed time and the file size.
-fn e2e_template_run(path: &Path, recs: &[Nat44SessionRecord]) -> (Duration, u64) {
+/// `burst`: the consumer's records per ring per pass (`LoggerConfig::burst`).
+fn e2e_template_run(path: &Path, recs: &[Nat44SessionRecord], burst: usize) -> (Duration, u64) {
     let n = recs.len() as u64;
     let config = LoggerConfig {
         backpressure: Backpressure::Block,
         consumer_cpu: Some(CONSUMER_CPU),
+        burst,
         ..LoggerConfig::default()
     };
     let sink = FileSink::open(path).expect("open file sink");
@@ -332,8 +334,17 @@ fn end_to_end_template(c: &mut Criterion) {
     g.sampling_mode(SamplingMode::Flat).sample_size(10);
     g.throughput(Throughput::Elements(E2E_120B_RECORDS));
     type Run = fn(&Path, &[Nat44SessionRecord]) -> (Duration, u64);
-    let cases: [(&str, Run); 2] = [
-        ("ring_template_FileSink", e2e_template_run),
+    let cases: [(&str, Run); 3] = [
+        // The default consumer burst (32 records per ring per pass).
+        ("ring_template_FileSink_burst32", |p, r| {
+            e2e_template_run(p, r, 32)
+        }),
+        // 256 per pass: one `head` publish per 256 records. With the ring
+        // full (a saturated, lossless pipeline) the blocked producer keeps
+        // reading `head`, so every publish is a cross-core cache miss.
+        ("ring_template_FileSink_burst256", |p, r| {
+            e2e_template_run(p, r, 256)
+        }),
         ("BufWriter_template_write_all", bufwriter_template_run),
     ];
     for (fs, dir) in &dirs {

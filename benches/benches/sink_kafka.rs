@@ -1,23 +1,53 @@
 //! Kafka sink to librdkafka's mock cluster on loopback: 256 KiB batches of
-//! text NAT44 lines produced with `KafkaSink::write_batch`, each iteration
+//! NAT44 lines produced with `KafkaSink::write_batch`, each iteration
 //! timed until every record is acknowledged (records/s acknowledged).
+//!
+//! Lines: the issue's ~120-byte template line (the target case), and the
+//! ~350-byte default text layout for the keyed case (its key is the
+//! `sourceIPv4Address=` field, the inside address). Producer settings:
+//! `defaults` are [`KafkaSinkOptions::new`]'s (linger.ms 5, idempotent,
+//! librdkafka's batch.num.messages 10 000); `tuned` adds
+//! batch.num.messages 100 000, batch.size 1 000 000 bytes (librdkafka's
+//! cap, the mock broker's message.max.bytes), compression off and
+//! linger.ms 20; `packN` packs N lines per Kafka message
+//! (`lines_per_message`, newline-separated).
+//!
+//! Bounded: every case gets a fresh in-process mock cluster (its log lives
+//! in memory), dropped after the case.
 
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
-use dplog::formatters::TextFormatter;
+use dplog::formatters::{Format, FormatSpec, TextFormatter};
 use dplog::sinks::{KafkaKey, KafkaSink, KafkaSinkOptions};
-use dplog::{Formatter, Sink};
+use dplog::{Formatter, Nat44SessionRecord, Sink};
+use dplog_benches::format_peers::TEMPLATE;
 use dplog_benches::{criterion_config, mixed_pool};
 use rdkafka::mocking::MockCluster;
 
 const BATCH_BYTES: usize = 256 * 1024;
-/// Batches per iteration (about 17 000 lines).
-const BATCHES: usize = 8;
+/// Batches per iteration (about 68 000 template lines, 24 000 default
+/// lines): long enough that the last batch's linger and ack round trip
+/// are a small part of an iteration.
+const BATCHES: usize = 32;
 
-fn text_batch() -> (Vec<u8>, usize) {
+/// Whole lines of at most 256 KiB and their count: the ~120-byte template
+/// line when `template`, else the default text layout.
+fn text_batch(template: bool) -> (Vec<u8>, usize) {
     let pool = mixed_pool(4096);
-    let mut f = TextFormatter::default();
+    let mut f: Box<dyn Formatter<Nat44SessionRecord>> = if template {
+        Box::new(
+            FormatSpec {
+                kind: Format::Text,
+                template: Some(TEMPLATE.to_string()),
+                ..FormatSpec::default()
+            }
+            .nat_formatter()
+            .expect("template compiles"),
+        )
+    } else {
+        Box::new(TextFormatter::default())
+    };
     let mut batch = Vec::with_capacity(BATCH_BYTES);
     let mut line = Vec::with_capacity(512);
     let mut n = 0;
@@ -33,29 +63,46 @@ fn text_batch() -> (Vec<u8>, usize) {
     (batch, n)
 }
 
+/// librdkafka properties of the `tuned` cases.
+fn tuned() -> Vec<(String, String)> {
+    [
+        ("batch.num.messages", "100000"),
+        ("batch.size", "1000000"),
+        ("compression.codec", "none"),
+        ("linger.ms", "20"),
+    ]
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .to_vec()
+}
+
 fn bench(c: &mut Criterion) {
-    let (batch, lines) = text_batch();
-    let cluster = MockCluster::new(1).expect("mock cluster");
-    cluster.create_topic("bench", 4, 1).expect("topic");
-    for (name, key, pack) in [
-        ("KafkaSink_mock_unkeyed", KafkaKey::None, 1),
+    let cases: [(&str, bool, KafkaKey, bool, usize); 5] = [
+        ("unkeyed_120B_defaults", true, KafkaKey::None, false, 1),
+        ("unkeyed_120B_tuned", true, KafkaKey::None, true, 1),
+        ("unkeyed_120B_tuned_pack16", true, KafkaKey::None, true, 16),
+        ("unkeyed_120B_tuned_pack64", true, KafkaKey::None, true, 64),
         (
-            "KafkaSink_mock_keyed_by_inside_address",
+            "keyed_by_inside_address_350B_tuned",
+            false,
             KafkaKey::Field("sourceIPv4Address".into()),
+            true,
             1,
         ),
-        (
-            "KafkaSink_mock_unkeyed_16_lines_per_message",
-            KafkaKey::None,
-            16,
-        ),
-    ] {
-        let mut g = c.benchmark_group("sink_kafka_records");
-        g.sampling_mode(SamplingMode::Flat);
-        g.throughput(Throughput::Elements((lines * BATCHES) as u64));
+    ];
+    let mut g = c.benchmark_group("sink_kafka_records");
+    g.sampling_mode(SamplingMode::Flat);
+    for (name, template, key, tune, pack) in cases {
+        let (batch, lines) = text_batch(template);
+        let per_iter = (lines * BATCHES) as u64;
+        let cluster = MockCluster::new(1).expect("mock cluster");
+        cluster.create_topic("bench", 4, 1).expect("topic");
+        g.throughput(Throughput::Elements(per_iter));
         let mut o = KafkaSinkOptions::new(cluster.bootstrap_servers(), "bench");
         o.key = key;
         o.lines_per_message = pack;
+        if tune {
+            o.properties = tuned();
+        }
         let mut sink = KafkaSink::new(o).expect("kafka sink");
         g.bench_function(name, |b| {
             b.iter_custom(|iters| {
@@ -66,20 +113,24 @@ fn bench(c: &mut Criterion) {
                         while sink.write_batch(&batch).is_err() {
                             acked += sink.poll().delivered_records;
                         }
+                        acked += sink.poll().delivered_records;
                     }
-                    while acked < (lines * BATCHES) as u64 {
+                    while acked < per_iter {
                         let p = sink.poll();
                         assert_eq!(p.failed_records, 0);
                         acked += p.delivered_records;
                         std::thread::sleep(Duration::from_micros(200));
                     }
+                    assert_eq!(acked, per_iter, "acknowledged more records than sent");
                 }
                 t0.elapsed()
             })
         });
         sink.close().unwrap();
-        g.finish();
+        drop(sink);
+        drop(cluster);
     }
+    g.finish();
 }
 
 criterion_group! {

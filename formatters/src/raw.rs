@@ -27,6 +27,19 @@ static OCT_DOT: [[u8; 4]; 256] = {
     t
 };
 
+/// [`OCT_DOT`] and [`OCT_LEN`] in one word: the 4 bytes of text in the
+/// low half (little-endian), digits plus one (the dot) in the high half.
+static OCT_WORD: [u64; 256] = {
+    let mut t = [0u64; 256];
+    let mut i = 0;
+    while i < 256 {
+        let d = OCT_DOT[i];
+        t[i] = u32::from_le_bytes(d) as u64 | ((OCT_LEN[i] as u64 + 1) << 32);
+        i += 1;
+    }
+    t
+};
+
 /// Number of decimal digits of each octet value (1..=3).
 static OCT_LEN: [u8; 256] = {
     let mut t = [0u8; 256];
@@ -116,9 +129,9 @@ pub(crate) unsafe fn ipv4(p: *mut u8, addr: u32) -> *mut u8 {
     // per octet, so every write lands in p[0..16] (caller: writable).
     unsafe {
         for shift in [24u32, 16, 8, 0] {
-            let o = ((addr >> shift) & 0xff) as usize;
-            q.cast::<[u8; 4]>().write_unaligned(OCT_DOT[o]);
-            q = q.add(OCT_LEN[o] as usize + 1);
+            let e = OCT_WORD[((addr >> shift) & 0xff) as usize];
+            q.cast::<u32>().write_unaligned((e as u32).to_le());
+            q = q.add((e >> 32) as usize);
         }
         // The last octet's '.' is not part of the address.
         q.sub(1)

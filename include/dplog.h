@@ -855,10 +855,20 @@ dplog_result dplog_schema_register(struct dplog *h,
  * `n_cores == 1` it is pinned to CPU `cores[0]`; with `n_cores == 0`
  * (`cores` may be NULL) the config's `[ring] consumer_cpu`, if any, is used.
  *
+ * One consumer per handle: that one thread drains every ring of the
+ * handle (round-robin, in bursts) into the handle's one sink. A request
+ * for more consumer cores is refused with `DPLOG_ERR_UNSUPPORTED`, never
+ * silently served by one thread. To spread formatting over several
+ * cores, open one handle per consumer core, each with its own sink
+ * (e.g. its own file `path`), `dplog_start` each with its core, and give
+ * each forwarding core a producer of the handle whose consumer should
+ * drain it; the handles share nothing, and each `dplog_close` reports
+ * its own records.
+ *
  * Errors: `DPLOG_ERR_NULL` (handle NULL, or `cores` NULL with
  * `n_cores > 0`), `DPLOG_ERR_INVALID_ARG` (a CPU this process cannot run
- * on), `DPLOG_ERR_UNSUPPORTED` (`n_cores > 1`: one consumer per handle in
- * this version), `DPLOG_ERR_STATE` (already started), `DPLOG_ERR_CLOSED`,
+ * on), `DPLOG_ERR_UNSUPPORTED` (`n_cores > 1`: one consumer per handle,
+ * see above; nothing is started), `DPLOG_ERR_STATE` (already started), `DPLOG_ERR_CLOSED`,
  * `DPLOG_ERR_CONFIG` (ring settings refused: capacity not a power of two,
  * burst 0, batch below 64 KiB; or the format does not compile for a
  * registered schema), `DPLOG_ERR_IO` (thread or sink failure). On error

@@ -849,7 +849,7 @@ impl<T: Record> Producer<T> {
     /// Slots from the producer's write position to the end of the slot
     /// array: the most [`reserve_raw`](Self::reserve_raw) can hand out
     /// without wrapping (whether or not they are free).
-    #[inline]
+    #[inline(always)]
     pub fn contiguous_slots(&self) -> usize {
         self.shared.capacity - (self.tail & (self.shared.capacity - 1))
     }
@@ -861,7 +861,7 @@ impl<T: Record> Producer<T> {
     /// uninitialised: write all `n` before [`commit_raw`](Self::commit_raw).
     /// The pointer stays valid while the producer lives; the slots stay
     /// this producer's until it commits, pushes or reserves again.
-    #[inline]
+    #[inline(always)]
     pub fn reserve_raw(&mut self, n: usize) -> Option<NonNull<T>> {
         if n == 0 || n > self.contiguous_slots() || self.free_slots(n) < n {
             return None;
@@ -878,7 +878,7 @@ impl<T: Record> Producer<T> {
     /// A `reserve_raw(m)` with `m >= n` returned `Some` and no push,
     /// reserve or commit happened on this producer since; the first `n` of
     /// those slots hold valid records written through its pointer.
-    #[inline]
+    #[inline(always)]
     pub unsafe fn commit_raw(&mut self, n: usize) {
         if n > 0 {
             // The slots tail..tail+n are free (checked by reserve_raw) and

@@ -625,6 +625,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+#[inline(always)]
 fn check_magic(m: &AtomicU32, what: &str) -> Result<(), dplog_result> {
     // Relaxed: the magic word only changes under the handle's own
     // discipline (close/free); its partner is the Release store in
@@ -632,11 +633,20 @@ fn check_magic(m: &AtomicU32, what: &str) -> Result<(), dplog_result> {
     // (logger) or by the single-thread rule (producer).
     match m.load(Ordering::Relaxed) {
         MAGIC_LIVE => Ok(()),
-        MAGIC_DEAD => Err(fail(DPLOG_ERR_CLOSED, format!("{what} is closed or freed"))),
-        _ => Err(fail(
+        other => Err(bad_magic(other, what)),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn bad_magic(magic: u32, what: &str) -> dplog_result {
+    if magic == MAGIC_DEAD {
+        fail(DPLOG_ERR_CLOSED, format!("{what} is closed or freed"))
+    } else {
+        fail(
             DPLOG_ERR_INVALID_ARG,
             format!("pointer is not a {what} (bad magic word)"),
-        )),
+        )
     }
 }
 
@@ -1138,10 +1148,20 @@ pub unsafe extern "C" fn dplog_schema_register(
 /// `n_cores == 1` it is pinned to CPU `cores[0]`; with `n_cores == 0`
 /// (`cores` may be NULL) the config's `[ring] consumer_cpu`, if any, is used.
 ///
+/// One consumer per handle: that one thread drains every ring of the
+/// handle (round-robin, in bursts) into the handle's one sink. A request
+/// for more consumer cores is refused with `DPLOG_ERR_UNSUPPORTED`, never
+/// silently served by one thread. To spread formatting over several
+/// cores, open one handle per consumer core, each with its own sink
+/// (e.g. its own file `path`), `dplog_start` each with its core, and give
+/// each forwarding core a producer of the handle whose consumer should
+/// drain it; the handles share nothing, and each `dplog_close` reports
+/// its own records.
+///
 /// Errors: `DPLOG_ERR_NULL` (handle NULL, or `cores` NULL with
 /// `n_cores > 0`), `DPLOG_ERR_INVALID_ARG` (a CPU this process cannot run
-/// on), `DPLOG_ERR_UNSUPPORTED` (`n_cores > 1`: one consumer per handle in
-/// this version), `DPLOG_ERR_STATE` (already started), `DPLOG_ERR_CLOSED`,
+/// on), `DPLOG_ERR_UNSUPPORTED` (`n_cores > 1`: one consumer per handle,
+/// see above; nothing is started), `DPLOG_ERR_STATE` (already started), `DPLOG_ERR_CLOSED`,
 /// `DPLOG_ERR_CONFIG` (ring settings refused: capacity not a power of two,
 /// burst 0, batch below 64 KiB; or the format does not compile for a
 /// registered schema), `DPLOG_ERR_IO` (thread or sink failure). On error
@@ -1170,7 +1190,10 @@ pub unsafe extern "C" fn dplog_start(
         if n_cores > 1 {
             return fail(
                 DPLOG_ERR_UNSUPPORTED,
-                format!("dplog_start: {n_cores} consumer cores asked, this version runs one"),
+                format!(
+                    "dplog_start: {n_cores} consumer cores asked; one consumer per handle \
+                     (open one handle per consumer core)"
+                ),
             );
         }
         let cpu = if n_cores == 1 {
@@ -1419,6 +1442,54 @@ unsafe fn slot_from_c(rec: *const u8, len: usize, schema_id: u16) -> NatRecord {
     NatRecord::from_bytes(&buf[..len]).unwrap_or_else(|| unreachable!("header matches length"))
 }
 
+/// Copies the 64-byte record at `rec` into `dst` with its header set to
+/// (64, `schema_id`, 0, 0).
+///
+/// # Safety
+/// `rec` is valid for 64 bytes (any alignment); `dst` for 64 bytes,
+/// 8-byte aligned, and not overlapping `rec`.
+#[inline(always)]
+unsafe fn copy_into_slot(rec: *const u8, dst: *mut u64, schema_id: u16) {
+    let header = u64::from(DPLOG_RECORD_MAX_SIZE as u16) | (u64::from(schema_id) << 16);
+    let header = if cfg!(target_endian = "little") {
+        header
+    } else {
+        header.swap_bytes()
+    };
+    // SAFETY: dst is valid and aligned for 8 words (contract).
+    unsafe { dst.write(header) };
+    for i in 1..8 {
+        // SAFETY: word i is bytes 8i..8i+8 of both 64-byte areas.
+        unsafe {
+            let w = core::ptr::read_unaligned(rec.add(8 * i).cast::<u64>());
+            dst.add(i).write(w);
+        }
+    }
+}
+
+/// How far ahead of the slot just written `dplog_log` prefetches for
+/// writing, as the ring's own `try_push` (dplog_core::ring).
+const PREFETCH_AHEAD_BYTES: usize = 2048;
+
+/// Hints the CPU to fetch the line at `p` for writing (`prefetchw` on
+/// x86-64, nothing elsewhere), so a later slot write does not wait for the
+/// consumer's core to give the line up. `p` may point anywhere.
+#[inline(always)]
+fn prefetch_write(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `prefetchw` is a hint: it never faults (even on an unmapped
+    // address) and changes no memory or register.
+    unsafe {
+        core::arch::asm!(
+            "prefetchw [{p}]",
+            p = in(reg) p,
+            options(nostack, preserves_flags, readonly)
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 const _: () = {
     assert!(core::mem::size_of::<NatRecord>() == 64);
     assert!(core::mem::align_of::<NatRecord>() == 8);
@@ -1516,43 +1587,111 @@ pub unsafe extern "C" fn dplog_log(
     len: usize,
 ) -> dplog_result {
     guard(|| {
-        // SAFETY: caller contract on p.
-        let st = match unsafe { producer(p) } {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
-        if let Err(e) = check_schema(st, schema_id, len) {
-            return e;
+        // SAFETY: caller contract on p and rec.
+        if unsafe { log_fast(p, schema_id, rec, len) } {
+            return DPLOG_OK;
         }
-        if rec.is_null() {
-            return fail(DPLOG_ERR_NULL, "dplog_log: rec is NULL");
-        }
-        // SAFETY: rec is non-NULL and valid for len (checked 8..=64) bytes.
-        let r = unsafe { slot_from_c(rec.cast(), len, schema_id) };
-        // Fast path: a ring with room takes the record exactly as
-        // `LogProducer::log` would under `block` and `drop` (their first
-        // step is this `try_push`); inlined here, it saves a call. A full
-        // ring, and `degrade` (which checks priorities first), go through
-        // `log` and its policy.
-        let r = if st.fast_path {
-            match st.prod.try_push(r) {
-                Ok(()) => return DPLOG_OK,
-                Err(r) => r,
-            }
-        } else {
-            // fast_path is also off while a reservation holds the slots
-            // at the write position.
-            if !matches!(st.reservation, Reservation::None) {
-                return reservation_pending("dplog_log");
-            }
-            r
-        };
-        if st.prod.log(r) {
-            DPLOG_OK
-        } else {
-            not_enqueued(st, 1)
-        }
+        // SAFETY: caller contract on p and rec.
+        unsafe { log_slow(p, schema_id, rec, len) }
     })
+}
+
+/// The whole of `dplog_log` in the common case — a live producer, a
+/// 64-byte record of a known schema, `block` or `drop`, no reservation,
+/// a ring with room: the record goes from the caller's memory straight
+/// into its ring slot (eight 8-byte loads and stores, the header built in
+/// a register; through a `NatRecord` value it took a trip through the
+/// stack, stored in 8-byte and re-read in 16-byte pieces, a
+/// store-forwarding stall per call). Returns false, having changed
+/// nothing, in every other case, which `log_slow` then handles with the
+/// full checks and their error codes. Kept free of anything that needs a
+/// stack frame.
+///
+/// # Safety
+/// As `dplog_log`.
+#[inline(always)]
+unsafe fn log_fast(
+    p: *mut dplog_producer_t,
+    schema_id: u16,
+    rec: *const c_void,
+    len: usize,
+) -> bool {
+    if p.is_null() || rec.is_null() || len != DPLOG_RECORD_MAX_SIZE {
+        return false;
+    }
+    // SAFETY: non-NULL and returned by dplog_producer_new (caller
+    // contract); producers are never deallocated (see TOMBSTONES).
+    let obj = unsafe { &*p };
+    // Relaxed: as `check_magic` (partner: the Release store in free).
+    if obj.magic.load(Ordering::Relaxed) != MAGIC_LIVE {
+        return false;
+    }
+    // SAFETY: one thread at a time per producer (documented contract), so
+    // this is the only reference to its state.
+    let Some(st) = (unsafe { &mut *obj.inner.get() }) else {
+        return false;
+    };
+    // fast_path: `block` or `drop` and no reservation pending. Relaxed
+    // `closed`: a hint, as in `producer()` (partner: the Release store in
+    // dplog_close).
+    if !st.fast_path
+        || st.shared.closed.load(Ordering::Relaxed)
+        || (schema_id != DPLOG_SCHEMA_NAT44_SESSION && st.sizes.get(schema_id) != len)
+    {
+        return false;
+    }
+    let Some(slot) = st.prod.reserve_raw(1) else {
+        return false;
+    };
+    // SAFETY: rec is valid for 64 bytes (contract); reserve_raw handed out
+    // one free 64-byte slot that only this producer writes until
+    // commit_raw publishes it.
+    unsafe { copy_into_slot(rec.cast(), slot.as_ptr().cast(), schema_id) };
+    // SAFETY: the slot of reserve_raw(1) now holds a valid 64-byte record;
+    // nothing touched the producer in between.
+    unsafe { st.prod.commit_raw(1) };
+    prefetch_write(
+        slot.as_ptr()
+            .cast::<u8>()
+            .wrapping_add(PREFETCH_AHEAD_BYTES),
+    );
+    true
+}
+
+/// `dplog_log` with every check and error code, for what `log_fast` left.
+///
+/// # Safety
+/// As `dplog_log`.
+#[inline(never)]
+unsafe fn log_slow(
+    p: *mut dplog_producer_t,
+    schema_id: u16,
+    rec: *const c_void,
+    len: usize,
+) -> dplog_result {
+    // SAFETY: caller contract on p.
+    let st = match unsafe { producer(p) } {
+        Ok(s) => s,
+        Err(e) => return e,
+    };
+    if let Err(e) = check_schema(st, schema_id, len) {
+        return e;
+    }
+    if rec.is_null() {
+        return fail(DPLOG_ERR_NULL, "dplog_log: rec is NULL");
+    }
+    // fast_path is off while a reservation holds the slots at the write
+    // position.
+    if !matches!(st.reservation, Reservation::None) {
+        return reservation_pending("dplog_log");
+    }
+    // SAFETY: rec is non-NULL and valid for len (checked 8..=64) bytes.
+    let r = unsafe { slot_from_c(rec.cast(), len, schema_id) };
+    if st.prod.log(r) {
+        DPLOG_OK
+    } else {
+        not_enqueued(st, 1)
+    }
 }
 
 /// Copies `n` records of `rec_len` bytes each, packed back to back at

@@ -206,6 +206,11 @@ static void test_start_and_producers(void) {
   EXPECT(dplog_start(h, NULL, 1), DPLOG_ERR_NULL);
   uint32_t cores[2] = {0, 1};
   EXPECT(dplog_start(h, cores, 2), DPLOG_ERR_UNSUPPORTED);
+  {
+    char um[256];
+    last_error(um, sizeof um);
+    CHECK(strstr(um, "one consumer per handle") != NULL);
+  }
   uint32_t bad = 100000;
   EXPECT(dplog_start(h, &bad, 1), DPLOG_ERR_INVALID_ARG);
   EXPECT(dplog_start(h, NULL, 0), DPLOG_ERR_CONFIG); /* capacity 1000 */
@@ -677,6 +682,57 @@ static void test_consumer_gone(void) {
   CHECK(s.dropped_full >= 3 && s.produced == s.enqueued + s.dropped_full);
 }
 
+/* Several consumer cores: one handle per consumer core, each with its own
+ * sink and its own producers (what dplog_start documents for n_cores > 1). */
+struct handle_worker {
+  struct dplog *h;
+  uint32_t ring;
+  uint16_t base;
+};
+
+static void *handle_worker_main(void *arg) {
+  struct handle_worker *w = arg;
+  struct dplog_producer *p = NULL;
+  EXPECT(dplog_producer_new(w->h, w->ring, &p), DPLOG_OK);
+  for (uint16_t i = 0; i < 2000; i++) {
+    struct dplog_nat44_session r = session((uint16_t)(w->base + i % 1000));
+    EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &r, sizeof r), DPLOG_OK);
+  }
+  EXPECT(dplog_producer_free(p), DPLOG_OK);
+  return NULL;
+}
+
+static void test_one_handle_per_consumer_core(void) {
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  struct dplog *hs[2] = {open_text("core0.log", "[ring]\ncapacity = 256\n"),
+                         open_text("core1.log", "[ring]\ncapacity = 256\n")};
+  for (uint32_t c = 0; c < 2; c++) {
+    uint32_t cpu = ncpu >= 2 ? c : 0;
+    EXPECT(dplog_start(hs[c], &cpu, 1), DPLOG_OK);
+  }
+  /* Two forwarding threads per consumer, rings 0 and 1 of each handle. */
+  pthread_t t[4];
+  struct handle_worker w[4];
+  for (int i = 0; i < 4; i++) {
+    w[i] = (struct handle_worker){hs[i % 2], (uint32_t)(i / 2), (uint16_t)(10000 * (i % 2 + 1))};
+    CHECK(pthread_create(&t[i], NULL, handle_worker_main, &w[i]) == 0);
+  }
+  for (int i = 0; i < 4; i++) CHECK(pthread_join(t[i], NULL) == 0);
+  for (int c = 0; c < 2; c++) {
+    struct dplog_stats s;
+    EXPECT(dplog_close(hs[c], &s), DPLOG_OK);
+    CHECK(s.rings == 2 && s.produced == 4000 && s.written_records == 4000);
+    char path[512];
+    path_in(path, sizeof path, c == 0 ? "core0.log" : "core1.log");
+    char *text = read_file(path);
+    CHECK(count_lines(text) == 4000);
+    /* Each file holds only its own handle's records. */
+    CHECK(count_sub(text, c == 0 ? "sourceTransportPort=10999 " : "sourceTransportPort=20999 ") == 4);
+    CHECK(count_sub(text, c == 0 ? "sourceTransportPort=20000 " : "sourceTransportPort=10000 ") == 0);
+    free(text);
+  }
+}
+
 static void test_drop_policy_and_undelivered(void) {
   struct dplog *h = open_text("drop.log", "[ring]\ncapacity = 2\nbackpressure = \"drop\"\n");
   EXPECT(dplog_start(h, NULL, 0), DPLOG_OK);
@@ -830,6 +886,7 @@ int main(void) {
   test_schema_register();
   test_zero_copy_reserve();
   test_consumer_gone();
+  test_one_handle_per_consumer_core();
   test_drop_policy_and_undelivered();
   test_reopen_for_logrotate();
   test_use_after_close_and_double_free();

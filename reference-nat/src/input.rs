@@ -68,6 +68,9 @@ pub struct InputStats {
     pub packets: u64,
     /// Captured bytes delivered to the callback.
     pub bytes: u64,
+    /// Of `packets`, those captured shorter than their original length
+    /// (cut by a snap length).
+    pub snapped: u64,
     /// Records skipped because their captured length exceeds their original
     /// wire length (a corrupt record header).
     pub bad_caplen: u64,
@@ -328,6 +331,9 @@ impl<F: FnMut(Packet<'_>)> State<'_, F> {
     fn deliver(&mut self, p: Packet<'_>) {
         self.stats.packets += 1;
         self.stats.bytes += p.data.len() as u64;
+        if (p.data.len() as u64) < u64::from(p.orig_len) {
+            self.stats.snapped += 1;
+        }
         self.last_ts = p.ts_ns;
         (self.f)(p);
     }

@@ -395,11 +395,18 @@ pub enum Verdict {
     /// [`NatStats::fragments_duplicate`] (without buffering, the NAT
     /// cannot compare contents).
     FragmentOverlap,
+    /// Cut by the capture's snap length (captured length below the wire
+    /// length) before the headers the NAT needs (the IPv4 header and the
+    /// TCP/UDP/ICMP fixed header), or an ICMP error whose quote was cut
+    /// (its checksum covers bytes not captured); not translated. A cut
+    /// packet whose headers are all there is translated as usual (see
+    /// [`Nat44::process_snapped`]).
+    Snapped,
     /// Malformed frame, with the reason.
     Malformed(MalformedReason),
 }
 
-const SIMPLE_VERDICTS: [Verdict; 28] = [
+const SIMPLE_VERDICTS: [Verdict; 29] = [
     Verdict::TranslatedOut,
     Verdict::TranslatedIn,
     Verdict::FragmentMatched,
@@ -428,6 +435,7 @@ const SIMPLE_VERDICTS: [Verdict; 28] = [
     Verdict::IcmpErrorBadQuote,
     Verdict::IcmpErrorQuotesError,
     Verdict::FragmentOverlap,
+    Verdict::Snapped,
 ];
 
 impl Verdict {
@@ -465,6 +473,7 @@ impl Verdict {
             Verdict::IcmpErrorBadQuote => 25,
             Verdict::IcmpErrorQuotesError => 26,
             Verdict::FragmentOverlap => 27,
+            Verdict::Snapped => 28,
             Verdict::Malformed(r) => SIMPLE_VERDICTS.len() + r as usize,
         }
     }
@@ -531,6 +540,7 @@ impl Verdict {
             Verdict::IcmpErrorBadQuote => "icmp_error_bad_quote",
             Verdict::IcmpErrorQuotesError => "icmp_error_quotes_error",
             Verdict::FragmentOverlap => "fragment_overlap",
+            Verdict::Snapped => "snapped",
             Verdict::Malformed(r) => r.name(),
         }
     }
@@ -1428,6 +1438,44 @@ impl Nat44 {
         v
     }
 
+    /// [`process`](Self::process) for a frame of which only `frame.len()`
+    /// of `wire_len` bytes were captured (pcap caplen < original length,
+    /// a snap length). If the frame parses whole it is processed as usual.
+    /// Otherwise, when the IPv4 header and the transport's fixed header
+    /// (TCP 20 bytes, UDP and ICMP echo 8) were captured, it is translated
+    /// like any other packet: the rewrites touch only those headers and
+    /// update the checksums incrementally (RFC 1624), so the payload that
+    /// was not captured is not needed; session byte counters use the IPv4
+    /// total length. Otherwise (headers cut, or an ICMP error whose quote
+    /// was cut) it gets [`Verdict::Snapped`].
+    pub fn process_snapped(
+        &mut self,
+        ts_ns: u64,
+        linktype: u32,
+        frame: &mut [u8],
+        wire_len: usize,
+        log: &mut impl NatLog,
+    ) -> Verdict {
+        if frame.len() >= wire_len || packet::parse(linktype, frame).is_ok() {
+            return self.process(ts_ns, linktype, frame, log);
+        }
+        let now = self.advance(ts_ns);
+        self.expire(now, log);
+        let v = match packet::parse_snapped(linktype, frame) {
+            Ok(p) => match p.transport {
+                Transport::IcmpOther { icmp_type, .. } if is_icmp_error(icmp_type) => {
+                    Verdict::Snapped
+                }
+                _ => self.handle_parsed(now, p, frame, log),
+            },
+            Err(ParseError::Malformed(r)) if r.is_cut() => Verdict::Snapped,
+            Err(e) => e.into(),
+        };
+        self.stats.packets += 1;
+        self.stats.verdicts[v.index()] += 1;
+        v
+    }
+
     /// Deletes every session at end of input: first those whose timeout
     /// ended by `ts_ns` (stamped with their expiry time), then all others in
     /// creation order, stamped with `ts_ns` (or the engine clock if that is
@@ -2000,6 +2048,16 @@ impl Nat44 {
             Ok(p) => p,
             Err(e) => return e.into(),
         };
+        self.handle_parsed(now, p, frame, log)
+    }
+
+    fn handle_parsed(
+        &mut self,
+        now: u64,
+        p: ParsedPacket,
+        frame: &mut [u8],
+        log: &mut impl NatLog,
+    ) -> Verdict {
         let (src, dst) = (p.ip.src, p.ip.dst);
         if let Some(v) = special_address(src, dst) {
             return v;

@@ -146,6 +146,25 @@ pub enum MalformedReason {
 }
 
 impl MalformedReason {
+    /// True for the reasons a capture's snap length explains (a header or
+    /// a length that runs past the captured bytes), as opposed to header
+    /// fields that are wrong in themselves.
+    pub fn is_cut(self) -> bool {
+        use MalformedReason as M;
+        matches!(
+            self,
+            M::TruncatedLinkHeader
+                | M::TruncatedIpv4Header
+                | M::Ipv4HeaderPastEnd
+                | M::Ipv4TotalLengthPastEnd
+                | M::TruncatedTcpHeader
+                | M::TcpDataOffsetPastEnd
+                | M::TruncatedUdpHeader
+                | M::UdpLengthPastEnd
+                | M::TruncatedIcmpHeader
+        )
+    }
+
     /// Number of variants.
     pub const COUNT: usize = 16;
     /// Every variant, in declaration order (index = `self as usize`).
@@ -342,6 +361,26 @@ const TRUNC_L2: ParseError = ParseError::Malformed(MalformedReason::TruncatedLin
 /// module docs, [`ParseError::NotIpv4`] for non-IPv4 payloads, and
 /// [`ParseError::Malformed`] with the reason for invalid headers.
 pub fn parse(linktype: u32, frame: &[u8]) -> Result<ParsedPacket, ParseError> {
+    parse_with(linktype, frame, false)
+}
+
+/// [`parse`] for a frame cut by a capture's snap length: the IPv4 total
+/// length, the UDP length and the TCP data offset may point past the
+/// captured bytes. The IPv4 header and the transport's fixed header (TCP
+/// 20 bytes, UDP 8, ICMP 8) must still be there. [`ParsedPacket::l3_end`]
+/// is then past the end of `frame`.
+///
+/// # Errors
+///
+/// As [`parse`], without the errors a cut explains
+/// ([`MalformedReason::Ipv4TotalLengthPastEnd`],
+/// [`MalformedReason::UdpLengthPastEnd`],
+/// [`MalformedReason::TcpDataOffsetPastEnd`]).
+pub fn parse_snapped(linktype: u32, frame: &[u8]) -> Result<ParsedPacket, ParseError> {
+    parse_with(linktype, frame, true)
+}
+
+fn parse_with(linktype: u32, frame: &[u8], snapped: bool) -> Result<ParsedPacket, ParseError> {
     let (l3_offset, vlan_tags) = match linktype {
         LINKTYPE_ETHERNET => ethernet(frame)?,
         LINKTYPE_RAW | LINKTYPE_RAW_BSD12 | LINKTYPE_RAW_BSD14 => {
@@ -387,7 +426,7 @@ pub fn parse(linktype: u32, frame: &[u8]) -> Result<ParsedPacket, ParseError> {
         _ => return Err(ParseError::UnsupportedLinkType),
     };
     let rest = frame.get(l3_offset..).unwrap_or(&[]);
-    let (ip, transport) = parse_ipv4(rest)?;
+    let (ip, transport) = parse_ipv4(rest, snapped)?;
     Ok(ParsedPacket {
         l3_offset,
         vlan_tags,
@@ -426,7 +465,7 @@ fn ethertype_chain(
     }
 }
 
-fn parse_ipv4(b: &[u8]) -> Result<(Ipv4Header, Transport), ParseError> {
+fn parse_ipv4(b: &[u8], snapped: bool) -> Result<(Ipv4Header, Transport), ParseError> {
     use MalformedReason as M;
     let first = *b.first().ok_or(M::TruncatedIpv4Header)?;
     if first >> 4 != 4 {
@@ -448,7 +487,7 @@ fn parse_ipv4(b: &[u8]) -> Result<(Ipv4Header, Transport), ParseError> {
     if total < header_len {
         return Err(M::Ipv4TotalLengthTooSmall.into());
     }
-    if total > b.len() {
+    if total > b.len() && !snapped {
         return Err(M::Ipv4TotalLengthPastEnd.into());
     }
     let id = be16(b, 4).ok_or(M::TruncatedIpv4Header)?;
@@ -465,8 +504,10 @@ fn parse_ipv4(b: &[u8]) -> Result<(Ipv4Header, Transport), ParseError> {
         more_fragments: frag & 0x2000 != 0,
         fragment_offset: frag & 0x1FFF,
     };
-    let payload = b.get(header_len..total).ok_or(M::Ipv4TotalLengthPastEnd)?;
-    if usize::from(ip.fragment_offset) * 8 + payload.len() > 65535 {
+    let payload = b
+        .get(header_len..total.min(b.len()))
+        .ok_or(M::Ipv4TotalLengthPastEnd)?;
+    if usize::from(ip.fragment_offset) * 8 + (total - header_len) > 65535 {
         return Err(M::Ipv4FragmentTooLong.into());
     }
     if ip.is_later_fragment() {
@@ -482,7 +523,7 @@ fn parse_ipv4(b: &[u8]) -> Result<(Ipv4Header, Transport), ParseError> {
                 return Err(M::TcpDataOffsetTooSmall.into());
             }
             let hl = u16::from(data_offset) * 4;
-            if usize::from(hl) > payload.len() {
+            if usize::from(hl) > payload.len() && !snapped {
                 return Err(M::TcpDataOffsetPastEnd.into());
             }
             Transport::Tcp(TcpHeader {
@@ -502,7 +543,7 @@ fn parse_ipv4(b: &[u8]) -> Result<(Ipv4Header, Transport), ParseError> {
             }
             // In a first fragment the UDP length covers the whole datagram,
             // which is longer than this fragment's payload.
-            if usize::from(length) > payload.len() && !ip.more_fragments {
+            if usize::from(length) > payload.len() && !ip.more_fragments && !snapped {
                 return Err(M::UdpLengthPastEnd.into());
             }
             Transport::Udp(UdpHeader {

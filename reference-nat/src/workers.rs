@@ -118,6 +118,10 @@ pub struct Batch {
     pub frames: Vec<(u64, u32, u32, u32)>,
     /// Frame bytes.
     pub data: Vec<u8>,
+    /// Wire length of each frame (the capture's original length), in
+    /// `frames` order; above the captured length when a snap length cut
+    /// the frame.
+    pub wire_lens: Vec<u32>,
 }
 
 impl Batch {
@@ -126,15 +130,23 @@ impl Batch {
         Self {
             frames: Vec::with_capacity(BATCH_PACKETS),
             data: Vec::with_capacity(BATCH_PACKETS * 256),
+            wire_lens: Vec::with_capacity(BATCH_PACKETS),
         }
     }
 
-    /// Appends a copy of `frame`.
+    /// Appends a copy of `frame`, captured whole.
     pub fn push(&mut self, ts_ns: u64, linktype: u32, frame: &[u8]) {
+        self.push_wire(ts_ns, linktype, frame, frame.len() as u32);
+    }
+
+    /// Appends a copy of `frame`, of which `wire_len` bytes were on the
+    /// wire (more than `frame.len()` when the capture cut it).
+    pub fn push_wire(&mut self, ts_ns: u64, linktype: u32, frame: &[u8], wire_len: u32) {
         let start = self.data.len() as u32;
         self.data.extend_from_slice(frame);
         self.frames
             .push((ts_ns, linktype, start, self.data.len() as u32));
+        self.wire_lens.push(wire_len);
     }
 
     /// Number of frames.
@@ -151,6 +163,7 @@ impl Batch {
     pub fn clear(&mut self) {
         self.frames.clear();
         self.data.clear();
+        self.wire_lens.clear();
     }
 }
 

@@ -29,6 +29,13 @@
 //! [sink]
 //! type = "file"
 //! path = "dplog.log"
+//!
+//! [metrics]                # Prometheus text exposition of the snapshot
+//! # prometheus_listen = "127.0.0.1:9464"  # off if unset; GET /metrics
+//! allow_non_loopback = false  # a non-loopback listen address is refused
+//!                          # unless this is true
+//! linger_ms = 0            # programs that end (dplog-nat): keep serving
+//!                          # the final counters this long after the run
 //! ```
 //!
 //! Every key is optional and defaults as shown. An unknown key or a value
@@ -585,6 +592,71 @@ pub struct LogConfig {
     pub format: FormatConfig,
     /// `[sink]`.
     pub sink: SinkConfig,
+    /// `[metrics]`.
+    pub metrics: MetricsConfig,
+}
+
+/// `[metrics]`: the Prometheus listener (`dplog_core::metrics`): OpenMetrics
+/// text of [`Logger::snapshot`] at `GET /metrics`, served by `tiny_http` on
+/// its own unpinned thread (never a producer or consumer core).
+#[derive(Clone, Debug, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// Address and port to listen on, e.g. `"127.0.0.1:9464"` (port 0
+    /// picks a free port). Default: unset, no listener.
+    pub prometheus_listen: Option<std::net::SocketAddr>,
+    /// Accept a `prometheus_listen` address outside 127.0.0.0/8 and ::1.
+    /// The listener has no authentication, so it is refused unless this is
+    /// `true`. Default `false`.
+    pub allow_non_loopback: bool,
+    /// For programs that end (`dplog-nat`): keep serving the final counters
+    /// this long after the logger shut down, so a scraper can collect them.
+    /// Milliseconds, default 0.
+    pub linger_ms: u64,
+}
+
+impl MetricsConfig {
+    /// Checks the settings without binding.
+    ///
+    /// Errors: [`ConfigError::Parse`] naming `metrics.prometheus_listen` if
+    /// the address is not a loopback address and `allow_non_loopback` is
+    /// not set.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        match self.prometheus_listen {
+            Some(a) if !a.ip().is_loopback() && !self.allow_non_loopback => {
+                Err(ConfigError::Parse(format!(
+                    "metrics.prometheus_listen = \"{a}\" is not a loopback address \
+                     (127.0.0.0/8 or ::1); set metrics.allow_non_loopback = true to serve \
+                     the unauthenticated listener on it"
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Starts the listener for `logger` if `prometheus_listen` is set
+    /// (`None` otherwise). The server serves until it is stopped or
+    /// dropped, and keeps serving the last counters after the logger shut
+    /// down.
+    ///
+    /// Errors: as [`check`](Self::check); [`ConfigError::Metrics`] if the
+    /// address cannot be bound.
+    pub fn start<R: crate::Record>(
+        &self,
+        logger: &Logger<R>,
+    ) -> Result<Option<crate::metrics::MetricsServer>, ConfigError> {
+        self.check()?;
+        let Some(addr) = self.prometheus_listen else {
+            return Ok(None);
+        };
+        crate::metrics::MetricsServer::serve_with(
+            addr,
+            logger.snapshot_source(),
+            self.allow_non_loopback,
+        )
+        .map(Some)
+        .map_err(|e| ConfigError::Metrics(addr, e))
+    }
 }
 
 /// A configuration that could not be read or used.
@@ -599,6 +671,8 @@ pub enum ConfigError {
     Sink(std::io::Error),
     /// The runtime refused the settings.
     Logger(LoggerError),
+    /// The `[metrics]` listener could not be started on this address.
+    Metrics(std::net::SocketAddr, std::io::Error),
 }
 
 impl core::fmt::Display for ConfigError {
@@ -608,6 +682,7 @@ impl core::fmt::Display for ConfigError {
             ConfigError::Parse(m) => write!(f, "bad config: {m}"),
             ConfigError::Sink(e) => write!(f, "cannot open sink: {e}"),
             ConfigError::Logger(e) => write!(f, "{e}"),
+            ConfigError::Metrics(a, e) => write!(f, "cannot serve metrics on {a}: {e}"),
         }
     }
 }
@@ -843,6 +918,69 @@ mod tests {
             .err()
             .unwrap();
         assert!(e.to_string().contains("1000"), "{e}");
+    }
+
+    #[test]
+    fn metrics_section_refuses_non_loopback_unless_allowed_and_serves() {
+        let c =
+            LogConfig::from_toml_str("[metrics]\nprometheus_listen = \"127.0.0.1:0\"\n").unwrap();
+        assert_eq!(
+            c.metrics.prometheus_listen,
+            Some("127.0.0.1:0".parse().unwrap())
+        );
+        assert!(c.metrics.check().is_ok());
+        assert_eq!(LogConfig::default().metrics.prometheus_listen, None);
+        let far = "[metrics]\nprometheus_listen = \"0.0.0.0:9464\"\n";
+        let e = LogConfig::from_toml_str(far)
+            .unwrap()
+            .metrics
+            .check()
+            .unwrap_err();
+        assert!(e.to_string().contains("allow_non_loopback"), "{e}");
+        let ok = format!("{far}allow_non_loopback = true\n");
+        assert!(LogConfig::from_toml_str(&ok)
+            .unwrap()
+            .metrics
+            .check()
+            .is_ok());
+        let e = LogConfig::from_toml_str("[metrics]\nprometheus_listen = \"localhost\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("prometheus_listen"), "{e}");
+        assert!(LogConfig::from_toml_str("[metrics]\nport = 1\n").is_err());
+        // Started from the config: a real GET over loopback.
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!(
+            "[metrics]\nprometheus_listen = \"127.0.0.1:0\"\n[sink]\ntype = \"file\"\npath = \"{}\"\n",
+            dir.path().join("m.log").display()
+        );
+        let c = LogConfig::from_toml_str(&text).unwrap();
+        let logger = c.start_nat44().unwrap();
+        let server = c.metrics.start(&logger).unwrap().expect("configured");
+        let mut p = logger.producer().unwrap();
+        for port in 0..10u16 {
+            assert!(p.log(Nat44SessionRecord {
+                nat_event: 4,
+                src_port: port,
+                ..Default::default()
+            }));
+        }
+        drop(p);
+        let s = logger.shutdown().unwrap();
+        use std::io::{Read, Write};
+        let mut t = std::net::TcpStream::connect(server.local_addr()).unwrap();
+        write!(t, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+        let mut body = String::new();
+        t.read_to_string(&mut body).unwrap();
+        assert!(
+            body.contains(&format!(
+                "dplog_consumer_written_total {}\n",
+                s.written_records
+            )),
+            "{body}"
+        );
+        assert_eq!(s.written_records, 10);
+        server.stop();
     }
 
     #[test]

@@ -202,10 +202,28 @@ impl MetricsServer {
     /// Errors: `InvalidInput` for a non-loopback address, the bind error
     /// otherwise.
     pub fn serve<R: Record>(addr: SocketAddr, source: SnapshotSource<R>) -> io::Result<Self> {
-        if !addr.ip().is_loopback() {
+        Self::serve_with(addr, source, false)
+    }
+
+    /// As [`serve`](Self::serve), but with `allow_non_loopback` a
+    /// non-loopback address (e.g. `0.0.0.0:9464`, every interface) is
+    /// accepted too. The listener has no authentication: only for a
+    /// management network the operator chose explicitly.
+    ///
+    /// Errors: `InvalidInput` for a non-loopback address without
+    /// `allow_non_loopback`; the bind error (`AddrNotAvailable`) otherwise.
+    pub fn serve_with<R: Record>(
+        addr: SocketAddr,
+        source: SnapshotSource<R>,
+        allow_non_loopback: bool,
+    ) -> io::Result<Self> {
+        if !allow_non_loopback && !addr.ip().is_loopback() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("metrics address {addr} is not a loopback address"),
+                format!(
+                    "metrics address {addr} is not a loopback address \
+                     (127.0.0.0/8 or ::1; set allow_non_loopback to serve on it)"
+                ),
             ));
         }
         let server = Arc::new(

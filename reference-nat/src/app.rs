@@ -10,7 +10,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use dplog::config::MetricsConfig;
 use dplog::config::{ConfigError, FileSinkConfig, FormatConfig, LogConfig, RingConfig, SinkConfig};
+use dplog::metrics::MetricsServer;
 use dplog::{Backpressure, LogProducer, Logger, NatRecord, Stats};
 use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
@@ -177,6 +179,9 @@ pub struct AppConfig {
     pub producer_cpu: Option<usize>,
     /// `[dataplane]`.
     pub dataplane: DataplaneSection,
+    /// `[metrics]`: the Prometheus listener, see
+    /// [`dplog::config::MetricsConfig`] (`--metrics-listen`).
+    pub metrics: MetricsConfig,
 }
 
 /// Set (by a SIGINT/SIGTERM handler, or by [`request_stop`]) to end the
@@ -306,6 +311,7 @@ impl Default for AppConfig {
             synthetic: SyntheticConfig::default(),
             producer_cpu: None,
             dataplane: DataplaneSection::default(),
+            metrics: MetricsConfig::default(),
         }
     }
 }
@@ -327,6 +333,7 @@ impl AppConfig {
             ring: self.ring.clone(),
             format: self.format.clone(),
             sink: self.sink.clone(),
+            metrics: self.metrics.clone(),
         }
     }
 
@@ -532,10 +539,6 @@ pub struct Summary {
     pub records_per_s: f64,
     /// Capture reader counters (pcap input only).
     pub capture_skipped_bad_caplen: u64,
-    /// Packets the capture cut short of their wire length (snap length);
-    /// translated when their headers were captured, else counted under
-    /// the `snapped` verdict.
-    pub capture_snapped: u64,
     /// The input error, if the capture could not be read to its end.
     pub input_error: Option<String>,
     /// The run was stopped early by SIGINT/SIGTERM ([`request_stop`]);
@@ -664,13 +667,6 @@ impl Summary {
         if !self.logging {
             let _ = writeln!(s, "  logging            off (records discarded)");
         }
-        if self.capture_snapped > 0 {
-            let _ = writeln!(
-                s,
-                "  snapped            {} packets cut by the snap length; translated when their headers were captured, else counted as snapped",
-                self.capture_snapped
-            );
-        }
         if let Some(e) = &self.input_error {
             let _ = writeln!(s, "  input error        {e}");
         }
@@ -711,6 +707,31 @@ pub fn run(cfg: &AppConfig) -> Result<Summary, RunError> {
 /// Errors: as [`run`]; [`RunError::Dataplane`] when `live` was made for a
 /// different number of workers.
 pub fn run_live(cfg: &AppConfig, live: &LiveCounters) -> Result<Summary, RunError> {
+    run_live_serving(cfg, live, &mut None)
+}
+
+/// [`run`] with the `[metrics]` listener: started (if
+/// `metrics.prometheus_listen` is set and logging is on) as soon as the
+/// logger is, and left in `metrics` when the run returns, still serving the
+/// final counters, so the caller decides how long to keep it
+/// (`metrics.linger_ms` in `dplog-nat`). The bound address is printed on
+/// stderr: `dplog-nat: metrics at http://127.0.0.1:9464/metrics`.
+///
+/// Errors: as [`run`]; [`RunError::Config`] if the listener cannot start.
+pub fn run_serving(
+    cfg: &AppConfig,
+    metrics: &mut Option<MetricsServer>,
+) -> Result<Summary, RunError> {
+    let live = LiveCounters::new(cfg.dataplane.workers.max(1));
+    run_live_serving(cfg, &live, metrics)
+}
+
+/// [`run_live`] with the `[metrics]` listener, as [`run_serving`].
+pub fn run_live_serving(
+    cfg: &AppConfig,
+    live: &LiveCounters,
+    metrics: &mut Option<MetricsServer>,
+) -> Result<Summary, RunError> {
     let n = cfg.dataplane.workers;
     if n == 0 || n > MAX_WORKERS {
         return Err(RunError::Dataplane(format!(
@@ -786,7 +807,12 @@ pub fn run_live(cfg: &AppConfig, live: &LiveCounters) -> Result<Summary, RunErro
         }
     }
     let logger = if cfg.dataplane.logging {
-        Some(cfg.start_logger()?)
+        let l = cfg.start_logger()?;
+        *metrics = cfg.metrics.start(&l).map_err(RunError::Config)?;
+        if let Some(m) = metrics.as_ref() {
+            eprintln!("dplog-nat: metrics at http://{}/metrics", m.local_addr());
+        }
+        Some(l)
     } else {
         None
     };
@@ -863,9 +889,9 @@ pub fn run_live(cfg: &AppConfig, live: &LiveCounters) -> Result<Summary, RunErro
             let sharder = Sharder::new(&base.inside, n);
             let mut cur: Vec<Batch> = (0..n).map(|_| Batch::new()).collect();
             let mut last_ts = 0u64;
-            let mut dispatch = |ts_ns: u64, linktype: u32, data: &[u8], wire_len: u32| {
+            let mut dispatch = |ts_ns: u64, linktype: u32, data: &[u8]| {
                 let w = sharder.worker_of(linktype, data);
-                cur[w].push_wire(ts_ns, linktype, data, wire_len);
+                cur[w].push(ts_ns, linktype, data);
                 last_ts = last_ts.max(ts_ns);
                 if cur[w].len() >= BATCH_PACKETS {
                     let mut fresh = rets[w].pop().unwrap_or_default();
@@ -877,7 +903,7 @@ pub fn run_live(cfg: &AppConfig, live: &LiveCounters) -> Result<Summary, RunErro
             let res = match (&cfg.input.pcap, generator.as_mut()) {
                 (Some(path), _) => read_capture(path, |pkt| {
                     if !stop_requested() {
-                        dispatch(pkt.ts_ns, pkt.linktype, pkt.data, pkt.orig_len);
+                        dispatch(pkt.ts_ns, pkt.linktype, pkt.data);
                     }
                 }),
                 (None, Some(gen)) => {
@@ -885,8 +911,7 @@ pub fn run_live(cfg: &AppConfig, live: &LiveCounters) -> Result<Summary, RunErro
                         if stop_requested() {
                             break;
                         }
-                        let len = f.len() as u32;
-                        dispatch(ts, crate::packet::LINKTYPE_ETHERNET, f, len);
+                        dispatch(ts, crate::packet::LINKTYPE_ETHERNET, f);
                     }
                     Ok(InputStats::default())
                 }
@@ -1030,17 +1055,10 @@ fn handoff_worker(
     loop {
         match rx.pop() {
             Ok(Handoff::Batch(mut b)) => {
-                let Batch {
-                    frames,
-                    data,
-                    wire_lens,
-                } = &mut b;
-                for (i, &(ts, lt, start, end)) in frames.iter().enumerate() {
+                let Batch { frames, data } = &mut b;
+                for &(ts, lt, start, end) in frames.iter() {
                     if let Some(f) = data.get_mut(start as usize..end as usize) {
-                        // A frame cut by the snap length is translated when
-                        // its headers were captured, else counted `snapped`.
-                        let wire = wire_lens.get(i).map_or(f.len(), |&w| w as usize);
-                        nat.process_snapped(ts, lt, f, wire, &mut log);
+                        nat.process(ts, lt, f, &mut log);
                     }
                 }
                 // One ring publication per batch (an rx burst).
@@ -1330,7 +1348,6 @@ fn make_summary(
         packets_per_s: per_s(nat.packets),
         records_per_s: per_s(stats.written_records),
         capture_skipped_bad_caplen: input_stats.bad_caplen,
-        capture_snapped: input_stats.snapped,
         input_error,
         interrupted: stop_requested(),
         workers: 1,

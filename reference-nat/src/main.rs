@@ -9,7 +9,7 @@ use clap::{Parser, ValueEnum};
 use dplog::config::{FileSinkConfig, SinkConfig};
 use dplog::formatters::Format;
 use dplog::Backpressure;
-use dplog_nat::app::{run, AppConfig, PortAllocationName, RunError, Summary};
+use dplog_nat::app::{run_serving, AppConfig, PortAllocationName, RunError, Summary};
 use ipnet::Ipv4Net;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -127,6 +127,15 @@ struct Args {
     /// microseconds, 1000).
     #[arg(long, value_name = "NS", default_value_t = 1000)]
     dpdk_ts_unit_ns: u64,
+    /// Serve Prometheus metrics (OpenMetrics text of the logger's counters)
+    /// at http://ADDR/metrics, e.g. 127.0.0.1:9464; loopback addresses only
+    /// unless the config sets `[metrics] allow_non_loopback = true`.
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<std::net::SocketAddr>,
+    /// Keep serving the final metrics this many milliseconds after the run
+    /// (a second SIGINT/SIGTERM ends the wait).
+    #[arg(long, value_name = "MS")]
+    metrics_linger_ms: Option<u64>,
     /// EAL arguments (after `--`).
     #[arg(last = true)]
     eal: Vec<String>,
@@ -227,6 +236,13 @@ fn build_config(args: &Args) -> Result<AppConfig, String> {
     if let Some(n) = args.max_sessions_per_user {
         cfg.nat.max_sessions_per_user = n;
     }
+    if args.metrics_listen.is_some() {
+        cfg.metrics.prometheus_listen = args.metrics_listen;
+    }
+    if let Some(ms) = args.metrics_linger_ms {
+        cfg.metrics.linger_ms = ms;
+    }
+    cfg.metrics.check().map_err(|e| e.to_string())?;
     Ok(cfg)
 }
 
@@ -269,7 +285,8 @@ fn main() -> ExitCode {
     if args.dpdk {
         return run_dpdk(&cfg, &args);
     }
-    match run(&cfg) {
+    let mut metrics = None;
+    let code = match run_serving(&cfg, &mut metrics) {
         Ok(s) => {
             print_summary(&s, args.summary);
             ExitCode::SUCCESS
@@ -292,7 +309,27 @@ fn main() -> ExitCode {
             eprintln!("dplog-nat: {e}");
             ExitCode::from(2)
         }
+    };
+    if let Some(m) = metrics {
+        linger(m, cfg.metrics.linger_ms);
     }
+    code
+}
+
+/// Keeps the metrics listener serving the final counters for `ms`
+/// milliseconds (ended early by SIGINT/SIGTERM), then stops it.
+fn linger(m: dplog::metrics::MetricsServer, ms: u64) {
+    if ms > 0 {
+        eprintln!(
+            "dplog-nat: run finished; serving the final metrics at http://{}/metrics for {ms} ms",
+            m.local_addr()
+        );
+        let end = std::time::Instant::now() + std::time::Duration::from_millis(ms);
+        while std::time::Instant::now() < end && !dplog_nat::app::stop_requested() {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+    m.stop();
 }
 
 #[cfg(feature = "dpdk")]

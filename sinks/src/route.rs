@@ -350,7 +350,8 @@ pub struct FailoverCounters {
 }
 
 /// A primary sink and a secondary that takes every batch while the primary
-/// fails (retryable or permanent error). An asynchronous primary fails by
+/// fails (retryable or permanent error). Each switch, either way, is
+/// announced on stderr once (`dplog: failover: ...`). An asynchronous primary fails by
 /// refusing batches too: a Kafka sink whose cluster sends no delivery
 /// report for its `ack_timeout_ms` refuses with a retryable error, so the
 /// failover engages; what that primary already held stays pending (counted
@@ -424,14 +425,27 @@ impl Sink for Failover {
                     if self.on_secondary {
                         self.on_secondary = false;
                         bump(&self.counters.failbacks);
+                        eprintln!(
+                            "dplog: failover: {} works again; batches go back to it",
+                            self.primary.describe()
+                        );
                     }
                     return Ok(a);
                 }
-                Err(_) => {
+                Err(e) => {
                     bump(&self.counters.primary_errors);
                     if !self.on_secondary {
                         self.on_secondary = true;
                         bump(&self.counters.failovers);
+                        // Once per switch, so an operator sees where the
+                        // records go (the runtime does not see this error).
+                        eprintln!(
+                            "dplog: failover: {} failed ({}); writing to {} and retrying it every {} ms",
+                            self.primary.describe(),
+                            e.io(),
+                            self.secondary.describe(),
+                            self.probe_interval.as_millis()
+                        );
                     }
                     self.next_probe = now + self.probe_interval;
                 }

@@ -539,6 +539,10 @@ pub struct Summary {
     pub records_per_s: f64,
     /// Capture reader counters (pcap input only).
     pub capture_skipped_bad_caplen: u64,
+    /// Packets the capture cut short of their wire length (snap length);
+    /// translated when their headers were captured, else counted under
+    /// the `snapped` verdict.
+    pub capture_snapped: u64,
     /// The input error, if the capture could not be read to its end.
     pub input_error: Option<String>,
     /// The run was stopped early by SIGINT/SIGTERM ([`request_stop`]);
@@ -666,6 +670,13 @@ impl Summary {
         }
         if !self.logging {
             let _ = writeln!(s, "  logging            off (records discarded)");
+        }
+        if self.capture_snapped > 0 {
+            let _ = writeln!(
+                s,
+                "  snapped            {} packets cut by the snap length; translated when their headers were captured, else counted as snapped",
+                self.capture_snapped
+            );
         }
         if let Some(e) = &self.input_error {
             let _ = writeln!(s, "  input error        {e}");
@@ -889,9 +900,9 @@ pub fn run_live_serving(
             let sharder = Sharder::new(&base.inside, n);
             let mut cur: Vec<Batch> = (0..n).map(|_| Batch::new()).collect();
             let mut last_ts = 0u64;
-            let mut dispatch = |ts_ns: u64, linktype: u32, data: &[u8]| {
+            let mut dispatch = |ts_ns: u64, linktype: u32, data: &[u8], wire_len: u32| {
                 let w = sharder.worker_of(linktype, data);
-                cur[w].push(ts_ns, linktype, data);
+                cur[w].push_wire(ts_ns, linktype, data, wire_len);
                 last_ts = last_ts.max(ts_ns);
                 if cur[w].len() >= BATCH_PACKETS {
                     let mut fresh = rets[w].pop().unwrap_or_default();
@@ -903,7 +914,7 @@ pub fn run_live_serving(
             let res = match (&cfg.input.pcap, generator.as_mut()) {
                 (Some(path), _) => read_capture(path, |pkt| {
                     if !stop_requested() {
-                        dispatch(pkt.ts_ns, pkt.linktype, pkt.data);
+                        dispatch(pkt.ts_ns, pkt.linktype, pkt.data, pkt.orig_len);
                     }
                 }),
                 (None, Some(gen)) => {
@@ -911,7 +922,8 @@ pub fn run_live_serving(
                         if stop_requested() {
                             break;
                         }
-                        dispatch(ts, crate::packet::LINKTYPE_ETHERNET, f);
+                        let len = f.len() as u32;
+                        dispatch(ts, crate::packet::LINKTYPE_ETHERNET, f, len);
                     }
                     Ok(InputStats::default())
                 }
@@ -1055,10 +1067,17 @@ fn handoff_worker(
     loop {
         match rx.pop() {
             Ok(Handoff::Batch(mut b)) => {
-                let Batch { frames, data } = &mut b;
-                for &(ts, lt, start, end) in frames.iter() {
+                let Batch {
+                    frames,
+                    data,
+                    wire_lens,
+                } = &mut b;
+                for (i, &(ts, lt, start, end)) in frames.iter().enumerate() {
                     if let Some(f) = data.get_mut(start as usize..end as usize) {
-                        nat.process(ts, lt, f, &mut log);
+                        // A frame cut by the snap length is translated when
+                        // its headers were captured, else counted `snapped`.
+                        let wire = wire_lens.get(i).map_or(f.len(), |&w| w as usize);
+                        nat.process_snapped(ts, lt, f, wire, &mut log);
                     }
                 }
                 // One ring publication per batch (an rx burst).
@@ -1348,6 +1367,7 @@ fn make_summary(
         packets_per_s: per_s(nat.packets),
         records_per_s: per_s(stats.written_records),
         capture_skipped_bad_caplen: input_stats.bad_caplen,
+        capture_snapped: input_stats.snapped,
         input_error,
         interrupted: stop_requested(),
         workers: 1,

@@ -213,6 +213,8 @@ impl Default for Rfc3339Cache {
 }
 
 impl Rfc3339Cache {
+    #[cold]
+    #[inline(never)]
     fn fill(&mut self, sec: u64) {
         let (y, m, d) = civil_from_days((sec / 86_400) as i64);
         let sod = (sec % 86_400) as usize;

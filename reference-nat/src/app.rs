@@ -897,7 +897,12 @@ pub fn run_live_serving(
                     handoff_worker(nat, producer, counters, rx, ret_tx)
                 }));
             }
-            let sharder = Sharder::new(&base.inside, n);
+            let mut sharder = Sharder::new(&base.inside, n);
+            if base.port_allocation != PortAllocation::Deterministic {
+                // Hairpin flows live on the worker owning the destination
+                // port (see `workers`).
+                sharder = sharder.with_hairpin(base.pool, base.port_range);
+            }
             let mut cur: Vec<Batch> = (0..n).map(|_| Batch::new()).collect();
             let mut last_ts = 0u64;
             let mut dispatch = |ts_ns: u64, linktype: u32, data: &[u8], wire_len: u32| {

@@ -370,9 +370,9 @@ pub enum Verdict {
     /// translated.
     Hairpinned,
     /// Sent to a pool address and port with no mapping in this engine
-    /// (nothing to hairpin to, or the mapping lives on another worker: with
-    /// several workers, hairpinning works only between subscribers sharded
-    /// to the same worker), or an ICMP echo to a pool address; dropped.
+    /// (nothing to hairpin to; with several workers the dispatcher sends a
+    /// TCP/UDP hairpin packet to the worker owning the destination port,
+    /// see [`crate::workers`]), or an ICMP echo to a pool address; dropped.
     HairpinNoMapping,
     /// Outbound ICMP error (RFC 5508) about a session: outer source and the
     /// quoted packet's destination translated, checksums fixed.

@@ -12,6 +12,21 @@
 //! (RFC 4787 REQ-1), port blocks and session limit are per worker with no
 //! sharing at all.
 //!
+//! Hairpinning (RFC 4787 REQ-9) across workers: a packet from an inside
+//! host to a pool address and port goes to the worker that owns that
+//! external port (each worker allocates from its own disjoint slice of the
+//! port range, see [`crate::nat::worker_port_range`]), because that worker
+//! holds the mapping to rewrite the destination with. The hairpin session
+//! of the sending host is created there too (with a port of that worker's
+//! slice), so the answer, sent by the other inside host to that port,
+//! reaches the same worker: both directions of a hairpin flow stay on one
+//! worker whatever the two hosts hash to (see
+//! [`Sharder::with_hairpin`]). The cost: an inside endpoint that talks to
+//! an outside host and hairpins from the same source port gets two
+//! external mappings, one per worker; later fragments of a hairpin flow
+//! (no ports) go to the sender's worker and find no session; with
+//! deterministic NAT (no port slices) hairpinning stays within a worker.
+//!
 //! Handoff: one `rtrb` wait-free SPSC ring of [`Batch`]es per worker plus a
 //! return ring that recycles emptied batches. There is no lock between the
 //! dispatcher and a worker, and none between a worker and dplog (each
@@ -59,6 +74,9 @@ pub fn worker_of_inside(addr: u32, workers: usize) -> usize {
 pub struct Sharder {
     inside: Vec<(u32, u32)>,
     workers: usize,
+    /// Pool `(network, mask)` and the whole external port range, when
+    /// hairpin packets are routed to the owner of their destination port.
+    hairpin: Option<((u32, u32), (u16, u16))>,
 }
 
 impl Sharder {
@@ -71,7 +89,34 @@ impl Sharder {
                 .map(|n| (u32::from(n.network()), u32::from(n.netmask())))
                 .collect(),
             workers: workers.max(1),
+            hairpin: None,
         }
+    }
+
+    /// Routes hairpin packets (inside source, destination in `pool`) to the
+    /// worker whose slice of `port_range` (as cut by
+    /// [`crate::nat::worker_port_range`]) holds the destination port: the
+    /// worker that owns the mapping. Not for deterministic NAT, whose
+    /// workers share the whole range.
+    pub fn with_hairpin(mut self, pool: Ipv4Net, port_range: (u16, u16)) -> Self {
+        self.hairpin = Some((
+            (u32::from(pool.network()), u32::from(pool.netmask())),
+            port_range,
+        ));
+        self
+    }
+
+    /// The worker owning external port `port`, if hairpin routing is on and
+    /// `dst` is a pool address.
+    fn hairpin_owner(&self, dst: u32, port: u16) -> Option<usize> {
+        let ((net, mask), range) = self.hairpin?;
+        if dst & mask != net {
+            return None;
+        }
+        (0..self.workers).find(|&w| {
+            crate::nat::worker_port_range(range, w, self.workers)
+                .is_some_and(|(lo, hi)| (lo..=hi).contains(&port))
+        })
     }
 
     /// Number of workers.
@@ -103,10 +148,26 @@ impl Sharder {
         if self.workers == 1 {
             return 0;
         }
-        match packet::parse(linktype, frame) {
-            Ok(p) => self.worker_of_addrs(p.ip.src, p.ip.dst),
-            Err(_) => 0,
+        let p = match packet::parse(linktype, frame) {
+            Ok(p) => p,
+            // A frame cut by a snap length still has its addresses.
+            Err(_) => match packet::parse_snapped(linktype, frame) {
+                Ok(p) => p,
+                Err(_) => return 0,
+            },
+        };
+        let dport = match p.transport {
+            packet::Transport::Tcp(t) => Some(t.dst_port),
+            packet::Transport::Udp(u) => Some(u.dst_port),
+            _ => None,
+        };
+        if let Some(w) = dport
+            .filter(|_| self.is_inside(p.ip.src))
+            .and_then(|port| self.hairpin_owner(p.ip.dst, port))
+        {
+            return w;
         }
+        self.worker_of_addrs(p.ip.src, p.ip.dst)
     }
 }
 

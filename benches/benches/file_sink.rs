@@ -213,28 +213,30 @@ fn e2e_records(pool: &[Nat44SessionRecord], n: u64) -> Vec<Nat44SessionRecord> {
         .collect()
 }
 
-/// CPU time the thread named `dplog-consumer` of this process has run, in
-/// ns (`/proc/self/task/*/schedstat`, first field); 0 if not found. On a
-/// machine shared with other work the consumer is preempted, so its CPU
-/// time per record says what one dedicated core would sustain.
-fn consumer_cpu_ns() -> u64 {
+/// The thread named `dplog-consumer` of this process: ns it has run on a
+/// CPU and ns it has waited runnable on a run queue (preempted), from the
+/// first two fields of `/proc/self/task/*/schedstat`; zeros if not found.
+/// On a machine shared with other work the consumer is preempted, so its
+/// CPU time per record says what one dedicated core would sustain, and the
+/// run-queue wait shows how much of the wall time other work took.
+fn consumer_sched_ns() -> (u64, u64) {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0;
+        return (0, 0);
     };
     for t in tasks.flatten() {
         let p = t.path();
         if std::fs::read_to_string(p.join("comm")).is_ok_and(|c| c.trim() == "dplog-consumer") {
-            return std::fs::read_to_string(p.join("schedstat"))
-                .ok()
-                .and_then(|s| s.split_whitespace().next()?.parse().ok())
-                .unwrap_or(0);
+            let s = std::fs::read_to_string(p.join("schedstat")).unwrap_or_default();
+            let mut f = s.split_whitespace().map(|v| v.parse().unwrap_or(0));
+            return (f.next().unwrap_or(0), f.next().unwrap_or(0));
         }
     }
-    0
+    (0, 0)
 }
 
-/// Consumer CPU ns and records over the runs of one bench case.
-static CONSUMER_CPU_TIME: std::sync::Mutex<(u64, u64)> = std::sync::Mutex::new((0, 0));
+/// Consumer CPU ns, run-queue wait ns and records over the runs of one
+/// bench case.
+static CONSUMER_CPU_TIME: std::sync::Mutex<(u64, u64, u64)> = std::sync::Mutex::new((0, 0, 0));
 
 /// One ring → template → `FileSink` run: a logger (Block policy, consumer
 /// on CPU 1) writes to `path`; this thread (CPU 0) pushes `recs` in bursts
@@ -254,7 +256,7 @@ fn e2e_template_run(path: &Path, recs: &[Nat44SessionRecord], burst: usize) -> (
     let sink = FileSink::open(path).expect("open file sink");
     let logger = Logger::start(config, template_formatter(), sink).expect("start logger");
     let mut producer = logger.producer().expect("producer");
-    let cpu0 = consumer_cpu_ns();
+    let (cpu0, wait0) = consumer_sched_ns();
     let t0 = Instant::now();
     for chunk in recs.chunks(PRODUCER_BURST) {
         producer.log_burst(chunk);
@@ -263,10 +265,11 @@ fn e2e_template_run(path: &Path, recs: &[Nat44SessionRecord], burst: usize) -> (
         std::hint::spin_loop();
     }
     let elapsed = t0.elapsed();
-    let cpu = consumer_cpu_ns().saturating_sub(cpu0);
+    let (cpu1, wait1) = consumer_sched_ns();
     if let Ok(mut c) = CONSUMER_CPU_TIME.lock() {
-        c.0 += cpu;
-        c.1 += n;
+        c.0 += cpu1.saturating_sub(cpu0);
+        c.1 += wait1.saturating_sub(wait0);
+        c.2 += n;
     }
     drop(producer);
     let stats = match logger.shutdown() {
@@ -367,15 +370,16 @@ fn end_to_end_template(c: &mut Criterion) {
                 })
             });
             if let Ok(mut c) = CONSUMER_CPU_TIME.lock() {
-                if c.1 > 0 {
+                if c.2 > 0 {
                     eprintln!(
-                        "{name}_{fs}: consumer thread CPU {:.1} ns/record over {} records ({:.1} M records/s per dedicated core)",
-                        c.0 as f64 / c.1 as f64,
-                        c.1,
-                        c.1 as f64 * 1e3 / c.0.max(1) as f64
+                        "{name}_{fs}: consumer thread CPU {:.1} ns/record, preempted (runnable, waiting for a CPU) {:.1} ns/record, over {} records ({:.1} M records/s per dedicated core)",
+                        c.0 as f64 / c.2 as f64,
+                        c.1 as f64 / c.2 as f64,
+                        c.2,
+                        c.2 as f64 * 1e3 / c.0.max(1) as f64
                     );
                 }
-                *c = (0, 0);
+                *c = (0, 0, 0);
             }
         }
     }

@@ -1161,6 +1161,52 @@ mod tests {
         assert!(run(&mut p, &r).ends_with(">!"));
     }
 
+    /// Fields in the last 8 bytes of a short record (read by the shifted
+    /// load), and rare converters that grow `out` in the middle of a line
+    /// appended after existing bytes with no spare capacity.
+    #[test]
+    fn tail_fields_and_rare_converters_grow_out_mid_line() {
+        use dplog_core::schema::{FieldDef, FieldKind as K};
+        let s = Schema::new(
+            41,
+            "tail",
+            44,
+            vec![
+                FieldDef::new("a", 8, 4, K::Ipv4, 0),
+                FieldDef::new("mac", 12, 6, K::Mac, 0),
+                FieldDef::new("tag", 18, 20, K::Bytes, 0),
+                FieldDef::new("b", 38, 1, K::U8, 0),
+                FieldDef::new("c", 39, 1, K::Bool, 0),
+                FieldDef::new("port", 40, 2, K::Port, 0),
+                FieldDef::new("d", 42, 2, K::U16, 0),
+            ],
+        )
+        .unwrap();
+        let mut p = Program::compile(
+            "{a}:{port} mac={mac} tag={tag} b={b:hex} c={c} d={d} {port:hex}",
+            &s,
+            Options::default(),
+            Escape::Json,
+        )
+        .unwrap();
+        let mut rec = [0u8; 44];
+        rec[8..12].copy_from_slice(&0xC000_0201u32.to_ne_bytes());
+        rec[12..18].copy_from_slice(&[0, 0x1b, 0x21, 0xaa, 0xbb, 0xff]);
+        rec[18..38].copy_from_slice(b"\"q\\\n\x01long tail......");
+        rec[38] = 0xab;
+        rec[39] = 1;
+        rec[40..42].copy_from_slice(&65535u16.to_ne_bytes());
+        rec[42..44].copy_from_slice(&7u16.to_ne_bytes());
+        let want = "192.0.2.1:65535 mac=00:1b:21:aa:bb:ff \
+                    tag=\\\"q\\\\\\n\\u0001long tail...... b=ab c=true d=7 ffff";
+        for _ in 0..2 {
+            let mut out = b"head|".to_vec();
+            out.shrink_to_fit();
+            assert!(p.run(&rec, &mut out));
+            assert_eq!(std::str::from_utf8(&out).unwrap(), format!("head|{want}"));
+        }
+    }
+
     #[test]
     fn braces_escape_and_short_records_are_refused() {
         let mut p = Program::compile(

@@ -735,6 +735,12 @@ impl Formatter<NatRecord> for SlotFormatter {
             _ => {}
         }
     }
+
+    fn tsc_calibration(&mut self, cal: &dplog::tsc::Calibration) {
+        // TSC timestamp fields of the user's schemas print as time with
+        // the consumer's calibration.
+        self.enc.set_tsc_calibration(cal.into());
+    }
 }
 
 /// Test hook (`DPLOG_FAULT_CONSUMER_PANIC_AFTER=N` at `dplog_start`): the

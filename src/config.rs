@@ -116,6 +116,12 @@ impl Default for RingConfig {
 }
 
 /// `[format]`: the output format.
+///
+/// TSC timestamp fields need no key here: the consumer passes its
+/// `TscClock` calibration to the formatter (`Formatter::tsc_calibration`,
+/// at start and after each recalibration) and every format prints them as
+/// time with it (identity, i.e. ticks taken as ns, on machines without an
+/// invariant TSC, where the producer's ticks are realtime ns).
 #[derive(Clone, Debug, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct FormatConfig {

@@ -276,8 +276,9 @@ struct Step {
     post_len: u32,
 }
 
-/// Bytes of the scratch line past [`Program::max_output`]: literal blocks
-/// copy 16 bytes at a time and may run up to 15 bytes past a literal.
+/// Bytes reserved in the output past [`Program::max_output`]: literal
+/// blocks copy 16 bytes at a time and may run up to 15 bytes past a
+/// literal; a dotted quad's last table store runs 1 byte past its share.
 const SLACK: usize = 64;
 
 /// A compiled template for one schema: run it on a record's bytes.
@@ -682,8 +683,8 @@ impl Program {
         self.max_out
     }
 
-    /// Fuses literals into the ops before them (see [`Step`]) and sizes
-    /// the scratch line.
+    /// Fuses literals into the ops before them (see [`Step`]) and pads the
+    /// literal pool for 16-byte block copies.
     fn build(&mut self) {
         // Last op of every conditional body: a literal right after one is
         // outside the body and must not join a step inside it.

@@ -11,8 +11,15 @@
 //! sum.
 //!
 //! MPSC cases run the multi-producer protocol (CAS claim, ordered publish)
-//! from one producer thread: with two CPUs, one for the consumer, a second
-//! producer would only time-slice on CPU 0.
+//! from one producer thread (`single`, `burst32`), and, for burst-32, from
+//! two producer threads (`burst32_2p`: dplog MPSC and `rte_ring` MP/SC,
+//! the criterion thread and a second producer thread, each pushing half of
+//! the records). With two CPUs, one for the consumer, both producers are
+//! pinned to CPU 0 and *time-slice* on it (the kernel switches between
+//! them; they never run at the same instant), so `burst32_2p` measures the
+//! MP protocol with two live producers and their context switches,
+//! including a producer preempted between claim and publish holding up
+//! the other (the same for both rings), not two-core producer contention.
 //!
 //! `producer_cost`: the producer-side cost of one 64-byte `try_push` into a
 //! ring that is not full, timed on the producer core in runs of 1024 while
@@ -262,8 +269,121 @@ fn peers_for<R: BenchRec, M: criterion::measurement::Measurement<Value = Duratio
             })
         });
     }
+    mpsc_two_producers::<R, M>(g);
     #[cfg(feature = "dpdk")]
     dpdk::peers::<R, M>(g);
+    #[cfg(feature = "dpdk")]
+    dpdk::mp_two_producers::<R, M>(g);
+}
+
+/// Pushes records with sequences `from..to` in bursts of up to 32 (as
+/// [`produce_burst`], from an offset), for the two-producer MPSC cases.
+#[inline(always)]
+fn produce_burst_range<R: BenchRec>(from: u64, to: u64, mut push_burst: impl FnMut(&[R]) -> usize) {
+    let mut burst = [R::template(); BURST];
+    let mut i = from;
+    while i < to {
+        let k = (to - i).min(BURST as u64) as usize;
+        for (j, r) in burst[..k].iter_mut().enumerate() {
+            r.set_seq(i + j as u64);
+        }
+        let mut done = 0;
+        while done < k {
+            let m = push_burst(&burst[done..k]);
+            if m == 0 {
+                spin_loop();
+            }
+            done += m;
+        }
+        i += k as u64;
+    }
+}
+
+/// The second producer thread of the `burst32_2p` cases, pinned to
+/// `PRODUCER_CPU` like the criterion thread (see the module docs: the two
+/// time-slice CPU 0). `start(from, to)` has it push sequences `from..to`;
+/// `wait` yields until it has.
+struct SecondProducer {
+    cmd: Option<std::sync::mpsc::Sender<(u64, u64)>>,
+    done: Arc<std::sync::atomic::AtomicU64>,
+    epoch: u64,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl SecondProducer {
+    fn spawn(mut produce: impl FnMut(u64, u64) + Send + 'static) -> Self {
+        let (tx, rx) = std::sync::mpsc::channel::<(u64, u64)>();
+        let done = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let d = done.clone();
+        let thread = std::thread::Builder::new()
+            .name("bench-producer-2".into())
+            .spawn(move || {
+                pin(PRODUCER_CPU);
+                let mut epoch = 0;
+                while let Ok((from, to)) = rx.recv() {
+                    produce(from, to);
+                    epoch += 1;
+                    // Release pairs with the Acquire load in `wait`: this
+                    // thread's pushes happen before the run is timed done.
+                    d.store(epoch, std::sync::atomic::Ordering::Release);
+                }
+            })
+            .expect("spawn second producer");
+        Self {
+            cmd: Some(tx),
+            done,
+            epoch: 0,
+            thread: Some(thread),
+        }
+    }
+
+    fn start(&mut self, from: u64, to: u64) {
+        self.epoch += 1;
+        self.cmd
+            .as_ref()
+            .expect("running")
+            .send((from, to))
+            .expect("second producer thread is gone");
+    }
+
+    fn wait(&self) {
+        // Acquire pairs with the Release store after its pushes. Yield, not
+        // spin: the second producer needs this CPU to finish.
+        while self.done.load(std::sync::atomic::Ordering::Acquire) != self.epoch {
+            if self.thread.as_ref().is_some_and(|t| t.is_finished()) {
+                panic!("second producer thread died");
+            }
+            std::thread::yield_now();
+        }
+    }
+}
+
+impl Drop for SecondProducer {
+    fn drop(&mut self) {
+        drop(self.cmd.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// dplog MPSC, burst-32, two producer threads on CPU 0 (see the module
+/// docs), each pushing half of every run.
+fn mpsc_two_producers<R: BenchRec, M: criterion::measurement::Measurement<Value = Duration>>(
+    g: &mut BenchmarkGroup<'_, M>,
+) {
+    let (mut p, mut c) = mpsc_ring::<R>(CAP).unwrap();
+    let mut p2 = p.clone();
+    let mut second =
+        SecondProducer::spawn(move |a, b| produce_burst_range::<R>(a, b, |s| p2.try_push_burst(s)));
+    let mut cc = consumer::<R>("dplog mpsc 2p", move |max, f| c.read_burst(max, f));
+    let id = format!("{}/dplog_mpsc/burst32_2p", R::NAME);
+    bench(g, id, &mut cc, |n| {
+        let half = n / 2;
+        second.start(half, n);
+        produce_burst_range::<R>(0, half, |s| p.try_push_burst(s));
+        second.wait();
+    });
 }
 
 #[cfg(feature = "dpdk")]
@@ -386,6 +506,66 @@ mod dpdk {
             // SAFETY: the consumer thread is joined (CrossCore dropped).
             unsafe { dpdk_sys::dplog_rte_ring_free(ring.0) };
         }
+    }
+
+    /// `rte_ring_mp_enqueue_burst_elem` of `s` into `ring`.
+    fn mp_enqueue<R>(ring: &Ring, s: &[R]) -> usize {
+        // SAFETY: s holds s.len() elements of size_of::<R>() bytes, the
+        // ring's element size; the ring outlives every caller (freed after
+        // both producers and the consumer are joined).
+        unsafe {
+            dpdk_sys::dplog_rte_ring_mp_enqueue_burst_elem(
+                ring.0,
+                s.as_ptr().cast(),
+                core::mem::size_of::<R>() as c_uint,
+                s.len() as c_uint,
+                core::ptr::null_mut(),
+            ) as usize
+        }
+    }
+
+    /// `rte_ring` MP/SC, burst-32, two producer threads on CPU 0, as
+    /// `mpsc_two_producers`.
+    pub fn mp_two_producers<
+        R: BenchRec,
+        M: criterion::measurement::Measurement<Value = Duration>,
+    >(
+        g: &mut BenchmarkGroup<'_, M>,
+    ) {
+        let sz = R::NAME;
+        let esize = core::mem::size_of::<R>() as c_uint;
+        let ring = create::<R>(&format!("b{sz}mp2"), true);
+        let rc = ring.clone();
+        let mut cc = consumer::<R>("rte_ring mp 2p", move |max, f| {
+            let mut buf = [R::template(); BURST];
+            // SAFETY: buf has room for max <= BURST elements of esize.
+            let k = unsafe {
+                dpdk_sys::dplog_rte_ring_sc_dequeue_burst_elem(
+                    rc.0,
+                    buf.as_mut_ptr().cast::<c_void>(),
+                    esize,
+                    max.min(BURST) as c_uint,
+                    core::ptr::null_mut(),
+                )
+            } as usize;
+            buf[..k].iter().for_each(&mut *f);
+            k
+        });
+        let r2 = ring.clone();
+        let mut second = SecondProducer::spawn(move |a, b| {
+            produce_burst_range::<R>(a, b, |s| mp_enqueue(&r2, s))
+        });
+        let id = format!("{sz}/rte_ring_mp_sc/burst32_2p");
+        bench(g, id, &mut cc, |n| {
+            let half = n / 2;
+            second.start(half, n);
+            produce_burst_range::<R>(0, half, |s| mp_enqueue(&ring, s));
+            second.wait();
+        });
+        drop(second);
+        drop(cc);
+        // SAFETY: both producer threads and the consumer are joined.
+        unsafe { dpdk_sys::dplog_rte_ring_free(ring.0) };
     }
 }
 

@@ -262,6 +262,10 @@ fn e2e_template_run(path: &Path, recs: &[Nat44SessionRecord], burst: usize) -> (
         producer.log_burst(chunk);
     }
     while logger.stats().written_records < n {
+        // A sink that stopped taking batches must not hang the bench.
+        if t0.elapsed() > Duration::from_secs(60) {
+            panic!("sink took too long: {:?}", logger.stats());
+        }
         std::hint::spin_loop();
     }
     let elapsed = t0.elapsed();

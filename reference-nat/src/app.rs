@@ -585,6 +585,24 @@ pub struct WorkerSummary {
     pub sessions_per_s: f64,
 }
 
+impl WorkerSummary {
+    /// The figures of a worker with counters `s` that spent `busy_s`
+    /// seconds in its packet loop.
+    pub fn of(s: &NatStats, busy_s: f64) -> Self {
+        let rate = |x: u64| if busy_s > 0.0 { x as f64 / busy_s } else { 0.0 };
+        WorkerSummary {
+            packets: s.packets,
+            translated: translated(s),
+            sessions_created: s.sessions_created,
+            peak_sessions: s.peak_sessions,
+            records_logged: s.records_logged,
+            busy_s,
+            packets_per_s: rate(s.packets),
+            sessions_per_s: rate(s.sessions_created),
+        }
+    }
+}
+
 impl Summary {
     /// Packets that got the verdict named `name` (0 if none).
     pub fn verdict(&self, name: &str) -> u64 {
@@ -691,6 +709,37 @@ impl Summary {
     }
 }
 
+/// One [`Nat44`] per worker of `n` from `base`: each on its own slice of
+/// the port range ([`worker_port_range`]; deterministic NAT keeps the
+/// whole range, a subscriber living on one worker), random allocation
+/// seeded per worker.
+///
+/// Errors: [`RunError::Dataplane`] when the range cannot be split,
+/// [`RunError::Nat`] for bad NAT settings.
+pub fn worker_engines(base: &NatConfig, n: usize) -> Result<Vec<Nat44>, RunError> {
+    let mut nats = Vec::with_capacity(n);
+    for w in 0..n {
+        let mut c = base.clone();
+        // Deterministic NAT gives every subscriber a fixed block of the
+        // whole range, and a subscriber lives on one worker: no split.
+        if c.port_allocation != PortAllocation::Deterministic {
+            c.port_range = worker_port_range(base.port_range, w, n).ok_or_else(|| {
+                RunError::Dataplane(format!(
+                    "port range {}..={} cannot be split over {n} workers",
+                    base.port_range.0, base.port_range.1
+                ))
+            })?;
+        }
+        if let PortAllocation::Random { seed } = c.port_allocation {
+            c.port_allocation = PortAllocation::Random {
+                seed: seed ^ (w as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            };
+        }
+        nats.push(Nat44::new(c).map_err(RunError::Nat)?);
+    }
+    Ok(nats)
+}
+
 /// Runs the NAT over the configured input, logging through dplog, and
 /// returns the summary once every record is written and the sink closed.
 ///
@@ -770,26 +819,7 @@ pub fn run_live_serving(
         check_cpu("[ring] consumer_cpu", c).map_err(RunError::Dataplane)?;
     }
     let base = cfg.nat_config();
-    let mut nats = Vec::with_capacity(n);
-    for w in 0..n {
-        let mut c = base.clone();
-        // Deterministic NAT gives every subscriber a fixed block of the
-        // whole range, and a subscriber lives on one worker: no split.
-        if c.port_allocation != PortAllocation::Deterministic {
-            c.port_range = worker_port_range(base.port_range, w, n).ok_or_else(|| {
-                RunError::Dataplane(format!(
-                    "port range {}..={} cannot be split over {n} workers",
-                    base.port_range.0, base.port_range.1
-                ))
-            })?;
-        }
-        if let PortAllocation::Random { seed } = c.port_allocation {
-            c.port_allocation = PortAllocation::Random {
-                seed: seed ^ (w as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
-            };
-        }
-        nats.push(Nat44::new(c).map_err(RunError::Nat)?);
-    }
+    let mut nats = worker_engines(&base, n)?;
     // The synthetic mix is one stream whatever the worker count: generated
     // once, then sharded by the same `Sharder` as a capture (RSS). One
     // worker runs the generator itself; several get their share through
@@ -999,20 +1029,7 @@ pub fn run_live_serving(
     summary.records.dropped_at_stop = results.iter().map(|r| r.2).sum();
     summary.per_worker = results
         .iter()
-        .map(|(s, busy_ns, _)| {
-            let busy_s = *busy_ns as f64 / 1e9;
-            let rate = |x: u64| if busy_s > 0.0 { x as f64 / busy_s } else { 0.0 };
-            WorkerSummary {
-                packets: s.packets,
-                translated: translated(s),
-                sessions_created: s.sessions_created,
-                peak_sessions: s.peak_sessions,
-                records_logged: s.records_logged,
-                busy_s,
-                packets_per_s: rate(s.packets),
-                sessions_per_s: rate(s.sessions_created),
-            }
-        })
+        .map(|(s, busy_ns, _)| WorkerSummary::of(s, *busy_ns as f64 / 1e9))
         .collect();
     if let Some(e) = input_error {
         return Err(RunError::Input(Box::new(summary), Box::new(e)));

@@ -1,10 +1,12 @@
 //! `dplog-nat --dpdk -- <EAL args>`: the NAT on DPDK ports (feature
 //! `dpdk`, Debian's DPDK 22.11 through the workspace's `dpdk-sys`).
 //!
-//! One worker on the calling lcore polls port 0, queue 0, in bursts of
+//! N workers (`[dataplane] workers`, default 1), each on its own thread,
+//! poll port 0's Rx queue of their index in bursts of
 //! [`BURST`]: each received single-segment frame goes through [`Nat44`]
-//! in place in its mbuf; translated frames are sent back out of port 0 with
-//! `rte_eth_tx_burst`, the rest are freed and counted by verdict. Time is
+//! in place in its mbuf; translated frames are sent back out of port 0 on
+//! the worker's Tx queue with `rte_eth_tx_burst`, the rest are freed and
+//! counted by verdict. Time is
 //! the driver's Rx timestamp when it gives one (net_pcap does: the capture
 //! time), else the wall clock. The run ends after `max_packets` packets or
 //! `idle_ms` without any, then every session is deleted and logged as with
@@ -12,13 +14,18 @@
 //! --no-pci`: `net_pcap` (replay a capture, write the translated packets),
 //! `net_null` (pure throughput), `net_ring`.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Barrier;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use dplog::{LogProducer, NatRecord};
 
 use crate::ringlog::{RingLog, NAT_BURST};
 
-use crate::app::{AppConfig, RunError, Summary};
-use crate::nat::Nat44;
+use crate::app::{AppConfig, RunError, Summary, WorkerSummary};
+use crate::nat::{Nat44, NatStats};
 use crate::packet::LINKTYPE_ETHERNET;
+use crate::workers::sum_stats;
 
 /// Packets per `rte_eth_rx_burst`.
 pub const BURST: usize = 32;
@@ -56,8 +63,21 @@ pub struct PortCounters {
 /// the NAT on port 0 until `limits`, logs through dplog as [`crate::app::run`]
 /// does, and returns the summary (the `input` field names the port).
 ///
+/// With `[dataplane] workers = N` the port gets N Rx/Tx queue pairs and N
+/// pinned worker threads (`worker_cpus`), worker `q` polling queue `q`
+/// with its own [`Nat44`] (its slice of the port range), its own dplog
+/// ring and no lock between them. Which packets reach which queue is the
+/// port's choice (RSS on a NIC; a vdev's own queues, e.g. one `rx_pcap`
+/// per queue for net_pcap): a session's packets must all reach one queue,
+/// as the dispatcher of the capture input guarantees with
+/// [`crate::workers::Sharder`] (a NIC needs a symmetric RSS key for that).
+/// Every worker ends at the latest packet time any worker saw, as the
+/// capture input does, so a capture split over the queues by the
+/// `Sharder` logs the same records as the file with as many workers.
+///
 /// Errors: [`RunError::Dataplane`] when the EAL, the mempool or the port
-/// cannot be set up (with DPDK's message), or there is no port; the other
+/// cannot be set up (with DPDK's message), there is no port, or the worker
+/// count is 0 or above [`crate::app::MAX_WORKERS`]; the other
 /// [`RunError`]s as in [`crate::app::run`]. The EAL can be initialised
 /// once per process, so call this once.
 pub fn run_dpdk(
@@ -65,7 +85,14 @@ pub fn run_dpdk(
     eal_args: &[String],
     limits: DpdkLimits,
 ) -> Result<(Summary, PortCounters), RunError> {
-    let mut nat = Nat44::new(cfg.nat_config()).map_err(RunError::Nat)?;
+    let n = cfg.dataplane.workers;
+    if n == 0 || n > crate::app::MAX_WORKERS {
+        return Err(RunError::Dataplane(format!(
+            "workers must be 1..={}, got {n}",
+            crate::app::MAX_WORKERS
+        )));
+    }
+    let mut nats = crate::app::worker_engines(&cfg.nat_config(), n)?;
     let mut argv = vec!["dplog-nat".to_string()];
     argv.extend_from_slice(eal_args);
     dpdk_sys::eal_init(&argv).map_err(RunError::Dataplane)?;
@@ -79,7 +106,12 @@ pub fn run_dpdk(
     let name = c"dplog_nat_mbufs";
     // SAFETY: EAL initialised; name is a NUL-terminated static string.
     let pool = unsafe {
-        dpdk_sys::dplog_rte_pktmbuf_pool_create(name.as_ptr(), 8191, 256, dpdk_sys::SOCKET_ID_ANY)
+        dpdk_sys::dplog_rte_pktmbuf_pool_create(
+            name.as_ptr(),
+            (8192 * n as u32) - 1,
+            256,
+            dpdk_sys::SOCKET_ID_ANY,
+        )
     };
     if pool.is_null() {
         // SAFETY: reads this thread's rte_errno.
@@ -90,57 +122,169 @@ pub fn run_dpdk(
         )));
     }
     // SAFETY: port 0 exists (count > 0) and pool is a valid mempool.
-    let rc = unsafe { dpdk_sys::dplog_port_init(0, 1, 1, 1024, pool) };
+    let rc = unsafe { dpdk_sys::dplog_port_init(0, n as u16, n as u16, 1024, pool) };
     if rc != 0 {
         return Err(RunError::Dataplane(format!(
-            "port 0 set-up: {}",
+            "port 0 set-up with {n} Rx/Tx queue pairs: {}",
             dpdk_sys::strerror(rc)
         )));
     }
-    if let Some(cpu) = cfg
-        .dataplane
-        .worker_cpus
-        .first()
-        .copied()
-        .or(cfg.producer_cpu)
-    {
-        let _ = dplog::affinity::pin_current_thread(cpu);
-    }
+    let cpu_of = |w: usize| {
+        cfg.dataplane
+            .worker_cpus
+            .get(w)
+            .copied()
+            .or(if n == 1 { cfg.producer_cpu } else { None })
+    };
     let logger = match cfg.dataplane.logging {
         true => Some(cfg.start_logger()?),
         false => None,
     };
-    let mut producer = match &logger {
-        Some(l) => {
-            let mut p = l
-                .producer()
-                .map_err(|e| RunError::Config(dplog::config::ConfigError::Logger(e)))?;
-            // Flushed once per rx burst below.
-            p.set_publish_every(cfg.log_config().ring.publish_every.unwrap_or(NAT_BURST));
-            Some(p)
-        }
+    // `[metrics]` / `--metrics-listen`: served for the length of the run
+    // (this mode does not linger after it).
+    let _metrics = match &logger {
+        Some(l) => cfg.metrics.start(l).map_err(RunError::Config)?,
         None => None,
     };
+    if let Some(m) = &_metrics {
+        eprintln!("dplog-nat: metrics at http://{}/metrics", m.local_addr());
+    }
+    let mut producers = Vec::with_capacity(n);
+    for _ in 0..n {
+        producers.push(match &logger {
+            Some(l) => {
+                let mut p = l
+                    .producer()
+                    .map_err(|e| RunError::Config(dplog::config::ConfigError::Logger(e)))?;
+                // Flushed once per rx burst below.
+                p.set_publish_every(cfg.log_config().ring.publish_every.unwrap_or(NAT_BURST));
+                Some(p)
+            }
+            None => None,
+        });
+    }
     // Deterministic NAT: the whole mapping, once, at configuration time.
-    let config_records = nat.deterministic_mapping(crate::app::wall_clock_ns(), |r| {
-        if let Some(p) = producer.as_mut() {
-            p.log(r.into());
+    let config_records = {
+        let mut p0 = producers.first_mut().and_then(|p| p.as_mut());
+        let k = nats[0].deterministic_mapping(crate::app::wall_clock_ns(), |r| {
+            if let Some(p) = p0.as_mut() {
+                p.log(r.into());
+            }
+        });
+        if let Some(p) = p0 {
+            p.flush();
         }
+        k
+    };
+    let started = Instant::now();
+    // Packets received by every queue (for `max_packets`), and the latest
+    // packet time any worker saw (every worker ends there).
+    let received = AtomicU64::new(0);
+    let end_ns = AtomicU64::new(0);
+    let barrier = Barrier::new(n);
+    let results: Vec<(NatStats, Duration, u64)> = std::thread::scope(|sc| {
+        let handles: Vec<_> = nats
+            .drain(..)
+            .zip(producers.drain(..))
+            .enumerate()
+            .map(|(q, (nat, producer))| {
+                let cpu = cpu_of(q);
+                let (received, end_ns, barrier) = (&received, &end_ns, &barrier);
+                sc.spawn(move || {
+                    if let Some(cpu) = cpu {
+                        // Best effort, like the consumer's pinning.
+                        let _ = dplog::affinity::pin_current_thread(cpu);
+                    }
+                    poll_queue(q as u16, nat, producer, limits, received, end_ns, barrier)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            // A worker panic is a bug; surface it rather than hide it.
+            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
     });
+    let mut st = [0u64; 6];
+    // SAFETY: port 0 is valid; st has room for the 6 counters.
+    unsafe {
+        let _ = dpdk_sys::dplog_port_stats(0, st.as_mut_ptr());
+        let _ = dpdk_sys::rte_eth_dev_stop(0);
+        let _ = dpdk_sys::rte_eth_dev_close(0);
+    }
+    let port = PortCounters {
+        ipackets: st[0],
+        opackets: st[1],
+        imissed: st[4],
+    };
+    let (stats, shutdown_err) = match logger {
+        Some(l) => match l.shutdown() {
+            Ok(s) => (s, None),
+            Err((s, e)) => (s, Some(e.to_string())),
+        },
+        None => (dplog::Stats::default(), None),
+    };
+    let per: Vec<NatStats> = results.iter().map(|r| r.0.clone()).collect();
+    let busy = results.iter().map(|r| r.1).max().unwrap_or_default();
+    let mut summary = crate::app::summary_of(
+        cfg,
+        &sum_stats(&per),
+        stats,
+        "dpdk port 0".into(),
+        started.elapsed().as_secs_f64(),
+        busy.as_secs_f64(),
+    );
+    summary.workers = n;
+    summary.per_worker = results
+        .iter()
+        .map(|(s, busy, _)| WorkerSummary::of(s, busy.as_secs_f64()))
+        .collect();
+    summary.records_logged += config_records;
+    summary.config_records = config_records;
+    summary.records.dropped_at_stop = results.iter().map(|r| r.2).sum();
+    // SAFETY: every DPDK object is released; no DPDK call follows.
+    unsafe {
+        dpdk_sys::rte_mempool_free(pool);
+        let _ = dpdk_sys::rte_eal_cleanup();
+    }
+    if let Some(e) = shutdown_err {
+        return Err(RunError::Shutdown(Box::new(summary), e));
+    }
+    Ok((summary, port))
+}
+
+/// One worker: polls Rx queue `queue` of port 0 in bursts, translates in
+/// place, sends the translated frames on Tx queue `queue`, until the
+/// limits or a stop; then waits for the other workers and deletes every
+/// session at the latest packet time any of them saw. Returns the NAT's
+/// counters, the time spent polling and the records dropped at stop.
+fn poll_queue(
+    queue: u16,
+    mut nat: Nat44,
+    mut producer: Option<LogProducer<NatRecord>>,
+    limits: DpdkLimits,
+    received: &AtomicU64,
+    end_ns: &AtomicU64,
+    barrier: &Barrier,
+) -> (NatStats, Duration, u64) {
     let mut log = RingLog::new(producer.as_mut());
     let started = Instant::now();
     let mut last_rx = Instant::now();
     let mut rx: [*mut dpdk_sys::rte_mbuf; BURST] = [std::ptr::null_mut(); BURST];
     let mut tx: [*mut dpdk_sys::rte_mbuf; BURST] = [std::ptr::null_mut(); BURST];
-    let mut received = 0u64;
     loop {
         if crate::app::stop_requested() {
             break;
         }
-        // SAFETY: port 0 / queue 0 are set up and polled by this thread
+        // Relaxed: a shared packet count compared with a limit; nothing
+        // else is published through it.
+        if limits.max_packets > 0 && received.load(Ordering::Relaxed) >= limits.max_packets {
+            break;
+        }
+        // SAFETY: port 0 / this queue are set up and polled by this thread
         // only; rx has room for BURST pointers.
         let n = usize::from(unsafe {
-            dpdk_sys::dplog_rte_eth_rx_burst(0, 0, rx.as_mut_ptr(), BURST as u16)
+            dpdk_sys::dplog_rte_eth_rx_burst(0, queue, rx.as_mut_ptr(), BURST as u16)
         });
         if n == 0 {
             if limits.idle_ms > 0 && last_rx.elapsed() >= Duration::from_millis(limits.idle_ms) {
@@ -177,12 +321,13 @@ pub fn run_dpdk(
                 unsafe { dpdk_sys::dplog_rte_pktmbuf_free(m) };
             }
         }
-        received += n as u64;
+        // Relaxed: see the load above.
+        received.fetch_add(n as u64, Ordering::Relaxed);
         if ntx > 0 {
             // SAFETY: tx[..ntx] are owned mbufs; those sent belong to the
             // driver afterwards, the rest are freed below.
             let sent = usize::from(unsafe {
-                dpdk_sys::dplog_rte_eth_tx_burst(0, 0, tx.as_mut_ptr(), ntx as u16)
+                dpdk_sys::dplog_rte_eth_tx_burst(0, queue, tx.as_mut_ptr(), ntx as u16)
             });
             for &m in &tx[sent..ntx] {
                 // SAFETY: not accepted by the driver: still ours.
@@ -191,52 +336,18 @@ pub fn run_dpdk(
         }
         // One ring publication per rx burst.
         log.flush();
-        if limits.max_packets > 0 && received >= limits.max_packets {
-            break;
-        }
     }
     let busy = started.elapsed();
-    let end = nat.now_ns();
+    // Relaxed: the barrier below orders every worker's fetch_max before
+    // any worker's load (Barrier::wait synchronizes).
+    end_ns.fetch_max(nat.now_ns(), Ordering::Relaxed);
+    barrier.wait();
+    let end = if crate::app::stop_requested() {
+        nat.now_ns()
+    } else {
+        end_ns.load(Ordering::Relaxed)
+    };
     nat.finish(end, &mut log);
     let dropped_at_stop = log.dropped_at_stop();
-    drop(producer);
-    let mut st = [0u64; 6];
-    // SAFETY: port 0 is valid; st has room for the 6 counters.
-    unsafe {
-        let _ = dpdk_sys::dplog_port_stats(0, st.as_mut_ptr());
-        let _ = dpdk_sys::rte_eth_dev_stop(0);
-        let _ = dpdk_sys::rte_eth_dev_close(0);
-    }
-    let port = PortCounters {
-        ipackets: st[0],
-        opackets: st[1],
-        imissed: st[4],
-    };
-    let (stats, shutdown_err) = match logger {
-        Some(l) => match l.shutdown() {
-            Ok(s) => (s, None),
-            Err((s, e)) => (s, Some(e.to_string())),
-        },
-        None => (dplog::Stats::default(), None),
-    };
-    let mut summary = crate::app::summary_of(
-        cfg,
-        nat.stats(),
-        stats,
-        "dpdk port 0".into(),
-        started.elapsed().as_secs_f64(),
-        busy.as_secs_f64(),
-    );
-    summary.records_logged += config_records;
-    summary.config_records = config_records;
-    summary.records.dropped_at_stop = dropped_at_stop;
-    // SAFETY: every DPDK object is released; no DPDK call follows.
-    unsafe {
-        dpdk_sys::rte_mempool_free(pool);
-        let _ = dpdk_sys::rte_eal_cleanup();
-    }
-    if let Some(e) = shutdown_err {
-        return Err(RunError::Shutdown(Box::new(summary), e));
-    }
-    Ok((summary, port))
+    (nat.stats().clone(), busy, dropped_at_stop)
 }

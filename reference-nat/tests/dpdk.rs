@@ -236,3 +236,124 @@ fn bad_shapes_through_net_pcap_are_counted_verdicts() {
     // matched later fragments.
     assert_eq!(sent, 4);
 }
+
+/// Writes `frames` (µs timestamp, bytes) as a legacy microsecond pcap.
+fn write_pcap(path: &Path, frames: &[(u64, Vec<u8>)]) {
+    let mut out = Vec::new();
+    out.extend_from_slice(&0xA1B2_C3D4u32.to_le_bytes());
+    out.extend_from_slice(&2u16.to_le_bytes());
+    out.extend_from_slice(&4u16.to_le_bytes());
+    out.extend_from_slice(&[0; 8]);
+    out.extend_from_slice(&65535u32.to_le_bytes());
+    out.extend_from_slice(&1u32.to_le_bytes());
+    for (us, f) in frames {
+        out.extend_from_slice(&((us / 1_000_000) as u32).to_le_bytes());
+        out.extend_from_slice(&((us % 1_000_000) as u32).to_le_bytes());
+        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        out.extend_from_slice(f);
+    }
+    std::fs::write(path, out).unwrap();
+}
+
+/// Two workers on two Rx/Tx queue pairs of one net_pcap port, each queue
+/// replaying the packets the shard function gives its worker (what a
+/// symmetric RSS would do), log exactly what two workers log from the
+/// capture file: same sessions, same external ports (each worker's port
+/// slice), same times.
+#[test]
+fn two_workers_on_two_queues_match_the_pcap_file_with_two_workers() {
+    let dir = tempfile::tempdir().unwrap();
+    // The synthetic mix (300 subscribers) as a capture, whole and split by
+    // the shard function.
+    let inside: ipnet::Ipv4Net = "10.0.0.0/8".parse().unwrap();
+    let sharder = dplog_nat::workers::Sharder::new(&[inside], 2);
+    let mut all = Vec::new();
+    let mut shards: Vec<Vec<(u64, Vec<u8>)>> = vec![Vec::new(), Vec::new()];
+    let mix = dplog_nat::SyntheticConfig {
+        subscribers: 300,
+        destinations: 50,
+        new_session_share: 0.2,
+        packets: 20_000,
+        seed: 7,
+        ..Default::default()
+    };
+    dplog_nat::generate(&mix, |ts, lt, f| {
+        let w = sharder.worker_of(lt, f);
+        shards[w].push((ts / 1000, f.to_vec()));
+        all.push((ts / 1000, f.to_vec()));
+    })
+    .unwrap();
+    let cap = dir.path().join("all.pcap");
+    write_pcap(&cap, &all);
+    assert!(
+        shards.iter().all(|s| s.len() > 100),
+        "both queues get traffic"
+    );
+    let rx: Vec<_> = (0..2)
+        .map(|q| dir.path().join(format!("q{q}.pcap")))
+        .collect();
+    let tx: Vec<_> = (0..2)
+        .map(|q| dir.path().join(format!("tx{q}.pcap")))
+        .collect();
+    for q in 0..2 {
+        write_pcap(&rx[q], &shards[q]);
+    }
+    let (file_log, dpdk_log) = (dir.path().join("file.jsonl"), dir.path().join("dpdk.jsonl"));
+    let common = |log: &Path| {
+        let mut v: Vec<String> = ["--inside", "10.0.0.0/8", "--workers", "2"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        v.extend(["--format", "json", "--summary", "json", "-o"].map(String::from));
+        v.push(log.display().to_string());
+        v
+    };
+    let a = json_summary(
+        &bin()
+            .args(common(&file_log))
+            .arg("--pcap")
+            .arg(&cap)
+            .output()
+            .unwrap(),
+    );
+    let vdev = format!(
+        "net_pcap0,rx_pcap={},rx_pcap={},tx_pcap={},tx_pcap={}",
+        rx[0].display(),
+        rx[1].display(),
+        tx[0].display(),
+        tx[1].display()
+    );
+    let prefix = format!("dplogq{}", std::process::id());
+    let b = json_summary(
+        &bin()
+            .args(common(&dpdk_log))
+            .args(["--dpdk", "--dpdk-idle-ms", "300", "--"])
+            .args(eal(&prefix, &vdev))
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(b["workers"], 2);
+    for k in [
+        "packets",
+        "sessions_created",
+        "sessions_deleted",
+        "verdicts",
+    ] {
+        assert_eq!(a[k], b[k], "{k}");
+    }
+    for w in 0..2 {
+        assert_eq!(
+            a["per_worker"][w]["packets"], b["per_worker"][w]["packets"],
+            "worker {w}"
+        );
+        assert_eq!(
+            b["per_worker"][w]["packets"].as_u64().unwrap(),
+            shards[w].len() as u64
+        );
+        assert!(b["per_worker"][w]["sessions_created"].as_u64().unwrap() > 0);
+    }
+    let (la, lb) = (sorted_lines(&file_log), sorted_lines(&dpdk_log));
+    assert_eq!(la.len() as u64, 2 * a["sessions_created"].as_u64().unwrap());
+    assert_eq!(la, lb, "same records, field for field");
+}

@@ -157,6 +157,11 @@
 #define DPLOG_FIELD_BYTES 14
 
 /**
+ * Most consumer cores one `dplog_start` takes.
+ */
+#define DPLOG_CONSUMERS_MAX 64
+
+/**
  * Most records one `dplog_reserve` hands out.
  */
 #define DPLOG_RESERVE_MAX 64
@@ -705,8 +710,9 @@ struct dplog_nat_quota_exceeded {
 #define DPLOG_ERR_UNDELIVERED 11
 
 /**
- * Valid request that this build does not support (e.g. more than one
- * consumer core, reopen of a non-file sink, user-registered schemas).
+ * Valid request that this build does not support. No function of this
+ * version returns it (more than one consumer core, its last use, is
+ * supported since 0.1); kept so codes keep their numbers.
  */
 #define DPLOG_ERR_UNSUPPORTED 12
 
@@ -851,28 +857,33 @@ dplog_result dplog_schema_register(struct dplog *h,
                                    uint16_t *schema_id);
 
 /**
- * Starts the consumer thread (named `dplog-consumer`). With
- * `n_cores == 1` it is pinned to CPU `cores[0]`; with `n_cores == 0`
- * (`cores` may be NULL) the config's `[ring] consumer_cpu`, if any, is used.
+ * Starts the consumer threads (named `dplog-consumer`): one per entry of
+ * `cores`, pinned to that CPU, or one when `n_cores == 0` (`cores` may be
+ * NULL), pinned to the config's `[ring] consumer_cpu` if set.
  *
- * One consumer per handle: that one thread drains every ring of the
- * handle (round-robin, in bursts) into the handle's one sink. A request
- * for more consumer cores is refused with `DPLOG_ERR_UNSUPPORTED`, never
- * silently served by one thread. To spread formatting over several
- * cores, open one handle per consumer core, each with its own sink
- * (e.g. its own file `path`), `dplog_start` each with its core, and give
- * each forwarding core a producer of the handle whose consumer should
- * drain it; the handles share nothing, and each `dplog_close` reports
- * its own records.
+ * With several consumers, each has its own formatter and its own sink
+ * instance and drains its own group of rings: the ring of
+ * `dplog_producer_new(h, ring_id, ...)` goes to consumer
+ * `ring_id % n_cores` (round-robin over ring ids; choose ids to balance
+ * the forwarding cores). Consumer 0 writes the configured sink; consumer
+ * `i > 0` writes a file sink's `path` with the suffix `.i` (`nat.log`,
+ * `nat.log.1`, `nat.log.2`, ...; in every `[[sink]]` table), an mmap
+ * sink's `dir` with the suffix `.i`, and opens its own connection for a
+ * syslog or Kafka sink. Records of one ring stay in order; records of
+ * rings on different consumers are not ordered with each other.
+ * `dplog_stats` and `dplog_close` add the counters of all consumers up;
+ * their latency percentiles are the largest of the consumers' (an upper
+ * bound). `dplog_flush` and `dplog_reopen` act on every consumer.
  *
  * Errors: `DPLOG_ERR_NULL` (handle NULL, or `cores` NULL with
  * `n_cores > 0`), `DPLOG_ERR_INVALID_ARG` (a CPU this process cannot run
- * on), `DPLOG_ERR_UNSUPPORTED` (`n_cores > 1`: one consumer per handle,
- * see above; nothing is started), `DPLOG_ERR_STATE` (already started), `DPLOG_ERR_CLOSED`,
- * `DPLOG_ERR_CONFIG` (ring settings refused: capacity not a power of two,
- * burst 0, batch below 64 KiB; or the format does not compile for a
- * registered schema), `DPLOG_ERR_IO` (thread or sink failure). On error
- * the handle stays as it was (not started).
+ * on, or `n_cores > DPLOG_CONSUMERS_MAX`), `DPLOG_ERR_STATE` (already
+ * started), `DPLOG_ERR_CLOSED`, `DPLOG_ERR_CONFIG` (ring settings
+ * refused: capacity not a power of two, burst 0, batch below 64 KiB; or
+ * the format does not compile for a registered schema), `DPLOG_ERR_IO`
+ * (thread or sink failure, e.g. `nat.log.1` cannot be created). All or
+ * nothing: on error no consumer runs and the handle stays as it was (not
+ * started).
  *
  * Thread-safety: any thread; serialized with other calls on the handle.
  *

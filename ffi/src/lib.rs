@@ -119,8 +119,9 @@ pub const DPLOG_ERR_RING_IN_USE: dplog_result = 10;
 /// delivered (dropped because a ring was full, refused by the sink, or
 /// still in a ring); the final stats say how many of each.
 pub const DPLOG_ERR_UNDELIVERED: dplog_result = 11;
-/// Valid request that this build does not support (e.g. more than one
-/// consumer core, reopen of a non-file sink, user-registered schemas).
+/// Valid request that this build does not support. No function of this
+/// version returns it (more than one consumer core, its last use, is
+/// supported since 0.1); kept so codes keep their numbers.
 pub const DPLOG_ERR_UNSUPPORTED: dplog_result = 12;
 /// The consumer thread stopped unexpectedly (it panicked): a producer
 /// whose ring is full gets it (the record is dropped and counted in
@@ -227,6 +228,8 @@ const _: () = {
     assert!(DPLOG_FIELD_NS_TIMESTAMP == K::NsTimestamp as u32);
     assert!(DPLOG_FIELD_ENUM == K::Enum as u32 && DPLOG_FIELD_BYTES == K::Bytes as u32);
 };
+/// Most consumer cores one `dplog_start` takes.
+pub const DPLOG_CONSUMERS_MAX: usize = 64;
 /// Most records one `dplog_reserve` hands out.
 pub const DPLOG_RESERVE_MAX: usize = 64;
 
@@ -682,7 +685,9 @@ struct Pending {
 }
 
 struct Running {
-    logger: Logger<NatRecord>,
+    /// One logger (consumer thread + sink) per consumer core; ring `r`
+    /// is drained by `loggers[r % loggers.len()]`.
+    loggers: Vec<Logger<NatRecord>>,
     sizes: Arc<SchemaSizes>,
 }
 
@@ -1150,28 +1155,33 @@ pub unsafe extern "C" fn dplog_schema_register(
     })
 }
 
-/// Starts the consumer thread (named `dplog-consumer`). With
-/// `n_cores == 1` it is pinned to CPU `cores[0]`; with `n_cores == 0`
-/// (`cores` may be NULL) the config's `[ring] consumer_cpu`, if any, is used.
+/// Starts the consumer threads (named `dplog-consumer`): one per entry of
+/// `cores`, pinned to that CPU, or one when `n_cores == 0` (`cores` may be
+/// NULL), pinned to the config's `[ring] consumer_cpu` if set.
 ///
-/// One consumer per handle: that one thread drains every ring of the
-/// handle (round-robin, in bursts) into the handle's one sink. A request
-/// for more consumer cores is refused with `DPLOG_ERR_UNSUPPORTED`, never
-/// silently served by one thread. To spread formatting over several
-/// cores, open one handle per consumer core, each with its own sink
-/// (e.g. its own file `path`), `dplog_start` each with its core, and give
-/// each forwarding core a producer of the handle whose consumer should
-/// drain it; the handles share nothing, and each `dplog_close` reports
-/// its own records.
+/// With several consumers, each has its own formatter and its own sink
+/// instance and drains its own group of rings: the ring of
+/// `dplog_producer_new(h, ring_id, ...)` goes to consumer
+/// `ring_id % n_cores` (round-robin over ring ids; choose ids to balance
+/// the forwarding cores). Consumer 0 writes the configured sink; consumer
+/// `i > 0` writes a file sink's `path` with the suffix `.i` (`nat.log`,
+/// `nat.log.1`, `nat.log.2`, ...; in every `[[sink]]` table), an mmap
+/// sink's `dir` with the suffix `.i`, and opens its own connection for a
+/// syslog or Kafka sink. Records of one ring stay in order; records of
+/// rings on different consumers are not ordered with each other.
+/// `dplog_stats` and `dplog_close` add the counters of all consumers up;
+/// their latency percentiles are the largest of the consumers' (an upper
+/// bound). `dplog_flush` and `dplog_reopen` act on every consumer.
 ///
 /// Errors: `DPLOG_ERR_NULL` (handle NULL, or `cores` NULL with
 /// `n_cores > 0`), `DPLOG_ERR_INVALID_ARG` (a CPU this process cannot run
-/// on), `DPLOG_ERR_UNSUPPORTED` (`n_cores > 1`: one consumer per handle,
-/// see above; nothing is started), `DPLOG_ERR_STATE` (already started), `DPLOG_ERR_CLOSED`,
-/// `DPLOG_ERR_CONFIG` (ring settings refused: capacity not a power of two,
-/// burst 0, batch below 64 KiB; or the format does not compile for a
-/// registered schema), `DPLOG_ERR_IO` (thread or sink failure). On error
-/// the handle stays as it was (not started).
+/// on, or `n_cores > DPLOG_CONSUMERS_MAX`), `DPLOG_ERR_STATE` (already
+/// started), `DPLOG_ERR_CLOSED`, `DPLOG_ERR_CONFIG` (ring settings
+/// refused: capacity not a power of two, burst 0, batch below 64 KiB; or
+/// the format does not compile for a registered schema), `DPLOG_ERR_IO`
+/// (thread or sink failure, e.g. `nat.log.1` cannot be created). All or
+/// nothing: on error no consumer runs and the handle stays as it was (not
+/// started).
 ///
 /// Thread-safety: any thread; serialized with other calls on the handle.
 ///
@@ -1193,55 +1203,102 @@ pub unsafe extern "C" fn dplog_start(
         if n_cores > 0 && cores.is_null() {
             return fail(DPLOG_ERR_NULL, "dplog_start: cores is NULL");
         }
-        if n_cores > 1 {
+        if n_cores > DPLOG_CONSUMERS_MAX {
             return fail(
-                DPLOG_ERR_UNSUPPORTED,
-                format!(
-                    "dplog_start: {n_cores} consumer cores asked; one consumer per handle \
-                     (open one handle per consumer core)"
-                ),
+                DPLOG_ERR_INVALID_ARG,
+                format!("dplog_start: {n_cores} consumer cores, at most {DPLOG_CONSUMERS_MAX}"),
             );
         }
-        let cpu = if n_cores == 1 {
-            // SAFETY: cores is valid for n_cores == 1 element.
-            let c = unsafe { *cores } as usize;
+        let cpus: Vec<usize> = if n_cores == 0 {
+            Vec::new()
+        } else {
+            // SAFETY: cores is non-NULL (checked) and valid for n_cores
+            // elements (caller contract).
+            unsafe { core::slice::from_raw_parts(cores, n_cores) }
+                .iter()
+                .map(|&c| c as usize)
+                .collect()
+        };
+        for &c in &cpus {
             if let Err(e) = cpu_allowed(c) {
                 return e;
             }
-            Some(c)
-        } else {
-            None
-        };
+        }
         let mut st = lock(&l.state);
         let pending = match &mut *st {
             State::Opened(p) => p,
             State::Started(_) => return fail(DPLOG_ERR_STATE, "dplog_start: already started"),
             State::Closed => return fail(DPLOG_ERR_CLOSED, "dplog handle is closed"),
         };
-        let mut cfg = pending.config.clone();
-        if cpu.is_some() {
-            cfg.ring.consumer_cpu = cpu;
-        }
         let nat = dplog::schema::nat::all();
         let sizes = Arc::new(SchemaSizes::new(
             nat.iter().copied().chain(pending.schemas.iter()),
         ));
-        let formatter: Box<dyn Formatter<NatRecord>> = if pending.schemas.is_empty() {
-            match cfg.format.nat_formatter() {
-                Ok(f) => Box::new(f),
-                Err(e) => return config_error(e),
+        let n_consumers = cpus.len().max(1);
+        let mut loggers = Vec::with_capacity(n_consumers);
+        for i in 0..n_consumers {
+            let mut cfg = pending.config.clone();
+            if let Some(&c) = cpus.get(i) {
+                cfg.ring.consumer_cpu = Some(c);
             }
-        } else {
-            let all: Vec<&Schema> = nat.iter().copied().chain(pending.schemas.iter()).collect();
-            match cfg.format.spec().encoder(&all) {
-                Ok(enc) => Box::new(SlotFormatter {
-                    enc,
-                    kind: cfg.format.kind,
-                }),
-                Err(e) => return fail(DPLOG_ERR_CONFIG, format!("[format]: {e}")),
+            let started = match consumer_parts(&cfg, &pending.schemas) {
+                Ok(formatter) => {
+                    // Consumer 0 writes to the sink opened by dplog_open;
+                    // consumer i > 0 to its own instance (see dplog_start).
+                    let sink = match (i, pending.sink.take()) {
+                        (0, Some(s)) => Ok(s),
+                        _ => per_consumer_sink(&cfg.sink, i)
+                            .build()
+                            .map_err(|e| fail(DPLOG_ERR_IO, format!("cannot open sink: {e}"))),
+                    };
+                    sink.and_then(|sink| {
+                        Logger::start(cfg.logger_config(), formatter, sink).map_err(logger_error)
+                    })
+                }
+                Err(e) => Err(e),
+            };
+            match started {
+                Ok(logger) => loggers.push(logger),
+                Err(e) => {
+                    // All or nothing: stop the consumers already started.
+                    // The sinks went down with them; the next start (or
+                    // close) opens them again from the config.
+                    for lg in loggers {
+                        let _ = lg.shutdown();
+                    }
+                    return e;
+                }
             }
-        };
-        let formatter = match std::env::var("DPLOG_FAULT_CONSUMER_PANIC_AFTER")
+        }
+        *st = State::Started(Box::new(Running { loggers, sizes }));
+        DPLOG_OK
+    })
+}
+
+/// The formatter of one consumer: the configured format for the NAT
+/// schemas and the registered ones (wrapped by the fault hook if set).
+fn consumer_parts(
+    cfg: &LogConfig,
+    schemas: &[Schema],
+) -> Result<Box<dyn Formatter<NatRecord>>, dplog_result> {
+    let nat = dplog::schema::nat::all();
+    let formatter: Box<dyn Formatter<NatRecord>> = if schemas.is_empty() {
+        match cfg.format.nat_formatter() {
+            Ok(f) => Box::new(f),
+            Err(e) => return Err(config_error(e)),
+        }
+    } else {
+        let all: Vec<&Schema> = nat.iter().copied().chain(schemas.iter()).collect();
+        match cfg.format.spec().encoder(&all) {
+            Ok(enc) => Box::new(SlotFormatter {
+                enc,
+                kind: cfg.format.kind,
+            }),
+            Err(e) => return Err(fail(DPLOG_ERR_CONFIG, format!("[format]: {e}"))),
+        }
+    };
+    Ok(
+        match std::env::var("DPLOG_FAULT_CONSUMER_PANIC_AFTER")
             .ok()
             .and_then(|v| v.parse::<u64>().ok())
         {
@@ -1250,24 +1307,31 @@ pub unsafe extern "C" fn dplog_start(
                 left,
             }),
             None => formatter,
-        };
-        let sink = match pending.sink.take() {
-            Some(s) => s,
-            None => match cfg.sink.build() {
-                Ok(s) => s,
-                Err(e) => return fail(DPLOG_ERR_IO, format!("cannot open sink: {e}")),
-            },
-        };
-        match Logger::start(cfg.logger_config(), formatter, sink) {
-            Ok(logger) => {
-                *st = State::Started(Box::new(Running { logger, sizes }));
-                DPLOG_OK
-            }
-            // The sink went down with the failed start; the next start
-            // (or close) opens it again from the config.
-            Err(e) => logger_error(e),
+        },
+    )
+}
+
+/// The sink configuration of consumer `i`: consumer 0 uses the
+/// configured one; consumer `i > 0` appends `.i` to a file sink's `path`
+/// and an mmap sink's `dir` (in every `[[sink]]` table); network sinks
+/// (syslog, Kafka) get their own connection to the same destination.
+fn per_consumer_sink(cfg: &dplog::config::SinkConfig, i: usize) -> dplog::config::SinkConfig {
+    use dplog::config::SinkConfig as S;
+    fn suffixed(p: &std::path::Path, i: usize) -> std::path::PathBuf {
+        let mut s = p.as_os_str().to_owned();
+        s.push(format!(".{i}"));
+        s.into()
+    }
+    let mut c = cfg.clone();
+    if i > 0 {
+        match &mut c {
+            S::File(f) => f.path = suffixed(&f.path, i),
+            S::Mmap(m) => m.dir = suffixed(&m.dir, i),
+            S::Set(v) => *v = v.iter().map(|s| per_consumer_sink(s, i)).collect(),
+            _ => {}
         }
-    })
+    }
+    c
 }
 
 fn cpu_allowed(cpu: usize) -> Result<(), dplog_result> {
@@ -1340,7 +1404,8 @@ pub unsafe extern "C" fn dplog_producer_new(
                 format!("ring {ring_id} already has a producer"),
             );
         }
-        let prod = match run.logger.producer() {
+        let consumer = &run.loggers[ring_id as usize % run.loggers.len()];
+        let prod = match consumer.producer() {
             Ok(p) => p,
             Err(e) => {
                 lock(&l.shared.rings).remove(&ring_id);
@@ -2056,6 +2121,37 @@ fn fill_stats(s: &dplog::Stats, lat: &dplog::LatencySummary) -> dplog_stats {
     }
 }
 
+/// The counters of several consumers added up; the latency percentiles
+/// are the largest of theirs (an upper bound: percentiles do not add).
+fn sum_stats(all: &[dplog_stats]) -> dplog_stats {
+    let mut t = dplog_stats::default();
+    for s in all {
+        t.produced += s.produced;
+        t.enqueued += s.enqueued;
+        t.dropped_full += s.dropped_full;
+        t.dropped_degraded += s.dropped_degraded;
+        t.dropped_disconnected += s.dropped_disconnected;
+        t.dequeued += s.dequeued;
+        t.written_records += s.written_records;
+        t.written_bytes += s.written_bytes;
+        t.dropped_sink += s.dropped_sink;
+        t.sink_errors += s.sink_errors;
+        t.sink_retries += s.sink_retries;
+        t.sink_pending += s.sink_pending;
+        t.dropped_shutdown += s.dropped_shutdown;
+        t.batches += s.batches;
+        t.high_water = t.high_water.max(s.high_water);
+        t.rings += s.rings;
+        t.in_flight += s.in_flight;
+        t.latency_samples += s.latency_samples;
+        t.latency_p50_ns = t.latency_p50_ns.max(s.latency_p50_ns);
+        t.latency_p99_ns = t.latency_p99_ns.max(s.latency_p99_ns);
+        t.latency_p999_ns = t.latency_p999_ns.max(s.latency_p999_ns);
+        t.latency_max_ns = t.latency_max_ns.max(s.latency_max_ns);
+    }
+    t
+}
+
 /// Stores a snapshot of every counter and the latency percentiles in
 /// `*out` (see `struct dplog_stats`). Before `dplog_start` every field is 0.
 ///
@@ -2078,8 +2174,15 @@ pub unsafe extern "C" fn dplog_stats(h: *mut dplog_t, out: *mut dplog_stats) -> 
         let st = lock(&l.state);
         let v = match &*st {
             State::Started(r) => {
-                let snap = r.logger.snapshot();
-                fill_stats(&snap.consumer, &snap.latency)
+                let all: Vec<dplog_stats> = r
+                    .loggers
+                    .iter()
+                    .map(|lg| {
+                        let snap = lg.snapshot();
+                        fill_stats(&snap.consumer, &snap.latency)
+                    })
+                    .collect();
+                sum_stats(&all)
             }
             State::Opened(_) => dplog_stats::default(),
             State::Closed => return fail(DPLOG_ERR_CLOSED, "dplog handle is closed"),
@@ -2110,10 +2213,14 @@ pub unsafe extern "C" fn dplog_flush(h: *mut dplog_t) -> dplog_result {
         };
         let mut st = lock(&l.state);
         match &mut *st {
-            State::Started(r) => match r.logger.flush() {
-                Ok(()) => DPLOG_OK,
-                Err(e) => logger_error(e),
-            },
+            State::Started(r) => {
+                // Every consumer flushes; the first error is reported.
+                let res: Vec<_> = r.loggers.iter().map(|lg| lg.flush()).collect();
+                match res.into_iter().find_map(Result::err) {
+                    None => DPLOG_OK,
+                    Some(e) => logger_error(e),
+                }
+            }
             State::Opened(p) => match p.sink.as_mut().map(|s| s.flush()) {
                 Some(Err(e)) => fail(DPLOG_ERR_IO, e.to_string()),
                 _ => DPLOG_OK,
@@ -2144,11 +2251,14 @@ pub unsafe extern "C" fn dplog_reopen(h: *mut dplog_t) -> dplog_result {
         };
         let mut st = lock(&l.state);
         match &mut *st {
-            State::Started(r) => match r.logger.reopen() {
-                Ok(()) => DPLOG_OK,
-                Err(LoggerError::Io(e)) => fail(DPLOG_ERR_IO, format!("reopen: {e}")),
-                Err(e) => logger_error(e),
-            },
+            State::Started(r) => {
+                let res: Vec<_> = r.loggers.iter().map(|lg| lg.reopen()).collect();
+                match res.into_iter().find_map(Result::err) {
+                    None => DPLOG_OK,
+                    Some(LoggerError::Io(e)) => fail(DPLOG_ERR_IO, format!("reopen: {e}")),
+                    Some(e) => logger_error(e),
+                }
+            }
             State::Opened(p) => match p.sink.as_mut().map(|s| s.reopen()) {
                 Some(Err(e)) => fail(DPLOG_ERR_IO, format!("reopen: {e}")),
                 _ => DPLOG_OK,
@@ -2210,13 +2320,21 @@ pub unsafe extern "C" fn dplog_close(
             State::Started(r) => {
                 // The snapshot source outlives the logger, so the latency
                 // percentiles include the records written by the drain.
-                let source = r.logger.snapshot_source();
-                let res = r.logger.shutdown();
-                let latency = source.snapshot().latency;
-                match res {
-                    Ok(s) => (fill_stats(&s, &latency), None),
-                    Err((s, e)) => (fill_stats(&s, &latency), Some(e)),
+                let mut all = Vec::with_capacity(r.loggers.len());
+                let mut first_err = None;
+                for lg in r.loggers {
+                    let source = lg.snapshot_source();
+                    let res = lg.shutdown();
+                    let latency = source.snapshot().latency;
+                    match res {
+                        Ok(s) => all.push(fill_stats(&s, &latency)),
+                        Err((s, e)) => {
+                            all.push(fill_stats(&s, &latency));
+                            first_err.get_or_insert(e);
+                        }
+                    }
                 }
+                (sum_stats(&all), first_err)
             }
         };
         drop(st);

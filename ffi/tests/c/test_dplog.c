@@ -205,12 +205,10 @@ static void test_start_and_producers(void) {
   EXPECT(dplog_start(NULL, NULL, 0), DPLOG_ERR_NULL);
   EXPECT(dplog_start(h, NULL, 1), DPLOG_ERR_NULL);
   uint32_t cores[2] = {0, 1};
-  EXPECT(dplog_start(h, cores, 2), DPLOG_ERR_UNSUPPORTED);
-  {
-    char um[256];
-    last_error(um, sizeof um);
-    CHECK(strstr(um, "one consumer per handle") != NULL);
-  }
+  uint32_t bad2[2] = {0, 100000}; /* all or nothing: no consumer started */
+  EXPECT(dplog_start(h, bad2, 2), DPLOG_ERR_INVALID_ARG);
+  EXPECT(dplog_start(h, cores, DPLOG_CONSUMERS_MAX + 1), DPLOG_ERR_INVALID_ARG);
+  EXPECT(dplog_producer_new(h, 0, &p), DPLOG_ERR_STATE); /* still not started */
   uint32_t bad = 100000;
   EXPECT(dplog_start(h, &bad, 1), DPLOG_ERR_INVALID_ARG);
   EXPECT(dplog_start(h, NULL, 0), DPLOG_ERR_CONFIG); /* capacity 1000 */
@@ -682,12 +680,12 @@ static void test_consumer_gone(void) {
   CHECK(s.dropped_full >= 3 && s.produced == s.enqueued + s.dropped_full);
 }
 
-/* Several consumer cores: one handle per consumer core, each with its own
- * sink and its own producers (what dplog_start documents for n_cores > 1). */
+/* Several consumer cores on one handle: dplog_start with two cores runs two
+ * consumers; ring r goes to consumer r % 2, consumer 1 writes "<path>.1";
+ * stats add both up. Four forwarding threads, rings 0..3. */
 struct handle_worker {
   struct dplog *h;
   uint32_t ring;
-  uint16_t base;
 };
 
 static void *handle_worker_main(void *arg) {
@@ -695,40 +693,47 @@ static void *handle_worker_main(void *arg) {
   struct dplog_producer *p = NULL;
   EXPECT(dplog_producer_new(w->h, w->ring, &p), DPLOG_OK);
   for (uint16_t i = 0; i < 2000; i++) {
-    struct dplog_nat44_session r = session((uint16_t)(w->base + i % 1000));
+    struct dplog_nat44_session r = session((uint16_t)(10000 * (w->ring + 1) + i % 1000));
     EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &r, sizeof r), DPLOG_OK);
   }
   EXPECT(dplog_producer_free(p), DPLOG_OK);
   return NULL;
 }
 
-static void test_one_handle_per_consumer_core(void) {
+static void test_several_consumers(void) {
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-  struct dplog *hs[2] = {open_text("core0.log", "[ring]\ncapacity = 256\n"),
-                         open_text("core1.log", "[ring]\ncapacity = 256\n")};
-  for (uint32_t c = 0; c < 2; c++) {
-    uint32_t cpu = ncpu >= 2 ? c : 0;
-    EXPECT(dplog_start(hs[c], &cpu, 1), DPLOG_OK);
-  }
-  /* Two forwarding threads per consumer, rings 0 and 1 of each handle. */
+  uint32_t cores[2] = {0, ncpu >= 2 ? 1 : 0};
+  struct dplog *h = open_text("multi.log", "[ring]\ncapacity = 256\n");
+  EXPECT(dplog_start(h, cores, 2), DPLOG_OK);
   pthread_t t[4];
   struct handle_worker w[4];
-  for (int i = 0; i < 4; i++) {
-    w[i] = (struct handle_worker){hs[i % 2], (uint32_t)(i / 2), (uint16_t)(10000 * (i % 2 + 1))};
+  for (uint32_t i = 0; i < 4; i++) {
+    w[i] = (struct handle_worker){h, i};
     CHECK(pthread_create(&t[i], NULL, handle_worker_main, &w[i]) == 0);
   }
   for (int i = 0; i < 4; i++) CHECK(pthread_join(t[i], NULL) == 0);
+  struct dplog_stats s;
+  EXPECT(dplog_flush(h), DPLOG_OK);
+  EXPECT(dplog_reopen(h), DPLOG_OK);
+  EXPECT(dplog_stats(h, &s), DPLOG_OK);
+  CHECK(s.rings == 4 && s.produced == 8000);
+  EXPECT(dplog_close(h, &s), DPLOG_OK);
+  CHECK(s.rings == 4 && s.produced == 8000 && s.written_records == 8000 && s.in_flight == 0);
+  CHECK(s.batches >= 2 && s.latency_samples > 0);
   for (int c = 0; c < 2; c++) {
-    struct dplog_stats s;
-    EXPECT(dplog_close(hs[c], &s), DPLOG_OK);
-    CHECK(s.rings == 2 && s.produced == 4000 && s.written_records == 4000);
     char path[512];
-    path_in(path, sizeof path, c == 0 ? "core0.log" : "core1.log");
+    path_in(path, sizeof path, c == 0 ? "multi.log" : "multi.log.1");
     char *text = read_file(path);
+    CHECK(text != NULL);
     CHECK(count_lines(text) == 4000);
-    /* Each file holds only its own handle's records. */
-    CHECK(count_sub(text, c == 0 ? "sourceTransportPort=10999 " : "sourceTransportPort=20999 ") == 4);
-    CHECK(count_sub(text, c == 0 ? "sourceTransportPort=20000 " : "sourceTransportPort=10000 ") == 0);
+    /* Consumer c holds rings c and c + 2 (ports 10000(r+1) + 0..999). */
+    char want[64], other[64];
+    for (uint32_t r = 0; r < 4; r++) {
+      snprintf(want, sizeof want, "sourceTransportPort=%u ", 10000 * (r + 1) + 999);
+      CHECK(count_sub(text, want) == ((int)(r % 2) == c ? 2u : 0u));
+    }
+    snprintf(other, sizeof other, "sourceTransportPort=%u ", 10000 * (c + 1));
+    CHECK(count_sub(text, other) == 2);
     free(text);
   }
 }
@@ -886,7 +891,7 @@ int main(void) {
   test_schema_register();
   test_zero_copy_reserve();
   test_consumer_gone();
-  test_one_handle_per_consumer_core();
+  test_several_consumers();
   test_drop_policy_and_undelivered();
   test_reopen_for_logrotate();
   test_use_after_close_and_double_free();

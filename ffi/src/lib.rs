@@ -2438,6 +2438,36 @@ mod tests {
     }
 
     #[test]
+    fn consumer_i_gets_its_own_file_and_mmap_dir() {
+        let cfg = LogConfig::from_toml_str(
+            "[[sink]]\ntype = \"file\"\npath = \"/var/log/nat.log\"\n\
+             [[sink]]\ntype = \"mmap\"\ndir = \"/var/log/nat-mmap\"\n",
+        )
+        .unwrap();
+        let paths = |c: &dplog::config::SinkConfig| -> Vec<String> {
+            match c {
+                dplog::config::SinkConfig::Set(v) => v
+                    .iter()
+                    .map(|s| match s {
+                        dplog::config::SinkConfig::File(f) => f.path.display().to_string(),
+                        dplog::config::SinkConfig::Mmap(m) => m.dir.display().to_string(),
+                        _ => String::new(),
+                    })
+                    .collect(),
+                _ => panic!("two [[sink]] tables make a set"),
+            }
+        };
+        assert_eq!(
+            paths(&per_consumer_sink(&cfg.sink, 0)),
+            ["/var/log/nat.log", "/var/log/nat-mmap"]
+        );
+        assert_eq!(
+            paths(&per_consumer_sink(&cfg.sink, 3)),
+            ["/var/log/nat.log.3", "/var/log/nat-mmap.3"]
+        );
+    }
+
+    #[test]
     fn every_code_has_its_own_message() {
         let mut seen = HashSet::new();
         assert_eq!(MESSAGES.len(), DPLOG_ERR_LAST as usize + 1);

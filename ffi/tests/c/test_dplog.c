@@ -7,7 +7,9 @@
  * Not reachable from C: DPLOG_ERR_PANIC (covered by the Rust unit test
  * `a_panic_becomes_an_error_code_with_its_message`). DPLOG_ERR_CONSUMER_GONE
  * needs the consumer thread to die: test_consumer_gone makes it panic with
- * the library's test hook DPLOG_FAULT_CONSUMER_PANIC_AFTER.
+ * the library's test hook DPLOG_FAULT_CONSUMER_PANIC_AFTER (its panic
+ * message and backtrace on stderr are expected). DPLOG_ERR_UNSUPPORTED is
+ * returned by no function of this version (only its message is checked).
  */
 #define _GNU_SOURCE
 #include <dplog.h>

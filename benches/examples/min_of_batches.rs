@@ -63,6 +63,15 @@ fn main() {
         // Same line length; the bench checks the bytes.
         assert_eq!(a, out.len());
     }
+    // `min_of_batches N line`: only the hand peer and the template (for
+    // `valgrind --tool=callgrind`, instructions per line of each).
+    if std::env::args().nth(2).as_deref() == Some("line") {
+        println!(
+            "hand {bh:.2} ns, template {bt:.2} ns, ratio hand/template {:.3}",
+            bh / bt
+        );
+        return;
+    }
     for (name, mut q) in [
         (
             "json",

@@ -248,6 +248,54 @@ enum Op {
         off2: u32,
         size2: u8,
     },
+    /// Superinstruction (steps only): `Ipv4Dec` with a 2-byte port read
+    /// as one exact `u16` load.
+    Ipv4Port {
+        off: u32,
+        sep: u8,
+        off2: u32,
+    },
+    /// Decimal integer of exactly 1, 2, 4 or 8 bytes (steps only): one
+    /// exact load, no shift or mask.
+    Dec1 {
+        off: u32,
+    },
+    Dec2 {
+        off: u32,
+    },
+    Dec4 {
+        off: u32,
+    },
+    Dec8 {
+        off: u32,
+    },
+    /// Superinstruction (steps only): an enum name (`Name`, one table),
+    /// then an inline literal of up to 16 bytes (`mid[..mid_len]`), then an
+    /// IPv4 address, `sep` and a 2-byte port: the `{natEvent:name}
+    /// {addr}:{port}` of a NAT44 line.
+    NameIpv4Port {
+        off: u32,
+        size: u8,
+        table: u16,
+        event: bool,
+        mid_len: u8,
+        sep: u8,
+        off4: u32,
+        off2: u32,
+        mid: [u8; 16],
+    },
+    /// Superinstruction (steps only): a 1-, 2- or 4-byte decimal integer,
+    /// an inline literal of up to 16 bytes, then an IPv4 address, `sep` and
+    /// a 2-byte port (`proto={p} dst={addr}:{port}`).
+    DecIpv4Port {
+        off: u32,
+        size: u8,
+        mid_len: u8,
+        sep: u8,
+        off4: u32,
+        off2: u32,
+        mid: [u8; 16],
+    },
     /// Skip the next `skip` ops unless the field equals `value`.
     SkipUnless {
         off: u32,
@@ -265,15 +313,31 @@ struct NameTable {
     sparse: Vec<(u32, u32, u32)>,
 }
 
+/// Longest literal suffix fused into a step (copied inline as two
+/// 16-byte stores); a longer literal stays a step of its own.
+const POST_MAX: usize = 32;
+
 /// One step of the run loop: an op, then a literal suffix
-/// (`lits[post_start..post_start+post_len]`, empty if `post_len` is 0).
-/// Built from the ops by merging each literal into the field op before it,
-/// which halves the dispatches of a typical `{a} x {b} y` line.
+/// (`post[..post_len]`, empty if `post_len` is 0, always copied as 32
+/// bytes). Built from the ops by merging each literal into the field op
+/// before it, which halves the dispatches of a typical `{a} x {b} y` line,
+/// then specialised (exact-size loads) and fused in pairs (see
+/// `Program::build`).
 #[derive(Clone, Copy, Debug)]
 struct Step {
     op: Op,
-    post_start: u32,
     post_len: u32,
+    post: [u8; POST_MAX],
+}
+
+impl Step {
+    fn of(op: Op) -> Step {
+        Step {
+            op,
+            post_len: 0,
+            post: [0; POST_MAX],
+        }
+    }
 }
 
 /// Bytes reserved in the output past [`Program::max_output`]: literal
@@ -307,6 +371,9 @@ pub struct Program {
     min_len: usize,
     max_out: usize,
     schema_id: u16,
+    /// Whether `build` specialises and pair-fuses steps (tests compare
+    /// against the unfused program).
+    fuse: bool,
 }
 
 impl Program {
@@ -329,7 +396,28 @@ impl Program {
             min_len: schema.size(),
             max_out: 0,
             schema_id: schema.id(),
+            fuse: true,
         }
+    }
+
+    /// The same program with step specialisation and pair fusion off
+    /// (literal suffixes and `{ipv4}:{dec}` still fuse): the reference the
+    /// superinstruction tests compare with.
+    #[doc(hidden)]
+    pub fn unfused(mut self) -> Program {
+        self.fuse = false;
+        self.ready = false;
+        self
+    }
+
+    /// Number of steps (dispatches) one record runs through, conditional
+    /// bodies included (for tests and benches).
+    #[doc(hidden)]
+    pub fn step_count(&mut self) -> usize {
+        if !self.ready {
+            self.build();
+        }
+        self.steps.len()
     }
 
     /// Compiles a user template (syntax in the module docs) for `schema`.
@@ -711,16 +799,12 @@ impl Program {
             ) = (op, ops.get(j + 1).copied(), ops.get(j + 2).copied())
             {
                 if !ends.contains(&j) && !ends.contains(&(j + 1)) {
-                    steps.push(Step {
-                        op: Op::Ipv4Dec {
-                            off,
-                            sep: self.lits[start as usize],
-                            off2: o2,
-                            size2: s2,
-                        },
-                        post_start: 0,
-                        post_len: 0,
-                    });
+                    steps.push(Step::of(Op::Ipv4Dec {
+                        off,
+                        sep: self.lits[start as usize],
+                        off2: o2,
+                        size2: s2,
+                    }));
                     step_of.extend([steps.len() - 1; 3]);
                     j += 3;
                     continue;
@@ -728,12 +812,13 @@ impl Program {
             }
             // A literal joins the field step before it.
             if let Op::Lit { start, len } = op {
-                let fusable = j > 0 && !ends.contains(&(j - 1));
+                let fusable = j > 0 && !ends.contains(&(j - 1)) && len as usize <= POST_MAX;
                 if let Some(last) = steps.last_mut().filter(|_| fusable) {
                     if !matches!(last.op, Op::Lit { .. } | Op::SkipUnless { .. })
                         && last.post_len == 0
                     {
-                        last.post_start = start;
+                        let (s, l) = (start as usize, len as usize);
+                        last.post[..l].copy_from_slice(&self.lits[s..s + l]);
                         last.post_len = len;
                         step_of.push(steps.len() - 1);
                         j += 1;
@@ -741,11 +826,7 @@ impl Program {
                     }
                 }
             }
-            steps.push(Step {
-                op,
-                post_start: 0,
-                post_len: 0,
-            });
+            steps.push(Step::of(op));
             step_of.push(steps.len() - 1);
             j += 1;
         }
@@ -759,11 +840,128 @@ impl Program {
                 }
             }
         }
+        if self.fuse {
+            steps = self.fuse_steps(steps);
+        }
         self.steps = steps;
         self.padded.clear();
         self.padded.extend_from_slice(&self.lits);
         self.padded.extend_from_slice(&[0; 16]);
         self.ready = true;
+    }
+
+    /// Specialises steps (decimal fields of 1, 2, 4 or 8 bytes and
+    /// `{ipv4}:{port}` with a 2-byte port read with one exact load) and fuses
+    /// pairs into superinstructions: an enum name or a 1/2/4-byte decimal
+    /// with a literal suffix of at most 16 bytes, followed by
+    /// `{ipv4}<sep>{port}`, becomes one step. No pair is fused across the
+    /// end of a conditional body; skip counts are remapped.
+    fn fuse_steps(&self, steps: Vec<Step>) -> Vec<Step> {
+        // Steps that end a conditional body.
+        let mut ends = vec![false; steps.len()];
+        for (s, st) in steps.iter().enumerate() {
+            if let Op::SkipUnless { skip, .. } = st.op {
+                ends[s + skip as usize] = true;
+            }
+        }
+        let spec = |op: Op| match op {
+            Op::Dec { off, size: 1 } => Op::Dec1 { off },
+            Op::Dec { off, size: 2 } => Op::Dec2 { off },
+            Op::Dec { off, size: 4 } => Op::Dec4 { off },
+            Op::Dec { off, size: 8 } => Op::Dec8 { off },
+            Op::Ipv4Dec {
+                off,
+                sep,
+                off2,
+                size2: 2,
+            } => Op::Ipv4Port { off, sep, off2 },
+            op => op,
+        };
+        let mut out: Vec<Step> = Vec::with_capacity(steps.len());
+        let mut new_of = Vec::with_capacity(steps.len());
+        let mut k = 0;
+        while k < steps.len() {
+            let a = steps[k];
+            let b = steps.get(k + 1).map(|b| spec(b.op));
+            let mid_len = a.post_len as usize;
+            let mut mid = [0u8; 16];
+            if mid_len <= 16 && !ends[k] {
+                mid.copy_from_slice(&a.post[..16]);
+                let fused = match (a.op, b) {
+                    (
+                        Op::Name {
+                            off,
+                            size,
+                            table,
+                            event,
+                        },
+                        Some(Op::Ipv4Port {
+                            off: off4,
+                            sep,
+                            off2,
+                        }),
+                    ) => Some(Op::NameIpv4Port {
+                        off,
+                        size,
+                        table,
+                        event,
+                        mid_len: mid_len as u8,
+                        sep,
+                        off4,
+                        off2,
+                        mid,
+                    }),
+                    (
+                        Op::Dec {
+                            off,
+                            size: size @ (1 | 2 | 4),
+                        },
+                        Some(Op::Ipv4Port {
+                            off: off4,
+                            sep,
+                            off2,
+                        }),
+                    ) => Some(Op::DecIpv4Port {
+                        off,
+                        size,
+                        mid_len: mid_len as u8,
+                        sep,
+                        off4,
+                        off2,
+                        mid,
+                    }),
+                    _ => None,
+                };
+                if let Some(op) = fused {
+                    let b = steps[k + 1];
+                    out.push(Step {
+                        op,
+                        post_len: b.post_len,
+                        post: b.post,
+                    });
+                    new_of.extend([out.len() - 1; 2]);
+                    k += 2;
+                    continue;
+                }
+            }
+            out.push(Step {
+                op: spec(a.op),
+                ..a
+            });
+            new_of.push(out.len() - 1);
+            k += 1;
+        }
+        // A body's end step is never the first of a fused pair, so it
+        // maps to the step that still ends the body.
+        for (s, st) in steps.iter().enumerate() {
+            if let Op::SkipUnless { skip, .. } = st.op {
+                let (ns, ne) = (new_of[s], new_of[s + skip as usize]);
+                if let Op::SkipUnless { skip, .. } = &mut out[ns].op {
+                    *skip = (ne - ns) as u16;
+                }
+            }
+        }
+        out
     }
 
     /// Appends the formatted record. Returns `false` (appending nothing) if
@@ -808,7 +1006,10 @@ impl Program {
         // Bound kept by the loop below: from `p`, the bytes `out` can take
         // are at least SLACK plus the `max_out` shares (see `field`/`lit`)
         // of the steps not yet run; every writer touches at most its share
-        // plus 16 bytes (32 for RFC 3339, whose share is 30), < SLACK.
+        // plus 16 bytes (32 for RFC 3339, whose share is 30, and for a
+        // step's 32-byte literal suffix, whose share is `post_len`; a fused
+        // pair's parts write one after the other, each within its own
+        // share plus 16), < SLACK.
         // SAFETY: `reserve` made `len0 + max_out + SLACK` bytes allocated.
         let mut base = unsafe { out.as_mut_ptr().add(len0) };
         let mut p = base;
@@ -824,7 +1025,49 @@ impl Program {
                     Op::Lit { start, len } => raw::lit16(p, lits.add(start as usize), len as usize),
                     Op::Dec { off, size } => raw::dec(p, rp.rd(off, size)),
                     Op::Event { off, size } => raw::dec(p, map_event(profile, rp.rd(off, size))),
-                    Op::Ipv4 { off } => raw::ipv4(p, rp.rd(off, 4) as u32),
+                    Op::Ipv4 { off } => raw::ipv4(p, rp.ld::<u32>(off)),
+                    Op::Dec1 { off } => raw::dec(p, rp.ld::<u8>(off) as u64),
+                    Op::Dec2 { off } => raw::dec(p, rp.ld::<u16>(off) as u64),
+                    Op::Dec4 { off } => raw::dec(p, rp.ld::<u32>(off) as u64),
+                    Op::Dec8 { off } => raw::dec(p, rp.ld::<u64>(off)),
+                    Op::Ipv4Port { off, sep, off2 } => ipv4_port(p, rp, off, sep, off2),
+                    Op::NameIpv4Port {
+                        off,
+                        size,
+                        table,
+                        event,
+                        mid_len,
+                        sep,
+                        off4,
+                        off2,
+                        mid,
+                    } => {
+                        let mut v = rp.rd(off, size);
+                        if event {
+                            v = map_event(profile, v);
+                        }
+                        let q = name(p, lits, &names[table as usize], v);
+                        q.cast::<[u8; 16]>().write_unaligned(mid);
+                        ipv4_port(q.add(mid_len as usize), rp, off4, sep, off2)
+                    }
+                    Op::DecIpv4Port {
+                        off,
+                        size,
+                        mid_len,
+                        sep,
+                        off4,
+                        off2,
+                        mid,
+                    } => {
+                        let v = match size {
+                            1 => rp.ld::<u8>(off) as u64,
+                            2 => rp.ld::<u16>(off) as u64,
+                            _ => rp.ld::<u32>(off) as u64,
+                        };
+                        let q = raw::dec(p, v);
+                        q.cast::<[u8; 16]>().write_unaligned(mid);
+                        ipv4_port(q.add(mid_len as usize), rp, off4, sep, off2)
+                    }
                     Op::Ipv4Dec {
                         off,
                         sep,
@@ -871,20 +1114,7 @@ impl Program {
                         if event {
                             v = map_event(profile, v);
                         }
-                        let t = &names[table as usize];
-                        let (start, len) = if v < 256 {
-                            t.dense[v as usize]
-                        } else {
-                            t.sparse
-                                .iter()
-                                .find(|e| e.0 as u64 == v)
-                                .map_or((0, 0), |e| (e.1, e.2))
-                        };
-                        if len == 0 {
-                            raw::dec(p, v)
-                        } else {
-                            raw::lit16(p, lits.add(start as usize), len as usize)
-                        }
+                        name(p, lits, &names[table as usize], v)
                     }
                     Op::Bool { off } => {
                         let s: &[u8] = if rec[off as usize] != 0 {
@@ -916,11 +1146,14 @@ impl Program {
                     }
                 }
             };
-            // The suffix fused by `build`, in 16-byte blocks; an empty
-            // suffix still copies one block, which the next write
-            // overwrites.
-            // SAFETY: as above; `post_start + post_len` is within `lits`.
-            p = unsafe { raw::lit16(p, lits.add(st.post_start as usize), st.post_len as usize) };
+            // The suffix fused by `build`: always all 32 bytes of `post`
+            // (two 16-byte stores, no loop); the bytes past `post_len`
+            // are overwritten by the next write.
+            // SAFETY: as above (32 bytes, within the writer's slack).
+            p = unsafe {
+                p.cast::<[u8; POST_MAX]>().write_unaligned(st.post);
+                p.add(st.post_len as usize)
+            };
         }
         // SAFETY: `p - base` bytes from `len0` were written above, within
         // the reserved capacity.
@@ -1010,6 +1243,49 @@ unsafe fn rare(
     at + tmp.len()
 }
 
+/// Writes an enum name from `t` (escaped, in `lits`), or `v` in decimal if
+/// it has none, and returns the cursor past it.
+///
+/// # Safety
+/// `p` writable for the name rounded up to 16 bytes (and 20); `lits` is the
+/// padded literal pool `t` points into.
+#[inline(always)]
+unsafe fn name(p: *mut u8, lits: *const u8, t: &NameTable, v: u64) -> *mut u8 {
+    let (start, len) = if v < 256 {
+        t.dense[v as usize]
+    } else {
+        t.sparse
+            .iter()
+            .find(|e| e.0 as u64 == v)
+            .map_or((0, 0), |e| (e.1, e.2))
+    };
+    // SAFETY: the caller's bounds; names lie in `lits` with 16 readable
+    // bytes past each.
+    unsafe {
+        if len == 0 {
+            raw::dec(p, v)
+        } else {
+            raw::lit16(p, lits.add(start as usize), len as usize)
+        }
+    }
+}
+
+/// Writes the IPv4 address at `off`, `sep` and the 2-byte port at `off2`
+/// (`10.0.0.1:1234`) and returns the cursor past them (9 to 21 bytes).
+///
+/// # Safety
+/// `p` writable for 22 bytes; `off`/`off2` fields of 4/2 bytes inside the
+/// record (see [`Rec::ld`]).
+#[inline(always)]
+unsafe fn ipv4_port(p: *mut u8, rp: Rec, off: u32, sep: u8, off2: u32) -> *mut u8 {
+    // SAFETY: ipv4 writes at most 16 bytes, then 1 + 5 more: 22 in all.
+    unsafe {
+        let q = raw::ipv4(p, rp.ld::<u32>(off));
+        *q = sep;
+        raw::dec(q.add(1), rp.ld::<u16>(off2) as u64)
+    }
+}
+
 /// A record being formatted: its start and the highest offset at which an
 /// 8-byte load stays inside it (record length - 8).
 #[derive(Clone, Copy)]
@@ -1019,6 +1295,19 @@ struct Rec {
 }
 
 impl Rec {
+    /// The host-order `T` at `off`: one exact unaligned load.
+    ///
+    /// # Safety
+    /// `off + size_of::<T>()` must be within the schema's record size (true
+    /// for every field of the schema the program was built for, with `T`
+    /// the field's size).
+    #[inline(always)]
+    unsafe fn ld<T: Copy>(self, off: u32) -> T {
+        // SAFETY: the caller's bound; `Program::run` checked the record is
+        // at least the schema's size; an unaligned read.
+        unsafe { self.p.add(off as usize).cast::<T>().read_unaligned() }
+    }
+
     /// The `size`-byte host-order integer at `off` (like [`read_uint`]):
     /// one unaligned 8-byte load at `min(off, hi)`, shifted and masked on
     /// little-endian targets.
@@ -1052,7 +1341,9 @@ impl Rec {
 /// The nanosecond time of the 8-byte field at `off` (TSC ticks converted).
 #[inline(always)]
 fn ns_of(tsc: &TscCalibration, rec: Rec, off: u32, is_tsc: bool) -> u64 {
-    let v = rec.rd(off, 8);
+    // SAFETY: time fields are 8 bytes inside the record (the converter
+    // only suits 8-byte timestamp kinds).
+    let v = unsafe { rec.ld::<u64>(off) };
     if is_tsc {
         tsc.to_ns(v)
     } else {

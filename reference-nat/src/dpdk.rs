@@ -149,15 +149,6 @@ pub fn run_dpdk(
     if let Some(m) = &_metrics {
         eprintln!("dplog-nat: metrics at http://{}/metrics", m.local_addr());
     }
-    // `[metrics]` / `--metrics-listen`: served for the length of the run
-    // (this mode does not linger after it).
-    let _metrics = match &logger {
-        Some(l) => cfg.metrics.start(l).map_err(RunError::Config)?,
-        None => None,
-    };
-    if let Some(m) = &_metrics {
-        eprintln!("dplog-nat: metrics at http://{}/metrics", m.local_addr());
-    }
     let mut producers = Vec::with_capacity(n);
     for _ in 0..n {
         producers.push(match &logger {

@@ -962,6 +962,17 @@ pub unsafe extern "C" fn dplog_version(
 }
 
 fn open_config(config: LogConfig, out: *mut *mut dplog_t) -> dplog_result {
+    // `[metrics]` is not served through the C ABI yet: refuse it rather
+    // than accept a listener that never starts.
+    if let Some(a) = config.metrics.prometheus_listen {
+        return fail(
+            DPLOG_ERR_CONFIG,
+            format!(
+                "metrics.prometheus_listen = \"{a}\": the C ABI does not serve [metrics] \
+                 (use dplog::metrics::MetricsServer from Rust)"
+            ),
+        );
+    }
     // Fail fast: the format compiles and the sink opens now, not at start.
     if let Err(e) = config.format.nat_formatter() {
         return config_error(e);
@@ -2435,6 +2446,23 @@ mod tests {
         assert_eq!(small.as_bytes().len(), 24);
         assert_eq!(&small.as_bytes()[8..], &raw[8..24]);
         assert!(small.slot()[24..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn a_metrics_listener_in_the_config_is_refused_not_ignored() {
+        let text = c"[metrics]\nprometheus_listen = \"127.0.0.1:9464\"\n";
+        let mut h: *mut dplog_t = core::ptr::null_mut();
+        // SAFETY: text is NUL-terminated, h is writable.
+        let r = unsafe { dplog_open_str(text.as_ptr(), &mut h) };
+        assert_eq!(r, DPLOG_ERR_CONFIG);
+        assert!(h.is_null(), "*out written only on success");
+        let mut buf = [0 as c_char; 256];
+        let mut len = 0usize;
+        // SAFETY: buf is 256 bytes, len is writable.
+        unsafe { dplog_last_error(buf.as_mut_ptr(), buf.len(), &mut len) };
+        // SAFETY: dplog_last_error NUL-terminates.
+        let msg = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap();
+        assert!(msg.contains("prometheus_listen"), "{msg}");
     }
 
     #[test]

@@ -117,6 +117,40 @@ pub(crate) unsafe fn dec(p: *mut u8, v: u64) -> *mut u8 {
     }
 }
 
+/// Writes a 16-bit `v` in decimal and returns the cursor past it (1 to 5
+/// bytes). Tests from the longest form down: ports are mostly 4 or 5
+/// digits, so the common case takes one or two branches.
+///
+/// # Safety
+/// `p` must be valid for writes of 5 bytes.
+#[inline(always)]
+pub(crate) unsafe fn dec_u16(p: *mut u8, v: u16) -> *mut u8 {
+    let v = v as usize;
+    // SAFETY (whole body): every write lands in p[0..5] (caller).
+    unsafe {
+        if v >= 10_000 {
+            *p = b'0' + (v / 10_000) as u8;
+            put2(p.add(1), DIGITS2[(v / 100) % 100]);
+            put2(p.add(3), DIGITS2[v % 100]);
+            p.add(5)
+        } else if v >= 1000 {
+            put2(p, DIGITS2[v / 100]);
+            put2(p.add(2), DIGITS2[v % 100]);
+            p.add(4)
+        } else if v >= 100 {
+            *p = b'0' + (v / 100) as u8;
+            put2(p.add(1), DIGITS2[v % 100]);
+            p.add(3)
+        } else if v >= 10 {
+            put2(p, DIGITS2[v]);
+            p.add(2)
+        } else {
+            *p = b'0' + v as u8;
+            p.add(1)
+        }
+    }
+}
+
 /// Writes `addr` (host order) as a dotted quad and returns the cursor past
 /// it (7 to 15 bytes): one 4-byte table store per octet, dot included.
 ///
@@ -185,6 +219,9 @@ mod tests {
             // SAFETY: 48 writable bytes; dec writes at most 20 from p+2.
             let n = unsafe { dec(p.add(2), v).offset_from(p) } as usize;
             assert_eq!(&buf[2..n], v.to_string().as_bytes());
+            // SAFETY: dec_u16 writes at most 5 bytes from p+3.
+            let n = unsafe { dec_u16(p.add(3), v as u16).offset_from(p) } as usize;
+            assert_eq!(&buf[3..n], (v as u16).to_string().as_bytes());
             let a = v as u32;
             // SAFETY: ipv4 writes at most 16 bytes from p+1.
             let n = unsafe { ipv4(p.add(1), a).offset_from(p) } as usize;

@@ -255,6 +255,12 @@ enum Op {
         sep: u8,
         off2: u32,
     },
+    /// RFC 3339 with milliseconds of an ns (not TSC) field (steps only):
+    /// `Rfc3339 { digits: 3, tsc: false }` with the digit count constant.
+    Rfc3339Ms {
+        off: u32,
+        cache: u16,
+    },
     /// Decimal integer of exactly 1, 2, 4 or 8 bytes (steps only): one
     /// exact load, no shift or mask.
     Dec1 {
@@ -869,6 +875,12 @@ impl Program {
             Op::Dec { off, size: 2 } => Op::Dec2 { off },
             Op::Dec { off, size: 4 } => Op::Dec4 { off },
             Op::Dec { off, size: 8 } => Op::Dec8 { off },
+            Op::Rfc3339 {
+                off,
+                cache,
+                digits: 3,
+                tsc: false,
+            } => Op::Rfc3339Ms { off, cache },
             Op::Ipv4Dec {
                 off,
                 sep,
@@ -1026,8 +1038,8 @@ impl Program {
                     Op::Dec { off, size } => raw::dec(p, rp.rd(off, size)),
                     Op::Event { off, size } => raw::dec(p, map_event(profile, rp.rd(off, size))),
                     Op::Ipv4 { off } => raw::ipv4(p, rp.ld::<u32>(off)),
-                    Op::Dec1 { off } => raw::dec(p, rp.ld::<u8>(off) as u64),
-                    Op::Dec2 { off } => raw::dec(p, rp.ld::<u16>(off) as u64),
+                    Op::Dec1 { off } => raw::dec_u16(p, rp.ld::<u8>(off) as u16),
+                    Op::Dec2 { off } => raw::dec_u16(p, rp.ld::<u16>(off)),
                     Op::Dec4 { off } => raw::dec(p, rp.ld::<u32>(off) as u64),
                     Op::Dec8 { off } => raw::dec(p, rp.ld::<u64>(off)),
                     Op::Ipv4Port { off, sep, off2 } => ipv4_port(p, rp, off, sep, off2),
@@ -1059,12 +1071,11 @@ impl Program {
                         off2,
                         mid,
                     } => {
-                        let v = match size {
-                            1 => rp.ld::<u8>(off) as u64,
-                            2 => rp.ld::<u16>(off) as u64,
-                            _ => rp.ld::<u32>(off) as u64,
+                        let q = match size {
+                            1 => raw::dec_u16(p, rp.ld::<u8>(off) as u16),
+                            2 => raw::dec_u16(p, rp.ld::<u16>(off)),
+                            _ => raw::dec(p, rp.ld::<u32>(off) as u64),
                         };
-                        let q = raw::dec(p, v);
                         q.cast::<[u8; 16]>().write_unaligned(mid);
                         ipv4_port(q.add(mid_len as usize), rp, off4, sep, off2)
                     }
@@ -1086,6 +1097,9 @@ impl Program {
                     } => {
                         let ns = ns_of(&tsc, rp, off, is_tsc);
                         rfc3339[cache as usize].write_raw(p, ns, digits)
+                    }
+                    Op::Rfc3339Ms { off, cache } => {
+                        rfc3339[cache as usize].write_raw(p, rp.ld::<u64>(off), 3)
                     }
                     Op::Unix {
                         off,
@@ -1282,7 +1296,7 @@ unsafe fn ipv4_port(p: *mut u8, rp: Rec, off: u32, sep: u8, off2: u32) -> *mut u
     unsafe {
         let q = raw::ipv4(p, rp.ld::<u32>(off));
         *q = sep;
-        raw::dec(q.add(1), rp.ld::<u16>(off2) as u64)
+        raw::dec_u16(q.add(1), rp.ld::<u16>(off2))
     }
 }
 

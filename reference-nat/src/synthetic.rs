@@ -249,7 +249,7 @@ impl Synthetic {
             let outbound = self.rng.gen_bool(0.5);
             // Ending a flow never leaves fewer than the floor open, so the
             // pool is never empty when a continuing packet needs a flow.
-            let floor = if self.cfg.new_session_share <= 0.0 {
+            let floor = if self.share_nanos() == 0 {
                 self.warmup() as usize
             } else {
                 1
@@ -285,15 +285,20 @@ impl Synthetic {
     /// True when packet `i` (0-based) opens a new flow: the packets where
     /// `ceil(i·share)` steps up, or the warm-up packets at share 0.
     fn opens(&self, i: u64) -> bool {
-        let share = self.cfg.new_session_share;
-        if share <= 0.0 {
+        let k = self.share_nanos();
+        if k == 0 {
             return i < self.warmup();
         }
         // Exact in integers for shares given with up to 9 decimals: with
         // share = k / 10^9, ceil(i·k / 10^9) steps up at packet i.
-        let k = (share * 1e9).round() as u128;
         let ceil = |x: u64| (u128::from(x) * k).div_ceil(1_000_000_000);
         ceil(i + 1) > ceil(i)
+    }
+
+    /// The share in units of 10⁻⁹ (0 for shares below 0.5·10⁻⁹, which
+    /// behave as 0: warm-up flows only).
+    fn share_nanos(&self) -> u128 {
+        (self.cfg.new_session_share * 1e9).round() as u128
     }
 
     /// Flows opened by the warm-up at share 0.
@@ -307,10 +312,10 @@ impl Synthetic {
     /// `ceil(packets·share)`, or the warm-up at share 0. Each is one NAT
     /// session.
     pub fn flows_to_open(&self) -> u64 {
-        if self.cfg.new_session_share <= 0.0 {
+        let k = self.share_nanos();
+        if k == 0 {
             return self.warmup();
         }
-        let k = (self.cfg.new_session_share * 1e9).round() as u128;
         (u128::from(self.cfg.packets) * k).div_ceil(1_000_000_000) as u64
     }
 
@@ -563,6 +568,34 @@ mod tests {
         assert!((0.64..0.76).contains(&share(tcp)), "tcp {}", share(tcp));
         assert!((0.20..0.30).contains(&share(udp)), "udp {}", share(udp));
         assert!((0.02..0.08).contains(&share(icmp)), "icmp {}", share(icmp));
+    }
+
+    #[test]
+    fn the_share_is_exact_and_a_tiny_one_is_zero() {
+        for (share, packets, want) in [
+            (0.1, 50_000u64, 5_000u64),
+            (0.25, 1_001, 251),
+            (1.0, 777, 777),
+            (0.0, 10_000, 1024),
+            (1e-12, 5_000, 1024), // rounds to 0: warm-up only, no panic
+            (0.0, 100, 100),      // warm-up capped by the packets
+        ] {
+            let cfg = SyntheticConfig {
+                packets,
+                new_session_share: share,
+                ..SyntheticConfig::default()
+            };
+            let gen = Synthetic::new(cfg.clone()).unwrap();
+            assert_eq!(gen.flows_to_open(), want, "share {share}");
+            let mut opened = 0u64;
+            let mut g = Synthetic::new(cfg).unwrap();
+            for i in 0..packets {
+                opened += u64::from(g.opens(i));
+            }
+            assert_eq!(opened, want, "share {share}");
+            // Every packet is produced (no empty flow pool).
+            assert_eq!(g.run(|_, _, _| {}), packets);
+        }
     }
 
     #[test]

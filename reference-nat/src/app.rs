@@ -709,6 +709,24 @@ impl Summary {
     }
 }
 
+/// Checks every CPU the configuration pins a thread to (`producer_cpu`,
+/// `[dataplane] worker_cpus`, `[ring] consumer_cpu`) with [`check_cpu`].
+///
+/// Errors: [`RunError::Dataplane`] naming the key, the CPU and the CPUs
+/// available.
+pub fn check_cpus(cfg: &AppConfig) -> Result<(), RunError> {
+    if let Some(c) = cfg.producer_cpu {
+        check_cpu("producer_cpu", c).map_err(RunError::Dataplane)?;
+    }
+    for &c in &cfg.dataplane.worker_cpus {
+        check_cpu("worker_cpus", c).map_err(RunError::Dataplane)?;
+    }
+    if let Some(c) = cfg.ring.consumer_cpu {
+        check_cpu("[ring] consumer_cpu", c).map_err(RunError::Dataplane)?;
+    }
+    Ok(())
+}
+
 /// One [`Nat44`] per worker of `n` from `base`: each on its own slice of
 /// the port range ([`worker_port_range`]; deterministic NAT keeps the
 /// whole range, a subscriber living on one worker), random allocation
@@ -809,15 +827,7 @@ pub fn run_live_serving(
             "handoff_batches must be at least 1".into(),
         ));
     }
-    if let Some(c) = cfg.producer_cpu {
-        check_cpu("producer_cpu", c).map_err(RunError::Dataplane)?;
-    }
-    for &c in &cfg.dataplane.worker_cpus {
-        check_cpu("worker_cpus", c).map_err(RunError::Dataplane)?;
-    }
-    if let Some(c) = cfg.ring.consumer_cpu {
-        check_cpu("[ring] consumer_cpu", c).map_err(RunError::Dataplane)?;
-    }
+    check_cpus(cfg)?;
     let base = cfg.nat_config();
     let mut nats = worker_engines(&base, n)?;
     // The synthetic mix is one stream whatever the worker count: generated

@@ -92,6 +92,7 @@ pub fn run_dpdk(
             crate::app::MAX_WORKERS
         )));
     }
+    crate::app::check_cpus(cfg)?;
     let mut nats = crate::app::worker_engines(&cfg.nat_config(), n)?;
     let mut argv = vec!["dplog-nat".to_string()];
     argv.extend_from_slice(eal_args);

@@ -357,3 +357,28 @@ fn two_workers_on_two_queues_match_the_pcap_file_with_two_workers() {
     assert_eq!(la.len() as u64, 2 * a["sessions_created"].as_u64().unwrap());
     assert_eq!(la, lb, "same records, field for field");
 }
+
+/// A CPU from the config file that this process may not run on is refused
+/// before the EAL starts, naming the key.
+#[test]
+fn dpdk_mode_refuses_a_cpu_that_is_not_available() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("cpu.toml"),
+        "[dataplane]\nworkers = 2\nworker_cpus = [0, 1000]\n",
+    )
+    .unwrap();
+    let prefix = format!("dplogcpu{}", std::process::id());
+    let out = bin()
+        .args(["--config", "cpu.toml", "-o", "cpu.log", "--dpdk", "--"])
+        .args(eal(&prefix, "net_null0"))
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("worker_cpus: CPU 1000 is not available; this process may run on CPUs"),
+        "{err}"
+    );
+}

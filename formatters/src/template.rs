@@ -1025,10 +1025,16 @@ impl Program {
         // SAFETY: `reserve` made `len0 + max_out + SLACK` bytes allocated.
         let mut base = unsafe { out.as_mut_ptr().add(len0) };
         let mut p = base;
-        let mut i = 0;
-        while i < steps.len() {
-            let st = &steps[i];
-            i += 1;
+        // Steps walked by pointer: `sp` and `end` stay in registers (a
+        // `Vec` length would be reloaded after every byte store).
+        let mut sp = steps.as_ptr();
+        // SAFETY: one past the end of `steps`.
+        let end = unsafe { sp.add(steps.len()) };
+        while sp < end {
+            // SAFETY: `sp` is in `steps` (below `end`); skip counts never
+            // run past the last step (`build`), so `sp <= end` always.
+            let st = unsafe { &*sp };
+            sp = unsafe { sp.add(1) };
             // SAFETY (every writer call below): within the bound above;
             // literal and name sources are in `padded`, which holds 16
             // readable bytes past every literal.
@@ -1146,12 +1152,16 @@ impl Program {
                         skip,
                     } => {
                         if rp.rd(off, size) != value as u64 {
-                            i += skip as usize;
+                            sp = sp.add(skip as usize);
                         }
                         p
                     }
                     // The rarer converters, out of line.
-                    op => {
+                    op @ (Op::Hex { .. }
+                    | Op::Ipv6 { .. }
+                    | Op::Mac { .. }
+                    | Op::Rfc3164 { .. }
+                    | Op::Str { .. }) => {
                         let at = len0 + p.offset_from(base) as usize;
                         // The bytes up to `at` are written (initialised).
                         let end = rare(op, rec, rp, &tsc, tmp, rfc3164, out, at, max_out);

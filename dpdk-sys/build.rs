@@ -39,4 +39,7 @@ fn main() {
         }
     }
     build.compile("dplog_dpdk_shim");
+    // The net_ring PMD's own API (`rte_eth_from_rings`): Debian installs
+    // PMDs as EAL plugins, outside `pkg-config --libs libdpdk`.
+    println!("cargo:rustc-link-lib=dylib=rte_net_ring");
 }

@@ -153,6 +153,20 @@ extern "C" {
     pub fn dplog_rte_ring_count(r: *const rte_ring) -> c_uint;
     /// `rte_ring_free`.
     pub fn dplog_rte_ring_free(r: *mut rte_ring);
+
+    // ---- net_ring PMD (librte_net_ring) ---------------------------------
+    /// `rte_eth_from_rings`: a port named `name` whose Rx queue `i` reads
+    /// `rx_queues[i]` and Tx queue `i` writes `tx_queues[i]` (rings of mbuf
+    /// pointers, element size 8). Returns the port id, or -1 with
+    /// rte_errno set. Two ports with each other's rings swapped are a wire.
+    pub fn rte_eth_from_rings(
+        name: *const c_char,
+        rx_queues: *const *mut rte_ring,
+        nb_rx_queues: c_uint,
+        tx_queues: *const *mut rte_ring,
+        nb_tx_queues: c_uint,
+        numa_node: c_uint,
+    ) -> c_int;
 }
 
 /// DPDK's message for `errnum` (`rte_strerror`).

@@ -382,3 +382,130 @@ fn dpdk_mode_refuses_a_cpu_that_is_not_available() {
         "{err}"
     );
 }
+
+/// Two net_ring ports wired to each other in this process (port B's Tx
+/// ring is port A's Rx ring and back, `rte_eth_from_rings`): frames sent on
+/// B arrive on A, the NAT translates them in their mbufs and sends them on
+/// A, and they arrive on B byte for byte as the same NAT translates them
+/// in memory. DPDK multi-process (two dplog-nat processes on one net_ring)
+/// needs shared hugepage memory; see the README.
+#[test]
+fn nat_between_two_wired_net_ring_ports() {
+    use dpdk_sys as d;
+    use dplog_nat::{AllRecords, Nat44, NatConfig, Verdict, LINKTYPE_ETHERNET};
+    let prefix = format!("dplogring{}", std::process::id());
+    let args = [
+        "dplog-nat-test",
+        "--no-huge",
+        "--no-pci",
+        "--no-shconf",
+        "-m",
+        "64",
+        "--log-level=error",
+        "--file-prefix",
+        &prefix,
+    ];
+    d::eal_init(&args).unwrap();
+    // SAFETY (every block below): EAL initialised above; the pool, rings
+    // and ports are made here and used by this thread only; each mbuf is
+    // owned by exactly one party at a time (allocated, handed to tx_burst,
+    // received from rx_burst, freed).
+    let pool = unsafe {
+        d::dplog_rte_pktmbuf_pool_create(c"ringpool".as_ptr(), 4095, 256, d::SOCKET_ID_ANY)
+    };
+    assert!(!pool.is_null());
+    let ring = |name: &std::ffi::CStr| unsafe {
+        let r = d::dplog_rte_ring_create_elem(
+            name.as_ptr(),
+            8,
+            1024,
+            d::SOCKET_ID_ANY,
+            d::RING_F_SP_ENQ | d::RING_F_SC_DEQ,
+        );
+        assert!(!r.is_null());
+        r
+    };
+    let (b_to_a, a_to_b) = (ring(c"b_to_a"), ring(c"a_to_b"));
+    let port = |name: &std::ffi::CStr, rx: *mut d::rte_ring, tx: *mut d::rte_ring| unsafe {
+        let p = d::rte_eth_from_rings(name.as_ptr(), &rx, 1, &tx, 1, 0);
+        assert!(
+            p >= 0,
+            "rte_eth_from_rings: {}",
+            d::strerror(d::dplog_rte_errno())
+        );
+        assert_eq!(d::dplog_port_init(p as u16, 1, 1, 512, pool), 0);
+        p as u16
+    };
+    let pa = port(c"net_ring_a", b_to_a, a_to_b);
+    let pb = port(c"net_ring_b", a_to_b, b_to_a);
+    assert_ne!(pa, pb);
+
+    let mix = dplog_nat::SyntheticConfig {
+        packets: 3000,
+        ..Default::default()
+    };
+    let mut frames = Vec::new();
+    dplog_nat::generate(&mix, |ts, _, f| frames.push((ts, f.to_vec()))).unwrap();
+    let new_nat = || {
+        Nat44::new(NatConfig::new(
+            vec!["10.0.0.0/8".parse().unwrap()],
+            "198.51.100.0/28".parse().unwrap(),
+        ))
+        .unwrap()
+    };
+    let (mut wire_nat, mut mem_nat) = (new_nat(), new_nat());
+    let mut sink = AllRecords(|_| {});
+    let mut received = 0usize;
+    for burst in frames.chunks(32) {
+        let mut out: Vec<*mut d::rte_mbuf> = burst
+            .iter()
+            .map(|(_, f)| unsafe {
+                let m = d::dplog_rte_pktmbuf_alloc(pool);
+                assert!(!m.is_null());
+                let dst = d::dplog_rte_pktmbuf_append(m, f.len() as u16) as *mut u8;
+                assert!(!dst.is_null());
+                std::ptr::copy_nonoverlapping(f.as_ptr(), dst, f.len());
+                m
+            })
+            .collect();
+        let sent = unsafe { d::dplog_rte_eth_tx_burst(pb, 0, out.as_mut_ptr(), out.len() as u16) };
+        assert_eq!(usize::from(sent), burst.len(), "B -> A");
+        let mut rx = [std::ptr::null_mut(); 32];
+        let n = usize::from(unsafe { d::dplog_rte_eth_rx_burst(pa, 0, rx.as_mut_ptr(), 32) });
+        assert_eq!(n, burst.len(), "arrived on A");
+        for (&m, (ts, _)) in rx[..n].iter().zip(burst) {
+            let frame = unsafe {
+                let len = usize::from(d::dplog_rte_pktmbuf_data_len(m));
+                std::slice::from_raw_parts_mut(d::dplog_rte_pktmbuf_mtod(m) as *mut u8, len)
+            };
+            let v = wire_nat.process(*ts, LINKTYPE_ETHERNET, frame, &mut sink);
+            assert!(v.is_translated(), "{v:?}");
+        }
+        let sent = unsafe { d::dplog_rte_eth_tx_burst(pa, 0, rx.as_mut_ptr(), n as u16) };
+        assert_eq!(usize::from(sent), n, "A -> B");
+        let mut back = [std::ptr::null_mut(); 32];
+        let k = usize::from(unsafe { d::dplog_rte_eth_rx_burst(pb, 0, back.as_mut_ptr(), 32) });
+        assert_eq!(k, n, "arrived back on B");
+        for (&m, (ts, f)) in back[..k].iter().zip(burst) {
+            let got = unsafe {
+                let len = usize::from(d::dplog_rte_pktmbuf_data_len(m));
+                std::slice::from_raw_parts(d::dplog_rte_pktmbuf_mtod(m) as *const u8, len).to_vec()
+            };
+            let mut want = f.clone();
+            assert!(mem_nat
+                .process(*ts, LINKTYPE_ETHERNET, &mut want, &mut sink)
+                .is_translated());
+            assert_eq!(got, want, "translated on the wire as in memory");
+            unsafe { d::dplog_rte_pktmbuf_free(m) };
+        }
+        received += k;
+    }
+    assert_eq!(received, 3000);
+    let (w, m) = (wire_nat.stats(), mem_nat.stats());
+    assert_eq!(w.sessions_created, m.sessions_created);
+    assert_eq!(w.sessions_created, 300, "10 % of 3000 packets");
+    assert_eq!(
+        w.count(Verdict::TranslatedOut) + w.count(Verdict::TranslatedIn),
+        3000
+    );
+}

@@ -198,6 +198,40 @@ pub(crate) unsafe fn lit16(p: *mut u8, src: *const u8, len: usize) -> *mut u8 {
     }
 }
 
+/// Copies `len` bytes from `src` as two 16-byte blocks (one 32-byte copy,
+/// no loop) and returns the cursor past them; longer strings continue in
+/// [`lit16`], out of line. May read and write up to 31 bytes past `len`
+/// (garbage for the next writer to overwrite). For enum names, which are
+/// almost always at most 32 bytes.
+///
+/// # Safety
+/// `src` must be readable and `p` writable for `len` rounded up to a
+/// multiple of 16 (at least 32) bytes, and they must not overlap.
+#[inline(always)]
+pub(crate) unsafe fn lit32(p: *mut u8, src: *const u8, len: usize) -> *mut u8 {
+    // SAFETY: the caller guarantees 32 readable/writable bytes and the
+    // rounded-up ranges for the tail.
+    unsafe {
+        p.cast::<[u8; 32]>()
+            .write_unaligned(src.cast::<[u8; 32]>().read_unaligned());
+        if len > 32 {
+            return lit_tail(p, src, len);
+        }
+        p.add(len)
+    }
+}
+
+/// The part of a [`lit32`] copy past 32 bytes.
+///
+/// # Safety
+/// As [`lit32`].
+#[cold]
+#[inline(never)]
+unsafe fn lit_tail(p: *mut u8, src: *const u8, len: usize) -> *mut u8 {
+    // SAFETY: as lit32; len > 32, so the tail starts inside both ranges.
+    unsafe { lit16(p.add(32), src.add(32), len - 32) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,11 +262,18 @@ mod tests {
             assert_eq!(&buf[1..n], Ipv4Addr::from(a).to_string().as_bytes());
         }
         let src = *b"0123456789abcdefghijklmnopqrstuvwxyz!!!!!!!!!!!!";
-        for len in [0usize, 1, 15, 16, 17, 32] {
+        for len in [0usize, 1, 15, 16, 17, 31, 32, 33, 47, 48] {
+            buf = [0; 48];
             let p = buf.as_mut_ptr();
-            // SAFETY: len <= 32: at most 32 bytes read from src (48) and
+            // SAFETY: len <= 48: at most 48 bytes read from src (48) and
             // written from p (48).
             let n = unsafe { lit16(p, src.as_ptr(), len).offset_from(p) } as usize;
+            assert_eq!((n, &buf[..len]), (len, &src[..len]));
+            buf = [0; 48];
+            let p = buf.as_mut_ptr();
+            // SAFETY: lit32 copies 32 bytes, then 16-byte blocks up to len
+            // rounded up: at most 48 read and written.
+            let n = unsafe { lit32(p, src.as_ptr(), len).offset_from(p) } as usize;
             assert_eq!((n, &buf[..len]), (len, &src[..len]));
         }
     }

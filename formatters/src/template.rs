@@ -363,8 +363,8 @@ pub struct Program {
     /// literal may merge into the op before this index.
     sealed: usize,
     lits: Vec<u8>,
-    /// `lits` plus 16 zero bytes, so every literal can be copied in
-    /// 16-byte blocks.
+    /// `lits` plus 32 zero bytes, so every literal can be copied in
+    /// 16-byte blocks and every name as one 32-byte block.
     padded: Vec<u8>,
     /// Output of the rarer converters that append to a `Vec` (hex, IPv6,
     /// MAC, RFC 3164 time, escaped strings) before it joins the line.
@@ -852,7 +852,7 @@ impl Program {
         self.steps = steps;
         self.padded.clear();
         self.padded.extend_from_slice(&self.lits);
-        self.padded.extend_from_slice(&[0; 16]);
+        self.padded.extend_from_slice(&[0; 32]);
         self.ready = true;
     }
 
@@ -1036,7 +1036,7 @@ impl Program {
             let st = unsafe { &*sp };
             sp = unsafe { sp.add(1) };
             // SAFETY (every writer call below): within the bound above;
-            // literal and name sources are in `padded`, which holds 16
+            // literal and name sources are in `padded`, which holds 32
             // readable bytes past every literal.
             p = unsafe {
                 match st.op {
@@ -1060,7 +1060,7 @@ impl Program {
                         off2,
                         mid,
                     } => {
-                        let mut v = rp.rd(off, size);
+                        let mut v = rp.uint(off, size);
                         if event {
                             v = map_event(profile, v);
                         }
@@ -1130,7 +1130,7 @@ impl Program {
                         table,
                         event,
                     } => {
-                        let mut v = rp.rd(off, size);
+                        let mut v = rp.uint(off, size);
                         if event {
                             v = map_event(profile, v);
                         }
@@ -1271,7 +1271,8 @@ unsafe fn rare(
 /// it has none, and returns the cursor past it.
 ///
 /// # Safety
-/// `p` writable for the name rounded up to 16 bytes (and 20); `lits` is the
+/// `p` writable for the name rounded up to 16 bytes, and for at least 32
+/// (a name is one 32-byte copy) and 20 (a number) bytes; `lits` is the
 /// padded literal pool `t` points into.
 #[inline(always)]
 unsafe fn name(p: *mut u8, lits: *const u8, t: &NameTable, v: u64) -> *mut u8 {
@@ -1283,13 +1284,13 @@ unsafe fn name(p: *mut u8, lits: *const u8, t: &NameTable, v: u64) -> *mut u8 {
             .find(|e| e.0 as u64 == v)
             .map_or((0, 0), |e| (e.1, e.2))
     };
-    // SAFETY: the caller's bounds; names lie in `lits` with 16 readable
+    // SAFETY: the caller's bounds; names lie in `lits` with 32 readable
     // bytes past each.
     unsafe {
         if len == 0 {
             raw::dec(p, v)
         } else {
-            raw::lit16(p, lits.add(start as usize), len as usize)
+            raw::lit32(p, lits.add(start as usize), len as usize)
         }
     }
 }
@@ -1319,6 +1320,23 @@ struct Rec {
 }
 
 impl Rec {
+    /// The `size`-byte host-order integer at `off`: one exact load for 1,
+    /// 2, 4 and 8 bytes (the branch on `size` is predicted per step),
+    /// [`Rec::rd`] otherwise.
+    #[inline(always)]
+    fn uint(self, off: u32, size: u8) -> u64 {
+        // SAFETY: fields of `size` bytes lie inside the record (see `ld`).
+        unsafe {
+            match size {
+                1 => self.ld::<u8>(off) as u64,
+                2 => self.ld::<u16>(off) as u64,
+                4 => self.ld::<u32>(off) as u64,
+                8 => self.ld::<u64>(off),
+                _ => self.rd(off, size),
+            }
+        }
+    }
+
     /// The host-order `T` at `off`: one exact unaligned load.
     ///
     /// # Safety

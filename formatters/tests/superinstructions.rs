@@ -210,6 +210,38 @@ fn known_lines() {
     );
 }
 
+/// Names of 32 bytes and longer (one 32-byte copy, then 16-byte blocks),
+/// alone and fused with `{ipv4}:{port}`.
+#[test]
+fn long_names() {
+    let s = nat::nat44_session();
+    let f = |name: &str| s.field(name).unwrap().0;
+    let n32 = "a-name-of-exactly-thirty-two-byt";
+    let n41 = "a-protocol-name-of-forty-one-bytes-012345";
+    assert_eq!((n32.len(), n41.len()), (32, 41));
+    let mut p = Program::new(s, Options::default());
+    let names = [(6, n32), (17, n41)];
+    let t = Escape::Text;
+    p.field_mapped(s, f("protocolIdentifier"), &names, t)
+        .unwrap();
+    p.lit(b" ");
+    p.field(s, f("sourceIPv4Address"), None, t).unwrap();
+    p.lit(b":");
+    p.field(s, f("sourceTransportPort"), None, t).unwrap();
+    p.lit(b"|");
+    p.field_mapped(s, f("protocolIdentifier"), &names, t)
+        .unwrap();
+    p.lit(b"|");
+    let mut u = p.clone().unfused();
+    assert_eq!((p.step_count(), u.step_count()), (2, 3));
+    for (proto, name) in [(6u8, n32), (17, n41), (1, "1")] {
+        let r = rec((0, [0x0A00_0001, 0, 0], [80, 0, 0], proto, 4, 0, [0, 0]));
+        let want = format!("prefix|{name} 10.0.0.1:80|{name}|");
+        assert_eq!(run(&mut p, &r), want);
+        assert_eq!(run(&mut u, &r), want);
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 

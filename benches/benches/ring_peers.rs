@@ -367,6 +367,29 @@ impl Drop for SecondProducer {
     }
 }
 
+/// Records per timed run of the two-producer cases, at least: criterion
+/// sizes samples from its warm-up, and a warm-up that hit a preempted-
+/// producer stall picks runs of a few hundred records, which fit in the
+/// 2048-slot ring and would time only the pushes, not the end-to-end rate.
+const MIN_2P_RUN: u64 = 65_536;
+
+/// As [`bench`], but every timed run moves at least [`MIN_2P_RUN`] records
+/// and the time is scaled back to criterion's iteration count (ns per
+/// record are unchanged; only the sample is long enough to be end to end).
+fn bench_min_run<M: criterion::measurement::Measurement<Value = Duration>>(
+    g: &mut BenchmarkGroup<'_, M>,
+    id: String,
+    cc: &mut CrossCore,
+    mut produce: impl FnMut(u64),
+) {
+    g.bench_function(id, |b| {
+        b.iter_custom(|iters| {
+            let n = iters.max(MIN_2P_RUN);
+            cc.run(n, &mut produce).mul_f64(iters as f64 / n as f64)
+        })
+    });
+}
+
 /// dplog MPSC, burst-32, two producer threads on CPU 0 (see the module
 /// docs), each pushing half of every run.
 fn mpsc_two_producers<R: BenchRec, M: criterion::measurement::Measurement<Value = Duration>>(
@@ -378,7 +401,7 @@ fn mpsc_two_producers<R: BenchRec, M: criterion::measurement::Measurement<Value 
         SecondProducer::spawn(move |a, b| produce_burst_range::<R>(a, b, |s| p2.try_push_burst(s)));
     let mut cc = consumer::<R>("dplog mpsc 2p", move |max, f| c.read_burst(max, f));
     let id = format!("{}/dplog_mpsc/burst32_2p", R::NAME);
-    bench(g, id, &mut cc, |n| {
+    bench_min_run(g, id, &mut cc, |n| {
         let half = n / 2;
         second.start(half, n);
         produce_burst_range::<R>(0, half, |s| p.try_push_burst(s));
@@ -556,7 +579,7 @@ mod dpdk {
             produce_burst_range::<R>(a, b, |s| mp_enqueue(&r2, s))
         });
         let id = format!("{sz}/rte_ring_mp_sc/burst32_2p");
-        bench(g, id, &mut cc, |n| {
+        bench_min_run(g, id, &mut cc, |n| {
             let half = n / 2;
             second.start(half, n);
             produce_burst_range::<R>(0, half, |s| mp_enqueue(&ring, s));

@@ -118,31 +118,44 @@ pub(crate) unsafe fn dec(p: *mut u8, v: u64) -> *mut u8 {
 }
 
 /// Writes a 16-bit `v` in decimal and returns the cursor past it (1 to 5
-/// bytes). Tests from the longest form down: ports are mostly 4 or 5
-/// digits, so the common case takes one or two branches.
+/// bytes). Tests from the longest form down (ports are mostly 4 or 5
+/// digits) and takes the digits by fixed-point multiplication instead of
+/// divisions: `v * ceil(2^32 / 10^k)` holds `v / 10^k` in its high 32 bits
+/// and the rest as a 32-bit fraction, and each further `* 100` moves the
+/// next two digits into the high bits (exact for every `u16`, checked
+/// exhaustively in the tests).
 ///
 /// # Safety
 /// `p` must be valid for writes of 5 bytes.
 #[inline(always)]
 pub(crate) unsafe fn dec_u16(p: *mut u8, v: u16) -> *mut u8 {
-    let v = v as usize;
+    const LO: u64 = 0xffff_ffff;
+    let v = v as u64;
     // SAFETY (whole body): every write lands in p[0..5] (caller).
     unsafe {
         if v >= 10_000 {
-            *p = b'0' + (v / 10_000) as u8;
-            put2(p.add(1), DIGITS2[(v / 100) % 100]);
-            put2(p.add(3), DIGITS2[v % 100]);
+            let y = v * 429_497; // ceil(2^32 / 10^4)
+            *p = b'0' + (y >> 32) as u8;
+            let y = (y & LO) * 100;
+            put2(p.add(1), DIGITS2[(y >> 32) as usize]);
+            let y = (y & LO) * 100;
+            put2(p.add(3), DIGITS2[(y >> 32) as usize]);
             p.add(5)
-        } else if v >= 1000 {
-            put2(p, DIGITS2[v / 100]);
-            put2(p.add(2), DIGITS2[v % 100]);
-            p.add(4)
         } else if v >= 100 {
-            *p = b'0' + (v / 100) as u8;
-            put2(p.add(1), DIGITS2[v % 100]);
-            p.add(3)
+            let y = v * 42_949_673; // ceil(2^32 / 10^2)
+            let hi = (y >> 32) as usize;
+            let lo = DIGITS2[(((y & LO) * 100) >> 32) as usize];
+            if v >= 1000 {
+                put2(p, DIGITS2[hi]);
+                put2(p.add(2), lo);
+                p.add(4)
+            } else {
+                *p = b'0' + hi as u8;
+                put2(p.add(1), lo);
+                p.add(3)
+            }
         } else if v >= 10 {
-            put2(p, DIGITS2[v]);
+            put2(p, DIGITS2[v as usize]);
             p.add(2)
         } else {
             *p = b'0' + v as u8;
@@ -260,6 +273,12 @@ mod tests {
             // SAFETY: ipv4 writes at most 16 bytes from p+1.
             let n = unsafe { ipv4(p.add(1), a).offset_from(p) } as usize;
             assert_eq!(&buf[1..n], Ipv4Addr::from(a).to_string().as_bytes());
+        }
+        for v in 0..=u16::MAX {
+            let p = buf.as_mut_ptr();
+            // SAFETY: dec_u16 writes at most 5 bytes from p.
+            let n = unsafe { dec_u16(p, v).offset_from(p) } as usize;
+            assert_eq!(&buf[..n], v.to_string().as_bytes());
         }
         let src = *b"0123456789abcdefghijklmnopqrstuvwxyz!!!!!!!!!!!!";
         for len in [0usize, 1, 15, 16, 17, 31, 32, 33, 47, 48] {

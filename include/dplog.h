@@ -1028,6 +1028,29 @@ dplog_result dplog_log_burst(struct dplog_producer *p,
 dplog_result dplog_reserve(struct dplog_producer *p, uint16_t schema_id, size_t n, void **slots);
 
 /**
+ * Makes every record this producer has logged visible to the consumer.
+ *
+ * Needed only when the configuration sets `[ring] publish_every` above 1:
+ * the producer then publishes its ring index once per that many records
+ * (one shared-memory store per batch instead of per record), and records
+ * logged since the last publication wait until the next one, a full ring,
+ * this call or `dplog_producer_free`. Call it once per iteration of the
+ * forwarding loop, after the rx burst is processed, as DPDK code calls
+ * `rte_eth_tx_buffer_flush`. With the default (`publish_every = 1`) it
+ * does nothing. A pending reservation is not affected (it is published by
+ * `dplog_commit`).
+ *
+ * Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_CLOSED` (freed producer or closed
+ * handle).
+ *
+ * Thread-safety: one thread at a time per producer, like `dplog_log`.
+ *
+ * # Safety
+ * `p` is NULL or returned by `dplog_producer_new`.
+ */
+dplog_result dplog_producer_flush(struct dplog_producer *p);
+
+/**
  * Publishes the first `n` records of the pending reservation (their
  * headers are filled by dplog) and ends it; the other reserved records
  * are discarded, so `n == 0` cancels. `*n_enqueued` (if not NULL)
@@ -1102,6 +1125,9 @@ dplog_result dplog_reopen(struct dplog *h);
  * concurrently with the close may stay in its ring and is reported in
  * `in_flight`; after the close, producers return `DPLOG_ERR_CLOSED` and
  * must still be freed with `dplog_producer_free`.
+ * With `[ring] publish_every` above 1, records a live producer logged
+ * since its last publication are not seen by the consumer or counted
+ * unless `dplog_producer_flush` or `dplog_producer_free` comes first.
  *
  * Returns `DPLOG_OK` when every produced record was written;
  * `DPLOG_ERR_UNDELIVERED` when some were not (dropped for any reason, or

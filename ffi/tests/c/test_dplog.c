@@ -771,6 +771,38 @@ static void test_drop_policy_and_undelivered(void) {
   CHECK(s.written_records + s.dropped_full == 128 && s.in_flight == 0);
 }
 
+static void test_publish_every_and_producer_flush(void) {
+  struct dplog *h = open_text("publish.log", "[ring]\npublish_every = 4\n");
+  EXPECT(dplog_start(h, NULL, 0), DPLOG_OK);
+  struct dplog_producer *p = NULL;
+  EXPECT(dplog_producer_new(h, 0, &p), DPLOG_OK);
+  EXPECT(dplog_producer_flush(NULL), DPLOG_ERR_NULL);
+  struct dplog_nat44_session r = session(7);
+  struct dplog_stats s;
+  for (int i = 0; i < 3; i++) EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &r, sizeof r), DPLOG_OK);
+  EXPECT(dplog_stats(h, &s), DPLOG_OK);
+  CHECK(s.enqueued == 0); /* three of a batch of four: not yet published */
+  EXPECT(dplog_producer_flush(p), DPLOG_OK);
+  EXPECT(dplog_stats(h, &s), DPLOG_OK);
+  CHECK(s.enqueued == 3);
+  EXPECT(dplog_producer_flush(p), DPLOG_OK); /* nothing pending: no-op */
+  for (int i = 0; i < 4; i++) EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &r, sizeof r), DPLOG_OK);
+  EXPECT(dplog_stats(h, &s), DPLOG_OK);
+  CHECK(s.enqueued == 7); /* a full batch publishes itself */
+  EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &r, sizeof r), DPLOG_OK);
+  EXPECT(dplog_stats(h, &s), DPLOG_OK);
+  CHECK(s.enqueued == 7);
+  EXPECT(dplog_producer_free(p), DPLOG_OK); /* publishes the last one */
+  EXPECT(dplog_producer_flush(p), DPLOG_ERR_CLOSED);
+  EXPECT(dplog_close(h, &s), DPLOG_OK);
+  CHECK(s.produced == 8 && s.written_records == 8 && s.in_flight == 0);
+  char path[512];
+  path_in(path, sizeof path, "publish.log");
+  char *text = read_file(path);
+  CHECK(count_lines(text) == 8);
+  free(text);
+}
+
 static void test_reopen_for_logrotate(void) {
   struct dplog *h = open_text("rot.log", "");
   EXPECT(dplog_start(h, NULL, 0), DPLOG_OK);
@@ -895,6 +927,7 @@ int main(void) {
   test_consumer_gone();
   test_several_consumers();
   test_drop_policy_and_undelivered();
+  test_publish_every_and_producer_flush();
   test_reopen_for_logrotate();
   test_use_after_close_and_double_free();
   test_threads();

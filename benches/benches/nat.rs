@@ -11,7 +11,8 @@
 //!
 //! * `off`: records discarded (the `--no-logging` baseline of `dplog-nat`);
 //! * `on`: every record pushed into a dplog ring of `NatRecord` slots
-//!   (2048 slots, lossless `block` policy), formatted as text and written to
+//!   (the default 16384 slots, as `dplog-nat`; lossless `block` policy),
+//!   formatted as text and written to
 //!   a file by the consumer thread.
 //!
 //! Both work as a `dplog-nat` worker does: packets in bursts of
@@ -31,66 +32,15 @@ use dplog::config::FormatConfig;
 use dplog::sinks::FileSink;
 use dplog::{Backpressure, Logger, LoggerConfig, NatRecord};
 use dplog_benches::{check_two_cpus, criterion_config, pin, CONSUMER_CPU, PRODUCER_CPU};
-use dplog_nat::{
-    Nat44, NatConfig, RingLog, Synthetic, SyntheticConfig, LINKTYPE_ETHERNET, NAT_BURST,
-};
+use dplog_nat::{RingLog, NAT_BURST};
 
-/// Frames per iteration.
-const FRAMES: usize = 65_536;
-/// Slot of one preloaded frame.
-const SLOT: usize = dplog_nat::synthetic::SYNTHETIC_FRAME_LEN;
+#[path = "common/nat_workload.rs"]
+mod nat_workload;
+use nat_workload::{engine, preload, translate, FRAMES};
+
 /// Truncate the log file when it grows past this (O_APPEND keeps writing
 /// at the new end), so a long run does not fill the disk.
 const TRUNCATE_AT: u64 = 256 * 1024 * 1024;
-
-/// The synthetic mix at `share`, preloaded: frames in fixed 64-byte slots,
-/// with (timestamp, length) of each.
-fn preload(share: f64) -> (Vec<u8>, Vec<(u64, usize)>) {
-    let mut gen = Synthetic::new(SyntheticConfig {
-        packets: FRAMES as u64,
-        new_session_share: share,
-        ..Default::default()
-    })
-    .expect("valid synthetic mix");
-    let mut arena = Vec::with_capacity(FRAMES * SLOT);
-    let mut meta = Vec::with_capacity(FRAMES);
-    while let Some((ts, f)) = gen.next_frame() {
-        let mut slot = [0u8; SLOT];
-        slot[..f.len()].copy_from_slice(f);
-        arena.extend_from_slice(&slot);
-        meta.push((ts, f.len()));
-    }
-    (arena, meta)
-}
-
-fn engine() -> Nat44 {
-    Nat44::new(NatConfig::new(
-        vec!["10.0.0.0/8".parse().expect("literal")],
-        "198.51.100.0/28".parse().expect("literal"),
-    ))
-    .expect("valid NAT config")
-}
-
-/// Translates every frame of `arena` and ends all sessions; returns the
-/// engine (dropped outside the timed part).
-/// Works as a `dplog-nat` worker does: bursts of [`NAT_BURST`] packets,
-/// one ring flush after each.
-fn translate(mut nat: Nat44, arena: &mut [u8], meta: &[(u64, usize)], log: &mut RingLog) -> Nat44 {
-    let mut last = 0;
-    for (frames, meta) in arena
-        .chunks_mut(SLOT * NAT_BURST)
-        .zip(meta.chunks(NAT_BURST))
-    {
-        for (frame, &(ts, len)) in frames.chunks_exact_mut(SLOT).zip(meta) {
-            nat.process(ts, LINKTYPE_ETHERNET, &mut frame[..len], log);
-            last = ts;
-        }
-        log.flush();
-    }
-    nat.finish(last, log);
-    log.flush();
-    nat
-}
 
 fn nat_translate(c: &mut Criterion) {
     check_two_cpus();
@@ -120,7 +70,7 @@ fn nat_translate(c: &mut Criterion) {
 
         let path = dir.path().join(format!("nat-{name}.log"));
         let config = LoggerConfig {
-            ring_capacity: 2048,
+            ring_capacity: dplog::DEFAULT_RING_CAPACITY,
             backpressure: Backpressure::Block,
             consumer_cpu: Some(CONSUMER_CPU),
             ..LoggerConfig::default()

@@ -101,6 +101,8 @@ fn the_shipped_example_config_is_valid() {
     let text = std::fs::read_to_string(&path).unwrap();
     let cfg = dplog_nat::app::AppConfig::from_toml_str(&text).unwrap();
     assert_eq!(cfg.ring.capacity, dplog::DEFAULT_RING_CAPACITY);
+    // The file says every key shows its default: hold it to that.
+    assert_eq!(cfg, dplog_nat::app::AppConfig::default());
 }
 
 #[test]

@@ -388,6 +388,7 @@ impl<R: Record> Logger<R> {
             sink,
             buf: Vec::with_capacity(config.batch_bytes + MIN_BATCH_BYTES),
             batch_records: 0,
+            batch_reports: Vec::new(),
             totals: totals.clone(),
             config: config.clone(),
             stop: None,
@@ -756,6 +757,10 @@ struct ConsumerLoop<R: Record, F, S> {
     sink: S,
     buf: Vec<u8>,
     batch_records: u64,
+    /// Byte ranges of the drop-report lines in `buf`, handed to
+    /// `Sink::write_batch_marked` so asynchronous sinks leave them out of
+    /// their record counts.
+    batch_reports: Vec<core::ops::Range<usize>>,
     totals: Arc<ConsumerTotals>,
     config: LoggerConfig,
     /// A shutdown request seen while retrying a batch; served by `run`.
@@ -1111,7 +1116,11 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
                 self.clock.to_utc_ns(d.first_ns),
                 self.clock.to_utc_ns(d.last_ns),
             );
+            let start = self.buf.len();
             self.formatter.format_drop_report(&rep, &mut self.buf);
+            if self.buf.len() > start {
+                self.batch_reports.push(start..self.buf.len());
+            }
             bump(&self.totals.drop_reports, 1);
         }
     }
@@ -1152,7 +1161,7 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
         }
         let mut backoff = RETRY_BACKOFF_MIN;
         loop {
-            let r = self.sink.write_batch(&self.buf);
+            let r = self.sink.write_batch_marked(&self.buf, &self.batch_reports);
             self.count_err(&r);
             if r.is_ok() {
                 self.sink_recovered();
@@ -1208,6 +1217,7 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
             }
         }
         self.buf.clear();
+        self.batch_reports.clear();
         self.batch_records = 0;
         self.batch_samples.clear();
         self.maintain();

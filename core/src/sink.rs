@@ -23,6 +23,7 @@
 //! [`Stats::sink_retries`](crate::Stats::sink_retries)); none is swallowed.
 
 use std::io;
+use std::ops::Range;
 use std::time::Instant;
 
 /// What a sink did with a batch it did not refuse.
@@ -128,7 +129,8 @@ impl std::error::Error for SinkError {
 }
 
 /// Outcomes of asynchronous deliveries since the last [`Sink::poll`], in
-/// records (lines) and bytes.
+/// records (record lines; in-band drop-report lines excluded, see
+/// [`Sink::write_batch_marked`]) and bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Progress {
     /// Records the receiver acknowledged.
@@ -158,6 +160,30 @@ pub trait Sink: Send + 'static {
     /// Writes the whole batch, or reports how it failed (see the module
     /// docs for the retry contract).
     fn write_batch(&mut self, batch: &[u8]) -> Result<Accepted, SinkError>;
+
+    /// [`write_batch`](Self::write_batch) with the byte ranges of the
+    /// in-band drop-report lines ([`DropReport`](crate::report::DropReport))
+    /// in `batch`: each range is `start..end` of whole lines (its final
+    /// `\n` included), ascending and disjoint. The consumer calls this
+    /// method, never `write_batch` directly, and retries with the same
+    /// bytes and ranges.
+    ///
+    /// Drop-report lines are not records: a sink that reports outcomes in
+    /// lines through [`poll`](Self::poll) (Kafka, fan-out) must leave them
+    /// out of [`Progress::delivered_records`] and
+    /// [`Progress::failed_records`], or `written_records` is over-counted
+    /// by the number of reports. Their bytes may count in
+    /// `delivered_bytes` (as a synchronous sink's do in `written_bytes`).
+    /// Default: `write_batch(batch)` (a synchronous sink, which the runtime
+    /// books per batch, needs nothing else).
+    fn write_batch_marked(
+        &mut self,
+        batch: &[u8],
+        reports: &[Range<usize>],
+    ) -> Result<Accepted, SinkError> {
+        let _ = reports;
+        self.write_batch(batch)
+    }
 
     /// Pushes buffered bytes toward durable storage or the receiver.
     fn flush(&mut self) -> Result<(), SinkError>;
@@ -212,6 +238,13 @@ pub trait Sink: Send + 'static {
 impl<S: Sink + ?Sized> Sink for Box<S> {
     fn write_batch(&mut self, batch: &[u8]) -> Result<Accepted, SinkError> {
         (**self).write_batch(batch)
+    }
+    fn write_batch_marked(
+        &mut self,
+        batch: &[u8],
+        reports: &[Range<usize>],
+    ) -> Result<Accepted, SinkError> {
+        (**self).write_batch_marked(batch, reports)
     }
     fn flush(&mut self) -> Result<(), SinkError> {
         (**self).flush()

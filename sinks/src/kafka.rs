@@ -9,6 +9,12 @@
 //! - A record counts as written only when Kafka acknowledges it: batches
 //!   are [`Accepted::Pending`] and [`Sink::poll`] reports acknowledgements
 //!   and failures from the delivery reports, served on every tick.
+//! - In-band drop-report lines (marked by the runtime through
+//!   [`Sink::write_batch_marked`]) go as messages of their own and are not
+//!   records: their outcomes are counted in
+//!   [`KafkaCounters::reports_acked`] / [`KafkaCounters::reports_failed`]
+//!   and never reported through `poll`, so `written_records` stays exact
+//!   under `drop_newest` and `degrade`.
 //! - The idempotent producer is on by default (`enable.idempotence`), and
 //!   `message.timeout.ms` defaults to 0 (no local timeout), so a broker
 //!   outage delays records instead of failing them.
@@ -26,6 +32,7 @@
 //!   (delivered if the cluster comes back, else `dropped_shutdown`).
 
 use std::io;
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -160,6 +167,13 @@ pub struct KafkaCounters {
     /// Batches refused because no delivery report arrived within
     /// `ack_timeout_ms` while messages were in flight.
     pub stalled: AtomicU64,
+    /// In-band drop-report lines Kafka acknowledged. They are not records:
+    /// they are left out of `acked` and of the runtime's
+    /// `written_records` (their bytes count in `acked_bytes`).
+    pub reports_acked: AtomicU64,
+    /// Drop-report lines whose delivery failed or that were rejected at
+    /// produce time (left out of `failed` and `rejected`).
+    pub reports_failed: AtomicU64,
 }
 
 fn bump(c: &AtomicU64, n: u64) {
@@ -177,7 +191,8 @@ impl KafkaCounters {
 }
 
 /// Packs a message's record count (< 2^24) and formatted bytes (< 2^40)
-/// into the delivery opaque (64-bit targets).
+/// into the delivery opaque (64-bit targets). A record count of 0 marks a
+/// message holding one in-band drop-report line.
 fn pack_opaque(records: u64, bytes: u64) -> usize {
     ((records << 40) | (bytes & ((1 << 40) - 1))) as usize
 }
@@ -202,6 +217,11 @@ impl ProducerContext for Ctx {
     fn delivery(&self, r: &DeliveryResult<'_>, opaque: usize) {
         let (records, bytes) = unpack_opaque(opaque);
         match r {
+            Ok(_) if records == 0 => {
+                bump(&self.counters.reports_acked, 1);
+                bump(&self.counters.acked_bytes, bytes);
+            }
+            Err(_) if records == 0 => bump(&self.counters.reports_failed, 1),
             Ok(_) => {
                 bump(&self.counters.acked, records);
                 bump(&self.counters.acked_bytes, bytes);
@@ -322,7 +342,10 @@ impl KafkaSink {
     fn stall_check(&mut self, now: Instant) -> Duration {
         self.producer.poll(Duration::ZERO);
         let c = &self.counters;
-        let seen = KafkaCounters::get(&c.acked) + KafkaCounters::get(&c.failed);
+        let seen = KafkaCounters::get(&c.acked)
+            + KafkaCounters::get(&c.failed)
+            + KafkaCounters::get(&c.reports_acked)
+            + KafkaCounters::get(&c.reports_failed);
         if self.producer.in_flight_count() == 0 {
             self.waiting_since = None;
         } else if seen != self.reports_seen || self.waiting_since.is_none() {
@@ -354,8 +377,27 @@ impl KafkaSink {
     }
 }
 
+/// True when the line starting at byte `pos` lies in one of `reports`
+/// (ascending, disjoint ranges).
+fn in_report(reports: &[Range<usize>], pos: usize) -> bool {
+    let i = reports.partition_point(|r| r.end <= pos);
+    reports.get(i).is_some_and(|r| r.start <= pos)
+}
+
 impl Sink for KafkaSink {
     fn write_batch(&mut self, batch: &[u8]) -> Result<Accepted, SinkError> {
+        self.write_batch_marked(batch, &[])
+    }
+
+    /// Every drop-report line in `reports` goes as a message of its own
+    /// (never packed with records) whose outcome is counted in
+    /// [`KafkaCounters::reports_acked`] / [`KafkaCounters::reports_failed`],
+    /// not in the records `poll` reports.
+    fn write_batch_marked(
+        &mut self,
+        batch: &[u8],
+        reports: &[Range<usize>],
+    ) -> Result<Accepted, SinkError> {
         if self.closed {
             return Err(SinkError::Permanent(io::Error::new(
                 io::ErrorKind::BrokenPipe,
@@ -396,17 +438,22 @@ impl Sink for KafkaSink {
                 at = end + 1;
                 continue;
             }
+            let report = in_report(reports, at);
             let key = self.opts.key.extract(&batch[at..end]);
             // Pack following lines with the same key, contiguous in the
-            // batch: the payload is a slice, no copy.
+            // batch: the payload is a slice, no copy. A drop-report line
+            // travels alone.
             let mut last = end;
             let mut lines = 1u64;
-            if at >= single_until {
+            if at >= single_until && !report {
                 while (lines as usize) < self.opts.lines_per_message && last + 1 < batch.len() {
                     let next_end = memchr::memchr(b'\n', &batch[last + 1..])
                         .map_or(batch.len(), |i| last + 1 + i);
                     let next = &batch[last + 1..next_end];
-                    if next.is_empty() || self.opts.key.extract(next) != key {
+                    if next.is_empty()
+                        || in_report(reports, last + 1)
+                        || self.opts.key.extract(next) != key
+                    {
                         break;
                     }
                     last = next_end;
@@ -414,7 +461,9 @@ impl Sink for KafkaSink {
                 }
             }
             let payload = &batch[at..last];
-            let opaque = pack_opaque(lines, payload.len() as u64 + 1);
+            // Records in the message: 0 for a drop report (not a record).
+            let records = if report { 0 } else { lines };
+            let opaque = pack_opaque(records, payload.len() as u64 + 1);
             let mut rec = BaseRecord::with_opaque_to(&self.opts.topic, opaque).payload(payload);
             if let Some(k) = key {
                 rec = rec.key(k);
@@ -422,7 +471,7 @@ impl Sink for KafkaSink {
             match self.producer.send(rec) {
                 Ok(()) => {
                     at = last + 1;
-                    sent += lines;
+                    sent += records;
                     full_since = None;
                 }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
@@ -444,10 +493,15 @@ impl Sink for KafkaSink {
                     single_until = last;
                 }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge), _)) => {
-                    // Rejected alone; reported as failed by the next poll.
-                    bump(&self.counters.rejected, 1);
+                    // Rejected alone; a record is reported as failed by
+                    // the next poll, a drop report only counted.
+                    if report {
+                        bump(&self.counters.reports_failed, 1);
+                    } else {
+                        bump(&self.counters.rejected, 1);
+                        sent += 1;
+                    }
                     at = last + 1;
-                    sent += 1;
                 }
                 Err((e, _)) => {
                     self.resume = Some((fp, at, sent));

@@ -2,6 +2,7 @@
 //! secondary that takes over while the primary fails).
 
 use std::io;
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,11 +22,12 @@ pub struct ChildCounters {
     pub errors: Vec<AtomicU64>,
     /// Batches each child refused for good (that child lost them).
     pub dropped_batches: Vec<AtomicU64>,
-    /// Lines each child wrote or had acknowledged (asynchronous children:
-    /// as their delivery reports arrive).
+    /// Record lines each child wrote or had acknowledged (asynchronous
+    /// children: as their delivery reports arrive); in-band drop-report
+    /// lines are not counted.
     pub written_lines: Vec<AtomicU64>,
-    /// Lines each child lost for good (refused batches, failed
-    /// deliveries).
+    /// Record lines each child lost for good (refused batches, failed
+    /// deliveries); drop-report lines are not counted.
     pub failed_lines: Vec<AtomicU64>,
 }
 
@@ -63,8 +65,9 @@ enum Outcome {
 /// children that already took the batch are skipped on the retry, so none
 /// receives it twice. A batch every child refuses is a permanent error.
 ///
-/// Lines are counted by newline; in-band drop-report lines therefore count
-/// as records here (as they do for Kafka).
+/// Lines are counted by newline, less the in-band drop-report lines the
+/// runtime marks ([`Sink::write_batch_marked`]), which are passed on to
+/// every child with their marks and never count as records.
 pub struct FanOut {
     children: Vec<BoxSink>,
     /// What each child did with the batch being retried (`None`: not yet
@@ -150,10 +153,29 @@ fn lines_in(batch: &[u8]) -> u64 {
     (n + usize::from(unterminated)) as u64
 }
 
+/// Record lines in a batch: every line less the drop-report lines in
+/// `reports`.
+fn record_lines_in(batch: &[u8], reports: &[Range<usize>]) -> u64 {
+    let marked: u64 = reports
+        .iter()
+        .filter_map(|r| batch.get(r.clone()))
+        .map(lines_in)
+        .sum();
+    lines_in(batch).saturating_sub(marked)
+}
+
 impl Sink for FanOut {
     fn write_batch(&mut self, batch: &[u8]) -> Result<Accepted, SinkError> {
+        self.write_batch_marked(batch, &[])
+    }
+
+    fn write_batch_marked(
+        &mut self,
+        batch: &[u8],
+        reports: &[Range<usize>],
+    ) -> Result<Accepted, SinkError> {
         let key = crate::file::fingerprint(batch);
-        let lines = lines_in(batch);
+        let lines = record_lines_in(batch, reports);
         if self.retrying.is_some_and(|k| k != key) {
             self.forget_retried_batch(self.retrying_lines);
         }
@@ -166,7 +188,7 @@ impl Sink for FanOut {
             if self.outcome[i].is_some() {
                 continue;
             }
-            match child.write_batch(batch) {
+            match child.write_batch_marked(batch, reports) {
                 Ok(a) => {
                     bump(&self.counters.batches[i]);
                     self.outcome[i] = Some(match a {
@@ -418,9 +440,17 @@ impl Failover {
 
 impl Sink for Failover {
     fn write_batch(&mut self, batch: &[u8]) -> Result<Accepted, SinkError> {
+        self.write_batch_marked(batch, &[])
+    }
+
+    fn write_batch_marked(
+        &mut self,
+        batch: &[u8],
+        reports: &[Range<usize>],
+    ) -> Result<Accepted, SinkError> {
         let now = Instant::now();
         if !self.on_secondary || now >= self.next_probe {
-            match self.primary.write_batch(batch) {
+            match self.primary.write_batch_marked(batch, reports) {
                 Ok(a) => {
                     if self.on_secondary {
                         self.on_secondary = false;
@@ -451,7 +481,7 @@ impl Sink for Failover {
                 }
             }
         }
-        let r = self.secondary.write_batch(batch);
+        let r = self.secondary.write_batch_marked(batch, reports);
         if r.is_ok() {
             bump(&self.counters.secondary_batches);
         }

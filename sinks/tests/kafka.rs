@@ -12,22 +12,15 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use common::*;
 use dplog_core::{Logger, LoggerConfig, Sink};
 use dplog_sinks::{KafkaCounters, KafkaKey, KafkaSink, KafkaSinkOptions};
-use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::mocking::MockCluster;
 use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
-use rdkafka::{Message, Offset, TopicPartitionList};
 
 const PARTITIONS: i32 = 3;
-
-/// A consumed message: `(key, payload)`.
-type Msg = (Vec<u8>, Vec<u8>);
 
 fn mock(topic: &str) -> MockCluster<'static, rdkafka::producer::DefaultProducerContext> {
     let m = MockCluster::new(1).expect("mock cluster");
@@ -46,36 +39,7 @@ fn opts(brokers: &str, topic: &str) -> KafkaSinkOptions {
 /// Every message of `topic` (all partitions, from the start), as
 /// `(key, payload)`, partition by partition; waits for `n` lines (or 20 s).
 fn consume(brokers: &str, topic: &str, n: u64) -> Vec<Msg> {
-    let c: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .set("group.id", "dplog-test")
-        .set("enable.auto.commit", "false")
-        .create()
-        .unwrap();
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..PARTITIONS {
-        tpl.add_partition_offset(topic, p, Offset::Beginning)
-            .unwrap();
-    }
-    c.assign(&tpl).unwrap();
-    let mut by_part: HashMap<i32, Vec<Msg>> = HashMap::new();
-    let mut got = 0u64;
-    let t0 = Instant::now();
-    while got < n && t0.elapsed() < Duration::from_secs(20) {
-        if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
-            by_part.entry(m.partition()).or_default().push((
-                m.key().unwrap_or_default().to_vec(),
-                m.payload().unwrap_or_default().to_vec(),
-            ));
-            // Lines, not messages: a packed message holds several.
-            got += m
-                .payload()
-                .map_or(0, |p| memchr::memchr_iter(b'\n', p).count() as u64 + 1);
-        }
-    }
-    let mut parts: Vec<_> = by_part.into_iter().collect();
-    parts.sort_by_key(|(p, _)| *p);
-    parts.into_iter().flat_map(|(_, v)| v).collect()
+    consume_topic(brokers, topic, PARTITIONS, n)
 }
 
 /// Payloads joined with newlines, and every line's key checked against its
@@ -378,4 +342,90 @@ fn a_batch_given_up_after_a_partial_send_is_counted_once() {
     assert_eq!(s.written_records, 0, "{s:?}");
     assert_eq!(s.dropped_sink, 1000, "{s:?}");
     assert_eq!(s.sink_pending, 0);
+}
+
+#[test]
+fn drop_reports_are_not_counted_as_written_records() {
+    let m = mock("r");
+    let b = m.bootstrap_servers();
+    let sink = KafkaSink::new(opts(&b, "r")).unwrap();
+    let counters = sink.counters();
+    const N: u64 = 8_000;
+    let s = run_dropping(sink, N);
+    assert_eq!(s.produced, N, "{s:?}");
+    assert!(s.dropped_full > 0, "the ring never overflowed: {s:?}");
+    assert!(s.drop_reports > 0, "no drop report written: {s:?}");
+    // The identity holds exactly: reports are not records.
+    assert_eq!(s.written_records + s.dropped_full, N, "{s:?}");
+    assert_eq!(
+        s.dropped_sink + s.dropped_shutdown + s.sink_pending,
+        0,
+        "{s:?}"
+    );
+    assert_eq!(s.in_flight(), 0, "{s:?}");
+    assert_eq!(KafkaCounters::get(&counters.acked), s.written_records);
+    assert_eq!(KafkaCounters::get(&counters.reports_acked), s.drop_reports);
+    assert_eq!(KafkaCounters::get(&counters.reports_failed), 0);
+    // The topic holds the written records plus the report lines, and the
+    // reports account for every drop.
+    let msgs = consume(&b, "r", s.written_records + s.drop_reports);
+    let (records, reports, dropped) = split_reports(&check_keys_and_join(&msgs));
+    assert_eq!(reports, s.drop_reports, "{s:?}");
+    assert_eq!(dropped, s.dropped_full, "{s:?}");
+    let got = parse_lines(&records);
+    assert_eq!(got.len() as u64, s.written_records, "{s:?}");
+    // Every record line is a distinct record, in order (one producer, one
+    // key, one partition).
+    assert!(got.windows(2).all(|w| w[0].1 < w[1].1), "out of order");
+}
+
+#[test]
+fn packed_unkeyed_lines_never_pack_a_drop_report_with_records() {
+    let m = mock("pr");
+    let b = m.bootstrap_servers();
+    // No key: every line would pack with its neighbours, reports included,
+    // if the sink did not send each report alone.
+    let mut o = KafkaSinkOptions::new(&b, "pr");
+    o.lines_per_message = 16;
+    let sink = KafkaSink::new(o).unwrap();
+    let counters = sink.counters();
+    const N: u64 = 8_000;
+    let s = run_dropping(sink, N);
+    assert!(s.drop_reports > 0, "no drop report written: {s:?}");
+    assert_eq!(s.written_records + s.dropped_full, N, "{s:?}");
+    assert_eq!(
+        s.dropped_sink + s.dropped_shutdown + s.sink_pending,
+        0,
+        "{s:?}"
+    );
+    assert_eq!(KafkaCounters::get(&counters.acked), s.written_records);
+    assert_eq!(KafkaCounters::get(&counters.reports_acked), s.drop_reports);
+    let msgs = consume(&b, "pr", s.written_records + s.drop_reports);
+    let mut packed = 0;
+    for (_, v) in &msgs {
+        let lines = v.split(|&b| b == b'\n').count();
+        packed += usize::from(lines > 1);
+        if v.starts_with(b"dplog: ") {
+            assert_eq!(lines, 1, "report packed: {}", String::from_utf8_lossy(v));
+        } else {
+            assert!(
+                !v.windows(7).any(|w| w == b"dplog: "),
+                "report packed with records: {}",
+                String::from_utf8_lossy(v)
+            );
+        }
+    }
+    assert!(packed > 0, "no message was packed");
+    let mut all = Vec::new();
+    for (_, v) in &msgs {
+        all.extend_from_slice(v);
+        all.push(b'\n');
+    }
+    let (records, reports, dropped) = split_reports(&all);
+    assert_eq!(
+        (reports, dropped),
+        (s.drop_reports, s.dropped_full),
+        "{s:?}"
+    );
+    assert_eq!(parse_lines(&records).len() as u64, s.written_records);
 }

@@ -337,3 +337,53 @@ fn failover_engages_when_the_mock_broker_stops_and_fails_back_without_loss() {
     let file = parse_lines(&std::fs::read(&c).unwrap());
     assert_eq!(file, (2000..3000).map(|i| (0, i)).collect::<Vec<_>>());
 }
+
+#[test]
+fn fanout_of_file_and_kafka_does_not_count_drop_reports_as_records() {
+    let m = MockCluster::new(1).unwrap();
+    m.create_topic("r", 3, 1).unwrap();
+    let b = m.bootstrap_servers();
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.log");
+    let fan = FanOut::new(vec![
+        Box::new(FileSink::open(&a).unwrap()) as BoxSink,
+        Box::new(kafka(&b, "r", 0)),
+    ])
+    .unwrap();
+    let counters = fan.counters();
+    const N: u64 = 8_000;
+    let s = run_dropping(fan, N);
+    assert_eq!(s.produced, N, "{s:?}");
+    assert!(s.dropped_full > 0, "the ring never overflowed: {s:?}");
+    assert!(s.drop_reports > 0, "no drop report written: {s:?}");
+    // Exact: drop-report lines are not records.
+    assert_eq!(s.written_records + s.dropped_full, N, "{s:?}");
+    assert_eq!(
+        s.dropped_sink + s.dropped_shutdown + s.sink_pending,
+        0,
+        "{s:?}"
+    );
+    assert_books_balance(&s);
+    assert_eq!(s.in_flight(), 0, "{s:?}");
+    // Each child wrote exactly the written records (reports not counted).
+    for (i, c) in counters.written_lines.iter().enumerate() {
+        assert_eq!(c.load(Ordering::Relaxed), s.written_records, "child {i}");
+    }
+    // The file and the topic each hold the written records plus the
+    // reports, and the reports account for every drop.
+    let file = std::fs::read(&a).unwrap();
+    let msgs = consume_topic(&b, "r", 3, s.written_records + s.drop_reports);
+    let mut topic = Vec::new();
+    for (_, v) in &msgs {
+        topic.extend_from_slice(v);
+        topic.push(b'\n');
+    }
+    for body in [&file, &topic] {
+        let (records, reports, dropped) = split_reports(body);
+        assert_eq!(reports, s.drop_reports, "{s:?}");
+        assert_eq!(dropped, s.dropped_full, "{s:?}");
+        let got = parse_lines(&records);
+        assert_eq!(got.len() as u64, s.written_records, "{s:?}");
+        assert!(got.windows(2).all(|w| w[0].1 < w[1].1), "out of order");
+    }
+}

@@ -201,3 +201,112 @@ pub fn compliance_with<S: Sink>(
         assert_eq!(stats.in_flight(), 0);
     }
 }
+
+/// A consumed Kafka message: `(key, payload)`.
+pub type Msg = (Vec<u8>, Vec<u8>);
+
+/// Every message of `topic` (partitions `0..partitions`, from the start), as
+/// `(key, payload)`, partition by partition; waits for `n` lines (or 20 s).
+pub fn consume_topic(brokers: &str, topic: &str, partitions: i32, n: u64) -> Vec<Msg> {
+    use rdkafka::consumer::Consumer;
+    use rdkafka::Message;
+    use std::time::{Duration, Instant};
+    let c: rdkafka::consumer::BaseConsumer = rdkafka::config::ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("group.id", "dplog-test")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(topic, p, rdkafka::Offset::Beginning)
+            .unwrap();
+    }
+    c.assign(&tpl).unwrap();
+    let mut by_part: HashMap<i32, Vec<Msg>> = HashMap::new();
+    let mut got = 0u64;
+    let t0 = Instant::now();
+    while got < n && t0.elapsed() < Duration::from_secs(20) {
+        if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
+            by_part.entry(m.partition()).or_default().push((
+                m.key().unwrap_or_default().to_vec(),
+                m.payload().unwrap_or_default().to_vec(),
+            ));
+            // Lines, not messages: a packed message holds several.
+            got += m
+                .payload()
+                .map_or(0, |p| memchr::memchr_iter(b'\n', p).count() as u64 + 1);
+        }
+    }
+    let mut parts: Vec<_> = by_part.into_iter().collect();
+    parts.sort_by_key(|(p, _)| *p);
+    parts.into_iter().flat_map(|(_, v)| v).collect()
+}
+
+/// [`SeqLine`] that sleeps 2 ms every 64 records: a consumer slower than
+/// the producer, so a small `drop_newest` ring overflows and the consumer
+/// writes in-band drop reports between the records.
+pub struct SlowSeqLine {
+    pub inner: SeqLine,
+    pub n: u64,
+}
+
+impl Formatter<Nat44SessionRecord> for SlowSeqLine {
+    fn format(&mut self, r: &Nat44SessionRecord, out: &mut Vec<u8>) {
+        self.n += 1;
+        if self.n % 64 == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        self.inner.format(r, out);
+    }
+}
+
+/// Splits output into its record lines and its in-band drop-report lines
+/// (`dplog: N records dropped on ring R between ...`): returns the record
+/// lines, the number of reports and the sum of their drop counts.
+pub fn split_reports(body: &[u8]) -> (Vec<u8>, u64, u64) {
+    let mut records = Vec::new();
+    let (mut reports, mut dropped) = (0u64, 0u64);
+    for line in body.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        if let Some(rest) = line.strip_prefix(b"dplog: ") {
+            let n = rest.split(|&b| b == b' ').next().unwrap();
+            dropped += std::str::from_utf8(n).unwrap().parse::<u64>().unwrap();
+            reports += 1;
+        } else {
+            records.extend_from_slice(line);
+            records.push(b'\n');
+        }
+    }
+    (records, reports, dropped)
+}
+
+/// Runs `n` records of one producer through a 64-slot `drop_newest` ring
+/// and a [`SlowSeqLine`] (40-byte lines) into `sink`, so records are
+/// dropped and reported in-band; returns the shutdown stats.
+pub fn run_dropping<S: Sink>(sink: S, n: u64) -> Stats {
+    let logger = Logger::start(
+        LoggerConfig {
+            ring_capacity: 64,
+            backpressure: dplog_core::Backpressure::Drop,
+            shutdown_timeout_ms: 20_000,
+            ..Default::default()
+        },
+        SlowSeqLine {
+            inner: SeqLine { line_len: 40 },
+            n: 0,
+        },
+        sink,
+    )
+    .unwrap();
+    let mut p = logger.producer().unwrap();
+    for i in 0..n {
+        // Pace the producer a little so drops come in several episodes
+        // (several reports) rather than one long one.
+        if i % 256 == 0 {
+            std::thread::sleep(std::time::Duration::from_micros(500));
+        }
+        p.log(rec(0, i));
+    }
+    drop(p);
+    logger.shutdown().unwrap()
+}

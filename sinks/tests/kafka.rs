@@ -429,3 +429,29 @@ fn packed_unkeyed_lines_never_pack_a_drop_report_with_records() {
     );
     assert_eq!(parse_lines(&records).len() as u64, s.written_records);
 }
+
+#[test]
+fn degrade_drop_reports_are_not_counted_as_written_records() {
+    let m = mock("dg");
+    let b = m.bootstrap_servers();
+    let sink = KafkaSink::new(opts(&b, "dg")).unwrap();
+    let counters = sink.counters();
+    const N: u64 = 8_000;
+    let s = run_dropping_with(dplog_core::Backpressure::Degrade, sink, N);
+    assert_eq!(s.produced, N, "{s:?}");
+    assert!(s.dropped_degraded > 0, "nothing shed: {s:?}");
+    assert!(s.drop_reports > 0, "no drop report written: {s:?}");
+    assert_eq!(s.written_records + s.dropped(), N, "{s:?}");
+    assert_eq!(
+        s.dropped_sink + s.dropped_shutdown + s.sink_pending,
+        0,
+        "{s:?}"
+    );
+    assert_eq!(KafkaCounters::get(&counters.acked), s.written_records);
+    assert_eq!(KafkaCounters::get(&counters.reports_acked), s.drop_reports);
+    let msgs = consume(&b, "dg", s.written_records + s.drop_reports);
+    let (records, reports, dropped) = split_reports(&check_keys_and_join(&msgs));
+    assert_eq!(reports, s.drop_reports, "{s:?}");
+    assert_eq!(dropped, s.dropped(), "{s:?}");
+    assert_eq!(parse_lines(&records).len() as u64, s.written_records);
+}

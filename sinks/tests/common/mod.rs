@@ -284,10 +284,16 @@ pub fn split_reports(body: &[u8]) -> (Vec<u8>, u64, u64) {
 /// and a [`SlowSeqLine`] (40-byte lines) into `sink`, so records are
 /// dropped and reported in-band; returns the shutdown stats.
 pub fn run_dropping<S: Sink>(sink: S, n: u64) -> Stats {
+    run_dropping_with(dplog_core::Backpressure::Drop, sink, n)
+}
+
+/// [`run_dropping`] under `policy` (`Drop` or `Degrade`; under `Degrade`
+/// the even records are session creates, normal priority).
+pub fn run_dropping_with<S: Sink>(policy: dplog_core::Backpressure, sink: S, n: u64) -> Stats {
     let logger = Logger::start(
         LoggerConfig {
             ring_capacity: 64,
-            backpressure: dplog_core::Backpressure::Drop,
+            backpressure: policy,
             shutdown_timeout_ms: 20_000,
             ..Default::default()
         },
@@ -305,7 +311,12 @@ pub fn run_dropping<S: Sink>(sink: S, n: u64) -> Stats {
         if i % 256 == 0 {
             std::thread::sleep(std::time::Duration::from_micros(500));
         }
-        p.log(rec(0, i));
+        let mut r = rec(0, i);
+        if matches!(policy, dplog_core::Backpressure::Degrade) && i % 2 == 0 {
+            // Even records are session creates, shed above the watermark.
+            r.nat_event = dplog_core::NatEvent::Nat44SessionCreate as u8;
+        }
+        p.log(r);
     }
     drop(p);
     logger.shutdown().unwrap()

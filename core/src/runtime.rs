@@ -388,6 +388,7 @@ impl<R: Record> Logger<R> {
             sink,
             buf: Vec::with_capacity(config.batch_bytes + MIN_BATCH_BYTES),
             batch_records: 0,
+            batch_empty: 0,
             batch_reports: Vec::new(),
             totals: totals.clone(),
             config: config.clone(),
@@ -757,6 +758,10 @@ struct ConsumerLoop<R: Record, F, S> {
     sink: S,
     buf: Vec<u8>,
     batch_records: u64,
+    /// Of `batch_records`, those the formatter turned into zero bytes: no
+    /// line of theirs reaches the sink, so an asynchronous sink never
+    /// reports on them; they count as written with their batch.
+    batch_empty: u64,
     /// Byte ranges of the drop-report lines in `buf`, handed to
     /// `Sink::write_batch_marked` so asynchronous sinks leave them out of
     /// their record counts.
@@ -1028,9 +1033,14 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
             let buf = &mut self.buf;
             let fmt = &mut self.formatter;
             let samples = &mut self.batch_samples;
+            let empty = &mut self.batch_empty;
             let n = self.rings[i].read_burst_sampled(
                 self.config.burst,
-                |rec| fmt.format(rec, buf),
+                |rec| {
+                    let before = buf.len();
+                    fmt.format(rec, buf);
+                    *empty += u64::from(buf.len() == before);
+                },
                 |t| samples.push(t),
             );
             self.batch_records += n as u64;
@@ -1080,9 +1090,12 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
             let buf = &mut self.buf;
             let fmt = &mut self.formatter;
             let limit = self.config.batch_bytes;
+            let empty = &mut self.batch_empty;
             // Stops after the record that fills the batch.
             let n = ro.emit(all, |r| {
+                let before = buf.len();
                 fmt.format(r, buf);
+                *empty += u64::from(buf.len() == before);
                 buf.len() < limit
             }) as u64;
             self.batch_records += n;
@@ -1156,6 +1169,7 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
                 bump(&self.totals.written_records, self.batch_records);
                 self.batch_records = 0;
             }
+            self.batch_empty = 0;
             self.batch_samples.clear();
             return;
         }
@@ -1179,7 +1193,10 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
                     self.record_latency();
                     let t = &self.totals;
                     bump(&t.batches, 1);
-                    self.pending += self.batch_records as i64;
+                    // Records that formatted to nothing have no line for
+                    // the sink to report on: written with the batch.
+                    bump(&t.written_records, self.batch_empty);
+                    self.pending += (self.batch_records - self.batch_empty) as i64;
                     // Relaxed: single-writer statistic (see `ConsumerTotals`).
                     t.sink_pending
                         .store(self.pending.max(0) as u64, Ordering::Relaxed);
@@ -1219,6 +1236,7 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
         self.buf.clear();
         self.batch_reports.clear();
         self.batch_records = 0;
+        self.batch_empty = 0;
         self.batch_samples.clear();
         self.maintain();
     }

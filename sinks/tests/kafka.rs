@@ -455,3 +455,52 @@ fn degrade_drop_reports_are_not_counted_as_written_records() {
     assert_eq!(dropped, s.dropped(), "{s:?}");
     assert_eq!(parse_lines(&records).len() as u64, s.written_records);
 }
+
+/// [`SeqLine`] for even sequence numbers; odd records format to nothing
+/// (a formatter that skips a record type).
+struct EvenOnly(SeqLine);
+
+impl dplog_core::Formatter<dplog_core::Nat44SessionRecord> for EvenOnly {
+    fn format(&mut self, r: &dplog_core::Nat44SessionRecord, out: &mut Vec<u8>) {
+        if r.timestamp_ns % 2 == 0 {
+            self.0.format(r, out);
+        }
+    }
+}
+
+#[test]
+fn records_formatted_to_nothing_count_as_written_not_pending() {
+    let m = mock("z");
+    let b = m.bootstrap_servers();
+    let sink = KafkaSink::new(opts(&b, "z")).unwrap();
+    let counters = sink.counters();
+    let logger = Logger::start(
+        LoggerConfig {
+            shutdown_timeout_ms: 20_000,
+            ..Default::default()
+        },
+        EvenOnly(SeqLine { line_len: 40 }),
+        sink,
+    )
+    .unwrap();
+    let mut p = logger.producer().unwrap();
+    const N: u64 = 1_000;
+    for i in 0..N {
+        assert!(p.log(rec(0, i)));
+    }
+    drop(p);
+    let t0 = Instant::now();
+    let s = logger.shutdown().unwrap();
+    // Shutdown did not wait for acknowledgements that can never come.
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+    assert_eq!(s.written_records, N, "{s:?}");
+    assert_eq!(
+        s.dropped_sink + s.dropped_shutdown + s.sink_pending,
+        0,
+        "{s:?}"
+    );
+    assert_eq!(KafkaCounters::get(&counters.acked), N / 2);
+    let got = parse_lines(&check_keys_and_join(&consume(&b, "z", N / 2)));
+    assert_eq!(got.len() as u64, N / 2);
+    assert!(got.iter().all(|&(_, seq)| seq % 2 == 0));
+}

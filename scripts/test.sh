@@ -10,9 +10,10 @@ cargo test --workspace --locked
 # under ASan+UBSan and valgrind, examples/c and the DPDK example built
 # through pkg-config against the installed library, and run.
 bash ffi/tests/c/run.sh
-# reference-nat's `dpdk` feature (issue 7): lint, then the net_pcap / net_null tests.
+# reference-nat's `dpdk` feature (issue 7): lint, then the net_pcap / net_null / net_ring tests
+# (dpdk_multiprocess reserves hugepages as root, else skips saying why).
 cargo clippy -p dplog-nat --features dpdk --all-targets --locked -- -D warnings
-cargo test -p dplog-nat --features dpdk --locked --test dpdk
+cargo test -p dplog-nat --features dpdk --locked --test dpdk --test dpdk_multiprocess
 # Rings (issue 3): loom models of the SPSC/MPSC index protocols, in their
 # own target directory so `--cfg loom` does not invalidate the main build
 # (a few seconds once compiled).

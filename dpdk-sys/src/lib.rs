@@ -116,6 +116,15 @@ extern "C" {
     /// ierrors.
     pub fn dplog_port_stats(port: u16, out: *mut u64) -> c_int;
 
+    /// Sets `m`'s Rx timestamp as a driver would (dynamic field
+    /// `rte_dynfield_timestamp` and flag `rte_dynflag_rx_timestamp`,
+    /// registered once per process with `rte_mbuf_dyn_rx_timestamp_register`;
+    /// the registration is in shared memory, so a secondary process reads
+    /// it back with [`dplog_rte_mbuf_rx_timestamp`]). The unit is the
+    /// caller's (net_pcap's is microseconds). 0, or a negative `rte_errno`
+    /// when the registration fails.
+    pub fn dplog_rte_mbuf_set_rx_timestamp(m: *mut rte_mbuf, ts: u64) -> c_int;
+
     // ---- shim: rte_ring_elem (ring benchmark peer) ----------------------
     /// `rte_ring_create_elem`.
     pub fn dplog_rte_ring_create_elem(

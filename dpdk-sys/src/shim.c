@@ -202,3 +202,28 @@ unsigned dplog_rte_ring_count(const struct rte_ring *r) { return rte_ring_count(
 
 /* rte_ring_free */
 void dplog_rte_ring_free(struct rte_ring *r) { rte_ring_free(r); }
+
+/* ---- multi-process feeding (net_ring between two processes) ----------- */
+
+/*
+ * Sets the Rx timestamp of m as a driver would: registers the dynamic
+ * field "rte_dynfield_timestamp" and flag "rte_dynflag_rx_timestamp" once
+ * per process (rte_mbuf_dyn_rx_timestamp_register; the registration lives
+ * in shared memory, so a secondary process finds it with
+ * rte_mbuf_dynfield_lookup), stores ts and sets the flag. Returns 0, or a
+ * negative rte_errno when the registration fails.
+ */
+int dplog_rte_mbuf_set_rx_timestamp(struct rte_mbuf *m, uint64_t ts)
+{
+    static int off = -1;
+    static uint64_t flag;
+    if (off < 0) {
+        int o;
+        if (rte_mbuf_dyn_rx_timestamp_register(&o, &flag) != 0)
+            return -rte_errno;
+        off = o;
+    }
+    *RTE_MBUF_DYNFIELD(m, off, rte_mbuf_timestamp_t *) = ts;
+    m->ol_flags |= flag;
+    return 0;
+}

@@ -1,0 +1,549 @@
+//! DPDK multi-process (feature `dpdk`): two real processes wired by a
+//! net_ring port. A primary process (this test binary re-run as the
+//! ignored helper test below) creates two `rte_ring`s in hugepage memory
+//! and a net_ring port over them (`rte_eth_from_rings`, port 0: Rx reads
+//! `to_nat`, Tx writes `from_nat`), then feeds a capture's frames into
+//! `to_nat` as mbufs carrying the capture time as their Rx timestamp and
+//! collects what comes out of `from_nat`. `dplog-nat --dpdk` runs as the
+//! secondary process (`--proc-type=secondary`, same `--file-prefix`): DPDK
+//! hands it the primary's port 0 (net_ring's secondary probe,
+//! `rte_eth_dev_attach_secondary`), it translates and logs. The records
+//! equal those of `dplog-nat --pcap` on the same capture, and the frames
+//! that come back are the translated ones.
+//!
+//! DPDK multi-process needs shared hugepage memory (`--no-huge` has no
+//! shared memory). The test reserves 2 MiB hugepages itself when it runs
+//! as root (and mounts hugetlbfs on /dev/hugepages if nothing is mounted
+//! there), restores `nr_hugepages` and unmounts at the end, and otherwise
+//! skips with a message saying why.
+#![cfg(feature = "dpdk")]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Environment of the helper test: set only when the main test runs it.
+const ROLE: &str = "DPLOG_NETRING_PRIMARY";
+/// 2 MiB pages the test needs free (the two mempools and rings take ~40 MiB).
+const PAGES: u64 = 64;
+const NR_HUGEPAGES: &str = "/proc/sys/vm/nr_hugepages";
+const HUGE_DIR: &str = "/dev/hugepages";
+
+fn capture(name: &str) -> PathBuf {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/pcaps")).join(name)
+}
+
+/// Frames of a legacy little-endian pcap (µs or ns magic): (time in µs,
+/// bytes).
+fn read_pcap(p: &Path) -> Vec<(u64, Vec<u8>)> {
+    let b = std::fs::read(p).unwrap();
+    let magic = u32::from_le_bytes(b[0..4].try_into().unwrap());
+    let per_us = match magic {
+        0xA1B2_C3D4 => 1,
+        0xA1B2_3C4D => 1000,
+        m => panic!("{}: not a little-endian legacy pcap ({m:#x})", p.display()),
+    };
+    let mut out = Vec::new();
+    let mut off = 24;
+    while off + 16 <= b.len() {
+        let w = |i: usize| {
+            u64::from(u32::from_le_bytes(
+                b[off + i..off + i + 4].try_into().unwrap(),
+            ))
+        };
+        let (sec, frac, caplen) = (w(0), w(4), w(8) as usize);
+        let data = b[off + 16..off + 16 + caplen].to_vec();
+        out.push((sec * 1_000_000 + frac / per_us, data));
+        off += 16 + caplen;
+    }
+    out
+}
+
+/// Hugepages reserved (and hugetlbfs mounted) for the test; restores what
+/// it changed when dropped.
+struct Hugepages {
+    previous: Option<u64>,
+    mounted: bool,
+    made_dir: bool,
+}
+
+impl Hugepages {
+    /// Err(why) when this machine cannot give the test shared hugepages.
+    fn reserve() -> Result<Hugepages, String> {
+        let read = |p: &str| -> Result<u64, String> {
+            let s = std::fs::read_to_string(p).map_err(|e| format!("cannot read {p}: {e}"))?;
+            s.trim().parse().map_err(|e| format!("{p}: {s:?}: {e}"))
+        };
+        let free = || read("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages");
+        let mut hp = Hugepages {
+            previous: None,
+            mounted: false,
+            made_dir: false,
+        };
+        let before = read(NR_HUGEPAGES)?;
+        let have = free()?;
+        if have < PAGES {
+            let want = before + (PAGES - have);
+            std::fs::write(NR_HUGEPAGES, format!("{want}\n")).map_err(|e| {
+                format!("cannot reserve {PAGES} 2 MiB hugepages (write {want} to {NR_HUGEPAGES}: {e}; needs root)")
+            })?;
+            hp.previous = Some(before);
+            let got = free()?;
+            if got < PAGES {
+                return Err(format!(
+                    "the kernel gave only {got} free 2 MiB hugepages of the {PAGES} asked for"
+                ));
+            }
+        }
+        let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+        let mounted = mounts
+            .lines()
+            .any(|l| l.split_whitespace().nth(2) == Some("hugetlbfs"));
+        if !mounted {
+            if !Path::new(HUGE_DIR).exists() {
+                std::fs::create_dir(HUGE_DIR)
+                    .map_err(|e| format!("cannot create {HUGE_DIR}: {e}"))?;
+                hp.made_dir = true;
+            }
+            let out = Command::new("mount")
+                .args(["-t", "hugetlbfs", "nodev", HUGE_DIR])
+                .output()
+                .map_err(|e| format!("cannot run mount: {e}"))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "mount -t hugetlbfs nodev {HUGE_DIR} failed: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ));
+            }
+            hp.mounted = true;
+        }
+        Ok(hp)
+    }
+}
+
+impl Drop for Hugepages {
+    fn drop(&mut self) {
+        if self.mounted {
+            let _ = Command::new("umount").arg(HUGE_DIR).status();
+        }
+        if self.made_dir {
+            let _ = std::fs::remove_dir(HUGE_DIR);
+        }
+        if let Some(n) = self.previous {
+            let _ = std::fs::write(NR_HUGEPAGES, format!("{n}\n"));
+        }
+    }
+}
+
+/// The primary process and its files: killed and removed when dropped, on
+/// every path (its hugepage files are `<prefix>map_*` under every hugetlbfs
+/// mount, its runtime directory `/var/run/dpdk/<prefix>`).
+struct Primary {
+    child: Child,
+    prefix: String,
+}
+
+impl Drop for Primary {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        remove_prefix_files(&self.prefix);
+    }
+}
+
+fn remove_prefix_files(prefix: &str) {
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    for dir in mounts
+        .lines()
+        .filter(|l| l.split_whitespace().nth(2) == Some("hugetlbfs"))
+        .filter_map(|l| l.split_whitespace().nth(1))
+    {
+        if let Ok(rd) = std::fs::read_dir(dir) {
+            for e in rd.flatten() {
+                if e.file_name().to_string_lossy().starts_with(prefix) {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(Path::new("/var/run/dpdk").join(prefix));
+}
+
+/// Runs `cmd` with its output in files under `dir`, killing it after
+/// `limit` (a hung process fails the test instead of hanging it).
+fn output_within(cmd: &mut Command, dir: &Path, limit: Duration) -> std::process::Output {
+    let (o, e) = (dir.join("cmd.stdout"), dir.join("cmd.stderr"));
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&o).unwrap())
+        .stderr(std::fs::File::create(&e).unwrap())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "{cmd:?} still running after {limit:?}: {}",
+                std::fs::read_to_string(&e).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::process::Output {
+        status,
+        stdout: std::fs::read(&o).unwrap(),
+        stderr: std::fs::read(&e).unwrap(),
+    }
+}
+
+fn sorted_lines(p: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_to_string(p)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    v.sort();
+    v
+}
+
+fn json_summary(out: &std::process::Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn nat_in_a_secondary_process_on_a_net_ring_port_of_the_primary() {
+    let _huge = match Hugepages::reserve() {
+        Ok(h) => h,
+        Err(why) => {
+            eprintln!(
+                "SKIP nat_in_a_secondary_process_on_a_net_ring_port_of_the_primary: \
+                 DPDK multi-process needs shared hugepage memory and {why}"
+            );
+            return;
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let cap = capture("example.pcap");
+    let frames = read_pcap(&cap);
+    let prefix = format!("dplogmp{}", std::process::id());
+    let back = dir.path().join("back.pcap");
+    let child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "net_ring_primary_helper",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(ROLE, &prefix)
+        .env("DPLOG_NETRING_CAPTURE", &cap)
+        .env("DPLOG_NETRING_BACK", &back)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut primary = Primary { child, prefix };
+    // Wait for the primary's port (it prints DPLOG_NETRING_READY once set up); its
+    // stdout is read by a thread so that a hung primary fails the test.
+    let stdout = primary.child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut rest = String::new();
+        for line in BufReader::new(stdout).lines() {
+            let line = line.unwrap_or_default();
+            if line.contains("DPLOG_NETRING_READY") {
+                let _ = tx.send(());
+            }
+            rest.push_str(&line);
+            rest.push('\n');
+        }
+        rest
+    });
+    assert!(
+        rx.recv_timeout(Duration::from_secs(30)).is_ok(),
+        "the primary did not come up: {:?}",
+        primary.child.try_wait()
+    );
+
+    let common = |log: &Path| -> Vec<String> {
+        [
+            "--inside",
+            "10.0.0.0/8",
+            "--format",
+            "json",
+            "--summary",
+            "json",
+            "-o",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([log.display().to_string()])
+        .collect()
+    };
+    let (file_log, mp_log) = (dir.path().join("file.jsonl"), dir.path().join("mp.jsonl"));
+    let a = json_summary(
+        &Command::new(env!("CARGO_BIN_EXE_dplog-nat"))
+            .args(common(&file_log))
+            .arg("--pcap")
+            .arg(&cap)
+            .output()
+            .unwrap(),
+    );
+    let b = json_summary(&output_within(
+        Command::new(env!("CARGO_BIN_EXE_dplog-nat"))
+            .args(common(&mp_log))
+            .args(["--dpdk", "--dpdk-packets"])
+            .arg(frames.len().to_string())
+            .args(["--dpdk-idle-ms", "3000", "--"])
+            .args([
+                "--proc-type=secondary",
+                "--file-prefix",
+                &primary.prefix,
+                "--no-pci",
+                "-l",
+                "1",
+                "--log-level=error",
+            ]),
+        dir.path(),
+        Duration::from_secs(30),
+    ));
+    // Tell the primary the secondary is gone: it drains, writes what came
+    // back and exits.
+    drop(primary.child.stdin.take());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let st = loop {
+        if let Some(st) = primary.child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(Instant::now() < deadline, "the primary did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let rest = reader.join().unwrap();
+    assert!(st.success(), "primary: {st:?} {rest}");
+
+    assert_eq!(b["packets"], frames.len() as u64);
+    for k in [
+        "packets",
+        "sessions_created",
+        "sessions_deleted",
+        "verdicts",
+    ] {
+        assert_eq!(a[k], b[k], "{k}");
+    }
+    assert!(a["sessions_created"].as_u64().unwrap() > 0);
+    let (la, lb) = (sorted_lines(&file_log), sorted_lines(&mp_log));
+    assert_eq!(la.len() as u64, 2 * a["sessions_created"].as_u64().unwrap());
+    assert_eq!(la, lb, "same records, field for field");
+    // What came back through the primary's Tx ring: the translated frames.
+    let translated: u64 = ["translated_out", "translated_in", "fragment_matched"]
+        .iter()
+        .map(|v| {
+            a["verdicts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e[0] == *v)
+                .map_or(0, |e| e[1].as_u64().unwrap())
+        })
+        .sum();
+    let came_back = read_pcap(&back);
+    eprintln!(
+        "two processes: {} frames fed by the primary, {} records from the secondary, \
+         {} translated frames came back",
+        frames.len(),
+        lb.len(),
+        came_back.len()
+    );
+    assert_eq!(came_back.len() as u64, translated);
+    assert!(translated > 0);
+    // Each is its input frame with addresses/ports/checksums rewritten:
+    // same length, same capture time, in order.
+    let mut i = 0;
+    for (ts, f) in &came_back {
+        while i < frames.len() && (frames[i].0 != *ts || frames[i].1.len() != f.len()) {
+            i += 1;
+        }
+        assert!(i < frames.len(), "a frame came back that was not sent");
+        i += 1;
+    }
+}
+
+/// The primary process of the test above (run by it with `DPLOG_NETRING_PRIMARY`
+/// set to the `--file-prefix`; does nothing otherwise).
+#[test]
+#[ignore = "helper process of nat_in_a_secondary_process_on_a_net_ring_port_of_the_primary"]
+fn net_ring_primary_helper() {
+    let Some(prefix) = std::env::var_os(ROLE) else {
+        return;
+    };
+    let prefix = prefix.to_string_lossy().into_owned();
+    let cap = PathBuf::from(std::env::var_os("DPLOG_NETRING_CAPTURE").unwrap());
+    let back = PathBuf::from(std::env::var_os("DPLOG_NETRING_BACK").unwrap());
+    primary(&prefix, &cap, &back);
+}
+
+fn primary(prefix: &str, cap: &Path, back: &Path) {
+    use dpdk_sys as d;
+    let frames = read_pcap(cap);
+    d::eal_init(&[
+        "dplog-netring-primary",
+        "--proc-type=primary",
+        "--file-prefix",
+        prefix,
+        "--no-pci",
+        "-l",
+        "0",
+        "--log-level=error",
+    ])
+    .unwrap();
+    // SAFETY (every block below): EAL initialised above; the pool, rings
+    // and port live in shared hugepage memory, made here; this thread is
+    // the only producer of `to_nat` and the only consumer of `from_nat`
+    // (the secondary's worker is the other end of each); an mbuf belongs
+    // to whoever holds it (enqueued = the secondary's, dequeued = ours).
+    let pool = unsafe {
+        d::dplog_rte_pktmbuf_pool_create(c"netring_feed".as_ptr(), 4095, 256, d::SOCKET_ID_ANY)
+    };
+    assert!(
+        !pool.is_null(),
+        "pool: {}",
+        d::strerror(unsafe { d::dplog_rte_errno() })
+    );
+    let ring = |name: &std::ffi::CStr| unsafe {
+        let r = d::dplog_rte_ring_create_elem(
+            name.as_ptr(),
+            8,
+            1024,
+            d::SOCKET_ID_ANY,
+            d::RING_F_SP_ENQ | d::RING_F_SC_DEQ,
+        );
+        assert!(!r.is_null(), "ring: {}", d::strerror(d::dplog_rte_errno()));
+        r
+    };
+    let (to_nat, from_nat) = (ring(c"netring_to_nat"), ring(c"netring_from_nat"));
+    let port =
+        unsafe { d::rte_eth_from_rings(c"net_ring_nat".as_ptr(), &to_nat, 1, &from_nat, 1, 0) };
+    assert_eq!(
+        port,
+        0,
+        "rte_eth_from_rings: {}",
+        d::strerror(unsafe { d::dplog_rte_errno() })
+    );
+    // The test closes our stdin once the secondary has exited.
+    static DONE: AtomicBool = AtomicBool::new(false);
+    std::thread::spawn(|| {
+        let mut sink = Vec::new();
+        let _ = std::io::stdin().read_to_end(&mut sink);
+        // Release: pairs with the Acquire load in the loop below.
+        DONE.store(true, Ordering::Release);
+    });
+    println!("DPLOG_NETRING_READY");
+    std::io::stdout().flush().unwrap();
+    let mut got: Vec<(u64, Vec<u8>)> = Vec::new();
+    let mut next = 0usize;
+    let mut done_at: Option<Instant> = None;
+    let mut buf = [std::ptr::null_mut::<d::rte_mbuf>(); 32];
+    loop {
+        // Feed up to a burst.
+        if next < frames.len() {
+            let end = (next + 32).min(frames.len());
+            let mut n = 0;
+            for (ts, f) in &frames[next..end] {
+                let m = unsafe { d::dplog_rte_pktmbuf_alloc(pool) };
+                if m.is_null() {
+                    break; // all in flight: drain first
+                }
+                unsafe {
+                    let dst = d::dplog_rte_pktmbuf_append(m, f.len() as u16) as *mut u8;
+                    assert!(!dst.is_null(), "frame of {} bytes", f.len());
+                    std::ptr::copy_nonoverlapping(f.as_ptr(), dst, f.len());
+                    assert_eq!(d::dplog_rte_mbuf_set_rx_timestamp(m, *ts), 0);
+                }
+                buf[n] = m;
+                n += 1;
+            }
+            let sent = unsafe {
+                d::dplog_rte_ring_sp_enqueue_burst_elem(
+                    to_nat,
+                    buf.as_ptr().cast(),
+                    8,
+                    n as u32,
+                    std::ptr::null_mut(),
+                )
+            } as usize;
+            for &m in &buf[sent..n] {
+                unsafe { d::dplog_rte_pktmbuf_free(m) };
+            }
+            next += sent;
+        }
+        // Drain what the NAT sent.
+        let k = unsafe {
+            d::dplog_rte_ring_sc_dequeue_burst_elem(
+                from_nat,
+                buf.as_mut_ptr().cast(),
+                8,
+                32,
+                std::ptr::null_mut(),
+            )
+        } as usize;
+        for &m in &buf[..k] {
+            unsafe {
+                let len = usize::from(d::dplog_rte_pktmbuf_data_len(m));
+                let data =
+                    std::slice::from_raw_parts(d::dplog_rte_pktmbuf_mtod(m) as *const u8, len);
+                let mut ts = 0;
+                assert_eq!(d::dplog_rte_mbuf_rx_timestamp(m, &mut ts), 1);
+                got.push((ts, data.to_vec()));
+                d::dplog_rte_pktmbuf_free(m);
+            }
+        }
+        // Acquire: pairs with the Release store of the stdin thread.
+        if DONE.load(Ordering::Acquire) {
+            // One more quiet pass after the secondary is gone.
+            match done_at {
+                None => done_at = Some(Instant::now()),
+                Some(t) if k == 0 && t.elapsed() > Duration::from_millis(100) => break,
+                _ => {}
+            }
+        } else if k == 0 {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+    // The pcap of what came back (legacy µs).
+    let mut out = Vec::new();
+    out.extend_from_slice(&0xA1B2_C3D4u32.to_le_bytes());
+    out.extend_from_slice(&2u16.to_le_bytes());
+    out.extend_from_slice(&4u16.to_le_bytes());
+    out.extend_from_slice(&[0; 8]);
+    out.extend_from_slice(&65535u32.to_le_bytes());
+    out.extend_from_slice(&1u32.to_le_bytes());
+    for (us, f) in &got {
+        out.extend_from_slice(&((us / 1_000_000) as u32).to_le_bytes());
+        out.extend_from_slice(&((us % 1_000_000) as u32).to_le_bytes());
+        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        out.extend_from_slice(f);
+    }
+    std::fs::write(back, out).unwrap();
+    // SAFETY: the secondary has exited; nothing uses the port, rings or
+    // pool any more.
+    unsafe {
+        let _ = d::rte_eth_dev_close(0);
+        d::dplog_rte_ring_free(to_nat);
+        d::dplog_rte_ring_free(from_nat);
+        d::rte_mempool_free(pool);
+        let _ = d::rte_eal_cleanup();
+    }
+}

@@ -434,10 +434,10 @@ impl Sink for KafkaSink {
         let mut single_until = 0usize;
         while at < batch.len() {
             let end = memchr::memchr(b'\n', &batch[at..]).map_or(batch.len(), |i| at + i);
-            if end == at {
-                at = end + 1;
-                continue;
-            }
+            // An empty line is a record that formatted to just `\n`: it
+            // goes as an empty message (skipping it left the runtime
+            // waiting for an outcome that never came, counted
+            // `dropped_shutdown`).
             let report = in_report(reports, at);
             let key = self.opts.key.extract(&batch[at..end]);
             // Pack following lines with the same key, contiguous in the

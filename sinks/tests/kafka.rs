@@ -504,3 +504,59 @@ fn records_formatted_to_nothing_count_as_written_not_pending() {
     assert_eq!(got.len() as u64, N / 2);
     assert!(got.iter().all(|&(_, seq)| seq % 2 == 0));
 }
+
+/// [`SeqLine`] for even sequence numbers; odd records format to an empty
+/// line (`\n` alone).
+struct BlankOdd(SeqLine);
+
+impl dplog_core::Formatter<dplog_core::Nat44SessionRecord> for BlankOdd {
+    fn format(&mut self, r: &dplog_core::Nat44SessionRecord, out: &mut Vec<u8>) {
+        if r.timestamp_ns % 2 == 0 {
+            self.0.format(r, out);
+        } else {
+            out.push(b'\n');
+        }
+    }
+}
+
+#[test]
+fn a_record_formatted_to_an_empty_line_is_an_empty_message() {
+    let m = mock("bl");
+    let b = m.bootstrap_servers();
+    let sink = KafkaSink::new(KafkaSinkOptions::new(&b, "bl")).unwrap();
+    let counters = sink.counters();
+    let logger = Logger::start(
+        LoggerConfig {
+            shutdown_timeout_ms: 20_000,
+            ..Default::default()
+        },
+        BlankOdd(SeqLine { line_len: 40 }),
+        sink,
+    )
+    .unwrap();
+    let mut p = logger.producer().unwrap();
+    const N: u64 = 1_000;
+    for i in 0..N {
+        assert!(p.log(rec(0, i)));
+    }
+    drop(p);
+    let s = logger.shutdown().unwrap();
+    assert_eq!(s.written_records, N, "{s:?}");
+    assert_eq!(
+        s.dropped_sink + s.dropped_shutdown + s.sink_pending,
+        0,
+        "{s:?}"
+    );
+    assert_eq!(KafkaCounters::get(&counters.acked), N);
+    let msgs = consume(&b, "bl", N);
+    let empty = msgs.iter().filter(|(_, v)| v.is_empty()).count() as u64;
+    assert_eq!(empty, N / 2);
+    let mut all = Vec::new();
+    for (_, v) in msgs.iter().filter(|(_, v)| !v.is_empty()) {
+        all.extend_from_slice(v);
+        all.push(b'\n');
+    }
+    let got = parse_lines(&all);
+    assert_eq!(got.len() as u64, N / 2);
+    assert!(got.iter().all(|&(_, seq)| seq % 2 == 0));
+}

@@ -420,11 +420,12 @@ fn primary(prefix: &str, cap: &Path, back: &Path) {
         "--log-level=error",
     ])
     .unwrap();
-    // SAFETY (every block below): EAL initialised above; the pool, rings
+    // Ownership for every unsafe block below: EAL initialised above; the pool, rings
     // and port live in shared hugepage memory, made here; this thread is
     // the only producer of `to_nat` and the only consumer of `from_nat`
     // (the secondary's worker is the other end of each); an mbuf belongs
     // to whoever holds it (enqueued = the secondary's, dequeued = ours).
+    // SAFETY: EAL initialised; the name is a NUL-terminated literal.
     let pool = unsafe {
         d::dplog_rte_pktmbuf_pool_create(c"netring_feed".as_ptr(), 4095, 256, d::SOCKET_ID_ANY)
     };
@@ -436,6 +437,7 @@ fn primary(prefix: &str, cap: &Path, back: &Path) {
     // `from_nat` holds a whole capture: the secondary's tx_burst never
     // finds it full (a full Tx ring would drop translated frames however
     // slowly this process drains it, and the count below would race).
+    // SAFETY: EAL initialised; the name is a NUL-terminated literal.
     let ring = |name: &std::ffi::CStr, count: u32| unsafe {
         let r = d::dplog_rte_ring_create_elem(
             name.as_ptr(),
@@ -453,6 +455,7 @@ fn primary(prefix: &str, cap: &Path, back: &Path) {
         ring(c"netring_from_nat", slots),
     );
     let port =
+        // SAFETY: the rings are valid, the arrays hold 1 pointer each.
         unsafe { d::rte_eth_from_rings(c"net_ring_nat".as_ptr(), &to_nat, 1, &from_nat, 1, 0) };
     assert_eq!(
         port,
@@ -480,10 +483,12 @@ fn primary(prefix: &str, cap: &Path, back: &Path) {
             let end = (next + 32).min(frames.len());
             let mut n = 0;
             for (ts, f) in &frames[next..end] {
+                // SAFETY: pool is a valid mempool; a NULL result is handled.
                 let m = unsafe { d::dplog_rte_pktmbuf_alloc(pool) };
                 if m.is_null() {
                     break; // all in flight: drain first
                 }
+                // SAFETY: m is ours (just allocated); append gives f.len() writable bytes or NULL (asserted).
                 unsafe {
                     let dst = d::dplog_rte_pktmbuf_append(m, f.len() as u16) as *mut u8;
                     assert!(!dst.is_null(), "frame of {} bytes", f.len());
@@ -493,6 +498,7 @@ fn primary(prefix: &str, cap: &Path, back: &Path) {
                 buf[n] = m;
                 n += 1;
             }
+            // SAFETY: buf[..n] are owned mbufs; those enqueued are the secondary's now.
             let sent = unsafe {
                 d::dplog_rte_ring_sp_enqueue_burst_elem(
                     to_nat,
@@ -503,11 +509,13 @@ fn primary(prefix: &str, cap: &Path, back: &Path) {
                 )
             } as usize;
             for &m in &buf[sent..n] {
+                // SAFETY: not enqueued: still ours.
                 unsafe { d::dplog_rte_pktmbuf_free(m) };
             }
             next += sent;
         }
         // Drain what the NAT sent.
+        // SAFETY: this thread is from_nat's only consumer; buf has room for 32.
         let k = unsafe {
             d::dplog_rte_ring_sc_dequeue_burst_elem(
                 from_nat,
@@ -518,6 +526,7 @@ fn primary(prefix: &str, cap: &Path, back: &Path) {
             )
         } as usize;
         for &m in &buf[..k] {
+            // SAFETY: m was dequeued: ours; its first segment holds data_len bytes at mtod.
             unsafe {
                 let len = usize::from(d::dplog_rte_pktmbuf_data_len(m));
                 let data =

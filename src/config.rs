@@ -24,7 +24,8 @@
 //! min_priority = 2         # 2 = NAT deletes, port blocks, exhaustion
 //!
 //! [format]
-//! type = "text"            # "text" or "json"
+//! type = "text"            # text, json, csv, rfc5424, rfc3164, ipfix,
+//!                          # binary
 //!
 //! [sink]
 //! type = "file"

@@ -775,7 +775,8 @@ pub fn worker_engines(base: &NatConfig, n: usize) -> Result<Vec<Nat44>, RunError
 /// translated, logged and flushed); [`RunError::Shutdown`] if the sink fails
 /// at close.
 pub fn run(cfg: &AppConfig) -> Result<Summary, RunError> {
-    let live = LiveCounters::new(cfg.dataplane.workers.max(1));
+    // Clamped: the worker count is checked (with its error) in run_live.
+    let live = LiveCounters::new(cfg.dataplane.workers.clamp(1, MAX_WORKERS));
     run_live(cfg, &live)
 }
 
@@ -800,7 +801,9 @@ pub fn run_serving(
     cfg: &AppConfig,
     metrics: &mut Option<MetricsServer>,
 ) -> Result<Summary, RunError> {
-    let live = LiveCounters::new(cfg.dataplane.workers.max(1));
+    // Clamped: the worker count is checked (with its error) in
+    // run_live_serving; an absurd one must not be allocated first.
+    let live = LiveCounters::new(cfg.dataplane.workers.clamp(1, MAX_WORKERS));
     run_live_serving(cfg, &live, metrics)
 }
 

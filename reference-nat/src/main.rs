@@ -289,7 +289,7 @@ fn main() -> ExitCode {
     let code = match run_serving(&cfg, &mut metrics) {
         Ok(s) => {
             print_summary(&s, args.summary);
-            ExitCode::SUCCESS
+            undelivered_exit(&s)
         }
         Err(RunError::Input(s, e)) => {
             print_summary(&s, args.summary);
@@ -303,6 +303,7 @@ fn main() -> ExitCode {
         Err(RunError::Shutdown(s, e)) => {
             print_summary(&s, args.summary);
             eprintln!("dplog-nat: {e}");
+            let _ = undelivered_exit(&s);
             ExitCode::from(1)
         }
         Err(e) => {
@@ -314,6 +315,28 @@ fn main() -> ExitCode {
         linger(m, cfg.metrics.linger_ms);
     }
     code
+}
+
+/// Success only if every record the sinks were given was delivered: a
+/// record lost to a failing sink (`dropped_sink`), left undelivered at
+/// shutdown (`dropped_shutdown`) or not logged at a stop is an audit gap,
+/// so the run exits 1 and says how many. Drops by the configured
+/// backpressure policy (`drop_newest`, `degrade`) are the operator's choice:
+/// counted in the summary, exit 0.
+fn undelivered_exit(s: &dplog_nat::app::Summary) -> ExitCode {
+    let r = &s.records;
+    let lost = r.dropped_sink + r.dropped_shutdown + r.dropped_at_stop;
+    if lost == 0 {
+        return ExitCode::SUCCESS;
+    }
+    eprintln!(
+        "dplog-nat: {lost} of {} log records were not delivered ({} refused by the sink, {} undelivered at shutdown, {} not logged at stop)",
+        r.produced + r.dropped_at_stop,
+        r.dropped_sink,
+        r.dropped_shutdown,
+        r.dropped_at_stop
+    );
+    ExitCode::from(1)
 }
 
 /// Keeps the metrics listener serving the final counters for `ms`
@@ -346,11 +369,12 @@ fn run_dpdk(cfg: &AppConfig, args: &Args) -> ExitCode {
                 "dplog-nat: port 0 received {} sent {} missed {}",
                 port.ipackets, port.opackets, port.imissed
             );
-            ExitCode::SUCCESS
+            undelivered_exit(&s)
         }
         Err(RunError::Shutdown(s, e)) => {
             print_summary(&s, args.summary);
             eprintln!("dplog-nat: {e}");
+            let _ = undelivered_exit(&s);
             ExitCode::from(1)
         }
         Err(e) => {

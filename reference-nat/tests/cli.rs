@@ -325,3 +325,59 @@ fn one_sigint_ends_a_worker_blocked_on_a_full_ring_and_says_what_was_lost() {
         "{line}"
     );
 }
+
+#[test]
+fn records_lost_to_a_failing_sink_make_the_run_fail_and_say_how_many() {
+    let dir = tempfile::tempdir().unwrap();
+    // /dev/full with a retry deadline: the consumer gives batches up as
+    // dropped_sink and the run completes — but it lost audit records.
+    std::fs::write(
+        dir.path().join("deadline.toml"),
+        "[ring]\nsink_retry_timeout_ms = 100\nshutdown_timeout_ms = 300\n",
+    )
+    .unwrap();
+    let out = bin()
+        .current_dir(dir.path())
+        .args([
+            "--config",
+            "deadline.toml",
+            "--packets",
+            "2000",
+            "-o",
+            "/dev/full",
+        ])
+        .args(["--summary", "json"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &s["records"];
+    let n = |k: &str| r[k].as_u64().unwrap();
+    let lost = n("dropped_sink") + n("dropped_shutdown");
+    assert!(lost > 0 && n("written") == 0, "{r}");
+    assert_eq!(lost, n("produced"), "{r}");
+    assert!(
+        err.contains(&format!(
+            "{lost} of {} log records were not delivered",
+            n("produced")
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn absurd_worker_counts_are_an_error_not_an_allocation() {
+    for w in ["1000000000", "4294967296", "18446744073709551615"] {
+        let out = bin()
+            .args(["--workers", w, "--packets", "10"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "--workers {w}: {err}");
+        assert!(
+            err.contains(&format!("workers must be 1..=64, got {w}")),
+            "{err}"
+        );
+    }
+}

@@ -87,3 +87,32 @@ fn dplog_cat_decodes_to_json_and_reports_a_truncated_tail() {
         "{err}"
     );
 }
+
+#[test]
+fn dplog_cat_refuses_devices_and_reports_write_errors() {
+    // /dev/zero would be read forever: refused up front.
+    let out = Command::new(env!("CARGO_BIN_EXE_dplog-cat"))
+        .args(["--format", "json", "/dev/zero"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("/dev/zero: not a regular file"), "{err}");
+
+    // Output to a full device: an error message, not a silent exit 1.
+    let dir = tempfile::tempdir().unwrap();
+    let full = dir.path().join("full.bin");
+    std::fs::write(&full, binary_file()).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_dplog-cat"))
+        .args(["--format", "json"])
+        .arg(&full)
+        .stdout(std::fs::File::create("/dev/full").unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("writing the output") && err.contains("No space left on device"),
+        "{err}"
+    );
+}

@@ -32,6 +32,18 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // A binary log is a regular file of known length; reading a device or a
+    // FIFO (/dev/zero) whole would never end.
+    match std::fs::metadata(&args.file) {
+        Ok(m) if !m.is_file() => {
+            eprintln!(
+                "dplog-cat: {}: not a regular file (a dplog binary log is one)",
+                args.file.display()
+            );
+            return ExitCode::from(1);
+        }
+        _ => {}
+    }
     let bytes = match std::fs::read(&args.file) {
         Ok(b) => b,
         Err(e) => {
@@ -61,13 +73,15 @@ fn main() -> ExitCode {
         for (_, rec) in &d.records {
             enc.push(rec, &mut out);
             if out.len() >= 1 << 20 && spec.kind != Format::Ipfix {
-                if stdout.write_all(&out).is_err() {
+                if let Err(e) = stdout.write_all(&out) {
+                    eprintln!("dplog-cat: writing the output: {e}");
                     return ExitCode::from(1);
                 }
                 out.clear();
             }
         }
-        if stdout.write_all(&out).and_then(|_| stdout.flush()).is_err() {
+        if let Err(e) = stdout.write_all(&out).and_then(|_| stdout.flush()) {
+            eprintln!("dplog-cat: writing the output: {e}");
             return ExitCode::from(1);
         }
     }

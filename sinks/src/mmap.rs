@@ -453,6 +453,10 @@ fn count_lines(b: &[u8]) -> u64 {
 }
 
 impl Sink for MmapSink {
+    fn describe(&self) -> String {
+        format!("mmap {}", self.dir.display())
+    }
+
     fn write_batch(&mut self, batch: &[u8]) -> Result<Accepted, SinkError> {
         if self.closed {
             return Err(SinkError::Permanent(io::Error::new(

@@ -552,6 +552,15 @@ impl SyslogSink {
 }
 
 impl Sink for SyslogSink {
+    fn describe(&self) -> String {
+        match &self.opts.transport {
+            SyslogTransport::Udp(a) => format!("syslog udp {a}"),
+            SyslogTransport::Tcp(a) => format!("syslog tcp {a}"),
+            SyslogTransport::UnixDatagram(p) => format!("syslog unix-dgram {}", p.display()),
+            SyslogTransport::UnixStream(p) => format!("syslog unix-stream {}", p.display()),
+        }
+    }
+
     fn write_batch(&mut self, batch: &[u8]) -> Result<Accepted, SinkError> {
         if self.closed {
             return Err(SinkError::Permanent(io::Error::new(

@@ -52,6 +52,7 @@ fn compliance_mmap() {
 fn rolls_at_line_boundaries_and_resumes_after_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = MmapSink::open(dir.path(), opts(64 * 1024)).unwrap();
+    assert_eq!(s.describe(), format!("mmap {}", dir.path().display()));
     assert_eq!(s.recovery().segment, None);
     // 36-byte lines; 60 KiB data area per segment.
     for b in 0..40u64 {

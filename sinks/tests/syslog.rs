@@ -301,6 +301,11 @@ fn udp_size_limit_covers_the_whole_datagram() {
     let mut o = SyslogSinkOptions::new(SyslogTransport::Udp(rx.local_addr().unwrap()));
     o.max_datagram_bytes = 64;
     let mut s = SyslogSink::new(o).unwrap();
+    // Failure diagnostics name the sink by transport and address.
+    assert_eq!(
+        s.describe(),
+        format!("syslog udp {}", rx.local_addr().unwrap())
+    );
     let c = s.counters();
     let long = format!("{RFC5424_PREFIX}{}\n", "y".repeat(200));
     s.write_batch(format!("{RFC5424_PREFIX}short\n{long}").as_bytes())

@@ -5,15 +5,14 @@
 //! initialises once per process).
 #![cfg(feature = "dpdk")]
 
-use std::path::{Path, PathBuf};
+mod dpdk_common;
+use dpdk_common::{capture, json_summary, sorted_lines};
+
+use std::path::Path;
 use std::process::Command;
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_dplog-nat"))
-}
-
-fn capture(name: &str) -> PathBuf {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/pcaps")).join(name)
 }
 
 fn eal(prefix: &str, vdev: &str) -> Vec<String> {
@@ -34,25 +33,6 @@ fn eal(prefix: &str, vdev: &str) -> Vec<String> {
     .iter()
     .map(|s| s.to_string())
     .collect()
-}
-
-fn sorted_lines(p: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_to_string(p)
-        .unwrap()
-        .lines()
-        .map(String::from)
-        .collect();
-    v.sort();
-    v
-}
-
-fn json_summary(out: &std::process::Output) -> serde_json::Value {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 fn replay_equals_file(name: &str, inside: &str, extra: &[&str]) {

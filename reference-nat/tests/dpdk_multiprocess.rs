@@ -18,6 +18,9 @@
 //! skips with a message saying why.
 #![cfg(feature = "dpdk")]
 
+mod dpdk_common;
+use dpdk_common::{capture, json_summary, sorted_lines};
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -30,10 +33,6 @@ const ROLE: &str = "DPLOG_NETRING_PRIMARY";
 const PAGES: u64 = 64;
 const NR_HUGEPAGES: &str = "/proc/sys/vm/nr_hugepages";
 const HUGE_DIR: &str = "/dev/hugepages";
-
-fn capture(name: &str) -> PathBuf {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/pcaps")).join(name)
-}
 
 /// Frames of a legacy little-endian pcap (µs or ns magic): (time in µs,
 /// bytes).
@@ -201,25 +200,6 @@ fn output_within(cmd: &mut Command, dir: &Path, limit: Duration) -> std::process
         stdout: std::fs::read(&o).unwrap(),
         stderr: std::fs::read(&e).unwrap(),
     }
-}
-
-fn sorted_lines(p: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_to_string(p)
-        .unwrap()
-        .lines()
-        .map(String::from)
-        .collect();
-    v.sort();
-    v
-}
-
-fn json_summary(out: &std::process::Output) -> serde_json::Value {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 #[test]

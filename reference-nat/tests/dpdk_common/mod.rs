@@ -1,0 +1,30 @@
+//! Helpers shared by the DPDK integration tests (`dpdk.rs`,
+//! `dpdk_multiprocess.rs`).
+
+use std::path::{Path, PathBuf};
+
+/// A capture in `../shared/pcaps`, beside the repository root.
+pub fn capture(name: &str) -> PathBuf {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/pcaps")).join(name)
+}
+
+/// The lines of a log file, sorted (workers interleave their records).
+pub fn sorted_lines(p: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_to_string(p)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    v.sort();
+    v
+}
+
+/// The `--summary json` of a run that must have succeeded.
+pub fn json_summary(out: &std::process::Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}

@@ -117,24 +117,8 @@ fn produce_single<R: BenchRec>(n: u64, mut try_push: impl FnMut(R) -> bool) {
 }
 
 #[inline(always)]
-fn produce_burst<R: BenchRec>(n: u64, mut push_burst: impl FnMut(&[R]) -> usize) {
-    let mut burst = [R::template(); BURST];
-    let mut i = 0u64;
-    while i < n {
-        let k = (n - i).min(BURST as u64) as usize;
-        for (j, r) in burst[..k].iter_mut().enumerate() {
-            r.set_seq(i + j as u64);
-        }
-        let mut done = 0;
-        while done < k {
-            let m = push_burst(&burst[done..k]);
-            if m == 0 {
-                spin_loop();
-            }
-            done += m;
-        }
-        i += k as u64;
-    }
+fn produce_burst<R: BenchRec>(n: u64, push_burst: impl FnMut(&[R]) -> usize) {
+    produce_burst_range::<R>(0, n, push_burst)
 }
 
 /// A consumer closure over `take(max, f) -> n` that reads up to `max`

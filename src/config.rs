@@ -535,6 +535,41 @@ impl SinkConfig {
         }
     }
 
+    /// One short description per configured sink, in `[[sink]]` order, as
+    /// the built sink's [`Sink::describe`](crate::Sink::describe) names
+    /// it: `file PATH`, `mmap DIR`, `syslog udp ADDR` (`tcp`, `unix-dgram`,
+    /// `unix-stream`), `kafka topic T at BROKERS`; a failover secondary
+    /// ends in ` (failover)`. For summaries and diagnostics; opens nothing.
+    pub fn describe_each(&self) -> Vec<String> {
+        match self {
+            SinkConfig::File(f) => vec![format!("file {}", f.path.display())],
+            SinkConfig::Mmap(m) => vec![format!("mmap {}", m.dir.display())],
+            SinkConfig::Syslog(s) => {
+                let t = match s.transport {
+                    SyslogTransportName::Udp => "udp",
+                    SyslogTransportName::Tcp => "tcp",
+                    SyslogTransportName::UnixDgram => "unix-dgram",
+                    SyslogTransportName::UnixStream => "unix-stream",
+                };
+                vec![format!("syslog {t} {}", s.address)]
+            }
+            SinkConfig::Kafka(k) => vec![format!("kafka topic {} at {}", k.topic, k.brokers)],
+            SinkConfig::Set(items) => items
+                .iter()
+                .flat_map(|i| {
+                    let failover = i.role() == SinkRole::Failover;
+                    i.describe_each().into_iter().map(move |d| {
+                        if failover {
+                            format!("{d} (failover)")
+                        } else {
+                            d
+                        }
+                    })
+                })
+                .collect(),
+        }
+    }
+
     /// Opens the sink (or the fan-out / failover set) these settings
     /// describe.
     ///

@@ -17,7 +17,7 @@ use dplog::{Backpressure, LogProducer, Logger, NatRecord, Stats};
 use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
 
-use crate::input::{read_capture, InputError, InputStats};
+use crate::input::{read_capture_max, InputError, InputStats};
 use crate::nat::{
     worker_port_range, Nat44, NatConfig, NatError, NatStats, NatTimeouts, PortAllocation, Verdict,
 };
@@ -157,6 +157,9 @@ impl Default for NatSection {
 pub struct InputSection {
     /// A pcap or pcapng file. Default: none, run the synthetic mix.
     pub pcap: Option<PathBuf>,
+    /// Stop after this many packets of the capture (`--packets` with
+    /// `--pcap`); 0 = the whole file. Default 0.
+    pub max_packets: u64,
 }
 
 /// The whole `dplog-nat` configuration file.
@@ -531,6 +534,9 @@ pub struct Summary {
     pub format: String,
     /// Output path.
     pub output: Option<PathBuf>,
+    /// Each configured sink's description (`file PATH`, `mmap DIR`,
+    /// `syslog udp ADDR`, `kafka topic T at BROKERS`), in `[[sink]]` order.
+    pub sinks: Vec<String>,
     /// Wall time from the first packet to the logger's shutdown, seconds.
     pub elapsed_s: f64,
     /// Packets per second of wall time.
@@ -657,7 +663,7 @@ impl Summary {
             "  output             {} ({})",
             self.output
                 .as_ref()
-                .map_or("-".into(), |p| p.display().to_string()),
+                .map_or(self.sinks.join(", "), |p| p.display().to_string()),
             self.format
         );
         let _ = writeln!(
@@ -721,10 +727,60 @@ pub fn check_cpus(cfg: &AppConfig) -> Result<(), RunError> {
     for &c in &cfg.dataplane.worker_cpus {
         check_cpu("worker_cpus", c).map_err(RunError::Dataplane)?;
     }
+    check_worker_cpus(
+        "worker_cpus",
+        &cfg.dataplane.worker_cpus,
+        cfg.dataplane.workers,
+    )
+    .map_err(RunError::Dataplane)?;
     if let Some(c) = cfg.ring.consumer_cpu {
         check_cpu("[ring] consumer_cpu", c).map_err(RunError::Dataplane)?;
     }
     Ok(())
+}
+
+/// Checks a worker CPU list (`what` names the flag or key) against the
+/// worker count: empty (workers not pinned) or exactly one CPU per worker,
+/// no CPU twice (two workers pinned to one CPU share it and defeat the
+/// pinning).
+///
+/// Errors: a message naming `what` and the counts, or the repeated CPU.
+pub fn check_worker_cpus(what: &str, cpus: &[usize], workers: usize) -> Result<(), String> {
+    if !cpus.is_empty() && cpus.len() != workers {
+        return Err(format!(
+            "{what}: {} CPUs for {workers} workers; give one CPU per worker (or none)",
+            cpus.len()
+        ));
+    }
+    for (i, c) in cpus.iter().enumerate() {
+        if cpus[..i].contains(c) {
+            return Err(format!(
+                "{what}: CPU {c} is listed twice; each worker needs a CPU of its own"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The summary of a run that stopped at its input before anything was
+/// started (no logger, so no log file): every counter zero, the error in
+/// `input_error`.
+fn input_failed(cfg: &AppConfig, e: InputError) -> RunError {
+    let name = match &cfg.input.pcap {
+        Some(path) => format!("pcap {}", path.display()),
+        None => "synthetic".to_string(),
+    };
+    let mut s = make_summary(
+        cfg,
+        &NatStats::default(),
+        Stats::default(),
+        name,
+        &InputStats::default(),
+        0.0,
+        Some(e.to_string()),
+    );
+    s.logging = cfg.dataplane.logging;
+    RunError::Input(Box::new(s), Box::new(e))
 }
 
 /// One [`Nat44`] per worker of `n` from `base`: each on its own slice of
@@ -831,6 +887,12 @@ pub fn run_live_serving(
         ));
     }
     check_cpus(cfg)?;
+    // The capture is opened and its file header checked before the logger
+    // (and so the sink's log file) exists: a missing or broken capture
+    // leaves no empty log behind.
+    if let Some(path) = &cfg.input.pcap {
+        crate::input::check_capture(path).map_err(|e| input_failed(cfg, e))?;
+    }
     let base = cfg.nat_config();
     let mut nats = worker_engines(&base, n)?;
     // The synthetic mix is one stream whatever the worker count: generated
@@ -912,6 +974,11 @@ pub fn run_live_serving(
     let mut input_stats = InputStats::default();
     let mut input_error = None;
     let input_name = match &cfg.input.pcap {
+        Some(path) if cfg.input.max_packets > 0 => format!(
+            "pcap {} (first {} packets)",
+            path.display(),
+            cfg.input.max_packets
+        ),
         Some(path) => format!("pcap {}", path.display()),
         None => "synthetic".to_string(),
     };
@@ -960,7 +1027,7 @@ pub fn run_live_serving(
                 }
             };
             let res = match (&cfg.input.pcap, generator.as_mut()) {
-                (Some(path), _) => read_capture(path, |pkt| {
+                (Some(path), _) => read_capture_max(path, cfg.input.max_packets, |pkt| {
                     if !stop_requested() {
                         dispatch(pkt.ts_ns, pkt.linktype, pkt.data, pkt.orig_len);
                     }
@@ -1398,6 +1465,7 @@ fn make_summary(
         .into(),
         format: cfg.format.kind.name().into(),
         output: cfg.output_path().map(|p| p.to_path_buf()),
+        sinks: cfg.sink.describe_each(),
         elapsed_s,
         packets_per_s: per_s(nat.packets),
         records_per_s: per_s(stats.written_records),

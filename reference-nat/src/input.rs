@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 use pcap_parser::pcapng::Block;
 use pcap_parser::traits::PcapNGPacketBlock;
+use pcap_parser::traits::PcapReaderIterator;
 use pcap_parser::{OptionCode, PcapBlockOwned, PcapError};
 
 /// Initial read buffer size in bytes.
@@ -98,7 +99,18 @@ pub enum InputErrorKind {
     /// The file starts with neither a pcap nor a pcapng magic number; the
     /// first (up to) four bytes are given.
     BadMagic(Vec<u8>),
-    /// The file ends in the middle of its header or of a record.
+    /// The file ends inside its file header: the 24-byte legacy pcap
+    /// header, or the first pcapng Section Header Block (at least 28
+    /// bytes, its length as its own header says).
+    TruncatedHeader {
+        /// `"pcap file header"` or `"pcapng section header block"`.
+        what: &'static str,
+        /// Bytes the file has.
+        have: u64,
+        /// Bytes the header needs.
+        need: u64,
+    },
+    /// The file ends in the middle of a record (after its file header).
     Truncated {
         /// Packets delivered before the truncation.
         packets_read: u64,
@@ -163,6 +175,10 @@ impl fmt::Display for InputErrorKind {
                 }
                 f.write_str(")")
             }
+            InputErrorKind::TruncatedHeader { what, have, need } => write!(
+                f,
+                "truncated {what} ({have} of {need} bytes); no packets were read"
+            ),
             InputErrorKind::Truncated { packets_read } => write!(
                 f,
                 "truncated file: it ends inside a record; {packets_read} packets were read before the truncation"
@@ -461,6 +477,141 @@ fn describe<I>(e: &PcapError<I>) -> String {
     }
 }
 
+/// Legacy pcap file header length in bytes (`struct pcap_file_header`).
+pub const PCAP_FILE_HEADER_BYTES: u64 = 24;
+/// Smallest pcapng Section Header Block in bytes (no options).
+pub const PCAPNG_MIN_SHB_BYTES: u64 = 28;
+
+/// Checks the start of an open capture of `file_len` bytes: not empty, a
+/// known magic number, and a whole file header (the legacy 24 bytes, or
+/// the pcapng Section Header Block's own total length). Leaves the file
+/// at offset 0. Returns the container format.
+fn check_header(file: &mut File, file_len: u64) -> Result<CaptureFormat, InputErrorKind> {
+    if file_len == 0 {
+        return Err(InputErrorKind::Empty);
+    }
+    let mut head = Vec::with_capacity(12);
+    (&mut *file)
+        .take(12)
+        .read_to_end(&mut head)
+        .map_err(InputErrorKind::Io)?;
+    file.seek(SeekFrom::Start(0)).map_err(InputErrorKind::Io)?;
+    let magic = &head[..head.len().min(4)];
+    if !MAGICS.iter().any(|m| m.starts_with(magic)) {
+        return Err(InputErrorKind::BadMagic(magic.to_vec()));
+    }
+    let ng = MAGICS[6].starts_with(magic);
+    if !ng {
+        if file_len < PCAP_FILE_HEADER_BYTES {
+            return Err(InputErrorKind::TruncatedHeader {
+                what: "pcap file header",
+                have: file_len,
+                need: PCAP_FILE_HEADER_BYTES,
+            });
+        }
+        let big_endian = magic[0] == 0xa1;
+        return Ok(CaptureFormat::Pcap {
+            nanosecond: magic == [0x4d, 0x3c, 0xb2, 0xa1] || magic == [0xa1, 0xb2, 0x3c, 0x4d],
+            big_endian,
+        });
+    }
+    let truncated = |need: u64| InputErrorKind::TruncatedHeader {
+        what: "pcapng section header block",
+        have: file_len,
+        need,
+    };
+    if head.len() < 12 {
+        return Err(truncated(PCAPNG_MIN_SHB_BYTES));
+    }
+    // SHB: block type, total length, byte-order magic 0x1a2b3c4d (which
+    // says how to read the length).
+    let len_bytes: [u8; 4] = head[4..8].try_into().unwrap_or_default();
+    let need = match head[8..12] {
+        [0x4d, 0x3c, 0x2b, 0x1a] => u64::from(u32::from_le_bytes(len_bytes)),
+        [0x1a, 0x2b, 0x3c, 0x4d] => u64::from(u32::from_be_bytes(len_bytes)),
+        _ => {
+            return Err(InputErrorKind::Malformed {
+                packets_read: 0,
+                detail: "invalid pcapng section header block (bad byte-order magic)".into(),
+            })
+        }
+    };
+    let need = need.max(PCAPNG_MIN_SHB_BYTES);
+    if file_len < need {
+        return Err(truncated(need));
+    }
+    Ok(CaptureFormat::PcapNg)
+}
+
+/// A pcap-parser reader over `file` (at offset 0, its header checked by
+/// [`check_header`]), the file header parsed.
+fn open_reader(
+    mut file: File,
+    file_len: u64,
+    capacity: usize,
+) -> Result<Box<dyn PcapReaderIterator>, InputErrorKind> {
+    let mut head = Vec::with_capacity(4);
+    (&mut file)
+        .take(4)
+        .read_to_end(&mut head)
+        .map_err(InputErrorKind::Io)?;
+    file.seek(SeekFrom::Start(0)).map_err(InputErrorKind::Io)?;
+    match pcap_parser::create_reader(capacity, file) {
+        Ok(r) => Ok(r),
+        Err(PcapError::Eof | PcapError::Incomplete(_) | PcapError::UnexpectedEof) => {
+            Err(InputErrorKind::Truncated { packets_read: 0 })
+        }
+        Err(PcapError::HeaderNotRecognized) if head == MAGICS[6] => {
+            // pcapng magic but the section header does not parse.
+            Err(if file_len < PCAPNG_MIN_SHB_BYTES {
+                InputErrorKind::Truncated { packets_read: 0 }
+            } else {
+                InputErrorKind::Malformed {
+                    packets_read: 0,
+                    detail: "invalid pcapng section header block".into(),
+                }
+            })
+        }
+        Err(PcapError::HeaderNotRecognized) => Err(InputErrorKind::BadMagic(head)),
+        Err(PcapError::ReadError) => Err(InputErrorKind::Io(io::Error::other("read failed"))),
+        Err(e) => Err(InputErrorKind::Malformed {
+            packets_read: 0,
+            detail: describe(&e),
+        }),
+    }
+}
+
+/// Opens the capture at `path` and checks its file header (see
+/// [`read_capture`]'s errors for a file that is missing, empty, not a
+/// capture, or cut inside its header) without reading any packet, so a
+/// caller can refuse a bad input before it opens its log.
+///
+/// # Errors
+///
+/// An [`InputError`] naming the path: [`InputErrorKind::Io`] (e.g. no such
+/// file, with the OS error), [`InputErrorKind::Empty`],
+/// [`InputErrorKind::BadMagic`], [`InputErrorKind::TruncatedHeader`],
+/// [`InputErrorKind::Malformed`] (a pcapng byte-order magic that is
+/// neither order).
+#[allow(clippy::result_large_err)]
+pub fn check_capture(path: &Path) -> Result<CaptureFormat, InputError> {
+    let err = |kind| InputError {
+        path: path.to_path_buf(),
+        offset: 0,
+        kind,
+        stats: InputStats::default(),
+    };
+    let mut file = File::open(path).map_err(|e| err(InputErrorKind::Io(e)))?;
+    let file_len = file
+        .metadata()
+        .map_err(|e| err(InputErrorKind::Io(e)))?
+        .len();
+    let format = check_header(&mut file, file_len).map_err(err)?;
+    // The header as the reader parses it (version, section header block).
+    open_reader(file, file_len, 1 << 16).map_err(err)?;
+    Ok(format)
+}
+
 /// Reads the pcap or pcapng file at `path`, calling `f` for every packet in
 /// file order as it is read. Returns the counters on success.
 ///
@@ -484,6 +635,28 @@ fn describe<I>(e: &PcapError<I>) -> String {
 // counters inline makes it easier to use than a boxed one.
 #[allow(clippy::result_large_err)]
 pub fn read_capture(path: &Path, f: impl FnMut(Packet<'_>)) -> Result<InputStats, InputError> {
+    read_capture_max(path, 0, f)
+}
+
+/// [`read_capture`] that stops after `max_packets` packets have been
+/// delivered (0 = no limit): the rest of the file is not read, and its
+/// errors (a truncation after the limit) are not seen. `dplog-nat
+/// --pcap FILE --packets N`.
+///
+/// # Errors
+///
+/// As [`read_capture`], for the part of the file read.
+#[allow(clippy::result_large_err)]
+pub fn read_capture_max(
+    path: &Path,
+    max_packets: u64,
+    f: impl FnMut(Packet<'_>),
+) -> Result<InputStats, InputError> {
+    let limit = if max_packets == 0 {
+        u64::MAX
+    } else {
+        max_packets
+    };
     let mut st = State {
         path,
         stats: InputStats::default(),
@@ -499,62 +672,17 @@ pub fn read_capture(path: &Path, f: impl FnMut(Packet<'_>)) -> Result<InputStats
     let io_err = |st: &State<'_, _>, e: io::Error| st.error(0, InputErrorKind::Io(e));
     let mut file = File::open(path).map_err(|e| io_err(&st, e))?;
     let file_len = file.metadata().map_err(|e| io_err(&st, e))?.len();
-    if file_len == 0 {
-        return Err(st.error(0, InputErrorKind::Empty));
-    }
-    let mut head = Vec::with_capacity(4);
-    (&mut file)
-        .take(4)
-        .read_to_end(&mut head)
-        .map_err(|e| io_err(&st, e))?;
-    file.seek(SeekFrom::Start(0)).map_err(|e| io_err(&st, e))?;
-    let known_prefix = MAGICS.iter().any(|m| m.starts_with(&head));
-    if !known_prefix {
-        return Err(st.error(0, InputErrorKind::BadMagic(head)));
-    }
-    if head.len() < 4 {
-        return Err(st.error(0, InputErrorKind::Truncated { packets_read: 0 }));
-    }
-
-    let mut capacity = INITIAL_BUFFER;
-    let mut reader = match pcap_parser::create_reader(capacity, file) {
-        Ok(r) => r,
-        Err(PcapError::Eof | PcapError::Incomplete(_) | PcapError::UnexpectedEof) => {
-            return Err(st.error(0, InputErrorKind::Truncated { packets_read: 0 }))
-        }
-        Err(PcapError::HeaderNotRecognized) if head == MAGICS[6] => {
-            // pcapng magic but the section header does not parse.
-            let kind = if file_len < 28 {
-                InputErrorKind::Truncated { packets_read: 0 }
-            } else {
-                InputErrorKind::Malformed {
-                    packets_read: 0,
-                    detail: "invalid pcapng section header block".into(),
-                }
-            };
-            return Err(st.error(0, kind));
-        }
-        Err(PcapError::HeaderNotRecognized) => {
-            return Err(st.error(0, InputErrorKind::BadMagic(head)))
-        }
-        Err(PcapError::ReadError) => {
-            return Err(st.error(0, InputErrorKind::Io(io::Error::other("read failed"))))
-        }
-        Err(e) => {
-            let detail = describe(&e);
-            return Err(st.error(
-                0,
-                InputErrorKind::Malformed {
-                    packets_read: 0,
-                    detail,
-                },
-            ));
-        }
-    };
+    check_header(&mut file, file_len).map_err(|kind| st.error(0, kind))?;
+    let capacity = INITIAL_BUFFER;
+    let mut reader = open_reader(file, file_len, capacity).map_err(|kind| st.error(0, kind))?;
+    let mut capacity = capacity;
 
     loop {
         let offset = reader.consumed() as u64;
         st.stats.offset = offset;
+        if st.stats.packets >= limit {
+            break;
+        }
         // `None`: block handled; `Some(true)`: refill; `Some(false)`: grow.
         let action: Result<Option<bool>, InputErrorKind> = match reader.next() {
             Ok((len, block)) => {
@@ -748,17 +876,109 @@ mod tests {
         assert!(matches!(&e.kind, InputErrorKind::BadMagic(m) if m == b"GIF8"));
         assert!(e.to_string().contains("bad magic 47 49 46 38"), "{e}");
 
-        // A valid magic, then the file ends inside the global header.
+        // A valid magic, then the file ends inside the global header: the
+        // header is named, with how much of it there is.
         let t = write_tmp(&legacy_header(0xa1b2_c3d4, false, 1)[..10]);
         let e = read_capture(t.path(), |_| {}).unwrap_err();
         assert!(
-            matches!(e.kind, InputErrorKind::Truncated { packets_read: 0 }),
+            matches!(
+                e.kind,
+                InputErrorKind::TruncatedHeader {
+                    what: "pcap file header",
+                    have: 10,
+                    need: 24
+                }
+            ),
             "{e}"
         );
+        let msg = e.to_string();
+        assert!(
+            msg.contains("truncated pcap file header (10 of 24 bytes)"),
+            "{msg}"
+        );
+        assert!(!msg.contains("inside a record"), "{msg}");
+        // Two bytes of a magic number: still the header, not "bad magic".
+        let t = write_tmp(&[0xd4, 0xc3]);
+        let e = check_capture(t.path()).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("truncated pcap file header (2 of 24 bytes)"),
+            "{e}"
+        );
+        // 23 bytes: one short.
+        let t = write_tmp(&legacy_header(0xa1b2_c3d4, true, 1)[..23]);
+        let e = read_capture(t.path(), |_| {}).unwrap_err();
+        assert!(e.to_string().contains("(23 of 24 bytes)"), "{e}");
+        // The whole header, no records: a valid, empty capture.
+        let t = write_tmp(&legacy_header(0xa1b2_c3d4, true, 1));
+        assert_eq!(
+            check_capture(t.path()).unwrap(),
+            CaptureFormat::Pcap {
+                nanosecond: false,
+                big_endian: true
+            }
+        );
+        assert_eq!(read_capture(t.path(), |_| {}).unwrap().packets, 0);
 
         let e = read_capture(Path::new("/nonexistent/x.pcap"), |_| {}).unwrap_err();
         assert!(matches!(e.kind, InputErrorKind::Io(_)));
         assert!(std::error::Error::source(&e).is_some());
+        let e = check_capture(Path::new("/nonexistent/x.pcap")).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with("/nonexistent/x.pcap: ") && msg.contains("No such file or directory"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn pcapng_cut_inside_its_section_header_says_so() {
+        let full = shb();
+        for cut in [5usize, 11, 20] {
+            let t = write_tmp(&full[..cut]);
+            let e = read_capture(t.path(), |_| {}).unwrap_err();
+            let msg = e.to_string();
+            assert!(
+                msg.contains(&format!(
+                    "truncated pcapng section header block ({cut} of 28 bytes)"
+                )),
+                "{cut}: {msg}"
+            );
+        }
+        // An SHB that claims options it does not have: its own length.
+        let mut long = full.clone();
+        long[4..8].copy_from_slice(&40u32.to_le_bytes());
+        let t = write_tmp(&long);
+        let e = check_capture(t.path()).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("truncated pcapng section header block (28 of 40 bytes)"),
+            "{e}"
+        );
+        let t = write_tmp(&full);
+        assert_eq!(check_capture(t.path()).unwrap(), CaptureFormat::PcapNg);
+    }
+
+    #[test]
+    fn a_packet_limit_stops_reading_after_that_many_packets() {
+        let mut b = legacy_header(0xa1b2_c3d4, false, 1);
+        for i in 0..5u8 {
+            b.extend(legacy_record(false, u32::from(i), 0, &[i; 60], 60, 60));
+        }
+        // Cut inside the last record: a limit below it never sees the cut.
+        b.truncate(b.len() - 10);
+        let t = write_tmp(&b);
+        let mut got = Vec::new();
+        let s = read_capture_max(t.path(), 3, |p| got.push(p.data[0])).unwrap();
+        assert_eq!(got, vec![0, 1, 2]);
+        assert_eq!(s.packets, 3);
+        assert_eq!(s.bytes, 180);
+        // 0 = no limit: the truncation is reached.
+        let e = read_capture_max(t.path(), 0, |_| {}).unwrap_err();
+        assert!(matches!(
+            e.kind,
+            InputErrorKind::Truncated { packets_read: 4 }
+        ));
     }
 
     #[test]

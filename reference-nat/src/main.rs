@@ -71,7 +71,8 @@ struct Args {
     /// Synthetic mix: share of packets that open a session, 0..=1.
     #[arg(long, value_name = "F")]
     new_session_share: Option<f64>,
-    /// Synthetic mix: packets to generate.
+    /// Packets to generate (synthetic mix), or to read from the start of
+    /// the --pcap capture (the rest is not read).
     #[arg(long, value_name = "N")]
     packets: Option<u64>,
     /// Synthetic mix: random seed.
@@ -201,6 +202,12 @@ fn build_config(args: &Args) -> Result<AppConfig, String> {
     s.destinations = args.destinations.unwrap_or(s.destinations);
     s.new_session_share = args.new_session_share.unwrap_or(s.new_session_share);
     s.packets = args.packets.unwrap_or(s.packets);
+    if let (Some(_), Some(n)) = (&cfg.input.pcap, args.packets) {
+        if n == 0 {
+            return Err("--packets 0 with --pcap reads nothing; leave --packets out to read the whole capture".into());
+        }
+        cfg.input.max_packets = n;
+    }
     s.seed = args.seed.unwrap_or(s.seed);
     if args.producer_cpu.is_some() {
         cfg.producer_cpu = args.producer_cpu;
@@ -212,6 +219,7 @@ fn build_config(args: &Args) -> Result<AppConfig, String> {
     d.workers = args.workers.unwrap_or(d.workers);
     if !args.worker_cpus.is_empty() {
         d.worker_cpus = args.worker_cpus.clone();
+        dplog_nat::app::check_worker_cpus("--worker-cpus", &d.worker_cpus, d.workers)?;
     }
     if args.live {
         d.live_stats_ms = 1000;
@@ -294,10 +302,15 @@ fn main() -> ExitCode {
         Err(RunError::Input(s, e)) => {
             print_summary(&s, args.summary);
             eprintln!("dplog-nat: {e}");
-            eprintln!(
-                "dplog-nat: the {} packets read before the error were translated and all {} records written",
-                s.packets, s.records.written
-            );
+            if e.stats.format.is_none() {
+                // Refused at its file header, before the logger started.
+                eprintln!("dplog-nat: no packet was read and no log was opened");
+            } else {
+                eprintln!(
+                    "dplog-nat: the {} packets read before the error were translated and all {} records written",
+                    s.packets, s.records.written
+                );
+            }
             ExitCode::from(1)
         }
         Err(RunError::Shutdown(s, e)) => {

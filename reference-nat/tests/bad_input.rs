@@ -334,3 +334,35 @@ fn cli_reports_a_corrupt_caplen_as_such_not_as_truncation() {
     assert_eq!(s["sessions_created"], 2);
     assert_eq!(s["records"]["written"], 4);
 }
+
+#[test]
+fn an_input_refused_at_its_header_opens_no_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let full = std::fs::read(shared("example.pcap")).unwrap();
+    let cut = write(dir.path(), "cut.pcap", &full[..12]);
+    let empty = write(dir.path(), "empty.pcap", b"");
+    let notes = write(dir.path(), "notes.txt", b"hello, this is not a pcap\n");
+    for (i, p) in [dir.path().join("missing.pcap"), cut, empty, notes]
+        .iter()
+        .enumerate()
+    {
+        let out = dir.path().join(format!("o{i}.jsonl"));
+        let (s, e) = input_error(run(&cfg(p, &out)));
+        assert_eq!(e.path, *p);
+        assert!(e.to_string().starts_with(&p.display().to_string()), "{e}");
+        assert_eq!(s.packets, 0);
+        assert_eq!(s.records.produced, 0);
+        assert_eq!(s.input_error.as_deref(), Some(&*e.to_string()));
+        assert!(!out.exists(), "{}: the log must not be created", e);
+    }
+    // A capture whose header is whole but that is cut in its first record
+    // still opens the log (the reader got that far) and says so.
+    let p = write(dir.path(), "rec.pcap", &full[..30]);
+    let out = dir.path().join("rec.jsonl");
+    let (_, e) = input_error(run(&cfg(&p, &out)));
+    assert!(
+        matches!(e.kind, InputErrorKind::Truncated { packets_read: 0 }),
+        "{e}"
+    );
+    assert!(out.exists());
+}

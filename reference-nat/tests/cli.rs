@@ -381,3 +381,196 @@ fn absurd_worker_counts_are_an_error_not_an_allocation() {
         );
     }
 }
+
+fn example_pcap() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/pcaps/example.pcap")
+}
+
+#[test]
+fn a_missing_capture_is_an_error_naming_it_and_creates_no_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = bin()
+        .args(["--pcap", "no-such.pcap", "-o", "out.log"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("no-such.pcap: at byte offset 0: I/O error: No such file or directory"),
+        "{err}"
+    );
+    assert!(err.contains("no log was opened"), "{err}");
+    assert!(!dir.path().join("out.log").exists(), "no empty log file");
+    // A capture cut inside its file header: the same, the header named.
+    let bytes = std::fs::read(example_pcap()).unwrap();
+    std::fs::write(dir.path().join("cut.pcap"), &bytes[..20]).unwrap();
+    let o = bin()
+        .args(["--pcap", "cut.pcap", "-o", "out.log", "--summary", "json"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("cut.pcap: at byte offset 0: truncated pcap file header (20 of 24 bytes)"),
+        "{err}"
+    );
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(s["packets"], 0);
+    assert_eq!(s["records"]["written"], 0);
+    assert!(s["input_error"]
+        .as_str()
+        .unwrap()
+        .contains("truncated pcap file header"));
+    assert!(!dir.path().join("out.log").exists(), "no empty log file");
+}
+
+#[test]
+fn packets_with_a_capture_reads_only_that_many() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str], out: &str| {
+        let o = bin()
+            .arg("--pcap")
+            .arg(example_pcap())
+            .args(["--inside", "10.0.0.0/8", "--summary", "json", "-o", out])
+            .args(extra)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
+    };
+    let whole = run(&[], "whole.log");
+    assert_eq!(whole["packets"], 4631);
+    let s = run(&["--packets", "100"], "first.log");
+    assert_eq!(s["packets"], 100);
+    assert!(
+        s["input"]
+            .as_str()
+            .unwrap()
+            .ends_with("(first 100 packets)"),
+        "{}",
+        s["input"]
+    );
+    let verdicts: u64 = s["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v[1].as_u64().unwrap())
+        .sum();
+    assert_eq!(verdicts, 100);
+    let created = s["sessions_created"].as_u64().unwrap();
+    assert!(created > 0 && created < whole["sessions_created"].as_u64().unwrap());
+    assert_eq!(s["records"]["written"].as_u64().unwrap(), 2 * created);
+    let lines = std::fs::read_to_string(dir.path().join("first.log"))
+        .unwrap()
+        .lines()
+        .count() as u64;
+    assert_eq!(lines, 2 * created);
+    // The first 100 packets' sessions open as in the whole run: the first
+    // create lines are the same.
+    let first = std::fs::read_to_string(dir.path().join("first.log")).unwrap();
+    let whole_log = std::fs::read_to_string(dir.path().join("whole.log")).unwrap();
+    assert_eq!(first.lines().next(), whole_log.lines().next());
+    // 0 is refused rather than read as "nothing" or "everything".
+    let o = bin()
+        .arg("--pcap")
+        .arg(example_pcap())
+        .args(["--packets", "0", "-o", "zero.log"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--packets 0 with --pcap"));
+    assert!(!dir.path().join("zero.log").exists());
+}
+
+#[test]
+fn worker_cpus_must_give_each_worker_a_cpu_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = dplog_nat::app::allowed_cpus()[0].to_string();
+    let two = format!("{first},{first}");
+    for (workers, cpus, want) in [
+        ("2", first.as_str(), "--worker-cpus: 1 CPUs for 2 workers"),
+        (
+            "2",
+            two.as_str(),
+            &*format!("--worker-cpus: CPU {first} is listed twice"),
+        ),
+    ] {
+        let o = bin()
+            .args(["--packets", "1000", "-o", "w.log", "--workers", workers])
+            .args(["--worker-cpus", cpus])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{cpus}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(want), "{err}");
+    }
+    // From the config file, the key is named.
+    std::fs::write(
+        dir.path().join("w.toml"),
+        format!("[dataplane]\nworkers = 2\nworker_cpus = [{first}, {first}]\n[synthetic]\npackets = 1000\n"),
+    )
+    .unwrap();
+    let o = bin()
+        .args(["--config", "w.toml", "-o", "w.log"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!("worker_cpus: CPU {first} is listed twice")),
+        "{err}"
+    );
+    assert!(!dir.path().join("w.log").exists(), "nothing ran");
+    // One CPU per worker is accepted.
+    let o = bin()
+        .args(["--packets", "1000", "-o", "w.log", "--worker-cpus", &first])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn the_summary_names_every_sink_of_a_fan_out() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("fan.toml"),
+        "[[sink]]\ntype = \"file\"\npath = \"a.log\"\n[[sink]]\ntype = \"file\"\npath = \"b.log\"\n[synthetic]\npackets = 2000\n",
+    )
+    .unwrap();
+    let o = bin()
+        .args(["--config", "fan.toml"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        text.contains("  output             file a.log, file b.log (text)\n"),
+        "{text}"
+    );
+    let o = bin()
+        .args(["--config", "fan.toml", "--summary", "json"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(s["sinks"], serde_json::json!(["file a.log", "file b.log"]));
+    // One file sink keeps the short form.
+    let o = bin()
+        .args(["--packets", "2000", "-o", "c.log"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        text.contains("  output             c.log (text)\n"),
+        "{text}"
+    );
+}

@@ -26,7 +26,8 @@ use crate::synthetic::{
     Synthetic, SyntheticConfig, SyntheticError, SYNTHETIC_FRAME_LEN, SYNTHETIC_INSIDE,
 };
 use crate::workers::{
-    sum_stats, translated, Batch, Handoff, LiveCounters, Sharder, WorkerCounters, BATCH_PACKETS,
+    sum_stats, translated, Batch, HairpinFragStats, Handoff, LiveCounters, Sharder, WorkerCounters,
+    BATCH_PACKETS,
 };
 
 /// Most workers a run may have.
@@ -403,6 +404,14 @@ impl AppConfig {
             .map_err(|e| RunError::Config(ConfigError::Logger(e)))
     }
 
+    /// A worker's [`RingLog`] over its dplog producer (`None`: logging
+    /// off), waiting on a full ring (`block` policy) with the configured
+    /// `[ring] block_spins` pause-spins before it yields, as dplog's own
+    /// blocking push does.
+    pub fn ring_log<'a>(&self, producer: Option<&'a mut LogProducer<NatRecord>>) -> RingLog<'a> {
+        RingLog::new(producer).with_block_spins(self.ring.block_spins)
+    }
+
     /// The synthetic generator configuration (`[synthetic]`, every
     /// subscriber: no shard).
     pub fn synthetic_config(&self) -> SyntheticConfig {
@@ -568,6 +577,10 @@ pub struct Summary {
     /// Limit and exhaustion records (natEvent 3/12/13) logged, and those
     /// suppressed by the rate limit.
     pub limit_events: (u64, u64),
+    /// The dispatcher's hairpin fragment table (several workers, capture
+    /// input): later fragments of hairpin datagrams sent to the worker of
+    /// their first fragment ([`Sharder::route`]).
+    pub hairpin_fragments: HairpinFragStats,
 }
 
 /// One worker's figures in the [`Summary`].
@@ -690,6 +703,14 @@ impl Summary {
                 s,
                 "  limit events       logged {}  rate-limited {}",
                 self.limit_events.0, self.limit_events.1
+            );
+        }
+        let hf = &self.hairpin_fragments;
+        if hf.tracked > 0 {
+            let _ = writeln!(
+                s,
+                "  hairpin fragments  datagrams {}  later fragments routed {}  evicted {}  expired {}",
+                hf.tracked, hf.routed, hf.evicted, hf.expired
             );
         }
         if !self.logging {
@@ -984,6 +1005,7 @@ pub fn run_live_serving(
     };
     // (counters, busy ns, records dropped at stop) per worker.
     let mut results: Vec<(NatStats, u64, u64)> = Vec::with_capacity(n);
+    let mut hairpin_fragments = HairpinFragStats::default();
     std::thread::scope(|sc| {
         let monitor = (cfg.dataplane.live_stats_ms > 0).then(|| {
             let (done, logger) = (&done, logger.as_ref());
@@ -1004,19 +1026,22 @@ pub fn run_live_serving(
                 let cpu = cpu_of(w);
                 handles.push(sc.spawn(move || {
                     pin(cpu);
-                    handoff_worker(nat, producer, counters, rx, ret_tx)
+                    handoff_worker(cfg, nat, producer, counters, rx, ret_tx)
                 }));
             }
             let mut sharder = Sharder::new(&base.inside, n);
             if base.port_allocation != PortAllocation::Deterministic {
                 // Hairpin flows live on the worker owning the destination
                 // port (see `workers`).
-                sharder = sharder.with_hairpin(base.pool, base.port_range);
+                sharder = sharder
+                    .with_hairpin(base.pool, base.port_range)
+                    .with_hairpin_fragments(base.fragment_table_size, base.fragment_timeout);
             }
             let mut cur: Vec<Batch> = (0..n).map(|_| Batch::new()).collect();
             let mut last_ts = 0u64;
             let mut dispatch = |ts_ns: u64, linktype: u32, data: &[u8], wire_len: u32| {
-                let w = sharder.worker_of(linktype, data);
+                // Later fragments of a hairpin datagram follow its first.
+                let w = sharder.route(ts_ns, linktype, data);
                 cur[w].push_wire(ts_ns, linktype, data, wire_len);
                 last_ts = last_ts.max(ts_ns);
                 if cur[w].len() >= BATCH_PACKETS {
@@ -1050,6 +1075,7 @@ pub fn run_live_serving(
                 }
                 send(&mut txs[w], Handoff::End(last_ts));
             }
+            hairpin_fragments = sharder.hairpin_fragments();
             match res {
                 Ok(s) => input_stats = s,
                 Err(e) => {
@@ -1068,7 +1094,7 @@ pub fn run_live_serving(
                 let cpu = cpu_of(w);
                 handles.push(sc.spawn(move || {
                     pin(cpu);
-                    synthetic_worker(nat, producer, counters, src)
+                    synthetic_worker(cfg, nat, producer, counters, src)
                 }));
             }
         }
@@ -1107,6 +1133,7 @@ pub fn run_live_serving(
     summary.records_logged += config_records;
     summary.config_records = config_records;
     summary.records.dropped_at_stop = results.iter().map(|r| r.2).sum();
+    summary.hairpin_fragments = hairpin_fragments;
     summary.per_worker = results
         .iter()
         .map(|(s, busy_ns, _)| WorkerSummary::of(s, *busy_ns as f64 / 1e9))
@@ -1157,13 +1184,14 @@ pub fn wall_clock_ns() -> u64 {
 }
 
 fn handoff_worker(
+    cfg: &AppConfig,
     mut nat: Nat44,
     mut producer: Recs,
     counters: &WorkerCounters,
     mut rx: rtrb::Consumer<Handoff>,
     mut ret: rtrb::Producer<Batch>,
 ) -> (NatStats, u64, u64) {
-    let mut log = RingLog::new(producer.as_mut());
+    let mut log = cfg.ring_log(producer.as_mut());
     let t0 = Instant::now();
     let mut since = 0u64;
     loop {
@@ -1245,12 +1273,13 @@ fn preload_shards(gen: &mut Synthetic, sharder: Option<&Sharder>) -> (Shards, u6
 }
 
 fn synthetic_worker(
+    cfg: &AppConfig,
     mut nat: Nat44,
     mut producer: Recs,
     counters: &WorkerCounters,
     src: SynSource,
 ) -> (NatStats, u64, u64) {
-    let mut log = RingLog::new(producer.as_mut());
+    let mut log = cfg.ring_log(producer.as_mut());
     let t0 = Instant::now();
     let mut since = 0u64;
     // Called after every packet: the ring is flushed once per NAT_BURST
@@ -1479,5 +1508,6 @@ fn make_summary(
         config_records: 0,
         port_blocks: (nat.port_blocks_allocated, nat.port_blocks_released),
         limit_events: (nat.limit_events_logged, nat.limit_events_suppressed),
+        hairpin_fragments: HairpinFragStats::default(),
     }
 }

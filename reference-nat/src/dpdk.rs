@@ -20,7 +20,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use dplog::{LogProducer, NatRecord};
 
-use crate::ringlog::{RingLog, NAT_BURST};
+use crate::ringlog::NAT_BURST;
 
 use crate::app::{AppConfig, RunError, Summary, WorkerSummary};
 use crate::nat::{Nat44, NatStats};
@@ -196,7 +196,9 @@ pub fn run_dpdk(
                         // Best effort, like the consumer's pinning.
                         let _ = dplog::affinity::pin_current_thread(cpu);
                     }
-                    poll_queue(q as u16, nat, producer, limits, received, end_ns, barrier)
+                    poll_queue(
+                        cfg, q as u16, nat, producer, limits, received, end_ns, barrier,
+                    )
                 })
             })
             .collect();
@@ -259,7 +261,9 @@ pub fn run_dpdk(
 /// limits or a stop; then waits for the other workers and deletes every
 /// session at the latest packet time any of them saw. Returns the NAT's
 /// counters, the time spent polling and the records dropped at stop.
+#[allow(clippy::too_many_arguments)]
 fn poll_queue(
+    cfg: &AppConfig,
     queue: u16,
     mut nat: Nat44,
     mut producer: Option<LogProducer<NatRecord>>,
@@ -268,7 +272,7 @@ fn poll_queue(
     end_ns: &AtomicU64,
     barrier: &Barrier,
 ) -> (NatStats, Duration, u64) {
-    let mut log = RingLog::new(producer.as_mut());
+    let mut log = cfg.ring_log(producer.as_mut());
     let started = Instant::now();
     let mut last_rx = Instant::now();
     let mut rx: [*mut dpdk_sys::rte_mbuf; BURST] = [std::ptr::null_mut(); BURST];

@@ -911,6 +911,10 @@ struct FragEntry {
     /// `[start, end)` payload byte ranges seen; `nranges` used.
     ranges: [(u32, u32); FRAG_RANGES],
     nranges: u8,
+    /// A hairpinned datagram (RFC 4787 REQ-9): the inside host its first
+    /// fragment was sent to, which later fragments' destination address is
+    /// rewritten to as well.
+    hairpin_to: Option<u32>,
 }
 
 /// How a later fragment's bytes relate to those seen of its datagram.
@@ -976,6 +980,7 @@ impl FragTable {
         self.map.get(key).is_some_and(|e| e.serial == serial)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn insert(
         &mut self,
         key: FragKey,
@@ -983,6 +988,7 @@ impl FragTable {
         session_seq: u64,
         now: u64,
         first_len: u32,
+        hairpin_to: Option<u32>,
         stats: &mut NatStats,
     ) {
         self.serial += 1;
@@ -995,6 +1001,7 @@ impl FragTable {
             serial: self.serial,
             ranges,
             nranges: 1,
+            hairpin_to,
         };
         if !self.map.contains_key(&key) {
             while self.map.len() >= self.capacity {
@@ -1194,6 +1201,16 @@ fn rewrite_ip_src(frame: &mut [u8], l3: usize, old: u32, new: u32) {
         put16(frame, l3 + 10, update32(c, old, new));
     }
     put32(frame, l3 + 12, new);
+}
+
+/// Rewrites the IPv4 destination address of the packet at `l3` and patches
+/// the header checksum (RFC 1624): a later fragment of a hairpinned
+/// datagram, which carries no transport header.
+fn rewrite_ip_dst(frame: &mut [u8], l3: usize, old: u32, new: u32) {
+    if let Some(c) = get16(frame, l3 + 10) {
+        put16(frame, l3 + 10, update32(c, old, new));
+    }
+    put32(frame, l3 + 16, new);
 }
 
 /// Source NAT of an outbound packet: address, port / ICMP identifier and
@@ -2168,8 +2185,9 @@ impl Nat44 {
             };
             let seq = self.slots[slot as usize].seq;
             let first_len = u32::from(p.ip.total_len.saturating_sub(p.ip.header_len));
+            let hairpin_to = hairpin.map(|mk| mk.addr);
             self.frags
-                .insert(fk, slot, seq, now, first_len, &mut self.stats);
+                .insert(fk, slot, seq, now, first_len, hairpin_to, &mut self.stats);
         }
         if hairpin.is_some() {
             Verdict::Hairpinned
@@ -2336,11 +2354,16 @@ impl Nat44 {
             FragBytes::Duplicate => self.stats.fragments_duplicate += 1,
             FragBytes::New => {}
         }
-        let slot = e.slot;
+        let (slot, hairpin_to) = (e.slot, e.hairpin_to);
         self.touch(slot, now, p.ip.total_len, outbound, None);
         if outbound {
             let ext = self.slots[slot as usize].ext_addr;
             rewrite_ip_src(frame, p.l3_offset, p.ip.src, ext);
+            // A hairpinned datagram: to the inside host, as its first
+            // fragment (no transport header here, only the IPv4 one).
+            if let Some(to) = hairpin_to {
+                rewrite_ip_dst(frame, p.l3_offset, p.ip.dst, to);
+            }
         }
         Verdict::FragmentMatched
     }
@@ -3617,6 +3640,66 @@ mod tests {
         assert_eq!(run(&mut n, &mut log, T0, &mut f), Verdict::HairpinNoMapping);
         let mut f = eth_ipv4(&ipv4(H1, e2, PROTO_ICMP, &[], &icmp_echo(false, 1, 1)));
         assert_eq!(run(&mut n, &mut log, T0, &mut f), Verdict::HairpinNoMapping);
+    }
+
+    #[test]
+    fn later_fragments_of_a_hairpinned_datagram_reach_the_inside_host() {
+        let mut n = nat();
+        let mut log = Log(vec![]);
+        let mut f = udp_frame(H2, 5000, R1, 53);
+        run(&mut n, &mut log, T0, &mut f);
+        let (e2, p2) = src_of(&f);
+        // H1 → E2:P2, one UDP datagram (8 + 64 bytes) in 3 fragments of
+        // 24 + 24 + 24 bytes; the UDP checksum covers the whole datagram.
+        let payload: Vec<u8> = (0..64u8).collect();
+        let mut dgram = udp(6000, p2, &payload);
+        let c = transport_checksum(H1, e2, PROTO_UDP, &dgram);
+        dgram[6..8].copy_from_slice(&c.to_be_bytes());
+        let mut frags: Vec<Vec<u8>> = dgram
+            .chunks(24)
+            .enumerate()
+            .map(|(i, part)| {
+                let more = if i < 2 { 0x2000 } else { 0 };
+                let word = more | (i as u16 * 3);
+                ether(
+                    &[],
+                    0x0800,
+                    &ipv4_frag(H1, e2, PROTO_UDP, &[], part, 99, word),
+                )
+            })
+            .collect();
+        assert_eq!(frags.len(), 3);
+        let want = [
+            Verdict::Hairpinned,
+            Verdict::FragmentMatched,
+            Verdict::FragmentMatched,
+        ];
+        for (f, v) in frags.iter_mut().zip(want) {
+            assert_eq!(run(&mut n, &mut log, T0 + 1, f), v);
+        }
+        let e1 = n.paired_address(H1);
+        let mut whole = Vec::new();
+        for f in &frags {
+            let p = packet::parse(LINKTYPE_ETHERNET, f).unwrap();
+            assert_eq!((p.ip.src, p.ip.dst, p.ip.id), (e1, H2, 99));
+            assert_eq!(internet_checksum(&f[14..34]), 0, "IPv4 header checksum");
+            whole.extend_from_slice(&f[34..]);
+        }
+        // The reassembled datagram: to H2:5000 from E1:P1, checksum right.
+        assert_eq!(u16::from_be_bytes([whole[2], whole[3]]), 5000);
+        let p1 = u16::from_be_bytes([whole[0], whole[1]]);
+        assert_ne!(p1, 0);
+        assert_eq!(transport_checksum(e1, H2, PROTO_UDP, &whole), 0);
+        assert_eq!(&whole[8..], &payload[..]);
+        // The hairpin session counted all three fragments.
+        n.finish(T0 + 2, &mut log.f());
+        let d: Vec<_> = log
+            .events(5)
+            .into_iter()
+            .filter(|r| r.src_addr == H1)
+            .collect();
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].initiator_packets, 3);
     }
 
     #[test]

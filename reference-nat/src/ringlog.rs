@@ -28,48 +28,137 @@ pub const NAT_BURST: usize = 32;
 pub struct RingLog<'a> {
     producer: Option<&'a mut LogProducer<NatRecord>>,
     dropped_at_stop: u64,
+    /// Pause-spins of a blocked push before it yields between tries
+    /// (`[ring] block_spins`).
+    block_spins: u32,
+    waits: u64,
+    wait_spins: u64,
+    wait_yields: u64,
 }
 
-/// Pause-spins of a blocked push before it yields the CPU between tries.
-const BLOCK_SPINS: u32 = 1024;
+/// What one try of a blocked push gave.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Try {
+    /// Pushed, or handed to dplog to count as dropped (consumer gone).
+    Done,
+    /// A stop was requested: the record is dropped and counted.
+    Stopped,
+    /// The ring is still full.
+    Full,
+}
 
-/// Waits for a slot for `rec` (ring full, `block` policy) until it is
-/// pushed, the consumer is gone (counted by dplog as `dropped_disconnected`)
-/// or a stop is requested. Returns 1 if `rec` was dropped for the stop.
-#[cold]
-fn wait_or_stop(p: &mut LogProducer<NatRecord>, mut rec: NatRecord) -> u64 {
-    // Publish what is pending: the consumer can only free slots it sees.
-    p.flush();
-    let mut spins = 0u32;
+/// Pause-spins and yields one wait took.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct WaitCost {
+    spins: u32,
+    yields: u64,
+}
+
+/// The wait of a blocked push: calls `attempt` until it is not
+/// [`Try::Full`], with a pause instruction between the first `block_spins`
+/// tries and a `yield` between later ones (the `block` policy's bounded
+/// spin, as dplog's own `Producer::push`). Returns the last outcome and
+/// what the wait cost.
+#[inline]
+fn wait_loop(block_spins: u32, mut attempt: impl FnMut() -> Try) -> (Try, WaitCost) {
+    let mut cost = WaitCost::default();
     loop {
-        if crate::app::stop_requested() {
-            return 1;
+        let t = attempt();
+        if t != Try::Full {
+            return (t, cost);
         }
-        match p.try_push(rec) {
-            Ok(()) => return 0,
-            Err(r) => rec = r,
-        }
-        if p.is_disconnected() {
-            // `log` counts it as dropped for a gone consumer.
-            p.log(rec);
-            return 0;
-        }
-        if spins < BLOCK_SPINS {
-            spins += 1;
+        if cost.spins < block_spins {
+            cost.spins += 1;
             core::hint::spin_loop();
         } else {
+            cost.yields += 1;
             std::thread::yield_now();
         }
     }
 }
 
+/// Waits for a slot for `rec` (ring full, `block` policy) until it is
+/// pushed, the consumer is gone (counted by dplog as `dropped_disconnected`)
+/// or a stop is requested, pause-spinning `block_spins` times before it
+/// yields. Returns whether `rec` was dropped for the stop, and the cost.
+#[cold]
+fn wait_or_stop(
+    p: &mut LogProducer<NatRecord>,
+    rec: NatRecord,
+    block_spins: u32,
+) -> (bool, WaitCost) {
+    // Publish what is pending: the consumer can only free slots it sees.
+    p.flush();
+    let mut rec = Some(rec);
+    let (t, cost) = wait_loop(block_spins, || {
+        if crate::app::stop_requested() {
+            return Try::Stopped;
+        }
+        let Some(r) = rec.take() else {
+            return Try::Done;
+        };
+        match p.try_push(r) {
+            Ok(()) => Try::Done,
+            Err(r) if p.is_disconnected() => {
+                // `log` counts it as dropped for a gone consumer.
+                p.log(r);
+                Try::Done
+            }
+            Err(r) => {
+                rec = Some(r);
+                Try::Full
+            }
+        }
+    });
+    (t == Try::Stopped, cost)
+}
+
 impl<'a> RingLog<'a> {
     /// Logs into `producer`, or nowhere when it is `None` (logging off).
+    ///
+    /// A blocked push pause-spins dplog's default
+    /// [`DEFAULT_BLOCK_SPINS`](dplog::ring::DEFAULT_BLOCK_SPINS) times
+    /// before it yields; see [`with_block_spins`](Self::with_block_spins).
     pub fn new(producer: Option<&'a mut LogProducer<NatRecord>>) -> Self {
         Self {
             producer,
             dropped_at_stop: 0,
+            block_spins: dplog::ring::DEFAULT_BLOCK_SPINS,
+            waits: 0,
+            wait_spins: 0,
+            wait_yields: 0,
         }
+    }
+
+    /// Sets how many times a push that finds the ring full (`block`
+    /// policy) spins with a pause instruction before it yields the CPU
+    /// between tries: `[ring] block_spins` (`LoggerConfig::block_spins`,
+    /// the same limit dplog's `Producer::push` uses); 0 yields at once.
+    pub fn with_block_spins(mut self, spins: u32) -> Self {
+        self.block_spins = spins;
+        self
+    }
+
+    /// The pause-spin limit of a blocked push (see
+    /// [`with_block_spins`](Self::with_block_spins)).
+    pub fn block_spins(&self) -> u32 {
+        self.block_spins
+    }
+
+    /// Pushes that found the ring full and waited (`block` policy).
+    pub fn waits(&self) -> u64 {
+        self.waits
+    }
+
+    /// Pause-spins over all waits (each wait spins at most
+    /// [`block_spins`](Self::block_spins) times).
+    pub fn wait_spins(&self) -> u64 {
+        self.wait_spins
+    }
+
+    /// CPU yields over all waits (a wait yields once spinning is over).
+    pub fn wait_yields(&self) -> u64 {
+        self.wait_yields
     }
 
     /// Records not logged because the ring was full after a stop was
@@ -85,7 +174,11 @@ impl<'a> RingLog<'a> {
             if p.policy() != Backpressure::Block {
                 p.log(rec);
             } else if let Err(rec) = p.try_push(rec) {
-                self.dropped_at_stop += wait_or_stop(p, rec);
+                let (stopped, cost) = wait_or_stop(p, rec, self.block_spins);
+                self.dropped_at_stop += u64::from(stopped);
+                self.waits += 1;
+                self.wait_spins += u64::from(cost.spins);
+                self.wait_yields += cost.yields;
             }
         }
     }
@@ -180,6 +273,92 @@ mod tests {
             .last()
             .unwrap()
             .contains("sourceIPv4Address=10.0.0.37 "));
+    }
+
+    #[test]
+    fn a_wait_spins_the_configured_limit_then_yields() {
+        // A ring that stays full for 10 tries, then has room.
+        let full_for = |n: u32| {
+            let mut left = n;
+            move || {
+                if left == 0 {
+                    Try::Done
+                } else {
+                    left -= 1;
+                    Try::Full
+                }
+            }
+        };
+        for (limit, spins, yields) in [(3, 3, 7), (0, 0, 10), (7, 7, 3), (1024, 10, 0)] {
+            let (t, cost) = wait_loop(limit, full_for(10));
+            assert_eq!(t, Try::Done);
+            assert_eq!(cost, WaitCost { spins, yields }, "block_spins {limit}");
+        }
+        // A stop ends the wait where it is.
+        let mut tries = 0;
+        let (t, cost) = wait_loop(2, || {
+            tries += 1;
+            if tries == 5 {
+                Try::Stopped
+            } else {
+                Try::Full
+            }
+        });
+        assert_eq!(
+            (t, cost),
+            (
+                Try::Stopped,
+                WaitCost {
+                    spins: 2,
+                    yields: 2
+                }
+            )
+        );
+    }
+
+    #[test]
+    fn the_configured_block_spins_reach_the_worker_wait() {
+        // `[ring] block_spins` from dplog-nat's TOML is the limit a
+        // worker's RingLog waits with (app::AppConfig::ring_log, which
+        // every worker loop and the DPDK poll loop use).
+        let cfg = crate::app::AppConfig::from_toml_str("[ring]\nblock_spins = 7\n").unwrap();
+        assert_eq!(cfg.ring.block_spins, 7);
+        assert_eq!(cfg.ring_log(None).block_spins(), 7);
+        let cfg = crate::app::AppConfig::default();
+        assert_eq!(
+            cfg.ring_log(None).block_spins(),
+            dplog::ring::DEFAULT_BLOCK_SPINS
+        );
+        assert_eq!(RingLog::new(None).with_block_spins(0).block_spins(), 0);
+    }
+
+    #[test]
+    fn a_full_ring_with_the_consumer_gone_ends_the_wait_and_is_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let logger = Logger::<NatRecord>::start(
+            LoggerConfig {
+                ring_capacity: 64,
+                block_spins: 5,
+                ..Default::default()
+            },
+            FormatConfig::default().nat_formatter().unwrap(),
+            FileSink::open(dir.path().join("gone.log")).unwrap(),
+        )
+        .unwrap();
+        let mut producer = logger.producer().unwrap();
+        let st = logger.shutdown().unwrap();
+        assert_eq!(st.written_records, 0);
+        let mut log = RingLog::new(Some(&mut producer)).with_block_spins(5);
+        // 64 fill the ring; the 65th waits, sees the consumer gone and
+        // hands the record to dplog, which counts it dropped.
+        for i in 0..65 {
+            log.session(session(i));
+        }
+        assert_eq!(
+            (log.waits(), log.wait_spins(), log.wait_yields()),
+            (1, 0, 0)
+        );
+        assert_eq!(log.dropped_at_stop(), 0);
     }
 
     #[test]

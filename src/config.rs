@@ -732,8 +732,62 @@ impl core::fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 /// Parses TOML into `T`, turning errors into [`ConfigError::Parse`].
+///
+/// Besides TOML and serde errors (unknown key, wrong type, each with its
+/// line), a `[format]` table whose `template` or `[format.templates]` goes
+/// with a `type` other than `text` (which would ignore it) is an error
+/// naming the key and its line.
 pub fn parse_toml<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, ConfigError> {
-    toml::from_str(text).map_err(|e| ConfigError::Parse(e.to_string().trim_end().to_string()))
+    let v = toml::from_str(text)
+        .map_err(|e| ConfigError::Parse(e.to_string().trim_end().to_string()))?;
+    check_format_keys(text)?;
+    Ok(v)
+}
+
+/// The `[format]` keys [`check_format_keys`] looks at, with their places
+/// in the text; every other key is ignored here (the real parse checks
+/// them).
+#[derive(Deserialize)]
+struct FormatKeys {
+    format: Option<FormatKeysTable>,
+}
+
+#[derive(Deserialize)]
+struct FormatKeysTable {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    template: Option<toml::Spanned<toml::Value>>,
+    templates: Option<toml::Spanned<toml::Value>>,
+}
+
+/// 1-based line and column of byte `at` in `text`.
+fn line_col(text: &str, at: usize) -> (usize, usize) {
+    let before = text.get(..at).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+    (line, col)
+}
+
+/// A `template` / `templates` in `[format]` with a `type` other than
+/// `text` is [`ConfigError::Parse`] naming the key, the type and the line.
+fn check_format_keys(text: &str) -> Result<(), ConfigError> {
+    let Ok(FormatKeys { format: Some(f) }) = toml::from_str::<FormatKeys>(text) else {
+        return Ok(());
+    };
+    let kind = f.kind.as_deref().unwrap_or("text");
+    if kind == "text" {
+        return Ok(());
+    }
+    for (key, v) in [("template", &f.template), ("templates", &f.templates)] {
+        if let Some(v) = v {
+            let (line, col) = line_col(text, v.span().start);
+            return Err(ConfigError::Parse(format!(
+                "TOML parse error at line {line}, column {col}: [format] `{key}` applies only to type = \"text\", \
+                 but type = \"{kind}\" would ignore it (remove `{key}` or set type = \"text\")"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Reads and parses a TOML file into `T`.
@@ -785,15 +839,64 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_template_with_a_format_that_ignores_it_is_an_error_naming_key_and_line() {
+        for (kind, key) in [
+            ("json", "template"),
+            ("csv", "template"),
+            ("rfc5424", "templates"),
+        ] {
+            let body = if key == "template" {
+                "template = \"{sourceIPv4Address}\"\n".to_string()
+            } else {
+                "[format.templates]\nnatPortBlock = \"{portRangeStart}\"\n".to_string()
+            };
+            let text = format!("[ring]\ncapacity = 1024\n[format]\ntype = \"{kind}\"\n{body}");
+            let e = LogConfig::from_toml_str(&text).unwrap_err().to_string();
+            // `template = ...`, or the `[format.templates]` header.
+            assert!(
+                e.contains("line 5, column ")
+                    && e.contains(&format!("`{key}`"))
+                    && e.contains(&format!("type = \"{kind}\"")),
+                "{kind}: {e}"
+            );
+        }
+        // The same settings built in code: the formatter refuses them too.
+        let spec = crate::formatters::FormatSpec {
+            kind: crate::formatters::Format::Json,
+            template: Some("{sourceIPv4Address}".into()),
+            ..Default::default()
+        };
+        let e = spec.nat_formatter().err().unwrap().to_string();
+        assert!(
+            e.contains("`template` applies only to type \"text\"; this format is \"json\""),
+            "{e}"
+        );
+        // With type text (or no type: text is the default) it is accepted.
+        for text in [
+            "[format]\ntype = \"text\"\ntemplate = \"{sourceIPv4Address}\"\n",
+            "[format]\ntemplate = \"{sourceIPv4Address}\"\n",
+        ] {
+            let c = LogConfig::from_toml_str(text).unwrap();
+            assert!(c.format.nat_formatter().is_ok());
+        }
+        // read_toml names the file as well.
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("j.toml");
+        std::fs::write(&p, "[format]\ntype = \"json\"\ntemplate = \"x\"\n").unwrap();
+        let e = read_toml::<LogConfig>(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("j.toml: TOML parse error at line 3, column 12"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn format_section_reads_template_profile_syslog_and_ipfix() {
         let c = LogConfig::from_toml_str(
             r#"
             [format]
             type = "rfc5424"
-            template = "{sourceIPv4Address}"
             profile = "legacy"
-            [format.templates]
-            natPortBlock = "{portRangeStart}"
             [format.syslog]
             hostname = "cgnat-1"
             sd_id = "nsess"
@@ -805,8 +908,7 @@ mod tests {
         .unwrap();
         let s = c.format.spec();
         assert_eq!(s.kind, crate::formatters::Format::Rfc5424);
-        assert_eq!(s.template.as_deref(), Some("{sourceIPv4Address}"));
-        assert_eq!(s.templates["natPortBlock"], "{portRangeStart}");
+        assert_eq!(s.template, None);
         assert_eq!(s.profile, crate::formatters::EventProfile::Legacy);
         assert_eq!(s.syslog.hostname.as_deref(), Some("cgnat-1"));
         assert_eq!(s.syslog.app_name, "NAT");

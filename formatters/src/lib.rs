@@ -198,13 +198,29 @@ impl FormatSpec {
     ///
     /// # Errors
     /// A template that does not compile (with schema and column), a
-    /// template for an unknown schema name, bad syslog or IPFIX settings.
+    /// template for an unknown schema name, a template (or templates) with
+    /// a format other than `text` (which would ignore it), bad syslog or
+    /// IPFIX settings.
     pub fn encoder(&self, schemas: &[&Schema]) -> Result<RecordEncoder, FormatError> {
         let opts = self.options();
         let err = |s: Option<&Schema>, m: String| FormatError {
             schema: s.map(|s| s.name().to_string()),
             message: m,
         };
+        if self.kind != Format::Text && (self.template.is_some() || !self.templates.is_empty()) {
+            let key = if self.template.is_some() {
+                "template"
+            } else {
+                "templates"
+            };
+            return Err(err(
+                None,
+                format!(
+                    "`{key}` applies only to type \"text\"; this format is \"{}\" (remove `{key}` or use type \"text\")",
+                    self.kind.name()
+                ),
+            ));
+        }
         for name in self.templates.keys() {
             if !schemas.iter().any(|s| s.name() == name) {
                 return Err(err(

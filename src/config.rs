@@ -517,6 +517,7 @@ impl FileSinkConfig {
             keep_files: self.keep_files,
             keep_days: self.keep_days,
             reopen_on_sighup: self.reopen_on_sighup,
+            header: None,
         }
     }
 }
@@ -576,8 +577,30 @@ impl SinkConfig {
     /// Errors: the sink's open error; `InvalidInput` for an empty set or a
     /// set whose first sink has `role = "failover"`.
     pub fn build(&self) -> std::io::Result<BoxSink> {
+        self.build_with_header(None)
+    }
+
+    /// [`build`](Self::build) for NAT records in `format`: file sinks get
+    /// the format's file header ([`FormatSpec::nat_file_header`], CSV's
+    /// column names) as their `header` option, so a CSV file appended to
+    /// by several runs, or rotated, has the header once at its top.
+    ///
+    /// [`FormatSpec::nat_file_header`]: crate::formatters::FormatSpec::nat_file_header
+    ///
+    /// Errors: as [`build`](Self::build).
+    pub fn build_for(&self, format: &FormatConfig) -> std::io::Result<BoxSink> {
+        self.build_with_header(format.spec().nat_file_header().as_deref())
+    }
+
+    fn build_with_header(&self, header: Option<&[u8]>) -> std::io::Result<BoxSink> {
         match self {
-            SinkConfig::File(f) => Ok(Box::new(FileSink::with_options(&f.path, f.options())?)),
+            SinkConfig::File(f) => Ok(Box::new(FileSink::with_options(
+                &f.path,
+                FileSinkOptions {
+                    header: header.map(<[u8]>::to_vec),
+                    ..f.options()
+                },
+            )?)),
             SinkConfig::Mmap(m) => Ok(Box::new(MmapSink::open(
                 &m.dir,
                 MmapSinkOptions {
@@ -591,7 +614,7 @@ impl SinkConfig {
             SinkConfig::Set(items) => {
                 let mut groups: Vec<BoxSink> = Vec::new();
                 for (i, item) in items.iter().enumerate() {
-                    let sink = item.build()?;
+                    let sink = item.build_with_header(header)?;
                     match (item.role(), groups.pop()) {
                         (SinkRole::Failover, Some(primary)) => {
                             groups.push(Box::new(Failover::new(primary, sink, FAILOVER_PROBE)))
@@ -829,7 +852,10 @@ impl LogConfig {
     /// NAT44 session records.
     pub fn start_nat44(&self) -> Result<Logger<Nat44SessionRecord>, ConfigError> {
         let formatter = self.format.nat_formatter()?;
-        let sink = self.sink.build().map_err(ConfigError::Sink)?;
+        let sink = self
+            .sink
+            .build_for(&self.format)
+            .map_err(ConfigError::Sink)?;
         Logger::start(self.logger_config(), formatter, sink).map_err(ConfigError::Logger)
     }
 }

@@ -291,6 +291,19 @@ impl FormatSpec {
         })
     }
 
+    /// The header line a NAT log file in this format starts with: for
+    /// `csv`, the column names of the NAT44 session schema (the header a
+    /// [`NatFormatter`] writes before its first session record), for a
+    /// file sink's `header` option so that a file appended to by several
+    /// runs, or rotated, has it once at its top; `None` for every other
+    /// format.
+    pub fn nat_file_header(&self) -> Option<Vec<u8>> {
+        match self.kind {
+            Format::Csv => nat::all().first().map(|s| layouts::csv_header(s)),
+            _ => None,
+        }
+    }
+
     /// A [`NatFormatter`] over every built-in NAT schema, NAT44 session
     /// first (so [`FormatSpec::template`] applies to it).
     pub fn nat_formatter(&self) -> Result<NatFormatter, FormatError> {

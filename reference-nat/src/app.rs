@@ -398,7 +398,7 @@ impl AppConfig {
         let formatter = lc.format.nat_formatter().map_err(RunError::Config)?;
         let sink = lc
             .sink
-            .build()
+            .build_for(&lc.format)
             .map_err(|e| RunError::Config(ConfigError::Sink(e)))?;
         Logger::start(lc.logger_config(), formatter, sink)
             .map_err(|e| RunError::Config(ConfigError::Logger(e)))

@@ -574,3 +574,69 @@ fn the_summary_names_every_sink_of_a_fan_out() {
         "{text}"
     );
 }
+
+#[test]
+fn a_csv_log_appended_to_twice_or_rotated_has_its_header_once_per_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("csv.toml"),
+        "[format]\ntype = \"csv\"\n[sink]\ntype = \"file\"\npath = \"n.csv\"\n[synthetic]\npackets = 2000\n",
+    )
+    .unwrap();
+    let mut written = 0;
+    for _ in 0..2 {
+        let o = bin()
+            .args(["--config", "csv.toml", "--summary", "json"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        written += s["records"]["written"].as_u64().unwrap();
+    }
+    let body = std::fs::read_to_string(dir.path().join("n.csv")).unwrap();
+    let header = body.lines().next().unwrap().to_string();
+    assert!(
+        header.starts_with("observationTimeMilliseconds,natEvent,"),
+        "{header}"
+    );
+    assert_eq!(
+        body.lines().filter(|l| **l == *header).count(),
+        1,
+        "{header}"
+    );
+    assert_eq!(body.lines().count() as u64, 1 + written);
+
+    // Rotation by size: every file starts with the header, once.
+    std::fs::write(
+        dir.path().join("rot.toml"),
+        "[format]\ntype = \"csv\"\n[sink]\ntype = \"file\"\npath = \"r.csv\"\nmax_size_bytes = 65536\n[synthetic]\npackets = 20000\n",
+    )
+    .unwrap();
+    let o = bin()
+        .args(["--config", "rot.toml", "--summary", "json"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let files: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("r.csv")
+        })
+        .collect();
+    assert!(files.len() >= 3, "{files:?}");
+    let mut rows = 0u64;
+    for f in &files {
+        let b = std::fs::read_to_string(f).unwrap();
+        assert_eq!(b.lines().next(), Some(&*header), "{}", f.display());
+        assert_eq!(b.lines().filter(|l| **l == *header).count(), 1);
+        rows += b.lines().count() as u64 - 1;
+    }
+    assert_eq!(rows, s["records"]["written"].as_u64().unwrap());
+}

@@ -48,6 +48,14 @@ pub struct FileSinkOptions {
     /// handler that only sets a flag, via `signal-hook`; the reopen happens
     /// on the consumer thread at the next tick).
     pub reopen_on_sighup: bool,
+    /// The stream's header line (CSV's column names, `\n`-terminated),
+    /// written once at the top of each file: a file that is empty when the
+    /// sink opens it, rotates to it or reopens it starts with it (written
+    /// before the first bytes of a batch that does not already begin with
+    /// it), and a batch that begins with it while the file already has
+    /// content has that copy dropped, so a file appended to by several
+    /// runs holds it once. `None` (default): bytes are written as given.
+    pub header: Option<Vec<u8>>,
 }
 
 /// Counters of one file sink, shared with whoever asked for them with
@@ -406,6 +414,9 @@ impl FileSink {
     fn append(&mut self, mut bytes: &[u8]) -> (usize, Result<(), SinkError>) {
         let mut written = 0usize;
         while !bytes.is_empty() {
+            if let Err(e) = self.write_header_if_empty(bytes) {
+                return (written, Err(e));
+            }
             let mut chunk = bytes;
             if let Some(max) = self.opts.max_size_bytes {
                 let room = max.saturating_sub(self.size) as usize;
@@ -443,6 +454,36 @@ impl FileSink {
             bytes = &bytes[chunk.len()..];
         }
         (written, Ok(()))
+    }
+
+    /// Writes the configured header to an empty file, unless `next` (the
+    /// bytes about to be written) already begins with it. A header write
+    /// that fails part-way is cut back off (`ftruncate` to 0), so a retry
+    /// starts the file cleanly.
+    fn write_header_if_empty(&mut self, next: &[u8]) -> Result<(), SinkError> {
+        let Some(h) = self.opts.header.as_deref() else {
+            return Ok(());
+        };
+        if self.size > 0 || h.is_empty() || next.starts_with(h) {
+            return Ok(());
+        }
+        let Some(file) = self.file.as_mut() else {
+            return Err(Self::closed());
+        };
+        let (n, r) = write_all_counted(file, h);
+        match r {
+            Ok(()) => {
+                self.size += n as u64;
+                self.dirty = true;
+                Ok(())
+            }
+            Err(e) => {
+                if n > 0 {
+                    let _ = file.set_len(0);
+                }
+                Err(self.err(e))
+            }
+        }
     }
 
     /// Serves SIGHUP, time-based rotation and the fsync interval.
@@ -500,7 +541,12 @@ impl Sink for FileSink {
         let fp = fingerprint(batch);
         let start = match self.resume.take() {
             Some((f, done)) if f == fp => done,
-            _ => 0,
+            // The header is in the file already: this batch's copy of it
+            // would repeat it (a second run appending, see `header`).
+            _ => match self.opts.header.as_deref() {
+                Some(h) if self.size > 0 && !h.is_empty() && batch.starts_with(h) => h.len(),
+                _ => 0,
+            },
         };
         if start < batch.len() {
             let (n, r) = self.append(&batch[start..]);

@@ -481,3 +481,111 @@ fn drop_policy_producers_see_drops_not_the_sink_error() {
         "{s:?}"
     );
 }
+
+/// CSV-style rows `i,i*7\n`.
+fn rows(r: std::ops::Range<u64>) -> Vec<u8> {
+    let mut v = Vec::new();
+    for i in r {
+        v.extend_from_slice(format!("{i},{}\n", i * 7).as_bytes());
+    }
+    v
+}
+
+#[test]
+fn a_header_is_written_once_per_file_across_runs_rotations_and_reopens() {
+    const H: &[u8] = b"id,value\n";
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.csv");
+    let opts = || FileSinkOptions {
+        header: Some(H.to_vec()),
+        ..Default::default()
+    };
+    // Two runs appending to one file, each formatter starting its stream
+    // with the header: the file has it once.
+    for run in 0..2u64 {
+        let mut s = FileSink::with_options(&path, opts()).unwrap();
+        let mut batch = H.to_vec();
+        batch.extend(rows(run * 10..run * 10 + 5));
+        s.write_batch(&batch).unwrap();
+        s.write_batch(&rows(run * 10 + 5..run * 10 + 10)).unwrap();
+        s.close().unwrap();
+    }
+    let mut want = H.to_vec();
+    want.extend(rows(0..10));
+    want.extend(rows(10..20));
+    assert_eq!(
+        String::from_utf8(read_all(&path)).unwrap(),
+        String::from_utf8(want).unwrap()
+    );
+    // Without the option the bytes are written as given (the old
+    // behaviour: the header twice).
+    let plain = dir.path().join("plain.csv");
+    for _ in 0..2 {
+        let mut s = FileSink::open(&plain).unwrap();
+        let mut batch = H.to_vec();
+        batch.extend(rows(0..2));
+        s.write_batch(&batch).unwrap();
+        s.close().unwrap();
+    }
+    assert_eq!(
+        String::from_utf8(read_all(&plain))
+            .unwrap()
+            .matches("id,value")
+            .count(),
+        2
+    );
+
+    // Size rotation: every file starts with the header, exactly once, and
+    // the rows are all there in order.
+    let rpath = dir.path().join("r.csv");
+    let mut s = FileSink::with_options(
+        &rpath,
+        FileSinkOptions {
+            max_size_bytes: Some(200),
+            ..opts()
+        },
+    )
+    .unwrap();
+    let mut first = H.to_vec();
+    first.extend(rows(0..20));
+    s.write_batch(&first).unwrap();
+    for b in 1..10u64 {
+        s.write_batch(&rows(b * 20..(b + 1) * 20)).unwrap();
+    }
+    s.close().unwrap();
+    let files = all_files(&rpath);
+    assert!(files.len() >= 5, "{} files", files.len());
+    let mut body = Vec::new();
+    for f in &files {
+        let b = read_all(f);
+        assert!(b.starts_with(H), "{} has no header", f.display());
+        assert_eq!(
+            String::from_utf8_lossy(&b).matches("id,value").count(),
+            1,
+            "{}",
+            f.display()
+        );
+        assert!(
+            b.len() <= 200 + H.len(),
+            "{} is {} bytes",
+            f.display(),
+            b.len()
+        );
+        body.extend_from_slice(&b[H.len()..]);
+    }
+    assert_eq!(body, rows(0..200));
+
+    // An external `mv` then reopen: the new file gets the header too.
+    let mpath = dir.path().join("m.csv");
+    let mut s = FileSink::with_options(&mpath, opts()).unwrap();
+    let mut batch = H.to_vec();
+    batch.extend(rows(0..3));
+    s.write_batch(&batch).unwrap();
+    fs::rename(&mpath, dir.path().join("m.csv.old")).unwrap();
+    s.reopen().unwrap();
+    s.write_batch(&rows(3..6)).unwrap();
+    s.close().unwrap();
+    let mut want = H.to_vec();
+    want.extend(rows(3..6));
+    assert_eq!(read_all(&mpath), want);
+}

@@ -640,3 +640,26 @@ fn a_csv_log_appended_to_twice_or_rotated_has_its_header_once_per_file() {
     }
     assert_eq!(rows, s["records"]["written"].as_u64().unwrap());
 }
+
+#[test]
+fn an_mmap_sink_that_cannot_open_names_its_directory_and_the_os_error() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("mm.toml"),
+        "[sink]\ntype = \"mmap\"\ndir = \"segments\"\n[synthetic]\npackets = 1000\n",
+    )
+    .unwrap();
+    let o = bin()
+        .args(["--config", "mm.toml"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(
+            "cannot open sink: mmap segment directory segments: No such file or directory (os error 2)"
+        ),
+        "{err}"
+    );
+}

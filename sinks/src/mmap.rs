@@ -227,6 +227,13 @@ fn map_file(path: &Path, size: u64, create: bool) -> io::Result<(File, *mut u8)>
     Ok((file, p.cast()))
 }
 
+/// `e` with `what` and `path` in front of its message (same kind), e.g.
+/// `mmap segment directory /var/log/nat: No such file or directory (os
+/// error 2)`.
+fn at_path(what: &str, path: &Path, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{what} {}: {e}", path.display()))
+}
+
 fn seg_name(prefix: &str, seq: u64) -> String {
     format!("{prefix}-{seq:010}.dpm")
 }
@@ -312,7 +319,8 @@ impl MmapSink {
     ///
     /// Errors: `InvalidInput` for a segment size that is not a multiple of
     /// 4096 or below 64 KiB, or an empty prefix; the I/O error of the
-    /// directory or of the newest segment (`InvalidData` if it is not a
+    /// directory or of the newest segment, its message naming the directory
+    /// or segment path and the OS error (`InvalidData` if it is not a
     /// dplog segment).
     pub fn open(dir: impl AsRef<Path>, opts: MmapSinkOptions) -> io::Result<Self> {
         if opts.segment_bytes % 4096 != 0 || opts.segment_bytes < 64 * 1024 {
@@ -331,7 +339,8 @@ impl MmapSink {
             ));
         }
         let dir = dir.as_ref().to_path_buf();
-        let segs = list_segments(&dir, &opts.prefix)?;
+        let segs = list_segments(&dir, &opts.prefix)
+            .map_err(|e| at_path("mmap segment directory", &dir, e))?;
         let mut s = Self {
             dir,
             opts,
@@ -350,10 +359,12 @@ impl MmapSink {
     }
 
     fn resume(&mut self, path: &Path) -> io::Result<()> {
-        let size = std::fs::metadata(path)?.len();
-        // Validates magic/version/committed before mapping.
+        let seg_err = |e| at_path("mmap segment", path, e);
+        let size = std::fs::metadata(path).map_err(seg_err)?.len();
+        // Validates magic/version/committed before mapping (its errors
+        // name the path already).
         read_segment(path)?;
-        let (file, base) = map_file(path, size, false)?;
+        let (file, base) = map_file(path, size, false).map_err(seg_err)?;
         let mut seg = Segment {
             path: path.to_path_buf(),
             _file: file,
@@ -375,7 +386,7 @@ impl MmapSink {
             seg.data_mut()[c..c + tail].fill(0);
         }
         seg.synced = 0;
-        seg.sync()?;
+        seg.sync().map_err(seg_err)?;
         self.recovery = Recovery {
             segment: Some(path.to_path_buf()),
             committed_bytes: c as u64,

@@ -157,3 +157,38 @@ fn sigkill_mid_write_recovers_every_committed_record() {
     let got = parse_lines(&read_all(dir.path(), "t").unwrap());
     assert_complete_and_ordered(&got, 1, n + 1);
 }
+
+#[test]
+fn open_errors_name_the_directory_or_segment_and_the_os_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-dir");
+    let e = MmapSink::open(&missing, opts(64 * 1024)).err().unwrap();
+    assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "mmap segment directory {}: No such file or directory (os error 2)",
+            missing.display()
+        )
+    );
+    // A regular file where the directory should be.
+    let file = dir.path().join("plain");
+    std::fs::write(&file, b"x").unwrap();
+    let e = MmapSink::open(&file, opts(64 * 1024)).err().unwrap();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "mmap segment directory {}: Not a directory (os error 20)",
+            file.display()
+        )
+    );
+    // A foreign file named like the newest segment.
+    let seg = dir.path().join("t-0000000000.dpm");
+    std::fs::write(&seg, vec![7u8; 8192]).unwrap();
+    let e = MmapSink::open(dir.path(), opts(64 * 1024)).err().unwrap();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+    assert_eq!(
+        e.to_string(),
+        format!("{}: not a dplog mmap segment", seg.display())
+    );
+}

@@ -1,11 +1,20 @@
-//! `dplog-cat --format json FILE`: decodes a dplog binary file (format
+//! `dplog-cat --format json FILE...`: decodes a dplog binary log (format
 //! `binary`) into any other format on stdout, using the schemas stored in
 //! the file. A file truncated mid-record decodes up to the last whole
 //! record; the byte offset where decoding stopped and why go to stderr and
 //! the exit status is 2. Exit status 1: unreadable file or bad options.
+//!
+//! It also reads the segment files of the mmap sink (`<prefix>-<seq>.dpm`,
+//! layout in `dplog_sinks::mmap`): the 4096-byte header is checked (magic
+//! `DPLOGMM1`, version 1, header length, segment size equal to the file's,
+//! committed length inside the data area) and only the committed data is
+//! used; a torn or foreign file is refused with the reason. Several files
+//! (e.g. every segment of a directory, in sequence order) are read as one
+//! stream. Committed data that is a binary log is decoded like a binary
+//! file; formatted lines (text, JSON, ...) are printed as they are.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -14,47 +23,141 @@ use dplog_formatters::{binary, EventProfile, Format, FormatSpec};
 #[derive(Parser)]
 #[command(
     name = "dplog-cat",
-    about = "Decode a dplog binary log into another format"
+    about = "Decode a dplog binary log or mmap sink segments into another format"
 )]
 struct Args {
     /// Output format: text, json, csv, rfc5424, rfc3164, ipfix, binary.
-    #[arg(long, default_value = "text")]
-    format: Format,
+    /// Default text. Only for binary logs (mmap segments of formatted
+    /// lines are printed as they are).
+    #[arg(long)]
+    format: Option<Format>,
     /// Text template (format text), applied to the first schema.
     #[arg(long)]
     template: Option<String>,
     /// natEvent numbering: rfc8158 or legacy.
     #[arg(long, default_value = "rfc8158", value_parser = |s: &str| EventProfile::from_name(s).ok_or_else(|| format!("unknown profile {s:?}; use rfc8158 or legacy")))]
     profile: EventProfile,
-    /// The binary file.
-    file: PathBuf,
+    /// The binary log, or mmap segment files (`*.dpm`) read in the order
+    /// given.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+}
+
+/// Magic of an mmap sink segment (`dplog_sinks::mmap`).
+const SEGMENT_MAGIC: &[u8; 8] = b"DPLOGMM1";
+/// Segment header length in bytes (one page).
+const SEGMENT_HEADER: usize = 4096;
+const SEGMENT_VERSION: u32 = 1;
+
+/// The committed data of an mmap segment, or why the file is not a whole
+/// segment of this version.
+fn segment_data(b: &[u8]) -> Result<&[u8], String> {
+    if b.len() < SEGMENT_HEADER {
+        return Err(format!(
+            "torn mmap segment: {} bytes, shorter than its {SEGMENT_HEADER}-byte header",
+            b.len()
+        ));
+    }
+    let u32at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"));
+    let u64at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
+    let (version, header, size, committed) = (u32at(8), u32at(12), u64at(16), u64at(24));
+    if version != SEGMENT_VERSION {
+        return Err(format!(
+            "mmap segment version {version}, this dplog-cat reads version {SEGMENT_VERSION}"
+        ));
+    }
+    if header as usize != SEGMENT_HEADER {
+        return Err(format!(
+            "mmap segment header length {header}, expected {SEGMENT_HEADER}"
+        ));
+    }
+    if size != b.len() as u64 {
+        return Err(format!(
+            "torn mmap segment: its header says {size} bytes, the file has {}",
+            b.len()
+        ));
+    }
+    let room = (b.len() - SEGMENT_HEADER) as u64;
+    if committed > room {
+        return Err(format!(
+            "corrupt mmap segment: committed length {committed} beyond its {room}-byte data area"
+        ));
+    }
+    Ok(&b[SEGMENT_HEADER..SEGMENT_HEADER + committed as usize])
+}
+
+/// The bytes `path` contributes to the stream: a segment's committed data
+/// or the whole file. Errors are printed whole (path and reason).
+fn payload(path: &Path) -> Result<(Vec<u8>, bool), String> {
+    let at = |m: String| format!("{}: {m}", path.display());
+    // A log is a regular file of known length; reading a device or a FIFO
+    // (/dev/zero) whole would never end.
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() => {
+            return Err(at(
+                "not a regular file (a dplog binary log or mmap segment is one)".into(),
+            ))
+        }
+        _ => {}
+    }
+    let bytes = std::fs::read(path).map_err(|e| at(e.to_string()))?;
+    if bytes.starts_with(SEGMENT_MAGIC) {
+        let data = segment_data(&bytes).map_err(at)?.to_vec();
+        return Ok((data, true));
+    }
+    if path.extension().is_some_and(|e| e == "dpm") {
+        return Err(at(
+            "not a dplog mmap segment (it does not start with DPLOGMM1)".into(),
+        ));
+    }
+    Ok((bytes, false))
+}
+
+fn is_binary_log(b: &[u8]) -> bool {
+    b.first() == Some(&b'H') && b.get(4..12) == Some(&binary::MAGIC[..])
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    // A binary log is a regular file of known length; reading a device or a
-    // FIFO (/dev/zero) whole would never end.
-    match std::fs::metadata(&args.file) {
-        Ok(m) if !m.is_file() => {
+    let mut bytes = Vec::new();
+    let mut segments = 0usize;
+    for f in &args.files {
+        match payload(f) {
+            Ok((b, seg)) => {
+                bytes.extend_from_slice(&b);
+                segments += usize::from(seg);
+            }
+            Err(m) => {
+                eprintln!("dplog-cat: {m}");
+                return ExitCode::from(1);
+            }
+        }
+    }
+    let what = if args.files.len() == 1 {
+        args.files[0].display().to_string()
+    } else {
+        format!("{} files", args.files.len())
+    };
+    if segments > 0 && !bytes.is_empty() && !is_binary_log(&bytes) {
+        // Formatted lines: nothing to decode.
+        if let Some(f) = args.format {
             eprintln!(
-                "dplog-cat: {}: not a regular file (a dplog binary log is one)",
-                args.file.display()
+                "dplog-cat: {what}: the mmap segment holds formatted lines, not a binary log; --format {} cannot convert them (leave it out to print them as they are)",
+                f.name()
             );
             return ExitCode::from(1);
         }
-        _ => {}
-    }
-    let bytes = match std::fs::read(&args.file) {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("dplog-cat: {}: {e}", args.file.display());
+        let mut stdout = std::io::stdout().lock();
+        if let Err(e) = stdout.write_all(&bytes).and_then(|_| stdout.flush()) {
+            eprintln!("dplog-cat: writing the output: {e}");
             return ExitCode::from(1);
         }
-    };
+        return ExitCode::SUCCESS;
+    }
     let d = binary::decode(&bytes);
     let schemas: Vec<&dplog_core::Schema> = d.schemas.iter().collect();
     let mut spec = FormatSpec {
-        kind: args.format,
+        kind: args.format.unwrap_or(Format::Text),
         template: args.template,
         profile: args.profile,
         ..Default::default()
@@ -88,9 +191,13 @@ fn main() -> ExitCode {
     match d.stopped {
         None => ExitCode::SUCCESS,
         Some(s) => {
+            let of = if segments > 0 {
+                "of the committed data"
+            } else {
+                "of"
+            };
             eprintln!(
-                "dplog-cat: {}: stopped at byte {} of {}: {}; decoded {} whole records",
-                args.file.display(),
+                "dplog-cat: {what}: stopped at byte {} {of} {}: {}; decoded {} whole records",
                 s.offset,
                 bytes.len(),
                 s.reason,

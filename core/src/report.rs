@@ -6,6 +6,16 @@
 //! gap, at the place in the stream where it happened. The counts also stay
 //! in the counters ([`Stats`](crate::Stats)).
 //!
+//! Two clocks: a report is placed on the records' own timeline by
+//! `record_time_ns`, the event time ([`Record::event_time`]) of the last
+//! record the consumer read before it took the report, so a log of a
+//! capture (records stamped with capture time) shows the gap between the
+//! records it fell between, whatever the wall clock of the replay; and it
+//! gives the wall-clock time of the first and last drop (`first_ns`,
+//! `last_ns`, the producer's clock when it dropped), labelled as such.
+//! `record_time_ns` is 0 when no record was read yet or the records carry
+//! no event time; the lines then leave it out.
+//!
 //! Precision: `dropped` is exact and every drop is reported exactly once
 //! (the reports of a ring sum to its drop counters once the ring is
 //! drained). `[first_ns, last_ns]` always contains the reported drops; when
@@ -19,16 +29,17 @@ use crate::record::{Record, RecordHeader};
 /// dplog keeps for its own in-band records.
 pub const SCHEMA_DROP_REPORT: u16 = 0xFF01;
 
-/// An in-band report of records dropped on one ring. 40 bytes.
+/// An in-band report of records dropped on one ring. 48 bytes.
 ///
-/// | offset | field      | meaning                                         |
-/// |--------|------------|-------------------------------------------------|
-/// | 0      | `header`   | `len` 40, `schema_id` [`SCHEMA_DROP_REPORT`]    |
-/// | 8      | `ring`     | ring id (registration order in its logger, 0..) |
-/// | 12     | `reserved` | 0                                               |
-/// | 16     | `dropped`  | records dropped in the interval, all reasons    |
-/// | 24     | `first_ns` | first drop, ns since the Unix epoch, UTC        |
-/// | 32     | `last_ns`  | last drop, ns since the Unix epoch, UTC         |
+/// | offset | field            | meaning                                         |
+/// |--------|------------------|-------------------------------------------------|
+/// | 0      | `header`         | `len` 48, `schema_id` [`SCHEMA_DROP_REPORT`]    |
+/// | 8      | `ring`           | ring id (registration order in its logger, 0..) |
+/// | 12     | `reserved`       | 0                                               |
+/// | 16     | `dropped`        | records dropped in the interval, all reasons    |
+/// | 24     | `first_ns`       | first drop, wall clock, ns since the Unix epoch |
+/// | 32     | `last_ns`        | last drop, wall clock, ns since the Unix epoch  |
+/// | 40     | `record_time_ns` | event time of the last record read before the report (the records' timeline, normally ns since the Unix epoch); 0 = none |
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct DropReport {
@@ -44,9 +55,13 @@ pub struct DropReport {
     pub first_ns: u64,
     /// Last drop, ns since the Unix epoch (UTC).
     pub last_ns: u64,
+    /// [`Record::event_time`] of the last record the consumer read before
+    /// it took this report: where the gap sits on the records' timeline
+    /// (capture time for a replayed capture); 0 = unknown.
+    pub record_time_ns: u64,
 }
 
-const _: () = assert!(core::mem::size_of::<DropReport>() == 40);
+const _: () = assert!(core::mem::size_of::<DropReport>() == 48);
 
 impl Record for DropReport {
     const SCHEMA_ID: u16 = SCHEMA_DROP_REPORT;
@@ -66,33 +81,54 @@ impl DropReport {
             dropped,
             first_ns,
             last_ns,
+            record_time_ns: 0,
         }
     }
 
+    /// The report placed on the records' timeline at `ns` (see
+    /// [`DropReport::record_time_ns`]).
+    pub fn with_record_time(mut self, ns: u64) -> Self {
+        self.record_time_ns = ns;
+        self
+    }
+
     /// Appends the report as one text line:
-    /// `dplog: 12 records dropped on ring 0 between 2026-11-30T07:49:15.123456789Z and 2026-11-30T07:49:15.223456789Z\n`.
+    /// `dplog: 12 records dropped on ring 0 after the record of 2013-05-02T20:20:36.616804000Z; wall clock 2026-11-30T07:49:15.123456789Z to 2026-11-30T07:49:15.223456789Z\n`
+    /// (without `after the record of …` when `record_time_ns` is 0).
     pub fn write_text(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(b"dplog: ");
         out.extend_from_slice(itoa::Buffer::new().format(self.dropped).as_bytes());
         out.extend_from_slice(b" records dropped on ring ");
         out.extend_from_slice(itoa::Buffer::new().format(self.ring).as_bytes());
-        out.extend_from_slice(b" between ");
+        if self.record_time_ns != 0 {
+            out.extend_from_slice(b" after the record of ");
+            write_rfc3339(self.record_time_ns, out);
+        }
+        out.extend_from_slice(b"; wall clock ");
         write_rfc3339(self.first_ns, out);
-        out.extend_from_slice(b" and ");
+        out.extend_from_slice(b" to ");
         write_rfc3339(self.last_ns, out);
         out.push(b'\n');
     }
 
     /// Appends the report as one JSON line:
-    /// `{"dplogEvent":"recordsDropped","ring":0,"dropped":12,"firstDrop":"…Z","lastDrop":"…Z"}\n`.
+    /// `{"dplogEvent":"recordsDropped","ring":0,"dropped":12,"timestamp":"2013-05-02T20:20:36.616804000Z","firstDropWallClock":"…Z","lastDropWallClock":"…Z"}\n`:
+    /// `timestamp` (the key NAT records use for their own time) is
+    /// `record_time_ns`, left out when it is 0; the wall-clock times are
+    /// labelled as such.
     pub fn write_json(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(b"{\"dplogEvent\":\"recordsDropped\",\"ring\":");
         out.extend_from_slice(itoa::Buffer::new().format(self.ring).as_bytes());
         out.extend_from_slice(b",\"dropped\":");
         out.extend_from_slice(itoa::Buffer::new().format(self.dropped).as_bytes());
-        out.extend_from_slice(b",\"firstDrop\":\"");
+        if self.record_time_ns != 0 {
+            out.extend_from_slice(b",\"timestamp\":\"");
+            write_rfc3339(self.record_time_ns, out);
+            out.push(b'"');
+        }
+        out.extend_from_slice(b",\"firstDropWallClock\":\"");
         write_rfc3339(self.first_ns, out);
-        out.extend_from_slice(b"\",\"lastDrop\":\"");
+        out.extend_from_slice(b"\",\"lastDropWallClock\":\"");
         write_rfc3339(self.last_ns, out);
         out.extend_from_slice(b"\"}\n");
     }
@@ -153,13 +189,27 @@ mod tests {
         r.write_text(&mut out);
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            "dplog: 12 records dropped on ring 3 between 2026-11-30T07:49:15.000000123Z and 2026-11-30T07:49:15.100000123Z\n"
+            "dplog: 12 records dropped on ring 3; wall clock 2026-11-30T07:49:15.000000123Z to 2026-11-30T07:49:15.100000123Z\n"
         );
         let mut out = Vec::new();
         r.write_json(&mut out);
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            "{\"dplogEvent\":\"recordsDropped\",\"ring\":3,\"dropped\":12,\"firstDrop\":\"2026-11-30T07:49:15.000000123Z\",\"lastDrop\":\"2026-11-30T07:49:15.100000123Z\"}\n"
+            "{\"dplogEvent\":\"recordsDropped\",\"ring\":3,\"dropped\":12,\"firstDropWallClock\":\"2026-11-30T07:49:15.000000123Z\",\"lastDropWallClock\":\"2026-11-30T07:49:15.100000123Z\"}\n"
+        );
+        // On a capture's timeline: 2013-05-02T20:20:36.616804Z.
+        let r = r.with_record_time(1_367_526_036_616_804_000);
+        let mut out = Vec::new();
+        r.write_text(&mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "dplog: 12 records dropped on ring 3 after the record of 2013-05-02T20:20:36.616804000Z; wall clock 2026-11-30T07:49:15.000000123Z to 2026-11-30T07:49:15.100000123Z\n"
+        );
+        let mut out = Vec::new();
+        r.write_json(&mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "{\"dplogEvent\":\"recordsDropped\",\"ring\":3,\"dropped\":12,\"timestamp\":\"2013-05-02T20:20:36.616804000Z\",\"firstDropWallClock\":\"2026-11-30T07:49:15.000000123Z\",\"lastDropWallClock\":\"2026-11-30T07:49:15.100000123Z\"}\n"
         );
         let mut out = Vec::new();
         write_rfc3339(0, &mut out);

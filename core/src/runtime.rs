@@ -392,6 +392,7 @@ impl<R: Record> Logger<R> {
             batch_reports: Vec::new(),
             totals: totals.clone(),
             config: config.clone(),
+            last_event_time: 0,
             stop: None,
             deadline: None,
             next_tick: Instant::now(),
@@ -768,6 +769,10 @@ struct ConsumerLoop<R: Record, F, S> {
     batch_reports: Vec<core::ops::Range<usize>>,
     totals: Arc<ConsumerTotals>,
     config: LoggerConfig,
+    /// [`Record::event_time`] of the last record formatted: where an
+    /// in-band drop report sits on the records' timeline
+    /// ([`DropReport::record_time_ns`]).
+    last_event_time: u64,
     /// A shutdown request seen while retrying a batch; served by `run`.
     stop: Option<Sender<io::Result<()>>>,
     /// Set once shutdown starts: retries and drains end here.
@@ -1034,12 +1039,14 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
             let fmt = &mut self.formatter;
             let samples = &mut self.batch_samples;
             let empty = &mut self.batch_empty;
+            let last_time = &mut self.last_event_time;
             let n = self.rings[i].read_burst_sampled(
                 self.config.burst,
                 |rec| {
                     let before = buf.len();
                     fmt.format(rec, buf);
                     *empty += u64::from(buf.len() == before);
+                    *last_time = rec.event_time();
                 },
                 |t| samples.push(t),
             );
@@ -1091,11 +1098,13 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
             let fmt = &mut self.formatter;
             let limit = self.config.batch_bytes;
             let empty = &mut self.batch_empty;
+            let last_time = &mut self.last_event_time;
             // Stops after the record that fills the batch.
             let n = ro.emit(all, |r| {
                 let before = buf.len();
                 fmt.format(r, buf);
                 *empty += u64::from(buf.len() == before);
+                *last_time = r.event_time();
                 buf.len() < limit
             }) as u64;
             self.batch_records += n;
@@ -1128,7 +1137,8 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
                 d.dropped,
                 self.clock.to_utc_ns(d.first_ns),
                 self.clock.to_utc_ns(d.last_ns),
-            );
+            )
+            .with_record_time(self.last_event_time);
             let start = self.buf.len();
             self.formatter.format_drop_report(&rep, &mut self.buf);
             if self.buf.len() > start {

@@ -262,7 +262,7 @@ impl Formatter<Nat44SessionRecord> for SlowSeqLine {
 }
 
 /// Splits output into its record lines and its in-band drop-report lines
-/// (`dplog: N records dropped on ring R between ...`): returns the record
+/// (`dplog: N records dropped on ring R ...`): returns the record
 /// lines, the number of reports and the sum of their drop counts.
 pub fn split_reports(body: &[u8]) -> (Vec<u8>, u64, u64) {
     let mut records = Vec::new();

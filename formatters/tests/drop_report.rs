@@ -1,0 +1,131 @@
+//! In-band drop reports on a capture-time record stream: a report sits on
+//! the records' timeline (its `timestamp` is the time of the record line
+//! just before it, 2013 here), and gives the wall-clock time of the drops
+//! apart, labelled as such.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use dplog_core::record::nat_event;
+use dplog_core::{Backpressure, Formatter, Logger, LoggerConfig, Nat44SessionRecord};
+use dplog_formatters::{Format, FormatSpec, NatFormatter};
+use dplog_sinks::FileSink;
+
+/// 2013-05-02T20:20:36Z: capture time, years before the wall clock.
+const CAPTURE_T0: u64 = 1_367_526_036_000_000_000;
+
+/// The real JSON formatter, slowed (2 ms every 64 records) so a small
+/// `drop_newest` ring overflows.
+struct Slow {
+    inner: NatFormatter,
+    n: u64,
+}
+
+impl Formatter<Nat44SessionRecord> for Slow {
+    fn format(&mut self, r: &Nat44SessionRecord, out: &mut Vec<u8>) {
+        self.n += 1;
+        if self.n % 64 == 0 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        self.inner.format(r, out);
+    }
+    fn format_drop_report(&mut self, r: &dplog_core::DropReport, out: &mut Vec<u8>) {
+        Formatter::<Nat44SessionRecord>::format_drop_report(&mut self.inner, r, out);
+    }
+}
+
+/// Parses `YYYY-MM-DDTHH:MM:SS.fffZ` (any number of fraction digits) to ns
+/// since the Unix epoch.
+fn ns(t: &str) -> u64 {
+    let (date, rest) = t.split_once('T').unwrap();
+    let d: Vec<i64> = date.split('-').map(|x| x.parse().unwrap()).collect();
+    let (hms, frac) = rest.trim_end_matches('Z').split_once('.').unwrap();
+    let h: Vec<u64> = hms.split(':').map(|x| x.parse().unwrap()).collect();
+    let frac_ns: u64 = format!("{frac:0<9}")[..9].parse().unwrap();
+    // Days from civil (H. Hinnant).
+    let (y, m) = if d[1] <= 2 {
+        (d[0] - 1, d[1] + 9)
+    } else {
+        (d[0], d[1] - 3)
+    };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * m + 2) / 5 + d[2] - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = (era * 146_097 + doe - 719_468) as u64;
+    (days * 86_400 + h[0] * 3600 + h[1] * 60 + h[2]) * 1_000_000_000 + frac_ns
+}
+
+#[test]
+fn drop_reports_carry_the_time_of_the_record_before_them_and_the_wall_clock_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("drops.jsonl");
+    let logger = Logger::start(
+        LoggerConfig {
+            ring_capacity: 64,
+            backpressure: Backpressure::Drop,
+            shutdown_timeout_ms: 20_000,
+            ..Default::default()
+        },
+        Slow {
+            inner: FormatSpec {
+                kind: Format::Json,
+                ..Default::default()
+            }
+            .nat_formatter()
+            .unwrap(),
+            n: 0,
+        },
+        FileSink::open(&path).unwrap(),
+    )
+    .unwrap();
+    let mut p = logger.producer().unwrap();
+    for i in 0..4000u64 {
+        if i % 256 == 0 {
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        let mut r = session(nat_event::NAT44_SESSION_CREATE);
+        // One record per captured millisecond.
+        r.timestamp_ns = CAPTURE_T0 + i * 1_000_000;
+        p.log(r);
+    }
+    drop(p);
+    let stats = logger.shutdown().unwrap();
+    assert!(stats.dropped_full > 0, "nothing was dropped: {stats:?}");
+    let body = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<serde_json::Value> = body
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let wall_now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    let (mut reports, mut dropped) = (0u64, 0u64);
+    let mut prev: Option<u64> = None;
+    for l in &lines {
+        let t = ns(l["timestamp"].as_str().unwrap());
+        if l["dplogEvent"] == "recordsDropped" {
+            reports += 1;
+            dropped += l["dropped"].as_u64().unwrap();
+            // On the records' timeline: the record line just before it.
+            assert_eq!(Some(t), prev, "{l}");
+            assert!((CAPTURE_T0..CAPTURE_T0 + 4_000_000_000).contains(&t), "{l}");
+            // The wall clock, labelled, is today's, not the capture's.
+            for key in ["firstDropWallClock", "lastDropWallClock"] {
+                let w = ns(l[key].as_str().unwrap());
+                assert!(
+                    w > wall_now - 600_000_000_000 && w <= wall_now,
+                    "{key}: {l}"
+                );
+            }
+            assert!(l.get("firstDrop").is_none());
+        } else {
+            prev = Some(t);
+        }
+    }
+    assert!(reports > 0, "no drop report in the log");
+    assert_eq!(dropped, stats.dropped_full + stats.dropped_degraded);
+}

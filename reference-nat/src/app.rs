@@ -26,7 +26,7 @@ use crate::synthetic::{
     Synthetic, SyntheticConfig, SyntheticError, SYNTHETIC_FRAME_LEN, SYNTHETIC_INSIDE,
 };
 use crate::workers::{
-    sum_stats, translated, Batch, HairpinFragStats, Handoff, LiveCounters, Sharder, WorkerCounters,
+    sum_stats, translated, Batch, HairpinLinks, Handoff, LiveCounters, Sharder, WorkerCounters,
     BATCH_PACKETS,
 };
 
@@ -577,10 +577,12 @@ pub struct Summary {
     /// Limit and exhaustion records (natEvent 3/12/13) logged, and those
     /// suppressed by the rate limit.
     pub limit_events: (u64, u64),
-    /// The dispatcher's hairpin fragment table (several workers, capture
-    /// input): later fragments of hairpin datagrams sent to the worker of
-    /// their first fragment ([`Sharder::route`]).
-    pub hairpin_fragments: HairpinFragStats,
+    /// Two-stage hairpinning across workers: packets the owners of their
+    /// destination ports received from the senders' workers (each counted
+    /// there as the `hairpin_handoff` verdict), delivered (destination
+    /// translated) and dropped (no mapping, or a later fragment whose first
+    /// was not seen), all workers.
+    pub hairpin_in: (u64, u64, u64),
 }
 
 /// One worker's figures in the [`Summary`].
@@ -705,12 +707,11 @@ impl Summary {
                 self.limit_events.0, self.limit_events.1
             );
         }
-        let hf = &self.hairpin_fragments;
-        if hf.tracked > 0 {
+        if self.hairpin_in.0 > 0 {
             let _ = writeln!(
                 s,
-                "  hairpin fragments  datagrams {}  later fragments routed {}  evicted {}  expired {}",
-                hf.tracked, hf.routed, hf.evicted, hf.expired
+                "  hairpin handoff    received {}  delivered {}  dropped {}",
+                self.hairpin_in.0, self.hairpin_in.1, self.hairpin_in.2
             );
         }
         if !self.logging {
@@ -1005,7 +1006,6 @@ pub fn run_live_serving(
     };
     // (counters, busy ns, records dropped at stop) per worker.
     let mut results: Vec<(NatStats, u64, u64)> = Vec::with_capacity(n);
-    let mut hairpin_fragments = HairpinFragStats::default();
     std::thread::scope(|sc| {
         let monitor = (cfg.dataplane.live_stats_ms > 0).then(|| {
             let (done, logger) = (&done, logger.as_ref());
@@ -1016,7 +1016,11 @@ pub fn run_live_serving(
         if sources.is_empty() {
             let mut txs = Vec::with_capacity(n);
             let mut rets = Vec::with_capacity(n);
-            for (w, (nat, producer)) in nats.drain(..).zip(producers.drain(..)).enumerate() {
+            // Two-stage hairpinning across workers (see `workers`).
+            let mut links = HairpinLinks::mesh(n, cfg.dataplane.handoff_batches).into_iter();
+            for (w, (mut nat, producer)) in nats.drain(..).zip(producers.drain(..)).enumerate() {
+                nat.set_hairpin_handoff(w, n, base.port_range);
+                let links = links.next().expect("one link set per worker");
                 let (tx, rx) = rtrb::RingBuffer::<Handoff>::new(cfg.dataplane.handoff_batches);
                 let (ret_tx, ret_rx) =
                     rtrb::RingBuffer::<Batch>::new(cfg.dataplane.handoff_batches + 2);
@@ -1026,22 +1030,17 @@ pub fn run_live_serving(
                 let cpu = cpu_of(w);
                 handles.push(sc.spawn(move || {
                     pin(cpu);
-                    handoff_worker(cfg, nat, producer, counters, rx, ret_tx)
+                    handoff_worker(cfg, nat, producer, counters, rx, ret_tx, links)
                 }));
             }
-            let mut sharder = Sharder::new(&base.inside, n);
-            if base.port_allocation != PortAllocation::Deterministic {
-                // Hairpin flows live on the worker owning the destination
-                // port (see `workers`).
-                sharder = sharder
-                    .with_hairpin(base.pool, base.port_range)
-                    .with_hairpin_fragments(base.fragment_table_size, base.fragment_timeout);
-            }
+            // Every packet from an inside host goes to that host's worker,
+            // hairpin packets too: its worker translates the source and
+            // hands the packet to the owner of the destination port.
+            let sharder = Sharder::new(&base.inside, n);
             let mut cur: Vec<Batch> = (0..n).map(|_| Batch::new()).collect();
             let mut last_ts = 0u64;
             let mut dispatch = |ts_ns: u64, linktype: u32, data: &[u8], wire_len: u32| {
-                // Later fragments of a hairpin datagram follow its first.
-                let w = sharder.route(ts_ns, linktype, data);
+                let w = sharder.worker_of(linktype, data);
                 cur[w].push_wire(ts_ns, linktype, data, wire_len);
                 last_ts = last_ts.max(ts_ns);
                 if cur[w].len() >= BATCH_PACKETS {
@@ -1075,7 +1074,6 @@ pub fn run_live_serving(
                 }
                 send(&mut txs[w], Handoff::End(last_ts));
             }
-            hairpin_fragments = sharder.hairpin_fragments();
             match res {
                 Ok(s) => input_stats = s,
                 Err(e) => {
@@ -1133,7 +1131,6 @@ pub fn run_live_serving(
     summary.records_logged += config_records;
     summary.config_records = config_records;
     summary.records.dropped_at_stop = results.iter().map(|r| r.2).sum();
-    summary.hairpin_fragments = hairpin_fragments;
     summary.per_worker = results
         .iter()
         .map(|(s, busy_ns, _)| WorkerSummary::of(s, *busy_ns as f64 / 1e9))
@@ -1190,11 +1187,14 @@ fn handoff_worker(
     counters: &WorkerCounters,
     mut rx: rtrb::Consumer<Handoff>,
     mut ret: rtrb::Producer<Batch>,
+    mut links: HairpinLinks,
 ) -> (NatStats, u64, u64) {
     let mut log = cfg.ring_log(producer.as_mut());
     let t0 = Instant::now();
     let mut since = 0u64;
     loop {
+        // Stage two of hairpins other workers handed over.
+        links.drain(&mut nat);
         match rx.pop() {
             Ok(Handoff::Batch(mut b)) => {
                 let Batch {
@@ -1207,11 +1207,17 @@ fn handoff_worker(
                         // A frame cut by the snap length is translated when
                         // its headers were captured, else counted `snapped`.
                         let wire = wire_lens.get(i).map_or(f.len(), |&w| w as usize);
-                        nat.process_snapped(ts, lt, f, wire, &mut log);
+                        let v = nat.process_snapped(ts, lt, f, wire, &mut log);
+                        links.set_clock(ts);
+                        if v == Verdict::HairpinHandoff {
+                            links.stage(nat.handoff_target(), ts, lt, f, wire as u32);
+                        }
                     }
                 }
-                // One ring publication per batch (an rx burst).
+                // One ring publication per batch (an rx burst), and one
+                // handoff per peer with hairpin packets.
                 log.flush();
+                links.send();
                 since += frames.len() as u64;
                 if since >= PUBLISH_EVERY {
                     since = 0;
@@ -1221,11 +1227,13 @@ fn handoff_worker(
                 let _ = ret.push(b);
             }
             Ok(Handoff::End(ts)) => {
+                links.close(&mut nat);
                 nat.finish(ts, &mut log);
                 break;
             }
             Err(_) => {
                 if rx.is_abandoned() {
+                    links.close(&mut nat);
                     let now = nat.now_ns();
                     nat.finish(now, &mut log);
                     break;
@@ -1508,6 +1516,10 @@ fn make_summary(
         config_records: 0,
         port_blocks: (nat.port_blocks_allocated, nat.port_blocks_released),
         limit_events: (nat.limit_events_logged, nat.limit_events_suppressed),
-        hairpin_fragments: HairpinFragStats::default(),
+        hairpin_in: (
+            nat.hairpin_in_received,
+            nat.hairpin_in_delivered,
+            nat.hairpin_in_dropped,
+        ),
     }
 }

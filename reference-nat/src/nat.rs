@@ -370,9 +370,10 @@ pub enum Verdict {
     /// translated.
     Hairpinned,
     /// Sent to a pool address and port with no mapping in this engine
-    /// (nothing to hairpin to; with several workers the dispatcher sends a
-    /// TCP/UDP hairpin packet to the worker owning the destination port,
-    /// see [`crate::workers`]), or an ICMP echo to a pool address; dropped.
+    /// (nothing to hairpin to; with several workers a TCP/UDP packet to
+    /// another worker's port is handed to it instead,
+    /// [`Verdict::HairpinHandoff`], see [`crate::workers`]), or an ICMP
+    /// echo to a pool address; dropped.
     HairpinNoMapping,
     /// Outbound ICMP error (RFC 5508) about a session: outer source and the
     /// quoted packet's destination translated, checksums fixed.
@@ -402,11 +403,21 @@ pub enum Verdict {
     /// packet whose headers are all there is translated as usual (see
     /// [`Nat44::process_snapped`]).
     Snapped,
+    /// Hairpinning across workers (see [`Nat44::set_hairpin_handoff`]):
+    /// the source was translated here with the sender's own
+    /// endpoint-independent mapping (a session created or refreshed, as
+    /// any outbound packet), but the destination pool port belongs to
+    /// worker [`Nat44::handoff_target`], which translates the destination
+    /// ([`Nat44::hairpin_in`]) and emits the packet; its outcome is counted
+    /// there in [`NatStats::hairpin_in_delivered`] /
+    /// [`NatStats::hairpin_in_dropped`]. Later fragments of such a
+    /// datagram get this verdict too.
+    HairpinHandoff,
     /// Malformed frame, with the reason.
     Malformed(MalformedReason),
 }
 
-const SIMPLE_VERDICTS: [Verdict; 29] = [
+const SIMPLE_VERDICTS: [Verdict; 30] = [
     Verdict::TranslatedOut,
     Verdict::TranslatedIn,
     Verdict::FragmentMatched,
@@ -436,6 +447,7 @@ const SIMPLE_VERDICTS: [Verdict; 29] = [
     Verdict::IcmpErrorQuotesError,
     Verdict::FragmentOverlap,
     Verdict::Snapped,
+    Verdict::HairpinHandoff,
 ];
 
 impl Verdict {
@@ -474,6 +486,7 @@ impl Verdict {
             Verdict::IcmpErrorQuotesError => 26,
             Verdict::FragmentOverlap => 27,
             Verdict::Snapped => 28,
+            Verdict::HairpinHandoff => 29,
             Verdict::Malformed(r) => SIMPLE_VERDICTS.len() + r as usize,
         }
     }
@@ -541,6 +554,7 @@ impl Verdict {
             Verdict::IcmpErrorQuotesError => "icmp_error_quotes_error",
             Verdict::FragmentOverlap => "fragment_overlap",
             Verdict::Snapped => "snapped",
+            Verdict::HairpinHandoff => "hairpin_handoff",
             Verdict::Malformed(r) => r.name(),
         }
     }
@@ -608,6 +622,16 @@ pub struct NatStats {
     /// Limit and exhaustion events not logged because of the rate limit
     /// ([`NatConfig::event_log_interval`]).
     pub limit_events_suppressed: u64,
+    /// Packets another worker handed over for destination translation
+    /// ([`Nat44::hairpin_in`]); not in `packets` (the sender counted them,
+    /// as [`Verdict::HairpinHandoff`]).
+    pub hairpin_in_received: u64,
+    /// Of them, translated to the inside host (destination address, and
+    /// port but for later fragments) and emitted.
+    pub hairpin_in_delivered: u64,
+    /// Of them, dropped: no mapping for the destination pool port, or a
+    /// later fragment whose first fragment was not seen here.
+    pub hairpin_in_dropped: u64,
 }
 
 impl Default for NatStats {
@@ -633,6 +657,9 @@ impl Default for NatStats {
             port_blocks_live: 0,
             limit_events_logged: 0,
             limit_events_suppressed: 0,
+            hairpin_in_received: 0,
+            hairpin_in_delivered: 0,
+            hairpin_in_dropped: 0,
         }
     }
 }
@@ -915,6 +942,9 @@ struct FragEntry {
     /// fragment was sent to, which later fragments' destination address is
     /// rewritten to as well.
     hairpin_to: Option<u32>,
+    /// A datagram whose first fragment was handed to this worker index
+    /// ([`Verdict::HairpinHandoff`]): so are its later fragments.
+    handoff_to: Option<u32>,
 }
 
 /// How a later fragment's bytes relate to those seen of its datagram.
@@ -1002,6 +1032,7 @@ impl FragTable {
             ranges,
             nranges: 1,
             hairpin_to,
+            handoff_to: None,
         };
         if !self.map.contains_key(&key) {
             while self.map.len() >= self.capacity {
@@ -1072,6 +1103,15 @@ pub struct Nat44 {
     free_slots: Vec<u32>,
     timers: BinaryHeap<Timer>,
     frags: FragTable,
+    /// Hairpin datagrams handed over by other workers: (src, dst,
+    /// protocol, IP id) of first fragments → inside destination
+    /// ([`Nat44::hairpin_in`]).
+    hairpin_frags: FragTable,
+    /// Two-stage hairpinning across workers: (this worker, workers, the
+    /// whole port range before the split).
+    handoff: Option<(usize, usize, (u16, u16))>,
+    /// Worker of the last [`Verdict::HairpinHandoff`].
+    handoff_target: usize,
     stats: NatStats,
     /// xorshift64* state for [`PortAllocation::Random`].
     rng: u64,
@@ -1373,6 +1413,15 @@ impl Nat44 {
                 timeout_ns: nanos(cfg.fragment_timeout),
                 serial: 0,
             },
+            hairpin_frags: FragTable {
+                map: FxMap::default(),
+                order: VecDeque::new(),
+                capacity: cfg.fragment_table_size,
+                timeout_ns: nanos(cfg.fragment_timeout),
+                serial: 0,
+            },
+            handoff: None,
+            handoff_target: 0,
             stats: NatStats::default(),
             rng,
             reverse: FxMap::default(),
@@ -1392,6 +1441,148 @@ impl Nat44 {
     /// The configuration the engine was built with.
     pub fn config(&self) -> &NatConfig {
         &self.cfg
+    }
+
+    /// Makes this engine worker `index` of `workers` for two-stage
+    /// hairpinning (RFC 4787 REQ-9 with REQ-1 kept across workers, as
+    /// VPP's NAT44-ED hands a packet between threads): a packet from an
+    /// inside host to a pool address and port owned by another worker is
+    /// source-translated here with the sender's own endpoint-independent
+    /// mapping and returned as [`Verdict::HairpinHandoff`] with
+    /// [`handoff_target`](Self::handoff_target) naming the owner, which
+    /// translates the destination with [`hairpin_in`](Self::hairpin_in).
+    ///
+    /// `port_range` is the whole external range before the split of
+    /// [`worker_port_range`]: the owner of a pool port is the worker whose
+    /// slice holds it; with [`PortAllocation::Deterministic`] (no split),
+    /// the worker of the inside host the RFC 7422 mapping gives that port
+    /// to ([`crate::workers::worker_of_inside`]). Inside hosts must be
+    /// sharded by `worker_of_inside` (as [`crate::workers::Sharder`] does).
+    pub fn set_hairpin_handoff(&mut self, index: usize, workers: usize, port_range: (u16, u16)) {
+        self.handoff = (workers > 1 && index < workers).then_some((index, workers, port_range));
+    }
+
+    /// The worker a [`Verdict::HairpinHandoff`] packet must be handed to
+    /// (valid right after that verdict).
+    pub fn handoff_target(&self) -> usize {
+        self.handoff_target
+    }
+
+    /// With [`set_hairpin_handoff`](Self::set_hairpin_handoff), the worker
+    /// owning pool address `dst` (host order) and external port `port`:
+    /// `None` when `dst` is not a pool address or no worker can own the
+    /// port (outside the range, or no deterministic block holds it).
+    pub fn hairpin_owner(&self, dst: u32, port: u16) -> Option<usize> {
+        let (_, workers, (lo, hi)) = self.handoff?;
+        let pool_index = dst.wrapping_sub(self.pool_first);
+        if pool_index >= self.pool_count || port < lo || port > hi {
+            return None;
+        }
+        match self.det {
+            Some((per_address, ports)) => {
+                let b = u32::from(port - lo) / ports;
+                if b >= per_address {
+                    return None;
+                }
+                let i = u64::from(pool_index) * u64::from(per_address) + u64::from(b);
+                let addr = self.inside_address(i)?;
+                Some(crate::workers::worker_of_inside(addr, workers))
+            }
+            None => {
+                let per = (u32::from(hi - lo) + 1) / workers as u32;
+                if per == 0 {
+                    return None;
+                }
+                let w = (u32::from(port - lo) / per) as usize;
+                Some(w.min(workers - 1))
+            }
+        }
+    }
+
+    /// The inside address of index `i` counted through the inside
+    /// prefixes in order (inverse of `inside_index`).
+    fn inside_address(&self, mut i: u64) -> Option<u32> {
+        for n in &self.cfg.inside {
+            let count = 1u64 << (32 - u32::from(n.prefix_len()));
+            if i < count {
+                let net = u32::from(n.network()) & u32::from(n.netmask());
+                return Some(net.wrapping_add(i as u32));
+            }
+            i -= count;
+        }
+        None
+    }
+
+    /// Stage two of a cross-worker hairpin: translates the destination of
+    /// a packet another worker returned as [`Verdict::HairpinHandoff`]
+    /// (its source already translated there), captured at `ts_ns` with
+    /// link type `linktype`, in place: destination pool address and port
+    /// to the inside host of this engine's mapping (checksums patched,
+    /// RFC 1624), as [`Verdict::Hairpinned`]; a later fragment gets the
+    /// destination address its first fragment got, as
+    /// [`Verdict::FragmentMatched`]. Otherwise [`Verdict::HairpinNoMapping`]
+    /// or [`Verdict::FragmentNoSession`] (drop it). Counted in
+    /// [`NatStats::hairpin_in_received`] / `_delivered` / `_dropped`, not
+    /// in `packets` or the verdicts (the sender counted the packet). Does
+    /// not refresh a session (neither does a hairpin within one worker).
+    /// `wire_len` as for [`process_snapped`](Self::process_snapped).
+    pub fn hairpin_in(
+        &mut self,
+        ts_ns: u64,
+        linktype: u32,
+        frame: &mut [u8],
+        wire_len: usize,
+    ) -> Verdict {
+        let now = self.advance(ts_ns);
+        self.hairpin_frags.expire(now, &mut self.stats);
+        self.stats.hairpin_in_received += 1;
+        let parsed = match packet::parse(linktype, frame) {
+            Ok(p) => Ok(p),
+            Err(_) if frame.len() < wire_len => packet::parse_snapped(linktype, frame),
+            Err(e) => Err(e),
+        };
+        let v = match parsed {
+            Ok(p) => self.hairpin_deliver(now, &p, frame),
+            Err(e) => e.into(),
+        };
+        if v.is_translated() {
+            self.stats.hairpin_in_delivered += 1;
+        } else {
+            self.stats.hairpin_in_dropped += 1;
+        }
+        v
+    }
+
+    fn hairpin_deliver(&mut self, now: u64, p: &ParsedPacket, frame: &mut [u8]) -> Verdict {
+        let fk = FragKey {
+            src: p.ip.src,
+            dst: p.ip.dst,
+            id: p.ip.id,
+            proto: p.ip.protocol,
+        };
+        if p.ip.is_later_fragment() {
+            let to = match self.hairpin_frags.map.get(&fk).and_then(|e| e.hairpin_to) {
+                Some(to) => to,
+                None => return Verdict::FragmentNoSession,
+            };
+            rewrite_ip_dst(frame, p.l3_offset, p.ip.dst, to);
+            return Verdict::FragmentMatched;
+        }
+        let dport = match p.transport {
+            Transport::Tcp(t) => t.dst_port,
+            Transport::Udp(u) => u.dst_port,
+            _ => return Verdict::HairpinNoMapping,
+        };
+        let Some(&mk) = self.reverse.get(&(p.ip.dst, dport, p.ip.protocol)) else {
+            return Verdict::HairpinNoMapping;
+        };
+        rewrite_destination(frame, p, mk.addr, mk.port);
+        if p.ip.is_first_fragment() {
+            let first_len = u32::from(p.ip.total_len.saturating_sub(p.ip.header_len));
+            self.hairpin_frags
+                .insert(fk, 0, 0, now, first_len, Some(mk.addr), &mut self.stats);
+        }
+        Verdict::Hairpinned
     }
 
     /// Counters so far.
@@ -1515,6 +1706,7 @@ impl Nat44 {
         }
         self.timers.clear();
         self.frags.clear();
+        self.hairpin_frags.clear();
     }
 
     /// Deletes the sessions whose idle timeout ended at or before `ts_ns`
@@ -2105,13 +2297,22 @@ impl Nat44 {
             Transport::Fragment | Transport::Other => return Verdict::UnsupportedProtocol,
         };
         // Hairpinning (RFC 4787 REQ-9): to one of our external addresses.
+        // Across workers (two-stage): the owner of the destination port
+        // translates the destination; here only the source.
+        let mut handoff = None;
         let hairpin = if outbound && dst.wrapping_sub(self.pool_first) < self.pool_count {
             if icmp_reply.is_some() {
                 return Verdict::HairpinNoMapping;
             }
-            match self.reverse.get(&(dst, dport, proto)) {
-                Some(&mk) => Some(mk),
-                None => return Verdict::HairpinNoMapping,
+            match self.hairpin_owner(dst, dport) {
+                Some(w) if self.handoff.is_some_and(|(me, _, _)| me != w) => {
+                    handoff = Some(w);
+                    None
+                }
+                _ => match self.reverse.get(&(dst, dport, proto)) {
+                    Some(&mk) => Some(mk),
+                    None => return Verdict::HairpinNoMapping,
+                },
             }
         } else {
             None
@@ -2188,8 +2389,16 @@ impl Nat44 {
             let hairpin_to = hairpin.map(|mk| mk.addr);
             self.frags
                 .insert(fk, slot, seq, now, first_len, hairpin_to, &mut self.stats);
+            if let Some(w) = handoff {
+                if let Some(e) = self.frags.map.get_mut(&fk) {
+                    e.handoff_to = Some(w as u32);
+                }
+            }
         }
-        if hairpin.is_some() {
+        if let Some(w) = handoff {
+            self.handoff_target = w;
+            Verdict::HairpinHandoff
+        } else if hairpin.is_some() {
             Verdict::Hairpinned
         } else if outbound {
             Verdict::TranslatedOut
@@ -2354,11 +2563,16 @@ impl Nat44 {
             FragBytes::Duplicate => self.stats.fragments_duplicate += 1,
             FragBytes::New => {}
         }
-        let (slot, hairpin_to) = (e.slot, e.hairpin_to);
+        let (slot, hairpin_to, handoff_to) = (e.slot, e.hairpin_to, e.handoff_to);
         self.touch(slot, now, p.ip.total_len, outbound, None);
         if outbound {
             let ext = self.slots[slot as usize].ext_addr;
             rewrite_ip_src(frame, p.l3_offset, p.ip.src, ext);
+            // Its first fragment was handed to another worker: so is this.
+            if let Some(w) = handoff_to {
+                self.handoff_target = w as usize;
+                return Verdict::HairpinHandoff;
+            }
             // A hairpinned datagram: to the inside host, as its first
             // fragment (no transport header here, only the IPv4 one).
             if let Some(to) = hairpin_to {

@@ -12,32 +12,42 @@
 //! (RFC 4787 REQ-1), port blocks and session limit are per worker with no
 //! sharing at all.
 //!
-//! Hairpinning (RFC 4787 REQ-9) across workers: a packet from an inside
-//! host to a pool address and port goes to the worker that owns that
-//! external port (each worker allocates from its own disjoint slice of the
-//! port range, see [`crate::nat::worker_port_range`]), because that worker
-//! holds the mapping to rewrite the destination with. The hairpin session
-//! of the sending host is created there too (with a port of that worker's
-//! slice), so the answer, sent by the other inside host to that port,
-//! reaches the same worker: both directions of a hairpin flow stay on one
-//! worker whatever the two hosts hash to (see
-//! [`Sharder::with_hairpin`]). Later fragments of a hairpin datagram
-//! carry no ports: the dispatcher ([`Sharder::route`]) remembers the
-//! `(src, dst, protocol, IP id)` of each hairpin first fragment with the
-//! worker it went to, in a bounded table with the NAT's fragment timeout
-//! on capture time (evictions and expiries counted in
-//! [`HairpinFragStats`]), and sends the later fragments there; that
-//! worker's fragment table rewrites their source and destination
-//! addresses. The costs: an inside endpoint that talks to an outside host
-//! and hairpins from the same source port gets two external mappings, one
-//! per worker (RFC 4787 REQ-1 holds per worker only); a later fragment
-//! that arrives before its first, or after its entry was evicted or
-//! expired, goes to the sender's worker and is counted
-//! `fragment_no_session`; one table look-up per fragment in the
-//! dispatcher (none for unfragmented packets); with deterministic NAT (no
-//! port slices) hairpinning stays within a worker. The DPDK path has no
-//! dispatcher (the NIC's RSS spreads packets over the queues), so none of
-//! this routing applies there.
+//! Hairpinning (RFC 4787 REQ-9) across workers is two-stage, as VPP's
+//! NAT44-ED hands a packet between threads: a packet from an inside host
+//! to a pool address and port goes, like any packet of that host, to the
+//! host's own worker, which translates the source with the host's one
+//! endpoint-independent mapping (REQ-1 holds across workers: the same
+//! external address and port as the host's traffic to the outside) and
+//! creates or refreshes the sender's session there, logged once. If the
+//! destination pool port belongs to another worker (the worker whose
+//! slice of the port range holds it, see [`crate::nat::worker_port_range`];
+//! with deterministic NAT, RFC 7422, the worker of the inside host the
+//! mapping reverses to), the packet gets [`Verdict::HairpinHandoff`] and
+//! goes, source translated, through a per-(worker pair) SPSC ring
+//! ([`HairpinLinks`]) to that owner, which translates the destination
+//! ([`Nat44::hairpin_in`]) with its mapping and emits it. Later fragments
+//! (no ports) reach the sender's worker by the inside-source shard, follow
+//! their first fragment to the same owner (the sender's fragment table
+//! remembers it) and get the destination address their first fragment
+//! got (the owner's table). Within one worker nothing changes: the engine
+//! translates both ends at once.
+//!
+//! The costs: a hairpin packet to another worker's port is copied once
+//! into a batch and crosses one more ring (one push per peer per input
+//! batch); an owner holds a handed-over packet until its own input has
+//! reached the packet's capture time, so a capture replays in capture
+//! order (bounded, see [`HAIRPIN_HOLD_PACKETS`]); a worker waiting on a
+//! full ring to a peer keeps taking its own inbound hairpin rings, so the
+//! wait is lossless and cannot deadlock. The per-packet path pays nothing
+//! for this outside the existing "destination in the pool" branch. The
+//! DPDK path (queues spread by the NIC's RSS, no dispatcher) does not use
+//! the handoff: there a hairpin across queues finds no mapping.
+//!
+//! [`Sharder::with_hairpin`] and [`Sharder::route`] keep the earlier
+//! single-stage alternative as API (hairpin packets routed to the port's
+//! owner, later fragments following their first fragment through a
+//! bounded table); `dplog-nat` no longer uses it, because the sender then
+//! gets a second mapping on the owner's worker.
 //!
 //! Handoff: one `rtrb` wait-free SPSC ring of [`Batch`]es per worker plus a
 //! return ring that recycles emptied batches. There is no lock between the
@@ -49,7 +59,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use ipnet::Ipv4Net;
 
-use crate::nat::{NatStats, Verdict};
+use crate::nat::{Nat44, NatStats, Verdict};
 use crate::packet;
 
 /// Number of packets the dispatcher collects per worker before handing the
@@ -226,7 +236,9 @@ impl Sharder {
     /// worker whose slice of `port_range` (as cut by
     /// [`crate::nat::worker_port_range`]) holds the destination port: the
     /// worker that owns the mapping. Not for deterministic NAT, whose
-    /// workers share the whole range.
+    /// workers share the whole range. The single-stage alternative to
+    /// [`HairpinLinks`]: the sender gets a second mapping on that worker
+    /// (RFC 4787 REQ-1 per worker only); `dplog-nat` does not use it.
     pub fn with_hairpin(mut self, pool: Ipv4Net, port_range: (u16, u16)) -> Self {
         self.hairpin = Some((
             (u32::from(pool.network()), u32::from(pool.netmask())),
@@ -415,7 +427,218 @@ pub enum Handoff {
     End(u64),
 }
 
-const SCALARS: usize = 19;
+/// To one peer: (ring to it, its return ring of emptied batches, the
+/// batch being filled).
+type OutLink = (rtrb::Producer<Batch>, rtrb::Consumer<Batch>, Batch);
+
+/// Most handed-over packets a worker holds back waiting for its own input
+/// to reach their capture time (see [`HairpinLinks`]); beyond, the oldest
+/// are translated at once.
+pub const HAIRPIN_HOLD_PACKETS: usize = 4096;
+
+/// One worker's end of the hairpin handoff mesh: an `rtrb` SPSC ring of
+/// [`Batch`]es to every other worker (with a return ring that recycles
+/// emptied batches), and one from every other worker. See the module
+/// documentation: a worker that translated the source of a packet to
+/// another worker's pool port ([`Verdict::HairpinHandoff`]) stages it
+/// here and sends its staged batches once per input batch; the owner
+/// translates the destination ([`Nat44::hairpin_in`]).
+///
+/// Order: the owner translates a handed-over packet once its own input
+/// has reached the packet's capture time ([`set_clock`](Self::set_clock)),
+/// so a capture replays as it was captured (the mapping a hairpin packet
+/// needs was created by an earlier packet of the owner's own input even
+/// when the sender's worker ran ahead). Held packets are bounded by
+/// [`HAIRPIN_HOLD_PACKETS`] (beyond, the oldest go at once) and all go at
+/// the end of input. Packets with the same capture time as one of the
+/// owner's own may go before or after it.
+///
+/// Deadlock freedom: a worker waiting for room in a full ring to a peer
+/// keeps taking packets off its own inbound rings (into its hold; stage
+/// two never hands a packet on), so two workers sending to each other both
+/// progress; nothing is dropped for a full ring (lossless, as dplog's
+/// `block` policy). A batch for a peer that is gone (only if its thread
+/// panicked) is dropped and counted in [`lost`](Self::lost).
+pub struct HairpinLinks {
+    /// Per worker index: (ring to it, its return ring, batch being
+    /// filled); `None` for this worker itself and after
+    /// [`close`](Self::close).
+    out: Vec<Option<OutLink>>,
+    /// From each other worker: (ring from it, return ring to it).
+    inbound: Vec<(rtrb::Consumer<Batch>, rtrb::Producer<Batch>)>,
+    /// Handed-over batches not yet translated: (batch, frames done,
+    /// inbound index to return it to).
+    held: VecDeque<(Batch, usize, usize)>,
+    held_frames: usize,
+    clock: u64,
+    lost: u64,
+}
+
+impl HairpinLinks {
+    /// The links of `workers` workers, fully meshed with rings of
+    /// `capacity` batches (at least 1); element `i` belongs to worker `i`.
+    pub fn mesh(workers: usize, capacity: usize) -> Vec<HairpinLinks> {
+        let n = workers.max(1);
+        let cap = capacity.max(1);
+        let mut links: Vec<HairpinLinks> = (0..n)
+            .map(|_| HairpinLinks {
+                out: (0..n).map(|_| None).collect(),
+                inbound: Vec::new(),
+                held: VecDeque::new(),
+                held_frames: 0,
+                clock: 0,
+                lost: 0,
+            })
+            .collect();
+        for from in 0..n {
+            for to in (0..n).filter(|&to| to != from) {
+                let (tx, rx) = rtrb::RingBuffer::<Batch>::new(cap);
+                let (ret_tx, ret_rx) = rtrb::RingBuffer::<Batch>::new(cap + 2);
+                links[from].out[to] = Some((tx, ret_rx, Batch::new()));
+                links[to].inbound.push((rx, ret_tx));
+            }
+        }
+        links
+    }
+
+    /// Stages a copy of `frame` (`wire_len` bytes on the wire, captured
+    /// at `ts_ns` with `linktype`) for worker `to`. Ignored when `to` is
+    /// this worker or unknown (a caller bug).
+    pub fn stage(&mut self, to: usize, ts_ns: u64, linktype: u32, frame: &[u8], wire_len: u32) {
+        if let Some(Some((_, _, b))) = self.out.get_mut(to) {
+            b.push_wire(ts_ns, linktype, frame, wire_len);
+        }
+    }
+
+    /// The capture time (ns) this worker's own input has reached:
+    /// handed-over packets up to it are translated by
+    /// [`drain`](Self::drain).
+    pub fn set_clock(&mut self, ts_ns: u64) {
+        self.clock = self.clock.max(ts_ns);
+    }
+
+    /// Takes every batch off the inbound rings and translates the
+    /// destination ([`Nat44::hairpin_in`]) of each held packet captured
+    /// at or before the clock; returns the number translated. (The
+    /// capture path does not emit packets: they are translated in place
+    /// and counted.)
+    pub fn drain(&mut self, nat: &mut Nat44) -> usize {
+        self.take_inbound();
+        self.translate_held(nat, false)
+    }
+
+    /// Moves every inbound batch into the hold; returns how many.
+    fn take_inbound(&mut self) -> usize {
+        let mut n = 0;
+        for (i, (rx, _)) in self.inbound.iter_mut().enumerate() {
+            while let Ok(b) = rx.pop() {
+                self.held_frames += b.len();
+                self.held.push_back((b, 0, i));
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Translates held packets up to the clock (all with `all`, the
+    /// oldest beyond the hold bound); recycles finished batches.
+    fn translate_held(&mut self, nat: &mut Nat44, all: bool) -> usize {
+        let mut n = 0;
+        let mut k = 0;
+        while k < self.held.len() {
+            let (b, done, _) = &mut self.held[k];
+            let Batch {
+                frames,
+                data,
+                wire_lens,
+            } = b;
+            while let Some(&(ts, lt, start, end)) = frames.get(*done) {
+                let force = all || self.held_frames > HAIRPIN_HOLD_PACKETS;
+                if ts > self.clock && !force {
+                    break;
+                }
+                if let Some(f) = data.get_mut(start as usize..end as usize) {
+                    let wire = wire_lens.get(*done).map_or(f.len(), |&w| w as usize);
+                    nat.hairpin_in(ts, lt, f, wire);
+                }
+                *done += 1;
+                n += 1;
+                self.held_frames -= 1;
+            }
+            if *done >= frames.len() {
+                if let Some((mut b, _, from)) = self.held.remove(k) {
+                    b.clear();
+                    if let Some((_, ret)) = self.inbound.get_mut(from) {
+                        let _ = ret.push(b);
+                    }
+                }
+            } else {
+                k += 1;
+            }
+        }
+        n
+    }
+
+    /// Sends every non-empty staged batch to its worker, waiting while a
+    /// ring is full and taking the inbound rings into the hold meanwhile.
+    pub fn send(&mut self) {
+        for to in 0..self.out.len() {
+            let Some((_, ret, b)) = self.out[to].as_mut() else {
+                continue;
+            };
+            if b.is_empty() {
+                continue;
+            }
+            let mut fresh = ret.pop().unwrap_or_default();
+            fresh.clear();
+            let mut full = std::mem::replace(b, fresh);
+            while let Some((tx, _, _)) = self.out[to].as_mut() {
+                match tx.push(full) {
+                    Ok(()) => break,
+                    Err(rtrb::PushError::Full(back)) => {
+                        if tx.is_abandoned() {
+                            self.lost += back.len() as u64;
+                            break;
+                        }
+                        full = back;
+                        // Wait for room, keeping our own inbound rings
+                        // moving (the peer may be waiting on us).
+                        if self.take_inbound() == 0 {
+                            std::thread::yield_now();
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// End of input: sends what is staged, closes the rings to the other
+    /// workers, then takes the inbound rings until every other worker has
+    /// closed its ring to this one, and translates everything held. Call
+    /// before [`Nat44::finish`] (stage two needs the mappings).
+    pub fn close(&mut self, nat: &mut Nat44) {
+        self.send();
+        self.out.iter_mut().for_each(|o| *o = None);
+        loop {
+            let closed = self.inbound.iter().all(|(rx, _)| rx.is_abandoned());
+            let n = self.take_inbound();
+            if closed {
+                break;
+            }
+            if n == 0 {
+                std::thread::yield_now();
+            }
+        }
+        self.translate_held(nat, true);
+    }
+
+    /// Packets dropped because the worker they were for was gone.
+    pub fn lost(&self) -> u64 {
+        self.lost
+    }
+}
+
+const SCALARS: usize = 22;
 
 fn scalars(s: &NatStats) -> [u64; SCALARS] {
     [
@@ -438,6 +661,9 @@ fn scalars(s: &NatStats) -> [u64; SCALARS] {
         s.limit_events_logged,
         s.limit_events_suppressed,
         s.fragments_duplicate,
+        s.hairpin_in_received,
+        s.hairpin_in_delivered,
+        s.hairpin_in_dropped,
     ]
 }
 
@@ -461,6 +687,9 @@ fn from_scalars(v: &[u64; SCALARS], s: &mut NatStats) {
     s.limit_events_logged = v[16];
     s.limit_events_suppressed = v[17];
     s.fragments_duplicate = v[18];
+    s.hairpin_in_received = v[19];
+    s.hairpin_in_delivered = v[20];
+    s.hairpin_in_dropped = v[21];
 }
 
 /// One worker's published counters: a copy of its [`NatStats`], refreshed

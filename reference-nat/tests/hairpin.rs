@@ -1,17 +1,23 @@
 //! Hairpinning (RFC 4787 REQ-9) between two inside hosts that the shard
-//! function puts on different workers: the dispatcher sends a packet to a
-//! pool address and port to the worker owning that port, so both
-//! directions of the hairpin flow meet the mappings they need.
+//! function puts on different workers, two-stage: the sender's worker
+//! translates the source with the sender's own endpoint-independent
+//! mapping (REQ-1: the same external address and port as its traffic to
+//! the outside), then hands the packet to the worker owning the
+//! destination pool port, which translates the destination. Both
+//! directions, fragments, 2 and 3 workers, port slices and deterministic
+//! NAT (RFC 7422); byte checks on the engines, counters and logs through
+//! the capture path.
 
 use std::io::Write;
 use std::path::Path;
 
 use dplog::config::{FileSinkConfig, SinkConfig};
 use dplog::formatters::Format;
+use dplog_nat::app::worker_engines;
 use dplog_nat::app::{run, AppConfig};
 use dplog_nat::checksum::transport_checksum;
 use dplog_nat::workers::worker_of_inside;
-use dplog_nat::{worker_port_range, AllRecords, Nat44, Verdict, LINKTYPE_ETHERNET};
+use dplog_nat::{AllRecords, Nat44, Verdict, LINKTYPE_ETHERNET};
 
 const REMOTE: u32 = 0xCB00_7109; // 203.0.113.9
 
@@ -80,66 +86,6 @@ fn config(pcap: &Path, out: &Path, workers: usize) -> AppConfig {
     });
     c.dataplane.workers = workers;
     c
-}
-
-#[test]
-fn hairpinning_works_between_hosts_on_different_workers() {
-    // Two inside hosts that the shard function puts on different workers.
-    let h1 = 0x0A00_0001u32;
-    let h2 = (0x0A00_0002u32..)
-        .find(|&h| worker_of_inside(h, 2) != worker_of_inside(h1, 2))
-        .unwrap();
-    let (w1, w2) = (worker_of_inside(h1, 2), worker_of_inside(h2, 2));
-    assert_ne!(w1, w2);
-
-    // Predict the mappings with one engine set up as H2's worker: H2's
-    // session to the outside, then H1's hairpin session (created on the
-    // worker owning H2's external port), both sequential.
-    let dir = tempfile::tempdir().unwrap();
-    let base = config(Path::new("-"), Path::new("-"), 2);
-    let mut c = base.nat_config();
-    c.port_range = worker_port_range(c.port_range, w2, 2).unwrap();
-    let mut owner = Nat44::new(c).unwrap();
-    let mut sink = AllRecords(|_| {});
-    let mut a = udp(h2, REMOTE, 5000, 53);
-    assert_eq!(
-        owner.process(1, LINKTYPE_ETHERNET, &mut a, &mut sink),
-        Verdict::TranslatedOut
-    );
-    let (e2, p2) = src_of(&a);
-    let mut b = udp(h1, e2, 6000, p2);
-    assert_eq!(
-        owner.process(2, LINKTYPE_ETHERNET, &mut b, &mut sink),
-        Verdict::Hairpinned
-    );
-    assert_eq!(dst_of(&b), (h2, 5000), "delivered to H2");
-    let (e1, p1) = src_of(&b);
-
-    // The capture: H2 talks to the outside, H1 reaches H2 through E2:p2,
-    // H2 answers to E1:p1 (H1's hairpin mapping), twice each way.
-    let frames = vec![
-        udp(h2, REMOTE, 5000, 53),
-        udp(h1, e2, 6000, p2),
-        udp(h2, e1, 5000, p1),
-        udp(h1, e2, 6000, p2),
-        udp(h2, e1, 5000, p1),
-    ];
-    let pcap = dir.path().join("hairpin.pcap");
-    write_pcap(&pcap, &frames);
-    let out = dir.path().join("hairpin.jsonl");
-    let s = run(&config(&pcap, &out, 2)).unwrap();
-    assert_eq!(s.packets, 5);
-    assert_eq!(s.verdict("hairpin_no_mapping"), 0, "{:?}", s.verdicts);
-    // Every packet of the hairpin flow, both ways, was translated.
-    assert_eq!(s.verdict("translated_out"), 1);
-    assert_eq!(s.verdict("hairpinned"), 4, "{:?}", s.verdicts);
-    // H2's outside session and the two hairpin sessions (H1 to E2:p2, H2
-    // to E1:p1) all live on the worker owning H2's port.
-    assert_eq!(s.sessions_created, 3);
-    assert_eq!(s.sessions_deleted, 3);
-    assert_eq!(s.per_worker[w2].sessions_created, 3);
-    assert_eq!(s.per_worker[w1].sessions_created, 0);
-    assert_eq!(s.records.written, 6);
 }
 
 /// The fragments of one UDP datagram `sport → dport` with `payload`
@@ -211,107 +157,368 @@ fn check_reassembled(frags: &[Vec<u8>], from: u32, to: u32, payload: &[u8]) -> (
     )
 }
 
-fn hairpin_fragments_reach_the_owner(workers: usize) {
+/// Hands `frame` to worker `w` as the dispatcher would and, for a
+/// [`Verdict::HairpinHandoff`], on to its owner's stage two; returns the
+/// final verdict and the worker that finished the packet.
+fn deliver(engines: &mut [Nat44], w: usize, ts: u64, frame: &mut [u8]) -> (Verdict, usize) {
+    let mut sink = AllRecords(|_| {});
+    let v = engines[w].process(ts, LINKTYPE_ETHERNET, frame, &mut sink);
+    if v != Verdict::HairpinHandoff {
+        return (v, w);
+    }
+    let owner = engines[w].handoff_target();
+    assert_ne!(owner, w);
+    let len = frame.len();
+    (
+        engines[owner].hairpin_in(ts, LINKTYPE_ETHERNET, frame, len),
+        owner,
+    )
+}
+
+/// Two inside hosts on different workers of `workers`.
+fn hosts(workers: usize) -> (u32, u32) {
     let h1 = 0x0A00_0001u32;
     let h2 = (0x0A00_0002u32..)
         .find(|&h| worker_of_inside(h, workers) != worker_of_inside(h1, workers))
         .unwrap();
-    let w2 = worker_of_inside(h2, workers);
-    let dir = tempfile::tempdir().unwrap();
-    let base = config(Path::new("-"), Path::new("-"), workers);
-    // The engines the run will have, to predict the mappings and check
-    // the translated bytes.
-    let mut engines = dplog_nat::app::worker_engines(&base.nat_config(), workers).unwrap();
-    let mut sink = AllRecords(|_| {});
-    let mut a = udp(h2, REMOTE, 5000, 53);
-    assert_eq!(
-        engines[w2].process(1, LINKTYPE_ETHERNET, &mut a, &mut sink),
-        Verdict::TranslatedOut
-    );
-    let (e2, p2) = src_of(&a);
+    (h1, h2)
+}
 
-    // H1 → E2:p2: two datagrams of 3 fragments each (8 + 40 bytes of UDP
-    // in 16-byte pieces); then H2 answers to H1's hairpin mapping, also
-    // fragmented. Capture times 1 s apart.
+/// What the capture of [`scenario`] holds and what its translation gave.
+struct Scenario {
+    frames: Vec<Vec<u8>>,
+    /// Hairpin packets (each counted once as `hairpin_handoff`).
+    handoffs: u64,
+    /// (inside addr, inside port) → (external addr, port), as the outside
+    /// saw each host.
+    e1: (u32, u16),
+    e2: (u32, u16),
+}
+
+/// H1:6000 and H2:5000 each talk to the outside, then H1 reaches H2
+/// through H2's external address and port (a plain packet and a datagram
+/// in 3 fragments) and H2 answers to H1's (the same again). Translated on
+/// engines set up as the run's workers, checking every byte that
+/// changes; returns the capture.
+fn scenario(base: &AppConfig, workers: usize) -> Scenario {
+    let (h1, h2) = hosts(workers);
+    let (w1, w2) = (worker_of_inside(h1, workers), worker_of_inside(h2, workers));
+    let base_nat = base.nat_config();
+    let mut engines = worker_engines(&base_nat, workers).unwrap();
+    for (i, e) in engines.iter_mut().enumerate() {
+        e.set_hairpin_handoff(i, workers, base_nat.port_range);
+    }
+    let mut frames = Vec::new();
+    let mut ts = 1u64;
+    let mut out =
+        |engines: &mut [Nat44], h: u32, port: u16, w: usize, frames: &mut Vec<Vec<u8>>| {
+            let f = udp(h, REMOTE, port, 53);
+            frames.push(f.clone());
+            let mut f = f;
+            assert_eq!(deliver(engines, w, ts, &mut f), (Verdict::TranslatedOut, w));
+            ts += 1;
+            src_of(&f)
+        };
+    let e1 = out(&mut engines, h1, 6000, w1, &mut frames);
+    let e2 = out(&mut engines, h2, 5000, w2, &mut frames);
     let payload: Vec<u8> = (0..40u8).collect();
-    let d1 = udp_fragments(h1, e2, 6000, p2, &payload, 0x1111, 16);
-    let d2 = udp_fragments(h1, e2, 6000, p2, &payload, 0x2222, 16);
-    assert_eq!(d1.len(), 3);
-    let mut frames = vec![udp(h2, REMOTE, 5000, 53)];
-    frames.extend(d1.iter().cloned());
-    frames.extend(d2.iter().cloned());
-
-    // Predict H1's hairpin mapping on the owner (w2), translating d1 and
-    // d2 there in capture order, and check the bytes.
-    let mut t = 2u64;
-    let mut translated = Vec::new();
-    for f in d1.iter().chain(d2.iter()) {
-        let mut f = f.clone();
-        let v = engines[w2].process(t, LINKTYPE_ETHERNET, &mut f, &mut sink);
-        assert!(
-            matches!(v, Verdict::Hairpinned | Verdict::FragmentMatched),
-            "{v:?}"
+    let mut handoffs = 0;
+    for (from, to, fw, tw, ext_from, ext_to, id) in [
+        (h1, h2, w1, w2, e1, e2, 0x1111u16),
+        (h2, h1, w2, w1, e2, e1, 0x2222),
+    ] {
+        let (fport, tport) = if from == h1 {
+            (6000, 5000)
+        } else {
+            (5000, 6000)
+        };
+        // One unfragmented packet to the peer's external address and port.
+        let f = udp(from, ext_to.0, fport, ext_to.1);
+        frames.push(f.clone());
+        let mut f = f;
+        assert_eq!(
+            deliver(&mut engines, fw, 10, &mut f),
+            (Verdict::Hairpinned, tw)
         );
-        translated.push(f);
-        t += 1;
+        assert_eq!(src_of(&f), ext_from, "the sender's one mapping (REQ-1)");
+        assert_eq!(dst_of(&f), (to, tport), "delivered to the peer");
+        assert_eq!(dplog_nat::checksum::internet_checksum(&f[14..34]), 0);
+        assert_eq!(transport_checksum(ext_from.0, to, 17, &f[34..]), 0);
+        // One datagram in 3 fragments, all from the sender's worker.
+        let d = udp_fragments(from, ext_to.0, fport, ext_to.1, &payload, id, 16);
+        frames.extend(d.iter().cloned());
+        let mut done = Vec::new();
+        for (i, f) in d.iter().enumerate() {
+            let mut f = f.clone();
+            let want = if i == 0 {
+                Verdict::Hairpinned
+            } else {
+                Verdict::FragmentMatched
+            };
+            assert_eq!(deliver(&mut engines, fw, 11, &mut f), (want, tw));
+            done.push(f);
+        }
+        assert_eq!(
+            check_reassembled(&done, ext_from.0, to, &payload),
+            (ext_from.1, tport)
+        );
+        handoffs += 4;
     }
-    let e1 = src_of(&translated[0]).0;
-    let (p1, to_port) = check_reassembled(&translated[..3], e1, h2, &payload);
-    assert_eq!(to_port, 5000, "delivered to H2:5000");
+    Scenario {
+        frames,
+        handoffs,
+        e1,
+        e2,
+    }
+}
+
+/// `(src, sport) → (postNAT src, port)` per session create.
+type Creates = Vec<((String, u64), (String, u64))>;
+
+/// `src → (postNAT src, first port, last port)` per port block record.
+type Blocks = Vec<(String, (String, u64, u64))>;
+
+/// `(src, sport) → (postNAT src, port)` of every session create in a JSON
+/// log, the number of deletes and the port block (RFC 7422 mapping)
+/// records: `src → (postNAT src, first port, last port)`.
+fn creates(log: &Path) -> (Creates, usize, Blocks) {
+    let text = std::fs::read_to_string(log).unwrap();
+    let mut c = Vec::new();
+    let mut deletes = 0;
+    let mut blocks = Vec::new();
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        match v["natEvent"].as_u64() {
+            Some(4) => c.push((
+                (
+                    v["sourceIPv4Address"].as_str().unwrap().to_string(),
+                    v["sourceTransportPort"].as_u64().unwrap(),
+                ),
+                (
+                    v["postNATSourceIPv4Address"].as_str().unwrap().to_string(),
+                    v["postNAPTSourceTransportPort"].as_u64().unwrap(),
+                ),
+            )),
+            Some(5) => deletes += 1,
+            Some(16) => blocks.push((
+                v["sourceIPv4Address"].as_str().unwrap().to_string(),
+                (
+                    v["postNATSourceIPv4Address"].as_str().unwrap().to_string(),
+                    v["portRangeStart"].as_u64().unwrap(),
+                    v["portRangeEnd"].as_u64().unwrap(),
+                ),
+            )),
+            e => panic!("unexpected natEvent {e:?} in {line}"),
+        }
+    }
+    (c, deletes, blocks)
+}
+
+fn dotted(a: u32) -> String {
+    std::net::Ipv4Addr::from(a).to_string()
+}
+
+fn two_stage_hairpin(workers: usize, deterministic: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("hairpin.pcap");
+    let out = dir.path().join("hairpin.jsonl");
+    let mut cfg = config(&pcap, &out, workers);
+    if deterministic {
+        cfg.nat.port_allocation = dplog_nat::app::PortAllocationName::Deterministic;
+        cfg.nat.inside = vec!["10.0.0.0/24".parse().unwrap()];
+    }
+    let sc = scenario(&cfg, workers);
+    write_pcap(&pcap, &sc.frames);
+    let s = run(&cfg).unwrap();
+    let n = sc.frames.len() as u64;
+    assert_eq!(s.packets, n);
+    assert_eq!(s.verdict("translated_out"), 2, "{:?}", s.verdicts);
     assert_eq!(
-        check_reassembled(&translated[3..], e1, h2, &payload),
-        (p1, 5000)
+        s.verdict("hairpin_handoff"),
+        sc.handoffs,
+        "{:?}",
+        s.verdicts
     );
-    let d3 = udp_fragments(h2, e1, 5000, p1, &payload, 0x3333, 16);
-    let mut back = Vec::new();
-    for f in &d3 {
-        let mut f = f.clone();
-        let v = engines[w2].process(t, LINKTYPE_ETHERNET, &mut f, &mut sink);
-        assert!(
-            matches!(v, Verdict::Hairpinned | Verdict::FragmentMatched),
-            "{v:?}"
-        );
-        back.push(f);
-        t += 1;
-    }
-    assert_eq!(check_reassembled(&back, e2, h1, &payload), (p2, 6000));
-    frames.extend(d3.iter().cloned());
-
-    let pcap = dir.path().join("hairpin_frags.pcap");
-    write_pcap(&pcap, &frames);
-    let out = dir.path().join("hairpin_frags.jsonl");
-    let s = run(&config(&pcap, &out, workers)).unwrap();
-    assert_eq!(s.packets, 10);
+    assert_eq!(s.verdict("hairpin_no_mapping"), 0, "{:?}", s.verdicts);
     assert_eq!(s.verdict("fragment_no_session"), 0, "{:?}", s.verdicts);
-    assert_eq!(s.verdict("translated_out"), 1);
-    assert_eq!(s.verdict("hairpinned"), 3, "{:?}", s.verdicts);
-    assert_eq!(s.verdict("fragment_matched"), 6, "{:?}", s.verdicts);
-    // Every packet went to the worker owning the mappings.
-    assert_eq!(s.per_worker[w2].packets, 10);
-    assert_eq!(s.per_worker[w2].translated, 10);
-    assert_eq!(s.hairpin_fragments.tracked, 3);
-    assert_eq!(s.hairpin_fragments.routed, 6);
+    // Every handed-off packet was delivered by its owner.
+    assert_eq!(s.hairpin_in, (sc.handoffs, sc.handoffs, 0));
+    assert!(s.to_text().contains(&format!(
+        "hairpin handoff    received {0}  delivered {0}  dropped 0",
+        sc.handoffs
+    )));
+    // Sessions: H1 and H2 to the outside, H1 to E2:p2, H2 to E1:p1, each
+    // created and deleted once, on the sender's worker.
+    assert_eq!((s.sessions_created, s.sessions_deleted), (4, 4));
+    let (h1, h2) = hosts(workers);
+    let (w1, w2) = (worker_of_inside(h1, workers), worker_of_inside(h2, workers));
+    assert_eq!(s.per_worker[w1].sessions_created, 2);
+    assert_eq!(s.per_worker[w2].sessions_created, 2);
+    let (c, deletes, blocks) = creates(&out);
+    if deterministic {
+        // RFC 7422: the mapping is logged once at start (natEvent 16 per
+        // inside address), sessions are not; each host's one external
+        // endpoint (the same for its outside and hairpin sessions, checked
+        // on the engines) lies in its block.
+        assert_eq!((c.len(), deletes), (0, 0));
+        assert_eq!(blocks.len() as u64, s.config_records);
+        assert_eq!(s.records.written, s.config_records);
+        for (h, e) in [(h1, sc.e1), (h2, sc.e2)] {
+            let (_, (ext, lo, hi)) = blocks.iter().find(|(a, _)| *a == dotted(h)).unwrap();
+            assert_eq!(*ext, dotted(e.0));
+            assert!(
+                (*lo..=*hi).contains(&u64::from(e.1)),
+                "{e:?} in {lo}..={hi}"
+            );
+        }
+        return;
+    }
+    // One mapping per inside endpoint (RFC 4787 REQ-1): each host's two
+    // creates carry the same external address and port, the one the
+    // engines predicted.
+    assert!(blocks.is_empty());
+    assert_eq!((c.len(), deletes), (4, 4));
+    assert_eq!(s.records.written, 8);
+    for (h, port, e) in [(h1, 6000, sc.e1), (h2, 5000, sc.e2)] {
+        let mine: Vec<_> = c
+            .iter()
+            .filter(|(inside, _)| *inside == (dotted(h), port))
+            .map(|(_, ext)| ext.clone())
+            .collect();
+        assert_eq!(mine.len(), 2, "{c:?}");
+        assert!(
+            mine.iter().all(|ext| *ext == (dotted(e.0), u64::from(e.1))),
+            "{mine:?} vs {e:?}"
+        );
+    }
+}
+
+#[test]
+fn two_stage_hairpin_keeps_one_mapping_2_workers() {
+    two_stage_hairpin(2, false);
+}
+
+#[test]
+fn two_stage_hairpin_keeps_one_mapping_3_workers() {
+    two_stage_hairpin(3, false);
+}
+
+#[test]
+fn two_stage_hairpin_deterministic_nat_2_workers() {
+    two_stage_hairpin(2, true);
+}
+
+#[test]
+fn two_stage_hairpin_deterministic_nat_3_workers() {
+    two_stage_hairpin(3, true);
+}
+
+#[test]
+fn hairpin_to_an_unmapped_pool_port_is_dropped_by_its_owner() {
+    let (h1, _) = hosts(2);
+    let w1 = worker_of_inside(h1, 2);
+    let base = config(Path::new("-"), Path::new("-"), 2);
+    let nat = base.nat_config();
+    let mut engines = worker_engines(&nat, 2).unwrap();
+    for (i, e) in engines.iter_mut().enumerate() {
+        e.set_hairpin_handoff(i, 2, nat.port_range);
+    }
+    // A port of the other worker's slice that nobody holds.
+    let (lo, _) = dplog_nat::worker_port_range(nat.port_range, 1 - w1, 2).unwrap();
+    let pool = u32::from(nat.pool.network());
+    let mut f = udp(h1, pool + 1, 6000, lo + 7);
     assert_eq!(
-        (s.hairpin_fragments.evicted, s.hairpin_fragments.expired),
-        (0, 0)
+        deliver(&mut engines, w1, 1, &mut f),
+        (Verdict::HairpinNoMapping, 1 - w1)
     );
-    // H2's outside session and the two hairpin sessions: created and
-    // deleted once each.
-    assert_eq!((s.sessions_created, s.sessions_deleted), (3, 3));
-    assert_eq!(s.records.written, 6);
-    let text = std::fs::read_to_string(&out).unwrap();
-    assert!(s
-        .to_text()
-        .contains("hairpin fragments  datagrams 3  later fragments routed 6"));
-    assert_eq!(text.lines().count(), 6);
+    let st = engines[1 - w1].stats();
+    assert_eq!(
+        (
+            st.hairpin_in_received,
+            st.hairpin_in_delivered,
+            st.hairpin_in_dropped
+        ),
+        (1, 0, 1)
+    );
+    assert_eq!(st.packets, 0, "counted by the sender");
+    assert_eq!(engines[w1].stats().count(Verdict::HairpinHandoff), 1);
+    // A later fragment whose first was never handed over.
+    let d = udp_fragments(h1, pool + 1, 6000, lo + 7, &[0; 16], 5, 16);
+    let mut later = d[1].clone();
+    let len = later.len();
+    assert_eq!(
+        engines[1 - w1].hairpin_in(2, LINKTYPE_ETHERNET, &mut later, len),
+        Verdict::FragmentNoSession
+    );
 }
 
 #[test]
-fn later_fragments_of_hairpin_datagrams_follow_the_first_2_workers() {
-    hairpin_fragments_reach_the_owner(2);
-}
-
-#[test]
-fn later_fragments_of_hairpin_datagrams_follow_the_first_3_workers() {
-    hairpin_fragments_reach_the_owner(3);
+fn many_hairpins_between_workers_through_one_batch_rings_finish_lossless() {
+    // 6 hosts on 3 workers, 3000 hairpin packets between random pairs,
+    // handoff rings of one batch: workers wait on each other's full rings
+    // and must keep draining (no deadlock, nothing lost).
+    let workers = 3;
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("many.pcap");
+    let out = dir.path().join("many.jsonl");
+    let mut cfg = config(&pcap, &out, workers);
+    cfg.dataplane.handoff_batches = 1;
+    let base = cfg.nat_config();
+    let mut engines = worker_engines(&base, workers).unwrap();
+    for (i, e) in engines.iter_mut().enumerate() {
+        e.set_hairpin_handoff(i, workers, base.port_range);
+    }
+    let mut hosts = Vec::new();
+    for w in 0..workers {
+        hosts.extend(
+            (0x0A00_0100u32..)
+                .filter(|&h| worker_of_inside(h, workers) == w)
+                .take(2),
+        );
+    }
+    let mut frames = Vec::new();
+    let mut ext = Vec::new();
+    for (i, &h) in hosts.iter().enumerate() {
+        let f = udp(h, REMOTE, 7000 + i as u16, 53);
+        frames.push(f.clone());
+        let mut f = f;
+        let w = worker_of_inside(h, workers);
+        assert_eq!(
+            deliver(&mut engines, w, 1, &mut f).0,
+            Verdict::TranslatedOut
+        );
+        ext.push(src_of(&f));
+    }
+    let mut x = 0x2545_F491u32;
+    let (mut cross, mut local) = (0u64, 0u64);
+    while frames.len() < 3006 {
+        x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+        let (i, j) = ((x >> 8) as usize % 6, (x >> 20) as usize % 6);
+        if i == j {
+            continue;
+        }
+        let (hi, hj) = (hosts[i], hosts[j]);
+        if worker_of_inside(hi, workers) == worker_of_inside(hj, workers) {
+            local += 1;
+        } else {
+            cross += 1;
+        }
+        frames.push(udp(hi, ext[j].0, 7000 + i as u16, ext[j].1));
+    }
+    write_pcap(&pcap, &frames);
+    let s = run(&cfg).unwrap();
+    assert_eq!(s.packets, 3006);
+    assert_eq!(s.verdict("translated_out"), 6);
+    assert_eq!(s.verdict("hairpin_handoff"), cross, "{:?}", s.verdicts);
+    assert_eq!(s.verdict("hairpinned"), local, "{:?}", s.verdicts);
+    assert_eq!(s.hairpin_in, (cross, cross, 0));
+    assert_eq!(s.sessions_created, s.sessions_deleted);
+    assert_eq!(s.records.written, 2 * s.sessions_created);
+    // One mapping per host across all its sessions (REQ-1).
+    let (c, _, _) = creates(&out);
+    for ((src, port), e) in &c {
+        let i = hosts.iter().position(|&h| dotted(h) == *src).unwrap();
+        assert_eq!(*port, 7000 + i as u64);
+        assert_eq!(*e, (dotted(ext[i].0), u64::from(ext[i].1)));
+    }
 }

@@ -769,9 +769,11 @@ pub fn check_cpus(cfg: &AppConfig) -> Result<(), RunError> {
 /// Errors: a message naming `what` and the counts, or the repeated CPU.
 pub fn check_worker_cpus(what: &str, cpus: &[usize], workers: usize) -> Result<(), String> {
     if !cpus.is_empty() && cpus.len() != workers {
+        let plural = |n: usize, noun: &str| format!("{n} {noun}{}", if n == 1 { "" } else { "s" });
         return Err(format!(
-            "{what}: {} CPUs for {workers} workers; give one CPU per worker (or none)",
-            cpus.len()
+            "{what}: {} for {}; give one CPU per worker (or none)",
+            plural(cpus.len(), "CPU"),
+            plural(workers, "worker")
         ));
     }
     for (i, c) in cpus.iter().enumerate() {

@@ -25,6 +25,15 @@
 
 #include <stddef.h>
 #include <stdint.h>
+/**
+ * Opaque producer handle: one SPSC ring into one logger, for one
+ * forwarding core. Created by `dplog_producer_new`, destroyed by
+ * `dplog_producer_free`. It begins with a `struct dplog_log_window`, which
+ * the inline `dplog_log` at the end of this header reads and writes; the
+ * rest is private.
+ */
+struct dplog_producer;
+typedef struct dplog_producer dplog_producer;
 
 /**
  * Major version of the library this header belongs to (Cargo.toml `version`).
@@ -212,13 +221,6 @@
 #define DPLOG_NAT_EVENT_PORT_BLOCK_DEALLOCATION 17
 
 /**
- * Opaque producer handle: one SPSC ring into one logger, for one
- * forwarding core. Created by `dplog_producer_new`, destroyed by
- * `dplog_producer_free`.
- */
-struct dplog_producer;
-
-/**
  * Opaque logger handle: one configuration, one sink, one consumer thread,
  * any number of producers. Created by `dplog_open`/`dplog_open_str`,
  * destroyed by `dplog_close`.
@@ -389,6 +391,67 @@ struct dplog_stats {
    * Largest record age seen, in nanoseconds.
    */
   uint64_t latency_max_ns;
+};
+
+/**
+ * The first bytes of every `struct dplog_producer`: a run of free ring
+ * slots that the `static inline` `dplog_log` of `dplog.h` fills without a
+ * call into the library, as DPDK's inline `rte_ring_sp_enqueue_elem`
+ * writes `struct rte_ring` (layout part of the ABI; it changes only with
+ * `DPLOG_VERSION_MAJOR`).
+ *
+ * The inline path, on the producer's own thread: if `p`, `rec` are not
+ * NULL, `len == 64`, `schema_id < 64` has its bit in `fast_schemas`, and
+ * `cursor < end` (unsigned compare; `end` read with a relaxed atomic
+ * load), it writes the 8-byte record header (`len` 64, `schema_id`,
+ * little-endian) and bytes 8..64 of `rec` to the 64-byte slot at
+ * `cursor`, advances `cursor` by 64 and `next_index` by 1 and, if
+ * `publish`, stores `next_index` to `*ring_tail` with release ordering
+ * (partner: the consumer's acquire load of the ring's tail). Anything else
+ * calls `dplog_log_refill`, which logs the record as the exported
+ * `dplog_log` does and opens a new window.
+ *
+ * Every other call on the producer first takes the window back
+ * (counting its records as enqueued) and leaves it empty (`cursor` and
+ * `end` NULL); so does `dplog_close`, which sets `end` to NULL from its
+ * own thread (hence the atomic access). A window never holds more than
+ * 63 slots, never wraps, never covers a latency-sampled ring index (one
+ * in 64, which the library stamps) and, with `[ring] publish_every` above
+ * 1, never lets more than `publish_every - 1` records wait unpublished.
+ */
+struct dplog_log_window {
+  /**
+   * Next slot to write (64 bytes, 8-byte aligned); NULL when no window
+   * is open. Written only by the producer's thread.
+   */
+  uint8_t *cursor;
+  /**
+   * One past the window's last slot; NULL when no window is open.
+   * Atomic (relaxed): `dplog_close` clears it from another thread.
+   */
+  uint8_t *end;
+  /**
+   * The ring's published tail index (a free-running count of records).
+   */
+  size_t *ring_tail;
+  /**
+   * Ring index of the slot at `cursor` (free-running).
+   */
+  size_t next_index;
+  /**
+   * Bit `s` set: schema id `s` (< 64) has 64-byte records, so the
+   * inline path may log it.
+   */
+  uint64_t fast_schemas;
+  /**
+   * 1: publish each record as it is written (`publish_every = 1`); 0:
+   * the library publishes the window's records when it takes it back.
+   */
+  uint32_t publish;
+  /**
+   * Zero; room for flags.
+   */
+  uint32_t reserved;
 };
 
 /**
@@ -911,7 +974,7 @@ dplog_result dplog_start(struct dplog *h, const uint32_t *cores, size_t n_cores)
  * # Safety
  * `h` is NULL or returned by `dplog_open*`; `out` is NULL or writable.
  */
-dplog_result dplog_producer_new(struct dplog *h, uint32_t ring_id, struct dplog_producer **out);
+dplog_result dplog_producer_new(struct dplog *h, uint32_t ring_id, dplog_producer **out);
 
 /**
  * Releases a producer: its ring is drained by the consumer and then
@@ -928,7 +991,7 @@ dplog_result dplog_producer_new(struct dplog *h, uint32_t ring_id, struct dplog_
  * # Safety
  * `p` is NULL or returned by `dplog_producer_new`.
  */
-dplog_result dplog_producer_free(struct dplog_producer *p);
+dplog_result dplog_producer_free(dplog_producer *p);
 
 /**
  * Copies one record of schema `schema_id` (`len` bytes at `rec`, any
@@ -953,14 +1016,37 @@ dplog_result dplog_producer_free(struct dplog_producer *p);
  * argument error nothing is enqueued or counted.
  *
  * Cost: a few nanoseconds, no allocation, no lock, no system call unless
- * the ring is full under "block". Thread-safety: one thread at a time
- * per producer; different producers in parallel.
+ * the ring is full under "block". From C, the common case (a 64-byte
+ * record, `block` or `drop`) is compiled inline by the `dplog_log` macro
+ * at the end of this header (see `struct dplog_log_window`); this
+ * function is what `DPLOG_NO_INLINE`, `(dplog_log)(...)` and other
+ * languages call. Thread-safety: one thread at a time per producer;
+ * different producers in parallel.
  *
  * # Safety
  * `p` is NULL or returned by `dplog_producer_new`; `rec` is NULL or valid
  * for `len` bytes.
  */
-dplog_result dplog_log(struct dplog_producer *p, uint16_t schema_id, const void *rec, size_t len);
+dplog_result dplog_log(dplog_producer *p, uint16_t schema_id, const void *rec, size_t len);
+
+/**
+ * `dplog_log` for the header's inline `dplog_log`: called when its
+ * window is used up or empty, or the record is not one it logs itself
+ * (not 64 bytes, or a schema id without its bit in `fast_schemas`). Takes
+ * the window back, logs the record exactly as the exported `dplog_log`
+ * (same checks, errors and counting), and, when that succeeded with a
+ * 64-byte record, opens the next window (see `struct dplog_log_window`).
+ *
+ * C code calls `dplog_log`; with `DPLOG_NO_INLINE` defined (or from a
+ * language that cannot use the header's inline code) `dplog_log` is the
+ * exported function, which never opens a window.
+ *
+ * Errors: as `dplog_log`. Thread-safety: as `dplog_log`.
+ *
+ * # Safety
+ * As `dplog_log`.
+ */
+dplog_result dplog_log_refill(dplog_producer *p, uint16_t schema_id, const void *rec, size_t len);
 
 /**
  * Copies `n` records of `rec_len` bytes each, packed back to back at
@@ -981,7 +1067,7 @@ dplog_result dplog_log(struct dplog_producer *p, uint16_t schema_id, const void 
  * `recs` is NULL or valid for `n * rec_len` bytes; `n_enqueued` is NULL
  * or writable.
  */
-dplog_result dplog_log_burst(struct dplog_producer *p,
+dplog_result dplog_log_burst(dplog_producer *p,
                              uint16_t schema_id,
                              const void *recs,
                              size_t rec_len,
@@ -1025,7 +1111,7 @@ dplog_result dplog_log_burst(struct dplog_producer *p,
  * # Safety
  * `slots` is NULL or writable.
  */
-dplog_result dplog_reserve(struct dplog_producer *p, uint16_t schema_id, size_t n, void **slots);
+dplog_result dplog_reserve(dplog_producer *p, uint16_t schema_id, size_t n, void **slots);
 
 /**
  * Makes every record this producer has logged visible to the consumer.
@@ -1048,7 +1134,7 @@ dplog_result dplog_reserve(struct dplog_producer *p, uint16_t schema_id, size_t 
  * # Safety
  * `p` is NULL or returned by `dplog_producer_new`.
  */
-dplog_result dplog_producer_flush(struct dplog_producer *p);
+dplog_result dplog_producer_flush(dplog_producer *p);
 
 /**
  * Publishes the first `n` records of the pending reservation (their
@@ -1069,7 +1155,7 @@ dplog_result dplog_producer_flush(struct dplog_producer *p);
  * `n_enqueued` is NULL or writable; the reserved slots were written only
  * within their `n * DPLOG_RECORD_MAX_SIZE` bytes.
  */
-dplog_result dplog_commit(struct dplog_producer *p, size_t n, size_t *n_enqueued);
+dplog_result dplog_commit(dplog_producer *p, size_t n, size_t *n_enqueued);
 
 /**
  * Stores a snapshot of every counter and the latency percentiles in
@@ -1161,3 +1247,80 @@ dplog_result dplog_now_ns(uint64_t *out);
 #endif  // __cplusplus
 
 #endif  /* DPLOG_H */
+
+/*
+ * Inline dplog_log.
+ *
+ * Like DPDK's rte_ring_sp_enqueue_elem, the common case of dplog_log is
+ * compiled into the caller: a 64-byte record of a schema in
+ * `fast_schemas`, on a producer whose window (struct dplog_log_window) has
+ * a free slot, is copied straight into the ring slot and published with one
+ * release store, without a call into the library (about a 64-byte copy and
+ * four stores). Every other case (window used up, other sizes or schemas,
+ * NULL arguments, closed or freed producer, full ring, reservation
+ * pending) calls dplog_log_refill, which behaves exactly as the exported
+ * dplog_log (same checks, errors and counting) and opens the next window.
+ * The result codes are the same as dplog_log's.
+ *
+ * The macro keeps `dplog_log` the name C code calls; `(dplog_log)(...)` or
+ * `&dplog_log` still reach the exported function, and defining
+ * DPLOG_NO_INLINE before including this header turns the inline path off
+ * (other compilers than GCC and Clang get the exported function).
+ */
+#if !defined(DPLOG_H_INLINE) && !defined(DPLOG_NO_INLINE) && (defined(__GNUC__) || defined(__clang__))
+#define DPLOG_H_INLINE 1
+static inline dplog_result dplog_log_inline(dplog_producer *p,
+                                            uint16_t schema_id,
+                                            const void *rec,
+                                            size_t len)
+{
+    if (p != NULL && rec != NULL && len == DPLOG_RECORD_MAX_SIZE && schema_id < 64) {
+        struct dplog_log_window *w = (struct dplog_log_window *)(void *)p;
+        uint8_t *slot = w->cursor;
+        uint8_t *end = __atomic_load_n(&w->end, __ATOMIC_RELAXED);
+        if ((uintptr_t)slot < (uintptr_t)end && ((w->fast_schemas >> schema_id) & 1u)) {
+            /* Header: len 64, schema id, 4 zero bytes; little-endian. */
+            uint64_t header = (uint64_t)DPLOG_RECORD_MAX_SIZE | ((uint64_t)schema_id << 16);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+            header = __builtin_bswap64(header);
+#endif
+            __builtin_memcpy(slot, &header, 8);
+            /* Word by word: the compiler can then see through the caller's
+             * stores of the record's fields (often constants) instead of
+             * reloading them with wide loads that the CPU cannot forward
+             * from narrower stores. */
+            const uint8_t *src = (const uint8_t *)rec;
+            uint64_t w1, w2, w3, w4, w5, w6, w7;
+            __builtin_memcpy(&w1, src + 8, 8);
+            __builtin_memcpy(&w2, src + 16, 8);
+            __builtin_memcpy(&w3, src + 24, 8);
+            __builtin_memcpy(&w4, src + 32, 8);
+            __builtin_memcpy(&w5, src + 40, 8);
+            __builtin_memcpy(&w6, src + 48, 8);
+            __builtin_memcpy(&w7, src + 56, 8);
+            __builtin_memcpy(slot + 8, &w1, 8);
+            __builtin_memcpy(slot + 16, &w2, 8);
+            __builtin_memcpy(slot + 24, &w3, 8);
+            __builtin_memcpy(slot + 32, &w4, 8);
+            __builtin_memcpy(slot + 40, &w5, 8);
+            __builtin_memcpy(slot + 48, &w6, 8);
+            __builtin_memcpy(slot + 56, &w7, 8);
+            size_t next = w->next_index + 1;
+            w->next_index = next;
+            w->cursor = slot + DPLOG_RECORD_MAX_SIZE;
+            if (w->publish) {
+                /* Pairs with the consumer's acquire load of the tail. */
+                __atomic_store_n(w->ring_tail, next, __ATOMIC_RELEASE);
+            }
+#if defined(__x86_64__)
+            /* Take the slot line 2 KiB ahead from the consumer's core early,
+             * as the library's own push does (a hint; never faults). */
+            __asm__ volatile("prefetchw %0" : : "m"(*(const uint8_t *)(slot + 2048)));
+#endif
+            return DPLOG_OK;
+        }
+    }
+    return dplog_log_refill(p, schema_id, rec, len);
+}
+#define dplog_log(p, schema_id, rec, len) dplog_log_inline((p), (schema_id), (rec), (len))
+#endif /* DPLOG_H_INLINE */

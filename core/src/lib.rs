@@ -36,6 +36,8 @@ pub use record::{
     SCHEMA_NAT44_SESSION,
 };
 pub use report::{DropReport, SCHEMA_DROP_REPORT};
+#[cfg(not(loom))]
+pub use ring::RawWindow;
 pub use ring::{
     ring, Consumer, Disconnected, DropReason, Producer, Reserved, RingError, MAX_CAPACITY,
 };

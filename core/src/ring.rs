@@ -871,6 +871,73 @@ impl<T: Record> Producer<T> {
         NonNull::new(p)
     }
 
+    /// Opens a window of free slots that code outside Rust fills and
+    /// publishes record by record with the ring protocol itself: the
+    /// `static inline` `dplog_log` of `include/dplog.h` (as DPDK's
+    /// `rte_ring_sp_enqueue_elem` is inline over `struct rte_ring`).
+    ///
+    /// The window is the slots from the write position up to `max`, cut
+    /// at the end of the slot array (no wrap), at the free room, before
+    /// the next latency-sampled index (a multiple of [`SAMPLE_EVERY`],
+    /// which only a push stamps), and, with
+    /// [`set_publish_every`](Self::set_publish_every) above 1, so that
+    /// fewer than `publish_every` records are ever pending. `None` when
+    /// that leaves no slot (the write position is a sampled index, or the
+    /// ring is full): push the next record the ordinary way.
+    ///
+    /// The writer fills slot `first + i` at `slots + i` in order and, if
+    /// [`RawWindow::publish_each`], publishes it by storing `first + i + 1`
+    /// to `*tail` with Release ordering (partner: the consumer's Acquire
+    /// load of the tail, as for [`publish`](Self::try_push)). The producer
+    /// must then be given back the count written with
+    /// [`close_window`](Self::close_window) before any other call on it.
+    #[inline]
+    pub fn open_window(&mut self, max: usize) -> Option<RawWindow<T>> {
+        let to_sample = SAMPLE_EVERY - (self.tail & (SAMPLE_EVERY - 1));
+        if to_sample == SAMPLE_EVERY {
+            return None;
+        }
+        let mut n = max.min(to_sample).min(self.contiguous_slots());
+        let publish_each = self.publish_every == 1;
+        if !publish_each {
+            // Keep pending below publish_every with every slot written.
+            n = n.min((self.publish_every - 1).saturating_sub(self.pending()));
+        }
+        if n == 0 {
+            return None;
+        }
+        let n = n.min(self.free_slots(n));
+        if n == 0 {
+            return None;
+        }
+        let slots = NonNull::new(self.shared.slots.ptr(self.tail).cast::<T>())?;
+        Some(RawWindow {
+            slots,
+            len: n,
+            first: self.tail,
+            tail: &*self.shared.tail as *const AtomicUsize,
+            publish_each,
+        })
+    }
+
+    /// Takes back a window from [`open_window`](Self::open_window) of which
+    /// the first `written` slots were filled (and, with `publish_each`,
+    /// published). Counts them as enqueued and publishes them if they are
+    /// not yet published and `publish_every` says so.
+    ///
+    /// # Safety
+    /// The last call on this producer was the `open_window` that returned
+    /// the window, `written <= len`, and the first `written` slots hold
+    /// valid records.
+    #[inline]
+    pub unsafe fn close_window(&mut self, written: usize) {
+        // The window never contains a sampled index, so this stamps
+        // nothing; the tail store (if any) repeats or extends the writer's.
+        // SAFETY: as commit_raw (slots free when opened, written by the
+        // caller's contract).
+        unsafe { self.commit_raw(written) };
+    }
+
     /// Publishes the first `n` slots of the last
     /// [`reserve_raw`](Self::reserve_raw) (as [`Reserved::commit`]).
     ///
@@ -887,6 +954,26 @@ impl<T: Record> Producer<T> {
             self.publish(n);
         }
     }
+}
+
+/// A run of free ring slots handed to a writer outside Rust by
+/// [`Producer::open_window`].
+#[cfg(not(loom))]
+#[derive(Debug, Clone, Copy)]
+pub struct RawWindow<T> {
+    /// The first slot of the window; slot `i` is at `slots + i`.
+    pub slots: NonNull<T>,
+    /// Slots in the window (1 ..= `SAMPLE_EVERY - 1`).
+    pub len: usize,
+    /// Free-running ring index of the first slot.
+    pub first: usize,
+    /// The ring's published tail index: store `index + 1` with Release
+    /// after writing slot `index` (only when `publish_each`).
+    pub tail: *const AtomicUsize,
+    /// True when every record is to be published as it is written
+    /// (`publish_every == 1`); false when the producer publishes them at
+    /// [`Producer::close_window`].
+    pub publish_each: bool,
 }
 
 /// Slots reserved by [`Producer::reserve`] for zero-copy writes.
@@ -1220,6 +1307,100 @@ mod tests {
             header: RecordHeader::of::<Nat44SessionRecord>(),
             ..Default::default()
         }
+    }
+
+    /// Writes `n` records into `w` as the inline C `dplog_log` does: slot
+    /// by slot, each published with a Release store of its index + 1.
+    fn fill_window(w: &RawWindow<Nat44SessionRecord>, n: usize, ts0: u64) {
+        for i in 0..n {
+            // SAFETY: slot i < w.len of a window just opened; `tail` points
+            // at the ring's live tail index.
+            unsafe {
+                w.slots.as_ptr().add(i).write(rec(ts0 + i as u64));
+                if w.publish_each {
+                    (*w.tail).store(w.first + i + 1, Ordering::Release);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_window_stops_before_sampled_indexes_and_its_records_reach_the_consumer_in_order() {
+        let (mut p, mut c) = ring::<Nat44SessionRecord>(256).unwrap();
+        assert!(
+            p.open_window(1000).is_none(),
+            "index 0 is sampled: a push takes it"
+        );
+        p.try_push(rec(0)).unwrap();
+        let w = p.open_window(1000).unwrap();
+        assert_eq!(
+            (w.first, w.len),
+            (1, 63),
+            "up to the next sampled index, 64"
+        );
+        assert!(w.publish_each);
+        fill_window(&w, 40, 1);
+        assert_eq!(c.len(), 41, "each window record is published as written");
+        // SAFETY: 40 of the window's slots were written, nothing else ran.
+        unsafe { p.close_window(40) };
+        assert_eq!(p.pending(), 0);
+        let w = p.open_window(5).unwrap();
+        assert_eq!((w.first, w.len), (41, 5), "max caps the window");
+        fill_window(&w, 5, 41);
+        // SAFETY: as above.
+        unsafe { p.close_window(5) };
+        for i in 46..64 {
+            p.try_push(rec(i)).unwrap();
+        }
+        assert!(p.open_window(8).is_none(), "index 64 is sampled");
+        p.try_push(rec(64)).unwrap();
+        for i in 0..65 {
+            assert_eq!(c.pop().unwrap().timestamp_ns, i);
+        }
+        assert!(c.pop().is_none());
+        assert_eq!(p.enqueued(), 65, "window records count as enqueued");
+    }
+
+    #[test]
+    fn a_window_never_wraps_nor_passes_the_free_room_nor_the_publication_batch() {
+        let (mut p, mut c) = ring::<Nat44SessionRecord>(64).unwrap();
+        for i in 0..60 {
+            p.try_push(rec(i)).unwrap();
+        }
+        for _ in 0..50 {
+            c.pop().unwrap();
+        }
+        let w = p.open_window(100).unwrap();
+        assert_eq!(
+            (w.first, w.len),
+            (60, 4),
+            "cut at the end of the slot array"
+        );
+        fill_window(&w, 4, 60);
+        // SAFETY: the four slots were written.
+        unsafe { p.close_window(4) };
+        p.try_push(rec(64)).unwrap();
+        // 65 pushed, 50 popped: 49 free, but the window is also cut at
+        // sampled index 128.
+        let w = p.open_window(100).unwrap();
+        assert_eq!((w.first, w.len), (65, 49), "cut at the free room");
+        // SAFETY: nothing written.
+        unsafe { p.close_window(0) };
+
+        let (mut p, c) = ring::<Nat44SessionRecord>(256).unwrap();
+        p.set_publish_every(8);
+        p.try_push(rec(0)).unwrap();
+        p.try_push(rec(1)).unwrap();
+        let w = p.open_window(100).unwrap();
+        assert!(!w.publish_each);
+        assert_eq!(w.len, 5, "2 pending + 5 = 7 < publish_every");
+        fill_window(&w, 5, 2);
+        assert_eq!(c.len(), 0, "deferred: nothing published by the writer");
+        // SAFETY: five slots written.
+        unsafe { p.close_window(5) };
+        assert_eq!(p.pending(), 7);
+        p.try_push(rec(7)).unwrap();
+        assert_eq!(c.len(), 8, "the eighth record publishes the batch");
     }
 
     #[test]

@@ -1,7 +1,10 @@
-//! Cost of logging one 64-byte NAT44 session record through the C ABI
-//! (`dplog_log`, called through the exported symbol of the built
-//! `libdplog.so`, exactly the call a C dataplane makes) against the same
-//! push from Rust (`LogProducer::log`), in the same run.
+//! Cost of logging one 64-byte NAT44 session record from C (`dplog_log`
+//! as C code calls it: the inline path of `include/dplog.h`, in
+//! `benches/c/log_loop.c` compiled with `cc -O2` and linked to the built
+//! `libdplog.so`; and the exported function, `(dplog_log)(...)`, from the
+//! same C loop) against the same push from Rust (`LogProducer::log`), in
+//! the same run. Both build the record the same way: constant fields, a
+//! running `timestamp_ns`.
 //!
 //! Both sides use the same TOML (ring of 16384 slots, `block`, text to
 //! /dev/null), the producer pinned to CPU 0 and the consumer to CPU 1.
@@ -13,7 +16,7 @@
 //! Run: `cargo build --release -p dplog-ffi && cargo bench -p dplog-ffi
 //! --bench ffi_log` (`cargo bench` does not rebuild the cdylib itself).
 
-use std::ffi::{c_char, c_void, CString};
+use std::ffi::CString;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -26,61 +29,8 @@ const CHUNK: u64 = CAPACITY / 2;
 const TOML: &str = "[ring]\ncapacity = 16384\nbackpressure = \"block\"\nconsumer_cpu = 1\n\
                     [format]\ntype = \"text\"\n[sink]\ntype = \"file\"\npath = \"/dev/null\"\n";
 
-type OpenStr = unsafe extern "C" fn(*const c_char, *mut *mut c_void) -> i32;
-type Start = unsafe extern "C" fn(*mut c_void, *const u32, usize) -> i32;
-type ProducerNew = unsafe extern "C" fn(*mut c_void, u32, *mut *mut c_void) -> i32;
-type Log = unsafe extern "C" fn(*mut c_void, u16, *const c_void, usize) -> i32;
-type Stats = unsafe extern "C" fn(*mut c_void, *mut u64) -> i32;
-type ProducerFree = unsafe extern "C" fn(*mut c_void) -> i32;
-type Close = unsafe extern "C" fn(*mut c_void, *mut u64) -> i32;
-
-/// The C ABI, loaded from target/<profile>/libdplog.so.
-struct CApi {
-    open_str: OpenStr,
-    start: Start,
-    producer_new: ProducerNew,
-    log: Log,
-    stats: Stats,
-    producer_free: ProducerFree,
-    close: Close,
-}
-
-fn load() -> CApi {
-    // target/<profile>/deps/ffi_log-<hash> -> target/<profile>/libdplog.so
-    let exe = std::env::current_exe().expect("bench path");
-    let lib = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .expect("target dir")
-        .join("libdplog.so");
-    let path = CString::new(lib.to_str().expect("UTF-8 path")).expect("no NUL");
-    // SAFETY: dlopen/dlsym with NUL-terminated strings; each symbol is
-    // cast to the signature it has in include/dplog.h; the library stays
-    // loaded for the life of the process (never dlclosed).
-    unsafe {
-        let h = libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL);
-        assert!(!h.is_null(), "cannot dlopen {}", lib.display());
-        let sym = |name: &str| {
-            let n = CString::new(name).expect("no NUL");
-            let p = libc::dlsym(h, n.as_ptr());
-            assert!(!p.is_null(), "missing symbol {name}");
-            p
-        };
-        CApi {
-            open_str: core::mem::transmute::<*mut c_void, OpenStr>(sym("dplog_open_str")),
-            start: core::mem::transmute::<*mut c_void, Start>(sym("dplog_start")),
-            producer_new: core::mem::transmute::<*mut c_void, ProducerNew>(sym(
-                "dplog_producer_new",
-            )),
-            log: core::mem::transmute::<*mut c_void, Log>(sym("dplog_log")),
-            stats: core::mem::transmute::<*mut c_void, Stats>(sym("dplog_stats")),
-            producer_free: core::mem::transmute::<*mut c_void, ProducerFree>(sym(
-                "dplog_producer_free",
-            )),
-            close: core::mem::transmute::<*mut c_void, Close>(sym("dplog_close")),
-        }
-    }
-}
+#[allow(dead_code)]
+mod common;
 
 fn record() -> Nat44SessionRecord {
     Nat44SessionRecord {
@@ -157,8 +107,8 @@ fn bench(c: &mut Criterion) {
     };
     assert_eq!(s.written_records, s.produced);
 
-    // C ABI: dplog_log through libdplog.so.
-    let api = load();
+    // C: the loops of benches/c/log_loop.c over libdplog.so.
+    let api = common::load();
     let toml = CString::new(TOML).unwrap();
     let mut h = core::ptr::null_mut();
     let mut cp = core::ptr::null_mut();
@@ -170,33 +120,38 @@ fn bench(c: &mut Criterion) {
     }
     // struct dplog_stats is 22 u64 today; 64 leaves room.
     let mut stats = [0u64; 64];
-    g.bench_function("C dplog_log", |b| {
-        b.iter_custom(|iters| {
-            let mut rec = record();
-            timed(
-                iters,
-                |i| {
-                    // The same record construction as the Rust side; C
-                    // passes its address, as a C dataplane does (the call
-                    // through the dlsym pointer is opaque, so the record
-                    // is in memory without a black_box).
-                    rec.timestamp_ns = black_box(i);
-                    // SAFETY: cp is a live producer; rec is 64 readable bytes.
-                    let r = unsafe { (api.log)(cp, 1, &rec as *const _ as *const c_void, 64) };
+    let mut seq = 0u64;
+    for (name, f) in [
+        ("C dplog_log (inline)", api.loop_inline),
+        ("C (dplog_log) exported call", api.loop_call),
+    ] {
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                let mut done = 0;
+                while done < iters {
+                    let k = (iters - done).min(CHUNK);
+                    let t = Instant::now();
+                    // SAFETY: cp is a live producer used by this thread only.
+                    let r = unsafe { f(cp, k, seq) };
+                    total += t.elapsed();
                     assert_eq!(r, 0);
-                },
-                || loop {
-                    // SAFETY: h is live; stats has room for struct dplog_stats.
-                    assert_eq!(unsafe { (api.stats)(h, stats.as_mut_ptr()) }, 0);
-                    // enqueued is field 1, dequeued field 5.
-                    if stats[5] >= stats[1] {
-                        break;
+                    seq += k;
+                    done += k;
+                    loop {
+                        // SAFETY: h is live; stats has room for struct dplog_stats.
+                        assert_eq!(unsafe { (api.stats)(h, stats.as_mut_ptr()) }, 0);
+                        // enqueued is field 1, dequeued field 5.
+                        if stats[5] >= stats[1] {
+                            break;
+                        }
+                        std::thread::yield_now();
                     }
-                    std::thread::yield_now();
-                },
-            )
-        })
-    });
+                }
+                total
+            })
+        });
+    }
     // SAFETY: live handles, freed once.
     unsafe {
         assert_eq!((api.producer_free)(cp), 0);
@@ -204,8 +159,9 @@ fn bench(c: &mut Criterion) {
         let r = (api.close)(h, stats.as_mut_ptr());
         assert!(r == 0 || r == 6, "dplog_close: {r}");
     }
-    // written_records (field 6) == produced (field 0).
+    // written_records (field 6) == produced (field 0) == every record.
     assert_eq!(stats[6], stats[0]);
+    assert_eq!(stats[0], seq);
     g.finish();
 }
 

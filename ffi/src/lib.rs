@@ -18,11 +18,11 @@
 #![warn(missing_docs)]
 
 use std::cell::{RefCell, UnsafeCell};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -659,6 +659,11 @@ struct Shared {
     rings: Mutex<HashSet<u32>>,
     /// Set by `dplog_close`; producers check it before every record.
     closed: AtomicBool,
+    /// Address of the `end` field of each live producer's inline window,
+    /// by ring id: `dplog_close` empties every window (see
+    /// [`dplog_log_window`]). Producers are never deallocated, so the
+    /// addresses stay valid; a producer removes its entry when freed.
+    windows: Mutex<HashMap<u32, usize>>,
 }
 
 /// Opaque logger handle: one configuration, one sink, one consumer thread,
@@ -774,10 +779,151 @@ impl Formatter<NatRecord> for PanicAfter {
 
 /// Opaque producer handle: one SPSC ring into one logger, for one
 /// forwarding core. Created by `dplog_producer_new`, destroyed by
-/// `dplog_producer_free`.
+/// `dplog_producer_free`. It begins with its [`dplog_log_window`], which
+/// the header's inline `dplog_log` reads; the rest is private.
+///
+/// cbindgen:ignore
+#[repr(C)]
 pub struct dplog_producer_t {
+    window: UnsafeCell<dplog_log_window>,
     magic: AtomicU32,
     inner: UnsafeCell<Option<ProducerState>>,
+}
+
+/// The first bytes of every `struct dplog_producer`: a run of free ring
+/// slots that the `static inline` `dplog_log` of `dplog.h` fills without a
+/// call into the library, as DPDK's inline `rte_ring_sp_enqueue_elem`
+/// writes `struct rte_ring` (layout part of the ABI; it changes only with
+/// `DPLOG_VERSION_MAJOR`).
+///
+/// The inline path, on the producer's own thread: if `p`, `rec` are not
+/// NULL, `len == 64`, `schema_id < 64` has its bit in `fast_schemas`, and
+/// `cursor < end` (unsigned compare; `end` read with a relaxed atomic
+/// load), it writes the 8-byte record header (`len` 64, `schema_id`,
+/// little-endian) and bytes 8..64 of `rec` to the 64-byte slot at
+/// `cursor`, advances `cursor` by 64 and `next_index` by 1 and, if
+/// `publish`, stores `next_index` to `*ring_tail` with release ordering
+/// (partner: the consumer's acquire load of the ring's tail). Anything else
+/// calls `dplog_log_refill`, which logs the record as the exported
+/// `dplog_log` does and opens a new window.
+///
+/// Every other call on the producer first takes the window back
+/// (counting its records as enqueued) and leaves it empty (`cursor` and
+/// `end` NULL); so does `dplog_close`, which sets `end` to NULL from its
+/// own thread (hence the atomic access). A window never holds more than
+/// 63 slots, never wraps, never covers a latency-sampled ring index (one
+/// in 64, which the library stamps) and, with `[ring] publish_every` above
+/// 1, never lets more than `publish_every - 1` records wait unpublished.
+#[repr(C)]
+pub struct dplog_log_window {
+    /// Next slot to write (64 bytes, 8-byte aligned); NULL when no window
+    /// is open. Written only by the producer's thread.
+    pub cursor: *mut u8,
+    /// One past the window's last slot; NULL when no window is open.
+    /// Atomic (relaxed): `dplog_close` clears it from another thread.
+    pub end: *mut u8,
+    /// The ring's published tail index (a free-running count of records).
+    pub ring_tail: *mut usize,
+    /// Ring index of the slot at `cursor` (free-running).
+    pub next_index: usize,
+    /// Bit `s` set: schema id `s` (< 64) has 64-byte records, so the
+    /// inline path may log it.
+    pub fast_schemas: u64,
+    /// 1: publish each record as it is written (`publish_every = 1`); 0:
+    /// the library publishes the window's records when it takes it back.
+    pub publish: u32,
+    /// Zero; room for flags.
+    pub reserved: u32,
+}
+
+impl dplog_log_window {
+    const EMPTY: Self = Self {
+        cursor: core::ptr::null_mut(),
+        end: core::ptr::null_mut(),
+        ring_tail: core::ptr::null_mut(),
+        next_index: 0,
+        fast_schemas: 0,
+        publish: 0,
+        reserved: 0,
+    };
+}
+
+/// The atomic view of a window's `end` field.
+///
+/// # Safety
+/// `w` points at a live (never deallocated) window.
+#[inline(always)]
+unsafe fn window_end<'a>(w: *mut dplog_log_window) -> &'a AtomicPtr<u8> {
+    // SAFETY: `end` is a pointer-aligned `*mut u8`, accessed only
+    // atomically (here and in the header's inline code); the window is
+    // never deallocated (caller contract).
+    unsafe { AtomicPtr::from_ptr(core::ptr::addr_of_mut!((*w).end)) }
+}
+
+/// Takes the producer's inline window back, if one is open: the records
+/// the inline `dplog_log` wrote count as enqueued (and are published per
+/// `publish_every`), and the window is left empty. Called first by every
+/// producer call.
+///
+/// # Safety
+/// `obj` is a producer used by the calling thread only; `st` is its state.
+#[inline]
+unsafe fn take_window(obj: &dplog_producer_t, st: &mut ProducerState) {
+    let w = obj.window.get();
+    // SAFETY: single-thread rule: only this thread writes cursor and
+    // next_index; `end` is accessed atomically.
+    unsafe {
+        if (*w).cursor.is_null() {
+            return;
+        }
+        let written = (*w).next_index.wrapping_sub(st.window_first);
+        // Relaxed: the owner's own store; close may have nulled it already.
+        window_end(w).store(core::ptr::null_mut(), Ordering::Relaxed);
+        (*w).cursor = core::ptr::null_mut();
+        // The inline path wrote `written` records into the window that
+        // open_window handed out, and nothing else touched the producer.
+        st.prod.close_window(written);
+    }
+}
+
+/// Opens a new inline window after `dplog_log_refill` logged a record of
+/// `schema_id`, when the inline path can log that schema and the
+/// producer's policy allows a window (`block` or `drop`, no reservation),
+/// and the logger is not closed.
+///
+/// # Safety
+/// As `take_window`; no window is open.
+#[inline(never)]
+unsafe fn open_window(obj: &dplog_producer_t, st: &mut ProducerState, schema_id: u16) {
+    // Only for a record the inline path can log: a window that the next
+    // call would give back at once costs more than it saves.
+    if !st.fast_path || schema_id >= 64 || st.fast_schemas >> schema_id & 1 == 0 {
+        return;
+    }
+    let Some(win) = st.prod.open_window(usize::MAX) else {
+        return;
+    };
+    let w = obj.window.get();
+    st.window_first = win.first;
+    // SAFETY: single-thread rule (cursor, next_index, ring_tail, publish,
+    // fast_schemas are only written by this thread); the slots are the
+    // window's (open_window), `len` of them from `slots`.
+    unsafe {
+        (*w).ring_tail = win.tail.cast_mut().cast::<usize>();
+        (*w).next_index = win.first;
+        (*w).fast_schemas = st.fast_schemas;
+        (*w).publish = u32::from(win.publish_each);
+        let start = win.slots.as_ptr().cast::<u8>();
+        (*w).cursor = start;
+        // SeqCst, with the SeqCst load of `closed` below, against
+        // dplog_close's SeqCst store of `closed` then of `end`: either this
+        // thread sees `closed`, or close's NULL store comes after this one.
+        window_end(w).store(start.add(win.len * DPLOG_RECORD_MAX_SIZE), Ordering::SeqCst);
+    }
+    if st.shared.closed.load(Ordering::SeqCst) {
+        // SAFETY: the window just opened, nothing written.
+        unsafe { take_window(obj, st) };
+    }
 }
 
 struct ProducerState {
@@ -800,10 +946,16 @@ struct ProducerState {
     reservation: Reservation,
     reserved_schema: u16,
     reserved_size: usize,
+    /// Bit `s`: schema `s` (< 64) has 64-byte records (the window's
+    /// `fast_schemas`).
+    fast_schemas: u64,
+    /// Ring index of the first slot of the open inline window.
+    window_first: usize,
 }
 
 impl Drop for ProducerState {
     fn drop(&mut self) {
+        lock(&self.shared.windows).remove(&self.ring_id);
         lock(&self.shared.rings).remove(&self.ring_id);
     }
 }
@@ -837,6 +989,8 @@ unsafe fn producer<'a>(p: *mut dplog_producer_t) -> Result<&'a mut ProducerState
     // contract), so this is the only reference to its state.
     match unsafe { &mut *obj.inner.get() } {
         Some(st) => {
+            // SAFETY: as above; st is obj's state.
+            unsafe { take_window(obj, st) };
             // Relaxed: a hint; the partner is the Release store in
             // dplog_close. A record racing with close is either drained
             // or counted in in_flight.
@@ -986,6 +1140,7 @@ fn open_config(config: LogConfig, out: *mut *mut dplog_t) -> dplog_result {
         shared: Arc::new(Shared {
             rings: Mutex::new(HashSet::new()),
             closed: AtomicBool::new(false),
+            windows: Mutex::new(HashMap::new()),
         }),
         state: Mutex::new(State::Opened(Box::new(Pending {
             config,
@@ -1428,7 +1583,11 @@ pub unsafe extern "C" fn dplog_producer_new(
             prod.policy(),
             dplog::Backpressure::Block | dplog::Backpressure::Drop
         );
+        let fast_schemas = (0..64u16)
+            .filter(|&id| run.sizes.get(id) == DPLOG_RECORD_MAX_SIZE)
+            .fold(0u64, |bits, id| bits | 1 << id);
         let obj = Box::new(dplog_producer_t {
+            window: UnsafeCell::new(dplog_log_window::EMPTY),
             magic: AtomicU32::new(MAGIC_LIVE),
             inner: UnsafeCell::new(Some(ProducerState {
                 prod,
@@ -1442,8 +1601,15 @@ pub unsafe extern "C" fn dplog_producer_new(
                 reservation: Reservation::None,
                 reserved_schema: 0,
                 reserved_size: 0,
+                fast_schemas,
+                window_first: 0,
             })),
         });
+        lock(&l.shared.windows).insert(
+            ring_id,
+            // The window's `end` field, for dplog_close.
+            obj.window.get() as usize,
+        );
         // SAFETY: out is non-NULL (checked) and writable (caller contract).
         unsafe { out.write(Box::into_raw(obj)) };
         DPLOG_OK
@@ -1473,6 +1639,12 @@ pub unsafe extern "C" fn dplog_producer_free(p: *mut dplog_producer_t) -> dplog_
         let obj = unsafe { &*p };
         if let Err(e) = check_magic(&obj.magic, "dplog producer") {
             return e;
+        }
+        // SAFETY: single-thread rule for producers; no other reference.
+        if let Some(st) = unsafe { &mut *obj.inner.get() } {
+            // SAFETY: as above. The records of the inline window count
+            // and are published before the ring's producer is dropped.
+            unsafe { take_window(obj, st) };
         }
         // Release: partner of the Relaxed magic check of a later call on
         // the same thread (or one synchronised with it by the caller).
@@ -1655,8 +1827,12 @@ fn not_enqueued(st: &ProducerState, n: usize) -> dplog_result {
 /// argument error nothing is enqueued or counted.
 ///
 /// Cost: a few nanoseconds, no allocation, no lock, no system call unless
-/// the ring is full under "block". Thread-safety: one thread at a time
-/// per producer; different producers in parallel.
+/// the ring is full under "block". From C, the common case (a 64-byte
+/// record, `block` or `drop`) is compiled inline by the `dplog_log` macro
+/// at the end of this header (see `struct dplog_log_window`); this
+/// function is what `DPLOG_NO_INLINE`, `(dplog_log)(...)` and other
+/// languages call. Thread-safety: one thread at a time per producer;
+/// different producers in parallel.
 ///
 /// # Safety
 /// `p` is NULL or returned by `dplog_producer_new`; `rec` is NULL or valid
@@ -1675,6 +1851,63 @@ pub unsafe extern "C" fn dplog_log(
         }
         // SAFETY: caller contract on p and rec.
         unsafe { log_slow(p, schema_id, rec, len) }
+    })
+}
+
+/// `dplog_log` for the header's inline `dplog_log`: called when its
+/// window is used up or empty, or the record is not one it logs itself
+/// (not 64 bytes, or a schema id without its bit in `fast_schemas`). Takes
+/// the window back, logs the record exactly as the exported `dplog_log`
+/// (same checks, errors and counting), and, when that succeeded with a
+/// 64-byte record, opens the next window (see `struct dplog_log_window`).
+///
+/// C code calls `dplog_log`; with `DPLOG_NO_INLINE` defined (or from a
+/// language that cannot use the header's inline code) `dplog_log` is the
+/// exported function, which never opens a window.
+///
+/// Errors: as `dplog_log`. Thread-safety: as `dplog_log`.
+///
+/// # Safety
+/// As `dplog_log`.
+#[no_mangle]
+pub unsafe extern "C" fn dplog_log_refill(
+    p: *mut dplog_producer_t,
+    schema_id: u16,
+    rec: *const c_void,
+    len: usize,
+) -> dplog_result {
+    guard(|| {
+        if p.is_null() {
+            return fail(DPLOG_ERR_NULL, "producer is NULL");
+        }
+        // SAFETY: non-NULL and returned by dplog_producer_new (caller
+        // contract); producers are never deallocated (see TOMBSTONES).
+        let obj = unsafe { &*p };
+        // Relaxed: as `check_magic` (partner: the Release store in free).
+        let live = obj.magic.load(Ordering::Relaxed) == MAGIC_LIVE;
+        if live {
+            // SAFETY: single-thread rule: the only reference to the state.
+            if let Some(st) = unsafe { &mut *obj.inner.get() } {
+                // SAFETY: as above.
+                unsafe { take_window(obj, st) };
+            }
+        }
+        // SAFETY: caller contract on p and rec; the window is empty.
+        let r = if unsafe { log_fast(p, schema_id, rec, len) } {
+            DPLOG_OK
+        } else {
+            // SAFETY: as above.
+            unsafe { log_slow(p, schema_id, rec, len) }
+        };
+        if r == DPLOG_OK && len == DPLOG_RECORD_MAX_SIZE {
+            // SAFETY: single-thread rule, as above; r == OK means p is a
+            // live producer.
+            if let Some(st) = unsafe { &mut *obj.inner.get() } {
+                // SAFETY: as above; the window is empty.
+                unsafe { open_window(obj, st, schema_id) };
+            }
+        }
+        r
     })
 }
 
@@ -1705,7 +1938,11 @@ unsafe fn log_fast(
     // contract); producers are never deallocated (see TOMBSTONES).
     let obj = unsafe { &*p };
     // Relaxed: as `check_magic` (partner: the Release store in free).
-    if obj.magic.load(Ordering::Relaxed) != MAGIC_LIVE {
+    // An open inline window is taken back by log_slow first.
+    // SAFETY: `cursor` is written only by this thread (single-thread rule).
+    if obj.magic.load(Ordering::Relaxed) != MAGIC_LIVE
+        || !unsafe { (*obj.window.get()).cursor }.is_null()
+    {
         return false;
     }
     // SAFETY: one thread at a time per producer (documented contract), so
@@ -2353,8 +2590,19 @@ pub unsafe extern "C" fn dplog_close(
         };
         let mut st = lock(&l.state);
         let prev = core::mem::replace(&mut *st, State::Closed);
-        // Release: partner of the Relaxed check in `producer()`.
-        l.shared.closed.store(true, Ordering::Release);
+        // SeqCst (a Release store for the Relaxed check in `producer()`):
+        // ordered with open_window's SeqCst store of `end` then load of
+        // `closed`, so no window opens unseen by the loop below.
+        l.shared.closed.store(true, Ordering::SeqCst);
+        for &w in lock(&l.shared.windows).values() {
+            // SeqCst: see above. The inline dplog_log of every producer
+            // now finds its window empty and calls into the library,
+            // which returns DPLOG_ERR_CLOSED.
+            // SAFETY: producers are never deallocated; a freed one
+            // removed its entry under this lock.
+            unsafe { window_end(w as *mut dplog_log_window) }
+                .store(core::ptr::null_mut(), Ordering::SeqCst);
+        }
         // Release: partner of the Relaxed magic check (same mutex order).
         l.magic.store(MAGIC_DEAD, Ordering::Release);
         let (v, err) = match prev {

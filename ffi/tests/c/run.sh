@@ -2,7 +2,8 @@
 # C tests of libdplog (called by scripts/test.sh):
 #  1. test_dplog.c built with -fsanitize=address,undefined against the
 #     debug libdplog.so and run;
-#  2. the same test built without sanitizers, run once under valgrind
+#  2. the same test built with -DDPLOG_NO_INLINE (no inline dplog_log),
+#     and without sanitizers run once under valgrind
 #     (memcheck, leak check, errors fail the run);
 #  3. the library installed under a temporary prefix with ffi/install.sh,
 #     and examples/c built with -std=c11 -Wall -Wextra -Werror through
@@ -24,6 +25,10 @@ echo "== C tests under ASan+UBSan"
 gcc "${cflags[@]}" -fsanitize=address,undefined -fno-sanitize-recover=undefined \
   -fno-omit-frame-pointer ffi/tests/c/test_dplog.c -o "$work/test_asan" "${libs[@]}"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 TMPDIR="$work" "$work/test_asan"
+
+echo "== C tests with DPLOG_NO_INLINE (the exported dplog_log only)"
+gcc "${cflags[@]}" -DDPLOG_NO_INLINE ffi/tests/c/test_dplog.c -o "$work/test_no_inline" "${libs[@]}"
+TMPDIR="$work" "$work/test_no_inline"
 
 if command -v valgrind >/dev/null; then
   echo "== C tests under valgrind"

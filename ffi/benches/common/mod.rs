@@ -1,0 +1,116 @@
+//! Shared by the ffi_log benches: the C API loaded from the built
+//! `libdplog.so`, and the C loops of `benches/c/log_loop.c` compiled with
+//! the system C compiler against `include/dplog.h`.
+
+use std::ffi::{c_char, c_void, CString};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub type OpenStr = unsafe extern "C" fn(*const c_char, *mut *mut c_void) -> i32;
+pub type Start = unsafe extern "C" fn(*mut c_void, *const u32, usize) -> i32;
+pub type ProducerNew = unsafe extern "C" fn(*mut c_void, u32, *mut *mut c_void) -> i32;
+pub type Log = unsafe extern "C" fn(*mut c_void, u16, *const c_void, usize) -> i32;
+pub type Stats = unsafe extern "C" fn(*mut c_void, *mut u64) -> i32;
+pub type ProducerFree = unsafe extern "C" fn(*mut c_void) -> i32;
+pub type Close = unsafe extern "C" fn(*mut c_void, *mut u64) -> i32;
+/// `int f(dplog_producer *p, uint64_t n, uint64_t ts0)` of log_loop.c.
+pub type CLoop = unsafe extern "C" fn(*mut c_void, u64, u64) -> i32;
+
+/// The C ABI of target/<profile>/libdplog.so and the two C loops.
+pub struct CApi {
+    pub open_str: OpenStr,
+    pub start: Start,
+    pub producer_new: ProducerNew,
+    pub log: Log,
+    pub stats: Stats,
+    pub producer_free: ProducerFree,
+    pub close: Close,
+    /// `dplog_log` from C: the header's inline path.
+    pub loop_inline: CLoop,
+    /// `(dplog_log)` from C: the exported function.
+    pub loop_call: CLoop,
+    /// `dplog_log` of a record zeroed and filled field by field per call.
+    pub loop_fields: CLoop,
+    /// `dplog_reserve` + fill in the slot + `dplog_commit`.
+    pub loop_reserve: CLoop,
+}
+
+/// Resolves `name` in the dlopen handle `h` as a function pointer `F`.
+///
+/// # Safety
+/// `F` must be the C signature of `name`.
+unsafe fn sym<F: Copy>(h: *mut c_void, name: &str) -> F {
+    let n = CString::new(name).expect("no NUL");
+    // SAFETY: h is a live dlopen handle; n is NUL-terminated.
+    let p = unsafe { libc::dlsym(h, n.as_ptr()) };
+    assert!(!p.is_null(), "missing symbol {name}");
+    assert_eq!(size_of::<F>(), size_of::<*mut c_void>());
+    // SAFETY: a function pointer of the signature the caller vouches for.
+    unsafe { core::mem::transmute_copy::<*mut c_void, F>(&p) }
+}
+
+fn dlopen(path: &Path, flags: i32) -> *mut c_void {
+    let c = CString::new(path.to_str().expect("UTF-8 path")).expect("no NUL");
+    // SAFETY: a NUL-terminated path; the library is never dlclosed.
+    let h = unsafe { libc::dlopen(c.as_ptr(), flags) };
+    assert!(!h.is_null(), "cannot dlopen {}", path.display());
+    h
+}
+
+/// Compiles benches/c/log_loop.c with `cc -O2` into the target directory
+/// (its `dplog_log_refill` resolves against the already loaded
+/// libdplog.so) and returns the path.
+fn build_c_loops(target: &Path) -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let src = manifest.join("benches/c/log_loop.c");
+    let include = manifest.join("../include");
+    let out = target.join("libdplog_bench_c_loops.so");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let status = Command::new(&cc)
+        .args([
+            "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared",
+        ])
+        .arg("-I")
+        .arg(&include)
+        .arg(&src)
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run {cc}: {e}"));
+    assert!(status.success(), "{cc} failed on {}", src.display());
+    out
+}
+
+/// Loads target/<profile>/libdplog.so (global, so the C loops link to it)
+/// and the C loops.
+pub fn load() -> CApi {
+    // target/<profile>/deps/<bench>-<hash> -> target/<profile>/libdplog.so
+    let exe = std::env::current_exe().expect("bench path");
+    let target = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target dir")
+        .to_path_buf();
+    let lib = dlopen(
+        &target.join("libdplog.so"),
+        libc::RTLD_NOW | libc::RTLD_GLOBAL,
+    );
+    let loops = dlopen(&build_c_loops(&target), libc::RTLD_NOW | libc::RTLD_LOCAL);
+    // SAFETY: each type is the symbol's signature in include/dplog.h or
+    // benches/c/log_loop.c.
+    unsafe {
+        CApi {
+            open_str: sym(lib, "dplog_open_str"),
+            start: sym(lib, "dplog_start"),
+            producer_new: sym(lib, "dplog_producer_new"),
+            log: sym(lib, "dplog_log"),
+            stats: sym(lib, "dplog_stats"),
+            producer_free: sym(lib, "dplog_producer_free"),
+            close: sym(lib, "dplog_close"),
+            loop_inline: sym(loops, "dplog_bench_log_inline"),
+            loop_call: sym(loops, "dplog_bench_log_call"),
+            loop_fields: sym(loops, "dplog_bench_log_fields"),
+            loop_reserve: sym(loops, "dplog_bench_reserve_fields"),
+        }
+    }
+}

@@ -163,6 +163,16 @@ extern "C" {
     /// `rte_ring_free`.
     pub fn dplog_rte_ring_free(r: *mut rte_ring);
 
+    /// Registers the Rx timestamp dynamic field and flag
+    /// (`rte_mbuf_dyn_rx_timestamp_register`) without an mbuf, so that
+    /// [`dplog_rte_mbuf_rx_timestamp`] finds timestamps a peer process
+    /// sets later. 0, or a negative `rte_errno`.
+    pub fn dplog_rte_mbuf_rx_timestamp_register() -> c_int;
+    /// `rte_ring_lookup`: the ring named `name` in this process's EAL
+    /// (shared memory: a secondary finds the primary's rings), or NULL
+    /// with rte_errno = ENOENT.
+    pub fn rte_ring_lookup(name: *const c_char) -> *mut rte_ring;
+
     // ---- net_ring PMD (librte_net_ring) ---------------------------------
     /// `rte_eth_from_rings`: a port named `name` whose Rx queue `i` reads
     /// `rx_queues[i]` and Tx queue `i` writes `tx_queues[i]` (rings of mbuf

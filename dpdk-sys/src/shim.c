@@ -227,3 +227,19 @@ int dplog_rte_mbuf_set_rx_timestamp(struct rte_mbuf *m, uint64_t ts)
     m->ol_flags |= flag;
     return 0;
 }
+
+/*
+ * Registers the Rx timestamp dynamic field and flag
+ * (rte_mbuf_dyn_rx_timestamp_register) without an mbuf: a primary that
+ * reads timestamps set by a peer process (dplog_rte_mbuf_rx_timestamp
+ * looks the field up once per process) registers it before the peer
+ * starts. Returns 0, or a negative rte_errno.
+ */
+int dplog_rte_mbuf_rx_timestamp_register(void)
+{
+    int off;
+    uint64_t flag;
+    if (rte_mbuf_dyn_rx_timestamp_register(&off, &flag) != 0)
+        return -rte_errno;
+    return 0;
+}

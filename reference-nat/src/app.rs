@@ -112,6 +112,39 @@ pub struct DataplaneSection {
     /// Capacity in batches (of up to 64 frames) of each dispatcher → worker
     /// ring (pcap input). Default 64.
     pub handoff_batches: usize,
+    /// `[dataplane.dpdk_net_ring]` (`--dpdk` as the primary process): make
+    /// the port a net_ring port over two named rings this process creates,
+    /// so a peer process (`--proc-type=secondary`, same `--file-prefix`)
+    /// wires itself to dplog-nat by looking them up. Default: none (port 0
+    /// of the EAL arguments).
+    pub dpdk_net_ring: Option<NetRingPort>,
+}
+
+/// `[dataplane.dpdk_net_ring]`: the rings of dplog-nat's own net_ring port
+/// (`rte_eth_from_rings` over two `rte_ring`s of mbuf pointers). The peer
+/// enqueues mbufs (with an Rx timestamp in the dynamic field, as a driver
+/// would, or none: the wall clock is used) on `rx` and dequeues the
+/// translated frames from `tx`; it owns what it dequeues. Names follow
+/// `rte_ring_create`'s limit (at most 28 bytes).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct NetRingPort {
+    /// Ring dplog-nat receives from (the peer is its one producer).
+    pub rx: String,
+    /// Ring dplog-nat transmits to (the peer is its one consumer).
+    pub tx: String,
+    /// Slots per ring, a power of two. Default 4096.
+    pub size: u32,
+}
+
+impl Default for NetRingPort {
+    fn default() -> Self {
+        Self {
+            rx: "dplog_nat_rx".into(),
+            tx: "dplog_nat_tx".into(),
+            size: 4096,
+        }
+    }
 }
 
 impl Default for DataplaneSection {
@@ -123,6 +156,7 @@ impl Default for DataplaneSection {
             live_stats_ms: 0,
             preload: false,
             handoff_batches: 64,
+            dpdk_net_ring: None,
         }
     }
 }

@@ -12,7 +12,9 @@
 //! `idle_ms` without any, then every session is deleted and logged as with
 //! a capture. Works with real ports and with vdevs under `--no-huge
 //! --no-pci`: `net_pcap` (replay a capture, write the translated packets),
-//! `net_null` (pure throughput), `net_ring`.
+//! `net_null` (pure throughput), `net_ring` (as a secondary on a
+//! primary's port, or as the primary of its own port over two named rings,
+//! `[dataplane.dpdk_net_ring]`, which a peer process looks up).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Barrier;
@@ -59,9 +61,115 @@ pub struct PortCounters {
     pub imissed: u64,
 }
 
+/// dplog-nat's own net_ring port: its id and the two rings under it.
+struct RingPort {
+    port: u16,
+    rx: *mut dpdk_sys::rte_ring,
+    tx: *mut dpdk_sys::rte_ring,
+}
+
+/// Checks `[dataplane.dpdk_net_ring]` before the EAL starts: one worker
+/// (the port has one queue pair), a power-of-two ring size of at least 2.
+///
+/// Errors: [`RunError::Dataplane`] naming the key.
+fn check_net_ring(nr: &crate::app::NetRingPort, workers: usize) -> Result<(), RunError> {
+    if workers != 1 {
+        return Err(RunError::Dataplane(format!(
+            "[dataplane.dpdk_net_ring] gives one Rx/Tx queue pair: workers must be 1, got {workers}"
+        )));
+    }
+    if !nr.size.is_power_of_two() || nr.size < 2 {
+        return Err(RunError::Dataplane(format!(
+            "[dataplane.dpdk_net_ring] size must be a power of two of at least 2, got {}",
+            nr.size
+        )));
+    }
+    Ok(())
+}
+
+/// Creates the rings of `nr` (single producer, single consumer: the peer
+/// and one worker) and a net_ring port over them (`rte_eth_from_rings`),
+/// registers the Rx timestamp dynamic field (so the peer's timestamps are
+/// read), and says so on stderr.
+///
+/// Errors: [`RunError::Dataplane`] naming the ring or port that could not
+/// be made (with DPDK's message), or `workers` other than 1 (the port has
+/// one queue pair).
+fn net_ring_port(nr: &crate::app::NetRingPort, workers: usize) -> Result<RingPort, RunError> {
+    check_net_ring(nr, workers)?;
+    let errno = || {
+        // SAFETY: reads this thread's rte_errno.
+        dpdk_sys::strerror(unsafe { dpdk_sys::dplog_rte_errno() })
+    };
+    let mut made = Vec::new();
+    for name in [&nr.rx, &nr.tx] {
+        let c = std::ffi::CString::new(name.as_str())
+            .map_err(|_| RunError::Dataplane(format!("ring name {name:?} holds a NUL")))?;
+        // SAFETY: EAL initialised; c is NUL-terminated. Element size 8:
+        // mbuf pointers, as net_ring expects.
+        let r = unsafe {
+            dpdk_sys::dplog_rte_ring_create_elem(
+                c.as_ptr(),
+                8,
+                nr.size,
+                dpdk_sys::SOCKET_ID_ANY,
+                dpdk_sys::RING_F_SP_ENQ | dpdk_sys::RING_F_SC_DEQ,
+            )
+        };
+        if r.is_null() {
+            let e = errno();
+            for &m in &made {
+                // SAFETY: made here, not used by anything yet.
+                unsafe { dpdk_sys::dplog_rte_ring_free(m) };
+            }
+            return Err(RunError::Dataplane(format!(
+                "rte_ring_create {name:?} ({} slots): {e}",
+                nr.size
+            )));
+        }
+        made.push(r);
+    }
+    let (rx, tx) = (made[0], made[1]);
+    // SAFETY: rx and tx are valid rings; the arrays hold one pointer each.
+    let port =
+        unsafe { dpdk_sys::rte_eth_from_rings(c"net_ring_dplog_nat".as_ptr(), &rx, 1, &tx, 1, 0) };
+    let Ok(port) = u16::try_from(port) else {
+        let e = errno();
+        // SAFETY: no port uses them.
+        unsafe {
+            dpdk_sys::dplog_rte_ring_free(rx);
+            dpdk_sys::dplog_rte_ring_free(tx);
+        }
+        return Err(RunError::Dataplane(format!("rte_eth_from_rings: {e}")));
+    };
+    // SAFETY: EAL initialised.
+    let rc = unsafe { dpdk_sys::dplog_rte_mbuf_rx_timestamp_register() };
+    if rc != 0 {
+        return Err(RunError::Dataplane(format!(
+            "rte_mbuf_dyn_rx_timestamp_register: {}",
+            dpdk_sys::strerror(-rc)
+        )));
+    }
+    eprintln!(
+        "dplog-nat: net_ring port {port}: Rx ring {:?}, Tx ring {:?}, {} slots each",
+        nr.rx, nr.tx, nr.size
+    );
+    Ok(RingPort { port, rx, tx })
+}
+
 /// Initialises the EAL with `eal_args` (without the program name), runs
 /// the NAT on port 0 until `limits`, logs through dplog as [`crate::app::run`]
 /// does, and returns the summary (the `input` field names the port).
+///
+/// With `[dataplane.dpdk_net_ring]` ([`crate::app::NetRingPort`]) the
+/// port is instead a net_ring port this process makes over two named
+/// `rte_ring`s it creates (`rte_eth_from_rings`; one worker): run as the
+/// primary, a peer process started with `--proc-type=secondary` and the
+/// same `--file-prefix` finds the rings with `rte_ring_lookup`, enqueues
+/// mbufs on `rx` and takes the translated frames from `tx`. A line on
+/// stderr (`dplog-nat: net_ring port P: Rx ring "..", Tx ring "..", N
+/// slots each`) says when the port is up. The rings are freed at exit:
+/// the peer must be done by then (end the run with `--dpdk-idle-ms`).
 ///
 /// With `[dataplane] workers = N` the port gets N Rx/Tx queue pairs and N
 /// pinned worker threads (`worker_cpus`), worker `q` polling queue `q`
@@ -93,10 +201,20 @@ pub fn run_dpdk(
         )));
     }
     crate::app::check_cpus(cfg)?;
+    if let Some(nr) = &cfg.dataplane.dpdk_net_ring {
+        check_net_ring(nr, n)?;
+    }
     let mut nats = crate::app::worker_engines(&cfg.nat_config(), n)?;
     let mut argv = vec!["dplog-nat".to_string()];
     argv.extend_from_slice(eal_args);
     dpdk_sys::eal_init(&argv).map_err(RunError::Dataplane)?;
+    // `[dataplane.dpdk_net_ring]`: our own net_ring port over two rings
+    // made here; else port 0 of the EAL arguments.
+    let rings = match &cfg.dataplane.dpdk_net_ring {
+        Some(nr) => Some(net_ring_port(nr, n)?),
+        None => None,
+    };
+    let port = rings.as_ref().map_or(0, |r| r.port);
     // SAFETY: EAL initialised above; plain query.
     let ports = unsafe { dpdk_sys::rte_eth_dev_count_avail() };
     if ports == 0 {
@@ -122,11 +240,12 @@ pub fn run_dpdk(
             dpdk_sys::strerror(e)
         )));
     }
-    // SAFETY: port 0 exists (count > 0) and pool is a valid mempool.
-    let rc = unsafe { dpdk_sys::dplog_port_init(0, n as u16, n as u16, 1024, pool) };
+    // SAFETY: the port exists (count > 0, or made above) and pool is a
+    // valid mempool.
+    let rc = unsafe { dpdk_sys::dplog_port_init(port, n as u16, n as u16, 1024, pool) };
     if rc != 0 {
         return Err(RunError::Dataplane(format!(
-            "port 0 set-up with {n} Rx/Tx queue pairs: {}",
+            "port {port} set-up with {n} Rx/Tx queue pairs: {}",
             dpdk_sys::strerror(rc)
         )));
     }
@@ -197,7 +316,7 @@ pub fn run_dpdk(
                         let _ = dplog::affinity::pin_current_thread(cpu);
                     }
                     poll_queue(
-                        cfg, q as u16, nat, producer, limits, received, end_ns, barrier,
+                        cfg, port, q as u16, nat, producer, limits, received, end_ns, barrier,
                     )
                 })
             })
@@ -209,12 +328,22 @@ pub fn run_dpdk(
             .collect()
     });
     let mut st = [0u64; 6];
-    // SAFETY: port 0 is valid; st has room for the 6 counters.
+    // SAFETY: the port is valid; st has room for the 6 counters.
     unsafe {
-        let _ = dpdk_sys::dplog_port_stats(0, st.as_mut_ptr());
-        let _ = dpdk_sys::rte_eth_dev_stop(0);
-        let _ = dpdk_sys::rte_eth_dev_close(0);
+        let _ = dpdk_sys::dplog_port_stats(port, st.as_mut_ptr());
+        let _ = dpdk_sys::rte_eth_dev_stop(port);
+        let _ = dpdk_sys::rte_eth_dev_close(port);
     }
+    if let Some(r) = rings {
+        // SAFETY: the port over them is closed; no worker runs. The peer
+        // must be done with them (it stops before our idle limit ends the
+        // run).
+        unsafe {
+            dpdk_sys::dplog_rte_ring_free(r.rx);
+            dpdk_sys::dplog_rte_ring_free(r.tx);
+        }
+    }
+    let input = format!("dpdk port {port}");
     let port = PortCounters {
         ipackets: st[0],
         opackets: st[1],
@@ -233,7 +362,7 @@ pub fn run_dpdk(
         cfg,
         &sum_stats(&per),
         stats,
-        "dpdk port 0".into(),
+        input,
         started.elapsed().as_secs_f64(),
         busy.as_secs_f64(),
     );
@@ -256,7 +385,7 @@ pub fn run_dpdk(
     Ok((summary, port))
 }
 
-/// One worker: polls Rx queue `queue` of port 0 in bursts, translates in
+/// One worker: polls Rx queue `queue` of `port` in bursts, translates in
 /// place, sends the translated frames on Tx queue `queue`, until the
 /// limits or a stop; then waits for the other workers and deletes every
 /// session at the latest packet time any of them saw. Returns the NAT's
@@ -264,6 +393,7 @@ pub fn run_dpdk(
 #[allow(clippy::too_many_arguments)]
 fn poll_queue(
     cfg: &AppConfig,
+    port: u16,
     queue: u16,
     mut nat: Nat44,
     mut producer: Option<LogProducer<NatRecord>>,
@@ -286,10 +416,10 @@ fn poll_queue(
         if limits.max_packets > 0 && received.load(Ordering::Relaxed) >= limits.max_packets {
             break;
         }
-        // SAFETY: port 0 / this queue are set up and polled by this thread
+        // SAFETY: the port / this queue are set up and polled by this thread
         // only; rx has room for BURST pointers.
         let n = usize::from(unsafe {
-            dpdk_sys::dplog_rte_eth_rx_burst(0, queue, rx.as_mut_ptr(), BURST as u16)
+            dpdk_sys::dplog_rte_eth_rx_burst(port, queue, rx.as_mut_ptr(), BURST as u16)
         });
         if n == 0 {
             if limits.idle_ms > 0 && last_rx.elapsed() >= Duration::from_millis(limits.idle_ms) {
@@ -332,7 +462,7 @@ fn poll_queue(
             // SAFETY: tx[..ntx] are owned mbufs; those sent belong to the
             // driver afterwards, the rest are freed below.
             let sent = usize::from(unsafe {
-                dpdk_sys::dplog_rte_eth_tx_burst(0, queue, tx.as_mut_ptr(), ntx as u16)
+                dpdk_sys::dplog_rte_eth_tx_burst(port, queue, tx.as_mut_ptr(), ntx as u16)
             });
             for &m in &tx[sent..ntx] {
                 // SAFETY: not accepted by the driver: still ours.

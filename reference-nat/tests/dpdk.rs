@@ -363,6 +363,34 @@ fn dpdk_mode_refuses_a_cpu_that_is_not_available() {
     );
 }
 
+#[test]
+fn dpdk_net_ring_option_is_checked_before_the_eal_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    for (toml, want) in [
+        (
+            "[dataplane]\nworkers = 2\n[dataplane.dpdk_net_ring]\nrx = \"a\"\ntx = \"b\"\n",
+            "[dataplane.dpdk_net_ring] gives one Rx/Tx queue pair: workers must be 1, got 2",
+        ),
+        (
+            "[dataplane.dpdk_net_ring]\nsize = 1000\n",
+            "[dataplane.dpdk_net_ring] size must be a power of two of at least 2, got 1000",
+        ),
+    ] {
+        std::fs::write(dir.path().join("nr.toml"), toml).unwrap();
+        let prefix = format!("dplognrc{}", std::process::id());
+        let out = bin()
+            .args(["--config", "nr.toml", "-o", "nr.log", "--dpdk", "--"])
+            .args(eal(&prefix, "net_null0"))
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{err}");
+        assert!(!err.contains("EAL:"), "no EAL start: {err}");
+    }
+}
+
 /// Two net_ring ports wired to each other in this process (port B's Tx
 /// ring is port A's Rx ring and back, `rte_eth_from_rings`): frames sent on
 /// B arrive on A, the NAT translates them in their mbufs and sends them on

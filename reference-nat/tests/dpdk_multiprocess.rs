@@ -29,6 +29,11 @@ use std::time::{Duration, Instant};
 
 /// Environment of the helper test: set only when the main test runs it.
 const ROLE: &str = "DPLOG_NETRING_PRIMARY";
+/// Environment of the peer helper (dplog-nat is the primary).
+const PEER_ROLE: &str = "DPLOG_NETRING_PEER";
+
+/// The tests here reserve and restore hugepages: one at a time.
+static HUGEPAGES: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// 2 MiB pages the test needs free (the two mempools and rings take ~40 MiB).
 const PAGES: u64 = 64;
 const NR_HUGEPAGES: &str = "/proc/sys/vm/nr_hugepages";
@@ -204,6 +209,7 @@ fn output_within(cmd: &mut Command, dir: &Path, limit: Duration) -> std::process
 
 #[test]
 fn nat_in_a_secondary_process_on_a_net_ring_port_of_the_primary() {
+    let _one = HUGEPAGES.lock().unwrap_or_else(|e| e.into_inner());
     let _huge = match Hugepages::reserve() {
         Ok(h) => h,
         Err(why) => {
@@ -551,6 +557,349 @@ fn primary(prefix: &str, cap: &Path, back: &Path) {
         let _ = d::rte_eth_dev_close(0);
         d::dplog_rte_ring_free(to_nat);
         d::dplog_rte_ring_free(from_nat);
+        d::rte_mempool_free(pool);
+        let _ = d::rte_eal_cleanup();
+    }
+}
+
+/// What the in-memory NAT (dplog-nat's defaults: the 198.51.100.0/28 pool)
+/// makes of `frames` (µs, bytes), in order: the translated frames.
+fn translated_in_memory(frames: &[(u64, Vec<u8>)]) -> Vec<(u64, Vec<u8>)> {
+    let mut nat = dplog_nat::Nat44::new(dplog_nat::NatConfig::new(
+        vec!["10.0.0.0/8".parse().unwrap()],
+        "198.51.100.0/28".parse().unwrap(),
+    ))
+    .unwrap();
+    let mut sink = dplog_nat::AllRecords(|_| {});
+    let mut want = Vec::new();
+    for (us, f) in frames {
+        let mut f = f.clone();
+        if nat
+            .process(us * 1000, dplog_nat::LINKTYPE_ETHERNET, &mut f, &mut sink)
+            .is_translated()
+        {
+            want.push((*us, f));
+        }
+    }
+    want
+}
+
+#[test]
+fn dplog_nat_is_the_primary_of_its_own_net_ring_port() {
+    // dplog-nat --dpdk with [dataplane.dpdk_net_ring] makes the rings and
+    // the net_ring port itself (no helper primary); a peer process (this
+    // test binary, as a secondary) looks the rings up by name, feeds the
+    // capture and takes the translated frames back.
+    let _one = HUGEPAGES.lock().unwrap_or_else(|e| e.into_inner());
+    let _huge = match Hugepages::reserve() {
+        Ok(h) => h,
+        Err(why) => {
+            eprintln!(
+                "SKIP dplog_nat_is_the_primary_of_its_own_net_ring_port: \
+                 DPDK multi-process needs shared hugepage memory and {why}"
+            );
+            return;
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let cap = capture("example.pcap");
+    let frames = read_pcap(&cap);
+    let want = translated_in_memory(&frames);
+    let prefix = format!("dplognr{}", std::process::id());
+    let cfg = dir.path().join("nr.toml");
+    std::fs::write(
+        &cfg,
+        "[dataplane.dpdk_net_ring]\nrx = \"dn_rx\"\ntx = \"dn_tx\"\nsize = 1024\n",
+    )
+    .unwrap();
+    let common = |log: &Path| -> Vec<String> {
+        [
+            "--inside",
+            "10.0.0.0/8",
+            "--format",
+            "json",
+            "--summary",
+            "json",
+            "-o",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([log.display().to_string()])
+        .collect()
+    };
+    let (file_log, nr_log) = (dir.path().join("file.jsonl"), dir.path().join("nr.jsonl"));
+    let a = json_summary(
+        &Command::new(env!("CARGO_BIN_EXE_dplog-nat"))
+            .args(common(&file_log))
+            .arg("--pcap")
+            .arg(&cap)
+            .output()
+            .unwrap(),
+    );
+    // dplog-nat, primary: ends 4 s after the last packet.
+    let child = Command::new(env!("CARGO_BIN_EXE_dplog-nat"))
+        .arg("--config")
+        .arg(&cfg)
+        .args(common(&nr_log))
+        .args(["--dpdk", "--dpdk-idle-ms", "4000", "--"])
+        .args([
+            "--proc-type=primary",
+            "--file-prefix",
+            &prefix,
+            "--no-pci",
+            "-l",
+            "0",
+            "--log-level=error",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut nat = Primary { child, prefix };
+    let stderr = nat.child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut rest = String::new();
+        for line in BufReader::new(stderr).lines() {
+            let line = line.unwrap_or_default();
+            if line.contains("net_ring port") {
+                let _ = tx.send(line.clone());
+            }
+            rest.push_str(&line);
+            rest.push('\n');
+        }
+        rest
+    });
+    let ready = rx.recv_timeout(Duration::from_secs(30));
+    assert!(
+        ready.is_ok(),
+        "dplog-nat did not make its port: {:?}",
+        nat.child.try_wait()
+    );
+    assert!(
+        ready
+            .unwrap()
+            .contains(r#"Rx ring "dn_rx", Tx ring "dn_tx", 1024 slots"#),
+        "the ready line names the rings"
+    );
+    // The peer: a secondary process of dplog-nat's EAL.
+    let back = dir.path().join("back.pcap");
+    let peer = output_within(
+        Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--ignored",
+                "--exact",
+                "net_ring_peer_helper",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(PEER_ROLE, &nat.prefix)
+            .env("DPLOG_NETRING_CAPTURE", &cap)
+            .env("DPLOG_NETRING_BACK", &back)
+            .env("DPLOG_NETRING_EXPECT", want.len().to_string()),
+        dir.path(),
+        Duration::from_secs(60),
+    );
+    assert!(
+        peer.status.success(),
+        "peer: {}",
+        String::from_utf8_lossy(&peer.stderr)
+    );
+    // dplog-nat ends on its idle limit.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let st = loop {
+        if let Some(st) = nat.child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(Instant::now() < deadline, "dplog-nat did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut out = Vec::new();
+    nat.child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_end(&mut out)
+        .unwrap();
+    let rest = reader.join().unwrap();
+    assert!(st.success(), "dplog-nat: {st:?} {rest}");
+    let b: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(b["packets"], frames.len() as u64);
+    for k in [
+        "packets",
+        "sessions_created",
+        "sessions_deleted",
+        "verdicts",
+    ] {
+        assert_eq!(a[k], b[k], "{k}");
+    }
+    let (la, lb) = (sorted_lines(&file_log), sorted_lines(&nr_log));
+    assert!(!la.is_empty());
+    assert_eq!(la, lb, "same records, field for field");
+    let came_back = read_pcap(&back);
+    eprintln!(
+        "dplog-nat as primary: {} frames fed by the peer, {} records, {} translated frames came back",
+        frames.len(),
+        lb.len(),
+        came_back.len()
+    );
+    assert!(!want.is_empty());
+    assert_eq!(came_back.len(), want.len());
+    for (k, (w, g)) in want.iter().zip(&came_back).enumerate() {
+        assert_eq!(w, g, "translated frame {k}: as in memory");
+    }
+}
+
+/// The peer process of the test above (run by it with `DPLOG_NETRING_PEER`
+/// set to dplog-nat's `--file-prefix`; does nothing otherwise).
+#[test]
+#[ignore = "helper process of dplog_nat_is_the_primary_of_its_own_net_ring_port"]
+fn net_ring_peer_helper() {
+    let Some(prefix) = std::env::var_os(PEER_ROLE) else {
+        return;
+    };
+    let prefix = prefix.to_string_lossy().into_owned();
+    let cap = PathBuf::from(std::env::var_os("DPLOG_NETRING_CAPTURE").unwrap());
+    let back = PathBuf::from(std::env::var_os("DPLOG_NETRING_BACK").unwrap());
+    let expect: usize = std::env::var("DPLOG_NETRING_EXPECT")
+        .unwrap()
+        .parse()
+        .unwrap();
+    peer(&prefix, &cap, &back, expect);
+}
+
+fn peer(prefix: &str, cap: &Path, back: &Path, expect: usize) {
+    use dpdk_sys as d;
+    let frames = read_pcap(cap);
+    d::eal_init(&[
+        "dplog-netring-peer",
+        "--proc-type=secondary",
+        "--file-prefix",
+        prefix,
+        "--no-pci",
+        "-l",
+        "1",
+        "--log-level=error",
+    ])
+    .unwrap();
+    // Ownership for every unsafe block below: EAL initialised above (a
+    // secondary of dplog-nat); the rings are dplog-nat's, in shared
+    // hugepage memory, and this thread is the only producer of `dn_rx`
+    // and the only consumer of `dn_tx` (dplog-nat's worker is the other
+    // end of each); the pool is made here; an mbuf belongs to whoever
+    // holds it (enqueued = dplog-nat's, dequeued = ours).
+    // SAFETY: EAL initialised; the names are NUL-terminated literals.
+    let (to_nat, from_nat) = unsafe {
+        (
+            d::rte_ring_lookup(c"dn_rx".as_ptr()),
+            d::rte_ring_lookup(c"dn_tx".as_ptr()),
+        )
+    };
+    assert!(
+        !to_nat.is_null() && !from_nat.is_null(),
+        "dplog-nat's rings"
+    );
+    // SAFETY: EAL initialised; the name is a NUL-terminated literal.
+    let pool = unsafe {
+        d::dplog_rte_pktmbuf_pool_create(c"peer_feed".as_ptr(), 4095, 256, d::SOCKET_ID_ANY)
+    };
+    assert!(
+        !pool.is_null(),
+        "pool: {}",
+        d::strerror(unsafe { d::dplog_rte_errno() })
+    );
+    let mut got: Vec<(u64, Vec<u8>)> = Vec::new();
+    let mut next = 0usize;
+    let mut buf = [std::ptr::null_mut::<d::rte_mbuf>(); 32];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while next < frames.len() || got.len() < expect {
+        assert!(
+            Instant::now() < deadline,
+            "fed {next} of {}, got {} of {expect} back",
+            frames.len(),
+            got.len()
+        );
+        if next < frames.len() {
+            let end = (next + 32).min(frames.len());
+            let mut n = 0;
+            for (ts, f) in &frames[next..end] {
+                // SAFETY: pool is a valid mempool; a NULL result is handled.
+                let m = unsafe { d::dplog_rte_pktmbuf_alloc(pool) };
+                if m.is_null() {
+                    break; // all in flight: drain first
+                }
+                // SAFETY: m is ours (just allocated); append gives f.len() writable bytes or NULL (asserted).
+                unsafe {
+                    let dst = d::dplog_rte_pktmbuf_append(m, f.len() as u16) as *mut u8;
+                    assert!(!dst.is_null(), "frame of {} bytes", f.len());
+                    std::ptr::copy_nonoverlapping(f.as_ptr(), dst, f.len());
+                    assert_eq!(d::dplog_rte_mbuf_set_rx_timestamp(m, *ts), 0);
+                }
+                buf[n] = m;
+                n += 1;
+            }
+            // SAFETY: buf[..n] are owned mbufs; those enqueued are dplog-nat's now.
+            let sent = unsafe {
+                d::dplog_rte_ring_sp_enqueue_burst_elem(
+                    to_nat,
+                    buf.as_ptr().cast(),
+                    8,
+                    n as u32,
+                    std::ptr::null_mut(),
+                )
+            } as usize;
+            for &m in &buf[sent..n] {
+                // SAFETY: not enqueued: still ours.
+                unsafe { d::dplog_rte_pktmbuf_free(m) };
+            }
+            next += sent;
+        }
+        // SAFETY: this thread is from_nat's only consumer; buf has room for 32.
+        let k = unsafe {
+            d::dplog_rte_ring_sc_dequeue_burst_elem(
+                from_nat,
+                buf.as_mut_ptr().cast(),
+                8,
+                32,
+                std::ptr::null_mut(),
+            )
+        } as usize;
+        for &m in &buf[..k] {
+            // SAFETY: m was dequeued: ours; its first segment holds data_len bytes at mtod.
+            unsafe {
+                let len = usize::from(d::dplog_rte_pktmbuf_data_len(m));
+                let data =
+                    std::slice::from_raw_parts(d::dplog_rte_pktmbuf_mtod(m) as *const u8, len);
+                let mut ts = 0;
+                assert_eq!(d::dplog_rte_mbuf_rx_timestamp(m, &mut ts), 1);
+                got.push((ts, data.to_vec()));
+                d::dplog_rte_pktmbuf_free(m);
+            }
+        }
+        if k == 0 {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+    let mut out = Vec::new();
+    out.extend_from_slice(&0xA1B2_C3D4u32.to_le_bytes());
+    out.extend_from_slice(&2u16.to_le_bytes());
+    out.extend_from_slice(&4u16.to_le_bytes());
+    out.extend_from_slice(&[0; 8]);
+    out.extend_from_slice(&65535u32.to_le_bytes());
+    out.extend_from_slice(&1u32.to_le_bytes());
+    for (us, f) in &got {
+        out.extend_from_slice(&((us / 1_000_000) as u32).to_le_bytes());
+        out.extend_from_slice(&((us % 1_000_000) as u32).to_le_bytes());
+        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        out.extend_from_slice(f);
+    }
+    std::fs::write(back, out).unwrap();
+    // Every mbuf of the pool is back (all translated frames were taken,
+    // the rest freed by dplog-nat). The rings stay: they are dplog-nat's.
+    // SAFETY: no mbuf of the pool is in use; nothing follows.
+    unsafe {
         d::rte_mempool_free(pool);
         let _ = d::rte_eal_cleanup();
     }

@@ -409,7 +409,9 @@ struct dplog_stats {
  * `publish`, stores `next_index` to `*ring_tail` with release ordering
  * (partner: the consumer's acquire load of the ring's tail). Anything else
  * calls `dplog_log_refill`, which logs the record as the exported
- * `dplog_log` does and opens a new window.
+ * `dplog_log` does and opens a new window. `dplog_reserve` of one record
+ * and its `dplog_commit` are inline the same way (`reservation`), with
+ * `dplog_reserve_refill` and the exported `dplog_commit` behind them.
  *
  * Every other call on the producer first takes the window back
  * (counting its records as enqueued) and leaves it empty (`cursor` and
@@ -449,9 +451,14 @@ struct dplog_log_window {
    */
   uint32_t publish;
   /**
-   * Zero; room for flags.
+   * The inline `dplog_reserve` of one record: `0x10000 | schema_id`
+   * while the slot at `cursor` is reserved (zeroed and handed out), 0
+   * otherwise. The inline `dplog_commit` writes its header and
+   * publishes it; while it is set, the inline `dplog_log` and
+   * `dplog_reserve` call into the library (which reports
+   * `DPLOG_ERR_STATE`, as for any pending reservation).
    */
-  uint32_t reserved;
+  uint32_t reservation;
 };
 
 /**
@@ -1075,6 +1082,22 @@ dplog_result dplog_log_burst(dplog_producer *p,
                              size_t *n_enqueued);
 
 /**
+ * `dplog_reserve` for the header's inline `dplog_reserve`: called when
+ * its window is used up or empty, or the call is not one it handles
+ * itself (`n` other than 1, a schema id without its bit in
+ * `fast_schemas`, NULL arguments). Takes the window back and, for one
+ * 64-byte record with no reservation pending, opens a new window and
+ * reserves its first slot inline (so the inline `dplog_commit` can
+ * publish it); otherwise behaves exactly as the exported `dplog_reserve`.
+ *
+ * Errors: as `dplog_reserve`. Thread-safety: as `dplog_reserve`.
+ *
+ * # Safety
+ * As `dplog_reserve`.
+ */
+dplog_result dplog_reserve_refill(dplog_producer *p, uint16_t schema_id, size_t n, void **slots);
+
+/**
  * Reserves `n` (1..=`DPLOG_RESERVE_MAX`) records of schema `schema_id`
  * and stores in `*slots` a pointer to `n` zeroed 64-byte slots to fill in
  * place, then publish with `dplog_commit`. Record `i` starts at
@@ -1249,7 +1272,7 @@ dplog_result dplog_now_ns(uint64_t *out);
 #endif  /* DPLOG_H */
 
 /*
- * Inline dplog_log.
+ * Inline dplog_log, and dplog_reserve/dplog_commit of one record.
  *
  * Like DPDK's rte_ring_sp_enqueue_elem, the common case of dplog_log is
  * compiled into the caller: a 64-byte record of a schema in
@@ -1260,9 +1283,12 @@ dplog_result dplog_now_ns(uint64_t *out);
  * NULL arguments, closed or freed producer, full ring, reservation
  * pending) calls dplog_log_refill, which behaves exactly as the exported
  * dplog_log (same checks, errors and counting) and opens the next window.
- * The result codes are the same as dplog_log's.
+ * The result codes are the same as dplog_log's. dplog_reserve of one
+ * 64-byte record hands out the window's next slot (zeroed) and dplog_commit
+ * publishes it the same way, with dplog_reserve_refill and the exported
+ * dplog_commit behind them.
  *
- * The macro keeps `dplog_log` the name C code calls; `(dplog_log)(...)` or
+ * The macros keep the names C code calls; `(dplog_log)(...)` or
  * `&dplog_log` still reach the exported function, and defining
  * DPLOG_NO_INLINE before including this header turns the inline path off
  * (other compilers than GCC and Clang get the exported function).
@@ -1278,7 +1304,8 @@ static inline dplog_result dplog_log_inline(dplog_producer *p,
         struct dplog_log_window *w = (struct dplog_log_window *)(void *)p;
         uint8_t *slot = w->cursor;
         uint8_t *end = __atomic_load_n(&w->end, __ATOMIC_RELAXED);
-        if ((uintptr_t)slot < (uintptr_t)end && ((w->fast_schemas >> schema_id) & 1u)) {
+        if ((uintptr_t)slot < (uintptr_t)end && ((w->fast_schemas >> schema_id) & 1u) &&
+            w->reservation == 0) {
             /* Header: len 64, schema id, 4 zero bytes; little-endian. */
             uint64_t header = (uint64_t)DPLOG_RECORD_MAX_SIZE | ((uint64_t)schema_id << 16);
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
@@ -1323,4 +1350,65 @@ static inline dplog_result dplog_log_inline(dplog_producer *p,
     return dplog_log_refill(p, schema_id, rec, len);
 }
 #define dplog_log(p, schema_id, rec, len) dplog_log_inline((p), (schema_id), (rec), (len))
+
+/* Inline dplog_reserve of one 64-byte record: the next slot of the window,
+ * zeroed, to fill in place; dplog_reserve_refill for everything else. */
+static inline dplog_result dplog_reserve_inline(dplog_producer *p,
+                                                uint16_t schema_id,
+                                                size_t n,
+                                                void **slots)
+{
+    if (p != NULL && slots != NULL && n == 1 && schema_id < 64) {
+        struct dplog_log_window *w = (struct dplog_log_window *)(void *)p;
+        uint8_t *slot = w->cursor;
+        uint8_t *end = __atomic_load_n(&w->end, __ATOMIC_RELAXED);
+        if ((uintptr_t)slot < (uintptr_t)end && ((w->fast_schemas >> schema_id) & 1u) &&
+            w->reservation == 0) {
+            __builtin_memset(slot, 0, DPLOG_RECORD_MAX_SIZE);
+            w->reservation = 0x10000u | schema_id;
+            *slots = slot;
+            return DPLOG_OK;
+        }
+    }
+    return dplog_reserve_refill(p, schema_id, n, slots);
+}
+#define dplog_reserve(p, schema_id, n, slots) dplog_reserve_inline((p), (schema_id), (n), (slots))
+
+/* Inline dplog_commit of an inline reservation: writes the record's header
+ * and publishes it; the exported dplog_commit for everything else
+ * (reservations it made, n > 1, a closed logger, errors). */
+static inline dplog_result dplog_commit_inline(dplog_producer *p, size_t n, size_t *n_enqueued)
+{
+    if (p != NULL && n <= 1) {
+        struct dplog_log_window *w = (struct dplog_log_window *)(void *)p;
+        uint32_t reservation = w->reservation;
+        uint8_t *slot = w->cursor;
+        uint8_t *end = __atomic_load_n(&w->end, __ATOMIC_RELAXED);
+        if (reservation != 0 && (uintptr_t)slot < (uintptr_t)end) {
+            w->reservation = 0;
+            if (n == 1) {
+                uint64_t header = (uint64_t)DPLOG_RECORD_MAX_SIZE |
+                                  ((uint64_t)(reservation & 0xffffu) << 16);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+                header = __builtin_bswap64(header);
+#endif
+                __builtin_memcpy(slot, &header, 8);
+                size_t next = w->next_index + 1;
+                w->next_index = next;
+                w->cursor = slot + DPLOG_RECORD_MAX_SIZE;
+                if (w->publish) {
+                    /* Pairs with the consumer's acquire load of the tail. */
+                    __atomic_store_n(w->ring_tail, next, __ATOMIC_RELEASE);
+                }
+#if defined(__x86_64__)
+                __asm__ volatile("prefetchw %0" : : "m"(*(const uint8_t *)(slot + 2048)));
+#endif
+            }
+            if (n_enqueued != NULL) *n_enqueued = n;
+            return DPLOG_OK;
+        }
+    }
+    return dplog_commit(p, n, n_enqueued);
+}
+#define dplog_commit(p, n, n_enqueued) dplog_commit_inline((p), (n), (n_enqueued))
 #endif /* DPLOG_H_INLINE */

@@ -805,7 +805,9 @@ pub struct dplog_producer_t {
 /// `publish`, stores `next_index` to `*ring_tail` with release ordering
 /// (partner: the consumer's acquire load of the ring's tail). Anything else
 /// calls `dplog_log_refill`, which logs the record as the exported
-/// `dplog_log` does and opens a new window.
+/// `dplog_log` does and opens a new window. `dplog_reserve` of one record
+/// and its `dplog_commit` are inline the same way (`reservation`), with
+/// `dplog_reserve_refill` and the exported `dplog_commit` behind them.
 ///
 /// Every other call on the producer first takes the window back
 /// (counting its records as enqueued) and leaves it empty (`cursor` and
@@ -832,8 +834,13 @@ pub struct dplog_log_window {
     /// 1: publish each record as it is written (`publish_every = 1`); 0:
     /// the library publishes the window's records when it takes it back.
     pub publish: u32,
-    /// Zero; room for flags.
-    pub reserved: u32,
+    /// The inline `dplog_reserve` of one record: `0x10000 | schema_id`
+    /// while the slot at `cursor` is reserved (zeroed and handed out), 0
+    /// otherwise. The inline `dplog_commit` writes its header and
+    /// publishes it; while it is set, the inline `dplog_log` and
+    /// `dplog_reserve` call into the library (which reports
+    /// `DPLOG_ERR_STATE`, as for any pending reservation).
+    pub reservation: u32,
 }
 
 impl dplog_log_window {
@@ -844,7 +851,7 @@ impl dplog_log_window {
         next_index: 0,
         fast_schemas: 0,
         publish: 0,
-        reserved: 0,
+        reservation: 0,
     };
 }
 
@@ -877,12 +884,27 @@ unsafe fn take_window(obj: &dplog_producer_t, st: &mut ProducerState) {
             return;
         }
         let written = (*w).next_index.wrapping_sub(st.window_first);
+        let reserved = (*w).cursor;
+        let reservation = core::mem::take(&mut (*w).reservation);
         // Relaxed: the owner's own store; close may have nulled it already.
         window_end(w).store(core::ptr::null_mut(), Ordering::Relaxed);
         (*w).cursor = core::ptr::null_mut();
         // The inline path wrote `written` records into the window that
         // open_window handed out, and nothing else touched the producer.
         st.prod.close_window(written);
+        if reservation != 0 {
+            // An inline dplog_reserve holds the next slot, which is now the
+            // producer's write position, free (it was in the window) and
+            // zeroed: exactly a reserve_raw(1), so it becomes the pending
+            // reservation that dplog_commit (or free) completes.
+            st.reservation = Reservation::Ring {
+                slots: reserved.cast::<NatRecord>(),
+                n: 1,
+            };
+            st.reserved_schema = reservation as u16;
+            st.reserved_size = DPLOG_RECORD_MAX_SIZE;
+            st.fast_path = false;
+        }
     }
 }
 
@@ -2124,6 +2146,62 @@ enum Reservation {
     Ring { slots: *mut NatRecord, n: usize },
     /// `n` slots of the producer's staging area, copied at commit.
     Staging { n: usize },
+}
+
+/// `dplog_reserve` for the header's inline `dplog_reserve`: called when
+/// its window is used up or empty, or the call is not one it handles
+/// itself (`n` other than 1, a schema id without its bit in
+/// `fast_schemas`, NULL arguments). Takes the window back and, for one
+/// 64-byte record with no reservation pending, opens a new window and
+/// reserves its first slot inline (so the inline `dplog_commit` can
+/// publish it); otherwise behaves exactly as the exported `dplog_reserve`.
+///
+/// Errors: as `dplog_reserve`. Thread-safety: as `dplog_reserve`.
+///
+/// # Safety
+/// As `dplog_reserve`.
+#[no_mangle]
+pub unsafe extern "C" fn dplog_reserve_refill(
+    p: *mut dplog_producer_t,
+    schema_id: u16,
+    n: usize,
+    slots: *mut *mut c_void,
+) -> dplog_result {
+    guard(|| {
+        if n == 1 && !p.is_null() && !slots.is_null() {
+            // SAFETY: non-NULL and returned by dplog_producer_new (caller
+            // contract); producers are never deallocated (see TOMBSTONES).
+            let obj = unsafe { &*p };
+            // Relaxed: as `check_magic` (partner: the Release store in free).
+            let live = obj.magic.load(Ordering::Relaxed) == MAGIC_LIVE;
+            // SAFETY: single-thread rule: the only reference to the state.
+            let state = live.then(|| unsafe { &mut *obj.inner.get() });
+            if let Some(st) = state.and_then(Option::as_mut) {
+                // SAFETY: as above.
+                unsafe { take_window(obj, st) };
+                if matches!(st.reservation, Reservation::None)
+                    && !st.shared.closed.load(Ordering::Relaxed)
+                {
+                    // SAFETY: as above; the window is empty.
+                    unsafe { open_window(obj, st, schema_id) };
+                    let w = obj.window.get();
+                    // SAFETY: single-thread rule; a non-NULL cursor is the
+                    // first of the window's free slots (open_window).
+                    unsafe {
+                        let slot = (*w).cursor;
+                        if !slot.is_null() {
+                            slot.write_bytes(0, DPLOG_RECORD_MAX_SIZE);
+                            (*w).reservation = 0x1_0000 | u32::from(schema_id);
+                            slots.write(slot.cast());
+                            return DPLOG_OK;
+                        }
+                    }
+                }
+            }
+        }
+        // SAFETY: caller contract.
+        unsafe { dplog_reserve(p, schema_id, n, slots) }
+    })
 }
 
 /// Reserves `n` (1..=`DPLOG_RESERVE_MAX`) records of schema `schema_id`

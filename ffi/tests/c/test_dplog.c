@@ -956,6 +956,76 @@ static void test_inline_window(void) {
   }
   free(text);
 
+  /* Inline dplog_reserve/dplog_commit of one record, mixed with
+   * dplog_log: the reserved slot is the window's next one, zeroed; a
+   * dplog_log while it is pending is DPLOG_ERR_STATE and leaves it
+   * pending; the commit publishes it in order. */
+  h = open_text("inline_rc.log", "[ring]\ncapacity = 256\n");
+  EXPECT(dplog_start(h, NULL, 0), DPLOG_OK);
+  EXPECT(dplog_producer_new(h, 0, &p), DPLOG_OK);
+  w = window_of(p);
+  /* Ring index 0 is latency-sampled: taken by the library's own push. */
+  r = session(0);
+  EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &r, sizeof r), DPLOG_OK);
+  void *slot = NULL;
+  EXPECT(dplog_reserve(p, DPLOG_SCHEMA_NAT44_SESSION, 1, &slot), DPLOG_OK);
+  CHECK(slot != NULL && (uint8_t *)slot == w->cursor);
+  CHECK(w->reservation == (0x10000u | DPLOG_SCHEMA_NAT44_SESSION));
+  static const uint8_t zero[DPLOG_RECORD_MAX_SIZE];
+  CHECK(memcmp(slot, zero, sizeof zero) == 0);
+  r = session(1);
+  EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &r, sizeof r), DPLOG_ERR_STATE);
+  CHECK(w->reservation == 0 && w->cursor == NULL); /* handed to the library */
+  *(struct dplog_nat44_session *)slot = session(1);
+  size_t n_enq = 99;
+  EXPECT(dplog_commit(p, 1, &n_enq), DPLOG_OK); /* the exported commit */
+  CHECK(n_enq == 1);
+  for (uint16_t i = 2; i < 1000; i++) {
+    if (i % 3 == 0) {
+      r = session(i);
+      EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &r, sizeof r), DPLOG_OK);
+      continue;
+    }
+    EXPECT(dplog_reserve(p, DPLOG_SCHEMA_NAT44_SESSION, 1, &slot), DPLOG_OK);
+    struct dplog_nat44_session *rs = (struct dplog_nat44_session *)slot;
+    CHECK(rs->src_port == 0 && rs->timestamp_ns == 0);
+    *rs = session(i);
+    if (i % 250 == 1) { /* n = 0 drops the reservation */
+      EXPECT(dplog_commit(p, 0, &n_enq), DPLOG_OK);
+      CHECK(n_enq == 0);
+      EXPECT(dplog_reserve(p, DPLOG_SCHEMA_NAT44_SESSION, 1, &slot), DPLOG_OK);
+      *(struct dplog_nat44_session *)slot = session(i);
+    }
+    if (i % 7 == 0) {
+      /* Too many: refused, the reservation stays pending. */
+      EXPECT(dplog_commit(p, 2, &n_enq), DPLOG_ERR_INVALID_ARG);
+    }
+    EXPECT(dplog_commit(p, 1, &n_enq), DPLOG_OK);
+    CHECK(n_enq == 1);
+  }
+  EXPECT(dplog_commit(p, 1, &n_enq), DPLOG_ERR_STATE); /* nothing reserved */
+  EXPECT(dplog_stats(h, &s), DPLOG_OK);
+  CHECK(s.produced == 1000 && s.enqueued == 1000);
+  /* Closed while a slot is reserved inline: the commit says CLOSED. */
+  EXPECT(dplog_reserve(p, DPLOG_SCHEMA_NAT44_SESSION, 1, &slot), DPLOG_OK);
+  CHECK(w->reservation != 0);
+  EXPECT(dplog_close(h, &s), DPLOG_OK);
+  CHECK(s.written_records == 1000 && s.produced == 1000);
+  EXPECT(dplog_commit(p, 1, &n_enq), DPLOG_ERR_CLOSED);
+  EXPECT(dplog_producer_free(p), DPLOG_OK);
+  path_in(path, sizeof path, "inline_rc.log");
+  text = read_file(path);
+  CHECK(count_lines(text) == 1000);
+  at = text;
+  for (unsigned i = 0; i < 1000; i++) {
+    char needle[48];
+    snprintf(needle, sizeof needle, "sourceTransportPort=%u ", i);
+    const char *next = strstr(at, needle);
+    CHECK(next != NULL);
+    at = next + 1;
+  }
+  free(text);
+
   /* publish_every = 8: the window never holds more than 7 unpublished. */
   h = open_text("inline8.log", "[ring]\npublish_every = 8\n");
   EXPECT(dplog_start(h, NULL, 0), DPLOG_OK);

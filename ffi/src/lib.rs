@@ -843,6 +843,18 @@ pub struct dplog_log_window {
     pub reservation: u32,
 }
 
+// The header's inline code casts a `struct dplog_producer *` to the window
+// and reads these offsets (repr(C), first field).
+const _: () = {
+    assert!(core::mem::offset_of!(dplog_producer_t, window) == 0);
+    assert!(core::mem::offset_of!(dplog_log_window, end) == size_of::<usize>());
+};
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(
+    core::mem::offset_of!(dplog_log_window, reservation) == 44
+        && size_of::<dplog_log_window>() == 48
+);
+
 impl dplog_log_window {
     const EMPTY: Self = Self {
         cursor: core::ptr::null_mut(),

@@ -1438,7 +1438,12 @@ pub fn live_line(
     let mut s = format!(
         "[{t_s:7.1}s] in {:.0} pps  out {:.0} pps  sessions {}  log {:.0} rec/s  ring {}/{} (hw {})",
         per_s(prev.packets, now.packets),
-        per_s(translated(prev), translated(now)),
+        // Out: translated here, plus hairpins delivered for another worker
+        // (their sender counted them as `hairpin_handoff`).
+        per_s(
+            translated(prev) + prev.hairpin_in_delivered,
+            translated(now) + now.hairpin_in_delivered
+        ),
         now.sessions_live,
         per_s(prev_written, log.written_records),
         log.enqueued.saturating_sub(log.dequeued),
@@ -1447,7 +1452,8 @@ pub fn live_line(
     );
     let mut first = true;
     for v in Verdict::all() {
-        if v.is_translated() {
+        // A handoff is not a drop: its owner delivers or drops it.
+        if v.is_translated() || v == Verdict::HairpinHandoff {
             continue;
         }
         let d = now.count(v).saturating_sub(prev.count(v));
@@ -1460,6 +1466,16 @@ pub fn live_line(
             );
             first = false;
         }
+    }
+    let d = now
+        .hairpin_in_dropped
+        .saturating_sub(prev.hairpin_in_dropped);
+    if d > 0 {
+        let _ = write!(
+            s,
+            "{}hairpin_in_dropped={d}",
+            if first { "  drops " } else { " " }
+        );
     }
     if log.dropped_full > 0 {
         let _ = write!(s, "  log-dropped {}", log.dropped_full);

@@ -522,3 +522,27 @@ fn many_hairpins_between_workers_through_one_batch_rings_finish_lossless() {
         assert_eq!(*e, (dotted(ext[i].0), u64::from(ext[i].1)));
     }
 }
+
+#[test]
+fn the_live_view_counts_handoffs_as_neither_drops_nor_twice() {
+    use dplog_nat::NatStats;
+    let prev = NatStats::default();
+    let mut now = NatStats {
+        packets: 10,
+        hairpin_in_received: 3,
+        hairpin_in_delivered: 2,
+        hairpin_in_dropped: 1,
+        ..Default::default()
+    };
+    now.verdicts[Verdict::TranslatedOut.index()] = 4;
+    now.verdicts[Verdict::HairpinHandoff.index()] = 3;
+    now.verdicts[Verdict::InboundNoSession.index()] = 3;
+    let line = dplog_nat::app::live_line(1.0, 1.0, &prev, &now, 0, &Default::default(), 16);
+    // In 10, out 4 translated here + 2 delivered for other workers.
+    assert!(line.contains("in 10 pps  out 6 pps"), "{line}");
+    assert!(
+        line.contains("  drops inbound_no_session=3 hairpin_in_dropped=1"),
+        "{line}"
+    );
+    assert!(!line.contains("hairpin_handoff"), "{line}");
+}

@@ -775,7 +775,9 @@ impl<T: Record> Producer<T> {
     ///
     /// Spins with a pause instruction for up to the block-spin limit (see
     /// [`set_block_spins`](Self::set_block_spins)), then yields the CPU
-    /// between tries. Returns `Err(Disconnected(rec))` if the consumer is
+    /// between tries, and after 256 yields sleeps between tries (50 µs,
+    /// doubling to 1 ms), so a producer stuck behind a stalled sink does
+    /// not burn its core in system calls. Returns `Err(Disconnected(rec))` if the consumer is
     /// gone, so a producer never waits forever on a dead consumer.
     #[inline]
     pub fn push(&mut self, rec: T) -> Result<(), Disconnected<T>> {
@@ -1316,6 +1318,49 @@ mod tests {
             timestamp_ns: i,
             header: RecordHeader::of::<Nat44SessionRecord>(),
             ..Default::default()
+        }
+    }
+
+    /// CPU time of the calling thread.
+    fn thread_cpu() -> std::time::Duration {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: ts is a valid out-parameter.
+        assert_eq!(
+            unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) },
+            0
+        );
+        std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    }
+
+    #[test]
+    fn a_producer_blocked_on_a_stalled_consumer_sleeps_instead_of_burning_its_cpu() {
+        let (mut p, mut c) = ring::<Nat44SessionRecord>(4).unwrap();
+        for i in 0..4 {
+            p.try_push(rec(i)).unwrap();
+        }
+        let blocked = std::thread::spawn(move || {
+            let (cpu0, wall0) = (thread_cpu(), std::time::Instant::now());
+            p.push(rec(4)).unwrap();
+            (thread_cpu() - cpu0, wall0.elapsed(), p)
+        });
+        // The consumer stalls for 400 ms, then makes room.
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        assert_eq!(c.pop().unwrap().timestamp_ns, 0);
+        let (cpu, wall, _p) = blocked.join().unwrap();
+        assert!(
+            wall >= std::time::Duration::from_millis(390),
+            "it waited: {wall:?}"
+        );
+        // Spinning or yielding the whole time would use about all of it.
+        assert!(
+            cpu < wall / 4,
+            "blocked producer used {cpu:?} of CPU in {wall:?}"
+        );
+        for i in 1..5 {
+            assert_eq!(c.pop().unwrap().timestamp_ns, i);
         }
     }
 

@@ -17,7 +17,10 @@
 //!
 //! The worker (this thread) is pinned to CPU 0, the consumer to CPU 1.
 //! `cargo bench -p dplog-benches --bench nat_sweep` (about 30 s;
-//! `DPLOG_SWEEP_REPS` sets the runs per point, default 25).
+//! `DPLOG_SWEEP_REPS` sets the runs per point, default 25;
+//! `DPLOG_SWEEP_SHARES=0.1,0.1` runs only those shares, without the ring
+//! sweep and plots; `DPLOG_SWEEP_BUSY_PEER=1` adds an "off, CPU 1 busy"
+//! run to each point; `DPLOG_SWEEP_LOG_DIR` puts the log files there).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -39,6 +42,45 @@ const SHARES: [f64; 8] = [0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0];
 const RING_SIZES: [usize; 11] = [
     64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536,
 ];
+
+/// Shares to sweep: `DPLOG_SWEEP_SHARES` (comma-separated fractions), else
+/// [`SHARES`].
+fn shares() -> Vec<f64> {
+    std::env::var("DPLOG_SWEEP_SHARES")
+        .ok()
+        .map(|v| {
+            v.split(',')
+                .map(|x| x.trim().parse().expect("DPLOG_SWEEP_SHARES: fractions"))
+                .collect()
+        })
+        .unwrap_or_else(|| SHARES.to_vec())
+}
+
+/// A thread pinned to the consumer's CPU that keeps it busy (integer work
+/// in registers, no memory traffic) while `busy` is set: the "off, other
+/// core busy" peer of `DPLOG_SWEEP_BUSY_PEER=1`, which separates the cost
+/// of logging from the cost of any work on the second vCPU (on a VM the
+/// two may share a physical core or memory path).
+fn busy_peer(
+    busy: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    use std::sync::atomic::Ordering;
+    std::thread::spawn(move || {
+        pin(CONSUMER_CPU);
+        let mut x = 1u64;
+        // Relaxed: flags only, no data is handed over.
+        while !stop.load(Ordering::Relaxed) {
+            if busy.load(Ordering::Relaxed) {
+                for _ in 0..1000 {
+                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                }
+            } else {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+    })
+}
 
 fn reps() -> usize {
     std::env::var("DPLOG_SWEEP_REPS")
@@ -106,25 +148,51 @@ fn main() {
     check_two_cpus();
     pin(PRODUCER_CPU);
     let reps = reps();
-    let dir = tempfile::tempdir().expect("temp dir");
+    // The log files' directory: a temporary one under $DPLOG_SWEEP_LOG_DIR
+    // (e.g. /dev/shm, to take disk writeback out), else under the system's.
+    let dir = match std::env::var_os("DPLOG_SWEEP_LOG_DIR") {
+        Some(d) => tempfile::tempdir_in(d),
+        None => tempfile::tempdir(),
+    }
+    .expect("temp dir");
     let mpps = |d: Duration| FRAMES as f64 / d.as_secs_f64() / 1e6;
 
+    let with_peer = std::env::var_os("DPLOG_SWEEP_BUSY_PEER").is_some();
+    let busy = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let peer = with_peer.then(|| busy_peer(busy.clone(), stop.clone()));
     println!("nat_sweep: pps against new-session share ({reps} runs per point, best kept)");
     println!(
-        "{:>7} {:>9} {:>9} {:>8} {:>12}",
-        "share", "off Mpps", "on Mpps", "cost %", "records/run"
+        "{:>7} {:>9} {:>9} {:>8} {:>12}{}",
+        "share",
+        "off Mpps",
+        "on Mpps",
+        "cost %",
+        "records/run",
+        if with_peer {
+            "   off+busy CPU1 Mpps, cost %"
+        } else {
+            ""
+        }
     );
     let mut shares = Vec::new();
-    for share in SHARES {
+    for share in self::shares() {
         let (arena, meta) = preload(share);
         let path = dir.path().join("share.log");
         let log = logger(&path, dplog::DEFAULT_RING_CAPACITY, Backpressure::Block);
         let mut producer = log.producer().expect("producer");
         // Off and on runs alternate, so both see the same machine.
-        let (mut off, mut on) = (Duration::MAX, Duration::MAX);
+        let (mut off, mut on, mut off_busy) = (Duration::MAX, Duration::MAX, Duration::MAX);
         for _ in 0..reps {
             off = off.min(best_run(&arena, &meta, 1, None));
             on = on.min(best_run(&arena, &meta, 1, Some(&mut producer)));
+            if with_peer {
+                // Relaxed: a flag for the peer thread.
+                busy.store(true, std::sync::atomic::Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(1));
+                off_busy = off_busy.min(best_run(&arena, &meta, 1, None));
+                busy.store(false, std::sync::atomic::Ordering::Relaxed);
+            }
         }
         drop(producer);
         let st = log
@@ -142,8 +210,17 @@ fn main() {
             on_mpps: mpps(on),
             records: st.produced / reps as u64,
         };
+        let peer_cols = if with_peer {
+            format!(
+                "   {:>9.2} {:>6.1}",
+                mpps(off_busy),
+                100.0 * (1.0 - mpps(off_busy) / p.off_mpps)
+            )
+        } else {
+            String::new()
+        };
         println!(
-            "{:>6.0}% {:>9.2} {:>9.2} {:>8.1} {:>12}",
+            "{:>6.1}% {:>9.2} {:>9.2} {:>8.1} {:>12}{peer_cols}",
             share * 100.0,
             p.off_mpps,
             p.on_mpps,
@@ -153,6 +230,14 @@ fn main() {
         shares.push(p);
     }
 
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    if let Some(h) = peer {
+        h.join().expect("busy peer");
+    }
+    if std::env::var_os("DPLOG_SWEEP_SHARES").is_some() {
+        // A partial sweep: no ring sweep, no plots.
+        return;
+    }
     println!();
     println!("nat_sweep: ring size against pps and drops, 100 % new sessions, drop_newest");
     println!(

@@ -43,18 +43,17 @@
 //! DPDK path (queues spread by the NIC's RSS, no dispatcher) does not use
 //! the handoff: there a hairpin across queues finds no mapping.
 //!
-//! [`Sharder::with_hairpin`] and [`Sharder::route`] keep the earlier
-//! single-stage alternative as API (hairpin packets routed to the port's
-//! owner, later fragments following their first fragment through a
-//! bounded table); `dplog-nat` no longer uses it, because the sender then
-//! gets a second mapping on the owner's worker.
+//! [`Sharder::with_hairpin`] keeps the earlier single-stage alternative as
+//! API (hairpin packets routed to the port's owner); `dplog-nat` no longer
+//! uses it, because the sender then gets a second mapping on the owner's
+//! worker (and later fragments, which carry no ports, do not follow).
 //!
 //! Handoff: one `rtrb` wait-free SPSC ring of [`Batch`]es per worker plus a
 //! return ring that recycles emptied batches. There is no lock between the
 //! dispatcher and a worker, and none between a worker and dplog (each
 //! worker owns its own `dplog::LogProducer` ring).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use ipnet::Ipv4Net;
@@ -92,101 +91,6 @@ pub fn worker_of_inside(addr: u32, workers: usize) -> usize {
     reduce(fmix32(addr ^ 0x9E37_79B9), workers)
 }
 
-/// Counters of the dispatcher's hairpin fragment table (see
-/// [`Sharder::route`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct HairpinFragStats {
-    /// First fragments of hairpin datagrams remembered (routed to the
-    /// owner of their destination port).
-    pub tracked: u64,
-    /// Later fragments sent to the worker of their first fragment.
-    pub routed: u64,
-    /// Entries evicted, oldest first, because the table was full.
-    pub evicted: u64,
-    /// Entries that outlived the fragment timeout (capture time).
-    pub expired: u64,
-}
-
-/// `(src, dst, protocol, IP id)` of a datagram, host order.
-type DatagramKey = (u32, u32, u8, u16);
-
-/// Hairpin first fragments → worker, bounded, FIFO-evicted, each entry
-/// living for a fixed timeout of capture time.
-#[derive(Clone, Debug)]
-struct HairpinFrags {
-    /// Key → (worker, expiry ns, serial).
-    map: HashMap<DatagramKey, (usize, u64, u64)>,
-    /// Insertion order: (key, serial); stale pairs are skipped.
-    order: VecDeque<(DatagramKey, u64)>,
-    capacity: usize,
-    timeout_ns: u64,
-    serial: u64,
-    stats: HairpinFragStats,
-}
-
-impl HairpinFrags {
-    fn new(capacity: usize, timeout_ns: u64) -> Self {
-        Self {
-            map: HashMap::new(),
-            order: VecDeque::new(),
-            capacity: capacity.max(1),
-            timeout_ns,
-            serial: 0,
-            stats: HairpinFragStats::default(),
-        }
-    }
-
-    fn is_current(&self, key: &DatagramKey, serial: u64) -> bool {
-        self.map.get(key).is_some_and(|e| e.2 == serial)
-    }
-
-    fn expire(&mut self, now: u64) {
-        while let Some(&(key, serial)) = self.order.front() {
-            if let Some(&(_, expires, s)) = self.map.get(&key) {
-                if s == serial {
-                    if expires > now {
-                        break;
-                    }
-                    self.map.remove(&key);
-                    self.stats.expired += 1;
-                }
-            }
-            self.order.pop_front();
-        }
-    }
-
-    fn insert(&mut self, key: DatagramKey, worker: usize, now: u64) {
-        if !self.map.contains_key(&key) {
-            while self.map.len() >= self.capacity {
-                let Some((old, serial)) = self.order.pop_front() else {
-                    break;
-                };
-                if self.is_current(&old, serial) {
-                    self.map.remove(&old);
-                    self.stats.evicted += 1;
-                }
-            }
-        }
-        self.serial += 1;
-        let expires = now.saturating_add(self.timeout_ns);
-        self.map.insert(key, (worker, expires, self.serial));
-        self.order.push_back((key, self.serial));
-        self.stats.tracked += 1;
-        // Re-inserted keys leave stale pairs behind: keep the queue bounded.
-        if self.order.len() > 4 * self.capacity.max(16) {
-            let map = &self.map;
-            self.order
-                .retain(|(k, s)| map.get(k).is_some_and(|e| e.2 == *s));
-        }
-    }
-
-    fn get(&mut self, key: &DatagramKey) -> Option<usize> {
-        let w = self.map.get(key)?.0;
-        self.stats.routed += 1;
-        Some(w)
-    }
-}
-
 /// The RSS stand-in: picks a worker for each packet.
 #[derive(Clone, Debug)]
 pub struct Sharder {
@@ -195,8 +99,6 @@ pub struct Sharder {
     /// Pool `(network, mask)` and the whole external port range, when
     /// hairpin packets are routed to the owner of their destination port.
     hairpin: Option<((u32, u32), (u16, u16))>,
-    /// Where the later fragments of hairpin datagrams go ([`Self::route`]).
-    frags: HairpinFrags,
 }
 
 impl Sharder {
@@ -210,26 +112,7 @@ impl Sharder {
                 .collect(),
             workers: workers.max(1),
             hairpin: None,
-            frags: HairpinFrags::new(
-                crate::nat::DEFAULT_FRAGMENT_TABLE_SIZE,
-                crate::nat::DEFAULT_FRAGMENT_TIMEOUT.as_nanos() as u64,
-            ),
         }
-    }
-
-    /// Sizes the hairpin fragment table of [`route`](Self::route):
-    /// at most `capacity` datagrams (at least 1; the oldest is evicted and
-    /// counted when full), each remembered for `timeout` of capture time.
-    /// Defaults: the NAT's own fragment table size and timeout
-    /// ([`crate::nat::DEFAULT_FRAGMENT_TABLE_SIZE`], 30 s).
-    pub fn with_hairpin_fragments(mut self, capacity: usize, timeout: std::time::Duration) -> Self {
-        self.frags = HairpinFrags::new(capacity, timeout.as_nanos() as u64);
-        self
-    }
-
-    /// The hairpin fragment table's counters.
-    pub fn hairpin_fragments(&self) -> HairpinFragStats {
-        self.frags.stats
     }
 
     /// Routes hairpin packets (inside source, destination in `pool`) to the
@@ -285,54 +168,14 @@ impl Sharder {
 
     /// Worker for a captured frame; frames that do not parse as IPv4 go to
     /// worker 0, which counts their verdict.
-    ///
-    /// Stateless: a later fragment of a hairpin datagram (no ports) goes
-    /// to its sender's worker, not to the worker its first fragment went
-    /// to; [`route`](Self::route) follows it there.
     pub fn worker_of(&self, linktype: u32, frame: &[u8]) -> usize {
         if self.workers == 1 {
             return 0;
         }
         match Self::parse(linktype, frame) {
-            Some(p) => self.pick(&p).0,
+            Some(p) => self.pick(&p),
             None => 0,
         }
-    }
-
-    /// [`worker_of`](Self::worker_of) for a frame captured at `ts_ns`
-    /// (ns), which also sends every later fragment of a hairpin datagram
-    /// to the worker its first fragment went to (the owner of its
-    /// destination port, which created the session the fragments must
-    /// find). The first fragment's `(src, dst, protocol, IP id)` is kept
-    /// in a bounded table (see
-    /// [`with_hairpin_fragments`](Self::with_hairpin_fragments)) until the
-    /// timeout passes in capture time; a later fragment not found there
-    /// (evicted, expired, or ahead of its first fragment) goes to its
-    /// sender's worker, which counts it `fragment_no_session`. Counters:
-    /// [`hairpin_fragments`](Self::hairpin_fragments).
-    pub fn route(&mut self, ts_ns: u64, linktype: u32, frame: &[u8]) -> usize {
-        if self.workers == 1 {
-            return 0;
-        }
-        let Some(p) = Self::parse(linktype, frame) else {
-            return 0;
-        };
-        if self.hairpin.is_none() || !p.ip.is_fragment() {
-            return self.pick(&p).0;
-        }
-        self.frags.expire(ts_ns);
-        let key = (p.ip.src, p.ip.dst, p.ip.protocol, p.ip.id);
-        if p.ip.is_later_fragment() {
-            if let Some(w) = self.frags.get(&key) {
-                return w;
-            }
-            return self.pick(&p).0;
-        }
-        let (w, hairpin) = self.pick(&p);
-        if hairpin {
-            self.frags.insert(key, w, ts_ns);
-        }
-        w
     }
 
     fn parse(linktype: u32, frame: &[u8]) -> Option<packet::ParsedPacket> {
@@ -343,9 +186,8 @@ impl Sharder {
         }
     }
 
-    /// The worker for `p`, and whether it was chosen as the owner of a
-    /// hairpin destination port.
-    fn pick(&self, p: &packet::ParsedPacket) -> (usize, bool) {
+    /// The worker for `p`.
+    fn pick(&self, p: &packet::ParsedPacket) -> usize {
         let dport = match p.transport {
             packet::Transport::Tcp(t) => Some(t.dst_port),
             packet::Transport::Udp(u) => Some(u.dst_port),
@@ -355,9 +197,9 @@ impl Sharder {
             .filter(|_| self.is_inside(p.ip.src))
             .and_then(|port| self.hairpin_owner(p.ip.dst, port))
         {
-            return (w, true);
+            return w;
         }
-        (self.worker_of_addrs(p.ip.src, p.ip.dst), false)
+        self.worker_of_addrs(p.ip.src, p.ip.dst)
     }
 }
 
@@ -851,64 +693,6 @@ mod tests {
             assert!((850..=1150).contains(&n), "{seen:?}");
         }
         assert_eq!(Sharder::new(&[], 1).worker_of(1, &[]), 0);
-    }
-
-    #[test]
-    fn hairpin_fragments_follow_their_first_fragment_bounded_and_timed() {
-        use crate::packet::build::{ether, ipv4_frag, udp};
-        use crate::packet::LINKTYPE_ETHERNET as ETH;
-        const SEC: u64 = 1_000_000_000;
-        let pool: Ipv4Net = "198.51.100.0/28".parse().unwrap();
-        let range = (1024, 65535);
-        let mut s = Sharder::new(&["10.0.0.0/8".parse().unwrap()], 2)
-            .with_hairpin(pool, range)
-            .with_hairpin_fragments(2, std::time::Duration::from_secs(30));
-        let h1 = 0x0A00_0001u32;
-        let w1 = worker_of_inside(h1, 2);
-        // A destination port in the other worker's slice.
-        let (lo, _) = crate::nat::worker_port_range(range, 1 - w1, 2).unwrap();
-        let e = u32::from(pool.network()) + 3;
-        let first = |id| {
-            ether(
-                &[],
-                0x0800,
-                &ipv4_frag(h1, e, 17, &[], &udp(6000, lo, &[0; 16]), id, 0x2000),
-            )
-        };
-        let later = |id| ether(&[], 0x0800, &ipv4_frag(h1, e, 17, &[], &[0; 16], id, 3));
-        assert_eq!(s.route(SEC, ETH, &first(1)), 1 - w1, "to the port's owner");
-        // Stateless routing sends the later fragment to the sender's worker.
-        assert_eq!(s.worker_of(ETH, &later(1)), w1);
-        assert_eq!(s.route(SEC, ETH, &later(1)), 1 - w1, "follows its first");
-        assert_eq!(s.route(SEC, ETH, &later(2)), w1, "unknown datagram");
-        // Full (2 entries): the oldest is evicted.
-        s.route(2 * SEC, ETH, &first(2));
-        s.route(3 * SEC, ETH, &first(3));
-        assert_eq!(s.route(3 * SEC, ETH, &later(1)), w1, "evicted");
-        assert_eq!(s.route(3 * SEC, ETH, &later(2)), 1 - w1);
-        // 30 s of capture time after its first fragment, an entry is gone.
-        assert_eq!(s.route(32 * SEC, ETH, &later(2)), w1, "expired");
-        assert_eq!(s.route(32 * SEC, ETH, &later(3)), 1 - w1);
-        assert_eq!(s.route(33 * SEC, ETH, &later(3)), w1, "expired");
-        // Non-hairpin fragments are not remembered.
-        let out = |off| {
-            ether(
-                &[],
-                0x0800,
-                &ipv4_frag(h1, 0xCB00_7101, 17, &[], &udp(6000, lo, &[0; 16]), 9, off),
-            )
-        };
-        assert_eq!(s.route(34 * SEC, ETH, &out(0x2000)), w1);
-        assert_eq!(s.route(34 * SEC, ETH, &out(3)), w1);
-        assert_eq!(
-            s.hairpin_fragments(),
-            HairpinFragStats {
-                tracked: 3,
-                routed: 3,
-                evicted: 1,
-                expired: 2,
-            }
-        );
     }
 
     #[test]

@@ -2648,8 +2648,11 @@ pub unsafe extern "C" fn dplog_reopen(h: *mut dplog_t) -> dplog_result {
 ///
 /// Free producers first (or at least stop using them): a record logged
 /// concurrently with the close may stay in its ring and is reported in
-/// `in_flight`; after the close, producers return `DPLOG_ERR_CLOSED` and
-/// must still be freed with `dplog_producer_free`.
+/// `in_flight`, or, when it lands after the final count, is not counted
+/// at all (its `dplog_log` may still have returned `DPLOG_OK`). Once the
+/// close has begun, every producer's inline window is emptied, and
+/// producers return `DPLOG_ERR_CLOSED`; they must still be freed with
+/// `dplog_producer_free`.
 /// With `[ring] publish_every` above 1, records a live producer logged
 /// since its last publication are not seen by the consumer or counted
 /// unless `dplog_producer_flush` or `dplog_producer_free` comes first.

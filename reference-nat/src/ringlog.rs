@@ -34,6 +34,7 @@ pub struct RingLog<'a> {
     waits: u64,
     wait_spins: u64,
     wait_yields: u64,
+    wait_sleeps: u64,
 }
 
 /// What one try of a blocked push gave.
@@ -47,18 +48,25 @@ enum Try {
     Full,
 }
 
-/// Pause-spins and yields one wait took.
+/// Pause-spins, yields and sleeps one wait took.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct WaitCost {
     spins: u32,
     yields: u64,
+    sleeps: u64,
 }
+
+/// Yields of a wait after its spins, before it sleeps between tries (as
+/// dplog's own blocking push).
+const WAIT_YIELDS: u64 = 256;
 
 /// The wait of a blocked push: calls `attempt` until it is not
 /// [`Try::Full`], with a pause instruction between the first `block_spins`
-/// tries and a `yield` between later ones (the `block` policy's bounded
-/// spin, as dplog's own `Producer::push`). Returns the last outcome and
-/// what the wait cost.
+/// tries, a `yield` between the next [`WAIT_YIELDS`], then sleeps of
+/// 50 µs doubling to 1 ms (the `block` policy's bounded spin, the same
+/// steps as dplog's own `Producer::push`: a worker whose sink stalls stops
+/// burning its CPU in `sched_yield`). Returns the last outcome and what
+/// the wait cost.
 #[inline]
 fn wait_loop(block_spins: u32, mut attempt: impl FnMut() -> Try) -> (Try, WaitCost) {
     let mut cost = WaitCost::default();
@@ -70,9 +78,13 @@ fn wait_loop(block_spins: u32, mut attempt: impl FnMut() -> Try) -> (Try, WaitCo
         if cost.spins < block_spins {
             cost.spins += 1;
             core::hint::spin_loop();
-        } else {
+        } else if cost.yields < WAIT_YIELDS {
             cost.yields += 1;
             std::thread::yield_now();
+        } else {
+            let us = (50u64 << cost.sleeps.min(5)).min(1000);
+            cost.sleeps += 1;
+            std::thread::sleep(std::time::Duration::from_micros(us));
         }
     }
 }
@@ -127,6 +139,7 @@ impl<'a> RingLog<'a> {
             waits: 0,
             wait_spins: 0,
             wait_yields: 0,
+            wait_sleeps: 0,
         }
     }
 
@@ -156,9 +169,15 @@ impl<'a> RingLog<'a> {
         self.wait_spins
     }
 
-    /// CPU yields over all waits (a wait yields once spinning is over).
+    /// CPU yields over all waits (a wait yields up to 256 times once
+    /// spinning is over).
     pub fn wait_yields(&self) -> u64 {
         self.wait_yields
+    }
+
+    /// Sleeps (50 µs doubling to 1 ms) over all waits, after the yields.
+    pub fn wait_sleeps(&self) -> u64 {
+        self.wait_sleeps
     }
 
     /// Records not logged because the ring was full after a stop was
@@ -179,6 +198,7 @@ impl<'a> RingLog<'a> {
                 self.waits += 1;
                 self.wait_spins += u64::from(cost.spins);
                 self.wait_yields += cost.yields;
+                self.wait_sleeps += cost.sleeps;
             }
         }
     }
@@ -292,8 +312,28 @@ mod tests {
         for (limit, spins, yields) in [(3, 3, 7), (0, 0, 10), (7, 7, 3), (1024, 10, 0)] {
             let (t, cost) = wait_loop(limit, full_for(10));
             assert_eq!(t, Try::Done);
-            assert_eq!(cost, WaitCost { spins, yields }, "block_spins {limit}");
+            let sleeps = 0;
+            assert_eq!(
+                cost,
+                WaitCost {
+                    spins,
+                    yields,
+                    sleeps
+                },
+                "block_spins {limit}"
+            );
         }
+        // Past its spins and 256 yields a wait sleeps (50, 100, 200 µs).
+        let (t, cost) = wait_loop(5, full_for(5 + 256 + 3));
+        assert_eq!(t, Try::Done);
+        assert_eq!(
+            cost,
+            WaitCost {
+                spins: 5,
+                yields: 256,
+                sleeps: 3
+            }
+        );
         // A stop ends the wait where it is.
         let mut tries = 0;
         let (t, cost) = wait_loop(2, || {
@@ -310,7 +350,8 @@ mod tests {
                 Try::Stopped,
                 WaitCost {
                     spins: 2,
-                    yields: 2
+                    yields: 2,
+                    sleeps: 0
                 }
             )
         );
@@ -355,8 +396,13 @@ mod tests {
             log.session(session(i));
         }
         assert_eq!(
-            (log.waits(), log.wait_spins(), log.wait_yields()),
-            (1, 0, 0)
+            (
+                log.waits(),
+                log.wait_spins(),
+                log.wait_yields(),
+                log.wait_sleeps()
+            ),
+            (1, 0, 0, 0)
         );
         assert_eq!(log.dropped_at_stop(), 0);
     }

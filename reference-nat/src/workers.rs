@@ -434,6 +434,7 @@ impl HairpinLinks {
             let mut fresh = ret.pop().unwrap_or_default();
             fresh.clear();
             let mut full = std::mem::replace(b, fresh);
+            let mut idle = 0u32;
             while let Some((tx, _, _)) = self.out[to].as_mut() {
                 match tx.push(full) {
                     Ok(()) => break,
@@ -446,7 +447,9 @@ impl HairpinLinks {
                         // Wait for room, keeping our own inbound rings
                         // moving (the peer may be waiting on us).
                         if self.take_inbound() == 0 {
-                            std::thread::yield_now();
+                            idle_wait(&mut idle);
+                        } else {
+                            idle = 0;
                         }
                     }
                 }
@@ -461,6 +464,7 @@ impl HairpinLinks {
     pub fn close(&mut self, nat: &mut Nat44) {
         self.send();
         self.out.iter_mut().for_each(|o| *o = None);
+        let mut idle = 0u32;
         loop {
             let closed = self.inbound.iter().all(|(rx, _)| rx.is_abandoned());
             let n = self.take_inbound();
@@ -468,7 +472,9 @@ impl HairpinLinks {
                 break;
             }
             if n == 0 {
-                std::thread::yield_now();
+                idle_wait(&mut idle);
+            } else {
+                idle = 0;
             }
         }
         self.translate_held(nat, true);
@@ -477,6 +483,20 @@ impl HairpinLinks {
     /// Packets dropped because the worker they were for was gone.
     pub fn lost(&self) -> u64 {
         self.lost
+    }
+}
+
+/// One step of waiting on a peer worker: a yield for the first 256
+/// steps, then sleeps of 50 µs doubling to 1 ms (a worker that finished
+/// its input early waits for the others without burning its CPU in
+/// `sched_yield`, as dplog's own blocked producer).
+fn idle_wait(steps: &mut u32) {
+    *steps = steps.saturating_add(1);
+    if *steps <= 256 {
+        std::thread::yield_now();
+    } else {
+        let us = (50u64 << (*steps - 257).min(5)).min(1000);
+        std::thread::sleep(std::time::Duration::from_micros(us));
     }
 }
 

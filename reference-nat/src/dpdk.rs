@@ -6,7 +6,9 @@
 //! [`BURST`]: each received single-segment frame goes through [`Nat44`]
 //! in place in its mbuf; translated frames are sent back out of port 0 on
 //! the worker's Tx queue with `rte_eth_tx_burst`, the rest are freed and
-//! counted by verdict. Time is
+//! counted by verdict. A hairpin packet to another worker's pool port is
+//! handed to that worker (two-stage, see [`crate::workers`]), which sends
+//! it on its own Tx queue. Time is
 //! the driver's Rx timestamp when it gives one (net_pcap does: the capture
 //! time), else the wall clock. The run ends after `max_packets` packets or
 //! `idle_ms` without any, then every session is deleted and logged as with
@@ -25,9 +27,9 @@ use dplog::{LogProducer, NatRecord};
 use crate::ringlog::NAT_BURST;
 
 use crate::app::{AppConfig, RunError, Summary, WorkerSummary};
-use crate::nat::{Nat44, NatStats};
+use crate::nat::{Nat44, NatStats, Verdict};
 use crate::packet::LINKTYPE_ETHERNET;
-use crate::workers::sum_stats;
+use crate::workers::{sum_stats, HairpinLinks};
 
 /// Packets per `rte_eth_rx_burst`.
 pub const BURST: usize = 32;
@@ -302,6 +304,15 @@ pub fn run_dpdk(
     let received = AtomicU64::new(0);
     let end_ns = AtomicU64::new(0);
     let barrier = Barrier::new(n);
+    // Two-stage hairpinning across queues (see `crate::workers`): the
+    // sender's worker translates the source, the owner of the destination
+    // pool port the destination, and sends the frame in a fresh mbuf.
+    let base_range = cfg.nat_config().port_range;
+    for (w, nat) in nats.iter_mut().enumerate() {
+        nat.set_hairpin_handoff(w, n, base_range);
+    }
+    let mut links = HairpinLinks::mesh(n, 64).into_iter();
+    let shared_pool = Mempool(pool);
     let results: Vec<(NatStats, Duration, u64)> = std::thread::scope(|sc| {
         let handles: Vec<_> = nats
             .drain(..)
@@ -310,14 +321,20 @@ pub fn run_dpdk(
             .map(|(q, (nat, producer))| {
                 let cpu = cpu_of(q);
                 let (received, end_ns, barrier) = (&received, &end_ns, &barrier);
+                let links = links.next().expect("one link set per worker");
+                let pool = &shared_pool;
+                let shared = Shared {
+                    received,
+                    end_ns,
+                    barrier,
+                    pool,
+                };
                 sc.spawn(move || {
                     if let Some(cpu) = cpu {
                         // Best effort, like the consumer's pinning.
                         let _ = dplog::affinity::pin_current_thread(cpu);
                     }
-                    poll_queue(
-                        cfg, port, q as u16, nat, producer, limits, received, end_ns, barrier,
-                    )
+                    poll_queue(cfg, port, q as u16, nat, producer, limits, links, shared)
                 })
             })
             .collect();
@@ -385,11 +402,77 @@ pub fn run_dpdk(
     Ok((summary, port))
 }
 
+/// The port's mempool, shared by the workers (a DPDK mempool is safe to
+/// use from several threads: per-lcore caches, MP/MC ring behind them).
+struct Mempool(*mut dpdk_sys::rte_mempool);
+
+// SAFETY: rte_mempool get/put are multi-thread safe (MP/MC default ops);
+// the pool outlives the worker scope (freed after it).
+unsafe impl Sync for Mempool {}
+
+/// What the workers of a DPDK run share.
+#[derive(Clone, Copy)]
+struct Shared<'a> {
+    /// Packets received by every queue (for `max_packets`).
+    received: &'a AtomicU64,
+    /// The latest packet time any worker saw.
+    end_ns: &'a AtomicU64,
+    barrier: &'a Barrier,
+    pool: &'a Mempool,
+}
+
+/// Sends `frames` (hairpins delivered for another worker) on `queue` of
+/// `port`, each copied into a fresh mbuf of `pool`; frames that find no
+/// mbuf or no room in the Tx queue are dropped (as a full Tx queue drops
+/// any translated frame).
+fn send_copies(port: u16, queue: u16, pool: &Mempool, frames: &mut Vec<u8>, lens: &mut Vec<usize>) {
+    let mut tx: [*mut dpdk_sys::rte_mbuf; BURST] = [std::ptr::null_mut(); BURST];
+    let mut off = 0;
+    for chunk in lens.chunks(BURST) {
+        let mut n = 0;
+        for &len in chunk {
+            let f = &frames[off..off + len];
+            off += len;
+            // SAFETY: pool is the port's valid mempool; NULL is handled.
+            let m = unsafe { dpdk_sys::dplog_rte_pktmbuf_alloc(pool.0) };
+            if m.is_null() {
+                continue;
+            }
+            // SAFETY: m is ours (just allocated); append gives len
+            // writable bytes or NULL (then m is freed).
+            unsafe {
+                let dst = dpdk_sys::dplog_rte_pktmbuf_append(m, len as u16) as *mut u8;
+                if dst.is_null() {
+                    dpdk_sys::dplog_rte_pktmbuf_free(m);
+                    continue;
+                }
+                std::ptr::copy_nonoverlapping(f.as_ptr(), dst, len);
+            }
+            tx[n] = m;
+            n += 1;
+        }
+        // SAFETY: this thread owns Tx queue `queue`; tx[..n] are owned
+        // mbufs; those sent belong to the driver afterwards.
+        let sent = usize::from(unsafe {
+            dpdk_sys::dplog_rte_eth_tx_burst(port, queue, tx.as_mut_ptr(), n as u16)
+        });
+        for &m in &tx[sent..n] {
+            // SAFETY: not accepted by the driver: still ours.
+            unsafe { dpdk_sys::dplog_rte_pktmbuf_free(m) };
+        }
+    }
+    frames.clear();
+    lens.clear();
+}
+
 /// One worker: polls Rx queue `queue` of `port` in bursts, translates in
 /// place, sends the translated frames on Tx queue `queue`, until the
 /// limits or a stop; then waits for the other workers and deletes every
-/// session at the latest packet time any of them saw. Returns the NAT's
-/// counters, the time spent polling and the records dropped at stop.
+/// session at the latest packet time any of them saw. Hairpin packets to
+/// another worker's pool port are handed to it through `links` (copied;
+/// the mbuf is freed), and those handed to this worker are sent on its
+/// Tx queue in fresh mbufs. Returns the NAT's counters, the time spent
+/// polling and the records dropped at stop.
 #[allow(clippy::too_many_arguments)]
 fn poll_queue(
     cfg: &AppConfig,
@@ -398,10 +481,31 @@ fn poll_queue(
     mut nat: Nat44,
     mut producer: Option<LogProducer<NatRecord>>,
     limits: DpdkLimits,
-    received: &AtomicU64,
-    end_ns: &AtomicU64,
-    barrier: &Barrier,
+    mut links: HairpinLinks,
+    shared: Shared<'_>,
 ) -> (NatStats, Duration, u64) {
+    let Shared {
+        received,
+        end_ns,
+        barrier,
+        pool,
+    } = shared;
+    // Hairpins delivered for other workers, to send: bytes and lengths.
+    let (mut out, mut out_lens) = (Vec::<u8>::new(), Vec::<usize>::new());
+    let mut deliver = |links: &mut HairpinLinks, nat: &mut Nat44, all: bool| {
+        let mut emit = |f: &[u8]| {
+            out.extend_from_slice(f);
+            out_lens.push(f.len());
+        };
+        if all {
+            links.close_with(nat, &mut emit);
+        } else {
+            links.drain_with(nat, &mut emit);
+        }
+        if !out_lens.is_empty() {
+            send_copies(port, queue, pool, &mut out, &mut out_lens);
+        }
+    };
     let mut log = cfg.ring_log(producer.as_mut());
     let started = Instant::now();
     let mut last_rx = Instant::now();
@@ -422,6 +526,7 @@ fn poll_queue(
             dpdk_sys::dplog_rte_eth_rx_burst(port, queue, rx.as_mut_ptr(), BURST as u16)
         });
         if n == 0 {
+            deliver(&mut links, &mut nat, false);
             if limits.idle_ms > 0 && last_rx.elapsed() >= Duration::from_millis(limits.idle_ms) {
                 break;
             }
@@ -446,7 +551,19 @@ fn poll_queue(
                 let frame = std::slice::from_raw_parts_mut(data, len);
                 // A multi-segment frame is seen through its first segment
                 // only: headers beyond it count as truncated.
-                nat.process(ts, LINKTYPE_ETHERNET, frame, &mut log)
+                let v = nat.process(ts, LINKTYPE_ETHERNET, frame, &mut log);
+                links.set_clock(ts);
+                if v == Verdict::HairpinHandoff {
+                    // Copied to the owner; the mbuf is freed below.
+                    links.stage(
+                        nat.handoff_target(),
+                        ts,
+                        LINKTYPE_ETHERNET,
+                        frame,
+                        len as u32,
+                    );
+                }
+                v
             };
             if verdict.is_translated() {
                 tx[ntx] = m;
@@ -469,9 +586,14 @@ fn poll_queue(
                 unsafe { dpdk_sys::dplog_rte_pktmbuf_free(m) };
             }
         }
-        // One ring publication per rx burst.
+        // One ring publication per rx burst; one handoff per peer.
         log.flush();
+        links.send();
+        deliver(&mut links, &mut nat, false);
     }
+    // Hand over what is staged and deliver what the others hand us until
+    // they are all done.
+    deliver(&mut links, &mut nat, true);
     let busy = started.elapsed();
     // Relaxed: the barrier below orders every worker's fetch_max before
     // any worker's load (Barrier::wait synchronizes).

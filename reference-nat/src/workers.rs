@@ -40,8 +40,11 @@
 //! full ring to a peer keeps taking its own inbound hairpin rings, so the
 //! wait is lossless and cannot deadlock. The per-packet path pays nothing
 //! for this outside the existing "destination in the pool" branch. The
-//! DPDK path (queues spread by the NIC's RSS, no dispatcher) does not use
-//! the handoff: there a hairpin across queues finds no mapping.
+//! DPDK path uses the same handoff between its queue workers (the frame is
+//! copied into the batch, its mbuf freed, and the owner sends it on its
+//! own Tx queue in a fresh mbuf); there the NIC decides which queue a
+//! host's packets reach, so one endpoint keeps one mapping only if they
+//! all reach one queue (as with the dispatcher's inside-source shard).
 //!
 //! [`Sharder::with_hairpin`] keeps the earlier single-stage alternative as
 //! API (hairpin packets routed to the port's owner); `dplog-nat` no longer
@@ -365,8 +368,14 @@ impl HairpinLinks {
     /// capture path does not emit packets: they are translated in place
     /// and counted.)
     pub fn drain(&mut self, nat: &mut Nat44) -> usize {
+        self.drain_with(nat, &mut |_| {})
+    }
+
+    /// [`drain`](Self::drain), handing each frame translated for delivery
+    /// to `emit` (the DPDK path sends it on this worker's Tx queue).
+    pub fn drain_with(&mut self, nat: &mut Nat44, emit: &mut dyn FnMut(&[u8])) -> usize {
         self.take_inbound();
-        self.translate_held(nat, false)
+        self.translate_held(nat, false, emit)
     }
 
     /// Moves every inbound batch into the hold; returns how many.
@@ -384,7 +393,7 @@ impl HairpinLinks {
 
     /// Translates held packets up to the clock (all with `all`, the
     /// oldest beyond the hold bound); recycles finished batches.
-    fn translate_held(&mut self, nat: &mut Nat44, all: bool) -> usize {
+    fn translate_held(&mut self, nat: &mut Nat44, all: bool, emit: &mut dyn FnMut(&[u8])) -> usize {
         let mut n = 0;
         let mut k = 0;
         while k < self.held.len() {
@@ -401,7 +410,9 @@ impl HairpinLinks {
                 }
                 if let Some(f) = data.get_mut(start as usize..end as usize) {
                     let wire = wire_lens.get(*done).map_or(f.len(), |&w| w as usize);
-                    nat.hairpin_in(ts, lt, f, wire);
+                    if nat.hairpin_in(ts, lt, f, wire).is_translated() {
+                        emit(f);
+                    }
                 }
                 *done += 1;
                 n += 1;
@@ -462,6 +473,12 @@ impl HairpinLinks {
     /// closed its ring to this one, and translates everything held. Call
     /// before [`Nat44::finish`] (stage two needs the mappings).
     pub fn close(&mut self, nat: &mut Nat44) {
+        self.close_with(nat, &mut |_| {});
+    }
+
+    /// [`close`](Self::close), handing each frame translated for delivery
+    /// to `emit`.
+    pub fn close_with(&mut self, nat: &mut Nat44, emit: &mut dyn FnMut(&[u8])) {
         self.send();
         self.out.iter_mut().for_each(|o| *o = None);
         let mut idle = 0u32;
@@ -477,7 +494,7 @@ impl HairpinLinks {
                 idle = 0;
             }
         }
-        self.translate_held(nat, true);
+        self.translate_held(nat, true, emit);
     }
 
     /// Packets dropped because the worker they were for was gone.

@@ -517,3 +517,164 @@ fn nat_between_two_wired_net_ring_ports() {
         3000
     );
 }
+
+/// Ethernet + IPv4 + UDP `sport → dport` with valid checksums.
+fn udp_frame(src: u32, dst: u32, sport: u16, dport: u16) -> Vec<u8> {
+    use dplog_nat::checksum::{internet_checksum, transport_checksum};
+    let mut u = sport.to_be_bytes().to_vec();
+    u.extend_from_slice(&dport.to_be_bytes());
+    u.extend_from_slice(&12u16.to_be_bytes());
+    u.extend_from_slice(&[0, 0, 1, 2, 3, 4]);
+    let c = transport_checksum(src, dst, 17, &u);
+    u[6..8].copy_from_slice(&c.to_be_bytes());
+    let mut ip = vec![0x45, 0, 0, 32, 0, 1, 0x40, 0, 64, 17, 0, 0];
+    ip.extend_from_slice(&src.to_be_bytes());
+    ip.extend_from_slice(&dst.to_be_bytes());
+    let c = internet_checksum(&ip);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    let mut f = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x08, 0x00];
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&u);
+    f
+}
+
+/// Frames of a legacy µs pcap written by net_pcap.
+fn pcap_frames(p: &Path) -> Vec<Vec<u8>> {
+    let b = std::fs::read(p).unwrap();
+    let mut out = Vec::new();
+    let mut off = 24usize;
+    while off + 16 <= b.len() {
+        let caplen = u32::from_le_bytes(b[off + 8..off + 12].try_into().unwrap()) as usize;
+        out.push(b[off + 16..off + 16 + caplen].to_vec());
+        off += 16 + caplen;
+    }
+    out
+}
+
+/// Hairpinning between two inside hosts on different queues: the sender's
+/// worker translates the source, hands the frame to the worker owning the
+/// destination pool port, which translates the destination and sends it
+/// on its own Tx queue. Same sessions, records and handoff counts as the
+/// capture file with two workers; the delivered frames come out of the
+/// owner's queue with both ends translated and checksums right.
+#[test]
+fn hairpin_between_queues_is_handed_to_the_owner_and_sent_there() {
+    use dplog_nat::checksum::{internet_checksum, transport_checksum};
+    use dplog_nat::workers::worker_of_inside;
+    const REMOTE: u32 = 0xCB00_7109;
+    let dir = tempfile::tempdir().unwrap();
+    let h1 = 0x0A00_0001u32;
+    let h2 = (0x0A00_0002u32..)
+        .find(|&h| worker_of_inside(h, 2) != worker_of_inside(h1, 2))
+        .unwrap();
+    let (w1, w2) = (worker_of_inside(h1, 2), worker_of_inside(h2, 2));
+    // Predict the external endpoints with the run's engines.
+    let mut cfg = dplog_nat::app::AppConfig::default();
+    cfg.nat.inside = vec!["10.0.0.0/8".parse().unwrap()];
+    cfg.input.pcap = Some(dir.path().join("x"));
+    let base = cfg.nat_config();
+    let mut engines = dplog_nat::app::worker_engines(&base, 2).unwrap();
+    let mut sink = dplog_nat::AllRecords(|_| {});
+    let mut ext = |w: usize, h: u32, port: u16| {
+        let mut f = udp_frame(h, REMOTE, port, 53);
+        engines[w].process(1, dplog_nat::LINKTYPE_ETHERNET, &mut f, &mut sink);
+        let p = dplog_nat::packet::parse(dplog_nat::LINKTYPE_ETHERNET, &f).unwrap();
+        (p.ip.src, u16::from_be_bytes([f[34], f[35]]))
+    };
+    let (e1, e2) = (ext(w1, h1, 6000), ext(w2, h2, 5000));
+    let frames = [
+        udp_frame(h1, REMOTE, 6000, 53),
+        udp_frame(h2, REMOTE, 5000, 53),
+        udp_frame(h1, e2.0, 6000, e2.1),
+        udp_frame(h2, e1.0, 5000, e1.1),
+        udp_frame(h1, e2.0, 6000, e2.1),
+        udp_frame(h2, e1.0, 5000, e1.1),
+    ];
+    let sharder = dplog_nat::workers::Sharder::new(&["10.0.0.0/8".parse().unwrap()], 2);
+    let mut all = Vec::new();
+    let mut shards: Vec<Vec<(u64, Vec<u8>)>> = vec![Vec::new(), Vec::new()];
+    for (i, f) in frames.iter().enumerate() {
+        let us = 1_700_000_000_000_000 + i as u64 * 1_000_000;
+        shards[sharder.worker_of(1, f)].push((us, f.clone()));
+        all.push((us, f.clone()));
+    }
+    assert_eq!(
+        shards[w1].len(),
+        3,
+        "H1's packets, hairpins too, on H1's queue"
+    );
+    let cap = dir.path().join("all.pcap");
+    write_pcap(&cap, &all);
+    let rx: Vec<_> = (0..2)
+        .map(|q| dir.path().join(format!("q{q}.pcap")))
+        .collect();
+    let tx: Vec<_> = (0..2)
+        .map(|q| dir.path().join(format!("tx{q}.pcap")))
+        .collect();
+    for q in 0..2 {
+        write_pcap(&rx[q], &shards[q]);
+    }
+    let (file_log, dpdk_log) = (dir.path().join("file.jsonl"), dir.path().join("dpdk.jsonl"));
+    let common = |log: &Path| {
+        let mut v: Vec<String> = ["--inside", "10.0.0.0/8", "--workers", "2"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        v.extend(["--format", "json", "--summary", "json", "-o"].map(String::from));
+        v.push(log.display().to_string());
+        v
+    };
+    let a = json_summary(
+        &bin()
+            .args(common(&file_log))
+            .arg("--pcap")
+            .arg(&cap)
+            .output()
+            .unwrap(),
+    );
+    let vdev = format!(
+        "net_pcap0,rx_pcap={},rx_pcap={},tx_pcap={},tx_pcap={}",
+        rx[0].display(),
+        rx[1].display(),
+        tx[0].display(),
+        tx[1].display()
+    );
+    let prefix = format!("dploghp{}", std::process::id());
+    let b = json_summary(
+        &bin()
+            .args(common(&dpdk_log))
+            .args(["--dpdk", "--dpdk-idle-ms", "300", "--"])
+            .args(eal(&prefix, &vdev))
+            .output()
+            .unwrap(),
+    );
+    for k in [
+        "packets",
+        "sessions_created",
+        "sessions_deleted",
+        "verdicts",
+        "hairpin_in",
+    ] {
+        assert_eq!(a[k], b[k], "{k}");
+    }
+    assert_eq!(b["hairpin_in"], serde_json::json!([4, 4, 0]));
+    assert_eq!(sorted_lines(&file_log), sorted_lines(&dpdk_log));
+    // Each queue sent its host's outside packet and the two hairpins
+    // delivered to its host, both ends translated, checksums right.
+    for (q, host, port, from) in [(w1, h1, 6000u16, e2), (w2, h2, 5000, e1)] {
+        let sent = pcap_frames(&tx[q]);
+        assert_eq!(sent.len(), 3, "queue {q}");
+        let delivered: Vec<_> = sent
+            .iter()
+            .filter(|f| u32::from_be_bytes(f[30..34].try_into().unwrap()) == host)
+            .collect();
+        assert_eq!(delivered.len(), 2, "queue {q}");
+        for f in delivered {
+            assert_eq!(u16::from_be_bytes([f[36], f[37]]), port);
+            assert_eq!(u32::from_be_bytes(f[26..30].try_into().unwrap()), from.0);
+            assert_eq!(u16::from_be_bytes([f[34], f[35]]), from.1);
+            assert_eq!(internet_checksum(&f[14..34]), 0);
+            assert_eq!(transport_checksum(from.0, host, 17, &f[34..]), 0);
+        }
+    }
+}

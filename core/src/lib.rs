@@ -51,3 +51,4 @@ pub use sink::{Accepted, Progress, Sink, SinkError};
 pub use slot::{Slot128, Slot32, Slot64};
 #[cfg(not(loom))]
 pub use stats::{LatencySummary, RingStats, Snapshot};
+pub use sync::WaitSteps;

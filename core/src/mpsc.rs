@@ -95,7 +95,7 @@ impl<T: Record> MpProducer<T> {
     #[inline(always)]
     fn claim(&mut self, want: usize, bulk: bool) -> Option<(usize, usize)> {
         let cap = self.shared.capacity;
-        let mut spins = 0u32;
+        let mut spins = crate::sync::WaitSteps::new();
         loop {
             // Relaxed: the CAS below validates it; see the module docs.
             let head = self.shared.prod_head.load(Ordering::Relaxed);
@@ -107,7 +107,7 @@ impl<T: Record> MpProducer<T> {
                 if free > cap {
                     // `head` was older than the consumer index we now know;
                     // after that Acquire a fresh load cannot be older.
-                    crate::sync::spin_wait(&mut spins, 0);
+                    spins.step(0);
                     continue;
                 }
             }
@@ -136,7 +136,7 @@ impl<T: Record> MpProducer<T> {
             {
                 return Some((head, n));
             }
-            crate::sync::spin_wait(&mut spins, u32::MAX);
+            spins.step(u32::MAX);
         }
     }
 
@@ -144,13 +144,13 @@ impl<T: Record> MpProducer<T> {
     #[inline(always)]
     fn publish(&self, head: usize, n: usize) {
         self.shared.stamp(head, n);
-        let mut spins = 0u32;
+        let mut spins = crate::sync::WaitSteps::new();
         // Acquire pairs with the previous claimant's Release store of `tail`.
         while self.shared.tail.load(Ordering::Acquire) != head {
             // An earlier claimant copies a burst in well under a
             // microsecond; one that takes longer has been preempted, and
             // only yielding lets it run again when it shares this CPU.
-            crate::sync::spin_wait(&mut spins, self.block_spins.min(PUBLISH_WAIT_SPINS));
+            spins.step(self.block_spins.min(PUBLISH_WAIT_SPINS));
         }
         // Release pairs with the consumer's Acquire load of `tail`.
         self.shared
@@ -246,7 +246,7 @@ impl<T: Record> MpProducer<T> {
     #[inline]
     pub fn push(&mut self, rec: T) -> Result<(), Disconnected<T>> {
         let mut rec = rec;
-        let mut spins = 0u32;
+        let mut spins = crate::sync::WaitSteps::new();
         loop {
             match self.try_push(rec) {
                 Ok(()) => return Ok(()),
@@ -262,7 +262,7 @@ impl<T: Record> MpProducer<T> {
     /// `Err(Disconnected(k))` with the number pushed if the consumer goes.
     pub fn push_burst(&mut self, recs: &[T]) -> Result<(), Disconnected<usize>> {
         let mut done = 0;
-        let mut spins = 0u32;
+        let mut spins = crate::sync::WaitSteps::new();
         while done < recs.len() {
             let n = self.try_push_burst(&recs[done..]);
             done += n;

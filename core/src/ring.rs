@@ -53,6 +53,7 @@ use core::ptr::NonNull;
 use std::alloc::{alloc, dealloc, Layout};
 
 use crate::record::Record;
+use crate::sync::WaitSteps;
 pub(crate) use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// Largest ring capacity accepted, in records (2^30).
@@ -782,7 +783,7 @@ impl<T: Record> Producer<T> {
     #[inline]
     pub fn push(&mut self, rec: T) -> Result<(), Disconnected<T>> {
         let mut rec = rec;
-        let mut spins = 0u32;
+        let mut spins = WaitSteps::new();
         loop {
             match self.try_push(rec) {
                 Ok(()) => return Ok(()),
@@ -799,7 +800,7 @@ impl<T: Record> Producer<T> {
     /// consumer goes away.
     pub fn push_burst(&mut self, recs: &[T]) -> Result<(), Disconnected<usize>> {
         let mut done = 0;
-        let mut spins = 0u32;
+        let mut spins = WaitSteps::new();
         while done < recs.len() {
             let n = self.try_push_burst(&recs[done..]);
             done += n;
@@ -839,10 +840,10 @@ impl<T: Record> Producer<T> {
 
 /// One wait step of a blocked producer; true if the consumer is gone.
 #[cold]
-pub(crate) fn backoff<T>(shared: &Shared<T>, limit: u32, spins: &mut u32) -> bool {
-    crate::sync::spin_wait(spins, limit);
+pub(crate) fn backoff<T>(shared: &Shared<T>, limit: u32, steps: &mut WaitSteps) -> bool {
+    steps.step(limit);
     // Acquire pairs with the consumer's Release store on drop.
-    *spins > limit && shared.consumer_gone.load(Ordering::Acquire)
+    steps.spun(limit) && shared.consumer_gone.load(Ordering::Acquire)
 }
 
 impl<T: Record> Drop for Producer<T> {

@@ -1,7 +1,7 @@
 //! [`RingLog`]: the [`NatLog`] a forwarding worker hands its records to,
 //! one dplog ring per worker, published once per rx burst.
 
-use dplog::{Backpressure, LogProducer, Nat44SessionRecord, NatRecord};
+use dplog::{Backpressure, LogProducer, Nat44SessionRecord, NatRecord, WaitSteps};
 
 use crate::nat::NatLog;
 
@@ -48,44 +48,20 @@ enum Try {
     Full,
 }
 
-/// Pause-spins, yields and sleeps one wait took.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct WaitCost {
-    spins: u32,
-    yields: u64,
-    sleeps: u64,
-}
-
-/// Yields of a wait after its spins, before it sleeps between tries (as
-/// dplog's own blocking push).
-const WAIT_YIELDS: u64 = 256;
-
 /// The wait of a blocked push: calls `attempt` until it is not
-/// [`Try::Full`], with a pause instruction between the first `block_spins`
-/// tries, a `yield` between the next [`WAIT_YIELDS`], then sleeps of
-/// 50 µs doubling to 1 ms (the `block` policy's bounded spin, the same
-/// steps as dplog's own `Producer::push`: a worker whose sink stalls stops
-/// burning its CPU in `sched_yield`). Returns the last outcome and what
-/// the wait cost.
+/// [`Try::Full`], taking a [`WaitSteps`] step between tries (pause spins
+/// up to `block_spins`, then yields, then sleeps, as dplog's own
+/// `Producer::push`: a worker whose sink stalls stops burning its CPU in
+/// `sched_yield`). Returns the last outcome and the steps taken.
 #[inline]
-fn wait_loop(block_spins: u32, mut attempt: impl FnMut() -> Try) -> (Try, WaitCost) {
-    let mut cost = WaitCost::default();
+fn wait_loop(block_spins: u32, mut attempt: impl FnMut() -> Try) -> (Try, WaitSteps) {
+    let mut steps = WaitSteps::new();
     loop {
         let t = attempt();
         if t != Try::Full {
-            return (t, cost);
+            return (t, steps);
         }
-        if cost.spins < block_spins {
-            cost.spins += 1;
-            core::hint::spin_loop();
-        } else if cost.yields < WAIT_YIELDS {
-            cost.yields += 1;
-            std::thread::yield_now();
-        } else {
-            let us = (50u64 << cost.sleeps.min(5)).min(1000);
-            cost.sleeps += 1;
-            std::thread::sleep(std::time::Duration::from_micros(us));
-        }
+        steps.step(block_spins);
     }
 }
 
@@ -98,7 +74,7 @@ fn wait_or_stop(
     p: &mut LogProducer<NatRecord>,
     rec: NatRecord,
     block_spins: u32,
-) -> (bool, WaitCost) {
+) -> (bool, WaitSteps) {
     // Publish what is pending: the consumer can only free slots it sees.
     p.flush();
     let mut rec = Some(rec);
@@ -196,9 +172,9 @@ impl<'a> RingLog<'a> {
                 let (stopped, cost) = wait_or_stop(p, rec, self.block_spins);
                 self.dropped_at_stop += u64::from(stopped);
                 self.waits += 1;
-                self.wait_spins += u64::from(cost.spins);
-                self.wait_yields += cost.yields;
-                self.wait_sleeps += cost.sleeps;
+                self.wait_spins += u64::from(cost.spins());
+                self.wait_yields += u64::from(cost.yields());
+                self.wait_sleeps += u64::from(cost.sleeps());
             }
         }
     }
@@ -312,28 +288,16 @@ mod tests {
         for (limit, spins, yields) in [(3, 3, 7), (0, 0, 10), (7, 7, 3), (1024, 10, 0)] {
             let (t, cost) = wait_loop(limit, full_for(10));
             assert_eq!(t, Try::Done);
-            let sleeps = 0;
             assert_eq!(
-                cost,
-                WaitCost {
-                    spins,
-                    yields,
-                    sleeps
-                },
+                (cost.spins(), cost.yields(), cost.sleeps()),
+                (spins, yields, 0),
                 "block_spins {limit}"
             );
         }
         // Past its spins and 256 yields a wait sleeps (50, 100, 200 µs).
         let (t, cost) = wait_loop(5, full_for(5 + 256 + 3));
         assert_eq!(t, Try::Done);
-        assert_eq!(
-            cost,
-            WaitCost {
-                spins: 5,
-                yields: 256,
-                sleeps: 3
-            }
-        );
+        assert_eq!((cost.spins(), cost.yields(), cost.sleeps()), (5, 256, 3));
         // A stop ends the wait where it is.
         let mut tries = 0;
         let (t, cost) = wait_loop(2, || {
@@ -344,17 +308,8 @@ mod tests {
                 Try::Full
             }
         });
-        assert_eq!(
-            (t, cost),
-            (
-                Try::Stopped,
-                WaitCost {
-                    spins: 2,
-                    yields: 2,
-                    sleeps: 0
-                }
-            )
-        );
+        assert_eq!(t, Try::Stopped);
+        assert_eq!((cost.spins(), cost.yields(), cost.sleeps()), (2, 2, 0));
     }
 
     #[test]

@@ -492,7 +492,11 @@ fn worker_cpus_must_give_each_worker_a_cpu_of_its_own() {
     let first = dplog_nat::app::allowed_cpus()[0].to_string();
     let two = format!("{first},{first}");
     for (workers, cpus, want) in [
-        ("2", first.as_str(), "--worker-cpus: 1 CPU for 2 workers; give one CPU per worker (or none)"),
+        (
+            "2",
+            first.as_str(),
+            "--worker-cpus: 1 CPU for 2 workers; give one CPU per worker (or none)",
+        ),
         (
             "2",
             two.as_str(),

@@ -2,7 +2,9 @@
  * dplog.h: the C ABI of dplog, a logging-sink SDK for high-rate dataplanes.
  *
  * Link with `pkg-config --cflags --libs dplog` (shared) or
- * `pkg-config --static --cflags --libs dplog` (static).
+ * `pkg-config --static --cflags --libs dplog` (static). Needs C99 or later
+ * (or C++11 or later); clean with -Wall -Wextra -Wpedantic (C) and
+ * -Wold-style-cast (C++).
  *
  * Conventions (every function):
  *  - returns a dplog_result; DPLOG_OK (0) is success, dplog_strerror() names
@@ -1298,19 +1300,28 @@ dplog_result dplog_now_ns(uint64_t *out);
  */
 #if !defined(DPLOG_H_INLINE) && !defined(DPLOG_NO_INLINE) && (defined(__GNUC__) || defined(__clang__))
 #define DPLOG_H_INLINE 1
-static inline dplog_result dplog_log_inline(dplog_producer *p,
+/* Casts that C++ -Wold-style-cast accepts; __inline__ for -std=c89. */
+#ifdef __cplusplus
+#define DPLOG_PTR_CAST_(T, x) reinterpret_cast<T>(x)
+#define DPLOG_VAL_CAST_(T, x) static_cast<T>(x)
+#else
+#define DPLOG_PTR_CAST_(T, x) ((T)(x))
+#define DPLOG_VAL_CAST_(T, x) ((T)(x))
+#endif
+static __inline__ dplog_result dplog_log_inline(dplog_producer *p,
                                             uint16_t schema_id,
                                             const void *rec,
                                             size_t len)
 {
     if (p != NULL && rec != NULL && len == DPLOG_RECORD_MAX_SIZE && schema_id < 64) {
-        struct dplog_log_window *w = (struct dplog_log_window *)(void *)p;
+        struct dplog_log_window *w = DPLOG_PTR_CAST_(struct dplog_log_window *, p);
         uint8_t *slot = w->cursor;
         uint8_t *end = __atomic_load_n(&w->end, __ATOMIC_RELAXED);
-        if ((uintptr_t)slot < (uintptr_t)end && ((w->fast_schemas >> schema_id) & 1u) &&
+        if (DPLOG_PTR_CAST_(uintptr_t, slot) < DPLOG_PTR_CAST_(uintptr_t, end) && ((w->fast_schemas >> schema_id) & 1u) &&
             w->reservation == 0) {
             /* Header: len 64, schema id, 4 zero bytes; little-endian. */
-            uint64_t header = (uint64_t)DPLOG_RECORD_MAX_SIZE | ((uint64_t)schema_id << 16);
+            uint64_t header = DPLOG_VAL_CAST_(uint64_t, DPLOG_RECORD_MAX_SIZE) |
+                              (DPLOG_VAL_CAST_(uint64_t, schema_id) << 16);
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
             header = __builtin_bswap64(header);
 #endif
@@ -1319,7 +1330,7 @@ static inline dplog_result dplog_log_inline(dplog_producer *p,
              * stores of the record's fields (often constants) instead of
              * reloading them with wide loads that the CPU cannot forward
              * from narrower stores. */
-            const uint8_t *src = (const uint8_t *)rec;
+            const uint8_t *src = DPLOG_PTR_CAST_(const uint8_t *, rec);
             uint64_t w1, w2, w3, w4, w5, w6, w7;
             __builtin_memcpy(&w1, src + 8, 8);
             __builtin_memcpy(&w2, src + 16, 8);
@@ -1345,7 +1356,7 @@ static inline dplog_result dplog_log_inline(dplog_producer *p,
 #if defined(__x86_64__)
             /* Take the slot line 2 KiB ahead from the consumer's core early,
              * as the library's own push does (a hint; never faults). */
-            __asm__ volatile("prefetchw %0" : : "m"(*(const uint8_t *)(slot + 2048)));
+            __asm__ volatile("prefetchw %0" : : "m"(*(slot + 2048)));
 #endif
             return DPLOG_OK;
         }
@@ -1356,16 +1367,16 @@ static inline dplog_result dplog_log_inline(dplog_producer *p,
 
 /* Inline dplog_reserve of one 64-byte record: the next slot of the window,
  * zeroed, to fill in place; dplog_reserve_refill for everything else. */
-static inline dplog_result dplog_reserve_inline(dplog_producer *p,
+static __inline__ dplog_result dplog_reserve_inline(dplog_producer *p,
                                                 uint16_t schema_id,
                                                 size_t n,
                                                 void **slots)
 {
     if (p != NULL && slots != NULL && n == 1 && schema_id < 64) {
-        struct dplog_log_window *w = (struct dplog_log_window *)(void *)p;
+        struct dplog_log_window *w = DPLOG_PTR_CAST_(struct dplog_log_window *, p);
         uint8_t *slot = w->cursor;
         uint8_t *end = __atomic_load_n(&w->end, __ATOMIC_RELAXED);
-        if ((uintptr_t)slot < (uintptr_t)end && ((w->fast_schemas >> schema_id) & 1u) &&
+        if (DPLOG_PTR_CAST_(uintptr_t, slot) < DPLOG_PTR_CAST_(uintptr_t, end) && ((w->fast_schemas >> schema_id) & 1u) &&
             w->reservation == 0) {
             __builtin_memset(slot, 0, DPLOG_RECORD_MAX_SIZE);
             w->reservation = 0x10000u | schema_id;
@@ -1380,18 +1391,18 @@ static inline dplog_result dplog_reserve_inline(dplog_producer *p,
 /* Inline dplog_commit of an inline reservation: writes the record's header
  * and publishes it; the exported dplog_commit for everything else
  * (reservations it made, n > 1, a closed logger, errors). */
-static inline dplog_result dplog_commit_inline(dplog_producer *p, size_t n, size_t *n_enqueued)
+static __inline__ dplog_result dplog_commit_inline(dplog_producer *p, size_t n, size_t *n_enqueued)
 {
     if (p != NULL && n <= 1) {
-        struct dplog_log_window *w = (struct dplog_log_window *)(void *)p;
+        struct dplog_log_window *w = DPLOG_PTR_CAST_(struct dplog_log_window *, p);
         uint32_t reservation = w->reservation;
         uint8_t *slot = w->cursor;
         uint8_t *end = __atomic_load_n(&w->end, __ATOMIC_RELAXED);
-        if (reservation != 0 && (uintptr_t)slot < (uintptr_t)end) {
+        if (reservation != 0 && DPLOG_PTR_CAST_(uintptr_t, slot) < DPLOG_PTR_CAST_(uintptr_t, end)) {
             w->reservation = 0;
             if (n == 1) {
-                uint64_t header = (uint64_t)DPLOG_RECORD_MAX_SIZE |
-                                  ((uint64_t)(reservation & 0xffffu) << 16);
+                uint64_t header = DPLOG_VAL_CAST_(uint64_t, DPLOG_RECORD_MAX_SIZE) |
+                                  (DPLOG_VAL_CAST_(uint64_t, reservation & 0xffffu) << 16);
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
                 header = __builtin_bswap64(header);
 #endif
@@ -1404,7 +1415,7 @@ static inline dplog_result dplog_commit_inline(dplog_producer *p, size_t n, size
                     __atomic_store_n(w->ring_tail, next, __ATOMIC_RELEASE);
                 }
 #if defined(__x86_64__)
-                __asm__ volatile("prefetchw %0" : : "m"(*(const uint8_t *)(slot + 2048)));
+                __asm__ volatile("prefetchw %0" : : "m"(*(slot + 2048)));
 #endif
             }
             if (n_enqueued != NULL) *n_enqueued = n;

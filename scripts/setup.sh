@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Package                 needed by
-#   pkg-config, gcc, make   C ABI tests and examples, dpdk-sys, rdkafka
+#   pkg-config, gcc, g++, make   C ABI tests (g++: the header as C++), examples, dpdk-sys, rdkafka
 #   valgrind                C ABI: one run of the C tests under memcheck
 #   libdpdk-dev             DPDK 22.11: dpdk-sys, `dpdk` features, examples/c DPDK example
 #   libpcap-dev             DPDK's net_pcap vdev in the reference-nat tests
@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 #   rsyslog                 syslog sink tests (each test starts its own rsyslogd on 127.0.0.1)
 #   nfdump                  IPFIX checked by nfcapd/nfdump (the test starts its own nfcapd)
 #   tshark                  IPFIX checked by Wireshark's dissector
-packages=(pkg-config gcc make valgrind libdpdk-dev libpcap-dev librdkafka-dev rsyslog nfdump)
+packages=(pkg-config gcc g++ make valgrind libdpdk-dev libpcap-dev librdkafka-dev rsyslog nfdump)
 recommended=(tshark)
 
 missing=()

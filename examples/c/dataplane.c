@@ -7,6 +7,8 @@
  *
  *   dataplane [--workers W] [--records N] [--output FILE]
  *
+ * N records per worker (default 100000, about 35 MB of text per worker).
+ *
  * Build: cc -std=c11 $(pkg-config --cflags dplog) dataplane.c \
  *           $(pkg-config --libs dplog) -pthread
  */
@@ -103,7 +105,7 @@ static int parse_count(const char *s, unsigned long max, unsigned long *out) {
 
 int main(int argc, char **argv) {
   unsigned workers = 2;
-  unsigned long records = 1000000, records_or_workers = 0;
+  unsigned long records = 100000, records_or_workers = 0;
   const char *output = "dataplane.log";
   for (int i = 1; i < argc; i += 2) {
     if (i + 1 >= argc) { fprintf(stderr, "option %s needs a value\n", argv[i]); return 2; }

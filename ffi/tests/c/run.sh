@@ -21,6 +21,21 @@ lib="$work/prefix/lib"
 cflags=(-std=c11 -Wall -Wextra -Werror -g -O1 -pthread -I"$work/prefix/include")
 libs=(-L"$lib" -Wl,-rpath,"$lib" -ldplog)
 
+echo "== dplog.h compiles cleanly as C99/C11 (-Wpedantic) and C++11/17 (-Wold-style-cast), inline or not"
+use='int f(dplog_producer *p, const void *r) { void *s; dplog_reserve(p, 1, 1, &s);
+  dplog_commit(p, 1, 0); return dplog_log(p, 1, r, 64); }'
+for def in "" -DDPLOG_NO_INLINE; do
+  for std in c99 c11; do
+    printf '#include <dplog.h>\n#include <dplog.h>\n%s\n' "$use" |
+      gcc -std=$std -Wall -Wextra -Wpedantic -Werror $def -fsyntax-only -I"$work/prefix/include" -x c -
+  done
+  for std in c++11 c++17; do
+    printf '#include <dplog.h>\n#include <dplog.h>\n%s\n' "$use" |
+      g++ -std=$std -Wall -Wextra -Wpedantic -Wold-style-cast -Werror $def -fsyntax-only \
+        -I"$work/prefix/include" -x c++ -
+  done
+done
+
 echo "== C tests under ASan+UBSan"
 gcc "${cflags[@]}" -fsanitize=address,undefined -fno-sanitize-recover=undefined \
   -fno-omit-frame-pointer ffi/tests/c/test_dplog.c -o "$work/test_asan" "${libs[@]}"

@@ -761,10 +761,47 @@ impl std::error::Error for ConfigError {}
 /// with a `type` other than `text` (which would ignore it) is an error
 /// naming the key and its line.
 pub fn parse_toml<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, ConfigError> {
-    let v = toml::from_str(text)
-        .map_err(|e| ConfigError::Parse(e.to_string().trim_end().to_string()))?;
+    let v = toml::from_str(text).map_err(|e| {
+        let msg = e.to_string();
+        ConfigError::Parse(
+            point_at_sink_key(text, &msg).unwrap_or_else(|| msg.trim_end().to_string()),
+        )
+    })?;
     check_format_keys(text)?;
     Ok(v)
+}
+
+/// A `[sink]` / `[[sink]]` error about an unknown key, which toml reports
+/// at the table's header (the sink tables go through `toml::Value`, which
+/// keeps no positions), rewritten to point at the key's own line and
+/// column like every other unknown-key error. `None` for other errors.
+fn point_at_sink_key(text: &str, msg: &str) -> Option<String> {
+    let detail = msg.lines().find(|l| l.contains("unknown field `"))?;
+    let key = detail.split("unknown field `").nth(1)?.split('`').next()?;
+    let doc = toml_edit::ImDocument::parse(text).ok()?;
+    let table = match doc.get("sink")? {
+        toml_edit::Item::Table(t) if detail.starts_with("[sink]:") => t,
+        toml_edit::Item::ArrayOfTables(a) => {
+            let n: usize = detail
+                .strip_prefix("[[sink]] #")?
+                .split(':')
+                .next()?
+                .parse()
+                .ok()?;
+            a.get(n.checked_sub(1)?)?
+        }
+        _ => return None,
+    };
+    let span = table.key(key)?.span()?;
+    let (line, col) = line_col(text, span.start);
+    let src = text.lines().nth(line - 1).unwrap_or("");
+    let width = line.to_string().len();
+    let pad = " ".repeat(width);
+    let marks = "^".repeat(span.len().max(1));
+    Some(format!(
+        "TOML parse error at line {line}, column {col}\n{pad} |\n{line} | {src}\n{pad} | {}{marks}\n{detail}",
+        " ".repeat(col - 1)
+    ))
 }
 
 /// The `[format]` keys [`check_format_keys`] looks at, with their places
@@ -863,6 +900,34 @@ impl LogConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unknown_key_in_a_sink_table_is_reported_at_its_own_line() {
+        let err = |text: &str| match LogConfig::from_toml_str(text) {
+            Err(ConfigError::Parse(m)) => m,
+            other => panic!("expected a parse error, got {:?}", other.map(|_| ())),
+        };
+        let m =
+            err("[ring]\ncapacity = 64\n[sink]\ntype = \"file\"\npath = \"x.log\"\nbogus = 1\n");
+        assert!(
+            m.starts_with("TOML parse error at line 6, column 1\n"),
+            "{m}"
+        );
+        assert!(m.contains("6 | bogus = 1\n  | ^^^^^\n"), "{m}");
+        assert!(m.contains("[sink]: unknown field `bogus`"), "{m}");
+        let m = err(concat!(
+            "[[sink]]\ntype = \"file\"\npath = \"a.log\"\n\n",
+            "[[sink]]\ntype = \"file\"\npath = \"b.log\"\n  colour = \"red\"\n"
+        ));
+        assert!(
+            m.starts_with("TOML parse error at line 8, column 3\n"),
+            "{m}"
+        );
+        assert!(m.contains("[[sink]] #2: unknown field `colour`"), "{m}");
+        // Other errors keep toml's own position.
+        let m = err("[ring]\ncapacity = \"big\"\n");
+        assert!(m.contains("line 2"), "{m}");
+    }
 
     #[test]
     fn a_template_with_a_format_that_ignores_it_is_an_error_naming_key_and_line() {

@@ -441,9 +441,13 @@ impl AppConfig {
     /// A worker's [`RingLog`] over its dplog producer (`None`: logging
     /// off), waiting on a full ring (`block` policy) with the configured
     /// `[ring] block_spins` pause-spins before it yields, as dplog's own
-    /// blocking push does.
+    /// blocking push does, and after a stop request for as long as the
+    /// consumer makes progress, giving up after `[ring] shutdown_timeout_ms`
+    /// without any (see [`RingLog`]).
     pub fn ring_log<'a>(&self, producer: Option<&'a mut LogProducer<NatRecord>>) -> RingLog<'a> {
-        RingLog::new(producer).with_block_spins(self.ring.block_spins)
+        RingLog::new(producer)
+            .with_block_spins(self.ring.block_spins)
+            .with_stop_timeout(Duration::from_millis(self.ring.shutdown_timeout_ms))
     }
 
     /// The synthetic generator configuration (`[synthetic]`, every
@@ -521,8 +525,9 @@ pub struct RecordSummary {
     pub dropped_sink: u64,
     /// Records the sink had not delivered when the shutdown timeout expired.
     pub dropped_shutdown: u64,
-    /// Records the workers did not log because the ring was still full
-    /// (`block` policy, the sink not taking records) after a stop signal:
+    /// Records the workers did not log because, after a stop signal, the
+    /// ring stayed full with no consumer progress for `[ring]
+    /// shutdown_timeout_ms` (`block` policy, the sink not taking records):
     /// never handed to dplog, so not in `produced`.
     pub dropped_at_stop: u64,
     /// Sink errors.
@@ -698,8 +703,9 @@ impl Summary {
         if r.dropped_at_stop > 0 {
             let _ = writeln!(
                 s,
-                "  dropped at stop    {} records not logged: the ring stayed full after the stop signal (sink not taking records)",
-                r.dropped_at_stop
+                "  dropped at stop    {} {} not logged: after the stop signal the ring stayed full with no consumer progress for [ring] shutdown_timeout_ms (sink not taking records)",
+                r.dropped_at_stop,
+                plural(r.dropped_at_stop, "record", "records")
             );
         }
         let _ = writeln!(
@@ -768,6 +774,15 @@ impl Summary {
             );
         }
         s
+    }
+}
+
+/// `one` when `n` is 1, else `many`: "1 record", "2 records".
+pub fn plural(n: u64, one: &'static str, many: &'static str) -> &'static str {
+    if n == 1 {
+        one
+    } else {
+        many
     }
 }
 

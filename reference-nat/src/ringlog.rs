@@ -1,6 +1,8 @@
 //! [`RingLog`]: the [`NatLog`] a forwarding worker hands its records to,
 //! one dplog ring per worker, published once per rx burst.
 
+use std::time::{Duration, Instant};
+
 use dplog::{Backpressure, LogProducer, Nat44SessionRecord, NatRecord, WaitSteps};
 
 use crate::nat::NatLog;
@@ -9,6 +11,10 @@ use crate::nat::NatLog;
 /// default `[ring] publish_every` of `dplog-nat`: one rx burst, as
 /// `rte_eth_rx_burst` returns at most 32 packets in DPDK's examples.
 pub const NAT_BURST: usize = 32;
+
+/// Default stop timeout of a [`RingLog`] in milliseconds, as dplog's
+/// default `[ring] shutdown_timeout_ms`.
+pub const DEFAULT_STOP_TIMEOUT_MS: u64 = 5000;
 
 /// Hands every record of a [`Nat44`](crate::Nat44) to the worker's dplog
 /// [`LogProducer`] under the logger's backpressure policy, or discards it
@@ -20,14 +26,24 @@ pub const NAT_BURST: usize = 32;
 /// per rx burst (as a DPDK application calls `rte_eth_tx_buffer_flush`):
 /// without it the last records of a burst would wait for the next burst.
 ///
-/// Under the `block` policy a full ring is waited on (lossless), but the
-/// wait ends when a stop is requested ([`crate::app::request_stop`],
-/// SIGINT/SIGTERM): from then on a record that finds the ring full is not
-/// logged and is counted in [`dropped_at_stop`](Self::dropped_at_stop), so
-/// a worker whose sink is stuck (e.g. retrying ENOSPC) still ends.
+/// Under the `block` policy a full ring is waited on (lossless). After a
+/// stop is requested ([`crate::app::request_stop`], SIGINT/SIGTERM) a
+/// record that finds the ring full still waits while the consumer makes
+/// progress (a busy but healthy sink loses nothing); only when the
+/// consumer has freed no slot for the stop timeout (`[ring]
+/// shutdown_timeout_ms`, see [`with_stop_timeout`](Self::with_stop_timeout))
+/// is the sink taken as stuck (e.g. retrying ENOSPC): that record and every
+/// later one that finds the ring full are not logged and are counted in
+/// [`dropped_at_stop`](Self::dropped_at_stop), so the worker still ends.
 pub struct RingLog<'a> {
     producer: Option<&'a mut LogProducer<NatRecord>>,
     dropped_at_stop: u64,
+    /// After a stop: how long a wait may see no consumer progress before
+    /// the sink is taken as stuck.
+    stop_timeout: Duration,
+    /// Set when a wait after a stop timed out: later full-ring records are
+    /// dropped at once.
+    stuck: bool,
     /// Pause-spins of a blocked push before it yields between tries
     /// (`[ring] block_spins`).
     block_spins: u32,
@@ -42,7 +58,9 @@ pub struct RingLog<'a> {
 enum Try {
     /// Pushed, or handed to dplog to count as dropped (consumer gone).
     Done,
-    /// A stop was requested: the record is dropped and counted.
+    /// A stop was requested and the consumer made no progress for the stop
+    /// timeout (or already had not, earlier): the record is dropped and
+    /// counted.
     Stopped,
     /// The ring is still full.
     Full,
@@ -66,22 +84,27 @@ fn wait_loop(block_spins: u32, mut attempt: impl FnMut() -> Try) -> (Try, WaitSt
 }
 
 /// Waits for a slot for `rec` (ring full, `block` policy) until it is
-/// pushed, the consumer is gone (counted by dplog as `dropped_disconnected`)
-/// or a stop is requested, pause-spinning `block_spins` times before it
-/// yields. Returns whether `rec` was dropped for the stop, and the cost.
+/// pushed or the consumer is gone (counted by dplog as
+/// `dropped_disconnected`), pause-spinning `block_spins` times before it
+/// yields. After a stop request it keeps waiting while the consumer frees
+/// slots, and gives up once `stop_timeout` has passed since the stop was
+/// seen (or since the consumer last freed a slot) without progress, or at
+/// once if `*stuck` (an earlier wait timed out); giving up sets `*stuck`.
+/// Returns whether `rec` was dropped for the stop, and the cost.
 #[cold]
 fn wait_or_stop(
     p: &mut LogProducer<NatRecord>,
     rec: NatRecord,
     block_spins: u32,
+    stop_timeout: Duration,
+    stuck: &mut bool,
 ) -> (bool, WaitSteps) {
     // Publish what is pending: the consumer can only free slots it sees.
     p.flush();
     let mut rec = Some(rec);
+    // After the stop: (when progress was last seen, the fill then).
+    let mut progress: Option<(Instant, usize)> = None;
     let (t, cost) = wait_loop(block_spins, || {
-        if crate::app::stop_requested() {
-            return Try::Stopped;
-        }
         let Some(r) = rec.take() else {
             return Try::Done;
         };
@@ -94,6 +117,25 @@ fn wait_or_stop(
             }
             Err(r) => {
                 rec = Some(r);
+                if !crate::app::stop_requested() {
+                    return Try::Full;
+                }
+                if *stuck {
+                    return Try::Stopped;
+                }
+                // One Acquire load of the consumer index (pairs with the
+                // consumer's Release store as it frees slots, in dplog's
+                // ring): a lower fill is consumer progress.
+                let (now, fill) = (Instant::now(), p.fill());
+                match progress {
+                    Some((_, last)) if fill < last => progress = Some((now, fill)),
+                    Some((since, _)) if now.duration_since(since) >= stop_timeout => {
+                        *stuck = true;
+                        return Try::Stopped;
+                    }
+                    Some(_) => {}
+                    None => progress = Some((now, fill)),
+                }
                 Try::Full
             }
         }
@@ -111,6 +153,8 @@ impl<'a> RingLog<'a> {
         Self {
             producer,
             dropped_at_stop: 0,
+            stop_timeout: Duration::from_millis(DEFAULT_STOP_TIMEOUT_MS),
+            stuck: false,
             block_spins: dplog::ring::DEFAULT_BLOCK_SPINS,
             waits: 0,
             wait_spins: 0,
@@ -126,6 +170,21 @@ impl<'a> RingLog<'a> {
     pub fn with_block_spins(mut self, spins: u32) -> Self {
         self.block_spins = spins;
         self
+    }
+
+    /// Sets how long, after a stop request, a push that finds the ring full
+    /// waits with no consumer progress (no slot freed) before it takes the
+    /// sink as stuck and drops the record (counted in
+    /// [`dropped_at_stop`](Self::dropped_at_stop)): `[ring]
+    /// shutdown_timeout_ms`. Default [`DEFAULT_STOP_TIMEOUT_MS`] ms.
+    pub fn with_stop_timeout(mut self, timeout: Duration) -> Self {
+        self.stop_timeout = timeout;
+        self
+    }
+
+    /// The stop timeout (see [`with_stop_timeout`](Self::with_stop_timeout)).
+    pub fn stop_timeout(&self) -> Duration {
+        self.stop_timeout
     }
 
     /// The pause-spin limit of a blocked push (see
@@ -156,9 +215,10 @@ impl<'a> RingLog<'a> {
         self.wait_sleeps
     }
 
-    /// Records not logged because the ring was full after a stop was
-    /// requested (`block` policy only; other policies count their drops in
-    /// dplog's [`Stats`](dplog::Stats)).
+    /// Records not logged because, after a stop was requested, the ring was
+    /// full and the consumer had freed no slot for the stop timeout (`block`
+    /// policy only; other policies count their drops in dplog's
+    /// [`Stats`](dplog::Stats)).
     pub fn dropped_at_stop(&self) -> u64 {
         self.dropped_at_stop
     }
@@ -169,7 +229,8 @@ impl<'a> RingLog<'a> {
             if p.policy() != Backpressure::Block {
                 p.log(rec);
             } else if let Err(rec) = p.try_push(rec) {
-                let (stopped, cost) = wait_or_stop(p, rec, self.block_spins);
+                let (stopped, cost) =
+                    wait_or_stop(p, rec, self.block_spins, self.stop_timeout, &mut self.stuck);
                 self.dropped_at_stop += u64::from(stopped);
                 self.waits += 1;
                 self.wait_spins += u64::from(cost.spins());

@@ -15,10 +15,23 @@
 //! | 32 | 8 | committed records |
 //! | 40 | 8 | segment sequence number |
 //!
-//! The data area starts at [`HEADER_BYTES`] and holds whole formatted
-//! lines. A batch is copied first, then the committed length and record
-//! count are stored (Release); bytes past the committed length are never
-//! part of the log.
+//! The data area starts at [`HEADER_BYTES`] and holds whole records:
+//! formatted lines, or frames of the binary format
+//! (`dplog_formatters::binary`, `[kind u8][0][len u16 LE][len bytes]`).
+//! A batch is copied first, then the committed length and record count are
+//! stored (Release); bytes past the committed length are never part of the
+//! log.
+//!
+//! A batch is all or nothing: every segment it needs is created (and
+//! preallocated) before any of its bytes is copied, so a segment that
+//! cannot be created (a full disk) leaves the batch wholly uncommitted and
+//! the retry writes it whole; no record is ever split across segments.
+//!
+//! Binary logs: each segment's data starts with the schema preamble (the
+//! `H` file-header frame and the `S` schema frames the stream began with),
+//! so every segment decodes alone and in any order. The sink learns the
+//! preamble from a batch that starts with an `H` frame (an encoder's first
+//! batch) or from the segment it resumes.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -37,6 +50,8 @@ const MAGIC: &[u8; 8] = b"DPLOGMM1";
 const VERSION: u32 = 1;
 const OFF_COMMITTED: usize = 24;
 const OFF_RECORDS: usize = 32;
+/// Magic of a binary log's `H` frame payload (`dplog_formatters::binary`).
+const BIN_MAGIC: &[u8; 8] = b"DPLOGBIN";
 
 /// Mmap sink settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -296,10 +311,13 @@ pub fn read_all(dir: &Path, prefix: &str) -> io::Result<Vec<u8>> {
 ///
 /// Open with [`MmapSink::open`], which resumes the newest segment after a
 /// crash and reports what it found ([`MmapSink::recovery`]). A batch that
-/// does not fit the current segment is split at line boundaries; the
-/// segment is synced, and the next one is created with `fallocate` (so a
-/// full disk is an `ENOSPC` error at creation, retried by the runtime,
-/// never a SIGBUS on a store).
+/// does not fit the current segment is split at record boundaries (lines,
+/// or binary frames); the segment is synced, and the next one continues
+/// it. Every segment a batch needs is created with `fallocate` before any
+/// of the batch is copied, so a full disk is an `ENOSPC` error at creation
+/// with nothing of the batch committed (retried whole by the runtime;
+/// never a SIGBUS on a store, never a record split across a segment that
+/// could not be created).
 pub struct MmapSink {
     dir: PathBuf,
     opts: MmapSinkOptions,
@@ -307,21 +325,30 @@ pub struct MmapSink {
     next_seq: u64,
     last_sync: Instant,
     recovery: Recovery,
-    /// `(batch fingerprint, bytes committed)` after a failed roll.
-    resume: Option<(u64, usize)>,
+    /// Segments created (preallocated, empty) for a batch that then failed
+    /// to get all it needed; used, oldest first, by the next rolls.
+    spare: std::collections::VecDeque<Segment>,
+    /// A binary log's schema preamble (`H` and `S` frames), written at the
+    /// start of every segment; empty for lines.
+    preamble: Vec<u8>,
     closed: bool,
     counters: Arc<MmapCounters>,
 }
 
 impl MmapSink {
     /// Opens the segment directory `dir` (which must exist), recovering the
-    /// newest segment if there is one.
+    /// newest segment if there is one, else creating the first segment (so
+    /// a directory the process cannot write fails here, not at the first
+    /// batch; an out-of-space error is left to the first batch, which
+    /// retries it).
     ///
     /// Errors: `InvalidInput` for a segment size that is not a multiple of
     /// 4096 or below 64 KiB, or an empty prefix; the I/O error of the
-    /// directory or of the newest segment, its message naming the directory
-    /// or segment path and the OS error (`InvalidData` if it is not a
-    /// dplog segment).
+    /// directory, of the newest segment or of the first segment's creation,
+    /// its message naming the directory or segment path and the OS error
+    /// (`InvalidData` if it is not a dplog segment), e.g. `mmap segment
+    /// /proc/dplog-0000000000.dpm: No such file or directory (os error
+    /// 2)`.
     pub fn open(dir: impl AsRef<Path>, opts: MmapSinkOptions) -> io::Result<Self> {
         if opts.segment_bytes % 4096 != 0 || opts.segment_bytes < 64 * 1024 {
             return Err(io::Error::new(
@@ -348,12 +375,20 @@ impl MmapSink {
             next_seq: segs.last().map_or(0, |(q, _)| q + 1),
             last_sync: Instant::now(),
             recovery: Recovery::default(),
-            resume: None,
+            spare: Default::default(),
+            preamble: Vec::new(),
             closed: false,
             counters: Arc::new(MmapCounters::default()),
         };
         if let Some((_, path)) = segs.last() {
             s.resume(path)?;
+        } else {
+            match s.create_segment() {
+                Ok(seg) => s.seg = Some(seg),
+                // Out of space now: the first batch retries the creation.
+                Err(e) if e.is_retryable() => {}
+                Err(e) => return Err(e.into_io()),
+            }
         }
         Ok(s)
     }
@@ -387,6 +422,8 @@ impl MmapSink {
         }
         seg.synced = 0;
         seg.sync().map_err(seg_err)?;
+        let data = &seg.data()[..c];
+        self.preamble = data[..preamble_len(data)].to_vec();
         self.recovery = Recovery {
             segment: Some(path.to_path_buf()),
             committed_bytes: c as u64,
@@ -413,12 +450,18 @@ impl MmapSink {
         self.seg.as_ref().map(|s| s.path.as_path())
     }
 
-    fn new_segment(&mut self) -> Result<(), SinkError> {
+    /// Creates, preallocates and maps the next segment (empty). Errors
+    /// name the segment path and keep the classification of the OS error
+    /// (ENOSPC retryable, EACCES permanent).
+    fn create_segment(&mut self) -> Result<Segment, SinkError> {
         let path = self.dir.join(seg_name(&self.opts.prefix, self.next_seq));
         let size = self.opts.segment_bytes;
         let (file, base) = map_file(&path, size, true).map_err(|e| {
             bump(&self.counters.errors);
-            SinkError::classify(e)
+            match SinkError::classify(e) {
+                SinkError::Retryable(e) => SinkError::Retryable(at_path("mmap segment", &path, e)),
+                SinkError::Permanent(e) => SinkError::Permanent(at_path("mmap segment", &path, e)),
+            }
         })?;
         let seg = Segment {
             path,
@@ -438,8 +481,21 @@ impl MmapSink {
         h[40..48].copy_from_slice(&self.next_seq.to_le_bytes());
         self.next_seq += 1;
         bump(&self.counters.segments);
-        self.seg = Some(seg);
-        Ok(())
+        Ok(seg)
+    }
+
+    /// Leaves the current segment (if any): with an msync policy it is
+    /// synced first (a failure is counted in `MmapCounters::errors`);
+    /// without one, write-back is only scheduled (MS_ASYNC).
+    fn roll(&mut self) {
+        if self.opts.msync_interval_ms.is_some() {
+            let _ = self.sync_current();
+        } else if let Some(seg) = self.seg.as_mut() {
+            if seg.msync(libc::MS_ASYNC).is_err() {
+                bump(&self.counters.errors);
+            }
+        }
+        self.seg = None;
     }
 
     fn sync_current(&mut self) -> Result<(), SinkError> {
@@ -459,8 +515,77 @@ impl MmapSink {
     }
 }
 
-fn count_lines(b: &[u8]) -> u64 {
-    memchr::memchr_iter(b'\n', b).count() as u64
+/// Length of the binary frame starting at `b[0]` (4-byte header
+/// included), if `b` starts with a whole frame of the binary format.
+fn frame_len(b: &[u8]) -> Option<usize> {
+    if b.len() < 4 || b[1] != 0 {
+        return None;
+    }
+    let n = 4 + u16::from_le_bytes([b[2], b[3]]) as usize;
+    (n <= b.len()).then_some(n)
+}
+
+/// True if `b` starts with a binary log's `H` frame.
+fn starts_binary_log(b: &[u8]) -> bool {
+    b.len() >= 12 && b[0] == b'H' && b[1] == 0 && &b[4..12] == BIN_MAGIC
+}
+
+/// Length of the schema preamble at the start of `b`: the `H` frame and
+/// the `S` frames right after it (0 if `b` does not start with `H`).
+fn preamble_len(b: &[u8]) -> usize {
+    if !starts_binary_log(b) {
+        return 0;
+    }
+    let mut p = 0;
+    while let Some(n) = frame_len(&b[p..]) {
+        if p > 0 && b[p] != b'S' {
+            break;
+        }
+        p += n;
+    }
+    p
+}
+
+/// How a batch divides into records.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Framing {
+    /// `\n`-terminated lines.
+    Lines,
+    /// Binary frames; `R` frames are the records.
+    Binary,
+}
+
+/// The longest prefix of `b` made of whole records that fits in `room`
+/// bytes, and its record count. Errors: a binary batch whose frames do not
+/// tile it.
+fn fit(b: &[u8], room: usize, framing: Framing) -> io::Result<(usize, u64)> {
+    match framing {
+        Framing::Lines => {
+            let n = if b.len() <= room {
+                b.len()
+            } else {
+                memchr::memrchr(b'\n', &b[..room]).map_or(0, |i| i + 1)
+            };
+            Ok((n, memchr::memchr_iter(b'\n', &b[..n]).count() as u64))
+        }
+        Framing::Binary => {
+            let (mut p, mut recs) = (0usize, 0u64);
+            while p < b.len() {
+                let n = frame_len(&b[p..]).ok_or_else(|| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("binary batch: no whole frame at byte {p} of {}", b.len()),
+                    )
+                })?;
+                if p + n > room {
+                    break;
+                }
+                recs += u64::from(b[p] == b'R');
+                p += n;
+            }
+            Ok((p, recs))
+        }
+    }
 }
 
 impl Sink for MmapSink {
@@ -475,58 +600,75 @@ impl Sink for MmapSink {
                 "mmap sink is closed",
             )));
         }
+        if batch.is_empty() {
+            return Ok(Accepted::Delivered);
+        }
         let cap = (self.opts.segment_bytes as usize) - HEADER_BYTES;
-        if let Some(line) = batch.split(|&b| b == b'\n').map(|l| l.len() + 1).max() {
-            if line > cap {
-                return Err(SinkError::Permanent(io::Error::new(
+        let framing = if starts_binary_log(batch) {
+            // An encoder's first batch: its schemas head every new segment
+            // from now on (learnt before anything can fail, so a batch
+            // dropped after retries still leaves them for the next ones).
+            self.preamble = batch[..preamble_len(batch)].to_vec();
+            Framing::Binary
+        } else if matches!(batch[0], b'R' | b'S') && frame_len(batch).is_some() {
+            // A later batch of a binary log (a formatted line never has a
+            // NUL as its second byte).
+            Framing::Binary
+        } else {
+            Framing::Lines
+        };
+        let bad = |e: io::Error| SinkError::Permanent(e);
+        // Plan: (starts a new segment, bytes, records) per segment touched.
+        let mut plan: Vec<(bool, usize, u64)> = Vec::with_capacity(2);
+        let mut p = 0usize;
+        let mut new = self.seg.is_none();
+        let mut used = self.seg.as_ref().map_or(0, |s| s.committed);
+        while p < batch.len() {
+            let rest = &batch[p..];
+            let auto = if framing == Framing::Binary && used == 0 && !starts_binary_log(rest) {
+                self.preamble.len()
+            } else {
+                0
+            };
+            let (n, recs) = fit(rest, cap.saturating_sub(used + auto), framing).map_err(bad)?;
+            if n == 0 && used == 0 {
+                let rec = match framing {
+                    Framing::Lines => memchr::memchr(b'\n', rest).map_or(rest.len(), |i| i + 1),
+                    Framing::Binary => frame_len(rest).unwrap_or(rest.len()),
+                };
+                return Err(bad(io::Error::new(
                     io::ErrorKind::InvalidInput,
-                    format!("a line of {line} bytes exceeds the segment data area of {cap}"),
+                    format!(
+                        "a record of {rec} bytes exceeds the segment data area of {cap} (less {auto} bytes of schema preamble)"
+                    ),
                 )));
             }
+            if n > 0 {
+                plan.push((new, n, recs));
+            }
+            p += n;
+            new = true;
+            used = 0;
         }
-        let fp = crate::file::fingerprint(batch);
-        let start = match self.resume.take() {
-            Some((f, done)) if f == fp => done,
-            _ => 0,
-        };
-        let mut rest = &batch[start..];
-        while !rest.is_empty() {
-            if self.seg.is_none() {
-                if let Err(e) = self.new_segment() {
-                    // The part already committed stays; the retry resumes
-                    // after it.
-                    self.resume = Some((fp, batch.len() - rest.len()));
-                    return Err(e);
-                }
+        // Create every segment the batch needs before copying any of it.
+        let needed = plan.iter().filter(|c| c.0).count();
+        while self.spare.len() < needed {
+            let seg = self.create_segment()?;
+            self.spare.push_back(seg);
+        }
+        let mut p = 0usize;
+        for (new, n, recs) in plan {
+            if new {
+                self.roll();
+                self.seg = self.spare.pop_front();
             }
-            let seg = self.seg.as_mut().expect("segment just ensured");
-            let room = seg.capacity() - seg.committed;
-            let chunk = if rest.len() <= room {
-                rest
-            } else {
-                match memchr::memrchr(b'\n', &rest[..room]) {
-                    Some(i) => &rest[..=i],
-                    None => &rest[..0],
-                }
-            };
-            if !chunk.is_empty() {
-                seg.append(chunk, count_lines(chunk));
-                rest = &rest[chunk.len()..];
+            let seg = self.seg.as_mut().expect("segment ensured by the plan");
+            let chunk = &batch[p..p + n];
+            if framing == Framing::Binary && seg.committed == 0 && !starts_binary_log(chunk) {
+                seg.append(&self.preamble, 0);
             }
-            if !rest.is_empty() {
-                // Full: roll. With an msync policy the full segment is
-                // synced first (a failure is counted in
-                // `MmapCounters::errors`); without one, write-back is only
-                // scheduled (MS_ASYNC).
-                if self.opts.msync_interval_ms.is_some() {
-                    let _ = self.sync_current();
-                } else if let Some(seg) = self.seg.as_mut() {
-                    if seg.msync(libc::MS_ASYNC).is_err() {
-                        bump(&self.counters.errors);
-                    }
-                }
-                self.seg = None;
-            }
+            seg.append(chunk, recs);
+            p += n;
         }
         Ok(Accepted::Delivered)
     }
@@ -551,6 +693,12 @@ impl Sink for MmapSink {
         self.closed = true;
         let r = self.sync_current();
         self.seg = None;
+        // Segments made for a batch that never came back hold nothing.
+        for seg in std::mem::take(&mut self.spare) {
+            let path = seg.path.clone();
+            drop(seg);
+            let _ = std::fs::remove_file(path);
+        }
         r
     }
 }

@@ -192,3 +192,231 @@ fn open_errors_name_the_directory_or_segment_and_the_os_error() {
         format!("{}: not a dplog mmap segment", seg.display())
     );
 }
+
+/// Binary-format batches (`dplog_formatters::binary`) of records with
+/// sequence numbers `r`, `per` records a batch, as a NAT formatter makes
+/// them: the first batch starts with the schema preamble.
+fn binary_batches(r: std::ops::Range<u64>, per: u64) -> Vec<Vec<u8>> {
+    binary_batches_counted(r, per)
+        .into_iter()
+        .map(|(b, _)| b)
+        .collect()
+}
+
+/// [`binary_batches`] with the record count of each batch.
+fn binary_batches_counted(r: std::ops::Range<u64>, per: u64) -> Vec<(Vec<u8>, u64)> {
+    use dplog_core::Formatter;
+    let mut f = dplog_formatters::FormatSpec {
+        kind: dplog_formatters::Format::Binary,
+        ..Default::default()
+    }
+    .nat_formatter()
+    .unwrap();
+    let mut out = Vec::new();
+    let mut b = Vec::new();
+    let mut n = 0;
+    for i in r {
+        f.format(&rec(0, i), &mut b);
+        n += 1;
+        if n == per {
+            out.push((std::mem::take(&mut b), n));
+            n = 0;
+        }
+    }
+    if n > 0 {
+        out.push((b, n));
+    }
+    out
+}
+
+/// Sequence numbers (`timestamp_ns`) of the records of one segment decoded
+/// alone; panics if it does not decode whole.
+fn segment_seqs(p: &std::path::Path) -> Vec<u64> {
+    let body = dplog_sinks::mmap::read_segment(p).unwrap();
+    let d = dplog_formatters::binary::decode(&body);
+    assert_eq!(d.stopped, None, "{} does not decode alone", p.display());
+    d.records
+        .iter()
+        .map(|(_, r)| u64::from_ne_bytes(r[8..16].try_into().unwrap()))
+        .collect()
+}
+
+/// The committed record count in a segment's header.
+fn header_records(p: &std::path::Path) -> u64 {
+    let b = std::fs::read(p).unwrap();
+    u64::from_le_bytes(b[32..40].try_into().unwrap())
+}
+
+#[test]
+fn a_segment_that_cannot_be_created_commits_nothing_of_the_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = MmapSink::open(dir.path(), opts(64 * 1024)).unwrap();
+    // 60 KiB data area, 68-byte R frames: batch 0 (with the preamble) and
+    // batch 1 fit segment 0; batch 2 needs segment 1.
+    let batches = binary_batches(0..1500, 400);
+    assert_eq!(s.write_batch(&batches[0]).unwrap(), Accepted::Delivered);
+    assert_eq!(s.write_batch(&batches[1]).unwrap(), Accepted::Delivered);
+    let before = read_all(dir.path(), "t").unwrap();
+    assert_eq!(before, [batches[0].clone(), batches[1].clone()].concat());
+    // Segment 1 cannot be created: a directory has its name (EISDIR).
+    let blocker = dir.path().join("t-0000000001.dpm");
+    std::fs::create_dir(&blocker).unwrap();
+    for _ in 0..2 {
+        let e = s.write_batch(&batches[2]).unwrap_err();
+        assert!(
+            e.to_string().contains(&blocker.display().to_string()),
+            "{e}"
+        );
+        // Nothing of the refused batch is committed: no partial record,
+        // no partial batch, and the header counts what is there.
+        let (_, p0) = &list_segments(dir.path(), "t").unwrap()[0];
+        assert_eq!(dplog_sinks::mmap::read_segment(p0).unwrap(), before);
+        assert_eq!(header_records(p0), 800);
+        assert_eq!(segment_seqs(p0), (0..800).collect::<Vec<_>>());
+    }
+    // The retry with the same bytes commits the batch whole, once.
+    std::fs::remove_dir(&blocker).unwrap();
+    for b in &batches[2..] {
+        assert_eq!(s.write_batch(b).unwrap(), Accepted::Delivered);
+    }
+    s.close().unwrap();
+    let segs = list_segments(dir.path(), "t").unwrap();
+    assert!(segs.len() >= 2, "{segs:?}");
+    let mut all = Vec::new();
+    for (_, p) in &segs {
+        let seqs = segment_seqs(p);
+        assert_eq!(header_records(p), seqs.len() as u64);
+        all.extend(seqs);
+    }
+    assert_eq!(all, (0..1500).collect::<Vec<_>>());
+}
+
+#[test]
+fn every_binary_segment_starts_with_the_schema_preamble() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = MmapSink::open(dir.path(), opts(64 * 1024)).unwrap();
+    // 5000 records of 68 bytes = 332 KiB over 60 KiB data areas; batches
+    // of 2000 records span several segments each.
+    for b in binary_batches(0..5000, 2000) {
+        assert_eq!(s.write_batch(&b).unwrap(), Accepted::Delivered);
+    }
+    s.close().unwrap();
+    let segs = list_segments(dir.path(), "t").unwrap();
+    assert!(segs.len() >= 6, "{segs:?}");
+    let mut all = Vec::new();
+    // In reverse order: each segment is self-describing.
+    for (_, p) in segs.iter().rev() {
+        let body = dplog_sinks::mmap::read_segment(p).unwrap();
+        assert!(body.starts_with(b"H\0"), "{}", p.display());
+        let seqs = segment_seqs(p);
+        assert!(!seqs.is_empty());
+        assert_eq!(header_records(p), seqs.len() as u64);
+        all.splice(0..0, seqs);
+    }
+    assert_eq!(all, (0..5000).collect::<Vec<_>>());
+    // A reopened sink (a restart) keeps putting the preamble first, even
+    // for batches without one (an encoder already started).
+    let mut s = MmapSink::open(dir.path(), opts(64 * 1024)).unwrap();
+    let more = binary_batches(0..3000, 3000);
+    let pre = more[0].len() - 3000 * 68;
+    assert_eq!(more[0][pre], b'R');
+    s.write_batch(&more[0][pre..]).unwrap();
+    s.close().unwrap();
+    let segs2 = list_segments(dir.path(), "t").unwrap();
+    assert!(segs2.len() > segs.len());
+    for (_, p) in &segs2[segs.len()..] {
+        assert!(!segment_seqs(p).is_empty());
+    }
+}
+
+#[test]
+fn a_filling_tmpfs_commits_whole_records_and_counts_them() {
+    let Some(fs_) = Tmpfs::mount("400k") else {
+        return;
+    };
+    let mut s = MmapSink::open(fs_.path(), opts(128 * 1024)).unwrap();
+    let mut accepted = 0u64;
+    let mut seq = 0u64;
+    let mut enospc = 0;
+    for (b, n) in binary_batches_counted(0..20_000, 1000) {
+        match s.write_batch(&b) {
+            Ok(_) => accepted += n,
+            Err(e) => {
+                assert!(e.is_retryable(), "{e}");
+                assert!(e.to_string().contains("No space left"), "{e}");
+                enospc += 1;
+                // Dropped by the runtime after its retries: the next
+                // batches still come, without the preamble.
+            }
+        }
+        seq += n;
+    }
+    assert!(enospc > 0);
+    assert!(
+        seq == 20_000 && accepted > 0 && accepted < 20_000,
+        "{accepted}"
+    );
+    s.close().unwrap();
+    let mut on_disk = 0u64;
+    for (_, p) in list_segments(fs_.path(), "t").unwrap() {
+        let seqs = segment_seqs(&p);
+        assert_eq!(header_records(&p), seqs.len() as u64);
+        on_disk += seqs.len() as u64;
+    }
+    assert_eq!(on_disk, accepted);
+}
+
+/// A tmpfs of `size` mounted on a fresh temp dir; unmounted on drop.
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    fn mount(size: &str) -> Option<Self> {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
+            .arg(dir.path())
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(Self { dir }),
+            Ok(o) => {
+                eprintln!(
+                    "SKIPPED: cannot mount a tmpfs (need root / CAP_SYS_ADMIN): {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                );
+                None
+            }
+            Err(e) => {
+                eprintln!("SKIPPED: cannot run mount: {e}");
+                None
+            }
+        }
+    }
+    fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+#[test]
+fn a_directory_the_process_cannot_write_fails_at_open_with_path_and_os_error() {
+    // /proc takes no new files, for root too.
+    let e = MmapSink::open("/proc", opts(64 * 1024)).err().unwrap();
+    let m = e.to_string();
+    assert!(
+        m.starts_with("mmap segment /proc/t-0000000000.dpm: ") && m.contains("(os error "),
+        "{m}"
+    );
+}

@@ -151,3 +151,112 @@ fn torn_and_foreign_segments_are_refused_with_the_reason() {
         "not a dplog mmap segment (it does not start with DPLOGMM1)",
     );
 }
+
+/// Batches of one binary encoder (the schema preamble only at the start of
+/// the first), each holding `all_records()` once.
+fn binary_batches(n: usize) -> Vec<Vec<u8>> {
+    let mut f = FormatSpec {
+        kind: Format::Binary,
+        ..Default::default()
+    }
+    .nat_formatter()
+    .unwrap();
+    (0..n)
+        .map(|_| {
+            let mut out = Vec::new();
+            for r in all_records() {
+                f.format(&r, &mut out);
+            }
+            out
+        })
+        .collect()
+}
+
+#[test]
+fn each_binary_segment_decodes_alone_and_in_any_order() {
+    let dir = tempfile::tempdir().unwrap();
+    // 7 records (about 400 bytes) a batch, 800 batches: several 60 KiB
+    // data areas.
+    let n = 800;
+    let segs = segments(dir.path(), &binary_batches(n));
+    assert!(segs.len() >= 3, "{segs:?}");
+    let whole = cat(&["--format", "json"], &segs);
+    assert!(
+        whole.status.success(),
+        "{}",
+        String::from_utf8_lossy(&whole.stderr)
+    );
+    assert_eq!(
+        String::from_utf8(whole.stdout).unwrap(),
+        golden("nat.jsonl").repeat(n)
+    );
+    // Alone: each a whole, non-empty part of the log.
+    let alone: Vec<Vec<u8>> = segs
+        .iter()
+        .map(|s| {
+            let o = cat(&["--format", "json"], std::slice::from_ref(s));
+            assert!(
+                o.status.success(),
+                "{}: {}",
+                s.display(),
+                String::from_utf8_lossy(&o.stderr)
+            );
+            assert!(!o.stdout.is_empty());
+            o.stdout
+        })
+        .collect();
+    assert_eq!(alone.concat(), golden("nat.jsonl").repeat(n).into_bytes());
+    // In reverse order: the segments' records, segment by segment.
+    let rev: Vec<PathBuf> = segs.iter().rev().cloned().collect();
+    let o = cat(&["--format", "json"], &rev);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let want: Vec<u8> = alone.iter().rev().flatten().copied().collect();
+    assert_eq!(o.stdout, want);
+    // CSV and IPFIX (which write column names / templates per schema):
+    // the segments, each repeating the schemas, give what the same records
+    // give from one binary file.
+    let file = dir.path().join("all.bin");
+    std::fs::write(&file, binary_batches(n).concat()).unwrap();
+    for f in ["csv", "ipfix"] {
+        let a = cat(&["--format", f], &segs);
+        let b = cat(&["--format", f], std::slice::from_ref(&file));
+        assert!(a.status.success() && b.status.success(), "{f}");
+        assert!(!a.stdout.is_empty());
+        assert!(a.stdout == b.stdout, "{f}: segments and file differ");
+    }
+}
+
+#[test]
+fn a_binary_segment_without_its_schemas_is_refused_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    // R frames only (an encoder already started): what an older dplog left
+    // in every segment after the first.
+    let b = binary_batches(2);
+    let segs = segments(dir.path(), &b[1..]);
+    assert_eq!(segs.len(), 1);
+    for args in [&["--format", "json"][..], &[][..]] {
+        let o = cat(args, &segs);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(o.stdout.is_empty());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(&format!(
+                "{}: binary frames without the schema preamble",
+                segs[0].display()
+            )),
+            "{err}"
+        );
+    }
+    // A segment of formatted lines after a binary one: refused.
+    let d2 = tempfile::tempdir().unwrap();
+    let lines = segments(d2.path(), &[encoded(Format::Json)]);
+    let d3 = tempfile::tempdir().unwrap();
+    let bin = segments(d3.path(), &binary_batches(1));
+    let o = cat(&[], &[bin[0].clone(), lines[0].clone()]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("holds formatted lines and an earlier segment a binary log"),
+        "{err}"
+    );
+}

@@ -12,6 +12,14 @@
 //! (e.g. every segment of a directory, in sequence order) are read as one
 //! stream. Committed data that is a binary log is decoded like a binary
 //! file; formatted lines (text, JSON, ...) are printed as they are.
+//!
+//! Each segment of a binary log starts with the schema preamble (`H` and
+//! `S` frames), so a segment decodes alone and segments decode in any
+//! order. A segment of binary frames without the preamble (written by a
+//! dplog that kept the schemas only in the first segment) decodes only
+//! after the segments before it; given without a binary segment before it
+//! it is refused with that reason (exit 1), and so is a mix of binary and
+//! formatted-line segments.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -117,13 +125,67 @@ fn is_binary_log(b: &[u8]) -> bool {
     b.first() == Some(&b'H') && b.get(4..12) == Some(&binary::MAGIC[..])
 }
 
+/// What a segment's committed data holds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SegmentData {
+    Empty,
+    /// A binary log with its schema preamble.
+    Binary,
+    /// Binary frames (`R`/`S`, a NUL second byte) without the preamble.
+    Headless,
+    /// Formatted lines.
+    Lines,
+}
+
+fn segment_kind(b: &[u8]) -> SegmentData {
+    if b.is_empty() {
+        SegmentData::Empty
+    } else if is_binary_log(b) {
+        SegmentData::Binary
+    } else if b.len() >= 4 && b[1] == 0 && matches!(b[0], b'R' | b'S') {
+        SegmentData::Headless
+    } else {
+        SegmentData::Lines
+    }
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let mut bytes = Vec::new();
     let mut segments = 0usize;
+    // A binary segment (or file) came before; the first segment of
+    // formatted lines.
+    let (mut binary_before, mut lines_at) = (false, None);
     for f in &args.files {
         match payload(f) {
             Ok((b, seg)) => {
+                if seg {
+                    match segment_kind(&b) {
+                        SegmentData::Empty => {}
+                        SegmentData::Binary => binary_before = true,
+                        SegmentData::Headless if !binary_before => {
+                            eprintln!(
+                                "dplog-cat: {}: binary frames without the schema preamble: this mmap segment continues an earlier one (written by a dplog that kept the schemas only in the first segment); give it after the segments before it, from the first",
+                                f.display()
+                            );
+                            return ExitCode::from(1);
+                        }
+                        SegmentData::Headless => {}
+                        SegmentData::Lines => {
+                            lines_at.get_or_insert(f);
+                        }
+                    }
+                    if let (true, Some(l)) = (binary_before, lines_at) {
+                        eprintln!(
+                            "dplog-cat: {} holds formatted lines and {} a binary log; give the segments of one log",
+                            l.display(),
+                            if std::ptr::eq(l, f) { "an earlier segment" } else { "a later segment" }
+                        );
+                        return ExitCode::from(1);
+                    }
+                } else {
+                    binary_before |= is_binary_log(&b);
+                }
                 bytes.extend_from_slice(&b);
                 segments += usize::from(seg);
             }
@@ -138,7 +200,7 @@ fn main() -> ExitCode {
     } else {
         format!("{} files", args.files.len())
     };
-    if segments > 0 && !bytes.is_empty() && !is_binary_log(&bytes) {
+    if lines_at.is_some() {
         // Formatted lines: nothing to decode.
         if let Some(f) = args.format {
             eprintln!(
@@ -155,7 +217,13 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let d = binary::decode(&bytes);
-    let schemas: Vec<&dplog_core::Schema> = d.schemas.iter().collect();
+    // Every segment repeats the schemas: each id once (the first seen).
+    let mut schemas: Vec<&dplog_core::Schema> = Vec::new();
+    for s in &d.schemas {
+        if !schemas.iter().any(|k| k.id() == s.id()) {
+            schemas.push(s);
+        }
+    }
     let mut spec = FormatSpec {
         kind: args.format.unwrap_or(Format::Text),
         template: args.template,

@@ -258,6 +258,38 @@ pub fn stop_flag_watcher(flag: std::sync::Arc<AtomicBool>) {
         .ok();
 }
 
+/// Whether a SIGHUP makes some sink of `sink` reopen its file: a file sink
+/// (alone or in a `[[sink]]` set) with `reopen_on_sighup = true`.
+pub fn reopens_on_sighup(sink: &SinkConfig) -> bool {
+    match sink {
+        SinkConfig::File(f) => f.reopen_on_sighup,
+        SinkConfig::Set(v) => v.iter().any(reopens_on_sighup),
+        _ => false,
+    }
+}
+
+/// The line [`sighup_watcher`] writes to stderr for a SIGHUP that no sink
+/// reopens on.
+pub const SIGHUP_NOTE: &str = "dplog-nat: SIGHUP received; nothing reopened (no file sink sets reopen_on_sighup = true, as an external logrotate needs); carrying on";
+
+/// Watches `flag` (set by a SIGHUP handler) every 50 ms on a small thread
+/// of its own. When `reopens` (see [`reopens_on_sighup`]) the file sink
+/// handles the signal and nothing is written; otherwise each SIGHUP gives
+/// one [`SIGHUP_NOTE`] line on stderr (write errors ignored), and the run
+/// carries on either way. The thread ends with the process.
+pub fn sighup_watcher(flag: std::sync::Arc<AtomicBool>, reopens: bool) {
+    std::thread::Builder::new()
+        .name("dplog-nat-sighup".into())
+        .spawn(move || loop {
+            // Relaxed: a flag with no data behind it (as `STOP`).
+            if flag.swap(false, Ordering::Relaxed) && !reopens {
+                crate::diag!("{SIGHUP_NOTE}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        })
+        .ok();
+}
+
 /// The CPUs this process may run on (its affinity mask, read from
 /// `Cpus_allowed_list` in `/proc/self/status`, see proc(5)), ascending.
 /// Falls back to `0..available_parallelism` if that cannot be read.
@@ -999,7 +1031,7 @@ pub fn run_live_serving(
         let l = cfg.start_logger()?;
         *metrics = cfg.metrics.start(&l).map_err(RunError::Config)?;
         if let Some(m) = metrics.as_ref() {
-            eprintln!("dplog-nat: metrics at http://{}/metrics", m.local_addr());
+            crate::diag!("dplog-nat: metrics at http://{}/metrics", m.local_addr());
         }
         Some(l)
     } else {
@@ -1418,7 +1450,7 @@ fn monitor(
         last = Instant::now();
         let now = live.total();
         let log = logger.map(|l| l.stats()).unwrap_or_default();
-        eprintln!(
+        crate::diag!(
             "{}",
             live_line(
                 start.elapsed().as_secs_f64(),

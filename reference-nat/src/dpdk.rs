@@ -152,9 +152,11 @@ fn net_ring_port(nr: &crate::app::NetRingPort, workers: usize) -> Result<RingPor
             dpdk_sys::strerror(-rc)
         )));
     }
-    eprintln!(
+    crate::diag!(
         "dplog-nat: net_ring port {port}: Rx ring {:?}, Tx ring {:?}, {} slots each",
-        nr.rx, nr.tx, nr.size
+        nr.rx,
+        nr.tx,
+        nr.size
     );
     Ok(RingPort { port, rx, tx })
 }
@@ -269,7 +271,7 @@ pub fn run_dpdk(
         None => None,
     };
     if let Some(m) = &_metrics {
-        eprintln!("dplog-nat: metrics at http://{}/metrics", m.local_addr());
+        crate::diag!("dplog-nat: metrics at http://{}/metrics", m.local_addr());
     }
     let mut producers = Vec::with_capacity(n);
     for _ in 0..n {

@@ -256,10 +256,15 @@ fn build_config(args: &Args) -> Result<AppConfig, String> {
 
 fn print_summary(s: &Summary, how: SummaryArg) {
     match how {
-        SummaryArg::Text => print!("{}", s.to_text()),
+        // A closed stdout loses the summary, not the run's exit code.
+        SummaryArg::Text => {
+            dplog_nat::stdio::print_out(&s.to_text());
+        }
         SummaryArg::Json => match serde_json::to_string_pretty(s) {
-            Ok(j) => println!("{j}"),
-            Err(e) => eprintln!("dplog-nat: cannot encode summary: {e}"),
+            Ok(j) => {
+                dplog_nat::stdio::print_out(&(j + "\n"));
+            }
+            Err(e) => dplog_nat::diag!("dplog-nat: cannot encode summary: {e}"),
         },
         SummaryArg::None => {}
     }
@@ -268,8 +273,13 @@ fn print_summary(s: &Summary, how: SummaryArg) {
 /// SIGINT and SIGTERM end the input early and let the run finish cleanly
 /// (every live session deleted and logged, the logger drained, the summary
 /// printed); a second one terminates at once with status 130.
-fn handle_signals() {
-    use signal_hook::consts::{SIGINT, SIGTERM};
+///
+/// SIGHUP never ends the run (a logrotate `kill -HUP` must not lose the
+/// live sessions): a file sink with `reopen_on_sighup = true` reopens its
+/// path, otherwise [`dplog_nat::app::sighup_watcher`] notes it on stderr.
+/// Returns the SIGHUP flag for that watcher.
+fn handle_signals() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     use signal_hook::flag;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     for sig in [SIGINT, SIGTERM] {
@@ -278,18 +288,25 @@ fn handle_signals() {
         let _ = flag::register(sig, stop.clone());
     }
     dplog_nat::app::stop_flag_watcher(stop);
+    // Installed before anything else, so a SIGHUP during start-up is no
+    // exit either; the file sink adds its own handler (signal-hook chains
+    // them).
+    let hup = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let _ = flag::register(SIGHUP, hup.clone());
+    hup
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    handle_signals();
+    let hup = handle_signals();
     let cfg = match build_config(&args) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("dplog-nat: {e}");
+            dplog_nat::diag!("dplog-nat: {e}");
             return ExitCode::from(2);
         }
     };
+    dplog_nat::app::sighup_watcher(hup, dplog_nat::app::reopens_on_sighup(&cfg.sink));
     if args.dpdk {
         return run_dpdk(&cfg, &args);
     }
@@ -301,12 +318,12 @@ fn main() -> ExitCode {
         }
         Err(RunError::Input(s, e)) => {
             print_summary(&s, args.summary);
-            eprintln!("dplog-nat: {e}");
+            dplog_nat::diag!("dplog-nat: {e}");
             if e.stats.format.is_none() {
                 // Refused at its file header, before the logger started.
-                eprintln!("dplog-nat: no packet was read and no log was opened");
+                dplog_nat::diag!("dplog-nat: no packet was read and no log was opened");
             } else {
-                eprintln!(
+                dplog_nat::diag!(
                     "dplog-nat: the {} packets read before the error were translated and all {} records written",
                     s.packets, s.records.written
                 );
@@ -315,12 +332,12 @@ fn main() -> ExitCode {
         }
         Err(RunError::Shutdown(s, e)) => {
             print_summary(&s, args.summary);
-            eprintln!("dplog-nat: {e}");
+            dplog_nat::diag!("dplog-nat: {e}");
             let _ = undelivered_exit(&s);
             ExitCode::from(1)
         }
         Err(e) => {
-            eprintln!("dplog-nat: {e}");
+            dplog_nat::diag!("dplog-nat: {e}");
             ExitCode::from(2)
         }
     };
@@ -342,7 +359,7 @@ fn undelivered_exit(s: &dplog_nat::app::Summary) -> ExitCode {
     if lost == 0 {
         return ExitCode::SUCCESS;
     }
-    eprintln!(
+    dplog_nat::diag!(
         "dplog-nat: {lost} of {} log records were not delivered ({} refused by the sink, {} undelivered at shutdown, {} not logged at stop)",
         r.produced + r.dropped_at_stop,
         r.dropped_sink,
@@ -356,7 +373,7 @@ fn undelivered_exit(s: &dplog_nat::app::Summary) -> ExitCode {
 /// milliseconds (ended early by SIGINT/SIGTERM), then stops it.
 fn linger(m: dplog::metrics::MetricsServer, ms: u64) {
     if ms > 0 {
-        eprintln!(
+        dplog_nat::diag!(
             "dplog-nat: run finished; serving the final metrics at http://{}/metrics for {ms} ms",
             m.local_addr()
         );
@@ -378,20 +395,22 @@ fn run_dpdk(cfg: &AppConfig, args: &Args) -> ExitCode {
     match dplog_nat::dpdk::run_dpdk(cfg, &args.eal, limits) {
         Ok((s, port)) => {
             print_summary(&s, args.summary);
-            eprintln!(
+            dplog_nat::diag!(
                 "dplog-nat: port 0 received {} sent {} missed {}",
-                port.ipackets, port.opackets, port.imissed
+                port.ipackets,
+                port.opackets,
+                port.imissed
             );
             undelivered_exit(&s)
         }
         Err(RunError::Shutdown(s, e)) => {
             print_summary(&s, args.summary);
-            eprintln!("dplog-nat: {e}");
+            dplog_nat::diag!("dplog-nat: {e}");
             let _ = undelivered_exit(&s);
             ExitCode::from(1)
         }
         Err(e) => {
-            eprintln!("dplog-nat: {e}");
+            dplog_nat::diag!("dplog-nat: {e}");
             ExitCode::from(2)
         }
     }
@@ -399,6 +418,6 @@ fn run_dpdk(cfg: &AppConfig, args: &Args) -> ExitCode {
 
 #[cfg(not(feature = "dpdk"))]
 fn run_dpdk(_cfg: &AppConfig, _args: &Args) -> ExitCode {
-    eprintln!("dplog-nat: --dpdk needs a build with the `dpdk` feature (cargo build -p dplog-nat --features dpdk)");
+    dplog_nat::diag!("dplog-nat: --dpdk needs a build with the `dpdk` feature (cargo build -p dplog-nat --features dpdk)");
     ExitCode::from(2)
 }

@@ -1308,24 +1308,54 @@ dplog_result dplog_now_ns(uint64_t *out);
 #define DPLOG_PTR_CAST_(T, x) ((T)(x))
 #define DPLOG_VAL_CAST_(T, x) ((T)(x))
 #endif
-static __inline__ dplog_result dplog_log_inline(dplog_producer *p,
-                                            uint16_t schema_id,
-                                            const void *rec,
-                                            size_t len)
+/* The window's next slot, if the inline path may use it for a record of
+ * schema_id (a free slot, a 64-byte schema, no inline reservation). */
+static __inline__ uint8_t *dplog_window_slot_(struct dplog_log_window *w, uint16_t schema_id)
 {
-    if (p != NULL && rec != NULL && len == DPLOG_RECORD_MAX_SIZE && schema_id < 64) {
-        struct dplog_log_window *w = DPLOG_PTR_CAST_(struct dplog_log_window *, p);
-        uint8_t *slot = w->cursor;
-        uint8_t *end = __atomic_load_n(&w->end, __ATOMIC_RELAXED);
-        if (DPLOG_PTR_CAST_(uintptr_t, slot) < DPLOG_PTR_CAST_(uintptr_t, end) && ((w->fast_schemas >> schema_id) & 1u) &&
-            w->reservation == 0) {
-            /* Header: len 64, schema id, 4 zero bytes; little-endian. */
-            uint64_t header = DPLOG_VAL_CAST_(uint64_t, DPLOG_RECORD_MAX_SIZE) |
-                              (DPLOG_VAL_CAST_(uint64_t, schema_id) << 16);
+    uint8_t *slot = w->cursor;
+    uint8_t *end = __atomic_load_n(&w->end, __ATOMIC_RELAXED);
+    if (DPLOG_PTR_CAST_(uintptr_t, slot) < DPLOG_PTR_CAST_(uintptr_t, end) && schema_id < 64 &&
+        ((w->fast_schemas >> schema_id) & 1u) && w->reservation == 0) {
+        return slot;
+    }
+    return NULL;
+}
+
+/* Writes the header of the record at `slot` (the window's next slot: len
+ * 64, schema id, 4 zero bytes, little-endian), moves the window on and
+ * publishes the record. */
+static __inline__ void dplog_window_publish_(struct dplog_log_window *w, uint8_t *slot,
+                                             uint32_t schema_id)
+{
+    uint64_t header = DPLOG_VAL_CAST_(uint64_t, DPLOG_RECORD_MAX_SIZE) |
+                      (DPLOG_VAL_CAST_(uint64_t, schema_id & 0xffffu) << 16);
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-            header = __builtin_bswap64(header);
+    header = __builtin_bswap64(header);
 #endif
-            __builtin_memcpy(slot, &header, 8);
+    __builtin_memcpy(slot, &header, 8);
+    size_t next = w->next_index + 1;
+    w->next_index = next;
+    w->cursor = slot + DPLOG_RECORD_MAX_SIZE;
+    if (w->publish) {
+        /* Pairs with the consumer's acquire load of the tail. */
+        __atomic_store_n(w->ring_tail, next, __ATOMIC_RELEASE);
+    }
+#if defined(__x86_64__)
+    /* Take the slot line 2 KiB ahead from the consumer's core early, as
+     * the library's own push does (a hint; never faults). */
+    __asm__ volatile("prefetchw %0" : : "m"(*(slot + 2048)));
+#endif
+}
+
+static __inline__ dplog_result dplog_log_inline(dplog_producer *p,
+                                                uint16_t schema_id,
+                                                const void *rec,
+                                                size_t len)
+{
+    if (p != NULL && rec != NULL && len == DPLOG_RECORD_MAX_SIZE) {
+        struct dplog_log_window *w = DPLOG_PTR_CAST_(struct dplog_log_window *, p);
+        uint8_t *slot = dplog_window_slot_(w, schema_id);
+        if (slot != NULL) {
             /* Word by word: the compiler can then see through the caller's
              * stores of the record's fields (often constants) instead of
              * reloading them with wide loads that the CPU cannot forward
@@ -1346,18 +1376,7 @@ static __inline__ dplog_result dplog_log_inline(dplog_producer *p,
             __builtin_memcpy(slot + 40, &w5, 8);
             __builtin_memcpy(slot + 48, &w6, 8);
             __builtin_memcpy(slot + 56, &w7, 8);
-            size_t next = w->next_index + 1;
-            w->next_index = next;
-            w->cursor = slot + DPLOG_RECORD_MAX_SIZE;
-            if (w->publish) {
-                /* Pairs with the consumer's acquire load of the tail. */
-                __atomic_store_n(w->ring_tail, next, __ATOMIC_RELEASE);
-            }
-#if defined(__x86_64__)
-            /* Take the slot line 2 KiB ahead from the consumer's core early,
-             * as the library's own push does (a hint; never faults). */
-            __asm__ volatile("prefetchw %0" : : "m"(*(slot + 2048)));
-#endif
+            dplog_window_publish_(w, slot, schema_id);
             return DPLOG_OK;
         }
     }
@@ -1368,16 +1387,14 @@ static __inline__ dplog_result dplog_log_inline(dplog_producer *p,
 /* Inline dplog_reserve of one 64-byte record: the next slot of the window,
  * zeroed, to fill in place; dplog_reserve_refill for everything else. */
 static __inline__ dplog_result dplog_reserve_inline(dplog_producer *p,
-                                                uint16_t schema_id,
-                                                size_t n,
-                                                void **slots)
+                                                    uint16_t schema_id,
+                                                    size_t n,
+                                                    void **slots)
 {
-    if (p != NULL && slots != NULL && n == 1 && schema_id < 64) {
+    if (p != NULL && slots != NULL && n == 1) {
         struct dplog_log_window *w = DPLOG_PTR_CAST_(struct dplog_log_window *, p);
-        uint8_t *slot = w->cursor;
-        uint8_t *end = __atomic_load_n(&w->end, __ATOMIC_RELAXED);
-        if (DPLOG_PTR_CAST_(uintptr_t, slot) < DPLOG_PTR_CAST_(uintptr_t, end) && ((w->fast_schemas >> schema_id) & 1u) &&
-            w->reservation == 0) {
+        uint8_t *slot = dplog_window_slot_(w, schema_id);
+        if (slot != NULL) {
             __builtin_memset(slot, 0, DPLOG_RECORD_MAX_SIZE);
             w->reservation = 0x10000u | schema_id;
             *slots = slot;
@@ -1400,24 +1417,7 @@ static __inline__ dplog_result dplog_commit_inline(dplog_producer *p, size_t n, 
         uint8_t *end = __atomic_load_n(&w->end, __ATOMIC_RELAXED);
         if (reservation != 0 && DPLOG_PTR_CAST_(uintptr_t, slot) < DPLOG_PTR_CAST_(uintptr_t, end)) {
             w->reservation = 0;
-            if (n == 1) {
-                uint64_t header = DPLOG_VAL_CAST_(uint64_t, DPLOG_RECORD_MAX_SIZE) |
-                                  (DPLOG_VAL_CAST_(uint64_t, reservation & 0xffffu) << 16);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-                header = __builtin_bswap64(header);
-#endif
-                __builtin_memcpy(slot, &header, 8);
-                size_t next = w->next_index + 1;
-                w->next_index = next;
-                w->cursor = slot + DPLOG_RECORD_MAX_SIZE;
-                if (w->publish) {
-                    /* Pairs with the consumer's acquire load of the tail. */
-                    __atomic_store_n(w->ring_tail, next, __ATOMIC_RELEASE);
-                }
-#if defined(__x86_64__)
-                __asm__ volatile("prefetchw %0" : : "m"(*(slot + 2048)));
-#endif
-            }
+            if (n == 1) dplog_window_publish_(w, slot, reservation);
             if (n_enqueued != NULL) *n_enqueued = n;
             return DPLOG_OK;
         }

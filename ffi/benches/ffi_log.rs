@@ -22,30 +22,13 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use dplog::config::LogConfig;
-use dplog::{Nat44SessionRecord, NatEvent, RecordHeader};
 
 const CAPACITY: u64 = 16384;
 const CHUNK: u64 = CAPACITY / 2;
-const TOML: &str = "[ring]\ncapacity = 16384\nbackpressure = \"block\"\nconsumer_cpu = 1\n\
-                    [format]\ntype = \"text\"\n[sink]\ntype = \"file\"\npath = \"/dev/null\"\n";
 
 #[allow(dead_code)]
 mod common;
-
-fn record() -> Nat44SessionRecord {
-    Nat44SessionRecord {
-        header: RecordHeader::of::<Nat44SessionRecord>(),
-        src_addr: 0x0A00_0001,
-        post_nat_src_addr: 0xC633_6401,
-        dst_addr: 0xCB00_7101,
-        src_port: 40000,
-        post_napt_src_port: 1024,
-        dst_port: 443,
-        protocol: 6,
-        nat_event: NatEvent::Nat44SessionCreate as u8,
-        ..Default::default()
-    }
-}
+use common::{record, TOML};
 
 /// Times `iters` pushes in chunks of at most CHUNK; `drained` waits
 /// (untimed) until the consumer has read everything pushed so far.

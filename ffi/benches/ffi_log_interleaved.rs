@@ -24,29 +24,13 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use dplog::config::LogConfig;
-use dplog::{Nat44SessionRecord, NatEvent, RecordHeader};
+use dplog::Nat44SessionRecord;
 
 #[allow(dead_code)]
 mod common;
+use common::{record, TOML};
 
 const BATCH: u64 = 8192;
-const TOML: &str = "[ring]\ncapacity = 16384\nbackpressure = \"block\"\nconsumer_cpu = 1\n\
-                    [format]\ntype = \"text\"\n[sink]\ntype = \"file\"\npath = \"/dev/null\"\n";
-
-fn record() -> Nat44SessionRecord {
-    Nat44SessionRecord {
-        header: RecordHeader::of::<Nat44SessionRecord>(),
-        src_addr: 0x0A00_0001,
-        post_nat_src_addr: 0xC633_6401,
-        dst_addr: 0xCB00_7101,
-        src_port: 40000,
-        post_napt_src_port: 1024,
-        dst_port: 443,
-        protocol: 6,
-        nat_event: NatEvent::Nat44SessionCreate as u8,
-        ..Default::default()
-    }
-}
 
 /// One timed batch of Rust pushes (ns per record), in a function of its
 /// own as criterion's closure is, so `LogProducer::log` is inlined into a

@@ -1878,14 +1878,55 @@ pub unsafe extern "C" fn dplog_log(
     rec: *const c_void,
     len: usize,
 ) -> dplog_result {
-    guard(|| {
-        // SAFETY: caller contract on p and rec.
-        if unsafe { log_fast(p, schema_id, rec, len) } {
-            return DPLOG_OK;
-        }
-        // SAFETY: caller contract on p and rec.
-        unsafe { log_slow(p, schema_id, rec, len) }
-    })
+    // SAFETY: caller contract on p and rec.
+    guard(|| unsafe { log_one(p, schema_id, rec, len) })
+}
+
+/// The body of `dplog_log`: the fast path, else every check.
+///
+/// # Safety
+/// As `dplog_log`.
+#[inline(always)]
+unsafe fn log_one(
+    p: *mut dplog_producer_t,
+    schema_id: u16,
+    rec: *const c_void,
+    len: usize,
+) -> dplog_result {
+    // SAFETY: caller contract on p and rec.
+    if unsafe { log_fast(p, schema_id, rec, len) } {
+        return DPLOG_OK;
+    }
+    // SAFETY: caller contract on p and rec.
+    unsafe { log_slow(p, schema_id, rec, len) }
+}
+
+/// A live producer's object and state with its inline window taken back;
+/// `None` for NULL, a freed or a foreign pointer (the caller's full path
+/// then reports it).
+///
+/// # Safety
+/// `p` is NULL or returned by `dplog_producer_new`, used by the calling
+/// thread only.
+#[inline(always)]
+unsafe fn live_taken<'a>(
+    p: *mut dplog_producer_t,
+) -> Option<(&'a dplog_producer_t, &'a mut ProducerState)> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: non-NULL and returned by dplog_producer_new (caller
+    // contract); producers are never deallocated (see TOMBSTONES).
+    let obj = unsafe { &*p };
+    // Relaxed: as `check_magic` (partner: the Release store in free).
+    if obj.magic.load(Ordering::Relaxed) != MAGIC_LIVE {
+        return None;
+    }
+    // SAFETY: single-thread rule: the only reference to the state.
+    let st = unsafe { &mut *obj.inner.get() }.as_mut()?;
+    // SAFETY: as above; st is obj's state.
+    unsafe { take_window(obj, st) };
+    Some((obj, st))
 }
 
 /// `dplog_log` for the header's inline `dplog_log`: called when its
@@ -1911,33 +1952,14 @@ pub unsafe extern "C" fn dplog_log_refill(
     len: usize,
 ) -> dplog_result {
     guard(|| {
-        if p.is_null() {
-            return fail(DPLOG_ERR_NULL, "producer is NULL");
-        }
-        // SAFETY: non-NULL and returned by dplog_producer_new (caller
-        // contract); producers are never deallocated (see TOMBSTONES).
-        let obj = unsafe { &*p };
-        // Relaxed: as `check_magic` (partner: the Release store in free).
-        let live = obj.magic.load(Ordering::Relaxed) == MAGIC_LIVE;
-        if live {
-            // SAFETY: single-thread rule: the only reference to the state.
-            if let Some(st) = unsafe { &mut *obj.inner.get() } {
-                // SAFETY: as above.
-                unsafe { take_window(obj, st) };
-            }
-        }
+        // SAFETY: caller contract on p (the window is given back first).
+        let _ = unsafe { live_taken(p) };
         // SAFETY: caller contract on p and rec; the window is empty.
-        let r = if unsafe { log_fast(p, schema_id, rec, len) } {
-            DPLOG_OK
-        } else {
-            // SAFETY: as above.
-            unsafe { log_slow(p, schema_id, rec, len) }
-        };
+        let r = unsafe { log_one(p, schema_id, rec, len) };
         if r == DPLOG_OK && len == DPLOG_RECORD_MAX_SIZE {
-            // SAFETY: single-thread rule, as above; r == OK means p is a
-            // live producer.
-            if let Some(st) = unsafe { &mut *obj.inner.get() } {
-                // SAFETY: as above; the window is empty.
+            // SAFETY: as above; r == OK means p is a live producer.
+            if let Some((obj, st)) = unsafe { live_taken(p) } {
+                // SAFETY: single-thread rule; the window is empty.
                 unsafe { open_window(obj, st, schema_id) };
             }
         }
@@ -2180,33 +2202,26 @@ pub unsafe extern "C" fn dplog_reserve_refill(
     slots: *mut *mut c_void,
 ) -> dplog_result {
     guard(|| {
-        if n == 1 && !p.is_null() && !slots.is_null() {
-            // SAFETY: non-NULL and returned by dplog_producer_new (caller
-            // contract); producers are never deallocated (see TOMBSTONES).
-            let obj = unsafe { &*p };
-            // Relaxed: as `check_magic` (partner: the Release store in free).
-            let live = obj.magic.load(Ordering::Relaxed) == MAGIC_LIVE;
-            // SAFETY: single-thread rule: the only reference to the state.
-            let state = live.then(|| unsafe { &mut *obj.inner.get() });
-            if let Some(st) = state.and_then(Option::as_mut) {
-                // SAFETY: as above.
-                unsafe { take_window(obj, st) };
-                if matches!(st.reservation, Reservation::None)
-                    && !st.shared.closed.load(Ordering::Relaxed)
-                {
-                    // SAFETY: as above; the window is empty.
-                    unsafe { open_window(obj, st, schema_id) };
-                    let w = obj.window.get();
-                    // SAFETY: single-thread rule; a non-NULL cursor is the
-                    // first of the window's free slots (open_window).
-                    unsafe {
-                        let slot = (*w).cursor;
-                        if !slot.is_null() {
-                            slot.write_bytes(0, DPLOG_RECORD_MAX_SIZE);
-                            (*w).reservation = 0x1_0000 | u32::from(schema_id);
-                            slots.write(slot.cast());
-                            return DPLOG_OK;
-                        }
+        // SAFETY: caller contract on p (the window is given back first).
+        if let Some((obj, st)) = unsafe { live_taken(p) } {
+            if n == 1
+                && !slots.is_null()
+                && matches!(st.reservation, Reservation::None)
+                && !st.shared.closed.load(Ordering::Relaxed)
+            {
+                // SAFETY: single-thread rule; the window is empty.
+                unsafe { open_window(obj, st, schema_id) };
+                let w = obj.window.get();
+                // SAFETY: single-thread rule; a non-NULL cursor is the
+                // first of the window's free slots (open_window); slots is
+                // non-NULL and writable (caller contract).
+                unsafe {
+                    let slot = (*w).cursor;
+                    if !slot.is_null() {
+                        slot.write_bytes(0, DPLOG_RECORD_MAX_SIZE);
+                        (*w).reservation = 0x1_0000 | u32::from(schema_id);
+                        slots.write(slot.cast());
+                        return DPLOG_OK;
                     }
                 }
             }

@@ -3,6 +3,8 @@
 //! the system C compiler against `include/dplog.h`.
 
 use std::ffi::{c_char, c_void, CString};
+
+use dplog::{Nat44SessionRecord, NatEvent, RecordHeader};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -16,7 +18,29 @@ pub type Close = unsafe extern "C" fn(*mut c_void, *mut u64) -> i32;
 /// `int f(dplog_producer *p, uint64_t n, uint64_t ts0)` of log_loop.c.
 pub type CLoop = unsafe extern "C" fn(*mut c_void, u64, u64) -> i32;
 
-/// The C ABI of target/<profile>/libdplog.so and the two C loops.
+/// The configuration of both sides: a 16384-slot ring, `block`, text to
+/// /dev/null, the consumer on CPU 1.
+pub const TOML: &str = "[ring]\ncapacity = 16384\nbackpressure = \"block\"\nconsumer_cpu = 1\n\
+                        [format]\ntype = \"text\"\n[sink]\ntype = \"file\"\npath = \"/dev/null\"\n";
+
+/// The record both sides log: constant fields (the C loops' are the same),
+/// `timestamp_ns` set per record.
+pub fn record() -> Nat44SessionRecord {
+    Nat44SessionRecord {
+        header: RecordHeader::of::<Nat44SessionRecord>(),
+        src_addr: 0x0A00_0001,
+        post_nat_src_addr: 0xC633_6401,
+        dst_addr: 0xCB00_7101,
+        src_port: 40000,
+        post_napt_src_port: 1024,
+        dst_port: 443,
+        protocol: 6,
+        nat_event: NatEvent::Nat44SessionCreate as u8,
+        ..Default::default()
+    }
+}
+
+/// The C ABI of target/<profile>/libdplog.so and the C loops.
 pub struct CApi {
     pub open_str: OpenStr,
     pub start: Start,

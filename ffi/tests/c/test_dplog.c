@@ -874,6 +874,19 @@ static void test_use_after_close_and_double_free(void) {
  * library's own calls mixed in, are counted exactly, and the window is
  * given back by every other call, by free and by close. */
 #ifdef DPLOG_H_INLINE
+/* Session ports 0..n-1 appear in this order in a text log: each
+ * "sourceTransportPort=i " after the previous one. */
+static void check_ports_in_order(const char *text, unsigned n) {
+  const char *at = text;
+  for (unsigned i = 0; i < n; i++) {
+    char needle[48];
+    snprintf(needle, sizeof needle, "sourceTransportPort=%u ", i);
+    const char *next = strstr(at, needle);
+    CHECK(next != NULL);
+    at = next + 1;
+  }
+}
+
 static const struct dplog_log_window *window_of(struct dplog_producer *p) {
   return (const struct dplog_log_window *)(const void *)p;
 }
@@ -945,15 +958,7 @@ static void test_inline_window(void) {
   path_in(path, sizeof path, "inline.log");
   char *text = read_file(path);
   CHECK(count_lines(text) == 3003 + (size_t)extra);
-  /* Ports in order: each "sourceTransportPort=i " after the previous. */
-  const char *at = text;
-  for (unsigned i = 0; i < 3003; i++) {
-    char needle[48];
-    snprintf(needle, sizeof needle, "sourceTransportPort=%u ", i);
-    const char *next = strstr(at, needle);
-    CHECK(next != NULL);
-    at = next + 1;
-  }
+  check_ports_in_order(text, 3003);
   free(text);
 
   /* Inline dplog_reserve/dplog_commit of one record, mixed with
@@ -1016,14 +1021,7 @@ static void test_inline_window(void) {
   path_in(path, sizeof path, "inline_rc.log");
   text = read_file(path);
   CHECK(count_lines(text) == 1000);
-  at = text;
-  for (unsigned i = 0; i < 1000; i++) {
-    char needle[48];
-    snprintf(needle, sizeof needle, "sourceTransportPort=%u ", i);
-    const char *next = strstr(at, needle);
-    CHECK(next != NULL);
-    at = next + 1;
-  }
+  check_ports_in_order(text, 1000);
   free(text);
 
   /* publish_every = 8: the window never holds more than 7 unpublished. */

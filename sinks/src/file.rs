@@ -40,9 +40,12 @@ pub struct FileSinkOptions {
     /// Rotate a non-empty file this many milliseconds after it was opened.
     /// `None`: no time-based rotation.
     pub rotate_interval_ms: Option<u64>,
-    /// Keep at most this many rotated files (the oldest go first).
+    /// Keep at most this many rotated files (the oldest go first), at
+    /// least 1; `None`: keep them all. `Some(0)` is refused by
+    /// [`FileSink::with_options`] (it would delete every rotated file).
     pub keep_files: Option<usize>,
-    /// Delete rotated files last modified more than this many days ago.
+    /// Delete rotated files last modified more than this many days ago, at
+    /// least 1; `None`: never. `Some(0)` is refused like `keep_files`.
     pub keep_days: Option<u32>,
     /// Reopen the path when the process receives `SIGHUP` (installs a
     /// handler that only sets a flag, via `signal-hook`; the reopen happens
@@ -203,7 +206,9 @@ impl FileSink {
     }
 
     /// Opens `path` with `opts`; errors as [`open`](Self::open), plus
-    /// `InvalidInput` for a zero size limit or interval, and the
+    /// `InvalidInput` for a zero size limit or interval, for `keep_files`
+    /// or `keep_days` of 0 (naming the key: it would delete every rotated
+    /// file; `None` keeps them all), and the
     /// `signal-hook` error if the SIGHUP handler cannot be installed.
     pub fn with_options(path: impl AsRef<Path>, opts: FileSinkOptions) -> io::Result<Self> {
         let path = path.as_ref().to_path_buf();
@@ -215,6 +220,20 @@ impl FileSink {
                 io::ErrorKind::InvalidInput,
                 "max_size_bytes, rotate_interval_ms and fsync interval must be > 0",
             ));
+        }
+        for (key, zero) in [
+            ("keep_files", opts.keep_files == Some(0)),
+            ("keep_days", opts.keep_days == Some(0)),
+        ] {
+            if zero {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "{key} = 0 would delete every rotated file of {}; leave {key} out to keep them all, or give 1 or more",
+                        path.display()
+                    ),
+                ));
+            }
         }
         let file = open_append(&path).map_err(|e| with_path(&path, e))?;
         let size = file.metadata().map_err(|e| with_path(&path, e))?.len();

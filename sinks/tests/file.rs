@@ -589,3 +589,48 @@ fn a_header_is_written_once_per_file_across_runs_rotations_and_reopens() {
     want.extend(rows(3..6));
     assert_eq!(read_all(&mpath), want);
 }
+
+#[test]
+fn keeping_zero_rotated_files_is_refused_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("k.log");
+    for (key, opts) in [
+        (
+            "keep_files",
+            FileSinkOptions {
+                max_size_bytes: Some(4096),
+                keep_files: Some(0),
+                ..Default::default()
+            },
+        ),
+        (
+            "keep_days",
+            FileSinkOptions {
+                rotate_interval_ms: Some(1000),
+                keep_days: Some(0),
+                ..Default::default()
+            },
+        ),
+    ] {
+        let e = FileSink::with_options(&path, opts).err().unwrap();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{key} = 0 would delete every rotated file of {}; leave {key} out to keep them all, or give 1 or more",
+                path.display()
+            )
+        );
+        // Refused before anything was created.
+        assert!(!path.exists());
+    }
+    // One rotated file kept is fine.
+    assert!(FileSink::with_options(
+        &path,
+        FileSinkOptions {
+            keep_files: Some(1),
+            ..Default::default()
+        }
+    )
+    .is_ok());
+}

@@ -258,6 +258,24 @@ pub fn stop_flag_watcher(flag: std::sync::Arc<AtomicBool>) {
         .ok();
 }
 
+/// The summary's `input`: `synthetic`, `pcap PATH`, `pcap PATH (first N
+/// packets)` with `--packets N` (`[input] max_packets`), or `pcap PATH
+/// (--packets N, capture had M)` when the whole capture (`read`, read to its
+/// end: `complete`, no stop request) held fewer than N.
+pub fn input_name(cfg: &AppConfig, read: &InputStats, complete: bool) -> String {
+    let max = cfg.input.max_packets;
+    match &cfg.input.pcap {
+        Some(path) if max > 0 && read.packets < max && complete && !stop_requested() => format!(
+            "pcap {} (--packets {max}, capture had {})",
+            path.display(),
+            read.packets
+        ),
+        Some(path) if max > 0 => format!("pcap {} (first {max} packets)", path.display()),
+        Some(path) => format!("pcap {}", path.display()),
+        None => "synthetic".to_string(),
+    }
+}
+
 /// Whether a SIGHUP makes some sink of `sink` reopen its file: a file sink
 /// (alone or in a `[[sink]]` set) with `reopen_on_sighup = true`.
 pub fn reopens_on_sighup(sink: &SinkConfig) -> bool {
@@ -1078,15 +1096,6 @@ pub fn run_live_serving(
     let done = AtomicBool::new(false);
     let mut input_stats = InputStats::default();
     let mut input_error = None;
-    let input_name = match &cfg.input.pcap {
-        Some(path) if cfg.input.max_packets > 0 => format!(
-            "pcap {} (first {} packets)",
-            path.display(),
-            cfg.input.max_packets
-        ),
-        Some(path) => format!("pcap {}", path.display()),
-        None => "synthetic".to_string(),
-    };
     // (counters, busy ns, records dropped at stop) per worker.
     let mut results: Vec<(NatStats, u64, u64)> = Vec::with_capacity(n);
     std::thread::scope(|sc| {
@@ -1198,6 +1207,7 @@ pub fn run_live_serving(
         None => (Stats::default(), None),
     };
     let elapsed = started.elapsed().as_secs_f64();
+    let input_name = input_name(cfg, &input_stats, input_error.is_none());
     let per: Vec<NatStats> = results.iter().map(|(s, _, _)| s.clone()).collect();
     let total = sum_stats(&per);
     let mut summary = make_summary(

@@ -9,7 +9,7 @@ use clap::{Parser, ValueEnum};
 use dplog::config::{FileSinkConfig, SinkConfig};
 use dplog::formatters::Format;
 use dplog::Backpressure;
-use dplog_nat::app::{run_serving, AppConfig, PortAllocationName, RunError, Summary};
+use dplog_nat::app::{plural, run_serving, AppConfig, PortAllocationName, RunError, Summary};
 use ipnet::Ipv4Net;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -20,8 +20,13 @@ enum FormatArg {
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum BackpressureArg {
+    /// Wait for a slot (lossless).
     Block,
+    /// Drop the newest record when the ring is full (counted).
     Drop,
+    /// Watermarks: above `[ring.degrade] high_watermark_pct` only records
+    /// of `min_priority` and above (deletes, port blocks, exhaustion).
+    Degrade,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq)]
@@ -57,42 +62,47 @@ struct Args {
     #[arg(long, short, value_name = "PATH")]
     output: Option<PathBuf>,
     /// Ring capacity in records, a power of two. Default 16384.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     ring_size: Option<usize>,
     /// What the NAT does when the ring is full.
     #[arg(long, value_enum)]
     backpressure: Option<BackpressureArg>,
     /// Synthetic mix: inside hosts.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     subscribers: Option<u32>,
     /// Synthetic mix: outside hosts.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     destinations: Option<u32>,
     /// Synthetic mix: share of packets that open a session, 0..=1.
-    #[arg(long, value_name = "F")]
+    #[arg(long, value_name = "F", allow_negative_numbers = true)]
     new_session_share: Option<f64>,
     /// Packets to generate (synthetic mix), or to read from the start of
     /// the --pcap capture (the rest is not read).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     packets: Option<u64>,
     /// Synthetic mix: random seed.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     seed: Option<u64>,
     /// Pin the NAT (producer) thread to this CPU.
-    #[arg(long, value_name = "CPU")]
+    #[arg(long, value_name = "CPU", allow_negative_numbers = true)]
     producer_cpu: Option<usize>,
     /// Pin the dplog consumer thread to this CPU.
-    #[arg(long, value_name = "CPU")]
+    #[arg(long, value_name = "CPU", allow_negative_numbers = true)]
     consumer_cpu: Option<usize>,
     /// How to print the summary on stdout.
     #[arg(long, value_enum, default_value = "text")]
     summary: SummaryArg,
     /// Forwarding workers, each pinned, with its own session table, port
     /// slice and dplog ring.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     workers: Option<usize>,
     /// CPU of each worker, comma separated (e.g. 0,1).
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        allow_negative_numbers = true
+    )]
     worker_cpus: Vec<usize>,
     /// Print a one-line live view to stderr every second.
     #[arg(long)]
@@ -108,25 +118,43 @@ struct Args {
     #[arg(long, value_enum)]
     port_allocation: Option<PortAllocArg>,
     /// Ports per block with `--port-allocation pba`.
-    #[arg(long, value_name = "K")]
+    #[arg(long, value_name = "K", allow_negative_numbers = true)]
     port_block_size: Option<u16>,
     /// Most sessions per subscriber (0 = no limit); beyond it packets are
     /// dropped and natEvent 13 is logged.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     max_sessions_per_user: Option<u32>,
     /// Run on DPDK port 0 (feature `dpdk`); EAL arguments follow `--`, e.g.
     /// `-- --no-huge --no-pci --vdev net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap`.
     #[arg(long)]
     dpdk: bool,
     /// DPDK: stop after this many packets (0 = no limit).
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 0,
+        requires = "dpdk",
+        allow_negative_numbers = true
+    )]
     dpdk_packets: u64,
     /// DPDK: stop after this many milliseconds without a packet (0 = never).
-    #[arg(long, value_name = "MS", default_value_t = 500)]
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = 500,
+        requires = "dpdk",
+        allow_negative_numbers = true
+    )]
     dpdk_idle_ms: u64,
     /// DPDK: nanoseconds per unit of the driver's Rx timestamp (net_pcap:
     /// microseconds, 1000).
-    #[arg(long, value_name = "NS", default_value_t = 1000)]
+    #[arg(
+        long,
+        value_name = "NS",
+        default_value_t = 1000,
+        requires = "dpdk",
+        allow_negative_numbers = true
+    )]
     dpdk_ts_unit_ns: u64,
     /// Serve Prometheus metrics (OpenMetrics text of the logger's counters)
     /// at http://ADDR/metrics, e.g. 127.0.0.1:9464; loopback addresses only
@@ -135,7 +163,7 @@ struct Args {
     metrics_listen: Option<std::net::SocketAddr>,
     /// Keep serving the final metrics this many milliseconds after the run
     /// (a second SIGINT/SIGTERM ends the wait).
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
     metrics_linger_ms: Option<u64>,
     /// EAL arguments (after `--`).
     #[arg(last = true)]
@@ -195,6 +223,7 @@ fn build_config(args: &Args) -> Result<AppConfig, String> {
         cfg.ring.backpressure = match b {
             BackpressureArg::Block => Backpressure::Block,
             BackpressureArg::Drop => Backpressure::Drop,
+            BackpressureArg::Degrade => Backpressure::Degrade,
         };
     }
     let s = &mut cfg.synthetic;
@@ -239,6 +268,11 @@ fn build_config(args: &Args) -> Result<AppConfig, String> {
         };
     }
     if let Some(k) = args.port_block_size {
+        if cfg.nat.port_allocation != PortAllocationName::Pba {
+            return Err(format!(
+                "--port-block-size {k} applies only to port blocks: add --port-allocation pba (or port_allocation = \"pba\" in [nat])"
+            ));
+        }
         cfg.nat.port_block_size = k;
     }
     if let Some(n) = args.max_sessions_per_user {
@@ -324,8 +358,11 @@ fn main() -> ExitCode {
                 dplog_nat::diag!("dplog-nat: no packet was read and no log was opened");
             } else {
                 dplog_nat::diag!(
-                    "dplog-nat: the {} packets read before the error were translated and all {} records written",
-                    s.packets, s.records.written
+                    "dplog-nat: {} read before the error {} translated and all {} {} written",
+                    counted(s.packets, "the packet", "the packets"),
+                    plural(s.packets, "was", "were"),
+                    s.records.written,
+                    plural(s.records.written, "record", "records")
                 );
             }
             ExitCode::from(1)
@@ -347,6 +384,16 @@ fn main() -> ExitCode {
     code
 }
 
+/// `n` followed by `one` or `many`: "1 log record was", "2 log records were";
+/// `"the packet"` reads "the 1 packet" (the article goes first).
+fn counted(n: u64, one: &'static str, many: &'static str) -> String {
+    let word = plural(n, one, many);
+    match word.strip_prefix("the ") {
+        Some(rest) => format!("the {n} {rest}"),
+        None => format!("{n} {word}"),
+    }
+}
+
 /// Success only if every record the sinks were given was delivered: a
 /// record lost to a failing sink (`dropped_sink`), left undelivered at
 /// shutdown (`dropped_shutdown`) or not logged at a stop is an audit gap,
@@ -360,8 +407,8 @@ fn undelivered_exit(s: &dplog_nat::app::Summary) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     dplog_nat::diag!(
-        "dplog-nat: {lost} of {} log records were not delivered ({} refused by the sink, {} undelivered at shutdown, {} not logged at stop)",
-        r.produced + r.dropped_at_stop,
+        "dplog-nat: {lost} of {} not delivered ({} refused by the sink, {} undelivered at shutdown, {} not logged at stop)",
+        counted(r.produced + r.dropped_at_stop, "log record was", "log records were"),
         r.dropped_sink,
         r.dropped_shutdown,
         r.dropped_at_stop

@@ -710,3 +710,102 @@ fn sigint_with_a_busy_consumer_waits_for_it_and_loses_no_delete() {
     assert_eq!((creates, deletes), (created, created));
     assert!(!err.contains("not delivered"), "{err}");
 }
+
+#[test]
+fn flags_without_their_mode_and_negative_counts_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let o = bin().args(args).current_dir(dir.path()).output().unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    // A DPDK limit without --dpdk would be silently ignored.
+    let (code, err) = run(&["--dpdk-packets", "5", "--packets", "10"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--dpdk-packets") && err.contains("--dpdk"),
+        "{err}"
+    );
+    // So would a block size without port blocks.
+    let (code, err) = run(&["--port-block-size", "64", "--packets", "10"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--port-block-size") && err.contains("pba"),
+        "{err}"
+    );
+    // ... which it is not with them, on the command line or in the config.
+    let (code, err) = run(&[
+        "--port-allocation",
+        "pba",
+        "--port-block-size",
+        "64",
+        "--packets",
+        "1000",
+        "-o",
+        "pba.log",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    std::fs::write(
+        dir.path().join("pba.toml"),
+        "[nat]\nport_allocation = \"pba\"\n",
+    )
+    .unwrap();
+    let (code, err) = run(&[
+        "--config",
+        "pba.toml",
+        "--port-block-size",
+        "64",
+        "--packets",
+        "1000",
+        "-o",
+        "pba.log",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    // A negative count is an invalid value, not a hint to write `-- -1`
+    // (`--` starts the EAL arguments).
+    for flag in ["--workers", "--packets", "--ring-size", "--dpdk-packets"] {
+        let (code, err) = run(&[flag, "-1"]);
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains("invalid value '-1'"), "{flag}: {err}");
+        assert!(!err.contains("-- -1"), "{flag}: {err}");
+    }
+}
+
+#[test]
+fn backpressure_degrade_is_accepted_on_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = bin()
+        .args(["--backpressure", "degrade", "--packets", "2000"])
+        .args(["-o", "d.log", "--summary", "json"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(s["backpressure"], "degrade", "{s}");
+    let created = s["sessions_created"].as_u64().unwrap();
+    assert_eq!(s["records"]["written"].as_u64().unwrap(), 2 * created);
+}
+
+#[test]
+fn packets_beyond_a_short_capture_say_how_many_it_had() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = bin()
+        .arg("--pcap")
+        .arg(example_pcap())
+        .args(["--inside", "10.0.0.0/8", "--packets", "100000"])
+        .args(["-o", "short.log", "--summary", "json"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(s["packets"], 4631);
+    let input = s["input"].as_str().unwrap();
+    assert!(
+        input.ends_with("(--packets 100000, capture had 4631)"),
+        "{input}"
+    );
+}

@@ -12,7 +12,7 @@
 //! | 12 | 4 | header length ([`HEADER_BYTES`]) |
 //! | 16 | 8 | segment size in bytes (header included) |
 //! | 24 | 8 | committed length of the data area, in bytes |
-//! | 32 | 8 | committed records |
+//! | 32 | 8 | committed records (lines, or binary `R` frames) |
 //! | 40 | 8 | segment sequence number |
 //!
 //! The data area starts at [`HEADER_BYTES`] and holds whole records:
@@ -636,10 +636,15 @@ impl Sink for MmapSink {
                     Framing::Lines => memchr::memchr(b'\n', rest).map_or(rest.len(), |i| i + 1),
                     Framing::Binary => frame_len(rest).unwrap_or(rest.len()),
                 };
+                let pre = if auto > 0 {
+                    format!(" less its {auto}-byte schema preamble")
+                } else {
+                    String::new()
+                };
                 return Err(bad(io::Error::new(
                     io::ErrorKind::InvalidInput,
                     format!(
-                        "a record of {rec} bytes exceeds the segment data area of {cap} (less {auto} bytes of schema preamble)"
+                        "a record of {rec} bytes exceeds the segment data area of {cap} bytes{pre}"
                     ),
                 )));
             }

@@ -88,6 +88,10 @@ fn bad_options_and_oversized_lines_are_errors() {
     big.push(b'\n');
     let e = s.write_batch(&big).unwrap_err();
     assert!(!e.is_retryable());
+    assert_eq!(
+        e.io().to_string(),
+        "a record of 71681 bytes exceeds the segment data area of 61440 bytes"
+    );
     std::fs::write(dir.path().join("t-0000000099.dpm"), b"garbage").unwrap();
     let e = MmapSink::open(dir.path(), opts(64 * 1024)).err().unwrap();
     assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);

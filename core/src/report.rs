@@ -94,11 +94,16 @@ impl DropReport {
 
     /// Appends the report as one text line:
     /// `dplog: 12 records dropped on ring 0 after the record of 2013-05-02T20:20:36.616804000Z; wall clock 2026-11-30T07:49:15.123456789Z to 2026-11-30T07:49:15.223456789Z\n`
-    /// (without `after the record of …` when `record_time_ns` is 0).
+    /// (without `after the record of …` when `record_time_ns` is 0;
+    /// `1 record dropped` for one).
     pub fn write_text(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(b"dplog: ");
         out.extend_from_slice(itoa::Buffer::new().format(self.dropped).as_bytes());
-        out.extend_from_slice(b" records dropped on ring ");
+        out.extend_from_slice(if self.dropped == 1 {
+            b" record dropped on ring ".as_slice()
+        } else {
+            b" records dropped on ring ".as_slice()
+        });
         out.extend_from_slice(itoa::Buffer::new().format(self.ring).as_bytes());
         if self.record_time_ns != 0 {
             out.extend_from_slice(b" after the record of ");
@@ -179,6 +184,17 @@ fn write_rfc3339(ns: u64, out: &mut Vec<u8>) {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_dropped_record_reads_singular() {
+        let t1 = 1_796_024_955_000_000_123;
+        let mut out = Vec::new();
+        DropReport::new(3, 1, t1, t1).write_text(&mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "dplog: 1 record dropped on ring 3; wall clock 2026-11-30T07:49:15.000000123Z to 2026-11-30T07:49:15.000000123Z\n"
+        );
+    }
 
     #[test]
     fn text_and_json_lines() {

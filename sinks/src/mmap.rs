@@ -118,6 +118,9 @@ struct Segment {
     records: u64,
     /// Data bytes up to which msync has run.
     synced: usize,
+    /// Created by this sink (not resumed): removed at close if it stayed
+    /// empty.
+    created: bool,
 }
 
 // SAFETY: the mapping is owned by this Segment alone (MAP_SHARED to a file
@@ -408,6 +411,7 @@ impl MmapSink {
             committed: 0,
             records: 0,
             synced: 0,
+            created: false,
         };
         // Acquire: partner of the Release stores in `Segment::append`.
         seg.committed = seg.header_u64(OFF_COMMITTED).load(Ordering::Acquire) as usize;
@@ -471,6 +475,7 @@ impl MmapSink {
             committed: 0,
             records: 0,
             synced: 0,
+            created: true,
         };
         // SAFETY: the header page is inside the new mapping, unaliased.
         let h = unsafe { std::slice::from_raw_parts_mut(seg.base, HEADER_BYTES) };
@@ -697,9 +702,11 @@ impl Sink for MmapSink {
         }
         self.closed = true;
         let r = self.sync_current();
-        self.seg = None;
-        // Segments made for a batch that never came back hold nothing.
-        for seg in std::mem::take(&mut self.spare) {
+        // A segment this sink created and never wrote (the one made at
+        // open, or made for a batch that never came back) holds nothing:
+        // no empty preallocated files are left behind.
+        let unused = self.seg.take().filter(|s| s.created && s.committed == 0);
+        for seg in unused.into_iter().chain(std::mem::take(&mut self.spare)) {
             let path = seg.path.clone();
             drop(seg);
             let _ = std::fs::remove_file(path);

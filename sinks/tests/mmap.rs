@@ -424,3 +424,22 @@ fn a_directory_the_process_cannot_write_fails_at_open_with_path_and_os_error() {
         "{m}"
     );
 }
+
+#[test]
+fn a_sink_closed_without_writing_leaves_no_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = MmapSink::open(dir.path(), opts(64 * 1024)).unwrap();
+    // Created at open (so an unwritable directory fails there)...
+    assert_eq!(list_segments(dir.path(), "t").unwrap().len(), 1);
+    s.close().unwrap();
+    // ...and removed at close, empty.
+    assert!(list_segments(dir.path(), "t").unwrap().is_empty());
+    // A written segment stays, and so does a resumed one left empty.
+    let mut s = MmapSink::open(dir.path(), opts(64 * 1024)).unwrap();
+    s.write_batch(&lines(0..3)).unwrap();
+    s.close().unwrap();
+    let mut s = MmapSink::open(dir.path(), opts(64 * 1024)).unwrap();
+    s.close().unwrap();
+    assert_eq!(list_segments(dir.path(), "t").unwrap().len(), 1);
+    assert_eq!(read_all(dir.path(), "t").unwrap(), lines(0..3));
+}

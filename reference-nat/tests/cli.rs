@@ -219,6 +219,17 @@ fn interrupt(
     args: &[&str],
     after: std::time::Duration,
 ) -> (std::process::ExitStatus, String, String) {
+    let start = std::time::Instant::now();
+    interrupt_when(dir, args, || start.elapsed() >= after)
+}
+
+/// [`interrupt`], sending the SIGINT once `ready()` is true (polled every
+/// 10 ms, at most 20 s).
+fn interrupt_when(
+    dir: &Path,
+    args: &[&str],
+    mut ready: impl FnMut() -> bool,
+) -> (std::process::ExitStatus, String, String) {
     use std::io::Read;
     let mut child = bin()
         .args(args)
@@ -227,7 +238,10 @@ fn interrupt(
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(after);
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !ready() && std::time::Instant::now() < give_up {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     let killed = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
@@ -692,7 +706,13 @@ fn sigint_with_a_busy_consumer_waits_for_it_and_loses_no_delete() {
         "--summary",
         "json",
     ];
-    let (status, out, err) = interrupt(dir.path(), &args, std::time::Duration::from_millis(400));
+    // Signalled once 128 KiB of creates (about 480 records) are in the
+    // log: hundreds of live sessions, more than the rings hold, whatever
+    // the load.
+    let log_path = dir.path().join("sig.log");
+    let (status, out, err) = interrupt_when(dir.path(), &args, || {
+        std::fs::metadata(&log_path).is_ok_and(|m| m.len() >= 128 << 10)
+    });
     assert_eq!(status.code(), Some(0), "{err}");
     let s: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(s["interrupted"], true, "the signal came after the run");

@@ -6,7 +6,9 @@
 #![cfg(feature = "dpdk")]
 
 mod dpdk_common;
+mod pcap_out;
 use dpdk_common::{capture, json_summary, sorted_lines};
+use pcap_out::write_pcap;
 
 use std::path::Path;
 use std::process::Command;
@@ -217,25 +219,6 @@ fn bad_shapes_through_net_pcap_are_counted_verdicts() {
     assert_eq!(sent, 4);
 }
 
-/// Writes `frames` (µs timestamp, bytes) as a legacy microsecond pcap.
-fn write_pcap(path: &Path, frames: &[(u64, Vec<u8>)]) {
-    let mut out = Vec::new();
-    out.extend_from_slice(&0xA1B2_C3D4u32.to_le_bytes());
-    out.extend_from_slice(&2u16.to_le_bytes());
-    out.extend_from_slice(&4u16.to_le_bytes());
-    out.extend_from_slice(&[0; 8]);
-    out.extend_from_slice(&65535u32.to_le_bytes());
-    out.extend_from_slice(&1u32.to_le_bytes());
-    for (us, f) in frames {
-        out.extend_from_slice(&((us / 1_000_000) as u32).to_le_bytes());
-        out.extend_from_slice(&((us % 1_000_000) as u32).to_le_bytes());
-        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        out.extend_from_slice(f);
-    }
-    std::fs::write(path, out).unwrap();
-}
-
 /// Two workers on two Rx/Tx queue pairs of one net_pcap port, each queue
 /// replaying the packets the shard function gives its worker (what a
 /// symmetric RSS would do), log exactly what two workers log from the
@@ -265,7 +248,7 @@ fn two_workers_on_two_queues_match_the_pcap_file_with_two_workers() {
     })
     .unwrap();
     let cap = dir.path().join("all.pcap");
-    write_pcap(&cap, &all);
+    write_pcap(&cap, all.iter().map(|(t, f)| (*t, f)));
     assert!(
         shards.iter().all(|s| s.len() > 100),
         "both queues get traffic"
@@ -277,7 +260,7 @@ fn two_workers_on_two_queues_match_the_pcap_file_with_two_workers() {
         .map(|q| dir.path().join(format!("tx{q}.pcap")))
         .collect();
     for q in 0..2 {
-        write_pcap(&rx[q], &shards[q]);
+        write_pcap(&rx[q], shards[q].iter().map(|(t, f)| (*t, f)));
     }
     let (file_log, dpdk_log) = (dir.path().join("file.jsonl"), dir.path().join("dpdk.jsonl"));
     let common = |log: &Path| {
@@ -604,7 +587,7 @@ fn hairpin_between_queues_is_handed_to_the_owner_and_sent_there() {
         "H1's packets, hairpins too, on H1's queue"
     );
     let cap = dir.path().join("all.pcap");
-    write_pcap(&cap, &all);
+    write_pcap(&cap, all.iter().map(|(t, f)| (*t, f)));
     let rx: Vec<_> = (0..2)
         .map(|q| dir.path().join(format!("q{q}.pcap")))
         .collect();
@@ -612,7 +595,7 @@ fn hairpin_between_queues_is_handed_to_the_owner_and_sent_there() {
         .map(|q| dir.path().join(format!("tx{q}.pcap")))
         .collect();
     for q in 0..2 {
-        write_pcap(&rx[q], &shards[q]);
+        write_pcap(&rx[q], shards[q].iter().map(|(t, f)| (*t, f)));
     }
     let (file_log, dpdk_log) = (dir.path().join("file.jsonl"), dir.path().join("dpdk.jsonl"));
     let common = |log: &Path| {

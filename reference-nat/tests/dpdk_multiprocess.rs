@@ -19,6 +19,7 @@
 #![cfg(feature = "dpdk")]
 
 mod dpdk_common;
+mod pcap_out;
 use dpdk_common::{capture, json_summary, sorted_lines};
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -155,6 +156,89 @@ impl Drop for Primary {
         let _ = self.child.wait();
         remove_prefix_files(&self.prefix);
     }
+}
+
+/// Feeds up to a burst (32) of `frames` into `to_nat` as mbufs from
+/// `pool`, each with its Rx timestamp; returns how many were enqueued
+/// (fewer when the pool or the ring is short: the rest stay to feed).
+///
+/// # Safety
+/// EAL is initialised, `pool` and `to_nat` are valid, and this thread is
+/// `to_nat`'s only producer; enqueued mbufs belong to the other end.
+unsafe fn feed_burst(
+    pool: *mut dpdk_sys::rte_mempool,
+    to_nat: *mut dpdk_sys::rte_ring,
+    frames: &[(u64, Vec<u8>)],
+) -> usize {
+    use dpdk_sys as d;
+    let mut buf = [std::ptr::null_mut::<d::rte_mbuf>(); 32];
+    let mut n = 0;
+    for (ts, f) in frames.iter().take(32) {
+        // SAFETY: pool is a valid mempool; a NULL result is handled.
+        let m = unsafe { d::dplog_rte_pktmbuf_alloc(pool) };
+        if m.is_null() {
+            break; // all in flight: drain first
+        }
+        // SAFETY: m is ours (just allocated); append gives f.len() writable
+        // bytes or NULL (asserted).
+        unsafe {
+            let dst = d::dplog_rte_pktmbuf_append(m, f.len() as u16) as *mut u8;
+            assert!(!dst.is_null(), "frame of {} bytes", f.len());
+            std::ptr::copy_nonoverlapping(f.as_ptr(), dst, f.len());
+            assert_eq!(d::dplog_rte_mbuf_set_rx_timestamp(m, *ts), 0);
+        }
+        buf[n] = m;
+        n += 1;
+    }
+    // SAFETY: buf[..n] are owned mbufs; those enqueued are the other end's.
+    let sent = unsafe {
+        d::dplog_rte_ring_sp_enqueue_burst_elem(
+            to_nat,
+            buf.as_ptr().cast(),
+            8,
+            n as u32,
+            std::ptr::null_mut(),
+        )
+    } as usize;
+    for &m in &buf[sent..n] {
+        // SAFETY: not enqueued: still ours.
+        unsafe { d::dplog_rte_pktmbuf_free(m) };
+    }
+    sent
+}
+
+/// Takes up to a burst (32) of translated frames off `from_nat` into
+/// `got` (Rx timestamp, bytes) and frees their mbufs; returns how many.
+///
+/// # Safety
+/// EAL is initialised, `from_nat` is valid, and this thread is its only
+/// consumer.
+unsafe fn drain_burst(from_nat: *mut dpdk_sys::rte_ring, got: &mut Vec<(u64, Vec<u8>)>) -> usize {
+    use dpdk_sys as d;
+    let mut buf = [std::ptr::null_mut::<d::rte_mbuf>(); 32];
+    // SAFETY: this thread is from_nat's only consumer; buf has room for 32.
+    let k = unsafe {
+        d::dplog_rte_ring_sc_dequeue_burst_elem(
+            from_nat,
+            buf.as_mut_ptr().cast(),
+            8,
+            32,
+            std::ptr::null_mut(),
+        )
+    } as usize;
+    for &m in &buf[..k] {
+        // SAFETY: m was dequeued: ours; its first segment holds data_len
+        // bytes at mtod.
+        unsafe {
+            let len = usize::from(d::dplog_rte_pktmbuf_data_len(m));
+            let data = std::slice::from_raw_parts(d::dplog_rte_pktmbuf_mtod(m) as *const u8, len);
+            let mut ts = 0;
+            assert_eq!(d::dplog_rte_mbuf_rx_timestamp(m, &mut ts), 1);
+            got.push((ts, data.to_vec()));
+            d::dplog_rte_pktmbuf_free(m);
+        }
+    }
+    k
 }
 
 fn remove_prefix_files(prefix: &str) {
@@ -462,67 +546,14 @@ fn primary(prefix: &str, cap: &Path, back: &Path) {
     let mut got: Vec<(u64, Vec<u8>)> = Vec::new();
     let mut next = 0usize;
     let mut done_at: Option<Instant> = None;
-    let mut buf = [std::ptr::null_mut::<d::rte_mbuf>(); 32];
     loop {
         // Feed up to a burst.
         if next < frames.len() {
-            let end = (next + 32).min(frames.len());
-            let mut n = 0;
-            for (ts, f) in &frames[next..end] {
-                // SAFETY: pool is a valid mempool; a NULL result is handled.
-                let m = unsafe { d::dplog_rte_pktmbuf_alloc(pool) };
-                if m.is_null() {
-                    break; // all in flight: drain first
-                }
-                // SAFETY: m is ours (just allocated); append gives f.len() writable bytes or NULL (asserted).
-                unsafe {
-                    let dst = d::dplog_rte_pktmbuf_append(m, f.len() as u16) as *mut u8;
-                    assert!(!dst.is_null(), "frame of {} bytes", f.len());
-                    std::ptr::copy_nonoverlapping(f.as_ptr(), dst, f.len());
-                    assert_eq!(d::dplog_rte_mbuf_set_rx_timestamp(m, *ts), 0);
-                }
-                buf[n] = m;
-                n += 1;
-            }
-            // SAFETY: buf[..n] are owned mbufs; those enqueued are the secondary's now.
-            let sent = unsafe {
-                d::dplog_rte_ring_sp_enqueue_burst_elem(
-                    to_nat,
-                    buf.as_ptr().cast(),
-                    8,
-                    n as u32,
-                    std::ptr::null_mut(),
-                )
-            } as usize;
-            for &m in &buf[sent..n] {
-                // SAFETY: not enqueued: still ours.
-                unsafe { d::dplog_rte_pktmbuf_free(m) };
-            }
-            next += sent;
+            // SAFETY: see the ownership note above.
+            next += unsafe { feed_burst(pool, to_nat, &frames[next..]) };
         }
-        // Drain what the NAT sent.
-        // SAFETY: this thread is from_nat's only consumer; buf has room for 32.
-        let k = unsafe {
-            d::dplog_rte_ring_sc_dequeue_burst_elem(
-                from_nat,
-                buf.as_mut_ptr().cast(),
-                8,
-                32,
-                std::ptr::null_mut(),
-            )
-        } as usize;
-        for &m in &buf[..k] {
-            // SAFETY: m was dequeued: ours; its first segment holds data_len bytes at mtod.
-            unsafe {
-                let len = usize::from(d::dplog_rte_pktmbuf_data_len(m));
-                let data =
-                    std::slice::from_raw_parts(d::dplog_rte_pktmbuf_mtod(m) as *const u8, len);
-                let mut ts = 0;
-                assert_eq!(d::dplog_rte_mbuf_rx_timestamp(m, &mut ts), 1);
-                got.push((ts, data.to_vec()));
-                d::dplog_rte_pktmbuf_free(m);
-            }
-        }
+        // Drain what the NAT sent. SAFETY: see the ownership note above.
+        let k = unsafe { drain_burst(from_nat, &mut got) };
         // Acquire: pairs with the Release store of the stdin thread.
         if DONE.load(Ordering::Acquire) {
             // One more quiet pass after the secondary is gone.
@@ -536,21 +567,7 @@ fn primary(prefix: &str, cap: &Path, back: &Path) {
         }
     }
     // The pcap of what came back (legacy µs).
-    let mut out = Vec::new();
-    out.extend_from_slice(&0xA1B2_C3D4u32.to_le_bytes());
-    out.extend_from_slice(&2u16.to_le_bytes());
-    out.extend_from_slice(&4u16.to_le_bytes());
-    out.extend_from_slice(&[0; 8]);
-    out.extend_from_slice(&65535u32.to_le_bytes());
-    out.extend_from_slice(&1u32.to_le_bytes());
-    for (us, f) in &got {
-        out.extend_from_slice(&((us / 1_000_000) as u32).to_le_bytes());
-        out.extend_from_slice(&((us % 1_000_000) as u32).to_le_bytes());
-        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        out.extend_from_slice(f);
-    }
-    std::fs::write(back, out).unwrap();
+    pcap_out::write_pcap(back, got);
     // SAFETY: the secondary has exited; nothing uses the port, rings or
     // pool any more.
     unsafe {
@@ -811,7 +828,6 @@ fn peer(prefix: &str, cap: &Path, back: &Path, expect: usize) {
     );
     let mut got: Vec<(u64, Vec<u8>)> = Vec::new();
     let mut next = 0usize;
-    let mut buf = [std::ptr::null_mut::<d::rte_mbuf>(); 32];
     let deadline = Instant::now() + Duration::from_secs(30);
     while next < frames.len() || got.len() < expect {
         assert!(
@@ -821,81 +837,16 @@ fn peer(prefix: &str, cap: &Path, back: &Path, expect: usize) {
             got.len()
         );
         if next < frames.len() {
-            let end = (next + 32).min(frames.len());
-            let mut n = 0;
-            for (ts, f) in &frames[next..end] {
-                // SAFETY: pool is a valid mempool; a NULL result is handled.
-                let m = unsafe { d::dplog_rte_pktmbuf_alloc(pool) };
-                if m.is_null() {
-                    break; // all in flight: drain first
-                }
-                // SAFETY: m is ours (just allocated); append gives f.len() writable bytes or NULL (asserted).
-                unsafe {
-                    let dst = d::dplog_rte_pktmbuf_append(m, f.len() as u16) as *mut u8;
-                    assert!(!dst.is_null(), "frame of {} bytes", f.len());
-                    std::ptr::copy_nonoverlapping(f.as_ptr(), dst, f.len());
-                    assert_eq!(d::dplog_rte_mbuf_set_rx_timestamp(m, *ts), 0);
-                }
-                buf[n] = m;
-                n += 1;
-            }
-            // SAFETY: buf[..n] are owned mbufs; those enqueued are dplog-nat's now.
-            let sent = unsafe {
-                d::dplog_rte_ring_sp_enqueue_burst_elem(
-                    to_nat,
-                    buf.as_ptr().cast(),
-                    8,
-                    n as u32,
-                    std::ptr::null_mut(),
-                )
-            } as usize;
-            for &m in &buf[sent..n] {
-                // SAFETY: not enqueued: still ours.
-                unsafe { d::dplog_rte_pktmbuf_free(m) };
-            }
-            next += sent;
+            // SAFETY: see the ownership note above.
+            next += unsafe { feed_burst(pool, to_nat, &frames[next..]) };
         }
-        // SAFETY: this thread is from_nat's only consumer; buf has room for 32.
-        let k = unsafe {
-            d::dplog_rte_ring_sc_dequeue_burst_elem(
-                from_nat,
-                buf.as_mut_ptr().cast(),
-                8,
-                32,
-                std::ptr::null_mut(),
-            )
-        } as usize;
-        for &m in &buf[..k] {
-            // SAFETY: m was dequeued: ours; its first segment holds data_len bytes at mtod.
-            unsafe {
-                let len = usize::from(d::dplog_rte_pktmbuf_data_len(m));
-                let data =
-                    std::slice::from_raw_parts(d::dplog_rte_pktmbuf_mtod(m) as *const u8, len);
-                let mut ts = 0;
-                assert_eq!(d::dplog_rte_mbuf_rx_timestamp(m, &mut ts), 1);
-                got.push((ts, data.to_vec()));
-                d::dplog_rte_pktmbuf_free(m);
-            }
-        }
+        // SAFETY: see the ownership note above.
+        let k = unsafe { drain_burst(from_nat, &mut got) };
         if k == 0 {
             std::thread::sleep(Duration::from_micros(50));
         }
     }
-    let mut out = Vec::new();
-    out.extend_from_slice(&0xA1B2_C3D4u32.to_le_bytes());
-    out.extend_from_slice(&2u16.to_le_bytes());
-    out.extend_from_slice(&4u16.to_le_bytes());
-    out.extend_from_slice(&[0; 8]);
-    out.extend_from_slice(&65535u32.to_le_bytes());
-    out.extend_from_slice(&1u32.to_le_bytes());
-    for (us, f) in &got {
-        out.extend_from_slice(&((us / 1_000_000) as u32).to_le_bytes());
-        out.extend_from_slice(&((us % 1_000_000) as u32).to_le_bytes());
-        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        out.extend_from_slice(f);
-    }
-    std::fs::write(back, out).unwrap();
+    pcap_out::write_pcap(back, got);
     // Every mbuf of the pool is back (all translated frames were taken,
     // the rest freed by dplog-nat). The rings stay: they are dplog-nat's.
     // SAFETY: no mbuf of the pool is in use; nothing follows.

@@ -8,8 +8,21 @@
 //! NAT (RFC 7422); byte checks on the engines, counters and logs through
 //! the capture path.
 
-use std::io::Write;
 use std::path::Path;
+
+mod pcap_out;
+
+/// Writes `frames` one second apart from 2023-11-14 22:13:20 UTC.
+fn write_capture(path: &Path, frames: &[Vec<u8>]) {
+    let t0 = 1_700_000_000u64 * 1_000_000;
+    pcap_out::write_pcap(
+        path,
+        frames
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (t0 + i as u64 * 1_000_000, f)),
+    );
+}
 
 use dplog::config::{FileSinkConfig, SinkConfig};
 use dplog::formatters::Format;
@@ -52,27 +65,6 @@ fn dst_of(f: &[u8]) -> (u32, u16) {
         u32::from_be_bytes(f[30..34].try_into().unwrap()),
         u16::from_be_bytes(f[36..38].try_into().unwrap()),
     )
-}
-
-fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
-    let mut out = Vec::new();
-    out.extend_from_slice(&0xA1B2_C3D4u32.to_le_bytes());
-    out.extend_from_slice(&2u16.to_le_bytes());
-    out.extend_from_slice(&4u16.to_le_bytes());
-    out.extend_from_slice(&[0; 8]);
-    out.extend_from_slice(&65535u32.to_le_bytes());
-    out.extend_from_slice(&1u32.to_le_bytes());
-    for (i, f) in frames.iter().enumerate() {
-        out.extend_from_slice(&(1_700_000_000u32 + i as u32).to_le_bytes());
-        out.extend_from_slice(&0u32.to_le_bytes());
-        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        out.extend_from_slice(f);
-    }
-    std::fs::File::create(path)
-        .unwrap()
-        .write_all(&out)
-        .unwrap();
 }
 
 fn config(pcap: &Path, out: &Path, workers: usize) -> AppConfig {
@@ -328,7 +320,7 @@ fn two_stage_hairpin(workers: usize, deterministic: bool) {
         cfg.nat.inside = vec!["10.0.0.0/24".parse().unwrap()];
     }
     let sc = scenario(&cfg, workers);
-    write_pcap(&pcap, &sc.frames);
+    write_capture(&pcap, &sc.frames);
     let s = run(&cfg).unwrap();
     let n = sc.frames.len() as u64;
     assert_eq!(s.packets, n);
@@ -505,7 +497,7 @@ fn many_hairpins_between_workers_through_one_batch_rings_finish_lossless() {
         }
         frames.push(udp(hi, ext[j].0, 7000 + i as u16, ext[j].1));
     }
-    write_pcap(&pcap, &frames);
+    write_capture(&pcap, &frames);
     let s = run(&cfg).unwrap();
     assert_eq!(s.packets, 3006);
     assert_eq!(s.verdict("translated_out"), 6);

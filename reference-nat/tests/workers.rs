@@ -4,9 +4,10 @@
 //! only from its own slice, and the live counters add up.
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::net::Ipv4Addr;
 use std::path::Path;
+
+mod pcap_out;
 
 use dplog::config::{FileSinkConfig, SinkConfig};
 use dplog::formatters::Format;
@@ -16,28 +17,14 @@ use dplog_nat::{generate, worker_port_range, SyntheticConfig, Verdict};
 use serde_json::Value;
 
 /// Writes the synthetic mix as a legacy pcap (microsecond timestamps,
-/// Ethernet).
+/// Ethernet); returns the packet count.
 fn write_synthetic_pcap(path: &Path, cfg: &SyntheticConfig) -> u64 {
-    let mut out = Vec::new();
-    out.extend_from_slice(&0xA1B2_C3D4u32.to_le_bytes());
-    out.extend_from_slice(&2u16.to_le_bytes());
-    out.extend_from_slice(&4u16.to_le_bytes());
-    out.extend_from_slice(&[0; 8]);
-    out.extend_from_slice(&65535u32.to_le_bytes());
-    out.extend_from_slice(&1u32.to_le_bytes());
+    let mut frames = Vec::new();
     let n = generate(cfg, |ts, _lt, frame| {
-        let us = ts / 1000;
-        out.extend_from_slice(&((us / 1_000_000) as u32).to_le_bytes());
-        out.extend_from_slice(&((us % 1_000_000) as u32).to_le_bytes());
-        out.extend_from_slice(&(frame.len() as u32).to_le_bytes());
-        out.extend_from_slice(&(frame.len() as u32).to_le_bytes());
-        out.extend_from_slice(frame);
+        frames.push((ts / 1000, frame.to_vec()))
     })
     .unwrap();
-    std::fs::File::create(path)
-        .unwrap()
-        .write_all(&out)
-        .unwrap();
+    pcap_out::write_pcap(path, frames);
     n
 }
 

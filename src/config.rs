@@ -463,6 +463,32 @@ pub enum FsyncSetting {
     Batch,
 }
 
+/// `Some(n)` for `n >= 1`; 0 is an error naming `key`.
+fn at_least_one<'de, D, T>(d: D, key: &str) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de> + PartialEq + From<u8>,
+{
+    let v = T::deserialize(d)?;
+    if v == T::from(0) {
+        return Err(serde::de::Error::custom(format!(
+            "`{key}` = 0 would delete every rotated file; leave `{key}` out to keep them all, \
+             or give 1 or more"
+        )));
+    }
+    Ok(Some(v))
+}
+
+fn keep_files_at_least_one<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<usize>, D::Error> {
+    at_least_one(d, "keep_files")
+}
+
+fn keep_days_at_least_one<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    at_least_one(d, "keep_days")
+}
+
 /// `type = "file"` settings; see [`FileSinkOptions`].
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -477,9 +503,13 @@ pub struct FileSinkConfig {
     pub max_size_bytes: Option<u64>,
     /// Rotate a non-empty file this long after it was opened. Default: never.
     pub rotate_interval_ms: Option<u64>,
-    /// Keep at most this many rotated files. Default: all.
+    /// Keep at most this many rotated files, at least 1 (0 would delete
+    /// every rotated file, so it is an error). Default: all.
+    #[serde(deserialize_with = "keep_files_at_least_one")]
     pub keep_files: Option<usize>,
-    /// Delete rotated files older than this many days. Default: never.
+    /// Delete rotated files older than this many days, at least 1 (0 is an
+    /// error, as for `keep_files`). Default: never.
+    #[serde(deserialize_with = "keep_days_at_least_one")]
     pub keep_days: Option<u32>,
     /// Reopen the path on SIGHUP (for an external logrotate). Default false.
     pub reopen_on_sighup: bool,
@@ -771,13 +801,17 @@ pub fn parse_toml<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, ConfigE
     Ok(v)
 }
 
-/// A `[sink]` / `[[sink]]` error about an unknown key, which toml reports
-/// at the table's header (the sink tables go through `toml::Value`, which
-/// keeps no positions), rewritten to point at the key's own line and
-/// column like every other unknown-key error. `None` for other errors.
+/// A `[sink]` / `[[sink]]` error about one key (unknown, or a bad value
+/// named in backquotes), which toml reports at the table's header (the
+/// sink tables go through `toml::Value`, which keeps no positions),
+/// rewritten to point at the key's own line and column like every other
+/// key error. `None` for other errors.
 fn point_at_sink_key(text: &str, msg: &str) -> Option<String> {
-    let detail = msg.lines().find(|l| l.contains("unknown field `"))?;
-    let key = detail.split("unknown field `").nth(1)?.split('`').next()?;
+    // "[sink]: unknown field `bogus`, ..." or "[sink]: `keep_files` = 0 ...".
+    let detail = msg
+        .lines()
+        .find(|l| l.starts_with("[sink]") || l.starts_with("[[sink]]"))?;
+    let key = detail.split('`').nth(1)?;
     let doc = toml_edit::ImDocument::parse(text).ok()?;
     let table = match doc.get("sink")? {
         toml_edit::Item::Table(t) if detail.starts_with("[sink]:") => t,
@@ -924,6 +958,26 @@ mod tests {
             "{m}"
         );
         assert!(m.contains("[[sink]] #2: unknown field `colour`"), "{m}");
+        let m = err("[sink]\ntype = \"file\"\npath = \"x.log\"\nkeep_files = 0\n");
+        assert!(
+            m.starts_with("TOML parse error at line 4, column 1\n"),
+            "{m}"
+        );
+        assert!(
+            m.contains("`keep_files` = 0 would delete every rotated file"),
+            "{m}"
+        );
+        let m = err("[sink]\ntype = \"file\"\nkeep_days = 0\n");
+        assert!(
+            m.starts_with("TOML parse error at line 3, column 1\n"),
+            "{m}"
+        );
+        assert!(m.contains("`keep_days` = 0"), "{m}");
+        let ok = "[sink]\ntype = \"file\"\nkeep_files = 3\nkeep_days = 7\n";
+        match LogConfig::from_toml_str(ok).unwrap().sink {
+            SinkConfig::File(f) => assert_eq!((f.keep_files, f.keep_days), (Some(3), Some(7))),
+            _ => panic!("a file sink"),
+        }
         // Other errors keep toml's own position.
         let m = err("[ring]\ncapacity = \"big\"\n");
         assert!(m.contains("line 2"), "{m}");

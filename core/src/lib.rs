@@ -8,6 +8,17 @@
 //! batches of at least 64 KiB to a [`Sink`].
 #![warn(missing_docs)]
 
+/// Writes one diagnostic line to stderr, ignoring a write error (a closed
+/// or full stderr must not panic a consumer thread, as `eprintln!` would).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! diag_line {
+    ($($arg:tt)*) => {{
+        use ::std::io::Write as _;
+        let _ = ::std::writeln!(::std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod affinity;
 pub mod format;
 #[cfg(all(feature = "metrics", not(loom)))]

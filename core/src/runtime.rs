@@ -1263,7 +1263,7 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
     fn sink_recovered(&mut self) {
         if let Some(since) = self.failing_since.take() {
             if self.last_diag.is_some() {
-                eprintln!(
+                crate::diag_line!(
                     "dplog: sink {} recovered after failing for {:.1} s; {} records were dropped meanwhile",
                     self.sink.describe(),
                     since.elapsed().as_secs_f64(),
@@ -1300,7 +1300,7 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
                 self.config.backpressure.name()
             ),
         };
-        eprintln!(
+        crate::diag_line!(
             "dplog: sink {} failing for {:.1} s: {}; {} records waiting ({} in the batch, {} in rings), {} dropped since the failure began; {}",
             self.sink.describe(),
             failing.as_secs_f64(),

@@ -455,7 +455,7 @@ impl Sink for Failover {
                     if self.on_secondary {
                         self.on_secondary = false;
                         bump(&self.counters.failbacks);
-                        eprintln!(
+                        dplog_core::diag_line!(
                             "dplog: failover: {} works again; batches go back to it",
                             self.primary.describe()
                         );
@@ -469,7 +469,7 @@ impl Sink for Failover {
                         bump(&self.counters.failovers);
                         // Once per switch, so an operator sees where the
                         // records go (the runtime does not see this error).
-                        eprintln!(
+                        dplog_core::diag_line!(
                             "dplog: failover: {} failed ({}); writing to {} and retrying it every {} ms",
                             self.primary.describe(),
                             e.io(),

@@ -1307,9 +1307,9 @@ fn handoff_worker(
                         }
                     }
                 }
-                // One ring publication per batch (an rx burst), and one
-                // handoff per peer with hairpin packets.
-                log.flush();
+                // A ring publication every PUBLISH_BURSTS batches (rx
+                // bursts), and one handoff per peer with hairpin packets.
+                log.end_burst();
                 links.send();
                 since += frames.len() as u64;
                 if since >= PUBLISH_EVERY {
@@ -1331,6 +1331,8 @@ fn handoff_worker(
                     nat.finish(now, &mut log);
                     break;
                 }
+                // Idle: what the last bursts logged goes out now.
+                log.flush();
                 std::thread::yield_now();
             }
         }
@@ -1383,12 +1385,12 @@ fn synthetic_worker(
     let mut log = cfg.ring_log(producer.as_mut());
     let t0 = Instant::now();
     let mut since = 0u64;
-    // Called after every packet: the ring is flushed once per NAT_BURST
-    // packets, as a DPDK worker flushes once per rx burst.
+    // Called after every packet: a burst ends every NAT_BURST packets, as
+    // a DPDK worker's rx burst does.
     let mut tick = |nat: &Nat44, log: &mut RingLog<'_>| {
         since += 1;
         if since % NAT_BURST as u64 == 0 {
-            log.flush();
+            log.end_burst();
         }
         if since >= PUBLISH_EVERY {
             since = 0;

@@ -528,6 +528,8 @@ fn poll_queue(
             dpdk_sys::dplog_rte_eth_rx_burst(port, queue, rx.as_mut_ptr(), BURST as u16)
         });
         if n == 0 {
+            // Idle: what the last bursts logged goes out now.
+            log.flush();
             deliver(&mut links, &mut nat, false);
             if limits.idle_ms > 0 && last_rx.elapsed() >= Duration::from_millis(limits.idle_ms) {
                 break;
@@ -588,8 +590,9 @@ fn poll_queue(
                 unsafe { dpdk_sys::dplog_rte_pktmbuf_free(m) };
             }
         }
-        // One ring publication per rx burst; one handoff per peer.
-        log.flush();
+        // A ring publication every PUBLISH_BURSTS rx bursts; one handoff
+        // per peer.
+        log.end_burst();
         links.send();
         deliver(&mut links, &mut nat, false);
     }

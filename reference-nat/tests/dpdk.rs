@@ -623,13 +623,14 @@ fn hairpin_between_queues_is_handed_to_the_owner_and_sent_there() {
         tx[1].display()
     );
     let prefix = format!("dploghp{}", std::process::id());
-    // Each queue's worker ends after this long without a packet; 2 s, not
-    // the 300 ms of the one-queue tests, so a worker that starts late on a
-    // loaded machine still finds its owner running (it once saw 3 of 6).
+    // The run ends once the two queues have given all 6 packets (then the
+    // workers hand over and deliver what is left); the 2 s idle limit is
+    // only a fallback (with 300 ms alone, a worker started late on a
+    // loaded machine once saw 3 of 6).
     let b = json_summary(
         &bin()
             .args(common(&dpdk_log))
-            .args(["--dpdk", "--dpdk-idle-ms", "2000", "--"])
+            .args(["--dpdk", "--dpdk-packets", "6", "--dpdk-idle-ms", "2000", "--"])
             .args(eal(&prefix, &vdev))
             .output()
             .unwrap(),

@@ -40,7 +40,8 @@ pub fn engine() -> Nat44 {
 
 /// Translates every frame of `arena` and ends all sessions; returns the
 /// engine (dropped outside the timed part). Works as a `dplog-nat` worker does: bursts of [`NAT_BURST`] packets,
-/// one ring flush after each.
+/// ending each burst with `RingLog::end_burst` (a publication every
+/// `PUBLISH_BURSTS` bursts).
 pub fn translate(
     mut nat: Nat44,
     arena: &mut [u8],
@@ -56,7 +57,7 @@ pub fn translate(
             nat.process(ts, LINKTYPE_ETHERNET, &mut frame[..len], log);
             last = ts;
         }
-        log.flush();
+        log.end_burst();
     }
     nat.finish(last, log);
     log.flush();

@@ -630,7 +630,14 @@ fn hairpin_between_queues_is_handed_to_the_owner_and_sent_there() {
     let b = json_summary(
         &bin()
             .args(common(&dpdk_log))
-            .args(["--dpdk", "--dpdk-packets", "6", "--dpdk-idle-ms", "2000", "--"])
+            .args([
+                "--dpdk",
+                "--dpdk-packets",
+                "6",
+                "--dpdk-idle-ms",
+                "2000",
+                "--",
+            ])
             .args(eal(&prefix, &vdev))
             .output()
             .unwrap(),

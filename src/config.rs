@@ -92,7 +92,7 @@ pub struct RingConfig {
     /// Producers publish their ring index once per this many records
     /// (`LoggerConfig::publish_every`); unset = the program's default (1
     /// for the library: every record at once; `dplog-nat`, whose workers
-    /// flush once per burst, uses its burst size).
+    /// publish every 16 rx bursts and when idle, uses its burst size).
     pub publish_every: Option<usize>,
 }
 

@@ -1055,8 +1055,9 @@ pub fn run_live_serving(
     } else {
         None
     };
-    // Workers flush their ring once per burst, so they publish its index
-    // once per burst too unless `[ring] publish_every` says otherwise.
+    // Workers publish at least every PUBLISH_BURSTS rx bursts
+    // (RingLog::end_burst), and at once after NAT_BURST pending records
+    // unless `[ring] publish_every` says otherwise.
     let publish_every = cfg.log_config().ring.publish_every.unwrap_or(NAT_BURST);
     let mut producers = Vec::with_capacity(n);
     for _ in 0..n {

@@ -280,7 +280,7 @@ pub fn run_dpdk(
                 let mut p = l
                     .producer()
                     .map_err(|e| RunError::Config(dplog::config::ConfigError::Logger(e)))?;
-                // Flushed once per rx burst below.
+                // Published every PUBLISH_BURSTS rx bursts below.
                 p.set_publish_every(cfg.log_config().ring.publish_every.unwrap_or(NAT_BURST));
                 Some(p)
             }

@@ -1,5 +1,6 @@
 //! [`RingLog`]: the [`NatLog`] a forwarding worker hands its records to,
-//! one dplog ring per worker, published once per rx burst.
+//! one dplog ring per worker, published every [`PUBLISH_BURSTS`] rx bursts
+//! (or `publish_every` records) and whenever the worker idles.
 
 use std::time::{Duration, Instant};
 

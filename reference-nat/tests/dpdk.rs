@@ -219,6 +219,81 @@ fn bad_shapes_through_net_pcap_are_counted_verdicts() {
     assert_eq!(sent, 4);
 }
 
+/// The two runs the two-queue tests compare, and where they wrote.
+struct TwoQueues {
+    /// JSON summary of `--pcap` with two workers.
+    pcap: serde_json::Value,
+    /// JSON summary of `--dpdk` on one net_pcap port with two queues.
+    dpdk: serde_json::Value,
+    pcap_log: std::path::PathBuf,
+    dpdk_log: std::path::PathBuf,
+    /// The frames each queue sent (`tx_pcap` of queue q).
+    tx: Vec<std::path::PathBuf>,
+}
+
+/// Runs dplog-nat with two workers on the same packets twice: `all` as one
+/// capture through `--pcap`, and `shards[q]` as the Rx capture of queue q
+/// of one net_pcap port through `--dpdk` (with `dpdk_args`), both logging
+/// JSON into `dir`.
+fn two_queues(
+    dir: &Path,
+    all: &[(u64, Vec<u8>)],
+    shards: &[Vec<(u64, Vec<u8>)>],
+    prefix: &str,
+    dpdk_args: &[&str],
+) -> TwoQueues {
+    let cap = dir.join("all.pcap");
+    write_pcap(&cap, all.iter().map(|(t, f)| (*t, f)));
+    let rx: Vec<_> = (0..2).map(|q| dir.join(format!("q{q}.pcap"))).collect();
+    let tx: Vec<_> = (0..2).map(|q| dir.join(format!("tx{q}.pcap"))).collect();
+    for q in 0..2 {
+        write_pcap(&rx[q], shards[q].iter().map(|(t, f)| (*t, f)));
+    }
+    let (pcap_log, dpdk_log) = (dir.join("file.jsonl"), dir.join("dpdk.jsonl"));
+    let common = |log: &Path| {
+        let mut v: Vec<String> = ["--inside", "10.0.0.0/8", "--workers", "2"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        v.extend(["--format", "json", "--summary", "json", "-o"].map(String::from));
+        v.push(log.display().to_string());
+        v
+    };
+    let pcap = json_summary(
+        &bin()
+            .args(common(&pcap_log))
+            .arg("--pcap")
+            .arg(&cap)
+            .output()
+            .unwrap(),
+    );
+    let vdev = format!(
+        "net_pcap0,rx_pcap={},rx_pcap={},tx_pcap={},tx_pcap={}",
+        rx[0].display(),
+        rx[1].display(),
+        tx[0].display(),
+        tx[1].display()
+    );
+    let prefix = format!("{prefix}{}", std::process::id());
+    let dpdk = json_summary(
+        &bin()
+            .args(common(&dpdk_log))
+            .arg("--dpdk")
+            .args(dpdk_args)
+            .arg("--")
+            .args(eal(&prefix, &vdev))
+            .output()
+            .unwrap(),
+    );
+    TwoQueues {
+        pcap,
+        dpdk,
+        pcap_log,
+        dpdk_log,
+        tx,
+    }
+}
+
 /// Two workers on two Rx/Tx queue pairs of one net_pcap port, each queue
 /// replaying the packets the shard function gives its worker (what a
 /// symmetric RSS would do), log exactly what two workers log from the
@@ -247,54 +322,22 @@ fn two_workers_on_two_queues_match_the_pcap_file_with_two_workers() {
         all.push((ts / 1000, f.to_vec()));
     })
     .unwrap();
-    let cap = dir.path().join("all.pcap");
-    write_pcap(&cap, all.iter().map(|(t, f)| (*t, f)));
     assert!(
         shards.iter().all(|s| s.len() > 100),
         "both queues get traffic"
     );
-    let rx: Vec<_> = (0..2)
-        .map(|q| dir.path().join(format!("q{q}.pcap")))
-        .collect();
-    let tx: Vec<_> = (0..2)
-        .map(|q| dir.path().join(format!("tx{q}.pcap")))
-        .collect();
-    for q in 0..2 {
-        write_pcap(&rx[q], shards[q].iter().map(|(t, f)| (*t, f)));
-    }
-    let (file_log, dpdk_log) = (dir.path().join("file.jsonl"), dir.path().join("dpdk.jsonl"));
-    let common = |log: &Path| {
-        let mut v: Vec<String> = ["--inside", "10.0.0.0/8", "--workers", "2"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        v.extend(["--format", "json", "--summary", "json", "-o"].map(String::from));
-        v.push(log.display().to_string());
-        v
-    };
-    let a = json_summary(
-        &bin()
-            .args(common(&file_log))
-            .arg("--pcap")
-            .arg(&cap)
-            .output()
-            .unwrap(),
-    );
-    let vdev = format!(
-        "net_pcap0,rx_pcap={},rx_pcap={},tx_pcap={},tx_pcap={}",
-        rx[0].display(),
-        rx[1].display(),
-        tx[0].display(),
-        tx[1].display()
-    );
-    let prefix = format!("dplogq{}", std::process::id());
-    let b = json_summary(
-        &bin()
-            .args(common(&dpdk_log))
-            .args(["--dpdk", "--dpdk-idle-ms", "300", "--"])
-            .args(eal(&prefix, &vdev))
-            .output()
-            .unwrap(),
+    let TwoQueues {
+        pcap: a,
+        dpdk: b,
+        pcap_log: file_log,
+        dpdk_log,
+        ..
+    } = two_queues(
+        dir.path(),
+        &all,
+        &shards,
+        "dplogq",
+        &["--dpdk-idle-ms", "300"],
     );
     assert_eq!(b["workers"], 2);
     for k in [
@@ -586,61 +629,22 @@ fn hairpin_between_queues_is_handed_to_the_owner_and_sent_there() {
         3,
         "H1's packets, hairpins too, on H1's queue"
     );
-    let cap = dir.path().join("all.pcap");
-    write_pcap(&cap, all.iter().map(|(t, f)| (*t, f)));
-    let rx: Vec<_> = (0..2)
-        .map(|q| dir.path().join(format!("q{q}.pcap")))
-        .collect();
-    let tx: Vec<_> = (0..2)
-        .map(|q| dir.path().join(format!("tx{q}.pcap")))
-        .collect();
-    for q in 0..2 {
-        write_pcap(&rx[q], shards[q].iter().map(|(t, f)| (*t, f)));
-    }
-    let (file_log, dpdk_log) = (dir.path().join("file.jsonl"), dir.path().join("dpdk.jsonl"));
-    let common = |log: &Path| {
-        let mut v: Vec<String> = ["--inside", "10.0.0.0/8", "--workers", "2"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        v.extend(["--format", "json", "--summary", "json", "-o"].map(String::from));
-        v.push(log.display().to_string());
-        v
-    };
-    let a = json_summary(
-        &bin()
-            .args(common(&file_log))
-            .arg("--pcap")
-            .arg(&cap)
-            .output()
-            .unwrap(),
-    );
-    let vdev = format!(
-        "net_pcap0,rx_pcap={},rx_pcap={},tx_pcap={},tx_pcap={}",
-        rx[0].display(),
-        rx[1].display(),
-        tx[0].display(),
-        tx[1].display()
-    );
-    let prefix = format!("dploghp{}", std::process::id());
-    // The run ends once the two queues have given all 6 packets (then the
-    // workers hand over and deliver what is left); the 2 s idle limit is
-    // only a fallback (with 300 ms alone, a worker started late on a
+    // The DPDK run ends once the two queues have given all 6 packets (then
+    // the workers hand over and deliver what is left); the 2 s idle limit
+    // is only a fallback (with 300 ms alone, a worker started late on a
     // loaded machine once saw 3 of 6).
-    let b = json_summary(
-        &bin()
-            .args(common(&dpdk_log))
-            .args([
-                "--dpdk",
-                "--dpdk-packets",
-                "6",
-                "--dpdk-idle-ms",
-                "2000",
-                "--",
-            ])
-            .args(eal(&prefix, &vdev))
-            .output()
-            .unwrap(),
+    let TwoQueues {
+        pcap: a,
+        dpdk: b,
+        pcap_log: file_log,
+        dpdk_log,
+        tx,
+    } = two_queues(
+        dir.path(),
+        &all,
+        &shards,
+        "dploghp",
+        &["--dpdk-packets", "6", "--dpdk-idle-ms", "2000"],
     );
     for k in [
         "packets",

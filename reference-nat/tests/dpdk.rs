@@ -7,7 +7,7 @@
 
 mod dpdk_common;
 mod pcap_out;
-use dpdk_common::{capture, json_summary, sorted_lines};
+use dpdk_common::{capture, json_run_args, json_summary, pcap_run, sorted_lines};
 use pcap_out::write_pcap;
 
 use std::path::Path;
@@ -43,29 +43,8 @@ fn replay_equals_file(name: &str, inside: &str, extra: &[&str]) {
     let file_log = dir.path().join("file.jsonl");
     let dpdk_log = dir.path().join("dpdk.jsonl");
     let tx = dir.path().join("tx.pcap");
-    let common = |log: &Path| {
-        vec![
-            "--inside".to_string(),
-            inside.to_string(),
-            "--format".into(),
-            "json".into(),
-            "--summary".into(),
-            "json".into(),
-            "-o".into(),
-            log.display().to_string(),
-        ]
-        .into_iter()
-        .chain(extra.iter().map(|s| s.to_string()))
-        .collect::<Vec<String>>()
-    };
-    let a = json_summary(
-        &bin()
-            .args(common(&file_log))
-            .arg("--pcap")
-            .arg(&cap)
-            .output()
-            .unwrap(),
-    );
+    let common = |log: &Path| json_run_args(inside, log, extra);
+    let a = pcap_run(&cap, common(&file_log));
     let vdev = format!(
         "net_pcap0,rx_pcap={},tx_pcap={}",
         cap.display(),
@@ -250,23 +229,8 @@ fn two_queues(
         write_pcap(&rx[q], shards[q].iter().map(|(t, f)| (*t, f)));
     }
     let (pcap_log, dpdk_log) = (dir.join("file.jsonl"), dir.join("dpdk.jsonl"));
-    let common = |log: &Path| {
-        let mut v: Vec<String> = ["--inside", "10.0.0.0/8", "--workers", "2"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        v.extend(["--format", "json", "--summary", "json", "-o"].map(String::from));
-        v.push(log.display().to_string());
-        v
-    };
-    let pcap = json_summary(
-        &bin()
-            .args(common(&pcap_log))
-            .arg("--pcap")
-            .arg(&cap)
-            .output()
-            .unwrap(),
-    );
+    let common = |log: &Path| json_run_args("10.0.0.0/8", log, &["--workers", "2"]);
+    let pcap = pcap_run(&cap, common(&pcap_log));
     let vdev = format!(
         "net_pcap0,rx_pcap={},rx_pcap={},tx_pcap={},tx_pcap={}",
         rx[0].display(),

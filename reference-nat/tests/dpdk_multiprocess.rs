@@ -20,7 +20,7 @@
 
 mod dpdk_common;
 mod pcap_out;
-use dpdk_common::{capture, json_summary, sorted_lines};
+use dpdk_common::{capture, json_run_args, json_summary, pcap_run, sorted_lines};
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -347,33 +347,11 @@ fn nat_in_a_secondary_process_on_a_net_ring_port_of_the_primary() {
         primary.child.try_wait()
     );
 
-    let common = |log: &Path| -> Vec<String> {
-        [
-            "--inside",
-            "10.0.0.0/8",
-            "--format",
-            "json",
-            "--summary",
-            "json",
-            "-o",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .chain([log.display().to_string()])
-        .collect()
-    };
     let (file_log, mp_log) = (dir.path().join("file.jsonl"), dir.path().join("mp.jsonl"));
-    let a = json_summary(
-        &Command::new(env!("CARGO_BIN_EXE_dplog-nat"))
-            .args(common(&file_log))
-            .arg("--pcap")
-            .arg(&cap)
-            .output()
-            .unwrap(),
-    );
+    let a = pcap_run(&cap, json_run_args("10.0.0.0/8", &file_log, &[]));
     let b = json_summary(&output_within(
         Command::new(env!("CARGO_BIN_EXE_dplog-nat"))
-            .args(common(&mp_log))
+            .args(json_run_args("10.0.0.0/8", &mp_log, &[]))
             .args(["--dpdk", "--dpdk-packets"])
             .arg(frames.len().to_string())
             .args(["--dpdk-idle-ms", "3000", "--"])
@@ -629,35 +607,13 @@ fn dplog_nat_is_the_primary_of_its_own_net_ring_port() {
         "[dataplane.dpdk_net_ring]\nrx = \"dn_rx\"\ntx = \"dn_tx\"\nsize = 1024\n",
     )
     .unwrap();
-    let common = |log: &Path| -> Vec<String> {
-        [
-            "--inside",
-            "10.0.0.0/8",
-            "--format",
-            "json",
-            "--summary",
-            "json",
-            "-o",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .chain([log.display().to_string()])
-        .collect()
-    };
     let (file_log, nr_log) = (dir.path().join("file.jsonl"), dir.path().join("nr.jsonl"));
-    let a = json_summary(
-        &Command::new(env!("CARGO_BIN_EXE_dplog-nat"))
-            .args(common(&file_log))
-            .arg("--pcap")
-            .arg(&cap)
-            .output()
-            .unwrap(),
-    );
+    let a = pcap_run(&cap, json_run_args("10.0.0.0/8", &file_log, &[]));
     // dplog-nat, primary: ends 4 s after the last packet.
     let child = Command::new(env!("CARGO_BIN_EXE_dplog-nat"))
         .arg("--config")
         .arg(&cfg)
-        .args(common(&nr_log))
+        .args(json_run_args("10.0.0.0/8", &nr_log, &[]))
         .args(["--dpdk", "--dpdk-idle-ms", "4000", "--"])
         .args([
             "--proc-type=primary",

@@ -28,3 +28,35 @@ pub fn json_summary(out: &std::process::Output) -> serde_json::Value {
     );
     serde_json::from_slice(&out.stdout).unwrap()
 }
+
+/// The arguments a DPDK comparison gives dplog-nat: the `inside` prefix,
+/// JSON records and summary, the log at `log`, then `extra`.
+pub fn json_run_args(inside: &str, log: &Path, extra: &[&str]) -> Vec<String> {
+    [
+        "--inside",
+        inside,
+        "--format",
+        "json",
+        "--summary",
+        "json",
+        "-o",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([log.display().to_string()])
+    .chain(extra.iter().map(|s| s.to_string()))
+    .collect()
+}
+
+/// The JSON summary of dplog-nat with `args` reading `cap` (the pcap path
+/// the DPDK runs are compared with).
+pub fn pcap_run(cap: &Path, args: Vec<String>) -> serde_json::Value {
+    json_summary(
+        &std::process::Command::new(env!("CARGO_BIN_EXE_dplog-nat"))
+            .args(args)
+            .arg("--pcap")
+            .arg(cap)
+            .output()
+            .unwrap(),
+    )
+}

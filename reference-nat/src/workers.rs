@@ -46,10 +46,9 @@
 //! host's packets reach, so one endpoint keeps one mapping only if they
 //! all reach one queue (as with the dispatcher's inside-source shard).
 //!
-//! [`Sharder::with_hairpin`] keeps the earlier single-stage alternative as
-//! API (hairpin packets routed to the port's owner); `dplog-nat` no longer
-//! uses it, because the sender then gets a second mapping on the owner's
-//! worker (and later fragments, which carry no ports, do not follow).
+//! (An earlier single-stage design routed hairpin packets straight to the
+//! port's owner; it gave the sender a second mapping on the owner's worker,
+//! and later fragments, which carry no ports, did not follow.)
 //!
 //! Handoff: one `rtrb` wait-free SPSC ring of [`Batch`]es per worker plus a
 //! return ring that recycles emptied batches. There is no lock between the
@@ -99,9 +98,6 @@ pub fn worker_of_inside(addr: u32, workers: usize) -> usize {
 pub struct Sharder {
     inside: Vec<(u32, u32)>,
     workers: usize,
-    /// Pool `(network, mask)` and the whole external port range, when
-    /// hairpin packets are routed to the owner of their destination port.
-    hairpin: Option<((u32, u32), (u16, u16))>,
 }
 
 impl Sharder {
@@ -114,36 +110,7 @@ impl Sharder {
                 .map(|n| (u32::from(n.network()), u32::from(n.netmask())))
                 .collect(),
             workers: workers.max(1),
-            hairpin: None,
         }
-    }
-
-    /// Routes hairpin packets (inside source, destination in `pool`) to the
-    /// worker whose slice of `port_range` (as cut by
-    /// [`crate::nat::worker_port_range`]) holds the destination port: the
-    /// worker that owns the mapping. Not for deterministic NAT, whose
-    /// workers share the whole range. The single-stage alternative to
-    /// [`HairpinLinks`]: the sender gets a second mapping on that worker
-    /// (RFC 4787 REQ-1 per worker only); `dplog-nat` does not use it.
-    pub fn with_hairpin(mut self, pool: Ipv4Net, port_range: (u16, u16)) -> Self {
-        self.hairpin = Some((
-            (u32::from(pool.network()), u32::from(pool.netmask())),
-            port_range,
-        ));
-        self
-    }
-
-    /// The worker owning external port `port`, if hairpin routing is on and
-    /// `dst` is a pool address.
-    fn hairpin_owner(&self, dst: u32, port: u16) -> Option<usize> {
-        let ((net, mask), range) = self.hairpin?;
-        if dst & mask != net {
-            return None;
-        }
-        (0..self.workers).find(|&w| {
-            crate::nat::worker_port_range(range, w, self.workers)
-                .is_some_and(|(lo, hi)| (lo..=hi).contains(&port))
-        })
     }
 
     /// Number of workers.
@@ -191,17 +158,6 @@ impl Sharder {
 
     /// The worker for `p`.
     fn pick(&self, p: &packet::ParsedPacket) -> usize {
-        let dport = match p.transport {
-            packet::Transport::Tcp(t) => Some(t.dst_port),
-            packet::Transport::Udp(u) => Some(u.dst_port),
-            _ => None,
-        };
-        if let Some(w) = dport
-            .filter(|_| self.is_inside(p.ip.src))
-            .and_then(|port| self.hairpin_owner(p.ip.dst, port))
-        {
-            return w;
-        }
         self.worker_of_addrs(p.ip.src, p.ip.dst)
     }
 }

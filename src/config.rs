@@ -637,6 +637,7 @@ impl SinkConfig {
                     segment_bytes: m.segment_bytes,
                     msync_interval_ms: (m.msync_interval_ms > 0).then_some(m.msync_interval_ms),
                     prefix: m.prefix.clone(),
+                    header: header.map(<[u8]>::to_vec),
                 },
             )?)),
             SinkConfig::Syslog(s) => Ok(Box::new(SyslogSink::new(s.options()?)?)),

@@ -49,6 +49,7 @@ fn bench(c: &mut Criterion) {
             segment_bytes: 64 << 20,
             msync_interval_ms: None,
             prefix: "bench".into(),
+            header: None,
         };
         let mut sink = MmapSink::open(dir.path(), opts).expect("open mmap sink");
         let mut since_gc = 0usize;

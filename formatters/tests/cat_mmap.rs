@@ -37,6 +37,7 @@ fn segments(dir: &Path, batches: &[Vec<u8>]) -> Vec<PathBuf> {
             segment_bytes: 64 * 1024,
             msync_interval_ms: None,
             prefix: "nat".into(),
+            header: None,
         },
     )
     .unwrap();

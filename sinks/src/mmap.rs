@@ -66,6 +66,11 @@ pub struct MmapSinkOptions {
     pub msync_interval_ms: Option<u64>,
     /// Segment file name prefix. Default `dplog`.
     pub prefix: String,
+    /// A header line (a CSV header) written at the start of every segment
+    /// of a line log; the copy a batch starts with (the formatter's, at the
+    /// start of its stream) is dropped, so each segment has it once, at
+    /// its top. Not counted as a record. Default none.
+    pub header: Option<Vec<u8>>,
 }
 
 impl Default for MmapSinkOptions {
@@ -73,6 +78,7 @@ impl Default for MmapSinkOptions {
         Self {
             segment_bytes: 64 << 20,
             msync_interval_ms: Some(1000),
+            header: None,
             prefix: "dplog".into(),
         }
     }
@@ -342,6 +348,9 @@ pub struct MmapSink {
     /// A binary log's schema preamble (`H` and `S` frames), written at the
     /// start of every segment; empty for lines.
     preamble: Vec<u8>,
+    /// `MmapSinkOptions::header` (empty: none), shared so a batch can hold
+    /// it while the sink rolls segments.
+    line_header: std::sync::Arc<[u8]>,
     closed: bool,
     counters: Arc<MmapCounters>,
 }
@@ -379,6 +388,7 @@ impl MmapSink {
         let dir = dir.as_ref().to_path_buf();
         let segs = list_segments(&dir, &opts.prefix)
             .map_err(|e| at_path("mmap segment directory", &dir, e))?;
+        let line_header = opts.header.as_deref().unwrap_or_default().into();
         let mut s = Self {
             dir,
             opts,
@@ -388,6 +398,7 @@ impl MmapSink {
             recovery: Recovery::default(),
             spare: Default::default(),
             preamble: Vec::new(),
+            line_header,
             closed: false,
             counters: Arc::new(MmapCounters::default()),
         };
@@ -630,6 +641,20 @@ impl Sink for MmapSink {
         } else {
             Framing::Lines
         };
+        // A line log's header heads every segment (added below); the
+        // formatter's own copy at the start of its stream is dropped.
+        let header = std::sync::Arc::clone(&self.line_header);
+        let line_header: &[u8] = match framing {
+            Framing::Lines => &header,
+            Framing::Binary => &[],
+        };
+        let batch = match batch.strip_prefix(line_header) {
+            Some(rest) if !line_header.is_empty() => rest,
+            _ => batch,
+        };
+        if batch.is_empty() {
+            return Ok(Accepted::Delivered);
+        }
         let bad = |e: io::Error| SinkError::Permanent(e);
         // Plan: (starts a new segment, bytes, records) per segment touched.
         let mut plan: Vec<(bool, usize, u64)> = Vec::with_capacity(2);
@@ -638,10 +663,12 @@ impl Sink for MmapSink {
         let mut used = self.seg.as_ref().map_or(0, |s| s.committed);
         while p < batch.len() {
             let rest = &batch[p..];
-            let auto = if framing == Framing::Binary && used == 0 && !starts_binary_log(rest) {
+            let auto = if used > 0 {
+                0
+            } else if framing == Framing::Binary && !starts_binary_log(rest) {
                 self.preamble.len()
             } else {
-                0
+                line_header.len()
             };
             let (n, recs) = fit(rest, cap.saturating_sub(used + auto), framing).map_err(bad)?;
             if n == 0 && used == 0 {
@@ -649,10 +676,10 @@ impl Sink for MmapSink {
                     Framing::Lines => memchr::memchr(b'\n', rest).map_or(rest.len(), |i| i + 1),
                     Framing::Binary => frame_len(rest).unwrap_or(rest.len()),
                 };
-                let pre = if auto > 0 {
-                    format!(" less its {auto}-byte schema preamble")
-                } else {
-                    String::new()
+                let pre = match (auto, framing) {
+                    (0, _) => String::new(),
+                    (_, Framing::Binary) => format!(" less its {auto}-byte schema preamble"),
+                    (_, Framing::Lines) => format!(" less its {auto}-byte header"),
                 };
                 return Err(bad(io::Error::new(
                     io::ErrorKind::InvalidInput,
@@ -682,8 +709,12 @@ impl Sink for MmapSink {
             }
             let seg = self.seg.as_mut().expect("segment ensured by the plan");
             let chunk = &batch[p..p + n];
-            if framing == Framing::Binary && seg.committed == 0 && !starts_binary_log(chunk) {
-                seg.append(&self.preamble, 0);
+            if seg.committed == 0 {
+                if framing == Framing::Binary && !starts_binary_log(chunk) {
+                    seg.append(&self.preamble, 0);
+                } else if framing == Framing::Lines {
+                    seg.append(line_header, 0);
+                }
             }
             seg.append(chunk, recs);
             p += n;

@@ -18,6 +18,7 @@ fn opts(seg: u64) -> MmapSinkOptions {
         segment_bytes: seg,
         msync_interval_ms: Some(10),
         prefix: "t".into(),
+        header: None,
     }
 }
 
@@ -442,4 +443,57 @@ fn a_sink_closed_without_writing_leaves_no_segment() {
     s.close().unwrap();
     assert_eq!(list_segments(dir.path(), "t").unwrap().len(), 1);
     assert_eq!(read_all(dir.path(), "t").unwrap(), lines(0..3));
+}
+
+#[test]
+fn a_csv_header_heads_every_segment_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let header = b"timestamp,natEvent,sourceIPv4Address\n".to_vec();
+    let o = MmapSinkOptions {
+        header: Some(header.clone()),
+        ..opts(64 * 1024)
+    };
+    let mut s = MmapSink::open(dir.path(), o.clone()).unwrap();
+    // The formatter's first batch starts with the header; later ones not.
+    let mut first = header.clone();
+    first.extend_from_slice(&lines(0..1000));
+    s.write_batch(&first).unwrap();
+    for b in 1..5u64 {
+        s.write_batch(&lines(b * 1000..(b + 1) * 1000)).unwrap();
+    }
+    s.close().unwrap();
+    // A second run appending to the same directory sends the header again.
+    let mut s = MmapSink::open(dir.path(), o).unwrap();
+    let mut again = header.clone();
+    again.extend_from_slice(&lines(5000..5100));
+    s.write_batch(&again).unwrap();
+    s.close().unwrap();
+
+    let segs = list_segments(dir.path(), "t").unwrap();
+    assert!(
+        segs.len() >= 3,
+        "5100 lines of 36 bytes over 60 KiB segments: {segs:?}"
+    );
+    let mut data = Vec::new();
+    for (_, p) in &segs {
+        let body = dplog_sinks::mmap::read_segment(p).unwrap();
+        assert!(
+            body.starts_with(&header),
+            "{} starts with the header",
+            p.display()
+        );
+        let rest = &body[header.len()..];
+        assert!(
+            !rest.windows(header.len()).any(|w| w == header.as_slice()),
+            "{} has the header once",
+            p.display()
+        );
+        data.extend_from_slice(rest);
+        // The header is not a record.
+        assert_eq!(
+            header_records(p),
+            rest.iter().filter(|&&c| c == b'\n').count() as u64
+        );
+    }
+    assert_eq!(data, lines(0..5100), "every line once, in order");
 }

@@ -643,6 +643,24 @@ impl SinkConfig {
             SinkConfig::Syslog(s) => Ok(Box::new(SyslogSink::new(s.options()?)?)),
             SinkConfig::Kafka(k) => Ok(Box::new(KafkaSink::new(k.options())?)),
             SinkConfig::Set(items) => {
+                // Two file sinks on one file would write every line twice.
+                let mut files = Vec::new();
+                for item in items {
+                    if let SinkConfig::File(f) = item {
+                        let p = std::path::absolute(&f.path).unwrap_or_else(|_| f.path.clone());
+                        let p = p.components().collect::<PathBuf>();
+                        if files.contains(&p) {
+                            return Err(std::io::Error::new(
+                                std::io::ErrorKind::InvalidInput,
+                                format!(
+                                    "two [[sink]] file tables write {}: every record would be written twice",
+                                    f.path.display()
+                                ),
+                            ));
+                        }
+                        files.push(p);
+                    }
+                }
                 let mut groups: Vec<BoxSink> = Vec::new();
                 for (i, item) in items.iter().enumerate() {
                     let sink = item.build_with_header(header)?;
@@ -799,6 +817,7 @@ pub fn parse_toml<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, ConfigE
         )
     })?;
     check_format_keys(text)?;
+    check_stream_keys(text)?;
     Ok(v)
 }
 
@@ -885,6 +904,106 @@ fn check_format_keys(text: &str) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// A `TOML parse error at line L, column C` for the key `key` of `table`
+/// (a toml_edit table of `text`), with `why`.
+fn key_error(text: &str, table: &toml_edit::Table, key: &str, why: String) -> ConfigError {
+    let at = table.key(key).and_then(|k| k.span()).map_or(0, |r| r.start);
+    let (line, col) = line_col(text, at);
+    ConfigError::Parse(format!(
+        "TOML parse error at line {line}, column {col}: {why}"
+    ))
+}
+
+/// Settings that would cut a binary stream (`binary`, `ipfix`) where its
+/// reader cannot resume, each [`ConfigError::Parse`] at its line: a file
+/// sink that rotates (`max_size_bytes`, `rotate_interval_ms`) or reopens
+/// on SIGHUP starts a new file mid-stream without the stream's header
+/// (schemas, IPFIX templates), and an mmap sink splits IPFIX messages
+/// (binary logs are fine there: every segment carries the schemas). Also
+/// `publish_every = 0` and an empty `template`.
+fn check_stream_keys(text: &str) -> Result<(), ConfigError> {
+    let Ok(doc) = toml_edit::ImDocument::parse(text) else {
+        return Ok(());
+    };
+    if let Some(ring) = doc.get("ring").and_then(toml_edit::Item::as_table) {
+        if ring
+            .get("publish_every")
+            .and_then(toml_edit::Item::as_integer)
+            == Some(0)
+        {
+            return Err(key_error(
+                text,
+                ring,
+                "publish_every",
+                "[ring] `publish_every` = 0: give 1 (publish every record) or more, or leave it out".into(),
+            ));
+        }
+    }
+    let format = doc.get("format").and_then(toml_edit::Item::as_table);
+    if let Some(f) = format {
+        if f.get("template").and_then(toml_edit::Item::as_str) == Some("") {
+            return Err(key_error(
+                text,
+                f,
+                "template",
+                "[format] `template` is empty: every record would be an empty line".into(),
+            ));
+        }
+    }
+    let kind = format
+        .and_then(|f| f.get("type"))
+        .and_then(toml_edit::Item::as_str)
+        .unwrap_or("text");
+    if !matches!(kind, "binary" | "ipfix") {
+        return Ok(());
+    }
+    let tables: Vec<&toml_edit::Table> = match doc.get("sink") {
+        Some(toml_edit::Item::Table(t)) => vec![t],
+        Some(toml_edit::Item::ArrayOfTables(a)) => a.iter().collect(),
+        _ => Vec::new(),
+    };
+    for t in tables {
+        let sink = t
+            .get("type")
+            .and_then(toml_edit::Item::as_str)
+            .unwrap_or("");
+        if sink == "mmap" && kind == "ipfix" {
+            return Err(key_error(
+                text,
+                t,
+                "type",
+                "[sink] type = \"mmap\" with [format] type = \"ipfix\": segments would split IPFIX \
+                 messages; write IPFIX to a file sink (or use type = \"binary\" for mmap segments)"
+                    .into(),
+            ));
+        }
+        if sink != "file" {
+            continue;
+        }
+        for key in ["max_size_bytes", "rotate_interval_ms", "reopen_on_sighup"] {
+            let set = match t.get(key) {
+                Some(v) if key == "reopen_on_sighup" => v.as_bool() == Some(true),
+                Some(_) => true,
+                None => false,
+            };
+            if set {
+                return Err(key_error(
+                    text,
+                    t,
+                    key,
+                    format!(
+                        "[sink] `{key}` with [format] type = \"{kind}\": a new file would start \
+                         mid-stream without the stream's header, and could not be decoded; rotate \
+                         line formats only, or write binary logs to an mmap sink (every segment \
+                         carries the schemas)"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Reads and parses a TOML file into `T`.
 pub fn read_toml<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, ConfigError> {
     let text =
@@ -935,6 +1054,78 @@ impl LogConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn settings_that_would_cut_a_binary_stream_are_errors_at_their_line() {
+        let err = |text: &str| match LogConfig::from_toml_str(text) {
+            Err(ConfigError::Parse(m)) => m,
+            other => panic!(
+                "expected a parse error for {text:?}, got {:?}",
+                other.map(|_| ())
+            ),
+        };
+        for (kind, key, value) in [
+            ("binary", "max_size_bytes", "1000000"),
+            ("binary", "rotate_interval_ms", "60000"),
+            ("ipfix", "reopen_on_sighup", "true"),
+        ] {
+            let m = err(&format!(
+                "[format]\ntype = \"{kind}\"\n[sink]\ntype = \"file\"\npath = \"x\"\n{key} = {value}\n"
+            ));
+            assert!(
+                m.starts_with("TOML parse error at line 6, column 1: "),
+                "{m}"
+            );
+            assert!(
+                m.contains(&format!("`{key}` with [format] type = \"{kind}\"")),
+                "{m}"
+            );
+        }
+        let m = err("[format]\ntype = \"ipfix\"\n[[sink]]\ntype = \"mmap\"\ndir = \"d\"\n");
+        assert!(
+            m.starts_with("TOML parse error at line 4, column 1: "),
+            "{m}"
+        );
+        // What stays allowed: no rotation, reopen off, binary into mmap,
+        // rotation of a line format.
+        for ok in [
+            "[format]\ntype = \"binary\"\n[sink]\ntype = \"file\"\nreopen_on_sighup = false\n",
+            "[format]\ntype = \"binary\"\n[sink]\ntype = \"mmap\"\ndir = \"d\"\n",
+            "[format]\ntype = \"csv\"\n[sink]\ntype = \"file\"\nmax_size_bytes = 1000\n",
+        ] {
+            assert!(LogConfig::from_toml_str(ok).is_ok(), "{ok}");
+        }
+        let m = err("[ring]\npublish_every = 0\n");
+        assert!(
+            m.starts_with("TOML parse error at line 2, column 1: [ring] `publish_every` = 0"),
+            "{m}"
+        );
+        let m = err("[format]\ntemplate = \"\"\n");
+        assert!(
+            m.contains("line 2, column 1: [format] `template` is empty"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn two_file_sinks_on_one_file_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.log");
+        let same = dir.path().join(".").join("a.log");
+        let text = format!(
+            "[[sink]]\ntype = \"file\"\npath = \"{}\"\n[[sink]]\ntype = \"file\"\npath = \"{}\"\n",
+            a.display(),
+            same.display()
+        );
+        let cfg = LogConfig::from_toml_str(&text).unwrap();
+        let e = cfg.sink.build().err().expect("refused");
+        assert!(
+            e.to_string()
+                .contains("every record would be written twice"),
+            "{e}"
+        );
+        assert!(!a.exists(), "nothing opened");
+    }
 
     #[test]
     fn an_unknown_key_in_a_sink_table_is_reported_at_its_own_line() {

@@ -614,6 +614,11 @@ pub struct Summary {
     pub packets: u64,
     /// Packets per verdict, verdicts with a zero count left out.
     pub verdicts: Vec<(String, u64)>,
+    /// Packets per verdict with every cross-worker hairpin handoff
+    /// resolved to its outcome at the owner ([`NatStats::outcomes`]:
+    /// `hairpin_handoff` becomes `hairpinned`, `hairpin_no_mapping`, ...),
+    /// zero counts left out: the same for any worker count.
+    pub outcomes: Vec<(String, u64)>,
     /// Sessions created (natEvent 4).
     pub sessions_created: u64,
     /// Sessions deleted (natEvent 5).
@@ -1598,6 +1603,11 @@ fn make_summary(
         packets: nat.packets,
         verdicts: nat
             .nonzero()
+            .map(|(v, n)| (v.name().to_string(), n))
+            .collect(),
+        outcomes: crate::Verdict::all()
+            .zip(nat.outcomes())
+            .filter(|(_, n)| *n != 0)
             .map(|(v, n)| (v.name().to_string(), n))
             .collect(),
         sessions_created: nat.sessions_created,

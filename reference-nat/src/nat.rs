@@ -373,7 +373,14 @@ pub enum Verdict {
     /// (nothing to hairpin to; with several workers a TCP/UDP packet to
     /// another worker's port is handed to it instead,
     /// [`Verdict::HairpinHandoff`], see [`crate::workers`]), or an ICMP
-    /// echo to a pool address; dropped.
+    /// echo to a pool address; dropped. A TCP/UDP packet gets (or
+    /// refreshes) the sender's session before it is dropped, natEvent 4
+    /// logged when new: the source mapping is endpoint-independent
+    /// (RFC 4787 REQ-1), allocated whatever the destination, and the
+    /// two-stage path allocates it on the sender's worker before the
+    /// owner finds no mapping; so the sessions and records are the same
+    /// for any worker count. A session limit or pool exhaustion on the
+    /// sender gives that verdict instead.
     HairpinNoMapping,
     /// Outbound ICMP error (RFC 5508) about a session: outer source and the
     /// quoted packet's destination translated, checksums fixed.
@@ -632,6 +639,15 @@ pub struct NatStats {
     /// Of them, dropped: no mapping for the destination pool port, or a
     /// later fragment whose first fragment was not seen here.
     pub hairpin_in_dropped: u64,
+    /// Of `hairpin_in_delivered`, later fragments
+    /// ([`Verdict::FragmentMatched`]); the rest were
+    /// [`Verdict::Hairpinned`].
+    pub hairpin_in_fragments_delivered: u64,
+    /// Of `hairpin_in_dropped`, later fragments whose first was not seen
+    /// ([`Verdict::FragmentNoSession`]); the rest were
+    /// [`Verdict::HairpinNoMapping`] (or, never from a well-behaved sender,
+    /// a frame that no longer parses).
+    pub hairpin_in_fragments_dropped: u64,
 }
 
 impl Default for NatStats {
@@ -660,6 +676,8 @@ impl Default for NatStats {
             hairpin_in_received: 0,
             hairpin_in_delivered: 0,
             hairpin_in_dropped: 0,
+            hairpin_in_fragments_delivered: 0,
+            hairpin_in_fragments_dropped: 0,
         }
     }
 }
@@ -676,6 +694,43 @@ impl NatStats {
         Verdict::all()
             .map(|v| (v, self.count(v)))
             .filter(|(_, n)| *n != 0)
+    }
+
+    /// Packets per verdict with every cross-worker handoff resolved to its
+    /// outcome at the owner: [`Verdict::HairpinHandoff`] less the packets
+    /// the owners received, moved to [`Verdict::Hairpinned`] /
+    /// [`Verdict::FragmentMatched`] (delivered) or
+    /// [`Verdict::HairpinNoMapping`] / [`Verdict::FragmentNoSession`]
+    /// (dropped). Summed over all workers after the run, this is what one
+    /// worker would count for the same input. Indexed by [`Verdict::index`].
+    pub fn outcomes(&self) -> [u64; Verdict::COUNT] {
+        let mut v = self.verdicts;
+        let mut add = |k: Verdict, n: u64| v[k.index()] = v[k.index()].saturating_add(n);
+        add(
+            Verdict::Hairpinned,
+            self.hairpin_in_delivered
+                - self
+                    .hairpin_in_fragments_delivered
+                    .min(self.hairpin_in_delivered),
+        );
+        add(
+            Verdict::FragmentMatched,
+            self.hairpin_in_fragments_delivered,
+        );
+        add(
+            Verdict::HairpinNoMapping,
+            self.hairpin_in_dropped
+                - self
+                    .hairpin_in_fragments_dropped
+                    .min(self.hairpin_in_dropped),
+        );
+        add(
+            Verdict::FragmentNoSession,
+            self.hairpin_in_fragments_dropped,
+        );
+        let h = Verdict::HairpinHandoff.index();
+        v[h] = v[h].saturating_sub(self.hairpin_in_received);
+        v
     }
 }
 
@@ -1547,8 +1602,14 @@ impl Nat44 {
         };
         if v.is_translated() {
             self.stats.hairpin_in_delivered += 1;
+            if v == Verdict::FragmentMatched {
+                self.stats.hairpin_in_fragments_delivered += 1;
+            }
         } else {
             self.stats.hairpin_in_dropped += 1;
+            if v == Verdict::FragmentNoSession {
+                self.stats.hairpin_in_fragments_dropped += 1;
+            }
         }
         v
     }
@@ -2299,7 +2360,14 @@ impl Nat44 {
         // Hairpinning (RFC 4787 REQ-9): to one of our external addresses.
         // Across workers (two-stage): the owner of the destination port
         // translates the destination; here only the source.
+        // A TCP/UDP hairpin to a pool port nobody holds still gets the
+        // sender's session first (its mapping is allocated, RFC 4787 REQ-1:
+        // endpoint-independent, so not conditional on the destination),
+        // then is dropped: exactly what the two-stage path does when the
+        // owner finds no mapping, so the audit log is the same for any
+        // worker count.
         let mut handoff = None;
+        let mut no_mapping = false;
         let hairpin = if outbound && dst.wrapping_sub(self.pool_first) < self.pool_count {
             if icmp_reply.is_some() {
                 return Verdict::HairpinNoMapping;
@@ -2311,7 +2379,10 @@ impl Nat44 {
                 }
                 _ => match self.reverse.get(&(dst, dport, proto)) {
                     Some(&mk) => Some(mk),
-                    None => return Verdict::HairpinNoMapping,
+                    None => {
+                        no_mapping = true;
+                        None
+                    }
                 },
             }
         } else {
@@ -2362,6 +2433,12 @@ impl Nat44 {
                 },
             };
             self.touch(slot, now, octets, true, tcp_flags);
+            if no_mapping {
+                // Dropped: later fragments find no fragment entry and are
+                // dropped too (as the owner drops them on the two-stage
+                // path).
+                return Verdict::HairpinNoMapping;
+            }
             let s = &self.slots[slot as usize];
             let (ext_addr, ext_port) = (s.ext_addr, s.ext_port);
             rewrite_outbound(frame, &p, ext_addr, ext_port);

@@ -30,7 +30,13 @@
 //! their first fragment to the same owner (the sender's fragment table
 //! remembers it) and get the destination address their first fragment
 //! got (the owner's table). Within one worker nothing changes: the engine
-//! translates both ends at once.
+//! translates both ends at once. A hairpin to a pool port nobody holds
+//! gets the sender's session either way (its mapping is allocated before
+//! the destination is looked up, as the two-stage path must), then is
+//! dropped ([`Verdict::HairpinNoMapping`], here or at the owner), so the
+//! sessions and records do not depend on the worker count;
+//! [`NatStats::outcomes`] resolves the handoffs so the verdict counts do
+//! not either.
 //!
 //! The costs: a hairpin packet to another worker's port is copied once
 //! into a batch and crosses one more ring (one push per peer per input
@@ -473,7 +479,7 @@ fn idle_wait(steps: &mut u32) {
     }
 }
 
-const SCALARS: usize = 22;
+const SCALARS: usize = 24;
 
 fn scalars(s: &NatStats) -> [u64; SCALARS] {
     [
@@ -499,6 +505,8 @@ fn scalars(s: &NatStats) -> [u64; SCALARS] {
         s.hairpin_in_received,
         s.hairpin_in_delivered,
         s.hairpin_in_dropped,
+        s.hairpin_in_fragments_delivered,
+        s.hairpin_in_fragments_dropped,
     ]
 }
 
@@ -525,6 +533,8 @@ fn from_scalars(v: &[u64; SCALARS], s: &mut NatStats) {
     s.hairpin_in_received = v[19];
     s.hairpin_in_delivered = v[20];
     s.hairpin_in_dropped = v[21];
+    s.hairpin_in_fragments_delivered = v[22];
+    s.hairpin_in_fragments_dropped = v[23];
 }
 
 /// One worker's published counters: a copy of its [`NatStats`], refreshed

@@ -592,3 +592,122 @@ fn stage_two_survives_every_prefix_and_bit_flip_of_handed_over_frames() {
         "only H2's own packet: stage two is not counted there"
     );
 }
+
+/// `(natEvent, ms, proto, src, sport, dst, dport)` of every record of a
+/// JSON log, sorted: what must not depend on the worker count (the
+/// external ports do: each worker allocates from its own slice).
+fn record_keys(log: &Path) -> Vec<(u64, u64, u64, String, u64, String, u64)> {
+    let text = std::fs::read_to_string(log).unwrap();
+    let mut keys: Vec<_> = text
+        .lines()
+        .map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            let n = |k: &str| v[k].as_u64().unwrap();
+            let a = |k: &str| v[k].as_str().unwrap().to_string();
+            (
+                n("natEvent"),
+                n("observationTimeMilliseconds"),
+                n("protocolIdentifier"),
+                a("sourceIPv4Address"),
+                n("sourceTransportPort"),
+                a("destinationIPv4Address"),
+                n("destinationTransportPort"),
+            )
+        })
+        .collect();
+    keys.sort();
+    keys
+}
+
+#[test]
+fn hairpins_to_unmapped_pool_ports_log_the_same_for_1_2_and_3_workers() {
+    // 8 hosts each talk to the outside, then send UDP hairpins to ports
+    // nobody holds (spread over every worker's slice) on a pool address
+    // none of them is paired with, and one fragmented datagram (2
+    // fragments). Random port allocation, as in the trial that found the
+    // difference: the sender's session is created (and logged) whether
+    // the owner is its own worker or another.
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("unmapped.pcap");
+    let hosts: Vec<u32> = (1..=8).map(|i| 0x0A02_0000 + i).collect();
+    let mut base = config(&pcap, Path::new("-"), 1);
+    base.nat.port_allocation = dplog_nat::app::PortAllocationName::Random;
+    let nat = base.nat_config();
+    let probe = Nat44::new(nat.clone()).unwrap();
+    let paired: Vec<u32> = hosts.iter().map(|&h| probe.paired_address(h)).collect();
+    let pool = u32::from(nat.pool.network());
+    let target = (pool + 1..pool + 15)
+        .find(|a| !paired.contains(a))
+        .expect("a pool address no host is paired with");
+    let ports: Vec<u16> = (0..8).map(|k| 1024 + 1 + k * 8000).collect();
+    let mut frames = Vec::new();
+    for (i, &h) in hosts.iter().enumerate() {
+        frames.push(udp(h, REMOTE, 4000 + i as u16, 53));
+    }
+    for (i, &h) in hosts.iter().enumerate() {
+        for (k, &p) in ports.iter().enumerate() {
+            frames.push(udp(h, target, 5000 + k as u16, p));
+        }
+        let payload = [7u8; 40];
+        frames.extend(udp_fragments(
+            h,
+            target,
+            6000,
+            ports[i % ports.len()] + 1,
+            &payload,
+            100 + i as u16,
+            24,
+        ));
+    }
+    assert!(frames.len() < 200);
+    write_capture(&pcap, &frames);
+    let hairpins = (hosts.len() * (ports.len() + 1)) as u64;
+    let later_fragments = hosts.len() as u64; // one per datagram
+    let mut runs = Vec::new();
+    for workers in [1usize, 2, 3] {
+        let out = dir.path().join(format!("w{workers}.jsonl"));
+        let mut cfg = config(&pcap, &out, workers);
+        cfg.nat.port_allocation = dplog_nat::app::PortAllocationName::Random;
+        let s = run(&cfg).unwrap();
+        assert_eq!(s.packets, frames.len() as u64);
+        // One session per outside flow and per hairpin attempt, on the
+        // sender, created and deleted.
+        let sessions = hosts.len() as u64 + hairpins;
+        assert_eq!(
+            (s.sessions_created, s.sessions_deleted),
+            (sessions, sessions),
+            "{workers} workers: {:?}",
+            s.verdicts
+        );
+        assert_eq!(s.records.written, 2 * sessions);
+        let outcome = |name: &str| {
+            s.outcomes
+                .iter()
+                .find(|(n, _)| n == name)
+                .map_or(0, |(_, c)| *c)
+        };
+        assert_eq!(outcome("translated_out"), hosts.len() as u64);
+        assert_eq!(outcome("hairpin_no_mapping"), hairpins, "{:?}", s.outcomes);
+        assert_eq!(outcome("fragment_no_session"), later_fragments);
+        assert_eq!(outcome("hairpin_handoff"), 0, "{:?}", s.outcomes);
+        assert_eq!(outcome("hairpinned"), 0);
+        if workers == 1 {
+            assert_eq!(s.hairpin_in, (0, 0, 0));
+            assert_eq!(s.verdicts, s.outcomes);
+        } else {
+            // Handoffs did happen, and every one was dropped by its owner.
+            let (received, delivered, dropped) = s.hairpin_in;
+            assert!(received > 0, "{workers} workers: {:?}", s.verdicts);
+            assert_eq!((delivered, dropped), (0, received));
+            assert_eq!(s.verdict("hairpin_handoff"), received);
+        }
+        let keys = record_keys(&out);
+        assert_eq!(keys.len() as u64, 2 * sessions);
+        // The target address was never anyone's mapping.
+        let (c, _, _) = creates(&out);
+        assert!(c.iter().all(|(_, (a, _))| *a != dotted(target)));
+        runs.push((s.outcomes.clone(), keys));
+    }
+    assert_eq!(runs[0], runs[1], "1 and 2 workers");
+    assert_eq!(runs[0], runs[2], "1 and 3 workers");
+}

@@ -115,4 +115,33 @@ fn dplog_cat_refuses_devices_and_reports_write_errors() {
         err.contains("writing the output") && err.contains("No space left on device"),
         "{err}"
     );
+
+    // A reader that goes away (`dplog-cat … | head -c 10`): a quiet, clean end.
+    let mut big = Vec::new();
+    for _ in 0..2000 {
+        big.extend_from_slice(&binary_file());
+    }
+    std::fs::write(&full, big).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dplog-cat"))
+        .args(["--format", "json"])
+        .arg(&full)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 10];
+    std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut first).unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

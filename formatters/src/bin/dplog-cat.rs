@@ -149,6 +149,17 @@ fn segment_kind(b: &[u8]) -> SegmentData {
     }
 }
 
+/// A failed write of the output: a reader that went away (`dplog-cat … |
+/// head`) ends the run quietly and successfully, as a pipeline expects;
+/// any other error is reported, exit 1.
+fn output_failed(e: std::io::Error) -> ExitCode {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        return ExitCode::SUCCESS;
+    }
+    eprintln!("dplog-cat: writing the output: {e}");
+    ExitCode::from(1)
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let mut bytes = Vec::new();
@@ -211,8 +222,7 @@ fn main() -> ExitCode {
         }
         let mut stdout = std::io::stdout().lock();
         if let Err(e) = stdout.write_all(&bytes).and_then(|_| stdout.flush()) {
-            eprintln!("dplog-cat: writing the output: {e}");
-            return ExitCode::from(1);
+            return output_failed(e);
         }
         return ExitCode::SUCCESS;
     }
@@ -245,15 +255,13 @@ fn main() -> ExitCode {
             enc.push(rec, &mut out);
             if out.len() >= 1 << 20 && spec.kind != Format::Ipfix {
                 if let Err(e) = stdout.write_all(&out) {
-                    eprintln!("dplog-cat: writing the output: {e}");
-                    return ExitCode::from(1);
+                    return output_failed(e);
                 }
                 out.clear();
             }
         }
         if let Err(e) = stdout.write_all(&out).and_then(|_| stdout.flush()) {
-            eprintln!("dplog-cat: writing the output: {e}");
-            return ExitCode::from(1);
+            return output_failed(e);
         }
     }
     match d.stopped {

@@ -32,6 +32,15 @@
 //! so every segment decodes alone and in any order. The sink learns the
 //! preamble from a batch that starts with an `H` frame (an encoder's first
 //! batch) or from the segment it resumes.
+//!
+//! One segment holds one framing: a batch of lines after a segment of
+//! binary frames (or the reverse, e.g. a run with another `[format]` on
+//! the same directory) starts a new segment.
+//!
+//! One writer per (directory, prefix): [`MmapSink::open`] takes an
+//! exclusive, non-blocking `flock(2)` on `<dir>/.<prefix>.lock` (created
+//! if missing, mode 0640, never removed) and holds it until close or drop;
+//! a second writer's open fails instead of interleaving segments.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -127,6 +136,8 @@ struct Segment {
     /// Created by this sink (not resumed): removed at close if it stayed
     /// empty.
     created: bool,
+    /// What the committed data holds (`None` while empty).
+    framing: Option<Framing>,
 }
 
 // SAFETY: the mapping is owned by this Segment alone (MAP_SHARED to a file
@@ -266,6 +277,45 @@ fn at_path(what: &str, path: &Path, e: io::Error) -> io::Error {
     io::Error::new(e.kind(), format!("{what} {}: {e}", path.display()))
 }
 
+/// Opens (creating it, mode 0640) `<dir>/.<prefix>.lock` and takes an
+/// exclusive, non-blocking `flock(2)` on it: one writer per (directory,
+/// prefix), across processes and within one (the lock belongs to the open
+/// file description).
+///
+/// Errors: `WouldBlock` if another writer holds it, e.g. `mmap segment
+/// directory /var/log/nat: another writer holds it (lock
+/// /var/log/nat/.dplog.lock for prefix "dplog" is taken)`; the I/O error
+/// of the lock file, naming it.
+fn lock_dir(dir: &Path, prefix: &str) -> io::Result<File> {
+    let path = dir.join(format!(".{prefix}.lock"));
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(crate::FILE_MODE)
+        .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+        .open(&path)
+        .map_err(|e| at_path("mmap segment lock", &path, e))?;
+    // SAFETY: flock on a descriptor we own; no memory is passed.
+    let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if r != 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::WouldBlock {
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                format!(
+                    "mmap segment directory {}: another writer holds it (lock {} for prefix {prefix:?} is taken)",
+                    dir.display(),
+                    path.display()
+                ),
+            ));
+        }
+        return Err(at_path("mmap segment lock", &path, e));
+    }
+    Ok(file)
+}
+
 fn seg_name(prefix: &str, seq: u64) -> String {
     format!("{prefix}-{seq:010}.dpm")
 }
@@ -351,6 +401,9 @@ pub struct MmapSink {
     /// `MmapSinkOptions::header` (empty: none), shared so a batch can hold
     /// it while the sink rolls segments.
     line_header: std::sync::Arc<[u8]>,
+    /// `<dir>/.<prefix>.lock`, held with `flock(LOCK_EX)` while the sink
+    /// is open (released at close, or by the kernel when dropped).
+    lock: Option<File>,
     closed: bool,
     counters: Arc<MmapCounters>,
 }
@@ -367,8 +420,16 @@ impl MmapSink {
     /// directory, of the newest segment or of the first segment's creation,
     /// its message naming the directory or segment path and the OS error
     /// (`InvalidData` if it is not a dplog segment), e.g. `mmap segment
-    /// /proc/dplog-0000000000.dpm: No such file or directory (os error
-    /// 2)`.
+    /// /var/log/nat/dplog-0000000000.dpm: Permission denied (os error
+    /// 13)`; `WouldBlock` if another writer (another sink, in this process
+    /// or another) holds the directory's lock for this prefix, e.g. `mmap
+    /// segment directory /var/log/nat: another writer holds it (lock
+    /// /var/log/nat/.dplog.lock for prefix "dplog" is taken)`; the error of
+    /// creating that lock file, e.g. `mmap segment lock
+    /// /proc/.dplog.lock: No such file or directory (os error 2)`.
+    ///
+    /// The lock (`flock(LOCK_EX | LOCK_NB)` on `<dir>/.<prefix>.lock`) is
+    /// held until [`Sink::close`] or drop.
     pub fn open(dir: impl AsRef<Path>, opts: MmapSinkOptions) -> io::Result<Self> {
         if opts.segment_bytes % 4096 != 0 || opts.segment_bytes < 64 * 1024 {
             return Err(io::Error::new(
@@ -386,6 +447,12 @@ impl MmapSink {
             ));
         }
         let dir = dir.as_ref().to_path_buf();
+        // Listed before the lock so that a missing or unreadable directory
+        // is reported as such, and again under it: a writer that closed in
+        // between may have added segments.
+        list_segments(&dir, &opts.prefix)
+            .map_err(|e| at_path("mmap segment directory", &dir, e))?;
+        let lock = lock_dir(&dir, &opts.prefix)?;
         let segs = list_segments(&dir, &opts.prefix)
             .map_err(|e| at_path("mmap segment directory", &dir, e))?;
         let line_header = opts.header.as_deref().unwrap_or_default().into();
@@ -399,6 +466,7 @@ impl MmapSink {
             spare: Default::default(),
             preamble: Vec::new(),
             line_header,
+            lock: Some(lock),
             closed: false,
             counters: Arc::new(MmapCounters::default()),
         };
@@ -431,6 +499,7 @@ impl MmapSink {
             records: 0,
             synced: 0,
             created: false,
+            framing: None,
         };
         // Acquire: partner of the Release stores in `Segment::append`.
         seg.committed = seg.header_u64(OFF_COMMITTED).load(Ordering::Acquire) as usize;
@@ -447,6 +516,7 @@ impl MmapSink {
         seg.sync().map_err(seg_err)?;
         let data = &seg.data()[..c];
         self.preamble = data[..preamble_len(data)].to_vec();
+        seg.framing = (c > 0).then(|| framing_of(data));
         self.recovery = Recovery {
             segment: Some(path.to_path_buf()),
             committed_bytes: c as u64,
@@ -495,6 +565,7 @@ impl MmapSink {
             records: 0,
             synced: 0,
             created: true,
+            framing: None,
         };
         // SAFETY: the header page is inside the new mapping, unaliased.
         let h = unsafe { std::slice::from_raw_parts_mut(seg.base, HEADER_BYTES) };
@@ -570,8 +641,19 @@ fn preamble_len(b: &[u8]) -> usize {
     p
 }
 
+/// The framing of `b` (a batch, or a segment's committed data): binary
+/// if it starts with a binary log's `H` frame or a whole `R`/`S` frame (a
+/// formatted line never has a NUL as its second byte), else lines.
+fn framing_of(b: &[u8]) -> Framing {
+    if starts_binary_log(b) || (matches!(b.first(), Some(b'R' | b'S')) && frame_len(b).is_some()) {
+        Framing::Binary
+    } else {
+        Framing::Lines
+    }
+}
+
 /// How a batch divides into records.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Framing {
     /// `\n`-terminated lines.
     Lines,
@@ -627,20 +709,16 @@ impl Sink for MmapSink {
         if batch.is_empty() {
             return Ok(Accepted::Delivered);
         }
-        let cap = (self.opts.segment_bytes as usize) - HEADER_BYTES;
-        let framing = if starts_binary_log(batch) {
+        // The data area of a segment this batch makes; a resumed segment
+        // (possibly written with another `segment_bytes`) has its own.
+        let cap_new = (self.opts.segment_bytes as usize) - HEADER_BYTES;
+        let framing = framing_of(batch);
+        if starts_binary_log(batch) {
             // An encoder's first batch: its schemas head every new segment
             // from now on (learnt before anything can fail, so a batch
             // dropped after retries still leaves them for the next ones).
             self.preamble = batch[..preamble_len(batch)].to_vec();
-            Framing::Binary
-        } else if matches!(batch[0], b'R' | b'S') && frame_len(batch).is_some() {
-            // A later batch of a binary log (a formatted line never has a
-            // NUL as its second byte).
-            Framing::Binary
-        } else {
-            Framing::Lines
-        };
+        }
         // A line log's header heads every segment (added below); the
         // formatter's own copy at the start of its stream is dropped.
         let header = std::sync::Arc::clone(&self.line_header);
@@ -659,8 +737,14 @@ impl Sink for MmapSink {
         // Plan: (starts a new segment, bytes, records) per segment touched.
         let mut plan: Vec<(bool, usize, u64)> = Vec::with_capacity(2);
         let mut p = 0usize;
-        let mut new = self.seg.is_none();
-        let mut used = self.seg.as_ref().map_or(0, |s| s.committed);
+        // The current segment continues only with its own framing (one
+        // segment holds one framing) and up to its own size.
+        let (mut new, mut used, mut cap) = match self.seg.as_ref() {
+            Some(s) if s.committed == 0 || s.framing == Some(framing) => {
+                (false, s.committed, s.capacity())
+            }
+            _ => (true, 0, cap_new),
+        };
         while p < batch.len() {
             let rest = &batch[p..];
             let auto = if used > 0 {
@@ -671,7 +755,7 @@ impl Sink for MmapSink {
                 line_header.len()
             };
             let (n, recs) = fit(rest, cap.saturating_sub(used + auto), framing).map_err(bad)?;
-            if n == 0 && used == 0 {
+            if n == 0 && used == 0 && cap >= cap_new {
                 let rec = match framing {
                     Framing::Lines => memchr::memchr(b'\n', rest).map_or(rest.len(), |i| i + 1),
                     Framing::Binary => frame_len(rest).unwrap_or(rest.len()),
@@ -684,7 +768,7 @@ impl Sink for MmapSink {
                 return Err(bad(io::Error::new(
                     io::ErrorKind::InvalidInput,
                     format!(
-                        "a record of {rec} bytes exceeds the segment data area of {cap} bytes{pre}"
+                        "a record of {rec} bytes exceeds the segment data area of {cap_new} bytes{pre}"
                     ),
                 )));
             }
@@ -694,6 +778,7 @@ impl Sink for MmapSink {
             p += n;
             new = true;
             used = 0;
+            cap = cap_new;
         }
         // Create every segment the batch needs before copying any of it.
         let needed = plan.iter().filter(|c| c.0).count();
@@ -709,14 +794,28 @@ impl Sink for MmapSink {
             }
             let seg = self.seg.as_mut().expect("segment ensured by the plan");
             let chunk = &batch[p..p + n];
-            if seg.committed == 0 {
-                if framing == Framing::Binary && !starts_binary_log(chunk) {
-                    seg.append(&self.preamble, 0);
-                } else if framing == Framing::Lines {
-                    seg.append(line_header, 0);
-                }
+            let lead: &[u8] = match framing {
+                _ if seg.committed > 0 => &[],
+                Framing::Binary if !starts_binary_log(chunk) => &self.preamble,
+                Framing::Binary => &[],
+                Framing::Lines => line_header,
+            };
+            // The plan sized every chunk to its segment; a mapping is never
+            // indexed past its end, even if that were wrong.
+            if seg.committed + lead.len() + n > seg.capacity() {
+                bump(&self.counters.errors);
+                return Err(bad(io::Error::other(format!(
+                    "{}: {} bytes planned past its data area of {} bytes (a dplog bug)",
+                    seg.path.display(),
+                    seg.committed + lead.len() + n,
+                    seg.capacity()
+                ))));
+            }
+            if !lead.is_empty() {
+                seg.append(lead, 0);
             }
             seg.append(chunk, recs);
+            seg.framing = Some(framing);
             p += n;
         }
         Ok(Accepted::Delivered)
@@ -750,6 +849,10 @@ impl Sink for MmapSink {
             drop(seg);
             let _ = std::fs::remove_file(path);
         }
+        // Released (the descriptor closed) only now, after the empty
+        // segments are gone: another writer may open the directory (this
+        // sink takes no more batches).
+        self.lock = None;
         r
     }
 }

@@ -93,6 +93,8 @@ fn bad_options_and_oversized_lines_are_errors() {
         e.io().to_string(),
         "a record of 71681 bytes exceeds the segment data area of 61440 bytes"
     );
+    // The writer lets go of the directory before the next open.
+    drop(s);
     std::fs::write(dir.path().join("t-0000000099.dpm"), b"garbage").unwrap();
     let e = MmapSink::open(dir.path(), opts(64 * 1024)).err().unwrap();
     assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
@@ -417,11 +419,12 @@ impl Drop for Tmpfs {
 
 #[test]
 fn a_directory_the_process_cannot_write_fails_at_open_with_path_and_os_error() {
-    // /proc takes no new files, for root too.
+    // /proc takes no new files, for root too: the writer's lock file is
+    // the first one the open creates.
     let e = MmapSink::open("/proc", opts(64 * 1024)).err().unwrap();
     let m = e.to_string();
     assert!(
-        m.starts_with("mmap segment /proc/t-0000000000.dpm: ") && m.contains("(os error "),
+        m.starts_with("mmap segment lock /proc/.t.lock: ") && m.contains("(os error "),
         "{m}"
     );
 }
@@ -496,4 +499,148 @@ fn a_csv_header_heads_every_segment_once() {
         );
     }
     assert_eq!(data, lines(0..5100), "every line once, in order");
+}
+
+#[test]
+fn a_resumed_segment_of_another_size_is_filled_to_its_own_size_only() {
+    let dir = tempfile::tempdir().unwrap();
+    // A first run with 64 KiB segments (60 KiB data area) leaves segment 0
+    // with 1000 lines of 36 bytes (36000 bytes, 25440 left).
+    let mut s = MmapSink::open(dir.path(), opts(64 * 1024)).unwrap();
+    s.write_batch(&lines(0..1000)).unwrap();
+    s.close().unwrap();
+    // A second run with 1 MiB segments resumes it and writes a batch of
+    // 100 KB: more than the resumed segment has left, less than the
+    // configured segment size (the old code planned with the configured
+    // size and copied past the 64 KiB mapping: a panic).
+    let mut s = MmapSink::open(dir.path(), opts(1 << 20)).unwrap();
+    assert_eq!(s.recovery().committed_records, 1000);
+    assert_eq!(
+        s.write_batch(&lines(1000..3800)).unwrap(),
+        Accepted::Delivered
+    );
+    s.close().unwrap();
+    let segs = list_segments(dir.path(), "t").unwrap();
+    assert_eq!(segs.len(), 2, "{segs:?}");
+    let sizes: Vec<u64> = segs
+        .iter()
+        .map(|(_, p)| std::fs::metadata(p).unwrap().len())
+        .collect();
+    assert_eq!(sizes, [64 * 1024, 1 << 20]);
+    let b0 = dplog_sinks::mmap::read_segment(&segs[0].1).unwrap();
+    // The resumed segment is filled with whole lines up to its own data
+    // area (61440 / 36 = 1706 lines), the rest goes to the new one.
+    assert_eq!(b0, lines(0..1706));
+    assert_eq!(header_records(&segs[0].1), 1706);
+    assert_eq!(header_records(&segs[1].1), 3800 - 1706);
+    assert_eq!(read_all(dir.path(), "t").unwrap(), lines(0..3800));
+
+    // A binary log resumed the same way.
+    let dir = tempfile::tempdir().unwrap();
+    let batches = binary_batches(0..1200, 600);
+    let mut s = MmapSink::open(dir.path(), opts(64 * 1024)).unwrap();
+    s.write_batch(&batches[0]).unwrap();
+    s.close().unwrap();
+    let mut s = MmapSink::open(dir.path(), opts(1 << 20)).unwrap();
+    s.write_batch(&batches[1]).unwrap();
+    s.close().unwrap();
+    let mut all = Vec::new();
+    for (_, p) in list_segments(dir.path(), "t").unwrap() {
+        let seqs = segment_seqs(&p);
+        assert_eq!(header_records(&p), seqs.len() as u64);
+        all.extend(seqs);
+    }
+    assert_eq!(all, (0..1200).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_second_writer_on_one_directory_is_refused_until_the_first_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = MmapSink::open(dir.path(), opts(64 * 1024)).unwrap();
+    a.write_batch(&lines(0..10)).unwrap();
+    // flock is per open file description: a second open in this process
+    // conflicts like another process would.
+    let e = MmapSink::open(dir.path(), opts(64 * 1024)).err().unwrap();
+    assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
+    let lock = dir.path().join(".t.lock");
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "mmap segment directory {}: another writer holds it (lock {} for prefix \"t\" is taken)",
+            dir.path().display(),
+            lock.display()
+        )
+    );
+    // The refused open touched nothing: the first writer goes on.
+    a.write_batch(&lines(10..20)).unwrap();
+    // Another prefix in the same directory is another log.
+    let mut other = MmapSink::open(
+        dir.path(),
+        MmapSinkOptions {
+            prefix: "u".into(),
+            ..opts(64 * 1024)
+        },
+    )
+    .unwrap();
+    other.write_batch(&lines(0..5)).unwrap();
+    other.close().unwrap();
+    // Released at close...
+    a.close().unwrap();
+    let mut b = MmapSink::open(dir.path(), opts(64 * 1024)).unwrap();
+    b.write_batch(&lines(20..30)).unwrap();
+    // ...and at drop, without close.
+    drop(b);
+    let mut c = MmapSink::open(dir.path(), opts(64 * 1024)).unwrap();
+    c.write_batch(&lines(30..40)).unwrap();
+    c.close().unwrap();
+    assert_eq!(read_all(dir.path(), "t").unwrap(), lines(0..40));
+    assert_eq!(read_all(dir.path(), "u").unwrap(), lines(0..5));
+    // The lock file is not a segment.
+    assert!(lock.exists());
+    assert_eq!(list_segments(dir.path(), "t").unwrap().len(), 1);
+}
+
+#[test]
+fn a_change_of_framing_starts_a_new_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = opts(1 << 20);
+    // A text run, then a binary run, then a JSON-like line run, each a
+    // separate process run on the same directory.
+    let mut s = MmapSink::open(dir.path(), o.clone()).unwrap();
+    s.write_batch(&lines(0..100)).unwrap();
+    s.close().unwrap();
+    let bin = binary_batches(0..300, 100);
+    let mut s = MmapSink::open(dir.path(), o.clone()).unwrap();
+    for b in &bin {
+        s.write_batch(b).unwrap();
+    }
+    s.close().unwrap();
+    let json: Vec<u8> = (0..50u64)
+        .flat_map(|i| format!("{{\"seq\":{i}}}\n").into_bytes())
+        .collect();
+    let mut s = MmapSink::open(dir.path(), o.clone()).unwrap();
+    s.write_batch(&json).unwrap();
+    s.close().unwrap();
+    // And within one sink: lines after binary frames.
+    let mut s = MmapSink::open(dir.path(), o.clone()).unwrap();
+    let more = binary_batches(0..10, 10);
+    s.write_batch(&more[0]).unwrap();
+    s.write_batch(&lines(100..110)).unwrap();
+    s.close().unwrap();
+
+    let segs = list_segments(dir.path(), "t").unwrap();
+    let bodies: Vec<Vec<u8>> = segs
+        .iter()
+        .map(|(_, p)| dplog_sinks::mmap::read_segment(p).unwrap())
+        .collect();
+    assert_eq!(bodies.len(), 5, "{segs:?}");
+    assert_eq!(bodies[0], lines(0..100));
+    assert_eq!(segment_seqs(&segs[1].1), (0..300).collect::<Vec<_>>());
+    assert_eq!(header_records(&segs[1].1), 300);
+    // The JSON run did not append to the binary segment.
+    assert_eq!(bodies[2], json);
+    assert_eq!(header_records(&segs[2].1), 50);
+    assert_eq!(segment_seqs(&segs[3].1), (0..10).collect::<Vec<_>>());
+    assert_eq!(bodies[4], lines(100..110));
+    assert_eq!(header_records(&segs[4].1), 10);
 }

@@ -822,13 +822,52 @@ impl Summary {
         if let Some(e) = &self.input_error {
             let _ = writeln!(s, "  input error        {e}");
         }
-        if self.interrupted {
-            let _ = writeln!(
-                s,
-                "  interrupted        input stopped early by a signal; live sessions were deleted and logged"
-            );
+        if let Some(line) = self.interrupted_line() {
+            let _ = writeln!(s, "  interrupted        {line}");
         }
         s
+    }
+
+    /// The text summary's `interrupted` line (without its label), `None`
+    /// when the run was not stopped by a signal. It says the live
+    /// sessions were deleted (always true: the NAT deletes every one at
+    /// the stop) and logged only when no record was lost; otherwise how
+    /// many were not: not logged at the stop (the sink stuck, the ring full,
+    /// [`RecordSummary::dropped_at_stop`]), not delivered by the sink, or
+    /// dropped by the ring's backpressure policy.
+    pub fn interrupted_line(&self) -> Option<String> {
+        if !self.interrupted {
+            return None;
+        }
+        let r = &self.records;
+        let mut line = String::from("input stopped early by a signal; live sessions were deleted");
+        let undelivered = r.dropped_sink + r.dropped_shutdown;
+        if r.dropped_at_stop + undelivered + r.dropped == 0 {
+            line.push_str(" and logged");
+            return Some(line);
+        }
+        if r.dropped_at_stop > 0 {
+            line.push_str(&format!(
+                "; {} {} not logged at the stop (sink stuck)",
+                r.dropped_at_stop,
+                plural(r.dropped_at_stop, "record was", "records were")
+            ));
+        }
+        if undelivered > 0 {
+            line.push_str(&format!(
+                "; {} logged {} not delivered by the sink",
+                undelivered,
+                plural(undelivered, "record was", "records were")
+            ));
+        }
+        if r.dropped > 0 {
+            line.push_str(&format!(
+                "; {} {} dropped by the ring's backpressure policy",
+                r.dropped,
+                plural(r.dropped, "record was", "records were")
+            ));
+        }
+        Some(line)
     }
 }
 

@@ -340,6 +340,50 @@ fn one_sigint_ends_a_worker_blocked_on_a_full_ring_and_says_what_was_lost() {
         ),
         "{line}"
     );
+    // The interrupted line does not claim the deletes were logged.
+    let line = out
+        .lines()
+        .find(|l| l.contains("interrupted"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(!line.contains("and logged"), "{line}");
+    assert!(line.contains("live sessions were deleted;"), "{line}");
+    assert!(
+        line.contains("not logged at the stop (sink stuck)"),
+        "{line}"
+    );
+}
+
+#[test]
+fn the_interrupted_line_says_logged_only_when_nothing_was_lost() {
+    use dplog_nat::app::Summary;
+    let mut s = Summary::default();
+    assert_eq!(s.interrupted_line(), None);
+    assert!(!s.to_text().contains("interrupted"));
+    s.interrupted = true;
+    s.records.produced = 10;
+    s.records.written = 10;
+    assert_eq!(
+        s.interrupted_line().unwrap(),
+        "input stopped early by a signal; live sessions were deleted and logged"
+    );
+    // The trial's stuck sink: 3020 not logged at the stop, none written.
+    s.records.written = 0;
+    s.records.dropped_at_stop = 3020;
+    s.records.dropped_shutdown = 10;
+    assert_eq!(
+        s.interrupted_line().unwrap(),
+        "input stopped early by a signal; live sessions were deleted; 3020 records were not logged at the stop (sink stuck); 10 logged records were not delivered by the sink"
+    );
+    assert!(s.to_text().contains(
+        "  interrupted        input stopped early by a signal; live sessions were deleted; 3020 records"
+    ));
+    s.records.dropped_at_stop = 0;
+    s.records.dropped_shutdown = 0;
+    s.records.dropped = 1;
+    assert_eq!(
+        s.interrupted_line().unwrap(),
+        "input stopped early by a signal; live sessions were deleted; 1 record was dropped by the ring's backpressure policy"
+    );
 }
 
 #[test]

@@ -644,3 +644,35 @@ fn a_change_of_framing_starts_a_new_segment() {
     assert_eq!(bodies[4], lines(100..110));
     assert_eq!(header_records(&segs[4].1), 10);
 }
+
+#[test]
+fn a_record_too_big_for_an_empty_resumed_smaller_segment_goes_to_a_new_one() {
+    let dir = tempfile::tempdir().unwrap();
+    // An empty 64 KiB segment, as a crash right after its creation leaves
+    // it: header only, nothing committed.
+    let mut seg = vec![0u8; 64 * 1024];
+    seg[..8].copy_from_slice(b"DPLOGMM1");
+    seg[8..12].copy_from_slice(&1u32.to_le_bytes());
+    seg[12..16].copy_from_slice(&(HEADER_BYTES as u32).to_le_bytes());
+    seg[16..24].copy_from_slice(&(64u64 * 1024).to_le_bytes());
+    std::fs::write(dir.path().join("t-0000000000.dpm"), &seg).unwrap();
+    let mut s = MmapSink::open(dir.path(), opts(1 << 20)).unwrap();
+    assert_eq!(s.recovery().committed_bytes, 0);
+    // A 70 KiB line: too big for the resumed segment's 60 KiB data area,
+    // not for the configured 1 MiB segments.
+    let mut big = vec![b'x'; 70 * 1024];
+    big.push(b'\n');
+    assert_eq!(s.write_batch(&big).unwrap(), Accepted::Delivered);
+    s.write_batch(&lines(0..3)).unwrap();
+    s.close().unwrap();
+    let segs = list_segments(dir.path(), "t").unwrap();
+    assert_eq!(segs.len(), 2, "{segs:?}");
+    assert!(dplog_sinks::mmap::read_segment(&segs[0].1)
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        dplog_sinks::mmap::read_segment(&segs[1].1).unwrap(),
+        [big, lines(0..3)].concat()
+    );
+    assert_eq!(header_records(&segs[1].1), 4);
+}

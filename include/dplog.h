@@ -1300,7 +1300,8 @@ dplog_result dplog_now_ns(uint64_t *out);
  */
 #if !defined(DPLOG_H_INLINE) && !defined(DPLOG_NO_INLINE) && (defined(__GNUC__) || defined(__clang__))
 #define DPLOG_H_INLINE 1
-/* Casts that C++ -Wold-style-cast accepts; __inline__ for -std=c89. */
+/* Casts that C++ -Wold-style-cast accepts; __inline__, which GCC and Clang
+ * accept in every C mode (the header as a whole needs C99 or later). */
 #ifdef __cplusplus
 #define DPLOG_PTR_CAST_(T, x) reinterpret_cast<T>(x)
 #define DPLOG_VAL_CAST_(T, x) static_cast<T>(x)

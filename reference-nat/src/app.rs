@@ -344,6 +344,44 @@ pub fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
     Some(out)
 }
 
+/// Parses a CPU list as `--worker-cpus` takes it: comma-separated CPUs
+/// and ranges (`0-1`, `2,0`, `0-1,4-5`, the shape [`cpu_list`] prints),
+/// expanded in the order given (worker `i` gets the `i`th CPU) and not
+/// deduplicated (a CPU listed twice is refused later, by
+/// [`check_worker_cpus`], with a clear error). Errors: an empty list, an
+/// empty item, a non-number, a descending range, or a range of more than
+/// 65 536 CPUs.
+pub fn parse_cpu_sequence(s: &str) -> Result<Vec<usize>, String> {
+    let mut out = Vec::new();
+    let num = |t: &str| {
+        t.trim()
+            .parse::<usize>()
+            .map_err(|_| format!("'{}' is not a CPU number", t.trim()))
+    };
+    if s.trim().is_empty() {
+        return Err("empty CPU list (give CPUs like 0,1 or 0-1)".into());
+    }
+    for part in s.split(',') {
+        if part.trim().is_empty() {
+            return Err(format!("empty item in CPU list '{s}'"));
+        }
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (num(a)?, num(b)?);
+                if b < a {
+                    return Err(format!("CPU range '{}' runs backwards", part.trim()));
+                }
+                if b - a > 1 << 16 {
+                    return Err(format!("CPU range '{}' is too long", part.trim()));
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(num(part)?),
+        }
+    }
+    Ok(out)
+}
+
 /// `cpus` as ranges, e.g. `0-3,6`.
 pub fn cpu_list(cpus: &[usize]) -> String {
     let mut out: Vec<String> = Vec::new();

@@ -96,6 +96,10 @@ pub enum InputErrorKind {
     Io(io::Error),
     /// The file has zero length.
     Empty,
+    /// The path is not a regular file: a character or block device
+    /// (`/dev/zero`), a FIFO, a socket or a directory, named; the reader
+    /// needs the file's length (it seeks and checks the header against it).
+    NotRegularFile(&'static str),
     /// The file starts with neither a pcap nor a pcapng magic number; the
     /// first (up to) four bytes are given.
     BadMagic(Vec<u8>),
@@ -168,6 +172,9 @@ impl fmt::Display for InputErrorKind {
         match self {
             InputErrorKind::Io(e) => write!(f, "I/O error: {e}"),
             InputErrorKind::Empty => f.write_str("empty file, not a pcap"),
+            InputErrorKind::NotRegularFile(what) => {
+                write!(f, "not a regular file ({what}); give a pcap or pcapng file")
+            }
             InputErrorKind::BadMagic(m) => {
                 f.write_str("not a pcap or pcapng file (bad magic")?;
                 for b in m {
@@ -482,6 +489,36 @@ pub const PCAP_FILE_HEADER_BYTES: u64 = 24;
 /// Smallest pcapng Section Header Block in bytes (no options).
 pub const PCAPNG_MIN_SHB_BYTES: u64 = 28;
 
+/// The length of an open capture, or [`InputErrorKind::NotRegularFile`]
+/// naming what it is instead (its length would read as 0).
+fn regular_file_len(file: &File) -> Result<u64, InputErrorKind> {
+    let m = file.metadata().map_err(InputErrorKind::Io)?;
+    let t = m.file_type();
+    if t.is_file() {
+        return Ok(m.len());
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_char_device() {
+            return Err(InputErrorKind::NotRegularFile("a character device"));
+        }
+        if t.is_block_device() {
+            return Err(InputErrorKind::NotRegularFile("a block device"));
+        }
+        if t.is_fifo() {
+            return Err(InputErrorKind::NotRegularFile("a FIFO"));
+        }
+        if t.is_socket() {
+            return Err(InputErrorKind::NotRegularFile("a socket"));
+        }
+    }
+    if t.is_dir() {
+        return Err(InputErrorKind::NotRegularFile("a directory"));
+    }
+    Err(InputErrorKind::NotRegularFile("a special file"))
+}
+
 /// Checks the start of an open capture of `file_len` bytes: not empty, a
 /// known magic number, and a whole file header (the legacy 24 bytes, or
 /// the pcapng Section Header Block's own total length). Leaves the file
@@ -602,10 +639,7 @@ pub fn check_capture(path: &Path) -> Result<CaptureFormat, InputError> {
         stats: InputStats::default(),
     };
     let mut file = File::open(path).map_err(|e| err(InputErrorKind::Io(e)))?;
-    let file_len = file
-        .metadata()
-        .map_err(|e| err(InputErrorKind::Io(e)))?
-        .len();
+    let file_len = regular_file_len(&file).map_err(err)?;
     let format = check_header(&mut file, file_len).map_err(err)?;
     // The header as the reader parses it (version, section header block).
     open_reader(file, file_len, 1 << 16).map_err(err)?;
@@ -671,7 +705,7 @@ pub fn read_capture_max(
     };
     let io_err = |st: &State<'_, _>, e: io::Error| st.error(0, InputErrorKind::Io(e));
     let mut file = File::open(path).map_err(|e| io_err(&st, e))?;
-    let file_len = file.metadata().map_err(|e| io_err(&st, e))?.len();
+    let file_len = regular_file_len(&file).map_err(|kind| st.error(0, kind))?;
     check_header(&mut file, file_len).map_err(|kind| st.error(0, kind))?;
     let capacity = INITIAL_BUFFER;
     let mut reader = open_reader(file, file_len, capacity).map_err(|kind| st.error(0, kind))?;
@@ -859,6 +893,25 @@ mod tests {
             })
         );
         assert_eq!(pkts, vec![(10_999_999_999, 101, 0, vec![0x45; 4])]);
+    }
+
+    #[test]
+    fn a_device_or_directory_is_not_a_regular_file() {
+        let e = read_capture(Path::new("/dev/zero"), |_| {}).unwrap_err();
+        assert!(
+            matches!(e.kind, InputErrorKind::NotRegularFile("a character device")),
+            "{e}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "/dev/zero: at byte offset 0: not a regular file (a character device); give a pcap or pcapng file"
+        );
+        let d = tempfile::tempdir().unwrap();
+        let e = check_capture(d.path()).unwrap_err();
+        assert!(
+            matches!(e.kind, InputErrorKind::NotRegularFile("a directory")),
+            "{e}"
+        );
     }
 
     #[test]

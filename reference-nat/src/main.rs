@@ -18,11 +18,21 @@ enum FormatArg {
     Json,
 }
 
+/// `--worker-cpus`, expanded in order ([`dplog_nat::app::parse_cpu_sequence`]).
+#[derive(Clone, Debug)]
+struct WorkerCpus(Vec<usize>);
+
+fn parse_worker_cpus(s: &str) -> Result<WorkerCpus, String> {
+    dplog_nat::app::parse_cpu_sequence(s).map(WorkerCpus)
+}
+
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum BackpressureArg {
     /// Wait for a slot (lossless).
     Block,
-    /// Drop the newest record when the ring is full (counted).
+    /// Drop the newest record when the ring is full (counted); `drop` is
+    /// an alias, as in the TOML `[ring] backpressure`.
+    #[value(name = "drop_newest", alias = "drop")]
     Drop,
     /// Watermarks: above `[ring.degrade] high_watermark_pct` only records
     /// of `min_priority` and above (deletes, port blocks, exhaustion).
@@ -96,14 +106,15 @@ struct Args {
     /// slice and dplog ring.
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     workers: Option<usize>,
-    /// CPU of each worker, comma separated (e.g. 0,1).
+    /// CPU of each worker, in worker order: comma-separated CPUs and
+    /// ranges (e.g. 0,1 or 0-1).
     #[arg(
         long,
         value_name = "LIST",
-        value_delimiter = ',',
+        value_parser = parse_worker_cpus,
         allow_negative_numbers = true
     )]
-    worker_cpus: Vec<usize>,
+    worker_cpus: Option<WorkerCpus>,
     /// Print a one-line live view to stderr every second.
     #[arg(long)]
     live: bool,
@@ -188,7 +199,7 @@ fn build_config(args: &Args) -> Result<AppConfig, String> {
             check_cpu(flag, c)?;
         }
     }
-    for &c in &args.worker_cpus {
+    for &c in args.worker_cpus.iter().flat_map(|w| &w.0) {
         check_cpu("--worker-cpus", c)?;
     }
     let mut cfg = match &args.config {
@@ -246,8 +257,8 @@ fn build_config(args: &Args) -> Result<AppConfig, String> {
     }
     let d = &mut cfg.dataplane;
     d.workers = args.workers.unwrap_or(d.workers);
-    if !args.worker_cpus.is_empty() {
-        d.worker_cpus = args.worker_cpus.clone();
+    if let Some(WorkerCpus(cpus)) = &args.worker_cpus {
+        d.worker_cpus = cpus.clone();
         dplog_nat::app::check_worker_cpus("--worker-cpus", &d.worker_cpus, d.workers)?;
     }
     if args.live {

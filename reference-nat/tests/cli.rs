@@ -873,3 +873,111 @@ fn packets_beyond_a_short_capture_say_how_many_it_had() {
         "{input}"
     );
 }
+
+#[test]
+fn backpressure_takes_the_toml_names_drop_newest_and_its_alias_drop() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["drop_newest", "drop"] {
+        let o = bin()
+            .args(["--backpressure", name, "--packets", "2000"])
+            .args(["-o", "d.log", "--summary", "json"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(s["backpressure"], "drop", "{name}: {s}");
+    }
+    // The help names the TOML spelling.
+    let o = bin().arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&o.stdout);
+    assert!(help.contains("drop_newest"), "{help}");
+    // Anything else is refused by name.
+    let o = bin()
+        .args(["--backpressure", "drop_oldest", "--packets", "10"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("invalid value 'drop_oldest'"), "{err}");
+}
+
+#[test]
+fn worker_cpus_take_ranges_in_worker_order() {
+    use dplog_nat::app::parse_cpu_sequence;
+    assert_eq!(parse_cpu_sequence("0-1"), Ok(vec![0, 1]));
+    assert_eq!(parse_cpu_sequence("3,0-1"), Ok(vec![3, 0, 1]));
+    assert_eq!(parse_cpu_sequence(" 2 , 4-5 "), Ok(vec![2, 4, 5]));
+    // Duplicates are kept, for check_worker_cpus to refuse by name.
+    assert_eq!(parse_cpu_sequence("1,1"), Ok(vec![1, 1]));
+    for (bad, want) in [
+        ("", "empty CPU list"),
+        ("0,,1", "empty item"),
+        ("1-0", "runs backwards"),
+        ("a", "'a' is not a CPU number"),
+        ("0-x", "'x' is not a CPU number"),
+        ("-1", "'' is not a CPU number"),
+        ("0-99999999", "too long"),
+    ] {
+        let e = parse_cpu_sequence(bad).unwrap_err();
+        assert!(e.contains(want), "{bad}: {e}");
+    }
+    // The binary takes the shape its messages print (`cpu_list`).
+    let dir = tempfile::tempdir().unwrap();
+    let allowed = dplog_nat::app::allowed_cpus();
+    let (workers, list) = if allowed.len() >= 2 && allowed[1] == allowed[0] + 1 {
+        (2, format!("{}-{}", allowed[0], allowed[1]))
+    } else {
+        (1, format!("{0}-{0}", allowed[0]))
+    };
+    assert_eq!(
+        dplog_nat::app::cpu_list(&allowed[..workers]),
+        if workers == 2 {
+            list.clone()
+        } else {
+            allowed[0].to_string()
+        }
+    );
+    let o = bin()
+        .args(["--packets", "2000", "-o", "w.log", "--summary", "json"])
+        .args(["--workers", &workers.to_string(), "--worker-cpus", &list])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(s["workers"], workers, "{s}");
+    // A malformed list is a usage error naming the flag.
+    let o = bin()
+        .args(["--packets", "10", "-o", "w.log", "--worker-cpus", "1-0"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--worker-cpus"), "{err}");
+    assert!(err.contains("CPU range '1-0' runs backwards"), "{err}");
+}
+
+#[test]
+fn a_device_as_the_capture_is_not_a_regular_file_not_an_empty_one() {
+    let dir = tempfile::tempdir().unwrap();
+    for (path, what) in [("/dev/zero", "a character device"), (".", "a directory")] {
+        let o = bin()
+            .args(["--pcap", path, "-o", "out.log"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{path}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(&format!(
+                "{path}: at byte offset 0: not a regular file ({what}); give a pcap or pcapng file"
+            )),
+            "{err}"
+        );
+        assert!(!err.contains("empty file"), "{err}");
+        assert!(!dir.path().join("out.log").exists(), "no log opened");
+    }
+}

@@ -693,7 +693,10 @@ pub struct Summary {
     /// The input error, if the capture could not be read to its end.
     pub input_error: Option<String>,
     /// The run was stopped early by SIGINT/SIGTERM ([`request_stop`]);
-    /// every session was still deleted, logged and written.
+    /// every session was still deleted and its delete logged, unless the
+    /// sink was stuck ([`RecordSummary::dropped_at_stop`] and the other
+    /// losses say how many records were not; see
+    /// [`Summary::interrupted_line`]).
     pub interrupted: bool,
     /// Number of workers.
     pub workers: usize,

@@ -434,8 +434,24 @@ fn nat_in_a_secondary_process_on_a_net_ring_port_of_the_primary() {
             want.push((*us, f));
         }
     }
-    assert_eq!(want.len(), came_back.len());
-    for (k, (w, g)) in want.iter().zip(&came_back).enumerate() {
+    assert_frames_as_in_memory(&want, &came_back);
+}
+
+/// A helper process's `--file-prefix` (the value of `role`), the capture
+/// to feed and where to write what came back; `None` when `role` is unset
+/// (the helper then does nothing).
+fn helper_env(role: &str) -> Option<(String, PathBuf, PathBuf)> {
+    let prefix = std::env::var_os(role)?.to_string_lossy().into_owned();
+    let cap = PathBuf::from(std::env::var_os("DPLOG_NETRING_CAPTURE").unwrap());
+    let back = PathBuf::from(std::env::var_os("DPLOG_NETRING_BACK").unwrap());
+    Some((prefix, cap, back))
+}
+
+/// Every translated frame that came back equals the in-memory translation
+/// of the same packet, in order.
+fn assert_frames_as_in_memory(want: &[(u64, Vec<u8>)], came_back: &[(u64, Vec<u8>)]) {
+    assert_eq!(came_back.len(), want.len());
+    for (k, (w, g)) in want.iter().zip(came_back).enumerate() {
         assert_eq!(w, g, "translated frame {k}: as in memory");
     }
 }
@@ -445,12 +461,9 @@ fn nat_in_a_secondary_process_on_a_net_ring_port_of_the_primary() {
 #[test]
 #[ignore = "helper process of nat_in_a_secondary_process_on_a_net_ring_port_of_the_primary"]
 fn net_ring_primary_helper() {
-    let Some(prefix) = std::env::var_os(ROLE) else {
+    let Some((prefix, cap, back)) = helper_env(ROLE) else {
         return;
     };
-    let prefix = prefix.to_string_lossy().into_owned();
-    let cap = PathBuf::from(std::env::var_os("DPLOG_NETRING_CAPTURE").unwrap());
-    let back = PathBuf::from(std::env::var_os("DPLOG_NETRING_BACK").unwrap());
     primary(&prefix, &cap, &back);
 }
 
@@ -718,10 +731,7 @@ fn dplog_nat_is_the_primary_of_its_own_net_ring_port() {
         came_back.len()
     );
     assert!(!want.is_empty());
-    assert_eq!(came_back.len(), want.len());
-    for (k, (w, g)) in want.iter().zip(&came_back).enumerate() {
-        assert_eq!(w, g, "translated frame {k}: as in memory");
-    }
+    assert_frames_as_in_memory(&want, &came_back);
 }
 
 /// The peer process of the test above (run by it with `DPLOG_NETRING_PEER`
@@ -729,12 +739,9 @@ fn dplog_nat_is_the_primary_of_its_own_net_ring_port() {
 #[test]
 #[ignore = "helper process of dplog_nat_is_the_primary_of_its_own_net_ring_port"]
 fn net_ring_peer_helper() {
-    let Some(prefix) = std::env::var_os(PEER_ROLE) else {
+    let Some((prefix, cap, back)) = helper_env(PEER_ROLE) else {
         return;
     };
-    let prefix = prefix.to_string_lossy().into_owned();
-    let cap = PathBuf::from(std::env::var_os("DPLOG_NETRING_CAPTURE").unwrap());
-    let back = PathBuf::from(std::env::var_os("DPLOG_NETRING_BACK").unwrap());
     let expect: usize = std::env::var("DPLOG_NETRING_EXPECT")
         .unwrap()
         .parse()

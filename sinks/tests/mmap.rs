@@ -373,50 +373,6 @@ fn a_filling_tmpfs_commits_whole_records_and_counts_them() {
     assert_eq!(on_disk, accepted);
 }
 
-/// A tmpfs of `size` mounted on a fresh temp dir; unmounted on drop.
-struct Tmpfs {
-    dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    fn mount(size: &str) -> Option<Self> {
-        let dir = tempfile::tempdir().unwrap();
-        let out = Command::new("mount")
-            .args([
-                "-t",
-                "tmpfs",
-                "-o",
-                &format!("size={size},mode=0700"),
-                "tmpfs",
-            ])
-            .arg(dir.path())
-            .output();
-        match out {
-            Ok(o) if o.status.success() => Some(Self { dir }),
-            Ok(o) => {
-                eprintln!(
-                    "SKIPPED: cannot mount a tmpfs (need root / CAP_SYS_ADMIN): {}",
-                    String::from_utf8_lossy(&o.stderr).trim()
-                );
-                None
-            }
-            Err(e) => {
-                eprintln!("SKIPPED: cannot run mount: {e}");
-                None
-            }
-        }
-    }
-    fn path(&self) -> &std::path::Path {
-        self.dir.path()
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.dir.path()).status();
-    }
-}
-
 #[test]
 fn a_directory_the_process_cannot_write_fails_at_open_with_path_and_os_error() {
     // /proc takes no new files, for root too: the writer's lock file is

@@ -297,8 +297,21 @@ fn lock_dir(dir: &Path, prefix: &str) -> io::Result<File> {
         .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
         .open(&path)
         .map_err(|e| at_path("mmap segment lock", &path, e))?;
-    // SAFETY: flock on a descriptor we own; no memory is passed.
-    let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    // A lock held only by a process forked by this one between its open and
+    // its exec (which closes the O_CLOEXEC descriptor) lingers for that
+    // moment after the owner released it: try for up to 200 ms before
+    // taking the directory as another writer's.
+    let mut tries = 0;
+    let r = loop {
+        // SAFETY: flock on a descriptor we own; no memory is passed.
+        let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        let busy = r != 0 && io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock;
+        if !busy || tries == 40 {
+            break r;
+        }
+        tries += 1;
+        std::thread::sleep(Duration::from_millis(5));
+    };
     if r != 0 {
         let e = io::Error::last_os_error();
         if e.kind() == io::ErrorKind::WouldBlock {

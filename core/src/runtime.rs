@@ -265,7 +265,10 @@ pub struct Stats {
     pub written_records: u64,
     /// Bytes in batches the sink accepted.
     pub written_bytes: u64,
-    /// Records in batches the sink refused.
+    /// Records the sink refused: whole batches (a permanent error, or given
+    /// up after `sink_retry_timeout_ms`) and single records it reported
+    /// failed through [`Sink::poll`] (e.g. a syslog message too large for a
+    /// datagram).
     pub dropped_sink: u64,
     /// Sink calls (write, flush, tick, drain, close) that returned an error,
     /// retryable or permanent.

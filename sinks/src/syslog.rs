@@ -26,7 +26,10 @@
 //!   [`SyslogCounters::relp_resent`]. A message the receiver had processed
 //!   but whose answer was lost arrives twice (RELP is at-least-once): at
 //!   most the window per broken connection. Records still unacknowledged
-//!   at the shutdown deadline count as `dropped_shutdown`.
+//!   at the shutdown deadline count as `dropped_shutdown`. While the
+//!   window is full and the connection stays up, the batch is retried (a
+//!   slow receiver is waited for, not reconnected to); a batch the runtime
+//!   gives up on counts dropped even if the receiver got some of it.
 //!
 //! The `syslog` crate formats its own messages and frames TCP with a
 //! trailing newline; dplog's formatters already produce the messages, and

@@ -516,6 +516,9 @@ fn udp_records_too_large_for_a_datagram_are_dropped_whole_never_cut() {
     let s = SyslogSink::new(o).unwrap();
     let c = s.counters();
     let logger = Logger::start(LoggerConfig::default(), MixedLen, s).unwrap();
+    let named = logger
+        .sink_counters()
+        .expect("the syslog sink names its counters");
     let mut p = logger.producer().unwrap();
     const N: u64 = 400;
     for i in 0..N {
@@ -523,6 +526,15 @@ fn udp_records_too_large_for_a_datagram_are_dropped_whole_never_cut() {
     }
     drop(p);
     let st = logger.shutdown().unwrap();
+    let named = named.named();
+    assert!(
+        named.contains(&("syslog.too_large".into(), 100)),
+        "{named:?}"
+    );
+    assert!(
+        named.contains(&("syslog.messages".into(), 300)),
+        "{named:?}"
+    );
     assert_eq!(st.produced, N);
     assert_eq!(st.written_records, 300, "{st:?}");
     assert_eq!(st.dropped_sink, 100, "{st:?}");

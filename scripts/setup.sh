@@ -12,9 +12,10 @@ cd "$(dirname "$0")/.."
 #   libpcap-dev             DPDK's net_pcap vdev in the reference-nat tests
 #   librdkafka-dev          the Kafka sink (rdkafka, dynamic linking)
 #   rsyslog                 syslog sink tests (each test starts its own rsyslogd on 127.0.0.1)
+#   rsyslog-relp            rsyslog's imrelp, the receiver of the syslog sink's RELP tests
 #   nfdump                  IPFIX checked by nfcapd/nfdump (the test starts its own nfcapd)
 #   tshark                  IPFIX checked by Wireshark's dissector
-packages=(pkg-config gcc g++ make valgrind libdpdk-dev libpcap-dev librdkafka-dev rsyslog nfdump)
+packages=(pkg-config gcc g++ make valgrind libdpdk-dev libpcap-dev librdkafka-dev rsyslog rsyslog-relp nfdump)
 recommended=(tshark)
 
 missing=()

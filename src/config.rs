@@ -275,6 +275,8 @@ pub enum SyslogTransportName {
     UnixDgram,
     /// Unix stream socket, octet counting.
     UnixStream,
+    /// RELP over TCP (rsyslog `imrelp`): written when acknowledged.
+    Relp,
 }
 
 /// `type = "syslog"` settings; see [`SyslogSinkOptions`]. Pair with
@@ -282,12 +284,13 @@ pub enum SyslogTransportName {
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct SyslogSinkConfig {
-    /// `udp` (default), `tcp`, `unix_dgram` or `unix_stream`.
+    /// `udp` (default), `tcp`, `unix_dgram`, `unix_stream` or `relp`.
     pub transport: SyslogTransportName,
     /// `host:port` (IP literal) for UDP/TCP, a socket path for unix.
     /// Default `127.0.0.1:514`.
     pub address: String,
-    /// Whole-datagram size limit (UDP, unix datagram). Default 2048.
+    /// Whole-datagram size limit (UDP, unix datagram); a longer message
+    /// is refused and its record dropped, never cut. Default 2048.
     pub max_datagram_bytes: usize,
     /// First reconnect backoff. Default 10.
     pub reconnect_min_ms: u64,
@@ -295,6 +298,8 @@ pub struct SyslogSinkConfig {
     pub reconnect_max_ms: u64,
     /// Connect/write timeout of stream transports. Default 1000.
     pub io_timeout_ms: u64,
+    /// RELP: unacknowledged messages at most. Default 128.
+    pub relp_window: usize,
     /// `fanout` (default) or `failover`.
     pub role: SinkRole,
 }
@@ -309,6 +314,7 @@ impl Default for SyslogSinkConfig {
             reconnect_min_ms: d.reconnect_min_ms,
             reconnect_max_ms: d.reconnect_max_ms,
             io_timeout_ms: d.io_timeout_ms,
+            relp_window: d.relp_window,
             role: SinkRole::Fanout,
         }
     }
@@ -328,6 +334,7 @@ impl SyslogSinkConfig {
         let t = match self.transport {
             SyslogTransportName::Udp => SyslogTransport::Udp(addr()?),
             SyslogTransportName::Tcp => SyslogTransport::Tcp(addr()?),
+            SyslogTransportName::Relp => SyslogTransport::Relp(addr()?),
             SyslogTransportName::UnixDgram => {
                 SyslogTransport::UnixDatagram(self.address.clone().into())
             }
@@ -341,6 +348,7 @@ impl SyslogSinkConfig {
             reconnect_min_ms: self.reconnect_min_ms,
             reconnect_max_ms: self.reconnect_max_ms,
             io_timeout_ms: self.io_timeout_ms,
+            relp_window: self.relp_window,
         })
     }
 }
@@ -581,6 +589,7 @@ impl SinkConfig {
                     SyslogTransportName::Tcp => "tcp",
                     SyslogTransportName::UnixDgram => "unix-dgram",
                     SyslogTransportName::UnixStream => "unix-stream",
+                    SyslogTransportName::Relp => "relp",
                 };
                 vec![format!("syslog {t} {}", s.address)]
             }
@@ -1636,5 +1645,37 @@ mod tests {
         assert!(e.to_string().contains("nohost"), "{e}");
         let e = LogConfig::from_toml_str("[sink]\ntype = \"kafka\"\nkey = \"x\"\n").unwrap_err();
         assert!(e.to_string().contains("key"), "{e}");
+    }
+
+    #[test]
+    fn syslog_relp_transport_and_window_parse() {
+        let c = LogConfig::from_toml_str(
+            "[sink]\ntype = \"syslog\"\ntransport = \"relp\"\naddress = \"127.0.0.1:2514\"\nrelp_window = 32\n",
+        )
+        .unwrap();
+        let SinkConfig::Syslog(s) = &c.sink else {
+            panic!("{:?}", c.sink)
+        };
+        let o = s.options().unwrap();
+        assert_eq!(
+            o.transport,
+            SyslogTransport::Relp("127.0.0.1:2514".parse().unwrap())
+        );
+        assert_eq!(o.relp_window, 32);
+        assert_eq!(c.sink.describe_each(), vec!["syslog relp 127.0.0.1:2514"]);
+        assert_eq!(
+            SyslogSinkConfig::default().options().unwrap().relp_window,
+            128
+        );
+        // A window the sink refuses is an error naming it.
+        let bad = LogConfig::from_toml_str(
+            "[sink]\ntype = \"syslog\"\ntransport = \"relp\"\nrelp_window = 0\n",
+        )
+        .unwrap();
+        let e = bad.sink.build().err().unwrap();
+        assert!(e.to_string().contains("relp_window"), "{e}");
+        let e = LogConfig::from_toml_str("[sink]\ntype = \"syslog\"\ntransport = \"reliable\"\n")
+            .unwrap_err();
+        assert!(e.to_string().contains("relp"), "{e}");
     }
 }

@@ -58,7 +58,7 @@ pub use runtime::{
     Stats, DEFAULT_RING_CAPACITY, MIN_BATCH_BYTES,
 };
 pub use schema::{FieldDef, FieldKind, HasSchema, Schema, SchemaError};
-pub use sink::{Accepted, Progress, Sink, SinkError};
+pub use sink::{Accepted, Progress, Sink, SinkCounters, SinkError};
 pub use slot::{Slot128, Slot32, Slot64};
 #[cfg(not(loom))]
 pub use stats::{LatencySummary, RingStats, Snapshot};

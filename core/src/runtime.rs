@@ -41,7 +41,7 @@ use crate::record::Record;
 use crate::reorder::Reorder;
 use crate::report::DropReport;
 use crate::ring::{ring, Consumer, Disconnected, DropReason, Producer, RingError, Shared};
-use crate::sink::{Accepted, Progress, Sink, SinkError};
+use crate::sink::{Accepted, Progress, Sink, SinkCounters, SinkError};
 use crate::stats::{LatencyHistogram, RingStats, Snapshot};
 use crate::tsc::{now_ticks, realtime_ns, TscClock};
 
@@ -265,7 +265,10 @@ pub struct Stats {
     pub written_records: u64,
     /// Bytes in batches the sink accepted.
     pub written_bytes: u64,
-    /// Records in batches the sink refused.
+    /// Records the sink refused: whole batches (a permanent error, or given
+    /// up after `sink_retry_timeout_ms`) and single records it reported
+    /// failed through [`Sink::poll`] (e.g. a syslog message too large for a
+    /// datagram).
     pub dropped_sink: u64,
     /// Sink calls (write, flush, tick, drain, close) that returned an error,
     /// retryable or permanent.
@@ -344,6 +347,8 @@ pub struct Logger<R: Record> {
     rings: Arc<Mutex<Vec<Arc<Shared<R>>>>>,
     config: LoggerConfig,
     latency: Arc<LatencyHistogram>,
+    /// The sink's own counters ([`Sink::named_counters`]), taken at start.
+    sink_counters: Option<Arc<dyn SinkCounters>>,
 }
 
 impl<R: Record> Logger<R> {
@@ -379,6 +384,7 @@ impl<R: Record> Logger<R> {
             )));
         }
         let latency = Arc::new(LatencyHistogram::new());
+        let sink_counters = sink.named_counters();
         let (tx, rx) = unbounded();
         let totals = Arc::new(ConsumerTotals::default());
         let worker = ConsumerLoop {
@@ -420,7 +426,16 @@ impl<R: Record> Logger<R> {
             rings: Arc::new(Mutex::new(Vec::new())),
             config,
             latency,
+            sink_counters,
         })
+    }
+
+    /// A handle on the sink's own counters ([`Sink::named_counters`];
+    /// `None` when the sink exposes none). It outlives the logger: take it
+    /// before [`shutdown`](Self::shutdown) and read it after, when the
+    /// values are final.
+    pub fn sink_counters(&self) -> Option<Arc<dyn SinkCounters>> {
+        self.sink_counters.clone()
     }
 
     /// Creates a new SPSC ring of `ring_capacity` slots, registers its

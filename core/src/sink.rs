@@ -21,9 +21,25 @@
 //! Every error is counted by the runtime
 //! ([`Stats::sink_errors`](crate::Stats::sink_errors),
 //! [`Stats::sink_retries`](crate::Stats::sink_retries)); none is swallowed.
+//!
+//! Records a sink refuses one by one (a syslog message larger than a
+//! datagram may be) while it writes the rest of the batch: the sink
+//! returns `Ok(Accepted::Pending)` for that batch and reports it through
+//! [`Sink::poll`]: the records it wrote in
+//! [`Progress::delivered_records`], the refused ones in
+//! [`Progress::failed_records`] (booked as
+//! [`Stats::dropped_sink`](crate::Stats::dropped_sink)), so
+//! `written_records` counts only records written whole. A batch with no
+//! refusal can still be `Delivered`.
+//!
+//! A sink's own counters (reconnects, refusals by reason, rotations, ...)
+//! are exposed by name through [`Sink::named_counters`]; the logger keeps the
+//! handle ([`Logger::sink_counters`](crate::Logger::sink_counters)) so a
+//! program can print them with its summary.
 
 use std::io;
 use std::ops::Range;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// What a sink did with a batch it did not refuse.
@@ -150,6 +166,17 @@ impl core::ops::AddAssign for Progress {
     }
 }
 
+/// A sink's own counters, read by name from any thread (typically at the
+/// end of a run, after [`Logger::shutdown`](crate::Logger::shutdown)
+/// joined the consumer: then they are exact).
+pub trait SinkCounters: Send + Sync {
+    /// Every counter as `(name, value)`, in a stable order; names are
+    /// `kind.counter` in snake case (`syslog.too_large`,
+    /// `file.rotations`), values are counts (or bytes where the name says
+    /// `_bytes`).
+    fn named(&self) -> Vec<(String, u64)>;
+}
+
 /// Where formatted batches go.
 ///
 /// The consumer calls `write_batch` once per batch of whole records (never
@@ -233,6 +260,12 @@ pub trait Sink: Send + 'static {
     fn describe(&self) -> String {
         std::any::type_name::<Self>().to_string()
     }
+
+    /// A handle on the sink's own counters ([`SinkCounters`]), taken once
+    /// when the logger starts. Default: none.
+    fn named_counters(&self) -> Option<Arc<dyn SinkCounters>> {
+        None
+    }
 }
 
 impl<S: Sink + ?Sized> Sink for Box<S> {
@@ -269,6 +302,9 @@ impl<S: Sink + ?Sized> Sink for Box<S> {
     }
     fn describe(&self) -> String {
         (**self).describe()
+    }
+    fn named_counters(&self) -> Option<Arc<dyn SinkCounters>> {
+        (**self).named_counters()
     }
 }
 

@@ -678,6 +678,11 @@ pub struct Summary {
     /// Each configured sink's description (`file PATH`, `mmap DIR`,
     /// `syslog udp ADDR`, `kafka topic T at BROKERS`), in `[[sink]]` order.
     pub sinks: Vec<String>,
+    /// The sinks' own counters by name ([`dplog::SinkCounters`]:
+    /// `syslog.too_large`, `file.rotations`, ...; in a `[[sink]]` set
+    /// prefixed `sink0.`, ...), final values after the logger's shutdown;
+    /// the text summary lists the nonzero ones.
+    pub sink_counters: Vec<(String, u64)>,
     /// Wall time from the first packet to the logger's shutdown, seconds.
     pub elapsed_s: f64,
     /// Packets per second of wall time.
@@ -795,6 +800,15 @@ impl Summary {
                 "  sink errors        {}  records lost to them {}  undelivered at shutdown {}",
                 r.sink_errors, r.dropped_sink, r.dropped_shutdown
             );
+        }
+        let nonzero: Vec<String> = self
+            .sink_counters
+            .iter()
+            .filter(|(_, v)| *v != 0)
+            .map(|(n, v)| format!("{n} {v}"))
+            .collect();
+        if !nonzero.is_empty() {
+            let _ = writeln!(s, "  sink counters      {}", nonzero.join("  "));
         }
         if r.dropped_at_stop > 0 {
             let _ = writeln!(
@@ -1285,6 +1299,7 @@ pub fn run_live_serving(
             let _ = m.join();
         }
     });
+    let sink_counters = logger.as_ref().and_then(|l| l.sink_counters());
     let (stats, shutdown_err) = match logger {
         Some(l) => match l.shutdown() {
             Ok(s) => (s, None),
@@ -1307,6 +1322,7 @@ pub fn run_live_serving(
     );
     summary.workers = n;
     summary.logging = cfg.dataplane.logging;
+    summary.sink_counters = sink_counters.map(|c| c.named()).unwrap_or_default();
     summary.records_logged += config_records;
     summary.config_records = config_records;
     summary.records.dropped_at_stop = results.iter().map(|r| r.2).sum();
@@ -1705,6 +1721,7 @@ fn make_summary(
         format: cfg.format.kind.name().into(),
         output: cfg.output_path().map(|p| p.to_path_buf()),
         sinks: cfg.sink.describe_each(),
+        sink_counters: Vec::new(),
         elapsed_s,
         packets_per_s: per_s(nat.packets),
         records_per_s: per_s(stats.written_records),

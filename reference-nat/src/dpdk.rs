@@ -368,6 +368,7 @@ pub fn run_dpdk(
         opackets: st[1],
         imissed: st[4],
     };
+    let sink_counters = logger.as_ref().and_then(|l| l.sink_counters());
     let (stats, shutdown_err) = match logger {
         Some(l) => match l.shutdown() {
             Ok(s) => (s, None),
@@ -386,6 +387,7 @@ pub fn run_dpdk(
         busy.as_secs_f64(),
     );
     summary.workers = n;
+    summary.sink_counters = sink_counters.map(|c| c.named()).unwrap_or_default();
     summary.per_worker = results
         .iter()
         .map(|(s, busy, _)| WorkerSummary::of(s, busy.as_secs_f64()))

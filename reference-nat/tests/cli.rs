@@ -626,6 +626,14 @@ fn the_summary_names_every_sink_of_a_fan_out() {
         .unwrap();
     let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(s["sinks"], serde_json::json!(["file a.log", "file b.log"]));
+    // Each sink's own counters, under its place in the set.
+    let counters = s["sink_counters"].as_array().unwrap();
+    for name in ["sink0.file.rotations", "sink1.file.rotations"] {
+        assert!(
+            counters.contains(&serde_json::json!([name, 0])),
+            "{counters:?}"
+        );
+    }
     // One file sink keeps the short form.
     let o = bin()
         .args(["--packets", "2000", "-o", "c.log"])
@@ -980,4 +988,66 @@ fn a_device_as_the_capture_is_not_a_regular_file_not_an_empty_one() {
         assert!(!err.contains("empty file"), "{err}");
         assert!(!dir.path().join("out.log").exists(), "no log opened");
     }
+}
+
+/// Syslog over UDP with datagrams too small for the RFC 5424 records: no
+/// record is sent cut, each is counted dropped by the sink, the run fails
+/// saying how many, and the sink's own counter is in both summaries.
+#[test]
+fn syslog_records_too_large_for_a_datagram_are_dropped_not_cut_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    std::fs::write(
+        dir.path().join("udp.toml"),
+        format!(
+            "[format]\ntype = \"rfc5424\"\n[sink]\ntype = \"syslog\"\ntransport = \"udp\"\naddress = \"{}\"\nmax_datagram_bytes = 200\n[synthetic]\npackets = 2000\n",
+            rx.local_addr().unwrap()
+        ),
+    )
+    .unwrap();
+    let o = bin()
+        .args(["--config", "udp.toml", "--summary", "json"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let r = &s["records"];
+    let n = |k: &str| r[k].as_u64().unwrap();
+    let produced = n("produced");
+    assert!(produced > 0, "{r}");
+    assert_eq!(n("written"), 0, "{r}");
+    assert_eq!(n("dropped_sink"), produced, "{r}");
+    let counters: Vec<(String, u64)> = serde_json::from_value(s["sink_counters"].clone()).unwrap();
+    assert!(
+        counters.contains(&("syslog.too_large".to_string(), produced)),
+        "{counters:?}"
+    );
+    assert!(
+        counters.contains(&("syslog.messages".to_string(), 0)),
+        "{counters:?}"
+    );
+    assert!(
+        err.contains(&format!(
+            "{produced} of {produced} log records were not delivered"
+        )),
+        "{err}"
+    );
+    // Nothing reached the receiver, not even a cut message.
+    rx.set_nonblocking(true).unwrap();
+    let mut buf = [0u8; 2048];
+    assert!(rx.recv(&mut buf).is_err(), "a datagram was sent");
+    let o = bin()
+        .args(["--config", "udp.toml"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        text.contains(&format!(
+            "  sink counters      syslog.too_large {produced}\n"
+        )),
+        "{text}"
+    );
 }

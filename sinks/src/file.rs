@@ -105,6 +105,24 @@ impl FileSinkCounters {
     }
 }
 
+impl dplog_core::SinkCounters for FileSinkCounters {
+    fn named(&self) -> Vec<(String, u64)> {
+        let g = Self::get;
+        [
+            ("enospc", g(&self.enospc)),
+            ("eio", g(&self.eio)),
+            ("other_errors", g(&self.other_errors)),
+            ("rotations", g(&self.rotations)),
+            ("deleted", g(&self.deleted)),
+            ("reopens", g(&self.reopens)),
+            ("syncs", g(&self.syncs)),
+        ]
+        .into_iter()
+        .map(|(n, v)| (format!("file.{n}"), v))
+        .collect()
+    }
+}
+
 /// Appends batches to one file.
 ///
 /// Opened with `O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW` and
@@ -635,6 +653,10 @@ impl Sink for FileSink {
 
     fn describe(&self) -> String {
         format!("file {}", self.path.display())
+    }
+
+    fn named_counters(&self) -> Option<Arc<dyn dplog_core::SinkCounters>> {
+        Some(self.counters.clone())
     }
 }
 

@@ -588,4 +588,27 @@ impl Sink for KafkaSink {
     fn describe(&self) -> String {
         format!("kafka topic {} at {}", self.opts.topic, self.opts.brokers)
     }
+
+    fn named_counters(&self) -> Option<Arc<dyn dplog_core::SinkCounters>> {
+        Some(self.counters.clone())
+    }
+}
+
+impl dplog_core::SinkCounters for KafkaCounters {
+    fn named(&self) -> Vec<(String, u64)> {
+        let g = KafkaCounters::get;
+        [
+            ("acked", g(&self.acked)),
+            ("acked_bytes", g(&self.acked_bytes)),
+            ("failed", g(&self.failed)),
+            ("rejected", g(&self.rejected)),
+            ("queue_full", g(&self.queue_full)),
+            ("stalled", g(&self.stalled)),
+            ("reports_acked", g(&self.reports_acked)),
+            ("reports_failed", g(&self.reports_failed)),
+        ]
+        .into_iter()
+        .map(|(n, v)| (format!("kafka.{n}"), v))
+        .collect()
+    }
 }

@@ -118,6 +118,18 @@ pub struct MmapCounters {
     pub errors: AtomicU64,
 }
 
+impl dplog_core::SinkCounters for MmapCounters {
+    fn named(&self) -> Vec<(String, u64)> {
+        // Relaxed: statistics, exact after the consumer thread is joined.
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        vec![
+            ("mmap.segments".into(), g(&self.segments)),
+            ("mmap.syncs".into(), g(&self.syncs)),
+            ("mmap.errors".into(), g(&self.errors)),
+        ]
+    }
+}
+
 fn bump(c: &AtomicU64) {
     // Relaxed: single-writer statistic.
     c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
@@ -710,6 +722,10 @@ fn fit(b: &[u8], room: usize, framing: Framing) -> io::Result<(usize, u64)> {
 impl Sink for MmapSink {
     fn describe(&self) -> String {
         format!("mmap {}", self.dir.display())
+    }
+
+    fn named_counters(&self) -> Option<Arc<dyn dplog_core::SinkCounters>> {
+        Some(self.counters.clone())
     }
 
     fn write_batch(&mut self, batch: &[u8]) -> Result<Accepted, SinkError> {

@@ -7,7 +7,29 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dplog_core::{Accepted, Progress, Sink, SinkError};
+use dplog_core::{Accepted, Progress, Sink, SinkCounters, SinkError};
+
+/// The named counters of several sinks under prefixes
+/// (`sink0.syslog.too_large`, `primary.file.rotations`), after the
+/// router's own.
+struct Nested {
+    own: Vec<(String, Arc<dyn Fn() -> u64 + Send + Sync>)>,
+    children: Vec<(String, Arc<dyn SinkCounters>)>,
+}
+
+impl SinkCounters for Nested {
+    fn named(&self) -> Vec<(String, u64)> {
+        let mut v: Vec<(String, u64)> = self.own.iter().map(|(n, f)| (n.clone(), f())).collect();
+        for (prefix, c) in &self.children {
+            v.extend(
+                c.named()
+                    .into_iter()
+                    .map(|(n, x)| (format!("{prefix}.{n}"), x)),
+            );
+        }
+        v
+    }
+}
 
 /// A boxed sink, as built from configuration.
 pub type BoxSink = Box<dyn Sink>;
@@ -351,6 +373,24 @@ impl Sink for FanOut {
         let names: Vec<String> = self.children.iter().map(|c| c.describe()).collect();
         format!("fan-out [{}]", names.join(", "))
     }
+
+    /// Each child's counters, prefixed `sink0.`, `sink1.`, ... in child
+    /// order.
+    fn named_counters(&self) -> Option<Arc<dyn SinkCounters>> {
+        let children: Vec<(String, Arc<dyn SinkCounters>)> = self
+            .children
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| c.named_counters().map(|n| (format!("sink{i}"), n)))
+            .collect();
+        if children.is_empty() {
+            return None;
+        }
+        Some(Arc::new(Nested {
+            own: Vec::new(),
+            children,
+        }))
+    }
 }
 
 /// Counters of a [`Failover`] (Relaxed statistics, consumer thread only).
@@ -532,5 +572,28 @@ impl Sink for Failover {
             self.primary.describe(),
             self.secondary.describe()
         )
+    }
+
+    /// `failover.failovers`, `failover.failbacks`, then the primary's
+    /// counters prefixed `primary.` and the secondary's `secondary.`.
+    fn named_counters(&self) -> Option<Arc<dyn SinkCounters>> {
+        let c = self.counters.clone();
+        let d = self.counters.clone();
+        // Relaxed: statistics, exact after the consumer thread is joined.
+        let own: Vec<(String, Arc<dyn Fn() -> u64 + Send + Sync>)> = vec![
+            (
+                "failover.failovers".into(),
+                Arc::new(move || c.failovers.load(Ordering::Relaxed)),
+            ),
+            (
+                "failover.failbacks".into(),
+                Arc::new(move || d.failbacks.load(Ordering::Relaxed)),
+            ),
+        ];
+        let children = [("primary", &self.primary), ("secondary", &self.secondary)]
+            .into_iter()
+            .filter_map(|(p, s)| s.named_counters().map(|n| (p.to_string(), n)))
+            .collect();
+        Some(Arc::new(Nested { own, children }))
     }
 }

@@ -1,8 +1,35 @@
 //! The syslog sink: sends each formatted line (an RFC 5424 or RFC 3164
 //! message from the formatters) to a syslog receiver over UDP (RFC 5426),
-//! TCP with octet-counting framing (RFC 6587 section 3.4.1), or a unix
-//! socket (datagram, or stream with octet counting), reconnecting with
-//! backoff after the receiver restarts.
+//! TCP with octet-counting framing (RFC 6587 section 3.4.1), a unix
+//! socket (datagram, or stream with octet counting), or RELP (rsyslog's
+//! Reliable Event Logging Protocol), reconnecting with backoff after the
+//! receiver restarts.
+//!
+//! What "written" means per transport:
+//! - Datagrams (UDP, unix datagram): handed to the kernel whole. A message
+//!   longer than [`SyslogSinkOptions::max_datagram_bytes`] is never cut:
+//!   it is refused, counted in [`SyslogCounters::too_large`], and its
+//!   record is reported as failed (the runtime's `dropped_sink`), so the
+//!   receiver never stores a cut message and `written` counts only whole
+//!   messages sent. UDP itself may still lose a datagram unseen.
+//! - TCP and unix streams: written to the socket. Plain TCP syslog has no
+//!   application acknowledgement: messages the receiver's kernel had
+//!   acknowledged but the receiver had not yet processed when it died
+//!   (SIGKILL, crash) are lost, counted written, and no sender can see
+//!   that. Use RELP where that matters.
+//! - RELP: a record counts written only when the receiver answered its
+//!   `syslog` command with `rsp 200` (rsyslog's `imrelp` answers once the
+//!   message is handed to its ruleset). The sink keeps a window of
+//!   unacknowledged messages ([`SyslogSinkOptions::relp_window`]); after a
+//!   lost connection it reconnects with backoff, opens a new session and
+//!   resends every unacknowledged message, counted in
+//!   [`SyslogCounters::relp_resent`]. A message the receiver had processed
+//!   but whose answer was lost arrives twice (RELP is at-least-once): at
+//!   most the window per broken connection. Records still unacknowledged
+//!   at the shutdown deadline count as `dropped_shutdown`. While the
+//!   window is full and the connection stays up, the batch is retried (a
+//!   slow receiver is waited for, not reconnected to); a batch the runtime
+//!   gives up on counts dropped even if the receiver got some of it.
 //!
 //! The `syslog` crate formats its own messages and frames TCP with a
 //! trailing newline; dplog's formatters already produce the messages, and
@@ -19,7 +46,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dplog_core::{Accepted, Sink, SinkError};
+use std::ops::Range;
+
+use dplog_core::{Accepted, Progress, Sink, SinkError};
 
 /// Where and how messages go.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,6 +62,9 @@ pub enum SyslogTransport {
     UnixDatagram(PathBuf),
     /// A unix stream socket, octet-counting framing.
     UnixStream(PathBuf),
+    /// RELP over TCP (rsyslog `imrelp`): each message is a `syslog`
+    /// command, written when the receiver acknowledges it.
+    Relp(SocketAddr),
 }
 
 /// Syslog sink settings.
@@ -41,9 +73,10 @@ pub struct SyslogSinkOptions {
     /// Transport and address.
     pub transport: SyslogTransport,
     /// Largest datagram payload (the whole syslog message, header
-    /// included) for UDP and unix datagrams; longer messages are truncated
-    /// to it and counted in [`SyslogCounters::truncated`]. Default 2048
-    /// (RFC 5426 section 3.2: receivers SHOULD accept 2048 octets).
+    /// included) for UDP and unix datagrams, in bytes; a longer message is
+    /// refused whole (never cut), counted in [`SyslogCounters::too_large`]
+    /// and its record dropped (`dropped_sink`). Default 2048 (RFC 5426
+    /// section 3.2: receivers SHOULD accept 2048 octets).
     pub max_datagram_bytes: usize,
     /// First reconnect backoff, in milliseconds (doubles up to
     /// `reconnect_max_ms`). Default 10.
@@ -52,8 +85,13 @@ pub struct SyslogSinkOptions {
     pub reconnect_max_ms: u64,
     /// Connect and write timeout for stream transports, in milliseconds;
     /// a receiver that stops reading for this long makes the batch
-    /// retryable. Default 1000.
+    /// retryable. For RELP also the wait for the `open` answer, and the
+    /// longest wait for an acknowledgement while the window is full before
+    /// the batch is retried. Default 1000.
     pub io_timeout_ms: u64,
+    /// RELP: messages sent and not yet acknowledged, at most (1..=65536).
+    /// Default 128.
+    pub relp_window: usize,
 }
 
 impl SyslogSinkOptions {
@@ -65,6 +103,7 @@ impl SyslogSinkOptions {
             reconnect_min_ms: 10,
             reconnect_max_ms: 2000,
             io_timeout_ms: 1000,
+            relp_window: 128,
         }
     }
 }
@@ -73,10 +112,12 @@ impl SyslogSinkOptions {
 /// Relaxed statistics, exact after the logger's shutdown joined it).
 #[derive(Debug, Default)]
 pub struct SyslogCounters {
-    /// Messages handed to the kernel (datagrams sent, frames written).
+    /// Messages handed to the kernel (datagrams sent, frames written; for
+    /// RELP, `syslog` commands sent, first sends only).
     pub messages: AtomicU64,
-    /// Datagram messages truncated to `max_datagram_bytes`.
-    pub truncated: AtomicU64,
+    /// Datagram messages refused whole because they exceed
+    /// `max_datagram_bytes` (their records count as `dropped_sink`).
+    pub too_large: AtomicU64,
     /// Successful connects after the first.
     pub reconnects: AtomicU64,
     /// Failed connect attempts.
@@ -91,6 +132,39 @@ pub struct SyslogCounters {
     /// Unacknowledged bytes that could not be replayed (older than the
     /// replay history).
     pub unacked_bytes_lost: AtomicU64,
+    /// RELP messages the receiver acknowledged (`rsp 200`).
+    pub relp_acked: AtomicU64,
+    /// RELP messages sent again on a new session because the old one
+    /// broke before their acknowledgement.
+    pub relp_resent: AtomicU64,
+    /// RELP messages the receiver answered with an error status (their
+    /// records count as `dropped_sink`).
+    pub relp_refused: AtomicU64,
+    /// RELP sessions the receiver refused at `open`.
+    pub relp_open_failures: AtomicU64,
+}
+
+impl dplog_core::SinkCounters for SyslogCounters {
+    fn named(&self) -> Vec<(String, u64)> {
+        let g = SyslogCounters::get;
+        [
+            ("messages", g(&self.messages)),
+            ("too_large", g(&self.too_large)),
+            ("reconnects", g(&self.reconnects)),
+            ("connect_failures", g(&self.connect_failures)),
+            ("disconnects", g(&self.disconnects)),
+            ("replayed_frames", g(&self.replayed_frames)),
+            ("replayed_bytes", g(&self.replayed_bytes)),
+            ("unacked_bytes_lost", g(&self.unacked_bytes_lost)),
+            ("relp_acked", g(&self.relp_acked)),
+            ("relp_resent", g(&self.relp_resent)),
+            ("relp_refused", g(&self.relp_refused)),
+            ("relp_open_failures", g(&self.relp_open_failures)),
+        ]
+        .into_iter()
+        .map(|(n, v)| (format!("syslog.{n}"), v))
+        .collect()
+    }
 }
 
 fn bump(c: &AtomicU64, n: u64) {
@@ -111,6 +185,8 @@ enum Conn {
     Tcp(TcpStream),
     UnixDgram(UnixDatagram),
     UnixStream(UnixStream),
+    /// Non-blocking; the session is open.
+    Relp(TcpStream),
 }
 
 impl Conn {
@@ -120,6 +196,7 @@ impl Conn {
             Conn::Tcp(s) => s.as_raw_fd(),
             Conn::UnixDgram(s) => s.as_raw_fd(),
             Conn::UnixStream(s) => s.as_raw_fd(),
+            Conn::Relp(s) => s.as_raw_fd(),
         }
     }
 }
@@ -162,7 +239,171 @@ pub struct SyslogSink {
     replay_frames: Vec<usize>,
     closed: bool,
     counters: Arc<SyslogCounters>,
+    /// Datagram outcomes not yet reported by `poll`: records sent, their
+    /// bytes, records refused as too large. Only batches with a refusal
+    /// are `Pending` and land here; the others are `Delivered`.
+    dgram_backlog: Progress,
+    /// `(delivered records, bytes, refused records)` of the datagram batch
+    /// being resumed after a retryable error.
+    dgram_partial: (u64, u64, u64),
+    relp: Relp,
 }
+
+/// One RELP `syslog` command sent and not yet acknowledged.
+struct RelpMsg {
+    /// The message (the line without its `\n`).
+    msg: Vec<u8>,
+    /// A record (false: an in-band drop report, not counted as a record).
+    record: bool,
+    /// Sequence number of the batch it belongs to (see `Relp::batch`).
+    batch: u64,
+    /// Transaction number on the current session (0: not sent on it).
+    txnr: u32,
+}
+
+/// RELP session state and delivery accounting.
+#[derive(Default)]
+struct Relp {
+    /// Unacknowledged messages, in send order.
+    window: VecDeque<RelpMsg>,
+    /// Next transaction number (1..=999_999_999, then 1 again).
+    next_txnr: u32,
+    /// Received bytes not yet parsed into whole frames.
+    rx: Vec<u8>,
+    /// Frame being written (scratch).
+    out: Vec<u8>,
+    /// Sequence number of the batch being written (not yet accepted).
+    batch: u64,
+    /// `(fingerprint, byte offset of the next line)` after a retryable
+    /// error.
+    resume: Option<(u64, usize)>,
+    /// Outcomes of the batch being written, held until it is accepted (so
+    /// a batch the runtime abandons is not also reported written).
+    held: Progress,
+    /// Outcomes of accepted batches not yet reported by `poll`.
+    backlog: Progress,
+    /// The last answer whose transaction number is not in the window
+    /// (`open`, `close`): `(txnr, data)`.
+    ctrl: Option<(u32, Vec<u8>)>,
+}
+
+/// One parsed RELP frame: bytes it took, transaction number, command,
+/// data.
+type RelpFrame<'a> = (usize, u32, &'a [u8], &'a [u8]);
+
+/// Parses one RELP frame `TXNR SP COMMAND SP DATALEN [SP DATA] LF` at the
+/// start of `buf`: `Ok(None)` while it is incomplete. Errors:
+/// `InvalidData` for anything else.
+fn relp_parse(buf: &[u8]) -> io::Result<Option<RelpFrame<'_>>> {
+    let bad = |what: &str| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("RELP: malformed frame from the receiver ({what})"),
+        )
+    };
+    // A number of at most 9 digits ending before `buf[i]`.
+    let number = |from: usize| -> io::Result<Option<(usize, u32)>> {
+        let digits = buf[from..]
+            .iter()
+            .take(10)
+            .take_while(|b| b.is_ascii_digit())
+            .count();
+        if from + digits == buf.len() {
+            return Ok(None);
+        }
+        if digits == 0 || digits > 9 {
+            return Err(bad("number"));
+        }
+        let v = buf[from..from + digits]
+            .iter()
+            .fold(0u32, |v, &b| v * 10 + u32::from(b - b'0'));
+        Ok(Some((from + digits, v)))
+    };
+    let Some((i, txnr)) = number(0)? else {
+        return Ok(None);
+    };
+    if buf[i] != b' ' {
+        return Err(bad("after the transaction number"));
+    }
+    let cmd_len = buf[i + 1..]
+        .iter()
+        .take(33)
+        .take_while(|b| b.is_ascii_alphabetic())
+        .count();
+    let c = i + 1 + cmd_len;
+    if c == buf.len() {
+        return Ok(None);
+    }
+    if cmd_len == 0 || cmd_len > 32 || buf[c] != b' ' {
+        return Err(bad("command"));
+    }
+    let cmd = &buf[i + 1..c];
+    let Some((j, len)) = number(c + 1)? else {
+        return Ok(None);
+    };
+    let len = len as usize;
+    if len == 0 {
+        return match buf[j] {
+            b'\n' => Ok(Some((j + 1, txnr, cmd, &[]))),
+            _ => Err(bad("trailer")),
+        };
+    }
+    if buf[j] != b' ' {
+        return Err(bad("after the data length"));
+    }
+    let end = j + 1 + len;
+    if end >= buf.len() {
+        return Ok(None);
+    }
+    if buf[end] != b'\n' {
+        return Err(bad("trailer"));
+    }
+    Ok(Some((end + 1, txnr, cmd, &buf[j + 1..end])))
+}
+
+/// Writes the RELP frame `TXNR SP CMD SP LEN [SP DATA] LF` into `out`.
+fn relp_frame(out: &mut Vec<u8>, txnr: u32, cmd: &str, data: &[u8]) {
+    out.clear();
+    out.extend_from_slice(itoa::Buffer::new().format(txnr).as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(cmd.as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(itoa::Buffer::new().format(data.len()).as_bytes());
+    if !data.is_empty() {
+        out.push(b' ');
+        out.extend_from_slice(data);
+    }
+    out.push(b'\n');
+}
+
+/// `poll(2)` on one descriptor for `events`, up to `timeout`; returns the
+/// events that occurred (0 on timeout).
+fn poll_fd(fd: i32, events: i16, timeout: Duration) -> io::Result<i16> {
+    let mut p = libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: one valid pollfd on the stack; the descriptor is open (owned
+    // by the caller's connection).
+    let n = unsafe { libc::poll(&mut p, 1, ms) };
+    match n {
+        n if n < 0 => {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                Ok(0)
+            } else {
+                Err(e)
+            }
+        }
+        0 => Ok(0),
+        _ => Ok(p.revents),
+    }
+}
+
+/// Largest RELP transaction number (the spec's 9 digits); it wraps to 1.
+const RELP_MAX_TXNR: u32 = 999_999_999;
 
 /// Stream history kept for replay: more than the largest TCP send buffer
 /// Linux grants by default (4 MiB).
@@ -174,7 +415,8 @@ impl SyslogSink {
     /// is.
     ///
     /// Errors: `InvalidInput` for `max_datagram_bytes` of 0 or above
-    /// 65507, or a zero backoff or timeout.
+    /// 65507, a zero backoff or timeout, or `relp_window` outside
+    /// 1..=65536.
     pub fn new(opts: SyslogSinkOptions) -> io::Result<Self> {
         if opts.max_datagram_bytes == 0 || opts.max_datagram_bytes > 65_507 {
             return Err(io::Error::new(
@@ -189,6 +431,12 @@ impl SyslogSink {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "reconnect_min_ms, reconnect_max_ms and io_timeout_ms must be > 0",
+            ));
+        }
+        if opts.relp_window == 0 || opts.relp_window > 65_536 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("relp_window {} is outside 1..=65536", opts.relp_window),
             ));
         }
         let mut s = Self {
@@ -207,6 +455,12 @@ impl SyslogSink {
             replay_frames: Vec::new(),
             closed: false,
             counters: Arc::new(SyslogCounters::default()),
+            dgram_backlog: Progress::default(),
+            dgram_partial: (0, 0, 0),
+            relp: Relp {
+                next_txnr: 1,
+                ..Relp::default()
+            },
         };
         let _ = s.ensure_connected();
         Ok(s)
@@ -250,6 +504,12 @@ impl SyslogSink {
                 s.set_write_timeout(Some(timeout))?;
                 Conn::UnixStream(s)
             }
+            SyslogTransport::Relp(addr) => {
+                let s = TcpStream::connect_timeout(addr, timeout)?;
+                s.set_nodelay(true)?;
+                s.set_nonblocking(true)?;
+                Conn::Relp(s)
+            }
         })
     }
 
@@ -264,9 +524,19 @@ impl SyslogSink {
                 "syslog receiver unreachable; waiting to reconnect",
             )));
         }
-        match self.connect() {
-            Ok(c) => {
-                self.conn = Some(c);
+        let connected = self.connect().and_then(|c| {
+            self.conn = Some(c);
+            if matches!(self.opts.transport, SyslogTransport::Relp(_)) {
+                if let Err(e) = self.relp_open() {
+                    self.conn = None;
+                    self.relp_session_lost();
+                    return Err(e);
+                }
+            }
+            Ok(())
+        });
+        match connected {
+            Ok(()) => {
                 if self.ever_connected {
                     bump(&self.counters.reconnects, 1);
                 }
@@ -294,6 +564,10 @@ impl SyslogSink {
     fn disconnect(&mut self) {
         let Some(c) = self.conn.take() else { return };
         bump(&self.counters.disconnects, 1);
+        if let Conn::Relp(_) = c {
+            self.relp_session_lost();
+            return;
+        }
         if !matches!(c, Conn::Tcp(_) | Conn::UnixStream(_)) {
             return;
         }
@@ -505,23 +779,42 @@ impl SyslogSink {
         Err(SinkError::Retryable(e))
     }
 
-    fn write_dgram(&mut self, batch: &[u8], fp: u64) -> Result<Accepted, SinkError> {
-        let mut start = match self.resume.take() {
-            Some((f, at)) if f == fp => at,
-            _ => 0,
+    /// Sends each line of `batch` as one datagram, from where a failed
+    /// call stopped. A message above `max_datagram_bytes` is refused whole
+    /// (counted in `too_large`). Returns `Delivered` when nothing was
+    /// refused; otherwise `Pending`, the batch's outcomes (sent records,
+    /// refused records) waiting in `dgram_backlog` for `poll`. Lines in
+    /// `reports` (drop reports) are not records and are left out of those
+    /// outcomes.
+    fn write_dgram(
+        &mut self,
+        batch: &[u8],
+        reports: &[Range<usize>],
+        fp: u64,
+    ) -> Result<Accepted, SinkError> {
+        let (mut start, (mut ok, mut ok_bytes, mut refused)) = match self.resume.take() {
+            Some((f, at)) if f == fp => (at, self.dgram_partial),
+            _ => (0, (0, 0, 0)),
         };
         let max = self.opts.max_datagram_bytes;
         let mut sent = 0u64;
         while start < batch.len() {
             let end = memchr::memchr(b'\n', &batch[start..]).map_or(batch.len(), |i| start + i);
-            let mut msg = &batch[start..end];
+            let msg = &batch[start..end];
+            let record = !in_report(reports, start);
+            let line_bytes = (end + 1).min(batch.len()) - start;
             if msg.is_empty() {
+                // A record formatted to an empty line: nothing to send.
+                ok += u64::from(record);
+                ok_bytes += line_bytes as u64;
                 start = end + 1;
                 continue;
             }
             if msg.len() > max {
-                msg = &msg[..max];
-                bump(&self.counters.truncated, 1);
+                bump(&self.counters.too_large, 1);
+                refused += u64::from(record);
+                start = end + 1;
+                continue;
             }
             let r = match self.conn.as_ref() {
                 Some(Conn::Udp(s)) => s.send(msg),
@@ -531,12 +824,15 @@ impl SyslogSink {
             match r {
                 Ok(_) => {
                     sent += 1;
+                    ok += u64::from(record);
+                    ok_bytes += line_bytes as u64;
                     start = end + 1;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     bump(&self.counters.messages, sent);
                     self.resume = Some((fp, start));
+                    self.dgram_partial = (ok, ok_bytes, refused);
                     // A unix receiver gone (ECONNREFUSED/ENOENT) or UDP's
                     // ICMP port unreachable: reconnect on the retry.
                     if !matches!(e.raw_os_error(), Some(libc::ENOBUFS | libc::EAGAIN)) {
@@ -547,8 +843,419 @@ impl SyslogSink {
             }
         }
         bump(&self.counters.messages, sent);
-        Ok(Accepted::Delivered)
+        self.dgram_partial = (0, 0, 0);
+        if refused == 0 {
+            return Ok(Accepted::Delivered);
+        }
+        self.dgram_backlog += Progress {
+            delivered_records: ok,
+            delivered_bytes: ok_bytes,
+            failed_records: refused,
+        };
+        Ok(Accepted::Pending)
     }
+}
+
+/// RELP: session, window and acknowledgements.
+impl SyslogSink {
+    fn relp_next_txnr(&mut self) -> u32 {
+        let t = self.relp.next_txnr;
+        self.relp.next_txnr = if t >= RELP_MAX_TXNR { 1 } else { t + 1 };
+        t
+    }
+
+    /// The session is gone: every unacknowledged message is resent on the
+    /// next one.
+    fn relp_session_lost(&mut self) {
+        self.relp.rx.clear();
+        for m in self.relp.window.iter_mut() {
+            m.txnr = 0;
+        }
+    }
+
+    fn relp_fd(&self) -> io::Result<i32> {
+        match &self.conn {
+            Some(Conn::Relp(s)) => Ok(s.as_raw_fd()),
+            _ => Err(io::Error::from(io::ErrorKind::NotConnected)),
+        }
+    }
+
+    /// Writes `bytes` whole within `io_timeout_ms`, reading the receiver's
+    /// answers meanwhile (so neither side's buffers fill up).
+    fn relp_send(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let deadline = Instant::now() + Duration::from_millis(self.opts.io_timeout_ms);
+        let mut done = 0;
+        while done < bytes.len() {
+            let r = match &mut self.conn {
+                Some(Conn::Relp(s)) => s.write(&bytes[done..]),
+                _ => Err(io::Error::from(io::ErrorKind::NotConnected)),
+            };
+            match r {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            "RELP receiver stopped reading",
+                        ));
+                    }
+                    let ev = poll_fd(self.relp_fd()?, libc::POLLOUT | libc::POLLIN, left)?;
+                    if ev & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 {
+                        self.relp_read()?;
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads whatever the receiver sent (never blocks) and books every
+    /// whole answer. Errors: the connection is closed or broken, the
+    /// receiver closed the session (`serverclose`), or sent a malformed
+    /// frame.
+    fn relp_read(&mut self) -> io::Result<()> {
+        let mut buf = [0u8; 4096];
+        loop {
+            let r = match &mut self.conn {
+                Some(Conn::Relp(s)) => io::Read::read(s, &mut buf),
+                _ => return Err(io::Error::from(io::ErrorKind::NotConnected)),
+            };
+            match r {
+                Ok(0) => {
+                    self.relp_parse_rx()?;
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "RELP receiver closed the connection",
+                    ));
+                }
+                Ok(n) => self.relp.rx.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e),
+            }
+        }
+        self.relp_parse_rx()
+    }
+
+    /// Books every whole frame in the receive buffer.
+    fn relp_parse_rx(&mut self) -> io::Result<()> {
+        let rx = std::mem::take(&mut self.relp.rx);
+        let mut at = 0;
+        let mut result = Ok(());
+        while at < rx.len() {
+            match relp_parse(&rx[at..]) {
+                Ok(Some((n, txnr, cmd, data))) => {
+                    at += n;
+                    match cmd {
+                        b"rsp" => self.relp_answer(txnr, data),
+                        b"serverclose" => {
+                            result = Err(io::Error::new(
+                                io::ErrorKind::ConnectionAborted,
+                                "RELP receiver closed the session (serverclose)",
+                            ));
+                            break;
+                        }
+                        // Commands a client need not serve.
+                        _ => {}
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        self.relp.rx = rx;
+        self.relp.rx.drain(..at);
+        result
+    }
+
+    /// Books the answer `data` (`CODE [SP TEXT] [LF DATA]`) to transaction
+    /// `txnr`: the message it acknowledges is delivered (code 200) or
+    /// refused; an answer to no message in the window is kept in `ctrl`.
+    fn relp_answer(&mut self, txnr: u32, data: &[u8]) {
+        let Some(i) = self
+            .relp
+            .window
+            .iter()
+            .position(|m| m.txnr == txnr && txnr != 0)
+        else {
+            self.relp.ctrl = Some((txnr, data.to_vec()));
+            return;
+        };
+        let m = self.relp.window.remove(i).expect("index from position");
+        let ok = data.starts_with(b"200");
+        if ok {
+            bump(&self.counters.relp_acked, 1);
+        } else {
+            bump(&self.counters.relp_refused, 1);
+        }
+        let p = Progress {
+            delivered_records: u64::from(ok && m.record),
+            delivered_bytes: if ok { m.msg.len() as u64 + 1 } else { 0 },
+            failed_records: u64::from(!ok && m.record),
+        };
+        if m.batch == self.relp.batch {
+            self.relp.held += p;
+        } else {
+            self.relp.backlog += p;
+        }
+    }
+
+    /// Waits up to `timeout` for an answer that shrinks the window;
+    /// returns whether one came.
+    fn relp_await(&mut self, timeout: Duration) -> io::Result<bool> {
+        let deadline = Instant::now() + timeout;
+        let before = self.relp.window.len();
+        loop {
+            self.relp_read()?;
+            if self.relp.window.len() < before {
+                return Ok(true);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(false);
+            }
+            poll_fd(self.relp_fd()?, libc::POLLIN, left)?;
+        }
+    }
+
+    /// Opens a session on the new connection (`open` with
+    /// `relp_version=0` and `commands=syslog`, answered `200`), then
+    /// resends every unacknowledged message with new transaction numbers.
+    fn relp_open(&mut self) -> io::Result<()> {
+        self.relp.rx.clear();
+        self.relp.ctrl = None;
+        self.relp.next_txnr = 1;
+        let txnr = self.relp_next_txnr();
+        let offers = format!(
+            "relp_version=0\nrelp_software=dplog,{},https://github.com/dplog\ncommands=syslog",
+            env!("CARGO_PKG_VERSION")
+        );
+        let mut out = std::mem::take(&mut self.relp.out);
+        relp_frame(&mut out, txnr, "open", offers.as_bytes());
+        let r = self.relp_send(&out);
+        self.relp.out = out;
+        r?;
+        let deadline = Instant::now() + Duration::from_millis(self.opts.io_timeout_ms);
+        let answer = loop {
+            self.relp_read()?;
+            if let Some((t, data)) = self.relp.ctrl.take() {
+                if t == txnr {
+                    break data;
+                }
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "RELP receiver did not answer open",
+                ));
+            }
+            poll_fd(self.relp_fd()?, libc::POLLIN, left)?;
+        };
+        if !answer.starts_with(b"200") {
+            bump(&self.counters.relp_open_failures, 1);
+            let text = String::from_utf8_lossy(&answer);
+            return Err(io::Error::new(
+                io::ErrorKind::ConnectionRefused,
+                format!(
+                    "RELP receiver refused the session: {}",
+                    text.lines().next().unwrap_or("")
+                ),
+            ));
+        }
+        // Resend in the original order; answers read meanwhile only remove
+        // messages already resent (txnr != 0).
+        while let Some(i) = self.relp.window.iter().position(|m| m.txnr == 0) {
+            let t = self.relp_next_txnr();
+            self.relp.window[i].txnr = t;
+            let mut out = std::mem::take(&mut self.relp.out);
+            relp_frame(&mut out, t, "syslog", &self.relp.window[i].msg);
+            let r = self.relp_send(&out);
+            self.relp.out = out;
+            r?;
+            bump(&self.counters.relp_resent, 1);
+        }
+        Ok(())
+    }
+
+    /// Forgets the batch being written: the runtime counted its records
+    /// as dropped, so its messages are neither resent nor reported.
+    fn relp_abandon_batch(&mut self) {
+        let b = self.relp.batch;
+        self.relp.window.retain(|m| m.batch != b);
+        self.relp.held = Progress::default();
+        self.relp.resume = None;
+        self.relp.batch += 1;
+    }
+
+    /// Sends each line of `batch` as a `syslog` command, from where a
+    /// failed call stopped, keeping at most `relp_window` unacknowledged.
+    /// Always `Pending`: outcomes come through `poll`.
+    fn write_relp(
+        &mut self,
+        batch: &[u8],
+        reports: &[Range<usize>],
+        fp: u64,
+    ) -> Result<Accepted, SinkError> {
+        let mut at = match self.relp.resume.take() {
+            Some((f, a)) if f == fp => a,
+            Some(_) => {
+                // A different batch: the runtime gave up on the old one.
+                self.relp_abandon_batch();
+                0
+            }
+            None => 0,
+        };
+        let timeout = Duration::from_millis(self.opts.io_timeout_ms);
+        while at < batch.len() {
+            let end = memchr::memchr(b'\n', &batch[at..]).map_or(batch.len(), |i| at + i);
+            let record = !in_report(reports, at);
+            if end == at {
+                // A record formatted to an empty line: nothing to send.
+                self.relp.held += Progress {
+                    delivered_records: u64::from(record),
+                    delivered_bytes: 1,
+                    failed_records: 0,
+                };
+                at = end + 1;
+                continue;
+            }
+            while self.relp.window.len() >= self.opts.relp_window {
+                match self.relp_await(timeout) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        self.relp.resume = Some((fp, at));
+                        return Err(SinkError::Retryable(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            format!(
+                                "RELP: {} messages unacknowledged for {} ms",
+                                self.relp.window.len(),
+                                self.opts.io_timeout_ms
+                            ),
+                        )));
+                    }
+                    Err(e) => {
+                        self.disconnect();
+                        self.relp.resume = Some((fp, at));
+                        return Err(SinkError::Retryable(e));
+                    }
+                }
+            }
+            let txnr = self.relp_next_txnr();
+            self.relp.window.push_back(RelpMsg {
+                msg: batch[at..end].to_vec(),
+                record,
+                batch: self.relp.batch,
+                txnr,
+            });
+            let mut out = std::mem::take(&mut self.relp.out);
+            relp_frame(&mut out, txnr, "syslog", &batch[at..end]);
+            let r = self.relp_send(&out);
+            self.relp.out = out;
+            // The message is in the window: sent, or resent after the
+            // reconnect.
+            at = end + 1;
+            if let Err(e) = r {
+                self.disconnect();
+                self.relp.resume = Some((fp, at));
+                return Err(SinkError::Retryable(e));
+            }
+            bump(&self.counters.messages, 1);
+        }
+        if self.relp_read().is_err() {
+            // Resent on the next session; the batch is taken.
+            self.disconnect();
+        }
+        let held = std::mem::take(&mut self.relp.held);
+        self.relp.backlog += held;
+        self.relp.batch += 1;
+        Ok(Accepted::Pending)
+    }
+
+    /// Waits until every message is acknowledged or `deadline` passes,
+    /// reconnecting (with backoff) as needed.
+    fn relp_drain(&mut self, deadline: Instant) -> Result<(), SinkError> {
+        while !self.relp.window.is_empty() {
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(SinkError::Retryable(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "RELP: {} messages unacknowledged at the shutdown deadline",
+                        self.relp.window.len()
+                    ),
+                )));
+            }
+            if self.conn.is_none() {
+                if self.ensure_connected().is_err() {
+                    let wait = self
+                        .next_connect
+                        .saturating_duration_since(now)
+                        .min(deadline - now)
+                        .max(Duration::from_millis(1));
+                    std::thread::sleep(wait);
+                }
+                continue;
+            }
+            if self
+                .relp_await((deadline - now).min(Duration::from_millis(100)))
+                .is_err()
+            {
+                self.disconnect();
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the session: `close`, waiting up to `io_timeout_ms` for its
+    /// answer (answers to messages still in flight are booked meanwhile).
+    fn relp_close(&mut self) {
+        if self.conn.is_none() {
+            return;
+        }
+        let txnr = self.relp_next_txnr();
+        let mut out = std::mem::take(&mut self.relp.out);
+        relp_frame(&mut out, txnr, "close", &[]);
+        let r = self.relp_send(&out);
+        self.relp.out = out;
+        if r.is_ok() {
+            let deadline = Instant::now() + Duration::from_millis(self.opts.io_timeout_ms);
+            loop {
+                if self.relp_read().is_err() {
+                    break;
+                }
+                if matches!(self.relp.ctrl.take(), Some((t, _)) if t == txnr) {
+                    break;
+                }
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                let Ok(fd) = self.relp_fd() else { break };
+                if poll_fd(fd, libc::POLLIN, left).is_err() {
+                    break;
+                }
+            }
+        }
+        if let Some(Conn::Relp(s)) = &self.conn {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+        self.conn = None;
+    }
+}
+
+/// True when the line starting at byte `pos` lies in one of `reports`
+/// (ascending, disjoint ranges).
+fn in_report(reports: &[Range<usize>], pos: usize) -> bool {
+    let i = reports.partition_point(|r| r.end <= pos);
+    reports.get(i).is_some_and(|r| r.start <= pos)
 }
 
 impl Sink for SyslogSink {
@@ -558,10 +1265,21 @@ impl Sink for SyslogSink {
             SyslogTransport::Tcp(a) => format!("syslog tcp {a}"),
             SyslogTransport::UnixDatagram(p) => format!("syslog unix-dgram {}", p.display()),
             SyslogTransport::UnixStream(p) => format!("syslog unix-stream {}", p.display()),
+            SyslogTransport::Relp(a) => format!("syslog relp {a}"),
         }
     }
 
     fn write_batch(&mut self, batch: &[u8]) -> Result<Accepted, SinkError> {
+        self.write_batch_marked(batch, &[])
+    }
+
+    /// Drop-report lines in `reports` are sent like records but left out
+    /// of the record outcomes reported by `poll`.
+    fn write_batch_marked(
+        &mut self,
+        batch: &[u8],
+        reports: &[Range<usize>],
+    ) -> Result<Accepted, SinkError> {
         if self.closed {
             return Err(SinkError::Permanent(io::Error::new(
                 io::ErrorKind::BrokenPipe,
@@ -571,6 +1289,9 @@ impl Sink for SyslogSink {
         if self.peer_closed() {
             self.disconnect();
         }
+        if matches!(self.conn, Some(Conn::Relp(_))) && self.relp_read().is_err() {
+            self.disconnect();
+        }
         self.ensure_connected()?;
         let fp = crate::file::fingerprint(batch);
         match self.opts.transport {
@@ -578,8 +1299,9 @@ impl Sink for SyslogSink {
                 self.write_stream(batch, fp)
             }
             SyslogTransport::Udp(_) | SyslogTransport::UnixDatagram(_) => {
-                self.write_dgram(batch, fp)
+                self.write_dgram(batch, reports, fp)
             }
+            SyslogTransport::Relp(_) => self.write_relp(batch, reports, fp),
         }
     }
 
@@ -595,20 +1317,99 @@ impl Sink for SyslogSink {
         if self.peer_closed() {
             self.disconnect();
         }
+        if matches!(self.conn, Some(Conn::Relp(_))) && self.relp_read().is_err() {
+            self.disconnect();
+        }
         if self.conn.is_none() {
             // Reconnect in the background so the next batch finds a
-            // connection; failure is counted, not an error of the tick.
+            // connection (for RELP, unacknowledged messages are resent);
+            // failure is counted, not an error of the tick.
             let _ = self.ensure_connected();
         }
         Ok(())
     }
 
+    fn poll(&mut self) -> Progress {
+        if matches!(self.conn, Some(Conn::Relp(_))) && self.relp_read().is_err() {
+            self.disconnect();
+        }
+        let mut p = std::mem::take(&mut self.relp.backlog);
+        p += std::mem::take(&mut self.dgram_backlog);
+        p
+    }
+
+    fn drain(&mut self, deadline: Instant) -> Result<(), SinkError> {
+        if matches!(self.opts.transport, SyslogTransport::Relp(_)) && !self.closed {
+            return self.relp_drain(deadline);
+        }
+        Ok(())
+    }
+
+    fn abandon(&mut self) {
+        if matches!(self.opts.transport, SyslogTransport::Relp(_)) {
+            self.relp_abandon_batch();
+        }
+    }
+
+    /// RELP: ends the session with `close`. Messages still unacknowledged
+    /// are not reported (the runtime counts them `dropped_shutdown`).
     fn close(&mut self) -> Result<(), SinkError> {
+        if self.closed {
+            return Ok(());
+        }
         self.closed = true;
-        if let Some(Conn::Tcp(s)) = &self.conn {
-            let _ = s.shutdown(std::net::Shutdown::Write);
+        match &self.conn {
+            Some(Conn::Tcp(s)) => {
+                let _ = s.shutdown(std::net::Shutdown::Write);
+            }
+            Some(Conn::Relp(_)) => self.relp_close(),
+            _ => {}
         }
         self.conn = None;
         Ok(())
+    }
+
+    fn named_counters(&self) -> Option<Arc<dyn dplog_core::SinkCounters>> {
+        Some(self.counters.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relp_frames_parse_whole_or_wait_for_more() {
+        let mut out = Vec::new();
+        relp_frame(&mut out, 7, "rsp", b"200 OK");
+        assert_eq!(out, b"7 rsp 6 200 OK\n");
+        let f = relp_parse(&out).unwrap().unwrap();
+        assert_eq!(f, (out.len(), 7, &b"rsp"[..], &b"200 OK"[..]));
+        for cut in 0..out.len() {
+            assert_eq!(relp_parse(&out[..cut]).unwrap(), None, "cut at {cut}");
+        }
+        relp_frame(&mut out, 999_999_999, "serverclose", b"");
+        assert_eq!(out, b"999999999 serverclose 0\n");
+        assert_eq!(
+            relp_parse(&out).unwrap(),
+            Some((out.len(), 999_999_999, &b"serverclose"[..], &b""[..]))
+        );
+        // Two frames back to back: the first is taken alone.
+        let two = b"1 rsp 3 200\n2 rsp 3 500\n";
+        assert_eq!(relp_parse(two).unwrap().unwrap().0, 12);
+        for bad in [
+            &b"x rsp 0\n"[..],
+            b"1  rsp 0\n",
+            b"1 rsp 3 200X",
+            b"1 rsp 0X",
+            b"1234567890 rsp 0\n",
+        ] {
+            assert_eq!(
+                relp_parse(bad).unwrap_err().kind(),
+                io::ErrorKind::InvalidData,
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
     }
 }

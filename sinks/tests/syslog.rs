@@ -1,6 +1,9 @@
-//! Syslog sink against a real rsyslogd (Debian's package, installed by
-//! scripts/setup.sh), started by each test on 127.0.0.1 with a throwaway
-//! configuration that writes every received message, raw, to a file.
+//! Syslog sink against a real rsyslogd (Debian's packages rsyslog and
+//! rsyslog-relp, installed by scripts/setup.sh), started by each test on
+//! 127.0.0.1 with a throwaway configuration that writes every received
+//! message, raw, to a file. RELP messages go through a ruleset with a
+//! direct queue, so imrelp answers `rsp 200` only after the message is in
+//! the file.
 
 mod common;
 
@@ -10,16 +13,18 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use dplog_core::{Formatter, Logger, LoggerConfig, Nat44SessionRecord, Sink};
+use dplog_core::{Accepted, Formatter, Logger, LoggerConfig, Nat44SessionRecord, Progress, Sink};
 use dplog_sinks::{SyslogCounters, SyslogSink, SyslogSinkOptions, SyslogTransport};
 
 const RSYSLOGD: &str = "/usr/sbin/rsyslogd";
+const IMRELP: &str = "/usr/lib/x86_64-linux-gnu/rsyslog/imrelp.so";
 
 struct Rsyslog {
     dir: tempfile::TempDir,
     child: Option<Child>,
     udp: u16,
     tcp: u16,
+    relp: u16,
 }
 
 fn free_tcp_port() -> u16 {
@@ -42,18 +47,52 @@ impl Rsyslog {
     /// Starts rsyslogd, or returns None (with a message) if it is not
     /// installed.
     fn start() -> Option<Self> {
+        let mut r = Self::stopped()?;
+        r.spawn();
+        Some(r)
+    }
+
+    /// Ports and directory chosen, rsyslogd not started yet ([`spawn`]);
+    /// None (with a message) if rsyslogd or imrelp is not installed.
+    fn stopped() -> Option<Self> {
         if !Path::new(RSYSLOGD).exists() {
             eprintln!("SKIPPED: {RSYSLOGD} not installed (run scripts/setup.sh)");
             return None;
         }
-        let mut r = Self {
+        if !Path::new(IMRELP).exists() {
+            eprintln!("SKIPPED: {IMRELP} not installed (rsyslog-relp; run scripts/setup.sh)");
+            return None;
+        }
+        Some(Self {
             dir: tempfile::tempdir().unwrap(),
             child: None,
             udp: free_udp_port(),
             tcp: free_tcp_port(),
-        };
-        r.spawn();
-        Some(r)
+            relp: free_tcp_port(),
+        })
+    }
+
+    fn relp_addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.relp))
+    }
+
+    /// SIGKILL (no chance to flush or answer anything more) and wait.
+    fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SAFETY: kill(2) on the pid of a child we spawned and have not
+            // reaped yet.
+            unsafe { libc::kill(c.id() as i32, libc::SIGKILL) };
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGSTOP: the process stops reading and answering; its kernel still
+    /// accepts TCP data up to the socket buffers.
+    fn freeze(&self) {
+        if let Some(c) = &self.child {
+            // SAFETY: kill(2) on the pid of our unreaped child.
+            unsafe { libc::kill(c.id() as i32, libc::SIGSTOP) };
+        }
     }
 
     fn dgram_sock(&self) -> PathBuf {
@@ -80,15 +119,21 @@ module(load="imudp")
 module(load="imtcp")
 module(load="imptcp")
 module(load="imuxsock" SysSock.Use="off")
+module(load="imrelp")
 input(type="imudp" address="127.0.0.1" port="{udp}" rcvbufSize="8m")
 input(type="imtcp" address="127.0.0.1" port="{tcp}")
 input(type="imptcp" path="{stream}" unlink="on")
 input(type="imuxsock" Socket="{dgram}" RateLimit.Interval="0" UseSysTimeStamp="on")
 template(name="raw" type="string" string="%rawmsg%\n")
 action(type="omfile" file="{out}" template="raw" flushOnTXEnd="on" asyncWriting="off")
+ruleset(name="relp" queue.type="Direct") {{
+  action(type="omfile" file="{out}" template="raw" flushOnTXEnd="on" asyncWriting="off")
+}}
+input(type="imrelp" address="127.0.0.1" port="{relp}" ruleset="relp")
 "#,
             udp = self.udp,
             tcp = self.tcp,
+            relp = self.relp,
             stream = self.stream_sock().display(),
             dgram = self.dgram_sock().display(),
             out = self.out().display(),
@@ -110,7 +155,8 @@ action(type="omfile" file="{out}" template="raw" flushOnTXEnd="on" asyncWriting=
         // Ready when the TCP port and both sockets accept.
         let t0 = Instant::now();
         loop {
-            let tcp_up = TcpStream::connect(self.tcp_addr()).is_ok();
+            let tcp_up = TcpStream::connect(self.tcp_addr()).is_ok()
+                && TcpStream::connect(self.relp_addr()).is_ok();
             if tcp_up && self.stream_sock().exists() && self.dgram_sock().exists() {
                 break;
             }
@@ -147,12 +193,15 @@ action(type="omfile" file="{out}" template="raw" flushOnTXEnd="on" asyncWriting=
         std::fs::read(self.out()).unwrap_or_default()
     }
 
-    /// SIGTERM and wait.
+    /// SIGTERM (after SIGCONT, in case it is frozen) and wait.
     fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
             // SAFETY: kill(2) on the pid of a child we spawned and have not
             // reaped yet.
-            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            unsafe {
+                libc::kill(c.id() as i32, libc::SIGCONT);
+                libc::kill(c.id() as i32, libc::SIGTERM);
+            }
             let _ = c.wait();
         }
     }
@@ -307,17 +356,34 @@ fn udp_size_limit_covers_the_whole_datagram() {
         format!("syslog udp {}", rx.local_addr().unwrap())
     );
     let c = s.counters();
-    let long = format!("{RFC5424_PREFIX}{}\n", "y".repeat(200));
-    s.write_batch(format!("{RFC5424_PREFIX}short\n{long}").as_bytes())
-        .unwrap();
+    // 64 bytes fit (header + body together); 65 do not and are refused
+    // whole, never cut.
+    let fits = format!("{RFC5424_PREFIX}{}", "f".repeat(64 - RFC5424_PREFIX.len()));
+    let long = format!("{RFC5424_PREFIX}{}", "y".repeat(65 - RFC5424_PREFIX.len()));
+    let short = format!("{RFC5424_PREFIX}short");
+    let ok = s.write_batch(format!("{short}\n{fits}\n").as_bytes());
+    assert_eq!(ok.unwrap(), Accepted::Delivered);
+    assert_eq!(s.poll(), Progress::default());
+    let batch = format!("{short}\n{long}\n{fits}\n");
+    assert_eq!(s.write_batch(batch.as_bytes()).unwrap(), Accepted::Pending);
+    assert_eq!(
+        s.poll(),
+        Progress {
+            delivered_records: 2,
+            delivered_bytes: (short.len() + fits.len() + 2) as u64,
+            failed_records: 1,
+        }
+    );
+    assert_eq!(s.poll(), Progress::default());
     let mut buf = [0u8; 1024];
-    let n = rx.recv(&mut buf).unwrap();
-    assert_eq!(&buf[..n], format!("{RFC5424_PREFIX}short").as_bytes());
-    let n = rx.recv(&mut buf).unwrap();
-    assert_eq!(n, 64, "header + body together fit the limit");
-    assert_eq!(&buf[..n], &long.as_bytes()[..64]);
-    assert_eq!(SyslogCounters::get(&c.truncated), 1);
-    assert_eq!(SyslogCounters::get(&c.messages), 2);
+    for want in [&short, &fits, &short, &fits] {
+        let n = rx.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..n], want.as_bytes());
+    }
+    rx.set_nonblocking(true).unwrap();
+    assert!(rx.recv(&mut buf).is_err(), "nothing else was sent");
+    assert_eq!(SyslogCounters::get(&c.too_large), 1);
+    assert_eq!(SyslogCounters::get(&c.messages), 4);
     let mut bad = SyslogSinkOptions::new(SyslogTransport::Udp(rx.local_addr().unwrap()));
     bad.max_datagram_bytes = 70_000;
     assert!(SyslogSink::new(bad).is_err());
@@ -417,4 +483,267 @@ fn tcp_restart_under_load_keeps_order_and_recovers() {
         duplicates <= replayed,
         "{duplicates} duplicates but only {replayed} frames replayed"
     );
+}
+
+/// Waits (up to 60 s, polling) until `cond` holds; panics naming `what`.
+fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !cond() {
+        assert!(t0.elapsed() < Duration::from_secs(60), "timed out: {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Lines of 100 bytes, except every fourth record's (seq % 4 == 3), of
+/// 300: above a 200-byte datagram limit.
+struct MixedLen;
+
+impl Formatter<Nat44SessionRecord> for MixedLen {
+    fn format(&mut self, r: &Nat44SessionRecord, out: &mut Vec<u8>) {
+        let line_len = if r.timestamp_ns % 4 == 3 { 300 } else { 100 };
+        SyslogSeqLine { line_len }.format(r, out);
+    }
+}
+
+/// A message larger than `max_datagram_bytes` is refused whole and its
+/// record counted dropped: rsyslogd stores exactly the records counted
+/// written, each whole, none cut.
+#[test]
+fn udp_records_too_large_for_a_datagram_are_dropped_whole_never_cut() {
+    let Some(r) = Rsyslog::start() else { return };
+    let mut o = SyslogSinkOptions::new(SyslogTransport::Udp(r.udp_addr()));
+    o.max_datagram_bytes = 200;
+    let s = SyslogSink::new(o).unwrap();
+    let c = s.counters();
+    let logger = Logger::start(LoggerConfig::default(), MixedLen, s).unwrap();
+    let named = logger
+        .sink_counters()
+        .expect("the syslog sink names its counters");
+    let mut p = logger.producer().unwrap();
+    const N: u64 = 400;
+    for i in 0..N {
+        assert!(p.log(rec(0, i)));
+    }
+    drop(p);
+    let st = logger.shutdown().unwrap();
+    let named = named.named();
+    assert!(
+        named.contains(&("syslog.too_large".into(), 100)),
+        "{named:?}"
+    );
+    assert!(
+        named.contains(&("syslog.messages".into(), 300)),
+        "{named:?}"
+    );
+    assert_eq!(st.produced, N);
+    assert_eq!(st.written_records, 300, "{st:?}");
+    assert_eq!(st.dropped_sink, 100, "{st:?}");
+    assert_eq!(st.dropped_shutdown, 0, "{st:?}");
+    assert_eq!(st.in_flight(), 0);
+    assert_eq!(st.sink_pending, 0);
+    assert_eq!(st.written_bytes, 300 * 100);
+    assert_eq!(SyslogCounters::get(&c.too_large), 100);
+    assert_eq!(SyslogCounters::get(&c.messages), 300);
+    let body = r.wait_lines(300);
+    let lines: Vec<&[u8]> = body
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert!(
+        lines.iter().all(|l| l.len() == 99),
+        "a stored message is not whole: {:?}",
+        lines
+            .iter()
+            .find(|l| l.len() != 99)
+            .map(|l| String::from_utf8_lossy(l))
+    );
+    let want: Vec<(u16, u64)> = (0..N).filter(|i| i % 4 != 3).map(|i| (0, i)).collect();
+    assert_eq!(parse_lines(&body), want);
+}
+
+fn relp_sink(addr: SocketAddr, window: usize) -> SyslogSink {
+    let mut o = SyslogSinkOptions::new(SyslogTransport::Relp(addr));
+    o.relp_window = window;
+    SyslogSink::new(o).unwrap()
+}
+
+/// Three producers over RELP: every record exactly once and in order,
+/// counts exact; a receiver that is not there drops everything at the
+/// shutdown deadline, nothing counted written.
+#[test]
+fn compliance_relp() {
+    let Some(r) = Rsyslog::start() else { return };
+    let dead = SocketAddr::from(([127, 0, 0, 1], free_tcp_port()));
+    compliance_with(
+        || relp_sink(r.relp_addr(), 128),
+        |n| r.wait_lines(n),
+        Some(Box::new(move || relp_sink(dead, 128))),
+        true,
+    );
+}
+
+/// Drop-report lines travel over RELP but are not counted as records.
+#[test]
+fn relp_drop_reports_are_not_counted_as_records() {
+    let Some(r) = Rsyslog::start() else { return };
+    let s = relp_sink(r.relp_addr(), 128);
+    let c = s.counters();
+    const N: u64 = 20_000;
+    let st = run_dropping(s, N);
+    assert_eq!(st.produced, N);
+    assert!(st.dropped_full > 0 && st.drop_reports > 0, "{st:?}");
+    assert_eq!(st.written_records + st.dropped_full, N, "{st:?}");
+    assert_eq!(st.dropped_sink + st.dropped_shutdown, 0, "{st:?}");
+    let lines = st.written_records + st.drop_reports;
+    assert_eq!(SyslogCounters::get(&c.relp_acked), lines);
+    let (records, reports, dropped) = split_reports(&r.wait_lines(lines));
+    assert_eq!(reports, st.drop_reports);
+    assert_eq!(dropped, st.dropped_full);
+    assert_eq!(parse_lines(&records).len() as u64, st.written_records);
+}
+
+/// rsyslogd is frozen (SIGSTOP) with a full window of unanswered messages,
+/// killed (SIGKILL), then restarted on the same port and file; see
+/// [`relp_kill`].
+#[test]
+fn relp_receiver_frozen_then_killed_loses_nothing_acknowledged() {
+    relp_kill(true);
+}
+
+/// rsyslogd is killed (SIGKILL) while records flow, then restarted on the
+/// same port and file; see [`relp_kill`].
+#[test]
+fn relp_receiver_killed_mid_stream_loses_nothing_acknowledged() {
+    relp_kill(false);
+}
+
+/// Every record counted written before the kill is in the file; after the
+/// restart the sink resends the unacknowledged window, and in the end
+/// every record is in the file at least once and counted written once;
+/// duplicates are at most the window. `freeze`: stop rsyslogd first and
+/// kill it once a full window is unanswered (so the resend is certain).
+fn relp_kill(freeze: bool) {
+    let Some(mut r) = Rsyslog::start() else {
+        return;
+    };
+    const WINDOW: usize = 64;
+    const N: u64 = 6000;
+    let s = relp_sink(r.relp_addr(), WINDOW);
+    let c = s.counters();
+    let cfg = LoggerConfig {
+        shutdown_timeout_ms: 60_000,
+        ..LoggerConfig::default()
+    };
+    let logger = Logger::start(cfg, SyslogSeqLine { line_len: 80 }, s).unwrap();
+    let mut p = logger.producer().unwrap();
+    for i in 0..1000 {
+        assert!(p.log(rec(0, i)));
+    }
+    wait_until("the first 1000 records acknowledged", || {
+        logger.stats().written_records == 1000
+    });
+    if freeze {
+        r.freeze();
+    }
+    let w = std::thread::spawn(move || {
+        for i in 1000..N {
+            assert!(p.log(rec(0, i)));
+            if i % 20 == 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    });
+    let get = SyslogCounters::get;
+    if freeze {
+        wait_until("a full window unanswered", || {
+            get(&c.messages) - get(&c.relp_acked) >= WINDOW as u64
+        });
+    } else {
+        wait_until("2000 records in the file", || {
+            let body = std::fs::read(r.out()).unwrap_or_default();
+            body.iter().filter(|&&b| b == b'\n').count() >= 2000
+        });
+    }
+    r.kill9();
+    let acked = get(&c.relp_acked);
+    let written = logger.stats().written_records;
+    assert!(
+        (1000..N).contains(&written) && written <= acked,
+        "written {written}, acknowledged {acked}"
+    );
+    let in_file: std::collections::HashSet<u64> = parse_lines(&std::fs::read(r.out()).unwrap())
+        .into_iter()
+        .map(|(_, s)| s)
+        .collect();
+    let missing: Vec<u64> = (0..written).filter(|s| !in_file.contains(s)).collect();
+    assert!(
+        missing.is_empty(),
+        "counted written but not in the file: {missing:?}"
+    );
+    let failures = get(&c.connect_failures);
+    wait_until("a failed reconnect", || get(&c.connect_failures) > failures);
+    r.spawn();
+    w.join().unwrap();
+    let st = logger.shutdown().unwrap();
+    assert_eq!(st.produced, N);
+    assert_eq!(st.written_records, N, "{st:?}");
+    assert_eq!(st.dropped_sink + st.dropped_shutdown + st.dropped(), 0);
+    assert_eq!(st.in_flight(), 0);
+    assert_eq!(st.written_bytes, N * 80);
+    assert_eq!(get(&c.relp_acked), N, "each record acknowledged once");
+    let resent = get(&c.relp_resent);
+    if freeze {
+        assert!(resent >= WINDOW as u64, "resent {resent}");
+    }
+    let got = parse_lines(&r.wait_lines(N));
+    let mut seen = vec![0u32; N as usize];
+    for &(_, s) in &got {
+        seen[s as usize] += 1;
+    }
+    let absent: Vec<usize> = (0..N as usize).filter(|&i| seen[i] == 0).collect();
+    assert!(absent.is_empty(), "records never stored: {absent:?}");
+    let duplicates = got.len() as u64 - N;
+    eprintln!(
+        "relp kill (freeze {freeze}): {written} written before the kill, {resent} resent, {duplicates} duplicates"
+    );
+    assert!(
+        duplicates <= WINDOW as u64 && duplicates <= resent,
+        "{duplicates} duplicates, window {WINDOW}, resent {resent}"
+    );
+}
+
+/// No receiver at start: the sink retries with backoff, counts nothing
+/// written, and delivers everything once rsyslogd comes up.
+#[test]
+fn relp_receiver_down_at_start_delivers_once_it_is_up() {
+    let Some(mut r) = Rsyslog::stopped() else {
+        return;
+    };
+    const N: u64 = 2000;
+    let s = relp_sink(r.relp_addr(), 128);
+    let c = s.counters();
+    let cfg = LoggerConfig {
+        ring_capacity: 4096,
+        shutdown_timeout_ms: 60_000,
+        ..LoggerConfig::default()
+    };
+    let logger = Logger::start(cfg, SyslogSeqLine { line_len: 80 }, s).unwrap();
+    let mut p = logger.producer().unwrap();
+    for i in 0..N {
+        assert!(p.log(rec(0, i)));
+    }
+    let get = SyslogCounters::get;
+    wait_until("three failed connects", || get(&c.connect_failures) >= 3);
+    let st = logger.stats();
+    assert_eq!(st.written_records, 0, "{st:?}");
+    assert!(st.sink_retries >= 1, "{st:?}");
+    r.spawn();
+    drop(p);
+    let st = logger.shutdown().unwrap();
+    assert_eq!(st.written_records, N, "{st:?}");
+    assert_eq!(st.dropped_sink + st.dropped_shutdown, 0, "{st:?}");
+    assert_eq!(get(&c.relp_acked), N);
+    assert_eq!(get(&c.messages), N);
+    assert_eq!(get(&c.relp_resent), 0);
+    assert_complete_and_ordered(&parse_lines(&r.wait_lines(N)), 1, N);
 }

@@ -6,7 +6,8 @@
 //! one-byte `write(2)` to a socket (signal-hook's self-pipe), and on a
 //! third signal `_exit(2)`. A watcher thread, started with the handlers
 //! and blocked reading that socket, does the rest: on the first byte it
-//! sets the stop flag ([`crate::app::request_stop`]); on the second it
+//! sets the stop flag ([`crate::app::request_stop`]) and writes
+//! [`FIRST_SIGNAL_NOTE`] to stderr; on the second it
 //! reads the logger's counters and the workers' session tallies (atomics,
 //! see [`watch`]), writes [`loss_line`] to stderr and calls `_exit(130)`.
 //! The third signal exits in the handler itself, should the watcher be
@@ -21,6 +22,11 @@ use dplog::{NatRecord, SnapshotSource, Stats};
 
 /// Exit status of a process ended by a second SIGINT/SIGTERM.
 pub const SECOND_SIGNAL_EXIT: i32 = 130;
+
+/// The line the first SIGINT/SIGTERM writes to stderr once the stop flag
+/// is set.
+pub const FIRST_SIGNAL_NOTE: &str = "dplog-nat: stop signal received: input stopped, finishing the run \
+     (live sessions deleted and logged); a second SIGINT/SIGTERM exits at once and loses what is not yet written";
 
 /// One worker's count of session creates and deletes it handed to its
 /// dplog ring (enqueued), stored by the worker's [`RingLog`] at each
@@ -153,6 +159,7 @@ pub fn install() -> std::io::Result<()> {
                 seen += 1;
                 if seen == 1 {
                     crate::app::request_stop();
+                    crate::diag!("{FIRST_SIGNAL_NOTE}");
                 } else {
                     second_signal();
                 }

@@ -90,7 +90,8 @@ pub fn unwatch() {
 /// logger (`stats`, `None` when none is running: not started yet, logging
 /// off, or already shut down) still holds and will never write, and how
 /// many session creates were handed to the logger without their delete
-/// (`open_sessions`, from the workers' [`SessionTally`]s).
+/// (`open_sessions`, from the workers' [`SessionTally`]s; left out when
+/// `None`: the workers keep no tally).
 ///
 /// The records lost are those in rings (`enqueued - dequeued`), read by
 /// the consumer but not yet written (in its batch buffer or reorder
@@ -98,7 +99,7 @@ pub fn unwatch() {
 /// have reached the output), and accepted by an asynchronous sink without
 /// an acknowledgement (`sink_pending`). With `produced` and `written`,
 /// `produced = written + lost + every drop counted so far`.
-pub fn loss_line(stats: Option<&Stats>, open_sessions: u64) -> String {
+pub fn loss_line(stats: Option<&Stats>, open_sessions: Option<u64>) -> String {
     let Some(s) = stats else {
         return format!(
             "dplog-nat: second signal, exiting at once (status {SECOND_SIGNAL_EXIT}): no logger running, no log record lost"
@@ -109,13 +110,18 @@ pub fn loss_line(stats: Option<&Stats>, open_sessions: u64) -> String {
     let in_consumer = s.dequeued.saturating_sub(settled);
     let lost = in_rings + in_consumer + s.sink_pending;
     let dropped = s.dropped() + s.dropped_sink + s.dropped_shutdown;
-    format!(
+    let mut line = format!(
         "dplog-nat: second signal, exiting at once (status {SECOND_SIGNAL_EXIT}): {lost} log records lost \
          ({in_rings} in rings, {in_consumer} read by the consumer but not written, {} awaiting the sink's \
-         acknowledgement) of {} produced, {} written, {dropped} dropped before; {open_sessions} sessions \
-         created have no delete record handed to the logger",
+         acknowledgement) of {} produced, {} written, {dropped} dropped before",
         s.sink_pending, s.produced, s.written_records
-    )
+    );
+    if let Some(open) = open_sessions {
+        line.push_str(&format!(
+            "; {open} sessions created have no delete record handed to the logger"
+        ));
+    }
+    line
 }
 
 /// Installs the SIGINT and SIGTERM handlers and starts their watcher
@@ -176,10 +182,11 @@ fn second_signal() -> ! {
     // line without counters beats no exit.
     let line = match VIEW.try_lock().as_deref() {
         Ok(Some(v)) => {
-            let open = v.sessions.iter().map(SessionTally::open_sessions).sum();
+            let open = (!v.sessions.is_empty())
+                .then(|| v.sessions.iter().map(SessionTally::open_sessions).sum());
             loss_line(Some(&v.stats.stats()), open)
         }
-        _ => loss_line(None, 0),
+        _ => loss_line(None, None),
     };
     crate::diag!("{line}");
     signal_hook::low_level::exit(SECOND_SIGNAL_EXIT)
@@ -204,14 +211,15 @@ mod tests {
         // In rings 1990; the consumer read 3000: 2000 written, 100 refused,
         // 300 pending, so 600 in its batch; lost 1990 + 600 + 300.
         assert_eq!(
-            loss_line(Some(&s), 42),
+            loss_line(Some(&s), Some(42)),
             "dplog-nat: second signal, exiting at once (status 130): 2890 log records lost (1990 in rings, \
              600 read by the consumer but not written, 300 awaiting the sink's acknowledgement) of 5000 \
              produced, 2000 written, 110 dropped before; 42 sessions created have no delete record handed \
              to the logger"
         );
         assert_eq!(2890 + 2000 + 110, s.produced);
-        assert!(loss_line(None, 0).ends_with("no logger running, no log record lost"));
+        assert!(loss_line(None, None).ends_with("no logger running, no log record lost"));
+        assert!(loss_line(Some(&s), None).ends_with("2000 written, 110 dropped before"));
         let t = SessionTally::default();
         t.store(10, 4);
         assert_eq!(t.open_sessions(), 6);

@@ -1173,6 +1173,7 @@ pub fn run_live_serving(
         cfg.log_config()
             .check_ring(std::mem::size_of::<NatRecord>())
             .map_err(RunError::Config)?;
+        check_ring_memory(cfg.ring.capacity, n, mem_available())?;
     }
     // The capture is opened and its file header checked before the logger
     // (and so the sink's log file) exists: a missing or broken capture
@@ -1408,6 +1409,48 @@ pub fn run_live_serving(
         return Err(RunError::Shutdown(Box::new(summary), e));
     }
     Ok(summary)
+}
+
+/// The memory the system can give without swapping, in bytes
+/// (`MemAvailable` in `/proc/meminfo`, see proc(5)); `None` if unknown.
+pub fn mem_available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()?;
+    kib.checked_mul(1024)
+}
+
+/// Checks that the rings of `workers` workers, `capacity` slots each, fit
+/// in `available` bytes of memory (unchecked when `None`): every ring's
+/// slots are allocated and touched at start, so rings larger than the
+/// memory would end in the OOM killer, not an error.
+///
+/// Errors: [`RunError::Config`] naming `[ring] capacity`, the memory per
+/// ring, in all, and the memory available.
+pub fn check_ring_memory(
+    capacity: usize,
+    workers: usize,
+    available: Option<u64>,
+) -> Result<(), RunError> {
+    let slot = std::mem::size_of::<NatRecord>();
+    let total = capacity as u128 * slot as u128 * workers as u128;
+    match available {
+        Some(avail) if total > u128::from(avail) => Err(RunError::Config(ConfigError::Parse(format!(
+            "[ring] capacity = {} x {workers} {} = {} of rings, more than the {} of memory available \
+             (MemAvailable in /proc/meminfo); give a smaller capacity",
+            dplog::runtime::ring_memory(capacity, slot),
+            plural(workers as u64, "worker", "workers"),
+            dplog::runtime::human_bytes(total),
+            dplog::runtime::human_bytes(u128::from(avail))
+        )))),
+        _ => Ok(()),
+    }
 }
 
 /// Extra wait, past `[ring] shutdown_timeout_ms` without progress, before

@@ -453,3 +453,53 @@ fn refused_ring_sizes_exit_2_naming_the_key_and_memory_and_create_no_file() {
         "{out}"
     );
 }
+
+#[test]
+fn rings_larger_than_the_memory_available_are_refused_before_they_are_allocated() {
+    use dplog_nat::app::check_ring_memory;
+    // 4 rings of 2^24 slots x 64 B: 4 GiB.
+    let e = check_ring_memory(1 << 24, 4, Some(3 << 30)).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "bad config: [ring] capacity = 16777216 slots x 64 B = 1 GiB per ring x 4 workers = 4 GiB of rings, \
+         more than the 3 GiB of memory available (MemAvailable in /proc/meminfo); give a smaller capacity"
+    );
+    assert!(check_ring_memory(1 << 24, 4, Some(4 << 30)).is_ok());
+    assert!(check_ring_memory(1 << 24, 4, None).is_ok());
+    // The binary reads /proc/meminfo: 64 workers of the largest ring need
+    // 64 GiB, refused (exit 2, no file) where less is available.
+    let Some(avail) = dplog_nat::app::mem_available() else {
+        println!("skipped the run: /proc/meminfo has no MemAvailable");
+        return;
+    };
+    if avail >= 64 << 30 {
+        println!("skipped the run: {avail} bytes available hold 64 GiB of rings");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let o = bin()
+        .args([
+            "--ring-size",
+            "16777216",
+            "--workers",
+            "64",
+            "--packets",
+            "1000",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with(
+            "dplog-nat: bad config: [ring] capacity = 16777216 slots x 64 B = 1 GiB per ring x 64 workers = 64 GiB of rings, more than the "
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "no file created"
+    );
+}

@@ -534,6 +534,43 @@ mod tests {
     }
 
     #[test]
+    fn session_creates_and_deletes_enqueued_reach_the_tally_at_each_publication() {
+        let dir = tempfile::tempdir().unwrap();
+        let logger = Logger::<NatRecord>::start(
+            LoggerConfig {
+                publish_every: NAT_BURST,
+                ..Default::default()
+            },
+            FormatConfig::default().nat_formatter().unwrap(),
+            FileSink::open(dir.path().join("tally.log")).unwrap(),
+        )
+        .unwrap();
+        let mut producer = logger.producer().unwrap();
+        let tally = SessionTally::default();
+        {
+            let mut log = RingLog::new(Some(&mut producer)).with_tally(Some(&tally));
+            let delete = |i| Nat44SessionRecord {
+                nat_event: NatEvent::Nat44SessionDelete as u8,
+                ..session(i)
+            };
+            for i in 0..5 {
+                log.session(session(i));
+            }
+            log.session(delete(0));
+            assert_eq!(tally.open_sessions(), 0, "nothing published yet");
+            log.flush();
+            assert_eq!(tally.open_sessions(), 4);
+            log.session(delete(1));
+            log.session(delete(2));
+            log.flush();
+            assert_eq!(tally.open_sessions(), 2);
+        }
+        drop(producer);
+        let st = logger.shutdown().unwrap();
+        assert_eq!(st.written_records, 8);
+    }
+
+    #[test]
     fn logging_off_discards_and_flush_is_a_no_op() {
         let mut log = RingLog::new(None);
         log.session(session(1));

@@ -2,12 +2,14 @@
 //!
 //! ```toml
 //! [ring]
-//! capacity = 16384         # slots per producer ring, a power of two
+//! capacity = 16384         # slots per producer ring, a power of two,
+//!                          # at most 2^24 (each ring takes capacity x
+//!                          # record size: 16384 x 64 B = 1 MiB)
 //! backpressure = "block"   # "block" (lossless), "drop_newest" (alias
 //!                          # "drop"; counted and reported in-band) or
 //!                          # "degrade" (watermarks and priorities)
 //! burst = 32               # records per ring per consumer pass
-//! batch_bytes = 262144     # bytes per sink write, at least 65536
+//! batch_bytes = 262144     # bytes per sink write, 65536 to 256 MiB
 //! # consumer_cpu = 1       # pin the consumer thread
 //! block_spins = 1024       # block: pause spins before yielding
 //! drop_reports = true      # in-band "N records dropped" lines
@@ -59,14 +61,17 @@ use crate::{Backpressure, DegradeConfig, Logger, LoggerConfig, LoggerError, Nat4
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct RingConfig {
-    /// Slots per producer ring; a power of two. Default 16384
+    /// Slots per producer ring; a power of two, at most 2^24
+    /// (`MAX_LOGGER_RING_CAPACITY`). Each ring takes `capacity` times the
+    /// record size, allocated when it is created. Default 16384
     /// (`DEFAULT_RING_CAPACITY`, from the ring-size sweep).
     pub capacity: usize,
     /// `block`, `drop_newest` (alias `drop`) or `degrade`. Default `block`.
     pub backpressure: Backpressure,
     /// Records per ring per consumer pass. Default 32.
     pub burst: usize,
-    /// Bytes per sink write, at least 65536. Default 262144.
+    /// Bytes per sink write, 65536 to 268435456 (256 MiB,
+    /// `MAX_BATCH_BYTES`). Default 262144.
     pub batch_bytes: usize,
     /// CPU to pin the consumer thread to. Default: not pinned.
     pub consumer_cpu: Option<usize>,
@@ -1048,9 +1053,24 @@ impl LogConfig {
         }
     }
 
+    /// Checks the `[ring]` settings for rings of `slot_bytes`-byte records
+    /// (`size_of::<R>()`) with [`LoggerConfig::validate`], without opening
+    /// anything: a refused configuration creates no file.
+    ///
+    /// Errors: [`ConfigError::Logger`] naming the key, its value and the
+    /// bound (for `capacity`, the memory the ring would take).
+    pub fn check_ring(&self, slot_bytes: usize) -> Result<(), ConfigError> {
+        self.logger_config()
+            .validate(slot_bytes)
+            .map_err(ConfigError::Logger)
+    }
+
     /// Opens the sink, builds the formatter and starts a consumer thread for
-    /// NAT44 session records.
+    /// NAT44 session records. The `[ring]` settings and the format are
+    /// checked first ([`check_ring`](Self::check_ring)), so a refused
+    /// configuration opens no sink and creates no file.
     pub fn start_nat44(&self) -> Result<Logger<Nat44SessionRecord>, ConfigError> {
+        self.check_ring(core::mem::size_of::<Nat44SessionRecord>())?;
         let formatter = self.format.nat_formatter()?;
         let sink = self
             .sink
@@ -1408,6 +1428,68 @@ mod tests {
             .err()
             .unwrap();
         assert!(e.to_string().contains("1000"), "{e}");
+    }
+
+    #[test]
+    fn ring_sizes_past_their_bounds_are_refused_with_the_memory_and_open_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("a.log");
+        let start = |ring: &str| {
+            let text = format!(
+                "[ring]\n{ring}\n[sink]\ntype = \"file\"\npath = \"{}\"\n",
+                log.display()
+            );
+            let e = LogConfig::from_toml_str(&text)
+                .unwrap()
+                .start_nat44()
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(
+                !log.exists(),
+                "{ring}: refused, yet {} exists",
+                log.display()
+            );
+            e
+        };
+        assert_eq!(
+            start("capacity = 268435456"),
+            "invalid logger config: ring_capacity ([ring] capacity) = 268435456 slots x 64 B = 16 GiB per ring \
+             is above the limit of 16777216 slots (1 GiB)"
+        );
+        assert_eq!(
+            start("capacity = 1000"),
+            "invalid logger config: ring_capacity ([ring] capacity) = 1000 slots x 64 B = 62.5 KiB per ring \
+             must be a power of two from 1 to 16777216 slots (1 GiB)"
+        );
+        assert_eq!(
+            start("batch_bytes = 1099511627776"),
+            "invalid logger config: batch_bytes ([ring] batch_bytes) = 1099511627776 (1 TiB) is outside \
+             65536 (64 KiB) to 268435456 (256 MiB)"
+        );
+        assert!(start("batch_bytes = 4096").contains("= 4096 (4 KiB) is outside"));
+        assert!(start("burst = 0").contains("[ring] burst"));
+        // The bounds themselves are accepted, and the Rust API refuses what
+        // the TOML refuses, with an error rather than an abort.
+        let c = LogConfig::from_toml_str("[ring]\ncapacity = 16777216\nbatch_bytes = 268435456\n")
+            .unwrap();
+        c.check_ring(64).unwrap();
+        let lc = crate::LoggerConfig {
+            batch_bytes: 1 << 40,
+            ..Default::default()
+        };
+        let e = Logger::<Nat44SessionRecord>::start(
+            lc,
+            FormatConfig::default().nat_formatter().unwrap(),
+            crate::sinks::FileSink::open(&log).unwrap(),
+        )
+        .err()
+        .unwrap();
+        assert!(e.to_string().contains("1 TiB"), "{e}");
+        assert_eq!(
+            crate::runtime::ring_memory(16384, 64),
+            "16384 slots x 64 B = 1 MiB per ring"
+        );
     }
 
     #[test]

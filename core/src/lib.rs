@@ -55,7 +55,7 @@ pub use ring::{
 #[cfg(not(loom))]
 pub use runtime::{
     Backpressure, DegradeConfig, LogProducer, Logger, LoggerConfig, LoggerError, SnapshotSource,
-    Stats, DEFAULT_RING_CAPACITY, MIN_BATCH_BYTES,
+    Stats, DEFAULT_RING_CAPACITY, MAX_BATCH_BYTES, MAX_LOGGER_RING_CAPACITY, MIN_BATCH_BYTES,
 };
 pub use schema::{FieldDef, FieldKind, HasSchema, Schema, SchemaError};
 pub use sink::{Accepted, Progress, Sink, SinkCounters, SinkError};

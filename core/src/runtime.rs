@@ -118,18 +118,56 @@ pub const DEFAULT_RING_CAPACITY: usize = 16384;
 /// Smallest batch buffer the runtime accepts, in bytes (64 KiB).
 pub const MIN_BATCH_BYTES: usize = 64 * 1024;
 
+/// Largest batch buffer the runtime accepts, in bytes (256 MiB): a thousand
+/// times the default, far past the size where a larger write stops paying.
+pub const MAX_BATCH_BYTES: usize = 256 << 20;
+
+/// Largest ring a [`Logger`] creates, in slots (2^24: 1 GiB per ring of
+/// 64-byte slots). Every ring's slots are allocated and touched when it is
+/// created, so a larger ring would take seconds and gigabytes per
+/// producer before the first record; the ring-size sweep found 16384
+/// enough (see [`DEFAULT_RING_CAPACITY`]).
+pub const MAX_LOGGER_RING_CAPACITY: usize = 1 << 24;
+
+/// `bytes` in the largest binary unit that keeps it whole-ish: `512 B`,
+/// `1 MiB`, `16 GiB`, `1.5 KiB`.
+pub fn human_bytes(bytes: u128) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut unit = 0;
+    while unit + 1 < UNITS.len() && bytes >= 1u128 << (10 * (unit + 1)) {
+        unit += 1;
+    }
+    let scale = 1u128 << (10 * unit);
+    if bytes % scale == 0 {
+        format!("{} {}", bytes / scale, UNITS[unit])
+    } else {
+        format!("{:.1} {}", bytes as f64 / scale as f64, UNITS[unit])
+    }
+}
+
+/// The memory one ring of `capacity` slots of `slot_bytes` bytes takes, in
+/// words: `16384 slots x 64 B = 1 MiB per ring`.
+pub fn ring_memory(capacity: usize, slot_bytes: usize) -> String {
+    format!(
+        "{capacity} slots x {slot_bytes} B = {} per ring",
+        human_bytes(capacity as u128 * slot_bytes as u128)
+    )
+}
+
 /// Consumer runtime settings.
 #[derive(Clone, Debug)]
 pub struct LoggerConfig {
-    /// Slots per producer ring; a power of two. Default
-    /// [`DEFAULT_RING_CAPACITY`].
+    /// Slots per producer ring; a power of two, at most
+    /// [`MAX_LOGGER_RING_CAPACITY`]. Each ring takes `ring_capacity *
+    /// size_of::<R>()` bytes, allocated and touched when it is created
+    /// (see [`ring_memory`]). Default [`DEFAULT_RING_CAPACITY`].
     pub ring_capacity: usize,
     /// Policy applied by [`LogProducer::log`]. Default [`Backpressure::Block`].
     pub backpressure: Backpressure,
     /// Most records read from one ring before moving to the next. Default 32.
     pub burst: usize,
-    /// Batch size in bytes that triggers a write; at least
-    /// [`MIN_BATCH_BYTES`]. Default 256 KiB.
+    /// Batch size in bytes that triggers a write; from
+    /// [`MIN_BATCH_BYTES`] to [`MAX_BATCH_BYTES`]. Default 256 KiB.
     pub batch_bytes: usize,
     /// Longest sleep of an idle consumer, in microseconds. Default 200.
     pub idle_sleep_us: u64,
@@ -171,6 +209,57 @@ pub struct LoggerConfig {
     /// ring fills or the producer is dropped. Default 1: every record is
     /// published at once, and no flush is needed.
     pub publish_every: usize,
+}
+
+impl LoggerConfig {
+    /// Checks every setting before anything is allocated or opened, for
+    /// rings of `slot_bytes`-byte slots (`size_of::<R>()`; it only shapes
+    /// the message). [`Logger::start`] calls it; call it yourself to refuse
+    /// a configuration before opening its sink.
+    ///
+    /// Errors: [`LoggerError::Config`] naming the setting (field and TOML
+    /// key), its value and the bound: a ring capacity that is not a power
+    /// of two in `1..=`[`MAX_LOGGER_RING_CAPACITY`] (with the memory the
+    /// ring would take), a burst of 0, a batch outside
+    /// [`MIN_BATCH_BYTES`]`..=`[`MAX_BATCH_BYTES`], degrade watermarks not
+    /// `low < high <= 100`.
+    pub fn validate(&self, slot_bytes: usize) -> Result<(), LoggerError> {
+        let cap = self.ring_capacity;
+        if cap == 0 || !cap.is_power_of_two() || cap > MAX_LOGGER_RING_CAPACITY {
+            let why = if cap > MAX_LOGGER_RING_CAPACITY {
+                "is above the limit of"
+            } else {
+                "must be a power of two from 1 to"
+            };
+            return Err(LoggerError::Config(format!(
+                "ring_capacity ([ring] capacity) = {} {why} {MAX_LOGGER_RING_CAPACITY} slots ({})",
+                ring_memory(cap, slot_bytes),
+                human_bytes(MAX_LOGGER_RING_CAPACITY as u128 * slot_bytes as u128)
+            )));
+        }
+        if self.burst == 0 {
+            return Err(LoggerError::Config(
+                "burst ([ring] burst) must be at least 1".into(),
+            ));
+        }
+        let b = self.batch_bytes;
+        if !(MIN_BATCH_BYTES..=MAX_BATCH_BYTES).contains(&b) {
+            return Err(LoggerError::Config(format!(
+                "batch_bytes ([ring] batch_bytes) = {b} ({}) is outside {MIN_BATCH_BYTES} ({}) to {MAX_BATCH_BYTES} ({})",
+                human_bytes(b as u128),
+                human_bytes(MIN_BATCH_BYTES as u128),
+                human_bytes(MAX_BATCH_BYTES as u128)
+            )));
+        }
+        let d = self.degrade;
+        if !(d.low_watermark_pct < d.high_watermark_pct && d.high_watermark_pct <= 100) {
+            return Err(LoggerError::Config(format!(
+                "degrade watermarks must satisfy low < high <= 100 (percent of capacity), got low {} high {}",
+                d.low_watermark_pct, d.high_watermark_pct
+            )));
+        }
+        Ok(())
+    }
 }
 
 impl Default for LoggerConfig {
@@ -355,34 +444,26 @@ impl<R: Record> Logger<R> {
     /// Validates `config` and starts the consumer thread (named
     /// `dplog-consumer`) that formats with `formatter` and writes to `sink`.
     ///
-    /// Errors: [`LoggerError::Config`] for a ring capacity that is not a
-    /// power of two, a burst of 0 or a batch below [`MIN_BATCH_BYTES`];
-    /// [`LoggerError::Io`] if the thread cannot be spawned.
+    /// Errors: [`LoggerError::Config`] for a setting
+    /// [`LoggerConfig::validate`] refuses, or a batch buffer that cannot be
+    /// allocated; [`LoggerError::Io`] if the thread cannot be spawned.
     pub fn start<F: Formatter<R>, S: Sink>(
         config: LoggerConfig,
         formatter: F,
         sink: S,
     ) -> Result<Self, LoggerError> {
-        let cap = config.ring_capacity;
-        if cap == 0 || !cap.is_power_of_two() || cap > crate::ring::MAX_CAPACITY {
-            return Err(RingError::BadCapacity(cap).into());
-        }
-        if config.burst == 0 {
-            return Err(LoggerError::Config("burst must be at least 1".into()));
-        }
-        if config.batch_bytes < MIN_BATCH_BYTES {
-            return Err(LoggerError::Config(format!(
-                "batch_bytes {} is below the minimum of {MIN_BATCH_BYTES}",
-                config.batch_bytes
-            )));
-        }
-        let d = config.degrade;
-        if !(d.low_watermark_pct < d.high_watermark_pct && d.high_watermark_pct <= 100) {
-            return Err(LoggerError::Config(format!(
-                "degrade watermarks must satisfy low < high <= 100 (percent of capacity), got low {} high {}",
-                d.low_watermark_pct, d.high_watermark_pct
-            )));
-        }
+        config.validate(core::mem::size_of::<R>())?;
+        // The batch buffer is sized once; refused, not aborted, when the
+        // allocator cannot give it.
+        let mut buf = Vec::new();
+        buf.try_reserve_exact(config.batch_bytes + MIN_BATCH_BYTES)
+            .map_err(|_| {
+                LoggerError::Config(format!(
+                    "cannot allocate the batch buffer of batch_bytes ([ring] batch_bytes) = {} ({})",
+                    config.batch_bytes,
+                    human_bytes(config.batch_bytes as u128)
+                ))
+            })?;
         let latency = Arc::new(LatencyHistogram::new());
         let sink_counters = sink.named_counters();
         let (tx, rx) = unbounded();
@@ -392,7 +473,7 @@ impl<R: Record> Logger<R> {
             rings: Vec::new(),
             formatter,
             sink,
-            buf: Vec::with_capacity(config.batch_bytes + MIN_BATCH_BYTES),
+            buf,
             batch_records: 0,
             batch_empty: 0,
             batch_reports: Vec::new(),

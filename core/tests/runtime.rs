@@ -239,12 +239,37 @@ fn bad_configs_are_errors() {
         batch_bytes: 4096,
         ..Default::default()
     });
-    assert!(e.contains("batch_bytes 4096"), "{e}");
+    assert!(
+        e.contains("batch_bytes ([ring] batch_bytes) = 4096 (4 KiB) is outside"),
+        "{e}"
+    );
     let e = bad(LoggerConfig {
         burst: 0,
         ..Default::default()
     });
     assert!(e.contains("burst"), "{e}");
+    // Past the upper bounds: an error with the memory, not an abort or
+    // gigabytes allocated and zeroed.
+    let e = bad(LoggerConfig {
+        batch_bytes: 1 << 40,
+        ..Default::default()
+    });
+    assert!(
+        e.contains("= 1099511627776 (1 TiB) is outside 65536 (64 KiB) to 268435456 (256 MiB)"),
+        "{e}"
+    );
+    let e = bad(LoggerConfig {
+        ring_capacity: 1 << 28,
+        ..Default::default()
+    });
+    let slot = std::mem::size_of::<Nat44SessionRecord>();
+    assert!(
+        e.contains(&format!(
+            "= 268435456 slots x {slot} B = {} per ring is above the limit of 16777216 slots",
+            dplog_core::runtime::human_bytes((1u128 << 28) * slot as u128)
+        )),
+        "{e}"
+    );
 }
 
 #[test]

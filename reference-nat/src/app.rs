@@ -22,6 +22,7 @@ use crate::nat::{
     worker_port_range, Nat44, NatConfig, NatError, NatStats, NatTimeouts, PortAllocation, Verdict,
 };
 use crate::ringlog::{RingLog, NAT_BURST};
+use crate::signals::SessionTally;
 use crate::synthetic::{
     Synthetic, SyntheticConfig, SyntheticError, SYNTHETIC_FRAME_LEN, SYNTHETIC_INSIDE,
 };
@@ -229,9 +230,18 @@ pub struct AppConfig {
 /// workers' thread joins order everything that follows.
 static STOP: AtomicBool = AtomicBool::new(false);
 
+/// When the first stop request was made (for the bounded waits after it).
+static STOPPED_AT: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+
 /// Asks a running [`run`] to stop taking input and finish cleanly.
 pub fn request_stop() {
+    STOPPED_AT.get_or_init(Instant::now);
     STOP.store(true, Ordering::Relaxed);
+}
+
+/// How long ago the stop was requested; `None` without a stop request.
+pub fn stopped_for() -> Option<Duration> {
+    STOPPED_AT.get().map(Instant::elapsed)
 }
 
 /// The flag [`request_stop`] sets, for a signal handler to set directly
@@ -515,15 +525,69 @@ impl AppConfig {
     /// [`NatRecord`] slots, formatted by the configured `[format]`.
     ///
     /// Errors: [`RunError::Config`] for a bad format, sink or ring setting.
+    ///
+    /// Every setting is checked before the sink opens, so a refused
+    /// configuration creates no file. The sink opens on a thread of its
+    /// own: `open(2)` may block (a FIFO without a reader, a stuck NFS
+    /// server), and after a stop signal the wait ends within `[ring]
+    /// shutdown_timeout_ms` with [`RunError::Stopped`].
     pub fn start_logger(&self) -> Result<Logger<NatRecord>, RunError> {
         let lc = self.log_config();
+        lc.check_ring(std::mem::size_of::<NatRecord>())
+            .map_err(RunError::Config)?;
         let formatter = lc.format.nat_formatter().map_err(RunError::Config)?;
-        let sink = lc
-            .sink
-            .build_for(&lc.format)
-            .map_err(|e| RunError::Config(ConfigError::Sink(e)))?;
+        let sink = self.open_sink()?;
         Logger::start(lc.logger_config(), formatter, sink)
             .map_err(|e| RunError::Config(ConfigError::Logger(e)))
+    }
+
+    /// Opens the configured sink on a thread of its own and waits for it:
+    /// as long as it takes without a stop request, at most `[ring]
+    /// shutdown_timeout_ms` after one (the thread is then left blocked, and
+    /// ends with the process).
+    fn open_sink(&self) -> Result<dplog::sinks::BoxSink, RunError> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (sink, format) = (self.sink.clone(), self.format.clone());
+        std::thread::Builder::new()
+            .name("dplog-nat-open".into())
+            .spawn(move || {
+                let _ = tx.send(sink.build_for(&format));
+            })
+            .map_err(|e| RunError::Config(ConfigError::Sink(e)))?;
+        let timeout = Duration::from_millis(self.ring.shutdown_timeout_ms);
+        loop {
+            match rx.recv_timeout(Duration::from_millis(20)) {
+                Ok(r) => return r.map_err(|e| RunError::Config(ConfigError::Sink(e))),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(RunError::Config(ConfigError::Sink(std::io::Error::other(
+                        "the thread opening the sink ended without a result",
+                    ))))
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            }
+            if stopped_for().is_some_and(|d| d >= timeout) {
+                let mut s = make_summary(
+                    self,
+                    &NatStats::default(),
+                    Stats::default(),
+                    input_name(self, &InputStats::default(), false),
+                    &InputStats::default(),
+                    0.0,
+                    None,
+                );
+                s.logging = true;
+                return Err(RunError::Stopped(
+                    Box::new(s),
+                    format!(
+                        "stopped by a signal while the sink was opening: {} did not open within [ring] \
+                         shutdown_timeout_ms = {} ms of the stop (open(2) blocks: a FIFO without a reader? \
+                         a stuck NFS server?); no packet was read and nothing was logged",
+                        self.sink.describe_each().join(", "),
+                        self.ring.shutdown_timeout_ms
+                    ),
+                ));
+            }
+        }
     }
 
     /// A worker's [`RingLog`] over its dplog producer (`None`: logging
@@ -571,9 +635,15 @@ pub enum RunError {
     /// The capture could not be read to its end. Everything read before the
     /// failure was translated and logged; the summary says how much.
     Input(Box<Summary>, Box<InputError>),
-    /// The logger failed at shutdown (e.g. the sink's fsync). The summary's
-    /// counters say what was written.
+    /// The logger failed at shutdown (e.g. the sink's fsync), or its sink
+    /// made no progress for `[ring] shutdown_timeout_ms` (plus a second) of
+    /// the shutdown (blocked in `write(2)`), when what it held is counted
+    /// in `dropped_shutdown`. The summary's counters say what was written.
     Shutdown(Box<Summary>, String),
+    /// A stop signal came while the sink was still opening and it did not
+    /// open within `[ring] shutdown_timeout_ms` (`open(2)` blocked, e.g. a
+    /// FIFO without a reader): nothing was read or logged.
+    Stopped(Box<Summary>, String),
 }
 
 impl core::fmt::Display for RunError {
@@ -585,6 +655,7 @@ impl core::fmt::Display for RunError {
             RunError::Dataplane(e) => write!(f, "bad [dataplane] settings: {e}"),
             RunError::Input(_, e) => write!(f, "{e}"),
             RunError::Shutdown(_, e) => write!(f, "logger shutdown failed: {e}"),
+            RunError::Stopped(_, e) => write!(f, "{e}"),
         }
     }
 }
@@ -820,8 +891,10 @@ impl Summary {
         }
         let _ = writeln!(
             s,
-            "  ring               {} slots, {}, high-water {}",
-            self.ring_capacity, self.backpressure, r.ring_high_water
+            "  ring               {}, {}, high-water {}",
+            dplog::runtime::ring_memory(self.ring_capacity, std::mem::size_of::<NatRecord>()),
+            self.backpressure,
+            r.ring_high_water
         );
         let _ = writeln!(
             s,
@@ -1109,6 +1182,13 @@ pub fn run_live_serving(
         ));
     }
     check_cpus(cfg)?;
+    // Ring sizes are checked before anything is allocated or opened.
+    if cfg.dataplane.logging {
+        cfg.log_config()
+            .check_ring(std::mem::size_of::<NatRecord>())
+            .map_err(RunError::Config)?;
+        check_ring_memory(cfg.ring.capacity, n, mem_available())?;
+    }
     // The capture is opened and its file header checked before the logger
     // (and so the sink's log file) exists: a missing or broken capture
     // leaves no empty log behind.
@@ -1171,6 +1251,14 @@ pub fn run_live_serving(
             None => None,
         });
     }
+    let tallies: std::sync::Arc<Vec<SessionTally>> =
+        std::sync::Arc::new((0..n).map(|_| SessionTally::default()).collect());
+    if let Some(l) = &logger {
+        crate::signals::watch(crate::signals::LossView {
+            stats: l.snapshot_source(),
+            sessions: tallies.clone(),
+        });
+    }
     // Deterministic NAT: the whole mapping, once, at configuration time.
     let mut config_records = 0u64;
     if let Some(first) = nats.first() {
@@ -1219,10 +1307,11 @@ pub fn run_live_serving(
                 txs.push(tx);
                 rets.push(ret_rx);
                 let counters = live.worker(w).expect("one counter per worker");
+                let tally = tallies.get(w);
                 let cpu = cpu_of(w);
                 handles.push(sc.spawn(move || {
                     pin(cpu);
-                    handoff_worker(cfg, nat, producer, counters, rx, ret_tx, links)
+                    handoff_worker(cfg, nat, producer, (counters, tally), rx, ret_tx, links)
                 }));
             }
             // Every packet from an inside host goes to that host's worker,
@@ -1281,10 +1370,11 @@ pub fn run_live_serving(
                 .enumerate()
             {
                 let counters = live.worker(w).expect("one counter per worker");
+                let tally = tallies.get(w);
                 let cpu = cpu_of(w);
                 handles.push(sc.spawn(move || {
                     pin(cpu);
-                    synthetic_worker(cfg, nat, producer, counters, src)
+                    synthetic_worker(cfg, nat, producer, counters, tally, src)
                 }));
             }
         }
@@ -1301,12 +1391,10 @@ pub fn run_live_serving(
     });
     let sink_counters = logger.as_ref().and_then(|l| l.sink_counters());
     let (stats, shutdown_err) = match logger {
-        Some(l) => match l.shutdown() {
-            Ok(s) => (s, None),
-            Err((s, e)) => (s, Some(e.to_string())),
-        },
+        Some(l) => shutdown_bounded(l, Duration::from_millis(cfg.ring.shutdown_timeout_ms)),
         None => (Stats::default(), None),
     };
+    crate::signals::unwatch();
     let elapsed = started.elapsed().as_secs_f64();
     let input_name = input_name(cfg, &input_stats, input_error.is_none());
     let per: Vec<NatStats> = results.iter().map(|(s, _, _)| s.clone()).collect();
@@ -1337,6 +1425,123 @@ pub fn run_live_serving(
         return Err(RunError::Shutdown(Box::new(summary), e));
     }
     Ok(summary)
+}
+
+/// The memory the system can give without swapping, in bytes
+/// (`MemAvailable` in `/proc/meminfo`, see proc(5)); `None` if unknown.
+pub fn mem_available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()?;
+    kib.checked_mul(1024)
+}
+
+/// Checks that the rings of `workers` workers, `capacity` slots each, fit
+/// in `available` bytes of memory (unchecked when `None`): every ring's
+/// slots are allocated and touched at start, so rings larger than the
+/// memory would end in the OOM killer, not an error.
+///
+/// Errors: [`RunError::Config`] naming `[ring] capacity`, the memory per
+/// ring, in all, and the memory available.
+pub fn check_ring_memory(
+    capacity: usize,
+    workers: usize,
+    available: Option<u64>,
+) -> Result<(), RunError> {
+    let slot = std::mem::size_of::<NatRecord>();
+    let total = capacity as u128 * slot as u128 * workers as u128;
+    match available {
+        Some(avail) if total > u128::from(avail) => Err(RunError::Config(ConfigError::Parse(format!(
+            "[ring] capacity = {} x {workers} {} = {} of rings, more than the {} of memory available \
+             (MemAvailable in /proc/meminfo); give a smaller capacity",
+            dplog::runtime::ring_memory(capacity, slot),
+            plural(workers as u64, "worker", "workers"),
+            dplog::runtime::human_bytes(total),
+            dplog::runtime::human_bytes(u128::from(avail))
+        )))),
+        _ => Ok(()),
+    }
+}
+
+/// Extra wait, past `[ring] shutdown_timeout_ms` without progress, before
+/// [`shutdown_bounded`] gives up on the consumer: its own shutdown deadline
+/// is `shutdown_timeout_ms`, and it needs a moment to report after it.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
+
+/// Shuts `logger` down on a thread of its own and waits for it while its
+/// consumer makes progress (reads, writes, drops or sink errors move);
+/// gives up once nothing has moved for `timeout` plus [`SHUTDOWN_GRACE`]:
+/// the consumer is blocked in the sink (`write(2)` on a FIFO nobody reads,
+/// a stuck NFS server). Then every record not yet written or dropped is
+/// counted in `dropped_shutdown` (part of the batch the sink is blocked
+/// on may still reach the output), the error says so, and the consumer
+/// thread is left behind, to end with the process.
+///
+/// Returns the final counters and the shutdown error, if any.
+pub fn shutdown_bounded(logger: Logger<NatRecord>, timeout: Duration) -> (Stats, Option<String>) {
+    use std::sync::mpsc::RecvTimeoutError;
+    let source = logger.snapshot_source();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let spawned = std::thread::Builder::new()
+        .name("dplog-nat-shutdown".into())
+        .spawn(move || {
+            let _ = tx.send(logger.shutdown());
+        });
+    if let Err(e) = spawned {
+        // The logger went with the closure; its drop shut it down.
+        return (
+            source.stats(),
+            Some(format!("cannot spawn the shutdown thread: {e}")),
+        );
+    }
+    let moved = |s: &Stats| {
+        (
+            s.dequeued,
+            s.written_records,
+            s.dropped_sink,
+            s.dropped_shutdown,
+            s.sink_pending,
+            s.sink_errors,
+        )
+    };
+    let mut last = moved(&source.stats());
+    let mut since = Instant::now();
+    loop {
+        match rx.recv_timeout(Duration::from_millis(20)) {
+            Ok(Ok(s)) => return (s, None),
+            Ok(Err((s, e))) => return (s, Some(e.to_string())),
+            Err(RecvTimeoutError::Disconnected) => {
+                return (source.stats(), Some("the shutdown thread panicked".into()))
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+        let mut s = source.stats();
+        if moved(&s) != last {
+            last = moved(&s);
+            since = Instant::now();
+        } else if since.elapsed() >= timeout + SHUTDOWN_GRACE {
+            let undelivered = s.in_flight();
+            s.dropped_shutdown += undelivered;
+            s.sink_pending = 0;
+            return (
+                s,
+                Some(format!(
+                    "the sink made no progress for [ring] shutdown_timeout_ms = {} ms (+{} s) of the shutdown \
+                     (blocked in open(2) or write(2)? a FIFO nobody reads, a stuck NFS server); its {undelivered} \
+                     undelivered {} counted in dropped_shutdown; not waiting for it",
+                    timeout.as_millis(),
+                    SHUTDOWN_GRACE.as_secs(),
+                    plural(undelivered, "record is", "records are")
+                )),
+            );
+        }
+    }
 }
 
 fn pin(cpu: Option<usize>) {
@@ -1379,12 +1584,13 @@ fn handoff_worker(
     cfg: &AppConfig,
     mut nat: Nat44,
     mut producer: Recs,
-    counters: &WorkerCounters,
+    // The worker's published counters and its session tally.
+    (counters, tally): (&WorkerCounters, Option<&SessionTally>),
     mut rx: rtrb::Consumer<Handoff>,
     mut ret: rtrb::Producer<Batch>,
     mut links: HairpinLinks,
 ) -> (NatStats, u64, u64) {
-    let mut log = cfg.ring_log(producer.as_mut());
+    let mut log = cfg.ring_log(producer.as_mut()).with_tally(tally);
     let t0 = Instant::now();
     let mut since = 0u64;
     loop {
@@ -1482,9 +1688,10 @@ fn synthetic_worker(
     mut nat: Nat44,
     mut producer: Recs,
     counters: &WorkerCounters,
+    tally: Option<&SessionTally>,
     src: SynSource,
 ) -> (NatStats, u64, u64) {
-    let mut log = cfg.ring_log(producer.as_mut());
+    let mut log = cfg.ring_log(producer.as_mut()).with_tally(tally);
     let t0 = Instant::now();
     let mut since = 0u64;
     // Called after every packet: a burst ends every NAT_BURST packets, as

@@ -264,6 +264,13 @@ pub fn run_dpdk(
         true => Some(cfg.start_logger()?),
         false => None,
     };
+    if let Some(l) = &logger {
+        // No session tallies in this mode: the loss line counts records.
+        crate::signals::watch(crate::signals::LossView {
+            stats: l.snapshot_source(),
+            sessions: std::sync::Arc::new(Vec::new()),
+        });
+    }
     // `[metrics]` / `--metrics-listen`: served for the length of the run
     // (this mode does not linger after it).
     let _metrics = match &logger {
@@ -370,12 +377,13 @@ pub fn run_dpdk(
     };
     let sink_counters = logger.as_ref().and_then(|l| l.sink_counters());
     let (stats, shutdown_err) = match logger {
-        Some(l) => match l.shutdown() {
-            Ok(s) => (s, None),
-            Err((s, e)) => (s, Some(e.to_string())),
-        },
+        Some(l) => crate::app::shutdown_bounded(
+            l,
+            std::time::Duration::from_millis(cfg.ring.shutdown_timeout_ms),
+        ),
         None => (dplog::Stats::default(), None),
     };
+    crate::signals::unwatch();
     let per: Vec<NatStats> = results.iter().map(|r| r.0.clone()).collect();
     let busy = results.iter().map(|r| r.1).max().unwrap_or_default();
     let mut summary = crate::app::summary_of(

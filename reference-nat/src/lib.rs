@@ -67,6 +67,7 @@ pub mod input;
 pub mod nat;
 pub mod packet;
 pub mod ringlog;
+pub mod signals;
 pub mod stdio;
 pub mod synthetic;
 pub mod workers;

@@ -317,22 +317,21 @@ fn print_summary(s: &Summary, how: SummaryArg) {
 
 /// SIGINT and SIGTERM end the input early and let the run finish cleanly
 /// (every live session deleted and logged, the logger drained, the summary
-/// printed); a second one terminates at once with status 130.
+/// printed), within `[ring] shutdown_timeout_ms` of a sink that stops
+/// taking records; a second one ends the process at once with status 130,
+/// after one line on stderr saying what it loses
+/// ([`dplog_nat::signals`]).
 ///
 /// SIGHUP never ends the run (a logrotate `kill -HUP` must not lose the
 /// live sessions): a file sink with `reopen_on_sighup = true` reopens its
 /// path, otherwise [`dplog_nat::app::sighup_watcher`] notes it on stderr.
 /// Returns the SIGHUP flag for that watcher.
 fn handle_signals() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    use signal_hook::consts::SIGHUP;
     use signal_hook::flag;
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    for sig in [SIGINT, SIGTERM] {
-        // Registered first, so it sees the flag as it was before this signal.
-        let _ = flag::register_conditional_shutdown(sig, 130, stop.clone());
-        let _ = flag::register(sig, stop.clone());
+    if let Err(e) = dplog_nat::signals::install() {
+        dplog_nat::diag!("dplog-nat: cannot install the SIGINT/SIGTERM handlers: {e}");
     }
-    dplog_nat::app::stop_flag_watcher(stop);
     // Installed before anything else, so a SIGHUP during start-up is no
     // exit either; the file sink adds its own handler (signal-hook chains
     // them).
@@ -382,6 +381,11 @@ fn main() -> ExitCode {
             print_summary(&s, args.summary);
             dplog_nat::diag!("dplog-nat: {e}");
             let _ = undelivered_exit(&s);
+            ExitCode::from(1)
+        }
+        Err(RunError::Stopped(s, e)) => {
+            print_summary(&s, args.summary);
+            dplog_nat::diag!("dplog-nat: {e}");
             ExitCode::from(1)
         }
         Err(e) => {

@@ -4,9 +4,10 @@
 
 use std::time::{Duration, Instant};
 
-use dplog::{Backpressure, LogProducer, Nat44SessionRecord, NatRecord, WaitSteps};
+use dplog::{Backpressure, LogProducer, Nat44SessionRecord, NatEvent, NatRecord, WaitSteps};
 
 use crate::nat::NatLog;
+use crate::signals::SessionTally;
 
 /// Packets a worker translates between two ring publications, and the
 /// default `[ring] publish_every` of `dplog-nat`: one rx burst, as
@@ -54,6 +55,10 @@ pub struct RingLog<'a> {
     wait_sleeps: u64,
     /// Rx bursts ended since the last publication.
     bursts: u32,
+    /// Where the session creates and deletes enqueued are published.
+    tally: Option<&'a SessionTally>,
+    creates: u64,
+    deletes: u64,
 }
 
 /// Rx bursts after which [`RingLog::end_burst`] publishes what is pending:
@@ -172,6 +177,9 @@ impl<'a> RingLog<'a> {
             wait_spins: 0,
             wait_yields: 0,
             wait_sleeps: 0,
+            tally: None,
+            creates: 0,
+            deletes: 0,
         }
     }
 
@@ -235,12 +243,23 @@ impl<'a> RingLog<'a> {
         self.dropped_at_stop
     }
 
+    /// Hands `rec` to the ring; returns whether it was enqueued.
     #[inline]
-    fn push(&mut self, rec: NatRecord) {
-        if let Some(p) = self.producer.as_mut() {
-            if p.policy() != Backpressure::Block {
-                p.log(rec);
-            } else if let Err(rec) = p.try_push(rec) {
+    fn push(&mut self, rec: NatRecord) -> bool {
+        let Some(p) = self.producer.as_mut() else {
+            return false;
+        };
+        if p.policy() != Backpressure::Block {
+            return p.log(rec);
+        }
+        match p.try_push(rec) {
+            Ok(()) => true,
+            Err(rec) => {
+                // What the ring holds is published (by `wait_or_stop`), and
+                // so are the tallies: a second signal counts them exactly.
+                if let Some(t) = self.tally {
+                    t.store(self.creates, self.deletes);
+                }
                 let (stopped, cost) =
                     wait_or_stop(p, rec, self.block_spins, self.stop_timeout, &mut self.stuck);
                 self.dropped_at_stop += u64::from(stopped);
@@ -248,8 +267,18 @@ impl<'a> RingLog<'a> {
                 self.wait_spins += u64::from(cost.spins());
                 self.wait_yields += u64::from(cost.yields());
                 self.wait_sleeps += u64::from(cost.sleeps());
+                !stopped
             }
         }
+    }
+
+    /// Stores the session creates and deletes enqueued so far into
+    /// `tally` at every publication of the ring index (and before every
+    /// wait on a full ring), for the second-signal watcher
+    /// ([`crate::signals`]).
+    pub fn with_tally(mut self, tally: Option<&'a SessionTally>) -> Self {
+        self.tally = tally;
+        self
     }
 
     /// Publishes the records logged since the last publication (one Release
@@ -261,6 +290,9 @@ impl<'a> RingLog<'a> {
         self.bursts = 0;
         if let Some(p) = self.producer.as_mut() {
             p.flush();
+        }
+        if let Some(t) = self.tally {
+            t.store(self.creates, self.deletes);
         }
     }
 
@@ -279,7 +311,14 @@ impl<'a> RingLog<'a> {
 impl NatLog for RingLog<'_> {
     #[inline]
     fn session(&mut self, rec: Nat44SessionRecord) {
-        self.push(NatRecord::from(rec));
+        let event = rec.nat_event;
+        if self.push(NatRecord::from(rec)) {
+            if event == NatEvent::Nat44SessionCreate as u8 {
+                self.creates += 1;
+            } else if event == NatEvent::Nat44SessionDelete as u8 {
+                self.deletes += 1;
+            }
+        }
     }
 
     #[inline]
@@ -492,6 +531,43 @@ mod tests {
             (1, 0, 0, 0)
         );
         assert_eq!(log.dropped_at_stop(), 0);
+    }
+
+    #[test]
+    fn session_creates_and_deletes_enqueued_reach_the_tally_at_each_publication() {
+        let dir = tempfile::tempdir().unwrap();
+        let logger = Logger::<NatRecord>::start(
+            LoggerConfig {
+                publish_every: NAT_BURST,
+                ..Default::default()
+            },
+            FormatConfig::default().nat_formatter().unwrap(),
+            FileSink::open(dir.path().join("tally.log")).unwrap(),
+        )
+        .unwrap();
+        let mut producer = logger.producer().unwrap();
+        let tally = SessionTally::default();
+        {
+            let mut log = RingLog::new(Some(&mut producer)).with_tally(Some(&tally));
+            let delete = |i| Nat44SessionRecord {
+                nat_event: NatEvent::Nat44SessionDelete as u8,
+                ..session(i)
+            };
+            for i in 0..5 {
+                log.session(session(i));
+            }
+            log.session(delete(0));
+            assert_eq!(tally.open_sessions(), 0, "nothing published yet");
+            log.flush();
+            assert_eq!(tally.open_sessions(), 4);
+            log.session(delete(1));
+            log.session(delete(2));
+            log.flush();
+            assert_eq!(tally.open_sessions(), 2);
+        }
+        drop(producer);
+        let st = logger.shutdown().unwrap();
+        assert_eq!(st.written_records, 8);
     }
 
     #[test]

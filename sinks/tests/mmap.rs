@@ -759,7 +759,8 @@ const RESTART_SEGMENTS: u64 = 4;
 /// opens the sink on the directory (resuming what is there), then writes
 /// batches of lines from the given sequence number, printing `write E
 /// roll` (this batch needs a new segment) or `write E` before each batch
-/// and `committed E` after it (E: the sequence number after the batch);
+/// and `committed E next-rolls` (the next batch needs a new segment) or
+/// `committed E` after it (E: the sequence number after the batch);
 /// after [`RESTART_SEGMENTS`] new segments it waits to be killed. Runs
 /// only when spawned by that test.
 #[test]
@@ -791,13 +792,17 @@ fn mmap_restart_child() {
         );
         s.write_batch(&b).unwrap();
         seq += RESTART_BATCH;
-        println!("committed {seq}");
         if roll {
             rolls += 1;
             used = (used + b.len() as u64) % cap;
         } else {
             used += b.len() as u64;
         }
+        let next_rolls = used + b.len() as u64 > cap;
+        println!(
+            "committed {seq}{}",
+            if next_rolls { " next-rolls" } else { "" }
+        );
     }
     println!("done");
     loop {
@@ -844,22 +849,29 @@ fn sigkill_at_any_moment_leaves_a_log_that_restarts() {
             // synchronisation.
             std::thread::sleep(Duration::from_millis(i / 4 * 4));
         } else {
-            // Right after the child says it starts a batch that creates
-            // the (i % 4)-th new segment, plus 0..45 µs.
+            // Around the creation of the child's (i % 4)-th new segment:
+            // right after it says the next batch needs one (the kill lands
+            // before or in the creation) or that it starts that batch (in
+            // or after it), plus 0..21 µs.
             let want = i % 4;
-            let mut rolls = 0;
+            let mark = if i / 4 % 2 == 0 {
+                " roll"
+            } else {
+                " next-rolls"
+            };
+            let mut marks = 0;
             loop {
                 let l = rx
                     .recv_timeout(Duration::from_secs(120))
                     .expect("child is silent");
-                let roll = l.ends_with(" roll");
+                let hit = l.ends_with(mark);
                 let done = l == "done";
                 seen.push(l);
-                if roll {
-                    rolls += 1;
-                    if rolls == want {
+                if hit {
+                    marks += 1;
+                    if marks == want {
                         let t = Instant::now();
-                        let jitter = Duration::from_micros(i * 3 % 48);
+                        let jitter = Duration::from_micros(i * 3 % 24);
                         while t.elapsed() < jitter {
                             std::hint::spin_loop();
                         }
@@ -884,8 +896,13 @@ fn sigkill_at_any_moment_leaves_a_log_that_restarts() {
                 .unwrap_or(next)
         };
         let (committed, produced) = (last("committed "), last("write "));
-        killed_in_roll +=
-            u64::from(seen.last().is_some_and(|l| l.ends_with(" roll")) && produced > committed);
+        killed_in_roll += u64::from(
+            seen.iter()
+                .rev()
+                .find(|l| l.starts_with("write "))
+                .is_some_and(|l| l.ends_with(" roll"))
+                && produced > committed,
+        );
 
         // The reader decodes the directory as the crash left it: whole
         // lines, sequence numbers 0.. without a gap or a duplicate.
@@ -901,6 +918,13 @@ fn sigkill_at_any_moment_leaves_a_log_that_restarts() {
             );
             n
         };
+        // Whatever instant the kill hit, a segment name shows a whole
+        // preallocated file with its header.
+        for (_, p) in list_segments(d, "t").unwrap() {
+            let b = std::fs::read(&p).unwrap();
+            assert_eq!(b.len(), 64 * 1024, "run {i}: {}", p.display());
+            assert_eq!(&b[..8], b"DPLOGMM1", "run {i}: {}", p.display());
+        }
         let n = check("after the kill");
         // The sink starts on it, and removes what the crash left.
         let mut s = MmapSink::open(d, opts(64 * 1024))

@@ -144,7 +144,9 @@ fn bump(c: &AtomicU64) {
 /// One mapped segment.
 struct Segment {
     path: PathBuf,
-    _file: File,
+    /// The open segment file (kept open for the mapping's lifetime; synced
+    /// with fdatasync when created under an msync policy).
+    file: File,
     base: *mut u8,
     len: usize,
     committed: usize,
@@ -495,7 +497,10 @@ fn publish(from: &Path, to: &Path) -> io::Result<()> {
         return Err(e);
     }
     std::fs::hard_link(from, to)?;
-    std::fs::remove_file(from)
+    // `to` is in place; a `from` left over (a second name of the same
+    // file) is removed by the next open.
+    let _ = std::fs::remove_file(from);
+    Ok(())
 }
 
 /// Segment files of `prefix` in `dir`, oldest first, with their sequence.
@@ -678,7 +683,7 @@ impl MmapSink {
         let (file, base) = map_file(path, size, false).map_err(seg_err)?;
         let mut seg = Segment {
             path: path.to_path_buf(),
-            _file: file,
+            file,
             base,
             len: size as usize,
             committed: 0,
@@ -757,7 +762,7 @@ impl MmapSink {
         };
         let seg = Segment {
             path: path.clone(),
-            _file: file,
+            file,
             base,
             len: size as usize,
             committed: 0,
@@ -777,7 +782,7 @@ impl MmapSink {
         // fdatasync writes the header page (dirty in the page cache through
         // the mapping) and the allocation before the name appears.
         let r = if durable {
-            seg._file.sync_data()
+            seg.file.sync_data()
         } else {
             Ok(())
         };

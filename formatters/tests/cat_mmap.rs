@@ -1,7 +1,9 @@
 //! `dplog-cat` on segment files written by the real mmap sink
 //! (`dplog_sinks::MmapSink`): a binary log in a segment decodes like a
 //! binary file, formatted lines come out as they are, several segments are
-//! one stream, and a torn or foreign segment is refused with the reason.
+//! one stream, a torn or foreign segment is refused with the reason, and a
+//! directory decodes its segments, skipping those a crash left without a
+//! header.
 
 mod common;
 
@@ -146,9 +148,12 @@ fn torn_and_foreign_segments_are_refused_with_the_reason() {
         &over,
         "corrupt mmap segment: committed length 1048576 beyond its 61440-byte data area",
     );
+    // Zeros but for one byte: not the headerless file a crash leaves.
+    let mut nearly = vec![0u8; 65536];
+    nearly[65535] = b'\n';
     check(
-        "zeros-0000000000.dpm",
-        &vec![0u8; 65536],
+        "nearly-0000000000.dpm",
+        &nearly,
         "not a dplog mmap segment (it does not start with DPLOGMM1)",
     );
 }
@@ -259,5 +264,119 @@ fn a_binary_segment_without_its_schemas_is_refused_with_the_reason() {
     assert!(
         err.contains("holds formatted lines and an earlier segment a binary log"),
         "{err}"
+    );
+}
+
+/// Plants what a crash while segments were created leaves (an older
+/// dplog: under segment names) after the segments in `dir`: an empty and
+/// an all-zero segment, and a temporary file. Returns the two segments.
+fn plant_headerless(dir: &Path, after: usize) -> [PathBuf; 2] {
+    let empty = dir.join(format!("nat-{after:010}.dpm"));
+    std::fs::write(&empty, b"").unwrap();
+    let zeros = dir.join(format!("nat-{:010}.dpm", after + 1));
+    std::fs::write(&zeros, vec![0u8; 64 * 1024]).unwrap();
+    std::fs::write(
+        dir.join(format!(".nat-{:010}.dpm.tmp", after + 2)),
+        vec![0u8; 64 * 1024],
+    )
+    .unwrap();
+    [empty, zeros]
+}
+
+fn assert_skipped(stderr: &[u8], planted: &[PathBuf; 2]) {
+    let err = String::from_utf8_lossy(stderr);
+    assert_eq!(err.lines().count(), 2, "{err}");
+    assert!(
+        err.contains(&format!(
+            "dplog-cat: {}: skipped: mmap segment without a header (empty): a crash cut its creation short; it holds no records",
+            planted[0].display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "dplog-cat: {}: skipped: mmap segment without a header (all 65536 bytes zero)",
+            planted[1].display()
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_directory_decodes_its_segments_and_skips_those_a_crash_left_headerless() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let n = 800;
+    let segs = segments(d, &binary_batches(n));
+    assert!(segs.len() >= 3, "{segs:?}");
+    // The last valid segment also holds a batch cut by the crash: copied
+    // in part past its committed length, never committed.
+    let last = segs.last().unwrap();
+    let mut b = std::fs::read(last).unwrap();
+    let committed = u64::from_le_bytes(b[24..32].try_into().unwrap()) as usize;
+    let torn = &binary_batches(1)[0][..150];
+    b[4096 + committed..4096 + committed + torn.len()].copy_from_slice(torn);
+    std::fs::write(last, &b).unwrap();
+    let planted = plant_headerless(d, segs.len());
+    let want = golden("nat.jsonl").repeat(n);
+
+    // The directory: every record of the valid segments, once, in order.
+    let o = cat(&["--format", "json"], &[d.to_path_buf()]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert_eq!(out.lines().count(), n * 7);
+    assert_eq!(out, want);
+    assert_skipped(&o.stderr, &planted);
+
+    // The same files named one by one (a shell glob of the directory).
+    let mut files = segs.clone();
+    files.extend(planted.iter().cloned());
+    let o = cat(&["--format", "json"], &files);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(String::from_utf8(o.stdout).unwrap(), want);
+    assert_skipped(&o.stderr, &planted);
+
+    // A log of formatted lines the same way.
+    let dir = tempfile::tempdir().unwrap();
+    let json = encoded(Format::Json);
+    let k = (150 * 1024) / json.len() + 1;
+    let segs = segments(dir.path(), &vec![json.clone(); k]);
+    assert!(segs.len() >= 3, "{segs:?}");
+    let planted = plant_headerless(dir.path(), segs.len());
+    let o = cat(&[], &[dir.path().to_path_buf()]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(o.stdout, json.repeat(k));
+    assert_skipped(&o.stderr, &planted);
+}
+
+#[test]
+fn a_directory_without_segments_or_with_two_logs_is_refused_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_path_buf();
+    let o = cat(&[], std::slice::from_ref(&d));
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!(
+            "dplog-cat: {}: no mmap segments (<prefix>-<10 digits>.dpm) in this directory\n",
+            d.display()
+        )
+    );
+    segments(&d, &[encoded(Format::Json)]);
+    std::fs::copy(d.join("nat-0000000000.dpm"), d.join("other-0000000000.dpm")).unwrap();
+    let o = cat(&[], std::slice::from_ref(&d));
+    assert_eq!(o.status.code(), Some(1));
+    assert!(o.stdout.is_empty());
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!(
+            "dplog-cat: {}: mmap segments of several logs (prefixes nat, other); give the segment files of one\n",
+            d.display()
+        )
     );
 }

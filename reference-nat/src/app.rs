@@ -760,8 +760,16 @@ pub struct Summary {
     pub packets_per_s: f64,
     /// Records written per second of wall time.
     pub records_per_s: f64,
-    /// Capture reader counters (pcap input only).
+    /// Capture records skipped, not handed to the NAT (no verdict), because
+    /// their captured length exceeds their wire length (a corrupt record
+    /// header; pcap and pcapng). Input packets = `packets` + the two
+    /// `capture_skipped_*` counts.
     pub capture_skipped_bad_caplen: u64,
+    /// pcapng packets skipped, not handed to the NAT (no verdict), because
+    /// they name an interface no Interface Description Block of their
+    /// section describes (no link type to parse them with); a Simple
+    /// Packet Block before the section's first interface counts here too.
+    pub capture_skipped_unknown_interface: u64,
     /// Packets the capture cut short of their wire length (snap length);
     /// translated when their headers were captured, else counted under
     /// the `snapped` verdict.
@@ -939,6 +947,16 @@ impl Summary {
         }
         if !self.logging {
             let _ = writeln!(s, "  logging            off (records discarded)");
+        }
+        let skipped = self.capture_skipped_bad_caplen + self.capture_skipped_unknown_interface;
+        if skipped > 0 {
+            let _ = writeln!(
+                s,
+                "  skipped            {skipped} capture {} not translated: {} captured longer than on the wire (bad_caplen), {} for an undescribed pcapng interface (unknown_interface)",
+                plural(skipped, "record", "records"),
+                self.capture_skipped_bad_caplen,
+                self.capture_skipped_unknown_interface
+            );
         }
         if self.capture_snapped > 0 {
             let _ = writeln!(
@@ -1933,6 +1951,7 @@ fn make_summary(
         packets_per_s: per_s(nat.packets),
         records_per_s: per_s(stats.written_records),
         capture_skipped_bad_caplen: input_stats.bad_caplen,
+        capture_skipped_unknown_interface: input_stats.unknown_interface,
         capture_snapped: input_stats.snapped,
         input_error,
         interrupted: stop_requested(),

@@ -8,6 +8,16 @@
 //! legacy pcap in microseconds (magic `0xa1b2c3d4`) or nanoseconds (magic
 //! `0xa1b23c4d`), either byte order; pcapng per interface with
 //! `if_tsresol` (default 10⁻⁶ s) and `if_tsoffset` (seconds).
+//!
+//! Every packet record is delivered or counted, alike in both formats: a
+//! captured length above the wire length is skipped and counted
+//! ([`InputStats::bad_caplen`]); a pcapng packet (Enhanced, Simple or
+//! obsolete Packet Block) of an interface its section does not describe
+//! is skipped and counted ([`InputStats::unknown_interface`]); a captured
+//! length above the snap length is delivered when the record holds that
+//! many bytes (libpcap reads such a record too), and ends the read as a
+//! corrupt record header ([`InputErrorKind::BadCaplen`]) when the rest of
+//! the file (pcap) or its block (pcapng) is too short for it.
 
 use std::fmt;
 use std::fs::File;
@@ -73,7 +83,8 @@ pub struct InputStats {
     /// (cut by a snap length).
     pub snapped: u64,
     /// Records skipped because their captured length exceeds their original
-    /// wire length (a corrupt record header).
+    /// wire length (a corrupt record header), or, for an obsolete pcapng
+    /// Packet Block, the bytes its block holds.
     pub bad_caplen: u64,
     /// pcapng packets skipped because they name an interface that was not
     /// described (or a Simple Packet Block without interface 0).
@@ -463,10 +474,77 @@ impl<F: FnMut(Packet<'_>)> State<'_, F> {
                 };
                 self.deliver(p);
             }
+            Block::Unknown(b) if self.ng_type(b.block_type) == OBSOLETE_PACKET_BLOCK => {
+                self.obsolete_packet(b.data)
+            }
             _ => self.stats.other_blocks += 1,
         }
     }
+
+    /// `block_type` as written by this section's byte order (pcap-parser
+    /// reads an unknown block's type little-endian).
+    fn ng_type(&self, block_type: u32) -> u32 {
+        if self.section_big_endian {
+            block_type.swap_bytes()
+        } else {
+            block_type
+        }
+    }
+
+    /// The obsolete pcapng Packet Block (type 2, written by early pcapng
+    /// writers; pcap-parser leaves it unknown): `body` is the block body,
+    /// interface id u16, drops count u16, timestamp high and low u32,
+    /// captured length u32, wire length u32, data. Delivered like an
+    /// Enhanced Packet Block; a body too short for its fixed fields or its
+    /// captured length is counted in [`InputStats::bad_caplen`] and skipped
+    /// (the block's own length keeps the file in step).
+    fn obsolete_packet(&mut self, body: &[u8]) {
+        let be = self.section_big_endian;
+        let u32_at = |at: usize| {
+            let b: [u8; 4] = body.get(at..at + 4)?.try_into().ok()?;
+            Some(if be {
+                u32::from_be_bytes(b)
+            } else {
+                u32::from_le_bytes(b)
+            })
+        };
+        let if_id = body.get(..2).map(|b| {
+            let b = [b[0], b[1]];
+            u32::from(if be {
+                u16::from_be_bytes(b)
+            } else {
+                u16::from_le_bytes(b)
+            })
+        });
+        let (Some(if_id), Some(hi), Some(lo), Some(caplen), Some(origlen)) =
+            (if_id, u32_at(4), u32_at(8), u32_at(12), u32_at(16))
+        else {
+            self.stats.bad_caplen += 1;
+            return;
+        };
+        let Some(iface) = self.ifaces.get(if_id as usize).copied() else {
+            self.stats.unknown_interface += 1;
+            return;
+        };
+        let data = body.get(20..20 + caplen as usize);
+        let (Some(data), false) = (data, caplen > origlen) else {
+            self.stats.bad_caplen += 1;
+            return;
+        };
+        let ts = (u64::from(hi) << 32) | u64::from(lo);
+        let p = Packet {
+            ts_ns: to_ns(ts, iface.units_per_sec, iface.offset_s),
+            linktype: iface.linktype,
+            interface: if_id,
+            orig_len: origlen,
+            data,
+        };
+        self.deliver(p);
+    }
 }
+
+/// Block type of the obsolete pcapng Packet Block.
+const OBSOLETE_PACKET_BLOCK: u32 = 2;
 
 /// A short description of a parser error, without the input bytes that
 /// `PcapError`'s own formatting would dump.

@@ -31,12 +31,17 @@ fn cfg(pcap: &Path, out: &Path) -> AppConfig {
 /// `(caplen, orig_len, bytes)` records, written by hand because the test
 /// needs records that lie about their lengths.
 fn pcap(records: &[(u32, u32, Vec<u8>)]) -> Vec<u8> {
+    pcap_snap(records, 65535)
+}
+
+/// [`pcap`] with snap length `snaplen`.
+fn pcap_snap(records: &[(u32, u32, Vec<u8>)], snaplen: u32) -> Vec<u8> {
     let mut f = Vec::new();
     f.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
     f.extend_from_slice(&2u16.to_le_bytes());
     f.extend_from_slice(&4u16.to_le_bytes());
     f.extend_from_slice(&[0; 8]);
-    f.extend_from_slice(&65535u32.to_le_bytes());
+    f.extend_from_slice(&snaplen.to_le_bytes());
     f.extend_from_slice(&1u32.to_le_bytes());
     for (i, (caplen, orig, data)) in records.iter().enumerate() {
         f.extend_from_slice(&(1_700_000_000u32 + i as u32).to_le_bytes());
@@ -365,4 +370,208 @@ fn an_input_refused_at_its_header_opens_no_log() {
         "{e}"
     );
     assert!(out.exists());
+}
+
+// --- pcapng, written by hand (little-endian): the tests need blocks that
+// lie (undescribed interfaces, captured lengths above the wire or snap
+// length), which pcap-file's writer refuses to write.
+
+/// A pcapng block: type, total length, body padded to 32 bits, length.
+fn ng_block(block_type: u32, body: &[u8]) -> Vec<u8> {
+    let mut body = body.to_vec();
+    while body.len() % 4 != 0 {
+        body.push(0);
+    }
+    let len = (12 + body.len()) as u32;
+    let mut b = block_type.to_le_bytes().to_vec();
+    b.extend_from_slice(&len.to_le_bytes());
+    b.extend_from_slice(&body);
+    b.extend_from_slice(&len.to_le_bytes());
+    b
+}
+
+/// Section Header Block, version 1.0, section length unknown.
+fn shb() -> Vec<u8> {
+    let mut body = 0x1A2B_3C4Du32.to_le_bytes().to_vec();
+    body.extend_from_slice(&1u16.to_le_bytes());
+    body.extend_from_slice(&0u16.to_le_bytes());
+    body.extend_from_slice(&(-1i64).to_le_bytes());
+    ng_block(0x0A0D_0D0A, &body)
+}
+
+/// Interface Description Block: Ethernet, `snaplen`, microseconds.
+fn idb(snaplen: u32) -> Vec<u8> {
+    let mut body = 1u16.to_le_bytes().to_vec();
+    body.extend_from_slice(&0u16.to_le_bytes());
+    body.extend_from_slice(&snaplen.to_le_bytes());
+    ng_block(1, &body)
+}
+
+/// Enhanced Packet Block (type 6) on interface `if_id` at second `sec`
+/// (microsecond units), `data` whole, with the given captured and wire
+/// lengths.
+fn epb(if_id: u32, sec: u64, data: &[u8], caplen: u32, origlen: u32) -> Vec<u8> {
+    let ts = sec * 1_000_000;
+    let mut body = if_id.to_le_bytes().to_vec();
+    body.extend_from_slice(&((ts >> 32) as u32).to_le_bytes());
+    body.extend_from_slice(&(ts as u32).to_le_bytes());
+    body.extend_from_slice(&caplen.to_le_bytes());
+    body.extend_from_slice(&origlen.to_le_bytes());
+    body.extend_from_slice(data);
+    ng_block(6, &body)
+}
+
+/// Obsolete Packet Block (type 2): 16-bit interface id, drops count.
+fn obsolete_pb(if_id: u16, sec: u64, data: &[u8]) -> Vec<u8> {
+    let ts = sec * 1_000_000;
+    let mut body = if_id.to_le_bytes().to_vec();
+    body.extend_from_slice(&0u16.to_le_bytes());
+    body.extend_from_slice(&((ts >> 32) as u32).to_le_bytes());
+    body.extend_from_slice(&(ts as u32).to_le_bytes());
+    body.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    body.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    body.extend_from_slice(data);
+    ng_block(2, &body)
+}
+
+/// Simple Packet Block (type 3): wire length, data; interface 0.
+fn spb(data: &[u8]) -> Vec<u8> {
+    let mut body = (data.len() as u32).to_le_bytes().to_vec();
+    body.extend_from_slice(data);
+    ng_block(3, &body)
+}
+
+/// Runs the dplog-nat binary on `capture`; returns its JSON summary and
+/// the number of lines in its log.
+fn nat_json(capture: &Path, out: &Path) -> (serde_json::Value, u64) {
+    let o = bin()
+        .args(["--inside", "10.0.0.0/8", "--summary", "json", "--pcap"])
+        .arg(capture)
+        .arg("--output")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let n = std::fs::read_to_string(out).unwrap().lines().count() as u64;
+    assert_eq!(s["records"]["written"], n);
+    (s, n)
+}
+
+/// The counts of a JSON summary every packet of a capture must land in:
+/// (packets, verdicts, skipped with a bad caplen, skipped for an unknown
+/// interface).
+fn accounting(s: &serde_json::Value) -> (u64, Vec<(String, u64)>, u64, u64) {
+    let verdicts: Vec<(String, u64)> = serde_json::from_value(s["verdicts"].clone()).unwrap();
+    (
+        s["packets"].as_u64().unwrap(),
+        verdicts,
+        s["capture_skipped_bad_caplen"].as_u64().unwrap(),
+        s["capture_skipped_unknown_interface"].as_u64().unwrap(),
+    )
+}
+
+#[test]
+fn pcapng_and_pcap_count_a_caplen_above_the_snap_or_wire_length_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    // Snap length 40 below the 46-byte frames: a record holding all 46
+    // bytes is read (as libpcap does) and translated; one that claims
+    // more than its wire length is skipped and counted.
+    let f1 = frame(17, &[], &udp(4001, 53));
+    let liar = frame(17, &[], &udp(4002, 53));
+    let f3 = frame(17, &[], &udp(4003, 53));
+    let n = f1.len() as u32;
+    assert_eq!(n, 46);
+    let classic = write(
+        dir.path(),
+        "snap.pcap",
+        &pcap_snap(
+            &[rec(f1.clone()), (n, n - 6, liar.clone()), rec(f3.clone())],
+            40,
+        ),
+    );
+    let mut ng = shb();
+    ng.extend(idb(40));
+    ng.extend(epb(0, 1_700_000_000, &f1, n, n));
+    ng.extend(epb(0, 1_700_000_001, &liar, n, n - 6));
+    ng.extend(epb(0, 1_700_000_002, &f3, n, n));
+    let ng = write(dir.path(), "snap.pcapng", &ng);
+    let want = (2, vec![("translated_out".to_string(), 2)], 1, 0);
+    for p in [classic, ng] {
+        let out = dir
+            .path()
+            .join(format!("{}.log", p.file_name().unwrap().to_string_lossy()));
+        let (s, lines) = nat_json(&p, &out);
+        assert_eq!(accounting(&s), want, "{}", p.display());
+        assert_eq!(s["sessions_created"], 2, "{}", p.display());
+        assert_eq!(lines, 4, "{}", p.display());
+    }
+}
+
+#[test]
+fn every_pcapng_packet_block_is_translated_or_counted_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = |sport: u16| frame(17, &[], &udp(sport, 53));
+    let n = f(0).len() as u32;
+    let mut b = shb();
+    // Before any interface: a Simple Packet Block has no interface 0.
+    b.extend(spb(&f(4100)));
+    b.extend(idb(0));
+    b.extend(epb(0, 1_700_000_000, &f(4001), n, n));
+    b.extend(epb(5, 1_700_000_001, &f(4101), n, n)); // interface 5: none
+    b.extend(epb(0, 1_700_000_002, &f(4102), n, n - 6)); // caplen > wire
+    b.extend(obsolete_pb(0, 1_700_000_003, &f(4002)));
+    b.extend(obsolete_pb(3, 1_700_000_004, &f(4103))); // interface 3: none
+                                                       // A new section forgets the interfaces of the first.
+    b.extend(shb());
+    b.extend(epb(0, 1_700_000_005, &f(4104), n, n));
+    b.extend(idb(0));
+    b.extend(epb(0, 1_700_000_006, &f(4003), n, n));
+    b.extend(spb(&f(4004)));
+    let p = write(dir.path(), "mixed.pcapng", &b);
+    let out = dir.path().join("mixed.log");
+    let (s, lines) = nat_json(&p, &out);
+    // 9 packet blocks: 4 translated, 1 with a bad caplen, 4 of an
+    // undescribed interface (the first SPB, interfaces 5 and 3, the EPB
+    // before the second section's IDB).
+    assert_eq!(
+        accounting(&s),
+        (4, vec![("translated_out".to_string(), 4)], 1, 4)
+    );
+    assert_eq!(s["sessions_created"], 4);
+    assert_eq!(lines, 8);
+    // The log holds the four translated flows and no other.
+    let mut ports: Vec<u64> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let (_, rest) = l.split_once(" sourceTransportPort=")?;
+            rest.split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect();
+    ports.sort();
+    ports.dedup();
+    assert_eq!(ports, [4001, 4002, 4003, 4004]);
+    // The text summary names what was skipped and why.
+    let o = bin()
+        .args(["--inside", "10.0.0.0/8", "--pcap"])
+        .arg(&p)
+        .arg("--output")
+        .arg(dir.path().join("text.log"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("  skipped            5 capture records not translated: 1 captured longer than on the wire (bad_caplen), 4 for an undescribed pcapng interface (unknown_interface)"),
+        "{text}"
+    );
 }

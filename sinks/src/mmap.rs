@@ -37,13 +37,24 @@
 //! binary frames (or the reverse, e.g. a run with another `[format]` on
 //! the same directory) starts a new segment.
 //!
+//! Crash safety of the segment files: a segment is created, preallocated
+//! and given its header under a temporary name in the same directory
+//! (`.<prefix>-<seq>.dpm.tmp`), then renamed to its final name without
+//! replacing anything, so a segment name never shows a file without its
+//! header, whatever instant a crash hits. With an msync policy the file
+//! (header and allocation) is synced before the rename and the directory
+//! after it. At open, leftover temporary files of the prefix are removed,
+//! and so is any segment that is empty or all zero (headerless: left by a
+//! crash of an older dplog, or by a power loss without an msync policy;
+//! it holds no record): said once on stderr and in [`Recovery`].
+//!
 //! One writer per (directory, prefix): [`MmapSink::open`] takes an
 //! exclusive, non-blocking `flock(2)` on `<dir>/.<prefix>.lock` (created
 //! if missing, mode 0640, never removed) and holds it until close or drop;
 //! a second writer's open fails instead of interleaving segments.
 
 use std::fs::{File, OpenOptions};
-use std::io;
+use std::io::{self, Read};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -105,6 +116,13 @@ pub struct Recovery {
     /// Non-zero bytes found past the committed length (a write cut by the
     /// crash), zeroed.
     pub discarded_tail_bytes: u64,
+    /// Headerless segments removed: zero-length or all-zero files named
+    /// like segments (a crash cut their creation short; they held no
+    /// record).
+    pub removed_headerless: Vec<PathBuf>,
+    /// Temporary files of segments whose creation a crash cut short
+    /// (`.<prefix>-<seq>.dpm.tmp`), removed.
+    pub removed_temporary: Vec<PathBuf>,
 }
 
 /// Counters (consumer thread writes, Relaxed statistics).
@@ -114,7 +132,7 @@ pub struct MmapCounters {
     pub segments: AtomicU64,
     /// Successful msync calls.
     pub syncs: AtomicU64,
-    /// Failed calls (fallocate, mmap, msync).
+    /// Failed calls (fallocate, mmap, msync, fsync, rename).
     pub errors: AtomicU64,
 }
 
@@ -138,7 +156,9 @@ fn bump(c: &AtomicU64) {
 /// One mapped segment.
 struct Segment {
     path: PathBuf,
-    _file: File,
+    /// The open segment file (kept open for the mapping's lifetime; synced
+    /// with fdatasync when created under an msync policy).
+    file: File,
     base: *mut u8,
     len: usize,
     committed: usize,
@@ -234,7 +254,7 @@ fn map_file(path: &Path, size: u64, create: bool) -> io::Result<(File, *mut u8)>
         .read(true)
         .write(true)
         .create(create)
-        .truncate(false)
+        .truncate(create)
         .mode(crate::FILE_MODE)
         .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
         .open(path)?;
@@ -345,6 +365,156 @@ fn seg_name(prefix: &str, seq: u64) -> String {
     format!("{prefix}-{seq:010}.dpm")
 }
 
+/// The temporary name segment `name` is created under (hidden, and not
+/// ending in `.dpm`, so no reader takes it for a segment).
+fn tmp_name(name: &str) -> String {
+    format!(".{name}.tmp")
+}
+
+/// Temporary segment files of `prefix` in `dir` (`.<prefix>-<10
+/// digits>.dpm.tmp`).
+fn list_temporary(dir: &Path, prefix: &str) -> io::Result<Vec<PathBuf>> {
+    let mut v = Vec::new();
+    let pre = format!(".{prefix}-");
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        if let Some(rest) = name
+            .strip_prefix(&pre)
+            .and_then(|r| r.strip_suffix(".dpm.tmp"))
+        {
+            if rest.len() == 10 && rest.bytes().all(|b| b.is_ascii_digit()) {
+                v.push(e.path());
+            }
+        }
+    }
+    v.sort();
+    Ok(v)
+}
+
+/// True if the file at `path` is empty or holds only zero bytes: a
+/// segment without a header, which holds no record. Reads only up to the
+/// first non-zero byte (the first page of a real segment).
+fn is_headerless(path: &Path) -> io::Result<bool> {
+    let mut f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+        .open(path)?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut want = HEADER_BYTES;
+    loop {
+        let n = match f.read(&mut buf[..want]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if n == 0 {
+            return Ok(true);
+        }
+        if buf[..n].iter().any(|&b| b != 0) {
+            return Ok(false);
+        }
+        want = buf.len();
+    }
+}
+
+/// Removes what a crash while a segment was being created leaves in `dir`
+/// for `prefix`: temporary segment files, and segments that are empty or
+/// all zero (no header, no record; only a crash of an older dplog, or a
+/// power loss without an msync policy, leaves one). Says so in one line
+/// on stderr. Returns the headerless segments and the temporary files
+/// removed.
+///
+/// Errors: the I/O error of listing, reading or removing, naming the
+/// directory or file.
+fn clean_crash_leftovers(dir: &Path, prefix: &str) -> io::Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+    let dir_err = |e| at_path("mmap segment directory", dir, e);
+    let temporary = list_temporary(dir, prefix).map_err(dir_err)?;
+    for p in &temporary {
+        std::fs::remove_file(p).map_err(|e| at_path("mmap temporary segment", p, e))?;
+    }
+    let mut headerless = Vec::new();
+    for (_, p) in list_segments(dir, prefix).map_err(dir_err)? {
+        let seg_err = |e| at_path("mmap segment", &p, e);
+        if is_headerless(&p).map_err(seg_err)? {
+            std::fs::remove_file(&p).map_err(seg_err)?;
+            headerless.push(p);
+        }
+    }
+    let names = |v: &[PathBuf]| {
+        v.iter()
+            .map(|p| {
+                p.file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut said = Vec::new();
+    if !headerless.is_empty() {
+        said.push(format!(
+            "{} headerless segment(s) (empty or all zero, no records): {}",
+            headerless.len(),
+            names(&headerless)
+        ));
+    }
+    if !temporary.is_empty() {
+        said.push(format!(
+            "{} temporary segment file(s): {}",
+            temporary.len(),
+            names(&temporary)
+        ));
+    }
+    if !said.is_empty() {
+        dplog_core::diag_line!(
+            "dplog: mmap segment directory {}: a crash cut the creation of a segment short; removed {}",
+            dir.display(),
+            said.join("; ")
+        );
+    }
+    Ok((headerless, temporary))
+}
+
+/// Makes the file at `from` appear as `to`, never replacing an existing
+/// `to` (`renameat2(RENAME_NOREPLACE)`; where the file system lacks it, a
+/// hard link then an unlink of `from`, which a crash in between leaves as
+/// a second name the next open removes).
+///
+/// Errors: `AlreadyExists` (EEXIST) if `to` exists; the OS error.
+fn publish(from: &Path, to: &Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let cstr = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
+    };
+    let (f, t) = (cstr(from)?, cstr(to)?);
+    // SAFETY: two NUL-terminated paths that outlive the call; no other
+    // memory is passed.
+    let r = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            f.as_ptr(),
+            libc::AT_FDCWD,
+            t.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    if !matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS)) {
+        return Err(e);
+    }
+    std::fs::hard_link(from, to)?;
+    // `to` is in place; a `from` left over (a second name of the same
+    // file) is removed by the next open.
+    let _ = std::fs::remove_file(from);
+    Ok(())
+}
+
 /// Segment files of `prefix` in `dir`, oldest first, with their sequence.
 pub fn list_segments(dir: &Path, prefix: &str) -> io::Result<Vec<(u64, PathBuf)>> {
     let mut v = Vec::new();
@@ -434,8 +604,11 @@ pub struct MmapSink {
 }
 
 impl MmapSink {
-    /// Opens the segment directory `dir` (which must exist), recovering the
-    /// newest segment if there is one, else creating the first segment (so
+    /// Opens the segment directory `dir` (which must exist), removing what a
+    /// crash during a segment's creation left (temporary files of the
+    /// prefix, headerless segments: [`Recovery::removed_headerless`]),
+    /// recovering the newest segment if there is one, else creating the
+    /// first segment (so
     /// a directory the process cannot write fails here, not at the first
     /// batch; an out-of-space error is left to the first batch, which
     /// retries it).
@@ -478,8 +651,10 @@ impl MmapSink {
         list_segments(&dir, &opts.prefix)
             .map_err(|e| at_path("mmap segment directory", &dir, e))?;
         let lock = lock_dir(&dir, &opts.prefix)?;
-        let segs = list_segments(&dir, &opts.prefix)
-            .map_err(|e| at_path("mmap segment directory", &dir, e))?;
+        let dir_err = |e| at_path("mmap segment directory", &dir, e);
+        // Under the lock: no other writer is creating a segment here.
+        let (removed_headerless, removed_temporary) = clean_crash_leftovers(&dir, &opts.prefix)?;
+        let segs = list_segments(&dir, &opts.prefix).map_err(dir_err)?;
         let line_header = opts.header.as_deref().unwrap_or_default().into();
         let mut s = Self {
             dir,
@@ -497,7 +672,10 @@ impl MmapSink {
         };
         if let Some((_, path)) = segs.last() {
             s.resume(path)?;
-        } else {
+        }
+        s.recovery.removed_headerless = removed_headerless;
+        s.recovery.removed_temporary = removed_temporary;
+        if s.seg.is_none() {
             match s.create_segment() {
                 Ok(seg) => s.seg = Some(seg),
                 // Out of space now: the first batch retries the creation.
@@ -517,7 +695,7 @@ impl MmapSink {
         let (file, base) = map_file(path, size, false).map_err(seg_err)?;
         let mut seg = Segment {
             path: path.to_path_buf(),
-            _file: file,
+            file,
             base,
             len: size as usize,
             committed: 0,
@@ -547,6 +725,7 @@ impl MmapSink {
             committed_bytes: c as u64,
             committed_records: seg.records,
             discarded_tail_bytes: tail as u64,
+            ..Recovery::default()
         };
         self.seg = Some(seg);
         Ok(())
@@ -568,22 +747,34 @@ impl MmapSink {
         self.seg.as_ref().map(|s| s.path.as_path())
     }
 
-    /// Creates, preallocates and maps the next segment (empty). Errors
+    /// Creates, preallocates and maps the next segment (empty): under its
+    /// temporary name until its header is written (and, with an msync
+    /// policy, synced), then renamed to its final name, so a crash at any
+    /// instant leaves either no segment or one with its header. Errors
     /// name the segment path and keep the classification of the OS error
-    /// (ENOSPC retryable, EACCES permanent).
+    /// (ENOSPC retryable, EACCES permanent); nothing is left behind.
     fn create_segment(&mut self) -> Result<Segment, SinkError> {
-        let path = self.dir.join(seg_name(&self.opts.prefix, self.next_seq));
+        let name = seg_name(&self.opts.prefix, self.next_seq);
+        let path = self.dir.join(&name);
+        let tmp = self.dir.join(tmp_name(&name));
         let size = self.opts.segment_bytes;
-        let (file, base) = map_file(&path, size, true).map_err(|e| {
-            bump(&self.counters.errors);
+        let fail = |counters: &MmapCounters, e: io::Error| {
+            bump(&counters.errors);
             match SinkError::classify(e) {
                 SinkError::Retryable(e) => SinkError::Retryable(at_path("mmap segment", &path, e)),
                 SinkError::Permanent(e) => SinkError::Permanent(at_path("mmap segment", &path, e)),
             }
-        })?;
+        };
+        let (file, base) = match map_file(&tmp, size, true) {
+            Ok(m) => m,
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(fail(&self.counters, e));
+            }
+        };
         let seg = Segment {
-            path,
-            _file: file,
+            path: path.clone(),
+            file,
             base,
             len: size as usize,
             committed: 0,
@@ -599,6 +790,26 @@ impl MmapSink {
         h[12..16].copy_from_slice(&(HEADER_BYTES as u32).to_le_bytes());
         h[16..24].copy_from_slice(&size.to_le_bytes());
         h[40..48].copy_from_slice(&self.next_seq.to_le_bytes());
+        let durable = self.opts.msync_interval_ms.is_some();
+        // fdatasync writes the header page (dirty in the page cache through
+        // the mapping) and the allocation before the name appears.
+        let r = if durable {
+            seg.file.sync_data()
+        } else {
+            Ok(())
+        };
+        if let Err(e) = r.and_then(|()| publish(&tmp, &path)) {
+            drop(seg);
+            let _ = std::fs::remove_file(&tmp);
+            return Err(fail(&self.counters, e));
+        }
+        if durable {
+            // The new name itself survives a power loss. A failure here
+            // leaves a whole segment in place: counted, not an error.
+            if File::open(&self.dir).and_then(|d| d.sync_all()).is_err() {
+                bump(&self.counters.errors);
+            }
+        }
         self.next_seq += 1;
         bump(&self.counters.segments);
         Ok(seg)

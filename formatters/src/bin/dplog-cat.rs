@@ -13,6 +13,12 @@
 //! stream. Committed data that is a binary log is decoded like a binary
 //! file; formatted lines (text, JSON, ...) are printed as they are.
 //!
+//! A directory stands for the mmap segments in it (`<prefix>-<10
+//! digits>.dpm`, in sequence order; one prefix). A segment file that is
+//! empty or all zero is headerless: a crash cut its creation short (an
+//! older dplog, or a power loss) and it holds no record; it is skipped
+//! with a warning on stderr, and the rest decodes (exit status 0).
+//!
 //! Each segment of a binary log starts with the schema preamble (`H` and
 //! `S` frames), so a segment decodes alone and segments decode in any
 //! order. A segment of binary frames without the preamble (written by a
@@ -46,7 +52,7 @@ struct Args {
     #[arg(long, default_value = "rfc8158", value_parser = |s: &str| EventProfile::from_name(s).ok_or_else(|| format!("unknown profile {s:?}; use rfc8158 or legacy")))]
     profile: EventProfile,
     /// The binary log, or mmap segment files (`*.dpm`) read in the order
-    /// given.
+    /// given, or a directory of mmap segments (read in sequence order).
     #[arg(required = true)]
     files: Vec<PathBuf>,
 }
@@ -94,9 +100,58 @@ fn segment_data(b: &[u8]) -> Result<&[u8], String> {
     Ok(&b[SEGMENT_HEADER..SEGMENT_HEADER + committed as usize])
 }
 
+/// The mmap segments of directory `dir`, in sequence order: files named
+/// `<prefix>-<10 digits>.dpm` (temporary `.<name>.tmp` files of a segment
+/// being created, and the writer's lock file, are not segments).
+///
+/// Errors (printed whole): an unreadable directory, no segment in it, or
+/// segments of more than one prefix (several logs).
+fn dir_segments(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let at = |m: String| format!("{}: {m}", dir.display());
+    let mut segs: Vec<(String, u64, PathBuf)> = Vec::new();
+    for e in std::fs::read_dir(dir).map_err(|e| at(e.to_string()))? {
+        let e = e.map_err(|e| at(e.to_string()))?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(stem) = name.strip_suffix(".dpm") else {
+            continue;
+        };
+        let Some((prefix, seq)) = stem.rsplit_once('-') else {
+            continue;
+        };
+        if prefix.is_empty() || prefix.starts_with('.') || seq.len() != 10 {
+            continue;
+        }
+        if let Ok(n) = seq.parse::<u64>() {
+            segs.push((prefix.to_string(), n, e.path()));
+        }
+    }
+    segs.sort();
+    let mut prefixes: Vec<&str> = segs.iter().map(|(p, _, _)| p.as_str()).collect();
+    prefixes.dedup();
+    match prefixes.len() {
+        0 => Err(at(
+            "no mmap segments (<prefix>-<10 digits>.dpm) in this directory".into(),
+        )),
+        1 => Ok(segs.into_iter().map(|(_, _, p)| p).collect()),
+        _ => Err(at(format!(
+            "mmap segments of several logs (prefixes {}); give the segment files of one",
+            prefixes.join(", ")
+        ))),
+    }
+}
+
+/// What a file contributes to the stream.
+enum Payload {
+    /// A segment's committed data (`true`) or a whole binary log file.
+    Data(Vec<u8>, bool),
+    /// A headerless mmap segment (empty or all zero): no record, skipped;
+    /// the warning to print.
+    Headerless(String),
+}
+
 /// The bytes `path` contributes to the stream: a segment's committed data
 /// or the whole file. Errors are printed whole (path and reason).
-fn payload(path: &Path) -> Result<(Vec<u8>, bool), String> {
+fn payload(path: &Path) -> Result<Payload, String> {
     let at = |m: String| format!("{}: {m}", path.display());
     // A log is a regular file of known length; reading a device or a FIFO
     // (/dev/zero) whole would never end.
@@ -111,14 +166,24 @@ fn payload(path: &Path) -> Result<(Vec<u8>, bool), String> {
     let bytes = std::fs::read(path).map_err(|e| at(e.to_string()))?;
     if bytes.starts_with(SEGMENT_MAGIC) {
         let data = segment_data(&bytes).map_err(at)?.to_vec();
-        return Ok((data, true));
+        return Ok(Payload::Data(data, true));
     }
     if path.extension().is_some_and(|e| e == "dpm") {
+        if bytes.iter().all(|&b| b == 0) {
+            let what = if bytes.is_empty() {
+                "empty".to_string()
+            } else {
+                format!("all {} bytes zero", bytes.len())
+            };
+            return Ok(Payload::Headerless(at(format!(
+                "skipped: mmap segment without a header ({what}): a crash cut its creation short; it holds no records"
+            ))));
+        }
         return Err(at(
             "not a dplog mmap segment (it does not start with DPLOGMM1)".into(),
         ));
     }
-    Ok((bytes, false))
+    Ok(Payload::Data(bytes, false))
 }
 
 fn is_binary_log(b: &[u8]) -> bool {
@@ -162,14 +227,30 @@ fn output_failed(e: std::io::Error) -> ExitCode {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // Directories stand for their segments.
+    let mut files = Vec::new();
+    for f in &args.files {
+        if f.is_dir() {
+            match dir_segments(f) {
+                Ok(v) => files.extend(v),
+                Err(m) => {
+                    eprintln!("dplog-cat: {m}");
+                    return ExitCode::from(1);
+                }
+            }
+        } else {
+            files.push(f.clone());
+        }
+    }
     let mut bytes = Vec::new();
     let mut segments = 0usize;
     // A binary segment (or file) came before; the first segment of
     // formatted lines.
     let (mut binary_before, mut lines_at) = (false, None);
-    for f in &args.files {
+    for f in &files {
         match payload(f) {
-            Ok((b, seg)) => {
+            Ok(Payload::Headerless(warning)) => eprintln!("dplog-cat: {warning}"),
+            Ok(Payload::Data(b, seg)) => {
                 if seg {
                     match segment_kind(&b) {
                         SegmentData::Empty => {}
@@ -206,10 +287,10 @@ fn main() -> ExitCode {
             }
         }
     }
-    let what = if args.files.len() == 1 {
-        args.files[0].display().to_string()
-    } else {
-        format!("{} files", args.files.len())
+    let what = match (&args.files[..], &files[..]) {
+        ([a], [f]) if !a.is_dir() => f.display().to_string(),
+        ([a], _) if a.is_dir() => format!("{} ({} segments)", a.display(), files.len()),
+        _ => format!("{} files", files.len()),
     };
     if lines_at.is_some() {
         // Formatted lines: nothing to decode.

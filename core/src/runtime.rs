@@ -1463,6 +1463,10 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
         while self.drain_once() > 0 {}
         self.emit_reordered(true);
         self.write_batch();
+        // The last batch was dropped: its drop report gets one try alone.
+        if self.sink_report > 0 {
+            self.write_batch();
+        }
         let flushed = self.sink.flush();
         self.count_err(&flushed);
         let drained = self.sink.drain(deadline);

@@ -343,3 +343,53 @@ fn a_refused_batch_counts_what_the_sink_kept_and_the_gap_is_reported() {
     assert_eq!(entries[at + 1].0 - entries[at - 1].0 - 1, s.dropped_sink);
     assert!(recs.windows(2).all(|w| w[0].0 < w[1].0));
 }
+
+/// Refuses every batch for good while `fail` is set.
+#[derive(Clone, Default)]
+struct FailsWhile {
+    bytes: Arc<Mutex<Vec<u8>>>,
+    fail: Arc<std::sync::atomic::AtomicBool>,
+}
+impl Sink for FailsWhile {
+    fn write_batch(&mut self, b: &[u8]) -> Result<Accepted, SinkError> {
+        // Relaxed: a test switch; the logger's control channel orders it.
+        if self.fail.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(SinkError::Permanent(io::Error::other("injected")));
+        }
+        self.bytes.lock().unwrap().extend_from_slice(b);
+        Ok(Accepted::Delivered)
+    }
+    fn flush(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
+    fn close(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
+}
+
+/// Records dropped by the sink with no record after them: the drop report
+/// still reaches the sink once it takes writes, alone, by shutdown.
+#[test]
+fn a_sink_drop_with_nothing_after_it_is_still_reported() {
+    let sink = FailsWhile::default();
+    let (out, fail) = (sink.bytes.clone(), sink.fail.clone());
+    fail.store(true, std::sync::atomic::Ordering::Relaxed);
+    let logger = Logger::start(LoggerConfig::default(), Fixed, sink).unwrap();
+    let mut prod = logger.producer().unwrap();
+    for i in 0..100 {
+        assert!(prod.log(rec(i, 0)));
+    }
+    drop(prod);
+    let t0 = std::time::Instant::now();
+    while logger.stats().dropped_sink < 100 {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(60));
+        let _ = logger.flush();
+        std::thread::yield_now();
+    }
+    fail.store(false, std::sync::atomic::Ordering::Relaxed);
+    let s = logger.shutdown().unwrap();
+    assert_eq!((s.written_records, s.dropped_sink), (0, 100), "{s:?}");
+    let entries = decode_raw(&out.lock().unwrap());
+    assert_eq!(entries, vec![(REPORT, 100)]);
+    assert_eq!(s.drop_reports, 1);
+}

@@ -46,7 +46,7 @@ pub use record::{
     NatPortsExhaustedRecord, NatQuotaExceededRecord, NatRecord, Record, RecordHeader,
     SCHEMA_NAT44_SESSION,
 };
-pub use report::{DropReport, SCHEMA_DROP_REPORT};
+pub use report::{DropReport, DROP_REASON_RING, DROP_REASON_SINK, SCHEMA_DROP_REPORT};
 #[cfg(not(loom))]
 pub use ring::RawWindow;
 pub use ring::{
@@ -58,7 +58,7 @@ pub use runtime::{
     Stats, DEFAULT_RING_CAPACITY, MAX_BATCH_BYTES, MAX_LOGGER_RING_CAPACITY, MIN_BATCH_BYTES,
 };
 pub use schema::{FieldDef, FieldKind, HasSchema, Schema, SchemaError};
-pub use sink::{Accepted, Progress, Sink, SinkCounters, SinkError};
+pub use sink::{Accepted, Kept, Progress, Sink, SinkCounters, SinkError};
 pub use slot::{Slot128, Slot32, Slot64};
 #[cfg(not(loom))]
 pub use stats::{LatencySummary, RingStats, Snapshot};

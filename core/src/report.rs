@@ -6,6 +6,12 @@
 //! gap, at the place in the stream where it happened. The counts also stay
 //! in the counters ([`Stats`](crate::Stats)).
 //!
+//! Records the sink refused (a permanent error, or a retryable one given up
+//! on after `sink_retry_timeout_ms`, counted in `dropped_sink`) get a report
+//! too, with the reason [`DROP_REASON_SINK`]: it heads the next batch
+//! after the drop, so it lands in the output once the sink takes writes
+//! again, at the place of the gap ("N records dropped by the sink").
+//!
 //! Two clocks: a report is placed on the records' own timeline by
 //! `record_time_ns`, the event time ([`Record::event_time`]) of the last
 //! record the consumer read before it took the report, so a log of a
@@ -29,14 +35,22 @@ use crate::record::{Record, RecordHeader};
 /// dplog keeps for its own in-band records.
 pub const SCHEMA_DROP_REPORT: u16 = 0xFF01;
 
+/// [`DropReport::reason`]: records dropped by a producer on its ring (ring
+/// full, `degrade`, consumer gone).
+pub const DROP_REASON_RING: u32 = 0;
+
+/// [`DropReport::reason`]: records of batches the sink refused
+/// (`dropped_sink`); `ring` is 0 and not shown.
+pub const DROP_REASON_SINK: u32 = 1;
+
 /// An in-band report of records dropped on one ring. 48 bytes.
 ///
 /// | offset | field            | meaning                                         |
 /// |--------|------------------|-------------------------------------------------|
 /// | 0      | `header`         | `len` 48, `schema_id` [`SCHEMA_DROP_REPORT`]    |
 /// | 8      | `ring`           | ring id (registration order in its logger, 0..) |
-/// | 12     | `reserved`       | 0                                               |
-/// | 16     | `dropped`        | records dropped in the interval, all reasons    |
+/// | 12     | `reason`         | [`DROP_REASON_RING`] (0) or [`DROP_REASON_SINK`] (1) |
+/// | 16     | `dropped`        | records dropped in the interval (a ring's: all reasons) |
 /// | 24     | `first_ns`       | first drop, wall clock, ns since the Unix epoch |
 /// | 32     | `last_ns`        | last drop, wall clock, ns since the Unix epoch  |
 /// | 40     | `record_time_ns` | event time of the last record read before the report (the records' timeline, normally ns since the Unix epoch); 0 = none |
@@ -45,10 +59,12 @@ pub const SCHEMA_DROP_REPORT: u16 = 0xFF01;
 pub struct DropReport {
     /// Record header.
     pub header: RecordHeader,
-    /// Ring id within its logger (registration order, from 0).
+    /// Ring id within its logger (registration order, from 0); 0 for a
+    /// sink report.
     pub ring: u32,
-    /// Reserved; 0.
-    pub reserved: u32,
+    /// Why the records were dropped: [`DROP_REASON_RING`] (by producers,
+    /// on `ring`) or [`DROP_REASON_SINK`] (refused by the sink).
+    pub reason: u32,
     /// Records dropped in the interval (all reasons).
     pub dropped: u64,
     /// First drop, ns since the Unix epoch (UTC).
@@ -77,11 +93,20 @@ impl DropReport {
         Self {
             header: RecordHeader::of::<Self>(),
             ring,
-            reserved: 0,
+            reason: DROP_REASON_RING,
             dropped,
             first_ns,
             last_ns,
             record_time_ns: 0,
+        }
+    }
+
+    /// A report for `dropped` records the sink refused, the first and
+    /// last given up on at `first_ns` and `last_ns` (wall clock).
+    pub fn sink(dropped: u64, first_ns: u64, last_ns: u64) -> Self {
+        Self {
+            reason: DROP_REASON_SINK,
+            ..Self::new(0, dropped, first_ns, last_ns)
         }
     }
 
@@ -95,16 +120,22 @@ impl DropReport {
     /// Appends the report as one text line:
     /// `dplog: 12 records dropped on ring 0 after the record of 2013-05-02T20:20:36.616804000Z; wall clock 2026-11-30T07:49:15.123456789Z to 2026-11-30T07:49:15.223456789Z\n`
     /// (without `after the record of …` when `record_time_ns` is 0;
-    /// `1 record dropped` for one).
+    /// `1 record dropped` for one; `dropped by the sink` instead of `on
+    /// ring 0` for a sink report).
     pub fn write_text(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(b"dplog: ");
         out.extend_from_slice(itoa::Buffer::new().format(self.dropped).as_bytes());
         out.extend_from_slice(if self.dropped == 1 {
-            b" record dropped on ring ".as_slice()
+            b" record dropped ".as_slice()
         } else {
-            b" records dropped on ring ".as_slice()
+            b" records dropped ".as_slice()
         });
-        out.extend_from_slice(itoa::Buffer::new().format(self.ring).as_bytes());
+        if self.reason == DROP_REASON_SINK {
+            out.extend_from_slice(b"by the sink");
+        } else {
+            out.extend_from_slice(b"on ring ");
+            out.extend_from_slice(itoa::Buffer::new().format(self.ring).as_bytes());
+        }
         if self.record_time_ns != 0 {
             out.extend_from_slice(b" after the record of ");
             write_rfc3339(self.record_time_ns, out);
@@ -120,10 +151,15 @@ impl DropReport {
     /// `{"dplogEvent":"recordsDropped","ring":0,"dropped":12,"timestamp":"2013-05-02T20:20:36.616804000Z","firstDropWallClock":"…Z","lastDropWallClock":"…Z"}\n`:
     /// `timestamp` (the key NAT records use for their own time) is
     /// `record_time_ns`, left out when it is 0; the wall-clock times are
-    /// labelled as such.
+    /// labelled as such. A sink report has `"reason":"sink"` in place of
+    /// `"ring":0`.
     pub fn write_json(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(b"{\"dplogEvent\":\"recordsDropped\",\"ring\":");
-        out.extend_from_slice(itoa::Buffer::new().format(self.ring).as_bytes());
+        if self.reason == DROP_REASON_SINK {
+            out.extend_from_slice(b"{\"dplogEvent\":\"recordsDropped\",\"reason\":\"sink\"");
+        } else {
+            out.extend_from_slice(b"{\"dplogEvent\":\"recordsDropped\",\"ring\":");
+            out.extend_from_slice(itoa::Buffer::new().format(self.ring).as_bytes());
+        }
         out.extend_from_slice(b",\"dropped\":");
         out.extend_from_slice(itoa::Buffer::new().format(self.dropped).as_bytes());
         if self.record_time_ns != 0 {
@@ -226,6 +262,20 @@ mod tests {
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "{\"dplogEvent\":\"recordsDropped\",\"ring\":3,\"dropped\":12,\"timestamp\":\"2013-05-02T20:20:36.616804000Z\",\"firstDropWallClock\":\"2026-11-30T07:49:15.000000123Z\",\"lastDropWallClock\":\"2026-11-30T07:49:15.100000123Z\"}\n"
+        );
+        // A sink report: the reason in place of the ring.
+        let s = DropReport::sink(1, t1, t1).with_record_time(1_367_526_036_616_804_000);
+        let mut out = Vec::new();
+        s.write_text(&mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "dplog: 1 record dropped by the sink after the record of 2013-05-02T20:20:36.616804000Z; wall clock 2026-11-30T07:49:15.000000123Z to 2026-11-30T07:49:15.000000123Z\n"
+        );
+        let mut out = Vec::new();
+        DropReport::sink(12, t1, t1).write_json(&mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "{\"dplogEvent\":\"recordsDropped\",\"reason\":\"sink\",\"dropped\":12,\"firstDropWallClock\":\"2026-11-30T07:49:15.000000123Z\",\"lastDropWallClock\":\"2026-11-30T07:49:15.000000123Z\"}\n"
         );
         let mut out = Vec::new();
         write_rfc3339(0, &mut out);

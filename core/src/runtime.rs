@@ -183,7 +183,9 @@ pub struct LoggerConfig {
     pub block_spins: u32,
     /// `degrade` watermarks and minimum priority.
     pub degrade: DegradeConfig,
-    /// Write an in-band [`DropReport`] line when drops happen. Default true.
+    /// Write an in-band [`DropReport`] line when drops happen: on a ring
+    /// (`drop_newest`, `degrade`) or in the sink (`dropped_sink`, reported
+    /// at the head of the next batch). Default true.
     pub drop_reports: bool,
     /// Reorder window in the records' time unit
     /// ([`Record::event_time`], normally ns): `Some(W)` merges the rings
@@ -195,9 +197,12 @@ pub struct LoggerConfig {
     /// How long the consumer keeps retrying a sink that fails with
     /// retryable errors (ENOSPC, EIO, a lost connection), in milliseconds,
     /// counted from the first failure after the last success. Past it the
-    /// batch is counted in [`Stats::dropped_sink`] and the consumer moves
-    /// on; while the sink keeps failing, each later batch gets one try and
-    /// is dropped the same way, until a write succeeds. `None` (default):
+    /// batch is counted in [`Stats::dropped_sink`] (less the whole records
+    /// the sink kept of it, see [`Sink::kept_of_refused`]) and the
+    /// consumer moves on; while the sink keeps failing, each later batch
+    /// gets one try and is dropped the same way, until a write succeeds.
+    /// With [`drop_reports`](Self::drop_reports), the next batch the sink
+    /// takes starts with an in-band [`DropReport`] of the drops. `None` (default):
     /// retry forever, so `block` producers wait (lossless). Either way the
     /// consumer prints a diagnostic to stderr at most every 5 s while the
     /// sink fails (sink, OS error, how long, records waiting).
@@ -346,7 +351,9 @@ pub struct Stats {
     pub drop_reports: u64,
     /// Records read out of rings by the consumer.
     pub dequeued: u64,
-    /// Records in batches the sink accepted. A record the formatter turned
+    /// Records in batches the sink accepted, plus the whole records the
+    /// sink kept of batches it refused ([`Sink::kept_of_refused`]: a file
+    /// on a full disk). A record the formatter turned
     /// into zero bytes counts here too: with its batch, or at once if the
     /// whole batch formatted to nothing (no sink call is made then), so
     /// `produced = written_records + dropped() + dropped_sink +
@@ -355,9 +362,10 @@ pub struct Stats {
     /// Bytes in batches the sink accepted.
     pub written_bytes: u64,
     /// Records the sink refused: whole batches (a permanent error, or given
-    /// up after `sink_retry_timeout_ms`) and single records it reported
-    /// failed through [`Sink::poll`] (e.g. a syslog message too large for a
-    /// datagram).
+    /// up on after [`LoggerConfig::sink_retry_timeout_ms`]) less the records
+    /// it kept of them ([`Sink::kept_of_refused`]), and single records it
+    /// reported failed through [`Sink::poll`] (e.g. a syslog message too
+    /// large for a datagram).
     pub dropped_sink: u64,
     /// Sink calls (write, flush, tick, drain, close) that returned an error,
     /// retryable or permanent.
@@ -370,7 +378,8 @@ pub struct Stats {
     pub sink_pending: u64,
     /// Records not delivered when the shutdown timeout
     /// ([`LoggerConfig::shutdown_timeout_ms`]) expired: batches the sink
-    /// kept refusing with retryable errors, and records still pending in it.
+    /// kept refusing with retryable errors (less the records it kept of
+    /// them), and records still pending in it.
     pub dropped_shutdown: u64,
     /// Batches written.
     pub batches: u64,
@@ -495,6 +504,10 @@ impl<R: Record> Logger<R> {
             last_diag: None,
             abandoned: 0,
             lost_error: None,
+            sink_drops: None,
+            sink_report: 0,
+            written_event_time: 0,
+            report_try_at: Instant::now(),
         };
         let thread = std::thread::Builder::new()
             .name("dplog-consumer".into())
@@ -896,6 +909,28 @@ struct ConsumerLoop<R: Record, F, S> {
     /// The retryable write error (ENOSPC, ...) of the last batch given up
     /// on, reported by `finish` when the sink's flush and close succeed.
     lost_error: Option<(io::ErrorKind, String)>,
+    /// Records dropped in the sink and not yet reported in-band.
+    sink_drops: Option<SinkDrops>,
+    /// Bytes of the in-band report of `sink_drops` at the head of `buf`
+    /// (0: none there).
+    sink_report: usize,
+    /// [`Record::event_time`] of the last record of the last batch the
+    /// sink took: where a sink drop report sits on the records' timeline.
+    written_event_time: u64,
+    /// Earliest next try of a batch that holds nothing but the sink drop
+    /// report, while idle.
+    report_try_at: Instant,
+}
+
+/// Records dropped in the sink since the last in-band report of them.
+#[derive(Clone, Copy)]
+struct SinkDrops {
+    dropped: u64,
+    /// Wall clock (ns since the Unix epoch) of the first and last give-up.
+    first_ns: u64,
+    last_ns: u64,
+    /// `written_event_time` at the first drop.
+    after: u64,
 }
 
 /// Period of `Sink::tick` / `Sink::poll` calls.
@@ -940,8 +975,11 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
             if self.reorder.as_ref().is_some_and(|r| r.len() > 0) {
                 self.emit_reordered(true);
             }
-            // Idle: do not sit on a partial batch while nothing arrives.
-            if !self.buf.is_empty() {
+            // Idle: do not sit on a partial batch while nothing arrives. A
+            // batch of nothing but the sink drop report is tried at most
+            // every RETRY_BACKOFF_MAX: the sink may still be failing.
+            if self.buf.len() > self.sink_report || (!self.buf.is_empty() && self.report_try_due())
+            {
                 self.write_batch();
             }
             self.maintain();
@@ -1279,12 +1317,17 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
             self.batch_samples.clear();
             return;
         }
+        // Nothing but the report of earlier sink drops: one try while the
+        // sink fails (it is placed again at the head of the next batch).
+        let report_only = self.sink_report > 0 && self.buf.len() == self.sink_report;
         let mut backoff = RETRY_BACKOFF_MIN;
         loop {
             let r = self.sink.write_batch_marked(&self.buf, &self.batch_reports);
             self.count_err(&r);
             if r.is_ok() {
                 self.sink_recovered();
+                self.sink_report_landed();
+                self.written_event_time = self.last_event_time;
             }
             match r {
                 Ok(Accepted::Delivered) => {
@@ -1311,24 +1354,29 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
                 Err(SinkError::Permanent(_)) => {
                     // Counted in sink_errors and dropped_sink; the sink
                     // refused this batch alone and may take the next.
-                    bump(&self.totals.dropped_sink, self.batch_records);
+                    let dropped = self.book_refused();
+                    bump(&self.totals.dropped_sink, dropped);
+                    self.note_sink_drops(dropped);
                     break;
                 }
                 Err(e @ SinkError::Retryable(_)) => {
                     let now = Instant::now();
                     let since = *self.failing_since.get_or_insert(now);
                     if self.deadline.is_some_and(|d| now >= d) {
-                        bump(&self.totals.dropped_shutdown, self.batch_records);
-                        self.abandon(&e);
+                        let dropped = self.book_refused();
+                        bump(&self.totals.dropped_shutdown, dropped);
+                        self.abandon(&e, dropped);
                         break;
                     }
-                    let give_up = self
-                        .config
-                        .sink_retry_timeout_ms
-                        .is_some_and(|ms| now.duration_since(since) >= Duration::from_millis(ms));
+                    let give_up = report_only
+                        || self.config.sink_retry_timeout_ms.is_some_and(|ms| {
+                            now.duration_since(since) >= Duration::from_millis(ms)
+                        });
                     if give_up {
-                        bump(&self.totals.dropped_sink, self.batch_records);
-                        self.abandon(&e);
+                        let dropped = self.book_refused();
+                        bump(&self.totals.dropped_sink, dropped);
+                        self.note_sink_drops(dropped);
+                        self.abandon(&e, dropped);
                     }
                     self.diagnose(&e, now.duration_since(since));
                     if give_up {
@@ -1344,14 +1392,97 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
         self.batch_records = 0;
         self.batch_empty = 0;
         self.batch_samples.clear();
+        self.sink_report = 0;
+        self.place_sink_report();
         self.maintain();
     }
 
-    /// Books the batch being given up on after retryable errors.
-    fn abandon(&mut self, e: &SinkError) {
+    /// Books the batch being given up on after retryable errors; `dropped`
+    /// of its records are lost.
+    fn abandon(&mut self, e: &SinkError, dropped: u64) {
         self.sink.abandon();
-        self.abandoned += self.batch_records;
+        self.abandoned += dropped;
         self.lost_error = Some((e.io().kind(), e.io().to_string()));
+    }
+
+    /// The batch in `buf` is refused for good: counts what the sink kept
+    /// of it ([`Sink::kept_of_refused`]) as written and returns how many of
+    /// its records are dropped.
+    fn book_refused(&mut self) -> u64 {
+        let kept = self.sink.kept_of_refused(&self.buf, &self.batch_reports);
+        let records = kept.records.min(self.batch_records);
+        let t = &self.totals;
+        bump(&t.written_records, records);
+        bump(&t.written_bytes, kept.bytes.min(self.buf.len()) as u64);
+        if kept.bytes >= self.sink_report {
+            // The drop report at the head of the batch is in the output.
+            self.sink_report_landed();
+        }
+        self.batch_records - records
+    }
+
+    /// Adds `n` records dropped in the sink to those the next in-band
+    /// report announces.
+    fn note_sink_drops(&mut self, n: u64) {
+        if n == 0 || !self.config.drop_reports {
+            return;
+        }
+        let now = realtime_ns();
+        match &mut self.sink_drops {
+            Some(d) => {
+                d.dropped += n;
+                d.last_ns = now;
+            }
+            None => {
+                self.sink_drops = Some(SinkDrops {
+                    dropped: n,
+                    first_ns: now,
+                    last_ns: now,
+                    after: self.written_event_time,
+                })
+            }
+        }
+    }
+
+    /// Formats the report of the unreported sink drops at the head of the
+    /// (empty) batch buffer, so it reaches the output with the first batch
+    /// the sink takes.
+    fn place_sink_report(&mut self) {
+        let Some(d) = self.sink_drops else {
+            return;
+        };
+        debug_assert!(self.buf.is_empty());
+        let rep = DropReport::sink(d.dropped, d.first_ns, d.last_ns).with_record_time(d.after);
+        self.formatter.format_drop_report(&rep, &mut self.buf);
+        if self.buf.is_empty() {
+            // A format without in-band lines: the counters say it.
+            self.sink_drops = None;
+            bump(&self.totals.drop_reports, 1);
+        } else {
+            self.sink_report = self.buf.len();
+            self.batch_reports.push(0..self.buf.len());
+        }
+    }
+
+    /// The batch with the sink drop report at its head reached the output
+    /// (whole, or the part with the report): those drops are reported.
+    fn sink_report_landed(&mut self) {
+        if self.sink_report > 0 {
+            self.sink_report = 0;
+            self.sink_drops = None;
+            bump(&self.totals.drop_reports, 1);
+        }
+    }
+
+    /// True at most once per [`RETRY_BACKOFF_MAX`]: the idle loop may try a
+    /// batch that holds only the sink drop report.
+    fn report_try_due(&mut self) -> bool {
+        let now = Instant::now();
+        if now < self.report_try_at {
+            return false;
+        }
+        self.report_try_at = now + RETRY_BACKOFF_MAX;
+        true
     }
 
     /// The sink took a batch: ends a failure episode (with a note on
@@ -1427,6 +1558,10 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
         while self.drain_once() > 0 {}
         self.emit_reordered(true);
         self.write_batch();
+        // The last batch was dropped: its drop report gets one try alone.
+        if self.sink_report > 0 {
+            self.write_batch();
+        }
         let flushed = self.sink.flush();
         self.count_err(&flushed);
         let drained = self.sink.drain(deadline);

@@ -18,6 +18,12 @@
 //! - `Err(SinkError::Permanent(_))`: the batch can never be written (closed
 //!   sink, a record the receiver refuses); its records count as dropped.
 //!
+//! A refused batch the runtime gives up on (a permanent error, or a
+//! retryable one past `sink_retry_timeout_ms` or the shutdown deadline)
+//! counts as dropped except the whole records of it that a sink could not
+//! take back and reports with [`Sink::kept_of_refused`] (a file sink on a
+//! full disk keeps the whole records it wrote), which count as written.
+//!
 //! Every error is counted by the runtime
 //! ([`Stats::sink_errors`](crate::Stats::sink_errors),
 //! [`Stats::sink_retries`](crate::Stats::sink_retries)); none is swallowed.
@@ -177,6 +183,17 @@ pub trait SinkCounters: Send + Sync {
     fn named(&self) -> Vec<(String, u64)>;
 }
 
+/// Of a refused batch, what stays in the destination: a prefix of the
+/// batch made of whole records (see [`Sink::kept_of_refused`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Kept {
+    /// Bytes of the prefix (from the start of the batch, ending at a record
+    /// boundary).
+    pub bytes: usize,
+    /// Records in it; in-band drop-report lines are not records.
+    pub records: u64,
+}
+
 /// Where formatted batches go.
 ///
 /// The consumer calls `write_batch` once per batch of whole records (never
@@ -254,6 +271,21 @@ pub trait Sink: Send + 'static {
     /// nothing.
     fn abandon(&mut self) {}
 
+    /// The runtime gives up on the batch the last `write_batch` refused (a
+    /// permanent error, or a retryable one past `sink_retry_timeout_ms` or
+    /// the shutdown deadline; before [`abandon`](Self::abandon)), with the
+    /// same bytes and drop-report ranges: returns the prefix of it that is
+    /// in the destination whole and stays there, which the runtime counts
+    /// as written (`written_records`, `written_bytes`) and the rest as
+    /// dropped. Called once per refused batch; the sink forgets the batch
+    /// (a later batch starts from its beginning). Default: nothing kept (a
+    /// sink that writes a batch whole or not at all, or that reports what
+    /// it sent through [`poll`](Self::poll)).
+    fn kept_of_refused(&mut self, batch: &[u8], reports: &[Range<usize>]) -> Kept {
+        let _ = (batch, reports);
+        Kept::default()
+    }
+
     /// A short human-readable name of the destination for diagnostics,
     /// e.g. `file /var/log/nat.log` or `kafka topic nat at 127.0.0.1:9092`.
     /// Default: the sink's Rust type name.
@@ -299,6 +331,9 @@ impl<S: Sink + ?Sized> Sink for Box<S> {
     }
     fn abandon(&mut self) {
         (**self).abandon()
+    }
+    fn kept_of_refused(&mut self, batch: &[u8], reports: &[Range<usize>]) -> Kept {
+        (**self).kept_of_refused(batch, reports)
     }
     fn describe(&self) -> String {
         (**self).describe()

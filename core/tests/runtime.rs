@@ -302,3 +302,119 @@ fn enqueue_to_write_latency_is_sampled_and_plausible() {
     assert!(lat.max_ns < 10_000_000_000, "{lat:?}");
     logger.shutdown().unwrap();
 }
+
+/// Refuses its third batch for good after writing the first half of its
+/// records, which it reports as kept (as a file on a full disk keeps the
+/// whole records it wrote); takes every other batch.
+#[derive(Clone, Default)]
+struct KeepsHalfOfOne {
+    bytes: Arc<Mutex<Vec<u8>>>,
+    calls: usize,
+    kept: Option<Kept>,
+}
+impl Sink for KeepsHalfOfOne {
+    fn write_batch(&mut self, b: &[u8]) -> Result<Accepted, SinkError> {
+        self.calls += 1;
+        if self.calls == 3 {
+            let records = (b.len() / 16) as u64 / 2;
+            let bytes = records as usize * 16;
+            self.bytes.lock().unwrap().extend_from_slice(&b[..bytes]);
+            self.kept = Some(Kept { bytes, records });
+            return Err(SinkError::Permanent(io::Error::other("injected")));
+        }
+        self.bytes.lock().unwrap().extend_from_slice(b);
+        Ok(Accepted::Delivered)
+    }
+    fn kept_of_refused(&mut self, _: &[u8], _: &[std::ops::Range<usize>]) -> Kept {
+        self.kept.take().unwrap_or_default()
+    }
+    fn flush(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
+    fn close(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
+}
+
+/// A batch the sink refuses after keeping part of it: the kept records
+/// count as written, the rest as `dropped_sink`, and the next batch starts
+/// with an in-band sink drop report whose count is the gap before it.
+#[test]
+fn a_refused_batch_counts_what_the_sink_kept_and_the_gap_is_reported() {
+    let sink = KeepsHalfOfOne::default();
+    let out = sink.bytes.clone();
+    let cfg = LoggerConfig {
+        batch_bytes: MIN_BATCH_BYTES,
+        ..Default::default()
+    };
+    let logger = Logger::start(cfg, Fixed, sink).unwrap();
+    let mut prod = logger.producer().unwrap();
+    // 16-byte records, 64 KiB batches: at least six batches.
+    const N: u64 = 25_000;
+    for i in 0..N {
+        assert!(prod.log(rec(i, 0)));
+    }
+    drop(prod);
+    let s = logger.shutdown().unwrap();
+    let entries = decode_raw(&out.lock().unwrap());
+    let (recs, reported, reports) = split_reports(entries.clone());
+    assert_eq!(recs.len() as u64, s.written_records, "{s:?}");
+    assert!(s.dropped_sink > 0, "{s:?}");
+    assert_eq!(s.written_records + s.dropped_sink, N, "{s:?}");
+    assert_eq!((reports, reported), (1, s.dropped_sink), "{s:?}");
+    assert_eq!(s.drop_reports, 1);
+    // The report sits in the gap, right after the last kept record.
+    let at = entries.iter().position(|e| e.0 == REPORT).unwrap();
+    assert_eq!(entries[at + 1].0 - entries[at - 1].0 - 1, s.dropped_sink);
+    assert!(recs.windows(2).all(|w| w[0].0 < w[1].0));
+}
+
+/// Refuses every batch for good while `fail` is set.
+#[derive(Clone, Default)]
+struct FailsWhile {
+    bytes: Arc<Mutex<Vec<u8>>>,
+    fail: Arc<std::sync::atomic::AtomicBool>,
+}
+impl Sink for FailsWhile {
+    fn write_batch(&mut self, b: &[u8]) -> Result<Accepted, SinkError> {
+        // Relaxed: a test switch; the logger's control channel orders it.
+        if self.fail.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(SinkError::Permanent(io::Error::other("injected")));
+        }
+        self.bytes.lock().unwrap().extend_from_slice(b);
+        Ok(Accepted::Delivered)
+    }
+    fn flush(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
+    fn close(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
+}
+
+/// Records dropped by the sink with no record after them: the drop report
+/// still reaches the sink once it takes writes, alone, by shutdown.
+#[test]
+fn a_sink_drop_with_nothing_after_it_is_still_reported() {
+    let sink = FailsWhile::default();
+    let (out, fail) = (sink.bytes.clone(), sink.fail.clone());
+    fail.store(true, std::sync::atomic::Ordering::Relaxed);
+    let logger = Logger::start(LoggerConfig::default(), Fixed, sink).unwrap();
+    let mut prod = logger.producer().unwrap();
+    for i in 0..100 {
+        assert!(prod.log(rec(i, 0)));
+    }
+    drop(prod);
+    let t0 = std::time::Instant::now();
+    while logger.stats().dropped_sink < 100 {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(60));
+        let _ = logger.flush();
+        std::thread::yield_now();
+    }
+    fail.store(false, std::sync::atomic::Ordering::Relaxed);
+    let s = logger.shutdown().unwrap();
+    assert_eq!((s.written_records, s.dropped_sink), (0, 100), "{s:?}");
+    let entries = decode_raw(&out.lock().unwrap());
+    assert_eq!(entries, vec![(REPORT, 100)]);
+    assert_eq!(s.drop_reports, 1);
+}

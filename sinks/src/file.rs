@@ -9,11 +9,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use dplog_core::{Accepted, Sink, SinkError};
+use dplog_core::{Accepted, Kept, Sink, SinkError};
 
 /// File mode of a newly created log file: owner read/write, group read
 /// (0640). An existing file keeps its mode.
 pub const FILE_MODE: u32 = 0o640;
+
+/// How long a size or time rotation that failed (other than for a vanished
+/// live file, which is replaced at once) waits before it is tried again;
+/// writes go on to the current file meanwhile.
+pub const ROTATE_RETRY: Duration = Duration::from_secs(1);
 
 /// When the file sink calls `fdatasync(2)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -35,7 +40,8 @@ pub struct FileSinkOptions {
     pub fsync: FsyncPolicy,
     /// Rotate before the file would grow beyond this many bytes. Batches
     /// are split at line boundaries, so a file exceeds it only when a
-    /// single line is larger. `None`: no size limit.
+    /// single line is larger, or while a rotation that failed waits for
+    /// its retry ([`ROTATE_RETRY`]). `None`: no size limit.
     pub max_size_bytes: Option<u64>,
     /// Rotate a non-empty file this many milliseconds after it was opened.
     /// `None`: no time-based rotation.
@@ -81,6 +87,12 @@ pub struct FileSinkCounters {
     pub reopens: AtomicU64,
     /// Successful `fdatasync` calls.
     pub syncs: AtomicU64,
+    /// Rotations that found the live file gone from its path (moved or
+    /// deleted from outside) and started a new file there instead.
+    pub vanished: AtomicU64,
+    /// Writes that stopped inside a record (a full disk) and were cut back
+    /// to the last whole record with `ftruncate`.
+    pub cut_back: AtomicU64,
 }
 
 impl FileSinkCounters {
@@ -116,6 +128,8 @@ impl dplog_core::SinkCounters for FileSinkCounters {
             ("deleted", g(&self.deleted)),
             ("reopens", g(&self.reopens)),
             ("syncs", g(&self.syncs)),
+            ("vanished", g(&self.vanished)),
+            ("cut_back", g(&self.cut_back)),
         ]
         .into_iter()
         .map(|(n, v)| (format!("file.{n}"), v))
@@ -131,11 +145,28 @@ impl dplog_core::SinkCounters for FileSinkCounters {
 /// runs), the descriptor does not leak into child processes, and a symlink
 /// placed at the path is refused (`ELOOP`) instead of followed.
 ///
-/// Each batch is written with `write(2)` until complete. On an
-/// error (`ENOSPC`, `EIO`, ...) the sink remembers how many bytes of the
-/// batch are already in the file and returns the classified
-/// [`SinkError`]; the retry with the same batch resumes there, so a line is
-/// never lost or duplicated. Rotation happens only at line boundaries.
+/// Each batch is written with `write(2)` until complete. Records are
+/// atomic in the file: when a write stops inside a record (`ENOSPC` on a
+/// full disk), the file is cut back to the end of the last whole record
+/// (`ftruncate`, on that error path only), so no torn record stays and the
+/// next write cannot glue onto one. The sink remembers how many bytes of
+/// the batch are in the file and returns the classified [`SinkError`]; the
+/// retry with the same batch resumes there, so a record is never lost or
+/// duplicated. If the runtime gives up on the batch instead, the whole
+/// records already written stay and are reported by
+/// [`Sink::kept_of_refused`] (counted as written). Record boundaries are
+/// read from the bytes: a batch that starts with a dplog binary frame
+/// (format `binary`) is cut at frames, one that starts with a NUL byte
+/// (IPFIX) only at its start, anything else at `\n`. Rotation happens only
+/// at line boundaries.
+///
+/// The live file may be moved or deleted from outside at any time: a size
+/// or time rotation that finds it gone starts a new file at the path
+/// (counted in [`FileSinkCounters::vanished`]), and so does a reopen. What
+/// was written before is wherever the file went. A rotation that fails
+/// otherwise (a directory that is gone or not writable) is retried after
+/// [`ROTATE_RETRY`] while writes go on to the current file, past the size
+/// limit: a failed rotation never refuses a record.
 ///
 /// Rotated files are named `<path>.<unix-ms, 13 digits>`; stamps only grow
 /// (a rotation within the same millisecond takes the next one), so sorting
@@ -160,7 +191,64 @@ pub struct FileSink {
     sighup: Option<(Arc<AtomicBool>, signal_hook::SigId)>,
     /// Stamp of the newest rotated file.
     last_stamp: u128,
+    /// A failed rotation is not tried again before this instant.
+    rotate_retry_at: Option<Instant>,
+    /// Length the current file must be cut back to before anything else is
+    /// written: a torn record whose `ftruncate` failed.
+    torn: Option<u64>,
     counters: Arc<FileSinkCounters>,
+}
+
+/// How a batch divides into records, read from its first bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Framing {
+    /// `\n`-terminated lines (every text format).
+    Lines,
+    /// dplog binary frames; `R` frames are the records.
+    Frames,
+    /// Boundaries not visible (IPFIX messages): the batch is one unit.
+    Opaque,
+}
+
+/// Length of the binary frame at the start of `b` (4-byte header
+/// included), if `b` starts with a whole frame of the binary format.
+fn frame_len(b: &[u8]) -> Option<usize> {
+    if b.len() < 4 || b[1] != 0 {
+        return None;
+    }
+    let n = 4 + u16::from_le_bytes([b[2], b[3]]) as usize;
+    (n <= b.len()).then_some(n)
+}
+
+/// The framing of a batch: binary frames if it starts with a binary log's
+/// `H` frame or a whole `R`/`S` frame (a formatted line never has a NUL as
+/// its second byte), opaque if it starts with a NUL (an IPFIX message
+/// header), else lines.
+fn framing_of(b: &[u8]) -> Framing {
+    let h = b.len() >= 12 && b[0] == b'H' && b[1] == 0 && &b[4..12] == b"DPLOGBIN";
+    if h || (matches!(b.first(), Some(b'R' | b'S')) && frame_len(b).is_some()) {
+        Framing::Frames
+    } else if b.first() == Some(&0) {
+        Framing::Opaque
+    } else {
+        Framing::Lines
+    }
+}
+
+/// Bytes of the longest prefix of `b` made of whole records (`b` starts at
+/// a record boundary).
+fn whole_records(b: &[u8], framing: Framing) -> usize {
+    match framing {
+        Framing::Lines => memchr::memrchr(b'\n', b).map_or(0, |i| i + 1),
+        Framing::Frames => {
+            let mut p = 0;
+            while let Some(n) = frame_len(&b[p..]) {
+                p += n;
+            }
+            p
+        }
+        Framing::Opaque => 0,
+    }
 }
 
 fn with_path(path: &Path, e: io::Error) -> io::Error {
@@ -275,6 +363,8 @@ impl FileSink {
             unwritten: None,
             sighup,
             last_stamp: 0,
+            rotate_retry_at: None,
+            torn: None,
             counters: Arc::new(FileSinkCounters::default()),
         };
         if let Some(newest) = sink.rotated_files()?.last() {
@@ -336,6 +426,7 @@ impl FileSink {
         if self.file.is_none() {
             return Err(Self::closed());
         }
+        self.settle()?;
         if self.dirty && self.opts.fsync != FsyncPolicy::Never {
             self.sync()?;
         }
@@ -343,17 +434,91 @@ impl FileSink {
         self.size = f.metadata().map_err(|e| self.err(e))?.len();
         self.file = Some(f);
         self.opened_at = Instant::now();
+        self.rotate_retry_at = None;
         FileSinkCounters::bump(&self.counters.reopens);
         Ok(())
     }
 
+    /// Cuts the current file back to the length a failed `ftruncate` left
+    /// pending (a torn record at its end), before anything else is
+    /// written to it or it is left.
+    fn settle(&mut self) -> Result<(), SinkError> {
+        let (Some(len), Some(f)) = (self.torn, self.file.as_ref()) else {
+            return Ok(());
+        };
+        match f.set_len(len) {
+            Ok(()) => {
+                self.torn = None;
+                Ok(())
+            }
+            Err(e) => Err(self.err(e)),
+        }
+    }
+
+    /// A write stopped `excess` bytes past the last whole record: cut the
+    /// file back by that much (the real length from `fstat`, so an
+    /// external truncate or append is respected). A failed cut is retried
+    /// by [`settle`](Self::settle) before the next write.
+    fn cut_back(&mut self, excess: usize) {
+        let Some(f) = self.file.as_ref() else {
+            return;
+        };
+        FileSinkCounters::bump(&self.counters.cut_back);
+        let len = match f.metadata() {
+            Ok(m) => m.len(),
+            Err(e) => {
+                self.counters.count_error(&e);
+                self.size + excess as u64
+            }
+        }
+        .saturating_sub(excess as u64);
+        if let Err(e) = f.set_len(len) {
+            self.counters.count_error(&e);
+            self.torn = Some(len);
+        }
+    }
+
+    /// True while a failed rotation waits for [`ROTATE_RETRY`].
+    fn rotation_deferred(&mut self) -> bool {
+        match self.rotate_retry_at {
+            Some(t) if Instant::now() < t => true,
+            Some(_) => {
+                self.rotate_retry_at = None;
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// A rotation attempt: a retryable error (ENOSPC, EIO) is returned as
+    /// a write error would be; any other leaves the sink on its current
+    /// file and defers rotation for [`ROTATE_RETRY`] (the error is counted
+    /// in the counters).
+    fn try_rotate(&mut self) -> Result<(), SinkError> {
+        match self.rotate() {
+            Err(e) if e.is_retryable() => Err(e),
+            Err(_) => {
+                self.rotate_retry_at = Some(Instant::now() + ROTATE_RETRY);
+                Ok(())
+            }
+            Ok(()) => Ok(()),
+        }
+    }
+
     /// Renames the current file to `<path>.<unix-ms>` and opens a fresh
     /// one, then applies retention. Nothing is lost: the old descriptor is
-    /// synced (unless the policy is `Never`) and only then closed.
+    /// synced (unless the policy is `Never`) and only then closed. When
+    /// nothing is at the path any more (the live file was moved or deleted
+    /// from outside), a new file is started there instead, without a
+    /// rotated file (counted in [`FileSinkCounters::vanished`]).
+    ///
+    /// Errors: the `rename(2)` or `open(2)` error (`NotFound` when the
+    /// directory is gone); the sink then stays on its current file.
     pub fn rotate(&mut self) -> Result<(), SinkError> {
         if self.file.is_none() {
             return Err(Self::closed());
         }
+        self.settle()?;
         if self.opts.fsync != FsyncPolicy::Never {
             self.sync()?;
         }
@@ -369,8 +534,11 @@ impl FileSink {
             stamp += 1;
             target = PathBuf::from(format!("{}.{stamp:013}", self.path.display()));
         }
-        self.last_stamp = stamp;
-        std::fs::rename(&self.path, &target).map_err(|e| self.err(e))?;
+        match std::fs::rename(&self.path, &target) {
+            Ok(()) => self.last_stamp = stamp,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return self.replace_vanished(),
+            Err(e) => return Err(self.err(e)),
+        }
         match open_append(&self.path) {
             Ok(f) => {
                 self.file = Some(f);
@@ -386,6 +554,18 @@ impl FileSink {
         }
         FileSinkCounters::bump(&self.counters.rotations);
         self.apply_retention();
+        Ok(())
+    }
+
+    /// The live file is gone from the path: start a new one there. (Its
+    /// directory being gone too is the `NotFound` error of the `open`.)
+    fn replace_vanished(&mut self) -> Result<(), SinkError> {
+        let f = open_append(&self.path).map_err(|e| self.err(e))?;
+        self.size = f.metadata().map_err(|e| self.err(e))?.len();
+        self.file = Some(f);
+        self.opened_at = Instant::now();
+        self.dirty = false;
+        FileSinkCounters::bump(&self.counters.vanished);
         Ok(())
     }
 
@@ -445,11 +625,18 @@ impl FileSink {
         }
     }
 
-    /// Writes `bytes` (whole lines) to the current file, rotating at line
-    /// boundaries when the size limit is reached. Returns how many bytes
-    /// were written before an error.
-    fn append(&mut self, mut bytes: &[u8]) -> (usize, Result<(), SinkError>) {
+    /// Writes `batch[start..]` (whole records) to the current file,
+    /// rotating at line boundaries when the size limit is reached. Returns
+    /// how many bytes are written, whole records only (a record torn by an
+    /// error is cut back off the file).
+    fn append(&mut self, batch: &[u8], start: usize) -> (usize, Result<(), SinkError>) {
+        let mut bytes = &batch[start..];
         let mut written = 0usize;
+        if self.torn.is_some() {
+            if let Err(e) = self.settle() {
+                return (0, Err(e));
+            }
+        }
         while !bytes.is_empty() {
             if let Err(e) = self.write_header_if_empty(bytes) {
                 return (written, Err(e));
@@ -457,12 +644,12 @@ impl FileSink {
             let mut chunk = bytes;
             if let Some(max) = self.opts.max_size_bytes {
                 let room = max.saturating_sub(self.size) as usize;
-                if chunk.len() > room {
+                if chunk.len() > room && !self.rotation_deferred() {
                     // Cut after the last newline that fits.
                     match memchr::memrchr(b'\n', &chunk[..room.min(chunk.len())]) {
                         Some(i) => chunk = &chunk[..=i],
                         None if self.size > 0 => {
-                            if let Err(e) = self.rotate() {
+                            if let Err(e) = self.try_rotate() {
                                 return (written, Err(e));
                             }
                             continue;
@@ -480,9 +667,20 @@ impl FileSink {
                 return (written, Err(Self::closed()));
             };
             let (n, r) = write_all_counted(file, chunk);
-            written += n;
-            self.size += n as u64;
-            if n > 0 {
+            let keep = match r {
+                Ok(()) => n,
+                // Error path only: keep the whole records, cut the rest.
+                Err(_) => {
+                    let keep = whole_records(&chunk[..n], framing_of(batch));
+                    if keep < n {
+                        self.cut_back(n - keep);
+                    }
+                    keep
+                }
+            };
+            written += keep;
+            self.size += keep as u64;
+            if keep > 0 {
                 self.dirty = true;
             }
             if let Err(e) = r {
@@ -536,8 +734,11 @@ impl FileSink {
             }
         }
         if let Some(ms) = self.opts.rotate_interval_ms {
-            if self.size > 0 && now.duration_since(self.opened_at) >= Duration::from_millis(ms) {
-                self.rotate()?;
+            if self.size > 0
+                && now.duration_since(self.opened_at) >= Duration::from_millis(ms)
+                && !self.rotation_deferred()
+            {
+                self.try_rotate()?;
             }
         }
         if let FsyncPolicy::EveryMs(ms) = self.opts.fsync {
@@ -586,11 +787,10 @@ impl Sink for FileSink {
             },
         };
         if start < batch.len() {
-            let (n, r) = self.append(&batch[start..]);
+            let (n, r) = self.append(batch, start);
             if let Err(e) = r {
-                if e.is_retryable() {
-                    self.resume = Some((fp, start + n));
-                }
+                // Kept for a retry (retryable) and for `kept_of_refused`.
+                self.resume = Some((fp, start + n));
                 self.unwritten = e.raw_os_error();
                 return Err(e);
             }
@@ -623,6 +823,49 @@ impl Sink for FileSink {
 
     fn reopen(&mut self) -> Result<(), SinkError> {
         self.reopen_file()
+    }
+
+    fn abandon(&mut self) {
+        self.resume = None;
+    }
+
+    /// The whole records of `batch` in the file (written before the error
+    /// that refused it, in this file or in one rotated, moved or reopened
+    /// since). Lines: its `\n`s, less the drop-report lines among them and
+    /// the configured header line when the batch starts with it (the
+    /// header lines a multi-schema CSV formatter writes inside a batch
+    /// count as records here); binary: its `R` frames; opaque: none (an
+    /// IPFIX batch is cut back to its start).
+    fn kept_of_refused(&mut self, batch: &[u8], reports: &[std::ops::Range<usize>]) -> Kept {
+        let done = match self.resume.take() {
+            Some((fp, done)) if fp == fingerprint(batch) => done.min(batch.len()),
+            _ => return Kept::default(),
+        };
+        let prefix = &batch[..done];
+        let records = match framing_of(batch) {
+            Framing::Lines => {
+                let lines = memchr::memchr_iter(b'\n', prefix).count() as u64;
+                let in_reports = reports.iter().filter(|r| r.end <= done).count() as u64;
+                let header = match self.opts.header.as_deref() {
+                    Some(h) if !h.is_empty() && done >= h.len() && batch.starts_with(h) => 1,
+                    _ => 0,
+                };
+                lines.saturating_sub(in_reports + header)
+            }
+            Framing::Frames => {
+                let (mut p, mut n) = (0, 0u64);
+                while let Some(len) = frame_len(&prefix[p..]) {
+                    n += u64::from(prefix[p] == b'R');
+                    p += len;
+                }
+                n
+            }
+            Framing::Opaque => 0,
+        };
+        Kept {
+            bytes: done,
+            records,
+        }
     }
 
     fn close(&mut self) -> Result<(), SinkError> {

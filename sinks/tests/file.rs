@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
 
 use common::*;
-use dplog_core::{Accepted, Logger, LoggerConfig, Sink};
+use dplog_core::{Accepted, Formatter, Logger, LoggerConfig, Nat44SessionRecord, Sink};
 use dplog_sinks::{FileSink, FileSinkCounters, FileSinkOptions, FsyncPolicy};
 
 fn read_all(path: &Path) -> Vec<u8> {
@@ -587,4 +587,416 @@ fn keeping_zero_rotated_files_is_refused_naming_the_key() {
         }
     )
     .is_ok());
+}
+
+/// Parses every regular file in `dir` and every descriptor in `held`
+/// (files deleted while the sink wrote to them, read through a descriptor
+/// opened before the delete) into record sequence numbers, sorted.
+/// Panics on a torn or malformed line.
+fn seqs_on_disk(dir: &Path, held: &mut [fs::File]) -> Vec<u64> {
+    use std::io::Read;
+    let mut bodies = Vec::new();
+    for ent in fs::read_dir(dir).unwrap() {
+        let p = ent.unwrap().path();
+        if p.is_file() {
+            bodies.push((p.display().to_string(), read_all(&p)));
+        }
+    }
+    for (i, f) in held.iter_mut().enumerate() {
+        let mut b = Vec::new();
+        f.read_to_end(&mut b).unwrap();
+        bodies.push((format!("deleted file {i}"), b));
+    }
+    let mut seqs = Vec::new();
+    for (name, b) in &bodies {
+        assert!(b.is_empty() || b.ends_with(b"\n"), "{name} ends torn");
+        for line in b.split(|&c| c == b'\n').filter(|l| !l.is_empty()) {
+            seqs.push(
+                strict_seq(line, 64).unwrap_or_else(|| {
+                    panic!("{name}: bad line {:?}", String::from_utf8_lossy(line))
+                }),
+            );
+        }
+    }
+    seqs.sort_unstable();
+    seqs
+}
+
+/// The sequence number of `line` (without its `\n`) if it is exactly what
+/// `SeqLine { line_len }` writes for producer 0, else `None` (a torn or
+/// glued record).
+fn strict_seq(line: &[u8], line_len: usize) -> Option<u64> {
+    let s = std::str::from_utf8(line).ok()?;
+    let seq: u64 = s.strip_prefix("p0 s")?.get(..10)?.parse().ok()?;
+    let mut want = Vec::new();
+    SeqLine { line_len }.format(&rec(0, seq), &mut want);
+    (want[..want.len() - 1] == *line).then_some(seq)
+}
+
+/// The live file is moved away or deleted from outside while the logger
+/// writes with size rotation, with and without a reopen (SIGHUP or
+/// `Logger::reopen`) after it: nothing is refused, nothing is dropped
+/// under `block`, and `written_records` is exactly the number of records
+/// in the files (rotated, moved and deleted ones; a deleted file is read
+/// through a descriptor the test opened before deleting it).
+#[test]
+fn a_moved_or_deleted_live_file_is_replaced_and_every_record_is_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("live.log");
+    let sink = FileSink::with_options(
+        &path,
+        FileSinkOptions {
+            max_size_bytes: Some(64 * 1024),
+            reopen_on_sighup: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let c = sink.counters();
+    let logger = Logger::start(LoggerConfig::default(), SeqLine { line_len: 64 }, sink).unwrap();
+    let mut p = logger.producer().unwrap();
+    // 40 rounds of 3000 records of 64 bytes (7.7 MB): about three size
+    // rotations per round, and one outside move or delete.
+    const ROUNDS: u64 = 40;
+    const PER: u64 = 3000;
+    let mut held = Vec::new();
+    let mut touched = 0;
+    for round in 0..ROUNDS {
+        for i in 0..PER {
+            assert!(p.log(rec(0, round * PER + i)));
+        }
+        // Act while the consumer is in the middle of the round.
+        let t0 = Instant::now();
+        loop {
+            let s = logger.stats();
+            if s.written_records + s.dropped_sink >= round * PER + PER / 2 {
+                break;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(60), "stalled: {s:?}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let aside = dir.path().join(format!("aside.{round}"));
+        match fs::rename(&path, &aside) {
+            Ok(()) => touched += 1,
+            // Between a replaced file and the next: nothing to move now.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => panic!("{e}"),
+        }
+        let op = round % 5;
+        if op == 1 || op == 3 {
+            // Deleted: the descriptor keeps what the sink writes to it
+            // countable.
+            held.push(fs::File::open(&aside).unwrap());
+            fs::remove_file(&aside).unwrap();
+        }
+        match op {
+            // SAFETY: kill(2) on this process; the sink's signal-hook
+            // handler only sets a flag.
+            2 | 3 => assert_eq!(unsafe { libc::kill(libc::getpid(), libc::SIGHUP) }, 0),
+            4 => logger.reopen().unwrap(),
+            // The next size rotation finds the path empty.
+            _ => {}
+        }
+    }
+    drop(p);
+    let s = logger.shutdown().unwrap();
+    let n = ROUNDS * PER;
+    assert_eq!(s.produced, n);
+    assert_eq!(
+        (s.dropped_sink, s.dropped_shutdown, s.dropped_full),
+        (0, 0, 0),
+        "{s:?}"
+    );
+    assert_eq!(s.written_records, n, "{s:?}");
+    let seqs = seqs_on_disk(dir.path(), &mut held);
+    assert_eq!(seqs.len() as u64, s.written_records);
+    assert_eq!(seqs, (0..n).collect::<Vec<_>>(), "each record once");
+    assert!(touched >= ROUNDS - 5, "only {touched} files moved");
+    assert!(!held.is_empty());
+    let get = |a: &std::sync::atomic::AtomicU64| FileSinkCounters::get(a);
+    assert!(get(&c.vanished) >= 1, "no rotation found the path empty");
+    assert!(get(&c.rotations) >= 2 * ROUNDS, "{}", get(&c.rotations));
+    assert!(get(&c.reopens) >= 1);
+}
+
+/// The directory of the live file is renamed from outside: the sink keeps
+/// writing to its file (now in the renamed directory), a size rotation
+/// that cannot create a new file is deferred instead of refusing records,
+/// and once the directory exists again the next attempt moves there.
+#[test]
+fn a_renamed_directory_defers_rotation_and_loses_nothing() {
+    let top = tempfile::tempdir().unwrap();
+    let dir = top.path().join("logs");
+    fs::create_dir(&dir).unwrap();
+    let path = dir.join("d.log");
+    let mut s = FileSink::with_options(
+        &path,
+        FileSinkOptions {
+            max_size_bytes: Some(1000),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let c = s.counters();
+    s.write_batch(&lines(0..20)).unwrap();
+    let moved = top.path().join("logs.old");
+    fs::rename(&dir, &moved).unwrap();
+    // 36-byte lines: 20 lines fill a 1000-byte file; these need rotations.
+    s.write_batch(&lines(20..60)).unwrap();
+    s.write_batch(&lines(60..100)).unwrap();
+    assert!(FileSinkCounters::get(&c.other_errors) >= 1);
+    fs::create_dir(&dir).unwrap();
+    // Deferred for ROTATE_RETRY; after it, the rotation replaces the
+    // vanished file in the recreated directory.
+    std::thread::sleep(dplog_sinks::file::ROTATE_RETRY + Duration::from_millis(50));
+    s.write_batch(&lines(100..120)).unwrap();
+    s.close().unwrap();
+    let mut body = Vec::new();
+    for d in [&moved, &dir] {
+        let mut names: Vec<_> = fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        names.sort();
+        for f in names {
+            body.extend(read_all(&f));
+        }
+    }
+    // The moved directory holds the file written before and during the
+    // deferral, then a rotated file or two after the directory came back.
+    let got = parse_lines(&body);
+    let mut seqs: Vec<u64> = got.iter().map(|&(_, s)| s).collect();
+    seqs.sort_unstable();
+    assert_eq!(seqs, (0..120).collect::<Vec<_>>());
+    assert!(FileSinkCounters::get(&c.vanished) >= 1);
+    assert!(path.exists());
+}
+
+/// `SeqLine` records as binary frames (`R`, 0, length, payload) whose
+/// payload contains `\n` bytes, so only the framing tells where a record
+/// ends; no in-band drop reports (a binary stream has none).
+struct FrameSeq;
+
+impl Formatter<Nat44SessionRecord> for FrameSeq {
+    fn format(&mut self, r: &Nat44SessionRecord, out: &mut Vec<u8>) {
+        let payload = frame_payload(r.timestamp_ns);
+        out.extend_from_slice(&[b'R', 0]);
+        out.extend_from_slice(&(payload.len() as u16).to_le_bytes());
+        out.extend_from_slice(&payload);
+    }
+    fn format_drop_report(&mut self, _: &dplog_core::DropReport, _: &mut Vec<u8>) {}
+}
+
+/// 86 bytes: the sequence number, then a pattern with a `\n` every 10.
+fn frame_payload(seq: u64) -> Vec<u8> {
+    let mut p = seq.to_le_bytes().to_vec();
+    p.extend((0..78u8).map(|i| if i % 10 == 9 { b'\n' } else { b'a' + i % 26 }));
+    p
+}
+
+/// Decodes a file of `FrameSeq` frames into sequence numbers; panics on a
+/// frame that is torn or not what `FrameSeq` writes.
+fn decode_frames(b: &[u8]) -> Vec<u64> {
+    let mut p = 0;
+    let mut seqs = Vec::new();
+    while p < b.len() {
+        assert!(b.len() - p >= 4, "torn frame header at {p}");
+        assert_eq!((b[p], b[p + 1]), (b'R', 0), "bad frame at {p}");
+        let n = u16::from_le_bytes([b[p + 2], b[p + 3]]) as usize;
+        assert!(b.len() - p - 4 >= n, "torn frame at {p}");
+        let payload = &b[p + 4..p + 4 + n];
+        let seq = u64::from_le_bytes(payload[..8].try_into().unwrap());
+        assert_eq!(payload, frame_payload(seq), "bad frame at {p}");
+        seqs.push(seq);
+        p += 4 + n;
+    }
+    seqs
+}
+
+/// Producer 0 logs `0..n1`, waits for `go`, then logs `n1..n1 + n2`.
+fn two_phase_producer(
+    mut p: dplog_core::LogProducer<Nat44SessionRecord>,
+    n1: u64,
+    n2: u64,
+) -> (
+    std::thread::JoinHandle<()>,
+    std::sync::mpsc::Receiver<()>,
+    std::sync::mpsc::Sender<()>,
+) {
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let h = std::thread::spawn(move || {
+        for i in 0..n1 {
+            assert!(p.log(rec(0, i)));
+        }
+        done_tx.send(()).unwrap();
+        go_rx.recv().unwrap();
+        for i in n1..n1 + n2 {
+            assert!(p.log(rec(0, i)));
+        }
+    });
+    (h, done_rx, go_tx)
+}
+
+/// Fills a tmpfs with the logger running under `block` with
+/// `sink_retry_timeout_ms`: batches are given up on while the disk is
+/// full, then the filler goes and the rest is written. Returns the stats
+/// and the log file's bytes.
+fn fill_drop_and_recover<F: Formatter<Nat44SessionRecord>>(
+    fs_: &Tmpfs,
+    fmt: F,
+    n1: u64,
+    n2: u64,
+) -> (dplog_core::Stats, Vec<u8>, u64) {
+    let filler = fs_.path().join("filler");
+    // Leave 25 pages (100 KiB) free of the 2 MiB.
+    fs::write(&filler, vec![b'f'; 2048 * 1024 - 100 * 1024]).unwrap();
+    let path = fs_.path().join("full.log");
+    let sink = FileSink::open(&path).unwrap();
+    let c = sink.counters();
+    let logger = Logger::start(
+        LoggerConfig {
+            ring_capacity: 1024,
+            sink_retry_timeout_ms: Some(100),
+            ..Default::default()
+        },
+        fmt,
+        sink,
+    )
+    .unwrap();
+    let (h, done, go) = two_phase_producer(logger.producer().unwrap(), n1, n2);
+    done.recv().unwrap();
+    let t0 = Instant::now();
+    while logger.stats().dropped_sink == 0 {
+        assert!(t0.elapsed() < Duration::from_secs(60), "nothing dropped");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    fs::remove_file(&filler).unwrap();
+    go.send(()).unwrap();
+    h.join().unwrap();
+    // The run lost records: shutdown says so, the counters say how many.
+    let s = match logger.shutdown() {
+        Ok(s) => s,
+        Err((s, e)) => {
+            assert!(e.to_string().contains("No space left"), "{e}");
+            s
+        }
+    };
+    (s, read_all(&path), FileSinkCounters::get(&c.cut_back))
+}
+
+/// A full disk under `sink_retry_timeout_ms`: every record in the file is
+/// whole (a write that stopped inside one was cut back), no record is glued
+/// onto another, `written_records` is the number of records in the file,
+/// and each gap is announced in-band by a drop report right after it whose
+/// count is the size of the gap; the report counts sum to `dropped_sink`.
+#[test]
+fn a_full_disk_keeps_records_whole_and_reports_the_gap_in_band() {
+    let Some(fs_) = Tmpfs::mount("2m") else {
+        return;
+    };
+    // 90-byte lines: a 4 KiB page is not a whole number of them.
+    let (n1, n2) = (20_000, 5_000);
+    let (s, body, cut) = fill_drop_and_recover(&fs_, SeqLine { line_len: 90 }, n1, n2);
+    assert_eq!(s.produced, n1 + n2);
+    assert_eq!(s.dropped_full + s.dropped_shutdown, 0, "{s:?}");
+    assert!(s.dropped_sink > 0, "{s:?}");
+    assert_eq!(s.written_records + s.dropped_sink, n1 + n2, "{s:?}");
+    assert!(body.ends_with(b"\n"));
+    let (mut records, mut reported, mut reports) = (0u64, 0u64, 0u64);
+    let mut last: Option<u64> = None;
+    let mut pending_report: Option<u64> = None;
+    for line in body.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        if let Some(rest) = line.strip_prefix(b"dplog: ") {
+            let text = String::from_utf8_lossy(rest);
+            assert!(text.contains(" dropped by the sink"), "{text}");
+            assert!(text.contains("; wall clock "), "{text}");
+            let n: u64 = text.split(' ').next().unwrap().parse().unwrap();
+            assert!(pending_report.is_none(), "two reports in a row");
+            pending_report = Some(n);
+            reported += n;
+            reports += 1;
+            continue;
+        }
+        let seq = strict_seq(line, 90)
+            .unwrap_or_else(|| panic!("torn or glued: {:?}", String::from_utf8_lossy(line)));
+        let gap = seq - last.map_or(0, |l| l + 1);
+        assert!(last.is_none_or(|l| seq > l), "{seq} after {last:?}");
+        // A gap is followed by its report; records follow each other.
+        assert_eq!(gap, pending_report.take().unwrap_or(0), "at {seq}");
+        last = Some(seq);
+        records += 1;
+    }
+    assert_eq!(last, Some(n1 + n2 - 1), "the end is written");
+    assert!(pending_report.is_none());
+    assert_eq!(records, s.written_records, "{s:?}");
+    assert_eq!(reported, s.dropped_sink, "{s:?}");
+    assert_eq!(reports, s.drop_reports, "{s:?}");
+    assert!(cut >= 1, "no write stopped inside a record");
+}
+
+/// The same with binary frames: the file decodes frame by frame to its end
+/// and holds exactly `written_records` records, in order.
+#[test]
+fn a_full_disk_keeps_binary_frames_whole_and_counts_them() {
+    let Some(fs_) = Tmpfs::mount("2m") else {
+        return;
+    };
+    let (n1, n2) = (20_000, 5_000);
+    let (s, body, cut) = fill_drop_and_recover(&fs_, FrameSeq, n1, n2);
+    assert_eq!(s.dropped_full + s.dropped_shutdown, 0, "{s:?}");
+    assert!(s.dropped_sink > 0, "{s:?}");
+    assert_eq!(s.written_records + s.dropped_sink, n1 + n2, "{s:?}");
+    let seqs = decode_frames(&body);
+    assert_eq!(seqs.len() as u64, s.written_records, "{s:?}");
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "out of order");
+    assert_eq!(seqs.last(), Some(&(n1 + n2 - 1)));
+    assert!(cut >= 1, "no write stopped inside a frame");
+}
+
+/// A disk that stays full until shutdown under `block` (no retry timeout):
+/// the batch given up at the shutdown deadline leaves no torn record, and
+/// `written_records` is the number of records in the file.
+#[test]
+fn a_disk_full_at_shutdown_leaves_no_torn_record() {
+    let Some(fs_) = Tmpfs::mount("1m") else {
+        return;
+    };
+    let filler = fs_.path().join("filler");
+    fs::write(&filler, vec![b'f'; 1024 * 1024 - 40 * 1024]).unwrap();
+    let path = fs_.path().join("full.log");
+    let sink = FileSink::open(&path).unwrap();
+    let logger = Logger::start(
+        LoggerConfig {
+            shutdown_timeout_ms: 300,
+            ..Default::default()
+        },
+        SeqLine { line_len: 90 },
+        sink,
+    )
+    .unwrap();
+    const N: u64 = 2000; // 180 KB: more than the 40 KiB free
+    let mut p = logger.producer().unwrap();
+    for i in 0..N {
+        assert!(p.log(rec(0, i)));
+    }
+    drop(p);
+    let t0 = Instant::now();
+    while logger.stats().sink_retries < 3 {
+        assert!(t0.elapsed() < Duration::from_secs(60), "no retry seen");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let (s, e) = logger.shutdown().unwrap_err();
+    assert!(e.to_string().contains("No space left"), "{e}");
+    assert_eq!(s.dropped_sink, 0, "{s:?}");
+    assert!(s.dropped_shutdown > 0, "{s:?}");
+    assert_eq!(s.written_records + s.dropped_shutdown, N, "{s:?}");
+    let body = read_all(&path);
+    assert!(body.ends_with(b"\n"), "torn record at the end");
+    let seqs: Vec<u64> = body
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| strict_seq(l, 90).expect("whole record"))
+        .collect();
+    assert_eq!(seqs, (0..s.written_records).collect::<Vec<_>>());
 }

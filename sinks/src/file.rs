@@ -557,6 +557,16 @@ impl FileSink {
         Ok(())
     }
 
+    /// True when the open file has no name left (`st_nlink == 0`: deleted
+    /// from outside). A failed `fstat` says no; the write reports the error.
+    fn live_file_unlinked(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        self.file
+            .as_ref()
+            .and_then(|f| f.metadata().ok())
+            .is_some_and(|m| m.nlink() == 0)
+    }
+
     /// The live file is gone from the path: start a new one there. (Its
     /// directory being gone too is the `NotFound` error of the `open`.)
     fn replace_vanished(&mut self) -> Result<(), SinkError> {
@@ -786,6 +796,12 @@ impl Sink for FileSink {
                 _ => 0,
             },
         };
+        // A live file deleted from outside would swallow every later batch
+        // until the next rotation or reopen: start a new one at the path.
+        // One fstat per batch, next to a write of up to `batch_bytes`.
+        if start == 0 && self.live_file_unlinked() {
+            self.replace_vanished()?;
+        }
         if start < batch.len() {
             let (n, r) = self.append(batch, start);
             if let Err(e) = r {

@@ -719,6 +719,29 @@ fn a_moved_or_deleted_live_file_is_replaced_and_every_record_is_counted() {
     assert!(get(&c.reopens) >= 1);
 }
 
+/// The live file is deleted from outside, with no size limit and no reopen:
+/// the next batch goes to a new file at the path, not into the deleted one
+/// (where it would be counted written and be gone).
+#[test]
+fn a_deleted_live_file_without_rotation_is_replaced_at_the_next_batch() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d.log");
+    let mut s = FileSink::open(&path).unwrap();
+    let c = s.counters();
+    s.write_batch(&lines(0..10)).unwrap();
+    let mut held = fs::File::open(&path).unwrap();
+    fs::remove_file(&path).unwrap();
+    s.write_batch(&lines(10..30)).unwrap();
+    s.write_batch(&lines(30..40)).unwrap();
+    s.close().unwrap();
+    let mut deleted = Vec::new();
+    held.read_to_end(&mut deleted).unwrap();
+    assert_eq!(deleted, lines(0..10));
+    assert_eq!(read_all(&path), lines(10..40));
+    assert_eq!(FileSinkCounters::get(&c.vanished), 1);
+}
+
 /// The directory of the live file is renamed from outside: the sink keeps
 /// writing to its file (now in the renamed directory), a size rotation
 /// that cannot create a new file is deferred instead of refusing records,

@@ -228,7 +228,7 @@ impl From<RingError> for LoggerError {
 /// A snapshot of every counter, summed over the rings of one logger.
 ///
 /// Accounting: `produced = enqueued + dropped_full + dropped_degraded +
-/// dropped_disconnected` (see [`Stats::dropped`]), and once the logger is
+/// dropped_disconnected + dropped_stopped` (see [`Stats::dropped`]), and once the logger is
 /// shut down with its producers dropped,
 /// `produced = written_records + dropped() + dropped_sink + dropped_shutdown`.
 /// In-band [`DropReport`] lines are not records and are counted apart, in
@@ -251,6 +251,13 @@ pub struct Stats {
     pub dropped_degraded: u64,
     /// Records dropped because the consumer was gone.
     pub dropped_disconnected: u64,
+    /// Records lost in rings the consumer stopped after a protocol
+    /// violation (see [`RingStats::dropped_stopped`] for exactly what is
+    /// counted; a stopped ring's `enqueued` is what the consumer accepted).
+    pub dropped_stopped: u64,
+    /// Rings the consumer stopped after a protocol violation (a producer
+    /// index above the capacity or moving backwards; see [`crate::ring`]).
+    pub rings_stopped: u64,
     /// Records formatted by the consumer.
     pub formatted: u64,
     /// In-band drop reports written.
@@ -297,9 +304,9 @@ impl Stats {
     }
 
     /// Producer-side drops, every reason: `dropped_full + dropped_degraded
-    /// + dropped_disconnected`.
+    /// + dropped_disconnected + dropped_stopped`.
     pub fn dropped(&self) -> u64 {
-        self.dropped_full + self.dropped_degraded + self.dropped_disconnected
+        self.dropped_full + self.dropped_degraded + self.dropped_disconnected + self.dropped_stopped
     }
 }
 
@@ -599,6 +606,8 @@ impl<R: Record> SnapshotSource<R> {
             s.dropped_full += rs.dropped_full;
             s.dropped_degraded += rs.dropped_degraded;
             s.dropped_disconnected += rs.dropped_disconnected;
+            s.dropped_stopped += rs.dropped_stopped;
+            s.rings_stopped += u64::from(rs.stopped);
             s.produced += rs.produced;
             s.dequeued += rs.dequeued;
             s.high_water = s.high_water.max(rs.high_water);
@@ -646,8 +655,9 @@ impl<R: Record> LogProducer<R> {
     ///   `rec.priority()` is below the minimum.
     ///
     /// Returns `false` if the record was not enqueued (dropped, or the
-    /// consumer is gone — counted in [`Stats::dropped_disconnected`]).
-    /// Never allocates.
+    /// consumer is gone — counted in [`Stats::dropped_disconnected`] — or
+    /// has stopped the ring after a protocol violation — counted in
+    /// [`Stats::dropped_stopped`], whatever the policy). Never allocates.
     #[inline]
     pub fn log(&mut self, rec: R) -> bool {
         match self.policy {
@@ -673,6 +683,13 @@ impl<R: Record> LogProducer<R> {
 
     #[cold]
     fn dropped(&mut self, reason: DropReason, n: u64) -> bool {
+        // A stopped ring looks full, then disconnected: its drops have a
+        // reason of their own.
+        let reason = if self.inner.is_stopped() {
+            DropReason::Stopped
+        } else {
+            reason
+        };
         self.inner.count_dropped(reason, n, now_ticks());
         false
     }

@@ -620,7 +620,11 @@ impl<T: Record> Producer<T> {
     #[inline(always)]
     fn free_slots(&mut self, want: usize) -> usize {
         let cap = self.shared.capacity;
-        let mut free = cap - self.tail.wrapping_sub(self.cached_head);
+        // Wrapping, as release builds compile it anyway: a producer whose
+        // state two threads corrupted (tail behind the cached consumer
+        // index) must not panic in debug builds; it publishes an index the
+        // consumer then refuses (see the module docs).
+        let mut free = cap.wrapping_sub(self.tail.wrapping_sub(self.cached_head));
         if free < want {
             // The consumer can only free slots it can see: publish any
             // deferred records before asking it for room.
@@ -628,7 +632,7 @@ impl<T: Record> Producer<T> {
             // Acquire pairs with the consumer's Release store of `head`: the
             // consumer has finished reading every slot below it.
             self.cached_head = self.shared.head.load(Ordering::Acquire);
-            free = cap - self.tail.wrapping_sub(self.cached_head);
+            free = cap.wrapping_sub(self.tail.wrapping_sub(self.cached_head));
         }
         free
     }
@@ -869,6 +873,16 @@ impl<T: Record> Producer<T> {
         self.shared.consumer_gone.load(Ordering::Acquire)
     }
 
+    /// Test hook: publishes `index` as the ring's tail (Release), as a
+    /// producer breaking the protocol would (two threads sharing one
+    /// producer, or a corrupted index). Nothing else changes: the next
+    /// push publishes this producer's own index again.
+    #[doc(hidden)]
+    pub fn publish_raw_index(&self, index: usize) {
+        // Release pairs with the consumer's Acquire load of `tail`.
+        self.shared.tail.store(index, Ordering::Release);
+    }
+
     /// True if the consumer has stopped reading this ring after a
     /// protocol violation (see the module docs): nothing pushed from now
     /// on is read.
@@ -919,10 +933,15 @@ impl<T: Record> Producer<T> {
     /// this producer's until it commits, pushes or reserves again.
     #[inline(always)]
     pub fn reserve_raw(&mut self, n: usize) -> Option<NonNull<T>> {
-        if n == 0 || n > self.contiguous_slots() || self.free_slots(n) < n {
+        // One read of the write position for the bound and the pointer:
+        // a producer that C code wrongly shares between threads then still
+        // hands out slots inside the array.
+        let tail = self.tail;
+        let contiguous = self.shared.capacity - (tail & (self.shared.capacity - 1));
+        if n == 0 || n > contiguous || self.free_slots(n) < n {
             return None;
         }
-        let p = self.shared.slots.ptr(self.tail).cast::<T>();
+        let p = self.shared.slots.ptr(tail).cast::<T>();
         // The slot array is never null (see `Slots::new`).
         NonNull::new(p)
     }
@@ -949,11 +968,15 @@ impl<T: Record> Producer<T> {
     /// [`close_window`](Self::close_window) before any other call on it.
     #[inline]
     pub fn open_window(&mut self, max: usize) -> Option<RawWindow<T>> {
-        let to_sample = SAMPLE_EVERY - (self.tail & (SAMPLE_EVERY - 1));
+        // One read of the write position for every bound and the pointer,
+        // as in `reserve_raw`: the window stays inside the slot array.
+        let tail = self.tail;
+        let to_sample = SAMPLE_EVERY - (tail & (SAMPLE_EVERY - 1));
         if to_sample == SAMPLE_EVERY {
             return None;
         }
-        let mut n = max.min(to_sample).min(self.contiguous_slots());
+        let contiguous = self.shared.capacity - (tail & (self.shared.capacity - 1));
+        let mut n = max.min(to_sample).min(contiguous);
         let publish_each = self.publish_every == 1;
         if !publish_each {
             // Keep pending below publish_every with every slot written.
@@ -966,11 +989,11 @@ impl<T: Record> Producer<T> {
         if n == 0 {
             return None;
         }
-        let slots = NonNull::new(self.shared.slots.ptr(self.tail).cast::<T>())?;
+        let slots = NonNull::new(self.shared.slots.ptr(tail).cast::<T>())?;
         Some(RawWindow {
             slots,
             len: n,
-            first: self.tail,
+            first: tail,
             tail: &*self.shared.tail as *const AtomicUsize,
             publish_each,
         })

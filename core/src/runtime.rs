@@ -435,13 +435,14 @@ impl<R: Record> Logger<R> {
     /// Call once per producing thread (forwarding core).
     pub fn producer(&self) -> Result<LogProducer<R>, LoggerError> {
         let (mut p, c) = ring::<R>(self.config.ring_capacity)?;
-        self.attach(c)?;
+        let ring_id = self.attach(c)?;
         p.set_block_spins(self.config.block_spins);
         p.set_publish_every(self.config.publish_every);
         let cap = self.config.ring_capacity;
         let d = self.config.degrade;
         Ok(LogProducer {
             inner: p,
+            ring_id,
             policy: self.config.backpressure,
             degraded: false,
             // Ceiling for high, floor for low, both within 1..=cap.
@@ -635,6 +636,8 @@ impl<R: Record> SnapshotSource<R> {
 /// burst variants. `Send`, not `Sync`: one per producing thread.
 pub struct LogProducer<R: Record> {
     inner: Producer<R>,
+    /// The ring's id within its logger ([`RingStats::id`]).
+    ring_id: u32,
     policy: Backpressure,
     /// `degrade`: true between crossing the high watermark and falling
     /// below the low one.
@@ -753,6 +756,13 @@ impl<R: Record> LogProducer<R> {
     /// The policy this producer applies.
     pub fn policy(&self) -> Backpressure {
         self.policy
+    }
+
+    /// The id of this producer's ring within its logger
+    /// ([`RingStats::id`], registration order from 0), the id the
+    /// consumer names in drop reports and diagnostics.
+    pub fn ring_id(&self) -> u32 {
+        self.ring_id
     }
 }
 
@@ -1402,6 +1412,7 @@ mod tests {
         let shared = c.shared().clone();
         let mut lp = LogProducer {
             inner: p,
+            ring_id: 0,
             policy: Backpressure::Degrade,
             degraded: false,
             high: 13,

@@ -776,7 +776,10 @@ struct dplog_nat_quota_exceeded {
  * The call is not valid in the handle's current state: a producer before
  * `dplog_start`, a second `dplog_start`, a second `dplog_reserve` before
  * `dplog_commit`, a `dplog_log`/`dplog_log_burst` while a reservation is
- * pending, a `dplog_commit` without a reservation.
+ * pending, a `dplog_commit` without a reservation; in debug builds of the
+ * library also a producer call made while another thread is inside a
+ * call on the same producer (nothing is done; a producer belongs to one
+ * thread at a time).
  */
 #define DPLOG_ERR_STATE 7
 

@@ -107,7 +107,10 @@ pub const DPLOG_ERR_IO: dplog_result = 6;
 /// The call is not valid in the handle's current state: a producer before
 /// `dplog_start`, a second `dplog_start`, a second `dplog_reserve` before
 /// `dplog_commit`, a `dplog_log`/`dplog_log_burst` while a reservation is
-/// pending, a `dplog_commit` without a reservation.
+/// pending, a `dplog_commit` without a reservation; in debug builds of the
+/// library also a producer call made while another thread is inside a
+/// call on the same producer (nothing is done; a producer belongs to one
+/// thread at a time).
 pub const DPLOG_ERR_STATE: dplog_result = 7;
 /// The handle was closed or freed (use after close, double free), or the
 /// producer's logger was closed. Nothing was done.
@@ -625,6 +628,92 @@ fn guard<F: FnOnce() -> dplog_result>(f: F) -> dplog_result {
     }
 }
 
+/// [`guard`] for a call on producer `p`. Debug builds also check that no
+/// other thread is inside a library call on the same producer (a producer
+/// is used by one thread at a time): the call then fails with
+/// [`DPLOG_ERR_STATE`] and changes nothing. Release builds check nothing
+/// (no cost on the hot path); the consumer's index validation is what
+/// limits the damage there.
+#[inline(always)]
+fn guard_producer<F: FnOnce() -> dplog_result>(p: *mut dplog_producer_t, f: F) -> dplog_result {
+    #[cfg(debug_assertions)]
+    {
+        guard(|| {
+            // SAFETY: p is NULL or returned by dplog_producer_new (the
+            // exported functions' contract); producers are never
+            // deallocated.
+            let _in_use = match unsafe { ProducerInUse::enter(p) } {
+                Ok(u) => u,
+                Err(e) => return e,
+            };
+            f()
+        })
+    }
+    #[cfg(not(debug_assertions))]
+    {
+        let _ = p;
+        guard(f)
+    }
+}
+
+/// A token unique to the calling thread while it lives: the address of a
+/// thread-local.
+#[cfg(debug_assertions)]
+fn thread_token() -> usize {
+    thread_local! {
+        static TOKEN: u8 = const { 0 };
+    }
+    TOKEN.with(|t| t as *const u8 as usize)
+}
+
+/// Debug builds: the calling thread's claim on a producer for one library
+/// call; nested calls on the same thread (a refill calling the exported
+/// function) share the outer claim.
+#[cfg(debug_assertions)]
+struct ProducerInUse<'a>(Option<&'a core::sync::atomic::AtomicUsize>);
+
+#[cfg(debug_assertions)]
+impl ProducerInUse<'_> {
+    /// # Safety
+    /// `p` is NULL or returned by `dplog_producer_new`.
+    unsafe fn enter<'a>(p: *mut dplog_producer_t) -> Result<ProducerInUse<'a>, dplog_result> {
+        if p.is_null() {
+            return Ok(ProducerInUse(None));
+        }
+        // SAFETY: caller contract; producers are never deallocated.
+        let obj = unsafe { &*p };
+        // Relaxed: as `check_magic`; a foreign pointer is left to the
+        // call's own checks.
+        if obj.magic.load(Ordering::Relaxed) != MAGIC_LIVE {
+            return Ok(ProducerInUse(None));
+        }
+        let me = thread_token();
+        // Acquire pairs with the Release store of the thread leaving its
+        // call, so its writes to the producer are visible to this one.
+        match obj
+            .user
+            .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
+        {
+            Ok(_) => Ok(ProducerInUse(Some(&obj.user))),
+            Err(owner) if owner == me => Ok(ProducerInUse(None)),
+            Err(_) => Err(fail(
+                DPLOG_ERR_STATE,
+                "the producer is in use by another thread at this moment (a producer belongs to one thread at a time; checked in debug builds)",
+            )),
+        }
+    }
+}
+
+#[cfg(debug_assertions)]
+impl Drop for ProducerInUse<'_> {
+    fn drop(&mut self) {
+        if let Some(u) = self.0 {
+            // Release pairs with the next caller's Acquire exchange.
+            u.store(0, Ordering::Release);
+        }
+    }
+}
+
 #[cold]
 #[inline(never)]
 fn panicked(p: Box<dyn std::any::Any + Send>) -> dplog_result {
@@ -821,6 +910,10 @@ pub struct dplog_producer_t {
     window: UnsafeCell<dplog_log_window>,
     magic: AtomicU32,
     inner: UnsafeCell<Option<ProducerState>>,
+    /// Debug builds: the thread inside a library call on this producer
+    /// (its [`thread_token`]), 0 when none; see [`guard_producer`].
+    #[cfg(debug_assertions)]
+    user: core::sync::atomic::AtomicUsize,
 }
 
 /// The first bytes of every `struct dplog_producer`: a run of free ring
@@ -1668,6 +1761,8 @@ pub unsafe extern "C" fn dplog_producer_new(
         let obj = Box::new(dplog_producer_t {
             window: UnsafeCell::new(dplog_log_window::EMPTY),
             magic: AtomicU32::new(MAGIC_LIVE),
+            #[cfg(debug_assertions)]
+            user: core::sync::atomic::AtomicUsize::new(0),
             inner: UnsafeCell::new(Some(ProducerState {
                 prod,
                 ring_id,
@@ -1710,7 +1805,7 @@ pub unsafe extern "C" fn dplog_producer_new(
 /// `p` is NULL or returned by `dplog_producer_new`.
 #[no_mangle]
 pub unsafe extern "C" fn dplog_producer_free(p: *mut dplog_producer_t) -> dplog_result {
-    guard(|| {
+    guard_producer(p, || {
         if p.is_null() {
             return DPLOG_OK;
         }
@@ -1937,7 +2032,7 @@ pub unsafe extern "C" fn dplog_log(
     len: usize,
 ) -> dplog_result {
     // SAFETY: caller contract on p and rec.
-    guard(|| unsafe { log_one(p, schema_id, rec, len) })
+    guard_producer(p, || unsafe { log_one(p, schema_id, rec, len) })
 }
 
 /// The body of `dplog_log`: the fast path, else every check.
@@ -2009,7 +2104,7 @@ pub unsafe extern "C" fn dplog_log_refill(
     rec: *const c_void,
     len: usize,
 ) -> dplog_result {
-    guard(|| {
+    guard_producer(p, || {
         // SAFETY: caller contract on p (the window is given back first).
         let _ = unsafe { live_taken(p) };
         // SAFETY: caller contract on p and rec; the window is empty.
@@ -2153,7 +2248,7 @@ pub unsafe extern "C" fn dplog_log_burst(
     n: usize,
     n_enqueued: *mut usize,
 ) -> dplog_result {
-    guard(|| {
+    guard_producer(p, || {
         // SAFETY: caller contract on p.
         let st = match unsafe { producer(p) } {
             Ok(s) => s,
@@ -2259,7 +2354,7 @@ pub unsafe extern "C" fn dplog_reserve_refill(
     n: usize,
     slots: *mut *mut c_void,
 ) -> dplog_result {
-    guard(|| {
+    guard_producer(p, || {
         // SAFETY: caller contract on p (the window is given back first).
         if let Some((obj, st)) = unsafe { live_taken(p) } {
             if n == 1
@@ -2331,7 +2426,7 @@ pub unsafe extern "C" fn dplog_reserve(
     n: usize,
     slots: *mut *mut c_void,
 ) -> dplog_result {
-    guard(|| {
+    guard_producer(p, || {
         // SAFETY: caller contract on p.
         let st = match unsafe { producer(p) } {
             Ok(s) => s,
@@ -2438,7 +2533,7 @@ pub unsafe extern "C" fn dplog_reserve(
 /// `p` is NULL or returned by `dplog_producer_new`.
 #[no_mangle]
 pub unsafe extern "C" fn dplog_producer_flush(p: *mut dplog_producer_t) -> dplog_result {
-    guard(|| {
+    guard_producer(p, || {
         // SAFETY: caller contract on p.
         let st = match unsafe { producer(p) } {
             Ok(s) => s,
@@ -2472,7 +2567,7 @@ pub unsafe extern "C" fn dplog_commit(
     n: usize,
     n_enqueued: *mut usize,
 ) -> dplog_result {
-    guard(|| {
+    guard_producer(p, || {
         // SAFETY: caller contract on p.
         let st = match unsafe { producer(p) } {
             Ok(s) => s,

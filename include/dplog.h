@@ -290,9 +290,17 @@ struct dplog_field_desc {
  * percentiles. Filled by `dplog_stats` and `dplog_close`.
  *
  * Accounting: `produced = enqueued + dropped_full + dropped_degraded +
- * dropped_disconnected`; `in_flight` is what is neither written nor
- * dropped, so after `dplog_close` `produced = written_records + every
- * dropped_* + in_flight`.
+ * dropped_disconnected + dropped_stopped`; `in_flight` is what is neither
+ * written nor dropped, so after `dplog_close` `produced = written_records +
+ * every dropped_* + in_flight`.
+ *
+ * A stopped ring (`rings_stopped`, `DPLOG_ERR_RING_STOPPED`) counts as
+ * `enqueued` the records its consumer accepted before the bad index, and
+ * in `dropped_stopped` what its producer pushed past them plus what the
+ * producer then refused. Records that two threads sharing one producer
+ * overwrote in the ring before any index went wrong were never in the
+ * ring and are in no counter: `produced` may then be below the number of
+ * `DPLOG_OK` returns.
  *
  * Latency is enqueue-to-write: from the producer's publish of a record to
  * the sink accepting its batch, in nanoseconds, measured by dplog's
@@ -393,6 +401,15 @@ struct dplog_stats {
    * Largest record age seen, in nanoseconds.
    */
   uint64_t latency_max_ns;
+  /**
+   * Records lost in rings the consumer stopped after a protocol
+   * violation (see above and `DPLOG_ERR_RING_STOPPED`).
+   */
+  uint64_t dropped_stopped;
+  /**
+   * Rings the consumer stopped after a protocol violation.
+   */
+  uint64_t rings_stopped;
 };
 
 /**
@@ -422,6 +439,13 @@ struct dplog_stats {
  * 63 slots, never wraps, never covers a latency-sampled ring index (one
  * in 64, which the library stamps) and, with `[ring] publish_every` above
  * 1, never lets more than `publish_every - 1` records wait unpublished.
+ *
+ * The consumer trusts no index published here: a `*ring_tail` more than
+ * the ring's capacity ahead of what it has read, or behind what it has
+ * already accepted, stops the ring (`DPLOG_ERR_RING_STOPPED`). A window
+ * used by two threads at once is undefined behaviour (slots may be
+ * written outside the window); the check only keeps the consumer from
+ * reading a slot twice or looping on stale slots.
  */
 struct dplog_log_window {
   /**
@@ -752,7 +776,10 @@ struct dplog_nat_quota_exceeded {
  * The call is not valid in the handle's current state: a producer before
  * `dplog_start`, a second `dplog_start`, a second `dplog_reserve` before
  * `dplog_commit`, a `dplog_log`/`dplog_log_burst` while a reservation is
- * pending, a `dplog_commit` without a reservation.
+ * pending, a `dplog_commit` without a reservation; in debug builds of the
+ * library also a producer call made while another thread is inside a
+ * call on the same producer (nothing is done; a producer belongs to one
+ * thread at a time).
  */
 #define DPLOG_ERR_STATE 7
 
@@ -814,9 +841,24 @@ struct dplog_nat_quota_exceeded {
 #define DPLOG_ERR_EXISTS 15
 
 /**
+ * The consumer stopped reading this producer's ring (from a producer
+ * call), or one or more rings (from `dplog_close`), because a ring index
+ * the producer published broke the ring protocol: a fill level above the
+ * capacity, or an index that moved backwards. The usual cause is one
+ * producer used by two threads at once, which is not allowed. The
+ * records accepted before are written exactly once; nothing after them
+ * is read, and what is lost is counted in `dropped_stopped` (see
+ * `struct dplog_stats`). The consumer prints one line naming the ring on
+ * stderr; the other rings go on. A producer of a stopped ring gets this
+ * code once the ring's free slots are used up (the record is dropped and
+ * counted); free it.
+ */
+#define DPLOG_ERR_RING_STOPPED 16
+
+/**
  * The highest `dplog_result` code (for tables indexed by code).
  */
-#define DPLOG_ERR_LAST 15
+#define DPLOG_ERR_LAST 16
 
 #ifdef __cplusplus
 extern "C" {
@@ -969,7 +1011,9 @@ dplog_result dplog_start(struct dplog *h, const uint32_t *cores, size_t n_cores)
  * Creates a producer for ring `ring_id` (any number the caller chooses,
  * typically the lcore or worker index): a new SPSC ring of `[ring]
  * capacity` 64-byte slots drained by the logger's consumer. Use it from
- * one thread (core) at a time.
+ * one thread (core) at a time: a producer shared by two threads at once
+ * loses records, and once its ring index breaks the protocol the consumer
+ * stops the ring (see `DPLOG_ERR_RING_STOPPED`).
  *
  * Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_STATE` (not started yet),
  * `DPLOG_ERR_CLOSED`, `DPLOG_ERR_RING_IN_USE` (`ring_id` has a live
@@ -1019,7 +1063,9 @@ dplog_result dplog_producer_free(dplog_producer *p);
  * `DPLOG_ERR_BAD_LENGTH` (`len` is not the schema's record size),
  * `DPLOG_ERR_FULL`, `DPLOG_ERR_CLOSED` (producer freed or logger closed),
  * `DPLOG_ERR_CONSUMER_GONE` (the ring is full and the consumer thread has
- * died; the record is dropped and counted), `DPLOG_ERR_STATE` (a
+ * died; the record is dropped and counted), `DPLOG_ERR_RING_STOPPED` (the
+ * consumer stopped this ring after a protocol violation and it is full;
+ * the record is dropped and counted), `DPLOG_ERR_STATE` (a
  * `dplog_reserve` is pending on this producer), `DPLOG_ERR_INVALID_ARG`
  * (not a producer). On an
  * argument error nothing is enqueued or counted.
@@ -1030,7 +1076,10 @@ dplog_result dplog_producer_free(dplog_producer *p);
  * at the end of this header (see `struct dplog_log_window`); this
  * function is what `DPLOG_NO_INLINE`, `(dplog_log)(...)` and other
  * languages call. Thread-safety: one thread at a time per producer;
- * different producers in parallel.
+ * different producers in parallel. Two threads logging on one producer at
+ * once lose records without trace and can make its ring index move
+ * backwards; the consumer then stops the ring (`DPLOG_ERR_RING_STOPPED`)
+ * rather than read stale slots.
  *
  * # Safety
  * `p` is NULL or returned by `dplog_producer_new`; `rec` is NULL or valid
@@ -1244,7 +1293,10 @@ dplog_result dplog_reopen(struct dplog *h);
  * unless `dplog_producer_flush` or `dplog_producer_free` comes first.
  *
  * Returns `DPLOG_OK` when every produced record was written;
- * `DPLOG_ERR_UNDELIVERED` when some were not (dropped for any reason, or
+ * `DPLOG_ERR_RING_STOPPED` when the consumer stopped one or more rings
+ * after a protocol violation (`rings_stopped`, `dropped_stopped`; the
+ * message names the ring ids); `DPLOG_ERR_UNDELIVERED` when some records
+ * were not written (dropped for any reason, or
  * left in flight; the stats say which); `DPLOG_ERR_IO` when the sink's
  * final flush/close failed; `DPLOG_ERR_CONSUMER_GONE` if the consumer
  * died. `dplog_close(NULL, ...)` returns `DPLOG_ERR_NULL`; a second close

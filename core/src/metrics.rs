@@ -52,8 +52,9 @@ struct QuantileLabel {
 
 /// Encodes `s` as OpenMetrics text (`# EOF` terminated). Metric names:
 /// `dplog_ring_{produced,enqueued,dequeued}_total{ring}`,
-/// `dplog_ring_dropped_total{ring,reason="full|degraded|disconnected"}`,
-/// `dplog_ring_{high_water,fill}{ring}`, `dplog_consumer_{dequeued,
+/// `dplog_ring_dropped_total{ring,reason="full|degraded|disconnected|stopped"}`,
+/// `dplog_ring_{high_water,fill}{ring}`, `dplog_ring_stopped{ring}` (1 once
+/// the consumer stopped the ring after a protocol violation), `dplog_consumer_{dequeued,
 /// formatted,written,written_bytes,dropped_sink,sink_errors,sink_retries,
 /// dropped_shutdown,drop_reports}_total` (the logger's [`Stats`](crate::Stats)), and
 /// `dplog_enqueue_to_write_seconds{quantile="0.5|0.99|0.999|1"}` with
@@ -102,12 +103,19 @@ pub fn encode(s: &Snapshot) -> String {
         "Records in the ring at the snapshot",
         fill.clone(),
     );
+    let stopped = Family::<RingLabel, Gauge>::default();
+    reg.register(
+        "ring_stopped",
+        "1 once the consumer stopped the ring after a protocol violation",
+        stopped.clone(),
+    );
     for r in &s.rings {
         let ring = r.id.to_string();
         for (reason, v) in [
             ("full", r.dropped_full),
             ("degraded", r.dropped_degraded),
             ("disconnected", r.dropped_disconnected),
+            ("stopped", r.dropped_stopped),
         ] {
             drops
                 .get_or_create(&DropLabel {
@@ -119,6 +127,7 @@ pub fn encode(s: &Snapshot) -> String {
         let l = RingLabel { ring };
         hw.get_or_create(&l).set(r.high_water as i64);
         fill.get_or_create(&l).set(r.fill as i64);
+        stopped.get_or_create(&l).set(i64::from(r.stopped));
     }
     let c = &s.consumer;
     for (name, help, v) in [

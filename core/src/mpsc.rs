@@ -20,6 +20,15 @@
 //! A producer preempted between claim and publish holds up the producers
 //! claimed after it (they spin, then yield) — the same property as DPDK's
 //! MP ring; the consumer is never blocked by it, it sees an empty ring.
+//!
+//! The consumer validates `tail` as for an SPSC ring (see [`crate::ring`]):
+//! publication in claim order means `tail` only moves forward, and a claim
+//! never passes the consumer index by more than the capacity, so a tail
+//! that moves backwards or a fill above the capacity stops the ring. The
+//! claimed index `prod_head` is the producers' own and is not read by the
+//! consumer. A producer waiting for an earlier claimant to publish gives
+//! up once the ring is stopped (its records count as not pushed), so no
+//! producer waits forever on a tail that will not reach its claim.
 
 use core::mem::size_of;
 
@@ -140,23 +149,31 @@ impl<T: Record> MpProducer<T> {
         }
     }
 
-    /// Waits for earlier claims, then publishes `head..head+n`.
+    /// Waits for earlier claims, then publishes `head..head+n`; false,
+    /// publishing nothing, if the ring is stopped while it waits.
     #[inline(always)]
-    fn publish(&self, head: usize, n: usize) {
+    fn publish(&self, head: usize, n: usize) -> bool {
         self.shared.stamp(head, n);
         let mut spins = crate::sync::WaitSteps::new();
+        let limit = self.block_spins.min(PUBLISH_WAIT_SPINS);
         // Acquire pairs with the previous claimant's Release store of `tail`.
         while self.shared.tail.load(Ordering::Acquire) != head {
+            // Acquire pairs with the consumer's Release store of `stopped`:
+            // a stopped ring's tail may never reach this claim.
+            if spins.spun(limit) && self.shared.stopped.load(Ordering::Acquire) {
+                return false;
+            }
             // An earlier claimant copies a burst in well under a
             // microsecond; one that takes longer has been preempted, and
             // only yielding lets it run again when it shares this CPU.
-            spins.step(self.block_spins.min(PUBLISH_WAIT_SPINS));
+            spins.step(limit);
         }
         // Release pairs with the consumer's Acquire load of `tail`.
         self.shared
             .tail
             .store(head.wrapping_add(n), Ordering::Release);
         // The enqueued count is `tail` itself (see `RingStats::read`).
+        true
     }
 
     #[inline(always)]
@@ -170,15 +187,19 @@ impl<T: Record> MpProducer<T> {
         }
     }
 
-    /// Copies `rec` into the ring; `Err(rec)` when full. Never blocks on a
-    /// full ring (it may briefly wait for an earlier producer to publish).
+    /// Copies `rec` into the ring; `Err(rec)` when full (or stopped, see
+    /// the module docs). Never blocks on a full ring (it may briefly wait
+    /// for an earlier producer to publish).
     #[inline]
     pub fn try_push(&mut self, rec: T) -> Result<(), T> {
         match self.claim(1, true) {
             Some((head, _)) => {
                 self.copy_in(head, core::slice::from_ref(&rec));
-                self.publish(head, 1);
-                Ok(())
+                if self.publish(head, 1) {
+                    Ok(())
+                } else {
+                    Err(rec)
+                }
             }
             None => Err(rec),
         }
@@ -191,8 +212,11 @@ impl<T: Record> MpProducer<T> {
         match self.claim(recs.len(), false) {
             Some((head, n)) => {
                 self.copy_in(head, &recs[..n]);
-                self.publish(head, n);
-                n
+                if self.publish(head, n) {
+                    n
+                } else {
+                    0
+                }
             }
             None => 0,
         }
@@ -208,8 +232,11 @@ impl<T: Record> MpProducer<T> {
         match self.claim(recs.len(), true) {
             Some((head, n)) => {
                 self.copy_in(head, recs);
-                self.publish(head, n);
-                n
+                if self.publish(head, n) {
+                    n
+                } else {
+                    0
+                }
             }
             None => 0,
         }
@@ -219,7 +246,8 @@ impl<T: Record> MpProducer<T> {
     /// `i` in slot `i` with `make(i)`, then publishes all `n` (the
     /// reserve → write → commit sequence in one call, since an MPSC claim
     /// cannot be given back). Returns false, without calling `make`, if
-    /// fewer than `n` slots are free.
+    /// fewer than `n` slots are free; false also if the ring was stopped
+    /// while it waited to publish (the records are not pushed).
     ///
     /// `make` must not panic: a panic would leave the claimed slots
     /// unpublished and stall the ring's other producers.
@@ -234,8 +262,7 @@ impl<T: Record> MpProducer<T> {
                     // SAFETY: claimed by this producer, see `copy_in`.
                     unsafe { self.shared.slots.write(head.wrapping_add(i), make(i)) };
                 }
-                self.publish(head, n);
-                true
+                self.publish(head, n)
             }
             None => false,
         }
@@ -301,6 +328,13 @@ impl<T: Record> MpProducer<T> {
         // Acquire pairs with the consumer's Release store on drop.
         self.shared.consumer_gone.load(Ordering::Acquire)
     }
+
+    /// True if the consumer has stopped reading this ring after a
+    /// protocol violation (see [`crate::ring`]).
+    pub fn is_stopped(&self) -> bool {
+        // Acquire pairs with the consumer's Release store of `stopped`.
+        self.shared.stopped.load(Ordering::Acquire)
+    }
 }
 
 #[cfg(all(test, not(loom)))]
@@ -333,6 +367,25 @@ mod tests {
         let mut seen = vec![];
         c.read_burst(100, |r| seen.push(r.timestamp_ns));
         assert_eq!(seen, (10..18).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_stopped_ring_makes_waiting_mp_producers_give_up() {
+        let (mut p, mut c) = mpsc_ring::<Nat44SessionRecord>(8).unwrap();
+        assert_eq!(p.try_push_burst(&[rec(0, 0), rec(0, 1)]), 2);
+        assert_eq!(c.read_burst(8, |_| {}), 2);
+        // A published index far above every claim: the consumer stops the
+        // ring, and a producer waiting for the tail to reach its claim
+        // gives up instead of waiting for ever.
+        c.shared().tail.store(100, Ordering::Release);
+        assert_eq!(c.read_burst(8, |_| panic!("stopped: nothing read")), 0);
+        assert!(c.is_stopped() && p.is_stopped());
+        assert_eq!(p.try_push(rec(0, 2)), Err(rec(0, 2)));
+        assert_eq!(p.push(rec(0, 3)), Err(Disconnected(rec(0, 3))));
+        assert!(!p.reserve_commit(1, |i| rec(0, i as u64)));
+        let s = crate::stats::RingStats::read(0, c.shared());
+        assert!(s.stopped);
+        assert_eq!((s.enqueued, s.dequeued), (2, 2));
     }
 
     #[test]

@@ -44,6 +44,19 @@
 //!
 //! The multi-producer claim protocol (`prod_head`) is documented in
 //! [`crate::mpsc`].
+//!
+//! The consumer trusts no index it did not write. Each time it reloads the
+//! producer's `tail` it checks `cached_tail <= tail <= head + capacity`
+//! (one wrapping compare): a fill level above the capacity, or a tail
+//! that moves backwards, cannot come from a producer that follows the
+//! protocol (it comes from one SPSC producer used by two threads at once,
+//! or from memory corruption). The consumer then stops the ring: it reads
+//! the records it had already accepted (each index at most once, so
+//! nothing is read twice) and never reloads the tail again; it prints one
+//! line naming the ring on stderr, and records the stop in the ring's
+//! stats ([`RingStats::stopped`](crate::stats::RingStats)). Producers of
+//! a stopped ring find it full once its free slots are used and then get
+//! `Err(Disconnected)` from `push` instead of waiting forever.
 
 use core::marker::PhantomData;
 use core::mem::{size_of, MaybeUninit};
@@ -116,6 +129,9 @@ pub enum DropReason {
     Degraded,
     /// The consumer is gone.
     Disconnected,
+    /// The consumer stopped reading the ring after a protocol violation
+    /// (see the module docs).
+    Stopped,
 }
 
 /// Producer-side counters of one ring.
@@ -132,7 +148,8 @@ pub(crate) struct ProducerCounters {
     pub(crate) dropped_full: AtomicU64,
     pub(crate) dropped_degraded: AtomicU64,
     pub(crate) dropped_disconnected: AtomicU64,
-    /// Sum of the three drop counters. Stored (Release) after
+    pub(crate) dropped_stopped: AtomicU64,
+    /// Sum of the four drop counters. Stored (Release) after
     /// `first_drop_ns`/`last_drop_ns`; the consumer's Acquire load in
     /// [`Shared::take_drop_report`] pairs with it.
     pub(crate) dropped_total: AtomicU64,
@@ -149,6 +166,7 @@ impl ProducerCounters {
             dropped_full: AtomicU64::new(0),
             dropped_degraded: AtomicU64::new(0),
             dropped_disconnected: AtomicU64::new(0),
+            dropped_stopped: AtomicU64::new(0),
             dropped_total: AtomicU64::new(0),
             first_drop_ns: AtomicU64::new(0),
             last_drop_ns: AtomicU64::new(0),
@@ -361,6 +379,16 @@ pub(crate) struct Shared<T> {
     /// Set when the consumer handle is dropped (Release); read by a blocked
     /// producer (Acquire) so `push` does not wait forever.
     pub(crate) consumer_gone: AtomicBool,
+    /// Set by the consumer when it stops the ring after a protocol
+    /// violation (Release, after `accepted_tail` and `bad_tail`); read
+    /// (Acquire) by blocked producers, so `push` does not wait forever,
+    /// and by snapshots, which then read the two indices below.
+    pub(crate) stopped: AtomicBool,
+    /// The last producer index the consumer accepted before it stopped
+    /// the ring: every record below it is read, none above it ever is.
+    pub(crate) accepted_tail: AtomicUsize,
+    /// The producer index that broke the protocol.
+    pub(crate) bad_tail: AtomicUsize,
     pub(crate) slots: Slots<T>,
     pub(crate) capacity: usize,
     /// Enqueue-time samples for the latency histogram: the producer that
@@ -400,6 +428,9 @@ impl<T> Shared<T> {
             producers: AtomicUsize::new(1),
             producer_gone: AtomicBool::new(false),
             consumer_gone: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
+            accepted_tail: AtomicUsize::new(0),
+            bad_tail: AtomicUsize::new(0),
             slots: Slots::new(capacity)?,
             capacity,
             samples: (0..(capacity / SAMPLE_EVERY).max(1))
@@ -452,6 +483,7 @@ impl<T> Shared<T> {
             DropReason::Full => &c.dropped_full,
             DropReason::Degraded => &c.dropped_degraded,
             DropReason::Disconnected => &c.dropped_disconnected,
+            DropReason::Stopped => &c.dropped_stopped,
         };
         if shared_writers {
             // Relaxed: statistics; the report handshake below is Release.
@@ -588,7 +620,11 @@ impl<T: Record> Producer<T> {
     #[inline(always)]
     fn free_slots(&mut self, want: usize) -> usize {
         let cap = self.shared.capacity;
-        let mut free = cap - self.tail.wrapping_sub(self.cached_head);
+        // Wrapping, as release builds compile it anyway: a producer whose
+        // state two threads corrupted (tail behind the cached consumer
+        // index) must not panic in debug builds; it publishes an index the
+        // consumer then refuses (see the module docs).
+        let mut free = cap.wrapping_sub(self.tail.wrapping_sub(self.cached_head));
         if free < want {
             // The consumer can only free slots it can see: publish any
             // deferred records before asking it for room.
@@ -596,7 +632,7 @@ impl<T: Record> Producer<T> {
             // Acquire pairs with the consumer's Release store of `head`: the
             // consumer has finished reading every slot below it.
             self.cached_head = self.shared.head.load(Ordering::Acquire);
-            free = cap - self.tail.wrapping_sub(self.cached_head);
+            free = cap.wrapping_sub(self.tail.wrapping_sub(self.cached_head));
         }
         free
     }
@@ -836,14 +872,35 @@ impl<T: Record> Producer<T> {
         // Acquire pairs with the consumer's Release store on drop.
         self.shared.consumer_gone.load(Ordering::Acquire)
     }
+
+    /// Test hook: publishes `index` as the ring's tail (Release), as a
+    /// producer breaking the protocol would (two threads sharing one
+    /// producer, or a corrupted index). Nothing else changes: the next
+    /// push publishes this producer's own index again.
+    #[doc(hidden)]
+    pub fn publish_raw_index(&self, index: usize) {
+        // Release pairs with the consumer's Acquire load of `tail`.
+        self.shared.tail.store(index, Ordering::Release);
+    }
+
+    /// True if the consumer has stopped reading this ring after a
+    /// protocol violation (see the module docs): nothing pushed from now
+    /// on is read.
+    pub fn is_stopped(&self) -> bool {
+        // Acquire pairs with the consumer's Release store of `stopped`.
+        self.shared.stopped.load(Ordering::Acquire)
+    }
 }
 
-/// One wait step of a blocked producer; true if the consumer is gone.
+/// One wait step of a blocked producer; true if the consumer is gone or
+/// has stopped the ring.
 #[cold]
 pub(crate) fn backoff<T>(shared: &Shared<T>, limit: u32, steps: &mut WaitSteps) -> bool {
     steps.step(limit);
-    // Acquire pairs with the consumer's Release store on drop.
-    steps.spun(limit) && shared.consumer_gone.load(Ordering::Acquire)
+    // Acquire pairs with the consumer's Release store on drop, and with
+    // its Release store of `stopped`.
+    steps.spun(limit)
+        && (shared.consumer_gone.load(Ordering::Acquire) || shared.stopped.load(Ordering::Acquire))
 }
 
 impl<T: Record> Drop for Producer<T> {
@@ -876,10 +933,15 @@ impl<T: Record> Producer<T> {
     /// this producer's until it commits, pushes or reserves again.
     #[inline(always)]
     pub fn reserve_raw(&mut self, n: usize) -> Option<NonNull<T>> {
-        if n == 0 || n > self.contiguous_slots() || self.free_slots(n) < n {
+        // One read of the write position for the bound and the pointer:
+        // a producer that C code wrongly shares between threads then still
+        // hands out slots inside the array.
+        let tail = self.tail;
+        let contiguous = self.shared.capacity - (tail & (self.shared.capacity - 1));
+        if n == 0 || n > contiguous || self.free_slots(n) < n {
             return None;
         }
-        let p = self.shared.slots.ptr(self.tail).cast::<T>();
+        let p = self.shared.slots.ptr(tail).cast::<T>();
         // The slot array is never null (see `Slots::new`).
         NonNull::new(p)
     }
@@ -906,11 +968,15 @@ impl<T: Record> Producer<T> {
     /// [`close_window`](Self::close_window) before any other call on it.
     #[inline]
     pub fn open_window(&mut self, max: usize) -> Option<RawWindow<T>> {
-        let to_sample = SAMPLE_EVERY - (self.tail & (SAMPLE_EVERY - 1));
+        // One read of the write position for every bound and the pointer,
+        // as in `reserve_raw`: the window stays inside the slot array.
+        let tail = self.tail;
+        let to_sample = SAMPLE_EVERY - (tail & (SAMPLE_EVERY - 1));
         if to_sample == SAMPLE_EVERY {
             return None;
         }
-        let mut n = max.min(to_sample).min(self.contiguous_slots());
+        let contiguous = self.shared.capacity - (tail & (self.shared.capacity - 1));
+        let mut n = max.min(to_sample).min(contiguous);
         let publish_each = self.publish_every == 1;
         if !publish_each {
             // Keep pending below publish_every with every slot written.
@@ -923,11 +989,11 @@ impl<T: Record> Producer<T> {
         if n == 0 {
             return None;
         }
-        let slots = NonNull::new(self.shared.slots.ptr(self.tail).cast::<T>())?;
+        let slots = NonNull::new(self.shared.slots.ptr(tail).cast::<T>())?;
         Some(RawWindow {
             slots,
             len: n,
-            first: self.tail,
+            first: tail,
             tail: &*self.shared.tail as *const AtomicUsize,
             publish_each,
         })
@@ -1067,7 +1133,11 @@ pub struct Consumer<T: Record> {
     /// Private copy of `shared.head` (only this side writes it).
     head: usize,
     /// Cached copy of `shared.tail`; refreshed when the ring looks empty.
+    /// The highest producer index accepted: `head <= cached_tail <= head
+    /// + capacity`.
     cached_tail: usize,
+    /// The ring broke the protocol: `cached_tail` is final.
+    stopped: bool,
 }
 
 impl<T: Record> Consumer<T> {
@@ -1077,6 +1147,7 @@ impl<T: Record> Consumer<T> {
             id: 0,
             head: 0,
             cached_tail: 0,
+            stopped: false,
         }
     }
 
@@ -1099,12 +1170,57 @@ impl<T: Record> Consumer<T> {
     #[inline(always)]
     fn available(&mut self, want: usize) -> usize {
         let mut avail = self.cached_tail.wrapping_sub(self.head);
-        if avail < want {
+        if avail < want && !self.stopped {
             // Acquire pairs with the producer's Release store of `tail`.
-            self.cached_tail = self.shared.tail.load(Ordering::Acquire);
-            avail = self.cached_tail.wrapping_sub(self.head);
+            let tail = self.shared.tail.load(Ordering::Acquire);
+            // A valid tail lies in `cached_tail ..= head + capacity`, that
+            // is `tail - cached_tail <= capacity - avail` (wrapping): one
+            // compare catches both a tail that moved backwards and a fill
+            // level above the capacity.
+            if tail.wrapping_sub(self.cached_tail) > self.shared.capacity - avail {
+                self.stop(tail);
+                return avail;
+            }
+            self.cached_tail = tail;
+            avail = tail.wrapping_sub(self.head);
         }
         avail
+    }
+
+    /// Stops the ring after the producer published `bad_tail`, which
+    /// breaks the protocol: the records up to `cached_tail` (accepted
+    /// earlier) are still read, nothing after them ever is. Prints one
+    /// line on stderr.
+    #[cold]
+    #[inline(never)]
+    fn stop(&mut self, bad_tail: usize) {
+        self.stopped = true;
+        let sh = &self.shared;
+        // Relaxed: published by the Release store of `stopped` below.
+        sh.accepted_tail.store(self.cached_tail, Ordering::Relaxed);
+        sh.bad_tail.store(bad_tail, Ordering::Relaxed);
+        // Release pairs with the Acquire loads of `stopped` in `backoff`,
+        // `Producer::is_stopped` and the snapshot (`RingStats::read`).
+        sh.stopped.store(true, Ordering::Release);
+        let how = if bad_tail.wrapping_sub(self.cached_tail) as isize >= 0 {
+            "a fill level above the capacity"
+        } else {
+            "a producer index that moved backwards"
+        };
+        crate::diag_line!(
+            "dplog: ring {} stopped: its producer published index {bad_tail} after {}, with the consumer at {} and capacity {}: {how} breaks the ring protocol (an SPSC producer used by two threads at once, or memory corruption); the {} records accepted before it and not yet read are still written; nothing more is read from this ring (losses counted in dropped_stopped)",
+            self.id,
+            self.cached_tail,
+            self.head,
+            sh.capacity,
+            self.cached_tail.wrapping_sub(self.head)
+        );
+    }
+
+    /// True once this ring is stopped after a protocol violation (see the
+    /// module docs).
+    pub fn is_stopped(&self) -> bool {
+        self.stopped
     }
 
     #[inline(always)]
@@ -1519,6 +1635,99 @@ mod tests {
         p.set_publish_every(0);
         p.try_push(rec(2)).unwrap();
         assert_eq!(c.len(), 3, "0 means every push");
+    }
+
+    /// Publishes `index` as the ring's tail, as a misbehaving writer of the
+    /// shared index would.
+    fn publish_raw(p: &Producer<Nat44SessionRecord>, index: usize) {
+        p.shared.tail.store(index, Ordering::Release);
+    }
+
+    #[test]
+    fn a_fill_above_the_capacity_stops_the_ring_after_the_records_accepted_before() {
+        let (mut p, mut c) = ring::<Nat44SessionRecord>(8).unwrap();
+        for i in 0..5 {
+            p.try_push(rec(i)).unwrap();
+        }
+        let mut seen = vec![];
+        assert_eq!(c.read_burst(3, |r| seen.push(r.timestamp_ns)), 3);
+        // Consumer at 3, indices up to 5 accepted: 3 + 8 = 11 is the
+        // highest valid tail.
+        publish_raw(&p, 12);
+        while c.read_burst(8, |r| seen.push(r.timestamp_ns)) > 0 {}
+        assert_eq!(seen, vec![0, 1, 2, 3, 4], "each accepted record once");
+        assert!(c.is_stopped() && p.is_stopped());
+        assert_eq!(
+            c.read_burst(8, |_| panic!("a stopped ring is never read")),
+            0
+        );
+        // The producer goes on with its own index: 8 more fit (the
+        // consumer released 5), then a blocking push gets an error
+        // instead of waiting for a consumer that will never read.
+        for i in 5..13 {
+            p.push(rec(i)).unwrap();
+        }
+        assert_eq!(p.push(rec(13)), Err(Disconnected(rec(13))));
+        assert_eq!(
+            c.read_burst(8, |_| panic!("a stopped ring is never read")),
+            0
+        );
+        let s = crate::stats::RingStats::read(0, &p.shared);
+        assert!(s.stopped);
+        assert_eq!(
+            (s.enqueued, s.dequeued, s.dropped_stopped, s.fill),
+            (5, 5, 8, 0),
+            "enqueued is what the consumer accepted; the 8 pushed after it are lost"
+        );
+        assert_eq!(s.produced, 13);
+        assert_eq!(c.shared.bad_tail.load(Ordering::Relaxed), 12);
+    }
+
+    #[test]
+    fn a_tail_that_moves_backwards_stops_the_ring_and_nothing_is_read_twice() {
+        let (mut p, mut c) = ring::<Nat44SessionRecord>(8).unwrap();
+        for i in 0..6 {
+            p.try_push(rec(i)).unwrap();
+        }
+        let mut seen = vec![];
+        while c.read_burst(4, |r| seen.push(r.timestamp_ns)) > 0 {}
+        assert_eq!(seen, (0..6).collect::<Vec<_>>());
+        // Behind the consumer: without the check, 2 - 6 wraps to a huge
+        // fill and the consumer reads stale slots for ever.
+        publish_raw(&p, 2);
+        assert_eq!(c.read_burst(8, |r| seen.push(r.timestamp_ns)), 0);
+        assert!(c.is_stopped());
+        assert!(p.is_stopped());
+        assert!(!c.is_finished(), "its producer is live");
+        assert_eq!(seen.len(), 6);
+        // Behind what the consumer accepted but not behind its head: also
+        // a violation.
+        let (mut p, mut c) = ring::<Nat44SessionRecord>(8).unwrap();
+        for i in 0..6 {
+            p.try_push(rec(i)).unwrap();
+        }
+        assert_eq!(c.read_burst(2, |_| {}), 2);
+        publish_raw(&p, 4);
+        let mut n = 2;
+        while c.read_burst(8, |_| n += 1) > 0 {}
+        assert!(c.is_stopped(), "the reload sees 4 < 6");
+        assert_eq!(n, 6, "2..6 were accepted before: read, once");
+        drop(p);
+        assert!(c.is_finished(), "a stopped ring ends with its producer");
+    }
+
+    #[test]
+    fn a_valid_tail_at_exactly_the_capacity_is_accepted() {
+        let (mut p, mut c) = ring::<Nat44SessionRecord>(4).unwrap();
+        for round in 0..3u64 {
+            for i in 0..4 {
+                p.try_push(rec(round * 4 + i)).unwrap();
+            }
+            let mut n = 0;
+            while c.read_burst(3, |_| n += 1) > 0 {}
+            assert_eq!(n, 4);
+        }
+        assert!(!c.is_stopped());
     }
 
     #[test]

@@ -322,7 +322,7 @@ impl From<RingError> for LoggerError {
 /// A snapshot of every counter, summed over the rings of one logger.
 ///
 /// Accounting: `produced = enqueued + dropped_full + dropped_degraded +
-/// dropped_disconnected` (see [`Stats::dropped`]), and once the logger is
+/// dropped_disconnected + dropped_stopped` (see [`Stats::dropped`]), and once the logger is
 /// shut down with its producers dropped,
 /// `produced = written_records + dropped() + dropped_sink + dropped_shutdown`.
 /// In-band [`DropReport`] lines are not records and are counted apart, in
@@ -345,6 +345,13 @@ pub struct Stats {
     pub dropped_degraded: u64,
     /// Records dropped because the consumer was gone.
     pub dropped_disconnected: u64,
+    /// Records lost in rings the consumer stopped after a protocol
+    /// violation (see [`RingStats::dropped_stopped`] for exactly what is
+    /// counted; a stopped ring's `enqueued` is what the consumer accepted).
+    pub dropped_stopped: u64,
+    /// Rings the consumer stopped after a protocol violation (a producer
+    /// index above the capacity or moving backwards; see [`crate::ring`]).
+    pub rings_stopped: u64,
     /// Records formatted by the consumer.
     pub formatted: u64,
     /// In-band drop reports written.
@@ -398,9 +405,9 @@ impl Stats {
     }
 
     /// Producer-side drops, every reason: `dropped_full + dropped_degraded
-    /// + dropped_disconnected`.
+    /// + dropped_disconnected + dropped_stopped`.
     pub fn dropped(&self) -> u64 {
-        self.dropped_full + self.dropped_degraded + self.dropped_disconnected
+        self.dropped_full + self.dropped_degraded + self.dropped_disconnected + self.dropped_stopped
     }
 }
 
@@ -537,13 +544,14 @@ impl<R: Record> Logger<R> {
     /// Call once per producing thread (forwarding core).
     pub fn producer(&self) -> Result<LogProducer<R>, LoggerError> {
         let (mut p, c) = ring::<R>(self.config.ring_capacity)?;
-        self.attach(c)?;
+        let ring_id = self.attach(c)?;
         p.set_block_spins(self.config.block_spins);
         p.set_publish_every(self.config.publish_every);
         let cap = self.config.ring_capacity;
         let d = self.config.degrade;
         Ok(LogProducer {
             inner: p,
+            ring_id,
             policy: self.config.backpressure,
             degraded: false,
             // Ceiling for high, floor for low, both within 1..=cap.
@@ -708,6 +716,8 @@ impl<R: Record> SnapshotSource<R> {
             s.dropped_full += rs.dropped_full;
             s.dropped_degraded += rs.dropped_degraded;
             s.dropped_disconnected += rs.dropped_disconnected;
+            s.dropped_stopped += rs.dropped_stopped;
+            s.rings_stopped += u64::from(rs.stopped);
             s.produced += rs.produced;
             s.dequeued += rs.dequeued;
             s.high_water = s.high_water.max(rs.high_water);
@@ -735,6 +745,8 @@ impl<R: Record> SnapshotSource<R> {
 /// burst variants. `Send`, not `Sync`: one per producing thread.
 pub struct LogProducer<R: Record> {
     inner: Producer<R>,
+    /// The ring's id within its logger ([`RingStats::id`]).
+    ring_id: u32,
     policy: Backpressure,
     /// `degrade`: true between crossing the high watermark and falling
     /// below the low one.
@@ -755,8 +767,9 @@ impl<R: Record> LogProducer<R> {
     ///   `rec.priority()` is below the minimum.
     ///
     /// Returns `false` if the record was not enqueued (dropped, or the
-    /// consumer is gone — counted in [`Stats::dropped_disconnected`]).
-    /// Never allocates.
+    /// consumer is gone — counted in [`Stats::dropped_disconnected`] — or
+    /// has stopped the ring after a protocol violation — counted in
+    /// [`Stats::dropped_stopped`], whatever the policy). Never allocates.
     #[inline]
     pub fn log(&mut self, rec: R) -> bool {
         match self.policy {
@@ -782,6 +795,13 @@ impl<R: Record> LogProducer<R> {
 
     #[cold]
     fn dropped(&mut self, reason: DropReason, n: u64) -> bool {
+        // A stopped ring looks full, then disconnected: its drops have a
+        // reason of their own.
+        let reason = if self.inner.is_stopped() {
+            DropReason::Stopped
+        } else {
+            reason
+        };
         self.inner.count_dropped(reason, n, now_ticks());
         false
     }
@@ -845,6 +865,13 @@ impl<R: Record> LogProducer<R> {
     /// The policy this producer applies.
     pub fn policy(&self) -> Backpressure {
         self.policy
+    }
+
+    /// The id of this producer's ring within its logger
+    /// ([`RingStats::id`], registration order from 0), the id the
+    /// consumer names in drop reports and diagnostics.
+    pub fn ring_id(&self) -> u32 {
+        self.ring_id
     }
 }
 
@@ -1616,6 +1643,7 @@ mod tests {
         let shared = c.shared().clone();
         let mut lp = LogProducer {
             inner: p,
+            ring_id: 0,
             policy: Backpressure::Degrade,
             degraded: false,
             high: 13,

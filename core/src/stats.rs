@@ -24,7 +24,9 @@ pub struct RingStats {
     pub fill: u64,
     /// Records whose fate a producer decided: `enqueued + dropped_*`.
     pub produced: u64,
-    /// Records copied into the ring.
+    /// Records copied into the ring. For a stopped ring: the records the
+    /// consumer accepted before it stopped the ring (the last valid
+    /// producer index); the rest are in `dropped_stopped`.
     pub enqueued: u64,
     /// Dropped because the ring was full.
     pub dropped_full: u64,
@@ -32,6 +34,17 @@ pub struct RingStats {
     pub dropped_degraded: u64,
     /// Dropped because the consumer was gone.
     pub dropped_disconnected: u64,
+    /// Lost because the consumer stopped the ring after a protocol
+    /// violation: records the producer pushed after the last index the
+    /// consumer accepted (the producer's current index minus that one,
+    /// when the producer's index lies within a capacity above it; 0
+    /// otherwise), plus the records a producer of the stopped ring then
+    /// refused or dropped. A producer shared between threads can also
+    /// lose records that no index shows; those are in no counter.
+    pub dropped_stopped: u64,
+    /// The consumer stopped this ring after a protocol violation (a
+    /// producer index above the capacity or moving backwards).
+    pub stopped: bool,
     /// Records the consumer read out of this ring.
     pub dequeued: u64,
     /// Highest fill level the consumer saw, in records.
@@ -41,21 +54,47 @@ pub struct RingStats {
 impl RingStats {
     pub(crate) fn read<T>(id: u32, r: &Shared<T>) -> Self {
         let c = &r.producer_counters;
+        // Acquire pairs with the consumer's Release store of `stopped`,
+        // which publishes `accepted_tail`.
+        let stopped = r.stopped.load(Ordering::Acquire);
         // Relaxed: statistics (see `ProducerCounters`).
         // The free-running producer index counts every record enqueued.
-        let enqueued = r.tail.load(Ordering::Relaxed) as u64;
+        let tail = r.tail.load(Ordering::Relaxed);
+        let (enqueued, fill, stranded) = if stopped {
+            // The producer's index is not trusted: the accepted one is
+            // the enqueued count; what the producer pushed past it (if
+            // its index is plausible) is lost.
+            let accepted = r.accepted_tail.load(Ordering::Relaxed);
+            let head = r.head.load(Ordering::Relaxed);
+            let past = tail.wrapping_sub(accepted);
+            (
+                accepted,
+                accepted.wrapping_sub(head).min(r.capacity),
+                if past <= r.capacity { past } else { 0 },
+            )
+        } else {
+            (tail, r.len(), 0)
+        };
+        let enqueued = enqueued as u64;
         let dropped_full = c.dropped_full.load(Ordering::Relaxed);
         let dropped_degraded = c.dropped_degraded.load(Ordering::Relaxed);
         let dropped_disconnected = c.dropped_disconnected.load(Ordering::Relaxed);
+        let dropped_stopped = c.dropped_stopped.load(Ordering::Relaxed) + stranded as u64;
         Self {
             id,
             capacity: r.capacity as u64,
-            fill: r.len() as u64,
-            produced: enqueued + dropped_full + dropped_degraded + dropped_disconnected,
+            fill: fill as u64,
+            produced: enqueued
+                + dropped_full
+                + dropped_degraded
+                + dropped_disconnected
+                + dropped_stopped,
             enqueued,
             dropped_full,
             dropped_degraded,
             dropped_disconnected,
+            dropped_stopped,
+            stopped,
             dequeued: r.consumer_counters.dequeued.load(Ordering::Relaxed),
             high_water: r.consumer_counters.high_water.load(Ordering::Relaxed) as u64,
         }

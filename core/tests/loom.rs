@@ -1,8 +1,11 @@
 //! loom models of the SPSC and MPSC index protocols: burst and
 //! reserve/commit paths, the blocking `push`/`push_burst` wait loops (on a
-//! full ring, and a blocked producer seeing the consumer go away), and the
+//! full ring, and a blocked producer seeing the consumer go away), the
 //! SPSC producer's deferred tail publication (`set_publish_every`, the
-//! full-ring flush, `flush`, the flush on drop). Run with
+//! full-ring flush, `flush`, the flush on drop), and the consumer's
+//! validation of the producer index (a bad index stops the ring; no valid
+//! interleaving trips it, since every model here checks that each record
+//! is read exactly once). Run with
 //! `RUSTFLAGS="--cfg loom" cargo test -p dplog-core --release --test loom`
 //! (scripts/test.sh does, with its own target directory).
 //!
@@ -221,6 +224,41 @@ fn spsc_blocked_producer_sees_the_consumer_go() {
         });
         drop(c);
         t.join().unwrap();
+    });
+}
+
+/// SPSC: the producer publishes an index above the capacity while the
+/// consumer reads. Whether the consumer sees that index (the ring stops)
+/// or only the producer's next, valid one, each record is read at most
+/// once and in order, a valid run reads them all, and a producer waiting
+/// on the stopped, full ring returns `Disconnected` instead of waiting for
+/// ever.
+#[test]
+fn spsc_a_bad_index_stops_the_ring_and_releases_the_producer() {
+    model(|| {
+        let (mut p, mut c) = ring::<Nat44SessionRecord>(2).unwrap();
+        p.set_block_spins(0);
+        assert!(p.try_push(rec(0, 0)).is_ok());
+        assert!(p.try_push(rec(0, 1)).is_ok());
+        let t = loom::thread::spawn(move || {
+            p.publish_raw_index(9);
+            let pushed = p.push(rec(0, 2)).is_ok();
+            assert!(pushed || p.is_stopped(), "refused only by a stopped ring");
+            pushed
+        });
+        let mut seen = vec![];
+        while !c.is_finished() {
+            c.read_burst(2, |r| seen.push(r.timestamp_ns));
+            loom::thread::yield_now();
+        }
+        let pushed = t.join().unwrap();
+        assert!(seen.iter().copied().eq(0..seen.len() as u64), "{seen:?}");
+        if c.is_stopped() {
+            assert!(seen.len() <= 3);
+        } else {
+            assert!(pushed);
+            assert_eq!(seen, [0, 1, 2]);
+        }
     });
 }
 

@@ -13,7 +13,10 @@
 //!   instead of touching freed memory.
 //! - The logger handle's state sits behind a mutex: every logger function is
 //!   thread-safe, `dplog_close` included. A producer is used by one thread
-//!   at a time (it owns one SPSC ring).
+//!   at a time (it owns one SPSC ring). Nothing on the producer's hot path
+//!   enforces that; the consumer validates every ring index it reads
+//!   instead, and stops a ring whose index breaks the protocol
+//!   ([`DPLOG_ERR_RING_STOPPED`]).
 #![allow(non_camel_case_types)]
 #![warn(missing_docs)]
 
@@ -104,7 +107,10 @@ pub const DPLOG_ERR_IO: dplog_result = 6;
 /// The call is not valid in the handle's current state: a producer before
 /// `dplog_start`, a second `dplog_start`, a second `dplog_reserve` before
 /// `dplog_commit`, a `dplog_log`/`dplog_log_burst` while a reservation is
-/// pending, a `dplog_commit` without a reservation.
+/// pending, a `dplog_commit` without a reservation; in debug builds of the
+/// library also a producer call made while another thread is inside a
+/// call on the same producer (nothing is done; a producer belongs to one
+/// thread at a time).
 pub const DPLOG_ERR_STATE: dplog_result = 7;
 /// The handle was closed or freed (use after close, double free), or the
 /// producer's logger was closed. Nothing was done.
@@ -139,10 +145,22 @@ pub const DPLOG_ERR_PANIC: dplog_result = 14;
 /// (`nat44Session`, `natPortBlock`, `natAddressesExhausted`,
 /// `natPortsExhausted`, `natQuotaExceeded`). Nothing was registered.
 pub const DPLOG_ERR_EXISTS: dplog_result = 15;
+/// The consumer stopped reading this producer's ring (from a producer
+/// call), or one or more rings (from `dplog_close`), because a ring index
+/// the producer published broke the ring protocol: a fill level above the
+/// capacity, or an index that moved backwards. The usual cause is one
+/// producer used by two threads at once, which is not allowed. The
+/// records accepted before are written exactly once; nothing after them
+/// is read, and what is lost is counted in `dropped_stopped` (see
+/// `struct dplog_stats`). The consumer prints one line naming the ring on
+/// stderr; the other rings go on. A producer of a stopped ring gets this
+/// code once the ring's free slots are used up (the record is dropped and
+/// counted); free it.
+pub const DPLOG_ERR_RING_STOPPED: dplog_result = 16;
 /// The highest `dplog_result` code (for tables indexed by code).
-pub const DPLOG_ERR_LAST: dplog_result = 15;
+pub const DPLOG_ERR_LAST: dplog_result = 16;
 
-const MESSAGES: [&CStr; 16] = [
+const MESSAGES: [&CStr; 17] = [
     c"success",
     c"a required pointer argument was NULL",
     c"invalid argument",
@@ -159,6 +177,7 @@ const MESSAGES: [&CStr; 16] = [
     c"the consumer thread has stopped",
     c"internal error (panic caught at the C boundary)",
     c"a schema of that name is already registered",
+    c"ring stopped: its producer broke the ring protocol (shared between threads?)",
 ];
 
 // ---------------------------------------------------------------------------
@@ -505,9 +524,17 @@ const _: () = {
 /// percentiles. Filled by `dplog_stats` and `dplog_close`.
 ///
 /// Accounting: `produced = enqueued + dropped_full + dropped_degraded +
-/// dropped_disconnected`; `in_flight` is what is neither written nor
-/// dropped, so after `dplog_close` `produced = written_records + every
-/// dropped_* + in_flight`.
+/// dropped_disconnected + dropped_stopped`; `in_flight` is what is neither
+/// written nor dropped, so after `dplog_close` `produced = written_records +
+/// every dropped_* + in_flight`.
+///
+/// A stopped ring (`rings_stopped`, `DPLOG_ERR_RING_STOPPED`) counts as
+/// `enqueued` the records its consumer accepted before the bad index, and
+/// in `dropped_stopped` what its producer pushed past them plus what the
+/// producer then refused. Records that two threads sharing one producer
+/// overwrote in the ring before any index went wrong were never in the
+/// ring and are in no counter: `produced` may then be below the number of
+/// `DPLOG_OK` returns.
 ///
 /// Latency is enqueue-to-write: from the producer's publish of a record to
 /// the sink accepting its batch, in nanoseconds, measured by dplog's
@@ -565,6 +592,11 @@ pub struct dplog_stats {
     pub latency_p999_ns: u64,
     /// Largest record age seen, in nanoseconds.
     pub latency_max_ns: u64,
+    /// Records lost in rings the consumer stopped after a protocol
+    /// violation (see above and `DPLOG_ERR_RING_STOPPED`).
+    pub dropped_stopped: u64,
+    /// Rings the consumer stopped after a protocol violation.
+    pub rings_stopped: u64,
 }
 
 // ---------------------------------------------------------------------------
@@ -593,6 +625,92 @@ fn guard<F: FnOnce() -> dplog_result>(f: F) -> dplog_result {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(p) => panicked(p),
+    }
+}
+
+/// [`guard`] for a call on producer `p`. Debug builds also check that no
+/// other thread is inside a library call on the same producer (a producer
+/// is used by one thread at a time): the call then fails with
+/// [`DPLOG_ERR_STATE`] and changes nothing. Release builds check nothing
+/// (no cost on the hot path); the consumer's index validation is what
+/// limits the damage there.
+#[inline(always)]
+fn guard_producer<F: FnOnce() -> dplog_result>(p: *mut dplog_producer_t, f: F) -> dplog_result {
+    #[cfg(debug_assertions)]
+    {
+        guard(|| {
+            // SAFETY: p is NULL or returned by dplog_producer_new (the
+            // exported functions' contract); producers are never
+            // deallocated.
+            let _in_use = match unsafe { ProducerInUse::enter(p) } {
+                Ok(u) => u,
+                Err(e) => return e,
+            };
+            f()
+        })
+    }
+    #[cfg(not(debug_assertions))]
+    {
+        let _ = p;
+        guard(f)
+    }
+}
+
+/// A token unique to the calling thread while it lives: the address of a
+/// thread-local.
+#[cfg(debug_assertions)]
+fn thread_token() -> usize {
+    thread_local! {
+        static TOKEN: u8 = const { 0 };
+    }
+    TOKEN.with(|t| t as *const u8 as usize)
+}
+
+/// Debug builds: the calling thread's claim on a producer for one library
+/// call; nested calls on the same thread (a refill calling the exported
+/// function) share the outer claim.
+#[cfg(debug_assertions)]
+struct ProducerInUse<'a>(Option<&'a core::sync::atomic::AtomicUsize>);
+
+#[cfg(debug_assertions)]
+impl ProducerInUse<'_> {
+    /// # Safety
+    /// `p` is NULL or returned by `dplog_producer_new`.
+    unsafe fn enter<'a>(p: *mut dplog_producer_t) -> Result<ProducerInUse<'a>, dplog_result> {
+        if p.is_null() {
+            return Ok(ProducerInUse(None));
+        }
+        // SAFETY: caller contract; producers are never deallocated.
+        let obj = unsafe { &*p };
+        // Relaxed: as `check_magic`; a foreign pointer is left to the
+        // call's own checks.
+        if obj.magic.load(Ordering::Relaxed) != MAGIC_LIVE {
+            return Ok(ProducerInUse(None));
+        }
+        let me = thread_token();
+        // Acquire pairs with the Release store of the thread leaving its
+        // call, so its writes to the producer are visible to this one.
+        match obj
+            .user
+            .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
+        {
+            Ok(_) => Ok(ProducerInUse(Some(&obj.user))),
+            Err(owner) if owner == me => Ok(ProducerInUse(None)),
+            Err(_) => Err(fail(
+                DPLOG_ERR_STATE,
+                "the producer is in use by another thread at this moment (a producer belongs to one thread at a time; checked in debug builds)",
+            )),
+        }
+    }
+}
+
+#[cfg(debug_assertions)]
+impl Drop for ProducerInUse<'_> {
+    fn drop(&mut self) {
+        if let Some(u) = self.0 {
+            // Release pairs with the next caller's Acquire exchange.
+            u.store(0, Ordering::Release);
+        }
     }
 }
 
@@ -664,6 +782,10 @@ struct Shared {
     /// [`dplog_log_window`]). Producers are never deallocated, so the
     /// addresses stay valid; a producer removes its entry when freed.
     windows: Mutex<HashMap<u32, usize>>,
+    /// The C ring id of each ring ever created, by (consumer index, ring
+    /// id within that consumer's logger): `dplog_close` names stopped
+    /// rings by their C id.
+    ring_names: Mutex<HashMap<(usize, u32), u32>>,
 }
 
 /// Opaque logger handle: one configuration, one sink, one consumer thread,
@@ -788,6 +910,10 @@ pub struct dplog_producer_t {
     window: UnsafeCell<dplog_log_window>,
     magic: AtomicU32,
     inner: UnsafeCell<Option<ProducerState>>,
+    /// Debug builds: the thread inside a library call on this producer
+    /// (its [`thread_token`]), 0 when none; see [`guard_producer`].
+    #[cfg(debug_assertions)]
+    user: core::sync::atomic::AtomicUsize,
 }
 
 /// The first bytes of every `struct dplog_producer`: a run of free ring
@@ -816,6 +942,13 @@ pub struct dplog_producer_t {
 /// 63 slots, never wraps, never covers a latency-sampled ring index (one
 /// in 64, which the library stamps) and, with `[ring] publish_every` above
 /// 1, never lets more than `publish_every - 1` records wait unpublished.
+///
+/// The consumer trusts no index published here: a `*ring_tail` more than
+/// the ring's capacity ahead of what it has read, or behind what it has
+/// already accepted, stops the ring (`DPLOG_ERR_RING_STOPPED`). A window
+/// used by two threads at once is undefined behaviour (slots may be
+/// written outside the window); the check only keeps the consumer from
+/// reading a slot twice or looping on stale slots.
 #[repr(C)]
 pub struct dplog_log_window {
     /// Next slot to write (64 bytes, 8-byte aligned); NULL when no window
@@ -1175,6 +1308,7 @@ fn open_config(config: LogConfig, out: *mut *mut dplog_t) -> dplog_result {
             rings: Mutex::new(HashSet::new()),
             closed: AtomicBool::new(false),
             windows: Mutex::new(HashMap::new()),
+            ring_names: Mutex::new(HashMap::new()),
         }),
         state: Mutex::new(State::Opened(Box::new(Pending {
             config,
@@ -1559,7 +1693,9 @@ fn cpu_allowed(cpu: usize) -> Result<(), dplog_result> {
 /// Creates a producer for ring `ring_id` (any number the caller chooses,
 /// typically the lcore or worker index): a new SPSC ring of `[ring]
 /// capacity` 64-byte slots drained by the logger's consumer. Use it from
-/// one thread (core) at a time.
+/// one thread (core) at a time: a producer shared by two threads at once
+/// loses records, and once its ring index breaks the protocol the consumer
+/// stops the ring (see `DPLOG_ERR_RING_STOPPED`).
 ///
 /// Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_STATE` (not started yet),
 /// `DPLOG_ERR_CLOSED`, `DPLOG_ERR_RING_IN_USE` (`ring_id` has a live
@@ -1604,7 +1740,8 @@ pub unsafe extern "C" fn dplog_producer_new(
                 format!("ring {ring_id} already has a producer"),
             );
         }
-        let consumer = &run.loggers[ring_id as usize % run.loggers.len()];
+        let consumer_index = ring_id as usize % run.loggers.len();
+        let consumer = &run.loggers[consumer_index];
         let prod = match consumer.producer() {
             Ok(p) => p,
             Err(e) => {
@@ -1612,6 +1749,7 @@ pub unsafe extern "C" fn dplog_producer_new(
                 return logger_error(e);
             }
         };
+        lock(&l.shared.ring_names).insert((consumer_index, prod.ring_id()), ring_id);
         let drop_policy = prod.policy() != dplog::Backpressure::Block;
         let fast_path = matches!(
             prod.policy(),
@@ -1623,6 +1761,8 @@ pub unsafe extern "C" fn dplog_producer_new(
         let obj = Box::new(dplog_producer_t {
             window: UnsafeCell::new(dplog_log_window::EMPTY),
             magic: AtomicU32::new(MAGIC_LIVE),
+            #[cfg(debug_assertions)]
+            user: core::sync::atomic::AtomicUsize::new(0),
             inner: UnsafeCell::new(Some(ProducerState {
                 prod,
                 ring_id,
@@ -1665,7 +1805,7 @@ pub unsafe extern "C" fn dplog_producer_new(
 /// `p` is NULL or returned by `dplog_producer_new`.
 #[no_mangle]
 pub unsafe extern "C" fn dplog_producer_free(p: *mut dplog_producer_t) -> dplog_result {
-    guard(|| {
+    guard_producer(p, || {
         if p.is_null() {
             return DPLOG_OK;
         }
@@ -1818,7 +1958,15 @@ fn reservation_pending(what: &str) -> dplog_result {
 #[cold]
 #[inline(never)]
 fn not_enqueued(st: &ProducerState, n: usize) -> dplog_result {
-    if st.prod.is_disconnected() {
+    if st.prod.is_stopped() {
+        fail(
+            DPLOG_ERR_RING_STOPPED,
+            format!(
+                "ring {}: the consumer stopped reading this ring after its producer published an index that breaks the ring protocol (is the producer used by two threads?); {n} record(s) dropped",
+                st.ring_id
+            ),
+        )
+    } else if st.prod.is_disconnected() {
         fail(
             DPLOG_ERR_CONSUMER_GONE,
             format!(
@@ -1855,7 +2003,9 @@ fn not_enqueued(st: &ProducerState, n: usize) -> dplog_result {
 /// `DPLOG_ERR_BAD_LENGTH` (`len` is not the schema's record size),
 /// `DPLOG_ERR_FULL`, `DPLOG_ERR_CLOSED` (producer freed or logger closed),
 /// `DPLOG_ERR_CONSUMER_GONE` (the ring is full and the consumer thread has
-/// died; the record is dropped and counted), `DPLOG_ERR_STATE` (a
+/// died; the record is dropped and counted), `DPLOG_ERR_RING_STOPPED` (the
+/// consumer stopped this ring after a protocol violation and it is full;
+/// the record is dropped and counted), `DPLOG_ERR_STATE` (a
 /// `dplog_reserve` is pending on this producer), `DPLOG_ERR_INVALID_ARG`
 /// (not a producer). On an
 /// argument error nothing is enqueued or counted.
@@ -1866,7 +2016,10 @@ fn not_enqueued(st: &ProducerState, n: usize) -> dplog_result {
 /// at the end of this header (see `struct dplog_log_window`); this
 /// function is what `DPLOG_NO_INLINE`, `(dplog_log)(...)` and other
 /// languages call. Thread-safety: one thread at a time per producer;
-/// different producers in parallel.
+/// different producers in parallel. Two threads logging on one producer at
+/// once lose records without trace and can make its ring index move
+/// backwards; the consumer then stops the ring (`DPLOG_ERR_RING_STOPPED`)
+/// rather than read stale slots.
 ///
 /// # Safety
 /// `p` is NULL or returned by `dplog_producer_new`; `rec` is NULL or valid
@@ -1879,7 +2032,7 @@ pub unsafe extern "C" fn dplog_log(
     len: usize,
 ) -> dplog_result {
     // SAFETY: caller contract on p and rec.
-    guard(|| unsafe { log_one(p, schema_id, rec, len) })
+    guard_producer(p, || unsafe { log_one(p, schema_id, rec, len) })
 }
 
 /// The body of `dplog_log`: the fast path, else every check.
@@ -1951,7 +2104,7 @@ pub unsafe extern "C" fn dplog_log_refill(
     rec: *const c_void,
     len: usize,
 ) -> dplog_result {
-    guard(|| {
+    guard_producer(p, || {
         // SAFETY: caller contract on p (the window is given back first).
         let _ = unsafe { live_taken(p) };
         // SAFETY: caller contract on p and rec; the window is empty.
@@ -2095,7 +2248,7 @@ pub unsafe extern "C" fn dplog_log_burst(
     n: usize,
     n_enqueued: *mut usize,
 ) -> dplog_result {
-    guard(|| {
+    guard_producer(p, || {
         // SAFETY: caller contract on p.
         let st = match unsafe { producer(p) } {
             Ok(s) => s,
@@ -2201,7 +2354,7 @@ pub unsafe extern "C" fn dplog_reserve_refill(
     n: usize,
     slots: *mut *mut c_void,
 ) -> dplog_result {
-    guard(|| {
+    guard_producer(p, || {
         // SAFETY: caller contract on p (the window is given back first).
         if let Some((obj, st)) = unsafe { live_taken(p) } {
             if n == 1
@@ -2273,7 +2426,7 @@ pub unsafe extern "C" fn dplog_reserve(
     n: usize,
     slots: *mut *mut c_void,
 ) -> dplog_result {
-    guard(|| {
+    guard_producer(p, || {
         // SAFETY: caller contract on p.
         let st = match unsafe { producer(p) } {
             Ok(s) => s,
@@ -2315,6 +2468,9 @@ pub unsafe extern "C" fn dplog_reserve(
                         DPLOG_ERR_CONSUMER_GONE,
                         "dplog_reserve: the consumer thread has stopped",
                     );
+                }
+                if st.prod.is_stopped() {
+                    return not_enqueued(st, 0);
                 }
                 // Relaxed: a hint, as in `producer()`; the partner is the
                 // Release store in dplog_close (whose drain frees room).
@@ -2377,7 +2533,7 @@ pub unsafe extern "C" fn dplog_reserve(
 /// `p` is NULL or returned by `dplog_producer_new`.
 #[no_mangle]
 pub unsafe extern "C" fn dplog_producer_flush(p: *mut dplog_producer_t) -> dplog_result {
-    guard(|| {
+    guard_producer(p, || {
         // SAFETY: caller contract on p.
         let st = match unsafe { producer(p) } {
             Ok(s) => s,
@@ -2411,7 +2567,7 @@ pub unsafe extern "C" fn dplog_commit(
     n: usize,
     n_enqueued: *mut usize,
 ) -> dplog_result {
-    guard(|| {
+    guard_producer(p, || {
         // SAFETY: caller contract on p.
         let st = match unsafe { producer(p) } {
             Ok(s) => s,
@@ -2503,6 +2659,8 @@ fn fill_stats(s: &dplog::Stats, lat: &dplog::LatencySummary) -> dplog_stats {
         latency_p99_ns: lat.p99_ns,
         latency_p999_ns: lat.p999_ns,
         latency_max_ns: lat.max_ns,
+        dropped_stopped: s.dropped_stopped,
+        rings_stopped: s.rings_stopped,
     }
 }
 
@@ -2533,6 +2691,8 @@ fn sum_stats(all: &[dplog_stats]) -> dplog_stats {
         t.latency_p99_ns = t.latency_p99_ns.max(s.latency_p99_ns);
         t.latency_p999_ns = t.latency_p999_ns.max(s.latency_p999_ns);
         t.latency_max_ns = t.latency_max_ns.max(s.latency_max_ns);
+        t.dropped_stopped += s.dropped_stopped;
+        t.rings_stopped += s.rings_stopped;
     }
     t
 }
@@ -2673,7 +2833,10 @@ pub unsafe extern "C" fn dplog_reopen(h: *mut dplog_t) -> dplog_result {
 /// unless `dplog_producer_flush` or `dplog_producer_free` comes first.
 ///
 /// Returns `DPLOG_OK` when every produced record was written;
-/// `DPLOG_ERR_UNDELIVERED` when some were not (dropped for any reason, or
+/// `DPLOG_ERR_RING_STOPPED` when the consumer stopped one or more rings
+/// after a protocol violation (`rings_stopped`, `dropped_stopped`; the
+/// message names the ring ids); `DPLOG_ERR_UNDELIVERED` when some records
+/// were not written (dropped for any reason, or
 /// left in flight; the stats say which); `DPLOG_ERR_IO` when the sink's
 /// final flush/close failed; `DPLOG_ERR_CONSUMER_GONE` if the consumer
 /// died. `dplog_close(NULL, ...)` returns `DPLOG_ERR_NULL`; a second close
@@ -2713,6 +2876,8 @@ pub unsafe extern "C" fn dplog_close(
         }
         // Release: partner of the Relaxed magic check (same mutex order).
         l.magic.store(MAGIC_DEAD, Ordering::Release);
+        // C ring ids of the rings the consumers stopped.
+        let mut stopped: Vec<u32> = Vec::new();
         let (v, err) = match prev {
             State::Closed => return fail(DPLOG_ERR_CLOSED, "dplog handle is already closed"),
             State::Opened(mut p) => {
@@ -2724,10 +2889,15 @@ pub unsafe extern "C" fn dplog_close(
                 // percentiles include the records written by the drain.
                 let mut all = Vec::with_capacity(r.loggers.len());
                 let mut first_err = None;
-                for lg in r.loggers {
+                for (i, lg) in r.loggers.into_iter().enumerate() {
                     let source = lg.snapshot_source();
                     let res = lg.shutdown();
-                    let latency = source.snapshot().latency;
+                    let snap = source.snapshot();
+                    let latency = snap.latency;
+                    let names = lock(&l.shared.ring_names);
+                    for ring in snap.rings.iter().filter(|r| r.stopped) {
+                        stopped.push(names.get(&(i, ring.id)).copied().unwrap_or(ring.id));
+                    }
                     match res {
                         Ok(s) => all.push(fill_stats(&s, &latency)),
                         Err((s, e)) => {
@@ -2749,18 +2919,30 @@ pub unsafe extern "C" fn dplog_close(
         let dropped = v.dropped_full
             + v.dropped_degraded
             + v.dropped_disconnected
+            + v.dropped_stopped
             + v.dropped_sink
             + v.dropped_shutdown;
+        if !stopped.is_empty() {
+            stopped.sort_unstable();
+            return fail(
+                DPLOG_ERR_RING_STOPPED,
+                format!(
+                    "ring(s) {stopped:?} stopped after a protocol violation (a producer index above the capacity or moving backwards: is a producer used by two threads?); {} record(s) lost there, {} written",
+                    v.dropped_stopped, v.written_records
+                ),
+            );
+        }
         if dropped + v.in_flight > 0 {
             return fail(
                 DPLOG_ERR_UNDELIVERED,
                 format!(
-                    "{} record(s) not delivered: {} dropped (full {}, degraded {}, consumer gone {}, sink {}, shutdown timeout {}), {} in flight",
+                    "{} record(s) not delivered: {} dropped (full {}, degraded {}, consumer gone {}, ring stopped {}, sink {}, shutdown timeout {}), {} in flight",
                     dropped + v.in_flight,
                     dropped,
                     v.dropped_full,
                     v.dropped_degraded,
                     v.dropped_disconnected,
+                    v.dropped_stopped,
                     v.dropped_sink,
                     v.dropped_shutdown,
                     v.in_flight

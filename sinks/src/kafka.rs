@@ -174,6 +174,9 @@ pub struct KafkaCounters {
     /// Drop-report lines whose delivery failed or that were rejected at
     /// produce time (left out of `failed` and `rejected`).
     pub reports_failed: AtomicU64,
+    /// Client-wide errors librdkafka reported (a broker connection lost,
+    /// all brokers down, ...); the records stay queued and are retried.
+    pub client_errors: AtomicU64,
 }
 
 fn bump(c: &AtomicU64, n: u64) {
@@ -205,9 +208,22 @@ fn unpack_opaque(v: usize) -> (u64, u64) {
 struct Ctx {
     counters: Arc<KafkaCounters>,
     last_error: Mutex<Option<String>>,
+    /// Callbacks run (delivery reports, client errors): `serve` polls until
+    /// a poll runs none.
+    served: AtomicU64,
 }
 
-impl ClientContext for Ctx {}
+impl ClientContext for Ctx {
+    /// Client-wide errors (broker connection lost, all brokers down, ...):
+    /// counted, and kept as the last error.
+    fn error(&self, error: KafkaError, reason: &str) {
+        bump(&self.served, 1);
+        bump(&self.counters.client_errors, 1);
+        if let Ok(mut g) = self.last_error.lock() {
+            *g = Some(format!("{error}: {reason}"));
+        }
+    }
+}
 
 impl ProducerContext for Ctx {
     /// Records in the message and their formatted bytes (payload plus the
@@ -215,6 +231,7 @@ impl ProducerContext for Ctx {
     type DeliveryOpaque = usize;
 
     fn delivery(&self, r: &DeliveryResult<'_>, opaque: usize) {
+        bump(&self.served, 1);
         let (records, bytes) = unpack_opaque(opaque);
         match r {
             Ok(_) if records == 0 => {
@@ -274,6 +291,11 @@ fn share(bytes: u64, part: u64, whole: u64) -> u64 {
     (u128::from(bytes) * u128::from(part) / u128::from(whole)) as u64
 }
 
+/// Most librdkafka events one `serve` handles (each a delivery report of
+/// one or more messages, or an error), so a flood cannot hold the consumer
+/// thread.
+const MAX_EVENTS_PER_SERVE: usize = 10_000;
+
 fn kerr(e: KafkaError) -> io::Error {
     io::Error::other(e.to_string())
 }
@@ -316,6 +338,7 @@ impl KafkaSink {
         let ctx = Ctx {
             counters: counters.clone(),
             last_error: Mutex::new(None),
+            served: AtomicU64::new(0),
         };
         let producer: BaseProducer<Ctx> = c
             .create_with_context(ctx)
@@ -336,11 +359,24 @@ impl KafkaSink {
         })
     }
 
+    /// Serves every delivery report and client error librdkafka has queued,
+    /// without waiting (one `poll` serves one event).
+    fn serve(&self) {
+        let served = &self.producer.context().served;
+        for _ in 0..MAX_EVENTS_PER_SERVE {
+            let before = KafkaCounters::get(served);
+            self.producer.poll(Duration::ZERO);
+            if KafkaCounters::get(served) == before {
+                break;
+            }
+        }
+    }
+
     /// Serves delivery reports and updates the stall clock: it restarts on
     /// every new delivery report and stops while nothing is in flight.
     /// Returns how long the in-flight messages have waited for a report.
     fn stall_check(&mut self, now: Instant) -> Duration {
-        self.producer.poll(Duration::ZERO);
+        self.serve();
         let c = &self.counters;
         let seen = KafkaCounters::get(&c.acked)
             + KafkaCounters::get(&c.failed)
@@ -503,6 +539,20 @@ impl Sink for KafkaSink {
                     }
                     at = last + 1;
                 }
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::Fatal), _)) => {
+                    // The producer is unusable for good (an idempotence
+                    // guarantee it can no longer keep): retrying would
+                    // never end.
+                    self.resume = Some((fp, at, sent));
+                    let why = self
+                        .producer
+                        .client()
+                        .fatal_error()
+                        .map_or_else(|| "unknown".to_string(), |(c, m)| format!("{c}: {m}"));
+                    return Err(SinkError::Permanent(io::Error::other(format!(
+                        "kafka producer failed for good: {why}"
+                    ))));
+                }
                 Err((e, _)) => {
                     self.resume = Some((fp, at, sent));
                     return Err(SinkError::Retryable(kerr(e)));
@@ -517,17 +567,17 @@ impl Sink for KafkaSink {
     }
 
     fn flush(&mut self) -> Result<(), SinkError> {
-        self.producer.poll(Duration::ZERO);
+        self.serve();
         Ok(())
     }
 
     fn tick(&mut self, _now: Instant) -> Result<(), SinkError> {
-        self.producer.poll(Duration::ZERO);
+        self.serve();
         Ok(())
     }
 
     fn poll(&mut self) -> Progress {
-        self.producer.poll(Duration::ZERO);
+        self.serve();
         let c = &self.counters;
         let acked = KafkaCounters::get(&c.acked);
         let bytes = KafkaCounters::get(&c.acked_bytes);
@@ -581,7 +631,7 @@ impl Sink for KafkaSink {
         // What is still queued is reported by the runtime as not delivered
         // at shutdown (`dropped_shutdown`); dropping the producer purges it.
         self.closed = true;
-        self.producer.poll(Duration::ZERO);
+        self.serve();
         Ok(())
     }
 

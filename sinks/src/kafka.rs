@@ -20,6 +20,14 @@
 //!   outage delays records instead of failing them.
 //! - A record larger than `message.max.bytes` is rejected alone (counted as
 //!   failed); the rest of its batch goes on.
+//! - Records that fail for good (rejected, or a delivery error such as
+//!   `Local: Unknown topic` once librdkafka stops waiting for a missing
+//!   topic) are announced on stderr with the reason, at most every 5 s,
+//!   and kept in [`KafkaSink::last_error`]. Client-wide errors (a broker
+//!   connection lost) are counted in [`KafkaCounters::client_errors`]; the
+//!   records stay queued and are retried.
+//! - A fatal producer error (the idempotent producer can no longer keep
+//!   its guarantee) makes `write_batch` fail with a permanent error.
 //! - Shutdown flushes until the runtime's deadline; what is still
 //!   unacknowledged is reported by the runtime as `dropped_shutdown`.
 //! - A stalled cluster is a sink failure: when messages are in flight and
@@ -207,7 +215,10 @@ fn unpack_opaque(v: usize) -> (u64, u64) {
 
 struct Ctx {
     counters: Arc<KafkaCounters>,
+    /// The last reason a record failed (delivery error or rejection).
     last_error: Mutex<Option<String>>,
+    /// The last client-wide error.
+    last_client_error: Mutex<Option<String>>,
     /// Callbacks run (delivery reports, client errors): `serve` polls until
     /// a poll runs none.
     served: AtomicU64,
@@ -219,7 +230,7 @@ impl ClientContext for Ctx {
     fn error(&self, error: KafkaError, reason: &str) {
         bump(&self.served, 1);
         bump(&self.counters.client_errors, 1);
-        if let Ok(mut g) = self.last_error.lock() {
+        if let Ok(mut g) = self.last_client_error.lock() {
             *g = Some(format!("{error}: {reason}"));
         }
     }
@@ -283,6 +294,9 @@ pub struct KafkaSink {
     waiting_since: Option<Instant>,
     /// Delivery reports seen (acked + failed) at the last stall check.
     reports_seen: u64,
+    /// When failed records were last announced on stderr, and how many
+    /// failed since.
+    fail_note: (Option<Instant>, u64),
 }
 
 /// `bytes * part / whole` without overflow (`whole` > 0): the bytes of
@@ -338,6 +352,7 @@ impl KafkaSink {
         let ctx = Ctx {
             counters: counters.clone(),
             last_error: Mutex::new(None),
+            last_client_error: Mutex::new(None),
             served: AtomicU64::new(0),
         };
         let producer: BaseProducer<Ctx> = c
@@ -356,6 +371,7 @@ impl KafkaSink {
             closed: false,
             waiting_since: None,
             reports_seen: 0,
+            fail_note: (None, 0),
         })
     }
 
@@ -392,6 +408,26 @@ impl KafkaSink {
             .map_or(Duration::ZERO, |t| now.saturating_duration_since(t))
     }
 
+    /// Announces records that failed for good on stderr with librdkafka's
+    /// reason (e.g. `Local: Unknown topic`), at most every 5 s.
+    fn note_failures(&mut self, new: u64) {
+        self.fail_note.1 += new;
+        let now = Instant::now();
+        let due = self
+            .fail_note
+            .0
+            .map_or(true, |t| now.duration_since(t) >= Duration::from_secs(5));
+        if self.fail_note.1 > 0 && due {
+            dplog_core::diag_line!(
+                "dplog: sink {}: {} records not delivered (dropped): {}",
+                self.describe(),
+                self.fail_note.1,
+                self.last_error().unwrap_or_default()
+            );
+            self.fail_note = (Some(now), 0);
+        }
+    }
+
     /// A handle on the counters.
     pub fn counters(&self) -> Arc<KafkaCounters> {
         self.counters.clone()
@@ -402,6 +438,17 @@ impl KafkaSink {
         self.producer
             .context()
             .last_error
+            .lock()
+            .ok()
+            .and_then(|g| g.clone())
+    }
+
+    /// The last client-wide error librdkafka reported (a broker
+    /// connection lost, all brokers down, ...), if any.
+    pub fn last_client_error(&self) -> Option<String> {
+        self.producer
+            .context()
+            .last_client_error
             .lock()
             .ok()
             .and_then(|g| g.clone())
@@ -537,6 +584,12 @@ impl Sink for KafkaSink {
                         bump(&self.counters.rejected, 1);
                         sent += 1;
                     }
+                    if let Ok(mut g) = self.producer.context().last_error.lock() {
+                        *g = Some(format!(
+                            "a {}-byte record is larger than message.max.bytes",
+                            payload.len()
+                        ));
+                    }
                     at = last + 1;
                 }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::Fatal), _)) => {
@@ -582,6 +635,7 @@ impl Sink for KafkaSink {
         let acked = KafkaCounters::get(&c.acked);
         let bytes = KafkaCounters::get(&c.acked_bytes);
         let failed = KafkaCounters::get(&c.failed) + KafkaCounters::get(&c.rejected);
+        self.note_failures(failed - self.reported.2);
         let b = &mut self.backlog;
         b.0 += acked - self.reported.0;
         b.1 += bytes - self.reported.1;

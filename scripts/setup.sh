@@ -11,11 +11,11 @@ cd "$(dirname "$0")/.."
 #   valgrind                C ABI: one run of the C tests under memcheck
 #   libdpdk-dev             DPDK 22.11: dpdk-sys, `dpdk` features, examples/c DPDK example
 #   libpcap-dev             DPDK's net_pcap vdev in the reference-nat tests
-#   zlib1g-dev              the Kafka sink: zlib for the bundled librdkafka (linked statically)
+#   zlib1g-dev, libssl-dev  the Kafka sink: zlib and OpenSSL for the bundled librdkafka (linked statically)
 #   rsyslog                 syslog sink tests (each test starts its own rsyslogd on 127.0.0.1)
 #   nfdump                  IPFIX checked by nfcapd/nfdump (the test starts its own nfcapd)
 #   tshark                  IPFIX checked by Wireshark's dissector
-packages=(pkg-config gcc g++ make valgrind libdpdk-dev libpcap-dev zlib1g-dev rsyslog nfdump)
+packages=(pkg-config gcc g++ make valgrind libdpdk-dev libpcap-dev zlib1g-dev libssl-dev rsyslog nfdump)
 recommended=(tshark)
 
 missing=()

@@ -834,3 +834,26 @@ fn a_record_formatted_to_an_empty_line_is_an_empty_message() {
     assert_eq!(got.len() as u64, N / 2);
     assert!(got.iter().all(|&(_, seq)| seq % 2 == 0));
 }
+
+/// The librdkafka linked in is the bundled current one (Debian's 2.0.2
+/// cannot talk to a current broker), built with TLS and SASL.
+#[test]
+fn librdkafka_is_the_bundled_one_with_tls_and_sasl() {
+    let (hex, version) = rdkafka::util::get_rdkafka_version();
+    assert!(
+        hex >= 0x020c_0000,
+        "librdkafka {version} is older than 2.12"
+    );
+    let mut o = KafkaSinkOptions::new("127.0.0.1:1", "t");
+    for (k, v) in [
+        ("security.protocol", "sasl_ssl"),
+        ("sasl.mechanisms", "SCRAM-SHA-512"),
+        ("sasl.username", "u"),
+        ("sasl.password", "p"),
+    ] {
+        o.properties.push((k.into(), v.into()));
+    }
+    if let Err(e) = KafkaSink::new(o) {
+        panic!("TLS + SASL/SCRAM refused by librdkafka {version}: {e}");
+    }
+}

@@ -34,7 +34,7 @@ install -m 0644 "$target/libdplog.a" "$dest/lib/libdplog.a"
 flag=(); [ "$profile" = release ] && flag=(--release)
 private=$(cargo rustc --locked -p dplog-ffi --lib "${flag[@]}" --crate-type staticlib \
   -- --print native-static-libs 2>&1 | sed -n 's/.*native-static-libs: //p' | tail -1)
-[ -n "$private" ] || private="-lssl -lcrypto -lz -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc"
+[ -n "$private" ] || private="-lz -lssl -lcrypto -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc"
 sed -e "s|@PREFIX@|$prefix|" -e "s|@VERSION@|$version|" \
     -e "s|@LIBS_PRIVATE@|$private|" \
     ffi/dplog.pc.in > "$dest/lib/pkgconfig/dplog.pc"

@@ -222,14 +222,28 @@ struct Ctx {
     /// Callbacks run (delivery reports, client errors): `serve` polls until
     /// a poll runs none.
     served: AtomicU64,
+    /// librdkafka reported a fatal error: 1 until `serve` purged the
+    /// producer's queues, then 2.
+    fatal: AtomicU64,
 }
 
 impl ClientContext for Ctx {
+    /// librdkafka's log lines are counted as served events only (the
+    /// errors that matter arrive through `error` and the delivery reports).
+    fn log(&self, _level: rdkafka::config::RDKafkaLogLevel, _fac: &str, _msg: &str) {
+        bump(&self.served, 1);
+    }
     /// Client-wide errors (broker connection lost, all brokers down, ...):
     /// counted, and kept as the last error.
     fn error(&self, error: KafkaError, reason: &str) {
         bump(&self.served, 1);
         bump(&self.counters.client_errors, 1);
+        if matches!(error, KafkaError::Global(RDKafkaErrorCode::Fatal))
+            && KafkaCounters::get(&self.fatal) == 0
+        {
+            // Relaxed: read by the same (consumer) thread in `serve`.
+            self.fatal.store(1, Ordering::Relaxed);
+        }
         if let Ok(mut g) = self.last_client_error.lock() {
             *g = Some(format!("{error}: {reason}"));
         }
@@ -256,8 +270,12 @@ impl ProducerContext for Ctx {
             }
             Err((e, _)) => {
                 bump(&self.counters.failed, records);
-                if let Ok(mut g) = self.last_error.lock() {
-                    *g = Some(e.to_string());
+                // After a fatal error its reason stays the last error (the
+                // purge that follows fails the rest as "purged").
+                if KafkaCounters::get(&self.fatal) != 2 {
+                    if let Ok(mut g) = self.last_error.lock() {
+                        *g = Some(e.to_string());
+                    }
                 }
             }
         }
@@ -354,6 +372,7 @@ impl KafkaSink {
             last_error: Mutex::new(None),
             last_client_error: Mutex::new(None),
             served: AtomicU64::new(0),
+            fatal: AtomicU64::new(0),
         };
         let producer: BaseProducer<Ctx> = c
             .create_with_context(ctx)
@@ -377,14 +396,30 @@ impl KafkaSink {
 
     /// Serves every delivery report and client error librdkafka has queued,
     /// without waiting (one `poll` serves one event).
+    ///
+    /// After a fatal error the producer will never deliver what it holds:
+    /// its queues are purged once, so those records fail now (counted, with
+    /// the reason) instead of waiting for the shutdown deadline.
     fn serve(&self) {
-        let served = &self.producer.context().served;
+        let ctx = self.producer.context();
         for _ in 0..MAX_EVENTS_PER_SERVE {
-            let before = KafkaCounters::get(served);
+            let before = KafkaCounters::get(&ctx.served);
             self.producer.poll(Duration::ZERO);
-            if KafkaCounters::get(served) == before {
+            if KafkaCounters::get(&ctx.served) == before {
                 break;
             }
+        }
+        if KafkaCounters::get(&ctx.fatal) == 1 {
+            // Relaxed: consumer thread only (see `Ctx::fatal`).
+            ctx.fatal.store(2, Ordering::Relaxed);
+            if let Some((code, why)) = self.producer.client().fatal_error() {
+                if let Ok(mut g) = ctx.last_error.lock() {
+                    *g = Some(format!("fatal producer error: {code}: {why}"));
+                }
+            }
+            self.producer
+                .purge(rdkafka::producer::PurgeConfig::default().queue().inflight());
+            self.serve();
         }
     }
 
@@ -422,7 +457,10 @@ impl KafkaSink {
                 "dplog: sink {}: {} records not delivered (dropped): {}",
                 self.describe(),
                 self.fail_note.1,
-                self.last_error().unwrap_or_default()
+                self.producer.client().fatal_error().map_or_else(
+                    || self.last_error().unwrap_or_default(),
+                    |(c, m)| format!("fatal producer error: {c}: {m}")
+                )
             );
             self.fail_note = (Some(now), 0);
         }

@@ -27,7 +27,10 @@
 //!   connection lost) are counted in [`KafkaCounters::client_errors`]; the
 //!   records stay queued and are retried.
 //! - A fatal producer error (the idempotent producer can no longer keep
-//!   its guarantee) makes `write_batch` fail with a permanent error.
+//!   its guarantee, e.g. a restarted broker forgot its producer id while a
+//!   batch was being retried) fails what the producer holds (counted as
+//!   failed, with the reason) and makes `write_batch` fail with a
+//!   permanent error.
 //! - Shutdown flushes until the runtime's deadline; what is still
 //!   unacknowledged is reported by the runtime as `dropped_shutdown`.
 //! - A stalled cluster is a sink failure: when messages are in flight and

@@ -28,12 +28,13 @@ install -m 0755 "$target/libdplog.so" "$dest/lib/libdplog.so.$version"
 ln -sf "libdplog.so.$version" "$dest/lib/libdplog.so.$major"
 ln -sf "libdplog.so.$major" "$dest/lib/libdplog.so"
 install -m 0644 "$target/libdplog.a" "$dest/lib/libdplog.a"
-# Libs.private: the system libraries libdplog.a needs (librdkafka, libc,
-# ...), as rustc reports them for this build.
+# Libs.private: the system libraries libdplog.a needs (zlib and OpenSSL for
+# the librdkafka linked into it, libc, ...), as rustc reports them for this
+# build; the fallback is what this build needs on Debian 12.
 flag=(); [ "$profile" = release ] && flag=(--release)
 private=$(cargo rustc --locked -p dplog-ffi --lib "${flag[@]}" --crate-type staticlib \
   -- --print native-static-libs 2>&1 | sed -n 's/.*native-static-libs: //p' | tail -1)
-[ -n "$private" ] || private="-lgcc_s -lutil -lrt -lpthread -lm -ldl -lc"
+[ -n "$private" ] || private="-lz -lssl -lcrypto -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc"
 sed -e "s|@PREFIX@|$prefix|" -e "s|@VERSION@|$version|" \
     -e "s|@LIBS_PRIVATE@|$private|" \
     ffi/dplog.pc.in > "$dest/lib/pkgconfig/dplog.pc"

@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
 # One-time set-up on a fresh Debian machine with a Rust toolchain (rustup):
-# the system packages the build and the tests need, then every crate fetched.
-# Idempotent: a second run only checks.
+# the system packages the build and the tests need, the Kafka broker of the
+# Kafka tests, then every crate fetched. Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Package                 needed by
-#   pkg-config, gcc, g++, make   C ABI tests (g++: the header as C++), examples, dpdk-sys, rdkafka
+#   pkg-config, gcc, g++, make   C ABI tests (g++: the header as C++), examples, dpdk-sys,
+#                           rdkafka (builds its bundled librdkafka with configure + make)
 #   valgrind                C ABI: one run of the C tests under memcheck
 #   libdpdk-dev             DPDK 22.11: dpdk-sys, `dpdk` features, examples/c DPDK example
 #   libpcap-dev             DPDK's net_pcap vdev in the reference-nat tests
-#   librdkafka-dev          the Kafka sink (rdkafka, dynamic linking)
+#   zlib1g-dev, libssl-dev  the Kafka sink: zlib and OpenSSL for the bundled librdkafka (linked statically)
 #   rsyslog                 syslog sink tests (each test starts its own rsyslogd on 127.0.0.1)
 #   rsyslog-relp            rsyslog's imrelp, the receiver of the syslog sink's RELP tests
 #   nfdump                  IPFIX checked by nfcapd/nfdump (the test starts its own nfcapd)
 #   tshark                  IPFIX checked by Wireshark's dissector
-packages=(pkg-config gcc g++ make valgrind libdpdk-dev libpcap-dev librdkafka-dev rsyslog rsyslog-relp nfdump)
+packages=(pkg-config gcc g++ make valgrind libdpdk-dev libpcap-dev zlib1g-dev libssl-dev rsyslog rsyslog-relp nfdump)
 recommended=(tshark)
 
 missing=()
@@ -36,5 +37,16 @@ command -v cargo >/dev/null || { echo "setup: cargo not found; install Rust with
 for c in rustfmt clippy; do
   rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c"
 done
+
+# The Kafka tests' real broker: tansu, a Kafka-protocol broker from
+# crates.io, run by the tests on 127.0.0.1 with its in-memory storage
+# (dynostore). About 20 minutes to build on 2 cores, once per machine.
+tansu_version=0.6.0
+if [ "$(tansu --version 2>/dev/null)" != "tansu $tansu_version" ] &&
+   [ "$("${CARGO_HOME:-$HOME/.cargo}/bin/tansu" --version 2>/dev/null)" != "tansu $tansu_version" ]; then
+  echo "setup: installing tansu $tansu_version (the Kafka tests' broker; about 20 minutes)"
+  cargo install tansu --version "$tansu_version" --features dynostore --locked
+fi
+
 cargo fetch --locked
 echo "setup: done"

@@ -12,8 +12,15 @@
 //! linger.ms 20; `packN` packs N lines per Kafka message
 //! (`lines_per_message`, newline-separated).
 //!
-//! Bounded: every case gets a fresh in-process mock cluster (its log lives
-//! in memory), dropped after the case.
+//! The same producer against a real broker: Tansu (crates.io `tansu`, a
+//! Kafka-protocol broker, installed by `scripts/setup.sh`) on 127.0.0.1
+//! with its in-memory storage, in the `sink_kafka_tansu` group (skipped,
+//! saying so, when tansu is not installed), with the same batches per
+//! iteration and 10 samples (the broker keeps every record in memory: a
+//! few hundred MB per case, freed when the case ends).
+//!
+//! Bounded: every case gets a fresh in-process mock cluster or a fresh
+//! tansu process (their logs live in memory), dropped after the case.
 
 use std::time::{Duration, Instant};
 
@@ -30,6 +37,83 @@ const BATCH_BYTES: usize = 256 * 1024;
 /// lines): long enough that the last batch's linger and ack round trip
 /// are a small part of an iteration.
 const BATCHES: usize = 32;
+
+/// A tansu broker on a free 127.0.0.1 port with in-memory storage and one
+/// 4-partition topic `bench`; killed when dropped.
+struct Tansu {
+    child: std::process::Child,
+    brokers: String,
+}
+
+impl Tansu {
+    /// `None` when tansu is not installed (on `PATH` or in
+    /// `~/.cargo/bin`).
+    fn start() -> Option<Tansu> {
+        let mut dirs: Vec<std::path::PathBuf> = std::env::var_os("PATH")
+            .map(|p| std::env::split_paths(&p).collect())
+            .unwrap_or_default();
+        if let Some(h) = std::env::var_os("HOME") {
+            dirs.push(std::path::PathBuf::from(h).join(".cargo/bin"));
+        }
+        let bin = dirs
+            .into_iter()
+            .map(|d| d.join("tansu"))
+            .find(|p| p.is_file())?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let url = format!("tcp://127.0.0.1:{port}");
+        let child = std::process::Command::new(&bin)
+            .args([
+                "broker",
+                "--listener-url",
+                &url,
+                "--advertised-listener-url",
+                &url,
+            ])
+            .args(["--storage-engine", "memory://tansu/", "--silent"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start tansu");
+        let t = Tansu {
+            child,
+            brokers: format!("127.0.0.1:{port}"),
+        };
+        let t0 = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "tansu did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let ok = std::process::Command::new(&bin)
+            .args([
+                "topic",
+                "create",
+                "--broker",
+                &url,
+                "--partitions",
+                "4",
+                "bench",
+            ])
+            .status()
+            .expect("tansu topic create")
+            .success();
+        assert!(ok, "tansu topic create failed");
+        Some(t)
+    }
+}
+
+impl Drop for Tansu {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
 
 /// Whole lines of at most 256 KiB and their count: the ~120-byte template
 /// line when `template`, else the default text layout.
@@ -105,32 +189,75 @@ fn bench(c: &mut Criterion) {
         }
         let mut sink = KafkaSink::new(o).expect("kafka sink");
         g.bench_function(name, |b| {
-            b.iter_custom(|iters| {
-                let t0 = Instant::now();
-                for _ in 0..iters {
-                    let mut acked = 0u64;
-                    for _ in 0..BATCHES {
-                        while sink.write_batch(&batch).is_err() {
-                            acked += sink.poll().delivered_records;
-                        }
-                        acked += sink.poll().delivered_records;
-                    }
-                    while acked < per_iter {
-                        let p = sink.poll();
-                        assert_eq!(p.failed_records, 0);
-                        acked += p.delivered_records;
-                        std::thread::sleep(Duration::from_micros(200));
-                    }
-                    assert_eq!(acked, per_iter, "acknowledged more records than sent");
-                }
-                t0.elapsed()
-            })
+            b.iter_custom(|iters| time_acked(&mut sink, &batch, BATCHES, per_iter, iters))
         });
         sink.close().unwrap();
         drop(sink);
         drop(cluster);
     }
     g.finish();
+
+    // The same producer against a real broker.
+    let tansu_cases: [(&str, KafkaKey, bool, usize); 3] = [
+        ("unkeyed_120B_defaults", KafkaKey::None, false, 1),
+        ("unkeyed_120B_tuned_pack16", KafkaKey::None, true, 16),
+        ("unkeyed_120B_tuned_pack64", KafkaKey::None, true, 64),
+    ];
+    let mut g = c.benchmark_group("sink_kafka_tansu");
+    g.sampling_mode(SamplingMode::Flat);
+    g.sample_size(10);
+    for (name, key, tune, pack) in tansu_cases {
+        let Some(broker) = Tansu::start() else {
+            eprintln!("sink_kafka_tansu skipped: tansu is not installed (scripts/setup.sh)");
+            break;
+        };
+        let (batch, lines) = text_batch(true);
+        let per_iter = (lines * BATCHES) as u64;
+        g.throughput(Throughput::Elements(per_iter));
+        let mut o = KafkaSinkOptions::new(broker.brokers.clone(), "bench");
+        o.key = key;
+        o.lines_per_message = pack;
+        if tune {
+            o.properties = tuned();
+        }
+        let mut sink = KafkaSink::new(o).expect("kafka sink");
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| time_acked(&mut sink, &batch, BATCHES, per_iter, iters))
+        });
+        sink.close().unwrap();
+        drop(sink);
+        drop(broker);
+    }
+    g.finish();
+}
+
+/// `iters` times: `batches` copies of `batch` written, then waited for
+/// until every record is acknowledged; the elapsed time.
+fn time_acked(
+    sink: &mut KafkaSink,
+    batch: &[u8],
+    batches: usize,
+    per_iter: u64,
+    iters: u64,
+) -> Duration {
+    let t0 = Instant::now();
+    for _ in 0..iters {
+        let mut acked = 0u64;
+        for _ in 0..batches {
+            while sink.write_batch(batch).is_err() {
+                acked += sink.poll().delivered_records;
+            }
+            acked += sink.poll().delivered_records;
+        }
+        while acked < per_iter {
+            let p = sink.poll();
+            assert_eq!(p.failed_records, 0);
+            acked += p.delivered_records;
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        assert_eq!(acked, per_iter, "acknowledged more records than sent");
+    }
+    t0.elapsed()
 }
 
 criterion_group! {

@@ -20,6 +20,17 @@
 //!   outage delays records instead of failing them.
 //! - A record larger than `message.max.bytes` is rejected alone (counted as
 //!   failed); the rest of its batch goes on.
+//! - Records that fail for good (rejected, or a delivery error such as
+//!   `Local: Unknown topic` once librdkafka stops waiting for a missing
+//!   topic) are announced on stderr with the reason, at most every 5 s,
+//!   and kept in [`KafkaSink::last_error`]. Client-wide errors (a broker
+//!   connection lost) are counted in [`KafkaCounters::client_errors`]; the
+//!   records stay queued and are retried.
+//! - A fatal producer error (the idempotent producer can no longer keep
+//!   its guarantee, e.g. a restarted broker forgot its producer id while a
+//!   batch was being retried) fails what the producer holds (counted as
+//!   failed, with the reason) and makes `write_batch` fail with a
+//!   permanent error.
 //! - Shutdown flushes until the runtime's deadline; what is still
 //!   unacknowledged is reported by the runtime as `dropped_shutdown`.
 //! - A stalled cluster is a sink failure: when messages are in flight and
@@ -174,6 +185,9 @@ pub struct KafkaCounters {
     /// Drop-report lines whose delivery failed or that were rejected at
     /// produce time (left out of `failed` and `rejected`).
     pub reports_failed: AtomicU64,
+    /// Client-wide errors librdkafka reported (a broker connection lost,
+    /// all brokers down, ...); the records stay queued and are retried.
+    pub client_errors: AtomicU64,
 }
 
 fn bump(c: &AtomicU64, n: u64) {
@@ -204,10 +218,40 @@ fn unpack_opaque(v: usize) -> (u64, u64) {
 
 struct Ctx {
     counters: Arc<KafkaCounters>,
+    /// The last reason a record failed (delivery error or rejection).
     last_error: Mutex<Option<String>>,
+    /// The last client-wide error.
+    last_client_error: Mutex<Option<String>>,
+    /// Callbacks run (delivery reports, client errors): `serve` polls until
+    /// a poll runs none.
+    served: AtomicU64,
+    /// librdkafka reported a fatal error: 1 until `serve` purged the
+    /// producer's queues, then 2.
+    fatal: AtomicU64,
 }
 
-impl ClientContext for Ctx {}
+impl ClientContext for Ctx {
+    /// librdkafka's log lines are counted as served events only (the
+    /// errors that matter arrive through `error` and the delivery reports).
+    fn log(&self, _level: rdkafka::config::RDKafkaLogLevel, _fac: &str, _msg: &str) {
+        bump(&self.served, 1);
+    }
+    /// Client-wide errors (broker connection lost, all brokers down, ...):
+    /// counted, and kept as the last error.
+    fn error(&self, error: KafkaError, reason: &str) {
+        bump(&self.served, 1);
+        bump(&self.counters.client_errors, 1);
+        if matches!(error, KafkaError::Global(RDKafkaErrorCode::Fatal))
+            && KafkaCounters::get(&self.fatal) == 0
+        {
+            // Relaxed: read by the same (consumer) thread in `serve`.
+            self.fatal.store(1, Ordering::Relaxed);
+        }
+        if let Ok(mut g) = self.last_client_error.lock() {
+            *g = Some(format!("{error}: {reason}"));
+        }
+    }
+}
 
 impl ProducerContext for Ctx {
     /// Records in the message and their formatted bytes (payload plus the
@@ -215,6 +259,7 @@ impl ProducerContext for Ctx {
     type DeliveryOpaque = usize;
 
     fn delivery(&self, r: &DeliveryResult<'_>, opaque: usize) {
+        bump(&self.served, 1);
         let (records, bytes) = unpack_opaque(opaque);
         match r {
             Ok(_) if records == 0 => {
@@ -228,8 +273,12 @@ impl ProducerContext for Ctx {
             }
             Err((e, _)) => {
                 bump(&self.counters.failed, records);
-                if let Ok(mut g) = self.last_error.lock() {
-                    *g = Some(e.to_string());
+                // After a fatal error its reason stays the last error (the
+                // purge that follows fails the rest as "purged").
+                if KafkaCounters::get(&self.fatal) != 2 {
+                    if let Ok(mut g) = self.last_error.lock() {
+                        *g = Some(e.to_string());
+                    }
                 }
             }
         }
@@ -266,6 +315,9 @@ pub struct KafkaSink {
     waiting_since: Option<Instant>,
     /// Delivery reports seen (acked + failed) at the last stall check.
     reports_seen: u64,
+    /// When failed records were last announced on stderr, and how many
+    /// failed since.
+    fail_note: (Option<Instant>, u64),
 }
 
 /// `bytes * part / whole` without overflow (`whole` > 0): the bytes of
@@ -273,6 +325,11 @@ pub struct KafkaSink {
 fn share(bytes: u64, part: u64, whole: u64) -> u64 {
     (u128::from(bytes) * u128::from(part) / u128::from(whole)) as u64
 }
+
+/// Most librdkafka events one `serve` handles (each a delivery report of
+/// one or more messages, or an error), so a flood cannot hold the consumer
+/// thread.
+const MAX_EVENTS_PER_SERVE: usize = 10_000;
 
 fn kerr(e: KafkaError) -> io::Error {
     io::Error::other(e.to_string())
@@ -316,6 +373,9 @@ impl KafkaSink {
         let ctx = Ctx {
             counters: counters.clone(),
             last_error: Mutex::new(None),
+            last_client_error: Mutex::new(None),
+            served: AtomicU64::new(0),
+            fatal: AtomicU64::new(0),
         };
         let producer: BaseProducer<Ctx> = c
             .create_with_context(ctx)
@@ -333,14 +393,44 @@ impl KafkaSink {
             closed: false,
             waiting_since: None,
             reports_seen: 0,
+            fail_note: (None, 0),
         })
+    }
+
+    /// Serves every delivery report and client error librdkafka has queued,
+    /// without waiting (one `poll` serves one event).
+    ///
+    /// After a fatal error the producer will never deliver what it holds:
+    /// its queues are purged once, so those records fail now (counted, with
+    /// the reason) instead of waiting for the shutdown deadline.
+    fn serve(&self) {
+        let ctx = self.producer.context();
+        for _ in 0..MAX_EVENTS_PER_SERVE {
+            let before = KafkaCounters::get(&ctx.served);
+            self.producer.poll(Duration::ZERO);
+            if KafkaCounters::get(&ctx.served) == before {
+                break;
+            }
+        }
+        if KafkaCounters::get(&ctx.fatal) == 1 {
+            // Relaxed: consumer thread only (see `Ctx::fatal`).
+            ctx.fatal.store(2, Ordering::Relaxed);
+            if let Some((code, why)) = self.producer.client().fatal_error() {
+                if let Ok(mut g) = ctx.last_error.lock() {
+                    *g = Some(format!("fatal producer error: {code}: {why}"));
+                }
+            }
+            self.producer
+                .purge(rdkafka::producer::PurgeConfig::default().queue().inflight());
+            self.serve();
+        }
     }
 
     /// Serves delivery reports and updates the stall clock: it restarts on
     /// every new delivery report and stops while nothing is in flight.
     /// Returns how long the in-flight messages have waited for a report.
     fn stall_check(&mut self, now: Instant) -> Duration {
-        self.producer.poll(Duration::ZERO);
+        self.serve();
         let c = &self.counters;
         let seen = KafkaCounters::get(&c.acked)
             + KafkaCounters::get(&c.failed)
@@ -356,6 +446,29 @@ impl KafkaSink {
             .map_or(Duration::ZERO, |t| now.saturating_duration_since(t))
     }
 
+    /// Announces records that failed for good on stderr with librdkafka's
+    /// reason (e.g. `Local: Unknown topic`), at most every 5 s.
+    fn note_failures(&mut self, new: u64) {
+        self.fail_note.1 += new;
+        let now = Instant::now();
+        let due = self
+            .fail_note
+            .0
+            .map_or(true, |t| now.duration_since(t) >= Duration::from_secs(5));
+        if self.fail_note.1 > 0 && due {
+            dplog_core::diag_line!(
+                "dplog: sink {}: {} records not delivered (dropped): {}",
+                self.describe(),
+                self.fail_note.1,
+                self.producer.client().fatal_error().map_or_else(
+                    || self.last_error().unwrap_or_default(),
+                    |(c, m)| format!("fatal producer error: {c}: {m}")
+                )
+            );
+            self.fail_note = (Some(now), 0);
+        }
+    }
+
     /// A handle on the counters.
     pub fn counters(&self) -> Arc<KafkaCounters> {
         self.counters.clone()
@@ -366,6 +479,17 @@ impl KafkaSink {
         self.producer
             .context()
             .last_error
+            .lock()
+            .ok()
+            .and_then(|g| g.clone())
+    }
+
+    /// The last client-wide error librdkafka reported (a broker
+    /// connection lost, all brokers down, ...), if any.
+    pub fn last_client_error(&self) -> Option<String> {
+        self.producer
+            .context()
+            .last_client_error
             .lock()
             .ok()
             .and_then(|g| g.clone())
@@ -501,7 +625,27 @@ impl Sink for KafkaSink {
                         bump(&self.counters.rejected, 1);
                         sent += 1;
                     }
+                    if let Ok(mut g) = self.producer.context().last_error.lock() {
+                        *g = Some(format!(
+                            "a {}-byte record is larger than message.max.bytes",
+                            payload.len()
+                        ));
+                    }
                     at = last + 1;
+                }
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::Fatal), _)) => {
+                    // The producer is unusable for good (an idempotence
+                    // guarantee it can no longer keep): retrying would
+                    // never end.
+                    self.resume = Some((fp, at, sent));
+                    let why = self
+                        .producer
+                        .client()
+                        .fatal_error()
+                        .map_or_else(|| "unknown".to_string(), |(c, m)| format!("{c}: {m}"));
+                    return Err(SinkError::Permanent(io::Error::other(format!(
+                        "kafka producer failed for good: {why}"
+                    ))));
                 }
                 Err((e, _)) => {
                     self.resume = Some((fp, at, sent));
@@ -517,21 +661,22 @@ impl Sink for KafkaSink {
     }
 
     fn flush(&mut self) -> Result<(), SinkError> {
-        self.producer.poll(Duration::ZERO);
+        self.serve();
         Ok(())
     }
 
     fn tick(&mut self, _now: Instant) -> Result<(), SinkError> {
-        self.producer.poll(Duration::ZERO);
+        self.serve();
         Ok(())
     }
 
     fn poll(&mut self) -> Progress {
-        self.producer.poll(Duration::ZERO);
+        self.serve();
         let c = &self.counters;
         let acked = KafkaCounters::get(&c.acked);
         let bytes = KafkaCounters::get(&c.acked_bytes);
         let failed = KafkaCounters::get(&c.failed) + KafkaCounters::get(&c.rejected);
+        self.note_failures(failed - self.reported.2);
         let b = &mut self.backlog;
         b.0 += acked - self.reported.0;
         b.1 += bytes - self.reported.1;
@@ -581,7 +726,7 @@ impl Sink for KafkaSink {
         // What is still queued is reported by the runtime as not delivered
         // at shutdown (`dropped_shutdown`); dropping the producer purges it.
         self.closed = true;
-        self.producer.poll(Duration::ZERO);
+        self.serve();
         Ok(())
     }
 

@@ -1,6 +1,7 @@
 //! Fan-out and failover over real file sinks, and with a Kafka sink
-//! against librdkafka's mock cluster (the real Kafka protocol on loopback)
-//! or a loopback port nothing listens on.
+//! against librdkafka's mock cluster (the real Kafka protocol on loopback),
+//! a real broker (tansu, see `tests/kafka.rs`) or a loopback port nothing
+//! listens on.
 
 mod common;
 
@@ -9,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use dplog_core::{Logger, LoggerConfig, Sink, Stats};
-use dplog_sinks::{BoxSink, Failover, FanOut, FileSink, KafkaKey, KafkaSink, KafkaSinkOptions};
+use dplog_sinks::{
+    BoxSink, Failover, FanOut, FileSink, KafkaCounters, KafkaKey, KafkaSink, KafkaSinkOptions,
+};
 use rdkafka::mocking::MockCluster;
 
 #[test]
@@ -334,6 +337,76 @@ fn failover_engages_when_the_mock_broker_stops_and_fails_back_without_loss() {
     assert_eq!(s.written_records, 4000, "{s:?}");
     assert_eq!(s.dropped_sink + s.dropped_shutdown, 0, "{s:?}");
     assert_books_balance(&s);
+    let file = parse_lines(&std::fs::read(&c).unwrap());
+    assert_eq!(file, (2000..3000).map(|i| (0, i)).collect::<Vec<_>>());
+}
+
+/// A real broker killed (SIGKILL) and never restarted: the records it
+/// acknowledged are written (and were on the broker), the ones Kafka held
+/// when it stalled are counted `dropped_shutdown` (never acknowledged, not
+/// re-sent to the secondary), and every later one is in the file.
+#[test]
+fn failover_to_a_file_when_the_real_broker_is_killed_counts_every_record() {
+    let Some(mut broker) = Tansu::start() else {
+        return;
+    };
+    broker.create_topic("fo", 3);
+    let dir = tempfile::tempdir().unwrap();
+    let c = dir.path().join("c.log");
+    let primary = kafka(&broker.brokers, "fo", 300);
+    let kc = primary.counters();
+    let f = Failover::new(
+        Box::new(primary),
+        Box::new(FileSink::open(&c).unwrap()),
+        Duration::from_millis(100),
+    );
+    let k = f.counters();
+    let logger = Logger::start(
+        LoggerConfig {
+            shutdown_timeout_ms: 1_000,
+            ..Default::default()
+        },
+        SeqLine { line_len: 60 },
+        f,
+    )
+    .unwrap();
+    let mut p = logger.producer().unwrap();
+    log_range(&mut p, 0..1000);
+    let s = wait_for(&logger, 60, |s| s.written_records == 1000);
+    assert_eq!(s.written_records, 1000, "acknowledged by the broker: {s:?}");
+    let on_broker = parse_lines(
+        &consume_topic(&broker.brokers, "fo", 3, 1000)
+            .into_iter()
+            .flat_map(|(_, mut v)| {
+                v.push(b'\n');
+                v
+            })
+            .collect::<Vec<u8>>(),
+    );
+    assert_complete_and_ordered(&on_broker, 1, 1000);
+    broker.kill();
+    // Taken by Kafka (nothing was in flight), never acknowledged.
+    log_range(&mut p, 1000..2000);
+    let s = wait_for(&logger, 30, |s| s.sink_pending == 1000);
+    assert_eq!(s.sink_pending, 1000, "{s:?}");
+    // Longer than ack_timeout_ms: the next batches go to the file.
+    std::thread::sleep(Duration::from_millis(600));
+    log_range(&mut p, 2000..3000);
+    let s = wait_for(&logger, 30, |s| s.written_records == 2000);
+    assert_eq!(s.written_records, 2000, "the file took 2000..3000: {s:?}");
+    assert_books_balance(&s);
+    drop(p);
+    let s = match logger.shutdown() {
+        Ok(s) => s,
+        Err((s, _)) => s,
+    };
+    assert_eq!(k.failovers.load(Ordering::Relaxed), 1);
+    assert_eq!(k.failbacks.load(Ordering::Relaxed), 0);
+    assert_eq!(s.written_records, 2000, "{s:?}");
+    assert_eq!(s.dropped_shutdown, 1000, "held by Kafka: {s:?}");
+    assert_eq!(s.dropped_sink, 0, "{s:?}");
+    assert_books_balance(&s);
+    assert_eq!(KafkaCounters::get(&kc.acked), 1000);
     let file = parse_lines(&std::fs::read(&c).unwrap());
     assert_eq!(file, (2000..3000).map(|i| (0, i)).collect::<Vec<_>>());
 }

@@ -206,15 +206,20 @@ pub fn compliance_with<S: Sink>(
 pub type Msg = (Vec<u8>, Vec<u8>);
 
 /// Every message of `topic` (partitions `0..partitions`, from the start), as
-/// `(key, payload)`, partition by partition; waits for `n` lines (or 20 s).
+/// `(key, payload)`, partition by partition: waits for `n` lines (or 30 s),
+/// then reads on until every partition reports its end, so messages beyond
+/// the `n` expected (duplicates) are returned too.
 pub fn consume_topic(brokers: &str, topic: &str, partitions: i32, n: u64) -> Vec<Msg> {
     use rdkafka::consumer::Consumer;
+    use rdkafka::error::KafkaError;
     use rdkafka::Message;
+    use std::collections::HashSet;
     use std::time::{Duration, Instant};
     let c: rdkafka::consumer::BaseConsumer = rdkafka::config::ClientConfig::new()
         .set("bootstrap.servers", brokers)
         .set("group.id", "dplog-test")
         .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "true")
         .create()
         .unwrap();
     let mut tpl = rdkafka::TopicPartitionList::new();
@@ -224,18 +229,36 @@ pub fn consume_topic(brokers: &str, topic: &str, partitions: i32, n: u64) -> Vec
     }
     c.assign(&tpl).unwrap();
     let mut by_part: HashMap<i32, Vec<Msg>> = HashMap::new();
+    // Partitions read to their end (since their last message).
+    let mut at_end: HashSet<i32> = HashSet::new();
     let mut got = 0u64;
     let t0 = Instant::now();
-    while got < n && t0.elapsed() < Duration::from_secs(20) {
-        if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
-            by_part.entry(m.partition()).or_default().push((
-                m.key().unwrap_or_default().to_vec(),
-                m.payload().unwrap_or_default().to_vec(),
-            ));
-            // Lines, not messages: a packed message holds several.
-            got += m
-                .payload()
-                .map_or(0, |p| memchr::memchr_iter(b'\n', p).count() as u64 + 1);
+    let mut reached: Option<Instant> = None;
+    loop {
+        if got >= n {
+            let r = *reached.get_or_insert_with(Instant::now);
+            if at_end.len() as i32 == partitions || r.elapsed() > Duration::from_secs(10) {
+                break;
+            }
+        } else if t0.elapsed() > Duration::from_secs(30) {
+            break;
+        }
+        match c.poll(Duration::from_millis(100)) {
+            Some(Ok(m)) => {
+                at_end.remove(&m.partition());
+                by_part.entry(m.partition()).or_default().push((
+                    m.key().unwrap_or_default().to_vec(),
+                    m.payload().unwrap_or_default().to_vec(),
+                ));
+                // Lines, not messages: a packed message holds several.
+                got += m
+                    .payload()
+                    .map_or(0, |p| memchr::memchr_iter(b'\n', p).count() as u64 + 1);
+            }
+            Some(Err(KafkaError::PartitionEOF(p))) => {
+                at_end.insert(p);
+            }
+            _ => {}
         }
     }
     let mut parts: Vec<_> = by_part.into_iter().collect();
@@ -370,5 +393,163 @@ impl Drop for Tmpfs {
         let _ = std::process::Command::new("umount")
             .arg(self.dir.path())
             .status();
+    }
+}
+
+/// A real Kafka-protocol broker for the tests: Tansu (crates.io `tansu`,
+/// installed by `scripts/setup.sh`) on 127.0.0.1 with its in-memory
+/// storage, killed (SIGKILL) when dropped.
+pub struct Tansu {
+    bin: std::path::PathBuf,
+    child: Option<std::process::Child>,
+    /// TCP port on 127.0.0.1.
+    pub port: u16,
+    /// `bootstrap.servers` for librdkafka: `127.0.0.1:PORT`.
+    pub brokers: String,
+    /// Where the broker's stdout and stderr go (kept for failures).
+    dir: tempfile::TempDir,
+}
+
+/// The `tansu` binary: on `PATH`, else in `$CARGO_HOME/bin` or
+/// `~/.cargo/bin` (where `cargo install` puts it).
+fn tansu_bin() -> Option<std::path::PathBuf> {
+    let mut dirs: Vec<std::path::PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    if let Some(h) = std::env::var_os("CARGO_HOME") {
+        dirs.push(std::path::PathBuf::from(h).join("bin"));
+    }
+    if let Some(h) = std::env::var_os("HOME") {
+        dirs.push(std::path::PathBuf::from(h).join(".cargo/bin"));
+    }
+    dirs.into_iter()
+        .map(|d| d.join("tansu"))
+        .find(|p| p.is_file())
+}
+
+/// A loopback port nothing listens on (one the kernel just gave out, closed
+/// again).
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+impl Tansu {
+    /// The broker for a test, or `None` after printing why it is skipped:
+    /// tansu is not installed. Under `CI=true` a missing tansu fails the
+    /// test instead (CI runs `scripts/setup.sh`, which installs it).
+    pub fn available() -> Option<std::path::PathBuf> {
+        match tansu_bin() {
+            Some(b) => Some(b),
+            None if std::env::var("CI").is_ok_and(|v| v == "true") => panic!(
+                "tansu (the Kafka broker of the real-broker tests) is not installed: \
+                 run scripts/setup.sh (cargo install tansu --features dynostore --locked)"
+            ),
+            None => {
+                eprintln!(
+                    "SKIPPED: tansu is not installed (scripts/setup.sh installs it); \
+                     the real-broker Kafka test did not run"
+                );
+                None
+            }
+        }
+    }
+
+    /// Starts a broker on a free loopback port; `None` when tansu is not
+    /// installed (see [`Tansu::available`]).
+    pub fn start() -> Option<Tansu> {
+        let bin = Self::available()?;
+        let mut t = Tansu::stopped(bin, free_port());
+        t.restart();
+        Some(t)
+    }
+
+    /// A broker on `port` that is not running yet ([`Tansu::restart`]
+    /// starts it).
+    pub fn stopped(bin: std::path::PathBuf, port: u16) -> Tansu {
+        Tansu {
+            bin,
+            child: None,
+            port,
+            brokers: format!("127.0.0.1:{port}"),
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("tcp://127.0.0.1:{}", self.port)
+    }
+
+    /// Starts the broker (again, with empty storage) and waits until it
+    /// accepts connections (up to 60 s).
+    pub fn restart(&mut self) {
+        use std::time::{Duration, Instant};
+        assert!(self.child.is_none(), "tansu is already running");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("tansu.log"))
+            .unwrap();
+        let child = std::process::Command::new(&self.bin)
+            .args(["broker", "--listener-url", &self.url()])
+            .args(["--advertised-listener-url", &self.url()])
+            .args(["--storage-engine", "memory://tansu/"])
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start tansu broker");
+        self.child = Some(child);
+        let t0 = Instant::now();
+        loop {
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return;
+            }
+            if let Some(st) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("tansu exited ({st}) before listening:\n{}", self.log());
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "tansu did not listen on {} within 60 s:\n{}",
+                self.brokers,
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Kills the broker with SIGKILL (no clean shutdown) and reaps it.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Creates `topic` with `partitions` partitions (`tansu topic create`).
+    pub fn create_topic(&self, topic: &str, partitions: i32) {
+        let out = std::process::Command::new(&self.bin)
+            .args(["topic", "create", "--broker", &self.url()])
+            .args(["--partitions", &partitions.to_string(), topic])
+            .output()
+            .expect("run tansu topic create");
+        assert!(
+            out.status.success(),
+            "tansu topic create {topic}: {}\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// The broker's output so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("tansu.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Tansu {
+    fn drop(&mut self) {
+        self.kill();
     }
 }

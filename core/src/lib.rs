@@ -15,7 +15,12 @@
 macro_rules! diag_line {
     ($($arg:tt)*) => {{
         use ::std::io::Write as _;
-        let _ = ::std::writeln!(::std::io::stderr(), $($arg)*);
+        // Formatted first, then one `write_all`: stderr is unbuffered, so
+        // `writeln!` straight to it issues a write(2) per piece and a line
+        // could interleave with another thread's, or be read half-written.
+        let mut line = ::std::format!($($arg)*);
+        line.push('\n');
+        let _ = ::std::io::stderr().write_all(line.as_bytes());
     }};
 }
 

@@ -1199,9 +1199,6 @@ impl<T: Record> Consumer<T> {
         // Relaxed: published by the Release store of `stopped` below.
         sh.accepted_tail.store(self.cached_tail, Ordering::Relaxed);
         sh.bad_tail.store(bad_tail, Ordering::Relaxed);
-        // Release pairs with the Acquire loads of `stopped` in `backoff`,
-        // `Producer::is_stopped` and the snapshot (`RingStats::read`).
-        sh.stopped.store(true, Ordering::Release);
         let how = if bad_tail.wrapping_sub(self.cached_tail) as isize >= 0 {
             "a fill level above the capacity"
         } else {
@@ -1215,6 +1212,10 @@ impl<T: Record> Consumer<T> {
             sh.capacity,
             self.cached_tail.wrapping_sub(self.head)
         );
+        // After the line: whoever sees the ring stopped finds the line whole
+        // on stderr. Release pairs with the Acquire loads of `stopped` in `backoff`,
+        // `Producer::is_stopped` and the snapshot (`RingStats::read`).
+        sh.stopped.store(true, Ordering::Release);
     }
 
     /// True once this ring is stopped after a protocol violation (see the

@@ -349,21 +349,6 @@ fn log_keys_of(
     }
 }
 
-fn wait_for(
-    logger: &Logger<dplog_core::Nat44SessionRecord>,
-    secs: u64,
-    cond: impl Fn(&dplog_core::Stats) -> bool,
-) -> dplog_core::Stats {
-    let t0 = Instant::now();
-    loop {
-        let s = logger.stats();
-        if cond(&s) || t0.elapsed() > Duration::from_secs(secs) {
-            return s;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// `o` waiting up to 120 s (instead of librdkafka's 30 s) for a topic the
 /// broker does not know yet: a restarted in-memory broker has no topics
 /// until the test creates them again, which a loaded machine may delay.

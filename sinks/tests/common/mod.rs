@@ -604,3 +604,20 @@ impl Broker {
         }
     }
 }
+
+/// Waits up to `secs` for `cond` on the logger's counters (polling every
+/// 20 ms); the last counters read, whether or not `cond` held.
+pub fn wait_for(
+    logger: &Logger<Nat44SessionRecord>,
+    secs: u64,
+    cond: impl Fn(&Stats) -> bool,
+) -> Stats {
+    let t0 = std::time::Instant::now();
+    loop {
+        let s = logger.stats();
+        if cond(&s) || t0.elapsed() > std::time::Duration::from_secs(secs) {
+            return s;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

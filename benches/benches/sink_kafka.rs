@@ -24,7 +24,10 @@
 
 use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{
+    criterion_group, criterion_main, BenchmarkGroup, Criterion, SamplingMode, Throughput,
+};
 use dplog::formatters::{Format, FormatSpec, TextFormatter};
 use dplog::sinks::{KafkaKey, KafkaSink, KafkaSinkOptions};
 use dplog::{Formatter, Nat44SessionRecord, Sink};
@@ -176,23 +179,15 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("sink_kafka_records");
     g.sampling_mode(SamplingMode::Flat);
     for (name, template, key, tune, pack) in cases {
-        let (batch, lines) = text_batch(template);
-        let per_iter = (lines * BATCHES) as u64;
         let cluster = MockCluster::new(1).expect("mock cluster");
         cluster.create_topic("bench", 4, 1).expect("topic");
-        g.throughput(Throughput::Elements(per_iter));
-        let mut o = KafkaSinkOptions::new(cluster.bootstrap_servers(), "bench");
-        o.key = key;
-        o.lines_per_message = pack;
-        if tune {
-            o.properties = tuned();
-        }
-        let mut sink = KafkaSink::new(o).expect("kafka sink");
-        g.bench_function(name, |b| {
-            b.iter_custom(|iters| time_acked(&mut sink, &batch, BATCHES, per_iter, iters))
-        });
-        sink.close().unwrap();
-        drop(sink);
+        let case = Case {
+            template,
+            key,
+            tune,
+            pack,
+        };
+        bench_case(&mut g, name, cluster.bootstrap_servers(), case);
         drop(cluster);
     }
     g.finish();
@@ -211,24 +206,45 @@ fn bench(c: &mut Criterion) {
             eprintln!("sink_kafka_tansu skipped: tansu is not installed (scripts/setup.sh)");
             break;
         };
-        let (batch, lines) = text_batch(true);
-        let per_iter = (lines * BATCHES) as u64;
-        g.throughput(Throughput::Elements(per_iter));
-        let mut o = KafkaSinkOptions::new(broker.brokers.clone(), "bench");
-        o.key = key;
-        o.lines_per_message = pack;
-        if tune {
-            o.properties = tuned();
-        }
-        let mut sink = KafkaSink::new(o).expect("kafka sink");
-        g.bench_function(name, |b| {
-            b.iter_custom(|iters| time_acked(&mut sink, &batch, BATCHES, per_iter, iters))
-        });
-        sink.close().unwrap();
-        drop(sink);
+        let case = Case {
+            template: true,
+            key,
+            tune,
+            pack,
+        };
+        bench_case(&mut g, name, broker.brokers.clone(), case);
         drop(broker);
     }
     g.finish();
+}
+
+/// One producer setting: template lines (else the default text layout),
+/// the message key, the tuned properties (else the defaults) and the
+/// lines packed per message.
+struct Case {
+    template: bool,
+    key: KafkaKey,
+    tune: bool,
+    pack: usize,
+}
+
+/// Benchmarks `case` as `name` in `g`: a fresh sink on `brokers` (topic
+/// `bench`), `BATCHES` batches an iteration, closed after the case.
+fn bench_case(g: &mut BenchmarkGroup<'_, WallTime>, name: &str, brokers: String, case: Case) {
+    let (batch, lines) = text_batch(case.template);
+    let per_iter = (lines * BATCHES) as u64;
+    g.throughput(Throughput::Elements(per_iter));
+    let mut o = KafkaSinkOptions::new(brokers, "bench");
+    o.key = case.key;
+    o.lines_per_message = case.pack;
+    if case.tune {
+        o.properties = tuned();
+    }
+    let mut sink = KafkaSink::new(o).expect("kafka sink");
+    g.bench_function(name, |b| {
+        b.iter_custom(|iters| time_acked(&mut sink, &batch, BATCHES, per_iter, iters))
+    });
+    sink.close().unwrap();
 }
 
 /// `iters` times: `batches` copies of `batch` written, then waited for

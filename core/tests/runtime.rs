@@ -2,6 +2,7 @@
 //! exact accounting under both backpressure policies.
 
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use dplog_core::*;
@@ -36,17 +37,19 @@ fn split_reports(entries: Vec<(u64, u64)>) -> (Vec<(u64, u64)>, u64, usize) {
     (recs, dropped, reports)
 }
 
-/// Collects batches in memory; can be told to fail.
+/// Collects batches in memory; refuses every batch for good while `fail`
+/// is set.
 #[derive(Clone, Default)]
 struct Collect {
     bytes: Arc<Mutex<Vec<u8>>>,
     batches: Arc<Mutex<usize>>,
-    fail: bool,
+    fail: Arc<AtomicBool>,
     closed: Arc<Mutex<bool>>,
 }
 impl Sink for Collect {
     fn write_batch(&mut self, b: &[u8]) -> Result<Accepted, SinkError> {
-        if self.fail {
+        // Relaxed: a test switch; the logger's control channel orders it.
+        if self.fail.load(Ordering::Relaxed) {
             return Err(SinkError::Permanent(io::Error::other("injected")));
         }
         self.bytes.lock().unwrap().extend_from_slice(b);
@@ -182,10 +185,8 @@ fn drop_policy_counts_exactly_what_it_drops() {
 
 #[test]
 fn sink_errors_are_counted_as_drops_not_swallowed() {
-    let sink = Collect {
-        fail: true,
-        ..Default::default()
-    };
+    let sink = Collect::default();
+    sink.fail.store(true, Ordering::Relaxed);
     let logger = Logger::start(LoggerConfig::default(), Fixed, sink).unwrap();
     let mut prod = logger.producer().unwrap();
     for i in 0..1000 {
@@ -308,7 +309,7 @@ fn enqueue_to_write_latency_is_sampled_and_plausible() {
 /// whole records it wrote); takes every other batch.
 #[derive(Clone, Default)]
 struct KeepsHalfOfOne {
-    bytes: Arc<Mutex<Vec<u8>>>,
+    collect: Collect,
     calls: usize,
     kept: Option<Kept>,
 }
@@ -318,21 +319,20 @@ impl Sink for KeepsHalfOfOne {
         if self.calls == 3 {
             let records = (b.len() / 16) as u64 / 2;
             let bytes = records as usize * 16;
-            self.bytes.lock().unwrap().extend_from_slice(&b[..bytes]);
+            self.collect.write_batch(&b[..bytes])?;
             self.kept = Some(Kept { bytes, records });
             return Err(SinkError::Permanent(io::Error::other("injected")));
         }
-        self.bytes.lock().unwrap().extend_from_slice(b);
-        Ok(Accepted::Delivered)
+        self.collect.write_batch(b)
     }
     fn kept_of_refused(&mut self, _: &[u8], _: &[std::ops::Range<usize>]) -> Kept {
         self.kept.take().unwrap_or_default()
     }
     fn flush(&mut self) -> Result<(), SinkError> {
-        Ok(())
+        self.collect.flush()
     }
     fn close(&mut self) -> Result<(), SinkError> {
-        Ok(())
+        self.collect.close()
     }
 }
 
@@ -342,7 +342,7 @@ impl Sink for KeepsHalfOfOne {
 #[test]
 fn a_refused_batch_counts_what_the_sink_kept_and_the_gap_is_reported() {
     let sink = KeepsHalfOfOne::default();
-    let out = sink.bytes.clone();
+    let out = sink.collect.bytes.clone();
     let cfg = LoggerConfig {
         batch_bytes: MIN_BATCH_BYTES,
         ..Default::default()
@@ -369,36 +369,13 @@ fn a_refused_batch_counts_what_the_sink_kept_and_the_gap_is_reported() {
     assert!(recs.windows(2).all(|w| w[0].0 < w[1].0));
 }
 
-/// Refuses every batch for good while `fail` is set.
-#[derive(Clone, Default)]
-struct FailsWhile {
-    bytes: Arc<Mutex<Vec<u8>>>,
-    fail: Arc<std::sync::atomic::AtomicBool>,
-}
-impl Sink for FailsWhile {
-    fn write_batch(&mut self, b: &[u8]) -> Result<Accepted, SinkError> {
-        // Relaxed: a test switch; the logger's control channel orders it.
-        if self.fail.load(std::sync::atomic::Ordering::Relaxed) {
-            return Err(SinkError::Permanent(io::Error::other("injected")));
-        }
-        self.bytes.lock().unwrap().extend_from_slice(b);
-        Ok(Accepted::Delivered)
-    }
-    fn flush(&mut self) -> Result<(), SinkError> {
-        Ok(())
-    }
-    fn close(&mut self) -> Result<(), SinkError> {
-        Ok(())
-    }
-}
-
 /// Records dropped by the sink with no record after them: the drop report
 /// still reaches the sink once it takes writes, alone, by shutdown.
 #[test]
 fn a_sink_drop_with_nothing_after_it_is_still_reported() {
-    let sink = FailsWhile::default();
+    let sink = Collect::default();
     let (out, fail) = (sink.bytes.clone(), sink.fail.clone());
-    fail.store(true, std::sync::atomic::Ordering::Relaxed);
+    fail.store(true, Ordering::Relaxed);
     let logger = Logger::start(LoggerConfig::default(), Fixed, sink).unwrap();
     let mut prod = logger.producer().unwrap();
     for i in 0..100 {
@@ -411,7 +388,7 @@ fn a_sink_drop_with_nothing_after_it_is_still_reported() {
         let _ = logger.flush();
         std::thread::yield_now();
     }
-    fail.store(false, std::sync::atomic::Ordering::Relaxed);
+    fail.store(false, Ordering::Relaxed);
     let s = logger.shutdown().unwrap();
     assert_eq!((s.written_records, s.dropped_sink), (0, 100), "{s:?}");
     let entries = decode_raw(&out.lock().unwrap());

@@ -860,9 +860,15 @@ pub fn read_capture_max(
     Ok(st.stats)
 }
 
+// The pcapng writer the integration tests use (not part of the library).
+#[cfg(test)]
+#[path = "../tests/pcapng/mod.rs"]
+mod pcapng;
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pcapng::{epb, ng_block, shb};
     use std::io::Write;
 
     fn legacy_header(magic: u32, big_endian: bool, linktype: u32) -> Vec<u8> {
@@ -1257,27 +1263,6 @@ mod tests {
 
     // --- pcapng ------------------------------------------------------------
 
-    fn ng_block(block_type: u32, body: &[u8]) -> Vec<u8> {
-        let mut body = body.to_vec();
-        while body.len() % 4 != 0 {
-            body.push(0);
-        }
-        let len = (12 + body.len()) as u32;
-        let mut b = block_type.to_le_bytes().to_vec();
-        b.extend_from_slice(&len.to_le_bytes());
-        b.extend_from_slice(&body);
-        b.extend_from_slice(&len.to_le_bytes());
-        b
-    }
-
-    fn shb() -> Vec<u8> {
-        let mut body = 0x1A2B_3C4Du32.to_le_bytes().to_vec();
-        body.extend_from_slice(&1u16.to_le_bytes());
-        body.extend_from_slice(&0u16.to_le_bytes());
-        body.extend_from_slice(&(-1i64).to_le_bytes());
-        ng_block(0x0A0D_0D0A, &body)
-    }
-
     fn idb(linktype: u16, tsresol: Option<u8>) -> Vec<u8> {
         let mut body = linktype.to_le_bytes().to_vec();
         body.extend_from_slice(&0u16.to_le_bytes());
@@ -1289,16 +1274,6 @@ mod tests {
             body.extend_from_slice(&[0, 0, 0, 0]); // opt_endofopt
         }
         ng_block(1, &body)
-    }
-
-    fn epb(if_id: u32, ts: u64, data: &[u8], caplen: u32, origlen: u32) -> Vec<u8> {
-        let mut body = if_id.to_le_bytes().to_vec();
-        body.extend_from_slice(&((ts >> 32) as u32).to_le_bytes());
-        body.extend_from_slice(&(ts as u32).to_le_bytes());
-        body.extend_from_slice(&caplen.to_le_bytes());
-        body.extend_from_slice(&origlen.to_le_bytes());
-        body.extend_from_slice(data);
-        ng_block(6, &body)
     }
 
     #[test]

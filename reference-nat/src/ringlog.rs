@@ -343,18 +343,24 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_burst_end_publishes_once_every_publish_bursts_bursts() {
-        let dir = tempfile::tempdir().unwrap();
-        let logger = Logger::<NatRecord>::start(
+    /// A logger of NAT records to a file sink at `path`, publishing every
+    /// `NAT_BURST` records.
+    fn burst_logger(path: impl AsRef<std::path::Path>) -> Logger<NatRecord> {
+        Logger::<NatRecord>::start(
             LoggerConfig {
                 publish_every: NAT_BURST,
                 ..Default::default()
             },
             FormatConfig::default().nat_formatter().unwrap(),
-            FileSink::open(dir.path().join("bursts.log")).unwrap(),
+            FileSink::open(path).unwrap(),
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn a_burst_end_publishes_once_every_publish_bursts_bursts() {
+        let dir = tempfile::tempdir().unwrap();
+        let logger = burst_logger(dir.path().join("bursts.log"));
         let mut producer = logger.producer().unwrap();
         {
             let mut log = RingLog::new(Some(&mut producer));
@@ -393,15 +399,7 @@ mod tests {
     fn records_are_published_at_the_burst_or_the_flush_and_all_written() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ringlog.log");
-        let logger = Logger::<NatRecord>::start(
-            LoggerConfig {
-                publish_every: NAT_BURST,
-                ..Default::default()
-            },
-            FormatConfig::default().nat_formatter().unwrap(),
-            FileSink::open(&path).unwrap(),
-        )
-        .unwrap();
+        let logger = burst_logger(&path);
         let mut producer = logger.producer().unwrap();
         {
             let mut log = RingLog::new(Some(&mut producer));
@@ -536,15 +534,7 @@ mod tests {
     #[test]
     fn session_creates_and_deletes_enqueued_reach_the_tally_at_each_publication() {
         let dir = tempfile::tempdir().unwrap();
-        let logger = Logger::<NatRecord>::start(
-            LoggerConfig {
-                publish_every: NAT_BURST,
-                ..Default::default()
-            },
-            FormatConfig::default().nat_formatter().unwrap(),
-            FileSink::open(dir.path().join("tally.log")).unwrap(),
-        )
-        .unwrap();
+        let logger = burst_logger(dir.path().join("tally.log"));
         let mut producer = logger.producer().unwrap();
         let tally = SessionTally::default();
         {

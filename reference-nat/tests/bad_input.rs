@@ -9,6 +9,9 @@ use dplog::formatters::Format;
 use dplog_nat::app::{run, AppConfig, RunError, Summary};
 use dplog_nat::InputErrorKind;
 
+mod pcapng;
+use pcapng::{epb, idb, ng_block, shb};
+
 fn shared(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../shared/pcaps")
@@ -372,54 +375,7 @@ fn an_input_refused_at_its_header_opens_no_log() {
     assert!(out.exists());
 }
 
-// --- pcapng, written by hand (little-endian): the tests need blocks that
-// lie (undescribed interfaces, captured lengths above the wire or snap
-// length), which pcap-file's writer refuses to write.
-
-/// A pcapng block: type, total length, body padded to 32 bits, length.
-fn ng_block(block_type: u32, body: &[u8]) -> Vec<u8> {
-    let mut body = body.to_vec();
-    while body.len() % 4 != 0 {
-        body.push(0);
-    }
-    let len = (12 + body.len()) as u32;
-    let mut b = block_type.to_le_bytes().to_vec();
-    b.extend_from_slice(&len.to_le_bytes());
-    b.extend_from_slice(&body);
-    b.extend_from_slice(&len.to_le_bytes());
-    b
-}
-
-/// Section Header Block, version 1.0, section length unknown.
-fn shb() -> Vec<u8> {
-    let mut body = 0x1A2B_3C4Du32.to_le_bytes().to_vec();
-    body.extend_from_slice(&1u16.to_le_bytes());
-    body.extend_from_slice(&0u16.to_le_bytes());
-    body.extend_from_slice(&(-1i64).to_le_bytes());
-    ng_block(0x0A0D_0D0A, &body)
-}
-
-/// Interface Description Block: Ethernet, `snaplen`, microseconds.
-fn idb(snaplen: u32) -> Vec<u8> {
-    let mut body = 1u16.to_le_bytes().to_vec();
-    body.extend_from_slice(&0u16.to_le_bytes());
-    body.extend_from_slice(&snaplen.to_le_bytes());
-    ng_block(1, &body)
-}
-
-/// Enhanced Packet Block (type 6) on interface `if_id` at second `sec`
-/// (microsecond units), `data` whole, with the given captured and wire
-/// lengths.
-fn epb(if_id: u32, sec: u64, data: &[u8], caplen: u32, origlen: u32) -> Vec<u8> {
-    let ts = sec * 1_000_000;
-    let mut body = if_id.to_le_bytes().to_vec();
-    body.extend_from_slice(&((ts >> 32) as u32).to_le_bytes());
-    body.extend_from_slice(&(ts as u32).to_le_bytes());
-    body.extend_from_slice(&caplen.to_le_bytes());
-    body.extend_from_slice(&origlen.to_le_bytes());
-    body.extend_from_slice(data);
-    ng_block(6, &body)
-}
+// --- pcapng, written by hand (see `pcapng`).
 
 /// Obsolete Packet Block (type 2): 16-bit interface id, drops count.
 fn obsolete_pb(if_id: u16, sec: u64, data: &[u8]) -> Vec<u8> {
@@ -497,9 +453,9 @@ fn pcapng_and_pcap_count_a_caplen_above_the_snap_or_wire_length_alike() {
     );
     let mut ng = shb();
     ng.extend(idb(40));
-    ng.extend(epb(0, 1_700_000_000, &f1, n, n));
-    ng.extend(epb(0, 1_700_000_001, &liar, n, n - 6));
-    ng.extend(epb(0, 1_700_000_002, &f3, n, n));
+    ng.extend(epb(0, 1_700_000_000_000_000, &f1, n, n));
+    ng.extend(epb(0, 1_700_000_001_000_000, &liar, n, n - 6));
+    ng.extend(epb(0, 1_700_000_002_000_000, &f3, n, n));
     let ng = write(dir.path(), "snap.pcapng", &ng);
     let want = (2, vec![("translated_out".to_string(), 2)], 1, 0);
     for p in [classic, ng] {
@@ -522,16 +478,16 @@ fn every_pcapng_packet_block_is_translated_or_counted_skipped() {
     // Before any interface: a Simple Packet Block has no interface 0.
     b.extend(spb(&f(4100)));
     b.extend(idb(0));
-    b.extend(epb(0, 1_700_000_000, &f(4001), n, n));
-    b.extend(epb(5, 1_700_000_001, &f(4101), n, n)); // interface 5: none
-    b.extend(epb(0, 1_700_000_002, &f(4102), n, n - 6)); // caplen > wire
+    b.extend(epb(0, 1_700_000_000_000_000, &f(4001), n, n));
+    b.extend(epb(5, 1_700_000_001_000_000, &f(4101), n, n)); // interface 5: none
+    b.extend(epb(0, 1_700_000_002_000_000, &f(4102), n, n - 6)); // caplen > wire
     b.extend(obsolete_pb(0, 1_700_000_003, &f(4002)));
     b.extend(obsolete_pb(3, 1_700_000_004, &f(4103))); // interface 3: none
                                                        // A new section forgets the interfaces of the first.
     b.extend(shb());
-    b.extend(epb(0, 1_700_000_005, &f(4104), n, n));
+    b.extend(epb(0, 1_700_000_005_000_000, &f(4104), n, n));
     b.extend(idb(0));
-    b.extend(epb(0, 1_700_000_006, &f(4003), n, n));
+    b.extend(epb(0, 1_700_000_006_000_000, &f(4003), n, n));
     b.extend(spb(&f(4004)));
     let p = write(dir.path(), "mixed.pcapng", &b);
     let out = dir.path().join("mixed.log");

@@ -160,21 +160,34 @@ fn count_lines(data: &[u8]) -> (u64, u64, u64) {
     (lines, creates, deletes)
 }
 
-#[test]
-fn a_second_sigterm_exits_130_with_a_loss_line_that_matches_the_log() {
+/// A `dplog-nat` run (JSON summary, stdout and stderr piped) writing its
+/// file sink into a FIFO whose reader took `stall_after` bytes and stopped
+/// reading; returned once the consumer is blocked in `write(2)`.
+struct StalledRun {
+    /// The run's directory (`<name>.fifo`, `<name>.toml`).
+    _dir: tempfile::TempDir,
+    child: Child,
+    /// Tells the reader to read on, to the end.
+    go: mpsc::Sender<()>,
+    /// Everything the reader read, once the writer is gone.
+    all: mpsc::Receiver<Vec<u8>>,
+}
+
+/// Starts a [`StalledRun`] with a 1024-record ring and
+/// `[ring] shutdown_timeout_ms = shutdown_timeout_ms`, files named `name`.
+fn stalled_run(name: &str, shutdown_timeout_ms: u64, stall_after: usize) -> StalledRun {
     let dir = tempfile::tempdir().unwrap();
-    let fifo = dir.path().join("slow.fifo");
+    let fifo = dir.path().join(format!("{name}.fifo"));
     mkfifo(&fifo);
-    // The stop waits up to a minute for a sink that takes nothing, so the
-    // second signal finds the first one's shutdown under way.
+    let config = format!("{name}.toml");
     std::fs::write(
-        dir.path().join("slow.toml"),
-        "[ring]\ncapacity = 1024\nshutdown_timeout_ms = 60000\n",
+        dir.path().join(&config),
+        format!("[ring]\ncapacity = 1024\nshutdown_timeout_ms = {shutdown_timeout_ms}\n"),
     )
     .unwrap();
-    let (got, go, all) = stalling_reader(&fifo, 1 << 20);
+    let (got, go, all) = stalling_reader(&fifo, stall_after);
     let mut child = bin()
-        .args(["--config", "slow.toml", "-o", "slow.fifo"])
+        .args(["--config", &config, "-o", &format!("{name}.fifo")])
         .args(["--packets", "2000000000", "--new-session-share", "0.5"])
         .args(["--summary", "json"])
         .current_dir(dir.path())
@@ -185,15 +198,34 @@ fn a_second_sigterm_exits_130_with_a_loss_line_that_matches_the_log() {
     if got.recv_timeout(Duration::from_secs(20)).is_err() {
         let _ = child.kill();
         let _ = child.wait();
-        panic!("the reader did not get 1 MiB within 20 s");
+        panic!("the reader did not get {stall_after} bytes within 20 s");
     }
-    // The reader stopped: the pipe fills, the consumer blocks in write(2)
-    // and the worker waits on its full ring (sleeping between tries), so
-    // every counter holds still while the signals arrive.
     let pid = child.id();
     await_cond(&mut child, "consumer blocked in write(2)", || {
         thread_blocked_in(pid, Some("dplog-consumer"), libc::SYS_write)
     });
+    StalledRun {
+        _dir: dir,
+        child,
+        go,
+        all,
+    }
+}
+
+#[test]
+fn a_second_sigterm_exits_130_with_a_loss_line_that_matches_the_log() {
+    // The stop waits up to a minute for a sink that takes nothing, so the
+    // second signal finds the first one's shutdown under way. The reader
+    // stopped: the pipe fills, the consumer blocks in write(2) and the
+    // worker waits on its full ring (sleeping between tries), so every
+    // counter holds still while the signals arrive.
+    let StalledRun {
+        _dir,
+        mut child,
+        go,
+        all,
+    } = stalled_run("slow", 60_000, 1 << 20);
+    let pid = child.id();
     await_cond(&mut child, "worker waiting on a full ring", || {
         thread_blocked_in(pid, Some("dplog-nat"), libc::SYS_clock_nanosleep)
     });
@@ -270,33 +302,12 @@ fn a_second_sigterm_exits_130_with_a_loss_line_that_matches_the_log() {
 
 #[test]
 fn a_sink_blocked_in_write_does_not_hold_the_first_sigterm() {
-    let dir = tempfile::tempdir().unwrap();
-    let fifo = dir.path().join("stuck.fifo");
-    mkfifo(&fifo);
-    std::fs::write(
-        dir.path().join("stuck.toml"),
-        "[ring]\ncapacity = 1024\nshutdown_timeout_ms = 300\n",
-    )
-    .unwrap();
-    let (got, go, all) = stalling_reader(&fifo, 256 << 10);
-    let mut child = bin()
-        .args(["--config", "stuck.toml", "-o", "stuck.fifo"])
-        .args(["--packets", "2000000000", "--new-session-share", "0.5"])
-        .args(["--summary", "json"])
-        .current_dir(dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    if got.recv_timeout(Duration::from_secs(20)).is_err() {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("the reader did not get 256 KiB within 20 s");
-    }
-    let pid = child.id();
-    await_cond(&mut child, "consumer blocked in write(2)", || {
-        thread_blocked_in(pid, Some("dplog-consumer"), libc::SYS_write)
-    });
+    let StalledRun {
+        _dir,
+        child,
+        go,
+        all,
+    } = stalled_run("stuck", 300, 256 << 10);
     sigterm(&child);
     let (status, out, err) = wait_exit(child, "one SIGTERM, consumer blocked in write(2)");
     go.send(()).unwrap();

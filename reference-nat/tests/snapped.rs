@@ -9,6 +9,9 @@ use dplog_nat::app::{run, AppConfig};
 use dplog_nat::checksum::{internet_checksum, transport_checksum};
 use dplog_nat::{AllRecords, Nat44, NatConfig, Verdict, LINKTYPE_ETHERNET};
 
+mod pcapng;
+use pcapng::{epb, idb, shb};
+
 const INSIDE: u32 = 0x0A01_0203; // 10.1.2.3
 const REMOTE: u32 = 0xCB00_7109; // 203.0.113.9
 const SNAPLEN: usize = 64;
@@ -172,39 +175,15 @@ fn a_packet_cut_before_its_headers_end_is_snapped_not_malformed() {
 
 // --- pcapng written by hand, cut at a snap length of 64 -------------------
 
-fn ng_block(block_type: u32, body: &[u8]) -> Vec<u8> {
-    let mut body = body.to_vec();
-    while body.len() % 4 != 0 {
-        body.push(0);
-    }
-    let len = (12 + body.len()) as u32;
-    let mut b = block_type.to_le_bytes().to_vec();
-    b.extend_from_slice(&len.to_le_bytes());
-    b.extend_from_slice(&body);
-    b.extend_from_slice(&len.to_le_bytes());
-    b
-}
-
+/// A pcapng capture of `frames` (Ethernet, one microsecond apart), each cut
+/// to `snaplen` bytes.
 fn pcapng(frames: &[Vec<u8>], snaplen: usize) -> Vec<u8> {
-    let mut shb = 0x1A2B_3C4Du32.to_le_bytes().to_vec();
-    shb.extend_from_slice(&1u16.to_le_bytes());
-    shb.extend_from_slice(&0u16.to_le_bytes());
-    shb.extend_from_slice(&(-1i64).to_le_bytes());
-    let mut f = ng_block(0x0A0D_0D0A, &shb);
-    let mut idb = 1u16.to_le_bytes().to_vec(); // Ethernet
-    idb.extend_from_slice(&0u16.to_le_bytes());
-    idb.extend_from_slice(&(snaplen as u32).to_le_bytes());
-    f.extend(ng_block(1, &idb));
+    let mut f = shb();
+    f.extend(idb(snaplen as u32));
     for (i, w) in frames.iter().enumerate() {
         let ts = 1_700_000_000_000_000u64 + i as u64; // microseconds
         let cap = &w[..w.len().min(snaplen)];
-        let mut epb = 0u32.to_le_bytes().to_vec();
-        epb.extend_from_slice(&((ts >> 32) as u32).to_le_bytes());
-        epb.extend_from_slice(&(ts as u32).to_le_bytes());
-        epb.extend_from_slice(&(cap.len() as u32).to_le_bytes());
-        epb.extend_from_slice(&(w.len() as u32).to_le_bytes());
-        epb.extend_from_slice(cap);
-        f.extend(ng_block(6, &epb));
+        f.extend(epb(0, ts, cap, cap.len() as u32, w.len() as u32));
     }
     f
 }

@@ -6,7 +6,7 @@
 mod common;
 
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use dplog_core::{Logger, LoggerConfig, Sink, Stats};
@@ -135,22 +135,6 @@ fn log_range(
 ) {
     for i in r {
         assert!(p.log(rec(0, i)));
-    }
-}
-
-/// Waits up to `secs` for `cond` on the logger's counters.
-fn wait_for(
-    logger: &Logger<dplog_core::Nat44SessionRecord>,
-    secs: u64,
-    cond: impl Fn(&Stats) -> bool,
-) -> Stats {
-    let t0 = Instant::now();
-    loop {
-        let s = logger.stats();
-        if cond(&s) || t0.elapsed() > Duration::from_secs(secs) {
-            return s;
-        }
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

@@ -553,3 +553,71 @@ impl Drop for Tansu {
         self.kill();
     }
 }
+
+/// Which broker a Kafka scenario runs against.
+#[derive(Clone, Copy, Debug)]
+pub enum BrokerKind {
+    /// librdkafka's mock cluster: the Kafka protocol on loopback, in this
+    /// process.
+    Mock,
+    /// A real broker: [`Tansu`].
+    Tansu,
+}
+
+/// A running Kafka broker of either kind, with one topic of `partitions`
+/// partitions created; stopped when dropped.
+pub enum Broker {
+    Mock(rdkafka::mocking::MockCluster<'static, rdkafka::producer::DefaultProducerContext>),
+    Tansu(Tansu),
+}
+
+impl Broker {
+    /// Starts a broker of `kind` and creates `topic` on it; `None` (after
+    /// printing why) when `kind` is [`BrokerKind::Tansu`] and tansu is not
+    /// installed, a panic instead under `CI=true` (see [`Tansu::available`]).
+    pub fn start(kind: BrokerKind, topic: &str, partitions: i32) -> Option<Broker> {
+        let b = match kind {
+            BrokerKind::Mock => {
+                Broker::Mock(rdkafka::mocking::MockCluster::new(1).expect("mock cluster"))
+            }
+            BrokerKind::Tansu => Broker::Tansu(Tansu::start()?),
+        };
+        b.create_topic(topic, partitions);
+        Some(b)
+    }
+
+    /// `bootstrap.servers` for librdkafka.
+    pub fn brokers(&self) -> String {
+        match self {
+            Broker::Mock(m) => m.bootstrap_servers(),
+            Broker::Tansu(t) => t.brokers.clone(),
+        }
+    }
+
+    /// Creates `topic` with `partitions` partitions.
+    pub fn create_topic(&self, topic: &str, partitions: i32) {
+        match self {
+            Broker::Mock(m) => m
+                .create_topic(topic, partitions, 1)
+                .expect("create mock topic"),
+            Broker::Tansu(t) => t.create_topic(topic, partitions),
+        }
+    }
+}
+
+/// Waits up to `secs` for `cond` on the logger's counters (polling every
+/// 20 ms); the last counters read, whether or not `cond` held.
+pub fn wait_for(
+    logger: &Logger<Nat44SessionRecord>,
+    secs: u64,
+    cond: impl Fn(&Stats) -> bool,
+) -> Stats {
+    let t0 = std::time::Instant::now();
+    loop {
+        let s = logger.stats();
+        if cond(&s) || t0.elapsed() > std::time::Duration::from_secs(secs) {
+            return s;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

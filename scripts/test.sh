@@ -6,20 +6,20 @@ cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked
-# C ABI (issue 6): header up to date (part of cargo test above), C tests
+# C ABI: header up to date (part of cargo test above), C tests
 # under ASan+UBSan and valgrind, examples/c and the DPDK example built
 # through pkg-config against the installed library, and run.
 bash ffi/tests/c/run.sh
-# reference-nat's `dpdk` feature (issue 7): lint, then the net_pcap / net_null / net_ring tests
+# reference-nat's `dpdk` feature: lint, then the net_pcap / net_null / net_ring tests
 # (dpdk_multiprocess reserves hugepages as root, else skips saying why).
 cargo clippy -p dplog-nat --features dpdk --all-targets --locked -- -D warnings
 cargo test -p dplog-nat --features dpdk --locked --test dpdk --test dpdk_multiprocess
-# Rings (issue 3): loom models of the SPSC/MPSC index protocols, in their
+# Rings: loom models of the SPSC/MPSC index protocols, in their
 # own target directory so `--cfg loom` does not invalidate the main build
 # (a few seconds once compiled).
 RUSTFLAGS="--cfg loom" cargo test -p dplog-core --release --locked --test loom --target-dir target/loom
-# Rings (issue 3): the benches' dpdk feature (rte_ring peers) builds and lints.
+# Rings: the benches' dpdk feature (rte_ring peers) builds and lints.
 cargo clippy -p dplog-benches --features dpdk --all-targets --locked -- -D warnings
-# Rings (issue 3): the Prometheus listener (dplog-core feature `metrics`).
+# Rings: the Prometheus listener (dplog-core feature `metrics`).
 cargo clippy -p dplog-core --features metrics --all-targets --locked -- -D warnings
 cargo test -p dplog-core --features metrics --locked --lib --test metrics

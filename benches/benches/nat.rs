@@ -1,6 +1,6 @@
 //! The reference NAT44 (`dplog-nat`) translating 64-byte packets from
 //! memory, with logging off and on, at 0 %, 10 % and 100 % of packets
-//! opening a new session (issue 7, "Measured").
+//! opening a new session.
 //!
 //! Each iteration translates a fresh copy of 65,536 preloaded synthetic
 //! frames (1000 subscribers, 256 destinations, Ethernet + IPv4 + TCP / UDP /

@@ -1,4 +1,4 @@
-//! The reference NAT44 end to end, swept two ways (issue 7, "Measured"):
+//! The reference NAT44 end to end, swept two ways:
 //!
 //! 1. **pps against new-session share**, logging off and on. For each share
 //!    in `SHARES`, the `nat` bench's workload (65,536 preloaded 64-byte

@@ -1,4 +1,4 @@
-//! Each bad-input shape of issue 7 driven through the pcap path (two
+//! Each bad-input shape driven through the pcap path (two
 //! workers, so the dispatcher's parser sees it too): every one gives a
 //! counted verdict, no panic, and the good packets around it still work.
 

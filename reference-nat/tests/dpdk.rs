@@ -138,7 +138,7 @@ fn net_null_runs_to_a_packet_limit() {
 
 mod shapes;
 
-/// Every bad-input shape of issue 7 through the DPDK net_pcap path: the
+/// Every bad-input shape through the DPDK net_pcap path: the
 /// same counted verdicts as through the pcap path (tests/bad_shapes.rs),
 /// no crash, and only the translated packets are transmitted.
 #[test]

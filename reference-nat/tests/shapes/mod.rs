@@ -1,4 +1,4 @@
-//! The bad-input shapes of issue 7 as frames and a legacy pcap, shared by
+//! The bad-input shapes (malformed packets) as frames and a legacy pcap, shared by
 //! the pcap-path test (`bad_shapes.rs`) and the DPDK net_pcap-path test
 //! (`dpdk.rs`), with the verdict each one must get.
 #![allow(dead_code)]

@@ -247,6 +247,7 @@ pub struct MmapSinkConfig {
     /// Segment file name prefix. Default `dplog`.
     pub prefix: String,
     /// Segment size, a multiple of 4096, at least 65536. Default 64 MiB.
+    #[serde(deserialize_with = "segment_bytes_valid")]
     pub segment_bytes: u64,
     /// msync period (also before a roll); 0 = only at close. Default 1000.
     pub msync_interval_ms: u64,
@@ -265,6 +266,19 @@ impl Default for MmapSinkConfig {
             role: SinkRole::Fanout,
         }
     }
+}
+
+/// `segment_bytes` as [`MmapSink::open`] accepts it, checked when the file
+/// is read: refused only at open, it left the files of the sinks opened
+/// before it (a `[[sink]]` set) behind.
+fn segment_bytes_valid<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let v = u64::deserialize(d)?;
+    if v % 4096 != 0 || v < 64 * 1024 {
+        return Err(serde::de::Error::custom(format!(
+            "`segment_bytes` = {v} must be a multiple of 4096 and at least 65536"
+        )));
+    }
+    Ok(v)
 }
 
 /// Syslog transport names.
@@ -1154,6 +1168,29 @@ mod tests {
             "{e}"
         );
         assert!(!a.exists(), "nothing opened");
+    }
+
+    #[test]
+    fn a_bad_mmap_segment_size_is_refused_before_any_sink_opens() {
+        // Refused when the file is read: refused only when the mmap sink
+        // opened, it left the file of the sink listed before it behind.
+        let text = "[[sink]]\ntype = \"file\"\npath = \"x.log\"\n\
+                    [[sink]]\ntype = \"mmap\"\ndir = \"d\"\nsegment_bytes = 4096\n";
+        let m = match LogConfig::from_toml_str(text) {
+            Err(ConfigError::Parse(m)) => m,
+            other => panic!("expected a parse error, got {:?}", other.map(|_| ())),
+        };
+        assert!(m.contains("line 7"), "{m}");
+        assert!(
+            m.contains("`segment_bytes` = 4096 must be a multiple of 4096 and at least 65536"),
+            "{m}"
+        );
+        for bad in [0, 65536 + 1, 61440] {
+            let t = format!("[sink]\ntype = \"mmap\"\nsegment_bytes = {bad}\n");
+            assert!(LogConfig::from_toml_str(&t).is_err(), "{bad}");
+        }
+        let ok = "[sink]\ntype = \"mmap\"\nsegment_bytes = 65536\n";
+        assert!(LogConfig::from_toml_str(ok).is_ok());
     }
 
     #[test]

@@ -196,6 +196,11 @@ pub struct FileSink {
     /// Length the current file must be cut back to before anything else is
     /// written: a torn record whose `ftruncate` failed.
     torn: Option<u64>,
+    /// The file was opened non-empty and not ending with `\n`: another
+    /// process (an earlier run killed inside a write) left a torn line.
+    /// A line batch first ends that line, so its first record stays whole
+    /// instead of being glued onto the fragment.
+    unterminated: bool,
     counters: Arc<FileSinkCounters>,
 }
 
@@ -267,6 +272,25 @@ fn with_path(path: &Path, e: io::Error) -> io::Error {
         ),
         None => io::Error::new(kind, format!("{}: {e}", path.display())),
     }
+}
+
+/// Whether the file at `path`, `size` bytes long, is non-empty and does not
+/// end with `\n` (read through a descriptor of its own: the sink's is
+/// write-only). Unreadable counts as terminated: nothing is added then.
+fn ends_unterminated(path: &Path, size: u64) -> bool {
+    use std::os::unix::fs::FileExt;
+    if size == 0 {
+        return false;
+    }
+    let Ok(f) = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+        .open(path)
+    else {
+        return false;
+    };
+    let mut last = [0u8; 1];
+    matches!(f.read_at(&mut last, size - 1), Ok(1)) && last[0] != b'\n'
 }
 
 /// `open(2)` with the sink's flags; the raw error (errno kept, so it can be
@@ -343,6 +367,7 @@ impl FileSink {
         }
         let file = open_append(&path).map_err(|e| with_path(&path, e))?;
         let size = file.metadata().map_err(|e| with_path(&path, e))?.len();
+        let unterminated = ends_unterminated(&path, size);
         let sighup = if opts.reopen_on_sighup {
             let flag = Arc::new(AtomicBool::new(false));
             let id = signal_hook::flag::register(signal_hook::consts::SIGHUP, flag.clone())?;
@@ -365,6 +390,7 @@ impl FileSink {
             last_stamp: 0,
             rotate_retry_at: None,
             torn: None,
+            unterminated,
             counters: Arc::new(FileSinkCounters::default()),
         };
         if let Some(newest) = sink.rotated_files()?.last() {
@@ -432,6 +458,7 @@ impl FileSink {
         }
         let f = open_append(&self.path).map_err(|e| self.err(e))?;
         self.size = f.metadata().map_err(|e| self.err(e))?.len();
+        self.unterminated = ends_unterminated(&self.path, self.size);
         self.file = Some(f);
         self.opened_at = Instant::now();
         self.rotate_retry_at = None;
@@ -572,6 +599,7 @@ impl FileSink {
     fn replace_vanished(&mut self) -> Result<(), SinkError> {
         let f = open_append(&self.path).map_err(|e| self.err(e))?;
         self.size = f.metadata().map_err(|e| self.err(e))?.len();
+        self.unterminated = ends_unterminated(&self.path, self.size);
         self.file = Some(f);
         self.opened_at = Instant::now();
         self.dirty = false;
@@ -646,6 +674,19 @@ impl FileSink {
             if let Err(e) = self.settle() {
                 return (0, Err(e));
             }
+        }
+        if self.unterminated && !bytes.is_empty() {
+            if framing_of(batch) == Framing::Lines {
+                let Some(file) = self.file.as_mut() else {
+                    return (0, Err(Self::closed()));
+                };
+                if let (_, Err(e)) = write_all_counted(file, b"\n") {
+                    return (0, Err(self.err(e)));
+                }
+                self.size += 1;
+                self.dirty = true;
+            }
+            self.unterminated = false;
         }
         while !bytes.is_empty() {
             if let Err(e) = self.write_header_if_empty(bytes) {

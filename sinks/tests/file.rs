@@ -1023,3 +1023,44 @@ fn a_disk_full_at_shutdown_leaves_no_torn_record() {
         .collect();
     assert_eq!(seqs, (0..s.written_records).collect::<Vec<_>>());
 }
+
+/// A run killed inside a write (a second SIGTERM exits at once) can leave
+/// a torn line at the end of the file; the next run appending to it must
+/// not glue its first record onto that fragment.
+#[test]
+fn appending_to_a_file_that_ends_in_a_torn_line_keeps_the_first_record_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("torn.log");
+    fs::write(&path, b"whole\n{\"torn\":1").unwrap();
+    let mut s = FileSink::open(&path).unwrap();
+    s.write_batch(b"{\"a\":1}\n{\"b\":2}\n").unwrap();
+    s.close().unwrap();
+    assert_eq!(
+        read_all(&path),
+        b"whole\n{\"torn\":1\n{\"a\":1}\n{\"b\":2}\n".to_vec()
+    );
+
+    // Through a reopen (logrotate's copytruncate leaves what it likes).
+    fs::write(&path, b"x").unwrap();
+    let mut s = FileSink::open(&path).unwrap();
+    s.write_batch(b"1\n").unwrap();
+    fs::write(&path, b"partial").unwrap();
+    s.reopen().unwrap();
+    s.write_batch(b"2\n").unwrap();
+    s.close().unwrap();
+    assert_eq!(read_all(&path), b"partial\n2\n".to_vec());
+
+    // A terminated or empty file gets nothing added; a binary batch
+    // (frames) is never prefixed with a newline.
+    fs::write(&path, b"done\n").unwrap();
+    let mut s = FileSink::open(&path).unwrap();
+    s.write_batch(b"next\n").unwrap();
+    s.close().unwrap();
+    assert_eq!(read_all(&path), b"done\nnext\n".to_vec());
+    fs::write(&path, b"x").unwrap();
+    let mut s = FileSink::open(&path).unwrap();
+    let frame = [b'R', 0, 1, 0, 7];
+    s.write_batch(&frame).unwrap();
+    s.close().unwrap();
+    assert_eq!(read_all(&path), [&b"x"[..], &frame[..]].concat());
+}

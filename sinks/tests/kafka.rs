@@ -413,6 +413,15 @@ fn killed_and_restarted_mid_stream(idempotent: bool) {
     broker.create_topic("kr", PARTITIONS);
     let mut o = patient(src_opts(&broker.brokers, "kr"));
     o.idempotent = idempotent;
+    // The restarted broker has no topic until the test creates it again,
+    // and tansu answers a produce to a topic it lacks with UNKNOWN (-1),
+    // which librdkafka takes as final: a reconnect backoff of 3 s (at
+    // least 2.25 s with librdkafka's jitter) keeps the producer away
+    // until the topic exists (a restart and a create take well under 1 s).
+    o.properties
+        .push(("reconnect.backoff.ms".into(), "3000".into()));
+    o.properties
+        .push(("reconnect.backoff.max.ms".into(), "10000".into()));
     let sink = KafkaSink::new(o).unwrap();
     let counters = sink.counters();
     let logger = start_logger(20_000, SrcLine(SeqLine { line_len: 80 }), sink);

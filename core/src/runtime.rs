@@ -1344,6 +1344,18 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
             self.batch_samples.clear();
             return;
         }
+        // Past the shutdown deadline with the sink failing, every further
+        // try could block for the sink's own I/O timeout (a receiver that
+        // stopped reading): one such wait per batch left in the rings made
+        // the shutdown last far beyond the deadline. The batch is given up
+        // on without a try, as a tried one would be.
+        if self.failing_since.is_some() && self.deadline.is_some_and(|d| Instant::now() >= d) {
+            let dropped = self.batch_records;
+            bump(&self.totals.dropped_shutdown, dropped);
+            self.abandoned += dropped;
+            self.clear_batch();
+            return;
+        }
         // Nothing but the report of earlier sink drops: one try while the
         // sink fails (it is placed again at the head of the next batch).
         let report_only = self.sink_report > 0 && self.buf.len() == self.sink_report;
@@ -1414,6 +1426,13 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
                 }
             }
         }
+        self.clear_batch();
+    }
+
+    /// Empties the batch after the sink took it or it was given up on,
+    /// places a pending sink drop report at the head of the next one, and
+    /// serves the sink's periodic work.
+    fn clear_batch(&mut self) {
         self.buf.clear();
         self.batch_reports.clear();
         self.batch_records = 0;

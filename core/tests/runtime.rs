@@ -395,3 +395,69 @@ fn a_sink_drop_with_nothing_after_it_is_still_reported() {
     assert_eq!(entries, vec![(REPORT, 100)]);
     assert_eq!(s.drop_reports, 1);
 }
+
+/// Takes nothing: every write waits `stall` (a receiver that stopped
+/// reading, until the sink's own I/O timeout) and fails retryably.
+#[derive(Clone)]
+struct Stalls {
+    stall: std::time::Duration,
+    calls: Arc<Mutex<usize>>,
+}
+impl Sink for Stalls {
+    fn write_batch(&mut self, _: &[u8]) -> Result<Accepted, SinkError> {
+        *self.calls.lock().unwrap() += 1;
+        std::thread::sleep(self.stall);
+        Err(SinkError::Retryable(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "injected stall",
+        )))
+    }
+    fn flush(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
+    fn close(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
+}
+
+/// A sink that stalls on every write: once the shutdown deadline has passed
+/// and a try failed, the batches still in the rings are counted
+/// `dropped_shutdown` without another try each, so the shutdown ends near
+/// its deadline instead of one stall per batch later.
+#[test]
+fn a_stalling_sink_does_not_stretch_the_shutdown_by_one_stall_per_batch() {
+    let sink = Stalls {
+        stall: std::time::Duration::from_millis(400),
+        calls: Arc::default(),
+    };
+    let calls = sink.calls.clone();
+    let cfg = LoggerConfig {
+        ring_capacity: 1 << 16,
+        batch_bytes: MIN_BATCH_BYTES,
+        shutdown_timeout_ms: 200,
+        ..Default::default()
+    };
+    let logger = Logger::start(cfg, Fixed, sink).unwrap();
+    let mut prod = logger.producer().unwrap();
+    // 16-byte records, 64 KiB batches: 16 batches.
+    const N: u64 = 1 << 16;
+    for i in 0..N {
+        assert!(prod.log(rec(i, 0)));
+    }
+    drop(prod);
+    let t0 = std::time::Instant::now();
+    let s = match logger.shutdown() {
+        Ok(s) => s,
+        Err((s, _)) => s,
+    };
+    let took = t0.elapsed();
+    assert_eq!((s.written_records, s.dropped_shutdown), (0, N), "{s:?}");
+    // The deadline (0.2 s) plus at most the try under way and the one that
+    // met the deadline; one stall per batch would be over 6 s.
+    assert!(took < std::time::Duration::from_secs(3), "{took:?}");
+    assert!(
+        *calls.lock().unwrap() <= 4,
+        "{} tries",
+        calls.lock().unwrap()
+    );
+}

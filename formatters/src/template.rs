@@ -506,6 +506,15 @@ impl Program {
                             message,
                         })?;
                 }
+                // Every sink takes a line as one record (a datagram, a
+                // RELP or Kafka message, each counted written or dropped),
+                // so a record must stay on one line.
+                '\n' => {
+                    return Err(TemplateError {
+                        column: col,
+                        message: "a line break would split each record into several lines (one record, one line)".into(),
+                    })
+                }
                 c => lit.push(c),
             }
         }
@@ -1396,6 +1405,13 @@ mod tests {
         assert_eq!((e.column, e.message.contains("unmatched")), (3, true));
         let e = err("{sourceTransportPort:name}");
         assert!(e.message.contains("does not suit"), "{e}");
+    }
+
+    #[test]
+    fn a_line_break_in_a_template_is_an_error_at_its_column() {
+        let e = err("a {natEvent}\nb {sourceIPv4Address}");
+        assert_eq!(e.column, 13, "{e}");
+        assert!(e.message.contains("line break"), "{e}");
     }
 
     /// Literal fusion and the `{ipv4}:{dec}` superinstruction must not

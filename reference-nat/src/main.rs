@@ -317,8 +317,9 @@ fn print_summary(s: &Summary, how: SummaryArg) {
 
 /// SIGINT and SIGTERM end the input early and let the run finish cleanly
 /// (every live session deleted and logged, the logger drained, the summary
-/// printed), within `[ring] shutdown_timeout_ms` of a sink that stops
-/// taking records; a second one ends the process at once with status 130,
+/// printed); with a sink that stops taking records, within about twice
+/// `[ring] shutdown_timeout_ms` (the workers' wait for ring slots, then the
+/// consumer's drain) plus a second; a second one ends the process at once with status 130,
 /// after one line on stderr saying what it loses
 /// ([`dplog_nat::signals`]).
 ///

@@ -28,8 +28,9 @@
 //!   most the window per broken connection. Records still unacknowledged
 //!   at the shutdown deadline count as `dropped_shutdown`. While the
 //!   window is full and the connection stays up, the batch is retried (a
-//!   slow receiver is waited for, not reconnected to); a batch the runtime
-//!   gives up on counts dropped even if the receiver got some of it.
+//!   slow receiver is waited for, not reconnected to); of a batch the
+//!   runtime gives up on, the records the receiver acknowledged count
+//!   written and the rest dropped (see `kept_of_refused`).
 //!
 //! The `syslog` crate formats its own messages and frames TCP with a
 //! trailing newline; dplog's formatters already produce the messages, and
@@ -48,7 +49,7 @@ use std::time::{Duration, Instant};
 
 use std::ops::Range;
 
-use dplog_core::{Accepted, Progress, Sink, SinkError};
+use dplog_core::{Accepted, Kept, Progress, Sink, SinkError};
 
 /// Where and how messages go.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -257,6 +258,8 @@ struct RelpMsg {
     record: bool,
     /// Sequence number of the batch it belongs to (see `Relp::batch`).
     batch: u64,
+    /// Byte offset of its line in that batch.
+    offset: usize,
     /// Transaction number on the current session (0: not sent on it).
     txnr: u32,
 }
@@ -278,8 +281,12 @@ struct Relp {
     /// error.
     resume: Option<(u64, usize)>,
     /// Outcomes of the batch being written, held until it is accepted (so
-    /// a batch the runtime abandons is not also reported written).
+    /// a batch the runtime abandons is not also reported written; its
+    /// acknowledged records are reported by `kept_of_refused` instead).
     held: Progress,
+    /// Byte offset of the first line of the batch being written that the
+    /// receiver refused (`usize::MAX`: none).
+    held_refused_at: usize,
     /// Outcomes of accepted batches not yet reported by `poll`.
     backlog: Progress,
     /// The last answer whose transaction number is not in the window
@@ -459,6 +466,7 @@ impl SyslogSink {
             dgram_partial: (0, 0, 0),
             relp: Relp {
                 next_txnr: 1,
+                held_refused_at: usize::MAX,
                 ..Relp::default()
             },
         };
@@ -1002,6 +1010,9 @@ impl SyslogSink {
         };
         if m.batch == self.relp.batch {
             self.relp.held += p;
+            if !ok {
+                self.relp.held_refused_at = self.relp.held_refused_at.min(m.offset);
+            }
         } else {
             self.relp.backlog += p;
         }
@@ -1091,8 +1102,33 @@ impl SyslogSink {
         let b = self.relp.batch;
         self.relp.window.retain(|m| m.batch != b);
         self.relp.held = Progress::default();
+        self.relp.held_refused_at = usize::MAX;
         self.relp.resume = None;
         self.relp.batch += 1;
+    }
+
+    /// What the receiver acknowledged of the batch being given up on (see
+    /// `kept_of_refused` on the sink); forgets the batch.
+    fn relp_kept(&mut self, batch: &[u8]) -> Kept {
+        let at = match self.relp.resume {
+            Some((fp, at)) if fp == crate::file::fingerprint(batch) => at.min(batch.len()),
+            _ => return Kept::default(),
+        };
+        let b = self.relp.batch;
+        let unacked = self
+            .relp
+            .window
+            .iter()
+            .filter(|m| m.batch == b)
+            .map(|m| m.offset)
+            .min()
+            .unwrap_or(usize::MAX);
+        let kept = Kept {
+            bytes: at.min(unacked).min(self.relp.held_refused_at),
+            records: self.relp.held.delivered_records,
+        };
+        self.relp_abandon_batch();
+        kept
     }
 
     /// Sends each line of `batch` as a `syslog` command, from where a
@@ -1153,6 +1189,7 @@ impl SyslogSink {
                 msg: batch[at..end].to_vec(),
                 record,
                 batch: self.relp.batch,
+                offset: at,
                 txnr,
             });
             let mut out = std::mem::take(&mut self.relp.out);
@@ -1175,6 +1212,7 @@ impl SyslogSink {
         }
         let held = std::mem::take(&mut self.relp.held);
         self.relp.backlog += held;
+        self.relp.held_refused_at = usize::MAX;
         self.relp.batch += 1;
         Ok(Accepted::Pending)
     }
@@ -1349,6 +1387,24 @@ impl Sink for SyslogSink {
         if matches!(self.opts.transport, SyslogTransport::Relp(_)) {
             self.relp_abandon_batch();
         }
+    }
+
+    /// RELP: the records of the refused batch the receiver acknowledged
+    /// (`rsp 200`), which the runtime counts written instead of dropped;
+    /// the rest (unsent, unacknowledged, or refused by the receiver) is
+    /// dropped. `records` counts every acknowledged record of the batch,
+    /// also one acknowledged after a gap (a message still unacknowledged or
+    /// refused before it; rsyslog answers in order, so in practice there is
+    /// none), since the receiver has it; `bytes` is the gapless
+    /// acknowledged prefix (whole lines), so an in-band drop report at the
+    /// head of the batch counts delivered only when it was acknowledged.
+    /// Other transports: nothing.
+    fn kept_of_refused(&mut self, batch: &[u8], reports: &[Range<usize>]) -> Kept {
+        let _ = reports;
+        if matches!(self.opts.transport, SyslogTransport::Relp(_)) {
+            return self.relp_kept(batch);
+        }
+        Kept::default()
     }
 
     /// RELP: ends the session with `close`. Messages still unacknowledged

@@ -747,3 +747,136 @@ fn relp_receiver_down_at_start_delivers_once_it_is_up() {
     assert_eq!(get(&c.relp_resent), 0);
     assert_complete_and_ordered(&parse_lines(&r.wait_lines(N)), 1, N);
 }
+
+/// One RELP frame `TXNR SP CMD SP LEN [SP DATA] LF` at the start of `buf`:
+/// `(bytes it took, txnr, command, data)`, or None while incomplete.
+fn fake_relp_frame(buf: &[u8]) -> Option<(usize, u32, String, Vec<u8>)> {
+    let sp1 = buf.iter().position(|&b| b == b' ')?;
+    let sp2 = sp1 + 1 + buf[sp1 + 1..].iter().position(|&b| b == b' ')?;
+    let len_end = sp2
+        + 1
+        + buf[sp2 + 1..]
+            .iter()
+            .position(|&b| b == b' ' || b == b'\n')?;
+    let txnr: u32 = std::str::from_utf8(&buf[..sp1]).unwrap().parse().unwrap();
+    let cmd = String::from_utf8(buf[sp1 + 1..sp2].to_vec()).unwrap();
+    let len: usize = std::str::from_utf8(&buf[sp2 + 1..len_end])
+        .unwrap()
+        .parse()
+        .unwrap();
+    let (data, end) = if len == 0 {
+        (Vec::new(), len_end)
+    } else {
+        let d = len_end + 1;
+        (buf.get(d..d + len)?.to_vec(), d + len)
+    };
+    assert_eq!(*buf.get(end)?, b'\n', "frame ends with LF");
+    Some((end + 1, txnr, cmd, data))
+}
+
+/// A RELP receiver for one connection: answers `open`, acknowledges
+/// (`rsp 200`) the first `ack` `syslog` messages, then reads `more`
+/// further ones without answering, closes its side and waits for the
+/// sender to close; the listener is gone by then, so reconnects are
+/// refused. Returns the acknowledged messages.
+fn fake_relp_receiver(listener: TcpListener, ack: usize, more: usize) -> Vec<Vec<u8>> {
+    use std::io::{Read, Write};
+    let (mut s, _) = listener.accept().unwrap();
+    drop(listener);
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let (mut rx, mut buf, mut acked, mut seen) = (Vec::new(), [0u8; 4096], Vec::new(), 0);
+    while seen < ack + more {
+        let n = s.read(&mut buf).expect("the sender keeps sending");
+        assert!(n > 0, "sender closed after {seen} messages");
+        rx.extend_from_slice(&buf[..n]);
+        while let Some((used, txnr, cmd, data)) = fake_relp_frame(&rx) {
+            rx.drain(..used);
+            match cmd.as_str() {
+                "open" => s
+                    .write_all(format!("{txnr} rsp 6 200 OK\n").as_bytes())
+                    .unwrap(),
+                "syslog" => {
+                    seen += 1;
+                    if seen <= ack {
+                        s.write_all(format!("{txnr} rsp 6 200 OK\n").as_bytes())
+                            .unwrap();
+                        acked.push(data);
+                    }
+                }
+                other => panic!("unexpected command {other}"),
+            }
+        }
+    }
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    // Until the sender drops the connection (or resets it).
+    while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
+    acked
+}
+
+/// The receiver acknowledges the first K messages of a batch, then stops
+/// answering and goes away; the runtime gives up on the batch after
+/// `sink_retry_timeout_ms`: exactly the K acknowledged records count
+/// written (bytes too), the rest `dropped_sink`, none both.
+#[test]
+fn relp_acknowledged_part_of_a_batch_given_up_on_counts_written() {
+    relp_partly_acknowledged(false);
+}
+
+/// As above, but no retry timeout: the shutdown deadline gives up on the
+/// batch, and the rest counts `dropped_shutdown`.
+#[test]
+fn relp_acknowledged_part_of_a_batch_at_the_shutdown_deadline_counts_written() {
+    relp_partly_acknowledged(true);
+}
+
+/// A fake receiver (the cut point must be exact) acknowledges the first K
+/// of one batch of N records and goes away; `at_shutdown`: the runtime
+/// gives up at the shutdown deadline instead of `sink_retry_timeout_ms`.
+fn relp_partly_acknowledged(at_shutdown: bool) {
+    const N: u64 = 1000;
+    const K: usize = 300;
+    const WINDOW: usize = 16;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let receiver = std::thread::spawn(move || fake_relp_receiver(listener, K, WINDOW));
+    let s = relp_sink(addr, WINDOW);
+    let c = s.counters();
+    let cfg = LoggerConfig {
+        // One batch of all N records: they become visible at one flush.
+        publish_every: 4096,
+        sink_retry_timeout_ms: if at_shutdown { None } else { Some(500) },
+        shutdown_timeout_ms: if at_shutdown { 1000 } else { 60_000 },
+        drop_reports: false,
+        ..LoggerConfig::default()
+    };
+    let logger = Logger::start(cfg, SyslogSeqLine { line_len: 80 }, s).unwrap();
+    let mut p = logger.producer().unwrap();
+    for i in 0..N {
+        assert!(p.log(rec(0, i)));
+    }
+    p.flush();
+    let acked = receiver.join().unwrap();
+    if !at_shutdown {
+        wait_until("the batch given up on", || logger.stats().dropped_sink > 0);
+    }
+    drop(p);
+    let (st, _) = logger.shutdown().expect_err("records were dropped");
+    let get = SyslogCounters::get;
+    assert_eq!(acked.len(), K);
+    assert_eq!(get(&c.relp_acked), K as u64);
+    assert_eq!(get(&c.messages), (K + WINDOW) as u64);
+    let mut body = acked.join(&b'\n');
+    body.push(b'\n');
+    assert_complete_and_ordered(&parse_lines(&body), 1, K as u64);
+    assert_eq!(st.produced, N);
+    assert_eq!(st.written_records, K as u64, "{st:?}");
+    assert_eq!(st.written_bytes, K as u64 * 80, "{st:?}");
+    let (lost, other) = if at_shutdown {
+        (st.dropped_shutdown, st.dropped_sink)
+    } else {
+        (st.dropped_sink, st.dropped_shutdown)
+    };
+    assert_eq!(lost, N - K as u64, "{st:?}");
+    assert_eq!(other + st.dropped(), 0, "{st:?}");
+    assert_eq!(st.in_flight(), 0, "{st:?}");
+}

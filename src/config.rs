@@ -689,37 +689,60 @@ impl SinkConfig {
                         files.push(p);
                     }
                 }
-                let mut groups: Vec<BoxSink> = Vec::new();
-                for (i, item) in items.iter().enumerate() {
-                    let sink = item.build_with_header(header)?;
-                    match (item.role(), groups.pop()) {
-                        (SinkRole::Failover, Some(primary)) => {
-                            groups.push(Box::new(Failover::new(primary, sink, FAILOVER_PROBE)))
-                        }
-                        (SinkRole::Failover, None) => {
-                            return Err(std::io::Error::new(
-                                std::io::ErrorKind::InvalidInput,
-                                format!(
-                                    "[[sink]] #{}: role = \"failover\" needs a sink before it",
-                                    i + 1
-                                ),
-                            ))
-                        }
-                        (SinkRole::Fanout, prev) => {
-                            groups.extend(prev);
-                            groups.push(sink);
+                // Files that do not exist yet: if a later sink of the set
+                // cannot open, the ones an earlier file sink created (and
+                // left empty) are removed, so a refused set leaves nothing.
+                let new_files: Vec<PathBuf> = items
+                    .iter()
+                    .filter_map(|i| match i {
+                        SinkConfig::File(f) if !f.path.exists() => Some(f.path.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                let built = Self::build_set(items, header);
+                if built.is_err() {
+                    for p in &new_files {
+                        if std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() == 0) {
+                            let _ = std::fs::remove_file(p);
                         }
                     }
                 }
-                match groups.len() {
-                    0 => Err(std::io::Error::new(
+                built
+            }
+        }
+    }
+
+    /// The sinks of a `[[sink]]` set, grouped into fan-out and failover.
+    fn build_set(items: &[SinkConfig], header: Option<&[u8]>) -> std::io::Result<BoxSink> {
+        let mut groups: Vec<BoxSink> = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let sink = item.build_with_header(header)?;
+            match (item.role(), groups.pop()) {
+                (SinkRole::Failover, Some(primary)) => {
+                    groups.push(Box::new(Failover::new(primary, sink, FAILOVER_PROBE)))
+                }
+                (SinkRole::Failover, None) => {
+                    return Err(std::io::Error::new(
                         std::io::ErrorKind::InvalidInput,
-                        "no sink configured",
-                    )),
-                    1 => Ok(groups.pop().expect("one group")),
-                    _ => Ok(Box::new(FanOut::new(groups)?)),
+                        format!(
+                            "[[sink]] #{}: role = \"failover\" needs a sink before it",
+                            i + 1
+                        ),
+                    ))
+                }
+                (SinkRole::Fanout, prev) => {
+                    groups.extend(prev);
+                    groups.push(sink);
                 }
             }
+        }
+        match groups.len() {
+            0 => Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "no sink configured",
+            )),
+            1 => Ok(groups.pop().expect("one group")),
+            _ => Ok(Box::new(FanOut::new(groups)?)),
         }
     }
 }
@@ -1191,6 +1214,31 @@ mod tests {
         }
         let ok = "[sink]\ntype = \"mmap\"\nsegment_bytes = 65536\n";
         assert!(LogConfig::from_toml_str(ok).is_ok());
+    }
+
+    #[test]
+    fn a_set_whose_later_sink_cannot_open_leaves_no_file_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().display();
+        // An existing (empty) file of the set is kept; the one the first
+        // sink created is removed.
+        std::fs::write(dir.path().join("kept.log"), b"").unwrap();
+        for second in [
+            format!("type = \"mmap\"\ndir = \"{d}/no/such/dir\"\n"),
+            format!("type = \"file\"\npath = \"{d}/no/such/x.log\"\n"),
+            "type = \"syslog\"\ntransport = \"tcp\"\naddress = \"nohost:99\"\n".to_string(),
+        ] {
+            let text = format!(
+                "[[sink]]\ntype = \"file\"\npath = \"{d}/out.log\"\n\
+                 [[sink]]\ntype = \"file\"\npath = \"{d}/kept.log\"\n\
+                 [[sink]]\n{second}"
+            );
+            let cfg = LogConfig::from_toml_str(&text).unwrap();
+            assert!(cfg.sink.build().is_err(), "{second}");
+            assert!(!dir.path().join("out.log").exists(), "{second}");
+            assert!(dir.path().join("kept.log").exists(), "{second}");
+            assert!(!dir.path().join("no").exists(), "{second}");
+        }
     }
 
     #[test]

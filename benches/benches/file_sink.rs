@@ -7,6 +7,7 @@
 //! The batch cases truncate their file every 64 MiB, outside the measured
 //! time, so they measure `write(2)` into the page cache, not the disk.
 
+use dplog_schema_nat::NatFormatSpec as _;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::Path;
@@ -15,7 +16,8 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
 use dplog::formatters::{Format, FormatSpec, NatFormatter, TextFormatter};
 use dplog::sinks::FileSink;
-use dplog::{Backpressure, Formatter, Logger, LoggerConfig, Nat44SessionRecord, Sink};
+use dplog::{Backpressure, Formatter, Logger, LoggerConfig, Sink};
+use dplog_schema_nat::{Nat44SessionRecord};
 use dplog_benches::format_peers::TEMPLATE;
 use dplog_benches::{
     check_two_cpus, criterion_config, mixed_pool, pin, CONSUMER_CPU, PRODUCER_CPU,

@@ -18,7 +18,8 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use dplog::formatters::{JsonFormatter, TextFormatter};
-use dplog::{Formatter, Nat44SessionRecord, NatEvent};
+use dplog::{Formatter};
+use dplog_schema_nat::{Nat44SessionRecord, NatEvent};
 use dplog_benches::{criterion_config, record_pool};
 
 const POOL: usize = 1024;

@@ -30,6 +30,7 @@
 //! Before measuring, every peer's output is checked byte for byte against
 //! the template's.
 
+use dplog_schema_nat::NatFormatSpec as _;
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -37,7 +38,8 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use dplog::formatters::layouts::text_template;
 use dplog::formatters::{Format, FormatSpec, NatFormatter, Options, Program};
 use dplog::schema::nat;
-use dplog::{Formatter, HasSchema, Nat44SessionRecord, NatEvent};
+use dplog::{Formatter, HasSchema};
+use dplog_schema_nat::{Nat44SessionRecord, NatEvent};
 use dplog_benches::format_peers::{FmtWrite, Hand, TEMPLATE};
 use dplog_benches::{criterion_config, pin, record_pool, PRODUCER_CPU};
 

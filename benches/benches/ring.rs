@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use dplog::{Nat44SessionRecord, NatEvent};
+use dplog_schema_nat::{Nat44SessionRecord, NatEvent};
 use dplog_benches::{
     check_two_cpus, criterion_config, expected_sum, nat44, pin, CrossCore, CONSUMER_CPU,
     PRODUCER_CPU,

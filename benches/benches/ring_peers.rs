@@ -37,7 +37,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
-use dplog::{mpsc_ring, ring, Nat44SessionRecord, Record, RecordHeader};
+use dplog::{mpsc_ring, ring, Record, RecordHeader};
+use dplog_schema_nat::{Nat44SessionRecord};
 use dplog_benches::{
     check_two_cpus, criterion_config, expected_sum, pin, CrossCore, CONSUMER_CPU, PRODUCER_CPU,
 };
@@ -91,7 +92,7 @@ impl BenchRec for Rec32 {
 impl BenchRec for Nat44SessionRecord {
     const NAME: &'static str = "64B";
     fn template() -> Self {
-        dplog_benches::nat44(1, dplog::NatEvent::Nat44SessionCreate, 0)
+        dplog_benches::nat44(1, dplog_schema_nat::NatEvent::Nat44SessionCreate, 0)
     }
     fn set_seq(&mut self, i: u64) {
         self.timestamp_ns = i;

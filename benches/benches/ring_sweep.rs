@@ -27,7 +27,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dplog::{ring, Nat44SessionRecord, NatEvent};
+use dplog::{ring};
+use dplog_schema_nat::{Nat44SessionRecord, NatEvent};
 use dplog_benches::{nat44, pin, CONSUMER_CPU, PRODUCER_CPU};
 use plotters::prelude::*;
 

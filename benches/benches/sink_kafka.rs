@@ -22,6 +22,7 @@
 //! Bounded: every case gets a fresh in-process mock cluster or a fresh
 //! tansu process (their logs live in memory), dropped after the case.
 
+use dplog_schema_nat::NatFormatSpec as _;
 use std::time::{Duration, Instant};
 
 use criterion::measurement::WallTime;
@@ -30,7 +31,8 @@ use criterion::{
 };
 use dplog::formatters::{Format, FormatSpec, TextFormatter};
 use dplog::sinks::{KafkaKey, KafkaSink, KafkaSinkOptions};
-use dplog::{Formatter, Nat44SessionRecord, Sink};
+use dplog::{Formatter, Sink};
+use dplog_schema_nat::{Nat44SessionRecord};
 use dplog_benches::format_peers::TEMPLATE;
 use dplog_benches::{criterion_config, mixed_pool};
 use rdkafka::mocking::MockCluster;

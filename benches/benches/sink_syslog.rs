@@ -20,6 +20,7 @@
 //! `O_APPEND`, which the exact-size check after each iteration verifies),
 //! so it never holds more than one iteration (2 MiB).
 
+use dplog_schema_nat::NatFormatSpec as _;
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -41,7 +42,7 @@ const HEADER: &[u8] = b"<134>1 2026-01-01T00:00:00Z dp NAT - - - ";
 /// text layout.
 fn syslog_batch(template: bool) -> (Vec<u8>, usize) {
     let pool = mixed_pool(4096);
-    let mut f: Box<dyn Formatter<dplog::Nat44SessionRecord>> = if template {
+    let mut f: Box<dyn Formatter<dplog_schema_nat::Nat44SessionRecord>> = if template {
         Box::new(
             FormatSpec {
                 kind: Format::Text,

@@ -9,11 +9,13 @@
 //! `cargo build --release -p dplog-benches --example min_of_batches &&
 //! taskset -c 1 target/release/examples/min_of_batches [batches]`.
 //! The criterion bench stays the reference; see benches/RESULTS.md.
+use dplog_schema_nat::NatFormatSpec as _;
 use std::time::Instant;
 
 use dplog::formatters::layouts::text_template;
 use dplog::formatters::{Options, Program};
-use dplog::{Formatter, HasSchema, Nat44SessionRecord, RecordHeader};
+use dplog::{Formatter, HasSchema, RecordHeader};
+use dplog_schema_nat::{Nat44SessionRecord};
 use dplog_benches::format_peers::{FmtWrite, Hand, TEMPLATE};
 
 #[inline(never)]
@@ -41,7 +43,7 @@ fn main() {
         })
         .collect();
     let t = TEMPLATE;
-    let mut p = text_template(t, dplog::schema::nat::nat44_session(), Options::default()).unwrap();
+    let mut p = text_template(t, dplog_schema_nat::nat44_session(), Options::default()).unwrap();
     let mut h = Hand::new();
     let mut out = Vec::with_capacity(1 << 20);
     let (mut bh, mut bt) = (f64::MAX, f64::MAX);
@@ -76,7 +78,7 @@ fn main() {
         (
             "json",
             dplog::formatters::layouts::json(
-                dplog::schema::nat::nat44_session(),
+                dplog_schema_nat::nat44_session(),
                 Options::default(),
             )
             .unwrap(),
@@ -84,7 +86,7 @@ fn main() {
         (
             "text",
             dplog::formatters::layouts::text_default(
-                dplog::schema::nat::nat44_session(),
+                dplog_schema_nat::nat44_session(),
                 Options::default(),
             )
             .unwrap(),
@@ -92,7 +94,7 @@ fn main() {
         (
             "rfc5424",
             dplog::formatters::layouts::rfc5424(
-                dplog::schema::nat::nat44_session(),
+                dplog_schema_nat::nat44_session(),
                 Options::default(),
                 &Default::default(),
             )

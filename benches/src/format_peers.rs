@@ -7,7 +7,8 @@
 use std::io::Write;
 use std::net::Ipv4Addr;
 
-use dplog::{Formatter, Nat44SessionRecord};
+use dplog::{Formatter};
+use dplog_schema_nat::{Nat44SessionRecord};
 
 /// The example template, extended with protocol and destination to
 /// about 120 bytes per line.
@@ -17,7 +18,7 @@ proto={protocolIdentifier} dst={destinationIPv4Address}:{destinationTransportPor
 
 /// The RFC 8158 name of `natEvent` `ev`, `?` if unknown.
 pub fn event_name(ev: u8) -> &'static str {
-    dplog::record::nat_event::NAMES
+    dplog_schema_nat::nat_event::NAMES
         .iter()
         .find(|(v, _)| *v == ev as u32)
         .map_or("?", |(_, n)| n)

@@ -1,11 +1,15 @@
 //! dplog core: fixed-size records, lock-free SPSC rings, producer handles
 //! and the consumer runtime that formats records and writes them to sinks.
 //!
-//! A forwarding core holds a [`LogProducer`] and copies a
-//! [`Nat44SessionRecord`] (64 bytes) into its ring with
-//! [`LogProducer::log`]; a consumer thread started by [`Logger::start`]
-//! drains every ring in bursts, formats with a [`Formatter`] and writes
-//! batches of at least 64 KiB to a [`Sink`].
+//! A record is a `#[repr(C)]` struct that starts with a [`RecordHeader`]
+//! and has a [`Schema`] (its fields, event time, priority and per-format
+//! metadata). A forwarding core holds a [`LogProducer`] and copies records
+//! into its ring with [`LogProducer::log`] — one record type per ring, or
+//! any mix of types in 32-, 64- or 128-byte slots ([`Slot64`] & co); a
+//! consumer thread started by [`Logger::start`] drains every ring in
+//! bursts, formats with a [`Formatter`] and writes batches of at least
+//! 64 KiB to a [`Sink`]. The crate knows no record type of its own: the NAT
+//! records are one schema package (`dplog-schema-nat`) among others.
 #![warn(missing_docs)]
 
 /// Writes one diagnostic line to stderr, ignoring a write error (a closed
@@ -39,6 +43,7 @@ pub mod runtime;
 pub mod schema;
 pub mod sink;
 pub mod slot;
+pub mod table;
 #[cfg(not(loom))]
 pub mod stats;
 mod sync;
@@ -46,11 +51,7 @@ pub mod tsc;
 
 pub use format::Formatter;
 pub use mpsc::{mpsc_ring, MpProducer};
-pub use record::{
-    Nat44SessionRecord, NatAddressesExhaustedRecord, NatEvent, NatPortBlockRecord,
-    NatPortsExhaustedRecord, NatQuotaExceededRecord, NatRecord, Record, RecordHeader,
-    SCHEMA_NAT44_SESSION,
-};
+pub use record::{Record, RecordBytes, RecordHeader, PRIORITY_HIGH, PRIORITY_NORMAL};
 pub use report::{DropReport, DROP_REASON_RING, DROP_REASON_SINK, SCHEMA_DROP_REPORT};
 #[cfg(not(loom))]
 pub use ring::RawWindow;
@@ -64,7 +65,8 @@ pub use runtime::{
 };
 pub use schema::{FieldDef, FieldKind, HasSchema, Schema, SchemaError};
 pub use sink::{Accepted, Kept, Progress, Sink, SinkCounters, SinkError};
-pub use slot::{Slot128, Slot32, Slot64};
+pub use slot::{Slot, Slot128, Slot32, Slot64, SlotTooSmall};
+pub use table::SchemaTable;
 #[cfg(not(loom))]
 pub use stats::{LatencySummary, RingStats, Snapshot};
 pub use sync::WaitSteps;

@@ -9,7 +9,7 @@
 //! histogram for a moment.
 //!
 //! ```no_run
-//! # fn f(logger: &dplog_core::Logger<dplog_core::Nat44SessionRecord>) -> std::io::Result<()> {
+//! # fn f(logger: &dplog_core::Logger<dplog_core::Slot64>) -> std::io::Result<()> {
 //! let server = dplog_core::metrics::MetricsServer::serve(
 //!     "127.0.0.1:9187".parse().unwrap(),
 //!     logger.snapshot_source(),

@@ -340,10 +340,10 @@ impl<T: Record> MpProducer<T> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::record::Nat44SessionRecord;
+    use crate::record::test_record::TestRecord;
 
-    fn rec(p: u16, i: u64) -> Nat44SessionRecord {
-        Nat44SessionRecord {
+    fn rec(p: u16, i: u64) -> TestRecord {
+        TestRecord {
             src_port: p,
             timestamp_ns: i,
             ..Default::default()
@@ -352,14 +352,14 @@ mod tests {
 
     #[test]
     fn capacity_edge_and_bulk() {
-        let (mut p, mut c) = mpsc_ring::<Nat44SessionRecord>(8).unwrap();
+        let (mut p, mut c) = mpsc_ring::<TestRecord>(8).unwrap();
         let recs: Vec<_> = (0..5).map(|i| rec(0, i)).collect();
         assert_eq!(p.try_push_bulk(&recs), 5);
         assert_eq!(p.try_push_bulk(&recs), 0, "bulk is all or nothing");
         assert_eq!(p.try_push_burst(&recs), 3);
         assert_eq!(p.try_push(rec(0, 99)), Err(rec(0, 99)));
         assert!(!p.reserve_commit(1, |i| rec(0, i as u64)));
-        let mut out = [Nat44SessionRecord::default(); 8];
+        let mut out = [TestRecord::default(); 8];
         assert_eq!(c.pop_bulk(&mut out), 8);
         let ts: Vec<u64> = out.iter().map(|r| r.timestamp_ns).collect();
         assert_eq!(ts, vec![0, 1, 2, 3, 4, 0, 1, 2]);
@@ -371,7 +371,7 @@ mod tests {
 
     #[test]
     fn a_stopped_ring_makes_waiting_mp_producers_give_up() {
-        let (mut p, mut c) = mpsc_ring::<Nat44SessionRecord>(8).unwrap();
+        let (mut p, mut c) = mpsc_ring::<TestRecord>(8).unwrap();
         assert_eq!(p.try_push_burst(&[rec(0, 0), rec(0, 1)]), 2);
         assert_eq!(c.read_burst(8, |_| {}), 2);
         // A published index far above every claim: the consumer stops the
@@ -391,7 +391,7 @@ mod tests {
     #[test]
     fn four_producers_fifo_each_no_loss() {
         const PER: u64 = 50_000;
-        let (p, mut c) = mpsc_ring::<Nat44SessionRecord>(64).unwrap();
+        let (p, mut c) = mpsc_ring::<TestRecord>(64).unwrap();
         let hs: Vec<_> = (0..4u16)
             .map(|id| {
                 let mut p = p.clone();

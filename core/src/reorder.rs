@@ -20,6 +20,7 @@
 use std::collections::VecDeque;
 
 use crate::record::Record;
+use crate::table::SchemaTable;
 
 /// Staged records, one FIFO per ring (same index as the consumer's rings).
 pub(crate) struct Reorder<R> {
@@ -29,11 +30,14 @@ pub(crate) struct Reorder<R> {
     /// Newest event time read so far.
     newest: u64,
     len: usize,
+    /// Where each record type's event time is.
+    schemas: SchemaTable,
 }
 
 impl<R: Record> Reorder<R> {
-    pub(crate) fn new(window: u64, max_staged: usize) -> Self {
+    pub(crate) fn new(window: u64, max_staged: usize, schemas: SchemaTable) -> Self {
         Self {
+            schemas,
             staged: Vec::new(),
             window,
             max_staged: max_staged.max(1),
@@ -54,7 +58,7 @@ impl<R: Record> Reorder<R> {
             self.staged
                 .resize_with(ring + 1, || VecDeque::with_capacity(self.max_staged));
         }
-        self.newest = self.newest.max(rec.event_time());
+        self.newest = self.newest.max(rec.event_time_in(&self.schemas));
         self.staged[ring].push_back(rec);
         self.len += 1;
     }
@@ -85,7 +89,7 @@ impl<R: Record> Reorder<R> {
             let mut over = None;
             for (i, q) in self.staged.iter().enumerate() {
                 if let Some(r) = q.front() {
-                    let t = r.event_time();
+                    let t = r.event_time_in(&self.schemas);
                     if best.map_or(true, |(bt, _)| t < bt) {
                         best = Some((t, i));
                     }
@@ -119,17 +123,17 @@ impl<R: Record> Reorder<R> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::record::Nat44SessionRecord;
+    use crate::record::test_record::TestRecord;
 
-    fn at(t: u64, p: u16) -> Nat44SessionRecord {
-        Nat44SessionRecord {
+    fn at(t: u64, p: u16) -> TestRecord {
+        TestRecord {
             timestamp_ns: t,
             src_port: p,
             ..Default::default()
         }
     }
 
-    fn drain(r: &mut Reorder<Nat44SessionRecord>, all: bool) -> Vec<(u64, u16)> {
+    fn drain(r: &mut Reorder<TestRecord>, all: bool) -> Vec<(u64, u16)> {
         let mut v = vec![];
         r.emit(all, |x| {
             v.push((x.timestamp_ns, x.src_port));
@@ -140,7 +144,7 @@ mod tests {
 
     #[test]
     fn merges_rings_by_time_within_the_window() {
-        let mut r = Reorder::new(10, 100);
+        let mut r = Reorder::new(10, 100, SchemaTable::default());
         // Ring 0 is ahead in time, ring 1 lags.
         for t in [5, 12, 20, 31] {
             r.push(0, at(t, 0));
@@ -162,7 +166,7 @@ mod tests {
 
     #[test]
     fn memory_bound_and_per_ring_order_hold() {
-        let mut r = Reorder::new(1_000, 2);
+        let mut r = Reorder::new(1_000, 2, SchemaTable::default());
         for t in [50, 40, 60] {
             r.push(0, at(t, 0)); // a ring whose stamps go backwards
         }

@@ -1429,12 +1429,13 @@ impl<T: Record> ReadBurst<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{Nat44SessionRecord, RecordHeader};
+    use crate::record::test_record::TestRecord;
+    use crate::record::RecordHeader;
 
-    fn rec(i: u64) -> Nat44SessionRecord {
-        Nat44SessionRecord {
+    fn rec(i: u64) -> TestRecord {
+        TestRecord {
             timestamp_ns: i,
-            header: RecordHeader::of::<Nat44SessionRecord>(),
+            header: RecordHeader::of::<TestRecord>(),
             ..Default::default()
         }
     }
@@ -1455,7 +1456,7 @@ mod tests {
 
     #[test]
     fn a_producer_blocked_on_a_stalled_consumer_sleeps_instead_of_burning_its_cpu() {
-        let (mut p, mut c) = ring::<Nat44SessionRecord>(4).unwrap();
+        let (mut p, mut c) = ring::<TestRecord>(4).unwrap();
         for i in 0..4 {
             p.try_push(rec(i)).unwrap();
         }
@@ -1484,7 +1485,7 @@ mod tests {
 
     /// Writes `n` records into `w` as the inline C `dplog_log` does: slot
     /// by slot, each published with a Release store of its index + 1.
-    fn fill_window(w: &RawWindow<Nat44SessionRecord>, n: usize, ts0: u64) {
+    fn fill_window(w: &RawWindow<TestRecord>, n: usize, ts0: u64) {
         for i in 0..n {
             // SAFETY: slot i < w.len of a window just opened; `tail` points
             // at the ring's live tail index.
@@ -1499,7 +1500,7 @@ mod tests {
 
     #[test]
     fn a_window_stops_before_sampled_indexes_and_its_records_reach_the_consumer_in_order() {
-        let (mut p, mut c) = ring::<Nat44SessionRecord>(256).unwrap();
+        let (mut p, mut c) = ring::<TestRecord>(256).unwrap();
         assert!(
             p.open_window(1000).is_none(),
             "index 0 is sampled: a push takes it"
@@ -1536,7 +1537,7 @@ mod tests {
 
     #[test]
     fn a_window_never_wraps_nor_passes_the_free_room_nor_the_publication_batch() {
-        let (mut p, mut c) = ring::<Nat44SessionRecord>(64).unwrap();
+        let (mut p, mut c) = ring::<TestRecord>(64).unwrap();
         for i in 0..60 {
             p.try_push(rec(i)).unwrap();
         }
@@ -1560,7 +1561,7 @@ mod tests {
         // SAFETY: nothing written.
         unsafe { p.close_window(0) };
 
-        let (mut p, c) = ring::<Nat44SessionRecord>(256).unwrap();
+        let (mut p, c) = ring::<TestRecord>(256).unwrap();
         p.set_publish_every(8);
         p.try_push(rec(0)).unwrap();
         p.try_push(rec(1)).unwrap();
@@ -1578,7 +1579,7 @@ mod tests {
 
     #[test]
     fn deferred_publication_is_invisible_until_batch_flush_full_or_drop() {
-        let (mut p, mut c) = ring::<Nat44SessionRecord>(8).unwrap();
+        let (mut p, mut c) = ring::<TestRecord>(8).unwrap();
         p.set_publish_every(4);
         for i in 0..3 {
             p.try_push(rec(i)).unwrap();
@@ -1614,7 +1615,7 @@ mod tests {
 
     #[test]
     fn publish_every_is_clamped_and_lowering_it_publishes() {
-        let (mut p, c) = ring::<Nat44SessionRecord>(4).unwrap();
+        let (mut p, c) = ring::<TestRecord>(4).unwrap();
         p.set_publish_every(1000);
         for i in 0..3 {
             p.try_push(rec(i)).unwrap();
@@ -1622,7 +1623,7 @@ mod tests {
         assert_eq!(c.len(), 0);
         p.try_push(rec(3)).unwrap();
         assert_eq!(c.len(), 4, "clamped to the capacity (4)");
-        let (mut p, c) = ring::<Nat44SessionRecord>(4).unwrap();
+        let (mut p, c) = ring::<TestRecord>(4).unwrap();
         p.set_publish_every(4);
         p.try_push(rec(0)).unwrap();
         p.try_push(rec(1)).unwrap();
@@ -1640,13 +1641,13 @@ mod tests {
 
     /// Publishes `index` as the ring's tail, as a misbehaving writer of the
     /// shared index would.
-    fn publish_raw(p: &Producer<Nat44SessionRecord>, index: usize) {
+    fn publish_raw(p: &Producer<TestRecord>, index: usize) {
         p.shared.tail.store(index, Ordering::Release);
     }
 
     #[test]
     fn a_fill_above_the_capacity_stops_the_ring_after_the_records_accepted_before() {
-        let (mut p, mut c) = ring::<Nat44SessionRecord>(8).unwrap();
+        let (mut p, mut c) = ring::<TestRecord>(8).unwrap();
         for i in 0..5 {
             p.try_push(rec(i)).unwrap();
         }
@@ -1686,7 +1687,7 @@ mod tests {
 
     #[test]
     fn a_tail_that_moves_backwards_stops_the_ring_and_nothing_is_read_twice() {
-        let (mut p, mut c) = ring::<Nat44SessionRecord>(8).unwrap();
+        let (mut p, mut c) = ring::<TestRecord>(8).unwrap();
         for i in 0..6 {
             p.try_push(rec(i)).unwrap();
         }
@@ -1703,7 +1704,7 @@ mod tests {
         assert_eq!(seen.len(), 6);
         // Behind what the consumer accepted but not behind its head: also
         // a violation.
-        let (mut p, mut c) = ring::<Nat44SessionRecord>(8).unwrap();
+        let (mut p, mut c) = ring::<TestRecord>(8).unwrap();
         for i in 0..6 {
             p.try_push(rec(i)).unwrap();
         }
@@ -1719,7 +1720,7 @@ mod tests {
 
     #[test]
     fn a_valid_tail_at_exactly_the_capacity_is_accepted() {
-        let (mut p, mut c) = ring::<Nat44SessionRecord>(4).unwrap();
+        let (mut p, mut c) = ring::<TestRecord>(4).unwrap();
         for round in 0..3u64 {
             for i in 0..4 {
                 p.try_push(rec(round * 4 + i)).unwrap();
@@ -1735,17 +1736,17 @@ mod tests {
     fn bad_capacities_are_errors() {
         for c in [0usize, 3, 6, 1000, MAX_CAPACITY * 2] {
             assert_eq!(
-                ring::<Nat44SessionRecord>(c).err(),
+                ring::<TestRecord>(c).err(),
                 Some(RingError::BadCapacity(c))
             );
         }
-        assert!(ring::<Nat44SessionRecord>(1).is_ok());
+        assert!(ring::<TestRecord>(1).is_ok());
     }
 
     #[test]
     fn a_ring_of_n_holds_exactly_n() {
         for cap in [1usize, 2, 16, 1024] {
-            let (mut p, mut c) = ring::<Nat44SessionRecord>(cap).unwrap();
+            let (mut p, mut c) = ring::<TestRecord>(cap).unwrap();
             for i in 0..cap as u64 {
                 assert!(p.try_push(rec(i)).is_ok(), "slot {i} of {cap}");
             }
@@ -1761,7 +1762,7 @@ mod tests {
 
     #[test]
     fn burst_pushes_a_prefix_and_wraps() {
-        let (mut p, mut c) = ring::<Nat44SessionRecord>(8).unwrap();
+        let (mut p, mut c) = ring::<TestRecord>(8).unwrap();
         let batch: Vec<_> = (0..5).map(rec).collect();
         assert_eq!(p.try_push_burst(&batch), 5);
         assert_eq!(p.try_push_burst(&batch), 3);
@@ -1778,7 +1779,7 @@ mod tests {
     #[test]
     fn cross_thread_fifo_no_loss() {
         const N: u64 = 200_000;
-        let (mut p, mut c) = ring::<Nat44SessionRecord>(64).unwrap();
+        let (mut p, mut c) = ring::<TestRecord>(64).unwrap();
         let t = std::thread::spawn(move || {
             let mut i = 0;
             while i < N {
@@ -1805,7 +1806,7 @@ mod tests {
 
     #[test]
     fn push_to_a_dropped_consumer_returns_the_record() {
-        let (mut p, c) = ring::<Nat44SessionRecord>(1).unwrap();
+        let (mut p, c) = ring::<TestRecord>(1).unwrap();
         p.push(rec(1)).unwrap();
         drop(c);
         assert_eq!(p.push(rec(2)), Err(Disconnected(rec(2))));
@@ -1813,7 +1814,7 @@ mod tests {
 
     #[test]
     fn bulk_is_all_or_nothing_and_reserve_commit_publishes_once() {
-        let (mut p, mut c) = ring::<Nat44SessionRecord>(8).unwrap();
+        let (mut p, mut c) = ring::<TestRecord>(8).unwrap();
         let six: Vec<_> = (0..6).map(rec).collect();
         assert_eq!(p.try_push_bulk(&six), 6);
         assert_eq!(p.try_push_bulk(&six[..3]), 0, "only 2 free: nothing pushed");
@@ -1835,9 +1836,9 @@ mod tests {
         assert_eq!(r.push(rec(8)), Err(rec(8)));
         assert_eq!(r.commit(), 2);
         assert_eq!(p.enqueued(), 8);
-        let mut out = [Nat44SessionRecord::default(); 5];
+        let mut out = [TestRecord::default(); 5];
         assert_eq!(c.pop_bulk(&mut out), 5);
-        let mut out9 = [Nat44SessionRecord::default(); 9];
+        let mut out9 = [TestRecord::default(); 9];
         assert_eq!(c.pop_bulk(&mut out9), 0, "only 3 left: nothing popped");
         assert_eq!(c.pop_burst(&mut out9), 3);
         assert_eq!(
@@ -1849,7 +1850,7 @@ mod tests {
 
     #[test]
     fn zero_copy_read_spans_the_wrap_and_releases_once() {
-        let (mut p, mut c) = ring::<Nat44SessionRecord>(4).unwrap();
+        let (mut p, mut c) = ring::<TestRecord>(4).unwrap();
         assert_eq!(p.try_push_burst(&[rec(0), rec(1), rec(2)]), 3);
         assert_eq!(c.read_burst(3, |_| {}), 3);
         assert_eq!(p.try_push_burst(&[rec(3), rec(4), rec(5), rec(6)]), 4);

@@ -38,6 +38,7 @@ use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
 
 use crate::format::Formatter;
 use crate::record::Record;
+use crate::table::SchemaTable;
 use crate::reorder::Reorder;
 use crate::report::DropReport;
 use crate::ring::{ring, Consumer, Disconnected, DropReason, Producer, RingError, Shared};
@@ -214,6 +215,12 @@ pub struct LoggerConfig {
     /// ring fills or the producer is dropped. Default 1: every record is
     /// published at once, and no flush is needed.
     pub publish_every: usize,
+    /// Per-record-type rules: priority under `degrade` and where the
+    /// event time is (see [`SchemaTable`]). Build it from the schemas the
+    /// logger serves; it is what lets a ring of slots ([`Slot64`](crate::Slot64)
+    /// & co) carry several record types. Default empty: each record's own
+    /// [`Record::priority`] and [`Record::event_time`].
+    pub schemas: SchemaTable,
 }
 
 impl LoggerConfig {
@@ -283,6 +290,7 @@ impl Default for LoggerConfig {
             reorder_window_ns: None,
             sink_retry_timeout_ms: None,
             publish_every: 1,
+            schemas: SchemaTable::default(),
         }
     }
 }
@@ -506,7 +514,7 @@ impl<R: Record> Logger<R> {
             passes: 0,
             reorder: config
                 .reorder_window_ns
-                .map(|w| Reorder::new(w, config.ring_capacity)),
+                .map(|w| Reorder::new(w, config.ring_capacity, config.schemas.clone())),
             failing_since: None,
             last_diag: None,
             abandoned: 0,
@@ -560,6 +568,7 @@ impl<R: Record> Logger<R> {
                 .clamp(1, cap),
             low: (cap * usize::from(d.low_watermark_pct) / 100).min(cap),
             min_priority: d.min_priority,
+            schemas: self.config.schemas.clone(),
         })
     }
 
@@ -755,6 +764,8 @@ pub struct LogProducer<R: Record> {
     high: usize,
     low: usize,
     min_priority: u8,
+    /// Per-type priorities, read only while degraded.
+    schemas: SchemaTable,
 }
 
 impl<R: Record> LogProducer<R> {
@@ -764,7 +775,8 @@ impl<R: Record> LogProducer<R> {
     ///   [`Stats::dropped_full`];
     /// - `Degrade` also drops it, counted in [`Stats::dropped_degraded`],
     ///   when the ring is degraded (see [`DegradeConfig`]) and
-    ///   `rec.priority()` is below the minimum.
+    ///   the record's priority ([`Record::priority_in`] with the logger's
+    ///   [`LoggerConfig::schemas`]) is below the minimum.
     ///
     /// Returns `false` if the record was not enqueued (dropped, or the
     /// consumer is gone — counted in [`Stats::dropped_disconnected`] — or
@@ -782,7 +794,7 @@ impl<R: Record> LogProducer<R> {
                 Err(_) => self.dropped(DropReason::Full, 1),
             },
             Backpressure::Degrade => {
-                if self.is_degraded() && rec.priority() < self.min_priority {
+                if self.is_degraded() && rec.priority_in(&self.schemas) < self.min_priority {
                     return self.dropped(DropReason::Degraded, 1);
                 }
                 match self.inner.try_push(rec) {
@@ -1201,13 +1213,14 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
             let samples = &mut self.batch_samples;
             let empty = &mut self.batch_empty;
             let last_time = &mut self.last_event_time;
+            let schemas = &self.config.schemas;
             let n = self.rings[i].read_burst_sampled(
                 self.config.burst,
                 |rec| {
                     let before = buf.len();
                     fmt.format(rec, buf);
                     *empty += u64::from(buf.len() == before);
-                    *last_time = rec.event_time();
+                    *last_time = rec.event_time_in(schemas);
                 },
                 |t| samples.push(t),
             );
@@ -1260,12 +1273,13 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
             let limit = self.config.batch_bytes;
             let empty = &mut self.batch_empty;
             let last_time = &mut self.last_event_time;
+            let schemas = &self.config.schemas;
             // Stops after the record that fills the batch.
             let n = ro.emit(all, |r| {
                 let before = buf.len();
                 fmt.format(r, buf);
                 *empty += u64::from(buf.len() == before);
-                *last_time = r.event_time();
+                *last_time = r.event_time_in(schemas);
                 buf.len() < limit
             }) as u64;
             self.batch_records += n;
@@ -1643,11 +1657,11 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{Nat44SessionRecord, NatEvent};
+    use crate::record::test_record::{TestRecord, CREATE, DELETE};
 
-    fn ev(e: NatEvent, i: u64) -> Nat44SessionRecord {
-        Nat44SessionRecord {
-            nat_event: e as u8,
+    fn ev(e: u8, i: u64) -> TestRecord {
+        TestRecord {
+            nat_event: e,
             timestamp_ns: i,
             ..Default::default()
         }
@@ -1658,7 +1672,7 @@ mod tests {
     /// by hand, so every fill level is exact.
     #[test]
     fn degrade_sheds_creates_between_the_watermarks_and_keeps_deletes() {
-        let (p, mut c) = ring::<Nat44SessionRecord>(16).unwrap();
+        let (p, mut c) = ring::<TestRecord>(16).unwrap();
         let shared = c.shared().clone();
         let mut lp = LogProducer {
             inner: p,
@@ -1668,9 +1682,10 @@ mod tests {
             high: 13,
             low: 8,
             min_priority: crate::record::PRIORITY_HIGH,
+            schemas: SchemaTable::default(),
         };
-        let create = |i| ev(NatEvent::Nat44SessionCreate, i);
-        let delete = |i| ev(NatEvent::Nat44SessionDelete, i);
+        let create = |i| ev(CREATE, i);
+        let delete = |i| ev(DELETE, i);
         for i in 0..13 {
             assert!(lp.log(create(i)), "below the high watermark at {i}");
         }

@@ -236,6 +236,7 @@ pub struct Schema {
     name: Cow<'static, str>,
     size: u16,
     fields: Vec<FieldDef>,
+    meta: SchemaMeta,
 }
 
 /// Why a schema was refused. Every variant names the field concerned.
@@ -280,6 +281,9 @@ pub enum SchemaError {
     },
     /// A null pointer where a name or array was required.
     NullPointer(&'static str),
+    /// Schema metadata names a field the schema does not have, or one of
+    /// the wrong kind (what it is for, the field name).
+    BadMetaField(&'static str, String),
 }
 
 impl fmt::Display for SchemaError {
@@ -310,6 +314,9 @@ impl fmt::Display for SchemaError {
                 write!(f, "field {field}: unknown kind {kind}")
             }
             SchemaError::NullPointer(what) => write!(f, "null pointer for {what}"),
+            SchemaError::BadMetaField(what, field) => {
+                write!(f, "{what}: no suitable field {field:?} in the schema")
+            }
         }
     }
 }
@@ -365,12 +372,18 @@ impl Schema {
                 }
             }
         }
-        Ok(Schema {
+        let mut s = Schema {
             id,
             name: name.into(),
             size: size as u16,
             fields,
-        })
+            meta: SchemaMeta::default(),
+        };
+        s.meta.event_time = s
+            .fields
+            .iter()
+            .position(|f| matches!(f.kind, FieldKind::NsTimestamp | FieldKind::TscTimestamp));
+        Ok(s)
     }
 
     /// Builds a schema from a C descriptor array; the result equals the one
@@ -465,6 +478,127 @@ impl Schema {
         &self.fields
     }
 
+    /// What formatters and the runtime need beyond the fields: event time,
+    /// priority, syslog and IPFIX metadata (see [`SchemaMeta`]).
+    pub fn meta(&self) -> &SchemaMeta {
+        &self.meta
+    }
+
+    fn index_of(&self, what: &'static str, name: &str) -> Result<usize, SchemaError> {
+        self.field(name)
+            .map(|(i, _)| i)
+            .ok_or_else(|| SchemaError::BadMetaField(what, name.to_string()))
+    }
+
+    fn integer_field(&self, what: &'static str, name: &str) -> Result<usize, SchemaError> {
+        let i = self.index_of(what, name)?;
+        if self.fields[i].kind.is_integer() && self.fields[i].size <= 8 {
+            Ok(i)
+        } else {
+            Err(SchemaError::BadMetaField(what, name.to_string()))
+        }
+    }
+
+    /// Declares which field is the record's event time: `Some(name)` of a
+    /// [`FieldKind::NsTimestamp`] or [`FieldKind::TscTimestamp`] field, or
+    /// `None` for a record without one. Default: the first timestamp field.
+    /// The reorder window and the formats' message time read it.
+    ///
+    /// Errors: [`SchemaError::BadMetaField`] for a missing or non-timestamp
+    /// field.
+    pub fn with_event_time(mut self, field: Option<&str>) -> Result<Self, SchemaError> {
+        self.meta.event_time = match field {
+            None => None,
+            Some(n) => {
+                let i = self.index_of("event time", n)?;
+                if !matches!(
+                    self.fields[i].kind,
+                    FieldKind::NsTimestamp | FieldKind::TscTimestamp
+                ) {
+                    return Err(SchemaError::BadMetaField("event time", n.to_string()));
+                }
+                Some(i)
+            }
+        };
+        Ok(self)
+    }
+
+    /// Declares the record type's priority under the `degrade`
+    /// backpressure policy ([`PRIORITY_NORMAL`](crate::record::PRIORITY_NORMAL)
+    /// by default) and, optionally, priorities by the value of one integer
+    /// field (`(field, [(value, priority)])`, e.g. a session delete
+    /// outranking a create). Config can override the whole rule per type.
+    ///
+    /// Errors: [`SchemaError::BadMetaField`] for a missing or non-integer
+    /// field.
+    pub fn with_priority(
+        mut self,
+        default: u8,
+        by_field: Option<(&str, &[(u64, u8)])>,
+    ) -> Result<Self, SchemaError> {
+        self.meta.priority = default;
+        self.meta.priority_by = match by_field {
+            None => None,
+            Some((n, values)) => Some(FieldValues {
+                field: self.integer_field("priority", n)?,
+                values: values.to_vec(),
+            }),
+        };
+        Ok(self)
+    }
+
+    /// Declares fields that the default text and JSON layouts print only
+    /// when integer field `when` equals `equals` (e.g. a session's counters
+    /// only on its delete). CSV, syslog, IPFIX and binary print every field.
+    ///
+    /// Errors: [`SchemaError::BadMetaField`] for a missing field.
+    pub fn with_fields_only_when(
+        mut self,
+        when: &str,
+        equals: u64,
+        fields: &[&str],
+    ) -> Result<Self, SchemaError> {
+        let field = self.integer_field("fields only when", when)?;
+        let fields = fields
+            .iter()
+            .map(|n| self.index_of("fields only when", n))
+            .collect::<Result<_, _>>()?;
+        self.meta.only_when = Some(OnlyWhen {
+            field,
+            equals,
+            fields,
+        });
+        Ok(self)
+    }
+
+    /// Sets the syslog metadata (RFC 5424 / RFC 3164 defaults of this
+    /// record type); see [`SyslogMeta`]. Its field indexes must be this
+    /// schema's: build it with [`SyslogMeta::resolve`].
+    pub fn with_syslog(mut self, syslog: SyslogMeta) -> Self {
+        self.meta.syslog = syslog;
+        self
+    }
+
+    /// Declares that the IPFIX information element of field `field` is
+    /// chosen by the value of integer field `selector` (`[(value, ie)]`;
+    /// other values export no such element): one template per value. E.g.
+    /// RFC 8158's natQuotaExceededEvent selects the limit's element.
+    ///
+    /// Errors: [`SchemaError::BadMetaField`] for a missing field.
+    pub fn with_ipfix_ie_by(
+        mut self,
+        field: &str,
+        selector: &str,
+        ies: &[(u32, u16)],
+    ) -> Result<Self, SchemaError> {
+        self.meta.ipfix_ie_by = Some(IeBy {
+            field: self.index_of("ipfix element by value", field)?,
+            selector: self.integer_field("ipfix element by value", selector)?,
+            ies: ies.to_vec(),
+        });
+        Ok(self)
+    }
+
     /// The index and definition of the field called `name`.
     pub fn field(&self, name: &str) -> Option<(usize, &FieldDef)> {
         self.fields.iter().enumerate().find(|(_, f)| f.name == name)
@@ -552,12 +686,22 @@ pub const fn field_size<T, F>(_f: fn(&T) -> &F) -> usize {
 /// Declares a record type's schema from its `#[repr(C)]` struct.
 ///
 /// ```
-/// use dplog_core::{schema, schema::FieldKind, Nat44SessionRecord};
-/// let s = schema!(Nat44SessionRecord, id = 1, name = "nat44Session", [
+/// use dplog_core::{schema, RecordHeader};
+/// #[repr(C)]
+/// #[derive(Clone, Copy)]
+/// struct AclDrop {
+///     header: RecordHeader,
+///     timestamp_ns: u64,
+///     src_addr: u32,
+///     rule: u32,
+/// }
+/// let s = schema!(AclDrop, id = 300, name = "aclDrop", [
 ///     timestamp_ns => "observationTimeMilliseconds": NsTimestamp, ie 323;
 ///     src_addr => "sourceIPv4Address": Ipv4, ie 8;
+///     rule => "aclRule": U32, ie 0;
 /// ]).unwrap();
 /// assert_eq!(s.field("sourceIPv4Address").unwrap().1.offset, 16);
+/// assert_eq!(s.meta().event_time, Some(0));
 /// ```
 ///
 /// Each entry is `rust_field => "name": Kind, ie N` optionally followed by
@@ -586,132 +730,139 @@ macro_rules! schema {
     }};
 }
 
-/// The built-in NAT record schemas (RFC 8158 templates), field names the
-/// IANA IPFIX information-element names.
-pub mod nat {
-    use super::{HasSchema, Schema};
-    use crate::record::*;
-    use std::sync::OnceLock;
 
-    macro_rules! builtin {
-        ($fn:ident, $ty:ty, $id:expr, $name:literal, [$($body:tt)*]) => {
-            /// The schema of the record type of the same name.
-            pub fn $fn() -> &'static Schema {
-                static S: OnceLock<Schema> = OnceLock::new();
-                S.get_or_init(|| {
-                    crate::schema!($ty, id = $id, name = $name, [$($body)*])
-                        .expect("built-in schema is valid (checked by tests)")
-                })
-            }
-            // SAFETY: repr(C) without padding (size asserted in record.rs,
-            // checked field by field in this module's tests) and described
-            // by the schema built from its own offset_of! values.
-            unsafe impl HasSchema for $ty {
-                fn schema() -> &'static Schema {
-                    $fn()
-                }
-            }
+/// Priorities (or other small values) by the value of one integer field.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FieldValues<T> {
+    /// Index of the field in [`Schema::fields`].
+    pub field: usize,
+    /// `(field value, result)`; a value not listed takes the default.
+    pub values: Vec<(u64, T)>,
+}
+
+/// Fields printed by the default text/JSON layouts only when another
+/// field has one value; see [`Schema::with_fields_only_when`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct OnlyWhen {
+    /// Index of the integer field tested.
+    pub field: usize,
+    /// The value that shows the fields.
+    pub equals: u64,
+    /// Indexes of the fields shown only then.
+    pub fields: Vec<usize>,
+}
+
+/// An IPFIX element chosen by another field's value; see
+/// [`Schema::with_ipfix_ie_by`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct IeBy {
+    /// Index of the field whose element varies.
+    pub field: usize,
+    /// Index of the integer field whose value selects it.
+    pub selector: usize,
+    /// `(selector value, IANA element id)`.
+    pub ies: Vec<(u32, u16)>,
+}
+
+/// One RFC 5424 SD-PARAM (or RFC 3164 `NAME=value` pair) of a declared
+/// syslog layout: a field's value or a constant.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum SdParam {
+    /// The value of the field with this index.
+    Field(usize),
+    /// A constant value (RFC 3164 omits it).
+    Const(Cow<'static, str>),
+}
+
+/// Syslog metadata of a record type: what RFC 5424 and RFC 3164 print by
+/// default. Everything is optional; without it a record is printed with
+/// APP-NAME from the syslog options (default `dplog`), MSGID the schema
+/// name, SD-ID `<schema name>@<enterprise>` and every field as a parameter
+/// under its name.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct SyslogMeta {
+    /// APP-NAME (RFC 5424) / TAG (RFC 3164) unless the options set one.
+    pub app_name: Option<Cow<'static, str>>,
+    /// MSGID by the value of an integer field (values not listed print
+    /// the schema name).
+    pub msgid_by: Option<FieldValues<Cow<'static, str>>>,
+    /// SD-ID of the declared parameter layout (`name@enterprise` or an
+    /// IANA-registered bare name), unless the options set one.
+    pub sd_id: Option<Cow<'static, str>>,
+    /// The parameters in order (PARAM-NAME, value); empty: every field
+    /// under its own name.
+    pub params: Vec<(Cow<'static, str>, SdParam)>,
+}
+
+impl SyslogMeta {
+    /// Builds syslog metadata for `schema` by field names: `app_name`,
+    /// MSGID by `(field, [(value, msgid)])`, SD-ID and parameters as
+    /// `(PARAM-NAME, source)` where a source starting with `=` is a
+    /// constant and any other names a field.
+    ///
+    /// Errors: [`SchemaError::BadMetaField`] for a field the schema lacks.
+    pub fn resolve(
+        schema: &Schema,
+        app_name: Option<&'static str>,
+        msgid_by: Option<(&str, &[(u64, &'static str)])>,
+        sd_id: Option<&'static str>,
+        params: &[(&'static str, &'static str)],
+    ) -> Result<SyslogMeta, SchemaError> {
+        let msgid_by = match msgid_by {
+            None => None,
+            Some((n, values)) => Some(FieldValues {
+                field: schema.integer_field("syslog msgid", n)?,
+                values: values.iter().map(|&(v, m)| (v, Cow::Borrowed(m))).collect(),
+            }),
         };
+        let params = params
+            .iter()
+            .map(|&(name, src)| {
+                let v = match src.strip_prefix('=') {
+                    Some(c) => SdParam::Const(Cow::Borrowed(c)),
+                    None => SdParam::Field(schema.index_of("syslog parameter", src)?),
+                };
+                Ok((Cow::Borrowed(name), v))
+            })
+            .collect::<Result<_, SchemaError>>()?;
+        Ok(SyslogMeta {
+            app_name: app_name.map(Cow::Borrowed),
+            msgid_by,
+            sd_id: sd_id.map(Cow::Borrowed),
+            params,
+        })
     }
+}
 
-    builtin!(nat44_session, Nat44SessionRecord, SCHEMA_NAT44_SESSION, "nat44Session", [
-        timestamp_ns => "observationTimeMilliseconds": NsTimestamp, ie 323;
-        nat_event => "natEvent": Enum, ie 230, names &nat_event::NAMES;
-        protocol => "protocolIdentifier": Protocol, ie 4;
-        src_addr => "sourceIPv4Address": Ipv4, ie 8;
-        src_port => "sourceTransportPort": Port, ie 7;
-        post_nat_src_addr => "postNATSourceIPv4Address": Ipv4, ie 225;
-        post_napt_src_port => "postNAPTSourceTransportPort": Port, ie 227;
-        dst_addr => "destinationIPv4Address": Ipv4, ie 12;
-        dst_port => "destinationTransportPort": Port, ie 11;
-        ingress_vrf_id => "ingressVRFID": U32, ie 234;
-        initiator_packets => "initiatorPackets": U32, ie 298;
-        responder_packets => "responderPackets": U32, ie 299;
-        initiator_octets => "initiatorOctets": U64, ie 231;
-        responder_octets => "responderOctets": U64, ie 232;
-    ]);
+/// What a schema declares beyond its fields; see [`Schema::meta`] and the
+/// `with_*` builders of [`Schema`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SchemaMeta {
+    /// Index of the event-time field, if any (default: the first
+    /// timestamp field).
+    pub event_time: Option<usize>,
+    /// Priority under `degrade` (default
+    /// [`PRIORITY_NORMAL`](crate::record::PRIORITY_NORMAL)).
+    pub priority: u8,
+    /// Priorities by one field's value, over `priority`.
+    pub priority_by: Option<FieldValues<u8>>,
+    /// Fields the default text/JSON layouts print only conditionally.
+    pub only_when: Option<OnlyWhen>,
+    /// Syslog defaults.
+    pub syslog: SyslogMeta,
+    /// An IPFIX element chosen by another field's value.
+    pub ipfix_ie_by: Option<IeBy>,
+}
 
-    builtin!(nat_port_block, NatPortBlockRecord, SCHEMA_NAT_PORT_BLOCK, "natPortBlock", [
-        timestamp_ns => "observationTimeMilliseconds": NsTimestamp, ie 323;
-        nat_event => "natEvent": Enum, ie 230, names &nat_event::NAMES;
-        src_addr => "sourceIPv4Address": Ipv4, ie 8;
-        post_nat_src_addr => "postNATSourceIPv4Address": Ipv4, ie 225;
-        port_range_start => "portRangeStart": Port, ie 361;
-        port_range_end => "portRangeEnd": Port, ie 362;
-        port_range_step => "portRangeStepSize": U16, ie 363;
-        port_range_num_ports => "portRangeNumPorts": U16, ie 364;
-        ingress_vrf_id => "ingressVRFID": U32, ie 234;
-    ]);
-
-    builtin!(nat_addresses_exhausted, NatAddressesExhaustedRecord, SCHEMA_NAT_ADDRESSES_EXHAUSTED, "natAddressesExhausted", [
-        timestamp_ns => "observationTimeMilliseconds": NsTimestamp, ie 323;
-        nat_event => "natEvent": Enum, ie 230, names &nat_event::NAMES;
-        nat_pool_id => "natPoolId": U32, ie 283;
-    ]);
-
-    builtin!(nat_ports_exhausted, NatPortsExhaustedRecord, SCHEMA_NAT_PORTS_EXHAUSTED, "natPortsExhausted", [
-        timestamp_ns => "observationTimeMilliseconds": NsTimestamp, ie 323;
-        nat_event => "natEvent": Enum, ie 230, names &nat_event::NAMES;
-        post_nat_src_addr => "postNATSourceIPv4Address": Ipv4, ie 225;
-        protocol => "protocolIdentifier": Protocol, ie 4;
-    ]);
-
-    builtin!(nat_quota_exceeded, NatQuotaExceededRecord, SCHEMA_NAT_QUOTA_EXCEEDED, "natQuotaExceeded", [
-        timestamp_ns => "observationTimeMilliseconds": NsTimestamp, ie 323;
-        nat_event => "natEvent": Enum, ie 230, names &nat_event::NAMES;
-        quota_event => "natQuotaExceededEvent": Enum, ie 466, names &quota_event::NAMES;
-        limit => "quotaLimit": U32, ie 0;
-        src_addr => "sourceIPv4Address": Ipv4, ie 8;
-    ]);
-
-    /// Every built-in NAT schema, by ascending id (1..=5).
-    pub fn all() -> [&'static Schema; 5] {
-        [
-            nat44_session(),
-            nat_port_block(),
-            nat_addresses_exhausted(),
-            nat_ports_exhausted(),
-            nat_quota_exceeded(),
-        ]
-    }
-
-    /// The built-in schema with id `id`.
-    pub fn by_id(id: u16) -> Option<&'static Schema> {
-        all().into_iter().find(|s| s.id() == id)
-    }
-
-    /// `natEvent` numbering profile: how event numbers are printed and
-    /// exported. Records always carry RFC 8158 numbers.
-    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-    #[cfg_attr(feature = "serde", derive(serde::Deserialize))]
-    #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
-    pub enum EventProfile {
-        /// RFC 8158 numbers as recorded (4/5 for session create/delete).
-        #[default]
-        Rfc8158,
-        /// The historic numbering older collectors expect: session create
-        /// 4 is printed as 1 and delete 5 as 2; other events unchanged.
-        Legacy,
-    }
-
-    impl EventProfile {
-        /// The number to print or export for recorded `natEvent` `v`.
-        #[inline(always)]
-        pub const fn map(self, v: u8) -> u8 {
-            match (self, v) {
-                (EventProfile::Legacy, 4) => 1,
-                (EventProfile::Legacy, 5) => 2,
-                _ => v,
-            }
-        }
-
-        /// Parses `rfc8158` or `legacy`.
-        pub fn from_name(s: &str) -> Option<Self> {
-            match s {
-                "rfc8158" => Some(EventProfile::Rfc8158),
-                "legacy" => Some(EventProfile::Legacy),
-                _ => None,
-            }
+impl Default for SchemaMeta {
+    fn default() -> Self {
+        Self {
+            event_time: None,
+            priority: crate::record::PRIORITY_NORMAL,
+            priority_by: None,
+            only_when: None,
+            syslog: SyslogMeta::default(),
+            ipfix_ie_by: None,
         }
     }
 }
@@ -720,7 +871,6 @@ pub mod nat {
 mod tests {
     use super::*;
 
-    use crate::record::*;
     use std::ffi::CString;
 
     /// Builds `s` again through the C descriptor route.
@@ -785,85 +935,50 @@ mod tests {
 
     #[test]
     fn the_c_route_gives_the_same_schema_as_the_macro() {
-        for s in nat::all() {
-            assert_eq!(&via_c(s), s, "{}", s.name());
-        }
+        use crate::record::test_record::TestRecord;
+        let names = [(4, "CREATE"), (5, "DELETE")];
+        let s = crate::schema!(TestRecord, id = 1, name = "testSession", [
+            timestamp_ns => "observationTimeMilliseconds": NsTimestamp, ie 323;
+            nat_event => "event": Enum, ie 0, names &names;
+            protocol => "protocolIdentifier": Protocol, ie 4;
+            src_addr => "sourceIPv4Address": Ipv4, ie 8;
+            src_port => "sourceTransportPort": Port, ie 7;
+            initiator_octets => "initiatorOctets": U64, ie 231;
+        ])
+        .unwrap();
+        assert_eq!(via_c(&s), s);
+        assert_eq!(s.meta().event_time, Some(0));
     }
 
     #[test]
-    fn nat44_schema_matches_the_documented_layout_and_iana_ids() {
-        let s = nat::nat44_session();
-        assert_eq!((s.id(), s.size()), (SCHEMA_NAT44_SESSION, 64));
-        let got: Vec<(&str, u16, u16, u16)> = s
-            .fields()
-            .iter()
-            .map(|f| (&*f.name, f.offset, f.size, f.ie_id))
-            .collect();
-        assert_eq!(
-            got,
-            [
-                ("observationTimeMilliseconds", 8, 8, 323),
-                ("natEvent", 35, 1, 230),
-                ("protocolIdentifier", 34, 1, 4),
-                ("sourceIPv4Address", 16, 4, 8),
-                ("sourceTransportPort", 28, 2, 7),
-                ("postNATSourceIPv4Address", 20, 4, 225),
-                ("postNAPTSourceTransportPort", 30, 2, 227),
-                ("destinationIPv4Address", 24, 4, 12),
-                ("destinationTransportPort", 32, 2, 11),
-                ("ingressVRFID", 36, 4, 234),
-                ("initiatorPackets", 40, 4, 298),
-                ("responderPackets", 44, 4, 299),
-                ("initiatorOctets", 48, 8, 231),
-                ("responderOctets", 56, 8, 232),
-            ]
-        );
-        assert_eq!(
-            s.field("natEvent").unwrap().1.enum_name(16),
-            Some("PORT_BLOCK_ALLOCATION")
-        );
-    }
-
-    #[test]
-    fn builtin_records_have_no_padding_and_read_back() {
-        // Field sizes plus header and reserved bytes cover each record exactly.
-        for (s, reserved) in [
-            (nat::nat44_session(), 0),
-            (nat::nat_port_block(), 3),
-            (nat::nat_addresses_exhausted(), 3),
-            (nat::nat_ports_exhausted(), 2),
-            (nat::nat_quota_exceeded(), 3),
-        ] {
-            let used: usize = s.fields().iter().map(|f| f.size as usize).sum();
-            assert_eq!(8 + used + reserved, s.size(), "{}", s.name());
-        }
-        let r = NatPortBlockRecord {
-            src_addr: 0x0A00_0001,
-            port_range_start: 1024,
-            port_range_end: 1535,
-            port_range_num_ports: 512,
-            ingress_vrf_id: 9,
-            ..Default::default()
-        };
-        let b = r.as_bytes();
-        let s = NatPortBlockRecord::schema();
-        let v = |n| s.field(n).unwrap().1.read_uint(b);
-        assert_eq!(v("sourceIPv4Address"), 0x0A00_0001);
-        assert_eq!(v("portRangeEnd"), 1535);
-        assert_eq!(v("portRangeNumPorts"), 512);
-        assert_eq!(v("ingressVRFID"), 9);
-        assert_eq!(v("natEvent"), 16);
-        let q = NatRecord::from(NatQuotaExceededRecord {
-            quota_event: quota_event::MAX_ENTRIES_PER_USER,
-            limit: 300,
-            ..Default::default()
-        });
-        assert_eq!(q.header().schema_id, SCHEMA_NAT_QUOTA_EXCEEDED);
-        assert_eq!(q.as_bytes().len(), 32);
-        assert_eq!(NatRecord::from_bytes(q.as_bytes()), Some(q));
-        assert_eq!(NatRecord::from_bytes(&q.as_bytes()[..20]), None);
-        assert_eq!(nat::EventProfile::Legacy.map(4), 1);
-        assert_eq!(nat::EventProfile::Legacy.map(17), 17);
+    fn metadata_names_real_fields_of_the_right_kind() {
+        use crate::record::test_record::TestRecord;
+        let s = crate::schema!(TestRecord, id = 1, name = "t", [
+            timestamp_ns => "ts": NsTimestamp, ie 0;
+            nat_event => "event": U8, ie 0;
+            src_addr => "addr": Bytes, ie 0;
+        ])
+        .unwrap();
+        let e = s.clone().with_event_time(Some("event")).unwrap_err();
+        assert_eq!(e, SchemaError::BadMetaField("event time", "event".into()));
+        assert!(s.clone().with_event_time(Some("nope")).is_err());
+        assert_eq!(s.clone().with_event_time(None).unwrap().meta().event_time, None);
+        let p = s
+            .clone()
+            .with_priority(1, Some(("event", &[(5, 2)])))
+            .unwrap();
+        assert_eq!(p.meta().priority_by.as_ref().unwrap().field, 1);
+        assert!(s.clone().with_priority(1, Some(("addr", &[]))).is_err());
+        let w = s
+            .clone()
+            .with_fields_only_when("event", 5, &["addr"])
+            .unwrap();
+        assert_eq!(w.meta().only_when.as_ref().unwrap().fields, [2]);
+        let m = SyslogMeta::resolve(&s, Some("APP"), None, Some("x@1"), &[("A", "addr"), ("K", "=v")])
+            .unwrap();
+        assert_eq!(m.params[0].1, SdParam::Field(2));
+        assert_eq!(m.params[1].1, SdParam::Const("v".into()));
+        assert!(SyslogMeta::resolve(&s, None, None, None, &[("A", "nope")]).is_err());
     }
 
     #[test]

@@ -11,6 +11,7 @@
 use core::mem::{align_of, size_of, MaybeUninit};
 
 use crate::record::{Record, RecordHeader};
+use crate::table::SchemaTable;
 
 /// Why a record cannot be packed into a slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,6 +82,42 @@ macro_rules! slot_type {
                 &self.header
             }
 
+            /// The record's bytes: `header.len` of them, clamped to
+            /// `8..=SIZE`.
+            #[inline]
+            pub fn as_bytes(&self) -> &[u8] {
+                let len = usize::from(self.header.len).clamp(8, $size);
+                // SAFETY: a slot is made by `pack` or `from_bytes`, which
+                // initialise the header and `header.len` bytes; `len` is
+                // clamped to the slot, and the borrow keeps `self` alive.
+                unsafe { core::slice::from_raw_parts((self as *const Self).cast::<u8>(), len) }
+            }
+
+            /// Copies a record given as bytes (header first) into a slot:
+            /// `None` if `bytes` is shorter than 8 or longer than the slot,
+            /// or its header's `len` disagrees with `bytes.len()`. Bytes
+            /// after the record are zero.
+            pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
+                if !(8..=$size).contains(&bytes.len()) {
+                    return None;
+                }
+                if usize::from(u16::from_ne_bytes([bytes[0], bytes[1]])) != bytes.len() {
+                    return None;
+                }
+                let mut s = MaybeUninit::<Self>::zeroed();
+                // SAFETY: `bytes.len()` is at most the slot size; the
+                // storage is zeroed, so every byte is initialised, and a
+                // header is four u16 (any bit pattern valid).
+                unsafe {
+                    core::ptr::copy_nonoverlapping(
+                        bytes.as_ptr(),
+                        s.as_mut_ptr().cast::<u8>(),
+                        bytes.len(),
+                    );
+                    Some(s.assume_init())
+                }
+            }
+
             /// The record, if the header says it is an `R` (schema id and
             /// length match); `None` otherwise.
             ///
@@ -111,14 +148,72 @@ macro_rules! slot_type {
             }
         }
 
+        impl Slot for $name {
+            const BYTES: usize = $size;
+            #[inline]
+            fn pack_record<R: Record>(rec: &R) -> Result<Self, SlotTooSmall> {
+                Self::pack(rec)
+            }
+            #[inline]
+            fn from_record_bytes(bytes: &[u8]) -> Option<Self> {
+                Self::from_bytes(bytes)
+            }
+        }
+
+        impl PartialEq for $name {
+            /// Equal when the record bytes (`header.len` of them) are.
+            fn eq(&self, other: &Self) -> bool {
+                self.as_bytes() == other.as_bytes()
+            }
+        }
+
+        impl Eq for $name {}
+
+        impl crate::record::RecordBytes for $name {
+            #[inline(always)]
+            fn record_bytes(&self) -> &[u8] {
+                self.as_bytes()
+            }
+        }
+
         impl Record for $name {
             /// A slot carries any schema; read [`RecordHeader::schema_id`].
             const SCHEMA_ID: u16 = 0;
             fn header(&self) -> &RecordHeader {
                 &self.header
             }
+            /// The rule of the record's schema in the logger's table;
+            /// [`PRIORITY_NORMAL`](crate::record::PRIORITY_NORMAL) for a
+            /// schema the table does not know.
+            #[inline]
+            fn priority_in(&self, table: &SchemaTable) -> u8 {
+                table
+                    .priority(self.as_bytes())
+                    .unwrap_or(crate::record::PRIORITY_NORMAL)
+            }
+            /// The schema's event-time field; 0 when it has none.
+            #[inline]
+            fn event_time_in(&self, table: &SchemaTable) -> u64 {
+                table.event_time(self.as_bytes()).unwrap_or(0)
+            }
         }
     };
+}
+
+/// A ring slot type ([`Slot32`], [`Slot64`], [`Slot128`]): a fixed-size
+/// cell that carries any record of at most its size. Lets code be generic
+/// over the slot size a config chooses (`[ring] slot_bytes`).
+pub trait Slot: Record + crate::record::RecordBytes + PartialEq + core::fmt::Debug {
+    /// Slot size in bytes.
+    const BYTES: usize;
+    /// Copies `rec` into a slot; see [`Slot64::pack`].
+    ///
+    /// # Errors
+    /// [`SlotTooSmall`] if `R` does not fit.
+    fn pack_record<R: Record>(rec: &R) -> Result<Self, SlotTooSmall>;
+    /// Copies a record given as bytes into a slot; see
+    /// [`Slot64::from_bytes`].
+    fn from_record_bytes(bytes: &[u8]) -> Option<Self>;
 }
 
 slot_type!(Slot32, 32);
@@ -128,7 +223,7 @@ slot_type!(Slot128, 128);
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::record::{Nat44SessionRecord, SCHEMA_NAT44_SESSION};
+    use crate::record::test_record::{TestRecord, TEST_SCHEMA_ID};
     use crate::ring::ring;
 
     #[repr(C)]
@@ -147,7 +242,7 @@ mod tests {
     #[test]
     fn mixed_records_share_a_64_byte_ring() {
         let (mut p, mut c) = ring::<Slot64>(4).unwrap();
-        let nat = Nat44SessionRecord {
+        let nat = TestRecord {
             src_port: 4242,
             ..Default::default()
         };
@@ -161,13 +256,13 @@ mod tests {
         let b = c.pop().unwrap();
         assert_eq!(
             (a.header().schema_id, a.header().len),
-            (SCHEMA_NAT44_SESSION, 64)
+            (TEST_SCHEMA_ID, 64)
         );
         assert_eq!((b.header().schema_id, b.header().len), (900, 16));
         // SAFETY: both slots were packed from the types named here, whose
         // schema ids are unique in this test.
         unsafe {
-            assert_eq!(a.unpack::<Nat44SessionRecord>(), Some(nat));
+            assert_eq!(a.unpack::<TestRecord>(), Some(nat));
             assert_eq!(a.unpack::<Small>(), None);
             assert_eq!(b.unpack::<Small>(), Some(small));
         }

@@ -6,6 +6,7 @@
 use std::sync::{Arc, Mutex};
 
 use dplog_core::*;
+use dplog_schema_nat::*;
 
 /// Writes the timestamp (8 bytes) of records with an even timestamp and
 /// nothing for odd ones; with `skip_all`, nothing for any record.

@@ -7,6 +7,7 @@ use std::net::TcpStream;
 
 use dplog_core::metrics::MetricsServer;
 use dplog_core::*;
+use dplog_schema_nat::*;
 
 struct Null;
 impl Formatter<Nat44SessionRecord> for Null {

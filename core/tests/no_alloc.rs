@@ -7,6 +7,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use dplog_core::*;
+use dplog_schema_nat::*;
 
 struct Counting;
 

@@ -9,6 +9,7 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 
 use dplog_core::*;
+use dplog_schema_nat::*;
 
 struct Stamp;
 impl Formatter<Nat44SessionRecord> for Stamp {

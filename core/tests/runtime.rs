@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use dplog_core::*;
+use dplog_schema_nat::*;
 
 /// Formats a record as its timestamp and source port, 16 bytes; a drop
 /// report as `REPORT` and its count, 16 bytes.

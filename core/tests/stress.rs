@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use dplog_core::*;
+use dplog_schema_nat::*;
 
 const PRODUCERS: u16 = 3;
 

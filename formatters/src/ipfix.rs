@@ -1,8 +1,10 @@
-//! IPFIX export (RFC 7011) with the RFC 8158 NAT templates.
+//! IPFIX export (RFC 7011) of records by their schemas (e.g. the RFC 8158
+//! NAT templates).
 //!
-//! Every schema becomes one template (the quota-exceeded record one per
-//! `natQuotaExceededEvent` subtype, since the limit's information element
-//! depends on it, RFC 8158 section 4.1): the fields that have an IANA
+//! Every schema becomes one template (a schema whose element for one field
+//! depends on another field's value, [`SchemaMeta::ipfix_ie_by`](dplog_core::schema::SchemaMeta::ipfix_ie_by), one per
+//! value: e.g. RFC 8158's quota-exceeded record per
+//! `natQuotaExceededEvent` subtype): the fields that have an IANA
 //! element id, in schema order, each with its schema size (reduced-size
 //! encoding, RFC 7011 section 6.2), in network byte order. Every data record
 //! carries observationTimeMilliseconds (323); a schema without it gets the
@@ -30,7 +32,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use dplog_core::schema::{read_uint, FieldKind, Schema};
 
 use crate::conv::TscCalibration;
-use crate::template::{Options, IE_NAT_EVENT};
+use crate::template::{Options, Renumber};
 
 /// observationTimeMilliseconds, IANA element 323 (dateTimeMilliseconds).
 pub const IE_OBSERVATION_TIME_MS: u16 = 323;
@@ -111,7 +113,7 @@ struct Tmpl {
 #[derive(Clone, Debug)]
 pub struct IpfixEncoder {
     opts: IpfixOptions,
-    profile: dplog_core::schema::nat::EventProfile,
+    renumber: Option<Renumber>,
     tsc: Option<TscCalibration>,
     templates: Vec<Tmpl>,
     quota_field: Option<(u16, u16)>,
@@ -147,7 +149,7 @@ impl IpfixEncoder {
         }
         let mut e = IpfixEncoder {
             opts: ipfix,
-            profile: opts.profile,
+            renumber: opts.renumber,
             tsc: opts.tsc,
             templates: Vec::new(),
             quota_field: None,
@@ -161,17 +163,16 @@ impl IpfixEncoder {
             scratch: Vec::new(),
         };
         for s in schemas {
-            let quota = s.fields().iter().find(|f| f.ie_id == IE_QUOTA_EVENT);
-            let limit = s.field("quotaLimit").map(|(_, f)| f);
-            match (quota, limit) {
-                (Some(q), Some(_)) => {
+            match &s.meta().ipfix_ie_by {
+                Some(by) => {
+                    let q = &s.fields()[by.selector];
                     e.quota_field = Some((q.offset, q.size));
-                    for st in 1..=5u32 {
+                    for &(st, _) in &by.ies {
                         e.add(s, Some(st))?;
                     }
                     e.add(s, Some(0))?;
                 }
-                _ => e.add(s, None)?,
+                None => e.add(s, None)?,
             }
         }
         Ok(e)
@@ -194,11 +195,12 @@ impl IpfixEncoder {
             encs.push(Enc::ExportMs);
             ies.push((IE_OBSERVATION_TIME_MS, 8));
         }
-        for f in s.fields() {
+        let ie_by = s.meta().ipfix_ie_by.as_ref();
+        for (i, f) in s.fields().iter().enumerate() {
             let mut ie = f.ie_id;
-            if f.name == "quotaLimit" {
-                ie = match subtype.and_then(dplog_core::record::quota_event::limit_ie) {
-                    Some(ie) => ie,
+            if let Some(by) = ie_by.filter(|b| b.field == i) {
+                ie = match by.ies.iter().find(|(v, _)| Some(*v) == subtype) {
+                    Some(&(_, ie)) => ie,
                     None => continue,
                 };
             }
@@ -215,7 +217,7 @@ impl IpfixEncoder {
                 _ => Enc::Uint {
                     off,
                     size,
-                    event: ie == IE_NAT_EVENT,
+                    event: self.renumber.is_some_and(|r| r.ie_id == ie),
                 },
             };
             if let Enc::Ms { off, tsc } = enc {
@@ -298,11 +300,15 @@ impl IpfixEncoder {
         let sid = u16::from_ne_bytes([rec[2], rec[3]]);
         let sub = self
             .quota_field
-            .map(|(o, s)| read_uint(rec, o as usize, s as usize) as u32)
-            .map(|st| if (1..=5).contains(&st) { st } else { 0 });
-        self.templates
-            .iter()
-            .position(|t| t.schema_id == sid && (t.subtype.is_none() || t.subtype == sub))
+            .map(|(o, s)| read_uint(rec, o as usize, s as usize) as u32);
+        let hit = |sub: Option<u32>| {
+            self.templates
+                .iter()
+                .position(|t| t.schema_id == sid && (t.subtype.is_none() || t.subtype == sub))
+        };
+        // A selector value without its own template takes the one without
+        // the varying element (subtype 0).
+        hit(sub).or_else(|| sub.and_then(|_| hit(Some(0))))
     }
 
     /// Appends one data record (opening a message, and sending templates,
@@ -381,7 +387,9 @@ impl IpfixEncoder {
                 Enc::Uint { off, size, event } => {
                     let mut v = read_uint(rec, off as usize, size as usize);
                     if event && v < 256 {
-                        v = self.profile.map(v as u8) as u64;
+                        if let Some(r) = &self.renumber {
+                            v = r.map(v);
+                        }
                     }
                     let size = (size as usize).min(8);
                     let w = if size == 0 { 0 } else { v << (64 - 8 * size) };

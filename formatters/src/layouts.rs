@@ -1,15 +1,15 @@
 //! Line-oriented output formats built as compiled templates: text (default
 //! `name=value` layout or a user template), JSON lines, CSV and syslog
-//! (RFC 5424 in VPP's NAT44 layout, RFC 3164).
+//! (RFC 5424, RFC 3164; a schema may declare its own syslog layout, as the
+//! NAT schema declares VPP's).
 //!
 //! Each format is a [`Program`] per schema, assembled once from the schema
 //! (or parsed from the user's template); formatting a record walks it.
 
-use dplog_core::record::SCHEMA_NAT44_SESSION;
-use dplog_core::schema::{FieldKind, Schema};
+use dplog_core::schema::{FieldKind, SdParam, Schema};
 
 use crate::conv::Escape;
-use crate::template::{Conv, Options, Program, TemplateError, IE_NAT_EVENT};
+use crate::template::{Conv, Options, Program, TemplateError};
 
 /// Syslog settings shared by RFC 5424 and RFC 3164.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -18,28 +18,31 @@ use crate::template::{Conv, Options, Program, TemplateError, IE_NAT_EVENT};
 pub struct SyslogOptions {
     /// HOSTNAME; `None` prints the NILVALUE `-` (RFC 5424) or `-` (RFC 3164).
     pub hostname: Option<String>,
-    /// APP-NAME (RFC 5424) / TAG (RFC 3164). Default `NAT`, as VPP.
-    pub app_name: String,
+    /// APP-NAME (RFC 5424) / TAG (RFC 3164). Default: the schema's own
+    /// (the NAT schemas declare `NAT`, as VPP), else `dplog`.
+    pub app_name: Option<String>,
     /// PROCID; `None` prints `-`.
     pub procid: Option<String>,
     /// Facility 0..=23. Default 16 (local0), as VPP.
     pub facility: u8,
     /// Severity 0..=7. Default 6 (informational), as VPP.
     pub severity: u8,
-    /// SD-ID of NAT44 session events. Default `nsess@32473`; VPP sends
-    /// plain `nsess`.
-    pub sd_id: String,
+    /// SD-ID of the schemas that declare a parameter layout (the NAT44
+    /// session declares `nsess@32473`; VPP sends plain `nsess`). Default:
+    /// the schema's. Its `@enterprise` part (default 32473) also names the
+    /// SD-ID `<schema name>@<enterprise>` of every other schema.
+    pub sd_id: Option<String>,
 }
 
 impl Default for SyslogOptions {
     fn default() -> Self {
         Self {
             hostname: None,
-            app_name: "NAT".into(),
+            app_name: None,
             procid: None,
             facility: 16,
             severity: 6,
-            sd_id: "nsess@32473".into(),
+            sd_id: None,
         }
     }
 }
@@ -70,11 +73,15 @@ impl SyslogOptions {
         if let Some(h) = &self.hostname {
             printusascii(h, 255, "hostname", &[])?;
         }
-        printusascii(&self.app_name, 48, "app_name", &[])?;
+        if let Some(a) = &self.app_name {
+            printusascii(a, 48, "app_name", &[])?;
+        }
         if let Some(p) = &self.procid {
             printusascii(p, 128, "procid", &[])?;
         }
-        printusascii(&self.sd_id, 32, "sd_id", &['=', ']', '"'])?;
+        if let Some(sd) = &self.sd_id {
+            printusascii(sd, 32, "sd_id", &['=', ']', '"'])?;
+        }
         Ok(())
     }
 
@@ -83,45 +90,28 @@ impl SyslogOptions {
     }
 
     fn enterprise(&self) -> &str {
-        self.sd_id.split_once('@').map_or("32473", |(_, e)| e)
+        self.sd_id
+            .as_deref()
+            .and_then(|s| s.split_once('@'))
+            .map_or("32473", |(_, e)| e)
+    }
+
+    /// APP-NAME / TAG for records of `s`.
+    fn app_name<'a>(&'a self, s: &'a Schema) -> &'a str {
+        self.app_name
+            .as_deref()
+            .or(s.meta().syslog.app_name.as_deref())
+            .unwrap_or(DEFAULT_APP_NAME)
     }
 }
 
-/// MSGIDs per natEvent: VPP's SADD/SDEL for sessions and APMADD/APMDEL for
-/// port blocks; event names for the rest.
-const MSGIDS: [(u32, &str); 7] = [
-    (4, "SADD"),
-    (5, "SDEL"),
-    (16, "APMADD"),
-    (17, "APMDEL"),
-    (3, "ADDRESSES_EXHAUSTED"),
-    (12, "PORTS_EXHAUSTED"),
-    (13, "QUOTA_EXCEEDED"),
-];
+/// APP-NAME when neither the options nor the schema give one.
+pub const DEFAULT_APP_NAME: &str = "dplog";
 
+/// The schema's event-time field ([`dplog_core::schema::SchemaMeta::event_time`]).
 fn time_field(s: &Schema) -> Option<usize> {
-    s.fields()
-        .iter()
-        .position(|f| matches!(f.kind, FieldKind::NsTimestamp | FieldKind::TscTimestamp))
+    s.meta().event_time
 }
-
-fn event_field(s: &Schema) -> Option<usize> {
-    s.fields()
-        .iter()
-        .position(|f| f.ie_id == IE_NAT_EVENT && f.kind.is_integer())
-}
-
-fn idx(s: &Schema, name: &str) -> usize {
-    s.field(name).map(|(i, _)| i).unwrap_or(usize::MAX)
-}
-
-/// NAT44 counters printed only on deletes by the default text layout.
-const DELETE_ONLY: [&str; 4] = [
-    "initiatorPackets",
-    "responderPackets",
-    "initiatorOctets",
-    "responderOctets",
-];
 
 fn e(m: String) -> TemplateError {
     TemplateError {
@@ -130,10 +120,10 @@ fn e(m: String) -> TemplateError {
     }
 }
 
-/// The default text layout: the first timestamp as RFC 3339 UTC with
-/// microseconds, then ` name=value` for every field, then `\n`. For the
-/// NAT44 session record the four counters appear only on deletes
-/// (natEvent 5), as in [`crate::TextFormatter`].
+/// The default text layout: the event time as RFC 3339 UTC with
+/// microseconds, then ` name=value` for every field, then `\n`. Fields the
+/// schema shows only conditionally ([`Schema::with_fields_only_when`], e.g.
+/// the NAT44 session's counters on deletes) come last, when it holds.
 pub fn text_default(s: &Schema, opts: Options) -> Result<Program, TemplateError> {
     let mut p = Program::new(s, opts);
     // TSC fields convert too (see `template`), calibrated or not.
@@ -141,21 +131,18 @@ pub fn text_default(s: &Schema, opts: Options) -> Result<Program, TemplateError>
         p.field(s, t, Some(Conv::Rfc3339(6)), Escape::Text)
             .map_err(e)?;
     }
-    let nat44 = s.id() == SCHEMA_NAT44_SESSION
-        && s.field("natEvent").is_some()
-        && DELETE_ONLY.iter().all(|n| s.field(n).is_some());
+    let only_when = s.meta().only_when.as_ref();
     let mut deferred = Vec::new();
     for (i, f) in s.fields().iter().enumerate() {
-        if nat44 && DELETE_ONLY.contains(&&*f.name) {
+        if only_when.is_some_and(|w| w.fields.contains(&i)) {
             deferred.push(i);
             continue;
         }
         p.lit(format!(" {}=", f.name).as_bytes());
         p.field(s, i, None, Escape::Text).map_err(e)?;
     }
-    if !deferred.is_empty() {
-        let ev = idx(s, "natEvent");
-        p.when(s, ev, 5, |p| {
+    if let Some(w) = only_when.filter(|_| !deferred.is_empty()) {
+        p.when(s, w.field, w.equals as u32, |p| {
             for i in deferred {
                 p.lit(format!(" {}=", s.fields()[i].name).as_bytes());
                 p.field(s, i, None, Escape::Text)?;
@@ -180,8 +167,7 @@ pub fn text_template(template: &str, s: &Schema, opts: Options) -> Result<Progra
 /// schema has a nanosecond timestamp, or a TSC one and a calibration), then
 /// every field under its name; integers, enums and timestamps (ms since the
 /// epoch) as numbers, booleans as `true`/`false`, addresses and byte strings
-/// as escaped strings. For the NAT44 session record the four counters
-/// appear only on deletes (natEvent 5), as in the text layout.
+/// as escaped strings. Conditional fields as in [`text_default`].
 pub fn json(s: &Schema, opts: Options) -> Result<Program, TemplateError> {
     fn member(p: &mut Program, s: &Schema, i: usize, first: bool) -> Result<(), TemplateError> {
         let f = &s.fields()[i];
@@ -214,21 +200,18 @@ pub fn json(s: &Schema, opts: Options) -> Result<Program, TemplateError> {
         p.lit(b"\"");
         first = false;
     }
-    let nat44 = s.id() == SCHEMA_NAT44_SESSION
-        && s.field("natEvent").is_some()
-        && DELETE_ONLY.iter().all(|n| s.field(n).is_some());
+    let only_when = s.meta().only_when.as_ref();
     let mut deferred = Vec::new();
-    for (i, f) in s.fields().iter().enumerate() {
-        if nat44 && DELETE_ONLY.contains(&&*f.name) {
+    for (i, _) in s.fields().iter().enumerate() {
+        if only_when.is_some_and(|w| w.fields.contains(&i)) {
             deferred.push(i);
             continue;
         }
         member(&mut p, s, i, first)?;
         first = false;
     }
-    if !deferred.is_empty() {
-        let ev = idx(s, "natEvent");
-        p.when(s, ev, 5, |p| {
+    if let Some(w) = only_when.filter(|_| !deferred.is_empty()) {
+        p.when(s, w.field, w.equals as u32, |p| {
             for i in deferred {
                 member(p, s, i, false).map_err(|e| e.message)?;
             }
@@ -267,36 +250,23 @@ pub fn csv_row(s: &Schema, opts: Options) -> Result<Program, TemplateError> {
     Ok(p)
 }
 
+/// MSGID: by the schema's declared field values (values not listed print
+/// in decimal), else the schema name.
 fn syslog_msgid(p: &mut Program, s: &Schema) -> Result<(), TemplateError> {
-    match event_field(s) {
-        Some(ev) => p.field_mapped(s, ev, &MSGIDS, Escape::Text).map_err(e),
+    match &s.meta().syslog.msgid_by {
+        Some(by) => {
+            let names: Vec<(u32, &str)> = by
+                .values
+                .iter()
+                .map(|(v, n)| (*v as u32, n.as_ref()))
+                .collect();
+            p.field_mapped(s, by.field, &names, Escape::Text).map_err(e)
+        }
         None => {
             p.lit(s.name().as_bytes());
             Ok(())
         }
     }
-}
-
-/// VPP's NAT44 parameters: (PARAM-NAME, field or constant).
-const VPP_PARAMS: [(&str, &str); 11] = [
-    ("SVLAN", "ingressVRFID"),
-    ("IATYP", "=IPv4"),
-    ("ISADDR", "sourceIPv4Address"),
-    ("ISPORT", "sourceTransportPort"),
-    ("XATYP", "=IPv4"),
-    ("XSADDR", "postNATSourceIPv4Address"),
-    ("XSPORT", "postNAPTSourceTransportPort"),
-    ("PROTO", "protocolIdentifier"),
-    ("XDADDR", "destinationIPv4Address"),
-    ("XDPORT", "destinationTransportPort"),
-    ("SSUBIX", "=0"),
-];
-
-fn vpp_layout(s: &Schema) -> bool {
-    s.id() == SCHEMA_NAT44_SESSION
-        && VPP_PARAMS
-            .iter()
-            .all(|(_, f)| f.starts_with('=') || s.field(f).is_some())
 }
 
 /// Syslog RFC 5424 (section 6), one message per line:
@@ -305,11 +275,13 @@ fn vpp_layout(s: &Schema) -> bool {
 /// <134>1 2026-01-01T00:00:00.123Z - NAT - SADD [nsess@32473 SVLAN="0" IATYP="IPv4" ISADDR="10.0.0.6" ISPORT="51234" XATYP="IPv4" XSADDR="198.51.100.3" XSPORT="1024" PROTO="6" XDADDR="203.0.113.5" XDPORT="443" SSUBIX="0"]
 /// ```
 ///
-/// NAT44 session records use VPP's NAT44 layout (MSGID SADD/SDEL, SD-ID
-/// [`SyslogOptions::sd_id`]); other records use MSGID APMADD/APMDEL (port
-/// blocks) or the event name, and SD-ID `<schema name>@<enterprise>` with
-/// every field as a parameter. No space between PRI and VERSION; `"`, `\`
-/// and `]` in values are escaped; unknown header fields are `-`.
+/// A schema that declares a syslog layout ([`dplog_core::schema::SyslogMeta`])
+/// gets its MSGID, SD-ID ([`SyslogOptions::sd_id`] overrides it) and
+/// parameters: the NAT44 session record is VPP's NAT44 layout above. Any
+/// other record has MSGID its schema name (or the declared one), SD-ID
+/// `<schema name>@<enterprise>` and every field as a parameter. No space
+/// between PRI and VERSION; `"`, `\` and `]` in values are escaped; unknown
+/// header fields are `-`.
 pub fn rfc5424(s: &Schema, opts: Options, sy: &SyslogOptions) -> Result<Program, TemplateError> {
     sy.validate().map_err(e)?;
     let mut p = Program::new(s, opts);
@@ -324,19 +296,25 @@ pub fn rfc5424(s: &Schema, opts: Options, sy: &SyslogOptions) -> Result<Program,
     p.lit(b" ");
     p.lit(sy.hostname.as_deref().unwrap_or("-").as_bytes());
     p.lit(b" ");
-    p.lit(sy.app_name.as_bytes());
+    p.lit(sy.app_name(s).as_bytes());
     p.lit(b" ");
     p.lit(sy.procid.as_deref().unwrap_or("-").as_bytes());
     p.lit(b" ");
     syslog_msgid(&mut p, s)?;
     p.lit(b" [");
-    if vpp_layout(s) {
-        p.lit(sy.sd_id.as_bytes());
-        for (name, src) in VPP_PARAMS {
+    let meta = &s.meta().syslog;
+    if !meta.params.is_empty() {
+        let sd_id = sy
+            .sd_id
+            .as_deref()
+            .or(meta.sd_id.as_deref())
+            .map_or_else(|| format!("{}@{}", s.name(), sy.enterprise()), str::to_string);
+        p.lit(sd_id.as_bytes());
+        for (name, src) in &meta.params {
             p.lit(format!(" {name}=\"").as_bytes());
-            match src.strip_prefix('=') {
-                Some(c) => p.lit(c.as_bytes()),
-                None => p.field(s, idx(s, src), None, Escape::SdParam).map_err(e)?,
+            match src {
+                SdParam::Const(c) => p.lit(c.as_bytes()),
+                SdParam::Field(i) => p.field(s, *i, None, Escape::SdParam).map_err(e)?,
             }
             p.lit(b"\"");
         }
@@ -365,7 +343,8 @@ pub fn rfc5424(s: &Schema, opts: Options, sy: &SyslogOptions) -> Result<Program,
 /// ```
 ///
 /// TIMESTAMP is UTC. The MSG is the RFC 5424 MSGID then `NAME=value` pairs
-/// (VPP names for NAT44 sessions, field names otherwise).
+/// (the schema's declared parameters without the constant ones, e.g. VPP's
+/// names for NAT44 sessions; field names otherwise).
 pub fn rfc3164(s: &Schema, opts: Options, sy: &SyslogOptions) -> Result<Program, TemplateError> {
     sy.validate().map_err(e)?;
     let mut p = Program::new(s, opts);
@@ -379,17 +358,17 @@ pub fn rfc3164(s: &Schema, opts: Options, sy: &SyslogOptions) -> Result<Program,
     p.lit(b" ");
     p.lit(sy.hostname.as_deref().unwrap_or("-").as_bytes());
     p.lit(b" ");
-    let tag: String = sy.app_name.chars().take(32).collect();
+    let tag: String = sy.app_name(s).chars().take(32).collect();
     p.lit(tag.as_bytes());
     p.lit(b": ");
     syslog_msgid(&mut p, s)?;
-    if vpp_layout(s) {
-        for (name, src) in VPP_PARAMS {
-            if src.starts_with('=') {
-                continue;
+    let meta = &s.meta().syslog;
+    if !meta.params.is_empty() {
+        for (name, src) in &meta.params {
+            if let SdParam::Field(i) = src {
+                p.lit(format!(" {name}=").as_bytes());
+                p.field(s, *i, None, Escape::Text).map_err(e)?;
             }
-            p.lit(format!(" {name}=").as_bytes());
-            p.field(s, idx(s, src), None, Escape::Text).map_err(e)?;
         }
     } else {
         for (i, f) in s.fields().iter().enumerate() {

@@ -14,13 +14,12 @@
 //! `binary` (length-prefixed records with a schema header, see [`binary`]).
 //!
 //! [`RecordEncoder`] formats records given as bytes (header first) and
-//! dispatches on the header's schema id; [`NatFormatter`] wraps it as the
-//! consumer's [`Formatter`] for [`Nat44SessionRecord`] and for
-//! [`NatRecord`] (any NAT record in one 64-byte slot).
-//!
-//! The original [`TextFormatter`] and [`JsonFormatter`] (NAT44 only) stay
-//! available as thin wrappers over the compiled `text` and `json` layouts
-//! ([`nat44`]).
+//! dispatches on the header's schema id; [`SchemaFormatter`] wraps it as
+//! the consumer's [`Formatter`] for any record type with a schema and for
+//! slots ([`Slot64`](dplog_core::Slot64) & co) holding records of several
+//! schemas, with in-band drop reports. Nothing here knows a record type:
+//! schemas (and their metadata: event time, syslog layout, IPFIX elements)
+//! say everything, e.g. the NAT schema package `dplog-schema-nat`.
 #![warn(missing_docs)]
 
 pub mod binary;
@@ -28,22 +27,19 @@ pub mod conv;
 pub mod ipfix;
 pub mod ipv4;
 pub mod layouts;
-pub mod nat44;
 mod raw;
 pub mod template;
 pub mod time;
 
 use std::collections::BTreeMap;
 
-use dplog_core::schema::{nat, Schema};
-use dplog_core::{Formatter, HasSchema, Nat44SessionRecord, NatRecord};
+use dplog_core::schema::Schema;
+use dplog_core::{Formatter, RecordBytes};
 
 pub use conv::{Escape, TscCalibration};
-pub use dplog_core::schema::nat::EventProfile;
 pub use ipfix::{ExportClock, IpfixEncoder, IpfixOptions};
 pub use layouts::SyslogOptions;
-pub use nat44::{Field, FieldKind, JsonFormatter, Presence, TextFormatter, NAT44_FIELDS};
-pub use template::{Conv, Options, Program, TemplateError};
+pub use template::{Conv, Options, Program, Renumber, TemplateError};
 
 /// Output formats by name, as used on the command line and in config files.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash)]
@@ -87,19 +83,6 @@ impl Format {
             .find(|(f, _)| *f == self)
             .map_or("text", |(_, n)| n)
     }
-
-    /// A boxed formatter for NAT44 session records in this format with
-    /// default settings.
-    pub fn nat44_formatter(self) -> Box<dyn Formatter<Nat44SessionRecord>> {
-        Box::new(
-            FormatSpec {
-                kind: self,
-                ..FormatSpec::default()
-            }
-            .nat_formatter()
-            .expect("default settings compile for the built-in schemas"),
-        )
-    }
 }
 
 impl core::str::FromStr for Format {
@@ -124,16 +107,17 @@ impl core::str::FromStr for Format {
 pub struct FormatSpec {
     /// The format.
     pub kind: Format,
-    /// `text` only: template for the NAT44 session record (or, in
-    /// [`FormatSpec::encoder`], for the first schema).
+    /// `text` only: template for the first schema given to
+    /// [`FormatSpec::encoder`] / [`FormatSpec::formatter`].
     pub template: Option<String>,
-    /// `text` only: templates by schema name (e.g. `natPortBlock`); a
-    /// schema without one uses the default layout.
+    /// `text` only: templates by schema name (e.g. `aclDrop`); a schema
+    /// without one uses the default layout.
     pub templates: BTreeMap<String, String>,
-    /// `natEvent` numbering.
-    pub profile: EventProfile,
+    /// Value renumbering of one element (e.g. the NAT schema's legacy
+    /// natEvent profile); `None`: values as recorded.
+    pub renumber: Option<Renumber>,
     /// TSC calibration for TSC timestamp fields until the consumer passes
-    /// its own (`Formatter::tsc_calibration`, which [`NatFormatter`]
+    /// its own (`Formatter::tsc_calibration`, which [`SchemaFormatter`]
     /// forwards); `None`: the identity until then.
     pub tsc: Option<TscCalibration>,
     /// `rfc5424` / `rfc3164` settings.
@@ -189,7 +173,7 @@ impl FormatSpec {
     /// The encoding options.
     pub fn options(&self) -> Options {
         Options {
-            profile: self.profile,
+            renumber: self.renumber,
             tsc: self.tsc,
         }
     }
@@ -291,24 +275,26 @@ impl FormatSpec {
         })
     }
 
-    /// The header line a NAT log file in this format starts with: for
-    /// `csv`, the column names of the NAT44 session schema (the header a
-    /// [`NatFormatter`] writes before its first session record), for a
-    /// file sink's `header` option so that a file appended to by several
+    /// The header line a log file in this format starts with: for `csv`,
+    /// the column names of `first` (the schema of the first records), for
+    /// a file sink's `header` option so that a file appended to by several
     /// runs, or rotated, has it once at its top; `None` for every other
     /// format.
-    pub fn nat_file_header(&self) -> Option<Vec<u8>> {
+    pub fn file_header(&self, first: &Schema) -> Option<Vec<u8>> {
         match self.kind {
-            Format::Csv => nat::all().first().map(|s| layouts::csv_header(s)),
+            Format::Csv => Some(layouts::csv_header(first)),
             _ => None,
         }
     }
 
-    /// A [`NatFormatter`] over every built-in NAT schema, NAT44 session
-    /// first (so [`FormatSpec::template`] applies to it).
-    pub fn nat_formatter(&self) -> Result<NatFormatter, FormatError> {
-        Ok(NatFormatter {
-            enc: self.encoder(&nat::all())?,
+    /// The consumer's formatter for records of `schemas` (the first one
+    /// takes [`FormatSpec::template`]).
+    ///
+    /// # Errors
+    /// As [`FormatSpec::encoder`].
+    pub fn formatter(&self, schemas: &[&Schema]) -> Result<SchemaFormatter, FormatError> {
+        Ok(SchemaFormatter {
+            enc: self.encoder(schemas)?,
             skipped: 0,
             format: self.kind,
         })
@@ -368,30 +354,32 @@ impl RecordEncoder {
 }
 
 /// A [`RecordEncoder`] is the consumer's formatter for any record type
-/// with a schema it was built for (records of other schemas append
-/// nothing); it takes the consumer's TSC calibration.
-impl<R: HasSchema> Formatter<R> for RecordEncoder {
+/// with a schema it was built for, or slots holding such records (records
+/// of other schemas append nothing); it takes the consumer's TSC
+/// calibration.
+impl<R: RecordBytes> Formatter<R> for RecordEncoder {
     #[inline]
     fn format(&mut self, rec: &R, out: &mut Vec<u8>) {
-        self.push(rec.as_bytes(), out);
+        self.push(rec.record_bytes(), out);
     }
     fn tsc_calibration(&mut self, cal: &dplog_core::tsc::Calibration) {
         self.set_tsc_calibration(cal.into())
     }
 }
 
-/// The consumer's formatter for NAT records in any [`Format`]: NAT44
-/// session records directly, or [`NatRecord`] slots holding any NAT record
-/// (dispatch on the header's schema id). Records of an unknown schema are
-/// skipped and counted ([`NatFormatter::skipped`]).
-pub struct NatFormatter {
+/// The consumer's formatter in any [`Format`] for records of the schemas
+/// it was built for ([`FormatSpec::formatter`]): typed records with a
+/// schema, or slots ([`Slot64`](dplog_core::Slot64) & co) holding records
+/// of several schemas (dispatch on the header's schema id). Records of an
+/// unknown schema are skipped and counted ([`SchemaFormatter::skipped`]).
+pub struct SchemaFormatter {
     enc: RecordEncoder,
     skipped: u64,
     /// Output format, for the in-band drop report.
     format: Format,
 }
 
-impl NatFormatter {
+impl SchemaFormatter {
     /// In-band drop report (dplog_core::report): a JSON line for `json`, a
     /// text line for the line formats; nothing for formats whose stream a
     /// foreign line would corrupt (CSV, IPFIX, binary) — the drops stay in
@@ -403,9 +391,7 @@ impl NatFormatter {
             _ => {}
         }
     }
-}
 
-impl NatFormatter {
     /// Passes a TSC calibration to every compiled format; see
     /// [`RecordEncoder::set_tsc_calibration`].
     pub fn set_tsc_calibration(&mut self, cal: TscCalibration) {
@@ -417,6 +403,11 @@ impl NatFormatter {
         self.skipped
     }
 
+    /// The output format.
+    pub fn output_format(&self) -> Format {
+        self.format
+    }
+
     /// Appends a record given as bytes; see [`RecordEncoder::push`].
     pub fn push_bytes(&mut self, rec: &[u8], out: &mut Vec<u8>) -> bool {
         let ok = self.enc.push(rec, out);
@@ -425,23 +416,10 @@ impl NatFormatter {
     }
 }
 
-impl Formatter<Nat44SessionRecord> for NatFormatter {
+impl<R: RecordBytes> Formatter<R> for SchemaFormatter {
     #[inline]
-    fn format(&mut self, rec: &Nat44SessionRecord, out: &mut Vec<u8>) {
-        self.push_bytes(rec.as_bytes(), out);
-    }
-    fn format_drop_report(&mut self, r: &dplog_core::DropReport, out: &mut Vec<u8>) {
-        self.drop_report(r, out)
-    }
-    fn tsc_calibration(&mut self, cal: &dplog_core::tsc::Calibration) {
-        self.enc.set_tsc_calibration(cal.into())
-    }
-}
-
-impl Formatter<NatRecord> for NatFormatter {
-    #[inline]
-    fn format(&mut self, rec: &NatRecord, out: &mut Vec<u8>) {
-        self.push_bytes(rec.as_bytes(), out);
+    fn format(&mut self, rec: &R, out: &mut Vec<u8>) {
+        self.push_bytes(rec.record_bytes(), out);
     }
     fn format_drop_report(&mut self, r: &dplog_core::DropReport, out: &mut Vec<u8>) {
         self.drop_report(r, out)

@@ -39,7 +39,6 @@
 
 use std::fmt;
 
-use dplog_core::schema::nat::EventProfile;
 use dplog_core::schema::{read_uint, FieldDef, FieldKind, Schema};
 
 use crate::conv::{
@@ -47,14 +46,58 @@ use crate::conv::{
 };
 use crate::raw;
 
-/// IANA IPFIX element id of `natEvent`.
-pub const IE_NAT_EVENT: u16 = 230;
+/// Prints (and exports) some values of one information element as others:
+/// a numbering profile, e.g. the NAT schema's legacy natEvent numbers
+/// (4→1, 5→2). Applies to every integer field with element id `ie_id`,
+/// in the text layouts and in IPFIX; records keep their own numbers, and
+/// name converters and conditions see the recorded value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Renumber {
+    /// The IANA element id of the fields renumbered.
+    pub ie_id: u16,
+    pairs: [(u8, u8); 4],
+    len: u8,
+}
+
+impl Renumber {
+    /// Renumbers `from` to `to` for each pair (at most 4 pairs; values
+    /// 0..=255). Panics at compile time (in const use) or at run time
+    /// beyond 4 pairs.
+    pub const fn new(ie_id: u16, pairs: &[(u8, u8)]) -> Self {
+        assert!(pairs.len() <= 4, "at most 4 renumbered values");
+        let mut p = [(0u8, 0u8); 4];
+        let mut i = 0;
+        while i < pairs.len() {
+            p[i] = pairs[i];
+            i += 1;
+        }
+        Self {
+            ie_id,
+            pairs: p,
+            len: pairs.len() as u8,
+        }
+    }
+
+    /// The number printed for recorded value `v`.
+    #[inline(always)]
+    pub fn map(&self, v: u64) -> u64 {
+        let mut i = 0;
+        while i < self.len as usize {
+            if self.pairs[i].0 as u64 == v {
+                return self.pairs[i].1 as u64;
+            }
+            i += 1;
+        }
+        v
+    }
+}
 
 /// Settings that apply to every compiled template.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Options {
-    /// `natEvent` numbering.
-    pub profile: EventProfile,
+    /// Value renumbering of one element (a numbering profile); `None`:
+    /// values as recorded.
+    pub renumber: Option<Renumber>,
     /// TSC-to-wall-time calibration used until the consumer passes one
     /// (`Formatter::tsc_calibration`); `None` starts with
     /// [`TscCalibration::IDENTITY`].
@@ -195,7 +238,7 @@ enum Op {
         off: u32,
         size: u8,
     },
-    /// natEvent through the profile.
+    /// A renumbered field (see [`Renumber`]) as a decimal integer.
     Event {
         off: u32,
         size: u8,
@@ -373,7 +416,7 @@ pub struct Program {
     names: Vec<NameTable>,
     rfc3339: Vec<Rfc3339Cache>,
     rfc3164: Vec<Rfc3164Cache>,
-    profile: EventProfile,
+    renumber: Renumber,
     tsc: TscCalibration,
     min_len: usize,
     max_out: usize,
@@ -398,7 +441,7 @@ impl Program {
             names: Vec::new(),
             rfc3339: Vec::new(),
             rfc3164: Vec::new(),
-            profile: opts.profile,
+            renumber: opts.renumber.unwrap_or_default(),
             tsc: opts.tsc.unwrap_or(TscCalibration::IDENTITY),
             min_len: schema.size(),
             max_out: 0,
@@ -581,7 +624,7 @@ impl Program {
         let off = f.offset as u32;
         let size = f.size as u8;
         let is_tsc = f.kind == FieldKind::TscTimestamp;
-        let is_event = f.ie_id == IE_NAT_EVENT && f.kind.is_integer();
+        let is_event = self.renumber.len > 0 && f.ie_id == self.renumber.ie_id && f.kind.is_integer();
         let (op, max) = match conv {
             Conv::Dec if is_event => (Op::Event { off, size }, 20),
             Conv::Dec => (Op::Dec { off, size }, 20),
@@ -988,13 +1031,13 @@ impl Program {
             names,
             rfc3339,
             rfc3164,
-            profile,
+            renumber,
             tsc,
             max_out,
             min_len,
             ..
         } = self;
-        let (profile, tsc, max_out, self_min_len) = (*profile, *tsc, *max_out, *min_len);
+        let (renumber, tsc, max_out, self_min_len) = (*renumber, *tsc, *max_out, *min_len);
         out.reserve(max_out + SLACK);
         let len0 = out.len();
         let lits = padded.as_ptr();
@@ -1032,7 +1075,7 @@ impl Program {
                 match st.op {
                     Op::Lit { start, len } => raw::lit16(p, lits.add(start as usize), len as usize),
                     Op::Dec { off, size } => raw::dec(p, rp.rd(off, size)),
-                    Op::Event { off, size } => raw::dec(p, map_event(profile, rp.rd(off, size))),
+                    Op::Event { off, size } => raw::dec(p, map_event(renumber, rp.rd(off, size))),
                     Op::Ipv4 { off } => raw::ipv4(p, rp.ld::<u32>(off)),
                     Op::Dec1 { off } => raw::dec_u16(p, rp.ld::<u8>(off) as u16),
                     Op::Dec2 { off } => raw::dec_u16(p, rp.ld::<u16>(off)),
@@ -1086,7 +1129,7 @@ impl Program {
                     } => {
                         let mut v = rp.uint(off, size);
                         if event {
-                            v = map_event(profile, v);
+                            v = map_event(renumber, v);
                         }
                         name(p, lits, &names[table as usize], v)
                     }
@@ -1143,7 +1186,7 @@ impl Program {
                         p.cast::<[u8; 16]>().write_unaligned(st.mid);
                         let mut v = rp.uint(off, size);
                         if event {
-                            v = map_event(profile, v);
+                            v = map_event(renumber, v);
                         }
                         p = name(p.add(st.mid_len as usize), lits, &names[table as usize], v);
                     }
@@ -1186,14 +1229,10 @@ const MASKS: [u64; 16] = [
     0,
 ];
 
-/// `natEvent` value `v` through the profile.
+/// Value `v` of a renumbered field.
 #[inline(always)]
-fn map_event(profile: EventProfile, v: u64) -> u64 {
-    if v < 256 {
-        profile.map(v as u8) as u64
-    } else {
-        v
-    }
+fn map_event(renumber: Renumber, v: u64) -> u64 {
+    renumber.map(v)
 }
 
 /// The rarer converters (hex, IPv6, MAC, RFC 3164 time, escaped strings),
@@ -1375,7 +1414,7 @@ fn ns_of(tsc: &TscCalibration, rec: Rec, off: u32, is_tsc: bool) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dplog_core::schema::nat;
+    use dplog_schema_nat as nat;
 
     fn err(t: &str) -> TemplateError {
         Program::compile(t, nat::nat44_session(), Options::default(), Escape::Text).unwrap_err()
@@ -1447,7 +1486,7 @@ mod tests {
         p.field(s, f("postNAPTSourceTransportPort"), None, Escape::Text)
             .unwrap();
         p.lit(b" a literal longer than sixteen bytes>");
-        let mut r = dplog_core::Nat44SessionRecord {
+        let mut r = dplog_schema_nat::Nat44SessionRecord {
             nat_event: 4,
             protocol: 17,
             src_addr: 0x0A00_0001,
@@ -1459,7 +1498,7 @@ mod tests {
             initiator_packets: 7,
             ..Default::default()
         };
-        let run = |p: &mut Program, r: &dplog_core::Nat44SessionRecord| {
+        let run = |p: &mut Program, r: &dplog_schema_nat::Nat44SessionRecord| {
             let mut out = b"x".to_vec();
             assert!(p.run(dplog_core::HasSchema::as_bytes(r), &mut out));
             String::from_utf8(out).unwrap()
@@ -1536,7 +1575,7 @@ mod tests {
             Escape::Text,
         )
         .unwrap();
-        let r = dplog_core::Nat44SessionRecord {
+        let r = dplog_schema_nat::Nat44SessionRecord {
             nat_event: 4,
             ..Default::default()
         };

@@ -7,6 +7,7 @@
 
 mod common;
 
+use dplog_schema_nat::NatFormatSpec as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -7,13 +7,15 @@
 
 mod common;
 
+use dplog_schema_nat::NatFormatSpec as _;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use common::*;
-use dplog_core::record::nat_event;
+use dplog_schema_nat::nat_event;
 use dplog_core::Formatter;
-use dplog_formatters::{EventProfile, Format, FormatSpec, SyslogOptions, TextFormatter};
+use dplog_formatters::{Format, FormatSpec, SyslogOptions};
+use dplog_schema_nat::{EventProfile, TextFormatter};
 
 fn render(spec: &FormatSpec) -> String {
     let mut f = spec.nat_formatter().unwrap();
@@ -60,7 +62,7 @@ fn golden_files() {
         "{observationTimeMilliseconds:rfc3339_us} {natEvent:name} {sourceIPv4Address} {postNATSourceIPv4Address}:{portRangeStart}-{portRangeEnd}".into(),
     );
     golden("nat.template.txt", &render(&t));
-    t.profile = EventProfile::Legacy;
+    t.renumber = EventProfile::Legacy.renumber();
     let legacy = render(&t);
     assert!(
         legacy.starts_with(
@@ -124,7 +126,7 @@ fn json_lines_parse_with_serde_json_and_carry_every_value() {
     assert_eq!(v[6]["quotaLimit"], 300);
     assert_eq!(v[6]["sourceIPv4Address"], "10.0.0.9");
     let mut legacy = spec(Format::Json);
-    legacy.profile = EventProfile::Legacy;
+    legacy.renumber = EventProfile::Legacy.renumber();
     let l: Vec<serde_json::Value> = render(&legacy)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -144,7 +146,7 @@ fn csv_reads_back_with_the_csv_crate() {
     let mut f = spec(Format::Csv).nat_formatter().unwrap();
     let mut out = Vec::new();
     for ev in [4, 5, 4] {
-        f.format(&dplog_core::NatRecord::from(session(ev)), &mut out);
+        f.format(&dplog_schema_nat::NatRecord::from(session(ev)), &mut out);
     }
     let mut rd = csv::Reader::from_reader(&out[..]);
     let h: Vec<String> = rd.headers().unwrap().iter().map(String::from).collect();
@@ -218,7 +220,7 @@ fn rfc5424_parses_with_syslog_loose_in_vpp_layout() {
     s.syslog = SyslogOptions {
         hostname: Some("cgnat-1".into()),
         procid: Some("77".into()),
-        sd_id: "nsess".into(),
+        sd_id: Some("nsess".into()),
         facility: 1,
         severity: 5,
         ..Default::default()
@@ -231,7 +233,7 @@ fn rfc5424_parses_with_syslog_loose_in_vpp_layout() {
     );
     assert!(l.starts_with("<13>1 "));
     assert_eq!(m.structured_data[0].id, "nsess");
-    s.syslog.sd_id = "bad id".into();
+    s.syslog.sd_id = Some("bad id".into());
     let e = s.nat_formatter().err().unwrap();
     assert!(e.to_string().contains("sd_id"), "{e}");
 }
@@ -328,9 +330,14 @@ fn format_names_round_trip() {
         e.contains("text, json, csv, rfc5424, rfc3164, ipfix, binary"),
         "{e}"
     );
-    // Every format builds through the legacy entry point and writes a record.
+    // Every format builds with default settings and writes a record.
     for (f, _) in Format::ALL {
-        let mut fm = f.nat44_formatter();
+        let mut fm = FormatSpec {
+            kind: f,
+            ..FormatSpec::default()
+        }
+        .nat_formatter()
+        .unwrap();
         let mut out = Vec::new();
         fm.format(&session(nat_event::NAT44_SESSION_CREATE), &mut out);
         assert!(!out.is_empty(), "{f:?}");

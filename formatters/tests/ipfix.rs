@@ -4,6 +4,7 @@
 
 mod common;
 
+use dplog_schema_nat::NatFormatSpec as _;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;

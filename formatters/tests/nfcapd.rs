@@ -22,6 +22,7 @@
 
 mod common;
 
+use dplog_schema_nat::NatFormatSpec as _;
 use std::io::{BufRead, BufReader};
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
@@ -228,7 +229,7 @@ fn flows(file: &Path) -> Vec<Value> {
         .unwrap_or_else(|e| panic!("nfdump -o json: {e}\n{text}"))
 }
 
-fn ipfix(mtu: usize) -> dplog_formatters::NatFormatter {
+fn ipfix(mtu: usize) -> dplog_schema_nat::NatFormatter {
     FormatSpec {
         kind: Format::Ipfix,
         ipfix: IpfixOptions {

@@ -4,8 +4,9 @@
 //! what the unfused program prints, for random records, and must really
 //! cut the steps per line.
 
-use dplog_core::schema::nat::{self, EventProfile};
-use dplog_core::{HasSchema, Nat44SessionRecord, RecordHeader};
+use dplog_schema_nat::{self as nat, EventProfile};
+use dplog_core::{HasSchema, RecordHeader};
+use dplog_schema_nat::{Nat44SessionRecord};
 use dplog_formatters::conv::Escape;
 use dplog_formatters::{Options, Program};
 use proptest::prelude::*;
@@ -109,7 +110,7 @@ fn programs() -> Vec<(Program, Program)> {
     for &(t, _, _) in CASES {
         for profile in [EventProfile::default(), EventProfile::Legacy] {
             let opts = Options {
-                profile,
+                renumber: profile.renumber(),
                 ..Default::default()
             };
             let p = Program::compile(t, s, opts, Escape::Text).unwrap();

@@ -32,7 +32,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Parser;
-use dplog_formatters::{binary, EventProfile, Format, FormatSpec};
+use dplog_formatters::{binary, Format, FormatSpec, Renumber};
+
+/// natEvent numbering (the NAT schema's profiles).
+#[derive(Clone, Copy, Debug)]
+struct Profile(Option<Renumber>);
 
 #[derive(Parser)]
 #[command(
@@ -49,8 +53,12 @@ struct Args {
     #[arg(long)]
     template: Option<String>,
     /// natEvent numbering: rfc8158 or legacy.
-    #[arg(long, default_value = "rfc8158", value_parser = |s: &str| EventProfile::from_name(s).ok_or_else(|| format!("unknown profile {s:?}; use rfc8158 or legacy")))]
-    profile: EventProfile,
+    #[arg(long, default_value = "rfc8158", value_parser = |s: &str| match s {
+        "rfc8158" => Ok(Profile(None)),
+        "legacy" => Ok(Profile(Some(Renumber::new(230, &[(4, 1), (5, 2)])))),
+        _ => Err(format!("unknown profile {s:?}; use rfc8158 or legacy")),
+    })]
+    profile: Profile,
     /// The binary log, or mmap segment files (`*.dpm`) read in the order
     /// given, or a directory of mmap segments (read in sequence order).
     #[arg(required = true)]
@@ -318,7 +326,7 @@ fn main() -> ExitCode {
     let mut spec = FormatSpec {
         kind: args.format.unwrap_or(Format::Text),
         template: args.template,
-        profile: args.profile,
+        renumber: args.profile.0,
         ..Default::default()
     };
     spec.ipfix.export_clock = dplog_formatters::ExportClock::Record;

@@ -1,6 +1,6 @@
 //! Text and JSON-lines formatters for [`Nat44SessionRecord`]: the first
 //! formatters of dplog, kept as thin wrappers over the compiled `text` and
-//! `json` layouts ([`crate::layouts`], [`Program`]), so there is one
+//! `json` layouts ([`dplog_formatters::layouts`], [`Program`]), so there is one
 //! implementation of each line.
 //!
 //! [`NAT44_FIELDS`] lists the record's IANA IPFIX information elements
@@ -8,11 +8,12 @@
 //! how to read each from the record and how the layouts print it; a unit
 //! test keeps it equal to the NAT44 session schema.
 
-use dplog_core::schema::nat;
-use dplog_core::{Formatter, HasSchema, Nat44SessionRecord};
+use dplog_core::{Formatter, HasSchema};
+use dplog_formatters::layouts;
+use dplog_formatters::template::{Options, Program};
 
-use crate::layouts;
-use crate::template::{Options, Program};
+use crate::records::Nat44SessionRecord;
+use crate::schemas as nat;
 
 /// How a field's value is printed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,7 +98,7 @@ pub static NAT44_FIELDS: [Field; 14] = [
 /// ```
 ///
 /// A thin wrapper over the compiled `text` layout
-/// ([`crate::layouts::text_default`] for the NAT44 session schema): the
+/// ([`dplog_formatters::layouts::text_default`] for the NAT44 session schema): the
 /// same bytes as `FormatSpec { kind: Format::Text, .. }`.
 #[derive(Clone, Debug)]
 pub struct TextFormatter {
@@ -128,7 +129,7 @@ impl Formatter<Nat44SessionRecord> for TextFormatter {
 /// {"timestamp":"2026-01-01T00:00:00.000001Z","observationTimeMilliseconds":1767225600000,"natEvent":4,...,"ingressVRFID":0}
 /// ```
 ///
-/// A thin wrapper over the compiled `json` layout ([`crate::layouts::json`]
+/// A thin wrapper over the compiled `json` layout ([`dplog_formatters::layouts::json`]
 /// for the NAT44 session schema): the same bytes as
 /// `FormatSpec { kind: Format::Json, .. }`.
 #[derive(Clone, Debug)]

@@ -1,0 +1,212 @@
+//! The logger's per-record-type table: priority under `degrade` and where
+//! the event time is, by schema id.
+//!
+//! Built once from the [`Schema`]s a logger serves (and per-type priority
+//! overrides from config) and shared by the producers (read only while a
+//! ring is above its `degrade` watermark) and the consumer (event time for
+//! the reorder window and drop reports). A ring of slots
+//! ([`Slot64`](crate::Slot64) & co) carries records of several types; the
+//! table is how the runtime reads them without knowing their Rust types.
+
+use std::sync::Arc;
+
+use crate::schema::{read_uint, FieldKind, Schema};
+
+/// How one record type's priority and event time are read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Entry {
+    id: u16,
+    priority: u8,
+    /// `(offset, size, [(value, priority)])` of the field that decides.
+    priority_by: Option<(u16, u8, Vec<(u64, u8)>)>,
+    /// Offset of the 8-byte event-time field.
+    time_off: Option<u16>,
+    /// The whole rule came from config: it applies to typed records too.
+    overridden: bool,
+}
+
+/// Per-record-type priority and event-time rules, by schema id. Cheap to
+/// clone (an `Arc`). Empty by default: records then use their own
+/// [`Record::priority`](crate::Record::priority) and
+/// [`Record::event_time`](crate::Record::event_time).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SchemaTable {
+    entries: Arc<Vec<Entry>>,
+}
+
+/// A priority override for a record type that is not in the table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownType(pub String);
+
+impl core::fmt::Display for UnknownType {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "no record type {:?} in this logger's schemas", self.0)
+    }
+}
+
+impl std::error::Error for UnknownType {}
+
+impl SchemaTable {
+    /// The rules `schemas` declare ([`Schema::meta`]). A later schema with
+    /// the id of an earlier one replaces it.
+    pub fn new<'a>(schemas: impl IntoIterator<Item = &'a Schema>) -> Self {
+        let mut entries: Vec<Entry> = Vec::new();
+        for s in schemas {
+            let m = s.meta();
+            let f = |i: usize| &s.fields()[i];
+            let e = Entry {
+                id: s.id(),
+                priority: m.priority,
+                priority_by: m.priority_by.as_ref().map(|p| {
+                    let fd = f(p.field);
+                    (fd.offset, fd.size as u8, p.values.clone())
+                }),
+                time_off: m
+                    .event_time
+                    .filter(|&i| {
+                        matches!(f(i).kind, FieldKind::NsTimestamp | FieldKind::TscTimestamp)
+                    })
+                    .map(|i| f(i).offset),
+                overridden: false,
+            };
+            match entries.iter_mut().find(|x| x.id == e.id) {
+                Some(x) => *x = e,
+                None => entries.push(e),
+            }
+        }
+        Self {
+            entries: Arc::new(entries),
+        }
+    }
+
+    /// Sets the priority of every record of type `name` (a schema name
+    /// among `schemas`, the same list given to [`SchemaTable::new`]),
+    /// replacing the schema's own rule. Config's per-type priorities.
+    ///
+    /// Errors: [`UnknownType`] if no schema has that name.
+    pub fn with_priority(
+        mut self,
+        schemas: &[&Schema],
+        name: &str,
+        priority: u8,
+    ) -> Result<Self, UnknownType> {
+        let id = schemas
+            .iter()
+            .find(|s| s.name() == name)
+            .map(|s| s.id())
+            .ok_or_else(|| UnknownType(name.to_string()))?;
+        let entries = Arc::make_mut(&mut self.entries);
+        let e = entries
+            .iter_mut()
+            .find(|e| e.id == id)
+            .ok_or_else(|| UnknownType(name.to_string()))?;
+        e.priority = priority;
+        e.priority_by = None;
+        e.overridden = true;
+        Ok(self)
+    }
+
+    /// True when the table has no rules.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    #[inline]
+    fn entry(&self, id: u16) -> Option<&Entry> {
+        self.entries.iter().find(|e| e.id == id)
+    }
+
+    /// A config override of type `id`'s priority, which applies to typed
+    /// records over their own [`Record::priority`](crate::Record::priority).
+    #[inline]
+    pub fn priority_of_type(&self, id: u16) -> Option<u8> {
+        self.entry(id).filter(|e| e.overridden).map(|e| e.priority)
+    }
+
+    /// The priority of the record in `rec` (header first) by its schema's
+    /// rule; `None` when the table has no rule for its schema id.
+    #[inline]
+    pub fn priority(&self, rec: &[u8]) -> Option<u8> {
+        let id = u16::from_ne_bytes([*rec.get(2)?, *rec.get(3)?]);
+        let e = self.entry(id)?;
+        if let Some((off, size, values)) = &e.priority_by {
+            let (off, size) = (*off as usize, *size as usize);
+            if off + size <= rec.len() {
+                let v = read_uint(rec, off, size);
+                if let Some((_, p)) = values.iter().find(|(x, _)| *x == v) {
+                    return Some(*p);
+                }
+            }
+        }
+        Some(e.priority)
+    }
+
+    /// The event time of the record in `rec` (its schema's event-time
+    /// field, in the field's unit: ns since the epoch or TSC ticks); `None`
+    /// when its schema has none or is not in the table.
+    #[inline]
+    pub fn event_time(&self, rec: &[u8]) -> Option<u64> {
+        let id = u16::from_ne_bytes([*rec.get(2)?, *rec.get(3)?]);
+        let off = self.entry(id)?.time_off? as usize;
+        (off + 8 <= rec.len()).then(|| read_uint(rec, off, 8))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::test_record::TestRecord;
+    use crate::record::{PRIORITY_HIGH, PRIORITY_NORMAL};
+    use crate::{Record, Slot64};
+
+    fn schema() -> Schema {
+        crate::schema!(TestRecord, id = 1, name = "testSession", [
+            timestamp_ns => "ts": NsTimestamp, ie 0;
+            nat_event => "event": U8, ie 0;
+        ])
+        .unwrap()
+        .with_priority(PRIORITY_NORMAL, Some(("event", &[(5, PRIORITY_HIGH)])))
+        .unwrap()
+    }
+
+    fn bytes(r: &TestRecord) -> &[u8] {
+        // SAFETY: TestRecord is repr(C) without padding (64 bytes of
+        // integers, size asserted), so every byte is initialised.
+        unsafe {
+            core::slice::from_raw_parts((r as *const TestRecord).cast::<u8>(), size_of::<TestRecord>())
+        }
+    }
+
+    #[test]
+    fn priorities_and_event_times_come_from_the_schema_and_config() {
+        let s = schema();
+        let t = SchemaTable::new([&s]);
+        let mut r = TestRecord {
+            timestamp_ns: 77,
+            nat_event: 4,
+            ..Default::default()
+        };
+        assert_eq!(t.priority(bytes(&r)), Some(PRIORITY_NORMAL));
+        assert_eq!(t.event_time(bytes(&r)), Some(77));
+        r.nat_event = 5;
+        assert_eq!(t.priority(bytes(&r)), Some(PRIORITY_HIGH));
+        // A slot reads the same rules from its bytes.
+        let slot = Slot64::pack(&r).unwrap();
+        assert_eq!(slot.priority_in(&t), PRIORITY_HIGH);
+        assert_eq!(slot.event_time_in(&t), 77);
+        // An unknown schema id: no rule.
+        let mut other = r;
+        other.header.schema_id = 9;
+        assert_eq!(t.priority(bytes(&other)), None);
+        assert_eq!(Slot64::pack(&other).unwrap().priority_in(&t), PRIORITY_NORMAL);
+        // Config overrides the whole rule, for slots and typed records.
+        let o = t.clone().with_priority(&[&s], "testSession", 7).unwrap();
+        assert_eq!(o.priority(bytes(&r)), Some(7));
+        assert_eq!(r.priority_in(&o), 7);
+        assert_eq!(r.priority_in(&t), r.priority());
+        assert_eq!(
+            t.with_priority(&[&s], "nope", 1).unwrap_err(),
+            UnknownType("nope".into())
+        );
+    }
+}

@@ -473,11 +473,11 @@ fn tcp_restart_under_load_keeps_order_and_recovers() {
     );
     let replayed = SyslogCounters::get(&c.replayed_frames);
     eprintln!(
-        "restart under load: {duplicates} duplicates, {lost} lost in rsyslogd {gaps:?}; disconnects {}, reconnects {}, replayed {replayed} frames / {} bytes, unreplayable {} bytes",
+        "restart under load: {duplicates} duplicates, {lost} lost in rsyslogd {gaps:?}; disconnects {}, reconnects {}, replayed {replayed} frames / {} bytes, resets {}",
         SyslogCounters::get(&c.disconnects),
         SyslogCounters::get(&c.reconnects),
         SyslogCounters::get(&c.replayed_bytes),
-        SyslogCounters::get(&c.unacked_bytes_lost)
+        SyslogCounters::get(&c.resets)
     );
     assert!(
         duplicates <= replayed,

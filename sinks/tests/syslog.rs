@@ -1242,3 +1242,182 @@ fn tcp_batch_given_up_mid_stream_leaves_no_cut_frame_on_the_next_connection() {
     assert_eq!(get(&c.unacked_frames), 0);
     assert_eq!(get(&c.messages), 200);
 }
+
+/// rsyslogd is killed (SIGKILL) while records flow, then restarted on the
+/// same port and file; see [`tcp_kill`].
+#[test]
+fn tcp_receiver_killed_mid_stream_resumes_at_the_first_record_not_counted_written() {
+    tcp_kill(false);
+}
+
+/// rsyslogd is frozen (SIGSTOP) while records flow, then killed
+/// (SIGKILL) and not restarted, and dplog stops; see [`tcp_kill`].
+#[test]
+fn tcp_receiver_frozen_then_killed_counts_unacknowledged_records_dropped() {
+    tcp_kill(true);
+}
+
+/// What a plain TCP sender can know exactly: which frames the receiver's
+/// TCP acknowledged. Those are the records counted written when the kill
+/// is noticed (`w`), and the sink resends exactly the others: after a
+/// restart the second rsyslogd's records are `w..N`, whole and in order,
+/// and all N count written; without one, `w` stay written and the rest
+/// count `dropped_shutdown`. What rsyslogd's kernel acknowledged but
+/// rsyslogd never wrote to its file before SIGKILL (its unread socket
+/// queue, its in-memory queue) is counted written yet missing: plain TCP
+/// syslog has no application acknowledgement (RELP has). The first
+/// rsyslogd's records are `0..a` in order, `a <= w` up to the race of a
+/// reset overtaking the acknowledgement of bytes it had read; the test
+/// prints the gap. `freeze`: SIGSTOP first (its window closes while the
+/// sink's socket still holds frames, the case where they used to count
+/// written), kill, no restart.
+fn tcp_kill(freeze: bool) {
+    let Some(mut r) = Rsyslog::start() else {
+        return;
+    };
+    const N: u64 = 20_000;
+    const LINE: usize = 80;
+    let mut o = SyslogSinkOptions::new(SyslogTransport::Tcp(r.tcp_addr()));
+    o.io_timeout_ms = 100;
+    let s = SyslogSink::new(o).unwrap();
+    let c = s.counters();
+    let get = SyslogCounters::get;
+    let cfg = LoggerConfig {
+        ring_capacity: 32 * 1024,
+        shutdown_timeout_ms: if freeze { 1000 } else { 60_000 },
+        drop_reports: false,
+        ..LoggerConfig::default()
+    };
+    let logger = Logger::start(cfg, SyslogSeqLine { line_len: LINE }, s).unwrap();
+    let mut p = logger.producer().unwrap();
+    for i in 0..1000 {
+        assert!(p.log(rec(0, i)));
+    }
+    wait_until("the first 1000 records acknowledged", || {
+        logger.stats().written_records == 1000
+    });
+    r.wait_lines(1000);
+    if freeze {
+        r.freeze();
+    }
+    let w = std::thread::spawn(move || {
+        for i in 1000..N {
+            assert!(p.log(rec(0, i)));
+            if i % 20 == 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    });
+    // Frozen: bytes in rsyslogd's socket queue, acknowledged by its kernel
+    // and never read, once its window closed (stable over 200 ms while the
+    // sink's socket holds frames it has not acknowledged).
+    let mut unread = 0;
+    if freeze {
+        wait_until("frames written but not acknowledged", || {
+            get(&c.messages) >= get(&c.acked_frames) + 2000
+        });
+        let mut last = usize::MAX;
+        wait_until("rsyslogd's socket queue stable", || {
+            std::thread::sleep(Duration::from_millis(200));
+            let q = tcp_rx_queue(r.tcp);
+            std::mem::replace(&mut last, q) == q && q > 0
+        });
+        unread = last;
+    } else {
+        wait_until("5000 records in the file", || {
+            let body = std::fs::read(r.out()).unwrap_or_default();
+            body.iter().filter(|&&b| b == b'\n').count() >= 5000
+        });
+    }
+    r.kill9();
+    let failures = get(&c.connect_failures);
+    wait_until("a failed reconnect", || get(&c.connect_failures) > failures);
+    // The acknowledgements booked at the disconnect reach the counters
+    // with the consumer's next poll.
+    wait_until("the disconnect's acknowledgements booked", || {
+        logger.stats().written_records == get(&c.acked_frames)
+    });
+    let written_at_kill = logger.stats().written_records;
+    let first = parse_lines(&std::fs::read(r.out()).unwrap_or_default());
+    let a = first.len() as u64;
+    assert_eq!(
+        first,
+        (0..a).map(|s| (0, s)).collect::<Vec<_>>(),
+        "the first rsyslogd's records"
+    );
+    assert!(written_at_kill >= 1000 && written_at_kill < N);
+    if !freeze {
+        r.spawn();
+    }
+    w.join().unwrap();
+    let st = match logger.shutdown() {
+        Ok(st) => st,
+        Err((st, e)) => {
+            assert!(freeze, "shutdown failed: {e}");
+            st
+        }
+    };
+    eprintln!(
+        "tcp kill (freeze {freeze}): {written_at_kill} acknowledged at the kill, {a} in the first rsyslogd's file (acknowledged by its kernel, never written: {}); replayed {}, resets {}; {st:?}",
+        written_at_kill as i64 - a as i64,
+        get(&c.replayed_frames),
+        get(&c.resets)
+    );
+    assert_eq!(st.produced, N);
+    assert_eq!(st.in_flight(), 0, "{st:?}");
+    assert_eq!(st.dropped() + st.dropped_sink, 0, "{st:?}");
+    assert_eq!(get(&c.acked_frames), st.written_records);
+    let body = if freeze {
+        std::fs::read(r.out()).unwrap()
+    } else {
+        r.wait_lines(a + N - written_at_kill)
+    };
+    let all = parse_lines(&body);
+    if freeze {
+        assert_eq!(
+            all.len() as u64,
+            a,
+            "nobody wrote to the file after the kill"
+        );
+        // Frozen idle (it had written the first 1000 records and read
+        // nothing since), rsyslogd lost exactly the whole frames in its
+        // socket queue: `LEN SP MSG`, MSG the line without its `\n`.
+        let frame = (LINE - 1 + 3) as u64;
+        assert_eq!(a, 1000);
+        assert_eq!(
+            written_at_kill - a,
+            unread as u64 / frame,
+            "unread {unread} bytes"
+        );
+        assert_eq!(st.written_records, written_at_kill, "{st:?}");
+        assert_eq!(st.written_records + st.dropped_shutdown, N, "{st:?}");
+        assert!(get(&c.resets) >= 1, "the frozen connection held frames");
+    } else {
+        assert_eq!(st.written_records, N, "{st:?}");
+        assert_eq!(st.dropped_shutdown, 0, "{st:?}");
+        // The second rsyslogd got exactly the records not counted written
+        // at the kill, each once, in order: no record counted written is
+        // sent again, none not counted written is skipped.
+        let second: Vec<u64> = all[a as usize..].iter().map(|&(_, s)| s).collect();
+        assert_eq!(second, (written_at_kill..N).collect::<Vec<_>>());
+    }
+}
+
+/// Bytes unread in the receive queues of the established TCP sockets on
+/// 127.0.0.1 whose local port is `port` (`/proc/net/tcp`, `rx_queue`).
+fn tcp_rx_queue(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let local = format!("0100007F:{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            // sl, local_address, rem_address, st, tx_queue:rx_queue, ...
+            (f.len() > 4 && f[1] == local && f[3] == "01").then(|| {
+                let rx = f[4].split(':').nth(1).unwrap();
+                usize::from_str_radix(rx, 16).unwrap()
+            })
+        })
+        .sum()
+}

@@ -1652,10 +1652,10 @@ impl Sink for SyslogSink {
     fn abandon(&mut self) {
         match self.opts.transport {
             SyslogTransport::Relp(_) => self.relp_abandon_batch(),
-            SyslogTransport::Tcp(_) | SyslogTransport::UnixStream(_) => {
-                if self.st.resume.is_some() {
-                    self.stream_forget_batch();
-                }
+            SyslogTransport::Tcp(_) | SyslogTransport::UnixStream(_)
+                if self.st.resume.is_some() =>
+            {
+                self.stream_forget_batch();
             }
             _ => {}
         }

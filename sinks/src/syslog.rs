@@ -12,11 +12,26 @@
 //!   record is reported as failed (the runtime's `dropped_sink`), so the
 //!   receiver never stores a cut message and `written` counts only whole
 //!   messages sent. UDP itself may still lose a datagram unseen.
-//! - TCP and unix streams: written to the socket. Plain TCP syslog has no
-//!   application acknowledgement: messages the receiver's kernel had
-//!   acknowledged but the receiver had not yet processed when it died
-//!   (SIGKILL, crash) are lost, counted written, and no sender can see
-//!   that. Use RELP where that matters.
+//! - TCP: a message counts written when the receiver's TCP acknowledged
+//!   every byte of its frame, not when `write(2)` took it: the sink keeps
+//!   a ledger of the frames not yet acknowledged, and one
+//!   `ioctl(SIOCOUTQ)` per `poll` (bytes sent and not yet acknowledged)
+//!   turns the frames before that point into written records, so batches
+//!   are `Pending` and their records are reported by `poll` (the stop's
+//!   `drain` waits for the rest, reconnecting and resending as needed).
+//!   After a lost connection the frames not acknowledged whole are resent
+//!   on the next one ([`SyslogCounters::replayed_frames`]); still
+//!   unacknowledged at the shutdown deadline, they count
+//!   `dropped_shutdown`. Of a batch the runtime gives up on, the frames
+//!   acknowledged count written and the others are dropped and never sent
+//!   again (a connection carrying some is reset, so no cut frame starts
+//!   the next connection). Plain TCP syslog has no application
+//!   acknowledgement: messages the receiver's kernel acknowledged but the
+//!   receiver had not yet processed when it died (SIGKILL, crash; its
+//!   unread socket queue, its own queues) are lost yet counted written,
+//!   and no sender can see that. Use RELP where that matters.
+//! - Unix streams: as TCP, but a frame counts written once written to the
+//!   socket (the bytes are then in the receiver's socket queue).
 //! - RELP: a record counts written only when the receiver answered its
 //!   `syslog` command with `rsp 200` (rsyslog's `imrelp` answers once the
 //!   message is handed to its ruleset). The sink keeps a window of
@@ -222,17 +237,21 @@ impl Conn {
 
 /// Sends every line of each batch as one syslog message.
 ///
-/// Stream transports build the batch's frames in one buffer and write it
-/// with as few `write(2)` calls as the socket allows. When a connection
-/// breaks (a write fails, or before a batch `poll` + `MSG_PEEK` shows the
-/// receiver closed it), the sink reads how many bytes the receiver's TCP
-/// never acknowledged (`SIOCOUTQ`), keeps them, from the start of the
-/// first frame they touch, for replay on the next connection, and returns
-/// a retryable error; the retry reconnects (after the backoff), replays,
-/// and resumes the batch where it stopped. Plain TCP syslog has no
-/// application acknowledgement, so bytes the receiver's kernel acknowledged
-/// but the receiver never processed before dying are still lost; those
-/// cannot be seen from here.
+/// Stream transports append the batch's frames to a ledger of frames not
+/// yet acknowledged and write them with as few `send(2)` calls as the
+/// socket allows; a frame leaves the ledger, its record written, when the
+/// receiver's TCP acknowledged it (`SIOCOUTQ`, read once per `poll` and
+/// per batch). When a connection breaks (a write fails, or `poll(2)` +
+/// `MSG_PEEK` shows the receiver closed it), the sink books the last
+/// acknowledgements, resets the connection if its send queue still holds
+/// bytes, and sends every frame left in the ledger again on the next
+/// connection, from the start of the first (a cut frame is resent whole);
+/// the batch being written gets a retryable error and its retry resumes
+/// after the reconnect (with backoff; `tick` and the stop's `drain`
+/// reconnect and resend too). Plain TCP syslog has no application
+/// acknowledgement, so bytes the receiver's kernel acknowledged but the
+/// receiver never processed before dying are still lost; those cannot be
+/// seen from here.
 pub struct SyslogSink {
     opts: SyslogSinkOptions,
     conn: Option<Conn>,

@@ -1216,6 +1216,11 @@ fn tcp_batch_given_up_mid_stream_leaves_no_cut_frame_on_the_next_connection() {
         "cut frame left on the first connection: {} bytes",
         got1.rest.len()
     );
+    eprintln!(
+        "given up mid-stream: {} of B kept, {} bytes of a cut frame ended the first connection",
+        kept.records,
+        got1.rest.len()
+    );
     let r2 = std::thread::spawn(move || {
         let (s, _) = listener.accept().unwrap();
         read_to_end(s)

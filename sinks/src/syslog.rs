@@ -12,11 +12,26 @@
 //!   record is reported as failed (the runtime's `dropped_sink`), so the
 //!   receiver never stores a cut message and `written` counts only whole
 //!   messages sent. UDP itself may still lose a datagram unseen.
-//! - TCP and unix streams: written to the socket. Plain TCP syslog has no
-//!   application acknowledgement: messages the receiver's kernel had
-//!   acknowledged but the receiver had not yet processed when it died
-//!   (SIGKILL, crash) are lost, counted written, and no sender can see
-//!   that. Use RELP where that matters.
+//! - TCP: a message counts written when the receiver's TCP acknowledged
+//!   every byte of its frame, not when `write(2)` took it: the sink keeps
+//!   a ledger of the frames not yet acknowledged, and one
+//!   `ioctl(SIOCOUTQ)` per `poll` (bytes sent and not yet acknowledged)
+//!   turns the frames before that point into written records, so batches
+//!   are `Pending` and their records are reported by `poll` (the stop's
+//!   `drain` waits for the rest, reconnecting and resending as needed).
+//!   After a lost connection the frames not acknowledged whole are resent
+//!   on the next one ([`SyslogCounters::replayed_frames`]); still
+//!   unacknowledged at the shutdown deadline, they count
+//!   `dropped_shutdown`. Of a batch the runtime gives up on, the frames
+//!   acknowledged count written and the others are dropped and never sent
+//!   again (a connection carrying some is reset, so no cut frame starts
+//!   the next connection). Plain TCP syslog has no application
+//!   acknowledgement: messages the receiver's kernel acknowledged but the
+//!   receiver had not yet processed when it died (SIGKILL, crash; its
+//!   unread socket queue, its own queues) are lost yet counted written,
+//!   and no sender can see that. Use RELP where that matters.
+//! - Unix streams: as TCP, but a frame counts written once written to the
+//!   socket (the bytes are then in the receiver's socket queue).
 //! - RELP: a record counts written only when the receiver answered its
 //!   `syslog` command with `rsp 200` (rsyslog's `imrelp` answers once the
 //!   message is handed to its ruleset). The sink keeps a window of
@@ -113,8 +128,8 @@ impl SyslogSinkOptions {
 /// Relaxed statistics, exact after the logger's shutdown joined it).
 #[derive(Debug, Default)]
 pub struct SyslogCounters {
-    /// Messages handed to the kernel (datagrams sent, frames written; for
-    /// RELP, `syslog` commands sent, first sends only).
+    /// Messages handed to the kernel (datagrams sent, frames of batches
+    /// written whole; for RELP, `syslog` commands sent; first sends only).
     pub messages: AtomicU64,
     /// Datagram messages refused whole because they exceed
     /// `max_datagram_bytes` (their records count as `dropped_sink`).
@@ -125,14 +140,29 @@ pub struct SyslogCounters {
     pub connect_failures: AtomicU64,
     /// Connections found broken (on write, or closed by the receiver).
     pub disconnects: AtomicU64,
-    /// Frames replayed on a new connection because the receiver's TCP never
-    /// acknowledged them on the old one (`SIOCOUTQ`), or they were cut.
+    /// Stream frames sent (at least in part) on a connection that broke
+    /// before the receiver's TCP acknowledged them whole (`SIOCOUTQ`),
+    /// queued to be sent again on the next one.
     pub replayed_frames: AtomicU64,
     /// Bytes of those.
     pub replayed_bytes: AtomicU64,
-    /// Unacknowledged bytes that could not be replayed (older than the
-    /// replay history).
-    pub unacked_bytes_lost: AtomicU64,
+    /// Stream frames the receiver took: over TCP acknowledged by its TCP
+    /// (`SIOCOUTQ`), over a unix stream written to its socket. Their
+    /// records are the ones counted written.
+    pub acked_frames: AtomicU64,
+    /// Stream frames framed and not yet acknowledged (sent, or waiting to
+    /// be sent or resent), now: a gauge, not a count. After the logger's
+    /// shutdown, the frames given up at the shutdown deadline.
+    pub unacked_frames: AtomicU64,
+    /// Stream frames of batches the runtime gave up on (retry timeout,
+    /// shutdown deadline) removed unacknowledged (their records counted
+    /// dropped, never written).
+    pub abandoned_frames: AtomicU64,
+    /// Stream connections reset (`SO_LINGER` 0) instead of closed because
+    /// their send queue held bytes the receiver had not acknowledged: a
+    /// broken connection whose frames are resent on the next, one carrying
+    /// frames given up on, or one closed with frames still unacknowledged.
+    pub resets: AtomicU64,
     /// RELP messages the receiver acknowledged (`rsp 200`).
     pub relp_acked: AtomicU64,
     /// RELP messages sent again on a new session because the old one
@@ -156,7 +186,10 @@ impl dplog_core::SinkCounters for SyslogCounters {
             ("disconnects", g(&self.disconnects)),
             ("replayed_frames", g(&self.replayed_frames)),
             ("replayed_bytes", g(&self.replayed_bytes)),
-            ("unacked_bytes_lost", g(&self.unacked_bytes_lost)),
+            ("acked_frames", g(&self.acked_frames)),
+            ("unacked_frames", g(&self.unacked_frames)),
+            ("abandoned_frames", g(&self.abandoned_frames)),
+            ("resets", g(&self.resets)),
             ("relp_acked", g(&self.relp_acked)),
             ("relp_resent", g(&self.relp_resent)),
             ("relp_refused", g(&self.relp_refused)),
@@ -204,40 +237,32 @@ impl Conn {
 
 /// Sends every line of each batch as one syslog message.
 ///
-/// Stream transports build the batch's frames in one buffer and write it
-/// with as few `write(2)` calls as the socket allows. When a connection
-/// breaks (a write fails, or before a batch `poll` + `MSG_PEEK` shows the
-/// receiver closed it), the sink reads how many bytes the receiver's TCP
-/// never acknowledged (`SIOCOUTQ`), keeps them, from the start of the
-/// first frame they touch, for replay on the next connection, and returns
-/// a retryable error; the retry reconnects (after the backoff), replays,
-/// and resumes the batch where it stopped. Plain TCP syslog has no
-/// application acknowledgement, so bytes the receiver's kernel acknowledged
-/// but the receiver never processed before dying are still lost; those
-/// cannot be seen from here.
+/// Stream transports append the batch's frames to a ledger of frames not
+/// yet acknowledged and write them with as few `send(2)` calls as the
+/// socket allows; a frame leaves the ledger, its record written, when the
+/// receiver's TCP acknowledged it (`SIOCOUTQ`, read once per `poll` and
+/// per batch). When a connection breaks (a write fails, or `poll(2)` +
+/// `MSG_PEEK` shows the receiver closed it), the sink books the last
+/// acknowledgements, resets the connection if its send queue still holds
+/// bytes, and sends every frame left in the ledger again on the next
+/// connection, from the start of the first (a cut frame is resent whole);
+/// the batch being written gets a retryable error and its retry resumes
+/// after the reconnect (with backoff; `tick` and the stop's `drain`
+/// reconnect and resend too). Plain TCP syslog has no application
+/// acknowledgement, so bytes the receiver's kernel acknowledged but the
+/// receiver never processed before dying are still lost; those cannot be
+/// seen from here.
 pub struct SyslogSink {
     opts: SyslogSinkOptions,
     conn: Option<Conn>,
     ever_connected: bool,
     next_connect: Instant,
     backoff: Duration,
-    /// Framed batch (stream) and frame start offsets.
-    framed: Vec<u8>,
-    frames: Vec<usize>,
-    /// `(batch fingerprint, bytes of `framed` written)` (stream), or
-    /// `(fingerprint, byte offset of the next message in the batch)`
-    /// (datagram), after a failure.
+    /// `(fingerprint, byte offset of the next message in the batch)` of
+    /// the datagram batch being resumed after a failure.
     resume: Option<(u64, usize)>,
-    /// Stream bytes written on the current connection (the last
-    /// [`HISTORY_BYTES`] or so), with frame starts and the end of the last
-    /// complete frame, to replay what the receiver never acknowledged.
-    hist: Vec<u8>,
-    hist_frames: VecDeque<usize>,
-    hist_complete: usize,
-    /// Bytes (whole frames, the last possibly continued by the batch being
-    /// retried) to send first on the next connection, and frame starts.
-    replay: Vec<u8>,
-    replay_frames: Vec<usize>,
+    /// Stream transports: the frames not yet acknowledged.
+    st: Stream,
     closed: bool,
     counters: Arc<SyslogCounters>,
     /// Datagram outcomes not yet reported by `poll`: records sent, their
@@ -412,9 +437,120 @@ fn poll_fd(fd: i32, events: i16, timeout: Duration) -> io::Result<i16> {
 /// Largest RELP transaction number (the spec's 9 digits); it wraps to 1.
 const RELP_MAX_TXNR: u32 = 999_999_999;
 
-/// Stream history kept for replay: more than the largest TCP send buffer
-/// Linux grants by default (4 MiB).
-const HISTORY_BYTES: usize = 8 << 20;
+/// One line of a stream batch in the ledger: framed and queued, sent,
+/// or sent and not yet acknowledged by the receiver.
+struct Frame {
+    /// Stream position (bytes framed since the sink started) just past
+    /// its last byte.
+    end: u64,
+    /// Framed bytes (`LEN SP MSG`); 0 for an empty line, which has no
+    /// frame (nothing is sent) but whose record is reported with the
+    /// frames around it.
+    len: u64,
+    /// Bytes of its line in the batch (message and `\n`).
+    line: u64,
+    /// Offset just past its line in its batch.
+    line_end: usize,
+    /// A record (false: an in-band drop report, not counted as a record).
+    record: bool,
+    /// Sequence number of its batch (see `Stream::batch`).
+    batch: u64,
+}
+
+impl Frame {
+    fn start(&self) -> u64 {
+        self.end - self.len
+    }
+}
+
+/// Stream (TCP, unix stream) delivery ledger: every frame not yet
+/// acknowledged, its bytes, and how far the current connection got.
+/// Positions count bytes framed since the sink started; the frames are
+/// contiguous, the first starting at or after `base`.
+#[derive(Default)]
+struct Stream {
+    /// Frames not yet acknowledged, in stream order.
+    frames: VecDeque<Frame>,
+    /// Their bytes; `buf[0]` is at position `base` (bytes before the first
+    /// frame are acknowledged, kept until a compaction).
+    buf: Vec<u8>,
+    base: u64,
+    /// Position up to which bytes were written to the current connection
+    /// (while disconnected: the start of the first frame, where the next
+    /// connection starts).
+    sent: u64,
+    /// Position up to which the receiver acknowledged them (`<= sent`).
+    acked: u64,
+    /// Sequence number of the batch being written (not yet accepted).
+    batch: u64,
+    /// Fingerprint of the batch being written after a retryable error:
+    /// its frames are in the ledger, a retry continues sending them.
+    resume: Option<u64>,
+    /// Non-empty frames of the batch being written (`messages` counter).
+    batch_msgs: u64,
+    /// Acknowledged frames of the batch being written, held until it is
+    /// accepted (so a batch the runtime gives up on is reported through
+    /// `kept_of_refused`, never also by `poll`), and the offset just past
+    /// the last of their lines in it.
+    held: Progress,
+    held_bytes: usize,
+    /// Acknowledged frames of accepted batches not yet reported by `poll`.
+    backlog: Progress,
+}
+
+impl Stream {
+    /// Position just past the last framed byte.
+    fn end(&self) -> u64 {
+        self.base + self.buf.len() as u64
+    }
+
+    /// Frees the acknowledged bytes before the first frame: all of them
+    /// once every frame is acknowledged (the usual case, O(1)), otherwise
+    /// when they are more than half the buffer (amortised O(1) per byte).
+    fn compact(&mut self) {
+        let first = self.frames.front().map_or(self.end(), Frame::start);
+        let done = (first - self.base) as usize;
+        if done == self.buf.len() {
+            self.buf.clear();
+            self.base = first;
+        } else if done > 64 << 10 && done > self.buf.len() / 2 {
+            self.buf.drain(..done);
+            self.base = first;
+        }
+    }
+}
+
+/// Bytes written to TCP socket `fd` that its peer has not acknowledged
+/// yet (`ioctl(SIOCOUTQ)`, Linux `tcp(7)`; libc names it `TIOCOUTQ`), or
+/// None if the ioctl fails.
+fn unacked_bytes(fd: i32) -> Option<u64> {
+    let mut queued: libc::c_int = 0;
+    // SAFETY: SIOCOUTQ (= TIOCOUTQ) writes one int through the valid
+    // pointer; the descriptor is open (owned by the caller's connection).
+    let r = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut queued) };
+    (r == 0).then_some(queued.max(0) as u64)
+}
+
+/// Makes the coming `close` of socket `fd` abortive (`SO_LINGER` on with
+/// a zero timeout, `socket(7)`): TCP discards its send queue and sends a
+/// reset instead of delivering the queued bytes. Best effort.
+fn set_linger_zero(fd: i32) {
+    let l = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: setsockopt(2) reads `size_of::<linger>()` bytes from a live
+    // stack value; the descriptor is open (owned by the caller).
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&l as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+}
 
 impl SyslogSink {
     /// Creates the sink and tries to connect once; a receiver that is not
@@ -452,14 +588,8 @@ impl SyslogSink {
             conn: None,
             ever_connected: false,
             next_connect: Instant::now(),
-            framed: Vec::new(),
-            frames: Vec::new(),
             resume: None,
-            hist: Vec::new(),
-            hist_frames: VecDeque::new(),
-            hist_complete: 0,
-            replay: Vec::new(),
-            replay_frames: Vec::new(),
+            st: Stream::default(),
             closed: false,
             counters: Arc::new(SyslogCounters::default()),
             dgram_backlog: Progress::default(),
@@ -564,12 +694,28 @@ impl SyslogSink {
         }
     }
 
-    /// Drops a broken connection. For streams, the bytes its send queue
-    /// still held (`SIOCOUTQ`: never acknowledged by the receiver's TCP)
-    /// are queued for replay on the next connection, from the start of the
-    /// first frame they touch; whatever of them fell out of the history is
-    /// counted as lost.
+    /// Drops a broken connection. For streams, the acknowledgements that
+    /// arrived are booked first (`SIOCOUTQ`), then every frame the
+    /// receiver's TCP has not acknowledged whole is queued for replay on
+    /// the next connection, from the start of the first such frame (a frame
+    /// cut by the connection's end is resent whole). A connection whose
+    /// send queue still holds bytes is reset (`SO_LINGER` 0) rather than
+    /// closed, so the kernel discards them instead of delivering them after
+    /// their replay.
     fn disconnect(&mut self) {
+        self.disconnect_replaying(u64::MAX);
+    }
+
+    /// [`disconnect`](Self::disconnect), counting as replayed only the
+    /// frames that start before stream position `replay_below` (the rest
+    /// are about to be given up on).
+    fn disconnect_replaying(&mut self, replay_below: u64) {
+        if self.conn.is_none() {
+            return;
+        }
+        if matches!(self.conn, Some(Conn::Tcp(_) | Conn::UnixStream(_))) {
+            self.stream_acks();
+        }
         let Some(c) = self.conn.take() else { return };
         bump(&self.counters.disconnects, 1);
         if let Conn::Relp(_) = c {
@@ -579,111 +725,112 @@ impl SyslogSink {
         if !matches!(c, Conn::Tcp(_) | Conn::UnixStream(_)) {
             return;
         }
-        let mut queued: libc::c_int = 0;
-        // SAFETY: SIOCOUTQ (= TIOCOUTQ) writes one int through the valid
-        // pointer; the descriptor is open (owned by `c`).
-        let r = unsafe { libc::ioctl(c.fd(), libc::TIOCOUTQ, &mut queued) };
-        let queued = if r == 0 { queued.max(0) as usize } else { 0 };
+        let st = &mut self.st;
+        if st.sent > st.acked {
+            bump(&self.counters.resets, 1);
+            set_linger_zero(c.fd());
+        }
         drop(c);
-        let len = self.hist.len();
-        if queued > len {
-            bump(&self.counters.unacked_bytes_lost, (queued - len) as u64);
-        }
-        let acked = len.saturating_sub(queued);
-        // Replay from the frame containing the first unacknowledged byte;
-        // an incomplete last frame is replayed whole (the receiver drops a
-        // frame cut by the connection's end).
-        let start = if acked >= self.hist_complete {
-            self.hist_complete
-        } else {
-            let i = self.hist_frames.partition_point(|&f| f <= acked);
-            if i == 0 {
-                self.hist_frames.front().copied().unwrap_or(len)
-            } else {
-                self.hist_frames[i - 1]
+        let sent = st.sent;
+        let restart = st.frames.front().map_or(st.end(), |f| f.start());
+        let (mut frames, mut bytes) = (0u64, 0u64);
+        for f in st.frames.iter() {
+            let s = f.start();
+            if s >= sent || s >= replay_below {
+                break;
             }
-        };
-        let mut replay: Vec<u8> = self.hist[start..].to_vec();
-        let mut frames: Vec<usize> = self
-            .hist_frames
-            .iter()
-            .filter(|&&f| f >= start)
-            .map(|&f| f - start)
-            .collect();
-        if !replay.is_empty() {
-            bump(&self.counters.replayed_bytes, replay.len() as u64);
-            bump(&self.counters.replayed_frames, frames.len() as u64);
+            frames += u64::from(f.len > 0);
+            bytes += f.len;
         }
-        // Anything not yet sent from an earlier replay follows.
-        let base = replay.len();
-        frames.extend(self.replay_frames.iter().map(|&f| f + base));
-        replay.extend_from_slice(&self.replay);
-        self.replay = replay;
-        self.replay_frames = frames;
-        self.hist.clear();
-        self.hist_frames.clear();
-        self.hist_complete = 0;
+        bump(&self.counters.replayed_frames, frames);
+        bump(&self.counters.replayed_bytes, bytes);
+        st.sent = restart;
+        st.acked = restart;
     }
 
-    /// Appends `bytes[from..to]` (written to the connection) to the
-    /// history; `frames` are the frame starts within `bytes`, whose last
-    /// frame ends at `bytes.len()`.
-    fn record(&mut self, bytes: &[u8], frames: &[usize], from: usize, to: usize) {
-        let base = self.hist.len();
-        let lo = frames.partition_point(|&f| f < from);
-        let hi = frames.partition_point(|&f| f < to);
-        self.hist_frames
-            .extend(frames[lo..hi].iter().map(|&f| base + f - from));
-        self.hist.extend_from_slice(&bytes[from..to]);
-        // End of the last complete frame within what is written so far.
-        let complete = if to == bytes.len() {
-            Some(to)
-        } else {
-            frames[..hi].last().copied()
+    /// Stream transports: books the frames the receiver took since the
+    /// last call. TCP: one `ioctl(SIOCOUTQ)` gives the bytes written and
+    /// not yet acknowledged by the receiver's TCP, so every frame that
+    /// ends before `sent - unacknowledged` is acknowledged. A unix stream
+    /// puts written bytes straight into the receiver's socket: written is
+    /// taken. Frames of the batch being written are held until it is
+    /// accepted (see `Stream::held`), the others go to the backlog `poll`
+    /// reports.
+    fn stream_acks(&mut self) {
+        if self.st.frames.is_empty() {
+            return;
+        }
+        let acked = match &self.conn {
+            Some(Conn::Tcp(s)) => match unacked_bytes(s.as_raw_fd()) {
+                Some(q) => self.st.sent.saturating_sub(q),
+                None => return,
+            },
+            Some(Conn::UnixStream(_)) => self.st.sent,
+            _ => return,
         };
-        if let Some(c) = complete.filter(|&c| c >= from) {
-            self.hist_complete = base + c - from;
-        }
-        if self.hist.len() > HISTORY_BYTES {
-            // Keep the newest half, cut at a frame start.
-            let want = self.hist.len() - HISTORY_BYTES / 2;
-            let i = self.hist_frames.partition_point(|&f| f < want);
-            if let Some(&cut) = self.hist_frames.get(i) {
-                self.hist.drain(..cut);
-                self.hist_frames.drain(..i);
-                for f in self.hist_frames.iter_mut() {
-                    *f -= cut;
-                }
-                self.hist_complete = self.hist_complete.saturating_sub(cut);
+        let st = &mut self.st;
+        st.acked = st.acked.max(acked);
+        let mut n = 0u64;
+        while let Some(f) = st.frames.front() {
+            if f.end > st.acked {
+                break;
             }
-        }
-    }
-
-    /// Writes all of `bytes` to the stream connection, recording what was
-    /// written. Returns the bytes written and the error that stopped it.
-    fn send_stream(
-        &mut self,
-        bytes: &[u8],
-        frames: &[usize],
-        mut done: usize,
-    ) -> (usize, io::Result<()>) {
-        while done < bytes.len() {
-            let r = match self.conn.as_mut() {
-                Some(Conn::Tcp(s)) => s.write(&bytes[done..]),
-                Some(Conn::UnixStream(s)) => s.write(&bytes[done..]),
-                _ => Err(io::Error::from(io::ErrorKind::NotConnected)),
+            let f = st.frames.pop_front().expect("front exists");
+            n += u64::from(f.len > 0);
+            let p = Progress {
+                delivered_records: u64::from(f.record),
+                delivered_bytes: f.line,
+                failed_records: 0,
             };
-            match r {
-                Ok(0) => return (done, Err(io::ErrorKind::WriteZero.into())),
-                Ok(n) => {
-                    self.record(bytes, frames, done, done + n);
-                    done += n;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return (done, Err(e)),
+            if f.batch == st.batch {
+                st.held += p;
+                st.held_bytes = f.line_end;
+            } else {
+                st.backlog += p;
             }
         }
-        (done, Ok(()))
+        if n > 0 {
+            bump(&self.counters.acked_frames, n);
+        }
+        st.compact();
+        // Relaxed: single-writer gauge (see `SyslogCounters`).
+        self.counters
+            .unacked_frames
+            .store(st.frames.len() as u64, Ordering::Relaxed);
+    }
+
+    /// Writes the stream bytes not yet sent on the current connection
+    /// (`Stream::sent` up to the end of the ledger). Blocking writes wait
+    /// up to `io_timeout_ms` (`SO_SNDTIMEO`: `WouldBlock` when it
+    /// expires); `nonblocking` ones return `WouldBlock` as soon as the
+    /// socket is full.
+    fn stream_send(&mut self, nonblocking: bool) -> io::Result<()> {
+        let fd = match &self.conn {
+            Some(c @ (Conn::Tcp(_) | Conn::UnixStream(_))) => c.fd(),
+            _ => return Err(io::Error::from(io::ErrorKind::NotConnected)),
+        };
+        let flags = libc::MSG_NOSIGNAL | if nonblocking { libc::MSG_DONTWAIT } else { 0 };
+        let st = &mut self.st;
+        while st.sent < st.end() {
+            let from = (st.sent - st.base) as usize;
+            let chunk = &st.buf[from..];
+            // SAFETY: send(2) reads `chunk.len()` bytes from a live slice;
+            // the descriptor is open (owned by `self.conn`). MSG_NOSIGNAL:
+            // a closed peer is an EPIPE error, never a SIGPIPE.
+            let n = unsafe { libc::send(fd, chunk.as_ptr().cast(), chunk.len(), flags) };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            if n == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            st.sent += n as u64;
+        }
+        Ok(())
     }
 
     /// For stream transports: true when the receiver has closed the
@@ -720,71 +867,186 @@ impl SyslogSink {
         r == 0
     }
 
-    fn frame(&mut self, batch: &[u8]) {
-        self.framed.clear();
-        self.frames.clear();
+    /// Appends the frames of `batch` (one per line, `LEN SP MSG`; an empty
+    /// line has no frame but a zero-length ledger entry, so its record is
+    /// still reported) to the ledger, as batch `Stream::batch`.
+    fn stream_frame(&mut self, batch: &[u8], reports: &[Range<usize>]) {
+        let st = &mut self.st;
+        st.batch_msgs = 0;
         let mut start = 0;
         while start < batch.len() {
             let end = memchr::memchr(b'\n', &batch[start..]).map_or(batch.len(), |i| start + i);
             let msg = &batch[start..end];
+            let line_end = (end + 1).min(batch.len());
+            let before = st.buf.len();
             if !msg.is_empty() {
-                self.frames.push(self.framed.len());
-                self.framed
+                st.buf
                     .extend_from_slice(itoa::Buffer::new().format(msg.len()).as_bytes());
-                self.framed.push(b' ');
-                self.framed.extend_from_slice(msg);
+                st.buf.push(b' ');
+                st.buf.extend_from_slice(msg);
+                st.batch_msgs += 1;
             }
+            st.frames.push_back(Frame {
+                end: st.base + st.buf.len() as u64,
+                len: (st.buf.len() - before) as u64,
+                line: (line_end - start) as u64,
+                line_end,
+                record: !in_report(reports, start),
+                batch: st.batch,
+            });
             start = end + 1;
         }
+        // Relaxed: single-writer gauge (see `SyslogCounters`).
+        self.counters
+            .unacked_frames
+            .store(st.frames.len() as u64, Ordering::Relaxed);
     }
 
-    fn write_stream(&mut self, batch: &[u8], fp: u64) -> Result<Accepted, SinkError> {
-        let start = match self.resume.take() {
-            Some((f, done)) if f == fp => done,
-            _ => 0,
-        };
-        if start == 0 {
-            self.frame(batch);
-        }
-        if !self.replay.is_empty() {
-            let replay = std::mem::take(&mut self.replay);
-            let frames = std::mem::take(&mut self.replay_frames);
-            let (n, r) = self.send_stream(&replay, &frames, 0);
-            if let Err(e) = r {
-                // Keep the unsent rest; `disconnect` puts the unacknowledged
-                // part of what was sent in front of it.
-                let k = frames.partition_point(|&f| f < n);
-                self.replay_frames = frames[k..].iter().map(|&f| f - n).collect();
-                self.replay = replay[n..].to_vec();
-                return self.stream_broke(fp, start, e);
+    /// Frames `batch` into the ledger (or, retrying it, continues where
+    /// the last call stopped) and writes everything not yet sent on the
+    /// connection: replayed frames first, then the batch. Always
+    /// `Pending`: a frame counts written when the receiver acknowledged it
+    /// (see `stream_acks`), reported by `poll`. A write timeout keeps the
+    /// connection (the retry resumes there); any other error drops it,
+    /// queueing what was not acknowledged for the next one.
+    fn write_stream(
+        &mut self,
+        batch: &[u8],
+        reports: &[Range<usize>],
+        fp: u64,
+    ) -> Result<Accepted, SinkError> {
+        match self.st.resume.take() {
+            Some(f) if f == fp => {}
+            other => {
+                if other.is_some() {
+                    // A different batch: the runtime gave up on the old one.
+                    self.stream_forget_batch();
+                }
+                self.stream_frame(batch, reports);
             }
         }
-        let framed = std::mem::take(&mut self.framed);
-        let frames = std::mem::take(&mut self.frames);
-        let (done, r) = self.send_stream(&framed, &frames, start);
-        self.framed = framed;
-        self.frames = frames;
-        if let Err(e) = r {
-            return self.stream_broke(fp, done, e);
+        if let Err(e) = self.stream_send(false) {
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ) {
+                self.stream_acks();
+            } else {
+                self.disconnect();
+            }
+            self.st.resume = Some(fp);
+            return Err(SinkError::Retryable(e));
         }
-        bump(&self.counters.messages, self.frames.len() as u64);
-        Ok(Accepted::Delivered)
+        self.stream_acks();
+        bump(&self.counters.messages, self.st.batch_msgs);
+        let st = &mut self.st;
+        let held = std::mem::take(&mut st.held);
+        st.backlog += held;
+        st.held_bytes = 0;
+        st.batch += 1;
+        Ok(Accepted::Pending)
     }
 
-    /// A stream write failed after `done` bytes of `framed`. A timeout
-    /// keeps the connection and resumes exactly there; anything else drops
-    /// the connection (queueing the unacknowledged bytes for replay) and
-    /// resumes there on the next one.
-    fn stream_broke(&mut self, fp: u64, done: usize, e: io::Error) -> Result<Accepted, SinkError> {
-        let timed_out = matches!(
-            e.kind(),
-            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-        );
-        if !timed_out {
-            self.disconnect();
+    /// Forgets the batch being written (the runtime counted its records
+    /// dropped, or written up to what this returns): its frames the
+    /// receiver acknowledged are returned as [`Kept`] and never reported
+    /// by `poll`; the others leave the ledger unsent (counted in
+    /// `abandoned_frames`). A connection that already carries bytes of
+    /// them is reset first, so its kernel discards them and no frame of
+    /// the batch, whole or cut, reaches the receiver later or heads the
+    /// next connection's stream.
+    fn stream_forget_batch(&mut self) -> Kept {
+        self.stream_acks();
+        let b = self.st.batch;
+        if let Some(cut) = self
+            .st
+            .frames
+            .iter()
+            .find(|f| f.batch == b)
+            .map(|f| f.start())
+        {
+            if self.conn.is_some() && self.st.sent > cut {
+                self.disconnect_replaying(cut);
+            }
         }
-        self.resume = Some((fp, done));
-        Err(SinkError::Retryable(e))
+        let st = &mut self.st;
+        let kept = Kept {
+            bytes: st.held_bytes,
+            records: st.held.delivered_records,
+        };
+        if let Some(i) = st.frames.iter().position(|f| f.batch == b) {
+            let cut = st.frames[i].start();
+            let dropped = st.frames.range(i..).filter(|f| f.len > 0).count() as u64;
+            bump(&self.counters.abandoned_frames, dropped);
+            st.frames.truncate(i);
+            st.buf.truncate((cut - st.base) as usize);
+            st.sent = st.sent.min(cut);
+            st.acked = st.acked.min(cut);
+        }
+        st.held = Progress::default();
+        st.held_bytes = 0;
+        st.resume = None;
+        st.batch += 1;
+        st.compact();
+        // Relaxed: single-writer gauge (see `SyslogCounters`).
+        self.counters
+            .unacked_frames
+            .store(st.frames.len() as u64, Ordering::Relaxed);
+        kept
+    }
+
+    /// Stream transports: waits until the receiver acknowledged every
+    /// frame or `deadline` passes, reconnecting (with backoff) and
+    /// resending unacknowledged frames as needed. Errors: `TimedOut` (as
+    /// retryable) with frames still unacknowledged at the deadline.
+    fn stream_drain(&mut self, deadline: Instant) -> Result<(), SinkError> {
+        loop {
+            if self.peer_closed() {
+                self.disconnect();
+            }
+            if self.conn.is_some() {
+                match self.stream_send(true) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(_) => self.disconnect(),
+                }
+                self.stream_acks();
+            }
+            if self.st.frames.is_empty() {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(SinkError::Retryable(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "{} frames not acknowledged by the receiver at the shutdown deadline",
+                        self.st.frames.len()
+                    ),
+                )));
+            }
+            let left = deadline - now;
+            if self.conn.is_none() {
+                if self.ensure_connected().is_err() {
+                    let wait = self
+                        .next_connect
+                        .saturating_duration_since(now)
+                        .min(left)
+                        .max(Duration::from_millis(1));
+                    std::thread::sleep(wait);
+                }
+                continue;
+            }
+            if self.st.sent < self.st.end() {
+                let fd = self.conn.as_ref().map_or(-1, Conn::fd);
+                if poll_fd(fd, libc::POLLOUT, left.min(Duration::from_millis(10))).is_err() {
+                    self.disconnect();
+                }
+            } else {
+                // Acknowledgements cannot be waited for with poll(2).
+                std::thread::sleep(left.min(Duration::from_millis(1)));
+            }
+        }
     }
 
     /// Sends each line of `batch` as one datagram, from where a failed
@@ -1334,7 +1596,7 @@ impl Sink for SyslogSink {
         let fp = crate::file::fingerprint(batch);
         match self.opts.transport {
             SyslogTransport::Tcp(_) | SyslogTransport::UnixStream(_) => {
-                self.write_stream(batch, fp)
+                self.write_stream(batch, reports, fp)
             }
             SyslogTransport::Udp(_) | SyslogTransport::UnixDatagram(_) => {
                 self.write_dgram(batch, reports, fp)
@@ -1364,28 +1626,57 @@ impl Sink for SyslogSink {
             // failure is counted, not an error of the tick.
             let _ = self.ensure_connected();
         }
+        if self.conn.is_some() && self.st.sent < self.st.end() {
+            // Stream frames queued for replay, or the rest of a batch that
+            // timed out: sent as far as the socket takes them now.
+            match self.stream_send(true) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(_) => self.disconnect(),
+            }
+        }
         Ok(())
     }
 
+    /// Stream transports: one `SIOCOUTQ` per call books the frames the
+    /// receiver's TCP acknowledged since the last one.
     fn poll(&mut self) -> Progress {
         if matches!(self.conn, Some(Conn::Relp(_))) && self.relp_read().is_err() {
             self.disconnect();
         }
+        self.stream_acks();
         let mut p = std::mem::take(&mut self.relp.backlog);
         p += std::mem::take(&mut self.dgram_backlog);
+        p += std::mem::take(&mut self.st.backlog);
         p
     }
 
+    /// RELP: until every message is acknowledged; streams: until the
+    /// receiver's TCP acknowledged every frame (reconnecting and resending
+    /// as needed); or until `deadline`.
     fn drain(&mut self, deadline: Instant) -> Result<(), SinkError> {
-        if matches!(self.opts.transport, SyslogTransport::Relp(_)) && !self.closed {
-            return self.relp_drain(deadline);
+        if self.closed {
+            return Ok(());
         }
-        Ok(())
+        match self.opts.transport {
+            SyslogTransport::Relp(_) => self.relp_drain(deadline),
+            SyslogTransport::Tcp(_) | SyslogTransport::UnixStream(_) => self.stream_drain(deadline),
+            _ => Ok(()),
+        }
     }
 
+    /// RELP: the batch's messages are neither resent nor reported.
+    /// Streams: its frames still unacknowledged leave the ledger (a
+    /// connection carrying some of them is reset, see `kept_of_refused`).
     fn abandon(&mut self) {
-        if matches!(self.opts.transport, SyslogTransport::Relp(_)) {
-            self.relp_abandon_batch();
+        match self.opts.transport {
+            SyslogTransport::Relp(_) => self.relp_abandon_batch(),
+            SyslogTransport::Tcp(_) | SyslogTransport::UnixStream(_)
+                if self.st.resume.is_some() =>
+            {
+                self.stream_forget_batch();
+            }
+            _ => {}
         }
     }
 
@@ -1398,25 +1689,51 @@ impl Sink for SyslogSink {
     /// none), since the receiver has it; `bytes` is the gapless
     /// acknowledged prefix (whole lines), so an in-band drop report at the
     /// head of the batch counts delivered only when it was acknowledged.
-    /// Other transports: nothing.
+    ///
+    /// Streams: the frames of the batch the receiver's TCP acknowledged
+    /// (a gapless prefix: TCP acknowledges in order) count written; the
+    /// others are removed unsent, and a connection that already carries
+    /// bytes of them is reset so its kernel discards them: none reaches
+    /// the receiver later, and no cut frame heads the next connection.
+    /// Frames of earlier batches on that connection are resent on the
+    /// next.
+    ///
+    /// Datagrams: nothing.
     fn kept_of_refused(&mut self, batch: &[u8], reports: &[Range<usize>]) -> Kept {
         let _ = reports;
-        if matches!(self.opts.transport, SyslogTransport::Relp(_)) {
-            return self.relp_kept(batch);
+        match self.opts.transport {
+            SyslogTransport::Relp(_) => self.relp_kept(batch),
+            SyslogTransport::Tcp(_) | SyslogTransport::UnixStream(_) => match self.st.resume {
+                Some(fp) if fp == crate::file::fingerprint(batch) => self.stream_forget_batch(),
+                _ => Kept::default(),
+            },
+            _ => Kept::default(),
         }
-        Kept::default()
     }
 
     /// RELP: ends the session with `close`. Messages still unacknowledged
     /// are not reported (the runtime counts them `dropped_shutdown`).
+    /// Streams: books the last acknowledgements (reported by the next
+    /// `poll`); a connection with frames still unacknowledged (counted
+    /// `dropped_shutdown` by the runtime) is reset, so they never arrive,
+    /// otherwise it is shut down in order.
     fn close(&mut self) -> Result<(), SinkError> {
         if self.closed {
             return Ok(());
         }
         self.closed = true;
+        if matches!(self.conn, Some(Conn::Tcp(_) | Conn::UnixStream(_))) {
+            self.stream_acks();
+        }
         match &self.conn {
-            Some(Conn::Tcp(s)) => {
-                let _ = s.shutdown(std::net::Shutdown::Write);
+            Some(c @ (Conn::Tcp(_) | Conn::UnixStream(_))) => {
+                if self.st.sent > self.st.acked {
+                    bump(&self.counters.resets, 1);
+                    set_linger_zero(c.fd());
+                } else {
+                    // SAFETY: shutdown(2) on the open descriptor of `c`.
+                    unsafe { libc::shutdown(c.fd(), libc::SHUT_WR) };
+                }
             }
             Some(Conn::Relp(_)) => self.relp_close(),
             _ => {}

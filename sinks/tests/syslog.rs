@@ -473,11 +473,11 @@ fn tcp_restart_under_load_keeps_order_and_recovers() {
     );
     let replayed = SyslogCounters::get(&c.replayed_frames);
     eprintln!(
-        "restart under load: {duplicates} duplicates, {lost} lost in rsyslogd {gaps:?}; disconnects {}, reconnects {}, replayed {replayed} frames / {} bytes, unreplayable {} bytes",
+        "restart under load: {duplicates} duplicates, {lost} lost in rsyslogd {gaps:?}; disconnects {}, reconnects {}, replayed {replayed} frames / {} bytes, resets {}",
         SyslogCounters::get(&c.disconnects),
         SyslogCounters::get(&c.reconnects),
         SyslogCounters::get(&c.replayed_bytes),
-        SyslogCounters::get(&c.unacked_bytes_lost)
+        SyslogCounters::get(&c.resets)
     );
     assert!(
         duplicates <= replayed,
@@ -879,4 +879,550 @@ fn relp_partly_acknowledged(at_shutdown: bool) {
     assert_eq!(lost, N - K as u64, "{st:?}");
     assert_eq!(other + st.dropped(), 0, "{st:?}");
     assert_eq!(st.in_flight(), 0, "{st:?}");
+}
+
+/// A TCP listener on 127.0.0.1 whose accepted sockets have a receive
+/// buffer of `rcvbuf` bytes (set before `listen`, so the window is small
+/// from the handshake on and a receiver that stops reading closes it
+/// soon).
+fn listener_with_rcvbuf(rcvbuf: i32) -> TcpListener {
+    use std::os::fd::FromRawFd;
+    // SAFETY: plain socket calls on a descriptor this function creates and
+    // hands to TcpListener (which closes it); every pointer is to a live
+    // stack value of the size passed.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let r = libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&rcvbuf as *const i32).cast(),
+            4,
+        );
+        assert_eq!(r, 0, "SO_RCVBUF: {}", std::io::Error::last_os_error());
+        let mut sa: libc::sockaddr_in = std::mem::zeroed();
+        sa.sin_family = libc::AF_INET as libc::sa_family_t;
+        sa.sin_addr.s_addr = u32::from_be_bytes([127, 0, 0, 1]).to_be();
+        let r = libc::bind(
+            fd,
+            (&sa as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        );
+        assert_eq!(r, 0, "bind: {}", std::io::Error::last_os_error());
+        assert_eq!(libc::listen(fd, 8), 0);
+        TcpListener::from_raw_fd(fd)
+    }
+}
+
+/// Bytes waiting in the receive queue of `s` (`ioctl(FIONREAD)`).
+fn fionread(s: &TcpStream) -> usize {
+    use std::os::fd::AsRawFd;
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int through the valid pointer; `s` is
+    // open.
+    let r = unsafe { libc::ioctl(s.as_raw_fd(), libc::FIONREAD, &mut n) };
+    assert_eq!(r, 0);
+    n as usize
+}
+
+/// Everything in the receive queue of `s`, left there (`MSG_PEEK`):
+/// reading nothing, the receiver does not open its window.
+fn peek_queue(s: &TcpStream) -> Vec<u8> {
+    let mut buf = vec![0u8; fionread(s) + 1];
+    let n = s.peek(&mut buf).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+/// Closes `s` abortively (`SO_LINGER` 0): a reset, and whatever its
+/// receive queue holds is discarded, as when a receiver dies.
+fn close_hard(s: TcpStream) {
+    use std::os::fd::AsRawFd;
+    let l = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: setsockopt reads a live linger of the size passed; `s` is
+    // open.
+    let r = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&l as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(r, 0);
+    drop(s);
+}
+
+/// RFC 6587 octet-counting parser, strict: every frame is `LEN SP MSG`
+/// with LEN a decimal without leading zero; anything else panics.
+#[derive(Clone, Default)]
+struct Octets {
+    /// Bytes not yet parsed into a whole frame (a cut frame at the end).
+    rest: Vec<u8>,
+    /// Whole messages, in order.
+    msgs: Vec<Vec<u8>>,
+}
+
+impl Octets {
+    fn feed(&mut self, bytes: &[u8]) {
+        self.rest.extend_from_slice(bytes);
+        let mut at = 0;
+        loop {
+            let buf = &self.rest[at..];
+            let Some(sp) = buf.iter().position(|&b| b == b' ') else {
+                assert!(
+                    buf.len() < 10 && buf.iter().all(u8::is_ascii_digit),
+                    "not an octet-counted frame: {:?}",
+                    String::from_utf8_lossy(&buf[..buf.len().min(40)])
+                );
+                break;
+            };
+            let len = &buf[..sp];
+            assert!(
+                !len.is_empty() && len[0] != b'0' && len.iter().all(u8::is_ascii_digit),
+                "bad frame length {:?} at {:?}",
+                String::from_utf8_lossy(len),
+                String::from_utf8_lossy(&buf[..buf.len().min(40)])
+            );
+            let len: usize = std::str::from_utf8(len).unwrap().parse().unwrap();
+            if buf.len() < sp + 1 + len {
+                break;
+            }
+            self.msgs.push(buf[sp + 1..sp + 1 + len].to_vec());
+            at += sp + 1 + len;
+        }
+        self.rest.drain(..at);
+    }
+
+    /// Sequence numbers of the whole messages (see `SyslogSeqLine`).
+    fn seqs(&self) -> Vec<u64> {
+        let mut body = self.msgs.join(&b'\n');
+        body.push(b'\n');
+        if self.msgs.is_empty() {
+            return Vec::new();
+        }
+        parse_lines(&body).into_iter().map(|(_, s)| s).collect()
+    }
+}
+
+/// Reads `s` until the sender closes it (or resets it), parsing frames.
+fn read_to_end(mut s: TcpStream) -> Octets {
+    use std::io::Read;
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut o = Octets::default();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => o.feed(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(e) => panic!("receiver read: {e}"),
+        }
+    }
+    o
+}
+
+/// `n` lines of `line_len` bytes for records `from..from + n`.
+fn seq_batch(from: u64, n: u64, line_len: usize) -> Vec<u8> {
+    let mut f = SyslogSeqLine { line_len };
+    let mut out = Vec::new();
+    for i in from..from + n {
+        f.format(&rec(0, i), &mut out);
+    }
+    out
+}
+
+/// A receiver reads 1000 frames and stops reading: its window closes
+/// while the sink's socket still holds frames; then it dies hard (a reset,
+/// its unread queue discarded). Over TCP a frame counts written only once
+/// the receiver's TCP acknowledged it, so the sink never counts more than
+/// the receiver got, and the frames it never acknowledged go to a second
+/// receiver; see [`tcp_receiver_dies`].
+#[test]
+fn tcp_counts_written_only_what_the_receiver_acknowledged_and_replays_the_rest() {
+    tcp_receiver_dies(true);
+}
+
+/// As above, with no receiver after the first: the frames it never
+/// acknowledged count `dropped_shutdown`, never written.
+#[test]
+fn tcp_frames_never_acknowledged_count_dropped_when_no_receiver_comes_back() {
+    tcp_receiver_dies(false);
+}
+
+/// `second`: a second receiver accepts the reconnect and reads to the
+/// end; otherwise the listener is gone and the stop's deadline comes.
+fn tcp_receiver_dies(second: bool) {
+    use std::io::Read;
+    const N: u64 = 20_000;
+    const LINE: usize = 100;
+    let listener = listener_with_rcvbuf(32 << 10);
+    let addr = listener.local_addr().unwrap();
+    let mut o = SyslogSinkOptions::new(SyslogTransport::Tcp(addr));
+    o.io_timeout_ms = 100;
+    let s = SyslogSink::new(o).unwrap();
+    let c = s.counters();
+    let get = SyslogCounters::get;
+    // The sink connected in `new`.
+    let (mut r1, _) = listener.accept().unwrap();
+    let listener = second.then_some(listener);
+    let cfg = LoggerConfig {
+        ring_capacity: 32 * 1024,
+        shutdown_timeout_ms: if second { 60_000 } else { 500 },
+        drop_reports: false,
+        ..LoggerConfig::default()
+    };
+    let logger = Logger::start(cfg, SyslogSeqLine { line_len: LINE }, s).unwrap();
+    let mut p = logger.producer().unwrap();
+    for i in 0..N {
+        assert!(p.log(rec(0, i)));
+    }
+    drop(p);
+    let mut got = Octets::default();
+    let mut buf = vec![0u8; 4096];
+    while got.msgs.len() < 1000 {
+        let n = r1.read(&mut buf).unwrap();
+        assert!(n > 0, "the sink closed the connection");
+        got.feed(&buf[..n]);
+    }
+    // Whole frames the receiver got: read, or in its queue.
+    let got_now = |r: &TcpStream, got: &Octets| {
+        let mut g = got.clone();
+        g.feed(&peek_queue(r));
+        g.msgs.len() as u64
+    };
+    // The receiver reads no more: written never exceeds what it got.
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_millis(300) {
+        let w = logger.stats().written_records;
+        let g = got_now(&r1, &got);
+        assert!(w <= g, "{w} counted written, the receiver got {g}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    wait_until("written catches up with what the receiver got", || {
+        logger.stats().written_records == got_now(&r1, &got)
+    });
+    // Its queue is full and the sink's socket holds more frames, written
+    // to the kernel but never acknowledged (once counted written).
+    let mut all = got.clone();
+    all.feed(&peek_queue(&r1));
+    let got1 = all.msgs.len() as u64;
+    assert!(
+        get(&c.messages) > got1 + 1000,
+        "messages {} got {got1}",
+        get(&c.messages)
+    );
+    assert_eq!(logger.stats().written_records, got1);
+    assert_eq!(all.seqs(), (0..got1).collect::<Vec<_>>());
+    close_hard(r1);
+    let r2 = listener.map(|l| {
+        std::thread::spawn(move || {
+            let (s, _) = l.accept().unwrap();
+            read_to_end(s)
+        })
+    });
+    let st = match logger.shutdown() {
+        Ok(st) => st,
+        Err((st, e)) => {
+            assert!(!second, "shutdown failed: {e}");
+            st
+        }
+    };
+    eprintln!(
+        "receiver dies (second {second}): got {got1}; replayed {} frames, resets {}, disconnects {}; {st:?}",
+        get(&c.replayed_frames),
+        get(&c.resets),
+        get(&c.disconnects)
+    );
+    assert_eq!(st.produced, N);
+    assert_eq!(st.in_flight(), 0, "{st:?}");
+    assert_eq!(st.sink_pending, 0, "{st:?}");
+    assert_eq!(st.dropped() + st.dropped_sink, 0, "{st:?}");
+    assert!(get(&c.disconnects) >= 1);
+    assert!(get(&c.resets) >= 1, "the broken connection held frames");
+    assert_eq!(get(&c.acked_frames), st.written_records);
+    if let Some(r2) = r2 {
+        let got2 = r2.join().unwrap();
+        assert!(got2.rest.is_empty(), "a cut frame on the second connection");
+        // The second receiver gets exactly the frames the first never
+        // acknowledged, from the first of them on.
+        assert_eq!(got2.seqs(), (got1..N).collect::<Vec<_>>());
+        assert_eq!(st.written_records, got1 + got2.msgs.len() as u64);
+        assert_eq!(st.written_records, N, "{st:?}");
+        assert_eq!(st.written_bytes, N * LINE as u64);
+        assert_eq!(st.dropped_shutdown, 0, "{st:?}");
+        assert!(get(&c.replayed_frames) >= 1);
+        assert_eq!(get(&c.unacked_frames), 0);
+    } else {
+        assert_eq!(st.written_records, got1, "{st:?}");
+        assert_eq!(st.written_bytes, got1 * LINE as u64);
+        assert_eq!(st.written_records + st.dropped_shutdown, N, "{st:?}");
+    }
+}
+
+/// A batch larger than both socket buffers times out part way (the
+/// receiver stopped reading) and is given up on: the frames of it the
+/// receiver's TCP acknowledged are kept (written), the rest dropped and
+/// never sent again; the connection, which may end inside a frame, is
+/// reset, and the next connection's stream holds whole frames only.
+#[test]
+fn tcp_batch_given_up_mid_stream_leaves_no_cut_frame_on_the_next_connection() {
+    const LINE: usize = 211;
+    const B: u64 = 40_000;
+    let listener = listener_with_rcvbuf(32 << 10);
+    let addr = listener.local_addr().unwrap();
+    let mut o = SyslogSinkOptions::new(SyslogTransport::Tcp(addr));
+    o.io_timeout_ms = 100;
+    let mut s = SyslogSink::new(o).unwrap();
+    let c = s.counters();
+    let get = SyslogCounters::get;
+    let (r1, _) = listener.accept().unwrap();
+    let mut written = Progress::default();
+    // A: 100 records, acknowledged (they fit the receiver's window).
+    let a = seq_batch(0, 100, LINE);
+    assert_eq!(s.write_batch(&a).unwrap(), Accepted::Pending);
+    wait_until("A acknowledged", || {
+        written += s.poll();
+        written.delivered_records == 100
+    });
+    // B: 8 MiB, more than the receiver's window and the sink's socket
+    // buffer take while the receiver does not read.
+    let b = seq_batch(100, B, LINE);
+    for _ in 0..3 {
+        let e = s.write_batch(&b).expect_err("8 MiB do not fit");
+        assert!(e.is_retryable(), "{e}");
+    }
+    written += s.poll();
+    assert_eq!(written.delivered_records, 100, "B is not accepted yet");
+    let resets = get(&c.resets);
+    // The runtime gives up on B.
+    let kept = s.kept_of_refused(&b, &[]);
+    s.abandon();
+    assert_eq!(get(&c.resets), resets + 1, "the connection carried B");
+    assert!(kept.records < B);
+    assert_eq!(kept.bytes, kept.records as usize * LINE);
+    assert_eq!(get(&c.abandoned_frames), B - kept.records);
+    // The first receiver has A and the acknowledged head of B whole (the
+    // reset may leave a cut frame after them, on this connection only).
+    let got1 = read_to_end(r1);
+    assert_eq!(
+        got1.seqs(),
+        (0..100 + kept.records).collect::<Vec<_>>(),
+        "cut frame left on the first connection: {} bytes",
+        got1.rest.len()
+    );
+    eprintln!(
+        "given up mid-stream: {} of B kept, {} bytes of a cut frame ended the first connection",
+        kept.records,
+        got1.rest.len()
+    );
+    let r2 = std::thread::spawn(move || {
+        let (s, _) = listener.accept().unwrap();
+        read_to_end(s)
+    });
+    // C: 100 records, on a new connection.
+    let cb = seq_batch(100 + B, 100, LINE);
+    assert_eq!(s.write_batch(&cb).unwrap(), Accepted::Pending);
+    s.drain(Instant::now() + Duration::from_secs(30)).unwrap();
+    written += s.poll();
+    s.close().unwrap();
+    written += s.poll();
+    let got2 = r2.join().unwrap();
+    assert!(got2.rest.is_empty(), "a cut frame at the end");
+    assert_eq!(got2.seqs(), (100 + B..200 + B).collect::<Vec<_>>());
+    // Written: A, C, and B's acknowledged head; B's rest dropped.
+    assert_eq!(written.delivered_records, 200);
+    assert_eq!(written.delivered_bytes, 200 * LINE as u64);
+    assert_eq!(written.failed_records, 0);
+    assert_eq!(
+        written.delivered_records + kept.records,
+        (got1.msgs.len() + got2.msgs.len()) as u64
+    );
+    assert_eq!(get(&c.acked_frames), 200 + kept.records);
+    assert_eq!(get(&c.unacked_frames), 0);
+    assert_eq!(get(&c.messages), 200);
+}
+
+/// rsyslogd is killed (SIGKILL) while records flow, then restarted on the
+/// same port and file; see [`tcp_kill`].
+#[test]
+fn tcp_receiver_killed_mid_stream_resumes_at_the_first_record_not_counted_written() {
+    tcp_kill(false);
+}
+
+/// rsyslogd is frozen (SIGSTOP) while records flow, then killed
+/// (SIGKILL) and not restarted, and dplog stops; see [`tcp_kill`].
+#[test]
+fn tcp_receiver_frozen_then_killed_counts_unacknowledged_records_dropped() {
+    tcp_kill(true);
+}
+
+/// What a plain TCP sender can know exactly: which frames the receiver's
+/// TCP acknowledged. Those are the records counted written when the kill
+/// is noticed (`w`), and the sink resends exactly the others: after a
+/// restart the second rsyslogd's records are `w..N`, whole and in order,
+/// and all N count written; without one, `w` stay written and the rest
+/// count `dropped_shutdown`. What rsyslogd's kernel acknowledged but
+/// rsyslogd never wrote to its file before SIGKILL (its unread socket
+/// queue, its in-memory queue) is counted written yet missing: plain TCP
+/// syslog has no application acknowledgement (RELP has). The first
+/// rsyslogd's records are `0..a` in order, `a <= w` up to the race of a
+/// reset overtaking the acknowledgement of bytes it had read; the test
+/// prints the gap. `freeze`: SIGSTOP first (its window closes while the
+/// sink's socket still holds frames, the case where they used to count
+/// written), kill, no restart.
+fn tcp_kill(freeze: bool) {
+    let Some(mut r) = Rsyslog::start() else {
+        return;
+    };
+    const N: u64 = 20_000;
+    const LINE: usize = 80;
+    let mut o = SyslogSinkOptions::new(SyslogTransport::Tcp(r.tcp_addr()));
+    o.io_timeout_ms = 100;
+    let s = SyslogSink::new(o).unwrap();
+    let c = s.counters();
+    let get = SyslogCounters::get;
+    let cfg = LoggerConfig {
+        ring_capacity: 32 * 1024,
+        shutdown_timeout_ms: if freeze { 1000 } else { 60_000 },
+        drop_reports: false,
+        ..LoggerConfig::default()
+    };
+    let logger = Logger::start(cfg, SyslogSeqLine { line_len: LINE }, s).unwrap();
+    let mut p = logger.producer().unwrap();
+    for i in 0..1000 {
+        assert!(p.log(rec(0, i)));
+    }
+    wait_until("the first 1000 records acknowledged", || {
+        logger.stats().written_records == 1000
+    });
+    r.wait_lines(1000);
+    if freeze {
+        r.freeze();
+    }
+    let w = std::thread::spawn(move || {
+        for i in 1000..N {
+            assert!(p.log(rec(0, i)));
+            if i % 20 == 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    });
+    // Frozen: bytes in rsyslogd's socket queue, acknowledged by its kernel
+    // and never read, once its window closed (stable over 200 ms while the
+    // sink's socket holds frames it has not acknowledged).
+    let mut unread = 0;
+    if freeze {
+        wait_until("frames written but not acknowledged", || {
+            get(&c.messages) >= get(&c.acked_frames) + 2000
+        });
+        let mut last = usize::MAX;
+        wait_until("rsyslogd's socket queue stable", || {
+            std::thread::sleep(Duration::from_millis(200));
+            let q = tcp_rx_queue(r.tcp);
+            std::mem::replace(&mut last, q) == q && q > 0
+        });
+        unread = last;
+    } else {
+        wait_until("5000 records in the file", || {
+            let body = std::fs::read(r.out()).unwrap_or_default();
+            body.iter().filter(|&&b| b == b'\n').count() >= 5000
+        });
+    }
+    r.kill9();
+    let failures = get(&c.connect_failures);
+    wait_until("a failed reconnect", || get(&c.connect_failures) > failures);
+    // The acknowledgements booked at the disconnect reach the counters
+    // with the consumer's next poll.
+    wait_until("the disconnect's acknowledgements booked", || {
+        logger.stats().written_records == get(&c.acked_frames)
+    });
+    let written_at_kill = logger.stats().written_records;
+    let first = parse_lines(&std::fs::read(r.out()).unwrap_or_default());
+    let a = first.len() as u64;
+    assert_eq!(
+        first,
+        (0..a).map(|s| (0, s)).collect::<Vec<_>>(),
+        "the first rsyslogd's records"
+    );
+    assert!((1000..N).contains(&written_at_kill));
+    if !freeze {
+        r.spawn();
+    }
+    w.join().unwrap();
+    let st = match logger.shutdown() {
+        Ok(st) => st,
+        Err((st, e)) => {
+            assert!(freeze, "shutdown failed: {e}");
+            st
+        }
+    };
+    eprintln!(
+        "tcp kill (freeze {freeze}): {written_at_kill} acknowledged at the kill, {a} in the first rsyslogd's file (acknowledged by its kernel, never written: {}); replayed {}, resets {}; {st:?}",
+        written_at_kill as i64 - a as i64,
+        get(&c.replayed_frames),
+        get(&c.resets)
+    );
+    assert_eq!(st.produced, N);
+    assert_eq!(st.in_flight(), 0, "{st:?}");
+    assert_eq!(st.dropped() + st.dropped_sink, 0, "{st:?}");
+    assert_eq!(get(&c.acked_frames), st.written_records);
+    let body = if freeze {
+        std::fs::read(r.out()).unwrap()
+    } else {
+        r.wait_lines(a + N - written_at_kill)
+    };
+    let all = parse_lines(&body);
+    if freeze {
+        assert_eq!(
+            all.len() as u64,
+            a,
+            "nobody wrote to the file after the kill"
+        );
+        // Frozen idle (it had written the first 1000 records and read
+        // nothing since), rsyslogd lost exactly the whole frames in its
+        // socket queue: `LEN SP MSG`, MSG the line without its `\n`.
+        let frame = (LINE - 1 + 3) as u64;
+        assert_eq!(a, 1000);
+        assert_eq!(
+            written_at_kill - a,
+            unread as u64 / frame,
+            "unread {unread} bytes"
+        );
+        assert_eq!(st.written_records, written_at_kill, "{st:?}");
+        assert_eq!(st.written_records + st.dropped_shutdown, N, "{st:?}");
+        assert!(get(&c.resets) >= 1, "the frozen connection held frames");
+    } else {
+        assert_eq!(st.written_records, N, "{st:?}");
+        assert_eq!(st.dropped_shutdown, 0, "{st:?}");
+        // The second rsyslogd got exactly the records not counted written
+        // at the kill, each once, in order: no record counted written is
+        // sent again, none not counted written is skipped.
+        let second: Vec<u64> = all[a as usize..].iter().map(|&(_, s)| s).collect();
+        assert_eq!(second, (written_at_kill..N).collect::<Vec<_>>());
+    }
+}
+
+/// Bytes unread in the receive queues of the established TCP sockets on
+/// 127.0.0.1 whose local port is `port` (`/proc/net/tcp`, `rx_queue`).
+fn tcp_rx_queue(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let local = format!("0100007F:{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            // sl, local_address, rem_address, st, tx_queue:rx_queue, ...
+            (f.len() > 4 && f[1] == local && f[3] == "01").then(|| {
+                let rx = f[4].split(':').nth(1).unwrap();
+                usize::from_str_radix(rx, 16).unwrap()
+            })
+        })
+        .sum()
 }

@@ -501,9 +501,10 @@ impl Burst for RxBurst<'_> {
     fn frame(&mut self, i: usize) -> Option<Frame<'_>> {
         let &m = self.rx.get(i)?;
         // SAFETY: m is an mbuf the driver just handed us; we own it
-        // until we free it or pass it to tx_burst (after its verdict, when
-        // this frame is no longer borrowed). Its first segment holds
-        // data_len bytes at mtod.
+        // until we free it or pass it to tx_burst in `verdict`, which
+        // `Pipeline::burst` calls once per packet after this frame's borrow
+        // ended (see `Burst`). Its first segment holds data_len bytes at
+        // mtod.
         let (ts_ns, data) = unsafe {
             let mut ts = 0u64;
             if dpdk_sys::dplog_rte_mbuf_rx_timestamp(m, &mut ts) == 0 {

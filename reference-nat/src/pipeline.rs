@@ -18,9 +18,10 @@
 //! 3. at the end of its input, [`Pipeline::close`] (the last handoffs) and
 //!    [`Pipeline::finish`] (every session deleted and logged).
 //!
-//! The per-packet path is generic over the [`Burst`] (static dispatch)
-//! and allocates nothing; a hairpin packet for another worker is copied
-//! into that worker's batch.
+//! The per-packet path is generic over the [`Burst`] (static dispatch, no
+//! call through a vtable) and allocates nothing of its own: a hairpin
+//! packet for another worker is copied into the batch staged for that
+//! worker, whose buffers are recycled.
 
 use crate::nat::{Nat44, NatStats, Verdict};
 use crate::ringlog::RingLog;
@@ -42,6 +43,11 @@ pub struct Frame<'a> {
 
 /// A burst of received packets and what becomes of them: the input and
 /// output side of a [`Pipeline`].
+///
+/// [`Pipeline::burst`] takes the packets in order, each once: `frame(i)`,
+/// then, unless it was `None`, `verdict(i, v)` after the frame's borrow
+/// ended. An implementation may rely on that order (the DPDK one frees or
+/// transmits packet `i`'s mbuf at its verdict).
 pub trait Burst {
     /// Packets in the burst.
     fn count(&self) -> usize;

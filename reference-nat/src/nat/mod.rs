@@ -20,11 +20,12 @@
 //! Sessions are picked up loosely like Linux conntrack: any outbound TCP
 //! packet without a session creates one, not only a SYN.
 //!
-//! The engine is split by responsibility:
+//! The engine is split by responsibility (every public item is
+//! re-exported here, its one public path):
 //!
-//! * [`config`]: [`NatConfig`], [`PortAllocation`], the timeouts, the
+//! * `config`: [`NatConfig`], [`PortAllocation`], the timeouts, the
 //!   per-worker port range and the errors of a rejected configuration;
-//! * [`verdict`] and [`stats`]: what happened to each packet, and the
+//! * `verdict` and `stats`: what happened to each packet, and the
 //!   counters;
 //! * `engine`: building a [`Nat44`], classifying each packet (special
 //!   addresses, direction, protocol) and driving its translation;
@@ -36,7 +37,7 @@
 //!   and deterministic NAT (RFC 7422);
 //! * `events`: session limits and exhaustion events (natEvent 3, 12, 13),
 //!   rate-limited;
-//! * [`log`]: [`NatLog`], where every record goes, and the record
+//! * `log`: [`NatLog`], where every record goes, and the record
 //!   builders;
 //! * `timers`: idle expiry and the end-of-input flush;
 //! * `fragments`: the fragment table that lets later fragments follow
@@ -49,7 +50,7 @@
 
 use std::collections::BinaryHeap;
 
-pub mod config;
+mod config;
 mod deterministic;
 mod engine;
 mod events;
@@ -57,16 +58,16 @@ mod fragments;
 mod hairpin;
 mod hash;
 mod icmp;
-pub mod log;
+mod log;
 mod pba;
 mod ports;
 mod rewrite;
 mod session;
-pub mod stats;
+mod stats;
 #[cfg(test)]
 mod testutil;
 mod timers;
-pub mod verdict;
+mod verdict;
 
 pub use config::{
     worker_port_range, NatConfig, NatError, NatTimeouts, PortAllocation,

@@ -138,9 +138,10 @@ impl Nat44 {
 
     /// The pool index and external port of a new mapping for outbound
     /// `key` under the configured [`PortAllocation`]:
-    /// `Err(PoolExhausted)` when no port is left (natEvent 12 or 3 logged),
-    /// `Err(SessionLimit)` when the subscriber's blocks are full (natEvent
-    /// 13 logged).
+    /// `Err(PoolExhausted)` when no port is left (natEvent 12 or 3 logged,
+    /// rate-limited), `Err(SessionLimit)` when the subscriber's own ports
+    /// are all taken (its port blocks at `max_blocks`, or its deterministic
+    /// range; natEvent 13 logged, rate-limited).
     pub(super) fn allocate(
         &mut self,
         now: u64,

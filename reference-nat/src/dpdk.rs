@@ -24,11 +24,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use dplog::{LogProducer, NatRecord};
 
-use crate::ringlog::NAT_BURST;
-
 use crate::app::{AppConfig, RunError, Summary, WorkerSummary};
 use crate::nat::{Nat44, NatStats, Verdict};
 use crate::packet::LINKTYPE_ETHERNET;
+use crate::pipeline::{Burst, Frame, Pipeline};
 use crate::workers::{sum_stats, HairpinLinks};
 
 /// Packets per `rte_eth_rx_burst`.
@@ -280,33 +279,13 @@ pub fn run_dpdk(
     if let Some(m) = &_metrics {
         crate::diag!("dplog-nat: metrics at http://{}/metrics", m.local_addr());
     }
-    let mut producers = Vec::with_capacity(n);
-    for _ in 0..n {
-        producers.push(match &logger {
-            Some(l) => {
-                let mut p = l
-                    .producer()
-                    .map_err(|e| RunError::Config(dplog::config::ConfigError::Logger(e)))?;
-                // Published every PUBLISH_BURSTS rx bursts below.
-                p.set_publish_every(cfg.log_config().ring.publish_every.unwrap_or(NAT_BURST));
-                Some(p)
-            }
-            None => None,
-        });
-    }
+    // Published every PUBLISH_BURSTS rx bursts (`Pipeline::end_burst`).
+    let mut producers = crate::app::worker_producers(cfg, logger.as_ref(), n)?;
     // Deterministic NAT: the whole mapping, once, at configuration time.
-    let config_records = {
-        let mut p0 = producers.first_mut().and_then(|p| p.as_mut());
-        let k = nats[0].deterministic_mapping(crate::app::wall_clock_ns(), |r| {
-            if let Some(p) = p0.as_mut() {
-                p.log(r.into());
-            }
-        });
-        if let Some(p) = p0 {
-            p.flush();
-        }
-        k
-    };
+    let config_records = crate::app::log_deterministic_mapping(
+        &nats[0],
+        producers.first_mut().and_then(|p| p.as_mut()),
+    );
     let started = Instant::now();
     // Packets received by every queue (for `max_packets`), and the latest
     // packet time any worker saw (every worker ends there).
@@ -477,23 +456,107 @@ fn send_copies(port: u16, queue: u16, pool: &Mempool, frames: &mut Vec<u8>, lens
     lens.clear();
 }
 
+/// Hairpin packets this worker delivered for other workers, to send on
+/// its Tx queue in fresh mbufs: their bytes back to back, and lengths.
+#[derive(Default)]
+struct Copies {
+    frames: Vec<u8>,
+    lens: Vec<usize>,
+}
+
+impl Copies {
+    fn push(&mut self, f: &[u8]) {
+        self.frames.extend_from_slice(f);
+        self.lens.push(f.len());
+    }
+
+    /// Sends what was pushed (see [`send_copies`]).
+    fn send(&mut self, port: u16, queue: u16, pool: &Mempool) {
+        if !self.lens.is_empty() {
+            send_copies(port, queue, pool, &mut self.frames, &mut self.lens);
+        }
+    }
+}
+
+/// One `rte_eth_rx_burst` as a [`Burst`]: each mbuf's frame (its first
+/// segment) with the driver's Rx timestamp (else the wall clock); the
+/// translated ones are queued for `rte_eth_tx_burst` in `tx[..ntx]`, the
+/// others freed.
+struct RxBurst<'b> {
+    /// Mbufs the driver handed over; owned until freed or queued in `tx`.
+    rx: &'b [*mut dpdk_sys::rte_mbuf],
+    tx: &'b mut [*mut dpdk_sys::rte_mbuf; BURST],
+    ntx: usize,
+    /// Nanoseconds per unit of the Rx timestamp.
+    unit_ns: u64,
+}
+
+impl Burst for RxBurst<'_> {
+    #[inline]
+    fn count(&self) -> usize {
+        self.rx.len()
+    }
+
+    #[inline]
+    fn frame(&mut self, i: usize) -> Option<Frame<'_>> {
+        let &m = self.rx.get(i)?;
+        // SAFETY: m is an mbuf the driver just handed us; we own it
+        // until we free it or pass it to tx_burst in `verdict`, which
+        // `Pipeline::burst` calls once per packet after this frame's borrow
+        // ended (see `Burst`). Its first segment holds data_len bytes at
+        // mtod.
+        let (ts_ns, data) = unsafe {
+            let mut ts = 0u64;
+            if dpdk_sys::dplog_rte_mbuf_rx_timestamp(m, &mut ts) == 0 {
+                ts = wall_ns();
+            } else {
+                ts = ts.saturating_mul(self.unit_ns);
+            }
+            let len = usize::from(dpdk_sys::dplog_rte_pktmbuf_data_len(m));
+            let data = dpdk_sys::dplog_rte_pktmbuf_mtod(m) as *mut u8;
+            (ts, std::slice::from_raw_parts_mut(data, len))
+        };
+        // A multi-segment frame is seen through its first segment only:
+        // headers beyond it count as truncated.
+        let wire_len = data.len();
+        Some(Frame {
+            ts_ns,
+            linktype: LINKTYPE_ETHERNET,
+            data,
+            wire_len,
+        })
+    }
+
+    #[inline]
+    fn verdict(&mut self, i: usize, v: Verdict) {
+        let m = self.rx[i];
+        if v.is_translated() {
+            self.tx[self.ntx] = m;
+            self.ntx += 1;
+        } else {
+            // SAFETY: we own m (see `frame`) and drop it here.
+            unsafe { dpdk_sys::dplog_rte_pktmbuf_free(m) };
+        }
+    }
+}
+
 /// One worker: polls Rx queue `queue` of `port` in bursts, translates in
-/// place, sends the translated frames on Tx queue `queue`, until the
-/// limits or a stop; then waits for the other workers and deletes every
-/// session at the latest packet time any of them saw. Hairpin packets to
-/// another worker's pool port are handed to it through `links` (copied;
-/// the mbuf is freed), and those handed to this worker are sent on its
-/// Tx queue in fresh mbufs. Returns the NAT's counters, the time spent
-/// polling and the records dropped at stop.
+/// place through its [`Pipeline`], sends the translated frames on Tx queue
+/// `queue`, until the limits or a stop; then waits for the other workers
+/// and deletes every session at the latest packet time any of them saw.
+/// Hairpin packets to another worker's pool port are handed to it through
+/// `links` (copied; the mbuf is freed), and those handed to this worker
+/// are sent on its Tx queue in fresh mbufs. Returns the NAT's counters,
+/// the time spent polling and the records dropped at stop.
 #[allow(clippy::too_many_arguments)]
 fn poll_queue(
     cfg: &AppConfig,
     port: u16,
     queue: u16,
-    mut nat: Nat44,
+    nat: Nat44,
     mut producer: Option<LogProducer<NatRecord>>,
     limits: DpdkLimits,
-    mut links: HairpinLinks,
+    links: HairpinLinks,
     shared: Shared<'_>,
 ) -> (NatStats, Duration, u64) {
     let Shared {
@@ -502,23 +565,8 @@ fn poll_queue(
         barrier,
         pool,
     } = shared;
-    // Hairpins delivered for other workers, to send: bytes and lengths.
-    let (mut out, mut out_lens) = (Vec::<u8>::new(), Vec::<usize>::new());
-    let mut deliver = |links: &mut HairpinLinks, nat: &mut Nat44, all: bool| {
-        let mut emit = |f: &[u8]| {
-            out.extend_from_slice(f);
-            out_lens.push(f.len());
-        };
-        if all {
-            links.close_with(nat, &mut emit);
-        } else {
-            links.drain_with(nat, &mut emit);
-        }
-        if !out_lens.is_empty() {
-            send_copies(port, queue, pool, &mut out, &mut out_lens);
-        }
-    };
-    let mut log = cfg.ring_log(producer.as_mut());
+    let mut pipe = Pipeline::new(nat, cfg.ring_log(producer.as_mut()), links);
+    let mut copies = Copies::default();
     let started = Instant::now();
     let mut last_rx = Instant::now();
     let mut rx: [*mut dpdk_sys::rte_mbuf; BURST] = [std::ptr::null_mut(); BURST];
@@ -532,6 +580,9 @@ fn poll_queue(
         if limits.max_packets > 0 && received.load(Ordering::Relaxed) >= limits.max_packets {
             break;
         }
+        // Stage two of hairpins other workers handed over, sent here.
+        pipe.drain(&mut |f: &[u8]| copies.push(f));
+        copies.send(port, queue, pool);
         // SAFETY: the port / this queue are set up and polled by this thread
         // only; rx has room for BURST pointers.
         let n = usize::from(unsafe {
@@ -539,8 +590,7 @@ fn poll_queue(
         });
         if n == 0 {
             // Idle: what the last bursts logged goes out now.
-            log.flush();
-            deliver(&mut links, &mut nat, false);
+            pipe.idle();
             if limits.idle_ms > 0 && last_rx.elapsed() >= Duration::from_millis(limits.idle_ms) {
                 break;
             }
@@ -548,45 +598,14 @@ fn poll_queue(
             continue;
         }
         last_rx = Instant::now();
-        let mut ntx = 0usize;
-        for &m in &rx[..n] {
-            // SAFETY: m is an mbuf the driver just handed us; we own it
-            // until we free it or pass it to tx_burst. Its first segment
-            // holds data_len bytes at mtod.
-            let verdict = unsafe {
-                let mut ts = 0u64;
-                if dpdk_sys::dplog_rte_mbuf_rx_timestamp(m, &mut ts) == 0 {
-                    ts = wall_ns();
-                } else {
-                    ts = ts.saturating_mul(limits.rx_timestamp_unit_ns);
-                }
-                let len = usize::from(dpdk_sys::dplog_rte_pktmbuf_data_len(m));
-                let data = dpdk_sys::dplog_rte_pktmbuf_mtod(m) as *mut u8;
-                let frame = std::slice::from_raw_parts_mut(data, len);
-                // A multi-segment frame is seen through its first segment
-                // only: headers beyond it count as truncated.
-                let v = nat.process(ts, LINKTYPE_ETHERNET, frame, &mut log);
-                links.set_clock(ts);
-                if v == Verdict::HairpinHandoff {
-                    // Copied to the owner; the mbuf is freed below.
-                    links.stage(
-                        nat.handoff_target(),
-                        ts,
-                        LINKTYPE_ETHERNET,
-                        frame,
-                        len as u32,
-                    );
-                }
-                v
-            };
-            if verdict.is_translated() {
-                tx[ntx] = m;
-                ntx += 1;
-            } else {
-                // SAFETY: we own m (see above) and drop it here.
-                unsafe { dpdk_sys::dplog_rte_pktmbuf_free(m) };
-            }
-        }
+        let mut burst = RxBurst {
+            rx: &rx[..n],
+            tx: &mut tx,
+            ntx: 0,
+            unit_ns: limits.rx_timestamp_unit_ns,
+        };
+        pipe.burst(&mut burst);
+        let ntx = burst.ntx;
         // Relaxed: see the load above.
         received.fetch_add(n as u64, Ordering::Relaxed);
         if ntx > 0 {
@@ -600,26 +619,21 @@ fn poll_queue(
                 unsafe { dpdk_sys::dplog_rte_pktmbuf_free(m) };
             }
         }
-        // A ring publication every PUBLISH_BURSTS rx bursts; one handoff
-        // per peer.
-        log.end_burst();
-        links.send();
-        deliver(&mut links, &mut nat, false);
     }
     // Hand over what is staged and deliver what the others hand us until
     // they are all done.
-    deliver(&mut links, &mut nat, true);
+    pipe.close(&mut |f: &[u8]| copies.push(f));
+    copies.send(port, queue, pool);
     let busy = started.elapsed();
     // Relaxed: the barrier below orders every worker's fetch_max before
     // any worker's load (Barrier::wait synchronizes).
-    end_ns.fetch_max(nat.now_ns(), Ordering::Relaxed);
+    end_ns.fetch_max(pipe.nat().now_ns(), Ordering::Relaxed);
     barrier.wait();
     let end = if crate::app::stop_requested() {
-        nat.now_ns()
+        pipe.nat().now_ns()
     } else {
         end_ns.load(Ordering::Relaxed)
     };
-    nat.finish(end, &mut log);
-    let dropped_at_stop = log.dropped_at_stop();
-    (nat.stats().clone(), busy, dropped_at_stop)
+    let (stats, dropped_at_stop) = pipe.finish(end);
+    (stats, busy, dropped_at_stop)
 }

@@ -23,8 +23,12 @@
 //!   type, `dplog::NatRecord`.
 //! * [`synthetic`]: a deterministic generator of realistic inside traffic
 //!   for benchmarks.
-//! * [`app`]: the `dplog-nat` program: configuration, the run loop that
-//!   feeds packets through [`Nat44`] into a dplog ring, and the summary.
+//! * [`pipeline`]: the per-burst path every worker runs, whatever its
+//!   input (capture, synthetic mix, DPDK port): packets through [`Nat44`],
+//!   records to the worker's dplog ring, hairpins to their owner worker.
+//! * [`app`]: the `dplog-nat` program: configuration, the run loops that
+//!   feed packets through the [`pipeline`] into a dplog ring, and the
+//!   summary.
 //!
 //! Conventions: IPv4 addresses are host-order `u32` (`10.0.0.1` is
 //! `0x0A00_0001`), ports host-order `u16`, times nanoseconds since the Unix
@@ -66,6 +70,7 @@ pub mod fuzz;
 pub mod input;
 pub mod nat;
 pub mod packet;
+pub mod pipeline;
 pub mod ringlog;
 pub mod signals;
 pub mod stdio;

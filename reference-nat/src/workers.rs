@@ -308,6 +308,14 @@ impl HairpinLinks {
         links
     }
 
+    /// The links of a lone worker: no peer to hand a packet to or take one
+    /// from (what [`mesh`](Self::mesh) gives for one worker).
+    pub fn alone() -> HairpinLinks {
+        Self::mesh(1, 1)
+            .pop()
+            .expect("a mesh of one worker has one link set")
+    }
+
     /// Stages a copy of `frame` (`wire_len` bytes on the wire, captured
     /// at `ts_ns` with `linktype`) for worker `to`. Ignored when `to` is
     /// this worker or unknown (a caller bug).
@@ -335,7 +343,7 @@ impl HairpinLinks {
 
     /// [`drain`](Self::drain), handing each frame translated for delivery
     /// to `emit` (the DPDK path sends it on this worker's Tx queue).
-    pub fn drain_with(&mut self, nat: &mut Nat44, emit: &mut dyn FnMut(&[u8])) -> usize {
+    pub fn drain_with(&mut self, nat: &mut Nat44, emit: &mut impl FnMut(&[u8])) -> usize {
         self.take_inbound();
         self.translate_held(nat, false, emit)
     }
@@ -355,7 +363,12 @@ impl HairpinLinks {
 
     /// Translates held packets up to the clock (all with `all`, the
     /// oldest beyond the hold bound); recycles finished batches.
-    fn translate_held(&mut self, nat: &mut Nat44, all: bool, emit: &mut dyn FnMut(&[u8])) -> usize {
+    fn translate_held(
+        &mut self,
+        nat: &mut Nat44,
+        all: bool,
+        emit: &mut impl FnMut(&[u8]),
+    ) -> usize {
         let mut n = 0;
         let mut k = 0;
         while k < self.held.len() {
@@ -440,7 +453,7 @@ impl HairpinLinks {
 
     /// [`close`](Self::close), handing each frame translated for delivery
     /// to `emit`.
-    pub fn close_with(&mut self, nat: &mut Nat44, emit: &mut dyn FnMut(&[u8])) {
+    pub fn close_with(&mut self, nat: &mut Nat44, emit: &mut impl FnMut(&[u8])) {
         self.send();
         self.out.iter_mut().for_each(|o| *o = None);
         let mut idle = 0u32;

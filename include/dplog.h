@@ -58,39 +58,9 @@ typedef struct dplog_producer dplog_producer;
 #define DPLOG_VERSION_NUMBER 100
 
 /**
- * Schema id of `struct dplog_nat44_session`.
- */
-#define DPLOG_SCHEMA_NAT44_SESSION 1
-
-/**
- * Schema id of `struct dplog_nat_port_block` (natEvent 16/17).
- */
-#define DPLOG_SCHEMA_NAT_PORT_BLOCK 2
-
-/**
- * Schema id of `struct dplog_nat_addresses_exhausted` (natEvent 3).
- */
-#define DPLOG_SCHEMA_NAT_ADDRESSES_EXHAUSTED 3
-
-/**
- * Schema id of `struct dplog_nat_ports_exhausted` (natEvent 12).
- */
-#define DPLOG_SCHEMA_NAT_PORTS_EXHAUSTED 4
-
-/**
- * Schema id of `struct dplog_nat_quota_exceeded` (natEvent 13).
- */
-#define DPLOG_SCHEMA_NAT_QUOTA_EXCEEDED 5
-
-/**
  * First schema id `dplog_schema_register` hands out (then 257, ...).
  */
 #define DPLOG_SCHEMA_USER_FIRST 256
-
-/**
- * Size in bytes of `struct dplog_nat44_session` (one 64-byte ring slot).
- */
-#define DPLOG_NAT44_SESSION_SIZE 64
 
 /**
  * Largest record, header included: one 64-byte ring slot.
@@ -176,6 +146,36 @@ typedef struct dplog_producer dplog_producer;
  * Most records one `dplog_reserve` hands out.
  */
 #define DPLOG_RESERVE_MAX 64
+
+/**
+ * Schema id of `struct dplog_nat44_session`.
+ */
+#define DPLOG_SCHEMA_NAT44_SESSION 1
+
+/**
+ * Schema id of `struct dplog_nat_port_block` (natEvent 16/17).
+ */
+#define DPLOG_SCHEMA_NAT_PORT_BLOCK 2
+
+/**
+ * Schema id of `struct dplog_nat_addresses_exhausted` (natEvent 3).
+ */
+#define DPLOG_SCHEMA_NAT_ADDRESSES_EXHAUSTED 3
+
+/**
+ * Schema id of `struct dplog_nat_ports_exhausted` (natEvent 12).
+ */
+#define DPLOG_SCHEMA_NAT_PORTS_EXHAUSTED 4
+
+/**
+ * Schema id of `struct dplog_nat_quota_exceeded` (natEvent 13).
+ */
+#define DPLOG_SCHEMA_NAT_QUOTA_EXCEEDED 5
+
+/**
+ * Size in bytes of `struct dplog_nat44_session` (one 64-byte ring slot).
+ */
+#define DPLOG_NAT44_SESSION_SIZE 64
 
 /**
  * natEvent 1 (historic): NAT translation create (RFC 8158, IANA registry).

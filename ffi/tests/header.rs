@@ -29,6 +29,23 @@ fn committed_header_matches_the_generated_one() {
         "include/dplog.h is stale: regenerate with \
          `DPLOG_BLESS_HEADER=1 cargo test -p dplog-ffi --test header` and commit it"
     );
+    // The inline fast path is the hand-written include/dplog_inline.h,
+    // which dplog.h includes last (cbindgen.toml `trailer`), from its own
+    // directory.
+    assert!(
+        committed
+            .trim_end()
+            .ends_with("#include \"dplog_inline.h\""),
+        "include/dplog.h does not end by including dplog_inline.h"
+    );
+    let inline = std::fs::read_to_string(crate_dir.join("../include/dplog_inline.h"))
+        .expect("include/dplog_inline.h is next to include/dplog.h");
+    for f in ["dplog_log", "dplog_reserve", "dplog_commit"] {
+        assert!(
+            inline.contains(&format!("#define {f}(")),
+            "include/dplog_inline.h lacks the inline {f} macro"
+        );
+    }
     // The version macros are Cargo.toml's version.
     for (name, value) in [
         ("MAJOR", env!("CARGO_PKG_VERSION_MAJOR")),

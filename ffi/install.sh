@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs libdplog under a prefix (the documented equivalent of
 # `cargo cinstall`):
-#   PREFIX/include/dplog.h
+#   PREFIX/include/dplog.h, dplog_inline.h (its inline fast path, which it includes)
 #   PREFIX/lib/libdplog.so.X.Y.Z, libdplog.so.X -> it, libdplog.so -> it
 #   PREFIX/lib/libdplog.a
 #   PREFIX/lib/pkgconfig/dplog.pc
@@ -23,7 +23,7 @@ version=$(sed -n 's/^#define DPLOG_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)$/\
 major=${version%%.*}
 dest="${DESTDIR:-}$prefix"
 install -d "$dest/include" "$dest/lib/pkgconfig"
-install -m 0644 include/dplog.h "$dest/include/dplog.h"
+install -m 0644 include/dplog.h include/dplog_inline.h "$dest/include/"
 install -m 0755 "$target/libdplog.so" "$dest/lib/libdplog.so.$version"
 ln -sf "libdplog.so.$version" "$dest/lib/libdplog.so.$major"
 ln -sf "libdplog.so.$major" "$dest/lib/libdplog.so"

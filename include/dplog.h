@@ -58,39 +58,9 @@ typedef struct dplog_producer dplog_producer;
 #define DPLOG_VERSION_NUMBER 100
 
 /**
- * Schema id of `struct dplog_nat44_session`.
- */
-#define DPLOG_SCHEMA_NAT44_SESSION 1
-
-/**
- * Schema id of `struct dplog_nat_port_block` (natEvent 16/17).
- */
-#define DPLOG_SCHEMA_NAT_PORT_BLOCK 2
-
-/**
- * Schema id of `struct dplog_nat_addresses_exhausted` (natEvent 3).
- */
-#define DPLOG_SCHEMA_NAT_ADDRESSES_EXHAUSTED 3
-
-/**
- * Schema id of `struct dplog_nat_ports_exhausted` (natEvent 12).
- */
-#define DPLOG_SCHEMA_NAT_PORTS_EXHAUSTED 4
-
-/**
- * Schema id of `struct dplog_nat_quota_exceeded` (natEvent 13).
- */
-#define DPLOG_SCHEMA_NAT_QUOTA_EXCEEDED 5
-
-/**
  * First schema id `dplog_schema_register` hands out (then 257, ...).
  */
 #define DPLOG_SCHEMA_USER_FIRST 256
-
-/**
- * Size in bytes of `struct dplog_nat44_session` (one 64-byte ring slot).
- */
-#define DPLOG_NAT44_SESSION_SIZE 64
 
 /**
  * Largest record, header included: one 64-byte ring slot.
@@ -176,6 +146,36 @@ typedef struct dplog_producer dplog_producer;
  * Most records one `dplog_reserve` hands out.
  */
 #define DPLOG_RESERVE_MAX 64
+
+/**
+ * Schema id of `struct dplog_nat44_session`.
+ */
+#define DPLOG_SCHEMA_NAT44_SESSION 1
+
+/**
+ * Schema id of `struct dplog_nat_port_block` (natEvent 16/17).
+ */
+#define DPLOG_SCHEMA_NAT_PORT_BLOCK 2
+
+/**
+ * Schema id of `struct dplog_nat_addresses_exhausted` (natEvent 3).
+ */
+#define DPLOG_SCHEMA_NAT_ADDRESSES_EXHAUSTED 3
+
+/**
+ * Schema id of `struct dplog_nat_ports_exhausted` (natEvent 12).
+ */
+#define DPLOG_SCHEMA_NAT_PORTS_EXHAUSTED 4
+
+/**
+ * Schema id of `struct dplog_nat_quota_exceeded` (natEvent 13).
+ */
+#define DPLOG_SCHEMA_NAT_QUOTA_EXCEEDED 5
+
+/**
+ * Size in bytes of `struct dplog_nat44_session` (one 64-byte ring slot).
+ */
+#define DPLOG_NAT44_SESSION_SIZE 64
 
 /**
  * natEvent 1 (historic): NAT translation create (RFC 8158, IANA registry).
@@ -1328,154 +1328,6 @@ dplog_result dplog_now_ns(uint64_t *out);
 
 #endif  /* DPLOG_H */
 
-/*
- * Inline dplog_log, and dplog_reserve/dplog_commit of one record.
- *
- * Like DPDK's rte_ring_sp_enqueue_elem, the common case of dplog_log is
- * compiled into the caller: a 64-byte record of a schema in
- * `fast_schemas`, on a producer whose window (struct dplog_log_window) has
- * a free slot, is copied straight into the ring slot and published with one
- * release store, without a call into the library (about a 64-byte copy and
- * four stores). Every other case (window used up, other sizes or schemas,
- * NULL arguments, closed or freed producer, full ring, reservation
- * pending) calls dplog_log_refill, which behaves exactly as the exported
- * dplog_log (same checks, errors and counting) and opens the next window.
- * The result codes are the same as dplog_log's. dplog_reserve of one
- * 64-byte record hands out the window's next slot (zeroed) and dplog_commit
- * publishes it the same way, with dplog_reserve_refill and the exported
- * dplog_commit behind them.
- *
- * The macros keep the names C code calls; `(dplog_log)(...)` or
- * `&dplog_log` still reach the exported function, and defining
- * DPLOG_NO_INLINE before including this header turns the inline path off
- * (other compilers than GCC and Clang get the exported function).
- */
-#if !defined(DPLOG_H_INLINE) && !defined(DPLOG_NO_INLINE) && (defined(__GNUC__) || defined(__clang__))
-#define DPLOG_H_INLINE 1
-/* Casts that C++ -Wold-style-cast accepts; __inline__, which GCC and Clang
- * accept in every C mode (the header as a whole needs C99 or later). */
-#ifdef __cplusplus
-#define DPLOG_PTR_CAST_(T, x) reinterpret_cast<T>(x)
-#define DPLOG_VAL_CAST_(T, x) static_cast<T>(x)
-#else
-#define DPLOG_PTR_CAST_(T, x) ((T)(x))
-#define DPLOG_VAL_CAST_(T, x) ((T)(x))
-#endif
-/* The window's next slot, if the inline path may use it for a record of
- * schema_id (a free slot, a 64-byte schema, no inline reservation). */
-static __inline__ uint8_t *dplog_window_slot_(struct dplog_log_window *w, uint16_t schema_id)
-{
-    uint8_t *slot = w->cursor;
-    uint8_t *end = __atomic_load_n(&w->end, __ATOMIC_RELAXED);
-    if (DPLOG_PTR_CAST_(uintptr_t, slot) < DPLOG_PTR_CAST_(uintptr_t, end) && schema_id < 64 &&
-        ((w->fast_schemas >> schema_id) & 1u) && w->reservation == 0) {
-        return slot;
-    }
-    return NULL;
-}
-
-/* Writes the header of the record at `slot` (the window's next slot: len
- * 64, schema id, 4 zero bytes, little-endian), moves the window on and
- * publishes the record. */
-static __inline__ void dplog_window_publish_(struct dplog_log_window *w, uint8_t *slot,
-                                             uint32_t schema_id)
-{
-    uint64_t header = DPLOG_VAL_CAST_(uint64_t, DPLOG_RECORD_MAX_SIZE) |
-                      (DPLOG_VAL_CAST_(uint64_t, schema_id & 0xffffu) << 16);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    header = __builtin_bswap64(header);
-#endif
-    __builtin_memcpy(slot, &header, 8);
-    size_t next = w->next_index + 1;
-    w->next_index = next;
-    w->cursor = slot + DPLOG_RECORD_MAX_SIZE;
-    if (w->publish) {
-        /* Pairs with the consumer's acquire load of the tail. */
-        __atomic_store_n(w->ring_tail, next, __ATOMIC_RELEASE);
-    }
-#if defined(__x86_64__)
-    /* Take the slot line 2 KiB ahead from the consumer's core early, as
-     * the library's own push does (a hint; never faults). */
-    __asm__ volatile("prefetchw %0" : : "m"(*(slot + 2048)));
-#endif
-}
-
-static __inline__ dplog_result dplog_log_inline(dplog_producer *p,
-                                                uint16_t schema_id,
-                                                const void *rec,
-                                                size_t len)
-{
-    if (p != NULL && rec != NULL && len == DPLOG_RECORD_MAX_SIZE) {
-        struct dplog_log_window *w = DPLOG_PTR_CAST_(struct dplog_log_window *, p);
-        uint8_t *slot = dplog_window_slot_(w, schema_id);
-        if (slot != NULL) {
-            /* Word by word: the compiler can then see through the caller's
-             * stores of the record's fields (often constants) instead of
-             * reloading them with wide loads that the CPU cannot forward
-             * from narrower stores. */
-            const uint8_t *src = DPLOG_PTR_CAST_(const uint8_t *, rec);
-            uint64_t w1, w2, w3, w4, w5, w6, w7;
-            __builtin_memcpy(&w1, src + 8, 8);
-            __builtin_memcpy(&w2, src + 16, 8);
-            __builtin_memcpy(&w3, src + 24, 8);
-            __builtin_memcpy(&w4, src + 32, 8);
-            __builtin_memcpy(&w5, src + 40, 8);
-            __builtin_memcpy(&w6, src + 48, 8);
-            __builtin_memcpy(&w7, src + 56, 8);
-            __builtin_memcpy(slot + 8, &w1, 8);
-            __builtin_memcpy(slot + 16, &w2, 8);
-            __builtin_memcpy(slot + 24, &w3, 8);
-            __builtin_memcpy(slot + 32, &w4, 8);
-            __builtin_memcpy(slot + 40, &w5, 8);
-            __builtin_memcpy(slot + 48, &w6, 8);
-            __builtin_memcpy(slot + 56, &w7, 8);
-            dplog_window_publish_(w, slot, schema_id);
-            return DPLOG_OK;
-        }
-    }
-    return dplog_log_refill(p, schema_id, rec, len);
-}
-#define dplog_log(p, schema_id, rec, len) dplog_log_inline((p), (schema_id), (rec), (len))
-
-/* Inline dplog_reserve of one 64-byte record: the next slot of the window,
- * zeroed, to fill in place; dplog_reserve_refill for everything else. */
-static __inline__ dplog_result dplog_reserve_inline(dplog_producer *p,
-                                                    uint16_t schema_id,
-                                                    size_t n,
-                                                    void **slots)
-{
-    if (p != NULL && slots != NULL && n == 1) {
-        struct dplog_log_window *w = DPLOG_PTR_CAST_(struct dplog_log_window *, p);
-        uint8_t *slot = dplog_window_slot_(w, schema_id);
-        if (slot != NULL) {
-            __builtin_memset(slot, 0, DPLOG_RECORD_MAX_SIZE);
-            w->reservation = 0x10000u | schema_id;
-            *slots = slot;
-            return DPLOG_OK;
-        }
-    }
-    return dplog_reserve_refill(p, schema_id, n, slots);
-}
-#define dplog_reserve(p, schema_id, n, slots) dplog_reserve_inline((p), (schema_id), (n), (slots))
-
-/* Inline dplog_commit of an inline reservation: writes the record's header
- * and publishes it; the exported dplog_commit for everything else
- * (reservations it made, n > 1, a closed logger, errors). */
-static __inline__ dplog_result dplog_commit_inline(dplog_producer *p, size_t n, size_t *n_enqueued)
-{
-    if (p != NULL && n <= 1) {
-        struct dplog_log_window *w = DPLOG_PTR_CAST_(struct dplog_log_window *, p);
-        uint32_t reservation = w->reservation;
-        uint8_t *slot = w->cursor;
-        uint8_t *end = __atomic_load_n(&w->end, __ATOMIC_RELAXED);
-        if (reservation != 0 && DPLOG_PTR_CAST_(uintptr_t, slot) < DPLOG_PTR_CAST_(uintptr_t, end)) {
-            w->reservation = 0;
-            if (n == 1) dplog_window_publish_(w, slot, reservation);
-            if (n_enqueued != NULL) *n_enqueued = n;
-            return DPLOG_OK;
-        }
-    }
-    return dplog_commit(p, n, n_enqueued);
-}
-#define dplog_commit(p, n, n_enqueued) dplog_commit_inline((p), (n), (n_enqueued))
-#endif /* DPLOG_H_INLINE */
+/* The inline fast path of dplog_log, dplog_reserve and dplog_commit (define
+ * DPLOG_NO_INLINE before including this header for the exported functions). */
+#include "dplog_inline.h"

@@ -22,18 +22,30 @@ cflags=(-std=c11 -Wall -Wextra -Werror -g -O1 -pthread -I"$work/prefix/include")
 libs=(-L"$lib" -Wl,-rpath,"$lib" -ldplog)
 
 echo "== dplog.h compiles cleanly as C99/C11 (-Wpedantic) and C++11/17 (-Wold-style-cast), inline or not"
+# Each header twice (include guards), dplog.h first or its installed
+# dplog_inline.h first (which includes dplog.h itself).
 use='int f(dplog_producer *p, const void *r) { void *s; dplog_reserve(p, 1, 1, &s);
   dplog_commit(p, 1, 0); return dplog_log(p, 1, r, 64); }'
 for def in "" -DDPLOG_NO_INLINE; do
-  for std in c99 c11; do
-    printf '#include <dplog.h>\n#include <dplog.h>\n%s\n' "$use" |
-      gcc -std=$std -Wall -Wextra -Wpedantic -Werror $def -fsyntax-only -I"$work/prefix/include" -x c -
+  for first in dplog.h dplog_inline.h; do
+    inc="#include <$first>\n#include <dplog.h>\n#include <dplog_inline.h>\n#include <$first>\n"
+    for std in c99 c11; do
+      printf "$inc%s\n" "$use" |
+        gcc -std=$std -Wall -Wextra -Wpedantic -Werror $def -fsyntax-only -I"$work/prefix/include" -x c -
+    done
+    for std in c++11 c++17; do
+      printf "$inc%s\n" "$use" |
+        g++ -std=$std -Wall -Wextra -Wpedantic -Wold-style-cast -Werror $def -fsyntax-only \
+          -I"$work/prefix/include" -x c++ -
+    done
   done
-  for std in c++11 c++17; do
-    printf '#include <dplog.h>\n#include <dplog.h>\n%s\n' "$use" |
-      g++ -std=$std -Wall -Wextra -Wpedantic -Wold-style-cast -Werror $def -fsyntax-only \
-        -I"$work/prefix/include" -x c++ -
-  done
+done
+# The inline path is on by default with GCC, off with DPLOG_NO_INLINE.
+for def in "" -DDPLOG_NO_INLINE; do
+  want=1; [ -n "$def" ] && want=0
+  got=$(printf '#include <dplog.h>\n#ifdef DPLOG_H_INLINE\nint inline_on = 1;\n#else\nint inline_on = 0;\n#endif\n' |
+    gcc -std=c11 $def -E -P -I"$work/prefix/include" -x c - | sed -n 's/^int inline_on = \([01]\);$/\1/p')
+  [ "$got" = "$want" ] || { echo "DPLOG_H_INLINE is '$got' with '$def', want $want" >&2; exit 1; }
 done
 
 echo "== C tests under ASan+UBSan"

@@ -1,0 +1,209 @@
+//! The logger handle (`struct dplog`): its state machine (opened, started,
+//! closed), the state its producers share, the handle lookup every logger
+//! call starts with, and `dplog_open`/`dplog_open_str`.
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::{c_char, CStr};
+use std::sync::atomic::{AtomicBool, AtomicU32};
+use std::sync::{Arc, Mutex};
+
+use dplog::config::LogConfig;
+use dplog::sinks::BoxSink;
+use dplog::{Logger, NatRecord, Schema};
+
+use crate::result::{
+    config_error, dplog_result, fail, guard, DPLOG_ERR_CONFIG, DPLOG_ERR_INVALID_ARG, DPLOG_ERR_IO,
+    DPLOG_ERR_NULL, DPLOG_OK,
+};
+use crate::schema::SchemaSizes;
+use crate::tombstone::{check_magic, MAGIC_LIVE};
+
+/// State shared by a logger and its producers.
+pub(crate) struct Shared {
+    /// Ring ids with a live producer.
+    pub(crate) rings: Mutex<HashSet<u32>>,
+    /// Set by `dplog_close`; producers check it before every record.
+    pub(crate) closed: AtomicBool,
+    /// Address of the `end` field of each live producer's inline window,
+    /// by ring id: `dplog_close` empties every window (see
+    /// [`dplog_log_window`](crate::dplog_log_window)). Producers are never
+    /// deallocated, so the addresses stay valid; a producer removes its
+    /// entry when freed.
+    pub(crate) windows: Mutex<HashMap<u32, usize>>,
+    /// The C ring id of each ring ever created, by (consumer index, ring
+    /// id within that consumer's logger): `dplog_close` names stopped
+    /// rings by their C id.
+    pub(crate) ring_names: Mutex<HashMap<(usize, u32), u32>>,
+}
+
+/// Opaque logger handle: one configuration, one sink, one consumer thread,
+/// any number of producers. Created by `dplog_open`/`dplog_open_str`,
+/// destroyed by `dplog_close`.
+pub struct dplog_t {
+    pub(crate) magic: AtomicU32,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) state: Mutex<State>,
+}
+
+pub(crate) enum State {
+    Opened(Box<Pending>),
+    Started(Box<Running>),
+    Closed,
+}
+
+pub(crate) struct Pending {
+    pub(crate) config: LogConfig,
+    /// The sink, opened at `dplog_open` time (fail fast).
+    pub(crate) sink: Option<BoxSink>,
+    /// Record types registered with `dplog_schema_register`.
+    pub(crate) schemas: Vec<Schema>,
+}
+
+pub(crate) struct Running {
+    /// One logger (consumer thread + sink) per consumer core; ring `r`
+    /// is drained by `loggers[r % loggers.len()]`.
+    pub(crate) loggers: Vec<Logger<NatRecord>>,
+    pub(crate) sizes: Arc<SchemaSizes>,
+}
+
+/// # Safety
+/// `h` is NULL or a pointer returned by `dplog_open*` (live or closed).
+pub(crate) unsafe fn logger<'a>(h: *const dplog_t) -> Result<&'a dplog_t, dplog_result> {
+    if h.is_null() {
+        return Err(fail(DPLOG_ERR_NULL, "dplog handle is NULL"));
+    }
+    // SAFETY: non-NULL and, by the caller's contract, returned by
+    // dplog_open*; handles are never deallocated (see TOMBSTONES).
+    let l = unsafe { &*h };
+    check_magic(&l.magic, "dplog handle")?;
+    Ok(l)
+}
+
+fn open_config(config: LogConfig, out: *mut *mut dplog_t) -> dplog_result {
+    // `[metrics]` is not served through the C ABI yet: refuse it rather
+    // than accept a listener that never starts.
+    if let Some(a) = config.metrics.prometheus_listen {
+        return fail(
+            DPLOG_ERR_CONFIG,
+            format!(
+                "metrics.prometheus_listen = \"{a}\": the C ABI does not serve [metrics] \
+                 (use dplog::metrics::MetricsServer from Rust)"
+            ),
+        );
+    }
+    // Fail fast: the format compiles and the sink opens now, not at start.
+    if let Err(e) = config.format.nat_formatter() {
+        return config_error(e);
+    }
+    let sink = match config.sink.build() {
+        Ok(s) => s,
+        Err(e) => return fail(DPLOG_ERR_IO, format!("cannot open sink: {e}")),
+    };
+    let h = Box::new(dplog_t {
+        magic: AtomicU32::new(MAGIC_LIVE),
+        shared: Arc::new(Shared {
+            rings: Mutex::new(HashSet::new()),
+            closed: AtomicBool::new(false),
+            windows: Mutex::new(HashMap::new()),
+            ring_names: Mutex::new(HashMap::new()),
+        }),
+        state: Mutex::new(State::Opened(Box::new(Pending {
+            config,
+            sink: Some(sink),
+            schemas: Vec::new(),
+        }))),
+    });
+    // SAFETY: out is non-NULL (checked by the callers) and writable.
+    unsafe { out.write(Box::into_raw(h)) };
+    DPLOG_OK
+}
+
+/// Reads the TOML configuration file at `config_path` (keys: see the README
+/// and `dplog::config`; every key optional), opens the sink (a file sink's
+/// file is created now, mode 0640) and returns a new logger handle in
+/// `*out`. No thread is started until `dplog_start`.
+///
+/// Errors: `DPLOG_ERR_NULL` (a NULL argument), `DPLOG_ERR_INVALID_ARG` (path
+/// not UTF-8), `DPLOG_ERR_CONFIG` (file unreadable, bad TOML, unknown key,
+/// wrong value; `dplog_last_error` names key and line), `DPLOG_ERR_IO`
+/// (sink cannot be opened). `*out` is written only on success.
+///
+/// Ownership: the caller owns the handle and must release it with
+/// `dplog_close`. Thread-safety: any thread.
+///
+/// # Safety
+/// `config_path` is NULL or a NUL-terminated string; `out` is NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn dplog_open(
+    config_path: *const c_char,
+    out: *mut *mut dplog_t,
+) -> dplog_result {
+    guard(|| {
+        if config_path.is_null() || out.is_null() {
+            return fail(DPLOG_ERR_NULL, "dplog_open: NULL argument");
+        }
+        // SAFETY: non-NULL, NUL-terminated (caller contract).
+        let path = match unsafe { CStr::from_ptr(config_path) }.to_str() {
+            Ok(p) => p,
+            Err(_) => return fail(DPLOG_ERR_INVALID_ARG, "config path is not UTF-8"),
+        };
+        match dplog::config::read_toml::<LogConfig>(std::path::Path::new(path)) {
+            Ok(c) => open_config(c, out),
+            Err(e) => config_error(e),
+        }
+    })
+}
+
+/// Like `dplog_open`, with the TOML document itself in `toml`
+/// (NUL-terminated, UTF-8; an empty string gives every default).
+///
+/// Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_INVALID_ARG` (not UTF-8),
+/// `DPLOG_ERR_CONFIG`, `DPLOG_ERR_IO`; `*out` is written only on success.
+/// Ownership and thread-safety as `dplog_open`.
+///
+/// # Safety
+/// `toml` is NULL or NUL-terminated; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn dplog_open_str(
+    toml: *const c_char,
+    out: *mut *mut dplog_t,
+) -> dplog_result {
+    guard(|| {
+        if toml.is_null() || out.is_null() {
+            return fail(DPLOG_ERR_NULL, "dplog_open_str: NULL argument");
+        }
+        // SAFETY: non-NULL, NUL-terminated (caller contract).
+        let text = match unsafe { CStr::from_ptr(toml) }.to_str() {
+            Ok(t) => t,
+            Err(_) => return fail(DPLOG_ERR_INVALID_ARG, "config text is not UTF-8"),
+        };
+        match LogConfig::from_toml_str(text) {
+            Ok(c) => open_config(c, out),
+            Err(e) => config_error(e),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::result::dplog_last_error;
+
+    #[test]
+    fn a_metrics_listener_in_the_config_is_refused_not_ignored() {
+        let text = c"[metrics]\nprometheus_listen = \"127.0.0.1:9464\"\n";
+        let mut h: *mut dplog_t = core::ptr::null_mut();
+        // SAFETY: text is NUL-terminated, h is writable.
+        let r = unsafe { dplog_open_str(text.as_ptr(), &mut h) };
+        assert_eq!(r, DPLOG_ERR_CONFIG);
+        assert!(h.is_null(), "*out written only on success");
+        let mut buf = [0 as c_char; 256];
+        let mut len = 0usize;
+        // SAFETY: buf is 256 bytes, len is writable.
+        unsafe { dplog_last_error(buf.as_mut_ptr(), buf.len(), &mut len) };
+        // SAFETY: dplog_last_error NUL-terminates.
+        let msg = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap();
+        assert!(msg.contains("prometheus_listen"), "{msg}");
+    }
+}

@@ -1,0 +1,365 @@
+//! The producer handle (`struct dplog_producer`): its object and state,
+//! the lookups every producer call starts with, the debug-build check that
+//! one thread at a time uses it, and `dplog_producer_new` /
+//! `dplog_producer_free`.
+
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use dplog::{LogProducer, NatRecord};
+
+use crate::handle::{dplog_t, logger, Shared, State};
+use crate::reserve::{Reservation, Staging};
+use crate::result::{
+    dplog_result, fail, guard, logger_error, DPLOG_ERR_CLOSED, DPLOG_ERR_NULL,
+    DPLOG_ERR_RING_IN_USE, DPLOG_ERR_STATE, DPLOG_OK,
+};
+use crate::schema::SchemaSizes;
+use crate::tombstone::{bury, check_magic, lock, MAGIC_DEAD, MAGIC_LIVE};
+use crate::types::DPLOG_RECORD_MAX_SIZE;
+use crate::window::{dplog_log_window, take_window};
+
+/// Opaque producer handle: one SPSC ring into one logger, for one
+/// forwarding core. Created by `dplog_producer_new`, destroyed by
+/// `dplog_producer_free`. It begins with its [`dplog_log_window`], which
+/// the header's inline `dplog_log` reads; the rest is private.
+///
+/// cbindgen:ignore
+#[repr(C)]
+pub struct dplog_producer_t {
+    pub(crate) window: UnsafeCell<dplog_log_window>,
+    pub(crate) magic: AtomicU32,
+    pub(crate) inner: UnsafeCell<Option<ProducerState>>,
+    /// Debug builds: the thread inside a library call on this producer
+    /// (its [`thread_token`]), 0 when none; see [`guard_producer`].
+    #[cfg(debug_assertions)]
+    pub(crate) user: core::sync::atomic::AtomicUsize,
+}
+
+/// A live producer's state: its ring, its logger's shared state, its
+/// policy and the pending reservation (`None` in [`dplog_producer_t`]
+/// once freed).
+pub(crate) struct ProducerState {
+    pub(crate) prod: LogProducer<NatRecord>,
+    pub(crate) ring_id: u32,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) sizes: Arc<SchemaSizes>,
+    /// The policy may drop (`drop` or `degrade`), so a refused record means
+    /// "full", not "consumer gone".
+    pub(crate) drop_policy: bool,
+    /// `block` or `drop`, and no reservation pending: a successful
+    /// `try_push` is the whole of `log`.
+    pub(crate) fast_path: bool,
+    /// `block` or `drop` (what `fast_path` returns to after a commit).
+    pub(crate) fast_path_policy: bool,
+    /// Staging slots of `dplog_reserve` when it cannot hand out ring slots,
+    /// allocated on first use.
+    pub(crate) staging: Option<Box<Staging>>,
+    /// The pending reservation, and its schema and record size.
+    pub(crate) reservation: Reservation,
+    pub(crate) reserved_schema: u16,
+    pub(crate) reserved_size: usize,
+    /// Bit `s`: schema `s` (< 64) has 64-byte records (the window's
+    /// `fast_schemas`).
+    pub(crate) fast_schemas: u64,
+    /// Ring index of the first slot of the open inline window.
+    pub(crate) window_first: usize,
+}
+
+impl Drop for ProducerState {
+    fn drop(&mut self) {
+        lock(&self.shared.windows).remove(&self.ring_id);
+        lock(&self.shared.rings).remove(&self.ring_id);
+    }
+}
+
+/// # Safety
+/// `p` is NULL or a pointer returned by `dplog_producer_new`, used by one
+/// thread at a time.
+#[inline(always)]
+pub(crate) unsafe fn producer<'a>(
+    p: *mut dplog_producer_t,
+) -> Result<&'a mut ProducerState, dplog_result> {
+    if p.is_null() {
+        return Err(fail(DPLOG_ERR_NULL, "producer is NULL"));
+    }
+    // SAFETY: non-NULL and returned by dplog_producer_new; producers are
+    // never deallocated (see TOMBSTONES).
+    let obj = unsafe { &*p };
+    check_magic(&obj.magic, "dplog producer")?;
+    // SAFETY: the producer is used by one thread at a time (documented
+    // contract), so this is the only reference to its state.
+    match unsafe { &mut *obj.inner.get() } {
+        Some(st) => {
+            // SAFETY: as above; st is obj's state.
+            unsafe { take_window(obj, st) };
+            // Relaxed: a hint; the partner is the Release store in
+            // dplog_close. A record racing with close is either drained
+            // or counted in in_flight.
+            if st.shared.closed.load(Ordering::Relaxed) {
+                return Err(fail(DPLOG_ERR_CLOSED, "the producer's logger is closed"));
+            }
+            Ok(st)
+        }
+        None => Err(fail(DPLOG_ERR_CLOSED, "dplog producer is freed")),
+    }
+}
+
+/// A live producer's object and state with its inline window taken back;
+/// `None` for NULL, a freed or a foreign pointer (the caller's full path
+/// then reports it).
+///
+/// # Safety
+/// `p` is NULL or returned by `dplog_producer_new`, used by the calling
+/// thread only.
+#[inline(always)]
+pub(crate) unsafe fn live_taken<'a>(
+    p: *mut dplog_producer_t,
+) -> Option<(&'a dplog_producer_t, &'a mut ProducerState)> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: non-NULL and returned by dplog_producer_new (caller
+    // contract); producers are never deallocated (see TOMBSTONES).
+    let obj = unsafe { &*p };
+    // Relaxed: as `check_magic` (partner: the Release store in free).
+    if obj.magic.load(Ordering::Relaxed) != MAGIC_LIVE {
+        return None;
+    }
+    // SAFETY: single-thread rule: the only reference to the state.
+    let st = unsafe { &mut *obj.inner.get() }.as_mut()?;
+    // SAFETY: as above; st is obj's state.
+    unsafe { take_window(obj, st) };
+    Some((obj, st))
+}
+
+/// [`guard`] for a call on producer `p`. Debug builds also check that no
+/// other thread is inside a library call on the same producer (a producer
+/// is used by one thread at a time): the call then fails with
+/// [`DPLOG_ERR_STATE`] and changes nothing. Release builds check nothing
+/// (no cost on the hot path); the consumer's index validation is what
+/// limits the damage there.
+#[inline(always)]
+pub(crate) fn guard_producer<F: FnOnce() -> dplog_result>(
+    p: *mut dplog_producer_t,
+    f: F,
+) -> dplog_result {
+    #[cfg(debug_assertions)]
+    {
+        guard(|| {
+            // SAFETY: p is NULL or returned by dplog_producer_new (the
+            // exported functions' contract); producers are never
+            // deallocated.
+            let _in_use = match unsafe { ProducerInUse::enter(p) } {
+                Ok(u) => u,
+                Err(e) => return e,
+            };
+            f()
+        })
+    }
+    #[cfg(not(debug_assertions))]
+    {
+        let _ = p;
+        guard(f)
+    }
+}
+
+/// A token unique to the calling thread while it lives: the address of a
+/// thread-local.
+#[cfg(debug_assertions)]
+fn thread_token() -> usize {
+    thread_local! {
+        static TOKEN: u8 = const { 0 };
+    }
+    TOKEN.with(|t| t as *const u8 as usize)
+}
+
+/// Debug builds: the calling thread's claim on a producer for one library
+/// call; nested calls on the same thread (a refill calling the exported
+/// function) share the outer claim.
+#[cfg(debug_assertions)]
+struct ProducerInUse<'a>(Option<&'a core::sync::atomic::AtomicUsize>);
+
+#[cfg(debug_assertions)]
+impl ProducerInUse<'_> {
+    /// # Safety
+    /// `p` is NULL or returned by `dplog_producer_new`.
+    unsafe fn enter<'a>(p: *mut dplog_producer_t) -> Result<ProducerInUse<'a>, dplog_result> {
+        if p.is_null() {
+            return Ok(ProducerInUse(None));
+        }
+        // SAFETY: caller contract; producers are never deallocated.
+        let obj = unsafe { &*p };
+        // Relaxed: as `check_magic`; a foreign pointer is left to the
+        // call's own checks.
+        if obj.magic.load(Ordering::Relaxed) != MAGIC_LIVE {
+            return Ok(ProducerInUse(None));
+        }
+        let me = thread_token();
+        // Acquire pairs with the Release store of the thread leaving its
+        // call, so its writes to the producer are visible to this one.
+        match obj
+            .user
+            .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
+        {
+            Ok(_) => Ok(ProducerInUse(Some(&obj.user))),
+            Err(owner) if owner == me => Ok(ProducerInUse(None)),
+            Err(_) => Err(fail(
+                DPLOG_ERR_STATE,
+                "the producer is in use by another thread at this moment (a producer belongs to one thread at a time; checked in debug builds)",
+            )),
+        }
+    }
+}
+
+#[cfg(debug_assertions)]
+impl Drop for ProducerInUse<'_> {
+    fn drop(&mut self) {
+        if let Some(u) = self.0 {
+            // Release pairs with the next caller's Acquire exchange.
+            u.store(0, Ordering::Release);
+        }
+    }
+}
+
+/// Creates a producer for ring `ring_id` (any number the caller chooses,
+/// typically the lcore or worker index): a new SPSC ring of `[ring]
+/// capacity` 64-byte slots drained by the logger's consumer. Use it from
+/// one thread (core) at a time: a producer shared by two threads at once
+/// loses records, and once its ring index breaks the protocol the consumer
+/// stops the ring (see `DPLOG_ERR_RING_STOPPED`).
+///
+/// Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_STATE` (not started yet),
+/// `DPLOG_ERR_CLOSED`, `DPLOG_ERR_RING_IN_USE` (`ring_id` has a live
+/// producer; free it first), `DPLOG_ERR_CONSUMER_GONE`. `*out` is written
+/// only on success.
+///
+/// Ownership: the caller owns the producer and releases it with
+/// `dplog_producer_free`, before or after `dplog_close` (after close it
+/// only returns `DPLOG_ERR_CLOSED`). Thread-safety: any thread.
+///
+/// # Safety
+/// `h` is NULL or returned by `dplog_open*`; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn dplog_producer_new(
+    h: *mut dplog_t,
+    ring_id: u32,
+    out: *mut *mut dplog_producer_t,
+) -> dplog_result {
+    guard(|| {
+        // SAFETY: caller contract on h.
+        let l = match unsafe { logger(h) } {
+            Ok(l) => l,
+            Err(e) => return e,
+        };
+        if out.is_null() {
+            return fail(DPLOG_ERR_NULL, "dplog_producer_new: out is NULL");
+        }
+        let st = lock(&l.state);
+        let run = match &*st {
+            State::Started(r) => r,
+            State::Opened(_) => {
+                return fail(
+                    DPLOG_ERR_STATE,
+                    "dplog_producer_new: call dplog_start first",
+                )
+            }
+            State::Closed => return fail(DPLOG_ERR_CLOSED, "dplog handle is closed"),
+        };
+        if !lock(&l.shared.rings).insert(ring_id) {
+            return fail(
+                DPLOG_ERR_RING_IN_USE,
+                format!("ring {ring_id} already has a producer"),
+            );
+        }
+        let consumer_index = ring_id as usize % run.loggers.len();
+        let consumer = &run.loggers[consumer_index];
+        let prod = match consumer.producer() {
+            Ok(p) => p,
+            Err(e) => {
+                lock(&l.shared.rings).remove(&ring_id);
+                return logger_error(e);
+            }
+        };
+        lock(&l.shared.ring_names).insert((consumer_index, prod.ring_id()), ring_id);
+        let drop_policy = prod.policy() != dplog::Backpressure::Block;
+        let fast_path = matches!(
+            prod.policy(),
+            dplog::Backpressure::Block | dplog::Backpressure::Drop
+        );
+        let fast_schemas = (0..64u16)
+            .filter(|&id| run.sizes.get(id) == DPLOG_RECORD_MAX_SIZE)
+            .fold(0u64, |bits, id| bits | 1 << id);
+        let obj = Box::new(dplog_producer_t {
+            window: UnsafeCell::new(dplog_log_window::EMPTY),
+            magic: AtomicU32::new(MAGIC_LIVE),
+            #[cfg(debug_assertions)]
+            user: core::sync::atomic::AtomicUsize::new(0),
+            inner: UnsafeCell::new(Some(ProducerState {
+                prod,
+                ring_id,
+                shared: l.shared.clone(),
+                sizes: run.sizes.clone(),
+                drop_policy,
+                fast_path,
+                fast_path_policy: fast_path,
+                staging: None,
+                reservation: Reservation::None,
+                reserved_schema: 0,
+                reserved_size: 0,
+                fast_schemas,
+                window_first: 0,
+            })),
+        });
+        lock(&l.shared.windows).insert(
+            ring_id,
+            // The window's `end` field, for dplog_close.
+            obj.window.get() as usize,
+        );
+        // SAFETY: out is non-NULL (checked) and writable (caller contract).
+        unsafe { out.write(Box::into_raw(obj)) };
+        DPLOG_OK
+    })
+}
+
+/// Releases a producer: its ring is drained by the consumer and then
+/// removed, and its `ring_id` can be used again. A pending reservation is
+/// discarded.
+///
+/// `p == NULL` is a no-op returning `DPLOG_OK`. A second free of the same
+/// pointer is a no-op returning `DPLOG_ERR_CLOSED` (the pointer keeps
+/// pointing at a dead-marked object, never at freed memory).
+///
+/// Thread-safety: not concurrently with any other call on the same
+/// producer.
+///
+/// # Safety
+/// `p` is NULL or returned by `dplog_producer_new`.
+#[no_mangle]
+pub unsafe extern "C" fn dplog_producer_free(p: *mut dplog_producer_t) -> dplog_result {
+    guard_producer(p, || {
+        if p.is_null() {
+            return DPLOG_OK;
+        }
+        // SAFETY: returned by dplog_producer_new, never deallocated.
+        let obj = unsafe { &*p };
+        if let Err(e) = check_magic(&obj.magic, "dplog producer") {
+            return e;
+        }
+        // SAFETY: single-thread rule for producers; no other reference.
+        if let Some(st) = unsafe { &mut *obj.inner.get() } {
+            // SAFETY: as above. The records of the inline window count
+            // and are published before the ring's producer is dropped.
+            unsafe { take_window(obj, st) };
+        }
+        // Release: partner of the Relaxed magic check of a later call on
+        // the same thread (or one synchronised with it by the caller).
+        obj.magic.store(MAGIC_DEAD, Ordering::Release);
+        // SAFETY: single-thread rule for producers; no other reference.
+        let state = unsafe { (*obj.inner.get()).take() };
+        drop(state);
+        bury(p as usize);
+        DPLOG_OK
+    })
+}

@@ -1,0 +1,308 @@
+//! `dplog_start`: the consumer threads, their formatters (the configured
+//! format, compiled for the registered schemas when there are any, and the
+//! fault-injection hook of the C tests), their sinks and CPUs.
+
+use std::sync::Arc;
+
+use dplog::config::LogConfig;
+use dplog::formatters::{Format, RecordEncoder};
+use dplog::{DropReport, Formatter, Logger, NatRecord, Schema};
+
+use crate::handle::{dplog_t, logger, Running, State};
+use crate::result::{
+    config_error, dplog_result, fail, guard, logger_error, DPLOG_ERR_CLOSED, DPLOG_ERR_CONFIG,
+    DPLOG_ERR_INVALID_ARG, DPLOG_ERR_IO, DPLOG_ERR_NULL, DPLOG_ERR_STATE, DPLOG_OK,
+};
+use crate::schema::SchemaSizes;
+use crate::tombstone::lock;
+use crate::types::DPLOG_CONSUMERS_MAX;
+
+/// The consumer's formatter when user schemas are registered: the
+/// configured format compiled for the NAT schemas plus the user's.
+struct SlotFormatter {
+    enc: RecordEncoder,
+    kind: Format,
+}
+
+impl Formatter<NatRecord> for SlotFormatter {
+    #[inline]
+    fn format(&mut self, rec: &NatRecord, out: &mut Vec<u8>) {
+        self.enc.push(rec.as_bytes(), out);
+    }
+
+    fn format_drop_report(&mut self, r: &DropReport, out: &mut Vec<u8>) {
+        // As dplog's NatFormatter: an in-band line only where a foreign
+        // line cannot corrupt the stream.
+        match self.kind {
+            Format::Json => r.write_json(out),
+            Format::Text | Format::Rfc5424 | Format::Rfc3164 => r.write_text(out),
+            _ => {}
+        }
+    }
+
+    fn tsc_calibration(&mut self, cal: &dplog::tsc::Calibration) {
+        // TSC timestamp fields of the user's schemas print as time with
+        // the consumer's calibration.
+        self.enc.set_tsc_calibration(cal.into());
+    }
+}
+
+/// Test hook (`DPLOG_FAULT_CONSUMER_PANIC_AFTER=N` at `dplog_start`): the
+/// consumer thread panics after formatting `N` records, so C tests can
+/// reach `DPLOG_ERR_CONSUMER_GONE`, which no sound input provokes.
+struct PanicAfter {
+    inner: Box<dyn Formatter<NatRecord>>,
+    left: u64,
+}
+
+impl Formatter<NatRecord> for PanicAfter {
+    fn format(&mut self, rec: &NatRecord, out: &mut Vec<u8>) {
+        if self.left == 0 {
+            panic!("DPLOG_FAULT_CONSUMER_PANIC_AFTER: injected consumer panic");
+        }
+        self.left -= 1;
+        self.inner.format(rec, out);
+    }
+    fn format_drop_report(&mut self, r: &DropReport, out: &mut Vec<u8>) {
+        self.inner.format_drop_report(r, out);
+    }
+    fn tsc_calibration(&mut self, cal: &dplog::tsc::Calibration) {
+        self.inner.tsc_calibration(cal);
+    }
+}
+
+/// Starts the consumer threads (named `dplog-consumer`): one per entry of
+/// `cores`, pinned to that CPU, or one when `n_cores == 0` (`cores` may be
+/// NULL), pinned to the config's `[ring] consumer_cpu` if set.
+///
+/// With several consumers, each has its own formatter and its own sink
+/// instance and drains its own group of rings: the ring of
+/// `dplog_producer_new(h, ring_id, ...)` goes to consumer
+/// `ring_id % n_cores` (round-robin over ring ids; choose ids to balance
+/// the forwarding cores). Consumer 0 writes the configured sink; consumer
+/// `i > 0` writes a file sink's `path` with the suffix `.i` (`nat.log`,
+/// `nat.log.1`, `nat.log.2`, ...; in every `[[sink]]` table), an mmap
+/// sink's `dir` with the suffix `.i`, and opens its own connection for a
+/// syslog or Kafka sink. Records of one ring stay in order; records of
+/// rings on different consumers are not ordered with each other.
+/// `dplog_stats` and `dplog_close` add the counters of all consumers up;
+/// their latency percentiles are the largest of the consumers' (an upper
+/// bound). `dplog_flush` and `dplog_reopen` act on every consumer.
+///
+/// Errors: `DPLOG_ERR_NULL` (handle NULL, or `cores` NULL with
+/// `n_cores > 0`), `DPLOG_ERR_INVALID_ARG` (a CPU this process cannot run
+/// on, or `n_cores > DPLOG_CONSUMERS_MAX`), `DPLOG_ERR_STATE` (already
+/// started), `DPLOG_ERR_CLOSED`, `DPLOG_ERR_CONFIG` (ring settings
+/// refused: capacity not a power of two, burst 0, batch below 64 KiB; or
+/// the format does not compile for a registered schema), `DPLOG_ERR_IO`
+/// (thread or sink failure, e.g. `nat.log.1` cannot be created). All or
+/// nothing: on error no consumer runs and the handle stays as it was (not
+/// started).
+///
+/// Thread-safety: any thread; serialized with other calls on the handle.
+///
+/// # Safety
+/// `h` is NULL or returned by `dplog_open*`; `cores` is NULL or valid for
+/// `n_cores` elements.
+#[no_mangle]
+pub unsafe extern "C" fn dplog_start(
+    h: *mut dplog_t,
+    cores: *const u32,
+    n_cores: usize,
+) -> dplog_result {
+    guard(|| {
+        // SAFETY: caller contract on h.
+        let l = match unsafe { logger(h) } {
+            Ok(l) => l,
+            Err(e) => return e,
+        };
+        if n_cores > 0 && cores.is_null() {
+            return fail(DPLOG_ERR_NULL, "dplog_start: cores is NULL");
+        }
+        if n_cores > DPLOG_CONSUMERS_MAX {
+            return fail(
+                DPLOG_ERR_INVALID_ARG,
+                format!("dplog_start: {n_cores} consumer cores, at most {DPLOG_CONSUMERS_MAX}"),
+            );
+        }
+        let cpus: Vec<usize> = if n_cores == 0 {
+            Vec::new()
+        } else {
+            // SAFETY: cores is non-NULL (checked) and valid for n_cores
+            // elements (caller contract).
+            unsafe { core::slice::from_raw_parts(cores, n_cores) }
+                .iter()
+                .map(|&c| c as usize)
+                .collect()
+        };
+        for &c in &cpus {
+            if let Err(e) = cpu_allowed(c) {
+                return e;
+            }
+        }
+        let mut st = lock(&l.state);
+        let pending = match &mut *st {
+            State::Opened(p) => p,
+            State::Started(_) => return fail(DPLOG_ERR_STATE, "dplog_start: already started"),
+            State::Closed => return fail(DPLOG_ERR_CLOSED, "dplog handle is closed"),
+        };
+        let nat = dplog::schema::nat::all();
+        let sizes = Arc::new(SchemaSizes::new(
+            nat.iter().copied().chain(pending.schemas.iter()),
+        ));
+        let n_consumers = cpus.len().max(1);
+        let mut loggers = Vec::with_capacity(n_consumers);
+        for i in 0..n_consumers {
+            let mut cfg = pending.config.clone();
+            if let Some(&c) = cpus.get(i) {
+                cfg.ring.consumer_cpu = Some(c);
+            }
+            let started = match consumer_parts(&cfg, &pending.schemas) {
+                Ok(formatter) => {
+                    // Consumer 0 writes to the sink opened by dplog_open;
+                    // consumer i > 0 to its own instance (see dplog_start).
+                    let sink = match (i, pending.sink.take()) {
+                        (0, Some(s)) => Ok(s),
+                        _ => per_consumer_sink(&cfg.sink, i)
+                            .build()
+                            .map_err(|e| fail(DPLOG_ERR_IO, format!("cannot open sink: {e}"))),
+                    };
+                    sink.and_then(|sink| {
+                        Logger::start(cfg.logger_config(), formatter, sink).map_err(logger_error)
+                    })
+                }
+                Err(e) => Err(e),
+            };
+            match started {
+                Ok(logger) => loggers.push(logger),
+                Err(e) => {
+                    // All or nothing: stop the consumers already started.
+                    // The sinks went down with them; the next start (or
+                    // close) opens them again from the config.
+                    for lg in loggers {
+                        let _ = lg.shutdown();
+                    }
+                    return e;
+                }
+            }
+        }
+        *st = State::Started(Box::new(Running { loggers, sizes }));
+        DPLOG_OK
+    })
+}
+
+/// The formatter of one consumer: the configured format for the NAT
+/// schemas and the registered ones (wrapped by the fault hook if set).
+fn consumer_parts(
+    cfg: &LogConfig,
+    schemas: &[Schema],
+) -> Result<Box<dyn Formatter<NatRecord>>, dplog_result> {
+    let nat = dplog::schema::nat::all();
+    let formatter: Box<dyn Formatter<NatRecord>> = if schemas.is_empty() {
+        match cfg.format.nat_formatter() {
+            Ok(f) => Box::new(f),
+            Err(e) => return Err(config_error(e)),
+        }
+    } else {
+        let all: Vec<&Schema> = nat.iter().copied().chain(schemas.iter()).collect();
+        match cfg.format.spec().encoder(&all) {
+            Ok(enc) => Box::new(SlotFormatter {
+                enc,
+                kind: cfg.format.kind,
+            }),
+            Err(e) => return Err(fail(DPLOG_ERR_CONFIG, format!("[format]: {e}"))),
+        }
+    };
+    Ok(
+        match std::env::var("DPLOG_FAULT_CONSUMER_PANIC_AFTER")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+        {
+            Some(left) => Box::new(PanicAfter {
+                inner: formatter,
+                left,
+            }),
+            None => formatter,
+        },
+    )
+}
+
+/// The sink configuration of consumer `i`: consumer 0 uses the
+/// configured one; consumer `i > 0` appends `.i` to a file sink's `path`
+/// and an mmap sink's `dir` (in every `[[sink]]` table); network sinks
+/// (syslog, Kafka) get their own connection to the same destination.
+fn per_consumer_sink(cfg: &dplog::config::SinkConfig, i: usize) -> dplog::config::SinkConfig {
+    use dplog::config::SinkConfig as S;
+    fn suffixed(p: &std::path::Path, i: usize) -> std::path::PathBuf {
+        let mut s = p.as_os_str().to_owned();
+        s.push(format!(".{i}"));
+        s.into()
+    }
+    let mut c = cfg.clone();
+    if i > 0 {
+        match &mut c {
+            S::File(f) => f.path = suffixed(&f.path, i),
+            S::Mmap(m) => m.dir = suffixed(&m.dir, i),
+            S::Set(v) => *v = v.iter().map(|s| per_consumer_sink(s, i)).collect(),
+            _ => {}
+        }
+    }
+    c
+}
+
+fn cpu_allowed(cpu: usize) -> Result<(), dplog_result> {
+    // SAFETY: cpu_set_t is plain data (all-zero is valid); sched_getaffinity
+    // writes at most size_of::<cpu_set_t>() bytes into it.
+    let (rc, set) = unsafe {
+        let mut set: libc::cpu_set_t = core::mem::zeroed();
+        let rc = libc::sched_getaffinity(0, core::mem::size_of::<libc::cpu_set_t>(), &mut set);
+        (rc, set)
+    };
+    let ok = cpu < libc::CPU_SETSIZE as usize
+        && (rc != 0
+            // SAFETY: cpu < CPU_SETSIZE, so CPU_ISSET reads inside `set`.
+            || unsafe { libc::CPU_ISSET(cpu, &set) });
+    if ok {
+        Ok(())
+    } else {
+        Err(fail(
+            DPLOG_ERR_INVALID_ARG,
+            format!("CPU {cpu} is not in this process's affinity mask"),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn consumer_i_gets_its_own_file_and_mmap_dir() {
+        let cfg = LogConfig::from_toml_str(
+            "[[sink]]\ntype = \"file\"\npath = \"/var/log/nat.log\"\n\
+             [[sink]]\ntype = \"mmap\"\ndir = \"/var/log/nat-mmap\"\n",
+        )
+        .unwrap();
+        let paths = |c: &dplog::config::SinkConfig| -> Vec<String> {
+            match c {
+                dplog::config::SinkConfig::Set(v) => v
+                    .iter()
+                    .map(|s| match s {
+                        dplog::config::SinkConfig::File(f) => f.path.display().to_string(),
+                        dplog::config::SinkConfig::Mmap(m) => m.dir.display().to_string(),
+                        _ => String::new(),
+                    })
+                    .collect(),
+                _ => panic!("two [[sink]] tables make a set"),
+            }
+        };
+        assert_eq!(
+            paths(&per_consumer_sink(&cfg.sink, 0)),
+            ["/var/log/nat.log", "/var/log/nat-mmap"]
+        );
+        assert_eq!(
+            paths(&per_consumer_sink(&cfg.sink, 3)),
+            ["/var/log/nat.log.3", "/var/log/nat-mmap.3"]
+        );
+    }
+}

@@ -1,0 +1,190 @@
+//! The inline window (`struct dplog_log_window`, the first bytes of every
+//! producer): the run of ring slots that the header's `static inline`
+//! `dplog_log`, `dplog_reserve` and `dplog_commit` (`include/dplog_inline.h`)
+//! fill without a call into the library; its layout checks, and how the
+//! library opens it and takes it back.
+
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+use dplog::NatRecord;
+
+use crate::producer::{dplog_producer_t, ProducerState};
+use crate::reserve::Reservation;
+use crate::types::DPLOG_RECORD_MAX_SIZE;
+
+/// The first bytes of every `struct dplog_producer`: a run of free ring
+/// slots that the `static inline` `dplog_log` of `dplog.h` fills without a
+/// call into the library, as DPDK's inline `rte_ring_sp_enqueue_elem`
+/// writes `struct rte_ring` (layout part of the ABI; it changes only with
+/// `DPLOG_VERSION_MAJOR`).
+///
+/// The inline path, on the producer's own thread: if `p`, `rec` are not
+/// NULL, `len == 64`, `schema_id < 64` has its bit in `fast_schemas`, and
+/// `cursor < end` (unsigned compare; `end` read with a relaxed atomic
+/// load), it writes the 8-byte record header (`len` 64, `schema_id`,
+/// little-endian) and bytes 8..64 of `rec` to the 64-byte slot at
+/// `cursor`, advances `cursor` by 64 and `next_index` by 1 and, if
+/// `publish`, stores `next_index` to `*ring_tail` with release ordering
+/// (partner: the consumer's acquire load of the ring's tail). Anything else
+/// calls `dplog_log_refill`, which logs the record as the exported
+/// `dplog_log` does and opens a new window. `dplog_reserve` of one record
+/// and its `dplog_commit` are inline the same way (`reservation`), with
+/// `dplog_reserve_refill` and the exported `dplog_commit` behind them.
+///
+/// Every other call on the producer first takes the window back
+/// (counting its records as enqueued) and leaves it empty (`cursor` and
+/// `end` NULL); so does `dplog_close`, which sets `end` to NULL from its
+/// own thread (hence the atomic access). A window never holds more than
+/// 63 slots, never wraps, never covers a latency-sampled ring index (one
+/// in 64, which the library stamps) and, with `[ring] publish_every` above
+/// 1, never lets more than `publish_every - 1` records wait unpublished.
+///
+/// The consumer trusts no index published here: a `*ring_tail` more than
+/// the ring's capacity ahead of what it has read, or behind what it has
+/// already accepted, stops the ring (`DPLOG_ERR_RING_STOPPED`). A window
+/// used by two threads at once is undefined behaviour (slots may be
+/// written outside the window); the check only keeps the consumer from
+/// reading a slot twice or looping on stale slots.
+#[repr(C)]
+pub struct dplog_log_window {
+    /// Next slot to write (64 bytes, 8-byte aligned); NULL when no window
+    /// is open. Written only by the producer's thread.
+    pub cursor: *mut u8,
+    /// One past the window's last slot; NULL when no window is open.
+    /// Atomic (relaxed): `dplog_close` clears it from another thread.
+    pub end: *mut u8,
+    /// The ring's published tail index (a free-running count of records).
+    pub ring_tail: *mut usize,
+    /// Ring index of the slot at `cursor` (free-running).
+    pub next_index: usize,
+    /// Bit `s` set: schema id `s` (< 64) has 64-byte records, so the
+    /// inline path may log it.
+    pub fast_schemas: u64,
+    /// 1: publish each record as it is written (`publish_every = 1`); 0:
+    /// the library publishes the window's records when it takes it back.
+    pub publish: u32,
+    /// The inline `dplog_reserve` of one record: `0x10000 | schema_id`
+    /// while the slot at `cursor` is reserved (zeroed and handed out), 0
+    /// otherwise. The inline `dplog_commit` writes its header and
+    /// publishes it; while it is set, the inline `dplog_log` and
+    /// `dplog_reserve` call into the library (which reports
+    /// `DPLOG_ERR_STATE`, as for any pending reservation).
+    pub reservation: u32,
+}
+
+// The header's inline code casts a `struct dplog_producer *` to the window
+// and reads these offsets (repr(C), first field).
+const _: () = {
+    assert!(core::mem::offset_of!(dplog_producer_t, window) == 0);
+    assert!(core::mem::offset_of!(dplog_log_window, end) == size_of::<usize>());
+};
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(
+    core::mem::offset_of!(dplog_log_window, reservation) == 44
+        && size_of::<dplog_log_window>() == 48
+);
+
+impl dplog_log_window {
+    pub(crate) const EMPTY: Self = Self {
+        cursor: core::ptr::null_mut(),
+        end: core::ptr::null_mut(),
+        ring_tail: core::ptr::null_mut(),
+        next_index: 0,
+        fast_schemas: 0,
+        publish: 0,
+        reservation: 0,
+    };
+}
+
+/// The atomic view of a window's `end` field.
+///
+/// # Safety
+/// `w` points at a live (never deallocated) window.
+#[inline(always)]
+pub(crate) unsafe fn window_end<'a>(w: *mut dplog_log_window) -> &'a AtomicPtr<u8> {
+    // SAFETY: `end` is a pointer-aligned `*mut u8`, accessed only
+    // atomically (here and in the header's inline code); the window is
+    // never deallocated (caller contract).
+    unsafe { AtomicPtr::from_ptr(core::ptr::addr_of_mut!((*w).end)) }
+}
+
+/// Takes the producer's inline window back, if one is open: the records
+/// the inline `dplog_log` wrote count as enqueued (and are published per
+/// `publish_every`), and the window is left empty. Called first by every
+/// producer call.
+///
+/// # Safety
+/// `obj` is a producer used by the calling thread only; `st` is its state.
+#[inline]
+pub(crate) unsafe fn take_window(obj: &dplog_producer_t, st: &mut ProducerState) {
+    let w = obj.window.get();
+    // SAFETY: single-thread rule: only this thread writes cursor and
+    // next_index; `end` is accessed atomically.
+    unsafe {
+        if (*w).cursor.is_null() {
+            return;
+        }
+        let written = (*w).next_index.wrapping_sub(st.window_first);
+        let reserved = (*w).cursor;
+        let reservation = core::mem::take(&mut (*w).reservation);
+        // Relaxed: the owner's own store; close may have nulled it already.
+        window_end(w).store(core::ptr::null_mut(), Ordering::Relaxed);
+        (*w).cursor = core::ptr::null_mut();
+        // The inline path wrote `written` records into the window that
+        // open_window handed out, and nothing else touched the producer.
+        st.prod.close_window(written);
+        if reservation != 0 {
+            // An inline dplog_reserve holds the next slot, which is now the
+            // producer's write position, free (it was in the window) and
+            // zeroed: exactly a reserve_raw(1), so it becomes the pending
+            // reservation that dplog_commit (or free) completes.
+            st.reservation = Reservation::Ring {
+                slots: reserved.cast::<NatRecord>(),
+                n: 1,
+            };
+            st.reserved_schema = reservation as u16;
+            st.reserved_size = DPLOG_RECORD_MAX_SIZE;
+            st.fast_path = false;
+        }
+    }
+}
+
+/// Opens a new inline window after `dplog_log_refill` logged a record of
+/// `schema_id`, when the inline path can log that schema and the
+/// producer's policy allows a window (`block` or `drop`, no reservation),
+/// and the logger is not closed.
+///
+/// # Safety
+/// As `take_window`; no window is open.
+#[inline(never)]
+pub(crate) unsafe fn open_window(obj: &dplog_producer_t, st: &mut ProducerState, schema_id: u16) {
+    // Only for a record the inline path can log: a window that the next
+    // call would give back at once costs more than it saves.
+    if !st.fast_path || schema_id >= 64 || st.fast_schemas >> schema_id & 1 == 0 {
+        return;
+    }
+    let Some(win) = st.prod.open_window(usize::MAX) else {
+        return;
+    };
+    let w = obj.window.get();
+    st.window_first = win.first;
+    // SAFETY: single-thread rule (cursor, next_index, ring_tail, publish,
+    // fast_schemas are only written by this thread); the slots are the
+    // window's (open_window), `len` of them from `slots`.
+    unsafe {
+        (*w).ring_tail = win.tail.cast_mut().cast::<usize>();
+        (*w).next_index = win.first;
+        (*w).fast_schemas = st.fast_schemas;
+        (*w).publish = u32::from(win.publish_each);
+        let start = win.slots.as_ptr().cast::<u8>();
+        (*w).cursor = start;
+        // SeqCst, with the SeqCst load of `closed` below, against
+        // dplog_close's SeqCst store of `closed` then of `end`: either this
+        // thread sees `closed`, or close's NULL store comes after this one.
+        window_end(w).store(start.add(win.len * DPLOG_RECORD_MAX_SIZE), Ordering::SeqCst);
+    }
+    if st.shared.closed.load(Ordering::SeqCst) {
+        // SAFETY: the window just opened, nothing written.
+        unsafe { take_window(obj, st) };
+    }
+}

@@ -55,7 +55,11 @@ use crate::sinks::{
     BoxSink, Failover, FanOut, FileSink, FileSinkOptions, FsyncPolicy, KafkaKey, KafkaSink,
     KafkaSinkOptions, MmapSink, MmapSinkOptions, SyslogSink, SyslogSinkOptions, SyslogTransport,
 };
-use crate::{Backpressure, DegradeConfig, Logger, LoggerConfig, LoggerError, Nat44SessionRecord};
+use crate::nat::{Nat44SessionRecord, NatFormatSpec as _, NatRecord};
+use crate::schema::{HasSchema, Schema};
+use crate::{
+    Backpressure, DegradeConfig, Logger, LoggerConfig, LoggerError, RecordBytes, SchemaTable, Slot,
+};
 
 /// `[ring]`: ring and consumer settings; see [`LoggerConfig`].
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -99,6 +103,15 @@ pub struct RingConfig {
     /// for the library: every record at once; `dplog-nat`, whose workers
     /// publish every 16 rx bursts and when idle, uses its burst size).
     pub publish_every: Option<usize>,
+    /// Ring slot size in bytes for loggers of several record types
+    /// ([`LogConfig::start_slots`], the C ABI): 32, 64 or 128; every
+    /// record type must fit it. Unset: 64 (the C ABI), or the slot type the
+    /// Rust program chose.
+    pub slot_bytes: Option<usize>,
+    /// `[ring.priorities]`: priority under `degrade` by record type
+    /// (schema name), e.g. `aclDrop = 2`; replaces the schema's own rule
+    /// for that type.
+    pub priorities: std::collections::BTreeMap<String, u8>,
 }
 
 impl Default for RingConfig {
@@ -117,6 +130,8 @@ impl Default for RingConfig {
             shutdown_timeout_ms: d.shutdown_timeout_ms,
             sink_retry_timeout_ms: d.sink_retry_timeout_ms,
             publish_every: None,
+            slot_bytes: None,
+            priorities: Default::default(),
         }
     }
 }
@@ -135,15 +150,17 @@ pub struct FormatConfig {
     /// Default `text`.
     #[serde(rename = "type")]
     pub kind: Format,
-    /// `text`: template for NAT44 session records, e.g.
+    /// `text`: template for the first record type (NAT44 session records
+    /// for the NAT), e.g.
     /// `"{observationTimeMilliseconds:rfc3339} {natEvent:name} {sourceIPv4Address}"`
     /// (syntax in `dplog::formatters::template`). Default: `name=value` line.
     pub template: Option<String>,
     /// `text`: templates by schema name (`[format.templates]`,
-    /// e.g. `natPortBlock = "..."`).
+    /// e.g. `natPortBlock = "..."` or `aclDrop = "..."`).
     pub templates: std::collections::BTreeMap<String, String>,
-    /// natEvent numbering: `rfc8158` (default) or `legacy` (1/2).
-    pub profile: crate::formatters::EventProfile,
+    /// NAT records: natEvent numbering, `rfc8158` (default) or `legacy`
+    /// (1/2).
+    pub profile: crate::nat::EventProfile,
     /// `[format.syslog]`: hostname, app_name, procid, facility, severity,
     /// sd_id (rfc5424 / rfc3164).
     pub syslog: crate::formatters::SyslogOptions,
@@ -159,20 +176,29 @@ impl FormatConfig {
             kind: self.kind,
             template: self.template.clone(),
             templates: self.templates.clone(),
-            profile: self.profile,
+            renumber: self.profile.renumber(),
             tsc: None,
             syslog: self.syslog.clone(),
             ipfix: self.ipfix.clone(),
         }
     }
 
-    /// Compiles the format for every built-in NAT record; a bad template or
-    /// setting is [`ConfigError::Parse`] naming `[format]`, the schema and
-    /// the template column.
-    pub fn nat_formatter(&self) -> Result<crate::formatters::NatFormatter, ConfigError> {
+    /// Compiles the format for `schemas` (the first takes `template`); a
+    /// bad template or setting is [`ConfigError::Parse`] naming `[format]`,
+    /// the schema and the template column.
+    pub fn formatter(
+        &self,
+        schemas: &[&Schema],
+    ) -> Result<crate::formatters::SchemaFormatter, ConfigError> {
         self.spec()
-            .nat_formatter()
+            .formatter(schemas)
             .map_err(|e| ConfigError::Parse(format!("[format]: {e}")))
+    }
+
+    /// [`formatter`](Self::formatter) for every NAT record type, NAT44
+    /// session first.
+    pub fn nat_formatter(&self) -> Result<crate::nat::NatFormatter, ConfigError> {
+        self.formatter(&crate::nat::all())
     }
 }
 
@@ -639,15 +665,25 @@ impl SinkConfig {
     }
 
     /// [`build`](Self::build) for NAT records in `format`: file sinks get
-    /// the format's file header ([`FormatSpec::nat_file_header`], CSV's
-    /// column names) as their `header` option, so a CSV file appended to
-    /// by several runs, or rotated, has the header once at its top.
-    ///
-    /// [`FormatSpec::nat_file_header`]: crate::formatters::FormatSpec::nat_file_header
+    /// the format's file header (CSV's column names of the NAT44 session)
+    /// as their `header` option, so a CSV file appended to by several runs,
+    /// or rotated, has the header once at its top.
     ///
     /// Errors: as [`build`](Self::build).
     pub fn build_for(&self, format: &FormatConfig) -> std::io::Result<BoxSink> {
         self.build_with_header(format.spec().nat_file_header().as_deref())
+    }
+
+    /// [`build_for`](Self::build_for) for records whose first schema is
+    /// `first` (CSV: its column names head the file).
+    ///
+    /// Errors: as [`build`](Self::build).
+    pub fn build_for_schema(
+        &self,
+        format: &FormatConfig,
+        first: &Schema,
+    ) -> std::io::Result<BoxSink> {
+        self.build_with_header(format.spec().file_header(first).as_deref())
     }
 
     fn build_with_header(&self, header: Option<&[u8]>) -> std::io::Result<BoxSink> {
@@ -1102,19 +1138,119 @@ impl LogConfig {
             .map_err(ConfigError::Logger)
     }
 
-    /// Opens the sink, builds the formatter and starts a consumer thread for
-    /// NAT44 session records. The `[ring]` settings and the format are
-    /// checked first ([`check_ring`](Self::check_ring)), so a refused
-    /// configuration opens no sink and creates no file.
-    pub fn start_nat44(&self) -> Result<Logger<Nat44SessionRecord>, ConfigError> {
-        self.check_ring(core::mem::size_of::<Nat44SessionRecord>())?;
-        let formatter = self.format.nat_formatter()?;
-        let sink = self
-            .sink
-            .build_for(&self.format)
-            .map_err(ConfigError::Sink)?;
-        Logger::start(self.logger_config(), formatter, sink).map_err(ConfigError::Logger)
+    /// The per-type table for `schemas` with `[ring.priorities]` applied.
+    ///
+    /// Errors: [`ConfigError::Parse`] naming `[ring.priorities]` for a
+    /// record type that is not among `schemas`.
+    pub fn schema_table(&self, schemas: &[&Schema]) -> Result<SchemaTable, ConfigError> {
+        let mut t = SchemaTable::new(schemas.iter().copied());
+        for (name, &p) in &self.ring.priorities {
+            t = t.with_priority(schemas, name, p).map_err(|e| {
+                ConfigError::Parse(format!(
+                    "[ring.priorities] {name} = {p}: {e}; record types: {}",
+                    schemas.iter().map(|s| s.name()).collect::<Vec<_>>().join(", ")
+                ))
+            })?;
+        }
+        Ok(t)
     }
+
+    /// Starts a logger of records of `schemas` (each ring of `R`): checks
+    /// everything first, so a refused configuration opens no sink and
+    /// creates no file.
+    fn start_for<R: RecordBytes>(
+        &self,
+        schemas: &[&Schema],
+        header: Option<&Schema>,
+    ) -> Result<Logger<R>, ConfigError> {
+        self.check_ring(core::mem::size_of::<R>())?;
+        let formatter = self.format.formatter(schemas)?;
+        let mut cfg = self.logger_config();
+        cfg.schemas = self.schema_table(schemas)?;
+        let sink = match header {
+            Some(first) => self.sink.build_for_schema(&self.format, first),
+            None => self.sink.build(),
+        }
+        .map_err(ConfigError::Sink)?;
+        Logger::start(cfg, formatter, sink).map_err(ConfigError::Logger)
+    }
+
+    /// Opens the sink, builds the formatter and starts a consumer thread
+    /// for records of type `R` (one record type, its [`HasSchema::schema`];
+    /// each producer's ring holds `R`s). The `[ring]` settings, priorities
+    /// and the format are checked first ([`check_ring`](Self::check_ring)),
+    /// so a refused configuration opens no sink and creates no file.
+    ///
+    /// Errors: [`ConfigError::Logger`] for a `[ring]` setting,
+    /// [`ConfigError::Parse`] for the format or `[ring.priorities]`,
+    /// [`ConfigError::Sink`] if the sink cannot be opened.
+    pub fn start<R: HasSchema>(&self) -> Result<Logger<R>, ConfigError> {
+        self.start_for(&[R::schema()], Some(R::schema()))
+    }
+
+    /// Starts a logger whose rings carry records of several types in
+    /// slots of `S` (32, 64 or 128 bytes, [`crate::Slot32`] & co): pack
+    /// records with `S::pack_record` (or `Slot64::pack`). `schemas` are
+    /// the record types; each must fit the slot, and `[ring] slot_bytes`,
+    /// if set, must be `S`'s size.
+    ///
+    /// Errors: as [`start`](Self::start); [`ConfigError::Parse`] naming
+    /// `[ring] slot_bytes` for a slot size other than `S`'s or a record
+    /// type larger than the slot.
+    pub fn start_slots<S: Slot>(&self, schemas: &[&Schema]) -> Result<Logger<S>, ConfigError> {
+        check_slots(self.ring.slot_bytes, S::BYTES, schemas)?;
+        self.start_for(schemas, schemas.first().copied())
+    }
+
+    /// Starts a logger of NAT44 session records only (formatted with every
+    /// NAT schema; see [`start`](Self::start)).
+    pub fn start_nat44(&self) -> Result<Logger<Nat44SessionRecord>, ConfigError> {
+        self.start_for(&crate::nat::all(), Some(crate::nat::all()[0]))
+    }
+
+    /// Starts a logger of every NAT record type in 64-byte slots
+    /// ([`NatRecord`]); see [`start_slots`](Self::start_slots).
+    pub fn start_nat(&self) -> Result<Logger<NatRecord>, ConfigError> {
+        self.start_slots::<NatRecord>(&crate::nat::all())
+    }
+}
+
+/// The slot sizes a ring can have.
+pub const SLOT_SIZES: [usize; 3] = [32, 64, 128];
+
+/// Checks a configured slot size against the slot type's `bytes` and
+/// every schema against it.
+///
+/// Errors: [`ConfigError::Parse`] naming `[ring] slot_bytes`.
+pub fn check_slots(
+    configured: Option<usize>,
+    bytes: usize,
+    schemas: &[&Schema],
+) -> Result<(), ConfigError> {
+    if let Some(b) = configured {
+        if !SLOT_SIZES.contains(&b) {
+            return Err(ConfigError::Parse(format!(
+                "[ring] slot_bytes = {b}: must be 32, 64 or 128"
+            )));
+        }
+        if b != bytes {
+            return Err(ConfigError::Parse(format!(
+                "[ring] slot_bytes = {b}, but this program's rings have {bytes}-byte slots"
+            )));
+        }
+    }
+    for s in schemas {
+        if s.size() > bytes {
+            return Err(ConfigError::Parse(format!(
+                "record type {} is {} bytes: it does not fit a {bytes}-byte slot \
+                 (set [ring] slot_bytes = {})",
+                s.name(),
+                s.size(),
+                SLOT_SIZES.iter().find(|&&x| x >= s.size()).map_or_else(|| "a larger slot".to_string(), |x| x.to_string())
+            )));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -9,8 +9,10 @@
 //! - [`dplog_core`] at the root (records, rings, producers, consumer runtime);
 //! - [`formatters`] (feature `formatters`, on by default);
 //! - [`sinks`] (feature `sinks`, on by default);
+//! - [`nat`] (feature `nat`, on by default): the NAT schema package
+//!   (`dplog-schema-nat`), one record package among any a user declares;
 //! - [`config`] (feature `config`, on by default): TOML that chooses ring,
-//!   format and sink.
+//!   format and sink, and starts loggers of any record type.
 #![warn(missing_docs)]
 
 pub use dplog_core::*;
@@ -22,6 +24,11 @@ pub use dplog_formatters as formatters;
 /// Sinks (file). Feature `sinks`.
 #[cfg(feature = "sinks")]
 pub use dplog_sinks as sinks;
+
+/// The NAT schema package: records, schemas, natEvent profiles. Feature
+/// `nat`.
+#[cfg(feature = "nat")]
+pub use dplog_schema_nat as nat;
 
 #[cfg(feature = "config")]
 pub mod config;

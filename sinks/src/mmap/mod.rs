@@ -53,6 +53,11 @@
 //! if missing, mode 0640, never removed) and holds it until close or drop;
 //! a second writer's open fails instead of interleaving segments.
 
+#[cfg(feature = "config")]
+pub mod config;
+#[cfg(feature = "config")]
+pub use config::MmapSinkConfig;
+
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
 use std::os::fd::AsRawFd;

@@ -209,6 +209,7 @@ pub type Msg = (Vec<u8>, Vec<u8>);
 /// `(key, payload)`, partition by partition: waits for `n` lines (or 30 s),
 /// then reads on until every partition reports its end, so messages beyond
 /// the `n` expected (duplicates) are returned too.
+#[cfg(feature = "kafka")]
 pub fn consume_topic(brokers: &str, topic: &str, partitions: i32, n: u64) -> Vec<Msg> {
     use rdkafka::consumer::Consumer;
     use rdkafka::error::KafkaError;

@@ -567,11 +567,13 @@ pub enum BrokerKind {
 
 /// A running Kafka broker of either kind, with one topic of `partitions`
 /// partitions created; stopped when dropped.
+#[cfg(feature = "kafka")]
 pub enum Broker {
     Mock(rdkafka::mocking::MockCluster<'static, rdkafka::producer::DefaultProducerContext>),
     Tansu(Tansu),
 }
 
+#[cfg(feature = "kafka")]
 impl Broker {
     /// Starts a broker of `kind` and creates `topic` on it; `None` (after
     /// printing why) when `kind` is [`BrokerKind::Tansu`] and tansu is not

@@ -10,6 +10,12 @@ cargo test --workspace --locked
 # under ASan+UBSan and valgrind, examples/c and the DPDK example built
 # through pkg-config against the installed library, and run.
 bash ffi/tests/c/run.sh
+# Builds without the `kafka` feature (no rdkafka, no librdkafka): the
+# library, the C ABI and dplog-nat compile, and a `type = "kafka"` sink is
+# refused naming the feature.
+cargo test -p dplog --no-default-features --features config --locked --lib
+cargo check -p dplog-ffi -p dplog-nat --no-default-features --locked
+cargo clippy -p dplog-sinks --no-default-features --features config --lib --tests --locked -- -D warnings
 # reference-nat's `dpdk` feature: lint, then the net_pcap / net_null / net_ring tests
 # (dpdk_multiprocess reserves hugepages as root, else skips saying why).
 cargo clippy -p dplog-nat --features dpdk --all-targets --locked -- -D warnings

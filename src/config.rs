@@ -49,12 +49,19 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::formatters::Format;
-use std::time::Duration;
 
-use crate::sinks::{
-    BoxSink, Failover, FanOut, FileSink, FileSinkOptions, FsyncPolicy, KafkaKey, KafkaSink,
-    KafkaSinkOptions, MmapSink, MmapSinkOptions, SyslogSink, SyslogSinkOptions, SyslogTransport,
-};
+use crate::sinks::config::SinkSettings;
+use crate::sinks::BoxSink;
+
+// Each sink's settings live in its folder of `dplog_sinks`; re-exported
+// here, where the configuration composes them.
+pub use crate::sinks::config::{SinkRole, FAILOVER_PROBE};
+pub use crate::sinks::file::{FileSinkConfig, FsyncSetting};
+#[cfg(feature = "kafka")]
+pub use crate::sinks::kafka::KafkaSinkConfig;
+pub use crate::sinks::mmap::MmapSinkConfig;
+pub use crate::sinks::syslog::{SyslogSinkConfig, SyslogTransportName};
+
 use crate::nat::{Nat44SessionRecord, NatFormatSpec as _, NatRecord};
 use crate::schema::{HasSchema, Schema};
 use crate::{
@@ -202,275 +209,104 @@ impl FormatConfig {
     }
 }
 
-/// `[sink]` or `[[sink]]`: where formatted records go, chosen by `type`.
-///
-/// A single `[sink]` table is one sink. Several `[[sink]]` tables make a
-/// [`SinkConfig::Set`]: every record goes to each sink (fan-out), except
-/// that a table with `role = "failover"` is the secondary of the sink listed
-/// just before it, taking the batches while that one fails (see
-/// [`dplog_sinks::Failover`]). Unknown keys and types are errors.
-///
-/// ```toml
-/// [[sink]]
-/// type = "file"
-/// path = "/var/log/nat.log"
-/// max_size_bytes = 1073741824
-/// keep_files = 10
-///
-/// [[sink]]
-/// type = "file"
-/// path = "/var/log/nat-spill.log"
-/// role = "failover"
-/// ```
-#[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
-pub enum SinkConfig {
-    /// `type = "file"`: a [`FileSink`].
+/// Declares [`SinkConfig`] and its `type` dispatch from one line per sink
+/// type: `Variant(settings type)`, the variant's snake_case name being the
+/// `type` value. Each settings type implements
+/// [`SinkSettings`](crate::sinks::config::SinkSettings) (in its sink's
+/// folder, `dplog_sinks::<sink>::config`).
+macro_rules! sink_types {
+    ($( $(#[doc = $doc:literal])* $(#[cfg($cfg:meta)])* $variant:ident($settings:ty), )*) => {
+        /// `[sink]` or `[[sink]]`: where formatted records go, chosen by `type`.
+        ///
+        /// A single `[sink]` table is one sink. Several `[[sink]]` tables make a
+        /// [`SinkConfig::Set`]: every record goes to each sink (fan-out), except
+        /// that a table with `role = "failover"` is the secondary of the sink listed
+        /// just before it, taking the batches while that one fails (see
+        /// [`dplog_sinks::Failover`]). Unknown keys and types are errors.
+        ///
+        /// ```toml
+        /// [[sink]]
+        /// type = "file"
+        /// path = "/var/log/nat.log"
+        /// max_size_bytes = 1073741824
+        /// keep_files = 10
+        ///
+        /// [[sink]]
+        /// type = "file"
+        /// path = "/var/log/nat-spill.log"
+        /// role = "failover"
+        /// ```
+        #[derive(Clone, Debug, PartialEq)]
+        #[non_exhaustive]
+        pub enum SinkConfig {
+            $( $(#[doc = $doc])* $(#[cfg($cfg)])* $variant($settings), )*
+            /// Several `[[sink]]` tables: fan-out, with failover secondaries.
+            Set(Vec<SinkConfig>),
+        }
+
+        /// One sink table, as tagged in TOML.
+        #[derive(Deserialize)]
+        #[serde(tag = "type", rename_all = "snake_case")]
+        enum OneSink {
+            $( $(#[cfg($cfg)])* $variant($settings), )*
+            /// `type = "kafka"` in a build without Kafka: refused by name.
+            #[cfg(not(feature = "kafka"))]
+            Kafka(NoKafka),
+        }
+
+        impl From<OneSink> for SinkConfig {
+            fn from(o: OneSink) -> Self {
+                match o {
+                    $( $(#[cfg($cfg)])* OneSink::$variant(s) => SinkConfig::$variant(s), )*
+                    #[cfg(not(feature = "kafka"))]
+                    OneSink::Kafka(never) => match never {},
+                }
+            }
+        }
+
+        impl SinkConfig {
+            /// The settings of a single sink; `None` for a set.
+            fn one(&self) -> Option<&dyn SinkSettings> {
+                match self {
+                    $( $(#[cfg($cfg)])* SinkConfig::$variant(s) => Some(s), )*
+                    SinkConfig::Set(_) => None,
+                }
+            }
+        }
+    };
+}
+
+// The sink types, one line each (the sink and its settings live in
+// `sinks/src/<sink>/`).
+sink_types! {
+    /// `type = "file"`: a [`FileSink`](crate::sinks::FileSink).
     File(FileSinkConfig),
-    /// `type = "mmap"`: a [`MmapSink`].
+    /// `type = "mmap"`: an [`MmapSink`](crate::sinks::MmapSink).
     Mmap(MmapSinkConfig),
-    /// `type = "syslog"`: a [`SyslogSink`].
+    /// `type = "syslog"`: a [`SyslogSink`](crate::sinks::SyslogSink).
     Syslog(SyslogSinkConfig),
-    /// `type = "kafka"`: a [`KafkaSink`].
+    /// `type = "kafka"`: a `KafkaSink` (feature `kafka`).
+    #[cfg(feature = "kafka")]
     Kafka(KafkaSinkConfig),
-    /// Several `[[sink]]` tables: fan-out, with failover secondaries.
-    Set(Vec<SinkConfig>),
+}
+
+/// `type = "kafka"` in a build without the `kafka` feature: never built,
+/// its deserialization is the error naming the feature.
+#[cfg(not(feature = "kafka"))]
+enum NoKafka {}
+
+#[cfg(not(feature = "kafka"))]
+impl<'de> Deserialize<'de> for NoKafka {
+    fn deserialize<D: serde::Deserializer<'de>>(_: D) -> Result<Self, D::Error> {
+        Err(serde::de::Error::custom(
+            "`type` = \"kafka\": this build has no Kafka support: rebuild with feature `kafka`",
+        ))
+    }
 }
 
 impl Default for SinkConfig {
     fn default() -> Self {
         SinkConfig::File(FileSinkConfig::default())
-    }
-}
-
-/// One sink table, as tagged in TOML.
-#[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum OneSink {
-    File(FileSinkConfig),
-    Mmap(MmapSinkConfig),
-    Syslog(SyslogSinkConfig),
-    Kafka(KafkaSinkConfig),
-}
-
-impl From<OneSink> for SinkConfig {
-    fn from(o: OneSink) -> Self {
-        match o {
-            OneSink::File(f) => SinkConfig::File(f),
-            OneSink::Mmap(m) => SinkConfig::Mmap(m),
-            OneSink::Syslog(s) => SinkConfig::Syslog(s),
-            OneSink::Kafka(k) => SinkConfig::Kafka(k),
-        }
-    }
-}
-
-/// `type = "mmap"` settings; see [`MmapSinkOptions`].
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct MmapSinkConfig {
-    /// Existing directory for the segment files. Default `.`.
-    pub dir: PathBuf,
-    /// Segment file name prefix. Default `dplog`.
-    pub prefix: String,
-    /// Segment size, a multiple of 4096, at least 65536. Default 64 MiB.
-    #[serde(deserialize_with = "segment_bytes_valid")]
-    pub segment_bytes: u64,
-    /// msync period (also before a roll); 0 = only at close. Default 1000.
-    pub msync_interval_ms: u64,
-    /// `fanout` (default) or `failover`.
-    pub role: SinkRole,
-}
-
-impl Default for MmapSinkConfig {
-    fn default() -> Self {
-        let d = MmapSinkOptions::default();
-        Self {
-            dir: PathBuf::from("."),
-            prefix: d.prefix,
-            segment_bytes: d.segment_bytes,
-            msync_interval_ms: d.msync_interval_ms.unwrap_or(0),
-            role: SinkRole::Fanout,
-        }
-    }
-}
-
-/// `segment_bytes` as [`MmapSink::open`] accepts it, checked when the file
-/// is read: refused only at open, it left the files of the sinks opened
-/// before it (a `[[sink]]` set) behind.
-fn segment_bytes_valid<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    let v = u64::deserialize(d)?;
-    if v % 4096 != 0 || v < 64 * 1024 {
-        return Err(serde::de::Error::custom(format!(
-            "`segment_bytes` = {v} must be a multiple of 4096 and at least 65536"
-        )));
-    }
-    Ok(v)
-}
-
-/// Syslog transport names.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum SyslogTransportName {
-    /// RFC 5426. Default.
-    #[default]
-    Udp,
-    /// RFC 6587 octet counting.
-    Tcp,
-    /// Unix datagram socket.
-    UnixDgram,
-    /// Unix stream socket, octet counting.
-    UnixStream,
-    /// RELP over TCP (rsyslog `imrelp`): written when acknowledged.
-    Relp,
-}
-
-/// `type = "syslog"` settings; see [`SyslogSinkOptions`]. Pair with
-/// `[format] type = "rfc5424"` or `"rfc3164"`.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct SyslogSinkConfig {
-    /// `udp` (default), `tcp`, `unix_dgram`, `unix_stream` or `relp`.
-    pub transport: SyslogTransportName,
-    /// `host:port` (IP literal) for UDP/TCP, a socket path for unix.
-    /// Default `127.0.0.1:514`.
-    pub address: String,
-    /// Whole-datagram size limit (UDP, unix datagram); a longer message
-    /// is refused and its record dropped, never cut. Default 2048.
-    pub max_datagram_bytes: usize,
-    /// First reconnect backoff. Default 10.
-    pub reconnect_min_ms: u64,
-    /// Longest reconnect backoff. Default 2000.
-    pub reconnect_max_ms: u64,
-    /// Connect/write timeout of stream transports. Default 1000.
-    pub io_timeout_ms: u64,
-    /// RELP: unacknowledged messages at most. Default 128.
-    pub relp_window: usize,
-    /// `fanout` (default) or `failover`.
-    pub role: SinkRole,
-}
-
-impl Default for SyslogSinkConfig {
-    fn default() -> Self {
-        let d = SyslogSinkOptions::new(SyslogTransport::UnixDatagram(PathBuf::new()));
-        Self {
-            transport: SyslogTransportName::Udp,
-            address: "127.0.0.1:514".into(),
-            max_datagram_bytes: d.max_datagram_bytes,
-            reconnect_min_ms: d.reconnect_min_ms,
-            reconnect_max_ms: d.reconnect_max_ms,
-            io_timeout_ms: d.io_timeout_ms,
-            relp_window: d.relp_window,
-            role: SinkRole::Fanout,
-        }
-    }
-}
-
-impl SyslogSinkConfig {
-    /// The sink options; `InvalidInput` for an address that does not parse.
-    pub fn options(&self) -> std::io::Result<SyslogSinkOptions> {
-        let addr = || {
-            self.address.parse().map_err(|e| {
-                std::io::Error::new(
-                    std::io::ErrorKind::InvalidInput,
-                    format!("syslog address {:?}: {e}", self.address),
-                )
-            })
-        };
-        let t = match self.transport {
-            SyslogTransportName::Udp => SyslogTransport::Udp(addr()?),
-            SyslogTransportName::Tcp => SyslogTransport::Tcp(addr()?),
-            SyslogTransportName::Relp => SyslogTransport::Relp(addr()?),
-            SyslogTransportName::UnixDgram => {
-                SyslogTransport::UnixDatagram(self.address.clone().into())
-            }
-            SyslogTransportName::UnixStream => {
-                SyslogTransport::UnixStream(self.address.clone().into())
-            }
-        };
-        Ok(SyslogSinkOptions {
-            transport: t,
-            max_datagram_bytes: self.max_datagram_bytes,
-            reconnect_min_ms: self.reconnect_min_ms,
-            reconnect_max_ms: self.reconnect_max_ms,
-            io_timeout_ms: self.io_timeout_ms,
-            relp_window: self.relp_window,
-        })
-    }
-}
-
-/// `type = "kafka"` settings; see [`KafkaSinkOptions`].
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct KafkaSinkConfig {
-    /// `bootstrap.servers`. Default `127.0.0.1:9092`.
-    pub brokers: String,
-    /// Topic. Default `dplog`.
-    pub topic: String,
-    /// Field whose value keys each message, e.g. `sourceIPv4Address`.
-    /// Default: no key.
-    pub key_field: Option<String>,
-    /// Idempotent producer. Default true.
-    pub idempotent: bool,
-    /// `linger.ms`. Default 5.
-    pub linger_ms: u64,
-    /// `message.timeout.ms`; 0 = no local timeout. Default 0.
-    pub message_timeout_ms: u64,
-    /// `queue.buffering.max.messages`. Default 1000000.
-    pub queue_max_messages: u64,
-    /// `message.max.bytes`. Default: librdkafka's.
-    pub message_max_bytes: Option<u64>,
-    /// Consecutive same-key lines packed per Kafka message. Default 1.
-    pub lines_per_message: usize,
-    /// Other librdkafka properties.
-    pub properties: std::collections::BTreeMap<String, String>,
-    /// No delivery report for this long (ms) while messages are in flight
-    /// = the cluster is stalled: new batches get a retryable error, so the
-    /// consumer backs off and a failover set switches to its secondary;
-    /// 0 = never. Default 5000.
-    pub ack_timeout_ms: u64,
-    /// `fanout` (default) or `failover`.
-    pub role: SinkRole,
-}
-
-impl Default for KafkaSinkConfig {
-    fn default() -> Self {
-        let d = KafkaSinkOptions::new("127.0.0.1:9092", "dplog");
-        Self {
-            brokers: d.brokers,
-            topic: d.topic,
-            key_field: None,
-            idempotent: d.idempotent,
-            linger_ms: d.linger_ms,
-            message_timeout_ms: d.message_timeout_ms,
-            queue_max_messages: d.queue_max_messages,
-            message_max_bytes: d.message_max_bytes,
-            lines_per_message: d.lines_per_message,
-            properties: Default::default(),
-            ack_timeout_ms: d.ack_timeout_ms,
-            role: SinkRole::Fanout,
-        }
-    }
-}
-
-impl KafkaSinkConfig {
-    /// The sink options.
-    pub fn options(&self) -> KafkaSinkOptions {
-        KafkaSinkOptions {
-            brokers: self.brokers.clone(),
-            topic: self.topic.clone(),
-            key: self
-                .key_field
-                .clone()
-                .map_or(KafkaKey::None, KafkaKey::Field),
-            idempotent: self.idempotent,
-            linger_ms: self.linger_ms,
-            message_timeout_ms: self.message_timeout_ms,
-            queue_max_messages: self.queue_max_messages,
-            message_max_bytes: self.message_max_bytes,
-            lines_per_message: self.lines_per_message,
-            properties: self.properties.clone().into_iter().collect(),
-            ack_timeout_ms: self.ack_timeout_ms,
-        }
     }
 }
 
@@ -492,133 +328,32 @@ impl<'de> Deserialize<'de> for SinkConfig {
     }
 }
 
-/// Role of a sink in a `[[sink]]` set.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum SinkRole {
-    /// Receives every batch (fan-out). Default.
-    #[default]
-    Fanout,
-    /// Secondary of the sink listed just before it.
-    Failover,
-}
-
-/// `fsync` of a file sink.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum FsyncSetting {
-    /// Only at rotation and close. Default.
-    #[default]
-    Never,
-    /// Every `fsync_interval_ms` when something was written.
-    Interval,
-    /// After every batch.
-    Batch,
-}
-
-/// `Some(n)` for `n >= 1`; 0 is an error naming `key`.
-fn at_least_one<'de, D, T>(d: D, key: &str) -> Result<Option<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de> + PartialEq + From<u8>,
-{
-    let v = T::deserialize(d)?;
-    if v == T::from(0) {
-        return Err(serde::de::Error::custom(format!(
-            "`{key}` = 0 would delete every rotated file; leave `{key}` out to keep them all, \
-             or give 1 or more"
-        )));
+/// A single sink's settings dispatch to it; a set is a fan-out (its
+/// members carry their own roles) and is built with
+/// [`build_set`](crate::sinks::config::build_set).
+impl SinkSettings for SinkConfig {
+    fn role(&self) -> SinkRole {
+        self.one().map_or(SinkRole::Fanout, SinkSettings::role)
     }
-    Ok(Some(v))
-}
 
-fn keep_files_at_least_one<'de, D: serde::Deserializer<'de>>(
-    d: D,
-) -> Result<Option<usize>, D::Error> {
-    at_least_one(d, "keep_files")
-}
+    fn describe(&self) -> String {
+        self.describe_each().join(", ")
+    }
 
-fn keep_days_at_least_one<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
-    at_least_one(d, "keep_days")
-}
-
-/// `type = "file"` settings; see [`FileSinkOptions`].
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct FileSinkConfig {
-    /// File to append to; created with mode 0640. Default `dplog.log`.
-    pub path: PathBuf,
-    /// `never` (default), `interval` or `batch`.
-    pub fsync: FsyncSetting,
-    /// Period of `fsync = "interval"`, in milliseconds. Default 1000.
-    pub fsync_interval_ms: u64,
-    /// Rotate before the file exceeds this size. Default: no limit.
-    pub max_size_bytes: Option<u64>,
-    /// Rotate a non-empty file this long after it was opened. Default: never.
-    pub rotate_interval_ms: Option<u64>,
-    /// Keep at most this many rotated files, at least 1 (0 would delete
-    /// every rotated file, so it is an error). Default: all.
-    #[serde(deserialize_with = "keep_files_at_least_one")]
-    pub keep_files: Option<usize>,
-    /// Delete rotated files older than this many days, at least 1 (0 is an
-    /// error, as for `keep_files`). Default: never.
-    #[serde(deserialize_with = "keep_days_at_least_one")]
-    pub keep_days: Option<u32>,
-    /// Reopen the path on SIGHUP (for an external logrotate). Default false.
-    pub reopen_on_sighup: bool,
-    /// `fanout` (default) or `failover`; see [`SinkConfig`].
-    pub role: SinkRole,
-}
-
-impl Default for FileSinkConfig {
-    fn default() -> Self {
-        Self {
-            path: PathBuf::from("dplog.log"),
-            fsync: FsyncSetting::Never,
-            fsync_interval_ms: 1000,
-            max_size_bytes: None,
-            rotate_interval_ms: None,
-            keep_files: None,
-            keep_days: None,
-            reopen_on_sighup: false,
-            role: SinkRole::Fanout,
+    fn build(&self, header: Option<&[u8]>) -> std::io::Result<BoxSink> {
+        match (self, self.one()) {
+            (_, Some(s)) => s.build(header),
+            (SinkConfig::Set(items), None) => crate::sinks::config::build_set(items, header),
+            (_, None) => unreachable!("only a set has no single sink's settings"),
         }
     }
-}
 
-impl FileSinkConfig {
-    /// The sink options these settings describe.
-    pub fn options(&self) -> FileSinkOptions {
-        FileSinkOptions {
-            fsync: match self.fsync {
-                FsyncSetting::Never => FsyncPolicy::Never,
-                FsyncSetting::Interval => FsyncPolicy::EveryMs(self.fsync_interval_ms),
-                FsyncSetting::Batch => FsyncPolicy::EveryBatch,
-            },
-            max_size_bytes: self.max_size_bytes,
-            rotate_interval_ms: self.rotate_interval_ms,
-            keep_files: self.keep_files,
-            keep_days: self.keep_days,
-            reopen_on_sighup: self.reopen_on_sighup,
-            header: None,
-        }
+    fn output_file(&self) -> Option<&Path> {
+        self.one().and_then(SinkSettings::output_file)
     }
 }
-
-/// How often a failover set retries its primary while on the secondary.
-pub const FAILOVER_PROBE: Duration = Duration::from_millis(1000);
 
 impl SinkConfig {
-    fn role(&self) -> SinkRole {
-        match self {
-            SinkConfig::File(f) => f.role,
-            SinkConfig::Mmap(m) => m.role,
-            SinkConfig::Syslog(s) => s.role,
-            SinkConfig::Kafka(k) => k.role,
-            SinkConfig::Set(_) => SinkRole::Fanout,
-        }
-    }
-
     /// One short description per configured sink, in `[[sink]]` order, as
     /// the built sink's [`Sink::describe`](crate::Sink::describe) names
     /// it: `file PATH`, `mmap DIR`, `syslog udp ADDR` (`tcp`, `unix-dgram`,
@@ -626,19 +361,6 @@ impl SinkConfig {
     /// ends in ` (failover)`. For summaries and diagnostics; opens nothing.
     pub fn describe_each(&self) -> Vec<String> {
         match self {
-            SinkConfig::File(f) => vec![format!("file {}", f.path.display())],
-            SinkConfig::Mmap(m) => vec![format!("mmap {}", m.dir.display())],
-            SinkConfig::Syslog(s) => {
-                let t = match s.transport {
-                    SyslogTransportName::Udp => "udp",
-                    SyslogTransportName::Tcp => "tcp",
-                    SyslogTransportName::UnixDgram => "unix-dgram",
-                    SyslogTransportName::UnixStream => "unix-stream",
-                    SyslogTransportName::Relp => "relp",
-                };
-                vec![format!("syslog {t} {}", s.address)]
-            }
-            SinkConfig::Kafka(k) => vec![format!("kafka topic {} at {}", k.topic, k.brokers)],
             SinkConfig::Set(items) => items
                 .iter()
                 .flat_map(|i| {
@@ -652,6 +374,7 @@ impl SinkConfig {
                     })
                 })
                 .collect(),
+            one => one.one().map(SinkSettings::describe).into_iter().collect(),
         }
     }
 
@@ -661,7 +384,7 @@ impl SinkConfig {
     /// Errors: the sink's open error; `InvalidInput` for an empty set or a
     /// set whose first sink has `role = "failover"`.
     pub fn build(&self) -> std::io::Result<BoxSink> {
-        self.build_with_header(None)
+        SinkSettings::build(self, None)
     }
 
     /// [`build`](Self::build) for NAT records in `format`: file sinks get
@@ -671,7 +394,7 @@ impl SinkConfig {
     ///
     /// Errors: as [`build`](Self::build).
     pub fn build_for(&self, format: &FormatConfig) -> std::io::Result<BoxSink> {
-        self.build_with_header(format.spec().nat_file_header().as_deref())
+        SinkSettings::build(self, format.spec().nat_file_header().as_deref())
     }
 
     /// [`build_for`](Self::build_for) for records whose first schema is
@@ -683,103 +406,7 @@ impl SinkConfig {
         format: &FormatConfig,
         first: &Schema,
     ) -> std::io::Result<BoxSink> {
-        self.build_with_header(format.spec().file_header(first).as_deref())
-    }
-
-    fn build_with_header(&self, header: Option<&[u8]>) -> std::io::Result<BoxSink> {
-        match self {
-            SinkConfig::File(f) => Ok(Box::new(FileSink::with_options(
-                &f.path,
-                FileSinkOptions {
-                    header: header.map(<[u8]>::to_vec),
-                    ..f.options()
-                },
-            )?)),
-            SinkConfig::Mmap(m) => Ok(Box::new(MmapSink::open(
-                &m.dir,
-                MmapSinkOptions {
-                    segment_bytes: m.segment_bytes,
-                    msync_interval_ms: (m.msync_interval_ms > 0).then_some(m.msync_interval_ms),
-                    prefix: m.prefix.clone(),
-                    header: header.map(<[u8]>::to_vec),
-                },
-            )?)),
-            SinkConfig::Syslog(s) => Ok(Box::new(SyslogSink::new(s.options()?)?)),
-            SinkConfig::Kafka(k) => Ok(Box::new(KafkaSink::new(k.options())?)),
-            SinkConfig::Set(items) => {
-                // Two file sinks on one file would write every line twice.
-                let mut files = Vec::new();
-                for item in items {
-                    if let SinkConfig::File(f) = item {
-                        let p = std::path::absolute(&f.path).unwrap_or_else(|_| f.path.clone());
-                        let p = p.components().collect::<PathBuf>();
-                        if files.contains(&p) {
-                            return Err(std::io::Error::new(
-                                std::io::ErrorKind::InvalidInput,
-                                format!(
-                                    "two [[sink]] file tables write {}: every record would be written twice",
-                                    f.path.display()
-                                ),
-                            ));
-                        }
-                        files.push(p);
-                    }
-                }
-                // Files that do not exist yet: if a later sink of the set
-                // cannot open, the ones an earlier file sink created (and
-                // left empty) are removed, so a refused set leaves nothing.
-                let new_files: Vec<PathBuf> = items
-                    .iter()
-                    .filter_map(|i| match i {
-                        SinkConfig::File(f) if !f.path.exists() => Some(f.path.clone()),
-                        _ => None,
-                    })
-                    .collect();
-                let built = Self::build_set(items, header);
-                if built.is_err() {
-                    for p in &new_files {
-                        if std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() == 0) {
-                            let _ = std::fs::remove_file(p);
-                        }
-                    }
-                }
-                built
-            }
-        }
-    }
-
-    /// The sinks of a `[[sink]]` set, grouped into fan-out and failover.
-    fn build_set(items: &[SinkConfig], header: Option<&[u8]>) -> std::io::Result<BoxSink> {
-        let mut groups: Vec<BoxSink> = Vec::new();
-        for (i, item) in items.iter().enumerate() {
-            let sink = item.build_with_header(header)?;
-            match (item.role(), groups.pop()) {
-                (SinkRole::Failover, Some(primary)) => {
-                    groups.push(Box::new(Failover::new(primary, sink, FAILOVER_PROBE)))
-                }
-                (SinkRole::Failover, None) => {
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::InvalidInput,
-                        format!(
-                            "[[sink]] #{}: role = \"failover\" needs a sink before it",
-                            i + 1
-                        ),
-                    ))
-                }
-                (SinkRole::Fanout, prev) => {
-                    groups.extend(prev);
-                    groups.push(sink);
-                }
-            }
-        }
-        match groups.len() {
-            0 => Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "no sink configured",
-            )),
-            1 => Ok(groups.pop().expect("one group")),
-            _ => Ok(Box::new(FanOut::new(groups)?)),
-        }
+        SinkSettings::build(self, format.spec().file_header(first).as_deref())
     }
 }
 
@@ -1256,6 +883,9 @@ pub fn check_slots(
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(feature = "kafka")]
+    use crate::sinks::KafkaKey;
+    use crate::sinks::{FsyncPolicy, SyslogTransport};
 
     #[test]
     fn settings_that_would_cut_a_binary_stream_are_errors_at_their_line() {
@@ -1496,9 +1126,9 @@ mod tests {
         let s = c.format.spec();
         assert_eq!(s.kind, crate::formatters::Format::Rfc5424);
         assert_eq!(s.template, None);
-        assert_eq!(s.profile, crate::formatters::EventProfile::Legacy);
+        assert_eq!(s.renumber, crate::nat::EventProfile::Legacy.renumber());
         assert_eq!(s.syslog.hostname.as_deref(), Some("cgnat-1"));
-        assert_eq!(s.syslog.app_name, "NAT");
+        assert_eq!(s.syslog.app_name, None);
         assert_eq!(s.ipfix.mtu, 9000);
         assert_eq!(s.ipfix.template_refresh_secs, 20);
         assert!(c.format.nat_formatter().is_ok());
@@ -1876,6 +1506,25 @@ mod tests {
         assert!(c.start_nat44().is_err());
     }
 
+    #[cfg(not(feature = "kafka"))]
+    #[test]
+    fn a_kafka_sink_without_the_kafka_feature_is_refused_naming_the_feature_and_line() {
+        let e = LogConfig::from_toml_str(
+            "[[sink]]\ntype = \"file\"\npath = \"a.log\"\n[[sink]]\ntopic = \"nat\"\ntype = \"kafka\"\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains(
+                "[[sink]] #2: `type` = \"kafka\": this build has no Kafka support: rebuild with feature `kafka`"
+            ),
+            "{e}"
+        );
+        assert!(e.contains("line 6, column 1"), "{e}");
+        assert!(!std::path::Path::new("a.log").exists());
+    }
+
+    #[cfg(feature = "kafka")]
     #[test]
     fn every_sink_type_parses_and_builds() {
         let dir = tempfile::tempdir().unwrap();

@@ -24,7 +24,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use dplog::config::LogConfig;
-use dplog::Nat44SessionRecord;
+use dplog::nat::Nat44SessionRecord;
 
 #[allow(dead_code)]
 mod common;

@@ -2,6 +2,7 @@
 //! closed), the state its producers share, the handle lookup every logger
 //! call starts with, and `dplog_open`/`dplog_open_str`.
 
+use dplog::nat::NatFormatSpec as _;
 use std::collections::{HashMap, HashSet};
 use std::ffi::{c_char, CStr};
 use std::sync::atomic::{AtomicBool, AtomicU32};
@@ -9,7 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use dplog::config::LogConfig;
 use dplog::sinks::BoxSink;
-use dplog::{Logger, NatRecord, Schema};
+use dplog::{Logger, Schema};
+use dplog::nat::{NatRecord};
 
 use crate::result::{
     config_error, dplog_result, fail, guard, DPLOG_ERR_CONFIG, DPLOG_ERR_INVALID_ARG, DPLOG_ERR_IO,

@@ -6,7 +6,7 @@
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 
-use dplog::NatRecord;
+use dplog::nat::NatRecord;
 
 use crate::nat::{DPLOG_NAT44_SESSION_SIZE, DPLOG_SCHEMA_NAT44_SESSION};
 use crate::producer::{dplog_producer_t, guard_producer, live_taken, producer, ProducerState};

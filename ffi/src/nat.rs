@@ -8,13 +8,13 @@ use dplog::record::{
     NatAddressesExhaustedRecord, NatPortBlockRecord, NatPortsExhaustedRecord,
     NatQuotaExceededRecord,
 };
-use dplog::Nat44SessionRecord;
+use dplog::nat::Nat44SessionRecord;
 
 use crate::types::dplog_record_header;
 
 /// Schema id of `struct dplog_nat44_session`.
 pub const DPLOG_SCHEMA_NAT44_SESSION: u16 = 1;
-const _: () = assert!(DPLOG_SCHEMA_NAT44_SESSION == dplog::SCHEMA_NAT44_SESSION);
+const _: () = assert!(DPLOG_SCHEMA_NAT44_SESSION == dplog::nat::SCHEMA_NAT44_SESSION);
 /// Schema id of `struct dplog_nat_port_block` (natEvent 16/17).
 pub const DPLOG_SCHEMA_NAT_PORT_BLOCK: u16 = 2;
 /// Schema id of `struct dplog_nat_addresses_exhausted` (natEvent 3).

@@ -7,7 +7,8 @@ use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use dplog::{LogProducer, NatRecord};
+use dplog::{LogProducer};
+use dplog::nat::{NatRecord};
 
 use crate::handle::{dplog_t, logger, Shared, State};
 use crate::reserve::{Reservation, Staging};

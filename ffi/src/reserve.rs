@@ -8,7 +8,7 @@
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 
-use dplog::NatRecord;
+use dplog::nat::NatRecord;
 
 use crate::log::{not_enqueued, push_chunked};
 use crate::producer::{dplog_producer_t, guard_producer, live_taken, producer};

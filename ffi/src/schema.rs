@@ -115,7 +115,7 @@ pub unsafe extern "C" fn dplog_schema_register(
                 // Names key templates and formatted output, so two types
                 // of one name would be ambiguous. Ids are handed out here,
                 // never chosen by the caller, so they cannot collide.
-                let nat = dplog::schema::nat::all();
+                let nat = dplog::nat::all();
                 if let Some(prev) = nat
                     .iter()
                     .copied()

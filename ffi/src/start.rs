@@ -2,11 +2,13 @@
 //! format, compiled for the registered schemas when there are any, and the
 //! fault-injection hook of the C tests), their sinks and CPUs.
 
+use dplog::nat::NatFormatSpec as _;
 use std::sync::Arc;
 
 use dplog::config::LogConfig;
 use dplog::formatters::{Format, RecordEncoder};
-use dplog::{DropReport, Formatter, Logger, NatRecord, Schema};
+use dplog::{DropReport, Formatter, Logger, Schema};
+use dplog::nat::{NatRecord};
 
 use crate::handle::{dplog_t, logger, Running, State};
 use crate::result::{
@@ -146,7 +148,7 @@ pub unsafe extern "C" fn dplog_start(
             State::Started(_) => return fail(DPLOG_ERR_STATE, "dplog_start: already started"),
             State::Closed => return fail(DPLOG_ERR_CLOSED, "dplog handle is closed"),
         };
-        let nat = dplog::schema::nat::all();
+        let nat = dplog::nat::all();
         let sizes = Arc::new(SchemaSizes::new(
             nat.iter().copied().chain(pending.schemas.iter()),
         ));
@@ -197,7 +199,7 @@ fn consumer_parts(
     cfg: &LogConfig,
     schemas: &[Schema],
 ) -> Result<Box<dyn Formatter<NatRecord>>, dplog_result> {
-    let nat = dplog::schema::nat::all();
+    let nat = dplog::nat::all();
     let formatter: Box<dyn Formatter<NatRecord>> = if schemas.is_empty() {
         match cfg.format.nat_formatter() {
             Ok(f) => Box::new(f),

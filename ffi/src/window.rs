@@ -6,7 +6,7 @@
 
 use std::sync::atomic::{AtomicPtr, Ordering};
 
-use dplog::NatRecord;
+use dplog::nat::NatRecord;
 
 use crate::producer::{dplog_producer_t, ProducerState};
 use crate::reserve::Reservation;

@@ -13,7 +13,8 @@
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 
-use dplog::{NatRecord, Record};
+use dplog::{Record};
+use dplog::nat::{NatRecord};
 
 use crate::nat::{AllRecords, Nat44, NatConfig, PortAllocation, Verdict};
 use crate::packet::{
@@ -70,7 +71,7 @@ pub fn one_input(data: &[u8]) {
     let mut nat = Nat44::new(cfg).expect("valid config");
     let (mut sessions, mut events) = (0u64, 0u64);
     let mut log = AllRecords(|r: NatRecord| {
-        if r.header().schema_id == dplog::SCHEMA_NAT44_SESSION {
+        if r.header().schema_id == dplog::nat::SCHEMA_NAT44_SESSION {
             sessions += 1;
         } else {
             events += 1;

@@ -20,7 +20,7 @@
 //!   limits and exhaustion (natEvent 13, 3, 12, rate-limited); ICMP error
 //!   translation (RFC 5508) and hairpinning (RFC 4787). Every record type
 //!   reaches a [`NatLog`]; [`AllRecords`] turns them into one ring slot
-//!   type, `dplog::NatRecord`.
+//!   type, `dplog::nat::NatRecord`.
 //! * [`synthetic`]: a deterministic generator of realistic inside traffic
 //!   for benchmarks.
 //! * [`pipeline`]: the per-burst path every worker runs, whatever its
@@ -43,7 +43,7 @@
 //! ))
 //! .unwrap();
 //! let mut records = Vec::new();
-//! let mut log = |r: dplog::Nat44SessionRecord| records.push(r);
+//! let mut log = |r: dplog::nat::Nat44SessionRecord| records.push(r);
 //! let mut gen = Synthetic::new(SyntheticConfig { packets: 1000, ..Default::default() }).unwrap();
 //! let mut last = 0;
 //! while let Some((ts, frame)) = gen.next_frame() {

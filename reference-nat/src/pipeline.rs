@@ -260,10 +260,10 @@ mod tests {
         let mut want = Vec::new();
         for (k, f) in frames.iter().enumerate() {
             let mut f = f.clone();
-            let mut log = |r: dplog::Nat44SessionRecord| want_records.push(r);
+            let mut log = |r: dplog::nat::Nat44SessionRecord| want_records.push(r);
             want.push(direct.process(T0 + k as u64, LINKTYPE_ETHERNET, &mut f, &mut log));
         }
-        direct.finish(T0 + 10, &mut |r: dplog::Nat44SessionRecord| {
+        direct.finish(T0 + 10, &mut |r: dplog::nat::Nat44SessionRecord| {
             want_records.push(r)
         });
 

@@ -2,9 +2,11 @@
 //! one dplog ring per worker, published every [`PUBLISH_BURSTS`] rx bursts
 //! (or `publish_every` records) and whenever the worker idles.
 
+use dplog::nat::NatFormatSpec as _;
 use std::time::{Duration, Instant};
 
-use dplog::{Backpressure, LogProducer, Nat44SessionRecord, NatEvent, NatRecord, WaitSteps};
+use dplog::{Backpressure, LogProducer, WaitSteps};
+use dplog::nat::{Nat44SessionRecord, NatEvent, NatRecord};
 
 use crate::nat::NatLog;
 use crate::signals::SessionTally;
@@ -332,7 +334,8 @@ mod tests {
     use super::*;
     use dplog::config::FormatConfig;
     use dplog::sinks::FileSink;
-    use dplog::{Logger, LoggerConfig, NatEvent};
+    use dplog::{Logger, LoggerConfig};
+    use dplog::nat::{NatEvent};
 
     fn session(i: u32) -> Nat44SessionRecord {
         Nat44SessionRecord {

@@ -640,7 +640,7 @@ mod tests {
         ))
         .unwrap();
         let (mut creates, mut deletes) = (0u64, 0u64);
-        let mut log = |r: dplog::Nat44SessionRecord| {
+        let mut log = |r: dplog::nat::Nat44SessionRecord| {
             if r.nat_event == 4 {
                 creates += 1
             } else {

@@ -5,22 +5,33 @@
 //!   retention, reopen through the API or on `SIGHUP`.
 //! - [`MmapSink`]: copies batches into preallocated memory-mapped segment
 //!   files with a committed-length header; recovers after a crash.
-//! - [`KafkaSink`]: each line as one Kafka message (rdkafka), keyed, counted
-//!   as written only when acknowledged.
+//! - `KafkaSink` (feature `kafka`, on by default): each line as one Kafka
+//!   message (rdkafka), keyed, counted as written only when acknowledged.
 //! - [`FanOut`] and [`Failover`]: one batch to several sinks, or a primary
 //!   with a secondary that takes over while the primary fails.
 //! - [`SyslogSink`]: each line as one syslog message over UDP (RFC 5426),
 //!   TCP with octet counting (RFC 6587), or a unix socket; reconnects with
 //!   backoff.
+//!
+//! Each sink has its folder (`file/`, `mmap/`, `syslog/`, `kafka/`,
+//! `route/`): the sink in `mod.rs` and, with feature `config`, its TOML
+//! settings in `config.rs` (module `config` says what they provide), composed by `dplog::config`.
+//!
+//! Features: `kafka` (default) builds the Kafka sink and links librdkafka;
+//! `config` adds the serde settings of every sink.
 #![warn(missing_docs)]
 
+#[cfg(feature = "config")]
+pub mod config;
 pub mod file;
+#[cfg(feature = "kafka")]
 pub mod kafka;
 pub mod mmap;
 pub mod route;
 pub mod syslog;
 
 pub use file::{FileSink, FileSinkCounters, FileSinkOptions, FsyncPolicy, FILE_MODE};
+#[cfg(feature = "kafka")]
 pub use kafka::{KafkaCounters, KafkaKey, KafkaSink, KafkaSinkOptions};
 pub use mmap::{MmapCounters, MmapSink, MmapSinkOptions, Recovery};
 pub use route::{BoxSink, ChildCounters, Failover, FailoverCounters, FanOut};

@@ -9,7 +9,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
 
 use common::*;
-use dplog_core::{Accepted, Formatter, Logger, LoggerConfig, Nat44SessionRecord, Sink};
+use dplog_core::{Accepted, Formatter, Logger, LoggerConfig, Sink};
+use dplog_schema_nat::{Nat44SessionRecord};
 use dplog_sinks::{FileSink, FileSinkCounters, FileSinkOptions, FsyncPolicy};
 
 fn read_all(path: &Path) -> Vec<u8> {

@@ -60,11 +60,11 @@ fn check_keys_and_join(msgs: &[Msg]) -> Vec<u8> {
 
 /// A logger over `sink` formatting with `formatter`, waiting up to
 /// `shutdown_timeout_ms` at shutdown.
-fn start_logger<F: dplog_core::Formatter<dplog_core::Nat44SessionRecord>, S: Sink>(
+fn start_logger<F: dplog_core::Formatter<dplog_schema_nat::Nat44SessionRecord>, S: Sink>(
     shutdown_timeout_ms: u64,
     formatter: F,
     sink: S,
-) -> Logger<dplog_core::Nat44SessionRecord> {
+) -> Logger<dplog_schema_nat::Nat44SessionRecord> {
     let config = LoggerConfig {
         shutdown_timeout_ms,
         ..Default::default()
@@ -288,8 +288,8 @@ fn key_extraction_from_text_and_json() {
 /// `src` field (`key_field = "src"`).
 struct SrcLine(SeqLine);
 
-impl dplog_core::Formatter<dplog_core::Nat44SessionRecord> for SrcLine {
-    fn format(&mut self, r: &dplog_core::Nat44SessionRecord, out: &mut Vec<u8>) {
+impl dplog_core::Formatter<dplog_schema_nat::Nat44SessionRecord> for SrcLine {
+    fn format(&mut self, r: &dplog_schema_nat::Nat44SessionRecord, out: &mut Vec<u8>) {
         out.extend_from_slice(b"src=");
         self.0.format(r, out);
     }
@@ -328,7 +328,7 @@ fn check_src_keys(msgs: &[Msg]) -> Vec<(u16, u64)> {
 /// Logs `per` records of each of `keys` keys (`p0`, `p1`, ...), round
 /// robin, through one producer, from `from` on.
 fn log_keys(
-    p: &mut dplog_core::LogProducer<dplog_core::Nat44SessionRecord>,
+    p: &mut dplog_core::LogProducer<dplog_schema_nat::Nat44SessionRecord>,
     keys: u16,
     seqs: std::ops::Range<u64>,
 ) {
@@ -340,7 +340,7 @@ fn log_keys(
 }
 
 fn log_keys_of(
-    p: &mut dplog_core::LogProducer<dplog_core::Nat44SessionRecord>,
+    p: &mut dplog_core::LogProducer<dplog_schema_nat::Nat44SessionRecord>,
     key: u16,
     seqs: std::ops::Range<u64>,
 ) {
@@ -773,8 +773,8 @@ fn degrade_drop_reports_are_not_counted_as_written_records() {
 /// (a formatter that skips a record type).
 struct EvenOnly(SeqLine);
 
-impl dplog_core::Formatter<dplog_core::Nat44SessionRecord> for EvenOnly {
-    fn format(&mut self, r: &dplog_core::Nat44SessionRecord, out: &mut Vec<u8>) {
+impl dplog_core::Formatter<dplog_schema_nat::Nat44SessionRecord> for EvenOnly {
+    fn format(&mut self, r: &dplog_schema_nat::Nat44SessionRecord, out: &mut Vec<u8>) {
         if r.timestamp_ns % 2 == 0 {
             self.0.format(r, out);
         }
@@ -814,8 +814,8 @@ fn records_formatted_to_nothing_count_as_written_not_pending() {
 /// line (`\n` alone).
 struct BlankOdd(SeqLine);
 
-impl dplog_core::Formatter<dplog_core::Nat44SessionRecord> for BlankOdd {
-    fn format(&mut self, r: &dplog_core::Nat44SessionRecord, out: &mut Vec<u8>) {
+impl dplog_core::Formatter<dplog_schema_nat::Nat44SessionRecord> for BlankOdd {
+    fn format(&mut self, r: &dplog_schema_nat::Nat44SessionRecord, out: &mut Vec<u8>) {
         if r.timestamp_ns % 2 == 0 {
             self.0.format(r, out);
         } else {

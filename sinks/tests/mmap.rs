@@ -3,6 +3,7 @@
 
 mod common;
 
+use dplog_schema_nat::NatFormatSpec as _;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::MetadataExt;
 use std::process::{Command, Stdio};
@@ -196,7 +197,10 @@ fn open_errors_name_the_directory_or_segment_and_the_os_error() {
     assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
     assert_eq!(
         e.to_string(),
-        format!("{}: not a dplog mmap segment", seg.display())
+        format!(
+            "{}: not a dplog mmap segment (it does not start with DPLOGMM1)",
+            seg.display()
+        )
     );
 }
 
@@ -700,7 +704,10 @@ fn headerless_segments_and_temporary_files_left_by_a_crash_are_removed_at_open()
     assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
     assert_eq!(
         e.to_string(),
-        format!("{}: not a dplog mmap segment", odd_path.display())
+        format!(
+            "{}: not a dplog mmap segment (it does not start with DPLOGMM1)",
+            odd_path.display()
+        )
     );
     assert_eq!(std::fs::read(&odd_path).unwrap(), odd);
 }

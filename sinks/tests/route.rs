@@ -130,7 +130,7 @@ fn dead_broker() -> String {
 }
 
 fn log_range(
-    p: &mut dplog_core::LogProducer<dplog_core::Nat44SessionRecord>,
+    p: &mut dplog_core::LogProducer<dplog_schema_nat::Nat44SessionRecord>,
     r: std::ops::Range<u64>,
 ) {
     for i in r {

@@ -13,7 +13,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use dplog_core::{Accepted, Formatter, Logger, LoggerConfig, Nat44SessionRecord, Progress, Sink};
+use dplog_core::{Accepted, Formatter, Logger, LoggerConfig, Progress, Sink};
+use dplog_schema_nat::{Nat44SessionRecord};
 use dplog_sinks::{SyslogCounters, SyslogSink, SyslogSinkOptions, SyslogTransport};
 
 const RSYSLOGD: &str = "/usr/sbin/rsyslogd";
@@ -281,13 +282,13 @@ fn rfc5424_messages_from_the_formatters_arrive_intact_over_tcp() {
         })
         .collect();
     let mut expect = Vec::new();
-    let mut f = dplog_formatters::Format::Rfc5424.nat44_formatter();
+    let mut f = dplog_schema_nat::boxed_formatter(dplog_formatters::Format::Rfc5424);
     for rec in &recs {
         f.format(rec, &mut expect);
     }
     let logger = Logger::start(
         LoggerConfig::default(),
-        dplog_formatters::Format::Rfc5424.nat44_formatter(),
+        dplog_schema_nat::boxed_formatter(dplog_formatters::Format::Rfc5424),
         sink(SyslogTransport::Tcp(r.tcp_addr())),
     )
     .unwrap();
@@ -319,13 +320,13 @@ fn rfc3164_messages_from_the_formatters_arrive_intact_over_udp() {
         })
         .collect();
     let mut expect = Vec::new();
-    let mut f = dplog_formatters::Format::Rfc3164.nat44_formatter();
+    let mut f = dplog_schema_nat::boxed_formatter(dplog_formatters::Format::Rfc3164);
     for rec in &recs {
         f.format(rec, &mut expect);
     }
     let logger = Logger::start(
         LoggerConfig::default(),
-        dplog_formatters::Format::Rfc3164.nat44_formatter(),
+        dplog_schema_nat::boxed_formatter(dplog_formatters::Format::Rfc3164),
         sink(SyslogTransport::Udp(r.udp_addr())),
     )
     .unwrap();

@@ -4,7 +4,8 @@
 
 use std::ffi::{c_char, c_void, CString};
 
-use dplog::{Nat44SessionRecord, NatEvent, RecordHeader};
+use dplog::{RecordHeader};
+use dplog::nat::{Nat44SessionRecord, NatEvent};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -2,7 +2,7 @@
 //! (checked before any thread is), and the memory its rings must fit in.
 
 use dplog::config::ConfigError;
-use dplog::NatRecord;
+use dplog::nat::NatRecord;
 
 use super::{plural, AppConfig, RunError};
 

@@ -4,7 +4,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use dplog::{Logger, NatRecord, Stats};
+use dplog::{Logger, Stats};
+use dplog::nat::{NatRecord};
 
 use crate::nat::{NatStats, Verdict};
 use crate::workers::{translated, LiveCounters};

@@ -3,10 +3,12 @@
 //! deterministic NAT mapping logged once at start, and the shutdown that
 //! gives up on a stuck sink.
 
+use dplog::nat::NatFormatSpec as _;
 use std::time::{Duration, Instant};
 
 use dplog::config::ConfigError;
-use dplog::{LogProducer, Logger, NatRecord, Stats};
+use dplog::{LogProducer, Logger, Stats};
+use dplog::nat::{NatRecord};
 
 use super::summary::make_summary;
 use super::{input_name, plural, stopped_for, AppConfig, RunError};

@@ -6,7 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use dplog::metrics::MetricsServer;
-use dplog::{NatRecord, Stats};
+use dplog::{Stats};
+use dplog::nat::{NatRecord};
 
 use super::host::pin;
 use super::live::monitor;

@@ -4,7 +4,8 @@
 
 use std::path::PathBuf;
 
-use dplog::{Backpressure, NatRecord, Stats};
+use dplog::{Backpressure, Stats};
+use dplog::nat::{NatRecord};
 use serde::Serialize;
 
 #[cfg(doc)]

@@ -1,8 +1,8 @@
 //! Deterministic NAT (RFC 7422): every inside address has a fixed pool
 //! address and port range, computed, never stored, and logged once.
 
-use dplog::record::nat_event;
-use dplog::NatPortBlockRecord;
+use dplog::nat::nat_event;
+use dplog::nat::NatPortBlockRecord;
 
 use super::Nat44;
 

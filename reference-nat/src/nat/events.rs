@@ -3,8 +3,8 @@
 //! each rate-limited to one record per `event_log_interval` of packet
 //! time.
 
-use dplog::record::quota_event;
-use dplog::{NatPortsExhaustedRecord, NatQuotaExceededRecord, NatRecord};
+use dplog::nat::quota_event;
+use dplog::nat::{NatPortsExhaustedRecord, NatQuotaExceededRecord, NatRecord};
 
 use super::{Nat44, NatLog};
 

@@ -2,8 +2,9 @@
 //! builders of its session (natEvent 4/5) and port block (natEvent 16/17)
 //! records.
 
-use dplog::record::nat_event;
-use dplog::{Nat44SessionRecord, NatEvent, NatPortBlockRecord, NatRecord, RecordHeader};
+use dplog::nat::nat_event;
+use dplog::{RecordHeader};
+use dplog::nat::{Nat44SessionRecord, NatEvent, NatPortBlockRecord, NatRecord};
 
 use super::session::Session;
 use super::Nat44;

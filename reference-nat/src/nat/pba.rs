@@ -2,7 +2,7 @@
 //! reserved for it on its paired pool address, logged as natEvent 16 when
 //! reserved and 17 when released with its last session.
 
-use dplog::NatAddressesExhaustedRecord;
+use dplog::nat::NatAddressesExhaustedRecord;
 
 use super::events::LimitEvent;
 use super::ports::PortBlock;
@@ -179,7 +179,7 @@ mod tests {
         assert_eq!(q.len(), 1);
         assert_eq!(
             u32_at(q[0], 16),
-            dplog::record::quota_event::MAX_ENTRIES_PER_USER
+            dplog::nat::quota_event::MAX_ENTRIES_PER_USER
         );
         assert_eq!(u32_at(q[0], 20), 8, "limit = 2 blocks of 4 ports");
         assert_eq!(u32_at(q[0], 24), H1);

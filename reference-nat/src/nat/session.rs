@@ -5,7 +5,7 @@
 use std::cmp::Reverse;
 use std::hash::{Hash, Hasher};
 
-use dplog::NatEvent;
+use dplog::nat::NatEvent;
 
 use super::{Nat44, NatLog, Verdict};
 use crate::packet::{PROTO_ICMP, PROTO_TCP, TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN};

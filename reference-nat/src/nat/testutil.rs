@@ -118,7 +118,7 @@ pub(super) fn u32_at(r: &NatRecord, at: usize) -> u32 {
 /// natEvent byte of a record by schema (see core/src/record.rs).
 pub(super) fn event_of(r: &NatRecord) -> u8 {
     let at = match r.header().schema_id {
-        dplog::SCHEMA_NAT44_SESSION => 35,
+        dplog::nat::SCHEMA_NAT44_SESSION => 35,
         dplog::record::SCHEMA_NAT_PORT_BLOCK => 30,
         dplog::record::SCHEMA_NAT_ADDRESSES_EXHAUSTED => 20,
         dplog::record::SCHEMA_NAT_PORTS_EXHAUSTED => 21,

@@ -100,3 +100,17 @@ impl NatFormatSpec for FormatSpec {
         file_header(self)
     }
 }
+
+/// A boxed formatter for NAT44 session records in `format` with default
+/// settings.
+pub fn boxed_formatter(
+    format: dplog_formatters::Format,
+) -> Box<dyn dplog_core::Formatter<Nat44SessionRecord>> {
+    Box::new(
+        formatter(&FormatSpec {
+            kind: format,
+            ..FormatSpec::default()
+        })
+        .expect("default settings compile for the NAT schemas"),
+    )
+}

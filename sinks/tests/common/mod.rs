@@ -5,7 +5,8 @@
 
 use std::collections::HashMap;
 
-use dplog_core::{Formatter, Logger, LoggerConfig, Nat44SessionRecord, Sink, Stats};
+use dplog_core::{Formatter, Logger, LoggerConfig, Sink, Stats};
+use dplog_schema_nat::{Nat44SessionRecord};
 
 /// Formats a record as `p<producer> s<seq, 10 digits> <pad>\n` where the
 /// producer is `src_port` and the sequence `timestamp_ns`; `pad` makes the
@@ -209,6 +210,7 @@ pub type Msg = (Vec<u8>, Vec<u8>);
 /// `(key, payload)`, partition by partition: waits for `n` lines (or 30 s),
 /// then reads on until every partition reports its end, so messages beyond
 /// the `n` expected (duplicates) are returned too.
+#[cfg(feature = "kafka")]
 pub fn consume_topic(brokers: &str, topic: &str, partitions: i32, n: u64) -> Vec<Msg> {
     use rdkafka::consumer::Consumer;
     use rdkafka::error::KafkaError;
@@ -337,7 +339,7 @@ pub fn run_dropping_with<S: Sink>(policy: dplog_core::Backpressure, sink: S, n: 
         let mut r = rec(0, i);
         if matches!(policy, dplog_core::Backpressure::Degrade) && i % 2 == 0 {
             // Even records are session creates, shed above the watermark.
-            r.nat_event = dplog_core::NatEvent::Nat44SessionCreate as u8;
+            r.nat_event = dplog_schema_nat::NatEvent::Nat44SessionCreate as u8;
         }
         p.log(r);
     }
@@ -566,11 +568,13 @@ pub enum BrokerKind {
 
 /// A running Kafka broker of either kind, with one topic of `partitions`
 /// partitions created; stopped when dropped.
+#[cfg(feature = "kafka")]
 pub enum Broker {
     Mock(rdkafka::mocking::MockCluster<'static, rdkafka::producer::DefaultProducerContext>),
     Tansu(Tansu),
 }
 
+#[cfg(feature = "kafka")]
 impl Broker {
     /// Starts a broker of `kind` and creates `topic` on it; `None` (after
     /// printing why) when `kind` is [`BrokerKind::Tansu`] and tansu is not

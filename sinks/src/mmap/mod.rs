@@ -48,13 +48,21 @@
 //! crash of an older dplog, or by a power loss without an msync policy;
 //! it holds no record): said once on stderr and in [`Recovery`].
 //!
+//! Reading segments (header checks, committed data, segment names,
+//! framing) is [`reader`], shared with `dplog-cat`.
+//!
 //! One writer per (directory, prefix): [`MmapSink::open`] takes an
 //! exclusive, non-blocking `flock(2)` on `<dir>/.<prefix>.lock` (created
 //! if missing, mode 0640, never removed) and holds it until close or drop;
 //! a second writer's open fails instead of interleaving segments.
 
+#[cfg(feature = "config")]
+pub mod config;
+#[cfg(feature = "config")]
+pub use config::MmapSinkConfig;
+
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read};
+use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -64,14 +72,13 @@ use std::time::{Duration, Instant};
 
 use dplog_core::{Accepted, Sink, SinkError};
 
-/// Bytes of the segment header (one page).
-pub const HEADER_BYTES: usize = 4096;
-const MAGIC: &[u8; 8] = b"DPLOGMM1";
-const VERSION: u32 = 1;
-const OFF_COMMITTED: usize = 24;
-const OFF_RECORDS: usize = 32;
-/// Magic of a binary log's `H` frame payload (`dplog_formatters::binary`).
-const BIN_MAGIC: &[u8; 8] = b"DPLOGBIN";
+pub mod reader;
+
+use reader::{
+    frame_len, is_headerless, preamble_len, read_header, segment_name as seg_name,
+    starts_binary_log, MAGIC, OFF_COMMITTED, OFF_RECORDS, VERSION,
+};
+pub use reader::{list_segments, read_all, read_segment, HEADER_BYTES};
 
 /// Mmap sink settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -361,10 +368,6 @@ fn lock_dir(dir: &Path, prefix: &str) -> io::Result<File> {
     Ok(file)
 }
 
-fn seg_name(prefix: &str, seq: u64) -> String {
-    format!("{prefix}-{seq:010}.dpm")
-}
-
 /// The temporary name segment `name` is created under (hidden, and not
 /// ending in `.dpm`, so no reader takes it for a segment).
 fn tmp_name(name: &str) -> String {
@@ -390,32 +393,6 @@ fn list_temporary(dir: &Path, prefix: &str) -> io::Result<Vec<PathBuf>> {
     }
     v.sort();
     Ok(v)
-}
-
-/// True if the file at `path` is empty or holds only zero bytes: a
-/// segment without a header, which holds no record. Reads only up to the
-/// first non-zero byte (the first page of a real segment).
-fn is_headerless(path: &Path) -> io::Result<bool> {
-    let mut f = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
-        .open(path)?;
-    let mut buf = vec![0u8; 1 << 20];
-    let mut want = HEADER_BYTES;
-    loop {
-        let n = match f.read(&mut buf[..want]) {
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        if n == 0 {
-            return Ok(true);
-        }
-        if buf[..n].iter().any(|&b| b != 0) {
-            return Ok(false);
-        }
-        want = buf.len();
-    }
 }
 
 /// Removes what a crash while a segment was being created leaves in `dir`
@@ -513,60 +490,6 @@ fn publish(from: &Path, to: &Path) -> io::Result<()> {
     // file) is removed by the next open.
     let _ = std::fs::remove_file(from);
     Ok(())
-}
-
-/// Segment files of `prefix` in `dir`, oldest first, with their sequence.
-pub fn list_segments(dir: &Path, prefix: &str) -> io::Result<Vec<(u64, PathBuf)>> {
-    let mut v = Vec::new();
-    let pre = format!("{prefix}-");
-    for e in std::fs::read_dir(dir)? {
-        let e = e?;
-        let name = e.file_name().to_string_lossy().into_owned();
-        if let Some(rest) = name.strip_prefix(&pre).and_then(|r| r.strip_suffix(".dpm")) {
-            if rest.len() == 10 {
-                if let Ok(seq) = rest.parse() {
-                    v.push((seq, e.path()));
-                }
-            }
-        }
-    }
-    v.sort();
-    Ok(v)
-}
-
-/// Reads the committed data of one segment file.
-///
-/// Errors: `InvalidData` for a bad magic, version or lengths.
-pub fn read_segment(path: &Path) -> io::Result<Vec<u8>> {
-    let b = std::fs::read(path)?;
-    let bad = |m: &str| {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("{}: {m}", path.display()),
-        )
-    };
-    if b.len() < HEADER_BYTES || &b[..8] != MAGIC {
-        return Err(bad("not a dplog mmap segment"));
-    }
-    let u32at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"));
-    let u64at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
-    if u32at(8) != VERSION || u32at(12) as usize != HEADER_BYTES {
-        return Err(bad("unsupported version"));
-    }
-    let committed = u64at(OFF_COMMITTED) as usize;
-    if committed > b.len() - HEADER_BYTES {
-        return Err(bad("committed length beyond the segment"));
-    }
-    Ok(b[HEADER_BYTES..HEADER_BYTES + committed].to_vec())
-}
-
-/// The committed data of every segment of `prefix` in `dir`, in order.
-pub fn read_all(dir: &Path, prefix: &str) -> io::Result<Vec<u8>> {
-    let mut out = Vec::new();
-    for (_, p) in list_segments(dir, prefix)? {
-        out.extend_from_slice(&read_segment(&p)?);
-    }
-    Ok(out)
 }
 
 /// Copies batches into memory-mapped, preallocated segment files.
@@ -689,9 +612,9 @@ impl MmapSink {
     fn resume(&mut self, path: &Path) -> io::Result<()> {
         let seg_err = |e| at_path("mmap segment", path, e);
         let size = std::fs::metadata(path).map_err(seg_err)?.len();
-        // Validates magic/version/committed before mapping (its errors
-        // name the path already).
-        read_segment(path)?;
+        // Validates magic, version, size and committed length before
+        // mapping (its errors name the path already).
+        read_header(path)?;
         let (file, base) = map_file(path, size, false).map_err(seg_err)?;
         let mut seg = Segment {
             path: path.to_path_buf(),
@@ -844,37 +767,6 @@ impl MmapSink {
         }
         Ok(())
     }
-}
-
-/// Length of the binary frame starting at `b[0]` (4-byte header
-/// included), if `b` starts with a whole frame of the binary format.
-fn frame_len(b: &[u8]) -> Option<usize> {
-    if b.len() < 4 || b[1] != 0 {
-        return None;
-    }
-    let n = 4 + u16::from_le_bytes([b[2], b[3]]) as usize;
-    (n <= b.len()).then_some(n)
-}
-
-/// True if `b` starts with a binary log's `H` frame.
-fn starts_binary_log(b: &[u8]) -> bool {
-    b.len() >= 12 && b[0] == b'H' && b[1] == 0 && &b[4..12] == BIN_MAGIC
-}
-
-/// Length of the schema preamble at the start of `b`: the `H` frame and
-/// the `S` frames right after it (0 if `b` does not start with `H`).
-fn preamble_len(b: &[u8]) -> usize {
-    if !starts_binary_log(b) {
-        return 0;
-    }
-    let mut p = 0;
-    while let Some(n) = frame_len(&b[p..]) {
-        if p > 0 && b[p] != b'S' {
-            break;
-        }
-        p += n;
-    }
-    p
 }
 
 /// The framing of `b` (a batch, or a segment's committed data): binary

@@ -52,6 +52,11 @@
 //! RFC 6587 octet counting is needed for messages that may contain
 //! newlines, so the transport and framing are written here.
 
+#[cfg(feature = "config")]
+pub mod config;
+#[cfg(feature = "config")]
+pub use config::{SyslogSinkConfig, SyslogTransportName};
+
 use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};

@@ -1,6 +1,11 @@
 //! The file sink: appends formatted batches to a file, with fsync policies,
 //! size- and time-based rotation with retention, and reopen for logrotate.
 
+#[cfg(feature = "config")]
+pub mod config;
+#[cfg(feature = "config")]
+pub use config::{FileSinkConfig, FsyncSetting};
+
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;

@@ -5,6 +5,7 @@
 //! directory decodes its segments, skipping those a crash left without a
 //! header.
 
+#[path = "../../../formatters/tests/common/mod.rs"]
 mod common;
 
 use dplog_schema_nat::NatFormatSpec as _;
@@ -66,7 +67,7 @@ fn cat(args: &[&str], files: &[PathBuf]) -> Output {
 fn golden(name: &str) -> String {
     std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/golden")
+            .join("../../formatters/tests/golden")
             .join(name),
     )
     .unwrap()
@@ -140,7 +141,7 @@ fn torn_and_foreign_segments_are_refused_with_the_reason() {
     check(
         "v2-0000000000.dpm",
         &v2,
-        "mmap segment version 2, this dplog-cat reads version 1",
+        "mmap segment version 2, this dplog reads version 1",
     );
     let mut over = seg.clone();
     over[24..32].copy_from_slice(&(1u64 << 20).to_le_bytes());

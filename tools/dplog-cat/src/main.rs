@@ -5,7 +5,8 @@
 //! the exit status is 2. Exit status 1: unreadable file or bad options.
 //!
 //! It also reads the segment files of the mmap sink (`<prefix>-<seq>.dpm`,
-//! layout in `dplog_sinks::mmap`): the 4096-byte header is checked (magic
+//! layout in `dplog_sinks::mmap`, read with the sink's own
+//! `dplog_sinks::mmap::reader`): the 4096-byte header is checked (magic
 //! `DPLOGMM1`, version 1, header length, segment size equal to the file's,
 //! committed length inside the data area) and only the committed data is
 //! used; a torn or foreign file is refused with the reason. Several files
@@ -32,11 +33,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Parser;
-use dplog_formatters::{binary, Format, FormatSpec, Renumber};
-
-/// natEvent numbering (the NAT schema's profiles).
-#[derive(Clone, Copy, Debug)]
-struct Profile(Option<Renumber>);
+use dplog_formatters::{binary, Format, FormatSpec};
+use dplog_schema_nat::EventProfile;
+use dplog_sinks::mmap::reader::{self, SegmentData};
 
 #[derive(Parser)]
 #[command(
@@ -53,59 +52,12 @@ struct Args {
     #[arg(long)]
     template: Option<String>,
     /// natEvent numbering: rfc8158 or legacy.
-    #[arg(long, default_value = "rfc8158", value_parser = |s: &str| match s {
-        "rfc8158" => Ok(Profile(None)),
-        "legacy" => Ok(Profile(Some(Renumber::new(230, &[(4, 1), (5, 2)])))),
-        _ => Err(format!("unknown profile {s:?}; use rfc8158 or legacy")),
-    })]
-    profile: Profile,
+    #[arg(long, default_value = "rfc8158", value_parser = |s: &str| EventProfile::from_name(s).ok_or_else(|| format!("unknown profile {s:?}; use rfc8158 or legacy")))]
+    profile: EventProfile,
     /// The binary log, or mmap segment files (`*.dpm`) read in the order
     /// given, or a directory of mmap segments (read in sequence order).
     #[arg(required = true)]
     files: Vec<PathBuf>,
-}
-
-/// Magic of an mmap sink segment (`dplog_sinks::mmap`).
-const SEGMENT_MAGIC: &[u8; 8] = b"DPLOGMM1";
-/// Segment header length in bytes (one page).
-const SEGMENT_HEADER: usize = 4096;
-const SEGMENT_VERSION: u32 = 1;
-
-/// The committed data of an mmap segment, or why the file is not a whole
-/// segment of this version.
-fn segment_data(b: &[u8]) -> Result<&[u8], String> {
-    if b.len() < SEGMENT_HEADER {
-        return Err(format!(
-            "torn mmap segment: {} bytes, shorter than its {SEGMENT_HEADER}-byte header",
-            b.len()
-        ));
-    }
-    let u32at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"));
-    let u64at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
-    let (version, header, size, committed) = (u32at(8), u32at(12), u64at(16), u64at(24));
-    if version != SEGMENT_VERSION {
-        return Err(format!(
-            "mmap segment version {version}, this dplog-cat reads version {SEGMENT_VERSION}"
-        ));
-    }
-    if header as usize != SEGMENT_HEADER {
-        return Err(format!(
-            "mmap segment header length {header}, expected {SEGMENT_HEADER}"
-        ));
-    }
-    if size != b.len() as u64 {
-        return Err(format!(
-            "torn mmap segment: its header says {size} bytes, the file has {}",
-            b.len()
-        ));
-    }
-    let room = (b.len() - SEGMENT_HEADER) as u64;
-    if committed > room {
-        return Err(format!(
-            "corrupt mmap segment: committed length {committed} beyond its {room}-byte data area"
-        ));
-    }
-    Ok(&b[SEGMENT_HEADER..SEGMENT_HEADER + committed as usize])
 }
 
 /// The mmap segments of directory `dir`, in sequence order: files named
@@ -116,24 +68,9 @@ fn segment_data(b: &[u8]) -> Result<&[u8], String> {
 /// segments of more than one prefix (several logs).
 fn dir_segments(dir: &Path) -> Result<Vec<PathBuf>, String> {
     let at = |m: String| format!("{}: {m}", dir.display());
-    let mut segs: Vec<(String, u64, PathBuf)> = Vec::new();
-    for e in std::fs::read_dir(dir).map_err(|e| at(e.to_string()))? {
-        let e = e.map_err(|e| at(e.to_string()))?;
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Some(stem) = name.strip_suffix(".dpm") else {
-            continue;
-        };
-        let Some((prefix, seq)) = stem.rsplit_once('-') else {
-            continue;
-        };
-        if prefix.is_empty() || prefix.starts_with('.') || seq.len() != 10 {
-            continue;
-        }
-        if let Ok(n) = seq.parse::<u64>() {
-            segs.push((prefix.to_string(), n, e.path()));
-        }
-    }
-    segs.sort();
+    let mut segs = reader::all_segments(dir).map_err(|e| at(e.to_string()))?;
+    // A hidden name is not a log's segment.
+    segs.retain(|(p, _, _)| !p.starts_with('.'));
     let mut prefixes: Vec<&str> = segs.iter().map(|(p, _, _)| p.as_str()).collect();
     prefixes.dedup();
     match prefixes.len() {
@@ -172,8 +109,10 @@ fn payload(path: &Path) -> Result<Payload, String> {
         _ => {}
     }
     let bytes = std::fs::read(path).map_err(|e| at(e.to_string()))?;
-    if bytes.starts_with(SEGMENT_MAGIC) {
-        let data = segment_data(&bytes).map_err(at)?.to_vec();
+    if bytes.starts_with(reader::MAGIC) {
+        let data = reader::committed_data(&bytes)
+            .map_err(|e| at(e.to_string()))?
+            .to_vec();
         return Ok(Payload::Data(data, true));
     }
     if path.extension().is_some_and(|e| e == "dpm") {
@@ -187,39 +126,9 @@ fn payload(path: &Path) -> Result<Payload, String> {
                 "skipped: mmap segment without a header ({what}): a crash cut its creation short; it holds no records"
             ))));
         }
-        return Err(at(
-            "not a dplog mmap segment (it does not start with DPLOGMM1)".into(),
-        ));
+        return Err(at(reader::SegmentError::NotASegment.to_string()));
     }
     Ok(Payload::Data(bytes, false))
-}
-
-fn is_binary_log(b: &[u8]) -> bool {
-    b.first() == Some(&b'H') && b.get(4..12) == Some(&binary::MAGIC[..])
-}
-
-/// What a segment's committed data holds.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum SegmentData {
-    Empty,
-    /// A binary log with its schema preamble.
-    Binary,
-    /// Binary frames (`R`/`S`, a NUL second byte) without the preamble.
-    Headless,
-    /// Formatted lines.
-    Lines,
-}
-
-fn segment_kind(b: &[u8]) -> SegmentData {
-    if b.is_empty() {
-        SegmentData::Empty
-    } else if is_binary_log(b) {
-        SegmentData::Binary
-    } else if b.len() >= 4 && b[1] == 0 && matches!(b[0], b'R' | b'S') {
-        SegmentData::Headless
-    } else {
-        SegmentData::Lines
-    }
 }
 
 /// A failed write of the output: a reader that went away (`dplog-cat … |
@@ -260,7 +169,7 @@ fn main() -> ExitCode {
             Ok(Payload::Headerless(warning)) => eprintln!("dplog-cat: {warning}"),
             Ok(Payload::Data(b, seg)) => {
                 if seg {
-                    match segment_kind(&b) {
+                    match reader::segment_data_kind(&b) {
                         SegmentData::Empty => {}
                         SegmentData::Binary => binary_before = true,
                         SegmentData::Headless if !binary_before => {
@@ -284,7 +193,7 @@ fn main() -> ExitCode {
                         return ExitCode::from(1);
                     }
                 } else {
-                    binary_before |= is_binary_log(&b);
+                    binary_before |= reader::starts_binary_log(&b);
                 }
                 bytes.extend_from_slice(&b);
                 segments += usize::from(seg);
@@ -317,16 +226,19 @@ fn main() -> ExitCode {
     }
     let d = binary::decode(&bytes);
     // Every segment repeats the schemas: each id once (the first seen).
+    // The preamble carries layouts only; a schema of a known package (the
+    // NAT's) is formatted with that package's metadata (its syslog layout,
+    // conditional fields), as the program that wrote the log did.
     let mut schemas: Vec<&dplog_core::Schema> = Vec::new();
     for s in &d.schemas {
         if !schemas.iter().any(|k| k.id() == s.id()) {
-            schemas.push(s);
+            schemas.push(known_schema(s).unwrap_or(s));
         }
     }
     let mut spec = FormatSpec {
         kind: args.format.unwrap_or(Format::Text),
         template: args.template,
-        renumber: args.profile.0,
+        renumber: args.profile.renumber(),
         ..Default::default()
     };
     spec.ipfix.export_clock = dplog_formatters::ExportClock::Record;
@@ -371,4 +283,12 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// The schema of a known package with the same id, name and fields as
+/// `s` (read from a log's preamble), which also has the package's
+/// metadata.
+fn known_schema(s: &dplog_core::Schema) -> Option<&'static dplog_core::Schema> {
+    dplog_schema_nat::by_id(s.id())
+        .filter(|k| k.name() == s.name() && k.size() == s.size() && k.fields() == s.fields())
 }

@@ -42,6 +42,11 @@
 //!   delivery report ends the stall. What is already queued stays pending
 //!   (delivered if the cluster comes back, else `dropped_shutdown`).
 
+#[cfg(feature = "config")]
+pub mod config;
+#[cfg(feature = "config")]
+pub use config::KafkaSinkConfig;
+
 use std::io;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};

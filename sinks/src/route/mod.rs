@@ -1,6 +1,9 @@
 //! Fan-out (one batch to several sinks) and failover (a primary sink and a
 //! secondary that takes over while the primary fails).
 
+#[cfg(feature = "config")]
+pub mod config;
+
 use std::io;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};

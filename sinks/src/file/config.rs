@@ -1,0 +1,138 @@
+//! `type = "file"` settings (feature `config`): [`FileSinkConfig`].
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::{FileSink, FileSinkOptions, FsyncPolicy};
+use crate::config::{SinkRole, SinkSettings};
+use crate::route::BoxSink;
+
+/// `fsync` of a file sink.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum FsyncSetting {
+    /// Only at rotation and close. Default.
+    #[default]
+    Never,
+    /// Every `fsync_interval_ms` when something was written.
+    Interval,
+    /// After every batch.
+    Batch,
+}
+
+/// `Some(n)` for `n >= 1`; 0 is an error naming `key`.
+fn at_least_one<'de, D, T>(d: D, key: &str) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de> + PartialEq + From<u8>,
+{
+    let v = T::deserialize(d)?;
+    if v == T::from(0) {
+        return Err(serde::de::Error::custom(format!(
+            "`{key}` = 0 would delete every rotated file; leave `{key}` out to keep them all, \
+             or give 1 or more"
+        )));
+    }
+    Ok(Some(v))
+}
+
+fn keep_files_at_least_one<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<usize>, D::Error> {
+    at_least_one(d, "keep_files")
+}
+
+fn keep_days_at_least_one<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    at_least_one(d, "keep_days")
+}
+
+/// `type = "file"` settings; see [`FileSinkOptions`].
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct FileSinkConfig {
+    /// File to append to; created with mode 0640. Default `dplog.log`.
+    pub path: PathBuf,
+    /// `never` (default), `interval` or `batch`.
+    pub fsync: FsyncSetting,
+    /// Period of `fsync = "interval"`, in milliseconds. Default 1000.
+    pub fsync_interval_ms: u64,
+    /// Rotate before the file exceeds this size. Default: no limit.
+    pub max_size_bytes: Option<u64>,
+    /// Rotate a non-empty file this long after it was opened. Default: never.
+    pub rotate_interval_ms: Option<u64>,
+    /// Keep at most this many rotated files, at least 1 (0 would delete
+    /// every rotated file, so it is an error). Default: all.
+    #[serde(deserialize_with = "keep_files_at_least_one")]
+    pub keep_files: Option<usize>,
+    /// Delete rotated files older than this many days, at least 1 (0 is an
+    /// error, as for `keep_files`). Default: never.
+    #[serde(deserialize_with = "keep_days_at_least_one")]
+    pub keep_days: Option<u32>,
+    /// Reopen the path on SIGHUP (for an external logrotate). Default false.
+    pub reopen_on_sighup: bool,
+    /// `fanout` (default) or `failover`; see [`SinkRole`].
+    pub role: SinkRole,
+}
+
+impl Default for FileSinkConfig {
+    fn default() -> Self {
+        Self {
+            path: PathBuf::from("dplog.log"),
+            fsync: FsyncSetting::Never,
+            fsync_interval_ms: 1000,
+            max_size_bytes: None,
+            rotate_interval_ms: None,
+            keep_files: None,
+            keep_days: None,
+            reopen_on_sighup: false,
+            role: SinkRole::Fanout,
+        }
+    }
+}
+
+impl FileSinkConfig {
+    /// The sink options these settings describe.
+    pub fn options(&self) -> FileSinkOptions {
+        FileSinkOptions {
+            fsync: match self.fsync {
+                FsyncSetting::Never => FsyncPolicy::Never,
+                FsyncSetting::Interval => FsyncPolicy::EveryMs(self.fsync_interval_ms),
+                FsyncSetting::Batch => FsyncPolicy::EveryBatch,
+            },
+            max_size_bytes: self.max_size_bytes,
+            rotate_interval_ms: self.rotate_interval_ms,
+            keep_files: self.keep_files,
+            keep_days: self.keep_days,
+            reopen_on_sighup: self.reopen_on_sighup,
+            header: None,
+        }
+    }
+}
+
+impl SinkSettings for FileSinkConfig {
+    fn role(&self) -> SinkRole {
+        self.role
+    }
+
+    /// `file PATH`.
+    fn describe(&self) -> String {
+        format!("file {}", self.path.display())
+    }
+
+    /// A [`FileSink`] with `header` as its [`FileSinkOptions::header`].
+    fn build(&self, header: Option<&[u8]>) -> io::Result<BoxSink> {
+        Ok(Box::new(FileSink::with_options(
+            &self.path,
+            FileSinkOptions {
+                header: header.map(<[u8]>::to_vec),
+                ..self.options()
+            },
+        )?))
+    }
+
+    fn output_file(&self) -> Option<&Path> {
+        Some(&self.path)
+    }
+}

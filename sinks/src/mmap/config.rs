@@ -1,0 +1,82 @@
+//! `type = "mmap"` settings (feature `config`): [`MmapSinkConfig`].
+
+use std::io;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use super::{MmapSink, MmapSinkOptions};
+use crate::config::{SinkRole, SinkSettings};
+use crate::route::BoxSink;
+
+/// `type = "mmap"` settings; see [`MmapSinkOptions`].
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct MmapSinkConfig {
+    /// Existing directory for the segment files. Default `.`.
+    pub dir: PathBuf,
+    /// Segment file name prefix. Default `dplog`.
+    pub prefix: String,
+    /// Segment size, a multiple of 4096, at least 65536. Default 64 MiB.
+    #[serde(deserialize_with = "segment_bytes_valid")]
+    pub segment_bytes: u64,
+    /// msync period (also before a roll); 0 = only at close. Default 1000.
+    pub msync_interval_ms: u64,
+    /// `fanout` (default) or `failover`.
+    pub role: SinkRole,
+}
+
+impl Default for MmapSinkConfig {
+    fn default() -> Self {
+        let d = MmapSinkOptions::default();
+        Self {
+            dir: PathBuf::from("."),
+            prefix: d.prefix,
+            segment_bytes: d.segment_bytes,
+            msync_interval_ms: d.msync_interval_ms.unwrap_or(0),
+            role: SinkRole::Fanout,
+        }
+    }
+}
+
+/// `segment_bytes` as [`MmapSink::open`] accepts it, checked when the file
+/// is read: refused only at open, it left the files of the sinks opened
+/// before it (a `[[sink]]` set) behind.
+fn segment_bytes_valid<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let v = u64::deserialize(d)?;
+    if v % 4096 != 0 || v < 64 * 1024 {
+        return Err(serde::de::Error::custom(format!(
+            "`segment_bytes` = {v} must be a multiple of 4096 and at least 65536"
+        )));
+    }
+    Ok(v)
+}
+
+impl MmapSinkConfig {
+    /// The sink options these settings describe, with `header` as
+    /// [`MmapSinkOptions::header`].
+    pub fn options(&self, header: Option<&[u8]>) -> MmapSinkOptions {
+        MmapSinkOptions {
+            segment_bytes: self.segment_bytes,
+            msync_interval_ms: (self.msync_interval_ms > 0).then_some(self.msync_interval_ms),
+            prefix: self.prefix.clone(),
+            header: header.map(<[u8]>::to_vec),
+        }
+    }
+}
+
+impl SinkSettings for MmapSinkConfig {
+    fn role(&self) -> SinkRole {
+        self.role
+    }
+
+    /// `mmap DIR`.
+    fn describe(&self) -> String {
+        format!("mmap {}", self.dir.display())
+    }
+
+    /// An [`MmapSink`] on `dir`.
+    fn build(&self, header: Option<&[u8]>) -> io::Result<BoxSink> {
+        Ok(Box::new(MmapSink::open(&self.dir, self.options(header))?))
+    }
+}

@@ -1,0 +1,125 @@
+//! `type = "syslog"` settings (feature `config`): [`SyslogSinkConfig`].
+
+use std::io;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use super::{SyslogSink, SyslogSinkOptions, SyslogTransport};
+use crate::config::{SinkRole, SinkSettings};
+use crate::route::BoxSink;
+
+/// Syslog transport names.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum SyslogTransportName {
+    /// RFC 5426. Default.
+    #[default]
+    Udp,
+    /// RFC 6587 octet counting.
+    Tcp,
+    /// Unix datagram socket.
+    UnixDgram,
+    /// Unix stream socket, octet counting.
+    UnixStream,
+    /// RELP over TCP (rsyslog `imrelp`): written when acknowledged.
+    Relp,
+}
+
+/// `type = "syslog"` settings; see [`SyslogSinkOptions`]. Pair with
+/// `[format] type = "rfc5424"` or `"rfc3164"`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SyslogSinkConfig {
+    /// `udp` (default), `tcp`, `unix_dgram`, `unix_stream` or `relp`.
+    pub transport: SyslogTransportName,
+    /// `host:port` (IP literal) for UDP/TCP, a socket path for unix.
+    /// Default `127.0.0.1:514`.
+    pub address: String,
+    /// Whole-datagram size limit (UDP, unix datagram); a longer message
+    /// is refused and its record dropped, never cut. Default 2048.
+    pub max_datagram_bytes: usize,
+    /// First reconnect backoff. Default 10.
+    pub reconnect_min_ms: u64,
+    /// Longest reconnect backoff. Default 2000.
+    pub reconnect_max_ms: u64,
+    /// Connect/write timeout of stream transports. Default 1000.
+    pub io_timeout_ms: u64,
+    /// RELP: unacknowledged messages at most. Default 128.
+    pub relp_window: usize,
+    /// `fanout` (default) or `failover`.
+    pub role: SinkRole,
+}
+
+impl Default for SyslogSinkConfig {
+    fn default() -> Self {
+        let d = SyslogSinkOptions::new(SyslogTransport::UnixDatagram(PathBuf::new()));
+        Self {
+            transport: SyslogTransportName::Udp,
+            address: "127.0.0.1:514".into(),
+            max_datagram_bytes: d.max_datagram_bytes,
+            reconnect_min_ms: d.reconnect_min_ms,
+            reconnect_max_ms: d.reconnect_max_ms,
+            io_timeout_ms: d.io_timeout_ms,
+            relp_window: d.relp_window,
+            role: SinkRole::Fanout,
+        }
+    }
+}
+
+impl SyslogSinkConfig {
+    /// The sink options; `InvalidInput` for an address that does not parse.
+    pub fn options(&self) -> io::Result<SyslogSinkOptions> {
+        let addr = || {
+            self.address.parse().map_err(|e| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("syslog address {:?}: {e}", self.address),
+                )
+            })
+        };
+        let t = match self.transport {
+            SyslogTransportName::Udp => SyslogTransport::Udp(addr()?),
+            SyslogTransportName::Tcp => SyslogTransport::Tcp(addr()?),
+            SyslogTransportName::Relp => SyslogTransport::Relp(addr()?),
+            SyslogTransportName::UnixDgram => {
+                SyslogTransport::UnixDatagram(self.address.clone().into())
+            }
+            SyslogTransportName::UnixStream => {
+                SyslogTransport::UnixStream(self.address.clone().into())
+            }
+        };
+        Ok(SyslogSinkOptions {
+            transport: t,
+            max_datagram_bytes: self.max_datagram_bytes,
+            reconnect_min_ms: self.reconnect_min_ms,
+            reconnect_max_ms: self.reconnect_max_ms,
+            io_timeout_ms: self.io_timeout_ms,
+            relp_window: self.relp_window,
+        })
+    }
+}
+
+impl SinkSettings for SyslogSinkConfig {
+    fn role(&self) -> SinkRole {
+        self.role
+    }
+
+    /// `syslog T ADDR`, T one of `udp`, `tcp`, `unix-dgram`,
+    /// `unix-stream`, `relp`.
+    fn describe(&self) -> String {
+        let t = match self.transport {
+            SyslogTransportName::Udp => "udp",
+            SyslogTransportName::Tcp => "tcp",
+            SyslogTransportName::UnixDgram => "unix-dgram",
+            SyslogTransportName::UnixStream => "unix-stream",
+            SyslogTransportName::Relp => "relp",
+        };
+        format!("syslog {t} {}", self.address)
+    }
+
+    /// A [`SyslogSink`]; `header` is not used.
+    fn build(&self, _header: Option<&[u8]>) -> io::Result<BoxSink> {
+        Ok(Box::new(SyslogSink::new(self.options()?)?))
+    }
+}

@@ -1,0 +1,130 @@
+//! `dplog-cat` on binary log files written by the `binary` format: JSON
+//! out, a file cut mid-record decodes up to its last whole record, devices
+//! and failing outputs are refused with the reason.
+
+#[path = "../../../formatters/tests/common/mod.rs"]
+mod common;
+
+use dplog_schema_nat::NatFormatSpec as _;
+use std::process::Command;
+
+use common::*;
+use dplog_core::Formatter;
+use dplog_formatters::{Format, FormatSpec};
+
+fn binary_file() -> Vec<u8> {
+    let mut f = FormatSpec {
+        kind: Format::Binary,
+        ..Default::default()
+    }
+    .nat_formatter()
+    .unwrap();
+    let mut out = Vec::new();
+    for r in all_records() {
+        f.format(&r, &mut out);
+    }
+    out
+}
+
+#[test]
+fn dplog_cat_decodes_to_json_and_reports_a_truncated_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = binary_file();
+    let full = dir.path().join("full.bin");
+    std::fs::write(&full, &b).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_dplog-cat"))
+        .args(["--format", "json"])
+        .arg(&full)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let golden = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../formatters/tests/golden/nat.jsonl"
+    ))
+    .unwrap();
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), golden);
+
+    // Cut 10 bytes into the last record's frame.
+    let last = all_records().last().unwrap().as_bytes().len() + 4;
+    let cut_at = b.len() - last + 10;
+    let cut = dir.path().join("cut.bin");
+    std::fs::write(&cut, &b[..cut_at]).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_dplog-cat"))
+        .args(["--format", "json"])
+        .arg(&cut)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let lines: Vec<&str> = golden.lines().collect();
+    let got = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(got.lines().collect::<Vec<_>>(), lines[..6]);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains(&format!("stopped at byte {} of {cut_at}", b.len() - last))
+            && err.contains("decoded 6 whole records"),
+        "{err}"
+    );
+}
+
+#[test]
+fn dplog_cat_refuses_devices_and_reports_write_errors() {
+    // /dev/zero would be read forever: refused up front.
+    let out = Command::new(env!("CARGO_BIN_EXE_dplog-cat"))
+        .args(["--format", "json", "/dev/zero"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("/dev/zero: not a regular file"), "{err}");
+
+    // Output to a full device: an error message, not a silent exit 1.
+    let dir = tempfile::tempdir().unwrap();
+    let full = dir.path().join("full.bin");
+    std::fs::write(&full, binary_file()).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_dplog-cat"))
+        .args(["--format", "json"])
+        .arg(&full)
+        .stdout(std::fs::File::create("/dev/full").unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("writing the output") && err.contains("No space left on device"),
+        "{err}"
+    );
+
+    // A reader that goes away (`dplog-cat … | head -c 10`): a quiet, clean end.
+    let mut big = Vec::new();
+    for _ in 0..2000 {
+        big.extend_from_slice(&binary_file());
+    }
+    std::fs::write(&full, big).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dplog-cat"))
+        .args(["--format", "json"])
+        .arg(&full)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 10];
+    std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut first).unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -2,7 +2,6 @@
 //! closed), the state its producers share, the handle lookup every logger
 //! call starts with, and `dplog_open`/`dplog_open_str`.
 
-use dplog::nat::NatFormatSpec as _;
 use std::collections::{HashMap, HashSet};
 use std::ffi::{c_char, CStr};
 use std::sync::atomic::{AtomicBool, AtomicU32};
@@ -11,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use dplog::config::LogConfig;
 use dplog::sinks::BoxSink;
 use dplog::{Logger, Schema};
-use dplog::nat::{NatRecord};
+use dplog::Slot64;
 
 use crate::result::{
     config_error, dplog_result, fail, guard, DPLOG_ERR_CONFIG, DPLOG_ERR_INVALID_ARG, DPLOG_ERR_IO,
@@ -64,7 +63,7 @@ pub(crate) struct Pending {
 pub(crate) struct Running {
     /// One logger (consumer thread + sink) per consumer core; ring `r`
     /// is drained by `loggers[r % loggers.len()]`.
-    pub(crate) loggers: Vec<Logger<NatRecord>>,
+    pub(crate) loggers: Vec<Logger<Slot64>>,
     pub(crate) sizes: Arc<SchemaSizes>,
 }
 

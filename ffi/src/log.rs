@@ -6,7 +6,7 @@
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 
-use dplog::nat::NatRecord;
+use dplog::Slot64;
 
 use crate::nat::{DPLOG_NAT44_SESSION_SIZE, DPLOG_SCHEMA_NAT44_SESSION};
 use crate::producer::{dplog_producer_t, guard_producer, live_taken, producer, ProducerState};
@@ -26,7 +26,7 @@ use crate::window::open_window;
 /// # Safety
 /// `rec` is valid for `len` bytes, `8 <= len <= 64`.
 #[inline(always)]
-unsafe fn slot_from_c(rec: *const u8, len: usize, schema_id: u16) -> NatRecord {
+unsafe fn slot_from_c(rec: *const u8, len: usize, schema_id: u16) -> Slot64 {
     if len == DPLOG_RECORD_MAX_SIZE {
         // Fast path (NAT44 and any 64-byte record): eight 8-byte words, the
         // header built in a register, so the slot write that follows needs
@@ -42,11 +42,12 @@ unsafe fn slot_from_c(rec: *const u8, len: usize, schema_id: u16) -> NatRecord {
             // SAFETY: rec is valid for 64 bytes; word i is bytes 8i..8i+8.
             *w = unsafe { core::ptr::read_unaligned(rec.add(8 * i).cast::<u64>()) };
         }
-        // SAFETY: NatRecord is repr(C, align(8)) around [u8; 64] (size and
-        // alignment checked below), so any 64 initialised bytes with the
-        // same alignment are a valid value; its invariant (bytes past
-        // header.len are zero) holds trivially for len 64.
-        return unsafe { core::mem::transmute::<[u64; 8], NatRecord>(words) };
+        // SAFETY: Slot64 is 64 bytes (checked below) of a header (four
+        // u16) and MaybeUninit bytes, so any 64 initialised bytes are a
+        // valid value; transmute moves the value, so the source's
+        // alignment does not matter. The header says len 64: every byte is
+        // the record's.
+        return unsafe { core::mem::transmute::<[u64; 8], Slot64>(words) };
     }
     let mut buf = [0u8; DPLOG_RECORD_MAX_SIZE];
     // SAFETY: rec is valid for len bytes (contract), buf holds 64 >= len;
@@ -56,7 +57,7 @@ unsafe fn slot_from_c(rec: *const u8, len: usize, schema_id: u16) -> NatRecord {
     buf[2..4].copy_from_slice(&schema_id.to_ne_bytes());
     buf[4..8].fill(0);
     // The header now says `len`, which is what from_bytes checks.
-    NatRecord::from_bytes(&buf[..len]).unwrap_or_else(|| unreachable!("header matches length"))
+    Slot64::from_bytes(&buf[..len]).unwrap_or_else(|| unreachable!("header matches length"))
 }
 
 /// Copies the 64-byte record at `rec` into `dst` with its header set to
@@ -108,8 +109,8 @@ fn prefetch_write(p: *const u8) {
 }
 
 const _: () = {
-    assert!(core::mem::size_of::<NatRecord>() == 64);
-    assert!(core::mem::align_of::<NatRecord>() == 8);
+    assert!(core::mem::size_of::<Slot64>() == 64);
+    assert!(core::mem::align_of::<Slot64>() % 8 == 0);
 };
 
 /// The record size of `schema_id`, or the error for it and `len`.
@@ -285,7 +286,7 @@ pub unsafe extern "C" fn dplog_log_refill(
 /// 64-byte record of a known schema, `block` or `drop`, no reservation,
 /// a ring with room: the record goes from the caller's memory straight
 /// into its ring slot (eight 8-byte loads and stores, the header built in
-/// a register; through a `NatRecord` value it took a trip through the
+/// a register; through a `Slot64` value it took a trip through the
 /// stack, stored in 8-byte and re-read in 16-byte pieces, a
 /// store-forwarding stall per call). Returns false, having changed
 /// nothing, in every other case, which `log_slow` then handles with the
@@ -461,7 +462,7 @@ pub(crate) fn push_chunked(
     id: u16,
 ) -> usize {
     const CHUNK: usize = 32;
-    let mut chunk = [NatRecord::from_bytes(&[8, 0, 0, 0, 0, 0, 0, 0])
+    let mut chunk = [Slot64::from_bytes(&[8, 0, 0, 0, 0, 0, 0, 0])
         .unwrap_or_else(|| unreachable!("an 8-byte header-only record"));
         CHUNK];
     let mut done = 0usize;
@@ -483,7 +484,6 @@ pub(crate) fn push_chunked(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dplog::Record;
 
     #[test]
     fn the_64_byte_fast_path_builds_the_same_slot_as_from_bytes() {
@@ -499,13 +499,12 @@ mod tests {
         want[0..2].copy_from_slice(&64u16.to_ne_bytes());
         want[2..4].copy_from_slice(&300u16.to_ne_bytes());
         want[4..8].fill(0);
-        assert_eq!(fast, NatRecord::from_bytes(&want).unwrap());
+        assert_eq!(fast, Slot64::from_bytes(&want).unwrap());
         assert_eq!(fast.header().schema_id, 300);
         // The generic path: a 24-byte record, zero-padded to the slot.
         // SAFETY: raw holds 24 readable bytes.
         let small = unsafe { slot_from_c(raw.as_ptr(), 24, 3) };
         assert_eq!(small.as_bytes().len(), 24);
         assert_eq!(&small.as_bytes()[8..], &raw[8..24]);
-        assert!(small.slot()[24..].iter().all(|&b| b == 0));
     }
 }

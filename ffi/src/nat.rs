@@ -4,11 +4,10 @@
 //! and the port-block, exhaustion and quota events), each checked at
 //! compile time to be the core's record byte for byte.
 
-use dplog::record::{
-    NatAddressesExhaustedRecord, NatPortBlockRecord, NatPortsExhaustedRecord,
+use dplog::nat::{
+    Nat44SessionRecord, NatAddressesExhaustedRecord, NatPortBlockRecord, NatPortsExhaustedRecord,
     NatQuotaExceededRecord,
 };
-use dplog::nat::Nat44SessionRecord;
 
 use crate::types::dplog_record_header;
 
@@ -25,10 +24,10 @@ pub const DPLOG_SCHEMA_NAT_PORTS_EXHAUSTED: u16 = 4;
 pub const DPLOG_SCHEMA_NAT_QUOTA_EXCEEDED: u16 = 5;
 
 const _: () = {
-    assert!(DPLOG_SCHEMA_NAT_PORT_BLOCK == dplog::record::SCHEMA_NAT_PORT_BLOCK);
-    assert!(DPLOG_SCHEMA_NAT_ADDRESSES_EXHAUSTED == dplog::record::SCHEMA_NAT_ADDRESSES_EXHAUSTED);
-    assert!(DPLOG_SCHEMA_NAT_PORTS_EXHAUSTED == dplog::record::SCHEMA_NAT_PORTS_EXHAUSTED);
-    assert!(DPLOG_SCHEMA_NAT_QUOTA_EXCEEDED == dplog::record::SCHEMA_NAT_QUOTA_EXCEEDED);
+    assert!(DPLOG_SCHEMA_NAT_PORT_BLOCK == dplog::nat::SCHEMA_NAT_PORT_BLOCK);
+    assert!(DPLOG_SCHEMA_NAT_ADDRESSES_EXHAUSTED == dplog::nat::SCHEMA_NAT_ADDRESSES_EXHAUSTED);
+    assert!(DPLOG_SCHEMA_NAT_PORTS_EXHAUSTED == dplog::nat::SCHEMA_NAT_PORTS_EXHAUSTED);
+    assert!(DPLOG_SCHEMA_NAT_QUOTA_EXCEEDED == dplog::nat::SCHEMA_NAT_QUOTA_EXCEEDED);
 };
 
 /// Size in bytes of `struct dplog_nat44_session` (one 64-byte ring slot).

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use dplog::{LogProducer};
-use dplog::nat::{NatRecord};
+use dplog::Slot64;
 
 use crate::handle::{dplog_t, logger, Shared, State};
 use crate::reserve::{Reservation, Staging};
@@ -42,7 +42,7 @@ pub struct dplog_producer_t {
 /// policy and the pending reservation (`None` in [`dplog_producer_t`]
 /// once freed).
 pub(crate) struct ProducerState {
-    pub(crate) prod: LogProducer<NatRecord>,
+    pub(crate) prod: LogProducer<Slot64>,
     pub(crate) ring_id: u32,
     pub(crate) shared: Arc<Shared>,
     pub(crate) sizes: Arc<SchemaSizes>,

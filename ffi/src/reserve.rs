@@ -8,7 +8,7 @@
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 
-use dplog::nat::NatRecord;
+use dplog::Slot64;
 
 use crate::log::{not_enqueued, push_chunked};
 use crate::producer::{dplog_producer_t, guard_producer, live_taken, producer};
@@ -30,7 +30,7 @@ pub(crate) enum Reservation {
     None,
     /// `n` slots of the ring itself, at the producer's write position
     /// (`Producer::reserve_raw`).
-    Ring { slots: *mut NatRecord, n: usize },
+    Ring { slots: *mut Slot64, n: usize },
     /// `n` slots of the producer's staging area, copied at commit.
     Staging { n: usize },
 }
@@ -297,8 +297,8 @@ pub unsafe extern "C" fn dplog_commit(
                     bytes[0..2].copy_from_slice(&header.0.to_ne_bytes());
                     bytes[2..4].copy_from_slice(&header.1.to_ne_bytes());
                     bytes[4..8].fill(0);
-                    // A record's bytes past its length are zero (NatRecord's
-                    // invariant), whatever C wrote there.
+                    // A record's bytes past its length are zero, whatever C
+                    // wrote there (the formatters never read them).
                     bytes[size..].fill(0);
                 }
                 // SAFETY: reserve_raw(reserved) succeeded for these slots,

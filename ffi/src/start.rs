@@ -2,13 +2,12 @@
 //! format, compiled for the registered schemas when there are any, and the
 //! fault-injection hook of the C tests), their sinks and CPUs.
 
-use dplog::nat::NatFormatSpec as _;
 use std::sync::Arc;
 
 use dplog::config::LogConfig;
 use dplog::formatters::{Format, RecordEncoder};
 use dplog::{DropReport, Formatter, Logger, Schema};
-use dplog::nat::{NatRecord};
+use dplog::Slot64;
 
 use crate::handle::{dplog_t, logger, Running, State};
 use crate::result::{
@@ -26,9 +25,9 @@ struct SlotFormatter {
     kind: Format,
 }
 
-impl Formatter<NatRecord> for SlotFormatter {
+impl Formatter<Slot64> for SlotFormatter {
     #[inline]
-    fn format(&mut self, rec: &NatRecord, out: &mut Vec<u8>) {
+    fn format(&mut self, rec: &Slot64, out: &mut Vec<u8>) {
         self.enc.push(rec.as_bytes(), out);
     }
 
@@ -53,12 +52,12 @@ impl Formatter<NatRecord> for SlotFormatter {
 /// consumer thread panics after formatting `N` records, so C tests can
 /// reach `DPLOG_ERR_CONSUMER_GONE`, which no sound input provokes.
 struct PanicAfter {
-    inner: Box<dyn Formatter<NatRecord>>,
+    inner: Box<dyn Formatter<Slot64>>,
     left: u64,
 }
 
-impl Formatter<NatRecord> for PanicAfter {
-    fn format(&mut self, rec: &NatRecord, out: &mut Vec<u8>) {
+impl Formatter<Slot64> for PanicAfter {
+    fn format(&mut self, rec: &Slot64, out: &mut Vec<u8>) {
         if self.left == 0 {
             panic!("DPLOG_FAULT_CONSUMER_PANIC_AFTER: injected consumer panic");
         }
@@ -152,6 +151,9 @@ pub unsafe extern "C" fn dplog_start(
         let sizes = Arc::new(SchemaSizes::new(
             nat.iter().copied().chain(pending.schemas.iter()),
         ));
+        // Priorities under `degrade` and event times of every record type:
+        // the NAT schemas' and the user's (their declared defaults).
+        let table = dplog::SchemaTable::new(nat.iter().copied().chain(pending.schemas.iter()));
         let n_consumers = cpus.len().max(1);
         let mut loggers = Vec::with_capacity(n_consumers);
         for i in 0..n_consumers {
@@ -170,7 +172,9 @@ pub unsafe extern "C" fn dplog_start(
                             .map_err(|e| fail(DPLOG_ERR_IO, format!("cannot open sink: {e}"))),
                     };
                     sink.and_then(|sink| {
-                        Logger::start(cfg.logger_config(), formatter, sink).map_err(logger_error)
+                        let mut lc = cfg.logger_config();
+                        lc.schemas = table.clone();
+                        Logger::start(lc, formatter, sink).map_err(logger_error)
                     })
                 }
                 Err(e) => Err(e),
@@ -198,9 +202,9 @@ pub unsafe extern "C" fn dplog_start(
 fn consumer_parts(
     cfg: &LogConfig,
     schemas: &[Schema],
-) -> Result<Box<dyn Formatter<NatRecord>>, dplog_result> {
+) -> Result<Box<dyn Formatter<Slot64>>, dplog_result> {
     let nat = dplog::nat::all();
-    let formatter: Box<dyn Formatter<NatRecord>> = if schemas.is_empty() {
+    let formatter: Box<dyn Formatter<Slot64>> = if schemas.is_empty() {
         match cfg.format.nat_formatter() {
             Ok(f) => Box::new(f),
             Err(e) => return Err(config_error(e)),

@@ -6,7 +6,7 @@
 
 use std::sync::atomic::{AtomicPtr, Ordering};
 
-use dplog::nat::NatRecord;
+use dplog::Slot64;
 
 use crate::producer::{dplog_producer_t, ProducerState};
 use crate::reserve::Reservation;
@@ -139,7 +139,7 @@ pub(crate) unsafe fn take_window(obj: &dplog_producer_t, st: &mut ProducerState)
             // zeroed: exactly a reserve_raw(1), so it becomes the pending
             // reservation that dplog_commit (or free) completes.
             st.reservation = Reservation::Ring {
-                slots: reserved.cast::<NatRecord>(),
+                slots: reserved.cast::<Slot64>(),
                 n: 1,
             };
             st.reserved_schema = reservation as u16;

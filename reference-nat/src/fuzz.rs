@@ -13,7 +13,7 @@
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 
-use dplog::{Record};
+
 use dplog::nat::{NatRecord};
 
 use crate::nat::{AllRecords, Nat44, NatConfig, PortAllocation, Verdict};

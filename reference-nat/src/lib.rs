@@ -77,7 +77,8 @@ pub mod stdio;
 pub mod synthetic;
 pub mod workers;
 
-pub use dplog::{Nat44SessionRecord, NatEvent, RecordHeader};
+pub use dplog::nat::{Nat44SessionRecord, NatEvent};
+pub use dplog::RecordHeader;
 pub use input::{read_capture, CaptureFormat, InputError, InputErrorKind, InputStats, Packet};
 pub use nat::{
     worker_port_range, AllRecords, Nat44, NatConfig, NatError, NatLog, NatStats, NatTimeouts,

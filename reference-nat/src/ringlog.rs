@@ -2,7 +2,6 @@
 //! one dplog ring per worker, published every [`PUBLISH_BURSTS`] rx bursts
 //! (or `publish_every` records) and whenever the worker idles.
 
-use dplog::nat::NatFormatSpec as _;
 use std::time::{Duration, Instant};
 
 use dplog::{Backpressure, LogProducer, WaitSteps};

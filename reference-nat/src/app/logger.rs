@@ -3,7 +3,6 @@
 //! deterministic NAT mapping logged once at start, and the shutdown that
 //! gives up on a stuck sink.
 
-use dplog::nat::NatFormatSpec as _;
 use std::time::{Duration, Instant};
 
 use dplog::config::ConfigError;
@@ -33,9 +32,14 @@ impl AppConfig {
         lc.check_ring(std::mem::size_of::<NatRecord>())
             .map_err(RunError::Config)?;
         let formatter = lc.format.nat_formatter().map_err(RunError::Config)?;
+        // The NAT schemas' priorities (creates below deletes under
+        // `degrade`) and event times, with `[ring.priorities]` applied.
+        let mut cfg = lc.logger_config();
+        cfg.schemas = lc
+            .schema_table(&dplog::nat::all())
+            .map_err(RunError::Config)?;
         let sink = self.open_sink()?;
-        Logger::start(lc.logger_config(), formatter, sink)
-            .map_err(|e| RunError::Config(ConfigError::Logger(e)))
+        Logger::start(cfg, formatter, sink).map_err(|e| RunError::Config(ConfigError::Logger(e)))
     }
 
     /// Opens the configured sink on a thread of its own and waits for it:

@@ -280,7 +280,7 @@ mod tests {
         let e = log.of_event(12);
         assert_eq!(e.len(), 1);
         assert_eq!(
-            (u32_at(e[0], 16), e[0].slot()[20]),
+            (u32_at(e[0], 16), e[0].as_bytes()[20]),
             (0xC633_6409, PROTO_UDP)
         );
     }

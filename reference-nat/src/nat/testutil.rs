@@ -1,7 +1,8 @@
 //! Helpers of the engine's unit tests: a standard engine, frame builders,
 //! record collectors and checksum checks.
 
-pub(super) use dplog::{Nat44SessionRecord, NatRecord, Record, RecordHeader};
+pub(super) use dplog::nat::{Nat44SessionRecord, NatRecord};
+pub(super) use dplog::RecordHeader;
 
 pub(super) use super::*;
 pub(super) use crate::checksum::{internet_checksum, transport_checksum};
@@ -110,26 +111,26 @@ impl All {
 }
 
 pub(super) fn u16_at(r: &NatRecord, at: usize) -> u16 {
-    u16::from_ne_bytes([r.slot()[at], r.slot()[at + 1]])
+    u16::from_ne_bytes([r.as_bytes()[at], r.as_bytes()[at + 1]])
 }
 pub(super) fn u32_at(r: &NatRecord, at: usize) -> u32 {
-    u32::from_ne_bytes(r.slot()[at..at + 4].try_into().unwrap())
+    u32::from_ne_bytes(r.as_bytes()[at..at + 4].try_into().unwrap())
 }
 /// natEvent byte of a record by schema (see core/src/record.rs).
 pub(super) fn event_of(r: &NatRecord) -> u8 {
     let at = match r.header().schema_id {
         dplog::nat::SCHEMA_NAT44_SESSION => 35,
-        dplog::record::SCHEMA_NAT_PORT_BLOCK => 30,
-        dplog::record::SCHEMA_NAT_ADDRESSES_EXHAUSTED => 20,
-        dplog::record::SCHEMA_NAT_PORTS_EXHAUSTED => 21,
-        dplog::record::SCHEMA_NAT_QUOTA_EXCEEDED => 28,
+        dplog::nat::SCHEMA_NAT_PORT_BLOCK => 30,
+        dplog::nat::SCHEMA_NAT_ADDRESSES_EXHAUSTED => 20,
+        dplog::nat::SCHEMA_NAT_PORTS_EXHAUSTED => 21,
+        dplog::nat::SCHEMA_NAT_QUOTA_EXCEEDED => 28,
         s => panic!("schema {s}"),
     };
-    r.slot()[at]
+    r.as_bytes()[at]
 }
 /// (src_addr, post_nat_src_addr, start, end, num_ports) of a block record.
 pub(super) fn block_of(r: &NatRecord) -> (u32, u32, u16, u16, u16) {
-    assert_eq!(r.header().schema_id, dplog::record::SCHEMA_NAT_PORT_BLOCK);
+    assert_eq!(r.header().schema_id, dplog::nat::SCHEMA_NAT_PORT_BLOCK);
     (
         u32_at(r, 16),
         u32_at(r, 20),

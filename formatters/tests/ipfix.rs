@@ -7,12 +7,14 @@ mod common;
 use dplog_schema_nat::NatFormatSpec as _;
 use std::path::Path;
 use std::process::Command;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use common::*;
-use dplog_core::Formatter;
+use dplog_core::schema::{HasSchema, Schema};
+use dplog_core::{schema, Formatter, Record, RecordHeader};
 use dplog_formatters::ipfix::split_messages;
-use dplog_formatters::{ExportClock, Format, FormatSpec, IpfixOptions};
+use dplog_formatters::{ExportClock, Format, FormatSpec, IpfixOptions, TscCalibration};
 use pcap_file::pcap::{PcapPacket, PcapWriter};
 
 fn ipfix_spec(mtu: usize) -> FormatSpec {
@@ -216,4 +218,243 @@ fn sequence_counts_records_messages_respect_the_mtu_and_templates_refresh() {
     assert_eq!(ports, (0..100).collect::<Vec<u64>>());
     // t = 0, 20, 40, 60, 80 s.
     assert_eq!(template_msgs, 5, "{rows:?}");
+}
+
+#[test]
+fn nat_templates_have_no_enterprise_element_and_quota_limit_only_its_iana_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut f = ipfix_spec(1500).nat_formatter().unwrap();
+    let mut out = Vec::new();
+    for r in all_records() {
+        f.format(&r, &mut out);
+    }
+    let p = dir.path().join("nat.pcap");
+    write_pcap(&p, &out);
+    let rows = tshark(
+        &p,
+        &[
+            "cflow.template_id",
+            "cflow.template_ipfix_pen_provided",
+            "cflow.template_ipfix_field_pen",
+            "cflow.template_ipfix_field_type",
+        ],
+    );
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let r = &rows[0];
+    // Five schemas, the quota one as six templates (five limits and none).
+    assert_eq!(r[0], "256,257,258,259,260,261,262,263,264,265");
+    assert!(
+        !r[1].is_empty() && r[1].split(',').all(|b| b == "0"),
+        "{r:?}"
+    );
+    assert_eq!(r[2], "", "no enterprise number in any NAT template");
+    // quotaLimit (no IANA element of its own) appears only as the limit
+    // element of its subtype: 471..=475, once each.
+    let types: Vec<u32> = r[3].split(',').map(|t| t.parse().unwrap()).collect();
+    for ie in 471..=475 {
+        assert_eq!(types.iter().filter(|&&t| t == ie).count(), 1, "{ie}");
+    }
+    assert_eq!(types.iter().filter(|&&t| t == 466).count(), 6);
+}
+
+/// A user record type, not NAT: an ACL drop stamped with TSC ticks, with
+/// IANA elements and three fields without one (the drop reason, the rule
+/// id and whether it was logged).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct AclDrop {
+    header: RecordHeader,
+    ticks: u64,
+    src_addr: [u8; 16],
+    src_mac: [u8; 6],
+    vlan: u16,
+    reason: u8,
+    protocol: u8,
+    src_port: u16,
+    dst_port: u16,
+    logged: u8,
+    pad: u8,
+    rule: u32,
+    pad2: [u8; 4],
+}
+
+impl Record for AclDrop {
+    const SCHEMA_ID: u16 = 700;
+    fn header(&self) -> &RecordHeader {
+        &self.header
+    }
+}
+
+// SAFETY: repr(C), 8 + 8 + 16 + 6 + 2 + 1 + 1 + 2 + 2 + 1 + 1 + 4 + 4 = 56
+// bytes without padding, described by the schema built from its own
+// offset_of! values.
+unsafe impl HasSchema for AclDrop {
+    fn schema() -> &'static Schema {
+        static S: OnceLock<Schema> = OnceLock::new();
+        S.get_or_init(|| {
+            schema!(AclDrop, id = 700, name = "aclDrop", [
+                ticks => "dropTime": TscTimestamp, ie 0;
+                src_addr => "sourceIPv6Address": Ipv6, ie 27;
+                src_mac => "sourceMacAddress": Mac, ie 56;
+                vlan => "vlanId": U16, ie 58;
+                reason => "dropReason": Enum, ie 0,
+                    names &[(1, "NO_RULE"), (2, "DENY"), (3, "RATE_LIMIT")];
+                protocol => "protocolIdentifier": Protocol, ie 4;
+                src_port => "sourceTransportPort": Port, ie 7;
+                dst_port => "destinationTransportPort": Port, ie 11;
+                logged => "logged": Bool, ie 0;
+                rule => "ruleId": U32, ie 0;
+            ])
+            .unwrap()
+        })
+    }
+}
+
+/// 2026-01-01T00:00:00Z in ns.
+const ACL_T0: u64 = 1_767_225_600_000_000_000;
+
+/// 2.5 GHz; tick 1000 is ACL_T0.
+const ACL_CAL: TscCalibration = TscCalibration {
+    hz: 2_500_000_000,
+    tsc0: 1_000,
+    ns0: ACL_T0,
+};
+
+/// A drop `ms` milliseconds (plus 0.4 ms, cut by the ms encoding) after
+/// ACL_T0, in ticks of ACL_CAL.
+fn acl_drop(ms: u64, reason: u8, rule: u32, logged: bool) -> AclDrop {
+    let ns = ms * 1_000_000 + 400_000;
+    AclDrop {
+        header: RecordHeader::of::<AclDrop>(),
+        ticks: 1_000 + ns * 5 / 2,
+        src_addr: [
+            0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, reason,
+        ],
+        src_mac: [0x02, 0x00, 0x5e, 0x10, 0x20, reason],
+        vlan: 100 + u16::from(reason),
+        reason,
+        protocol: 17,
+        src_port: 5353,
+        dst_port: 53,
+        logged: u8::from(logged),
+        pad: 0,
+        rule,
+        pad2: [0; 4],
+    }
+}
+
+#[test]
+fn tshark_decodes_enterprise_elements_and_the_tsc_event_time_of_a_user_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut f = ipfix_spec(1500).formatter(&[AclDrop::schema()]).unwrap();
+    f.set_tsc_calibration(ACL_CAL);
+    let mut out = Vec::new();
+    for r in [
+        acl_drop(1_234, 1, 7, true),
+        acl_drop(2_500, 2, 0x0102_0304, false),
+        acl_drop(61_001, 3, 4_000_000_000, true),
+    ] {
+        f.format(&r, &mut out);
+    }
+    assert_eq!(f.skipped(), 0);
+    let p = dir.path().join("acl.pcap");
+    assert_eq!(write_pcap(&p, &out), 1);
+    let rows = tshark(
+        &p,
+        &[
+            "cflow.template_id",
+            "cflow.template_field_count",
+            "cflow.template_ipfix_pen_provided",
+            "cflow.template_ipfix_field_type",
+            "cflow.template_ipfix_field_type_enterprise",
+            "cflow.template_ipfix_field_pen",
+            "cflow.template_field_length",
+            "cflow.observation_time_milliseconds",
+            "cflow.srcaddrv6",
+            "cflow.srcmac",
+            "cflow.vlanid",
+            "cflow.protocol",
+            "cflow.srcport",
+            "cflow.dstport",
+            "cflow.enterprise_private_entry",
+        ],
+    );
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let r = &rows[0];
+    assert_eq!(r[0], "256");
+    // The stamp and 9 fields: the event-time field (no IANA element) is
+    // the stamp, not exported again.
+    assert_eq!(r[1], "10");
+    assert_eq!(
+        r[2], "0,0,0,0,1,0,0,0,1,1",
+        "the enterprise bit on dropReason, logged and ruleId"
+    );
+    // IANA element ids in template order, then the enterprise ones: the
+    // field's position in the schema (dropReason 5th, logged 9th, ruleId
+    // 10th), all under PEN 32473.
+    assert_eq!(r[3], "323,27,56,58,4,7,11");
+    assert_eq!(r[4], "5,9,10");
+    assert_eq!(r[5], "32473,32473,32473");
+    assert_eq!(r[6], "8,16,6,2,1,1,2,2,1,4");
+    // observationTimeMilliseconds from the TSC event-time field, converted
+    // with the calibration.
+    assert_eq!(
+        r[7],
+        "Jan  1, 2026 00:00:01.234000000 UTC,Jan  1, 2026 00:00:02.500000000 UTC,\
+         Jan  1, 2026 00:01:01.001000000 UTC"
+    );
+    assert_eq!(r[8], "2001:db8::1,2001:db8::2,2001:db8::3");
+    assert_eq!(
+        r[9],
+        "02:00:5e:10:20:01,02:00:5e:10:20:02,02:00:5e:10:20:03"
+    );
+    assert_eq!(r[10], "101,102,103");
+    assert_eq!(r[11], "17,17,17");
+    assert_eq!(r[12], "5353,5353,5353");
+    assert_eq!(r[13], "53,53,53");
+    // Per record: dropReason (1 byte), logged (RFC 7011 boolean: 1 true,
+    // 2 false), ruleId (4 bytes big-endian).
+    assert_eq!(r[14], "01,01,00000007,02,02,01020304,03,01,ee6b2800");
+    // The same values in tshark's own words, each with its element id and
+    // enterprise (32473 is IANA's documentation PEN).
+    let entries: Vec<String> = tshark_verbose(&p)
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("Enterprise Private entry: "))
+        .map(String::from)
+        .collect();
+    let e = |t: u8, v: &str| {
+        format!(
+            "(Example Enterprise Number for Documentation Use) Type {t}: Value (hex bytes): {v}"
+        )
+    };
+    assert_eq!(
+        entries,
+        [
+            e(5, "01"),
+            e(9, "01"),
+            e(10, "00 00 00 07"),
+            e(5, "02"),
+            e(9, "02"),
+            e(10, "01 02 03 04"),
+            e(5, "03"),
+            e(9, "01"),
+            e(10, "ee 6b 28 00"),
+        ]
+    );
+}
+
+/// tshark's detailed dissection (`-V`) of the IPFIX packets in `path`.
+fn tshark_verbose(path: &Path) -> String {
+    let out = Command::new("tshark")
+        .args(["-n", "-r"])
+        .arg(path)
+        .args(["-d", "udp.port==4739,cflow", "-V"])
+        .output()
+        .expect("tshark not found: run scripts/setup.sh (Debian package tshark)");
+    assert!(
+        out.status.success(),
+        "tshark: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
 }

@@ -2,19 +2,20 @@
 //! scripts/setup.sh): the encoder's output is written to a pcap as UDP
 //! datagrams to port 4739 and every field is compared with the record.
 
+mod acl;
 mod common;
 
 use dplog_schema_nat::NatFormatSpec as _;
 use std::path::Path;
 use std::process::Command;
-use std::sync::OnceLock;
 use std::time::Duration;
 
+use acl::*;
 use common::*;
-use dplog_core::schema::{HasSchema, Schema};
-use dplog_core::{schema, Formatter, Record, RecordHeader};
+use dplog_core::schema::HasSchema;
+use dplog_core::Formatter;
 use dplog_formatters::ipfix::split_messages;
-use dplog_formatters::{ExportClock, Format, FormatSpec, IpfixOptions, TscCalibration};
+use dplog_formatters::{ExportClock, Format, FormatSpec, IpfixOptions};
 use pcap_file::pcap::{PcapPacket, PcapWriter};
 
 fn ipfix_spec(mtu: usize) -> FormatSpec {
@@ -255,92 +256,6 @@ fn nat_templates_have_no_enterprise_element_and_quota_limit_only_its_iana_one() 
         assert_eq!(types.iter().filter(|&&t| t == ie).count(), 1, "{ie}");
     }
     assert_eq!(types.iter().filter(|&&t| t == 466).count(), 6);
-}
-
-/// A user record type, not NAT: an ACL drop stamped with TSC ticks, with
-/// IANA elements and three fields without one (the drop reason, the rule
-/// id and whether it was logged).
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-struct AclDrop {
-    header: RecordHeader,
-    ticks: u64,
-    src_addr: [u8; 16],
-    src_mac: [u8; 6],
-    vlan: u16,
-    reason: u8,
-    protocol: u8,
-    src_port: u16,
-    dst_port: u16,
-    logged: u8,
-    pad: u8,
-    rule: u32,
-    pad2: [u8; 4],
-}
-
-impl Record for AclDrop {
-    const SCHEMA_ID: u16 = 700;
-    fn header(&self) -> &RecordHeader {
-        &self.header
-    }
-}
-
-// SAFETY: repr(C), 8 + 8 + 16 + 6 + 2 + 1 + 1 + 2 + 2 + 1 + 1 + 4 + 4 = 56
-// bytes without padding, described by the schema built from its own
-// offset_of! values.
-unsafe impl HasSchema for AclDrop {
-    fn schema() -> &'static Schema {
-        static S: OnceLock<Schema> = OnceLock::new();
-        S.get_or_init(|| {
-            schema!(AclDrop, id = 700, name = "aclDrop", [
-                ticks => "dropTime": TscTimestamp, ie 0;
-                src_addr => "sourceIPv6Address": Ipv6, ie 27;
-                src_mac => "sourceMacAddress": Mac, ie 56;
-                vlan => "vlanId": U16, ie 58;
-                reason => "dropReason": Enum, ie 0,
-                    names &[(1, "NO_RULE"), (2, "DENY"), (3, "RATE_LIMIT")];
-                protocol => "protocolIdentifier": Protocol, ie 4;
-                src_port => "sourceTransportPort": Port, ie 7;
-                dst_port => "destinationTransportPort": Port, ie 11;
-                logged => "logged": Bool, ie 0;
-                rule => "ruleId": U32, ie 0;
-            ])
-            .unwrap()
-        })
-    }
-}
-
-/// 2026-01-01T00:00:00Z in ns.
-const ACL_T0: u64 = 1_767_225_600_000_000_000;
-
-/// 2.5 GHz; tick 1000 is ACL_T0.
-const ACL_CAL: TscCalibration = TscCalibration {
-    hz: 2_500_000_000,
-    tsc0: 1_000,
-    ns0: ACL_T0,
-};
-
-/// A drop `ms` milliseconds (plus 0.4 ms, cut by the ms encoding) after
-/// ACL_T0, in ticks of ACL_CAL.
-fn acl_drop(ms: u64, reason: u8, rule: u32, logged: bool) -> AclDrop {
-    let ns = ms * 1_000_000 + 400_000;
-    AclDrop {
-        header: RecordHeader::of::<AclDrop>(),
-        ticks: 1_000 + ns * 5 / 2,
-        src_addr: [
-            0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, reason,
-        ],
-        src_mac: [0x02, 0x00, 0x5e, 0x10, 0x20, reason],
-        vlan: 100 + u16::from(reason),
-        reason,
-        protocol: 17,
-        src_port: 5353,
-        dst_port: 53,
-        logged: u8::from(logged),
-        pad: 0,
-        rule,
-        pad2: [0; 4],
-    }
 }
 
 #[test]

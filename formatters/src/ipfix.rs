@@ -728,7 +728,7 @@ mod tests {
         data.extend_from_slice(&T_MS.to_be_bytes());
         data.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
         data.extend_from_slice(&[0x02, 0, 0x5e, 0x10, 0x20, 0x30]);
-        data.extend_from_slice(&[0, 100, 3, 17, 0x14, 0xe9, 1, 2, 3, 4, BOOL_TRUE]);
+        data.extend_from_slice(&[0, 100, 3, 17, 0x14, 0xe9, 1, 2, 3, 4, 1]);
         data.extend_from_slice(b"ab\0");
         let mut msg = vec![0x00, 0x0a, 0, 0];
         msg.extend_from_slice(&((T / 1_000_000_000) as u32).to_be_bytes());
@@ -743,7 +743,7 @@ mod tests {
         let n = out.len();
         assert!(e.push(&acl_record(0), &mut out));
         assert_eq!(out.len(), n + 44);
-        assert_eq!(out[n + 40], BOOL_FALSE);
+        assert_eq!(out[n + 40], 2);
     }
 
     #[test]

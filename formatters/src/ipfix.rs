@@ -4,11 +4,48 @@
 //! Every schema becomes one template (a schema whose element for one field
 //! depends on another field's value, [`SchemaMeta::ipfix_ie_by`](dplog_core::schema::SchemaMeta::ipfix_ie_by), one per
 //! value: e.g. RFC 8158's quota-exceeded record per
-//! `natQuotaExceededEvent` subtype): the fields that have an IANA
-//! element id, in schema order, each with its schema size (reduced-size
-//! encoding, RFC 7011 section 6.2), in network byte order. Every data record
-//! carries observationTimeMilliseconds (323); a schema without it gets the
-//! export time.
+//! `natQuotaExceededEvent` subtype): every field in schema order, in
+//! network byte order, each with its schema size (reduced-size encoding,
+//! RFC 7011 section 6.2), except as said below.
+//!
+//! Elements:
+//! - a field with an IANA element id (`FieldDef::ie_id` > 0) goes out as
+//!   that element;
+//! - a field without one (`ie_id` 0) goes out as an enterprise-specific
+//!   element (RFC 7011 section 3.2: the field specifier's element id has
+//!   the enterprise bit [`ENTERPRISE_BIT`] set and is followed by a 4-byte
+//!   Private Enterprise Number, [`IpfixOptions::enterprise_number`],
+//!   default [`DOCUMENTATION_PEN`]). Its element id is the field's
+//!   1-based position in the schema (index + 1), so it stays the same for
+//!   a field as long as the fields before it do; a schema with such a
+//!   field past position [`MAX_ENTERPRISE_IE`] (32767) is refused. The
+//!   field chosen by [`SchemaMeta::ipfix_ie_by`](dplog_core::schema::SchemaMeta::ipfix_ie_by)
+//!   takes its element from that table only (a value without one leaves
+//!   it out, never as an enterprise element).
+//!
+//! Encoding by field kind, the same for IANA and enterprise elements:
+//! unsigned integers, ports, protocol, enums (their integer value) and
+//! IPv4 addresses as big-endian unsigned integers of the schema size;
+//! IPv6, MAC and byte strings as their raw bytes; timestamps
+//! (nanosecond, or TSC converted with the calibration) as 8-byte
+//! dateTimeMilliseconds; booleans as one byte in the RFC 7011 section
+//! 6.1.5 encoding, [`BOOL_TRUE`] (1) for a non-zero field and
+//! [`BOOL_FALSE`] (2) for zero.
+//!
+//! Time stamp: every data record carries observationTimeMilliseconds
+//! ([`IE_OBSERVATION_TIME_MS`], 323) taken from the schema's event-time
+//! field ([`SchemaMeta::event_time`](dplog_core::schema::SchemaMeta::event_time),
+//! by default its first timestamp field), whatever that field's own
+//! element id:
+//! - an event-time field with element 323 is that element, in its place;
+//! - otherwise observationTimeMilliseconds is the template's first element,
+//!   and the event-time field itself is also exported in its place as its
+//!   IANA element if it has one, not at all if it has none (its value is
+//!   the stamp already);
+//! - a schema without an event-time field gets the export time (message
+//!   export time, whole seconds, in ms) as its first element;
+//! - element 323 appears once per template: another field that declares
+//!   it goes out as an enterprise element.
 //!
 //! Messages (RFC 7011 section 3.1):
 //! - the header sequence number counts data records sent before the
@@ -29,7 +66,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use dplog_core::schema::{read_uint, FieldKind, Schema};
+use dplog_core::schema::{read_uint, FieldDef, FieldKind, Schema};
 
 use crate::conv::TscCalibration;
 use crate::template::{Options, Renumber};
@@ -42,6 +79,20 @@ pub const IE_QUOTA_EVENT: u16 = 466;
 pub const IP_UDP_OVERHEAD: usize = 28;
 /// First template id (RFC 7011 section 3.4.1: 256 and above).
 pub const FIRST_TEMPLATE_ID: u16 = 256;
+/// The enterprise bit of a field specifier's element id (RFC 7011
+/// section 3.2): set, a 4-byte Private Enterprise Number follows.
+pub const ENTERPRISE_BIT: u16 = 0x8000;
+/// Highest enterprise-specific element id (15 bits): a schema's fields
+/// past this position cannot go out as enterprise elements.
+pub const MAX_ENTERPRISE_IE: u16 = 0x7fff;
+/// The default [`IpfixOptions::enterprise_number`]: 32473, the IANA
+/// Private Enterprise Number reserved for documentation (RFC 5612), as in
+/// the syslog SD-IDs. A deployment should configure its own.
+pub const DOCUMENTATION_PEN: u32 = 32473;
+/// RFC 7011 section 6.1.5 boolean: true.
+pub const BOOL_TRUE: u8 = 1;
+/// RFC 7011 section 6.1.5 boolean: false.
+pub const BOOL_FALSE: u8 = 2;
 
 /// Where the export time (message header, template refresh) comes from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -70,6 +121,11 @@ pub struct IpfixOptions {
     pub observation_domain_id: u32,
     /// Export-time source. Default `system`.
     pub export_clock: ExportClock,
+    /// Private Enterprise Number (IANA PEN registry, RFC 7011 section 3.2)
+    /// of the enterprise-specific elements: the fields without an IANA
+    /// element id (see the module docs). Default [`DOCUMENTATION_PEN`]
+    /// (32473); not 0 (reserved).
+    pub enterprise_number: u32,
 }
 
 impl Default for IpfixOptions {
@@ -79,6 +135,7 @@ impl Default for IpfixOptions {
             template_refresh_secs: 20,
             observation_domain_id: 1,
             export_clock: ExportClock::System,
+            enterprise_number: DOCUMENTATION_PEN,
         }
     }
 }
@@ -91,6 +148,8 @@ enum Enc {
     Raw { off: u16, size: u8 },
     /// ns timestamp -> 8-byte ms.
     Ms { off: u16, tsc: bool },
+    /// Bool -> RFC 7011 section 6.1.5 boolean (1 true, 2 false).
+    Bool { off: u16 },
     /// The export time in ms (schemas without a time field).
     ExportMs,
 }
@@ -141,11 +200,15 @@ impl IpfixEncoder {
     /// Builds the templates of `schemas`.
     ///
     /// # Errors
-    /// An MTU below 256, or a schema whose data record would not fit one
-    /// message.
+    /// An MTU below 256, an enterprise number of 0, a schema whose data
+    /// record or template record would not fit one message, or one with a
+    /// field without an IANA element past position 32767.
     pub fn new(schemas: &[&Schema], opts: Options, ipfix: IpfixOptions) -> Result<Self, String> {
         if ipfix.mtu < 256 {
             return Err(format!("ipfix mtu {} is below 256", ipfix.mtu));
+        }
+        if ipfix.enterprise_number == 0 {
+            return Err("ipfix enterprise_number 0 is reserved (IANA PEN registry)".into());
         }
         let mut e = IpfixEncoder {
             opts: ipfix,
@@ -184,16 +247,38 @@ impl IpfixEncoder {
 
     fn add(&mut self, s: &Schema, subtype: Option<u32>) -> Result<(), String> {
         let id = FIRST_TEMPLATE_ID + self.templates.len() as u16;
+        let pen = self.opts.enterprise_number;
         let mut encs = Vec::new();
-        let mut ies: Vec<(u16, u16)> = Vec::new();
-        let mut time_off = None;
-        let has_time = s.fields().iter().any(|f| {
-            f.ie_id == IE_OBSERVATION_TIME_MS
-                && matches!(f.kind, FieldKind::NsTimestamp | FieldKind::TscTimestamp)
+        // (element id without the enterprise bit, length, enterprise number).
+        let mut ies: Vec<(u16, u16, Option<u32>)> = Vec::new();
+        let ms = |f: &FieldDef| Enc::Ms {
+            off: f.offset,
+            tsc: f.kind == FieldKind::TscTimestamp,
+        };
+        // The event-time field (only a timestamp kind can stamp a record).
+        let event = s.meta().event_time.filter(|&i| {
+            s.fields()
+                .get(i)
+                .is_some_and(|f| matches!(f.kind, FieldKind::NsTimestamp | FieldKind::TscTimestamp))
         });
-        if !has_time {
-            encs.push(Enc::ExportMs);
-            ies.push((IE_OBSERVATION_TIME_MS, 8));
+        let time_off = event.map(|i| {
+            (
+                s.fields()[i].offset,
+                s.fields()[i].kind == FieldKind::TscTimestamp,
+            )
+        });
+        // observationTimeMilliseconds goes first unless the event-time
+        // field is itself element 323, which then stays in its place.
+        match event {
+            Some(i) if s.fields()[i].ie_id == IE_OBSERVATION_TIME_MS => {}
+            Some(i) => {
+                encs.push(ms(&s.fields()[i]));
+                ies.push((IE_OBSERVATION_TIME_MS, 8, None));
+            }
+            None => {
+                encs.push(Enc::ExportMs);
+                ies.push((IE_OBSERVATION_TIME_MS, 8, None));
+            }
         }
         let ie_by = s.meta().ipfix_ie_by.as_ref();
         for (i, f) in s.fields().iter().enumerate() {
@@ -204,36 +289,50 @@ impl IpfixEncoder {
                     None => continue,
                 };
             }
-            if ie == 0 {
+            let is_event = event == Some(i);
+            // Element 323 is the record's stamp only: another field that
+            // claims it goes out as an enterprise element.
+            let enterprise = ie == 0 || (ie == IE_OBSERVATION_TIME_MS && !is_event);
+            if is_event && ie == 0 {
+                // Already exported as observationTimeMilliseconds.
                 continue;
             }
+            let (ie, pen) = if enterprise {
+                if i + 1 > MAX_ENTERPRISE_IE as usize {
+                    return Err(format!(
+                        "schema {}: field {} (#{}) has no IANA element and is past the \
+                         {MAX_ENTERPRISE_IE} enterprise element ids",
+                        s.name(),
+                        f.name,
+                        i + 1
+                    ));
+                }
+                ((i + 1) as u16, Some(pen))
+            } else {
+                (ie, None)
+            };
             let (off, size) = (f.offset, f.size as u8);
             let enc = match f.kind {
-                FieldKind::NsTimestamp => Enc::Ms { off, tsc: false },
                 // Converted with the calibration (identity until one is
                 // set, see `set_tsc_calibration`).
-                FieldKind::TscTimestamp => Enc::Ms { off, tsc: true },
+                FieldKind::NsTimestamp | FieldKind::TscTimestamp => ms(f),
                 FieldKind::Ipv6 | FieldKind::Mac | FieldKind::Bytes => Enc::Raw { off, size },
+                FieldKind::Bool => Enc::Bool { off },
                 _ => Enc::Uint {
                     off,
                     size,
-                    event: self.renumber.is_some_and(|r| r.ie_id == ie),
+                    event: pen.is_none() && self.renumber.is_some_and(|r| r.ie_id == ie),
                 },
             };
-            if let Enc::Ms { off, tsc } = enc {
-                if ie == IE_OBSERVATION_TIME_MS && time_off.is_none() {
-                    time_off = Some((off, tsc));
-                }
-            }
             let len = if matches!(enc, Enc::Ms { .. }) {
                 8
             } else {
                 size as u16
             };
             encs.push(enc);
-            ies.push((ie, len));
+            ies.push((ie, len, pen));
         }
-        let rec_len: usize = ies.iter().map(|&(_, l)| l as usize).sum();
+        let rec_len: usize = ies.iter().map(|&(_, l, _)| l as usize).sum();
         if 16 + 4 + rec_len > self.max_message() {
             return Err(format!(
                 "schema {}: a {rec_len}-byte data record does not fit a {}-byte message",
@@ -241,12 +340,27 @@ impl IpfixEncoder {
                 self.max_message()
             ));
         }
-        let mut def = Vec::with_capacity(4 + 4 * ies.len());
+        let mut def = Vec::with_capacity(4 + 8 * ies.len());
         def.extend_from_slice(&id.to_be_bytes());
         def.extend_from_slice(&(ies.len() as u16).to_be_bytes());
-        for (ie, len) in ies {
-            def.extend_from_slice(&ie.to_be_bytes());
+        for (ie, len, pen) in ies {
+            // RFC 7011 section 3.2: the enterprise bit on the element id,
+            // then the 4-byte enterprise number.
+            let bit = if pen.is_some() { ENTERPRISE_BIT } else { 0 };
+            def.extend_from_slice(&(ie | bit).to_be_bytes());
             def.extend_from_slice(&len.to_be_bytes());
+            if let Some(pen) = pen {
+                def.extend_from_slice(&pen.to_be_bytes());
+            }
+        }
+        // A template set header, the template record and a message header.
+        if 16 + 4 + def.len() > self.max_message() {
+            return Err(format!(
+                "schema {}: its {}-byte template record does not fit a {}-byte message",
+                s.name(),
+                def.len(),
+                self.max_message()
+            ));
         }
         let needed = encs
             .iter()
@@ -255,6 +369,7 @@ impl IpfixEncoder {
                     off as usize + size as usize
                 }
                 Enc::Ms { off, .. } => off as usize + 8,
+                Enc::Bool { off } => off as usize + 1,
                 Enc::ExportMs => 0,
             })
             .max()
@@ -409,6 +524,14 @@ impl IpfixEncoder {
                     buf[n..n + 8].copy_from_slice(&(ns / 1_000_000).to_be_bytes());
                     n += 8;
                 }
+                Enc::Bool { off } => {
+                    buf[n] = if rec[off as usize] != 0 {
+                        BOOL_TRUE
+                    } else {
+                        BOOL_FALSE
+                    };
+                    n += 1;
+                }
                 Enc::ExportMs => {
                     buf[n..n + 8].copy_from_slice(&export_ms.to_be_bytes());
                     n += 8;
@@ -488,4 +611,252 @@ pub fn split_messages(mut b: &[u8]) -> Vec<&[u8]> {
         b = &b[len..];
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 2026-01-01T00:00:01.234567891Z.
+    const T: u64 = 1_767_225_601_234_567_891;
+    const T_MS: u64 = 1_767_225_601_234;
+
+    /// An ACL-drop schema: IANA elements and five fields without one by
+    /// default (the timestamp, which is the event time; reason, rule,
+    /// logged, tag).
+    fn acl(ts_ie: u16) -> Schema {
+        Schema::new(
+            300,
+            "aclDrop",
+            56,
+            vec![
+                FieldDef::new("ts", 8, 8, FieldKind::NsTimestamp, ts_ie),
+                FieldDef::new("sourceIPv6Address", 16, 16, FieldKind::Ipv6, 27),
+                FieldDef::new("sourceMacAddress", 32, 6, FieldKind::Mac, 56),
+                FieldDef::new("vlanId", 38, 2, FieldKind::U16, 58),
+                FieldDef::new("reason", 40, 1, FieldKind::Enum, 0),
+                FieldDef::new("protocolIdentifier", 41, 1, FieldKind::Protocol, 4),
+                FieldDef::new("sourceTransportPort", 42, 2, FieldKind::Port, 7),
+                FieldDef::new("rule", 44, 4, FieldKind::U32, 0),
+                FieldDef::new("logged", 48, 1, FieldKind::Bool, 0),
+                FieldDef::new("tag", 49, 3, FieldKind::Bytes, 0),
+            ],
+        )
+        .unwrap()
+    }
+
+    fn acl_record(logged: u8) -> Vec<u8> {
+        let mut r = vec![0u8; 56];
+        r[0..2].copy_from_slice(&56u16.to_ne_bytes());
+        r[2..4].copy_from_slice(&300u16.to_ne_bytes());
+        r[8..16].copy_from_slice(&T.to_ne_bytes());
+        r[16..32].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+        r[32..38].copy_from_slice(&[0x02, 0, 0x5e, 0x10, 0x20, 0x30]);
+        r[38..40].copy_from_slice(&100u16.to_ne_bytes());
+        r[40] = 3;
+        r[41] = 17;
+        r[42..44].copy_from_slice(&5353u16.to_ne_bytes());
+        r[44..48].copy_from_slice(&0x0102_0304u32.to_ne_bytes());
+        r[48] = logged;
+        r[49..52].copy_from_slice(b"ab\0");
+        r
+    }
+
+    fn encoder(s: &Schema, pen: u32) -> Result<IpfixEncoder, String> {
+        IpfixEncoder::new(
+            &[s],
+            Options::default(),
+            IpfixOptions {
+                export_clock: ExportClock::Record,
+                enterprise_number: pen,
+                ..Default::default()
+            },
+        )
+    }
+
+    /// (element id with the enterprise bit, length, PEN) of the single
+    /// template record in the first message of `out`.
+    fn template_fields(out: &[u8]) -> Vec<(u16, u16, Option<u32>)> {
+        let be16 = |o: usize| u16::from_be_bytes([out[o], out[o + 1]]);
+        assert_eq!(be16(16), 2, "template set after the header");
+        let count = be16(22) as usize;
+        let mut o = 24;
+        let mut v = Vec::new();
+        for _ in 0..count {
+            let (ie, len) = (be16(o), be16(o + 2));
+            o += 4;
+            let pen = (ie & ENTERPRISE_BIT != 0).then(|| {
+                o += 4;
+                u32::from_be_bytes(out[o - 4..o].try_into().unwrap())
+            });
+            v.push((ie, len, pen));
+        }
+        assert_eq!(o, 16 + be16(18) as usize, "template set length");
+        v
+    }
+
+    #[test]
+    fn fields_without_iana_element_are_enterprise_elements() {
+        let s = acl(0);
+        let mut e = encoder(&s, 32473).unwrap();
+        let mut out = Vec::new();
+        assert!(e.push(&acl_record(1), &mut out));
+        let pen = 32473u32.to_be_bytes();
+        let mut tmpl = vec![0x00, 0x02, 0x00, 0x00, 0x01, 0x00, 0x00, 10];
+        for (ie, len, p) in [
+            (323u16, 8u16, false),
+            (27, 16, false),
+            (56, 6, false),
+            (58, 2, false),
+            (0x8005, 1, true),
+            (4, 1, false),
+            (7, 2, false),
+            (0x8008, 4, true),
+            (0x8009, 1, true),
+            (0x800a, 3, true),
+        ] {
+            tmpl.extend_from_slice(&ie.to_be_bytes());
+            tmpl.extend_from_slice(&len.to_be_bytes());
+            if p {
+                tmpl.extend_from_slice(&pen);
+            }
+        }
+        let tlen = tmpl.len() as u16;
+        tmpl[2..4].copy_from_slice(&tlen.to_be_bytes());
+        assert_eq!(tlen, 4 + 4 + 10 * 4 + 4 * 4);
+        let mut data = vec![0x01, 0x00, 0x00, 4 + 44];
+        data.extend_from_slice(&T_MS.to_be_bytes());
+        data.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+        data.extend_from_slice(&[0x02, 0, 0x5e, 0x10, 0x20, 0x30]);
+        data.extend_from_slice(&[0, 100, 3, 17, 0x14, 0xe9, 1, 2, 3, 4, 1]);
+        data.extend_from_slice(b"ab\0");
+        let mut msg = vec![0x00, 0x0a, 0, 0];
+        msg.extend_from_slice(&((T / 1_000_000_000) as u32).to_be_bytes());
+        msg.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 1]);
+        msg.extend_from_slice(&tmpl);
+        msg.extend_from_slice(&data);
+        let mlen = msg.len() as u16;
+        msg[2..4].copy_from_slice(&mlen.to_be_bytes());
+        assert_eq!(out, msg);
+
+        // A false bool is 2, in the same data set.
+        let n = out.len();
+        assert!(e.push(&acl_record(0), &mut out));
+        assert_eq!(out.len(), n + 44);
+        assert_eq!(out[n + 40], 2);
+    }
+
+    #[test]
+    fn the_enterprise_number_is_configurable_and_not_zero() {
+        let s = acl(0);
+        let mut e = encoder(&s, 0xdead_beef).unwrap();
+        let mut out = Vec::new();
+        assert!(e.push(&acl_record(1), &mut out));
+        let f = template_fields(&out);
+        let ent: Vec<_> = f.iter().filter(|x| x.2.is_some()).collect();
+        assert_eq!(ent.len(), 4);
+        assert!(ent.iter().all(|x| x.2 == Some(0xdead_beef)));
+        let err = encoder(&s, 0).unwrap_err();
+        assert!(err.contains("enterprise_number 0"), "{err}");
+    }
+
+    #[test]
+    fn the_event_time_field_stamps_the_record_whatever_its_element() {
+        // ie 323 on the event-time field: in place, not twice.
+        let s = acl(323);
+        let mut out = Vec::new();
+        encoder(&s, 32473).unwrap().push(&acl_record(1), &mut out);
+        let f = template_fields(&out);
+        assert_eq!(f.len(), 10);
+        assert_eq!(f[0], (323, 8, None));
+        assert_eq!(f.iter().filter(|x| x.0 == 323).count(), 1);
+        assert_eq!(&out[out.len() - 44..out.len() - 36], &T_MS.to_be_bytes());
+
+        // An IANA element other than 323 (flowStartMilliseconds): the
+        // stamp first, then the field as its own element, same value.
+        let s = acl(152);
+        let mut out = Vec::new();
+        encoder(&s, 32473).unwrap().push(&acl_record(1), &mut out);
+        let f = template_fields(&out);
+        assert_eq!(&f[..2], &[(323, 8, None), (152, 8, None)]);
+        let d = &out[out.len() - 52..];
+        assert_eq!(&d[..8], &T_MS.to_be_bytes());
+        assert_eq!(&d[8..16], &T_MS.to_be_bytes());
+
+        // No event time: the export time first; the timestamp field (no
+        // IANA element) is an enterprise element of its own, in ms.
+        let s = acl(0).with_event_time(None).unwrap();
+        let mut e = IpfixEncoder::new(
+            &[&s],
+            Options::default(),
+            IpfixOptions {
+                export_clock: ExportClock::System,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        e.push(&acl_record(1), &mut out);
+        let f = template_fields(&out);
+        assert_eq!(&f[..2], &[(323, 8, None), (0x8001, 8, Some(32473))]);
+        let export_s = u32::from_be_bytes(out[4..8].try_into().unwrap()) as u64;
+        let d = &out[out.len() - 52..];
+        assert_eq!(&d[..8], &(export_s * 1000).to_be_bytes());
+        assert_eq!(&d[8..16], &T_MS.to_be_bytes());
+    }
+
+    #[test]
+    fn a_second_field_claiming_element_323_is_an_enterprise_element() {
+        let s = Schema::new(
+            301,
+            "twoTimes",
+            24,
+            vec![
+                FieldDef::new("seen", 8, 8, FieldKind::NsTimestamp, 323),
+                FieldDef::new("at", 16, 8, FieldKind::NsTimestamp, 323),
+            ],
+        )
+        .unwrap()
+        .with_event_time(Some("at"))
+        .unwrap();
+        let mut r = vec![0u8; 24];
+        r[0..2].copy_from_slice(&24u16.to_ne_bytes());
+        r[2..4].copy_from_slice(&301u16.to_ne_bytes());
+        r[8..16].copy_from_slice(&(T - 5_000_000_000).to_ne_bytes());
+        r[16..24].copy_from_slice(&T.to_ne_bytes());
+        let mut out = Vec::new();
+        assert!(encoder(&s, 32473).unwrap().push(&r, &mut out));
+        let f = template_fields(&out);
+        assert_eq!(f, vec![(0x8001, 8, Some(32473)), (323, 8, None)]);
+        let d = &out[out.len() - 16..];
+        assert_eq!(&d[..8], &(T_MS - 5000).to_be_bytes());
+        assert_eq!(&d[8..], &T_MS.to_be_bytes());
+    }
+
+    #[cfg(feature = "serde")]
+    #[test]
+    fn enterprise_number_is_a_config_key_with_its_default() {
+        let o: IpfixOptions = serde_json::from_str(r#"{"enterprise_number": 12345}"#).unwrap();
+        assert_eq!(o.enterprise_number, 12345);
+        assert_eq!(o.mtu, 1500);
+        let o: IpfixOptions = serde_json::from_str("{}").unwrap();
+        assert_eq!(o.enterprise_number, DOCUMENTATION_PEN);
+    }
+
+    #[test]
+    fn a_template_too_big_for_a_message_is_refused() {
+        // 60 one-byte fields without an IANA element: 8 bytes each in the
+        // template (484 bytes with its header), 60 in a data record.
+        let fields = (0..60)
+            .map(|i| FieldDef::new(format!("f{i}"), 8 + i, 1, FieldKind::U8, 0))
+            .collect();
+        let s = Schema::new(302, "wide", 68, fields).unwrap();
+        let opts = |mtu| IpfixOptions {
+            mtu,
+            ..Default::default()
+        };
+        let err = IpfixEncoder::new(&[&s], Options::default(), opts(256)).unwrap_err();
+        assert!(err.contains("template record does not fit"), "{err}");
+        assert!(IpfixEncoder::new(&[&s], Options::default(), opts(576)).is_ok());
+    }
 }

@@ -2,6 +2,7 @@
 //! scripts/setup.sh): the encoder's output is written to a pcap as UDP
 //! datagrams to port 4739 and every field is compared with the record.
 
+mod acl;
 mod common;
 
 use dplog_schema_nat::NatFormatSpec as _;
@@ -9,7 +10,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use acl::*;
 use common::*;
+use dplog_core::schema::HasSchema;
 use dplog_core::Formatter;
 use dplog_formatters::ipfix::split_messages;
 use dplog_formatters::{ExportClock, Format, FormatSpec, IpfixOptions};
@@ -216,4 +219,157 @@ fn sequence_counts_records_messages_respect_the_mtu_and_templates_refresh() {
     assert_eq!(ports, (0..100).collect::<Vec<u64>>());
     // t = 0, 20, 40, 60, 80 s.
     assert_eq!(template_msgs, 5, "{rows:?}");
+}
+
+#[test]
+fn nat_templates_have_no_enterprise_element_and_quota_limit_only_its_iana_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut f = ipfix_spec(1500).nat_formatter().unwrap();
+    let mut out = Vec::new();
+    for r in all_records() {
+        f.format(&r, &mut out);
+    }
+    let p = dir.path().join("nat.pcap");
+    write_pcap(&p, &out);
+    let rows = tshark(
+        &p,
+        &[
+            "cflow.template_id",
+            "cflow.template_ipfix_pen_provided",
+            "cflow.template_ipfix_field_pen",
+            "cflow.template_ipfix_field_type",
+        ],
+    );
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let r = &rows[0];
+    // Five schemas, the quota one as six templates (five limits and none).
+    assert_eq!(r[0], "256,257,258,259,260,261,262,263,264,265");
+    assert!(
+        !r[1].is_empty() && r[1].split(',').all(|b| b == "0"),
+        "{r:?}"
+    );
+    assert_eq!(r[2], "", "no enterprise number in any NAT template");
+    // quotaLimit (no IANA element of its own) appears only as the limit
+    // element of its subtype: 471..=475, once each.
+    let types: Vec<u32> = r[3].split(',').map(|t| t.parse().unwrap()).collect();
+    for ie in 471..=475 {
+        assert_eq!(types.iter().filter(|&&t| t == ie).count(), 1, "{ie}");
+    }
+    assert_eq!(types.iter().filter(|&&t| t == 466).count(), 6);
+}
+
+#[test]
+fn tshark_decodes_enterprise_elements_and_the_tsc_event_time_of_a_user_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut f = ipfix_spec(1500).formatter(&[AclDrop::schema()]).unwrap();
+    f.set_tsc_calibration(ACL_CAL);
+    let mut out = Vec::new();
+    for r in [
+        acl_drop(1_234, 1, 7, true),
+        acl_drop(2_500, 2, 0x0102_0304, false),
+        acl_drop(61_001, 3, 4_000_000_000, true),
+    ] {
+        f.format(&r, &mut out);
+    }
+    assert_eq!(f.skipped(), 0);
+    let p = dir.path().join("acl.pcap");
+    assert_eq!(write_pcap(&p, &out), 1);
+    let rows = tshark(
+        &p,
+        &[
+            "cflow.template_id",
+            "cflow.template_field_count",
+            "cflow.template_ipfix_pen_provided",
+            "cflow.template_ipfix_field_type",
+            "cflow.template_ipfix_field_type_enterprise",
+            "cflow.template_ipfix_field_pen",
+            "cflow.template_field_length",
+            "cflow.observation_time_milliseconds",
+            "cflow.srcaddrv6",
+            "cflow.srcmac",
+            "cflow.vlanid",
+            "cflow.protocol",
+            "cflow.srcport",
+            "cflow.dstport",
+            "cflow.enterprise_private_entry",
+        ],
+    );
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let r = &rows[0];
+    assert_eq!(r[0], "256");
+    // The stamp and 9 fields: the event-time field (no IANA element) is
+    // the stamp, not exported again.
+    assert_eq!(r[1], "10");
+    assert_eq!(
+        r[2], "0,0,0,0,1,0,0,0,1,1",
+        "the enterprise bit on dropReason, logged and ruleId"
+    );
+    // IANA element ids in template order, then the enterprise ones: the
+    // field's position in the schema (dropReason 5th, logged 9th, ruleId
+    // 10th), all under PEN 32473.
+    assert_eq!(r[3], "323,27,56,58,4,7,11");
+    assert_eq!(r[4], "5,9,10");
+    assert_eq!(r[5], "32473,32473,32473");
+    assert_eq!(r[6], "8,16,6,2,1,1,2,2,1,4");
+    // observationTimeMilliseconds from the TSC event-time field, converted
+    // with the calibration.
+    assert_eq!(
+        r[7],
+        "Jan  1, 2026 00:00:01.234000000 UTC,Jan  1, 2026 00:00:02.500000000 UTC,\
+         Jan  1, 2026 00:01:01.001000000 UTC"
+    );
+    assert_eq!(r[8], "2001:db8::1,2001:db8::2,2001:db8::3");
+    assert_eq!(
+        r[9],
+        "02:00:5e:10:20:01,02:00:5e:10:20:02,02:00:5e:10:20:03"
+    );
+    assert_eq!(r[10], "101,102,103");
+    assert_eq!(r[11], "17,17,17");
+    assert_eq!(r[12], "5353,5353,5353");
+    assert_eq!(r[13], "53,53,53");
+    // Per record: dropReason (1 byte), logged (RFC 7011 boolean: 1 true,
+    // 2 false), ruleId (4 bytes big-endian).
+    assert_eq!(r[14], "01,01,00000007,02,02,01020304,03,01,ee6b2800");
+    // The same values in tshark's own words, each with its element id and
+    // enterprise (32473 is IANA's documentation PEN).
+    let entries: Vec<String> = tshark_verbose(&p)
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("Enterprise Private entry: "))
+        .map(String::from)
+        .collect();
+    let e = |t: u8, v: &str| {
+        format!(
+            "(Example Enterprise Number for Documentation Use) Type {t}: Value (hex bytes): {v}"
+        )
+    };
+    assert_eq!(
+        entries,
+        [
+            e(5, "01"),
+            e(9, "01"),
+            e(10, "00 00 00 07"),
+            e(5, "02"),
+            e(9, "02"),
+            e(10, "01 02 03 04"),
+            e(5, "03"),
+            e(9, "01"),
+            e(10, "ee 6b 28 00"),
+        ]
+    );
+}
+
+/// tshark's detailed dissection (`-V`) of the IPFIX packets in `path`.
+fn tshark_verbose(path: &Path) -> String {
+    let out = Command::new("tshark")
+        .args(["-n", "-r"])
+        .arg(path)
+        .args(["-d", "udp.port==4739,cflow", "-V"])
+        .output()
+        .expect("tshark not found: run scripts/setup.sh (Debian package tshark)");
+    assert!(
+        out.status.success(),
+        "tshark: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
 }

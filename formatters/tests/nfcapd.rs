@@ -20,6 +20,7 @@
 //! (361-364), natQuotaExceededEvent (466) and the limit elements
 //! (471-475); tshark checks those in tests/ipfix.rs.
 
+mod acl;
 mod common;
 
 use dplog_schema_nat::NatFormatSpec as _;
@@ -31,7 +32,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use acl::*;
 use common::*;
+use dplog_core::schema::HasSchema;
 use dplog_core::Formatter;
 use dplog_formatters::ipfix::split_messages;
 use dplog_formatters::{ExportClock, Format, FormatSpec, IpfixOptions};
@@ -359,6 +362,52 @@ fn nfcapd_sees_no_sequence_failure_across_many_messages() {
     c.send(&bad);
     let (file, _dir) = c.finish(300);
     assert!(stat_field(&file, "Sequence failures") >= 1);
+}
+
+#[test]
+fn nfcapd_skips_enterprise_elements_and_decodes_the_iana_ones_around_them() {
+    // tests/acl: dropReason, logged and ruleId go out as enterprise
+    // elements between and after IANA ones. nfcapd does not know them; it
+    // must skip each by its length to read the elements after it at the
+    // right offset, and stamp the flow from the TSC event time.
+    let mut f = FormatSpec {
+        kind: Format::Ipfix,
+        ipfix: IpfixOptions {
+            export_clock: ExportClock::Record,
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+    .formatter(&[AclDrop::schema()])
+    .unwrap();
+    f.set_tsc_calibration(ACL_CAL);
+    let mut out = Vec::new();
+    for (i, r) in [
+        acl_drop(1_234, 1, 7, true),
+        acl_drop(2_500, 2, 0x0102_0304, false),
+    ]
+    .iter_mut()
+    .enumerate()
+    {
+        r.dst_port = 53 + i as u16;
+        f.format(&*r, &mut out);
+    }
+    let c = Nfcapd::start();
+    assert_eq!(c.send(&out), 1);
+    let (file, _dir) = c.finish(2);
+    let v = flows(&file);
+    assert_eq!(v.len(), 2, "{v:#?}");
+    for (r, addr, t, dport, vlan) in [
+        (&v[0], "2001:db8::1", "2026-01-01T00:00:01.234", "53", "101"),
+        (&v[1], "2001:db8::2", "2026-01-01T00:00:02.500", "54", "102"),
+    ] {
+        assert_eq!(s(r, "src6_addr"), addr, "{r}");
+        assert_eq!(s(r, "proto"), "17", "{r}");
+        assert_eq!(s(r, "src_port"), "5353", "{r}");
+        assert_eq!(s(r, "dst_port"), dport, "{r}");
+        assert_eq!(s(r, "src_vlan"), vlan, "{r}");
+        assert_eq!(s(r, "t_event"), t, "{r}");
+    }
 }
 
 /// A counter of `nfdump -I` (file statistics), e.g. `Flows`.

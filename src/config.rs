@@ -775,7 +775,11 @@ impl LogConfig {
             t = t.with_priority(schemas, name, p).map_err(|e| {
                 ConfigError::Parse(format!(
                     "[ring.priorities] {name} = {p}: {e}; record types: {}",
-                    schemas.iter().map(|s| s.name()).collect::<Vec<_>>().join(", ")
+                    schemas
+                        .iter()
+                        .map(|s| s.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ))
             })?;
         }
@@ -873,7 +877,10 @@ pub fn check_slots(
                  (set [ring] slot_bytes = {})",
                 s.name(),
                 s.size(),
-                SLOT_SIZES.iter().find(|&&x| x >= s.size()).map_or_else(|| "a larger slot".to_string(), |x| x.to_string())
+                SLOT_SIZES
+                    .iter()
+                    .find(|&&x| x >= s.size())
+                    .map_or_else(|| "a larger slot".to_string(), |x| x.to_string())
             )));
         }
     }

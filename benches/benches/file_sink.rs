@@ -14,14 +14,15 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
-use dplog::formatters::{Format, FormatSpec, NatFormatter, TextFormatter};
+use dplog::formatters::{Format, FormatSpec};
+use dplog::nat::{NatFormatter, TextFormatter};
 use dplog::sinks::FileSink;
 use dplog::{Backpressure, Formatter, Logger, LoggerConfig, Sink};
-use dplog_schema_nat::{Nat44SessionRecord};
 use dplog_benches::format_peers::TEMPLATE;
 use dplog_benches::{
     check_two_cpus, criterion_config, mixed_pool, pin, CONSUMER_CPU, PRODUCER_CPU,
 };
+use dplog_schema_nat::Nat44SessionRecord;
 
 const BATCH_BYTES: usize = 256 * 1024;
 const TRUNCATE_EVERY: u64 = 64 * 1024 * 1024;

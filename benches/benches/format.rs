@@ -17,10 +17,10 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use dplog::formatters::{JsonFormatter, TextFormatter};
-use dplog::{Formatter};
-use dplog_schema_nat::{Nat44SessionRecord, NatEvent};
+use dplog::nat::{JsonFormatter, TextFormatter};
+use dplog::Formatter;
 use dplog_benches::{criterion_config, record_pool};
+use dplog_schema_nat::{Nat44SessionRecord, NatEvent};
 
 const POOL: usize = 1024;
 const CLEAR_EVERY: usize = 1024;

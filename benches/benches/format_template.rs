@@ -36,12 +36,13 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use dplog::formatters::layouts::text_template;
-use dplog::formatters::{Format, FormatSpec, NatFormatter, Options, Program};
-use dplog::schema::nat;
+use dplog::formatters::{Format, FormatSpec, Options, Program};
+use dplog::nat;
+use dplog::nat::NatFormatter;
 use dplog::{Formatter, HasSchema};
-use dplog_schema_nat::{Nat44SessionRecord, NatEvent};
 use dplog_benches::format_peers::{FmtWrite, Hand, TEMPLATE};
 use dplog_benches::{criterion_config, pin, record_pool, PRODUCER_CPU};
+use dplog_schema_nat::{Nat44SessionRecord, NatEvent};
 
 const POOL: usize = 1024;
 const CLEAR_EVERY: usize = 1024;

@@ -25,16 +25,15 @@
 //! Run: `cargo bench -p dplog-benches --bench nat` (add `-- --quick` for a
 //! short smoke run).
 
-use dplog_schema_nat::NatFormatSpec as _;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use dplog::config::FormatConfig;
 use dplog::sinks::FileSink;
 use dplog::{Backpressure, Logger, LoggerConfig};
-use dplog_schema_nat::{NatRecord};
 use dplog_benches::{check_two_cpus, criterion_config, pin, CONSUMER_CPU, PRODUCER_CPU};
 use dplog_nat::{RingLog, NAT_BURST};
+use dplog_schema_nat::NatRecord;
 
 #[path = "common/nat_workload.rs"]
 mod nat_workload;
@@ -75,6 +74,7 @@ fn nat_translate(c: &mut Criterion) {
             ring_capacity: dplog::DEFAULT_RING_CAPACITY,
             backpressure: Backpressure::Block,
             consumer_cpu: Some(CONSUMER_CPU),
+            schemas: dplog::nat::table(),
             ..LoggerConfig::default()
         };
         let formatter = FormatConfig::default()

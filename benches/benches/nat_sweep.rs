@@ -22,16 +22,15 @@
 //! sweep and plots; `DPLOG_SWEEP_BUSY_PEER=1` adds an "off, CPU 1 busy"
 //! run to each point; `DPLOG_SWEEP_LOG_DIR` puts the log files there).
 
-use dplog_schema_nat::NatFormatSpec as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use dplog::config::FormatConfig;
 use dplog::sinks::FileSink;
 use dplog::{Backpressure, Logger, LoggerConfig};
-use dplog_schema_nat::{NatRecord};
 use dplog_benches::{check_two_cpus, pin, CONSUMER_CPU, PRODUCER_CPU};
 use dplog_nat::{RingLog, NAT_BURST};
+use dplog_schema_nat::NatRecord;
 use plotters::prelude::*;
 
 #[path = "common/nat_workload.rs"]
@@ -123,6 +122,7 @@ fn logger(path: &Path, capacity: usize, policy: Backpressure) -> Logger<NatRecor
         backpressure: policy,
         consumer_cpu: Some(CONSUMER_CPU),
         publish_every: NAT_BURST,
+        schemas: dplog::nat::table(),
         ..LoggerConfig::default()
     };
     let formatter = FormatConfig::default()

@@ -14,11 +14,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use dplog_schema_nat::{Nat44SessionRecord, NatEvent};
 use dplog_benches::{
     check_two_cpus, criterion_config, expected_sum, nat44, pin, CrossCore, CONSUMER_CPU,
     PRODUCER_CPU,
 };
+use dplog_schema_nat::{Nat44SessionRecord, NatEvent};
 
 const CAP: usize = 2048;
 const BURST: usize = 32;

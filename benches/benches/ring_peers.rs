@@ -38,10 +38,10 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
 use dplog::{mpsc_ring, ring, Record, RecordHeader};
-use dplog_schema_nat::{Nat44SessionRecord};
 use dplog_benches::{
     check_two_cpus, criterion_config, expected_sum, pin, CrossCore, CONSUMER_CPU, PRODUCER_CPU,
 };
+use dplog_schema_nat::Nat44SessionRecord;
 
 const CAP: usize = 2048;
 const BURST: usize = 32;

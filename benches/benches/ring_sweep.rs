@@ -27,9 +27,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dplog::{ring};
-use dplog_schema_nat::{Nat44SessionRecord, NatEvent};
+use dplog::ring;
 use dplog_benches::{nat44, pin, CONSUMER_CPU, PRODUCER_CPU};
+use dplog_schema_nat::{Nat44SessionRecord, NatEvent};
 use plotters::prelude::*;
 
 /// Average offered rate, records/s (modest, so that the consumer's drain

@@ -29,12 +29,13 @@ use criterion::measurement::WallTime;
 use criterion::{
     criterion_group, criterion_main, BenchmarkGroup, Criterion, SamplingMode, Throughput,
 };
-use dplog::formatters::{Format, FormatSpec, TextFormatter};
+use dplog::formatters::{Format, FormatSpec};
+use dplog::nat::TextFormatter;
 use dplog::sinks::{KafkaKey, KafkaSink, KafkaSinkOptions};
 use dplog::{Formatter, Sink};
-use dplog_schema_nat::{Nat44SessionRecord};
 use dplog_benches::format_peers::TEMPLATE;
 use dplog_benches::{criterion_config, mixed_pool};
+use dplog_schema_nat::Nat44SessionRecord;
 use rdkafka::mocking::MockCluster;
 
 const BATCH_BYTES: usize = 256 * 1024;

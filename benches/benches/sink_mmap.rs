@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use dplog::formatters::TextFormatter;
+use dplog::nat::TextFormatter;
 use dplog::sinks::mmap::list_segments;
 use dplog::sinks::{FileSink, MmapSink, MmapSinkOptions};
 use dplog::{Formatter, Sink};

@@ -27,7 +27,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
-use dplog::formatters::{Format, FormatSpec, TextFormatter};
+use dplog::formatters::{Format, FormatSpec};
+use dplog::nat::TextFormatter;
 use dplog::sinks::{SyslogSink, SyslogSinkOptions, SyslogTransport};
 use dplog::{Formatter, Sink};
 use dplog_benches::format_peers::TEMPLATE;

@@ -15,8 +15,8 @@ use std::time::Instant;
 use dplog::formatters::layouts::text_template;
 use dplog::formatters::{Options, Program};
 use dplog::{Formatter, HasSchema, RecordHeader};
-use dplog_schema_nat::{Nat44SessionRecord};
 use dplog_benches::format_peers::{FmtWrite, Hand, TEMPLATE};
+use dplog_schema_nat::Nat44SessionRecord;
 
 #[inline(never)]
 fn do_hand(h: &mut Hand, r: &Nat44SessionRecord, out: &mut Vec<u8>) {
@@ -77,11 +77,8 @@ fn main() {
     for (name, mut q) in [
         (
             "json",
-            dplog::formatters::layouts::json(
-                dplog_schema_nat::nat44_session(),
-                Options::default(),
-            )
-            .unwrap(),
+            dplog::formatters::layouts::json(dplog_schema_nat::nat44_session(), Options::default())
+                .unwrap(),
         ),
         (
             "text",

@@ -7,8 +7,8 @@
 use std::io::Write;
 use std::net::Ipv4Addr;
 
-use dplog::{Formatter};
-use dplog_schema_nat::{Nat44SessionRecord};
+use dplog::Formatter;
+use dplog_schema_nat::Nat44SessionRecord;
 
 /// The example template, extended with protocol and destination to
 /// about 120 bytes per line.

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use dplog::{RecordHeader};
+use dplog::RecordHeader;
 use dplog_schema_nat::{Nat44SessionRecord, NatEvent};
 
 /// Criterion settings shared by the bench targets: 20 samples, the given

@@ -43,10 +43,10 @@ pub mod runtime;
 pub mod schema;
 pub mod sink;
 pub mod slot;
-pub mod table;
 #[cfg(not(loom))]
 pub mod stats;
 mod sync;
+pub mod table;
 pub mod tsc;
 
 pub use format::Formatter;
@@ -66,7 +66,7 @@ pub use runtime::{
 pub use schema::{FieldDef, FieldKind, HasSchema, Schema, SchemaError};
 pub use sink::{Accepted, Kept, Progress, Sink, SinkCounters, SinkError};
 pub use slot::{Slot, Slot128, Slot32, Slot64, SlotTooSmall};
-pub use table::SchemaTable;
 #[cfg(not(loom))]
 pub use stats::{LatencySummary, RingStats, Snapshot};
 pub use sync::WaitSteps;
+pub use table::SchemaTable;

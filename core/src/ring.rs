@@ -1735,10 +1735,7 @@ mod tests {
     #[test]
     fn bad_capacities_are_errors() {
         for c in [0usize, 3, 6, 1000, MAX_CAPACITY * 2] {
-            assert_eq!(
-                ring::<TestRecord>(c).err(),
-                Some(RingError::BadCapacity(c))
-            );
+            assert_eq!(ring::<TestRecord>(c).err(), Some(RingError::BadCapacity(c)));
         }
         assert!(ring::<TestRecord>(1).is_ok());
     }

@@ -38,12 +38,12 @@ use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
 
 use crate::format::Formatter;
 use crate::record::Record;
-use crate::table::SchemaTable;
 use crate::reorder::Reorder;
 use crate::report::DropReport;
 use crate::ring::{ring, Consumer, Disconnected, DropReason, Producer, RingError, Shared};
 use crate::sink::{Accepted, Progress, Sink, SinkCounters, SinkError};
 use crate::stats::{LatencyHistogram, RingStats, Snapshot};
+use crate::table::SchemaTable;
 use crate::tsc::{now_ticks, realtime_ns, TscClock};
 
 /// What a producer does when its ring is full. Set per logger (and so per

@@ -730,7 +730,6 @@ macro_rules! schema {
     }};
 }
 
-
 /// Priorities (or other small values) by the value of one integer field.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct FieldValues<T> {
@@ -962,7 +961,10 @@ mod tests {
         let e = s.clone().with_event_time(Some("event")).unwrap_err();
         assert_eq!(e, SchemaError::BadMetaField("event time", "event".into()));
         assert!(s.clone().with_event_time(Some("nope")).is_err());
-        assert_eq!(s.clone().with_event_time(None).unwrap().meta().event_time, None);
+        assert_eq!(
+            s.clone().with_event_time(None).unwrap().meta().event_time,
+            None
+        );
         let p = s
             .clone()
             .with_priority(1, Some(("event", &[(5, 2)])))
@@ -974,8 +976,14 @@ mod tests {
             .with_fields_only_when("event", 5, &["addr"])
             .unwrap();
         assert_eq!(w.meta().only_when.as_ref().unwrap().fields, [2]);
-        let m = SyslogMeta::resolve(&s, Some("APP"), None, Some("x@1"), &[("A", "addr"), ("K", "=v")])
-            .unwrap();
+        let m = SyslogMeta::resolve(
+            &s,
+            Some("APP"),
+            None,
+            Some("x@1"),
+            &[("A", "addr"), ("K", "=v")],
+        )
+        .unwrap();
         assert_eq!(m.params[0].1, SdParam::Field(2));
         assert_eq!(m.params[1].1, SdParam::Const("v".into()));
         assert!(SyslogMeta::resolve(&s, None, None, None, &[("A", "nope")]).is_err());

@@ -254,10 +254,7 @@ mod tests {
         p.try_push(Slot64::pack(&small).unwrap()).unwrap();
         let a = c.pop().unwrap();
         let b = c.pop().unwrap();
-        assert_eq!(
-            (a.header().schema_id, a.header().len),
-            (TEST_SCHEMA_ID, 64)
-        );
+        assert_eq!((a.header().schema_id, a.header().len), (TEST_SCHEMA_ID, 64));
         assert_eq!((b.header().schema_id, b.header().len), (900, 16));
         // SAFETY: both slots were packed from the types named here, whose
         // schema ids are unique in this test.

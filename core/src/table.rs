@@ -173,7 +173,10 @@ mod tests {
         // SAFETY: TestRecord is repr(C) without padding (64 bytes of
         // integers, size asserted), so every byte is initialised.
         unsafe {
-            core::slice::from_raw_parts((r as *const TestRecord).cast::<u8>(), size_of::<TestRecord>())
+            core::slice::from_raw_parts(
+                (r as *const TestRecord).cast::<u8>(),
+                size_of::<TestRecord>(),
+            )
         }
     }
 
@@ -198,7 +201,10 @@ mod tests {
         let mut other = r;
         other.header.schema_id = 9;
         assert_eq!(t.priority(bytes(&other)), None);
-        assert_eq!(Slot64::pack(&other).unwrap().priority_in(&t), PRIORITY_NORMAL);
+        assert_eq!(
+            Slot64::pack(&other).unwrap().priority_in(&t),
+            PRIORITY_NORMAL
+        );
         // Config overrides the whole rule, for slots and typed records.
         let o = t.clone().with_priority(&[&s], "testSession", 7).unwrap();
         assert_eq!(o.priority(bytes(&r)), Some(7));

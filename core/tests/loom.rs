@@ -16,7 +16,7 @@
 #![cfg(loom)]
 
 use dplog_core::{mpsc_ring, ring, Disconnected};
-use dplog_schema_nat::{Nat44SessionRecord};
+use dplog_schema_nat::Nat44SessionRecord;
 
 /// Runs `f` under loom with a preemption bound of 3 (the usual bound: it
 /// finds the known classes of ordering bugs and keeps each model to

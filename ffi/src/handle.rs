@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use dplog::config::LogConfig;
 use dplog::sinks::BoxSink;
-use dplog::{Logger, Schema};
 use dplog::Slot64;
+use dplog::{Logger, Schema};
 
 use crate::result::{
     config_error, dplog_result, fail, guard, DPLOG_ERR_CONFIG, DPLOG_ERR_INVALID_ARG, DPLOG_ERR_IO,

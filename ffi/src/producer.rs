@@ -7,7 +7,7 @@ use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use dplog::{LogProducer};
+use dplog::LogProducer;
 use dplog::Slot64;
 
 use crate::handle::{dplog_t, logger, Shared, State};

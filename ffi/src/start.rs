@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use dplog::config::LogConfig;
 use dplog::formatters::{Format, RecordEncoder};
-use dplog::{DropReport, Formatter, Logger, Schema};
 use dplog::Slot64;
+use dplog::{DropReport, Formatter, Logger, Schema};
 
 use crate::handle::{dplog_t, logger, Running, State};
 use crate::result::{

@@ -6,7 +6,7 @@
 //! Each format is a [`Program`] per schema, assembled once from the schema
 //! (or parsed from the user's template); formatting a record walks it.
 
-use dplog_core::schema::{FieldKind, SdParam, Schema};
+use dplog_core::schema::{FieldKind, Schema, SdParam};
 
 use crate::conv::Escape;
 use crate::template::{Conv, Options, Program, TemplateError};
@@ -304,11 +304,10 @@ pub fn rfc5424(s: &Schema, opts: Options, sy: &SyslogOptions) -> Result<Program,
     p.lit(b" [");
     let meta = &s.meta().syslog;
     if !meta.params.is_empty() {
-        let sd_id = sy
-            .sd_id
-            .as_deref()
-            .or(meta.sd_id.as_deref())
-            .map_or_else(|| format!("{}@{}", s.name(), sy.enterprise()), str::to_string);
+        let sd_id = sy.sd_id.as_deref().or(meta.sd_id.as_deref()).map_or_else(
+            || format!("{}@{}", s.name(), sy.enterprise()),
+            str::to_string,
+        );
         p.lit(sd_id.as_bytes());
         for (name, src) in &meta.params {
             p.lit(format!(" {name}=\"").as_bytes());

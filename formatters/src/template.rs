@@ -624,7 +624,8 @@ impl Program {
         let off = f.offset as u32;
         let size = f.size as u8;
         let is_tsc = f.kind == FieldKind::TscTimestamp;
-        let is_event = self.renumber.len > 0 && f.ie_id == self.renumber.ie_id && f.kind.is_integer();
+        let is_event =
+            self.renumber.len > 0 && f.ie_id == self.renumber.ie_id && f.kind.is_integer();
         let (op, max) = match conv {
             Conv::Dec if is_event => (Op::Event { off, size }, 20),
             Conv::Dec => (Op::Dec { off, size }, 20),

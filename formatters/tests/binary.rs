@@ -32,7 +32,8 @@ fn decode_gives_back_the_schemas_and_records() {
     // The preamble carries the layout (ids, names, fields), not the
     // metadata (priorities, syslog layout), which the reader's schema
     // package supplies.
-    let layout = |s: &dplog_core::Schema| (s.id(), s.name().to_string(), s.size(), s.fields().to_vec());
+    let layout =
+        |s: &dplog_core::Schema| (s.id(), s.name().to_string(), s.size(), s.fields().to_vec());
     let want: Vec<_> = dplog_schema_nat::all().iter().map(|s| layout(s)).collect();
     assert_eq!(d.schemas.iter().map(layout).collect::<Vec<_>>(), want);
     let recs: Vec<Vec<u8>> = all_records()

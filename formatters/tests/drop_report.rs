@@ -9,11 +9,11 @@ use dplog_schema_nat::NatFormatSpec as _;
 use std::time::Duration;
 
 use common::*;
-use dplog_schema_nat::nat_event;
 use dplog_core::{Backpressure, Formatter, Logger, LoggerConfig};
-use dplog_schema_nat::{Nat44SessionRecord};
 use dplog_formatters::{Format, FormatSpec};
-use dplog_schema_nat::{NatFormatter};
+use dplog_schema_nat::nat_event;
+use dplog_schema_nat::Nat44SessionRecord;
+use dplog_schema_nat::NatFormatter;
 use dplog_sinks::FileSink;
 
 /// 2013-05-02T20:20:36Z: capture time, years before the wall clock.

@@ -12,9 +12,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use common::*;
-use dplog_schema_nat::nat_event;
 use dplog_core::Formatter;
 use dplog_formatters::{Format, FormatSpec, SyslogOptions};
+use dplog_schema_nat::nat_event;
 use dplog_schema_nat::{EventProfile, TextFormatter};
 
 fn render(spec: &FormatSpec) -> String {

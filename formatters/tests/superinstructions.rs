@@ -4,11 +4,11 @@
 //! what the unfused program prints, for random records, and must really
 //! cut the steps per line.
 
-use dplog_schema_nat::{self as nat, EventProfile};
 use dplog_core::{HasSchema, RecordHeader};
-use dplog_schema_nat::{Nat44SessionRecord};
 use dplog_formatters::conv::Escape;
 use dplog_formatters::{Options, Program};
+use dplog_schema_nat::Nat44SessionRecord;
+use dplog_schema_nat::{self as nat, EventProfile};
 use proptest::prelude::*;
 
 /// The benchmark line (`benches/src/format_peers.rs`).

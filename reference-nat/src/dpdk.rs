@@ -22,8 +22,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use dplog::{LogProducer};
-use dplog::nat::{NatRecord};
+use dplog::nat::NatRecord;
+use dplog::LogProducer;
 
 use crate::app::{AppConfig, RunError, Summary, WorkerSummary};
 use crate::nat::{Nat44, NatStats, Verdict};

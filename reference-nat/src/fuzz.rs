@@ -13,8 +13,7 @@
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 
-
-use dplog::nat::{NatRecord};
+use dplog::nat::NatRecord;
 
 use crate::nat::{AllRecords, Nat44, NatConfig, PortAllocation, Verdict};
 use crate::packet::{

@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use dplog::{Backpressure, LogProducer, WaitSteps};
 use dplog::nat::{Nat44SessionRecord, NatEvent, NatRecord};
+use dplog::{Backpressure, LogProducer, WaitSteps};
 
 use crate::nat::NatLog;
 use crate::signals::SessionTally;
@@ -332,9 +332,9 @@ impl NatLog for RingLog<'_> {
 mod tests {
     use super::*;
     use dplog::config::FormatConfig;
+    use dplog::nat::NatEvent;
     use dplog::sinks::FileSink;
     use dplog::{Logger, LoggerConfig};
-    use dplog::nat::{NatEvent};
 
     fn session(i: u32) -> Nat44SessionRecord {
         Nat44SessionRecord {

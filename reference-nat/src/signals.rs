@@ -18,8 +18,8 @@ use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use dplog::nat::NatRecord;
 use dplog::{SnapshotSource, Stats};
-use dplog::nat::{NatRecord};
 
 /// Exit status of a process ended by a second SIGINT/SIGTERM.
 pub const SECOND_SIGNAL_EXIT: i32 = 130;

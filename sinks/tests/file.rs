@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use common::*;
 use dplog_core::{Accepted, Formatter, Logger, LoggerConfig, Sink};
-use dplog_schema_nat::{Nat44SessionRecord};
+use dplog_schema_nat::Nat44SessionRecord;
 use dplog_sinks::{FileSink, FileSinkCounters, FileSinkOptions, FsyncPolicy};
 
 fn read_all(path: &Path) -> Vec<u8> {

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use dplog_core::{Backpressure, LogProducer, Logger, LoggerConfig, Snapshot, Stats};
-use dplog_schema_nat::{Nat44SessionRecord};
+use dplog_schema_nat::Nat44SessionRecord;
 use dplog_sinks::FileSink;
 
 const CAPACITY: usize = 1024;

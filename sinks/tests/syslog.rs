@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use dplog_core::{Accepted, Formatter, Logger, LoggerConfig, Progress, Sink};
-use dplog_schema_nat::{Nat44SessionRecord};
+use dplog_schema_nat::Nat44SessionRecord;
 use dplog_sinks::{SyslogCounters, SyslogSink, SyslogSinkOptions, SyslogTransport};
 
 const RSYSLOGD: &str = "/usr/sbin/rsyslogd";

@@ -4,8 +4,8 @@
 
 use std::ffi::{c_char, c_void, CString};
 
-use dplog::{RecordHeader};
 use dplog::nat::{Nat44SessionRecord, NatEvent};
+use dplog::RecordHeader;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -1,9 +1,12 @@
 //! Sample records shared by the formatter tests.
 #![allow(dead_code)]
 
+use dplog_core::RecordHeader;
 use dplog_schema_nat::{nat_event, quota_event};
-use dplog_core::{RecordHeader};
-use dplog_schema_nat::{Nat44SessionRecord, NatAddressesExhaustedRecord, NatPortBlockRecord, NatPortsExhaustedRecord, NatQuotaExceededRecord, NatRecord};
+use dplog_schema_nat::{
+    Nat44SessionRecord, NatAddressesExhaustedRecord, NatPortBlockRecord, NatPortsExhaustedRecord,
+    NatQuotaExceededRecord, NatRecord,
+};
 
 /// 2026-01-01T00:00:00.123456789Z.
 pub const T0: u64 = 1_767_225_600_123_456_789;

@@ -4,8 +4,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use dplog::nat::NatRecord;
 use dplog::{Logger, Stats};
-use dplog::nat::{NatRecord};
 
 use crate::nat::{NatStats, Verdict};
 use crate::workers::{translated, LiveCounters};

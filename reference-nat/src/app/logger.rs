@@ -6,8 +6,8 @@
 use std::time::{Duration, Instant};
 
 use dplog::config::ConfigError;
+use dplog::nat::NatRecord;
 use dplog::{LogProducer, Logger, Stats};
-use dplog::nat::{NatRecord};
 
 use super::summary::make_summary;
 use super::{input_name, plural, stopped_for, AppConfig, RunError};

@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use dplog::metrics::MetricsServer;
-use dplog::{Stats};
-use dplog::nat::{NatRecord};
+use dplog::nat::NatRecord;
+use dplog::Stats;
 
 use super::host::pin;
 use super::live::monitor;

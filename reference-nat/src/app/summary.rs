@@ -4,8 +4,8 @@
 
 use std::path::PathBuf;
 
+use dplog::nat::NatRecord;
 use dplog::{Backpressure, Stats};
-use dplog::nat::{NatRecord};
 use serde::Serialize;
 
 #[cfg(doc)]

@@ -5,8 +5,8 @@
 
 use std::time::Instant;
 
-use dplog::{LogProducer};
-use dplog::nat::{NatRecord};
+use dplog::nat::NatRecord;
+use dplog::LogProducer;
 
 use super::{stop_requested, AppConfig};
 use crate::nat::{Nat44, NatStats};

@@ -3,8 +3,8 @@
 //! records.
 
 use dplog::nat::nat_event;
-use dplog::{RecordHeader};
 use dplog::nat::{Nat44SessionRecord, NatEvent, NatPortBlockRecord, NatRecord};
+use dplog::RecordHeader;
 
 use super::session::Session;
 use super::Nat44;

@@ -1,4 +1,3 @@
-
 //! The NAT record schemas (RFC 8158 templates): field names are the IANA
 //! IPFIX information-element names, and each schema declares what the
 //! generic runtime and formatters need:
@@ -278,6 +277,10 @@ mod tests {
         assert_eq!(block.priority_in(&t), PRIORITY_HIGH);
         assert_eq!(create.event_time_in(&t), 42);
         let typed = Nat44SessionRecord::default();
-        assert_eq!(typed.priority(), PRIORITY_HIGH, "natEvent 0 is not a create");
+        assert_eq!(
+            typed.priority(),
+            PRIORITY_HIGH,
+            "natEvent 0 is not a create"
+        );
     }
 }

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use dplog_core::{Formatter, Logger, LoggerConfig, Sink, Stats};
-use dplog_schema_nat::{Nat44SessionRecord};
+use dplog_schema_nat::Nat44SessionRecord;
 
 /// Formats a record as `p<producer> s<seq, 10 digits> <pad>\n` where the
 /// producer is `src_port` and the sequence `timestamp_ns`; `pad` makes the

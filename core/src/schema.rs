@@ -599,6 +599,13 @@ impl Schema {
         Ok(self)
     }
 
+    /// Makes the default layouts print enum fields as numbers (`true`) or
+    /// by name (`false`, the default); see [`SchemaMeta::enum_numbers`].
+    pub fn with_enum_numbers(mut self, numbers: bool) -> Self {
+        self.meta.enum_numbers = numbers;
+        self
+    }
+
     /// The index and definition of the field called `name`.
     pub fn field(&self, name: &str) -> Option<(usize, &FieldDef)> {
         self.fields.iter().enumerate().find(|(_, f)| f.name == name)
@@ -851,6 +858,10 @@ pub struct SchemaMeta {
     pub syslog: SyslogMeta,
     /// An IPFIX element chosen by another field's value.
     pub ipfix_ie_by: Option<IeBy>,
+    /// The default text, JSON, CSV and syslog layouts print enum fields
+    /// as numbers (as some collectors expect, e.g. NAT's natEvent) instead
+    /// of their names. Default `false`: names.
+    pub enum_numbers: bool,
 }
 
 impl Default for SchemaMeta {
@@ -862,6 +873,7 @@ impl Default for SchemaMeta {
             only_when: None,
             syslog: SyslogMeta::default(),
             ipfix_ie_by: None,
+            enum_numbers: false,
         }
     }
 }

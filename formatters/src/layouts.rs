@@ -5,6 +5,9 @@
 //!
 //! Each format is a [`Program`] per schema, assembled once from the schema
 //! (or parsed from the user's template); formatting a record walks it.
+//! Enum fields print by name (a value without a name in decimal), unless
+//! the schema asks for numbers ([`Schema::with_enum_numbers`], as the NAT
+//! schemas do).
 
 use dplog_core::schema::{FieldKind, Schema, SdParam};
 
@@ -113,6 +116,14 @@ fn time_field(s: &Schema) -> Option<usize> {
     s.meta().event_time
 }
 
+/// The default layouts' converter for field `i`: an enum field's name
+/// (unless the schema asks for numbers), else the kind's default.
+fn conv_of(s: &Schema, i: usize) -> Option<Conv> {
+    let f = &s.fields()[i];
+    (f.kind == FieldKind::Enum && !f.enum_names.is_empty() && !s.meta().enum_numbers)
+        .then_some(Conv::Name)
+}
+
 fn e(m: String) -> TemplateError {
     TemplateError {
         column: 0,
@@ -139,13 +150,13 @@ pub fn text_default(s: &Schema, opts: Options) -> Result<Program, TemplateError>
             continue;
         }
         p.lit(format!(" {}=", f.name).as_bytes());
-        p.field(s, i, None, Escape::Text).map_err(e)?;
+        p.field(s, i, conv_of(s, i), Escape::Text).map_err(e)?;
     }
     if let Some(w) = only_when.filter(|_| !deferred.is_empty()) {
         p.when(s, w.field, w.equals as u32, |p| {
             for i in deferred {
                 p.lit(format!(" {}=", s.fields()[i].name).as_bytes());
-                p.field(s, i, None, Escape::Text)?;
+                p.field(s, i, conv_of(s, i), Escape::Text)?;
             }
             Ok(())
         })
@@ -165,16 +176,18 @@ pub fn text_template(template: &str, s: &Schema, opts: Options) -> Result<Progra
 /// One JSON object per line (RFC 8259, JSON Lines): first `"timestamp"`,
 /// the record's time as an RFC 3339 UTC string with microseconds (when the
 /// schema has a nanosecond timestamp, or a TSC one and a calibration), then
-/// every field under its name; integers, enums and timestamps (ms since the
-/// epoch) as numbers, booleans as `true`/`false`, addresses and byte strings
-/// as escaped strings. Conditional fields as in [`text_default`].
+/// every field under its name; integers, enums asked as numbers and timestamps (ms since the
+/// epoch) as numbers, booleans as `true`/`false`, addresses, byte strings
+/// and enum names as escaped strings. Conditional fields as in [`text_default`].
 pub fn json(s: &Schema, opts: Options) -> Result<Program, TemplateError> {
     fn member(p: &mut Program, s: &Schema, i: usize, first: bool) -> Result<(), TemplateError> {
         let f = &s.fields()[i];
-        let quoted = matches!(
-            f.kind,
-            FieldKind::Ipv4 | FieldKind::Ipv6 | FieldKind::Mac | FieldKind::Bytes
-        );
+        let conv = conv_of(s, i);
+        let quoted = conv.is_some()
+            || matches!(
+                f.kind,
+                FieldKind::Ipv4 | FieldKind::Ipv6 | FieldKind::Mac | FieldKind::Bytes
+            );
         let mut key = Vec::new();
         if !first {
             key.push(b',');
@@ -183,7 +196,7 @@ pub fn json(s: &Schema, opts: Options) -> Result<Program, TemplateError> {
         crate::conv::push_escaped(&mut key, f.name.as_bytes(), Escape::Json);
         key.extend_from_slice(if quoted { b"\":\"" } else { b"\":" });
         p.lit(&key);
-        p.field(s, i, None, Escape::Json).map_err(e)?;
+        p.field(s, i, conv, Escape::Json).map_err(e)?;
         if quoted {
             p.lit(b"\"");
         }
@@ -244,7 +257,7 @@ pub fn csv_row(s: &Schema, opts: Options) -> Result<Program, TemplateError> {
         if i > 0 {
             p.lit(b",");
         }
-        p.field(s, i, None, Escape::Csv).map_err(e)?;
+        p.field(s, i, conv_of(s, i), Escape::Csv).map_err(e)?;
     }
     p.lit(b"\r\n");
     Ok(p)
@@ -313,7 +326,7 @@ pub fn rfc5424(s: &Schema, opts: Options, sy: &SyslogOptions) -> Result<Program,
             p.lit(format!(" {name}=\"").as_bytes());
             match src {
                 SdParam::Const(c) => p.lit(c.as_bytes()),
-                SdParam::Field(i) => p.field(s, *i, None, Escape::SdParam).map_err(e)?,
+                SdParam::Field(i) => p.field(s, *i, conv_of(s, *i), Escape::SdParam).map_err(e)?,
             }
             p.lit(b"\"");
         }
@@ -327,7 +340,7 @@ pub fn rfc5424(s: &Schema, opts: Options, sy: &SyslogOptions) -> Result<Program,
         for (i, f) in s.fields().iter().enumerate() {
             let pname: String = f.name.chars().take(32).collect();
             p.lit(format!(" {pname}=\"").as_bytes());
-            p.field(s, i, None, Escape::SdParam).map_err(e)?;
+            p.field(s, i, conv_of(s, i), Escape::SdParam).map_err(e)?;
             p.lit(b"\"");
         }
     }
@@ -366,13 +379,13 @@ pub fn rfc3164(s: &Schema, opts: Options, sy: &SyslogOptions) -> Result<Program,
         for (name, src) in &meta.params {
             if let SdParam::Field(i) = src {
                 p.lit(format!(" {name}=").as_bytes());
-                p.field(s, *i, None, Escape::Text).map_err(e)?;
+                p.field(s, *i, conv_of(s, *i), Escape::Text).map_err(e)?;
             }
         }
     } else {
         for (i, f) in s.fields().iter().enumerate() {
             p.lit(format!(" {}=", f.name).as_bytes());
-            p.field(s, i, None, Escape::Text).map_err(e)?;
+            p.field(s, i, conv_of(s, i), Escape::Text).map_err(e)?;
         }
     }
     p.lit(b"\n");

@@ -9,7 +9,9 @@
 //!   (SD-ID `nsess@32473`, VPP's parameter names);
 //! - the NAT44 session's four counters only on deletes in the default text
 //!   and JSON layouts;
-//! - IPFIX: the quota record's limit element chosen by its subtype.
+//! - IPFIX: the quota record's limit element chosen by its subtype;
+//! - enum fields (natEvent, the quota subtype) as numbers in the default
+//!   layouts, as collectors of VPP's logs expect.
 
 use std::sync::OnceLock;
 
@@ -49,7 +51,9 @@ pub const VPP_PARAMS: [(&str, &str); 11] = [
 /// by natEvent.
 fn common(s: Schema) -> Result<Schema, SchemaError> {
     let syslog = SyslogMeta::resolve(&s, Some("NAT"), Some(("natEvent", &MSGIDS)), None, &[])?;
-    Ok(s.with_priority(PRIORITY_HIGH, None)?.with_syslog(syslog))
+    Ok(s.with_priority(PRIORITY_HIGH, None)?
+        .with_syslog(syslog)
+        .with_enum_numbers(true))
 }
 
 fn nat44_meta(s: Schema) -> Result<Schema, SchemaError> {

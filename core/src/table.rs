@@ -12,13 +12,16 @@ use std::sync::Arc;
 
 use crate::schema::{read_uint, FieldKind, Schema};
 
+/// The field that decides a priority: offset, size, `(value, priority)`.
+type PriorityBy = (u16, u8, Vec<(u64, u8)>);
+
 /// How one record type's priority and event time are read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Entry {
     id: u16,
     priority: u8,
     /// `(offset, size, [(value, priority)])` of the field that decides.
-    priority_by: Option<(u16, u8, Vec<(u64, u8)>)>,
+    priority_by: Option<PriorityBy>,
     /// Offset of the 8-byte event-time field.
     time_off: Option<u16>,
     /// The whole rule came from config: it applies to typed records too.

@@ -15,8 +15,35 @@
 //! here.
 #![cfg(loom)]
 
-use dplog_core::{mpsc_ring, ring, Disconnected};
-use dplog_schema_nat::Nat44SessionRecord;
+use dplog_core::{mpsc_ring, ring, Disconnected, Record, RecordHeader};
+
+/// A 24-byte record: a producer number and a sequence number.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Seq {
+    header: RecordHeader,
+    timestamp_ns: u64,
+    src_port: u16,
+    reserved: [u16; 3],
+}
+
+impl Default for Seq {
+    fn default() -> Self {
+        Seq {
+            header: RecordHeader::of::<Seq>(),
+            timestamp_ns: 0,
+            src_port: 0,
+            reserved: [0; 3],
+        }
+    }
+}
+
+impl Record for Seq {
+    const SCHEMA_ID: u16 = 900;
+    fn header(&self) -> &RecordHeader {
+        &self.header
+    }
+}
 
 /// Runs `f` under loom with a preemption bound of 3 (the usual bound: it
 /// finds the known classes of ordering bugs and keeps each model to
@@ -28,8 +55,8 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
     b.check(f);
 }
 
-fn rec(p: u16, i: u64) -> Nat44SessionRecord {
-    Nat44SessionRecord {
+fn rec(p: u16, i: u64) -> Seq {
+    Seq {
         src_port: p,
         timestamp_ns: i,
         ..Default::default()
@@ -42,7 +69,7 @@ fn rec(p: u16, i: u64) -> Nat44SessionRecord {
 #[test]
 fn spsc_single_burst_bulk_reserve_commit() {
     model(|| {
-        let (mut p, mut c) = ring::<Nat44SessionRecord>(2).unwrap();
+        let (mut p, mut c) = ring::<Seq>(2).unwrap();
         let t = loom::thread::spawn(move || {
             // Record 0: single.
             while p.try_push(rec(0, 0)).is_err() {
@@ -87,11 +114,11 @@ fn spsc_single_burst_bulk_reserve_commit() {
 #[test]
 fn spsc_bulk_pop_is_all_or_nothing() {
     model(|| {
-        let (mut p, mut c) = ring::<Nat44SessionRecord>(2).unwrap();
+        let (mut p, mut c) = ring::<Seq>(2).unwrap();
         let t = loom::thread::spawn(move || {
             assert_eq!(p.try_push_bulk(&[rec(0, 7), rec(0, 8)]), 2);
         });
-        let mut out = [Nat44SessionRecord::default(); 2];
+        let mut out = [Seq::default(); 2];
         loop {
             match c.pop_bulk(&mut out) {
                 0 => loom::thread::yield_now(),
@@ -111,7 +138,7 @@ fn spsc_bulk_pop_is_all_or_nothing() {
 #[test]
 fn mpsc_burst_and_reserve_commit_race_for_the_last_slots() {
     model(|| {
-        let (p, mut c) = mpsc_ring::<Nat44SessionRecord>(2).unwrap();
+        let (p, mut c) = mpsc_ring::<Seq>(2).unwrap();
         let mut p1 = p.clone();
         let mut p2 = p;
         let a = loom::thread::spawn(move || p1.try_push_burst(&[rec(1, 0), rec(1, 1)]));
@@ -138,7 +165,7 @@ fn mpsc_burst_and_reserve_commit_race_for_the_last_slots() {
 #[test]
 fn mpsc_concurrent_publish_with_consumer() {
     model(|| {
-        let (p, mut c) = mpsc_ring::<Nat44SessionRecord>(2).unwrap();
+        let (p, mut c) = mpsc_ring::<Seq>(2).unwrap();
         let mut p1 = p.clone();
         let mut p2 = p;
         let a = loom::thread::spawn(move || assert!(p1.try_push(rec(1, 0)).is_ok()));
@@ -160,7 +187,7 @@ fn mpsc_concurrent_publish_with_consumer() {
 #[test]
 fn spsc_push_waits_on_a_full_ring() {
     model(|| {
-        let (mut p, mut c) = ring::<Nat44SessionRecord>(1).unwrap();
+        let (mut p, mut c) = ring::<Seq>(1).unwrap();
         p.set_block_spins(0);
         let t = loom::thread::spawn(move || {
             for i in 0..3 {
@@ -188,7 +215,7 @@ fn spsc_push_waits_on_a_full_ring() {
 #[test]
 fn spsc_push_burst_waits_on_a_full_ring() {
     model(|| {
-        let (mut p, mut c) = ring::<Nat44SessionRecord>(2).unwrap();
+        let (mut p, mut c) = ring::<Seq>(2).unwrap();
         p.set_block_spins(0);
         let t = loom::thread::spawn(move || {
             assert_eq!(p.push_burst(&[rec(0, 0), rec(0, 1), rec(0, 2)]), Ok(()));
@@ -214,7 +241,7 @@ fn spsc_push_burst_waits_on_a_full_ring() {
 #[test]
 fn spsc_blocked_producer_sees_the_consumer_go() {
     model(|| {
-        let (mut p, c) = ring::<Nat44SessionRecord>(1).unwrap();
+        let (mut p, c) = ring::<Seq>(1).unwrap();
         p.set_block_spins(0);
         assert!(p.try_push(rec(0, 0)).is_ok());
         let t = loom::thread::spawn(move || {
@@ -237,7 +264,7 @@ fn spsc_blocked_producer_sees_the_consumer_go() {
 #[test]
 fn spsc_a_bad_index_stops_the_ring_and_releases_the_producer() {
     model(|| {
-        let (mut p, mut c) = ring::<Nat44SessionRecord>(2).unwrap();
+        let (mut p, mut c) = ring::<Seq>(2).unwrap();
         p.set_block_spins(0);
         assert!(p.try_push(rec(0, 0)).is_ok());
         assert!(p.try_push(rec(0, 1)).is_ok());
@@ -274,7 +301,7 @@ fn spsc_a_bad_index_stops_the_ring_and_releases_the_producer() {
 #[test]
 fn spsc_deferred_publication_batch_full_flush_and_drop() {
     model(|| {
-        let (mut p, mut c) = ring::<Nat44SessionRecord>(4).unwrap();
+        let (mut p, mut c) = ring::<Seq>(4).unwrap();
         p.set_block_spins(0);
         p.set_publish_every(3);
         let t = loom::thread::spawn(move || {
@@ -315,7 +342,7 @@ fn spsc_deferred_publication_batch_full_flush_and_drop() {
 #[test]
 fn mpsc_push_waits_on_a_full_ring() {
     model(|| {
-        let (mut p2, mut c) = mpsc_ring::<Nat44SessionRecord>(1).unwrap();
+        let (mut p2, mut c) = mpsc_ring::<Seq>(1).unwrap();
         let mut p1 = p2.clone();
         p1.set_block_spins(0);
         assert!(p2.try_push(rec(2, 0)).is_ok());
@@ -345,7 +372,7 @@ fn mpsc_push_waits_on_a_full_ring() {
 #[test]
 fn mpsc_blocked_producer_sees_the_consumer_go() {
     model(|| {
-        let (mut p, c) = mpsc_ring::<Nat44SessionRecord>(1).unwrap();
+        let (mut p, c) = mpsc_ring::<Seq>(1).unwrap();
         p.set_block_spins(0);
         assert!(p.try_push(rec(1, 0)).is_ok());
         let t = loom::thread::spawn(move || {

@@ -634,7 +634,8 @@ fn key_error(text: &str, table: &toml_edit::Table, key: &str, why: String) -> Co
 /// on SIGHUP starts a new file mid-stream without the stream's header
 /// (schemas, IPFIX templates), and an mmap sink splits IPFIX messages
 /// (binary logs are fine there: every segment carries the schemas). Also
-/// `publish_every = 0` and an empty `template`.
+/// `publish_every = 0`, a `slot_bytes` other than 32, 64 or 128 and an
+/// empty `template`.
 fn check_stream_keys(text: &str) -> Result<(), ConfigError> {
     let Ok(doc) = toml_edit::ImDocument::parse(text) else {
         return Ok(());
@@ -651,6 +652,16 @@ fn check_stream_keys(text: &str) -> Result<(), ConfigError> {
                 "publish_every",
                 "[ring] `publish_every` = 0: give 1 (publish every record) or more, or leave it out".into(),
             ));
+        }
+        if let Some(b) = ring.get("slot_bytes").and_then(toml_edit::Item::as_integer) {
+            if !SLOT_SIZES.iter().any(|&s| s as i64 == b) {
+                return Err(key_error(
+                    text,
+                    ring,
+                    "slot_bytes",
+                    format!("[ring] slot_bytes = {b}: must be 32, 64 or 128"),
+                ));
+            }
         }
     }
     let format = doc.get("format").and_then(toml_edit::Item::as_table);
@@ -872,15 +883,17 @@ pub fn check_slots(
     }
     for s in schemas {
         if s.size() > bytes {
+            let hint = match SLOT_SIZES.iter().find(|&&x| x >= s.size()) {
+                Some(x) => format!("set [ring] slot_bytes = {x}"),
+                None => format!(
+                    "no slot is that large: [ring] slot_bytes is at most {}",
+                    SLOT_SIZES[SLOT_SIZES.len() - 1]
+                ),
+            };
             return Err(ConfigError::Parse(format!(
-                "record type {} is {} bytes: it does not fit a {bytes}-byte slot \
-                 (set [ring] slot_bytes = {})",
+                "record type {} is {} bytes: it does not fit a {bytes}-byte slot ({hint})",
                 s.name(),
                 s.size(),
-                SLOT_SIZES
-                    .iter()
-                    .find(|&&x| x >= s.size())
-                    .map_or_else(|| "a larger slot".to_string(), |x| x.to_string())
             )));
         }
     }

@@ -826,3 +826,111 @@ fn every_slot_size_and_the_typed_logger_export_ipfix_with_enterprise_elements() 
         rows,
     );
 }
+
+// --------------------------------------------------------- refused configs
+
+/// A 136-byte record: larger than every slot.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Big {
+    header: RecordHeader,
+    words: [u64; 16],
+}
+
+impl Record for Big {
+    const SCHEMA_ID: u16 = 304;
+    fn header(&self) -> &RecordHeader {
+        &self.header
+    }
+}
+
+fn big_schema() -> Schema {
+    schema!(Big, id = 304, name = "bigRecord", [words => "words": Bytes, ie 0;]).unwrap()
+}
+
+fn refused(r: Result<impl Sized, ConfigError>) -> String {
+    match r {
+        Err(ConfigError::Parse(m)) => m,
+        Err(e) => panic!("expected a parse error, got {e}"),
+        Ok(_) => panic!("expected a refusal"),
+    }
+}
+
+#[test]
+fn a_record_larger_than_its_slot_is_refused_naming_type_sizes_and_slot_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cfg, path) = config(dir.path(), "never.log", "");
+    let m = refused(cfg.start_slots::<Slot32>(&[LinkEvent::schema(), AclDrop::schema()]));
+    assert_eq!(
+        m,
+        "record type aclDrop is 64 bytes: it does not fit a 32-byte slot (set [ring] slot_bytes = 64)"
+    );
+    let m = refused(cfg.start_slots::<Slot64>(&[TunnelSession::schema()]));
+    assert_eq!(
+        m,
+        "record type tunnelSession is 128 bytes: it does not fit a 64-byte slot (set [ring] slot_bytes = 128)"
+    );
+    let m = refused(cfg.start_slots::<Slot128>(&[&big_schema()]));
+    assert_eq!(
+        m,
+        "record type bigRecord is 136 bytes: it does not fit a 128-byte slot \
+         (no slot is that large: [ring] slot_bytes is at most 128)"
+    );
+    assert!(!path.exists(), "a refused logger creates no file");
+    // What start_slots refuses, packing refuses too.
+    let e = Slot32::pack(&acl(0, 1)).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "record of 64 bytes does not fit a 32-byte slot"
+    );
+}
+
+#[test]
+fn a_slot_bytes_that_is_not_the_programs_or_not_a_slot_size_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cfg, path) = config(dir.path(), "never.log", "[ring]\nslot_bytes = 128\n");
+    let m = refused(cfg.start_slots::<Slot64>(&[AclDrop::schema()]));
+    assert_eq!(
+        m,
+        "[ring] slot_bytes = 128, but this program's rings have 64-byte slots"
+    );
+    let (cfg, _) = config(dir.path(), "never.log", "[ring]\nslot_bytes = 64\n");
+    let m = refused(cfg.start_slots::<Slot32>(&[LinkEvent::schema()]));
+    assert_eq!(
+        m,
+        "[ring] slot_bytes = 64, but this program's rings have 32-byte slots"
+    );
+    assert!(!path.exists(), "a refused logger creates no file");
+    // Values that are no slot size are refused when the file is read, at
+    // their line.
+    for v in ["48", "0", "256"] {
+        let t = format!("[format]\ntype = \"json\"\n[ring]\nslot_bytes = {v}\n");
+        let m = refused(LogConfig::from_toml_str(&t));
+        assert_eq!(
+            m,
+            format!(
+                "TOML parse error at line 4, column 1: [ring] slot_bytes = {v}: must be 32, 64 or 128"
+            ),
+        );
+    }
+    let m = refused(LogConfig::from_toml_str("[ring]\nslot_bytes = -64\n"));
+    assert!(
+        m.starts_with("TOML parse error at line 2, column 14")
+            && m.ends_with("invalid value: integer `-64`, expected usize"),
+        "{m}"
+    );
+    let m = refused(LogConfig::from_toml_str("[ring]\nslot_bytes = \"64\"\n"));
+    assert!(
+        m.contains("line 2") && m.contains("invalid type: string \"64\""),
+        "{m}"
+    );
+    // A configuration built in code is checked at start.
+    let mut cfg = cfg;
+    cfg.ring.slot_bytes = Some(96);
+    let m = refused(cfg.start_slots::<Slot64>(&[AclDrop::schema()]));
+    assert_eq!(m, "[ring] slot_bytes = 96: must be 32, 64 or 128");
+    for ok in [32, 64, 128] {
+        let t = format!("[ring]\nslot_bytes = {ok}\n");
+        assert!(LogConfig::from_toml_str(&t).is_ok(), "{ok}");
+    }
+}

@@ -19,15 +19,25 @@
 //!                          # this long (dropped_sink); unset = retry forever
 //! # publish_every = 32     # producers publish once per 32 records and
 //!                          # must call flush() when idle (default 1)
+//! # slot_bytes = 64        # rings of several record types (start_slots,
+//!                          # the C ABI): 32, 64 or 128; each type must fit
 //!
 //! [ring.degrade]           # used by backpressure = "degrade"
 //! high_watermark_pct = 80  # at or above: only priority >= min_priority
 //! low_watermark_pct = 50   # below: everything accepted again
-//! min_priority = 2         # 2 = NAT deletes, port blocks, exhaustion
+//! min_priority = 2         # PRIORITY_HIGH: what a schema's rule (or
+//!                          # [ring.priorities]) raises, e.g. NAT deletes
+//!
+//! [ring.priorities]        # by record type (schema name), over the
+//! # aclDrop = 2            # schema's own rule
 //!
 //! [format]
 //! type = "text"            # text, json, csv, rfc5424, rfc3164, ipfix,
 //!                          # binary
+//! # template = "..."       # text: the first record type's line
+//!
+//! [format.templates]       # text: a line per record type, by schema name
+//! # aclDrop = "{dropTime:rfc3339} {dropReason:name} rule {ruleId}"
 //!
 //! [sink]
 //! type = "file"
@@ -157,8 +167,9 @@ pub struct FormatConfig {
     /// Default `text`.
     #[serde(rename = "type")]
     pub kind: Format,
-    /// `text`: template for the first record type (NAT44 session records
-    /// for the NAT), e.g.
+    /// `text`: template for the first record type of the logger (the first
+    /// schema given to `start_slots`, the type of `start::<R>()`; NAT44
+    /// session records for the NAT), e.g.
     /// `"{observationTimeMilliseconds:rfc3339} {natEvent:name} {sourceIPv4Address}"`
     /// (syntax in `dplog::formatters::template`). Default: `name=value` line.
     pub template: Option<String>,
@@ -634,7 +645,8 @@ fn key_error(text: &str, table: &toml_edit::Table, key: &str, why: String) -> Co
 /// on SIGHUP starts a new file mid-stream without the stream's header
 /// (schemas, IPFIX templates), and an mmap sink splits IPFIX messages
 /// (binary logs are fine there: every segment carries the schemas). Also
-/// `publish_every = 0` and an empty `template`.
+/// `publish_every = 0`, a `slot_bytes` other than 32, 64 or 128 and an
+/// empty `template`.
 fn check_stream_keys(text: &str) -> Result<(), ConfigError> {
     let Ok(doc) = toml_edit::ImDocument::parse(text) else {
         return Ok(());
@@ -651,6 +663,16 @@ fn check_stream_keys(text: &str) -> Result<(), ConfigError> {
                 "publish_every",
                 "[ring] `publish_every` = 0: give 1 (publish every record) or more, or leave it out".into(),
             ));
+        }
+        if let Some(b) = ring.get("slot_bytes").and_then(toml_edit::Item::as_integer) {
+            if !SLOT_SIZES.iter().any(|&s| s as i64 == b) {
+                return Err(key_error(
+                    text,
+                    ring,
+                    "slot_bytes",
+                    format!("[ring] slot_bytes = {b}: must be 32, 64 or 128"),
+                ));
+            }
         }
     }
     let format = doc.get("format").and_then(toml_edit::Item::as_table);
@@ -812,6 +834,14 @@ impl LogConfig {
     /// and the format are checked first ([`check_ring`](Self::check_ring)),
     /// so a refused configuration opens no sink and creates no file.
     ///
+    /// Under `backpressure = "degrade"` a record's priority is
+    /// `[ring.priorities]`'s for its type when set, else its own
+    /// [`Record::priority`](crate::Record::priority): rings of one typed
+    /// record do not read the schema's
+    /// [`with_priority`](crate::Schema::with_priority) rule (rings of
+    /// slots, [`start_slots`](Self::start_slots), do), so implement
+    /// `priority` to match it.
+    ///
     /// Errors: [`ConfigError::Logger`] for a `[ring]` setting,
     /// [`ConfigError::Parse`] for the format or `[ring.priorities]`,
     /// [`ConfigError::Sink`] if the sink cannot be opened.
@@ -872,15 +902,17 @@ pub fn check_slots(
     }
     for s in schemas {
         if s.size() > bytes {
+            let hint = match SLOT_SIZES.iter().find(|&&x| x >= s.size()) {
+                Some(x) => format!("set [ring] slot_bytes = {x}"),
+                None => format!(
+                    "no slot is that large: [ring] slot_bytes is at most {}",
+                    SLOT_SIZES[SLOT_SIZES.len() - 1]
+                ),
+            };
             return Err(ConfigError::Parse(format!(
-                "record type {} is {} bytes: it does not fit a {bytes}-byte slot \
-                 (set [ring] slot_bytes = {})",
+                "record type {} is {} bytes: it does not fit a {bytes}-byte slot ({hint})",
                 s.name(),
                 s.size(),
-                SLOT_SIZES
-                    .iter()
-                    .find(|&&x| x >= s.size())
-                    .map_or_else(|| "a larger slot".to_string(), |x| x.to_string())
             )));
         }
     }

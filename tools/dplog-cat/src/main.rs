@@ -4,6 +4,13 @@
 //! record; the byte offset where decoding stopped and why go to stderr and
 //! the exit status is 2. Exit status 1: unreadable file or bad options.
 //!
+//! `--format text` prints every record type in the default `name=value`
+//! layout unless given a template: `--template T` for the first record
+//! type of the log, `--templates NAME=T` (repeatable) for the type whose
+//! schema is called NAME — any record type, the NAT's or one declared in
+//! Rust or through the C ABI (a NAME the log has no schema of is an error
+//! that lists the log's schemas).
+//!
 //! It also reads the segment files of the mmap sink (`<prefix>-<seq>.dpm`,
 //! layout in `dplog_sinks::mmap`, read with the sink's own
 //! `dplog_sinks::mmap::reader`): the 4096-byte header is checked (magic
@@ -51,6 +58,12 @@ struct Args {
     /// Text template (format text), applied to the first schema.
     #[arg(long)]
     template: Option<String>,
+    /// Text template for one record type, `NAME=TEMPLATE` with NAME a
+    /// schema name of the log (e.g. `aclDrop={ruleId} {dropReason:name}`);
+    /// repeat for each type. Over `--template` for that type; types
+    /// without one print the default layout.
+    #[arg(long = "templates", value_name = "NAME=TEMPLATE", value_parser = parse_named_template)]
+    templates: Vec<(String, String)>,
     /// natEvent numbering: rfc8158 or legacy.
     #[arg(long, default_value = "rfc8158", value_parser = |s: &str| EventProfile::from_name(s).ok_or_else(|| format!("unknown profile {s:?}; use rfc8158 or legacy")))]
     profile: EventProfile,
@@ -58,6 +71,18 @@ struct Args {
     /// given, or a directory of mmap segments (read in sequence order).
     #[arg(required = true)]
     files: Vec<PathBuf>,
+}
+
+/// `NAME=TEMPLATE` of `--templates`, split at the first `=`.
+fn parse_named_template(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((name, t)) if !name.is_empty() && !t.is_empty() => {
+            Ok((name.to_string(), t.to_string()))
+        }
+        _ => Err(format!(
+            "{s:?} is not NAME=TEMPLATE (a schema name, `=`, a non-empty template)"
+        )),
+    }
 }
 
 /// The mmap segments of directory `dir`, in sequence order: files named
@@ -238,6 +263,7 @@ fn main() -> ExitCode {
     let mut spec = FormatSpec {
         kind: args.format.unwrap_or(Format::Text),
         template: args.template,
+        templates: args.templates.into_iter().collect(),
         renumber: args.profile.renumber(),
         ..Default::default()
     };

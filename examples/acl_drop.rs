@@ -75,23 +75,15 @@ const _: () = assert!(std::mem::size_of::<AclDrop>() == 56);
 
 impl Record for AclDrop {
     /// Unique among the record types of one logger (and of one binary
-    /// log); the NAT package uses 1..=8.
+    /// log); the NAT package uses 1..=5.
     const SCHEMA_ID: u16 = 300;
 
     fn header(&self) -> &RecordHeader {
         &self.header
     }
-
-    /// Priority under `[ring] backpressure = "degrade"` in a ring of this
-    /// type alone: denies outrank the rest, as the schema declares (rings
-    /// of slots read the schema's rule; `[ring.priorities]` overrides both).
-    fn priority(&self) -> u8 {
-        if self.reason == DropReason::Deny as u8 {
-            PRIORITY_HIGH
-        } else {
-            PRIORITY_NORMAL
-        }
-    }
+    // No `priority()`: under `backpressure = "degrade"` the logger reads
+    // the schema's rule below (denies outrank the rest) from the record's
+    // bytes; `[ring.priorities]` overrides it per type.
 }
 
 // SAFETY: AclDrop is repr(C) and its 8 + 8 + 16 + 4 + 2 + 2 + 6 + 2 + 1 + 1

@@ -75,7 +75,8 @@ pub use crate::sinks::syslog::{SyslogSinkConfig, SyslogTransportName};
 use crate::nat::{Nat44SessionRecord, NatFormatSpec as _, NatRecord};
 use crate::schema::{HasSchema, Schema};
 use crate::{
-    Backpressure, DegradeConfig, Logger, LoggerConfig, LoggerError, RecordBytes, SchemaTable, Slot,
+    Backpressure, DegradeConfig, Logger, LoggerConfig, LoggerError, RecordBytes, RecordRules,
+    SchemaTable, Slot,
 };
 
 /// `[ring]`: ring and consumer settings; see [`LoggerConfig`].
@@ -815,6 +816,7 @@ impl LogConfig {
         &self,
         schemas: &[&Schema],
         header: Option<&Schema>,
+        rules: RecordRules<R>,
     ) -> Result<Logger<R>, ConfigError> {
         self.check_ring(core::mem::size_of::<R>())?;
         let formatter = self.format.formatter(schemas)?;
@@ -825,7 +827,7 @@ impl LogConfig {
             None => self.sink.build(),
         }
         .map_err(ConfigError::Sink)?;
-        Logger::start(cfg, formatter, sink).map_err(ConfigError::Logger)
+        Logger::start_with_rules(cfg, rules, formatter, sink).map_err(ConfigError::Logger)
     }
 
     /// Opens the sink, builds the formatter and starts a consumer thread
@@ -835,18 +837,16 @@ impl LogConfig {
     /// so a refused configuration opens no sink and creates no file.
     ///
     /// Under `backpressure = "degrade"` a record's priority is
-    /// `[ring.priorities]`'s for its type when set, else its own
-    /// [`Record::priority`](crate::Record::priority): rings of one typed
-    /// record do not read the schema's
-    /// [`with_priority`](crate::Schema::with_priority) rule (rings of
-    /// slots, [`start_slots`](Self::start_slots), do), so implement
-    /// `priority` to match it.
+    /// `[ring.priorities]`'s for its type when set, else its schema's
+    /// [`with_priority`](crate::Schema::with_priority) rule, read from the
+    /// record's bytes ([`RecordRules::by_schema`]); its event time is the
+    /// schema's event-time field.
     ///
     /// Errors: [`ConfigError::Logger`] for a `[ring]` setting,
     /// [`ConfigError::Parse`] for the format or `[ring.priorities]`,
     /// [`ConfigError::Sink`] if the sink cannot be opened.
     pub fn start<R: HasSchema>(&self) -> Result<Logger<R>, ConfigError> {
-        self.start_for(&[R::schema()], Some(R::schema()))
+        self.start_for(&[R::schema()], Some(R::schema()), RecordRules::by_schema())
     }
 
     /// Starts a logger whose rings carry records of several types in
@@ -860,13 +860,17 @@ impl LogConfig {
     /// type larger than the slot.
     pub fn start_slots<S: Slot>(&self, schemas: &[&Schema]) -> Result<Logger<S>, ConfigError> {
         check_slots(self.ring.slot_bytes, S::BYTES, schemas)?;
-        self.start_for(schemas, schemas.first().copied())
+        self.start_for(schemas, schemas.first().copied(), RecordRules::own())
     }
 
     /// Starts a logger of NAT44 session records only (formatted with every
     /// NAT schema; see [`start`](Self::start)).
     pub fn start_nat44(&self) -> Result<Logger<Nat44SessionRecord>, ConfigError> {
-        self.start_for(&crate::nat::all(), Some(crate::nat::all()[0]))
+        self.start_for(
+            &crate::nat::all(),
+            Some(crate::nat::all()[0]),
+            RecordRules::by_schema(),
+        )
     }
 
     /// Starts a logger of every NAT record type in 64-byte slots

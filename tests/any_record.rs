@@ -979,6 +979,7 @@ fn gated<R: dplog::RecordBytes>(
     ring: &str,
     schemas: &[&Schema],
     plug: R,
+    rules: dplog::RecordRules<R>,
 ) -> (
     dplog::Logger<R>,
     dplog::LogProducer<R>,
@@ -1006,7 +1007,9 @@ fn gated<R: dplog::RecordBytes>(
         entered: Some(entered_tx),
         release: release_rx,
     };
-    let logger = dplog::Logger::start(lc, cfg.format.formatter(schemas).unwrap(), sink).unwrap();
+    let logger =
+        dplog::Logger::start_with_rules(lc, rules, cfg.format.formatter(schemas).unwrap(), sink)
+            .unwrap();
     let mut p = logger.producer().unwrap();
     assert!(p.log(plug));
     entered
@@ -1058,6 +1061,7 @@ fn ring_priorities_from_config_and_the_schemas_rule_decide_what_degrade_keeps() 
         "[ring.priorities]\naclDrop = 3",
         &schemas,
         slot(link(0, 1)),
+        dplog::RecordRules::own(),
     );
     fill_to_the_watermark(&mut p);
     assert!(!p.log(slot(link(14, 1))), "UP (1) shed");
@@ -1096,7 +1100,13 @@ fn ring_priorities_from_config_and_the_schemas_rule_decide_what_degrade_keeps() 
 fn the_schemas_own_priority_rule_decides_what_degrade_keeps_without_config() {
     let dir = tempfile::tempdir().unwrap();
     let schemas = [LinkEvent::schema(), AclDrop::schema()];
-    let (logger, mut p, release, path) = gated(dir.path(), "", &schemas, slot(link(0, 1)));
+    let (logger, mut p, release, path) = gated(
+        dir.path(),
+        "",
+        &schemas,
+        slot(link(0, 1)),
+        dplog::RecordRules::own(),
+    );
     fill_to_the_watermark(&mut p);
     assert!(!p.log(slot(link(14, 1))), "UP (1) shed");
     assert!(!p.log(slot(acl(0, 2))), "aclDrop (1, no rule) shed");
@@ -1136,6 +1146,7 @@ fn ring_priorities_from_config_apply_to_a_typed_logger() {
         "[ring.priorities]\nlinkEvent = 2",
         &[LinkEvent::schema()],
         link(0, 1),
+        dplog::RecordRules::by_schema(),
     );
     for i in 1..=13 {
         assert!(p.log(link(i, 1)));
@@ -1163,17 +1174,24 @@ fn ring_priorities_from_config_apply_to_a_typed_logger() {
         lines,
         format!("{FILLED}link 17 UP\nlink 18 UP\nlink 19 UP\n")
     );
-    // No "after the record of": a typed record's event time is its
-    // Record::event_time, which LinkEvent does not implement (0).
-    assert_eq!(reports, ["dplog: 1 record dropped on ring 0"]);
+    // The schema's event-time field places the report after the last
+    // record written before the drop.
+    assert_eq!(
+        reports,
+        ["dplog: 1 record dropped on ring 0 after the record of 2026-01-01T00:00:00.024000000Z"]
+    );
 }
 
 #[test]
-#[ignore = "dplog-core: a typed record (not in a slot) takes its priority from \
-            Record::priority, not from its schema's with_priority rule"]
 fn the_schemas_own_priority_rule_applies_to_a_typed_logger() {
     let dir = tempfile::tempdir().unwrap();
-    let (logger, mut p, release, _path) = gated(dir.path(), "", &[LinkEvent::schema()], link(0, 1));
+    let (logger, mut p, release, _path) = gated(
+        dir.path(),
+        "",
+        &[LinkEvent::schema()],
+        link(0, 1),
+        dplog::RecordRules::by_schema(),
+    );
     for i in 1..=13 {
         assert!(p.log(link(i, 1)));
     }

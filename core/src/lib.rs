@@ -69,4 +69,4 @@ pub use slot::{Slot, Slot128, Slot32, Slot64, SlotTooSmall};
 #[cfg(not(loom))]
 pub use stats::{LatencySummary, RingStats, Snapshot};
 pub use sync::WaitSteps;
-pub use table::SchemaTable;
+pub use table::{RecordRules, SchemaTable};

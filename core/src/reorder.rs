@@ -32,12 +32,20 @@ pub(crate) struct Reorder<R> {
     len: usize,
     /// Where each record type's event time is.
     schemas: SchemaTable,
+    /// Reads a record's event time with `schemas`.
+    event_time: fn(&R, &SchemaTable) -> u64,
 }
 
 impl<R: Record> Reorder<R> {
-    pub(crate) fn new(window: u64, max_staged: usize, schemas: SchemaTable) -> Self {
+    pub(crate) fn new(
+        window: u64,
+        max_staged: usize,
+        schemas: SchemaTable,
+        event_time: fn(&R, &SchemaTable) -> u64,
+    ) -> Self {
         Self {
             schemas,
+            event_time,
             staged: Vec::new(),
             window,
             max_staged: max_staged.max(1),
@@ -58,7 +66,7 @@ impl<R: Record> Reorder<R> {
             self.staged
                 .resize_with(ring + 1, || VecDeque::with_capacity(self.max_staged));
         }
-        self.newest = self.newest.max(rec.event_time_in(&self.schemas));
+        self.newest = self.newest.max((self.event_time)(&rec, &self.schemas));
         self.staged[ring].push_back(rec);
         self.len += 1;
     }
@@ -89,7 +97,7 @@ impl<R: Record> Reorder<R> {
             let mut over = None;
             for (i, q) in self.staged.iter().enumerate() {
                 if let Some(r) = q.front() {
-                    let t = r.event_time_in(&self.schemas);
+                    let t = (self.event_time)(r, &self.schemas);
                     if best.map_or(true, |(bt, _)| t < bt) {
                         best = Some((t, i));
                     }
@@ -144,7 +152,12 @@ mod tests {
 
     #[test]
     fn merges_rings_by_time_within_the_window() {
-        let mut r = Reorder::new(10, 100, SchemaTable::default());
+        let mut r = Reorder::new(
+            10,
+            100,
+            SchemaTable::default(),
+            crate::table::RecordRules::own().event_time,
+        );
         // Ring 0 is ahead in time, ring 1 lags.
         for t in [5, 12, 20, 31] {
             r.push(0, at(t, 0));
@@ -166,7 +179,12 @@ mod tests {
 
     #[test]
     fn memory_bound_and_per_ring_order_hold() {
-        let mut r = Reorder::new(1_000, 2, SchemaTable::default());
+        let mut r = Reorder::new(
+            1_000,
+            2,
+            SchemaTable::default(),
+            crate::table::RecordRules::own().event_time,
+        );
         for t in [50, 40, 60] {
             r.push(0, at(t, 0)); // a ring whose stamps go backwards
         }

@@ -43,7 +43,7 @@ use crate::report::DropReport;
 use crate::ring::{ring, Consumer, Disconnected, DropReason, Producer, RingError, Shared};
 use crate::sink::{Accepted, Progress, Sink, SinkCounters, SinkError};
 use crate::stats::{LatencyHistogram, RingStats, Snapshot};
-use crate::table::SchemaTable;
+use crate::table::{RecordRules, SchemaTable};
 use crate::tsc::{now_ticks, realtime_ns, TscClock};
 
 /// What a producer does when its ring is full. Set per logger (and so per
@@ -462,6 +462,8 @@ pub struct Logger<R: Record> {
     latency: Arc<LatencyHistogram>,
     /// The sink's own counters ([`Sink::named_counters`]), taken at start.
     sink_counters: Option<Arc<dyn SinkCounters>>,
+    /// How records' priorities and event times are read.
+    rules: RecordRules<R>,
 }
 
 impl<R: Record> Logger<R> {
@@ -473,6 +475,20 @@ impl<R: Record> Logger<R> {
     /// allocated; [`LoggerError::Io`] if the thread cannot be spawned.
     pub fn start<F: Formatter<R>, S: Sink>(
         config: LoggerConfig,
+        formatter: F,
+        sink: S,
+    ) -> Result<Self, LoggerError> {
+        Self::start_with_rules(config, RecordRules::own(), formatter, sink)
+    }
+
+    /// [`start`](Self::start) reading priorities and event times with
+    /// `rules` (e.g. [`RecordRules::by_schema`] for a typed record whose
+    /// schema declares them).
+    ///
+    /// Errors: as [`start`](Self::start).
+    pub fn start_with_rules<F: Formatter<R>, S: Sink>(
+        config: LoggerConfig,
+        rules: RecordRules<R>,
         formatter: F,
         sink: S,
     ) -> Result<Self, LoggerError> {
@@ -512,9 +528,15 @@ impl<R: Record> Logger<R> {
             batch_samples: Vec::with_capacity(4096),
             latency: latency.clone(),
             passes: 0,
-            reorder: config
-                .reorder_window_ns
-                .map(|w| Reorder::new(w, config.ring_capacity, config.schemas.clone())),
+            reorder: config.reorder_window_ns.map(|w| {
+                Reorder::new(
+                    w,
+                    config.ring_capacity,
+                    config.schemas.clone(),
+                    rules.event_time,
+                )
+            }),
+            event_time: rules.event_time,
             failing_since: None,
             last_diag: None,
             abandoned: 0,
@@ -536,6 +558,7 @@ impl<R: Record> Logger<R> {
             config,
             latency,
             sink_counters,
+            rules,
         })
     }
 
@@ -569,6 +592,7 @@ impl<R: Record> Logger<R> {
             low: (cap * usize::from(d.low_watermark_pct) / 100).min(cap),
             min_priority: d.min_priority,
             schemas: self.config.schemas.clone(),
+            priority: self.rules.priority,
         })
     }
 
@@ -766,6 +790,8 @@ pub struct LogProducer<R: Record> {
     min_priority: u8,
     /// Per-type priorities, read only while degraded.
     schemas: SchemaTable,
+    /// Reads a record's priority with `schemas`.
+    priority: fn(&R, &SchemaTable) -> u8,
 }
 
 impl<R: Record> LogProducer<R> {
@@ -794,7 +820,7 @@ impl<R: Record> LogProducer<R> {
                 Err(_) => self.dropped(DropReason::Full, 1),
             },
             Backpressure::Degrade => {
-                if self.is_degraded() && rec.priority_in(&self.schemas) < self.min_priority {
+                if self.is_degraded() && (self.priority)(&rec, &self.schemas) < self.min_priority {
                     return self.dropped(DropReason::Degraded, 1);
                 }
                 match self.inner.try_push(rec) {
@@ -921,6 +947,8 @@ struct ConsumerLoop<R: Record, F, S> {
     /// in-band drop report sits on the records' timeline
     /// ([`DropReport::record_time_ns`]).
     last_event_time: u64,
+    /// Reads a record's event time with `config.schemas`.
+    event_time: fn(&R, &SchemaTable) -> u64,
     /// A shutdown request seen while retrying a batch; served by `run`.
     stop: Option<Sender<io::Result<()>>>,
     /// Set once shutdown starts: retries and drains end here.
@@ -1214,13 +1242,14 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
             let empty = &mut self.batch_empty;
             let last_time = &mut self.last_event_time;
             let schemas = &self.config.schemas;
+            let event_time = self.event_time;
             let n = self.rings[i].read_burst_sampled(
                 self.config.burst,
                 |rec| {
                     let before = buf.len();
                     fmt.format(rec, buf);
                     *empty += u64::from(buf.len() == before);
-                    *last_time = rec.event_time_in(schemas);
+                    *last_time = event_time(rec, schemas);
                 },
                 |t| samples.push(t),
             );
@@ -1274,12 +1303,13 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
             let empty = &mut self.batch_empty;
             let last_time = &mut self.last_event_time;
             let schemas = &self.config.schemas;
+            let event_time = self.event_time;
             // Stops after the record that fills the batch.
             let n = ro.emit(all, |r| {
                 let before = buf.len();
                 fmt.format(r, buf);
                 *empty += u64::from(buf.len() == before);
-                *last_time = r.event_time_in(schemas);
+                *last_time = event_time(r, schemas);
                 buf.len() < limit
             }) as u64;
             self.batch_records += n;
@@ -1683,6 +1713,7 @@ mod tests {
             low: 8,
             min_priority: crate::record::PRIORITY_HIGH,
             schemas: SchemaTable::default(),
+            priority: RecordRules::own().priority,
         };
         let create = |i| ev(CREATE, i);
         let delete = |i| ev(DELETE, i);

@@ -155,6 +155,65 @@ impl SchemaTable {
     }
 }
 
+/// How a logger reads a record's priority (under `degrade`) and event
+/// time (reorder window, drop reports) with its [`SchemaTable`]: two
+/// function pointers chosen once when the logger starts.
+///
+/// [`RecordRules::own`] (what [`Logger::start`](crate::Logger::start)
+/// uses) asks the record ([`Record::priority_in`],
+/// [`Record::event_time_in`]): slots read their schema's rules from the
+/// table, typed records use their own `priority()` / `event_time()`
+/// unless config overrides the type's priority. [`RecordRules::by_schema`]
+/// reads a typed record's bytes against its schema's declared rules, so a
+/// record type needs no `priority()` of its own.
+pub struct RecordRules<R> {
+    /// The record's priority under `degrade`.
+    pub priority: fn(&R, &SchemaTable) -> u8,
+    /// The record's event time (the unit its schema's field has).
+    pub event_time: fn(&R, &SchemaTable) -> u64,
+}
+
+impl<R> Clone for RecordRules<R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<R> Copy for RecordRules<R> {}
+
+impl<R> core::fmt::Debug for RecordRules<R> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("RecordRules").finish_non_exhaustive()
+    }
+}
+
+impl<R: crate::Record> RecordRules<R> {
+    /// The record's own answers ([`Record::priority_in`],
+    /// [`Record::event_time_in`]).
+    pub fn own() -> Self {
+        Self {
+            priority: |r, t| r.priority_in(t),
+            event_time: |r, t| r.event_time_in(t),
+        }
+    }
+}
+
+impl<R: crate::HasSchema> RecordRules<R> {
+    /// The rules of the record's schema in the table, read from its bytes
+    /// (a `[ring.priorities]` override first); the record's own
+    /// `priority()` / `event_time()` when the table has no entry for it.
+    pub fn by_schema() -> Self {
+        Self {
+            priority: |r, t| {
+                t.priority_of_type(r.header().schema_id)
+                    .or_else(|| t.priority(r.as_bytes()))
+                    .unwrap_or_else(|| r.priority())
+            },
+            event_time: |r, t| t.event_time(r.as_bytes()).unwrap_or_else(|| r.event_time()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -184,7 +184,8 @@ pub struct FormatConfig {
     /// sd_id (rfc5424 / rfc3164).
     pub syslog: crate::formatters::SyslogOptions,
     /// `[format.ipfix]`: mtu, template_refresh_secs,
-    /// observation_domain_id, export_clock (`system` | `record`).
+    /// observation_domain_id, export_clock (`system` | `record`),
+    /// enterprise_number (of the elements of fields without an IANA id).
     pub ipfix: crate::formatters::IpfixOptions,
 }
 

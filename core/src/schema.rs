@@ -155,7 +155,8 @@ pub struct FieldDef {
     /// How the bytes are interpreted.
     pub kind: FieldKind,
     /// IANA IPFIX information-element id (RFC 7012), 0 if none. Used by the
-    /// IPFIX exporter; fields with 0 are not exported over IPFIX.
+    /// IPFIX exporter; a field with 0 is exported as an enterprise-specific
+    /// element (RFC 7011 section 3.2, see `dplog_formatters::ipfix`).
     pub ie_id: u16,
     /// Names of the values of an [`FieldKind::Enum`] field; empty otherwise.
     pub enum_names: Vec<EnumName>,
@@ -789,8 +790,8 @@ pub enum SdParam {
 pub struct SyslogMeta {
     /// APP-NAME (RFC 5424) / TAG (RFC 3164) unless the options set one.
     pub app_name: Option<Cow<'static, str>>,
-    /// MSGID by the value of an integer field (values not listed print
-    /// the schema name).
+    /// MSGID by the value of an integer field (a value not listed prints
+    /// in decimal).
     pub msgid_by: Option<FieldValues<Cow<'static, str>>>,
     /// SD-ID of the declared parameter layout (`name@enterprise` or an
     /// IANA-registered bare name), unless the options set one.

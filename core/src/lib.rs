@@ -41,6 +41,8 @@ pub mod ring;
 #[cfg(not(loom))]
 pub mod runtime;
 pub mod schema;
+#[cfg(not(loom))]
+pub mod shared_producer;
 pub mod sink;
 pub mod slot;
 #[cfg(not(loom))]
@@ -64,6 +66,8 @@ pub use runtime::{
     Stats, DEFAULT_RING_CAPACITY, MAX_BATCH_BYTES, MAX_LOGGER_RING_CAPACITY, MIN_BATCH_BYTES,
 };
 pub use schema::{FieldDef, FieldKind, HasSchema, Schema, SchemaError};
+#[cfg(not(loom))]
+pub use shared_producer::SharedProducer;
 pub use sink::{Accepted, Kept, Progress, Sink, SinkCounters, SinkError};
 pub use slot::{Slot, Slot128, Slot32, Slot64, SlotTooSmall};
 #[cfg(not(loom))]

@@ -562,6 +562,16 @@ impl<R: Record> Logger<R> {
         })
     }
 
+    /// The settings the logger runs with.
+    pub fn config(&self) -> &LoggerConfig {
+        &self.config
+    }
+
+    /// How this logger reads priorities and event times.
+    pub(crate) fn rules(&self) -> RecordRules<R> {
+        self.rules
+    }
+
     /// A handle on the sink's own counters ([`Sink::named_counters`];
     /// `None` when the sink exposes none). It outlives the logger: take it
     /// before [`shutdown`](Self::shutdown) and read it after, when the

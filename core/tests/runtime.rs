@@ -462,3 +462,144 @@ fn a_stalling_sink_does_not_stretch_the_shutdown_by_one_stall_per_batch() {
         calls.lock().unwrap()
     );
 }
+
+#[test]
+fn shared_producers_are_lossless_and_fifo_per_thread_under_block() {
+    const PER: u64 = 50_000;
+    let sink = Collect::default();
+    let cfg = LoggerConfig {
+        ring_capacity: 64,
+        ..Default::default()
+    };
+    let logger = Logger::start(cfg, Fixed, sink.clone()).unwrap();
+    let shared = logger.shared_producer().unwrap();
+    let handles: Vec<_> = (0..3u16)
+        .map(|p| {
+            let mut prod = shared.clone();
+            std::thread::spawn(move || {
+                for i in 0..PER {
+                    if i % 2 == 0 {
+                        assert!(prod.log(rec(i, p)));
+                    } else {
+                        assert_eq!(prod.log_burst(&[rec(i, p)]), 1);
+                    }
+                }
+            })
+        })
+        .collect();
+    drop(shared);
+    for h in handles {
+        h.join().unwrap();
+    }
+    let stats = logger.shutdown().unwrap();
+    assert_eq!(stats.rings, 1, "one ring shared by three threads");
+    assert_eq!(
+        (stats.produced, stats.written_records, stats.dropped()),
+        (3 * PER, 3 * PER, 0)
+    );
+    let mut next = [0u64; 3];
+    for (seq, p) in decode(&sink.bytes.lock().unwrap()) {
+        assert_eq!(seq, next[p as usize], "thread {p} out of order");
+        next[p as usize] += 1;
+    }
+    assert_eq!(next, [PER; 3]);
+}
+
+#[test]
+fn a_shared_producer_counts_exactly_what_drop_newest_drops() {
+    const N: u64 = 100_000;
+    let sink = Collect::default();
+    let cfg = LoggerConfig {
+        ring_capacity: 16,
+        backpressure: Backpressure::Drop,
+        ..Default::default()
+    };
+    let logger = Logger::start(cfg, Fixed, sink.clone()).unwrap();
+    let mut prod = logger.shared_producer().unwrap();
+    let mut accepted = 0;
+    for i in 0..N {
+        accepted += u64::from(prod.log(rec(i, 0)));
+    }
+    drop(prod);
+    let s = logger.shutdown().unwrap();
+    assert_eq!(s.produced, N);
+    assert_eq!(s.dropped_full, N - accepted);
+    assert_eq!(s.written_records, accepted);
+    let (got, reported, _) = split_reports(decode_raw(&sink.bytes.lock().unwrap()));
+    assert_eq!(got.len() as u64, accepted);
+    assert!(s.dropped_full > 0, "a 16-slot ring must overflow here");
+    assert_eq!(reported, s.dropped_full, "in-band reports add up");
+}
+
+/// Holds its first batch until released, so a test fills the rings to an
+/// exact level.
+struct Gate {
+    inner: Collect,
+    entered: Option<std::sync::mpsc::Sender<()>>,
+    release: std::sync::mpsc::Receiver<()>,
+}
+impl Sink for Gate {
+    fn write_batch(&mut self, b: &[u8]) -> Result<Accepted, SinkError> {
+        if let Some(tx) = self.entered.take() {
+            tx.send(()).unwrap();
+            self.release.recv().unwrap();
+        }
+        self.inner.write_batch(b)
+    }
+    fn flush(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
+    fn close(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_shared_producer_sheds_low_priority_records_between_the_watermarks() {
+    let sink = Collect::default();
+    let (entered_tx, entered) = std::sync::mpsc::channel();
+    let (release, release_rx) = std::sync::mpsc::channel();
+    let gate = Gate {
+        inner: sink.clone(),
+        entered: Some(entered_tx),
+        release: release_rx,
+    };
+    let cfg = LoggerConfig {
+        ring_capacity: 16,
+        backpressure: Backpressure::Degrade,
+        batch_bytes: MIN_BATCH_BYTES,
+        idle_sleep_us: 50,
+        ..Default::default()
+    };
+    let logger = Logger::start(cfg, Fixed, gate).unwrap();
+    let mut p = logger.shared_producer().unwrap();
+    let ev = |i: u64, e: u8| Nat44SessionRecord {
+        timestamp_ns: i,
+        nat_event: e,
+        ..Default::default()
+    };
+    // The plug: the consumer takes it and waits in the sink.
+    assert!(p.log(ev(0, 4)));
+    entered
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("the consumer reached the sink");
+    // 13 creates fill the empty 16-slot ring to its 80 % watermark.
+    for i in 1..=13 {
+        assert!(p.log(ev(i, 4)), "below the watermark: {i}");
+    }
+    assert!(!p.log(ev(14, 4)), "a create is shed at the watermark");
+    assert!(p.degraded());
+    assert!(p.log(ev(15, 5)), "a delete outranks it");
+    assert!(!p.log(ev(16, 4)));
+    release.send(()).unwrap();
+    drop(p);
+    let s = logger.shutdown().unwrap();
+    assert_eq!(
+        (s.produced, s.written_records, s.dropped_degraded),
+        (17, 15, 2)
+    );
+    let (got, reported, _) = split_reports(decode_raw(&sink.bytes.lock().unwrap()));
+    let seqs: Vec<u64> = got.iter().map(|r| r.0).collect();
+    assert_eq!(seqs, (0..=13).chain([15]).collect::<Vec<_>>());
+    assert_eq!(reported, 2);
+}

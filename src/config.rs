@@ -43,6 +43,10 @@
 //! type = "file"
 //! path = "dplog.log"
 //!
+//! [consumers]              # LogConfig::start_consumers: several consumer
+//! # cpus = [2, 3]          # threads, one per CPU (or count = N), each with
+//!                          # its own sink (file.log, file.log.1, ...)
+//!
 //! [metrics]                # Prometheus text exposition of the snapshot
 //! # prometheus_listen = "127.0.0.1:9464"  # off if unset; GET /metrics
 //! allow_non_loopback = false  # a non-loopback listen address is refused
@@ -421,6 +425,29 @@ impl SinkConfig {
     ) -> std::io::Result<BoxSink> {
         SinkSettings::build(self, format.spec().file_header(first).as_deref())
     }
+
+    /// The sink consumer `i` of several ([`ConsumersConfig`]) writes:
+    /// consumer 0 these settings; consumer `i > 0` a file sink's `path` and
+    /// an mmap sink's `dir` with the suffix `.i` (in every `[[sink]]`
+    /// table), and the same settings (its own connection) for syslog and
+    /// Kafka.
+    pub fn for_consumer(&self, i: usize) -> SinkConfig {
+        fn suffixed(p: &Path, i: usize) -> PathBuf {
+            let mut s = p.as_os_str().to_owned();
+            s.push(format!(".{i}"));
+            s.into()
+        }
+        let mut c = self.clone();
+        if i > 0 {
+            match &mut c {
+                SinkConfig::File(f) => f.path = suffixed(&f.path, i),
+                SinkConfig::Mmap(m) => m.dir = suffixed(&m.dir, i),
+                SinkConfig::Set(v) => *v = v.iter().map(|s| s.for_consumer(i)).collect(),
+                _ => {}
+            }
+        }
+        c
+    }
 }
 
 /// The whole logging configuration: `[ring]`, `[format]`, `[sink]`.
@@ -435,6 +462,104 @@ pub struct LogConfig {
     pub sink: SinkConfig,
     /// `[metrics]`.
     pub metrics: MetricsConfig,
+    /// `[consumers]`.
+    pub consumers: ConsumersConfig,
+}
+
+/// `[consumers]`: several consumer threads, each with its own formatter,
+/// its own sink instance and its own group of rings, for
+/// [`LogConfig::start_consumers`] (the C ABI's `dplog_start` takes the same
+/// choice as its CPU list).
+///
+/// ```toml
+/// [consumers]
+/// cpus = [2, 3]   # one consumer pinned to each; or
+/// # count = 2     # that many consumers, not pinned
+/// ```
+///
+/// Consumer 0 writes the configured sink; consumer `i > 0` a file sink's
+/// `path` with the suffix `.i` (`nat.log`, `nat.log.1`, ...), an mmap
+/// sink's `dir` with the suffix `.i`, and its own connection for syslog or
+/// Kafka ([`SinkConfig::for_consumer`]).
+#[derive(Clone, Debug, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConsumersConfig {
+    /// CPUs to pin the consumers to, one consumer per CPU. Overrides
+    /// `[ring] consumer_cpu`.
+    pub cpus: Vec<usize>,
+    /// Number of consumers when `cpus` is empty. Default 1.
+    pub count: Option<usize>,
+}
+
+impl ConsumersConfig {
+    /// Most consumers one logger group runs.
+    pub const MAX: usize = 64;
+
+    /// How many consumers these settings start.
+    ///
+    /// Errors: [`ConfigError::Parse`] for 0, more than [`Self::MAX`], or
+    /// both `cpus` and `count` set.
+    pub fn count(&self) -> Result<usize, ConfigError> {
+        let n = match (self.cpus.len(), self.count) {
+            (0, c) => c.unwrap_or(1),
+            (n, None) => n,
+            (_, Some(_)) => {
+                return Err(ConfigError::Parse(
+                    "[consumers]: set either `cpus` or `count`, not both".into(),
+                ))
+            }
+        };
+        if n == 0 || n > Self::MAX {
+            return Err(ConfigError::Parse(format!(
+                "[consumers]: {n} consumers: must be 1 to {}",
+                Self::MAX
+            )));
+        }
+        Ok(n)
+    }
+}
+
+/// A group of loggers started by [`LogConfig::start_consumers`]: one
+/// consumer thread each, the rings spread over them by ring number.
+pub struct Consumers<R: crate::Record> {
+    loggers: Vec<Logger<R>>,
+}
+
+impl<R: crate::Record> std::fmt::Debug for Consumers<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Consumers")
+            .field("consumers", &self.loggers.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<R: crate::Record> Consumers<R> {
+    /// The consumers' loggers, consumer 0 first.
+    pub fn loggers(&self) -> &[Logger<R>] {
+        &self.loggers
+    }
+
+    /// A producer on a new ring of consumer `ring % n` (number the rings
+    /// 0, 1, 2, ... — e.g. by forwarding core — to balance them).
+    ///
+    /// Errors: as [`Logger::producer`].
+    pub fn producer(&self, ring: usize) -> Result<crate::LogProducer<R>, LoggerError> {
+        self.loggers[ring % self.loggers.len()].producer()
+    }
+
+    /// A shared (MPSC) producer on a new ring of consumer `ring % n`.
+    ///
+    /// Errors: as [`Logger::shared_producer`].
+    pub fn shared_producer(&self, ring: usize) -> Result<crate::SharedProducer<R>, LoggerError> {
+        self.loggers[ring % self.loggers.len()].shared_producer()
+    }
+
+    /// Shuts every consumer down (see [`Logger::shutdown`]); their results
+    /// in consumer order.
+    #[allow(clippy::result_large_err)]
+    pub fn shutdown(self) -> Vec<Result<crate::Stats, (crate::Stats, LoggerError)>> {
+        self.loggers.into_iter().map(Logger::shutdown).collect()
+    }
 }
 
 /// `[metrics]`: the Prometheus listener (`dplog_core::metrics`): OpenMetrics
@@ -819,16 +944,85 @@ impl LogConfig {
         header: Option<&Schema>,
         rules: RecordRules<R>,
     ) -> Result<Logger<R>, ConfigError> {
+        self.start_consumer(schemas, header, rules, &self.sink, self.ring.consumer_cpu)
+    }
+
+    /// One consumer of `schemas` writing to `sink`, pinned to `cpu`.
+    fn start_consumer<R: RecordBytes>(
+        &self,
+        schemas: &[&Schema],
+        header: Option<&Schema>,
+        rules: RecordRules<R>,
+        sink: &SinkConfig,
+        cpu: Option<usize>,
+    ) -> Result<Logger<R>, ConfigError> {
         self.check_ring(core::mem::size_of::<R>())?;
         let formatter = self.format.formatter(schemas)?;
         let mut cfg = self.logger_config();
         cfg.schemas = self.schema_table(schemas)?;
+        cfg.consumer_cpu = cpu;
         let sink = match header {
-            Some(first) => self.sink.build_for_schema(&self.format, first),
-            None => self.sink.build(),
+            Some(first) => sink.build_for_schema(&self.format, first),
+            None => sink.build(),
         }
         .map_err(ConfigError::Sink)?;
         Logger::start_with_rules(cfg, rules, formatter, sink).map_err(ConfigError::Logger)
+    }
+
+    /// Starts the `[consumers]` of records of type `R`: each consumer has
+    /// its own formatter, sink instance ([`SinkConfig::for_consumer`]) and
+    /// rings. All or nothing: if one cannot start, the ones started are
+    /// shut down and the error returned.
+    ///
+    /// Errors: as [`start`](Self::start), and `[consumers]`'s
+    /// ([`ConsumersConfig::count`]).
+    pub fn start_consumers<R: HasSchema>(&self) -> Result<Consumers<R>, ConfigError> {
+        self.start_group(&[R::schema()], RecordRules::by_schema())
+    }
+
+    /// [`start_consumers`](Self::start_consumers) for rings of slots of
+    /// several record types; see [`start_slots`](Self::start_slots).
+    ///
+    /// Errors: as [`start_slots`](Self::start_slots) and
+    /// [`start_consumers`](Self::start_consumers).
+    pub fn start_slot_consumers<S: Slot>(
+        &self,
+        schemas: &[&Schema],
+    ) -> Result<Consumers<S>, ConfigError> {
+        check_slots(self.ring.slot_bytes, S::BYTES, schemas)?;
+        self.start_group(schemas, RecordRules::own())
+    }
+
+    fn start_group<R: RecordBytes>(
+        &self,
+        schemas: &[&Schema],
+        rules: RecordRules<R>,
+    ) -> Result<Consumers<R>, ConfigError> {
+        let n = self.consumers.count()?;
+        // Every setting first, so a refused configuration opens nothing.
+        self.check_ring(core::mem::size_of::<R>())?;
+        self.format.formatter(schemas)?;
+        self.schema_table(schemas)?;
+        let mut loggers = Vec::with_capacity(n);
+        for i in 0..n {
+            let cpu = self
+                .consumers
+                .cpus
+                .get(i)
+                .copied()
+                .or(self.ring.consumer_cpu.filter(|_| n == 1));
+            let sink = self.sink.for_consumer(i);
+            match self.start_consumer(schemas, schemas.first().copied(), rules, &sink, cpu) {
+                Ok(l) => loggers.push(l),
+                Err(e) => {
+                    for l in loggers {
+                        let _ = l.shutdown();
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Consumers { loggers })
     }
 
     /// Opens the sink, builds the formatter and starts a consumer thread

@@ -7,6 +7,8 @@
 //! The batch cases truncate their file every 64 MiB, outside the measured
 //! time, so they measure `write(2)` into the page cache, not the disk.
 
+#![allow(missing_docs)] // criterion_main! generates main
+
 use dplog_schema_nat::NatFormatSpec as _;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Seek, SeekFrom, Write};

@@ -11,6 +11,8 @@
 //! same code. Before measuring, the `write!` lines are checked byte for
 //! byte against dplog's.
 
+#![allow(missing_docs)] // criterion_main! generates main
+
 use std::hint::black_box;
 use std::io::Write;
 use std::net::Ipv4Addr;

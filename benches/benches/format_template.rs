@@ -30,6 +30,8 @@
 //! Before measuring, every peer's output is checked byte for byte against
 //! the template's.
 
+#![allow(missing_docs)] // criterion_main! generates main
+
 use dplog_schema_nat::NatFormatSpec as _;
 use std::hint::black_box;
 use std::time::Duration;

@@ -25,6 +25,8 @@
 //! Run: `cargo bench -p dplog-benches --bench nat` (add `-- --quick` for a
 //! short smoke run).
 
+#![allow(missing_docs)] // criterion_main! generates main
+
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};

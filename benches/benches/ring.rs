@@ -8,6 +8,8 @@
 //! Every queue holds 2048 records. The producer stamps record `i` with
 //! `timestamp_ns = i`; the consumer sums the stamps and checks the total.
 
+#![allow(missing_docs)] // criterion_main! generates main
+
 use std::collections::VecDeque;
 use std::hint::{black_box, spin_loop};
 use std::sync::{Arc, Mutex};

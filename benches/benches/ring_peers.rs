@@ -31,6 +31,8 @@
 //!
 //! `cargo bench -p dplog-benches --features dpdk --bench ring_peers`
 
+#![allow(missing_docs)] // criterion_main! generates main
+
 use std::collections::VecDeque;
 use std::hint::{black_box, spin_loop};
 use std::sync::{Arc, Mutex};

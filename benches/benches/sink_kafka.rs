@@ -22,6 +22,8 @@
 //! Bounded: every case gets a fresh in-process mock cluster or a fresh
 //! tansu process (their logs live in memory), dropped after the case.
 
+#![allow(missing_docs)] // criterion_main! generates main
+
 use dplog_schema_nat::NatFormatSpec as _;
 use std::time::{Duration, Instant};
 

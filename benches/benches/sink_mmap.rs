@@ -6,6 +6,8 @@
 //! the case measures copying into the mapping plus the segment roll
 //! (fallocate + mmap), not the disk.
 
+#![allow(missing_docs)] // criterion_main! generates main
+
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};

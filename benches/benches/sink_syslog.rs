@@ -20,6 +20,8 @@
 //! `O_APPEND`, which the exact-size check after each iteration verifies),
 //! so it never holds more than one iteration (2 MiB).
 
+#![allow(missing_docs)] // criterion_main! generates main
+
 use dplog_schema_nat::NatFormatSpec as _;
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::PathBuf;

@@ -114,6 +114,7 @@ static OCTETS: [([u8; 4], usize); 256] = {
 
 /// The hand-specialised peer: this one line, straight-line code into a
 /// fixed buffer, then one copy into the output.
+#[derive(Debug)]
 pub struct Hand {
     sec: u64,
     /// `YYYY-MM-DDTHH:MM:SS.`

@@ -145,6 +145,15 @@ pub struct CrossCore {
     thread: Option<JoinHandle<()>>,
 }
 
+impl std::fmt::Debug for CrossCore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CrossCore")
+            .field("epoch", &self.epoch)
+            .field("running", &self.thread.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 impl CrossCore {
     /// Starts the consumer thread on `cpu`. `consume(n)` must take exactly
     /// `n` records from its queue (spinning while it is empty) and should

@@ -203,6 +203,15 @@ pub struct MetricsServer {
     addr: SocketAddr,
 }
 
+impl std::fmt::Debug for MetricsServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetricsServer")
+            .field("addr", &self.addr)
+            .field("running", &self.thread.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 impl MetricsServer {
     /// Listens on `addr`, which must be a loopback address (127.0.0.0/8 or
     /// ::1; port 0 picks a free port), and answers `GET /metrics` with

@@ -70,6 +70,16 @@ pub struct MpProducer<T: Record> {
     block_spins: u32,
 }
 
+impl<T: Record> core::fmt::Debug for MpProducer<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("MpProducer")
+            .field("record", &core::any::type_name::<T>())
+            .field("capacity", &self.shared.capacity)
+            .field("cached_head", &self.cached_head)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<T: Record> Clone for MpProducer<T> {
     fn clone(&self) -> Self {
         // Relaxed: this handle already keeps the count above zero.

@@ -609,6 +609,20 @@ pub struct Producer<T: Record> {
     block_spins: u32,
 }
 
+impl<T: Record> core::fmt::Debug for Producer<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Producer")
+            .field("record", &core::any::type_name::<T>())
+            .field("capacity", &self.shared.capacity)
+            .field("tail", &self.tail)
+            .field("published", &self.published)
+            .field("publish_every", &self.publish_every)
+            .field("cached_head", &self.cached_head)
+            .field("enqueued", &self.enqueued)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<T: Record> Producer<T> {
     /// Ring capacity in records.
     #[inline]
@@ -1067,6 +1081,15 @@ pub struct Reserved<'a, T: Record> {
     written: usize,
 }
 
+impl<T: Record> core::fmt::Debug for Reserved<'_, T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Reserved")
+            .field("len", &self.len)
+            .field("written", &self.written)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<T: Record> Reserved<'_, T> {
     /// Slots reserved.
     pub fn len(&self) -> usize {
@@ -1138,6 +1161,19 @@ pub struct Consumer<T: Record> {
     cached_tail: usize,
     /// The ring broke the protocol: `cached_tail` is final.
     stopped: bool,
+}
+
+impl<T: Record> core::fmt::Debug for Consumer<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Consumer")
+            .field("record", &core::any::type_name::<T>())
+            .field("id", &self.id)
+            .field("capacity", &self.shared.capacity)
+            .field("head", &self.head)
+            .field("cached_tail", &self.cached_tail)
+            .field("stopped", &self.stopped)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<T: Record> Consumer<T> {
@@ -1385,6 +1421,15 @@ pub struct ReadBurst<'a, T: Record> {
 }
 
 #[cfg(not(loom))]
+impl<T: Record> core::fmt::Debug for ReadBurst<'_, T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ReadBurst")
+            .field("len", &self.len)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(not(loom))]
 impl<T: Record> ReadBurst<'_, T> {
     /// Records borrowed.
     pub fn len(&self) -> usize {
@@ -1446,11 +1491,9 @@ mod tests {
             tv_sec: 0,
             tv_nsec: 0,
         };
-        // SAFETY: ts is a valid out-parameter.
-        assert_eq!(
-            unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) },
-            0
-        );
+        // SAFETY: `ts` is a valid, writable timespec for the call.
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        assert_eq!(rc, 0);
         std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
     }
 

@@ -466,6 +466,16 @@ pub struct Logger<R: Record> {
     rules: RecordRules<R>,
 }
 
+impl<R: Record> core::fmt::Debug for Logger<R> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Logger")
+            .field("record", &core::any::type_name::<R>())
+            .field("config", &self.config)
+            .field("running", &self.thread.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 impl<R: Record> Logger<R> {
     /// Validates `config` and starts the consumer thread (named
     /// `dplog-consumer`) that formats with `formatter` and writes to `sink`.
@@ -720,6 +730,14 @@ pub struct SnapshotSource<R: Record> {
     latency: Arc<LatencyHistogram>,
 }
 
+impl<R: Record> core::fmt::Debug for SnapshotSource<R> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("SnapshotSource")
+            .field("record", &core::any::type_name::<R>())
+            .finish_non_exhaustive()
+    }
+}
+
 impl<R: Record> Clone for SnapshotSource<R> {
     fn clone(&self) -> Self {
         Self {
@@ -802,6 +820,20 @@ pub struct LogProducer<R: Record> {
     schemas: SchemaTable,
     /// Reads a record's priority with `schemas`.
     priority: fn(&R, &SchemaTable) -> u8,
+}
+
+impl<R: Record> core::fmt::Debug for LogProducer<R> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("LogProducer")
+            .field("inner", &self.inner)
+            .field("ring_id", &self.ring_id)
+            .field("policy", &self.policy)
+            .field("degraded", &self.degraded)
+            .field("high", &self.high)
+            .field("low", &self.low)
+            .field("min_priority", &self.min_priority)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<R: Record> LogProducer<R> {

@@ -1073,6 +1073,8 @@ mod tests {
         // SAFETY: null pointers are checked before use.
         let e = unsafe { Schema::from_c_descriptors(1, std::ptr::null(), 16, &d, 1) }.unwrap_err();
         assert_eq!(e, SchemaError::NullPointer("schema name"));
+        // SAFETY: the name is a NUL-terminated literal; a null `fields` is
+        // refused before any descriptor is read.
         let e = unsafe { Schema::from_c_descriptors(1, c"s".as_ptr(), 16, std::ptr::null(), 2) }
             .unwrap_err();
         assert_eq!(e, SchemaError::NullPointer("field descriptors"));

@@ -24,6 +24,7 @@ macro_rules! opaque {
     ($($(#[$m:meta])* $name:ident),*) => {$(
         $(#[$m])*
         #[repr(C)]
+        #[derive(Debug)]
         pub struct $name {
             _data: [u8; 0],
             _marker: PhantomData<(*mut u8, PhantomPinned)>,

@@ -338,7 +338,7 @@ impl Rfc3339Cache {
             self.fill(sec);
         }
         let frac = (ns - sec * 1_000_000_000) as usize;
-        // SAFETY (whole body): the prefix store covers p[0..24], the
+        // SAFETY: for the whole body: the prefix store covers p[0..24], the
         // fraction p[20..29] and the 'Z' one byte at most at p[29]; the
         // caller guarantees 32 writable bytes.
         unsafe {

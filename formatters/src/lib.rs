@@ -169,6 +169,21 @@ pub struct RecordEncoder {
     last: usize,
 }
 
+impl std::fmt::Debug for RecordEncoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match &self.kind {
+            Kind::Lines { csv: Some(_), .. } => "csv",
+            Kind::Lines { csv: None, .. } => "lines",
+            Kind::Ipfix(_) => "ipfix",
+            Kind::Binary(_) => "binary",
+        };
+        f.debug_struct("RecordEncoder")
+            .field("kind", &kind)
+            .field("schema_ids", &self.ids)
+            .finish_non_exhaustive()
+    }
+}
+
 impl FormatSpec {
     /// The encoding options.
     pub fn options(&self) -> Options {
@@ -372,6 +387,7 @@ impl<R: RecordBytes> Formatter<R> for RecordEncoder {
 /// schema, or slots ([`Slot64`](dplog_core::Slot64) & co) holding records
 /// of several schemas (dispatch on the header's schema id). Records of an
 /// unknown schema are skipped and counted ([`SchemaFormatter::skipped`]).
+#[derive(Debug)]
 pub struct SchemaFormatter {
     enc: RecordEncoder,
     skipped: u64,

@@ -73,8 +73,8 @@ unsafe fn put2(p: *mut u8, d: [u8; 2]) {
 /// `p` must be valid for writes of 20 bytes.
 #[inline(always)]
 pub(crate) unsafe fn dec(p: *mut u8, v: u64) -> *mut u8 {
-    // SAFETY (whole body): every write lands in p[0..dec_len(v)], and
-    // dec_len(v) <= 20 bytes are writable (caller).
+    // SAFETY: for the whole body: every write lands in p[0..dec_len(v)],
+    // and dec_len(v) <= 20 bytes are writable (caller).
     unsafe {
         if v < 100 {
             if v < 10 {
@@ -131,7 +131,7 @@ pub(crate) unsafe fn dec(p: *mut u8, v: u64) -> *mut u8 {
 pub(crate) unsafe fn dec_u16(p: *mut u8, v: u16) -> *mut u8 {
     const LO: u64 = 0xffff_ffff;
     let v = v as u64;
-    // SAFETY (whole body): every write lands in p[0..5] (caller).
+    // SAFETY: for the whole body: every write lands in p[0..5] (caller).
     unsafe {
         if v >= 10_000 {
             let y = v * 429_497; // ceil(2^32 / 10^4)

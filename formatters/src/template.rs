@@ -1068,8 +1068,9 @@ impl Program {
             // SAFETY: `sp` is in `steps` (below `end`); skip counts never
             // run past the last step (`build`), so `sp <= end` always.
             let st = unsafe { &*sp };
+            // SAFETY: `sp < end`, so one step further is at most `end`.
             sp = unsafe { sp.add(1) };
-            // SAFETY (every writer call below): within the bound above;
+            // SAFETY: every writer call below stays within the bound above;
             // literal and name sources are in `padded`, which holds 32
             // readable bytes past every literal.
             p = unsafe {

@@ -90,6 +90,7 @@ impl Burst for Batch {
 /// One worker's NAT engine, its record sink and its ends of the hairpin
 /// handoff mesh, run over bursts of packets. See the module
 /// documentation for the loop around it.
+#[derive(Debug)]
 pub struct Pipeline<'a> {
     nat: Nat44,
     log: RingLog<'a>,

@@ -38,6 +38,7 @@ pub const DEFAULT_STOP_TIMEOUT_MS: u64 = 5000;
 /// is the sink taken as stuck (e.g. retrying ENOSPC): that record and every
 /// later one that finds the ring full are not logged and are counted in
 /// [`dropped_at_stop`](Self::dropped_at_stop), so the worker still ends.
+#[derive(Debug)]
 pub struct RingLog<'a> {
     producer: Option<&'a mut LogProducer<NatRecord>>,
     dropped_at_stop: u64,

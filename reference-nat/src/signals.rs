@@ -63,6 +63,7 @@ impl SessionTally {
 
 /// What the second-signal watcher reads: the running logger's counters
 /// and each worker's session tally.
+#[derive(Debug)]
 pub struct LossView {
     /// The logger's counters.
     pub stats: SnapshotSource<NatRecord>,

@@ -163,6 +163,21 @@ pub struct Synthetic {
     shard_subscribers: Option<Vec<u32>>,
 }
 
+impl fmt::Debug for Synthetic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Synthetic")
+            .field("cfg", &self.cfg)
+            .field("flows", &self.flows.len())
+            .field("produced", &self.produced)
+            .field("ip_id", &self.ip_id)
+            .field(
+                "shard_subscribers",
+                &self.shard_subscribers.as_ref().map(Vec::len),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
 /// Address of subscriber `i` (0-based): 10.0.0.1 + i, host order.
 pub fn subscriber_addr(i: u32) -> u32 {
     0x0A00_0001 + i

@@ -281,6 +281,19 @@ pub struct HairpinLinks {
     lost: u64,
 }
 
+impl std::fmt::Debug for HairpinLinks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HairpinLinks")
+            .field("peers", &self.out.iter().filter(|l| l.is_some()).count())
+            .field("inbound", &self.inbound.len())
+            .field("held", &self.held.len())
+            .field("held_frames", &self.held_frames)
+            .field("clock", &self.clock)
+            .field("lost", &self.lost)
+            .finish_non_exhaustive()
+    }
+}
+
 impl HairpinLinks {
     /// The links of `workers` workers, fully meshed with rings of
     /// `capacity` batches (at least 1); element `i` belongs to worker `i`.
@@ -564,6 +577,16 @@ pub struct WorkerCounters {
     busy_ns: AtomicU64,
 }
 
+impl std::fmt::Debug for WorkerCounters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The documented Relaxed reads of `snapshot` and `busy_ns`.
+        f.debug_struct("WorkerCounters")
+            .field("stats", &self.snapshot())
+            .field("busy_ns", &self.busy_ns())
+            .finish()
+    }
+}
+
 impl Default for WorkerCounters {
     fn default() -> Self {
         Self {
@@ -619,6 +642,7 @@ impl WorkerCounters {
 
 /// The live counters of every worker of a run, readable from any thread
 /// while the run goes on (see [`crate::app::run_live`]).
+#[derive(Debug)]
 pub struct LiveCounters {
     workers: Vec<WorkerCounters>,
 }

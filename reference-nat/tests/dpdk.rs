@@ -404,14 +404,17 @@ fn nat_between_two_wired_net_ring_ports() {
         &prefix,
     ];
     d::eal_init(&args).unwrap();
-    // SAFETY (every block below): EAL initialised above; the pool, rings
-    // and ports are made here and used by this thread only; each mbuf is
-    // owned by exactly one party at a time (allocated, handed to tx_burst,
-    // received from rx_burst, freed).
+    // The pool, rings and ports below are made here, after the EAL
+    // initialisation, and used by this thread only; each mbuf is owned by
+    // exactly one party at a time (allocated, handed to tx_burst, received
+    // from rx_burst, freed).
+    // SAFETY: EAL initialised above; the name is a NUL-terminated literal.
     let pool = unsafe {
         d::dplog_rte_pktmbuf_pool_create(c"ringpool".as_ptr(), 4095, 256, d::SOCKET_ID_ANY)
     };
     assert!(!pool.is_null());
+    // SAFETY: EAL initialised above; `name` is NUL-terminated; an element
+    // size of 8 and a power-of-two count are what rte_ring_create_elem needs.
     let ring = |name: &std::ffi::CStr| unsafe {
         let r = d::dplog_rte_ring_create_elem(
             name.as_ptr(),
@@ -424,6 +427,8 @@ fn nat_between_two_wired_net_ring_ports() {
         r
     };
     let (b_to_a, a_to_b) = (ring(c"b_to_a"), ring(c"a_to_b"));
+    // SAFETY: `name` is NUL-terminated; `&rx` and `&tx` each point to one
+    // live ring (the count passed); `pool` is the live pool made above.
     let port = |name: &std::ffi::CStr, rx: *mut d::rte_ring, tx: *mut d::rte_ring| unsafe {
         let p = d::rte_eth_from_rings(name.as_ptr(), &rx, 1, &tx, 1, 0);
         assert!(
@@ -457,6 +462,8 @@ fn nat_between_two_wired_net_ring_ports() {
     for burst in frames.chunks(32) {
         let mut out: Vec<*mut d::rte_mbuf> = burst
             .iter()
+            // SAFETY: `pool` is live; the mbuf is checked non-null before
+            // the append, and the append's `f.len()` bytes before the copy.
             .map(|(_, f)| unsafe {
                 let m = d::dplog_rte_pktmbuf_alloc(pool);
                 assert!(!m.is_null());
@@ -466,12 +473,18 @@ fn nat_between_two_wired_net_ring_ports() {
                 m
             })
             .collect();
+        // SAFETY: `out` holds `out.len()` mbufs this thread owns; the driver
+        // takes those it sends (all of them, asserted below).
         let sent = unsafe { d::dplog_rte_eth_tx_burst(pb, 0, out.as_mut_ptr(), out.len() as u16) };
         assert_eq!(usize::from(sent), burst.len(), "B -> A");
         let mut rx = [std::ptr::null_mut(); 32];
+        // SAFETY: `rx` has room for the 32 mbuf pointers asked for.
         let n = usize::from(unsafe { d::dplog_rte_eth_rx_burst(pa, 0, rx.as_mut_ptr(), 32) });
         assert_eq!(n, burst.len(), "arrived on A");
         for (&m, (ts, _)) in rx[..n].iter().zip(burst) {
+            // SAFETY: `m` is a received mbuf this thread owns; its first
+            // segment holds `data_len` bytes at `mtod`, borrowed only until
+            // the mbuf is sent below.
             let frame = unsafe {
                 let len = usize::from(d::dplog_rte_pktmbuf_data_len(m));
                 std::slice::from_raw_parts_mut(d::dplog_rte_pktmbuf_mtod(m) as *mut u8, len)
@@ -479,12 +492,17 @@ fn nat_between_two_wired_net_ring_ports() {
             let v = wire_nat.process(*ts, LINKTYPE_ETHERNET, frame, &mut sink);
             assert!(v.is_translated(), "{v:?}");
         }
+        // SAFETY: `rx[..n]` are the mbufs received above, owned by this
+        // thread and no longer borrowed.
         let sent = unsafe { d::dplog_rte_eth_tx_burst(pa, 0, rx.as_mut_ptr(), n as u16) };
         assert_eq!(usize::from(sent), n, "A -> B");
         let mut back = [std::ptr::null_mut(); 32];
+        // SAFETY: `back` has room for the 32 mbuf pointers asked for.
         let k = usize::from(unsafe { d::dplog_rte_eth_rx_burst(pb, 0, back.as_mut_ptr(), 32) });
         assert_eq!(k, n, "arrived back on B");
         for (&m, (ts, f)) in back[..k].iter().zip(burst) {
+            // SAFETY: `m` is a received mbuf this thread owns; its first
+            // segment holds `data_len` bytes at `mtod`, copied out here.
             let got = unsafe {
                 let len = usize::from(d::dplog_rte_pktmbuf_data_len(m));
                 std::slice::from_raw_parts(d::dplog_rte_pktmbuf_mtod(m) as *const u8, len).to_vec()
@@ -494,6 +512,7 @@ fn nat_between_two_wired_net_ring_ports() {
                 .process(*ts, LINKTYPE_ETHERNET, &mut want, &mut sink)
                 .is_translated());
             assert_eq!(got, want, "translated on the wire as in memory");
+            // SAFETY: `m` is owned by this thread and not used again.
             unsafe { d::dplog_rte_pktmbuf_free(m) };
         }
         received += k;

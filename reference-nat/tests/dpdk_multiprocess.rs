@@ -493,6 +493,7 @@ fn primary(prefix: &str, cap: &Path, back: &Path) {
     assert!(
         !pool.is_null(),
         "pool: {}",
+        // SAFETY: a plain read of this thread's rte_errno.
         d::strerror(unsafe { d::dplog_rte_errno() })
     );
     // `from_nat` holds a whole capture: the secondary's tx_burst never
@@ -522,6 +523,7 @@ fn primary(prefix: &str, cap: &Path, back: &Path) {
         port,
         0,
         "rte_eth_from_rings: {}",
+        // SAFETY: a plain read of this thread's rte_errno.
         d::strerror(unsafe { d::dplog_rte_errno() })
     );
     // The test closes our stdin once the secondary has exited.
@@ -787,6 +789,7 @@ fn peer(prefix: &str, cap: &Path, back: &Path, expect: usize) {
     assert!(
         !pool.is_null(),
         "pool: {}",
+        // SAFETY: a plain read of this thread's rte_errno.
         d::strerror(unsafe { d::dplog_rte_errno() })
     );
     let mut got: Vec<(u64, Vec<u8>)> = Vec::new();

@@ -37,6 +37,12 @@ impl<F: FnMut(Nat44SessionRecord)> NatLog for F {
 /// [`NatRecord`] slot.
 pub struct AllRecords<F>(pub F);
 
+impl<F> std::fmt::Debug for AllRecords<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AllRecords").finish_non_exhaustive()
+    }
+}
+
 impl<F: FnMut(NatRecord)> NatLog for AllRecords<F> {
     #[inline]
     fn session(&mut self, rec: Nat44SessionRecord) {

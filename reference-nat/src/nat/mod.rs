@@ -139,3 +139,16 @@ pub struct Nat44 {
     event_last: [Option<u64>; 3],
     event_interval_ns: u64,
 }
+
+impl std::fmt::Debug for Nat44 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Nat44")
+            .field("cfg", &self.cfg)
+            .field("now", &self.now)
+            .field("flows", &self.flows.len())
+            .field("mappings", &self.mappings.len())
+            .field("handoff", &self.handoff)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}

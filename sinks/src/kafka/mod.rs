@@ -325,6 +325,17 @@ pub struct KafkaSink {
     fail_note: (Option<Instant>, u64),
 }
 
+impl std::fmt::Debug for KafkaSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaSink")
+            .field("opts", &self.opts)
+            .field("accepted", &self.accepted)
+            .field("reported_lines", &self.reported_lines)
+            .field("closed", &self.closed)
+            .finish_non_exhaustive()
+    }
+}
+
 /// `bytes * part / whole` without overflow (`whole` > 0): the bytes of
 /// `part` of `whole` lines, pro rata.
 fn share(bytes: u64, part: u64, whole: u64) -> u64 {

@@ -526,6 +526,19 @@ pub struct MmapSink {
     counters: Arc<MmapCounters>,
 }
 
+impl std::fmt::Debug for MmapSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MmapSink")
+            .field("dir", &self.dir)
+            .field("opts", &self.opts)
+            .field("segment", &self.seg.as_ref().map(|s| &s.path))
+            .field("next_seq", &self.next_seq)
+            .field("recovery", &self.recovery)
+            .field("closed", &self.closed)
+            .finish_non_exhaustive()
+    }
+}
+
 impl MmapSink {
     /// Opens the segment directory `dir` (which must exist), removing what a
     /// crash during a segment's creation left (temporary files of the

@@ -117,6 +117,16 @@ pub struct FanOut {
     retrying_lines: u64,
 }
 
+impl std::fmt::Debug for FanOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let children: Vec<String> = self.children.iter().map(|c| c.describe()).collect();
+        f.debug_struct("FanOut")
+            .field("children", &children)
+            .field("retrying_lines", &self.retrying_lines)
+            .finish_non_exhaustive()
+    }
+}
+
 impl FanOut {
     /// Builds a fan-out over `children` (at least one).
     ///
@@ -433,6 +443,17 @@ pub struct Failover {
     next_probe: Instant,
     probe_interval: Duration,
     counters: Arc<FailoverCounters>,
+}
+
+impl std::fmt::Debug for Failover {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Failover")
+            .field("primary", &self.primary.describe())
+            .field("secondary", &self.secondary.describe())
+            .field("on_secondary", &self.on_secondary)
+            .field("probe_interval", &self.probe_interval)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Failover {

@@ -280,6 +280,17 @@ pub struct SyslogSink {
     relp: Relp,
 }
 
+impl std::fmt::Debug for SyslogSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SyslogSink")
+            .field("opts", &self.opts)
+            .field("connected", &self.conn.is_some())
+            .field("ever_connected", &self.ever_connected)
+            .field("closed", &self.closed)
+            .finish_non_exhaustive()
+    }
+}
+
 /// One RELP `syslog` command sent and not yet acknowledged.
 struct RelpMsg {
     /// The message (the line without its `\n`).

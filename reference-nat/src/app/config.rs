@@ -246,6 +246,8 @@ impl AppConfig {
             format: self.format.clone(),
             sink: self.sink.clone(),
             metrics: self.metrics.clone(),
+            // dplog-nat runs one consumer ([ring] consumer_cpu).
+            consumers: Default::default(),
         }
     }
 

@@ -163,7 +163,11 @@ pub unsafe extern "C" fn dplog_start(
                 }
             }
         }
-        *st = State::Started(Box::new(Running { loggers, sizes }));
+        *st = State::Started(Box::new(Running {
+            loggers,
+            sizes,
+            table,
+        }));
         DPLOG_OK
     })
 }
@@ -224,6 +228,58 @@ fn cpu_allowed(cpu: usize) -> Result<(), dplog_result> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::{dplog_field_desc, DPLOG_FIELD_U32};
+
+    #[test]
+    fn ring_priorities_name_user_types_and_reach_the_loggers_table() {
+        let text = c"[ring]\nbackpressure = \"degrade\"\n[ring.priorities]\nmyType = 3\n\
+                     [sink]\ntype = \"file\"\npath = \"/dev/null\"\n";
+        let mut h: *mut dplog_t = core::ptr::null_mut();
+        // SAFETY: text is NUL-terminated, h is writable.
+        assert_eq!(
+            unsafe { crate::dplog_open_str(text.as_ptr(), &mut h) },
+            DPLOG_OK
+        );
+        let fields = [dplog_field_desc {
+            name: c"v".as_ptr(),
+            offset: 8,
+            size: 4,
+            kind: DPLOG_FIELD_U32,
+            ie_id: 0,
+            enum_names: core::ptr::null(),
+            enum_count: 0,
+        }];
+        let mut id = 0u16;
+        // SAFETY: h is live; the name and descriptor are valid.
+        let r = unsafe {
+            crate::dplog_schema_register(h, c"myType".as_ptr(), 16, fields.as_ptr(), 1, &mut id)
+        };
+        assert_eq!(r, DPLOG_OK);
+        // SAFETY: h is live.
+        assert_eq!(unsafe { dplog_start(h, core::ptr::null(), 0) }, DPLOG_OK);
+        let mut rec = [0u8; 16];
+        rec[0..2].copy_from_slice(&16u16.to_ne_bytes());
+        rec[2..4].copy_from_slice(&id.to_ne_bytes());
+        {
+            // SAFETY: h is live (closed below).
+            let l = unsafe { logger(h) }.unwrap();
+            let st = lock(&l.state);
+            let State::Started(run) = &*st else {
+                panic!("started")
+            };
+            assert_eq!(run.table.priority(&rec), Some(3));
+            // A type without an entry keeps its own rule (none for a
+            // user type: the producer then uses PRIORITY_NORMAL).
+            let mut other = rec;
+            other[2..4].copy_from_slice(&(id + 1).to_ne_bytes());
+            assert_eq!(run.table.priority(&other), None);
+        }
+        // SAFETY: h is live; no stats wanted.
+        assert_eq!(
+            unsafe { crate::dplog_close(h, core::ptr::null_mut()) },
+            DPLOG_OK
+        );
+    }
 
     #[test]
     fn consumer_i_gets_its_own_file_and_mmap_dir() {

@@ -95,6 +95,14 @@ done
 echo "== install + examples/c through pkg-config"
 export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig"
 make -s -C examples/c clean all CC=gcc BUILD="$work/ex"
+"$work/ex/acl_drop" --records 3000 --output "$work/ex/acl_drop.log"
+[ "$(wc -l < "$work/ex/acl_drop.log")" = 3000 ] || { echo "acl_drop: want 3000 lines" >&2; exit 1; }
+grep -q -E '^20[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z rateLimit rule=12 vlan=102 mac=02:00:5e:00:53:02 src=\[2001:db8::3\]:1026 dport=53 proto=17 port=2 len=62 drops=1$' \
+  "$work/ex/acl_drop.log" || { echo "acl_drop: line 3 not as expected" >&2; head -3 "$work/ex/acl_drop.log" >&2; exit 1; }
+printf '[ring]\nslot_bytes = 128\n[format]\ntype = "json"\n[sink]\ntype = "file"\npath = "%s"\n' \
+  "$work/ex/acl_drop.json" > "$work/ex/acl_drop.toml"
+"$work/ex/acl_drop" --config "$work/ex/acl_drop.toml" --records 100
+grep -c '"reason":"deny"' "$work/ex/acl_drop.json" | grep -qx 34 || { echo "acl_drop --config: want 34 deny records" >&2; exit 1; }
 "$work/ex/dataplane" --records 50000 --output "$work/ex/dataplane.log"
 "$work/ex/dataplane-static" --records 10000 --output "$work/ex/dataplane-static.log"
 if pkg-config --exists libdpdk; then

@@ -63,9 +63,26 @@ typedef struct dplog_producer dplog_producer;
 #define DPLOG_SCHEMA_USER_FIRST 256
 
 /**
- * Largest record, header included: one 64-byte ring slot.
+ * Largest record, header included, that any logger takes: one 128-byte
+ * ring slot (`[ring] slot_bytes = 128`). A logger takes records up to its
+ * own slot size (`dplog_slot_bytes`): 64 bytes unless its config says
+ * otherwise.
  */
-#define DPLOG_RECORD_MAX_SIZE 64
+#define DPLOG_RECORD_MAX_SIZE 128
+
+/**
+ * Ring slot size of a logger whose config has no `[ring] slot_bytes`,
+ * in bytes. `[ring] slot_bytes` may be 32, 64 or 128.
+ */
+#define DPLOG_SLOT_BYTES_DEFAULT 64
+
+/**
+ * Size in bytes of the records the header's inline `dplog_log`,
+ * `dplog_reserve` and `dplog_commit` handle themselves: 64-byte records
+ * in a logger of 64-byte slots. Everything else goes through the
+ * library (same results, a call more).
+ */
+#define DPLOG_INLINE_RECORD_SIZE 64
 
 /**
  * Field kind (`struct dplog_field_desc.kind`): unsigned 8-bit integer, size 1.
@@ -418,6 +435,10 @@ struct dplog_stats {
  * call into the library, as DPDK's inline `rte_ring_sp_enqueue_elem`
  * writes `struct rte_ring` (layout part of the ABI; it changes only with
  * `DPLOG_VERSION_MAJOR`).
+ *
+ * Only producers of loggers with 64-byte slots (`[ring] slot_bytes = 64`,
+ * the default) ever open a window; in loggers of 32- or 128-byte slots
+ * `cursor` stays NULL and every inline call goes to the library.
  *
  * The inline path, on the producer's own thread: if `p`, `rec` are not
  * NULL, `len == 64`, `schema_id < 64` has its bit in `fast_schemas`, and
@@ -907,10 +928,19 @@ dplog_result dplog_version(uint32_t *major, uint32_t *minor, uint32_t *patch);
  * file is created now, mode 0640) and returns a new logger handle in
  * `*out`. No thread is started until `dplog_start`.
  *
+ * `[ring] slot_bytes` (32, 64 or 128; default 64) is the size of every
+ * ring slot of this logger and the largest record it takes: user types
+ * up to that size (`dplog_schema_register`), and the built-in NAT
+ * schemas that fit it. The format is compiled at `dplog_start`, when
+ * every user type is registered (so `[format] template` and
+ * `[format.templates]` may name them); what can be checked before —
+ * the format's settings, templates of NAT schemas — is checked here.
+ *
  * Errors: `DPLOG_ERR_NULL` (a NULL argument), `DPLOG_ERR_INVALID_ARG` (path
  * not UTF-8), `DPLOG_ERR_CONFIG` (file unreadable, bad TOML, unknown key,
- * wrong value; `dplog_last_error` names key and line), `DPLOG_ERR_IO`
- * (sink cannot be opened). `*out` is written only on success.
+ * wrong value such as `slot_bytes = 48`; `dplog_last_error` names key and
+ * line), `DPLOG_ERR_IO` (sink cannot be opened). `*out` is written only
+ * on success.
  *
  * Ownership: the caller owns the handle and must release it with
  * `dplog_close`. Thread-safety: any thread.
@@ -935,6 +965,19 @@ dplog_result dplog_open(const char *config_path, struct dplog **out);
 dplog_result dplog_open_str(const char *toml, struct dplog **out);
 
 /**
+ * Stores in `*out` the ring slot size of the logger in bytes (`[ring]
+ * slot_bytes`: 32, 64 or 128; 64 by default): the largest record it
+ * takes, and the distance between the slots `dplog_reserve` hands out.
+ *
+ * Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_CLOSED`. Thread-safety: any
+ * thread.
+ *
+ * # Safety
+ * `h` is NULL or returned by `dplog_open*`; `out` is NULL or writable.
+ */
+dplog_result dplog_slot_bytes(const struct dplog *h, size_t *out);
+
+/**
  * Registers a user record type described by `n_fields` field descriptors
  * and stores its new schema id (`DPLOG_SCHEMA_USER_FIRST`, then +1 per
  * call) in `*schema_id`. Records of that id are then logged like the
@@ -945,10 +988,16 @@ dplog_result dplog_open_str(const char *toml, struct dplog **out);
  *
  * The record starts with a `struct dplog_record_header` (8 bytes, filled
  * by dplog), so fields lie in `8..record_size`; `record_size` is at most
- * `DPLOG_RECORD_MAX_SIZE` (one 64-byte slot).
+ * the logger's slot size (`[ring] slot_bytes`: 32, 64 or 128, default
+ * 64; `DPLOG_RECORD_MAX_SIZE` is 128). The type's name may key
+ * `[format.templates]` and `[ring.priorities]` (both applied at
+ * `dplog_start`); `[format] template` applies to the first type
+ * registered.
  *
  * Errors: `DPLOG_ERR_NULL` (handle, `name`, `schema_id`, or `fields` with
- * `n_fields > 0`), `DPLOG_ERR_BAD_LENGTH` (`record_size` not in 8..=64),
+ * `n_fields > 0`), `DPLOG_ERR_BAD_LENGTH` (`record_size` below 8 or above
+ * the logger's slot size; `dplog_last_error` names both sizes and the
+ * `[ring] slot_bytes` to set),
  * `DPLOG_ERR_INVALID_ARG` (a field out of bounds, overlapping, of a size
  * that does not suit its kind, an unknown kind, a bad or duplicate name;
  * `dplog_last_error` names the field), `DPLOG_ERR_EXISTS` (`name` is
@@ -993,11 +1042,19 @@ dplog_result dplog_schema_register(struct dplog *h,
  * `n_cores > 0`), `DPLOG_ERR_INVALID_ARG` (a CPU this process cannot run
  * on, or `n_cores > DPLOG_CONSUMERS_MAX`), `DPLOG_ERR_STATE` (already
  * started), `DPLOG_ERR_CLOSED`, `DPLOG_ERR_CONFIG` (ring settings
- * refused: capacity not a power of two, burst 0, batch below 64 KiB; or
- * the format does not compile for a registered schema), `DPLOG_ERR_IO`
+ * refused: capacity not a power of two, burst 0, batch below 64 KiB; the
+ * format or `[ring.priorities]`, see below), `DPLOG_ERR_IO`
  * (thread or sink failure, e.g. `nat.log.1` cannot be created). All or
  * nothing: on error no consumer runs and the handle stays as it was (not
  * started).
+ *
+ * The format is compiled here for the registered types (in registration
+ * order) and the NAT schemas that fit the slot: `[format] template`
+ * applies to the first registered type, or to `nat44Session` when none
+ * is registered; `[format.templates]` may name any of them. A template
+ * that does not compile or names no such type, and a `[ring.priorities]`
+ * entry naming no such type, are `DPLOG_ERR_CONFIG` with the message in
+ * `dplog_last_error`.
  *
  * Thread-safety: any thread; serialized with other calls on the handle.
  *
@@ -1010,7 +1067,8 @@ dplog_result dplog_start(struct dplog *h, const uint32_t *cores, size_t n_cores)
 /**
  * Creates a producer for ring `ring_id` (any number the caller chooses,
  * typically the lcore or worker index): a new SPSC ring of `[ring]
- * capacity` 64-byte slots drained by the logger's consumer. Use it from
+ * capacity` slots of `[ring] slot_bytes` (64 by default) drained by the
+ * logger's consumer. Use it from
  * one thread (core) at a time: a producer shared by two threads at once
  * loses records, and once its ring index breaks the protocol the consumer
  * stops the ring (see `DPLOG_ERR_RING_STOPPED`).
@@ -1057,9 +1115,12 @@ dplog_result dplog_producer_free(dplog_producer *p);
  * Schemas: `DPLOG_SCHEMA_NAT44_SESSION` (`struct dplog_nat44_session`, 64
  * bytes), `DPLOG_SCHEMA_NAT_PORT_BLOCK` (40), `..._ADDRESSES_EXHAUSTED`
  * (24), `..._PORTS_EXHAUSTED` (24), `..._QUOTA_EXCEEDED` (32), and the ids
- * from `dplog_schema_register`.
+ * from `dplog_schema_register`. A logger of 32-byte slots (`[ring]
+ * slot_bytes = 32`) has only the NAT schemas of at most 32 bytes: a
+ * NAT44 session or port block record there is `DPLOG_ERR_UNKNOWN_SCHEMA`.
  *
- * Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_UNKNOWN_SCHEMA`,
+ * Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_UNKNOWN_SCHEMA` (an id neither
+ * registered nor a built-in schema that fits the logger's slot),
  * `DPLOG_ERR_BAD_LENGTH` (`len` is not the schema's record size),
  * `DPLOG_ERR_FULL`, `DPLOG_ERR_CLOSED` (producer freed or logger closed),
  * `DPLOG_ERR_CONSUMER_GONE` (the ring is full and the consumer thread has
@@ -1150,12 +1211,13 @@ dplog_result dplog_reserve_refill(dplog_producer *p, uint16_t schema_id, size_t 
 
 /**
  * Reserves `n` (1..=`DPLOG_RESERVE_MAX`) records of schema `schema_id`
- * and stores in `*slots` a pointer to `n` zeroed 64-byte slots to fill in
- * place, then publish with `dplog_commit`. Record `i` starts at
- * `(char *)*slots + i * DPLOG_RECORD_MAX_SIZE` whatever the schema's
- * size (for NAT44 that is simply `struct dplog_nat44_session[n]`); only
- * its first record-size bytes are published (the rest of the slot is
- * zeroed at commit).
+ * and stores in `*slots` a pointer to `n` zeroed ring slots to fill in
+ * place, then publish with `dplog_commit`. The slots are the logger's
+ * slot size (`dplog_slot_bytes`: `[ring] slot_bytes`, 64 by default)
+ * apart: record `i` starts at `(char *)*slots + i * slot_bytes` whatever
+ * the schema's size (with 64-byte slots, for NAT44 that is simply
+ * `struct dplog_nat44_session[n]`); only its first record-size bytes are
+ * published (the rest of the slot is zeroed at commit).
  *
  * Zero-copy: when the ring has `n` free slots that do not wrap past the
  * end of its slot array, `*slots` points into the ring itself and
@@ -1168,7 +1230,8 @@ dplog_result dplog_reserve_refill(dplog_producer *p, uint16_t schema_id, size_t 
  * ring under the policy, as `dplog_log_burst` does. Both look the same to
  * the caller.
  *
- * Pointer: 64-byte aligned; valid for `n * DPLOG_RECORD_MAX_SIZE` bytes
+ * Pointer: aligned to the slot size (at least 32); valid for `n *
+ * slot_bytes` bytes
  * until the next `dplog_commit` or `dplog_producer_free` on this
  * producer; it must not be used after either. While a reservation is
  * pending, `dplog_log`, `dplog_log_burst` and `dplog_reserve` on this
@@ -1227,7 +1290,7 @@ dplog_result dplog_producer_flush(dplog_producer *p);
  *
  * # Safety
  * `n_enqueued` is NULL or writable; the reserved slots were written only
- * within their `n * DPLOG_RECORD_MAX_SIZE` bytes.
+ * within their `n * slot_bytes` bytes.
  */
 dplog_result dplog_commit(dplog_producer *p, size_t n, size_t *n_enqueued);
 

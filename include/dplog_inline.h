@@ -24,6 +24,11 @@
  * publishes it the same way, with dplog_reserve_refill and the exported
  * dplog_commit behind them.
  *
+ * Only loggers of 64-byte ring slots ([ring] slot_bytes = 64, the default)
+ * open windows: with 32- or 128-byte slots, and for records of any size
+ * other than DPLOG_INLINE_RECORD_SIZE (64), the inline functions always
+ * call the library, which handles every slot size.
+ *
  * The macros keep the names C code calls; `(dplog_log)(...)` or
  * `&dplog_log` still reach the exported function, and defining
  * DPLOG_NO_INLINE before including dplog.h turns the inline path off
@@ -59,7 +64,7 @@ static __inline__ uint8_t *dplog_window_slot_(struct dplog_log_window *w, uint16
 static __inline__ void dplog_window_publish_(struct dplog_log_window *w, uint8_t *slot,
                                              uint32_t schema_id)
 {
-    uint64_t header = DPLOG_VAL_CAST_(uint64_t, DPLOG_RECORD_MAX_SIZE) |
+    uint64_t header = DPLOG_VAL_CAST_(uint64_t, DPLOG_INLINE_RECORD_SIZE) |
                       (DPLOG_VAL_CAST_(uint64_t, schema_id & 0xffffu) << 16);
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
     header = __builtin_bswap64(header);
@@ -67,7 +72,7 @@ static __inline__ void dplog_window_publish_(struct dplog_log_window *w, uint8_t
     __builtin_memcpy(slot, &header, 8);
     size_t next = w->next_index + 1;
     w->next_index = next;
-    w->cursor = slot + DPLOG_RECORD_MAX_SIZE;
+    w->cursor = slot + DPLOG_INLINE_RECORD_SIZE;
     if (w->publish) {
         /* Pairs with the consumer's acquire load of the tail. */
         __atomic_store_n(w->ring_tail, next, __ATOMIC_RELEASE);
@@ -84,7 +89,7 @@ static __inline__ dplog_result dplog_log_inline(dplog_producer *p,
                                                 const void *rec,
                                                 size_t len)
 {
-    if (p != NULL && rec != NULL && len == DPLOG_RECORD_MAX_SIZE) {
+    if (p != NULL && rec != NULL && len == DPLOG_INLINE_RECORD_SIZE) {
         struct dplog_log_window *w = DPLOG_PTR_CAST_(struct dplog_log_window *, p);
         uint8_t *slot = dplog_window_slot_(w, schema_id);
         if (slot != NULL) {
@@ -127,7 +132,7 @@ static __inline__ dplog_result dplog_reserve_inline(dplog_producer *p,
         struct dplog_log_window *w = DPLOG_PTR_CAST_(struct dplog_log_window *, p);
         uint8_t *slot = dplog_window_slot_(w, schema_id);
         if (slot != NULL) {
-            __builtin_memset(slot, 0, DPLOG_RECORD_MAX_SIZE);
+            __builtin_memset(slot, 0, DPLOG_INLINE_RECORD_SIZE);
             w->reservation = 0x10000u | schema_id;
             *slots = slot;
             return DPLOG_OK;

@@ -166,9 +166,7 @@ pub unsafe extern "C" fn dplog_close(
                 let mut all = Vec::with_capacity(r.loggers.len());
                 let mut first_err = None;
                 for (i, lg) in r.loggers.into_iter().enumerate() {
-                    let source = lg.snapshot_source();
-                    let res = lg.shutdown();
-                    let snap = source.snapshot();
+                    let (res, snap) = lg.shutdown();
                     let latency = snap.latency;
                     let names = lock(&l.shared.ring_names);
                     for ring in snap.rings.iter().filter(|r| r.stopped) {

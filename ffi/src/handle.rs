@@ -9,14 +9,14 @@ use std::sync::{Arc, Mutex};
 
 use dplog::config::LogConfig;
 use dplog::sinks::BoxSink;
-use dplog::Slot64;
-use dplog::{Logger, Schema};
+use dplog::Schema;
 
 use crate::result::{
     config_error, dplog_result, fail, guard, DPLOG_ERR_CONFIG, DPLOG_ERR_INVALID_ARG, DPLOG_ERR_IO,
     DPLOG_ERR_NULL, DPLOG_OK,
 };
 use crate::schema::SchemaSizes;
+use crate::slots::{slot_bytes_of, AnyLogger};
 use crate::tombstone::{check_magic, MAGIC_LIVE};
 
 /// State shared by a logger and its producers.
@@ -42,6 +42,8 @@ pub(crate) struct Shared {
 /// destroyed by `dplog_close`.
 pub struct dplog_t {
     pub(crate) magic: AtomicU32,
+    /// `[ring] slot_bytes`: 32, 64 or 128.
+    pub(crate) slot_bytes: usize,
     pub(crate) shared: Arc<Shared>,
     pub(crate) state: Mutex<State>,
 }
@@ -63,7 +65,12 @@ pub(crate) struct Pending {
 pub(crate) struct Running {
     /// One logger (consumer thread + sink) per consumer core; ring `r`
     /// is drained by `loggers[r % loggers.len()]`.
-    pub(crate) loggers: Vec<Logger<Slot64>>,
+    pub(crate) loggers: Vec<AnyLogger>,
+    /// The per-type table every consumer's producers judge records by
+    /// (priorities under `degrade`, event times), `[ring.priorities]`
+    /// applied.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) table: dplog::SchemaTable,
     pub(crate) sizes: Arc<SchemaSizes>,
 }
 
@@ -92,8 +99,14 @@ fn open_config(config: LogConfig, out: *mut *mut dplog_t) -> dplog_result {
             ),
         );
     }
-    // Fail fast: the format compiles and the sink opens now, not at start.
-    if let Err(e) = config.format.nat_formatter() {
+    // Fail fast: the slot size, the format's settings and the sink are
+    // checked now, not at start.
+    if let Some(b) = config.ring.slot_bytes {
+        if let Err(e) = dplog::config::check_slots(Some(b), b, &[]) {
+            return config_error(e);
+        }
+    }
+    if let Err(e) = check_format_early(&config) {
         return config_error(e);
     }
     let sink = match config.sink.build() {
@@ -102,6 +115,7 @@ fn open_config(config: LogConfig, out: *mut *mut dplog_t) -> dplog_result {
     };
     let h = Box::new(dplog_t {
         magic: AtomicU32::new(MAGIC_LIVE),
+        slot_bytes: slot_bytes_of(&config),
         shared: Arc::new(Shared {
             rings: Mutex::new(HashSet::new()),
             closed: AtomicBool::new(false),
@@ -119,15 +133,50 @@ fn open_config(config: LogConfig, out: *mut *mut dplog_t) -> dplog_result {
     DPLOG_OK
 }
 
+/// The NAT schemas a logger of `slot_bytes`-byte slots carries: those
+/// whose records fit its slot.
+pub(crate) fn nat_schemas(slot_bytes: usize) -> Vec<&'static Schema> {
+    dplog::nat::all()
+        .into_iter()
+        .filter(|s| s.size() <= slot_bytes)
+        .collect()
+}
+
+/// What of `[format]` can be checked before any user schema is
+/// registered: the format's own settings (syslog, IPFIX, `template` with
+/// a format other than text) and the templates of the NAT schemas in
+/// `[format.templates]`. A plain `template` and templates naming other
+/// types are compiled at `dplog_start`, over the registered schemas.
+fn check_format_early(config: &LogConfig) -> Result<(), dplog::config::ConfigError> {
+    let nat = nat_schemas(slot_bytes_of(config));
+    let mut format = config.format.clone();
+    if format.kind == dplog::formatters::Format::Text {
+        format.template = None;
+        format
+            .templates
+            .retain(|name, _| nat.iter().any(|s| s.name() == name));
+    }
+    format.formatter(&nat).map(|_| ())
+}
+
 /// Reads the TOML configuration file at `config_path` (keys: see the README
 /// and `dplog::config`; every key optional), opens the sink (a file sink's
 /// file is created now, mode 0640) and returns a new logger handle in
 /// `*out`. No thread is started until `dplog_start`.
 ///
+/// `[ring] slot_bytes` (32, 64 or 128; default 64) is the size of every
+/// ring slot of this logger and the largest record it takes: user types
+/// up to that size (`dplog_schema_register`), and the built-in NAT
+/// schemas that fit it. The format is compiled at `dplog_start`, when
+/// every user type is registered (so `[format] template` and
+/// `[format.templates]` may name them); what can be checked before —
+/// the format's settings, templates of NAT schemas — is checked here.
+///
 /// Errors: `DPLOG_ERR_NULL` (a NULL argument), `DPLOG_ERR_INVALID_ARG` (path
 /// not UTF-8), `DPLOG_ERR_CONFIG` (file unreadable, bad TOML, unknown key,
-/// wrong value; `dplog_last_error` names key and line), `DPLOG_ERR_IO`
-/// (sink cannot be opened). `*out` is written only on success.
+/// wrong value such as `slot_bytes = 48`; `dplog_last_error` names key and
+/// line), `DPLOG_ERR_IO` (sink cannot be opened). `*out` is written only
+/// on success.
 ///
 /// Ownership: the caller owns the handle and must release it with
 /// `dplog_close`. Thread-safety: any thread.
@@ -183,6 +232,32 @@ pub unsafe extern "C" fn dplog_open_str(
             Ok(c) => open_config(c, out),
             Err(e) => config_error(e),
         }
+    })
+}
+
+/// Stores in `*out` the ring slot size of the logger in bytes (`[ring]
+/// slot_bytes`: 32, 64 or 128; 64 by default): the largest record it
+/// takes, and the distance between the slots `dplog_reserve` hands out.
+///
+/// Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_CLOSED`. Thread-safety: any
+/// thread.
+///
+/// # Safety
+/// `h` is NULL or returned by `dplog_open*`; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn dplog_slot_bytes(h: *const dplog_t, out: *mut usize) -> dplog_result {
+    guard(|| {
+        // SAFETY: caller contract on h.
+        let l = match unsafe { logger(h) } {
+            Ok(l) => l,
+            Err(e) => return e,
+        };
+        if out.is_null() {
+            return fail(DPLOG_ERR_NULL, "dplog_slot_bytes: out is NULL");
+        }
+        // SAFETY: non-NULL (checked), writable (caller contract).
+        unsafe { out.write(l.slot_bytes) };
+        DPLOG_OK
     })
 }
 

@@ -22,7 +22,8 @@
 //!
 //! Modules: `result` (codes, last error, panic guard), `version`, `types`
 //! (generic C types and constants), `nat` (everything NAT-specific),
-//! `tombstone` (handle liveness), `handle` (logger handle, open), `schema`
+//! `tombstone` (handle liveness), `slots` (the slot size a logger runs
+//! with: 32, 64 or 128 bytes), `handle` (logger handle, open), `schema`
 //! (user record types), `start` (consumers), `producer` (producer handle),
 //! `window` (the inline window), `log` (`dplog_log*`), `reserve`
 //! (reserve/commit, producer flush), `stats`, `control` (flush, reopen,
@@ -43,6 +44,8 @@ mod types;
 mod nat;
 
 mod tombstone;
+
+mod slots;
 
 mod handle;
 
@@ -66,7 +69,7 @@ mod clock;
 
 pub use clock::dplog_now_ns;
 pub use control::{dplog_close, dplog_flush, dplog_reopen};
-pub use handle::{dplog_open, dplog_open_str, dplog_t};
+pub use handle::{dplog_open, dplog_open_str, dplog_slot_bytes, dplog_t};
 pub use log::{dplog_log, dplog_log_burst, dplog_log_refill};
 pub use nat::{
     dplog_nat44_session, dplog_nat_addresses_exhausted, dplog_nat_port_block,
@@ -95,8 +98,8 @@ pub use types::{
     dplog_enum_name, dplog_field_desc, dplog_record_header, DPLOG_CONSUMERS_MAX, DPLOG_FIELD_BOOL,
     DPLOG_FIELD_BYTES, DPLOG_FIELD_ENUM, DPLOG_FIELD_IPV4, DPLOG_FIELD_IPV6, DPLOG_FIELD_MAC,
     DPLOG_FIELD_NS_TIMESTAMP, DPLOG_FIELD_PORT, DPLOG_FIELD_PROTOCOL, DPLOG_FIELD_TSC_TIMESTAMP,
-    DPLOG_FIELD_U16, DPLOG_FIELD_U32, DPLOG_FIELD_U64, DPLOG_FIELD_U8, DPLOG_RECORD_MAX_SIZE,
-    DPLOG_RESERVE_MAX, DPLOG_SCHEMA_USER_FIRST,
+    DPLOG_FIELD_U16, DPLOG_FIELD_U32, DPLOG_FIELD_U64, DPLOG_FIELD_U8, DPLOG_INLINE_RECORD_SIZE,
+    DPLOG_RECORD_MAX_SIZE, DPLOG_RESERVE_MAX, DPLOG_SCHEMA_USER_FIRST, DPLOG_SLOT_BYTES_DEFAULT,
 };
 pub use version::{
     dplog_version, DPLOG_VERSION_MAJOR, DPLOG_VERSION_MINOR, DPLOG_VERSION_NUMBER,

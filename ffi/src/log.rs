@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 
 use dplog::Slot64;
 
-use crate::nat::{DPLOG_NAT44_SESSION_SIZE, DPLOG_SCHEMA_NAT44_SESSION};
+use crate::nat::DPLOG_SCHEMA_NAT44_SESSION;
 use crate::producer::{dplog_producer_t, guard_producer, live_taken, producer, ProducerState};
 use crate::reserve::Reservation;
 use crate::result::{
@@ -16,49 +16,10 @@ use crate::result::{
     DPLOG_ERR_FULL, DPLOG_ERR_INVALID_ARG, DPLOG_ERR_NULL, DPLOG_ERR_RING_STOPPED, DPLOG_ERR_STATE,
     DPLOG_ERR_UNKNOWN_SCHEMA, DPLOG_OK,
 };
+use crate::slots::AnyProducer;
 use crate::tombstone::MAGIC_LIVE;
-use crate::types::DPLOG_RECORD_MAX_SIZE;
+use crate::types::DPLOG_INLINE_RECORD_SIZE;
 use crate::window::open_window;
-
-/// Copies `len` bytes at `rec` into a 64-byte slot record with a fresh
-/// header (`len`, `schema_id`).
-///
-/// # Safety
-/// `rec` is valid for `len` bytes, `8 <= len <= 64`.
-#[inline(always)]
-unsafe fn slot_from_c(rec: *const u8, len: usize, schema_id: u16) -> Slot64 {
-    if len == DPLOG_RECORD_MAX_SIZE {
-        // Fast path (NAT44 and any 64-byte record): eight 8-byte words, the
-        // header built in a register, so the slot write that follows needs
-        // no second copy and no partial-store forwarding.
-        let header = u64::from(len as u16) | (u64::from(schema_id) << 16);
-        let mut words = [0u64; 8];
-        words[0] = if cfg!(target_endian = "little") {
-            header
-        } else {
-            header.swap_bytes()
-        };
-        for (i, w) in words.iter_mut().enumerate().skip(1) {
-            // SAFETY: rec is valid for 64 bytes; word i is bytes 8i..8i+8.
-            *w = unsafe { core::ptr::read_unaligned(rec.add(8 * i).cast::<u64>()) };
-        }
-        // SAFETY: Slot64 is 64 bytes (checked below) of a header (four
-        // u16) and MaybeUninit bytes, so any 64 initialised bytes are a
-        // valid value; transmute moves the value, so the source's
-        // alignment does not matter. The header says len 64: every byte is
-        // the record's.
-        return unsafe { core::mem::transmute::<[u64; 8], Slot64>(words) };
-    }
-    let mut buf = [0u8; DPLOG_RECORD_MAX_SIZE];
-    // SAFETY: rec is valid for len bytes (contract), buf holds 64 >= len;
-    // distinct allocations, so no overlap.
-    unsafe { core::ptr::copy_nonoverlapping(rec, buf.as_mut_ptr(), len) };
-    buf[0..2].copy_from_slice(&(len as u16).to_ne_bytes());
-    buf[2..4].copy_from_slice(&schema_id.to_ne_bytes());
-    buf[4..8].fill(0);
-    // The header now says `len`, which is what from_bytes checks.
-    Slot64::from_bytes(&buf[..len]).unwrap_or_else(|| unreachable!("header matches length"))
-}
 
 /// Copies the 64-byte record at `rec` into `dst` with its header set to
 /// (64, `schema_id`, 0, 0).
@@ -68,7 +29,7 @@ unsafe fn slot_from_c(rec: *const u8, len: usize, schema_id: u16) -> Slot64 {
 /// 8-byte aligned, and not overlapping `rec`.
 #[inline(always)]
 unsafe fn copy_into_slot(rec: *const u8, dst: *mut u64, schema_id: u16) {
-    let header = u64::from(DPLOG_RECORD_MAX_SIZE as u16) | (u64::from(schema_id) << 16);
+    let header = u64::from(DPLOG_INLINE_RECORD_SIZE as u16) | (u64::from(schema_id) << 16);
     let header = if cfg!(target_endian = "little") {
         header
     } else {
@@ -116,10 +77,6 @@ const _: () = {
 /// The record size of `schema_id`, or the error for it and `len`.
 #[inline(always)]
 fn check_schema(st: &ProducerState, schema_id: u16, len: usize) -> Result<usize, dplog_result> {
-    // The common case without the table lookup.
-    if schema_id == DPLOG_SCHEMA_NAT44_SESSION && len == DPLOG_NAT44_SESSION_SIZE {
-        return Ok(len);
-    }
     let size = st.sizes.get(schema_id);
     if size == 0 {
         return Err(fail(
@@ -187,9 +144,12 @@ pub(crate) fn not_enqueued(st: &ProducerState, n: usize) -> dplog_result {
 /// Schemas: `DPLOG_SCHEMA_NAT44_SESSION` (`struct dplog_nat44_session`, 64
 /// bytes), `DPLOG_SCHEMA_NAT_PORT_BLOCK` (40), `..._ADDRESSES_EXHAUSTED`
 /// (24), `..._PORTS_EXHAUSTED` (24), `..._QUOTA_EXCEEDED` (32), and the ids
-/// from `dplog_schema_register`.
+/// from `dplog_schema_register`. A logger of 32-byte slots (`[ring]
+/// slot_bytes = 32`) has only the NAT schemas of at most 32 bytes: a
+/// NAT44 session or port block record there is `DPLOG_ERR_UNKNOWN_SCHEMA`.
 ///
-/// Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_UNKNOWN_SCHEMA`,
+/// Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_UNKNOWN_SCHEMA` (an id neither
+/// registered nor a built-in schema that fits the logger's slot),
 /// `DPLOG_ERR_BAD_LENGTH` (`len` is not the schema's record size),
 /// `DPLOG_ERR_FULL`, `DPLOG_ERR_CLOSED` (producer freed or logger closed),
 /// `DPLOG_ERR_CONSUMER_GONE` (the ring is full and the consumer thread has
@@ -271,7 +231,7 @@ pub unsafe extern "C" fn dplog_log_refill(
         let _ = unsafe { live_taken(p) };
         // SAFETY: caller contract on p and rec; the window is empty.
         let r = unsafe { log_one(p, schema_id, rec, len) };
-        if r == DPLOG_OK && len == DPLOG_RECORD_MAX_SIZE {
+        if r == DPLOG_OK && len == DPLOG_INLINE_RECORD_SIZE {
             // SAFETY: as above; r == OK means p is a live producer.
             if let Some((obj, st)) = unsafe { live_taken(p) } {
                 // SAFETY: single-thread rule; the window is empty.
@@ -302,7 +262,7 @@ unsafe fn log_fast(
     rec: *const c_void,
     len: usize,
 ) -> bool {
-    if p.is_null() || rec.is_null() || len != DPLOG_RECORD_MAX_SIZE {
+    if p.is_null() || rec.is_null() || len != DPLOG_INLINE_RECORD_SIZE {
         return false;
     }
     // SAFETY: non-NULL and returned by dplog_producer_new (caller
@@ -330,7 +290,11 @@ unsafe fn log_fast(
     {
         return false;
     }
-    let Some(slot) = st.prod.reserve_raw(1) else {
+    // Loggers of 32- or 128-byte slots take the checked path.
+    let AnyProducer::S64(prod) = &mut st.prod else {
+        return false;
+    };
+    let Some(slot) = prod.reserve_raw(1) else {
         return false;
     };
     // SAFETY: rec is valid for 64 bytes (contract); reserve_raw handed out
@@ -339,7 +303,7 @@ unsafe fn log_fast(
     unsafe { copy_into_slot(rec.cast(), slot.as_ptr().cast(), schema_id) };
     // SAFETY: the slot of reserve_raw(1) now holds a valid 64-byte record;
     // nothing touched the producer in between.
-    unsafe { st.prod.commit_raw(1) };
+    unsafe { prod.commit_raw(1) };
     prefetch_write(
         slot.as_ptr()
             .cast::<u8>()
@@ -375,9 +339,10 @@ unsafe fn log_slow(
     if !matches!(st.reservation, Reservation::None) {
         return reservation_pending("dplog_log");
     }
-    // SAFETY: rec is non-NULL and valid for len (checked 8..=64) bytes.
-    let r = unsafe { slot_from_c(rec.cast(), len, schema_id) };
-    if st.prod.log(r) {
+    // SAFETY: rec is non-NULL and valid for len bytes, the schema's size
+    // (checked), which fits the slot (the size table holds only schemas
+    // that fit it).
+    if unsafe { st.prod.log_bytes(rec.cast(), len, schema_id) } {
         DPLOG_OK
     } else {
         not_enqueued(st, 1)
@@ -440,7 +405,9 @@ pub unsafe extern "C" fn dplog_log_burst(
         if !matches!(st.reservation, Reservation::None) {
             return reservation_pending("dplog_log_burst");
         }
-        let done = push_chunked(st, recs.cast(), rec_len, rec_len, n, schema_id);
+        // SAFETY: recs is valid for n records of rec_len bytes (contract,
+        // bounds checked above); rec_len is the schema's size (checked).
+        let done = unsafe { push_chunked(st, recs.cast(), rec_len, rec_len, n, schema_id) };
         // SAFETY: NULL or writable (caller contract).
         unsafe { write_out(n_enqueued, done) };
         if done == n {
@@ -453,7 +420,12 @@ pub unsafe extern "C" fn dplog_log_burst(
 
 /// Pushes `n` records of `size` bytes, `stride` bytes apart from `base`,
 /// in chunks of 32; returns how many were enqueued.
-pub(crate) fn push_chunked(
+///
+/// # Safety
+/// `base` is valid for `n` records `stride` bytes apart; `size` is the
+/// record size of a schema in the producer's size table (which fits its
+/// slot), `size <= stride`.
+pub(crate) unsafe fn push_chunked(
     st: &mut ProducerState,
     base: *const u8,
     stride: usize,
@@ -461,24 +433,8 @@ pub(crate) fn push_chunked(
     n: usize,
     id: u16,
 ) -> usize {
-    const CHUNK: usize = 32;
-    let mut chunk = [Slot64::from_bytes(&[8, 0, 0, 0, 0, 0, 0, 0])
-        .unwrap_or_else(|| unreachable!("an 8-byte header-only record"));
-        CHUNK];
-    let mut done = 0usize;
-    let mut i = 0usize;
-    while i < n {
-        let k = (n - i).min(CHUNK);
-        for (j, slot) in chunk[..k].iter_mut().enumerate() {
-            // SAFETY: (i + j) < n, so the record lies inside the caller's
-            // n * stride bytes (the callers' contracts); 8 <= size <= 64,
-            // size <= stride.
-            *slot = unsafe { slot_from_c(base.add((i + j) * stride), size, id) };
-        }
-        done += st.prod.log_burst(&chunk[..k]);
-        i += k;
-    }
-    done
+    // SAFETY: caller contract.
+    unsafe { st.prod.push_chunked(base, stride, size, n, id) }
 }
 
 #[cfg(test)]
@@ -492,8 +448,12 @@ mod tests {
             *b = (i * 7 + 3) as u8;
         }
         // Unaligned source, garbage header: dplog rewrites the header.
-        // SAFETY: raw[1..] holds 64 readable bytes.
-        let fast = unsafe { slot_from_c(raw.as_ptr().add(1), 64, 300) };
+        let mut dst = [0u64; 8];
+        // SAFETY: raw[1..] holds 64 readable bytes; dst is 64 aligned bytes.
+        unsafe { copy_into_slot(raw.as_ptr().add(1), dst.as_mut_ptr(), 300) };
+        // SAFETY: Slot64 is 64 bytes of a header and MaybeUninit bytes,
+        // all initialised here.
+        let fast = unsafe { core::mem::transmute::<[u64; 8], Slot64>(dst) };
         let mut want = [0u8; 64];
         want.copy_from_slice(&raw[1..]);
         want[0..2].copy_from_slice(&64u16.to_ne_bytes());
@@ -501,10 +461,9 @@ mod tests {
         want[4..8].fill(0);
         assert_eq!(fast, Slot64::from_bytes(&want).unwrap());
         assert_eq!(fast.header().schema_id, 300);
-        // The generic path: a 24-byte record, zero-padded to the slot.
-        // SAFETY: raw holds 24 readable bytes.
-        let small = unsafe { slot_from_c(raw.as_ptr(), 24, 3) };
-        assert_eq!(small.as_bytes().len(), 24);
-        assert_eq!(&small.as_bytes()[8..], &raw[8..24]);
+        // The generic path gives the same slot.
+        // SAFETY: raw[1..] holds 64 readable bytes.
+        let slow: Slot64 = unsafe { crate::slots::slot_from_c(raw.as_ptr().add(1), 64, 300) };
+        assert_eq!(slow, fast);
     }
 }

@@ -7,9 +7,6 @@ use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use dplog::LogProducer;
-use dplog::Slot64;
-
 use crate::handle::{dplog_t, logger, Shared, State};
 use crate::reserve::{Reservation, Staging};
 use crate::result::{
@@ -17,8 +14,9 @@ use crate::result::{
     DPLOG_ERR_RING_IN_USE, DPLOG_ERR_STATE, DPLOG_OK,
 };
 use crate::schema::SchemaSizes;
+use crate::slots::AnyProducer;
 use crate::tombstone::{bury, check_magic, lock, MAGIC_DEAD, MAGIC_LIVE};
-use crate::types::DPLOG_RECORD_MAX_SIZE;
+use crate::types::DPLOG_INLINE_RECORD_SIZE;
 use crate::window::{dplog_log_window, take_window};
 
 /// Opaque producer handle: one SPSC ring into one logger, for one
@@ -42,7 +40,8 @@ pub struct dplog_producer_t {
 /// policy and the pending reservation (`None` in [`dplog_producer_t`]
 /// once freed).
 pub(crate) struct ProducerState {
-    pub(crate) prod: LogProducer<Slot64>,
+    /// The ring, of the logger's slot type.
+    pub(crate) prod: AnyProducer,
     pub(crate) ring_id: u32,
     pub(crate) shared: Arc<Shared>,
     pub(crate) sizes: Arc<SchemaSizes>,
@@ -61,8 +60,9 @@ pub(crate) struct ProducerState {
     pub(crate) reservation: Reservation,
     pub(crate) reserved_schema: u16,
     pub(crate) reserved_size: usize,
-    /// Bit `s`: schema `s` (< 64) has 64-byte records (the window's
-    /// `fast_schemas`).
+    /// Bit `s`: schema `s` (< 64) has 64-byte records and the slots are
+    /// 64 bytes (the window's `fast_schemas`); 0 in loggers of other slot
+    /// sizes, which never open a window.
     pub(crate) fast_schemas: u64,
     /// Ring index of the first slot of the open inline window.
     pub(crate) window_first: usize,
@@ -226,7 +226,8 @@ impl Drop for ProducerInUse<'_> {
 
 /// Creates a producer for ring `ring_id` (any number the caller chooses,
 /// typically the lcore or worker index): a new SPSC ring of `[ring]
-/// capacity` 64-byte slots drained by the logger's consumer. Use it from
+/// capacity` slots of `[ring] slot_bytes` (64 by default) drained by the
+/// logger's consumer. Use it from
 /// one thread (core) at a time: a producer shared by two threads at once
 /// loses records, and once its ring index breaks the protocol the consumer
 /// stops the ring (see `DPLOG_ERR_RING_STOPPED`).
@@ -289,9 +290,14 @@ pub unsafe extern "C" fn dplog_producer_new(
             prod.policy(),
             dplog::Backpressure::Block | dplog::Backpressure::Drop
         );
-        let fast_schemas = (0..64u16)
-            .filter(|&id| run.sizes.get(id) == DPLOG_RECORD_MAX_SIZE)
-            .fold(0u64, |bits, id| bits | 1 << id);
+        // The inline path writes 64-byte records into 64-byte slots only.
+        let fast_schemas = if prod.slot_bytes() == DPLOG_INLINE_RECORD_SIZE {
+            (0..64u16)
+                .filter(|&id| run.sizes.get(id) == DPLOG_INLINE_RECORD_SIZE)
+                .fold(0u64, |bits, id| bits | 1 << id)
+        } else {
+            0
+        };
         let obj = Box::new(dplog_producer_t {
             window: UnsafeCell::new(dplog_log_window::EMPTY),
             magic: AtomicU32::new(MAGIC_LIVE),

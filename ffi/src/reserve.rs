@@ -8,29 +8,28 @@
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 
-use dplog::Slot64;
-
 use crate::log::{not_enqueued, push_chunked};
 use crate::producer::{dplog_producer_t, guard_producer, live_taken, producer};
 use crate::result::{
     dplog_result, fail, write_out, DPLOG_ERR_CLOSED, DPLOG_ERR_CONSUMER_GONE,
     DPLOG_ERR_INVALID_ARG, DPLOG_ERR_NULL, DPLOG_ERR_STATE, DPLOG_ERR_UNKNOWN_SCHEMA, DPLOG_OK,
 };
-use crate::types::{DPLOG_RECORD_MAX_SIZE, DPLOG_RESERVE_MAX};
+use crate::types::{DPLOG_INLINE_RECORD_SIZE, DPLOG_RECORD_MAX_SIZE, DPLOG_RESERVE_MAX};
 use crate::window::open_window;
 
 /// Staging slots of a reservation that cannot be zero-copy (64-byte
-/// aligned, one 64-byte slot per record, as the ring's).
+/// aligned; record `i` at `i * slot_bytes`, as in the ring; room for the
+/// largest slot).
 #[repr(C, align(64))]
-pub(crate) struct Staging([[u8; DPLOG_RECORD_MAX_SIZE]; DPLOG_RESERVE_MAX]);
+pub(crate) struct Staging([u8; DPLOG_RECORD_MAX_SIZE * DPLOG_RESERVE_MAX]);
 
 /// Where a pending reservation lives.
 pub(crate) enum Reservation {
     /// Nothing reserved.
     None,
-    /// `n` slots of the ring itself, at the producer's write position
-    /// (`Producer::reserve_raw`).
-    Ring { slots: *mut Slot64, n: usize },
+    /// `n` slots of the ring itself (of the producer's slot size), at the
+    /// producer's write position (`Producer::reserve_raw`).
+    Ring { slots: *mut u8, n: usize },
     /// `n` slots of the producer's staging area, copied at commit.
     Staging { n: usize },
 }
@@ -71,7 +70,7 @@ pub unsafe extern "C" fn dplog_reserve_refill(
                 unsafe {
                     let slot = (*w).cursor;
                     if !slot.is_null() {
-                        slot.write_bytes(0, DPLOG_RECORD_MAX_SIZE);
+                        slot.write_bytes(0, DPLOG_INLINE_RECORD_SIZE);
                         (*w).reservation = 0x1_0000 | u32::from(schema_id);
                         slots.write(slot.cast());
                         return DPLOG_OK;
@@ -85,12 +84,13 @@ pub unsafe extern "C" fn dplog_reserve_refill(
 }
 
 /// Reserves `n` (1..=`DPLOG_RESERVE_MAX`) records of schema `schema_id`
-/// and stores in `*slots` a pointer to `n` zeroed 64-byte slots to fill in
-/// place, then publish with `dplog_commit`. Record `i` starts at
-/// `(char *)*slots + i * DPLOG_RECORD_MAX_SIZE` whatever the schema's
-/// size (for NAT44 that is simply `struct dplog_nat44_session[n]`); only
-/// its first record-size bytes are published (the rest of the slot is
-/// zeroed at commit).
+/// and stores in `*slots` a pointer to `n` zeroed ring slots to fill in
+/// place, then publish with `dplog_commit`. The slots are the logger's
+/// slot size (`dplog_slot_bytes`: `[ring] slot_bytes`, 64 by default)
+/// apart: record `i` starts at `(char *)*slots + i * slot_bytes` whatever
+/// the schema's size (with 64-byte slots, for NAT44 that is simply
+/// `struct dplog_nat44_session[n]`); only its first record-size bytes are
+/// published (the rest of the slot is zeroed at commit).
 ///
 /// Zero-copy: when the ring has `n` free slots that do not wrap past the
 /// end of its slot array, `*slots` points into the ring itself and
@@ -103,7 +103,8 @@ pub unsafe extern "C" fn dplog_reserve_refill(
 /// ring under the policy, as `dplog_log_burst` does. Both look the same to
 /// the caller.
 ///
-/// Pointer: 64-byte aligned; valid for `n * DPLOG_RECORD_MAX_SIZE` bytes
+/// Pointer: aligned to the slot size (at least 32); valid for `n *
+/// slot_bytes` bytes
 /// until the next `dplog_commit` or `dplog_producer_free` on this
 /// producer; it must not be used after either. While a reservation is
 /// pending, `dplog_log`, `dplog_log_burst` and `dplog_reserve` on this
@@ -157,7 +158,7 @@ pub unsafe extern "C" fn dplog_reserve(
             let mut spins = 0u32;
             loop {
                 if let Some(ptr) = st.prod.reserve_raw(n) {
-                    ring_slots = Some(ptr.as_ptr());
+                    ring_slots = Some(ptr);
                     break;
                 }
                 if policy == dplog::Backpressure::Drop {
@@ -185,22 +186,24 @@ pub unsafe extern "C" fn dplog_reserve(
                 }
             }
         }
+        let stride = st.prod.slot_bytes();
         let base: *mut u8 = match ring_slots {
             Some(ptr) => {
                 // SAFETY: reserve_raw handed out n free, contiguous slots of
-                // 64 bytes that only this producer may write until it
+                // `stride` bytes that only this producer may write until it
                 // commits; zeroing makes them initialised records-to-be.
-                unsafe { core::ptr::write_bytes(ptr, 0, n) };
+                unsafe { core::ptr::write_bytes(ptr, 0, n * stride) };
                 st.reservation = Reservation::Ring { slots: ptr, n };
-                ptr.cast()
+                ptr
             }
             None => {
                 let staging = st.staging.get_or_insert_with(|| {
-                    Box::new(Staging([[0; DPLOG_RECORD_MAX_SIZE]; DPLOG_RESERVE_MAX]))
+                    Box::new(Staging([0; DPLOG_RECORD_MAX_SIZE * DPLOG_RESERVE_MAX]))
                 });
-                staging.0[..n].iter_mut().for_each(|s| s.fill(0));
+                // Every byte the caller may write (n slots of `stride`).
+                staging.0[..n * stride].fill(0);
                 st.reservation = Reservation::Staging { n };
-                staging.0.as_mut_ptr().cast()
+                staging.0.as_mut_ptr()
             }
         };
         st.reserved_schema = schema_id;
@@ -260,7 +263,7 @@ pub unsafe extern "C" fn dplog_producer_flush(p: *mut dplog_producer_t) -> dplog
 ///
 /// # Safety
 /// `n_enqueued` is NULL or writable; the reserved slots were written only
-/// within their `n * DPLOG_RECORD_MAX_SIZE` bytes.
+/// within their `n * slot_bytes` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn dplog_commit(
     p: *mut dplog_producer_t,
@@ -286,14 +289,16 @@ pub unsafe extern "C" fn dplog_commit(
         let (size, id) = (st.reserved_size, st.reserved_schema);
         let reservation = core::mem::replace(&mut st.reservation, Reservation::None);
         st.fast_path = st.fast_path_policy;
+        let stride = st.prod.slot_bytes();
         let done = match reservation {
             Reservation::Ring { slots, .. } => {
                 let header = (size as u16, id);
                 for i in 0..n {
                     // SAFETY: slot i < n <= reserved lies in the reservation
-                    // (64 initialised bytes, zeroed at reserve, written by
-                    // C since); the slot is 64-byte aligned.
-                    let bytes = unsafe { &mut *slots.add(i).cast::<[u8; DPLOG_RECORD_MAX_SIZE]>() };
+                    // (`stride` initialised bytes, zeroed at reserve,
+                    // written by C since); no other reference to it.
+                    let bytes =
+                        unsafe { core::slice::from_raw_parts_mut(slots.add(i * stride), stride) };
                     bytes[0..2].copy_from_slice(&header.0.to_ne_bytes());
                     bytes[2..4].copy_from_slice(&header.1.to_ne_bytes());
                     bytes[4..8].fill(0);
@@ -312,14 +317,10 @@ pub unsafe extern "C" fn dplog_commit(
                 let Some(staging) = st.staging.take() else {
                     return fail(DPLOG_ERR_STATE, "dplog_commit: nothing reserved");
                 };
-                let done = push_chunked(
-                    st,
-                    staging.0.as_ptr().cast(),
-                    DPLOG_RECORD_MAX_SIZE,
-                    size,
-                    n,
-                    id,
-                );
+                // SAFETY: the staging area holds n records `stride` bytes
+                // apart; size is the schema's (in the size table, so it
+                // fits the slot: size <= stride).
+                let done = unsafe { push_chunked(st, staging.0.as_ptr(), stride, size, n, id) };
                 st.staging = Some(staging);
                 done
             }

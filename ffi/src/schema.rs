@@ -24,8 +24,8 @@ impl SchemaSizes {
             if v.len() <= id {
                 v.resize(id + 1, 0);
             }
-            // Sizes above one slot are refused at registration; the
-            // built-in NAT records are at most 64 bytes.
+            // Callers pass only schemas that fit the slot (at most 128
+            // bytes).
             v[id] = s.size().min(DPLOG_RECORD_MAX_SIZE) as u8;
         }
         Self(v)
@@ -50,10 +50,16 @@ impl SchemaSizes {
 ///
 /// The record starts with a `struct dplog_record_header` (8 bytes, filled
 /// by dplog), so fields lie in `8..record_size`; `record_size` is at most
-/// `DPLOG_RECORD_MAX_SIZE` (one 64-byte slot).
+/// the logger's slot size (`[ring] slot_bytes`: 32, 64 or 128, default
+/// 64; `DPLOG_RECORD_MAX_SIZE` is 128). The type's name may key
+/// `[format.templates]` and `[ring.priorities]` (both applied at
+/// `dplog_start`); `[format] template` applies to the first type
+/// registered.
 ///
 /// Errors: `DPLOG_ERR_NULL` (handle, `name`, `schema_id`, or `fields` with
-/// `n_fields > 0`), `DPLOG_ERR_BAD_LENGTH` (`record_size` not in 8..=64),
+/// `n_fields > 0`), `DPLOG_ERR_BAD_LENGTH` (`record_size` below 8 or above
+/// the logger's slot size; `dplog_last_error` names both sizes and the
+/// `[ring] slot_bytes` to set),
 /// `DPLOG_ERR_INVALID_ARG` (a field out of bounds, overlapping, of a size
 /// that does not suit its kind, an unknown kind, a bad or duplicate name;
 /// `dplog_last_error` names the field), `DPLOG_ERR_EXISTS` (`name` is
@@ -85,10 +91,24 @@ pub unsafe extern "C" fn dplog_schema_register(
         if name.is_null() || schema_id.is_null() || (fields.is_null() && n_fields > 0) {
             return fail(DPLOG_ERR_NULL, "dplog_schema_register: NULL argument");
         }
-        if !(8..=DPLOG_RECORD_MAX_SIZE).contains(&record_size) {
+        let slot = l.slot_bytes;
+        if record_size < 8 {
             return fail(
                 DPLOG_ERR_BAD_LENGTH,
-                format!("record size {record_size}, must be 8..={DPLOG_RECORD_MAX_SIZE}"),
+                format!("record size {record_size}: a record has at least its 8-byte header"),
+            );
+        }
+        if record_size > slot {
+            let advice = match [32usize, 64, 128].into_iter().find(|&b| b >= record_size) {
+                Some(b) => format!("set [ring] slot_bytes = {b} in the config"),
+                None => format!("the largest slot is {DPLOG_RECORD_MAX_SIZE} bytes"),
+            };
+            return fail(
+                DPLOG_ERR_BAD_LENGTH,
+                format!(
+                    "record size {record_size} bytes does not fit this logger's \
+                     {slot}-byte ring slots ([ring] slot_bytes = {slot}); {advice}"
+                ),
             );
         }
         let mut st = lock(&l.state);
@@ -115,6 +135,8 @@ pub unsafe extern "C" fn dplog_schema_register(
                 // Names key templates and formatted output, so two types
                 // of one name would be ambiguous. Ids are handed out here,
                 // never chosen by the caller, so they cannot collide.
+                // Every NAT name is taken, even of a NAT type the slot
+                // cannot carry: a config naming it stays unambiguous.
                 let nat = dplog::nat::all();
                 if let Some(prev) = nat
                     .iter()

@@ -1,76 +1,23 @@
 //! `dplog_start`: the consumer threads, their formatters (the configured
-//! format, compiled for the registered schemas when there are any, and the
-//! fault-injection hook of the C tests), their sinks and CPUs.
+//! format compiled for the registered schemas and the NAT schemas that
+//! fit the slot, and the fault-injection hook of the C tests), the
+//! per-type priorities, their sinks and CPUs.
 
 use std::sync::Arc;
 
 use dplog::config::LogConfig;
-use dplog::formatters::{Format, RecordEncoder};
-use dplog::Slot64;
-use dplog::{DropReport, Formatter, Logger, Schema};
+use dplog::formatters::SchemaFormatter;
+use dplog::Schema;
 
-use crate::handle::{dplog_t, logger, Running, State};
+use crate::handle::{dplog_t, logger, nat_schemas, Running, State};
 use crate::result::{
-    config_error, dplog_result, fail, guard, logger_error, DPLOG_ERR_CLOSED, DPLOG_ERR_CONFIG,
-    DPLOG_ERR_INVALID_ARG, DPLOG_ERR_IO, DPLOG_ERR_NULL, DPLOG_ERR_STATE, DPLOG_OK,
+    config_error, dplog_result, fail, guard, logger_error, DPLOG_ERR_CLOSED, DPLOG_ERR_INVALID_ARG,
+    DPLOG_ERR_IO, DPLOG_ERR_NULL, DPLOG_ERR_STATE, DPLOG_OK,
 };
 use crate::schema::SchemaSizes;
+use crate::slots::AnyLogger;
 use crate::tombstone::lock;
 use crate::types::DPLOG_CONSUMERS_MAX;
-
-/// The consumer's formatter when user schemas are registered: the
-/// configured format compiled for the NAT schemas plus the user's.
-struct SlotFormatter {
-    enc: RecordEncoder,
-    kind: Format,
-}
-
-impl Formatter<Slot64> for SlotFormatter {
-    #[inline]
-    fn format(&mut self, rec: &Slot64, out: &mut Vec<u8>) {
-        self.enc.push(rec.as_bytes(), out);
-    }
-
-    fn format_drop_report(&mut self, r: &DropReport, out: &mut Vec<u8>) {
-        // As dplog's NatFormatter: an in-band line only where a foreign
-        // line cannot corrupt the stream.
-        match self.kind {
-            Format::Json => r.write_json(out),
-            Format::Text | Format::Rfc5424 | Format::Rfc3164 => r.write_text(out),
-            _ => {}
-        }
-    }
-
-    fn tsc_calibration(&mut self, cal: &dplog::tsc::Calibration) {
-        // TSC timestamp fields of the user's schemas print as time with
-        // the consumer's calibration.
-        self.enc.set_tsc_calibration(cal.into());
-    }
-}
-
-/// Test hook (`DPLOG_FAULT_CONSUMER_PANIC_AFTER=N` at `dplog_start`): the
-/// consumer thread panics after formatting `N` records, so C tests can
-/// reach `DPLOG_ERR_CONSUMER_GONE`, which no sound input provokes.
-struct PanicAfter {
-    inner: Box<dyn Formatter<Slot64>>,
-    left: u64,
-}
-
-impl Formatter<Slot64> for PanicAfter {
-    fn format(&mut self, rec: &Slot64, out: &mut Vec<u8>) {
-        if self.left == 0 {
-            panic!("DPLOG_FAULT_CONSUMER_PANIC_AFTER: injected consumer panic");
-        }
-        self.left -= 1;
-        self.inner.format(rec, out);
-    }
-    fn format_drop_report(&mut self, r: &DropReport, out: &mut Vec<u8>) {
-        self.inner.format_drop_report(r, out);
-    }
-    fn tsc_calibration(&mut self, cal: &dplog::tsc::Calibration) {
-        self.inner.tsc_calibration(cal);
-    }
-}
 
 /// Starts the consumer threads (named `dplog-consumer`): one per entry of
 /// `cores`, pinned to that CPU, or one when `n_cores == 0` (`cores` may be
@@ -94,11 +41,19 @@ impl Formatter<Slot64> for PanicAfter {
 /// `n_cores > 0`), `DPLOG_ERR_INVALID_ARG` (a CPU this process cannot run
 /// on, or `n_cores > DPLOG_CONSUMERS_MAX`), `DPLOG_ERR_STATE` (already
 /// started), `DPLOG_ERR_CLOSED`, `DPLOG_ERR_CONFIG` (ring settings
-/// refused: capacity not a power of two, burst 0, batch below 64 KiB; or
-/// the format does not compile for a registered schema), `DPLOG_ERR_IO`
+/// refused: capacity not a power of two, burst 0, batch below 64 KiB; the
+/// format or `[ring.priorities]`, see below), `DPLOG_ERR_IO`
 /// (thread or sink failure, e.g. `nat.log.1` cannot be created). All or
 /// nothing: on error no consumer runs and the handle stays as it was (not
 /// started).
+///
+/// The format is compiled here for the registered types (in registration
+/// order) and the NAT schemas that fit the slot: `[format] template`
+/// applies to the first registered type, or to `nat44Session` when none
+/// is registered; `[format.templates]` may name any of them. A template
+/// that does not compile or names no such type, and a `[ring.priorities]`
+/// entry naming no such type, are `DPLOG_ERR_CONFIG` with the message in
+/// `dplog_last_error`.
 ///
 /// Thread-safety: any thread; serialized with other calls on the handle.
 ///
@@ -147,13 +102,28 @@ pub unsafe extern "C" fn dplog_start(
             State::Started(_) => return fail(DPLOG_ERR_STATE, "dplog_start: already started"),
             State::Closed => return fail(DPLOG_ERR_CLOSED, "dplog handle is closed"),
         };
-        let nat = dplog::nat::all();
-        let sizes = Arc::new(SchemaSizes::new(
-            nat.iter().copied().chain(pending.schemas.iter()),
-        ));
-        // Priorities under `degrade` and event times of every record type:
-        // the NAT schemas' and the user's (their declared defaults).
-        let table = dplog::SchemaTable::new(nat.iter().copied().chain(pending.schemas.iter()));
+        let slot_bytes = l.slot_bytes;
+        // The user's types first: `template` applies to the first schema.
+        let all: Vec<&Schema> = pending
+            .schemas
+            .iter()
+            .chain(nat_schemas(slot_bytes))
+            .collect();
+        let sizes = Arc::new(SchemaSizes::new(all.iter().copied()));
+        // Priorities under `degrade` and event times of every record type,
+        // with `[ring.priorities]` applied.
+        let table = match pending.config.schema_table(&all) {
+            Ok(t) => t,
+            Err(e) => return config_error(e),
+        };
+        // Compiled once here so that a bad template fails before any
+        // consumer starts; each consumer gets its own compiled copy.
+        if let Err(e) = pending.config.format.formatter(&all) {
+            return config_error(e);
+        }
+        let panic_after = std::env::var("DPLOG_FAULT_CONSUMER_PANIC_AFTER")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok());
         let n_consumers = cpus.len().max(1);
         let mut loggers = Vec::with_capacity(n_consumers);
         for i in 0..n_consumers {
@@ -161,7 +131,7 @@ pub unsafe extern "C" fn dplog_start(
             if let Some(&c) = cpus.get(i) {
                 cfg.ring.consumer_cpu = Some(c);
             }
-            let started = match consumer_parts(&cfg, &pending.schemas) {
+            let started = match consumer_formatter(&cfg, &all) {
                 Ok(formatter) => {
                     // Consumer 0 writes to the sink opened by dplog_open;
                     // consumer i > 0 to its own instance (see dplog_start).
@@ -174,7 +144,8 @@ pub unsafe extern "C" fn dplog_start(
                     sink.and_then(|sink| {
                         let mut lc = cfg.logger_config();
                         lc.schemas = table.clone();
-                        Logger::start(lc, formatter, sink).map_err(logger_error)
+                        AnyLogger::start(slot_bytes, lc, formatter, panic_after, sink)
+                            .map_err(logger_error)
                     })
                 }
                 Err(e) => Err(e),
@@ -192,45 +163,21 @@ pub unsafe extern "C" fn dplog_start(
                 }
             }
         }
-        *st = State::Started(Box::new(Running { loggers, sizes }));
+        *st = State::Started(Box::new(Running {
+            loggers,
+            sizes,
+            table,
+        }));
         DPLOG_OK
     })
 }
 
-/// The formatter of one consumer: the configured format for the NAT
-/// schemas and the registered ones (wrapped by the fault hook if set).
-fn consumer_parts(
+/// The formatter of one consumer: the configured format for `schemas`.
+fn consumer_formatter(
     cfg: &LogConfig,
-    schemas: &[Schema],
-) -> Result<Box<dyn Formatter<Slot64>>, dplog_result> {
-    let nat = dplog::nat::all();
-    let formatter: Box<dyn Formatter<Slot64>> = if schemas.is_empty() {
-        match cfg.format.nat_formatter() {
-            Ok(f) => Box::new(f),
-            Err(e) => return Err(config_error(e)),
-        }
-    } else {
-        let all: Vec<&Schema> = nat.iter().copied().chain(schemas.iter()).collect();
-        match cfg.format.spec().encoder(&all) {
-            Ok(enc) => Box::new(SlotFormatter {
-                enc,
-                kind: cfg.format.kind,
-            }),
-            Err(e) => return Err(fail(DPLOG_ERR_CONFIG, format!("[format]: {e}"))),
-        }
-    };
-    Ok(
-        match std::env::var("DPLOG_FAULT_CONSUMER_PANIC_AFTER")
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-        {
-            Some(left) => Box::new(PanicAfter {
-                inner: formatter,
-                left,
-            }),
-            None => formatter,
-        },
-    )
+    schemas: &[&Schema],
+) -> Result<SchemaFormatter, dplog_result> {
+    cfg.format.formatter(schemas).map_err(config_error)
 }
 
 /// The sink configuration of consumer `i`: consumer 0 uses the
@@ -281,6 +228,58 @@ fn cpu_allowed(cpu: usize) -> Result<(), dplog_result> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::{dplog_field_desc, DPLOG_FIELD_U32};
+
+    #[test]
+    fn ring_priorities_name_user_types_and_reach_the_loggers_table() {
+        let text = c"[ring]\nbackpressure = \"degrade\"\n[ring.priorities]\nmyType = 3\n\
+                     [sink]\ntype = \"file\"\npath = \"/dev/null\"\n";
+        let mut h: *mut dplog_t = core::ptr::null_mut();
+        // SAFETY: text is NUL-terminated, h is writable.
+        assert_eq!(
+            unsafe { crate::dplog_open_str(text.as_ptr(), &mut h) },
+            DPLOG_OK
+        );
+        let fields = [dplog_field_desc {
+            name: c"v".as_ptr(),
+            offset: 8,
+            size: 4,
+            kind: DPLOG_FIELD_U32,
+            ie_id: 0,
+            enum_names: core::ptr::null(),
+            enum_count: 0,
+        }];
+        let mut id = 0u16;
+        // SAFETY: h is live; the name and descriptor are valid.
+        let r = unsafe {
+            crate::dplog_schema_register(h, c"myType".as_ptr(), 16, fields.as_ptr(), 1, &mut id)
+        };
+        assert_eq!(r, DPLOG_OK);
+        // SAFETY: h is live.
+        assert_eq!(unsafe { dplog_start(h, core::ptr::null(), 0) }, DPLOG_OK);
+        let mut rec = [0u8; 16];
+        rec[0..2].copy_from_slice(&16u16.to_ne_bytes());
+        rec[2..4].copy_from_slice(&id.to_ne_bytes());
+        {
+            // SAFETY: h is live (closed below).
+            let l = unsafe { logger(h) }.unwrap();
+            let st = lock(&l.state);
+            let State::Started(run) = &*st else {
+                panic!("started")
+            };
+            assert_eq!(run.table.priority(&rec), Some(3));
+            // A type without an entry keeps its own rule (none for a
+            // user type: the producer then uses PRIORITY_NORMAL).
+            let mut other = rec;
+            other[2..4].copy_from_slice(&(id + 1).to_ne_bytes());
+            assert_eq!(run.table.priority(&other), None);
+        }
+        // SAFETY: h is live; no stats wanted.
+        assert_eq!(
+            unsafe { crate::dplog_close(h, core::ptr::null_mut()) },
+            DPLOG_OK
+        );
+    }
 
     #[test]
     fn consumer_i_gets_its_own_file_and_mmap_dir() {

@@ -12,8 +12,21 @@ use dplog::RecordHeader;
 /// First schema id `dplog_schema_register` hands out (then 257, ...).
 pub const DPLOG_SCHEMA_USER_FIRST: u16 = 256;
 
-/// Largest record, header included: one 64-byte ring slot.
-pub const DPLOG_RECORD_MAX_SIZE: usize = 64;
+/// Largest record, header included, that any logger takes: one 128-byte
+/// ring slot (`[ring] slot_bytes = 128`). A logger takes records up to its
+/// own slot size (`dplog_slot_bytes`): 64 bytes unless its config says
+/// otherwise.
+pub const DPLOG_RECORD_MAX_SIZE: usize = 128;
+
+/// Ring slot size of a logger whose config has no `[ring] slot_bytes`,
+/// in bytes. `[ring] slot_bytes` may be 32, 64 or 128.
+pub const DPLOG_SLOT_BYTES_DEFAULT: usize = 64;
+
+/// Size in bytes of the records the header's inline `dplog_log`,
+/// `dplog_reserve` and `dplog_commit` handle themselves: 64-byte records
+/// in a logger of 64-byte slots. Everything else goes through the
+/// library (same results, a call more).
+pub const DPLOG_INLINE_RECORD_SIZE: usize = 64;
 
 /// Field kind (`struct dplog_field_desc.kind`): unsigned 8-bit integer, size 1.
 pub const DPLOG_FIELD_U8: u32 = 1;

@@ -6,17 +6,20 @@
 
 use std::sync::atomic::{AtomicPtr, Ordering};
 
-use dplog::Slot64;
-
 use crate::producer::{dplog_producer_t, ProducerState};
 use crate::reserve::Reservation;
-use crate::types::DPLOG_RECORD_MAX_SIZE;
+use crate::slots::AnyProducer;
+use crate::types::DPLOG_INLINE_RECORD_SIZE;
 
 /// The first bytes of every `struct dplog_producer`: a run of free ring
 /// slots that the `static inline` `dplog_log` of `dplog.h` fills without a
 /// call into the library, as DPDK's inline `rte_ring_sp_enqueue_elem`
 /// writes `struct rte_ring` (layout part of the ABI; it changes only with
 /// `DPLOG_VERSION_MAJOR`).
+///
+/// Only producers of loggers with 64-byte slots (`[ring] slot_bytes = 64`,
+/// the default) ever open a window; in loggers of 32- or 128-byte slots
+/// `cursor` stays NULL and every inline call goes to the library.
 ///
 /// The inline path, on the producer's own thread: if `p`, `rec` are not
 /// NULL, `len == 64`, `schema_id < 64` has its bit in `fast_schemas`, and
@@ -139,11 +142,11 @@ pub(crate) unsafe fn take_window(obj: &dplog_producer_t, st: &mut ProducerState)
             // zeroed: exactly a reserve_raw(1), so it becomes the pending
             // reservation that dplog_commit (or free) completes.
             st.reservation = Reservation::Ring {
-                slots: reserved.cast::<Slot64>(),
+                slots: reserved,
                 n: 1,
             };
             st.reserved_schema = reservation as u16;
-            st.reserved_size = DPLOG_RECORD_MAX_SIZE;
+            st.reserved_size = DPLOG_INLINE_RECORD_SIZE;
             st.fast_path = false;
         }
     }
@@ -160,10 +163,14 @@ pub(crate) unsafe fn take_window(obj: &dplog_producer_t, st: &mut ProducerState)
 pub(crate) unsafe fn open_window(obj: &dplog_producer_t, st: &mut ProducerState, schema_id: u16) {
     // Only for a record the inline path can log: a window that the next
     // call would give back at once costs more than it saves.
+    // fast_schemas is 0 unless the slots are 64 bytes.
     if !st.fast_path || schema_id >= 64 || st.fast_schemas >> schema_id & 1 == 0 {
         return;
     }
-    let Some(win) = st.prod.open_window(usize::MAX) else {
+    let AnyProducer::S64(prod) = &mut st.prod else {
+        return;
+    };
+    let Some(win) = prod.open_window(usize::MAX) else {
         return;
     };
     let w = obj.window.get();
@@ -181,7 +188,10 @@ pub(crate) unsafe fn open_window(obj: &dplog_producer_t, st: &mut ProducerState,
         // SeqCst, with the SeqCst load of `closed` below, against
         // dplog_close's SeqCst store of `closed` then of `end`: either this
         // thread sees `closed`, or close's NULL store comes after this one.
-        window_end(w).store(start.add(win.len * DPLOG_RECORD_MAX_SIZE), Ordering::SeqCst);
+        window_end(w).store(
+            start.add(win.len * DPLOG_INLINE_RECORD_SIZE),
+            Ordering::SeqCst,
+        );
     }
     if st.shared.closed.load(Ordering::SeqCst) {
         // SAFETY: the window just opened, nothing written.

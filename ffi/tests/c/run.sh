@@ -8,7 +8,12 @@
 #  3. the library installed under a temporary prefix with ffi/install.sh,
 #     and examples/c built with -std=c11 -Wall -Wextra -Werror through
 #     pkg-config (shared and static) and run;
-#  4. the DPDK example, when pkg-config finds libdpdk.
+#  4. test_user_records.c (ASan+UBSan): user record types of 32, 64 and
+#     128 bytes in loggers of those slot sizes through every format, the
+#     output compared with ffi/tests/c/expected/ (line formats whole;
+#     binary decoded by dplog-cat to JSON; IPFIX byte for byte and decoded
+#     by tshark);
+#  5. the DPDK example, when pkg-config finds libdpdk.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 root=$PWD
@@ -67,9 +72,37 @@ else
   exit 1
 fi
 
+echo "== user record types of every slot size through every format (ASan+UBSan)"
+cargo build -q -p dplog-cat
+gcc "${cflags[@]}" -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+  -fno-omit-frame-pointer ffi/tests/c/test_user_records.c -o "$work/test_user_records" "${libs[@]}"
+mkdir -p "$work/user"
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 "$work/test_user_records" "$work/user"
+exp=ffi/tests/c/expected
+for t in verdict l2drop flow6; do
+  for f in text json csv rfc5424 rfc3164 ipfix; do
+    cmp "$exp/$t.$f" "$work/user/$t.$f" || { diff "$exp/$t.$f" "$work/user/$t.$f" >&2 || true; exit 1; }
+  done
+  "${CARGO_TARGET_DIR:-$root/target}/debug/dplog-cat" --format json "$work/user/$t.binary" > "$work/user/$t.binary.json"
+  diff "$exp/$t.binary.json" "$work/user/$t.binary.json"
+  # IPFIX decoded by tshark (UDP 4739 around each file): the data records.
+  od -Ax -tx1 -v "$work/user/$t.ipfix" | text2pcap -q -u 4739,4739 - "$work/user/$t.pcap" 2>/dev/null
+  tshark -r "$work/user/$t.pcap" -d udp.port==4739,cflow -V 2>/dev/null |
+    sed -n '/^        Flow [0-9]/,/^    [^ ]/p' | grep -E "^        (Flow| {4})" > "$work/user/$t.ipfix.tshark"
+  diff "$exp/$t.ipfix.tshark" "$work/user/$t.ipfix.tshark"
+done
+
 echo "== install + examples/c through pkg-config"
 export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig"
 make -s -C examples/c clean all CC=gcc BUILD="$work/ex"
+"$work/ex/acl_drop" --records 3000 --output "$work/ex/acl_drop.log"
+[ "$(wc -l < "$work/ex/acl_drop.log")" = 3000 ] || { echo "acl_drop: want 3000 lines" >&2; exit 1; }
+grep -q -E '^20[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z rateLimit rule=12 vlan=102 mac=02:00:5e:00:53:02 src=\[2001:db8::3\]:1026 dport=53 proto=17 port=2 len=62 drops=1$' \
+  "$work/ex/acl_drop.log" || { echo "acl_drop: line 3 not as expected" >&2; head -3 "$work/ex/acl_drop.log" >&2; exit 1; }
+printf '[ring]\nslot_bytes = 128\n[format]\ntype = "json"\n[sink]\ntype = "file"\npath = "%s"\n' \
+  "$work/ex/acl_drop.json" > "$work/ex/acl_drop.toml"
+"$work/ex/acl_drop" --config "$work/ex/acl_drop.toml" --records 100
+grep -c '"reason":"deny"' "$work/ex/acl_drop.json" | grep -qx 34 || { echo "acl_drop --config: want 34 deny records" >&2; exit 1; }
 "$work/ex/dataplane" --records 50000 --output "$work/ex/dataplane.log"
 "$work/ex/dataplane-static" --records 10000 --output "$work/ex/dataplane-static.log"
 if pkg-config --exists libdpdk; then

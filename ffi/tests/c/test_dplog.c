@@ -538,13 +538,13 @@ static void test_schema_register(void) {
   EXPECT(dplog_reserve(p, id, 2, &slots), DPLOG_OK);
   /* One 64-byte slot per record, whatever the schema's size. */
   struct my_drop_record *two0 = slots;
-  struct my_drop_record *two1 = (void *)((char *)slots + DPLOG_RECORD_MAX_SIZE);
+  struct my_drop_record *two1 = (void *)((char *)slots + DPLOG_SLOT_BYTES_DEFAULT);
   *two0 = r;
   two0->port = 8081;
   *two1 = r;
   two1->port = 8082;
   two1->reason = 1;
-  memset(two1 + 1, 0xab, DPLOG_RECORD_MAX_SIZE - sizeof r); /* slot tail: ignored */
+  memset(two1 + 1, 0xab, DPLOG_SLOT_BYTES_DEFAULT - sizeof r); /* slot tail: ignored */
   EXPECT(dplog_commit(p, 2, NULL), DPLOG_OK);
   /* NAT44 records still go through the same ring. */
   struct dplog_nat44_session n44 = session(777);
@@ -559,7 +559,7 @@ static void test_schema_register(void) {
   CHECK(count_lines(text) == 4);
   CHECK(count_sub(text, "sourceIPv4Address=10.0.0.5") == 3);
   CHECK(count_sub(text, "port=8080") == 1 && count_sub(text, "port=8082") == 1);
-  CHECK(count_sub(text, "reason=2") == 2 && count_sub(text, "reason=1") == 1);
+  CHECK(count_sub(text, "reason=ttl") == 2 && count_sub(text, "reason=acl") == 1);
   CHECK(count_sub(text, "observationTimeNanoseconds=") == 3);
   CHECK(count_sub(text, "sourceTransportPort=777 ") == 1);
   free(text);
@@ -583,7 +583,7 @@ static void test_zero_copy_reserve(void) {
     EXPECT(dplog_reserve(p, DPLOG_SCHEMA_NAT44_SESSION, 1, &slots), DPLOG_OK);
     CHECK(((uintptr_t)slots % 64) == 0);
     if (i == 0) first = slots;
-    CHECK((char *)slots == first + (size_t)(i % 64) * DPLOG_RECORD_MAX_SIZE);
+    CHECK((char *)slots == first + (size_t)(i % 64) * DPLOG_SLOT_BYTES_DEFAULT);
     struct dplog_nat44_session *r = slots;
     CHECK(r->src_port == 0 && r->timestamp_ns == 0); /* zeroed */
     *r = session(port++);
@@ -595,7 +595,7 @@ static void test_zero_copy_reserve(void) {
   for (int b = 0; b < 3; b++) {
     void *slots = NULL;
     EXPECT(dplog_reserve(p, DPLOG_SCHEMA_NAT44_SESSION, 20, &slots), DPLOG_OK);
-    CHECK((char *)slots == first + (size_t)(1 + 20 * b) * DPLOG_RECORD_MAX_SIZE);
+    CHECK((char *)slots == first + (size_t)(1 + 20 * b) * DPLOG_SLOT_BYTES_DEFAULT);
     struct dplog_nat44_session *r = slots;
     for (int i = 0; i < 20; i++) r[i] = session(port++);
     EXPECT(dplog_commit(p, 20, &n), DPLOG_OK);
@@ -604,7 +604,7 @@ static void test_zero_copy_reserve(void) {
   void *slots = NULL;
   EXPECT(dplog_reserve(p, DPLOG_SCHEMA_NAT44_SESSION, 4, &slots), DPLOG_OK);
   CHECK(((uintptr_t)slots % 64) == 0);
-  CHECK((char *)slots < first || (char *)slots >= first + 64 * DPLOG_RECORD_MAX_SIZE);
+  CHECK((char *)slots < first || (char *)slots >= first + 64 * DPLOG_SLOT_BYTES_DEFAULT);
   struct dplog_nat44_session *r = slots;
   for (int i = 0; i < 4; i++) r[i] = session(port++);
   EXPECT(dplog_commit(p, 4, &n), DPLOG_OK);
@@ -613,13 +613,13 @@ static void test_zero_copy_reserve(void) {
    * publishes a prefix; the rest of the reservation is discarded and its
    * slots are handed out again. */
   EXPECT(dplog_reserve(p, DPLOG_SCHEMA_NAT44_SESSION, 3, &slots), DPLOG_OK);
-  CHECK((char *)slots == first + 1 * DPLOG_RECORD_MAX_SIZE);
+  CHECK((char *)slots == first + 1 * DPLOG_SLOT_BYTES_DEFAULT);
   r = slots;
   for (int i = 0; i < 3; i++) r[i] = session((uint16_t)(9000 + i));
   EXPECT(dplog_commit(p, 1, &n), DPLOG_OK);
   CHECK(n == 1);
   EXPECT(dplog_reserve(p, DPLOG_SCHEMA_NAT44_SESSION, 2, &slots), DPLOG_OK);
-  CHECK((char *)slots == first + 2 * DPLOG_RECORD_MAX_SIZE);
+  CHECK((char *)slots == first + 2 * DPLOG_SLOT_BYTES_DEFAULT);
   r = slots;
   CHECK(r[0].src_port == 0); /* 9001 was discarded and the slot re-zeroed */
   EXPECT(dplog_commit(p, 0, NULL), DPLOG_OK);
@@ -926,7 +926,7 @@ static void test_inline_window(void) {
   r = session(1);
   EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &r, sizeof r), DPLOG_OK);
   CHECK(w->cursor != NULL && w->next_index == 2);
-  CHECK((size_t)(w->end - w->cursor) == 62 * DPLOG_RECORD_MAX_SIZE);
+  CHECK((size_t)(w->end - w->cursor) == 62 * DPLOG_SLOT_BYTES_DEFAULT);
   CHECK(w->publish == 1 && (w->fast_schemas >> DPLOG_SCHEMA_NAT44_SESSION & 1));
   CHECK(!(w->fast_schemas >> DPLOG_SCHEMA_NAT_PORT_BLOCK & 1)); /* 40 bytes */
   r = session(2);
@@ -993,7 +993,7 @@ static void test_inline_window(void) {
   EXPECT(dplog_reserve(p, DPLOG_SCHEMA_NAT44_SESSION, 1, &slot), DPLOG_OK);
   CHECK(slot != NULL && (uint8_t *)slot == w->cursor);
   CHECK(w->reservation == (0x10000u | DPLOG_SCHEMA_NAT44_SESSION));
-  static const uint8_t zero[DPLOG_RECORD_MAX_SIZE];
+  static const uint8_t zero[DPLOG_INLINE_RECORD_SIZE];
   CHECK(memcmp(slot, zero, sizeof zero) == 0);
   r = session(1);
   EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &r, sizeof r), DPLOG_ERR_STATE);

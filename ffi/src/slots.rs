@@ -1,0 +1,302 @@
+//! The ring slot size a logger runs with (`[ring] slot_bytes`: 32, 64 or
+//! 128 bytes): the loggers and producers of one handle are all of one
+//! slot type, held in an enum ([`AnyLogger`], [`AnyProducer`]) so the rest
+//! of the crate is written once. The 64-byte fast path of `dplog_log`
+//! matches [`AnyProducer::S64`] once and then works on the concrete type.
+
+use dplog::formatters::SchemaFormatter;
+use dplog::sinks::BoxSink;
+use dplog::{
+    Backpressure, DropReport, Formatter, LogProducer, Logger, LoggerConfig, LoggerError, Slot,
+    Slot128, Slot32, Slot64, Snapshot, Stats,
+};
+
+use crate::types::DPLOG_RECORD_MAX_SIZE;
+
+/// Slot size in bytes of `[ring] slot_bytes` (unset: 64). The value is
+/// checked at `dplog_open` (32, 64 or 128).
+pub(crate) fn slot_bytes_of(cfg: &dplog::config::LogConfig) -> usize {
+    cfg.ring
+        .slot_bytes
+        .unwrap_or(crate::types::DPLOG_SLOT_BYTES_DEFAULT)
+}
+
+/// One consumer (thread, formatter, sink) of a handle.
+pub(crate) enum AnyLogger {
+    S32(Logger<Slot32>),
+    S64(Logger<Slot64>),
+    S128(Logger<Slot128>),
+}
+
+/// One producer's ring, of its logger's slot type.
+pub(crate) enum AnyProducer {
+    S32(LogProducer<Slot32>),
+    S64(LogProducer<Slot64>),
+    S128(LogProducer<Slot128>),
+}
+
+macro_rules! each {
+    ($ty:ident, $v:expr, $x:ident => $e:expr) => {
+        match $v {
+            $ty::S32($x) => $e,
+            $ty::S64($x) => $e,
+            $ty::S128($x) => $e,
+        }
+    };
+}
+
+/// Test hook (`DPLOG_FAULT_CONSUMER_PANIC_AFTER=N` at `dplog_start`): the
+/// consumer thread panics after formatting `N` records, so C tests can
+/// reach `DPLOG_ERR_CONSUMER_GONE`, which no sound input provokes.
+struct PanicAfter {
+    inner: SchemaFormatter,
+    left: u64,
+}
+
+impl<S: Slot> Formatter<S> for PanicAfter {
+    fn format(&mut self, rec: &S, out: &mut Vec<u8>) {
+        if self.left == 0 {
+            panic!("DPLOG_FAULT_CONSUMER_PANIC_AFTER: injected consumer panic");
+        }
+        self.left -= 1;
+        Formatter::<S>::format(&mut self.inner, rec, out);
+    }
+    fn format_drop_report(&mut self, r: &DropReport, out: &mut Vec<u8>) {
+        Formatter::<S>::format_drop_report(&mut self.inner, r, out);
+    }
+    fn tsc_calibration(&mut self, cal: &dplog::tsc::Calibration) {
+        Formatter::<S>::tsc_calibration(&mut self.inner, cal);
+    }
+}
+
+fn start_typed<S: Slot>(
+    lc: LoggerConfig,
+    formatter: SchemaFormatter,
+    panic_after: Option<u64>,
+    sink: BoxSink,
+) -> Result<Logger<S>, LoggerError> {
+    match panic_after {
+        Some(left) => Logger::start(
+            lc,
+            PanicAfter {
+                inner: formatter,
+                left,
+            },
+            sink,
+        ),
+        None => Logger::start(lc, formatter, sink),
+    }
+}
+
+impl AnyLogger {
+    /// Starts a consumer of `slot_bytes`-byte slots (32, 64 or 128).
+    pub(crate) fn start(
+        slot_bytes: usize,
+        lc: LoggerConfig,
+        formatter: SchemaFormatter,
+        panic_after: Option<u64>,
+        sink: BoxSink,
+    ) -> Result<Self, LoggerError> {
+        Ok(match slot_bytes {
+            32 => Self::S32(start_typed(lc, formatter, panic_after, sink)?),
+            128 => Self::S128(start_typed(lc, formatter, panic_after, sink)?),
+            _ => Self::S64(start_typed(lc, formatter, panic_after, sink)?),
+        })
+    }
+
+    pub(crate) fn producer(&self) -> Result<AnyProducer, LoggerError> {
+        Ok(match self {
+            Self::S32(l) => AnyProducer::S32(l.producer()?),
+            Self::S64(l) => AnyProducer::S64(l.producer()?),
+            Self::S128(l) => AnyProducer::S128(l.producer()?),
+        })
+    }
+
+    pub(crate) fn flush(&self) -> Result<(), LoggerError> {
+        each!(Self, self, l => l.flush())
+    }
+
+    pub(crate) fn reopen(&self) -> Result<(), LoggerError> {
+        each!(Self, self, l => l.reopen())
+    }
+
+    pub(crate) fn snapshot(&self) -> Snapshot {
+        each!(Self, self, l => l.snapshot())
+    }
+
+    /// Shuts the consumer down (drain, write, close the sink) and returns
+    /// its result with a snapshot taken after the drain (so the latency
+    /// percentiles include the records the drain wrote).
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn shutdown(self) -> (Result<Stats, (Stats, LoggerError)>, Snapshot) {
+        each!(Self, self, l => {
+            let source = l.snapshot_source();
+            let res = l.shutdown();
+            (res, source.snapshot())
+        })
+    }
+}
+
+/// Copies `len` bytes at `rec` into a slot with a fresh header (`len`,
+/// `schema_id`, zero flags); the slot's bytes past `len` are zero.
+///
+/// # Safety
+/// `rec` is valid for `len` bytes, `8 <= len <= S::BYTES`.
+#[inline(always)]
+pub(crate) unsafe fn slot_from_c<S: Slot>(rec: *const u8, len: usize, schema_id: u16) -> S {
+    let mut buf = [0u8; DPLOG_RECORD_MAX_SIZE];
+    let len = len.min(S::BYTES);
+    // SAFETY: rec is valid for len bytes (contract), buf holds 128 >= len;
+    // distinct allocations, so no overlap.
+    unsafe { core::ptr::copy_nonoverlapping(rec, buf.as_mut_ptr(), len) };
+    buf[0..2].copy_from_slice(&(len as u16).to_ne_bytes());
+    buf[2..4].copy_from_slice(&schema_id.to_ne_bytes());
+    buf[4..8].fill(0);
+    // The header now says `len`, which is what from_record_bytes checks.
+    S::from_record_bytes(&buf[..len]).unwrap_or_else(|| unreachable!("header matches length"))
+}
+
+/// Pushes `n` records of `size` bytes, `stride` bytes apart from `base`,
+/// in chunks of 32; returns how many were enqueued.
+///
+/// # Safety
+/// `base` is valid for `n` records `stride` bytes apart, `8 <= size <=
+/// min(stride, S::BYTES)`.
+unsafe fn push_chunked_typed<S: Slot + Copy>(
+    prod: &mut LogProducer<S>,
+    base: *const u8,
+    stride: usize,
+    size: usize,
+    n: usize,
+    id: u16,
+) -> usize {
+    const CHUNK: usize = 32;
+    let empty = S::from_record_bytes(&[8, 0, 0, 0, 0, 0, 0, 0])
+        .unwrap_or_else(|| unreachable!("an 8-byte header-only record"));
+    let mut chunk = [empty; CHUNK];
+    let mut done = 0usize;
+    let mut i = 0usize;
+    while i < n {
+        let k = (n - i).min(CHUNK);
+        for (j, slot) in chunk[..k].iter_mut().enumerate() {
+            // SAFETY: (i + j) < n, so the record lies inside the caller's
+            // n * stride bytes (contract); size fits the slot.
+            *slot = unsafe { slot_from_c::<S>(base.add((i + j) * stride), size, id) };
+        }
+        done += prod.log_burst(&chunk[..k]);
+        i += k;
+    }
+    done
+}
+
+impl AnyProducer {
+    /// Slot size in bytes: the stride of `dplog_reserve`'s slots.
+    #[inline(always)]
+    pub(crate) fn slot_bytes(&self) -> usize {
+        match self {
+            Self::S32(_) => 32,
+            Self::S64(_) => 64,
+            Self::S128(_) => 128,
+        }
+    }
+
+    pub(crate) fn policy(&self) -> Backpressure {
+        each!(Self, self, p => p.policy())
+    }
+
+    pub(crate) fn ring_id(&self) -> u32 {
+        each!(Self, self, p => p.ring_id())
+    }
+
+    pub(crate) fn is_stopped(&self) -> bool {
+        each!(Self, self, p => p.is_stopped())
+    }
+
+    pub(crate) fn is_disconnected(&self) -> bool {
+        each!(Self, self, p => p.is_disconnected())
+    }
+
+    pub(crate) fn flush(&mut self) {
+        each!(Self, self, p => p.flush())
+    }
+
+    pub(crate) fn contiguous_slots(&self) -> usize {
+        each!(Self, self, p => p.contiguous_slots())
+    }
+
+    /// `Producer::reserve_raw` as bytes: `n` slots of
+    /// [`slot_bytes`](Self::slot_bytes) each.
+    pub(crate) fn reserve_raw(&mut self, n: usize) -> Option<*mut u8> {
+        each!(Self, self, p => p.reserve_raw(n).map(|s| s.as_ptr().cast::<u8>()))
+    }
+
+    /// `Producer::commit_raw`.
+    ///
+    /// # Safety
+    /// As `Producer::commit_raw`.
+    pub(crate) unsafe fn commit_raw(&mut self, n: usize) {
+        // SAFETY: caller contract.
+        each!(Self, self, p => unsafe { p.commit_raw(n) })
+    }
+
+    /// `Producer::close_window`.
+    ///
+    /// # Safety
+    /// As `Producer::close_window`.
+    pub(crate) unsafe fn close_window(&mut self, written: usize) {
+        // SAFETY: caller contract.
+        each!(Self, self, p => unsafe { p.close_window(written) })
+    }
+
+    /// Logs the record of `len` bytes at `rec` under the policy.
+    ///
+    /// # Safety
+    /// `rec` is valid for `len` bytes, `8 <= len <= slot_bytes()`.
+    #[inline]
+    pub(crate) unsafe fn log_bytes(&mut self, rec: *const u8, len: usize, id: u16) -> bool {
+        // SAFETY: caller contract.
+        each!(Self, self, p => p.log(unsafe { slot_from_c(rec, len, id) }))
+    }
+
+    /// Pushes `n` records of `size` bytes, `stride` bytes apart from
+    /// `base`, in chunks of 32; returns how many were enqueued.
+    ///
+    /// # Safety
+    /// `base` is valid for `n` records `stride` bytes apart, `8 <= size <=
+    /// min(stride, slot_bytes())`.
+    pub(crate) unsafe fn push_chunked(
+        &mut self,
+        base: *const u8,
+        stride: usize,
+        size: usize,
+        n: usize,
+        id: u16,
+    ) -> usize {
+        // SAFETY: caller contract.
+        each!(Self, self, p => unsafe { push_chunked_typed(p, base, stride, size, n, id) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_is_copied_into_a_slot_of_each_size_with_a_fresh_header() {
+        let mut raw = [0u8; 128];
+        for (i, b) in raw.iter_mut().enumerate() {
+            *b = (i * 7 + 3) as u8;
+        }
+        // SAFETY: raw holds 24 readable bytes.
+        let s32: Slot32 = unsafe { slot_from_c(raw.as_ptr(), 24, 3) };
+        assert_eq!(s32.as_bytes().len(), 24);
+        assert_eq!(s32.header().schema_id, 3);
+        assert_eq!(s32.header().flags, 0);
+        assert_eq!(&s32.as_bytes()[8..], &raw[8..24]);
+        // SAFETY: raw holds 128 readable bytes.
+        let s128: Slot128 = unsafe { slot_from_c(raw.as_ptr(), 128, 300) };
+        assert_eq!(s128.as_bytes().len(), 128);
+        assert_eq!(s128.header().schema_id, 300);
+        assert_eq!(&s128.as_bytes()[8..], &raw[8..]);
+    }
+}

@@ -16,6 +16,8 @@
 //! Run: `cargo build --release -p dplog-ffi && cargo bench -p dplog-ffi
 //! --bench ffi_log` (`cargo bench` does not rebuild the cdylib itself).
 
+#![allow(missing_docs)] // criterion_main! generates main
+
 use std::ffi::CString;
 use std::hint::black_box;
 use std::time::{Duration, Instant};

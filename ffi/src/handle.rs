@@ -48,6 +48,19 @@ pub struct dplog_t {
     pub(crate) state: Mutex<State>,
 }
 
+impl core::fmt::Debug for dplog_t {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        // Relaxed: a diagnostic snapshot (partner: none needed).
+        f.debug_struct("dplog_t")
+            .field(
+                "magic",
+                &self.magic.load(core::sync::atomic::Ordering::Relaxed),
+            )
+            .field("slot_bytes", &self.slot_bytes)
+            .finish_non_exhaustive()
+    }
+}
+
 pub(crate) enum State {
     Opened(Box<Pending>),
     Started(Box<Running>),

@@ -269,11 +269,12 @@ unsafe fn log_fast(
     // contract); producers are never deallocated (see TOMBSTONES).
     let obj = unsafe { &*p };
     // Relaxed: as `check_magic` (partner: the Release store in free).
+    if obj.magic.load(Ordering::Relaxed) != MAGIC_LIVE {
+        return false;
+    }
     // An open inline window is taken back by log_slow first.
     // SAFETY: `cursor` is written only by this thread (single-thread rule).
-    if obj.magic.load(Ordering::Relaxed) != MAGIC_LIVE
-        || !unsafe { (*obj.window.get()).cursor }.is_null()
-    {
+    if !unsafe { (*obj.window.get()).cursor }.is_null() {
         return false;
     }
     // SAFETY: one thread at a time per producer (documented contract), so

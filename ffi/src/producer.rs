@@ -36,6 +36,19 @@ pub struct dplog_producer_t {
     pub(crate) user: core::sync::atomic::AtomicUsize,
 }
 
+impl core::fmt::Debug for dplog_producer_t {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        // Relaxed: a diagnostic snapshot (partner: none needed); the state
+        // itself belongs to the producer's thread and is not read here.
+        f.debug_struct("dplog_producer_t")
+            .field(
+                "magic",
+                &self.magic.load(core::sync::atomic::Ordering::Relaxed),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
 /// A live producer's state: its ring, its logger's shared state, its
 /// policy and the pending reservation (`None` in [`dplog_producer_t`]
 /// once freed).

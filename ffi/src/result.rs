@@ -241,10 +241,8 @@ mod tests {
         let mut buf = [0 as c_char; 128];
         let mut len = 0usize;
         // SAFETY: buf is 128 bytes, len is writable.
-        assert_eq!(
-            unsafe { dplog_last_error(buf.as_mut_ptr(), buf.len(), &mut len) },
-            DPLOG_OK
-        );
+        let rc = unsafe { dplog_last_error(buf.as_mut_ptr(), buf.len(), &mut len) };
+        assert_eq!(rc, DPLOG_OK);
         // SAFETY: dplog_last_error NUL-terminates.
         let msg = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap();
         assert!(msg.contains("boom 42"), "{msg}");

@@ -236,10 +236,8 @@ mod tests {
                      [sink]\ntype = \"file\"\npath = \"/dev/null\"\n";
         let mut h: *mut dplog_t = core::ptr::null_mut();
         // SAFETY: text is NUL-terminated, h is writable.
-        assert_eq!(
-            unsafe { crate::dplog_open_str(text.as_ptr(), &mut h) },
-            DPLOG_OK
-        );
+        let rc = unsafe { crate::dplog_open_str(text.as_ptr(), &mut h) };
+        assert_eq!(rc, DPLOG_OK);
         let fields = [dplog_field_desc {
             name: c"v".as_ptr(),
             offset: 8,
@@ -275,10 +273,8 @@ mod tests {
             assert_eq!(run.table.priority(&other), None);
         }
         // SAFETY: h is live; no stats wanted.
-        assert_eq!(
-            unsafe { crate::dplog_close(h, core::ptr::null_mut()) },
-            DPLOG_OK
-        );
+        let rc = unsafe { crate::dplog_close(h, core::ptr::null_mut()) };
+        assert_eq!(rc, DPLOG_OK);
     }
 
     #[test]

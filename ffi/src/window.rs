@@ -49,6 +49,7 @@ use crate::types::DPLOG_INLINE_RECORD_SIZE;
 /// written outside the window); the check only keeps the consumer from
 /// reading a slot twice or looping on stale slots.
 #[repr(C)]
+#[derive(Debug)]
 pub struct dplog_log_window {
     /// Next slot to write (64 bytes, 8-byte aligned); NULL when no window
     /// is open. Written only by the producer's thread.

@@ -93,9 +93,11 @@ pub struct DegradeConfig {
     pub high_watermark_pct: u8,
     /// Fill (%) below which all records are accepted again. Default 50.
     pub low_watermark_pct: u8,
-    /// Lowest [`Record::priority`] accepted while degraded. Default
-    /// [`PRIORITY_HIGH`](crate::record::PRIORITY_HIGH) (NAT deletes, port
-    /// blocks and exhaustion events pass; session creates are shed).
+    /// Lowest record priority (its schema's rule or
+    /// [`Record::priority`]) accepted while degraded. Default
+    /// [`PRIORITY_HIGH`](crate::record::PRIORITY_HIGH) (e.g. the NAT's
+    /// deletes, port blocks and exhaustion events pass; its session
+    /// creates are shed).
     pub min_priority: u8,
 }
 

@@ -9,8 +9,9 @@
 //! Formats, by the name used on the command line and in config files
 //! ([`Format`]): `text` (default `name=value` layout or a user template,
 //! see [`template`]), `json` (JSON Lines, RFC 8259), `csv` (RFC 4180 with a
-//! header line), `rfc5424` (syslog in VPP's NAT44 layout), `rfc3164` (BSD
-//! syslog), `ipfix` (RFC 7011 with RFC 8158 templates, see [`ipfix`]) and
+//! header line), `rfc5424` (syslog; a schema may declare its layout, as
+//! the NAT's declares VPP's), `rfc3164` (BSD syslog), `ipfix` (RFC 7011,
+//! see [`ipfix`]) and
 //! `binary` (length-prefixed records with a schema header, see [`binary`]).
 //!
 //! [`RecordEncoder`] formats records given as bytes (header first) and
@@ -53,7 +54,7 @@ pub enum Format {
     Json,
     /// `csv`: RFC 4180 with a header line.
     Csv,
-    /// `rfc5424`: syslog, VPP NAT44 layout.
+    /// `rfc5424`: syslog (RFC 5424).
     Rfc5424,
     /// `rfc3164`: BSD syslog.
     Rfc3164,

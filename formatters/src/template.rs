@@ -29,8 +29,8 @@
 //! [`TscCalibration::IDENTITY`]: without an invariant TSC the producer's
 //! `now_ticks` are already nanoseconds and the consumer passes nothing.
 //!
-//! A `natEvent` field (IPFIX element 230) prints through the
-//! [`EventProfile`]: with `legacy`, session create/delete 4/5 print as 1/2.
+//! Fields of the element a [`Renumber`] names print renumbered (e.g. the
+//! NAT schema's legacy profile prints natEvent 4/5 as 1/2).
 //!
 //! Compiling checks everything: an unknown field, an unknown converter or
 //! one that does not suit the field's kind, an unclosed `{` or a stray `}`

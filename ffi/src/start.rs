@@ -137,7 +137,9 @@ pub unsafe extern "C" fn dplog_start(
                     // consumer i > 0 to its own instance (see dplog_start).
                     let sink = match (i, pending.sink.take()) {
                         (0, Some(s)) => Ok(s),
-                        _ => per_consumer_sink(&cfg.sink, i)
+                        _ => cfg
+                            .sink
+                            .for_consumer(i)
                             .build()
                             .map_err(|e| fail(DPLOG_ERR_IO, format!("cannot open sink: {e}"))),
                     };
@@ -178,29 +180,6 @@ fn consumer_formatter(
     schemas: &[&Schema],
 ) -> Result<SchemaFormatter, dplog_result> {
     cfg.format.formatter(schemas).map_err(config_error)
-}
-
-/// The sink configuration of consumer `i`: consumer 0 uses the
-/// configured one; consumer `i > 0` appends `.i` to a file sink's `path`
-/// and an mmap sink's `dir` (in every `[[sink]]` table); network sinks
-/// (syslog, Kafka) get their own connection to the same destination.
-fn per_consumer_sink(cfg: &dplog::config::SinkConfig, i: usize) -> dplog::config::SinkConfig {
-    use dplog::config::SinkConfig as S;
-    fn suffixed(p: &std::path::Path, i: usize) -> std::path::PathBuf {
-        let mut s = p.as_os_str().to_owned();
-        s.push(format!(".{i}"));
-        s.into()
-    }
-    let mut c = cfg.clone();
-    if i > 0 {
-        match &mut c {
-            S::File(f) => f.path = suffixed(&f.path, i),
-            S::Mmap(m) => m.dir = suffixed(&m.dir, i),
-            S::Set(v) => *v = v.iter().map(|s| per_consumer_sink(s, i)).collect(),
-            _ => {}
-        }
-    }
-    c
 }
 
 fn cpu_allowed(cpu: usize) -> Result<(), dplog_result> {
@@ -298,11 +277,11 @@ mod tests {
             }
         };
         assert_eq!(
-            paths(&per_consumer_sink(&cfg.sink, 0)),
+            paths(&cfg.sink.for_consumer(0)),
             ["/var/log/nat.log", "/var/log/nat-mmap"]
         );
         assert_eq!(
-            paths(&per_consumer_sink(&cfg.sink, 3)),
+            paths(&cfg.sink.for_consumer(3)),
             ["/var/log/nat.log.3", "/var/log/nat-mmap.3"]
         );
     }

@@ -33,6 +33,8 @@ pub mod format;
 #[cfg(all(feature = "metrics", not(loom)))]
 pub mod metrics;
 pub mod mpsc;
+#[cfg(not(loom))]
+mod policy;
 pub mod record;
 #[cfg(not(loom))]
 pub mod reorder;

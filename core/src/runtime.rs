@@ -37,10 +37,11 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
 
 use crate::format::Formatter;
+use crate::policy::Policy;
 use crate::record::Record;
 use crate::reorder::Reorder;
 use crate::report::DropReport;
-use crate::ring::{ring, Consumer, Disconnected, DropReason, Producer, RingError, Shared};
+use crate::ring::{ring, Consumer, Producer, RingError, Shared};
 use crate::sink::{Accepted, Progress, Sink, SinkCounters, SinkError};
 use crate::stats::{LatencyHistogram, RingStats, Snapshot};
 use crate::table::{RecordRules, SchemaTable};
@@ -600,21 +601,10 @@ impl<R: Record> Logger<R> {
         let ring_id = self.attach(c)?;
         p.set_block_spins(self.config.block_spins);
         p.set_publish_every(self.config.publish_every);
-        let cap = self.config.ring_capacity;
-        let d = self.config.degrade;
         Ok(LogProducer {
             inner: p,
             ring_id,
-            policy: self.config.backpressure,
-            degraded: false,
-            // Ceiling for high, floor for low, both within 1..=cap.
-            high: (cap * usize::from(d.high_watermark_pct))
-                .div_ceil(100)
-                .clamp(1, cap),
-            low: (cap * usize::from(d.low_watermark_pct) / 100).min(cap),
-            min_priority: d.min_priority,
-            schemas: self.config.schemas.clone(),
-            priority: self.rules.priority,
+            policy: Policy::new(&self.config, self.rules.priority),
         })
     }
 
@@ -810,18 +800,8 @@ pub struct LogProducer<R: Record> {
     inner: Producer<R>,
     /// The ring's id within its logger ([`RingStats::id`]).
     ring_id: u32,
-    policy: Backpressure,
-    /// `degrade`: true between crossing the high watermark and falling
-    /// below the low one.
-    degraded: bool,
-    /// `degrade` watermarks, in records.
-    high: usize,
-    low: usize,
-    min_priority: u8,
-    /// Per-type priorities, read only while degraded.
-    schemas: SchemaTable,
-    /// Reads a record's priority with `schemas`.
-    priority: fn(&R, &SchemaTable) -> u8,
+    /// The logger's backpressure policy and this ring's `degrade` state.
+    policy: Policy<R>,
 }
 
 impl<R: Record> core::fmt::Debug for LogProducer<R> {
@@ -829,11 +809,8 @@ impl<R: Record> core::fmt::Debug for LogProducer<R> {
         f.debug_struct("LogProducer")
             .field("inner", &self.inner)
             .field("ring_id", &self.ring_id)
-            .field("policy", &self.policy)
-            .field("degraded", &self.degraded)
-            .field("high", &self.high)
-            .field("low", &self.low)
-            .field("min_priority", &self.min_priority)
+            .field("policy", &self.policy.policy)
+            .field("degraded", &self.policy.degraded)
             .finish_non_exhaustive()
     }
 }
@@ -854,59 +831,12 @@ impl<R: Record> LogProducer<R> {
     /// [`Stats::dropped_stopped`], whatever the policy). Never allocates.
     #[inline]
     pub fn log(&mut self, rec: R) -> bool {
-        match self.policy {
-            Backpressure::Block => match self.inner.push(rec) {
-                Ok(()) => true,
-                Err(_) => self.dropped(DropReason::Disconnected, 1),
-            },
-            Backpressure::Drop => match self.inner.try_push(rec) {
-                Ok(()) => true,
-                Err(_) => self.dropped(DropReason::Full, 1),
-            },
-            Backpressure::Degrade => {
-                if self.is_degraded() && (self.priority)(&rec, &self.schemas) < self.min_priority {
-                    return self.dropped(DropReason::Degraded, 1);
-                }
-                match self.inner.try_push(rec) {
-                    Ok(()) => true,
-                    Err(_) => self.dropped(DropReason::Full, 1),
-                }
-            }
-        }
-    }
-
-    #[cold]
-    fn dropped(&mut self, reason: DropReason, n: u64) -> bool {
-        // A stopped ring looks full, then disconnected: its drops have a
-        // reason of their own.
-        let reason = if self.inner.is_stopped() {
-            DropReason::Stopped
-        } else {
-            reason
-        };
-        self.inner.count_dropped(reason, n, now_ticks());
-        false
-    }
-
-    /// `degrade` state machine: enter at `fill >= high`, leave at
-    /// `fill < low`. The exact fill (one Acquire load of the consumer
-    /// index) is read only when the cached upper bound reaches `high`, or
-    /// while degraded.
-    #[inline]
-    fn is_degraded(&mut self) -> bool {
-        if self.degraded {
-            if self.inner.fill() < self.low {
-                self.degraded = false;
-            }
-        } else if self.inner.fill_upper_bound() >= self.high && self.inner.fill() >= self.high {
-            self.degraded = true;
-        }
-        self.degraded
+        self.policy.log(&mut self.inner, rec)
     }
 
     /// True while `degrade` sheds low-priority records.
     pub fn degraded(&self) -> bool {
-        self.degraded
+        self.policy.degraded
     }
 
     /// [`log`](Self::log) for a burst; one index publish per burst (per run
@@ -914,39 +844,12 @@ impl<R: Record> LogProducer<R> {
     /// enqueued; the rest are counted as dropped, by reason.
     #[inline]
     pub fn log_burst(&mut self, recs: &[R]) -> usize {
-        match self.policy {
-            Backpressure::Block => match self.inner.push_burst(recs) {
-                Ok(()) => recs.len(),
-                Err(Disconnected(k)) => {
-                    self.dropped(DropReason::Disconnected, (recs.len() - k) as u64);
-                    k
-                }
-            },
-            Backpressure::Drop => {
-                let n = self.inner.try_push_burst(recs);
-                if n < recs.len() {
-                    self.dropped(DropReason::Full, (recs.len() - n) as u64);
-                }
-                n
-            }
-            Backpressure::Degrade => {
-                if !self.is_degraded() {
-                    let n = self.inner.try_push_burst(recs);
-                    if n < recs.len() {
-                        // Full: the rest goes through the per-record path
-                        // (priorities, exact reasons).
-                        return n + recs[n..].iter().filter(|r| self.log(**r)).count();
-                    }
-                    return n;
-                }
-                recs.iter().filter(|r| self.log(**r)).count()
-            }
-        }
+        self.policy.log_burst(&mut self.inner, recs)
     }
 
     /// The policy this producer applies.
     pub fn policy(&self) -> Backpressure {
-        self.policy
+        self.policy.policy
     }
 
     /// The id of this producer's ring within its logger
@@ -1748,16 +1651,16 @@ mod tests {
     fn degrade_sheds_creates_between_the_watermarks_and_keeps_deletes() {
         let (p, mut c) = ring::<TestRecord>(16).unwrap();
         let shared = c.shared().clone();
+        // The default 80 % / 50 % watermarks of 16 slots: 13 and 8.
+        let cfg = LoggerConfig {
+            ring_capacity: 16,
+            backpressure: Backpressure::Degrade,
+            ..Default::default()
+        };
         let mut lp = LogProducer {
             inner: p,
             ring_id: 0,
-            policy: Backpressure::Degrade,
-            degraded: false,
-            high: 13,
-            low: 8,
-            min_priority: crate::record::PRIORITY_HIGH,
-            schemas: SchemaTable::default(),
-            priority: RecordRules::own().priority,
+            policy: Policy::new(&cfg, RecordRules::own().priority),
         };
         let create = |i| ev(CREATE, i);
         let delete = |i| ev(DELETE, i);

@@ -1,4 +1,4 @@
-//! Issue 4, "Speed": the NAT44 create record formatted as a ~120-byte text
+//! The formatter speed target: the NAT44 create record formatted as a ~120-byte text
 //! line by four peers in one run, plus the other formats in records/s.
 //!
 //! The line (template [`TEMPLATE`], then `\n`):

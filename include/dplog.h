@@ -772,7 +772,8 @@ struct dplog_nat_quota_exceeded {
 #define DPLOG_ERR_INVALID_ARG 2
 
 /**
- * A record length does not match the schema's record size.
+ * A record length does not match the schema's record size, or a record
+ * type is larger than the logger's ring slot (`dplog_schema_register`).
  */
 #define DPLOG_ERR_BAD_LENGTH 3
 

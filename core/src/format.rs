@@ -24,6 +24,17 @@ pub trait Formatter<R>: Send + 'static {
     fn tsc_calibration(&mut self, cal: &crate::tsc::Calibration) {
         let _ = cal;
     }
+
+    /// Records this formatter could not format since the last call (e.g.
+    /// a schema id it has no schema for, or a record shorter than its
+    /// schema), appending nothing for them. The consumer calls it after
+    /// every burst and counts them in
+    /// [`Stats::dropped_format`](crate::Stats::dropped_format), not
+    /// written. Default 0: a formatter that writes nothing for a record on
+    /// purpose (a filter) has those records counted written.
+    fn take_skipped(&mut self) -> u64 {
+        0
+    }
 }
 
 impl<R, F: Formatter<R> + ?Sized> Formatter<R> for Box<F> {
@@ -35,5 +46,8 @@ impl<R, F: Formatter<R> + ?Sized> Formatter<R> for Box<F> {
     }
     fn tsc_calibration(&mut self, cal: &crate::tsc::Calibration) {
         (**self).tsc_calibration(cal)
+    }
+    fn take_skipped(&mut self) -> u64 {
+        (**self).take_skipped()
     }
 }

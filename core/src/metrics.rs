@@ -160,6 +160,11 @@ pub fn encode(s: &Snapshot) -> String {
             c.dropped_shutdown,
         ),
         (
+            "consumer_dropped_format",
+            "Records the formatter could not format (no schema for their id)",
+            c.dropped_format,
+        ),
+        (
             "consumer_drop_reports",
             "In-band drop reports written",
             c.drop_reports,

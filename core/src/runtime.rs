@@ -335,7 +335,8 @@ impl From<RingError> for LoggerError {
 /// Accounting: `produced = enqueued + dropped_full + dropped_degraded +
 /// dropped_disconnected + dropped_stopped` (see [`Stats::dropped`]), and once the logger is
 /// shut down with its producers dropped,
-/// `produced = written_records + dropped() + dropped_sink + dropped_shutdown`.
+/// `produced = written_records + dropped() + dropped_format + dropped_sink
+/// + dropped_shutdown`.
 /// In-band [`DropReport`] lines are not records and are counted apart, in
 /// `drop_reports`.
 /// While running, `enqueued - dequeued` records sit in rings, `sink_pending`
@@ -372,11 +373,16 @@ pub struct Stats {
     /// Records in batches the sink accepted, plus the whole records the
     /// sink kept of batches it refused ([`Sink::kept_of_refused`]: a file
     /// on a full disk). A record the formatter turned
-    /// into zero bytes counts here too: with its batch, or at once if the
-    /// whole batch formatted to nothing (no sink call is made then), so
-    /// `produced = written_records + dropped() + dropped_sink +
-    /// dropped_shutdown` holds for formatters that skip records.
+    /// into zero bytes on purpose (a filter) counts here too: with its
+    /// batch, or at once if the whole batch formatted to nothing (no sink
+    /// call is made then). A record the formatter could not format is in
+    /// `dropped_format` instead.
     pub written_records: u64,
+    /// Records the formatter could not format ([`Formatter::take_skipped`]:
+    /// a schema id the logger has no schema for, a record shorter than its
+    /// schema, a record whose header was never set): dropped, with a line
+    /// on stderr at most every 5 s.
+    pub dropped_format: u64,
     /// Bytes in batches the sink accepted.
     pub written_bytes: u64,
     /// Records the sink refused: whole batches (a permanent error, or given
@@ -411,7 +417,11 @@ impl Stats {
     /// Records produced but neither written nor dropped yet.
     pub fn in_flight(&self) -> u64 {
         self.produced.saturating_sub(
-            self.written_records + self.dropped() + self.dropped_sink + self.dropped_shutdown,
+            self.written_records
+                + self.dropped()
+                + self.dropped_format
+                + self.dropped_sink
+                + self.dropped_shutdown,
         )
     }
 
@@ -434,6 +444,7 @@ struct ConsumerTotals {
     sink_retries: AtomicU64,
     sink_pending: AtomicU64,
     dropped_shutdown: AtomicU64,
+    dropped_format: AtomicU64,
     batches: AtomicU64,
     formatted: AtomicU64,
     drop_reports: AtomicU64,
@@ -550,6 +561,7 @@ impl<R: Record> Logger<R> {
                 )
             }),
             event_time: rules.event_time,
+            last_skip_diag: None,
             failing_since: None,
             last_diag: None,
             abandoned: 0,
@@ -784,6 +796,7 @@ impl<R: Record> SnapshotSource<R> {
         s.sink_retries = t.sink_retries.load(Ordering::Relaxed);
         s.sink_pending = t.sink_pending.load(Ordering::Relaxed);
         s.dropped_shutdown = t.dropped_shutdown.load(Ordering::Relaxed);
+        s.dropped_format = t.dropped_format.load(Ordering::Relaxed);
         s.batches = t.batches.load(Ordering::Relaxed);
         s.formatted = t.formatted.load(Ordering::Relaxed);
         s.drop_reports = t.drop_reports.load(Ordering::Relaxed);
@@ -896,6 +909,8 @@ struct ConsumerLoop<R: Record, F, S> {
     last_event_time: u64,
     /// Reads a record's event time with `config.schemas`.
     event_time: fn(&R, &SchemaTable) -> u64,
+    /// When the last "records dropped by the formatter" line was printed.
+    last_skip_diag: Option<Instant>,
     /// A shutdown request seen while retrying a batch; served by `run`.
     stop: Option<Sender<io::Result<()>>>,
     /// Set once shutdown starts: retries and drains end here.
@@ -1202,6 +1217,7 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
             );
             self.batch_records += n as u64;
             total += n;
+            self.count_skipped();
             if self.config.drop_reports {
                 self.report_drops(i);
             }
@@ -1213,6 +1229,36 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
             bump(&self.totals.formatted, total as u64);
         }
         total
+    }
+
+    /// Moves the records the formatter could not format out of the batch
+    /// (they appended nothing, so they are among `batch_empty`) into
+    /// `dropped_format`, with a line on stderr at most every 5 s.
+    #[inline]
+    fn count_skipped(&mut self) {
+        let skipped = self.formatter.take_skipped();
+        if skipped == 0 {
+            return;
+        }
+        self.skipped_count(skipped);
+    }
+
+    #[cold]
+    fn skipped_count(&mut self, skipped: u64) {
+        self.batch_records -= skipped.min(self.batch_records);
+        self.batch_empty -= skipped.min(self.batch_empty);
+        bump(&self.totals.dropped_format, skipped);
+        let now = Instant::now();
+        if self
+            .last_skip_diag
+            .map_or(true, |t| now.duration_since(t) >= Duration::from_secs(5))
+        {
+            self.last_skip_diag = Some(now);
+            crate::diag_line!(
+                "dplog: {skipped} record(s) dropped: the formatter has no schema for their schema id, or they are shorter than their schema (dropped_format = {} so far)",
+                self.totals.dropped_format.load(Ordering::Relaxed)
+            );
+        }
     }
 
     /// [`drain_once`](Self::drain_once) with the reorder window: stage one
@@ -1261,6 +1307,7 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
             }) as u64;
             self.batch_records += n;
             bump(&self.totals.formatted, n);
+            self.count_skipped();
             if self.buf.len() >= self.config.batch_bytes {
                 self.write_batch();
             } else {

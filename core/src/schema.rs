@@ -282,6 +282,23 @@ pub enum SchemaError {
     },
     /// A null pointer where a name or array was required.
     NullPointer(&'static str),
+    /// An enum table that does not suit its field: names on a field that
+    /// is not an enum, a value too large for the field, a value named
+    /// twice.
+    BadEnum {
+        /// Field name.
+        field: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// An IPFIX element id above 32767 (RFC 7011 section 3.2: the top bit
+    /// marks enterprise-specific elements).
+    BadElementId {
+        /// Field name.
+        field: String,
+        /// The id given.
+        ie_id: u32,
+    },
     /// Schema metadata names a field the schema does not have, or one of
     /// the wrong kind (what it is for, the field name).
     BadMetaField(&'static str, String),
@@ -315,6 +332,11 @@ impl fmt::Display for SchemaError {
                 write!(f, "field {field}: unknown kind {kind}")
             }
             SchemaError::NullPointer(what) => write!(f, "null pointer for {what}"),
+            SchemaError::BadEnum { field, problem } => write!(f, "field {field}: {problem}"),
+            SchemaError::BadElementId { field, ie_id } => write!(
+                f,
+                "field {field}: IPFIX element id {ie_id} is above 32767 (0 for none)"
+            ),
             SchemaError::BadMetaField(what, field) => {
                 write!(f, "{what}: no suitable field {field:?} in the schema")
             }
@@ -323,6 +345,53 @@ impl fmt::Display for SchemaError {
 }
 
 impl std::error::Error for SchemaError {}
+
+/// An enum table suits its field: only on enum fields, every value fits
+/// the field's size, no value named twice.
+fn check_enum(f: &FieldDef) -> Result<(), SchemaError> {
+    let bad = |problem: String| {
+        Err(SchemaError::BadEnum {
+            field: f.name.to_string(),
+            problem,
+        })
+    };
+    if f.enum_names.is_empty() {
+        return Ok(());
+    }
+    if f.kind != FieldKind::Enum {
+        return bad(format!(
+            "names for values on a field of kind {}, not enum",
+            f.kind.name()
+        ));
+    }
+    let max = if f.size >= 4 {
+        u64::from(u32::MAX)
+    } else {
+        (1u64 << (8 * f.size)) - 1
+    };
+    for (i, e) in f.enum_names.iter().enumerate() {
+        if u64::from(e.value) > max {
+            return bad(format!(
+                "value {} ({:?}) does not fit the field's {} byte(s)",
+                e.value, e.name, f.size
+            ));
+        }
+        if f.enum_names[..i].iter().any(|o| o.value == e.value) {
+            return bad(format!("value {} named twice", e.value));
+        }
+    }
+    Ok(())
+}
+
+/// A record type's name: it is a syslog MSGID and SD-ID part, a TOML key
+/// and a JSON/CSV value, so 1 to 32 characters of `[A-Za-z0-9_.-]`,
+/// starting with a letter or `_`.
+fn schema_name_ok(n: &str) -> bool {
+    let mut c = n.chars();
+    n.len() <= 32
+        && matches!(c.next(), Some(ch) if ch.is_ascii_alphabetic() || ch == '_')
+        && c.all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '_' | '.' | '-'))
+}
 
 fn name_ok(n: &str) -> bool {
     let mut c = n.chars();
@@ -343,10 +412,21 @@ impl Schema {
         if !(8..=u16::MAX as usize).contains(&size) {
             return Err(SchemaError::BadRecordSize(size));
         }
+        let name = name.into();
+        if !schema_name_ok(&name) {
+            return Err(SchemaError::BadName(name.to_string()));
+        }
         for (i, f) in fields.iter().enumerate() {
             if !name_ok(&f.name) {
                 return Err(SchemaError::BadName(f.name.to_string()));
             }
+            if f.ie_id > 0x7fff {
+                return Err(SchemaError::BadElementId {
+                    field: f.name.to_string(),
+                    ie_id: u32::from(f.ie_id),
+                });
+            }
+            check_enum(f)?;
             if !f.kind.size_ok(f.size as usize) {
                 return Err(SchemaError::BadSize {
                     field: f.name.to_string(),
@@ -375,7 +455,7 @@ impl Schema {
         }
         let mut s = Schema {
             id,
-            name: name.into(),
+            name,
             size: size as u16,
             fields,
             meta: SchemaMeta::default(),
@@ -434,13 +514,14 @@ impl Schema {
                 field: fname.clone(),
                 kind: d.kind,
             })?;
-            let mut f = FieldDef::new(
-                fname,
-                d.offset as usize,
-                d.size as usize,
-                kind,
-                d.ie_id as u16,
-            );
+            let ie_id = u16::try_from(d.ie_id)
+                .ok()
+                .filter(|&ie| ie <= 0x7fff)
+                .ok_or_else(|| SchemaError::BadElementId {
+                    field: fname.clone(),
+                    ie_id: d.ie_id,
+                })?;
+            let mut f = FieldDef::new(fname, d.offset as usize, d.size as usize, kind, ie_id);
             if d.enum_count > 0 {
                 if d.enum_names.is_null() {
                     return Err(SchemaError::NullPointer("enum names"));
@@ -638,8 +719,8 @@ pub struct DplogFieldDesc {
     pub size: u32,
     /// A [`FieldKind`] value (1..=14).
     pub kind: u32,
-    /// IANA IPFIX information-element id; 0 for none. Values above 65535
-    /// are truncated.
+    /// IANA IPFIX information-element id; 0 for none. Values above 32767
+    /// are refused (`BadElementId`).
     pub ie_id: u32,
     /// Name table of an enum field, `enum_count` entries; may be null when
     /// `enum_count` is 0.
@@ -713,7 +794,8 @@ pub const fn field_size<T, F>(_f: fn(&T) -> &F) -> usize {
 /// ```
 ///
 /// Each entry is `rust_field => "name": Kind, ie N` optionally followed by
-/// `, names [(value, "name"), ...]` for enum fields. Offsets come from
+/// `, names &[(value, "name"), ...]` (any expression of type
+/// `&[(u32, &'static str)]`) for enum fields. Offsets come from
 /// `offset_of!`, sizes from the field types; the result is
 /// [`Schema::new`]'s, so a kind/size mismatch is an error, not silence.
 #[macro_export]
@@ -1000,6 +1082,82 @@ mod tests {
         assert_eq!(m.params[0].1, SdParam::Field(2));
         assert_eq!(m.params[1].1, SdParam::Const("v".into()));
         assert!(SyslogMeta::resolve(&s, None, None, None, &[("A", "nope")]).is_err());
+    }
+
+    #[test]
+    fn names_enum_tables_and_element_ids_are_checked() {
+        let f = |n: &'static str, o, s, k| FieldDef::new(n, o, s, k, 0);
+        let one = || vec![f("a", 8, 1, FieldKind::Enum)];
+        for bad in ["", "lb conn", "x]\"y", "1abc", &"x".repeat(33)] {
+            let e = Schema::new(9, bad.to_string(), 16, one()).unwrap_err();
+            assert_eq!(e, SchemaError::BadName(bad.to_string()));
+        }
+        for good in ["aclDrop", "lb-conn.v2", "_x", &"x".repeat(32)] {
+            assert!(
+                Schema::new(9, good.to_string(), 16, one()).is_ok(),
+                "{good}"
+            );
+        }
+        let e = Schema::new(
+            9,
+            "x",
+            16,
+            vec![f("a", 8, 1, FieldKind::Enum).with_names(&[(300, "big")])],
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("value 300 (\"big\") does not fit"),
+            "{e}"
+        );
+        let e = Schema::new(
+            9,
+            "x",
+            16,
+            vec![f("a", 8, 2, FieldKind::Enum).with_names(&[(1, "a"), (1, "b")])],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("value 1 named twice"), "{e}");
+        let e = Schema::new(
+            9,
+            "x",
+            16,
+            vec![f("a", 8, 4, FieldKind::U32).with_names(&[(1, "a")])],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("not enum"), "{e}");
+        let e = Schema::new(
+            9,
+            "x",
+            16,
+            vec![FieldDef::new("a", 8, 4, FieldKind::U32, 40000)],
+        )
+        .unwrap_err();
+        assert_eq!(
+            e,
+            SchemaError::BadElementId {
+                field: "a".into(),
+                ie_id: 40000
+            }
+        );
+        // From C, an id above 16 bits is refused, not truncated.
+        let d = DplogFieldDesc {
+            name: c"a".as_ptr(),
+            offset: 8,
+            size: 4,
+            kind: FieldKind::U32 as u32,
+            ie_id: 70_000,
+            enum_names: std::ptr::null(),
+            enum_count: 0,
+        };
+        // SAFETY: valid pointers to one descriptor and C strings.
+        let e = unsafe { Schema::from_c_descriptors(1, c"s".as_ptr(), 16, &d, 1) }.unwrap_err();
+        assert_eq!(
+            e,
+            SchemaError::BadElementId {
+                field: "a".into(),
+                ie_id: 70_000
+            }
+        );
     }
 
     #[test]

@@ -23,7 +23,8 @@ pub const DPLOG_ERR_NULL: dplog_result = 1;
 /// reserved, a string that is not UTF-8, a pointer that is not a dplog
 /// handle (wrong magic word).
 pub const DPLOG_ERR_INVALID_ARG: dplog_result = 2;
-/// A record length does not match the schema's record size.
+/// A record length does not match the schema's record size, or a record
+/// type is larger than the logger's ring slot (`dplog_schema_register`).
 pub const DPLOG_ERR_BAD_LENGTH: dplog_result = 3;
 /// The schema id is not known to this library.
 pub const DPLOG_ERR_UNKNOWN_SCHEMA: dplog_result = 4;
@@ -93,7 +94,7 @@ const MESSAGES: [&CStr; 17] = [
     c"success",
     c"a required pointer argument was NULL",
     c"invalid argument",
-    c"record length does not match the schema",
+    c"record length does not match the schema, or does not fit the ring slot",
     c"unknown schema id",
     c"invalid configuration",
     c"sink I/O error",

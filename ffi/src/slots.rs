@@ -67,6 +67,9 @@ impl<S: Slot> Formatter<S> for PanicAfter {
     fn tsc_calibration(&mut self, cal: &dplog::tsc::Calibration) {
         Formatter::<S>::tsc_calibration(&mut self.inner, cal);
     }
+    fn take_skipped(&mut self) -> u64 {
+        Formatter::<S>::take_skipped(&mut self.inner)
+    }
 }
 
 fn start_typed<S: Slot>(

@@ -197,8 +197,8 @@ impl FormatSpec {
     /// Compiles this format for `schemas`.
     ///
     /// # Errors
-    /// A template that does not compile (with schema and column), a
-    /// template for an unknown schema name, a template (or templates) with
+    /// A template that does not compile (with schema and column), two
+    /// schemas with one id, a template for an unknown schema name, a template (or templates) with
     /// a format other than `text` (which would ignore it), bad syslog or
     /// IPFIX settings.
     pub fn encoder(&self, schemas: &[&Schema]) -> Result<RecordEncoder, FormatError> {
@@ -220,6 +220,19 @@ impl FormatSpec {
                     self.kind.name()
                 ),
             ));
+        }
+        for (i, s) in schemas.iter().enumerate() {
+            if let Some(o) = schemas[..i].iter().find(|o| o.id() == s.id()) {
+                return Err(err(
+                    None,
+                    format!(
+                        "record types {} and {} share schema id {}: a record could not be told apart",
+                        o.name(),
+                        s.name(),
+                        s.id()
+                    ),
+                ));
+            }
         }
         for name in self.templates.keys() {
             if !schemas.iter().any(|s| s.name() == name) {
@@ -415,7 +428,9 @@ impl SchemaFormatter {
         self.enc.set_tsc_calibration(cal)
     }
 
-    /// Records skipped because their schema id or length was not valid.
+    /// Records skipped because their schema id or length was not valid,
+    /// since the consumer last took the count
+    /// ([`Formatter::take_skipped`]).
     pub fn skipped(&self) -> u64 {
         self.skipped
     }
@@ -443,5 +458,8 @@ impl<R: RecordBytes> Formatter<R> for SchemaFormatter {
     }
     fn tsc_calibration(&mut self, cal: &dplog_core::tsc::Calibration) {
         self.enc.set_tsc_calibration(cal.into())
+    }
+    fn take_skipped(&mut self) -> u64 {
+        std::mem::take(&mut self.skipped)
     }
 }

@@ -108,10 +108,11 @@ pub fn loss_line(stats: Option<&Stats>, open_sessions: Option<u64>) -> String {
         );
     };
     let in_rings = s.enqueued.saturating_sub(s.dequeued);
-    let settled = s.written_records + s.dropped_sink + s.dropped_shutdown + s.sink_pending;
+    let settled =
+        s.written_records + s.dropped_format + s.dropped_sink + s.dropped_shutdown + s.sink_pending;
     let in_consumer = s.dequeued.saturating_sub(settled);
     let lost = in_rings + in_consumer + s.sink_pending;
-    let dropped = s.dropped() + s.dropped_sink + s.dropped_shutdown;
+    let dropped = s.dropped() + s.dropped_format + s.dropped_sink + s.dropped_shutdown;
     let mut line = format!(
         "dplog-nat: second signal, exiting at once (status {SECOND_SIGNAL_EXIT}): {lost} log records lost \
          ({in_rings} in rings, {in_consumer} read by the consumer but not written, {} awaiting the sink's \

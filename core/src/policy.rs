@@ -31,76 +31,51 @@ pub(crate) trait PolicyRing<R> {
     fn count(&mut self, reason: DropReason, n: u64, now: u64);
 }
 
-impl<R: Record> PolicyRing<R> for Producer<R> {
-    #[inline(always)]
-    fn push_one(&mut self, rec: R) -> bool {
-        self.push(rec).is_ok()
-    }
-    #[inline(always)]
-    fn try_push_one(&mut self, rec: R) -> bool {
-        self.try_push(rec).is_ok()
-    }
-    #[inline(always)]
-    fn push_all(&mut self, recs: &[R]) -> Result<(), usize> {
-        self.push_burst(recs).map_err(|Disconnected(k)| k)
-    }
-    #[inline(always)]
-    fn try_push_some(&mut self, recs: &[R]) -> usize {
-        self.try_push_burst(recs)
-    }
-    #[inline(always)]
-    fn fill_bound(&self) -> Option<usize> {
-        Some(self.fill_upper_bound())
-    }
-    #[inline(always)]
-    fn fill_now(&mut self) -> usize {
-        self.fill()
-    }
-    #[inline(always)]
-    fn stopped(&self) -> bool {
-        self.is_stopped()
-    }
-    #[inline(always)]
-    fn count(&mut self, reason: DropReason, n: u64, now: u64) {
-        self.count_dropped(reason, n, now)
-    }
+/// Both producer sides have the same method names; the one difference is
+/// the cheap fill bound, which only the SPSC side can give (other handles
+/// of an MPSC ring move its claim index).
+macro_rules! policy_ring {
+    ($ty:ident, $bound:expr) => {
+        impl<R: Record> PolicyRing<R> for $ty<R> {
+            #[inline(always)]
+            fn push_one(&mut self, rec: R) -> bool {
+                self.push(rec).is_ok()
+            }
+            #[inline(always)]
+            fn try_push_one(&mut self, rec: R) -> bool {
+                self.try_push(rec).is_ok()
+            }
+            #[inline(always)]
+            fn push_all(&mut self, recs: &[R]) -> Result<(), usize> {
+                self.push_burst(recs).map_err(|Disconnected(k)| k)
+            }
+            #[inline(always)]
+            fn try_push_some(&mut self, recs: &[R]) -> usize {
+                self.try_push_burst(recs)
+            }
+            #[inline(always)]
+            fn fill_bound(&self) -> Option<usize> {
+                let bound: fn(&Self) -> Option<usize> = $bound;
+                bound(self)
+            }
+            #[inline(always)]
+            fn fill_now(&mut self) -> usize {
+                self.fill()
+            }
+            #[inline(always)]
+            fn stopped(&self) -> bool {
+                self.is_stopped()
+            }
+            #[inline(always)]
+            fn count(&mut self, reason: DropReason, n: u64, now: u64) {
+                self.count_dropped(reason, n, now)
+            }
+        }
+    };
 }
 
-impl<R: Record> PolicyRing<R> for MpProducer<R> {
-    #[inline(always)]
-    fn push_one(&mut self, rec: R) -> bool {
-        self.push(rec).is_ok()
-    }
-    #[inline(always)]
-    fn try_push_one(&mut self, rec: R) -> bool {
-        self.try_push(rec).is_ok()
-    }
-    #[inline(always)]
-    fn push_all(&mut self, recs: &[R]) -> Result<(), usize> {
-        self.push_burst(recs).map_err(|Disconnected(k)| k)
-    }
-    #[inline(always)]
-    fn try_push_some(&mut self, recs: &[R]) -> usize {
-        self.try_push_burst(recs)
-    }
-    #[inline(always)]
-    fn fill_bound(&self) -> Option<usize> {
-        // Other handles move the claim index: no local bound.
-        None
-    }
-    #[inline(always)]
-    fn fill_now(&mut self) -> usize {
-        self.fill()
-    }
-    #[inline(always)]
-    fn stopped(&self) -> bool {
-        self.is_stopped()
-    }
-    #[inline(always)]
-    fn count(&mut self, reason: DropReason, n: u64, now: u64) {
-        self.count_dropped(reason, n, now)
-    }
-}
+policy_ring!(Producer, |p| Some(p.fill_upper_bound()));
+policy_ring!(MpProducer, |_| None);
 
 /// A producer's backpressure state: the logger's policy, the `degrade`
 /// watermarks (in records) and state, and how to read a record's priority.

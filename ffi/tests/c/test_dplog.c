@@ -29,32 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int checks;
-
-#define CHECK(cond)                                                            \
-  do {                                                                         \
-    checks++;                                                                  \
-    if (!(cond)) {                                                             \
-      char m_[512];                                                            \
-      dplog_last_error(m_, sizeof m_, NULL);                                   \
-      fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, \
-              __LINE__, #cond, m_);                                            \
-      exit(1);                                                                 \
-    }                                                                          \
-  } while (0)
-
-#define EXPECT(call, code)                                                     \
-  do {                                                                         \
-    dplog_result r_ = (call);                                                  \
-    checks++;                                                                  \
-    if (r_ != (code)) {                                                        \
-      char m_[512];                                                            \
-      dplog_last_error(m_, sizeof m_, NULL);                                   \
-      fprintf(stderr, "%s:%d: %s returned %d (%s), expected %s (last: %s)\n",  \
-              __FILE__, __LINE__, #call, r_, dplog_strerror(r_), #code, m_);   \
-      exit(1);                                                                 \
-    }                                                                          \
-  } while (0)
+#include "check.h"
 
 /* Waits (up to 120 s: a loaded machine) until the stats satisfy `cond`. */
 #define WAIT_STATS(h, s, cond)                                                 \

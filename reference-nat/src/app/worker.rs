@@ -95,7 +95,11 @@ pub(super) fn handoff_worker(
             }
             Ok(Handoff::End(ts)) => break ts,
             Err(_) => {
-                if rx.is_abandoned() {
+                // The dispatcher may push its last batches and the end
+                // mark, and drop its side, between the empty pop above and
+                // this check: only a ring that is empty after the drop is
+                // over.
+                if rx.is_abandoned() && rx.is_empty() {
                     break pipe.nat().now_ns();
                 }
                 // Idle: what the last bursts logged goes out now.

@@ -52,9 +52,9 @@
 //! host's packets reach, so one endpoint keeps one mapping only if they
 //! all reach one queue (as with the dispatcher's inside-source shard).
 //!
-//! (An earlier single-stage design routed hairpin packets straight to the
-//! port's owner; it gave the sender a second mapping on the owner's worker,
-//! and later fragments, which carry no ports, did not follow.)
+//! Why two stages: routing a hairpin packet straight to the port's owner
+//! would give the sender a second mapping on the owner's worker, and later
+//! fragments, which carry no ports, would not follow.
 //!
 //! Handoff: one `rtrb` wait-free SPSC ring of [`Batch`]es per worker plus a
 //! return ring that recycles emptied batches. There is no lock between the

@@ -79,11 +79,6 @@ pub(crate) struct Running {
     /// One logger (consumer thread + sink) per consumer core; ring `r`
     /// is drained by `loggers[r % loggers.len()]`.
     pub(crate) loggers: Vec<AnyLogger>,
-    /// The per-type table every consumer's producers judge records by
-    /// (priorities under `degrade`, event times), `[ring.priorities]`
-    /// applied.
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub(crate) table: dplog::SchemaTable,
     pub(crate) sizes: Arc<SchemaSizes>,
 }
 

@@ -127,6 +127,12 @@ impl AnyLogger {
         each!(Self, self, l => l.snapshot())
     }
 
+    /// The per-type table the consumer and its producers judge records by.
+    #[cfg(test)]
+    pub(crate) fn schemas(&self) -> &dplog::SchemaTable {
+        each!(Self, self, l => &l.config().schemas)
+    }
+
     /// Shuts the consumer down (drain, write, close the sink) and returns
     /// its result with a snapshot taken after the drain (so the latency
     /// percentiles include the records the drain wrote).

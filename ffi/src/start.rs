@@ -165,11 +165,7 @@ pub unsafe extern "C" fn dplog_start(
                 }
             }
         }
-        *st = State::Started(Box::new(Running {
-            loggers,
-            sizes,
-            table,
-        }));
+        *st = State::Started(Box::new(Running { loggers, sizes }));
         DPLOG_OK
     })
 }
@@ -244,12 +240,12 @@ mod tests {
             let State::Started(run) = &*st else {
                 panic!("started")
             };
-            assert_eq!(run.table.priority(&rec), Some(3));
+            assert_eq!(run.loggers[0].schemas().priority(&rec), Some(3));
             // A type without an entry keeps its own rule (none for a
             // user type: the producer then uses PRIORITY_NORMAL).
             let mut other = rec;
             other[2..4].copy_from_slice(&(id + 1).to_ne_bytes());
-            assert_eq!(run.table.priority(&other), None);
+            assert_eq!(run.loggers[0].schemas().priority(&other), None);
         }
         // SAFETY: h is live; no stats wanted.
         let rc = unsafe { crate::dplog_close(h, core::ptr::null_mut()) };

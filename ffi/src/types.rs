@@ -69,6 +69,8 @@ const _: () = {
 };
 /// Most consumer cores one `dplog_start` takes.
 pub const DPLOG_CONSUMERS_MAX: usize = 64;
+// The same bound as the Rust config's `[consumers]`.
+const _: () = assert!(DPLOG_CONSUMERS_MAX == dplog::config::ConsumersConfig::MAX);
 /// Most records one `dplog_reserve` hands out.
 pub const DPLOG_RESERVE_MAX: usize = 64;
 

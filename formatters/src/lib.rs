@@ -435,11 +435,6 @@ impl SchemaFormatter {
         self.skipped
     }
 
-    /// The output format.
-    pub fn output_format(&self) -> Format {
-        self.format
-    }
-
     /// Appends a record given as bytes; see [`RecordEncoder::push`].
     pub fn push_bytes(&mut self, rec: &[u8], out: &mut Vec<u8>) -> bool {
         let ok = self.enc.push(rec, out);

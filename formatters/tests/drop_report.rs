@@ -132,3 +132,100 @@ fn drop_reports_carry_the_time_of_the_record_before_them_and_the_wall_clock_apar
     assert!(reports > 0, "no drop report in the log");
     assert_eq!(dropped, stats.dropped_full + stats.dropped_degraded);
 }
+
+/// A drop report in each line format's own shape, between records: a JSON
+/// object, a text line, a CSV row under the one header (same width), a
+/// syslog message (checked field by field by a real rsyslogd in
+/// `rsyslog.rs`).
+#[test]
+fn drop_reports_take_each_formats_own_shape() {
+    use dplog_core::DropReport;
+    use dplog_schema_nat::NatRecord;
+    let wall = 1_796_024_955_000_000_123;
+    let reports = [
+        DropReport::new(2, 7, wall, wall + 1000).with_record_time(CAPTURE_T0),
+        DropReport::sink(3, wall, wall),
+    ];
+    let render = |kind: Format| {
+        let mut f = FormatSpec {
+            kind,
+            ..Default::default()
+        }
+        .nat_formatter()
+        .unwrap();
+        let mut out = Vec::new();
+        // A report before any record, then records and reports.
+        Formatter::<NatRecord>::format_drop_report(&mut f, &reports[1], &mut out);
+        for r in all_records() {
+            f.format(&r, &mut out);
+            Formatter::<NatRecord>::format_drop_report(&mut f, &reports[0], &mut out);
+        }
+        String::from_utf8(out).unwrap()
+    };
+    let csv = render(Format::Csv);
+    let mut rd = csv::ReaderBuilder::new()
+        .flexible(false)
+        .from_reader(csv.as_bytes());
+    let h: Vec<String> = rd.headers().unwrap().iter().map(String::from).collect();
+    let rows: Vec<csv::StringRecord> = rd.records().map(|r| r.unwrap()).collect();
+    assert_eq!(rows.len(), 1 + 2 * all_records().len());
+    let col = |row: &csv::StringRecord, name: &str| {
+        row.get(h.iter().position(|c| c == name).unwrap())
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(col(&rows[0], "recordType"), "recordsDropped");
+    assert_eq!(col(&rows[0], "droppedRecords"), "3");
+    assert_eq!(col(&rows[0], "dropRing"), "");
+    assert_eq!(col(&rows[0], "dropReason"), "sink");
+    assert_eq!(col(&rows[0], "timestamp"), "");
+    assert_eq!(col(&rows[1], "recordType"), "nat44Session");
+    assert_eq!(col(&rows[2], "droppedRecords"), "7");
+    assert_eq!(col(&rows[2], "dropRing"), "2");
+    assert_eq!(col(&rows[2], "dropReason"), "ring");
+    assert_eq!(col(&rows[2], "timestamp"), "2013-05-02T20:20:36.000000000Z");
+    assert_eq!(
+        col(&rows[2], "firstDropWallClock"),
+        "2026-11-30T07:49:15.000000123Z"
+    );
+    assert_eq!(
+        col(&rows[2], "lastDropWallClock"),
+        "2026-11-30T07:49:15.000001123Z"
+    );
+    for f in h
+        .iter()
+        .filter(|c| !c.starts_with("drop") && !c.ends_with("Clock"))
+    {
+        if !["recordType", "timestamp", "droppedRecords"].contains(&f.as_str()) {
+            assert_eq!(col(&rows[2], f), "", "{f}");
+        }
+    }
+    // The counts stay exact: the sum of the reports' counts.
+    let total: u64 = rows
+        .iter()
+        .filter(|r| col(r, "recordType") == "recordsDropped")
+        .map(|r| col(r, "droppedRecords").parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(total, 3 + 7 * all_records().len() as u64);
+
+    let json = render(Format::Json);
+    let v: Vec<serde_json::Value> = json
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(v[0]["dplogEvent"], "recordsDropped");
+    assert_eq!(v[2]["dropped"], 7);
+
+    let text = render(Format::Text);
+    assert!(text.starts_with("dplog: 3 records dropped by the sink; wall clock "));
+
+    for kind in [Format::Rfc5424, Format::Rfc3164] {
+        let body = render(kind);
+        let lines: Vec<&str> = body.lines().collect();
+        assert_eq!(lines.len(), 1 + 2 * all_records().len());
+        for l in lines.iter().step_by(2) {
+            assert!(l.starts_with("<132>"), "{l}");
+            assert!(l.contains("RECORDS_DROPPED"), "{l}");
+        }
+    }
+}

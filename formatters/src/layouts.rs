@@ -459,13 +459,15 @@ pub const CSV_LEAD_COLUMNS: [&str; 2] = ["recordType", "timestamp"];
 
 /// CSV columns after every field, filled only by drop reports: records
 /// dropped, the ring (empty for the sink's), why (`ring` or `sink`) and
-/// the wall-clock time of the first and last drop.
+/// the wall-clock time of the first and last drop. Prefixed `dplog`, as
+/// JSON's `dplogEvent`, so they do not meet a record's own field names
+/// (an ACL record's `dropReason`).
 pub const CSV_DROP_COLUMNS: [&str; 5] = [
-    "droppedRecords",
-    "dropRing",
-    "dropReason",
-    "firstDropWallClock",
-    "lastDropWallClock",
+    "dplogDropped",
+    "dplogDropRing",
+    "dplogDropReason",
+    "dplogFirstDropWallClock",
+    "dplogLastDropWallClock",
 ];
 
 /// `recordType` of a drop report's CSV row (JSON's `dplogEvent`).

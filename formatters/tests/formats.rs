@@ -174,11 +174,11 @@ fn csv_reads_back_with_the_csv_crate() {
     assert_eq!(
         h[h.len() - 5..],
         [
-            "droppedRecords",
-            "dropRing",
-            "dropReason",
-            "firstDropWallClock",
-            "lastDropWallClock"
+            "dplogDropped",
+            "dplogDropRing",
+            "dplogDropReason",
+            "dplogFirstDropWallClock",
+            "dplogLastDropWallClock"
         ]
     );
     let rows: Vec<BTreeMap<String, String>> = rd.deserialize().map(|r| r.unwrap()).collect();

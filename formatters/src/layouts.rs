@@ -425,19 +425,25 @@ pub fn json(s: &Schema, opts: Options) -> Result<Program, TemplateError> {
     }
     let only_when = s.meta().only_when.as_ref();
     let mut deferred = Vec::new();
+    // A field named by another's value may be left out, so it never opens
+    // the object: without a time stamp first, it waits for the first
+    // member that is always there (its selector at the latest).
+    let mut waiting = None;
     for i in 0..s.fields().len() {
         if only_when.is_some_and(|w| w.fields.contains(&i)) {
             deferred.push(i);
             continue;
         }
-        // A field named by another's value may be left out: it never
-        // opens the object.
         let optional = s.meta().name_by.as_ref().is_some_and(|b| b.field == i);
         if first && optional {
+            waiting = Some(i);
             continue;
         }
         member(&mut p, s, i, first).map_err(e)?;
         first = false;
+        if let Some(w) = waiting.take() {
+            member(&mut p, s, w, false).map_err(e)?;
+        }
     }
     if let Some(w) = only_when.filter(|_| !deferred.is_empty()) {
         p.when(s, w.field, w.equals as u32, |p| {

@@ -482,3 +482,51 @@ fn format_names_round_trip() {
         assert!(!out.is_empty(), "{f:?}");
     }
 }
+
+/// A field named by another field's value, first in a record without a
+/// time stamp: JSON stays an object (the field follows the first member
+/// that is always there), and a value without a name leaves it out
+/// everywhere.
+#[test]
+fn a_field_named_by_a_value_is_left_out_cleanly_in_every_line_format() {
+    use dplog_core::schema::{FieldDef, FieldKind, Schema};
+    let s = Schema::new(
+        41,
+        "limits",
+        16,
+        vec![
+            FieldDef::new("limit", 8, 4, FieldKind::U32, 0),
+            FieldDef::new("kind", 12, 1, FieldKind::U8, 0),
+        ],
+    )
+    .unwrap()
+    .with_name_by("limit", "kind", &[(1, "maxA"), (2, "maxB")])
+    .unwrap();
+    let rec = |kind: u8| {
+        let mut r = [0u8; 16];
+        r[..2].copy_from_slice(&16u16.to_ne_bytes());
+        r[2..4].copy_from_slice(&41u16.to_ne_bytes());
+        r[8..12].copy_from_slice(&500u32.to_ne_bytes());
+        r[12] = kind;
+        r
+    };
+    let out = |kind: Format| {
+        let mut enc = spec(kind).encoder(&[&s]).unwrap();
+        let mut out = Vec::new();
+        for k in [2, 9] {
+            assert!(enc.push(&rec(k), &mut out));
+        }
+        String::from_utf8(out).unwrap()
+    };
+    assert_eq!(
+        out(Format::Json),
+        "{\"kind\":2,\"maxB\":500}\n{\"kind\":9}\n"
+    );
+    assert_eq!(out(Format::Text), " maxB=500 kind=2\n kind=9\n");
+    assert_eq!(
+        out(Format::Csv),
+        "recordType,timestamp,maxA,maxB,kind,dplogDropped,dplogDropRing,dplogDropReason,dplogFirstDropWallClock,dplogLastDropWallClock\r\n\
+         limits,,,500,2,,,,,\r\n\
+         limits,,,,9,,,,,\r\n"
+    );
+}

@@ -247,3 +247,34 @@ fn rsyslogd_parses_every_rfc3164_record_and_drop_report() {
     ));
     assert_eq!(got, want);
 }
+
+/// The `vpp` profile as rsyslogd parses VPP's own messages: SD-ID `nsess`
+/// and `napmap`, VPP's parameter order, HOSTNAME and PROCID as set.
+#[test]
+fn rsyslogd_parses_the_vpp_profile_as_vpps_messages() {
+    let Some(r) = Rsyslog::start("%hostname%|%app-name%|%procid%|%msgid%|%structured-data%") else {
+        return;
+    };
+    let mut spec = FormatSpec {
+        kind: Format::Rfc5424,
+        ..Default::default()
+    };
+    spec.syslog.profile = Some("vpp".into());
+    spec.syslog.hostname = Some("172.16.4.1".into());
+    spec.syslog.procid = Some("5901".into());
+    let mut f = spec.nat_formatter().unwrap();
+    let mut out = Vec::new();
+    for rec in &all_records()[..3] {
+        f.format(rec, &mut out);
+    }
+    let got = r.send(&out, 3);
+    let sess = r#"SSUBIX="0" SVLAN="7" IATYP="IPv4" ISADDR="10.0.0.6" ISPORT="51234" XATYP="IPv4" XSADDR="198.51.100.3" XSPORT="1024" PROTO="6" XDADDR="203.0.113.5" XDPORT="443""#;
+    assert_eq!(
+        got,
+        [
+            format!("172.16.4.1|NAT|5901|SADD|[nsess {sess}]"),
+            format!("172.16.4.1|NAT|5901|SDEL|[nsess {sess}]"),
+            r#"172.16.4.1|NAT|5901|APMADD|[napmap SSUBIX="0" SVLAN="3" IATYP="IPv4" ISADDR="10.0.0.7" ISPORT="0" XATYP="IPv4" XSADDR="198.51.100.4" XSPORT="2048" PROTO="0"]"#.to_string(),
+        ]
+    );
+}

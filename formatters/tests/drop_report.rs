@@ -228,3 +228,89 @@ fn drop_reports_take_each_formats_own_shape() {
         }
     }
 }
+
+/// Through a real logger and file sink with drops, in CSV, RFC 5424 and
+/// RFC 3164: every line is a record or a report in the format's shape,
+/// the records counted written are the record lines, and the reports add
+/// up to the drops counted.
+#[test]
+fn reported_drops_add_up_to_the_counters_in_csv_and_syslog() {
+    for kind in [Format::Csv, Format::Rfc5424, Format::Rfc3164] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("drops.log");
+        let logger = Logger::start(
+            LoggerConfig {
+                ring_capacity: 64,
+                backpressure: Backpressure::Drop,
+                shutdown_timeout_ms: 20_000,
+                ..Default::default()
+            },
+            Slow {
+                inner: FormatSpec {
+                    kind,
+                    ..Default::default()
+                }
+                .nat_formatter()
+                .unwrap(),
+                n: 0,
+            },
+            FileSink::open(&path).unwrap(),
+        )
+        .unwrap();
+        let mut p = logger.producer().unwrap();
+        for i in 0..4000u64 {
+            if i % 256 == 0 {
+                std::thread::sleep(Duration::from_micros(500));
+            }
+            let mut r = session(nat_event::NAT44_SESSION_CREATE);
+            r.timestamp_ns = CAPTURE_T0 + i * 1_000_000;
+            p.log(r);
+        }
+        drop(p);
+        let stats = logger.shutdown().unwrap();
+        assert!(
+            stats.dropped_full > 0,
+            "{kind:?}: nothing dropped: {stats:?}"
+        );
+        let body = std::fs::read_to_string(&path).unwrap();
+        let (mut records, mut reports, mut dropped) = (0u64, 0u64, 0u64);
+        if kind == Format::Csv {
+            let mut rd = csv::Reader::from_reader(body.as_bytes());
+            let h = rd.headers().unwrap().clone();
+            let at = |n: &str| h.iter().position(|c| c == n).unwrap();
+            for row in rd.records() {
+                let row = row.unwrap();
+                assert_eq!(row.len(), h.len());
+                if &row[at("recordType")] == "recordsDropped" {
+                    reports += 1;
+                    dropped += row[at("dplogDropped")].parse::<u64>().unwrap();
+                } else {
+                    assert_eq!(&row[at("recordType")], "nat44Session");
+                    records += 1;
+                }
+            }
+        } else {
+            for l in body.lines() {
+                if l.contains(" RECORDS_DROPPED ") {
+                    assert!(l.starts_with("<132>"), "{l}");
+                    reports += 1;
+                    let n = l.split("dropped=").nth(1).unwrap();
+                    let n = n.trim_start_matches('"');
+                    let end = n.find(|c: char| !c.is_ascii_digit()).unwrap();
+                    dropped += n[..end].parse::<u64>().unwrap();
+                } else {
+                    assert!(l.starts_with("<134>") && l.contains(" SADD "), "{l}");
+                    records += 1;
+                }
+            }
+        }
+        assert!(reports > 0, "{kind:?}: no report");
+        assert_eq!(records, stats.written_records, "{kind:?}");
+        assert_eq!(
+            dropped,
+            stats.dropped_full + stats.dropped_degraded,
+            "{kind:?}"
+        );
+        assert_eq!(stats.drop_reports, reports, "{kind:?}");
+    }
+}

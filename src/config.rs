@@ -184,8 +184,11 @@ pub struct FormatConfig {
     /// NAT records: natEvent numbering, `rfc8158` (default) or `legacy`
     /// (1/2).
     pub profile: crate::nat::EventProfile,
-    /// `[format.syslog]`: hostname, app_name, procid, facility, severity,
-    /// sd_id (rfc5424 / rfc3164).
+    /// `[format.syslog]`: hostname (default: this host's name), app_name,
+    /// procid (default: this process's id), facility, severity, sd_id
+    /// (RFC 5424 section 6.3.2: `name@<enterprise number>` or an
+    /// IANA-registered name, checked at load), profile (`"vpp"`: VPP's NAT
+    /// layout exactly) (rfc5424 / rfc3164).
     pub syslog: crate::formatters::SyslogOptions,
     /// `[format.ipfix]`: mtu, template_refresh_secs,
     /// observation_domain_id, export_clock (`system` | `record`),
@@ -405,7 +408,7 @@ impl SinkConfig {
     }
 
     /// [`build`](Self::build) for NAT records in `format`: file sinks get
-    /// the format's file header (CSV's column names of the NAT44 session)
+    /// the format's file header (CSV's one header of every NAT record type)
     /// as their `header` option, so a CSV file appended to by several runs,
     /// or rotated, has the header once at its top.
     ///
@@ -414,16 +417,16 @@ impl SinkConfig {
         SinkSettings::build(self, format.spec().nat_file_header().as_deref())
     }
 
-    /// [`build_for`](Self::build_for) for records whose first schema is
-    /// `first` (CSV: its column names head the file).
+    /// [`build_for`](Self::build_for) for records of `schemas` (CSV: the
+    /// one header of their columns heads the file).
     ///
     /// Errors: as [`build`](Self::build).
     pub fn build_for_schema(
         &self,
         format: &FormatConfig,
-        first: &Schema,
+        schemas: &[&Schema],
     ) -> std::io::Result<BoxSink> {
-        SinkSettings::build(self, format.spec().file_header(first).as_deref())
+        SinkSettings::build(self, format.spec().file_header(schemas).as_deref())
     }
 
     /// The sink consumer `i` of several ([`ConsumersConfig`]) writes:
@@ -962,7 +965,7 @@ impl LogConfig {
         cfg.schemas = self.schema_table(schemas)?;
         cfg.consumer_cpu = cpu;
         let sink = match header {
-            Some(first) => sink.build_for_schema(&self.format, first),
+            Some(_) => sink.build_for_schema(&self.format, schemas),
             None => sink.build(),
         }
         .map_err(ConfigError::Sink)?;
@@ -1354,7 +1357,8 @@ mod tests {
             profile = "legacy"
             [format.syslog]
             hostname = "cgnat-1"
-            sd_id = "nsess"
+            sd_id = "nsess@32473"
+            profile = "vpp"
             [format.ipfix]
             mtu = 9000
             export_clock = "record"
@@ -1367,6 +1371,32 @@ mod tests {
         assert_eq!(s.renumber, crate::nat::EventProfile::Legacy.renumber());
         assert_eq!(s.syslog.hostname.as_deref(), Some("cgnat-1"));
         assert_eq!(s.syslog.app_name, None);
+        assert_eq!(s.syslog.profile.as_deref(), Some("vpp"));
+        // RFC 5424 section 6.3.2 SD-IDs, refused at their line.
+        for (bad, why) in [
+            ("nsess", "not an IANA-registered SD-ID"),
+            ("nsess@abc", "private enterprise number"),
+            ("a b@1", "contains ' '"),
+        ] {
+            let e = LogConfig::from_toml_str(&format!(
+                "[format]
+type = \"rfc5424\"
+[format.syslog]
+sd_id = \"{bad}\"
+"
+            ))
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains("line 4") && e.contains(why), "{bad}: {e}");
+        }
+        let e = LogConfig::from_toml_str(
+            "[format.syslog]
+profile = \"cisco\"
+",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("line 2") && e.contains("profiles: vpp"), "{e}");
         assert_eq!(s.ipfix.mtu, 9000);
         assert_eq!(s.ipfix.template_refresh_secs, 20);
         assert!(c.format.nat_formatter().is_ok());

@@ -894,10 +894,10 @@ impl Sink for FileSink {
     /// The whole records of `batch` in the file (written before the error
     /// that refused it, in this file or in one rotated, moved or reopened
     /// since). Lines: its `\n`s, less the drop-report lines among them and
-    /// the configured header line when the batch starts with it (the
-    /// header lines a multi-schema CSV formatter writes inside a batch
-    /// count as records here); binary: its `R` frames; opaque: none (an
-    /// IPFIX batch is cut back to its start).
+    /// the configured header line when the batch starts with it (a CSV
+    /// stream has one header, over every schema, only at its start);
+    /// binary: its `R` frames; opaque: none (an IPFIX batch is cut back to
+    /// its start).
     fn kept_of_refused(&mut self, batch: &[u8], reports: &[std::ops::Range<usize>]) -> Kept {
         let done = match self.resume.take() {
             Some((fp, done)) if fp == fingerprint(batch) => done.min(batch.len()),

@@ -1386,6 +1386,24 @@ dplog_result dplog_close(struct dplog *h, struct dplog_stats *final_stats);
  */
 dplog_result dplog_now_ns(uint64_t *out);
 
+/**
+ * The library's producer clock, for a record field of kind
+ * `DPLOG_FIELD_TSC_TIMESTAMP`: the x86-64 time-stamp counter (`rdtsc`)
+ * when the CPU reports an invariant TSC (CPUID 0x80000007 EDX bit 8),
+ * else `CLOCK_REALTIME` nanoseconds, exactly as the consumer expects (it
+ * converts with its own calibration against `CLOCK_REALTIME`,
+ * recalibrated every second; a binary log records that calibration).
+ * A raw `__rdtsc()` is the same on a machine with an invariant TSC;
+ * this call is right on every machine.
+ *
+ * Errors: `DPLOG_ERR_NULL`. Thread-safety: any thread. Cost: one `rdtsc`
+ * (~10 ns) after the first call, which probes the CPU once.
+ *
+ * # Safety
+ * `out` is NULL or writable.
+ */
+dplog_result dplog_now_ticks(uint64_t *out);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

@@ -334,12 +334,29 @@ impl RecordEncoder {
     /// Passes a TSC calibration (the consumer's, from
     /// [`Formatter::tsc_calibration`]) to every compiled program and the
     /// IPFIX encoder: TSC timestamp fields printed as time convert with it
-    /// from the next record on. The binary format carries raw ticks.
+    /// from the next record on. The binary format carries raw ticks and
+    /// records the calibration in a `C` frame before the next record.
     pub fn set_tsc_calibration(&mut self, cal: TscCalibration) {
         match &mut self.kind {
             Kind::Lines { progs, .. } => progs.iter_mut().for_each(|p| p.set_tsc_calibration(cal)),
             Kind::Ipfix(e) => e.set_tsc_calibration(cal),
-            Kind::Binary(_) => {}
+            Kind::Binary(e) => e.set_tsc_calibration(cal),
+        }
+    }
+
+    /// Appends a drop report as a binary `D` frame; `false`, appending
+    /// nothing, for every other format.
+    pub fn push_binary_drop_report(
+        &mut self,
+        r: &dplog_core::DropReport,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        match &mut self.kind {
+            Kind::Binary(e) => {
+                e.push_drop_report(r, out);
+                true
+            }
+            _ => false,
         }
     }
 
@@ -411,13 +428,16 @@ pub struct SchemaFormatter {
 
 impl SchemaFormatter {
     /// In-band drop report (dplog_core::report): a JSON line for `json`, a
-    /// text line for the line formats; nothing for formats whose stream a
-    /// foreign line would corrupt (CSV, IPFIX, binary) — the drops stay in
-    /// the counters.
-    fn drop_report(&self, r: &dplog_core::DropReport, out: &mut Vec<u8>) {
+    /// text line for the line formats, a `D` frame for `binary`; nothing
+    /// for formats whose stream a foreign line would corrupt (CSV, IPFIX)
+    /// — the drops stay in the counters.
+    fn drop_report(&mut self, r: &dplog_core::DropReport, out: &mut Vec<u8>) {
         match self.format {
             Format::Json => r.write_json(out),
             Format::Text | Format::Rfc5424 | Format::Rfc3164 => r.write_text(out),
+            Format::Binary => {
+                self.enc.push_binary_drop_report(r, out);
+            }
             _ => {}
         }
     }

@@ -786,7 +786,10 @@ impl MmapSink {
 /// if it starts with a binary log's `H` frame or a whole `R`/`S` frame (a
 /// formatted line never has a NUL as its second byte), else lines.
 fn framing_of(b: &[u8]) -> Framing {
-    if starts_binary_log(b) || (matches!(b.first(), Some(b'R' | b'S')) && frame_len(b).is_some()) {
+    // R record, S schema, C TSC calibration, D drop report.
+    if starts_binary_log(b)
+        || (matches!(b.first(), Some(b'R' | b'S' | b'C' | b'D')) && frame_len(b).is_some())
+    {
         Framing::Binary
     } else {
         Framing::Lines

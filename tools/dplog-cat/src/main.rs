@@ -7,8 +7,8 @@
 //! **Streaming.** The input is read and decoded frame by frame: memory
 //! holds a 1 MiB read buffer plus one frame (at most 64 KiB), a 1 MiB
 //! output buffer plus one formatted record, the log's schemas and their
-//! compiled formats, whatever the log's size (a few MiB in all; the test
-//! runs it under a 64 MiB address-space limit on a larger log). `-` reads
+//! compiled formats, whatever the log's size (a few MiB in all; a test
+//! runs it under a 32 MiB address-space limit on a 48 MiB log). `-` reads
 //! standard input (once, in the place it is given).
 //!
 //! **Selection.** `--from T` and `--to T` keep the records whose event
@@ -75,9 +75,7 @@ use clap::Parser;
 use dplog_core::schema::FieldKind;
 use dplog_core::{DropReport, Schema};
 use dplog_formatters::binary::{Frame, StreamDecoder, MAX_FRAME};
-use dplog_formatters::{
-    Conv, Escape, Format, FormatSpec, Program, RecordEncoder, TscCalibration,
-};
+use dplog_formatters::{Conv, Escape, Format, FormatSpec, Program, RecordEncoder, TscCalibration};
 use dplog_schema_nat::EventProfile;
 use dplog_sinks::mmap::reader::{self, SegmentData};
 
@@ -450,8 +448,8 @@ fn payload(path: &Path) -> Result<Payload, String> {
         return Ok(Payload::Data(src, lead));
     }
     if path.extension().is_some_and(|e| e == "dpm") {
-        let zero = first.iter().all(|&b| b == 0)
-            && all_zero(&mut f).map_err(|e| at(e.to_string()))?;
+        let zero =
+            first.iter().all(|&b| b == 0) && all_zero(&mut f).map_err(|e| at(e.to_string()))?;
         if zero {
             let what = if meta.len() == 0 {
                 "empty".to_string()
@@ -466,7 +464,10 @@ fn payload(path: &Path) -> Result<Payload, String> {
     }
     let mut lead = first;
     lead.extend(peek(&mut f, 4).map_err(|e| at(e.to_string()))?);
-    Ok(Payload::Data(Source::File(path.to_path_buf(), meta.len()), lead))
+    Ok(Payload::Data(
+        Source::File(path.to_path_buf(), meta.len()),
+        lead,
+    ))
 }
 
 /// A failed write of the output: a reader that went away (`dplog-cat … |
@@ -698,7 +699,10 @@ impl<'a> Output<'a> {
             }
         }
         self.selected += 1;
-        self.enc.as_mut().expect("built above").push(rec, &mut self.out);
+        self.enc
+            .as_mut()
+            .expect("built above")
+            .push(rec, &mut self.out);
         Ok(())
     }
 
@@ -708,7 +712,8 @@ impl<'a> Output<'a> {
         }
         let t = r.record_time_ns;
         if t != 0
-            && (self.args.from.is_some_and(|from| t < from) || self.args.to.is_some_and(|to| t >= to))
+            && (self.args.from.is_some_and(|from| t < from)
+                || self.args.to.is_some_and(|to| t >= to))
         {
             return;
         }

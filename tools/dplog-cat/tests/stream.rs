@@ -416,3 +416,82 @@ fn drop_reports_in_a_binary_log_decode_with_exact_counts() {
         format!("dplog-cat: the log holds {reports} drop report(s) of {dropped} record(s) in all; csv output carries no drop reports\n")
     );
 }
+
+#[test]
+fn each_mmap_segment_decodes_alone_with_the_calibration_in_force_there() {
+    use dplog_sinks::{MmapSink, MmapSinkOptions};
+    const T0: u64 = 1_767_225_600_000_000_000;
+    let dir = tempfile::tempdir().unwrap();
+    let mut sink = MmapSink::open(
+        dir.path(),
+        MmapSinkOptions {
+            segment_bytes: 64 * 1024,
+            msync_interval_ms: None,
+            prefix: "tick".into(),
+            header: None,
+        },
+    )
+    .unwrap();
+    let mut enc = FormatSpec {
+        kind: Format::Binary,
+        ..Default::default()
+    }
+    .encoder(&[Tick::schema()])
+    .unwrap();
+    // 20 batches of 500 records; each batch a new calibration whose wall
+    // time at the same ticks is one more second: a record decoded with
+    // another batch's calibration prints the wrong second.
+    for b in 0..20u64 {
+        enc.set_tsc_calibration(TscCalibration {
+            hz: 1_000_000_000,
+            tsc0: 0,
+            ns0: T0 + b * 1_000_000_000,
+        });
+        let mut batch = Vec::new();
+        for i in 0..500u64 {
+            let t = Tick {
+                header: RecordHeader::of::<Tick>(),
+                at: i * 1_000_000,
+                seen: i * 1_000_000,
+            };
+            assert!(enc.push(tick_bytes(&t), &mut batch));
+        }
+        sink.write_batch(&batch).unwrap();
+    }
+    sink.close().unwrap();
+    let segs: Vec<_> = dplog_sinks::mmap::list_segments(dir.path(), "tick")
+        .unwrap()
+        .into_iter()
+        .map(|(_, p)| p)
+        .collect();
+    assert!(segs.len() >= 3, "{segs:?}");
+    let whole = run(cat(&["--format", "json"]).args(&segs));
+    assert!(
+        whole.status.success(),
+        "{}",
+        String::from_utf8_lossy(&whole.stderr)
+    );
+    let whole = String::from_utf8(whole.stdout).unwrap();
+    // Record i of batch b: T0 + b s + i ms.
+    let mut want = String::new();
+    for b in 0..20u64 {
+        for i in 0..500u64 {
+            let ms = T0 / 1_000_000 + b * 1000 + i;
+            want.push_str(&format!(
+                "{{\"timestamp\":\"2026-01-01T00:00:{:02}.{:03}000Z\",\"observationTimeMilliseconds\":{ms},\"flowEndMilliseconds\":{ms}}}\n",
+                b,
+                i
+            ));
+        }
+    }
+    assert_eq!(whole, want);
+    let alone: String = segs
+        .iter()
+        .map(|s| {
+            let o = run(cat(&["--format", "json"]).arg(s));
+            assert!(o.status.success());
+            String::from_utf8(o.stdout).unwrap()
+        })
+        .collect();
+    assert_eq!(alone, want);
+}

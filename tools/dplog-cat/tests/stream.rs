@@ -495,3 +495,41 @@ fn each_mmap_segment_decodes_alone_with_the_calibration_in_force_there() {
         .collect();
     assert_eq!(alone, want);
 }
+
+#[test]
+fn progress_shows_on_a_terminal_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let one = binary_file();
+    let pre = preamble_len(&one);
+    // 14,000 records; standard input (size unknown) shows progress.
+    let mut log = one[..pre].to_vec();
+    for _ in 0..2000 {
+        log.extend_from_slice(&one[pre..]);
+    }
+    let path = dir.path().join("p.bin");
+    std::fs::write(&path, &log).unwrap();
+    let half = log.len() / 2;
+    // The first half, a pause longer than the redraw period, the rest.
+    let feed = format!(
+        "{{ head -c {half} '{p}'; sleep 1; tail -c +{} '{p}'; }} | '{}' --format json - > /dev/null",
+        half + 1,
+        env!("CARGO_BIN_EXE_dplog-cat"),
+        p = path.display()
+    );
+    // On a terminal (script(1) gives the command a pseudo-terminal).
+    let o = run(Command::new("script").args(["-qfec", &feed, "/dev/null"]));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let tty = String::from_utf8_lossy(&o.stdout);
+    assert!(tty.contains("\rdplog-cat: "), "{tty:?}");
+    assert!(tty.contains(" records\x1b[K"), "{tty:?}");
+    // Cleared at the end.
+    assert!(tty.ends_with("\r\x1b[K"), "{tty:?}");
+    // Not a terminal: nothing on stderr.
+    let o = run(Command::new("sh").args(["-c", &feed]));
+    assert!(o.status.success());
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

@@ -24,7 +24,9 @@
 #include "check.h"
 
 /* GET `path` from 127.0.0.1:port; returns the whole response (malloc'd),
- * or NULL if the connection is refused. */
+ * or NULL if the connection is refused or reset before any byte of a
+ * response (a listener being closed: its socket may still take a
+ * connection for a moment, then resets it). */
 static char *http_get(uint16_t port, const char *path) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   CHECK(fd >= 0);
@@ -39,8 +41,12 @@ static char *http_get(uint16_t port, const char *path) {
     return NULL;
   }
   char req[256];
-  int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
-  CHECK(write(fd, req, (size_t)n) == n);
+  int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
+  if (send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
+    CHECK(errno == ECONNRESET || errno == EPIPE);
+    close(fd);
+    return NULL;
+  }
   size_t cap = 1 << 16, len = 0;
   char *buf = malloc(cap);
   CHECK(buf != NULL);
@@ -51,6 +57,11 @@ static char *http_get(uint16_t port, const char *path) {
       CHECK(buf != NULL);
     }
     ssize_t got = read(fd, buf + len, cap - 1 - len);
+    if (got < 0 && errno == ECONNRESET && len == 0) {
+      free(buf);
+      close(fd);
+      return NULL;
+    }
     CHECK(got >= 0);
     if (got == 0) break;
     len += (size_t)got;
@@ -193,14 +204,62 @@ static void test_served_while_running(void) {
   EXPECT(dplog_producer_free(p7), DPLOG_OK);
   EXPECT(dplog_close(h, &s), DPLOG_OK);
   CHECK(s.written_records == 1500);
-  /* Closed: the listener is gone. */
+  /* Closed: the listener is gone (refused, or reset while its socket
+   * closes). */
   CHECK(http_get(port, "/metrics") == NULL);
   CHECK(!thread_named("dplog-metrics"));
+}
+
+/* Two consumers (ring r drained by consumer r % 2): one exposition, one
+ * list of rings, by C ring id; totals added up. */
+static void test_two_consumers(void) {
+  const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+  char toml[512];
+  snprintf(toml, sizeof toml,
+           "[metrics]\nprometheus_listen = \"127.0.0.1:0\"\n"
+           "[sink]\ntype = \"file\"\npath = \"%s/metrics2.log\"\n",
+           dir);
+  struct dplog *h = NULL;
+  EXPECT(dplog_open_str(toml, &h), DPLOG_OK);
+  uint32_t cpus[2] = {0, 0};
+  EXPECT(dplog_start(h, cpus, 2), DPLOG_OK);
+  struct dplog_producer *p4 = NULL, *p5 = NULL;
+  EXPECT(dplog_producer_new(h, 4, &p4), DPLOG_OK);
+  EXPECT(dplog_producer_new(h, 5, &p5), DPLOG_OK);
+  log_n(p4, 100);
+  log_n(p5, 200);
+  struct dplog_stats s;
+  for (int i = 0; i < 500; i++) {
+    EXPECT(dplog_flush(h), DPLOG_OK);
+    EXPECT(dplog_stats(h, &s), DPLOG_OK);
+    if (s.written_records == 300) break;
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  CHECK(s.written_records == 300);
+  struct dplog_ring_stats rs[2];
+  size_t n = 0;
+  EXPECT(dplog_ring_stats(h, rs, 2, &n), DPLOG_OK);
+  CHECK(n == 2);
+  CHECK(rs[0].ring_id == 4 && rs[0].produced == 100 && rs[0].dequeued == 100);
+  CHECK(rs[1].ring_id == 5 && rs[1].produced == 200 && rs[1].dequeued == 200);
+  uint16_t port = 0;
+  EXPECT(dplog_metrics_port(h, &port), DPLOG_OK);
+  char *body = http_get(port, "/metrics");
+  CHECK(body != NULL);
+  CHECK(strstr(body, "dplog_ring_produced_total{ring=\"4\"} 100\n") != NULL);
+  CHECK(strstr(body, "dplog_ring_produced_total{ring=\"5\"} 200\n") != NULL);
+  CHECK(strstr(body, "dplog_consumer_written_total 300\n") != NULL);
+  free(body);
+  EXPECT(dplog_producer_free(p4), DPLOG_OK);
+  EXPECT(dplog_producer_free(p5), DPLOG_OK);
+  EXPECT(dplog_close(h, NULL), DPLOG_OK);
 }
 
 int main(void) {
   test_refused_and_absent();
   test_served_while_running();
+  test_two_consumers();
   printf("test_metrics: %d checks passed\n", checks);
   return 0;
 }

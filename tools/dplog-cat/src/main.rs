@@ -23,9 +23,10 @@
 //! enum field, whose value's name is VALUE.
 //!
 //! **Drop reports** (binary `D` frames) are printed in the output format's
-//! shape where it has one (text and syslog formats: the report line, JSON:
-//! its object, binary: the frame); CSV and IPFIX output carries none, and
-//! a line on stderr then gives their count and the records they report.
+//! shape, as a logger writing that format prints them (the library's
+//! `SchemaFormatter`: e.g. a text line, a JSON object, the binary frame);
+//! for a format that has none, a line on stderr gives their count and the
+//! records they report.
 //! With `--where` they are left out; with `--from`/`--to` those placed on
 //! the records' timeline outside the range are too.
 //!
@@ -73,9 +74,12 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use dplog_core::schema::FieldKind;
+use dplog_core::Formatter;
 use dplog_core::{DropReport, Schema};
 use dplog_formatters::binary::{Frame, StreamDecoder, MAX_FRAME};
-use dplog_formatters::{Conv, Escape, Format, FormatSpec, Program, RecordEncoder, TscCalibration};
+use dplog_formatters::{
+    Conv, Escape, Format, FormatSpec, Program, SchemaFormatter, TscCalibration,
+};
 use dplog_schema_nat::EventProfile;
 use dplog_sinks::mmap::reader::{self, SegmentData};
 
@@ -611,7 +615,9 @@ struct Output<'a> {
     /// for the first `built` of them.
     schemas: Vec<Schema>,
     built: usize,
-    enc: Option<RecordEncoder>,
+    /// The library's formatter: records, and drop reports in the format's
+    /// own shape, exactly as a logger writes them.
+    enc: Option<SchemaFormatter>,
     filters: Vec<Filter>,
     cal: TscCalibration,
     out: Vec<u8>,
@@ -634,7 +640,7 @@ impl<'a> Output<'a> {
             .iter()
             .map(|s| known_schema(s).unwrap_or(s))
             .collect();
-        let mut enc = self.spec.encoder(&refs).map_err(|e| e.to_string())?;
+        let mut enc = self.spec.formatter(&refs).map_err(|e| e.to_string())?;
         enc.set_tsc_calibration(self.cal);
         let opts = self.spec.options();
         self.filters = refs
@@ -702,7 +708,7 @@ impl<'a> Output<'a> {
         self.enc
             .as_mut()
             .expect("built above")
-            .push(rec, &mut self.out);
+            .push_bytes(rec, &mut self.out);
         Ok(())
     }
 
@@ -717,22 +723,20 @@ impl<'a> Output<'a> {
         {
             return;
         }
-        let shown = match self.spec.kind {
-            Format::Json => {
-                r.write_json(&mut self.out);
-                true
-            }
-            Format::Text | Format::Rfc5424 | Format::Rfc3164 => {
-                r.write_text(&mut self.out);
-                true
-            }
-            Format::Binary => self
-                .enc
-                .as_mut()
-                .is_some_and(|e| e.push_binary_drop_report(r, &mut self.out)),
-            _ => false,
-        };
-        if !shown {
+        if self.enc.is_none() && self.build().is_err() {
+            self.unshown_reports.0 += 1;
+            self.unshown_reports.1 += r.dropped;
+            return;
+        }
+        // The logger's own shape for the format (nothing where the format
+        // has none); the slot type does not matter for a report.
+        let before = self.out.len();
+        Formatter::<dplog_core::Slot128>::format_drop_report(
+            self.enc.as_mut().expect("built above"),
+            r,
+            &mut self.out,
+        );
+        if self.out.len() == before {
             self.unshown_reports.0 += 1;
             self.unshown_reports.1 += r.dropped;
         }

@@ -14,6 +14,8 @@
 //! block_spins = 1024       # block: pause spins before yielding
 //! drop_reports = true      # in-band "N records dropped" lines
 //! # reorder_window_ns = 1000000  # merge rings by event time (off if unset)
+//! reorder_idle_ms = 500    # reorder: a ring silent this long holds
+//!                          # nothing back
 //! shutdown_timeout_ms = 5000 # wait this long for the sink at shutdown
 //! # sink_retry_timeout_ms = 30000 # give up on a failing sink's batch after
 //!                          # this long (dropped_sink); unset = retry forever
@@ -111,6 +113,9 @@ pub struct RingConfig {
     /// Reorder window in ns of event time; unset = off (see
     /// `dplog::reorder`).
     pub reorder_window_ns: Option<u64>,
+    /// With the reorder window: a ring silent this long (ms) no longer
+    /// holds other rings' records back. Default 500.
+    pub reorder_idle_ms: u64,
     /// How long shutdown waits for the sink to deliver what is still
     /// buffered or in flight, in ms; what is left is counted in
     /// `dropped_shutdown`. Default 5000.
@@ -149,6 +154,7 @@ impl Default for RingConfig {
             drop_reports: d.drop_reports,
             degrade: d.degrade,
             reorder_window_ns: d.reorder_window_ns,
+            reorder_idle_ms: d.reorder_idle_ms,
             shutdown_timeout_ms: d.shutdown_timeout_ms,
             sink_retry_timeout_ms: d.sink_retry_timeout_ms,
             publish_every: None,
@@ -898,6 +904,7 @@ impl LogConfig {
             drop_reports: self.ring.drop_reports,
             degrade: self.ring.degrade,
             reorder_window_ns: self.ring.reorder_window_ns,
+            reorder_idle_ms: self.ring.reorder_idle_ms,
             shutdown_timeout_ms: self.ring.shutdown_timeout_ms,
             sink_retry_timeout_ms: self.ring.sink_retry_timeout_ms,
             publish_every: self.ring.publish_every.unwrap_or(1),

@@ -353,12 +353,29 @@ impl RecordEncoder {
     /// Passes a TSC calibration (the consumer's, from
     /// [`Formatter::tsc_calibration`]) to every compiled program and the
     /// IPFIX encoder: TSC timestamp fields printed as time convert with it
-    /// from the next record on. The binary format carries raw ticks.
+    /// from the next record on. The binary format carries raw ticks and
+    /// records the calibration in a `C` frame before the next record.
     pub fn set_tsc_calibration(&mut self, cal: TscCalibration) {
         match &mut self.kind {
             Kind::Lines { progs, .. } => progs.iter_mut().for_each(|p| p.set_tsc_calibration(cal)),
             Kind::Ipfix(e) => e.set_tsc_calibration(cal),
-            Kind::Binary(_) => {}
+            Kind::Binary(e) => e.set_tsc_calibration(cal),
+        }
+    }
+
+    /// Appends a drop report as a binary `D` frame; `false`, appending
+    /// nothing, for every other format.
+    pub fn push_binary_drop_report(
+        &mut self,
+        r: &dplog_core::DropReport,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        match &mut self.kind {
+            Kind::Binary(e) => {
+                e.push_drop_report(r, out);
+                true
+            }
+            _ => false,
         }
     }
 
@@ -457,8 +474,9 @@ impl SchemaFormatter {
     /// shape: a JSON object for `json`, a text line for `text`, a syslog
     /// message with PRI, MSGID and structured data for `rfc5424` and
     /// `rfc3164` ([`layouts::SyslogDrops`]), a row under the header for
-    /// `csv` ([`layouts::csv_drop_row`]); nothing for IPFIX and binary,
-    /// whose drops stay in the counters.
+    /// `csv` ([`layouts::csv_drop_row`]), a `D` frame for `binary`
+    /// (dplog-cat decodes it); nothing for IPFIX, whose drops stay in the
+    /// counters.
     fn drop_report(&mut self, r: &dplog_core::DropReport, out: &mut Vec<u8>) {
         match self.format {
             Format::Json => r.write_json(out),
@@ -468,6 +486,7 @@ impl SchemaFormatter {
                     s.write(r, out)
                 }
             }
+            Format::Binary => self.enc.push_binary_drop_report(r, out),
             Format::Csv => {
                 self.enc.push_csv_drop_report(r, out);
             }

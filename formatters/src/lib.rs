@@ -486,7 +486,9 @@ impl SchemaFormatter {
                     s.write(r, out)
                 }
             }
-            Format::Binary => self.enc.push_binary_drop_report(r, out),
+            Format::Binary => {
+                self.enc.push_binary_drop_report(r, out);
+            }
             Format::Csv => {
                 self.enc.push_csv_drop_report(r, out);
             }

@@ -71,6 +71,8 @@ use crate::sinks::BoxSink;
 // here, where the configuration composes them.
 pub use crate::sinks::config::{SinkRole, FAILOVER_PROBE};
 pub use crate::sinks::file::{FileSinkConfig, FsyncSetting};
+pub use crate::sinks::ipfix::config::IpfixTransportName;
+pub use crate::sinks::ipfix::IpfixSinkConfig;
 #[cfg(feature = "kafka")]
 pub use crate::sinks::kafka::KafkaSinkConfig;
 pub use crate::sinks::mmap::MmapSinkConfig;
@@ -302,6 +304,9 @@ sink_types! {
     Mmap(MmapSinkConfig),
     /// `type = "syslog"`: a [`SyslogSink`](crate::sinks::SyslogSink).
     Syslog(SyslogSinkConfig),
+    /// `type = "ipfix"`: an [`IpfixExporter`](crate::sinks::IpfixExporter)
+    /// (with `[format] type = "ipfix"` only).
+    Ipfix(IpfixSinkConfig),
     /// `type = "kafka"`: a `KafkaSink` (feature `kafka`).
     #[cfg(feature = "kafka")]
     Kafka(KafkaSinkConfig),
@@ -817,14 +822,15 @@ fn check_stream_keys(text: &str) -> Result<(), ConfigError> {
         .and_then(|f| f.get("type"))
         .and_then(toml_edit::Item::as_str)
         .unwrap_or("text");
-    if !matches!(kind, "binary" | "ipfix") {
-        return Ok(());
-    }
     let tables: Vec<&toml_edit::Table> = match doc.get("sink") {
         Some(toml_edit::Item::Table(t)) => vec![t],
         Some(toml_edit::Item::ArrayOfTables(a)) => a.iter().collect(),
         _ => Vec::new(),
     };
+    check_framing(text, kind, &tables)?;
+    if !matches!(kind, "binary" | "ipfix") {
+        return Ok(());
+    }
     for t in tables {
         let sink = t
             .get("type")
@@ -836,7 +842,7 @@ fn check_stream_keys(text: &str) -> Result<(), ConfigError> {
                 t,
                 "type",
                 "[sink] type = \"mmap\" with [format] type = \"ipfix\": segments would split IPFIX \
-                 messages; write IPFIX to a file sink (or use type = \"binary\" for mmap segments)"
+                 messages; write IPFIX to a file sink or send it to an ipfix sink (or use type = \"binary\" for mmap segments)"
                     .into(),
             ));
         }
@@ -863,6 +869,48 @@ fn check_stream_keys(text: &str) -> Result<(), ConfigError> {
                 ));
             }
         }
+    }
+    Ok(())
+}
+
+/// A format whose framing a sink cannot carry, [`ConfigError::Parse`] at
+/// the sink's `type` line, saying which combinations work:
+/// - `syslog` and `kafka` send one message per line (`\n`): a `binary` or
+///   `ipfix` stream is not lines and would be cut at every 0x0A byte (and,
+///   over TCP syslog, framed per piece), so they take the line formats
+///   only (`text`, `json`, `csv`, `rfc5424`, `rfc3164`);
+/// - `ipfix` (the exporter) re-packs IPFIX records into messages: it takes
+///   `[format] type = "ipfix"` only.
+///
+/// File sinks take every format; mmap sinks every one but `ipfix` (see
+/// [`check_stream_keys`]).
+fn check_framing(text: &str, kind: &str, tables: &[&toml_edit::Table]) -> Result<(), ConfigError> {
+    const LINES: &str = "text, json, csv, rfc5424, rfc3164";
+    for t in tables {
+        let sink = t
+            .get("type")
+            .and_then(toml_edit::Item::as_str)
+            .unwrap_or("");
+        let why = match (sink, kind) {
+            ("syslog" | "kafka", "binary" | "ipfix") => format!(
+                "[sink] type = \"{sink}\" with [format] type = \"{kind}\": the {sink} sink sends one \
+                 message per line, and a {kind} stream is not lines (it would be cut at every 0x0A \
+                 byte); {sink} takes the line formats ({LINES}); send ipfix to a sink of type = \
+                 \"ipfix\" (an IPFIX exporter) or a file, binary to a file or mmap sink"
+            ),
+            ("ipfix", k) if k != "ipfix" => format!(
+                "[sink] type = \"ipfix\" with [format] type = \"{k}\": the IPFIX exporter sends \
+                 IPFIX records and takes [format] type = \"ipfix\" only; set it, or send {k} \
+                 to {}",
+                if k == "binary" {
+                    "a file or mmap sink"
+                } else {
+                    "a file, mmap, syslog or kafka sink"
+                }
+            ),
+            _ => continue,
+        };
+        return Err(key_error(text, t, "type", why));
     }
     Ok(())
 }

@@ -411,13 +411,16 @@ pub struct SchemaFormatter {
 
 impl SchemaFormatter {
     /// In-band drop report (dplog_core::report): a JSON line for `json`, a
-    /// text line for the line formats; nothing for formats whose stream a
-    /// foreign line would corrupt (CSV, IPFIX, binary) — the drops stay in
-    /// the counters.
-    fn drop_report(&self, r: &dplog_core::DropReport, out: &mut Vec<u8>) {
-        match self.format {
-            Format::Json => r.write_json(out),
-            Format::Text | Format::Rfc5424 | Format::Rfc3164 => r.write_text(out),
+    /// text line for the line formats, an Exporting Process Reliability
+    /// Statistics options record for `ipfix`
+    /// ([`IpfixEncoder::push_drop_report`]); nothing for formats whose
+    /// stream a foreign line would corrupt (CSV, binary) — the drops stay
+    /// in the counters.
+    fn drop_report(&mut self, r: &dplog_core::DropReport, out: &mut Vec<u8>) {
+        match (&mut self.enc.kind, self.format) {
+            (_, Format::Json) => r.write_json(out),
+            (_, Format::Text | Format::Rfc5424 | Format::Rfc3164) => r.write_text(out),
+            (Kind::Ipfix(e), _) => e.push_drop_report(r, out),
             _ => {}
         }
     }

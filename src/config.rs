@@ -1174,6 +1174,97 @@ mod tests {
     use crate::sinks::{FsyncPolicy, SyslogTransport};
 
     #[test]
+    fn formats_a_sink_cannot_carry_are_errors_at_the_sink_type_line() {
+        let err = |text: &str| match LogConfig::from_toml_str(text) {
+            Err(ConfigError::Parse(m)) => m,
+            other => panic!(
+                "expected a parse error for {text:?}, got {:?}",
+                other.map(|_| ())
+            ),
+        };
+        let mut bad = vec![
+            ("ipfix", "type = \"syslog\"\ntransport = \"udp\"", "syslog"),
+            ("binary", "type = \"syslog\"\ntransport = \"tcp\"", "syslog"),
+            ("json", "type = \"ipfix\"", "ipfix"),
+            ("text", "type = \"ipfix\"\ntransport = \"tcp\"", "ipfix"),
+            ("csv", "type = \"ipfix\"", "ipfix"),
+            ("rfc5424", "type = \"ipfix\"", "ipfix"),
+            ("rfc3164", "type = \"ipfix\"", "ipfix"),
+            ("binary", "type = \"ipfix\"", "ipfix"),
+        ];
+        if cfg!(feature = "kafka") {
+            bad.push(("ipfix", "type = \"kafka\"\ntopic = \"t\"", "kafka"));
+            bad.push(("binary", "type = \"kafka\"", "kafka"));
+        }
+        for (kind, table, sink) in bad {
+            let text = format!("[format]\ntype = \"{kind}\"\n\n[sink]\n{table}\n");
+            let m = err(&text);
+            assert!(
+                m.starts_with("TOML parse error at line 5, column 1: "),
+                "{text}: {m}"
+            );
+            assert!(
+                m.contains(&format!(
+                    "[sink] type = \"{sink}\" with [format] type = \"{kind}\""
+                )),
+                "{m}"
+            );
+            // The message says what works.
+            if sink == "ipfix" {
+                assert!(m.contains("takes [format] type = \"ipfix\" only"), "{m}");
+            } else {
+                assert!(
+                    m.contains("takes the line formats (text, json, csv, rfc5424, rfc3164)"),
+                    "{m}"
+                );
+            }
+        }
+        // No [format]: text, which the exporter cannot carry.
+        let m = err("[sink]\ntype = \"ipfix\"\n");
+        assert!(
+            m.starts_with("TOML parse error at line 2, column 1: "),
+            "{m}"
+        );
+        // In a set, at the line of the table concerned.
+        let m = err(
+            "[format]\ntype = \"ipfix\"\n[[sink]]\ntype = \"ipfix\"\n[[sink]]\ntype = \"file\"\npath = \"x\"\n[[sink]]\nrole = \"failover\"\ntype = \"syslog\"\n",
+        );
+        assert!(
+            m.starts_with("TOML parse error at line 10, column 1: "),
+            "{m}"
+        );
+        // What works.
+        for (kind, table) in [
+            ("ipfix", "type = \"ipfix\"\naddress = \"127.0.0.1:4739\""),
+            ("ipfix", "type = \"file\"\npath = \"x\""),
+            ("binary", "type = \"file\"\npath = \"x\""),
+            ("rfc5424", "type = \"syslog\""),
+            ("json", "type = \"syslog\""),
+            ("json", "type = \"mmap\"\ndir = \"d\""),
+        ] {
+            let text = format!("[format]\ntype = \"{kind}\"\n[sink]\n{table}\n");
+            assert!(LogConfig::from_toml_str(&text).is_ok(), "{text}");
+        }
+        let c = LogConfig::from_toml_str(
+            "[format]\ntype = \"ipfix\"\n[sink]\ntype = \"ipfix\"\ntransport = \"tcp\"\naddress = \"[::1]:4739\"\nmax_message_bytes = 1200\nobservation_domain_id = 5\n",
+        )
+        .unwrap();
+        let SinkConfig::Ipfix(i) = &c.sink else {
+            panic!("{:?}", c.sink)
+        };
+        let o = i.options().unwrap();
+        assert_eq!(
+            o.transport,
+            crate::sinks::IpfixTransport::Tcp("[::1]:4739".parse().unwrap())
+        );
+        assert_eq!(
+            (o.max_message_bytes, o.observation_domain_id),
+            (1200, Some(5))
+        );
+        assert_eq!(c.sink.describe(), "ipfix tcp [::1]:4739");
+    }
+
+    #[test]
     fn settings_that_would_cut_a_binary_stream_are_errors_at_their_line() {
         let err = |text: &str| match LogConfig::from_toml_str(text) {
             Err(ConfigError::Parse(m)) => m,

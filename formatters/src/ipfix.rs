@@ -983,6 +983,49 @@ mod tests {
     }
 
     #[test]
+    fn drop_reports_send_their_options_template_once_and_with_every_refresh() {
+        let s = acl(0);
+        let mut e = encoder(&s, 32473).unwrap();
+        assert_eq!(e.report_template_id(), 257);
+        let sets = |m: &[u8]| {
+            let mut v = Vec::new();
+            let mut o = 16;
+            while o < m.len() {
+                v.push(u16::from_be_bytes([m[o], m[o + 1]]));
+                o += u16::from_be_bytes([m[o + 2], m[o + 3]]) as usize;
+            }
+            v
+        };
+        let mut out = Vec::new();
+        assert!(e.push(&acl_record(1), &mut out));
+        let rep = dplog_core::DropReport::new(0, 3, T, T + 1_000_000).with_record_time(T);
+        e.push_drop_report(&rep, &mut out);
+        e.push_drop_report(&rep, &mut out);
+        // One message: templates, data, the options template once, two
+        // reports in one set.
+        let msgs = split_messages(&out);
+        assert_eq!(msgs.len(), 1);
+        assert_eq!(sets(msgs[0]), vec![2, 256, 3, 257]);
+        let d = &out[out.len() - 56..];
+        assert_eq!(&d[0..4], &1u32.to_be_bytes(), "exportingProcessId");
+        assert_eq!(&d[4..12], &3u64.to_be_bytes(), "running total");
+        assert_eq!(&d[12..20], &T_MS.to_be_bytes());
+        assert_eq!(&d[20..28], &(T_MS + 1).to_be_bytes());
+        assert_eq!(&d[32..40], &6u64.to_be_bytes(), "running total");
+        // Reports count as data records in the sequence.
+        assert_eq!(e.sequence(), 3);
+        // The next batch (the consumer wrote and cleared the last), 30 s of
+        // record time later: a new message with the refresh, the options
+        // template included.
+        let mut r = acl_record(1);
+        r[8..16].copy_from_slice(&(T + 30_000_000_000).to_ne_bytes());
+        let mut next = Vec::new();
+        assert!(e.push(&r, &mut next));
+        assert_eq!(sets(&next), vec![2, 3, 256]);
+        assert_eq!(u32::from_be_bytes(next[8..12].try_into().unwrap()), 3);
+    }
+
+    #[test]
     fn a_template_too_big_for_a_message_is_refused() {
         // 60 one-byte fields without an IANA element: 8 bytes each in the
         // template (484 bytes with its header), 60 in a data record.

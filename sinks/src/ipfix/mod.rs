@@ -636,9 +636,12 @@ impl IpfixExporter {
         let every = self.opts.template_refresh_messages;
         self.templates_lost
             || self.templates.keys().any(|id| !c.sent.contains(id))
-            || c.last.is_none_or(|t| {
-                now.duration_since(t) >= Duration::from_secs(self.opts.template_refresh_secs)
-            })
+            || match c.last {
+                None => true,
+                Some(t) => {
+                    now.duration_since(t) >= Duration::from_secs(self.opts.template_refresh_secs)
+                }
+            }
             || (every > 0 && c.messages_since >= every)
     }
 

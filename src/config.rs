@@ -40,8 +40,8 @@
 //! # aclDrop = "{dropTime:rfc3339} {dropReason:name} rule {ruleId}"
 //!
 //! [sink]
-//! type = "file"
-//! path = "dplog.log"
+//! type = "file"            # file, mmap, syslog, kafka, ipfix (an IPFIX
+//! path = "dplog.log"       # exporter: [format] type = "ipfix" only)
 //!
 //! [consumers]              # LogConfig::start_consumers: several consumer
 //! # cpus = [2, 3]          # threads, one per CPU (or count = N), each with
@@ -191,7 +191,9 @@ pub struct FormatConfig {
     pub syslog: crate::formatters::SyslogOptions,
     /// `[format.ipfix]`: mtu, template_refresh_secs,
     /// observation_domain_id, export_clock (`system` | `record`),
-    /// enterprise_number (of the elements of fields without an IANA id).
+    /// enterprise_number (of the elements of fields without an IANA id),
+    /// exporting_process_id (the scope of drop reports' reliability
+    /// statistics records).
     pub ipfix: crate::formatters::IpfixOptions,
 }
 

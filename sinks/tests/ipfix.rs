@@ -927,3 +927,38 @@ fn nfcapd_receives_the_exporter_and_nfdump_equals_the_json_record_by_record() {
         );
     }
 }
+
+#[test]
+fn nfcapd_stores_every_record_around_a_drop_report_and_counts_one_sequence_failure() {
+    // Records, a drop report (an options data record), records: the
+    // sequence numbers count the options record (RFC 7011 section 3.1
+    // counts every Data Record; only template records do not), which
+    // nfcapd 1.7.1 does not: it reports one sequence failure, at the
+    // message after the report, and stores every record.
+    let c = Nfcapd::start();
+    let mut o = options(IpfixTransport::Udp(c.addr()));
+    o.max_message_bytes = 500;
+    let mut s = IpfixExporter::new(o).unwrap();
+    let mut f = formatter(Format::Ipfix);
+    let recs = records(60);
+    let mut batch = Vec::new();
+    for (i, r) in recs.iter().enumerate() {
+        if i == 25 {
+            let wall = 1_796_024_955_000_000_000;
+            Formatter::<Nat44SessionRecord>::format_drop_report(
+                &mut f,
+                &dplog_core::DropReport::new(0, 4, wall, wall),
+                &mut batch,
+            );
+        }
+        f.format(r, &mut batch);
+    }
+    assert_eq!(
+        s.write_batch(&batch).unwrap(),
+        dplog_core::Accepted::Delivered
+    );
+    s.close().unwrap();
+    let (file, _dir) = c.finish(60);
+    assert_eq!(stat_field(&file, "Flows"), 60);
+    assert_eq!(stat_field(&file, "Sequence failures"), 1);
+}

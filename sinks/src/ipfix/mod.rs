@@ -34,7 +34,10 @@
 //! Process Reliability Statistics options records (RFC 7011 section 4.3,
 //! `dplog_formatters::ipfix`), whose template is an options template (set
 //! id 3). They are sent like data records but are not records of the log:
-//! they count neither written nor dropped.
+//! they count neither written nor dropped. They do advance the sequence
+//! number (section 3.1 counts every Data Record; only template records do
+//! not), which nfcapd 1.7.1 does not expect: it counts one sequence failure
+//! per message after a drop report (and stores every record).
 //!
 //! # What "written" means
 //!
@@ -108,8 +111,9 @@ pub enum IpfixTransport {
 pub struct IpfixExporterOptions {
     /// Transport and collector address.
     pub transport: IpfixTransport,
-    /// Largest IPFIX message (the UDP payload) in bytes, 64..=65507 (UDP)
-    /// or 64..=65535 (TCP). Default 1400, which fits a 1500-byte Ethernet
+    /// Largest IPFIX message (the UDP payload) in bytes, 256..=65507
+    /// (UDP) or 256..=65535 (TCP); a template record longer than a whole
+    /// message still goes out whole, in a message of its own. Default 1400, which fits a 1500-byte Ethernet
     /// MTU under IPv6 (40) or IPv4 (20) and UDP (8) headers with room for
     /// tunnels; RFC 7011 section 10.3.3 asks for messages within the path
     /// MTU.
@@ -299,7 +303,8 @@ struct Msg {
     bytes: Vec<u8>,
     /// Data records of the log in it (options records excluded).
     records: u64,
-    /// Offset in the batch just past the last record it holds (0: none).
+    /// Offset in the batch just past the last record (data or options
+    /// record) it holds (0: none).
     in_end: usize,
     /// Template ids of its data sets.
     uses: Vec<u16>,
@@ -392,7 +397,11 @@ impl Packer<'_> {
     fn templates(&mut self, tmpls: &BTreeMap<u16, Tmpl>, export: u32) {
         for set_id in [TEMPLATE_SET_ID, OPTIONS_TEMPLATE_SET_ID] {
             for t in tmpls.values().filter(|t| t.set_id == set_id) {
-                if self.need(set_id, t.rec.len()) > self.room() {
+                let has_sets = self
+                    .cur
+                    .as_ref()
+                    .is_some_and(|m| m.bytes.len() > MESSAGE_HEADER_LEN);
+                if self.need(set_id, t.rec.len()) > self.room() && has_sets {
                     let d = self.domain;
                     self.start(d, export);
                 }
@@ -546,19 +555,19 @@ impl IpfixExporter {
     /// error is returned); TCP tries to connect once (a collector not up
     /// yet is not an error: the first batch retries).
     ///
-    /// Errors: `InvalidInput` for `max_message_bytes` outside 64..=65507
-    /// (UDP) or 64..=65535 (TCP), `template_refresh_secs` 0, or a zero
+    /// Errors: `InvalidInput` for `max_message_bytes` outside 256..=65507
+    /// (UDP) or 256..=65535 (TCP), `template_refresh_secs` 0, or a zero
     /// backoff or timeout; the socket's error for UDP.
     pub fn new(opts: IpfixExporterOptions) -> io::Result<Self> {
         let max = match opts.transport {
             IpfixTransport::Udp(_) => MAX_UDP_PAYLOAD,
             IpfixTransport::Tcp(_) => 65_535,
         };
-        if !(64..=max).contains(&opts.max_message_bytes) {
+        if !(256..=max).contains(&opts.max_message_bytes) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
-                    "max_message_bytes {} is outside 64..={max}",
+                    "max_message_bytes {} is outside 256..={max}",
                     opts.max_message_bytes
                 ),
             ));
@@ -752,10 +761,11 @@ impl IpfixExporter {
                             let seq = p.seqs.entry(domain).or_insert(0);
                             *seq = seq.wrapping_add(1);
                             let m = p.cur.as_mut().expect("open");
-                            if !report {
-                                m.records += 1;
-                                m.in_end = r;
-                            }
+                            // Past its last record, a drop report's included
+                            // (the runtime sees the report landed when a
+                            // kept prefix covers it).
+                            m.in_end = r;
+                            m.records += u64::from(!report);
                             if m.uses.last() != Some(&id) && !m.uses.contains(&id) {
                                 m.uses.push(id);
                             }
@@ -769,11 +779,11 @@ impl IpfixExporter {
         }
         p.finish();
         let mut msgs = p.out;
-        // A message left without a record (templates only) keeps the
-        // batch offset of the one before, so kept prefixes stay ordered.
+        // A message without a record (templates only) keeps the batch
+        // offset of the one before, so kept prefixes stay ordered.
         let mut last_end = 0;
         for m in &mut msgs {
-            if m.records == 0 {
+            if m.in_end == 0 {
                 m.in_end = last_end;
             }
             last_end = m.in_end;
@@ -812,7 +822,8 @@ fn template_messages(templates: &BTreeMap<u16, Tmpl>, before: &Msg, max: usize) 
     p.finish();
     for t in &mut p.out {
         t.batch = before.batch;
-        t.in_end = before.in_end;
+        // No record: they add nothing to a kept prefix.
+        t.in_end = 0;
     }
     p.out
 }
@@ -904,7 +915,7 @@ impl IpfixExporter {
             .min(self.udp.first_failed.unwrap_or(usize::MAX));
         let sent = &self.udp.msgs[..upto];
         let kept = Kept {
-            bytes: sent.last().map_or(0, |m| m.in_end),
+            bytes: sent.iter().map(|m| m.in_end).max().unwrap_or(0),
             records: sent.iter().map(|m| m.records).sum(),
         };
         if self.udp.msgs[self.udp.next..].iter().any(|m| m.templates) {
@@ -987,9 +998,7 @@ impl IpfixExporter {
             };
             if self.tcp.fp.is_some() && m.batch == self.tcp.batch {
                 self.tcp.held += p;
-                if m.records > 0 {
-                    self.tcp.held_end = m.in_end;
-                }
+                self.tcp.held_end = self.tcp.held_end.max(m.in_end);
             } else {
                 self.backlog += p;
             }

@@ -962,3 +962,32 @@ fn nfcapd_stores_every_record_around_a_drop_report_and_counts_one_sequence_failu
     assert_eq!(stat_field(&file, "Flows"), 60);
     assert_eq!(stat_field(&file, "Sequence failures"), 1);
 }
+
+#[test]
+fn udp_templates_are_sent_again_once_the_refresh_time_has_passed() {
+    let col = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut o = options(IpfixTransport::Udp(col.local_addr().unwrap()));
+    o.template_refresh_secs = 1;
+    o.template_refresh_messages = 0;
+    let mut s = IpfixExporter::new(o).unwrap();
+    let mut f = formatter(Format::Ipfix);
+    let mut batch = |n: u64| {
+        let mut b = Vec::new();
+        for r in records(n) {
+            f.format(&r, &mut b);
+        }
+        b
+    };
+    // Second batch at once: no templates; third after the refresh time:
+    // templates first.
+    let (b1, b2) = (batch(5), batch(5));
+    s.write_batch(&b1).unwrap();
+    s.write_batch(&b2).unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    let b3 = batch(5);
+    s.write_batch(&b3).unwrap();
+    let p = parse(&receive(&col, |g| parse(g).data.len() >= 15));
+    let with: Vec<bool> = p.msgs.iter().map(|m| m.4).collect();
+    assert_eq!(with, vec![true, false, true], "{:?}", p.msgs);
+    check_sequence(&p);
+}

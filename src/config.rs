@@ -42,8 +42,8 @@
 //! # aclDrop = "{dropTime:rfc3339} {dropReason:name} rule {ruleId}"
 //!
 //! [sink]
-//! type = "file"
-//! path = "dplog.log"
+//! type = "file"            # file, mmap, syslog, kafka, ipfix (an IPFIX
+//! path = "dplog.log"       # exporter: [format] type = "ipfix" only)
 //!
 //! [consumers]              # LogConfig::start_consumers: several consumer
 //! # cpus = [2, 3]          # threads, one per CPU (or count = N), each with
@@ -73,6 +73,8 @@ use crate::sinks::BoxSink;
 // here, where the configuration composes them.
 pub use crate::sinks::config::{SinkRole, FAILOVER_PROBE};
 pub use crate::sinks::file::{FileSinkConfig, FsyncSetting};
+pub use crate::sinks::ipfix::config::IpfixTransportName;
+pub use crate::sinks::ipfix::IpfixSinkConfig;
 #[cfg(feature = "kafka")]
 pub use crate::sinks::kafka::KafkaSinkConfig;
 pub use crate::sinks::mmap::MmapSinkConfig;
@@ -198,7 +200,9 @@ pub struct FormatConfig {
     pub syslog: crate::formatters::SyslogOptions,
     /// `[format.ipfix]`: mtu, template_refresh_secs,
     /// observation_domain_id, export_clock (`system` | `record`),
-    /// enterprise_number (of the elements of fields without an IANA id).
+    /// enterprise_number (of the elements of fields without an IANA id),
+    /// exporting_process_id (the scope of drop reports' reliability
+    /// statistics records).
     pub ipfix: crate::formatters::IpfixOptions,
 }
 
@@ -311,6 +315,9 @@ sink_types! {
     Mmap(MmapSinkConfig),
     /// `type = "syslog"`: a [`SyslogSink`](crate::sinks::SyslogSink).
     Syslog(SyslogSinkConfig),
+    /// `type = "ipfix"`: an [`IpfixExporter`](crate::sinks::IpfixExporter)
+    /// (with `[format] type = "ipfix"` only).
+    Ipfix(IpfixSinkConfig),
     /// `type = "kafka"`: a `KafkaSink` (feature `kafka`).
     #[cfg(feature = "kafka")]
     Kafka(KafkaSinkConfig),
@@ -826,14 +833,15 @@ fn check_stream_keys(text: &str) -> Result<(), ConfigError> {
         .and_then(|f| f.get("type"))
         .and_then(toml_edit::Item::as_str)
         .unwrap_or("text");
-    if !matches!(kind, "binary" | "ipfix") {
-        return Ok(());
-    }
     let tables: Vec<&toml_edit::Table> = match doc.get("sink") {
         Some(toml_edit::Item::Table(t)) => vec![t],
         Some(toml_edit::Item::ArrayOfTables(a)) => a.iter().collect(),
         _ => Vec::new(),
     };
+    check_framing(text, kind, &tables)?;
+    if !matches!(kind, "binary" | "ipfix") {
+        return Ok(());
+    }
     for t in tables {
         let sink = t
             .get("type")
@@ -845,7 +853,7 @@ fn check_stream_keys(text: &str) -> Result<(), ConfigError> {
                 t,
                 "type",
                 "[sink] type = \"mmap\" with [format] type = \"ipfix\": segments would split IPFIX \
-                 messages; write IPFIX to a file sink (or use type = \"binary\" for mmap segments)"
+                 messages; write IPFIX to a file sink or send it to an ipfix sink (or use type = \"binary\" for mmap segments)"
                     .into(),
             ));
         }
@@ -872,6 +880,48 @@ fn check_stream_keys(text: &str) -> Result<(), ConfigError> {
                 ));
             }
         }
+    }
+    Ok(())
+}
+
+/// A format whose framing a sink cannot carry, [`ConfigError::Parse`] at
+/// the sink's `type` line, saying which combinations work:
+/// - `syslog` and `kafka` send one message per line (`\n`): a `binary` or
+///   `ipfix` stream is not lines and would be cut at every 0x0A byte (and,
+///   over TCP syslog, framed per piece), so they take the line formats
+///   only (`text`, `json`, `csv`, `rfc5424`, `rfc3164`);
+/// - `ipfix` (the exporter) re-packs IPFIX records into messages: it takes
+///   `[format] type = "ipfix"` only.
+///
+/// File sinks take every format; mmap sinks every one but `ipfix` (see
+/// [`check_stream_keys`]).
+fn check_framing(text: &str, kind: &str, tables: &[&toml_edit::Table]) -> Result<(), ConfigError> {
+    const LINES: &str = "text, json, csv, rfc5424, rfc3164";
+    for t in tables {
+        let sink = t
+            .get("type")
+            .and_then(toml_edit::Item::as_str)
+            .unwrap_or("");
+        let why = match (sink, kind) {
+            ("syslog" | "kafka", "binary" | "ipfix") => format!(
+                "[sink] type = \"{sink}\" with [format] type = \"{kind}\": the {sink} sink sends one \
+                 message per line, and a {kind} stream is not lines (it would be cut at every 0x0A \
+                 byte); {sink} takes the line formats ({LINES}); send ipfix to a sink of type = \
+                 \"ipfix\" (an IPFIX exporter) or a file, binary to a file or mmap sink"
+            ),
+            ("ipfix", k) if k != "ipfix" => format!(
+                "[sink] type = \"ipfix\" with [format] type = \"{k}\": the IPFIX exporter sends \
+                 IPFIX records and takes [format] type = \"ipfix\" only; set it, or send {k} \
+                 to {}",
+                if k == "binary" {
+                    "a file or mmap sink"
+                } else {
+                    "a file, mmap, syslog or kafka sink"
+                }
+            ),
+            _ => continue,
+        };
+        return Err(key_error(text, t, "type", why));
     }
     Ok(())
 }
@@ -1134,6 +1184,97 @@ mod tests {
     #[cfg(feature = "kafka")]
     use crate::sinks::KafkaKey;
     use crate::sinks::{FsyncPolicy, SyslogTransport};
+
+    #[test]
+    fn formats_a_sink_cannot_carry_are_errors_at_the_sink_type_line() {
+        let err = |text: &str| match LogConfig::from_toml_str(text) {
+            Err(ConfigError::Parse(m)) => m,
+            other => panic!(
+                "expected a parse error for {text:?}, got {:?}",
+                other.map(|_| ())
+            ),
+        };
+        let mut bad = vec![
+            ("ipfix", "type = \"syslog\"\ntransport = \"udp\"", "syslog"),
+            ("binary", "type = \"syslog\"\ntransport = \"tcp\"", "syslog"),
+            ("json", "type = \"ipfix\"", "ipfix"),
+            ("text", "type = \"ipfix\"\ntransport = \"tcp\"", "ipfix"),
+            ("csv", "type = \"ipfix\"", "ipfix"),
+            ("rfc5424", "type = \"ipfix\"", "ipfix"),
+            ("rfc3164", "type = \"ipfix\"", "ipfix"),
+            ("binary", "type = \"ipfix\"", "ipfix"),
+        ];
+        if cfg!(feature = "kafka") {
+            bad.push(("ipfix", "type = \"kafka\"\ntopic = \"t\"", "kafka"));
+            bad.push(("binary", "type = \"kafka\"", "kafka"));
+        }
+        for (kind, table, sink) in bad {
+            let text = format!("[format]\ntype = \"{kind}\"\n\n[sink]\n{table}\n");
+            let m = err(&text);
+            assert!(
+                m.starts_with("TOML parse error at line 5, column 1: "),
+                "{text}: {m}"
+            );
+            assert!(
+                m.contains(&format!(
+                    "[sink] type = \"{sink}\" with [format] type = \"{kind}\""
+                )),
+                "{m}"
+            );
+            // The message says what works.
+            if sink == "ipfix" {
+                assert!(m.contains("takes [format] type = \"ipfix\" only"), "{m}");
+            } else {
+                assert!(
+                    m.contains("takes the line formats (text, json, csv, rfc5424, rfc3164)"),
+                    "{m}"
+                );
+            }
+        }
+        // No [format]: text, which the exporter cannot carry.
+        let m = err("[sink]\ntype = \"ipfix\"\n");
+        assert!(
+            m.starts_with("TOML parse error at line 2, column 1: "),
+            "{m}"
+        );
+        // In a set, at the line of the table concerned.
+        let m = err(
+            "[format]\ntype = \"ipfix\"\n[[sink]]\ntype = \"ipfix\"\n[[sink]]\ntype = \"file\"\npath = \"x\"\n[[sink]]\nrole = \"failover\"\ntype = \"syslog\"\n",
+        );
+        assert!(
+            m.starts_with("TOML parse error at line 10, column 1: "),
+            "{m}"
+        );
+        // What works.
+        for (kind, table) in [
+            ("ipfix", "type = \"ipfix\"\naddress = \"127.0.0.1:4739\""),
+            ("ipfix", "type = \"file\"\npath = \"x\""),
+            ("binary", "type = \"file\"\npath = \"x\""),
+            ("rfc5424", "type = \"syslog\""),
+            ("json", "type = \"syslog\""),
+            ("json", "type = \"mmap\"\ndir = \"d\""),
+        ] {
+            let text = format!("[format]\ntype = \"{kind}\"\n[sink]\n{table}\n");
+            assert!(LogConfig::from_toml_str(&text).is_ok(), "{text}");
+        }
+        let c = LogConfig::from_toml_str(
+            "[format]\ntype = \"ipfix\"\n[sink]\ntype = \"ipfix\"\ntransport = \"tcp\"\naddress = \"[::1]:4739\"\nmax_message_bytes = 1200\nobservation_domain_id = 5\n",
+        )
+        .unwrap();
+        let SinkConfig::Ipfix(i) = &c.sink else {
+            panic!("{:?}", c.sink)
+        };
+        let o = i.options().unwrap();
+        assert_eq!(
+            o.transport,
+            crate::sinks::IpfixTransport::Tcp("[::1]:4739".parse().unwrap())
+        );
+        assert_eq!(
+            (o.max_message_bytes, o.observation_domain_id),
+            (1200, Some(5))
+        );
+        assert_eq!(c.sink.describe(), "ipfix tcp [::1]:4739");
+    }
 
     #[test]
     fn settings_that_would_cut_a_binary_stream_are_errors_at_their_line() {

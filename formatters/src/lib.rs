@@ -475,8 +475,8 @@ impl SchemaFormatter {
     /// message with PRI, MSGID and structured data for `rfc5424` and
     /// `rfc3164` ([`layouts::SyslogDrops`]), a row under the header for
     /// `csv` ([`layouts::csv_drop_row`]), a `D` frame for `binary`
-    /// (dplog-cat decodes it); nothing for IPFIX, whose drops stay in the
-    /// counters.
+    /// (dplog-cat decodes it), an Exporting Process Reliability Statistics
+    /// options record for `ipfix` ([`IpfixEncoder::push_drop_report`]).
     fn drop_report(&mut self, r: &dplog_core::DropReport, out: &mut Vec<u8>) {
         match self.format {
             Format::Json => r.write_json(out),
@@ -492,7 +492,11 @@ impl SchemaFormatter {
             Format::Csv => {
                 self.enc.push_csv_drop_report(r, out);
             }
-            _ => {}
+            Format::Ipfix => {
+                if let Kind::Ipfix(e) = &mut self.enc.kind {
+                    e.push_drop_report(r, out)
+                }
+            }
         }
     }
 

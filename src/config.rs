@@ -295,6 +295,15 @@ macro_rules! sink_types {
         }
 
         impl SinkConfig {
+            /// The `type` of a single sink as written in TOML (`"file"`,
+            /// ...); `None` for a set.
+            fn type_name(&self) -> Option<&'static str> {
+                match self {
+                    $( $(#[cfg($cfg)])* SinkConfig::$variant(_) => Some(sink_type_name(stringify!($variant))), )*
+                    SinkConfig::Set(_) => None,
+                }
+            }
+
             /// The settings of a single sink; `None` for a set.
             fn one(&self) -> Option<&dyn SinkSettings> {
                 match self {
@@ -847,16 +856,6 @@ fn check_stream_keys(text: &str) -> Result<(), ConfigError> {
             .get("type")
             .and_then(toml_edit::Item::as_str)
             .unwrap_or("");
-        if sink == "mmap" && kind == "ipfix" {
-            return Err(key_error(
-                text,
-                t,
-                "type",
-                "[sink] type = \"mmap\" with [format] type = \"ipfix\": segments would split IPFIX \
-                 messages; write IPFIX to a file sink or send it to an ipfix sink (or use type = \"binary\" for mmap segments)"
-                    .into(),
-            ));
-        }
         if sink != "file" {
             continue;
         }
@@ -891,39 +890,102 @@ fn check_stream_keys(text: &str) -> Result<(), ConfigError> {
 ///   over TCP syslog, framed per piece), so they take the line formats
 ///   only (`text`, `json`, `csv`, `rfc5424`, `rfc3164`);
 /// - `ipfix` (the exporter) re-packs IPFIX records into messages: it takes
-///   `[format] type = "ipfix"` only.
+///   `[format] type = "ipfix"` only;
+/// - `archive` stores the binary stream's raw records: `binary` only;
+/// - `mmap` splits its segments where IPFIX messages cannot be cut.
 ///
 /// File sinks take every format; mmap sinks every one but `ipfix` (see
 /// [`check_stream_keys`]).
 fn check_framing(text: &str, kind: &str, tables: &[&toml_edit::Table]) -> Result<(), ConfigError> {
-    const LINES: &str = "text, json, csv, rfc5424, rfc3164";
     for t in tables {
         let sink = t
             .get("type")
             .and_then(toml_edit::Item::as_str)
             .unwrap_or("");
-        let why = match (sink, kind) {
-            ("syslog" | "kafka", "binary" | "ipfix") => format!(
-                "[sink] type = \"{sink}\" with [format] type = \"{kind}\": the {sink} sink sends one \
-                 message per line, and a {kind} stream is not lines (it would be cut at every 0x0A \
-                 byte); {sink} takes the line formats ({LINES}); send ipfix to a sink of type = \
-                 \"ipfix\" (an IPFIX exporter) or a file, binary to a file or mmap sink"
-            ),
-            ("ipfix", k) if k != "ipfix" => format!(
-                "[sink] type = \"ipfix\" with [format] type = \"{k}\": the IPFIX exporter sends \
-                 IPFIX records and takes [format] type = \"ipfix\" only; set it, or send {k} \
-                 to {}",
-                if k == "binary" {
-                    "a file or mmap sink"
-                } else {
-                    "a file, mmap, syslog or kafka sink"
-                }
-            ),
-            _ => continue,
-        };
-        return Err(key_error(text, t, "type", why));
+        if let Some(why) = framing_why(sink, kind) {
+            return Err(key_error(text, t, "type", why));
+        }
     }
     Ok(())
+}
+
+/// `"File"` → `"file"`: a sink variant's name as its TOML `type`.
+fn sink_type_name(variant: &'static str) -> &'static str {
+    match variant {
+        "File" => "file",
+        "Mmap" => "mmap",
+        "Syslog" => "syslog",
+        "Ipfix" => "ipfix",
+        "Kafka" => "kafka",
+        "Archive" => "archive",
+        _ => variant,
+    }
+}
+
+/// Why a `sink` of this `type` cannot carry the `kind` format's framing,
+/// with the combinations that work; `None` when it can. The rules of
+/// [`check_framing`], shared with [`SinkConfig::check_framing`].
+fn framing_why(sink: &str, kind: &str) -> Option<String> {
+    const LINES: &str = "text, json, csv, rfc5424, rfc3164";
+    Some(match (sink, kind) {
+        ("syslog" | "kafka", "binary" | "ipfix") => format!(
+            "[sink] type = \"{sink}\" with [format] type = \"{kind}\": the {sink} sink sends one \
+             message per line, and a {kind} stream is not lines (it would be cut at every 0x0A \
+             byte); {sink} takes the line formats ({LINES}); send ipfix to a sink of type = \
+             \"ipfix\" (an IPFIX exporter) or a file, binary to a file or mmap sink"
+        ),
+        ("ipfix", k) if k != "ipfix" => format!(
+            "[sink] type = \"ipfix\" with [format] type = \"{k}\": the IPFIX exporter sends \
+             IPFIX records and takes [format] type = \"ipfix\" only; set it, or send {k} \
+             to {}",
+            if k == "binary" {
+                "a file or mmap sink"
+            } else {
+                "a file, mmap, syslog or kafka sink"
+            }
+        ),
+        ("archive", k) if k != "binary" => format!(
+            "[sink] type = \"archive\" with [format] type = \"{k}\": the archive stores \
+             records, not formatted lines; set [format] type = \"binary\""
+        ),
+        ("mmap", "ipfix") => "[sink] type = \"mmap\" with [format] type = \"ipfix\": segments \
+             would split IPFIX messages; write IPFIX to a file sink or send it to an ipfix sink \
+             (or use type = \"binary\" for mmap segments)"
+            .into(),
+        _ => return None,
+    })
+}
+
+impl SinkConfig {
+    /// Checks that every sink of this config can carry `format`'s framing
+    /// (the rules [`LogConfig::from_toml_str`] applies at the sink's line),
+    /// and that no file sink rotates or reopens a `binary` or `ipfix`
+    /// stream; for settings changed after loading, e.g. a command line's
+    /// format.
+    ///
+    /// # Errors
+    /// [`ConfigError::Parse`] naming the sink, the format and the
+    /// combinations that work.
+    pub fn check_framing(&self, format: crate::formatters::Format) -> Result<(), ConfigError> {
+        if let SinkConfig::Set(v) = self {
+            return v.iter().try_for_each(|s| s.check_framing(format));
+        }
+        let kind = format.name();
+        let sink = self.type_name().unwrap_or("");
+        if let Some(why) = framing_why(sink, kind) {
+            return Err(ConfigError::Parse(why));
+        }
+        if let (SinkConfig::File(f), "binary" | "ipfix") = (self, kind) {
+            if f.max_size_bytes.is_some() || f.rotate_interval_ms.is_some() || f.reopen_on_sighup {
+                return Err(ConfigError::Parse(format!(
+                    "a file sink that rotates or reopens on SIGHUP with format \"{kind}\": a new \
+                     file would start mid-stream without the stream's header; rotate line formats \
+                     only, or write binary logs to an mmap sink"
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Reads and parses a TOML file into `T`.

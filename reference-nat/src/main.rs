@@ -238,6 +238,12 @@ fn build_config(args: &Args) -> Result<AppConfig, String> {
             ..Default::default()
         });
     }
+    if args.format.is_some() || args.output.is_some() {
+        // The config file's sinks were checked against its own format.
+        cfg.sink
+            .check_framing(cfg.format.kind)
+            .map_err(|e| format!("--format {}: {e}", cfg.format.kind.name()))?;
+    }
     if let Some(n) = args.ring_size {
         cfg.ring.capacity = n;
     }

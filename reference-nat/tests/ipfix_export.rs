@@ -113,3 +113,42 @@ fn dplog_nat_refuses_a_line_format_into_the_ipfix_exporter() {
         "{err}"
     );
 }
+
+/// `--format` changes the format after the config's sinks were checked
+/// against its own: the same rules apply, and nothing is written.
+#[test]
+fn dplog_nat_refuses_a_command_line_format_its_sinks_cannot_carry() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, &[&str], &str); 3] = [
+        (
+            "[format]\ntype = \"ipfix\"\n[sink]\ntype = \"ipfix\"\naddress = \"127.0.0.1:4739\"\n",
+            &["--format", "json"],
+            "takes [format] type = \"ipfix\" only",
+        ),
+        (
+            "[sink]\ntype = \"syslog\"\naddress = \"127.0.0.1:5514\"\n",
+            &["--format", "binary"],
+            "the syslog sink sends one message per line",
+        ),
+        (
+            "[sink]\ntype = \"file\"\npath = \"out.log\"\nmax_size_bytes = 1048576\n",
+            &["--format", "ipfix"],
+            "rotates or reopens on SIGHUP",
+        ),
+    ];
+    for (i, (toml, args, want)) in cases.iter().enumerate() {
+        let cfg = format!("c{i}.toml");
+        std::fs::write(dir.path().join(&cfg), toml).unwrap();
+        let o = bin()
+            .args(["--config", &cfg, "--packets", "1000"])
+            .args(*args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "case {i}: {err}");
+        assert!(err.contains(&format!("--format {}", &args[1])), "case {i}: {err}");
+        assert!(err.contains(want), "case {i}: {err}");
+        assert!(!dir.path().join("out.log").exists(), "case {i}");
+    }
+}

@@ -69,6 +69,7 @@ use crate::sinks::BoxSink;
 
 // Each sink's settings live in its folder of `dplog_sinks`; re-exported
 // here, where the configuration composes them.
+pub use crate::sinks::archive::ArchiveSinkConfig;
 pub use crate::sinks::config::{SinkRole, FAILOVER_PROBE};
 pub use crate::sinks::file::{FileSinkConfig, FsyncSetting};
 #[cfg(feature = "kafka")]
@@ -302,6 +303,9 @@ sink_types! {
     Mmap(MmapSinkConfig),
     /// `type = "syslog"`: a [`SyslogSink`](crate::sinks::SyslogSink).
     Syslog(SyslogSinkConfig),
+    /// `type = "archive"`: an [`ArchiveSink`](crate::sinks::ArchiveSink)
+    /// (with `[format] type = "binary"`).
+    Archive(ArchiveSinkConfig),
     /// `type = "kafka"`: a `KafkaSink` (feature `kafka`).
     #[cfg(feature = "kafka")]
     Kafka(KafkaSinkConfig),
@@ -442,6 +446,7 @@ impl SinkConfig {
             match &mut c {
                 SinkConfig::File(f) => f.path = suffixed(&f.path, i),
                 SinkConfig::Mmap(m) => m.dir = suffixed(&m.dir, i),
+                SinkConfig::Archive(a) => a.dir = suffixed(&a.dir, i),
                 SinkConfig::Set(v) => *v = v.iter().map(|s| s.for_consumer(i)).collect(),
                 _ => {}
             }
@@ -817,6 +822,24 @@ fn check_stream_keys(text: &str) -> Result<(), ConfigError> {
         .and_then(|f| f.get("type"))
         .and_then(toml_edit::Item::as_str)
         .unwrap_or("text");
+    let sink_tables: Vec<&toml_edit::Table> = match doc.get("sink") {
+        Some(toml_edit::Item::Table(t)) => vec![t],
+        Some(toml_edit::Item::ArrayOfTables(a)) => a.iter().collect(),
+        _ => Vec::new(),
+    };
+    for t in &sink_tables {
+        if kind != "binary" && t.get("type").and_then(toml_edit::Item::as_str) == Some("archive") {
+            return Err(key_error(
+                text,
+                t,
+                "type",
+                format!(
+                    "[sink] type = \"archive\" with [format] type = \"{kind}\": the archive stores \
+                     records, not formatted lines; set [format] type = \"binary\""
+                ),
+            ));
+        }
+    }
     if !matches!(kind, "binary" | "ipfix") {
         return Ok(());
     }

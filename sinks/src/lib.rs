@@ -3,6 +3,9 @@
 //! - [`FileSink`]: appends batches to a file (`O_APPEND | O_CLOEXEC |
 //!   O_NOFOLLOW`, mode 0640), fsync policies, size/time rotation with
 //!   retention, reopen through the API or on `SIGHUP`.
+//! - [`ArchiveSink`]: compressed, columnar, indexed, time-sliced
+//!   segments of the binary format's records, for lookups
+//!   (`dplog-query`); [`archive::ArchiveReader`] reads them back.
 //! - [`MmapSink`]: copies batches into preallocated memory-mapped segment
 //!   files with a committed-length header; recovers after a crash.
 //! - `KafkaSink` (feature `kafka`, on by default): each line as one Kafka
@@ -13,7 +16,7 @@
 //!   TCP with octet counting (RFC 6587), or a unix socket; reconnects with
 //!   backoff.
 //!
-//! Each sink has its folder (`file/`, `mmap/`, `syslog/`, `kafka/`,
+//! Each sink has its folder (`archive/`, `file/`, `mmap/`, `syslog/`, `kafka/`,
 //! `route/`): the sink in `mod.rs` and, with feature `config`, its TOML
 //! settings in `config.rs` (module `config` says what they provide), composed by `dplog::config`.
 //!
@@ -21,6 +24,7 @@
 //! `config` adds the serde settings of every sink.
 #![warn(missing_docs)]
 
+pub mod archive;
 #[cfg(feature = "config")]
 pub mod config;
 pub mod file;
@@ -30,6 +34,7 @@ pub mod mmap;
 pub mod route;
 pub mod syslog;
 
+pub use archive::{ArchiveCounters, ArchiveReader, ArchiveSink, ArchiveSinkOptions};
 pub use file::{FileSink, FileSinkCounters, FileSinkOptions, FsyncPolicy, FILE_MODE};
 #[cfg(feature = "kafka")]
 pub use kafka::{KafkaCounters, KafkaKey, KafkaSink, KafkaSinkOptions};

@@ -1,0 +1,579 @@
+//! Reading an archive: its segments ([`list_segments`]), one segment's
+//! blocks ([`Segment`]), and every record in time order
+//! ([`ArchiveReader`], for `dplog-cat` and imports).
+//!
+//! Nothing damaged is ever returned as data: every block's CRC-32 is
+//! checked before it is decoded, and a block that fails (or does not
+//! decode) is reported as a [`Problem`] naming the file, the block and
+//! why, while reading goes on with the next block and segment.
+
+use std::fmt;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use dplog_core::schema::Schema;
+
+use super::format::{
+    self, check_header, data_header, frame_header, BlockMeta, Footer, BLOCK_HEADER, KIND_DATA,
+    KIND_SCHEMA, SEGMENT_HEADER,
+};
+
+/// A segment file of an archive directory, from its name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SegmentFile {
+    /// Its path.
+    pub path: PathBuf,
+    /// Sequence number.
+    pub seq: u64,
+    /// `Some((min, max))` event times (ns) of a sealed segment; `None`
+    /// for an open one (being written, or left by a crash).
+    pub range: Option<(u64, u64)>,
+}
+
+impl SegmentFile {
+    /// Whether the segment may hold records with event times in
+    /// `from..=to` (an open segment always may).
+    pub fn overlaps(&self, from: u64, to: u64) -> bool {
+        self.range.is_none_or_overlap(from, to)
+    }
+}
+
+trait RangeExt {
+    fn is_none_or_overlap(&self, from: u64, to: u64) -> bool;
+}
+
+impl RangeExt for Option<(u64, u64)> {
+    fn is_none_or_overlap(&self, from: u64, to: u64) -> bool {
+        match *self {
+            None => true,
+            Some((a, b)) => a <= to && b >= from,
+        }
+    }
+}
+
+/// The segment files of archive directory `dir`, in sequence order
+/// (other files are ignored).
+///
+/// Errors: the directory cannot be read.
+pub fn list_segments(dir: &Path) -> io::Result<Vec<SegmentFile>> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if let Some((seq, range)) = format::parse_name(name) {
+            v.push(SegmentFile {
+                path: e.path(),
+                seq,
+                range,
+            });
+        }
+    }
+    v.sort_by_key(|s| (s.seq, s.range.is_none()));
+    Ok(v)
+}
+
+/// Damage found while reading: a torn or corrupt block, a bad footer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// The segment file.
+    pub path: PathBuf,
+    /// Index of the block in the segment (file order), if one is at fault.
+    pub block: Option<usize>,
+    /// Byte offset in the file where it was found.
+    pub offset: u64,
+    /// What is wrong, and what was done about it.
+    pub reason: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: ", self.path.display())?;
+        if let Some(b) = self.block {
+            write!(f, "block {b} ")?;
+        }
+        write!(f, "at byte {}: {}", self.offset, self.reason)
+    }
+}
+
+/// One open segment file: its blocks and schemas.
+#[derive(Debug)]
+pub struct Segment {
+    /// Its path.
+    pub path: PathBuf,
+    file: File,
+    /// Whether its footer was read (sealed); `false` for an open segment
+    /// or a sealed one whose footer is damaged (its blocks were found by
+    /// scanning, without Bloom filters).
+    pub sealed: bool,
+    /// Every whole, checksummed block, in file order (a data block of an
+    /// open segment has no Bloom filter).
+    pub blocks: Vec<BlockMeta>,
+    /// The schemas its schema blocks declare.
+    pub schemas: Vec<Schema>,
+    /// The index key fields of its footer (empty when not sealed).
+    pub index_fields: Vec<String>,
+    /// The writer's `max_lifetime_ms`, from the footer.
+    pub max_lifetime_ms: Option<u64>,
+    /// Damage found while opening it.
+    pub problems: Vec<Problem>,
+    /// Byte length of its valid prefix (header and whole blocks; the
+    /// footer of a sealed segment excluded).
+    pub valid_len: u64,
+}
+
+impl Segment {
+    /// Opens segment `path`: reads its footer, or, for an open segment
+    /// (or a damaged footer, reported in [`problems`](Self::problems)),
+    /// scans its blocks from the start up to the first one that is torn
+    /// or fails its checksum (reported; nothing from there on is read).
+    ///
+    /// Errors: the file cannot be opened or read; it is not an archive
+    /// segment (bad magic or version).
+    pub fn open(path: &Path) -> io::Result<Segment> {
+        let file = File::open(path)?;
+        let len = file.metadata()?.len();
+        let mut h = [0u8; SEGMENT_HEADER];
+        file.read_exact_at(&mut h, 0)
+            .map_err(|_| format::invalid("shorter than a segment header".into()))?;
+        check_header(&h)?;
+        let mut seg = Segment {
+            path: path.to_path_buf(),
+            file,
+            sealed: false,
+            blocks: Vec::new(),
+            schemas: Vec::new(),
+            index_fields: Vec::new(),
+            max_lifetime_ms: None,
+            problems: Vec::new(),
+            valid_len: SEGMENT_HEADER as u64,
+        };
+        let is_open = format::parse_name(format::file_name(path)).is_some_and(|(_, r)| r.is_none());
+        let footer = if is_open {
+            None
+        } else {
+            match Footer::read(&seg.file, len) {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    seg.problems.push(Problem {
+                        path: seg.path.clone(),
+                        block: None,
+                        offset: len,
+                        reason: format!("{e}; its blocks are read by scanning"),
+                    });
+                    None
+                }
+            }
+        };
+        match footer {
+            Some(f) => {
+                seg.sealed = true;
+                seg.valid_len = f
+                    .blocks
+                    .last()
+                    .map_or(SEGMENT_HEADER as u64, |b| b.offset + b.len as u64);
+                seg.blocks = f.blocks;
+                seg.index_fields = f.index_fields;
+                seg.max_lifetime_ms = Some(f.max_lifetime_ms);
+                for i in 0..seg.blocks.len() {
+                    if seg.blocks[i].kind == KIND_SCHEMA {
+                        match seg.read_body(i) {
+                            Ok(body) => seg.add_schema(i, &body),
+                            Err(e) => seg.problem(i, e.to_string()),
+                        }
+                    }
+                }
+            }
+            None => seg.scan(len)?,
+        }
+        Ok(seg)
+    }
+
+    fn problem(&mut self, i: usize, reason: String) {
+        self.problems.push(Problem {
+            path: self.path.clone(),
+            block: Some(i),
+            offset: self.blocks.get(i).map_or(self.valid_len, |b| b.offset),
+            reason,
+        });
+    }
+
+    fn add_schema(&mut self, i: usize, body: &[u8]) {
+        match dplog_formatters::binary::parse_schema(body) {
+            Ok(s) => {
+                self.schemas.retain(|k| k.id() != s.id());
+                self.schemas.push(s);
+            }
+            Err(e) => self.problem(i, format!("bad schema block: {e}")),
+        }
+    }
+
+    /// Blocks by scanning from the header, up to the end or the first
+    /// block that is torn or damaged.
+    fn scan(&mut self, len: u64) -> io::Result<()> {
+        let mut off = SEGMENT_HEADER as u64;
+        while off < len {
+            let i = self.blocks.len();
+            let stop = |seg: &mut Segment, why: String| {
+                seg.problems.push(Problem {
+                    path: seg.path.clone(),
+                    block: Some(i),
+                    offset: off,
+                    reason: format!("{why}; {} bytes from here on are not read", len - off),
+                });
+            };
+            if len - off < BLOCK_HEADER as u64 {
+                stop(self, "torn block header".into());
+                break;
+            }
+            let mut hb = [0u8; BLOCK_HEADER];
+            self.file.read_exact_at(&mut hb, off)?;
+            let fh = match frame_header(&hb) {
+                Ok(h) => h,
+                Err(e) => {
+                    stop(self, e.to_string());
+                    break;
+                }
+            };
+            if len - off - (BLOCK_HEADER as u64) < fh.body_len as u64 {
+                stop(
+                    self,
+                    format!(
+                        "torn block: {} of {} body bytes present",
+                        len - off - BLOCK_HEADER as u64,
+                        fh.body_len
+                    ),
+                );
+                break;
+            }
+            let mut body = vec![0u8; fh.body_len];
+            self.file
+                .read_exact_at(&mut body, off + BLOCK_HEADER as u64)?;
+            if let Err(e) = fh.check(&body) {
+                stop(self, e.to_string());
+                break;
+            }
+            let mut meta = BlockMeta {
+                offset: off,
+                len: (BLOCK_HEADER + fh.body_len) as u32,
+                kind: fh.kind,
+                schema_id: 0,
+                rows: 0,
+                min: 0,
+                max: 0,
+                bloom: None,
+            };
+            if fh.kind == KIND_DATA {
+                match data_header(&body) {
+                    Ok(d) => {
+                        meta.schema_id = d.schema_id;
+                        meta.rows = d.rows;
+                        meta.min = d.min;
+                        meta.max = d.max;
+                    }
+                    Err(e) => {
+                        stop(self, e.to_string());
+                        break;
+                    }
+                }
+            } else if body.len() >= 2 {
+                meta.schema_id = u16::from_le_bytes([body[0], body[1]]);
+            }
+            self.blocks.push(meta);
+            if fh.kind == KIND_SCHEMA {
+                self.add_schema(i, &body);
+            }
+            off += (BLOCK_HEADER + fh.body_len) as u64;
+            self.valid_len = off;
+        }
+        Ok(())
+    }
+
+    fn read_body(&self, i: usize) -> io::Result<Vec<u8>> {
+        let m = &self.blocks[i];
+        if (m.len as usize) < BLOCK_HEADER {
+            return Err(format::invalid("block shorter than its header".into()));
+        }
+        let mut f = vec![0u8; m.len as usize];
+        self.file.read_exact_at(&mut f, m.offset).map_err(|e| {
+            if e.kind() == io::ErrorKind::UnexpectedEof {
+                format::invalid("block cut short (file truncated)".into())
+            } else {
+                e
+            }
+        })?;
+        let fh = frame_header(&f)?;
+        if BLOCK_HEADER + fh.body_len != f.len() || fh.kind != m.kind {
+            return Err(format::invalid(
+                "block header differs from the footer".into(),
+            ));
+        }
+        fh.check(&f[BLOCK_HEADER..])?;
+        f.drain(..BLOCK_HEADER);
+        Ok(f)
+    }
+
+    /// The schema with id `id` in this segment.
+    pub fn schema(&self, id: u16) -> Option<&Schema> {
+        self.schemas.iter().find(|s| s.id() == id)
+    }
+
+    /// Reads, checks and decodes data block `i`: its schema and its
+    /// records (`rows * schema size` bytes, back to back, in the order
+    /// they were written).
+    ///
+    /// Errors: `InvalidData` for a block that fails its checksum or does
+    /// not decode, or whose schema the segment does not declare; the
+    /// read's error. Report them with [`Problem`] and go on.
+    pub fn read_block(&self, i: usize) -> io::Result<(&Schema, Vec<u8>)> {
+        let m = &self.blocks[i];
+        if m.kind != KIND_DATA {
+            return Err(format::invalid("not a data block".into()));
+        }
+        let body = self.read_body(i)?;
+        let s = self.schema(m.schema_id).ok_or_else(|| {
+            format::invalid(format!(
+                "schema {} is not declared in the segment",
+                m.schema_id
+            ))
+        })?;
+        let (h, recs) = format::decode_data(s, &body)?;
+        if h.rows != m.rows || h.schema_id != m.schema_id {
+            return Err(format::invalid(
+                "block header differs from the footer".into(),
+            ));
+        }
+        Ok((s, recs))
+    }
+
+    /// A [`Problem`] for block `i` failing with `e`.
+    pub fn block_problem(&self, i: usize, e: &io::Error) -> Problem {
+        Problem {
+            path: self.path.clone(),
+            block: Some(i),
+            offset: self.blocks.get(i).map_or(0, |b| b.offset),
+            reason: format!("{e}; block skipped"),
+        }
+    }
+
+    /// Smallest and largest event time of its data blocks, if any.
+    pub fn time_range(&self) -> Option<(u64, u64)> {
+        let d = self.blocks.iter().filter(|b| b.kind == KIND_DATA);
+        let min = d.clone().map(|b| b.min).min()?;
+        Some((min, d.map(|b| b.max).max()?))
+    }
+
+    /// Records in its data blocks.
+    pub fn rows(&self) -> u64 {
+        self.blocks
+            .iter()
+            .filter(|b| b.kind == KIND_DATA)
+            .map(|b| b.rows as u64)
+            .sum()
+    }
+}
+
+/// Reads every record of an archive directory: segments in sequence
+/// order (their time slices), and within a segment the records of all
+/// its record types merged by event time (records of one type keep the
+/// order they were written in). Memory: one decoded block per record type
+/// of the segment being read.
+///
+/// ```no_run
+/// use dplog_sinks::archive::ArchiveReader;
+/// let mut r = ArchiveReader::open(std::path::Path::new("archive"))?;
+/// r.for_each(0, u64::MAX, |schema, rec| {
+///     println!("{} record of {} bytes", schema.name(), rec.len());
+///     true // go on
+/// })?;
+/// for p in r.problems() {
+///     eprintln!("dplog: {p}");
+/// }
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct ArchiveReader {
+    segments: Vec<SegmentFile>,
+    problems: Vec<Problem>,
+}
+
+impl ArchiveReader {
+    /// The archive in `dir`.
+    ///
+    /// Errors: the directory cannot be read.
+    pub fn open(dir: &Path) -> io::Result<ArchiveReader> {
+        Ok(ArchiveReader {
+            segments: list_segments(dir)?,
+            problems: Vec::new(),
+        })
+    }
+
+    /// Its segment files, in sequence order.
+    pub fn segments(&self) -> &[SegmentFile] {
+        &self.segments
+    }
+
+    /// Damage found so far (files that are not segments, torn or corrupt
+    /// blocks, bad footers), in the order found.
+    pub fn problems(&self) -> &[Problem] {
+        &self.problems
+    }
+
+    /// Calls `f(schema, record)` for every record with an event time in
+    /// `from..=to` (ns), in the order described on [`ArchiveReader`],
+    /// until `f` returns `false`. Damaged blocks and segments are
+    /// skipped and added to [`problems`](Self::problems).
+    ///
+    /// Errors: only an I/O error that is not damage (e.g. a read error of
+    /// the disk is reported as a problem too; none today).
+    pub fn for_each(
+        &mut self,
+        from: u64,
+        to: u64,
+        mut f: impl FnMut(&Schema, &[u8]) -> bool,
+    ) -> io::Result<()> {
+        for sf in self.segments.clone() {
+            if !sf.overlaps(from, to) {
+                continue;
+            }
+            let seg = match Segment::open(&sf.path) {
+                Ok(s) => s,
+                Err(e) => {
+                    self.problems.push(Problem {
+                        path: sf.path.clone(),
+                        block: None,
+                        offset: 0,
+                        reason: format!("{e}; segment skipped"),
+                    });
+                    continue;
+                }
+            };
+            self.problems.extend(seg.problems.iter().cloned());
+            if !seg.merged(from, to, &mut |_| true, &mut self.problems, &mut f) {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One record type's stream of blocks in a segment.
+struct Stream<'s> {
+    blocks: Vec<usize>,
+    next_block: usize,
+    schema: Option<&'s Schema>,
+    recs: Vec<u8>,
+    row: usize,
+}
+
+impl Segment {
+    /// Calls `f(schema, record)` for the records with event times in
+    /// `from..=to` of the data blocks `keep(block index)` accepts (and
+    /// whose time range overlaps), the record types merged by event time
+    /// (one type's records in written order); damaged blocks are skipped
+    /// and added to `problems`. `false` if `f` asked to stop.
+    pub fn merged(
+        &self,
+        from: u64,
+        to: u64,
+        keep: &mut dyn FnMut(usize) -> bool,
+        problems: &mut Vec<Problem>,
+        f: &mut dyn FnMut(&Schema, &[u8]) -> bool,
+    ) -> bool {
+        merge_segment(self, from, to, keep, problems, f)
+    }
+}
+
+fn merge_segment(
+    seg: &Segment,
+    from: u64,
+    to: u64,
+    keep: &mut dyn FnMut(usize) -> bool,
+    problems: &mut Vec<Problem>,
+    f: &mut dyn FnMut(&Schema, &[u8]) -> bool,
+) -> bool {
+    let mut ids: Vec<u16> = Vec::new();
+    for b in &seg.blocks {
+        if b.kind == KIND_DATA && !ids.contains(&b.schema_id) {
+            ids.push(b.schema_id);
+        }
+    }
+    let mut streams: Vec<Stream<'_>> = ids
+        .iter()
+        .map(|&id| Stream {
+            blocks: (0..seg.blocks.len())
+                .filter(|&i| {
+                    let b = &seg.blocks[i];
+                    b.kind == KIND_DATA
+                        && b.schema_id == id
+                        && b.min <= to
+                        && b.max >= from
+                        && keep(i)
+                })
+                .collect(),
+            next_block: 0,
+            schema: None,
+            recs: Vec::new(),
+            row: 0,
+        })
+        .collect();
+    // Refills a stream whose block is used up; false when it has no more.
+    fn refill<'s>(seg: &'s Segment, st: &mut Stream<'s>, problems: &mut Vec<Problem>) -> bool {
+        loop {
+            if let Some(s) = st.schema {
+                if st.row * s.size() < st.recs.len() {
+                    return true;
+                }
+            }
+            let Some(&i) = st.blocks.get(st.next_block) else {
+                return false;
+            };
+            st.next_block += 1;
+            match seg.read_block(i) {
+                Ok((s, recs)) => {
+                    st.schema = Some(s);
+                    st.recs = recs;
+                    st.row = 0;
+                }
+                Err(e) => problems.push(seg.block_problem(i, &e)),
+            }
+        }
+    }
+    loop {
+        let mut best: Option<(u64, usize)> = None;
+        for (k, st) in streams.iter_mut().enumerate() {
+            if !refill(seg, st, problems) {
+                continue;
+            }
+            let s = st.schema.expect("refilled");
+            let rec = &st.recs[st.row * s.size()..(st.row + 1) * s.size()];
+            let t = format::event_time(s, rec).unwrap_or(0);
+            if best.is_none_or_less(t) {
+                best = Some((t, k));
+            }
+        }
+        let Some((t, k)) = best else { return true };
+        let st = &mut streams[k];
+        let s = st.schema.expect("refilled");
+        let rec = &st.recs[st.row * s.size()..(st.row + 1) * s.size()];
+        st.row += 1;
+        if (from..=to).contains(&t) && !f(s, rec) {
+            return false;
+        }
+    }
+}
+
+trait BestExt {
+    fn is_none_or_less(&self, t: u64) -> bool;
+}
+
+impl BestExt for Option<(u64, usize)> {
+    fn is_none_or_less(&self, t: u64) -> bool {
+        match self {
+            None => true,
+            Some((b, _)) => t < *b,
+        }
+    }
+}

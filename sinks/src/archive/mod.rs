@@ -358,6 +358,17 @@ fn wall_ns() -> u64 {
 /// seals it; removes it if it holds no record. Returns the torn blocks
 /// cut off.
 fn recover(dir: &Path, path: &Path, seq: u64, opts: &ArchiveSinkOptions) -> io::Result<u64> {
+    // A crash between creating the file and writing its header leaves
+    // fewer bytes than the header: nothing to recover.
+    if std::fs::metadata(path)?.len() < format::SEGMENT_HEADER as u64 {
+        eprintln!(
+            "dplog: archive recovery: {}: no segment header (a crash cut its creation short); removed",
+            path.display()
+        );
+        std::fs::remove_file(path)?;
+        sync_dir(dir)?;
+        return Ok(0);
+    }
     let seg = Segment::open(path)?;
     let mut torn = seg.problems.len() as u64;
     for p in &seg.problems {

@@ -32,8 +32,9 @@
 //! - kind `S`: a schema, as the binary format's `S` frame payload; each
 //!   segment declares the schemas of its records before their first data
 //!   block, so it decodes alone;
-//! - kind `D`: up to `block_rows` records of one schema: schema id, rows,
-//!   min and max event time, then the records' columns ([`encode`]:
+//! - kind `D`: up to `block_rows` records of one schema, sorted by event
+//!   time (equal times in the order written): schema id, rows, min and
+//!   max event time, then the records' columns ([`encode`]:
 //!   constant, frame of reference, delta, delta of delta or dictionary,
 //!   bit-packed; other widths as byte planes) compressed with zstd.
 //!
@@ -82,9 +83,10 @@
 //!
 //! # Reading
 //!
-//! [`ArchiveReader`] yields every record in time order (for `dplog-cat`
-//! and exports); [`Segment`] reads one segment's blocks (for lookups,
-//! `dplog-query`).
+//! [`ArchiveReader`] yields every record in event-time order, whatever
+//! its type (for `dplog-cat` and exports); [`Segment`] reads one
+//! segment's blocks, [`reader::merge`] merges blocks by time (for
+//! lookups, `dplog-query`).
 //!
 //! One writer per directory: [`ArchiveSink::open`] holds an exclusive
 //! `flock(2)` on `<dir>/.archive.lock`.
@@ -608,6 +610,25 @@ impl ArchiveSink {
             return Ok(());
         }
         let e = b.entry.clone();
+        // Rows in event-time order (stable: equal times keep the order
+        // written), so readers merge blocks by time.
+        let size = e.schema.size();
+        if e.schema.meta().event_time.is_some() {
+            let mut idx: Vec<(u64, usize)> = b
+                .recs
+                .chunks_exact(size)
+                .enumerate()
+                .map(|(i, r)| (format::event_time(&e.schema, r).unwrap_or(0), i))
+                .collect();
+            if idx.windows(2).any(|w| w[0].0 > w[1].0) {
+                idx.sort_by_key(|&(t, i)| (t, i));
+                let mut sorted = Vec::with_capacity(b.recs.len());
+                for (_, i) in idx {
+                    sorted.extend_from_slice(&b.recs[i * size..(i + 1) * size]);
+                }
+                b.recs = sorted;
+            }
+        }
         let body = format::data_body(
             &e.schema,
             &e.cols,

@@ -375,11 +375,165 @@ impl Segment {
     }
 }
 
-/// Reads every record of an archive directory: segments in sequence
-/// order (their time slices), and within a segment the records of all
-/// its record types merged by event time (records of one type keep the
-/// order they were written in). Memory: one decoded block per record type
-/// of the segment being read.
+/// Opens the segments of `files` that overlap `from..=to`, grouped so
+/// that no record of a later group is older than one of an earlier group:
+/// consecutive segments (in sequence order) whose time ranges overlap go
+/// together (a record a slice late lands in the next segment). Calls
+/// `group(segments)` for each group, in order, until it returns `false`.
+/// A segment that cannot be opened is added to `problems` and skipped;
+/// those opened add their own problems.
+///
+/// Memory: the footers of one group at a time.
+pub fn for_each_group(
+    files: &[SegmentFile],
+    from: u64,
+    to: u64,
+    problems: &mut Vec<Problem>,
+    group: &mut dyn FnMut(Vec<Segment>, &mut Vec<Problem>) -> bool,
+) {
+    let mut cur: Vec<Segment> = Vec::new();
+    let mut cur_max = 0u64;
+    for sf in files {
+        if !sf.overlaps(from, to) {
+            continue;
+        }
+        let seg = match Segment::open(&sf.path) {
+            Ok(s) => s,
+            Err(e) => {
+                problems.push(Problem {
+                    path: sf.path.clone(),
+                    block: None,
+                    offset: 0,
+                    reason: format!("{e}; segment skipped"),
+                });
+                continue;
+            }
+        };
+        problems.extend(seg.problems.iter().cloned());
+        let Some((lo, hi)) = seg.time_range() else {
+            continue;
+        };
+        if !cur.is_empty() && lo > cur_max {
+            if !group(std::mem::take(&mut cur), problems) {
+                return;
+            }
+            cur_max = 0;
+        }
+        cur_max = cur_max.max(hi);
+        cur.push(seg);
+    }
+    if !cur.is_empty() {
+        group(cur, problems);
+    }
+}
+
+/// A decoded block being merged.
+struct Cursor<'s> {
+    schema: &'s Schema,
+    recs: Vec<u8>,
+    row: usize,
+    /// The block's smallest time: the time of records of a schema
+    /// without an event-time field (the writer's clock at the block).
+    min: u64,
+}
+
+impl Cursor<'_> {
+    fn time(&self) -> u64 {
+        let n = self.schema.size();
+        format::event_time(self.schema, &self.recs[self.row * n..(self.row + 1) * n])
+            .unwrap_or(self.min)
+    }
+}
+
+/// Calls `f(segment index, schema, record)` for the records with event
+/// times in `from..=to` of the data blocks of `segs` that `keep(segment
+/// index, block index)` accepts, in event-time order (records of equal
+/// time in the order written: segment, block, row), until `f` returns
+/// `false` (then `false`). Damaged blocks are skipped and added to
+/// `problems`.
+///
+/// Memory: the decoded blocks whose time ranges overlap at the current
+/// time (one or two per record type for a log written in time order).
+pub fn merge(
+    segs: &[Segment],
+    from: u64,
+    to: u64,
+    keep: &mut dyn FnMut(usize, usize) -> bool,
+    problems: &mut Vec<Problem>,
+    f: &mut dyn FnMut(usize, &Schema, &[u8]) -> bool,
+) -> bool {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    // Candidate blocks by their smallest time.
+    let mut cands: Vec<(u64, usize, usize)> = Vec::new();
+    for (si, seg) in segs.iter().enumerate() {
+        for (bi, b) in seg.blocks.iter().enumerate() {
+            if b.kind == KIND_DATA && b.min <= to && b.max >= from && keep(si, bi) {
+                cands.push((b.min, si, bi));
+            }
+        }
+    }
+    cands.sort_unstable();
+    let mut cursors: Vec<Option<Cursor<'_>>> = Vec::new();
+    // (head time, segment, block, cursor index), smallest first.
+    let mut heap: BinaryHeap<Reverse<(u64, usize, usize, usize)>> = BinaryHeap::new();
+    let mut next = 0;
+    loop {
+        // Open every block that may hold a record at or before the head.
+        while next < cands.len() && heap.peek().is_none_or_at_least(cands[next].0) {
+            let (_, si, bi) = cands[next];
+            next += 1;
+            match segs[si].read_block(bi) {
+                Ok((schema, recs)) if !recs.is_empty() => {
+                    let c = Cursor {
+                        schema,
+                        recs,
+                        row: 0,
+                        min: segs[si].blocks[bi].min,
+                    };
+                    heap.push(Reverse((c.time(), si, bi, cursors.len())));
+                    cursors.push(Some(c));
+                }
+                Ok(_) => {}
+                Err(e) => problems.push(segs[si].block_problem(bi, &e)),
+            }
+        }
+        let Some(Reverse((t, si, bi, k))) = heap.pop() else {
+            return true;
+        };
+        let c = cursors[k].as_mut().expect("a cursor in the heap is live");
+        let n = c.schema.size();
+        if (from..=to).contains(&t) && !f(si, c.schema, &c.recs[c.row * n..(c.row + 1) * n]) {
+            return false;
+        }
+        c.row += 1;
+        if c.row * n < c.recs.len() {
+            heap.push(Reverse((c.time(), si, bi, k)));
+        } else {
+            cursors[k] = None;
+        }
+    }
+}
+
+trait HeadExt {
+    fn is_none_or_at_least(&self, t: u64) -> bool;
+}
+
+impl HeadExt for Option<&std::cmp::Reverse<(u64, usize, usize, usize)>> {
+    fn is_none_or_at_least(&self, t: u64) -> bool {
+        match self {
+            None => true,
+            Some(h) => h.0 .0 >= t,
+        }
+    }
+}
+
+/// Reads every record of an archive directory in event-time order
+/// (records of equal time in the order written), whatever their types:
+/// blocks are sorted by time when written, and the blocks of segments
+/// whose time ranges overlap are merged. Memory: the footers of the
+/// overlapping segments being read and the decoded blocks that overlap
+/// the current time.
 ///
 /// ```no_run
 /// use dplog_sinks::archive::ArchiveReader;
@@ -426,154 +580,31 @@ impl ArchiveReader {
     /// until `f` returns `false`. Damaged blocks and segments are
     /// skipped and added to [`problems`](Self::problems).
     ///
-    /// Errors: only an I/O error that is not damage (e.g. a read error of
-    /// the disk is reported as a problem too; none today).
+    /// Errors: none today (damage is a problem, not an error); kept for
+    /// readers that may fail as a whole.
     pub fn for_each(
         &mut self,
         from: u64,
         to: u64,
         mut f: impl FnMut(&Schema, &[u8]) -> bool,
     ) -> io::Result<()> {
-        for sf in self.segments.clone() {
-            if !sf.overlaps(from, to) {
-                continue;
-            }
-            let seg = match Segment::open(&sf.path) {
-                Ok(s) => s,
-                Err(e) => {
-                    self.problems.push(Problem {
-                        path: sf.path.clone(),
-                        block: None,
-                        offset: 0,
-                        reason: format!("{e}; segment skipped"),
-                    });
-                    continue;
-                }
-            };
-            self.problems.extend(seg.problems.iter().cloned());
-            if !seg.merged(from, to, &mut |_| true, &mut self.problems, &mut f) {
-                break;
-            }
-        }
+        let files = self.segments.clone();
+        for_each_group(
+            &files,
+            from,
+            to,
+            &mut self.problems,
+            &mut |segs, problems| {
+                merge(
+                    &segs,
+                    from,
+                    to,
+                    &mut |_, _| true,
+                    problems,
+                    &mut |_, s, r| f(s, r),
+                )
+            },
+        );
         Ok(())
-    }
-}
-
-/// One record type's stream of blocks in a segment.
-struct Stream<'s> {
-    blocks: Vec<usize>,
-    next_block: usize,
-    schema: Option<&'s Schema>,
-    recs: Vec<u8>,
-    row: usize,
-}
-
-impl Segment {
-    /// Calls `f(schema, record)` for the records with event times in
-    /// `from..=to` of the data blocks `keep(block index)` accepts (and
-    /// whose time range overlaps), the record types merged by event time
-    /// (one type's records in written order); damaged blocks are skipped
-    /// and added to `problems`. `false` if `f` asked to stop.
-    pub fn merged(
-        &self,
-        from: u64,
-        to: u64,
-        keep: &mut dyn FnMut(usize) -> bool,
-        problems: &mut Vec<Problem>,
-        f: &mut dyn FnMut(&Schema, &[u8]) -> bool,
-    ) -> bool {
-        merge_segment(self, from, to, keep, problems, f)
-    }
-}
-
-fn merge_segment(
-    seg: &Segment,
-    from: u64,
-    to: u64,
-    keep: &mut dyn FnMut(usize) -> bool,
-    problems: &mut Vec<Problem>,
-    f: &mut dyn FnMut(&Schema, &[u8]) -> bool,
-) -> bool {
-    let mut ids: Vec<u16> = Vec::new();
-    for b in &seg.blocks {
-        if b.kind == KIND_DATA && !ids.contains(&b.schema_id) {
-            ids.push(b.schema_id);
-        }
-    }
-    let mut streams: Vec<Stream<'_>> = ids
-        .iter()
-        .map(|&id| Stream {
-            blocks: (0..seg.blocks.len())
-                .filter(|&i| {
-                    let b = &seg.blocks[i];
-                    b.kind == KIND_DATA
-                        && b.schema_id == id
-                        && b.min <= to
-                        && b.max >= from
-                        && keep(i)
-                })
-                .collect(),
-            next_block: 0,
-            schema: None,
-            recs: Vec::new(),
-            row: 0,
-        })
-        .collect();
-    // Refills a stream whose block is used up; false when it has no more.
-    fn refill<'s>(seg: &'s Segment, st: &mut Stream<'s>, problems: &mut Vec<Problem>) -> bool {
-        loop {
-            if let Some(s) = st.schema {
-                if st.row * s.size() < st.recs.len() {
-                    return true;
-                }
-            }
-            let Some(&i) = st.blocks.get(st.next_block) else {
-                return false;
-            };
-            st.next_block += 1;
-            match seg.read_block(i) {
-                Ok((s, recs)) => {
-                    st.schema = Some(s);
-                    st.recs = recs;
-                    st.row = 0;
-                }
-                Err(e) => problems.push(seg.block_problem(i, &e)),
-            }
-        }
-    }
-    loop {
-        let mut best: Option<(u64, usize)> = None;
-        for (k, st) in streams.iter_mut().enumerate() {
-            if !refill(seg, st, problems) {
-                continue;
-            }
-            let s = st.schema.expect("refilled");
-            let rec = &st.recs[st.row * s.size()..(st.row + 1) * s.size()];
-            let t = format::event_time(s, rec).unwrap_or(0);
-            if best.is_none_or_less(t) {
-                best = Some((t, k));
-            }
-        }
-        let Some((t, k)) = best else { return true };
-        let st = &mut streams[k];
-        let s = st.schema.expect("refilled");
-        let rec = &st.recs[st.row * s.size()..(st.row + 1) * s.size()];
-        st.row += 1;
-        if (from..=to).contains(&t) && !f(s, rec) {
-            return false;
-        }
-    }
-}
-
-trait BestExt {
-    fn is_none_or_less(&self, t: u64) -> bool;
-}
-
-impl BestExt for Option<(u64, usize)> {
-    fn is_none_or_less(&self, t: u64) -> bool {
-        match self {
-            None => true,
-            Some((b, _)) => t < *b,
-        }
     }
 }

@@ -7,7 +7,8 @@
 //! natEvent 4 (NAT44 session create) and 16 (port block allocation, also
 //! the deterministic-NAT mapping of RFC 7422, logged once) open a state;
 //! 5 and 17 close it. A close belongs to the most recent open before it
-//! (in the order written) with the same *identity*: every field but the
+//! (in event-time order, equal times in the order written) with the same
+//! *identity*: every field but the
 //! event time, `natEvent` and the fields a delete alone carries (its
 //! counters). A state is live at T when its open is at or before T and
 //! no close of it is before T (a delete at T counts as live at T; a
@@ -33,13 +34,14 @@
 //! # `--between T1 T2`
 //!
 //! Every record matching the conditions with an event time in
-//! `T1..=T2`, in time order within each segment (segments in order).
+//! `T1..=T2`, in event-time order.
 //!
 //! # Memory
 //!
-//! One decoded block per record type of the segment being read; for
-//! `--at`, the matching records of the window (those of one key when
-//! the conditions name it).
+//! The footers of the segments being read (those whose time ranges
+//! overlap) and the decoded blocks that overlap the current time; for
+//! `--at`, the matching records of the window (those of one key when the
+//! conditions name it).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -49,6 +51,7 @@ use std::path::{Path, PathBuf};
 
 use dplog_core::schema::{FieldDef, FieldKind, Schema};
 use dplog_sinks::archive::format::{self, key_hash};
+use dplog_sinks::archive::reader::{for_each_group, merge};
 use dplog_sinks::archive::{list_segments, Problem, Segment, SegmentFile};
 
 /// natEvent values that open a state.
@@ -562,8 +565,8 @@ struct Held {
 }
 
 /// Runs `q` over the archive in `dir`: `emit(schema, record)` for each
-/// answer (for `--at`, the opening records live at T, in the order
-/// written; for `--between`, in time order within each segment),
+/// answer (for `--at`, the opening records live at T; for `--between`,
+/// every match; both in event-time order),
 /// `progress` after each segment.
 ///
 /// Errors: [`QueryError`] for an unknown field, a bad value or an
@@ -614,7 +617,11 @@ pub fn run(
             (lb.map_or(0, |l| t.saturating_sub(l)), t)
         }
     };
-    let window: Vec<&SegmentFile> = segs.iter().filter(|s| s.overlaps(from, to)).collect();
+    let window: Vec<SegmentFile> = segs
+        .iter()
+        .filter(|s| s.overlaps(from, to))
+        .cloned()
+        .collect();
     let mut prog = Progress {
         segments: window.len(),
         ..Default::default()
@@ -622,42 +629,38 @@ pub fn run(
     // --at: the schemas met (by layout), and the matching records held.
     let mut schemas: Vec<(Schema, Option<Resolved>)> = Vec::new();
     let mut held: Vec<Held> = Vec::new();
-    for sf in window {
-        let seg = match Segment::open(&sf.path) {
-            Ok(s) => s,
-            Err(e) => {
-                outcome.problems.push(Problem {
-                    path: sf.path.clone(),
-                    block: None,
-                    offset: 0,
-                    reason: format!("{e}; segment skipped"),
-                });
-                prog.segments_done += 1;
-                progress(&prog);
-                continue;
+    let mut failed: Option<QueryError> = None;
+    let mut problems = Vec::new();
+    for_each_group(&window, from, to, &mut problems, &mut |group, problems| {
+        // The conditions resolved for each schema of each segment (key
+        // hashes depend on the segment's index fields).
+        let mut res: Vec<HashMap<u16, (usize, Option<Resolved>)>> = Vec::new();
+        for seg in &group {
+            let mut m = HashMap::new();
+            for s in &seg.schemas {
+                let r = match resolve(s, &seg.index_fields, &q.conds) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        failed = Some(e);
+                        return false;
+                    }
+                };
+                let k = match schemas.iter().position(|(k, _)| {
+                    k.id() == s.id() && k.fields() == s.fields() && k.name() == s.name()
+                }) {
+                    Some(k) => k,
+                    None => {
+                        schemas.push((s.clone(), r.clone()));
+                        schemas.len() - 1
+                    }
+                };
+                m.insert(s.id(), (k, r));
             }
-        };
-        outcome.problems.extend(seg.problems.iter().cloned());
-        // Resolve the conditions for each schema of the segment.
-        let mut res: HashMap<u16, (usize, Option<Resolved>)> = HashMap::new();
-        for s in &seg.schemas {
-            let k = match schemas.iter().position(|(k, _)| {
-                k.id() == s.id() && k.fields() == s.fields() && k.name() == s.name()
-            }) {
-                Some(k) => k,
-                None => {
-                    let r = resolve(s, &seg.index_fields, &q.conds)?;
-                    schemas.push((s.clone(), r));
-                    schemas.len() - 1
-                }
-            };
-            // Key hashes depend on this segment's index fields.
-            let r = resolve(s, &seg.index_fields, &q.conds)?;
-            res.insert(s.id(), (k, r));
+            res.push(m);
         }
-        let mut keep = |i: usize| {
-            let b = &seg.blocks[i];
-            let ok = match res.get(&b.schema_id) {
+        let mut keep = |si: usize, bi: usize| {
+            let b = &group[si].blocks[bi];
+            let ok = match res[si].get(&b.schema_id) {
                 None => true, // undeclared schema: read_block reports it
                 Some((_, None)) => false,
                 Some((_, Some(r))) => {
@@ -678,8 +681,8 @@ pub fn run(
             }
             ok
         };
-        let mut f = |s: &Schema, rec: &[u8]| -> bool {
-            let Some((k, Some(r))) = res.get(&s.id()) else {
+        let mut f = |si: usize, s: &Schema, rec: &[u8]| -> bool {
+            let Some((k, Some(r))) = res[si].get(&s.id()) else {
                 return true;
             };
             if !r.matches(rec) {
@@ -699,9 +702,14 @@ pub fn run(
             }
             true
         };
-        seg.merged(from, to, &mut keep, &mut outcome.problems, &mut f);
-        prog.segments_done += 1;
+        merge(&group, from, to, &mut keep, problems, &mut f);
+        prog.segments_done += group.len();
         progress(&prog);
+        true
+    });
+    outcome.problems.extend(problems);
+    if let Some(e) = failed {
+        return Err(e);
     }
     if let Mode::At(t) = q.mode {
         for (s, rec) in live_at(t, &schemas, &held) {

@@ -243,11 +243,22 @@ pub fn encode_column(out: &mut Vec<u8>, recs: &[u8], size: usize, n: usize, c: C
             best = (DOD, ddsize);
         }
     }
-    // A dictionary pays when there are few distinct values far apart.
-    let mut dict = vals.clone();
-    dict.sort_unstable();
-    dict.dedup();
-    if dict.len() <= 4096 {
+    // A dictionary pays when there are few distinct values far apart:
+    // tried only for wide frames whose first 1024 values hold few
+    // distinct ones (sorting a whole column per block costs more than
+    // the rest of its encoding).
+    let mut dict = Vec::new();
+    if for_bits > 8 && best.1 > 9 + packed_bytes(n, 8) {
+        let mut sample = vals[..n.min(1024)].to_vec();
+        sample.sort_unstable();
+        sample.dedup();
+        if sample.len() <= 256 {
+            dict = vals.clone();
+            dict.sort_unstable();
+            dict.dedup();
+        }
+    }
+    if !dict.is_empty() && dict.len() <= 4096 {
         let ibits = bits_for(dict.len() as u64 - 1);
         let size = 4 + 9 + packed_bytes(dict.len(), for_bits) + 1 + packed_bytes(n, ibits);
         if size < best.1 {
@@ -457,6 +468,23 @@ mod tests {
             }
             roundtrip(size, &cols, &recs);
         }
+    }
+
+    #[test]
+    fn few_distinct_values_far_apart_take_a_dictionary() {
+        let vals = [7u32, 0x7000_0000, 0xFFFF_FFF0];
+        let recs: Vec<u8> = (0..500)
+            .flat_map(|i| vals[i * 7 % 3].to_le_bytes())
+            .collect();
+        let c = Column {
+            offset: 0,
+            width: 4,
+        };
+        let mut buf = Vec::new();
+        encode_column(&mut buf, &recs, 4, 500, c);
+        assert_eq!(buf[0], DICT);
+        assert!(buf.len() < 200, "{} bytes", buf.len());
+        roundtrip(4, &[c], &recs);
     }
 
     #[test]

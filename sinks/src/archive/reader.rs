@@ -293,8 +293,12 @@ impl Segment {
 
     fn read_body(&self, i: usize) -> io::Result<Vec<u8>> {
         let m = &self.blocks[i];
-        if (m.len as usize) < BLOCK_HEADER {
-            return Err(format::invalid("block shorter than its header".into()));
+        if (m.len as usize) < BLOCK_HEADER || m.len as usize > BLOCK_HEADER + format::MAX_BLOCK_BODY
+        {
+            return Err(format::invalid(format!(
+                "block length {} out of range",
+                m.len
+            )));
         }
         let mut f = vec![0u8; m.len as usize];
         self.file.read_exact_at(&mut f, m.offset).map_err(|e| {

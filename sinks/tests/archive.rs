@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use dplog_core::schema::{FieldDef, FieldKind, Schema};
 use dplog_core::{Accepted, Sink};
 use dplog_formatters::binary::BinaryEncoder;
-use dplog_sinks::archive::format::{key_hash, key_of, KIND_DATA};
+use dplog_sinks::archive::format::{key_hash32, key_of, KIND_DATA};
 use dplog_sinks::archive::{
     list_segments, ArchiveReader, ArchiveSink, ArchiveSinkOptions, Segment,
 };
@@ -124,19 +124,32 @@ fn any_schema_round_trips_in_time_order_across_segments() {
         .map(|s| std::fs::metadata(&s.path).unwrap().len())
         .sum();
     assert!(bytes < 5000 * 48 / 2, "{bytes} bytes");
-    // The Bloom filters index ruleId: a block holds its keys.
+    // The key index (ruleId): every row's key names its block, and a key
+    // no row has names none.
     let seg = Segment::open(&segs[0].path).unwrap();
+    assert!(!seg.index.is_empty());
     let key = [&s.fields()[4]];
+    let mut checked = 0;
     for i in 0..seg.blocks.len() {
         if seg.blocks[i].kind != KIND_DATA {
             continue;
         }
         let (_, recs) = seg.read_block(i).unwrap();
-        let bloom = seg.blocks[i].bloom.as_ref().unwrap();
         for r in recs.chunks_exact(48) {
-            assert!(bloom.may_contain(key_hash(&key_of(&key, r))));
+            let blocks = seg
+                .blocks_with_key(key_hash32(&key_of(&key, r)))
+                .unwrap()
+                .unwrap();
+            assert!(blocks.contains(&(i as u32)));
+            checked += 1;
         }
     }
+    assert!(checked > 500);
+    let none = seg
+        .blocks_with_key(key_hash32(&0x1234_5678u32.to_ne_bytes()))
+        .unwrap()
+        .unwrap();
+    assert!(none.is_empty());
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! The archive's on-disk layout: segment names, block frames, the footer,
-//! the key hash and the per-block Bloom filters (see the module docs of
+//! the key hash and the key index pages (see the module docs of
 //! [`archive`](super) for the whole picture).
 
 use std::io;
@@ -307,58 +307,93 @@ pub fn key_of(fields: &[&FieldDef], rec: &[u8]) -> Vec<u8> {
     k
 }
 
-/// Hash functions per Bloom filter.
-pub const BLOOM_K: u32 = 5;
-/// Bits per distinct key (about 2 % false positives with 5 hashes).
-pub const BLOOM_BITS_PER_KEY: usize = 8;
-
-/// A Bloom filter over the key hashes of one block: bits as bytes, bit
-/// `i` at byte `i / 8`, bit `i % 8`; position `j` of a hash `h` is
-/// `(h + j * (mix(h) | 1)) mod (bits)`, `j` in `0..BLOOM_K`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Bloom {
-    /// The bit array (its length times 8 is the bit count, at least 64).
-    pub bits: Vec<u8>,
+/// The 32-bit index hash of a key: the high half of [`key_hash`].
+pub fn key_hash32(bytes: &[u8]) -> u32 {
+    (key_hash(bytes) >> 32) as u32
 }
 
-impl Bloom {
-    /// A filter holding every hash of `hashes` (duplicates allowed).
-    pub fn build(hashes: &mut Vec<u64>) -> Bloom {
-        hashes.sort_unstable();
-        hashes.dedup();
-        let nbits = (hashes.len() * BLOOM_BITS_PER_KEY)
-            .max(64)
-            .next_multiple_of(8);
-        let mut b = Bloom {
-            bits: vec![0; nbits / 8],
-        };
-        for &h in hashes.iter() {
-            b.positions(h, |p, bits| bits[p / 8] |= 1 << (p % 8));
-        }
-        b
-    }
+/// Index pairs per page.
+pub const PAGE_PAIRS: usize = 4096;
 
-    fn positions(&mut self, h: u64, mut f: impl FnMut(usize, &mut [u8])) {
-        let m = (self.bits.len() * 8) as u64;
-        let step = mix(h) | 1;
-        for j in 0..BLOOM_K as u64 {
-            let p = h.wrapping_add(j.wrapping_mul(step)) % m;
-            f(p as usize, &mut self.bits);
-        }
-    }
+/// One page of a sealed segment's key index, as the footer lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexPage {
+    /// Smallest key hash in the page.
+    pub first: u32,
+    /// Byte offset of the page in the file.
+    pub offset: u64,
+    /// Page length, bytes.
+    pub len: u32,
+    /// CRC-32 of the page.
+    pub crc: u32,
+}
 
-    /// `false`: no key of hash `h` is in the block; `true`: maybe.
-    pub fn may_contain(&self, h: u64) -> bool {
-        let m = (self.bits.len() * 8) as u64;
-        if m == 0 {
-            return true;
-        }
-        let step = mix(h) | 1;
-        (0..BLOOM_K as u64).all(|j| {
-            let p = h.wrapping_add(j.wrapping_mul(step)) % m;
-            self.bits[(p / 8) as usize] & (1 << (p % 8)) != 0
+fn put_varint(b: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        b.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    b.push(v as u8);
+}
+
+/// The key index pages of `pairs` (`(key hash32, block index)`, any
+/// order, duplicates allowed): sorted, deduplicated, cut into pages of
+/// [`PAGE_PAIRS`]; each page is the pair count (u32 LE) then per pair the
+/// hash's difference from the previous one (the first: from 0) and the
+/// block index, as LEB128 varints. Returns each page with its first hash.
+pub fn index_pages(pairs: &mut Vec<(u32, u32)>) -> Vec<(u32, Vec<u8>)> {
+    pairs.sort_unstable();
+    pairs.dedup();
+    pairs
+        .chunks(PAGE_PAIRS)
+        .map(|c| {
+            let mut b = Vec::with_capacity(4 + c.len() * 4);
+            b.extend_from_slice(&(c.len() as u32).to_le_bytes());
+            let mut prev = 0u32;
+            for &(h, blk) in c {
+                put_varint(&mut b, u64::from(h - prev));
+                put_varint(&mut b, u64::from(blk));
+                prev = h;
+            }
+            (c[0].0, b)
         })
+        .collect()
+}
+
+/// Parses an index page.
+///
+/// Errors: `InvalidData` for a page that does not parse.
+pub fn parse_index_page(b: &[u8]) -> io::Result<Vec<(u32, u32)>> {
+    let mut c = Cursor { b, p: 0 };
+    let n = c.u32()? as usize;
+    if n > PAGE_PAIRS {
+        return Err(invalid(format!("index page of {n} pairs")));
     }
+    let varint = |c: &mut Cursor<'_>| -> io::Result<u64> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let x = c.u8()?;
+            v |= u64::from(x & 0x7f) << shift;
+            if x & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(invalid("varint too long".into()))
+    };
+    let mut out = Vec::with_capacity(n);
+    let mut h = 0u64;
+    for _ in 0..n {
+        h += varint(&mut c)?;
+        let blk = varint(&mut c)?;
+        if h > u64::from(u32::MAX) || blk > u64::from(u32::MAX) {
+            return Err(invalid("index value out of range".into()));
+        }
+        out.push((h as u32, blk as u32));
+    }
+    if c.p != b.len() {
+        return Err(invalid("trailing bytes in an index page".into()));
+    }
+    Ok(out)
 }
 
 /// One block as the footer lists it.
@@ -379,9 +414,6 @@ pub struct BlockMeta {
     pub min: u64,
     /// Largest event time of its records.
     pub max: u64,
-    /// Bloom filter over its index keys; `None` when its schema has no
-    /// indexed field (or a schema block).
-    pub bloom: Option<Bloom>,
 }
 
 /// A sealed segment's footer.
@@ -402,6 +434,8 @@ pub struct Footer {
     pub index_fields: Vec<String>,
     /// Every block, in file order.
     pub blocks: Vec<BlockMeta>,
+    /// The key index pages, by first hash (they follow the last block).
+    pub index: Vec<IndexPage>,
 }
 
 fn put_str(b: &mut Vec<u8>, s: &str) {
@@ -436,9 +470,13 @@ impl Footer {
             b.extend_from_slice(&m.rows.to_le_bytes());
             b.extend_from_slice(&m.min.to_le_bytes());
             b.extend_from_slice(&m.max.to_le_bytes());
-            let bloom = m.bloom.as_ref().map_or(&[][..], |x| &x.bits[..]);
-            b.extend_from_slice(&(bloom.len() as u32).to_le_bytes());
-            b.extend_from_slice(bloom);
+        }
+        b.extend_from_slice(&(self.index.len() as u32).to_le_bytes());
+        for p in &self.index {
+            b.extend_from_slice(&p.first.to_le_bytes());
+            b.extend_from_slice(&p.offset.to_le_bytes());
+            b.extend_from_slice(&p.len.to_le_bytes());
+            b.extend_from_slice(&p.crc.to_le_bytes());
         }
         let crc = crc32fast::hash(&b);
         let len = b.len() as u64;
@@ -496,8 +534,6 @@ impl Footer {
             let schema_id = u16::from_le_bytes([sid[0], sid[1]]);
             let rows = c.u32()?;
             let (bmin, bmax) = (c.u64()?, c.u64()?);
-            let bl = c.u32()? as usize;
-            let bits = c.take(bl)?.to_vec();
             blocks.push(BlockMeta {
                 offset,
                 len,
@@ -506,7 +542,16 @@ impl Footer {
                 rows,
                 min: bmin,
                 max: bmax,
-                bloom: (!bits.is_empty()).then_some(Bloom { bits }),
+            });
+        }
+        let np = c.u32()? as usize;
+        let mut index = Vec::with_capacity(np.min(1 << 20));
+        for _ in 0..np {
+            index.push(IndexPage {
+                first: c.u32()?,
+                offset: c.u64()?,
+                len: c.u32()?,
+                crc: c.u32()?,
             });
         }
         if c.p != b.len() {
@@ -520,6 +565,7 @@ impl Footer {
             max_lifetime_ms: life,
             index_fields,
             blocks,
+            index,
         })
     }
 }
@@ -553,15 +599,21 @@ mod tests {
     }
 
     #[test]
-    fn bloom_has_no_false_negatives_and_few_positives() {
-        let mut hs: Vec<u64> = (0..5000u64).map(|i| key_hash(&i.to_le_bytes())).collect();
-        let b = Bloom::build(&mut hs.clone());
-        assert!(hs.iter().all(|&h| b.may_contain(h)));
-        hs.clear();
-        let fp = (5000..105_000u64)
-            .filter(|i| b.may_contain(key_hash(&i.to_le_bytes())))
-            .count();
-        assert!(fp < 5000, "{fp} false positives of 100000");
+    fn index_pages_round_trip() {
+        let mut pairs: Vec<(u32, u32)> = (0..10_000u32)
+            .map(|i| (key_hash32(&i.to_le_bytes()), i / 100))
+            .collect();
+        pairs.push(pairs[5]);
+        let pages = index_pages(&mut pairs);
+        assert_eq!(pages.len(), 3);
+        let mut back = Vec::new();
+        for (first, p) in &pages {
+            let v = parse_index_page(p).unwrap();
+            assert_eq!(v[0].0, *first);
+            back.extend(v);
+        }
+        assert_eq!(back, pairs);
+        assert!(parse_index_page(&pages[0].1[..100]).is_err());
     }
 
     #[test]

@@ -38,21 +38,26 @@
 //!   constant, frame of reference, delta, delta of delta or dictionary,
 //!   bit-packed; other widths as byte planes) compressed with zstd.
 //!
-//! A sealed segment ends with a footer (time range, rows, the writer's
-//! `max_lifetime_ms`, the index key fields, and per block its offset,
-//! kind, schema, rows, time range and a Bloom filter over its index keys)
-//! and a 24-byte trailer (footer length, its CRC-32, `DPLOGAE1`).
+//! A sealed segment ends with its key index pages, a footer (time range,
+//! rows, the writer's `max_lifetime_ms`, the index key fields, per block
+//! its offset, kind, schema, rows and time range, and the directory of
+//! the index pages: first hash, offset, length, CRC-32) and a 24-byte
+//! trailer (footer length, its CRC-32, `DPLOGAE1`).
 //!
 //! # Index
 //!
 //! `index` names the key fields (default `postNATSourceIPv4Address`,
 //! `postNAPTSourceTransportPort`); each schema's key is the subset of
 //! them it has (NAT44 sessions: address and port; port blocks, whose port
-//! is a range: the address). Each data block has a Bloom filter (8 bits
-//! per distinct key, 5 hashes, about 2 % false positives) over
-//! [`format::key_hash`] of its keys, so a lookup reads the footers of the
-//! segments in its time range and decodes only the blocks whose filter
-//! may hold the key.
+//! is a range: the address). A sealed segment's index is every distinct
+//! (32-bit key hash, block) pair of its rows (the high half of
+//! [`format::key_hash`] of the key's bytes), sorted, in pages of 4096
+//! pairs (delta-coded varints, about 3 bytes a pair); the footer lists
+//! each page's first hash. A lookup reads the footers of the segments in
+//! its time range and one page of each, and decodes only the blocks the
+//! page names (a hash collision only costs a block read). An open
+//! segment has no index yet: it is scanned. The open segment keeps its
+//! pairs in memory until sealed (8 bytes per distinct key per block).
 //!
 //! # Durability and crashes
 //!
@@ -116,7 +121,7 @@ use dplog_core::schema::{FieldDef, Schema};
 use dplog_core::{Accepted, Sink, SinkError};
 
 use encode::Column;
-use format::{BlockMeta, Bloom, Footer, KIND_DATA, KIND_SCHEMA};
+use format::{BlockMeta, Footer, KIND_DATA, KIND_SCHEMA};
 
 /// The archive sink's settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -278,6 +283,8 @@ struct Encoded {
     entry: Arc<SchemaEntry>,
     meta: BlockMeta,
     frame: Vec<u8>,
+    /// The distinct key hashes of its rows (empty: no indexed field).
+    keys: Vec<u32>,
 }
 
 #[derive(Debug)]
@@ -295,6 +302,8 @@ struct OpenSeg {
     offset: u64,
     blocks: Vec<BlockMeta>,
     declared: Vec<u16>,
+    /// (key hash, block index) of every indexed row written.
+    pairs: Vec<(u32, u32)>,
     dirty: bool,
     last_sync: Instant,
 }
@@ -379,18 +388,18 @@ fn recover(dir: &Path, path: &Path, seq: u64, opts: &ArchiveSinkOptions) -> io::
     let mut blocks = Vec::new();
     let mut end = format::SEGMENT_HEADER as u64;
     let (mut min, mut max, mut rows) = (u64::MAX, 0u64, 0u64);
+    let mut pairs = Vec::new();
     for (i, b) in seg.blocks.iter().enumerate() {
-        let mut b = b.clone();
+        let b = b.clone();
         if b.kind == KIND_DATA {
             match seg.read_block(i) {
                 Ok((s, recs)) => {
                     let key = format::index_fields(s, &opts.index);
                     if !key.is_empty() {
-                        let mut hs: Vec<u64> = recs
-                            .chunks_exact(s.size())
-                            .map(|r| format::key_hash(&format::key_of(&key, r)))
-                            .collect();
-                        b.bloom = Some(Bloom::build(&mut hs));
+                        pairs.extend(
+                            recs.chunks_exact(s.size())
+                                .map(|r| (format::key_hash32(&format::key_of(&key, r)), i as u32)),
+                        );
                     }
                     min = min.min(b.min);
                     max = max.max(b.max);
@@ -414,6 +423,7 @@ fn recover(dir: &Path, path: &Path, seq: u64, opts: &ArchiveSinkOptions) -> io::
     }
     let f = OpenOptions::new().write(true).open(path)?;
     f.set_len(end)?;
+    let (index, tail) = index_tail(&mut pairs, end);
     let footer = Footer {
         seq,
         min,
@@ -422,8 +432,11 @@ fn recover(dir: &Path, path: &Path, seq: u64, opts: &ArchiveSinkOptions) -> io::
         max_lifetime_ms: opts.max_lifetime_ms,
         index_fields: opts.index.clone(),
         blocks,
+        index,
     };
-    f.write_all_at(&footer.to_bytes(), end)?;
+    let mut bytes = tail;
+    bytes.extend_from_slice(&footer.to_bytes());
+    f.write_all_at(&bytes, end)?;
     f.sync_all()?;
     std::fs::rename(path, dir.join(format::sealed_name(seq, min, max)))?;
     sync_dir(dir)?;
@@ -432,6 +445,23 @@ fn recover(dir: &Path, path: &Path, seq: u64, opts: &ArchiveSinkOptions) -> io::
         path.display()
     );
     Ok(torn)
+}
+
+/// The key index pages of `pairs` placed from byte `at` on: their
+/// directory and their bytes.
+fn index_tail(pairs: &mut Vec<(u32, u32)>, at: u64) -> (Vec<format::IndexPage>, Vec<u8>) {
+    let mut dir = Vec::new();
+    let mut bytes = Vec::new();
+    for (first, page) in format::index_pages(pairs) {
+        dir.push(format::IndexPage {
+            first,
+            offset: at + bytes.len() as u64,
+            len: page.len() as u32,
+            crc: crc32fast::hash(&page),
+        });
+        bytes.extend_from_slice(&page);
+    }
+    (dir, bytes)
 }
 
 impl ArchiveSink {
@@ -639,15 +669,17 @@ impl ArchiveSink {
             self.opts.zstd_level,
         )
         .map_err(SinkError::Permanent)?;
-        let bloom = (!e.key.is_empty()).then(|| {
+        let mut keys: Vec<u32> = Vec::new();
+        if !e.key.is_empty() {
             let key: Vec<&FieldDef> = e.key.iter().collect();
-            let mut hs: Vec<u64> = b
+            keys = b
                 .recs
                 .chunks_exact(e.schema.size())
-                .map(|r| format::key_hash(&format::key_of(&key, r)))
+                .map(|r| format::key_hash32(&format::key_of(&key, r)))
                 .collect();
-            Bloom::build(&mut hs)
-        });
+            keys.sort_unstable();
+            keys.dedup();
+        }
         let frame = format::block_frame(KIND_DATA, &body);
         let meta = BlockMeta {
             offset: 0,
@@ -657,7 +689,6 @@ impl ArchiveSink {
             rows: b.rows as u32,
             min: b.min,
             max: b.max,
-            bloom,
         };
         self.logical_bytes += frame.len() as u64;
         b.recs.clear();
@@ -668,6 +699,7 @@ impl ArchiveSink {
             entry: e,
             meta,
             frame,
+            keys,
         }));
         Ok(())
     }
@@ -710,6 +742,7 @@ impl ArchiveSink {
                 offset: format::SEGMENT_HEADER as u64,
                 blocks: Vec::new(),
                 declared: Vec::new(),
+                pairs: Vec::new(),
                 dirty: true,
                 last_sync: Instant::now(),
             });
@@ -752,7 +785,6 @@ impl ArchiveSink {
                             rows: 0,
                             min: 0,
                             max: 0,
-                            bloom: None,
                         });
                         seg.declared.push(entry.schema.id());
                     }
@@ -765,6 +797,8 @@ impl ArchiveSink {
                     meta.offset = at;
                     add(&counters.blocks, 1);
                     add(&counters.rows, meta.rows as u64);
+                    let bi = seg.blocks.len() as u32;
+                    seg.pairs.extend(enc.keys.iter().map(|&h| (h, bi)));
                     seg.blocks.push(meta);
                     self.ops.pop_front();
                 }
@@ -786,6 +820,9 @@ impl ArchiveSink {
         let min = data.clone().map(|b| b.min).min().unwrap_or(0);
         let max = data.clone().map(|b| b.max).max().unwrap_or(0);
         let rows = data.map(|b| b.rows as u64).sum();
+        let end = seg.offset;
+        let mut pairs = seg.pairs.clone();
+        let (index, mut bytes) = index_tail(&mut pairs, end);
         let footer = Footer {
             seq: seg.seq,
             min,
@@ -794,9 +831,9 @@ impl ArchiveSink {
             max_lifetime_ms: self.opts.max_lifetime_ms,
             index_fields: self.opts.index.clone(),
             blocks: seg.blocks.clone(),
+            index,
         };
-        let bytes = footer.to_bytes();
-        let end = seg.offset;
+        bytes.extend_from_slice(&footer.to_bytes());
         if let Err(e) = seg
             .file
             .write_all_at(&bytes, end)

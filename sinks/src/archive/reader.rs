@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use dplog_core::schema::Schema;
 
 use super::format::{
-    self, check_header, data_header, frame_header, BlockMeta, Footer, BLOCK_HEADER, KIND_DATA,
-    KIND_SCHEMA, SEGMENT_HEADER,
+    self, check_header, data_header, frame_header, BlockMeta, Footer, IndexPage, BLOCK_HEADER,
+    KIND_DATA, KIND_SCHEMA, SEGMENT_HEADER,
 };
 
 /// A segment file of an archive directory, from its name.
@@ -106,11 +106,12 @@ pub struct Segment {
     file: File,
     /// Whether its footer was read (sealed); `false` for an open segment
     /// or a sealed one whose footer is damaged (its blocks were found by
-    /// scanning, without Bloom filters).
+    /// scanning; it has no key index).
     pub sealed: bool,
-    /// Every whole, checksummed block, in file order (a data block of an
-    /// open segment has no Bloom filter).
+    /// Every whole, checksummed block, in file order.
     pub blocks: Vec<BlockMeta>,
+    /// The directory of its key index pages (empty: no index).
+    pub index: Vec<IndexPage>,
     /// The schemas its schema blocks declare.
     pub schemas: Vec<Schema>,
     /// The index key fields of its footer (empty when not sealed).
@@ -144,6 +145,7 @@ impl Segment {
             file,
             sealed: false,
             blocks: Vec::new(),
+            index: Vec::new(),
             schemas: Vec::new(),
             index_fields: Vec::new(),
             max_lifetime_ms: None,
@@ -175,6 +177,7 @@ impl Segment {
                     .last()
                     .map_or(SEGMENT_HEADER as u64, |b| b.offset + b.len as u64);
                 seg.blocks = f.blocks;
+                seg.index = f.index;
                 seg.index_fields = f.index_fields;
                 seg.max_lifetime_ms = Some(f.max_lifetime_ms);
                 for i in 0..seg.blocks.len() {
@@ -263,7 +266,6 @@ impl Segment {
                 rows: 0,
                 min: 0,
                 max: 0,
-                bloom: None,
             };
             if fh.kind == KIND_DATA {
                 match data_header(&body) {
@@ -317,6 +319,48 @@ impl Segment {
         fh.check(&f[BLOCK_HEADER..])?;
         f.drain(..BLOCK_HEADER);
         Ok(f)
+    }
+
+    /// The data blocks holding a row whose key hashes to `h`
+    /// ([`format::key_hash32`]), from the key index: `None` when the
+    /// segment has none (open, or its footer damaged), else the block
+    /// indexes (a superset when hashes collide), ascending.
+    ///
+    /// Errors: `InvalidData` for an index page that fails its checksum or
+    /// does not parse (read the blocks instead, and report it).
+    pub fn blocks_with_key(&self, h: u32) -> io::Result<Option<Vec<u32>>> {
+        if !self.sealed {
+            return Ok(None);
+        }
+        // Pages of `h`: from the last one starting before it, while they
+        // start at or before it.
+        let start = self
+            .index
+            .partition_point(|p| p.first < h)
+            .saturating_sub(1);
+        let mut out = Vec::new();
+        for p in self.index[start..].iter().take_while(|p| p.first <= h) {
+            if p.len as usize > format::MAX_BLOCK_BODY {
+                return Err(format::invalid("index page length out of range".into()));
+            }
+            let mut b = vec![0u8; p.len as usize];
+            self.file.read_exact_at(&mut b, p.offset)?;
+            if crc32fast::hash(&b) != p.crc {
+                return Err(format::invalid(format!(
+                    "index page at byte {}: checksum mismatch",
+                    p.offset
+                )));
+            }
+            out.extend(
+                format::parse_index_page(&b)?
+                    .into_iter()
+                    .filter(|&(k, _)| k == h)
+                    .map(|(_, blk)| blk),
+            );
+        }
+        out.sort_unstable();
+        out.dedup();
+        Ok(Some(out))
     }
 
     /// The schema with id `id` in this segment.

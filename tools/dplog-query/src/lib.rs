@@ -26,9 +26,8 @@
 //! the longest a session or port block lives. Set it to the longest
 //! lifetime the NAT allows (a TCP session refreshed for days, a
 //! deterministic mapping logged once at start: `--lookback all`). The
-//! cost is one footer read (and a Bloom filter test per block) for each
-//! segment of the window, and a decode only of the blocks whose filter
-//! may hold the key. Records of other types (no `natEvent`) and other
+//! cost is one footer and one key index page read for each segment of
+//! the window, and a decode only of the blocks the index names. Records of other types (no `natEvent`) and other
 //! natEvents (exhaustion, quota) are not states: `--between` finds them.
 //!
 //! # `--between T1 T2`
@@ -50,7 +49,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 
 use dplog_core::schema::{FieldDef, FieldKind, Schema};
-use dplog_sinks::archive::format::{self, key_hash};
+use dplog_sinks::archive::format::{self, key_hash32};
 use dplog_sinks::archive::reader::{for_each_group, merge};
 use dplog_sinks::archive::{list_segments, Problem, Segment, SegmentFile};
 
@@ -285,7 +284,7 @@ enum Cond {
 struct Resolved {
     conds: Vec<Cond>,
     /// The index key's hash when the conditions give every key field.
-    key: Option<u64>,
+    key: Option<u32>,
     /// Stateful: (event field, identity field ranges).
     state: Option<(FieldDef, Vec<(usize, usize)>)>,
 }
@@ -461,9 +460,22 @@ fn resolve(
     });
     Ok(Some(Resolved {
         conds: out,
-        key: full.then(|| key_hash(&key)),
+        key: full.then(|| key_hash32(&key)),
         state,
     }))
+}
+
+trait IndexedExt {
+    fn is_none_or_has(&self, block: u32) -> bool;
+}
+
+impl IndexedExt for Option<&Vec<u32>> {
+    fn is_none_or_has(&self, block: u32) -> bool {
+        match self {
+            None => true,
+            Some(v) => v.binary_search(&block).is_ok(),
+        }
+    }
 }
 
 /// Progress of a lookup, for a progress line.
@@ -475,7 +487,7 @@ pub struct Progress {
     pub segments: usize,
     /// Data blocks decoded so far.
     pub blocks_read: u64,
-    /// Data blocks the Bloom filters ruled out.
+    /// Data blocks the key index (or the record type) ruled out.
     pub blocks_skipped: u64,
 }
 
@@ -635,7 +647,10 @@ pub fn run(
         // The conditions resolved for each schema of each segment (key
         // hashes depend on the segment's index fields).
         let mut res: Vec<HashMap<u16, (usize, Option<Resolved>)>> = Vec::new();
+        // Per segment and schema: the blocks the key index names.
+        let mut indexed: Vec<HashMap<u16, Vec<u32>>> = Vec::new();
         for seg in &group {
+            let mut blocks = HashMap::new();
             let mut m = HashMap::new();
             for s in &seg.schemas {
                 let r = match resolve(s, &seg.index_fields, &q.conds) {
@@ -654,9 +669,24 @@ pub fn run(
                         schemas.len() - 1
                     }
                 };
+                if let Some(h) = r.as_ref().and_then(|r| r.key) {
+                    match seg.blocks_with_key(h) {
+                        Ok(Some(v)) => {
+                            blocks.insert(s.id(), v);
+                        }
+                        Ok(None) => {}
+                        Err(e) => problems.push(Problem {
+                            path: seg.path.clone(),
+                            block: None,
+                            offset: 0,
+                            reason: format!("{e}; its blocks are read without the index"),
+                        }),
+                    }
+                }
                 m.insert(s.id(), (k, r));
             }
             res.push(m);
+            indexed.push(blocks);
         }
         let mut keep = |si: usize, bi: usize| {
             let b = &group[si].blocks[bi];
@@ -667,10 +697,7 @@ pub fn run(
                     if matches!(q.mode, Mode::At(_)) && r.state.is_none() {
                         false
                     } else {
-                        match (&b.bloom, r.key) {
-                            (Some(bl), Some(h)) => bl.may_contain(h),
-                            _ => true,
-                        }
+                        indexed[si].get(&b.schema_id).is_none_or_has(bi as u32)
                     }
                 }
             };

@@ -155,7 +155,10 @@ fn main() -> ExitCode {
         }
     };
     let tty = std::io::stderr().is_terminal();
-    let mut last = Instant::now();
+    // The first segment done shows the line; then at most every 200 ms.
+    let mut last = Instant::now()
+        .checked_sub(Duration::from_secs(1))
+        .unwrap_or_else(Instant::now);
     let mut shown = false;
     let mut progress = |p: &dplog_query::Progress| {
         if tty && last.elapsed() >= Duration::from_millis(200) {

@@ -60,6 +60,17 @@ fn json_of(s: &Schema, recs: &[u8]) -> Vec<String> {
         .collect()
 }
 
+fn data_of(seg: &Segment) -> Vec<usize> {
+    (0..seg.blocks.len())
+        .filter(|&i| seg.blocks[i].kind == KIND_DATA)
+        .collect()
+}
+
+/// The schema id in a record's header.
+fn recs_schema(recs: &[u8]) -> u16 {
+    u16::from_ne_bytes([recs[2], recs[3]])
+}
+
 fn query(arch: &Path, args: &[&str]) -> (i32, Vec<String>, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_dplog-query"))
         .arg("--archive")
@@ -146,6 +157,48 @@ fn corrupt_and_truncated_segments_are_reported_and_the_query_goes_on() {
     assert!(
         err.lines()
             .any(|l| l.contains(name2) && l.contains("torn block")),
+        "{err}"
+    );
+    // A damaged key index page: reported, and the segment's blocks are
+    // read without it; the answer is the same.
+    let s3 = Segment::open(&segs[3].path).unwrap();
+    let page = s3.index[0].clone();
+    let (_, recs) = s3.read_block(data_of(&s3)[0]).unwrap();
+    let line = json_of(s3.schema(recs_schema(&recs)).unwrap(), &recs[..64])[0].clone();
+    drop(s3);
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    let key = [
+        "--where".to_string(),
+        format!(
+            "postNATSourceIPv4Address={}",
+            v["postNATSourceIPv4Address"].as_str().unwrap()
+        ),
+        "--where".to_string(),
+        format!(
+            "postNAPTSourceTransportPort={}",
+            v["postNAPTSourceTransportPort"]
+        ),
+    ];
+    let t = format!(
+        "{}ns",
+        v["observationTimeMilliseconds"].as_u64().unwrap() * 1_000_000 + 999_999
+    );
+    let mut args: Vec<&str> = vec!["--format", "json", "--at", &t];
+    args.extend(key.iter().map(String::as_str));
+    let (code, before, err) = query(&arch, &args);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("index page"), "{err}");
+    let mut b = std::fs::read(&segs[3].path).unwrap();
+    b[page.offset as usize + 5] ^= 0x01;
+    std::fs::write(&segs[3].path, &b).unwrap();
+    let (code, after, err) = query(&arch, &args);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(after, before);
+    let name3 = segs[3].path.file_name().unwrap().to_str().unwrap();
+    assert!(
+        err.lines().any(|l| l.contains(name3)
+            && l.contains("index page")
+            && l.contains("read without the index")),
         "{err}"
     );
     // The reader API skips the same blocks and reports them.
@@ -397,4 +450,36 @@ fn sigkill_mid_segment_then_restart() {
     // A real restart of the writer appends new segments after it.
     nat_into(&arch, 512, "[synthetic]\npackets = 2000\n");
     assert!(list_segments(&arch).unwrap().len() > sealed_before.len() + 1);
+}
+
+#[test]
+fn a_terminal_gets_a_progress_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let arch = dir.path().join("arch");
+    std::fs::create_dir(&arch).unwrap();
+    nat_into(&arch, 64, SMALL);
+    // stderr on a pseudo-terminal (script(1)); stdout too, so the answer
+    // lines come through it as well.
+    let cmd = format!(
+        "{} --archive {} --between 0 4000000000000 --where natEvent=5",
+        env!("CARGO_BIN_EXE_dplog-query"),
+        arch.display()
+    );
+    let out = Command::new("script")
+        .args(["-qfec", &cmd, "/dev/null"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("\rdplog-query: segment 1/") && text.contains("blocks read"),
+        "{text}"
+    );
+    // Without a terminal (every other test): no progress line.
+    let (code, _, err) = query(
+        &arch,
+        &["--between", "0", "4000000000000", "--where", "natEvent=5"],
+    );
+    assert_eq!(code, 0);
+    assert!(err.is_empty(), "{err}");
 }

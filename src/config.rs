@@ -432,8 +432,8 @@ impl SinkConfig {
 
     /// The sink consumer `i` of several ([`ConsumersConfig`]) writes:
     /// consumer 0 these settings; consumer `i > 0` a file sink's `path` and
-    /// an mmap sink's `dir` with the suffix `.i` (in every `[[sink]]`
-    /// table), and the same settings (its own connection) for syslog and
+    /// an mmap or archive sink's `dir` with the suffix `.i` (in every
+    /// `[[sink]]` table), and the same settings (its own connection) for syslog and
     /// Kafka.
     pub fn for_consumer(&self, i: usize) -> SinkConfig {
         fn suffixed(p: &Path, i: usize) -> PathBuf {

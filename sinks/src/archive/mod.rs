@@ -15,6 +15,12 @@
 //! error). In a `[[sink]]` set every sink gets the same bytes, so an
 //! archive goes with other binary sinks (a binary file, mmap segments).
 //!
+//! Times are each record's event-time field (its schema's): ns since the
+//! epoch for an `NsTimestamp` field; raw ticks for a `TscTimestamp` one
+//! (its slices and ranges are then in ticks: give such a schema an
+//! `NsTimestamp` event time to slice it by wall time); the writer's clock
+//! for a schema without one.
+//!
 //! # Layout
 //!
 //! A directory of segments, one per time slice of the records' event

@@ -207,7 +207,10 @@ fn main() -> ExitCode {
 }
 
 /// Imports binary logs or mmap directories of them into the archive in
-/// `dir`; returns the records imported.
+/// `dir`; returns the records imported. The frames go to the archive
+/// sink as they are (it reads the `H` and `S` frames itself), in batches
+/// of about 1 MiB: memory is one batch, plus one mmap segment's committed
+/// data.
 fn import(dir: &Path, inputs: &[PathBuf], block_rows: usize, interval: u64) -> Result<u64, String> {
     let opts = ArchiveSinkOptions {
         block_rows,
@@ -217,55 +220,106 @@ fn import(dir: &Path, inputs: &[PathBuf], block_rows: usize, interval: u64) -> R
     let mut sink = ArchiveSink::open(dir, opts).map_err(|e| format!("{}: {e}", dir.display()))?;
     let mut n = 0u64;
     for input in inputs {
-        let at = |e: String| format!("{}: {e}", input.display());
-        let mut chunks: Vec<Vec<u8>> = Vec::new();
         if input.is_dir() {
-            let segs =
-                dplog_sinks::mmap::reader::all_segments(input).map_err(|e| at(e.to_string()))?;
+            let segs = dplog_sinks::mmap::reader::all_segments(input)
+                .map_err(|e| format!("{}: {e}", input.display()))?;
+            if segs.is_empty() {
+                return Err(format!(
+                    "{}: no mmap segments in this directory",
+                    input.display()
+                ));
+            }
             for (_, _, p) in segs {
-                chunks.push(
-                    dplog_sinks::mmap::reader::read_segment(&p)
-                        .map_err(|e| format!("{}: {e}", p.display()))?,
-                );
+                let data = dplog_sinks::mmap::reader::read_segment(&p)
+                    .map_err(|e| format!("{}: {e}", p.display()))?;
+                n += feed(&mut sink, &p, &mut &data[..], data.len() as u64)?;
             }
         } else {
-            chunks.push(std::fs::read(input).map_err(|e| at(e.to_string()))?);
-        }
-        for data in chunks {
-            let d = dplog_formatters::binary::decode(&data);
-            if let Some(s) = &d.stopped {
-                if d.records.is_empty() && d.schemas.is_empty() {
-                    return Err(at(format!(
-                        "not a dplog binary log: {} (at byte {})",
-                        s.reason, s.offset
-                    )));
-                }
-                eprintln!(
-                    "dplog-query: {}: stopped at byte {}: {}; importing the {} whole records before it",
-                    input.display(),
-                    s.offset,
-                    s.reason,
-                    d.records.len()
-                );
-            }
-            // Whole frames, in batches of about 1 MiB.
-            let schemas: Vec<&Schema> = d.schemas.iter().collect();
-            let mut enc = dplog_formatters::binary::BinaryEncoder::new(&schemas);
-            let mut batch = Vec::with_capacity(1 << 20);
-            for (_, rec) in &d.records {
-                enc.push(rec, &mut batch);
-                n += 1;
-                if batch.len() >= 1 << 20 {
-                    sink.write_batch(&batch).map_err(|e| at(e.to_string()))?;
-                    batch.clear();
-                }
-            }
-            if !batch.is_empty() {
-                sink.write_batch(&batch).map_err(|e| at(e.to_string()))?;
-            }
+            let f = std::fs::File::open(input).map_err(|e| format!("{}: {e}", input.display()))?;
+            let len = f.metadata().map_or(0, |m| m.len());
+            n += feed(
+                &mut sink,
+                input,
+                &mut std::io::BufReader::with_capacity(1 << 20, f),
+                len,
+            )?;
         }
     }
     sink.close()
         .map_err(|e| format!("{}: {e}", dir.display()))?;
     Ok(n)
+}
+
+/// Feeds the binary frames of `r` (`len` bytes, from `path`) to `sink`;
+/// returns the records. A log cut inside its last frame is imported up
+/// to it, with a warning.
+///
+/// Errors: not a binary log (it must start with the `H` frame); a read
+/// error; the sink's error.
+fn feed(
+    sink: &mut ArchiveSink,
+    path: &Path,
+    r: &mut dyn std::io::Read,
+    len: u64,
+) -> Result<u64, String> {
+    let at = |m: String| format!("{}: {m}", path.display());
+    let mut batch = Vec::with_capacity(1 << 20);
+    let (mut n, mut off) = (0u64, 0u64);
+    let mut head = [0u8; 4];
+    loop {
+        match read_full(r, &mut head).map_err(|e| at(e.to_string()))? {
+            0 => break,
+            4 => {}
+            got => {
+                eprintln!(
+                    "dplog-query: {}: cut inside a frame header at byte {off} ({got} of 4 bytes); imported the {n} records before it",
+                    path.display()
+                );
+                break;
+            }
+        }
+        let kind = head[0];
+        if off == 0 && kind != b'H' || !matches!(kind, b'H' | b'S' | b'R') || head[1] != 0 {
+            return Err(at(format!(
+                "not a dplog binary log (byte {off}: no binary frame; a log starts with its H frame)"
+            )));
+        }
+        let flen = u16::from_le_bytes([head[2], head[3]]) as usize;
+        let start = batch.len();
+        batch.extend_from_slice(&head);
+        batch.resize(start + 4 + flen, 0);
+        let got = read_full(r, &mut batch[start + 4..]).map_err(|e| at(e.to_string()))?;
+        if got < flen {
+            batch.truncate(start);
+            eprintln!(
+                "dplog-query: {}: cut inside the frame at byte {off} ({got} of {flen} bytes, file of {len}); imported the records before it",
+                path.display()
+            );
+            break;
+        }
+        n += u64::from(kind == b'R');
+        off += 4 + flen as u64;
+        if batch.len() >= 1 << 20 {
+            sink.write_batch(&batch).map_err(|e| at(e.to_string()))?;
+            batch.clear();
+        }
+    }
+    if !batch.is_empty() {
+        sink.write_batch(&batch).map_err(|e| at(e.to_string()))?;
+    }
+    Ok(n)
+}
+
+/// Reads until `buf` is full or the input ends; returns the bytes read.
+fn read_full(r: &mut dyn std::io::Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match r.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(k) => got += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
 }

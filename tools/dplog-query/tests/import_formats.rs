@@ -108,6 +108,22 @@ fn binary_and_mmap_logs_import_into_an_archive() {
         assert_eq!(code, 0, "{err}");
         assert_eq!(sorted_lines(&out), want, "import of {}", input.display());
     }
+    // A log cut inside its last record: the records before it.
+    let bin = std::fs::read(p.join("nat.bin")).unwrap();
+    std::fs::write(p.join("cut.bin"), &bin[..bin.len() - 10]).unwrap();
+    std::fs::create_dir(p.join("a4")).unwrap();
+    let (code, _, err) = run(&[
+        "import",
+        "--archive",
+        p.join("a4").to_str().unwrap(),
+        p.join("cut.bin").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("cut inside the frame"), "{err}");
+    assert!(
+        err.contains(&format!("imported {} records", want.len() - 1)),
+        "{err}"
+    );
     // Not a binary log.
     std::fs::write(p.join("text.log"), "natEvent=4\n").unwrap();
     std::fs::create_dir(p.join("a3")).unwrap();

@@ -423,15 +423,18 @@ impl Segment {
     }
 }
 
-/// Opens the segments of `files` that overlap `from..=to`, grouped so
-/// that no record of a later group is older than one of an earlier group:
-/// consecutive segments (in sequence order) whose time ranges overlap go
-/// together (a record a slice late lands in the next segment). Calls
-/// `group(segments)` for each group, in order, until it returns `false`.
-/// A segment that cannot be opened is added to `problems` and skipped;
-/// those opened add their own problems.
+/// Opens the segments of `files` (in sequence order) that overlap
+/// `from..=to`, grouped so that no record of a later group is older than
+/// one of an earlier group: segments whose time ranges overlap go
+/// together (a record a slice late lands in the next segment; a writer
+/// restarted on old data writes segments over earlier times). Each group
+/// is handed to `group` in sequence order (so records of equal time keep
+/// the order they were written in), groups in time order, until `group`
+/// returns `false`. A segment that cannot be opened is added to
+/// `problems` and skipped; those opened add their own problems.
 ///
-/// Memory: the footers of one group at a time.
+/// Memory: the footers of one group at a time. Time ranges come from the
+/// sealed segments' names; an open segment is scanned to learn its own.
 pub fn for_each_group(
     files: &[SegmentFile],
     from: u64,
@@ -439,39 +442,65 @@ pub fn for_each_group(
     problems: &mut Vec<Problem>,
     group: &mut dyn FnMut(Vec<Segment>, &mut Vec<Problem>) -> bool,
 ) {
-    let mut cur: Vec<Segment> = Vec::new();
-    let mut cur_max = 0u64;
-    for sf in files {
+    let skipped = |sf: &SegmentFile, e: io::Error| Problem {
+        path: sf.path.clone(),
+        block: None,
+        offset: 0,
+        reason: format!("{e}; segment skipped"),
+    };
+    let mut spans: Vec<(u64, u64, usize)> = Vec::new();
+    let mut opened: Vec<(usize, Segment)> = Vec::new();
+    for (i, sf) in files.iter().enumerate() {
         if !sf.overlaps(from, to) {
             continue;
         }
-        let seg = match Segment::open(&sf.path) {
-            Ok(s) => s,
-            Err(e) => {
-                problems.push(Problem {
-                    path: sf.path.clone(),
-                    block: None,
-                    offset: 0,
-                    reason: format!("{e}; segment skipped"),
-                });
-                continue;
-            }
-        };
-        problems.extend(seg.problems.iter().cloned());
-        let Some((lo, hi)) = seg.time_range() else {
-            continue;
-        };
-        if !cur.is_empty() && lo > cur_max {
-            if !group(std::mem::take(&mut cur), problems) {
-                return;
-            }
-            cur_max = 0;
+        match sf.range {
+            Some((lo, hi)) => spans.push((lo, hi, i)),
+            None => match Segment::open(&sf.path) {
+                Ok(seg) => {
+                    if let Some((lo, hi)) = seg.time_range() {
+                        if lo <= to && hi >= from {
+                            spans.push((lo, hi, i));
+                            opened.push((i, seg));
+                            continue;
+                        }
+                    }
+                    problems.extend(seg.problems.iter().cloned());
+                }
+                Err(e) => problems.push(skipped(sf, e)),
+            },
         }
-        cur_max = cur_max.max(hi);
-        cur.push(seg);
     }
-    if !cur.is_empty() {
-        group(cur, problems);
+    spans.sort_unstable();
+    let mut k = 0;
+    while k < spans.len() {
+        let mut members = vec![spans[k].2];
+        let mut hi = spans[k].1;
+        k += 1;
+        while k < spans.len() && spans[k].0 <= hi {
+            members.push(spans[k].2);
+            hi = hi.max(spans[k].1);
+            k += 1;
+        }
+        members.sort_unstable();
+        let mut segs = Vec::with_capacity(members.len());
+        for i in members {
+            let seg = match opened.iter().position(|(j, _)| *j == i) {
+                Some(p) => opened.swap_remove(p).1,
+                None => match Segment::open(&files[i].path) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        problems.push(skipped(&files[i], e));
+                        continue;
+                    }
+                },
+            };
+            problems.extend(seg.problems.iter().cloned());
+            segs.push(seg);
+        }
+        if !segs.is_empty() && !group(segs, problems) {
+            return;
+        }
     }
 }
 

@@ -404,7 +404,7 @@ fn recover(dir: &Path, path: &Path, seq: u64, opts: &ArchiveSinkOptions) -> io::
                     if !key.is_empty() {
                         pairs.extend(
                             recs.chunks_exact(s.size())
-                                .map(|r| (format::key_hash32(&format::key_of(&key, r)), i as u32)),
+                                .map(|r| (format::record_key_hash32(&key, r), i as u32)),
                         );
                     }
                     min = min.min(b.min);
@@ -575,24 +575,50 @@ impl ArchiveSink {
         } else {
             0
         };
-        let Some(entry) = self.schemas.iter().find(|e| e.schema.id() == sid).cloned() else {
-            return Err(SinkError::Permanent(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("record of schema id {sid} before its schema frame"),
-            )));
+        // The buffer of the schema; a buffer without rows takes the
+        // schema's current declaration.
+        let k = match self.buffers.iter().position(|b| b.entry.schema.id() == sid) {
+            Some(k) if self.buffers[k].rows > 0 => k,
+            found => {
+                let Some(entry) = self.schemas.iter().find(|e| e.schema.id() == sid) else {
+                    return Err(SinkError::Permanent(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("record of schema id {sid} before its schema frame"),
+                    )));
+                };
+                let entry = entry.clone();
+                match found {
+                    Some(k) => {
+                        self.buffers[k].entry = entry;
+                        k
+                    }
+                    None => {
+                        self.buffers.push(Buffer {
+                            entry,
+                            recs: Vec::new(),
+                            rows: 0,
+                            min: u64::MAX,
+                            max: 0,
+                            since: Instant::now(),
+                        });
+                        self.buffers.len() - 1
+                    }
+                }
+            }
         };
-        let size = entry.schema.size();
+        let schema = &self.buffers[k].entry.schema;
+        let size = schema.size();
         if rec.len() != size {
             return Err(SinkError::Permanent(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!(
                     "record of {} bytes, its schema {} has {size}",
                     rec.len(),
-                    entry.schema.name()
+                    schema.name()
                 ),
             )));
         }
-        let t = format::event_time(&entry.schema, rec).unwrap_or_else(wall_ns);
+        let t = format::event_time(schema, rec).unwrap_or_else(wall_ns);
         if let Some(iv) = self.opts.segment_interval_ms {
             let s = t / (iv.saturating_mul(1_000_000)).max(1);
             match self.slice {
@@ -607,24 +633,9 @@ impl ArchiveSink {
             }
         }
         self.newest = self.newest.max(t);
-        let k = match self.buffers.iter().position(|b| b.entry.schema.id() == sid) {
-            Some(k) => k,
-            None => {
-                self.buffers.push(Buffer {
-                    entry: entry.clone(),
-                    recs: Vec::new(),
-                    rows: 0,
-                    min: u64::MAX,
-                    max: 0,
-                    since: Instant::now(),
-                });
-                self.buffers.len() - 1
-            }
-        };
         let b = &mut self.buffers[k];
         if b.rows == 0 {
             b.since = Instant::now();
-            b.entry = entry;
         }
         b.recs.extend_from_slice(rec);
         b.rows += 1;
@@ -681,7 +692,7 @@ impl ArchiveSink {
             keys = b
                 .recs
                 .chunks_exact(e.schema.size())
-                .map(|r| format::key_hash32(&format::key_of(&key, r)))
+                .map(|r| format::record_key_hash32(&key, r))
                 .collect();
             keys.sort_unstable();
             keys.dedup();

@@ -746,7 +746,12 @@ impl ArchiveSink {
                 .mode(0o640)
                 .custom_flags(libc::O_CLOEXEC)
                 .open(&path)?;
-            if let Err(e) = file.write_all_at(&format::segment_header(), 0) {
+            // The header, and the file's name durable in the directory
+            // (the blocks fsynced later are found after a power loss).
+            if let Err(e) = file
+                .write_all_at(&format::segment_header(), 0)
+                .and_then(|_| sync_dir(&self.dir))
+            {
                 drop(file);
                 let _ = std::fs::remove_file(&path);
                 return Err(e);
@@ -862,10 +867,14 @@ impl ArchiveSink {
         }
         let sealed = self.dir.join(format::sealed_name(seg.seq, min, max));
         std::fs::rename(&seg.path, &sealed)?;
-        sync_dir(&self.dir)?;
         add(&self.counters.bytes, bytes.len() as u64);
         add(&self.counters.segments_sealed, 1);
         self.open = None;
+        // Renamed: the segment is sealed whatever follows. A directory
+        // that cannot be synced is counted; the next seal syncs it again.
+        if sync_dir(&self.dir).is_err() {
+            add(&self.counters.write_errors, 1);
+        }
         self.retain();
         Ok(())
     }

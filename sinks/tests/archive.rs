@@ -103,6 +103,8 @@ fn any_schema_round_trips_in_time_order_across_segments() {
         "{} segments for 5 s of 1 s slices",
         segs.len()
     );
+    let schemas = ArchiveReader::open(dir.path()).unwrap().schemas();
+    assert_eq!(schemas, vec![s.clone()]);
     let back = read_all(dir.path());
     let mut want = recs.clone();
     want.sort_by_key(|r| u64::from_ne_bytes(r[8..16].try_into().unwrap()));

@@ -652,6 +652,35 @@ impl ArchiveReader {
         &self.problems
     }
 
+    /// Every distinct schema of the archive's records (same id and
+    /// layout once), in the order first met: what an output encoder
+    /// needs before the first record. Reads each segment's footer and
+    /// schema blocks; damage is added to [`problems`](Self::problems).
+    pub fn schemas(&mut self) -> Vec<Schema> {
+        let mut out: Vec<Schema> = Vec::new();
+        for sf in &self.segments {
+            match Segment::open(&sf.path) {
+                Ok(seg) => {
+                    for s in seg.schemas {
+                        if !out
+                            .iter()
+                            .any(|k| k.id() == s.id() && k.fields() == s.fields())
+                        {
+                            out.push(s);
+                        }
+                    }
+                }
+                Err(e) => self.problems.push(Problem {
+                    path: sf.path.clone(),
+                    block: None,
+                    offset: 0,
+                    reason: format!("{e}; segment skipped"),
+                }),
+            }
+        }
+        out
+    }
+
     /// Calls `f(schema, record)` for every record with an event time in
     /// `from..=to` (ns), in the order described on [`ArchiveReader`],
     /// until `f` returns `false`. Damaged blocks and segments are

@@ -147,8 +147,18 @@ fn main() -> ExitCode {
     let mut stdout = std::io::stdout().lock();
     let mut write_err = None;
     let streaming = args.format != Format::Ipfix;
-    let mut emit = |_: &Schema, rec: &[u8]| {
-        enc.push(rec, &mut out);
+    let mut known: Vec<Schema> = schemas.clone();
+    let mut emit = |s: &Schema, rec: &[u8]| {
+        if !enc.push(rec, &mut out) && !known.iter().any(|k| k.id() == s.id()) {
+            // A record type the first and last segments lack: the
+            // encoder again, with it.
+            known.push(s.clone());
+            let refs: Vec<&Schema> = known.iter().collect();
+            if let Ok(e) = spec.encoder(&refs) {
+                enc = e;
+                enc.push(rec, &mut out);
+            }
+        }
         if streaming && out.len() >= 1 << 16 && write_err.is_none() {
             write_err = stdout.write_all(&out).err();
             out.clear();

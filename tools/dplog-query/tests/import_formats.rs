@@ -242,3 +242,86 @@ fn the_configuration_writes_an_archive_only_of_binary_records() {
     .to_string();
     assert!(e.contains("bogus") && e.contains("line 5"), "{e}");
 }
+
+#[test]
+fn a_record_type_only_in_a_middle_segment_is_printed() {
+    use dplog_core::schema::{FieldDef, FieldKind};
+    use dplog_core::Sink;
+    let dir = tempfile::tempdir().unwrap();
+    let mk = |id: u16, name: &'static str| {
+        Schema::new(
+            id,
+            name,
+            24,
+            vec![
+                FieldDef::new("eventTime", 8, 8, FieldKind::NsTimestamp, 0),
+                FieldDef::new("ruleId", 16, 4, FieldKind::U32, 0),
+                FieldDef::new("vlanId", 20, 2, FieldKind::U16, 0),
+            ],
+        )
+        .unwrap()
+    };
+    let (a, b) = (mk(301, "aclDrop"), mk(302, "aclAllow"));
+    let rec = |id: u16, t: u64, rule: u32| {
+        let mut r = vec![0u8; 24];
+        r[0..2].copy_from_slice(&24u16.to_ne_bytes());
+        r[2..4].copy_from_slice(&id.to_ne_bytes());
+        r[8..16].copy_from_slice(&t.to_ne_bytes());
+        r[16..20].copy_from_slice(&rule.to_ne_bytes());
+        r
+    };
+    let t0 = 1_767_225_600_000_000_000u64;
+    let mut sink = dplog_sinks::archive::ArchiveSink::open(
+        dir.path(),
+        dplog_sinks::archive::ArchiveSinkOptions {
+            segment_interval_ms: Some(1000),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut enc = dplog_formatters::binary::BinaryEncoder::new(&[&a, &b]);
+    let mut batch = Vec::new();
+    for s in 0..3u64 {
+        let t = t0 + s * 1_000_000_000;
+        enc.push(&rec(301, t, 1), &mut batch);
+        if s == 1 {
+            enc.push(&rec(302, t + 5, 2), &mut batch);
+        }
+    }
+    sink.write_batch(&batch).unwrap();
+    sink.close().unwrap();
+    assert_eq!(
+        dplog_sinks::archive::list_segments(dir.path())
+            .unwrap()
+            .len(),
+        3
+    );
+    let (code, out, err) = run(&[
+        "--archive",
+        dir.path().to_str().unwrap(),
+        "--format",
+        "json",
+        "--between",
+        "0",
+        "4000000000000",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let text = String::from_utf8(out).unwrap();
+    assert_eq!(text.lines().count(), 4, "{text}");
+    assert!(
+        text.lines().nth(2).unwrap().contains("\"ruleId\":2"),
+        "{text}"
+    );
+    // The condition on a field of both types finds both.
+    let (code, out, _) = run(&[
+        "--archive",
+        dir.path().to_str().unwrap(),
+        "--between",
+        "0",
+        "4000000000000",
+        "--where",
+        "ruleId=2",
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(String::from_utf8(out).unwrap().lines().count(), 1);
+}

@@ -594,13 +594,21 @@ pub fn run(
     let mut outcome = Outcome::default();
     // Fields known to the archive: its first and last segments' schemas.
     let probe: Vec<&SegmentFile> = [segs.first(), segs.last()].into_iter().flatten().collect();
-    let (known, life_ms) = probe_schemas(&probe, &mut Vec::new());
-    for (name, _) in &q.conds {
-        let has = known.iter().any(|s| {
+    let (mut known, life_ms) = probe_schemas(&probe, &mut Vec::new());
+    let has = |known: &[Schema], name: &str| {
+        known.iter().any(|s| {
             s.field(name).is_some()
                 || (name.ends_with("TransportPort") && s.field("portRangeStart").is_some())
-        });
-        if !has {
+        })
+    };
+    if q.conds.iter().any(|(n, _)| !has(&known, n)) {
+        // Not in the first and last segments: every segment's schemas
+        // before calling the field unknown.
+        let all: Vec<&SegmentFile> = segs.iter().collect();
+        known = probe_schemas(&all, &mut Vec::new()).0;
+    }
+    for (name, _) in &q.conds {
+        if !has(&known, name) {
             let mut names: Vec<String> = known
                 .iter()
                 .flat_map(|s| s.fields().iter().map(|f| f.name.to_string()))

@@ -324,4 +324,52 @@ fn a_record_type_only_in_a_middle_segment_is_printed() {
     ]);
     assert_eq!(code, 0);
     assert_eq!(String::from_utf8(out).unwrap().lines().count(), 1);
+    // A field only the middle segment's record type has is known.
+    let b2 = mk2();
+    let dir2 = tempfile::tempdir().unwrap();
+    let mut sink = dplog_sinks::archive::ArchiveSink::open(
+        dir2.path(),
+        dplog_sinks::archive::ArchiveSinkOptions {
+            segment_interval_ms: Some(1000),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut enc = dplog_formatters::binary::BinaryEncoder::new(&[&a, &b2]);
+    let mut batch = Vec::new();
+    for s in 0..3u64 {
+        let t = t0 + s * 1_000_000_000;
+        enc.push(&rec(301, t, 1), &mut batch);
+        if s == 1 {
+            enc.push(&rec(303, t + 5, 7), &mut batch);
+        }
+    }
+    sink.write_batch(&batch).unwrap();
+    sink.close().unwrap();
+    let (code, out, err) = run(&[
+        "--archive",
+        dir2.path().to_str().unwrap(),
+        "--between",
+        "0",
+        "4000000000000",
+        "--where",
+        "policyId=7",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(String::from_utf8(out).unwrap().lines().count(), 1);
+}
+
+/// A record type with a field the others lack (`policyId`).
+fn mk2() -> Schema {
+    use dplog_core::schema::{FieldDef, FieldKind};
+    Schema::new(
+        303,
+        "aclPolicy",
+        24,
+        vec![
+            FieldDef::new("eventTime", 8, 8, FieldKind::NsTimestamp, 0),
+            FieldDef::new("policyId", 16, 4, FieldKind::U32, 0),
+        ],
+    )
+    .unwrap()
 }

@@ -291,6 +291,17 @@ fn child_writer() {
     );
 }
 
+/// A child process killed when dropped (a failing test leaves no writer
+/// behind).
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 fn open_segment(arch: &Path) -> Option<(PathBuf, u64)> {
     list_segments(arch)
         .ok()?
@@ -307,13 +318,15 @@ fn sigkill_mid_segment_then_restart() {
     let dir = tempfile::tempdir().unwrap();
     let arch = dir.path().join("arch");
     std::fs::create_dir(&arch).unwrap();
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_writer", "--ignored", "--nocapture"])
-        .env("DPLOG_ARCHIVE_CHILD_DIR", &arch)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = Killed(
+        Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "child_writer", "--ignored", "--nocapture"])
+            .env("DPLOG_ARCHIVE_CHILD_DIR", &arch)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     // Until two segments are sealed and the open one has 20 blocks'
     // worth of bytes.
     let start = Instant::now();
@@ -330,15 +343,15 @@ fn sigkill_mid_segment_then_restart() {
             "the writer made no progress"
         );
         assert!(
-            child.try_wait().unwrap().is_none(),
+            child.0.try_wait().unwrap().is_none(),
             "the writer ended early"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
     // SAFETY: kill(2) on our own child's pid; no memory is passed.
-    let r = unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let r = unsafe { libc::kill(child.0.id() as i32, libc::SIGKILL) };
     assert_eq!(r, 0);
-    child.wait().unwrap();
+    child.0.wait().unwrap();
     let (open_path, _) = open_segment(&arch).expect("an open segment after the kill");
     // What the killed writer left: its complete blocks.
     let seg = Segment::open(&open_path).unwrap();

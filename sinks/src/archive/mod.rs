@@ -32,7 +32,7 @@
 //! sidecar: a query lists the directory and opens only segments whose time
 //! range matters.
 //!
-//! A segment file ([`format`]) is a 16-byte header (`DPLOGAR1`, version 1)
+//! A segment file ([`format`](mod@format)) is a 16-byte header (`DPLOGAR1`, version 1)
 //! then block frames `[DPAB][kind u8][0 0 0][body length u32 LE][CRC-32
 //! u32 LE][body]` (the CRC covers the first 12 header bytes and the body):
 //! - kind `S`: a schema, as the binary format's `S` frame payload; each

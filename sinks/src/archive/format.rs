@@ -323,6 +323,14 @@ pub fn key_hash32(bytes: &[u8]) -> u32 {
     (key_hash(bytes) >> 32) as u32
 }
 
+/// Bits of the key hashes an index of `distinct` (hash, block) pairs
+/// keeps: 8 more than it takes to number them (a key no row has then
+/// names a block in about 1 lookup of 256), 16 to 32.
+pub fn index_bits_for(distinct: usize) -> u8 {
+    let need = usize::BITS - distinct.max(1).leading_zeros();
+    (need + 8).clamp(16, 32) as u8
+}
+
 /// Index pairs per page.
 pub const PAGE_PAIRS: usize = 4096;
 
@@ -339,34 +347,128 @@ pub struct IndexPage {
     pub crc: u32,
 }
 
-fn put_varint(b: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        b.push(v as u8 | 0x80);
-        v >>= 7;
+/// Appends bits least significant first.
+struct BitWriter {
+    out: Vec<u8>,
+    acc: u64,
+    n: u32,
+}
+
+impl BitWriter {
+    fn put(&mut self, v: u64, bits: u32) {
+        debug_assert!(bits <= 32);
+        self.acc |= (v & ((1u64 << bits) - 1)) << self.n;
+        self.n += bits;
+        while self.n >= 8 {
+            self.out.push(self.acc as u8);
+            self.acc >>= 8;
+            self.n -= 8;
+        }
     }
-    b.push(v as u8);
+    fn finish(mut self) -> Vec<u8> {
+        if self.n > 0 {
+            self.out.push(self.acc as u8);
+        }
+        self.out
+    }
+}
+
+/// Reads what [`BitWriter`] wrote.
+struct BitReader<'a> {
+    b: &'a [u8],
+    bit: usize,
+}
+
+impl BitReader<'_> {
+    /// The next 56 bits (zeros past the end) at the read position.
+    fn window(&self) -> u64 {
+        let byte = self.bit / 8;
+        let mut w = [0u8; 8];
+        let m = self.b.len().saturating_sub(byte).min(8);
+        w[..m].copy_from_slice(&self.b[byte..byte + m]);
+        u64::from_le_bytes(w) >> (self.bit % 8)
+    }
+    fn get(&mut self, bits: u32) -> io::Result<u64> {
+        if bits == 0 {
+            return Ok(0);
+        }
+        if self.bit + bits as usize > self.b.len() * 8 {
+            return Err(invalid("index page ends early".into()));
+        }
+        let v = self.window() & ((1u64 << bits) - 1);
+        self.bit += bits as usize;
+        Ok(v)
+    }
+    /// A unary number: ones ended by a zero.
+    fn unary(&mut self) -> io::Result<u64> {
+        let mut q = 0u64;
+        loop {
+            if self.bit >= self.b.len() * 8 {
+                return Err(invalid("index page ends early".into()));
+            }
+            let ones = (!self.window()).trailing_zeros().min(56) as usize;
+            let avail = (self.b.len() * 8 - self.bit).min(56);
+            if ones < avail {
+                self.bit += ones + 1;
+                return Ok(q + ones as u64);
+            }
+            q += avail as u64;
+            self.bit += avail;
+        }
+    }
 }
 
 /// The key index pages of `pairs` (`(key hash32, block index)`, any
 /// order, duplicates allowed): sorted, deduplicated, cut into pages of
-/// [`PAGE_PAIRS`]; each page is the pair count (u32 LE) then per pair the
-/// hash's difference from the previous one (the first: from 0) and the
-/// block index, as LEB128 varints. Returns each page with its first hash.
+/// [`PAGE_PAIRS`]. A page: pair count u32, first hash u32, smallest block
+/// u32, Rice parameter `k` u8, block bits u8 (all LE), then a bit stream
+/// (least significant bit first): per pair after the first, the hash's
+/// difference from the previous one Rice-coded (quotient `d >> k` in
+/// unary, ones ended by a zero, then the `k` low bits); per pair, the
+/// block index minus the smallest in `block bits` bits. Returns each page
+/// with its first hash.
 pub fn index_pages(pairs: &mut Vec<(u32, u32)>) -> Vec<(u32, Vec<u8>)> {
     pairs.sort_unstable();
     pairs.dedup();
     pairs
         .chunks(PAGE_PAIRS)
         .map(|c| {
-            let mut b = Vec::with_capacity(4 + c.len() * 4);
-            b.extend_from_slice(&(c.len() as u32).to_le_bytes());
-            let mut prev = 0u32;
-            for &(h, blk) in c {
-                put_varint(&mut b, u64::from(h - prev));
-                put_varint(&mut b, u64::from(blk));
-                prev = h;
+            let n = c.len();
+            let span = u64::from(c[n - 1].0 - c[0].0);
+            let mean = span / (n as u64).max(1);
+            let k = if mean == 0 {
+                0
+            } else {
+                63 - mean.leading_zeros()
+            };
+            let base = c.iter().map(|p| p.1).min().unwrap_or(0);
+            let top = c.iter().map(|p| p.1 - base).max().unwrap_or(0);
+            let bbits = 32 - top.leading_zeros();
+            let mut b = Vec::with_capacity(14 + n * 3);
+            b.extend_from_slice(&(n as u32).to_le_bytes());
+            b.extend_from_slice(&c[0].0.to_le_bytes());
+            b.extend_from_slice(&base.to_le_bytes());
+            b.push(k as u8);
+            b.push(bbits as u8);
+            let mut w = BitWriter {
+                out: b,
+                acc: 0,
+                n: 0,
+            };
+            let mut prev = c[0].0;
+            for (i, &(h, blk)) in c.iter().enumerate() {
+                if i > 0 {
+                    let d = u64::from(h - prev);
+                    for _ in 0..(d >> k) {
+                        w.put(1, 1);
+                    }
+                    w.put(0, 1);
+                    w.put(d, k);
+                    prev = h;
+                }
+                w.put(u64::from(blk - base), bbits);
             }
-            (c[0].0, b)
+            (c[0].0, w.finish())
         })
         .collect()
 }
@@ -377,31 +479,35 @@ pub fn index_pages(pairs: &mut Vec<(u32, u32)>) -> Vec<(u32, Vec<u8>)> {
 pub fn parse_index_page(b: &[u8]) -> io::Result<Vec<(u32, u32)>> {
     let mut c = Cursor { b, p: 0 };
     let n = c.u32()? as usize;
-    if n > PAGE_PAIRS {
+    if n == 0 || n > PAGE_PAIRS {
         return Err(invalid(format!("index page of {n} pairs")));
     }
-    let varint = |c: &mut Cursor<'_>| -> io::Result<u64> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let x = c.u8()?;
-            v |= u64::from(x & 0x7f) << shift;
-            if x & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err(invalid("varint too long".into()))
+    let mut h = u64::from(c.u32()?);
+    let base = u64::from(c.u32()?);
+    let (k, bbits) = (u32::from(c.u8()?), u32::from(c.u8()?));
+    if k > 32 || bbits > 32 {
+        return Err(invalid("index page parameters out of range".into()));
+    }
+    let mut r = BitReader {
+        b: &b[c.p..],
+        bit: 0,
     };
     let mut out = Vec::with_capacity(n);
-    let mut h = 0u64;
-    for _ in 0..n {
-        h += varint(&mut c)?;
-        let blk = varint(&mut c)?;
+    for i in 0..n {
+        if i > 0 {
+            let q = r.unary()?;
+            if q > u64::from(u32::MAX) {
+                return Err(invalid("index value out of range".into()));
+            }
+            h += (q << k) | r.get(k)?;
+        }
+        let blk = base + r.get(bbits)?;
         if h > u64::from(u32::MAX) || blk > u64::from(u32::MAX) {
             return Err(invalid("index value out of range".into()));
         }
         out.push((h as u32, blk as u32));
     }
-    if c.p != b.len() {
+    if r.bit.div_ceil(8) != r.b.len() {
         return Err(invalid("trailing bytes in an index page".into()));
     }
     Ok(out)
@@ -447,6 +553,9 @@ pub struct Footer {
     pub blocks: Vec<BlockMeta>,
     /// The key index pages, by first hash (they follow the last block).
     pub index: Vec<IndexPage>,
+    /// Bits of the key hashes the index keeps: the high `index_bits` of
+    /// [`key_hash32`] (16 to 32).
+    pub index_bits: u8,
 }
 
 fn put_str(b: &mut Vec<u8>, s: &str) {
@@ -482,6 +591,7 @@ impl Footer {
             b.extend_from_slice(&m.min.to_le_bytes());
             b.extend_from_slice(&m.max.to_le_bytes());
         }
+        b.push(self.index_bits);
         b.extend_from_slice(&(self.index.len() as u32).to_le_bytes());
         for p in &self.index {
             b.extend_from_slice(&p.first.to_le_bytes());
@@ -555,6 +665,10 @@ impl Footer {
                 max: bmax,
             });
         }
+        let index_bits = c.u8()?;
+        if !(16..=32).contains(&index_bits) {
+            return Err(invalid(format!("index of {index_bits}-bit hashes")));
+        }
         let np = c.u32()? as usize;
         let mut index = Vec::with_capacity(np.min(1 << 20));
         for _ in 0..np {
@@ -577,6 +691,7 @@ impl Footer {
             index_fields,
             blocks,
             index,
+            index_bits,
         })
     }
 }
@@ -625,6 +740,34 @@ mod tests {
         }
         assert_eq!(back, pairs);
         assert!(parse_index_page(&pages[0].1[..100]).is_err());
+        let mut long = pages[0].1.clone();
+        long.push(0);
+        assert!(parse_index_page(&long).is_err());
+        // Sparse and repeated hashes, far-apart blocks, one pair.
+        for mut pairs in [
+            vec![
+                (0, 0),
+                (0, 7),
+                (5, 1 << 20),
+                (u32::MAX - 1, 3),
+                (u32::MAX, u32::MAX),
+            ],
+            vec![(12345, 9)],
+            (0..300u32).map(|i| (i * 7, i % 3)).collect(),
+        ] {
+            let want = {
+                let mut w = pairs.clone();
+                w.sort_unstable();
+                w.dedup();
+                w
+            };
+            let pages = index_pages(&mut pairs);
+            let back: Vec<(u32, u32)> = pages
+                .iter()
+                .flat_map(|(_, p)| parse_index_page(p).unwrap())
+                .collect();
+            assert_eq!(back, want);
+        }
     }
 
     #[test]

@@ -112,6 +112,8 @@ pub struct Segment {
     pub blocks: Vec<BlockMeta>,
     /// The directory of its key index pages (empty: no index).
     pub index: Vec<IndexPage>,
+    /// Hash bits its index keeps (see [`format::index_bits_for`]).
+    pub index_bits: u8,
     /// The schemas its schema blocks declare.
     pub schemas: Vec<Schema>,
     /// The index key fields of its footer (empty when not sealed).
@@ -146,6 +148,7 @@ impl Segment {
             sealed: false,
             blocks: Vec::new(),
             index: Vec::new(),
+            index_bits: 32,
             schemas: Vec::new(),
             index_fields: Vec::new(),
             max_lifetime_ms: None,
@@ -178,6 +181,7 @@ impl Segment {
                     .map_or(SEGMENT_HEADER as u64, |b| b.offset + b.len as u64);
                 seg.blocks = f.blocks;
                 seg.index = f.index;
+                seg.index_bits = f.index_bits;
                 seg.index_fields = f.index_fields;
                 seg.max_lifetime_ms = Some(f.max_lifetime_ms);
                 for i in 0..seg.blocks.len() {
@@ -332,6 +336,7 @@ impl Segment {
         if !self.sealed {
             return Ok(None);
         }
+        let h = h >> (32 - u32::from(self.index_bits));
         // Pages of `h`: from the last one starting before it, while they
         // start at or before it.
         let start = self

@@ -225,6 +225,21 @@ fn a_second_writer_and_a_line_format_are_refused() {
         .unwrap_err();
     assert!(!e.is_retryable());
     assert!(e.to_string().contains("[format] type = \"binary\""), "{e}");
+    // Calibration (C) and drop-report (D) frames of the binary stream
+    // are taken and skipped; the records around them are kept.
+    let s = acl_schema();
+    let mut batch = Vec::new();
+    let mut enc = BinaryEncoder::new(&[&s]);
+    assert!(enc.push(&acl(T0, 1), &mut batch));
+    for (kind, len) in [(b'C', 24u16), (b'D', 40u16)] {
+        batch.extend_from_slice(&[kind, 0]);
+        batch.extend_from_slice(&len.to_le_bytes());
+        batch.extend(std::iter::repeat(7u8).take(len as usize));
+    }
+    assert!(enc.push(&acl(T0 + 1, 2), &mut batch));
+    assert_eq!(sink.write_batch(&batch).unwrap(), Accepted::Delivered);
+    sink.close().unwrap();
+    assert_eq!(read_all(dir.path()), vec![acl(T0, 1), acl(T0 + 1, 2)]);
     let e = ArchiveSink::open(
         dir.path(),
         ArchiveSinkOptions {

@@ -12,7 +12,10 @@
 //! they are for every other sink: configure `[format] type = "binary"`
 //! with `[sink] type = "archive"` (the configuration refuses another
 //! format). A batch that is not binary frames is refused (permanent
-//! error). In a `[[sink]]` set every sink gets the same bytes, so an
+//! error). Of the binary stream the archive keeps the schemas and the
+//! records; TSC calibration frames (`C`) and drop-report frames (`D`)
+//! are skipped: drops are in the logger's counters, and TSC event times
+//! stay ticks (see below). In a `[[sink]]` set every sink gets the same bytes, so an
 //! archive goes with other binary sinks (a binary file, mmap segments).
 //!
 //! Times are each record's event-time field (its schema's): ns since the
@@ -262,6 +265,10 @@ fn add(a: &AtomicU64, n: u64) {
     // Relaxed: a counter; see ArchiveCounters::named.
     a.fetch_add(n, Ordering::Relaxed);
 }
+
+/// Frame kinds of the binary format the sink takes: file header, schema,
+/// record, TSC calibration, drop report.
+pub const FRAME_KINDS: [u8; 5] = [b'H', b'S', b'R', b'C', b'D'];
 
 /// A schema the stream declared, with what blocks of it need.
 #[derive(Debug)]
@@ -533,7 +540,7 @@ impl ArchiveSink {
         };
         let mut p = 0;
         while p < batch.len() {
-            if batch.len() - p < 4 || !matches!(batch[p], b'H' | b'S' | b'R') || batch[p + 1] != 0 {
+            if batch.len() - p < 4 || !FRAME_KINDS.contains(&batch[p]) || batch[p + 1] != 0 {
                 return refuse(format!(
                     "the archive sink takes the binary format's frames (set [format] type = \"binary\"); byte {p} of the batch is not one"
                 ));
@@ -967,7 +974,9 @@ impl Sink for ArchiveSink {
             match batch[p] {
                 b'S' => self.declare(body)?,
                 b'R' => self.add_record(body)?,
-                // `H`: a new stream; its schemas follow as `S` frames.
+                // `H`: a new stream, its schemas follow as `S` frames;
+                // `C` (a TSC calibration) and `D` (a drop report) are not
+                // stored (see the module docs).
                 _ => {}
             }
             p += 4 + len;

@@ -289,7 +289,10 @@ fn feed(
             }
         }
         let kind = head[0];
-        if off == 0 && kind != b'H' || !matches!(kind, b'H' | b'S' | b'R') || head[1] != 0 {
+        if off == 0 && kind != b'H'
+            || !dplog_sinks::archive::FRAME_KINDS.contains(&kind)
+            || head[1] != 0
+        {
             return Err(at(format!(
                 "not a dplog binary log (byte {off}: no binary frame; a log starts with its H frame)"
             )));

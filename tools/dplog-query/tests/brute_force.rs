@@ -7,8 +7,7 @@
 //! `dplog-cat --format json` prints) is the log the brute force scans.
 //! The JSON timestamp has microseconds; each line's exact event time (ns)
 //! is taken from the same record of the binary file, so probes at exactly
-//! a record's time are exact for records stamped in nanoseconds too (the
-//! deterministic-NAT mapping carries the wall clock).
+//! a record's time are exact for records stamped in nanoseconds too.
 //!
 //! The brute force implements the documented semantics independently of
 //! the tool: for `--at T` with lookback L, over the lines with times in
@@ -391,8 +390,8 @@ fn port_block_allocation() {
 
 #[test]
 fn deterministic_allocation() {
-    // The mapping (natEvent 16, no delete) is stamped with the wall clock,
-    // months after the synthetic traffic: probes at and after it too.
+    // The mapping (natEvent 16, never deleted) is logged once: probes at
+    // its time, just before it, and an hour after the traffic.
     let run = run_nat(
         &format!("{SYNTHETIC}port_allocation = \"deterministic\"\nlog_sessions_in_blocks = true\n"),
         256,

@@ -14,6 +14,8 @@
 //! block_spins = 1024       # block: pause spins before yielding
 //! drop_reports = true      # in-band "N records dropped" lines
 //! # reorder_window_ns = 1000000  # merge rings by event time (off if unset)
+//! reorder_idle_ms = 500    # reorder: a ring silent this long holds
+//!                          # nothing back
 //! shutdown_timeout_ms = 5000 # wait this long for the sink at shutdown
 //! # sink_retry_timeout_ms = 30000 # give up on a failing sink's batch after
 //!                          # this long (dropped_sink); unset = retry forever
@@ -40,8 +42,8 @@
 //! # aclDrop = "{dropTime:rfc3339} {dropReason:name} rule {ruleId}"
 //!
 //! [sink]
-//! type = "file"
-//! path = "dplog.log"
+//! type = "file"            # file, mmap, syslog, kafka, ipfix (an IPFIX
+//! path = "dplog.log"       # exporter: [format] type = "ipfix" only)
 //!
 //! [consumers]              # LogConfig::start_consumers: several consumer
 //! # cpus = [2, 3]          # threads, one per CPU (or count = N), each with
@@ -72,6 +74,8 @@ use crate::sinks::BoxSink;
 pub use crate::sinks::archive::ArchiveSinkConfig;
 pub use crate::sinks::config::{SinkRole, FAILOVER_PROBE};
 pub use crate::sinks::file::{FileSinkConfig, FsyncSetting};
+pub use crate::sinks::ipfix::config::IpfixTransportName;
+pub use crate::sinks::ipfix::IpfixSinkConfig;
 #[cfg(feature = "kafka")]
 pub use crate::sinks::kafka::KafkaSinkConfig;
 pub use crate::sinks::mmap::MmapSinkConfig;
@@ -112,6 +116,9 @@ pub struct RingConfig {
     /// Reorder window in ns of event time; unset = off (see
     /// `dplog::reorder`).
     pub reorder_window_ns: Option<u64>,
+    /// With the reorder window: a ring silent this long (ms) no longer
+    /// holds other rings' records back. Default 500.
+    pub reorder_idle_ms: u64,
     /// How long shutdown waits for the sink to deliver what is still
     /// buffered or in flight, in ms; what is left is counted in
     /// `dropped_shutdown`. Default 5000.
@@ -150,6 +157,7 @@ impl Default for RingConfig {
             drop_reports: d.drop_reports,
             degrade: d.degrade,
             reorder_window_ns: d.reorder_window_ns,
+            reorder_idle_ms: d.reorder_idle_ms,
             shutdown_timeout_ms: d.shutdown_timeout_ms,
             sink_retry_timeout_ms: d.sink_retry_timeout_ms,
             publish_every: None,
@@ -185,12 +193,17 @@ pub struct FormatConfig {
     /// NAT records: natEvent numbering, `rfc8158` (default) or `legacy`
     /// (1/2).
     pub profile: crate::nat::EventProfile,
-    /// `[format.syslog]`: hostname, app_name, procid, facility, severity,
-    /// sd_id (rfc5424 / rfc3164).
+    /// `[format.syslog]`: hostname (default: this host's name), app_name,
+    /// procid (default: this process's id), facility, severity, sd_id
+    /// (RFC 5424 section 6.3.2: `name@<enterprise number>` or an
+    /// IANA-registered name, checked at load), profile (`"vpp"`: VPP's NAT
+    /// layout exactly) (rfc5424 / rfc3164).
     pub syslog: crate::formatters::SyslogOptions,
     /// `[format.ipfix]`: mtu, template_refresh_secs,
     /// observation_domain_id, export_clock (`system` | `record`),
-    /// enterprise_number (of the elements of fields without an IANA id).
+    /// enterprise_number (of the elements of fields without an IANA id),
+    /// exporting_process_id (the scope of drop reports' reliability
+    /// statistics records).
     pub ipfix: crate::formatters::IpfixOptions,
 }
 
@@ -306,6 +319,9 @@ sink_types! {
     /// `type = "archive"`: an [`ArchiveSink`](crate::sinks::ArchiveSink)
     /// (with `[format] type = "binary"`).
     Archive(ArchiveSinkConfig),
+    /// `type = "ipfix"`: an [`IpfixExporter`](crate::sinks::IpfixExporter)
+    /// (with `[format] type = "ipfix"` only).
+    Ipfix(IpfixSinkConfig),
     /// `type = "kafka"`: a `KafkaSink` (feature `kafka`).
     #[cfg(feature = "kafka")]
     Kafka(KafkaSinkConfig),
@@ -409,7 +425,7 @@ impl SinkConfig {
     }
 
     /// [`build`](Self::build) for NAT records in `format`: file sinks get
-    /// the format's file header (CSV's column names of the NAT44 session)
+    /// the format's file header (CSV's one header of every NAT record type)
     /// as their `header` option, so a CSV file appended to by several runs,
     /// or rotated, has the header once at its top.
     ///
@@ -418,16 +434,16 @@ impl SinkConfig {
         SinkSettings::build(self, format.spec().nat_file_header().as_deref())
     }
 
-    /// [`build_for`](Self::build_for) for records whose first schema is
-    /// `first` (CSV: its column names head the file).
+    /// [`build_for`](Self::build_for) for records of `schemas` (CSV: the
+    /// one header of their columns heads the file).
     ///
     /// Errors: as [`build`](Self::build).
     pub fn build_for_schema(
         &self,
         format: &FormatConfig,
-        first: &Schema,
+        schemas: &[&Schema],
     ) -> std::io::Result<BoxSink> {
-        SinkSettings::build(self, format.spec().file_header(first).as_deref())
+        SinkSettings::build(self, format.spec().file_header(schemas).as_deref())
     }
 
     /// The sink consumer `i` of several ([`ConsumersConfig`]) writes:
@@ -822,32 +838,15 @@ fn check_stream_keys(text: &str) -> Result<(), ConfigError> {
         .and_then(|f| f.get("type"))
         .and_then(toml_edit::Item::as_str)
         .unwrap_or("text");
-    let sink_tables: Vec<&toml_edit::Table> = match doc.get("sink") {
-        Some(toml_edit::Item::Table(t)) => vec![t],
-        Some(toml_edit::Item::ArrayOfTables(a)) => a.iter().collect(),
-        _ => Vec::new(),
-    };
-    for t in &sink_tables {
-        if kind != "binary" && t.get("type").and_then(toml_edit::Item::as_str) == Some("archive") {
-            return Err(key_error(
-                text,
-                t,
-                "type",
-                format!(
-                    "[sink] type = \"archive\" with [format] type = \"{kind}\": the archive stores \
-                     records, not formatted lines; set [format] type = \"binary\""
-                ),
-            ));
-        }
-    }
-    if !matches!(kind, "binary" | "ipfix") {
-        return Ok(());
-    }
     let tables: Vec<&toml_edit::Table> = match doc.get("sink") {
         Some(toml_edit::Item::Table(t)) => vec![t],
         Some(toml_edit::Item::ArrayOfTables(a)) => a.iter().collect(),
         _ => Vec::new(),
     };
+    check_framing(text, kind, &tables)?;
+    if !matches!(kind, "binary" | "ipfix") {
+        return Ok(());
+    }
     for t in tables {
         let sink = t
             .get("type")
@@ -859,7 +858,7 @@ fn check_stream_keys(text: &str) -> Result<(), ConfigError> {
                 t,
                 "type",
                 "[sink] type = \"mmap\" with [format] type = \"ipfix\": segments would split IPFIX \
-                 messages; write IPFIX to a file sink (or use type = \"binary\" for mmap segments)"
+                 messages; write IPFIX to a file sink or send it to an ipfix sink (or use type = \"binary\" for mmap segments)"
                     .into(),
             ));
         }
@@ -886,6 +885,48 @@ fn check_stream_keys(text: &str) -> Result<(), ConfigError> {
                 ));
             }
         }
+    }
+    Ok(())
+}
+
+/// A format whose framing a sink cannot carry, [`ConfigError::Parse`] at
+/// the sink's `type` line, saying which combinations work:
+/// - `syslog` and `kafka` send one message per line (`\n`): a `binary` or
+///   `ipfix` stream is not lines and would be cut at every 0x0A byte (and,
+///   over TCP syslog, framed per piece), so they take the line formats
+///   only (`text`, `json`, `csv`, `rfc5424`, `rfc3164`);
+/// - `ipfix` (the exporter) re-packs IPFIX records into messages: it takes
+///   `[format] type = "ipfix"` only.
+///
+/// File sinks take every format; mmap sinks every one but `ipfix` (see
+/// [`check_stream_keys`]).
+fn check_framing(text: &str, kind: &str, tables: &[&toml_edit::Table]) -> Result<(), ConfigError> {
+    const LINES: &str = "text, json, csv, rfc5424, rfc3164";
+    for t in tables {
+        let sink = t
+            .get("type")
+            .and_then(toml_edit::Item::as_str)
+            .unwrap_or("");
+        let why = match (sink, kind) {
+            ("syslog" | "kafka", "binary" | "ipfix") => format!(
+                "[sink] type = \"{sink}\" with [format] type = \"{kind}\": the {sink} sink sends one \
+                 message per line, and a {kind} stream is not lines (it would be cut at every 0x0A \
+                 byte); {sink} takes the line formats ({LINES}); send ipfix to a sink of type = \
+                 \"ipfix\" (an IPFIX exporter) or a file, binary to a file or mmap sink"
+            ),
+            ("ipfix", k) if k != "ipfix" => format!(
+                "[sink] type = \"ipfix\" with [format] type = \"{k}\": the IPFIX exporter sends \
+                 IPFIX records and takes [format] type = \"ipfix\" only; set it, or send {k} \
+                 to {}",
+                if k == "binary" {
+                    "a file or mmap sink"
+                } else {
+                    "a file, mmap, syslog or kafka sink"
+                }
+            ),
+            _ => continue,
+        };
+        return Err(key_error(text, t, "type", why));
     }
     Ok(())
 }
@@ -918,6 +959,7 @@ impl LogConfig {
             drop_reports: self.ring.drop_reports,
             degrade: self.ring.degrade,
             reorder_window_ns: self.ring.reorder_window_ns,
+            reorder_idle_ms: self.ring.reorder_idle_ms,
             shutdown_timeout_ms: self.ring.shutdown_timeout_ms,
             sink_retry_timeout_ms: self.ring.sink_retry_timeout_ms,
             publish_every: self.ring.publish_every.unwrap_or(1),
@@ -985,7 +1027,7 @@ impl LogConfig {
         cfg.schemas = self.schema_table(schemas)?;
         cfg.consumer_cpu = cpu;
         let sink = match header {
-            Some(first) => sink.build_for_schema(&self.format, first),
+            Some(_) => sink.build_for_schema(&self.format, schemas),
             None => sink.build(),
         }
         .map_err(ConfigError::Sink)?;
@@ -1147,6 +1189,97 @@ mod tests {
     #[cfg(feature = "kafka")]
     use crate::sinks::KafkaKey;
     use crate::sinks::{FsyncPolicy, SyslogTransport};
+
+    #[test]
+    fn formats_a_sink_cannot_carry_are_errors_at_the_sink_type_line() {
+        let err = |text: &str| match LogConfig::from_toml_str(text) {
+            Err(ConfigError::Parse(m)) => m,
+            other => panic!(
+                "expected a parse error for {text:?}, got {:?}",
+                other.map(|_| ())
+            ),
+        };
+        let mut bad = vec![
+            ("ipfix", "type = \"syslog\"\ntransport = \"udp\"", "syslog"),
+            ("binary", "type = \"syslog\"\ntransport = \"tcp\"", "syslog"),
+            ("json", "type = \"ipfix\"", "ipfix"),
+            ("text", "type = \"ipfix\"\ntransport = \"tcp\"", "ipfix"),
+            ("csv", "type = \"ipfix\"", "ipfix"),
+            ("rfc5424", "type = \"ipfix\"", "ipfix"),
+            ("rfc3164", "type = \"ipfix\"", "ipfix"),
+            ("binary", "type = \"ipfix\"", "ipfix"),
+        ];
+        if cfg!(feature = "kafka") {
+            bad.push(("ipfix", "type = \"kafka\"\ntopic = \"t\"", "kafka"));
+            bad.push(("binary", "type = \"kafka\"", "kafka"));
+        }
+        for (kind, table, sink) in bad {
+            let text = format!("[format]\ntype = \"{kind}\"\n\n[sink]\n{table}\n");
+            let m = err(&text);
+            assert!(
+                m.starts_with("TOML parse error at line 5, column 1: "),
+                "{text}: {m}"
+            );
+            assert!(
+                m.contains(&format!(
+                    "[sink] type = \"{sink}\" with [format] type = \"{kind}\""
+                )),
+                "{m}"
+            );
+            // The message says what works.
+            if sink == "ipfix" {
+                assert!(m.contains("takes [format] type = \"ipfix\" only"), "{m}");
+            } else {
+                assert!(
+                    m.contains("takes the line formats (text, json, csv, rfc5424, rfc3164)"),
+                    "{m}"
+                );
+            }
+        }
+        // No [format]: text, which the exporter cannot carry.
+        let m = err("[sink]\ntype = \"ipfix\"\n");
+        assert!(
+            m.starts_with("TOML parse error at line 2, column 1: "),
+            "{m}"
+        );
+        // In a set, at the line of the table concerned.
+        let m = err(
+            "[format]\ntype = \"ipfix\"\n[[sink]]\ntype = \"ipfix\"\n[[sink]]\ntype = \"file\"\npath = \"x\"\n[[sink]]\nrole = \"failover\"\ntype = \"syslog\"\n",
+        );
+        assert!(
+            m.starts_with("TOML parse error at line 10, column 1: "),
+            "{m}"
+        );
+        // What works.
+        for (kind, table) in [
+            ("ipfix", "type = \"ipfix\"\naddress = \"127.0.0.1:4739\""),
+            ("ipfix", "type = \"file\"\npath = \"x\""),
+            ("binary", "type = \"file\"\npath = \"x\""),
+            ("rfc5424", "type = \"syslog\""),
+            ("json", "type = \"syslog\""),
+            ("json", "type = \"mmap\"\ndir = \"d\""),
+        ] {
+            let text = format!("[format]\ntype = \"{kind}\"\n[sink]\n{table}\n");
+            assert!(LogConfig::from_toml_str(&text).is_ok(), "{text}");
+        }
+        let c = LogConfig::from_toml_str(
+            "[format]\ntype = \"ipfix\"\n[sink]\ntype = \"ipfix\"\ntransport = \"tcp\"\naddress = \"[::1]:4739\"\nmax_message_bytes = 1200\nobservation_domain_id = 5\n",
+        )
+        .unwrap();
+        let SinkConfig::Ipfix(i) = &c.sink else {
+            panic!("{:?}", c.sink)
+        };
+        let o = i.options().unwrap();
+        assert_eq!(
+            o.transport,
+            crate::sinks::IpfixTransport::Tcp("[::1]:4739".parse().unwrap())
+        );
+        assert_eq!(
+            (o.max_message_bytes, o.observation_domain_id),
+            (1200, Some(5))
+        );
+        assert_eq!(c.sink.describe(), "ipfix tcp [::1]:4739");
+    }
 
     #[test]
     fn settings_that_would_cut_a_binary_stream_are_errors_at_their_line() {
@@ -1377,7 +1510,8 @@ mod tests {
             profile = "legacy"
             [format.syslog]
             hostname = "cgnat-1"
-            sd_id = "nsess"
+            sd_id = "nsess@32473"
+            profile = "vpp"
             [format.ipfix]
             mtu = 9000
             export_clock = "record"
@@ -1390,6 +1524,32 @@ mod tests {
         assert_eq!(s.renumber, crate::nat::EventProfile::Legacy.renumber());
         assert_eq!(s.syslog.hostname.as_deref(), Some("cgnat-1"));
         assert_eq!(s.syslog.app_name, None);
+        assert_eq!(s.syslog.profile.as_deref(), Some("vpp"));
+        // RFC 5424 section 6.3.2 SD-IDs, refused at their line.
+        for (bad, why) in [
+            ("nsess", "not an IANA-registered SD-ID"),
+            ("nsess@abc", "private enterprise number"),
+            ("a b@1", "contains ' '"),
+        ] {
+            let e = LogConfig::from_toml_str(&format!(
+                "[format]
+type = \"rfc5424\"
+[format.syslog]
+sd_id = \"{bad}\"
+"
+            ))
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains("line 4") && e.contains(why), "{bad}: {e}");
+        }
+        let e = LogConfig::from_toml_str(
+            "[format.syslog]
+profile = \"cisco\"
+",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("line 2") && e.contains("profiles: vpp"), "{e}");
         assert_eq!(s.ipfix.mtu, 9000);
         assert_eq!(s.ipfix.template_refresh_secs, 20);
         assert!(c.format.nat_formatter().is_ok());

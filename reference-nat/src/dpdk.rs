@@ -283,8 +283,11 @@ pub fn run_dpdk(
     // Published every PUBLISH_BURSTS rx bursts (`Pipeline::end_burst`).
     let mut producers = crate::app::worker_producers(cfg, logger.as_ref(), n)?;
     // Deterministic NAT: the whole mapping, once, at configuration time.
+    // Stamped like this port's packets without an Rx timestamp: the wall
+    // clock.
     let config_records = crate::app::log_deterministic_mapping(
         &nats[0],
+        wall_ns(),
         producers.first_mut().and_then(|p| p.as_mut()),
     );
     let started = Instant::now();

@@ -16,8 +16,12 @@
 //!   TCP with octet counting (RFC 6587), or a unix socket; reconnects with
 //!   backoff.
 //!
-//! Each sink has its folder (`archive/`, `file/`, `mmap/`, `syslog/`, `kafka/`,
-//! `route/`): the sink in `mod.rs` and, with feature `config`, its TOML
+//! - [`IpfixExporter`]: an IPFIX Exporting Process (RFC 7011) over UDP or
+//!   TCP, re-packing the `ipfix` format's records into messages of its own
+//!   (MTU-sized datagrams, template refresh, sequence numbers).
+//!
+//! Each sink has its folder (`archive/`, `file/`, `mmap/`, `syslog/`,
+//! `kafka/`, `ipfix/`, `route/`): the sink in `mod.rs` and, with feature `config`, its TOML
 //! settings in `config.rs` (module `config` says what they provide), composed by `dplog::config`.
 //!
 //! Features: `kafka` (default) builds the Kafka sink and links librdkafka;
@@ -28,6 +32,7 @@ pub mod archive;
 #[cfg(feature = "config")]
 pub mod config;
 pub mod file;
+pub mod ipfix;
 #[cfg(feature = "kafka")]
 pub mod kafka;
 pub mod mmap;
@@ -36,6 +41,7 @@ pub mod syslog;
 
 pub use archive::{ArchiveCounters, ArchiveReader, ArchiveSink, ArchiveSinkOptions};
 pub use file::{FileSink, FileSinkCounters, FileSinkOptions, FsyncPolicy, FILE_MODE};
+pub use ipfix::{IpfixCounters, IpfixExporter, IpfixExporterOptions, IpfixTransport};
 #[cfg(feature = "kafka")]
 pub use kafka::{KafkaCounters, KafkaKey, KafkaSink, KafkaSinkOptions};
 pub use mmap::{MmapCounters, MmapSink, MmapSinkOptions, Recovery};

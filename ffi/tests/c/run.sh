@@ -8,7 +8,9 @@
 #  3. the library installed under a temporary prefix with ffi/install.sh,
 #     and examples/c built with -std=c11 -Wall -Wextra -Werror through
 #     pkg-config (shared and static) and run;
-#  4. test_user_records.c (ASan+UBSan): user record types of 32, 64 and
+#  4. test_metrics.c (ASan+UBSan): [metrics] served from C on loopback,
+#     dplog_ring_stats and the latency percentiles of dplog_stats;
+#     test_user_records.c (ASan+UBSan): user record types of 32, 64 and
 #     128 bytes in loggers of those slot sizes through every format, the
 #     output compared with ffi/tests/c/expected/ (line formats whole;
 #     binary decoded by dplog-cat to JSON; IPFIX byte for byte and decoded
@@ -71,6 +73,11 @@ else
   echo "valgrind not installed; run scripts/setup.sh" >&2
   exit 1
 fi
+
+echo "== [metrics] through the C ABI, per-ring counters (ASan+UBSan)"
+gcc "${cflags[@]}" -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+  -fno-omit-frame-pointer ffi/tests/c/test_metrics.c -o "$work/test_metrics" "${libs[@]}"
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 TMPDIR="$work" "$work/test_metrics"
 
 echo "== user record types of every slot size through every format (ASan+UBSan)"
 cargo build -q -p dplog-cat

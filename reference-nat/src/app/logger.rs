@@ -135,13 +135,16 @@ pub(crate) fn worker_producers(
 
 /// Deterministic NAT (RFC 7422): logs the whole mapping of `nat` once,
 /// at configuration time, through `producer` (none: logging off, the
-/// records are counted only), stamped with the wall clock, and flushes it.
-/// Returns the number of records (0 unless `nat` uses deterministic NAT).
+/// records are counted only), stamped with `ts_ns` (the start of the
+/// input's timeline, [`input_start_ns`], so that the mapping and the
+/// sessions of one log share one timebase), and flushes it. Returns the
+/// number of records (0 unless `nat` uses deterministic NAT).
 pub(crate) fn log_deterministic_mapping(
     nat: &Nat44,
+    ts_ns: u64,
     mut producer: Option<&mut LogProducer<NatRecord>>,
 ) -> u64 {
-    let n = nat.deterministic_mapping(wall_clock_ns(), |r| {
+    let n = nat.deterministic_mapping(ts_ns, |r| {
         if let Some(p) = producer.as_mut() {
             p.log(r.into());
         }
@@ -224,6 +227,26 @@ pub fn shutdown_bounded(logger: Logger<NatRecord>, timeout: Duration) -> (Stats,
                 )),
             );
         }
+    }
+}
+
+/// When the input's timeline starts, for records logged before its first
+/// packet (the deterministic-NAT mapping): the time of a capture's first
+/// packet (records carry capture time; the wall clock if the capture has
+/// none), the synthetic mix's start ([`SYNTHETIC_START_NS`], its first
+/// packet's time). Live DPDK traffic is stamped by the wall clock, as its
+/// packets without an Rx timestamp.
+///
+/// [`SYNTHETIC_START_NS`]: crate::synthetic::SYNTHETIC_START_NS
+pub(crate) fn input_start_ns(cfg: &AppConfig) -> u64 {
+    match &cfg.input.pcap {
+        Some(path) => {
+            let mut first = None;
+            // Errors are the real read's to report; one packet is read.
+            let _ = crate::input::read_capture_max(path, 1, |p| first = Some(p.ts_ns));
+            first.unwrap_or_else(wall_clock_ns)
+        }
+        None => crate::synthetic::SYNTHETIC_START_NS,
     }
 }
 

@@ -71,6 +71,7 @@ use crate::sinks::BoxSink;
 
 // Each sink's settings live in its folder of `dplog_sinks`; re-exported
 // here, where the configuration composes them.
+pub use crate::sinks::archive::ArchiveSinkConfig;
 pub use crate::sinks::config::{SinkRole, FAILOVER_PROBE};
 pub use crate::sinks::file::{FileSinkConfig, FsyncSetting};
 pub use crate::sinks::ipfix::config::IpfixTransportName;
@@ -324,6 +325,9 @@ sink_types! {
     Mmap(MmapSinkConfig),
     /// `type = "syslog"`: a [`SyslogSink`](crate::sinks::SyslogSink).
     Syslog(SyslogSinkConfig),
+    /// `type = "archive"`: an [`ArchiveSink`](crate::sinks::ArchiveSink)
+    /// (with `[format] type = "binary"`).
+    Archive(ArchiveSinkConfig),
     /// `type = "ipfix"`: an [`IpfixExporter`](crate::sinks::IpfixExporter)
     /// (with `[format] type = "ipfix"` only).
     Ipfix(IpfixSinkConfig),
@@ -453,8 +457,8 @@ impl SinkConfig {
 
     /// The sink consumer `i` of several ([`ConsumersConfig`]) writes:
     /// consumer 0 these settings; consumer `i > 0` a file sink's `path` and
-    /// an mmap sink's `dir` with the suffix `.i` (in every `[[sink]]`
-    /// table), and the same settings (its own connection) for syslog and
+    /// an mmap or archive sink's `dir` with the suffix `.i` (in every
+    /// `[[sink]]` table), and the same settings (its own connection) for syslog and
     /// Kafka.
     pub fn for_consumer(&self, i: usize) -> SinkConfig {
         fn suffixed(p: &Path, i: usize) -> PathBuf {
@@ -467,6 +471,7 @@ impl SinkConfig {
             match &mut c {
                 SinkConfig::File(f) => f.path = suffixed(&f.path, i),
                 SinkConfig::Mmap(m) => m.dir = suffixed(&m.dir, i),
+                SinkConfig::Archive(a) => a.dir = suffixed(&a.dir, i),
                 SinkConfig::Set(v) => *v = v.iter().map(|s| s.for_consumer(i)).collect(),
                 _ => {}
             }

@@ -147,7 +147,10 @@ fn dplog_nat_refuses_a_command_line_format_its_sinks_cannot_carry() {
             .unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "case {i}: {err}");
-        assert!(err.contains(&format!("--format {}", &args[1])), "case {i}: {err}");
+        assert!(
+            err.contains(&format!("--format {}", &args[1])),
+            "case {i}: {err}"
+        );
         assert!(err.contains(want), "case {i}: {err}");
         assert!(!dir.path().join("out.log").exists(), "case {i}");
     }

@@ -372,6 +372,11 @@ impl Daemon {
                 reader.quarantine();
                 return refuse(self, format!("resuming at the checkpoint: {e}"));
             }
+            // The checkpointed position is written: free its slots (a
+            // daemon killed between its checkpoint and this store left
+            // them held).
+            reader.publish_head();
+            reader.publish_reported();
         }
         let mut fmt = match self.cfg.format.formatter(&schemas) {
             Ok(f) => f,
@@ -440,7 +445,7 @@ impl Daemon {
             r.high_water = r
                 .high_water
                 .max(r.reader.tail().saturating_sub(r.reader.head() - n as u64));
-            if let Some(d) = r.reader.take_drops() {
+            if let Some(d) = res.is_ok().then(|| r.reader.take_drops()).flatten() {
                 let now_ticks = dplog_core::tsc::now_ticks();
                 let rep = DropReport::new(
                     r.id,

@@ -129,7 +129,7 @@ fn block_waits_for_the_reader_and_stops_when_quarantined() {
     let mut out = Vec::new();
     let mut got = 0;
     while got < 10 {
-        let n = r.poll(3, &mut out).unwrap();
+        let n = r.poll(3.min(10 - got as usize), &mut out).unwrap();
         for s in out.chunks_exact(64) {
             assert_eq!(seq_of(s), got);
             got += 1;
@@ -177,7 +177,11 @@ fn bad_rings_are_refused_with_the_field_named() {
     let d = tempfile::tempdir().unwrap();
     let p = producer(d.path(), 8);
     let path = p.path().to_path_buf();
-    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
     let cases: [(usize, &[u8], &str); 4] = [
         (16, &4096u32.to_ne_bytes(), "slot size 4096"),
         (20, &3u32.to_ne_bytes(), "capacity 3"),

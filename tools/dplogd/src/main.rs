@@ -242,10 +242,9 @@ impl Daemon {
             }
             let got = self.drain_once(scan_every);
             let ending = self.rings.values().any(|r| r.ending.is_some());
-            if !self.buf.is_empty() || ending {
-                if self.buf.len() >= self.cfg.ring.batch_bytes || got == 0 || ending || stopping {
-                    self.write_batch()?;
-                }
+            let full = self.buf.len() >= self.cfg.ring.batch_bytes;
+            if ending || (!self.buf.is_empty() && (full || got == 0 || stopping)) {
+                self.write_batch()?;
             }
             if stopping && got == 0 {
                 break;

@@ -62,7 +62,7 @@
 
 use core::marker::PhantomData;
 use core::mem::size_of;
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -431,10 +431,117 @@ pub fn process_start_time(pid: u32) -> Option<u64> {
     rest.split_ascii_whitespace().nth(19)?.parse().ok()
 }
 
+/// Reader mappings the SIGBUS guard may replace: start address, length
+/// and a hit flag per entry (0 start: free). A signal handler cannot lock,
+/// so the registry is a fixed array of atomics.
+struct GuardEntry {
+    start: AtomicUsize,
+    len: AtomicUsize,
+    hit: AtomicBool,
+}
+
+const GUARD_ENTRIES: usize = 4096;
+#[allow(clippy::declare_interior_mutable_const)]
+const GUARD_FREE: GuardEntry = GuardEntry {
+    start: AtomicUsize::new(0),
+    len: AtomicUsize::new(0),
+    hit: AtomicBool::new(false),
+};
+static GUARD: [GuardEntry; GUARD_ENTRIES] = [GUARD_FREE; GUARD_ENTRIES];
+
+extern "C" fn on_sigbus(_sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo for an SA_SIGINFO handler;
+    // si_addr is the faulting address for SIGBUS.
+    let addr = unsafe { (*info).si_addr() } as usize;
+    for e in &GUARD {
+        // Acquire pairs with the Release store of `start` at registration
+        // (after `len`).
+        let start = e.start.load(Ordering::Acquire);
+        let len = e.len.load(Ordering::Relaxed);
+        if start != 0 && addr >= start && addr < start + len {
+            // SAFETY: replaces exactly a registered reader mapping with
+            // anonymous zero pages at the same address (MAP_FIXED): the
+            // faulting access is retried on them and the reader finds the
+            // hit flag. mmap is a plain system call, safe in a handler.
+            unsafe {
+                libc::mmap(
+                    start as *mut libc::c_void,
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                    -1,
+                    0,
+                );
+            }
+            // Release pairs with the reader's Acquire load after its copy.
+            e.hit.store(true, Ordering::Release);
+            return;
+        }
+    }
+    // Not a ring's page: the default action (the process dies as it
+    // would have without the guard) when the access is retried.
+    // SAFETY: resetting a signal's disposition is async-signal-safe.
+    unsafe { libc::signal(libc::SIGBUS, libc::SIG_DFL) };
+}
+
+/// Installs the SIGBUS guard of [`ShmReader`]s (once per process; later
+/// calls do nothing): a producer that truncates its ring file under a
+/// reader's mapping makes the reader's next access fault with SIGBUS,
+/// which would kill the consuming process. With the guard the faulting
+/// mapping is replaced by zero pages and the reader's
+/// [`poll`](ShmReader::poll) reports the ring as broken instead. A SIGBUS
+/// elsewhere keeps its default action. A daemon serving rings of other
+/// processes calls this at start.
+///
+/// Errors: the `sigaction` error.
+pub fn install_sigbus_guard() -> io::Result<()> {
+    static DONE: AtomicBool = AtomicBool::new(false);
+    // AcqRel: one installer; nothing else is published through the flag.
+    if DONE.swap(true, Ordering::AcqRel) {
+        return Ok(());
+    }
+    // SAFETY: a zeroed sigaction with an SA_SIGINFO handler of the right
+    // signature and an empty mask.
+    let r = unsafe {
+        let mut sa: libc::sigaction = core::mem::zeroed();
+        sa.sa_sigaction = on_sigbus as *const () as usize;
+        sa.sa_flags = libc::SA_SIGINFO;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGBUS, &sa, core::ptr::null_mut())
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Registers a reader mapping with the guard; the entry index, or `None`
+/// when the registry is full (the mapping is then unguarded).
+fn guard_register(start: usize, len: usize) -> Option<usize> {
+    for (i, e) in GUARD.iter().enumerate() {
+        // Relaxed: the slot is claimed by the CAS below.
+        if e.start.load(Ordering::Relaxed) == 0 {
+            e.len.store(len, Ordering::Relaxed);
+            e.hit.store(false, Ordering::Relaxed);
+            // Release pairs with the handler's Acquire load of `start`:
+            // `len` is visible with it.
+            if e.start
+                .compare_exchange(0, start, Ordering::Release, Ordering::Relaxed)
+                .is_ok()
+            {
+                return Some(i);
+            }
+        }
+    }
+    None
+}
+
 /// A `MAP_SHARED` mapping of a whole ring file.
 struct Mapping {
     ptr: *mut u8,
     len: usize,
+    /// Its entry in the SIGBUS guard's registry (readers only).
+    guard: Option<usize>,
 }
 
 // SAFETY: the mapping is plain shared memory; every access through it is
@@ -459,7 +566,19 @@ impl Mapping {
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        Ok(Self { ptr: p.cast(), len })
+        Ok(Self {
+            ptr: p.cast(),
+            len,
+            guard: None,
+        })
+    }
+
+    /// True once the SIGBUS guard replaced this mapping (the file was cut
+    /// short under it): its contents are zeros since.
+    fn faulted(&self) -> bool {
+        // Acquire pairs with the handler's Release store.
+        self.guard
+            .is_some_and(|i| GUARD[i].hit.load(Ordering::Acquire))
     }
 
     /// The 8-byte-aligned atomic at `off` (`off + 8 <= len`, a multiple of
@@ -497,6 +616,11 @@ impl Mapping {
 
 impl Drop for Mapping {
     fn drop(&mut self) {
+        if let Some(i) = self.guard {
+            // Release: the entry is free for another mapping; the handler
+            // no longer matches this range.
+            GUARD[i].start.store(0, Ordering::Release);
+        }
         // SAFETY: unmaps exactly the mapping made in `new`; no reference
         // into it outlives `self` (all borrow `&self`).
         unsafe { libc::munmap(self.ptr.cast(), self.len) };
@@ -1096,6 +1220,7 @@ pub struct ShmReader {
     head: u64,
     last_tail: u64,
     drops_reported: u64,
+    size_check: bool,
 }
 
 impl core::fmt::Debug for ShmReader {
@@ -1148,7 +1273,8 @@ impl ShmReader {
         let info = parse_header(&hdr, len)?;
         let map_len = usize::try_from(info.needed_bytes())
             .map_err(|_| ShmError::BadHeader("ring larger than the address space".into()))?;
-        let map = Mapping::new(&file, map_len)?;
+        let mut map = Mapping::new(&file, map_len)?;
+        map.guard = guard_register(map.ptr as usize, map.len);
         Ok(Self {
             map,
             file,
@@ -1157,7 +1283,16 @@ impl ShmReader {
             head: 0,
             last_tail: 0,
             drops_reported: 0,
+            size_check: true,
         })
+    }
+
+    /// Test hook: [`poll`](Self::poll) skips its file-size check, as if
+    /// the file were cut between the check and the copy (the SIGBUS
+    /// guard's case).
+    #[doc(hidden)]
+    pub fn skip_size_check(&mut self) {
+        self.size_check = false;
     }
 
     /// The validated header.
@@ -1223,9 +1358,16 @@ impl ShmReader {
     /// comes with `out.len() / slot_bytes` good records.
     pub fn poll(&mut self, max: usize, out: &mut Vec<u8>) -> Result<usize, ShmError> {
         out.clear();
-        self.check_size()?;
+        if self.size_check {
+            self.check_size()?;
+        }
         // Acquire pairs with the producer's Release store of `tail`.
         let tail = self.map.u64_at(OFF_TAIL).load(Ordering::Acquire);
+        if self.map.faulted() {
+            return Err(ShmError::Protocol(
+                "the file was cut short under the mapping (SIGBUS)".into(),
+            ));
+        }
         check_tail(self.head, self.last_tail, tail, self.info.capacity)?;
         self.last_tail = tail;
         let n = (tail - self.head).min(max as u64) as usize;
@@ -1242,6 +1384,12 @@ impl ShmReader {
         if first.1 < n {
             self.map
                 .copy_out(SHM_HEADER_BYTES, &mut out[first.1 * sb..n * sb]);
+        }
+        if self.map.faulted() {
+            out.clear();
+            return Err(ShmError::Protocol(
+                "the file was cut short under the mapping (SIGBUS)".into(),
+            ));
         }
         let (good, err) = check_slots(out, self.info.slot_bytes, &self.info.schemas);
         match err {

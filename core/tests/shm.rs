@@ -299,3 +299,32 @@ proptest! {
         }
     }
 }
+
+/// A file cut short under the reader's mapping between its size check and
+/// its copy: the SIGBUS guard turns the fault into a reported violation.
+#[test]
+fn a_file_cut_under_the_mapping_is_a_violation_not_a_crash() {
+    dplog_core::shm::install_sigbus_guard().unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let mut p = producer(d.path(), 64);
+    for i in 0..10 {
+        p.try_push(rec(i)).unwrap();
+    }
+    // The producer goes first: its own mapping is not guarded.
+    let path = p.path().to_path_buf();
+    drop(p);
+    let mut r = ShmReader::open(&path, &OpenRules::default()).unwrap();
+    r.skip_size_check();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    let mut out = Vec::new();
+    let e = r.poll(64, &mut out).unwrap_err();
+    assert!(e.to_string().contains("SIGBUS"), "{e}");
+    assert!(out.is_empty());
+    // The reader stays usable (zero pages), and says so again.
+    assert!(r.poll(64, &mut out).is_err());
+}

@@ -188,6 +188,7 @@ fn run(args: Args) -> Result<(), String> {
         .build_for(&cfg.format)
         .map_err(|e| format!("opening the sink: {e}"))?;
     install_signals();
+    dplog_core::shm::install_sigbus_guard().map_err(|e| format!("SIGBUS guard: {e}"))?;
     let snapshot = Arc::new(Mutex::new(Snapshot::default()));
     let _metrics = match args.metrics {
         Some(addr) => Some(serve_metrics(addr, snapshot.clone())?),

@@ -127,6 +127,9 @@ struct Daemon {
     refused: HashSet<String>,
     /// Checkpoint entries of rings not (yet) open again after a restart.
     resume: BTreeMap<String, RingEntry>,
+    /// Checkpoint entries of quarantined rings whose files remain: kept,
+    /// so a restart does not serve them again from the start.
+    kept: BTreeMap<String, RingEntry>,
     next_id: u32,
     buf: Vec<u8>,
     reports: Vec<Range<usize>>,
@@ -202,6 +205,7 @@ fn run(args: Args) -> Result<(), String> {
         rings: BTreeMap::new(),
         refused: HashSet::new(),
         resume,
+        kept: BTreeMap::new(),
         next_id: 0,
         buf: Vec::new(),
         reports: Vec::new(),
@@ -304,6 +308,7 @@ impl Daemon {
         // Checkpoint entries of rings that are gone stay only until the
         // next checkpoint.
         self.resume.retain(|f, _| present.contains(f));
+        self.kept.retain(|f, _| present.contains(f));
     }
 
     fn open_ring(&mut self, path: &Path, file: String) {
@@ -341,6 +346,7 @@ impl Daemon {
                 RingMark::Quarantined => {
                     eprintln!("dplogd: ring {file}: quarantined before the restart; not served");
                     reader.quarantine();
+                    self.kept.insert(file.clone(), r.clone());
                     self.refused.insert(file);
                     return;
                 }
@@ -582,7 +588,18 @@ impl Daemon {
         }
         for (file, how) in &retired {
             if let Some(r) = self.rings.remove(file) {
-                if *how != Ending::Quarantined {
+                if *how == Ending::Quarantined {
+                    self.kept.insert(
+                        file.clone(),
+                        RingEntry {
+                            mark: RingMark::Quarantined,
+                            head: r.reader.head(),
+                            drops_reported: r.reader.drops_reported(),
+                            nonce: r.reader.info().nonce,
+                            file: file.clone(),
+                        },
+                    );
+                } else {
                     let _ = std::fs::remove_file(r.reader.path());
                 }
                 self.closed_rings
@@ -617,6 +634,7 @@ impl Daemon {
             .collect();
         // Rings of the previous run not open yet keep their positions.
         rings.extend(self.resume.values().cloned());
+        rings.extend(self.kept.values().cloned());
         let c = Checkpoint { outputs, rings };
         checkpoint::save(&self.args.checkpoint, &c, self.args.fsync).map_err(|e| {
             format!(

@@ -13,6 +13,25 @@ pub const PRODUCE: &str = env!("CARGO_BIN_EXE_dplogd-produce");
 /// A temporary set-up: `rings/`, a config, the checkpoint and outputs.
 pub struct Setup {
     pub dir: tempfile::TempDir,
+    /// Processes started, killed at drop if still running (a failed
+    /// assertion must not leave them behind).
+    pids: std::cell::RefCell<Vec<u32>>,
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        for &pid in self.pids.borrow().iter() {
+            // SAFETY: waitpid/kill on our own children: WNOHANG returns 0
+            // only for a child still running (never reaped, so the pid is
+            // still ours).
+            unsafe {
+                if libc::waitpid(pid as i32, core::ptr::null_mut(), libc::WNOHANG) == 0 {
+                    libc::kill(pid as i32, libc::SIGKILL);
+                    libc::waitpid(pid as i32, core::ptr::null_mut(), 0);
+                }
+            }
+        }
+    }
 }
 
 impl Setup {
@@ -24,7 +43,10 @@ impl Setup {
             sinks.replace("@", dir.path().to_str().unwrap())
         );
         std::fs::write(dir.path().join("dplogd.toml"), cfg).unwrap();
-        Self { dir }
+        Self {
+            dir,
+            pids: Default::default(),
+        }
     }
 
     pub fn path(&self, p: &str) -> PathBuf {
@@ -53,6 +75,7 @@ impl Setup {
             .arg("20")
             .stderr(err)
             .spawn()
+            .inspect(|c| self.pids.borrow_mut().push(c.id()))
             .unwrap()
     }
 
@@ -73,6 +96,7 @@ impl Setup {
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
+            .inspect(|c| self.pids.borrow_mut().push(c.id()))
             .unwrap()
     }
 }

@@ -121,6 +121,8 @@ pub fn term(c: &mut Child) -> i32 {
 pub struct Output {
     pub seqs: BTreeMap<u64, Vec<u64>>,
     pub ends: Vec<serde_json::Value>,
+    /// In-band drop reports (`dplogEvent`).
+    pub drops: Vec<serde_json::Value>,
 }
 
 pub fn parse(text: &str) -> Output {
@@ -130,6 +132,10 @@ pub fn parse(text: &str) -> Output {
             .unwrap_or_else(|e| panic!("not a JSON line ({e}): {line:?}"));
         if v.get("dplogd").is_some() {
             o.ends.push(v);
+            continue;
+        }
+        if v.get("dplogEvent").is_some() {
+            o.drops.push(v);
             continue;
         }
         let tag = v["responderOctets"].as_u64().unwrap();

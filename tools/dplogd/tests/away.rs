@@ -1,0 +1,54 @@
+//! While no daemon drains, a producer follows its ring's policy; the
+//! drops it counted reach the log when the daemon comes back.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn drop_newest_counts_while_the_daemon_is_away_and_the_count_reaches_the_log() {
+    let s = Setup::new("[sink]\ntype = \"file\"\npath = \"@/out.jsonl\"\n");
+    // No daemon yet: 16 records fit, the other 984 are dropped and counted.
+    let mut p = s.producer(
+        "away",
+        5,
+        &[
+            "--records",
+            "1000",
+            "--capacity",
+            "16",
+            "--backpressure",
+            "drop_newest",
+        ],
+    );
+    assert!(p.wait().unwrap().success());
+    let mut d = s.daemon();
+    wait_for(60, "the ring's end line", || {
+        !parse(&read(&s.path("out.jsonl"))).ends.is_empty()
+    });
+    assert_eq!(term(&mut d), 0, "stderr:\n{}", s.stderr());
+    let out = parse(&read(&s.path("out.jsonl")));
+    assert_exactly(&out.seqs[&5], 16, "the records that fit");
+    assert_eq!(out.drops.len(), 1, "{:?}", out.drops);
+    assert_eq!(out.drops[0]["dropped"], 984, "{:?}", out.drops[0]);
+    assert_eq!(out.ends[0]["dplogd"], "producer_closed");
+    assert_eq!(out.ends[0]["records"], 16);
+}
+
+#[test]
+fn block_waits_while_the_daemon_is_away_and_loses_nothing() {
+    let s = Setup::new("[sink]\ntype = \"file\"\npath = \"@/out.jsonl\"\n");
+    let mut p = s.producer("wait", 6, &["--records", "500", "--capacity", "16"]);
+    // The producer fills its ring and waits.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(p.try_wait().unwrap().is_none(), "the producer did not wait");
+    let mut d = s.daemon();
+    assert!(p.wait().unwrap().success());
+    wait_for(60, "the ring's end line", || {
+        !parse(&read(&s.path("out.jsonl"))).ends.is_empty()
+    });
+    assert_eq!(term(&mut d), 0, "stderr:\n{}", s.stderr());
+    let out = parse(&read(&s.path("out.jsonl")));
+    assert_exactly(&out.seqs[&6], 500, "a block ring");
+    assert!(out.drops.is_empty());
+}

@@ -114,6 +114,10 @@ struct Ring {
     dequeued: u64,
     high_water: u64,
     dropped_reported: u64,
+    /// The consumer index last published to the producer: the slots
+    /// between it and the reader's head are copied out but still held
+    /// until their batch is written and checkpointed.
+    published: u64,
 }
 
 struct Daemon {
@@ -247,7 +251,12 @@ impl Daemon {
             }
             let got = self.drain_once(scan_every);
             let ending = self.rings.values().any(|r| r.ending.is_some());
-            let full = self.buf.len() >= self.cfg.ring.batch_bytes;
+            // A ring half held by the pending batch: write it now, or its
+            // producer would wait for the whole batch to fill.
+            let held = self.rings.values().any(|r| {
+                (r.reader.head() - r.published) * 2 >= u64::from(r.reader.info().capacity)
+            });
+            let full = held || self.buf.len() >= self.cfg.ring.batch_bytes;
             if ending || (!self.buf.is_empty() && (full || got == 0 || stopping)) {
                 self.write_batch()?;
             }
@@ -391,6 +400,7 @@ impl Daemon {
         if let Some(c) = self.clock.calibration() {
             Formatter::<dplog_core::Slot64>::tsc_calibration(&mut fmt, &c);
         }
+        let head = reader.head();
         let id = self.next_id;
         self.next_id += 1;
         self.stats.rings += 1;
@@ -406,6 +416,7 @@ impl Daemon {
                 dequeued: 0,
                 high_water: 0,
                 dropped_reported: 0,
+                published: head,
             },
         );
     }
@@ -576,8 +587,9 @@ impl Daemon {
         }
         self.save_checkpoint()?;
         let mut retired = Vec::new();
-        for r in self.rings.values() {
+        for r in self.rings.values_mut() {
             r.reader.publish_head();
+            r.published = r.reader.head();
             r.reader.publish_reported();
             if let Some(how) = r.ending {
                 retired.push((r.file.clone(), how));

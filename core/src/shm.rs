@@ -1057,6 +1057,7 @@ impl<T: Record> ShmProducer<T> {
         if m.u64_at(OFF_DROPS_REPORTED).load(Ordering::Acquire) == total {
             m.u64_at(OFF_FIRST_DROP).store(now, Ordering::Relaxed);
         }
+        // Relaxed: published by the Release store of the total below.
         m.u64_at(OFF_LAST_DROP).store(now, Ordering::Relaxed);
         // Release pairs with the consumer's Acquire load of the total.
         m.u64_at(OFF_DROPPED_TOTAL)
@@ -1437,7 +1438,8 @@ impl ShmReader {
         }
     }
 
-    /// Marks the ring quarantined (Release; a producer blocked on it stops
+    /// Marks the ring quarantined (Release; pairs with the producer's
+    /// Acquire load in `is_quarantined`: a producer blocked on it stops
     /// waiting and counts its records dropped).
     pub fn quarantine(&self) {
         self.map

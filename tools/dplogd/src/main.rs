@@ -74,9 +74,12 @@ static HUP: AtomicU32 = AtomicU32::new(0);
 
 extern "C" fn on_signal(sig: libc::c_int) {
     if sig == libc::SIGHUP {
+        // Relaxed: a request counter the main loop polls (partner: its
+        // Relaxed load); nothing else is published through it.
         HUP.fetch_add(1, Ordering::Relaxed);
     } else {
-        // Relaxed: the main loop polls the flag; nothing else is published.
+        // Relaxed: the main loop polls the flag (partner: its Relaxed
+        // loads); nothing else is published through it.
         STOP.store(true, Ordering::Relaxed);
     }
 }
@@ -235,6 +238,7 @@ impl Daemon {
         let mut hup_seen = 0;
         let mut idle_sleep = Duration::from_micros(100);
         loop {
+            // Relaxed: pairs with the handler's Relaxed store (a flag).
             let stopping = STOP.load(Ordering::Relaxed);
             let now = Instant::now();
             if now.duration_since(last_scan) >= scan_every {
@@ -242,6 +246,7 @@ impl Daemon {
                 self.scan();
                 self.publish_snapshot();
             }
+            // Relaxed: pairs with the handler's Relaxed increment.
             let hup = HUP.load(Ordering::Relaxed);
             if hup != hup_seen {
                 hup_seen = hup;
@@ -542,6 +547,7 @@ impl Daemon {
                         self.stats.batches += 1;
                         break;
                     }
+                    // Relaxed: the stop flag, as in `serve`.
                     Err(e) if e.is_retryable() && !STOP.load(Ordering::Relaxed) => {
                         self.stats.sink_errors += 1;
                         self.stats.sink_retries += 1;

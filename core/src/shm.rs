@@ -5,7 +5,7 @@
 //! A ring is one file in a tmpfs (`/dev/shm`) or hugetlbfs directory,
 //! mapped `MAP_SHARED` by both processes. The producer side
 //! ([`ShmProducer`], and [`ShmLogProducer`] with the logger's backpressure
-//! policy) runs the same protocol as the in-process [`crate::ring`]: slot
+//! policy) runs the same protocol as the in-process [`crate::ring`](mod@crate::ring): slot
 //! write, then a Release store of the free-running tail index; a private
 //! cached copy of the consumer's head, refreshed only when the ring looks
 //! full. The consumer side ([`ShmReader`]) trusts nothing in the file: it
@@ -57,7 +57,7 @@
 //! - producer drop: last `tail` store, then `state.store(2, Release)`; the
 //!   consumer's `state.load(Acquire)` pairs with it, so once it sees 2 it
 //!   sees every record;
-//! - drop counters: as [`crate::ring`]'s (`dropped_total` Release after the
+//! - drop counters: as [`crate::ring`](mod@crate::ring)'s (`dropped_total` Release after the
 //!   times, `drops_reported` Release by the consumer).
 
 use core::marker::PhantomData;

@@ -541,7 +541,21 @@ impl Daemon {
             let mut backoff = Duration::from_millis(10);
             loop {
                 match self.sink.write_batch_marked(&self.buf, &self.reports) {
-                    Ok(_) => {
+                    Ok(accepted) => {
+                        if accepted == dplog_core::Accepted::Pending {
+                            // An asynchronous sink (Kafka, syslog over TCP
+                            // awaiting acknowledgement): the checkpoint
+                            // that follows frees the ring's slots, so it
+                            // waits until the receiver has the records.
+                            let deadline = Instant::now()
+                                + Duration::from_millis(self.cfg.ring.shutdown_timeout_ms);
+                            if let Err(e) = self.sink.drain(deadline) {
+                                self.stats.sink_errors += 1;
+                                eprintln!("dplogd: sink {}: {e}", self.sink.describe());
+                            }
+                            let p = self.sink.poll();
+                            self.stats.dropped_sink += p.failed_records;
+                        }
                         self.stats.written_records += self.batch_records;
                         self.stats.written_bytes += self.buf.len() as u64;
                         self.stats.batches += 1;

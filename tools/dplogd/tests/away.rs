@@ -52,3 +52,51 @@ fn block_waits_while_the_daemon_is_away_and_loses_nothing() {
     assert_exactly(&out.seqs[&6], 500, "a block ring");
     assert!(out.drops.is_empty());
 }
+
+/// The counters over HTTP (OpenMetrics, as a logger's) and in the stats
+/// file at exit.
+#[test]
+fn the_counters_are_served_and_written_at_exit() {
+    use std::io::{Read, Write};
+    let s = Setup::new("[sink]\ntype = \"file\"\npath = \"@/out.jsonl\"\n");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let stats = s.path("stats.txt");
+    let mut d = s.daemon_with(&["--metrics", &addr, "--stats-file", stats.to_str().unwrap()]);
+    let mut p = s.producer("count", 7, &["--records", "700", "--capacity", "64"]);
+    assert!(p.wait().unwrap().success());
+    wait_for(60, "the ring's end line", || {
+        !parse(&read(&s.path("out.jsonl"))).ends.is_empty()
+    });
+    let scrape = || {
+        let mut c = std::net::TcpStream::connect(&addr).ok()?;
+        c.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+            .ok()?;
+        let mut body = String::new();
+        c.read_to_string(&mut body).ok()?;
+        Some(body)
+    };
+    // The snapshot is refreshed every --scan-ms.
+    wait_for(30, "the served counters to count 700 records", || {
+        scrape().is_some_and(|b| b.contains("dplog_consumer_written_total 700\n"))
+    });
+    let body = scrape().unwrap();
+    assert!(
+        body.contains("dplog_ring_enqueued_total{ring=\"0\"} 700"),
+        "{body}"
+    );
+    assert_eq!(term(&mut d), 0, "stderr:\n{}", s.stderr());
+    let text = read(&stats);
+    assert!(
+        text.contains("dplog_consumer_written_total 700\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("dplog_consumer_dropped_format_total 0\n"),
+        "{text}"
+    );
+}

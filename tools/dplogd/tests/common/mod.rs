@@ -59,6 +59,11 @@ impl Setup {
 
     /// Starts dplogd; its stderr goes to `dplogd.err` (appended).
     pub fn daemon(&self) -> Child {
+        self.daemon_with(&[])
+    }
+
+    /// [`daemon`](Self::daemon) with `extra` flags.
+    pub fn daemon_with(&self, extra: &[&str]) -> Child {
         let err = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -73,6 +78,7 @@ impl Setup {
             .arg(self.path("dplogd.checkpoint"))
             .arg("--scan-ms")
             .arg("20")
+            .args(extra)
             .stderr(err)
             .spawn()
             .inspect(|c| self.pids.borrow_mut().push(c.id()))

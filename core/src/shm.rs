@@ -638,7 +638,9 @@ pub struct ShmOptions {
     pub name: String,
     /// Slots, a power of two up to [`SHM_MAX_CAPACITY`].
     pub capacity: usize,
-    /// A group that may read the ring (file mode 0640 and this gid);
+    /// A group that may serve the ring (file mode 0660 and this gid: the
+    /// consumer writes its index into the file, so the group needs write
+    /// as well as read);
     /// `None`: mode 0600.
     pub group: Option<u32>,
 }
@@ -702,7 +704,7 @@ impl<T: Record> core::fmt::Debug for ShmProducer<T> {
 impl<T: Record> ShmProducer<T> {
     /// Creates a ring file for records (or slots) of type `T` declaring
     /// `schemas`, mapped and ready: `<dir>/<name>.<pid>.<nonce>.ring`,
-    /// mode 0600 (0640 with `group`), its pages faulted in.
+    /// mode 0600 (0660 with `group`), its pages faulted in.
     ///
     /// Errors: [`ShmError::Config`] for a name, capacity, slot size
     /// (`size_of::<T>()` must be 32, 64 or 128), a schema larger than the
@@ -759,7 +761,7 @@ impl<T: Record> ShmProducer<T> {
         let base = format!("{}.{pid}.{nonce:016x}{SHM_SUFFIX}", opts.name);
         let path = opts.dir.join(&base);
         let tmp = opts.dir.join(format!(".{base}.tmp"));
-        let mode = if opts.group.is_some() { 0o640 } else { 0o600 };
+        let mode = if opts.group.is_some() { 0o660 } else { 0o600 };
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -776,7 +778,7 @@ impl<T: Record> ShmProducer<T> {
                 // The umask may have cleared the group bit of `mode`.
                 std::fs::set_permissions(
                     &tmp,
-                    std::os::unix::fs::PermissionsExt::from_mode(0o640),
+                    std::os::unix::fs::PermissionsExt::from_mode(0o660),
                 )?;
             }
             let need = SHM_HEADER_BYTES as u64 + (cap * slot_bytes) as u64;

@@ -146,7 +146,7 @@ fn block_waits_for_the_reader_and_stops_when_quarantined() {
 }
 
 #[test]
-fn a_group_ring_is_0640_and_another_owner_is_refused() {
+fn a_group_ring_is_0660_and_another_owner_is_refused() {
     let d = tempfile::tempdir().unwrap();
     // SAFETY: getegid cannot fail.
     let gid = unsafe { libc::getegid() };
@@ -155,7 +155,7 @@ fn a_group_ring_is_0640_and_another_owner_is_refused() {
     let p = ShmProducer::<Slot64>::create(&o, &dplog_schema_nat::all()).unwrap();
     assert_eq!(
         std::fs::metadata(p.path()).unwrap().permissions().mode() & 0o777,
-        0o640
+        0o660
     );
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } == 0 {

@@ -172,7 +172,7 @@ fn run(args: Args) -> Result<(), String> {
     cfg.format.formatter(&known).map_err(|e| e.to_string())?;
     if !args.rings.is_dir() {
         return Err(format!(
-            "--rings {}: not a directory (create it, mode 0700 or 0750 for a group)",
+            "--rings {}: not a directory (create it, mode 0700, or 0770 for a group)",
             args.rings.display()
         ));
     }
@@ -320,8 +320,10 @@ impl Daemon {
             self.open_ring(&path, file);
         }
         // Checkpoint entries of rings that are gone stay only until the
-        // next checkpoint.
+        // next checkpoint; names of files gone are forgotten (a ring
+        // file's name is never used again: its nonce).
         self.resume.retain(|f, _| present.contains(f));
+        self.refused.retain(|f| present.contains(f));
         self.kept.retain(|f, _| present.contains(f));
     }
 

@@ -1433,6 +1433,44 @@ dplog_result dplog_reopen(struct dplog *h);
 dplog_result dplog_close(struct dplog *h, struct dplog_stats *final_stats);
 
 /**
+ * Creates a producer whose ring is a new shared-memory file
+ * `<dir>/<name>.<pid>.<nonce>.ring` (mode 0600), drained by `dplogd
+ * --rings <dir>` instead of a consumer of this process. The ring has the
+ * handle's `[ring] capacity`, `slot_bytes` and `backpressure` (`block`
+ * waits while the daemon is away; `drop_newest` counts, and the daemon
+ * reports the count when it comes back) and declares the handle's record
+ * types: the ones registered with `dplog_schema_register` (register
+ * them first) and the NAT types that fit the slot. `dir` is a tmpfs
+ * (`/dev/shm/...`) or hugetlbfs directory that exists; `name` is 1 to 32
+ * letters, digits, `_` or `-`. `ring_id` is the producer's id within
+ * the handle, as for `dplog_producer_new`.
+ *
+ * The handle is opened but not started: a handle that attaches rings
+ * runs no consumer of its own (`DPLOG_ERR_STATE` after `dplog_start`).
+ * Every record whose `dplog_log` returned `DPLOG_OK` is written by the
+ * daemon once, even if this process is killed right after.
+ *
+ * Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_INVALID_ARG` (name or a record
+ * type that does not fit the ring), `DPLOG_ERR_STATE`,
+ * `DPLOG_ERR_CLOSED`, `DPLOG_ERR_RING_IN_USE`, `DPLOG_ERR_CONFIG` (a
+ * capacity above 2^24), `DPLOG_ERR_IO` (the directory, no space).
+ * `*out` is written only on success.
+ *
+ * Ownership: as `dplog_producer_new` (`dplog_producer_free` closes the
+ * ring: the daemon drains it and removes the file). Thread-safety: any
+ * thread.
+ *
+ * # Safety
+ * `h` is NULL or returned by `dplog_open*`; `dir` and `name` are NULL or
+ * NUL-terminated strings; `out` is NULL or writable.
+ */
+dplog_result dplog_attach(struct dplog *h,
+                          uint32_t ring_id,
+                          const char *dir,
+                          const char *name,
+                          dplog_producer **out);
+
+/**
  * Nanoseconds since the Unix epoch (CLOCK_REALTIME), for `timestamp_ns`.
  *
  * Errors: `DPLOG_ERR_NULL`. Thread-safety: any thread. Cost: one vDSO

@@ -64,6 +64,7 @@ mod reserve;
 mod stats;
 
 mod control;
+mod shm;
 
 mod clock;
 
@@ -95,6 +96,7 @@ pub use result::{
     DPLOG_ERR_UNKNOWN_SCHEMA, DPLOG_ERR_UNSUPPORTED, DPLOG_OK,
 };
 pub use schema::dplog_schema_register;
+pub use shm::dplog_attach;
 pub use start::dplog_start;
 pub use stats::dplog_stats;
 pub use types::{

@@ -22,8 +22,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use dplog::nat::NatRecord;
-use dplog::LogProducer;
 
 use crate::app::{AppConfig, RunError, Summary, WorkerSummary};
 use crate::nat::{Nat44, NatStats, Verdict};
@@ -260,7 +258,7 @@ pub fn run_dpdk(
             .copied()
             .or(if n == 1 { cfg.producer_cpu } else { None })
     };
-    let logger = match cfg.dataplane.logging {
+    let logger = match cfg.dataplane.logging && cfg.log_ring.is_none() {
         true => Some(cfg.start_logger()?),
         false => None,
     };
@@ -558,7 +556,7 @@ fn poll_queue(
     port: u16,
     queue: u16,
     nat: Nat44,
-    mut producer: Option<LogProducer<NatRecord>>,
+    mut producer: Option<crate::ringlog::NatProducer>,
     limits: DpdkLimits,
     links: HairpinLinks,
     shared: Shared<'_>,

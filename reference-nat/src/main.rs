@@ -136,6 +136,12 @@ struct Args {
     /// logging-cost measurement.
     #[arg(long)]
     no_logging: bool,
+    /// Log through dplogd: each worker's ring is a shared-memory file in
+    /// DIR (e.g. /dev/shm/dplog) that `dplogd --rings DIR` drains, so the
+    /// records pushed survive a crash of dplog-nat; [format] and [sink]
+    /// are dplogd's.
+    #[arg(long, value_name = "DIR")]
+    log_ring: Option<PathBuf>,
     /// Synthetic mix: generate every frame into memory before timing.
     #[arg(long)]
     preload: bool,
@@ -283,6 +289,9 @@ fn build_config(args: &Args) -> Result<AppConfig, String> {
     }
     if args.no_logging {
         d.logging = false;
+    }
+    if let Some(dir) = &args.log_ring {
+        cfg.log_ring = Some(dir.clone());
     }
     if args.preload {
         d.preload = true;

@@ -15,7 +15,10 @@
 #     output compared with ffi/tests/c/expected/ (line formats whole;
 #     binary decoded by dplog-cat to JSON; IPFIX byte for byte and decoded
 #     by tshark);
-#  5. the DPDK example, when pkg-config finds libdpdk.
+#  5. test_attach.c (ASan+UBSan, ffi/tests/c/attach.sh): dplog_attach, a
+#     C producer whose shared-memory ring a real dplogd drains, freed
+#     and SIGKILLed: its records written exactly once;
+#  6. the DPDK example, when pkg-config finds libdpdk.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 root=$PWD
@@ -98,6 +101,10 @@ for t in verdict l2drop flow6; do
     sed -n '/^        Flow [0-9]/,/^    [^ ]/p' | grep -E "^        (Flow| {4})" > "$work/user/$t.ipfix.tshark"
   diff "$exp/$t.ipfix.tshark" "$work/user/$t.ipfix.tshark"
 done
+
+echo "== dplog_attach: a C producer drained by dplogd (ASan+UBSan)"
+cargo build -q -p dplogd
+bash ffi/tests/c/attach.sh "$work" "$work/prefix/include" "$lib" "${CARGO_TARGET_DIR:-$root/target}/debug/dplogd"
 
 echo "== install + examples/c through pkg-config"
 export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig"

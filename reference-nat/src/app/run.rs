@@ -172,7 +172,7 @@ pub fn run_live_serving(
             generator = Some(gen);
         }
     }
-    let logger = if cfg.dataplane.logging {
+    let logger = if cfg.dataplane.logging && cfg.log_ring.is_none() {
         let l = cfg.start_logger()?;
         *metrics = cfg.metrics.start(&l).map_err(RunError::Config)?;
         if let Some(m) = metrics.as_ref() {

@@ -39,8 +39,8 @@
 //! then block frames `[DPAB][kind u8][0 0 0][body length u32 LE][CRC-32
 //! u32 LE][body]` (the CRC covers the first 12 header bytes and the body):
 //! - kind `S`: a schema, as the binary format's `S` frame payload; each
-//!   segment declares the schemas of its records before their first data
-//!   block, so it decodes alone;
+//!   segment declares every schema of the stream before its first data
+//!   block, so it decodes alone and formats as the logger did;
 //! - kind `D`: up to `block_rows` records of one schema, sorted by event
 //!   time (equal times in the order written): schema id, rows, min and
 //!   max event time, then the records' columns ([`encode`]:
@@ -808,10 +808,19 @@ impl ArchiveSink {
         while let Some(op) = self.ops.front() {
             match op {
                 Op::Block(enc) => {
-                    let entry = enc.entry.clone();
+                    // Every schema of the stream, in the stream's order,
+                    // and the block's own: a segment read alone formats
+                    // its records with the logger's whole schema table
+                    // (e.g. one CSV header over every record type, in
+                    // the logger's column order).
+                    let mut entries: Vec<_> = self.schemas.to_vec();
+                    entries.push(enc.entry.clone());
                     let counters = self.counters.clone();
                     let seg = self.open_segment()?;
-                    if !seg.declared.contains(&entry.schema.id()) {
+                    for entry in entries {
+                        if seg.declared.contains(&entry.schema.id()) {
+                            continue;
+                        }
                         let f = format::block_frame(KIND_SCHEMA, &entry.raw);
                         let at = Self::append(seg, &f, &counters)?;
                         seg.blocks.push(BlockMeta {

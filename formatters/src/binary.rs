@@ -101,7 +101,29 @@ impl BinaryEncoder {
             out.extend_from_slice(&self.header);
             self.started = true;
         }
-        frame(out, b'R', &rec[..size]);
+        // The frame as `frame` writes it, with one capacity check: the
+        // 4-byte header, then the record (one fixed-size copy for the
+        // common 64-byte slot).
+        let len = size as u16;
+        let head = [b'R', 0, len.to_le_bytes()[0], len.to_le_bytes()[1]];
+        out.reserve(4 + size);
+        let at = out.len();
+        // SAFETY: `reserve` made room for 4 + size bytes after `at`;
+        // `rec` holds at least `size` bytes (checked above) and cannot
+        // overlap `out`'s spare capacity (a shared and a unique borrow);
+        // all 4 + size bytes are written before `set_len`.
+        unsafe {
+            let p = out.as_mut_ptr().add(at);
+            p.cast::<[u8; 4]>().write_unaligned(head);
+            if size == 64 {
+                p.add(4)
+                    .cast::<[u8; 64]>()
+                    .write_unaligned(rec.as_ptr().cast::<[u8; 64]>().read_unaligned());
+            } else {
+                core::ptr::copy_nonoverlapping(rec.as_ptr(), p.add(4), size);
+            }
+            out.set_len(at + 4 + size);
+        }
         true
     }
 }

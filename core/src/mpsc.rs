@@ -444,6 +444,25 @@ impl<T: Record> MpProducer<T> {
             .min(self.shared.capacity)
     }
 
+    /// An upper bound of the fill level with no access to the consumer's
+    /// index, while this handle is the ring's only one: the claim index
+    /// (written only by this handle then) minus the cached consumer index
+    /// (never ahead of the true one). `None` while other handles exist:
+    /// their claims move the claim index under this one. The `degrade`
+    /// policy reads the exact fill only when the bound reaches its high
+    /// watermark.
+    #[inline(always)]
+    pub fn fill_upper_bound(&self) -> Option<usize> {
+        // Acquire pairs with the AcqRel decrement of a dropped handle, as
+        // in `claim`.
+        if self.shared.producers.load(Ordering::Acquire) != 1 {
+            return None;
+        }
+        // Relaxed: this handle's own store while alone (see `claim_alone`).
+        let head = self.shared.prod_head.load(Ordering::Relaxed);
+        Some(head.wrapping_sub(self.cached_head))
+    }
+
     /// Counts `n` records dropped for `reason` at `now` (a
     /// [`crate::tsc::now_ticks`] value); atomic read-modify-write, shared
     /// by the producers.
@@ -547,6 +566,16 @@ mod tests {
         );
         assert!(p1.try_push(rec(1, 5)).is_ok());
         assert_eq!(c.pop().map(|r| r.timestamp_ns), Some(5));
+        // Alone: a bound from the cached consumer index (8, refreshed by
+        // the push that found the ring full; 9 claimed), above the true
+        // fill 0; the exact fill refreshes it.
+        assert_eq!(p1.fill_upper_bound(), Some(1));
+        assert_eq!(p1.fill(), 0);
+        assert_eq!(p1.fill_upper_bound(), Some(0));
+        let p3 = p1.clone();
+        assert_eq!(p1.fill_upper_bound(), None, "another handle claims too");
+        drop(p3);
+        assert_eq!(p1.fill_upper_bound(), Some(0));
         let s = crate::stats::RingStats::read(0, c.shared());
         assert_eq!((s.enqueued, s.dequeued), (9, 9));
     }

@@ -430,6 +430,63 @@ struct dplog_stats {
 };
 
 /**
+ * One ring's counters (`dplog_ring_stats`). Accounting as in
+ * `struct dplog_stats`: `produced = enqueued + dropped_full +
+ * dropped_degraded + dropped_disconnected + dropped_stopped`.
+ */
+struct dplog_ring_stats {
+  /**
+   * The ring id given to `dplog_producer_new`.
+   */
+  uint32_t ring_id;
+  /**
+   * 1 once the consumer stopped the ring after a protocol violation
+   * (`DPLOG_ERR_RING_STOPPED`), else 0.
+   */
+  uint32_t stopped;
+  /**
+   * Capacity in records.
+   */
+  uint64_t capacity;
+  /**
+   * Records in the ring at the time of the call.
+   */
+  uint64_t fill;
+  /**
+   * Records whose fate its producer decided (enqueued or dropped).
+   */
+  uint64_t produced;
+  /**
+   * Records copied into the ring.
+   */
+  uint64_t enqueued;
+  /**
+   * Dropped because the ring was full.
+   */
+  uint64_t dropped_full;
+  /**
+   * Dropped by `"degrade"`.
+   */
+  uint64_t dropped_degraded;
+  /**
+   * Dropped because the consumer was gone.
+   */
+  uint64_t dropped_disconnected;
+  /**
+   * Lost to a stop of the ring (see `struct dplog_stats`).
+   */
+  uint64_t dropped_stopped;
+  /**
+   * Records the consumer read out of the ring.
+   */
+  uint64_t dequeued;
+  /**
+   * Highest fill level the consumer saw, in records.
+   */
+  uint64_t high_water;
+};
+
+/**
  * The first bytes of every `struct dplog_producer`: a run of free ring
  * slots that the `static inline` `dplog_log` of `dplog.h` fills without a
  * call into the library, as DPDK's inline `rte_ring_sp_enqueue_elem`
@@ -1376,6 +1433,44 @@ dplog_result dplog_reopen(struct dplog *h);
 dplog_result dplog_close(struct dplog *h, struct dplog_stats *final_stats);
 
 /**
+ * Creates a producer whose ring is a new shared-memory file
+ * `<dir>/<name>.<pid>.<nonce>.ring` (mode 0600), drained by `dplogd
+ * --rings <dir>` instead of a consumer of this process. The ring has the
+ * handle's `[ring] capacity`, `slot_bytes` and `backpressure` (`block`
+ * waits while the daemon is away; `drop_newest` counts, and the daemon
+ * reports the count when it comes back) and declares the handle's record
+ * types: the ones registered with `dplog_schema_register` (register
+ * them first) and the NAT types that fit the slot. `dir` is a tmpfs
+ * (`/dev/shm/...`) or hugetlbfs directory that exists; `name` is 1 to 32
+ * letters, digits, `_` or `-`. `ring_id` is the producer's id within
+ * the handle, as for `dplog_producer_new`.
+ *
+ * The handle is opened but not started: a handle that attaches rings
+ * runs no consumer of its own (`DPLOG_ERR_STATE` after `dplog_start`).
+ * Every record whose `dplog_log` returned `DPLOG_OK` is written by the
+ * daemon once, even if this process is killed right after.
+ *
+ * Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_INVALID_ARG` (name or a record
+ * type that does not fit the ring), `DPLOG_ERR_STATE`,
+ * `DPLOG_ERR_CLOSED`, `DPLOG_ERR_RING_IN_USE`, `DPLOG_ERR_CONFIG` (a
+ * capacity above 2^24), `DPLOG_ERR_IO` (the directory, no space).
+ * `*out` is written only on success.
+ *
+ * Ownership: as `dplog_producer_new` (`dplog_producer_free` closes the
+ * ring: the daemon drains it and removes the file). Thread-safety: any
+ * thread.
+ *
+ * # Safety
+ * `h` is NULL or returned by `dplog_open*`; `dir` and `name` are NULL or
+ * NUL-terminated strings; `out` is NULL or writable.
+ */
+dplog_result dplog_attach(struct dplog *h,
+                          uint32_t ring_id,
+                          const char *dir,
+                          const char *name,
+                          dplog_producer **out);
+
+/**
  * Nanoseconds since the Unix epoch (CLOCK_REALTIME), for `timestamp_ns`.
  *
  * Errors: `DPLOG_ERR_NULL`. Thread-safety: any thread. Cost: one vDSO
@@ -1385,6 +1480,54 @@ dplog_result dplog_close(struct dplog *h, struct dplog_stats *final_stats);
  * `out` is NULL or writable.
  */
 dplog_result dplog_now_ns(uint64_t *out);
+
+/**
+ * The library's producer clock, for a record field of kind
+ * `DPLOG_FIELD_TSC_TIMESTAMP`: the x86-64 time-stamp counter (`rdtsc`)
+ * when the CPU reports an invariant TSC (CPUID 0x80000007 EDX bit 8),
+ * else `CLOCK_REALTIME` nanoseconds, exactly as the consumer expects (it
+ * converts with its own calibration against `CLOCK_REALTIME`,
+ * recalibrated every second; a binary log records that calibration).
+ * A raw `__rdtsc()` is the same on a machine with an invariant TSC;
+ * this call is right on every machine.
+ *
+ * Errors: `DPLOG_ERR_NULL`. Thread-safety: any thread. Cost: one `rdtsc`
+ * (~10 ns) after the first call, which probes the CPU once.
+ *
+ * # Safety
+ * `out` is NULL or writable.
+ */
+dplog_result dplog_now_ticks(uint64_t *out);
+
+/**
+ * Stores the counters of every ring of the logger, in ring id order,
+ * in `out[0..min(cap, n)]`, and the number of rings in `*n` (call with
+ * `cap` 0 to learn it). A ring stays listed after its producer is freed.
+ * Before `dplog_start` there are none. The latency percentiles are in
+ * `dplog_stats`.
+ *
+ * Errors: `DPLOG_ERR_NULL` (`n` NULL, or `out` NULL with `cap` > 0),
+ * `DPLOG_ERR_CLOSED`. Thread-safety: any thread. Cost: a lock per
+ * consumer and a read of each ring's counters; not for the hot path.
+ *
+ * # Safety
+ * `h` is NULL or returned by `dplog_open*`; `out` is NULL or points to
+ * `cap` writable structs; `n` is NULL or writable.
+ */
+dplog_result dplog_ring_stats(struct dplog *h, struct dplog_ring_stats *out, size_t cap, size_t *n);
+
+/**
+ * Stores in `*port` the TCP port the `[metrics]` listener is bound to
+ * (the one the system chose for `prometheus_listen = "127.0.0.1:0"`).
+ *
+ * Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_STATE` (the config has no
+ * `[metrics] prometheus_listen`), `DPLOG_ERR_CLOSED`. Thread-safety: any
+ * thread.
+ *
+ * # Safety
+ * `h` is NULL or returned by `dplog_open*`; `port` is NULL or writable.
+ */
+dplog_result dplog_metrics_port(struct dplog *h, uint16_t *port);
 
 #ifdef __cplusplus
 }  // extern "C"

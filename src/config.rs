@@ -14,6 +14,8 @@
 //! block_spins = 1024       # block: pause spins before yielding
 //! drop_reports = true      # in-band "N records dropped" lines
 //! # reorder_window_ns = 1000000  # merge rings by event time (off if unset)
+//! reorder_idle_ms = 500    # reorder: a ring silent this long holds
+//!                          # nothing back
 //! shutdown_timeout_ms = 5000 # wait this long for the sink at shutdown
 //! # sink_retry_timeout_ms = 30000 # give up on a failing sink's batch after
 //!                          # this long (dropped_sink); unset = retry forever
@@ -40,8 +42,8 @@
 //! # aclDrop = "{dropTime:rfc3339} {dropReason:name} rule {ruleId}"
 //!
 //! [sink]
-//! type = "file"
-//! path = "dplog.log"
+//! type = "file"            # file, mmap, syslog, kafka, ipfix (an IPFIX
+//! path = "dplog.log"       # exporter: [format] type = "ipfix" only)
 //!
 //! [consumers]              # LogConfig::start_consumers: several consumer
 //! # cpus = [2, 3]          # threads, one per CPU (or count = N), each with
@@ -69,8 +71,11 @@ use crate::sinks::BoxSink;
 
 // Each sink's settings live in its folder of `dplog_sinks`; re-exported
 // here, where the configuration composes them.
+pub use crate::sinks::archive::ArchiveSinkConfig;
 pub use crate::sinks::config::{SinkRole, FAILOVER_PROBE};
 pub use crate::sinks::file::{FileSinkConfig, FsyncSetting};
+pub use crate::sinks::ipfix::config::IpfixTransportName;
+pub use crate::sinks::ipfix::IpfixSinkConfig;
 #[cfg(feature = "kafka")]
 pub use crate::sinks::kafka::KafkaSinkConfig;
 pub use crate::sinks::mmap::MmapSinkConfig;
@@ -111,6 +116,9 @@ pub struct RingConfig {
     /// Reorder window in ns of event time; unset = off (see
     /// `dplog::reorder`).
     pub reorder_window_ns: Option<u64>,
+    /// With the reorder window: a ring silent this long (ms) no longer
+    /// holds other rings' records back. Default 500.
+    pub reorder_idle_ms: u64,
     /// How long shutdown waits for the sink to deliver what is still
     /// buffered or in flight, in ms; what is left is counted in
     /// `dropped_shutdown`. Default 5000.
@@ -149,6 +157,7 @@ impl Default for RingConfig {
             drop_reports: d.drop_reports,
             degrade: d.degrade,
             reorder_window_ns: d.reorder_window_ns,
+            reorder_idle_ms: d.reorder_idle_ms,
             shutdown_timeout_ms: d.shutdown_timeout_ms,
             sink_retry_timeout_ms: d.sink_retry_timeout_ms,
             publish_every: None,
@@ -184,12 +193,17 @@ pub struct FormatConfig {
     /// NAT records: natEvent numbering, `rfc8158` (default) or `legacy`
     /// (1/2).
     pub profile: crate::nat::EventProfile,
-    /// `[format.syslog]`: hostname, app_name, procid, facility, severity,
-    /// sd_id (rfc5424 / rfc3164).
+    /// `[format.syslog]`: hostname (default: this host's name), app_name,
+    /// procid (default: this process's id), facility, severity, sd_id
+    /// (RFC 5424 section 6.3.2: `name@<enterprise number>` or an
+    /// IANA-registered name, checked at load), profile (`"vpp"`: VPP's NAT
+    /// layout exactly) (rfc5424 / rfc3164).
     pub syslog: crate::formatters::SyslogOptions,
     /// `[format.ipfix]`: mtu, template_refresh_secs,
     /// observation_domain_id, export_clock (`system` | `record`),
-    /// enterprise_number (of the elements of fields without an IANA id).
+    /// enterprise_number (of the elements of fields without an IANA id),
+    /// exporting_process_id (the scope of drop reports' reliability
+    /// statistics records).
     pub ipfix: crate::formatters::IpfixOptions,
 }
 
@@ -282,6 +296,15 @@ macro_rules! sink_types {
         }
 
         impl SinkConfig {
+            /// The `type` of a single sink as written in TOML (`"file"`,
+            /// ...); `None` for a set.
+            fn type_name(&self) -> Option<&'static str> {
+                match self {
+                    $( $(#[cfg($cfg)])* SinkConfig::$variant(_) => Some(sink_type_name(stringify!($variant))), )*
+                    SinkConfig::Set(_) => None,
+                }
+            }
+
             /// The settings of a single sink; `None` for a set.
             fn one(&self) -> Option<&dyn SinkSettings> {
                 match self {
@@ -302,6 +325,12 @@ sink_types! {
     Mmap(MmapSinkConfig),
     /// `type = "syslog"`: a [`SyslogSink`](crate::sinks::SyslogSink).
     Syslog(SyslogSinkConfig),
+    /// `type = "archive"`: an [`ArchiveSink`](crate::sinks::ArchiveSink)
+    /// (with `[format] type = "binary"`).
+    Archive(ArchiveSinkConfig),
+    /// `type = "ipfix"`: an [`IpfixExporter`](crate::sinks::IpfixExporter)
+    /// (with `[format] type = "ipfix"` only).
+    Ipfix(IpfixSinkConfig),
     /// `type = "kafka"`: a `KafkaSink` (feature `kafka`).
     #[cfg(feature = "kafka")]
     Kafka(KafkaSinkConfig),
@@ -405,7 +434,7 @@ impl SinkConfig {
     }
 
     /// [`build`](Self::build) for NAT records in `format`: file sinks get
-    /// the format's file header (CSV's column names of the NAT44 session)
+    /// the format's file header (CSV's one header of every NAT record type)
     /// as their `header` option, so a CSV file appended to by several runs,
     /// or rotated, has the header once at its top.
     ///
@@ -414,22 +443,22 @@ impl SinkConfig {
         SinkSettings::build(self, format.spec().nat_file_header().as_deref())
     }
 
-    /// [`build_for`](Self::build_for) for records whose first schema is
-    /// `first` (CSV: its column names head the file).
+    /// [`build_for`](Self::build_for) for records of `schemas` (CSV: the
+    /// one header of their columns heads the file).
     ///
     /// Errors: as [`build`](Self::build).
     pub fn build_for_schema(
         &self,
         format: &FormatConfig,
-        first: &Schema,
+        schemas: &[&Schema],
     ) -> std::io::Result<BoxSink> {
-        SinkSettings::build(self, format.spec().file_header(first).as_deref())
+        SinkSettings::build(self, format.spec().file_header(schemas).as_deref())
     }
 
     /// The sink consumer `i` of several ([`ConsumersConfig`]) writes:
     /// consumer 0 these settings; consumer `i > 0` a file sink's `path` and
-    /// an mmap sink's `dir` with the suffix `.i` (in every `[[sink]]`
-    /// table), and the same settings (its own connection) for syslog and
+    /// an mmap or archive sink's `dir` with the suffix `.i` (in every
+    /// `[[sink]]` table), and the same settings (its own connection) for syslog and
     /// Kafka.
     pub fn for_consumer(&self, i: usize) -> SinkConfig {
         fn suffixed(p: &Path, i: usize) -> PathBuf {
@@ -442,6 +471,7 @@ impl SinkConfig {
             match &mut c {
                 SinkConfig::File(f) => f.path = suffixed(&f.path, i),
                 SinkConfig::Mmap(m) => m.dir = suffixed(&m.dir, i),
+                SinkConfig::Archive(a) => a.dir = suffixed(&a.dir, i),
                 SinkConfig::Set(v) => *v = v.iter().map(|s| s.for_consumer(i)).collect(),
                 _ => {}
             }
@@ -817,29 +847,20 @@ fn check_stream_keys(text: &str) -> Result<(), ConfigError> {
         .and_then(|f| f.get("type"))
         .and_then(toml_edit::Item::as_str)
         .unwrap_or("text");
-    if !matches!(kind, "binary" | "ipfix") {
-        return Ok(());
-    }
     let tables: Vec<&toml_edit::Table> = match doc.get("sink") {
         Some(toml_edit::Item::Table(t)) => vec![t],
         Some(toml_edit::Item::ArrayOfTables(a)) => a.iter().collect(),
         _ => Vec::new(),
     };
+    check_framing(text, kind, &tables)?;
+    if !matches!(kind, "binary" | "ipfix") {
+        return Ok(());
+    }
     for t in tables {
         let sink = t
             .get("type")
             .and_then(toml_edit::Item::as_str)
             .unwrap_or("");
-        if sink == "mmap" && kind == "ipfix" {
-            return Err(key_error(
-                text,
-                t,
-                "type",
-                "[sink] type = \"mmap\" with [format] type = \"ipfix\": segments would split IPFIX \
-                 messages; write IPFIX to a file sink (or use type = \"binary\" for mmap segments)"
-                    .into(),
-            ));
-        }
         if sink != "file" {
             continue;
         }
@@ -865,6 +886,111 @@ fn check_stream_keys(text: &str) -> Result<(), ConfigError> {
         }
     }
     Ok(())
+}
+
+/// A format whose framing a sink cannot carry, [`ConfigError::Parse`] at
+/// the sink's `type` line, saying which combinations work:
+/// - `syslog` and `kafka` send one message per line (`\n`): a `binary` or
+///   `ipfix` stream is not lines and would be cut at every 0x0A byte (and,
+///   over TCP syslog, framed per piece), so they take the line formats
+///   only (`text`, `json`, `csv`, `rfc5424`, `rfc3164`);
+/// - `ipfix` (the exporter) re-packs IPFIX records into messages: it takes
+///   `[format] type = "ipfix"` only;
+/// - `archive` stores the binary stream's raw records: `binary` only;
+/// - `mmap` splits its segments where IPFIX messages cannot be cut.
+///
+/// File sinks take every format; mmap sinks every one but `ipfix` (see
+/// [`check_stream_keys`]).
+fn check_framing(text: &str, kind: &str, tables: &[&toml_edit::Table]) -> Result<(), ConfigError> {
+    for t in tables {
+        let sink = t
+            .get("type")
+            .and_then(toml_edit::Item::as_str)
+            .unwrap_or("");
+        if let Some(why) = framing_why(sink, kind) {
+            return Err(key_error(text, t, "type", why));
+        }
+    }
+    Ok(())
+}
+
+/// `"File"` → `"file"`: a sink variant's name as its TOML `type`.
+fn sink_type_name(variant: &'static str) -> &'static str {
+    match variant {
+        "File" => "file",
+        "Mmap" => "mmap",
+        "Syslog" => "syslog",
+        "Ipfix" => "ipfix",
+        "Kafka" => "kafka",
+        "Archive" => "archive",
+        _ => variant,
+    }
+}
+
+/// Why a `sink` of this `type` cannot carry the `kind` format's framing,
+/// with the combinations that work; `None` when it can. The rules of
+/// [`check_framing`], shared with [`SinkConfig::check_framing`].
+fn framing_why(sink: &str, kind: &str) -> Option<String> {
+    const LINES: &str = "text, json, csv, rfc5424, rfc3164";
+    Some(match (sink, kind) {
+        ("syslog" | "kafka", "binary" | "ipfix") => format!(
+            "[sink] type = \"{sink}\" with [format] type = \"{kind}\": the {sink} sink sends one \
+             message per line, and a {kind} stream is not lines (it would be cut at every 0x0A \
+             byte); {sink} takes the line formats ({LINES}); send ipfix to a sink of type = \
+             \"ipfix\" (an IPFIX exporter) or a file, binary to a file or mmap sink"
+        ),
+        ("ipfix", k) if k != "ipfix" => format!(
+            "[sink] type = \"ipfix\" with [format] type = \"{k}\": the IPFIX exporter sends \
+             IPFIX records and takes [format] type = \"ipfix\" only; set it, or send {k} \
+             to {}",
+            if k == "binary" {
+                "a file or mmap sink"
+            } else {
+                "a file, mmap, syslog or kafka sink"
+            }
+        ),
+        ("archive", k) if k != "binary" => format!(
+            "[sink] type = \"archive\" with [format] type = \"{k}\": the archive stores \
+             records, not formatted lines; set [format] type = \"binary\""
+        ),
+        ("mmap", "ipfix") => "[sink] type = \"mmap\" with [format] type = \"ipfix\": segments \
+             would split IPFIX messages; write IPFIX to a file sink or send it to an ipfix sink \
+             (or use type = \"binary\" for mmap segments)"
+            .into(),
+        _ => return None,
+    })
+}
+
+impl SinkConfig {
+    /// Checks that every sink of this config can carry `format`'s framing
+    /// (the rules [`LogConfig::from_toml_str`] applies at the sink's line),
+    /// and that no file sink rotates or reopens a `binary` or `ipfix`
+    /// stream; for settings changed after loading, e.g. a command line's
+    /// format.
+    ///
+    /// # Errors
+    /// [`ConfigError::Parse`] naming the sink, the format and the
+    /// combinations that work.
+    pub fn check_framing(&self, format: crate::formatters::Format) -> Result<(), ConfigError> {
+        if let SinkConfig::Set(v) = self {
+            return v.iter().try_for_each(|s| s.check_framing(format));
+        }
+        let kind = format.name();
+        let sink = self.type_name().unwrap_or("");
+        if let Some(why) = framing_why(sink, kind) {
+            return Err(ConfigError::Parse(why));
+        }
+        if let (SinkConfig::File(f), "binary" | "ipfix") = (self, kind) {
+            if f.max_size_bytes.is_some() || f.rotate_interval_ms.is_some() || f.reopen_on_sighup {
+                return Err(ConfigError::Parse(format!(
+                    "a file sink that rotates or reopens on SIGHUP with format \"{kind}\": a new \
+                     file would start mid-stream without the stream's header; rotate line formats \
+                     only, or write binary logs to an mmap sink"
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Reads and parses a TOML file into `T`.
@@ -895,6 +1021,7 @@ impl LogConfig {
             drop_reports: self.ring.drop_reports,
             degrade: self.ring.degrade,
             reorder_window_ns: self.ring.reorder_window_ns,
+            reorder_idle_ms: self.ring.reorder_idle_ms,
             shutdown_timeout_ms: self.ring.shutdown_timeout_ms,
             sink_retry_timeout_ms: self.ring.sink_retry_timeout_ms,
             publish_every: self.ring.publish_every.unwrap_or(1),
@@ -962,7 +1089,7 @@ impl LogConfig {
         cfg.schemas = self.schema_table(schemas)?;
         cfg.consumer_cpu = cpu;
         let sink = match header {
-            Some(first) => sink.build_for_schema(&self.format, first),
+            Some(_) => sink.build_for_schema(&self.format, schemas),
             None => sink.build(),
         }
         .map_err(ConfigError::Sink)?;
@@ -1124,6 +1251,97 @@ mod tests {
     #[cfg(feature = "kafka")]
     use crate::sinks::KafkaKey;
     use crate::sinks::{FsyncPolicy, SyslogTransport};
+
+    #[test]
+    fn formats_a_sink_cannot_carry_are_errors_at_the_sink_type_line() {
+        let err = |text: &str| match LogConfig::from_toml_str(text) {
+            Err(ConfigError::Parse(m)) => m,
+            other => panic!(
+                "expected a parse error for {text:?}, got {:?}",
+                other.map(|_| ())
+            ),
+        };
+        let mut bad = vec![
+            ("ipfix", "type = \"syslog\"\ntransport = \"udp\"", "syslog"),
+            ("binary", "type = \"syslog\"\ntransport = \"tcp\"", "syslog"),
+            ("json", "type = \"ipfix\"", "ipfix"),
+            ("text", "type = \"ipfix\"\ntransport = \"tcp\"", "ipfix"),
+            ("csv", "type = \"ipfix\"", "ipfix"),
+            ("rfc5424", "type = \"ipfix\"", "ipfix"),
+            ("rfc3164", "type = \"ipfix\"", "ipfix"),
+            ("binary", "type = \"ipfix\"", "ipfix"),
+        ];
+        if cfg!(feature = "kafka") {
+            bad.push(("ipfix", "type = \"kafka\"\ntopic = \"t\"", "kafka"));
+            bad.push(("binary", "type = \"kafka\"", "kafka"));
+        }
+        for (kind, table, sink) in bad {
+            let text = format!("[format]\ntype = \"{kind}\"\n\n[sink]\n{table}\n");
+            let m = err(&text);
+            assert!(
+                m.starts_with("TOML parse error at line 5, column 1: "),
+                "{text}: {m}"
+            );
+            assert!(
+                m.contains(&format!(
+                    "[sink] type = \"{sink}\" with [format] type = \"{kind}\""
+                )),
+                "{m}"
+            );
+            // The message says what works.
+            if sink == "ipfix" {
+                assert!(m.contains("takes [format] type = \"ipfix\" only"), "{m}");
+            } else {
+                assert!(
+                    m.contains("takes the line formats (text, json, csv, rfc5424, rfc3164)"),
+                    "{m}"
+                );
+            }
+        }
+        // No [format]: text, which the exporter cannot carry.
+        let m = err("[sink]\ntype = \"ipfix\"\n");
+        assert!(
+            m.starts_with("TOML parse error at line 2, column 1: "),
+            "{m}"
+        );
+        // In a set, at the line of the table concerned.
+        let m = err(
+            "[format]\ntype = \"ipfix\"\n[[sink]]\ntype = \"ipfix\"\n[[sink]]\ntype = \"file\"\npath = \"x\"\n[[sink]]\nrole = \"failover\"\ntype = \"syslog\"\n",
+        );
+        assert!(
+            m.starts_with("TOML parse error at line 10, column 1: "),
+            "{m}"
+        );
+        // What works.
+        for (kind, table) in [
+            ("ipfix", "type = \"ipfix\"\naddress = \"127.0.0.1:4739\""),
+            ("ipfix", "type = \"file\"\npath = \"x\""),
+            ("binary", "type = \"file\"\npath = \"x\""),
+            ("rfc5424", "type = \"syslog\""),
+            ("json", "type = \"syslog\""),
+            ("json", "type = \"mmap\"\ndir = \"d\""),
+        ] {
+            let text = format!("[format]\ntype = \"{kind}\"\n[sink]\n{table}\n");
+            assert!(LogConfig::from_toml_str(&text).is_ok(), "{text}");
+        }
+        let c = LogConfig::from_toml_str(
+            "[format]\ntype = \"ipfix\"\n[sink]\ntype = \"ipfix\"\ntransport = \"tcp\"\naddress = \"[::1]:4739\"\nmax_message_bytes = 1200\nobservation_domain_id = 5\n",
+        )
+        .unwrap();
+        let SinkConfig::Ipfix(i) = &c.sink else {
+            panic!("{:?}", c.sink)
+        };
+        let o = i.options().unwrap();
+        assert_eq!(
+            o.transport,
+            crate::sinks::IpfixTransport::Tcp("[::1]:4739".parse().unwrap())
+        );
+        assert_eq!(
+            (o.max_message_bytes, o.observation_domain_id),
+            (1200, Some(5))
+        );
+        assert_eq!(c.sink.describe(), "ipfix tcp [::1]:4739");
+    }
 
     #[test]
     fn settings_that_would_cut_a_binary_stream_are_errors_at_their_line() {
@@ -1354,7 +1572,8 @@ mod tests {
             profile = "legacy"
             [format.syslog]
             hostname = "cgnat-1"
-            sd_id = "nsess"
+            sd_id = "nsess@32473"
+            profile = "vpp"
             [format.ipfix]
             mtu = 9000
             export_clock = "record"
@@ -1367,6 +1586,32 @@ mod tests {
         assert_eq!(s.renumber, crate::nat::EventProfile::Legacy.renumber());
         assert_eq!(s.syslog.hostname.as_deref(), Some("cgnat-1"));
         assert_eq!(s.syslog.app_name, None);
+        assert_eq!(s.syslog.profile.as_deref(), Some("vpp"));
+        // RFC 5424 section 6.3.2 SD-IDs, refused at their line.
+        for (bad, why) in [
+            ("nsess", "not an IANA-registered SD-ID"),
+            ("nsess@abc", "private enterprise number"),
+            ("a b@1", "contains ' '"),
+        ] {
+            let e = LogConfig::from_toml_str(&format!(
+                "[format]
+type = \"rfc5424\"
+[format.syslog]
+sd_id = \"{bad}\"
+"
+            ))
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains("line 4") && e.contains(why), "{bad}: {e}");
+        }
+        let e = LogConfig::from_toml_str(
+            "[format.syslog]
+profile = \"cisco\"
+",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("line 2") && e.contains("profiles: vpp"), "{e}");
         assert_eq!(s.ipfix.mtu, 9000);
         assert_eq!(s.ipfix.template_refresh_secs, 20);
         assert!(c.format.nat_formatter().is_ok());

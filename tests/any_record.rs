@@ -309,6 +309,11 @@ fn format_toml(format: &str) -> String {
     if format == "ipfix" {
         t.push_str("[format.ipfix]\nexport_clock = \"record\"\n");
     }
+    if format.starts_with("rfc") {
+        // Fixed header fields (by default this host's name and this
+        // process's id).
+        t.push_str("[format.syslog]\nhostname = \"sw1\"\nprocid = \"7\"\n");
+    }
     t
 }
 
@@ -386,22 +391,22 @@ const LINK_OUT: [(&str, &str); 5] = [
     ),
     (
         "csv",
-        "eventTime,ingressInterface,speedMbps,linkState,fullDuplex,vlanId,mtu\r\n\
-         1767225600000,3,25000,UP,true,100,9000\r\n\
-         1767225600001,4,25000,DOWN,false,100,9000\r\n\
-         1767225600003,5,25000,7,false,100,9000\r\n",
+        "recordType,timestamp,eventTime,ingressInterface,speedMbps,linkState,fullDuplex,vlanId,mtu,dplogDropped,dplogDropRing,dplogDropReason,dplogFirstDropWallClock,dplogLastDropWallClock\r\n\
+         linkEvent,2026-01-01T00:00:00.000000Z,1767225600000,3,25000,UP,true,100,9000,,,,,\r\n\
+         linkEvent,2026-01-01T00:00:00.001500Z,1767225600001,4,25000,DOWN,false,100,9000,,,,,\r\n\
+         linkEvent,2026-01-01T00:00:00.003000Z,1767225600003,5,25000,7,false,100,9000,,,,,\r\n",
     ),
     (
         "rfc5424",
-        "<134>1 2026-01-01T00:00:00.000Z - dplog - linkEvent [linkEvent@32473 eventTime=\"1767225600000\" ingressInterface=\"3\" speedMbps=\"25000\" linkState=\"UP\" fullDuplex=\"true\" vlanId=\"100\" mtu=\"9000\"]\n\
-         <134>1 2026-01-01T00:00:00.001Z - dplog - linkEvent [linkEvent@32473 eventTime=\"1767225600001\" ingressInterface=\"4\" speedMbps=\"25000\" linkState=\"DOWN\" fullDuplex=\"false\" vlanId=\"100\" mtu=\"9000\"]\n\
-         <134>1 2026-01-01T00:00:00.003Z - dplog - linkEvent [linkEvent@32473 eventTime=\"1767225600003\" ingressInterface=\"5\" speedMbps=\"25000\" linkState=\"7\" fullDuplex=\"false\" vlanId=\"100\" mtu=\"9000\"]\n",
+        "<134>1 2026-01-01T00:00:00.000000Z sw1 dplog 7 linkEvent [linkEvent@32473 eventTime=\"1767225600000\" ingressInterface=\"3\" speedMbps=\"25000\" linkState=\"UP\" fullDuplex=\"true\" vlanId=\"100\" mtu=\"9000\"]\n\
+         <134>1 2026-01-01T00:00:00.001500Z sw1 dplog 7 linkEvent [linkEvent@32473 eventTime=\"1767225600001\" ingressInterface=\"4\" speedMbps=\"25000\" linkState=\"DOWN\" fullDuplex=\"false\" vlanId=\"100\" mtu=\"9000\"]\n\
+         <134>1 2026-01-01T00:00:00.003000Z sw1 dplog 7 linkEvent [linkEvent@32473 eventTime=\"1767225600003\" ingressInterface=\"5\" speedMbps=\"25000\" linkState=\"7\" fullDuplex=\"false\" vlanId=\"100\" mtu=\"9000\"]\n",
     ),
     (
         "rfc3164",
-        "<134>Jan  1 00:00:00 - dplog: linkEvent eventTime=1767225600000 ingressInterface=3 speedMbps=25000 linkState=UP fullDuplex=true vlanId=100 mtu=9000\n\
-         <134>Jan  1 00:00:00 - dplog: linkEvent eventTime=1767225600001 ingressInterface=4 speedMbps=25000 linkState=DOWN fullDuplex=false vlanId=100 mtu=9000\n\
-         <134>Jan  1 00:00:00 - dplog: linkEvent eventTime=1767225600003 ingressInterface=5 speedMbps=25000 linkState=7 fullDuplex=false vlanId=100 mtu=9000\n",
+        "<134>Jan  1 00:00:00 sw1 dplog: linkEvent eventTime=1767225600000 ingressInterface=3 speedMbps=25000 linkState=UP fullDuplex=true vlanId=100 mtu=9000\n\
+         <134>Jan  1 00:00:00 sw1 dplog: linkEvent eventTime=1767225600001 ingressInterface=4 speedMbps=25000 linkState=DOWN fullDuplex=false vlanId=100 mtu=9000\n\
+         <134>Jan  1 00:00:00 sw1 dplog: linkEvent eventTime=1767225600003 ingressInterface=5 speedMbps=25000 linkState=7 fullDuplex=false vlanId=100 mtu=9000\n",
     ),
 ];
 
@@ -422,22 +427,22 @@ const ACL_OUT: [(&str, &str); 5] = [
     ),
     (
         "csv",
-        "observationTimeMilliseconds,sourceMacAddress,vlanId,sourceIPv6Address,destinationIPv4Address,protocolIdentifier,sourceTransportPort,destinationTransportPort,dropReason,ruleId,octetDeltaCount,portName\r\n\
-         1767225600000,02:00:5e:00:53:00,10,2001:db8::1,198.51.100.7,6,40000,443,NO_RULE,1000,60,eth1\r\n\
-         1767225600250,02:00:5e:00:53:01,10,2001:db8::2,198.51.100.8,6,40001,443,DENY,1001,100,eth1\r\n\
-         1767225600500,02:00:5e:00:53:02,10,2001:db8::3,198.51.100.9,6,40002,443,RATE_LIMIT,1002,140,eth1\r\n",
+        "recordType,timestamp,observationTimeMilliseconds,sourceMacAddress,vlanId,sourceIPv6Address,destinationIPv4Address,protocolIdentifier,sourceTransportPort,destinationTransportPort,dropReason,ruleId,octetDeltaCount,portName,dplogDropped,dplogDropRing,dplogDropReason,dplogFirstDropWallClock,dplogLastDropWallClock\r\n\
+         aclDrop,2026-01-01T00:00:00.000000Z,1767225600000,02:00:5e:00:53:00,10,2001:db8::1,198.51.100.7,6,40000,443,NO_RULE,1000,60,eth1,,,,,\r\n\
+         aclDrop,2026-01-01T00:00:00.250000Z,1767225600250,02:00:5e:00:53:01,10,2001:db8::2,198.51.100.8,6,40001,443,DENY,1001,100,eth1,,,,,\r\n\
+         aclDrop,2026-01-01T00:00:00.500000Z,1767225600500,02:00:5e:00:53:02,10,2001:db8::3,198.51.100.9,6,40002,443,RATE_LIMIT,1002,140,eth1,,,,,\r\n",
     ),
     (
         "rfc5424",
-        "<134>1 2026-01-01T00:00:00.000Z - dplog - aclDrop [aclDrop@32473 observationTimeMilliseconds=\"1767225600000\" sourceMacAddress=\"02:00:5e:00:53:00\" vlanId=\"10\" sourceIPv6Address=\"2001:db8::1\" destinationIPv4Address=\"198.51.100.7\" protocolIdentifier=\"6\" sourceTransportPort=\"40000\" destinationTransportPort=\"443\" dropReason=\"NO_RULE\" ruleId=\"1000\" octetDeltaCount=\"60\" portName=\"eth1\"]\n\
-         <134>1 2026-01-01T00:00:00.250Z - dplog - aclDrop [aclDrop@32473 observationTimeMilliseconds=\"1767225600250\" sourceMacAddress=\"02:00:5e:00:53:01\" vlanId=\"10\" sourceIPv6Address=\"2001:db8::2\" destinationIPv4Address=\"198.51.100.8\" protocolIdentifier=\"6\" sourceTransportPort=\"40001\" destinationTransportPort=\"443\" dropReason=\"DENY\" ruleId=\"1001\" octetDeltaCount=\"100\" portName=\"eth1\"]\n\
-         <134>1 2026-01-01T00:00:00.500Z - dplog - aclDrop [aclDrop@32473 observationTimeMilliseconds=\"1767225600500\" sourceMacAddress=\"02:00:5e:00:53:02\" vlanId=\"10\" sourceIPv6Address=\"2001:db8::3\" destinationIPv4Address=\"198.51.100.9\" protocolIdentifier=\"6\" sourceTransportPort=\"40002\" destinationTransportPort=\"443\" dropReason=\"RATE_LIMIT\" ruleId=\"1002\" octetDeltaCount=\"140\" portName=\"eth1\"]\n",
+        "<134>1 2026-01-01T00:00:00.000000Z sw1 dplog 7 aclDrop [aclDrop@32473 observationTimeMilliseconds=\"1767225600000\" sourceMacAddress=\"02:00:5e:00:53:00\" vlanId=\"10\" sourceIPv6Address=\"2001:db8::1\" destinationIPv4Address=\"198.51.100.7\" protocolIdentifier=\"6\" sourceTransportPort=\"40000\" destinationTransportPort=\"443\" dropReason=\"NO_RULE\" ruleId=\"1000\" octetDeltaCount=\"60\" portName=\"eth1\"]\n\
+         <134>1 2026-01-01T00:00:00.250000Z sw1 dplog 7 aclDrop [aclDrop@32473 observationTimeMilliseconds=\"1767225600250\" sourceMacAddress=\"02:00:5e:00:53:01\" vlanId=\"10\" sourceIPv6Address=\"2001:db8::2\" destinationIPv4Address=\"198.51.100.8\" protocolIdentifier=\"6\" sourceTransportPort=\"40001\" destinationTransportPort=\"443\" dropReason=\"DENY\" ruleId=\"1001\" octetDeltaCount=\"100\" portName=\"eth1\"]\n\
+         <134>1 2026-01-01T00:00:00.500000Z sw1 dplog 7 aclDrop [aclDrop@32473 observationTimeMilliseconds=\"1767225600500\" sourceMacAddress=\"02:00:5e:00:53:02\" vlanId=\"10\" sourceIPv6Address=\"2001:db8::3\" destinationIPv4Address=\"198.51.100.9\" protocolIdentifier=\"6\" sourceTransportPort=\"40002\" destinationTransportPort=\"443\" dropReason=\"RATE_LIMIT\" ruleId=\"1002\" octetDeltaCount=\"140\" portName=\"eth1\"]\n",
     ),
     (
         "rfc3164",
-        "<134>Jan  1 00:00:00 - dplog: aclDrop observationTimeMilliseconds=1767225600000 sourceMacAddress=02:00:5e:00:53:00 vlanId=10 sourceIPv6Address=2001:db8::1 destinationIPv4Address=198.51.100.7 protocolIdentifier=6 sourceTransportPort=40000 destinationTransportPort=443 dropReason=NO_RULE ruleId=1000 octetDeltaCount=60 portName=eth1\n\
-         <134>Jan  1 00:00:00 - dplog: aclDrop observationTimeMilliseconds=1767225600250 sourceMacAddress=02:00:5e:00:53:01 vlanId=10 sourceIPv6Address=2001:db8::2 destinationIPv4Address=198.51.100.8 protocolIdentifier=6 sourceTransportPort=40001 destinationTransportPort=443 dropReason=DENY ruleId=1001 octetDeltaCount=100 portName=eth1\n\
-         <134>Jan  1 00:00:00 - dplog: aclDrop observationTimeMilliseconds=1767225600500 sourceMacAddress=02:00:5e:00:53:02 vlanId=10 sourceIPv6Address=2001:db8::3 destinationIPv4Address=198.51.100.9 protocolIdentifier=6 sourceTransportPort=40002 destinationTransportPort=443 dropReason=RATE_LIMIT ruleId=1002 octetDeltaCount=140 portName=eth1\n",
+        "<134>Jan  1 00:00:00 sw1 dplog: aclDrop observationTimeMilliseconds=1767225600000 sourceMacAddress=02:00:5e:00:53:00 vlanId=10 sourceIPv6Address=2001:db8::1 destinationIPv4Address=198.51.100.7 protocolIdentifier=6 sourceTransportPort=40000 destinationTransportPort=443 dropReason=NO_RULE ruleId=1000 octetDeltaCount=60 portName=eth1\n\
+         <134>Jan  1 00:00:00 sw1 dplog: aclDrop observationTimeMilliseconds=1767225600250 sourceMacAddress=02:00:5e:00:53:01 vlanId=10 sourceIPv6Address=2001:db8::2 destinationIPv4Address=198.51.100.8 protocolIdentifier=6 sourceTransportPort=40001 destinationTransportPort=443 dropReason=DENY ruleId=1001 octetDeltaCount=100 portName=eth1\n\
+         <134>Jan  1 00:00:00 sw1 dplog: aclDrop observationTimeMilliseconds=1767225600500 sourceMacAddress=02:00:5e:00:53:02 vlanId=10 sourceIPv6Address=2001:db8::3 destinationIPv4Address=198.51.100.9 protocolIdentifier=6 sourceTransportPort=40002 destinationTransportPort=443 dropReason=RATE_LIMIT ruleId=1002 octetDeltaCount=140 portName=eth1\n",
     ),
 ];
 
@@ -459,22 +464,22 @@ const TUNNEL_OUT: [(&str, &str); 5] = [
     ),
     (
         "csv",
-        "flowStartMilliseconds,flowEndMilliseconds,tunnelId,tunnelState,subscriber,tunnelSourceIPv4Address,tunnelDestinationIPv4Address,tunnelPort,vni,sourceIPv6Address,destinationIPv6Address,protocolIdentifier,encrypted,mtu,packetDeltaCount,octetDeltaCount\r\n\
-         1767225600000,1767225642123,77,OPEN,subscriber-0@example.net,192.0.2.1,192.0.2.100,4789,5000,2001:db8:1::1,2001:db8:2::2,17,true,1450,1000,1400000\r\n\
-         1767225601000,1767225643123,78,CLOSED,subscriber-1@example.net,192.0.2.1,192.0.2.101,4789,5001,2001:db8:1::1,2001:db8:2::2,17,false,1450,2000,2800000\r\n\
-         1767225602000,1767225644123,79,EXPIRED,subscriber-2@example.net,192.0.2.1,192.0.2.102,4789,5002,2001:db8:1::1,2001:db8:2::2,17,true,1450,3000,4200000\r\n",
+        "recordType,timestamp,flowStartMilliseconds,flowEndMilliseconds,tunnelId,tunnelState,subscriber,tunnelSourceIPv4Address,tunnelDestinationIPv4Address,tunnelPort,vni,sourceIPv6Address,destinationIPv6Address,protocolIdentifier,encrypted,mtu,packetDeltaCount,octetDeltaCount,dplogDropped,dplogDropRing,dplogDropReason,dplogFirstDropWallClock,dplogLastDropWallClock\r\n\
+         tunnelSession,2026-01-01T00:00:42.123456Z,1767225600000,1767225642123,77,OPEN,subscriber-0@example.net,192.0.2.1,192.0.2.100,4789,5000,2001:db8:1::1,2001:db8:2::2,17,true,1450,1000,1400000,,,,,\r\n\
+         tunnelSession,2026-01-01T00:00:43.123456Z,1767225601000,1767225643123,78,CLOSED,subscriber-1@example.net,192.0.2.1,192.0.2.101,4789,5001,2001:db8:1::1,2001:db8:2::2,17,false,1450,2000,2800000,,,,,\r\n\
+         tunnelSession,2026-01-01T00:00:44.123456Z,1767225602000,1767225644123,79,EXPIRED,subscriber-2@example.net,192.0.2.1,192.0.2.102,4789,5002,2001:db8:1::1,2001:db8:2::2,17,true,1450,3000,4200000,,,,,\r\n",
     ),
     (
         "rfc5424",
-        "<134>1 2026-01-01T00:00:42.123Z - TUN - TOPEN [tun@32473 id=\"77\" sub=\"subscriber-0@example.net\" peer=\"192.0.2.100\" v=\"1\"]\n\
-         <134>1 2026-01-01T00:00:43.123Z - TUN - TCLOSE [tun@32473 id=\"78\" sub=\"subscriber-1@example.net\" peer=\"192.0.2.101\" v=\"1\"]\n\
-         <134>1 2026-01-01T00:00:44.123Z - TUN - TEXP [tun@32473 id=\"79\" sub=\"subscriber-2@example.net\" peer=\"192.0.2.102\" v=\"1\"]\n",
+        "<134>1 2026-01-01T00:00:42.123456Z sw1 TUN 7 TOPEN [tun@32473 id=\"77\" sub=\"subscriber-0@example.net\" peer=\"192.0.2.100\" v=\"1\"]\n\
+         <134>1 2026-01-01T00:00:43.123456Z sw1 TUN 7 TCLOSE [tun@32473 id=\"78\" sub=\"subscriber-1@example.net\" peer=\"192.0.2.101\" v=\"1\"]\n\
+         <134>1 2026-01-01T00:00:44.123456Z sw1 TUN 7 TEXP [tun@32473 id=\"79\" sub=\"subscriber-2@example.net\" peer=\"192.0.2.102\" v=\"1\"]\n",
     ),
     (
         "rfc3164",
-        "<134>Jan  1 00:00:42 - TUN: TOPEN id=77 sub=subscriber-0@example.net peer=192.0.2.100\n\
-         <134>Jan  1 00:00:43 - TUN: TCLOSE id=78 sub=subscriber-1@example.net peer=192.0.2.101\n\
-         <134>Jan  1 00:00:44 - TUN: TEXP id=79 sub=subscriber-2@example.net peer=192.0.2.102\n",
+        "<134>Jan  1 00:00:42 sw1 TUN: TOPEN id=77 sub=subscriber-0@example.net peer=192.0.2.100\n\
+         <134>Jan  1 00:00:43 sw1 TUN: TCLOSE id=78 sub=subscriber-1@example.net peer=192.0.2.101\n\
+         <134>Jan  1 00:00:44 sw1 TUN: TEXP id=79 sub=subscriber-2@example.net peer=192.0.2.102\n",
     ),
 ];
 

@@ -34,7 +34,7 @@ use dplog::config::FormatConfig;
 use dplog::sinks::FileSink;
 use dplog::{Backpressure, Logger, LoggerConfig};
 use dplog_benches::{check_two_cpus, criterion_config, pin, CONSUMER_CPU, PRODUCER_CPU};
-use dplog_nat::{RingLog, NAT_BURST};
+use dplog_nat::{NatProducer, RingLog, NAT_BURST};
 use dplog_schema_nat::NatRecord;
 
 #[path = "common/nat_workload.rs"]
@@ -86,6 +86,7 @@ fn nat_translate(c: &mut Criterion) {
         let logger = Logger::<NatRecord>::start(config, formatter, sink).expect("start logger");
         let mut producer = logger.producer().expect("producer");
         producer.set_publish_every(NAT_BURST);
+        let mut producer = NatProducer::Local(producer);
         g.bench_function(
             format!("logging_on_text_file_block/new_sessions_{name}"),
             |b| {

@@ -29,7 +29,7 @@ use dplog::config::FormatConfig;
 use dplog::sinks::FileSink;
 use dplog::{Backpressure, Logger, LoggerConfig};
 use dplog_benches::{check_two_cpus, pin, CONSUMER_CPU, PRODUCER_CPU};
-use dplog_nat::{RingLog, NAT_BURST};
+use dplog_nat::{NatProducer, RingLog, NAT_BURST};
 use dplog_schema_nat::NatRecord;
 use plotters::prelude::*;
 
@@ -97,7 +97,7 @@ fn best_run(
     arena: &[u8],
     meta: &[(u64, usize)],
     reps: usize,
-    mut producer: Option<&mut dplog::LogProducer<NatRecord>>,
+    mut producer: Option<&mut NatProducer>,
 ) -> Duration {
     let mut best = Duration::MAX;
     for _ in 0..reps {
@@ -182,7 +182,7 @@ fn main() {
         let (arena, meta) = preload(share);
         let path = dir.path().join("share.log");
         let log = logger(&path, dplog::DEFAULT_RING_CAPACITY, Backpressure::Block);
-        let mut producer = log.producer().expect("producer");
+        let mut producer = NatProducer::Local(log.producer().expect("producer"));
         // Off and on runs alternate, so both see the same machine.
         let (mut off, mut on, mut off_busy) = (Duration::MAX, Duration::MAX, Duration::MAX);
         for _ in 0..reps {
@@ -251,7 +251,7 @@ fn main() {
     for cap in RING_SIZES {
         let path = dir.path().join("ring.log");
         let log = logger(&path, cap, Backpressure::Drop);
-        let mut producer = log.producer().expect("producer");
+        let mut producer = NatProducer::Local(log.producer().expect("producer"));
         let best = best_run(&arena, &meta, reps, Some(&mut producer));
         drop(producer);
         let st = log

@@ -45,6 +45,8 @@ pub mod runtime;
 pub mod schema;
 #[cfg(not(loom))]
 pub mod shared_producer;
+#[cfg(all(not(loom), target_os = "linux"))]
+pub mod shm;
 pub mod sink;
 pub mod slot;
 #[cfg(not(loom))]

@@ -240,6 +240,20 @@ impl MetricsServer {
         source: SnapshotSource<R>,
         allow_non_loopback: bool,
     ) -> io::Result<Self> {
+        Self::serve_snapshots(addr, allow_non_loopback, move || source.snapshot())
+    }
+
+    /// As [`serve_with`](Self::serve_with), with each scrape's snapshot
+    /// from `snapshot` (called on the listener thread): for a program that
+    /// serves several loggers as one (the C ABI's consumers), or a logger
+    /// started after the listener.
+    ///
+    /// Errors: as [`serve_with`](Self::serve_with).
+    pub fn serve_snapshots(
+        addr: SocketAddr,
+        allow_non_loopback: bool,
+        snapshot: impl Fn() -> Snapshot + Send + 'static,
+    ) -> io::Result<Self> {
         if !allow_non_loopback && !addr.ip().is_loopback() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -266,7 +280,7 @@ impl MetricsServer {
                     let resp = if req.method() == &tiny_http::Method::Get
                         && req.url().split('?').next() == Some("/metrics")
                     {
-                        let body = encode(&source.snapshot());
+                        let body = encode(&snapshot());
                         let ct = tiny_http::Header::from_bytes(
                             &b"Content-Type"[..],
                             &b"application/openmetrics-text; version=1.0.0; charset=utf-8"[..],

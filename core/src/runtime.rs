@@ -19,8 +19,8 @@
 //! - Backpressure per ring: [`Backpressure`] (`block`, `drop_newest`,
 //!   `degrade`), with exact per-reason counters and in-band
 //!   [`DropReport`]s ([`crate::report`]).
-//! - Order: per-ring FIFO always; time order across rings with the reorder
-//!   window ([`crate::reorder`]).
+//! - Order: per-ring FIFO without the reorder window; event-time order
+//!   across and within rings with it ([`crate::reorder`]).
 //! - Time: the consumer keeps a [`TscClock`] recalibrated against
 //!   `CLOCK_REALTIME` every second, converts drop times with it, and hands
 //!   each calibration to the formatter ([`Formatter::tsc_calibration`]) for
@@ -198,6 +198,11 @@ pub struct LoggerConfig {
     /// Default `None` (off). At most `ring_capacity` records per ring are
     /// held.
     pub reorder_window_ns: Option<u64>,
+    /// With the reorder window on: a ring from which nothing was read for
+    /// this long (wall clock, ms) no longer holds other rings' records
+    /// back (see [`crate::reorder`]); the longest a record waits for a
+    /// silent ring. Default 500.
+    pub reorder_idle_ms: u64,
     /// How long the consumer keeps retrying a sink that fails with
     /// retryable errors (ENOSPC, EIO, a lost connection), in milliseconds,
     /// counted from the first failure after the last success. Past it the
@@ -291,6 +296,7 @@ impl Default for LoggerConfig {
             degrade: DegradeConfig::default(),
             drop_reports: true,
             reorder_window_ns: None,
+            reorder_idle_ms: 500,
             sink_retry_timeout_ms: None,
             publish_every: 1,
             schemas: SchemaTable::default(),
@@ -555,6 +561,7 @@ impl<R: Record> Logger<R> {
             reorder: config.reorder_window_ns.map(|w| {
                 Reorder::new(
                     w,
+                    Duration::from_millis(config.reorder_idle_ms),
                     config.ring_capacity,
                     config.schemas.clone(),
                     rules.event_time,
@@ -999,10 +1006,11 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
                 idle_rounds = 0;
                 continue;
             }
-            // Idle: every ring is empty; the reorder window closes early
-            // (see `crate::reorder`).
+            // Idle: every ring is empty; the reorder window keeps what it
+            // staged until the rings holding it back show newer times or
+            // go idle (see `crate::reorder`).
             if self.reorder.as_ref().is_some_and(|r| r.len() > 0) {
-                self.emit_reordered(true);
+                self.emit_reordered(false);
             }
             // Idle: do not sit on a partial batch while nothing arrives. A
             // batch of nothing but the sink drop report is tried at most
@@ -1024,11 +1032,13 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
                         self.report_drops(i);
                     }
                     if let Some(ro) = &mut self.reorder {
+                        // Kept until its staged records are written; it
+                        // holds no other ring's back meanwhile.
+                        ro.finish(i);
                         if ro.has_staged(i) {
-                            self.emit_reordered(true);
+                            i += 1;
+                            continue;
                         }
-                    }
-                    if let Some(ro) = &mut self.reorder {
                         ro.remove(i);
                     }
                     self.rings.remove(i);
@@ -1267,11 +1277,14 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
         let Some(mut ro) = self.reorder.take() else {
             return total;
         };
+        let now = Instant::now();
+        ro.track(self.rings.len(), now);
         for i in 0..self.rings.len() {
             let samples = &mut self.batch_samples;
+            // A ring whose queue is full waits (see `crate::reorder`).
             total += self.rings[i].read_burst_sampled(
-                self.config.burst,
-                |rec| ro.push(i, *rec),
+                self.config.burst.min(ro.room(i)),
+                |rec| ro.push(i, *rec, now),
                 |t| samples.push(t),
             );
             if self.config.drop_reports {
@@ -1298,7 +1311,7 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
             let schemas = &self.config.schemas;
             let event_time = self.event_time;
             // Stops after the record that fills the batch.
-            let n = ro.emit(all, |r| {
+            let n = ro.emit(Instant::now(), all, |r| {
                 let before = buf.len();
                 fmt.format(r, buf);
                 *empty += u64::from(buf.len() == before);
@@ -1639,8 +1652,18 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
                 }
             }
         }
+        // The reorder window stages everything the rings hold, then
+        // writes it in time order.
+        if let Some(ro) = &mut self.reorder {
+            ro.close();
+        }
         while self.drain_once() > 0 {}
         self.emit_reordered(true);
+        if let Some(n) = self.reorder.as_ref().map(|r| r.forced()).filter(|&n| n > 0) {
+            crate::diag_line!(
+                "dplog: reorder window: {n} record(s) written while a ring holding them back had a full staged queue (ring capacity) without showing a time one window newer; they are in order unless that ring later wrote older records (a larger [ring] capacity holds more)"
+            );
+        }
         self.write_batch();
         // The last batch was dropped: its drop report gets one try alone.
         if self.sink_report > 0 {

@@ -681,6 +681,30 @@ impl Schema {
         Ok(self)
     }
 
+    /// Declares that the default text, JSON, CSV and syslog layouts name
+    /// field `field` by the value of integer field `selector`
+    /// (`[(value, name)]`; a record whose selector has another value
+    /// leaves the field out), as [`Schema::with_ipfix_ie_by`] chooses its
+    /// IPFIX element: e.g. RFC 8158's quota-exceeded limit is
+    /// `maxSessionEntries`, ..., `maxFragmentsPendingReassembly` by
+    /// natQuotaExceededEvent. The field keeps its own name for templates.
+    ///
+    /// Errors: [`SchemaError::BadMetaField`] for a missing field or a
+    /// non-integer selector.
+    pub fn with_name_by(
+        mut self,
+        field: &str,
+        selector: &str,
+        names: &[(u32, &'static str)],
+    ) -> Result<Self, SchemaError> {
+        self.meta.name_by = Some(NameBy {
+            field: self.index_of("name by value", field)?,
+            selector: self.integer_field("name by value", selector)?,
+            names: names.iter().map(|&(v, n)| (v, Cow::Borrowed(n))).collect(),
+        });
+        Ok(self)
+    }
+
     /// Makes the default layouts print enum fields as numbers (`true`) or
     /// by name (`false`, the default); see [`SchemaMeta::enum_numbers`].
     pub fn with_enum_numbers(mut self, numbers: bool) -> Self {
@@ -853,6 +877,18 @@ pub struct IeBy {
     pub ies: Vec<(u32, u16)>,
 }
 
+/// A field's output name chosen by another field's value; see
+/// [`Schema::with_name_by`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct NameBy {
+    /// Index of the field whose name varies.
+    pub field: usize,
+    /// Index of the integer field whose value selects the name.
+    pub selector: usize,
+    /// `(selector value, name)`.
+    pub names: Vec<(u32, Cow<'static, str>)>,
+}
+
 /// One RFC 5424 SD-PARAM (or RFC 3164 `NAME=value` pair) of a declared
 /// syslog layout: a field's value or a constant.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -881,6 +917,10 @@ pub struct SyslogMeta {
     /// The parameters in order (PARAM-NAME, value); empty: every field
     /// under its own name.
     pub params: Vec<(Cow<'static, str>, SdParam)>,
+    /// Other layouts of this record type by syslog profile name (e.g.
+    /// `vpp`: VPP's exact NAT layout), chosen by the syslog options'
+    /// `profile`; a profile not listed uses this layout.
+    pub profiles: Vec<(Cow<'static, str>, SyslogMeta)>,
 }
 
 impl SyslogMeta {
@@ -919,7 +959,21 @@ impl SyslogMeta {
             msgid_by,
             sd_id: sd_id.map(Cow::Borrowed),
             params,
+            profiles: Vec::new(),
         })
+    }
+
+    /// This layout with `layout` as the one of syslog profile `name`.
+    pub fn with_profile(mut self, name: &'static str, layout: SyslogMeta) -> SyslogMeta {
+        self.profiles.push((Cow::Borrowed(name), layout));
+        self
+    }
+
+    /// The layout of profile `name` (`None`: this one), this one if the
+    /// record type declares none for it.
+    pub fn for_profile(&self, name: Option<&str>) -> &SyslogMeta {
+        name.and_then(|n| self.profiles.iter().find(|(p, _)| p == n))
+            .map_or(self, |(_, m)| m)
     }
 }
 
@@ -941,6 +995,8 @@ pub struct SchemaMeta {
     pub syslog: SyslogMeta,
     /// An IPFIX element chosen by another field's value.
     pub ipfix_ie_by: Option<IeBy>,
+    /// A field named by another field's value in the default layouts.
+    pub name_by: Option<NameBy>,
     /// The default text, JSON, CSV and syslog layouts print enum fields
     /// as numbers (as some collectors expect, e.g. NAT's natEvent) instead
     /// of their names. Default `false`: names.
@@ -956,6 +1012,7 @@ impl Default for SchemaMeta {
             only_when: None,
             syslog: SyslogMeta::default(),
             ipfix_ie_by: None,
+            name_by: None,
             enum_numbers: false,
         }
     }

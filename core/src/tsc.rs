@@ -334,6 +334,39 @@ mod tests {
     }
 
     #[test]
+    fn the_bound_of_a_known_calibration() {
+        // Two points 1 s apart at exactly 3 GHz, sampled within windows of
+        // 100 and 200 ticks (half-widths 50 and 100 ticks: 16 and 33 ns).
+        const T0: u64 = 1_767_225_600_000_000_000;
+        let mut c = TscClock {
+            source: TimeSource::Tsc,
+            prev: Pair {
+                tsc: 1_000,
+                ns: T0,
+                half_width_ns: 50,
+            },
+            cur: Pair {
+                tsc: 3_000_001_000,
+                ns: T0 + 1_000_000_000,
+                half_width_ns: 100,
+            },
+            mult: 0,
+            interval_ns: RECALIBRATE_NS,
+        };
+        c.refit();
+        assert_eq!(c.mult, (1u64 << 32) / 3);
+        // w_cur + (w_prev + w_cur) x interval / span = 33 + (16 + 33) x 1.
+        assert_eq!(c.error_bound_ns(), 82);
+        // Half a second after the last point: the line itself, to 1 ns.
+        let t = c.to_utc_ns(3_000_001_000 + 1_500_000_000);
+        assert!(t.abs_diff(T0 + 1_500_000_000) <= 1, "{t}");
+        // The calibration handed to the formatters: the same line.
+        let cal = c.calibration().unwrap();
+        assert_eq!(cal.hz, 3_000_000_000);
+        assert_eq!((cal.tsc0, cal.ns0), (3_000_001_000, T0 + 1_000_000_000));
+    }
+
+    #[test]
     fn conversion_is_monotonic_and_scales() {
         let clock = TscClock::new(Duration::from_millis(20));
         let a = now_ticks();

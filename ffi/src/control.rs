@@ -184,6 +184,9 @@ pub unsafe extern "C" fn dplog_close(
             }
         };
         drop(st);
+        if let Some(m) = lock(&l.shared.metrics).take() {
+            m.stop();
+        }
         bury(h as usize);
         // SAFETY: NULL or writable (caller contract).
         unsafe { write_out(final_stats, v) };

@@ -12,8 +12,8 @@ use dplog::sinks::BoxSink;
 use dplog::Schema;
 
 use crate::result::{
-    config_error, dplog_result, fail, guard, DPLOG_ERR_CONFIG, DPLOG_ERR_INVALID_ARG, DPLOG_ERR_IO,
-    DPLOG_ERR_NULL, DPLOG_OK,
+    config_error, dplog_result, fail, guard, DPLOG_ERR_INVALID_ARG, DPLOG_ERR_IO, DPLOG_ERR_NULL,
+    DPLOG_OK,
 };
 use crate::schema::SchemaSizes;
 use crate::slots::{slot_bytes_of, AnyLogger};
@@ -35,6 +35,8 @@ pub(crate) struct Shared {
     /// id within that consumer's logger): `dplog_close` names stopped
     /// rings by their C id.
     pub(crate) ring_names: Mutex<HashMap<(usize, u32), u32>>,
+    /// The `[metrics]` listener, from `dplog_open` to `dplog_close`.
+    pub(crate) metrics: Mutex<Option<crate::metrics::Metrics>>,
 }
 
 /// Opaque logger handle: one configuration, one sink, one consumer thread,
@@ -96,16 +98,9 @@ pub(crate) unsafe fn logger<'a>(h: *const dplog_t) -> Result<&'a dplog_t, dplog_
 }
 
 fn open_config(config: LogConfig, out: *mut *mut dplog_t) -> dplog_result {
-    // `[metrics]` is not served through the C ABI yet: refuse it rather
-    // than accept a listener that never starts.
-    if let Some(a) = config.metrics.prometheus_listen {
-        return fail(
-            DPLOG_ERR_CONFIG,
-            format!(
-                "metrics.prometheus_listen = \"{a}\": the C ABI does not serve [metrics] \
-                 (use dplog::metrics::MetricsServer from Rust)"
-            ),
-        );
+    // `[metrics]`: loopback only unless allowed (see `crate::metrics`).
+    if let Err(e) = config.metrics.check() {
+        return config_error(e);
     }
     // Fail fast: the slot size, the format's settings and the sink are
     // checked now, not at start.
@@ -117,6 +112,29 @@ fn open_config(config: LogConfig, out: *mut *mut dplog_t) -> dplog_result {
     if let Err(e) = check_format_early(&config) {
         return config_error(e);
     }
+    let shared = Arc::new(Shared {
+        rings: Mutex::new(HashSet::new()),
+        closed: AtomicBool::new(false),
+        windows: Mutex::new(HashMap::new()),
+        ring_names: Mutex::new(HashMap::new()),
+        metrics: Mutex::new(None),
+    });
+    // Bound before the sink opens: a port in use creates no log file.
+    if let Some(addr) = config.metrics.prometheus_listen {
+        match crate::metrics::Metrics::serve(
+            addr,
+            config.metrics.allow_non_loopback,
+            Arc::downgrade(&shared),
+        ) {
+            Ok(m) => *crate::tombstone::lock(&shared.metrics) = Some(m),
+            Err(e) => {
+                return fail(
+                    DPLOG_ERR_IO,
+                    format!("cannot serve metrics on {addr} (metrics.prometheus_listen): {e}"),
+                )
+            }
+        }
+    }
     let sink = match config.sink.build() {
         Ok(s) => s,
         Err(e) => return fail(DPLOG_ERR_IO, format!("cannot open sink: {e}")),
@@ -124,12 +142,7 @@ fn open_config(config: LogConfig, out: *mut *mut dplog_t) -> dplog_result {
     let h = Box::new(dplog_t {
         magic: AtomicU32::new(MAGIC_LIVE),
         slot_bytes: slot_bytes_of(&config),
-        shared: Arc::new(Shared {
-            rings: Mutex::new(HashSet::new()),
-            closed: AtomicBool::new(false),
-            windows: Mutex::new(HashMap::new()),
-            ring_names: Mutex::new(HashMap::new()),
-        }),
+        shared,
         state: Mutex::new(State::Opened(Box::new(Pending {
             config,
             sink: Some(sink),
@@ -272,11 +285,11 @@ pub unsafe extern "C" fn dplog_slot_bytes(h: *const dplog_t, out: *mut usize) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::result::dplog_last_error;
+    use crate::result::{dplog_last_error, DPLOG_ERR_CONFIG};
 
     #[test]
-    fn a_metrics_listener_in_the_config_is_refused_not_ignored() {
-        let text = c"[metrics]\nprometheus_listen = \"127.0.0.1:9464\"\n";
+    fn a_non_loopback_metrics_listener_is_refused_unless_allowed() {
+        let text = c"[metrics]\nprometheus_listen = \"0.0.0.0:9464\"\n";
         let mut h: *mut dplog_t = core::ptr::null_mut();
         // SAFETY: text is NUL-terminated, h is writable.
         let r = unsafe { dplog_open_str(text.as_ptr(), &mut h) };
@@ -288,6 +301,9 @@ mod tests {
         unsafe { dplog_last_error(buf.as_mut_ptr(), buf.len(), &mut len) };
         // SAFETY: dplog_last_error NUL-terminates.
         let msg = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap();
-        assert!(msg.contains("prometheus_listen"), "{msg}");
+        assert!(
+            msg.contains("prometheus_listen") && msg.contains("allow_non_loopback"),
+            "{msg}"
+        );
     }
 }

@@ -64,13 +64,17 @@ mod reserve;
 mod stats;
 
 mod control;
+mod shm;
 
 mod clock;
 
-pub use clock::dplog_now_ns;
+mod metrics;
+
+pub use clock::{dplog_now_ns, dplog_now_ticks};
 pub use control::{dplog_close, dplog_flush, dplog_reopen};
 pub use handle::{dplog_open, dplog_open_str, dplog_slot_bytes, dplog_t};
 pub use log::{dplog_log, dplog_log_burst, dplog_log_refill};
+pub use metrics::{dplog_metrics_port, dplog_ring_stats};
 pub use nat::{
     dplog_nat44_session, dplog_nat_addresses_exhausted, dplog_nat_port_block,
     dplog_nat_ports_exhausted, dplog_nat_quota_exceeded, DPLOG_NAT44_SESSION_SIZE,
@@ -92,6 +96,7 @@ pub use result::{
     DPLOG_ERR_UNKNOWN_SCHEMA, DPLOG_ERR_UNSUPPORTED, DPLOG_OK,
 };
 pub use schema::dplog_schema_register;
+pub use shm::dplog_attach;
 pub use start::dplog_start;
 pub use stats::dplog_stats;
 pub use types::{

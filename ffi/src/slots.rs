@@ -5,6 +5,7 @@
 //! matches [`AnyProducer::S64`] once and then works on the concrete type.
 
 use dplog::formatters::SchemaFormatter;
+use dplog::shm::ShmLogProducer;
 use dplog::sinks::BoxSink;
 use dplog::{
     Backpressure, DropReport, Formatter, LogProducer, Logger, LoggerConfig, LoggerError, Slot,
@@ -33,6 +34,44 @@ pub(crate) enum AnyProducer {
     S32(LogProducer<Slot32>),
     S64(LogProducer<Slot64>),
     S128(LogProducer<Slot128>),
+    /// A shared-memory ring that another process (dplogd) drains
+    /// (`dplog_attach`): no inline window, no zero-copy reservation (the
+    /// staging path serves `dplog_reserve`).
+    M32(ShmLogProducer<Slot32>),
+    M64(ShmLogProducer<Slot64>),
+    M128(ShmLogProducer<Slot128>),
+}
+
+/// `match` over every producer variant with the same expression (the
+/// in-process and shared-memory producers share these method names).
+macro_rules! each_producer {
+    ($v:expr, $x:ident => $e:expr) => {
+        match $v {
+            AnyProducer::S32($x) => $e,
+            AnyProducer::S64($x) => $e,
+            AnyProducer::S128($x) => $e,
+            AnyProducer::M32($x) => $e,
+            AnyProducer::M64($x) => $e,
+            AnyProducer::M128($x) => $e,
+        }
+    };
+}
+
+/// The burst call both producer kinds have.
+trait LogBurst<S> {
+    fn log_burst_of(&mut self, recs: &[S]) -> usize;
+}
+
+impl<S: Slot> LogBurst<S> for LogProducer<S> {
+    fn log_burst_of(&mut self, recs: &[S]) -> usize {
+        self.log_burst(recs)
+    }
+}
+
+impl<S: Slot> LogBurst<S> for ShmLogProducer<S> {
+    fn log_burst_of(&mut self, recs: &[S]) -> usize {
+        self.log_burst(recs)
+    }
 }
 
 macro_rules! each {
@@ -172,7 +211,7 @@ pub(crate) unsafe fn slot_from_c<S: Slot>(rec: *const u8, len: usize, schema_id:
 /// `base` is valid for `n` records `stride` bytes apart, `8 <= size <=
 /// min(stride, S::BYTES)`.
 unsafe fn push_chunked_typed<S: Slot + Copy>(
-    prod: &mut LogProducer<S>,
+    prod: &mut impl LogBurst<S>,
     base: *const u8,
     stride: usize,
     size: usize,
@@ -192,7 +231,7 @@ unsafe fn push_chunked_typed<S: Slot + Copy>(
             // n * stride bytes (contract); size fits the slot.
             *slot = unsafe { slot_from_c::<S>(base.add((i + j) * stride), size, id) };
         }
-        done += prod.log_burst(&chunk[..k]);
+        done += prod.log_burst_of(&chunk[..k]);
         i += k;
     }
     done
@@ -203,40 +242,75 @@ impl AnyProducer {
     #[inline(always)]
     pub(crate) fn slot_bytes(&self) -> usize {
         match self {
-            Self::S32(_) => 32,
-            Self::S64(_) => 64,
-            Self::S128(_) => 128,
+            Self::S32(_) | Self::M32(_) => 32,
+            Self::S64(_) | Self::M64(_) => 64,
+            Self::S128(_) | Self::M128(_) => 128,
         }
     }
 
     pub(crate) fn policy(&self) -> Backpressure {
-        each!(Self, self, p => p.policy())
+        each_producer!(self, p => p.policy())
     }
 
+    /// The ring's id within its logger; 0 for a shared-memory ring, which
+    /// belongs to no logger of this process.
     pub(crate) fn ring_id(&self) -> u32 {
-        each!(Self, self, p => p.ring_id())
+        match self {
+            Self::S32(p) => p.ring_id(),
+            Self::S64(p) => p.ring_id(),
+            Self::S128(p) => p.ring_id(),
+            Self::M32(_) | Self::M64(_) | Self::M128(_) => 0,
+        }
     }
 
+    /// Stopped by the consumer after a protocol violation (for a
+    /// shared-memory ring: quarantined by the daemon).
     pub(crate) fn is_stopped(&self) -> bool {
-        each!(Self, self, p => p.is_stopped())
+        match self {
+            Self::S32(p) => p.is_stopped(),
+            Self::S64(p) => p.is_stopped(),
+            Self::S128(p) => p.is_stopped(),
+            Self::M32(p) => p.is_quarantined(),
+            Self::M64(p) => p.is_quarantined(),
+            Self::M128(p) => p.is_quarantined(),
+        }
     }
 
+    /// The consumer is gone; never for a shared-memory ring (a daemon
+    /// that is away may come back).
     pub(crate) fn is_disconnected(&self) -> bool {
-        each!(Self, self, p => p.is_disconnected())
+        match self {
+            Self::S32(p) => p.is_disconnected(),
+            Self::S64(p) => p.is_disconnected(),
+            Self::S128(p) => p.is_disconnected(),
+            Self::M32(_) | Self::M64(_) | Self::M128(_) => false,
+        }
     }
 
     pub(crate) fn flush(&mut self) {
-        each!(Self, self, p => p.flush())
+        each_producer!(self, p => p.flush())
     }
 
+    /// Slots a zero-copy reservation can take at the write position; 0
+    /// for a shared-memory ring (its reservations are staged).
     pub(crate) fn contiguous_slots(&self) -> usize {
-        each!(Self, self, p => p.contiguous_slots())
+        match self {
+            Self::S32(p) => p.contiguous_slots(),
+            Self::S64(p) => p.contiguous_slots(),
+            Self::S128(p) => p.contiguous_slots(),
+            Self::M32(_) | Self::M64(_) | Self::M128(_) => 0,
+        }
     }
 
     /// `Producer::reserve_raw` as bytes: `n` slots of
     /// [`slot_bytes`](Self::slot_bytes) each.
     pub(crate) fn reserve_raw(&mut self, n: usize) -> Option<*mut u8> {
-        each!(Self, self, p => p.reserve_raw(n).map(|s| s.as_ptr().cast::<u8>()))
+        match self {
+            Self::S32(p) => p.reserve_raw(n).map(|s| s.as_ptr().cast::<u8>()),
+            Self::S64(p) => p.reserve_raw(n).map(|s| s.as_ptr().cast::<u8>()),
+            Self::S128(p) => p.reserve_raw(n).map(|s| s.as_ptr().cast::<u8>()),
+            Self::M32(_) | Self::M64(_) | Self::M128(_) => None,
+        }
     }
 
     /// `Producer::commit_raw`.
@@ -244,8 +318,16 @@ impl AnyProducer {
     /// # Safety
     /// As `Producer::commit_raw`.
     pub(crate) unsafe fn commit_raw(&mut self, n: usize) {
-        // SAFETY: caller contract.
-        each!(Self, self, p => unsafe { p.commit_raw(n) })
+        match self {
+            // SAFETY: caller contract.
+            Self::S32(p) => unsafe { p.commit_raw(n) },
+            // SAFETY: caller contract.
+            Self::S64(p) => unsafe { p.commit_raw(n) },
+            // SAFETY: caller contract.
+            Self::S128(p) => unsafe { p.commit_raw(n) },
+            // reserve_raw never succeeds on a shared-memory ring.
+            Self::M32(_) | Self::M64(_) | Self::M128(_) => {}
+        }
     }
 
     /// `Producer::close_window`.
@@ -253,8 +335,16 @@ impl AnyProducer {
     /// # Safety
     /// As `Producer::close_window`.
     pub(crate) unsafe fn close_window(&mut self, written: usize) {
-        // SAFETY: caller contract.
-        each!(Self, self, p => unsafe { p.close_window(written) })
+        match self {
+            // SAFETY: caller contract.
+            Self::S32(p) => unsafe { p.close_window(written) },
+            // SAFETY: caller contract.
+            Self::S64(p) => unsafe { p.close_window(written) },
+            // SAFETY: caller contract.
+            Self::S128(p) => unsafe { p.close_window(written) },
+            // A shared-memory ring never opens an inline window.
+            Self::M32(_) | Self::M64(_) | Self::M128(_) => {}
+        }
     }
 
     /// Logs the record of `len` bytes at `rec` under the policy.
@@ -264,7 +354,7 @@ impl AnyProducer {
     #[inline]
     pub(crate) unsafe fn log_bytes(&mut self, rec: *const u8, len: usize, id: u16) -> bool {
         // SAFETY: caller contract.
-        each!(Self, self, p => p.log(unsafe { slot_from_c(rec, len, id) }))
+        each_producer!(self, p => p.log(unsafe { slot_from_c(rec, len, id) }))
     }
 
     /// Pushes `n` records of `size` bytes, `stride` bytes apart from
@@ -282,7 +372,7 @@ impl AnyProducer {
         id: u16,
     ) -> usize {
         // SAFETY: caller contract.
-        each!(Self, self, p => unsafe { push_chunked_typed(p, base, stride, size, n, id) })
+        each_producer!(self, p => unsafe { push_chunked_typed(p, base, stride, size, n, id) })
     }
 }
 

@@ -165,6 +165,9 @@ pub unsafe extern "C" fn dplog_start(
                 }
             }
         }
+        if let Some(m) = &*lock(&l.shared.metrics) {
+            m.attach(&loggers);
+        }
         *st = State::Started(Box::new(Running { loggers, sizes }));
         DPLOG_OK
     })

@@ -10,14 +10,30 @@
 //!   u16, enum count u16 and per enum value: value u32, name. Integers LE;
 //!   a name is a u8 length and UTF-8 bytes;
 //! - kind `R` (record): the record's bytes as in the ring (header
-//!   included; its `schema_id` names an `S` frame seen before).
+//!   included; its `schema_id` names an `S` frame seen before);
+//! - kind `C` (TSC calibration): `hz` u64, `tsc0` u64, `ns0` u64, LE (24
+//!   bytes; [`TscCalibration`]): the records after it until the next `C`
+//!   were formatted with it, and a reader converts their TSC timestamp
+//!   fields with it. The writer puts one before its first record (the
+//!   identity, `hz` 1e9 and 0, 0, when the consumer has no calibration:
+//!   ticks are then nanoseconds) and one each time the consumer
+//!   recalibrates (about once a second), before the next record;
+//! - kind `D` (drop report, [`DropReport`]): `ring` u32, `reason` u32,
+//!   `dropped` u64, `first_ns` u64, `last_ns` u64, `record_time_ns` u64,
+//!   LE (40 bytes): records lost at that place in the stream, with exact
+//!   counts (see `dplog_core::report`).
 //!
-//! A new `H` may appear later (a writer appending after a restart); it
-//! starts a new schema table.
+//! A new `H` may appear later (a writer appending after a restart, or an
+//! mmap segment's preamble); it starts a new schema table. The
+//! calibration carries over an `H` (each writer sends its own `C` before
+//! its first record).
 
 use std::borrow::Cow;
 
+use dplog_core::report::DropReport;
 use dplog_core::schema::{EnumName, FieldDef, FieldKind, Schema};
+
+use crate::conv::TscCalibration;
 
 /// Magic at the start of the `H` frame payload.
 pub const MAGIC: &[u8; 8] = b"DPLOGBIN";
@@ -57,12 +73,75 @@ pub fn schema_bytes(s: &Schema) -> Vec<u8> {
     b
 }
 
-/// Writes binary frames: the header and schemas before the first record.
+/// `C` frame payload of `c`.
+pub fn calibration_bytes(c: &TscCalibration) -> [u8; 24] {
+    let mut b = [0u8; 24];
+    b[..8].copy_from_slice(&c.hz.to_le_bytes());
+    b[8..16].copy_from_slice(&c.tsc0.to_le_bytes());
+    b[16..].copy_from_slice(&c.ns0.to_le_bytes());
+    b
+}
+
+/// `D` frame payload of `r`.
+pub fn drop_report_bytes(r: &DropReport) -> [u8; 40] {
+    let mut b = [0u8; 40];
+    b[..4].copy_from_slice(&r.ring.to_le_bytes());
+    b[4..8].copy_from_slice(&r.reason.to_le_bytes());
+    b[8..16].copy_from_slice(&r.dropped.to_le_bytes());
+    b[16..24].copy_from_slice(&r.first_ns.to_le_bytes());
+    b[24..32].copy_from_slice(&r.last_ns.to_le_bytes());
+    b[32..].copy_from_slice(&r.record_time_ns.to_le_bytes());
+    b
+}
+
+fn le64(b: &[u8]) -> u64 {
+    u64::from_le_bytes(b[..8].try_into().expect("8 bytes"))
+}
+
+/// Parses a `C` frame payload.
+pub fn parse_calibration(b: &[u8]) -> Result<TscCalibration, String> {
+    if b.len() != 24 {
+        return Err(format!("calibration frame of {} bytes, not 24", b.len()));
+    }
+    let c = TscCalibration {
+        hz: le64(b),
+        tsc0: le64(&b[8..]),
+        ns0: le64(&b[16..]),
+    };
+    if c.hz == 0 {
+        return Err("calibration frame with a tick rate of 0 Hz".into());
+    }
+    Ok(c)
+}
+
+/// Parses a `D` frame payload.
+pub fn parse_drop_report(b: &[u8]) -> Result<DropReport, String> {
+    if b.len() != 40 {
+        return Err(format!("drop report frame of {} bytes, not 40", b.len()));
+    }
+    let mut r = DropReport::new(
+        u32::from_le_bytes(b[..4].try_into().expect("4 bytes")),
+        le64(&b[8..]),
+        le64(&b[16..]),
+        le64(&b[24..]),
+    )
+    .with_record_time(le64(&b[32..]));
+    r.reason = u32::from_le_bytes(b[4..8].try_into().expect("4 bytes"));
+    Ok(r)
+}
+
+/// Writes binary frames: the header and schemas before the first record,
+/// a `C` frame before it and after each change of calibration, `D` frames
+/// for drop reports.
 #[derive(Clone, Debug)]
 pub struct BinaryEncoder {
     header: Vec<u8>,
     sizes: Vec<(u16, usize)>,
     started: bool,
+    /// The consumer's calibration (identity until it passes one).
+    cal: TscCalibration,
+    /// The calibration of the last `C` frame written.
+    written_cal: Option<TscCalibration>,
 }
 
 impl BinaryEncoder {
@@ -80,7 +159,35 @@ impl BinaryEncoder {
             header,
             sizes: schemas.iter().map(|s| (s.id(), s.size())).collect(),
             started: false,
+            cal: TscCalibration::IDENTITY,
+            written_cal: None,
         }
+    }
+
+    /// The calibration the records from now on are stamped with (the
+    /// consumer's); a `C` frame carrying it goes before the next record.
+    pub fn set_tsc_calibration(&mut self, cal: TscCalibration) {
+        self.cal = cal;
+    }
+
+    /// The header and schemas (first time), and a `C` frame if the
+    /// calibration changed since the last one written.
+    #[inline]
+    fn lead(&mut self, out: &mut Vec<u8>) {
+        if !self.started {
+            out.extend_from_slice(&self.header);
+            self.started = true;
+        }
+        if self.written_cal != Some(self.cal) {
+            frame(out, b'C', &calibration_bytes(&self.cal));
+            self.written_cal = Some(self.cal);
+        }
+    }
+
+    /// Appends a `D` frame for `r` (after the header, the first time).
+    pub fn push_drop_report(&mut self, r: &DropReport, out: &mut Vec<u8>) {
+        self.lead(out);
+        frame(out, b'D', &drop_report_bytes(r));
     }
 
     /// Appends one `R` frame (after the header and schemas, the first
@@ -97,10 +204,7 @@ impl BinaryEncoder {
         if rec.len() < size {
             return false;
         }
-        if !self.started {
-            out.extend_from_slice(&self.header);
-            self.started = true;
-        }
+        self.lead(out);
         // The frame as `frame` writes it, with one capacity check: the
         // 4-byte header, then the record (one fixed-size copy for the
         // common 64-byte slot).
@@ -157,9 +261,160 @@ pub struct Decoded<'a> {
     pub schemas: Vec<Schema>,
     /// `(index into schemas, record bytes)`.
     pub records: Vec<(usize, &'a [u8])>,
+    /// The drop reports, with the number of records before each.
+    pub drop_reports: Vec<(usize, DropReport)>,
+    /// The calibration in force at the end.
+    pub calibration: TscCalibration,
     /// `None` if the whole input decoded; else where it stopped (a
     /// truncated last record, a bad frame).
     pub stopped: Option<Stopped>,
+}
+
+/// One decoded frame.
+#[derive(Debug)]
+pub enum Frame<'a> {
+    /// `H`: a new schema table starts.
+    Header,
+    /// `S`: schema number `.0` of [`StreamDecoder::schemas`] (new).
+    Schema(usize),
+    /// `C`: the calibration of the records that follow.
+    Calibration(TscCalibration),
+    /// `R`: a record of schema `.0` (index into
+    /// [`StreamDecoder::schemas`]), its bytes.
+    Record(usize, &'a [u8]),
+    /// `D`: a drop report.
+    DropReport(DropReport),
+}
+
+/// Decodes a binary log frame by frame from a buffer the caller refills,
+/// holding only the schemas and the calibration: memory does not grow
+/// with the log.
+#[derive(Debug)]
+pub struct StreamDecoder {
+    schemas: Vec<Schema>,
+    /// Schema ids -> index in `schemas`, reset by each `H` frame.
+    table: Vec<(u16, usize)>,
+    seen_header: bool,
+    cal: TscCalibration,
+}
+
+impl Default for StreamDecoder {
+    fn default() -> Self {
+        Self {
+            schemas: Vec::new(),
+            table: Vec::new(),
+            seen_header: false,
+            cal: TscCalibration::IDENTITY,
+        }
+    }
+}
+
+/// Largest frame: a 4-byte frame header and a 65535-byte payload.
+pub const MAX_FRAME: usize = 4 + u16::MAX as usize;
+
+impl StreamDecoder {
+    /// A decoder before the file header.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Every schema seen, in order (a schema id redefined after an `H`
+    /// gets a new entry).
+    pub fn schemas(&self) -> &[Schema] {
+        &self.schemas
+    }
+
+    /// The calibration in force (the last `C` frame's; the identity
+    /// before any).
+    pub fn calibration(&self) -> TscCalibration {
+        self.cal
+    }
+
+    /// Decodes the frame at the start of `b`. `Ok(None)`: `b` holds no
+    /// whole frame (give more bytes; at the end of the input, that is a
+    /// truncated frame, see [`StreamDecoder::truncated`]); `Ok(Some((frame,
+    /// n)))`: the frame and its length in bytes.
+    ///
+    /// # Errors
+    /// Why the frame cannot be decoded (not a dplog binary log, a bad
+    /// schema, a record of an unknown schema, an unknown frame kind).
+    pub fn next<'a>(&mut self, b: &'a [u8]) -> Result<Option<(Frame<'a>, usize)>, String> {
+        if b.len() < 4 {
+            return Ok(None);
+        }
+        let kind = b[0];
+        let len = u16::from_le_bytes([b[2], b[3]]) as usize;
+        if b.len() - 4 < len {
+            return Ok(None);
+        }
+        let body = &b[4..4 + len];
+        let f = match kind {
+            b'H' => {
+                if b[1] != 0 || body.len() < 11 || &body[..8] != MAGIC {
+                    return Err("bad file header (not a dplog binary file)".into());
+                }
+                let order = body[10];
+                let native = if cfg!(target_endian = "little") { 1 } else { 2 };
+                if order != native {
+                    return Err(format!(
+                        "records are in byte order {order}, this host's is {native}"
+                    ));
+                }
+                self.seen_header = true;
+                self.table.clear();
+                Frame::Header
+            }
+            _ if !self.seen_header => return Err("no file header (not a dplog binary file)".into()),
+            b'S' => {
+                let s = parse_schema(body).map_err(|e| format!("bad schema frame: {e}"))?;
+                self.table.retain(|(id, _)| *id != s.id());
+                self.table.push((s.id(), self.schemas.len()));
+                self.schemas.push(s);
+                Frame::Schema(self.schemas.len() - 1)
+            }
+            b'C' => {
+                self.cal = parse_calibration(body)?;
+                Frame::Calibration(self.cal)
+            }
+            b'D' => Frame::DropReport(parse_drop_report(body)?),
+            b'R' => {
+                let ok = body.len() >= 8;
+                let sid = if ok {
+                    u16::from_ne_bytes([body[2], body[3]])
+                } else {
+                    0
+                };
+                match self.table.iter().find(|(id, _)| *id == sid) {
+                    Some(&(_, si)) if ok && body.len() == self.schemas[si].size() => {
+                        Frame::Record(si, body)
+                    }
+                    _ => {
+                        return Err(format!(
+                            "record of {} bytes with unknown schema id {sid} or wrong size",
+                            body.len()
+                        ))
+                    }
+                }
+            }
+            k => return Err(format!("unknown frame kind 0x{k:02x}")),
+        };
+        Ok(Some((f, 4 + len)))
+    }
+
+    /// Why `rest`, the bytes left at the end of the input, holds no whole
+    /// frame.
+    pub fn truncated(rest: &[u8]) -> String {
+        if rest.len() < 4 {
+            format!("truncated frame header ({} of 4 bytes)", rest.len())
+        } else {
+            let len = u16::from_le_bytes([rest[2], rest[3]]) as usize;
+            format!(
+                "truncated {} frame: {} of {len} bytes present",
+                rest[0] as char,
+                rest.len() - 4
+            )
+        }
+    }
 }
 
 struct Rd<'a> {
@@ -223,98 +478,36 @@ pub fn parse_schema(b: &[u8]) -> Result<Schema, String> {
     Schema::new(id, name, size, fields).map_err(|e| e.to_string())
 }
 
-/// Decodes a binary file up to its last whole record.
+/// Decodes a binary file up to its last whole record (all in memory; see
+/// [`StreamDecoder`] for a log of any size).
 pub fn decode(b: &[u8]) -> Decoded<'_> {
     let mut d = Decoded::default();
-    // Schema ids -> index in d.schemas, reset by each H frame.
-    let mut table: Vec<(u16, usize)> = Vec::new();
+    let mut dec = StreamDecoder::new();
     let mut p = 0;
-    let mut seen_header = false;
-    let stop = |offset, reason: String| Some(Stopped { offset, reason });
     while p < b.len() {
-        if b.len() - p < 4 {
-            d.stopped = stop(
-                p,
-                format!("truncated frame header ({} of 4 bytes)", b.len() - p),
-            );
-            break;
-        }
-        let kind = b[p];
-        let len = u16::from_le_bytes([b[p + 2], b[p + 3]]) as usize;
-        if b.len() - p - 4 < len {
-            d.stopped = stop(
-                p,
-                format!(
-                    "truncated {} frame: {} of {len} bytes present",
-                    kind as char,
-                    b.len() - p - 4
-                ),
-            );
-            break;
-        }
-        let body = &b[p + 4..p + 4 + len];
-        match kind {
-            b'H' => {
-                if body.len() < 11 || &body[..8] != MAGIC {
-                    d.stopped = stop(p, "bad file header (not a dplog binary file)".into());
-                    break;
+        match dec.next(&b[p..]) {
+            Ok(Some((f, n))) => {
+                match f {
+                    Frame::Record(si, r) => d.records.push((si, r)),
+                    Frame::DropReport(r) => d.drop_reports.push((d.records.len(), r)),
+                    Frame::Header | Frame::Schema(_) | Frame::Calibration(_) => {}
                 }
-                let order = body[10];
-                let native = if cfg!(target_endian = "little") { 1 } else { 2 };
-                if order != native {
-                    d.stopped = stop(
-                        p,
-                        format!("records are in byte order {order}, this host's is {native}"),
-                    );
-                    break;
-                }
-                seen_header = true;
-                table.clear();
+                p += n;
             }
-            _ if !seen_header => {
-                d.stopped = stop(p, "no file header (not a dplog binary file)".into());
+            Ok(None) => {
+                d.stopped = Some(Stopped {
+                    offset: p,
+                    reason: StreamDecoder::truncated(&b[p..]),
+                });
                 break;
             }
-            b'S' => match parse_schema(body) {
-                Ok(s) => {
-                    table.retain(|(id, _)| *id != s.id());
-                    table.push((s.id(), d.schemas.len()));
-                    d.schemas.push(s);
-                }
-                Err(e) => {
-                    d.stopped = stop(p, format!("bad schema frame: {e}"));
-                    break;
-                }
-            },
-            b'R' => {
-                let ok = body.len() >= 8;
-                let sid = if ok {
-                    u16::from_ne_bytes([body[2], body[3]])
-                } else {
-                    0
-                };
-                match table.iter().find(|(id, _)| *id == sid) {
-                    Some(&(_, si)) if ok && body.len() == d.schemas[si].size() => {
-                        d.records.push((si, body))
-                    }
-                    _ => {
-                        d.stopped = stop(
-                            p,
-                            format!(
-                                "record of {} bytes with unknown schema id {sid} or wrong size",
-                                body.len()
-                            ),
-                        );
-                        break;
-                    }
-                }
-            }
-            k => {
-                d.stopped = stop(p, format!("unknown frame kind 0x{k:02x}"));
+            Err(reason) => {
+                d.stopped = Some(Stopped { offset: p, reason });
                 break;
             }
         }
-        p += 4 + len;
     }
+    d.schemas = dec.schemas;
+    d.calibration = dec.cal;
     d
 }

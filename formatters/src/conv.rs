@@ -559,11 +559,24 @@ impl TscCalibration {
 
     /// Nanoseconds since the epoch of tick count `tsc`; readings before
     /// `tsc0` clamp to `ns0`.
+    ///
+    /// Error bound: the result is the exact time on the calibration's line
+    /// rounded down, so never above it and less than 1 ns below; the
+    /// calibration's own error against `CLOCK_REALTIME` is
+    /// `TscClock::error_bound_ns` (see `dplog_core::tsc`), and a format
+    /// then truncates to its digits (milliseconds for `unix_ms`, ...).
     #[inline]
     pub fn to_ns(&self, tsc: u64) -> u64 {
         let d = tsc.saturating_sub(self.tsc0) as u128;
         let ns = d * 1_000_000_000 / self.hz.max(1) as u128;
         self.ns0.saturating_add(ns.min(u64::MAX as u128) as u64)
+    }
+}
+
+impl Default for TscCalibration {
+    /// [`TscCalibration::IDENTITY`].
+    fn default() -> Self {
+        Self::IDENTITY
     }
 }
 

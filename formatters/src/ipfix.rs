@@ -73,6 +73,15 @@ use crate::template::{Options, Renumber};
 
 /// observationTimeMilliseconds, IANA element 323 (dateTimeMilliseconds).
 pub const IE_OBSERVATION_TIME_MS: u16 = 323;
+/// exportingProcessId, IANA element 144 (unsigned32): the scope of the
+/// reliability statistics options record.
+pub const IE_EXPORTING_PROCESS_ID: u16 = 144;
+/// notSentFlowTotalCount, IANA element 166 (unsigned64, totalCounter).
+pub const IE_NOT_SENT_FLOW_TOTAL_COUNT: u16 = 166;
+/// Bytes of one Exporting Process Reliability Statistics data record:
+/// exportingProcessId (4), notSentFlowTotalCount (8) and two
+/// observationTimeMilliseconds (8 each).
+pub const RELIABILITY_RECORD_LEN: usize = 28;
 /// natQuotaExceededEvent, IANA element 466.
 pub const IE_QUOTA_EVENT: u16 = 466;
 /// Bytes of IPv4 and UDP headers under an IPFIX message.
@@ -126,6 +135,10 @@ pub struct IpfixOptions {
     /// element id (see the module docs). Default [`DOCUMENTATION_PEN`]
     /// (32473); not 0 (reserved).
     pub enterprise_number: u32,
+    /// exportingProcessId (IE 144), the scope of the Exporting Process
+    /// Reliability Statistics records that carry drop reports (RFC 7011
+    /// section 4.3). Default 1.
+    pub exporting_process_id: u32,
 }
 
 impl Default for IpfixOptions {
@@ -136,6 +149,7 @@ impl Default for IpfixOptions {
             observation_domain_id: 1,
             export_clock: ExportClock::System,
             enterprise_number: DOCUMENTATION_PEN,
+            exporting_process_id: 1,
         }
     }
 }
@@ -186,6 +200,14 @@ pub struct IpfixEncoder {
     /// One data record being encoded: the longest `rec_len` plus 8 bytes
     /// of slack for whole-word stores.
     scratch: Vec<u8>,
+    /// Template id of the reliability statistics options template (the
+    /// one after the schemas' templates).
+    report_id: u16,
+    /// The options template has been sent (it goes out with the first
+    /// drop report, then with every template refresh).
+    report_template: bool,
+    /// notSentFlowTotalCount: records reported dropped so far.
+    not_sent_total: u64,
 }
 
 impl IpfixEncoder {
@@ -224,6 +246,9 @@ impl IpfixEncoder {
             set_template: 0,
             open: false,
             scratch: Vec::new(),
+            report_id: 0,
+            report_template: false,
+            not_sent_total: 0,
         };
         for s in schemas {
             match &s.meta().ipfix_ie_by {
@@ -238,7 +263,97 @@ impl IpfixEncoder {
                 None => e.add(s, None)?,
             }
         }
+        e.report_id = FIRST_TEMPLATE_ID + e.templates.len() as u16;
         Ok(e)
+    }
+
+    /// The Exporting Process Reliability Statistics options template
+    /// record (RFC 7011 section 4.3): template id, field count 4, scope
+    /// field count 1, then exportingProcessId (scope), notSentFlowTotalCount
+    /// and observationTimeMilliseconds twice (the first and the last drop).
+    fn report_template_record(&self) -> [u8; 22] {
+        let mut r = [0u8; 22];
+        r[0..2].copy_from_slice(&self.report_id.to_be_bytes());
+        r[2..4].copy_from_slice(&4u16.to_be_bytes());
+        r[4..6].copy_from_slice(&1u16.to_be_bytes());
+        for (i, (ie, len)) in [
+            (IE_EXPORTING_PROCESS_ID, 4u16),
+            (IE_NOT_SENT_FLOW_TOTAL_COUNT, 8),
+            (IE_OBSERVATION_TIME_MS, 8),
+            (IE_OBSERVATION_TIME_MS, 8),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            r[6 + 4 * i..8 + 4 * i].copy_from_slice(&ie.to_be_bytes());
+            r[8 + 4 * i..10 + 4 * i].copy_from_slice(&len.to_be_bytes());
+        }
+        r
+    }
+
+    /// Template id of the reliability statistics options template (drop
+    /// reports), the id after the schemas' templates.
+    pub fn report_template_id(&self) -> u16 {
+        self.report_id
+    }
+
+    /// Appends a drop report as an Exporting Process Reliability
+    /// Statistics options data record (RFC 7011 section 4.3), opening a
+    /// message and sending its options template (id
+    /// [`report_template_id`](Self::report_template_id), in an options
+    /// template set, set id 3) as needed, like [`push`](Self::push) does
+    /// for data records:
+    /// - exportingProcessId (144, scope): [`IpfixOptions::exporting_process_id`];
+    /// - notSentFlowTotalCount (166): every record reported dropped by this
+    ///   encoder so far, this report's `dropped` included (a total
+    ///   counter: the records of one report are the difference between
+    ///   two consecutive values);
+    /// - observationTimeMilliseconds (323) twice, RFC 7011's "time first
+    ///   flow dropped" and "time last flow dropped": the report's
+    ///   `first_ns` and `last_ns` (wall clock) in ms.
+    ///
+    /// The options template goes out with the first report and then with
+    /// every template refresh; a stream without drops has none. Like a data
+    /// record, the report advances the sequence number (RFC 7011 section
+    /// 3.1 counts all Data Records, options data records included).
+    pub fn push_drop_report(&mut self, r: &dplog_core::DropReport, out: &mut Vec<u8>) {
+        self.not_sent_total = self.not_sent_total.wrapping_add(r.dropped);
+        let rec_ns = if r.record_time_ns != 0 {
+            r.record_time_ns
+        } else {
+            r.last_ns
+        };
+        let id = self.report_id;
+        let tmpl_len = if self.report_template { 0 } else { 4 + 22 };
+        self.open_for(out, id, tmpl_len + RELIABILITY_RECORD_LEN, Some(rec_ns));
+        if !self.report_template {
+            self.push_report_template(out);
+        }
+        if self.set_template != id {
+            self.set_start = out.len();
+            self.set_template = id;
+            out.extend_from_slice(&id.to_be_bytes());
+            out.extend_from_slice(&4u16.to_be_bytes());
+        }
+        out.extend_from_slice(&self.opts.exporting_process_id.to_be_bytes());
+        out.extend_from_slice(&self.not_sent_total.to_be_bytes());
+        out.extend_from_slice(&(r.first_ns / 1_000_000).to_be_bytes());
+        out.extend_from_slice(&(r.last_ns / 1_000_000).to_be_bytes());
+        self.seq = self.seq.wrapping_add(1);
+        self.patch(out);
+    }
+
+    /// Appends the options template set of the drop reports to the open
+    /// message.
+    fn push_report_template(&mut self, out: &mut Vec<u8>) {
+        let set_start = out.len();
+        out.extend_from_slice(&3u16.to_be_bytes());
+        out.extend_from_slice(&4u16.to_be_bytes());
+        out.extend_from_slice(&self.report_template_record());
+        self.finish_set(out, set_start);
+        self.patch_message_len(out);
+        self.set_template = 0;
+        self.report_template = true;
     }
 
     fn max_message(&self) -> usize {
@@ -441,49 +556,8 @@ impl IpfixEncoder {
             return false;
         }
         let rec_ns = t.time_off.map(|(o, tsc)| self.ns(rec, o, tsc));
-        let continuing = self.open && out.len() == self.msg_end && self.msg_start < out.len();
-        let every = self.opts.template_refresh_secs as u64;
-        let refresh_due =
-            |now_s: u64, last: Option<u64>| last.map_or(true, |l| now_s >= l.saturating_add(every));
         let (t_id, rec_len) = (t.id, t.rec_len);
-        let add = rec_len
-            + if continuing && self.set_template == t_id {
-                0
-            } else {
-                4
-            };
-        let fits = continuing && out.len() - self.msg_start + add <= self.max_message();
-        // The export time of a continued message is the one in its header.
-        let export_s = if fits {
-            u32::from_be_bytes(
-                out[self.msg_start + 4..self.msg_start + 8]
-                    .try_into()
-                    .unwrap(),
-            ) as u64
-        } else {
-            match self.opts.export_clock {
-                ExportClock::System => SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs()),
-                ExportClock::Record => rec_ns.unwrap_or(0) / 1_000_000_000,
-            }
-        };
-        if !fits || refresh_due(export_s, self.last_templates) {
-            let now = if fits {
-                match self.opts.export_clock {
-                    ExportClock::System => SystemTime::now()
-                        .duration_since(UNIX_EPOCH)
-                        .map_or(0, |d| d.as_secs()),
-                    ExportClock::Record => rec_ns.unwrap_or(0) / 1_000_000_000,
-                }
-            } else {
-                export_s
-            };
-            self.start_message(out, now);
-            if refresh_due(now, self.last_templates) {
-                self.push_templates(out, now);
-            }
-        }
+        let export_s = self.open_for(out, t_id, rec_len, rec_ns);
         let t = &self.templates[ti];
         if self.set_template != t.id {
             self.set_start = out.len();
@@ -544,6 +618,64 @@ impl IpfixEncoder {
         true
     }
 
+    /// Makes `out` end with an open message that has room for a
+    /// `rec_len`-byte record of template `t_id` (and its set header if the
+    /// last set is another one): continues the message this encoder left
+    /// at the end of `out`, or starts one, sending the templates first
+    /// when they are due. Returns the export time (s) of the record: the
+    /// continued message's, or the clock's for a new message.
+    fn open_for(
+        &mut self,
+        out: &mut Vec<u8>,
+        t_id: u16,
+        rec_len: usize,
+        rec_ns: Option<u64>,
+    ) -> u64 {
+        let continuing = self.open && out.len() == self.msg_end && self.msg_start < out.len();
+        let every = self.opts.template_refresh_secs as u64;
+        let refresh_due =
+            |now_s: u64, last: Option<u64>| last.map_or(true, |l| now_s >= l.saturating_add(every));
+        let add = rec_len
+            + if continuing && self.set_template == t_id {
+                0
+            } else {
+                4
+            };
+        let fits = continuing && out.len() - self.msg_start + add <= self.max_message();
+        // The export time of a continued message is the one in its header.
+        let export_s = if fits {
+            u32::from_be_bytes(
+                out[self.msg_start + 4..self.msg_start + 8]
+                    .try_into()
+                    .unwrap(),
+            ) as u64
+        } else {
+            match self.opts.export_clock {
+                ExportClock::System => SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs()),
+                ExportClock::Record => rec_ns.unwrap_or(0) / 1_000_000_000,
+            }
+        };
+        if !fits || refresh_due(export_s, self.last_templates) {
+            let now = if fits {
+                match self.opts.export_clock {
+                    ExportClock::System => SystemTime::now()
+                        .duration_since(UNIX_EPOCH)
+                        .map_or(0, |d| d.as_secs()),
+                    ExportClock::Record => rec_ns.unwrap_or(0) / 1_000_000_000,
+                }
+            } else {
+                export_s
+            };
+            self.start_message(out, now);
+            if refresh_due(now, self.last_templates) {
+                self.push_templates(out, now);
+            }
+        }
+        export_s
+    }
+
     fn start_message(&mut self, out: &mut Vec<u8>, export_s: u64) {
         self.msg_start = out.len();
         out.extend_from_slice(&10u16.to_be_bytes());
@@ -579,6 +711,13 @@ impl IpfixEncoder {
         self.patch_message_len(out);
         self.set_template = 0;
         self.last_templates = Some(now);
+        if self.report_template {
+            // The drop reports' options template, once it is in use.
+            if out.len() - self.msg_start + 4 + 22 > self.max_message() {
+                self.start_message(out, now);
+            }
+            self.push_report_template(out);
+        }
     }
 
     fn finish_set(&self, out: &mut [u8], set_start: usize) {
@@ -841,6 +980,49 @@ mod tests {
         assert_eq!(o.mtu, 1500);
         let o: IpfixOptions = serde_json::from_str("{}").unwrap();
         assert_eq!(o.enterprise_number, DOCUMENTATION_PEN);
+    }
+
+    #[test]
+    fn drop_reports_send_their_options_template_once_and_with_every_refresh() {
+        let s = acl(0);
+        let mut e = encoder(&s, 32473).unwrap();
+        assert_eq!(e.report_template_id(), 257);
+        let sets = |m: &[u8]| {
+            let mut v = Vec::new();
+            let mut o = 16;
+            while o < m.len() {
+                v.push(u16::from_be_bytes([m[o], m[o + 1]]));
+                o += u16::from_be_bytes([m[o + 2], m[o + 3]]) as usize;
+            }
+            v
+        };
+        let mut out = Vec::new();
+        assert!(e.push(&acl_record(1), &mut out));
+        let rep = dplog_core::DropReport::new(0, 3, T, T + 1_000_000).with_record_time(T);
+        e.push_drop_report(&rep, &mut out);
+        e.push_drop_report(&rep, &mut out);
+        // One message: templates, data, the options template once, two
+        // reports in one set.
+        let msgs = split_messages(&out);
+        assert_eq!(msgs.len(), 1);
+        assert_eq!(sets(msgs[0]), vec![2, 256, 3, 257]);
+        let d = &out[out.len() - 56..];
+        assert_eq!(&d[0..4], &1u32.to_be_bytes(), "exportingProcessId");
+        assert_eq!(&d[4..12], &3u64.to_be_bytes(), "running total");
+        assert_eq!(&d[12..20], &T_MS.to_be_bytes());
+        assert_eq!(&d[20..28], &(T_MS + 1).to_be_bytes());
+        assert_eq!(&d[32..40], &6u64.to_be_bytes(), "running total");
+        // Reports count as data records in the sequence.
+        assert_eq!(e.sequence(), 3);
+        // The next batch (the consumer wrote and cleared the last), 30 s of
+        // record time later: a new message with the refresh, the options
+        // template included.
+        let mut r = acl_record(1);
+        r[8..16].copy_from_slice(&(T + 30_000_000_000).to_ne_bytes());
+        let mut next = Vec::new();
+        assert!(e.push(&r, &mut next));
+        assert_eq!(sets(&next), vec![2, 3, 256]);
+        assert_eq!(u32::from_be_bytes(next[8..12].try_into().unwrap()), 3);
     }
 
     #[test]

@@ -9,32 +9,55 @@
 //! the schema asks for numbers ([`Schema::with_enum_numbers`], as the NAT
 //! schemas do).
 
-use dplog_core::schema::{FieldKind, Schema, SdParam};
+use dplog_core::schema::{FieldKind, Schema, SdParam, SyslogMeta};
 
 use crate::conv::Escape;
 use crate::template::{Conv, Options, Program, TemplateError};
 
 /// Syslog settings shared by RFC 5424 and RFC 3164.
+///
+/// Every string is checked against RFC 5424 section 6 when the options are
+/// read from a configuration (the error names the key) and again when a
+/// format is compiled ([`SyslogOptions::validate`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields, default))]
 pub struct SyslogOptions {
-    /// HOSTNAME; `None` prints the NILVALUE `-` (RFC 5424) or `-` (RFC 3164).
+    /// HOSTNAME. Default: this host's name (`gethostname(2)`, as rsyslog
+    /// and VPP's pipelines expect a real one; RFC 3164 receivers take a
+    /// `-` for the TAG); `-` (RFC 5424) or `localhost` (RFC 3164) if it
+    /// has none. 1..=255 printable US-ASCII characters.
+    #[cfg_attr(feature = "serde", serde(deserialize_with = "de::hostname"))]
     pub hostname: Option<String>,
     /// APP-NAME (RFC 5424) / TAG (RFC 3164). Default: the schema's own
-    /// (the NAT schemas declare `NAT`, as VPP), else `dplog`.
+    /// (the NAT schemas declare `NAT`, as VPP), else `dplog`. 1..=48
+    /// printable US-ASCII characters.
+    #[cfg_attr(feature = "serde", serde(deserialize_with = "de::app_name"))]
     pub app_name: Option<String>,
-    /// PROCID; `None` prints `-`.
+    /// PROCID. Default: this process's id, as VPP sends its own. 1..=128
+    /// printable US-ASCII characters.
+    #[cfg_attr(feature = "serde", serde(deserialize_with = "de::procid"))]
     pub procid: Option<String>,
     /// Facility 0..=23. Default 16 (local0), as VPP.
     pub facility: u8,
     /// Severity 0..=7. Default 6 (informational), as VPP.
     pub severity: u8,
     /// SD-ID of the schemas that declare a parameter layout (the NAT44
-    /// session declares `nsess@32473`; VPP sends plain `nsess`). Default:
-    /// the schema's. Its `@enterprise` part (default 32473) also names the
-    /// SD-ID `<schema name>@<enterprise>` of every other schema.
+    /// session declares `nsess@32473`). Default: the schema's. Its
+    /// `@enterprise` part (default 32473) also names the SD-ID `<schema
+    /// name>@<enterprise>` of every other schema. RFC 5424 section 6.3.2:
+    /// `name@<private enterprise number>` (digits, optionally
+    /// `.`-separated sub-identifiers), or one of the IANA-registered
+    /// names ([`IANA_SD_IDS`]); anything else is refused.
+    #[cfg_attr(feature = "serde", serde(deserialize_with = "de::sd_id"))]
     pub sd_id: Option<String>,
+    /// Layout profile: `None` (default) or `"vpp"`, VPP's NAT syslog
+    /// layout exactly (SD-ID `nsess` for sessions, `[napmap ...]` with
+    /// MSGID APMADD/APMDEL for port blocks, VPP's parameter order), for
+    /// record types that declare it ([`SyslogMeta::profiles`]); VPP's
+    /// bare SD-IDs are not IANA-registered and are accepted only there.
+    #[cfg_attr(feature = "serde", serde(deserialize_with = "de::profile"))]
+    pub profile: Option<String>,
 }
 
 impl Default for SyslogOptions {
@@ -46,9 +69,26 @@ impl Default for SyslogOptions {
             facility: 16,
             severity: 6,
             sd_id: None,
+            profile: None,
         }
     }
 }
+
+/// The SD-IDs registered with IANA ("syslog Structured Data ID Values":
+/// RFC 5424 section 7, RFC 5674, RFC 5675, RFC 5848): the only ones that
+/// may appear without `@<enterprise number>`.
+pub const IANA_SD_IDS: [&str; 7] = [
+    "timeQuality",
+    "origin",
+    "meta",
+    "alarm",
+    "snmp",
+    "ssign",
+    "ssign-cert",
+];
+
+/// The syslog layout profiles a schema may declare ([`SyslogOptions::profile`]).
+pub const SYSLOG_PROFILES: [&str; 1] = ["vpp"];
 
 fn printusascii(s: &str, max: usize, what: &str, extra_forbidden: &[char]) -> Result<(), String> {
     if s.is_empty() || s.len() > max {
@@ -63,9 +103,113 @@ fn printusascii(s: &str, max: usize, what: &str, extra_forbidden: &[char]) -> Re
     Ok(())
 }
 
+/// Checks a HOSTNAME (RFC 5424 section 6.2.4).
+pub fn check_hostname(s: &str) -> Result<(), String> {
+    printusascii(s, 255, "hostname", &[])
+}
+
+/// Checks an APP-NAME (RFC 5424 section 6.2.5).
+pub fn check_app_name(s: &str) -> Result<(), String> {
+    printusascii(s, 48, "app_name", &[])
+}
+
+/// Checks a PROCID (RFC 5424 section 6.2.6).
+pub fn check_procid(s: &str) -> Result<(), String> {
+    printusascii(s, 128, "procid", &[])
+}
+
+/// Checks an SD-ID (RFC 5424 sections 6.3.2 and 7.2.2): 1..=32
+/// printable US-ASCII characters but `=`, `]`, `"`; either
+/// `name@<enterprise>` with a non-empty name without `@` and an
+/// enterprise number of digits with optional `.`-separated digit groups
+/// (e.g. `nsess@32473`, `x@32473.1`), or an IANA-registered name
+/// ([`IANA_SD_IDS`]).
+pub fn check_sd_id(s: &str) -> Result<(), String> {
+    printusascii(s, 32, "sd_id", &['=', ']', '"'])?;
+    match s.split_once('@') {
+        Some((name, pen)) => {
+            let pen_ok = !pen.is_empty()
+                && pen
+                    .split('.')
+                    .all(|g| !g.is_empty() && g.bytes().all(|b| b.is_ascii_digit()));
+            if name.is_empty() || !pen_ok {
+                return Err(format!(
+                    "syslog sd_id {s:?}: RFC 5424 section 6.3.2 wants `name@<private enterprise number>` (digits, e.g. \"{}@32473\")",
+                    if name.is_empty() { "name" } else { name }
+                ));
+            }
+            Ok(())
+        }
+        None if IANA_SD_IDS.contains(&s) => Ok(()),
+        None => Err(format!(
+            "syslog sd_id {s:?} is not an IANA-registered SD-ID ({}); RFC 5424 section 6.3.2 wants `name@<private enterprise number>`, e.g. \"{s}@32473\" (profile = \"vpp\" sends VPP's own bare SD-IDs)",
+            IANA_SD_IDS.join(", ")
+        )),
+    }
+}
+
+/// Checks a syslog profile name ([`SYSLOG_PROFILES`]).
+pub fn check_profile(s: &str) -> Result<(), String> {
+    if SYSLOG_PROFILES.contains(&s) {
+        Ok(())
+    } else {
+        Err(format!(
+            "unknown syslog profile {s:?}; profiles: {}",
+            SYSLOG_PROFILES.join(", ")
+        ))
+    }
+}
+
+/// Deserializers that check each string key as it is read, so that a bad
+/// value is refused at its own line of the configuration.
+#[cfg(feature = "serde")]
+mod de {
+    use serde::{de::Error, Deserialize, Deserializer};
+
+    fn checked<'de, D: Deserializer<'de>>(
+        d: D,
+        check: fn(&str) -> Result<(), String>,
+    ) -> Result<Option<String>, D::Error> {
+        let s = String::deserialize(d)?;
+        check(&s).map_err(D::Error::custom)?;
+        Ok(Some(s))
+    }
+
+    pub fn hostname<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        checked(d, super::check_hostname)
+    }
+    pub fn app_name<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        checked(d, super::check_app_name)
+    }
+    pub fn procid<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        checked(d, super::check_procid)
+    }
+    pub fn sd_id<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        checked(d, super::check_sd_id)
+    }
+    pub fn profile<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        checked(d, super::check_profile)
+    }
+}
+
+/// This host's name (`gethostname(2)`), if it has a valid one.
+fn host_name() -> Option<String> {
+    let mut buf = [0u8; 256];
+    // SAFETY: `buf` is writable for its whole length, which is passed;
+    // gethostname writes at most that many bytes.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return None;
+    }
+    let n = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    let h = std::str::from_utf8(&buf[..n]).ok()?.to_string();
+    check_hostname(&h).is_ok().then_some(h)
+}
+
 impl SyslogOptions {
     /// Checks every header value against RFC 5424 section 6 lengths and
-    /// character sets.
+    /// character sets, the SD-ID against section 6.3.2 and the profile
+    /// name.
     pub fn validate(&self) -> Result<(), String> {
         if self.facility > 23 || self.severity > 7 {
             return Err(format!(
@@ -74,18 +218,37 @@ impl SyslogOptions {
             ));
         }
         if let Some(h) = &self.hostname {
-            printusascii(h, 255, "hostname", &[])?;
+            check_hostname(h)?;
         }
         if let Some(a) = &self.app_name {
-            printusascii(a, 48, "app_name", &[])?;
+            check_app_name(a)?;
         }
         if let Some(p) = &self.procid {
-            printusascii(p, 128, "procid", &[])?;
+            check_procid(p)?;
         }
         if let Some(sd) = &self.sd_id {
-            printusascii(sd, 32, "sd_id", &['=', ']', '"'])?;
+            check_sd_id(sd)?;
+        }
+        if let Some(p) = &self.profile {
+            check_profile(p)?;
         }
         Ok(())
+    }
+
+    /// HOSTNAME as printed: the configured one, else this host's name,
+    /// else `fallback`.
+    pub fn hostname_or(&self, fallback: &str) -> String {
+        self.hostname
+            .clone()
+            .or_else(host_name)
+            .unwrap_or_else(|| fallback.to_string())
+    }
+
+    /// PROCID as printed: the configured one, else this process's id.
+    pub fn procid_or_pid(&self) -> String {
+        self.procid
+            .clone()
+            .unwrap_or_else(|| std::process::id().to_string())
     }
 
     fn pri(&self) -> String {
@@ -105,6 +268,11 @@ impl SyslogOptions {
             .as_deref()
             .or(s.meta().syslog.app_name.as_deref())
             .unwrap_or(DEFAULT_APP_NAME)
+    }
+
+    /// The syslog layout of `s` under this profile.
+    fn layout<'a>(&self, s: &'a Schema) -> &'a SyslogMeta {
+        s.meta().syslog.for_profile(self.profile.as_deref())
     }
 }
 
@@ -131,10 +299,51 @@ fn e(m: String) -> TemplateError {
     }
 }
 
+/// Adds field `i` under its output name with `emit(program, name)`: a
+/// field the schema names by another field's value
+/// ([`SchemaMeta::name_by`](dplog_core::schema::SchemaMeta::name_by), e.g.
+/// the NAT quota record's limit, `maxEntriesPerUser` & co) once per name,
+/// each only for records whose selector has that name's value (a value
+/// without a name: nothing); any other field under its own name.
+fn named(
+    p: &mut Program,
+    s: &Schema,
+    i: usize,
+    emit: &mut dyn FnMut(&mut Program, &str) -> Result<(), String>,
+) -> Result<(), String> {
+    match s.meta().name_by.as_ref().filter(|b| b.field == i) {
+        Some(by) => {
+            for (v, n) in &by.names {
+                p.when(s, by.selector, *v, |p| emit(p, n))?;
+            }
+            Ok(())
+        }
+        None => emit(p, &s.fields()[i].name),
+    }
+}
+
+/// The names field `i` is printed under (see [`named`]).
+fn output_names(s: &Schema, i: usize) -> Vec<&str> {
+    match s.meta().name_by.as_ref().filter(|b| b.field == i) {
+        Some(by) => by.names.iter().map(|(_, n)| n.as_ref()).collect(),
+        None => vec![&s.fields()[i].name],
+    }
+}
+
+/// ` name=value` of field `i` (Text escaping).
+fn text_pair(p: &mut Program, s: &Schema, i: usize) -> Result<(), String> {
+    named(p, s, i, &mut |p, n| {
+        p.lit(format!(" {n}=").as_bytes());
+        p.field(s, i, conv_of(s, i), Escape::Text)
+    })
+}
+
 /// The default text layout: the event time as RFC 3339 UTC with
 /// microseconds, then ` name=value` for every field, then `\n`. Fields the
 /// schema shows only conditionally ([`Schema::with_fields_only_when`], e.g.
-/// the NAT44 session's counters on deletes) come last, when it holds.
+/// the NAT44 session's counters on deletes) come last, when it holds; a
+/// field named by another's value ([`Schema::with_name_by`]) under the
+/// name of that value.
 pub fn text_default(s: &Schema, opts: Options) -> Result<Program, TemplateError> {
     let mut p = Program::new(s, opts);
     // TSC fields convert too (see `template`), calibrated or not.
@@ -144,19 +353,17 @@ pub fn text_default(s: &Schema, opts: Options) -> Result<Program, TemplateError>
     }
     let only_when = s.meta().only_when.as_ref();
     let mut deferred = Vec::new();
-    for (i, f) in s.fields().iter().enumerate() {
+    for i in 0..s.fields().len() {
         if only_when.is_some_and(|w| w.fields.contains(&i)) {
             deferred.push(i);
             continue;
         }
-        p.lit(format!(" {}=", f.name).as_bytes());
-        p.field(s, i, conv_of(s, i), Escape::Text).map_err(e)?;
+        text_pair(&mut p, s, i).map_err(e)?;
     }
     if let Some(w) = only_when.filter(|_| !deferred.is_empty()) {
         p.when(s, w.field, w.equals as u32, |p| {
             for i in deferred {
-                p.lit(format!(" {}=", s.fields()[i].name).as_bytes());
-                p.field(s, i, conv_of(s, i), Escape::Text)?;
+                text_pair(p, s, i)?;
             }
             Ok(())
         })
@@ -178,9 +385,10 @@ pub fn text_template(template: &str, s: &Schema, opts: Options) -> Result<Progra
 /// schema has a nanosecond timestamp, or a TSC one and a calibration), then
 /// every field under its name; integers, enums asked as numbers and timestamps (ms since the
 /// epoch) as numbers, booleans as `true`/`false`, addresses, byte strings
-/// and enum names as escaped strings. Conditional fields as in [`text_default`].
+/// and enum names as escaped strings. Conditional fields and fields named
+/// by another's value as in [`text_default`].
 pub fn json(s: &Schema, opts: Options) -> Result<Program, TemplateError> {
-    fn member(p: &mut Program, s: &Schema, i: usize, first: bool) -> Result<(), TemplateError> {
+    fn member(p: &mut Program, s: &Schema, i: usize, first: bool) -> Result<(), String> {
         let f = &s.fields()[i];
         let conv = conv_of(s, i);
         let quoted = conv.is_some()
@@ -188,19 +396,21 @@ pub fn json(s: &Schema, opts: Options) -> Result<Program, TemplateError> {
                 f.kind,
                 FieldKind::Ipv4 | FieldKind::Ipv6 | FieldKind::Mac | FieldKind::Bytes
             );
-        let mut key = Vec::new();
-        if !first {
-            key.push(b',');
-        }
-        key.push(b'"');
-        crate::conv::push_escaped(&mut key, f.name.as_bytes(), Escape::Json);
-        key.extend_from_slice(if quoted { b"\":\"" } else { b"\":" });
-        p.lit(&key);
-        p.field(s, i, conv, Escape::Json).map_err(e)?;
-        if quoted {
-            p.lit(b"\"");
-        }
-        Ok(())
+        named(p, s, i, &mut |p, n| {
+            let mut key = Vec::new();
+            if !first {
+                key.push(b',');
+            }
+            key.push(b'"');
+            crate::conv::push_escaped(&mut key, n.as_bytes(), Escape::Json);
+            key.extend_from_slice(if quoted { b"\":\"" } else { b"\":" });
+            p.lit(&key);
+            p.field(s, i, conv, Escape::Json)?;
+            if quoted {
+                p.lit(b"\"");
+            }
+            Ok(())
+        })
     }
     let mut p = Program::new(s, opts);
     p.lit(b"{");
@@ -215,18 +425,30 @@ pub fn json(s: &Schema, opts: Options) -> Result<Program, TemplateError> {
     }
     let only_when = s.meta().only_when.as_ref();
     let mut deferred = Vec::new();
-    for (i, _) in s.fields().iter().enumerate() {
+    // A field named by another's value may be left out, so it never opens
+    // the object: without a time stamp first, it waits for the first
+    // member that is always there (its selector at the latest).
+    let mut waiting = None;
+    for i in 0..s.fields().len() {
         if only_when.is_some_and(|w| w.fields.contains(&i)) {
             deferred.push(i);
             continue;
         }
-        member(&mut p, s, i, first)?;
+        let optional = s.meta().name_by.as_ref().is_some_and(|b| b.field == i);
+        if first && optional {
+            waiting = Some(i);
+            continue;
+        }
+        member(&mut p, s, i, first).map_err(e)?;
         first = false;
+        if let Some(w) = waiting.take() {
+            member(&mut p, s, w, false).map_err(e)?;
+        }
     }
     if let Some(w) = only_when.filter(|_| !deferred.is_empty()) {
         p.when(s, w.field, w.equals as u32, |p| {
             for i in deferred {
-                member(p, s, i, false).map_err(|e| e.message)?;
+                member(p, s, i, false)?;
             }
             Ok(())
         })
@@ -236,37 +458,131 @@ pub fn json(s: &Schema, opts: Options) -> Result<Program, TemplateError> {
     Ok(p)
 }
 
-/// The CSV header line (RFC 4180): field names, comma-separated, CRLF.
-pub fn csv_header(s: &Schema) -> Vec<u8> {
+/// CSV columns before the fields: the record type (schema name, or
+/// [`CSV_DROP_RECORD_TYPE`] for a drop report) and the event time as in
+/// JSON's `timestamp`.
+pub const CSV_LEAD_COLUMNS: [&str; 2] = ["recordType", "timestamp"];
+
+/// CSV columns after every field, filled only by drop reports: records
+/// dropped, the ring (empty for the sink's), why (`ring` or `sink`) and
+/// the wall-clock time of the first and last drop. Prefixed `dplog`, as
+/// JSON's `dplogEvent`, so they do not meet a record's own field names
+/// (an ACL record's `dropReason`).
+pub const CSV_DROP_COLUMNS: [&str; 5] = [
+    "dplogDropped",
+    "dplogDropRing",
+    "dplogDropReason",
+    "dplogFirstDropWallClock",
+    "dplogLastDropWallClock",
+];
+
+/// `recordType` of a drop report's CSV row (JSON's `dplogEvent`).
+pub const CSV_DROP_RECORD_TYPE: &str = "recordsDropped";
+
+/// The CSV columns of a log of `schemas` (one header for every record
+/// type, RFC 4180): [`CSV_LEAD_COLUMNS`], then every field's output name
+/// in schema order, schema after schema, each name once (a name a schema
+/// shares with one before it is the same column; a field named by another
+/// field's value, [`Schema::with_name_by`], has a column per name), then
+/// [`CSV_DROP_COLUMNS`]. A row fills the columns of its own record type
+/// and leaves the others empty.
+pub fn csv_columns(schemas: &[&Schema]) -> Vec<String> {
+    let mut cols: Vec<String> = CSV_LEAD_COLUMNS.iter().map(|c| c.to_string()).collect();
+    for s in schemas {
+        for i in 0..s.fields().len() {
+            for n in output_names(s, i) {
+                if !cols[CSV_LEAD_COLUMNS.len()..].iter().any(|c| c == n) {
+                    cols.push(n.to_string());
+                }
+            }
+        }
+    }
+    cols.extend(CSV_DROP_COLUMNS.iter().map(|c| c.to_string()));
+    cols
+}
+
+/// The CSV header line (RFC 4180) of `columns` ([`csv_columns`]),
+/// comma-separated, CRLF.
+pub fn csv_header(columns: &[String]) -> Vec<u8> {
     let mut h = Vec::new();
-    for (i, f) in s.fields().iter().enumerate() {
+    for (i, c) in columns.iter().enumerate() {
         if i > 0 {
             h.push(b',');
         }
-        crate::conv::push_escaped(&mut h, f.name.as_bytes(), Escape::Csv);
+        crate::conv::push_escaped(&mut h, c.as_bytes(), Escape::Csv);
     }
     h.extend_from_slice(b"\r\n");
     h
 }
 
-/// One CSV row (RFC 4180): the values in field order with their default
-/// converters, byte strings quoted when needed, CRLF.
-pub fn csv_row(s: &Schema, opts: Options) -> Result<Program, TemplateError> {
+/// One CSV row (RFC 4180) of a record of `s` under the header of
+/// `columns` ([`csv_columns`]): its schema name, its event time (RFC 3339
+/// UTC with microseconds, empty without one), then per column the value of
+/// the field printed under that name with its default converter (byte
+/// strings quoted when needed), empty if it has none; CRLF.
+pub fn csv_row(s: &Schema, opts: Options, columns: &[String]) -> Result<Program, TemplateError> {
     let mut p = Program::new(s, opts);
-    for i in 0..s.fields().len() {
-        if i > 0 {
-            p.lit(b",");
+    let mut name = Vec::new();
+    crate::conv::push_escaped(&mut name, s.name().as_bytes(), Escape::Csv);
+    name.push(b',');
+    p.lit(&name);
+    if let Some(t) = time_field(s) {
+        p.field(s, t, Some(Conv::Rfc3339(6)), Escape::Csv)
+            .map_err(e)?;
+    }
+    let by = s.meta().name_by.as_ref();
+    for c in &columns[CSV_LEAD_COLUMNS.len()..] {
+        p.lit(b",");
+        if let Some((i, _)) = s
+            .field(c)
+            .filter(|(i, _)| !by.is_some_and(|b| b.field == *i))
+        {
+            p.field(s, i, conv_of(s, i), Escape::Csv).map_err(e)?;
+        } else if let Some((b, v)) =
+            by.and_then(|b| b.names.iter().find(|(_, n)| n == c).map(|(v, _)| (b, *v)))
+        {
+            p.when(s, b.selector, v, |p| {
+                p.field(s, b.field, conv_of(s, b.field), Escape::Csv)
+            })
+            .map_err(e)?;
         }
-        p.field(s, i, conv_of(s, i), Escape::Csv).map_err(e)?;
     }
     p.lit(b"\r\n");
     Ok(p)
 }
 
-/// MSGID: by the schema's declared field values (values not listed print
+/// A drop report as one CSV row under the header of `columns`
+/// ([`csv_columns`]): `recordType` [`CSV_DROP_RECORD_TYPE`], `timestamp`
+/// the event time of the record before it (RFC 3339 with nanoseconds, as
+/// JSON's; empty if none), the field columns empty, then
+/// [`CSV_DROP_COLUMNS`].
+pub fn csv_drop_row(r: &dplog_core::DropReport, columns: usize, out: &mut Vec<u8>) {
+    let mut t = crate::conv::Rfc3339Cache::default();
+    out.extend_from_slice(CSV_DROP_RECORD_TYPE.as_bytes());
+    out.push(b',');
+    if r.record_time_ns != 0 {
+        t.push(out, r.record_time_ns, 9);
+    }
+    let empty = columns.saturating_sub(CSV_LEAD_COLUMNS.len() + CSV_DROP_COLUMNS.len());
+    out.resize(out.len() + empty, b',');
+    out.push(b',');
+    crate::conv::push_dec(out, r.dropped);
+    out.push(b',');
+    let sink = r.reason == dplog_core::report::DROP_REASON_SINK;
+    if !sink {
+        crate::conv::push_dec(out, u64::from(r.ring));
+    }
+    out.extend_from_slice(if sink { b",sink," } else { b",ring," });
+    t.push(out, r.first_ns, 9);
+    out.push(b',');
+    t.push(out, r.last_ns, 9);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// MSGID: by the layout's declared field values (values not listed print
 /// in decimal), else the schema name.
-fn syslog_msgid(p: &mut Program, s: &Schema) -> Result<(), TemplateError> {
-    match &s.meta().syslog.msgid_by {
+fn syslog_msgid(p: &mut Program, s: &Schema, layout: &SyslogMeta) -> Result<(), TemplateError> {
+    match &layout.msgid_by {
         Some(by) => {
             let names: Vec<(u32, &str)> = by
                 .values
@@ -285,44 +601,51 @@ fn syslog_msgid(p: &mut Program, s: &Schema) -> Result<(), TemplateError> {
 /// Syslog RFC 5424 (section 6), one message per line:
 ///
 /// ```text
-/// <134>1 2026-01-01T00:00:00.123Z - NAT - SADD [nsess@32473 SVLAN="0" IATYP="IPv4" ISADDR="10.0.0.6" ISPORT="51234" XATYP="IPv4" XSADDR="198.51.100.3" XSPORT="1024" PROTO="6" XDADDR="203.0.113.5" XDPORT="443" SSUBIX="0"]
+/// <134>1 2026-01-01T00:00:00.123456Z cgnat-1 NAT 4242 SADD [nsess@32473 SSUBIX="0" SVLAN="0" IATYP="IPv4" ISADDR="10.0.0.6" ISPORT="51234" XATYP="IPv4" XSADDR="198.51.100.3" XSPORT="1024" PROTO="6" XDADDR="203.0.113.5" XDPORT="443"]
 /// ```
 ///
-/// A schema that declares a syslog layout ([`dplog_core::schema::SyslogMeta`])
-/// gets its MSGID, SD-ID ([`SyslogOptions::sd_id`] overrides it) and
-/// parameters: the NAT44 session record is VPP's NAT44 layout above. Any
-/// other record has MSGID its schema name (or the declared one), SD-ID
-/// `<schema name>@<enterprise>` and every field as a parameter. No space
-/// between PRI and VERSION; `"`, `\` and `]` in values are escaped; unknown
-/// header fields are `-`.
+/// TIMESTAMP in UTC with microseconds; HOSTNAME and PROCID as
+/// [`SyslogOptions`] says (this host's name and this process's id by
+/// default). A schema that declares a syslog layout
+/// ([`dplog_core::schema::SyslogMeta`], per profile:
+/// [`SyslogOptions::profile`]) gets its MSGID, SD-ID
+/// ([`SyslogOptions::sd_id`] overrides it) and parameters: the NAT44
+/// session record is VPP's NAT44 layout above (with `profile = "vpp"`
+/// exactly VPP's: SD-ID `nsess`). Any other record has MSGID its schema
+/// name (or the declared one), SD-ID `<schema name>@<enterprise>` and
+/// every field as a parameter (a field named by another's value under
+/// that name). No space between PRI and VERSION; `"`, `\` and `]` in
+/// values are escaped; no MSG.
 pub fn rfc5424(s: &Schema, opts: Options, sy: &SyslogOptions) -> Result<Program, TemplateError> {
     sy.validate().map_err(e)?;
+    let layout = sy.layout(s);
     let mut p = Program::new(s, opts);
     p.lit(sy.pri().as_bytes());
     p.lit(b"1 ");
     match time_field(s) {
         Some(t) => p
-            .field(s, t, Some(Conv::Rfc3339(3)), Escape::SdParam)
+            .field(s, t, Some(Conv::Rfc3339(6)), Escape::SdParam)
             .map_err(e)?,
         _ => p.lit(b"-"),
     }
-    p.lit(b" ");
-    p.lit(sy.hostname.as_deref().unwrap_or("-").as_bytes());
-    p.lit(b" ");
-    p.lit(sy.app_name(s).as_bytes());
-    p.lit(b" ");
-    p.lit(sy.procid.as_deref().unwrap_or("-").as_bytes());
-    p.lit(b" ");
-    syslog_msgid(&mut p, s)?;
+    p.lit(
+        format!(
+            " {} {} {} ",
+            sy.hostname_or("-"),
+            sy.app_name(s),
+            sy.procid_or_pid()
+        )
+        .as_bytes(),
+    );
+    syslog_msgid(&mut p, s, layout)?;
     p.lit(b" [");
-    let meta = &s.meta().syslog;
-    if !meta.params.is_empty() {
-        let sd_id = sy.sd_id.as_deref().or(meta.sd_id.as_deref()).map_or_else(
+    if !layout.params.is_empty() {
+        let sd_id = sy.sd_id.as_deref().or(layout.sd_id.as_deref()).map_or_else(
             || format!("{}@{}", s.name(), sy.enterprise()),
             str::to_string,
         );
         p.lit(sd_id.as_bytes());
-        for (name, src) in &meta.params {
+        for (name, src) in &layout.params {
             p.lit(format!(" {name}=\"").as_bytes());
             match src {
                 SdParam::Const(c) => p.lit(c.as_bytes()),
@@ -337,11 +660,15 @@ pub fn rfc5424(s: &Schema, opts: Options, sy: &SyslogOptions) -> Result<Program,
             .take(32 - 1 - sy.enterprise().len().min(20))
             .collect();
         p.lit(format!("{sdname}@{}", sy.enterprise()).as_bytes());
-        for (i, f) in s.fields().iter().enumerate() {
-            let pname: String = f.name.chars().take(32).collect();
-            p.lit(format!(" {pname}=\"").as_bytes());
-            p.field(s, i, conv_of(s, i), Escape::SdParam).map_err(e)?;
-            p.lit(b"\"");
+        for i in 0..s.fields().len() {
+            named(&mut p, s, i, &mut |p, n| {
+                let pname: String = n.chars().take(32).collect();
+                p.lit(format!(" {pname}=\"").as_bytes());
+                p.field(s, i, conv_of(s, i), Escape::SdParam)?;
+                p.lit(b"\"");
+                Ok(())
+            })
+            .map_err(e)?;
         }
     }
     p.lit(b"]\n");
@@ -351,14 +678,17 @@ pub fn rfc5424(s: &Schema, opts: Options, sy: &SyslogOptions) -> Result<Program,
 /// Syslog RFC 3164 (BSD syslog), for legacy receivers, one per line:
 ///
 /// ```text
-/// <134>Jan  1 00:00:00 - NAT: SADD SVLAN=0 ISADDR=10.0.0.6 ISPORT=51234 XSADDR=198.51.100.3 XSPORT=1024 PROTO=6 XDADDR=203.0.113.5 XDPORT=443
+/// <134>Jan  1 00:00:00 cgnat-1 NAT: SADD SVLAN=0 ISADDR=10.0.0.6 ISPORT=51234 XSADDR=198.51.100.3 XSPORT=1024 PROTO=6 XDADDR=203.0.113.5 XDPORT=443
 /// ```
 ///
-/// TIMESTAMP is UTC. The MSG is the RFC 5424 MSGID then `NAME=value` pairs
-/// (the schema's declared parameters without the constant ones, e.g. VPP's
-/// names for NAT44 sessions; field names otherwise).
+/// TIMESTAMP is UTC; HOSTNAME this host's name unless set (`localhost` if
+/// it has none: a `-` would be taken for the TAG). The MSG is the RFC 5424
+/// MSGID then `NAME=value` pairs (the layout's declared parameters without
+/// the constant ones, e.g. VPP's names for NAT44 sessions; field names
+/// otherwise).
 pub fn rfc3164(s: &Schema, opts: Options, sy: &SyslogOptions) -> Result<Program, TemplateError> {
     sy.validate().map_err(e)?;
+    let layout = sy.layout(s);
     let mut p = Program::new(s, opts);
     p.lit(sy.pri().as_bytes());
     match time_field(s) {
@@ -367,27 +697,139 @@ pub fn rfc3164(s: &Schema, opts: Options, sy: &SyslogOptions) -> Result<Program,
             .map_err(e)?,
         _ => p.lit(b"Jan  1 00:00:00"),
     }
-    p.lit(b" ");
-    p.lit(sy.hostname.as_deref().unwrap_or("-").as_bytes());
-    p.lit(b" ");
     let tag: String = sy.app_name(s).chars().take(32).collect();
-    p.lit(tag.as_bytes());
-    p.lit(b": ");
-    syslog_msgid(&mut p, s)?;
-    let meta = &s.meta().syslog;
-    if !meta.params.is_empty() {
-        for (name, src) in &meta.params {
+    p.lit(format!(" {} {tag}: ", sy.hostname_or("localhost")).as_bytes());
+    syslog_msgid(&mut p, s, layout)?;
+    if !layout.params.is_empty() {
+        for (name, src) in &layout.params {
             if let SdParam::Field(i) = src {
                 p.lit(format!(" {name}=").as_bytes());
                 p.field(s, *i, conv_of(s, *i), Escape::Text).map_err(e)?;
             }
         }
     } else {
-        for (i, f) in s.fields().iter().enumerate() {
-            p.lit(format!(" {}=", f.name).as_bytes());
-            p.field(s, i, conv_of(s, i), Escape::Text).map_err(e)?;
+        for i in 0..s.fields().len() {
+            text_pair(&mut p, s, i).map_err(e)?;
         }
     }
     p.lit(b"\n");
     Ok(p)
+}
+
+/// MSGID of a drop report's syslog message.
+pub const DROP_MSGID: &str = "RECORDS_DROPPED";
+
+/// Severity of a drop report's syslog message: 4 (warning).
+pub const DROP_SEVERITY: u8 = 4;
+
+/// The syslog header values of drop reports, resolved once.
+#[derive(Clone, Debug)]
+pub struct SyslogDrops {
+    rfc5424: bool,
+    pri: String,
+    hostname: String,
+    app_name: String,
+    procid: String,
+    sd_id: String,
+}
+
+impl SyslogDrops {
+    /// Drop reports for a log of `first` (whose APP-NAME / TAG they take,
+    /// so a receiver files them with the records) in RFC 5424 or RFC 3164.
+    pub fn new(rfc5424: bool, sy: &SyslogOptions, first: Option<&Schema>) -> SyslogDrops {
+        let app_name = match first {
+            Some(s) => sy.app_name(s).to_string(),
+            None => sy.app_name.clone().unwrap_or(DEFAULT_APP_NAME.into()),
+        };
+        SyslogDrops {
+            rfc5424,
+            pri: format!("<{}>", sy.facility as u32 * 8 + DROP_SEVERITY as u32),
+            hostname: sy.hostname_or(if rfc5424 { "-" } else { "localhost" }),
+            app_name: app_name
+                .chars()
+                .take(if rfc5424 { 48 } else { 32 })
+                .collect(),
+            procid: sy.procid_or_pid(),
+            sd_id: format!("dplogDrop@{}", sy.enterprise()),
+        }
+    }
+
+    /// Appends `r` as one syslog message, in the records' shape.
+    ///
+    /// RFC 5424: PRI of severity [`DROP_SEVERITY`], TIMESTAMP the event
+    /// time of the record before it (else the last drop's wall clock),
+    /// MSGID [`DROP_MSGID`], SD-ELEMENT `dplogDrop@<enterprise>` with
+    /// `dropped`, `ring` (not for the sink's), `reason` (`ring` or `sink`),
+    /// `firstDropWallClock`, `lastDropWallClock`, then the text report as
+    /// MSG:
+    ///
+    /// ```text
+    /// <132>1 2013-05-02T20:20:36.616804Z cgnat-1 NAT 4242 RECORDS_DROPPED [dplogDrop@32473 dropped="12" ring="0" reason="ring" firstDropWallClock="2026-11-30T07:49:15.000000123Z" lastDropWallClock="2026-11-30T07:49:15.100000123Z"] 12 records dropped on ring 0 ...
+    /// ```
+    ///
+    /// RFC 3164: the same header fields, then `RECORDS_DROPPED` and the
+    /// parameters as `name=value` pairs.
+    pub fn write(&self, r: &dplog_core::DropReport, out: &mut Vec<u8>) {
+        let ns = if r.record_time_ns != 0 {
+            r.record_time_ns
+        } else {
+            r.last_ns
+        };
+        let sink = r.reason == dplog_core::report::DROP_REASON_SINK;
+        let mut t = crate::conv::Rfc3339Cache::default();
+        out.extend_from_slice(self.pri.as_bytes());
+        let (open, close, q) = if self.rfc5424 {
+            out.extend_from_slice(b"1 ");
+            t.push(out, ns, 6);
+            out.push(b' ');
+            out.extend_from_slice(self.hostname.as_bytes());
+            out.push(b' ');
+            out.extend_from_slice(self.app_name.as_bytes());
+            out.push(b' ');
+            out.extend_from_slice(self.procid.as_bytes());
+            out.push(b' ');
+            out.extend_from_slice(DROP_MSGID.as_bytes());
+            out.extend_from_slice(b" [");
+            out.extend_from_slice(self.sd_id.as_bytes());
+            (" ", "]", "\"")
+        } else {
+            crate::conv::Rfc3164Cache::default().push(out, ns);
+            out.push(b' ');
+            out.extend_from_slice(self.hostname.as_bytes());
+            out.push(b' ');
+            out.extend_from_slice(self.app_name.as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(DROP_MSGID.as_bytes());
+            (" ", "", "")
+        };
+        let param = |out: &mut Vec<u8>, name: &str, v: &mut dyn FnMut(&mut Vec<u8>)| {
+            out.extend_from_slice(open.as_bytes());
+            out.extend_from_slice(name.as_bytes());
+            out.push(b'=');
+            out.extend_from_slice(q.as_bytes());
+            v(out);
+            out.extend_from_slice(q.as_bytes());
+        };
+        param(out, "dropped", &mut |o| crate::conv::push_dec(o, r.dropped));
+        if !sink {
+            param(out, "ring", &mut |o| {
+                crate::conv::push_dec(o, u64::from(r.ring))
+            });
+        }
+        param(out, "reason", &mut |o| {
+            o.extend_from_slice(if sink { b"sink" } else { b"ring" })
+        });
+        param(out, "firstDropWallClock", &mut |o| t.push(o, r.first_ns, 9));
+        param(out, "lastDropWallClock", &mut |o| t.push(o, r.last_ns, 9));
+        out.extend_from_slice(close.as_bytes());
+        if self.rfc5424 {
+            // The text report without its `dplog: ` prefix, as MSG.
+            let mut text = Vec::new();
+            r.write_text(&mut text);
+            out.push(b' ');
+            out.extend_from_slice(text.strip_prefix(b"dplog: ").unwrap_or(&text));
+        } else {
+            out.push(b'\n');
+        }
+    }
 }

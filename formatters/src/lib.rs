@@ -8,8 +8,8 @@
 //!
 //! Formats, by the name used on the command line and in config files
 //! ([`Format`]): `text` (default `name=value` layout or a user template,
-//! see [`template`]), `json` (JSON Lines, RFC 8259), `csv` (RFC 4180 with a
-//! header line), `rfc5424` (syslog; a schema may declare its layout, as
+//! see [`template`]), `json` (JSON Lines, RFC 8259), `csv` (RFC 4180, one
+//! header for every record type, see [`layouts::csv_columns`]), `rfc5424` (syslog; a schema may declare its layout, as
 //! the NAT's declares VPP's), `rfc3164` (BSD syslog), `ipfix` (RFC 7011,
 //! see [`ipfix`]) and
 //! `binary` (length-prefixed records with a schema header, see [`binary`]).
@@ -52,7 +52,7 @@ pub enum Format {
     Text,
     /// `json`: JSON Lines.
     Json,
-    /// `csv`: RFC 4180 with a header line.
+    /// `csv`: RFC 4180, one header line for every record type.
     Csv,
     /// `rfc5424`: syslog (RFC 5424).
     Rfc5424,
@@ -148,12 +148,18 @@ impl core::fmt::Display for FormatError {
 
 impl std::error::Error for FormatError {}
 
+/// CSV state: the one header of the log and whether it was written.
+struct Csv {
+    header: Vec<u8>,
+    columns: usize,
+    written: bool,
+}
+
 enum Kind {
     Lines {
         progs: Vec<Program>,
-        /// CSV: header per program and the program whose header was
-        /// written last.
-        csv: Option<(Vec<Vec<u8>>, usize)>,
+        /// CSV: the union header ([`layouts::csv_columns`]).
+        csv: Option<Csv>,
     },
     Ipfix(Box<IpfixEncoder>),
     Binary(BinaryEncoder),
@@ -277,13 +283,17 @@ impl FormatSpec {
                 progs: lines(&|s| layouts::json(s, opts))?,
                 csv: None,
             },
-            Format::Csv => Kind::Lines {
-                progs: lines(&|s| layouts::csv_row(s, opts))?,
-                csv: Some((
-                    schemas.iter().map(|s| layouts::csv_header(s)).collect(),
-                    usize::MAX,
-                )),
-            },
+            Format::Csv => {
+                let columns = layouts::csv_columns(schemas);
+                Kind::Lines {
+                    progs: lines(&|s| layouts::csv_row(s, opts, &columns))?,
+                    csv: Some(Csv {
+                        header: layouts::csv_header(&columns),
+                        columns: columns.len(),
+                        written: false,
+                    }),
+                }
+            }
             Format::Rfc5424 => Kind::Lines {
                 progs: lines(&|s| layouts::rfc5424(s, opts, &self.syslog))?,
                 csv: None,
@@ -305,13 +315,13 @@ impl FormatSpec {
     }
 
     /// The header line a log file in this format starts with: for `csv`,
-    /// the column names of `first` (the schema of the first records), for
-    /// a file sink's `header` option so that a file appended to by several
-    /// runs, or rotated, has it once at its top; `None` for every other
-    /// format.
-    pub fn file_header(&self, first: &Schema) -> Option<Vec<u8>> {
+    /// the one header of every record type of `schemas` and drop reports
+    /// ([`layouts::csv_columns`]), for a file sink's `header` option so
+    /// that a file appended to by several runs, or rotated, has it once at
+    /// its top; `None` for every other format.
+    pub fn file_header(&self, schemas: &[&Schema]) -> Option<Vec<u8>> {
         match self.kind {
-            Format::Csv => Some(layouts::csv_header(first)),
+            Format::Csv => Some(layouts::csv_header(&layouts::csv_columns(schemas))),
             _ => None,
         }
     }
@@ -322,10 +332,19 @@ impl FormatSpec {
     /// # Errors
     /// As [`FormatSpec::encoder`].
     pub fn formatter(&self, schemas: &[&Schema]) -> Result<SchemaFormatter, FormatError> {
+        let enc = self.encoder(schemas)?;
+        let syslog = matches!(self.kind, Format::Rfc5424 | Format::Rfc3164).then(|| {
+            layouts::SyslogDrops::new(
+                self.kind == Format::Rfc5424,
+                &self.syslog,
+                schemas.first().copied(),
+            )
+        });
         Ok(SchemaFormatter {
-            enc: self.encoder(schemas)?,
+            enc,
             skipped: 0,
             format: self.kind,
+            syslog,
         })
     }
 }
@@ -334,12 +353,29 @@ impl RecordEncoder {
     /// Passes a TSC calibration (the consumer's, from
     /// [`Formatter::tsc_calibration`]) to every compiled program and the
     /// IPFIX encoder: TSC timestamp fields printed as time convert with it
-    /// from the next record on. The binary format carries raw ticks.
+    /// from the next record on. The binary format carries raw ticks and
+    /// records the calibration in a `C` frame before the next record.
     pub fn set_tsc_calibration(&mut self, cal: TscCalibration) {
         match &mut self.kind {
             Kind::Lines { progs, .. } => progs.iter_mut().for_each(|p| p.set_tsc_calibration(cal)),
             Kind::Ipfix(e) => e.set_tsc_calibration(cal),
-            Kind::Binary(_) => {}
+            Kind::Binary(e) => e.set_tsc_calibration(cal),
+        }
+    }
+
+    /// Appends a drop report as a binary `D` frame; `false`, appending
+    /// nothing, for every other format.
+    pub fn push_binary_drop_report(
+        &mut self,
+        r: &dplog_core::DropReport,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        match &mut self.kind {
+            Kind::Binary(e) => {
+                e.push_drop_report(r, out);
+                true
+            }
+            _ => false,
         }
     }
 
@@ -365,19 +401,41 @@ impl RecordEncoder {
         };
         match &mut self.kind {
             Kind::Lines { progs, csv } => {
-                if let Some((headers, written)) = csv {
-                    if *written != i {
-                        if rec.len() < progs[i].min_len() {
-                            return false;
-                        }
-                        out.extend_from_slice(&headers[i]);
-                        *written = i;
+                if let Some(c) = csv.as_mut().filter(|c| !c.written) {
+                    if rec.len() < progs[i].min_len() {
+                        return false;
                     }
+                    c.write_header(out);
                 }
                 progs[i].run(rec, out)
             }
             Kind::Ipfix(e) => e.push(rec, out),
             Kind::Binary(e) => e.push(rec, out),
+        }
+    }
+}
+
+impl Csv {
+    fn write_header(&mut self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.header);
+        self.written = true;
+    }
+}
+
+impl RecordEncoder {
+    /// Appends drop report `r` as a CSV row in the header's shape
+    /// ([`layouts::csv_drop_row`]), after the header if nothing was
+    /// written yet; `false` (nothing appended) if this is not CSV.
+    pub fn push_csv_drop_report(&mut self, r: &dplog_core::DropReport, out: &mut Vec<u8>) -> bool {
+        match &mut self.kind {
+            Kind::Lines { csv: Some(c), .. } => {
+                if !c.written {
+                    c.write_header(out);
+                }
+                layouts::csv_drop_row(r, c.columns, out);
+                true
+            }
+            _ => false,
         }
     }
 }
@@ -407,18 +465,38 @@ pub struct SchemaFormatter {
     skipped: u64,
     /// Output format, for the in-band drop report.
     format: Format,
+    /// RFC 5424 / RFC 3164: the drop reports' header values.
+    syslog: Option<layouts::SyslogDrops>,
 }
 
 impl SchemaFormatter {
-    /// In-band drop report (dplog_core::report): a JSON line for `json`, a
-    /// text line for the line formats; nothing for formats whose stream a
-    /// foreign line would corrupt (CSV, IPFIX, binary) — the drops stay in
-    /// the counters.
-    fn drop_report(&self, r: &dplog_core::DropReport, out: &mut Vec<u8>) {
+    /// In-band drop report (dplog_core::report) in the format's own
+    /// shape: a JSON object for `json`, a text line for `text`, a syslog
+    /// message with PRI, MSGID and structured data for `rfc5424` and
+    /// `rfc3164` ([`layouts::SyslogDrops`]), a row under the header for
+    /// `csv` ([`layouts::csv_drop_row`]), a `D` frame for `binary`
+    /// (dplog-cat decodes it), an Exporting Process Reliability Statistics
+    /// options record for `ipfix` ([`IpfixEncoder::push_drop_report`]).
+    fn drop_report(&mut self, r: &dplog_core::DropReport, out: &mut Vec<u8>) {
         match self.format {
             Format::Json => r.write_json(out),
-            Format::Text | Format::Rfc5424 | Format::Rfc3164 => r.write_text(out),
-            _ => {}
+            Format::Text => r.write_text(out),
+            Format::Rfc5424 | Format::Rfc3164 => {
+                if let Some(s) = &self.syslog {
+                    s.write(r, out)
+                }
+            }
+            Format::Binary => {
+                self.enc.push_binary_drop_report(r, out);
+            }
+            Format::Csv => {
+                self.enc.push_csv_drop_report(r, out);
+            }
+            Format::Ipfix => {
+                if let Kind::Ipfix(e) = &mut self.enc.kind {
+                    e.push_drop_report(r, out)
+                }
+            }
         }
     }
 

@@ -19,7 +19,7 @@
 //! | ipv6                        | `ipv6` (RFC 5952)                                  |
 //! | mac                         | `mac` (`aa:bb:cc:dd:ee:ff`)                        |
 //! | ns timestamp                | `unix_ms`, `unix`/`unix_s`, `unix_ns`, `rfc3339` (= `rfc3339_ms`), `rfc3339_s`, `rfc3339_us`, `rfc3339_ns`, `rfc3164`, `dec`, `hex` |
-//! | tsc timestamp               | every ns-timestamp converter (converted with the program's [`TscCalibration`]), `dec`, `hex` |
+//! | tsc timestamp               | every ns-timestamp converter (converted with the program's [`TscCalibration`]; default `unix_ms` as for ns), `dec` and `hex` (raw ticks) |
 //! | bytes                       | `str` (escaped for the output syntax)              |
 //!
 //! A TSC timestamp field printed as time is converted with the calibration
@@ -166,7 +166,8 @@ impl Conv {
             FieldKind::Ipv4 => Conv::Ipv4,
             FieldKind::Ipv6 => Conv::Ipv6,
             FieldKind::Mac => Conv::Mac,
-            FieldKind::NsTimestamp => Conv::UnixMs,
+            // A TSC field converts with the program's calibration.
+            FieldKind::NsTimestamp | FieldKind::TscTimestamp => Conv::UnixMs,
             FieldKind::Bytes => Conv::Str,
             _ => Conv::Dec,
         }

@@ -132,3 +132,185 @@ fn drop_reports_carry_the_time_of_the_record_before_them_and_the_wall_clock_apar
     assert!(reports > 0, "no drop report in the log");
     assert_eq!(dropped, stats.dropped_full + stats.dropped_degraded);
 }
+
+/// A drop report in each line format's own shape, between records: a JSON
+/// object, a text line, a CSV row under the one header (same width), a
+/// syslog message (checked field by field by a real rsyslogd in
+/// `rsyslog.rs`).
+#[test]
+fn drop_reports_take_each_formats_own_shape() {
+    use dplog_core::DropReport;
+    use dplog_schema_nat::NatRecord;
+    let wall = 1_796_024_955_000_000_123;
+    let reports = [
+        DropReport::new(2, 7, wall, wall + 1000).with_record_time(CAPTURE_T0),
+        DropReport::sink(3, wall, wall),
+    ];
+    let render = |kind: Format| {
+        let mut f = FormatSpec {
+            kind,
+            ..Default::default()
+        }
+        .nat_formatter()
+        .unwrap();
+        let mut out = Vec::new();
+        // A report before any record, then records and reports.
+        Formatter::<NatRecord>::format_drop_report(&mut f, &reports[1], &mut out);
+        for r in all_records() {
+            f.format(&r, &mut out);
+            Formatter::<NatRecord>::format_drop_report(&mut f, &reports[0], &mut out);
+        }
+        String::from_utf8(out).unwrap()
+    };
+    let csv = render(Format::Csv);
+    let mut rd = csv::ReaderBuilder::new()
+        .flexible(false)
+        .from_reader(csv.as_bytes());
+    let h: Vec<String> = rd.headers().unwrap().iter().map(String::from).collect();
+    let rows: Vec<csv::StringRecord> = rd.records().map(|r| r.unwrap()).collect();
+    assert_eq!(rows.len(), 1 + 2 * all_records().len());
+    let col = |row: &csv::StringRecord, name: &str| {
+        row.get(h.iter().position(|c| c == name).unwrap())
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(col(&rows[0], "recordType"), "recordsDropped");
+    assert_eq!(col(&rows[0], "dplogDropped"), "3");
+    assert_eq!(col(&rows[0], "dplogDropRing"), "");
+    assert_eq!(col(&rows[0], "dplogDropReason"), "sink");
+    assert_eq!(col(&rows[0], "timestamp"), "");
+    assert_eq!(col(&rows[1], "recordType"), "nat44Session");
+    assert_eq!(col(&rows[2], "dplogDropped"), "7");
+    assert_eq!(col(&rows[2], "dplogDropRing"), "2");
+    assert_eq!(col(&rows[2], "dplogDropReason"), "ring");
+    assert_eq!(col(&rows[2], "timestamp"), "2013-05-02T20:20:36.000000000Z");
+    assert_eq!(
+        col(&rows[2], "dplogFirstDropWallClock"),
+        "2026-11-30T07:49:15.000000123Z"
+    );
+    assert_eq!(
+        col(&rows[2], "dplogLastDropWallClock"),
+        "2026-11-30T07:49:15.000001123Z"
+    );
+    // A report fills no field column.
+    for f in h
+        .iter()
+        .filter(|c| !c.starts_with("dplog") && !["recordType", "timestamp"].contains(&c.as_str()))
+    {
+        assert_eq!(col(&rows[2], f), "", "{f}");
+    }
+    // The counts stay exact: the sum of the reports' counts.
+    let total: u64 = rows
+        .iter()
+        .filter(|r| col(r, "recordType") == "recordsDropped")
+        .map(|r| col(r, "dplogDropped").parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(total, 3 + 7 * all_records().len() as u64);
+
+    let json = render(Format::Json);
+    let v: Vec<serde_json::Value> = json
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(v[0]["dplogEvent"], "recordsDropped");
+    assert_eq!(v[2]["dropped"], 7);
+
+    let text = render(Format::Text);
+    assert!(text.starts_with("dplog: 3 records dropped by the sink; wall clock "));
+
+    for kind in [Format::Rfc5424, Format::Rfc3164] {
+        let body = render(kind);
+        let lines: Vec<&str> = body.lines().collect();
+        assert_eq!(lines.len(), 1 + 2 * all_records().len());
+        for l in lines.iter().step_by(2) {
+            assert!(l.starts_with("<132>"), "{l}");
+            assert!(l.contains("RECORDS_DROPPED"), "{l}");
+        }
+    }
+}
+
+/// Through a real logger and file sink with drops, in CSV, RFC 5424 and
+/// RFC 3164: every line is a record or a report in the format's shape,
+/// the records counted written are the record lines, and the reports add
+/// up to the drops counted.
+#[test]
+fn reported_drops_add_up_to_the_counters_in_csv_and_syslog() {
+    for kind in [Format::Csv, Format::Rfc5424, Format::Rfc3164] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("drops.log");
+        let logger = Logger::start(
+            LoggerConfig {
+                ring_capacity: 64,
+                backpressure: Backpressure::Drop,
+                shutdown_timeout_ms: 20_000,
+                ..Default::default()
+            },
+            Slow {
+                inner: FormatSpec {
+                    kind,
+                    ..Default::default()
+                }
+                .nat_formatter()
+                .unwrap(),
+                n: 0,
+            },
+            FileSink::open(&path).unwrap(),
+        )
+        .unwrap();
+        let mut p = logger.producer().unwrap();
+        for i in 0..4000u64 {
+            if i % 256 == 0 {
+                std::thread::sleep(Duration::from_micros(500));
+            }
+            let mut r = session(nat_event::NAT44_SESSION_CREATE);
+            r.timestamp_ns = CAPTURE_T0 + i * 1_000_000;
+            p.log(r);
+        }
+        drop(p);
+        let stats = logger.shutdown().unwrap();
+        assert!(
+            stats.dropped_full > 0,
+            "{kind:?}: nothing dropped: {stats:?}"
+        );
+        let body = std::fs::read_to_string(&path).unwrap();
+        let (mut records, mut reports, mut dropped) = (0u64, 0u64, 0u64);
+        if kind == Format::Csv {
+            let mut rd = csv::Reader::from_reader(body.as_bytes());
+            let h = rd.headers().unwrap().clone();
+            let at = |n: &str| h.iter().position(|c| c == n).unwrap();
+            for row in rd.records() {
+                let row = row.unwrap();
+                assert_eq!(row.len(), h.len());
+                if &row[at("recordType")] == "recordsDropped" {
+                    reports += 1;
+                    dropped += row[at("dplogDropped")].parse::<u64>().unwrap();
+                } else {
+                    assert_eq!(&row[at("recordType")], "nat44Session");
+                    records += 1;
+                }
+            }
+        } else {
+            for l in body.lines() {
+                if l.contains(" RECORDS_DROPPED ") {
+                    assert!(l.starts_with("<132>"), "{l}");
+                    reports += 1;
+                    let n = l.split("dropped=").nth(1).unwrap();
+                    let n = n.trim_start_matches('"');
+                    let end = n.find(|c: char| !c.is_ascii_digit()).unwrap();
+                    dropped += n[..end].parse::<u64>().unwrap();
+                } else {
+                    assert!(l.starts_with("<134>") && l.contains(" SADD "), "{l}");
+                    records += 1;
+                }
+            }
+        }
+        assert!(reports > 0, "{kind:?}: no report");
+        assert_eq!(records, stats.written_records, "{kind:?}");
+        assert_eq!(
+            dropped,
+            stats.dropped_full + stats.dropped_degraded,
+            "{kind:?}"
+        );
+        assert_eq!(stats.drop_reports, reports, "{kind:?}");
+    }
+}

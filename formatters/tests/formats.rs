@@ -46,13 +46,25 @@ fn golden(name: &str, got: &str) {
     assert_eq!(got, want, "{name} differs from its golden file");
 }
 
+/// A syslog format with fixed HOSTNAME and PROCID (the defaults are this
+/// host's name and this process's id).
+fn syslog_spec(kind: Format) -> FormatSpec {
+    let mut s = spec(kind);
+    s.syslog.hostname = Some("cgnat-1".into());
+    s.syslog.procid = Some("4242".into());
+    s
+}
+
 #[test]
 fn golden_files() {
     golden("nat.txt", &render(&spec(Format::Text)));
     golden("nat.jsonl", &render(&spec(Format::Json)));
     golden("nat.csv", &render(&spec(Format::Csv)));
-    golden("nat.rfc5424", &render(&spec(Format::Rfc5424)));
-    golden("nat.rfc3164", &render(&spec(Format::Rfc3164)));
+    golden("nat.rfc5424", &render(&syslog_spec(Format::Rfc5424)));
+    golden("nat.rfc3164", &render(&syslog_spec(Format::Rfc3164)));
+    let mut vpp = syslog_spec(Format::Rfc5424);
+    vpp.syslog.profile = Some("vpp".into());
+    golden("nat.vpp.rfc5424", &render(&vpp));
     let mut t = spec(Format::Text);
     t.template = Some(
         "{observationTimeMilliseconds:rfc3339} NAT44 {natEvent:name} {sourceIPv4Address}:{sourceTransportPort} -> {postNATSourceIPv4Address}:{postNAPTSourceTransportPort}".into(),
@@ -123,7 +135,9 @@ fn json_lines_parse_with_serde_json_and_carry_every_value() {
     assert_eq!(v[5]["postNATSourceIPv4Address"], "198.51.100.254");
     assert_eq!(v[5]["protocolIdentifier"], 17);
     assert_eq!(v[6]["natQuotaExceededEvent"], 3);
-    assert_eq!(v[6]["quotaLimit"], 300);
+    // The limit under the IANA name of its subtype (3: IE 473).
+    assert_eq!(v[6]["maxEntriesPerUser"], 300);
+    assert!(v[6].get("quotaLimit").is_none());
     assert_eq!(v[6]["sourceIPv4Address"], "10.0.0.9");
     let mut legacy = spec(Format::Json);
     legacy.renumber = EventProfile::Legacy.renumber();
@@ -145,43 +159,70 @@ fn json_lines_parse_with_serde_json_and_carry_every_value() {
 fn csv_reads_back_with_the_csv_crate() {
     let mut f = spec(Format::Csv).nat_formatter().unwrap();
     let mut out = Vec::new();
-    for ev in [4, 5, 4] {
-        f.format(&dplog_schema_nat::NatRecord::from(session(ev)), &mut out);
+    for r in all_records() {
+        f.format(&r, &mut out);
     }
     let mut rd = csv::Reader::from_reader(&out[..]);
     let h: Vec<String> = rd.headers().unwrap().iter().map(String::from).collect();
-    assert_eq!(h[0], "observationTimeMilliseconds");
-    assert_eq!(h.len(), 14);
+    assert_eq!(
+        h[..3],
+        ["recordType", "timestamp", "observationTimeMilliseconds"]
+    );
+    // Every NAT field name once (the limit under its five IANA names),
+    // then the drop-report columns.
+    assert_eq!(h.len(), 2 + 14 + 4 + 1 + 1 + 5 + 5, "{h:?}");
+    assert_eq!(
+        h[h.len() - 5..],
+        [
+            "dplogDropped",
+            "dplogDropRing",
+            "dplogDropReason",
+            "dplogFirstDropWallClock",
+            "dplogLastDropWallClock"
+        ]
+    );
     let rows: Vec<BTreeMap<String, String>> = rd.deserialize().map(|r| r.unwrap()).collect();
-    assert_eq!(rows.len(), 3);
+    assert_eq!(rows.len(), 7);
+    assert_eq!(rows[0]["recordType"], "nat44Session");
+    assert_eq!(rows[0]["timestamp"], "2026-01-01T00:00:00.123456Z");
     assert_eq!(rows[0]["sourceIPv4Address"], "10.0.0.6");
     assert_eq!(rows[0]["natEvent"], "4");
+    assert_eq!(rows[0]["portRangeStart"], "");
     assert_eq!(rows[1]["natEvent"], "5");
     assert_eq!(rows[1]["initiatorOctets"], "1500");
-    assert_eq!(rows[2]["destinationTransportPort"], "443");
+    assert_eq!(rows[2]["recordType"], "natPortBlock");
+    assert_eq!(rows[2]["portRangeEnd"], "2559");
+    assert_eq!(rows[2]["destinationTransportPort"], "");
+    assert_eq!(rows[4]["natPoolId"], "42");
+    assert_eq!(rows[6]["recordType"], "natQuotaExceeded");
+    assert_eq!(rows[6]["maxEntriesPerUser"], "300");
+    assert_eq!(rows[6]["maxSessionEntries"], "");
+    assert_eq!(rows[6]["sourceIPv4Address"], "10.0.0.9");
     // Header once, CRLF line ends (RFC 4180 section 2).
     let s = String::from_utf8(out).unwrap();
-    assert_eq!(s.matches("observationTimeMilliseconds").count(), 1);
-    assert_eq!(s.matches("\r\n").count(), 4);
+    assert_eq!(s.matches("recordType").count(), 1);
+    assert_eq!(s.matches("\r\n").count(), 8);
 }
 
 #[test]
 fn rfc5424_parses_with_syslog_loose_in_vpp_layout() {
     let body = render(&spec(Format::Rfc5424));
     let lines: Vec<&str> = body.lines().collect();
-    assert!(
-        lines[0].starts_with("<134>1 2026-01-01T00:00:00.123Z - NAT - SADD [nsess@32473 "),
-        "{}",
-        lines[0]
+    // Microseconds; this host's name and this process's id by default.
+    let host = host_name();
+    let pid = std::process::id().to_string();
+    let head = format!(
+        "<134>1 2026-01-01T00:00:00.123456Z {host} NAT {pid} SADD [nsess@32473 SSUBIX=\"0\" SVLAN=\"7\" IATYP=\"IPv4\" "
     );
+    assert!(lines[0].starts_with(&head), "{}", lines[0]);
     for (i, l) in lines.iter().enumerate() {
         let m = syslog_loose::parse_message(l, syslog_loose::Variant::RFC5424);
         assert_eq!(m.protocol, syslog_loose::Protocol::RFC5424(1), "{l}");
         assert_eq!(m.facility, Some(syslog_loose::SyslogFacility::LOG_LOCAL0));
         assert_eq!(m.severity, Some(syslog_loose::SyslogSeverity::SEV_INFO));
         assert_eq!(m.appname, Some("NAT"));
-        assert_eq!(m.hostname, None, "NILVALUE hostname");
-        assert_eq!(m.procid, None);
+        assert_eq!(m.hostname, Some(host.as_str()));
+        assert_eq!(m.procid.map(|p| p.to_string()), Some(pid.clone()));
         assert_eq!(m.structured_data.len(), 1, "{l}");
         assert!(m.timestamp.is_some(), "{l}");
         if i < 2 {
@@ -214,13 +255,14 @@ fn rfc5424_parses_with_syslog_loose_in_vpp_layout() {
         .map(|(k, v)| (*k, v.to_string()))
         .collect();
     assert_eq!(p["natQuotaExceededEvent"], "3");
-    assert_eq!(p["quotaLimit"], "300");
+    assert_eq!(p["maxEntriesPerUser"], "300");
+    assert!(!p.contains_key("quotaLimit"));
     // Configured header fields.
     let mut s = spec(Format::Rfc5424);
     s.syslog = SyslogOptions {
         hostname: Some("cgnat-1".into()),
         procid: Some("77".into()),
-        sd_id: Some("nsess".into()),
+        sd_id: Some("nsess@9".into()),
         facility: 1,
         severity: 5,
         ..Default::default()
@@ -232,10 +274,106 @@ fn rfc5424_parses_with_syslog_loose_in_vpp_layout() {
         (Some("cgnat-1"), Some("77".to_string()))
     );
     assert!(l.starts_with("<13>1 "));
-    assert_eq!(m.structured_data[0].id, "nsess");
-    s.syslog.sd_id = Some("bad id".into());
-    let e = s.nat_formatter().err().unwrap();
-    assert!(e.to_string().contains("sd_id"), "{e}");
+    assert_eq!(m.structured_data[0].id, "nsess@9");
+    // RFC 5424 section 6.3.2: `@` and a private enterprise number, or an
+    // IANA-registered name.
+    for bad in ["bad id", "nsess", "nsess@abc", "nsess@", "@32473", "a@1@2"] {
+        s.syslog.sd_id = Some(bad.into());
+        let e = s.nat_formatter().err().unwrap();
+        assert!(e.to_string().contains("sd_id"), "{bad}: {e}");
+    }
+    for good in ["x@32473.1.2", "origin", "meta"] {
+        s.syslog.sd_id = Some(good.into());
+        assert!(s.nat_formatter().is_ok(), "{good}");
+    }
+}
+
+/// This host's name, as `hostname(1)` prints it.
+fn host_name() -> String {
+    let out = std::process::Command::new("hostname").output().unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// VPP's layout, built here from VPP's `nat_syslog.c` format (header
+/// `<%d>1 %U %U %s %d %s`, TIMESTAMP `%4d-%02d-%02dT%02d:%02d:%02d.%06dZ`,
+/// SD-ELEMENT `[nsess` then ` NAME="value"` per parameter in its order).
+#[test]
+fn vpp_profile_is_vpps_layout_exactly() {
+    let mut s = syslog_spec(Format::Rfc5424);
+    s.syslog.hostname = Some("172.16.4.1".into());
+    s.syslog.procid = Some("5901".into());
+    s.syslog.profile = Some("vpp".into());
+    let body = render(&s);
+    let l: Vec<&str> = body.lines().collect();
+    let vpp = |pri: u32, ts: &str, msgid: &str, sd: &str, params: &[(&str, &str)]| {
+        let mut m = format!("<{pri}>1 {ts} 172.16.4.1 NAT 5901 {msgid} [{sd}");
+        for (k, v) in params {
+            m += &format!(" {k}=\"{v}\"");
+        }
+        m + "]"
+    };
+    let sess = [
+        ("SSUBIX", "0"),
+        ("SVLAN", "7"),
+        ("IATYP", "IPv4"),
+        ("ISADDR", "10.0.0.6"),
+        ("ISPORT", "51234"),
+        ("XATYP", "IPv4"),
+        ("XSADDR", "198.51.100.3"),
+        ("XSPORT", "1024"),
+        ("PROTO", "6"),
+        ("XDADDR", "203.0.113.5"),
+        ("XDPORT", "443"),
+    ];
+    assert_eq!(
+        l[0],
+        vpp(134, "2026-01-01T00:00:00.123456Z", "SADD", "nsess", &sess)
+    );
+    assert_eq!(
+        l[1],
+        vpp(134, "2026-01-01T00:01:01.623456Z", "SDEL", "nsess", &sess)
+    );
+    let apm = |vrf| {
+        [
+            ("SSUBIX", "0"),
+            ("SVLAN", vrf),
+            ("IATYP", "IPv4"),
+            ("ISADDR", "10.0.0.7"),
+            ("ISPORT", "0"),
+            ("XATYP", "IPv4"),
+            ("XSADDR", "198.51.100.4"),
+            ("XSPORT", "2048"),
+            ("PROTO", "0"),
+        ]
+    };
+    assert_eq!(
+        l[2],
+        vpp(
+            134,
+            "2026-01-01T00:00:00.124456Z",
+            "APMADD",
+            "napmap",
+            &apm("3")
+        )
+    );
+    assert_eq!(
+        l[3],
+        vpp(
+            134,
+            "2026-01-01T00:00:00.125456Z",
+            "APMDEL",
+            "napmap",
+            &apm("0")
+        )
+    );
+    // A profile no one knows is refused.
+    s.syslog.profile = Some("cisco".into());
+    assert!(s
+        .nat_formatter()
+        .err()
+        .unwrap()
+        .to_string()
+        .contains("profile"));
 }
 
 #[test]
@@ -287,7 +425,8 @@ fn rfc5424_escapes_quote_backslash_and_bracket_in_param_values() {
 fn rfc3164_parses_with_syslog_loose() {
     let body = render(&spec(Format::Rfc3164));
     let first = body.lines().next().unwrap();
-    assert_eq!(first, "<134>Jan  1 00:00:00 - NAT: SADD SVLAN=7 ISADDR=10.0.0.6 ISPORT=51234 XSADDR=198.51.100.3 XSPORT=1024 PROTO=6 XDADDR=203.0.113.5 XDPORT=443");
+    // HOSTNAME: this host's name (a `-` would be taken for the TAG).
+    assert_eq!(first, format!("<134>Jan  1 00:00:00 {} NAT: SADD SVLAN=7 ISADDR=10.0.0.6 ISPORT=51234 XSADDR=198.51.100.3 XSPORT=1024 PROTO=6 XDADDR=203.0.113.5 XDPORT=443", host_name()));
     for l in body.lines() {
         let m = syslog_loose::parse_message(l, syslog_loose::Variant::RFC3164);
         assert_eq!(m.protocol, syslog_loose::Protocol::RFC3164, "{l}");
@@ -342,4 +481,52 @@ fn format_names_round_trip() {
         fm.format(&session(nat_event::NAT44_SESSION_CREATE), &mut out);
         assert!(!out.is_empty(), "{f:?}");
     }
+}
+
+/// A field named by another field's value, first in a record without a
+/// time stamp: JSON stays an object (the field follows the first member
+/// that is always there), and a value without a name leaves it out
+/// everywhere.
+#[test]
+fn a_field_named_by_a_value_is_left_out_cleanly_in_every_line_format() {
+    use dplog_core::schema::{FieldDef, FieldKind, Schema};
+    let s = Schema::new(
+        41,
+        "limits",
+        16,
+        vec![
+            FieldDef::new("limit", 8, 4, FieldKind::U32, 0),
+            FieldDef::new("kind", 12, 1, FieldKind::U8, 0),
+        ],
+    )
+    .unwrap()
+    .with_name_by("limit", "kind", &[(1, "maxA"), (2, "maxB")])
+    .unwrap();
+    let rec = |kind: u8| {
+        let mut r = [0u8; 16];
+        r[..2].copy_from_slice(&16u16.to_ne_bytes());
+        r[2..4].copy_from_slice(&41u16.to_ne_bytes());
+        r[8..12].copy_from_slice(&500u32.to_ne_bytes());
+        r[12] = kind;
+        r
+    };
+    let out = |kind: Format| {
+        let mut enc = spec(kind).encoder(&[&s]).unwrap();
+        let mut out = Vec::new();
+        for k in [2, 9] {
+            assert!(enc.push(&rec(k), &mut out));
+        }
+        String::from_utf8(out).unwrap()
+    };
+    assert_eq!(
+        out(Format::Json),
+        "{\"kind\":2,\"maxB\":500}\n{\"kind\":9}\n"
+    );
+    assert_eq!(out(Format::Text), " maxB=500 kind=2\n kind=9\n");
+    assert_eq!(
+        out(Format::Csv),
+        "recordType,timestamp,maxA,maxB,kind,dplogDropped,dplogDropRing,dplogDropReason,dplogFirstDropWallClock,dplogLastDropWallClock\r\n\
+         limits,,,500,2,,,,,\r\n\
+         limits,,,,9,,,,,\r\n"
+    );
 }

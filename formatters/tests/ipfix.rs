@@ -373,3 +373,96 @@ fn tshark_verbose(path: &Path) -> String {
     );
     String::from_utf8(out.stdout).unwrap()
 }
+
+/// The IPFIX file format, byte for byte (`tests/golden/nat.ipfix`):
+/// every NAT record type, then 100 session creates 1 s apart at a 256-byte
+/// MTU (many messages, template refreshes). Regenerate with
+/// `DPLOG_UPDATE_GOLDEN=1` only for a deliberate format change.
+#[test]
+fn the_ipfix_file_format_is_the_golden_one() {
+    let mut f = ipfix_spec(256).nat_formatter().unwrap();
+    let mut out = Vec::new();
+    for r in all_records() {
+        f.format(&r, &mut out);
+    }
+    for i in 0..100u64 {
+        let mut r = session(if i % 2 == 0 { 4 } else { 5 });
+        r.timestamp_ns = T0 + 1_000_000_000 + i * 1_000_000_000;
+        r.src_port = i as u16;
+        f.format(&r, &mut out);
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/nat.ipfix");
+    if std::env::var_os("DPLOG_UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, &out).unwrap();
+    }
+    let want = std::fs::read(&path).unwrap();
+    assert!(
+        out == want,
+        "the IPFIX stream differs from tests/golden/nat.ipfix"
+    );
+}
+
+/// Drop reports in IPFIX: the Exporting Process Reliability Statistics
+/// options template (RFC 7011 section 4.3) once, then an options record
+/// per report, decoded by tshark: exportingProcessId as the scope,
+/// notSentFlowTotalCount as a running total, the first and last drop as
+/// observationTimeMilliseconds.
+#[test]
+fn tshark_decodes_drop_reports_as_reliability_statistics_options_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut f = ipfix_spec(1500).nat_formatter().unwrap();
+    let mut out = Vec::new();
+    // 2026-11-30T07:49:15Z and 100 ms later.
+    let wall = 1_796_024_955_000_000_000u64;
+    let r = session(4);
+    f.format(&r, &mut out);
+    Formatter::<dplog_schema_nat::Nat44SessionRecord>::format_drop_report(
+        &mut f,
+        &dplog_core::DropReport::new(0, 12, wall, wall + 100_000_000).with_record_time(T0),
+        &mut out,
+    );
+    f.format(&r, &mut out);
+    Formatter::<dplog_schema_nat::Nat44SessionRecord>::format_drop_report(
+        &mut f,
+        &dplog_core::DropReport::sink(5, wall + 200_000_000, wall + 300_000_000),
+        &mut out,
+    );
+    let p = dir.path().join("drops.pcap");
+    assert_eq!(write_pcap(&p, &out), 1);
+    let rows = tshark(
+        &p,
+        &[
+            "_ws.malformed",
+            "cflow.sequence",
+            "cflow.template_ipfix_scope_field_count",
+            "cflow.scope_field_type",
+            "cflow.notsent_flows",
+            "cflow.observation_time_milliseconds",
+            "cflow.template_id",
+        ],
+    );
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let r = &rows[0];
+    assert_eq!(r[0], "", "malformed");
+    assert_eq!(r[1], "0");
+    assert_eq!(r[2], "1", "one scope field");
+    // Running total: 12, then 12 + 5.
+    assert_eq!(r[4], "12,17");
+    // Two records (first and last drop each) after each session's stamp.
+    // tshark prints dates with a comma ("Nov 30, 2026 ... UTC").
+    let times: Vec<&str> = r[5].split(" UTC").filter(|t| !t.is_empty()).collect();
+    assert_eq!(times.len(), 2 + 2 * 2, "{times:?}");
+    assert!(times[1].contains("07:49:15.000000000"), "{times:?}");
+    assert!(times[2].contains("07:49:15.100000000"), "{times:?}");
+    assert!(times[4].contains("07:49:15.200000000"), "{times:?}");
+    assert!(times[5].contains("07:49:15.300000000"), "{times:?}");
+    // The options template once, after the NAT templates (256..=265).
+    assert_eq!(r[6].split(',').filter(|t| *t == "266").count(), 1, "{r:?}");
+    // tshark's own words: exportingProcessId (144, which it names by its
+    // NetFlow v9 name) as the one scope field, its value in each record.
+    let v = tshark_verbose(&p);
+    assert!(v.contains("(Scope Count = 1; Data Count = 3)"), "{v}");
+    assert!(v.contains("Field (1/1) [Scope]: FLOW_EXPORTER"), "{v}");
+    assert_eq!(v.matches("FlowExporter: 1\n").count(), 2, "{v}");
+    assert!(!v.contains("Malformed"), "{v}");
+}

@@ -22,9 +22,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use dplog::nat::NatRecord;
-use dplog::LogProducer;
-
 use crate::app::{AppConfig, RunError, Summary, WorkerSummary};
 use crate::nat::{Nat44, NatStats, Verdict};
 use crate::packet::LINKTYPE_ETHERNET;
@@ -260,7 +257,7 @@ pub fn run_dpdk(
             .copied()
             .or(if n == 1 { cfg.producer_cpu } else { None })
     };
-    let logger = match cfg.dataplane.logging {
+    let logger = match cfg.dataplane.logging && cfg.log_ring.is_none() {
         true => Some(cfg.start_logger()?),
         false => None,
     };
@@ -283,8 +280,11 @@ pub fn run_dpdk(
     // Published every PUBLISH_BURSTS rx bursts (`Pipeline::end_burst`).
     let mut producers = crate::app::worker_producers(cfg, logger.as_ref(), n)?;
     // Deterministic NAT: the whole mapping, once, at configuration time.
+    // Stamped like this port's packets without an Rx timestamp: the wall
+    // clock.
     let config_records = crate::app::log_deterministic_mapping(
         &nats[0],
+        wall_ns(),
         producers.first_mut().and_then(|p| p.as_mut()),
     );
     let started = Instant::now();
@@ -555,7 +555,7 @@ fn poll_queue(
     port: u16,
     queue: u16,
     nat: Nat44,
-    mut producer: Option<LogProducer<NatRecord>>,
+    mut producer: Option<crate::ringlog::NatProducer>,
     limits: DpdkLimits,
     links: HairpinLinks,
     shared: Shared<'_>,

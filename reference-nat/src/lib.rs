@@ -88,7 +88,7 @@ pub use packet::{
     parse, MalformedReason, ParseError, ParsedPacket, LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL,
     LINKTYPE_LINUX_SLL2, LINKTYPE_NULL, LINKTYPE_RAW,
 };
-pub use ringlog::{RingLog, NAT_BURST, PUBLISH_BURSTS};
+pub use ringlog::{NatProducer, RingLog, NAT_BURST, PUBLISH_BURSTS};
 pub use synthetic::{generate, Synthetic, SyntheticConfig, SyntheticError, SYNTHETIC_START_NS};
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use clap::builder::TypedValueParser as _;
 use clap::{Parser, ValueEnum};
 use dplog::config::{FileSinkConfig, SinkConfig};
 use dplog::formatters::Format;
@@ -12,10 +13,18 @@ use dplog::Backpressure;
 use dplog_nat::app::{plural, run_serving, AppConfig, PortAllocationName, RunError, Summary};
 use ipnet::Ipv4Net;
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum FormatArg {
-    Text,
-    Json,
+/// Printed after the flags by `--help`.
+const AFTER_HELP: &str =
+    "Every other setting is chosen in the --config TOML file, which the flags \
+override: the ring; the format's options ([format] template and templates, [format.syslog] \
+hostname/app_name/procid/sd_id/profile, [format.ipfix]); sinks other than a file ([[sink]] \
+file, mmap, syslog, kafka; rotation, fan-out, failover); NAT, input, dataplane and metrics. \
+reference-nat/dplog-nat.toml lists them with their defaults.";
+
+/// `--format`: every format name the config's `[format] type` takes.
+fn format_parser() -> impl clap::builder::TypedValueParser<Value = Format> {
+    clap::builder::PossibleValuesParser::new(Format::ALL.map(|(_, n)| n))
+        .map(|s| s.parse::<Format>().expect("a listed format name"))
 }
 
 /// `--worker-cpus`, expanded in order ([`dplog_nat::app::parse_cpu_sequence`]).
@@ -49,9 +58,12 @@ enum SummaryArg {
 /// Reference NAT44 that logs every session through dplog.
 ///
 /// Without --pcap it translates a built-in synthetic traffic mix
-/// (deterministic seed). Flags override the --config file.
+/// (deterministic seed). Flags override the --config file, which holds
+/// every other setting: ring, format options, sinks (file, mmap, syslog,
+/// Kafka), NAT, input and metrics (reference-nat/dplog-nat.toml lists
+/// them).
 #[derive(Parser, Debug)]
-#[command(name = "dplog-nat", version, about, long_about = None)]
+#[command(name = "dplog-nat", version, about, long_about = None, after_help = AFTER_HELP)]
 struct Args {
     /// TOML configuration file (see reference-nat/dplog-nat.toml).
     #[arg(long, value_name = "FILE")]
@@ -65,9 +77,11 @@ struct Args {
     /// External address pool. Default 198.51.100.0/28.
     #[arg(long, value_name = "CIDR")]
     pool: Option<Ipv4Net>,
-    /// Output format.
-    #[arg(long, value_enum)]
-    format: Option<FormatArg>,
+    /// Output format, as `[format] type`. Its settings (template,
+    /// `[format.syslog]`, `[format.ipfix]`) and other sinks than a file
+    /// are chosen in the --config file (reference-nat/dplog-nat.toml).
+    #[arg(long, value_parser = format_parser())]
+    format: Option<Format>,
     /// Output file (file sink). Default dplog-nat.log.
     #[arg(long, short, value_name = "PATH")]
     output: Option<PathBuf>,
@@ -122,6 +136,12 @@ struct Args {
     /// logging-cost measurement.
     #[arg(long)]
     no_logging: bool,
+    /// Log through dplogd: each worker's ring is a shared-memory file in
+    /// DIR (e.g. /dev/shm/dplog) that `dplogd --rings DIR` drains, so the
+    /// records pushed survive a crash of dplog-nat; [format] and [sink]
+    /// are dplogd's.
+    #[arg(long, value_name = "DIR")]
+    log_ring: Option<PathBuf>,
     /// Synthetic mix: generate every frame into memory before timing.
     #[arg(long)]
     preload: bool,
@@ -216,16 +236,19 @@ fn build_config(args: &Args) -> Result<AppConfig, String> {
         cfg.nat.pool = p;
     }
     if let Some(f) = args.format {
-        cfg.format.kind = match f {
-            FormatArg::Text => Format::Text,
-            FormatArg::Json => Format::Json,
-        };
+        cfg.format.kind = f;
     }
     if let Some(o) = &args.output {
         cfg.sink = SinkConfig::File(FileSinkConfig {
             path: o.clone(),
             ..Default::default()
         });
+    }
+    if args.format.is_some() || args.output.is_some() {
+        // The config file's sinks were checked against its own format.
+        cfg.sink
+            .check_framing(cfg.format.kind)
+            .map_err(|e| format!("--format {}: {e}", cfg.format.kind.name()))?;
     }
     if let Some(n) = args.ring_size {
         cfg.ring.capacity = n;
@@ -266,6 +289,9 @@ fn build_config(args: &Args) -> Result<AppConfig, String> {
     }
     if args.no_logging {
         d.logging = false;
+    }
+    if let Some(dir) = &args.log_ring {
+        cfg.log_ring = Some(dir.clone());
     }
     if args.preload {
         d.preload = true;

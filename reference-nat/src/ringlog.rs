@@ -5,10 +5,92 @@
 use std::time::{Duration, Instant};
 
 use dplog::nat::{Nat44SessionRecord, NatEvent, NatRecord};
+use dplog::shm::ShmLogProducer;
 use dplog::{Backpressure, LogProducer, WaitSteps};
 
 use crate::nat::NatLog;
 use crate::signals::SessionTally;
+
+/// A worker's dplog producer: a ring of this process's logger, or a
+/// shared-memory ring that `dplogd` drains (`--log-ring`), so the records
+/// pushed survive a crash of `dplog-nat`. The same calls on both.
+#[derive(Debug)]
+pub enum NatProducer {
+    /// A ring of the in-process logger.
+    Local(LogProducer<NatRecord>),
+    /// A shared-memory ring (`dplog::shm`).
+    Shm(ShmLogProducer<NatRecord>),
+}
+
+impl NatProducer {
+    /// The backpressure policy.
+    pub fn policy(&self) -> Backpressure {
+        match self {
+            Self::Local(p) => p.policy(),
+            Self::Shm(p) => p.policy(),
+        }
+    }
+
+    /// Logs under the policy; whether the record was enqueued.
+    #[inline]
+    pub fn log(&mut self, rec: NatRecord) -> bool {
+        match self {
+            Self::Local(p) => p.log(rec),
+            Self::Shm(p) => p.log(rec),
+        }
+    }
+
+    /// One slot write, or the record back when the ring is full.
+    #[inline]
+    pub fn try_push(&mut self, rec: NatRecord) -> Result<(), NatRecord> {
+        match self {
+            Self::Local(p) => p.try_push(rec),
+            Self::Shm(p) => p.try_push(rec),
+        }
+    }
+
+    /// Publishes the pending records.
+    #[inline]
+    pub fn flush(&mut self) {
+        match self {
+            Self::Local(p) => p.flush(),
+            Self::Shm(p) => p.flush(),
+        }
+    }
+
+    /// The consumer is gone (in-process) or quarantined the ring
+    /// (shared memory; a daemon that is away is not gone).
+    pub fn is_disconnected(&self) -> bool {
+        match self {
+            Self::Local(p) => p.is_disconnected(),
+            Self::Shm(p) => p.is_quarantined(),
+        }
+    }
+
+    /// Fill level (one Acquire load of the consumer index).
+    pub fn fill(&mut self) -> usize {
+        match self {
+            Self::Local(p) => p.fill(),
+            Self::Shm(p) => p.fill(),
+        }
+    }
+
+    /// See `Producer::set_publish_every`.
+    pub fn set_publish_every(&mut self, n: usize) {
+        match self {
+            Self::Local(p) => p.set_publish_every(n),
+            Self::Shm(p) => p.set_publish_every(n),
+        }
+    }
+
+    /// Records pushed but not yet published.
+    pub fn pending(&self) -> usize {
+        match self {
+            Self::Local(p) => p.pending(),
+            Self::Shm(p) => (p.enqueued() - p.committed()) as usize,
+        }
+    }
+}
 
 /// Packets a worker translates between two ring publications, and the
 /// default `[ring] publish_every` of `dplog-nat`: one rx burst, as
@@ -40,7 +122,7 @@ pub const DEFAULT_STOP_TIMEOUT_MS: u64 = 5000;
 /// [`dropped_at_stop`](Self::dropped_at_stop), so the worker still ends.
 #[derive(Debug)]
 pub struct RingLog<'a> {
-    producer: Option<&'a mut LogProducer<NatRecord>>,
+    producer: Option<&'a mut NatProducer>,
     dropped_at_stop: u64,
     /// After a stop: how long a wait may see no consumer progress before
     /// the sink is taken as stuck.
@@ -111,7 +193,7 @@ fn wait_loop(block_spins: u32, mut attempt: impl FnMut() -> Try) -> (Try, WaitSt
 /// Returns whether `rec` was dropped for the stop, and the cost.
 #[cold]
 fn wait_or_stop(
-    p: &mut LogProducer<NatRecord>,
+    p: &mut NatProducer,
     rec: NatRecord,
     block_spins: u32,
     stop_timeout: Duration,
@@ -167,7 +249,7 @@ impl<'a> RingLog<'a> {
     /// A blocked push pause-spins dplog's default
     /// [`DEFAULT_BLOCK_SPINS`](dplog::ring::DEFAULT_BLOCK_SPINS) times
     /// before it yields; see [`with_block_spins`](Self::with_block_spins).
-    pub fn new(producer: Option<&'a mut LogProducer<NatRecord>>) -> Self {
+    pub fn new(producer: Option<&'a mut NatProducer>) -> Self {
         Self {
             producer,
             dropped_at_stop: 0,
@@ -364,7 +446,7 @@ mod tests {
     fn a_burst_end_publishes_once_every_publish_bursts_bursts() {
         let dir = tempfile::tempdir().unwrap();
         let logger = burst_logger(dir.path().join("bursts.log"));
-        let mut producer = logger.producer().unwrap();
+        let mut producer = NatProducer::Local(logger.producer().unwrap());
         {
             let mut log = RingLog::new(Some(&mut producer));
             // One record per burst: unpublished until the 16th burst ends.
@@ -403,7 +485,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ringlog.log");
         let logger = burst_logger(&path);
-        let mut producer = logger.producer().unwrap();
+        let mut producer = NatProducer::Local(logger.producer().unwrap());
         {
             let mut log = RingLog::new(Some(&mut producer));
             for i in 0..3 {
@@ -513,7 +595,7 @@ mod tests {
             FileSink::open(dir.path().join("gone.log")).unwrap(),
         )
         .unwrap();
-        let mut producer = logger.producer().unwrap();
+        let mut producer = NatProducer::Local(logger.producer().unwrap());
         let st = logger.shutdown().unwrap();
         assert_eq!(st.written_records, 0);
         let mut log = RingLog::new(Some(&mut producer)).with_block_spins(5);
@@ -538,7 +620,7 @@ mod tests {
     fn session_creates_and_deletes_enqueued_reach_the_tally_at_each_publication() {
         let dir = tempfile::tempdir().unwrap();
         let logger = burst_logger(dir.path().join("tally.log"));
-        let mut producer = logger.producer().unwrap();
+        let mut producer = NatProducer::Local(logger.producer().unwrap());
         let tally = SessionTally::default();
         {
             let mut log = RingLog::new(Some(&mut producer)).with_tally(Some(&tally));

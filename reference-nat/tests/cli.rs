@@ -669,7 +669,7 @@ fn a_csv_log_appended_to_twice_or_rotated_has_its_header_once_per_file() {
     let body = std::fs::read_to_string(dir.path().join("n.csv")).unwrap();
     let header = body.lines().next().unwrap().to_string();
     assert!(
-        header.starts_with("observationTimeMilliseconds,natEvent,"),
+        header.starts_with("recordType,timestamp,observationTimeMilliseconds,natEvent,"),
         "{header}"
     );
     assert_eq!(
@@ -1049,5 +1049,49 @@ fn syslog_records_too_large_for_a_datagram_are_dropped_not_cut_and_counted() {
             "  sink counters      syslog.too_large {produced}\n"
         )),
         "{text}"
+    );
+}
+
+/// `--format` takes every name `[format] type` takes; `--help` lists them
+/// and says where the other settings are.
+#[test]
+fn format_flag_takes_every_format_name_and_help_points_to_the_config() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in [
+        "text", "json", "csv", "rfc5424", "rfc3164", "ipfix", "binary",
+    ] {
+        let o = bin()
+            .args(["--format", name, "--packets", "200", "-o", name])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let text = String::from_utf8(o.stdout).unwrap();
+        assert!(
+            text.contains(&format!("  output             {name} ({name})\n")),
+            "{text}"
+        );
+        assert!(std::fs::metadata(dir.path().join(name)).unwrap().len() > 0);
+    }
+    let o = bin().args(["--format", "xml"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("[possible values: text, json, csv, rfc5424, rfc3164, ipfix, binary]"),
+        "{err}"
+    );
+    let o = bin().arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        help.contains("[possible values: text, json, csv, rfc5424, rfc3164, ipfix, binary]"),
+        "{help}"
+    );
+    assert!(
+        help.contains("[format.syslog]") && help.contains("reference-nat/dplog-nat.toml"),
+        "{help}"
     );
 }

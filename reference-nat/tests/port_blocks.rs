@@ -134,6 +134,41 @@ fn deterministic_nat_logs_its_mapping_once() {
         Ipv4Addr::new(198, 51, 100, 1)
     );
     assert_eq!(first["portRangeStart"], 1024);
+    // One timebase: the mapping is stamped with the synthetic mix's start
+    // (its first packet), like the sessions, not with the wall clock.
+    assert!(recs
+        .iter()
+        .all(|r| r["timestamp"] == "2026-01-01T00:00:00.000000Z"));
+}
+
+/// On a capture, the deterministic mapping carries the capture's time (its
+/// first packet's), as every session of the same log.
+#[test]
+fn deterministic_mapping_of_a_capture_is_stamped_on_the_capture_timeline() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("det-pcap.jsonl");
+    let mut c = config(&out, 1);
+    c.nat.port_allocation = PortAllocationName::Deterministic;
+    c.nat.inside = vec!["10.0.0.0/24".parse().unwrap()];
+    c.input.pcap =
+        Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/pcaps/example.pcap"));
+    let s = run(&c).unwrap();
+    lossless(&s);
+    let recs = lines(&out);
+    assert_eq!(s.config_records, 256);
+    // example.pcap's first packet (tshark: 1367526033.491822).
+    let mapping: Vec<&Value> = recs.iter().take(256).collect();
+    assert!(
+        mapping
+            .iter()
+            .all(|r| r["natEvent"] == 16 && r["timestamp"] == "2013-05-02T20:20:33.491822Z"),
+        "{:?}",
+        mapping[0]
+    );
+    // Every record of the log lies on the capture's timeline (2013).
+    assert!(recs
+        .iter()
+        .all(|r| r["timestamp"].as_str().unwrap().starts_with("2013-05-0")));
 }
 
 #[test]
@@ -156,7 +191,9 @@ fn session_limit_drops_and_logs_quota_exceeded() {
     );
     for q in quota {
         assert_eq!(q["natQuotaExceededEvent"], 3);
-        assert_eq!(q["quotaLimit"], 5);
+        // The limit under the IANA element of its subtype (473).
+        assert_eq!(q["maxEntriesPerUser"], 5);
+        assert!(q.get("quotaLimit").is_none());
     }
     assert_eq!(count(&recs, 4), s.sessions_created);
 }

@@ -3,6 +3,9 @@
 //! - [`FileSink`]: appends batches to a file (`O_APPEND | O_CLOEXEC |
 //!   O_NOFOLLOW`, mode 0640), fsync policies, size/time rotation with
 //!   retention, reopen through the API or on `SIGHUP`.
+//! - [`ArchiveSink`]: compressed, columnar, indexed, time-sliced
+//!   segments of the binary format's records, for lookups
+//!   (`dplog-query`); [`archive::ArchiveReader`] reads them back.
 //! - [`MmapSink`]: copies batches into preallocated memory-mapped segment
 //!   files with a committed-length header; recovers after a crash.
 //! - `KafkaSink` (feature `kafka`, on by default): each line as one Kafka
@@ -13,24 +16,32 @@
 //!   TCP with octet counting (RFC 6587), or a unix socket; reconnects with
 //!   backoff.
 //!
-//! Each sink has its folder (`file/`, `mmap/`, `syslog/`, `kafka/`,
-//! `route/`): the sink in `mod.rs` and, with feature `config`, its TOML
+//! - [`IpfixExporter`]: an IPFIX Exporting Process (RFC 7011) over UDP or
+//!   TCP, re-packing the `ipfix` format's records into messages of its own
+//!   (MTU-sized datagrams, template refresh, sequence numbers).
+//!
+//! Each sink has its folder (`archive/`, `file/`, `mmap/`, `syslog/`,
+//! `kafka/`, `ipfix/`, `route/`): the sink in `mod.rs` and, with feature `config`, its TOML
 //! settings in `config.rs` (module `config` says what they provide), composed by `dplog::config`.
 //!
 //! Features: `kafka` (default) builds the Kafka sink and links librdkafka;
 //! `config` adds the serde settings of every sink.
 #![warn(missing_docs)]
 
+pub mod archive;
 #[cfg(feature = "config")]
 pub mod config;
 pub mod file;
+pub mod ipfix;
 #[cfg(feature = "kafka")]
 pub mod kafka;
 pub mod mmap;
 pub mod route;
 pub mod syslog;
 
+pub use archive::{ArchiveCounters, ArchiveReader, ArchiveSink, ArchiveSinkOptions};
 pub use file::{FileSink, FileSinkCounters, FileSinkOptions, FsyncPolicy, FILE_MODE};
+pub use ipfix::{IpfixCounters, IpfixExporter, IpfixExporterOptions, IpfixTransport};
 #[cfg(feature = "kafka")]
 pub use kafka::{KafkaCounters, KafkaKey, KafkaSink, KafkaSinkOptions};
 pub use mmap::{MmapCounters, MmapSink, MmapSinkOptions, Recovery};

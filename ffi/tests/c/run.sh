@@ -8,12 +8,17 @@
 #  3. the library installed under a temporary prefix with ffi/install.sh,
 #     and examples/c built with -std=c11 -Wall -Wextra -Werror through
 #     pkg-config (shared and static) and run;
-#  4. test_user_records.c (ASan+UBSan): user record types of 32, 64 and
+#  4. test_metrics.c (ASan+UBSan): [metrics] served from C on loopback,
+#     dplog_ring_stats and the latency percentiles of dplog_stats;
+#     test_user_records.c (ASan+UBSan): user record types of 32, 64 and
 #     128 bytes in loggers of those slot sizes through every format, the
 #     output compared with ffi/tests/c/expected/ (line formats whole;
 #     binary decoded by dplog-cat to JSON; IPFIX byte for byte and decoded
 #     by tshark);
-#  5. the DPDK example, when pkg-config finds libdpdk.
+#  5. test_attach.c (ASan+UBSan, ffi/tests/c/attach.sh): dplog_attach, a
+#     C producer whose shared-memory ring a real dplogd drains, freed
+#     and SIGKILLed: its records written exactly once;
+#  6. the DPDK example, when pkg-config finds libdpdk.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 root=$PWD
@@ -72,6 +77,11 @@ else
   exit 1
 fi
 
+echo "== [metrics] through the C ABI, per-ring counters (ASan+UBSan)"
+gcc "${cflags[@]}" -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+  -fno-omit-frame-pointer ffi/tests/c/test_metrics.c -o "$work/test_metrics" "${libs[@]}"
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 TMPDIR="$work" "$work/test_metrics"
+
 echo "== user record types of every slot size through every format (ASan+UBSan)"
 cargo build -q -p dplog-cat
 gcc "${cflags[@]}" -fsanitize=address,undefined -fno-sanitize-recover=undefined \
@@ -91,6 +101,10 @@ for t in verdict l2drop flow6; do
     sed -n '/^        Flow [0-9]/,/^    [^ ]/p' | grep -E "^        (Flow| {4})" > "$work/user/$t.ipfix.tshark"
   diff "$exp/$t.ipfix.tshark" "$work/user/$t.ipfix.tshark"
 done
+
+echo "== dplog_attach: a C producer drained by dplogd (ASan+UBSan)"
+cargo build -q -p dplogd
+bash ffi/tests/c/attach.sh "$work" "$work/prefix/include" "$lib" "${CARGO_TARGET_DIR:-$root/target}/debug/dplogd"
 
 echo "== install + examples/c through pkg-config"
 export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig"

@@ -204,6 +204,13 @@ pub struct AppConfig {
     /// `[metrics]`: the Prometheus listener, see
     /// [`dplog::config::MetricsConfig`] (`--metrics-listen`).
     pub metrics: MetricsConfig,
+    /// `--log-ring DIR`: log through `dplogd` instead of this process's
+    /// own consumer: each worker's ring is a shared-memory file in `DIR`
+    /// (`dplog-nat-w<i>.<pid>.<nonce>.ring`, `[ring] capacity` and
+    /// `backpressure`) that a `dplogd --rings DIR` drains, formats and
+    /// writes; `[format]` and `[sink]` are then dplogd's. Not a TOML key.
+    #[serde(skip)]
+    pub log_ring: Option<PathBuf>,
 }
 
 /// Default output file of `dplog-nat`.
@@ -224,6 +231,7 @@ impl Default for AppConfig {
             producer_cpu: None,
             dataplane: DataplaneSection::default(),
             metrics: MetricsConfig::default(),
+            log_ring: None,
         }
     }
 }

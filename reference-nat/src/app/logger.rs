@@ -7,13 +7,14 @@ use std::time::{Duration, Instant};
 
 use dplog::config::ConfigError;
 use dplog::nat::NatRecord;
-use dplog::{LogProducer, Logger, Stats};
+use dplog::shm::{ShmLogProducer, ShmOptions};
+use dplog::{Logger, RecordRules, Stats};
 
 use super::summary::make_summary;
 use super::{input_name, plural, stopped_for, AppConfig, RunError};
 use crate::input::InputStats;
 use crate::nat::{Nat44, NatStats};
-use crate::ringlog::{RingLog, NAT_BURST};
+use crate::ringlog::{NatProducer, RingLog, NAT_BURST};
 
 impl AppConfig {
     /// Starts the consumer for every NAT record type: one ring per worker
@@ -97,7 +98,7 @@ impl AppConfig {
     /// blocking push does, and after a stop request for as long as the
     /// consumer makes progress, giving up after `[ring] shutdown_timeout_ms`
     /// without any (see [`RingLog`]).
-    pub fn ring_log<'a>(&self, producer: Option<&'a mut LogProducer<NatRecord>>) -> RingLog<'a> {
+    pub fn ring_log<'a>(&self, producer: Option<&'a mut NatProducer>) -> RingLog<'a> {
         RingLog::new(producer)
             .with_block_spins(self.ring.block_spins)
             .with_stop_timeout(Duration::from_millis(self.ring.shutdown_timeout_ms))
@@ -105,7 +106,8 @@ impl AppConfig {
 }
 
 /// One dplog producer per worker of `n` from `logger` (all `None` when
-/// logging is off). Each publishes its ring at least every
+/// logging is off), or with `--log-ring DIR` one shared-memory ring per
+/// worker in `DIR`, drained by dplogd. Each publishes its ring at least every
 /// [`PUBLISH_BURSTS`](crate::ringlog::PUBLISH_BURSTS) rx bursts
 /// ([`RingLog::end_burst`]), and at once after [`NAT_BURST`] pending
 /// records unless `[ring] publish_every` says otherwise.
@@ -115,33 +117,59 @@ pub(crate) fn worker_producers(
     cfg: &AppConfig,
     logger: Option<&Logger<NatRecord>>,
     n: usize,
-) -> Result<Vec<Option<LogProducer<NatRecord>>>, RunError> {
-    let publish_every = cfg.log_config().ring.publish_every.unwrap_or(NAT_BURST);
+) -> Result<Vec<Option<NatProducer>>, RunError> {
+    let lc = cfg.log_config();
+    let publish_every = lc.ring.publish_every.unwrap_or(NAT_BURST);
     let mut producers = Vec::with_capacity(n);
-    for _ in 0..n {
-        producers.push(match logger {
-            Some(l) => {
-                let mut p = l
-                    .producer()
-                    .map_err(|e| RunError::Config(ConfigError::Logger(e)))?;
-                p.set_publish_every(publish_every);
-                Some(p)
+    for w in 0..n {
+        let p = match (&cfg.log_ring, logger) {
+            (Some(dir), _) if cfg.dataplane.logging => {
+                let opts = ShmOptions {
+                    dir: dir.clone(),
+                    name: format!("dplog-nat-w{w}"),
+                    capacity: lc.ring.capacity,
+                    group: None,
+                };
+                let p = ShmLogProducer::create(
+                    &opts,
+                    &lc.logger_config(),
+                    &dplog::nat::all(),
+                    RecordRules::own(),
+                )
+                .map_err(|e| {
+                    RunError::Config(ConfigError::Parse(format!(
+                        "--log-ring {}: {e}",
+                        dir.display()
+                    )))
+                })?;
+                Some(NatProducer::Shm(p))
             }
-            None => None,
-        });
+            (_, Some(l)) => Some(NatProducer::Local(
+                l.producer()
+                    .map_err(|e| RunError::Config(ConfigError::Logger(e)))?,
+            )),
+            _ => None,
+        };
+        producers.push(p.map(|mut p| {
+            p.set_publish_every(publish_every);
+            p
+        }));
     }
     Ok(producers)
 }
 
 /// Deterministic NAT (RFC 7422): logs the whole mapping of `nat` once,
 /// at configuration time, through `producer` (none: logging off, the
-/// records are counted only), stamped with the wall clock, and flushes it.
-/// Returns the number of records (0 unless `nat` uses deterministic NAT).
+/// records are counted only), stamped with `ts_ns` (the start of the
+/// input's timeline, [`input_start_ns`], so that the mapping and the
+/// sessions of one log share one timebase), and flushes it. Returns the
+/// number of records (0 unless `nat` uses deterministic NAT).
 pub(crate) fn log_deterministic_mapping(
     nat: &Nat44,
-    mut producer: Option<&mut LogProducer<NatRecord>>,
+    ts_ns: u64,
+    mut producer: Option<&mut NatProducer>,
 ) -> u64 {
-    let n = nat.deterministic_mapping(wall_clock_ns(), |r| {
+    let n = nat.deterministic_mapping(ts_ns, |r| {
         if let Some(p) = producer.as_mut() {
             p.log(r.into());
         }
@@ -224,6 +252,26 @@ pub fn shutdown_bounded(logger: Logger<NatRecord>, timeout: Duration) -> (Stats,
                 )),
             );
         }
+    }
+}
+
+/// When the input's timeline starts, for records logged before its first
+/// packet (the deterministic-NAT mapping): the time of a capture's first
+/// packet (records carry capture time; the wall clock if the capture has
+/// none), the synthetic mix's start ([`SYNTHETIC_START_NS`], its first
+/// packet's time). Live DPDK traffic is stamped by the wall clock, as its
+/// packets without an Rx timestamp.
+///
+/// [`SYNTHETIC_START_NS`]: crate::synthetic::SYNTHETIC_START_NS
+pub(crate) fn input_start_ns(cfg: &AppConfig) -> u64 {
+    match &cfg.input.pcap {
+        Some(path) => {
+            let mut first = None;
+            // Errors are the real read's to report; one packet is read.
+            let _ = crate::input::read_capture_max(path, 1, |p| first = Some(p.ts_ns));
+            first.unwrap_or_else(wall_clock_ns)
+        }
+        None => crate::synthetic::SYNTHETIC_START_NS,
     }
 }
 

@@ -45,7 +45,7 @@ pub use host::{
     mem_available, parse_cpu_list, parse_cpu_sequence,
 };
 pub use live::live_line;
-pub(crate) use logger::{log_deterministic_mapping, worker_producers};
+pub(crate) use logger::{input_start_ns, log_deterministic_mapping, worker_producers};
 pub use logger::{shutdown_bounded, wall_clock_ns};
 pub use run::{run, run_live, run_live_serving, run_serving, worker_engines};
 pub use stop::{

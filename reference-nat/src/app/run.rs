@@ -14,9 +14,9 @@ use super::live::monitor;
 use super::summary::{input_failed, make_summary};
 use super::worker::{handoff_worker, preload_shards, synthetic_worker, SynSource};
 use super::{
-    check_cpus, check_ring_memory, input_name, log_deterministic_mapping, mem_available,
-    shutdown_bounded, stop_requested, worker_producers, AppConfig, RunError, Summary,
-    WorkerSummary, MAX_WORKERS,
+    check_cpus, check_ring_memory, input_name, input_start_ns, log_deterministic_mapping,
+    mem_available, shutdown_bounded, stop_requested, worker_producers, AppConfig, RunError,
+    Summary, WorkerSummary, MAX_WORKERS,
 };
 use crate::input::{read_capture_max, InputStats};
 use crate::nat::{worker_port_range, Nat44, NatConfig, NatStats, PortAllocation};
@@ -172,7 +172,7 @@ pub fn run_live_serving(
             generator = Some(gen);
         }
     }
-    let logger = if cfg.dataplane.logging {
+    let logger = if cfg.dataplane.logging && cfg.log_ring.is_none() {
         let l = cfg.start_logger()?;
         *metrics = cfg.metrics.start(&l).map_err(RunError::Config)?;
         if let Some(m) = metrics.as_ref() {
@@ -194,7 +194,13 @@ pub fn run_live_serving(
     // Deterministic NAT: the whole mapping, once, at configuration time.
     let config_records = match nats.first() {
         Some(first) => {
-            log_deterministic_mapping(first, producers.first_mut().and_then(|p| p.as_mut()))
+            // The capture's first packet is read only when it is needed.
+            let ts = if cfg.nat.port_allocation == super::PortAllocationName::Deterministic {
+                input_start_ns(cfg)
+            } else {
+                0
+            };
+            log_deterministic_mapping(first, ts, producers.first_mut().and_then(|p| p.as_mut()))
         }
         None => 0,
     };

@@ -492,9 +492,20 @@ pub(super) fn make_summary(
             Backpressure::Degrade => "degrade",
         }
         .into(),
-        format: cfg.format.kind.name().into(),
-        output: cfg.output_path().map(|p| p.to_path_buf()),
-        sinks: cfg.sink.describe_each(),
+        format: match &cfg.log_ring {
+            Some(_) => "dplogd's [format]".into(),
+            None => cfg.format.kind.name().into(),
+        },
+        // With --log-ring, dplogd writes the records (its own counters
+        // count them; this process's logger runs no consumer).
+        output: match &cfg.log_ring {
+            Some(_) => None,
+            None => cfg.output_path().map(|p| p.to_path_buf()),
+        },
+        sinks: match &cfg.log_ring {
+            Some(dir) => vec![format!("dplogd rings in {}", dir.display())],
+            None => cfg.sink.describe_each(),
+        },
         sink_counters: Vec::new(),
         elapsed_s,
         packets_per_s: per_s(nat.packets),

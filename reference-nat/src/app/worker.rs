@@ -5,8 +5,7 @@
 
 use std::time::Instant;
 
-use dplog::nat::NatRecord;
-use dplog::LogProducer;
+use crate::ringlog::NatProducer;
 
 use super::{stop_requested, AppConfig};
 use crate::nat::{Nat44, NatStats};
@@ -20,7 +19,7 @@ use crate::workers::{Batch, HairpinLinks, Handoff, Sharder, WorkerCounters, BATC
 const PUBLISH_EVERY: u64 = (BATCH_PACKETS as u64) * 16;
 
 /// A worker's dplog producer; `None` with logging off.
-pub(super) type Recs = Option<LogProducer<NatRecord>>;
+pub(super) type Recs = Option<NatProducer>;
 
 /// A worker's counters, published for the live view every
 /// [`PUBLISH_EVERY`] packets and at exit, with the time spent in its

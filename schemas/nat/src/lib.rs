@@ -70,10 +70,10 @@ pub fn formatter(spec: &FormatSpec) -> Result<SchemaFormatter, FormatError> {
 }
 
 /// The header line a NAT log file in format `spec` starts with: the CSV
-/// column names of the NAT44 session schema (for a file sink's `header`
-/// option); `None` for every other format.
+/// header of every NAT record type (for a file sink's `header` option);
+/// `None` for every other format.
 pub fn file_header(spec: &FormatSpec) -> Option<Vec<u8>> {
-    spec.file_header(all()[0])
+    spec.file_header(&all())
 }
 
 /// The consumer's formatter for NAT records: a [`SchemaFormatter`] over
@@ -88,7 +88,7 @@ pub trait NatFormatSpec {
     /// # Errors
     /// As [`FormatSpec::formatter`].
     fn nat_formatter(&self) -> Result<SchemaFormatter, FormatError>;
-    /// [`file_header`]: the CSV header of the NAT44 session schema.
+    /// [`file_header`]: the CSV header of every NAT record type.
     fn nat_file_header(&self) -> Option<Vec<u8>>;
 }
 

@@ -206,6 +206,16 @@ pub mod quota_event {
         (5, "MAX_FRAGMENTS_PENDING_REASSEMBLY"),
     ];
 
+    /// The IANA IPFIX element names of the limits, by subtype (the
+    /// elements [`limit_ie`] gives: 471..=475).
+    pub const LIMIT_NAMES: [(u32, &str); 5] = [
+        (1, "maxSessionEntries"),
+        (2, "maxBIBEntries"),
+        (3, "maxEntriesPerUser"),
+        (4, "maxSubscribers"),
+        (5, "maxFragmentsPendingReassembly"),
+    ];
+
     /// The IANA IPFIX element id of the limit that goes with `subtype`
     /// (471..=475), or `None` for an unknown subtype.
     pub const fn limit_ie(subtype: u32) -> Option<u16> {

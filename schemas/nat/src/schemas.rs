@@ -6,10 +6,15 @@
 //!   create (natEvent 4), which is [`PRIORITY_NORMAL`];
 //! - syslog: APP-NAME `NAT` and MSGID by natEvent as VPP (SADD/SDEL,
 //!   APMADD/APMDEL, event names); NAT44 sessions in VPP's NAT44 layout
-//!   (SD-ID `nsess@32473`, VPP's parameter names);
+//!   (SD-ID `nsess@32473`, VPP's parameter names and order); the syslog
+//!   profile [`VPP_PROFILE`] is VPP's exact layout: SD-ID `nsess` for
+//!   sessions and `[napmap ...]` for port blocks;
 //! - the NAT44 session's four counters only on deletes in the default text
 //!   and JSON layouts;
-//! - IPFIX: the quota record's limit element chosen by its subtype;
+//! - the quota record's limit named and exported as the IANA element of
+//!   its subtype (maxSessionEntries 471 ... maxFragmentsPendingReassembly
+//!   475) in every format; the field's own name, `quotaLimit`, is only
+//!   the handle templates use;
 //! - enum fields (natEvent, the quota subtype) as numbers in the default
 //!   layouts, as collectors of VPP's logs expect.
 
@@ -32,8 +37,10 @@ pub const MSGIDS: [(u64, &str); 7] = [
     (13, "QUOTA_EXCEEDED"),
 ];
 
-/// VPP's NAT44 syslog parameters: (PARAM-NAME, field or `=constant`).
+/// VPP's NAT44 session syslog parameters, in VPP's order (its
+/// `nat_syslog_nat44_sess`): (PARAM-NAME, field or `=constant`).
 pub const VPP_PARAMS: [(&str, &str); 11] = [
+    ("SSUBIX", "=0"),
     ("SVLAN", "ingressVRFID"),
     ("IATYP", "=IPv4"),
     ("ISADDR", "sourceIPv4Address"),
@@ -44,8 +51,29 @@ pub const VPP_PARAMS: [(&str, &str); 11] = [
     ("PROTO", "protocolIdentifier"),
     ("XDADDR", "destinationIPv4Address"),
     ("XDPORT", "destinationTransportPort"),
-    ("SSUBIX", "=0"),
 ];
+
+/// VPP's address-and-port mapping parameters (SD-ID `napmap`, MSGID
+/// APMADD/APMDEL; its `nat_syslog_nat44_apmap`), in VPP's order, for a port
+/// block: a block maps every inside port and protocol of its subscriber, so
+/// ISPORT and PROTO are `0`, and XSPORT is the block's first port (VPP's
+/// layout has no place for the range's end; the default layout has it).
+pub const VPP_NAPMAP_PARAMS: [(&str, &str); 9] = [
+    ("SSUBIX", "=0"),
+    ("SVLAN", "ingressVRFID"),
+    ("IATYP", "=IPv4"),
+    ("ISADDR", "sourceIPv4Address"),
+    ("ISPORT", "=0"),
+    ("XATYP", "=IPv4"),
+    ("XSADDR", "postNATSourceIPv4Address"),
+    ("XSPORT", "portRangeStart"),
+    ("PROTO", "=0"),
+];
+
+/// The syslog profile name of VPP's exact layout (`[format.syslog]
+/// profile = "vpp"`): SD-ID `nsess` (sessions) and `napmap` (port blocks)
+/// without an enterprise number, as VPP sends them.
+pub const VPP_PROFILE: &str = "vpp";
 
 /// What every NAT schema declares: high priority, APP-NAME `NAT`, MSGID
 /// by natEvent.
@@ -57,13 +85,16 @@ fn common(s: Schema) -> Result<Schema, SchemaError> {
 }
 
 fn nat44_meta(s: Schema) -> Result<Schema, SchemaError> {
-    let syslog = SyslogMeta::resolve(
-        &s,
-        Some("NAT"),
-        Some(("natEvent", &MSGIDS)),
-        Some("nsess@32473"),
-        &VPP_PARAMS,
-    )?;
+    let layout = |sd_id| {
+        SyslogMeta::resolve(
+            &s,
+            Some("NAT"),
+            Some(("natEvent", &MSGIDS)),
+            Some(sd_id),
+            &VPP_PARAMS,
+        )
+    };
+    let syslog = layout("nsess@32473")?.with_profile(VPP_PROFILE, layout("nsess")?);
     s.with_priority(
         PRIORITY_HIGH,
         Some((
@@ -84,11 +115,28 @@ fn nat44_meta(s: Schema) -> Result<Schema, SchemaError> {
     .map(|s| s.with_syslog(syslog))
 }
 
+fn port_block_meta(s: Schema) -> Result<Schema, SchemaError> {
+    let vpp = SyslogMeta::resolve(
+        &s,
+        Some("NAT"),
+        Some(("natEvent", &MSGIDS)),
+        Some("napmap"),
+        &VPP_NAPMAP_PARAMS,
+    )?;
+    let syslog = s.meta().syslog.clone().with_profile(VPP_PROFILE, vpp);
+    Ok(s.with_syslog(syslog))
+}
+
 fn quota_meta(s: Schema) -> Result<Schema, SchemaError> {
     let ies: Vec<(u32, u16)> = (1..=5u32)
         .filter_map(|st| quota_event::limit_ie(st).map(|ie| (st, ie)))
         .collect();
-    s.with_ipfix_ie_by("quotaLimit", "natQuotaExceededEvent", &ies)
+    s.with_ipfix_ie_by("quotaLimit", "natQuotaExceededEvent", &ies)?
+        .with_name_by(
+            "quotaLimit",
+            "natQuotaExceededEvent",
+            &quota_event::LIMIT_NAMES,
+        )
 }
 
 macro_rules! builtin {
@@ -142,7 +190,7 @@ builtin!(nat_port_block, NatPortBlockRecord, SCHEMA_NAT_PORT_BLOCK, "natPortBloc
     port_range_step => "portRangeStepSize": U16, ie 363;
     port_range_num_ports => "portRangeNumPorts": U16, ie 364;
     ingress_vrf_id => "ingressVRFID": U32, ie 234;
-]);
+], port_block_meta);
 
 builtin!(nat_addresses_exhausted, NatAddressesExhaustedRecord, SCHEMA_NAT_ADDRESSES_EXHAUSTED, "natAddressesExhausted", [
     timestamp_ns => "observationTimeMilliseconds": NsTimestamp, ie 323;
@@ -261,6 +309,28 @@ mod tests {
         assert_eq!(NatRecord::from_bytes(&q.as_bytes()[..20]), None);
         assert_eq!(crate::EventProfile::Legacy.map(4), 1);
         assert_eq!(crate::EventProfile::Legacy.map(17), 17);
+    }
+
+    #[test]
+    fn the_quota_limit_is_named_as_the_ipfix_element_it_is_exported_as() {
+        // IANA: 471 maxSessionEntries, 472 maxBIBEntries, 473
+        // maxEntriesPerUser, 474 maxSubscribers, 475
+        // maxFragmentsPendingReassembly.
+        let m = crate::nat_quota_exceeded().meta();
+        let names = &m.name_by.as_ref().unwrap().names;
+        let ies = &m.ipfix_ie_by.as_ref().unwrap().ies;
+        let iana = [
+            (471, "maxSessionEntries"),
+            (472, "maxBIBEntries"),
+            (473, "maxEntriesPerUser"),
+            (474, "maxSubscribers"),
+            (475, "maxFragmentsPendingReassembly"),
+        ];
+        assert_eq!(names.len(), 5);
+        for (v, n) in names {
+            let ie = ies.iter().find(|(w, _)| w == v).unwrap().1;
+            assert!(iana.contains(&(ie, n.as_ref())), "subtype {v}: {n} / {ie}");
+        }
     }
 
     #[test]

@@ -231,12 +231,13 @@ fn frame_len(b: &[u8]) -> Option<usize> {
 }
 
 /// The framing of a batch: binary frames if it starts with a binary log's
-/// `H` frame or a whole `R`/`S` frame (a formatted line never has a NUL as
-/// its second byte), opaque if it starts with a NUL (an IPFIX message
-/// header), else lines.
+/// `H` frame or a whole `R`/`S`/`C`/`D` frame (record, schema, TSC
+/// calibration, drop report; a formatted line never has a NUL as its
+/// second byte), opaque if it starts with a NUL (an IPFIX message header),
+/// else lines.
 fn framing_of(b: &[u8]) -> Framing {
     let h = b.len() >= 12 && b[0] == b'H' && b[1] == 0 && &b[4..12] == b"DPLOGBIN";
-    if h || (matches!(b.first(), Some(b'R' | b'S')) && frame_len(b).is_some()) {
+    if h || (matches!(b.first(), Some(b'R' | b'S' | b'C' | b'D')) && frame_len(b).is_some()) {
         Framing::Frames
     } else if b.first() == Some(&0) {
         Framing::Opaque
@@ -894,10 +895,10 @@ impl Sink for FileSink {
     /// The whole records of `batch` in the file (written before the error
     /// that refused it, in this file or in one rotated, moved or reopened
     /// since). Lines: its `\n`s, less the drop-report lines among them and
-    /// the configured header line when the batch starts with it (the
-    /// header lines a multi-schema CSV formatter writes inside a batch
-    /// count as records here); binary: its `R` frames; opaque: none (an
-    /// IPFIX batch is cut back to its start).
+    /// the configured header line when the batch starts with it (a CSV
+    /// stream has one header, over every schema, only at its start);
+    /// binary: its `R` frames; opaque: none (an IPFIX batch is cut back to
+    /// its start).
     fn kept_of_refused(&mut self, batch: &[u8], reports: &[std::ops::Range<usize>]) -> Kept {
         let done = match self.resume.take() {
             Some((fp, done)) if fp == fingerprint(batch) => done.min(batch.len()),

@@ -516,6 +516,11 @@ pub struct MmapSink {
     /// A binary log's schema preamble (`H` and `S` frames), written at the
     /// start of every segment; empty for lines.
     preamble: Vec<u8>,
+    /// The last TSC calibration frame (`C`) of a binary log written so
+    /// far: it follows the preamble at the start of every new segment, so
+    /// a segment decoded alone converts TSC times with the calibration in
+    /// force there.
+    calibration: Vec<u8>,
     /// `MmapSinkOptions::header` (empty: none), shared so a batch can hold
     /// it while the sink rolls segments.
     line_header: std::sync::Arc<[u8]>,
@@ -601,6 +606,7 @@ impl MmapSink {
             recovery: Recovery::default(),
             spare: Default::default(),
             preamble: Vec::new(),
+            calibration: Vec::new(),
             line_header,
             lock: Some(lock),
             closed: false,
@@ -782,11 +788,30 @@ impl MmapSink {
     }
 }
 
+/// Bytes of a binary log's TSC calibration frame (`C`): a 4-byte frame
+/// header and 24 bytes (`dplog_formatters::binary`).
+const CALIBRATION_FRAME_BYTES: usize = 4 + 24;
+
+/// The last whole `C` frame among the binary frames of `b`.
+fn last_calibration_frame(b: &[u8]) -> Option<&[u8]> {
+    let (mut p, mut last) = (0, None);
+    while let Some(n) = frame_len(&b[p..]) {
+        if b[p] == b'C' && n == CALIBRATION_FRAME_BYTES {
+            last = Some(&b[p..p + n]);
+        }
+        p += n;
+    }
+    last
+}
+
 /// The framing of `b` (a batch, or a segment's committed data): binary
 /// if it starts with a binary log's `H` frame or a whole `R`/`S` frame (a
 /// formatted line never has a NUL as its second byte), else lines.
 fn framing_of(b: &[u8]) -> Framing {
-    if starts_binary_log(b) || (matches!(b.first(), Some(b'R' | b'S')) && frame_len(b).is_some()) {
+    // R record, S schema, C TSC calibration, D drop report.
+    if starts_binary_log(b)
+        || (matches!(b.first(), Some(b'R' | b'S' | b'C' | b'D')) && frame_len(b).is_some())
+    {
         Framing::Binary
     } else {
         Framing::Lines
@@ -895,7 +920,8 @@ impl Sink for MmapSink {
             let auto = if used > 0 {
                 0
             } else if framing == Framing::Binary && !starts_binary_log(rest) {
-                self.preamble.len()
+                // Room for a calibration frame after the preamble too.
+                self.preamble.len() + CALIBRATION_FRAME_BYTES
             } else {
                 line_header.len()
             };
@@ -932,6 +958,9 @@ impl Sink for MmapSink {
             self.spare.push_back(seg);
         }
         let mut p = 0usize;
+        // The calibration in force at the start of each chunk.
+        let mut cal = std::mem::take(&mut self.calibration);
+        let mut binary_lead = Vec::new();
         for (new, n, recs) in plan {
             if new {
                 self.roll();
@@ -941,10 +970,20 @@ impl Sink for MmapSink {
             let chunk = &batch[p..p + n];
             let lead: &[u8] = match framing {
                 _ if seg.committed > 0 => &[],
-                Framing::Binary if !starts_binary_log(chunk) => &self.preamble,
+                Framing::Binary if !starts_binary_log(chunk) => {
+                    binary_lead.clear();
+                    binary_lead.extend_from_slice(&self.preamble);
+                    binary_lead.extend_from_slice(&cal);
+                    &binary_lead
+                }
                 Framing::Binary => &[],
                 Framing::Lines => line_header,
             };
+            if framing == Framing::Binary {
+                if let Some(c) = last_calibration_frame(chunk) {
+                    cal = c.to_vec();
+                }
+            }
             // The plan sized every chunk to its segment; a mapping is never
             // indexed past its end, even if that were wrong.
             if seg.committed + lead.len() + n > seg.capacity() {
@@ -963,6 +1002,7 @@ impl Sink for MmapSink {
             seg.framing = Some(framing);
             p += n;
         }
+        self.calibration = cal;
         Ok(Accepted::Delivered)
     }
 

@@ -343,7 +343,7 @@ pub fn segment_data_kind(b: &[u8]) -> SegmentData {
         SegmentData::Empty
     } else if starts_binary_log(b) {
         SegmentData::Binary
-    } else if b.len() >= 4 && b[1] == 0 && matches!(b[0], b'R' | b'S') {
+    } else if b.len() >= 4 && b[1] == 0 && matches!(b[0], b'R' | b'S' | b'C' | b'D') {
         SegmentData::Headless
     } else {
         SegmentData::Lines

@@ -4,6 +4,43 @@
 //! record; the byte offset where decoding stopped and why go to stderr and
 //! the exit status is 2. Exit status 1: unreadable file or bad options.
 //!
+//! **Archives.** `dplog-cat DIR` on a directory of `archive` sink
+//! segments (`seg-*.dpa`) prints their records in event-time order,
+//! with the same `--format`, `--from`/`--to` and `--where`; a torn or
+//! corrupt block is named on stderr (file and block), the rest printed,
+//! and the exit status is 2. The archive keeps no TSC calibration: a TSC
+//! field prints as ticks converted with the identity.
+//!
+//! **Streaming.** The input is read and decoded frame by frame: memory
+//! holds a 1 MiB read buffer plus one frame (at most 64 KiB), a 1 MiB
+//! output buffer plus one formatted record, the log's schemas and their
+//! compiled formats, whatever the log's size (a few MiB in all; a test
+//! runs it under a 32 MiB address-space limit on a 48 MiB log). `-` reads
+//! standard input (once, in the place it is given).
+//!
+//! **Selection.** `--from T` and `--to T` keep the records whose event
+//! time (the schema's event-time field; TSC ticks converted with the
+//! log's calibration) is at or after `--from` and before `--to`; `T` is
+//! RFC 3339 UTC (`2026-01-01T00:00:00Z`, a fraction of up to 9 digits,
+//! `Z` or `+00:00`) or an integer of nanoseconds since the epoch. Records
+//! without an event time are left out when either is given. `--where
+//! FIELD=VALUE` (repeatable, all must hold) keeps records that have a
+//! field FIELD printing as VALUE in the text format's default converter
+//! (an address as `10.0.0.1`, a time in ms since the epoch), or, for an
+//! enum field, whose value's name is VALUE.
+//!
+//! **Drop reports** (binary `D` frames) are printed in the output format's
+//! shape, as a logger writing that format prints them (the library's
+//! `SchemaFormatter`: e.g. a text line, a JSON object, the binary frame);
+//! for a format that has none, a line on stderr gives their count and the
+//! records they report.
+//! With `--where` they are left out; with `--from`/`--to` those placed on
+//! the records' timeline outside the range are too.
+//!
+//! **Progress.** When standard error is a terminal and the input is
+//! larger than 64 MiB (or standard input), a progress line (bytes read,
+//! records written) is redrawn on it twice a second and cleared at the end.
+//!
 //! `--format text` prints every record type in the default `name=value`
 //! layout unless given a template: `--template T` for the first record
 //! type of the log, `--templates NAME=T` (repeatable) for the type whose
@@ -35,13 +72,23 @@
 //! it is refused with that reason (exit 1), and so is a mix of binary and
 //! formatted-line segments.
 
-use std::io::Write;
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use clap::Parser;
-use dplog_formatters::{binary, Format, FormatSpec};
+use dplog_core::schema::FieldKind;
+use dplog_core::Formatter;
+use dplog_core::{DropReport, Schema};
+use dplog_formatters::binary::{Frame, StreamDecoder, MAX_FRAME};
+use dplog_formatters::{
+    Conv, Escape, Format, FormatSpec, Program, SchemaFormatter, TscCalibration,
+};
 use dplog_schema_nat::EventProfile;
+use dplog_sinks::archive;
 use dplog_sinks::mmap::reader::{self, SegmentData};
 
 #[derive(Parser)]
@@ -67,8 +114,20 @@ struct Args {
     /// natEvent numbering: rfc8158 or legacy.
     #[arg(long, default_value = "rfc8158", value_parser = |s: &str| EventProfile::from_name(s).ok_or_else(|| format!("unknown profile {s:?}; use rfc8158 or legacy")))]
     profile: EventProfile,
-    /// The binary log, or mmap segment files (`*.dpm`) read in the order
-    /// given, or a directory of mmap segments (read in sequence order).
+    /// Keep records whose event time is at or after T: RFC 3339 UTC
+    /// (`2026-01-01T00:00:00.5Z`) or ns since the Unix epoch.
+    #[arg(long, value_name = "T", value_parser = parse_time)]
+    from: Option<u64>,
+    /// Keep records whose event time is before T (as `--from`).
+    #[arg(long, value_name = "T", value_parser = parse_time)]
+    to: Option<u64>,
+    /// Keep records with field FIELD printing as VALUE (its default text
+    /// converter, or an enum value's name); repeat: all must hold.
+    #[arg(long = "where", value_name = "FIELD=VALUE", value_parser = parse_where)]
+    filters: Vec<(String, String)>,
+    /// The binary log (`-`: standard input), or mmap segment files
+    /// (`*.dpm`) read in the order given, or a directory of mmap segments
+    /// (read in sequence order).
     #[arg(required = true)]
     files: Vec<PathBuf>,
 }
@@ -83,6 +142,73 @@ fn parse_named_template(s: &str) -> Result<(String, String), String> {
             "{s:?} is not NAME=TEMPLATE (a schema name, `=`, a non-empty template)"
         )),
     }
+}
+
+/// `FIELD=VALUE` of `--where`, split at the first `=`.
+fn parse_where(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((f, v)) if !f.is_empty() => Ok((f.to_string(), v.to_string())),
+        _ => Err(format!("{s:?} is not FIELD=VALUE")),
+    }
+}
+
+/// Days since 1970-01-01 of a civil date (H. Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = if m > 2 { m - 3 } else { m + 9 };
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// `--from`/`--to`: RFC 3339 UTC or integer ns since the epoch.
+fn parse_time(s: &str) -> Result<u64, String> {
+    if let Ok(ns) = s.parse::<u64>() {
+        return Ok(ns);
+    }
+    let bad = || {
+        format!(
+            "{s:?} is not a time: RFC 3339 UTC (2026-01-01T00:00:00Z, up to 9 fraction digits) or ns since the epoch"
+        )
+    };
+    let b = s.as_bytes();
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
+        return Err(bad());
+    }
+    let num = |r: std::ops::Range<usize>| -> Result<i64, String> {
+        s.get(r)
+            .filter(|t| t.bytes().all(|c| c.is_ascii_digit()))
+            .and_then(|t| t.parse().ok())
+            .ok_or_else(bad)
+    };
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    if b[13] != b':' || b[16] != b':' {
+        return Err(bad());
+    }
+    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
+        return Err(bad());
+    }
+    let mut rest = &s[19..];
+    let mut frac = 0u64;
+    if let Some(r) = rest.strip_prefix('.') {
+        let digits = r.bytes().take_while(|c| c.is_ascii_digit()).count();
+        if digits == 0 || digits > 9 {
+            return Err(bad());
+        }
+        frac = r[..digits].parse::<u64>().map_err(|_| bad())? * 10u64.pow(9 - digits as u32);
+        rest = &r[digits..];
+    }
+    if !matches!(rest, "Z" | "z" | "+00:00" | "-00:00") {
+        return Err(bad());
+    }
+    let days = days_from_civil(y, mo, d);
+    let secs = days * 86_400 + h * 3600 + mi * 60 + sec;
+    u64::try_from(secs)
+        .map(|s| s * 1_000_000_000 + frac)
+        .map_err(|_| bad())
 }
 
 /// The mmap segments of directory `dir`, in sequence order: files named
@@ -110,42 +236,237 @@ fn dir_segments(dir: &Path) -> Result<Vec<PathBuf>, String> {
     }
 }
 
+/// One input of the stream: where its bytes are.
+#[derive(Clone, Debug)]
+enum Source {
+    /// A whole file (a binary log), `len` bytes.
+    File(PathBuf, u64),
+    /// An mmap segment's committed data: `len` bytes at `HEADER_BYTES`.
+    Segment(PathBuf, u64),
+    /// Standard input (length unknown).
+    Stdin,
+}
+
+impl Source {
+    fn len(&self) -> Option<u64> {
+        match self {
+            Source::File(_, n) | Source::Segment(_, n) => Some(*n),
+            Source::Stdin => None,
+        }
+    }
+
+    /// Opens it, positioned at its first byte, limited to its length.
+    fn open(&self) -> std::io::Result<Box<dyn Read>> {
+        let at = |p: &Path, e: std::io::Error| {
+            std::io::Error::new(e.kind(), format!("{}: {e}", p.display()))
+        };
+        Ok(match self {
+            Source::File(p, n) => Box::new(File::open(p).map_err(|e| at(p, e))?.take(*n)),
+            Source::Segment(p, n) => {
+                let mut f = File::open(p).map_err(|e| at(p, e))?;
+                std::io::Seek::seek(
+                    &mut f,
+                    std::io::SeekFrom::Start(reader::HEADER_BYTES as u64),
+                )
+                .map_err(|e| at(p, e))?;
+                Box::new(f.take(*n))
+            }
+            Source::Stdin => Box::new(std::io::stdin()),
+        })
+    }
+}
+
+/// The sources one after another as one byte stream, counting the bytes
+/// read (for progress).
+struct Chain {
+    sources: VecDeque<Source>,
+    cur: Option<Box<dyn Read>>,
+    read: u64,
+}
+
+impl Read for Chain {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            if self.cur.is_none() {
+                match self.sources.pop_front() {
+                    Some(s) => self.cur = Some(s.open()?),
+                    None => return Ok(0),
+                }
+            }
+            let n = self.cur.as_mut().expect("opened above").read(buf)?;
+            if n > 0 {
+                self.read += n as u64;
+                return Ok(n);
+            }
+            self.cur = None;
+        }
+    }
+}
+
+/// Read buffer size.
+const CHUNK: usize = 1 << 20;
+
+/// What [`Frames::next`] found.
+enum Next<'a> {
+    /// A record and its schema.
+    Record(&'a Schema, &'a [u8]),
+    /// A schema (`S` frame).
+    Schema(&'a Schema),
+    /// Any other frame.
+    Frame(Frame<'a>),
+    /// The end of the input, at a frame boundary.
+    End,
+    /// Decoding stopped at stream byte `.0`, for reason `.1`.
+    Stopped(u64, String),
+}
+
+/// The frames of a binary log read from a byte stream, in constant memory
+/// (a [`CHUNK`] buffer plus one frame). Any byte stream will do: files,
+/// mmap segments' committed data and standard input are [`Source`]s of a
+/// [`Chain`]; another kind of input adds a `Source` variant or hands its
+/// own reader to [`Frames::new`].
+struct Frames<R> {
+    input: R,
+    buf: Vec<u8>,
+    pos: usize,
+    end: usize,
+    /// Stream offset of `buf[pos]`.
+    offset: u64,
+    eof: bool,
+    dec: StreamDecoder,
+}
+
+impl<R: Read> Frames<R> {
+    fn new(input: R) -> Self {
+        Self {
+            input,
+            buf: vec![0; CHUNK + MAX_FRAME],
+            pos: 0,
+            end: 0,
+            offset: 0,
+            eof: false,
+            dec: StreamDecoder::new(),
+        }
+    }
+
+    /// True if `b` starts with a whole frame.
+    fn whole(b: &[u8]) -> bool {
+        b.len() >= 4 && b.len() - 4 >= u16::from_le_bytes([b[2], b[3]]) as usize
+    }
+
+    fn refill(&mut self) -> std::io::Result<()> {
+        if self.pos > 0 {
+            self.buf.copy_within(self.pos..self.end, 0);
+            self.end -= self.pos;
+            self.pos = 0;
+        }
+        while self.end < self.buf.len() {
+            let n = match self.input.read(&mut self.buf[self.end..]) {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if n == 0 {
+                self.eof = true;
+                break;
+            }
+            self.end += n;
+            if self.end >= MAX_FRAME {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// The next frame.
+    ///
+    /// # Errors
+    /// An input that cannot be read.
+    fn next(&mut self) -> std::io::Result<Next<'_>> {
+        while !self.eof && !Self::whole(&self.buf[self.pos..self.end]) {
+            self.refill()?;
+        }
+        let avail = &self.buf[self.pos..self.end];
+        if avail.is_empty() {
+            return Ok(Next::End);
+        }
+        match self.dec.next(avail) {
+            Ok(Some((f, n))) => {
+                self.pos += n;
+                self.offset += n as u64;
+                Ok(match f {
+                    Frame::Record(si, rec) => Next::Record(&self.dec.schemas()[si], rec),
+                    Frame::Schema(si) => Next::Schema(&self.dec.schemas()[si]),
+                    f => Next::Frame(f),
+                })
+            }
+            Ok(None) => Ok(Next::Stopped(self.offset, StreamDecoder::truncated(avail))),
+            Err(reason) => Ok(Next::Stopped(self.offset, reason)),
+        }
+    }
+}
+
 /// What a file contributes to the stream.
 enum Payload {
-    /// A segment's committed data (`true`) or a whole binary log file.
-    Data(Vec<u8>, bool),
+    /// A binary log file or an mmap segment's committed data, and the
+    /// first bytes of it (up to 12, to classify it).
+    Data(Source, Vec<u8>),
     /// A headerless mmap segment (empty or all zero): no record, skipped;
     /// the warning to print.
     Headerless(String),
 }
 
-/// The bytes `path` contributes to the stream: a segment's committed data
-/// or the whole file. Errors are printed whole (path and reason).
+/// Reads up to `n` bytes from the start of `r`.
+fn peek(r: &mut dyn Read, n: usize) -> std::io::Result<Vec<u8>> {
+    let mut b = Vec::with_capacity(n);
+    r.take(n as u64).read_to_end(&mut b)?;
+    Ok(b)
+}
+
+/// True if every byte `r` has left is zero (read in chunks).
+fn all_zero(r: &mut dyn Read) -> std::io::Result<bool> {
+    let mut b = vec![0u8; 64 * 1024];
+    loop {
+        let n = r.read(&mut b)?;
+        if n == 0 {
+            return Ok(true);
+        }
+        if b[..n].iter().any(|&x| x != 0) {
+            return Ok(false);
+        }
+    }
+}
+
+/// What `path` contributes to the stream: a segment's committed data or
+/// the whole file, checked without reading it whole. Errors are printed
+/// whole (path and reason).
 fn payload(path: &Path) -> Result<Payload, String> {
     let at = |m: String| format!("{}: {m}", path.display());
     // A log is a regular file of known length; reading a device or a FIFO
-    // (/dev/zero) whole would never end.
-    match std::fs::metadata(path) {
-        Ok(m) if !m.is_file() => {
-            return Err(at(
-                "not a regular file (a dplog binary log or mmap segment is one)".into(),
-            ))
-        }
-        _ => {}
+    // (/dev/zero) would never end (standard input is `-`).
+    let meta = std::fs::metadata(path).map_err(|e| at(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(at(
+            "not a regular file (a dplog binary log or mmap segment is one)".into(),
+        ));
     }
-    let bytes = std::fs::read(path).map_err(|e| at(e.to_string()))?;
-    if bytes.starts_with(reader::MAGIC) {
-        let data = reader::committed_data(&bytes)
-            .map_err(|e| at(e.to_string()))?
-            .to_vec();
-        return Ok(Payload::Data(data, true));
+    let mut f = File::open(path).map_err(|e| at(e.to_string()))?;
+    let first = peek(&mut f, reader::MAGIC.len()).map_err(|e| at(e.to_string()))?;
+    if first == reader::MAGIC {
+        let h = reader::read_header(path).map_err(|e| e.to_string())?;
+        let src = Source::Segment(path.to_path_buf(), h.committed_bytes);
+        let mut r = src.open().map_err(|e| e.to_string())?;
+        let lead = peek(&mut r, 12).map_err(|e| at(e.to_string()))?;
+        return Ok(Payload::Data(src, lead));
     }
     if path.extension().is_some_and(|e| e == "dpm") {
-        if bytes.iter().all(|&b| b == 0) {
-            let what = if bytes.is_empty() {
+        let zero =
+            first.iter().all(|&b| b == 0) && all_zero(&mut f).map_err(|e| at(e.to_string()))?;
+        if zero {
+            let what = if meta.len() == 0 {
                 "empty".to_string()
             } else {
-                format!("all {} bytes zero", bytes.len())
+                format!("all {} bytes zero", meta.len())
             };
             return Ok(Payload::Headerless(at(format!(
                 "skipped: mmap segment without a header ({what}): a crash cut its creation short; it holds no records"
@@ -153,7 +474,12 @@ fn payload(path: &Path) -> Result<Payload, String> {
         }
         return Err(at(reader::SegmentError::NotASegment.to_string()));
     }
-    Ok(Payload::Data(bytes, false))
+    let mut lead = first;
+    lead.extend(peek(&mut f, 4).map_err(|e| at(e.to_string()))?);
+    Ok(Payload::Data(
+        Source::File(path.to_path_buf(), meta.len()),
+        lead,
+    ))
 }
 
 /// A failed write of the output: a reader that went away (`dplog-cat … |
@@ -167,12 +493,306 @@ fn output_failed(e: std::io::Error) -> ExitCode {
     ExitCode::from(1)
 }
 
+/// The progress line on a terminal's standard error.
+struct Progress {
+    on: bool,
+    total: Option<u64>,
+    next: Instant,
+    shown: bool,
+}
+
+impl Progress {
+    /// Inputs above this size (or of unknown size) show progress.
+    const LARGE: u64 = 64 << 20;
+
+    fn new(total: Option<u64>) -> Self {
+        Self {
+            on: std::io::stderr().is_terminal() && total.map_or(true, |t| t > Self::LARGE),
+            total,
+            next: Instant::now() + Duration::from_millis(500),
+            shown: false,
+        }
+    }
+
+    #[inline]
+    fn tick(&mut self, read: u64, records: u64) {
+        if !self.on || (records & 0xfff) != 0 {
+            return;
+        }
+        let now = Instant::now();
+        if now < self.next {
+            return;
+        }
+        self.next = now + Duration::from_millis(500);
+        let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+        let line = match self.total {
+            Some(t) => format!(
+                "dplog-cat: {:.0} of {:.0} MiB ({:.0} %), {records} records",
+                mib(read),
+                mib(t),
+                100.0 * read as f64 / t.max(1) as f64
+            ),
+            None => format!("dplog-cat: {:.0} MiB, {records} records", mib(read)),
+        };
+        eprint!("\r{line}\x1b[K");
+        self.shown = true;
+    }
+
+    fn clear(&mut self) {
+        if self.shown {
+            eprint!("\r\x1b[K");
+            self.shown = false;
+        }
+    }
+}
+
+/// `--where` compiled for one schema: per condition, the programs whose
+/// output must equal the value (any of them).
+struct Filter {
+    /// Per condition: (programs, value); `None` if the schema lacks a
+    /// condition's field (no record of it matches).
+    conds: Option<Vec<(Vec<Program>, Vec<u8>)>>,
+    /// The event-time field: (offset, TSC).
+    time: Option<(usize, bool)>,
+}
+
+impl Filter {
+    fn new(s: &Schema, wheres: &[(String, String)], opts: dplog_formatters::Options) -> Self {
+        let time = s.meta().event_time.map(|i| {
+            let f = &s.fields()[i];
+            (f.offset as usize, f.kind == FieldKind::TscTimestamp)
+        });
+        let mut conds = Some(Vec::new());
+        for (name, value) in wheres {
+            let Some((i, f)) = s.field(name) else {
+                conds = None;
+                break;
+            };
+            let mut progs = Vec::new();
+            let mut convs = vec![None];
+            if f.kind == FieldKind::Enum && !f.enum_names.is_empty() {
+                convs.push(Some(Conv::Name));
+            }
+            for c in convs {
+                let mut p = Program::new(s, opts);
+                if p.field(s, i, c, Escape::Text).is_ok() {
+                    progs.push(p);
+                }
+            }
+            if let Some(v) = conds.as_mut() {
+                v.push((progs, value.as_bytes().to_vec()));
+            }
+        }
+        Self { conds, time }
+    }
+
+    fn set_tsc_calibration(&mut self, cal: TscCalibration) {
+        for (progs, _) in self.conds.iter_mut().flatten() {
+            for p in progs {
+                p.set_tsc_calibration(cal);
+            }
+        }
+    }
+
+    /// The record's event time in ns, if its schema has one.
+    fn time(&self, rec: &[u8], cal: &TscCalibration) -> Option<u64> {
+        let (off, tsc) = self.time?;
+        let v = u64::from_ne_bytes(rec.get(off..off + 8)?.try_into().ok()?);
+        Some(if tsc { cal.to_ns(v) } else { v })
+    }
+
+    fn matches(&mut self, rec: &[u8], tmp: &mut Vec<u8>) -> bool {
+        let Some(conds) = self.conds.as_mut() else {
+            return false;
+        };
+        conds.iter_mut().all(|(progs, want)| {
+            progs.iter_mut().any(|p| {
+                tmp.clear();
+                p.run(rec, tmp) && tmp == want
+            })
+        })
+    }
+}
+
+/// The output side: the encoder (built at the first record, rebuilt when
+/// a record of a schema id it lacks arrives), the selection, counts.
+struct Output<'a> {
+    args: &'a Args,
+    spec: FormatSpec,
+    /// Schemas seen (one per id, the first seen); the encoder is built
+    /// for the first `built` of them.
+    schemas: Vec<Schema>,
+    built: usize,
+    /// The library's formatter: records, and drop reports in the format's
+    /// own shape, exactly as a logger writes them.
+    enc: Option<SchemaFormatter>,
+    filters: Vec<Filter>,
+    cal: TscCalibration,
+    out: Vec<u8>,
+    tmp: Vec<u8>,
+    records: u64,
+    selected: u64,
+    /// Drop reports the output format carries none of, and their records.
+    unshown_reports: (u64, u64),
+}
+
+impl<'a> Output<'a> {
+    /// The output of `args`' format, before any record.
+    fn new(args: &'a Args) -> Self {
+        let mut spec = FormatSpec {
+            kind: args.format.unwrap_or(Format::Text),
+            template: args.template.clone(),
+            templates: args.templates.iter().cloned().collect(),
+            renumber: args.profile.renumber(),
+            ..Default::default()
+        };
+        spec.ipfix.export_clock = dplog_formatters::ExportClock::Record;
+        Output {
+            args,
+            spec,
+            schemas: Vec::new(),
+            built: 0,
+            enc: None,
+            filters: Vec::new(),
+            cal: TscCalibration::IDENTITY,
+            out: Vec::with_capacity(CHUNK + (64 << 10)),
+            tmp: Vec::new(),
+            records: 0,
+            selected: 0,
+            unshown_reports: (0, 0),
+        }
+    }
+
+    fn selecting(&self) -> bool {
+        self.args.from.is_some() || self.args.to.is_some() || !self.args.filters.is_empty()
+    }
+
+    /// (Re)builds the encoder for `self.schemas`.
+    fn build(&mut self) -> Result<(), String> {
+        let refs: Vec<&Schema> = self
+            .schemas
+            .iter()
+            .map(|s| known_schema(s).unwrap_or(s))
+            .collect();
+        let mut enc = self.spec.formatter(&refs).map_err(|e| e.to_string())?;
+        enc.set_tsc_calibration(self.cal);
+        let opts = self.spec.options();
+        self.filters = refs
+            .iter()
+            .map(|s| {
+                let mut f = Filter::new(s, &self.args.filters, opts);
+                f.set_tsc_calibration(self.cal);
+                f
+            })
+            .collect();
+        self.enc = Some(enc);
+        self.built = self.schemas.len();
+        Ok(())
+    }
+
+    /// A schema of the log (every segment repeats them: each id once).
+    fn schema(&mut self, s: &Schema) {
+        if !self.schemas.iter().any(|k| k.id() == s.id()) {
+            self.schemas.push(s.clone());
+        }
+    }
+
+    fn calibration(&mut self, cal: TscCalibration) {
+        self.cal = cal;
+        if let Some(e) = self.enc.as_mut() {
+            e.set_tsc_calibration(cal);
+        }
+        for f in &mut self.filters {
+            f.set_tsc_calibration(cal);
+        }
+    }
+
+    /// Formats `rec` (of decoder schema `s`) if it is selected.
+    fn record(&mut self, s: &Schema, rec: &[u8]) -> Result<(), String> {
+        self.records += 1;
+        let i = match self.schemas.iter().position(|k| k.id() == s.id()) {
+            Some(i) => i,
+            None => {
+                self.schemas.push(s.clone());
+                self.schemas.len() - 1
+            }
+        };
+        // Built at the first record, over the schemas of the preamble;
+        // rebuilt if a later `S` frame brought a new id.
+        if self.enc.is_none() || i >= self.built {
+            self.build()?;
+        }
+        if self.selecting() {
+            let f = &mut self.filters[i];
+            if self.args.from.is_some() || self.args.to.is_some() {
+                let Some(t) = f.time(rec, &self.cal) else {
+                    return Ok(());
+                };
+                if self.args.from.is_some_and(|from| t < from)
+                    || self.args.to.is_some_and(|to| t >= to)
+                {
+                    return Ok(());
+                }
+            }
+            if !self.args.filters.is_empty() && !f.matches(rec, &mut self.tmp) {
+                return Ok(());
+            }
+        }
+        self.selected += 1;
+        self.enc
+            .as_mut()
+            .expect("built above")
+            .push_bytes(rec, &mut self.out);
+        Ok(())
+    }
+
+    fn drop_report(&mut self, r: &DropReport) {
+        if !self.args.filters.is_empty() {
+            return;
+        }
+        let t = r.record_time_ns;
+        if t != 0
+            && (self.args.from.is_some_and(|from| t < from)
+                || self.args.to.is_some_and(|to| t >= to))
+        {
+            return;
+        }
+        if self.enc.is_none() && self.build().is_err() {
+            self.unshown_reports.0 += 1;
+            self.unshown_reports.1 += r.dropped;
+            return;
+        }
+        // The logger's own shape for the format (nothing where the format
+        // has none); the slot type does not matter for a report.
+        let before = self.out.len();
+        Formatter::<dplog_core::Slot128>::format_drop_report(
+            self.enc.as_mut().expect("built above"),
+            r,
+            &mut self.out,
+        );
+        if self.out.len() == before {
+            self.unshown_reports.0 += 1;
+            self.unshown_reports.1 += r.dropped;
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let [dir] = &args.files[..] {
+        if dir.is_dir() {
+            match archive::list_segments(dir) {
+                Ok(segs) if !segs.is_empty() => return cat_archive(&args, dir),
+                _ => {}
+            }
+        }
+    }
     // Directories stand for their segments.
     let mut files = Vec::new();
     for f in &args.files {
-        if f.is_dir() {
+        if f.as_os_str() == "-" {
+            files.push(f.clone());
+        } else if f.is_dir() {
             match dir_segments(f) {
                 Ok(v) => files.extend(v),
                 Err(m) => {
@@ -184,17 +804,24 @@ fn main() -> ExitCode {
             files.push(f.clone());
         }
     }
-    let mut bytes = Vec::new();
+    let mut sources = VecDeque::new();
     let mut segments = 0usize;
     // A binary segment (or file) came before; the first segment of
     // formatted lines.
     let (mut binary_before, mut lines_at) = (false, None);
     for f in &files {
+        if f.as_os_str() == "-" {
+            // Read as a binary log (checked by the decoder).
+            binary_before = true;
+            sources.push_back(Source::Stdin);
+            continue;
+        }
         match payload(f) {
             Ok(Payload::Headerless(warning)) => eprintln!("dplog-cat: {warning}"),
-            Ok(Payload::Data(b, seg)) => {
+            Ok(Payload::Data(src, lead)) => {
+                let seg = matches!(src, Source::Segment(..));
                 if seg {
-                    match reader::segment_data_kind(&b) {
+                    match reader::segment_data_kind(&lead) {
                         SegmentData::Empty => {}
                         SegmentData::Binary => binary_before = true,
                         SegmentData::Headless if !binary_before => {
@@ -218,9 +845,9 @@ fn main() -> ExitCode {
                         return ExitCode::from(1);
                     }
                 } else {
-                    binary_before |= reader::starts_binary_log(&b);
+                    binary_before |= reader::starts_binary_log(&lead);
                 }
-                bytes.extend_from_slice(&b);
+                sources.push_back(src);
                 segments += usize::from(seg);
             }
             Err(m) => {
@@ -230,9 +857,21 @@ fn main() -> ExitCode {
         }
     }
     let what = match (&args.files[..], &files[..]) {
-        ([a], [f]) if !a.is_dir() => f.display().to_string(),
+        ([a], [f]) if !a.is_dir() => {
+            if f.as_os_str() == "-" {
+                "standard input".to_string()
+            } else {
+                f.display().to_string()
+            }
+        }
         ([a], _) if a.is_dir() => format!("{} ({} segments)", a.display(), files.len()),
         _ => format!("{} files", files.len()),
+    };
+    let total: Option<u64> = sources.iter().map(Source::len).sum();
+    let mut chain = Chain {
+        sources,
+        cur: None,
+        read: 0,
     };
     if lines_at.is_some() {
         // Formatted lines: nothing to decode.
@@ -244,70 +883,155 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
         let mut stdout = std::io::stdout().lock();
-        if let Err(e) = stdout.write_all(&bytes).and_then(|_| stdout.flush()) {
+        let mut buf = vec![0u8; CHUNK];
+        loop {
+            let n = match chain.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) => {
+                    eprintln!("dplog-cat: {e}");
+                    return ExitCode::from(1);
+                }
+            };
+            if let Err(e) = stdout.write_all(&buf[..n]) {
+                return output_failed(e);
+            }
+        }
+        if let Err(e) = stdout.flush() {
             return output_failed(e);
         }
         return ExitCode::SUCCESS;
     }
-    let d = binary::decode(&bytes);
-    // Every segment repeats the schemas: each id once (the first seen).
-    // The preamble carries layouts only; a schema of a known package (the
-    // NAT's) is formatted with that package's metadata (its syslog layout,
-    // conditional fields), as the program that wrote the log did.
-    let mut schemas: Vec<&dplog_core::Schema> = Vec::new();
-    for s in &d.schemas {
-        if !schemas.iter().any(|k| k.id() == s.id()) {
-            schemas.push(known_schema(s).unwrap_or(s));
-        }
-    }
-    let mut spec = FormatSpec {
-        kind: args.format.unwrap_or(Format::Text),
-        template: args.template,
-        templates: args.templates.into_iter().collect(),
-        renumber: args.profile.renumber(),
-        ..Default::default()
-    };
-    spec.ipfix.export_clock = dplog_formatters::ExportClock::Record;
-    let mut out = Vec::with_capacity(1 << 20);
-    if !schemas.is_empty() {
-        let mut enc = match spec.encoder(&schemas) {
-            Ok(e) => e,
+    let mut o = Output::new(&args);
+    let mut progress = Progress::new(total);
+    let mut frames = Frames::new(chain);
+    let mut stdout = std::io::stdout().lock();
+    let stopped = loop {
+        let next = match frames.next() {
+            Ok(n) => n,
             Err(e) => {
+                progress.clear();
                 eprintln!("dplog-cat: {e}");
                 return ExitCode::from(1);
             }
         };
-        let mut stdout = std::io::stdout().lock();
-        for (_, rec) in &d.records {
-            enc.push(rec, &mut out);
-            if out.len() >= 1 << 20 && spec.kind != Format::Ipfix {
-                if let Err(e) = stdout.write_all(&out) {
-                    return output_failed(e);
-                }
-                out.clear();
+        let r = match next {
+            Next::End => break None,
+            Next::Stopped(off, reason) => break Some((off, reason)),
+            Next::Record(schema, rec) => o.record(schema, rec),
+            Next::Frame(Frame::Calibration(c)) => {
+                o.calibration(c);
+                Ok(())
             }
+            Next::Frame(Frame::DropReport(r)) => {
+                o.drop_report(&r);
+                Ok(())
+            }
+            Next::Schema(schema) => {
+                o.schema(schema);
+                Ok(())
+            }
+            Next::Frame(Frame::Header | Frame::Schema(_) | Frame::Record(..)) => Ok(()),
+        };
+        if let Err(e) = r {
+            progress.clear();
+            eprintln!("dplog-cat: {e}");
+            return ExitCode::from(1);
         }
-        if let Err(e) = stdout.write_all(&out).and_then(|_| stdout.flush()) {
-            return output_failed(e);
+        if o.out.len() >= CHUNK {
+            if let Err(e) = stdout.write_all(&o.out) {
+                progress.clear();
+                return output_failed(e);
+            }
+            o.out.clear();
         }
+        progress.tick(frames.input.read, o.records);
+    };
+    progress.clear();
+    if let Err(e) = stdout.write_all(&o.out).and_then(|_| stdout.flush()) {
+        return output_failed(e);
     }
-    match d.stopped {
+    if o.unshown_reports.0 > 0 {
+        eprintln!(
+            "dplog-cat: the log holds {} drop report(s) of {} record(s) in all; {} output carries no drop reports",
+            o.unshown_reports.0,
+            o.unshown_reports.1,
+            o.spec.kind.name()
+        );
+    }
+    match stopped {
         None => ExitCode::SUCCESS,
-        Some(s) => {
+        Some((offset, reason)) => {
             let of = if segments > 0 {
                 "of the committed data"
             } else {
                 "of"
             };
+            let total = total.map_or_else(|| "the input".to_string(), |t| t.to_string());
             eprintln!(
-                "dplog-cat: {what}: stopped at byte {} {of} {}: {}; decoded {} whole records",
-                s.offset,
-                bytes.len(),
-                s.reason,
-                d.records.len()
+                "dplog-cat: {what}: stopped at byte {offset} {of} {total}: {reason}; decoded {} whole records",
+                o.records
             );
             ExitCode::from(2)
         }
+    }
+}
+
+/// An archive directory (the `archive` sink's segments): its records in
+/// event-time order, through the same output and selection as a binary
+/// log. `--from`/`--to` also choose the segments read. Damage (a torn or
+/// corrupt block, a bad footer) is reported on stderr with its file and
+/// block, the rest is printed, and the exit status is 2.
+fn cat_archive(args: &Args, dir: &Path) -> ExitCode {
+    let mut ar = match archive::ArchiveReader::open(dir) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("dplog-cat: {}: {e}", dir.display());
+            return ExitCode::from(1);
+        }
+    };
+    let mut o = Output::new(args);
+    for s in ar.schemas() {
+        o.schema(&s);
+    }
+    let (from, to) = (
+        args.from.unwrap_or(0),
+        args.to.map_or(u64::MAX, |t| t.saturating_sub(1)),
+    );
+    let mut stdout = std::io::stdout().lock();
+    let mut failed: Option<ExitCode> = None;
+    let r = ar.for_each(from, to, |schema, rec| {
+        if let Err(e) = o.record(schema, rec) {
+            eprintln!("dplog-cat: {e}");
+            failed = Some(ExitCode::from(1));
+            return false;
+        }
+        if o.out.len() >= CHUNK {
+            if let Err(e) = stdout.write_all(&o.out) {
+                failed = Some(output_failed(e));
+                return false;
+            }
+            o.out.clear();
+        }
+        true
+    });
+    if let Some(code) = failed {
+        return code;
+    }
+    if let Err(e) = r {
+        eprintln!("dplog-cat: {}: {e}", dir.display());
+        return ExitCode::from(1);
+    }
+    if let Err(e) = stdout.write_all(&o.out).and_then(|_| stdout.flush()) {
+        return output_failed(e);
+    }
+    for p in ar.problems() {
+        eprintln!("dplog-cat: {p}");
+    }
+    if ar.problems().is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
     }
 }
 

@@ -1,0 +1,1502 @@
+//! Shared-memory SPSC rings: a producer in one process (the dataplane), the
+//! consumer in another (`dplogd`), so records already pushed outlive a
+//! crash of the dataplane.
+//!
+//! A ring is one file in a tmpfs (`/dev/shm`) or hugetlbfs directory,
+//! mapped `MAP_SHARED` by both processes. The producer side
+//! ([`ShmProducer`], and [`ShmLogProducer`] with the logger's backpressure
+//! policy) runs the same protocol as the in-process [`crate::ring`](mod@crate::ring): slot
+//! write, then a Release store of the free-running tail index; a private
+//! cached copy of the consumer's head, refreshed only when the ring looks
+//! full. The consumer side ([`ShmReader`]) trusts nothing in the file: it
+//! is written by another process, possibly buggy or hostile.
+//!
+//! # File layout (version 1, native byte order, x86-64/aarch64 little endian)
+//!
+//! | offset | size | field | written by |
+//! |---|---|---|---|
+//! | 0 | 8 | magic `DPLOGSHM` | creator, last of the header |
+//! | 8 | 4 | layout version ([`SHM_VERSION`]) | creator |
+//! | 12 | 4 | header bytes ([`SHM_HEADER_BYTES`]): slots start here | creator |
+//! | 16 | 4 | slot bytes (32, 64 or 128) | creator |
+//! | 20 | 4 | capacity in slots (power of two, at most [`SHM_MAX_CAPACITY`]) | creator |
+//! | 24 | 4 | producer pid | creator |
+//! | 28 | 4 | schema descriptors that follow (at most [`SHM_MAX_SCHEMAS`]) | creator |
+//! | 32 | 8 | producer start time (`/proc/<pid>/stat` field 22, clock ticks since boot) | creator |
+//! | 40 | 8 | lifetime nonce (random; one per created file) | creator |
+//! | 48 | 8 | creation time, ns since the Unix epoch | creator |
+//! | 56 | 4 | state: 1 live, 2 closed by its producer, 3 quarantined by the consumer | both |
+//! | 128 | 8 | tail: next slot the producer publishes (own 128-byte line) | producer |
+//! | 256 | 8 | head: next slot the consumer reads (own 128-byte line) | consumer |
+//! | 384 | 56 | drop counters: full, degraded, disconnected, stopped, total, first and last drop time (ticks) | producer |
+//! | 512 | 8 | drops already reported in-band | consumer |
+//! | 1024 | 64 × n | schema descriptors: id u16, 0 u16, record size u32, fingerprint u64 ([`schema_fingerprint`]), name (48 bytes, NUL padded) | creator |
+//! | 8192 | capacity × slot bytes | the slots | producer |
+//!
+//! The file is sized to a multiple of its filesystem's block size
+//! (hugetlbfs reports the huge page size), so it can live in hugepages.
+//!
+//! # Lifetimes
+//!
+//! Each [`ShmProducer::create`] makes a new file `<name>.<pid>.<nonce>.ring`
+//! (created under a `.tmp` name, filled, then renamed, so a consumer never
+//! sees a half-written header): a restarted dataplane never writes into the
+//! file of its previous life, whose records the consumer drains and closes
+//! on its own. A clean drop of the producer stores state 2 (Release, after
+//! its last tail store); a killed producer leaves state 1, and the consumer
+//! finds it dead when `/proc/<pid>/stat` no longer shows the recorded start
+//! time.
+//!
+//! # Ordering
+//!
+//! - producer: slot bytes, then `tail.store(Release)`; the consumer's
+//!   `tail.load(Acquire)` pairs with it;
+//! - consumer: copies the slots out, then `head.store(Release)`; the
+//!   producer's `head.load(Acquire)` pairs with it, so a slot is not
+//!   overwritten while it is copied;
+//! - producer drop: last `tail` store, then `state.store(2, Release)`; the
+//!   consumer's `state.load(Acquire)` pairs with it, so once it sees 2 it
+//!   sees every record;
+//! - drop counters: as [`crate::ring`](mod@crate::ring)'s (`dropped_total` Release after the
+//!   times, `drops_reported` Release by the consumer).
+
+use core::marker::PhantomData;
+use core::mem::size_of;
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::policy::{Policy, PolicyRing};
+use crate::record::Record;
+use crate::ring::{Disconnected, DropDelta, DropReason};
+use crate::runtime::{Backpressure, LoggerConfig};
+use crate::schema::{FieldKind, Schema};
+use crate::sync::WaitSteps;
+use crate::table::RecordRules;
+
+/// Magic at offset 0 of a ring file.
+pub const SHM_MAGIC: [u8; 8] = *b"DPLOGSHM";
+/// Layout version this code writes and reads.
+pub const SHM_VERSION: u32 = 1;
+/// Bytes before the first slot.
+pub const SHM_HEADER_BYTES: usize = 8192;
+/// Largest capacity accepted, in slots (2^24).
+pub const SHM_MAX_CAPACITY: u32 = 1 << 24;
+/// Most schema descriptors a ring file carries.
+pub const SHM_MAX_SCHEMAS: usize = 64;
+/// Bytes of a descriptor's name field (names are at most 47 bytes).
+pub const SHM_NAME_BYTES: usize = 48;
+/// File name suffix of a ring.
+pub const SHM_SUFFIX: &str = ".ring";
+
+/// State word: the producer may still push.
+pub const STATE_LIVE: u32 = 1;
+/// State word: the producer closed the ring (dropped its handle).
+pub const STATE_CLOSED: u32 = 2;
+/// State word: the consumer refused the ring after a protocol violation;
+/// a blocked producer stops waiting.
+pub const STATE_QUARANTINED: u32 = 3;
+
+const OFF_MAGIC: usize = 0;
+const OFF_VERSION: usize = 8;
+const OFF_HEADER_BYTES: usize = 12;
+const OFF_SLOT_BYTES: usize = 16;
+const OFF_CAPACITY: usize = 20;
+const OFF_PID: usize = 24;
+const OFF_SCHEMA_COUNT: usize = 28;
+const OFF_START_TIME: usize = 32;
+const OFF_NONCE: usize = 40;
+const OFF_CREATED_NS: usize = 48;
+const OFF_STATE: usize = 56;
+const OFF_TAIL: usize = 128;
+const OFF_HEAD: usize = 256;
+const OFF_DROPPED_FULL: usize = 384;
+const OFF_DROPPED_DEGRADED: usize = 392;
+const OFF_DROPPED_DISCONNECTED: usize = 400;
+const OFF_DROPPED_STOPPED: usize = 408;
+const OFF_DROPPED_TOTAL: usize = 416;
+const OFF_FIRST_DROP: usize = 424;
+const OFF_LAST_DROP: usize = 432;
+const OFF_DROPS_REPORTED: usize = 512;
+const OFF_SCHEMAS: usize = 1024;
+const DESC_BYTES: usize = 64;
+
+const _: () = assert!(OFF_SCHEMAS + SHM_MAX_SCHEMAS * DESC_BYTES <= SHM_HEADER_BYTES);
+
+/// Why a ring file was refused or a ring quarantined. Every message names
+/// what was wrong and the value found.
+#[derive(Debug)]
+pub enum ShmError {
+    /// Opening, sizing, mapping or renaming the file failed.
+    Io(io::Error),
+    /// The file is not a valid ring (header check).
+    BadHeader(String),
+    /// The file's owner is not an accepted user.
+    Owner {
+        /// Owner uid of the file.
+        uid: u32,
+    },
+    /// The producer broke the index or record protocol while the ring was
+    /// served.
+    Protocol(String),
+    /// A setting given to [`ShmProducer::create`] is out of range.
+    Config(String),
+}
+
+impl core::fmt::Display for ShmError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            ShmError::Io(e) => write!(f, "{e}"),
+            ShmError::BadHeader(m) => write!(f, "bad ring header: {m}"),
+            ShmError::Owner { uid } => write!(
+                f,
+                "ring file owned by uid {uid}, not this user (add the uid to the accepted users to serve it)"
+            ),
+            ShmError::Protocol(m) => write!(f, "protocol violation: {m}"),
+            ShmError::Config(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+impl std::error::Error for ShmError {}
+
+impl From<io::Error> for ShmError {
+    fn from(e: io::Error) -> Self {
+        ShmError::Io(e)
+    }
+}
+
+/// FNV-1a 64 over a schema's identity: id, name, size and every field's
+/// name, offset, size, kind (C ABI number) and IPFIX id. Two processes
+/// agree on a schema iff their fingerprints match.
+pub fn schema_fingerprint(s: &Schema) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |b: &[u8]| {
+        for &x in b {
+            h ^= u64::from(x);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    };
+    eat(&s.id().to_le_bytes());
+    eat(s.name().as_bytes());
+    eat(&[0]);
+    eat(&(s.size() as u64).to_le_bytes());
+    for f in s.fields() {
+        eat(f.name.as_bytes());
+        eat(&[0]);
+        eat(&f.offset.to_le_bytes());
+        eat(&f.size.to_le_bytes());
+        let kind = FieldKind::ALL
+            .iter()
+            .position(|k| *k == f.kind)
+            .unwrap_or(usize::MAX) as u64;
+        eat(&kind.to_le_bytes());
+        eat(&f.ie_id.to_le_bytes());
+    }
+    h
+}
+
+/// One schema descriptor of a ring file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SchemaDesc {
+    /// Schema id (the records' header `schema_id`).
+    pub id: u16,
+    /// Record size in bytes, header included.
+    pub size: u32,
+    /// [`schema_fingerprint`] of the producer's schema.
+    pub fingerprint: u64,
+    /// Schema name (an identifier, at most 47 bytes).
+    pub name: String,
+}
+
+impl SchemaDesc {
+    /// The descriptor of `s`.
+    pub fn of(s: &Schema) -> Self {
+        Self {
+            id: s.id(),
+            size: s.size() as u32,
+            fingerprint: schema_fingerprint(s),
+            name: s.name().to_string(),
+        }
+    }
+}
+
+/// The validated static part of a ring header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RingInfo {
+    /// Bytes per slot: 32, 64 or 128.
+    pub slot_bytes: u32,
+    /// Slots (a power of two).
+    pub capacity: u32,
+    /// The creating process.
+    pub pid: u32,
+    /// Its start time, clock ticks since boot (`/proc/<pid>/stat` field 22).
+    pub start_time: u64,
+    /// Random per-file nonce: one lifetime of one producer.
+    pub nonce: u64,
+    /// Creation time, ns since the Unix epoch.
+    pub created_ns: u64,
+    /// The record types the producer declared.
+    pub schemas: Vec<SchemaDesc>,
+}
+
+impl RingInfo {
+    /// Bytes the file must hold at least: header plus slots.
+    pub fn needed_bytes(&self) -> u64 {
+        SHM_HEADER_BYTES as u64 + u64::from(self.capacity) * u64::from(self.slot_bytes)
+    }
+}
+
+fn rd_u16(b: &[u8], off: usize) -> u16 {
+    u16::from_ne_bytes([b[off], b[off + 1]])
+}
+fn rd_u32(b: &[u8], off: usize) -> u32 {
+    u32::from_ne_bytes(b[off..off + 4].try_into().expect("4 bytes"))
+}
+fn rd_u64(b: &[u8], off: usize) -> u64 {
+    u64::from_ne_bytes(b[off..off + 8].try_into().expect("8 bytes"))
+}
+
+fn name_ok(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() < SHM_NAME_BYTES
+        && n.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-' || c == b'.')
+}
+
+/// Parses and checks a copy of a ring header (`header`, at least
+/// [`SHM_HEADER_BYTES`] bytes are read when present) of a file of
+/// `file_len` bytes. Pure: reads only `header`, so any bytes are safe.
+///
+/// Errors: [`ShmError::BadHeader`] naming the field and its value: a short
+/// header, wrong magic or version, a slot size other than 32/64/128, a
+/// capacity that is 0, not a power of two or above [`SHM_MAX_CAPACITY`], a
+/// file shorter than header plus slots, too many schema descriptors, a
+/// descriptor with a bad name, a size below 8 or above the slot, or a
+/// schema id given twice.
+pub fn parse_header(header: &[u8], file_len: u64) -> Result<RingInfo, ShmError> {
+    let bad = |m: String| Err(ShmError::BadHeader(m));
+    if header.len() < SHM_HEADER_BYTES || file_len < SHM_HEADER_BYTES as u64 {
+        return bad(format!(
+            "file of {file_len} bytes is shorter than the {SHM_HEADER_BYTES}-byte header"
+        ));
+    }
+    if header[OFF_MAGIC..OFF_MAGIC + 8] != SHM_MAGIC {
+        return bad("magic is not DPLOGSHM".into());
+    }
+    let version = rd_u32(header, OFF_VERSION);
+    if version != SHM_VERSION {
+        return bad(format!(
+            "layout version {version}, this reader knows {SHM_VERSION}"
+        ));
+    }
+    let hb = rd_u32(header, OFF_HEADER_BYTES);
+    if hb as usize != SHM_HEADER_BYTES {
+        return bad(format!("header length {hb}, expected {SHM_HEADER_BYTES}"));
+    }
+    let slot_bytes = rd_u32(header, OFF_SLOT_BYTES);
+    if !matches!(slot_bytes, 32 | 64 | 128) {
+        return bad(format!("slot size {slot_bytes}, expected 32, 64 or 128"));
+    }
+    let capacity = rd_u32(header, OFF_CAPACITY);
+    if capacity == 0 || !capacity.is_power_of_two() || capacity > SHM_MAX_CAPACITY {
+        return bad(format!(
+            "capacity {capacity}, expected a power of two between 1 and {SHM_MAX_CAPACITY}"
+        ));
+    }
+    let count = rd_u32(header, OFF_SCHEMA_COUNT);
+    if count as usize > SHM_MAX_SCHEMAS {
+        return bad(format!(
+            "{count} schema descriptors, at most {SHM_MAX_SCHEMAS}"
+        ));
+    }
+    let mut schemas: Vec<SchemaDesc> = Vec::with_capacity(count as usize);
+    for i in 0..count as usize {
+        let d = &header[OFF_SCHEMAS + i * DESC_BYTES..OFF_SCHEMAS + (i + 1) * DESC_BYTES];
+        let id = rd_u16(d, 0);
+        let size = rd_u32(d, 4);
+        let fingerprint = rd_u64(d, 8);
+        let raw = &d[16..16 + SHM_NAME_BYTES];
+        let end = raw.iter().position(|&c| c == 0).unwrap_or(raw.len());
+        let name = match core::str::from_utf8(&raw[..end]) {
+            Ok(n) if name_ok(n) && raw[end..].iter().all(|&c| c == 0) => n.to_string(),
+            _ => return bad(format!("schema descriptor {i} has no valid name")),
+        };
+        if size < 8 || size > slot_bytes {
+            return bad(format!(
+                "schema {name} (id {id}) has records of {size} bytes, outside 8..={slot_bytes}"
+            ));
+        }
+        if schemas.iter().any(|s| s.id == id) {
+            return bad(format!("schema id {id} is declared twice"));
+        }
+        schemas.push(SchemaDesc {
+            id,
+            size,
+            fingerprint,
+            name,
+        });
+    }
+    let info = RingInfo {
+        slot_bytes,
+        capacity,
+        pid: rd_u32(header, OFF_PID),
+        start_time: rd_u64(header, OFF_START_TIME),
+        nonce: rd_u64(header, OFF_NONCE),
+        created_ns: rd_u64(header, OFF_CREATED_NS),
+        schemas,
+    };
+    if file_len < info.needed_bytes() {
+        return bad(format!(
+            "file of {file_len} bytes is shorter than header and {capacity} slots of {slot_bytes} bytes ({} bytes)",
+            info.needed_bytes()
+        ));
+    }
+    Ok(info)
+}
+
+/// Checks a producer index read from shared memory against the consumer's
+/// own state: `tail` may not move backwards from `last_tail` and may hold
+/// at most `capacity` records above `head` (`head <= last_tail` is the
+/// consumer's own invariant). Pure.
+///
+/// Errors: [`ShmError::Protocol`] with the three indices.
+pub fn check_tail(head: u64, last_tail: u64, tail: u64, capacity: u32) -> Result<(), ShmError> {
+    if tail < last_tail {
+        return Err(ShmError::Protocol(format!(
+            "producer index moved backwards from {last_tail} to {tail}"
+        )));
+    }
+    if tail - head > u64::from(capacity) {
+        return Err(ShmError::Protocol(format!(
+            "producer index {tail} is {} records above the consumer index {head}, more than the capacity {capacity}",
+            tail - head
+        )));
+    }
+    Ok(())
+}
+
+/// Checks copied-out slots (`slots`, a whole number of `slot_bytes`-byte
+/// slots) before any is formatted: every record header's length must lie
+/// in `8..=slot_bytes` and its schema id be one the ring declared, with
+/// that schema's record size. Pure.
+///
+/// Returns how many leading slots are valid and, if one is not, the
+/// violation (the valid prefix may still be written).
+pub fn check_slots(
+    slots: &[u8],
+    slot_bytes: u32,
+    schemas: &[SchemaDesc],
+) -> (usize, Option<ShmError>) {
+    let sb = slot_bytes as usize;
+    for (i, s) in slots.chunks_exact(sb).enumerate() {
+        let len = rd_u16(s, 0);
+        let id = rd_u16(s, 2);
+        let fail = |m: String| (i, Some(ShmError::Protocol(m)));
+        if !(8..=slot_bytes).contains(&u32::from(len)) {
+            return fail(format!(
+                "record {i} of the burst has length {len}, outside 8..={slot_bytes}"
+            ));
+        }
+        match schemas.iter().find(|d| d.id == id) {
+            None => {
+                return fail(format!(
+                    "record {i} of the burst has schema id {id}, which the ring does not declare"
+                ))
+            }
+            Some(d) if d.size != u32::from(len) => {
+                return fail(format!(
+                    "record {i} of the burst has length {len}, schema {} has {}",
+                    d.name, d.size
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    (slots.len() / sb.max(1), None)
+}
+
+/// `/proc/<pid>/stat` field 22 (start time, clock ticks since boot), or
+/// `None` if there is no such process (or its stat cannot be parsed).
+pub fn process_start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may contain any
+    // byte: fields resume after the last ')'.
+    let close = stat.iter().rposition(|&c| c == b')')?;
+    let rest = core::str::from_utf8(&stat[close + 1..]).ok()?;
+    // Field 3 (state) is the first after ')'; field 22 is the 20th.
+    rest.split_ascii_whitespace().nth(19)?.parse().ok()
+}
+
+/// Reader mappings the SIGBUS guard may replace: start address, length
+/// and a hit flag per entry (0 start: free). A signal handler cannot lock,
+/// so the registry is a fixed array of atomics.
+struct GuardEntry {
+    start: AtomicUsize,
+    len: AtomicUsize,
+    hit: AtomicBool,
+}
+
+const GUARD_ENTRIES: usize = 4096;
+#[allow(clippy::declare_interior_mutable_const)]
+const GUARD_FREE: GuardEntry = GuardEntry {
+    start: AtomicUsize::new(0),
+    len: AtomicUsize::new(0),
+    hit: AtomicBool::new(false),
+};
+static GUARD: [GuardEntry; GUARD_ENTRIES] = [GUARD_FREE; GUARD_ENTRIES];
+
+extern "C" fn on_sigbus(_sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo for an SA_SIGINFO handler;
+    // si_addr is the faulting address for SIGBUS.
+    let addr = unsafe { (*info).si_addr() } as usize;
+    for e in &GUARD {
+        // Acquire pairs with the Release store of `start` at registration
+        // (after `len`).
+        let start = e.start.load(Ordering::Acquire);
+        let len = e.len.load(Ordering::Relaxed);
+        if start != 0 && addr >= start && addr < start + len {
+            // SAFETY: replaces exactly a registered reader mapping with
+            // anonymous zero pages at the same address (MAP_FIXED): the
+            // faulting access is retried on them and the reader finds the
+            // hit flag. mmap is a plain system call, safe in a handler.
+            unsafe {
+                libc::mmap(
+                    start as *mut libc::c_void,
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                    -1,
+                    0,
+                );
+            }
+            // Release pairs with the reader's Acquire load after its copy.
+            e.hit.store(true, Ordering::Release);
+            return;
+        }
+    }
+    // Not a ring's page: the default action (the process dies as it
+    // would have without the guard) when the access is retried.
+    // SAFETY: resetting a signal's disposition is async-signal-safe.
+    unsafe { libc::signal(libc::SIGBUS, libc::SIG_DFL) };
+}
+
+/// Installs the SIGBUS guard of [`ShmReader`]s (once per process; later
+/// calls do nothing): a producer that truncates its ring file under a
+/// reader's mapping makes the reader's next access fault with SIGBUS,
+/// which would kill the consuming process. With the guard the faulting
+/// mapping is replaced by zero pages and the reader's
+/// [`poll`](ShmReader::poll) reports the ring as broken instead. A SIGBUS
+/// elsewhere keeps its default action. A daemon serving rings of other
+/// processes calls this at start.
+///
+/// Errors: the `sigaction` error.
+pub fn install_sigbus_guard() -> io::Result<()> {
+    static DONE: AtomicBool = AtomicBool::new(false);
+    // AcqRel: one installer; nothing else is published through the flag.
+    if DONE.swap(true, Ordering::AcqRel) {
+        return Ok(());
+    }
+    // SAFETY: a zeroed sigaction with an SA_SIGINFO handler of the right
+    // signature and an empty mask.
+    let r = unsafe {
+        let mut sa: libc::sigaction = core::mem::zeroed();
+        sa.sa_sigaction = on_sigbus as *const () as usize;
+        sa.sa_flags = libc::SA_SIGINFO;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGBUS, &sa, core::ptr::null_mut())
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Registers a reader mapping with the guard; the entry index, or `None`
+/// when the registry is full (the mapping is then unguarded).
+fn guard_register(start: usize, len: usize) -> Option<usize> {
+    for (i, e) in GUARD.iter().enumerate() {
+        // Relaxed: the slot is claimed by the CAS below.
+        if e.start.load(Ordering::Relaxed) == 0 {
+            e.len.store(len, Ordering::Relaxed);
+            e.hit.store(false, Ordering::Relaxed);
+            // Release pairs with the handler's Acquire load of `start`:
+            // `len` is visible with it.
+            if e.start
+                .compare_exchange(0, start, Ordering::Release, Ordering::Relaxed)
+                .is_ok()
+            {
+                return Some(i);
+            }
+        }
+    }
+    None
+}
+
+/// A `MAP_SHARED` mapping of a whole ring file.
+struct Mapping {
+    ptr: *mut u8,
+    len: usize,
+    /// Its entry in the SIGBUS guard's registry (readers only).
+    guard: Option<usize>,
+}
+
+// SAFETY: the mapping is plain shared memory; every access through it is
+// an atomic, a volatile read or a write to slots the owner holds under the
+// ring protocol.
+unsafe impl Send for Mapping {}
+
+impl Mapping {
+    fn new(file: &File, len: usize) -> io::Result<Self> {
+        // SAFETY: a fresh shared mapping of `len` bytes of `file`; the
+        // kernel picks the address; checked for MAP_FAILED below.
+        let p = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Self {
+            ptr: p.cast(),
+            len,
+            guard: None,
+        })
+    }
+
+    /// True once the SIGBUS guard replaced this mapping (the file was cut
+    /// short under it): its contents are zeros since.
+    fn faulted(&self) -> bool {
+        // Acquire pairs with the handler's Release store.
+        self.guard
+            .is_some_and(|i| GUARD[i].hit.load(Ordering::Acquire))
+    }
+
+    /// The 8-byte-aligned atomic at `off` (`off + 8 <= len`, a multiple of
+    /// 8: every caller passes a layout constant below the header size).
+    #[inline(always)]
+    fn u64_at(&self, off: usize) -> &AtomicU64 {
+        debug_assert!(off % 8 == 0 && off + 8 <= self.len);
+        // SAFETY: the mapping is page aligned and at least the header long
+        // (checked at creation and open), so `off` is in bounds and 8-byte
+        // aligned; AtomicU64 has u64's layout and any bits are valid.
+        unsafe { &*self.ptr.add(off).cast::<AtomicU64>() }
+    }
+
+    #[inline(always)]
+    fn u32_at(&self, off: usize) -> &AtomicU32 {
+        debug_assert!(off % 4 == 0 && off + 4 <= self.len);
+        // SAFETY: as `u64_at`, 4-byte aligned.
+        unsafe { &*self.ptr.add(off).cast::<AtomicU32>() }
+    }
+
+    /// Copies `out.len()` bytes from offset `off` with volatile 8-byte
+    /// reads (another process may write them at the same time: the copy
+    /// may be torn, never undefined), `off` and `out.len()` multiples of 8
+    /// and `off + out.len() <= len`.
+    fn copy_out(&self, off: usize, out: &mut [u8]) {
+        assert!(off % 8 == 0 && out.len() % 8 == 0 && off + out.len() <= self.len);
+        for (i, chunk) in out.chunks_exact_mut(8).enumerate() {
+            // SAFETY: in bounds and 8-byte aligned (asserted above; the
+            // mapping is page aligned); a volatile read of plain memory.
+            let v = unsafe { self.ptr.add(off + i * 8).cast::<u64>().read_volatile() };
+            chunk.copy_from_slice(&v.to_ne_bytes());
+        }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        if let Some(i) = self.guard {
+            // Release: the entry is free for another mapping; the handler
+            // no longer matches this range.
+            GUARD[i].start.store(0, Ordering::Release);
+        }
+        // SAFETY: unmaps exactly the mapping made in `new`; no reference
+        // into it outlives `self` (all borrow `&self`).
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// How [`ShmProducer::create`] makes a ring file.
+#[derive(Clone, Debug)]
+pub struct ShmOptions {
+    /// Directory of the ring files (a tmpfs such as `/dev/shm/dplog`, or a
+    /// hugetlbfs mount); it must exist.
+    pub dir: PathBuf,
+    /// Ring name: the file is `<name>.<pid>.<nonce>.ring`. An identifier
+    /// (letters, digits, `_`, `-`), at most 32 bytes.
+    pub name: String,
+    /// Slots, a power of two up to [`SHM_MAX_CAPACITY`].
+    pub capacity: usize,
+    /// A group that may serve the ring (file mode 0660 and this gid: the
+    /// consumer writes its index into the file, so the group needs write
+    /// as well as read);
+    /// `None`: mode 0600.
+    pub group: Option<u32>,
+}
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+fn random_nonce() -> u64 {
+    let mut b = [0u8; 8];
+    // SAFETY: getrandom writes at most `b.len()` bytes into `b`.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n == 8 {
+        u64::from_ne_bytes(b)
+    } else {
+        now_ns() ^ (u64::from(std::process::id()) << 32)
+    }
+}
+
+/// The producer half of a shared-memory ring; the same calls as
+/// [`crate::ring::Producer`] (`try_push`, `push`, `try_push_burst`,
+/// `push_burst`, `try_push_bulk`, `flush`, `set_publish_every`). One per
+/// producer thread: `Send`, not `Sync` or `Clone`.
+///
+/// `push` waits while the ring is full, for as long as no consumer frees a
+/// slot (a consumer that is away is not an error: the daemon may restart);
+/// it gives up (`Err(Disconnected)`) only when the consumer quarantined the
+/// ring.
+pub struct ShmProducer<T: Record> {
+    map: Mapping,
+    path: PathBuf,
+    slots: *mut u8,
+    mask: u64,
+    capacity: u64,
+    tail: u64,
+    published: u64,
+    publish_every: u64,
+    cached_head: u64,
+    block_spins: u32,
+    _marker: PhantomData<T>,
+}
+
+// SAFETY: the producer owns its mapping; it is used from one thread at a
+// time (`&mut self` for every push), as the SPSC protocol requires.
+unsafe impl<T: Record> Send for ShmProducer<T> {}
+
+impl<T: Record> core::fmt::Debug for ShmProducer<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ShmProducer")
+            .field("path", &self.path)
+            .field("capacity", &self.capacity)
+            .field("tail", &self.tail)
+            .field("cached_head", &self.cached_head)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Record> ShmProducer<T> {
+    /// Creates a ring file for records (or slots) of type `T` declaring
+    /// `schemas`, mapped and ready: `<dir>/<name>.<pid>.<nonce>.ring`,
+    /// mode 0600 (0660 with `group`), its pages faulted in.
+    ///
+    /// Errors: [`ShmError::Config`] for a name, capacity, slot size
+    /// (`size_of::<T>()` must be 32, 64 or 128), a schema larger than the
+    /// slot or too many schemas; [`ShmError::Io`] for the file (the
+    /// directory missing, no space: hugetlbfs without free pages).
+    pub fn create(opts: &ShmOptions, schemas: &[&Schema]) -> Result<Self, ShmError> {
+        let slot_bytes = size_of::<T>();
+        let cfg = |m: String| Err(ShmError::Config(m));
+        if !matches!(slot_bytes, 32 | 64 | 128) || core::mem::align_of::<T>() > 128 {
+            return cfg(format!(
+                "records of {slot_bytes} bytes: a shared-memory ring takes 32-, 64- or 128-byte slots"
+            ));
+        }
+        if opts.name.is_empty()
+            || opts.name.len() > 32
+            || !opts
+                .name
+                .bytes()
+                .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
+        {
+            return cfg(format!(
+                "ring name {:?}: letters, digits, '_' and '-', 1 to 32 bytes",
+                opts.name
+            ));
+        }
+        let cap = opts.capacity;
+        if cap == 0 || !cap.is_power_of_two() || cap > SHM_MAX_CAPACITY as usize {
+            return cfg(format!(
+                "capacity {cap}: a power of two between 1 and {SHM_MAX_CAPACITY}"
+            ));
+        }
+        if schemas.len() > SHM_MAX_SCHEMAS {
+            return cfg(format!(
+                "{} schemas, a ring declares at most {SHM_MAX_SCHEMAS}",
+                schemas.len()
+            ));
+        }
+        for s in schemas {
+            if s.size() > slot_bytes || !name_ok(s.name()) {
+                return cfg(format!(
+                    "schema {} ({} bytes) does not fit a {slot_bytes}-byte slot",
+                    s.name(),
+                    s.size()
+                ));
+            }
+        }
+        let pid = std::process::id();
+        let start_time = process_start_time(pid).ok_or_else(|| {
+            ShmError::Io(io::Error::other(
+                "cannot read this process's /proc/self/stat",
+            ))
+        })?;
+        let nonce = random_nonce();
+        let base = format!("{}.{pid}.{nonce:016x}{SHM_SUFFIX}", opts.name);
+        let path = opts.dir.join(&base);
+        let tmp = opts.dir.join(format!(".{base}.tmp"));
+        let mode = if opts.group.is_some() { 0o660 } else { 0o600 };
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp)?;
+        let made = (|| -> Result<Self, ShmError> {
+            if let Some(gid) = opts.group {
+                // SAFETY: fchown on a descriptor we own; -1 keeps the owner.
+                if unsafe { libc::fchown(file.as_raw_fd(), u32::MAX, gid) } != 0 {
+                    return Err(io::Error::last_os_error().into());
+                }
+                // The umask may have cleared the group bit of `mode`.
+                std::fs::set_permissions(
+                    &tmp,
+                    std::os::unix::fs::PermissionsExt::from_mode(0o660),
+                )?;
+            }
+            let need = SHM_HEADER_BYTES as u64 + (cap * slot_bytes) as u64;
+            // SAFETY: fstatfs fills the zeroed struct for our descriptor.
+            let block = unsafe {
+                let mut st: libc::statfs = core::mem::zeroed();
+                if libc::fstatfs(file.as_raw_fd(), &mut st) == 0 && st.f_bsize > 0 {
+                    st.f_bsize as u64
+                } else {
+                    4096
+                }
+            };
+            let len = need.div_ceil(block) * block;
+            file.set_len(len)?;
+            let map = Mapping::new(&file, len as usize)?;
+            // Fault in every page now (as the in-process ring does), so the
+            // producer takes no page fault on its first lap.
+            // SAFETY: the mapping is `len` bytes, fresh, not yet shared.
+            unsafe { map.ptr.write_bytes(0, len as usize) };
+            let mut hdr = vec![0u8; OFF_SCHEMAS + schemas.len() * DESC_BYTES];
+            hdr[OFF_VERSION..OFF_VERSION + 4].copy_from_slice(&SHM_VERSION.to_ne_bytes());
+            hdr[OFF_HEADER_BYTES..OFF_HEADER_BYTES + 4]
+                .copy_from_slice(&(SHM_HEADER_BYTES as u32).to_ne_bytes());
+            hdr[OFF_SLOT_BYTES..OFF_SLOT_BYTES + 4]
+                .copy_from_slice(&(slot_bytes as u32).to_ne_bytes());
+            hdr[OFF_CAPACITY..OFF_CAPACITY + 4].copy_from_slice(&(cap as u32).to_ne_bytes());
+            hdr[OFF_PID..OFF_PID + 4].copy_from_slice(&pid.to_ne_bytes());
+            hdr[OFF_SCHEMA_COUNT..OFF_SCHEMA_COUNT + 4]
+                .copy_from_slice(&(schemas.len() as u32).to_ne_bytes());
+            hdr[OFF_START_TIME..OFF_START_TIME + 8].copy_from_slice(&start_time.to_ne_bytes());
+            hdr[OFF_NONCE..OFF_NONCE + 8].copy_from_slice(&nonce.to_ne_bytes());
+            hdr[OFF_CREATED_NS..OFF_CREATED_NS + 8].copy_from_slice(&now_ns().to_ne_bytes());
+            hdr[OFF_STATE..OFF_STATE + 4].copy_from_slice(&STATE_LIVE.to_ne_bytes());
+            for (i, s) in schemas.iter().enumerate() {
+                let d = &mut hdr[OFF_SCHEMAS + i * DESC_BYTES..OFF_SCHEMAS + (i + 1) * DESC_BYTES];
+                d[0..2].copy_from_slice(&s.id().to_ne_bytes());
+                d[4..8].copy_from_slice(&(s.size() as u32).to_ne_bytes());
+                d[8..16].copy_from_slice(&schema_fingerprint(s).to_ne_bytes());
+                d[16..16 + s.name().len()].copy_from_slice(s.name().as_bytes());
+            }
+            // SAFETY: `hdr` fits the header (asserted at compile time for
+            // the largest count); nobody else maps the file yet.
+            unsafe { core::ptr::copy_nonoverlapping(hdr.as_ptr(), map.ptr, hdr.len()) };
+            // The magic last: a reader that sees it sees the whole header
+            // (the rename below publishes the file; this orders the bytes
+            // for a reader that maps the temporary name anyway).
+            core::sync::atomic::fence(Ordering::Release);
+            // SAFETY: 8 bytes at offset 0 of the mapping.
+            unsafe { core::ptr::copy_nonoverlapping(SHM_MAGIC.as_ptr(), map.ptr, 8) };
+            std::fs::rename(&tmp, &path)?;
+            // SAFETY: the slots start at SHM_HEADER_BYTES, inside the
+            // mapping of at least header + slots bytes.
+            let slots = unsafe { map.ptr.add(SHM_HEADER_BYTES) };
+            Ok(Self {
+                map,
+                path: path.clone(),
+                slots,
+                mask: cap as u64 - 1,
+                capacity: cap as u64,
+                tail: 0,
+                published: 0,
+                publish_every: 1,
+                cached_head: 0,
+                block_spins: crate::ring::DEFAULT_BLOCK_SPINS,
+                _marker: PhantomData,
+            })
+        })();
+        if made.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        made
+    }
+
+    /// The ring file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Ring capacity in records.
+    pub fn capacity(&self) -> usize {
+        self.capacity as usize
+    }
+
+    /// Records pushed so far (the producer's index).
+    pub fn enqueued(&self) -> u64 {
+        self.tail
+    }
+
+    /// Records published to the consumer so far (the shared tail).
+    pub fn committed(&self) -> u64 {
+        self.published
+    }
+
+    #[inline(always)]
+    fn tail_atomic(&self) -> &AtomicU64 {
+        self.map.u64_at(OFF_TAIL)
+    }
+
+    #[inline(always)]
+    fn free_slots(&mut self, want: usize) -> usize {
+        let mut free = self
+            .capacity
+            .wrapping_sub(self.tail.wrapping_sub(self.cached_head));
+        if free < want as u64 {
+            self.flush();
+            // Acquire pairs with the consumer's Release store of `head`:
+            // it has copied out every slot below it.
+            self.cached_head = self.map.u64_at(OFF_HEAD).load(Ordering::Acquire);
+            free = self
+                .capacity
+                .wrapping_sub(self.tail.wrapping_sub(self.cached_head));
+            // A head the consumer never wrote (memory corruption) must not
+            // make the producer overwrite unread slots.
+            if free > self.capacity {
+                free = 0;
+            }
+        }
+        free as usize
+    }
+
+    /// Makes every record pushed so far visible to the consumer (one
+    /// Release store of the tail, or nothing if none is pending).
+    #[inline]
+    pub fn flush(&mut self) {
+        if self.tail != self.published {
+            self.published = self.tail;
+            // Release pairs with the consumer's Acquire load of `tail`.
+            self.tail_atomic().store(self.tail, Ordering::Release);
+        }
+    }
+
+    /// Publishes the tail once every `n` records (see
+    /// [`crate::ring::Producer::set_publish_every`]); clamped to
+    /// `1..=capacity`. A record a crash catches unpublished is not
+    /// committed: only published records survive the producer.
+    pub fn set_publish_every(&mut self, n: usize) {
+        self.publish_every = (n as u64).clamp(1, self.capacity);
+        if self.tail - self.published >= self.publish_every {
+            self.flush();
+        }
+    }
+
+    /// Pause-instruction spins before a waiting push yields (see
+    /// [`crate::ring::Producer::set_block_spins`]).
+    pub fn set_block_spins(&mut self, spins: u32) {
+        self.block_spins = spins;
+    }
+
+    #[inline(always)]
+    fn write(&mut self, index: u64, rec: T) {
+        let off = (index & self.mask) as usize * size_of::<T>();
+        // SAFETY: slot `index & mask` is inside the slot array and free
+        // (the caller checked `tail - head < capacity`); only this producer
+        // writes slots. Slots are size_of::<T>()-aligned (page-aligned
+        // array of 32/64/128-byte slots), so an unaligned write is not
+        // needed, but `write_unaligned` costs the same and needs no
+        // alignment proof.
+        unsafe { self.slots.add(off).cast::<T>().write_unaligned(rec) };
+    }
+
+    #[inline(always)]
+    fn publish(&mut self, n: usize) {
+        self.tail += n as u64;
+        if self.tail - self.published >= self.publish_every {
+            self.published = self.tail;
+            // Release pairs with the consumer's Acquire load of `tail`.
+            self.tail_atomic().store(self.tail, Ordering::Release);
+        }
+    }
+
+    /// Copies `rec` into the next slot; `Err(rec)` when the ring is full.
+    #[inline]
+    pub fn try_push(&mut self, rec: T) -> Result<(), T> {
+        if self.free_slots(1) == 0 {
+            return Err(rec);
+        }
+        self.write(self.tail, rec);
+        self.publish(1);
+        Ok(())
+    }
+
+    /// As many of `recs` as fit; one publish. Returns how many.
+    #[inline]
+    pub fn try_push_burst(&mut self, recs: &[T]) -> usize {
+        let n = self.free_slots(recs.len()).min(recs.len());
+        for (i, r) in recs[..n].iter().enumerate() {
+            self.write(self.tail + i as u64, *r);
+        }
+        if n > 0 {
+            self.publish(n);
+        }
+        n
+    }
+
+    /// All of `recs` or none; returns `recs.len()` or 0.
+    #[inline]
+    pub fn try_push_bulk(&mut self, recs: &[T]) -> usize {
+        if recs.is_empty() || self.free_slots(recs.len()) < recs.len() {
+            return 0;
+        }
+        self.try_push_burst(recs)
+    }
+
+    /// True once the consumer quarantined the ring.
+    pub fn is_quarantined(&self) -> bool {
+        // Acquire pairs with the consumer's Release store of the state.
+        self.map.u32_at(OFF_STATE).load(Ordering::Acquire) == STATE_QUARANTINED
+    }
+
+    fn wait(&self, steps: &mut WaitSteps) -> bool {
+        steps.step(self.block_spins);
+        steps.spun(self.block_spins) && self.is_quarantined()
+    }
+
+    /// Pushes `rec`, waiting while the ring is full (spin, yield, then
+    /// sleep up to 1 ms between tries). `Err(Disconnected(rec))` only if
+    /// the consumer quarantined the ring.
+    #[inline]
+    pub fn push(&mut self, rec: T) -> Result<(), Disconnected<T>> {
+        let mut rec = rec;
+        let mut steps = WaitSteps::new();
+        loop {
+            match self.try_push(rec) {
+                Ok(()) => return Ok(()),
+                Err(r) => rec = r,
+            }
+            if self.wait(&mut steps) {
+                return Err(Disconnected(rec));
+            }
+        }
+    }
+
+    /// Pushes all of `recs`, waiting while full; `Err(Disconnected(k))`
+    /// after `k` if the consumer quarantined the ring.
+    pub fn push_burst(&mut self, recs: &[T]) -> Result<(), Disconnected<usize>> {
+        let mut done = 0;
+        let mut steps = WaitSteps::new();
+        while done < recs.len() {
+            let n = self.try_push_burst(&recs[done..]);
+            done += n;
+            if n == 0 && self.wait(&mut steps) {
+                return Err(Disconnected(done));
+            }
+        }
+        Ok(())
+    }
+
+    /// Fill level, refreshing the consumer index (one Acquire load).
+    pub fn fill(&mut self) -> usize {
+        // Acquire pairs with the consumer's Release store of `head`.
+        self.cached_head = self.map.u64_at(OFF_HEAD).load(Ordering::Acquire);
+        self.tail.wrapping_sub(self.cached_head).min(self.capacity) as usize
+    }
+
+    /// Fill level from the cached consumer index (an upper bound).
+    pub fn fill_upper_bound(&self) -> usize {
+        self.tail.wrapping_sub(self.cached_head).min(self.capacity) as usize
+    }
+
+    /// Counts `n` records dropped for `reason` at `now`
+    /// ([`crate::tsc::now_ticks`]); the consumer reports them in-band when
+    /// it next drains the ring.
+    pub fn count_dropped(&mut self, reason: DropReason, n: u64, now: u64) {
+        let m = &self.map;
+        let c = m.u64_at(match reason {
+            DropReason::Full => OFF_DROPPED_FULL,
+            DropReason::Degraded => OFF_DROPPED_DEGRADED,
+            DropReason::Disconnected => OFF_DROPPED_DISCONNECTED,
+            DropReason::Stopped => OFF_DROPPED_STOPPED,
+        });
+        // Relaxed: single-writer statistic; published by the Release
+        // store of the total below.
+        c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+        let total = m.u64_at(OFF_DROPPED_TOTAL).load(Ordering::Relaxed);
+        // Acquire pairs with the consumer's Release store of
+        // `drops_reported`: every earlier drop reported, this one opens a
+        // new interval.
+        if m.u64_at(OFF_DROPS_REPORTED).load(Ordering::Acquire) == total {
+            m.u64_at(OFF_FIRST_DROP).store(now, Ordering::Relaxed);
+        }
+        // Relaxed: published by the Release store of the total below.
+        m.u64_at(OFF_LAST_DROP).store(now, Ordering::Relaxed);
+        // Release pairs with the consumer's Acquire load of the total.
+        m.u64_at(OFF_DROPPED_TOTAL)
+            .store(total + n, Ordering::Release);
+    }
+
+    /// Records dropped so far, every reason.
+    pub fn dropped(&self) -> u64 {
+        // Relaxed: own single-writer counter.
+        self.map.u64_at(OFF_DROPPED_TOTAL).load(Ordering::Relaxed)
+    }
+}
+
+impl<T: Record> Drop for ShmProducer<T> {
+    fn drop(&mut self) {
+        self.flush();
+        // Release pairs with the consumer's Acquire load of the state:
+        // once it sees CLOSED it sees the last tail.
+        let _ = self.map.u32_at(OFF_STATE).compare_exchange(
+            STATE_LIVE,
+            STATE_CLOSED,
+            Ordering::Release,
+            Ordering::Relaxed,
+        );
+    }
+}
+
+impl<R: Record> PolicyRing<R> for ShmProducer<R> {
+    #[inline(always)]
+    fn push_one(&mut self, rec: R) -> bool {
+        self.push(rec).is_ok()
+    }
+    #[inline(always)]
+    fn try_push_one(&mut self, rec: R) -> bool {
+        self.try_push(rec).is_ok()
+    }
+    #[inline(always)]
+    fn push_all(&mut self, recs: &[R]) -> Result<(), usize> {
+        self.push_burst(recs).map_err(|Disconnected(k)| k)
+    }
+    #[inline(always)]
+    fn try_push_some(&mut self, recs: &[R]) -> usize {
+        self.try_push_burst(recs)
+    }
+    #[inline(always)]
+    fn fill_bound(&self) -> Option<usize> {
+        Some(self.fill_upper_bound())
+    }
+    #[inline(always)]
+    fn fill_now(&mut self) -> usize {
+        self.fill()
+    }
+    #[inline(always)]
+    fn stopped(&self) -> bool {
+        self.is_quarantined()
+    }
+    #[inline(always)]
+    fn count(&mut self, reason: DropReason, n: u64, now: u64) {
+        self.count_dropped(reason, n, now)
+    }
+}
+
+/// A shared-memory producer with the logger's backpressure policy: the
+/// same [`log`](Self::log) / [`log_burst`](Self::log_burst) as
+/// [`LogProducer`](crate::LogProducer). Dereferences to [`ShmProducer`].
+pub struct ShmLogProducer<R: Record> {
+    inner: ShmProducer<R>,
+    policy: Policy<R>,
+}
+
+impl<R: Record> core::fmt::Debug for ShmLogProducer<R> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ShmLogProducer")
+            .field("inner", &self.inner)
+            .field("policy", &self.policy.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<R: Record> ShmLogProducer<R> {
+    /// Creates the ring file ([`ShmProducer::create`]) with `opts`, the
+    /// capacity taken from `cfg.ring_capacity` when `opts.capacity` is 0,
+    /// and the policy, block spins and publish interval of `cfg`; records
+    /// of `schemas`, priorities under `degrade` by `rules`.
+    ///
+    /// Errors: as [`ShmProducer::create`].
+    pub fn create(
+        opts: &ShmOptions,
+        cfg: &LoggerConfig,
+        schemas: &[&Schema],
+        rules: RecordRules<R>,
+    ) -> Result<Self, ShmError> {
+        let mut opts = opts.clone();
+        if opts.capacity == 0 {
+            opts.capacity = cfg.ring_capacity;
+        }
+        let mut inner = ShmProducer::create(&opts, schemas)?;
+        inner.set_block_spins(cfg.block_spins);
+        inner.set_publish_every(cfg.publish_every);
+        let mut pcfg = cfg.clone();
+        pcfg.ring_capacity = opts.capacity;
+        Ok(Self {
+            inner,
+            policy: Policy::new(&pcfg, rules.priority),
+        })
+    }
+
+    /// Hands `rec` to the ring under the policy: `block` waits (while no
+    /// consumer drains, for as long as it takes), `drop_newest` drops and
+    /// counts, `degrade` sheds low priorities above the watermark. Returns
+    /// `false` if the record was not enqueued.
+    #[inline]
+    pub fn log(&mut self, rec: R) -> bool {
+        self.policy.log(&mut self.inner, rec)
+    }
+
+    /// [`log`](Self::log) for a burst; returns how many were enqueued.
+    #[inline]
+    pub fn log_burst(&mut self, recs: &[R]) -> usize {
+        self.policy.log_burst(&mut self.inner, recs)
+    }
+
+    /// The policy applied.
+    pub fn policy(&self) -> Backpressure {
+        self.policy.policy
+    }
+}
+
+impl<R: Record> core::ops::Deref for ShmLogProducer<R> {
+    type Target = ShmProducer<R>;
+    fn deref(&self) -> &ShmProducer<R> {
+        &self.inner
+    }
+}
+
+impl<R: Record> core::ops::DerefMut for ShmLogProducer<R> {
+    fn deref_mut(&mut self) -> &mut ShmProducer<R> {
+        &mut self.inner
+    }
+}
+
+/// Which ring files [`ShmReader::open`] accepts.
+#[derive(Clone, Debug, Default)]
+pub struct OpenRules {
+    /// Owner uids accepted besides this process's effective uid.
+    pub allow_uids: Vec<u32>,
+}
+
+/// The consumer side of a ring file, in another process than its
+/// producer. It keeps its own copy of the consumer index and of the last
+/// producer index it accepted, and checks everything it reads from the
+/// file before use: the header once ([`parse_header`], on a copy), the
+/// file size on every [`poll`](Self::poll) (a file truncated under it
+/// would fault the mapping), every producer index ([`check_tail`]) and
+/// every record header ([`check_slots`], on the copied-out slots).
+pub struct ShmReader {
+    map: Mapping,
+    file: File,
+    path: PathBuf,
+    info: RingInfo,
+    head: u64,
+    last_tail: u64,
+    drops_reported: u64,
+    size_check: bool,
+}
+
+impl core::fmt::Debug for ShmReader {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ShmReader")
+            .field("path", &self.path)
+            .field("info", &self.info)
+            .field("head", &self.head)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the producer of a ring is doing, as far as the consumer can tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProducerState {
+    /// Its process runs (same pid and start time) and the ring is live.
+    Running,
+    /// It closed the ring (dropped its producer).
+    Closed,
+    /// Its process is gone (no such pid, or another process's start time).
+    Dead,
+}
+
+impl ShmReader {
+    /// Opens and maps a ring file, checking its type, owner and header.
+    ///
+    /// Errors: [`ShmError::Io`] (not a regular file, a symlink, open or
+    /// map failure), [`ShmError::Owner`] for a file of a uid neither this
+    /// process's nor in `rules`, [`ShmError::BadHeader`] from
+    /// [`parse_header`].
+    pub fn open(path: &Path, rules: &OpenRules) -> Result<Self, ShmError> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+            .open(path)?;
+        let md = file.metadata()?;
+        if !md.file_type().is_file() {
+            return Err(ShmError::BadHeader("not a regular file".into()));
+        }
+        // SAFETY: geteuid cannot fail.
+        let me = unsafe { libc::geteuid() };
+        if md.uid() != me && !rules.allow_uids.contains(&md.uid()) {
+            return Err(ShmError::Owner { uid: md.uid() });
+        }
+        let len = md.len();
+        let mut hdr = vec![0u8; SHM_HEADER_BYTES];
+        let got = std::os::unix::fs::FileExt::read_at(&file, &mut hdr, 0)?;
+        hdr.truncate(got);
+        let info = parse_header(&hdr, len)?;
+        let map_len = usize::try_from(info.needed_bytes())
+            .map_err(|_| ShmError::BadHeader("ring larger than the address space".into()))?;
+        let mut map = Mapping::new(&file, map_len)?;
+        map.guard = guard_register(map.ptr as usize, map.len);
+        Ok(Self {
+            map,
+            file,
+            path: path.to_path_buf(),
+            info,
+            head: 0,
+            last_tail: 0,
+            drops_reported: 0,
+            size_check: true,
+        })
+    }
+
+    /// Test hook: [`poll`](Self::poll) skips its file-size check, as if
+    /// the file were cut between the check and the copy (the SIGBUS
+    /// guard's case).
+    #[doc(hidden)]
+    pub fn skip_size_check(&mut self) {
+        self.size_check = false;
+    }
+
+    /// The validated header.
+    pub fn info(&self) -> &RingInfo {
+        &self.info
+    }
+
+    /// The ring file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The consumer index: records below it are consumed.
+    pub fn head(&self) -> u64 {
+        self.head
+    }
+
+    /// The last producer index accepted.
+    pub fn tail(&self) -> u64 {
+        self.last_tail
+    }
+
+    /// Sets the consumer index and the drops already reported (from a
+    /// checkpoint), checked against the producer's index.
+    ///
+    /// Errors: [`ShmError::Protocol`] if the producer's index is below
+    /// `head` or more than a capacity above it.
+    pub fn resume_at(&mut self, head: u64, drops_reported: u64) -> Result<(), ShmError> {
+        self.check_size()?;
+        // Acquire pairs with the producer's Release store of `tail`.
+        let tail = self.map.u64_at(OFF_TAIL).load(Ordering::Acquire);
+        check_tail(head, head, tail, self.info.capacity)?;
+        self.head = head;
+        self.last_tail = head;
+        self.drops_reported = drops_reported;
+        Ok(())
+    }
+
+    /// Drops reported in-band so far (checkpointed with the head).
+    pub fn drops_reported(&self) -> u64 {
+        self.drops_reported
+    }
+
+    fn check_size(&self) -> Result<(), ShmError> {
+        let len = self.file.metadata()?.len();
+        if len < self.info.needed_bytes() {
+            return Err(ShmError::Protocol(format!(
+                "file shrank to {len} bytes, below the {} its header declares",
+                self.info.needed_bytes()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Copies up to `max` published records after the consumer index into
+    /// `out` (cleared first; `n × slot_bytes` bytes) and checks them;
+    /// returns `n`. The index does not move: call
+    /// [`consume`](Self::consume) once they are written.
+    ///
+    /// Errors: [`ShmError::Protocol`] for a bad producer index or record;
+    /// the records before a bad one are left in `out` (whole slots) so the
+    /// caller may write them before it quarantines the ring: `Err` then
+    /// comes with `out.len() / slot_bytes` good records.
+    pub fn poll(&mut self, max: usize, out: &mut Vec<u8>) -> Result<usize, ShmError> {
+        out.clear();
+        if self.size_check {
+            self.check_size()?;
+        }
+        // Acquire pairs with the producer's Release store of `tail`.
+        let tail = self.map.u64_at(OFF_TAIL).load(Ordering::Acquire);
+        if self.map.faulted() {
+            return Err(ShmError::Protocol(
+                "the file was cut short under the mapping (SIGBUS)".into(),
+            ));
+        }
+        check_tail(self.head, self.last_tail, tail, self.info.capacity)?;
+        self.last_tail = tail;
+        let n = (tail - self.head).min(max as u64) as usize;
+        let sb = self.info.slot_bytes as usize;
+        out.resize(n * sb, 0);
+        let cap = u64::from(self.info.capacity);
+        // Two runs: to the end of the slot array, then from its start.
+        let first = (
+            (self.head & (cap - 1)) as usize,
+            n.min((cap - (self.head & (cap - 1))) as usize),
+        );
+        self.map
+            .copy_out(SHM_HEADER_BYTES + first.0 * sb, &mut out[..first.1 * sb]);
+        if first.1 < n {
+            self.map
+                .copy_out(SHM_HEADER_BYTES, &mut out[first.1 * sb..n * sb]);
+        }
+        if self.map.faulted() {
+            out.clear();
+            return Err(ShmError::Protocol(
+                "the file was cut short under the mapping (SIGBUS)".into(),
+            ));
+        }
+        let (good, err) = check_slots(out, self.info.slot_bytes, &self.info.schemas);
+        match err {
+            None => Ok(n),
+            Some(e) => {
+                out.truncate(good * sb);
+                Err(e)
+            }
+        }
+    }
+
+    /// Advances the consumer's own index by `n` records (of the last
+    /// [`poll`](Self::poll)); the producer sees the room only after
+    /// [`publish_head`](Self::publish_head).
+    pub fn consume(&mut self, n: usize) {
+        self.head = (self.head + n as u64).min(self.last_tail);
+    }
+
+    /// Publishes the consumer index to the producer (Release; pairs with
+    /// the producer's Acquire load of `head`): the slots below it may be
+    /// overwritten. Call after the records are written and checkpointed.
+    pub fn publish_head(&self) {
+        self.map
+            .u64_at(OFF_HEAD)
+            .store(self.head, Ordering::Release);
+    }
+
+    /// The ring's state word (any value: a hostile producer writes any).
+    pub fn state_word(&self) -> u32 {
+        // Acquire pairs with the producer's Release store at drop.
+        self.map.u32_at(OFF_STATE).load(Ordering::Acquire)
+    }
+
+    /// Whether the producer is running, closed or dead. Read the state
+    /// before the last [`poll`](Self::poll) that drains a closed or dead
+    /// ring: a producer's records are all published before it closes, and
+    /// a dead one publishes nothing more.
+    pub fn producer_state(&self) -> ProducerState {
+        if self.state_word() == STATE_CLOSED {
+            return ProducerState::Closed;
+        }
+        match process_start_time(self.info.pid) {
+            Some(t) if t == self.info.start_time => ProducerState::Running,
+            _ => ProducerState::Dead,
+        }
+    }
+
+    /// Marks the ring quarantined (Release; pairs with the producer's
+    /// Acquire load in `is_quarantined`: a producer blocked on it stops
+    /// waiting and counts its records dropped).
+    pub fn quarantine(&self) {
+        self.map
+            .u32_at(OFF_STATE)
+            .store(STATE_QUARANTINED, Ordering::Release);
+    }
+
+    /// The producer's drops not yet reported in-band, marking them
+    /// reported in this reader (the caller checkpoints
+    /// [`drops_reported`](Self::drops_reported) and calls
+    /// [`publish_reported`](Self::publish_reported) after writing the
+    /// report). A total below the reported count (a corrupted counter) is
+    /// ignored.
+    pub fn take_drops(&mut self) -> Option<DropDelta> {
+        // Acquire pairs with the producer's Release store of the total.
+        let total = self.map.u64_at(OFF_DROPPED_TOTAL).load(Ordering::Acquire);
+        if total <= self.drops_reported {
+            return None;
+        }
+        // Relaxed: ordered by the Acquire load above.
+        let first = self.map.u64_at(OFF_FIRST_DROP).load(Ordering::Relaxed);
+        let last = self.map.u64_at(OFF_LAST_DROP).load(Ordering::Relaxed);
+        let d = DropDelta {
+            dropped: total - self.drops_reported,
+            first_ns: first.min(last),
+            last_ns: last,
+        };
+        self.drops_reported = total;
+        Some(d)
+    }
+
+    /// Publishes the reported-drops count to the producer (Release; pairs
+    /// with its Acquire load when it counts a drop).
+    pub fn publish_reported(&self) {
+        self.map
+            .u64_at(OFF_DROPS_REPORTED)
+            .store(self.drops_reported, Ordering::Release);
+    }
+}
+
+/// The name part of a ring file name `<name>.<pid>.<nonce>.ring`, if the
+/// file name has that shape.
+pub fn ring_file_name(path: &Path) -> Option<&str> {
+    let f = path.file_name()?.to_str()?;
+    let stem = f.strip_suffix(SHM_SUFFIX)?;
+    if f.starts_with('.') {
+        return None;
+    }
+    let mut parts = stem.rsplitn(3, '.');
+    let nonce = parts.next()?;
+    let pid = parts.next()?;
+    let name = parts.next()?;
+    (nonce.len() == 16
+        && nonce.bytes().all(|c| c.is_ascii_hexdigit())
+        && pid.parse::<u32>().is_ok()
+        && !name.is_empty())
+    .then_some(name)
+}

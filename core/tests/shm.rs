@@ -1,0 +1,330 @@
+//! Shared-memory rings: producer and reader in one process over a real
+//! file, the backpressure policy while nothing drains, and a fuzz of the
+//! reader over arbitrary header and index bytes.
+
+use std::os::unix::fs::{FileExt, PermissionsExt};
+
+use dplog_core::shm::{
+    check_slots, check_tail, parse_header, OpenRules, ProducerState, ShmError, ShmLogProducer,
+    ShmOptions, ShmProducer, ShmReader, SHM_HEADER_BYTES,
+};
+use dplog_core::{Backpressure, HasSchema, LoggerConfig, RecordRules, Slot64};
+use dplog_schema_nat::{Nat44SessionRecord, NatRecord};
+use proptest::prelude::*;
+
+fn rec(seq: u64) -> NatRecord {
+    NatRecord::from(Nat44SessionRecord {
+        initiator_octets: seq,
+        nat_event: 5,
+        ..Nat44SessionRecord::default()
+    })
+}
+
+fn seq_of(slot: &[u8]) -> u64 {
+    // initiator_octets at offset 48 of the NAT44 session record.
+    u64::from_ne_bytes(slot[48..56].try_into().unwrap())
+}
+
+fn opts(dir: &std::path::Path, cap: usize) -> ShmOptions {
+    ShmOptions {
+        dir: dir.to_path_buf(),
+        name: "t".into(),
+        capacity: cap,
+        group: None,
+    }
+}
+
+fn producer(dir: &std::path::Path, cap: usize) -> ShmProducer<Slot64> {
+    ShmProducer::create(&opts(dir, cap), &dplog_schema_nat::all()).unwrap()
+}
+
+#[test]
+fn records_cross_in_order_through_wrap_around() {
+    let d = tempfile::tempdir().unwrap();
+    let mut p = producer(d.path(), 8);
+    let md = std::fs::metadata(p.path()).unwrap();
+    assert_eq!(md.permissions().mode() & 0o777, 0o600);
+    let mut r = ShmReader::open(p.path(), &OpenRules::default()).unwrap();
+    assert_eq!(r.info().capacity, 8);
+    assert_eq!(r.info().slot_bytes, 64);
+    assert_eq!(r.info().pid, std::process::id());
+    assert_eq!(r.info().schemas.len(), 5);
+    assert_eq!(
+        r.info().schemas[0].name,
+        Nat44SessionRecord::schema().name()
+    );
+    let mut out = Vec::new();
+    let mut got = Vec::new();
+    let mut next = 0u64;
+    while got.len() < 100 {
+        // As many of the next 3 as fit (the ring of 8 fills and wraps).
+        let burst: Vec<_> = (next..next + 3).map(rec).collect();
+        next += p.try_push_burst(&burst) as u64;
+        assert!(next - got.len() as u64 <= 8);
+        let n = r.poll(5, &mut out).unwrap();
+        got.extend(out.chunks_exact(64).map(seq_of));
+        r.consume(n);
+        r.publish_head();
+    }
+    for (i, s) in got.iter().enumerate() {
+        assert_eq!(*s, i as u64);
+    }
+    assert_eq!(r.producer_state(), ProducerState::Running);
+    drop(p);
+    assert_eq!(r.producer_state(), ProducerState::Closed);
+}
+
+#[test]
+fn drop_newest_counts_while_nothing_drains_and_the_reader_gets_the_counts() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = LoggerConfig {
+        ring_capacity: 16,
+        backpressure: Backpressure::Drop,
+        ..LoggerConfig::default()
+    };
+    let mut p = ShmLogProducer::<NatRecord>::create(
+        &opts(d.path(), 16),
+        &cfg,
+        &dplog_schema_nat::all(),
+        RecordRules::own(),
+    )
+    .unwrap();
+    let ok = (0..40).filter(|&i| p.log(rec(i))).count();
+    assert_eq!(ok, 16);
+    assert_eq!(p.log_burst(&[rec(1); 5]), 0);
+    assert_eq!(p.dropped(), 29);
+    let mut r = ShmReader::open(p.path(), &OpenRules::default()).unwrap();
+    let d1 = r.take_drops().unwrap();
+    assert_eq!(d1.dropped, 29);
+    assert!(d1.first_ns <= d1.last_ns);
+    assert!(r.take_drops().is_none());
+    r.publish_reported();
+    let mut out = Vec::new();
+    assert_eq!(r.poll(100, &mut out).unwrap(), 16);
+    assert_eq!(seq_of(&out[15 * 64..]), 15);
+}
+
+#[test]
+fn block_waits_for_the_reader_and_stops_when_quarantined() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = LoggerConfig {
+        ring_capacity: 4,
+        backpressure: Backpressure::Block,
+        block_spins: 0,
+        ..LoggerConfig::default()
+    };
+    let mut p = ShmLogProducer::<NatRecord>::create(
+        &opts(d.path(), 4),
+        &cfg,
+        &dplog_schema_nat::all(),
+        RecordRules::own(),
+    )
+    .unwrap();
+    let path = p.path().to_path_buf();
+    let t = std::thread::spawn(move || {
+        let n = (0..20).filter(|&i| p.log(rec(i))).count();
+        (n, p.dropped())
+    });
+    let mut r = ShmReader::open(&path, &OpenRules::default()).unwrap();
+    let mut out = Vec::new();
+    let mut got = 0;
+    while got < 10 {
+        let n = r.poll(3.min(10 - got as usize), &mut out).unwrap();
+        for s in out.chunks_exact(64) {
+            assert_eq!(seq_of(s), got);
+            got += 1;
+        }
+        r.consume(n);
+        r.publish_head();
+    }
+    // The producer now waits on a full ring; a quarantine releases it.
+    while r.poll(64, &mut out).unwrap() < 4 {}
+    r.quarantine();
+    let (n, dropped) = t.join().unwrap();
+    assert_eq!(n, 14);
+    assert_eq!(dropped, 6);
+}
+
+#[test]
+fn a_group_ring_is_0660_and_another_owner_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    // SAFETY: getegid cannot fail.
+    let gid = unsafe { libc::getegid() };
+    let mut o = opts(d.path(), 4);
+    o.group = Some(gid);
+    let p = ShmProducer::<Slot64>::create(&o, &dplog_schema_nat::all()).unwrap();
+    assert_eq!(
+        std::fs::metadata(p.path()).unwrap().permissions().mode() & 0o777,
+        0o660
+    );
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        // Give the file to another user: refused unless accepted.
+        std::os::unix::fs::chown(p.path(), Some(4242), None).unwrap();
+        match ShmReader::open(p.path(), &OpenRules::default()) {
+            Err(ShmError::Owner { uid: 4242 }) => {}
+            other => panic!("{other:?}"),
+        }
+        let rules = OpenRules {
+            allow_uids: vec![4242],
+        };
+        assert!(ShmReader::open(p.path(), &rules).is_ok());
+    }
+}
+
+#[test]
+fn bad_rings_are_refused_with_the_field_named() {
+    let d = tempfile::tempdir().unwrap();
+    let p = producer(d.path(), 8);
+    let path = p.path().to_path_buf();
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    let cases: [(usize, &[u8], &str); 4] = [
+        (16, &4096u32.to_ne_bytes(), "slot size 4096"),
+        (20, &3u32.to_ne_bytes(), "capacity 3"),
+        (20, &(1u32 << 30).to_ne_bytes(), "capacity 1073741824"),
+        (0, b"NOTDPLOG", "magic"),
+    ];
+    for (off, bytes, msg) in cases {
+        let mut orig = vec![0u8; bytes.len()];
+        f.read_at(&mut orig, off as u64).unwrap();
+        f.write_all_at(bytes, off as u64).unwrap();
+        let e = ShmReader::open(&path, &OpenRules::default()).unwrap_err();
+        assert!(e.to_string().contains(msg), "{e}");
+        f.write_all_at(&orig, off as u64).unwrap();
+    }
+    // A file cut short of its slots.
+    f.set_len(SHM_HEADER_BYTES as u64 + 64).unwrap();
+    let e = ShmReader::open(&path, &OpenRules::default()).unwrap_err();
+    assert!(e.to_string().contains("shorter"), "{e}");
+}
+
+#[test]
+fn a_tail_past_the_capacity_or_backwards_and_bad_records_are_violations() {
+    assert!(check_tail(0, 0, 8, 8).is_ok());
+    assert!(check_tail(0, 0, 9, 8).is_err());
+    assert!(check_tail(5, 10, 9, 8).is_err());
+    assert!(check_tail(5, 10, u64::MAX, 8).is_err());
+    let schemas = vec![dplog_core::shm::SchemaDesc::of(Nat44SessionRecord::schema())];
+    let good = rec(1);
+    let mut slots = Vec::new();
+    // SAFETY: a Slot64 is 64 plain bytes.
+    let bytes: [u8; 64] = unsafe { core::mem::transmute(good) };
+    slots.extend_from_slice(&bytes);
+    slots.extend_from_slice(&bytes);
+    assert_eq!(check_slots(&slots, 64, &schemas).0, 2);
+    slots[64] = 0xff; // length 0x??ff
+    slots[65] = 0xff;
+    let (n, e) = check_slots(&slots, 64, &schemas);
+    assert_eq!(n, 1);
+    assert!(e.unwrap().to_string().contains("length 65535"));
+    slots[64..66].copy_from_slice(&64u16.to_ne_bytes());
+    slots[66..68].copy_from_slice(&999u16.to_ne_bytes());
+    let (n, e) = check_slots(&slots, 64, &schemas);
+    assert_eq!(n, 1);
+    assert!(e.unwrap().to_string().contains("schema id 999"));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Any header bytes: parsed or refused, never a panic; what is
+    /// accepted is within bounds.
+    #[test]
+    fn parse_header_takes_any_bytes(
+        bytes in proptest::collection::vec(any::<u8>(), 0..SHM_HEADER_BYTES + 64),
+        magic in any::<bool>(),
+        file_len in any::<u64>(),
+    ) {
+        let mut b = bytes;
+        if magic && b.len() >= 16 {
+            b[..8].copy_from_slice(b"DPLOGSHM");
+            b[8..12].copy_from_slice(&1u32.to_ne_bytes());
+        }
+        if let Ok(info) = parse_header(&b, file_len) {
+            prop_assert!(matches!(info.slot_bytes, 32 | 64 | 128));
+            prop_assert!(info.capacity.is_power_of_two());
+            prop_assert!(info.needed_bytes() <= file_len);
+        }
+    }
+
+    /// A real ring whose header, indices and slots are overwritten with
+    /// arbitrary bytes: the reader opens it or refuses it, and every poll
+    /// returns at most the burst of checked records or a violation.
+    #[test]
+    fn the_reader_survives_arbitrary_header_and_index_bytes(
+        writes in proptest::collection::vec(
+            (0usize..SHM_HEADER_BYTES + 8 * 64, proptest::collection::vec(any::<u8>(), 1..16)),
+            1..24,
+        ),
+        tail in prop_oneof![any::<u64>(), 0u64..20],
+        pushes in 0usize..8,
+    ) {
+        let d = tempfile::tempdir().unwrap();
+        let mut p = producer(d.path(), 8);
+        for i in 0..pushes {
+            p.try_push(rec(i as u64)).unwrap();
+        }
+        let path = p.path().to_path_buf();
+        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        // Open before or after the damage, both ways.
+        let early = ShmReader::open(&path, &OpenRules::default()).ok();
+        for (off, b) in &writes {
+            f.write_all_at(b, *off as u64).unwrap();
+        }
+        f.write_all_at(&tail.to_ne_bytes(), 128).unwrap();
+        let late = ShmReader::open(&path, &OpenRules::default()).ok();
+        for mut r in [early, late].into_iter().flatten() {
+            let mut out = Vec::new();
+            for _ in 0..4 {
+                match r.poll(5, &mut out) {
+                    Ok(n) => {
+                        prop_assert!(n <= 5);
+                        prop_assert_eq!(out.len(), n * r.info().slot_bytes as usize);
+                        prop_assert!(r.tail() - r.head() <= u64::from(r.info().capacity));
+                        r.consume(n);
+                        r.publish_head();
+                    }
+                    Err(_) => {
+                        prop_assert!(out.len() <= 5 * r.info().slot_bytes as usize);
+                        break;
+                    }
+                }
+            }
+            let _ = r.take_drops();
+            let _ = r.producer_state();
+        }
+    }
+}
+
+/// A file cut short under the reader's mapping between its size check and
+/// its copy: the SIGBUS guard turns the fault into a reported violation.
+#[test]
+fn a_file_cut_under_the_mapping_is_a_violation_not_a_crash() {
+    dplog_core::shm::install_sigbus_guard().unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let mut p = producer(d.path(), 64);
+    for i in 0..10 {
+        p.try_push(rec(i)).unwrap();
+    }
+    // The producer goes first: its own mapping is not guarded.
+    let path = p.path().to_path_buf();
+    drop(p);
+    let mut r = ShmReader::open(&path, &OpenRules::default()).unwrap();
+    r.skip_size_check();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    let mut out = Vec::new();
+    let e = r.poll(64, &mut out).unwrap_err();
+    assert!(e.to_string().contains("SIGBUS"), "{e}");
+    assert!(out.is_empty());
+    // The reader stays usable (zero pages), and says so again.
+    assert!(r.poll(64, &mut out).is_err());
+}

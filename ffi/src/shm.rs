@@ -1,0 +1,187 @@
+//! `dplog_attach`: a producer whose ring is a shared-memory file that a
+//! separate `dplogd` process drains, so the records pushed survive a
+//! crash of this process (`dplog::shm`). The producer is an ordinary
+//! `dplog_producer`: `dplog_log`, `dplog_log_burst`, `dplog_reserve` /
+//! `dplog_commit`, `dplog_producer_flush` and `dplog_producer_free` work
+//! on it as on one of `dplog_producer_new`.
+
+use std::cell::UnsafeCell;
+use std::ffi::{c_char, CStr};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU32;
+use std::sync::Arc;
+
+use dplog::shm::{ShmLogProducer, ShmOptions};
+use dplog::{RecordRules, Schema, Slot128, Slot32, Slot64};
+
+use crate::handle::{dplog_t, logger, nat_schemas, State};
+use crate::producer::{dplog_producer_t, ProducerState};
+use crate::reserve::Reservation;
+use crate::result::{
+    dplog_result, fail, guard, DPLOG_ERR_CLOSED, DPLOG_ERR_CONFIG, DPLOG_ERR_INVALID_ARG,
+    DPLOG_ERR_IO, DPLOG_ERR_NULL, DPLOG_ERR_RING_IN_USE, DPLOG_ERR_STATE, DPLOG_OK,
+};
+use crate::schema::SchemaSizes;
+use crate::slots::AnyProducer;
+use crate::tombstone::{lock, MAGIC_LIVE};
+use crate::window::dplog_log_window;
+
+fn c_str<'a>(p: *const c_char, what: &str) -> Result<&'a str, dplog_result> {
+    if p.is_null() {
+        return Err(fail(
+            DPLOG_ERR_NULL,
+            format!("dplog_attach: {what} is NULL"),
+        ));
+    }
+    // SAFETY: non-NULL and NUL-terminated (caller contract).
+    unsafe { CStr::from_ptr(p) }.to_str().map_err(|_| {
+        fail(
+            DPLOG_ERR_INVALID_ARG,
+            format!("dplog_attach: {what} is not UTF-8"),
+        )
+    })
+}
+
+/// Creates a producer whose ring is a new shared-memory file
+/// `<dir>/<name>.<pid>.<nonce>.ring` (mode 0600), drained by `dplogd
+/// --rings <dir>` instead of a consumer of this process. The ring has the
+/// handle's `[ring] capacity`, `slot_bytes` and `backpressure` (`block`
+/// waits while the daemon is away; `drop_newest` counts, and the daemon
+/// reports the count when it comes back) and declares the handle's record
+/// types: the ones registered with `dplog_schema_register` (register
+/// them first) and the NAT types that fit the slot. `dir` is a tmpfs
+/// (`/dev/shm/...`) or hugetlbfs directory that exists; `name` is 1 to 32
+/// letters, digits, `_` or `-`. `ring_id` is the producer's id within
+/// the handle, as for `dplog_producer_new`.
+///
+/// The handle is opened but not started: a handle that attaches rings
+/// runs no consumer of its own (`DPLOG_ERR_STATE` after `dplog_start`).
+/// Every record whose `dplog_log` returned `DPLOG_OK` is written by the
+/// daemon once, even if this process is killed right after.
+///
+/// Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_INVALID_ARG` (name or a record
+/// type that does not fit the ring), `DPLOG_ERR_STATE`,
+/// `DPLOG_ERR_CLOSED`, `DPLOG_ERR_RING_IN_USE`, `DPLOG_ERR_CONFIG` (a
+/// capacity above 2^24), `DPLOG_ERR_IO` (the directory, no space).
+/// `*out` is written only on success.
+///
+/// Ownership: as `dplog_producer_new` (`dplog_producer_free` closes the
+/// ring: the daemon drains it and removes the file). Thread-safety: any
+/// thread.
+///
+/// # Safety
+/// `h` is NULL or returned by `dplog_open*`; `dir` and `name` are NULL or
+/// NUL-terminated strings; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn dplog_attach(
+    h: *mut dplog_t,
+    ring_id: u32,
+    dir: *const c_char,
+    name: *const c_char,
+    out: *mut *mut dplog_producer_t,
+) -> dplog_result {
+    guard(|| {
+        // SAFETY: caller contract on h.
+        let l = match unsafe { logger(h) } {
+            Ok(l) => l,
+            Err(e) => return e,
+        };
+        if out.is_null() {
+            return fail(DPLOG_ERR_NULL, "dplog_attach: out is NULL");
+        }
+        let dir = match c_str(dir, "dir") {
+            Ok(d) => PathBuf::from(d),
+            Err(e) => return e,
+        };
+        let name = match c_str(name, "name") {
+            Ok(n) => n.to_string(),
+            Err(e) => return e,
+        };
+        let st = lock(&l.state);
+        let pending = match &*st {
+            State::Opened(p) => p,
+            State::Started(_) => {
+                return fail(
+                    DPLOG_ERR_STATE,
+                    "dplog_attach: the handle is started; attach before dplog_start (a handle \
+                     whose rings dplogd drains runs no consumer)",
+                )
+            }
+            State::Closed => return fail(DPLOG_ERR_CLOSED, "dplog handle is closed"),
+        };
+        let slot_bytes = l.slot_bytes;
+        let all: Vec<&Schema> = pending
+            .schemas
+            .iter()
+            .chain(nat_schemas(slot_bytes))
+            .collect();
+        let mut cfg = pending.config.logger_config();
+        cfg.schemas = match pending.config.schema_table(&all) {
+            Ok(t) => t,
+            Err(e) => return fail(DPLOG_ERR_CONFIG, e.to_string()),
+        };
+        let opts = ShmOptions {
+            dir,
+            name,
+            capacity: cfg.ring_capacity,
+            group: None,
+        };
+        // The id first: a refused attach creates no ring file.
+        if !lock(&l.shared.rings).insert(ring_id) {
+            return fail(
+                DPLOG_ERR_RING_IN_USE,
+                format!("ring {ring_id} already has a producer"),
+            );
+        }
+        let made = match slot_bytes {
+            32 => ShmLogProducer::<Slot32>::create(&opts, &cfg, &all, RecordRules::own())
+                .map(AnyProducer::M32),
+            128 => ShmLogProducer::<Slot128>::create(&opts, &cfg, &all, RecordRules::own())
+                .map(AnyProducer::M128),
+            _ => ShmLogProducer::<Slot64>::create(&opts, &cfg, &all, RecordRules::own())
+                .map(AnyProducer::M64),
+        };
+        let prod = match made {
+            Ok(p) => p,
+            Err(e) => {
+                lock(&l.shared.rings).remove(&ring_id);
+                let code = match e {
+                    dplog::shm::ShmError::Io(_) => DPLOG_ERR_IO,
+                    _ => DPLOG_ERR_INVALID_ARG,
+                };
+                return fail(code, format!("dplog_attach: {e}"));
+            }
+        };
+        let policy = prod.policy();
+        let fast_path = matches!(
+            policy,
+            dplog::Backpressure::Block | dplog::Backpressure::Drop
+        );
+        let obj = Box::new(dplog_producer_t {
+            window: UnsafeCell::new(dplog_log_window::EMPTY),
+            magic: AtomicU32::new(MAGIC_LIVE),
+            #[cfg(debug_assertions)]
+            user: core::sync::atomic::AtomicUsize::new(0),
+            inner: UnsafeCell::new(Some(ProducerState {
+                prod,
+                ring_id,
+                shared: l.shared.clone(),
+                sizes: Arc::new(SchemaSizes::new(all.iter().copied())),
+                drop_policy: policy != dplog::Backpressure::Block,
+                fast_path,
+                fast_path_policy: fast_path,
+                staging: None,
+                reservation: Reservation::None,
+                reserved_schema: 0,
+                reserved_size: 0,
+                // No inline window: every record goes through the library.
+                fast_schemas: 0,
+                window_first: 0,
+            })),
+        });
+        lock(&l.shared.windows).insert(ring_id, obj.window.get() as usize);
+        // SAFETY: out is non-NULL (checked) and writable (caller contract).
+        unsafe { out.write(Box::into_raw(obj)) };
+        DPLOG_OK
+    })
+}

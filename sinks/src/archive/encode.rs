@@ -1,0 +1,510 @@
+//! Column encodings of the archive's data blocks.
+//!
+//! A block holds `n` records of one schema. Its record bytes are split
+//! into columns: one per schema field, plus one per run of bytes no field
+//! covers (the record header, padding), so the records are restored byte
+//! for byte. A column of width 1, 2, 4 or 8 bytes is numeric (its bytes
+//! read as a little-endian unsigned integer) and gets the smallest of:
+//!
+//! | tag | encoding | layout after the tag |
+//! |---|---|---|
+//! | 0 | constant | value u64 |
+//! | 1 | frame of reference | min u64, bits u8, `n` packed `v - min` |
+//! | 2 | delta | first u64, min delta i64, bits u8, `n - 1` packed `d - min` |
+//! | 3 | delta of delta | first u64, first delta i64, min i64, bits u8, `n - 2` packed |
+//! | 4 | dictionary | count u32, the sorted values as tag 1, index bits u8, `n` packed indexes |
+//!
+//! Differences are taken modulo 2^64 (wrapping), so every value of a
+//! 64-bit column round-trips. Any other width is stored as byte planes
+//! (tag 5: byte 0 of every record, then byte 1, ...). Packed values are
+//! `bits` wide, least significant bit first, in 64-bit little-endian
+//! words (the last word cut to the bytes it needs). Integers are
+//! little-endian. The whole column buffer is then compressed (zstd) by the
+//! block writer.
+
+use std::io;
+
+const CONST: u8 = 0;
+const FOR: u8 = 1;
+const DELTA: u8 = 2;
+const DOD: u8 = 3;
+const DICT: u8 = 4;
+const PLANES: u8 = 5;
+
+/// A column: `width` bytes at `offset` of each record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Column {
+    /// Byte offset in the record.
+    pub offset: usize,
+    /// Width in bytes.
+    pub width: usize,
+}
+
+/// The columns of a record of `size` bytes whose fields cover the
+/// `(offset, size)` ranges `fields` (in any order, not overlapping): the
+/// fields and the gaps between them, in offset order.
+pub fn columns(size: usize, fields: &[(usize, usize)]) -> Vec<Column> {
+    let mut f: Vec<(usize, usize)> = fields.iter().copied().filter(|&(_, w)| w > 0).collect();
+    f.sort_unstable();
+    let mut out = Vec::new();
+    let mut at = 0;
+    for (off, w) in f {
+        if off > at {
+            out.push(Column {
+                offset: at,
+                width: off - at,
+            });
+        }
+        if off >= at {
+            out.push(Column {
+                offset: off,
+                width: w,
+            });
+            at = off + w;
+        }
+    }
+    if at < size {
+        out.push(Column {
+            offset: at,
+            width: size - at,
+        });
+    }
+    out
+}
+
+fn is_numeric(width: usize) -> bool {
+    matches!(width, 1 | 2 | 4 | 8)
+}
+
+fn read_le(b: &[u8]) -> u64 {
+    let mut v = [0u8; 8];
+    v[..b.len()].copy_from_slice(b);
+    u64::from_le_bytes(v)
+}
+
+fn bits_for(range: u64) -> u8 {
+    (64 - range.leading_zeros()) as u8
+}
+
+fn packed_bytes(n: usize, bits: u8) -> usize {
+    (n * bits as usize).div_ceil(8)
+}
+
+/// Appends `vals` packed `bits` wide.
+fn pack(out: &mut Vec<u8>, vals: impl Iterator<Item = u64>, bits: u8, n: usize) {
+    let need = packed_bytes(n, bits);
+    if bits == 0 {
+        return;
+    }
+    let start = out.len();
+    let mut acc: u128 = 0;
+    let mut have = 0u32;
+    for v in vals {
+        let v = if bits == 64 {
+            v
+        } else {
+            v & ((1u64 << bits) - 1)
+        };
+        acc |= (v as u128) << have;
+        have += bits as u32;
+        while have >= 64 {
+            out.extend_from_slice(&(acc as u64).to_le_bytes());
+            acc >>= 64;
+            have -= 64;
+        }
+    }
+    if have > 0 {
+        out.extend_from_slice(&(acc as u64).to_le_bytes()[..(have as usize).div_ceil(8)]);
+    }
+    debug_assert_eq!(out.len() - start, need);
+}
+
+fn bad(what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, format!("bad column: {what}"))
+}
+
+/// A little-endian reader over a column buffer.
+pub(crate) struct Cursor<'a> {
+    pub(crate) b: &'a [u8],
+    pub(crate) p: usize,
+}
+
+impl<'a> Cursor<'a> {
+    pub(crate) fn take(&mut self, n: usize) -> io::Result<&'a [u8]> {
+        if self.b.len() - self.p < n {
+            return Err(bad("ends early"));
+        }
+        let s = &self.b[self.p..self.p + n];
+        self.p += n;
+        Ok(s)
+    }
+    pub(crate) fn u8(&mut self) -> io::Result<u8> {
+        Ok(self.take(1)?[0])
+    }
+    pub(crate) fn u32(&mut self) -> io::Result<u32> {
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
+    }
+    pub(crate) fn u64(&mut self) -> io::Result<u64> {
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
+    }
+    fn bits(&mut self) -> io::Result<u8> {
+        let b = self.u8()?;
+        if b > 64 {
+            return Err(bad("bit width above 64"));
+        }
+        Ok(b)
+    }
+    /// `n` values packed `bits` wide, each passed to `f`.
+    fn unpack(&mut self, n: usize, bits: u8, mut f: impl FnMut(u64)) -> io::Result<()> {
+        let src = self.take(packed_bytes(n, bits))?;
+        if bits == 0 {
+            (0..n).for_each(|_| f(0));
+            return Ok(());
+        }
+        let mask = if bits == 64 {
+            u64::MAX
+        } else {
+            (1u64 << bits) - 1
+        };
+        let mut bitpos = 0usize;
+        for _ in 0..n {
+            let byte = bitpos / 8;
+            let shift = bitpos % 8;
+            // Up to 9 bytes hold a 64-bit value at any bit offset.
+            let mut w = [0u8; 16];
+            let end = (byte + 16).min(src.len());
+            w[..end - byte].copy_from_slice(&src[byte..end]);
+            let v = (u128::from_le_bytes(w) >> shift) as u64 & mask;
+            f(v);
+            bitpos += bits as usize;
+        }
+        Ok(())
+    }
+}
+
+/// Appends column `c` of the `n` records in `recs` (each `size` bytes,
+/// back to back), in the smallest encoding.
+pub fn encode_column(out: &mut Vec<u8>, recs: &[u8], size: usize, n: usize, c: Column) {
+    if !is_numeric(c.width) || n == 0 {
+        out.push(PLANES);
+        for b in 0..c.width {
+            out.extend((0..n).map(|i| recs[i * size + c.offset + b]));
+        }
+        return;
+    }
+    let vals: Vec<u64> = (0..n)
+        .map(|i| read_le(&recs[i * size + c.offset..i * size + c.offset + c.width]))
+        .collect();
+    let (mut lo, mut hi) = (u64::MAX, 0u64);
+    for &v in &vals {
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    if lo == hi {
+        out.push(CONST);
+        out.extend_from_slice(&lo.to_le_bytes());
+        return;
+    }
+    let for_bits = bits_for(hi - lo);
+    let mut best = (FOR, 9 + packed_bytes(n, for_bits));
+    // Deltas (wrapping) and their frame.
+    let deltas: Vec<i64> = vals
+        .windows(2)
+        .map(|w| w[1].wrapping_sub(w[0]) as i64)
+        .collect();
+    let drange = |d: &[i64]| -> (i64, u8) {
+        let (mut a, mut b) = (i64::MAX, i64::MIN);
+        for &x in d {
+            a = a.min(x);
+            b = b.max(x);
+        }
+        if d.is_empty() {
+            return (0, 0);
+        }
+        (
+            a,
+            bits_for((b as i128 - a as i128).min(u64::MAX as i128) as u64),
+        )
+    };
+    let (dmin, dbits) = drange(&deltas);
+    let dsize = 17 + packed_bytes(n - 1, dbits);
+    if dsize < best.1 {
+        best = (DELTA, dsize);
+    }
+    let dods: Vec<i64> = deltas.windows(2).map(|w| w[1].wrapping_sub(w[0])).collect();
+    let (ddmin, ddbits) = drange(&dods);
+    if n >= 2 {
+        let ddsize = 25 + packed_bytes(n - 2, ddbits);
+        if ddsize < best.1 {
+            best = (DOD, ddsize);
+        }
+    }
+    // A dictionary pays when there are few distinct values far apart:
+    // tried only for wide frames whose first 1024 values hold few
+    // distinct ones (sorting a whole column per block costs more than
+    // the rest of its encoding).
+    let mut dict = Vec::new();
+    if for_bits > 8 && best.1 > 9 + packed_bytes(n, 8) {
+        let mut sample = vals[..n.min(1024)].to_vec();
+        sample.sort_unstable();
+        sample.dedup();
+        if sample.len() <= 256 {
+            dict = vals.clone();
+            dict.sort_unstable();
+            dict.dedup();
+        }
+    }
+    if !dict.is_empty() && dict.len() <= 4096 {
+        let ibits = bits_for(dict.len() as u64 - 1);
+        let size = 4 + 9 + packed_bytes(dict.len(), for_bits) + 1 + packed_bytes(n, ibits);
+        if size < best.1 {
+            best = (DICT, size);
+        }
+    }
+    out.push(best.0);
+    match best.0 {
+        FOR => {
+            out.extend_from_slice(&lo.to_le_bytes());
+            out.push(for_bits);
+            pack(out, vals.iter().map(|v| v - lo), for_bits, n);
+        }
+        DELTA => {
+            out.extend_from_slice(&vals[0].to_le_bytes());
+            out.extend_from_slice(&dmin.to_le_bytes());
+            out.push(dbits);
+            pack(
+                out,
+                deltas.iter().map(|d| d.wrapping_sub(dmin) as u64),
+                dbits,
+                n - 1,
+            );
+        }
+        DOD => {
+            out.extend_from_slice(&vals[0].to_le_bytes());
+            out.extend_from_slice(&deltas[0].to_le_bytes());
+            out.extend_from_slice(&ddmin.to_le_bytes());
+            out.push(ddbits);
+            pack(
+                out,
+                dods.iter().map(|d| d.wrapping_sub(ddmin) as u64),
+                ddbits,
+                n - 2,
+            );
+        }
+        _ => {
+            out.extend_from_slice(&(dict.len() as u32).to_le_bytes());
+            out.extend_from_slice(&lo.to_le_bytes());
+            out.push(for_bits);
+            pack(out, dict.iter().map(|v| v - lo), for_bits, dict.len());
+            let ibits = bits_for(dict.len() as u64 - 1);
+            out.push(ibits);
+            pack(
+                out,
+                vals.iter()
+                    .map(|v| dict.binary_search(v).expect("value is in its dictionary") as u64),
+                ibits,
+                n,
+            );
+        }
+    }
+}
+
+/// Decodes column `c` of `n` records from `cur` into `recs` (`n * size`
+/// bytes, each record's column bytes overwritten).
+///
+/// Errors: `InvalidData` for an unknown tag, a bit width above 64, a
+/// column that ends early or a dictionary index out of range.
+pub(crate) fn decode_column(
+    cur: &mut Cursor<'_>,
+    recs: &mut [u8],
+    size: usize,
+    n: usize,
+    c: Column,
+) -> io::Result<()> {
+    let tag = cur.u8()?;
+    let w = c.width;
+    let mut put = |i: usize, v: u64| {
+        recs[i * size + c.offset..i * size + c.offset + w].copy_from_slice(&v.to_le_bytes()[..w]);
+    };
+    if tag == PLANES {
+        let src = cur.take(n * w)?;
+        for b in 0..w {
+            for i in 0..n {
+                recs[i * size + c.offset + b] = src[b * n + i];
+            }
+        }
+        return Ok(());
+    }
+    if !is_numeric(w) {
+        return Err(bad("numeric encoding of a non-numeric column"));
+    }
+    match tag {
+        CONST => {
+            let v = cur.u64()?;
+            (0..n).for_each(|i| put(i, v));
+        }
+        FOR => {
+            let lo = cur.u64()?;
+            let bits = cur.bits()?;
+            let mut i = 0;
+            cur.unpack(n, bits, |x| {
+                put(i, lo.wrapping_add(x));
+                i += 1;
+            })?;
+        }
+        DELTA => {
+            let mut v = cur.u64()?;
+            let dmin = cur.u64()?;
+            let bits = cur.bits()?;
+            if n > 0 {
+                put(0, v);
+            }
+            let mut i = 1;
+            cur.unpack(n.saturating_sub(1), bits, |x| {
+                v = v.wrapping_add(dmin.wrapping_add(x));
+                put(i, v);
+                i += 1;
+            })?;
+        }
+        DOD => {
+            let mut v = cur.u64()?;
+            let mut d = cur.u64()?;
+            let ddmin = cur.u64()?;
+            let bits = cur.bits()?;
+            if n > 0 {
+                put(0, v);
+            }
+            if n > 1 {
+                v = v.wrapping_add(d);
+                put(1, v);
+            }
+            let mut i = 2;
+            cur.unpack(n.saturating_sub(2), bits, |x| {
+                d = d.wrapping_add(ddmin.wrapping_add(x));
+                v = v.wrapping_add(d);
+                put(i, v);
+                i += 1;
+            })?;
+        }
+        DICT => {
+            let count = cur.u32()? as usize;
+            if count == 0 || count > n.max(1) {
+                return Err(bad("dictionary size"));
+            }
+            let lo = cur.u64()?;
+            let bits = cur.bits()?;
+            let mut dict = Vec::with_capacity(count);
+            cur.unpack(count, bits, |x| dict.push(lo.wrapping_add(x)))?;
+            let ibits = cur.bits()?;
+            let mut i = 0;
+            let mut oob = false;
+            cur.unpack(n, ibits, |x| {
+                match dict.get(x as usize) {
+                    Some(&v) => put(i, v),
+                    None => oob = true,
+                }
+                i += 1;
+            })?;
+            if oob {
+                return Err(bad("dictionary index out of range"));
+            }
+        }
+        t => return Err(bad(&format!("unknown encoding tag {t}"))),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roundtrip(size: usize, cols: &[Column], recs: &[u8]) {
+        let n = recs.len() / size;
+        let mut buf = Vec::new();
+        for &c in cols {
+            encode_column(&mut buf, recs, size, n, c);
+        }
+        let mut back = vec![0xAAu8; recs.len()];
+        let mut cur = Cursor { b: &buf, p: 0 };
+        for &c in cols {
+            decode_column(&mut cur, &mut back, size, n, c).unwrap();
+        }
+        assert_eq!(cur.p, buf.len());
+        assert_eq!(back, recs);
+    }
+
+    #[test]
+    fn columns_cover_fields_and_gaps() {
+        let c = columns(16, &[(8, 4), (2, 2)]);
+        let got: Vec<(usize, usize)> = c.iter().map(|c| (c.offset, c.width)).collect();
+        assert_eq!(got, vec![(0, 2), (2, 2), (4, 4), (8, 4), (12, 4)]);
+    }
+
+    #[test]
+    fn every_encoding_round_trips() {
+        // Record: u64 time (increasing), u32 addr (few values), u16 port
+        // (random), u8 const, 3-byte raw, u64 extremes.
+        let size = 8 + 4 + 2 + 1 + 3 + 8;
+        let cols = columns(size, &[(0, 8), (8, 4), (12, 2), (14, 1), (15, 3), (18, 8)]);
+        let mut x: u64 = 12345;
+        for n in [1usize, 2, 3, 17, 1000] {
+            let mut recs = Vec::new();
+            for i in 0..n {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                recs.extend_from_slice(
+                    &(1_700_000_000_000_000_000u64 + i as u64 * 1000 + x % 7).to_le_bytes(),
+                );
+                recs.extend_from_slice(&(0xC6336400u32 + (x % 5) as u32).to_le_bytes());
+                recs.extend_from_slice(&(x as u16).to_le_bytes());
+                recs.push(6);
+                recs.extend_from_slice(&[x as u8, 0, 1]);
+                recs.extend_from_slice(&(if i % 2 == 0 { u64::MAX } else { x }).to_le_bytes());
+            }
+            roundtrip(size, &cols, &recs);
+        }
+    }
+
+    #[test]
+    fn few_distinct_values_far_apart_take_a_dictionary() {
+        let vals = [7u32, 0x7000_0000, 0xFFFF_FFF0];
+        let recs: Vec<u8> = (0..500)
+            .flat_map(|i| vals[i * 7 % 3].to_le_bytes())
+            .collect();
+        let c = Column {
+            offset: 0,
+            width: 4,
+        };
+        let mut buf = Vec::new();
+        encode_column(&mut buf, &recs, 4, 500, c);
+        assert_eq!(buf[0], DICT);
+        assert!(buf.len() < 200, "{} bytes", buf.len());
+        roundtrip(4, &[c], &recs);
+    }
+
+    #[test]
+    fn a_short_or_bad_column_is_an_error() {
+        let mut back = vec![0u8; 16];
+        let c = Column {
+            offset: 0,
+            width: 8,
+        };
+        assert!(decode_column(&mut Cursor { b: &[9], p: 0 }, &mut back, 8, 2, c).is_err());
+        assert!(decode_column(
+            &mut Cursor {
+                b: &[FOR, 0, 0],
+                p: 0
+            },
+            &mut back,
+            8,
+            2,
+            c
+        )
+        .is_err());
+    }
+}

@@ -1,0 +1,792 @@
+//! The archive's on-disk layout: segment names, block frames, the footer,
+//! the key hash and the key index pages (see the module docs of
+//! [`archive`](super) for the whole picture).
+
+use std::io;
+use std::path::Path;
+
+use dplog_core::schema::{FieldDef, Schema};
+
+use super::encode::{self, Column, Cursor};
+
+/// Magic at offset 0 of a segment file.
+pub const SEGMENT_MAGIC: &[u8; 8] = b"DPLOGAR1";
+/// Segment header length: magic, version u32 (1), reserved u32.
+pub const SEGMENT_HEADER: usize = 16;
+/// Format version in the segment header.
+pub const VERSION: u32 = 1;
+/// Magic at the start of every block frame.
+pub const BLOCK_MAGIC: &[u8; 4] = b"DPAB";
+/// Block frame header: magic, kind u8, 3 zero bytes, body length u32,
+/// CRC-32 u32 (of the first 12 header bytes and the body).
+pub const BLOCK_HEADER: usize = 16;
+/// Block kind: a schema (the binary format's `S` frame payload).
+pub const KIND_SCHEMA: u8 = b'S';
+/// Block kind: records of one schema, columnar and compressed.
+pub const KIND_DATA: u8 = b'D';
+/// Magic that ends a sealed segment.
+pub const TRAILER_MAGIC: &[u8; 8] = b"DPLOGAE1";
+/// Trailer: footer length u64, footer CRC-32 u32, reserved u32, magic.
+pub const TRAILER: usize = 24;
+/// Data block body header: schema id u16, 0 u16, rows u32, min time u64,
+/// max time u64, uncompressed column bytes u32.
+pub const DATA_HEADER: usize = 28;
+/// Largest block body the reader accepts (a bad length field must not
+/// make it allocate without bound).
+pub const MAX_BLOCK_BODY: usize = 256 << 20;
+
+/// Name of sealed segment `seq` holding event times `min..=max` (ns):
+/// `seg-<seq, 10 digits>-<min, 20 digits>-<max, 20 digits>.dpa`, so a
+/// directory listing alone tells which segments a time range touches.
+pub fn sealed_name(seq: u64, min: u64, max: u64) -> String {
+    format!("seg-{seq:010}-{min:020}-{max:020}.dpa")
+}
+
+/// Name of open segment `seq` (being written; renamed when sealed).
+pub fn open_name(seq: u64) -> String {
+    format!(".seg-{seq:010}.dpa.open")
+}
+
+/// What a segment file name says: `(seq, Some((min, max)))` for a sealed
+/// segment, `(seq, None)` for an open one; `None` for other names.
+pub fn parse_name(name: &str) -> Option<(u64, Option<(u64, u64)>)> {
+    if let Some(rest) = name
+        .strip_prefix(".seg-")
+        .and_then(|r| r.strip_suffix(".dpa.open"))
+    {
+        if rest.len() != 10 || !rest.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        return Some((rest.parse().ok()?, None));
+    }
+    let rest = name.strip_prefix("seg-")?.strip_suffix(".dpa")?;
+    let mut it = rest.split('-');
+    let (a, b, c) = (it.next()?, it.next()?, it.next()?);
+    if it.next().is_some() || a.len() != 10 || b.len() != 20 || c.len() != 20 {
+        return None;
+    }
+    Some((a.parse().ok()?, Some((b.parse().ok()?, c.parse().ok()?))))
+}
+
+/// The segment header bytes.
+pub fn segment_header() -> [u8; SEGMENT_HEADER] {
+    let mut h = [0u8; SEGMENT_HEADER];
+    h[..8].copy_from_slice(SEGMENT_MAGIC);
+    h[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    h
+}
+
+/// Checks a segment header.
+///
+/// Errors: `InvalidData` naming what is wrong.
+pub fn check_header(h: &[u8]) -> io::Result<()> {
+    if h.len() < SEGMENT_HEADER || &h[..8] != SEGMENT_MAGIC {
+        return Err(invalid("not a dplog archive segment (bad magic)".into()));
+    }
+    let v = u32::from_le_bytes(h[8..12].try_into().expect("4 bytes"));
+    if v != VERSION {
+        return Err(invalid(format!(
+            "segment format version {v}, this reader knows {VERSION}"
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) fn invalid(m: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, m)
+}
+
+/// A whole block frame of `kind` around `body`.
+pub fn block_frame(kind: u8, body: &[u8]) -> Vec<u8> {
+    let mut f = Vec::with_capacity(BLOCK_HEADER + body.len());
+    f.extend_from_slice(BLOCK_MAGIC);
+    f.extend_from_slice(&[kind, 0, 0, 0]);
+    f.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    let mut h = crc32fast::Hasher::new();
+    h.update(&f[..12]);
+    h.update(body);
+    f.extend_from_slice(&h.finalize().to_le_bytes());
+    f.extend_from_slice(body);
+    f
+}
+
+/// A block frame header read back: kind and body length, with the CRC to
+/// check the body against.
+#[derive(Clone, Copy, Debug)]
+pub struct FrameHeader {
+    /// [`KIND_SCHEMA`] or [`KIND_DATA`].
+    pub kind: u8,
+    /// Body bytes after the header.
+    pub body_len: usize,
+    crc: u32,
+    head: [u8; 12],
+}
+
+/// Parses a block frame header.
+///
+/// Errors: `InvalidData` for a bad magic, kind or length.
+pub fn frame_header(h: &[u8]) -> io::Result<FrameHeader> {
+    if h.len() < BLOCK_HEADER || &h[..4] != BLOCK_MAGIC {
+        return Err(invalid("no block magic".into()));
+    }
+    let kind = h[4];
+    if kind != KIND_SCHEMA && kind != KIND_DATA || h[5..8] != [0, 0, 0] {
+        return Err(invalid(format!("unknown block kind 0x{kind:02x}")));
+    }
+    let body_len = u32::from_le_bytes(h[8..12].try_into().expect("4 bytes")) as usize;
+    if body_len > MAX_BLOCK_BODY {
+        return Err(invalid(format!("block length {body_len} too large")));
+    }
+    Ok(FrameHeader {
+        kind,
+        body_len,
+        crc: u32::from_le_bytes(h[12..16].try_into().expect("4 bytes")),
+        head: h[..12].try_into().expect("12 bytes"),
+    })
+}
+
+impl FrameHeader {
+    /// Checks `body` against the header's CRC-32.
+    ///
+    /// Errors: `InvalidData` "checksum mismatch".
+    pub fn check(&self, body: &[u8]) -> io::Result<()> {
+        let mut h = crc32fast::Hasher::new();
+        h.update(&self.head);
+        h.update(body);
+        let got = h.finalize();
+        if got != self.crc {
+            return Err(invalid(format!(
+                "checksum mismatch (stored {:08x}, computed {got:08x})",
+                self.crc
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The columns of records of `s`.
+pub fn schema_columns(s: &Schema) -> Vec<Column> {
+    let f: Vec<(usize, usize)> = s
+        .fields()
+        .iter()
+        .map(|f| (f.offset as usize, f.size as usize))
+        .collect();
+    encode::columns(s.size(), &f)
+}
+
+/// The event time of `rec` (a record of `s`): its event-time field (ns
+/// for an `NsTimestamp`, raw ticks for a `TscTimestamp`), or `None` if
+/// the schema has none.
+pub fn event_time(s: &Schema, rec: &[u8]) -> Option<u64> {
+    s.meta().event_time.map(|i| s.fields()[i].read_uint(rec))
+}
+
+/// Body of a data block of `n` records of `s` (`recs`, back to back),
+/// event times `min..=max`, compressed at zstd `level`.
+///
+/// Errors: the compressor's.
+pub fn data_body(
+    s: &Schema,
+    cols: &[Column],
+    recs: &[u8],
+    n: usize,
+    min: u64,
+    max: u64,
+    level: i32,
+) -> io::Result<Vec<u8>> {
+    let mut raw = Vec::with_capacity(recs.len() / 2 + 64);
+    for &c in cols {
+        encode::encode_column(&mut raw, recs, s.size(), n, c);
+    }
+    let z = zstd::bulk::compress(&raw, level)?;
+    let mut body = Vec::with_capacity(DATA_HEADER + z.len());
+    body.extend_from_slice(&s.id().to_le_bytes());
+    body.extend_from_slice(&[0, 0]);
+    body.extend_from_slice(&(n as u32).to_le_bytes());
+    body.extend_from_slice(&min.to_le_bytes());
+    body.extend_from_slice(&max.to_le_bytes());
+    body.extend_from_slice(&(raw.len() as u32).to_le_bytes());
+    body.extend_from_slice(&z);
+    Ok(body)
+}
+
+/// What a data block body's header says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataHeader {
+    /// Schema id of its records.
+    pub schema_id: u16,
+    /// Records in it.
+    pub rows: u32,
+    /// Smallest event time.
+    pub min: u64,
+    /// Largest event time.
+    pub max: u64,
+}
+
+/// Parses a data block body's header.
+///
+/// Errors: `InvalidData` for a short body.
+pub fn data_header(body: &[u8]) -> io::Result<DataHeader> {
+    if body.len() < DATA_HEADER {
+        return Err(invalid("data block shorter than its header".into()));
+    }
+    let u64at = |o: usize| u64::from_le_bytes(body[o..o + 8].try_into().expect("8 bytes"));
+    Ok(DataHeader {
+        schema_id: u16::from_le_bytes([body[0], body[1]]),
+        rows: u32::from_le_bytes(body[4..8].try_into().expect("4 bytes")),
+        min: u64at(8),
+        max: u64at(16),
+    })
+}
+
+/// Decodes a data block body of records of `s` into their bytes (`rows *
+/// size`, back to back).
+///
+/// Errors: `InvalidData` for a body that does not decode (schema id or
+/// size mismatch, bad compression, bad columns, trailing bytes).
+pub fn decode_data(s: &Schema, body: &[u8]) -> io::Result<(DataHeader, Vec<u8>)> {
+    let h = data_header(body)?;
+    if h.schema_id != s.id() {
+        return Err(invalid(format!(
+            "block of schema {} decoded as {}",
+            h.schema_id,
+            s.id()
+        )));
+    }
+    let raw_len = u32::from_le_bytes(body[24..28].try_into().expect("4 bytes")) as usize;
+    let n = h.rows as usize;
+    let size = s.size();
+    let too_big = match n.checked_mul(size) {
+        Some(b) => b > MAX_BLOCK_BODY,
+        None => true,
+    };
+    if raw_len > MAX_BLOCK_BODY || too_big {
+        return Err(invalid("block too large".into()));
+    }
+    let raw = zstd::bulk::decompress(&body[DATA_HEADER..], raw_len)
+        .map_err(|e| invalid(format!("zstd: {e}")))?;
+    if raw.len() != raw_len {
+        return Err(invalid("decompressed length differs".into()));
+    }
+    let mut recs = vec![0u8; n * size];
+    let mut cur = Cursor { b: &raw, p: 0 };
+    for c in schema_columns(s) {
+        encode::decode_column(&mut cur, &mut recs, size, n, c)?;
+    }
+    if cur.p != raw.len() {
+        return Err(invalid("trailing bytes after the columns".into()));
+    }
+    Ok((h, recs))
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
+    for &b in bytes {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// 64-bit hash of an index key (FNV-1a over the bytes, then the
+/// SplitMix64 finalizer); part of the format: a reader must compute the
+/// same value.
+pub fn key_hash(bytes: &[u8]) -> u64 {
+    mix(fnv(FNV_OFFSET, bytes))
+}
+
+/// [`key_hash32`] of [`key_of`]`(fields, rec)`, without building the key.
+pub fn record_key_hash32(fields: &[&FieldDef], rec: &[u8]) -> u32 {
+    let h = fields.iter().fold(FNV_OFFSET, |h, f| fnv(h, f.bytes(rec)));
+    (mix(h) >> 32) as u32
+}
+
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The index key of `rec`: the bytes of `fields` (the schema's indexed
+/// fields, in index order) concatenated.
+pub fn key_of(fields: &[&FieldDef], rec: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(16);
+    for f in fields {
+        k.extend_from_slice(f.bytes(rec));
+    }
+    k
+}
+
+/// The 32-bit index hash of a key: the high half of [`key_hash`].
+pub fn key_hash32(bytes: &[u8]) -> u32 {
+    (key_hash(bytes) >> 32) as u32
+}
+
+/// Bits of the key hashes an index of `distinct` (hash, block) pairs
+/// keeps: 8 more than it takes to number them (a key no row has then
+/// names a block in about 1 lookup of 256), 16 to 32.
+pub fn index_bits_for(distinct: usize) -> u8 {
+    let need = usize::BITS - distinct.max(1).leading_zeros();
+    (need + 8).clamp(16, 32) as u8
+}
+
+/// Index pairs per page.
+pub const PAGE_PAIRS: usize = 4096;
+
+/// One page of a sealed segment's key index, as the footer lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexPage {
+    /// Smallest key hash in the page.
+    pub first: u32,
+    /// Byte offset of the page in the file.
+    pub offset: u64,
+    /// Page length, bytes.
+    pub len: u32,
+    /// CRC-32 of the page.
+    pub crc: u32,
+}
+
+/// Appends bits least significant first.
+struct BitWriter {
+    out: Vec<u8>,
+    acc: u64,
+    n: u32,
+}
+
+impl BitWriter {
+    fn put(&mut self, v: u64, bits: u32) {
+        debug_assert!(bits <= 32);
+        self.acc |= (v & ((1u64 << bits) - 1)) << self.n;
+        self.n += bits;
+        while self.n >= 8 {
+            self.out.push(self.acc as u8);
+            self.acc >>= 8;
+            self.n -= 8;
+        }
+    }
+    fn finish(mut self) -> Vec<u8> {
+        if self.n > 0 {
+            self.out.push(self.acc as u8);
+        }
+        self.out
+    }
+}
+
+/// Reads what [`BitWriter`] wrote.
+struct BitReader<'a> {
+    b: &'a [u8],
+    bit: usize,
+}
+
+impl BitReader<'_> {
+    /// The next 56 bits (zeros past the end) at the read position.
+    fn window(&self) -> u64 {
+        let byte = self.bit / 8;
+        let mut w = [0u8; 8];
+        let m = self.b.len().saturating_sub(byte).min(8);
+        w[..m].copy_from_slice(&self.b[byte..byte + m]);
+        u64::from_le_bytes(w) >> (self.bit % 8)
+    }
+    fn get(&mut self, bits: u32) -> io::Result<u64> {
+        if bits == 0 {
+            return Ok(0);
+        }
+        if self.bit + bits as usize > self.b.len() * 8 {
+            return Err(invalid("index page ends early".into()));
+        }
+        let v = self.window() & ((1u64 << bits) - 1);
+        self.bit += bits as usize;
+        Ok(v)
+    }
+    /// A unary number: ones ended by a zero.
+    fn unary(&mut self) -> io::Result<u64> {
+        let mut q = 0u64;
+        loop {
+            if self.bit >= self.b.len() * 8 {
+                return Err(invalid("index page ends early".into()));
+            }
+            let ones = (!self.window()).trailing_zeros().min(56) as usize;
+            let avail = (self.b.len() * 8 - self.bit).min(56);
+            if ones < avail {
+                self.bit += ones + 1;
+                return Ok(q + ones as u64);
+            }
+            q += avail as u64;
+            self.bit += avail;
+        }
+    }
+}
+
+/// The key index pages of `pairs` (`(key hash32, block index)`, any
+/// order, duplicates allowed): sorted, deduplicated, cut into pages of
+/// [`PAGE_PAIRS`]. A page: pair count u32, first hash u32, smallest block
+/// u32, Rice parameter `k` u8, block bits u8 (all LE), then a bit stream
+/// (least significant bit first): per pair after the first, the hash's
+/// difference from the previous one Rice-coded (quotient `d >> k` in
+/// unary, ones ended by a zero, then the `k` low bits); per pair, the
+/// block index minus the smallest in `block bits` bits. Returns each page
+/// with its first hash.
+pub fn index_pages(pairs: &mut Vec<(u32, u32)>) -> Vec<(u32, Vec<u8>)> {
+    pairs.sort_unstable();
+    pairs.dedup();
+    pairs
+        .chunks(PAGE_PAIRS)
+        .map(|c| {
+            let n = c.len();
+            let span = u64::from(c[n - 1].0 - c[0].0);
+            let mean = span / (n as u64).max(1);
+            let k = if mean == 0 {
+                0
+            } else {
+                63 - mean.leading_zeros()
+            };
+            let base = c.iter().map(|p| p.1).min().unwrap_or(0);
+            let top = c.iter().map(|p| p.1 - base).max().unwrap_or(0);
+            let bbits = 32 - top.leading_zeros();
+            let mut b = Vec::with_capacity(14 + n * 3);
+            b.extend_from_slice(&(n as u32).to_le_bytes());
+            b.extend_from_slice(&c[0].0.to_le_bytes());
+            b.extend_from_slice(&base.to_le_bytes());
+            b.push(k as u8);
+            b.push(bbits as u8);
+            let mut w = BitWriter {
+                out: b,
+                acc: 0,
+                n: 0,
+            };
+            let mut prev = c[0].0;
+            for (i, &(h, blk)) in c.iter().enumerate() {
+                if i > 0 {
+                    let d = u64::from(h - prev);
+                    for _ in 0..(d >> k) {
+                        w.put(1, 1);
+                    }
+                    w.put(0, 1);
+                    w.put(d, k);
+                    prev = h;
+                }
+                w.put(u64::from(blk - base), bbits);
+            }
+            (c[0].0, w.finish())
+        })
+        .collect()
+}
+
+/// Parses an index page.
+///
+/// Errors: `InvalidData` for a page that does not parse.
+pub fn parse_index_page(b: &[u8]) -> io::Result<Vec<(u32, u32)>> {
+    let mut c = Cursor { b, p: 0 };
+    let n = c.u32()? as usize;
+    if n == 0 || n > PAGE_PAIRS {
+        return Err(invalid(format!("index page of {n} pairs")));
+    }
+    let mut h = u64::from(c.u32()?);
+    let base = u64::from(c.u32()?);
+    let (k, bbits) = (u32::from(c.u8()?), u32::from(c.u8()?));
+    if k > 32 || bbits > 32 {
+        return Err(invalid("index page parameters out of range".into()));
+    }
+    let mut r = BitReader {
+        b: &b[c.p..],
+        bit: 0,
+    };
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        if i > 0 {
+            let q = r.unary()?;
+            if q > u64::from(u32::MAX) {
+                return Err(invalid("index value out of range".into()));
+            }
+            h += (q << k) | r.get(k)?;
+        }
+        let blk = base + r.get(bbits)?;
+        if h > u64::from(u32::MAX) || blk > u64::from(u32::MAX) {
+            return Err(invalid("index value out of range".into()));
+        }
+        out.push((h as u32, blk as u32));
+    }
+    if r.bit.div_ceil(8) != r.b.len() {
+        return Err(invalid("trailing bytes in an index page".into()));
+    }
+    Ok(out)
+}
+
+/// One block as the footer lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockMeta {
+    /// Byte offset of its frame in the segment file.
+    pub offset: u64,
+    /// Frame length (header and body), bytes.
+    pub len: u32,
+    /// [`KIND_SCHEMA`] or [`KIND_DATA`].
+    pub kind: u8,
+    /// Schema id (of the schema a schema block declares, or of the
+    /// records of a data block).
+    pub schema_id: u16,
+    /// Records (0 for a schema block).
+    pub rows: u32,
+    /// Smallest event time of its records.
+    pub min: u64,
+    /// Largest event time of its records.
+    pub max: u64,
+}
+
+/// A sealed segment's footer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Footer {
+    /// Segment sequence number.
+    pub seq: u64,
+    /// Smallest event time of its records (ns).
+    pub min: u64,
+    /// Largest event time of its records (ns).
+    pub max: u64,
+    /// Records in it.
+    pub rows: u64,
+    /// The writer's `max_lifetime_ms` (the queries' default lookback).
+    pub max_lifetime_ms: u64,
+    /// The index key fields, by name, in key order (each schema's key is
+    /// the subset of them it has).
+    pub index_fields: Vec<String>,
+    /// Every block, in file order.
+    pub blocks: Vec<BlockMeta>,
+    /// The key index pages, by first hash (they follow the last block).
+    pub index: Vec<IndexPage>,
+    /// Bits of the key hashes the index keeps: the high `index_bits` of
+    /// [`key_hash32`] (16 to 32).
+    pub index_bits: u8,
+}
+
+fn put_str(b: &mut Vec<u8>, s: &str) {
+    let s = &s.as_bytes()[..s.len().min(255)];
+    b.push(s.len() as u8);
+    b.extend_from_slice(s);
+}
+
+impl Footer {
+    /// The footer and trailer bytes that end a sealed segment.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut b = Vec::new();
+        for v in [
+            self.seq,
+            self.min,
+            self.max,
+            self.rows,
+            self.max_lifetime_ms,
+        ] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b.push(self.index_fields.len() as u8);
+        for f in &self.index_fields {
+            put_str(&mut b, f);
+        }
+        b.extend_from_slice(&(self.blocks.len() as u32).to_le_bytes());
+        for m in &self.blocks {
+            b.extend_from_slice(&m.offset.to_le_bytes());
+            b.extend_from_slice(&m.len.to_le_bytes());
+            b.push(m.kind);
+            b.extend_from_slice(&m.schema_id.to_le_bytes());
+            b.extend_from_slice(&m.rows.to_le_bytes());
+            b.extend_from_slice(&m.min.to_le_bytes());
+            b.extend_from_slice(&m.max.to_le_bytes());
+        }
+        b.push(self.index_bits);
+        b.extend_from_slice(&(self.index.len() as u32).to_le_bytes());
+        for p in &self.index {
+            b.extend_from_slice(&p.first.to_le_bytes());
+            b.extend_from_slice(&p.offset.to_le_bytes());
+            b.extend_from_slice(&p.len.to_le_bytes());
+            b.extend_from_slice(&p.crc.to_le_bytes());
+        }
+        let crc = crc32fast::hash(&b);
+        let len = b.len() as u64;
+        b.extend_from_slice(&len.to_le_bytes());
+        b.extend_from_slice(&crc.to_le_bytes());
+        b.extend_from_slice(&[0; 4]);
+        b.extend_from_slice(TRAILER_MAGIC);
+        b
+    }
+
+    /// Reads the footer of a sealed segment `file` of `file_len` bytes.
+    ///
+    /// Errors: `InvalidData` for a missing trailer, a footer whose CRC
+    /// fails or that does not parse; the read's error.
+    pub fn read(file: &std::fs::File, file_len: u64) -> io::Result<Footer> {
+        use std::os::unix::fs::FileExt;
+        if file_len < (SEGMENT_HEADER + TRAILER) as u64 {
+            return Err(invalid("too short for a sealed segment".into()));
+        }
+        let mut t = [0u8; TRAILER];
+        file.read_exact_at(&mut t, file_len - TRAILER as u64)?;
+        if &t[16..24] != TRAILER_MAGIC {
+            return Err(invalid("no footer (trailer magic missing)".into()));
+        }
+        let len = u64::from_le_bytes(t[..8].try_into().expect("8 bytes"));
+        let crc = u32::from_le_bytes(t[8..12].try_into().expect("4 bytes"));
+        if len > file_len - (SEGMENT_HEADER + TRAILER) as u64 || len > MAX_BLOCK_BODY as u64 {
+            return Err(invalid(format!("footer length {len} out of range")));
+        }
+        let mut b = vec![0u8; len as usize];
+        file.read_exact_at(&mut b, file_len - TRAILER as u64 - len)?;
+        if crc32fast::hash(&b) != crc {
+            return Err(invalid("footer checksum mismatch".into()));
+        }
+        Self::parse(&b).map_err(|e| invalid(format!("bad footer: {e}")))
+    }
+
+    fn parse(b: &[u8]) -> io::Result<Footer> {
+        let mut c = Cursor { b, p: 0 };
+        let (seq, min, max, rows, life) = (c.u64()?, c.u64()?, c.u64()?, c.u64()?, c.u64()?);
+        let nf = c.u8()?;
+        let mut index_fields = Vec::new();
+        for _ in 0..nf {
+            let n = c.u8()? as usize;
+            index_fields
+                .push(String::from_utf8(c.take(n)?.to_vec()).map_err(|_| invalid("name".into()))?);
+        }
+        let nb = c.u32()? as usize;
+        let mut blocks = Vec::with_capacity(nb.min(1 << 20));
+        for _ in 0..nb {
+            let offset = c.u64()?;
+            let len = c.u32()?;
+            let kind = c.u8()?;
+            let sid = c.take(2)?;
+            let schema_id = u16::from_le_bytes([sid[0], sid[1]]);
+            let rows = c.u32()?;
+            let (bmin, bmax) = (c.u64()?, c.u64()?);
+            blocks.push(BlockMeta {
+                offset,
+                len,
+                kind,
+                schema_id,
+                rows,
+                min: bmin,
+                max: bmax,
+            });
+        }
+        let index_bits = c.u8()?;
+        if !(16..=32).contains(&index_bits) {
+            return Err(invalid(format!("index of {index_bits}-bit hashes")));
+        }
+        let np = c.u32()? as usize;
+        let mut index = Vec::with_capacity(np.min(1 << 20));
+        for _ in 0..np {
+            index.push(IndexPage {
+                first: c.u32()?,
+                offset: c.u64()?,
+                len: c.u32()?,
+                crc: c.u32()?,
+            });
+        }
+        if c.p != b.len() {
+            return Err(invalid("trailing bytes".into()));
+        }
+        Ok(Footer {
+            seq,
+            min,
+            max,
+            rows,
+            max_lifetime_ms: life,
+            index_fields,
+            blocks,
+            index,
+            index_bits,
+        })
+    }
+}
+
+/// The fields of `s` named in `index` that it has, in index order.
+pub fn index_fields<'a>(s: &'a Schema, index: &[String]) -> Vec<&'a FieldDef> {
+    index
+        .iter()
+        .filter_map(|n| s.field(n).map(|(_, f)| f))
+        .collect()
+}
+
+/// `path`'s file name as UTF-8, or "".
+pub fn file_name(path: &Path) -> &str {
+    path.file_name().and_then(|n| n.to_str()).unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        assert_eq!(
+            parse_name(&sealed_name(7, 1, u64::MAX)),
+            Some((7, Some((1, u64::MAX))))
+        );
+        assert_eq!(parse_name(&open_name(42)), Some((42, None)));
+        assert_eq!(parse_name("seg-1-2-3.dpa"), None);
+        assert_eq!(parse_name(".seg-00000000x1.dpa.open"), None);
+    }
+
+    #[test]
+    fn index_pages_round_trip() {
+        let mut pairs: Vec<(u32, u32)> = (0..10_000u32)
+            .map(|i| (key_hash32(&i.to_le_bytes()), i / 100))
+            .collect();
+        pairs.push(pairs[5]);
+        let pages = index_pages(&mut pairs);
+        assert_eq!(pages.len(), 3);
+        let mut back = Vec::new();
+        for (first, p) in &pages {
+            let v = parse_index_page(p).unwrap();
+            assert_eq!(v[0].0, *first);
+            back.extend(v);
+        }
+        assert_eq!(back, pairs);
+        assert!(parse_index_page(&pages[0].1[..100]).is_err());
+        let mut long = pages[0].1.clone();
+        long.push(0);
+        assert!(parse_index_page(&long).is_err());
+        // Sparse and repeated hashes, far-apart blocks, one pair.
+        for mut pairs in [
+            vec![
+                (0, 0),
+                (0, 7),
+                (5, 1 << 20),
+                (u32::MAX - 1, 3),
+                (u32::MAX, u32::MAX),
+            ],
+            vec![(12345, 9)],
+            (0..300u32).map(|i| (i * 7, i % 3)).collect(),
+        ] {
+            let want = {
+                let mut w = pairs.clone();
+                w.sort_unstable();
+                w.dedup();
+                w
+            };
+            let pages = index_pages(&mut pairs);
+            let back: Vec<(u32, u32)> = pages
+                .iter()
+                .flat_map(|(_, p)| parse_index_page(p).unwrap())
+                .collect();
+            assert_eq!(back, want);
+        }
+    }
+
+    #[test]
+    fn a_record_key_hashes_as_its_key_bytes() {
+        let a = FieldDef::new("a", 8, 4, dplog_core::schema::FieldKind::Ipv4, 0);
+        let p = FieldDef::new("p", 14, 2, dplog_core::schema::FieldKind::Port, 0);
+        let rec: Vec<u8> = (0..32u8).collect();
+        let f = [&a, &p];
+        assert_eq!(record_key_hash32(&f, &rec), key_hash32(&key_of(&f, &rec)));
+        assert_eq!(key_of(&f, &rec), vec![8, 9, 10, 11, 14, 15]);
+    }
+
+    #[test]
+    fn frame_checksum_catches_a_flipped_bit() {
+        let f = block_frame(KIND_SCHEMA, b"hello");
+        let h = frame_header(&f).unwrap();
+        h.check(&f[BLOCK_HEADER..]).unwrap();
+        let mut g = f.clone();
+        g[BLOCK_HEADER + 1] ^= 4;
+        assert!(h.check(&g[BLOCK_HEADER..]).is_err());
+    }
+}

@@ -1,0 +1,1032 @@
+//! The archive sink: a log that is small and searchable, for the question
+//! that arrives months later ("who had public address A, port P at time
+//! T?"), for records of any schema.
+//!
+//! # What it receives
+//!
+//! The archive needs the raw records and their schemas, not formatted
+//! text. It takes the stream of the `binary` format
+//! (`dplog_formatters::binary`: an `H` frame, the `S` schema frames, then
+//! one `R` frame per record with its bytes as they were in the ring), so
+//! the consumer runtime, the formatter and the batch accounting stay what
+//! they are for every other sink: configure `[format] type = "binary"`
+//! with `[sink] type = "archive"` (the configuration refuses another
+//! format). A batch that is not binary frames is refused (permanent
+//! error). Of the binary stream the archive keeps the schemas and the
+//! records; TSC calibration frames (`C`) and drop-report frames (`D`)
+//! are skipped: drops are in the logger's counters, and TSC event times
+//! stay ticks (see below). In a `[[sink]]` set every sink gets the same bytes, so an
+//! archive goes with other binary sinks (a binary file, mmap segments).
+//!
+//! Times are each record's event-time field (its schema's): ns since the
+//! epoch for an `NsTimestamp` field; raw ticks for a `TscTimestamp` one
+//! (its slices and ranges are then in ticks: give such a schema an
+//! `NsTimestamp` event time to slice it by wall time); the writer's clock
+//! for a schema without one.
+//!
+//! # Layout
+//!
+//! A directory of segments, one per time slice of the records' event
+//! time (`segment_interval_ms`, aligned to multiples of it) or per
+//! `segment_bytes` of blocks, whichever ends first. A segment being
+//! written is `.seg-<seq>.dpa.open`; sealing appends the footer, fsyncs
+//! the file, renames it to `seg-<seq>-<min time>-<max time>.dpa` (10 and
+//! 20 digits, times in ns) and fsyncs the directory. The name is the
+//! sidecar: a query lists the directory and opens only segments whose time
+//! range matters.
+//!
+//! A segment file ([`format`](mod@format)) is a 16-byte header (`DPLOGAR1`, version 1)
+//! then block frames `[DPAB][kind u8][0 0 0][body length u32 LE][CRC-32
+//! u32 LE][body]` (the CRC covers the first 12 header bytes and the body):
+//! - kind `S`: a schema, as the binary format's `S` frame payload; each
+//!   segment declares the schemas of its records before their first data
+//!   block, so it decodes alone;
+//! - kind `D`: up to `block_rows` records of one schema, sorted by event
+//!   time (equal times in the order written): schema id, rows, min and
+//!   max event time, then the records' columns ([`encode`]:
+//!   constant, frame of reference, delta, delta of delta or dictionary,
+//!   bit-packed; other widths as byte planes) compressed with zstd.
+//!
+//! A sealed segment ends with its key index pages, a footer (time range,
+//! rows, the writer's `max_lifetime_ms`, the index key fields, per block
+//! its offset, kind, schema, rows and time range, and the directory of
+//! the index pages: first hash, offset, length, CRC-32) and a 24-byte
+//! trailer (footer length, its CRC-32, `DPLOGAE1`).
+//!
+//! # Index
+//!
+//! `index` names the key fields (default `postNATSourceIPv4Address`,
+//! `postNAPTSourceTransportPort`); each schema's key is the subset of
+//! them it has (NAT44 sessions: address and port; port blocks, whose port
+//! is a range: the address). A sealed segment's index is every distinct
+//! (key hash, block) pair of its rows, the hash cut to 8 bits more than
+//! it takes to number the pairs ([`format::index_bits_for`]: a key no row
+//! has names a block in 1 lookup of 256), sorted, in pages of 4096 pairs
+//! (hash differences Rice-coded, blocks bit-packed: about 1.7 bytes a
+//! pair); the footer lists each page's first hash. A lookup reads the footers of the segments in
+//! its time range and one page of each, and decodes only the blocks the
+//! page names (a hash collision only costs a block read). An open
+//! segment has no index yet: it is scanned. The open segment keeps its
+//! pairs in memory until sealed (8 bytes per distinct key per block).
+//!
+//! # Durability and crashes
+//!
+//! A record is in memory until its block is written: when the block is
+//! full, when it is `block_max_age_ms` old (default 1000), on
+//! [`flush`](dplog_core::Sink::flush) and at close. Blocks go to the open
+//! segment with `pwrite`; the file is fsynced every `fsync_interval_ms`
+//! and when sealed. A process crash (SIGKILL) loses the records not yet in
+//! a block (at most `block_max_age_ms` of them); the next
+//! [`ArchiveSink::open`] on the directory recovers the open segment: its
+//! blocks are read from the start up to the first that is torn or fails
+//! its checksum (reported on stderr with the file and offset, counted in
+//! `archive.torn_blocks`, and cut off), the rest sealed as any segment.
+//! Readers never return a block that fails its checksum.
+//!
+//! A write error (a full disk) cuts the file back to its last whole block;
+//! the block stays queued and the next batch is refused with the
+//! (retryable) error until it is written, so nothing is lost or written
+//! twice.
+//!
+//! # Retention
+//!
+//! After each seal, whole sealed segments are removed, oldest first, while
+//! the archive's sealed bytes exceed `retention_bytes`, or while a
+//! segment's newest record is older than `retention_age_ms` before the
+//! newest record written (event time, so replaying old captures keeps
+//! them).
+//!
+//! # Reading
+//!
+//! [`ArchiveReader`] yields every record in event-time order, whatever
+//! its type (for `dplog-cat` and exports); [`Segment`] reads one
+//! segment's blocks, [`reader::merge`] merges blocks by time (for
+//! lookups, `dplog-query`).
+//!
+//! One writer per directory: [`ArchiveSink::open`] holds an exclusive
+//! `flock(2)` on `<dir>/.archive.lock`.
+
+pub mod encode;
+pub mod format;
+pub mod reader;
+
+#[cfg(feature = "config")]
+pub mod config;
+#[cfg(feature = "config")]
+pub use config::ArchiveSinkConfig;
+
+pub use reader::{list_segments, ArchiveReader, Problem, Segment, SegmentFile};
+
+use std::collections::VecDeque;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dplog_core::schema::{FieldDef, Schema};
+use dplog_core::{Accepted, Sink, SinkError};
+
+use encode::Column;
+use format::{BlockMeta, Footer, KIND_DATA, KIND_SCHEMA};
+
+/// The archive sink's settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArchiveSinkOptions {
+    /// Index key fields by name, in key order. Default
+    /// `postNATSourceIPv4Address`, `postNAPTSourceTransportPort`.
+    pub index: Vec<String>,
+    /// Records per data block (per schema), 1 to 1,048,576. Default 16384.
+    pub block_rows: usize,
+    /// A new segment per slice of this many ms of event time (aligned to
+    /// multiples of it); `None`: by size only. Default one hour.
+    pub segment_interval_ms: Option<u64>,
+    /// A new segment once this many bytes of blocks are written to one.
+    /// Default 256 MiB.
+    pub segment_bytes: u64,
+    /// A partial block is written once its first record is this old (wall
+    /// clock). Default 1000.
+    pub block_max_age_ms: u64,
+    /// fsync of the open segment at most this often; `None`: only when
+    /// sealed. Default 1000.
+    pub fsync_interval_ms: Option<u64>,
+    /// Remove sealed segments whose newest record is older than this
+    /// before the newest record written. Default: keep.
+    pub retention_age_ms: Option<u64>,
+    /// Remove the oldest sealed segments while they take more bytes than
+    /// this. Default: keep.
+    pub retention_bytes: Option<u64>,
+    /// The longest a session (or port block) lives, ms: stored in every
+    /// footer as the default lookback of `dplog-query --at`. Default one
+    /// day.
+    pub max_lifetime_ms: u64,
+    /// zstd level, 1 to 19. Default 3.
+    pub zstd_level: i32,
+}
+
+impl Default for ArchiveSinkOptions {
+    fn default() -> Self {
+        Self {
+            index: vec![
+                "postNATSourceIPv4Address".into(),
+                "postNAPTSourceTransportPort".into(),
+            ],
+            block_rows: 16384,
+            segment_interval_ms: Some(3_600_000),
+            segment_bytes: 256 << 20,
+            block_max_age_ms: 1000,
+            fsync_interval_ms: Some(1000),
+            retention_age_ms: None,
+            retention_bytes: None,
+            max_lifetime_ms: 86_400_000,
+            zstd_level: 3,
+        }
+    }
+}
+
+impl ArchiveSinkOptions {
+    /// Checks the settings.
+    ///
+    /// Errors: `InvalidInput` naming the setting out of range.
+    pub fn check(&self) -> io::Result<()> {
+        let bad = |m: String| Err(io::Error::new(io::ErrorKind::InvalidInput, m));
+        if !(1..=1 << 20).contains(&self.block_rows) {
+            return bad(format!(
+                "block_rows = {}: must be 1 to 1048576",
+                self.block_rows
+            ));
+        }
+        if self.segment_interval_ms == Some(0) {
+            return bad("segment_interval_ms = 0: must be positive".into());
+        }
+        if self.segment_bytes < 4096 {
+            return bad(format!(
+                "segment_bytes = {}: must be at least 4096",
+                self.segment_bytes
+            ));
+        }
+        if !(1..=19).contains(&self.zstd_level) {
+            return bad(format!("zstd_level = {}: must be 1 to 19", self.zstd_level));
+        }
+        if self.index.len() > 16 || self.index.iter().any(|n| n.is_empty() || n.len() > 255) {
+            return bad("index: at most 16 field names of 1 to 255 bytes".into());
+        }
+        Ok(())
+    }
+}
+
+/// The archive sink's counters (`archive.*`).
+#[derive(Debug, Default)]
+pub struct ArchiveCounters {
+    /// Segments sealed.
+    pub segments_sealed: AtomicU64,
+    /// Data blocks written.
+    pub blocks: AtomicU64,
+    /// Records in them.
+    pub rows: AtomicU64,
+    /// Bytes written to segment files (blocks and footers).
+    pub bytes: AtomicU64,
+    /// Open segments recovered at open.
+    pub segments_recovered: AtomicU64,
+    /// Torn or damaged blocks cut off during recovery.
+    pub torn_blocks: AtomicU64,
+    /// Segments removed by retention.
+    pub segments_removed: AtomicU64,
+    /// Write errors (each retried).
+    pub write_errors: AtomicU64,
+}
+
+impl dplog_core::sink::SinkCounters for ArchiveCounters {
+    fn named(&self) -> Vec<(String, u64)> {
+        // Relaxed: plain event counts, read after the consumer is joined
+        // (exact) or while it runs (approximate); no other memory is
+        // published through them.
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        vec![
+            ("archive.segments_sealed".into(), g(&self.segments_sealed)),
+            ("archive.blocks".into(), g(&self.blocks)),
+            ("archive.rows".into(), g(&self.rows)),
+            ("archive.bytes".into(), g(&self.bytes)),
+            (
+                "archive.segments_recovered".into(),
+                g(&self.segments_recovered),
+            ),
+            ("archive.torn_blocks".into(), g(&self.torn_blocks)),
+            ("archive.segments_removed".into(), g(&self.segments_removed)),
+            ("archive.write_errors".into(), g(&self.write_errors)),
+        ]
+    }
+}
+
+fn add(a: &AtomicU64, n: u64) {
+    // Relaxed: a counter; see ArchiveCounters::named.
+    a.fetch_add(n, Ordering::Relaxed);
+}
+
+/// Frame kinds of the binary format the sink takes: file header, schema,
+/// record, TSC calibration, drop report.
+pub const FRAME_KINDS: [u8; 5] = [b'H', b'S', b'R', b'C', b'D'];
+
+/// A schema the stream declared, with what blocks of it need.
+#[derive(Debug)]
+struct SchemaEntry {
+    schema: Schema,
+    /// Its `S` frame payload (written as the segment's schema block).
+    raw: Vec<u8>,
+    cols: Vec<Column>,
+    key: Vec<FieldDef>,
+}
+
+/// Records of one schema waiting for their block.
+#[derive(Debug)]
+struct Buffer {
+    entry: Arc<SchemaEntry>,
+    recs: Vec<u8>,
+    rows: usize,
+    min: u64,
+    max: u64,
+    since: Instant,
+}
+
+/// A block ready to be written.
+#[derive(Debug)]
+struct Encoded {
+    entry: Arc<SchemaEntry>,
+    meta: BlockMeta,
+    frame: Vec<u8>,
+    /// The distinct key hashes of its rows (empty: no indexed field).
+    keys: Vec<u32>,
+}
+
+#[derive(Debug)]
+enum Op {
+    Block(Encoded),
+    Seal,
+}
+
+/// The open segment file.
+#[derive(Debug)]
+struct OpenSeg {
+    file: File,
+    seq: u64,
+    path: PathBuf,
+    offset: u64,
+    blocks: Vec<BlockMeta>,
+    declared: Vec<u16>,
+    /// (key hash, block index) of every indexed row written.
+    pairs: Vec<(u32, u32)>,
+    dirty: bool,
+    last_sync: Instant,
+}
+
+/// Writes records of the binary format into an archive directory; see
+/// the [module docs](self).
+#[derive(Debug)]
+pub struct ArchiveSink {
+    dir: PathBuf,
+    opts: ArchiveSinkOptions,
+    _lock: File,
+    schemas: Vec<Arc<SchemaEntry>>,
+    buffers: Vec<Buffer>,
+    ops: VecDeque<Op>,
+    open: Option<OpenSeg>,
+    next_seq: u64,
+    slice: Option<u64>,
+    logical_bytes: u64,
+    newest: u64,
+    counters: Arc<ArchiveCounters>,
+    closed: bool,
+}
+
+fn lock_dir(dir: &Path) -> io::Result<File> {
+    let path = dir.join(".archive.lock");
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o640)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(&path)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+    // SAFETY: flock on a descriptor we own; no memory is passed.
+    let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if r != 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(
+            e.kind(),
+            format!(
+                "archive directory {}: another writer holds it (lock {}): {e}",
+                dir.display(),
+                path.display()
+            ),
+        ));
+    }
+    Ok(file)
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+fn wall_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// Recovers open segment `path` (seq `seq`): keeps its whole blocks that
+/// pass their checksum and decode, cuts the rest (said on stderr),
+/// seals it; removes it if it holds no record. Returns the torn blocks
+/// cut off.
+fn recover(dir: &Path, path: &Path, seq: u64, opts: &ArchiveSinkOptions) -> io::Result<u64> {
+    // A crash between creating the file and writing its header leaves
+    // fewer bytes than the header: nothing to recover.
+    if std::fs::metadata(path)?.len() < format::SEGMENT_HEADER as u64 {
+        eprintln!(
+            "dplog: archive recovery: {}: no segment header (a crash cut its creation short); removed",
+            path.display()
+        );
+        std::fs::remove_file(path)?;
+        sync_dir(dir)?;
+        return Ok(0);
+    }
+    let seg = Segment::open(path)?;
+    let mut torn = seg.problems.len() as u64;
+    for p in &seg.problems {
+        eprintln!("dplog: archive recovery: {p}");
+    }
+    let mut blocks = Vec::new();
+    let mut end = format::SEGMENT_HEADER as u64;
+    let (mut min, mut max, mut rows) = (u64::MAX, 0u64, 0u64);
+    let mut pairs = Vec::new();
+    for (i, b) in seg.blocks.iter().enumerate() {
+        let b = b.clone();
+        if b.kind == KIND_DATA {
+            match seg.read_block(i) {
+                Ok((s, recs)) => {
+                    let key = format::index_fields(s, &opts.index);
+                    if !key.is_empty() {
+                        pairs.extend(
+                            recs.chunks_exact(s.size())
+                                .map(|r| (format::record_key_hash32(&key, r), i as u32)),
+                        );
+                    }
+                    min = min.min(b.min);
+                    max = max.max(b.max);
+                    rows += b.rows as u64;
+                }
+                Err(e) => {
+                    eprintln!("dplog: archive recovery: {}", seg.block_problem(i, &e));
+                    torn += 1;
+                    break;
+                }
+            }
+        }
+        end = b.offset + b.len as u64;
+        blocks.push(b);
+    }
+    drop(seg);
+    if rows == 0 {
+        std::fs::remove_file(path)?;
+        sync_dir(dir)?;
+        return Ok(torn);
+    }
+    let f = OpenOptions::new().write(true).open(path)?;
+    f.set_len(end)?;
+    let (index, tail, index_bits) = index_tail(&mut pairs, end);
+    let footer = Footer {
+        seq,
+        min,
+        max,
+        rows,
+        max_lifetime_ms: opts.max_lifetime_ms,
+        index_fields: opts.index.clone(),
+        blocks,
+        index,
+        index_bits,
+    };
+    let mut bytes = tail;
+    bytes.extend_from_slice(&footer.to_bytes());
+    f.write_all_at(&bytes, end)?;
+    f.sync_all()?;
+    std::fs::rename(path, dir.join(format::sealed_name(seq, min, max)))?;
+    sync_dir(dir)?;
+    eprintln!(
+        "dplog: archive recovery: {} sealed with {rows} records",
+        path.display()
+    );
+    Ok(torn)
+}
+
+/// The key index pages of `pairs` (full 32-bit hashes) placed from byte
+/// `at` on: their directory, their bytes and the hash bits kept.
+fn index_tail(pairs: &mut Vec<(u32, u32)>, at: u64) -> (Vec<format::IndexPage>, Vec<u8>, u8) {
+    pairs.sort_unstable();
+    pairs.dedup();
+    let bits = format::index_bits_for(pairs.len());
+    for p in pairs.iter_mut() {
+        p.0 >>= 32 - u32::from(bits);
+    }
+    let mut dir = Vec::new();
+    let mut bytes = Vec::new();
+    for (first, page) in format::index_pages(pairs) {
+        dir.push(format::IndexPage {
+            first,
+            offset: at + bytes.len() as u64,
+            len: page.len() as u32,
+            crc: crc32fast::hash(&page),
+        });
+        bytes.extend_from_slice(&page);
+    }
+    (dir, bytes, bits)
+}
+
+impl ArchiveSink {
+    /// Opens the archive in existing directory `dir`: takes its lock,
+    /// recovers any open segment a crash left (see the module docs) and
+    /// numbers new segments after the last one.
+    ///
+    /// Errors: `InvalidInput` for settings out of range; the lock is
+    /// held by another writer; the directory or a segment cannot be read
+    /// or written (recovery).
+    pub fn open(dir: &Path, opts: ArchiveSinkOptions) -> io::Result<ArchiveSink> {
+        opts.check()?;
+        let lock = lock_dir(dir)?;
+        let counters = Arc::new(ArchiveCounters::default());
+        let mut next_seq = 0;
+        for sf in list_segments(dir)? {
+            next_seq = next_seq.max(sf.seq + 1);
+            if sf.range.is_none() {
+                let torn = recover(dir, &sf.path, sf.seq, &opts).map_err(|e| {
+                    io::Error::new(e.kind(), format!("recovering {}: {e}", sf.path.display()))
+                })?;
+                add(&counters.segments_recovered, 1);
+                add(&counters.torn_blocks, torn);
+            }
+        }
+        Ok(ArchiveSink {
+            dir: dir.to_path_buf(),
+            opts,
+            _lock: lock,
+            schemas: Vec::new(),
+            buffers: Vec::new(),
+            ops: VecDeque::new(),
+            open: None,
+            next_seq,
+            slice: None,
+            logical_bytes: 0,
+            newest: 0,
+            counters,
+            closed: false,
+        })
+    }
+
+    /// The sink's counters.
+    pub fn counters(&self) -> Arc<ArchiveCounters> {
+        self.counters.clone()
+    }
+
+    /// Checks that `batch` is whole binary frames.
+    fn check_frames(batch: &[u8]) -> Result<(), SinkError> {
+        let refuse = |m: String| {
+            Err(SinkError::Permanent(io::Error::new(
+                io::ErrorKind::InvalidData,
+                m,
+            )))
+        };
+        let mut p = 0;
+        while p < batch.len() {
+            if batch.len() - p < 4 || !FRAME_KINDS.contains(&batch[p]) || batch[p + 1] != 0 {
+                return refuse(format!(
+                    "the archive sink takes the binary format's frames (set [format] type = \"binary\"); byte {p} of the batch is not one"
+                ));
+            }
+            let len = u16::from_le_bytes([batch[p + 2], batch[p + 3]]) as usize;
+            if batch.len() - p - 4 < len {
+                return refuse(format!("binary frame at byte {p} cut short"));
+            }
+            p += 4 + len;
+        }
+        Ok(())
+    }
+
+    fn declare(&mut self, raw: &[u8]) -> Result<(), SinkError> {
+        let s = dplog_formatters::binary::parse_schema(raw).map_err(|e| {
+            SinkError::Permanent(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("bad schema frame: {e}"),
+            ))
+        })?;
+        if let Some(k) = self.schemas.iter().position(|e| e.schema.id() == s.id()) {
+            if self.schemas[k].raw == raw {
+                return Ok(());
+            }
+            // One schema per id in a segment: another layout under a known
+            // id starts a new one.
+            self.roll();
+            self.schemas.remove(k);
+        }
+        let key = format::index_fields(&s, &self.opts.index)
+            .into_iter()
+            .cloned()
+            .collect();
+        let cols = format::schema_columns(&s);
+        self.schemas.push(Arc::new(SchemaEntry {
+            schema: s,
+            raw: raw.to_vec(),
+            cols,
+            key,
+        }));
+        Ok(())
+    }
+
+    fn add_record(&mut self, rec: &[u8]) -> Result<(), SinkError> {
+        let sid = if rec.len() >= 4 {
+            u16::from_ne_bytes([rec[2], rec[3]])
+        } else {
+            0
+        };
+        // The buffer of the schema; a buffer without rows takes the
+        // schema's current declaration.
+        let k = match self.buffers.iter().position(|b| b.entry.schema.id() == sid) {
+            Some(k) if self.buffers[k].rows > 0 => k,
+            found => {
+                let Some(entry) = self.schemas.iter().find(|e| e.schema.id() == sid) else {
+                    return Err(SinkError::Permanent(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("record of schema id {sid} before its schema frame"),
+                    )));
+                };
+                let entry = entry.clone();
+                match found {
+                    Some(k) => {
+                        self.buffers[k].entry = entry;
+                        k
+                    }
+                    None => {
+                        self.buffers.push(Buffer {
+                            entry,
+                            recs: Vec::new(),
+                            rows: 0,
+                            min: u64::MAX,
+                            max: 0,
+                            since: Instant::now(),
+                        });
+                        self.buffers.len() - 1
+                    }
+                }
+            }
+        };
+        let schema = &self.buffers[k].entry.schema;
+        let size = schema.size();
+        if rec.len() != size {
+            return Err(SinkError::Permanent(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "record of {} bytes, its schema {} has {size}",
+                    rec.len(),
+                    schema.name()
+                ),
+            )));
+        }
+        let t = format::event_time(schema, rec).unwrap_or_else(wall_ns);
+        if let Some(iv) = self.opts.segment_interval_ms {
+            let s = t / (iv.saturating_mul(1_000_000)).max(1);
+            match self.slice {
+                // Forward into a new slice, or far back (a record more
+                // than one slice late starts its own segment).
+                Some(cur) if s > cur || s + 1 < cur => {
+                    self.roll();
+                    self.slice = Some(s);
+                }
+                None => self.slice = Some(s),
+                _ => {}
+            }
+        }
+        self.newest = self.newest.max(t);
+        let b = &mut self.buffers[k];
+        if b.rows == 0 {
+            b.since = Instant::now();
+        }
+        b.recs.extend_from_slice(rec);
+        b.rows += 1;
+        b.min = b.min.min(t);
+        b.max = b.max.max(t);
+        if b.rows >= self.opts.block_rows {
+            self.encode(k)?;
+            if self.logical_bytes >= self.opts.segment_bytes {
+                self.roll();
+            }
+        }
+        Ok(())
+    }
+
+    /// Turns buffer `k` into a queued block.
+    fn encode(&mut self, k: usize) -> Result<(), SinkError> {
+        let b = &mut self.buffers[k];
+        if b.rows == 0 {
+            return Ok(());
+        }
+        let e = b.entry.clone();
+        // Rows in event-time order (stable: equal times keep the order
+        // written), so readers merge blocks by time.
+        let size = e.schema.size();
+        if e.schema.meta().event_time.is_some() {
+            let mut idx: Vec<(u64, usize)> = b
+                .recs
+                .chunks_exact(size)
+                .enumerate()
+                .map(|(i, r)| (format::event_time(&e.schema, r).unwrap_or(0), i))
+                .collect();
+            if idx.windows(2).any(|w| w[0].0 > w[1].0) {
+                idx.sort_by_key(|&(t, i)| (t, i));
+                let mut sorted = Vec::with_capacity(b.recs.len());
+                for (_, i) in idx {
+                    sorted.extend_from_slice(&b.recs[i * size..(i + 1) * size]);
+                }
+                b.recs = sorted;
+            }
+        }
+        let body = format::data_body(
+            &e.schema,
+            &e.cols,
+            &b.recs,
+            b.rows,
+            b.min,
+            b.max,
+            self.opts.zstd_level,
+        )
+        .map_err(SinkError::Permanent)?;
+        let mut keys: Vec<u32> = Vec::new();
+        if !e.key.is_empty() {
+            let key: Vec<&FieldDef> = e.key.iter().collect();
+            keys = b
+                .recs
+                .chunks_exact(e.schema.size())
+                .map(|r| format::record_key_hash32(&key, r))
+                .collect();
+            keys.sort_unstable();
+            keys.dedup();
+        }
+        let frame = format::block_frame(KIND_DATA, &body);
+        let meta = BlockMeta {
+            offset: 0,
+            len: frame.len() as u32,
+            kind: KIND_DATA,
+            schema_id: e.schema.id(),
+            rows: b.rows as u32,
+            min: b.min,
+            max: b.max,
+        };
+        self.logical_bytes += frame.len() as u64;
+        b.recs.clear();
+        b.rows = 0;
+        b.min = u64::MAX;
+        b.max = 0;
+        self.ops.push_back(Op::Block(Encoded {
+            entry: e,
+            meta,
+            frame,
+            keys,
+        }));
+        Ok(())
+    }
+
+    /// Ends the logical segment: every buffer to a block, then a seal.
+    fn roll(&mut self) {
+        for k in 0..self.buffers.len() {
+            // A block that cannot be compressed is lost with its error
+            // counted; zstd does not fail on valid input.
+            if self.encode(k).is_err() {
+                add(&self.counters.write_errors, 1);
+            }
+        }
+        self.ops.push_back(Op::Seal);
+        self.slice = None;
+        self.logical_bytes = 0;
+    }
+
+    fn open_segment(&mut self) -> io::Result<&mut OpenSeg> {
+        if self.open.is_none() {
+            let seq = self.next_seq;
+            let path = self.dir.join(format::open_name(seq));
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .mode(0o640)
+                .custom_flags(libc::O_CLOEXEC)
+                .open(&path)?;
+            // The header, and the file's name durable in the directory
+            // (the blocks fsynced later are found after a power loss).
+            if let Err(e) = file
+                .write_all_at(&format::segment_header(), 0)
+                .and_then(|_| sync_dir(&self.dir))
+            {
+                drop(file);
+                let _ = std::fs::remove_file(&path);
+                return Err(e);
+            }
+            self.next_seq += 1;
+            self.open = Some(OpenSeg {
+                file,
+                seq,
+                path,
+                offset: format::SEGMENT_HEADER as u64,
+                blocks: Vec::new(),
+                declared: Vec::new(),
+                pairs: Vec::new(),
+                dirty: true,
+                last_sync: Instant::now(),
+            });
+        }
+        Ok(self.open.as_mut().expect("just opened"))
+    }
+
+    /// Writes `frame` at the open segment's end; on failure cuts the file
+    /// back to its last whole block.
+    fn append(seg: &mut OpenSeg, frame: &[u8], counters: &ArchiveCounters) -> io::Result<u64> {
+        let at = seg.offset;
+        if let Err(e) = seg.file.write_all_at(frame, at) {
+            add(&counters.write_errors, 1);
+            let _ = seg.file.set_len(at);
+            return Err(e);
+        }
+        seg.offset += frame.len() as u64;
+        seg.dirty = true;
+        add(&counters.bytes, frame.len() as u64);
+        Ok(at)
+    }
+
+    /// Writes the queued blocks and seals, in order; what fails stays
+    /// queued.
+    fn drain_ops(&mut self) -> io::Result<()> {
+        while let Some(op) = self.ops.front() {
+            match op {
+                Op::Block(enc) => {
+                    let entry = enc.entry.clone();
+                    let counters = self.counters.clone();
+                    let seg = self.open_segment()?;
+                    if !seg.declared.contains(&entry.schema.id()) {
+                        let f = format::block_frame(KIND_SCHEMA, &entry.raw);
+                        let at = Self::append(seg, &f, &counters)?;
+                        seg.blocks.push(BlockMeta {
+                            offset: at,
+                            len: f.len() as u32,
+                            kind: KIND_SCHEMA,
+                            schema_id: entry.schema.id(),
+                            rows: 0,
+                            min: 0,
+                            max: 0,
+                        });
+                        seg.declared.push(entry.schema.id());
+                    }
+                    let Some(Op::Block(enc)) = self.ops.front() else {
+                        unreachable!("front is a block")
+                    };
+                    let seg = self.open.as_mut().expect("opened above");
+                    let at = Self::append(seg, &enc.frame, &counters)?;
+                    let mut meta = enc.meta.clone();
+                    meta.offset = at;
+                    add(&counters.blocks, 1);
+                    add(&counters.rows, meta.rows as u64);
+                    let bi = seg.blocks.len() as u32;
+                    seg.pairs.extend(enc.keys.iter().map(|&h| (h, bi)));
+                    seg.blocks.push(meta);
+                    self.ops.pop_front();
+                }
+                Op::Seal => {
+                    self.seal()?;
+                    self.ops.pop_front();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Footer, fsync, rename, directory fsync; then retention.
+    fn seal(&mut self) -> io::Result<()> {
+        let Some(seg) = self.open.as_mut() else {
+            return Ok(());
+        };
+        let data = seg.blocks.iter().filter(|b| b.kind == KIND_DATA);
+        let min = data.clone().map(|b| b.min).min().unwrap_or(0);
+        let max = data.clone().map(|b| b.max).max().unwrap_or(0);
+        let rows = data.map(|b| b.rows as u64).sum();
+        let end = seg.offset;
+        let mut pairs = seg.pairs.clone();
+        let (index, mut bytes, index_bits) = index_tail(&mut pairs, end);
+        let footer = Footer {
+            seq: seg.seq,
+            min,
+            max,
+            rows,
+            max_lifetime_ms: self.opts.max_lifetime_ms,
+            index_fields: self.opts.index.clone(),
+            blocks: seg.blocks.clone(),
+            index,
+            index_bits,
+        };
+        bytes.extend_from_slice(&footer.to_bytes());
+        if let Err(e) = seg
+            .file
+            .write_all_at(&bytes, end)
+            .and_then(|_| seg.file.sync_all())
+        {
+            add(&self.counters.write_errors, 1);
+            let _ = seg.file.set_len(end);
+            return Err(e);
+        }
+        let sealed = self.dir.join(format::sealed_name(seg.seq, min, max));
+        std::fs::rename(&seg.path, &sealed)?;
+        add(&self.counters.bytes, bytes.len() as u64);
+        add(&self.counters.segments_sealed, 1);
+        self.open = None;
+        // Renamed: the segment is sealed whatever follows. A directory
+        // that cannot be synced is counted; the next seal syncs it again.
+        if sync_dir(&self.dir).is_err() {
+            add(&self.counters.write_errors, 1);
+        }
+        self.retain();
+        Ok(())
+    }
+
+    /// Removes whole sealed segments past the retention limits.
+    fn retain(&mut self) {
+        if self.opts.retention_age_ms.is_none() && self.opts.retention_bytes.is_none() {
+            return;
+        }
+        let Ok(segs) = list_segments(&self.dir) else {
+            return;
+        };
+        let sealed: Vec<(SegmentFile, u64)> = segs
+            .into_iter()
+            .filter(|s| s.range.is_some())
+            .map(|s| {
+                let len = std::fs::metadata(&s.path).map_or(0, |m| m.len());
+                (s, len)
+            })
+            .collect();
+        let mut total: u64 = sealed.iter().map(|(_, l)| l).sum();
+        let cutoff = self
+            .opts
+            .retention_age_ms
+            .map(|a| self.newest.saturating_sub(a.saturating_mul(1_000_000)));
+        let mut removed = false;
+        for (s, len) in &sealed {
+            let max = s.range.map_or(0, |r| r.1);
+            let too_old = cutoff.is_some_and(|c| max < c);
+            let too_big = self.opts.retention_bytes.is_some_and(|b| total > b);
+            if !too_old && !too_big {
+                break;
+            }
+            if std::fs::remove_file(&s.path).is_ok() {
+                total -= len;
+                removed = true;
+                add(&self.counters.segments_removed, 1);
+            }
+        }
+        if removed {
+            let _ = sync_dir(&self.dir);
+        }
+    }
+
+    fn sync(&mut self, force: bool) -> io::Result<()> {
+        if let Some(seg) = self.open.as_mut() {
+            let due = self
+                .opts
+                .fsync_interval_ms
+                .is_some_and(|ms| seg.last_sync.elapsed() >= Duration::from_millis(ms));
+            if seg.dirty && (force || due) {
+                seg.file.sync_data()?;
+                seg.dirty = false;
+                seg.last_sync = Instant::now();
+            }
+        }
+        Ok(())
+    }
+
+    fn closed_error() -> SinkError {
+        SinkError::Permanent(io::Error::new(
+            io::ErrorKind::BrokenPipe,
+            "archive sink is closed",
+        ))
+    }
+}
+
+impl Sink for ArchiveSink {
+    fn write_batch(&mut self, batch: &[u8]) -> Result<Accepted, SinkError> {
+        if self.closed {
+            return Err(Self::closed_error());
+        }
+        // Blocks left by an earlier failure first; until they are
+        // written the batch is not taken (the runtime retries it).
+        self.drain_ops().map_err(SinkError::classify)?;
+        Self::check_frames(batch)?;
+        let mut p = 0;
+        while p < batch.len() {
+            let len = u16::from_le_bytes([batch[p + 2], batch[p + 3]]) as usize;
+            let body = &batch[p + 4..p + 4 + len];
+            match batch[p] {
+                b'S' => self.declare(body)?,
+                b'R' => self.add_record(body)?,
+                // `H`: a new stream, its schemas follow as `S` frames;
+                // `C` (a TSC calibration) and `D` (a drop report) are not
+                // stored (see the module docs).
+                _ => {}
+            }
+            p += 4 + len;
+        }
+        // The batch is taken: a write error now leaves the blocks queued
+        // for the next call, which reports it.
+        let _ = self.drain_ops();
+        Ok(Accepted::Delivered)
+    }
+
+    fn flush(&mut self) -> Result<(), SinkError> {
+        if self.closed {
+            return Ok(());
+        }
+        for k in 0..self.buffers.len() {
+            self.encode(k)?;
+        }
+        self.drain_ops().map_err(SinkError::classify)?;
+        self.sync(true).map_err(SinkError::classify)
+    }
+
+    fn tick(&mut self, _now: Instant) -> Result<(), SinkError> {
+        if self.closed {
+            return Ok(());
+        }
+        let age = Duration::from_millis(self.opts.block_max_age_ms);
+        for k in 0..self.buffers.len() {
+            if self.buffers[k].rows > 0 && self.buffers[k].since.elapsed() >= age {
+                self.encode(k)?;
+            }
+        }
+        self.drain_ops().map_err(SinkError::classify)?;
+        self.sync(false).map_err(SinkError::classify)
+    }
+
+    fn close(&mut self) -> Result<(), SinkError> {
+        if self.closed {
+            return Ok(());
+        }
+        self.roll();
+        self.drain_ops().map_err(SinkError::classify)?;
+        self.closed = true;
+        Ok(())
+    }
+
+    fn describe(&self) -> String {
+        format!("archive {}", self.dir.display())
+    }
+
+    fn named_counters(&self) -> Option<Arc<dyn dplog_core::sink::SinkCounters>> {
+        Some(self.counters.clone())
+    }
+}

@@ -1,0 +1,320 @@
+//! The archive sink on its own: any schema round-trips byte for byte, in
+//! time order; segments roll by time and size; retention removes whole
+//! segments; a second writer and a non-binary stream are refused; an open
+//! segment is readable while written.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use dplog_core::schema::{FieldDef, FieldKind, Schema};
+use dplog_core::{Accepted, Sink};
+use dplog_formatters::binary::BinaryEncoder;
+use dplog_sinks::archive::format::{key_hash32, key_of, KIND_DATA};
+use dplog_sinks::archive::{
+    list_segments, ArchiveReader, ArchiveSink, ArchiveSinkOptions, Segment,
+};
+
+/// A 48-byte record of a type the archive knows nothing about: an
+/// ns time, an IPv6 address, a MAC, a rule id and a reason.
+fn acl_schema() -> Schema {
+    Schema::new(
+        300,
+        "aclDrop",
+        48,
+        vec![
+            FieldDef::new("dropTime", 8, 8, FieldKind::NsTimestamp, 0),
+            FieldDef::new("sourceIPv6Address", 16, 16, FieldKind::Ipv6, 27),
+            FieldDef::new("sourceMacAddress", 32, 6, FieldKind::Mac, 56),
+            FieldDef::new("vlanId", 38, 2, FieldKind::U16, 58),
+            FieldDef::new("ruleId", 40, 4, FieldKind::U32, 0),
+            FieldDef::new("dropReason", 44, 1, FieldKind::U8, 0),
+            FieldDef::new("tag", 45, 3, FieldKind::Bytes, 0),
+        ],
+    )
+    .unwrap()
+}
+
+fn acl(t: u64, i: u64) -> Vec<u8> {
+    let mut r = vec![0u8; 48];
+    r[0..2].copy_from_slice(&48u16.to_ne_bytes());
+    r[2..4].copy_from_slice(&300u16.to_ne_bytes());
+    r[8..16].copy_from_slice(&t.to_ne_bytes());
+    r[16] = 0x20;
+    r[17] = 0x01;
+    r[30..32].copy_from_slice(&((i % 97) as u16).to_be_bytes());
+    r[32..38].copy_from_slice(&[2, 0, 0x5e, 0, (i % 7) as u8, (i * 13) as u8]);
+    r[38..40].copy_from_slice(&((i % 5) as u16 + 100).to_ne_bytes());
+    r[40..44].copy_from_slice(&((i * 2654435761) as u32).to_ne_bytes());
+    r[44] = (i % 3) as u8;
+    r[45..48].copy_from_slice(b"ab\0");
+    r
+}
+
+fn opts() -> ArchiveSinkOptions {
+    ArchiveSinkOptions {
+        index: vec!["ruleId".into()],
+        block_rows: 100,
+        segment_interval_ms: Some(1000),
+        ..Default::default()
+    }
+}
+
+/// Writes `recs` through a binary encoder in batches of `per` records.
+fn write(sink: &mut ArchiveSink, schema: &Schema, recs: &[Vec<u8>], per: usize) {
+    let mut enc = BinaryEncoder::new(&[schema]);
+    for chunk in recs.chunks(per) {
+        let mut batch = Vec::new();
+        for r in chunk {
+            assert!(enc.push(r, &mut batch));
+        }
+        assert_eq!(sink.write_batch(&batch).unwrap(), Accepted::Delivered);
+    }
+}
+
+fn read_all(dir: &Path) -> Vec<Vec<u8>> {
+    let mut r = ArchiveReader::open(dir).unwrap();
+    let mut v = Vec::new();
+    r.for_each(0, u64::MAX, |s, rec| {
+        assert_eq!(s.name(), "aclDrop");
+        v.push(rec.to_vec());
+        true
+    })
+    .unwrap();
+    assert!(r.problems().is_empty(), "{:?}", r.problems());
+    v
+}
+
+const T0: u64 = 1_767_225_600_000_000_000;
+
+#[test]
+fn any_schema_round_trips_in_time_order_across_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = acl_schema();
+    // 5000 records over 5 s, slightly out of order within 10 ms.
+    let recs: Vec<Vec<u8>> = (0..5000u64)
+        .map(|i| acl(T0 + i * 1_000_000 + (i % 3) * 4_000_000, i))
+        .collect();
+    let mut sink = ArchiveSink::open(dir.path(), opts()).unwrap();
+    write(&mut sink, &s, &recs, 333);
+    sink.close().unwrap();
+    let segs = list_segments(dir.path()).unwrap();
+    assert!(
+        (5..=7).contains(&segs.len()),
+        "{} segments for 5 s of 1 s slices",
+        segs.len()
+    );
+    let schemas = ArchiveReader::open(dir.path()).unwrap().schemas();
+    assert_eq!(schemas, vec![s.clone()]);
+    let back = read_all(dir.path());
+    let mut want = recs.clone();
+    want.sort_by_key(|r| u64::from_ne_bytes(r[8..16].try_into().unwrap()));
+    assert_eq!(back.len(), want.len());
+    // Time order; records of equal time keep their written order.
+    let times: Vec<u64> = back
+        .iter()
+        .map(|r| u64::from_ne_bytes(r[8..16].try_into().unwrap()))
+        .collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]));
+    let mut a = back.clone();
+    a.sort();
+    let mut b = want;
+    b.sort();
+    assert_eq!(a, b);
+    // Compact: far less than the raw records.
+    let bytes: u64 = segs
+        .iter()
+        .map(|s| std::fs::metadata(&s.path).unwrap().len())
+        .sum();
+    assert!(bytes < 5000 * 48 / 2, "{bytes} bytes");
+    // The key index (ruleId): every row's key names its block, and a key
+    // no row has names none.
+    let seg = Segment::open(&segs[0].path).unwrap();
+    assert!(!seg.index.is_empty());
+    let key = [&s.fields()[4]];
+    let mut checked = 0;
+    for i in 0..seg.blocks.len() {
+        if seg.blocks[i].kind != KIND_DATA {
+            continue;
+        }
+        let (_, recs) = seg.read_block(i).unwrap();
+        for r in recs.chunks_exact(48) {
+            let blocks = seg
+                .blocks_with_key(key_hash32(&key_of(&key, r)))
+                .unwrap()
+                .unwrap();
+            assert!(blocks.contains(&(i as u32)));
+            checked += 1;
+        }
+    }
+    assert!(checked > 500);
+    let none = seg
+        .blocks_with_key(key_hash32(&0x1234_5678u32.to_ne_bytes()))
+        .unwrap()
+        .unwrap();
+    assert!(none.is_empty());
+}
+
+#[test]
+fn segments_roll_by_size_and_retention_removes_whole_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = acl_schema();
+    let o = ArchiveSinkOptions {
+        segment_interval_ms: None,
+        segment_bytes: 4096,
+        retention_bytes: Some(20_000),
+        ..opts()
+    };
+    let mut sink = ArchiveSink::open(dir.path(), o).unwrap();
+    // Incompressible-ish records: every block fills a segment.
+    let recs: Vec<Vec<u8>> = (0..6000u64)
+        .map(|i| {
+            let mut r = acl(T0 + i * 1_000, i);
+            let x = i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            r[16..24].copy_from_slice(&x.to_ne_bytes());
+            r
+        })
+        .collect();
+    write(&mut sink, &s, &recs, 500);
+    sink.close().unwrap();
+    let c = sink.counters();
+    let g = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+    let segs = list_segments(dir.path()).unwrap();
+    let total: u64 = segs
+        .iter()
+        .map(|s| std::fs::metadata(&s.path).unwrap().len())
+        .sum();
+    assert!(total <= 20_000, "{total} bytes kept");
+    assert!(g(&c.segments_removed) > 0);
+    assert_eq!(
+        g(&c.segments_removed) + segs.len() as u64,
+        g(&c.segments_sealed)
+    );
+    // What is left is the newest records, whole segments of them.
+    let back = read_all(dir.path());
+    assert!(!back.is_empty());
+    assert_eq!(back.last().unwrap(), recs.last().unwrap());
+    let first = recs.iter().position(|r| r == &back[0]).unwrap();
+    assert_eq!(back, recs[first..].to_vec());
+
+    // By age: records 10 s apart, keep 25 s before the newest.
+    let dir = tempfile::tempdir().unwrap();
+    let o = ArchiveSinkOptions {
+        retention_age_ms: Some(25_000),
+        ..opts()
+    };
+    let mut sink = ArchiveSink::open(dir.path(), o).unwrap();
+    let recs: Vec<Vec<u8>> = (0..10u64)
+        .map(|i| acl(T0 + i * 10_000_000_000, i))
+        .collect();
+    write(&mut sink, &s, &recs, 1);
+    sink.close().unwrap();
+    let back = read_all(dir.path());
+    // The newest is at 90 s: segments whose newest record is before 65 s
+    // are gone.
+    assert_eq!(back, recs[7..].to_vec());
+}
+
+#[test]
+fn a_second_writer_and_a_line_format_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sink = ArchiveSink::open(dir.path(), opts()).unwrap();
+    let e = ArchiveSink::open(dir.path(), opts()).unwrap_err();
+    assert!(e.to_string().contains("another writer holds it"), "{e}");
+    let e = sink
+        .write_batch(b"2026-01-01T00:00:00Z natEvent=4\n")
+        .unwrap_err();
+    assert!(!e.is_retryable());
+    assert!(e.to_string().contains("[format] type = \"binary\""), "{e}");
+    // Calibration (C) and drop-report (D) frames of the binary stream
+    // are taken and skipped; the records around them are kept.
+    let s = acl_schema();
+    let mut batch = Vec::new();
+    let mut enc = BinaryEncoder::new(&[&s]);
+    assert!(enc.push(&acl(T0, 1), &mut batch));
+    for (kind, len) in [(b'C', 24u16), (b'D', 40u16)] {
+        batch.extend_from_slice(&[kind, 0]);
+        batch.extend_from_slice(&len.to_le_bytes());
+        batch.extend(std::iter::repeat(7u8).take(len as usize));
+    }
+    assert!(enc.push(&acl(T0 + 1, 2), &mut batch));
+    assert_eq!(sink.write_batch(&batch).unwrap(), Accepted::Delivered);
+    sink.close().unwrap();
+    assert_eq!(read_all(dir.path()), vec![acl(T0, 1), acl(T0 + 1, 2)]);
+    let e = ArchiveSink::open(
+        dir.path(),
+        ArchiveSinkOptions {
+            block_rows: 0,
+            ..opts()
+        },
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("block_rows"), "{e}");
+}
+
+#[test]
+fn the_open_segment_is_readable_while_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = acl_schema();
+    let mut sink = ArchiveSink::open(
+        dir.path(),
+        ArchiveSinkOptions {
+            block_max_age_ms: 50,
+            ..opts()
+        },
+    )
+    .unwrap();
+    let recs: Vec<Vec<u8>> = (0..250u64).map(|i| acl(T0 + i, i)).collect();
+    write(&mut sink, &s, &recs, 250);
+    // Two full blocks are written; the last 50 records wait for their
+    // block (its age, a flush or the close).
+    assert_eq!(read_all(dir.path()).len(), 200);
+    let start = Instant::now();
+    while read_all(dir.path()).len() < 250 {
+        std::thread::sleep(Duration::from_millis(20));
+        sink.tick(Instant::now()).unwrap();
+        assert!(start.elapsed() < Duration::from_secs(10));
+    }
+    assert_eq!(read_all(dir.path()), recs);
+    let segs = list_segments(dir.path()).unwrap();
+    assert_eq!(segs.len(), 1);
+    assert!(segs[0].range.is_none(), "still open");
+    sink.close().unwrap();
+    let segs = list_segments(dir.path()).unwrap();
+    assert_eq!(segs[0].range, Some((T0, T0 + 249)));
+    assert_eq!(read_all(dir.path()), recs);
+}
+
+#[test]
+fn a_writer_restarted_on_old_times_reads_back_in_time_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = acl_schema();
+    // Two runs over the same three seconds (a replayed capture), one
+    // sink each: their segments overlap in time.
+    let run = |k: u64| -> Vec<Vec<u8>> {
+        (0..900u64)
+            .map(|i| {
+                let mut r = acl(T0 + i * 3_333_333, i);
+                r[44] = k as u8; // which run
+                r
+            })
+            .collect()
+    };
+    for k in 0..2 {
+        let mut sink = ArchiveSink::open(dir.path(), opts()).unwrap();
+        write(&mut sink, &s, &run(k), 250);
+        sink.close().unwrap();
+    }
+    assert!(list_segments(dir.path()).unwrap().len() >= 6);
+    let back = read_all(dir.path());
+    assert_eq!(back.len(), 1800);
+    // Time order over both runs; at equal times the first run first.
+    let key = |r: &Vec<u8>| (u64::from_ne_bytes(r[8..16].try_into().unwrap()), r[44]);
+    assert!(back.windows(2).all(|w| key(&w[0]) <= key(&w[1])));
+    let (a, b) = (run(0), run(1));
+    let want: Vec<Vec<u8>> = a
+        .iter()
+        .zip(&b)
+        .flat_map(|(x, y)| [x.clone(), y.clone()])
+        .collect();
+    assert_eq!(back, want);
+}

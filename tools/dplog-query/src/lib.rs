@@ -1,0 +1,858 @@
+//! Lookups over a dplog archive (`dplog_sinks::archive`): the engine of
+//! the `dplog-query` program.
+//!
+//! # `--at T`: what was live at T
+//!
+//! A record type is *stateful* when its schema has a `natEvent` field:
+//! natEvent 4 (NAT44 session create) and 16 (port block allocation, also
+//! the deterministic-NAT mapping of RFC 7422, logged once) open a state;
+//! 5 and 17 close it. A close belongs to the most recent open before it
+//! (in event-time order, equal times in the order written) with the same
+//! *identity*: every field but the
+//! event time, `natEvent` and the fields a delete alone carries (its
+//! counters). A state is live at T when its open is at or before T and
+//! no close of it is before T (a delete at T counts as live at T; a
+//! missing delete as still live).
+//!
+//! Conditions (`field=value`) select records: equal values; a condition
+//! on a transport port (`...TransportPort`) that a record type lacks but
+//! whose `portRangeStart`/`portRangeEnd` it has matches when the port is
+//! in the range (port blocks, deterministic NAT mappings).
+//!
+//! **Lookback.** An open can be far older than T. The query reads the
+//! records of the window `[T - lookback, T]`, and finds a state only when
+//! its open is in that window; the lookback defaults to the archive
+//! writer's `max_lifetime_ms` (in every segment footer; default one day),
+//! the longest a session or port block lives. Set it to the longest
+//! lifetime the NAT allows (a TCP session refreshed for days, a
+//! deterministic mapping logged once at start: `--lookback all`). The
+//! cost is one footer and one key index page read for each segment of
+//! the window, and a decode only of the blocks the index names. Records of other types (no `natEvent`) and other
+//! natEvents (exhaustion, quota) are not states: `--between` finds them.
+//!
+//! # `--between T1 T2`
+//!
+//! Every record matching the conditions with an event time in
+//! `T1..=T2`, in event-time order.
+//!
+//! # Memory
+//!
+//! The footers of the segments being read (those whose time ranges
+//! overlap) and the decoded blocks that overlap the current time; for
+//! `--at`, the matching records of the window (those of one key when the
+//! conditions name it).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::path::{Path, PathBuf};
+
+use dplog_core::schema::{FieldDef, FieldKind, Schema};
+use dplog_sinks::archive::format::{self, key_hash32};
+use dplog_sinks::archive::reader::{for_each_group, merge};
+use dplog_sinks::archive::{list_segments, Problem, Segment, SegmentFile};
+
+/// natEvent values that open a state.
+pub const OPEN_EVENTS: [u64; 2] = [4, 16];
+/// natEvent values that close one.
+pub const CLOSE_EVENTS: [u64; 2] = [5, 17];
+/// The event field of stateful record types.
+pub const EVENT_FIELD: &str = "natEvent";
+
+/// What to look up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// What was live at this time (ns since the epoch).
+    At(u64),
+    /// Every matching record in `from..=to` (ns).
+    Between(u64, u64),
+}
+
+/// How far before `--at T` opens are looked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lookback {
+    /// The archive's `max_lifetime_ms` (newest footer), else one day.
+    Default,
+    /// This many ns.
+    Ns(u64),
+    /// The whole archive before T.
+    All,
+}
+
+/// A lookup.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Query {
+    /// At or between.
+    pub mode: Mode,
+    /// `(field, value)` conditions, all of which must hold.
+    pub conds: Vec<(String, String)>,
+    /// For [`Mode::At`].
+    pub lookback: Lookback,
+}
+
+/// Why a lookup could not run.
+#[derive(Debug)]
+pub enum QueryError {
+    /// A condition names a field no record type of the archive has.
+    UnknownField {
+        /// The field.
+        field: String,
+        /// The fields the archive's record types have.
+        known: Vec<String>,
+    },
+    /// A value that does not parse as its field's kind.
+    BadValue {
+        /// The field.
+        field: String,
+        /// The value given.
+        value: String,
+        /// Why.
+        why: String,
+    },
+    /// The archive directory cannot be read, or holds no segment.
+    Archive(PathBuf, io::Error),
+}
+
+impl fmt::Display for QueryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QueryError::UnknownField { field, known } => write!(
+                f,
+                "unknown field {field:?}: the archive's records have {}",
+                known.join(", ")
+            ),
+            QueryError::BadValue { field, value, why } => {
+                write!(f, "{field}={value}: {why}")
+            }
+            QueryError::Archive(p, e) => write!(f, "{}: {e}", p.display()),
+        }
+    }
+}
+
+impl std::error::Error for QueryError {}
+
+/// Days since 1970-01-01 of a civil date (proleptic Gregorian).
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let mp = (m as i64 + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d as i64 - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Parses a time: RFC 3339 (`2013-05-02T20:20:36.616804Z`, a fraction of
+/// up to 9 digits, `Z` or `±hh:mm`; a space for `T` is accepted), or an
+/// integer with a unit: `1367526036616ms`, `...s`, `...us`, `...ns`; a bare
+/// integer is milliseconds (as `observationTimeMilliseconds`). Returns ns
+/// since the Unix epoch.
+///
+/// Errors: a message saying what is wrong and which forms are accepted.
+pub fn parse_time(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let usage = "give RFC 3339 (2013-05-02T20:20:36.616804Z) or an integer with a unit \
+                 (1367526036616ms, 1367526036s, ...ns; a bare integer is ms)";
+    let err = |why: &str| format!("unparsable time {s:?}: {why}; {usage}");
+    if s.bytes().next().is_some_and(|b| b.is_ascii_digit()) && !s.contains('-') {
+        let (num, mul) = [
+            ("ns", 1u64),
+            ("us", 1_000),
+            ("ms", 1_000_000),
+            ("s", 1_000_000_000),
+        ]
+        .iter()
+        .find_map(|&(u, m)| s.strip_suffix(u).map(|n| (n, m)))
+        .unwrap_or((s, 1_000_000));
+        let v: u64 = num.parse().map_err(|_| err("not an integer"))?;
+        return v.checked_mul(mul).ok_or_else(|| err("out of range"));
+    }
+    let b = s.as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Result<u32, String> {
+        s.get(r)
+            .filter(|t| t.bytes().all(|c| c.is_ascii_digit()))
+            .and_then(|t| t.parse().ok())
+            .ok_or_else(|| err("bad date or time digits"))
+    };
+    if b.len() < 19
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't' | b' ')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return Err(err("not YYYY-MM-DDThh:mm:ss"));
+    }
+    let (y, mo, d, h, mi, sec) = (
+        num(0..4)?,
+        num(5..7)?,
+        num(8..10)?,
+        num(11..13)?,
+        num(14..16)?,
+        num(17..19)?,
+    );
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
+        return Err(err("date or time out of range"));
+    }
+    let mut p = 19;
+    let mut frac_ns = 0u64;
+    if b.get(p) == Some(&b'.') {
+        let start = p + 1;
+        p = start;
+        while p < b.len() && b[p].is_ascii_digit() {
+            p += 1;
+        }
+        let digits = &s[start..p];
+        if digits.is_empty() || digits.len() > 9 {
+            return Err(err("fraction of 1 to 9 digits"));
+        }
+        frac_ns = digits.parse::<u64>().map_err(|_| err("fraction"))?
+            * 10u64.pow(9 - digits.len() as u32);
+    }
+    let offset_s: i64 = match &s[p..] {
+        "Z" | "z" => 0,
+        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) && &o[3..4] == ":" => {
+            let hh = num(p + 1..p + 3)? as i64;
+            let mm = num(p + 4..p + 6)? as i64;
+            let v = hh * 3600 + mm * 60;
+            if o.starts_with('+') {
+                v
+            } else {
+                -v
+            }
+        }
+        _ => return Err(err("missing zone (Z or +hh:mm)")),
+    };
+    let days = days_from_civil(y as i64, mo, d);
+    let secs = days * 86_400 + h as i64 * 3600 + mi as i64 * 60 + sec as i64 - offset_s;
+    if secs < 0 {
+        return Err(err("before 1970"));
+    }
+    Ok(secs as u64 * 1_000_000_000 + frac_ns)
+}
+
+/// Parses a lookback: `all`, or an integer with a unit `ns`, `us`, `ms`,
+/// `s`, `m`, `h`, `d`.
+///
+/// Errors: a message naming the accepted forms.
+pub fn parse_lookback(s: &str) -> Result<Lookback, String> {
+    if s == "all" {
+        return Ok(Lookback::All);
+    }
+    let units = [
+        ("ns", 1u64),
+        ("us", 1_000),
+        ("ms", 1_000_000),
+        ("s", 1_000_000_000),
+        ("m", 60_000_000_000),
+        ("h", 3_600_000_000_000),
+        ("d", 86_400_000_000_000),
+    ];
+    for (u, m) in units {
+        if let Some(n) = s.strip_suffix(u) {
+            if let Ok(v) = n.parse::<u64>() {
+                return v
+                    .checked_mul(m)
+                    .map(Lookback::Ns)
+                    .ok_or_else(|| format!("lookback {s:?} out of range"));
+            }
+        }
+    }
+    Err(format!(
+        "bad lookback {s:?}: give `all` or an integer with a unit (ns, us, ms, s, m, h, d), e.g. 2d"
+    ))
+}
+
+/// A condition resolved against one schema.
+#[derive(Clone, Debug)]
+enum Cond {
+    Eq {
+        off: usize,
+        bytes: Vec<u8>,
+    },
+    Range {
+        start: FieldDef,
+        end: FieldDef,
+        v: u64,
+    },
+}
+
+/// The conditions resolved against one schema: `None` when the schema
+/// cannot match (it lacks a field a condition names).
+#[derive(Clone, Debug)]
+struct Resolved {
+    conds: Vec<Cond>,
+    /// The index key's hash when the conditions give every key field.
+    key: Option<u32>,
+    /// Stateful: (event field, identity field ranges).
+    state: Option<(FieldDef, Vec<(usize, usize)>)>,
+}
+
+impl Resolved {
+    fn matches(&self, rec: &[u8]) -> bool {
+        self.conds.iter().all(|c| match c {
+            Cond::Eq { off, bytes } => &rec[*off..*off + bytes.len()] == bytes.as_slice(),
+            Cond::Range { start, end, v } => {
+                (start.read_uint(rec)..=end.read_uint(rec)).contains(v)
+            }
+        })
+    }
+}
+
+/// The bytes of `value` as field `f` stores it.
+fn value_bytes(f: &FieldDef, value: &str) -> Result<Vec<u8>, String> {
+    let size = f.size as usize;
+    let int = |v: &str| -> Result<u64, String> {
+        let n: u64 = if let Some(h) = v.strip_prefix("0x") {
+            u64::from_str_radix(h, 16)
+                .map_err(|_| format!("not a number for a {:?} field", f.kind))?
+        } else {
+            v.parse()
+                .map_err(|_| format!("not a number for a {:?} field", f.kind))?
+        };
+        if size < 8 && n >> (size * 8) != 0 {
+            return Err(format!("{n} does not fit the field's {size} bytes"));
+        }
+        Ok(n)
+    };
+    let le = |n: u64| n.to_ne_bytes()[..size].to_vec();
+    match f.kind {
+        FieldKind::Ipv4 => value
+            .parse::<Ipv4Addr>()
+            .map(|a| u32::from(a).to_ne_bytes().to_vec())
+            .map_err(|_| "not an IPv4 address".into()),
+        FieldKind::Ipv6 => value
+            .parse::<Ipv6Addr>()
+            .map(|a| a.octets().to_vec())
+            .map_err(|_| "not an IPv6 address".into()),
+        FieldKind::Mac => {
+            let p: Vec<u8> = value
+                .split([':', '-'])
+                .map(|x| u8::from_str_radix(x, 16))
+                .collect::<Result<_, _>>()
+                .map_err(|_| "not a MAC address".to_string())?;
+            if p.len() != 6 {
+                return Err("not a MAC address (6 bytes)".into());
+            }
+            Ok(p)
+        }
+        FieldKind::Bytes => {
+            if value.len() > size {
+                return Err(format!("longer than the field's {size} bytes"));
+            }
+            let mut b = value.as_bytes().to_vec();
+            b.resize(size, 0);
+            Ok(b)
+        }
+        FieldKind::Protocol => match value.to_ascii_lowercase().as_str() {
+            "tcp" => Ok(vec![6]),
+            "udp" => Ok(vec![17]),
+            "icmp" => Ok(vec![1]),
+            v => int(v).map(le),
+        },
+        FieldKind::Bool => match value {
+            "true" => Ok(vec![1]),
+            "false" => Ok(vec![0]),
+            v => int(v).map(le),
+        },
+        FieldKind::Enum => match f.enum_names.iter().find(|e| e.name == value) {
+            Some(e) => Ok(le(e.value as u64)),
+            None => int(value).map(le),
+        },
+        _ => int(value).map(le),
+    }
+}
+
+/// Fields a delete alone carries (counters), left out of the identity
+/// when the schema's package does not say.
+const DELETE_ONLY: [&str; 4] = [
+    "initiatorPackets",
+    "responderPackets",
+    "initiatorOctets",
+    "responderOctets",
+];
+
+/// A schema of a known package (the NAT's) with the same id, name and
+/// fields as `s`, which carries the package's metadata.
+pub fn known_schema(s: &Schema) -> Option<&'static Schema> {
+    dplog_schema_nat::by_id(s.id())
+        .filter(|k| k.name() == s.name() && k.size() == s.size() && k.fields() == s.fields())
+}
+
+fn resolve(
+    s: &Schema,
+    index: &[String],
+    conds: &[(String, String)],
+) -> Result<Option<Resolved>, QueryError> {
+    let mut out = Vec::new();
+    for (name, value) in conds {
+        let bad = |why: String| QueryError::BadValue {
+            field: name.clone(),
+            value: value.clone(),
+            why,
+        };
+        if let Some((_, f)) = s.field(name) {
+            out.push(Cond::Eq {
+                off: f.offset as usize,
+                bytes: value_bytes(f, value).map_err(bad)?,
+            });
+            continue;
+        }
+        let range = (name.ends_with("TransportPort"))
+            .then(|| Some((s.field("portRangeStart")?.1, s.field("portRangeEnd")?.1)))
+            .flatten();
+        match range {
+            Some((a, b)) => {
+                let v: u64 = value
+                    .parse()
+                    .ok()
+                    .filter(|v| *v <= 65535)
+                    .ok_or_else(|| bad("not a port (0 to 65535)".into()))?;
+                out.push(Cond::Range {
+                    start: a.clone(),
+                    end: b.clone(),
+                    v,
+                });
+            }
+            None => return Ok(None),
+        }
+    }
+    // The index key, when every key field is given exactly.
+    let key_fields = format::index_fields(s, index);
+    let mut key = Vec::new();
+    let mut full = !key_fields.is_empty();
+    for f in &key_fields {
+        match out.iter().find_map(|c| match c {
+            Cond::Eq { off, bytes }
+                if *off == f.offset as usize && bytes.len() == f.size as usize =>
+            {
+                Some(bytes)
+            }
+            _ => None,
+        }) {
+            Some(b) => key.extend_from_slice(b),
+            None => full = false,
+        }
+    }
+    let state = s.field(EVENT_FIELD).map(|(ei, ef)| {
+        let meta_s = known_schema(s).unwrap_or(s);
+        let only_when: Vec<usize> = meta_s
+            .meta()
+            .only_when
+            .as_ref()
+            .map(|o| o.fields.clone())
+            .unwrap_or_default();
+        let time = s.meta().event_time;
+        let ident = s
+            .fields()
+            .iter()
+            .enumerate()
+            .filter(|(i, f)| {
+                *i != ei
+                    && Some(*i) != time
+                    && !only_when.contains(i)
+                    && (known_schema(s).is_some() || !DELETE_ONLY.contains(&&*f.name))
+            })
+            .map(|(_, f)| (f.offset as usize, f.size as usize))
+            .collect();
+        (ef.clone(), ident)
+    });
+    Ok(Some(Resolved {
+        conds: out,
+        key: full.then(|| key_hash32(&key)),
+        state,
+    }))
+}
+
+trait IndexedExt {
+    fn is_none_or_has(&self, block: u32) -> bool;
+}
+
+impl IndexedExt for Option<&Vec<u32>> {
+    fn is_none_or_has(&self, block: u32) -> bool {
+        match self {
+            None => true,
+            Some(v) => v.binary_search(&block).is_ok(),
+        }
+    }
+}
+
+/// Progress of a lookup, for a progress line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Segments of the window done.
+    pub segments_done: usize,
+    /// Segments in the window.
+    pub segments: usize,
+    /// Data blocks decoded so far.
+    pub blocks_read: u64,
+    /// Data blocks the key index (or the record type) ruled out.
+    pub blocks_skipped: u64,
+}
+
+/// What a lookup found.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// Records output.
+    pub found: u64,
+    /// Damage met and skipped (file, block, why).
+    pub problems: Vec<Problem>,
+    /// The final progress counts.
+    pub progress: Progress,
+    /// The lookback used for `--at`, ns (`None`: all).
+    pub lookback_ns: Option<u64>,
+}
+
+/// The segments of `dir`.
+///
+/// Errors: [`QueryError::Archive`] for an unreadable directory or one
+/// without a segment.
+pub fn segments(dir: &Path) -> Result<Vec<SegmentFile>, QueryError> {
+    let segs = list_segments(dir).map_err(|e| QueryError::Archive(dir.to_path_buf(), e))?;
+    if segs.is_empty() {
+        return Err(QueryError::Archive(
+            dir.to_path_buf(),
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                "no archive segments (seg-*.dpa) in this directory",
+            ),
+        ));
+    }
+    Ok(segs)
+}
+
+/// The schemas of segments `probe` (their first schema of each id),
+/// with the problems of opening them.
+fn probe_schemas(
+    files: &[&SegmentFile],
+    problems: &mut Vec<Problem>,
+) -> (Vec<Schema>, Option<u64>) {
+    let mut out: Vec<Schema> = Vec::new();
+    let mut life = None;
+    for sf in files {
+        match Segment::open(&sf.path) {
+            Ok(seg) => {
+                life = life.or(seg.max_lifetime_ms);
+                for s in seg.schemas {
+                    if !out
+                        .iter()
+                        .any(|k| k.id() == s.id() && k.fields() == s.fields())
+                    {
+                        out.push(s);
+                    }
+                }
+            }
+            Err(e) => problems.push(Problem {
+                path: sf.path.clone(),
+                block: None,
+                offset: 0,
+                reason: format!("{e}; segment skipped"),
+            }),
+        }
+    }
+    (out, life)
+}
+
+/// The schemas the archive's records have (as a sample: its first and
+/// last segments), in the form an output encoder should use (known
+/// packages' schemas with their metadata).
+///
+/// Errors: as [`segments`].
+pub fn archive_schemas(dir: &Path) -> Result<Vec<Schema>, QueryError> {
+    let segs = segments(dir)?;
+    let mut p = Vec::new();
+    let probe: Vec<&SegmentFile> = [segs.first(), segs.last()].into_iter().flatten().collect();
+    let (s, _) = probe_schemas(&probe, &mut p);
+    Ok(s.into_iter()
+        .map(|s| known_schema(&s).cloned().unwrap_or(s))
+        .collect())
+}
+
+/// One matching record of an `--at` window, kept for pairing.
+struct Held {
+    schema: usize,
+    rec: Vec<u8>,
+    time: u64,
+}
+
+/// Runs `q` over the archive in `dir`: `emit(schema, record)` for each
+/// answer (for `--at`, the opening records live at T; for `--between`,
+/// every match; both in event-time order),
+/// `progress` after each segment.
+///
+/// Errors: [`QueryError`] for an unknown field, a bad value or an
+/// unreadable archive; damage inside it is not an error but reported in
+/// [`Outcome::problems`].
+pub fn run(
+    dir: &Path,
+    q: &Query,
+    emit: &mut dyn FnMut(&Schema, &[u8]),
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<Outcome, QueryError> {
+    let segs = segments(dir)?;
+    let mut outcome = Outcome::default();
+    // Fields known to the archive: its first and last segments' schemas.
+    let probe: Vec<&SegmentFile> = [segs.first(), segs.last()].into_iter().flatten().collect();
+    let (mut known, life_ms) = probe_schemas(&probe, &mut Vec::new());
+    let has = |known: &[Schema], name: &str| {
+        known.iter().any(|s| {
+            s.field(name).is_some()
+                || (name.ends_with("TransportPort") && s.field("portRangeStart").is_some())
+        })
+    };
+    if q.conds.iter().any(|(n, _)| !has(&known, n)) {
+        // Not in the first and last segments: every segment's schemas
+        // before calling the field unknown.
+        let all: Vec<&SegmentFile> = segs.iter().collect();
+        known = probe_schemas(&all, &mut Vec::new()).0;
+    }
+    for (name, _) in &q.conds {
+        if !has(&known, name) {
+            let mut names: Vec<String> = known
+                .iter()
+                .flat_map(|s| s.fields().iter().map(|f| f.name.to_string()))
+                .collect();
+            names.sort();
+            names.dedup();
+            return Err(QueryError::UnknownField {
+                field: name.clone(),
+                known: names,
+            });
+        }
+    }
+    // Values are checked once against every known schema, before output.
+    for s in &known {
+        resolve(s, &[], &q.conds)?;
+    }
+    let (from, to) = match q.mode {
+        Mode::Between(a, b) => (a, b),
+        Mode::At(t) => {
+            let lb = match q.lookback {
+                Lookback::All => None,
+                Lookback::Ns(n) => Some(n),
+                Lookback::Default => Some(life_ms.unwrap_or(86_400_000).saturating_mul(1_000_000)),
+            };
+            outcome.lookback_ns = lb;
+            (lb.map_or(0, |l| t.saturating_sub(l)), t)
+        }
+    };
+    let window: Vec<SegmentFile> = segs
+        .iter()
+        .filter(|s| s.overlaps(from, to))
+        .cloned()
+        .collect();
+    let mut prog = Progress {
+        segments: window.len(),
+        ..Default::default()
+    };
+    // --at: the schemas met (by layout), and the matching records held.
+    let mut schemas: Vec<(Schema, Option<Resolved>)> = Vec::new();
+    let mut held: Vec<Held> = Vec::new();
+    let mut failed: Option<QueryError> = None;
+    let mut problems = Vec::new();
+    for_each_group(&window, from, to, &mut problems, &mut |group, problems| {
+        // The conditions resolved for each schema of each segment (key
+        // hashes depend on the segment's index fields).
+        let mut res: Vec<HashMap<u16, (usize, Option<Resolved>)>> = Vec::new();
+        // Per segment and schema: the blocks the key index names.
+        let mut indexed: Vec<HashMap<u16, Vec<u32>>> = Vec::new();
+        for seg in &group {
+            let mut blocks = HashMap::new();
+            let mut m = HashMap::new();
+            for s in &seg.schemas {
+                let r = match resolve(s, &seg.index_fields, &q.conds) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        failed = Some(e);
+                        return false;
+                    }
+                };
+                let k = match schemas.iter().position(|(k, _)| {
+                    k.id() == s.id() && k.fields() == s.fields() && k.name() == s.name()
+                }) {
+                    Some(k) => k,
+                    None => {
+                        schemas.push((s.clone(), r.clone()));
+                        schemas.len() - 1
+                    }
+                };
+                if let Some(h) = r.as_ref().and_then(|r| r.key) {
+                    match seg.blocks_with_key(h) {
+                        Ok(Some(v)) => {
+                            blocks.insert(s.id(), v);
+                        }
+                        Ok(None) => {}
+                        Err(e) => problems.push(Problem {
+                            path: seg.path.clone(),
+                            block: None,
+                            offset: 0,
+                            reason: format!("{e}; its blocks are read without the index"),
+                        }),
+                    }
+                }
+                m.insert(s.id(), (k, r));
+            }
+            res.push(m);
+            indexed.push(blocks);
+        }
+        let mut keep = |si: usize, bi: usize| {
+            let b = &group[si].blocks[bi];
+            let ok = match res[si].get(&b.schema_id) {
+                None => true, // undeclared schema: read_block reports it
+                Some((_, None)) => false,
+                Some((_, Some(r))) => {
+                    if matches!(q.mode, Mode::At(_)) && r.state.is_none() {
+                        false
+                    } else {
+                        indexed[si].get(&b.schema_id).is_none_or_has(bi as u32)
+                    }
+                }
+            };
+            if ok {
+                prog.blocks_read += 1;
+            } else {
+                prog.blocks_skipped += 1;
+            }
+            ok
+        };
+        let mut f = |si: usize, s: &Schema, rec: &[u8]| -> bool {
+            let Some((k, Some(r))) = res[si].get(&s.id()) else {
+                return true;
+            };
+            if !r.matches(rec) {
+                return true;
+            }
+            match q.mode {
+                Mode::Between(..) => {
+                    let out = known_schema(s).unwrap_or(s);
+                    emit(out, rec);
+                    outcome.found += 1;
+                }
+                Mode::At(_) => held.push(Held {
+                    schema: *k,
+                    rec: rec.to_vec(),
+                    time: format::event_time(s, rec).unwrap_or(0),
+                }),
+            }
+            true
+        };
+        merge(&group, from, to, &mut keep, problems, &mut f);
+        prog.segments_done += group.len();
+        progress(&prog);
+        true
+    });
+    outcome.problems.extend(problems);
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    if let Mode::At(t) = q.mode {
+        for (s, rec) in live_at(t, &schemas, &held) {
+            emit(known_schema(s).unwrap_or(s), rec);
+            outcome.found += 1;
+        }
+    }
+    outcome.progress = prog;
+    Ok(outcome)
+}
+
+/// The held opens live at `t`, in the order written.
+fn live_at<'a>(
+    t: u64,
+    schemas: &'a [(Schema, Option<Resolved>)],
+    held: &'a [Held],
+) -> Vec<(&'a Schema, &'a [u8])> {
+    // Open records by (schema, identity): indexes into held, newest last.
+    let mut open: HashMap<(usize, Vec<u8>), Vec<usize>> = HashMap::new();
+    let mut live = vec![false; held.len()];
+    for (i, h) in held.iter().enumerate() {
+        let Some(Some(r)) = schemas.get(h.schema).map(|(_, r)| r) else {
+            continue;
+        };
+        let Some((ev, ident)) = &r.state else {
+            continue;
+        };
+        let e = ev.read_uint(&h.rec);
+        let mut id = Vec::with_capacity(32);
+        for &(o, n) in ident {
+            id.extend_from_slice(&h.rec[o..o + n]);
+        }
+        if OPEN_EVENTS.contains(&e) && h.time <= t {
+            live[i] = true;
+            open.entry((h.schema, id)).or_default().push(i);
+        } else if CLOSE_EVENTS.contains(&e) && h.time < t {
+            if let Some(j) = open.get_mut(&(h.schema, id)).and_then(Vec::pop) {
+                live[j] = false;
+            }
+        }
+    }
+    held.iter()
+        .zip(live)
+        .filter(|(_, l)| *l)
+        .map(|(h, _)| (&schemas[h.schema].0, h.rec.as_slice()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_parse_in_every_form() {
+        let t = 1_367_526_036_616_804_000u64;
+        assert_eq!(parse_time("2013-05-02T20:20:36.616804Z").unwrap(), t);
+        assert_eq!(parse_time("2013-05-02 22:20:36.616804+02:00").unwrap(), t);
+        assert_eq!(parse_time("1367526036616804000ns").unwrap(), t);
+        assert_eq!(parse_time("1367526036616804us").unwrap(), t);
+        assert_eq!(
+            parse_time("1367526036616").unwrap(),
+            1_367_526_036_616_000_000
+        );
+        assert_eq!(
+            parse_time("1367526036s").unwrap(),
+            1_367_526_036_000_000_000
+        );
+        assert_eq!(parse_time("1970-01-01T00:00:00Z").unwrap(), 0);
+        assert_eq!(
+            parse_time("2000-03-01T00:00:00Z").unwrap(),
+            951_868_800 * 1_000_000_000
+        );
+        for bad in [
+            "yesterday",
+            "2013-05-02",
+            "2013-13-02T00:00:00Z",
+            "2013-05-02T20:20:36",
+            "12x",
+            "2013-05-02T20:20:36.Z",
+        ] {
+            let e = parse_time(bad).unwrap_err();
+            assert!(e.contains("unparsable time"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn lookbacks_parse() {
+        assert_eq!(parse_lookback("all").unwrap(), Lookback::All);
+        assert_eq!(
+            parse_lookback("2d").unwrap(),
+            Lookback::Ns(2 * 86_400_000_000_000)
+        );
+        assert_eq!(parse_lookback("90s").unwrap(), Lookback::Ns(90_000_000_000));
+        assert!(parse_lookback("2 days").is_err());
+    }
+
+    #[test]
+    fn values_take_their_field_layout() {
+        let f = FieldDef::new("a", 0, 4, FieldKind::Ipv4, 0);
+        assert_eq!(
+            value_bytes(&f, "10.0.0.1").unwrap(),
+            0x0A00_0001u32.to_ne_bytes()
+        );
+        assert!(value_bytes(&f, "10.0.0.256").is_err());
+        let p = FieldDef::new("p", 0, 2, FieldKind::Port, 0);
+        assert_eq!(value_bytes(&p, "1024").unwrap(), 1024u16.to_ne_bytes());
+        assert!(value_bytes(&p, "70000")
+            .unwrap_err()
+            .contains("does not fit"));
+    }
+}

@@ -1,0 +1,338 @@
+//! `dplog-query`: lookups over a dplog archive (the `archive` sink's
+//! directory), and imports of binary or mmap logs into one.
+//!
+//! ```text
+//! dplog-query --archive DIR --at 2013-05-02T20:20:40Z \
+//!     --where postNATSourceIPv4Address=198.51.100.5 --where postNAPTSourceTransportPort=1024
+//! dplog-query --archive DIR --between T1 T2 [--where f=v]... [--format json]
+//! dplog-query import --archive DIR FILE_OR_MMAP_DIR...
+//! ```
+//!
+//! Exit status: 0 found, 1 nothing found, 2 error (bad arguments, an
+//! unknown field, an unparsable time, an unreadable archive). Damaged
+//! blocks are reported on stderr with their file and block and skipped;
+//! the lookup goes on. Semantics of `--at`: see the library docs
+//! (`dplog_query`).
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand};
+use dplog_core::Schema;
+use dplog_core::Sink;
+use dplog_formatters::{Format, FormatSpec};
+use dplog_query::{parse_lookback, parse_time, Lookback, Mode, Query};
+use dplog_sinks::archive::{ArchiveSink, ArchiveSinkOptions};
+
+#[derive(Parser)]
+#[command(
+    name = "dplog-query",
+    about = "Look up records in a dplog archive: what was live at a time, or every record in an interval",
+    args_conflicts_with_subcommands = true
+)]
+struct Args {
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+    /// The archive directory (the archive sink's `dir`).
+    #[arg(long, global = true)]
+    archive: Option<PathBuf>,
+    /// What was live at this time: RFC 3339 (2013-05-02T20:20:36.616804Z)
+    /// or an integer with a unit (ms, s, us, ns; bare: ms).
+    #[arg(long, value_parser = parse_time, conflicts_with = "between")]
+    at: Option<u64>,
+    /// Every matching record from T1 to T2 (inclusive).
+    #[arg(long, num_args = 2, value_names = ["T1", "T2"], value_parser = parse_time)]
+    between: Option<Vec<u64>>,
+    /// A condition FIELD=VALUE (repeatable, all must hold), e.g.
+    /// postNATSourceIPv4Address=198.51.100.5.
+    #[arg(long = "where", value_name = "FIELD=VALUE", value_parser = parse_cond)]
+    conds: Vec<(String, String)>,
+    /// How far before --at to look for opens: `all` or a duration (2d,
+    /// 12h, 90s). Default: the archive's max_lifetime_ms.
+    #[arg(long, value_parser = parse_lookback)]
+    lookback: Option<Lookback>,
+    /// Output format: text (default), json, csv, rfc5424, rfc3164, ipfix,
+    /// binary.
+    #[arg(long, default_value = "text")]
+    format: Format,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Import binary logs (`[format] type = "binary"` files) or mmap
+    /// segment directories of binary logs into the archive.
+    Import {
+        /// Binary log files or mmap segment directories, in order.
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+        /// Records per block.
+        #[arg(long, default_value_t = 16384)]
+        block_rows: usize,
+        /// Event-time slice per segment, ms (0: by size only).
+        #[arg(long, default_value_t = 3_600_000)]
+        segment_interval_ms: u64,
+    },
+}
+
+fn parse_cond(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((f, v)) if !f.is_empty() && !v.is_empty() => Ok((f.to_string(), v.to_string())),
+        _ => Err(format!("{s:?} is not FIELD=VALUE")),
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let Some(dir) = args.archive.clone() else {
+        eprintln!("dplog-query: --archive DIR is required");
+        return ExitCode::from(2);
+    };
+    if let Some(Cmd::Import {
+        inputs,
+        block_rows,
+        segment_interval_ms,
+    }) = &args.cmd
+    {
+        return match import(&dir, inputs, *block_rows, *segment_interval_ms) {
+            Ok(n) => {
+                eprintln!("dplog-query: imported {n} records into {}", dir.display());
+                ExitCode::SUCCESS
+            }
+            Err(m) => {
+                eprintln!("dplog-query: {m}");
+                ExitCode::from(2)
+            }
+        };
+    }
+    let mode = match (&args.at, &args.between) {
+        (Some(t), None) => Mode::At(*t),
+        (None, Some(v)) if v.len() == 2 && v[0] <= v[1] => Mode::Between(v[0], v[1]),
+        (None, Some(_)) => {
+            eprintln!("dplog-query: --between T1 T2 needs T1 <= T2");
+            return ExitCode::from(2);
+        }
+        _ => {
+            eprintln!("dplog-query: give --at T or --between T1 T2 (or the import subcommand)");
+            return ExitCode::from(2);
+        }
+    };
+    let q = Query {
+        mode,
+        conds: args.conds.clone(),
+        lookback: args.lookback.unwrap_or(Lookback::Default),
+    };
+    let schemas = match dplog_query::archive_schemas(&dir) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("dplog-query: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut spec = FormatSpec {
+        kind: args.format,
+        ..Default::default()
+    };
+    spec.ipfix.export_clock = dplog_formatters::ExportClock::Record;
+    let refs: Vec<&Schema> = schemas.iter().collect();
+    let mut enc = match spec.encoder(&refs) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("dplog-query: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut out = Vec::with_capacity(1 << 16);
+    let mut stdout = std::io::stdout().lock();
+    let mut write_err = None;
+    let streaming = args.format != Format::Ipfix;
+    let mut known: Vec<Schema> = schemas.clone();
+    let mut emit = |s: &Schema, rec: &[u8]| {
+        if !enc.push(rec, &mut out) && !known.iter().any(|k| k.id() == s.id()) {
+            // A record type the first and last segments lack: the
+            // encoder again, with it.
+            known.push(s.clone());
+            let refs: Vec<&Schema> = known.iter().collect();
+            if let Ok(e) = spec.encoder(&refs) {
+                enc = e;
+                enc.push(rec, &mut out);
+            }
+        }
+        if streaming && out.len() >= 1 << 16 && write_err.is_none() {
+            write_err = stdout.write_all(&out).err();
+            out.clear();
+        }
+    };
+    let tty = std::io::stderr().is_terminal();
+    // The first segment done shows the line; then at most every 200 ms.
+    let mut last = Instant::now()
+        .checked_sub(Duration::from_secs(1))
+        .unwrap_or_else(Instant::now);
+    let mut shown = false;
+    let mut progress = |p: &dplog_query::Progress| {
+        if tty && last.elapsed() >= Duration::from_millis(200) {
+            last = Instant::now();
+            shown = true;
+            eprint!(
+                "\rdplog-query: segment {}/{}, {} blocks read, {} skipped by the index ",
+                p.segments_done, p.segments, p.blocks_read, p.blocks_skipped
+            );
+        }
+    };
+    let r = dplog_query::run(&dir, &q, &mut emit, &mut progress);
+    if shown {
+        eprint!("\r\x1b[K");
+    }
+    let outcome = match r {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("dplog-query: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if write_err.is_none() {
+        write_err = stdout.write_all(&out).and_then(|_| stdout.flush()).err();
+    }
+    if let Some(e) = write_err {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("dplog-query: writing the output: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    for p in &outcome.problems {
+        eprintln!("dplog-query: {p}");
+    }
+    if !outcome.problems.is_empty() {
+        eprintln!(
+            "dplog-query: {} damaged part(s) of the archive skipped: the answer covers the rest",
+            outcome.problems.len()
+        );
+    }
+    if outcome.found > 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+/// Imports binary logs or mmap directories of them into the archive in
+/// `dir`; returns the records imported. The frames go to the archive
+/// sink as they are (it reads the `H` and `S` frames itself), in batches
+/// of about 1 MiB: memory is one batch, plus one mmap segment's committed
+/// data.
+fn import(dir: &Path, inputs: &[PathBuf], block_rows: usize, interval: u64) -> Result<u64, String> {
+    let opts = ArchiveSinkOptions {
+        block_rows,
+        segment_interval_ms: (interval > 0).then_some(interval),
+        ..Default::default()
+    };
+    let mut sink = ArchiveSink::open(dir, opts).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut n = 0u64;
+    for input in inputs {
+        if input.is_dir() {
+            let segs = dplog_sinks::mmap::reader::all_segments(input)
+                .map_err(|e| format!("{}: {e}", input.display()))?;
+            if segs.is_empty() {
+                return Err(format!(
+                    "{}: no mmap segments in this directory",
+                    input.display()
+                ));
+            }
+            for (_, _, p) in segs {
+                let data = dplog_sinks::mmap::reader::read_segment(&p)
+                    .map_err(|e| format!("{}: {e}", p.display()))?;
+                n += feed(&mut sink, &p, &mut &data[..], data.len() as u64)?;
+            }
+        } else {
+            let f = std::fs::File::open(input).map_err(|e| format!("{}: {e}", input.display()))?;
+            let len = f.metadata().map_or(0, |m| m.len());
+            n += feed(
+                &mut sink,
+                input,
+                &mut std::io::BufReader::with_capacity(1 << 20, f),
+                len,
+            )?;
+        }
+    }
+    sink.close()
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok(n)
+}
+
+/// Feeds the binary frames of `r` (`len` bytes, from `path`) to `sink`;
+/// returns the records. A log cut inside its last frame is imported up
+/// to it, with a warning.
+///
+/// Errors: not a binary log (it must start with the `H` frame); a read
+/// error; the sink's error.
+fn feed(
+    sink: &mut ArchiveSink,
+    path: &Path,
+    r: &mut dyn std::io::Read,
+    len: u64,
+) -> Result<u64, String> {
+    let at = |m: String| format!("{}: {m}", path.display());
+    let mut batch = Vec::with_capacity(1 << 20);
+    let (mut n, mut off) = (0u64, 0u64);
+    let mut head = [0u8; 4];
+    loop {
+        match read_full(r, &mut head).map_err(|e| at(e.to_string()))? {
+            0 => break,
+            4 => {}
+            got => {
+                eprintln!(
+                    "dplog-query: {}: cut inside a frame header at byte {off} ({got} of 4 bytes); imported the {n} records before it",
+                    path.display()
+                );
+                break;
+            }
+        }
+        let kind = head[0];
+        if off == 0 && kind != b'H'
+            || !dplog_sinks::archive::FRAME_KINDS.contains(&kind)
+            || head[1] != 0
+        {
+            return Err(at(format!(
+                "not a dplog binary log (byte {off}: no binary frame; a log starts with its H frame)"
+            )));
+        }
+        let flen = u16::from_le_bytes([head[2], head[3]]) as usize;
+        let start = batch.len();
+        batch.extend_from_slice(&head);
+        batch.resize(start + 4 + flen, 0);
+        let got = read_full(r, &mut batch[start + 4..]).map_err(|e| at(e.to_string()))?;
+        if got < flen {
+            batch.truncate(start);
+            eprintln!(
+                "dplog-query: {}: cut inside the frame at byte {off} ({got} of {flen} bytes, file of {len}); imported the records before it",
+                path.display()
+            );
+            break;
+        }
+        n += u64::from(kind == b'R');
+        off += 4 + flen as u64;
+        if batch.len() >= 1 << 20 {
+            sink.write_batch(&batch).map_err(|e| at(e.to_string()))?;
+            batch.clear();
+        }
+    }
+    if !batch.is_empty() {
+        sink.write_batch(&batch).map_err(|e| at(e.to_string()))?;
+    }
+    Ok(n)
+}
+
+/// Reads until `buf` is full or the input ends; returns the bytes read.
+fn read_full(r: &mut dyn std::io::Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match r.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(k) => got += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}

@@ -1,0 +1,419 @@
+//! The checkpoint: where each ring was consumed up to, together with how
+//! long each file and mmap output was at that moment, so a restarted
+//! daemon cuts the outputs back to the checkpoint and resumes the rings
+//! there (nothing lost, nothing written twice).
+//!
+//! Order per batch (see `Daemon::write_batch`): the batch is written to
+//! the sinks; with `--fsync` the outputs are fsync'd; the checkpoint is
+//! written to `<path>.tmp` (fsync'd with `--fsync`) and renamed over
+//! `<path>` (the directory fsync'd with `--fsync`); only then is each
+//! ring's consumer index published to its producer, freeing the slots. A
+//! crash before the rename leaves the previous checkpoint, whose outputs
+//! are shorter than the files: the restart truncates them and re-reads
+//! the rings from the previous indices, whose slots were not yet freed.
+//!
+//! The file is text, one item per line, the path last:
+//!
+//! ```text
+//! dplogd-checkpoint 1
+//! file <length> <path>
+//! mmap <seq|-> <committed bytes> <committed records> <prefix> <dir>
+//! ring <L|C|Q> <head> <drops reported> <nonce, 16 hex> <ring file name>
+//! end
+//! ```
+//!
+//! `L` a ring being served, `C` one whose producer exited and whose exit
+//! line is written (the file is removed next), `Q` one quarantined.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use dplog::config::SinkConfig;
+use dplog_sinks::mmap::reader::{list_segments, read_header};
+
+/// Byte offsets of the committed length and record count in an mmap
+/// segment header (`dplog_sinks::mmap`'s documented layout).
+const MMAP_OFF_COMMITTED: u64 = 24;
+const MMAP_OFF_RECORDS: u64 = 32;
+
+/// An output whose position is checkpointed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// A file sink's path (no rotation: see the README).
+    File(PathBuf),
+    /// An mmap sink's directory and prefix.
+    Mmap(PathBuf, String),
+}
+
+/// A position in a [`Target`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Pos {
+    /// The file's length in bytes.
+    File(PathBuf, u64),
+    /// The newest segment (`None`: no segment yet), its committed bytes
+    /// and records.
+    Mmap {
+        /// Directory.
+        dir: PathBuf,
+        /// Segment prefix.
+        prefix: String,
+        /// Newest segment's sequence number.
+        seq: Option<u64>,
+        /// Its committed data bytes.
+        committed: u64,
+        /// Its committed records.
+        records: u64,
+    },
+}
+
+/// The checkpointed outputs of a sink configuration: every `file` and
+/// `mmap` sink in it (the others, syslog and Kafka, cannot be cut back:
+/// at least once).
+pub fn targets(cfg: &SinkConfig) -> Vec<Target> {
+    match cfg {
+        SinkConfig::File(f) => vec![Target::File(f.path.clone())],
+        SinkConfig::Mmap(m) => vec![Target::Mmap(m.dir.clone(), m.prefix.clone())],
+        SinkConfig::Set(v) => v.iter().flat_map(targets).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The current position of `t`.
+///
+/// Errors: reading the file's metadata or the segment header.
+pub fn position(t: &Target) -> io::Result<Pos> {
+    match t {
+        Target::File(p) => {
+            let len = match std::fs::metadata(p) {
+                Ok(m) => m.len(),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => 0,
+                Err(e) => return Err(e),
+            };
+            Ok(Pos::File(p.clone(), len))
+        }
+        Target::Mmap(dir, prefix) => {
+            let segs = match list_segments(dir, prefix) {
+                Ok(s) => s,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+                Err(e) => return Err(e),
+            };
+            match segs.last() {
+                None => Ok(Pos::Mmap {
+                    dir: dir.clone(),
+                    prefix: prefix.clone(),
+                    seq: None,
+                    committed: 0,
+                    records: 0,
+                }),
+                Some((seq, path)) => {
+                    let h = read_header(path)?;
+                    Ok(Pos::Mmap {
+                        dir: dir.clone(),
+                        prefix: prefix.clone(),
+                        seq: Some(*seq),
+                        committed: h.committed_bytes,
+                        records: h.committed_records,
+                    })
+                }
+            }
+        }
+    }
+}
+
+/// Cuts an output back to `pos` (before its sink is opened): a file is
+/// truncated to the length; mmap segments newer than the checkpointed one
+/// are removed and that one's committed length and count are set back.
+/// Returns a description of what was cut, if anything.
+///
+/// Errors: the I/O error of truncating, removing or writing a header.
+pub fn truncate_to(pos: &Pos) -> io::Result<Option<String>> {
+    match pos {
+        Pos::File(path, len) => {
+            let f = match OpenOptions::new().write(true).open(path) {
+                Ok(f) => f,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(e),
+            };
+            let now = f.metadata()?.len();
+            if now > *len {
+                f.set_len(*len)?;
+                f.sync_all()?;
+                return Ok(Some(format!(
+                    "{}: cut from {now} to {len} bytes (written after the checkpoint)",
+                    path.display()
+                )));
+            }
+            if now < *len {
+                return Ok(Some(format!(
+                    "{}: {now} bytes, shorter than the checkpoint's {len} (rotated or cut from outside?); appending",
+                    path.display()
+                )));
+            }
+            Ok(None)
+        }
+        Pos::Mmap {
+            dir,
+            prefix,
+            seq,
+            committed,
+            records,
+        } => {
+            let mut cut = Vec::new();
+            let segs = match list_segments(dir, prefix) {
+                Ok(s) => s,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(e),
+            };
+            for (s, path) in segs {
+                if seq.map_or(true, |c| s > c) {
+                    std::fs::remove_file(&path)?;
+                    cut.push(format!("removed {}", path.display()));
+                } else if Some(s) == *seq {
+                    let h = read_header(&path)?;
+                    if h.committed_bytes > *committed || h.committed_records > *records {
+                        let f = OpenOptions::new().write(true).open(&path)?;
+                        f.write_all_at(&committed.to_le_bytes(), MMAP_OFF_COMMITTED)?;
+                        f.write_all_at(&records.to_le_bytes(), MMAP_OFF_RECORDS)?;
+                        f.sync_all()?;
+                        cut.push(format!(
+                            "{}: committed cut from {} to {committed} bytes",
+                            path.display(),
+                            h.committed_bytes
+                        ));
+                    }
+                }
+            }
+            Ok((!cut.is_empty()).then(|| cut.join("; ")))
+        }
+    }
+}
+
+/// A ring's consumption state in the checkpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RingMark {
+    /// Being served.
+    Live,
+    /// Producer gone, exit line written.
+    Closed,
+    /// Quarantined.
+    Quarantined,
+}
+
+/// One ring's line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RingEntry {
+    /// State.
+    pub mark: RingMark,
+    /// Consumer index: every record below it is in the outputs.
+    pub head: u64,
+    /// Producer drops already reported in-band.
+    pub drops_reported: u64,
+    /// The ring file's lifetime nonce.
+    pub nonce: u64,
+    /// The ring's file name.
+    pub file: String,
+}
+
+/// A whole checkpoint.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// Output positions.
+    pub outputs: Vec<Pos>,
+    /// Rings.
+    pub rings: Vec<RingEntry>,
+}
+
+impl Checkpoint {
+    /// The text form (module docs).
+    pub fn encode(&self) -> String {
+        let mut s = String::from("dplogd-checkpoint 1\n");
+        for o in &self.outputs {
+            match o {
+                Pos::File(p, len) => s += &format!("file {len} {}\n", p.display()),
+                Pos::Mmap {
+                    dir,
+                    prefix,
+                    seq,
+                    committed,
+                    records,
+                } => {
+                    let seq = seq.map_or("-".to_string(), |s| s.to_string());
+                    s += &format!(
+                        "mmap {seq} {committed} {records} {prefix} {}\n",
+                        dir.display()
+                    );
+                }
+            }
+        }
+        for r in &self.rings {
+            let m = match r.mark {
+                RingMark::Live => 'L',
+                RingMark::Closed => 'C',
+                RingMark::Quarantined => 'Q',
+            };
+            s += &format!(
+                "ring {m} {} {} {:016x} {}\n",
+                r.head, r.drops_reported, r.nonce, r.file
+            );
+        }
+        s += "end\n";
+        s
+    }
+
+    /// Parses [`encode`](Self::encode)'s form.
+    ///
+    /// Errors: a message naming the bad line (a torn checkpoint cannot
+    /// occur, it is renamed into place whole).
+    pub fn decode(text: &str) -> Result<Self, String> {
+        let mut lines = text.lines().enumerate();
+        if lines.next().map(|l| l.1) != Some("dplogd-checkpoint 1") {
+            return Err("line 1 is not `dplogd-checkpoint 1`".into());
+        }
+        let mut c = Checkpoint::default();
+        let mut ended = false;
+        for (i, line) in lines {
+            let bad = || format!("line {}: cannot parse {line:?}", i + 1);
+            let num = |s: Option<&str>| s.and_then(|s| s.parse::<u64>().ok()).ok_or_else(bad);
+            let mut w = line.splitn(2, ' ');
+            let kind = w.next().unwrap_or("");
+            let rest = w.next().unwrap_or("");
+            match kind {
+                "file" => {
+                    let mut p = rest.splitn(2, ' ');
+                    let len = num(p.next())?;
+                    let path = p.next().ok_or_else(bad)?;
+                    c.outputs.push(Pos::File(path.into(), len));
+                }
+                "mmap" => {
+                    let mut p = rest.splitn(5, ' ');
+                    let seq = match p.next() {
+                        Some("-") => None,
+                        s => Some(num(s)?),
+                    };
+                    let committed = num(p.next())?;
+                    let records = num(p.next())?;
+                    let prefix = p.next().ok_or_else(bad)?.to_string();
+                    let dir = p.next().ok_or_else(bad)?.into();
+                    c.outputs.push(Pos::Mmap {
+                        dir,
+                        prefix,
+                        seq,
+                        committed,
+                        records,
+                    });
+                }
+                "ring" => {
+                    let mut p = rest.splitn(5, ' ');
+                    let mark = match p.next() {
+                        Some("L") => RingMark::Live,
+                        Some("C") => RingMark::Closed,
+                        Some("Q") => RingMark::Quarantined,
+                        _ => return Err(bad()),
+                    };
+                    let head = num(p.next())?;
+                    let drops_reported = num(p.next())?;
+                    let nonce = p
+                        .next()
+                        .and_then(|s| u64::from_str_radix(s, 16).ok())
+                        .ok_or_else(bad)?;
+                    let file = p.next().ok_or_else(bad)?.to_string();
+                    c.rings.push(RingEntry {
+                        mark,
+                        head,
+                        drops_reported,
+                        nonce,
+                        file,
+                    });
+                }
+                "end" => {
+                    ended = true;
+                    break;
+                }
+                _ => return Err(bad()),
+            }
+        }
+        if !ended {
+            return Err("no `end` line".into());
+        }
+        Ok(c)
+    }
+}
+
+/// Reads the checkpoint at `path`; `Ok(None)` if there is none.
+///
+/// Errors: reading it, or [`Checkpoint::decode`]'s message.
+pub fn load(path: &Path) -> Result<Option<Checkpoint>, String> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => Checkpoint::decode(&t)
+            .map(Some)
+            .map_err(|e| format!("checkpoint {}: {e}", path.display())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("checkpoint {}: {e}", path.display())),
+    }
+}
+
+/// Writes `c` to `path` atomically (`<path>.tmp`, renamed), fsync'd
+/// (file, then directory) when `fsync`.
+///
+/// Errors: the I/O error.
+pub fn save(path: &Path, c: &Checkpoint, fsync: bool) -> io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    {
+        let mut f = File::create(&tmp)?;
+        f.write_all(c.encode().as_bytes())?;
+        if fsync {
+            f.sync_all()?;
+        }
+    }
+    std::fs::rename(&tmp, path)?;
+    if fsync {
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let c = Checkpoint {
+            outputs: vec![
+                Pos::File("/tmp/a b.log".into(), 12345),
+                Pos::Mmap {
+                    dir: "/tmp/mm dir".into(),
+                    prefix: "nat".into(),
+                    seq: Some(3),
+                    committed: 99,
+                    records: 2,
+                },
+                Pos::Mmap {
+                    dir: "/x".into(),
+                    prefix: "p".into(),
+                    seq: None,
+                    committed: 0,
+                    records: 0,
+                },
+            ],
+            rings: vec![RingEntry {
+                mark: RingMark::Closed,
+                head: 77,
+                drops_reported: 5,
+                nonce: 0xdead_beef_0000_0001,
+                file: "nat.12.deadbeef00000001.ring".into(),
+            }],
+        };
+        assert_eq!(Checkpoint::decode(&c.encode()).unwrap(), c);
+        assert!(Checkpoint::decode("dplogd-checkpoint 1\nfile x y\nend\n").is_err());
+        assert!(Checkpoint::decode("dplogd-checkpoint 1\n").is_err());
+    }
+}

@@ -1,0 +1,775 @@
+//! `dplogd`: serves the dplog shared-memory rings (`dplog_core::shm`) that
+//! dataplane processes create in a directory: drains them in bursts,
+//! formats the records with the library's formatters and writes them to
+//! its sinks, as configured by the library's TOML (`[format]`, `[sink]`,
+//! `[ring] burst` and `batch_bytes`). Records pushed into a ring survive
+//! the crash of the process that pushed them.
+//!
+//! The daemon trusts nothing in a ring file (see `dplog_core::shm`): a
+//! ring that breaks the protocol is quarantined with one line on stderr
+//! naming it, and the others keep being served. It checkpoints the ring
+//! positions together with the output positions (`checkpoint`), so a
+//! daemon killed at any instant and restarted writes every record to its
+//! file and mmap outputs exactly once.
+
+mod checkpoint;
+
+use std::collections::{BTreeMap, HashSet};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use dplog::config::LogConfig;
+use dplog_core::shm::{
+    ring_file_name, schema_fingerprint, OpenRules, ProducerState, ShmError, ShmReader,
+};
+use dplog_core::tsc::TscClock;
+use dplog_core::{DropReport, Formatter, RingStats, Schema, Sink, Snapshot, Stats};
+use dplog_formatters::{Format, SchemaFormatter};
+
+use checkpoint::{Checkpoint, RingEntry, RingMark, Target};
+
+/// Drains dplog shared-memory rings into the configured format and sinks.
+#[derive(Parser, Debug)]
+#[command(name = "dplogd", version)]
+struct Args {
+    /// The library's TOML (`[format]`, `[sink]`, `[ring] burst`,
+    /// `batch_bytes`); without it, text lines to `dplogd.log`.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Directory the producers create their ring files in (e.g.
+    /// `/dev/shm/dplog`); watched for new rings.
+    #[arg(long)]
+    rings: PathBuf,
+    /// Checkpoint file (ring and output positions); keep it on the
+    /// outputs' filesystem.
+    #[arg(long, default_value = "dplogd.checkpoint")]
+    checkpoint: PathBuf,
+    /// Also serve ring files owned by this uid (repeatable); by default
+    /// only this user's.
+    #[arg(long = "allow-uid")]
+    allow_uid: Vec<u32>,
+    /// fsync the outputs and the checkpoint on every batch (power-loss
+    /// safety; a process crash needs none).
+    #[arg(long)]
+    fsync: bool,
+    /// How often the directory is scanned and idle producers' liveness
+    /// checked, ms.
+    #[arg(long, default_value_t = 100)]
+    scan_ms: u64,
+    /// Serve the counters (OpenMetrics text) on GET /metrics at this
+    /// loopback address.
+    #[arg(long)]
+    metrics: Option<std::net::SocketAddr>,
+    /// Write the counters snapshot (the same text) to this file on exit.
+    #[arg(long)]
+    stats_file: Option<PathBuf>,
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+static HUP: AtomicU32 = AtomicU32::new(0);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    if sig == libc::SIGHUP {
+        // Relaxed: a request counter the main loop polls (partner: its
+        // Relaxed load); nothing else is published through it.
+        HUP.fetch_add(1, Ordering::Relaxed);
+    } else {
+        // Relaxed: the main loop polls the flag (partner: its Relaxed
+        // loads); nothing else is published through it.
+        STOP.store(true, Ordering::Relaxed);
+    }
+}
+
+fn install_signals() {
+    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        // SAFETY: installs an async-signal-safe handler (it only stores
+        // atomics); the sigaction struct is fully initialised.
+        unsafe {
+            let mut sa: libc::sigaction = core::mem::zeroed();
+            sa.sa_sigaction = on_signal as *const () as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, core::ptr::null_mut());
+        }
+    }
+}
+
+/// Why a ring stops being served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ending {
+    Exited,
+    Closed,
+    Quarantined,
+}
+
+struct Ring {
+    reader: ShmReader,
+    file: String,
+    id: u32,
+    fmt: SchemaFormatter,
+    /// Set once its last line (exit or quarantine) is in the batch; the
+    /// ring is then retired after the checkpoint.
+    ending: Option<Ending>,
+    last_check: Instant,
+    dequeued: u64,
+    high_water: u64,
+    dropped_reported: u64,
+    /// The consumer index last published to the producer: the slots
+    /// between it and the reader's head are copied out but still held
+    /// until their batch is written and checkpointed.
+    published: u64,
+}
+
+struct Daemon {
+    args: Args,
+    cfg: LogConfig,
+    known: Vec<&'static Schema>,
+    sink: dplog_sinks::BoxSink,
+    targets: Vec<Target>,
+    rings: BTreeMap<String, Ring>,
+    /// Ring files refused or retired, never opened again.
+    refused: HashSet<String>,
+    /// Checkpoint entries of rings not (yet) open again after a restart.
+    resume: BTreeMap<String, RingEntry>,
+    /// Checkpoint entries of quarantined rings whose files remain: kept,
+    /// so a restart does not serve them again from the start.
+    kept: BTreeMap<String, RingEntry>,
+    next_id: u32,
+    buf: Vec<u8>,
+    reports: Vec<Range<usize>>,
+    batch_records: u64,
+    slots: Vec<u8>,
+    clock: TscClock,
+    stats: Stats,
+    closed_rings: Vec<RingStats>,
+    snapshot: Arc<Mutex<Snapshot>>,
+    last_sink_error: Option<Instant>,
+}
+
+fn main() {
+    let args = Args::parse();
+    std::process::exit(match run(args) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("dplogd: {e}");
+            1
+        }
+    });
+}
+
+fn run(args: Args) -> Result<(), String> {
+    let cfg = match &args.config {
+        Some(p) => dplog::config::read_toml::<LogConfig>(p).map_err(|e| e.to_string())?,
+        None => LogConfig::from_toml_str("[sink]\ntype = \"file\"\npath = \"dplogd.log\"\n")
+            .map_err(|e| e.to_string())?,
+    };
+    let known: Vec<&'static Schema> = dplog_schema_nat::all().to_vec();
+    // Every ring's formatter is built for the schemas it declares; the
+    // format settings are checked once here against the known ones.
+    cfg.format.formatter(&known).map_err(|e| e.to_string())?;
+    if !args.rings.is_dir() {
+        return Err(format!(
+            "--rings {}: not a directory (create it, mode 0700, or 0770 for a group)",
+            args.rings.display()
+        ));
+    }
+    let targets = checkpoint::targets(&cfg.sink);
+    // Restart: cut every output back to the checkpoint before its sink
+    // opens (and appends).
+    let ckpt = checkpoint::load(&args.checkpoint)?;
+    let mut resume = BTreeMap::new();
+    if let Some(c) = &ckpt {
+        for pos in &c.outputs {
+            if let Some(m) = checkpoint::truncate_to(pos)
+                .map_err(|e| format!("cutting the output back to the checkpoint: {e}"))?
+            {
+                eprintln!("dplogd: restart: {m}");
+            }
+        }
+        for r in &c.rings {
+            resume.insert(r.file.clone(), r.clone());
+        }
+    }
+    let sink = cfg
+        .sink
+        .build_for(&cfg.format)
+        .map_err(|e| format!("opening the sink: {e}"))?;
+    install_signals();
+    dplog_core::shm::install_sigbus_guard().map_err(|e| format!("SIGBUS guard: {e}"))?;
+    let snapshot = Arc::new(Mutex::new(Snapshot::default()));
+    let _metrics = match args.metrics {
+        Some(addr) => Some(serve_metrics(addr, snapshot.clone())?),
+        None => None,
+    };
+    let mut d = Daemon {
+        cfg,
+        known,
+        sink,
+        targets,
+        rings: BTreeMap::new(),
+        refused: HashSet::new(),
+        resume,
+        kept: BTreeMap::new(),
+        next_id: 0,
+        buf: Vec::new(),
+        reports: Vec::new(),
+        batch_records: 0,
+        slots: Vec::new(),
+        clock: TscClock::new(Duration::from_millis(10)),
+        stats: Stats::default(),
+        closed_rings: Vec::new(),
+        snapshot,
+        last_sink_error: None,
+        args,
+    };
+    d.buf.reserve(d.cfg.ring.batch_bytes + 65536);
+    // The positions the first batch starts from.
+    d.save_checkpoint()?;
+    d.serve()
+}
+
+impl Daemon {
+    fn serve(&mut self) -> Result<(), String> {
+        let scan_every = Duration::from_millis(self.args.scan_ms.max(1));
+        let mut last_scan = Instant::now() - scan_every;
+        let mut hup_seen = 0;
+        let mut idle_sleep = Duration::from_micros(100);
+        loop {
+            // Relaxed: pairs with the handler's Relaxed store (a flag).
+            let stopping = STOP.load(Ordering::Relaxed);
+            let now = Instant::now();
+            if now.duration_since(last_scan) >= scan_every {
+                last_scan = now;
+                self.scan();
+                self.publish_snapshot();
+            }
+            // Relaxed: pairs with the handler's Relaxed increment.
+            let hup = HUP.load(Ordering::Relaxed);
+            if hup != hup_seen {
+                hup_seen = hup;
+                if let Err(e) = self.sink.reopen() {
+                    eprintln!("dplogd: SIGHUP: reopening the sink: {e}");
+                }
+            }
+            let got = self.drain_once(scan_every);
+            let ending = self.rings.values().any(|r| r.ending.is_some());
+            // A ring half held by the pending batch: write it now, or its
+            // producer would wait for the whole batch to fill.
+            let held = self.rings.values().any(|r| {
+                (r.reader.head() - r.published) * 2 >= u64::from(r.reader.info().capacity)
+            });
+            let full = held || self.buf.len() >= self.cfg.ring.batch_bytes;
+            if ending || (!self.buf.is_empty() && (full || got == 0 || stopping)) {
+                self.write_batch()?;
+            }
+            if stopping && got == 0 {
+                break;
+            }
+            if got == 0 {
+                std::thread::sleep(idle_sleep);
+                idle_sleep = (idle_sleep * 2).min(Duration::from_millis(2));
+            } else {
+                idle_sleep = Duration::from_micros(100);
+            }
+            let _ = self.sink.tick(Instant::now());
+            self.stats.sink_pending = 0;
+            let p = self.sink.poll();
+            self.stats.dropped_sink += p.failed_records;
+        }
+        self.write_batch()?;
+        let _ = self.sink.drain(Instant::now() + Duration::from_secs(5));
+        if let Err(e) = self.sink.close() {
+            eprintln!("dplogd: closing the sink: {e}");
+        }
+        self.save_checkpoint()?;
+        self.publish_snapshot();
+        if let Some(p) = &self.args.stats_file {
+            let text = self
+                .snapshot
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .to_prometheus();
+            std::fs::write(p, text).map_err(|e| format!("{}: {e}", p.display()))?;
+        }
+        Ok(())
+    }
+
+    /// Opens the ring files that appeared.
+    fn scan(&mut self) {
+        let entries = match std::fs::read_dir(&self.args.rings) {
+            Ok(e) => e,
+            Err(e) => {
+                eprintln!("dplogd: reading {}: {e}", self.args.rings.display());
+                return;
+            }
+        };
+        let mut present = HashSet::new();
+        for e in entries.flatten() {
+            let path = e.path();
+            if ring_file_name(&path).is_none() {
+                continue;
+            }
+            let file = e.file_name().to_string_lossy().into_owned();
+            present.insert(file.clone());
+            if self.rings.contains_key(&file) || self.refused.contains(&file) {
+                continue;
+            }
+            self.open_ring(&path, file);
+        }
+        // Checkpoint entries of rings that are gone stay only until the
+        // next checkpoint; names of files gone are forgotten (a ring
+        // file's name is never used again: its nonce).
+        self.resume.retain(|f, _| present.contains(f));
+        self.refused.retain(|f| present.contains(f));
+        self.kept.retain(|f, _| present.contains(f));
+    }
+
+    fn open_ring(&mut self, path: &Path, file: String) {
+        let rules = OpenRules {
+            allow_uids: self.args.allow_uid.clone(),
+        };
+        let refuse = |d: &mut Daemon, why: String| {
+            eprintln!("dplogd: ring {file}: refused: {why}");
+            d.refused.insert(file.clone());
+            d.stats.rings_stopped += 1;
+        };
+        let mut reader = match ShmReader::open(path, &rules) {
+            Ok(r) => r,
+            Err(e) => return refuse(self, e.to_string()),
+        };
+        let resumed = self.resume.remove(&file);
+        if let Some(r) = &resumed {
+            if r.nonce != reader.info().nonce {
+                return refuse(
+                    self,
+                    format!(
+                        "its lifetime nonce {:016x} is not the checkpoint's {:016x}",
+                        reader.info().nonce,
+                        r.nonce
+                    ),
+                );
+            }
+            match r.mark {
+                RingMark::Closed => {
+                    // Its exit line is written: only the removal was left.
+                    let _ = std::fs::remove_file(path);
+                    self.refused.insert(file);
+                    return;
+                }
+                RingMark::Quarantined => {
+                    eprintln!("dplogd: ring {file}: quarantined before the restart; not served");
+                    reader.quarantine();
+                    self.kept.insert(file.clone(), r.clone());
+                    self.refused.insert(file);
+                    return;
+                }
+                RingMark::Live => {}
+            }
+        }
+        let mut schemas = Vec::new();
+        for d in &reader.info().schemas {
+            match self.known.iter().find(|s| {
+                s.id() == d.id && s.name() == d.name && schema_fingerprint(s) == d.fingerprint
+            }) {
+                Some(s) => schemas.push(*s),
+                None => {
+                    return refuse(
+                        self,
+                        format!(
+                            "schema {} (id {}, fingerprint {:016x}) is not one dplogd knows",
+                            d.name, d.id, d.fingerprint
+                        ),
+                    )
+                }
+            }
+        }
+        if schemas.is_empty() {
+            return refuse(self, "it declares no schema".into());
+        }
+        if let Some(r) = &resumed {
+            if let Err(e) = reader.resume_at(r.head, r.drops_reported) {
+                reader.quarantine();
+                return refuse(self, format!("resuming at the checkpoint: {e}"));
+            }
+            // The checkpointed position is written: free its slots (a
+            // daemon killed between its checkpoint and this store left
+            // them held).
+            reader.publish_head();
+            reader.publish_reported();
+        }
+        let mut fmt = match self.cfg.format.formatter(&schemas) {
+            Ok(f) => f,
+            Err(e) => return refuse(self, e.to_string()),
+        };
+        if let Some(c) = self.clock.calibration() {
+            Formatter::<dplog_core::Slot64>::tsc_calibration(&mut fmt, &c);
+        }
+        let head = reader.head();
+        let id = self.next_id;
+        self.next_id += 1;
+        self.stats.rings += 1;
+        self.rings.insert(
+            file.clone(),
+            Ring {
+                reader,
+                file,
+                id,
+                fmt,
+                ending: None,
+                last_check: Instant::now(),
+                dequeued: 0,
+                high_water: 0,
+                dropped_reported: 0,
+                published: head,
+            },
+        );
+    }
+
+    /// One burst from every ring; returns the records read.
+    fn drain_once(&mut self, check_every: Duration) -> usize {
+        let burst = self.cfg.ring.burst.max(1);
+        let format = self.cfg.format.kind;
+        let mut total = 0;
+        let now = Instant::now();
+        for r in self.rings.values_mut() {
+            if r.ending.is_some() {
+                continue;
+            }
+            // The producer's state is read before the poll: a producer seen
+            // closed or dead publishes nothing after, so a poll that then
+            // drains the ring has every record it committed.
+            let state = if now.duration_since(r.last_check) >= check_every {
+                r.last_check = now;
+                Some(r.reader.producer_state())
+            } else {
+                None
+            };
+            let res = r.reader.poll(burst, &mut self.slots);
+            let sb = r.reader.info().slot_bytes as usize;
+            let n = self.slots.len() / sb;
+            for s in self.slots.chunks_exact(sb) {
+                // The header's length was checked (8..=slot bytes).
+                let len = usize::from(u16::from_ne_bytes([s[0], s[1]]));
+                let before = self.buf.len();
+                if r.fmt.push_bytes(&s[..len], &mut self.buf) {
+                    self.stats.formatted += 1;
+                    self.batch_records += 1;
+                } else {
+                    self.buf.truncate(before);
+                    self.stats.dropped_format += 1;
+                }
+            }
+            r.reader.consume(n);
+            r.dequeued += n as u64;
+            self.stats.dequeued += n as u64;
+            total += n;
+            r.high_water = r
+                .high_water
+                .max(r.reader.tail().saturating_sub(r.reader.head() - n as u64));
+            if let Some(d) = res.is_ok().then(|| r.reader.take_drops()).flatten() {
+                let now_ticks = dplog_core::tsc::now_ticks();
+                let rep = DropReport::new(
+                    r.id,
+                    d.dropped,
+                    self.clock.to_utc_ns(d.first_ns.min(now_ticks)),
+                    self.clock.to_utc_ns(d.last_ns.min(now_ticks)),
+                );
+                let start = self.buf.len();
+                Formatter::<dplog_core::Slot64>::format_drop_report(
+                    &mut r.fmt,
+                    &rep,
+                    &mut self.buf,
+                );
+                if self.buf.len() > start {
+                    self.reports.push(start..self.buf.len());
+                    self.stats.drop_reports += 1;
+                }
+                r.dropped_reported += d.dropped;
+            }
+            if let Err(e) = res {
+                let e = match e {
+                    ShmError::Protocol(m) => m,
+                    other => other.to_string(),
+                };
+                eprintln!(
+                    "dplogd: ring {}: quarantined: {e}; {} records written from it before; the other rings are still served",
+                    r.file,
+                    r.reader.head()
+                );
+                r.reader.quarantine();
+                line(
+                    format,
+                    &mut self.buf,
+                    &mut self.reports,
+                    &r.file,
+                    r.reader.info().pid,
+                    r.reader.head(),
+                    Ending::Quarantined,
+                );
+                r.ending = Some(Ending::Quarantined);
+                self.stats.rings_stopped += 1;
+                continue;
+            }
+            if let Some(st) = state {
+                if st != ProducerState::Running && r.reader.head() == r.reader.tail() && n < burst {
+                    let how = if st == ProducerState::Closed {
+                        Ending::Closed
+                    } else {
+                        Ending::Exited
+                    };
+                    line(
+                        format,
+                        &mut self.buf,
+                        &mut self.reports,
+                        &r.file,
+                        r.reader.info().pid,
+                        r.reader.head(),
+                        how,
+                    );
+                    r.ending = Some(how);
+                }
+            }
+        }
+        total
+    }
+
+    /// Writes the batch (retrying while the sink fails retryably), then
+    /// checkpoints, then frees the rings' slots and retires ended rings.
+    fn write_batch(&mut self) -> Result<(), String> {
+        if !self.buf.is_empty() {
+            let mut backoff = Duration::from_millis(10);
+            loop {
+                match self.sink.write_batch_marked(&self.buf, &self.reports) {
+                    Ok(accepted) => {
+                        if accepted == dplog_core::Accepted::Pending {
+                            // An asynchronous sink (Kafka, syslog over TCP
+                            // awaiting acknowledgement): the checkpoint
+                            // that follows frees the ring's slots, so it
+                            // waits until the receiver has the records.
+                            let deadline = Instant::now()
+                                + Duration::from_millis(self.cfg.ring.shutdown_timeout_ms);
+                            if let Err(e) = self.sink.drain(deadline) {
+                                self.stats.sink_errors += 1;
+                                eprintln!("dplogd: sink {}: {e}", self.sink.describe());
+                            }
+                            let p = self.sink.poll();
+                            self.stats.dropped_sink += p.failed_records;
+                        }
+                        self.stats.written_records += self.batch_records;
+                        self.stats.written_bytes += self.buf.len() as u64;
+                        self.stats.batches += 1;
+                        break;
+                    }
+                    // Relaxed: the stop flag, as in `serve`.
+                    Err(e) if e.is_retryable() && !STOP.load(Ordering::Relaxed) => {
+                        self.stats.sink_errors += 1;
+                        self.stats.sink_retries += 1;
+                        let now = Instant::now();
+                        if self
+                            .last_sink_error
+                            .map_or(true, |t| now.duration_since(t) >= Duration::from_secs(5))
+                        {
+                            self.last_sink_error = Some(now);
+                            eprintln!(
+                                "dplogd: sink {} failing: {e}; {} records waiting; retrying (the rings hold the rest, producers see their policy)",
+                                self.sink.describe(),
+                                self.batch_records
+                            );
+                        }
+                        std::thread::sleep(backoff);
+                        backoff = (backoff * 2).min(Duration::from_secs(1));
+                    }
+                    Err(e) => {
+                        self.stats.sink_errors += 1;
+                        let kept = self.sink.kept_of_refused(&self.buf, &self.reports);
+                        self.stats.written_records += kept.records;
+                        self.stats.dropped_sink +=
+                            self.batch_records - kept.records.min(self.batch_records);
+                        eprintln!(
+                            "dplogd: sink {}: {e}; {} records of the batch dropped",
+                            self.sink.describe(),
+                            self.batch_records - kept.records.min(self.batch_records)
+                        );
+                        self.sink.abandon();
+                        break;
+                    }
+                }
+            }
+            if self.args.fsync {
+                if let Err(e) = self.sink.flush() {
+                    eprintln!("dplogd: flushing the sink: {e}");
+                }
+            }
+            self.buf.clear();
+            self.reports.clear();
+            self.batch_records = 0;
+        }
+        self.save_checkpoint()?;
+        let mut retired = Vec::new();
+        for r in self.rings.values_mut() {
+            r.reader.publish_head();
+            r.published = r.reader.head();
+            r.reader.publish_reported();
+            if let Some(how) = r.ending {
+                retired.push((r.file.clone(), how));
+            }
+        }
+        if retired.is_empty() {
+            return Ok(());
+        }
+        for (file, how) in &retired {
+            if let Some(r) = self.rings.remove(file) {
+                if *how == Ending::Quarantined {
+                    self.kept.insert(
+                        file.clone(),
+                        RingEntry {
+                            mark: RingMark::Quarantined,
+                            head: r.reader.head(),
+                            drops_reported: r.reader.drops_reported(),
+                            nonce: r.reader.info().nonce,
+                            file: file.clone(),
+                        },
+                    );
+                } else {
+                    let _ = std::fs::remove_file(r.reader.path());
+                }
+                self.closed_rings
+                    .push(ring_stats(&r, *how == Ending::Quarantined));
+                self.refused.insert(file.clone());
+            }
+        }
+        // The removed rings leave the checkpoint (a quarantined one stays,
+        // marked, while its file exists).
+        self.save_checkpoint()
+    }
+
+    fn save_checkpoint(&mut self) -> Result<(), String> {
+        let mut outputs = Vec::new();
+        for t in &self.targets {
+            outputs.push(checkpoint::position(t).map_err(|e| format!("output position: {e}"))?);
+        }
+        let mut rings: Vec<RingEntry> = self
+            .rings
+            .values()
+            .map(|r| RingEntry {
+                mark: match r.ending {
+                    None => RingMark::Live,
+                    Some(Ending::Quarantined) => RingMark::Quarantined,
+                    Some(_) => RingMark::Closed,
+                },
+                head: r.reader.head(),
+                drops_reported: r.reader.drops_reported(),
+                nonce: r.reader.info().nonce,
+                file: r.file.clone(),
+            })
+            .collect();
+        // Rings of the previous run not open yet keep their positions.
+        rings.extend(self.resume.values().cloned());
+        rings.extend(self.kept.values().cloned());
+        let c = Checkpoint { outputs, rings };
+        checkpoint::save(&self.args.checkpoint, &c, self.args.fsync).map_err(|e| {
+            format!(
+                "writing the checkpoint {}: {e}",
+                self.args.checkpoint.display()
+            )
+        })
+    }
+
+    fn publish_snapshot(&self) {
+        let mut rings: Vec<RingStats> = self.closed_rings.clone();
+        rings.extend(self.rings.values().map(|r| ring_stats(r, false)));
+        rings.sort_by_key(|r| r.id);
+        let mut s = self.stats;
+        s.enqueued = rings.iter().map(|r| r.enqueued).sum();
+        s.dropped_full = rings.iter().map(|r| r.dropped_full).sum();
+        s.produced = s.enqueued + s.dropped_full;
+        s.high_water = rings.iter().map(|r| r.high_water).max().unwrap_or(0);
+        let snap = Snapshot {
+            consumer: s,
+            rings,
+            latency: Default::default(),
+        };
+        *self.snapshot.lock().unwrap_or_else(|e| e.into_inner()) = snap;
+    }
+}
+
+fn ring_stats(r: &Ring, stopped: bool) -> RingStats {
+    RingStats {
+        id: r.id,
+        capacity: u64::from(r.reader.info().capacity),
+        fill: r.reader.tail() - r.reader.head(),
+        produced: r.reader.tail() + r.dropped_reported,
+        enqueued: r.reader.tail(),
+        dropped_full: r.dropped_reported,
+        stopped,
+        dequeued: r.dequeued,
+        high_water: r.high_water,
+        ..Default::default()
+    }
+}
+
+/// The in-band line that ends a ring: text for the line formats, a JSON
+/// object for `json`, nothing for the formats a foreign line would
+/// corrupt (CSV, IPFIX, binary; stderr and the counters say it there).
+fn line(
+    format: Format,
+    buf: &mut Vec<u8>,
+    reports: &mut Vec<Range<usize>>,
+    file: &str,
+    pid: u32,
+    records: u64,
+    how: Ending,
+) {
+    let (word, key) = match how {
+        Ending::Exited => ("exited", "producer_exited"),
+        Ending::Closed => ("closed its ring", "producer_closed"),
+        Ending::Quarantined => ("had its ring quarantined", "ring_quarantined"),
+    };
+    let start = buf.len();
+    match format {
+        Format::Json => buf.extend_from_slice(
+            format!(
+                "{{\"dplogd\":\"{key}\",\"ring\":\"{file}\",\"pid\":{pid},\"records\":{records}}}\n"
+            )
+            .as_bytes(),
+        ),
+        Format::Text | Format::Rfc5424 | Format::Rfc3164 => buf.extend_from_slice(
+            format!("dplogd: producer of ring {file} (pid {pid}) {word} after {records} records\n")
+                .as_bytes(),
+        ),
+        _ => {}
+    }
+    if buf.len() > start {
+        reports.push(start..buf.len());
+    }
+}
+
+fn serve_metrics(
+    addr: std::net::SocketAddr,
+    snap: Arc<Mutex<Snapshot>>,
+) -> Result<std::thread::JoinHandle<()>, String> {
+    if !addr.ip().is_loopback() {
+        return Err(format!("--metrics {addr}: not a loopback address"));
+    }
+    let server = tiny_http::Server::http(addr).map_err(|e| format!("--metrics {addr}: {e}"))?;
+    std::thread::Builder::new()
+        .name("dplogd-metrics".into())
+        .spawn(move || {
+            for req in server.incoming_requests() {
+                let resp = if req.url() == "/metrics" {
+                    let body = snap
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .to_prometheus();
+                    tiny_http::Response::from_string(body)
+                } else {
+                    tiny_http::Response::from_string("not found\n").with_status_code(404)
+                };
+                let _ = req.respond(resp);
+            }
+        })
+        .map_err(|e| e.to_string())
+}

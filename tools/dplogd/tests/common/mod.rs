@@ -1,0 +1,191 @@
+//! Helpers of the dplogd tests: real `dplogd` and `dplogd-produce`
+//! processes on a temporary directory.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const DPLOGD: &str = env!("CARGO_BIN_EXE_dplogd");
+pub const PRODUCE: &str = env!("CARGO_BIN_EXE_dplogd-produce");
+
+/// A temporary set-up: `rings/`, a config, the checkpoint and outputs.
+pub struct Setup {
+    pub dir: tempfile::TempDir,
+    /// Processes started, killed at drop if still running (a failed
+    /// assertion must not leave them behind).
+    pids: std::cell::RefCell<Vec<u32>>,
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        for &pid in self.pids.borrow().iter() {
+            // SAFETY: waitpid/kill on our own children: WNOHANG returns 0
+            // only for a child still running (never reaped, so the pid is
+            // still ours).
+            unsafe {
+                if libc::waitpid(pid as i32, core::ptr::null_mut(), libc::WNOHANG) == 0 {
+                    libc::kill(pid as i32, libc::SIGKILL);
+                    libc::waitpid(pid as i32, core::ptr::null_mut(), 0);
+                }
+            }
+        }
+    }
+}
+
+impl Setup {
+    pub fn new(sinks: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("rings")).unwrap();
+        let cfg = format!(
+            "[format]\ntype = \"json\"\n[ring]\nburst = 64\n{}",
+            sinks.replace("@", dir.path().to_str().unwrap())
+        );
+        std::fs::write(dir.path().join("dplogd.toml"), cfg).unwrap();
+        Self {
+            dir,
+            pids: Default::default(),
+        }
+    }
+
+    pub fn path(&self, p: &str) -> PathBuf {
+        self.dir.path().join(p)
+    }
+
+    pub fn rings(&self) -> PathBuf {
+        self.path("rings")
+    }
+
+    /// Starts dplogd; its stderr goes to `dplogd.err` (appended).
+    pub fn daemon(&self) -> Child {
+        self.daemon_with(&[])
+    }
+
+    /// [`daemon`](Self::daemon) with `extra` flags.
+    pub fn daemon_with(&self, extra: &[&str]) -> Child {
+        let err = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.path("dplogd.err"))
+            .unwrap();
+        Command::new(DPLOGD)
+            .arg("--config")
+            .arg(self.path("dplogd.toml"))
+            .arg("--rings")
+            .arg(self.rings())
+            .arg("--checkpoint")
+            .arg(self.path("dplogd.checkpoint"))
+            .arg("--scan-ms")
+            .arg("20")
+            .args(extra)
+            .stderr(err)
+            .spawn()
+            .inspect(|c| self.pids.borrow_mut().push(c.id()))
+            .unwrap()
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(self.path("dplogd.err")).unwrap_or_default()
+    }
+
+    /// Starts a producer with `extra` flags.
+    pub fn producer(&self, name: &str, tag: u32, extra: &[&str]) -> Child {
+        Command::new(PRODUCE)
+            .arg("--dir")
+            .arg(self.rings())
+            .arg("--name")
+            .arg(name)
+            .arg("--tag")
+            .arg(tag.to_string())
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .inspect(|c| self.pids.borrow_mut().push(c.id()))
+            .unwrap()
+    }
+}
+
+pub fn kill9(c: &mut Child) {
+    // SAFETY: kill(2) on a child we started and have not reaped.
+    unsafe { libc::kill(c.id() as i32, libc::SIGKILL) };
+    let _ = c.wait();
+}
+
+/// SIGTERM, then waits; returns the exit code.
+pub fn term(c: &mut Child) -> i32 {
+    // SAFETY: kill(2) on a child we started and have not reaped.
+    unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+    let st = c.wait().unwrap();
+    st.code().unwrap_or(-1)
+}
+
+/// What an output holds: per tag the sequence numbers in order, and the
+/// dplogd lines (`producer_exited` & co) by ring file.
+#[derive(Debug, Default)]
+pub struct Output {
+    pub seqs: BTreeMap<u64, Vec<u64>>,
+    pub ends: Vec<serde_json::Value>,
+    /// In-band drop reports (`dplogEvent`).
+    pub drops: Vec<serde_json::Value>,
+}
+
+pub fn parse(text: &str) -> Output {
+    let mut o = Output::default();
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("not a JSON line ({e}): {line:?}"));
+        if v.get("dplogd").is_some() {
+            o.ends.push(v);
+            continue;
+        }
+        if v.get("dplogEvent").is_some() {
+            o.drops.push(v);
+            continue;
+        }
+        let tag = v["responderOctets"].as_u64().unwrap();
+        let seq = v["initiatorOctets"].as_u64().unwrap();
+        o.seqs.entry(tag).or_default().push(seq);
+    }
+    o
+}
+
+pub fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_default()
+}
+
+/// Waits until `f` holds, polling every 10 ms; panics with `what` after
+/// `secs` seconds.
+pub fn wait_for(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(
+            t.elapsed() < Duration::from_secs(secs),
+            "timed out after {secs} s waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The end line of the ring of `tag`'s producer (matched by name prefix).
+pub fn end_of<'a>(o: &'a Output, name: &str) -> Option<&'a serde_json::Value> {
+    o.ends.iter().find(|v| {
+        v["ring"]
+            .as_str()
+            .is_some_and(|r| r.starts_with(&format!("{name}.")))
+    })
+}
+
+/// Asserts `seqs` is exactly `0..n`, in order.
+pub fn assert_exactly(seqs: &[u64], n: u64, what: &str) {
+    assert_eq!(
+        seqs.len() as u64,
+        n,
+        "{what}: {} records, expected {n}",
+        seqs.len()
+    );
+    for (i, s) in seqs.iter().enumerate() {
+        assert_eq!(*s, i as u64, "{what}: record {i} has sequence {s}");
+    }
+}

@@ -1,0 +1,235 @@
+//! A ring whose header, indices or records are corrupted while dplogd
+//! serves it is quarantined, named on stderr; the other rings keep being
+//! drained and the daemon stays up.
+
+mod common;
+
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use common::*;
+use dplog_core::shm::{ShmOptions, ShmProducer};
+use dplog_core::Slot64;
+use dplog_schema_nat::{Nat44SessionRecord, NatRecord};
+use rand::{Rng, SeedableRng};
+use rand_pcg::Pcg64;
+
+fn rec(tag: u32, seq: u64) -> NatRecord {
+    NatRecord::from(Nat44SessionRecord {
+        nat_event: 5,
+        ingress_vrf_id: tag,
+        initiator_octets: seq,
+        responder_octets: u64::from(tag),
+        ..Nat44SessionRecord::default()
+    })
+}
+
+/// A ring created by this process (so its producer is alive), holding
+/// `n` records of `tag`.
+fn ring(dir: &Path, name: &str, tag: u32, n: u64) -> ShmProducer<Slot64> {
+    let mut p = ShmProducer::create(
+        &ShmOptions {
+            dir: dir.to_path_buf(),
+            name: name.into(),
+            capacity: 64,
+            group: None,
+        },
+        &dplog_schema_nat::all(),
+    )
+    .unwrap();
+    for i in 0..n {
+        p.try_push(rec(tag, i)).unwrap();
+    }
+    p
+}
+
+fn write_at(p: &Path, off: u64, b: &[u8]) {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(p)
+        .unwrap()
+        .write_all_at(b, off)
+        .unwrap();
+}
+
+fn count(s: &Setup, tag: u64) -> usize {
+    parse(&read(&s.path("out.jsonl")))
+        .seqs
+        .get(&tag)
+        .map_or(0, Vec::len)
+}
+
+#[test]
+fn corrupted_rings_are_quarantined_and_the_others_still_drained() {
+    let s = Setup::new("[sink]\ntype = \"file\"\npath = \"@/out.jsonl\"\n");
+    let mut d = s.daemon();
+    // A healthy producer process streaming throughout; a second one is
+    // started once every corrupted ring is quarantined.
+    const N: u64 = 3000;
+    let healthy = [
+        "--records",
+        "3000",
+        "--capacity",
+        "64",
+        "--pause-us",
+        "2000",
+    ];
+    let mut a = s.producer("healthya", 101, &healthy);
+    // Rings this process corrupts, each holding 10 good records first.
+    let mut rng = Pcg64::seed_from_u64(17);
+    let mut bad: Vec<(ShmProducer<Slot64>, &str)> = Vec::new();
+    for (i, how) in [
+        "tail_past_capacity",
+        "tail_huge",
+        "tail_backwards",
+        "record_length_huge",
+        "record_schema_unknown",
+        "random_header_and_indices",
+        "file_truncated",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        bad.push((
+            ring(
+                &s.rings(),
+                how.split('_').next().unwrap(),
+                10 + i as u32,
+                10,
+            ),
+            how,
+        ));
+        let _ = i;
+    }
+    wait_for(60, "the good records of the rings to be corrupted", || {
+        (10..17).all(|t| count(&s, t) == 10)
+    });
+    for (i, (p, how)) in bad.iter_mut().enumerate() {
+        let path: PathBuf = p.path().to_path_buf();
+        let slot = |k: u64| 8192 + (k % 64) * 64;
+        match *how {
+            "tail_past_capacity" => write_at(&path, 128, &(10u64 + 65).to_ne_bytes()),
+            "tail_huge" => write_at(&path, 128, &u64::MAX.to_ne_bytes()),
+            "tail_backwards" => write_at(&path, 128, &3u64.to_ne_bytes()),
+            "record_length_huge" => {
+                // Record 10 with a length of 65535, then published.
+                p.try_push(rec(10 + i as u32, 10)).unwrap();
+                write_at(&path, slot(10), &u16::MAX.to_ne_bytes());
+                // Publish it again after the damage (the push published
+                // it already; the daemon may or may not have read it).
+                write_at(&path, 128, &12u64.to_ne_bytes());
+                write_at(&path, slot(11), &u16::MAX.to_ne_bytes());
+            }
+            "record_schema_unknown" => {
+                let mut r = rec(10 + i as u32, 10);
+                // SAFETY: a Slot64 is 64 plain bytes.
+                let b: &mut [u8; 64] = unsafe { &mut *(&mut r as *mut NatRecord).cast() };
+                b[2..4].copy_from_slice(&999u16.to_ne_bytes());
+                write_at(&path, slot(10), b);
+                write_at(&path, 128, &11u64.to_ne_bytes());
+            }
+            "random_header_and_indices" => {
+                let mut junk = vec![0u8; 8192];
+                rng.fill(&mut junk[..]);
+                // Keep the tail strictly invalid so the outcome is certain:
+                // random bytes elsewhere (header, head, counters) too.
+                junk[128..136].copy_from_slice(&(1u64 << 40).to_ne_bytes());
+                write_at(&path, 0, &junk);
+            }
+            "file_truncated" => {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .unwrap()
+                    .set_len(4096)
+                    .unwrap();
+            }
+            _ => unreachable!(),
+        }
+    }
+    // Files that were never valid rings: refused at open.
+    let junk_path = s.rings().join("junk.1.00000000000000aa.ring");
+    let mut junk = vec![0u8; 8192 + 64 * 64];
+    rng.fill(&mut junk[..]);
+    std::fs::write(&junk_path, &junk).unwrap();
+    let mut lying = vec![0u8; 8192];
+    lying[..8].copy_from_slice(b"DPLOGSHM");
+    lying[8..12].copy_from_slice(&1u32.to_ne_bytes());
+    lying[12..16].copy_from_slice(&8192u32.to_ne_bytes());
+    lying[16..20].copy_from_slice(&64u32.to_ne_bytes());
+    lying[20..24].copy_from_slice(&(1u32 << 20).to_ne_bytes()); // 64 MiB of slots claimed
+    std::fs::write(s.rings().join("liar.1.00000000000000bb.ring"), &lying).unwrap();
+
+    wait_for(60, "a quarantine line per corrupted ring", || {
+        let e = s.stderr();
+        bad.iter().all(|(p, _)| {
+            let f = p.path().file_name().unwrap().to_string_lossy().into_owned();
+            e.contains(&format!("ring {f}: quarantined"))
+        }) && e.contains("ring junk.1.00000000000000aa.ring: refused: bad ring header")
+            && e.contains("ring liar.1.00000000000000bb.ring: refused: bad ring header")
+    });
+    // Rings are still served after the quarantines: a new one whole.
+    let mut c = s.producer("healthyc", 103, &healthy);
+    assert!(a.wait().unwrap().success());
+    assert!(c.wait().unwrap().success());
+    wait_for(60, "both healthy producers' end lines", || {
+        let o = parse(&read(&s.path("out.jsonl")));
+        end_of(&o, "healthya").is_some() && end_of(&o, "healthyc").is_some()
+    });
+    // SAFETY: kill(2) with signal 0 only checks that the process exists.
+    assert_eq!(unsafe { libc::kill(d.id() as i32, 0) }, 0, "dplogd died");
+    assert_eq!(
+        term(&mut d),
+        0,
+        "dplogd exit status; stderr:\n{}",
+        s.stderr()
+    );
+    // A restarted daemon does not serve the quarantined rings again (their
+    // files remain; the ones with a broken header are refused at open): the output
+    // does not change.
+    let before = read(&s.path("out.jsonl"));
+    let mut d = s.daemon();
+    wait_for(
+        60,
+        "the restarted daemon to pass over the quarantined rings",
+        || {
+            s.stderr()
+                .matches("quarantined before the restart; not served")
+                .count()
+                >= 5
+        },
+    );
+    assert_eq!(
+        term(&mut d),
+        0,
+        "dplogd exit status; stderr:\n{}",
+        s.stderr()
+    );
+    assert_eq!(read(&s.path("out.jsonl")), before);
+    let out = parse(&read(&s.path("out.jsonl")));
+    assert_exactly(&out.seqs[&101], N, "healthy ring a");
+    assert_exactly(&out.seqs[&103], N, "healthy ring c");
+    // Every corrupted ring: its 10 good records once, then its
+    // quarantine line, and nothing of the damage.
+    for (i, (p, how)) in bad.iter().enumerate() {
+        let tag = 10 + i as u64;
+        let seqs = &out.seqs[&tag];
+        assert_eq!(seqs[..10], (0..10).collect::<Vec<_>>()[..], "{how}");
+        // The damaged record was refused; a good record pushed before the
+        // damage (record_length_huge's 11th) may have been read first.
+        assert!(seqs.len() <= 11, "{how}: {seqs:?}");
+        let f = p.path().file_name().unwrap().to_string_lossy().into_owned();
+        let end = out
+            .ends
+            .iter()
+            .find(|v| v["ring"] == f.as_str())
+            .unwrap_or_else(|| panic!("{how}: no quarantine line"));
+        assert_eq!(end["dplogd"], "ring_quarantined", "{how}");
+    }
+    let e = s.stderr();
+    assert!(e.contains("more than the capacity 64"), "{e}");
+    assert!(e.contains("moved backwards"), "{e}");
+    assert!(e.contains("length 65535"), "{e}");
+    assert!(e.contains("schema id 999"), "{e}");
+    assert!(e.contains("file shrank"), "{e}");
+}

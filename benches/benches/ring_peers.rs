@@ -10,8 +10,10 @@
 //! The producer stamps record `i` with sequence `i`; the consumer checks the
 //! sum.
 //!
-//! MPSC cases run the multi-producer protocol (CAS claim, ordered publish)
-//! from one producer thread (`single`, `burst32`), and, for burst-32, from
+//! MPSC cases run the multi-producer ring from one producer thread with
+//! one handle (`single`, `burst32`: a handle alone claims without the CAS),
+//! with a second, idle handle alive (`single_2handles`: the CAS claim and
+//! ordered publish on every push), and, for burst-32, from
 //! two producer threads (`burst32_2p`: dplog MPSC and `rte_ring` MP/SC,
 //! the criterion thread and a second producer thread, each pushing half of
 //! the records). With two CPUs, one for the consumer, both producers are
@@ -176,20 +178,20 @@ fn peers_for<R: BenchRec, M: criterion::measurement::Measurement<Value = Duratio
         });
     }
     // dplog MPSC (one producer thread; see the module docs).
-    for burst in [false, true] {
+    for mode in ["single", "single_2handles", "burst32"] {
         let (mut p, mut c) = mpsc_ring::<R>(CAP).unwrap();
+        // Kept alive, never used: the pushing handle is not alone.
+        let idle = (mode == "single_2handles").then(|| p.clone());
         let mut cc = consumer::<R>("dplog mpsc", move |max, f| c.read_burst(max, f));
-        let id = format!(
-            "{sz}/dplog_mpsc/{}",
-            if burst { "burst32" } else { "single" }
-        );
+        let id = format!("{sz}/dplog_mpsc/{mode}");
         bench(g, id, &mut cc, |n| {
-            if burst {
+            if mode == "burst32" {
                 produce_burst::<R>(n, |s| p.try_push_burst(s))
             } else {
                 produce_single::<R>(n, |r| p.try_push(r).is_ok())
             }
         });
+        drop(idle);
     }
     // rtrb: push / push_partial_slice; consumer reads chunks in place.
     for burst in [false, true] {

@@ -17,6 +17,34 @@
 //!   Release store of `tail`, and our own `tail.store(Release)` then
 //!   publishes its slots and ours to the consumer's Acquire load.
 //!
+//! A handle that is the ring's only one claims without the CAS: the claim
+//! index is then written by no other thread, so a plain load and store of
+//! `prod_head` hand out the same ranges the CAS would, and the single push
+//! costs no locked instruction (a locked instruction drains the store
+//! buffer, so each push would wait for the previous push's slot and `tail`
+//! lines to come back from the consumer's core). The handle knows it is
+//! alone from the live-handle count `producers`: a clone is made by a
+//! thread that holds a handle, so the handle it was cloned from sees the
+//! new count in program order before its next claim, and the clone reaches
+//! its thread through a synchronising hand-over, after every claim made
+//! alone; a dropped handle's last claim and publish happen before its
+//! AcqRel decrement, which the `Acquire` load of the count in `claim`
+//! pairs with, so the handle left alone resumes from the claim index the
+//! others left. Publication does not depend on being alone: a handle left
+//! alone after another gave up on a stopped ring still waits for a `tail`
+//! that never reaches its claim, and gives up too.
+//!
+//! A claim that starts exactly where the same handle's last publication
+//! ended (its `published_end`) publishes without reading `tail`: claims
+//! are totally ordered by `prod_head`, so no other claim lies between
+//! that publication and this claim, and only the claimant of the range
+//! starting at `tail` ever stores `tail`; the value is therefore still
+//! the one this handle stored. That spares a load of the line the
+//! consumer polls, which would otherwise wait for the line to come back
+//! from the consumer's core on every push. A clone starts from its
+//! parent's `published_end`, which is as good a bound: the parent stored
+//! it before the clone was made.
+//!
 //! A producer preempted between claim and publish holds up the producers
 //! claimed after it (they spin, then yield) — the same property as DPDK's
 //! MP ring; the consumer is never blocked by it, it sees an empty ring.
@@ -50,11 +78,16 @@ pub fn mpsc_ring<T: Record>(capacity: usize) -> Result<(MpProducer<T>, Consumer<
         MpProducer {
             shared: shared.clone(),
             cached_head: 0,
+            published_end: 0,
             block_spins: DEFAULT_BLOCK_SPINS,
         },
         Consumer::new(shared),
     ))
 }
+
+/// How far ahead of its claim `try_push` prefetches, in bytes (the SPSC
+/// producer's distance).
+const PREFETCH_AHEAD_BYTES: usize = 2048;
 
 /// Pause-instruction spins a producer waits for an earlier claimant to
 /// publish before it starts yielding the CPU (capped by the block spins).
@@ -67,6 +100,11 @@ pub struct MpProducer<T: Record> {
     /// Cached copy of the consumer index; a lower bound of it, refreshed
     /// when the ring looks full.
     cached_head: usize,
+    /// The end of this handle's last publication (`tail` as it stored
+    /// it), or the ring's start: a claim that begins exactly there
+    /// follows no other claim, so `tail` is already at its head and the
+    /// publish needs no wait (module docs).
+    published_end: usize,
     block_spins: u32,
 }
 
@@ -87,6 +125,7 @@ impl<T: Record> Clone for MpProducer<T> {
         Self {
             shared: self.shared.clone(),
             cached_head: self.cached_head,
+            published_end: self.published_end,
             block_spins: self.block_spins,
         }
     }
@@ -113,6 +152,60 @@ impl<T: Record> MpProducer<T> {
     /// first index and the count, or `None`.
     #[inline(always)]
     fn claim(&mut self, want: usize, bulk: bool) -> Option<(usize, usize)> {
+        // Acquire pairs with the AcqRel decrement of the last other handle
+        // dropped (see the module docs): its claims happen before ours.
+        if self.shared.producers.load(Ordering::Acquire) == 1 {
+            return self.claim_alone(want, bulk);
+        }
+        self.claim_shared(want, bulk)
+    }
+
+    /// The claim of the ring's only handle: no other thread writes
+    /// `prod_head`, so a load and a store replace the CAS (module docs).
+    #[inline(always)]
+    fn claim_alone(&mut self, want: usize, bulk: bool) -> Option<(usize, usize)> {
+        let cap = self.shared.capacity;
+        // Relaxed: only this handle writes the claim index while it is
+        // alone; its own earlier store is visible to it in program order,
+        // and the other handles' stores by the Acquire load in `claim`.
+        let head = self.shared.prod_head.load(Ordering::Relaxed);
+        let mut free = cap.wrapping_add(self.cached_head).wrapping_sub(head);
+        if free < want || free > cap {
+            // Acquire pairs with the consumer's Release store of `head`.
+            self.cached_head = self.shared.head.load(Ordering::Acquire);
+            free = cap.wrapping_add(self.cached_head).wrapping_sub(head);
+            if free > cap {
+                // The consumer index passed every claim: only memory
+                // corruption does that. Claim nothing (the ring is full
+                // to this handle); the consumer's own index check
+                // decides whether the ring stops.
+                return None;
+            }
+        }
+        let n = if bulk {
+            if free < want {
+                return None;
+            }
+            want
+        } else {
+            free.min(want)
+        };
+        if n == 0 {
+            return None;
+        }
+        // Relaxed: the claim publishes no data, and no other handle reads
+        // it until it synchronises with this one (module docs).
+        self.shared
+            .prod_head
+            .store(head.wrapping_add(n), Ordering::Relaxed);
+        Some((head, n))
+    }
+
+    /// The claim of one of several handles: a CAS on `prod_head`. Out of
+    /// line, so the single push of a handle alone stays small enough to
+    /// inline (a locked CAS costs far more than the call).
+    #[inline(never)]
+    fn claim_shared(&mut self, want: usize, bulk: bool) -> Option<(usize, usize)> {
         let cap = self.shared.capacity;
         let mut spins = crate::sync::WaitSteps::new();
         loop {
@@ -159,11 +252,34 @@ impl<T: Record> MpProducer<T> {
         }
     }
 
-    /// Waits for earlier claims, then publishes `head..head+n`; false,
-    /// publishing nothing, if the ring is stopped while it waits.
+    /// Publishes `head..head+n` once every earlier claim is published;
+    /// false, publishing nothing, if the ring is stopped while it waits.
     #[inline(always)]
-    fn publish(&self, head: usize, n: usize) -> bool {
+    fn publish(&mut self, head: usize, n: usize) -> bool {
         self.shared.stamp(head, n);
+        // A claim that starts where this handle's last publication ended
+        // follows no other claim, so `tail` is at `head` already: no load
+        // of the `tail` line the consumer polls (module docs). Acquire on
+        // `stopped` pairs with the consumer's Release store: a stopped
+        // ring takes the waiting path, which gives up as it always has.
+        if (head != self.published_end || self.shared.stopped.load(Ordering::Acquire))
+            && !self.wait_turn(head)
+        {
+            return false;
+        }
+        // Release pairs with the consumer's Acquire load of `tail`.
+        self.shared
+            .tail
+            .store(head.wrapping_add(n), Ordering::Release);
+        self.published_end = head.wrapping_add(n);
+        // The enqueued count is `tail` itself (see `RingStats::read`).
+        true
+    }
+
+    /// Waits until every claim before `head` is published (`tail ==
+    /// head`); false if the ring is stopped while it waits.
+    #[inline(never)]
+    fn wait_turn(&self, head: usize) -> bool {
         let mut spins = crate::sync::WaitSteps::new();
         let limit = self.block_spins.min(PUBLISH_WAIT_SPINS);
         // Acquire pairs with the previous claimant's Release store of `tail`.
@@ -178,18 +294,13 @@ impl<T: Record> MpProducer<T> {
             // only yielding lets it run again when it shares this CPU.
             spins.step(limit);
         }
-        // Release pairs with the consumer's Acquire load of `tail`.
-        self.shared
-            .tail
-            .store(head.wrapping_add(n), Ordering::Release);
-        // The enqueued count is `tail` itself (see `RingStats::read`).
         true
     }
 
     #[inline(always)]
     fn copy_in(&self, head: usize, recs: &[T]) {
         for (i, r) in recs.iter().enumerate() {
-            // SAFETY: head..head+len was claimed by this producer's CAS and
+            // SAFETY: head..head+len was claimed by this producer and
             // is free (below cached consumer index + capacity); no other
             // producer writes it and the consumer does not read it before
             // `publish`.
@@ -200,18 +311,28 @@ impl<T: Record> MpProducer<T> {
     /// Copies `rec` into the ring; `Err(rec)` when full (or stopped, see
     /// the module docs). Never blocks on a full ring (it may briefly wait
     /// for an earlier producer to publish).
-    #[inline]
+    // Always inlined, as the SPSC push gets inlined on its own: the record
+    // then stays in registers instead of being passed through memory; the
+    // rarely taken paths (shared claim, the publication wait) are calls.
+    #[inline(always)]
     pub fn try_push(&mut self, rec: T) -> Result<(), T> {
-        match self.claim(1, true) {
-            Some((head, _)) => {
-                self.copy_in(head, core::slice::from_ref(&rec));
-                if self.publish(head, 1) {
-                    Ok(())
-                } else {
-                    Err(rec)
-                }
-            }
-            None => Err(rec),
+        let Some((head, _)) = self.claim(1, true) else {
+            return Err(rec);
+        };
+        // SAFETY: slot `head` was claimed by this producer and is free
+        // (below the consumer index + capacity); no other producer writes
+        // it and the consumer does not read it before `publish`.
+        unsafe { self.shared.slots.write(head, rec) };
+        // Start the ownership transfer of a slot line a few pushes ahead,
+        // as the SPSC `try_push` does: prefetching a slot another producer
+        // or the consumer still uses only moves the line, never its data.
+        self.shared
+            .slots
+            .prefetch_write(head.wrapping_add(PREFETCH_AHEAD_BYTES / size_of::<T>().max(1)));
+        if self.publish(head, 1) {
+            Ok(())
+        } else {
+            Err(rec)
         }
     }
 
@@ -326,6 +447,25 @@ impl<T: Record> MpProducer<T> {
             .min(self.shared.capacity)
     }
 
+    /// An upper bound of the fill level with no access to the consumer's
+    /// index, while this handle is the ring's only one: the claim index
+    /// (written only by this handle then) minus the cached consumer index
+    /// (never ahead of the true one). `None` while other handles exist:
+    /// their claims move the claim index under this one. The `degrade`
+    /// policy reads the exact fill only when the bound reaches its high
+    /// watermark.
+    #[inline(always)]
+    pub fn fill_upper_bound(&self) -> Option<usize> {
+        // Acquire pairs with the AcqRel decrement of a dropped handle, as
+        // in `claim`.
+        if self.shared.producers.load(Ordering::Acquire) != 1 {
+            return None;
+        }
+        // Relaxed: this handle's own store while alone (see `claim_alone`).
+        let head = self.shared.prod_head.load(Ordering::Relaxed);
+        Some(head.wrapping_sub(self.cached_head))
+    }
+
     /// Counts `n` records dropped for `reason` at `now` (a
     /// [`crate::tsc::now_ticks`] value); atomic read-modify-write, shared
     /// by the producers.
@@ -396,6 +536,51 @@ mod tests {
         let s = crate::stats::RingStats::read(0, c.shared());
         assert!(s.stopped);
         assert_eq!((s.enqueued, s.dequeued), (2, 2));
+    }
+
+    #[test]
+    fn a_handle_alone_again_resumes_after_its_clone_claims_and_publishes() {
+        let (mut p1, mut c) = mpsc_ring::<TestRecord>(8).unwrap();
+        assert!(p1.try_push(rec(1, 0)).is_ok());
+        let mut p2 = p1.clone();
+        assert!(p2.try_push(rec(2, 0)).is_ok());
+        assert_eq!(p2.try_push_burst(&[rec(2, 1), rec(2, 2)]), 2);
+        assert!(p1.try_push(rec(1, 1)).is_ok());
+        drop(p2);
+        // Alone again: claims follow the clone's without a gap or overlap,
+        // and the ring still fills to exactly its capacity.
+        assert_eq!(p1.try_push_burst(&[rec(1, 2), rec(1, 3), rec(1, 4)]), 3);
+        assert_eq!(p1.fill(), 8);
+        assert_eq!(p1.try_push(rec(1, 5)), Err(rec(1, 5)));
+        let mut seen = vec![];
+        c.read_burst(8, |r| seen.push((r.src_port, r.timestamp_ns)));
+        assert_eq!(
+            seen,
+            [
+                (1, 0),
+                (2, 0),
+                (2, 1),
+                (2, 2),
+                (1, 1),
+                (1, 2),
+                (1, 3),
+                (1, 4)
+            ]
+        );
+        assert!(p1.try_push(rec(1, 5)).is_ok());
+        assert_eq!(c.pop().map(|r| r.timestamp_ns), Some(5));
+        // Alone: a bound from the cached consumer index (8, refreshed by
+        // the push that found the ring full; 9 claimed), above the true
+        // fill 0; the exact fill refreshes it.
+        assert_eq!(p1.fill_upper_bound(), Some(1));
+        assert_eq!(p1.fill(), 0);
+        assert_eq!(p1.fill_upper_bound(), Some(0));
+        let p3 = p1.clone();
+        assert_eq!(p1.fill_upper_bound(), None, "another handle claims too");
+        drop(p3);
+        assert_eq!(p1.fill_upper_bound(), Some(0));
+        let s = crate::stats::RingStats::read(0, c.shared());
+        assert_eq!((s.enqueued, s.dequeued), (9, 9));
     }
 
     #[test]

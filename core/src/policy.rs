@@ -32,8 +32,8 @@ pub(crate) trait PolicyRing<R> {
 }
 
 /// Both producer sides have the same method names; the one difference is
-/// the cheap fill bound, which only the SPSC side can give (other handles
-/// of an MPSC ring move its claim index).
+/// the cheap fill bound, which an MPSC handle gives only while it is the
+/// ring's only one (other handles move its claim index).
 macro_rules! policy_ring {
     ($ty:ident, $bound:expr) => {
         impl<R: Record> PolicyRing<R> for $ty<R> {
@@ -75,7 +75,7 @@ macro_rules! policy_ring {
 }
 
 policy_ring!(Producer, |p| Some(p.fill_upper_bound()));
-policy_ring!(MpProducer, |_| None);
+policy_ring!(MpProducer, |p| p.fill_upper_bound());
 
 /// A producer's backpressure state: the logger's policy, the `degrade`
 /// watermarks (in records) and state, and how to read a record's priority.

@@ -2,7 +2,10 @@
 //! reserve/commit paths, the blocking `push`/`push_burst` wait loops (on a
 //! full ring, and a blocked producer seeing the consumer go away), the
 //! SPSC producer's deferred tail publication (`set_publish_every`, the
-//! full-ring flush, `flush`, the flush on drop), and the consumer's
+//! full-ring flush, `flush`, the flush on drop), the MPSC claim of a
+//! handle that is alone (no CAS) across a clone and its drop, the MPSC
+//! publication that skips the tail wait right after the handle's own
+//! publication, and the consumer's
 //! validation of the producer index (a bad index stops the ring; no valid
 //! interleaving trips it, since every model here checks that each record
 //! is read exactly once). Run with
@@ -381,5 +384,72 @@ fn mpsc_blocked_producer_sees_the_consumer_go() {
         });
         drop(c);
         t.join().unwrap();
+    });
+}
+
+/// MPSC: one handle alone claims without the CAS (a load and a store of
+/// the claim index), then clones a second handle for another thread, which
+/// pushes and is dropped while the first pushes again: the first either
+/// still sees two handles (CAS claim) or already sees itself alone (plain
+/// claim, ordered after the dropped handle's claim and publish by the
+/// Acquire load of the handle count pairing with the drop's AcqRel
+/// decrement). The consumer reads once while they run, then the rest:
+/// every record once, per-producer FIFO, no slot read while written.
+#[test]
+fn mpsc_a_handle_alone_then_cloned_then_alone_again() {
+    model(|| {
+        let (mut p1, mut c) = mpsc_ring::<Seq>(4).unwrap();
+        let a = loom::thread::spawn(move || {
+            assert!(p1.try_push(rec(1, 0)).is_ok());
+            let mut p2 = p1.clone();
+            let b = loom::thread::spawn(move || assert!(p2.try_push(rec(2, 0)).is_ok()));
+            assert!(p1.try_push(rec(1, 1)).is_ok());
+            b.join().unwrap();
+        });
+        let mut next = [0u64; 3];
+        let mut check = |r: &Seq| {
+            let p = r.src_port as usize;
+            assert_eq!(r.timestamp_ns, next[p], "producer {p} out of order");
+            next[p] += 1;
+        };
+        // One read racing the producers, then the rest after they are done.
+        c.read_burst(4, &mut check);
+        a.join().unwrap();
+        c.read_burst(4, &mut check);
+        assert_eq!(next, [0, 2, 1]);
+        assert!(c.is_finished());
+    });
+}
+
+/// MPSC: a handle whose next claim starts where its own last publication
+/// ended publishes without waiting on the tail; here handle 1 pushes twice
+/// while handle 2 pushes once, so handle 1's second claim either follows
+/// its first directly (no wait) or follows handle 2's (wait for handle
+/// 2's publication). The consumer reads once while they run, then the
+/// rest: every record once, per-producer FIFO, no claimed-but-unwritten
+/// slot read.
+#[test]
+fn mpsc_a_claim_right_after_its_own_publication_skips_the_wait() {
+    model(|| {
+        let (p, mut c) = mpsc_ring::<Seq>(4).unwrap();
+        let mut p1 = p.clone();
+        let mut p2 = p;
+        let a = loom::thread::spawn(move || {
+            assert!(p1.try_push(rec(1, 0)).is_ok());
+            assert!(p1.try_push(rec(1, 1)).is_ok());
+        });
+        let b = loom::thread::spawn(move || assert!(p2.try_push(rec(2, 0)).is_ok()));
+        let mut next = [0u64; 3];
+        let mut check = |r: &Seq| {
+            let p = r.src_port as usize;
+            assert_eq!(r.timestamp_ns, next[p], "producer {p} out of order");
+            next[p] += 1;
+        };
+        c.read_burst(4, &mut check);
+        a.join().unwrap();
+        b.join().unwrap();
+        c.read_burst(4, &mut check);
+        assert_eq!(next, [0, 2, 1]);
+        assert!(c.is_finished());
     });
 }

@@ -172,6 +172,7 @@ impl BinaryEncoder {
 
     /// The header and schemas (first time), and a `C` frame if the
     /// calibration changed since the last one written.
+    #[inline]
     fn lead(&mut self, out: &mut Vec<u8>) {
         if !self.started {
             out.extend_from_slice(&self.header);
@@ -204,9 +205,43 @@ impl BinaryEncoder {
             return false;
         }
         self.lead(out);
-        frame(out, b'R', &rec[..size]);
+        // The frame as `frame` writes it, with one capacity check: the
+        // 4-byte header, then the record (one fixed-size copy for the
+        // common 64-byte slot).
+        let len = size as u16;
+        let head = [b'R', 0, len.to_le_bytes()[0], len.to_le_bytes()[1]];
+        out.reserve(4 + size);
+        let at = out.len();
+        // SAFETY: `reserve` made room for 4 + size bytes after `at`;
+        // `rec` holds at least `size` bytes (checked above) and cannot
+        // overlap `out`'s spare capacity (a shared and a unique borrow);
+        // all 4 + size bytes are written before `set_len`.
+        unsafe {
+            let p = out.as_mut_ptr().add(at);
+            p.cast::<[u8; 4]>().write_unaligned(head);
+            if size == 64 {
+                p.add(4)
+                    .cast::<[u8; 64]>()
+                    .write_unaligned(rec.as_ptr().cast::<[u8; 64]>().read_unaligned());
+            } else {
+                copy_other(rec.as_ptr(), p.add(4), size);
+            }
+            out.set_len(at + 4 + size);
+        }
         true
     }
+}
+
+/// Copies a record of any size but 64 bytes. Out of line: inlined, its
+/// `memcpy` call would absorb the fixed 64-byte copy beside it (the same
+/// call when `size` is 64), and every record would pay a call.
+///
+/// # Safety
+/// `src` readable and `dst` writable for `size` bytes, not overlapping.
+#[inline(never)]
+unsafe fn copy_other(src: *const u8, dst: *mut u8, size: usize) {
+    // SAFETY: the caller's contract.
+    unsafe { core::ptr::copy_nonoverlapping(src, dst, size) }
 }
 
 /// Where and why decoding stopped before the end of the input.

@@ -58,7 +58,14 @@ pub struct CApi {
     pub loop_fields: CLoop,
     /// `dplog_reserve` + fill in the slot + `dplog_commit`.
     pub loop_reserve: CLoop,
+    /// `dplog_log` (inline path), each call timed with the TSC into
+    /// `ticks[i]` (x86-64 only; the latency bench).
+    pub loop_latency: Option<CLatencyLoop>,
 }
+
+/// `int f(dplog_producer *p, uint64_t n, uint64_t ts0, uint32_t *ticks)`
+/// of log_loop.c.
+pub type CLatencyLoop = unsafe extern "C" fn(*mut c_void, u64, u64, *mut u32) -> i32;
 
 /// Resolves `name` in the dlopen handle `h` as a function pointer `F`.
 ///
@@ -136,6 +143,8 @@ pub fn load() -> CApi {
             loop_call: sym(loops, "dplog_bench_log_call"),
             loop_fields: sym(loops, "dplog_bench_log_fields"),
             loop_reserve: sym(loops, "dplog_bench_reserve_fields"),
+            loop_latency: cfg!(target_arch = "x86_64")
+                .then(|| sym(loops, "dplog_bench_log_latency")),
         }
     }
 }

@@ -158,6 +158,10 @@ pub enum ShmError {
     Protocol(String),
     /// A setting given to [`ShmProducer::create`] is out of range.
     Config(String),
+    /// The fixed header is valid but a schema description is not (see
+    /// [`decode_descriptions`] and [`parse_header`]); [`ShmReader::open`]
+    /// has marked the ring quarantined.
+    Schema(String),
 }
 
 impl core::fmt::Display for ShmError {
@@ -171,6 +175,7 @@ impl core::fmt::Display for ShmError {
             ),
             ShmError::Protocol(m) => write!(f, "protocol violation: {m}"),
             ShmError::Config(m) => write!(f, "{m}"),
+            ShmError::Schema(m) => write!(f, "bad schema description: {m}"),
         }
     }
 }
@@ -287,13 +292,13 @@ fn encode_descriptions(schemas: &[&Schema]) -> Result<Vec<u8>, ShmError> {
 /// bounded: it reads only `region` and allocates in proportion to it.
 /// [`parse_header`] then matches each against its descriptor.
 ///
-/// Errors: [`ShmError::BadHeader`] naming the description's index and
-/// what is wrong.
+/// Errors: [`ShmError::Schema`] naming the description's index and what
+/// is wrong.
 pub fn decode_descriptions(region: &[u8], count: usize) -> Result<Vec<Schema>, ShmError> {
     let mut p = 0usize;
     let mut out = Vec::with_capacity(count.min(SHM_MAX_SCHEMAS));
     for i in 0..count {
-        let bad = |m: String| Err(ShmError::BadHeader(format!("schema description {i}: {m}")));
+        let bad = |m: String| Err(ShmError::Schema(format!("schema description {i}: {m}")));
         if region.len() - p < 2 {
             return bad(format!(
                 "missing: the region of {} bytes ends",
@@ -319,7 +324,7 @@ pub fn decode_descriptions(region: &[u8], count: usize) -> Result<Vec<Schema>, S
         out.push(s);
     }
     if p != region.len() {
-        return Err(ShmError::BadHeader(format!(
+        return Err(ShmError::Schema(format!(
             "{} stray bytes after the schema descriptions",
             region.len() - p
         )));
@@ -379,9 +384,9 @@ fn name_ok(n: &str) -> bool {
 /// capacity that is 0, not a power of two or above [`SHM_MAX_CAPACITY`], a
 /// file shorter than header plus slots, too many schema descriptors, a
 /// descriptor with a bad name, a size below 8 or above the slot, a
-/// schema id given twice, or a schema description that is out of its
-/// region, malformed, or not the descriptor's schema (id, name, size,
-/// recomputed fingerprint); see [`decode_descriptions`].
+/// schema id given twice; [`ShmError::Schema`] for a schema description
+/// that is out of its region, malformed, or not the descriptor's schema
+/// (id, name, size, recomputed fingerprint); see [`decode_descriptions`].
 pub fn parse_header(header: &[u8], file_len: u64) -> Result<RingInfo, ShmError> {
     let bad = |m: String| Err(ShmError::BadHeader(m));
     if header.len() < SHM_HEADER_BYTES || file_len < SHM_HEADER_BYTES as u64 {
@@ -420,9 +425,9 @@ pub fn parse_header(header: &[u8], file_len: u64) -> Result<RingInfo, ShmError> 
     }
     let desc_bytes = rd_u32(header, OFF_DESC_BYTES) as usize;
     if desc_bytes > SHM_MAX_DESC_BYTES {
-        return bad(format!(
+        return Err(ShmError::Schema(format!(
             "{desc_bytes} bytes of schema descriptions, at most {SHM_MAX_DESC_BYTES}"
-        ));
+        )));
     }
     let described =
         decode_descriptions(&header[OFF_DESCS..OFF_DESCS + desc_bytes], count as usize)?;
@@ -447,18 +452,18 @@ pub fn parse_header(header: &[u8], file_len: u64) -> Result<RingInfo, ShmError> 
             return bad(format!("schema id {id} is declared twice"));
         }
         if schema.id() != id || schema.name() != name || schema.size() as u32 != size {
-            return bad(format!(
+            return Err(ShmError::Schema(format!(
                 "schema {name} (id {id}, {size} bytes) is described as {} (id {}, {} bytes)",
                 schema.name(),
                 schema.id(),
                 schema.size()
-            ));
+            )));
         }
         let fp = schema_fingerprint(&schema);
         if fp != fingerprint {
-            return bad(format!(
+            return Err(ShmError::Schema(format!(
                 "schema {name} (id {id}): fingerprint of its description {fp:016x}, the descriptor says {fingerprint:016x}"
-            ));
+            )));
         }
         schemas.push(SchemaDesc {
             id,
@@ -1387,7 +1392,9 @@ impl ShmReader {
     /// Errors: [`ShmError::Io`] (not a regular file, a symlink, open or
     /// map failure), [`ShmError::Owner`] for a file of a uid neither this
     /// process's nor in `rules`, [`ShmError::BadHeader`] from
-    /// [`parse_header`].
+    /// [`parse_header`]; [`ShmError::Schema`] for a bad schema description
+    /// behind a valid fixed header, after marking the ring quarantined in
+    /// the file (its producer stops waiting and counts drops).
     pub fn open(path: &Path, rules: &OpenRules) -> Result<Self, ShmError> {
         let file = std::fs::OpenOptions::new()
             .read(true)
@@ -1407,7 +1414,22 @@ impl ShmReader {
         let mut hdr = vec![0u8; SHM_HEADER_BYTES];
         let got = std::os::unix::fs::FileExt::read_at(&file, &mut hdr, 0)?;
         hdr.truncate(got);
-        let info = parse_header(&hdr, len)?;
+        let info = match parse_header(&hdr, len) {
+            Err(ShmError::Schema(m)) => {
+                // The fixed header is valid (and the file at least a header
+                // long): mark the ring quarantined, so a producer blocked
+                // on it stops waiting, as for a protocol violation.
+                if let Ok(mut map) = Mapping::new(&file, SHM_HEADER_BYTES) {
+                    map.guard = guard_register(map.ptr as usize, map.len);
+                    // Release pairs with the producer's Acquire load in
+                    // `is_quarantined`.
+                    map.u32_at(OFF_STATE)
+                        .store(STATE_QUARANTINED, Ordering::Release);
+                }
+                return Err(ShmError::Schema(m));
+            }
+            r => r?,
+        };
         let map_len = usize::try_from(info.needed_bytes())
             .map_err(|_| ShmError::BadHeader("ring larger than the address space".into()))?;
         let mut map = Mapping::new(&file, map_len)?;

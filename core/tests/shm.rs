@@ -284,6 +284,9 @@ fn a_ring_carries_its_schemas_whole_and_a_bad_description_is_refused() {
             .contains("schema aclDrop (id 300): fingerprint of its description"),
         "{e}"
     );
+    assert!(matches!(e, ShmError::Schema(_)), "{e}");
+    // Refused and quarantined: the producer sees it.
+    assert!(p.is_quarantined());
     f.write_all_at(b"DENY", 8192 + at as u64).unwrap();
     assert!(ShmReader::open(&path, &OpenRules::default()).is_ok());
     // A description length past the region, and a region length past

@@ -716,6 +716,111 @@ impl Schema {
     pub fn field(&self, name: &str) -> Option<(usize, &FieldDef)> {
         self.fields.iter().enumerate().find(|(_, f)| f.name == name)
     }
+
+    /// Serialises the schema's identity and fields (not its [`SchemaMeta`])
+    /// in the compact little-endian encoding of the binary log's `S` frame
+    /// and of a shared-memory ring's schema descriptions:
+    ///
+    /// `id u16, record size u16, name, field count u16`, then per field
+    /// `name, offset u16, size u16, kind u8 (C ABI value), IPFIX id u16,
+    /// enum-name count u16` and per enum name `value u32, name`; a name is
+    /// a length byte and that many UTF-8 bytes (names longer than 255
+    /// bytes are cut: compare [`Schema::decode`]'s result when it
+    /// matters).
+    pub fn encode(&self) -> Vec<u8> {
+        fn put_name(b: &mut Vec<u8>, s: &str) {
+            let s = &s.as_bytes()[..s.len().min(255)];
+            b.push(s.len() as u8);
+            b.extend_from_slice(s);
+        }
+        let mut b = Vec::new();
+        b.extend_from_slice(&self.id.to_le_bytes());
+        b.extend_from_slice(&self.size.to_le_bytes());
+        put_name(&mut b, &self.name);
+        b.extend_from_slice(&(self.fields.len().min(u16::MAX as usize) as u16).to_le_bytes());
+        for f in self.fields.iter().take(u16::MAX as usize) {
+            put_name(&mut b, &f.name);
+            b.extend_from_slice(&f.offset.to_le_bytes());
+            b.extend_from_slice(&f.size.to_le_bytes());
+            b.push(f.kind as u32 as u8);
+            b.extend_from_slice(&f.ie_id.to_le_bytes());
+            let n = f.enum_names.len().min(u16::MAX as usize);
+            b.extend_from_slice(&(n as u16).to_le_bytes());
+            for e in &f.enum_names[..n] {
+                b.extend_from_slice(&e.value.to_le_bytes());
+                put_name(&mut b, &e.name);
+            }
+        }
+        b
+    }
+
+    /// Decodes one schema encoded by [`Schema::encode`] from the start of
+    /// `b` and validates it with [`Schema::new`]; returns it and the bytes
+    /// it took (trailing bytes are the caller's). Pure and bounded: it
+    /// reads only `b`, and allocates at most in proportion to `b.len()`.
+    ///
+    /// Errors: a message naming what ended early, a bad kind or name, or
+    /// the [`SchemaError`] of the decoded schema.
+    pub fn decode(b: &[u8]) -> Result<(Schema, usize), String> {
+        struct Rd<'a> {
+            b: &'a [u8],
+            p: usize,
+        }
+        impl<'a> Rd<'a> {
+            fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+                if n > self.b.len() - self.p {
+                    return Err("schema description ends early".into());
+                }
+                let s = &self.b[self.p..self.p + n];
+                self.p += n;
+                Ok(s)
+            }
+            fn u8(&mut self) -> Result<u8, String> {
+                Ok(self.take(1)?[0])
+            }
+            fn u16(&mut self) -> Result<u16, String> {
+                let s = self.take(2)?;
+                Ok(u16::from_le_bytes([s[0], s[1]]))
+            }
+            fn u32(&mut self) -> Result<u32, String> {
+                let s = self.take(4)?;
+                Ok(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+            }
+            fn name(&mut self) -> Result<String, String> {
+                let n = self.u8()? as usize;
+                String::from_utf8(self.take(n)?.to_vec())
+                    .map_err(|_| "name is not UTF-8".to_string())
+            }
+        }
+        let mut r = Rd { b, p: 0 };
+        let id = r.u16()?;
+        let size = r.u16()? as usize;
+        let name = r.name()?;
+        let n = r.u16()?;
+        // Every field takes at least 10 bytes: no allocation beyond the input.
+        let mut fields = Vec::with_capacity((n as usize).min(b.len() / 10));
+        for _ in 0..n {
+            let fname = r.name()?;
+            let offset = r.u16()? as usize;
+            let fsize = r.u16()? as usize;
+            let k = r.u8()?;
+            let kind = FieldKind::from_u32(k as u32)
+                .ok_or_else(|| format!("field {fname}: unknown kind {k}"))?;
+            let ie = r.u16()?;
+            let ne = r.u16()?;
+            let mut f = FieldDef::new(fname, offset, fsize, kind, ie);
+            for _ in 0..ne {
+                let value = r.u32()?;
+                f.enum_names.push(EnumName {
+                    value,
+                    name: Cow::Owned(r.name()?),
+                });
+            }
+            fields.push(f);
+        }
+        let s = Schema::new(id, name, size, fields).map_err(|e| e.to_string())?;
+        Ok((s, r.p))
+    }
 }
 
 /// C ABI field descriptor (`struct dplog_field_desc`): one element of the

@@ -11,7 +11,7 @@
 //! full. The consumer side ([`ShmReader`]) trusts nothing in the file: it
 //! is written by another process, possibly buggy or hostile.
 //!
-//! # File layout (version 1, native byte order, x86-64/aarch64 little endian)
+//! # File layout (version 2, native byte order, x86-64/aarch64 little endian)
 //!
 //! | offset | size | field | written by |
 //! |---|---|---|---|
@@ -26,12 +26,22 @@
 //! | 40 | 8 | lifetime nonce (random; one per created file) | creator |
 //! | 48 | 8 | creation time, ns since the Unix epoch | creator |
 //! | 56 | 4 | state: 1 live, 2 closed by its producer, 3 quarantined by the consumer | both |
+//! | 60 | 4 | bytes of schema descriptions at 8192 (at most [`SHM_MAX_DESC_BYTES`]) | creator |
 //! | 128 | 8 | tail: next slot the producer publishes (own 128-byte line) | producer |
 //! | 256 | 8 | head: next slot the consumer reads (own 128-byte line) | consumer |
 //! | 384 | 56 | drop counters: full, degraded, disconnected, stopped, total, first and last drop time (ticks) | producer |
 //! | 512 | 8 | drops already reported in-band | consumer |
 //! | 1024 | 64 × n | schema descriptors: id u16, 0 u16, record size u32, fingerprint u64 ([`schema_fingerprint`]), name (48 bytes, NUL padded) | creator |
-//! | 8192 | capacity × slot bytes | the slots | producer |
+//! | 8192 | 4 + … | schema descriptions, one per descriptor in its order: length u16 (little endian), then the schema's fields in [`Schema::encode`]'s encoding | creator |
+//! | 65536 | capacity × slot bytes | the slots | producer |
+//!
+//! The descriptions let a consumer rebuild every record type exactly (field
+//! names, offsets, sizes, kinds, IPFIX ids, enum names), so it serves
+//! record types it was not built with. The reader bounds every length
+//! and count by the region, decodes each description with
+//! [`Schema::decode`] (which validates it as [`Schema::new`] does), and
+//! requires its id, name and size to be the descriptor's and its
+//! recomputed [`schema_fingerprint`] to be the descriptor's fingerprint.
 //!
 //! The file is sized to a multiple of its filesystem's block size
 //! (hugetlbfs reports the huge page size), so it can live in hugepages.
@@ -80,9 +90,11 @@ use crate::table::RecordRules;
 /// Magic at offset 0 of a ring file.
 pub const SHM_MAGIC: [u8; 8] = *b"DPLOGSHM";
 /// Layout version this code writes and reads.
-pub const SHM_VERSION: u32 = 1;
+pub const SHM_VERSION: u32 = 2;
 /// Bytes before the first slot.
-pub const SHM_HEADER_BYTES: usize = 8192;
+pub const SHM_HEADER_BYTES: usize = 65536;
+/// Largest size of the schema-description region, in bytes.
+pub const SHM_MAX_DESC_BYTES: usize = SHM_HEADER_BYTES - OFF_DESCS;
 /// Largest capacity accepted, in slots (2^24).
 pub const SHM_MAX_CAPACITY: u32 = 1 << 24;
 /// Most schema descriptors a ring file carries.
@@ -111,6 +123,7 @@ const OFF_START_TIME: usize = 32;
 const OFF_NONCE: usize = 40;
 const OFF_CREATED_NS: usize = 48;
 const OFF_STATE: usize = 56;
+const OFF_DESC_BYTES: usize = 60;
 const OFF_TAIL: usize = 128;
 const OFF_HEAD: usize = 256;
 const OFF_DROPPED_FULL: usize = 384;
@@ -123,8 +136,9 @@ const OFF_LAST_DROP: usize = 432;
 const OFF_DROPS_REPORTED: usize = 512;
 const OFF_SCHEMAS: usize = 1024;
 const DESC_BYTES: usize = 64;
+const OFF_DESCS: usize = 8192;
 
-const _: () = assert!(OFF_SCHEMAS + SHM_MAX_SCHEMAS * DESC_BYTES <= SHM_HEADER_BYTES);
+const _: () = assert!(OFF_SCHEMAS + SHM_MAX_SCHEMAS * DESC_BYTES <= OFF_DESCS);
 
 /// Why a ring file was refused or a ring quarantined. Every message names
 /// what was wrong and the value found.
@@ -144,6 +158,10 @@ pub enum ShmError {
     Protocol(String),
     /// A setting given to [`ShmProducer::create`] is out of range.
     Config(String),
+    /// The fixed header is valid but a schema description is not (see
+    /// [`decode_descriptions`] and [`parse_header`]); [`ShmReader::open`]
+    /// has marked the ring quarantined.
+    Schema(String),
 }
 
 impl core::fmt::Display for ShmError {
@@ -157,6 +175,7 @@ impl core::fmt::Display for ShmError {
             ),
             ShmError::Protocol(m) => write!(f, "protocol violation: {m}"),
             ShmError::Config(m) => write!(f, "{m}"),
+            ShmError::Schema(m) => write!(f, "bad schema description: {m}"),
         }
     }
 }
@@ -170,8 +189,9 @@ impl From<io::Error> for ShmError {
 }
 
 /// FNV-1a 64 over a schema's identity: id, name, size and every field's
-/// name, offset, size, kind (C ABI number) and IPFIX id. Two processes
-/// agree on a schema iff their fingerprints match.
+/// name, offset, size, kind (C ABI number), IPFIX id and enum names
+/// (value and name). Two processes agree on a schema iff their
+/// fingerprints match.
 pub fn schema_fingerprint(s: &Schema) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let mut eat = |b: &[u8]| {
@@ -195,6 +215,12 @@ pub fn schema_fingerprint(s: &Schema) -> u64 {
             .unwrap_or(usize::MAX) as u64;
         eat(&kind.to_le_bytes());
         eat(&f.ie_id.to_le_bytes());
+        eat(&(f.enum_names.len() as u64).to_le_bytes());
+        for e in &f.enum_names {
+            eat(&e.value.to_le_bytes());
+            eat(e.name.as_bytes());
+            eat(&[0]);
+        }
     }
     h
 }
@@ -210,6 +236,10 @@ pub struct SchemaDesc {
     pub fingerprint: u64,
     /// Schema name (an identifier, at most 47 bytes).
     pub name: String,
+    /// The schema: as the reader rebuilt it from the file's description
+    /// (fields only, default [`SchemaMeta`](crate::schema::SchemaMeta)),
+    /// or the producer's own in [`SchemaDesc::of`].
+    pub schema: Schema,
 }
 
 impl SchemaDesc {
@@ -220,8 +250,86 @@ impl SchemaDesc {
             size: s.size() as u32,
             fingerprint: schema_fingerprint(s),
             name: s.name().to_string(),
+            schema: s.clone(),
         }
     }
+}
+
+/// The schema-description region of `schemas` (see the module's file
+/// layout).
+///
+/// Errors: [`ShmError::Config`] if a schema does not survive its encoding
+/// (a name above 255 bytes) or the region exceeds [`SHM_MAX_DESC_BYTES`].
+fn encode_descriptions(schemas: &[&Schema]) -> Result<Vec<u8>, ShmError> {
+    let mut out = Vec::new();
+    for s in schemas {
+        let b = s.encode();
+        let same = matches!(Schema::decode(&b), Ok((d, n)) if n == b.len()
+            && schema_fingerprint(&d) == schema_fingerprint(s)
+            && d.fields() == s.fields());
+        if !same {
+            return Err(ShmError::Config(format!(
+                "schema {}: its description does not encode (a name longer than 255 bytes?)",
+                s.name()
+            )));
+        }
+        out.extend_from_slice(&(b.len().min(u16::MAX as usize) as u16).to_le_bytes());
+        out.extend_from_slice(&b);
+        if b.len() > u16::MAX as usize || out.len() > SHM_MAX_DESC_BYTES {
+            return Err(ShmError::Config(format!(
+                "schema descriptions take more than the ring header's {SHM_MAX_DESC_BYTES} bytes (at schema {})",
+                s.name()
+            )));
+        }
+    }
+    Ok(out)
+}
+
+/// Decodes the schema-description region `region` (the bytes its header
+/// field declares) into `count` schemas: each a little-endian u16 length
+/// within the region, then exactly that many bytes that
+/// [`Schema::decode`] accepts; no stray bytes after the last. Pure and
+/// bounded: it reads only `region` and allocates in proportion to it.
+/// [`parse_header`] then matches each against its descriptor.
+///
+/// Errors: [`ShmError::Schema`] naming the description's index and what
+/// is wrong.
+pub fn decode_descriptions(region: &[u8], count: usize) -> Result<Vec<Schema>, ShmError> {
+    let mut p = 0usize;
+    let mut out = Vec::with_capacity(count.min(SHM_MAX_SCHEMAS));
+    for i in 0..count {
+        let bad = |m: String| Err(ShmError::Schema(format!("schema description {i}: {m}")));
+        if region.len() - p < 2 {
+            return bad(format!(
+                "missing: the region of {} bytes ends",
+                region.len()
+            ));
+        }
+        let len = u16::from_le_bytes([region[p], region[p + 1]]) as usize;
+        p += 2;
+        if len > region.len() - p {
+            return bad(format!(
+                "{len} bytes declared, {} left in the region",
+                region.len() - p
+            ));
+        }
+        let (s, used) = match Schema::decode(&region[p..p + len]) {
+            Ok(x) => x,
+            Err(e) => return bad(e),
+        };
+        if used != len {
+            return bad(format!("{} stray bytes after it", len - used));
+        }
+        p += len;
+        out.push(s);
+    }
+    if p != region.len() {
+        return Err(ShmError::Schema(format!(
+            "{} stray bytes after the schema descriptions",
+            region.len() - p
+        )));
+    }
+    Ok(out)
 }
 
 /// The validated static part of a ring header.
@@ -275,8 +383,10 @@ fn name_ok(n: &str) -> bool {
 /// header, wrong magic or version, a slot size other than 32/64/128, a
 /// capacity that is 0, not a power of two or above [`SHM_MAX_CAPACITY`], a
 /// file shorter than header plus slots, too many schema descriptors, a
-/// descriptor with a bad name, a size below 8 or above the slot, or a
-/// schema id given twice.
+/// descriptor with a bad name, a size below 8 or above the slot, a
+/// schema id given twice; [`ShmError::Schema`] for a schema description
+/// that is out of its region, malformed, or not the descriptor's schema
+/// (id, name, size, recomputed fingerprint); see [`decode_descriptions`].
 pub fn parse_header(header: &[u8], file_len: u64) -> Result<RingInfo, ShmError> {
     let bad = |m: String| Err(ShmError::BadHeader(m));
     if header.len() < SHM_HEADER_BYTES || file_len < SHM_HEADER_BYTES as u64 {
@@ -313,8 +423,16 @@ pub fn parse_header(header: &[u8], file_len: u64) -> Result<RingInfo, ShmError> 
             "{count} schema descriptors, at most {SHM_MAX_SCHEMAS}"
         ));
     }
+    let desc_bytes = rd_u32(header, OFF_DESC_BYTES) as usize;
+    if desc_bytes > SHM_MAX_DESC_BYTES {
+        return Err(ShmError::Schema(format!(
+            "{desc_bytes} bytes of schema descriptions, at most {SHM_MAX_DESC_BYTES}"
+        )));
+    }
+    let described =
+        decode_descriptions(&header[OFF_DESCS..OFF_DESCS + desc_bytes], count as usize)?;
     let mut schemas: Vec<SchemaDesc> = Vec::with_capacity(count as usize);
-    for i in 0..count as usize {
+    for (i, schema) in described.into_iter().enumerate() {
         let d = &header[OFF_SCHEMAS + i * DESC_BYTES..OFF_SCHEMAS + (i + 1) * DESC_BYTES];
         let id = rd_u16(d, 0);
         let size = rd_u32(d, 4);
@@ -333,11 +451,26 @@ pub fn parse_header(header: &[u8], file_len: u64) -> Result<RingInfo, ShmError> 
         if schemas.iter().any(|s| s.id == id) {
             return bad(format!("schema id {id} is declared twice"));
         }
+        if schema.id() != id || schema.name() != name || schema.size() as u32 != size {
+            return Err(ShmError::Schema(format!(
+                "schema {name} (id {id}, {size} bytes) is described as {} (id {}, {} bytes)",
+                schema.name(),
+                schema.id(),
+                schema.size()
+            )));
+        }
+        let fp = schema_fingerprint(&schema);
+        if fp != fingerprint {
+            return Err(ShmError::Schema(format!(
+                "schema {name} (id {id}): fingerprint of its description {fp:016x}, the descriptor says {fingerprint:016x}"
+            )));
+        }
         schemas.push(SchemaDesc {
             id,
             size,
             fingerprint,
             name,
+            schema,
         });
     }
     let info = RingInfo {
@@ -708,7 +841,8 @@ impl<T: Record> ShmProducer<T> {
     ///
     /// Errors: [`ShmError::Config`] for a name, capacity, slot size
     /// (`size_of::<T>()` must be 32, 64 or 128), a schema larger than the
-    /// slot or too many schemas; [`ShmError::Io`] for the file (the
+    /// slot, too many schemas or descriptions larger than
+    /// [`SHM_MAX_DESC_BYTES`]; [`ShmError::Io`] for the file (the
     /// directory missing, no space: hugetlbfs without free pages).
     pub fn create(opts: &ShmOptions, schemas: &[&Schema]) -> Result<Self, ShmError> {
         let slot_bytes = size_of::<T>();
@@ -751,6 +885,7 @@ impl<T: Record> ShmProducer<T> {
                 ));
             }
         }
+        let descriptions = encode_descriptions(schemas)?;
         let pid = std::process::id();
         let start_time = process_start_time(pid).ok_or_else(|| {
             ShmError::Io(io::Error::other(
@@ -798,7 +933,10 @@ impl<T: Record> ShmProducer<T> {
             // producer takes no page fault on its first lap.
             // SAFETY: the mapping is `len` bytes, fresh, not yet shared.
             unsafe { map.ptr.write_bytes(0, len as usize) };
-            let mut hdr = vec![0u8; OFF_SCHEMAS + schemas.len() * DESC_BYTES];
+            let mut hdr = vec![0u8; OFF_DESCS + descriptions.len()];
+            hdr[OFF_DESC_BYTES..OFF_DESC_BYTES + 4]
+                .copy_from_slice(&(descriptions.len() as u32).to_ne_bytes());
+            hdr[OFF_DESCS..].copy_from_slice(&descriptions);
             hdr[OFF_VERSION..OFF_VERSION + 4].copy_from_slice(&SHM_VERSION.to_ne_bytes());
             hdr[OFF_HEADER_BYTES..OFF_HEADER_BYTES + 4]
                 .copy_from_slice(&(SHM_HEADER_BYTES as u32).to_ne_bytes());
@@ -819,8 +957,9 @@ impl<T: Record> ShmProducer<T> {
                 d[8..16].copy_from_slice(&schema_fingerprint(s).to_ne_bytes());
                 d[16..16 + s.name().len()].copy_from_slice(s.name().as_bytes());
             }
-            // SAFETY: `hdr` fits the header (asserted at compile time for
-            // the largest count); nobody else maps the file yet.
+            // SAFETY: `hdr` fits the header (the descriptor table is
+            // asserted at compile time, the descriptions are bounded by
+            // SHM_MAX_DESC_BYTES); nobody else maps the file yet.
             unsafe { core::ptr::copy_nonoverlapping(hdr.as_ptr(), map.ptr, hdr.len()) };
             // The magic last: a reader that sees it sees the whole header
             // (the rename below publishes the file; this orders the bytes
@@ -1253,7 +1392,9 @@ impl ShmReader {
     /// Errors: [`ShmError::Io`] (not a regular file, a symlink, open or
     /// map failure), [`ShmError::Owner`] for a file of a uid neither this
     /// process's nor in `rules`, [`ShmError::BadHeader`] from
-    /// [`parse_header`].
+    /// [`parse_header`]; [`ShmError::Schema`] for a bad schema description
+    /// behind a valid fixed header, after marking the ring quarantined in
+    /// the file (its producer stops waiting and counts drops).
     pub fn open(path: &Path, rules: &OpenRules) -> Result<Self, ShmError> {
         let file = std::fs::OpenOptions::new()
             .read(true)
@@ -1273,7 +1414,22 @@ impl ShmReader {
         let mut hdr = vec![0u8; SHM_HEADER_BYTES];
         let got = std::os::unix::fs::FileExt::read_at(&file, &mut hdr, 0)?;
         hdr.truncate(got);
-        let info = parse_header(&hdr, len)?;
+        let info = match parse_header(&hdr, len) {
+            Err(ShmError::Schema(m)) => {
+                // The fixed header is valid (and the file at least a header
+                // long): mark the ring quarantined, so a producer blocked
+                // on it stops waiting, as for a protocol violation.
+                if let Ok(mut map) = Mapping::new(&file, SHM_HEADER_BYTES) {
+                    map.guard = guard_register(map.ptr as usize, map.len);
+                    // Release pairs with the producer's Acquire load in
+                    // `is_quarantined`.
+                    map.u32_at(OFF_STATE)
+                        .store(STATE_QUARANTINED, Ordering::Release);
+                }
+                return Err(ShmError::Schema(m));
+            }
+            r => r?,
+        };
         let map_len = usize::try_from(info.needed_bytes())
             .map_err(|_| ShmError::BadHeader("ring larger than the address space".into()))?;
         let mut map = Mapping::new(&file, map_len)?;

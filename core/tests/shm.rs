@@ -4,9 +4,11 @@
 
 use std::os::unix::fs::{FileExt, PermissionsExt};
 
+use dplog_core::schema::{FieldDef, FieldKind, Schema};
 use dplog_core::shm::{
-    check_slots, check_tail, parse_header, OpenRules, ProducerState, ShmError, ShmLogProducer,
-    ShmOptions, ShmProducer, ShmReader, SHM_HEADER_BYTES,
+    check_slots, check_tail, decode_descriptions, parse_header, OpenRules, ProducerState, ShmError,
+    ShmLogProducer, ShmOptions, ShmProducer, ShmReader, SHM_HEADER_BYTES, SHM_MAX_DESC_BYTES,
+    SHM_VERSION,
 };
 use dplog_core::{Backpressure, HasSchema, LoggerConfig, RecordRules, Slot64};
 use dplog_schema_nat::{Nat44SessionRecord, NatRecord};
@@ -228,8 +230,116 @@ fn a_tail_past_the_capacity_or_backwards_and_bad_records_are_violations() {
     assert!(e.unwrap().to_string().contains("schema id 999"));
 }
 
+/// A record type of the user's own, not the NAT package's: an ACL drop
+/// with an enum of named reasons, a MAC and an IPv6 address.
+fn acl_schema() -> Schema {
+    Schema::new(
+        300,
+        "aclDrop",
+        56,
+        vec![
+            FieldDef::new("ticks", 8, 8, FieldKind::TscTimestamp, 0),
+            FieldDef::new("sourceIPv6Address", 16, 16, FieldKind::Ipv6, 27),
+            FieldDef::new("ruleId", 32, 4, FieldKind::U32, 0),
+            FieldDef::new("sourceMacAddress", 40, 6, FieldKind::Mac, 56),
+            FieldDef::new("reason", 46, 1, FieldKind::Enum, 0).with_names(&[
+                (1, "NO_RULE"),
+                (2, "DENY"),
+                (3, "RATE_LIMIT"),
+            ]),
+        ],
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_ring_carries_its_schemas_whole_and_a_bad_description_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let acl = acl_schema();
+    let nat = Nat44SessionRecord::schema();
+    let p = ShmProducer::<Slot64>::create(&opts(d.path(), 8), &[nat, &acl]).unwrap();
+    let r = ShmReader::open(p.path(), &OpenRules::default()).unwrap();
+    let got = &r.info().schemas;
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].schema.fields(), nat.fields());
+    assert_eq!((got[1].schema.id(), got[1].schema.name()), (300, "aclDrop"));
+    assert_eq!(got[1].schema.fields(), acl.fields());
+    assert_eq!(got[1].schema.fields()[4].enum_name(2), Some("DENY"));
+    // The first description starts at 8192 + 2: id, size, name length,
+    // "nat44Session" ... ; the ACL description's enum name "DENY" is
+    // changed to "DENZ": the fingerprint no longer matches.
+    let path = p.path().to_path_buf();
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    let mut region = vec![0u8; 4096];
+    f.read_at(&mut region, 8192).unwrap();
+    let at = region.windows(4).position(|w| w == b"DENY").unwrap();
+    f.write_all_at(b"DENZ", 8192 + at as u64).unwrap();
+    let e = ShmReader::open(&path, &OpenRules::default()).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("schema aclDrop (id 300): fingerprint of its description"),
+        "{e}"
+    );
+    assert!(matches!(e, ShmError::Schema(_)), "{e}");
+    // Refused and quarantined: the producer sees it.
+    assert!(p.is_quarantined());
+    f.write_all_at(b"DENY", 8192 + at as u64).unwrap();
+    assert!(ShmReader::open(&path, &OpenRules::default()).is_ok());
+    // A description length past the region, and a region length past
+    // its bound.
+    let first = u16::from_le_bytes([region[0], region[1]]);
+    f.write_all_at(&60000u16.to_le_bytes(), 8192).unwrap();
+    let e = ShmReader::open(&path, &OpenRules::default()).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("schema description 0: 60000 bytes declared"),
+        "{e}"
+    );
+    f.write_all_at(&first.to_le_bytes(), 8192).unwrap();
+    f.write_all_at(&u32::MAX.to_ne_bytes(), 60).unwrap();
+    let e = ShmReader::open(&path, &OpenRules::default()).unwrap_err();
+    assert!(
+        e.to_string().contains(&format!(
+            "4294967295 bytes of schema descriptions, at most {SHM_MAX_DESC_BYTES}"
+        )),
+        "{e}"
+    );
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Any description bytes: decoded or refused, never a panic; what is
+    /// accepted is `count` valid schemas that fit the bytes.
+    #[test]
+    fn decode_descriptions_takes_any_bytes(
+        bytes in proptest::collection::vec(any::<u8>(), 0..2048),
+        count in 0usize..80,
+        valid_prefix in any::<bool>(),
+    ) {
+        let mut b = bytes;
+        if valid_prefix {
+            // A real description first, so the fuzz reaches its insides.
+            let e = acl_schema().encode();
+            let mut v = (e.len() as u16).to_le_bytes().to_vec();
+            v.extend_from_slice(&e);
+            let cut = b.len().min(v.len());
+            b[..cut].copy_from_slice(&v[..cut]);
+        }
+        if let Ok(schemas) = decode_descriptions(&b, count) {
+            prop_assert_eq!(schemas.len(), count);
+            prop_assert!(count * 8 <= b.len());
+            for s in &schemas {
+                prop_assert!(s.size() >= 8);
+                let back = Schema::decode(&s.encode()).unwrap().0;
+                prop_assert_eq!(back.fields(), s.fields());
+            }
+        }
+    }
 
     /// Any header bytes: parsed or refused, never a panic; what is
     /// accepted is within bounds.
@@ -242,7 +352,7 @@ proptest! {
         let mut b = bytes;
         if magic && b.len() >= 16 {
             b[..8].copy_from_slice(b"DPLOGSHM");
-            b[8..12].copy_from_slice(&1u32.to_ne_bytes());
+            b[8..12].copy_from_slice(&SHM_VERSION.to_ne_bytes());
         }
         if let Ok(info) = parse_header(&b, file_len) {
             prop_assert!(matches!(info.slot_bytes, 32 | 64 | 128));
@@ -257,7 +367,10 @@ proptest! {
     #[test]
     fn the_reader_survives_arbitrary_header_and_index_bytes(
         writes in proptest::collection::vec(
-            (0usize..SHM_HEADER_BYTES + 8 * 64, proptest::collection::vec(any::<u8>(), 1..16)),
+            (
+                prop_oneof![0usize..1024 + 5 * 64, 8192usize..8192 + 1024, SHM_HEADER_BYTES..SHM_HEADER_BYTES + 8 * 64],
+                proptest::collection::vec(any::<u8>(), 1..16),
+            ),
             1..24,
         ),
         tail in prop_oneof![any::<u64>(), 0u64..20],

@@ -28,10 +28,8 @@
 //! calibration carries over an `H` (each writer sends its own `C` before
 //! its first record).
 
-use std::borrow::Cow;
-
 use dplog_core::report::DropReport;
-use dplog_core::schema::{EnumName, FieldDef, FieldKind, Schema};
+use dplog_core::schema::Schema;
 
 use crate::conv::TscCalibration;
 
@@ -45,32 +43,9 @@ fn frame(out: &mut Vec<u8>, kind: u8, payload: &[u8]) {
     out.extend_from_slice(payload);
 }
 
-fn put_name(b: &mut Vec<u8>, s: &str) {
-    let s = &s.as_bytes()[..s.len().min(255)];
-    b.push(s.len() as u8);
-    b.extend_from_slice(s);
-}
-
-/// Serialises `s` as an `S` frame payload.
+/// Serialises `s` as an `S` frame payload ([`Schema::encode`]).
 pub fn schema_bytes(s: &Schema) -> Vec<u8> {
-    let mut b = Vec::new();
-    b.extend_from_slice(&s.id().to_le_bytes());
-    b.extend_from_slice(&(s.size() as u16).to_le_bytes());
-    put_name(&mut b, s.name());
-    b.extend_from_slice(&(s.fields().len() as u16).to_le_bytes());
-    for f in s.fields() {
-        put_name(&mut b, &f.name);
-        b.extend_from_slice(&f.offset.to_le_bytes());
-        b.extend_from_slice(&f.size.to_le_bytes());
-        b.push(f.kind as u32 as u8);
-        b.extend_from_slice(&f.ie_id.to_le_bytes());
-        b.extend_from_slice(&(f.enum_names.len() as u16).to_le_bytes());
-        for e in &f.enum_names {
-            b.extend_from_slice(&e.value.to_le_bytes());
-            put_name(&mut b, &e.name);
-        }
-    }
-    b
+    s.encode()
 }
 
 /// `C` frame payload of `c`.
@@ -417,65 +392,9 @@ impl StreamDecoder {
     }
 }
 
-struct Rd<'a> {
-    b: &'a [u8],
-    p: usize,
-}
-
-impl<'a> Rd<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        if self.p + n > self.b.len() {
-            return Err("schema frame ends early".into());
-        }
-        let s = &self.b[self.p..self.p + n];
-        self.p += n;
-        Ok(s)
-    }
-    fn u8(&mut self) -> Result<u8, String> {
-        Ok(self.take(1)?[0])
-    }
-    fn u16(&mut self) -> Result<u16, String> {
-        let s = self.take(2)?;
-        Ok(u16::from_le_bytes([s[0], s[1]]))
-    }
-    fn u32(&mut self) -> Result<u32, String> {
-        let s = self.take(4)?;
-        Ok(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
-    }
-    fn name(&mut self) -> Result<String, String> {
-        let n = self.u8()? as usize;
-        String::from_utf8(self.take(n)?.to_vec()).map_err(|_| "name is not UTF-8".to_string())
-    }
-}
-
-/// Parses an `S` frame payload.
+/// Parses an `S` frame payload ([`Schema::decode`]).
 pub fn parse_schema(b: &[u8]) -> Result<Schema, String> {
-    let mut r = Rd { b, p: 0 };
-    let id = r.u16()?;
-    let size = r.u16()? as usize;
-    let name = r.name()?;
-    let n = r.u16()?;
-    let mut fields = Vec::with_capacity(n as usize);
-    for _ in 0..n {
-        let fname = r.name()?;
-        let offset = r.u16()? as usize;
-        let fsize = r.u16()? as usize;
-        let k = r.u8()?;
-        let kind = FieldKind::from_u32(k as u32)
-            .ok_or_else(|| format!("field {fname}: unknown kind {k}"))?;
-        let ie = r.u16()?;
-        let ne = r.u16()?;
-        let mut f = FieldDef::new(fname, offset, fsize, kind, ie);
-        for _ in 0..ne {
-            let value = r.u32()?;
-            f.enum_names.push(EnumName {
-                value,
-                name: Cow::Owned(r.name()?),
-            });
-        }
-        fields.push(f);
-    }
-    Schema::new(id, name, size, fields).map_err(|e| e.to_string())
+    Schema::decode(b).map(|(s, _)| s)
 }
 
 /// Decodes a binary file up to its last whole record (all in memory; see

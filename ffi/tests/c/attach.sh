@@ -4,7 +4,8 @@
 # test_attach.c (ASan+UBSan) logs 5000 records into a shared-memory ring
 # and frees its producer, then 3000 more into a new ring and SIGKILLs
 # itself; dplogd writes exactly those records, in order, each ring ended
-# by its "closed" / "exited" line.
+# by its "closed" / "exited" line. Each run also logs 3 records of a type
+# registered from C ("verdict"), written with their exact values.
 set -euo pipefail
 work=$1 inc=$2 lib=$3 dplogd=$4
 a="$work/attach"
@@ -32,16 +33,32 @@ wait $d
 trap - EXIT
 python3 - "$a/out.jsonl" <<'PY'
 import json, sys
-seqs, ends = [], []
+seqs, ends, verdicts = [], [], []
 for line in open(sys.argv[1]):
     v = json.loads(line)
     if "dplogd" in v:
         ends.append((v["dplogd"], v["records"]))
+    elif "action" in v:
+        verdicts.append(v)
     else:
         assert v["responderOctets"] == 77, v
         seqs.append(v["initiatorOctets"])
 want = list(range(5000)) + list(range(3000))
 assert seqs == want, f"{len(seqs)} records, first difference at {next((i for i, (a, b) in enumerate(zip(seqs, want)) if a != b), min(len(seqs), len(want)))}"
-assert ends == [("producer_closed", 5000), ("producer_exited", 3000)], ends
-print("attach: 8000 records from C through dplogd, exactly once, both ring ends")
+assert ends == [("producer_closed", 5003), ("producer_exited", 3003)], ends
+want_v = [
+    {
+        "timestamp": f"2026-01-01T00:00:00.00{k}000Z",
+        "observationTimeMilliseconds": 1767225600000 + k,
+        "count": k,
+        "sourceIPv4Address": "192.0.2.1",
+        "sourceTransportPort": 4000 + k,
+        "vlanId": 7,
+        "protocolIdentifier": 17,
+        "action": ["allow", "deny", "reject"][k],
+    }
+    for k in range(3)
+] * 2
+assert verdicts == want_v, verdicts
+print("attach: 8000 NAT records and 6 of a C-registered type from C through dplogd, exactly once, both ring ends")
 PY

@@ -10,7 +10,15 @@
  * writes "closed its ring"). With "kill" it prints the committed count
  * and raises SIGKILL instead of freeing anything: the daemon writes the
  * records and "exited".
+ *
+ * Before attaching it registers a record type of its own, "verdict"
+ * (which dplogd knows only from the ring file's schema description), and
+ * after the NAT records logs 3 verdicts k = 0..2: count k,
+ * observationTimeMilliseconds 1767225600000 + k, sourceIPv4Address
+ * 192.0.2.1, sourceTransportPort 4000 + k, vlanId 7, protocolIdentifier
+ * 17, action allow/deny/reject.
  */
+#include <stddef.h>
 #include <dplog.h>
 #include <signal.h>
 #include <stdint.h>
@@ -19,6 +27,31 @@
 #include <string.h>
 
 #include "check.h"
+
+struct verdict {
+  struct dplog_record_header header;
+  uint64_t time_ns;
+  uint32_t count;
+  uint32_t src;
+  uint16_t port;
+  uint16_t vlan;
+  uint8_t protocol;
+  uint8_t action;
+  uint8_t pad[2];
+};
+_Static_assert(sizeof(struct verdict) == 32, "32-byte record");
+
+static const struct dplog_enum_name actions[] = {{0, "allow"}, {1, "deny"}, {2, "reject"}};
+#define FN(m, name, k, ie) {name, offsetof(struct verdict, m), sizeof(((struct verdict *)0)->m), k, ie, NULL, 0}
+static const struct dplog_field_desc verdict_fields[] = {
+    FN(time_ns, "observationTimeMilliseconds", DPLOG_FIELD_NS_TIMESTAMP, 323),
+    FN(count, "count", DPLOG_FIELD_U32, 0),
+    FN(src, "sourceIPv4Address", DPLOG_FIELD_IPV4, 8),
+    FN(port, "sourceTransportPort", DPLOG_FIELD_PORT, 7),
+    FN(vlan, "vlanId", DPLOG_FIELD_U16, 58),
+    FN(protocol, "protocolIdentifier", DPLOG_FIELD_PROTOCOL, 4),
+    {"action", offsetof(struct verdict, action), 1, DPLOG_FIELD_ENUM, 0, actions, 3},
+};
 
 static struct dplog_nat44_session rec(uint64_t i) {
   struct dplog_nat44_session s;
@@ -47,6 +80,10 @@ int main(int argc, char **argv) {
   int kill_self = argc > 3 && strcmp(argv[3], "kill") == 0;
   struct dplog *h;
   EXPECT(dplog_open_str("[ring]\ncapacity = 64\n[sink]\ntype = \"file\"\npath = \"/dev/null\"\n", &h),
+         DPLOG_OK);
+  uint16_t verdict_id = 0;
+  EXPECT(dplog_schema_register(h, "verdict", sizeof(struct verdict), verdict_fields,
+                               sizeof verdict_fields / sizeof verdict_fields[0], &verdict_id),
          DPLOG_OK);
   dplog_producer *p = NULL;
   /* Bad arguments: clear errors, nothing created. */
@@ -82,6 +119,18 @@ int main(int argc, char **argv) {
       EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &r, sizeof r), DPLOG_OK);
       i++;
     }
+  }
+  for (uint32_t k = 0; k < 3; k++) {
+    struct verdict v;
+    memset(&v, 0, sizeof v);
+    v.time_ns = 1767225600000000000ull + k * 1000000ull;
+    v.count = k;
+    v.src = 0xC0000201u;
+    v.port = (uint16_t)(4000 + k);
+    v.vlan = 7;
+    v.protocol = 17;
+    v.action = (uint8_t)k;
+    EXPECT(dplog_log(p, verdict_id, &v, sizeof v), DPLOG_OK);
   }
   EXPECT(dplog_producer_flush(p), DPLOG_OK);
   if (kill_self) {

@@ -23,9 +23,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use dplog::config::LogConfig;
-use dplog_core::shm::{
-    ring_file_name, schema_fingerprint, OpenRules, ProducerState, ShmError, ShmReader,
-};
+use dplog_core::shm::{ring_file_name, OpenRules, ProducerState, ShmError, ShmReader};
 use dplog_core::tsc::TscClock;
 use dplog_core::{DropReport, Formatter, RingStats, Schema, Sink, Snapshot, Stats};
 use dplog_formatters::{Format, SchemaFormatter};
@@ -338,6 +336,13 @@ impl Daemon {
         };
         let mut reader = match ShmReader::open(path, &rules) {
             Ok(r) => r,
+            Err(e @ ShmError::Schema(_)) => {
+                // The reader marked it quarantined in the file.
+                eprintln!("dplogd: ring {file}: quarantined: {e}; not served");
+                self.refused.insert(file);
+                self.stats.rings_stopped += 1;
+                return;
+            }
             Err(e) => return refuse(self, e.to_string()),
         };
         let resumed = self.resume.remove(&file);
@@ -369,23 +374,29 @@ impl Daemon {
                 RingMark::Live => {}
             }
         }
-        let mut schemas = Vec::new();
-        for d in &reader.info().schemas {
-            match self.known.iter().find(|s| {
-                s.id() == d.id && s.name() == d.name && schema_fingerprint(s) == d.fingerprint
-            }) {
-                Some(s) => schemas.push(*s),
-                None => {
-                    return refuse(
-                        self,
-                        format!(
-                            "schema {} (id {}, fingerprint {:016x}) is not one dplogd knows",
-                            d.name, d.id, d.fingerprint
-                        ),
-                    )
-                }
-            }
-        }
+        // Each record type as the ring file describes it (checked by the
+        // reader against its fingerprint); a known package's type with the
+        // same fields keeps the package's metadata (syslog layout,
+        // priorities, names by value), as dplog-cat does.
+        let owned: Vec<Schema> = reader
+            .info()
+            .schemas
+            .iter()
+            .map(|d| {
+                self.known
+                    .iter()
+                    .copied()
+                    .find(|k| {
+                        k.id() == d.id
+                            && k.name() == d.name
+                            && k.size() == d.schema.size()
+                            && k.fields() == d.schema.fields()
+                    })
+                    .unwrap_or(&d.schema)
+                    .clone()
+            })
+            .collect();
+        let schemas: Vec<&Schema> = owned.iter().collect();
         if schemas.is_empty() {
             return refuse(self, "it declares no schema".into());
         }

@@ -8,7 +8,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use common::*;
-use dplog_core::shm::{ShmOptions, ShmProducer};
+use dplog_core::shm::{ShmOptions, ShmProducer, SHM_HEADER_BYTES, SHM_VERSION};
 use dplog_core::Slot64;
 use dplog_schema_nat::{Nat44SessionRecord, NatRecord};
 use rand::{Rng, SeedableRng};
@@ -106,7 +106,7 @@ fn corrupted_rings_are_quarantined_and_the_others_still_drained() {
     });
     for (i, (p, how)) in bad.iter_mut().enumerate() {
         let path: PathBuf = p.path().to_path_buf();
-        let slot = |k: u64| 8192 + (k % 64) * 64;
+        let slot = |k: u64| SHM_HEADER_BYTES as u64 + (k % 64) * 64;
         match *how {
             "tail_past_capacity" => write_at(&path, 128, &(10u64 + 65).to_ne_bytes()),
             "tail_huge" => write_at(&path, 128, &u64::MAX.to_ne_bytes()),
@@ -149,16 +149,32 @@ fn corrupted_rings_are_quarantined_and_the_others_still_drained() {
     }
     // Files that were never valid rings: refused at open.
     let junk_path = s.rings().join("junk.1.00000000000000aa.ring");
-    let mut junk = vec![0u8; 8192 + 64 * 64];
+    let mut junk = vec![0u8; SHM_HEADER_BYTES + 64 * 64];
     rng.fill(&mut junk[..]);
     std::fs::write(&junk_path, &junk).unwrap();
-    let mut lying = vec![0u8; 8192];
+    let mut lying = vec![0u8; SHM_HEADER_BYTES];
     lying[..8].copy_from_slice(b"DPLOGSHM");
-    lying[8..12].copy_from_slice(&1u32.to_ne_bytes());
-    lying[12..16].copy_from_slice(&8192u32.to_ne_bytes());
+    lying[8..12].copy_from_slice(&SHM_VERSION.to_ne_bytes());
+    lying[12..16].copy_from_slice(&(SHM_HEADER_BYTES as u32).to_ne_bytes());
     lying[16..20].copy_from_slice(&64u32.to_ne_bytes());
     lying[20..24].copy_from_slice(&(1u32 << 20).to_ne_bytes()); // 64 MiB of slots claimed
     std::fs::write(s.rings().join("liar.1.00000000000000bb.ring"), &lying).unwrap();
+    // A live ring whose first schema description (at 8192: a length, id,
+    // size, then the name's length and bytes) names another schema than
+    // its descriptor: made aside, damaged, then moved in, so the daemon
+    // only ever sees the damage.
+    let aside = s.path("aside");
+    std::fs::create_dir(&aside).unwrap();
+    let described = ring(&aside, "described", 30, 10);
+    let dpath = described.path().to_path_buf();
+    let mut c0 = [0u8; 1];
+    std::fs::File::open(&dpath)
+        .unwrap()
+        .read_exact_at(&mut c0, 8192 + 7)
+        .unwrap();
+    write_at(&dpath, 8192 + 7, &[c0[0] ^ 1]);
+    let dfile = dpath.file_name().unwrap().to_string_lossy().into_owned();
+    std::fs::rename(&dpath, s.rings().join(&dfile)).unwrap();
 
     wait_for(60, "a quarantine line per corrupted ring", || {
         let e = s.stderr();
@@ -166,6 +182,9 @@ fn corrupted_rings_are_quarantined_and_the_others_still_drained() {
             let f = p.path().file_name().unwrap().to_string_lossy().into_owned();
             e.contains(&format!("ring {f}: quarantined"))
         }) && e.contains("ring junk.1.00000000000000aa.ring: refused: bad ring header")
+            && e.contains(&format!(
+                "ring {dfile}: quarantined: bad schema description"
+            ))
             && e.contains("ring liar.1.00000000000000bb.ring: refused: bad ring header")
     });
     // Rings are still served after the quarantines: a new one whole.
@@ -226,7 +245,12 @@ fn corrupted_rings_are_quarantined_and_the_others_still_drained() {
             .unwrap_or_else(|| panic!("{how}: no quarantine line"));
         assert_eq!(end["dplogd"], "ring_quarantined", "{how}");
     }
+    // The ring with the bad description: not served, marked quarantined
+    // (its producer stops waiting), the damage named.
+    assert!(!out.seqs.contains_key(&30));
+    assert!(described.is_quarantined());
     let e = s.stderr();
+    assert!(e.contains("is described as"), "{e}");
     assert!(e.contains("more than the capacity 64"), "{e}");
     assert!(e.contains("moved backwards"), "{e}");
     assert!(e.contains("length 65535"), "{e}");

@@ -935,9 +935,10 @@ fn framing_why(sink: &str, kind: &str) -> Option<String> {
     Some(match (sink, kind) {
         ("syslog" | "kafka", "binary" | "ipfix") => format!(
             "[sink] type = \"{sink}\" with [format] type = \"{kind}\": the {sink} sink sends one \
-             message per line, and a {kind} stream is not lines (it would be cut at every 0x0A \
+             message per line, and {an} {kind} stream is not lines (it would be cut at every 0x0A \
              byte); {sink} takes the line formats ({LINES}); send ipfix to a sink of type = \
-             \"ipfix\" (an IPFIX exporter) or a file, binary to a file or mmap sink"
+             \"ipfix\" (an IPFIX exporter) or a file, binary to a file or mmap sink",
+            an = if kind == "ipfix" { "an" } else { "a" },
         ),
         ("ipfix", k) if k != "ipfix" => format!(
             "[sink] type = \"ipfix\" with [format] type = \"{k}\": the IPFIX exporter sends \

@@ -82,7 +82,9 @@ struct Args {
     /// are chosen in the --config file (reference-nat/dplog-nat.toml).
     #[arg(long, value_parser = format_parser())]
     format: Option<Format>,
-    /// Output file (file sink). Default dplog-nat.log.
+    /// Output file (a file sink), replacing every sink of the config
+    /// (it says so on stderr when those were not one file). Default
+    /// dplog-nat.log.
     #[arg(long, short, value_name = "PATH")]
     output: Option<PathBuf>,
     /// Ring capacity in records, a power of two. Default 16384.
@@ -239,6 +241,13 @@ fn build_config(args: &Args) -> Result<AppConfig, String> {
         cfg.format.kind = f;
     }
     if let Some(o) = &args.output {
+        if args.config.is_some() && !matches!(cfg.sink, SinkConfig::File(_)) {
+            eprintln!(
+                "dplog-nat: --output {} replaces the config's sinks ({}): records go to this file only",
+                o.display(),
+                cfg.sink.describe_each().join(", ")
+            );
+        }
         cfg.sink = SinkConfig::File(FileSinkConfig {
             path: o.clone(),
             ..Default::default()

@@ -155,3 +155,29 @@ fn dplog_nat_refuses_a_command_line_format_its_sinks_cannot_carry() {
         assert!(!dir.path().join("out.log").exists(), "case {i}");
     }
 }
+
+/// `--output` replaces the config's sinks, and says so when they were
+/// not one file: an IPFIX exporter's config with `-o` writes the IPFIX
+/// stream into the file, and stderr names the sink it replaced.
+#[test]
+fn output_on_the_command_line_says_which_sinks_it_replaces() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("x.toml"),
+        "[format]\ntype = \"ipfix\"\n[sink]\ntype = \"ipfix\"\naddress = \"127.0.0.1:9\"\n",
+    )
+    .unwrap();
+    let o = bin()
+        .args(["--config", "x.toml", "--packets", "2000", "-o", "out.ipfix"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("--output out.ipfix replaces the config's sinks (ipfix"),
+        "{err}"
+    );
+    let bytes = std::fs::read(dir.path().join("out.ipfix")).unwrap();
+    assert_eq!(&bytes[..2], &[0, 10], "an IPFIX message first");
+}

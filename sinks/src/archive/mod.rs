@@ -495,6 +495,12 @@ impl ArchiveSink {
     /// or written (recovery).
     pub fn open(dir: &Path, opts: ArchiveSinkOptions) -> io::Result<ArchiveSink> {
         opts.check()?;
+        if let Err(e) = std::fs::read_dir(dir) {
+            return Err(io::Error::new(
+                e.kind(),
+                format!("archive directory {}: {e}", dir.display()),
+            ));
+        }
         let lock = lock_dir(dir)?;
         let counters = Arc::new(ArchiveCounters::default());
         let mut next_seq = 0;

@@ -614,6 +614,49 @@ impl Filter {
     }
 }
 
+/// `--where` conditions that can never hold in a log of `schemas`: a
+/// field no record type has (a typo would otherwise print nothing and
+/// look like "no such record"), an address that is not one, an enum
+/// value that is neither a name nor a number of the field.
+fn check_wheres(schemas: &[&Schema], wheres: &[(String, String)]) -> Result<(), String> {
+    for (name, value) in wheres {
+        let fields: Vec<_> = schemas.iter().filter_map(|s| s.field(name)).collect();
+        if fields.is_empty() {
+            let mut all: Vec<&str> = schemas
+                .iter()
+                .flat_map(|s| s.fields().iter().map(|f| f.name.as_ref()))
+                .collect();
+            all.sort_unstable();
+            all.dedup();
+            return Err(format!(
+                "--where {name}={value}: no record type of this log has a field {name:?}; its fields: {}",
+                all.join(", ")
+            ));
+        }
+        let fits = fields.iter().any(|(_, f)| match f.kind {
+            FieldKind::Ipv4 => value.parse::<std::net::Ipv4Addr>().is_ok(),
+            FieldKind::Ipv6 => value.parse::<std::net::Ipv6Addr>().is_ok(),
+            FieldKind::Enum if !f.enum_names.is_empty() => {
+                value.parse::<u64>().is_ok() || f.enum_names.iter().any(|e| e.name == *value)
+            }
+            _ => true,
+        });
+        if !fits {
+            let (_, f) = fields[0];
+            let names: Vec<&str> = f.enum_names.iter().map(|e| e.name.as_ref()).collect();
+            return Err(format!(
+                "--where {name}={value}: {value:?} is not a value of {name} ({})",
+                match f.kind {
+                    FieldKind::Ipv4 => "an IPv4 address such as 10.0.0.1".to_string(),
+                    FieldKind::Ipv6 => "an IPv6 address".to_string(),
+                    _ => format!("a number or one of {}", names.join(", ")),
+                }
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The output side: the encoder (built at the first record, rebuilt when
 /// a record of a schema id it lacks arrives), the selection, counts.
 struct Output<'a> {
@@ -674,6 +717,7 @@ impl<'a> Output<'a> {
             .iter()
             .map(|s| known_schema(s).unwrap_or(s))
             .collect();
+        check_wheres(&refs, &self.args.filters)?;
         let mut enc = self.spec.formatter(&refs).map_err(|e| e.to_string())?;
         enc.set_tsc_calibration(self.cal);
         let opts = self.spec.options();

@@ -142,3 +142,30 @@ fn a_damaged_block_is_named_and_the_rest_printed() {
         3000 - rows
     );
 }
+
+/// A `--where` that can never hold (a misspelt field, a value its field
+/// cannot print) is an error, not an empty answer, for a binary log and
+/// an archive alike.
+#[test]
+fn a_where_that_cannot_hold_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    write_both(dir.path());
+    for input in ["log.bin", "arch"] {
+        for (cond, want) in [
+            (
+                "sourceIPv4Adress=10.0.0.26",
+                "no record type of this log has a field \"sourceIPv4Adress\"; its fields: denyTime, ruleId, sourceIPv4Address, sourceTransportPort",
+            ),
+            (
+                "sourceIPv4Address=10.0.0.999",
+                "\"10.0.0.999\" is not a value of sourceIPv4Address",
+            ),
+        ] {
+            let o = cat(dir.path(), &["--where", cond, input]);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(1), "{input} {cond}: {err}");
+            assert!(err.contains(want), "{input} {cond}: {err}");
+            assert!(o.stdout.is_empty(), "{input} {cond}");
+        }
+    }
+}

@@ -211,7 +211,12 @@ fn standard_input_and_selection_by_time_and_field() {
         ),
         want(&[5])
     );
-    assert_eq!(json(&["--where", "noSuchField=1"], false), "");
+    // A field no record type has: an error, not an empty answer.
+    let o = run(cat(&["--where", "noSuchField=1"]).arg(&path));
+    assert_eq!(o.status.code(), Some(1));
+    assert!(o.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&o.stderr)
+        .contains("no record type of this log has a field \"noSuchField\""));
     // A time that is not one: a usage error naming it.
     let o = run(cat(&["--from", "yesterday"]).arg(&path));
     assert_eq!(o.status.code(), Some(2));

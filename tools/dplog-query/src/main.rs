@@ -9,9 +9,10 @@
 //! ```
 //!
 //! Exit status: 0 found, 1 nothing found, 2 error (bad arguments, an
-//! unknown field, an unparsable time, an unreadable archive). Damaged
-//! blocks are reported on stderr with their file and block and skipped;
-//! the lookup goes on. Semantics of `--at`: see the library docs
+//! unknown field, an unparsable time, an unreadable archive), 3 an
+//! answer from an archive with damaged parts: they are reported on
+//! stderr with their file and block and skipped, the lookup goes on, and
+//! the answer (found or not) may lack what they held. Semantics of `--at`: see the library docs
 //! (`dplog_query`).
 
 use std::io::{IsTerminal, Write};
@@ -209,7 +210,12 @@ fn main() -> ExitCode {
             outcome.problems.len()
         );
     }
-    if outcome.found > 0 {
+    if !outcome.problems.is_empty() {
+        // Found or not, the answer may lack what the damaged parts held
+        // (a delete there makes its session look live): a script must
+        // be able to tell.
+        ExitCode::from(3)
+    } else if outcome.found > 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

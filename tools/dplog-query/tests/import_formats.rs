@@ -176,7 +176,7 @@ fn answers_come_in_every_format() {
             let cut = |v: &mut Vec<String>| {
                 for l in v.iter_mut() {
                     let rest = l.split_once(" NAT").map_or(l.clone(), |x| x.1.to_string());
-                    let rest = rest.trim_start_matches(|c: char| c == '[' || c == ' ');
+                    let rest = rest.trim_start_matches(['[', ' ']);
                     let rest = rest.trim_start_matches(|c: char| c.is_ascii_digit());
                     *l = rest.to_string();
                 }

@@ -8,6 +8,7 @@ use crate::mpsc::MpProducer;
 use crate::record::Record;
 use crate::ring::{Disconnected, DropReason, Producer};
 use crate::runtime::{Backpressure, LoggerConfig};
+use crate::shm::ShmProducer;
 use crate::table::SchemaTable;
 use crate::tsc::now_ticks;
 
@@ -76,6 +77,7 @@ macro_rules! policy_ring {
 
 policy_ring!(Producer, |p| Some(p.fill_upper_bound()));
 policy_ring!(MpProducer, |p| p.fill_upper_bound());
+policy_ring!(ShmProducer, |p| Some(p.fill_upper_bound()));
 
 /// A producer's backpressure state: the logger's policy, the `degrade`
 /// watermarks (in records) and state, and how to read a record's priority.

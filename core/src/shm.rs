@@ -79,7 +79,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::policy::{Policy, PolicyRing};
+use crate::policy::Policy;
 use crate::record::Record;
 use crate::ring::{Disconnected, DropDelta, DropReason};
 use crate::runtime::{Backpressure, LoggerConfig};
@@ -1127,6 +1127,13 @@ impl<T: Record> ShmProducer<T> {
         self.map.u32_at(OFF_STATE).load(Ordering::Acquire) == STATE_QUARANTINED
     }
 
+    /// True once the ring stopped taking records: for a shared-memory
+    /// ring, once the consumer quarantined it ([`is_quarantined`](Self::is_quarantined)),
+    /// as an in-process ring stops on a protocol violation.
+    pub fn is_stopped(&self) -> bool {
+        self.is_quarantined()
+    }
+
     fn wait(&self, steps: &mut WaitSteps) -> bool {
         steps.step(self.block_spins);
         steps.spun(self.block_spins) && self.is_quarantined()
@@ -1223,41 +1230,6 @@ impl<T: Record> Drop for ShmProducer<T> {
             Ordering::Release,
             Ordering::Relaxed,
         );
-    }
-}
-
-impl<R: Record> PolicyRing<R> for ShmProducer<R> {
-    #[inline(always)]
-    fn push_one(&mut self, rec: R) -> bool {
-        self.push(rec).is_ok()
-    }
-    #[inline(always)]
-    fn try_push_one(&mut self, rec: R) -> bool {
-        self.try_push(rec).is_ok()
-    }
-    #[inline(always)]
-    fn push_all(&mut self, recs: &[R]) -> Result<(), usize> {
-        self.push_burst(recs).map_err(|Disconnected(k)| k)
-    }
-    #[inline(always)]
-    fn try_push_some(&mut self, recs: &[R]) -> usize {
-        self.try_push_burst(recs)
-    }
-    #[inline(always)]
-    fn fill_bound(&self) -> Option<usize> {
-        Some(self.fill_upper_bound())
-    }
-    #[inline(always)]
-    fn fill_now(&mut self) -> usize {
-        self.fill()
-    }
-    #[inline(always)]
-    fn stopped(&self) -> bool {
-        self.is_quarantined()
-    }
-    #[inline(always)]
-    fn count(&mut self, reason: DropReason, n: u64, now: u64) {
-        self.count_dropped(reason, n, now)
     }
 }
 

@@ -38,6 +38,7 @@ pub mod kafka;
 pub mod mmap;
 pub mod route;
 pub mod syslog;
+mod tcp;
 
 pub use archive::{ArchiveCounters, ArchiveReader, ArchiveSink, ArchiveSinkOptions};
 pub use file::{FileSink, FileSinkCounters, FileSinkOptions, FsyncPolicy, FILE_MODE};

@@ -84,6 +84,8 @@ use std::time::{Duration, Instant};
 
 use dplog_core::{Accepted, Kept, Progress, Sink, SinkError};
 
+use crate::tcp::{peer_closed, set_linger_zero, unacked_bytes};
+
 /// IPFIX message header length (RFC 7011 section 3.1).
 pub const MESSAGE_HEADER_LEN: usize = 16;
 /// Set header length (RFC 7011 section 3.3.2).
@@ -489,65 +491,6 @@ impl std::fmt::Debug for IpfixExporter {
             .field("transport", &self.opts.transport)
             .finish_non_exhaustive()
     }
-}
-
-/// Bytes written to TCP socket `fd` its peer has not acknowledged yet
-/// (`ioctl(SIOCOUTQ)`, Linux `tcp(7)`; libc names it `TIOCOUTQ`).
-fn unacked_bytes(fd: i32) -> Option<u64> {
-    let mut queued: libc::c_int = 0;
-    // SAFETY: SIOCOUTQ (= TIOCOUTQ) writes one int through the valid
-    // pointer; the descriptor is open (owned by the caller's stream).
-    let r = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut queued) };
-    (r == 0).then_some(queued.max(0) as u64)
-}
-
-/// Makes the coming `close` of socket `fd` abortive (`SO_LINGER` on, zero
-/// timeout): the kernel discards its send queue and sends a reset.
-fn set_linger_zero(fd: i32) {
-    let l = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: setsockopt(2) reads `size_of::<linger>()` bytes from a live
-    // stack value; the descriptor is open (owned by the caller).
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&l as *const libc::linger).cast(),
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        )
-    };
-}
-
-/// True when the peer of `s` closed the connection or it failed.
-fn peer_closed(s: &TcpStream) -> bool {
-    let mut p = libc::pollfd {
-        fd: s.as_raw_fd(),
-        events: libc::POLLIN | libc::POLLRDHUP,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd, zero timeout.
-    let n = unsafe { libc::poll(&mut p, 1, 0) };
-    if n <= 0 {
-        return false;
-    }
-    if p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0 {
-        return true;
-    }
-    let mut b = [0u8; 1];
-    // SAFETY: recv into a 1-byte stack buffer we own; MSG_PEEK leaves the
-    // data queued, MSG_DONTWAIT never blocks.
-    let r = unsafe {
-        libc::recv(
-            s.as_raw_fd(),
-            b.as_mut_ptr().cast(),
-            1,
-            libc::MSG_PEEK | libc::MSG_DONTWAIT,
-        )
-    };
-    r == 0
 }
 
 impl IpfixExporter {
@@ -1104,7 +1047,12 @@ impl IpfixExporter {
                 m
             }));
         }
-        if self.tcp.conn.as_ref().is_some_and(peer_closed) {
+        if self
+            .tcp
+            .conn
+            .as_ref()
+            .is_some_and(|c| peer_closed(c.as_raw_fd()))
+        {
             self.tcp_disconnect();
         }
         self.tcp_connect()?;
@@ -1155,7 +1103,12 @@ impl IpfixExporter {
 
     fn tcp_drain(&mut self, deadline: Instant) -> Result<(), SinkError> {
         loop {
-            if self.tcp.conn.as_ref().is_some_and(peer_closed) {
+            if self
+                .tcp
+                .conn
+                .as_ref()
+                .is_some_and(|c| peer_closed(c.as_raw_fd()))
+            {
                 self.tcp_disconnect();
             }
             if !self.tcp.queue.is_empty() && self.tcp_connect().is_ok() {
@@ -1224,7 +1177,12 @@ impl Sink for IpfixExporter {
         if self.closed || self.is_udp() {
             return Ok(());
         }
-        if self.tcp.conn.as_ref().is_some_and(peer_closed) {
+        if self
+            .tcp
+            .conn
+            .as_ref()
+            .is_some_and(|c| peer_closed(c.as_raw_fd()))
+        {
             self.tcp_disconnect();
         }
         if self.tcp.conn.is_none() && self.tcp_connect().is_ok() && self.tcp.fp.is_none() {

@@ -69,6 +69,8 @@ use std::time::{Duration, Instant};
 
 use std::ops::Range;
 
+use crate::tcp::{set_linger_zero, unacked_bytes};
+
 use dplog_core::{Accepted, Kept, Progress, Sink, SinkError};
 
 /// Where and how messages go.
@@ -536,38 +538,6 @@ impl Stream {
     }
 }
 
-/// Bytes written to TCP socket `fd` that its peer has not acknowledged
-/// yet (`ioctl(SIOCOUTQ)`, Linux `tcp(7)`; libc names it `TIOCOUTQ`), or
-/// None if the ioctl fails.
-fn unacked_bytes(fd: i32) -> Option<u64> {
-    let mut queued: libc::c_int = 0;
-    // SAFETY: SIOCOUTQ (= TIOCOUTQ) writes one int through the valid
-    // pointer; the descriptor is open (owned by the caller's connection).
-    let r = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut queued) };
-    (r == 0).then_some(queued.max(0) as u64)
-}
-
-/// Makes the coming `close` of socket `fd` abortive (`SO_LINGER` on with
-/// a zero timeout, `socket(7)`): TCP discards its send queue and sends a
-/// reset instead of delivering the queued bytes. Best effort.
-fn set_linger_zero(fd: i32) {
-    let l = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: setsockopt(2) reads `size_of::<linger>()` bytes from a live
-    // stack value; the descriptor is open (owned by the caller).
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&l as *const libc::linger).cast(),
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        )
-    };
-}
-
 impl SyslogSink {
     /// Creates the sink and tries to connect once; a receiver that is not
     /// up yet is not an error (the first batch retries), but a bad option
@@ -856,31 +826,7 @@ impl SyslogSink {
         if !matches!(c, Conn::Tcp(_) | Conn::UnixStream(_)) {
             return false;
         }
-        let mut p = libc::pollfd {
-            fd: c.fd(),
-            events: libc::POLLIN | libc::POLLRDHUP,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd, zero timeout.
-        let n = unsafe { libc::poll(&mut p, 1, 0) };
-        if n <= 0 {
-            return false;
-        }
-        if p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0 {
-            return true;
-        }
-        let mut b = [0u8; 1];
-        // SAFETY: recv into a 1-byte stack buffer we own; MSG_PEEK leaves
-        // the data queued, MSG_DONTWAIT never blocks.
-        let r = unsafe {
-            libc::recv(
-                c.fd(),
-                b.as_mut_ptr().cast(),
-                1,
-                libc::MSG_PEEK | libc::MSG_DONTWAIT,
-            )
-        };
-        r == 0
+        crate::tcp::peer_closed(c.fd())
     }
 
     /// Appends the frames of `batch` (one per line, `LEN SP MSG`; an empty

@@ -212,73 +212,51 @@ fn main() {
     );
     let rec = record();
 
-    // Bare SPSC ring.
-    {
-        let (p, mut c) = dplog::ring::<Nat44SessionRecord>(CAPACITY).unwrap();
-        let p = std::cell::RefCell::new(p);
-        let (stop, h) = drain_thread(move || {
-            c.read_burst(32, |r| {
-                black_box(r.timestamp_ns);
-            })
-        });
-        let mut run = Run::new();
-        let mut r = rec;
-        run.measure(
-            |seq, out| {
-                let mut p = p.borrow_mut();
-                for (i, t) in out.iter_mut().enumerate() {
-                    r.timestamp_ns = black_box(seq + i as u64);
-                    let t0 = tsc();
-                    let ok = p.try_push(r).is_ok();
-                    let t1 = tsc();
-                    assert!(ok, "ring full");
-                    *t = (t1 - t0).min(u64::from(u32::MAX)) as u32;
-                }
-            },
-            || {
-                while p.borrow_mut().fill() > 0 {
-                    std::thread::yield_now();
-                }
-            },
-        );
-        run.report("ring SPSC try_push", cost, ns_per_tick);
-        stop.store(true, Ordering::Relaxed);
-        h.join().unwrap();
+    // The bare rings, SPSC and MPSC with one handle: the same timed loop
+    // over each ring's own `try_push` (a macro, so each is monomorphic and
+    // inlined as in a dataplane).
+    macro_rules! bare_ring_case {
+        ($ring:expr, $label:expr) => {{
+            let (p, mut c) = $ring.unwrap();
+            let p = std::cell::RefCell::new(p);
+            let (stop, h) = drain_thread(move || {
+                c.read_burst(32, |r| {
+                    black_box(r.timestamp_ns);
+                })
+            });
+            let mut run = Run::new();
+            let mut r = rec;
+            run.measure(
+                |seq, out| {
+                    let mut p = p.borrow_mut();
+                    for (i, t) in out.iter_mut().enumerate() {
+                        r.timestamp_ns = black_box(seq + i as u64);
+                        let t0 = tsc();
+                        let ok = p.try_push(r).is_ok();
+                        let t1 = tsc();
+                        assert!(ok, "ring full");
+                        *t = (t1 - t0).min(u64::from(u32::MAX)) as u32;
+                    }
+                },
+                || {
+                    while p.borrow_mut().fill() > 0 {
+                        std::thread::yield_now();
+                    }
+                },
+            );
+            run.report($label, cost, ns_per_tick);
+            stop.store(true, Ordering::Relaxed);
+            h.join().unwrap();
+        }};
     }
-
-    // Bare MPSC ring, one handle.
-    {
-        let (p, mut c) = dplog::mpsc_ring::<Nat44SessionRecord>(CAPACITY).unwrap();
-        let p = std::cell::RefCell::new(p);
-        let (stop, h) = drain_thread(move || {
-            c.read_burst(32, |r| {
-                black_box(r.timestamp_ns);
-            })
-        });
-        let mut run = Run::new();
-        let mut r = rec;
-        run.measure(
-            |seq, out| {
-                let mut p = p.borrow_mut();
-                for (i, t) in out.iter_mut().enumerate() {
-                    r.timestamp_ns = black_box(seq + i as u64);
-                    let t0 = tsc();
-                    let ok = p.try_push(r).is_ok();
-                    let t1 = tsc();
-                    assert!(ok, "ring full");
-                    *t = (t1 - t0).min(u64::from(u32::MAX)) as u32;
-                }
-            },
-            || {
-                while p.borrow_mut().fill() > 0 {
-                    std::thread::yield_now();
-                }
-            },
-        );
-        run.report("ring MPSC try_push (one handle)", cost, ns_per_tick);
-        stop.store(true, Ordering::Relaxed);
-        h.join().unwrap();
-    }
+    bare_ring_case!(
+        dplog::ring::<Nat44SessionRecord>(CAPACITY),
+        "ring SPSC try_push"
+    );
+    bare_ring_case!(
+        dplog::mpsc_ring::<Nat44SessionRecord>(CAPACITY),
+        "ring MPSC try_push (one handle)"
+    );
 
     // Logger, SPSC producer and MPSC shared producer.
     for shared in [false, true] {

@@ -778,7 +778,7 @@ fn check_format_keys(text: &str) -> Result<(), ConfigError> {
         if let Some(v) = v {
             let (line, col) = line_col(text, v.span().start);
             return Err(ConfigError::Parse(format!(
-                "TOML parse error at line {line}, column {col}: [format] `{key}` applies only to type = \"text\", \
+                "config error at line {line}, column {col}: [format] `{key}` applies only to type = \"text\", \
                  but type = \"{kind}\" would ignore it (remove `{key}` or set type = \"text\")"
             )));
         }
@@ -786,14 +786,13 @@ fn check_format_keys(text: &str) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// A `TOML parse error at line L, column C` for the key `key` of `table`
-/// (a toml_edit table of `text`), with `why`.
+/// A `config error at line L, column C` for the key `key` of `table` (a
+/// toml_edit table of `text`), with `why`: valid TOML whose settings do
+/// not go together.
 fn key_error(text: &str, table: &toml_edit::Table, key: &str, why: String) -> ConfigError {
     let at = table.key(key).and_then(|k| k.span()).map_or(0, |r| r.start);
     let (line, col) = line_col(text, at);
-    ConfigError::Parse(format!(
-        "TOML parse error at line {line}, column {col}: {why}"
-    ))
+    ConfigError::Parse(format!("config error at line {line}, column {col}: {why}"))
 }
 
 /// Settings that would cut a binary stream (`binary`, `ipfix`) where its
@@ -847,16 +846,22 @@ fn check_stream_keys(text: &str) -> Result<(), ConfigError> {
         .and_then(|f| f.get("type"))
         .and_then(toml_edit::Item::as_str)
         .unwrap_or("text");
-    let tables: Vec<&toml_edit::Table> = match doc.get("sink") {
-        Some(toml_edit::Item::Table(t)) => vec![t],
-        Some(toml_edit::Item::ArrayOfTables(a)) => a.iter().collect(),
+    // Each sink table with the name an error calls it by: `[sink]`, or
+    // `[[sink]] #N` (1-based) when the config lists several.
+    let tables: Vec<(String, &toml_edit::Table)> = match doc.get("sink") {
+        Some(toml_edit::Item::Table(t)) => vec![("[sink]".into(), t)],
+        Some(toml_edit::Item::ArrayOfTables(a)) => a
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (format!("[[sink]] #{}", i + 1), t))
+            .collect(),
         _ => Vec::new(),
     };
     check_framing(text, kind, &tables)?;
     if !matches!(kind, "binary" | "ipfix") {
         return Ok(());
     }
-    for t in tables {
+    for (label, t) in tables {
         let sink = t
             .get("type")
             .and_then(toml_edit::Item::as_str)
@@ -876,7 +881,7 @@ fn check_stream_keys(text: &str) -> Result<(), ConfigError> {
                     t,
                     key,
                     format!(
-                        "[sink] `{key}` with [format] type = \"{kind}\": a new file would start \
+                        "{label} `{key}` with [format] type = \"{kind}\": a new file would start \
                          mid-stream without the stream's header, and could not be decoded; rotate \
                          line formats only, or write binary logs to an mmap sink (every segment \
                          carries the schemas)"
@@ -901,13 +906,17 @@ fn check_stream_keys(text: &str) -> Result<(), ConfigError> {
 ///
 /// File sinks take every format; mmap sinks every one but `ipfix` (see
 /// [`check_stream_keys`]).
-fn check_framing(text: &str, kind: &str, tables: &[&toml_edit::Table]) -> Result<(), ConfigError> {
-    for t in tables {
+fn check_framing(
+    text: &str,
+    kind: &str,
+    tables: &[(String, &toml_edit::Table)],
+) -> Result<(), ConfigError> {
+    for (label, t) in tables {
         let sink = t
             .get("type")
             .and_then(toml_edit::Item::as_str)
             .unwrap_or("");
-        if let Some(why) = framing_why(sink, kind) {
+        if let Some(why) = framing_why(label, sink, kind) {
             return Err(key_error(text, t, "type", why));
         }
     }
@@ -929,19 +938,20 @@ fn sink_type_name(variant: &'static str) -> &'static str {
 
 /// Why a `sink` of this `type` cannot carry the `kind` format's framing,
 /// with the combinations that work; `None` when it can. The rules of
-/// [`check_framing`], shared with [`SinkConfig::check_framing`].
-fn framing_why(sink: &str, kind: &str) -> Option<String> {
+/// [`check_framing`], shared with [`SinkConfig::check_framing`]. `label`
+/// names the sink table in the message (`[sink]` or `[[sink]] #N`).
+fn framing_why(label: &str, sink: &str, kind: &str) -> Option<String> {
     const LINES: &str = "text, json, csv, rfc5424, rfc3164";
     Some(match (sink, kind) {
         ("syslog" | "kafka", "binary" | "ipfix") => format!(
-            "[sink] type = \"{sink}\" with [format] type = \"{kind}\": the {sink} sink sends one \
+            "{label} type = \"{sink}\" with [format] type = \"{kind}\": the {sink} sink sends one \
              message per line, and {an} {kind} stream is not lines (it would be cut at every 0x0A \
              byte); {sink} takes the line formats ({LINES}); send ipfix to a sink of type = \
              \"ipfix\" (an IPFIX exporter) or a file, binary to a file or mmap sink",
             an = if kind == "ipfix" { "an" } else { "a" },
         ),
         ("ipfix", k) if k != "ipfix" => format!(
-            "[sink] type = \"ipfix\" with [format] type = \"{k}\": the IPFIX exporter sends \
+            "{label} type = \"ipfix\" with [format] type = \"{k}\": the IPFIX exporter sends \
              IPFIX records and takes [format] type = \"ipfix\" only; set it, or send {k} \
              to {}",
             if k == "binary" {
@@ -951,13 +961,14 @@ fn framing_why(sink: &str, kind: &str) -> Option<String> {
             }
         ),
         ("archive", k) if k != "binary" => format!(
-            "[sink] type = \"archive\" with [format] type = \"{k}\": the archive stores \
+            "{label} type = \"archive\" with [format] type = \"{k}\": the archive stores \
              records, not formatted lines; set [format] type = \"binary\""
         ),
-        ("mmap", "ipfix") => "[sink] type = \"mmap\" with [format] type = \"ipfix\": segments \
+        ("mmap", "ipfix") => format!(
+            "{label} type = \"mmap\" with [format] type = \"ipfix\": segments \
              would split IPFIX messages; write IPFIX to a file sink or send it to an ipfix sink \
              (or use type = \"binary\" for mmap segments)"
-            .into(),
+        ),
         _ => return None,
     })
 }
@@ -973,18 +984,33 @@ impl SinkConfig {
     /// [`ConfigError::Parse`] naming the sink, the format and the
     /// combinations that work.
     pub fn check_framing(&self, format: crate::formatters::Format) -> Result<(), ConfigError> {
+        match self {
+            SinkConfig::Set(v) => v
+                .iter()
+                .enumerate()
+                .try_for_each(|(i, s)| s.check_framing_as(&format!("[[sink]] #{}", i + 1), format)),
+            s => s.check_framing_as("[sink]", format),
+        }
+    }
+
+    /// [`SinkConfig::check_framing`] of one sink, named `label` in errors.
+    fn check_framing_as(
+        &self,
+        label: &str,
+        format: crate::formatters::Format,
+    ) -> Result<(), ConfigError> {
         if let SinkConfig::Set(v) = self {
-            return v.iter().try_for_each(|s| s.check_framing(format));
+            return v.iter().try_for_each(|s| s.check_framing_as(label, format));
         }
         let kind = format.name();
         let sink = self.type_name().unwrap_or("");
-        if let Some(why) = framing_why(sink, kind) {
+        if let Some(why) = framing_why(label, sink, kind) {
             return Err(ConfigError::Parse(why));
         }
         if let (SinkConfig::File(f), "binary" | "ipfix") = (self, kind) {
             if f.max_size_bytes.is_some() || f.rotate_interval_ms.is_some() || f.reopen_on_sighup {
                 return Err(ConfigError::Parse(format!(
-                    "a file sink that rotates or reopens on SIGHUP with format \"{kind}\": a new \
+                    "{label}: a file sink that rotates or reopens on SIGHUP with format \"{kind}\": a new \
                      file would start mid-stream without the stream's header; rotate line formats \
                      only, or write binary logs to an mmap sink"
                 )));
@@ -1280,7 +1306,7 @@ mod tests {
             let text = format!("[format]\ntype = \"{kind}\"\n\n[sink]\n{table}\n");
             let m = err(&text);
             assert!(
-                m.starts_with("TOML parse error at line 5, column 1: "),
+                m.starts_with("config error at line 5, column 1: "),
                 "{text}: {m}"
             );
             assert!(
@@ -1301,16 +1327,30 @@ mod tests {
         }
         // No [format]: text, which the exporter cannot carry.
         let m = err("[sink]\ntype = \"ipfix\"\n");
-        assert!(
-            m.starts_with("TOML parse error at line 2, column 1: "),
-            "{m}"
-        );
+        assert!(m.starts_with("config error at line 2, column 1: "), "{m}");
         // In a set, at the line of the table concerned.
         let m = err(
             "[format]\ntype = \"ipfix\"\n[[sink]]\ntype = \"ipfix\"\n[[sink]]\ntype = \"file\"\npath = \"x\"\n[[sink]]\nrole = \"failover\"\ntype = \"syslog\"\n",
         );
+        assert!(m.starts_with("config error at line 10, column 1: "), "{m}");
+        // ... and named as the third of the set.
         assert!(
-            m.starts_with("TOML parse error at line 10, column 1: "),
+            m.contains("[[sink]] #3 type = \"syslog\" with [format] type = \"ipfix\""),
+            "{m}"
+        );
+        // The same rule for a format chosen after loading names the sink of
+        // the set too.
+        let cfg = LogConfig::from_toml_str(
+            "[[sink]]\ntype = \"file\"\npath = \"x\"\n[[sink]]\nrole = \"failover\"\ntype = \"syslog\"\n",
+        )
+        .expect("a text config with file and syslog sinks loads");
+        let m = cfg
+            .sink
+            .check_framing(crate::formatters::Format::Binary)
+            .expect_err("binary into syslog is refused")
+            .to_string();
+        assert!(
+            m.contains("[[sink]] #2 type = \"syslog\" with [format] type = \"binary\""),
             "{m}"
         );
         // What works.
@@ -1361,20 +1401,14 @@ mod tests {
             let m = err(&format!(
                 "[format]\ntype = \"{kind}\"\n[sink]\ntype = \"file\"\npath = \"x\"\n{key} = {value}\n"
             ));
-            assert!(
-                m.starts_with("TOML parse error at line 6, column 1: "),
-                "{m}"
-            );
+            assert!(m.starts_with("config error at line 6, column 1: "), "{m}");
             assert!(
                 m.contains(&format!("`{key}` with [format] type = \"{kind}\"")),
                 "{m}"
             );
         }
         let m = err("[format]\ntype = \"ipfix\"\n[[sink]]\ntype = \"mmap\"\ndir = \"d\"\n");
-        assert!(
-            m.starts_with("TOML parse error at line 4, column 1: "),
-            "{m}"
-        );
+        assert!(m.starts_with("config error at line 4, column 1: "), "{m}");
         // What stays allowed: no rotation, reopen off, binary into mmap,
         // rotation of a line format.
         for ok in [
@@ -1386,7 +1420,7 @@ mod tests {
         }
         let m = err("[ring]\npublish_every = 0\n");
         assert!(
-            m.starts_with("TOML parse error at line 2, column 1: [ring] `publish_every` = 0"),
+            m.starts_with("config error at line 2, column 1: [ring] `publish_every` = 0"),
             "{m}"
         );
         let m = err("[format]\ntemplate = \"\"\n");
@@ -1559,7 +1593,7 @@ mod tests {
         std::fs::write(&p, "[format]\ntype = \"json\"\ntemplate = \"x\"\n").unwrap();
         let e = read_toml::<LogConfig>(&p).unwrap_err().to_string();
         assert!(
-            e.contains("j.toml: TOML parse error at line 3, column 12"),
+            e.contains("j.toml: config error at line 3, column 12"),
             "{e}"
         );
     }

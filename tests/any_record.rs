@@ -914,7 +914,7 @@ fn a_slot_bytes_that_is_not_the_programs_or_not_a_slot_size_is_refused() {
         assert_eq!(
             m,
             format!(
-                "TOML parse error at line 4, column 1: [ring] slot_bytes = {v}: must be 32, 64 or 128"
+                "config error at line 4, column 1: [ring] slot_bytes = {v}: must be 32, 64 or 128"
             ),
         );
     }

@@ -148,16 +148,19 @@ impl DropReport {
     }
 
     /// Appends the report as one JSON line:
-    /// `{"dplogEvent":"recordsDropped","ring":0,"dropped":12,"timestamp":"2013-05-02T20:20:36.616804000Z","firstDropWallClock":"…Z","lastDropWallClock":"…Z"}\n`:
+    /// `{"dplogEvent":"recordsDropped","reason":"ring","ring":0,"dropped":12,"timestamp":"2013-05-02T20:20:36.616804000Z","firstDropWallClock":"…Z","lastDropWallClock":"…Z"}\n`:
     /// `timestamp` (the key NAT records use for their own time) is
     /// `record_time_ns`, left out when it is 0; the wall-clock times are
-    /// labelled as such. A sink report has `"reason":"sink"` in place of
-    /// `"ring":0`.
+    /// labelled as such. `reason` is `ring` (a ring's drops, with its
+    /// number) or `sink` (a sink's, with no `ring`), as in the CSV and
+    /// syslog reports.
     pub fn write_json(&self, out: &mut Vec<u8>) {
         if self.reason == DROP_REASON_SINK {
             out.extend_from_slice(b"{\"dplogEvent\":\"recordsDropped\",\"reason\":\"sink\"");
         } else {
-            out.extend_from_slice(b"{\"dplogEvent\":\"recordsDropped\",\"ring\":");
+            out.extend_from_slice(
+                b"{\"dplogEvent\":\"recordsDropped\",\"reason\":\"ring\",\"ring\":",
+            );
             out.extend_from_slice(itoa::Buffer::new().format(self.ring).as_bytes());
         }
         out.extend_from_slice(b",\"dropped\":");
@@ -247,7 +250,7 @@ mod tests {
         r.write_json(&mut out);
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            "{\"dplogEvent\":\"recordsDropped\",\"ring\":3,\"dropped\":12,\"firstDropWallClock\":\"2026-11-30T07:49:15.000000123Z\",\"lastDropWallClock\":\"2026-11-30T07:49:15.100000123Z\"}\n"
+            "{\"dplogEvent\":\"recordsDropped\",\"reason\":\"ring\",\"ring\":3,\"dropped\":12,\"firstDropWallClock\":\"2026-11-30T07:49:15.000000123Z\",\"lastDropWallClock\":\"2026-11-30T07:49:15.100000123Z\"}\n"
         );
         // On a capture's timeline: 2013-05-02T20:20:36.616804Z.
         let r = r.with_record_time(1_367_526_036_616_804_000);
@@ -261,7 +264,7 @@ mod tests {
         r.write_json(&mut out);
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            "{\"dplogEvent\":\"recordsDropped\",\"ring\":3,\"dropped\":12,\"timestamp\":\"2013-05-02T20:20:36.616804000Z\",\"firstDropWallClock\":\"2026-11-30T07:49:15.000000123Z\",\"lastDropWallClock\":\"2026-11-30T07:49:15.100000123Z\"}\n"
+            "{\"dplogEvent\":\"recordsDropped\",\"reason\":\"ring\",\"ring\":3,\"dropped\":12,\"timestamp\":\"2013-05-02T20:20:36.616804000Z\",\"firstDropWallClock\":\"2026-11-30T07:49:15.000000123Z\",\"lastDropWallClock\":\"2026-11-30T07:49:15.100000123Z\"}\n"
         );
         // A sink report: the reason in place of the ring.
         let s = DropReport::sink(1, t1, t1).with_record_time(1_367_526_036_616_804_000);

@@ -113,6 +113,9 @@ fn drop_reports_carry_the_time_of_the_record_before_them_and_the_wall_clock_apar
         if l["dplogEvent"] == "recordsDropped" {
             reports += 1;
             dropped += l["dropped"].as_u64().unwrap();
+            // A ring's drops: reason and ring number, as CSV and syslog say.
+            assert_eq!(l["reason"], "ring", "{l}");
+            assert!(l["ring"].is_u64(), "{l}");
             // On the records' timeline: the record line just before it.
             assert_eq!(Some(t), prev, "{l}");
             assert!((CAPTURE_T0..CAPTURE_T0 + 4_000_000_000).contains(&t), "{l}");
@@ -213,6 +216,14 @@ fn drop_reports_take_each_formats_own_shape() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(v[0]["dplogEvent"], "recordsDropped");
+    assert_eq!(
+        (&v[0]["reason"], &v[0]["ring"]),
+        (&"sink".into(), &serde_json::Value::Null)
+    );
+    assert_eq!(
+        (&v[2]["reason"], &v[2]["ring"]),
+        (&"ring".into(), &2.into())
+    );
     assert_eq!(v[2]["dropped"], 7);
 
     let text = render(Format::Text);

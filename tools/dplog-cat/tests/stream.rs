@@ -394,9 +394,9 @@ fn drop_reports_in_a_binary_log_decode_with_exact_counts() {
     let text = String::from_utf8(o.stdout).unwrap();
     let (mut reports, mut reported, mut records) = (0u64, 0u64, 0u64);
     for l in text.lines() {
-        if let Some(rest) =
-            l.strip_prefix("{\"dplogEvent\":\"recordsDropped\",\"ring\":0,\"dropped\":")
-        {
+        if let Some(rest) = l.strip_prefix(
+            "{\"dplogEvent\":\"recordsDropped\",\"reason\":\"ring\",\"ring\":0,\"dropped\":",
+        ) {
             reports += 1;
             reported += rest.split(',').next().unwrap().parse::<u64>().unwrap();
         } else {

@@ -8,7 +8,6 @@ mod common;
 use dplog_schema_nat::NatFormatSpec as _;
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
 use acl::*;
 use common::*;
@@ -16,7 +15,7 @@ use dplog_core::schema::HasSchema;
 use dplog_core::Formatter;
 use dplog_formatters::ipfix::split_messages;
 use dplog_formatters::{ExportClock, Format, FormatSpec, IpfixOptions};
-use pcap_file::pcap::{PcapPacket, PcapWriter};
+use dplog_testkit::tshark;
 
 fn ipfix_spec(mtu: usize) -> FormatSpec {
     FormatSpec {
@@ -30,76 +29,20 @@ fn ipfix_spec(mtu: usize) -> FormatSpec {
     }
 }
 
-/// Ethernet + IPv4 + UDP (127.0.0.1:4739 -> 127.0.0.1:4739) around `payload`.
-fn frame(payload: &[u8]) -> Vec<u8> {
-    let mut f = vec![0u8; 12];
-    f.extend_from_slice(&[0x08, 0x00]);
-    let total = (20 + 8 + payload.len()) as u16;
-    let mut ip = vec![
-        0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 127, 0, 0, 1, 127, 0, 0, 1,
-    ];
-    ip[2..4].copy_from_slice(&total.to_be_bytes());
-    let sum: u32 = ip
-        .chunks(2)
-        .map(|c| u16::from_be_bytes([c[0], c[1]]) as u32)
-        .sum();
-    let sum = (sum & 0xffff) + (sum >> 16);
-    ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
-    f.extend_from_slice(&ip);
-    f.extend_from_slice(&4739u16.to_be_bytes());
-    f.extend_from_slice(&4739u16.to_be_bytes());
-    f.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
-    f.extend_from_slice(&[0, 0]);
-    f.extend_from_slice(payload);
-    f
-}
+/// The IPFIX port the pcaps' datagrams go to (RFC 7011 §10.3.4).
+const PORT: u16 = 4739;
 
+/// Writes every IPFIX message of `stream` to a pcap as one UDP datagram to
+/// [`PORT`]; returns how many.
 fn write_pcap(path: &Path, stream: &[u8]) -> usize {
-    let file = std::fs::File::create(path).unwrap();
-    let mut w = PcapWriter::new(file).unwrap();
     let msgs = split_messages(stream);
-    for (i, m) in msgs.iter().enumerate() {
-        let data = frame(m);
-        w.write_packet(&PcapPacket::new(
-            Duration::from_millis(i as u64),
-            data.len() as u32,
-            &data,
-        ))
-        .unwrap();
-    }
+    tshark::write_udp_pcap(path, &msgs, PORT);
     msgs.len()
 }
 
+/// tshark's `fields` of every packet of the pcap at `path`.
 fn tshark(path: &Path, fields: &[&str]) -> Vec<Vec<String>> {
-    let mut c = Command::new("tshark");
-    c.args(["-n", "-r"]).arg(path).args([
-        "-d",
-        "udp.port==4739,cflow",
-        "-T",
-        "fields",
-        "-E",
-        "separator=|",
-        "-E",
-        "occurrence=a",
-        "-E",
-        "aggregator=,",
-    ]);
-    for f in fields {
-        c.args(["-e", f]);
-    }
-    let out = c
-        .output()
-        .expect("tshark not found: run scripts/setup.sh (Debian package tshark)");
-    assert!(
-        out.status.success(),
-        "tshark: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| l.split('|').map(String::from).collect())
-        .collect()
+    tshark::fields(path, PORT, fields)
 }
 
 #[test]

@@ -4,18 +4,16 @@
 //! counted, never written.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read};
-use std::net::{SocketAddr, TcpListener, UdpSocket};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::io::Read;
+use std::net::{TcpListener, UdpSocket};
 use std::time::{Duration, Instant};
 
 use dplog_core::{Backpressure, Formatter, Logger, LoggerConfig, RecordHeader, Sink, Stats};
 use dplog_formatters::{ExportClock, Format, FormatSpec, IpfixOptions};
 use dplog_schema_nat::{Nat44SessionRecord, NatFormatSpec as _, NatFormatter};
 use dplog_sinks::{IpfixExporter, IpfixExporterOptions, IpfixTransport};
+use dplog_testkit::nfcapd::{flows, stat_field, text, Nfcapd};
+use dplog_testkit::tshark;
 use serde_json::Value;
 
 /// 2026-01-01T00:00:00.123456789Z.
@@ -525,83 +523,6 @@ fn drop_reports_reach_the_collector_as_reliability_statistics_with_exact_totals(
 // ---------------------------------------------------------------------------
 // tshark.
 
-/// Ethernet + IPv4 + UDP (127.0.0.1:port -> 127.0.0.1:port) around
-/// `payload`.
-fn frame(payload: &[u8], port: u16) -> Vec<u8> {
-    let mut f = vec![0u8; 12];
-    f.extend_from_slice(&[0x08, 0x00]);
-    let total = (20 + 8 + payload.len()) as u16;
-    let mut ip = vec![
-        0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 127, 0, 0, 1, 127, 0, 0, 1,
-    ];
-    ip[2..4].copy_from_slice(&total.to_be_bytes());
-    let sum: u32 = ip
-        .chunks(2)
-        .map(|c| u16::from_be_bytes([c[0], c[1]]) as u32)
-        .sum();
-    let sum = (sum & 0xffff) + (sum >> 16);
-    ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
-    f.extend_from_slice(&ip);
-    f.extend_from_slice(&port.to_be_bytes());
-    f.extend_from_slice(&port.to_be_bytes());
-    f.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
-    f.extend_from_slice(&[0, 0]);
-    f.extend_from_slice(payload);
-    f
-}
-
-/// A classic pcap (LINKTYPE_ETHERNET) of `datagrams` to `port`.
-fn write_pcap(path: &Path, datagrams: &[Vec<u8>], port: u16) {
-    let mut b = Vec::new();
-    b.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
-    b.extend_from_slice(&2u16.to_le_bytes());
-    b.extend_from_slice(&4u16.to_le_bytes());
-    b.extend_from_slice(&[0; 8]);
-    b.extend_from_slice(&65_535u32.to_le_bytes());
-    b.extend_from_slice(&1u32.to_le_bytes());
-    for (i, d) in datagrams.iter().enumerate() {
-        let f = frame(d, port);
-        b.extend_from_slice(&(i as u32).to_le_bytes());
-        b.extend_from_slice(&0u32.to_le_bytes());
-        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        b.extend_from_slice(&f);
-    }
-    std::fs::write(path, b).unwrap();
-}
-
-fn tshark(path: &Path, port: u16, fields: &[&str]) -> Vec<Vec<String>> {
-    let mut c = Command::new("tshark");
-    c.args(["-n", "-r"]).arg(path).args([
-        "-d",
-        &format!("udp.port=={port},cflow"),
-        "-T",
-        "fields",
-        "-E",
-        "separator=|",
-        "-E",
-        "occurrence=a",
-        "-E",
-        "aggregator=,",
-    ]);
-    for f in fields {
-        c.args(["-e", f]);
-    }
-    let out = c
-        .output()
-        .expect("tshark not found: run scripts/setup.sh (Debian package tshark)");
-    assert!(
-        out.status.success(),
-        "tshark: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| l.split('|').map(String::from).collect())
-        .collect()
-}
-
 fn ip4(v: &Value) -> String {
     v.as_str().unwrap().to_string()
 }
@@ -623,8 +544,8 @@ fn tshark_decodes_the_exported_datagrams_every_value_and_sequence_number() {
     let got = receive(&col, |g| parse(g).data.len() >= 300);
     let dir = tempfile::tempdir().unwrap();
     let pcap = dir.path().join("export.pcap");
-    write_pcap(&pcap, &got, port);
-    let rows = tshark(
+    tshark::write_udp_pcap(&pcap, &got, port);
+    let rows = tshark::fields(
         &pcap,
         port,
         &[
@@ -693,183 +614,9 @@ fn tshark_decodes_the_exported_datagrams_every_value_and_sequence_number() {
 // ---------------------------------------------------------------------------
 // nfcapd.
 
-/// A running `nfcapd` on 127.0.0.1; killed on drop if still running.
-struct Nfcapd {
-    child: Child,
-    port: u16,
-    dir: tempfile::TempDir,
-    decoded: Arc<AtomicUsize>,
-}
-
-/// True while a UDP socket is bound to 127.0.0.1:`port` (/proc/net/udp).
-fn bound(port: u16) -> bool {
-    let table = std::fs::read_to_string("/proc/net/udp").unwrap_or_default();
-    let local = format!("0100007F:{port:04X}");
-    table
-        .lines()
-        .skip(1)
-        .any(|l| l.split_whitespace().nth(1) == Some(local.as_str()))
-}
-
-impl Nfcapd {
-    fn start() -> Nfcapd {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        for _ in 0..50 {
-            // Relaxed: only uniqueness of the counter values matters.
-            let k = NEXT.fetch_add(1, Ordering::Relaxed);
-            let port = 30_000 + ((std::process::id() as usize * 64 + k) % 2_000) as u16;
-            if bound(port) {
-                continue;
-            }
-            if let Some(c) = Nfcapd::try_start(port) {
-                return c;
-            }
-        }
-        panic!("no free UDP port for nfcapd in 30000..32000");
-    }
-
-    fn try_start(port: u16) -> Option<Nfcapd> {
-        let dir = tempfile::tempdir().unwrap();
-        // -E prints every decoded record (line-buffered by stdbuf), so the
-        // test knows when nfcapd has processed everything.
-        let mut child = Command::new("stdbuf")
-            .args([
-                "-oL",
-                "nfcapd",
-                "-E",
-                "-B",
-                "4194304",
-                "-b",
-                "127.0.0.1",
-                "-p",
-            ])
-            .arg(port.to_string())
-            .args(["-t", "3600", "-w"])
-            .arg(dir.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("stdbuf (coreutils) not found");
-        let decoded = Arc::new(AtomicUsize::new(0));
-        let stdout = child.stdout.take().unwrap();
-        let d = decoded.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if line.starts_with("Flow Record") {
-                    // Relaxed: a counter polled by `finish`.
-                    d.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        });
-        let mut c = Nfcapd {
-            child,
-            port,
-            dir,
-            decoded,
-        };
-        let t0 = Instant::now();
-        loop {
-            if let Some(status) = c.child.try_wait().unwrap() {
-                assert_ne!(
-                    status.code(),
-                    Some(127),
-                    "nfcapd not found (Debian package nfdump)"
-                );
-                return None;
-            }
-            if bound(port) {
-                std::thread::sleep(Duration::from_millis(30));
-                if c.child.try_wait().unwrap().is_none() {
-                    return Some(c);
-                }
-                return None;
-            }
-            assert!(
-                t0.elapsed() < Duration::from_secs(10),
-                "nfcapd did not bind"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    fn addr(&self) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], self.port))
-    }
-
-    /// Waits until nfcapd decoded `records` records, stops it and returns
-    /// its data file.
-    fn finish(mut self, records: usize) -> (PathBuf, tempfile::TempDir) {
-        let t0 = Instant::now();
-        while self.decoded.load(Ordering::Relaxed) < records {
-            assert!(
-                t0.elapsed() < Duration::from_secs(20),
-                "nfcapd decoded {} of {records}",
-                self.decoded.load(Ordering::Relaxed)
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let st = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(st.success());
-        assert!(self.child.wait().unwrap().success());
-        let file = std::fs::read_dir(self.dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .find(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with("nfcapd.2"))
-            })
-            .expect("nfcapd wrote a data file");
-        let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap());
-        (file, dir)
-    }
-}
-
-impl Drop for Nfcapd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn nfdump(file: &Path, args: &[&str]) -> String {
-    let out = Command::new("nfdump")
-        .arg("-r")
-        .arg(file)
-        .args(args)
-        .output()
-        .expect("nfdump not found (Debian package nfdump)");
-    assert!(
-        out.status.success(),
-        "nfdump: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn stat_field(file: &Path, name: &str) -> u64 {
-    let stat = nfdump(file, &["-I"]);
-    stat.lines()
-        .find_map(|l| l.strip_prefix(name))
-        .and_then(|rest| rest.trim_start_matches([' ', ':']).trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {name:?} in nfdump -I:\n{stat}"))
-}
-
-fn s(v: &Value, key: &str) -> String {
-    match &v[key] {
-        Value::String(s) => s.clone(),
-        Value::Null => panic!("no {key:?} in {v}"),
-        other => other.to_string(),
-    }
-}
-
 #[test]
 fn nfcapd_receives_the_exporter_and_nfdump_equals_the_json_record_by_record() {
-    let c = Nfcapd::start();
+    let c = Nfcapd::start(&["-B", "4194304"]);
     let mut o = options(IpfixTransport::Udp(c.addr()));
     // Several messages and, every 8 messages, the templates again.
     o.template_refresh_messages = 8;
@@ -884,40 +631,47 @@ fn nfcapd_receives_the_exporter_and_nfdump_equals_the_json_record_by_record() {
     let (file, _dir) = c.finish(700);
     assert_eq!(stat_field(&file, "Flows"), 700);
     assert_eq!(stat_field(&file, "Sequence failures"), 0);
-    let text = nfdump(&file, &["-o", "json"]);
-    let v: Vec<Value> = serde_json::from_str(&text).unwrap();
+    let v = flows(&file);
     let j = json(&recs);
     assert_eq!(v.len(), j.len());
     for (k, (n, j)) in v.iter().zip(&j).enumerate() {
-        assert_eq!(s(n, "nat_event_id"), j["natEvent"].to_string(), "{k}: {n}");
-        assert_eq!(s(n, "src4_addr"), ip4(&j["sourceIPv4Address"]), "{k}");
         assert_eq!(
-            s(n, "src_port"),
+            text(n, "nat_event_id"),
+            j["natEvent"].to_string(),
+            "{k}: {n}"
+        );
+        assert_eq!(text(n, "src4_addr"), ip4(&j["sourceIPv4Address"]), "{k}");
+        assert_eq!(
+            text(n, "src_port"),
             j["sourceTransportPort"].to_string(),
             "{k}"
         );
         assert_eq!(
-            s(n, "src4_xlt_ip"),
+            text(n, "src4_xlt_ip"),
             ip4(&j["postNATSourceIPv4Address"]),
             "{k}"
         );
         assert_eq!(
-            s(n, "src_xlt_port"),
+            text(n, "src_xlt_port"),
             j["postNAPTSourceTransportPort"].to_string(),
             "{k}"
         );
-        assert_eq!(s(n, "dst4_addr"), ip4(&j["destinationIPv4Address"]), "{k}");
         assert_eq!(
-            s(n, "dst_port"),
+            text(n, "dst4_addr"),
+            ip4(&j["destinationIPv4Address"]),
+            "{k}"
+        );
+        assert_eq!(
+            text(n, "dst_port"),
             j["destinationTransportPort"].to_string(),
             "{k}"
         );
-        assert_eq!(s(n, "proto"), j["protocolIdentifier"].to_string(), "{k}");
-        assert_eq!(s(n, "ingress_vrf"), j["ingressVRFID"].to_string(), "{k}");
+        assert_eq!(text(n, "proto"), j["protocolIdentifier"].to_string(), "{k}");
+        assert_eq!(text(n, "ingress_vrf"), j["ingressVRFID"].to_string(), "{k}");
         // nfdump prints the event time with the milliseconds as a number
         // (5 ms as ".5"), so compare the parts.
         let ts = j["timestamp"].as_str().unwrap();
-        let te = s(n, "t_event");
+        let te = text(n, "t_event");
         let (secs, ms) = te.split_once('.').unwrap();
         assert_eq!(secs, &ts[..19], "{k}");
         assert_eq!(
@@ -935,7 +689,7 @@ fn nfcapd_stores_every_record_around_a_drop_report_and_counts_one_sequence_failu
     // counts every Data Record; only template records do not), which
     // nfcapd 1.7.1 does not: it reports one sequence failure, at the
     // message after the report, and stores every record.
-    let c = Nfcapd::start();
+    let c = Nfcapd::start(&["-B", "4194304"]);
     let mut o = options(IpfixTransport::Udp(c.addr()));
     o.max_message_bytes = 500;
     let mut s = IpfixExporter::new(o).unwrap();

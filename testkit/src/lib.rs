@@ -1,0 +1,44 @@
+//! Test support shared by the workspace's tests (a dev-dependency only):
+//! the real IPFIX collectors the formatter and exporter tests check their
+//! output with, started on loopback and read back.
+//!
+//! - [`nfcapd`]: nfdump's collector `nfcapd` (Debian package `nfdump`,
+//!   installed by `scripts/setup.sh`) on 127.0.0.1, its data file read
+//!   back with `nfdump`.
+//! - [`tshark`]: IPFIX datagrams written to a pcap as UDP on loopback and
+//!   decoded by Wireshark's `tshark` (Debian package `tshark`).
+//!
+//! Everything here panics with a message naming the missing tool or the
+//! step that failed: it serves tests only.
+
+pub mod nfcapd;
+pub mod tshark;
+
+use std::time::{Duration, Instant};
+
+/// Bytes waiting in the receive queue of the UDP socket bound to
+/// 127.0.0.1:`port`, from `/proc/net/udp`; `None` while no socket is bound
+/// there.
+pub fn udp_rx_queue(port: u16) -> Option<u64> {
+    let table = std::fs::read_to_string("/proc/net/udp").ok()?;
+    let local = format!("0100007F:{port:04X}");
+    table.lines().skip(1).find_map(|l| {
+        let cols: Vec<&str> = l.split_whitespace().collect();
+        if cols.get(1) == Some(&local.as_str()) {
+            let rx = cols.get(4)?.split(':').nth(1)?;
+            u64::from_str_radix(rx, 16).ok()
+        } else {
+            None
+        }
+    })
+}
+
+/// Polls `ok` every 20 ms until it holds; panics naming `what` after
+/// `limit`.
+pub fn wait_until(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !ok() {
+        assert!(t0.elapsed() < limit, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -6,9 +6,9 @@ use std::os::unix::fs::{FileExt, PermissionsExt};
 
 use dplog_core::schema::{FieldDef, FieldKind, Schema};
 use dplog_core::shm::{
-    check_slots, check_tail, decode_descriptions, parse_header, OpenRules, ProducerState, ShmError,
-    ShmLogProducer, ShmOptions, ShmProducer, ShmReader, SHM_HEADER_BYTES, SHM_MAX_DESC_BYTES,
-    SHM_VERSION,
+    check_slots, check_tail, consumer_path, decode_descriptions, parse_header, OpenRules,
+    ProducerState, ShmError, ShmLogProducer, ShmOptions, ShmProducer, ShmReader, SHM_HEADER_BYTES,
+    SHM_MAX_DESC_BYTES, SHM_VERSION,
 };
 use dplog_core::{Backpressure, HasSchema, LoggerConfig, RecordRules, Slot64};
 use dplog_schema_nat::{Nat44SessionRecord, NatRecord};
@@ -148,7 +148,7 @@ fn block_waits_for_the_reader_and_stops_when_quarantined() {
 }
 
 #[test]
-fn a_group_ring_is_0660_and_another_owner_is_refused() {
+fn a_group_ring_is_0640_and_another_owner_is_refused() {
     let d = tempfile::tempdir().unwrap();
     // SAFETY: getegid cannot fail.
     let gid = unsafe { libc::getegid() };
@@ -157,7 +157,7 @@ fn a_group_ring_is_0660_and_another_owner_is_refused() {
     let p = ShmProducer::<Slot64>::create(&o, &dplog_schema_nat::all()).unwrap();
     assert_eq!(
         std::fs::metadata(p.path()).unwrap().permissions().mode() & 0o777,
-        0o660
+        0o640
     );
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } == 0 {
@@ -172,6 +172,66 @@ fn a_group_ring_is_0660_and_another_owner_is_refused() {
         };
         assert!(ShmReader::open(p.path(), &rules).is_ok());
     }
+}
+
+/// The consumer's position lives in its own file: until it exists the
+/// producer sees no consumer (a full ring stays full), a consumer file of
+/// another lifetime (nonce) is never used, and the ring file is never
+/// written by the reader.
+#[test]
+fn the_consumer_file_carries_the_position_and_only_its_lifetime_counts() {
+    let d = tempfile::tempdir().unwrap();
+    // SAFETY: getegid cannot fail.
+    let gid = unsafe { libc::getegid() };
+    let mut o = opts(d.path(), 4);
+    o.group = Some(gid);
+    let mut p = ShmProducer::<Slot64>::create(&o, &dplog_schema_nat::all()).unwrap();
+    let cpath = consumer_path(p.path());
+    for i in 0..4 {
+        p.try_push(rec(i)).unwrap();
+    }
+    assert!(p.try_push(rec(4)).is_err());
+    assert!(!p.consumer_attached());
+    // A consumer file of another lifetime: the producer ignores it.
+    let mut fake = vec![0u8; 4096];
+    fake[0..8].copy_from_slice(b"DPLOGCON");
+    fake[8..12].copy_from_slice(&1u32.to_ne_bytes());
+    fake[16..24].copy_from_slice(&0x1234u64.to_ne_bytes());
+    fake[128..136].copy_from_slice(&4u64.to_ne_bytes());
+    std::fs::write(&cpath, &fake).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    assert!(p.try_push(rec(4)).is_err());
+    assert!(!p.consumer_attached());
+    let before = std::fs::read(p.path()).unwrap();
+    // The reader replaces it with one of this lifetime.
+    let mut r = ShmReader::open(p.path(), &OpenRules::default()).unwrap();
+    let md = std::fs::metadata(&cpath).unwrap();
+    assert_eq!(md.permissions().mode() & 0o777, 0o640);
+    assert_eq!(std::os::unix::fs::MetadataExt::gid(&md), gid);
+    let mut out = Vec::new();
+    assert_eq!(r.poll(3, &mut out).unwrap(), 3);
+    r.consume(3);
+    r.publish_head();
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    assert_eq!(p.try_push_burst(&[rec(4), rec(5), rec(6), rec(7)]), 3);
+    assert!(p.consumer_attached());
+    // The reader wrote nothing into the ring file: only the producer's
+    // tail and slots changed.
+    let after = std::fs::read(p.path()).unwrap();
+    assert_eq!(before[..128], after[..128]);
+    assert_eq!(before[136..SHM_HEADER_BYTES], after[136..SHM_HEADER_BYTES]);
+    // A second reader (a restarted daemon) keeps the same consumer file.
+    let ino = std::os::unix::fs::MetadataExt::ino(&md);
+    drop(r);
+    let r2 = ShmReader::open(p.path(), &OpenRules::default()).unwrap();
+    assert_eq!(
+        std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&cpath).unwrap()),
+        ino
+    );
+    r2.quarantine();
+    assert!(p.is_quarantined());
+    r2.remove_files();
+    assert!(!cpath.exists() && !p.path().exists());
 }
 
 #[test]

@@ -133,6 +133,10 @@ struct Args {
     /// producer's own ACL-drop type).
     #[arg(long, default_value = "nat")]
     record: String,
+    /// Give the ring file this group (mode 0640) so a daemon of another
+    /// user in that group can serve it; without it, mode 0600.
+    #[arg(long)]
+    group: Option<u32>,
 }
 
 /// xorshift64*: a seeded sequence without a dependency.
@@ -165,7 +169,7 @@ fn main() {
         dir: a.dir.clone(),
         name: a.name.clone(),
         capacity: a.capacity,
-        group: None,
+        group: a.group,
     };
     match a.record.as_str() {
         "nat" => {}

@@ -1626,7 +1626,10 @@ impl ShmReader {
             }
             r => r?,
         };
-        let map_len = usize::try_from(info.needed_bytes())
+        // Whole blocks of the filesystem: a hugetlbfs mapping is unmapped
+        // only in whole huge pages (the producer sized the file so).
+        let block = block_size(&file);
+        let map_len = usize::try_from(info.needed_bytes().div_ceil(block) * block)
             .map_err(|_| ShmError::BadHeader("ring larger than the address space".into()))?;
         let mut map = Mapping::new(&file, map_len, false)?;
         map.guard = guard_register(map.ptr as usize, map.len);

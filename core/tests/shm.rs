@@ -4,11 +4,11 @@
 
 use std::os::unix::fs::{FileExt, PermissionsExt};
 
-use dplog_core::schema::{FieldDef, FieldKind, Schema};
+use dplog_core::schema::{FieldDef, FieldKind, Schema, SyslogMeta};
 use dplog_core::shm::{
-    check_slots, check_tail, consumer_path, decode_descriptions, parse_header, OpenRules,
-    ProducerState, ShmError, ShmLogProducer, ShmOptions, ShmProducer, ShmReader, SHM_HEADER_BYTES,
-    SHM_MAX_DESC_BYTES, SHM_VERSION,
+    check_slots, check_tail, consumer_path, decode_descriptions, decode_meta, encode_meta,
+    parse_header, OpenRules, ProducerState, ShmError, ShmLogProducer, ShmOptions, ShmProducer,
+    ShmReader, SHM_HEADER_BYTES, SHM_MAX_DESC_BYTES, SHM_VERSION,
 };
 use dplog_core::{Backpressure, HasSchema, LoggerConfig, RecordRules, Slot64};
 use dplog_schema_nat::{Nat44SessionRecord, NatRecord};
@@ -373,6 +373,30 @@ fn a_ring_carries_its_schemas_whole_and_a_bad_description_is_refused() {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
+    /// Any metadata bytes, or a real NAT type's metadata with bytes
+    /// overwritten: decoded or refused, never a panic; what is accepted
+    /// encodes again to the same bytes.
+    #[test]
+    fn decode_meta_takes_any_bytes(
+        bytes in proptest::collection::vec(any::<u8>(), 0..512),
+        real in any::<bool>(),
+        at in any::<usize>(),
+    ) {
+        let mut b = bytes;
+        if real {
+            let mut m = encode_meta(dplog_schema_nat::all()[0].meta()).unwrap();
+            if !b.is_empty() {
+                let i = at % m.len();
+                let n = b.len().min(m.len() - i);
+                m[i..i + n].copy_from_slice(&b[..n]);
+            }
+            b = m;
+        }
+        if let Ok(m) = decode_meta(&b) {
+            prop_assert_eq!(encode_meta(&m).unwrap(), b);
+        }
+    }
+
     /// Any description bytes: decoded or refused, never a panic; what is
     /// accepted is `count` valid schemas that fit the bytes.
     #[test]
@@ -500,4 +524,96 @@ fn a_file_cut_under_the_mapping_is_a_violation_not_a_crash() {
     assert!(out.is_empty());
     // The reader stays usable (zero pages), and says so again.
     assert!(r.poll(64, &mut out).is_err());
+}
+
+/// The ring carries each record type's metadata (priority, syslog layout
+/// and profiles, fields shown only when, names and IPFIX elements by
+/// value, event time): the reader rebuilds exactly the producer's.
+#[test]
+fn the_ring_carries_each_schemas_metadata() {
+    let d = tempfile::tempdir().unwrap();
+    let p = producer(d.path(), 8);
+    let r = ShmReader::open(p.path(), &OpenRules::default()).unwrap();
+    let all = dplog_schema_nat::all();
+    assert_eq!(r.info().schemas.len(), all.len());
+    let mut rich = 0;
+    for (got, want) in r.info().schemas.iter().zip(all.iter()) {
+        assert_eq!(got.schema.meta(), want.meta(), "{}", want.name());
+        assert_eq!(got.schema, **want, "{}", want.name());
+        rich += usize::from(want.meta() != &dplog_core::schema::SchemaMeta::default());
+    }
+    assert!(rich >= 2, "the NAT types declare metadata");
+    // A syslog layout of a type of one's own, with a profile and a
+    // constant; no event time; enum numbers.
+    let own = Schema::new(
+        400,
+        "own",
+        24,
+        vec![
+            FieldDef::new("a", 8, 8, FieldKind::U64, 0),
+            FieldDef::new("b", 16, 4, FieldKind::U32, 0),
+        ],
+    )
+    .unwrap();
+    let layout = SyslogMeta::resolve(
+        &own,
+        Some("own-app"),
+        Some(("b", &[(1, "ONE"), (2, "TWO")])),
+        Some("own@32473"),
+        &[("A", "a"), ("K", "=k v")],
+    )
+    .unwrap();
+    let vpp = SyslogMeta::resolve(&own, None, None, Some("x@1"), &[("B", "b")]).unwrap();
+    let own = own
+        .with_priority(3, Some(("b", &[(2, 9)])))
+        .unwrap()
+        .with_syslog(layout.with_profile("vpp", vpp))
+        .with_event_time(None)
+        .unwrap()
+        .with_enum_numbers(true);
+    let p = ShmProducer::<Slot64>::create(&opts(d.path(), 8), &[&own]).unwrap();
+    let r = ShmReader::open(p.path(), &OpenRules::default()).unwrap();
+    assert_eq!(r.info().schemas[0].schema.meta(), own.meta());
+    assert_eq!(r.info().schemas[0].schema.meta().priority, 3);
+}
+
+/// Metadata a formatter would write unescaped is refused: by the producer
+/// at create, and by the reader in a file (a hostile producer).
+#[test]
+fn metadata_with_bad_syslog_strings_is_refused() {
+    let s = Schema::new(
+        401,
+        "bad",
+        16,
+        vec![FieldDef::new("a", 8, 8, FieldKind::U64, 0)],
+    )
+    .unwrap();
+    let l = SyslogMeta::resolve(&s, Some("app\nname"), None, None, &[]).unwrap();
+    let s = s.with_syslog(l);
+    let d = tempfile::tempdir().unwrap();
+    let e = ShmProducer::<Slot64>::create(&opts(d.path(), 8), &[&s]).unwrap_err();
+    assert!(
+        e.to_string().contains("would be refused by a reader"),
+        "{e}"
+    );
+    // The same bytes in a file: refused by the decoder, naming them.
+    let m = encode_meta(s.meta()).unwrap();
+    let e = decode_meta(&m).unwrap_err();
+    assert!(
+        e.contains("syslog app name \"app\\nname\" contains '\\n'"),
+        "{e}"
+    );
+    // Out-of-range field indexes: refused by Schema::with_meta.
+    let mut bad = s.meta().clone();
+    bad.syslog = SyslogMeta::default();
+    bad.priority_by = Some(dplog_core::schema::FieldValues {
+        field: 7,
+        values: vec![(1, 1)],
+    });
+    let e = s.clone().with_meta(bad).unwrap_err();
+    assert!(e.to_string().contains("#7"), "{e}");
+    // Arbitrary bytes: decoded or refused, never a panic.
+    for len in 0..m.len() {
+        let _ = decode_meta(&m[..len]);
+    }
 }

@@ -2033,7 +2033,16 @@ impl ShmReader {
             .map_err(|_| ShmError::BadHeader("ring larger than the address space".into()))?;
         let mut map = Mapping::new(&file, map_len, false)?;
         map.guard = guard_register(map.ptr as usize, map.len);
-        let cmap = consumer_open_rw(path, &file, info.nonce)?;
+        let cmap = consumer_open_rw(path, &file, info.nonce).map_err(|e| match e {
+            ShmError::Io(e) => ShmError::Io(io::Error::new(
+                e.kind(),
+                format!(
+                    "the consumer file {} (the daemon needs write access to the ring directory): {e}",
+                    consumer_path(path).display()
+                ),
+            )),
+            other => other,
+        })?;
         Ok(Self {
             map,
             cmap,

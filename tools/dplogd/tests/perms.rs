@@ -196,4 +196,48 @@ fn a_ring_of_another_user_is_refused_unless_allowed_and_a_daemon_of_the_group_se
     assert_exactly(&parse(&read(&out)).seqs[&4], N, "grp");
     assert_eq!(std::fs::metadata(&out).unwrap().uid(), 65534);
     assert!(!ring.exists(), "{}", errs());
+
+    // The same daemon on a ring directory it may not write (root's,
+    // group 65534, 0750): it cannot make its consumer file, refuses the
+    // ring and says why; the producer waits.
+    std::os::unix::fs::chown(&rings, Some(0), Some(65534)).unwrap();
+    std::fs::set_permissions(&rings, PermissionsExt::from_mode(0o750)).unwrap();
+    let err = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.join("dplogd.err"))
+        .unwrap();
+    let mut d = Command::new("setpriv")
+        .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+        .arg(DPLOGD)
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--rings")
+        .arg(&rings)
+        .arg("--checkpoint")
+        .arg(logs.join("dplogd.checkpoint"))
+        .args(["--scan-ms", "20", "--allow-uid", "0"])
+        .stderr(err)
+        .spawn()
+        .unwrap();
+    let mut p = Command::new(PRODUCE)
+        .arg("--dir")
+        .arg(&rings)
+        .args(["--name", "ro", "--tag", "5", "--records", &n])
+        .args(["--capacity", "64", "--group", "65534"])
+        .spawn()
+        .unwrap();
+    let ring = ring_of(&rings, "ro");
+    let f = ring.file_name().unwrap().to_string_lossy().into_owned();
+    wait_for(30, "the refusal", || {
+        errs().contains(&format!("ring {f}: refused: the consumer file"))
+    });
+    assert!(
+        errs().contains("the daemon needs write access to the ring directory"),
+        "{}",
+        errs()
+    );
+    assert!(p.try_wait().unwrap().is_none(), "the producer waits");
+    assert_eq!(term(&mut d), 0, "{}", errs());
+    kill9(&mut p);
+    assert!(parse(&read(&out)).seqs.get(&5).is_none());
 }

@@ -239,5 +239,5 @@ fn a_ring_of_another_user_is_refused_unless_allowed_and_a_daemon_of_the_group_se
     assert!(p.try_wait().unwrap().is_none(), "the producer waits");
     assert_eq!(term(&mut d), 0, "{}", errs());
     kill9(&mut p);
-    assert!(parse(&read(&out)).seqs.get(&5).is_none());
+    assert!(!parse(&read(&out)).seqs.contains_key(&5));
 }

@@ -1471,6 +1471,30 @@ dplog_result dplog_attach(struct dplog *h,
                           dplog_producer **out);
 
 /**
+ * `dplog_attach` with the ring file given the group `gid` (mode 0640
+ * instead of 0600), so a `dplogd` running as another user that is a
+ * member of that group can serve it (it only reads the ring; it keeps
+ * its position in a file of its own, `<ring>.consumer`, mode 0640 with
+ * the same group, which this process must be able to read: be a member
+ * of `gid` too). This process must be allowed to give its files that
+ * group (a member of it, or privileged).
+ *
+ * Errors: as `dplog_attach`; `DPLOG_ERR_IO` if the group cannot be set
+ * (not a member: EPERM). `*out` is written only on success.
+ *
+ * Ownership and thread-safety: as `dplog_attach`.
+ *
+ * # Safety
+ * As `dplog_attach`.
+ */
+dplog_result dplog_attach_group(struct dplog *h,
+                                uint32_t ring_id,
+                                const char *dir,
+                                const char *name,
+                                uint32_t gid,
+                                dplog_producer **out);
+
+/**
  * Nanoseconds since the Unix epoch (CLOCK_REALTIME), for `timestamp_ns`.
  *
  * Errors: `DPLOG_ERR_NULL`. Thread-safety: any thread. Cost: one vDSO

@@ -705,6 +705,82 @@ impl Schema {
         Ok(self)
     }
 
+    /// Replaces the whole [`SchemaMeta`] (e.g. one decoded from a
+    /// shared-memory ring's description), checked as the `with_*`
+    /// builders check theirs: the event time a timestamp field; the
+    /// priority, only-when, MSGID and selector fields integers of at most
+    /// 8 bytes; every other field index in range (syslog parameters and
+    /// profiles included); name-by names identifiers.
+    ///
+    /// Errors: [`SchemaError::BadMetaField`] naming what it is for and the
+    /// field (its index when out of range).
+    pub fn with_meta(mut self, meta: SchemaMeta) -> Result<Self, SchemaError> {
+        let n = self.fields.len();
+        let bad = |what: &'static str, i: usize| SchemaError::BadMetaField(what, format!("#{i}"));
+        let any = |what: &'static str, i: usize| if i < n { Ok(()) } else { Err(bad(what, i)) };
+        let int = |what: &'static str, i: usize| {
+            if i < n && self.fields[i].kind.is_integer() && self.fields[i].size <= 8 {
+                Ok(())
+            } else {
+                Err(bad(what, i))
+            }
+        };
+        if let Some(i) = meta.event_time {
+            if i >= n
+                || !matches!(
+                    self.fields[i].kind,
+                    FieldKind::NsTimestamp | FieldKind::TscTimestamp
+                )
+            {
+                return Err(bad("event time", i));
+            }
+        }
+        if let Some(p) = &meta.priority_by {
+            int("priority", p.field)?;
+        }
+        if let Some(o) = &meta.only_when {
+            int("fields only when", o.field)?;
+            for &f in &o.fields {
+                any("fields only when", f)?;
+            }
+        }
+        fn syslog(
+            m: &SyslogMeta,
+            int: &dyn Fn(&'static str, usize) -> Result<(), SchemaError>,
+            any: &dyn Fn(&'static str, usize) -> Result<(), SchemaError>,
+        ) -> Result<(), SchemaError> {
+            if let Some(v) = &m.msgid_by {
+                int("syslog msgid", v.field)?;
+            }
+            for (_, p) in &m.params {
+                if let SdParam::Field(i) = p {
+                    any("syslog parameter", *i)?;
+                }
+            }
+            for (_, l) in &m.profiles {
+                syslog(l, int, any)?;
+            }
+            Ok(())
+        }
+        syslog(&meta.syslog, &int, &any)?;
+        if let Some(b) = &meta.ipfix_ie_by {
+            any("ipfix element by value", b.field)?;
+            int("ipfix element by value", b.selector)?;
+        }
+        if let Some(b) = &meta.name_by {
+            any("name by value", b.field)?;
+            int("name by value", b.selector)?;
+            if let Some((_, bad_name)) = b.names.iter().find(|(_, nm)| !name_ok(nm)) {
+                return Err(SchemaError::BadMetaField(
+                    "name by value",
+                    bad_name.to_string(),
+                ));
+            }
+        }
+        self.meta = meta;
+        Ok(self)
+    }
+
     /// Makes the default layouts print enum fields as numbers (`true`) or
     /// by name (`false`, the default); see [`SchemaMeta::enum_numbers`].
     pub fn with_enum_numbers(mut self, numbers: bool) -> Self {

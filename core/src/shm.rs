@@ -11,7 +11,14 @@
 //! full. The consumer side ([`ShmReader`]) trusts nothing in the file: it
 //! is written by another process, possibly buggy or hostile.
 //!
-//! # File layout (version 2, native byte order, x86-64/aarch64 little endian)
+//! The consumer never writes into the ring file: it maps it read-only
+//! (so a ring shared with a group is mode 0640, not 0660), and keeps its
+//! position, the drops it reported and its verdict in a file of its own,
+//! `<ring file>.consumer`, which the producer maps read-only. Until that
+//! file exists (no consumer yet) the producer sees the consumer as away:
+//! `block` waits, `drop_newest` counts.
+//!
+//! # Ring file layout (version 3, native byte order, x86-64/aarch64 little endian)
 //!
 //! | offset | size | field | written by |
 //! |---|---|---|---|
@@ -25,14 +32,12 @@
 //! | 32 | 8 | producer start time (`/proc/<pid>/stat` field 22, clock ticks since boot) | creator |
 //! | 40 | 8 | lifetime nonce (random; one per created file) | creator |
 //! | 48 | 8 | creation time, ns since the Unix epoch | creator |
-//! | 56 | 4 | state: 1 live, 2 closed by its producer, 3 quarantined by the consumer | both |
+//! | 56 | 4 | state: 1 live, 2 closed by its producer | producer |
 //! | 60 | 4 | bytes of schema descriptions at 8192 (at most [`SHM_MAX_DESC_BYTES`]) | creator |
 //! | 128 | 8 | tail: next slot the producer publishes (own 128-byte line) | producer |
-//! | 256 | 8 | head: next slot the consumer reads (own 128-byte line) | consumer |
 //! | 384 | 56 | drop counters: full, degraded, disconnected, stopped, total, first and last drop time (ticks) | producer |
-//! | 512 | 8 | drops already reported in-band | consumer |
 //! | 1024 | 64 × n | schema descriptors: id u16, 0 u16, record size u32, fingerprint u64 ([`schema_fingerprint`]), name (48 bytes, NUL padded) | creator |
-//! | 8192 | 4 + … | schema descriptions, one per descriptor in its order: length u16 (little endian), then the schema's fields in [`Schema::encode`]'s encoding | creator |
+//! | 8192 | 4 + … | schema descriptions, one per descriptor in its order: length u16 (little endian), then the schema's fields in [`Schema::encode`]'s encoding, then its metadata ([`encode_meta`]; absent: the defaults) | creator |
 //! | 65536 | capacity × slot bytes | the slots | producer |
 //!
 //! The descriptions let a consumer rebuild every record type exactly (field
@@ -44,7 +49,30 @@
 //! recomputed [`schema_fingerprint`] to be the descriptor's fingerprint.
 //!
 //! The file is sized to a multiple of its filesystem's block size
-//! (hugetlbfs reports the huge page size), so it can live in hugepages.
+//! (hugetlbfs reports the huge page size), so it can live in hugepages:
+//! it is sized with one `ftruncate` and written only through its mapping
+//! (hugetlbfs files take neither `write` nor a second `ftruncate`).
+//!
+//! # Consumer file layout (version 1, native byte order)
+//!
+//! `<ring file>.consumer`, created by the consumer (under a temporary name,
+//! filled, renamed), owned by it, mode 0640 with the ring file's group, so
+//! the producer (the ring's owner, a member of that group) can read it.
+//! Sized as the ring file (one block of its filesystem, at least 4096
+//! bytes).
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 8 | magic `DPLOGCON`, written last |
+//! | 8 | 4 | layout version ([`SHM_CONSUMER_VERSION`]) |
+//! | 16 | 8 | the ring file's lifetime nonce: a producer maps only a consumer file of its own ring's lifetime |
+//! | 128 | 8 | head: next slot the consumer reads (own 128-byte line) |
+//! | 256 | 8 | drops already reported in-band |
+//! | 384 | 4 | verdict: 0 served, 3 ([`STATE_QUARANTINED`]) quarantined: a blocked producer stops waiting |
+//!
+//! A consumer that restarts opens the consumer file again if its magic,
+//! version and nonce are the ring's (the producer may have it mapped) and
+//! otherwise replaces it.
 //!
 //! # Lifetimes
 //!
@@ -61,14 +89,18 @@
 //!
 //! - producer: slot bytes, then `tail.store(Release)`; the consumer's
 //!   `tail.load(Acquire)` pairs with it;
-//! - consumer: copies the slots out, then `head.store(Release)`; the
-//!   producer's `head.load(Acquire)` pairs with it, so a slot is not
+//! - consumer: copies the slots out, then `head.store(Release)` in the
+//!   consumer file; the producer's `head.load(Acquire)` of its read-only
+//!   mapping of that file pairs with it, so a slot is not
 //!   overwritten while it is copied;
 //! - producer drop: last `tail` store, then `state.store(2, Release)`; the
 //!   consumer's `state.load(Acquire)` pairs with it, so once it sees 2 it
 //!   sees every record;
 //! - drop counters: as [`crate::ring`](mod@crate::ring)'s (`dropped_total` Release after the
-//!   times, `drops_reported` Release by the consumer).
+//!   times, `drops_reported` Release by the consumer in its file);
+//! - consumer file: its fields, then a Release fence, then the magic,
+//!   then the rename; the producer maps it only after the rename and
+//!   checks the magic with an Acquire load.
 
 use core::marker::PhantomData;
 use core::mem::size_of;
@@ -78,19 +110,32 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use crate::policy::Policy;
 use crate::record::Record;
 use crate::ring::{Disconnected, DropDelta, DropReason};
 use crate::runtime::{Backpressure, LoggerConfig};
-use crate::schema::{FieldKind, Schema};
+use crate::schema::{
+    FieldKind, FieldValues, IeBy, NameBy, OnlyWhen, Schema, SchemaMeta, SdParam, SyslogMeta,
+};
 use crate::sync::WaitSteps;
 use crate::table::RecordRules;
 
 /// Magic at offset 0 of a ring file.
 pub const SHM_MAGIC: [u8; 8] = *b"DPLOGSHM";
 /// Layout version this code writes and reads.
-pub const SHM_VERSION: u32 = 2;
+pub const SHM_VERSION: u32 = 3;
+/// Magic at offset 0 of a consumer file.
+pub const SHM_CONSUMER_MAGIC: [u8; 8] = *b"DPLOGCON";
+/// Consumer-file layout version this code writes and reads.
+pub const SHM_CONSUMER_VERSION: u32 = 1;
+/// Suffix the consumer file adds to its ring file's name.
+pub const SHM_CONSUMER_SUFFIX: &str = ".consumer";
+/// Smallest size of a consumer file, in bytes.
+pub const SHM_CONSUMER_BYTES: usize = 4096;
+/// Largest consumer file a producer maps (one 1 GiB huge page).
+const CONSUMER_MAX_BYTES: u64 = 1 << 30;
 /// Bytes before the first slot.
 pub const SHM_HEADER_BYTES: usize = 65536;
 /// Largest size of the schema-description region, in bytes.
@@ -108,8 +153,8 @@ pub const SHM_SUFFIX: &str = ".ring";
 pub const STATE_LIVE: u32 = 1;
 /// State word: the producer closed the ring (dropped its handle).
 pub const STATE_CLOSED: u32 = 2;
-/// State word: the consumer refused the ring after a protocol violation;
-/// a blocked producer stops waiting.
+/// Consumer file's verdict word: the consumer refused the ring after a
+/// protocol violation; a blocked producer stops waiting.
 pub const STATE_QUARANTINED: u32 = 3;
 
 const OFF_MAGIC: usize = 0;
@@ -125,7 +170,6 @@ const OFF_CREATED_NS: usize = 48;
 const OFF_STATE: usize = 56;
 const OFF_DESC_BYTES: usize = 60;
 const OFF_TAIL: usize = 128;
-const OFF_HEAD: usize = 256;
 const OFF_DROPPED_FULL: usize = 384;
 const OFF_DROPPED_DEGRADED: usize = 392;
 const OFF_DROPPED_DISCONNECTED: usize = 400;
@@ -133,12 +177,18 @@ const OFF_DROPPED_STOPPED: usize = 408;
 const OFF_DROPPED_TOTAL: usize = 416;
 const OFF_FIRST_DROP: usize = 424;
 const OFF_LAST_DROP: usize = 432;
-const OFF_DROPS_REPORTED: usize = 512;
 const OFF_SCHEMAS: usize = 1024;
 const DESC_BYTES: usize = 64;
 const OFF_DESCS: usize = 8192;
 
 const _: () = assert!(OFF_SCHEMAS + SHM_MAX_SCHEMAS * DESC_BYTES <= OFF_DESCS);
+
+const C_OFF_MAGIC: usize = 0;
+const C_OFF_VERSION: usize = 8;
+const C_OFF_NONCE: usize = 16;
+const C_OFF_HEAD: usize = 128;
+const C_OFF_DROPS_REPORTED: usize = 256;
+const C_OFF_VERDICT: usize = 384;
 
 /// Why a ring file was refused or a ring quarantined. Every message names
 /// what was wrong and the value found.
@@ -237,8 +287,8 @@ pub struct SchemaDesc {
     /// Schema name (an identifier, at most 47 bytes).
     pub name: String,
     /// The schema: as the reader rebuilt it from the file's description
-    /// (fields only, default [`SchemaMeta`](crate::schema::SchemaMeta)),
-    /// or the producer's own in [`SchemaDesc::of`].
+    /// (fields and [`SchemaMeta`]), or the producer's own in
+    /// [`SchemaDesc::of`].
     pub schema: Schema,
 }
 
@@ -255,15 +305,380 @@ impl SchemaDesc {
     }
 }
 
+/// Most syslog profile layouts nested in a schema's metadata: a
+/// profile's layout has no profiles of its own.
+const META_MAX_DEPTH: usize = 1;
+/// Version byte of the metadata encoding.
+const META_VERSION: u8 = 1;
+
+/// Encodes a schema's [`SchemaMeta`] (little endian), the tail of its
+/// description in a ring file: `version u8 (1)`, `event time u16
+/// (field index, 0xffff none)`, `priority u8`, then, each behind a
+/// presence byte (0/1): priority by value (`field u16`, `count u16`,
+/// `(value u64, priority u8)…`), fields only when (`field u16`, `equals
+/// u64`, `count u16`, `field u16…`), the syslog layout (below), the IPFIX
+/// element by value (`field u16`, `selector u16`, `count u16`, `(value
+/// u32, element u16)…`), the name by value (`field u16`, `selector u16`,
+/// `count u16`, `(value u32, name)…`); then `enum numbers u8`. A syslog
+/// layout: `app name?`, MSGID by value? (`field u16`, `count u16`,
+/// `(value u64, msgid)…`), `SD-ID?`, `count u16` parameters `(name, 0
+/// field u16 | 1 constant)`, `count u16` profiles `(name, layout)` (a
+/// profile's layout has no profiles). A string is a length byte and that
+/// many UTF-8 bytes; `x?` is a presence byte then `x`.
+///
+/// Returns `None` if something does not fit the encoding (a string above
+/// 255 bytes, a count or index above 65535, nested profiles).
+pub fn encode_meta(m: &SchemaMeta) -> Option<Vec<u8>> {
+    struct W(Vec<u8>);
+    impl W {
+        fn u8(&mut self, v: u8) {
+            self.0.push(v);
+        }
+        fn u16(&mut self, v: usize) -> Option<()> {
+            self.0
+                .extend_from_slice(&u16::try_from(v).ok()?.to_le_bytes());
+            Some(())
+        }
+        fn u32(&mut self, v: u32) {
+            self.0.extend_from_slice(&v.to_le_bytes());
+        }
+        fn u64(&mut self, v: u64) {
+            self.0.extend_from_slice(&v.to_le_bytes());
+        }
+        fn str(&mut self, s: &str) -> Option<()> {
+            self.0.push(u8::try_from(s.len()).ok()?);
+            self.0.extend_from_slice(s.as_bytes());
+            Some(())
+        }
+        fn opt_str(&mut self, s: Option<&str>) -> Option<()> {
+            match s {
+                None => self.u8(0),
+                Some(s) => {
+                    self.u8(1);
+                    self.str(s)?;
+                }
+            }
+            Some(())
+        }
+        fn syslog(&mut self, m: &SyslogMeta, depth: usize) -> Option<()> {
+            self.opt_str(m.app_name.as_deref())?;
+            match &m.msgid_by {
+                None => self.u8(0),
+                Some(v) => {
+                    self.u8(1);
+                    self.u16(v.field)?;
+                    self.u16(v.values.len())?;
+                    for (k, s) in &v.values {
+                        self.u64(*k);
+                        self.str(s)?;
+                    }
+                }
+            }
+            self.opt_str(m.sd_id.as_deref())?;
+            self.u16(m.params.len())?;
+            for (name, p) in &m.params {
+                self.str(name)?;
+                match p {
+                    SdParam::Field(i) => {
+                        self.u8(0);
+                        self.u16(*i)?;
+                    }
+                    SdParam::Const(c) => {
+                        self.u8(1);
+                        self.str(c)?;
+                    }
+                }
+            }
+            if depth >= META_MAX_DEPTH && !m.profiles.is_empty() {
+                return None;
+            }
+            self.u16(m.profiles.len())?;
+            for (name, l) in &m.profiles {
+                self.str(name)?;
+                self.syslog(l, depth + 1)?;
+            }
+            Some(())
+        }
+    }
+    let mut w = W(Vec::new());
+    w.u8(META_VERSION);
+    w.u16(m.event_time.unwrap_or(0xffff))?;
+    if m.event_time == Some(0xffff) {
+        return None;
+    }
+    w.u8(m.priority);
+    match &m.priority_by {
+        None => w.u8(0),
+        Some(p) => {
+            w.u8(1);
+            w.u16(p.field)?;
+            w.u16(p.values.len())?;
+            for (v, pr) in &p.values {
+                w.u64(*v);
+                w.u8(*pr);
+            }
+        }
+    }
+    match &m.only_when {
+        None => w.u8(0),
+        Some(o) => {
+            w.u8(1);
+            w.u16(o.field)?;
+            w.u64(o.equals);
+            w.u16(o.fields.len())?;
+            for &f in &o.fields {
+                w.u16(f)?;
+            }
+        }
+    }
+    w.syslog(&m.syslog, 0)?;
+    match &m.ipfix_ie_by {
+        None => w.u8(0),
+        Some(b) => {
+            w.u8(1);
+            w.u16(b.field)?;
+            w.u16(b.selector)?;
+            w.u16(b.ies.len())?;
+            for (v, ie) in &b.ies {
+                w.u32(*v);
+                w.u16(usize::from(*ie))?;
+            }
+        }
+    }
+    match &m.name_by {
+        None => w.u8(0),
+        Some(b) => {
+            w.u8(1);
+            w.u16(b.field)?;
+            w.u16(b.selector)?;
+            w.u16(b.names.len())?;
+            for (v, n) in &b.names {
+                w.u32(*v);
+                w.str(n)?;
+            }
+        }
+    }
+    w.u8(u8::from(m.enum_numbers));
+    Some(w.0)
+}
+
+/// Decodes [`encode_meta`]'s encoding, the whole of `b`, and checks every
+/// string a formatter writes as it is: an APP-NAME of 1 to 48 printable
+/// US-ASCII characters (RFC 5424 section 6.2.5), MSGIDs of 1 to 32
+/// (6.2.7), an SD-ID and parameter names of 1 to 32 without `=`, `]`,
+/// `"` (6.3.2, 6.3.3), constant parameter values of printable ASCII
+/// (space included) without `"`, `\` and `]` (written unescaped),
+/// profile names identifiers. Field indexes are checked by
+/// [`Schema::with_meta`]. Pure and bounded: it reads only `b` and
+/// allocates in proportion to it.
+///
+/// Errors: a message naming what is wrong.
+pub fn decode_meta(b: &[u8]) -> Result<SchemaMeta, String> {
+    struct R<'a> {
+        b: &'a [u8],
+        p: usize,
+    }
+    fn printable(s: &str, max: usize, what: &str, forbidden: &[char]) -> Result<(), String> {
+        if s.is_empty() || s.len() > max {
+            return Err(format!("{what} {s:?} is not 1 to {max} characters"));
+        }
+        match s
+            .chars()
+            .find(|c| !(33..=126).contains(&(*c as u32)) || forbidden.contains(c))
+        {
+            Some(c) => Err(format!("{what} {s:?} contains {c:?}")),
+            None => Ok(()),
+        }
+    }
+    impl<'a> R<'a> {
+        fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+            if n > self.b.len() - self.p {
+                return Err("metadata ends early".into());
+            }
+            let s = &self.b[self.p..self.p + n];
+            self.p += n;
+            Ok(s)
+        }
+        fn u8(&mut self) -> Result<u8, String> {
+            Ok(self.take(1)?[0])
+        }
+        fn flag(&mut self) -> Result<bool, String> {
+            match self.u8()? {
+                0 => Ok(false),
+                1 => Ok(true),
+                x => Err(format!("presence byte {x}")),
+            }
+        }
+        fn u16(&mut self) -> Result<usize, String> {
+            let s = self.take(2)?;
+            Ok(usize::from(u16::from_le_bytes([s[0], s[1]])))
+        }
+        fn u32(&mut self) -> Result<u32, String> {
+            let s = self.take(4)?;
+            Ok(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+        }
+        fn u64(&mut self) -> Result<u64, String> {
+            Ok(u64::from_le_bytes(
+                self.take(8)?.try_into().expect("8 bytes"),
+            ))
+        }
+        fn str(&mut self) -> Result<String, String> {
+            let n = usize::from(self.u8()?);
+            String::from_utf8(self.take(n)?.to_vec()).map_err(|_| "a string is not UTF-8".into())
+        }
+        /// A count of elements of at least `min` bytes each: no more than
+        /// the bytes left allow.
+        fn count(&mut self, min: usize) -> Result<usize, String> {
+            let n = self.u16()?;
+            if n * min > self.b.len() - self.p {
+                return Err(format!("{n} elements do not fit the metadata left"));
+            }
+            Ok(n)
+        }
+        fn syslog(&mut self, depth: usize) -> Result<SyslogMeta, String> {
+            let mut m = SyslogMeta::default();
+            if self.flag()? {
+                let a = self.str()?;
+                printable(&a, 48, "syslog app name", &[])?;
+                m.app_name = Some(a.into());
+            }
+            if self.flag()? {
+                let field = self.u16()?;
+                let n = self.count(9)?;
+                let mut values = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let v = self.u64()?;
+                    let id = self.str()?;
+                    printable(&id, 32, "syslog msgid", &[])?;
+                    values.push((v, id.into()));
+                }
+                m.msgid_by = Some(FieldValues { field, values });
+            }
+            if self.flag()? {
+                let sd = self.str()?;
+                printable(&sd, 32, "syslog SD-ID", &['=', ']', '"'])?;
+                m.sd_id = Some(sd.into());
+            }
+            let n = self.count(3)?;
+            for _ in 0..n {
+                let name = self.str()?;
+                printable(&name, 32, "syslog parameter name", &['=', ']', '"'])?;
+                let p = match self.u8()? {
+                    0 => SdParam::Field(self.u16()?),
+                    1 => {
+                        let c = self.str()?;
+                        if let Some(ch) = c.chars().find(|c| {
+                            !(32..=126).contains(&(*c as u32)) || matches!(c, '"' | '\\' | ']')
+                        }) {
+                            return Err(format!("syslog constant {c:?} contains {ch:?}"));
+                        }
+                        SdParam::Const(c.into())
+                    }
+                    k => return Err(format!("syslog parameter kind {k}")),
+                };
+                m.params.push((name.into(), p));
+            }
+            let n = self.count(2)?;
+            if n > 0 && depth >= META_MAX_DEPTH {
+                return Err("a syslog profile's layout has profiles of its own".into());
+            }
+            for _ in 0..n {
+                let name = self.str()?;
+                if !name_ok(&name) || name.contains('.') || name.contains('-') {
+                    return Err(format!("syslog profile name {name:?}"));
+                }
+                let l = self.syslog(depth + 1)?;
+                m.profiles.push((name.into(), l));
+            }
+            Ok(m)
+        }
+    }
+    let mut r = R { b, p: 0 };
+    let v = r.u8()?;
+    if v != META_VERSION {
+        return Err(format!(
+            "metadata version {v}, this reader knows {META_VERSION}"
+        ));
+    }
+    let event_time = match r.u16()? {
+        0xffff => None,
+        i => Some(i),
+    };
+    let mut m = SchemaMeta {
+        event_time,
+        priority: r.u8()?,
+        ..SchemaMeta::default()
+    };
+    if r.flag()? {
+        let field = r.u16()?;
+        let n = r.count(9)?;
+        let mut values = Vec::with_capacity(n);
+        for _ in 0..n {
+            values.push((r.u64()?, r.u8()?));
+        }
+        m.priority_by = Some(FieldValues { field, values });
+    }
+    if r.flag()? {
+        let field = r.u16()?;
+        let equals = r.u64()?;
+        let n = r.count(2)?;
+        let mut fields = Vec::with_capacity(n);
+        for _ in 0..n {
+            fields.push(r.u16()?);
+        }
+        m.only_when = Some(OnlyWhen {
+            field,
+            equals,
+            fields,
+        });
+    }
+    m.syslog = r.syslog(0)?;
+    if r.flag()? {
+        let field = r.u16()?;
+        let selector = r.u16()?;
+        let n = r.count(6)?;
+        let mut ies = Vec::with_capacity(n);
+        for _ in 0..n {
+            ies.push((r.u32()?, r.u16()? as u16));
+        }
+        m.ipfix_ie_by = Some(IeBy {
+            field,
+            selector,
+            ies,
+        });
+    }
+    if r.flag()? {
+        let field = r.u16()?;
+        let selector = r.u16()?;
+        let n = r.count(5)?;
+        let mut names = Vec::with_capacity(n);
+        for _ in 0..n {
+            names.push((r.u32()?, r.str()?.into()));
+        }
+        m.name_by = Some(NameBy {
+            field,
+            selector,
+            names,
+        });
+    }
+    m.enum_numbers = r.flag()?;
+    if r.p != b.len() {
+        return Err(format!("{} stray bytes after the metadata", b.len() - r.p));
+    }
+    Ok(m)
+}
+
 /// The schema-description region of `schemas` (see the module's file
-/// layout).
+/// layout): each schema's fields and its metadata.
 ///
 /// Errors: [`ShmError::Config`] if a schema does not survive its encoding
-/// (a name above 255 bytes) or the region exceeds [`SHM_MAX_DESC_BYTES`].
+/// (a name above 255 bytes, metadata the encoding cannot carry or a
+/// reader would refuse) or the region exceeds [`SHM_MAX_DESC_BYTES`].
 fn encode_descriptions(schemas: &[&Schema]) -> Result<Vec<u8>, ShmError> {
     let mut out = Vec::new();
     for s in schemas {
-        let b = s.encode();
+        let mut b = s.encode();
+        let fields_len = b.len();
         let same = matches!(Schema::decode(&b), Ok((d, n)) if n == b.len()
             && schema_fingerprint(&d) == schema_fingerprint(s)
             && d.fields() == s.fields());
@@ -273,6 +688,29 @@ fn encode_descriptions(schemas: &[&Schema]) -> Result<Vec<u8>, ShmError> {
                 s.name()
             )));
         }
+        let meta = encode_meta(s.meta()).ok_or_else(|| {
+            ShmError::Config(format!(
+                "schema {}: its metadata does not encode (a string above 255 bytes, nested syslog profiles?)",
+                s.name()
+            ))
+        })?;
+        match decode_meta(&meta) {
+            Ok(m) if &m == s.meta() => {}
+            Ok(_) => {
+                return Err(ShmError::Config(format!(
+                    "schema {}: its metadata does not survive its encoding",
+                    s.name()
+                )))
+            }
+            Err(e) => {
+                return Err(ShmError::Config(format!(
+                    "schema {}: its metadata would be refused by a reader: {e}",
+                    s.name()
+                )))
+            }
+        }
+        b.extend_from_slice(&meta);
+        debug_assert!(b.len() > fields_len);
         out.extend_from_slice(&(b.len().min(u16::MAX as usize) as u16).to_le_bytes());
         out.extend_from_slice(&b);
         if b.len() > u16::MAX as usize || out.len() > SHM_MAX_DESC_BYTES {
@@ -288,7 +726,9 @@ fn encode_descriptions(schemas: &[&Schema]) -> Result<Vec<u8>, ShmError> {
 /// Decodes the schema-description region `region` (the bytes its header
 /// field declares) into `count` schemas: each a little-endian u16 length
 /// within the region, then exactly that many bytes that
-/// [`Schema::decode`] accepts; no stray bytes after the last. Pure and
+/// [`Schema::decode`] accepts, then optionally the schema's metadata
+/// ([`decode_meta`], checked by [`Schema::with_meta`]); no stray bytes
+/// after the last. Pure and
 /// bounded: it reads only `region` and allocates in proportion to it.
 /// [`parse_header`] then matches each against its descriptor.
 ///
@@ -317,9 +757,17 @@ pub fn decode_descriptions(region: &[u8], count: usize) -> Result<Vec<Schema>, S
             Ok(x) => x,
             Err(e) => return bad(e),
         };
-        if used != len {
-            return bad(format!("{} stray bytes after it", len - used));
-        }
+        // The rest of the entry is the metadata (none: the defaults).
+        let s = if used == len {
+            s
+        } else {
+            let name = s.name().to_string();
+            match decode_meta(&region[p + used..p + len]).map(|m| s.with_meta(m)) {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => return bad(format!("schema {name}: metadata: {e}")),
+                Err(e) => return bad(format!("schema {name}: metadata: {e}")),
+            }
+        };
         p += len;
         out.push(s);
     }
@@ -683,14 +1131,20 @@ struct Mapping {
 unsafe impl Send for Mapping {}
 
 impl Mapping {
-    fn new(file: &File, len: usize) -> io::Result<Self> {
+    /// Maps `len` bytes of `file` shared, writable or read-only.
+    fn new(file: &File, len: usize, writable: bool) -> io::Result<Self> {
+        let prot = if writable {
+            libc::PROT_READ | libc::PROT_WRITE
+        } else {
+            libc::PROT_READ
+        };
         // SAFETY: a fresh shared mapping of `len` bytes of `file`; the
         // kernel picks the address; checked for MAP_FAILED below.
         let p = unsafe {
             libc::mmap(
                 core::ptr::null_mut(),
                 len,
-                libc::PROT_READ | libc::PROT_WRITE,
+                prot,
                 libc::MAP_SHARED,
                 file.as_raw_fd(),
                 0,
@@ -760,6 +1214,140 @@ impl Drop for Mapping {
     }
 }
 
+/// The consumer file of the ring file at `ring`: `<ring>.consumer`.
+pub fn consumer_path(ring: &Path) -> PathBuf {
+    let mut p = ring.as_os_str().to_owned();
+    p.push(SHM_CONSUMER_SUFFIX);
+    PathBuf::from(p)
+}
+
+/// The block size of `file`'s filesystem (the huge page size on
+/// hugetlbfs), 4096 if it cannot be read.
+fn block_size(file: &File) -> u64 {
+    // SAFETY: fstatfs fills the zeroed struct for our descriptor.
+    unsafe {
+        let mut st: libc::statfs = core::mem::zeroed();
+        if libc::fstatfs(file.as_raw_fd(), &mut st) == 0 && st.f_bsize > 0 {
+            st.f_bsize as u64
+        } else {
+            4096
+        }
+    }
+}
+
+/// Whether the mapped consumer file `m` is a valid one of the ring
+/// lifetime `nonce` (magic, version, nonce).
+fn consumer_valid(m: &Mapping, nonce: u64) -> bool {
+    // Acquire pairs with the creator's Release fence before the magic:
+    // the fields below are the ones written before it.
+    let magic = m.u64_at(C_OFF_MAGIC).load(Ordering::Acquire);
+    // Relaxed: ordered by the Acquire load of the magic.
+    magic == u64::from_ne_bytes(SHM_CONSUMER_MAGIC)
+        && m.u32_at(C_OFF_VERSION).load(Ordering::Relaxed) == SHM_CONSUMER_VERSION
+        && m.u64_at(C_OFF_NONCE).load(Ordering::Relaxed) == nonce
+}
+
+/// Opens the consumer file of the ring at `ring` (whose open file is
+/// `ring_file`, of lifetime `nonce`) for the consumer, read-write: the
+/// existing one if it is this user's and of this lifetime, else a new one
+/// (mode 0640, the ring file's group), made under a temporary name and
+/// renamed over any other.
+///
+/// Errors: [`ShmError::Io`] creating, sizing, chown-ing, mapping or
+/// renaming it (the ring's directory not writable by the consumer, the
+/// consumer not in the ring's group, no space).
+fn consumer_open_rw(ring: &Path, ring_file: &File, nonce: u64) -> Result<Mapping, ShmError> {
+    let path = consumer_path(ring);
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if let Ok(f) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(&path)
+    {
+        let md = f.metadata()?;
+        if md.file_type().is_file()
+            && md.uid() == me
+            && md.len() >= SHM_CONSUMER_BYTES as u64
+            && md.len() <= CONSUMER_MAX_BYTES
+        {
+            let mut m = Mapping::new(&f, md.len() as usize, true)?;
+            m.guard = guard_register(m.ptr as usize, m.len);
+            if consumer_valid(&m, nonce) && !m.faulted() {
+                return Ok(m);
+            }
+        }
+    }
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o640)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&tmp)?;
+    let made = (|| -> Result<Mapping, ShmError> {
+        let gid = ring_file.metadata()?.gid();
+        // SAFETY: fchown on a descriptor we own; -1 keeps the owner.
+        if unsafe { libc::fchown(f.as_raw_fd(), u32::MAX, gid) } != 0 {
+            let e = io::Error::last_os_error();
+            return Err(ShmError::Io(io::Error::new(
+                e.kind(),
+                format!("giving the consumer file the ring's group {gid}: {e}"),
+            )));
+        }
+        // The umask may have cleared the group bit.
+        std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o640))?;
+        let block = block_size(&f);
+        let len = (SHM_CONSUMER_BYTES as u64).div_ceil(block) * block;
+        // One ftruncate, then only the mapping: hugetlbfs takes no write.
+        f.set_len(len)?;
+        let mut m = Mapping::new(&f, len as usize, true)?;
+        m.guard = guard_register(m.ptr as usize, m.len);
+        // Relaxed: nobody maps the file yet; the fence below orders these
+        // before the magic.
+        m.u32_at(C_OFF_VERSION)
+            .store(SHM_CONSUMER_VERSION, Ordering::Relaxed);
+        m.u64_at(C_OFF_NONCE).store(nonce, Ordering::Relaxed);
+        // Release pairs with the producer's Acquire load of the magic in
+        // `consumer_valid`.
+        m.u64_at(C_OFF_MAGIC)
+            .store(u64::from_ne_bytes(SHM_CONSUMER_MAGIC), Ordering::Release);
+        std::fs::rename(&tmp, &path)?;
+        Ok(m)
+    })();
+    if made.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    made
+}
+
+/// The producer's read-only mapping of the consumer file of the ring at
+/// `ring` of lifetime `nonce`, if it exists and is valid (a regular file
+/// of at least [`SHM_CONSUMER_BYTES`], the magic, version and nonce).
+fn consumer_open_ro(ring: &Path, nonce: u64) -> Option<Mapping> {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(consumer_path(ring))
+        .ok()?;
+    let md = f.metadata().ok()?;
+    if !md.file_type().is_file()
+        || md.len() < SHM_CONSUMER_BYTES as u64
+        || md.len() > CONSUMER_MAX_BYTES
+    {
+        return None;
+    }
+    let m = Mapping::new(&f, md.len() as usize, false).ok()?;
+    consumer_valid(&m, nonce).then_some(m)
+}
+
 /// How [`ShmProducer::create`] makes a ring file.
 #[derive(Clone, Debug)]
 pub struct ShmOptions {
@@ -771,10 +1359,10 @@ pub struct ShmOptions {
     pub name: String,
     /// Slots, a power of two up to [`SHM_MAX_CAPACITY`].
     pub capacity: usize,
-    /// A group that may serve the ring (file mode 0660 and this gid: the
-    /// consumer writes its index into the file, so the group needs write
-    /// as well as read);
-    /// `None`: mode 0600.
+    /// A group that may serve the ring: file mode 0640 and this gid (the
+    /// consumer only reads the ring; it writes its position into a
+    /// consumer file of its own, which it gives this group too, so the
+    /// producer must be a member). `None`: mode 0600.
     pub group: Option<u32>,
 }
 
@@ -816,6 +1404,13 @@ pub struct ShmProducer<T: Record> {
     publish_every: u64,
     cached_head: u64,
     block_spins: u32,
+    /// The ring's lifetime nonce (its consumer file must carry it).
+    nonce: u64,
+    /// The consumer file, mapped read-only once it exists.
+    consumer: core::cell::OnceCell<Mapping>,
+    /// No attempt to map the consumer file before this instant (an absent
+    /// daemon costs one `open` per millisecond, not one per record).
+    next_attach: core::cell::Cell<Option<Instant>>,
     _marker: PhantomData<T>,
 }
 
@@ -837,7 +1432,7 @@ impl<T: Record> core::fmt::Debug for ShmProducer<T> {
 impl<T: Record> ShmProducer<T> {
     /// Creates a ring file for records (or slots) of type `T` declaring
     /// `schemas`, mapped and ready: `<dir>/<name>.<pid>.<nonce>.ring`,
-    /// mode 0600 (0660 with `group`), its pages faulted in.
+    /// mode 0600 (0640 with `group`), its pages faulted in.
     ///
     /// Errors: [`ShmError::Config`] for a name, capacity, slot size
     /// (`size_of::<T>()` must be 32, 64 or 128), a schema larger than the
@@ -896,7 +1491,7 @@ impl<T: Record> ShmProducer<T> {
         let base = format!("{}.{pid}.{nonce:016x}{SHM_SUFFIX}", opts.name);
         let path = opts.dir.join(&base);
         let tmp = opts.dir.join(format!(".{base}.tmp"));
-        let mode = if opts.group.is_some() { 0o660 } else { 0o600 };
+        let mode = if opts.group.is_some() { 0o640 } else { 0o600 };
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -913,22 +1508,14 @@ impl<T: Record> ShmProducer<T> {
                 // The umask may have cleared the group bit of `mode`.
                 std::fs::set_permissions(
                     &tmp,
-                    std::os::unix::fs::PermissionsExt::from_mode(0o660),
+                    std::os::unix::fs::PermissionsExt::from_mode(0o640),
                 )?;
             }
             let need = SHM_HEADER_BYTES as u64 + (cap * slot_bytes) as u64;
-            // SAFETY: fstatfs fills the zeroed struct for our descriptor.
-            let block = unsafe {
-                let mut st: libc::statfs = core::mem::zeroed();
-                if libc::fstatfs(file.as_raw_fd(), &mut st) == 0 && st.f_bsize > 0 {
-                    st.f_bsize as u64
-                } else {
-                    4096
-                }
-            };
+            let block = block_size(&file);
             let len = need.div_ceil(block) * block;
             file.set_len(len)?;
-            let map = Mapping::new(&file, len as usize)?;
+            let map = Mapping::new(&file, len as usize, true)?;
             // Fault in every page now (as the in-process ring does), so the
             // producer takes no page fault on its first lap.
             // SAFETY: the mapping is `len` bytes, fresh, not yet shared.
@@ -982,6 +1569,9 @@ impl<T: Record> ShmProducer<T> {
                 publish_every: 1,
                 cached_head: 0,
                 block_spins: crate::ring::DEFAULT_BLOCK_SPINS,
+                nonce,
+                consumer: core::cell::OnceCell::new(),
+                next_attach: core::cell::Cell::new(None),
                 _marker: PhantomData,
             })
         })();
@@ -1016,6 +1606,35 @@ impl<T: Record> ShmProducer<T> {
         self.map.u64_at(OFF_TAIL)
     }
 
+    /// The consumer file's mapping, mapped on first success; `None` while
+    /// no valid one exists (the consumer is away). Tries at most once a
+    /// millisecond.
+    fn consumer(&self) -> Option<&Mapping> {
+        if let Some(m) = self.consumer.get() {
+            return Some(m);
+        }
+        let now = Instant::now();
+        if self.next_attach.get().is_some_and(|t| now < t) {
+            return None;
+        }
+        self.next_attach.set(Some(now + Duration::from_millis(1)));
+        let m = consumer_open_ro(&self.path, self.nonce)?;
+        Some(self.consumer.get_or_init(|| m))
+    }
+
+    /// The consumer's index: 0 while it has no consumer file.
+    fn consumer_head(&self) -> u64 {
+        // Acquire pairs with the consumer's Release store of `head`: it
+        // has copied out every slot below it.
+        self.consumer()
+            .map_or(0, |m| m.u64_at(C_OFF_HEAD).load(Ordering::Acquire))
+    }
+
+    /// True once a consumer file of this ring exists and is mapped.
+    pub fn consumer_attached(&self) -> bool {
+        self.consumer().is_some()
+    }
+
     #[inline(always)]
     fn free_slots(&mut self, want: usize) -> usize {
         let mut free = self
@@ -1023,9 +1642,7 @@ impl<T: Record> ShmProducer<T> {
             .wrapping_sub(self.tail.wrapping_sub(self.cached_head));
         if free < want as u64 {
             self.flush();
-            // Acquire pairs with the consumer's Release store of `head`:
-            // it has copied out every slot below it.
-            self.cached_head = self.map.u64_at(OFF_HEAD).load(Ordering::Acquire);
+            self.cached_head = self.consumer_head();
             free = self
                 .capacity
                 .wrapping_sub(self.tail.wrapping_sub(self.cached_head));
@@ -1123,8 +1740,9 @@ impl<T: Record> ShmProducer<T> {
 
     /// True once the consumer quarantined the ring.
     pub fn is_quarantined(&self) -> bool {
-        // Acquire pairs with the consumer's Release store of the state.
-        self.map.u32_at(OFF_STATE).load(Ordering::Acquire) == STATE_QUARANTINED
+        // Acquire pairs with the consumer's Release store of the verdict.
+        self.consumer()
+            .is_some_and(|m| m.u32_at(C_OFF_VERDICT).load(Ordering::Acquire) == STATE_QUARANTINED)
     }
 
     /// True once the ring stopped taking records: for a shared-memory
@@ -1174,8 +1792,7 @@ impl<T: Record> ShmProducer<T> {
 
     /// Fill level, refreshing the consumer index (one Acquire load).
     pub fn fill(&mut self) -> usize {
-        // Acquire pairs with the consumer's Release store of `head`.
-        self.cached_head = self.map.u64_at(OFF_HEAD).load(Ordering::Acquire);
+        self.cached_head = self.consumer_head();
         self.tail.wrapping_sub(self.cached_head).min(self.capacity) as usize
     }
 
@@ -1201,8 +1818,11 @@ impl<T: Record> ShmProducer<T> {
         let total = m.u64_at(OFF_DROPPED_TOTAL).load(Ordering::Relaxed);
         // Acquire pairs with the consumer's Release store of
         // `drops_reported`: every earlier drop reported, this one opens a
-        // new interval.
-        if m.u64_at(OFF_DROPS_REPORTED).load(Ordering::Acquire) == total {
+        // new interval (0 reported while there is no consumer file).
+        let reported = self.consumer().map_or(0, |c| {
+            c.u64_at(C_OFF_DROPS_REPORTED).load(Ordering::Acquire)
+        });
+        if reported == total {
             m.u64_at(OFF_FIRST_DROP).store(now, Ordering::Relaxed);
         }
         // Relaxed: published by the Release store of the total below.
@@ -1327,7 +1947,10 @@ pub struct OpenRules {
 /// would fault the mapping), every producer index ([`check_tail`]) and
 /// every record header ([`check_slots`], on the copied-out slots).
 pub struct ShmReader {
+    /// The ring file, read-only.
     map: Mapping,
+    /// The consumer file, read-write.
+    cmap: Mapping,
     file: File,
     path: PathBuf,
     info: RingInfo,
@@ -1359,18 +1982,20 @@ pub enum ProducerState {
 }
 
 impl ShmReader {
-    /// Opens and maps a ring file, checking its type, owner and header.
+    /// Opens and maps a ring file read-only, checking its type, owner and
+    /// header, and opens (or creates) its consumer file
+    /// ([`consumer_path`]; see the module's layout).
     ///
     /// Errors: [`ShmError::Io`] (not a regular file, a symlink, open or
-    /// map failure), [`ShmError::Owner`] for a file of a uid neither this
-    /// process's nor in `rules`, [`ShmError::BadHeader`] from
-    /// [`parse_header`]; [`ShmError::Schema`] for a bad schema description
-    /// behind a valid fixed header, after marking the ring quarantined in
-    /// the file (its producer stops waiting and counts drops).
+    /// map failure, the consumer file cannot be made), [`ShmError::Owner`]
+    /// for a file of a uid neither this process's nor in `rules`,
+    /// [`ShmError::BadHeader`] from [`parse_header`]; [`ShmError::Schema`]
+    /// for a bad schema description behind a valid fixed header, after
+    /// marking the ring quarantined in its consumer file (its producer
+    /// stops waiting and counts drops).
     pub fn open(path: &Path, rules: &OpenRules) -> Result<Self, ShmError> {
         let file = std::fs::OpenOptions::new()
             .read(true)
-            .write(true)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
             .open(path)?;
         let md = file.metadata()?;
@@ -1391,23 +2016,36 @@ impl ShmReader {
                 // The fixed header is valid (and the file at least a header
                 // long): mark the ring quarantined, so a producer blocked
                 // on it stops waiting, as for a protocol violation.
-                if let Ok(mut map) = Mapping::new(&file, SHM_HEADER_BYTES) {
-                    map.guard = guard_register(map.ptr as usize, map.len);
+                if let Ok(c) = consumer_open_rw(path, &file, rd_u64(&hdr, OFF_NONCE)) {
                     // Release pairs with the producer's Acquire load in
                     // `is_quarantined`.
-                    map.u32_at(OFF_STATE)
+                    c.u32_at(C_OFF_VERDICT)
                         .store(STATE_QUARANTINED, Ordering::Release);
                 }
                 return Err(ShmError::Schema(m));
             }
             r => r?,
         };
-        let map_len = usize::try_from(info.needed_bytes())
+        // Whole blocks of the filesystem: a hugetlbfs mapping is unmapped
+        // only in whole huge pages (the producer sized the file so).
+        let block = block_size(&file);
+        let map_len = usize::try_from(info.needed_bytes().div_ceil(block) * block)
             .map_err(|_| ShmError::BadHeader("ring larger than the address space".into()))?;
-        let mut map = Mapping::new(&file, map_len)?;
+        let mut map = Mapping::new(&file, map_len, false)?;
         map.guard = guard_register(map.ptr as usize, map.len);
+        let cmap = consumer_open_rw(path, &file, info.nonce).map_err(|e| match e {
+            ShmError::Io(e) => ShmError::Io(io::Error::new(
+                e.kind(),
+                format!(
+                    "the consumer file {} (the daemon needs write access to the ring directory): {e}",
+                    consumer_path(path).display()
+                ),
+            )),
+            other => other,
+        })?;
         Ok(Self {
             map,
+            cmap,
             file,
             path: path.to_path_buf(),
             info,
@@ -1543,8 +2181,8 @@ impl ShmReader {
     /// the producer's Acquire load of `head`): the slots below it may be
     /// overwritten. Call after the records are written and checkpointed.
     pub fn publish_head(&self) {
-        self.map
-            .u64_at(OFF_HEAD)
+        self.cmap
+            .u64_at(C_OFF_HEAD)
             .store(self.head, Ordering::Release);
     }
 
@@ -1572,9 +2210,16 @@ impl ShmReader {
     /// Acquire load in `is_quarantined`: a producer blocked on it stops
     /// waiting and counts its records dropped).
     pub fn quarantine(&self) {
-        self.map
-            .u32_at(OFF_STATE)
+        self.cmap
+            .u32_at(C_OFF_VERDICT)
             .store(STATE_QUARANTINED, Ordering::Release);
+    }
+
+    /// Removes the ring file and its consumer file (once the ring is
+    /// drained and its end written).
+    pub fn remove_files(&self) {
+        let _ = std::fs::remove_file(&self.path);
+        let _ = std::fs::remove_file(consumer_path(&self.path));
     }
 
     /// The producer's drops not yet reported in-band, marking them
@@ -1604,8 +2249,8 @@ impl ShmReader {
     /// Publishes the reported-drops count to the producer (Release; pairs
     /// with its Acquire load when it counts a drop).
     pub fn publish_reported(&self) {
-        self.map
-            .u64_at(OFF_DROPS_REPORTED)
+        self.cmap
+            .u64_at(C_OFF_DROPS_REPORTED)
             .store(self.drops_reported, Ordering::Release);
     }
 }

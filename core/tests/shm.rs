@@ -4,11 +4,11 @@
 
 use std::os::unix::fs::{FileExt, PermissionsExt};
 
-use dplog_core::schema::{FieldDef, FieldKind, Schema};
+use dplog_core::schema::{FieldDef, FieldKind, Schema, SyslogMeta};
 use dplog_core::shm::{
-    check_slots, check_tail, decode_descriptions, parse_header, OpenRules, ProducerState, ShmError,
-    ShmLogProducer, ShmOptions, ShmProducer, ShmReader, SHM_HEADER_BYTES, SHM_MAX_DESC_BYTES,
-    SHM_VERSION,
+    check_slots, check_tail, consumer_path, decode_descriptions, decode_meta, encode_meta,
+    parse_header, OpenRules, ProducerState, ShmError, ShmLogProducer, ShmOptions, ShmProducer,
+    ShmReader, SHM_HEADER_BYTES, SHM_MAX_DESC_BYTES, SHM_VERSION,
 };
 use dplog_core::{Backpressure, HasSchema, LoggerConfig, RecordRules, Slot64};
 use dplog_schema_nat::{Nat44SessionRecord, NatRecord};
@@ -148,7 +148,7 @@ fn block_waits_for_the_reader_and_stops_when_quarantined() {
 }
 
 #[test]
-fn a_group_ring_is_0660_and_another_owner_is_refused() {
+fn a_group_ring_is_0640_and_another_owner_is_refused() {
     let d = tempfile::tempdir().unwrap();
     // SAFETY: getegid cannot fail.
     let gid = unsafe { libc::getegid() };
@@ -157,7 +157,7 @@ fn a_group_ring_is_0660_and_another_owner_is_refused() {
     let p = ShmProducer::<Slot64>::create(&o, &dplog_schema_nat::all()).unwrap();
     assert_eq!(
         std::fs::metadata(p.path()).unwrap().permissions().mode() & 0o777,
-        0o660
+        0o640
     );
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } == 0 {
@@ -172,6 +172,66 @@ fn a_group_ring_is_0660_and_another_owner_is_refused() {
         };
         assert!(ShmReader::open(p.path(), &rules).is_ok());
     }
+}
+
+/// The consumer's position lives in its own file: until it exists the
+/// producer sees no consumer (a full ring stays full), a consumer file of
+/// another lifetime (nonce) is never used, and the ring file is never
+/// written by the reader.
+#[test]
+fn the_consumer_file_carries_the_position_and_only_its_lifetime_counts() {
+    let d = tempfile::tempdir().unwrap();
+    // SAFETY: getegid cannot fail.
+    let gid = unsafe { libc::getegid() };
+    let mut o = opts(d.path(), 4);
+    o.group = Some(gid);
+    let mut p = ShmProducer::<Slot64>::create(&o, &dplog_schema_nat::all()).unwrap();
+    let cpath = consumer_path(p.path());
+    for i in 0..4 {
+        p.try_push(rec(i)).unwrap();
+    }
+    assert!(p.try_push(rec(4)).is_err());
+    assert!(!p.consumer_attached());
+    // A consumer file of another lifetime: the producer ignores it.
+    let mut fake = vec![0u8; 4096];
+    fake[0..8].copy_from_slice(b"DPLOGCON");
+    fake[8..12].copy_from_slice(&1u32.to_ne_bytes());
+    fake[16..24].copy_from_slice(&0x1234u64.to_ne_bytes());
+    fake[128..136].copy_from_slice(&4u64.to_ne_bytes());
+    std::fs::write(&cpath, &fake).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    assert!(p.try_push(rec(4)).is_err());
+    assert!(!p.consumer_attached());
+    let before = std::fs::read(p.path()).unwrap();
+    // The reader replaces it with one of this lifetime.
+    let mut r = ShmReader::open(p.path(), &OpenRules::default()).unwrap();
+    let md = std::fs::metadata(&cpath).unwrap();
+    assert_eq!(md.permissions().mode() & 0o777, 0o640);
+    assert_eq!(std::os::unix::fs::MetadataExt::gid(&md), gid);
+    let mut out = Vec::new();
+    assert_eq!(r.poll(3, &mut out).unwrap(), 3);
+    r.consume(3);
+    r.publish_head();
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    assert_eq!(p.try_push_burst(&[rec(4), rec(5), rec(6), rec(7)]), 3);
+    assert!(p.consumer_attached());
+    // The reader wrote nothing into the ring file: only the producer's
+    // tail and slots changed.
+    let after = std::fs::read(p.path()).unwrap();
+    assert_eq!(before[..128], after[..128]);
+    assert_eq!(before[136..SHM_HEADER_BYTES], after[136..SHM_HEADER_BYTES]);
+    // A second reader (a restarted daemon) keeps the same consumer file.
+    let ino = std::os::unix::fs::MetadataExt::ino(&md);
+    drop(r);
+    let r2 = ShmReader::open(p.path(), &OpenRules::default()).unwrap();
+    assert_eq!(
+        std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&cpath).unwrap()),
+        ino
+    );
+    r2.quarantine();
+    assert!(p.is_quarantined());
+    r2.remove_files();
+    assert!(!cpath.exists() && !p.path().exists());
 }
 
 #[test]
@@ -313,6 +373,30 @@ fn a_ring_carries_its_schemas_whole_and_a_bad_description_is_refused() {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
+    /// Any metadata bytes, or a real NAT type's metadata with bytes
+    /// overwritten: decoded or refused, never a panic; what is accepted
+    /// encodes again to the same bytes.
+    #[test]
+    fn decode_meta_takes_any_bytes(
+        bytes in proptest::collection::vec(any::<u8>(), 0..512),
+        real in any::<bool>(),
+        at in any::<usize>(),
+    ) {
+        let mut b = bytes;
+        if real {
+            let mut m = encode_meta(dplog_schema_nat::all()[0].meta()).unwrap();
+            if !b.is_empty() {
+                let i = at % m.len();
+                let n = b.len().min(m.len() - i);
+                m[i..i + n].copy_from_slice(&b[..n]);
+            }
+            b = m;
+        }
+        if let Ok(m) = decode_meta(&b) {
+            prop_assert_eq!(encode_meta(&m).unwrap(), b);
+        }
+    }
+
     /// Any description bytes: decoded or refused, never a panic; what is
     /// accepted is `count` valid schemas that fit the bytes.
     #[test]
@@ -440,4 +524,96 @@ fn a_file_cut_under_the_mapping_is_a_violation_not_a_crash() {
     assert!(out.is_empty());
     // The reader stays usable (zero pages), and says so again.
     assert!(r.poll(64, &mut out).is_err());
+}
+
+/// The ring carries each record type's metadata (priority, syslog layout
+/// and profiles, fields shown only when, names and IPFIX elements by
+/// value, event time): the reader rebuilds exactly the producer's.
+#[test]
+fn the_ring_carries_each_schemas_metadata() {
+    let d = tempfile::tempdir().unwrap();
+    let p = producer(d.path(), 8);
+    let r = ShmReader::open(p.path(), &OpenRules::default()).unwrap();
+    let all = dplog_schema_nat::all();
+    assert_eq!(r.info().schemas.len(), all.len());
+    let mut rich = 0;
+    for (got, want) in r.info().schemas.iter().zip(all.iter()) {
+        assert_eq!(got.schema.meta(), want.meta(), "{}", want.name());
+        assert_eq!(got.schema, **want, "{}", want.name());
+        rich += usize::from(want.meta() != &dplog_core::schema::SchemaMeta::default());
+    }
+    assert!(rich >= 2, "the NAT types declare metadata");
+    // A syslog layout of a type of one's own, with a profile and a
+    // constant; no event time; enum numbers.
+    let own = Schema::new(
+        400,
+        "own",
+        24,
+        vec![
+            FieldDef::new("a", 8, 8, FieldKind::U64, 0),
+            FieldDef::new("b", 16, 4, FieldKind::U32, 0),
+        ],
+    )
+    .unwrap();
+    let layout = SyslogMeta::resolve(
+        &own,
+        Some("own-app"),
+        Some(("b", &[(1, "ONE"), (2, "TWO")])),
+        Some("own@32473"),
+        &[("A", "a"), ("K", "=k v")],
+    )
+    .unwrap();
+    let vpp = SyslogMeta::resolve(&own, None, None, Some("x@1"), &[("B", "b")]).unwrap();
+    let own = own
+        .with_priority(3, Some(("b", &[(2, 9)])))
+        .unwrap()
+        .with_syslog(layout.with_profile("vpp", vpp))
+        .with_event_time(None)
+        .unwrap()
+        .with_enum_numbers(true);
+    let p = ShmProducer::<Slot64>::create(&opts(d.path(), 8), &[&own]).unwrap();
+    let r = ShmReader::open(p.path(), &OpenRules::default()).unwrap();
+    assert_eq!(r.info().schemas[0].schema.meta(), own.meta());
+    assert_eq!(r.info().schemas[0].schema.meta().priority, 3);
+}
+
+/// Metadata a formatter would write unescaped is refused: by the producer
+/// at create, and by the reader in a file (a hostile producer).
+#[test]
+fn metadata_with_bad_syslog_strings_is_refused() {
+    let s = Schema::new(
+        401,
+        "bad",
+        16,
+        vec![FieldDef::new("a", 8, 8, FieldKind::U64, 0)],
+    )
+    .unwrap();
+    let l = SyslogMeta::resolve(&s, Some("app\nname"), None, None, &[]).unwrap();
+    let s = s.with_syslog(l);
+    let d = tempfile::tempdir().unwrap();
+    let e = ShmProducer::<Slot64>::create(&opts(d.path(), 8), &[&s]).unwrap_err();
+    assert!(
+        e.to_string().contains("would be refused by a reader"),
+        "{e}"
+    );
+    // The same bytes in a file: refused by the decoder, naming them.
+    let m = encode_meta(s.meta()).unwrap();
+    let e = decode_meta(&m).unwrap_err();
+    assert!(
+        e.contains("syslog app name \"app\\nname\" contains '\\n'"),
+        "{e}"
+    );
+    // Out-of-range field indexes: refused by Schema::with_meta.
+    let mut bad = s.meta().clone();
+    bad.syslog = SyslogMeta::default();
+    bad.priority_by = Some(dplog_core::schema::FieldValues {
+        field: 7,
+        values: vec![(1, 1)],
+    });
+    let e = s.clone().with_meta(bad).unwrap_err();
+    assert!(e.to_string().contains("#7"), "{e}");
+    // Arbitrary bytes: decoded or refused, never a panic.
+    for len in 0..m.len() {
+        let _ = decode_meta(&m[..len]);
+    }
 }

@@ -80,6 +80,51 @@ pub unsafe extern "C" fn dplog_attach(
     name: *const c_char,
     out: *mut *mut dplog_producer_t,
 ) -> dplog_result {
+    // SAFETY: the caller's contract, passed on unchanged.
+    unsafe { attach(h, ring_id, dir, name, None, out) }
+}
+
+/// `dplog_attach` with the ring file given the group `gid` (mode 0640
+/// instead of 0600), so a `dplogd` running as another user that is a
+/// member of that group can serve it (it only reads the ring; it keeps
+/// its position in a file of its own, `<ring>.consumer`, mode 0640 with
+/// the same group, which this process must be able to read: be a member
+/// of `gid` too). This process must be allowed to give its files that
+/// group (a member of it, or privileged).
+///
+/// Errors: as `dplog_attach`; `DPLOG_ERR_IO` if the group cannot be set
+/// (not a member: EPERM). `*out` is written only on success.
+///
+/// Ownership and thread-safety: as `dplog_attach`.
+///
+/// # Safety
+/// As `dplog_attach`.
+#[no_mangle]
+pub unsafe extern "C" fn dplog_attach_group(
+    h: *mut dplog_t,
+    ring_id: u32,
+    dir: *const c_char,
+    name: *const c_char,
+    gid: u32,
+    out: *mut *mut dplog_producer_t,
+) -> dplog_result {
+    // SAFETY: the caller's contract, passed on unchanged.
+    unsafe { attach(h, ring_id, dir, name, Some(gid), out) }
+}
+
+/// `dplog_attach` and `dplog_attach_group`: the ring of `group`
+/// (`None`: mode 0600).
+///
+/// # Safety
+/// As `dplog_attach`.
+unsafe fn attach(
+    h: *mut dplog_t,
+    ring_id: u32,
+    dir: *const c_char,
+    name: *const c_char,
+    group: Option<u32>,
+    out: *mut *mut dplog_producer_t,
+) -> dplog_result {
     guard(|| {
         // SAFETY: caller contract on h.
         let l = match unsafe { logger(h) } {
@@ -124,7 +169,7 @@ pub unsafe extern "C" fn dplog_attach(
             dir,
             name,
             capacity: cfg.ring_capacity,
-            group: None,
+            group,
         };
         // The id first: a refused attach creates no ring file.
         if !lock(&l.shared.rings).insert(ring_id) {

@@ -144,6 +144,11 @@ struct Args {
     /// are dplogd's.
     #[arg(long, value_name = "DIR")]
     log_ring: Option<PathBuf>,
+    /// With --log-ring: give the ring files this group id (mode 0640), so
+    /// a dplogd of another user in that group can serve them; without
+    /// it, mode 0600 (dplogd runs as this user or is given --allow-uid).
+    #[arg(long, value_name = "GID", requires = "log_ring")]
+    log_ring_group: Option<u32>,
     /// Synthetic mix: generate every frame into memory before timing.
     #[arg(long)]
     preload: bool,
@@ -302,6 +307,7 @@ fn build_config(args: &Args) -> Result<AppConfig, String> {
     if let Some(dir) = &args.log_ring {
         cfg.log_ring = Some(dir.clone());
     }
+    cfg.log_ring_group = args.log_ring_group;
     if args.preload {
         d.preload = true;
     }

@@ -11,6 +11,10 @@
  * and raises SIGKILL instead of freeing anything: the daemon writes the
  * records and "exited".
  *
+ * The freed run attaches with dplog_attach_group (this process's group):
+ * its ring file is mode 0640 with that group; the killed run's, from
+ * dplog_attach, is 0600.
+ *
  * Before attaching it registers a record type of its own, "verdict"
  * (which dplogd knows only from the ring file's schema description), and
  * after the NAT records logs 3 verdicts k = 0..2: count k,
@@ -18,9 +22,13 @@
  * 192.0.2.1, sourceTransportPort 4000 + k, vlanId 7, protocolIdentifier
  * 17, action allow/deny/reject.
  */
+#define _POSIX_C_SOURCE 200809L
 #include <stddef.h>
+#include <dirent.h>
 #include <dplog.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +78,32 @@ static struct dplog_nat44_session rec(uint64_t i) {
   return s;
 }
 
+/* The mode bits and group of this process's ring file "c.<pid>.*.ring"
+ * in dir (exactly one). */
+static void ring_mode(const char *dir, unsigned *mode, gid_t *gid) {
+  char prefix[64];
+  snprintf(prefix, sizeof prefix, "c.%d.", (int)getpid());
+  DIR *d = opendir(dir);
+  CHECK(d != NULL);
+  int found = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    size_t len = strlen(e->d_name);
+    if (strncmp(e->d_name, prefix, strlen(prefix)) == 0 && len > 5 &&
+        strcmp(e->d_name + len - 5, ".ring") == 0) {
+      char path[4096];
+      snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+      struct stat st;
+      CHECK(stat(path, &st) == 0);
+      *mode = (unsigned)(st.st_mode & 0777);
+      *gid = st.st_gid;
+      found++;
+    }
+  }
+  closedir(d);
+  CHECK(found == 1);
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: test_attach RING_DIR N [kill]\n");
@@ -93,8 +127,18 @@ int main(int argc, char **argv) {
   EXPECT(dplog_attach(h, 0, dir, "bad/name", &p), DPLOG_ERR_INVALID_ARG);
   EXPECT(dplog_attach(h, 0, "/nonexistent/dplog", "c", &p), DPLOG_ERR_IO);
   CHECK(p == NULL);
-  EXPECT(dplog_attach(h, 0, dir, "c", &p), DPLOG_OK);
+  EXPECT(dplog_attach_group(h, 0, NULL, "c", getegid(), &p), DPLOG_ERR_NULL);
+  CHECK(p == NULL);
+  if (kill_self)
+    EXPECT(dplog_attach(h, 0, dir, "c", &p), DPLOG_OK);
+  else
+    EXPECT(dplog_attach_group(h, 0, dir, "c", getegid(), &p), DPLOG_OK);
   CHECK(p != NULL);
+  unsigned mode = 0;
+  gid_t gid = 0;
+  ring_mode(dir, &mode, &gid);
+  CHECK(mode == (kill_self ? 0600u : 0640u));
+  CHECK(gid == getegid());
   dplog_producer *q = NULL;
   EXPECT(dplog_attach(h, 0, dir, "c", &q), DPLOG_ERR_RING_IN_USE);
   uint64_t i = 0;

@@ -211,6 +211,10 @@ pub struct AppConfig {
     /// writes; `[format]` and `[sink]` are then dplogd's. Not a TOML key.
     #[serde(skip)]
     pub log_ring: Option<PathBuf>,
+    /// `--log-ring-group GID`: the ring files' group (mode 0640; `None`:
+    /// mode 0600). Not a TOML key.
+    #[serde(skip)]
+    pub log_ring_group: Option<u32>,
 }
 
 /// Default output file of `dplog-nat`.
@@ -232,6 +236,7 @@ impl Default for AppConfig {
             dataplane: DataplaneSection::default(),
             metrics: MetricsConfig::default(),
             log_ring: None,
+            log_ring_group: None,
         }
     }
 }

@@ -128,7 +128,7 @@ pub(crate) fn worker_producers(
                     dir: dir.clone(),
                     name: format!("dplog-nat-w{w}"),
                     capacity: lc.ring.capacity,
-                    group: None,
+                    group: cfg.log_ring_group,
                 };
                 let p = ShmLogProducer::create(
                     &opts,

@@ -12,11 +12,21 @@
 //! are shorter than the files: the restart truncates them and re-reads
 //! the rings from the previous indices, whose slots were not yet freed.
 //!
+//! A file output is named by its path and its inode: a file sink that
+//! rotates (`max_size_bytes`, `rotate_interval_ms`) renames the live file
+//! to `<path>.<unix-ms, 13 digits>` and starts a new one at the path. On
+//! restart the checkpointed file is found by its inode, at the path or
+//! among the rotated files; if it was rotated after the checkpoint, the
+//! files created after it (the newer rotated files and the one at the
+//! path) hold only records after the checkpoint and are removed, and it is
+//! cut back and renamed to the path again: the outputs are exactly as they
+//! were at the checkpoint.
+//!
 //! The file is text, one item per line, the path last:
 //!
 //! ```text
-//! dplogd-checkpoint 1
-//! file <length> <path>
+//! dplogd-checkpoint 2
+//! file <length> <inode|-> <path>
 //! mmap <seq|-> <committed bytes> <committed records> <prefix> <dir>
 //! ring <L|C|Q> <head> <drops reported> <nonce, 16 hex> <ring file name>
 //! end
@@ -27,7 +37,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use dplog::config::SinkConfig;
@@ -41,7 +51,7 @@ const MMAP_OFF_RECORDS: u64 = 32;
 /// An output whose position is checkpointed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Target {
-    /// A file sink's path (no rotation: see the README).
+    /// A file sink's path (rotated files: see the module docs).
     File(PathBuf),
     /// An mmap sink's directory and prefix.
     Mmap(PathBuf, String),
@@ -50,8 +60,16 @@ pub enum Target {
 /// A position in a [`Target`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Pos {
-    /// The file's length in bytes.
-    File(PathBuf, u64),
+    /// The live file of a file output: its path, length in bytes and inode
+    /// (`None`: no file yet, or a version-1 checkpoint).
+    File {
+        /// The sink's path.
+        path: PathBuf,
+        /// Its length.
+        len: u64,
+        /// Its inode.
+        ino: Option<u64>,
+    },
     /// The newest segment (`None`: no segment yet), its committed bytes
     /// and records.
     Mmap {
@@ -86,12 +104,16 @@ pub fn targets(cfg: &SinkConfig) -> Vec<Target> {
 pub fn position(t: &Target) -> io::Result<Pos> {
     match t {
         Target::File(p) => {
-            let len = match std::fs::metadata(p) {
-                Ok(m) => m.len(),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => 0,
+            let (len, ino) = match std::fs::metadata(p) {
+                Ok(m) => (m.len(), Some(m.ino())),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => (0, None),
                 Err(e) => return Err(e),
             };
-            Ok(Pos::File(p.clone(), len))
+            Ok(Pos::File {
+                path: p.clone(),
+                len,
+                ino,
+            })
         }
         Target::Mmap(dir, prefix) => {
             let segs = match list_segments(dir, prefix) {
@@ -122,37 +144,126 @@ pub fn position(t: &Target) -> io::Result<Pos> {
     }
 }
 
-/// Cuts an output back to `pos` (before its sink is opened): a file is
-/// truncated to the length; mmap segments newer than the checkpointed one
-/// are removed and that one's committed length and count are set back.
-/// Returns a description of what was cut, if anything.
+/// The rotated files of a file sink at `path` (`<path>.<13 digits>`,
+/// the file sink's naming), oldest first.
 ///
-/// Errors: the I/O error of truncating, removing or writing a header.
+/// Errors: reading the directory.
+pub fn rotated_files(path: &Path) -> io::Result<Vec<PathBuf>> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let Some(base) = path.file_name().map(|b| b.to_string_lossy().into_owned()) else {
+        return Ok(Vec::new());
+    };
+    let prefix = format!("{base}.");
+    let mut out = Vec::new();
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(e),
+    };
+    for ent in entries {
+        let ent = ent?;
+        let name = ent.file_name().to_string_lossy().into_owned();
+        if let Some(stamp) = name.strip_prefix(&prefix) {
+            if stamp.len() == 13 && stamp.bytes().all(|b| b.is_ascii_digit()) {
+                out.push(ent.path());
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Cuts the file `f` (at `path`) back to `len`; a description if it was
+/// longer or shorter.
+fn cut_file(f: &File, path: &Path, len: u64) -> io::Result<Option<String>> {
+    let now = f.metadata()?.len();
+    if now > len {
+        f.set_len(len)?;
+        f.sync_all()?;
+        return Ok(Some(format!(
+            "{}: cut from {now} to {len} bytes (written after the checkpoint)",
+            path.display()
+        )));
+    }
+    if now < len {
+        return Ok(Some(format!(
+            "{}: {now} bytes, shorter than the checkpoint's {len} (cut from outside?); appending",
+            path.display()
+        )));
+    }
+    Ok(None)
+}
+
+/// A file output back to its checkpoint (see the module docs): the
+/// checkpointed file (inode `ino`) found at `path` is cut to `len`; found
+/// among the rotated files, the files made after it are removed, it is
+/// cut and renamed to `path`.
+fn file_back(path: &Path, len: u64, ino: Option<u64>) -> io::Result<Option<String>> {
+    let live = match OpenOptions::new().write(true).open(path) {
+        Ok(f) => Some(f),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e),
+    };
+    let Some(ino) = ino else {
+        // No file at the checkpoint (or a version-1 checkpoint): cut the
+        // file at the path, as far as it goes.
+        return match live {
+            Some(f) => cut_file(&f, path, len),
+            None => Ok(None),
+        };
+    };
+    if let Some(f) = &live {
+        if f.metadata()?.ino() == ino {
+            return cut_file(f, path, len);
+        }
+    }
+    let rotated = rotated_files(path)?;
+    let Some(at) = rotated
+        .iter()
+        .position(|p| std::fs::metadata(p).is_ok_and(|m| m.ino() == ino))
+    else {
+        return Ok(Some(format!(
+            "{}: the checkpoint's file (inode {ino}) is neither there nor among its rotated files (removed by retention or from outside?); appending, records after the checkpoint may be written twice",
+            path.display()
+        )));
+    };
+    let mut what = Vec::new();
+    for newer in &rotated[at + 1..] {
+        std::fs::remove_file(newer)?;
+        what.push(format!("removed {}", newer.display()));
+    }
+    let old = &rotated[at];
+    let f = OpenOptions::new().write(true).open(old)?;
+    if let Some(m) = cut_file(&f, old, len)? {
+        what.push(m);
+    }
+    // Renamed over the file started after the checkpoint (records after
+    // it only): the outputs are as they were at the checkpoint.
+    std::fs::rename(old, path)?;
+    if let Some(dir) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        File::open(dir)?.sync_all()?;
+    }
+    what.push(format!(
+        "{} renamed back to {} (rotated after the checkpoint)",
+        old.display(),
+        path.display()
+    ));
+    Ok(Some(what.join("; ")))
+}
+
+/// Cuts an output back to `pos` (before its sink is opened): a file as
+/// [`file_back`] (across rotations); mmap segments newer than the
+/// checkpointed one are removed and that one's committed length and count
+/// are set back. Returns a description of what was cut, if anything.
+///
+/// Errors: the I/O error of truncating, removing, renaming or writing a
+/// header.
 pub fn truncate_to(pos: &Pos) -> io::Result<Option<String>> {
     match pos {
-        Pos::File(path, len) => {
-            let f = match OpenOptions::new().write(true).open(path) {
-                Ok(f) => f,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-                Err(e) => return Err(e),
-            };
-            let now = f.metadata()?.len();
-            if now > *len {
-                f.set_len(*len)?;
-                f.sync_all()?;
-                return Ok(Some(format!(
-                    "{}: cut from {now} to {len} bytes (written after the checkpoint)",
-                    path.display()
-                )));
-            }
-            if now < *len {
-                return Ok(Some(format!(
-                    "{}: {now} bytes, shorter than the checkpoint's {len} (rotated or cut from outside?); appending",
-                    path.display()
-                )));
-            }
-            Ok(None)
-        }
+        Pos::File { path, len, ino } => file_back(path, *len, *ino),
         Pos::Mmap {
             dir,
             prefix,
@@ -228,10 +339,13 @@ pub struct Checkpoint {
 impl Checkpoint {
     /// The text form (module docs).
     pub fn encode(&self) -> String {
-        let mut s = String::from("dplogd-checkpoint 1\n");
+        let mut s = String::from("dplogd-checkpoint 2\n");
         for o in &self.outputs {
             match o {
-                Pos::File(p, len) => s += &format!("file {len} {}\n", p.display()),
+                Pos::File { path, len, ino } => {
+                    let ino = ino.map_or("-".to_string(), |i| i.to_string());
+                    s += &format!("file {len} {ino} {}\n", path.display());
+                }
                 Pos::Mmap {
                     dir,
                     prefix,
@@ -264,13 +378,17 @@ impl Checkpoint {
 
     /// Parses [`encode`](Self::encode)'s form.
     ///
+    /// Version 1 (file lines without the inode) is read too.
+    ///
     /// Errors: a message naming the bad line (a torn checkpoint cannot
     /// occur, it is renamed into place whole).
     pub fn decode(text: &str) -> Result<Self, String> {
         let mut lines = text.lines().enumerate();
-        if lines.next().map(|l| l.1) != Some("dplogd-checkpoint 1") {
-            return Err("line 1 is not `dplogd-checkpoint 1`".into());
-        }
+        let version = match lines.next().map(|l| l.1) {
+            Some("dplogd-checkpoint 1") => 1,
+            Some("dplogd-checkpoint 2") => 2,
+            _ => return Err("line 1 is not `dplogd-checkpoint 2` (or 1)".into()),
+        };
         let mut c = Checkpoint::default();
         let mut ended = false;
         for (i, line) in lines {
@@ -281,10 +399,22 @@ impl Checkpoint {
             let rest = w.next().unwrap_or("");
             match kind {
                 "file" => {
-                    let mut p = rest.splitn(2, ' ');
+                    let mut p = rest.splitn(if version == 1 { 2 } else { 3 }, ' ');
                     let len = num(p.next())?;
+                    let ino = match (version, p.clone().next()) {
+                        (1, _) => None,
+                        (_, Some("-")) => {
+                            p.next();
+                            None
+                        }
+                        _ => Some(num(p.next())?),
+                    };
                     let path = p.next().ok_or_else(bad)?;
-                    c.outputs.push(Pos::File(path.into(), len));
+                    c.outputs.push(Pos::File {
+                        path: path.into(),
+                        len,
+                        ino,
+                    });
                 }
                 "mmap" => {
                     let mut p = rest.splitn(5, ' ');
@@ -388,7 +518,16 @@ mod tests {
     fn round_trip() {
         let c = Checkpoint {
             outputs: vec![
-                Pos::File("/tmp/a b.log".into(), 12345),
+                Pos::File {
+                    path: "/tmp/a b.log".into(),
+                    len: 12345,
+                    ino: Some(77),
+                },
+                Pos::File {
+                    path: "/tmp/none".into(),
+                    len: 0,
+                    ino: None,
+                },
                 Pos::Mmap {
                     dir: "/tmp/mm dir".into(),
                     prefix: "nat".into(),
@@ -415,5 +554,15 @@ mod tests {
         assert_eq!(Checkpoint::decode(&c.encode()).unwrap(), c);
         assert!(Checkpoint::decode("dplogd-checkpoint 1\nfile x y\nend\n").is_err());
         assert!(Checkpoint::decode("dplogd-checkpoint 1\n").is_err());
+        // Version 1: no inode.
+        let v1 = Checkpoint::decode("dplogd-checkpoint 1\nfile 5 /a b\nend\n").unwrap();
+        assert_eq!(
+            v1.outputs,
+            vec![Pos::File {
+                path: "/a b".into(),
+                len: 5,
+                ino: None
+            }]
+        );
     }
 }

@@ -23,7 +23,9 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use dplog::config::LogConfig;
-use dplog_core::shm::{ring_file_name, OpenRules, ProducerState, ShmError, ShmReader};
+use dplog_core::shm::{
+    ring_file_name, OpenRules, ProducerState, ShmError, ShmReader, SHM_CONSUMER_SUFFIX,
+};
 use dplog_core::tsc::TscClock;
 use dplog_core::{DropReport, Formatter, RingStats, Schema, Sink, Snapshot, Stats};
 use dplog_formatters::{Format, SchemaFormatter};
@@ -305,9 +307,17 @@ impl Daemon {
             }
         };
         let mut present = HashSet::new();
+        let mut consumers = Vec::new();
         for e in entries.flatten() {
             let path = e.path();
             if ring_file_name(&path).is_none() {
+                // This daemon's consumer files (`<ring>.consumer`).
+                let name = e.file_name().to_string_lossy().into_owned();
+                if let Some(ring) = name.strip_suffix(SHM_CONSUMER_SUFFIX) {
+                    if ring_file_name(Path::new(ring)).is_some() {
+                        consumers.push((ring.to_string(), path));
+                    }
+                }
                 continue;
             }
             let file = e.file_name().to_string_lossy().into_owned();
@@ -320,6 +330,13 @@ impl Daemon {
         // Checkpoint entries of rings that are gone stay only until the
         // next checkpoint; names of files gone are forgotten (a ring
         // file's name is never used again: its nonce).
+        // A consumer file whose ring is gone (removed while this daemon
+        // was down) is removed: no ring name is used twice.
+        for (ring, path) in consumers {
+            if !present.contains(&ring) {
+                let _ = std::fs::remove_file(path);
+            }
+        }
         self.resume.retain(|f, _| present.contains(f));
         self.refused.retain(|f| present.contains(f));
         self.kept.retain(|f, _| present.contains(f));
@@ -360,7 +377,7 @@ impl Daemon {
             match r.mark {
                 RingMark::Closed => {
                     // Its exit line is written: only the removal was left.
-                    let _ = std::fs::remove_file(path);
+                    reader.remove_files();
                     self.refused.insert(file);
                     return;
                 }
@@ -645,7 +662,7 @@ impl Daemon {
                         },
                     );
                 } else {
-                    let _ = std::fs::remove_file(r.reader.path());
+                    r.reader.remove_files();
                 }
                 self.closed_rings
                     .push(ring_stats(&r, *how == Ending::Quarantined));

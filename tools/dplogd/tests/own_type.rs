@@ -68,3 +68,47 @@ fn a_record_type_of_the_producers_own_is_written_with_its_exact_values() {
     assert_eq!(ends[0]["records"], N);
     assert!(!s.stderr().contains("refused"), "{}", s.stderr());
 }
+
+/// The type's metadata travels in the ring file: dplogd writes RFC 5424
+/// with the producer's syslog layout (APP-NAME, MSGID by value, SD-ID and
+/// parameters), not the default one from the fields.
+#[test]
+fn a_record_type_of_the_producers_own_keeps_its_syslog_layout() {
+    let s = Setup::new("[sink]\ntype = \"file\"\npath = \"@/out.log\"\n");
+    std::fs::write(
+        s.path("dplogd.toml"),
+        format!(
+            "[format]\ntype = \"rfc5424\"\n[format.syslog]\nhostname = \"h\"\nprocid = \"p\"\n[sink]\ntype = \"file\"\npath = \"{}\"\n",
+            s.path("out.log").display()
+        ),
+    )
+    .unwrap();
+    let mut d = s.daemon();
+    const N: u64 = 30;
+    let mut p = s.producer("acl", 77, &["--record", "acl", "--records", &N.to_string()]);
+    assert!(p.wait().unwrap().success());
+    wait_for(60, "the ACL ring's end line", || {
+        read(&s.path("out.log")).contains("closed its ring")
+    });
+    assert_eq!(term(&mut d), 0, "stderr:\n{}", s.stderr());
+    let text = read(&s.path("out.log"));
+    let recs: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with("dplogd: "))
+        .collect();
+    assert_eq!(recs.len() as u64, N, "{text}");
+    for (i, l) in recs.iter().enumerate() {
+        let seq = i as u64;
+        let msgid = ["NORULE", "DENY", "RATELIMIT"][i % 3];
+        let src = if seq % 256 == 0 {
+            "2001:db8::".to_string()
+        } else {
+            format!("2001:db8::{:x}", seq % 256)
+        };
+        let want = format!(
+            "1 2026-01-01T00:00:00.{seq:03}000Z h acl p {msgid} [acl@32473 rule=\"77\" src=\"{src}\" sport=\"{}\" v=\"1\"]",
+            1024 + seq
+        );
+        assert!(l.ends_with(&want), "record {i}: {l}\nwant …{want}");
+    }
+}

@@ -12,7 +12,12 @@
 //! 2001:db8::<seq % 256>, `sourceTransportPort` 1024 + seq % 1000,
 //! `destinationTransportPort` 443, `sourceMacAddress`
 //! 02:00:5e:00:53:<seq % 256>, `vlanId` 10, `dropReason` 1 + seq % 3
-//! (NO_RULE, DENY, RATE_LIMIT) and `protocolIdentifier` 6.
+//! (NO_RULE, DENY, RATE_LIMIT) and `protocolIdentifier` 6. The type
+//! declares metadata that the ring file carries to dplogd: priority 2
+//! (DENY 5) under `degrade`, and a syslog layout: APP-NAME `acl`, MSGID
+//! by dropReason (`NORULE`, `DENY`, `RATELIMIT`), SD-ID `acl@32473` with
+//! the parameters `rule` (ruleId), `src` (sourceIPv6Address), `sport`
+//! (sourceTransportPort) and `v="1"`.
 //!
 //! With `--report`, after every push that returned it writes the number of
 //! records committed so far as one line to stdout, unbuffered (one
@@ -23,6 +28,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Parser;
+use dplog_core::schema::SyslogMeta;
 use dplog_core::shm::{ShmLogProducer, ShmOptions};
 use dplog_core::{
     schema, Backpressure, LoggerConfig, Record, RecordHeader, RecordRules, Schema, Slot64,
@@ -59,7 +65,7 @@ impl Record for AclDrop {
 
 /// The schema of [`AclDrop`], from its own offsets and sizes.
 fn acl_schema() -> Schema {
-    schema!(AclDrop, id = AclDrop::SCHEMA_ID, name = "aclDrop", [
+    let s = schema!(AclDrop, id = AclDrop::SCHEMA_ID, name = "aclDrop", [
         time_ns => "dropTime": NsTimestamp, ie 0;
         seq => "sequence": U64, ie 0;
         src_mac => "sourceMacAddress": Mac, ie 56;
@@ -72,7 +78,26 @@ fn acl_schema() -> Schema {
             names &[(1, "NO_RULE"), (2, "DENY"), (3, "RATE_LIMIT")];
         rule_id => "ruleId": U32, ie 0;
     ])
-    .expect("the aclDrop schema")
+    .expect("the aclDrop schema");
+    let layout = SyslogMeta::resolve(
+        &s,
+        Some("acl"),
+        Some((
+            "dropReason",
+            &[(1, "NORULE"), (2, "DENY"), (3, "RATELIMIT")],
+        )),
+        Some("acl@32473"),
+        &[
+            ("rule", "ruleId"),
+            ("src", "sourceIPv6Address"),
+            ("sport", "sourceTransportPort"),
+            ("v", "=1"),
+        ],
+    )
+    .expect("the aclDrop syslog layout");
+    s.with_priority(2, Some(("dropReason", &[(2, 5)])))
+        .expect("the aclDrop priorities")
+        .with_syslog(layout)
 }
 
 /// ACL drop record `seq` of the run tagged `tag` (see the module doc).
@@ -133,6 +158,10 @@ struct Args {
     /// producer's own ACL-drop type).
     #[arg(long, default_value = "nat")]
     record: String,
+    /// Give the ring file this group (mode 0640) so a daemon of another
+    /// user in that group can serve it; without it, mode 0600.
+    #[arg(long)]
+    group: Option<u32>,
 }
 
 /// xorshift64*: a seeded sequence without a dependency.
@@ -165,7 +194,7 @@ fn main() {
         dir: a.dir.clone(),
         name: a.name.clone(),
         capacity: a.capacity,
-        group: None,
+        group: a.group,
     };
     match a.record.as_str() {
         "nat" => {}

@@ -368,7 +368,7 @@ pub struct Stats {
     /// counted; a stopped ring's `enqueued` is what the consumer accepted).
     pub dropped_stopped: u64,
     /// Rings the consumer stopped after a protocol violation (a producer
-    /// index above the capacity or moving backwards; see [`crate::ring`]).
+    /// index above the capacity or moving backwards; see [`crate::ring`](mod@crate::ring)).
     pub rings_stopped: u64,
     /// Records formatted by the consumer.
     pub formatted: u64,

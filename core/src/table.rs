@@ -160,8 +160,8 @@ impl SchemaTable {
 /// function pointers chosen once when the logger starts.
 ///
 /// [`RecordRules::own`] (what [`Logger::start`](crate::Logger::start)
-/// uses) asks the record ([`Record::priority_in`],
-/// [`Record::event_time_in`]): slots read their schema's rules from the
+/// uses) asks the record ([`Record::priority_in`](crate::Record::priority_in),
+/// [`Record::event_time_in`](crate::Record::event_time_in)): slots read their schema's rules from the
 /// table, typed records use their own `priority()` / `event_time()`
 /// unless config overrides the type's priority. [`RecordRules::by_schema`]
 /// reads a typed record's bytes against its schema's declared rules, so a
@@ -188,8 +188,8 @@ impl<R> core::fmt::Debug for RecordRules<R> {
 }
 
 impl<R: crate::Record> RecordRules<R> {
-    /// The record's own answers ([`Record::priority_in`],
-    /// [`Record::event_time_in`]).
+    /// The record's own answers ([`Record::priority_in`](crate::Record::priority_in),
+    /// [`Record::event_time_in`](crate::Record::event_time_in)).
     pub fn own() -> Self {
         Self {
             priority: |r, t| r.priority_in(t),

@@ -67,7 +67,9 @@
 //! its time range and one page of each, and decodes only the blocks the
 //! page names (a hash collision only costs a block read). An open
 //! segment has no index yet: it is scanned. The open segment keeps its
-//! pairs in memory until sealed (8 bytes per distinct key per block).
+//! pairs in memory until sealed (8 bytes per distinct key per block;
+//! a block's repeated keys are mostly dropped as it is encoded, the
+//! rest when sealed), in buckets by hash that the seal radix-sorts.
 //!
 //! # Durability and crashes
 //!
@@ -289,6 +291,11 @@ struct Buffer {
     min: u64,
     max: u64,
     since: Instant,
+    /// Its rows are in event-time order (each time at least the one
+    /// before, the first at least 0).
+    in_order: bool,
+    /// The last row's event time.
+    last: u64,
 }
 
 /// A block ready to be written.
@@ -303,7 +310,7 @@ struct Encoded {
 }
 
 /// Top hash bits that pick a [`KeyPairs`] bucket.
-const BUCKET_BITS: u32 = 12;
+const BUCKET_BITS: u32 = 10;
 
 /// Slots of the filter that drops a block's repeated key hashes.
 const KEY_FILTER: usize = 4096;
@@ -551,12 +558,12 @@ fn index_tail(pairs: &mut KeyPairs, at: u64) -> (Vec<format::IndexPage>, Vec<u8>
     (out.dir, out.bytes, bits)
 }
 
-/// Sorts the packed pairs of one bucket: a stable radix sort on the 20
+/// Sorts the packed pairs of one bucket: a stable radix sort on the
 /// hash bits below the bucket's, which leaves them sorted whole when
 /// they were pushed in block order (as the writer and the recovery push
 /// them); any other order is sorted again by comparison.
 fn sort_bucket(b: &mut Vec<u64>, tmp: &mut Vec<u64>) {
-    const DIGIT: u32 = 10;
+    const DIGIT: u32 = 11;
     if b.len() < 64 {
         b.sort_unstable();
         return;
@@ -775,6 +782,8 @@ impl ArchiveSink {
                             min: u64::MAX,
                             max: 0,
                             since: Instant::now(),
+                            in_order: true,
+                            last: 0,
                         });
                         self.buffers.len() - 1
                     }
@@ -820,6 +829,8 @@ impl ArchiveSink {
         b.rows += 1;
         b.min = b.min.min(t);
         b.max = b.max.max(t);
+        b.in_order &= t >= b.last;
+        b.last = t;
         if b.rows >= self.opts.block_rows {
             self.encode(k)?;
             if self.logical_bytes >= self.opts.segment_bytes {
@@ -841,14 +852,7 @@ impl ArchiveSink {
         let size = e.schema.size();
         if let Some(ti) = e.schema.meta().event_time {
             let tf = &e.schema.fields()[ti];
-            let mut prev = 0;
-            let in_order = b.recs.chunks_exact(size).all(|r| {
-                let t = tf.read_uint(r);
-                let ok = t >= prev;
-                prev = t;
-                ok
-            });
-            if !in_order {
+            if !b.in_order {
                 self.order.clear();
                 self.order.extend(
                     b.recs
@@ -910,6 +914,8 @@ impl ArchiveSink {
         b.rows = 0;
         b.min = u64::MAX;
         b.max = 0;
+        b.in_order = true;
+        b.last = 0;
         self.ops.push_back(Op::Block(Encoded {
             entry: e,
             meta,

@@ -76,12 +76,6 @@ fn is_numeric(width: usize) -> bool {
     matches!(width, 1 | 2 | 4 | 8)
 }
 
-fn read_le(b: &[u8]) -> u64 {
-    let mut v = [0u8; 8];
-    v[..b.len()].copy_from_slice(b);
-    u64::from_le_bytes(v)
-}
-
 fn bits_for(range: u64) -> u8 {
     (64 - range.leading_zeros()) as u8
 }
@@ -96,25 +90,31 @@ fn pack(out: &mut Vec<u8>, vals: impl Iterator<Item = u64>, bits: u8, n: usize) 
     if bits == 0 {
         return;
     }
+    out.reserve(need);
     let start = out.len();
-    let mut acc: u128 = 0;
-    let mut have = 0u32;
-    for v in vals {
-        let v = if bits == 64 {
-            v
-        } else {
-            v & ((1u64 << bits) - 1)
-        };
-        acc |= (v as u128) << have;
-        have += bits as u32;
-        while have >= 64 {
-            out.extend_from_slice(&(acc as u64).to_le_bytes());
-            acc >>= 64;
-            have -= 64;
+    if bits == 64 {
+        for v in vals {
+            out.extend_from_slice(&v.to_le_bytes());
         }
-    }
-    if have > 0 {
-        out.extend_from_slice(&(acc as u64).to_le_bytes()[..(have as usize).div_ceil(8)]);
+    } else {
+        let bits = u32::from(bits);
+        let mask = (1u64 << bits) - 1;
+        let mut acc = 0u64;
+        let mut have = 0u32;
+        for v in vals {
+            let v = v & mask;
+            acc |= v << have;
+            have += bits;
+            if have >= 64 {
+                out.extend_from_slice(&acc.to_le_bytes());
+                have -= 64;
+                // The high `have` bits of `v` did not fit.
+                acc = if have > 0 { v >> (bits - have) } else { 0 };
+            }
+        }
+        if have > 0 {
+            out.extend_from_slice(&acc.to_le_bytes()[..(have as usize).div_ceil(8)]);
+        }
     }
     debug_assert_eq!(out.len() - start, need);
 }
@@ -186,43 +186,160 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// Buffers [`encode_column_with`] reuses from column to column and block
+/// to block, so encoding a block allocates nothing once they have grown
+/// to the block's size.
+#[derive(Debug, Default)]
+pub struct ColumnScratch {
+    vals: Vec<u64>,
+    dict: Vec<u64>,
+    table: ValueTable,
+}
+
+/// Slots of [`ValueTable`]: twice the largest dictionary.
+const TABLE_SLOTS: usize = 8192;
+
+/// An open-addressing map of up to [`TABLE_SLOTS`]` / 2` values to
+/// their numbers, emptied in O(1) by a new generation.
+#[derive(Debug, Default)]
+struct ValueTable {
+    keys: Vec<u64>,
+    nums: Vec<u32>,
+    stamp: Vec<u32>,
+    gen: u32,
+}
+
+impl ValueTable {
+    fn clear(&mut self) {
+        if self.stamp.is_empty() {
+            self.keys = vec![0; TABLE_SLOTS];
+            self.nums = vec![0; TABLE_SLOTS];
+            self.stamp = vec![0; TABLE_SLOTS];
+        }
+        self.gen = self.gen.wrapping_add(1);
+        if self.gen == 0 {
+            self.stamp.fill(0);
+            self.gen = 1;
+        }
+    }
+
+    /// The slot of `v`: where it is, or the empty one it would take.
+    fn slot(&self, v: u64) -> usize {
+        let mut i = (v.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 51) as usize;
+        while self.stamp[i] == self.gen && self.keys[i] != v {
+            i = (i + 1) % TABLE_SLOTS;
+        }
+        i
+    }
+
+    /// The distinct values of `vals` into `out` (in first-seen order),
+    /// if there are at most `limit` (at most half the slots); `false`
+    /// (`out` then partial) if there are more.
+    fn distinct(&mut self, vals: &[u64], limit: usize, out: &mut Vec<u64>) -> bool {
+        self.clear();
+        for &v in vals {
+            let i = self.slot(v);
+            if self.stamp[i] != self.gen {
+                if out.len() == limit {
+                    return false;
+                }
+                out.push(v);
+                self.stamp[i] = self.gen;
+                self.keys[i] = v;
+            }
+        }
+        true
+    }
+
+    /// Numbers the values of `dict` (distinct, at most half the slots).
+    fn number(&mut self, dict: &[u64]) {
+        self.clear();
+        for (n, &v) in dict.iter().enumerate() {
+            let i = self.slot(v);
+            self.stamp[i] = self.gen;
+            self.keys[i] = v;
+            self.nums[i] = n as u32;
+        }
+    }
+
+    /// The number of `v`, one of the values numbered.
+    fn get(&self, v: u64) -> u64 {
+        let i = self.slot(v);
+        debug_assert_eq!(self.stamp[i], self.gen, "value is in its dictionary");
+        u64::from(self.nums[i])
+    }
+}
+
 /// Appends column `c` of the `n` records in `recs` (each `size` bytes,
 /// back to back), in the smallest encoding.
 pub fn encode_column(out: &mut Vec<u8>, recs: &[u8], size: usize, n: usize, c: Column) {
+    encode_column_with(&mut ColumnScratch::default(), out, recs, size, n, c);
+}
+
+/// The `n` values of numeric column `c` (width 1, 2, 4 or 8) into `vals`.
+fn read_column(vals: &mut Vec<u64>, recs: &[u8], size: usize, n: usize, c: Column) {
+    vals.clear();
+    let rows = recs[..n * size].chunks_exact(size);
+    let o = c.offset;
+    match c.width {
+        1 => vals.extend(rows.map(|r| u64::from(r[o]))),
+        2 => vals.extend(rows.map(|r| u64::from(u16::from_le_bytes([r[o], r[o + 1]])))),
+        4 => vals.extend(
+            rows.map(|r| u64::from(u32::from_le_bytes(r[o..o + 4].try_into().expect("4 bytes")))),
+        ),
+        _ => {
+            vals.extend(rows.map(|r| u64::from_le_bytes(r[o..o + 8].try_into().expect("8 bytes"))))
+        }
+    }
+}
+
+/// [`encode_column`] with buffers kept in `scratch`: the same bytes.
+pub fn encode_column_with(
+    scratch: &mut ColumnScratch,
+    out: &mut Vec<u8>,
+    recs: &[u8],
+    size: usize,
+    n: usize,
+    c: Column,
+) {
     if !is_numeric(c.width) || n == 0 {
         out.push(PLANES);
+        let rows = &recs[..n * size];
         for b in 0..c.width {
-            out.extend((0..n).map(|i| recs[i * size + c.offset + b]));
+            out.extend(rows.chunks_exact(size).map(|r| r[c.offset + b]));
         }
         return;
     }
-    let vals: Vec<u64> = (0..n)
-        .map(|i| read_le(&recs[i * size + c.offset..i * size + c.offset + c.width]))
-        .collect();
-    let (mut lo, mut hi) = (u64::MAX, 0u64);
-    for &v in &vals {
+    read_column(&mut scratch.vals, recs, size, n, c);
+    let vals = &scratch.vals[..];
+    // One pass for the frame, the deltas' frame and the delta of
+    // deltas' frame (differences wrapping, as the decoder adds them).
+    let (mut lo, mut hi) = (vals[0], vals[0]);
+    let (mut dlo, mut dhi) = (i64::MAX, i64::MIN);
+    let (mut ddlo, mut ddhi) = (i64::MAX, i64::MIN);
+    let mut prev_d = 0i64;
+    for i in 1..n {
+        let v = vals[i];
         lo = lo.min(v);
         hi = hi.max(v);
+        let d = v.wrapping_sub(vals[i - 1]) as i64;
+        dlo = dlo.min(d);
+        dhi = dhi.max(d);
+        if i >= 2 {
+            let dd = d.wrapping_sub(prev_d);
+            ddlo = ddlo.min(dd);
+            ddhi = ddhi.max(dd);
+        }
+        prev_d = d;
     }
     if lo == hi {
         out.push(CONST);
         out.extend_from_slice(&lo.to_le_bytes());
         return;
     }
-    let for_bits = bits_for(hi - lo);
-    let mut best = (FOR, 9 + packed_bytes(n, for_bits));
-    // Deltas (wrapping) and their frame.
-    let deltas: Vec<i64> = vals
-        .windows(2)
-        .map(|w| w[1].wrapping_sub(w[0]) as i64)
-        .collect();
-    let drange = |d: &[i64]| -> (i64, u8) {
-        let (mut a, mut b) = (i64::MAX, i64::MIN);
-        for &x in d {
-            a = a.min(x);
-            b = b.max(x);
-        }
-        if d.is_empty() {
+    // Frame of `[a, b]` (none: `(0, 0)`).
+    let frame = |a: i64, b: i64| -> (i64, u8) {
+        if a > b {
             return (0, 0);
         }
         (
@@ -230,33 +347,33 @@ pub fn encode_column(out: &mut Vec<u8>, recs: &[u8], size: usize, n: usize, c: C
             bits_for((b as i128 - a as i128).min(u64::MAX as i128) as u64),
         )
     };
-    let (dmin, dbits) = drange(&deltas);
+    let for_bits = bits_for(hi - lo);
+    let mut best = (FOR, 9 + packed_bytes(n, for_bits));
+    // n >= 2 here: one value is a constant.
+    let (dmin, dbits) = frame(dlo, dhi);
     let dsize = 17 + packed_bytes(n - 1, dbits);
     if dsize < best.1 {
         best = (DELTA, dsize);
     }
-    let dods: Vec<i64> = deltas.windows(2).map(|w| w[1].wrapping_sub(w[0])).collect();
-    let (ddmin, ddbits) = drange(&dods);
-    if n >= 2 {
-        let ddsize = 25 + packed_bytes(n - 2, ddbits);
-        if ddsize < best.1 {
-            best = (DOD, ddsize);
-        }
+    let (ddmin, ddbits) = frame(ddlo, ddhi);
+    let ddsize = 25 + packed_bytes(n - 2, ddbits);
+    if ddsize < best.1 {
+        best = (DOD, ddsize);
     }
     // A dictionary pays when there are few distinct values far apart:
     // tried only for wide frames whose first 1024 values hold few
     // distinct ones (sorting a whole column per block costs more than
     // the rest of its encoding).
-    let mut dict = Vec::new();
+    let dict = &mut scratch.dict;
+    dict.clear();
     if for_bits > 8 && best.1 > 9 + packed_bytes(n, 8) {
-        let mut sample = vals[..n.min(1024)].to_vec();
-        sample.sort_unstable();
-        sample.dedup();
-        if sample.len() <= 256 {
-            dict = vals.clone();
-            dict.sort_unstable();
-            dict.dedup();
+        let few = scratch.table.distinct(&vals[..n.min(1024)], 256, dict);
+        dict.clear();
+        // More than 4096 distinct values take no dictionary.
+        if !few || !scratch.table.distinct(vals, 4096, dict) {
+            dict.clear();
         }
+        dict.sort_unstable();
     }
     if !dict.is_empty() && dict.len() <= 4096 {
         let ibits = bits_for(dict.len() as u64 - 1);
@@ -278,19 +395,25 @@ pub fn encode_column(out: &mut Vec<u8>, recs: &[u8], size: usize, n: usize, c: C
             out.push(dbits);
             pack(
                 out,
-                deltas.iter().map(|d| d.wrapping_sub(dmin) as u64),
+                vals.windows(2)
+                    .map(|w| (w[1].wrapping_sub(w[0]) as i64).wrapping_sub(dmin) as u64),
                 dbits,
                 n - 1,
             );
         }
         DOD => {
+            let d0 = vals[1].wrapping_sub(vals[0]) as i64;
             out.extend_from_slice(&vals[0].to_le_bytes());
-            out.extend_from_slice(&deltas[0].to_le_bytes());
+            out.extend_from_slice(&d0.to_le_bytes());
             out.extend_from_slice(&ddmin.to_le_bytes());
             out.push(ddbits);
             pack(
                 out,
-                dods.iter().map(|d| d.wrapping_sub(ddmin) as u64),
+                vals.windows(3).map(|w| {
+                    let d1 = w[1].wrapping_sub(w[0]) as i64;
+                    let d2 = w[2].wrapping_sub(w[1]) as i64;
+                    d2.wrapping_sub(d1).wrapping_sub(ddmin) as u64
+                }),
                 ddbits,
                 n - 2,
             );
@@ -302,13 +425,9 @@ pub fn encode_column(out: &mut Vec<u8>, recs: &[u8], size: usize, n: usize, c: C
             pack(out, dict.iter().map(|v| v - lo), for_bits, dict.len());
             let ibits = bits_for(dict.len() as u64 - 1);
             out.push(ibits);
-            pack(
-                out,
-                vals.iter()
-                    .map(|v| dict.binary_search(v).expect("value is in its dictionary") as u64),
-                ibits,
-                n,
-            );
+            let table = &mut scratch.table;
+            table.number(dict);
+            pack(out, vals.iter().map(|&v| table.get(v)), ibits, n);
         }
     }
 }

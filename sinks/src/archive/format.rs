@@ -210,6 +210,78 @@ pub fn data_body(
     Ok(body)
 }
 
+/// Writes data block frames, keeping its buffers and its zstd context
+/// from block to block (a block then allocates only its frame). The
+/// frames are those of [`block_frame`]`(`[`KIND_DATA`]`, `[`data_body`]`(..))`.
+pub struct BlockEncoder {
+    cols: encode::ColumnScratch,
+    raw: Vec<u8>,
+    z: Vec<u8>,
+    zstd: zstd::bulk::Compressor<'static>,
+}
+
+impl std::fmt::Debug for BlockEncoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlockEncoder").finish_non_exhaustive()
+    }
+}
+
+impl BlockEncoder {
+    /// An encoder compressing at zstd `level`.
+    ///
+    /// Errors: zstd's, for a context it cannot create or a level it
+    /// refuses.
+    pub fn new(level: i32) -> io::Result<BlockEncoder> {
+        Ok(BlockEncoder {
+            cols: encode::ColumnScratch::default(),
+            raw: Vec::new(),
+            z: Vec::new(),
+            zstd: zstd::bulk::Compressor::new(level)?,
+        })
+    }
+
+    /// The whole data block frame of `n` records of `s` (`recs`, back to
+    /// back; `cols` its [`schema_columns`]), event times `min..=max`.
+    ///
+    /// Errors: the compressor's.
+    pub fn data_frame(
+        &mut self,
+        s: &Schema,
+        cols: &[Column],
+        recs: &[u8],
+        n: usize,
+        min: u64,
+        max: u64,
+    ) -> io::Result<Vec<u8>> {
+        self.raw.clear();
+        for &c in cols {
+            encode::encode_column_with(&mut self.cols, &mut self.raw, recs, s.size(), n, c);
+        }
+        self.z.clear();
+        self.z
+            .reserve(zstd::zstd_safe::compress_bound(self.raw.len()));
+        self.zstd.compress_to_buffer(&self.raw, &mut self.z)?;
+        let body_len = DATA_HEADER + self.z.len();
+        let mut f = Vec::with_capacity(BLOCK_HEADER + body_len);
+        f.extend_from_slice(BLOCK_MAGIC);
+        f.extend_from_slice(&[KIND_DATA, 0, 0, 0]);
+        f.extend_from_slice(&(body_len as u32).to_le_bytes());
+        f.extend_from_slice(&[0; 4]);
+        f.extend_from_slice(&s.id().to_le_bytes());
+        f.extend_from_slice(&[0, 0]);
+        f.extend_from_slice(&(n as u32).to_le_bytes());
+        f.extend_from_slice(&min.to_le_bytes());
+        f.extend_from_slice(&max.to_le_bytes());
+        f.extend_from_slice(&(self.raw.len() as u32).to_le_bytes());
+        f.extend_from_slice(&self.z);
+        let mut h = crc32fast::Hasher::new();
+        h.update(&f[..12]);
+        h.update(&f[BLOCK_HEADER..]);
+        f[12..16].copy_from_slice(&h.finalize().to_le_bytes());
+        Ok(f)
+    }
+}
+
 /// What a data block body's header says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DataHeader {
@@ -432,45 +504,54 @@ pub fn index_pages(pairs: &mut Vec<(u32, u32)>) -> Vec<(u32, Vec<u8>)> {
     pairs.dedup();
     pairs
         .chunks(PAGE_PAIRS)
-        .map(|c| {
-            let n = c.len();
-            let span = u64::from(c[n - 1].0 - c[0].0);
-            let mean = span / (n as u64).max(1);
-            let k = if mean == 0 {
-                0
-            } else {
-                63 - mean.leading_zeros()
-            };
-            let base = c.iter().map(|p| p.1).min().unwrap_or(0);
-            let top = c.iter().map(|p| p.1 - base).max().unwrap_or(0);
-            let bbits = 32 - top.leading_zeros();
-            let mut b = Vec::with_capacity(14 + n * 3);
-            b.extend_from_slice(&(n as u32).to_le_bytes());
-            b.extend_from_slice(&c[0].0.to_le_bytes());
-            b.extend_from_slice(&base.to_le_bytes());
-            b.push(k as u8);
-            b.push(bbits as u8);
-            let mut w = BitWriter {
-                out: b,
-                acc: 0,
-                n: 0,
-            };
-            let mut prev = c[0].0;
-            for (i, &(h, blk)) in c.iter().enumerate() {
-                if i > 0 {
-                    let d = u64::from(h - prev);
-                    for _ in 0..(d >> k) {
-                        w.put(1, 1);
-                    }
-                    w.put(0, 1);
-                    w.put(d, k);
-                    prev = h;
-                }
-                w.put(u64::from(blk - base), bbits);
-            }
-            (c[0].0, w.finish())
-        })
+        .map(|c| (c[0].0, index_page(c)))
         .collect()
+}
+
+/// One index page (the layout of [`index_pages`]) of `c`: 1 to
+/// [`PAGE_PAIRS`] pairs, sorted, without duplicates.
+pub fn index_page(c: &[(u32, u32)]) -> Vec<u8> {
+    debug_assert!(!c.is_empty() && c.len() <= PAGE_PAIRS);
+    debug_assert!(c.windows(2).all(|w| w[0] < w[1]));
+    let n = c.len();
+    let span = u64::from(c[n - 1].0 - c[0].0);
+    let mean = span / (n as u64).max(1);
+    let k = if mean == 0 {
+        0
+    } else {
+        63 - mean.leading_zeros()
+    };
+    let base = c.iter().map(|p| p.1).min().unwrap_or(0);
+    let top = c.iter().map(|p| p.1 - base).max().unwrap_or(0);
+    let bbits = 32 - top.leading_zeros();
+    let mut b = Vec::with_capacity(14 + n * 3);
+    b.extend_from_slice(&(n as u32).to_le_bytes());
+    b.extend_from_slice(&c[0].0.to_le_bytes());
+    b.extend_from_slice(&base.to_le_bytes());
+    b.push(k as u8);
+    b.push(bbits as u8);
+    let mut w = BitWriter {
+        out: b,
+        acc: 0,
+        n: 0,
+    };
+    let mut prev = c[0].0;
+    for (i, &(h, blk)) in c.iter().enumerate() {
+        if i > 0 {
+            let d = u64::from(h - prev);
+            // The quotient in unary: ones, then a zero.
+            let mut q = d >> k;
+            while q >= 32 {
+                w.put(u64::from(u32::MAX), 32);
+                q -= 32;
+            }
+            w.put((1u64 << q) - 1, q as u32 + 1);
+            w.put(d, k);
+            prev = h;
+        }
+        w.put(u64::from(blk - base), bbits);
+    }
+    w.finish()
 }
 
 /// Parses an index page.
@@ -767,6 +848,53 @@ mod tests {
                 .flat_map(|(_, p)| parse_index_page(p).unwrap())
                 .collect();
             assert_eq!(back, want);
+        }
+    }
+
+    #[test]
+    fn the_block_encoder_writes_the_frames_of_data_body() {
+        use dplog_core::schema::FieldKind;
+        let s = Schema::new(
+            301,
+            "t",
+            40,
+            vec![
+                FieldDef::new("time", 8, 8, FieldKind::NsTimestamp, 0),
+                FieldDef::new("addr", 16, 4, FieldKind::Ipv4, 0),
+                FieldDef::new("port", 20, 2, FieldKind::Port, 0),
+                FieldDef::new("tag", 22, 3, FieldKind::Bytes, 0),
+                FieldDef::new("big", 32, 8, FieldKind::U64, 0),
+            ],
+        )
+        .unwrap();
+        let cols = schema_columns(&s);
+        let mut enc = BlockEncoder::new(3).unwrap();
+        let mut x = 7u64;
+        // Blocks of several sizes through one encoder: its buffers kept
+        // from a larger block change nothing in a smaller one.
+        for n in [1000usize, 3, 1, 2, 517] {
+            let mut recs = Vec::new();
+            for i in 0..n {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let mut r = [0u8; 40];
+                r[8..16].copy_from_slice(&(1_000_000 + i as u64 * 10 + x % 3).to_le_bytes());
+                r[16..20].copy_from_slice(&[198, 51, 100, (x % 4) as u8]);
+                r[20..22].copy_from_slice(&(x as u16).to_le_bytes());
+                r[22..25].copy_from_slice(&[1, 2, (x >> 20) as u8]);
+                let big = [7, 1 << 40, u64::MAX][(x % 3) as usize];
+                r[32..40].copy_from_slice(&big.to_le_bytes());
+                recs.extend_from_slice(&r);
+            }
+            let want = block_frame(KIND_DATA, &data_body(&s, &cols, &recs, n, 5, 9, 3).unwrap());
+            let got = enc.data_frame(&s, &cols, &recs, n, 5, 9).unwrap();
+            assert_eq!(got, want, "{n} rows");
+            let h = frame_header(&got).unwrap();
+            h.check(&got[BLOCK_HEADER..]).unwrap();
+            let (dh, back) = decode_data(&s, &got[BLOCK_HEADER..]).unwrap();
+            assert_eq!((dh.rows as usize, dh.min, dh.max), (n, 5, 9));
+            assert_eq!(back, recs);
         }
     }
 

@@ -67,7 +67,9 @@
 //! its time range and one page of each, and decodes only the blocks the
 //! page names (a hash collision only costs a block read). An open
 //! segment has no index yet: it is scanned. The open segment keeps its
-//! pairs in memory until sealed (8 bytes per distinct key per block).
+//! pairs in memory until sealed (8 bytes per distinct key per block;
+//! a block's repeated keys are mostly dropped as it is encoded, the
+//! rest when sealed), in buckets by hash that the seal radix-sorts.
 //!
 //! # Durability and crashes
 //!
@@ -289,6 +291,11 @@ struct Buffer {
     min: u64,
     max: u64,
     since: Instant,
+    /// Its rows are in event-time order (each time at least the one
+    /// before, the first at least 0).
+    in_order: bool,
+    /// The last row's event time.
+    last: u64,
 }
 
 /// A block ready to be written.
@@ -297,8 +304,56 @@ struct Encoded {
     entry: Arc<SchemaEntry>,
     meta: BlockMeta,
     frame: Vec<u8>,
-    /// The distinct key hashes of its rows (empty: no indexed field).
+    /// The key hashes of its rows, most duplicates removed (empty: no
+    /// indexed field); the seal removes the rest.
     keys: Vec<u32>,
+}
+
+/// Top hash bits that pick a [`KeyPairs`] bucket.
+const BUCKET_BITS: u32 = 10;
+
+/// Slots of the filter that drops a block's repeated key hashes.
+const KEY_FILTER: usize = 4096;
+
+/// The (key hash, block index) pairs of a segment, kept in buckets by the
+/// hash's top [`BUCKET_BITS`] bits as they arrive, each pair packed as
+/// `hash << 32 | block`: sealing sorts buckets that fit in a cache, not
+/// one array the size of the segment's index.
+#[derive(Debug, Default)]
+struct KeyPairs {
+    buckets: Vec<Vec<u64>>,
+}
+
+impl KeyPairs {
+    fn push(&mut self, hash: u32, block: u32) {
+        if self.buckets.is_empty() {
+            self.buckets.resize_with(1 << BUCKET_BITS, Vec::new);
+        }
+        self.buckets[(hash >> (32 - BUCKET_BITS)) as usize]
+            .push(u64::from(hash) << 32 | u64::from(block));
+    }
+
+    /// Sorts every bucket and drops its duplicates; returns the pairs
+    /// left. The pairs stay the same set, so a seal that fails can run
+    /// this again.
+    fn sort(&mut self) -> usize {
+        let mut n = 0;
+        let mut tmp = Vec::new();
+        for b in &mut self.buckets {
+            sort_bucket(b, &mut tmp);
+            b.dedup();
+            n += b.len();
+        }
+        n
+    }
+
+    /// The pairs, sorted by hash then block (after [`KeyPairs::sort`]).
+    fn iter(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.buckets
+            .iter()
+            .flatten()
+            .map(|&p| ((p >> 32) as u32, p as u32))
+    }
 }
 
 #[derive(Debug)]
@@ -317,7 +372,7 @@ struct OpenSeg {
     blocks: Vec<BlockMeta>,
     declared: Vec<u16>,
     /// (key hash, block index) of every indexed row written.
-    pairs: Vec<(u32, u32)>,
+    pairs: KeyPairs,
     dirty: bool,
     last_sync: Instant,
 }
@@ -335,10 +390,22 @@ pub struct ArchiveSink {
     open: Option<OpenSeg>,
     next_seq: u64,
     slice: Option<u64>,
+    /// The event times (ns) of slice `slice`: `[start, end)`.
+    slice_ns: (u64, u64),
     logical_bytes: u64,
     newest: u64,
     counters: Arc<ArchiveCounters>,
     closed: bool,
+    /// Block encoding buffers and zstd context, kept across blocks.
+    enc: format::BlockEncoder,
+    /// (time, row) of a block whose rows are out of time order.
+    order: Vec<(u64, u32)>,
+    /// A block's rows in time order, swapped with its buffer's.
+    sorted: Vec<u8>,
+    /// Per slot the last key hash seen in the block being encoded, its
+    /// generation (`key_gen`) in the high half.
+    key_filter: Vec<u64>,
+    key_gen: u32,
 }
 
 fn lock_dir(dir: &Path) -> io::Result<File> {
@@ -402,7 +469,7 @@ fn recover(dir: &Path, path: &Path, seq: u64, opts: &ArchiveSinkOptions) -> io::
     let mut blocks = Vec::new();
     let mut end = format::SEGMENT_HEADER as u64;
     let (mut min, mut max, mut rows) = (u64::MAX, 0u64, 0u64);
-    let mut pairs = Vec::new();
+    let mut pairs = KeyPairs::default();
     for (i, b) in seg.blocks.iter().enumerate() {
         let b = b.clone();
         if b.kind == KIND_DATA {
@@ -410,10 +477,9 @@ fn recover(dir: &Path, path: &Path, seq: u64, opts: &ArchiveSinkOptions) -> io::
                 Ok((s, recs)) => {
                     let key = format::index_fields(s, &opts.index);
                     if !key.is_empty() {
-                        pairs.extend(
-                            recs.chunks_exact(s.size())
-                                .map(|r| (format::record_key_hash32(&key, r), i as u32)),
-                        );
+                        for r in recs.chunks_exact(s.size()) {
+                            pairs.push(format::record_key_hash32(&key, r), i as u32);
+                        }
                     }
                     min = min.min(b.min);
                     max = max.max(b.max);
@@ -464,25 +530,109 @@ fn recover(dir: &Path, path: &Path, seq: u64, opts: &ArchiveSinkOptions) -> io::
 
 /// The key index pages of `pairs` (full 32-bit hashes) placed from byte
 /// `at` on: their directory, their bytes and the hash bits kept.
-fn index_tail(pairs: &mut Vec<(u32, u32)>, at: u64) -> (Vec<format::IndexPage>, Vec<u8>, u8) {
-    pairs.sort_unstable();
-    pairs.dedup();
-    let bits = format::index_bits_for(pairs.len());
-    for p in pairs.iter_mut() {
-        p.0 >>= 32 - u32::from(bits);
+fn index_tail(pairs: &mut KeyPairs, at: u64) -> (Vec<format::IndexPage>, Vec<u8>, u8) {
+    let bits = format::index_bits_for(pairs.sort());
+    let shift = 32 - u32::from(bits);
+    let mut out = Pages {
+        dir: Vec::new(),
+        bytes: Vec::new(),
+        page: Vec::with_capacity(format::PAGE_PAIRS),
+        at,
+    };
+    // Cut hashes keep their order, but the blocks of hashes that become
+    // equal need sorting again, and their repeats dropping.
+    let mut run: Vec<u32> = Vec::new();
+    let mut run_hash = 0;
+    for (h, blk) in pairs.iter() {
+        let h = h >> shift;
+        if h != run_hash && !run.is_empty() {
+            out.run(run_hash, &mut run);
+        }
+        run_hash = h;
+        run.push(blk);
     }
-    let mut dir = Vec::new();
-    let mut bytes = Vec::new();
-    for (first, page) in format::index_pages(pairs) {
-        dir.push(format::IndexPage {
-            first,
-            offset: at + bytes.len() as u64,
+    if !run.is_empty() {
+        out.run(run_hash, &mut run);
+    }
+    out.flush();
+    (out.dir, out.bytes, bits)
+}
+
+/// Sorts the packed pairs of one bucket: a stable radix sort on the
+/// hash bits below the bucket's, which leaves them sorted whole when
+/// they were pushed in block order (as the writer and the recovery push
+/// them); any other order is sorted again by comparison.
+fn sort_bucket(b: &mut Vec<u64>, tmp: &mut Vec<u64>) {
+    const DIGIT: u32 = 11;
+    if b.len() < 64 {
+        b.sort_unstable();
+        return;
+    }
+    for pass in 0..(32 - BUCKET_BITS).div_ceil(DIGIT) {
+        let shift = 32 + pass * DIGIT;
+        let digit = |p: u64| ((p >> shift) & ((1 << DIGIT) - 1)) as usize;
+        let mut at = [0usize; 1 << DIGIT];
+        for &p in b.iter() {
+            at[digit(p)] += 1;
+        }
+        let mut sum = 0;
+        for a in at.iter_mut() {
+            let c = *a;
+            *a = sum;
+            sum += c;
+        }
+        tmp.clear();
+        tmp.resize(b.len(), 0);
+        for &p in b.iter() {
+            let d = digit(p);
+            tmp[at[d]] = p;
+            at[d] += 1;
+        }
+        std::mem::swap(b, tmp);
+    }
+    if !b.windows(2).all(|w| w[0] <= w[1]) {
+        b.sort_unstable();
+    }
+}
+
+/// Index pages being cut from sorted pairs.
+struct Pages {
+    dir: Vec<format::IndexPage>,
+    bytes: Vec<u8>,
+    page: Vec<(u32, u32)>,
+    at: u64,
+}
+
+impl Pages {
+    /// The pairs of hash `h` and `blocks` (emptied).
+    fn run(&mut self, h: u32, blocks: &mut Vec<u32>) {
+        if blocks.len() > 1 {
+            blocks.sort_unstable();
+            blocks.dedup();
+        }
+        for &b in blocks.iter() {
+            self.page.push((h, b));
+            if self.page.len() == format::PAGE_PAIRS {
+                self.flush();
+            }
+        }
+        blocks.clear();
+    }
+
+    fn flush(&mut self) {
+        if self.page.is_empty() {
+            return;
+        }
+        let page = format::index_page(&self.page);
+        self.dir.push(format::IndexPage {
+            first: self.page[0].0,
+            offset: self.at + self.bytes.len() as u64,
             len: page.len() as u32,
             crc: crc32fast::hash(&page),
         });
-        bytes.extend_from_slice(&page);
+        self.bytes.extend_from_slice(&page);
+        self.page.clear();
     }
-    (dir, bytes, bits)
 }
 
 impl ArchiveSink {
@@ -502,6 +652,7 @@ impl ArchiveSink {
             ));
         }
         let lock = lock_dir(dir)?;
+        let opts_level = opts.zstd_level;
         let counters = Arc::new(ArchiveCounters::default());
         let mut next_seq = 0;
         for sf in list_segments(dir)? {
@@ -524,10 +675,16 @@ impl ArchiveSink {
             open: None,
             next_seq,
             slice: None,
+            slice_ns: (0, 0),
             logical_bytes: 0,
             newest: 0,
             counters,
             closed: false,
+            enc: format::BlockEncoder::new(opts_level)?,
+            order: Vec::new(),
+            sorted: Vec::new(),
+            key_filter: Vec::new(),
+            key_gen: 0,
         })
     }
 
@@ -546,6 +703,10 @@ impl ArchiveSink {
         };
         let mut p = 0;
         while p < batch.len() {
+            // A load of bytes further on that the walk (each frame's
+            // length read before the next) does not wait for: a batch
+            // not in the cache streams in while the walk goes on.
+            std::hint::black_box(batch.get(p + 1024).copied());
             if batch.len() - p < 4 || !FRAME_KINDS.contains(&batch[p]) || batch[p + 1] != 0 {
                 return refuse(format!(
                     "the archive sink takes the binary format's frames (set [format] type = \"binary\"); byte {p} of the batch is not one"
@@ -621,6 +782,8 @@ impl ArchiveSink {
                             min: u64::MAX,
                             max: 0,
                             since: Instant::now(),
+                            in_order: true,
+                            last: 0,
                         });
                         self.buffers.len() - 1
                     }
@@ -640,8 +803,10 @@ impl ArchiveSink {
             )));
         }
         let t = format::event_time(schema, rec).unwrap_or_else(wall_ns);
-        if let Some(iv) = self.opts.segment_interval_ms {
-            let s = t / (iv.saturating_mul(1_000_000)).max(1);
+        let in_slice = self.slice.is_some() && (self.slice_ns.0..self.slice_ns.1).contains(&t);
+        if let (Some(iv), false) = (self.opts.segment_interval_ms, in_slice) {
+            let span = iv.saturating_mul(1_000_000).max(1);
+            let s = t / span;
             match self.slice {
                 // Forward into a new slice, or far back (a record more
                 // than one slice late starts its own segment).
@@ -652,6 +817,8 @@ impl ArchiveSink {
                 None => self.slice = Some(s),
                 _ => {}
             }
+            let cur = self.slice.unwrap_or(s);
+            self.slice_ns = (cur * span, (cur * span).saturating_add(span));
         }
         self.newest = self.newest.max(t);
         let b = &mut self.buffers[k];
@@ -662,6 +829,8 @@ impl ArchiveSink {
         b.rows += 1;
         b.min = b.min.min(t);
         b.max = b.max.max(t);
+        b.in_order &= t >= b.last;
+        b.last = t;
         if b.rows >= self.opts.block_rows {
             self.encode(k)?;
             if self.logical_bytes >= self.opts.segment_bytes {
@@ -681,44 +850,56 @@ impl ArchiveSink {
         // Rows in event-time order (stable: equal times keep the order
         // written), so readers merge blocks by time.
         let size = e.schema.size();
-        if e.schema.meta().event_time.is_some() {
-            let mut idx: Vec<(u64, usize)> = b
-                .recs
-                .chunks_exact(size)
-                .enumerate()
-                .map(|(i, r)| (format::event_time(&e.schema, r).unwrap_or(0), i))
-                .collect();
-            if idx.windows(2).any(|w| w[0].0 > w[1].0) {
-                idx.sort_by_key(|&(t, i)| (t, i));
-                let mut sorted = Vec::with_capacity(b.recs.len());
-                for (_, i) in idx {
-                    sorted.extend_from_slice(&b.recs[i * size..(i + 1) * size]);
+        if let Some(ti) = e.schema.meta().event_time {
+            let tf = &e.schema.fields()[ti];
+            if !b.in_order {
+                self.order.clear();
+                self.order.extend(
+                    b.recs
+                        .chunks_exact(size)
+                        .enumerate()
+                        .map(|(i, r)| (tf.read_uint(r), i as u32)),
+                );
+                // (time, row) pairs are distinct: sorted unstably they
+                // still keep equal times in the order written.
+                self.order.sort_unstable();
+                self.sorted.clear();
+                for &(_, i) in &self.order {
+                    let at = i as usize * size;
+                    self.sorted.extend_from_slice(&b.recs[at..at + size]);
                 }
-                b.recs = sorted;
+                std::mem::swap(&mut b.recs, &mut self.sorted);
             }
         }
-        let body = format::data_body(
-            &e.schema,
-            &e.cols,
-            &b.recs,
-            b.rows,
-            b.min,
-            b.max,
-            self.opts.zstd_level,
-        )
-        .map_err(SinkError::Permanent)?;
+        let frame = self
+            .enc
+            .data_frame(&e.schema, &e.cols, &b.recs, b.rows, b.min, b.max)
+            .map_err(SinkError::Permanent)?;
         let mut keys: Vec<u32> = Vec::new();
         if !e.key.is_empty() {
             let key: Vec<&FieldDef> = e.key.iter().collect();
-            keys = b
-                .recs
-                .chunks_exact(e.schema.size())
-                .map(|r| format::record_key_hash32(&key, r))
-                .collect();
-            keys.sort_unstable();
-            keys.dedup();
+            if self.key_filter.is_empty() {
+                self.key_filter = vec![0; KEY_FILTER];
+            }
+            // A new generation per block (never 0, the filter's initial
+            // value): a hash is kept unless its slot holds it from this
+            // block.
+            self.key_gen = self.key_gen.wrapping_add(1);
+            if self.key_gen == 0 {
+                self.key_filter.fill(0);
+                self.key_gen = 1;
+            }
+            let gen = u64::from(self.key_gen) << 32;
+            keys.reserve(b.rows);
+            for r in b.recs.chunks_exact(size) {
+                let h = format::record_key_hash32(&key, r);
+                let slot = &mut self.key_filter[h as usize % KEY_FILTER];
+                if *slot != gen | u64::from(h) {
+                    *slot = gen | u64::from(h);
+                    keys.push(h);
+                }
+            }
         }
-        let frame = format::block_frame(KIND_DATA, &body);
         let meta = BlockMeta {
             offset: 0,
             len: frame.len() as u32,
@@ -733,6 +914,8 @@ impl ArchiveSink {
         b.rows = 0;
         b.min = u64::MAX;
         b.max = 0;
+        b.in_order = true;
+        b.last = 0;
         self.ops.push_back(Op::Block(Encoded {
             entry: e,
             meta,
@@ -785,7 +968,7 @@ impl ArchiveSink {
                 offset: format::SEGMENT_HEADER as u64,
                 blocks: Vec::new(),
                 declared: Vec::new(),
-                pairs: Vec::new(),
+                pairs: KeyPairs::default(),
                 dirty: true,
                 last_sync: Instant::now(),
             });
@@ -850,7 +1033,9 @@ impl ArchiveSink {
                     add(&counters.blocks, 1);
                     add(&counters.rows, meta.rows as u64);
                     let bi = seg.blocks.len() as u32;
-                    seg.pairs.extend(enc.keys.iter().map(|&h| (h, bi)));
+                    for &h in &enc.keys {
+                        seg.pairs.push(h, bi);
+                    }
                     seg.blocks.push(meta);
                     self.ops.pop_front();
                 }
@@ -873,8 +1058,7 @@ impl ArchiveSink {
         let max = data.clone().map(|b| b.max).max().unwrap_or(0);
         let rows = data.map(|b| b.rows as u64).sum();
         let end = seg.offset;
-        let mut pairs = seg.pairs.clone();
-        let (index, mut bytes, index_bits) = index_tail(&mut pairs, end);
+        let (index, mut bytes, index_bits) = index_tail(&mut seg.pairs, end);
         let footer = Footer {
             seq: seg.seq,
             min,
@@ -1043,5 +1227,93 @@ impl Sink for ArchiveSink {
 
     fn named_counters(&self) -> Option<Arc<dyn dplog_core::sink::SinkCounters>> {
         Some(self.counters.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The index as built from one array: every pair sorted, repeats
+    /// dropped, hashes cut, then [`format::index_pages`].
+    fn reference(pairs: &[(u32, u32)], at: u64) -> (Vec<format::IndexPage>, Vec<u8>, u8) {
+        let mut p = pairs.to_vec();
+        p.sort_unstable();
+        p.dedup();
+        let bits = format::index_bits_for(p.len());
+        for x in p.iter_mut() {
+            x.0 >>= 32 - u32::from(bits);
+        }
+        let mut dir = Vec::new();
+        let mut bytes = Vec::new();
+        for (first, page) in format::index_pages(&mut p) {
+            dir.push(format::IndexPage {
+                first,
+                offset: at + bytes.len() as u64,
+                len: page.len() as u32,
+                crc: crc32fast::hash(&page),
+            });
+            bytes.extend_from_slice(&page);
+        }
+        (dir, bytes, bits)
+    }
+
+    #[test]
+    fn bucketed_pairs_make_the_index_of_one_sorted_array() {
+        let mut x = 99u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        // Few pairs (hashes cut to 16 bits: many become equal), a
+        // page and a half, many pages; repeats within and across blocks.
+        // Buckets of 64 pairs and more are radix sorted: in block order
+        // as the writer pushes them, and out of it.
+        for (n, blocks, backwards) in [
+            (0usize, 1u64, false),
+            (1, 1, false),
+            (700, 40, false),
+            (6000, 3, false),
+            (200_000, 500, false),
+            (600_000, 1500, false),
+            (600_000, 1500, true),
+        ] {
+            let mut pairs: Vec<(u32, u32)> = Vec::new();
+            let mut kp = KeyPairs::default();
+            for i in 0..n {
+                let h = if i % 5 == 0 && i > 0 {
+                    pairs[i / 2].0
+                } else {
+                    next() as u32
+                };
+                let mut b = (i as u64 * blocks / n as u64) as u32;
+                if backwards {
+                    b = blocks as u32 - 1 - b;
+                }
+                pairs.push((h, b));
+                kp.push(h, b);
+            }
+            let want = reference(&pairs, 4096);
+            assert_eq!(index_tail(&mut kp, 4096), want, "{n} pairs");
+            // Sealing again (after a failed write) gives the same index.
+            assert_eq!(index_tail(&mut kp, 4096), want, "{n} pairs again");
+            let back: Vec<(u32, u32)> = want
+                .0
+                .iter()
+                .flat_map(|p| {
+                    let at = (p.offset - 4096) as usize;
+                    format::parse_index_page(&want.1[at..at + p.len as usize]).unwrap()
+                })
+                .collect();
+            let mut cut: Vec<(u32, u32)> = pairs
+                .iter()
+                .map(|&(h, b)| (h >> (32 - u32::from(want.2)), b))
+                .collect();
+            cut.sort_unstable();
+            cut.dedup();
+            assert_eq!(back, cut);
+        }
     }
 }

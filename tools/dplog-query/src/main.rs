@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand};
 use dplog_core::Schema;
 use dplog_core::Sink;
-use dplog_formatters::{Format, FormatSpec};
+use dplog_formatters::{Format, FormatSpec, TscCalibration};
 use dplog_query::{parse_lookback, parse_time, Lookback, Mode, Query};
 use dplog_sinks::archive::{ArchiveSink, ArchiveSinkOptions};
 
@@ -149,7 +149,15 @@ fn main() -> ExitCode {
     let mut write_err = None;
     let streaming = args.format != Format::Ipfix;
     let mut known: Vec<Schema> = schemas.clone();
-    let mut emit = |s: &Schema, rec: &[u8]| {
+    // The calibration set on the encoder (its own is the identity).
+    let mut enc_cal = TscCalibration::IDENTITY;
+    let mut emit = |s: &Schema, rec: &[u8], cal: TscCalibration| {
+        // TSC fields print with the calibration the archive kept for the
+        // record, as dplog-cat applies a binary log's `C` frames.
+        if cal != enc_cal {
+            enc.set_tsc_calibration(cal);
+            enc_cal = cal;
+        }
         if !enc.push(rec, &mut out) && !known.iter().any(|k| k.id() == s.id()) {
             // A record type the first and last segments lack: the
             // encoder again, with it.
@@ -157,6 +165,7 @@ fn main() -> ExitCode {
             let refs: Vec<&Schema> = known.iter().collect();
             if let Ok(e) = spec.encoder(&refs) {
                 enc = e;
+                enc.set_tsc_calibration(cal);
                 enc.push(rec, &mut out);
             }
         }

@@ -1061,7 +1061,9 @@ fn cat_archive(args: &Args, dir: &Path) -> ExitCode {
     let mut stdout = std::io::stdout().lock();
     let mut failed: Option<ExitCode> = None;
     let r = ar.for_each_calibrated(from, to, |schema, rec, cal| {
-        if cal != o.cal {
+        // Records without a TSC field print the same with any: the
+        // output keeps the calibration of the last one that has.
+        if cal != o.cal && archive::format::has_tsc(schema) {
             o.calibration(cal);
         }
         if let Err(e) = o.record(schema, rec) {

@@ -154,7 +154,8 @@ fn main() -> ExitCode {
     let mut emit = |s: &Schema, rec: &[u8], cal: TscCalibration| {
         // TSC fields print with the calibration the archive kept for the
         // record, as dplog-cat applies a binary log's `C` frames.
-        if cal != enc_cal {
+        // (Records without a TSC field print the same with any.)
+        if cal != enc_cal && dplog_sinks::archive::format::has_tsc(s) {
             enc.set_tsc_calibration(cal);
             enc_cal = cal;
         }

@@ -573,6 +573,10 @@ impl Cursor<'_> {
     }
 }
 
+/// What [`merge`] calls per record: `(segment index, schema, record,
+/// calibration)`, `false` to stop.
+pub type MergeFn<'a> = dyn FnMut(usize, &Schema, &[u8], TscCalibration) -> bool + 'a;
+
 /// Calls `f(segment index, schema, record, calibration)` for the records
 /// with event times in `from..=to` of the data blocks of `segs` that
 /// `keep(segment index, block index)` accepts, in event-time order
@@ -591,7 +595,7 @@ pub fn merge(
     to: u64,
     keep: &mut dyn FnMut(usize, usize) -> bool,
     problems: &mut Vec<Problem>,
-    f: &mut dyn FnMut(usize, &Schema, &[u8], TscCalibration) -> bool,
+    f: &mut MergeFn<'_>,
 ) -> bool {
     use std::cmp::Reverse;
     use std::collections::BinaryHeap;

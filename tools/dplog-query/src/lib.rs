@@ -14,7 +14,8 @@
 //! no close of it is before T (a delete at T counts as live at T; a
 //! missing delete as still live).
 //!
-//! Conditions (`field=value`) select records: equal values; a condition
+//! Conditions (`field=value`) select records: equal values (a TSC-typed
+//! field's raw ticks: no condition converts them); a condition
 //! on a transport port (`...TransportPort`) that a record type lacks but
 //! whose `portRangeStart`/`portRangeEnd` it has matches when the port is
 //! in the range (port blocks, deterministic NAT mappings).

@@ -14,6 +14,12 @@
 //! stderr with their file and block and skipped, the lookup goes on, and
 //! the answer (found or not) may lack what they held. Semantics of `--at`: see the library docs
 //! (`dplog_query`).
+//!
+//! TSC-typed fields print as wall time with the calibration the archive
+//! kept for each record (as `dplog-cat` prints the binary log it was
+//! written from); an archive of format version 1 kept none (the
+//! identity: ticks read as ns). A `--where` on a TSC field compares its
+//! raw ticks.
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};

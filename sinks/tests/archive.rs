@@ -621,3 +621,33 @@ fn a_version_1_segment_reads_with_the_identity_calibration() {
     let e = Segment::open(&path).unwrap_err();
     assert!(e.to_string().contains("format version 3"), "{e}");
 }
+
+#[test]
+fn a_recovered_segment_keeps_its_calibration_blocks() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sink = ArchiveSink::open(dir.path(), opts()).unwrap();
+    write_tsc(&mut sink);
+    sink.flush().unwrap();
+    // A crash: the last segment is left open, then recovered and sealed
+    // by the next writer.
+    drop(sink);
+    let open = list_segments(dir.path()).unwrap();
+    assert!(open.last().unwrap().range.is_none());
+    let sink = ArchiveSink::open(dir.path(), opts()).unwrap();
+    assert_eq!(
+        sink.counters()
+            .segments_recovered
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    drop(sink);
+    let segs = list_segments(dir.path()).unwrap();
+    assert!(segs.iter().all(|s| s.range.is_some()));
+    let last = Segment::open(&segs.last().unwrap().path).unwrap();
+    assert!(last.sealed);
+    assert!(last.blocks.iter().any(|b| b.kind == KIND_CALIBRATION));
+    let (tsc, acls, r) = read_calibrated(dir.path());
+    assert!(r.problems().is_empty(), "{:?}", r.problems());
+    assert_eq!((tsc.len(), acls), (4000, 4000));
+    assert!(tsc.iter().all(|(i, c)| *c == cal_of(*i)));
+}

@@ -1,7 +1,8 @@
 //! The archive sink on its own: any schema round-trips byte for byte, in
 //! time order; segments roll by time and size; retention removes whole
 //! segments; a second writer and a non-binary stream are refused; an open
-//! segment is readable while written.
+//! segment is readable while written; TSC calibrations are kept per block
+//! and repeated per segment, and a version-1 segment still reads.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -9,7 +10,8 @@ use std::time::{Duration, Instant};
 use dplog_core::schema::{FieldDef, FieldKind, Schema};
 use dplog_core::{Accepted, Sink};
 use dplog_formatters::binary::BinaryEncoder;
-use dplog_sinks::archive::format::{key_hash32, key_of, KIND_DATA};
+use dplog_formatters::TscCalibration;
+use dplog_sinks::archive::format::{self, key_hash32, key_of, KIND_CALIBRATION, KIND_DATA};
 use dplog_sinks::archive::{
     list_segments, ArchiveReader, ArchiveSink, ArchiveSinkOptions, Segment,
 };
@@ -317,4 +319,335 @@ fn a_writer_restarted_on_old_times_reads_back_in_time_order() {
         .flat_map(|(x, y)| [x.clone(), y.clone()])
         .collect();
     assert_eq!(back, want);
+}
+
+/// A 32-byte record with an ns event time and a TSC-typed field.
+fn tsc_schema() -> Schema {
+    Schema::new(
+        320,
+        "tscSeen",
+        32,
+        vec![
+            FieldDef::new("eventTime", 8, 8, FieldKind::NsTimestamp, 0),
+            FieldDef::new("flowStartMilliseconds", 16, 8, FieldKind::TscTimestamp, 152),
+            FieldDef::new("ruleId", 24, 4, FieldKind::U32, 0),
+        ],
+    )
+    .unwrap()
+}
+
+/// Record `i`: event time T0 + i ms, ticks 2.4e6 apart.
+fn tsc_rec(i: u64) -> Vec<u8> {
+    let mut r = vec![0u8; 32];
+    r[0..2].copy_from_slice(&32u16.to_ne_bytes());
+    r[2..4].copy_from_slice(&320u16.to_ne_bytes());
+    r[8..16].copy_from_slice(&(T0 + i * 1_000_000).to_ne_bytes());
+    r[16..24].copy_from_slice(&(8_234 + i * 2_400_000).to_ne_bytes());
+    r[24..28].copy_from_slice(&((i % 11) as u32).to_ne_bytes());
+    r
+}
+
+fn rec_index(rec: &[u8]) -> u64 {
+    (u64::from_ne_bytes(rec[8..16].try_into().unwrap()) - T0) / 1_000_000
+}
+
+/// The calibrations of the stream, from the record each applies to: 2.4
+/// GHz less one tick per second (as the formatters' TSC tests), then two
+/// recalibrations that move the line by seconds (a record read with the
+/// wrong one prints another second), neither on a block or segment
+/// boundary.
+const CALS: [(u64, TscCalibration); 3] = [
+    (
+        0,
+        TscCalibration {
+            hz: 2_399_999_999,
+            tsc0: 7_000,
+            ns0: T0,
+        },
+    ),
+    (
+        1_550,
+        TscCalibration {
+            hz: 2_400_000_007,
+            tsc0: 3_600_007_000,
+            ns0: T0 + 4_500_000_000,
+        },
+    ),
+    (
+        2_777,
+        TscCalibration {
+            hz: 2_399_999_999,
+            tsc0: 6_000_000_000,
+            ns0: T0 + 9_000_000_000,
+        },
+    ),
+];
+
+fn cal_of(i: u64) -> TscCalibration {
+    CALS.iter().rev().find(|(from, _)| i >= *from).unwrap().1
+}
+
+/// 4000 TSC records and 4000 ACL records, interleaved, 1 ms apart (4
+/// segments of 1 s), with the calibrations of [`CALS`]; not closed.
+fn write_tsc(sink: &mut ArchiveSink) {
+    let (t, a) = (tsc_schema(), acl_schema());
+    let mut enc = BinaryEncoder::new(&[&t, &a]);
+    let mut batch = Vec::new();
+    for i in 0..4000u64 {
+        if let Some((_, c)) = CALS.iter().find(|(from, _)| *from == i) {
+            enc.set_tsc_calibration(*c);
+        }
+        assert!(enc.push(&tsc_rec(i), &mut batch));
+        assert!(enc.push(&acl(T0 + i * 1_000_000, i), &mut batch));
+        if i % 250 == 249 {
+            assert_eq!(sink.write_batch(&batch).unwrap(), Accepted::Delivered);
+            batch.clear();
+        }
+    }
+}
+
+/// Every record of `dir` with its calibration: (TSC record indexes and
+/// calibrations, ACL records read).
+fn read_calibrated(dir: &Path) -> (Vec<(u64, TscCalibration)>, usize, ArchiveReader) {
+    let mut r = ArchiveReader::open(dir).unwrap();
+    let (mut tsc, mut acls) = (Vec::new(), 0);
+    r.for_each_calibrated(0, u64::MAX, |s, rec, cal| {
+        match s.name() {
+            "tscSeen" => tsc.push((rec_index(rec), cal)),
+            _ => acls += 1,
+        }
+        true
+    })
+    .unwrap();
+    (tsc, acls, r)
+}
+
+#[test]
+fn tsc_calibrations_are_kept_per_block_and_repeated_per_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sink = ArchiveSink::open(dir.path(), opts()).unwrap();
+    write_tsc(&mut sink);
+    sink.flush().unwrap();
+    // Read while open (its last segment scanned, not from a footer),
+    // then sealed by the close.
+    for sealed in [false, true] {
+        if sealed {
+            sink.close().unwrap();
+        }
+        let (tsc, acls, r) = read_calibrated(dir.path());
+        assert!(r.problems().is_empty(), "{:?}", r.problems());
+        assert_eq!(acls, 4000);
+        assert_eq!(tsc.len(), 4000);
+        for (k, (i, cal)) in tsc.iter().enumerate() {
+            assert_eq!(*i, k as u64);
+            assert_eq!(*cal, cal_of(*i), "record {i}");
+        }
+    }
+    let segs = list_segments(dir.path()).unwrap();
+    assert_eq!(segs.len(), 4);
+    let (mut cal_blocks, mut tsc_blocks, mut acl_blocks) = (Vec::new(), 0, 0);
+    for sf in &segs {
+        let seg = Segment::open(&sf.path).unwrap();
+        assert_eq!(seg.version, format::VERSION);
+        let mut n = 0;
+        for (i, b) in seg.blocks.iter().enumerate() {
+            if b.kind == KIND_CALIBRATION {
+                n += 1;
+                continue;
+            }
+            if b.kind != KIND_DATA {
+                continue;
+            }
+            let (s, recs) = seg.read_block(i).unwrap();
+            if s.name() != "tscSeen" {
+                // Not cut by a recalibration: full blocks of 100.
+                assert_eq!(b.rows, 100);
+                acl_blocks += 1;
+                continue;
+            }
+            tsc_blocks += 1;
+            // Each segment's first TSC block follows a calibration block
+            // of that segment: the segment reads alone.
+            assert!(seg.calibration_block(i).is_some(), "{}", sf.path.display());
+            let cal = seg.block_calibration(i).unwrap();
+            for r in recs.chunks_exact(32) {
+                assert_eq!(cal, cal_of(rec_index(r)), "{} block {i}", sf.path.display());
+            }
+        }
+        cal_blocks.push(n);
+    }
+    // One per segment, and one at each change (1550 in the second
+    // segment, 2777 in the third).
+    assert_eq!(cal_blocks, [1, 2, 2, 1]);
+    // The TSC blocks cut at each change: 40 blocks of 100, and 2 more.
+    assert_eq!((tsc_blocks, acl_blocks), (42, 40));
+}
+
+#[test]
+fn a_damaged_calibration_block_skips_only_the_tsc_blocks_it_applies_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sink = ArchiveSink::open(dir.path(), opts()).unwrap();
+    write_tsc(&mut sink);
+    sink.close().unwrap();
+    let segs = list_segments(dir.path()).unwrap();
+    let seg = Segment::open(&segs[1].path).unwrap();
+    // The second segment's second calibration block (from record 1550).
+    let ci = seg
+        .blocks
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| b.kind == KIND_CALIBRATION)
+        .nth(1)
+        .unwrap()
+        .0;
+    let lost: u64 = (ci..seg.blocks.len())
+        .filter(|&i| {
+            seg.blocks[i].kind == KIND_DATA
+                && seg.calibration_block(i) == Some(ci)
+                && seg.schema(seg.blocks[i].schema_id).unwrap().name() == "tscSeen"
+        })
+        .map(|i| u64::from(seg.blocks[i].rows))
+        .sum();
+    assert_eq!(lost, 450);
+    let mut bytes = std::fs::read(&segs[1].path).unwrap();
+    bytes[seg.blocks[ci].offset as usize + 20] ^= 1;
+    std::fs::write(&segs[1].path, bytes).unwrap();
+    let (tsc, acls, r) = read_calibrated(dir.path());
+    assert_eq!(acls, 4000);
+    assert_eq!(tsc.len() as u64, 4000 - lost);
+    assert!(tsc.iter().all(|(i, c)| *c == cal_of(*i)));
+    assert!(!tsc.iter().any(|(i, _)| (1550..2000).contains(i)));
+    assert_eq!(r.problems().len(), 5, "{:?}", r.problems());
+    for p in r.problems() {
+        assert_eq!(p.path, segs[1].path);
+        assert!(
+            p.reason
+                .contains(&format!("its calibration (block {ci}): checksum mismatch")),
+            "{p}"
+        );
+    }
+}
+
+/// A sealed segment of format version 1 (no calibration blocks) holding
+/// `recs` of `s`, built with the format's own pieces.
+fn write_v1_segment(dir: &Path, seq: u64, s: &Schema, recs: &[Vec<u8>]) -> std::path::PathBuf {
+    let mut file = format::segment_header().to_vec();
+    file[8..12].copy_from_slice(&1u32.to_le_bytes());
+    let schema = format::block_frame(format::KIND_SCHEMA, &s.encode());
+    let times: Vec<u64> = recs
+        .iter()
+        .map(|r| format::event_time(s, r).unwrap())
+        .collect();
+    let (min, max) = (*times.iter().min().unwrap(), *times.iter().max().unwrap());
+    let flat: Vec<u8> = recs.concat();
+    let body = format::data_body(
+        s,
+        &format::schema_columns(s),
+        &flat,
+        recs.len(),
+        min,
+        max,
+        3,
+    )
+    .unwrap();
+    let data = format::block_frame(KIND_DATA, &body);
+    let mut blocks = Vec::new();
+    for (kind, f, rows, lo, hi) in [
+        (format::KIND_SCHEMA, &schema, 0, 0, 0),
+        (KIND_DATA, &data, recs.len() as u32, min, max),
+    ] {
+        blocks.push(format::BlockMeta {
+            offset: file.len() as u64,
+            len: f.len() as u32,
+            kind,
+            schema_id: s.id(),
+            rows,
+            min: lo,
+            max: hi,
+        });
+        file.extend_from_slice(f);
+    }
+    let footer = format::Footer {
+        seq,
+        min,
+        max,
+        rows: recs.len() as u64,
+        max_lifetime_ms: 86_400_000,
+        index_fields: Vec::new(),
+        blocks,
+        index: Vec::new(),
+        index_bits: 16,
+    };
+    file.extend_from_slice(&footer.to_bytes());
+    let path = dir.join(format::sealed_name(seq, min, max));
+    std::fs::write(&path, file).unwrap();
+    path
+}
+
+#[test]
+fn a_version_1_segment_reads_with_the_identity_calibration() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = tsc_schema();
+    let recs: Vec<Vec<u8>> = (0..500).map(tsc_rec).collect();
+    let path = write_v1_segment(dir.path(), 0, &s, &recs);
+    let seg = Segment::open(&path).unwrap();
+    assert_eq!(seg.version, 1);
+    assert!(seg.problems.is_empty(), "{:?}", seg.problems);
+    let (tsc, acls, r) = read_calibrated(dir.path());
+    assert!(r.problems().is_empty(), "{:?}", r.problems());
+    assert_eq!(acls, 0);
+    assert_eq!(
+        tsc,
+        (0..500)
+            .map(|i| (i, TscCalibration::IDENTITY))
+            .collect::<Vec<_>>()
+    );
+    // The writer appends version-2 segments after it; both read.
+    let mut sink = ArchiveSink::open(dir.path(), opts()).unwrap();
+    write_tsc(&mut sink);
+    sink.close().unwrap();
+    let (tsc, _, r) = read_calibrated(dir.path());
+    assert!(r.problems().is_empty(), "{:?}", r.problems());
+    assert_eq!(tsc.len(), 4500);
+    let v1 = tsc
+        .iter()
+        .filter(|(_, c)| *c == TscCalibration::IDENTITY)
+        .count();
+    assert_eq!(v1, 500);
+    // A version this reader does not know is refused, by name.
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[8..12].copy_from_slice(&3u32.to_le_bytes());
+    std::fs::write(&path, bytes).unwrap();
+    let e = Segment::open(&path).unwrap_err();
+    assert!(e.to_string().contains("format version 3"), "{e}");
+}
+
+#[test]
+fn a_recovered_segment_keeps_its_calibration_blocks() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sink = ArchiveSink::open(dir.path(), opts()).unwrap();
+    write_tsc(&mut sink);
+    sink.flush().unwrap();
+    // A crash: the last segment is left open, then recovered and sealed
+    // by the next writer.
+    drop(sink);
+    let open = list_segments(dir.path()).unwrap();
+    assert!(open.last().unwrap().range.is_none());
+    let sink = ArchiveSink::open(dir.path(), opts()).unwrap();
+    assert_eq!(
+        sink.counters()
+            .segments_recovered
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    drop(sink);
+    let segs = list_segments(dir.path()).unwrap();
+    assert!(segs.iter().all(|s| s.range.is_some()));
+    let last = Segment::open(&segs.last().unwrap().path).unwrap();
+    assert!(last.sealed);
+    assert!(last.blocks.iter().any(|b| b.kind == KIND_CALIBRATION));
+    let (tsc, acls, r) = read_calibrated(dir.path());
+    assert!(r.problems().is_empty(), "{:?}", r.problems());
+    assert_eq!((tsc.len(), acls), (4000, 4000));
+    assert!(tsc.iter().all(|(i, c)| *c == cal_of(*i)));
 }

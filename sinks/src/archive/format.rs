@@ -5,16 +5,21 @@
 use std::io;
 use std::path::Path;
 
-use dplog_core::schema::{FieldDef, Schema};
+use dplog_core::schema::{FieldDef, FieldKind, Schema};
+use dplog_formatters::TscCalibration;
 
 use super::encode::{self, Column, Cursor};
 
 /// Magic at offset 0 of a segment file.
 pub const SEGMENT_MAGIC: &[u8; 8] = b"DPLOGAR1";
-/// Segment header length: magic, version u32 (1), reserved u32.
+/// Segment header length: magic, version u32, reserved u32.
 pub const SEGMENT_HEADER: usize = 16;
-/// Format version in the segment header.
-pub const VERSION: u32 = 1;
+/// Format version the writer puts in the segment header: 2, which adds
+/// [`KIND_CALIBRATION`] blocks to version 1 (otherwise the same layout).
+/// Readers take both; a version-1 segment records no TSC calibration.
+pub const VERSION: u32 = 2;
+/// The oldest format version readers take.
+pub const MIN_VERSION: u32 = 1;
 /// Magic at the start of every block frame.
 pub const BLOCK_MAGIC: &[u8; 4] = b"DPAB";
 /// Block frame header: magic, kind u8, 3 zero bytes, body length u32,
@@ -24,6 +29,14 @@ pub const BLOCK_HEADER: usize = 16;
 pub const KIND_SCHEMA: u8 = b'S';
 /// Block kind: records of one schema, columnar and compressed.
 pub const KIND_DATA: u8 = b'D';
+/// Block kind (version 2): a TSC calibration, as the binary format's `C`
+/// frame payload (`hz`, `tsc0`, `ns0`, u64 LE each, 24 bytes). The TSC
+/// fields of the data blocks after it in the segment, up to the next
+/// one, convert to wall time with it; a data block with none before it
+/// in its segment converts with the identity (ticks are ns).
+pub const KIND_CALIBRATION: u8 = b'C';
+/// Body length of a [`KIND_CALIBRATION`] block.
+pub const CALIBRATION_BODY: usize = 24;
 /// Magic that ends a sealed segment.
 pub const TRAILER_MAGIC: &[u8; 8] = b"DPLOGAE1";
 /// Trailer: footer length u64, footer CRC-32 u32, reserved u32, magic.
@@ -76,20 +89,40 @@ pub fn segment_header() -> [u8; SEGMENT_HEADER] {
     h
 }
 
-/// Checks a segment header.
+/// Checks a segment header; returns its format version
+/// ([`MIN_VERSION`] to [`VERSION`]).
 ///
 /// Errors: `InvalidData` naming what is wrong.
-pub fn check_header(h: &[u8]) -> io::Result<()> {
+pub fn check_header(h: &[u8]) -> io::Result<u32> {
     if h.len() < SEGMENT_HEADER || &h[..8] != SEGMENT_MAGIC {
         return Err(invalid("not a dplog archive segment (bad magic)".into()));
     }
     let v = u32::from_le_bytes(h[8..12].try_into().expect("4 bytes"));
-    if v != VERSION {
+    if !(MIN_VERSION..=VERSION).contains(&v) {
         return Err(invalid(format!(
-            "segment format version {v}, this reader knows {VERSION}"
+            "segment format version {v}, this reader knows {MIN_VERSION} to {VERSION}"
         )));
     }
-    Ok(())
+    Ok(v)
+}
+
+/// Whether records of `s` have a TSC-typed field (whose printing needs
+/// the calibration of their block).
+pub fn has_tsc(s: &Schema) -> bool {
+    s.fields().iter().any(|f| f.kind == FieldKind::TscTimestamp)
+}
+
+/// Body of a [`KIND_CALIBRATION`] block holding `c`.
+pub fn calibration_body(c: &TscCalibration) -> [u8; CALIBRATION_BODY] {
+    dplog_formatters::binary::calibration_bytes(c)
+}
+
+/// Parses a [`KIND_CALIBRATION`] block body.
+///
+/// Errors: `InvalidData` for a body of another length or a rate of 0 Hz.
+pub fn parse_calibration(body: &[u8]) -> io::Result<TscCalibration> {
+    dplog_formatters::binary::parse_calibration(body)
+        .map_err(|e| invalid(format!("bad calibration block: {e}")))
 }
 
 pub(crate) fn invalid(m: String) -> io::Error {
@@ -114,7 +147,7 @@ pub fn block_frame(kind: u8, body: &[u8]) -> Vec<u8> {
 /// check the body against.
 #[derive(Clone, Copy, Debug)]
 pub struct FrameHeader {
-    /// [`KIND_SCHEMA`] or [`KIND_DATA`].
+    /// [`KIND_SCHEMA`], [`KIND_DATA`] or [`KIND_CALIBRATION`].
     pub kind: u8,
     /// Body bytes after the header.
     pub body_len: usize,
@@ -130,7 +163,7 @@ pub fn frame_header(h: &[u8]) -> io::Result<FrameHeader> {
         return Err(invalid("no block magic".into()));
     }
     let kind = h[4];
-    if kind != KIND_SCHEMA && kind != KIND_DATA || h[5..8] != [0, 0, 0] {
+    if ![KIND_SCHEMA, KIND_DATA, KIND_CALIBRATION].contains(&kind) || h[5..8] != [0, 0, 0] {
         return Err(invalid(format!("unknown block kind 0x{kind:02x}")));
     }
     let body_len = u32::from_le_bytes(h[8..12].try_into().expect("4 bytes")) as usize;
@@ -601,12 +634,12 @@ pub struct BlockMeta {
     pub offset: u64,
     /// Frame length (header and body), bytes.
     pub len: u32,
-    /// [`KIND_SCHEMA`] or [`KIND_DATA`].
+    /// [`KIND_SCHEMA`], [`KIND_DATA`] or [`KIND_CALIBRATION`].
     pub kind: u8,
     /// Schema id (of the schema a schema block declares, or of the
-    /// records of a data block).
+    /// records of a data block; 0 for a calibration block).
     pub schema_id: u16,
-    /// Records (0 for a schema block).
+    /// Records (0 for a schema or calibration block).
     pub rows: u32,
     /// Smallest event time of its records.
     pub min: u64,

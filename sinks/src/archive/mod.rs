@@ -12,17 +12,28 @@
 //! they are for every other sink: configure `[format] type = "binary"`
 //! with `[sink] type = "archive"` (the configuration refuses another
 //! format). A batch that is not binary frames is refused (permanent
-//! error). Of the binary stream the archive keeps the schemas and the
-//! records; TSC calibration frames (`C`) and drop-report frames (`D`)
-//! are skipped: drops are in the logger's counters, and TSC event times
-//! stay ticks (see below). In a `[[sink]]` set every sink gets the same bytes, so an
-//! archive goes with other binary sinks (a binary file, mmap segments).
+//! error). Of the binary stream the archive keeps the schemas, the
+//! records and the TSC calibrations (`C` frames); drop-report frames
+//! (`D`) are skipped: drops are in the logger's counters. In a
+//! `[[sink]]` set every sink gets the same bytes, so an archive goes
+//! with other binary sinks (a binary file, mmap segments).
+//!
+//! **TSC fields.** A record's `TscTimestamp` fields are stored as raw
+//! ticks, and each data block of a record type that has one follows the
+//! calibration block its rows were taken under (see Layout): readers
+//! ([`ArchiveReader::for_each_calibrated`], [`reader::merge`]) hand each
+//! record with its calibration, and `dplog-cat` and `dplog-query` print
+//! these fields as wall time exactly as `dplog-cat` does from the binary
+//! log. A change of calibration (the consumer recalibrates about once a
+//! second) closes the partial blocks of those record types, so their
+//! blocks hold at most the records of one calibration; record types
+//! without a TSC field are not cut.
 //!
 //! Times are each record's event-time field (its schema's): ns since the
 //! epoch for an `NsTimestamp` field; raw ticks for a `TscTimestamp` one
-//! (its slices and ranges are then in ticks: give such a schema an
-//! `NsTimestamp` event time to slice it by wall time); the writer's clock
-//! for a schema without one.
+//! (its slices, ranges and query times are then in ticks: give such a
+//! schema an `NsTimestamp` event time to slice and query it by wall
+//! time); the writer's clock for a schema without one.
 //!
 //! # Layout
 //!
@@ -35,9 +46,12 @@
 //! sidecar: a query lists the directory and opens only segments whose time
 //! range matters.
 //!
-//! A segment file ([`format`](mod@format)) is a 16-byte header (`DPLOGAR1`, version 1)
-//! then block frames `[DPAB][kind u8][0 0 0][body length u32 LE][CRC-32
-//! u32 LE][body]` (the CRC covers the first 12 header bytes and the body):
+//! A segment file ([`format`](mod@format)) is a 16-byte header
+//! (`DPLOGAR1`, format version u32 LE, 2; readers also take version 1,
+//! which has no calibration blocks: its TSC fields print as ticks read
+//! as ns, the identity) then block frames `[DPAB][kind u8][0 0 0][body
+//! length u32 LE][CRC-32 u32 LE][body]` (the CRC covers the first 12
+//! header bytes and the body):
 //! - kind `S`: a schema, as the binary format's `S` frame payload; each
 //!   segment declares every schema of the stream before its first data
 //!   block, so it decodes alone and formats as the logger did;
@@ -45,7 +59,14 @@
 //!   time (equal times in the order written): schema id, rows, min and
 //!   max event time, then the records' columns ([`encode`]:
 //!   constant, frame of reference, delta, delta of delta or dictionary,
-//!   bit-packed; other widths as byte planes) compressed with zstd.
+//!   bit-packed; other widths as byte planes) compressed with zstd;
+//! - kind `C` (version 2): a TSC calibration, as the binary format's `C`
+//!   frame payload (`hz`, `tsc0`, `ns0`, u64 LE each). The TSC fields of
+//!   the data blocks after it, up to the next one, convert with it; one
+//!   goes before the first data block with TSC fields of every segment
+//!   (so it reads alone, as an mmap segment does) and before each such
+//!   block whose calibration differs from the segment's last one. A data
+//!   block with none before it converts with the identity.
 //!
 //! A sealed segment ends with its key index pages, a footer (time range,
 //! rows, the writer's `max_lifetime_ms`, the index key fields, per block
@@ -131,9 +152,10 @@ use std::time::{Duration, Instant};
 
 use dplog_core::schema::{FieldDef, Schema};
 use dplog_core::{Accepted, Sink, SinkError};
+use dplog_formatters::TscCalibration;
 
 use encode::Column;
-use format::{BlockMeta, Footer, KIND_DATA, KIND_SCHEMA};
+use format::{BlockMeta, Footer, KIND_CALIBRATION, KIND_DATA, KIND_SCHEMA};
 
 /// The archive sink's settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -280,6 +302,9 @@ struct SchemaEntry {
     raw: Vec<u8>,
     cols: Vec<Column>,
     key: Vec<FieldDef>,
+    /// It has a TSC-typed field: its blocks hold rows of one calibration
+    /// and follow that calibration's block.
+    tsc: bool,
 }
 
 /// Records of one schema waiting for their block.
@@ -302,6 +327,8 @@ struct Buffer {
 #[derive(Debug)]
 struct Encoded {
     entry: Arc<SchemaEntry>,
+    /// The calibration of its rows' TSC fields (`None`: it has none).
+    cal: Option<TscCalibration>,
     meta: BlockMeta,
     frame: Vec<u8>,
     /// The key hashes of its rows, most duplicates removed (empty: no
@@ -371,6 +398,8 @@ struct OpenSeg {
     offset: u64,
     blocks: Vec<BlockMeta>,
     declared: Vec<u16>,
+    /// The calibration of its last calibration block (`None`: none yet).
+    cal: Option<TscCalibration>,
     /// (key hash, block index) of every indexed row written.
     pairs: KeyPairs,
     dirty: bool,
@@ -406,6 +435,9 @@ pub struct ArchiveSink {
     /// generation (`key_gen`) in the high half.
     key_filter: Vec<u64>,
     key_gen: u32,
+    /// The calibration in force: the stream's last `C` frame's (the
+    /// identity before any, as the binary decoder has it).
+    cal: TscCalibration,
 }
 
 fn lock_dir(dir: &Path) -> io::Result<File> {
@@ -685,6 +717,7 @@ impl ArchiveSink {
             sorted: Vec::new(),
             key_filter: Vec::new(),
             key_gen: 0,
+            cal: TscCalibration::IDENTITY,
         })
     }
 
@@ -742,12 +775,31 @@ impl ArchiveSink {
             .cloned()
             .collect();
         let cols = format::schema_columns(&s);
+        let tsc = format::has_tsc(&s);
         self.schemas.push(Arc::new(SchemaEntry {
             schema: s,
             raw: raw.to_vec(),
             cols,
             key,
+            tsc,
         }));
+        Ok(())
+    }
+
+    /// A `C` frame: the calibration of the records after it. A change
+    /// closes the partial blocks of the record types with a TSC field
+    /// (their rows so far keep the calibration they came with).
+    fn calibrate(&mut self, body: &[u8]) -> Result<(), SinkError> {
+        let cal = format::parse_calibration(body).map_err(SinkError::Permanent)?;
+        if cal == self.cal {
+            return Ok(());
+        }
+        for k in 0..self.buffers.len() {
+            if self.buffers[k].entry.tsc {
+                self.encode(k)?;
+            }
+        }
+        self.cal = cal;
         Ok(())
     }
 
@@ -916,8 +968,10 @@ impl ArchiveSink {
         b.max = 0;
         b.in_order = true;
         b.last = 0;
+        let cal = e.tsc.then_some(self.cal);
         self.ops.push_back(Op::Block(Encoded {
             entry: e,
+            cal,
             meta,
             frame,
             keys,
@@ -968,6 +1022,7 @@ impl ArchiveSink {
                 offset: format::SEGMENT_HEADER as u64,
                 blocks: Vec::new(),
                 declared: Vec::new(),
+                cal: None,
                 pairs: KeyPairs::default(),
                 dirty: true,
                 last_sync: Instant::now(),
@@ -1027,6 +1082,24 @@ impl ArchiveSink {
                         unreachable!("front is a block")
                     };
                     let seg = self.open.as_mut().expect("opened above");
+                    // Its calibration, unless the segment's last one is
+                    // it: the first block with TSC fields of every
+                    // segment has one before it (a segment reads alone).
+                    if let Some(cal) = enc.cal.filter(|c| seg.cal != Some(*c)) {
+                        let f =
+                            format::block_frame(KIND_CALIBRATION, &format::calibration_body(&cal));
+                        let at = Self::append(seg, &f, &counters)?;
+                        seg.blocks.push(BlockMeta {
+                            offset: at,
+                            len: f.len() as u32,
+                            kind: KIND_CALIBRATION,
+                            schema_id: 0,
+                            rows: 0,
+                            min: 0,
+                            max: 0,
+                        });
+                        seg.cal = Some(cal);
+                    }
                     let at = Self::append(seg, &enc.frame, &counters)?;
                     let mut meta = enc.meta.clone();
                     meta.offset = at;
@@ -1173,9 +1246,10 @@ impl Sink for ArchiveSink {
             match batch[p] {
                 b'S' => self.declare(body)?,
                 b'R' => self.add_record(body)?,
-                // `H`: a new stream, its schemas follow as `S` frames;
-                // `C` (a TSC calibration) and `D` (a drop report) are not
-                // stored (see the module docs).
+                b'C' => self.calibrate(body)?,
+                // `H`: a new stream, its schemas follow as `S` frames (the
+                // calibration carries over, as in the binary format); `D`
+                // (a drop report) is not stored (see the module docs).
                 _ => {}
             }
             p += 4 + len;

@@ -14,10 +14,11 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use dplog_core::schema::Schema;
+use dplog_formatters::TscCalibration;
 
 use super::format::{
     self, check_header, data_header, frame_header, BlockMeta, Footer, IndexPage, BLOCK_HEADER,
-    KIND_DATA, KIND_SCHEMA, SEGMENT_HEADER,
+    KIND_CALIBRATION, KIND_DATA, KIND_SCHEMA, SEGMENT_HEADER,
 };
 
 /// A segment file of an archive directory, from its name.
@@ -104,6 +105,9 @@ pub struct Segment {
     /// Its path.
     pub path: PathBuf,
     file: File,
+    /// Its format version (from the header): 1 records no TSC
+    /// calibration, 2 may ([`format::KIND_CALIBRATION`] blocks).
+    pub version: u32,
     /// Whether its footer was read (sealed); `false` for an open segment
     /// or a sealed one whose footer is damaged (its blocks were found by
     /// scanning; it has no key index).
@@ -141,10 +145,11 @@ impl Segment {
         let mut h = [0u8; SEGMENT_HEADER];
         file.read_exact_at(&mut h, 0)
             .map_err(|_| format::invalid("shorter than a segment header".into()))?;
-        check_header(&h)?;
+        let version = check_header(&h)?;
         let mut seg = Segment {
             path: path.to_path_buf(),
             file,
+            version,
             sealed: false,
             blocks: Vec::new(),
             index: Vec::new(),
@@ -284,6 +289,11 @@ impl Segment {
                         break;
                     }
                 }
+            } else if fh.kind == KIND_CALIBRATION {
+                if let Err(e) = format::parse_calibration(&body) {
+                    stop(self, e.to_string());
+                    break;
+                }
             } else if body.len() >= 2 {
                 meta.schema_id = u16::from_le_bytes([body[0], body[1]]);
             }
@@ -371,6 +381,40 @@ impl Segment {
     /// The schema with id `id` in this segment.
     pub fn schema(&self, id: u16) -> Option<&Schema> {
         self.schemas.iter().find(|s| s.id() == id)
+    }
+
+    /// The calibration block in force at block `i`: the last
+    /// [`KIND_CALIBRATION`] block before it in the file, if any.
+    pub fn calibration_block(&self, i: usize) -> Option<usize> {
+        self.blocks[..i.min(self.blocks.len())]
+            .iter()
+            .rposition(|b| b.kind == KIND_CALIBRATION)
+    }
+
+    /// Reads and checks calibration block `c`.
+    ///
+    /// Errors: `InvalidData` for a block that is not a calibration, fails
+    /// its checksum or does not parse; the read's error.
+    pub fn read_calibration(&self, c: usize) -> io::Result<TscCalibration> {
+        if self.blocks[c].kind != KIND_CALIBRATION {
+            return Err(format::invalid("not a calibration block".into()));
+        }
+        format::parse_calibration(&self.read_body(c)?)
+    }
+
+    /// The calibration the TSC fields of data block `i` convert with: its
+    /// [`calibration_block`](Self::calibration_block)'s, or the identity
+    /// (ticks are ns) when none precedes it (always so in a version-1
+    /// segment).
+    ///
+    /// Errors: as [`read_calibration`](Self::read_calibration), for the
+    /// calibration block (then the block's TSC fields cannot be printed
+    /// as wall time: report it and skip the block).
+    pub fn block_calibration(&self, i: usize) -> io::Result<TscCalibration> {
+        match self.calibration_block(i) {
+            Some(c) => self.read_calibration(c),
+            None => Ok(TscCalibration::IDENTITY),
+        }
     }
 
     /// Reads, checks and decodes data block `i`: its schema and its
@@ -513,6 +557,8 @@ pub fn for_each_group(
 struct Cursor<'s> {
     schema: &'s Schema,
     recs: Vec<u8>,
+    /// The calibration of its TSC fields.
+    cal: TscCalibration,
     row: usize,
     /// The block's smallest time: the time of records of a schema
     /// without an event-time field (the writer's clock at the block).
@@ -527,12 +573,19 @@ impl Cursor<'_> {
     }
 }
 
-/// Calls `f(segment index, schema, record)` for the records with event
-/// times in `from..=to` of the data blocks of `segs` that `keep(segment
-/// index, block index)` accepts, in event-time order (records of equal
-/// time in the order written: segment, block, row), until `f` returns
-/// `false` (then `false`). Damaged blocks are skipped and added to
-/// `problems`.
+/// What [`merge`] calls per record: `(segment index, schema, record,
+/// calibration)`, `false` to stop.
+pub type MergeFn<'a> = dyn FnMut(usize, &Schema, &[u8], TscCalibration) -> bool + 'a;
+
+/// Calls `f(segment index, schema, record, calibration)` for the records
+/// with event times in `from..=to` of the data blocks of `segs` that
+/// `keep(segment index, block index)` accepts, in event-time order
+/// (records of equal time in the order written: segment, block, row),
+/// until `f` returns `false` (then `false`). The calibration is the one
+/// the record's TSC fields convert with ([`Segment::block_calibration`]:
+/// set it on the formatter before formatting the record). Damaged blocks
+/// are skipped and added to `problems`; so are the blocks of a record
+/// type with a TSC field whose calibration block is damaged.
 ///
 /// Memory: the decoded blocks whose time ranges overlap at the current
 /// time (one or two per record type for a log written in time order).
@@ -542,7 +595,7 @@ pub fn merge(
     to: u64,
     keep: &mut dyn FnMut(usize, usize) -> bool,
     problems: &mut Vec<Problem>,
-    f: &mut dyn FnMut(usize, &Schema, &[u8]) -> bool,
+    f: &mut MergeFn<'_>,
 ) -> bool {
     use std::cmp::Reverse;
     use std::collections::BinaryHeap;
@@ -557,6 +610,10 @@ pub fn merge(
     }
     cands.sort_unstable();
     let mut cursors: Vec<Option<Cursor<'_>>> = Vec::new();
+    // Per segment, the calibration block read last and its value (most
+    // blocks share one).
+    let mut cals: Vec<Option<(usize, io::Result<TscCalibration>)>> =
+        segs.iter().map(|_| None).collect();
     // (head time, segment, block, cursor index), smallest first.
     let mut heap: BinaryHeap<Reverse<(u64, usize, usize, usize)>> = BinaryHeap::new();
     let mut next = 0;
@@ -567,9 +624,35 @@ pub fn merge(
             next += 1;
             match segs[si].read_block(bi) {
                 Ok((schema, recs)) if !recs.is_empty() => {
+                    let cal = match segs[si].calibration_block(bi) {
+                        None => TscCalibration::IDENTITY,
+                        Some(ci) => {
+                            let cached = &mut cals[si];
+                            if !matches!(cached, Some((c, _)) if *c == ci) {
+                                *cached = Some((ci, segs[si].read_calibration(ci)));
+                            }
+                            match cached.as_ref().map(|(_, r)| r) {
+                                Some(Ok(c)) => *c,
+                                // Records without a TSC field print the
+                                // same with any calibration.
+                                Some(Err(_)) if !format::has_tsc(schema) => {
+                                    TscCalibration::IDENTITY
+                                }
+                                Some(Err(e)) => {
+                                    let e = format::invalid(format!(
+                                        "its calibration (block {ci}): {e}"
+                                    ));
+                                    problems.push(segs[si].block_problem(bi, &e));
+                                    continue;
+                                }
+                                None => unreachable!("cached above"),
+                            }
+                        }
+                    };
                     let c = Cursor {
                         schema,
                         recs,
+                        cal,
                         row: 0,
                         min: segs[si].blocks[bi].min,
                     };
@@ -585,7 +668,8 @@ pub fn merge(
         };
         let c = cursors[k].as_mut().expect("a cursor in the heap is live");
         let n = c.schema.size();
-        if (from..=to).contains(&t) && !f(si, c.schema, &c.recs[c.row * n..(c.row + 1) * n]) {
+        if (from..=to).contains(&t) && !f(si, c.schema, &c.recs[c.row * n..(c.row + 1) * n], c.cal)
+        {
             return false;
         }
         c.row += 1;
@@ -689,7 +773,9 @@ impl ArchiveReader {
     /// Calls `f(schema, record)` for every record with an event time in
     /// `from..=to` (ns), in the order described on [`ArchiveReader`],
     /// until `f` returns `false`. Damaged blocks and segments are
-    /// skipped and added to [`problems`](Self::problems).
+    /// skipped and added to [`problems`](Self::problems). A record's TSC
+    /// fields are raw ticks: [`for_each_calibrated`](Self::for_each_calibrated)
+    /// gives the calibration to print them with.
     ///
     /// Errors: none today (damage is a problem, not an error); kept for
     /// readers that may fail as a whole.
@@ -698,6 +784,23 @@ impl ArchiveReader {
         from: u64,
         to: u64,
         mut f: impl FnMut(&Schema, &[u8]) -> bool,
+    ) -> io::Result<()> {
+        self.for_each_calibrated(from, to, |s, r, _| f(s, r))
+    }
+
+    /// [`for_each`](Self::for_each) with each record's TSC calibration
+    /// (`f(schema, record, calibration)`): the one in force where the
+    /// writer took the record (the binary stream's `C` frame before it),
+    /// the identity for a segment that records none (format version 1).
+    /// Pass it to the formatter (`set_tsc_calibration`) before formatting
+    /// the record, as for a binary log's `C` frames.
+    ///
+    /// Errors: as [`for_each`](Self::for_each).
+    pub fn for_each_calibrated(
+        &mut self,
+        from: u64,
+        to: u64,
+        mut f: impl FnMut(&Schema, &[u8], TscCalibration) -> bool,
     ) -> io::Result<()> {
         let files = self.segments.clone();
         for_each_group(
@@ -712,7 +815,7 @@ impl ArchiveReader {
                     to,
                     &mut |_, _| true,
                     problems,
-                    &mut |_, s, r| f(s, r),
+                    &mut |_, s, r, c| f(s, r, c),
                 )
             },
         );

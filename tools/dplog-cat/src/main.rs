@@ -8,8 +8,11 @@
 //! segments (`seg-*.dpa`) prints their records in event-time order,
 //! with the same `--format`, `--from`/`--to` and `--where`; a torn or
 //! corrupt block is named on stderr (file and block), the rest printed,
-//! and the exit status is 2. The archive keeps no TSC calibration: a TSC
-//! field prints as ticks converted with the identity.
+//! and the exit status is 2. TSC fields print as wall time with the
+//! calibration the archive kept for each record (the one in force when
+//! it was written, as from the binary log); an archive of format
+//! version 1 kept none, and its TSC fields print as ticks converted with
+//! the identity.
 //!
 //! **Streaming.** The input is read and decoded frame by frame: memory
 //! holds a 1 MiB read buffer plus one frame (at most 64 KiB), a 1 MiB
@@ -1023,9 +1026,13 @@ fn main() -> ExitCode {
 
 /// An archive directory (the `archive` sink's segments): its records in
 /// event-time order, through the same output and selection as a binary
-/// log. `--from`/`--to` also choose the segments read. Damage (a torn or
-/// corrupt block, a bad footer) is reported on stderr with its file and
-/// block, the rest is printed, and the exit status is 2.
+/// log, each formatted with the TSC calibration the archive kept for it
+/// (as a binary log's `C` frames). `--from`/`--to` also choose the
+/// segments read (unless a record type has a TSC event time: the archive
+/// orders those by ticks, so every segment is read and the records
+/// selected by their converted time). Damage (a torn or corrupt block, a
+/// bad footer) is reported on stderr with its file and block, the rest
+/// is printed, and the exit status is 2.
 fn cat_archive(args: &Args, dir: &Path) -> ExitCode {
     let mut ar = match archive::ArchiveReader::open(dir) {
         Ok(a) => a,
@@ -1035,16 +1042,30 @@ fn cat_archive(args: &Args, dir: &Path) -> ExitCode {
         }
     };
     let mut o = Output::new(args);
+    let mut tsc_time = false;
     for s in ar.schemas() {
+        tsc_time |= s
+            .meta()
+            .event_time
+            .is_some_and(|i| s.fields()[i].kind == FieldKind::TscTimestamp);
         o.schema(&s);
     }
-    let (from, to) = (
-        args.from.unwrap_or(0),
-        args.to.map_or(u64::MAX, |t| t.saturating_sub(1)),
-    );
+    let (from, to) = if tsc_time {
+        (0, u64::MAX)
+    } else {
+        (
+            args.from.unwrap_or(0),
+            args.to.map_or(u64::MAX, |t| t.saturating_sub(1)),
+        )
+    };
     let mut stdout = std::io::stdout().lock();
     let mut failed: Option<ExitCode> = None;
-    let r = ar.for_each(from, to, |schema, rec| {
+    let r = ar.for_each_calibrated(from, to, |schema, rec, cal| {
+        // Records without a TSC field print the same with any: the
+        // output keeps the calibration of the last one that has.
+        if cal != o.cal && archive::format::has_tsc(schema) {
+            o.calibration(cal);
+        }
         if let Err(e) = o.record(schema, rec) {
             eprintln!("dplog-cat: {e}");
             failed = Some(ExitCode::from(1));

@@ -14,7 +14,8 @@
 //! no close of it is before T (a delete at T counts as live at T; a
 //! missing delete as still live).
 //!
-//! Conditions (`field=value`) select records: equal values; a condition
+//! Conditions (`field=value`) select records: equal values (a TSC-typed
+//! field's raw ticks: no condition converts them); a condition
 //! on a transport port (`...TransportPort`) that a record type lacks but
 //! whose `portRangeStart`/`portRangeEnd` it has matches when the port is
 //! in the range (port blocks, deterministic NAT mappings).
@@ -49,6 +50,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 
 use dplog_core::schema::{FieldDef, FieldKind, Schema};
+use dplog_formatters::TscCalibration;
 use dplog_sinks::archive::format::{self, key_hash32};
 use dplog_sinks::archive::reader::{for_each_group, merge};
 use dplog_sinks::archive::{list_segments, Problem, Segment, SegmentFile};
@@ -574,12 +576,16 @@ struct Held {
     schema: usize,
     rec: Vec<u8>,
     time: u64,
+    /// The calibration of its TSC fields.
+    cal: TscCalibration,
 }
 
-/// Runs `q` over the archive in `dir`: `emit(schema, record)` for each
-/// answer (for `--at`, the opening records live at T; for `--between`,
-/// every match; both in event-time order),
-/// `progress` after each segment.
+/// Runs `q` over the archive in `dir`: `emit(schema, record,
+/// calibration)` for each answer (for `--at`, the opening records live at
+/// T; for `--between`, every match; both in event-time order), with the
+/// TSC calibration the archive kept for the record (set it on the output
+/// formatter before formatting the record; the identity for an archive
+/// of format version 1, which kept none); `progress` after each segment.
 ///
 /// Errors: [`QueryError`] for an unknown field, a bad value or an
 /// unreadable archive; damage inside it is not an error but reported in
@@ -587,7 +593,7 @@ struct Held {
 pub fn run(
     dir: &Path,
     q: &Query,
-    emit: &mut dyn FnMut(&Schema, &[u8]),
+    emit: &mut dyn FnMut(&Schema, &[u8], TscCalibration),
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Outcome, QueryError> {
     let segs = segments(dir)?;
@@ -716,7 +722,7 @@ pub fn run(
             }
             ok
         };
-        let mut f = |si: usize, s: &Schema, rec: &[u8]| -> bool {
+        let mut f = |si: usize, s: &Schema, rec: &[u8], cal: TscCalibration| -> bool {
             let Some((k, Some(r))) = res[si].get(&s.id()) else {
                 return true;
             };
@@ -726,13 +732,14 @@ pub fn run(
             match q.mode {
                 Mode::Between(..) => {
                     let out = known_schema(s).unwrap_or(s);
-                    emit(out, rec);
+                    emit(out, rec, cal);
                     outcome.found += 1;
                 }
                 Mode::At(_) => held.push(Held {
                     schema: *k,
                     rec: rec.to_vec(),
                     time: format::event_time(s, rec).unwrap_or(0),
+                    cal,
                 }),
             }
             true
@@ -747,8 +754,8 @@ pub fn run(
         return Err(e);
     }
     if let Mode::At(t) = q.mode {
-        for (s, rec) in live_at(t, &schemas, &held) {
-            emit(known_schema(s).unwrap_or(s), rec);
+        for (s, rec, cal) in live_at(t, &schemas, &held) {
+            emit(known_schema(s).unwrap_or(s), rec, cal);
             outcome.found += 1;
         }
     }
@@ -761,7 +768,7 @@ fn live_at<'a>(
     t: u64,
     schemas: &'a [(Schema, Option<Resolved>)],
     held: &'a [Held],
-) -> Vec<(&'a Schema, &'a [u8])> {
+) -> Vec<(&'a Schema, &'a [u8], TscCalibration)> {
     // Open records by (schema, identity): indexes into held, newest last.
     let mut open: HashMap<(usize, Vec<u8>), Vec<usize>> = HashMap::new();
     let mut live = vec![false; held.len()];
@@ -789,7 +796,7 @@ fn live_at<'a>(
     held.iter()
         .zip(live)
         .filter(|(_, l)| *l)
-        .map(|(h, _)| (&schemas[h.schema].0, h.rec.as_slice()))
+        .map(|(h, _)| (&schemas[h.schema].0, h.rec.as_slice(), h.cal))
         .collect()
 }
 

@@ -14,6 +14,12 @@
 //! stderr with their file and block and skipped, the lookup goes on, and
 //! the answer (found or not) may lack what they held. Semantics of `--at`: see the library docs
 //! (`dplog_query`).
+//!
+//! TSC-typed fields print as wall time with the calibration the archive
+//! kept for each record (as `dplog-cat` prints the binary log it was
+//! written from); an archive of format version 1 kept none (the
+//! identity: ticks read as ns). A `--where` on a TSC field compares its
+//! raw ticks.
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -23,7 +29,7 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand};
 use dplog_core::Schema;
 use dplog_core::Sink;
-use dplog_formatters::{Format, FormatSpec};
+use dplog_formatters::{Format, FormatSpec, TscCalibration};
 use dplog_query::{parse_lookback, parse_time, Lookback, Mode, Query};
 use dplog_sinks::archive::{ArchiveSink, ArchiveSinkOptions};
 
@@ -149,7 +155,16 @@ fn main() -> ExitCode {
     let mut write_err = None;
     let streaming = args.format != Format::Ipfix;
     let mut known: Vec<Schema> = schemas.clone();
-    let mut emit = |s: &Schema, rec: &[u8]| {
+    // The calibration set on the encoder (its own is the identity).
+    let mut enc_cal = TscCalibration::IDENTITY;
+    let mut emit = |s: &Schema, rec: &[u8], cal: TscCalibration| {
+        // TSC fields print with the calibration the archive kept for the
+        // record, as dplog-cat applies a binary log's `C` frames.
+        // (Records without a TSC field print the same with any.)
+        if cal != enc_cal && dplog_sinks::archive::format::has_tsc(s) {
+            enc.set_tsc_calibration(cal);
+            enc_cal = cal;
+        }
         if !enc.push(rec, &mut out) && !known.iter().any(|k| k.id() == s.id()) {
             // A record type the first and last segments lack: the
             // encoder again, with it.
@@ -157,6 +172,7 @@ fn main() -> ExitCode {
             let refs: Vec<&Schema> = known.iter().collect();
             if let Ok(e) = spec.encoder(&refs) {
                 enc = e;
+                enc.set_tsc_calibration(cal);
                 enc.push(rec, &mut out);
             }
         }

@@ -340,7 +340,7 @@ fn lookups(events: u64) {
                 drop_cache(dir.path());
             }
             let t = Instant::now();
-            let o = dplog_query::run(dir.path(), q, &mut |_, _| {}, &mut |_| {}).unwrap();
+            let o = dplog_query::run(dir.path(), q, &mut |_, _, _| {}, &mut |_| {}).unwrap();
             times.push(t.elapsed());
             found += o.found;
         }

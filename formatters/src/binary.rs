@@ -117,6 +117,9 @@ pub struct BinaryEncoder {
     cal: TscCalibration,
     /// The calibration of the last `C` frame written.
     written_cal: Option<TscCalibration>,
+    /// The header is written and the last `C` frame carries `cal`: a
+    /// record needs no lead (one test per record instead of two).
+    led: bool,
 }
 
 impl BinaryEncoder {
@@ -136,6 +139,7 @@ impl BinaryEncoder {
             started: false,
             cal: TscCalibration::IDENTITY,
             written_cal: None,
+            led: false,
         }
     }
 
@@ -143,11 +147,14 @@ impl BinaryEncoder {
     /// consumer's); a `C` frame carrying it goes before the next record.
     pub fn set_tsc_calibration(&mut self, cal: TscCalibration) {
         self.cal = cal;
+        self.led &= self.written_cal == Some(cal);
     }
 
     /// The header and schemas (first time), and a `C` frame if the
-    /// calibration changed since the last one written.
-    #[inline]
+    /// calibration changed since the last one written. Out of line: a
+    /// record needs it once per calibration change.
+    #[cold]
+    #[inline(never)]
     fn lead(&mut self, out: &mut Vec<u8>) {
         if !self.started {
             out.extend_from_slice(&self.header);
@@ -157,6 +164,7 @@ impl BinaryEncoder {
             frame(out, b'C', &calibration_bytes(&self.cal));
             self.written_cal = Some(self.cal);
         }
+        self.led = true;
     }
 
     /// Appends a `D` frame for `r` (after the header, the first time).
@@ -173,13 +181,27 @@ impl BinaryEncoder {
             return false;
         }
         let sid = u16::from_ne_bytes([rec[2], rec[3]]);
-        let Some(&(_, size)) = self.sizes.iter().find(|(id, _)| *id == sid) else {
+        match self.sizes.iter().position(|(id, _)| *id == sid) {
+            Some(i) => self.push_schema(i, rec, out),
+            None => false,
+        }
+    }
+
+    /// [`push`](Self::push) for a record whose schema is number `i` of the
+    /// schemas this encoder was built with (the caller looked its id up):
+    /// `false` and nothing appended if there is no schema `i` or the
+    /// record is shorter than its size.
+    #[inline]
+    pub fn push_schema(&mut self, i: usize, rec: &[u8], out: &mut Vec<u8>) -> bool {
+        let Some(&(_, size)) = self.sizes.get(i) else {
             return false;
         };
         if rec.len() < size {
             return false;
         }
-        self.lead(out);
+        if !self.led {
+            self.lead(out);
+        }
         // The frame as `frame` writes it, with one capacity check: the
         // 4-byte header, then the record (one fixed-size copy for the
         // common 64-byte slot).

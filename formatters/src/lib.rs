@@ -410,7 +410,9 @@ impl RecordEncoder {
                 progs[i].run(rec, out)
             }
             Kind::Ipfix(e) => e.push(rec, out),
-            Kind::Binary(e) => e.push(rec, out),
+            // Schema `i` of `ids` is schema `i` of the encoder (both in
+            // the order of `schemas`): no second lookup.
+            Kind::Binary(e) => e.push_schema(i, rec, out),
         }
     }
 }

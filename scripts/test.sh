@@ -6,6 +6,10 @@ cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked
+# Public docs build without a warning (broken or private links). The C ABI
+# crate's library is also called `dplog`, so it is documented on its own.
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --exclude dplog-ffi --locked
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p dplog-ffi --locked
 # C ABI: header up to date (part of cargo test above), C tests
 # under ASan+UBSan and valgrind, examples/c and the DPDK example built
 # through pkg-config against the installed library, and run.

@@ -49,7 +49,7 @@
 //! claimed after it (they spin, then yield) — the same property as DPDK's
 //! MP ring; the consumer is never blocked by it, it sees an empty ring.
 //!
-//! The consumer validates `tail` as for an SPSC ring (see [`crate::ring`]):
+//! The consumer validates `tail` as for an SPSC ring (see [`crate::ring`](mod@crate::ring)):
 //! publication in claim order means `tail` only moves forward, and a claim
 //! never passes the consumer index by more than the capacity, so a tail
 //! that moves backwards or a fill above the capacity stops the ring. The
@@ -480,7 +480,7 @@ impl<T: Record> MpProducer<T> {
     }
 
     /// True if the consumer has stopped reading this ring after a
-    /// protocol violation (see [`crate::ring`]).
+    /// protocol violation (see [`crate::ring`](mod@crate::ring)).
     pub fn is_stopped(&self) -> bool {
         // Acquire pairs with the consumer's Release store of `stopped`.
         self.shared.stopped.load(Ordering::Acquire)

@@ -6,7 +6,7 @@
 //! `include/dplog_inline.h`, which `dplog.h` includes at its end.
 //!
 //! Design:
-//! - Every export runs inside [`guard`](result::guard), which turns a Rust
+//! - Every export runs inside `guard` (`result.rs`), which turns a Rust
 //!   panic into [`DPLOG_ERR_PANIC`]: no unwind crosses the C boundary.
 //! - Handles ([`dplog_t`], [`dplog_producer_t`]) carry a magic word. Closing
 //!   or freeing one marks it dead and keeps its (small) allocation for the

@@ -10,7 +10,7 @@
 //! naming it, and the others keep being served. It checkpoints the ring
 //! positions together with the output positions (`checkpoint`), so a
 //! daemon killed at any instant and restarted writes every record to its
-//! file and mmap outputs exactly once.
+//! file, mmap and archive outputs exactly once.
 
 mod checkpoint;
 
@@ -147,6 +147,15 @@ struct Daemon {
     closed_rings: Vec<RingStats>,
     snapshot: Arc<Mutex<Snapshot>>,
     last_sink_error: Option<Instant>,
+    /// With an archive output: the longest a written batch waits for its
+    /// checkpoint (the archive's smallest `block_max_age_ms`). Each
+    /// checkpoint first flushes the archive's partial blocks, so batches
+    /// are checkpointed together, not one by one (blocks of a few records
+    /// otherwise). `None`: every batch is checkpointed at once.
+    commit_every: Option<Duration>,
+    /// Batches written since the last checkpoint.
+    uncommitted: bool,
+    last_commit: Instant,
 }
 
 fn main() {
@@ -177,6 +186,7 @@ fn run(args: Args) -> Result<(), String> {
         ));
     }
     let targets = checkpoint::targets(&cfg.sink);
+    let commit_every = archive_age(&cfg.sink).map(|ms| Duration::from_millis(ms.max(1)));
     // Restart: cut every output back to the checkpoint before its sink
     // opens (and appends).
     let ckpt = checkpoint::load(&args.checkpoint)?;
@@ -223,6 +233,9 @@ fn run(args: Args) -> Result<(), String> {
         closed_rings: Vec::new(),
         snapshot,
         last_sink_error: None,
+        commit_every,
+        uncommitted: false,
+        last_commit: Instant::now(),
         args,
     };
     d.buf.reserve(d.cfg.ring.batch_bytes + 65536);
@@ -263,7 +276,9 @@ impl Daemon {
             });
             let full = held || self.buf.len() >= self.cfg.ring.batch_bytes;
             if ending || (!self.buf.is_empty() && (full || got == 0 || stopping)) {
-                self.write_batch()?;
+                self.write_batch(ending || held || stopping)?;
+            } else if self.uncommitted && (held || self.commit_due()) {
+                self.commit()?;
             }
             if stopping && got == 0 {
                 break;
@@ -279,7 +294,7 @@ impl Daemon {
             let p = self.sink.poll();
             self.stats.dropped_sink += p.failed_records;
         }
-        self.write_batch()?;
+        self.write_batch(true)?;
         let _ = self.sink.drain(Instant::now() + Duration::from_secs(5));
         if let Err(e) = self.sink.close() {
             eprintln!("dplogd: closing the sink: {e}");
@@ -564,9 +579,9 @@ impl Daemon {
         total
     }
 
-    /// Writes the batch (retrying while the sink fails retryably), then
-    /// checkpoints, then frees the rings' slots and retires ended rings.
-    fn write_batch(&mut self) -> Result<(), String> {
+    /// Writes the batch (retrying while the sink fails retryably), then,
+    /// if `force` or due ([`commit_due`](Self::commit_due)), commits it.
+    fn write_batch(&mut self, force: bool) -> Result<(), String> {
         if !self.buf.is_empty() {
             let mut backoff = Duration::from_millis(10);
             loop {
@@ -626,15 +641,51 @@ impl Daemon {
                     }
                 }
             }
-            if self.args.fsync {
-                if let Err(e) = self.sink.flush() {
-                    eprintln!("dplogd: flushing the sink: {e}");
-                }
-            }
             self.buf.clear();
             self.reports.clear();
             self.batch_records = 0;
+            self.uncommitted = true;
         }
+        if force || self.commit_due() {
+            self.commit()?;
+        }
+        Ok(())
+    }
+
+    /// A checkpoint is due: at once without an archive output, else once
+    /// `commit_every` has passed since the last.
+    fn commit_due(&self) -> bool {
+        self.commit_every
+            .map_or(true, |d| self.last_commit.elapsed() >= d)
+    }
+
+    /// Makes the written batches durable as far as the outputs need
+    /// (an archive's partial blocks written; with `--fsync` every output
+    /// fsync'd), checkpoints, then frees the rings' slots and retires
+    /// ended rings. If the flush fails nothing is checkpointed: the slots
+    /// stay held and the next commit tries again.
+    fn commit(&mut self) -> Result<(), String> {
+        if self.args.fsync || self.commit_every.is_some() {
+            if let Err(e) = self.sink.flush() {
+                self.stats.sink_errors += 1;
+                let now = Instant::now();
+                if self
+                    .last_sink_error
+                    .map_or(true, |t| now.duration_since(t) >= Duration::from_secs(5))
+                {
+                    self.last_sink_error = Some(now);
+                    eprintln!(
+                        "dplogd: flushing the sink {}: {e}; not checkpointed (the rings keep the records); retrying",
+                        self.sink.describe()
+                    );
+                }
+                // Not at once again: the next loop or batch retries.
+                self.last_commit = now;
+                return Ok(());
+            }
+        }
+        self.last_commit = Instant::now();
+        self.uncommitted = false;
         self.save_checkpoint()?;
         let mut retired = Vec::new();
         for r in self.rings.values_mut() {
@@ -721,6 +772,17 @@ impl Daemon {
             latency: Default::default(),
         };
         *self.snapshot.lock().unwrap_or_else(|e| e.into_inner()) = snap;
+    }
+}
+
+/// The smallest `block_max_age_ms` of the archive sinks in `cfg`; `None`
+/// without one.
+fn archive_age(cfg: &dplog::config::SinkConfig) -> Option<u64> {
+    use dplog::config::SinkConfig;
+    match cfg {
+        SinkConfig::Archive(a) => Some(a.block_max_age_ms),
+        SinkConfig::Set(v) => v.iter().filter_map(archive_age).min(),
+        _ => None,
     }
 }
 

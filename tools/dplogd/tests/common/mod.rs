@@ -36,12 +36,17 @@ impl Drop for Setup {
 
 impl Setup {
     pub fn new(sinks: &str) -> Self {
+        Self::with_config(&format!(
+            "[format]\ntype = \"json\"\n[ring]\nburst = 64\n{sinks}"
+        ))
+    }
+
+    /// A set-up whose `dplogd.toml` is `cfg` (`@` stands for the
+    /// temporary directory).
+    pub fn with_config(cfg: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("rings")).unwrap();
-        let cfg = format!(
-            "[format]\ntype = \"json\"\n[ring]\nburst = 64\n{}",
-            sinks.replace("@", dir.path().to_str().unwrap())
-        );
+        let cfg = cfg.replace("@", dir.path().to_str().unwrap());
         std::fs::write(dir.path().join("dplogd.toml"), cfg).unwrap();
         Self {
             dir,

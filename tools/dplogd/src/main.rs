@@ -185,6 +185,9 @@ fn run(args: Args) -> Result<(), String> {
             args.rings.display()
         ));
     }
+    // One daemon per ring directory, taken before anything is cut back
+    // or opened; held (the descriptor open) for the daemon's life.
+    let _lock = lock_rings(&args.rings)?;
     let targets = checkpoint::targets(&cfg.sink);
     let commit_every = archive_age(&cfg.sink).map(|ms| Duration::from_millis(ms.max(1)));
     // Restart: cut every output back to the checkpoint before its sink
@@ -773,6 +776,83 @@ impl Daemon {
         };
         *self.snapshot.lock().unwrap_or_else(|e| e.into_inner()) = snap;
     }
+}
+
+/// The lock file of a ring directory: one daemon serves it.
+const LOCK_FILE: &str = ".dplogd.lock";
+
+/// Takes an exclusive `flock(2)` on `<dir>/.dplogd.lock` (created mode
+/// 0640; opened read-only if it is another user's, which `flock` allows)
+/// and writes this process's pid into it. Two daemons on one directory
+/// would both drain its rings (records twice, or a blocked producer
+/// released by one while the other holds its slots).
+///
+/// Errors: the lock is held (the message names the directory and the
+/// holder's pid as written in the file) or cannot be opened.
+fn lock_rings(dir: &Path) -> Result<std::fs::File, String> {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join(LOCK_FILE);
+    let open = |write: bool| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(write)
+            .create(write)
+            .truncate(false)
+            .mode(0o640)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(&path)
+    };
+    let (mut file, writable) = match open(true) {
+        Ok(f) => (f, true),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => match open(false) {
+            Ok(f) => (f, false),
+            Err(_) => {
+                return Err(format!(
+                    "--rings {}: lock {}: {e}",
+                    dir.display(),
+                    path.display()
+                ))
+            }
+        },
+        Err(e) => {
+            return Err(format!(
+                "--rings {}: lock {}: {e}",
+                dir.display(),
+                path.display()
+            ))
+        }
+    };
+    // SAFETY: flock on a descriptor this function owns; no memory passed.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(format!(
+                "--rings {}: lock {}: {e}",
+                dir.display(),
+                path.display()
+            ));
+        }
+        let mut text = String::new();
+        let _ = file.read_to_string(&mut text);
+        let holder = match text.trim().parse::<u32>() {
+            Ok(pid) => format!("pid {pid}"),
+            Err(_) => "pid unknown".to_string(),
+        };
+        return Err(format!(
+            "--rings {}: another dplogd ({holder}) serves this directory (it holds {}); one daemon per ring directory: stop it, or give this one another --rings",
+            dir.display(),
+            path.display()
+        ));
+    }
+    if writable {
+        let pid = format!("{}\n", std::process::id());
+        let _ = file
+            .set_len(0)
+            .and_then(|_| std::os::unix::fs::FileExt::write_all_at(&file, pid.as_bytes(), 0));
+    }
+    Ok(file)
 }
 
 /// The smallest `block_max_age_ms` of the archive sinks in `cfg`; `None`

@@ -156,6 +156,17 @@ pub fn parse(text: &str) -> Output {
     o
 }
 
+/// The files in a ring directory but the daemon's lock (`.dplogd.lock`):
+/// rings, consumer files, temporaries.
+pub fn ring_dir_files(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name() != ".dplogd.lock")
+        .map(|e| e.path())
+        .collect()
+}
+
 pub fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_default()
 }

@@ -132,6 +132,9 @@ struct Daemon {
     rings: BTreeMap<String, Ring>,
     /// Ring files refused or retired, never opened again.
     refused: HashSet<String>,
+    /// Files of the ring directory that are no ring (their names do not
+    /// parse), said once each.
+    strays: HashSet<String>,
     /// Checkpoint entries of rings not (yet) open again after a restart.
     resume: BTreeMap<String, RingEntry>,
     /// Checkpoint entries of quarantined rings whose files remain: kept,
@@ -224,6 +227,7 @@ fn run(args: Args) -> Result<(), String> {
         targets,
         rings: BTreeMap::new(),
         refused: HashSet::new(),
+        strays: HashSet::new(),
         resume,
         kept: BTreeMap::new(),
         next_id: 0,
@@ -334,6 +338,18 @@ impl Daemon {
                 if let Some(ring) = name.strip_suffix(SHM_CONSUMER_SUFFIX) {
                     if ring_file_name(Path::new(ring)).is_some() {
                         consumers.push((ring.to_string(), path));
+                        continue;
+                    }
+                }
+                // Dot files are the producers' temporaries and this
+                // daemon's lock; anything else is said once.
+                if !name.starts_with('.') {
+                    present.insert(name.clone());
+                    if self.strays.insert(name.clone()) {
+                        eprintln!(
+                            "dplogd: {}: not a ring file (a ring is <name>.<pid>.<16 hex digits>.ring, made by a producer); ignored",
+                            path.display()
+                        );
                     }
                 }
                 continue;
@@ -358,6 +374,7 @@ impl Daemon {
         self.resume.retain(|f, _| present.contains(f));
         self.refused.retain(|f| present.contains(f));
         self.kept.retain(|f, _| present.contains(f));
+        self.strays.retain(|f| present.contains(f));
     }
 
     fn open_ring(&mut self, path: &Path, file: String) {

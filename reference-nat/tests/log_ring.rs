@@ -11,9 +11,12 @@ fn bin() -> Command {
 
 /// No dplogd serves the ring directory: after about a second dplog-nat
 /// says once on stderr which directory it waits on and what for (its
-/// workers blocked on full rings); killed after the line (bounded: 60 s).
+/// workers blocked on full rings). Then the daemon's reader
+/// (`dplog::shm::ShmReader`, which makes the ring's consumer file) takes
+/// the ring: one more line says the rings are served. Killed after it
+/// (bounded: 60 s a line).
 #[test]
-fn a_ring_nobody_serves_is_said_once_on_stderr() {
+fn a_ring_nobody_serves_is_said_once_and_so_is_the_daemons_arrival() {
     let dir = tempfile::tempdir().unwrap();
     let rings = dir.path().join("rings");
     std::fs::create_dir(&rings).unwrap();
@@ -56,11 +59,34 @@ fn a_ring_nobody_serves_is_said_once_on_stderr() {
     while let Ok(l) = rx.recv_timeout(Duration::from_millis(1500)) {
         lines.push(l);
     }
+    let ring = std::fs::read_dir(&rings)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "ring"))
+        .expect("the worker's ring file");
+    assert!(!dplog::shm::consumer_path(&ring).exists());
+    let reader = dplog::shm::ShmReader::open(&ring, &dplog::shm::OpenRules::default()).unwrap();
+    let arrived = format!(
+        "dplog-nat: --log-ring {}: dplogd serves the rings now",
+        rings.display()
+    );
+    while !lines.iter().any(|l| l == &arrived) {
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(l) => lines.push(l),
+            Err(_) => break,
+        }
+    }
+    drop(reader);
     // SAFETY: kill(2) on our own child, not yet reaped.
     unsafe { libc::kill(c.id() as i32, libc::SIGKILL) };
     let _ = c.wait();
     let said: Vec<&String> = lines.iter().filter(|l| l.contains(&want)).collect();
     assert_eq!(said.len(), 1, "stderr: {lines:#?}");
+    assert_eq!(
+        lines.iter().filter(|l| **l == arrived).count(),
+        1,
+        "stderr: {lines:#?}"
+    );
     let l = said[0];
     assert!(
         l.starts_with(&format!(
@@ -69,13 +95,8 @@ fn a_ring_nobody_serves_is_said_once_on_stderr() {
         )) && l.contains("the workers wait for it once their rings are full (backpressure block)"),
         "{l}"
     );
-    // The ring waits in the directory, with no consumer file.
-    let names: Vec<String> = std::fs::read_dir(&rings)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    assert_eq!(names.len(), 1, "{names:?}");
-    assert!(names[0].starts_with("dplog-nat-w0.") && names[0].ends_with(".ring"));
+    let name = ring.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(name.starts_with("dplog-nat-w0."), "{name}");
 }
 
 /// `--format` and `--output` choose nothing with `--log-ring` (dplogd's

@@ -52,8 +52,8 @@ struct Args {
     /// only this user's.
     #[arg(long = "allow-uid")]
     allow_uid: Vec<u32>,
-    /// fsync the outputs and the checkpoint on every batch (power-loss
-    /// safety; a process crash needs none).
+    /// fsync the outputs and the checkpoint on every checkpoint
+    /// (power-loss safety; a process crash needs none).
     #[arg(long)]
     fsync: bool,
     /// How often the directory is scanned and idle producers' liveness

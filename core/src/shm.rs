@@ -221,7 +221,7 @@ impl core::fmt::Display for ShmError {
             ShmError::BadHeader(m) => write!(f, "bad ring header: {m}"),
             ShmError::Owner { uid } => write!(
                 f,
-                "ring file owned by uid {uid}, not this user (add the uid to the accepted users to serve it)"
+                "ring file owned by uid {uid}, not this user (add the uid to the accepted users to serve it: `OpenRules::allow_uids`, dplogd --allow-uid {uid})"
             ),
             ShmError::Protocol(m) => write!(f, "protocol violation: {m}"),
             ShmError::Config(m) => write!(f, "{m}"),
@@ -1221,6 +1221,30 @@ pub fn consumer_path(ring: &Path) -> PathBuf {
     PathBuf::from(p)
 }
 
+/// `e` of sizing or mapping a ring file of `len` bytes in `dir` (whose
+/// filesystem's pages are `block` bytes), with the size and what to do
+/// when it is a lack of memory or room (`ENOMEM`, `ENOSPC`): on hugetlbfs
+/// (pages above 4 KiB) reserve huge pages or raise the mount's `size=`,
+/// on tmpfs raise its `size=`. Other errors are returned as they are.
+fn no_room(e: io::Error, len: u64, block: u64, dir: &Path) -> io::Error {
+    if !matches!(e.raw_os_error(), Some(libc::ENOMEM | libc::ENOSPC)) {
+        return e;
+    }
+    let hint = if block > 4096 {
+        format!(
+            "{dir} is hugetlbfs with {block}-byte pages: this ring takes {} of them, and dplogd's consumer file one more; reserve enough free huge pages (sysctl vm.nr_hugepages=N; see HugePages_Free in /proc/meminfo) and check the mount's size= option, or use a smaller [ring] capacity",
+            len / block,
+            dir = dir.display()
+        )
+    } else {
+        format!(
+            "check the free memory and the size= option of the filesystem of {} (e.g. tmpfs /dev/shm), or use a smaller [ring] capacity",
+            dir.display()
+        )
+    };
+    io::Error::new(e.kind(), format!("a ring file of {len} bytes: {e}; {hint}"))
+}
+
 /// The block size of `file`'s filesystem (the huge page size on
 /// hugetlbfs), 4096 if it cannot be read.
 fn block_size(file: &File) -> u64 {
@@ -1514,8 +1538,20 @@ impl<T: Record> ShmProducer<T> {
             let need = SHM_HEADER_BYTES as u64 + (cap * slot_bytes) as u64;
             let block = block_size(&file);
             let len = need.div_ceil(block) * block;
-            file.set_len(len)?;
-            let map = Mapping::new(&file, len as usize, true)?;
+            let room = |e: io::Error| no_room(e, len, block, &opts.dir);
+            file.set_len(len).map_err(room)?;
+            if block <= 4096 {
+                // tmpfs allocates on first touch: the fault-in below would
+                // die of SIGBUS on a full one. Allocated here, a lack of
+                // room is an error (a filesystem without fallocate is
+                // left to the fault-in). hugetlbfs reserves at mmap.
+                // SAFETY: fallocate on a descriptor we own; no memory passed.
+                let r = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len as libc::off_t) };
+                if r != 0 && r != libc::EOPNOTSUPP && r != libc::EINVAL {
+                    return Err(room(io::Error::from_raw_os_error(r)).into());
+                }
+            }
+            let map = Mapping::new(&file, len as usize, true).map_err(room)?;
             // Fault in every page now (as the in-process ring does), so the
             // producer takes no page fault on its first lap.
             // SAFETY: the mapping is `len` bytes, fresh, not yet shared.

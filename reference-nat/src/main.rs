@@ -31,6 +31,47 @@ fn format_parser() -> impl clap::builder::TypedValueParser<Value = Format> {
 #[derive(Clone, Debug)]
 struct WorkerCpus(Vec<usize>);
 
+/// A group by numeric id or by name (`getgrnam_r(3)`).
+fn parse_group(s: &str) -> Result<u32, String> {
+    if let Ok(gid) = s.parse::<u32>() {
+        return Ok(gid);
+    }
+    let name = std::ffi::CString::new(s).map_err(|_| format!("{s:?}: not a group name"))?;
+    let mut buf = vec![0u8; 16384];
+    loop {
+        // SAFETY: getgrnam_r writes the group into `grp` and its strings
+        // into `buf` (its length passed); `out` points to `grp` or is null.
+        // Nothing is read from `grp` unless `out` is non-null.
+        let (rc, gid) = unsafe {
+            let mut grp: libc::group = core::mem::zeroed();
+            let mut out: *mut libc::group = core::ptr::null_mut();
+            let rc = libc::getgrnam_r(
+                name.as_ptr(),
+                &mut grp,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                &mut out,
+            );
+            (rc, (!out.is_null()).then_some(grp.gr_gid))
+        };
+        match (rc, gid) {
+            (0, Some(gid)) => return Ok(gid),
+            (0, None) => {
+                return Err(format!(
+                    "no group named {s:?} (give a group name from /etc/group or a numeric gid)"
+                ))
+            }
+            (libc::ERANGE, _) if buf.len() < 1 << 20 => buf.resize(buf.len() * 4, 0),
+            (e, _) => {
+                return Err(format!(
+                    "looking up group {s:?}: {}",
+                    std::io::Error::from_raw_os_error(e)
+                ))
+            }
+        }
+    }
+}
+
 fn parse_worker_cpus(s: &str) -> Result<WorkerCpus, String> {
     dplog_nat::app::parse_cpu_sequence(s).map(WorkerCpus)
 }
@@ -144,10 +185,12 @@ struct Args {
     /// are dplogd's.
     #[arg(long, value_name = "DIR")]
     log_ring: Option<PathBuf>,
-    /// With --log-ring: give the ring files this group id (mode 0640), so
-    /// a dplogd of another user in that group can serve them; without
-    /// it, mode 0600 (dplogd runs as this user or is given --allow-uid).
-    #[arg(long, value_name = "GID", requires = "log_ring")]
+    /// With --log-ring: give the ring files this group, a name or a
+    /// numeric id (mode 0640), so a dplogd of another user in that group
+    /// can serve them (that dplogd needs --allow-uid with this process's
+    /// uid); without it, mode 0600 (dplogd runs as this user or is given
+    /// --allow-uid).
+    #[arg(long, value_name = "GROUP", requires = "log_ring", value_parser = parse_group)]
     log_ring_group: Option<u32>,
     /// Synthetic mix: generate every frame into memory before timing.
     #[arg(long)]
@@ -241,6 +284,20 @@ fn build_config(args: &Args) -> Result<AppConfig, String> {
     }
     if let Some(p) = args.pool {
         cfg.nat.pool = p;
+    }
+    if let (Some(dir), true) = (
+        &args.log_ring,
+        args.format.is_some() || args.output.is_some(),
+    ) {
+        let flag = match (args.format.is_some(), args.output.is_some()) {
+            (true, true) => "--format and --output",
+            (true, false) => "--format",
+            _ => "--output",
+        };
+        return Err(format!(
+            "{flag} with --log-ring {}: dplogd writes these records, and its config ([format], [sink]) chooses the format and the outputs; drop {flag}, or drop --log-ring to log from this process",
+            dir.display()
+        ));
     }
     if let Some(f) = args.format {
         cfg.format.kind = f;

@@ -3,6 +3,7 @@
 //! deterministic NAT mapping logged once at start, and the shutdown that
 //! gives up on a stuck sink.
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use dplog::config::ConfigError;
@@ -155,7 +156,75 @@ pub(crate) fn worker_producers(
             p
         }));
     }
+    if let Some(dir) = &cfg.log_ring {
+        let rings: Vec<PathBuf> = producers
+            .iter()
+            .filter_map(|p| match p {
+                Some(NatProducer::Shm(p)) => Some(p.path().to_path_buf()),
+                _ => None,
+            })
+            .collect();
+        if !rings.is_empty() {
+            watch_daemon(dir.clone(), rings, lc.ring.backpressure);
+        }
+    }
     Ok(producers)
+}
+
+/// How long the rings may wait for a daemon before [`watch_daemon`] says
+/// so.
+const DAEMON_WAIT: Duration = Duration::from_secs(1);
+
+/// Says once on stderr when no daemon serves the rings `rings` (in `dir`)
+/// [`DAEMON_WAIT`] after their creation: no consumer file
+/// (`<ring>.consumer`, which dplogd creates when it takes a ring) exists
+/// for one of them, so the daemon is not running on `dir` or refused the
+/// ring. Says once more when every ring has one. A thread of its own,
+/// polling the files every 100 ms, off the workers' path; it ends after
+/// the second line, or when the rings are gone (served and removed).
+fn watch_daemon(dir: PathBuf, rings: Vec<PathBuf>, policy: dplog::Backpressure) {
+    let unserved = move || {
+        rings
+            .iter()
+            .filter(|r| r.exists() && !dplog::shm::consumer_path(r).exists())
+            .count()
+    };
+    let spawned = std::thread::Builder::new()
+        .name("dplog-nat-ringwatch".into())
+        .spawn(move || {
+            let start = Instant::now();
+            let mut said = false;
+            loop {
+                std::thread::sleep(Duration::from_millis(100));
+                let n = unserved();
+                if said && n == 0 {
+                    eprintln!(
+                        "dplog-nat: --log-ring {}: dplogd serves the rings now",
+                        dir.display()
+                    );
+                    return;
+                }
+                if !said && n > 0 && start.elapsed() >= DAEMON_WAIT {
+                    let what = match policy {
+                        dplog::Backpressure::Block => {
+                            "the workers wait for it once their rings are full (backpressure block)"
+                        }
+                        _ => "records are dropped and counted once the rings are full",
+                    };
+                    eprintln!(
+                        "dplog-nat: --log-ring {d}: {n} ring(s) not served after {}s: is dplogd running with --rings {d}? (if it is, its stderr says why it refused them, e.g. --allow-uid for a ring of another user); {what}",
+                        DAEMON_WAIT.as_secs(),
+                        d = dir.display()
+                    );
+                    said = true;
+                } else if !said && n == 0 && start.elapsed() >= DAEMON_WAIT {
+                    // Served in time (or gone): nothing to say.
+                    return;
+                }
+            }
+        });
+    // Only a message is lost if the thread cannot start.
+    drop(spawned);
 }
 
 /// Deterministic NAT (RFC 7422): logs the whole mapping of `nat` once,

@@ -1,5 +1,5 @@
 //! The checkpoint: where each ring was consumed up to, together with how
-//! long each file and mmap output was at that moment, so a restarted
+//! long each file, mmap and archive output was at that moment, so a restarted
 //! daemon cuts the outputs back to the checkpoint and resumes the rings
 //! there (nothing lost, nothing written twice).
 //!
@@ -22,17 +22,30 @@
 //! cut back and renamed to the path again: the outputs are exactly as they
 //! were at the checkpoint.
 //!
+//! An archive output is named by its directory. Before a checkpoint the
+//! daemon flushes the archive sink (its partial blocks written to the
+//! open segment), so the records the checkpoint covers are all in
+//! segment files; the checkpoint keeps the newest segment's sequence
+//! number, whether it was open, and its length. On restart, before the
+//! sink opens, segments newer than that one are removed, and that one,
+//! if it was open, is cut back to the checkpointed length (renamed back
+//! to its open name if it was sealed after the checkpoint: the footer
+//! goes with the cut); the sink's own recovery then seals it. So the
+//! archive too holds every record once.
+//!
 //! The file is text, one item per line, the path last:
 //!
 //! ```text
-//! dplogd-checkpoint 2
+//! dplogd-checkpoint 3
 //! file <length> <inode|-> <path>
 //! mmap <seq|-> <committed bytes> <committed records> <prefix> <dir>
+//! archive <seq|-> <O|S> <length> <dir>
 //! ring <L|C|Q> <head> <drops reported> <nonce, 16 hex> <ring file name>
 //! end
 //! ```
 //!
-//! `L` a ring being served, `C` one whose producer exited and whose exit
+//! `O` an open segment, `S` a sealed one (versions 1 and 2 have no
+//! archive lines). `L` a ring being served, `C` one whose producer exited and whose exit
 //! line is written (the file is removed next), `Q` one quarantined.
 
 use std::fs::{File, OpenOptions};
@@ -41,6 +54,7 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use dplog::config::SinkConfig;
+use dplog_sinks::archive::format::open_name;
 use dplog_sinks::mmap::reader::{list_segments, read_header};
 
 /// Byte offsets of the committed length and record count in an mmap
@@ -55,6 +69,8 @@ pub enum Target {
     File(PathBuf),
     /// An mmap sink's directory and prefix.
     Mmap(PathBuf, String),
+    /// An archive sink's directory.
+    Archive(PathBuf),
 }
 
 /// A position in a [`Target`].
@@ -84,15 +100,28 @@ pub enum Pos {
         /// Its committed records.
         records: u64,
     },
+    /// The newest segment of an archive (`None`: no segment yet).
+    Archive {
+        /// Directory.
+        dir: PathBuf,
+        /// Newest segment's sequence number.
+        seq: Option<u64>,
+        /// It was open (being written); else sealed.
+        open: bool,
+        /// Its length in bytes.
+        len: u64,
+    },
 }
 
-/// The checkpointed outputs of a sink configuration: every `file` and
-/// `mmap` sink in it (the others, syslog and Kafka, cannot be cut back:
-/// at least once).
+/// The checkpointed outputs of a sink configuration: every `file`,
+/// `mmap` and `archive` sink in it (the others, syslog, Kafka and IPFIX,
+/// cannot be cut back: the daemon checkpoints after their
+/// acknowledgement, at least once).
 pub fn targets(cfg: &SinkConfig) -> Vec<Target> {
     match cfg {
         SinkConfig::File(f) => vec![Target::File(f.path.clone())],
         SinkConfig::Mmap(m) => vec![Target::Mmap(m.dir.clone(), m.prefix.clone())],
+        SinkConfig::Archive(a) => vec![Target::Archive(a.dir.clone())],
         SinkConfig::Set(v) => v.iter().flat_map(targets).collect(),
         _ => Vec::new(),
     }
@@ -141,7 +170,85 @@ pub fn position(t: &Target) -> io::Result<Pos> {
                 }
             }
         }
+        Target::Archive(dir) => {
+            let segs = archive_segments(dir)?;
+            match segs.last() {
+                None => Ok(Pos::Archive {
+                    dir: dir.clone(),
+                    seq: None,
+                    open: false,
+                    len: 0,
+                }),
+                Some(sf) => Ok(Pos::Archive {
+                    dir: dir.clone(),
+                    seq: Some(sf.seq),
+                    open: sf.range.is_none(),
+                    len: std::fs::metadata(&sf.path)?.len(),
+                }),
+            }
+        }
     }
+}
+
+/// The segment files of archive `dir` (none if it does not exist), in
+/// sequence order, an open one after a sealed one of the same number.
+fn archive_segments(dir: &Path) -> io::Result<Vec<dplog_sinks::archive::SegmentFile>> {
+    match dplog_sinks::archive::list_segments(dir) {
+        Ok(s) => Ok(s),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
+/// An archive back to its checkpoint (see the module docs): segments
+/// after `seq` removed; segment `seq`, open at the checkpoint, cut to
+/// `len` and open again.
+fn archive_back(dir: &Path, seq: Option<u64>, open: bool, len: u64) -> io::Result<Option<String>> {
+    let mut what = Vec::new();
+    for sf in archive_segments(dir)? {
+        if seq.map_or(true, |c| sf.seq > c) {
+            std::fs::remove_file(&sf.path)?;
+            what.push(format!(
+                "removed {} (records after the checkpoint)",
+                sf.path.display()
+            ));
+        } else if Some(sf.seq) == seq && open {
+            let f = OpenOptions::new().write(true).open(&sf.path)?;
+            let now = f.metadata()?.len();
+            if now < len {
+                what.push(format!(
+                    "{}: {now} bytes, shorter than the checkpoint's {len} (cut from outside?)",
+                    sf.path.display()
+                ));
+                continue;
+            }
+            if now > len {
+                f.set_len(len)?;
+                f.sync_all()?;
+            }
+            if sf.range.is_some() {
+                // Sealed after the checkpoint: its footer and the blocks
+                // after the checkpoint are cut; open again, the sink's
+                // recovery seals it.
+                let to = dir.join(open_name(sf.seq));
+                std::fs::rename(&sf.path, &to)?;
+                what.push(format!(
+                    "{} cut from {now} to {len} bytes and renamed back to {} (sealed after the checkpoint)",
+                    sf.path.display(),
+                    to.display()
+                ));
+            } else if now > len {
+                what.push(format!(
+                    "{}: cut from {now} to {len} bytes (written after the checkpoint)",
+                    sf.path.display()
+                ));
+            }
+        }
+    }
+    if !what.is_empty() {
+        File::open(dir)?.sync_all()?;
+    }
+    Ok((!what.is_empty()).then(|| what.join("; ")))
 }
 
 /// The rotated files of a file sink at `path` (`<path>.<13 digits>`,
@@ -257,13 +364,19 @@ fn file_back(path: &Path, len: u64, ino: Option<u64>) -> io::Result<Option<Strin
 /// Cuts an output back to `pos` (before its sink is opened): a file as
 /// [`file_back`] (across rotations); mmap segments newer than the
 /// checkpointed one are removed and that one's committed length and count
-/// are set back. Returns a description of what was cut, if anything.
+/// are set back; an archive as [`archive_back`]. Returns a description of what was cut, if anything.
 ///
 /// Errors: the I/O error of truncating, removing, renaming or writing a
 /// header.
 pub fn truncate_to(pos: &Pos) -> io::Result<Option<String>> {
     match pos {
         Pos::File { path, len, ino } => file_back(path, *len, *ino),
+        Pos::Archive {
+            dir,
+            seq,
+            open,
+            len,
+        } => archive_back(dir, *seq, *open, *len),
         Pos::Mmap {
             dir,
             prefix,
@@ -339,7 +452,7 @@ pub struct Checkpoint {
 impl Checkpoint {
     /// The text form (module docs).
     pub fn encode(&self) -> String {
-        let mut s = String::from("dplogd-checkpoint 2\n");
+        let mut s = String::from("dplogd-checkpoint 3\n");
         for o in &self.outputs {
             match o {
                 Pos::File { path, len, ino } => {
@@ -358,6 +471,16 @@ impl Checkpoint {
                         "mmap {seq} {committed} {records} {prefix} {}\n",
                         dir.display()
                     );
+                }
+                Pos::Archive {
+                    dir,
+                    seq,
+                    open,
+                    len,
+                } => {
+                    let seq = seq.map_or("-".to_string(), |s| s.to_string());
+                    let o = if *open { 'O' } else { 'S' };
+                    s += &format!("archive {seq} {o} {len} {}\n", dir.display());
                 }
             }
         }
@@ -378,7 +501,8 @@ impl Checkpoint {
 
     /// Parses [`encode`](Self::encode)'s form.
     ///
-    /// Version 1 (file lines without the inode) is read too.
+    /// Versions 1 (file lines without the inode) and 2 (no archive
+    /// lines) are read too.
     ///
     /// Errors: a message naming the bad line (a torn checkpoint cannot
     /// occur, it is renamed into place whole).
@@ -387,7 +511,8 @@ impl Checkpoint {
         let version = match lines.next().map(|l| l.1) {
             Some("dplogd-checkpoint 1") => 1,
             Some("dplogd-checkpoint 2") => 2,
-            _ => return Err("line 1 is not `dplogd-checkpoint 2` (or 1)".into()),
+            Some("dplogd-checkpoint 3") => 3,
+            _ => return Err("line 1 is not `dplogd-checkpoint 3` (or 2, 1)".into()),
         };
         let mut c = Checkpoint::default();
         let mut ended = false;
@@ -432,6 +557,26 @@ impl Checkpoint {
                         seq,
                         committed,
                         records,
+                    });
+                }
+                "archive" if version >= 3 => {
+                    let mut p = rest.splitn(4, ' ');
+                    let seq = match p.next() {
+                        Some("-") => None,
+                        s => Some(num(s)?),
+                    };
+                    let open = match p.next() {
+                        Some("O") => true,
+                        Some("S") => false,
+                        _ => return Err(bad()),
+                    };
+                    let len = num(p.next())?;
+                    let dir = p.next().ok_or_else(bad)?.into();
+                    c.outputs.push(Pos::Archive {
+                        dir,
+                        seq,
+                        open,
+                        len,
                     });
                 }
                 "ring" => {
@@ -541,6 +686,18 @@ mod tests {
                     seq: None,
                     committed: 0,
                     records: 0,
+                },
+                Pos::Archive {
+                    dir: "/tmp/ar dir".into(),
+                    seq: Some(4),
+                    open: true,
+                    len: 4096,
+                },
+                Pos::Archive {
+                    dir: "/a".into(),
+                    seq: None,
+                    open: false,
+                    len: 0,
                 },
             ],
             rings: vec![RingEntry {

@@ -10,7 +10,7 @@
 //! naming it, and the others keep being served. It checkpoints the ring
 //! positions together with the output positions (`checkpoint`), so a
 //! daemon killed at any instant and restarted writes every record to its
-//! file and mmap outputs exactly once.
+//! file, mmap and archive outputs exactly once.
 
 mod checkpoint;
 
@@ -52,8 +52,8 @@ struct Args {
     /// only this user's.
     #[arg(long = "allow-uid")]
     allow_uid: Vec<u32>,
-    /// fsync the outputs and the checkpoint on every batch (power-loss
-    /// safety; a process crash needs none).
+    /// fsync the outputs and the checkpoint on every checkpoint
+    /// (power-loss safety; a process crash needs none).
     #[arg(long)]
     fsync: bool,
     /// How often the directory is scanned and idle producers' liveness
@@ -132,6 +132,9 @@ struct Daemon {
     rings: BTreeMap<String, Ring>,
     /// Ring files refused or retired, never opened again.
     refused: HashSet<String>,
+    /// Files of the ring directory that are no ring (their names do not
+    /// parse), said once each.
+    strays: HashSet<String>,
     /// Checkpoint entries of rings not (yet) open again after a restart.
     resume: BTreeMap<String, RingEntry>,
     /// Checkpoint entries of quarantined rings whose files remain: kept,
@@ -147,6 +150,15 @@ struct Daemon {
     closed_rings: Vec<RingStats>,
     snapshot: Arc<Mutex<Snapshot>>,
     last_sink_error: Option<Instant>,
+    /// With an archive output: the longest a written batch waits for its
+    /// checkpoint (the archive's smallest `block_max_age_ms`). Each
+    /// checkpoint first flushes the archive's partial blocks, so batches
+    /// are checkpointed together, not one by one (blocks of a few records
+    /// otherwise). `None`: every batch is checkpointed at once.
+    commit_every: Option<Duration>,
+    /// Batches written since the last checkpoint.
+    uncommitted: bool,
+    last_commit: Instant,
 }
 
 fn main() {
@@ -176,7 +188,11 @@ fn run(args: Args) -> Result<(), String> {
             args.rings.display()
         ));
     }
+    // One daemon per ring directory, taken before anything is cut back
+    // or opened; held (the descriptor open) for the daemon's life.
+    let _lock = lock_rings(&args.rings)?;
     let targets = checkpoint::targets(&cfg.sink);
+    let commit_every = archive_age(&cfg.sink).map(|ms| Duration::from_millis(ms.max(1)));
     // Restart: cut every output back to the checkpoint before its sink
     // opens (and appends).
     let ckpt = checkpoint::load(&args.checkpoint)?;
@@ -211,6 +227,7 @@ fn run(args: Args) -> Result<(), String> {
         targets,
         rings: BTreeMap::new(),
         refused: HashSet::new(),
+        strays: HashSet::new(),
         resume,
         kept: BTreeMap::new(),
         next_id: 0,
@@ -223,6 +240,9 @@ fn run(args: Args) -> Result<(), String> {
         closed_rings: Vec::new(),
         snapshot,
         last_sink_error: None,
+        commit_every,
+        uncommitted: false,
+        last_commit: Instant::now(),
         args,
     };
     d.buf.reserve(d.cfg.ring.batch_bytes + 65536);
@@ -263,7 +283,9 @@ impl Daemon {
             });
             let full = held || self.buf.len() >= self.cfg.ring.batch_bytes;
             if ending || (!self.buf.is_empty() && (full || got == 0 || stopping)) {
-                self.write_batch()?;
+                self.write_batch(ending || held || stopping)?;
+            } else if self.uncommitted && (held || self.commit_due()) {
+                self.commit()?;
             }
             if stopping && got == 0 {
                 break;
@@ -279,7 +301,7 @@ impl Daemon {
             let p = self.sink.poll();
             self.stats.dropped_sink += p.failed_records;
         }
-        self.write_batch()?;
+        self.write_batch(true)?;
         let _ = self.sink.drain(Instant::now() + Duration::from_secs(5));
         if let Err(e) = self.sink.close() {
             eprintln!("dplogd: closing the sink: {e}");
@@ -316,6 +338,18 @@ impl Daemon {
                 if let Some(ring) = name.strip_suffix(SHM_CONSUMER_SUFFIX) {
                     if ring_file_name(Path::new(ring)).is_some() {
                         consumers.push((ring.to_string(), path));
+                        continue;
+                    }
+                }
+                // Dot files are the producers' temporaries and this
+                // daemon's lock; anything else is said once.
+                if !name.starts_with('.') {
+                    present.insert(name.clone());
+                    if self.strays.insert(name.clone()) {
+                        eprintln!(
+                            "dplogd: {}: not a ring file (a ring is <name>.<pid>.<16 hex digits>.ring, made by a producer); ignored",
+                            path.display()
+                        );
                     }
                 }
                 continue;
@@ -340,6 +374,7 @@ impl Daemon {
         self.resume.retain(|f, _| present.contains(f));
         self.refused.retain(|f| present.contains(f));
         self.kept.retain(|f, _| present.contains(f));
+        self.strays.retain(|f| present.contains(f));
     }
 
     fn open_ring(&mut self, path: &Path, file: String) {
@@ -564,9 +599,9 @@ impl Daemon {
         total
     }
 
-    /// Writes the batch (retrying while the sink fails retryably), then
-    /// checkpoints, then frees the rings' slots and retires ended rings.
-    fn write_batch(&mut self) -> Result<(), String> {
+    /// Writes the batch (retrying while the sink fails retryably), then,
+    /// if `force` or due ([`commit_due`](Self::commit_due)), commits it.
+    fn write_batch(&mut self, force: bool) -> Result<(), String> {
         if !self.buf.is_empty() {
             let mut backoff = Duration::from_millis(10);
             loop {
@@ -626,15 +661,51 @@ impl Daemon {
                     }
                 }
             }
-            if self.args.fsync {
-                if let Err(e) = self.sink.flush() {
-                    eprintln!("dplogd: flushing the sink: {e}");
-                }
-            }
             self.buf.clear();
             self.reports.clear();
             self.batch_records = 0;
+            self.uncommitted = true;
         }
+        if force || self.commit_due() {
+            self.commit()?;
+        }
+        Ok(())
+    }
+
+    /// A checkpoint is due: at once without an archive output, else once
+    /// `commit_every` has passed since the last.
+    fn commit_due(&self) -> bool {
+        self.commit_every
+            .map_or(true, |d| self.last_commit.elapsed() >= d)
+    }
+
+    /// Makes the written batches durable as far as the outputs need
+    /// (an archive's partial blocks written; with `--fsync` every output
+    /// fsync'd), checkpoints, then frees the rings' slots and retires
+    /// ended rings. If the flush fails nothing is checkpointed: the slots
+    /// stay held and the next commit tries again.
+    fn commit(&mut self) -> Result<(), String> {
+        if self.args.fsync || self.commit_every.is_some() {
+            if let Err(e) = self.sink.flush() {
+                self.stats.sink_errors += 1;
+                let now = Instant::now();
+                if self
+                    .last_sink_error
+                    .map_or(true, |t| now.duration_since(t) >= Duration::from_secs(5))
+                {
+                    self.last_sink_error = Some(now);
+                    eprintln!(
+                        "dplogd: flushing the sink {}: {e}; not checkpointed (the rings keep the records); retrying",
+                        self.sink.describe()
+                    );
+                }
+                // Not at once again: the next loop or batch retries.
+                self.last_commit = now;
+                return Ok(());
+            }
+        }
+        self.last_commit = Instant::now();
+        self.uncommitted = false;
         self.save_checkpoint()?;
         let mut retired = Vec::new();
         for r in self.rings.values_mut() {
@@ -721,6 +792,94 @@ impl Daemon {
             latency: Default::default(),
         };
         *self.snapshot.lock().unwrap_or_else(|e| e.into_inner()) = snap;
+    }
+}
+
+/// The lock file of a ring directory: one daemon serves it.
+const LOCK_FILE: &str = ".dplogd.lock";
+
+/// Takes an exclusive `flock(2)` on `<dir>/.dplogd.lock` (created mode
+/// 0640; opened read-only if it is another user's, which `flock` allows)
+/// and writes this process's pid into it. Two daemons on one directory
+/// would both drain its rings (records twice, or a blocked producer
+/// released by one while the other holds its slots).
+///
+/// Errors: the lock is held (the message names the directory and the
+/// holder's pid as written in the file) or cannot be opened.
+fn lock_rings(dir: &Path) -> Result<std::fs::File, String> {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join(LOCK_FILE);
+    let open = |write: bool| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(write)
+            .create(write)
+            .truncate(false)
+            .mode(0o640)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(&path)
+    };
+    let (mut file, writable) = match open(true) {
+        Ok(f) => (f, true),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => match open(false) {
+            Ok(f) => (f, false),
+            Err(_) => {
+                return Err(format!(
+                    "--rings {}: lock {}: {e}",
+                    dir.display(),
+                    path.display()
+                ))
+            }
+        },
+        Err(e) => {
+            return Err(format!(
+                "--rings {}: lock {}: {e}",
+                dir.display(),
+                path.display()
+            ))
+        }
+    };
+    // SAFETY: flock on a descriptor this function owns; no memory passed.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(format!(
+                "--rings {}: lock {}: {e}",
+                dir.display(),
+                path.display()
+            ));
+        }
+        let mut text = String::new();
+        let _ = file.read_to_string(&mut text);
+        let holder = match text.trim().parse::<u32>() {
+            Ok(pid) => format!("pid {pid}"),
+            Err(_) => "pid unknown".to_string(),
+        };
+        return Err(format!(
+            "--rings {}: another dplogd ({holder}) serves this directory (it holds {}); one daemon per ring directory: stop it, or give this one another --rings",
+            dir.display(),
+            path.display()
+        ));
+    }
+    if writable {
+        let pid = format!("{}\n", std::process::id());
+        let _ = file
+            .set_len(0)
+            .and_then(|_| std::os::unix::fs::FileExt::write_all_at(&file, pid.as_bytes(), 0));
+    }
+    Ok(file)
+}
+
+/// The smallest `block_max_age_ms` of the archive sinks in `cfg`; `None`
+/// without one.
+fn archive_age(cfg: &dplog::config::SinkConfig) -> Option<u64> {
+    use dplog::config::SinkConfig;
+    match cfg {
+        SinkConfig::Archive(a) => Some(a.block_max_age_ms),
+        SinkConfig::Set(v) => v.iter().filter_map(archive_age).min(),
+        _ => None,
     }
 }
 

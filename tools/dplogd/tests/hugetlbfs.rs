@@ -179,7 +179,28 @@ fn a_ring_in_hugetlbfs_is_drained_exactly() {
     let o = parse(&read(&s.path("out.jsonl")));
     assert_exactly(&o.seqs[&8], N, "the hugetlbfs ring");
     assert_eq!(end_of(&o, "huge").unwrap()["records"], N);
-    // Ring and consumer file removed, their huge pages free again.
-    assert!(files(huge.path(), "").is_empty());
+    // Ring and consumer file removed, their huge pages free again (the
+    // daemon's lock file is empty: no page).
+    assert!(ring_dir_files(huge.path()).is_empty());
+    assert_eq!(huge.used_pages(), 0);
+    // A ring larger than the mount (262144 slots of 64 bytes: 16 MiB and
+    // the header, 9 huge pages; size=8M): refused with its size in bytes
+    // and what to do, no file left behind.
+    let big = Command::new(PRODUCE)
+        .arg("--dir")
+        .arg(huge.path())
+        .args(["--name", "big", "--records", "1", "--capacity", "262144"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&big.stderr);
+    assert_eq!(big.status.code(), Some(1), "{err}");
+    let bytes = 9 * HUGE;
+    assert!(
+        err.contains(&format!("a ring file of {bytes} bytes: "))
+            && err.contains("vm.nr_hugepages")
+            && err.contains("size="),
+        "{err}"
+    );
+    assert!(ring_dir_files(huge.path()).is_empty());
     assert_eq!(huge.used_pages(), 0);
 }

@@ -127,6 +127,12 @@ fn a_ring_of_another_user_is_refused_unless_allowed_and_a_daemon_of_the_group_se
             "ring {f}: refused: ring file owned by uid 65534, not this user"
         ))
     });
+    // The refusal names the flag that serves it.
+    assert!(
+        s.stderr().contains("dplogd --allow-uid 65534)"),
+        "{}",
+        s.stderr()
+    );
     assert!(!consumer_of(&ring).exists());
     assert!(p.try_wait().unwrap().is_none(), "the producer waits");
     assert_eq!(term(&mut d), 0);

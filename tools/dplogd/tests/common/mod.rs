@@ -36,12 +36,17 @@ impl Drop for Setup {
 
 impl Setup {
     pub fn new(sinks: &str) -> Self {
+        Self::with_config(&format!(
+            "[format]\ntype = \"json\"\n[ring]\nburst = 64\n{sinks}"
+        ))
+    }
+
+    /// A set-up whose `dplogd.toml` is `cfg` (`@` stands for the
+    /// temporary directory).
+    pub fn with_config(cfg: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("rings")).unwrap();
-        let cfg = format!(
-            "[format]\ntype = \"json\"\n[ring]\nburst = 64\n{}",
-            sinks.replace("@", dir.path().to_str().unwrap())
-        );
+        let cfg = cfg.replace("@", dir.path().to_str().unwrap());
         std::fs::write(dir.path().join("dplogd.toml"), cfg).unwrap();
         Self {
             dir,
@@ -149,6 +154,17 @@ pub fn parse(text: &str) -> Output {
         o.seqs.entry(tag).or_default().push(seq);
     }
     o
+}
+
+/// The files in a ring directory but the daemon's lock (`.dplogd.lock`):
+/// rings, consumer files, temporaries.
+pub fn ring_dir_files(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name() != ".dplogd.lock")
+        .map(|e| e.path())
+        .collect()
 }
 
 pub fn read(p: &Path) -> String {

@@ -295,6 +295,25 @@ macro_rules! sink_types {
             }
         }
 
+        /// Deserializes the settings of a sink of `type` = `kind` from
+        /// `table` (its table without `type`), for [`sink_error_at`]:
+        /// `Some(error)` if they are bad, `None` for a type this build
+        /// does not have.
+        fn settings_error(
+            kind: &str,
+            table: toml_edit::Value,
+        ) -> Option<Option<toml_edit::de::Error>> {
+            use serde::de::IntoDeserializer as _;
+            $(
+                $(#[cfg($cfg)])*
+                if kind == sink_type_name(stringify!($variant)) {
+                    return Some(<$settings>::deserialize(table.into_deserializer()).err());
+                }
+            )*
+            let _ = table;
+            None
+        }
+
         impl SinkConfig {
             /// The `type` of a single sink as written in TOML (`"file"`,
             /// ...); `None` for a set.
@@ -703,32 +722,41 @@ pub fn parse_toml<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, ConfigE
     Ok(v)
 }
 
-/// A `[sink]` / `[[sink]]` error about one key (unknown, or a bad value
-/// named in backquotes), which toml reports at the table's header (the
-/// sink tables go through `toml::Value`, which keeps no positions),
-/// rewritten to point at the key's own line and column like every other
-/// key error. `None` for other errors.
+/// A `[sink]` / `[[sink]]` error about one key (unknown, or a bad value:
+/// an unknown variant, a wrong type, a value out of range), which toml
+/// reports at the table's header (the sink tables go through
+/// `toml::Value`, which keeps no positions), rewritten to point at the
+/// key's own line and column like every other key error; in a nested
+/// table (`[sink.x]`, `x = { ... }`, `x.y = ...`) at the innermost key.
+/// `None` for other errors.
+///
+/// The key is found by deserializing the failing table again from the
+/// parsed document, which keeps every key's and value's place
+/// ([`sink_error_at`]); an error that names no place there falls back to
+/// the first key named in backquotes.
 fn point_at_sink_key(text: &str, msg: &str) -> Option<String> {
     // "[sink]: unknown field `bogus`, ..." or "[sink]: `keep_files` = 0 ...".
     let detail = msg
         .lines()
         .find(|l| l.starts_with("[sink]") || l.starts_with("[[sink]]"))?;
-    let key = detail.split('`').nth(1)?;
+    let (label, _) = detail.split_once(": ")?;
     let doc = toml_edit::ImDocument::parse(text).ok()?;
     let table = match doc.get("sink")? {
-        toml_edit::Item::Table(t) if detail.starts_with("[sink]:") => t,
+        toml_edit::Item::Table(t) if label == "[sink]" => t,
         toml_edit::Item::ArrayOfTables(a) => {
-            let n: usize = detail
-                .strip_prefix("[[sink]] #")?
-                .split(':')
-                .next()?
-                .parse()
-                .ok()?;
+            let n: usize = label.strip_prefix("[[sink]] #")?.parse().ok()?;
             a.get(n.checked_sub(1)?)?
         }
         _ => return None,
     };
-    let span = table.key(key)?.span()?;
+    let (span, detail) = match sink_error_at(table) {
+        Some((span, Some(why))) => (span, format!("{label}: {why}")),
+        Some((span, None)) => (span, detail.to_string()),
+        None => {
+            let key = detail.split('`').nth(1)?;
+            (table.key(key)?.span()?, detail.to_string())
+        }
+    };
     let (line, col) = line_col(text, span.start);
     let src = text.lines().nth(line - 1).unwrap_or("");
     let width = line.to_string().len();
@@ -738,6 +766,55 @@ fn point_at_sink_key(text: &str, msg: &str) -> Option<String> {
         "TOML parse error at line {line}, column {col}\n{pad} |\n{line} | {src}\n{pad} | {}{marks}\n{detail}",
         " ".repeat(col - 1)
     ))
+}
+
+/// Where the first error of one sink table is: the span of the key it
+/// is about, and the error's own message when it came from deserializing
+/// the table's settings again here (`None`: toml's message stands, e.g.
+/// for a missing or unknown `type`). `None` when no key can be named.
+///
+/// The table, without its `type`, is deserialized into that type's
+/// settings from the parsed document's items, which keep their places
+/// (unlike `toml::Value`, which the tagged sink tables go through), so the
+/// error's span is the bad value's (or the unknown key's); the key whose
+/// value holds that span is the one to point at.
+fn sink_error_at(table: &toml_edit::Table) -> Option<(std::ops::Range<usize>, Option<String>)> {
+    let (type_key, kind) = table.get_key_value("type")?;
+    let type_span = type_key.span()?;
+    let Some(kind) = kind.as_str() else {
+        return Some((type_span, None));
+    };
+    let mut rest = table.clone();
+    rest.remove("type");
+    let rest = toml_edit::Item::Table(rest).into_value().ok()?;
+    match settings_error(kind, rest) {
+        // Unknown type (or one this build lacks): toml's message names it.
+        None => Some((type_span, None)),
+        Some(None) => None,
+        Some(Some(e)) => {
+            let at = e.span()?;
+            let key = key_at(table, at.start)?;
+            Some((key, Some(e.message().trim_end().to_string())))
+        }
+    }
+}
+
+/// The span of the innermost key of `table` (through nested tables,
+/// inline tables and dotted keys) whose key or value covers byte `pos`.
+fn key_at(table: &dyn toml_edit::TableLike, pos: usize) -> Option<std::ops::Range<usize>> {
+    for (name, _) in table.iter() {
+        let Some((key, item)) = table.get_key_value(name) else {
+            continue;
+        };
+        if let Some(inner) = item.as_table_like().and_then(|t| key_at(t, pos)) {
+            return Some(inner);
+        }
+        let covers = |s: Option<std::ops::Range<usize>>| s.is_some_and(|s| s.contains(&pos));
+        if covers(key.span()) || covers(item.span()) {
+            return key.span();
+        }
+    }
+    None
 }
 
 /// The `[format]` keys [`check_format_keys`] looks at, with their places
@@ -1737,6 +1814,151 @@ mod tests {
         // Other errors keep toml's own position.
         let m = err("[ring]\ncapacity = \"big\"\n");
         assert!(m.contains("line 2"), "{m}");
+    }
+
+    /// The parse error of `text`, which must not load.
+    fn parse_err(text: &str) -> String {
+        match LogConfig::from_toml_str(text) {
+            Err(ConfigError::Parse(m)) => m,
+            other => panic!("expected a parse error, got {:?}", other.map(|_| ())),
+        }
+    }
+
+    #[test]
+    fn a_bad_value_in_a_sink_table_is_reported_at_its_key() {
+        // The third sink of a set, its type misspelt: at `type`, line 9.
+        let m = parse_err(concat!(
+            "[[sink]]\ntype = \"file\"\npath = \"a.log\"\n",
+            "[[sink]]\ntype = \"file\"\npath = \"b.log\"\n",
+            "[[sink]]\npath = \"c.log\"\ntype = \"sylsog\"\n",
+        ));
+        assert_eq!(
+            m,
+            "TOML parse error at line 9, column 1\n  |\n9 | type = \"sylsog\"\n  | ^^^^\n\
+             [[sink]] #3: unknown variant `sylsog`, expected one of `file`, `mmap`, `syslog`, \
+             `archive`, `ipfix`, `kafka`"
+        );
+        // An unknown variant of another key, indented: its own column.
+        let m = parse_err(concat!(
+            "[sink]\ntype = \"syslog\"\naddress = \"127.0.0.1:514\"\n",
+            "  transport = \"tpc\"\n",
+        ));
+        assert_eq!(
+            m,
+            "TOML parse error at line 4, column 3\n  |\n4 |   transport = \"tpc\"\n  |   \
+             ^^^^^^^^^\n[sink]: unknown variant `tpc`, expected one of `udp`, `tcp`, \
+             `unix_dgram`, `unix_stream`, `relp`"
+        );
+        // Wrong types and values out of range, in a set and alone.
+        let m = parse_err(concat!(
+            "[[sink]]\ntype = \"file\"\npath = \"a.log\"\n\n",
+            "[[sink]]\ntype = \"file\"\npath = \"b.log\"\nfsync = \"sometimes\"\n",
+        ));
+        assert!(
+            m.starts_with("TOML parse error at line 8, column 1\n"),
+            "{m}"
+        );
+        assert!(m.contains("8 | fsync = \"sometimes\"\n  | ^^^^^\n"), "{m}");
+        assert!(
+            m.contains("[[sink]] #2: unknown variant `sometimes`"),
+            "{m}"
+        );
+        let m = parse_err("[sink]\ntype = \"file\"\n\npath = 3\n");
+        assert!(
+            m.starts_with("TOML parse error at line 4, column 1\n"),
+            "{m}"
+        );
+        assert!(
+            m.ends_with("[sink]: invalid type: integer `3`, expected path string"),
+            "{m}"
+        );
+        let m = parse_err("[sink]\ntype = \"file\"\nkeep_files = -1\n");
+        assert!(
+            m.starts_with("TOML parse error at line 3, column 1\n"),
+            "{m}"
+        );
+        assert!(
+            m.ends_with("[sink]: invalid value: integer `-1`, expected usize"),
+            "{m}"
+        );
+        let m =
+            parse_err("[[sink]]\ntype = \"file\"\n[[sink]]\ntype = \"mmap\"\nrole = \"backup\"\n");
+        assert!(
+            m.starts_with("TOML parse error at line 5, column 1\n"),
+            "{m}"
+        );
+        assert!(m.contains("[[sink]] #2: unknown variant `backup`"), "{m}");
+        // A `type` that is not a string: at `type`.
+        let m = parse_err("[sink]\npath = \"a.log\"\ntype = 3\n");
+        assert!(
+            m.starts_with("TOML parse error at line 3, column 1\n"),
+            "{m}"
+        );
+        // Two bad values: the message is the one the place points at, the
+        // first in the file (not the first by name).
+        let m = parse_err(concat!(
+            "[sink]\ntype = \"syslog\"\ntransport = \"tpc\"\n",
+            "address = 5\n",
+        ));
+        assert!(
+            m.starts_with("TOML parse error at line 3, column 1\n"),
+            "{m}"
+        );
+        assert!(m.contains("[sink]: unknown variant `tpc`"), "{m}");
+        assert!(!m.contains("integer"), "{m}");
+    }
+
+    #[cfg(feature = "kafka")]
+    #[test]
+    fn a_bad_value_in_a_nested_sink_table_is_reported_at_its_own_key() {
+        // `[sink.properties]`: at the key inside it, not at the header.
+        let m = parse_err(concat!(
+            "[sink]\ntype = \"kafka\"\ntopic = \"nat\"\n\n",
+            "[sink.properties]\n\"socket.timeout.ms\" = \"100\"\n\"linger.ms\" = 5\n",
+        ));
+        assert_eq!(
+            m,
+            "TOML parse error at line 7, column 1\n  |\n7 | \"linger.ms\" = 5\n  | \
+             ^^^^^^^^^^^\n[sink]: invalid type: integer `5`, expected a string"
+        );
+        // The same as a dotted key and in an inline table of a set.
+        let m = parse_err("[sink]\ntype = \"kafka\"\nproperties.acks = 1\n");
+        assert!(
+            m.starts_with("TOML parse error at line 3, column 12\n"),
+            "{m}"
+        );
+        assert!(
+            m.contains("3 | properties.acks = 1\n  |            ^^^^\n"),
+            "{m}"
+        );
+        let m = parse_err(concat!(
+            "[[sink]]\ntype = \"file\"\n",
+            "[[sink]]\ntype = \"kafka\"\nproperties = { acks = \"all\", \"retries\" = true }\n",
+        ));
+        assert!(
+            m.starts_with("TOML parse error at line 5, column 30\n"),
+            "{m}"
+        );
+        assert!(
+            m.contains("[[sink]] #2: invalid type: boolean `true`, expected a string"),
+            "{m}"
+        );
+    }
+
+    #[cfg(not(feature = "kafka"))]
+    #[test]
+    fn kafka_in_a_build_without_it_is_reported_at_the_type() {
+        let m = parse_err(
+            "[[sink]]\ntype = \"file\"\n[[sink]]\nbrokers = \"b:9092\"\ntype = \"kafka\"\n",
+        );
+        assert!(
+            m.starts_with("TOML parse error at line 5, column 1\n"),
+            "{m}"
+        );
+        assert!(
+            m.contains("[[sink]] #2: `type` = \"kafka\": this build has no Kafka support"),
+            "{m}"
+        );
     }
 
     #[test]

@@ -295,6 +295,25 @@ macro_rules! sink_types {
             }
         }
 
+        /// Deserializes the settings of a sink of `type` = `kind` from
+        /// `table` (its table without `type`), for [`sink_error_at`]:
+        /// `Some(error)` if they are bad, `None` for a type this build
+        /// does not have.
+        fn settings_error(
+            kind: &str,
+            table: toml_edit::Value,
+        ) -> Option<Option<toml_edit::de::Error>> {
+            use serde::de::IntoDeserializer as _;
+            $(
+                $(#[cfg($cfg)])*
+                if kind == sink_type_name(stringify!($variant)) {
+                    return Some(<$settings>::deserialize(table.into_deserializer()).err());
+                }
+            )*
+            let _ = table;
+            None
+        }
+
         impl SinkConfig {
             /// The `type` of a single sink as written in TOML (`"file"`,
             /// ...); `None` for a set.
@@ -703,32 +722,41 @@ pub fn parse_toml<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, ConfigE
     Ok(v)
 }
 
-/// A `[sink]` / `[[sink]]` error about one key (unknown, or a bad value
-/// named in backquotes), which toml reports at the table's header (the
-/// sink tables go through `toml::Value`, which keeps no positions),
-/// rewritten to point at the key's own line and column like every other
-/// key error. `None` for other errors.
+/// A `[sink]` / `[[sink]]` error about one key (unknown, or a bad value:
+/// an unknown variant, a wrong type, a value out of range), which toml
+/// reports at the table's header (the sink tables go through
+/// `toml::Value`, which keeps no positions), rewritten to point at the
+/// key's own line and column like every other key error; in a nested
+/// table (`[sink.x]`, `x = { ... }`, `x.y = ...`) at the innermost key.
+/// `None` for other errors.
+///
+/// The key is found by deserializing the failing table again from the
+/// parsed document, which keeps every key's and value's place
+/// ([`sink_error_at`]); an error that names no place there falls back to
+/// the first key named in backquotes.
 fn point_at_sink_key(text: &str, msg: &str) -> Option<String> {
     // "[sink]: unknown field `bogus`, ..." or "[sink]: `keep_files` = 0 ...".
     let detail = msg
         .lines()
         .find(|l| l.starts_with("[sink]") || l.starts_with("[[sink]]"))?;
-    let key = detail.split('`').nth(1)?;
+    let (label, _) = detail.split_once(": ")?;
     let doc = toml_edit::ImDocument::parse(text).ok()?;
     let table = match doc.get("sink")? {
-        toml_edit::Item::Table(t) if detail.starts_with("[sink]:") => t,
+        toml_edit::Item::Table(t) if label == "[sink]" => t,
         toml_edit::Item::ArrayOfTables(a) => {
-            let n: usize = detail
-                .strip_prefix("[[sink]] #")?
-                .split(':')
-                .next()?
-                .parse()
-                .ok()?;
+            let n: usize = label.strip_prefix("[[sink]] #")?.parse().ok()?;
             a.get(n.checked_sub(1)?)?
         }
         _ => return None,
     };
-    let span = table.key(key)?.span()?;
+    let (span, detail) = match sink_error_at(table) {
+        Some((span, Some(why))) => (span, format!("{label}: {why}")),
+        Some((span, None)) => (span, detail.to_string()),
+        None => {
+            let key = detail.split('`').nth(1)?;
+            (table.key(key)?.span()?, detail.to_string())
+        }
+    };
     let (line, col) = line_col(text, span.start);
     let src = text.lines().nth(line - 1).unwrap_or("");
     let width = line.to_string().len();
@@ -738,6 +766,55 @@ fn point_at_sink_key(text: &str, msg: &str) -> Option<String> {
         "TOML parse error at line {line}, column {col}\n{pad} |\n{line} | {src}\n{pad} | {}{marks}\n{detail}",
         " ".repeat(col - 1)
     ))
+}
+
+/// Where the first error of one sink table is: the span of the key it
+/// is about, and the error's own message when it came from deserializing
+/// the table's settings again here (`None`: toml's message stands, e.g.
+/// for a missing or unknown `type`). `None` when no key can be named.
+///
+/// The table, without its `type`, is deserialized into that type's
+/// settings from the parsed document's items, which keep their places
+/// (unlike `toml::Value`, which the tagged sink tables go through), so the
+/// error's span is the bad value's (or the unknown key's); the key whose
+/// value holds that span is the one to point at.
+fn sink_error_at(table: &toml_edit::Table) -> Option<(std::ops::Range<usize>, Option<String>)> {
+    let (type_key, kind) = table.get_key_value("type")?;
+    let type_span = type_key.span()?;
+    let Some(kind) = kind.as_str() else {
+        return Some((type_span, None));
+    };
+    let mut rest = table.clone();
+    rest.remove("type");
+    let rest = toml_edit::Item::Table(rest).into_value().ok()?;
+    match settings_error(kind, rest) {
+        // Unknown type (or one this build lacks): toml's message names it.
+        None => Some((type_span, None)),
+        Some(None) => None,
+        Some(Some(e)) => {
+            let at = e.span()?;
+            let key = key_at(table, at.start)?;
+            Some((key, Some(e.message().trim_end().to_string())))
+        }
+    }
+}
+
+/// The span of the innermost key of `table` (through nested tables,
+/// inline tables and dotted keys) whose key or value covers byte `pos`.
+fn key_at(table: &dyn toml_edit::TableLike, pos: usize) -> Option<std::ops::Range<usize>> {
+    for (name, _) in table.iter() {
+        let Some((key, item)) = table.get_key_value(name) else {
+            continue;
+        };
+        if let Some(inner) = item.as_table_like().and_then(|t| key_at(t, pos)) {
+            return Some(inner);
+        }
+        let covers = |s: Option<std::ops::Range<usize>>| s.is_some_and(|s| s.contains(&pos));
+        if covers(key.span()) || covers(item.span()) {
+            return key.span();
+        }
+    }
+    None
 }
 
 /// The `[format]` keys [`check_format_keys`] looks at, with their places
@@ -858,6 +935,7 @@ fn check_stream_keys(text: &str) -> Result<(), ConfigError> {
         _ => Vec::new(),
     };
     check_framing(text, kind, &tables)?;
+    check_roles(text, &tables)?;
     check_addresses(text, &tables)?;
     if !matches!(kind, "binary" | "ipfix") {
         return Ok(());
@@ -924,6 +1002,32 @@ fn check_framing(
     Ok(())
 }
 
+/// A first sink table with `role = "failover"`, [`ConfigError::Parse`] at
+/// its `role`: a failover sink is the secondary of the sink listed before
+/// it, and the first (or only) sink has none. Checked here, at load, so
+/// the error has its line and nothing is opened.
+fn check_roles(text: &str, tables: &[(String, &toml_edit::Table)]) -> Result<(), ConfigError> {
+    let Some((label, t)) = tables.first() else {
+        return Ok(());
+    };
+    if t.get("role").and_then(toml_edit::Item::as_str) != Some("failover") {
+        return Ok(());
+    }
+    let why = if tables.len() == 1 && label == "[sink]" {
+        format!(
+            "{label} role = \"failover\": a failover sink needs a sink before it, the one it \
+             takes over from, and a single [sink] has none; remove `role`, or list the primary \
+             first as [[sink]] tables"
+        )
+    } else {
+        format!(
+            "{label} role = \"failover\" needs a sink before it, the one it takes over from; \
+             list the primary [[sink]] first, or remove `role`"
+        )
+    };
+    Err(key_error(text, t, "role", why))
+}
+
 /// Network addresses a sink would only reject when it opens (syslog, the
 /// IPFIX exporter) or never (a Kafka broker list, which librdkafka retries
 /// forever), [`ConfigError::Parse`] at their line:
@@ -943,9 +1047,12 @@ fn check_addresses(text: &str, tables: &[(String, &toml_edit::Table)]) -> Result
                     Err(_) => (
                         "address",
                         format!(
-                            "{label} address = {a:?}: not an IP address and port (e.g. \
+                            "{label} address = {a:?}: not an IP address and port{} (e.g. \
                              \"127.0.0.1:514\", \"[::1]:514\"); a local socket takes \
-                             transport = \"unix_dgram\" or \"unix_stream\""
+                             transport = \"unix_dgram\" or \"unix_stream\"",
+                            a.rsplit_once(':')
+                                .and_then(|(h, _)| dotted_why(h))
+                                .map_or(String::new(), |w| format!(": {w}")),
                         ),
                     ),
                 }
@@ -980,8 +1087,27 @@ fn check_addresses(text: &str, tables: &[(String, &toml_edit::Table)]) -> Result
     Ok(())
 }
 
+/// Why `host`, made only of digits and dots, is not an IPv4 address
+/// (`300.1.1.1`, `10.1`, `12345`); `None` for an IPv4 address or a host
+/// with other characters. A resolver would take such a host as a name
+/// (or, `getaddrinfo` after `inet_aton`, `10.1` as 10.0.0.1), so it is
+/// refused instead.
+fn dotted_why(host: &str) -> Option<String> {
+    if host.is_empty()
+        || !host.bytes().all(|c| c.is_ascii_digit() || c == b'.')
+        || host.parse::<std::net::Ipv4Addr>().is_ok()
+    {
+        return None;
+    }
+    Some(format!(
+        "{host:?} is not an IPv4 address (four numbers 0 to 255 separated by dots, e.g. \
+         192.0.2.10)"
+    ))
+}
+
 /// Why `a` is not `host:port` (`[v6]:port` for IPv6), with the port
-/// optional unless `port_needed`; `None` when it is.
+/// optional unless `port_needed`; `None` when it is. A host of digits and
+/// dots must be an IPv4 address ([`dotted_why`]).
 fn host_port_why(a: &str, port_needed: bool) -> Option<String> {
     if a.parse::<std::net::SocketAddr>().is_ok() {
         return None;
@@ -997,6 +1123,9 @@ fn host_port_why(a: &str, port_needed: bool) -> Option<String> {
     };
     if host.is_empty() {
         return Some(format!("no host in {a:?}"));
+    }
+    if let Some(w) = dotted_why(host) {
+        return Some(w);
     }
     if let Some(h) = host.strip_prefix('[') {
         if h.strip_suffix(']')
@@ -1418,6 +1547,29 @@ mod tests {
                 3,
                 "\"k 1\" is not a host name or address",
             ),
+            (
+                "type = \"ipfix\"\naddress = \"300.1.1.1:4739\"",
+                3,
+                "[sink] address = \"300.1.1.1:4739\": \"300.1.1.1\" is not an IPv4 address \
+                 (four numbers 0 to 255 separated by dots, e.g. 192.0.2.10) (e.g. \
+                 \"192.0.2.10:4739\")",
+            ),
+            (
+                "type = \"ipfix\"\ntransport = \"tcp\"\naddress = \"10.1:4739\"",
+                4,
+                "\"10.1\" is not an IPv4 address",
+            ),
+            (
+                "type = \"syslog\"\naddress = \"300.1.1.1:514\"",
+                3,
+                "[sink] address = \"300.1.1.1:514\": not an IP address and port: \
+                 \"300.1.1.1\" is not an IPv4 address",
+            ),
+            (
+                "type = \"kafka\"\nbrokers = \"127.0.0.1:9092,192.168.1.256\"",
+                3,
+                "\"192.168.1.256\" is not an IPv4 address",
+            ),
         ] {
             if table.contains("kafka") && !cfg!(feature = "kafka") {
                 // Refused for want of the feature instead (tested apart).
@@ -1456,6 +1608,8 @@ mod tests {
             "[2001:db8::1]:4739",
             "collector.example:4739",
             "192.0.2.10:4739",
+            "1.example:4739",
+            "host-1.2:4739",
         ] {
             LogConfig::from_toml_str(&format!(
                 "[format]\ntype = \"ipfix\"\n[sink]\ntype = \"ipfix\"\naddress = \"{a}\"\n"
@@ -1737,6 +1891,135 @@ mod tests {
         // Other errors keep toml's own position.
         let m = err("[ring]\ncapacity = \"big\"\n");
         assert!(m.contains("line 2"), "{m}");
+    }
+
+    /// The parse error of `text`, which must not load.
+    fn parse_err(text: &str) -> String {
+        match LogConfig::from_toml_str(text) {
+            Err(ConfigError::Parse(m)) => m,
+            other => panic!("expected a parse error, got {:?}", other.map(|_| ())),
+        }
+    }
+
+    #[test]
+    fn a_bad_value_in_a_sink_table_is_reported_at_its_key() {
+        // The third sink of a set, its type misspelt: at `type`, line 9.
+        let m = parse_err(concat!(
+            "[[sink]]\ntype = \"file\"\npath = \"a.log\"\n",
+            "[[sink]]\ntype = \"file\"\npath = \"b.log\"\n",
+            "[[sink]]\npath = \"c.log\"\ntype = \"sylsog\"\n",
+        ));
+        assert_eq!(
+            m,
+            "TOML parse error at line 9, column 1\n  |\n9 | type = \"sylsog\"\n  | ^^^^\n\
+             [[sink]] #3: unknown variant `sylsog`, expected one of `file`, `mmap`, `syslog`, \
+             `archive`, `ipfix`, `kafka`"
+        );
+        // An unknown variant of another key, indented: its own column.
+        let m = parse_err(concat!(
+            "[sink]\ntype = \"syslog\"\naddress = \"127.0.0.1:514\"\n",
+            "  transport = \"tpc\"\n",
+        ));
+        assert_eq!(
+            m,
+            "TOML parse error at line 4, column 3\n  |\n4 |   transport = \"tpc\"\n  |   \
+             ^^^^^^^^^\n[sink]: unknown variant `tpc`, expected one of `udp`, `tcp`, \
+             `unix_dgram`, `unix_stream`, `relp`"
+        );
+        // Wrong types and values out of range, in a set and alone.
+        let m = parse_err(concat!(
+            "[[sink]]\ntype = \"file\"\npath = \"a.log\"\n\n",
+            "[[sink]]\ntype = \"file\"\npath = \"b.log\"\nfsync = \"sometimes\"\n",
+        ));
+        assert!(
+            m.starts_with("TOML parse error at line 8, column 1\n"),
+            "{m}"
+        );
+        assert!(m.contains("8 | fsync = \"sometimes\"\n  | ^^^^^\n"), "{m}");
+        assert!(
+            m.contains("[[sink]] #2: unknown variant `sometimes`"),
+            "{m}"
+        );
+        let m = parse_err("[sink]\ntype = \"file\"\n\npath = 3\n");
+        assert!(
+            m.starts_with("TOML parse error at line 4, column 1\n"),
+            "{m}"
+        );
+        assert!(
+            m.ends_with("[sink]: invalid type: integer `3`, expected path string"),
+            "{m}"
+        );
+        let m = parse_err("[sink]\ntype = \"file\"\nkeep_files = -1\n");
+        assert!(
+            m.starts_with("TOML parse error at line 3, column 1\n"),
+            "{m}"
+        );
+        assert!(
+            m.ends_with("[sink]: invalid value: integer `-1`, expected usize"),
+            "{m}"
+        );
+        let m =
+            parse_err("[[sink]]\ntype = \"file\"\n[[sink]]\ntype = \"mmap\"\nrole = \"backup\"\n");
+        assert!(
+            m.starts_with("TOML parse error at line 5, column 1\n"),
+            "{m}"
+        );
+        assert!(m.contains("[[sink]] #2: unknown variant `backup`"), "{m}");
+        // A `type` that is not a string: at `type`.
+        let m = parse_err("[sink]\npath = \"a.log\"\ntype = 3\n");
+        assert!(
+            m.starts_with("TOML parse error at line 3, column 1\n"),
+            "{m}"
+        );
+        // Two bad values: the message is the one the place points at, the
+        // first in the file (not the first by name).
+        let m = parse_err(concat!(
+            "[sink]\ntype = \"syslog\"\ntransport = \"tpc\"\n",
+            "address = 5\n",
+        ));
+        assert!(
+            m.starts_with("TOML parse error at line 3, column 1\n"),
+            "{m}"
+        );
+        assert!(m.contains("[sink]: unknown variant `tpc`"), "{m}");
+        assert!(!m.contains("integer"), "{m}");
+    }
+
+    #[cfg(feature = "kafka")]
+    #[test]
+    fn a_bad_value_in_a_nested_sink_table_is_reported_at_its_own_key() {
+        // `[sink.properties]`: at the key inside it, not at the header.
+        let m = parse_err(concat!(
+            "[sink]\ntype = \"kafka\"\ntopic = \"nat\"\n\n",
+            "[sink.properties]\n\"socket.timeout.ms\" = \"100\"\n\"linger.ms\" = 5\n",
+        ));
+        assert_eq!(
+            m,
+            "TOML parse error at line 7, column 1\n  |\n7 | \"linger.ms\" = 5\n  | \
+             ^^^^^^^^^^^\n[sink]: invalid type: integer `5`, expected a string"
+        );
+        // The same as a dotted key and in an inline table of a set.
+        let m = parse_err("[sink]\ntype = \"kafka\"\nproperties.acks = 1\n");
+        assert!(
+            m.starts_with("TOML parse error at line 3, column 12\n"),
+            "{m}"
+        );
+        assert!(
+            m.contains("3 | properties.acks = 1\n  |            ^^^^\n"),
+            "{m}"
+        );
+        let m = parse_err(concat!(
+            "[[sink]]\ntype = \"file\"\n",
+            "[[sink]]\ntype = \"kafka\"\nproperties = { acks = \"all\", \"retries\" = true }\n",
+        ));
+        assert!(
+            m.starts_with("TOML parse error at line 5, column 30\n"),
+            "{m}"
+        );
+        assert!(
+            m.contains("[[sink]] #2: invalid type: boolean `true`, expected a string"),
+            "{m}"
+        );
     }
 
     #[test]
@@ -2200,6 +2483,109 @@ profile = \"cisco\"
     }
 
     #[test]
+    fn a_failover_sink_with_no_sink_before_it_is_refused_at_load_at_its_role() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.log");
+        let text = format!(
+            "[format]\ntype = \"json\"\n\n[[sink]]\ntype = \"file\"\npath = \"{}\"\n  \
+             role = \"failover\"\n[[sink]]\ntype = \"file\"\npath = \"{}\"\n",
+            a.display(),
+            dir.path().join("b.log").display()
+        );
+        let m = parse_err(&text);
+        assert_eq!(
+            m,
+            "config error at line 7, column 3: [[sink]] #1 role = \"failover\" needs a sink \
+             before it, the one it takes over from; list the primary [[sink]] first, or remove \
+             `role`"
+        );
+        let m = parse_err("[sink]\ntype = \"file\"\nrole = \"failover\"\n");
+        assert!(
+            m.starts_with(
+                "config error at line 3, column 1: [sink] role = \"failover\": a failover sink \
+                 needs a sink before it"
+            ),
+            "{m}"
+        );
+        // A failover sink after another loads.
+        let ok = "[[sink]]\ntype = \"file\"\n[[sink]]\ntype = \"file\"\npath = \"b\"\nrole = \"failover\"\n";
+        LogConfig::from_toml_str(ok).unwrap();
+        // A set made in code is refused before any sink opens.
+        let set = SinkConfig::Set(vec![
+            SinkConfig::File(FileSinkConfig {
+                path: a.clone(),
+                role: SinkRole::Failover,
+                ..Default::default()
+            }),
+            SinkConfig::File(FileSinkConfig {
+                path: dir.path().join("b.log"),
+                ..Default::default()
+            }),
+        ]);
+        let e = set.build().err().unwrap();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+        assert_eq!(
+            e.to_string(),
+            "[[sink]] #1: role = \"failover\" needs a sink before it"
+        );
+        assert!(!a.exists());
+    }
+
+    #[test]
+    fn a_sink_of_a_set_that_cannot_open_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().display();
+        let text = format!(
+            "[[sink]]\ntype = \"file\"\npath = \"{d}/a.log\"\n\
+             [[sink]]\ntype = \"file\"\npath = \"{d}/b.log\"\n\
+             [[sink]]\ntype = \"file\"\npath = \"{d}/nodir/c.log\"\n"
+        );
+        let e = LogConfig::from_toml_str(&text)
+            .unwrap()
+            .start_nat44()
+            .err()
+            .unwrap();
+        let ConfigError::Sink(io) = &e else {
+            panic!("{e}")
+        };
+        assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+        let m = e.to_string();
+        let head = format!("cannot open sink: [[sink]] #3 (file {d}/nodir/c.log): ");
+        assert!(m.starts_with(&head), "{m}");
+        assert!(m.contains("No such file or directory"), "{m}");
+        // The files the first two sinks created are gone again.
+        assert!(!dir.path().join("a.log").exists());
+        assert!(!dir.path().join("b.log").exists());
+        // An archive whose directory is missing, second of its set.
+        let text = format!(
+            "[format]\ntype = \"binary\"\n\
+             [[sink]]\ntype = \"mmap\"\ndir = \"{d}\"\n\
+             [[sink]]\ntype = \"archive\"\ndir = \"{d}/nodir\"\n"
+        );
+        let e = LogConfig::from_toml_str(&text)
+            .unwrap()
+            .start_nat44()
+            .err()
+            .unwrap();
+        let m = e.to_string();
+        let head = format!("cannot open sink: [[sink]] #2 (archive {d}/nodir): ");
+        assert!(m.starts_with(&head), "{m}");
+        assert!(m.contains("No such file or directory"), "{m}");
+        // A single sink keeps its own error: there is no set to place it in.
+        let text = format!("[sink]\ntype = \"file\"\npath = \"{d}/nodir/c.log\"\n");
+        let e = LogConfig::from_toml_str(&text)
+            .unwrap()
+            .start_nat44()
+            .err()
+            .unwrap();
+        let m = e.to_string();
+        assert!(
+            m.starts_with(&format!("cannot open sink: {d}/nodir/c.log: ")),
+            "{m}"
+        );
+    }
+
+    #[test]
     fn sink_table_errors_are_named() {
         let e = LogConfig::from_toml_str("[[sink]]\ntype = \"file\"\nmax_size = 5\n").unwrap_err();
         assert!(e.to_string().contains("max_size"), "{e}");
@@ -2207,11 +2593,10 @@ profile = \"cisco\"
         let e =
             LogConfig::from_toml_str("[sink]\ntype = \"file\"\nrole = \"backup\"\n").unwrap_err();
         assert!(e.to_string().contains("backup"), "{e}");
-        let c = LogConfig::from_toml_str(
+        let e = LogConfig::from_toml_str(
             "[[sink]]\ntype = \"file\"\npath = \"/tmp/x\"\nrole = \"failover\"\n",
         )
-        .unwrap();
-        let e = c.start_nat44().err().unwrap();
+        .unwrap_err();
         assert!(e.to_string().contains("failover"), "{e}");
         let c = LogConfig::from_toml_str("sink = []\n").unwrap();
         assert!(c.start_nat44().is_err());

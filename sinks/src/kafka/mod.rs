@@ -347,8 +347,14 @@ fn share(bytes: u64, part: u64, whole: u64) -> u64 {
 /// thread.
 const MAX_EVENTS_PER_SERVE: usize = 10_000;
 
-fn kerr(e: KafkaError) -> io::Error {
-    io::Error::other(e.to_string())
+/// librdkafka's error `e` while `doing` something, naming the sink's
+/// topic and brokers (librdkafka's own text, e.g. `Flush error:
+/// OperationTimedOut (Local: Timed out)`, names neither).
+fn kerr(opts: &KafkaSinkOptions, doing: &str, e: KafkaError) -> io::Error {
+    io::Error::other(format!(
+        "kafka topic {} at {}: {doing}: {e}",
+        opts.topic, opts.brokers
+    ))
 }
 
 impl KafkaSink {
@@ -665,7 +671,7 @@ impl Sink for KafkaSink {
                 }
                 Err((e, _)) => {
                     self.resume = Some((fp, at, sent));
-                    return Err(SinkError::Retryable(kerr(e)));
+                    return Err(SinkError::Retryable(kerr(&self.opts, "producing", e)));
                 }
             }
         }
@@ -733,9 +739,13 @@ impl Sink for KafkaSink {
 
     fn drain(&mut self, deadline: Instant) -> Result<(), SinkError> {
         let left = deadline.saturating_duration_since(Instant::now());
-        self.producer
-            .flush(left)
-            .map_err(|e| SinkError::Retryable(kerr(e)))
+        self.producer.flush(left).map_err(|e| {
+            let doing = format!(
+                "{} message(s) undelivered when the deadline passed (brokers unreachable?)",
+                self.producer.in_flight_count()
+            );
+            SinkError::Retryable(kerr(&self.opts, &doing, e))
+        })
     }
 
     fn close(&mut self) -> Result<(), SinkError> {
@@ -771,5 +781,30 @@ impl dplog_core::SinkCounters for KafkaCounters {
         .into_iter()
         .map(|(n, v)| (format!("kafka.{n}"), v))
         .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A flush that cannot finish (no broker listens) names the topic,
+    /// the brokers and what is left in flight.
+    #[test]
+    fn a_flush_error_names_the_brokers_and_the_topic() {
+        let mut o = KafkaSinkOptions::new("127.0.0.1:1", "natlog");
+        o.ack_timeout_ms = 0;
+        let mut sink = KafkaSink::new(o).unwrap();
+        assert!(sink.write_batch(b"a=1\nb=2\n").is_ok());
+        let e = match sink.drain(Instant::now() + std::time::Duration::from_millis(200)) {
+            Err(SinkError::Retryable(e)) => e.to_string(),
+            other => panic!("expected a flush error, got {other:?}"),
+        };
+        assert_eq!(
+            e,
+            "kafka topic natlog at 127.0.0.1:1: 2 message(s) undelivered when the deadline \
+             passed (brokers unreachable?): Flush error: OperationTimedOut (Local: Timed out)"
+        );
+        sink.close().unwrap();
     }
 }

@@ -38,8 +38,17 @@ pub const FAILOVER_PROBE: Duration = Duration::from_millis(1000);
 ///
 /// Errors: `InvalidInput` for an empty set, two sinks on one file, or a
 /// first sink with `role = "failover"` (`[[sink]] #1: role = "failover"
-/// needs a sink before it`); else the first open error.
+/// needs a sink before it`), before anything is opened; else the first
+/// open error, of its kind, its message prefixed with the sink's place and
+/// description (`[[sink]] #3 (file nodir/c.log): nodir/c.log: No such
+/// file or directory`).
 pub fn build_set<S: SinkSettings>(items: &[S], header: Option<&[u8]>) -> io::Result<BoxSink> {
+    if items.first().map(SinkSettings::role) == Some(SinkRole::Failover) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "[[sink]] #1: role = \"failover\" needs a sink before it",
+        ));
+    }
     let mut files = Vec::new();
     for f in items.iter().filter_map(SinkSettings::output_file) {
         let p = std::path::absolute(f).unwrap_or_else(|_| f.to_path_buf());
@@ -76,7 +85,12 @@ pub fn build_set<S: SinkSettings>(items: &[S], header: Option<&[u8]>) -> io::Res
 fn group<S: SinkSettings>(items: &[S], header: Option<&[u8]>) -> io::Result<BoxSink> {
     let mut groups: Vec<BoxSink> = Vec::new();
     for (i, item) in items.iter().enumerate() {
-        let sink = item.build(header)?;
+        let sink = item.build(header).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("[[sink]] #{} ({}): {e}", i + 1, item.describe()),
+            )
+        })?;
         match (item.role(), groups.pop()) {
             (SinkRole::Failover, Some(primary)) => {
                 groups.push(Box::new(Failover::new(primary, sink, FAILOVER_PROBE)))

@@ -217,6 +217,30 @@ fn standard_input_and_selection_by_time_and_field() {
     assert!(o.stdout.is_empty());
     assert!(String::from_utf8_lossy(&o.stderr)
         .contains("no record type of this log has a field \"noSuchField\""));
+    // Enum fields match their names as written: a name in another case
+    // or misspelt is an error that lists the names.
+    assert_eq!(
+        json(&["--where", "natEvent=NAT44_SESSION_CREATE"], false),
+        want(&[0])
+    );
+    let o = run(cat(&["--where", "natEvent=NAT44_create"]).arg(&path));
+    assert_eq!(o.status.code(), Some(1));
+    assert!(o.stdout.is_empty());
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr).trim_end(),
+        "dplog-cat: --where natEvent=NAT44_create: \"NAT44_create\" is not a value of natEvent \
+         (give a number or one of the field's names, matched as written (case and all): \
+         NAT_CREATE, NAT_DELETE, ADDRESSES_EXHAUSTED, NAT44_SESSION_CREATE, \
+         NAT44_SESSION_DELETE, PORTS_EXHAUSTED, QUOTA_EXCEEDED, PORT_BLOCK_ALLOCATION, \
+         PORT_BLOCK_DEALLOCATION)"
+    );
+    let o = run(cat(&["--where", "natEvent=nat44_session_delete"]).arg(&path));
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("(did you mean NAT44_SESSION_DELETE? give a number or one of"),
+        "{err}"
+    );
     // A time that is not one: a usage error naming it.
     let o = run(cat(&["--from", "yesterday"]).arg(&path));
     assert_eq!(o.status.code(), Some(2));

@@ -15,6 +15,15 @@
 //! the answer (found or not) may lack what they held. Semantics of `--at`: see the library docs
 //! (`dplog_query`).
 //!
+//! `import` exits 0 when every input was imported whole, 2 on an error
+//! (an input that is not a binary log or mmap directory, refused before
+//! anything is imported; an unreadable input; the archive's write error),
+//! 3 when an input was damaged: a log cut inside a frame or with a broken
+//! frame is imported up to the damage, a mmap segment whose header is
+//! broken is skipped; each is reported on stderr with its file and byte,
+//! the other inputs are imported, and the archive lacks what the damaged
+//! parts held after the damage.
+//!
 //! TSC-typed fields print as wall time with the calibration the archive
 //! kept for each record (as `dplog-cat` prints the binary log it was
 //! written from); an archive of format version 1 kept none (the
@@ -37,6 +46,10 @@ use dplog_sinks::archive::{ArchiveSink, ArchiveSinkOptions};
 #[command(
     name = "dplog-query",
     about = "Look up records in a dplog archive: what was live at a time, or every record in an interval",
+    after_help = "Exit status: 0 found, 1 nothing found, 2 error, 3 damaged parts of the archive were \
+                  skipped (the answer may lack what they held).\n\
+                  import: 0 every input imported whole, 2 error (nothing imported when an input is \
+                  not a binary log), 3 damaged inputs imported up to the damage.",
     args_conflicts_with_subcommands = true
 )]
 struct Args {
@@ -70,6 +83,14 @@ struct Args {
 enum Cmd {
     /// Import binary logs (`[format] type = "binary"` files) or mmap
     /// segment directories of binary logs into the archive.
+    ///
+    /// Exit status: 0 every input imported whole; 2 error (an input that
+    /// is not a binary log or mmap directory, refused before anything is
+    /// imported; an unreadable input; the archive cannot be written); 3
+    /// damaged inputs: a log cut inside a frame or with a broken frame is
+    /// imported up to the damage, a mmap segment with a broken header is
+    /// skipped, each named on stderr with its byte, and the other inputs
+    /// are imported.
     Import {
         /// Binary log files or mmap segment directories, in order.
         #[arg(required = true)]
@@ -103,9 +124,23 @@ fn main() -> ExitCode {
     }) = &args.cmd
     {
         return match import(&dir, inputs, *block_rows, *segment_interval_ms) {
-            Ok(n) => {
-                eprintln!("dplog-query: imported {n} records into {}", dir.display());
+            Ok(Imported {
+                records,
+                damaged: 0,
+            }) => {
+                eprintln!(
+                    "dplog-query: imported {records} records into {}",
+                    dir.display()
+                );
                 ExitCode::SUCCESS
+            }
+            Ok(Imported { records, damaged }) => {
+                eprintln!(
+                    "dplog-query: imported {records} records into {}; {damaged} damaged part(s) \
+                     of the input (above): what they held after the damage is not in the archive",
+                    dir.display()
+                );
+                ExitCode::from(3)
             }
             Err(m) => {
                 eprintln!("dplog-query: {m}");
@@ -238,85 +273,161 @@ fn main() -> ExitCode {
     }
 }
 
+/// What an import did: records imported, and damaged parts of the input
+/// (logs imported up to their damage, mmap segments skipped), each
+/// reported on stderr as it was found.
+struct Imported {
+    records: u64,
+    damaged: usize,
+}
+
 /// Imports binary logs or mmap directories of them into the archive in
-/// `dir`; returns the records imported. The frames go to the archive
-/// sink as they are (it reads the `H` and `S` frames itself), in batches
-/// of about 1 MiB: memory is one batch, plus one mmap segment's committed
-/// data.
-fn import(dir: &Path, inputs: &[PathBuf], block_rows: usize, interval: u64) -> Result<u64, String> {
+/// `dir`. The frames go to the archive sink as they are (it reads the `H`
+/// and `S` frames itself), in batches of about 1 MiB: memory is one
+/// batch, plus one mmap segment's committed data.
+///
+/// Every input is checked first (a file must start with a binary log's
+/// `H` frame, a directory must hold mmap segments), so a wrong input
+/// imports nothing. Damage found while importing (a log cut inside a
+/// frame, a broken frame, a segment with a broken header) is reported and
+/// counted, and the import goes on with the next segment or input.
+///
+/// Errors: an input that is not a binary log or mmap directory, or cannot
+/// be read; the archive's open or write error.
+fn import(
+    dir: &Path,
+    inputs: &[PathBuf],
+    block_rows: usize,
+    interval: u64,
+) -> Result<Imported, String> {
+    // Per input: `None` for a binary log file, the segment files of an
+    // mmap directory.
+    let mut segments = Vec::with_capacity(inputs.len());
+    for input in inputs {
+        let at = |e: String| format!("{}: {e}", input.display());
+        if input.is_dir() {
+            let segs =
+                dplog_sinks::mmap::reader::all_segments(input).map_err(|e| at(e.to_string()))?;
+            if segs.is_empty() {
+                return Err(at("no mmap segments in this directory".into()));
+            }
+            // A directory of text segments, say: its first readable
+            // segment tells (damaged ones are reported below).
+            let first = segs.iter().find_map(|(_, _, p)| {
+                dplog_sinks::mmap::reader::read_segment(p)
+                    .ok()
+                    .map(|d| (p, d))
+            });
+            if let Some((p, _)) = first.filter(|(_, d)| d.first().is_some_and(|&b| b != b'H')) {
+                return Err(format!(
+                    "{}: not a segment of a dplog binary log (byte 0: no H frame; an mmap \
+                     directory imports when its sink wrote [format] type = \"binary\")",
+                    p.display()
+                ));
+            }
+            segments.push(Some(
+                segs.into_iter().map(|(_, _, p)| p).collect::<Vec<_>>(),
+            ));
+        } else {
+            let mut f = std::fs::File::open(input).map_err(|e| at(e.to_string()))?;
+            let mut head = [0u8; 4];
+            let got = read_full(&mut f, &mut head).map_err(|e| at(e.to_string()))?;
+            if got > 0 && (head[0] != b'H' || got == 4 && head[1] != 0) {
+                return Err(at(
+                    "not a dplog binary log (byte 0: no binary frame; a log starts with its H \
+                     frame)"
+                        .into(),
+                ));
+            }
+            segments.push(None);
+        }
+    }
     let opts = ArchiveSinkOptions {
         block_rows,
         segment_interval_ms: (interval > 0).then_some(interval),
         ..Default::default()
     };
     let mut sink = ArchiveSink::open(dir, opts).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let mut n = 0u64;
-    for input in inputs {
-        if input.is_dir() {
-            let segs = dplog_sinks::mmap::reader::all_segments(input)
-                .map_err(|e| format!("{}: {e}", input.display()))?;
-            if segs.is_empty() {
-                return Err(format!(
-                    "{}: no mmap segments in this directory",
-                    input.display()
-                ));
-            }
-            for (_, _, p) in segs {
-                let data = dplog_sinks::mmap::reader::read_segment(&p)
-                    .map_err(|e| format!("{}: {e}", p.display()))?;
-                n += feed(&mut sink, &p, &mut &data[..], data.len() as u64)?;
-            }
-        } else {
+    let mut done = Imported {
+        records: 0,
+        damaged: 0,
+    };
+    let mut damaged = |what: String| {
+        eprintln!("dplog-query: {what}");
+        1
+    };
+    for (input, segs) in inputs.iter().zip(segments) {
+        // A binary log file; else the segments of an mmap directory.
+        let Some(segs) = segs else {
             let f = std::fs::File::open(input).map_err(|e| format!("{}: {e}", input.display()))?;
             let len = f.metadata().map_or(0, |m| m.len());
-            n += feed(
+            let (n, damage) = feed(
                 &mut sink,
                 input,
                 &mut std::io::BufReader::with_capacity(1 << 20, f),
                 len,
             )?;
+            done.records += n;
+            done.damaged += damage.map_or(0, &mut damaged);
+            continue;
+        };
+        for p in segs {
+            let data = match dplog_sinks::mmap::reader::read_segment(&p) {
+                Ok(d) => d,
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                    done.damaged += damaged(format!("{e}; skipped this segment"));
+                    continue;
+                }
+                Err(e) => return Err(format!("{}: {e}", p.display())),
+            };
+            let (n, damage) = feed(&mut sink, &p, &mut &data[..], data.len() as u64)?;
+            done.records += n;
+            done.damaged += damage.map_or(0, &mut damaged);
         }
     }
     sink.close()
         .map_err(|e| format!("{}: {e}", dir.display()))?;
-    Ok(n)
+    Ok(done)
 }
 
 /// Feeds the binary frames of `r` (`len` bytes, from `path`) to `sink`;
-/// returns the records. A log cut inside its last frame is imported up
-/// to it, with a warning.
+/// returns the records, and where and how the log is damaged if it is (cut
+/// inside a frame, or a frame that is none): the frames before the damage
+/// are imported, nothing after it (frames carry no marker to resume at).
 ///
-/// Errors: not a binary log (it must start with the `H` frame); a read
-/// error; the sink's error.
+/// Errors: a read error; the sink's error.
 fn feed(
     sink: &mut ArchiveSink,
     path: &Path,
     r: &mut dyn std::io::Read,
     len: u64,
-) -> Result<u64, String> {
+) -> Result<(u64, Option<String>), String> {
     let at = |m: String| format!("{}: {m}", path.display());
     let mut batch = Vec::with_capacity(1 << 20);
     let (mut n, mut off) = (0u64, 0u64);
     let mut head = [0u8; 4];
-    loop {
+    let damage = loop {
         match read_full(r, &mut head).map_err(|e| at(e.to_string()))? {
-            0 => break,
+            0 => break None,
             4 => {}
             got => {
-                eprintln!(
-                    "dplog-query: {}: cut inside a frame header at byte {off} ({got} of 4 bytes); imported the {n} records before it",
-                    path.display()
-                );
-                break;
+                break Some(at(format!(
+                    "cut inside a frame header at byte {off} ({got} of 4 bytes, file of {len}); \
+                     imported the {n} records before it"
+                )));
             }
         }
         let kind = head[0];
+        // (The first input of each kind was checked to start with its H
+        // frame: one that does not here is damaged.)
         if off == 0 && kind != b'H'
             || !dplog_sinks::archive::FRAME_KINDS.contains(&kind)
             || head[1] != 0
         {
-            return Err(at(format!(
-                "not a dplog binary log (byte {off}: no binary frame; a log starts with its H frame)"
+            break Some(at(format!(
+                "no binary frame at byte {off} (bytes {:02x} {:02x}; file of {len}): damaged; \
+                 imported the {n} records before it",
+                head[0], head[1]
             )));
         }
         let flen = u16::from_le_bytes([head[2], head[3]]) as usize;
@@ -326,11 +437,10 @@ fn feed(
         let got = read_full(r, &mut batch[start + 4..]).map_err(|e| at(e.to_string()))?;
         if got < flen {
             batch.truncate(start);
-            eprintln!(
-                "dplog-query: {}: cut inside the frame at byte {off} ({got} of {flen} bytes, file of {len}); imported the records before it",
-                path.display()
-            );
-            break;
+            break Some(at(format!(
+                "cut inside the frame at byte {off} ({got} of {flen} bytes, file of {len}); \
+                 imported the {n} records before it"
+            )));
         }
         n += u64::from(kind == b'R');
         off += 4 + flen as u64;
@@ -338,11 +448,11 @@ fn feed(
             sink.write_batch(&batch).map_err(|e| at(e.to_string()))?;
             batch.clear();
         }
-    }
+    };
     if !batch.is_empty() {
         sink.write_batch(&batch).map_err(|e| at(e.to_string()))?;
     }
-    Ok(n)
+    Ok((n, damage))
 }
 
 /// Reads until `buf` is full or the input ends; returns the bytes read.

@@ -252,6 +252,67 @@ fn unknown_fields_and_unparsable_times_are_clear_errors() {
     );
     assert_eq!(code, 2);
     assert!(err.contains("not an IPv4 address"), "{err}");
+    // An enum value that is no name of it: its names, matched as written.
+    let (code, out, err) = query(
+        &arch,
+        &[
+            "--between",
+            "0",
+            "4000000000000",
+            "--where",
+            "natEvent=NAT44_create",
+        ],
+    );
+    assert_eq!((code, out.len()), (2, 0), "{err}");
+    assert_eq!(
+        err.trim_end(),
+        "dplog-query: natEvent=NAT44_create: not a name of natEvent: give a number or one of \
+         the field's names, matched as written (case and all): NAT_CREATE, NAT_DELETE, \
+         ADDRESSES_EXHAUSTED, NAT44_SESSION_CREATE, NAT44_SESSION_DELETE, PORTS_EXHAUSTED, \
+         QUOTA_EXCEEDED, PORT_BLOCK_ALLOCATION, PORT_BLOCK_DEALLOCATION"
+    );
+    let (code, _, err) = query(
+        &arch,
+        &[
+            "--between",
+            "0",
+            "4000000000000",
+            "--where",
+            "natEvent=nat44_session_create",
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("not a name of natEvent: did you mean NAT44_SESSION_CREATE? give a number"),
+        "{err}"
+    );
+    // The name as written, and a number in another kind of field.
+    let (code, out, err) = query(
+        &arch,
+        &[
+            "--between",
+            "0",
+            "4000000000000",
+            "--where",
+            "natEvent=NAT44_SESSION_CREATE",
+        ],
+    );
+    assert_eq!((code, out.len()), (0, 200), "{err}");
+    let (code, _, err) = query(
+        &arch,
+        &[
+            "--between",
+            "0",
+            "4000000000000",
+            "--where",
+            "ingressVRFID=zero",
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("ingressVRFID=zero: not a number (a 4-byte U32 field: give it in decimal, or in hex after 0x)"),
+        "{err}"
+    );
     let (code, _, err) = query(&arch, &["--between", "2", "1"]);
     assert_eq!(code, 2, "{err}");
     let empty = dir.path().join("empty");

@@ -118,7 +118,8 @@ fn binary_and_mmap_logs_import_into_an_archive() {
         p.join("a4").to_str().unwrap(),
         p.join("cut.bin").to_str().unwrap(),
     ]);
-    assert_eq!(code, 0, "{err}");
+    // Records were lost: exit status 3, as for a damaged archive.
+    assert_eq!(code, 3, "{err}");
     assert!(err.contains("cut inside the frame"), "{err}");
     assert!(
         err.contains(&format!("imported {} records", want.len() - 1)),
@@ -375,4 +376,168 @@ fn mk2() -> Schema {
         ],
     )
     .unwrap()
+}
+
+/// `(byte offset, kind)` of every frame of binary log `b`.
+fn frames(b: &[u8]) -> Vec<(usize, u8)> {
+    let mut v = Vec::new();
+    let mut off = 0;
+    while off + 4 <= b.len() {
+        v.push((off, b[off]));
+        off += 4 + u16::from_le_bytes([b[off + 2], b[off + 3]]) as usize;
+    }
+    assert_eq!(off, b.len(), "whole frames");
+    v
+}
+
+/// Every record of archive `arch`, as JSON lines, sorted.
+fn archived(arch: &Path) -> Vec<String> {
+    let (code, out, err) = run(&[
+        "--archive",
+        arch.to_str().unwrap(),
+        "--format",
+        "json",
+        "--between",
+        "0",
+        "4000000000000",
+    ]);
+    assert!(code == 0 || code == 1, "{err}");
+    sorted_lines(&out)
+}
+
+fn import_into(arch: &Path, inputs: &[&Path]) -> (i32, String) {
+    std::fs::create_dir(arch).unwrap();
+    let mut args = vec!["import", "--archive", arch.to_str().unwrap()];
+    args.extend(inputs.iter().map(|p| p.to_str().unwrap()));
+    let (code, _, err) = run(&args);
+    (code, err)
+}
+
+#[test]
+fn damaged_inputs_are_imported_up_to_the_damage_and_exit_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    std::fs::create_dir(p.join("mm")).unwrap();
+    nat(
+        &format!(
+            "[[sink]]\ntype = \"file\"\npath = \"{}\"\n[[sink]]\ntype = \"mmap\"\ndir = \"{}\"\nsegment_bytes = 65536\n",
+            p.join("nat.bin").display(),
+            p.join("mm").display()
+        ),
+        6000,
+    );
+    let bin = std::fs::read(p.join("nat.bin")).unwrap();
+    let fr = frames(&bin);
+    let records = fr.iter().filter(|f| f.1 == b'R').count();
+    let all = sorted_lines(&formatted(&p.join("nat.bin"), Format::Json));
+    assert_eq!(all.len(), records);
+    assert!(records > 1000, "{records}");
+
+    // A frame in the middle that is none: the records before it, then
+    // the next input whole.
+    let (mid, _) = fr[fr.len() / 2];
+    let before = fr[..fr.len() / 2].iter().filter(|f| f.1 == b'R').count();
+    let mut broken = bin.clone();
+    broken[mid] = 0xee;
+    std::fs::write(p.join("broken.bin"), &broken).unwrap();
+    let whole = p.join("nat.bin");
+    let (code, err) = import_into(&p.join("a1"), &[&p.join("broken.bin"), &whole]);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains(&format!(
+            "broken.bin: no binary frame at byte {mid} (bytes ee 00; file of {}): damaged; \
+             imported the {before} records before it",
+            bin.len()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("imported {} records into", before + records)),
+        "{err}"
+    );
+    assert!(err.contains("1 damaged part(s) of the input"), "{err}");
+    assert_eq!(archived(&p.join("a1")).len(), before + records);
+
+    // Cut inside a frame header (2 of its 4 bytes).
+    let (last, _) = fr[fr.len() - 1];
+    std::fs::write(p.join("cut.bin"), &bin[..last + 2]).unwrap();
+    let (code, err) = import_into(&p.join("a2"), &[&p.join("cut.bin")]);
+    assert_eq!(code, 3, "{err}");
+    let before = fr[..fr.len() - 1].iter().filter(|f| f.1 == b'R').count();
+    assert!(
+        err.contains(&format!(
+            "cut inside a frame header at byte {last} (2 of 4 bytes, file of {}); imported \
+             the {before} records before it",
+            last + 2
+        )),
+        "{err}"
+    );
+    assert_eq!(archived(&p.join("a2")).len(), before);
+
+    // An mmap segment with a broken header is skipped, the others are
+    // imported (the first: the check that the directory holds a binary
+    // log reads the next).
+    let segs = dplog_sinks::mmap::reader::all_segments(&p.join("mm")).unwrap();
+    assert!(segs.len() >= 2, "{}", segs.len());
+    let victim = &segs[0].2;
+    let lost = {
+        let d = dplog_sinks::mmap::reader::read_segment(victim).unwrap();
+        frames(&d).iter().filter(|f| f.1 == b'R').count()
+    };
+    assert!(lost > 0);
+    let mut seg = std::fs::read(victim).unwrap();
+    seg[8..12].copy_from_slice(&99u32.to_le_bytes());
+    std::fs::write(victim, &seg).unwrap();
+    let (code, err) = import_into(&p.join("a3"), &[&p.join("mm")]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains(&victim.display().to_string()), "{err}");
+    assert!(err.contains("skipped this segment"), "{err}");
+    assert!(
+        err.contains(&format!("imported {} records into", records - lost)),
+        "{err}"
+    );
+    assert_eq!(archived(&p.join("a3")).len(), records - lost);
+
+    // A whole log: exit status 0.
+    let (code, err) = import_into(&p.join("a4"), &[&whole]);
+    assert_eq!(code, 0, "{err}");
+    // An input that is no binary log is refused before anything is
+    // imported, even after a good one.
+    std::fs::write(p.join("text.log"), "natEvent=4\n").unwrap();
+    let (code, err) = import_into(&p.join("a5"), &[&whole, &p.join("text.log")]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("text.log: not a dplog binary log"), "{err}");
+    assert!(dplog_sinks::archive::list_segments(&p.join("a5"))
+        .unwrap()
+        .is_empty());
+    // So is an mmap directory of text lines.
+    std::fs::create_dir(p.join("mmtext")).unwrap();
+    let cfg = dplog::config::LogConfig::from_toml_str(&format!(
+        "[sink]\ntype = \"mmap\"\ndir = \"{}\"\nsegment_bytes = 65536\n",
+        p.join("mmtext").display()
+    ))
+    .unwrap();
+    let logger = cfg.start_nat44().unwrap();
+    let mut prod = logger.producer().unwrap();
+    assert!(prod.log(Default::default()));
+    drop(prod);
+    assert_eq!(logger.shutdown().unwrap().written_records, 1);
+    let (code, err) = import_into(&p.join("a6"), &[&whole, &p.join("mmtext")]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("not a segment of a dplog binary log (byte 0: no H frame;"),
+        "{err}"
+    );
+    assert!(dplog_sinks::archive::list_segments(&p.join("a6"))
+        .unwrap()
+        .is_empty());
+    // The statuses are in the help.
+    let (code, out, _) = run(&["import", "--help"]);
+    assert_eq!(code, 0);
+    let help = String::from_utf8(out).unwrap();
+    assert!(
+        help.contains("Exit status: 0 every input imported whole;"),
+        "{help}"
+    );
+    assert!(help.contains("; 3 damaged inputs:"), "{help}");
 }

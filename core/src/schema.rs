@@ -163,6 +163,32 @@ pub struct FieldDef {
 }
 
 impl FieldDef {
+    /// For an error about `value`, which is none of this enum field's
+    /// names: says that names are matched as written, suggests the name
+    /// `value` spells in another case, and lists the first dozen names
+    /// (with how many more there are). Used by the tools' `--where`.
+    pub fn enum_names_hint(&self, value: &str) -> String {
+        const SHOWN: usize = 12;
+        let names: Vec<&str> = self.enum_names.iter().map(|e| e.name.as_ref()).collect();
+        let mut list = names
+            .iter()
+            .take(SHOWN)
+            .copied()
+            .collect::<Vec<_>>()
+            .join(", ");
+        if names.len() > SHOWN {
+            list.push_str(&format!(" and {} more", names.len() - SHOWN));
+        }
+        let close = names
+            .iter()
+            .find(|n| n.eq_ignore_ascii_case(value))
+            .map_or(String::new(), |n| format!("did you mean {n}? "));
+        format!(
+            "{close}give a number or one of the field's names, matched as written (case and all): \
+             {list}"
+        )
+    }
+
     /// A field without enum names.
     pub fn new(
         name: impl Into<Cow<'static, str>>,

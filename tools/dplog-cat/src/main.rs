@@ -617,32 +617,6 @@ impl Filter {
     }
 }
 
-/// Names an enum field's value can be given by, for an error about
-/// `value`, which is none of them: the names are matched as written, so
-/// this says so, suggests the name `value` spells in another case, and
-/// lists the first dozen names (with how many more there are).
-fn enum_names_hint(f: &dplog_core::schema::FieldDef, value: &str) -> String {
-    const SHOWN: usize = 12;
-    let names: Vec<&str> = f.enum_names.iter().map(|e| e.name.as_ref()).collect();
-    let mut list = names
-        .iter()
-        .take(SHOWN)
-        .copied()
-        .collect::<Vec<_>>()
-        .join(", ");
-    if names.len() > SHOWN {
-        list.push_str(&format!(" and {} more", names.len() - SHOWN));
-    }
-    let close = names
-        .iter()
-        .find(|n| n.eq_ignore_ascii_case(value))
-        .map_or(String::new(), |n| format!("did you mean {n}? "));
-    format!(
-        "{close}give a number or one of the field's names, matched as written (case and all): \
-         {list}"
-    )
-}
-
 /// `--where` conditions that can never hold in a log of `schemas`: a
 /// field no record type has (a typo would otherwise print nothing and
 /// look like "no such record"), an address that is not one, an enum
@@ -677,7 +651,7 @@ fn check_wheres(schemas: &[&Schema], wheres: &[(String, String)]) -> Result<(), 
                 match f.kind {
                     FieldKind::Ipv4 => "an IPv4 address such as 10.0.0.1".to_string(),
                     FieldKind::Ipv6 => "an IPv6 address".to_string(),
-                    _ => enum_names_hint(f, value),
+                    _ => f.enum_names_hint(value),
                 }
             ));
         }

@@ -302,39 +302,13 @@ impl Resolved {
     }
 }
 
-/// Names an enum field's value can be given by, for an error about
-/// `value`, which is none of them: the names are matched as written, so
-/// this says so, suggests the name `value` spells in another case, and
-/// lists the first dozen names (with how many more there are).
-fn enum_names_hint(f: &FieldDef, value: &str) -> String {
-    const SHOWN: usize = 12;
-    let names: Vec<&str> = f.enum_names.iter().map(|e| e.name.as_ref()).collect();
-    let mut list = names
-        .iter()
-        .take(SHOWN)
-        .copied()
-        .collect::<Vec<_>>()
-        .join(", ");
-    if names.len() > SHOWN {
-        list.push_str(&format!(" and {} more", names.len() - SHOWN));
-    }
-    let close = names
-        .iter()
-        .find(|n| n.eq_ignore_ascii_case(value))
-        .map_or(String::new(), |n| format!("did you mean {n}? "));
-    format!(
-        "{close}give a number or one of the field's names, matched as written (case and all): \
-         {list}"
-    )
-}
-
 /// The bytes of `value` as field `f` stores it.
 fn value_bytes(f: &FieldDef, value: &str) -> Result<Vec<u8>, String> {
     let size = f.size as usize;
     let int = |v: &str| -> Result<u64, String> {
         let not_a_number = || {
             if f.kind == FieldKind::Enum && !f.enum_names.is_empty() {
-                format!("not a name of {}: {}", f.name, enum_names_hint(f, v))
+                format!("not a name of {}: {}", f.name, f.enum_names_hint(v))
             } else {
                 format!(
                     "not a number (a {size}-byte {:?} field: give it in decimal, or in hex \

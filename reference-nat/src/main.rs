@@ -299,6 +299,31 @@ fn build_config(args: &Args) -> Result<AppConfig, String> {
             dir.display()
         ));
     }
+    if let (Some(dir), Some(file)) = (&args.log_ring, &args.config) {
+        // [ring] still applies (the ring files' capacity and backpressure);
+        // [format] and [sink] would be silently unused.
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+        let table: toml::Table = text
+            .parse()
+            .map_err(|e| format!("{}: {e}", file.display()))?;
+        let unused: Vec<&str> = ["format", "sink"]
+            .into_iter()
+            .filter(|k| table.contains_key(*k))
+            .collect();
+        if !unused.is_empty() {
+            let tables = unused
+                .iter()
+                .map(|k| format!("[{k}]"))
+                .collect::<Vec<_>>()
+                .join(" and ");
+            return Err(format!(
+                "{tables} in {} with --log-ring {}: dplogd writes these records, and its config chooses the format and the outputs; move {tables} to dplogd's config, or drop --log-ring to log from this process",
+                file.display(),
+                dir.display()
+            ));
+        }
+    }
     if let Some(f) = args.format {
         cfg.format.kind = f;
     }

@@ -133,6 +133,40 @@ fn format_and_output_are_refused_with_log_ring() {
         assert!(!dir.path().join("x.csv").exists());
         assert_eq!(std::fs::read_dir(&rings).unwrap().count(), 0);
     }
+    // The same for [format] / [sink] in the config file; [ring] applies.
+    for (text, named) in [
+        (
+            "[ring]\ncapacity = 1024\n[format]\ntype = \"csv\"\n",
+            "[format]",
+        ),
+        (
+            "[format]\ntype = \"csv\"\n[sink]\ntype = \"file\"\npath = \"x.csv\"\n",
+            "[format] and [sink]",
+        ),
+    ] {
+        let cfg = dir.path().join("nat.toml");
+        std::fs::write(&cfg, text).unwrap();
+        let o = bin()
+            .arg("--log-ring")
+            .arg(&rings)
+            .arg("--config")
+            .arg(&cfg)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{text}: {err}");
+        assert!(
+            err.contains(&format!(
+                "dplog-nat: {named} in {} with --log-ring {}: dplogd writes these records",
+                cfg.display(),
+                rings.display()
+            )),
+            "{text}: {err}"
+        );
+        assert!(!dir.path().join("x.csv").exists());
+        assert_eq!(std::fs::read_dir(&rings).unwrap().count(), 0);
+    }
 }
 
 /// `--log-ring-group` takes a group name as well as a number: the ring

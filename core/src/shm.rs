@@ -1221,6 +1221,25 @@ pub fn consumer_path(ring: &Path) -> PathBuf {
     PathBuf::from(p)
 }
 
+/// Whether the consumer file of the ring file at `ring` says its consumer
+/// quarantined the ring (verdict [`STATE_QUARANTINED`]); `false` while
+/// there is no complete consumer file. Reads the file with `pread(2)`
+/// instead of mapping it, for a watcher beside the producer (a dataplane's
+/// monitor thread) that has only the ring's path; the producer itself asks
+/// [`ShmProducer::is_quarantined`].
+pub fn consumer_quarantined(ring: &Path) -> bool {
+    use std::os::unix::fs::FileExt;
+    let Ok(f) = File::open(consumer_path(ring)) else {
+        return false;
+    };
+    let mut b = [0u8; C_OFF_VERDICT + 4];
+    if f.read_exact_at(&mut b, 0).is_err() {
+        return false;
+    }
+    b[C_OFF_MAGIC..C_OFF_MAGIC + 8] == SHM_CONSUMER_MAGIC
+        && b[C_OFF_VERDICT..] == STATE_QUARANTINED.to_ne_bytes()
+}
+
 /// `e` of sizing or mapping a ring file of `len` bytes in `dir` (whose
 /// filesystem's pages are `block` bytes), with the size and what to do
 /// when it is a lack of memory or room (`ENOMEM`, `ENOSPC`): on hugetlbfs

@@ -13,8 +13,8 @@ fn bin() -> Command {
 /// says once on stderr which directory it waits on and what for (its
 /// workers blocked on full rings). Then the daemon's reader
 /// (`dplog::shm::ShmReader`, which makes the ring's consumer file) takes
-/// the ring: one more line says the rings are served. Killed after it
-/// (bounded: 60 s a line).
+/// the ring: one more line says the rings are served; it quarantines the
+/// ring: one line names it. Killed after it (bounded: 60 s a line).
 #[test]
 fn a_ring_nobody_serves_is_said_once_and_so_is_the_daemons_arrival() {
     let dir = tempfile::tempdir().unwrap();
@@ -76,6 +76,27 @@ fn a_ring_nobody_serves_is_said_once_and_so_is_the_daemons_arrival() {
             Err(_) => break,
         }
     }
+    // The daemon quarantines the ring: said once, naming it.
+    reader.quarantine();
+    let quarantined = format!(
+        "dplog-nat: --log-ring {}: dplogd quarantined ring {} (its stderr says why)",
+        rings.display(),
+        ring.display()
+    );
+    while !lines.iter().any(|l| l.starts_with(&quarantined)) {
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(l) => lines.push(l),
+            Err(_) => break,
+        }
+    }
+    while let Ok(l) = rx.recv_timeout(Duration::from_millis(500)) {
+        lines.push(l);
+    }
+    assert_eq!(
+        lines.iter().filter(|l| l.starts_with(&quarantined)).count(),
+        1,
+        "stderr: {lines:#?}"
+    );
     drop(reader);
     // SAFETY: kill(2) on our own child, not yet reaped.
     unsafe { libc::kill(c.id() as i32, libc::SIGKILL) };

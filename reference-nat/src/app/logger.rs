@@ -179,11 +179,13 @@ const DAEMON_WAIT: Duration = Duration::from_secs(1);
 /// [`DAEMON_WAIT`] after their creation: no consumer file
 /// (`<ring>.consumer`, which dplogd creates when it takes a ring) exists
 /// for one of them, so the daemon is not running on `dir` or refused the
-/// ring. Says once more when every ring has one. A thread of its own,
-/// polling the files every 100 ms, off the workers' path; it ends after
-/// the second line, or when the rings are gone (served and removed).
+/// ring. Says once more when every ring has one, and once per ring the
+/// daemon quarantines (its workers' records are then dropped and
+/// counted). A thread of its own, polling the files every 100 ms, off the
+/// workers' path; it ends when every ring is gone (served and removed) or
+/// quarantined.
 fn watch_daemon(dir: PathBuf, rings: Vec<PathBuf>, policy: dplog::Backpressure) {
-    let unserved = move || {
+    let unserved = |rings: &[PathBuf]| {
         rings
             .iter()
             .filter(|r| r.exists() && !dplog::shm::consumer_path(r).exists())
@@ -193,18 +195,42 @@ fn watch_daemon(dir: PathBuf, rings: Vec<PathBuf>, policy: dplog::Backpressure) 
         .name("dplog-nat-ringwatch".into())
         .spawn(move || {
             let start = Instant::now();
-            let mut said = false;
+            // 0: nothing said; 1: "not served" said; 2: served (said, or in
+            // time).
+            let mut said = 0;
+            let mut watched = rings;
             loop {
                 std::thread::sleep(Duration::from_millis(100));
-                let n = unserved();
-                if said && n == 0 {
+                watched.retain(|r| {
+                    if !dplog::shm::consumer_quarantined(r) {
+                        return true;
+                    }
+                    eprintln!(
+                        "dplog-nat: --log-ring {}: dplogd quarantined ring {} (its stderr says why); that worker's records are dropped and counted from now on",
+                        dir.display(),
+                        r.display()
+                    );
+                    false
+                });
+                if watched.iter().all(|r| !r.exists()) {
+                    return;
+                }
+                if said == 2 {
+                    continue;
+                }
+                let n = unserved(&watched);
+                if said == 1 && n == 0 {
                     eprintln!(
                         "dplog-nat: --log-ring {}: dplogd serves the rings now",
                         dir.display()
                     );
-                    return;
-                }
-                if !said && n > 0 && start.elapsed() >= DAEMON_WAIT {
+                    said = 2;
+                } else if said == 0 && start.elapsed() >= DAEMON_WAIT {
+                    if n == 0 {
+                        // Served in time: nothing to say.
+                        said = 2;
+                        continue;
+                    }
                     let what = match policy {
                         dplog::Backpressure::Block => {
                             "the workers wait for it once their rings are full (backpressure block)"
@@ -216,10 +242,7 @@ fn watch_daemon(dir: PathBuf, rings: Vec<PathBuf>, policy: dplog::Backpressure) 
                         DAEMON_WAIT.as_secs(),
                         d = dir.display()
                     );
-                    said = true;
-                } else if !said && n == 0 && start.elapsed() >= DAEMON_WAIT {
-                    // Served in time (or gone): nothing to say.
-                    return;
+                    said = 1;
                 }
             }
         });

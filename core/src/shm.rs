@@ -98,7 +98,7 @@
 //!   sees every record;
 //! - drop counters: as [`crate::ring`](mod@crate::ring)'s (`dropped_total` Release after the
 //!   times, `drops_reported` Release by the consumer in its file);
-//! - consumer file: its fields, then a Release fence, then the magic,
+//! - consumer file: its fields, then the magic by a Release store,
 //!   then the rename; the producer maps it only after the rename and
 //!   checks the magic with an Acquire load.
 
@@ -1281,7 +1281,7 @@ fn block_size(file: &File) -> u64 {
 /// Whether the mapped consumer file `m` is a valid one of the ring
 /// lifetime `nonce` (magic, version, nonce).
 fn consumer_valid(m: &Mapping, nonce: u64) -> bool {
-    // Acquire pairs with the creator's Release fence before the magic:
+    // Acquire pairs with the creator's Release store of the magic:
     // the fields below are the ones written before it.
     let magic = m.u64_at(C_OFF_MAGIC).load(Ordering::Acquire);
     // Relaxed: ordered by the Acquire load of the magic.
@@ -1873,8 +1873,9 @@ impl<T: Record> ShmProducer<T> {
         let total = m.u64_at(OFF_DROPPED_TOTAL).load(Ordering::Relaxed);
         // Acquire pairs with the consumer's Release store of
         // `drops_reported`: every earlier drop reported, this one opens a
-        // new interval (0 reported while there is no consumer file).
-        let reported = self.consumer().map_or(0, |c| {
+        // new interval (0 reported while there is no consumer file mapped;
+        // attaching is `free_slots`'s, so a drop reads no clock).
+        let reported = self.consumer.get().map_or(0, |c| {
             c.u64_at(C_OFF_DROPS_REPORTED).load(Ordering::Acquire)
         });
         if reported == total {

@@ -613,30 +613,9 @@ impl FileSink {
         Ok(())
     }
 
-    /// Rotated files of this sink, oldest first.
+    /// Rotated files of this sink, oldest first ([`rotated_files`]).
     pub fn rotated_files(&self) -> io::Result<Vec<PathBuf>> {
-        let dir = match self.path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let base = match self.path.file_name() {
-            Some(b) => b.to_string_lossy().into_owned(),
-            None => return Ok(Vec::new()),
-        };
-        let prefix = format!("{base}.");
-        let mut out = Vec::new();
-        for ent in std::fs::read_dir(&dir)? {
-            let ent = ent?;
-            let name = ent.file_name().to_string_lossy().into_owned();
-            if let Some(rest) = name.strip_prefix(&prefix) {
-                let stamp = rest;
-                if stamp.len() == 13 && stamp.bytes().all(|b| b.is_ascii_digit()) {
-                    out.push(ent.path());
-                }
-            }
-        }
-        out.sort();
-        Ok(out)
+        rotated_files(&self.path)
     }
 
     fn apply_retention(&mut self) {
@@ -983,4 +962,33 @@ impl Drop for FileSink {
             signal_hook::low_level::unregister(id);
         }
     }
+}
+
+/// The files a file sink writing `path` rotated out, oldest first:
+/// `<path>.<ms>` in `path`'s directory, `<ms>` the 13-digit Unix time in
+/// milliseconds of the rotation (the names [`FileSink`] gives them).
+///
+/// # Errors
+/// Reading the directory (e.g. `NotFound` when it is gone).
+pub fn rotated_files(path: &Path) -> io::Result<Vec<PathBuf>> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let Some(base) = path.file_name().map(|b| b.to_string_lossy().into_owned()) else {
+        return Ok(Vec::new());
+    };
+    let prefix = format!("{base}.");
+    let mut out = Vec::new();
+    for ent in std::fs::read_dir(&dir)? {
+        let ent = ent?;
+        let name = ent.file_name().to_string_lossy().into_owned();
+        if let Some(stamp) = name.strip_prefix(&prefix) {
+            if stamp.len() == 13 && stamp.bytes().all(|b| b.is_ascii_digit()) {
+                out.push(ent.path());
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
 }

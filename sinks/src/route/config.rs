@@ -95,16 +95,8 @@ fn group<S: SinkSettings>(items: &[S], header: Option<&[u8]>) -> io::Result<BoxS
             (SinkRole::Failover, Some(primary)) => {
                 groups.push(Box::new(Failover::new(primary, sink, FAILOVER_PROBE)))
             }
-            (SinkRole::Failover, None) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!(
-                        "[[sink]] #{}: role = \"failover\" needs a sink before it",
-                        i + 1
-                    ),
-                ))
-            }
-            (SinkRole::Fanout, prev) => {
+            // A first sink is never a failover: `build_set` refuses it.
+            (_, prev) => {
                 groups.extend(prev);
                 groups.push(sink);
             }

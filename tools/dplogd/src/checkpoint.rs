@@ -251,36 +251,16 @@ fn archive_back(dir: &Path, seq: Option<u64>, open: bool, len: u64) -> io::Resul
     Ok((!what.is_empty()).then(|| what.join("; ")))
 }
 
-/// The rotated files of a file sink at `path` (`<path>.<13 digits>`,
-/// the file sink's naming), oldest first.
+/// The rotated files of a file sink at `path`
+/// ([`dplog_sinks::file::rotated_files`]), oldest first; none when the
+/// directory is gone.
 ///
 /// Errors: reading the directory.
 pub fn rotated_files(path: &Path) -> io::Result<Vec<PathBuf>> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let Some(base) = path.file_name().map(|b| b.to_string_lossy().into_owned()) else {
-        return Ok(Vec::new());
-    };
-    let prefix = format!("{base}.");
-    let mut out = Vec::new();
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
-        Err(e) => return Err(e),
-    };
-    for ent in entries {
-        let ent = ent?;
-        let name = ent.file_name().to_string_lossy().into_owned();
-        if let Some(stamp) = name.strip_prefix(&prefix) {
-            if stamp.len() == 13 && stamp.bytes().all(|b| b.is_ascii_digit()) {
-                out.push(ent.path());
-            }
-        }
+    match dplog_sinks::file::rotated_files(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+        r => r,
     }
-    out.sort();
-    Ok(out)
 }
 
 /// Cuts the file `f` (at `path`) back to `len`; a description if it was

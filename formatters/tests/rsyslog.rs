@@ -9,7 +9,7 @@
 mod common;
 
 use std::io::Write;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -40,11 +40,7 @@ impl Rsyslog {
             return None;
         }
         let dir = tempfile::tempdir().unwrap();
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = dplog_testkit::free_tcp_port();
         let d = dir.path().display();
         let conf = format!(
             r#"global(workDirectory="{d}" maxMessageSize="64k")
@@ -68,7 +64,9 @@ action(type="omfile" file="{d}/out.log" template="props" flushOnTXEnd="on" async
             .spawn()
             .expect("spawn rsyslogd");
         let t0 = Instant::now();
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        // Listening, not merely connectable: a connect before rsyslogd
+        // binds could reach another socket, or the client itself.
+        while !dplog_testkit::tcp_listening(port) {
             if let Some(st) = child.try_wait().unwrap() {
                 panic!("rsyslogd exited ({st})");
             }

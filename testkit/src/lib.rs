@@ -14,6 +14,7 @@
 pub mod nfcapd;
 pub mod tshark;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// Bytes waiting in the receive queue of the UDP socket bound to
@@ -41,4 +42,37 @@ pub fn wait_until(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
         assert!(t0.elapsed() < limit, "timed out waiting until {what}");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// True while a TCP socket listens on 127.0.0.1:`port` (a `LISTEN`
+/// entry, state `0A`, in `/proc/net/tcp`). Unlike a successful
+/// `connect`, this cannot be fooled by a client socket that happened to
+/// get `port` as its own ephemeral port and connected to itself.
+pub fn tcp_listening(port: u16) -> bool {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let local = format!("0100007F:{port:04X}");
+    table.lines().skip(1).any(|l| {
+        let cols: Vec<&str> = l.split_whitespace().collect();
+        cols.get(1) == Some(&local.as_str()) && cols.get(3) == Some(&"0A")
+    })
+}
+
+/// A TCP port of 127.0.0.1 for a server a test starts: below Linux's
+/// ephemeral range (32768 and up), so no client socket of this or another
+/// test takes it before the server binds it, distinct per call within
+/// this process (pid and a counter), and not listened on right now.
+///
+/// # Panics
+/// No such port among 50 tried.
+pub fn free_tcp_port() -> u16 {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    for _ in 0..50 {
+        // Relaxed: only uniqueness of the counter values matters.
+        let k = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = 20_000 + ((std::process::id() as usize * 64 + k) % 12_000) as u16;
+        if !tcp_listening(port) && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free TCP port of 127.0.0.1 in 20000..32000");
 }

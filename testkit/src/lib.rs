@@ -12,6 +12,11 @@
 //!   socket tables ([`tcp_listening`], [`udp_rx_queue`]) rather than from a
 //!   connect that might reach another socket or the client itself.
 //!
+//! `fixtures/tsc_archive.rs` (the archive tests' stream under three TSC
+//! calibrations) is not part of this library: the tests of `dplog-sinks`,
+//! `dplog-cat` and `dplog-query` include it by path, since it needs
+//! crates whose own tests depend on this one.
+//!
 //! Everything here panics with a message naming the missing tool or the
 //! step that failed: it serves tests only.
 

@@ -498,17 +498,10 @@ fn write_v1_segment(dir: &Path, seq: u64, s: &Schema, recs: &[Vec<u8>]) -> std::
         .collect();
     let (min, max) = (*times.iter().min().unwrap(), *times.iter().max().unwrap());
     let flat: Vec<u8> = recs.concat();
-    let body = format::data_body(
-        s,
-        &format::schema_columns(s),
-        &flat,
-        recs.len(),
-        min,
-        max,
-        3,
-    )
-    .unwrap();
-    let data = format::block_frame(KIND_DATA, &body);
+    let data = format::BlockEncoder::new(3)
+        .unwrap()
+        .data_frame(s, &format::schema_columns(s), &flat, recs.len(), min, max)
+        .unwrap();
     let mut blocks = Vec::new();
     for (kind, f, rows, lo, hi) in [
         (format::KIND_SCHEMA, &schema, 0, 0, 0),

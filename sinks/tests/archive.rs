@@ -16,6 +16,10 @@ use dplog_sinks::archive::{
     list_segments, ArchiveReader, ArchiveSink, ArchiveSinkOptions, Segment,
 };
 
+#[path = "../../testkit/fixtures/tsc_archive.rs"]
+mod tsc_archive;
+use tsc_archive::{cal_of, write_calibrated, T0};
+
 /// A 48-byte record of a type the archive knows nothing about: an
 /// ns time, an IPv6 address, a MAC, a rule id and a reason.
 fn acl_schema() -> Schema {
@@ -85,8 +89,6 @@ fn read_all(dir: &Path) -> Vec<Vec<u8>> {
     assert!(r.problems().is_empty(), "{:?}", r.problems());
     v
 }
-
-const T0: u64 = 1_767_225_600_000_000_000;
 
 #[test]
 fn any_schema_round_trips_in_time_order_across_segments() {
@@ -351,59 +353,15 @@ fn rec_index(rec: &[u8]) -> u64 {
     (u64::from_ne_bytes(rec[8..16].try_into().unwrap()) - T0) / 1_000_000
 }
 
-/// The calibrations of the stream, from the record each applies to: 2.4
-/// GHz less one tick per second (as the formatters' TSC tests), then two
-/// recalibrations that move the line by seconds (a record read with the
-/// wrong one prints another second), neither on a block or segment
-/// boundary.
-const CALS: [(u64, TscCalibration); 3] = [
-    (
-        0,
-        TscCalibration {
-            hz: 2_399_999_999,
-            tsc0: 7_000,
-            ns0: T0,
-        },
-    ),
-    (
-        1_550,
-        TscCalibration {
-            hz: 2_400_000_007,
-            tsc0: 3_600_007_000,
-            ns0: T0 + 4_500_000_000,
-        },
-    ),
-    (
-        2_777,
-        TscCalibration {
-            hz: 2_399_999_999,
-            tsc0: 6_000_000_000,
-            ns0: T0 + 9_000_000_000,
-        },
-    ),
-];
-
-fn cal_of(i: u64) -> TscCalibration {
-    CALS.iter().rev().find(|(from, _)| i >= *from).unwrap().1
-}
-
 /// 4000 TSC records and 4000 ACL records, interleaved, 1 ms apart (4
-/// segments of 1 s), with the calibrations of [`CALS`]; not closed.
+/// segments of 1 s), with the calibrations of [`tsc_archive::CALS`], in
+/// batches of 250 of each; not closed.
 fn write_tsc(sink: &mut ArchiveSink) {
     let (t, a) = (tsc_schema(), acl_schema());
-    let mut enc = BinaryEncoder::new(&[&t, &a]);
-    let mut batch = Vec::new();
-    for i in 0..4000u64 {
-        if let Some((_, c)) = CALS.iter().find(|(from, _)| *from == i) {
-            enc.set_tsc_calibration(*c);
-        }
-        assert!(enc.push(&tsc_rec(i), &mut batch));
-        assert!(enc.push(&acl(T0 + i * 1_000_000, i), &mut batch));
-        if i % 250 == 249 {
-            assert_eq!(sink.write_batch(&batch).unwrap(), Accepted::Delivered);
-            batch.clear();
-        }
-    }
+    write_calibrated(sink, &[&t, &a], 4000, 250, |i, enc, batch| {
+        assert!(enc.push(&tsc_rec(i), batch));
+        assert!(enc.push(&acl(T0 + i * 1_000_000, i), batch));
+    });
 }
 
 /// Every record of `dir` with its calibration: (TSC record indexes and
@@ -540,17 +498,10 @@ fn write_v1_segment(dir: &Path, seq: u64, s: &Schema, recs: &[Vec<u8>]) -> std::
         .collect();
     let (min, max) = (*times.iter().min().unwrap(), *times.iter().max().unwrap());
     let flat: Vec<u8> = recs.concat();
-    let body = format::data_body(
-        s,
-        &format::schema_columns(s),
-        &flat,
-        recs.len(),
-        min,
-        max,
-        3,
-    )
-    .unwrap();
-    let data = format::block_frame(KIND_DATA, &body);
+    let data = format::BlockEncoder::new(3)
+        .unwrap()
+        .data_frame(s, &format::schema_columns(s), &flat, recs.len(), min, max)
+        .unwrap();
     let mut blocks = Vec::new();
     for (kind, f, rows, lo, hi) in [
         (format::KIND_SCHEMA, &schema, 0, 0, 0),

@@ -266,11 +266,9 @@ fn ipv6_loopback_collector() {
 
 #[test]
 fn a_collector_that_is_down_is_counted_never_written() {
-    // A port nobody listens on: bind, learn the port, close.
-    let port = UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    // A port nobody listens on, below the ephemeral range (the sink's own
+    // socket is not given it, so it cannot send to itself).
+    let port = std::net::SocketAddr::from(([127, 0, 0, 1], dplog_testkit::free_udp_port()));
     let mut s = IpfixExporter::new(options(IpfixTransport::Udp(port))).unwrap();
     let mut f = formatter(Format::Ipfix);
     let mut batch = Vec::new();
@@ -306,7 +304,9 @@ fn a_collector_that_is_down_is_counted_never_written() {
 
 #[test]
 fn a_collector_that_goes_away_mid_stream_keeps_written_exact() {
-    let col = UdpSocket::bind("127.0.0.1:0").unwrap();
+    // Below the ephemeral range: the port is still free when the collector
+    // comes back on it.
+    let col = UdpSocket::bind(("127.0.0.1", dplog_testkit::free_udp_port())).unwrap();
     let addr = col.local_addr().unwrap();
     let mut o = options(IpfixTransport::Udp(addr));
     o.max_message_bytes = 400;

@@ -120,13 +120,10 @@ fn kafka(brokers: &str, topic: &str, ack_timeout_ms: u64) -> KafkaSink {
     KafkaSink::new(o).unwrap()
 }
 
-/// A loopback address nothing listens on (a port the kernel just gave out
-/// and that was closed again).
+/// A loopback address nothing listens on, at a port below the ephemeral
+/// range (no client socket, the sink's own included, is given it).
 fn dead_broker() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let a = l.local_addr().unwrap();
-    drop(l);
-    a.to_string()
+    format!("127.0.0.1:{}", dplog_testkit::free_tcp_port())
 }
 
 fn log_range(

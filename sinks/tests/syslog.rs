@@ -28,22 +28,6 @@ struct Rsyslog {
     relp: u16,
 }
 
-fn free_tcp_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn free_udp_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 impl Rsyslog {
     /// Starts rsyslogd, or returns None (with a message) if it is not
     /// installed.
@@ -67,9 +51,9 @@ impl Rsyslog {
         Some(Self {
             dir: tempfile::tempdir().unwrap(),
             child: None,
-            udp: free_udp_port(),
-            tcp: free_tcp_port(),
-            relp: free_tcp_port(),
+            udp: dplog_testkit::free_udp_port(),
+            tcp: dplog_testkit::free_tcp_port(),
+            relp: dplog_testkit::free_tcp_port(),
         })
     }
 
@@ -153,12 +137,16 @@ input(type="imrelp" address="127.0.0.1" port="{relp}" ruleset="relp")
             .spawn()
             .expect("spawn rsyslogd");
         self.child = Some(child);
-        // Ready when the TCP port and both sockets accept.
+        // Ready when both TCP ports listen, the UDP port is bound and both
+        // sockets exist. Listening, not merely connectable: a connect
+        // before rsyslogd binds could reach another socket, or the client
+        // itself.
         let t0 = Instant::now();
         loop {
-            let tcp_up = TcpStream::connect(self.tcp_addr()).is_ok()
-                && TcpStream::connect(self.relp_addr()).is_ok();
-            if tcp_up && self.stream_sock().exists() && self.dgram_sock().exists() {
+            let net_up = dplog_testkit::tcp_listening(self.tcp)
+                && dplog_testkit::tcp_listening(self.relp)
+                && dplog_testkit::udp_rx_queue(self.udp).is_some();
+            if net_up && self.stream_sock().exists() && self.dgram_sock().exists() {
                 break;
             }
             if let Some(st) = self.child.as_mut().unwrap().try_wait().unwrap() {
@@ -240,7 +228,7 @@ fn sink(t: SyslogTransport) -> SyslogSink {
 
 fn compliance_over(t: impl Fn(&Rsyslog) -> SyslogTransport) {
     let Some(r) = Rsyslog::start() else { return };
-    let dead = SocketAddr::from(([127, 0, 0, 1], free_tcp_port()));
+    let dead = SocketAddr::from(([127, 0, 0, 1], dplog_testkit::free_tcp_port()));
     compliance_with(
         || sink(t(&r)),
         |n| r.wait_lines(n),
@@ -574,7 +562,7 @@ fn relp_sink(addr: SocketAddr, window: usize) -> SyslogSink {
 #[test]
 fn compliance_relp() {
     let Some(r) = Rsyslog::start() else { return };
-    let dead = SocketAddr::from(([127, 0, 0, 1], free_tcp_port()));
+    let dead = SocketAddr::from(([127, 0, 0, 1], dplog_testkit::free_tcp_port()));
     compliance_with(
         || relp_sink(r.relp_addr(), 128),
         |n| r.wait_lines(n),
@@ -837,7 +825,10 @@ fn relp_partly_acknowledged(at_shutdown: bool) {
     const N: u64 = 1000;
     const K: usize = 300;
     const WINDOW: usize = 16;
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    // Below the ephemeral range: once the receiver drops the listener, the
+    // sink's reconnects are refused (an ephemeral port could be given to
+    // the sink's own socket, which would then connect to itself).
+    let listener = TcpListener::bind(("127.0.0.1", dplog_testkit::free_tcp_port())).unwrap();
     let addr = listener.local_addr().unwrap();
     let receiver = std::thread::spawn(move || fake_relp_receiver(listener, K, WINDOW));
     let s = relp_sink(addr, WINDOW);
@@ -885,9 +876,11 @@ fn relp_partly_acknowledged(at_shutdown: bool) {
 /// A TCP listener on 127.0.0.1 whose accepted sockets have a receive
 /// buffer of `rcvbuf` bytes (set before `listen`, so the window is small
 /// from the handshake on and a receiver that stops reading closes it
-/// soon).
+/// soon). Its port is below the ephemeral range, so once it is dropped a
+/// reconnect is refused (never a connect of the sink's socket to itself).
 fn listener_with_rcvbuf(rcvbuf: i32) -> TcpListener {
     use std::os::fd::FromRawFd;
+    let port = dplog_testkit::free_tcp_port();
     // SAFETY: plain socket calls on a descriptor this function creates and
     // hands to TcpListener (which closes it); every pointer is to a live
     // stack value of the size passed.
@@ -902,9 +895,21 @@ fn listener_with_rcvbuf(rcvbuf: i32) -> TcpListener {
             4,
         );
         assert_eq!(r, 0, "SO_RCVBUF: {}", std::io::Error::last_os_error());
+        // As std's TcpListener::bind (which free_tcp_port probes with):
+        // a TIME_WAIT left on the port by an earlier run does not block it.
+        let one: i32 = 1;
+        let r = libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_REUSEADDR,
+            (&one as *const i32).cast(),
+            4,
+        );
+        assert_eq!(r, 0, "SO_REUSEADDR: {}", std::io::Error::last_os_error());
         let mut sa: libc::sockaddr_in = std::mem::zeroed();
         sa.sin_family = libc::AF_INET as libc::sa_family_t;
         sa.sin_addr.s_addr = u32::from_be_bytes([127, 0, 0, 1]).to_be();
+        sa.sin_port = port.to_be();
         let r = libc::bind(
             fd,
             (&sa as *const libc::sockaddr_in).cast(),

@@ -7,6 +7,15 @@
 //!   back with `nfdump`.
 //! - [`tshark`]: IPFIX datagrams written to a pcap as UDP on loopback and
 //!   decoded by Wireshark's `tshark` (Debian package `tshark`).
+//! - Ports for servers a test starts ([`free_tcp_port`], [`free_udp_port`]),
+//!   below the ephemeral range, and readiness read from the kernel's
+//!   socket tables ([`tcp_listening`], [`udp_rx_queue`]) rather than from a
+//!   connect that might reach another socket or the client itself.
+//!
+//! `fixtures/tsc_archive.rs` (the archive tests' stream under three TSC
+//! calibrations) is not part of this library: the tests of `dplog-sinks`,
+//! `dplog-cat` and `dplog-query` include it by path, since it needs
+//! crates whose own tests depend on this one.
 //!
 //! Everything here panics with a message naming the missing tool or the
 //! step that failed: it serves tests only.
@@ -65,14 +74,48 @@ pub fn tcp_listening(port: u16) -> bool {
 /// # Panics
 /// No such port among 50 tried.
 pub fn free_tcp_port() -> u16 {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    free_port("TCP", |port| {
+        !tcp_listening(port) && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
+    })
+}
+
+/// A UDP port of 127.0.0.1 for a receiver a test starts (a collector, a
+/// syslog daemon), chosen like [`free_tcp_port`]: below the ephemeral
+/// range, so no client socket is given it, and not bound right now.
+/// Ready once [`udp_rx_queue`] sees it bound.
+///
+/// # Panics
+/// No such port among 50 tried.
+pub fn free_udp_port() -> u16 {
+    free_port("UDP", |port| {
+        udp_rx_queue(port).is_none() && std::net::UdpSocket::bind(("127.0.0.1", port)).is_ok()
+    })
+}
+
+/// The first of up to 50 candidate ports ([`candidate_port`]) that `free`
+/// accepts.
+fn free_port(proto: &str, mut free: impl FnMut(u16) -> bool) -> u16 {
     for _ in 0..50 {
-        // Relaxed: only uniqueness of the counter values matters.
-        let k = NEXT.fetch_add(1, Ordering::Relaxed);
-        let port = 20_000 + ((std::process::id() as usize * 64 + k) % 12_000) as u16;
-        if !tcp_listening(port) && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        let port = candidate_port();
+        if free(port) {
             return port;
         }
     }
-    panic!("no free TCP port of 127.0.0.1 in 20000..32000");
+    panic!("no free {proto} port of 127.0.0.1 in {TEST_PORTS:?}");
+}
+
+/// The ports servers started by tests are given: below Linux's ephemeral
+/// range (32768 and up), so no client socket takes one in between.
+const TEST_PORTS: std::ops::Range<u16> = 20_000..32_000;
+
+/// The next port of [`TEST_PORTS`] to try for a server, from the pid and
+/// one counter for every caller in this process ([`free_tcp_port`],
+/// [`free_udp_port`], [`nfcapd::Nfcapd::start`]), so two of them never
+/// hand out the same port and processes start far apart.
+fn candidate_port() -> u16 {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    // Relaxed: only uniqueness of the counter values matters.
+    let k = NEXT.fetch_add(1, Ordering::Relaxed);
+    let span = usize::from(TEST_PORTS.end - TEST_PORTS.start);
+    TEST_PORTS.start + ((std::process::id() as usize * 64 + k) % span) as u16
 }

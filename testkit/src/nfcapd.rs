@@ -11,11 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::{udp_rx_queue, wait_until};
-
-/// Ports tried for nfcapd: below the ephemeral range, so that no client
-/// socket of a test running in parallel takes one in between.
-const PORTS: std::ops::Range<u16> = 20_000..32_000;
+use crate::{candidate_port, udp_rx_queue, wait_until, TEST_PORTS};
 
 /// A running `nfcapd` on 127.0.0.1; killed on drop if still running.
 #[derive(Debug)]
@@ -37,12 +33,10 @@ impl Nfcapd {
     /// # Panics
     /// nfcapd or stdbuf missing, or no port bound after 50 tries.
     pub fn start(extra: &[&str]) -> Nfcapd {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let span = usize::from(PORTS.end - PORTS.start);
         for _ in 0..50 {
-            // Relaxed: only uniqueness of the counter values matters.
-            let k = NEXT.fetch_add(1, Ordering::Relaxed);
-            let port = PORTS.start + ((std::process::id() as usize * 64 + k) % span) as u16;
+            // Shared with free_tcp_port and free_udp_port: never a port one
+            // of them handed out in this process.
+            let port = candidate_port();
             if udp_rx_queue(port).is_some() {
                 continue;
             }
@@ -50,7 +44,7 @@ impl Nfcapd {
                 return c;
             }
         }
-        panic!("no free UDP port for nfcapd in {PORTS:?}");
+        panic!("no free UDP port for nfcapd in {TEST_PORTS:?}");
     }
 
     fn try_start(port: u16, extra: &[&str]) -> Option<Nfcapd> {

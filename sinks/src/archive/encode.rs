@@ -270,9 +270,10 @@ impl ValueTable {
     }
 }
 
-/// Appends column `c` of the `n` records in `recs` (each `size` bytes,
-/// back to back), in the smallest encoding.
-pub fn encode_column(out: &mut Vec<u8>, recs: &[u8], size: usize, n: usize, c: Column) {
+/// [`encode_column_with`] from fresh buffers: the reference it is
+/// tested against.
+#[cfg(test)]
+pub(crate) fn encode_column(out: &mut Vec<u8>, recs: &[u8], size: usize, n: usize, c: Column) {
     encode_column_with(&mut ColumnScratch::default(), out, recs, size, n, c);
 }
 
@@ -293,7 +294,9 @@ fn read_column(vals: &mut Vec<u64>, recs: &[u8], size: usize, n: usize, c: Colum
     }
 }
 
-/// [`encode_column`] with buffers kept in `scratch`: the same bytes.
+/// Appends column `c` of the `n` records in `recs` (each `size` bytes,
+/// back to back), in the smallest encoding, with buffers kept in
+/// `scratch` from column to column.
 pub fn encode_column_with(
     scratch: &mut ColumnScratch,
     out: &mut Vec<u8>,

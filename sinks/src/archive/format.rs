@@ -214,11 +214,11 @@ pub fn event_time(s: &Schema, rec: &[u8]) -> Option<u64> {
     s.meta().event_time.map(|i| s.fields()[i].read_uint(rec))
 }
 
-/// Body of a data block of `n` records of `s` (`recs`, back to back),
-/// event times `min..=max`, compressed at zstd `level`.
-///
-/// Errors: the compressor's.
-pub fn data_body(
+/// Body of a data block as [`BlockEncoder::data_frame`] frames it, from
+/// fresh buffers and a fresh zstd context: the reference the encoder,
+/// which keeps both from block to block, is tested against.
+#[cfg(test)]
+fn data_body(
     s: &Schema,
     cols: &[Column],
     recs: &[u8],
@@ -243,9 +243,9 @@ pub fn data_body(
     Ok(body)
 }
 
-/// Writes data block frames, keeping its buffers and its zstd context
-/// from block to block (a block then allocates only its frame). The
-/// frames are those of [`block_frame`]`(`[`KIND_DATA`]`, `[`data_body`]`(..))`.
+/// Writes data block frames (the archive's one encoder of them), keeping
+/// its buffers and its zstd context from block to block (a block then
+/// allocates only its frame).
 pub struct BlockEncoder {
     cols: encode::ColumnScratch,
     raw: Vec<u8>,
@@ -274,7 +274,11 @@ impl BlockEncoder {
     }
 
     /// The whole data block frame of `n` records of `s` (`recs`, back to
-    /// back; `cols` its [`schema_columns`]), event times `min..=max`.
+    /// back; `cols` its [`schema_columns`]), event times `min..=max`: a
+    /// [`block_frame`] of [`KIND_DATA`] whose body is the
+    /// [`DATA_HEADER`] bytes (schema id u16, two zero bytes, `n` u32,
+    /// `min` u64, `max` u64, column bytes u32, all little-endian), then
+    /// the columns ([`encode`]) compressed with zstd.
     ///
     /// Errors: the compressor's.
     pub fn data_frame(
@@ -524,15 +528,12 @@ impl BitReader<'_> {
 }
 
 /// The key index pages of `pairs` (`(key hash32, block index)`, any
-/// order, duplicates allowed): sorted, deduplicated, cut into pages of
-/// [`PAGE_PAIRS`]. A page: pair count u32, first hash u32, smallest block
-/// u32, Rice parameter `k` u8, block bits u8 (all LE), then a bit stream
-/// (least significant bit first): per pair after the first, the hash's
-/// difference from the previous one Rice-coded (quotient `d >> k` in
-/// unary, ones ended by a zero, then the `k` low bits); per pair, the
-/// block index minus the smallest in `block bits` bits. Returns each page
-/// with its first hash.
-pub fn index_pages(pairs: &mut Vec<(u32, u32)>) -> Vec<(u32, Vec<u8>)> {
+/// order, duplicates allowed) from one array: sorted, deduplicated, cut
+/// into pages of [`PAGE_PAIRS`] ([`index_page`]), each with its first
+/// hash. The reference the writer's bucketed index builder is tested
+/// against.
+#[cfg(test)]
+pub(crate) fn index_pages(pairs: &mut Vec<(u32, u32)>) -> Vec<(u32, Vec<u8>)> {
     pairs.sort_unstable();
     pairs.dedup();
     pairs
@@ -541,8 +542,14 @@ pub fn index_pages(pairs: &mut Vec<(u32, u32)>) -> Vec<(u32, Vec<u8>)> {
         .collect()
 }
 
-/// One index page (the layout of [`index_pages`]) of `c`: 1 to
-/// [`PAGE_PAIRS`] pairs, sorted, without duplicates.
+/// One key index page of `c`: 1 to [`PAGE_PAIRS`] `(key hash32, block
+/// index)` pairs, sorted, without duplicates (a segment's pages cover its
+/// pairs in order). A page: pair count u32, first hash u32, smallest
+/// block u32, Rice parameter `k` u8, block bits u8 (all LE), then a bit
+/// stream (least significant bit first): per pair after the first, the
+/// hash's difference from the previous one Rice-coded (quotient `d >> k`
+/// in unary, ones ended by a zero, then the `k` low bits); per pair, the
+/// block index minus the smallest in `block bits` bits.
 pub fn index_page(c: &[(u32, u32)]) -> Vec<u8> {
     debug_assert!(!c.is_empty() && c.len() <= PAGE_PAIRS);
     debug_assert!(c.windows(2).all(|w| w[0] < w[1]));

@@ -129,6 +129,11 @@ pub struct Segment {
     /// Byte length of its valid prefix (header and whole blocks; the
     /// footer of a sealed segment excluded).
     pub valid_len: u64,
+    /// The indexes of its [`KIND_CALIBRATION`] blocks, ascending, taken
+    /// once from [`blocks`](Self::blocks) when the segment is opened:
+    /// [`calibration_block`](Self::calibration_block) searches these
+    /// instead of scanning back through the blocks for each one.
+    cal_blocks: Vec<usize>,
 }
 
 impl Segment {
@@ -159,6 +164,7 @@ impl Segment {
             max_lifetime_ms: None,
             problems: Vec::new(),
             valid_len: SEGMENT_HEADER as u64,
+            cal_blocks: Vec::new(),
         };
         let is_open = format::parse_name(format::file_name(path)).is_some_and(|(_, r)| r.is_none());
         let footer = if is_open {
@@ -200,6 +206,7 @@ impl Segment {
             }
             None => seg.scan(len)?,
         }
+        seg.cal_blocks = calibration_blocks(&seg.blocks);
         Ok(seg)
     }
 
@@ -384,11 +391,13 @@ impl Segment {
     }
 
     /// The calibration block in force at block `i`: the last
-    /// [`KIND_CALIBRATION`] block before it in the file, if any.
+    /// [`KIND_CALIBRATION`] block before it in the file, if any (for `i`
+    /// past the last block, the segment's last calibration block).
+    /// `O(log c)` for `c` calibration blocks in the segment, from the list
+    /// made when it was opened.
     pub fn calibration_block(&self, i: usize) -> Option<usize> {
-        self.blocks[..i.min(self.blocks.len())]
-            .iter()
-            .rposition(|b| b.kind == KIND_CALIBRATION)
+        let before = self.cal_blocks.partition_point(|&c| c < i);
+        before.checked_sub(1).map(|k| self.cal_blocks[k])
     }
 
     /// Reads and checks calibration block `c`.
@@ -576,6 +585,17 @@ impl Cursor<'_> {
 /// What [`merge`] calls per record: `(segment index, schema, record,
 /// calibration)`, `false` to stop.
 pub type MergeFn<'a> = dyn FnMut(usize, &Schema, &[u8], TscCalibration) -> bool + 'a;
+
+/// The indexes of the [`KIND_CALIBRATION`] blocks among `blocks`,
+/// ascending.
+fn calibration_blocks(blocks: &[BlockMeta]) -> Vec<usize> {
+    blocks
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| b.kind == KIND_CALIBRATION)
+        .map(|(i, _)| i)
+        .collect()
+}
 
 /// Calls `f(segment index, schema, record, calibration)` for the records
 /// with event times in `from..=to` of the data blocks of `segs` that
@@ -820,5 +840,138 @@ impl ArchiveReader {
             },
         );
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dplog_core::schema::{FieldDef, FieldKind};
+
+    /// A segment of `kinds` (`S`, `C`, `D` blocks, in file order) in
+    /// `dir`: data block `i` holds one record of event time `i`,
+    /// calibration block `i` the calibration [`cal`]`(i)`; sealed (a
+    /// footer lists the blocks) or open (its blocks are found by
+    /// scanning).
+    fn write_segment(dir: &Path, kinds: &[u8], sealed: bool) -> PathBuf {
+        let s = Schema::new(
+            401,
+            "t",
+            16,
+            vec![FieldDef::new("time", 8, 8, FieldKind::NsTimestamp, 0)],
+        )
+        .unwrap();
+        let cols = format::schema_columns(&s);
+        let mut enc = format::BlockEncoder::new(1).unwrap();
+        let mut file = format::segment_header().to_vec();
+        let mut blocks = Vec::new();
+        for (i, &kind) in kinds.iter().enumerate() {
+            let t = i as u64;
+            let (f, rows) = match kind {
+                KIND_SCHEMA => (format::block_frame(KIND_SCHEMA, &s.encode()), 0),
+                KIND_CALIBRATION => (
+                    format::block_frame(KIND_CALIBRATION, &format::calibration_body(&cal(i))),
+                    0,
+                ),
+                _ => {
+                    let mut rec = [0u8; 16];
+                    rec[8..16].copy_from_slice(&t.to_ne_bytes());
+                    (enc.data_frame(&s, &cols, &rec, 1, t, t).unwrap(), 1)
+                }
+            };
+            blocks.push(BlockMeta {
+                offset: file.len() as u64,
+                len: f.len() as u32,
+                kind,
+                schema_id: if kind == KIND_CALIBRATION { 0 } else { s.id() },
+                rows,
+                min: if rows == 1 { t } else { 0 },
+                max: if rows == 1 { t } else { 0 },
+            });
+            file.extend_from_slice(&f);
+        }
+        let max = kinds.len() as u64;
+        let name = if sealed {
+            let footer = Footer {
+                seq: 0,
+                min: 0,
+                max,
+                rows: kinds.iter().filter(|&&k| k == KIND_DATA).count() as u64,
+                max_lifetime_ms: 86_400_000,
+                index_fields: Vec::new(),
+                blocks,
+                index: Vec::new(),
+                index_bits: 16,
+            };
+            file.extend_from_slice(&footer.to_bytes());
+            format::sealed_name(0, 0, max)
+        } else {
+            format::open_name(0)
+        };
+        let path = dir.join(name);
+        std::fs::write(&path, file).unwrap();
+        path
+    }
+
+    /// The calibration of calibration block `i`.
+    fn cal(i: usize) -> TscCalibration {
+        TscCalibration {
+            hz: 1_000_000_000 + i as u64,
+            tsc0: i as u64,
+            ns0: 7 * i as u64,
+        }
+    }
+
+    /// Opens the segment of `kinds` sealed and open, and checks every
+    /// block's calibration block (and one past the end) against a scan
+    /// back from it, the list made at open against `kinds`, and each
+    /// data block's calibration.
+    fn check(kinds: &[u8]) {
+        let want_list: Vec<usize> = (0..kinds.len())
+            .filter(|&i| kinds[i] == KIND_CALIBRATION)
+            .collect();
+        for sealed in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let seg = Segment::open(&write_segment(dir.path(), kinds, sealed)).unwrap();
+            assert!(seg.problems.is_empty(), "{:?}", seg.problems);
+            assert_eq!(seg.sealed, sealed);
+            assert_eq!(seg.blocks.len(), kinds.len());
+            assert_eq!(seg.cal_blocks, want_list, "sealed {sealed}");
+            for i in 0..=kinds.len() + 1 {
+                let want = kinds[..i.min(kinds.len())]
+                    .iter()
+                    .rposition(|&k| k == KIND_CALIBRATION);
+                assert_eq!(seg.calibration_block(i), want, "block {i}, sealed {sealed}");
+                if kinds.get(i) == Some(&KIND_DATA) {
+                    let c = seg.block_calibration(i).unwrap();
+                    assert_eq!(c, want.map_or(TscCalibration::IDENTITY, cal), "block {i}");
+                    let (_, rec) = seg.read_block(i).unwrap();
+                    assert_eq!(rec[8..16], (i as u64).to_ne_bytes());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_segment_of_many_blocks_and_no_calibration_has_none_in_force() {
+        let mut kinds = vec![KIND_SCHEMA];
+        kinds.resize(5000, KIND_DATA);
+        check(&kinds);
+    }
+
+    #[test]
+    fn each_block_takes_the_last_calibration_block_before_it() {
+        // Data before the first calibration, calibrations back to back,
+        // long and short runs between them, one last at the end.
+        let mut kinds = vec![KIND_SCHEMA, KIND_DATA, KIND_DATA, KIND_CALIBRATION];
+        for run in [1usize, 0, 7, 300, 2, 0, 0, 41] {
+            kinds.extend(std::iter::repeat(KIND_DATA).take(run));
+            kinds.push(KIND_CALIBRATION);
+        }
+        kinds.extend(std::iter::repeat(KIND_DATA).take(50));
+        kinds.push(KIND_CALIBRATION);
+        check(&kinds);
+        // A calibration first, before the schema.
+        check(&[KIND_CALIBRATION, KIND_SCHEMA, KIND_DATA, KIND_DATA]);
     }
 }

@@ -429,12 +429,10 @@ fn tansu_bin() -> Option<std::path::PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// A loopback port nothing listens on (one the kernel just gave out, closed
-/// again).
-pub fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
+/// A loopback TCP port nothing listens on, below the ephemeral range (see
+/// [`dplog_testkit::free_tcp_port`]): a broker started there later finds
+/// it still free, and a client connecting to it meanwhile is refused.
+pub use dplog_testkit::free_tcp_port as free_port;
 
 impl Tansu {
     /// The broker for a test, or `None` after printing why it is skipped:
@@ -483,7 +481,7 @@ impl Tansu {
     }
 
     /// Starts the broker (again, with empty storage) and waits until it
-    /// accepts connections (up to 60 s).
+    /// listens (up to 60 s).
     pub fn restart(&mut self) {
         use std::time::{Duration, Instant};
         assert!(self.child.is_none(), "tansu is already running");
@@ -504,7 +502,9 @@ impl Tansu {
         self.child = Some(child);
         let t0 = Instant::now();
         loop {
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+            // Listening, not merely connectable: a connect before tansu
+            // binds could reach another socket, or the client itself.
+            if dplog_testkit::tcp_listening(self.port) {
                 return;
             }
             if let Some(st) = self.child.as_mut().unwrap().try_wait().unwrap() {

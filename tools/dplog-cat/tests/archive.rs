@@ -13,7 +13,9 @@ use dplog_formatters::TscCalibration;
 use dplog_sinks::archive::format::{self, KIND_CALIBRATION, KIND_DATA};
 use dplog_sinks::archive::{list_segments, ArchiveSink, ArchiveSinkOptions, Segment};
 
-const T0: u64 = 1_767_225_600_000_000_000;
+#[path = "../../../testkit/fixtures/tsc_archive.rs"]
+mod tsc_archive;
+use tsc_archive::{cal_of, T0};
 
 /// A 32-byte record of no known package: ns time, IPv4 address, port,
 /// rule id.
@@ -204,79 +206,24 @@ fn tsc_rec(i: u64) -> Vec<u8> {
     r
 }
 
-/// The stream's calibrations, from the record each applies to: 2.4 GHz
-/// less one tick per second (as the formatters' TSC tests), then two
-/// recalibrations that move the line by seconds, neither on a block or
-/// segment boundary.
-const CALS: [(u64, TscCalibration); 3] = [
-    (
-        0,
-        TscCalibration {
-            hz: 2_399_999_999,
-            tsc0: 7_000,
-            ns0: T0,
-        },
-    ),
-    (
-        1_550,
-        TscCalibration {
-            hz: 2_400_000_007,
-            tsc0: 3_600_007_000,
-            ns0: T0 + 4_500_000_000,
-        },
-    ),
-    (
-        2_777,
-        TscCalibration {
-            hz: 2_399_999_999,
-            tsc0: 6_000_000_000,
-            ns0: T0 + 9_000_000_000,
-        },
-    ),
-];
-
-fn cal_of(i: u64) -> TscCalibration {
-    CALS.iter().rev().find(|(from, _)| i >= *from).unwrap().1
-}
-
-/// 4000 TSC records (4 s) with the calibrations of [`CALS`], and a
-/// record of another type each 4 ms, as a binary log `log.bin` and an
-/// archive `arch/` of 1 s segments, written from the same stream.
+/// 4000 TSC records (4 s) with the calibrations of
+/// [`tsc_archive::CALS`], and a record of another type each 4 ms, as a
+/// binary log `log.bin` and an archive `arch/` of 1 s segments, written
+/// from the same stream.
 fn write_tsc_both(dir: &Path) {
     let (t, f) = (tsc_schema(), schema());
-    let mut enc = BinaryEncoder::new(&[&t, &f]);
-    let mut stream = Vec::new();
-    let arch = dir.join("arch");
-    std::fs::create_dir(&arch).unwrap();
-    let mut sink = ArchiveSink::open(
-        &arch,
-        ArchiveSinkOptions {
-            index: vec!["ruleId".into()],
-            block_rows: 200,
-            segment_interval_ms: Some(1000),
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let mut batch = Vec::new();
-    for i in 0..4000u64 {
-        if let Some((_, c)) = CALS.iter().find(|(from, _)| *from == i) {
-            enc.set_tsc_calibration(*c);
-        }
+    let opts = ArchiveSinkOptions {
+        index: vec!["ruleId".into()],
+        block_rows: 200,
+        segment_interval_ms: Some(1000),
+        ..Default::default()
+    };
+    tsc_archive::write_both(dir, opts, &[&t, &f], 4000, 300, |i, enc, batch| {
         if i % 4 == 1 {
-            assert!(enc.push(&rec(i), &mut batch));
+            assert!(enc.push(&rec(i), batch));
         }
-        assert!(enc.push(&tsc_rec(i), &mut batch));
-        if i % 300 == 299 {
-            sink.write_batch(&batch).unwrap();
-            stream.extend_from_slice(&batch);
-            batch.clear();
-        }
-    }
-    sink.write_batch(&batch).unwrap();
-    stream.extend_from_slice(&batch);
-    sink.close().unwrap();
-    std::fs::write(dir.join("log.bin"), stream).unwrap();
+        assert!(enc.push(&tsc_rec(i), batch));
+    });
 }
 
 /// The value of `"key":` in a JSON line, as a number.
@@ -470,8 +417,10 @@ fn write_v1_segment(dir: &Path, s: &Schema, recs: &[Vec<u8>]) {
         .collect();
     let (min, max) = (*times.iter().min().unwrap(), *times.iter().max().unwrap());
     let cols = format::schema_columns(s);
-    let body = format::data_body(s, &cols, &recs.concat(), recs.len(), min, max, 3).unwrap();
-    let data = format::block_frame(KIND_DATA, &body);
+    let data = format::BlockEncoder::new(3)
+        .unwrap()
+        .data_frame(s, &cols, &recs.concat(), recs.len(), min, max)
+        .unwrap();
     let mut blocks = Vec::new();
     for (kind, f, rows, lo, hi) in [
         (format::KIND_SCHEMA, &schema, 0, 0, 0),

@@ -8,12 +8,13 @@ use std::path::Path;
 use std::process::Command;
 
 use dplog_core::schema::{FieldDef, FieldKind, Schema};
-use dplog_core::Sink;
-use dplog_formatters::binary::{BinaryEncoder, Frame, StreamDecoder};
-use dplog_formatters::{Format, FormatSpec, TscCalibration};
-use dplog_sinks::archive::{list_segments, ArchiveSink, ArchiveSinkOptions};
+use dplog_formatters::binary::{Frame, StreamDecoder};
+use dplog_formatters::{Format, FormatSpec};
+use dplog_sinks::archive::{list_segments, ArchiveSinkOptions};
 
-const T0: u64 = 1_767_225_600_000_000_000;
+#[path = "../../../testkit/fixtures/tsc_archive.rs"]
+mod tsc_archive;
+use tsc_archive::{cal_of, T0};
 
 fn run(args: &[&str]) -> (i32, Vec<u8>, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_dplog-query"))
@@ -65,72 +66,20 @@ fn rec(i: u64) -> Vec<u8> {
     r
 }
 
-/// The stream's calibrations from the record each applies to: 2.4 GHz
-/// less one tick per second (as the formatters' TSC tests), then two
-/// recalibrations that move the line by seconds, neither on a block or
-/// segment boundary.
-const CALS: [(u64, TscCalibration); 3] = [
-    (
-        0,
-        TscCalibration {
-            hz: 2_399_999_999,
-            tsc0: 7_000,
-            ns0: T0,
-        },
-    ),
-    (
-        1_550,
-        TscCalibration {
-            hz: 2_400_000_007,
-            tsc0: 3_600_007_000,
-            ns0: T0 + 4_500_000_000,
-        },
-    ),
-    (
-        2_777,
-        TscCalibration {
-            hz: 2_399_999_999,
-            tsc0: 6_000_000_000,
-            ns0: T0 + 9_000_000_000,
-        },
-    ),
-];
-
-fn cal_of(i: u64) -> TscCalibration {
-    CALS.iter().rev().find(|(from, _)| i >= *from).unwrap().1
-}
-
-/// 4000 records (4 s) with the calibrations of [`CALS`] as a binary log
-/// `log.bin` and an archive `arch/` of 1 s segments, from one stream.
+/// 4000 records (4 s) with the calibrations of [`tsc_archive::CALS`] as a
+/// binary log `log.bin` and an archive `arch/` of 1 s segments, from one
+/// stream.
 fn write_both(dir: &Path) {
     let s = schema();
-    let mut enc = BinaryEncoder::new(&[&s]);
-    let arch = dir.join("arch");
-    std::fs::create_dir(&arch).unwrap();
-    let mut sink = ArchiveSink::open(
-        &arch,
-        ArchiveSinkOptions {
-            block_rows: 200,
-            segment_interval_ms: Some(1000),
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let (mut stream, mut batch) = (Vec::new(), Vec::new());
-    for i in 0..4000u64 {
-        if let Some((_, c)) = CALS.iter().find(|(from, _)| *from == i) {
-            enc.set_tsc_calibration(*c);
-        }
-        assert!(enc.push(&rec(i), &mut batch));
-        if i % 300 == 299 || i == 3999 {
-            sink.write_batch(&batch).unwrap();
-            stream.extend_from_slice(&batch);
-            batch.clear();
-        }
-    }
-    sink.close().unwrap();
-    assert_eq!(list_segments(&arch).unwrap().len(), 4);
-    std::fs::write(dir.join("log.bin"), stream).unwrap();
+    let opts = ArchiveSinkOptions {
+        block_rows: 200,
+        segment_interval_ms: Some(1000),
+        ..Default::default()
+    };
+    tsc_archive::write_both(dir, opts, &[&s], 4000, 300, |i, enc, batch| {
+        assert!(enc.push(&rec(i), batch));
+    });
+    assert_eq!(list_segments(&dir.join("arch")).unwrap().len(), 4);
 }
 
 /// What `dplog-cat --format FORMAT` prints of binary log `bin`: each

@@ -59,11 +59,9 @@ fn block_waits_while_the_daemon_is_away_and_loses_nothing() {
 fn the_counters_are_served_and_written_at_exit() {
     use std::io::{Read, Write};
     let s = Setup::new("[sink]\ntype = \"file\"\npath = \"@/out.jsonl\"\n");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // Below the ephemeral range: no scrape's client socket (which would
+    // then connect to itself and keep dplogd from binding) is given it.
+    let port = dplog_testkit::free_tcp_port();
     let addr = format!("127.0.0.1:{port}");
     let stats = s.path("stats.txt");
     let mut d = s.daemon_with(&["--metrics", &addr, "--stats-file", stats.to_str().unwrap()]);

@@ -54,11 +54,7 @@ impl Drop for Tansu {
 }
 
 fn start_tansu(bin: &PathBuf, log: PathBuf) -> Tansu {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = dplog_testkit::free_tcp_port();
     let url = format!("tcp://127.0.0.1:{port}");
     let log = std::fs::File::create(log).unwrap();
     let child = Command::new(bin)
@@ -75,9 +71,9 @@ fn start_tansu(bin: &PathBuf, log: PathBuf) -> Tansu {
         url,
         brokers: format!("127.0.0.1:{port}"),
     };
-    wait_for(60, "tansu to listen", || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-    });
+    // Listening, not merely connectable: a connect before tansu binds
+    // could reach another socket, or the client itself.
+    wait_for(60, "tansu to listen", || dplog_testkit::tcp_listening(port));
     t
 }
 

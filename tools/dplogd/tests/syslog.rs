@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command};
 use std::time::Duration;
@@ -45,18 +44,15 @@ fn syslog_behind_a_restarted_dplogd_gets_every_record_at_least_once() {
         eprintln!("SKIPPED: {RSYSLOGD} not installed (run scripts/setup.sh)");
         return;
     }
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = dplog_testkit::free_tcp_port();
     let s = Setup::new(&format!(
         "[sink]\ntype = \"syslog\"\ntransport = \"tcp\"\naddress = \"127.0.0.1:{port}\"\n"
     ));
     let mut rs = rsyslogd(s.dir.path(), port);
-    // rsyslogd listening.
+    // Listening, not merely connectable: a connect before rsyslogd binds
+    // could reach another socket, or the client itself.
     wait_for(30, "rsyslogd to listen", || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        dplog_testkit::tcp_listening(port)
     });
     const N: u64 = 20_000;
     let mut p = s.producer(

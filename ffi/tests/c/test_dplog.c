@@ -899,12 +899,13 @@ static void test_inline_window(void) {
   struct dplog_nat44_session r = session(0);
   EXPECT((dplog_log)(p, DPLOG_SCHEMA_NAT44_SESSION, &r, sizeof r), DPLOG_OK);
   CHECK(w->cursor == NULL);
-  /* The inline path: the first call opens a window up to the next
-   * latency-sampled ring index (64). */
+  /* The inline path: the first call opens a window up to the ring's
+   * end (256 slots; the next latency-sampled ring index, 1024, is
+   * further) and writes one record into it. */
   r = session(1);
   EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &r, sizeof r), DPLOG_OK);
   CHECK(w->cursor != NULL && w->next_index == 2);
-  CHECK((size_t)(w->end - w->cursor) == 62 * DPLOG_SLOT_BYTES_DEFAULT);
+  CHECK((size_t)(w->end - w->cursor) == 254 * DPLOG_SLOT_BYTES_DEFAULT);
   CHECK(w->publish == 1 && (w->fast_schemas >> DPLOG_SCHEMA_NAT44_SESSION & 1));
   CHECK(!(w->fast_schemas >> DPLOG_SCHEMA_NAT_PORT_BLOCK & 1)); /* 40 bytes */
   r = session(2);

@@ -688,9 +688,10 @@ impl Daemon {
     /// hold ([`Sink::write_out`]: an archive's partial blocks written, no
     /// fsync), which is all a restart after a process crash needs; with
     /// it every output is fsync'd ([`Sink::flush`]) for power loss.
-    /// Network sinks need neither: a batch they hold is waited for in
-    /// [`write_batch`](Self::write_batch) before it is checkpointed, and
-    /// their `write_out` only serves delivery reports. If the write-out
+    /// Network sinks need neither: a batch they hold is waited for (up
+    /// to `shutdown_timeout_ms`) in [`write_batch`](Self::write_batch)
+    /// before it is checkpointed, and their `write_out` only serves
+    /// delivery reports. If the write-out
     /// fails nothing is checkpointed: the slots stay held and the next
     /// commit tries again.
     fn commit(&mut self) -> Result<(), String> {
@@ -713,9 +714,9 @@ impl Daemon {
                     "writing out"
                 };
                 eprintln!(
-                        "dplogd: {what} the sink {}: {e}; not checkpointed (the rings keep the records); retrying",
-                        self.sink.describe()
-                    );
+                    "dplogd: {what} the sink {}: {e}; not checkpointed (the rings keep the records); retrying",
+                    self.sink.describe()
+                );
             }
             // Not at once again: the next loop or batch retries.
             self.last_commit = now;

@@ -232,6 +232,25 @@ pub trait Sink: Send + 'static {
     /// Pushes buffered bytes toward durable storage or the receiver.
     fn flush(&mut self) -> Result<(), SinkError>;
 
+    /// Hands the kernel every byte of the records this sink has accepted
+    /// (`write(2)`/`pwrite(2)` of what it still holds in memory, such as
+    /// an archive's partial blocks), without waiting for them to reach
+    /// the disk: no `fsync`, whatever the sink's fsync policy. After `Ok`
+    /// the records survive a crash of this process (not a power loss or
+    /// a kernel crash: [`flush`](Self::flush) is for that), and a reader
+    /// of the destination (its length, its committed header) sees them.
+    ///
+    /// Delivery to a receiver (Kafka, syslog, IPFIX) is not part of it: it
+    /// is reported by [`poll`](Self::poll) and waited for by
+    /// [`drain`](Self::drain).
+    ///
+    /// Errors: the write error (retryable for ENOSPC, EIO); what could not
+    /// be written stays held for the next call. Default:
+    /// [`flush`](Self::flush) (a sink that does not override it may sync).
+    fn write_out(&mut self) -> Result<(), SinkError> {
+        self.flush()
+    }
+
     /// Periodic work: time-based rotation and fsync, reconnects, reopen
     /// requests (SIGHUP), serving delivery reports. `now` is the caller's
     /// clock reading. Default: nothing.
@@ -313,6 +332,9 @@ impl<S: Sink + ?Sized> Sink for Box<S> {
     }
     fn flush(&mut self) -> Result<(), SinkError> {
         (**self).flush()
+    }
+    fn write_out(&mut self) -> Result<(), SinkError> {
+        (**self).write_out()
     }
     fn tick(&mut self, now: Instant) -> Result<(), SinkError> {
         (**self).tick(now)

@@ -96,7 +96,9 @@
 //!
 //! A record is in memory until its block is written: when the block is
 //! full, when it is `block_max_age_ms` old (default 1000), on
-//! [`flush`](dplog_core::Sink::flush) and at close. Blocks go to the open
+//! [`flush`](dplog_core::Sink::flush) (which also fsyncs the open
+//! segment), on [`write_out`](dplog_core::Sink::write_out) (which does
+//! not) and at close. Blocks go to the open
 //! segment with `pwrite`; the file is fsynced every `fsync_interval_ms`
 //! and when sealed. A process crash (SIGKILL) loses the records not yet in
 //! a block (at most `block_max_age_ms` of them); the next
@@ -1261,14 +1263,26 @@ impl Sink for ArchiveSink {
     }
 
     fn flush(&mut self) -> Result<(), SinkError> {
+        self.write_out()?;
+        if self.closed {
+            return Ok(());
+        }
+        self.sync(true).map_err(SinkError::classify)
+    }
+
+    /// Every partial block encoded and written to the open segment
+    /// (`pwrite`), with the seals queued before them; no fsync (the
+    /// segment is fsynced every `fsync_interval_ms` and when sealed).
+    /// Each call ends the partial blocks: a caller that writes out often
+    /// gets blocks of fewer rows.
+    fn write_out(&mut self) -> Result<(), SinkError> {
         if self.closed {
             return Ok(());
         }
         for k in 0..self.buffers.len() {
             self.encode(k)?;
         }
-        self.drain_ops().map_err(SinkError::classify)?;
-        self.sync(true).map_err(SinkError::classify)
+        self.drain_ops().map_err(SinkError::classify)
     }
 
     fn tick(&mut self, _now: Instant) -> Result<(), SinkError> {

@@ -859,6 +859,16 @@ impl Sink for FileSink {
         Ok(())
     }
 
+    /// Writes go straight to the kernel: only a torn tail a failed
+    /// `ftruncate` left is cut (so the file's length ends at a whole
+    /// record); no fsync, whatever the policy.
+    fn write_out(&mut self) -> Result<(), SinkError> {
+        if self.file.is_none() {
+            return Err(Self::closed());
+        }
+        self.settle()
+    }
+
     fn tick(&mut self, now: Instant) -> Result<(), SinkError> {
         self.periodic(now)
     }

@@ -296,6 +296,18 @@ impl Sink for FanOut {
         r
     }
 
+    fn write_out(&mut self) -> Result<(), SinkError> {
+        let mut r = Ok(());
+        for (i, c) in self.children.iter_mut().enumerate() {
+            if let Err(e) = c.write_out() {
+                // Every child's error is counted; the first is returned.
+                bump(&self.counters.errors[i]);
+                r = r.and(Err(e));
+            }
+        }
+        r
+    }
+
     fn tick(&mut self, now: Instant) -> Result<(), SinkError> {
         let mut r = Ok(());
         for (i, c) in self.children.iter_mut().enumerate() {
@@ -555,6 +567,12 @@ impl Sink for Failover {
     fn flush(&mut self) -> Result<(), SinkError> {
         let p = self.primary.flush();
         let s = self.secondary.flush();
+        self.pick(p, s)
+    }
+
+    fn write_out(&mut self) -> Result<(), SinkError> {
+        let p = self.primary.write_out();
+        let s = self.secondary.write_out();
         self.pick(p, s)
     }
 

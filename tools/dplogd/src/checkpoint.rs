@@ -3,8 +3,10 @@
 //! daemon cuts the outputs back to the checkpoint and resumes the rings
 //! there (nothing lost, nothing written twice).
 //!
-//! Order per batch (see `Daemon::write_batch`): the batch is written to
-//! the sinks; with `--fsync` the outputs are fsync'd; the checkpoint is
+//! Order per batch (see `Daemon::write_batch` and `Daemon::commit`): the
+//! batch is written to the sinks; the sinks hand the kernel what they
+//! still hold (`Sink::write_out`, no fsync), or with `--fsync` the
+//! outputs are fsync'd (`Sink::flush`); the checkpoint is
 //! written to `<path>.tmp` (fsync'd with `--fsync`) and renamed over
 //! `<path>` (the directory fsync'd with `--fsync`); only then is each
 //! ring's consumer index published to its producer, freeing the slots. A
@@ -23,9 +25,9 @@
 //! were at the checkpoint.
 //!
 //! An archive output is named by its directory. Before a checkpoint the
-//! daemon flushes the archive sink (its partial blocks written to the
-//! open segment), so the records the checkpoint covers are all in
-//! segment files; the checkpoint keeps the newest segment's sequence
+//! daemon writes out the archive sink (its partial blocks written to the
+//! open segment, fsync'd only with `--fsync`), so the records the
+//! checkpoint covers are all in segment files; the checkpoint keeps the newest segment's sequence
 //! number, whether it was open, and its length. On restart, before the
 //! sink opens, segments newer than that one are removed, and that one,
 //! if it was open, is cut back to the checkpointed length (renamed back

@@ -152,9 +152,10 @@ struct Daemon {
     last_sink_error: Option<Instant>,
     /// With an archive output: the longest a written batch waits for its
     /// checkpoint (the archive's smallest `block_max_age_ms`). Each
-    /// checkpoint first flushes the archive's partial blocks, so batches
-    /// are checkpointed together, not one by one (blocks of a few records
-    /// otherwise). `None`: every batch is checkpointed at once.
+    /// checkpoint first writes out the archive's partial blocks (ending
+    /// them), so batches are checkpointed together, not one by one
+    /// (blocks of a few records otherwise). `None`: every batch is
+    /// checkpointed at once.
     commit_every: Option<Duration>,
     /// Batches written since the last checkpoint.
     uncommitted: bool,
@@ -679,30 +680,47 @@ impl Daemon {
             .map_or(true, |d| self.last_commit.elapsed() >= d)
     }
 
-    /// Makes the written batches durable as far as the outputs need
-    /// (an archive's partial blocks written; with `--fsync` every output
-    /// fsync'd), checkpoints, then frees the rings' slots and retires
-    /// ended rings. If the flush fails nothing is checkpointed: the slots
-    /// stay held and the next commit tries again.
+    /// Puts the written batches where the checkpoint's output positions
+    /// see them, checkpoints, then frees the rings' slots and retires
+    /// ended rings.
+    ///
+    /// Without `--fsync` the sinks only hand the kernel what they still
+    /// hold ([`Sink::write_out`]: an archive's partial blocks written, no
+    /// fsync), which is all a restart after a process crash needs; with
+    /// it every output is fsync'd ([`Sink::flush`]) for power loss.
+    /// Network sinks need neither: a batch they hold is waited for (up
+    /// to `shutdown_timeout_ms`) in [`write_batch`](Self::write_batch)
+    /// before it is checkpointed, and their `write_out` only serves
+    /// delivery reports. If the write-out
+    /// fails nothing is checkpointed: the slots stay held and the next
+    /// commit tries again.
     fn commit(&mut self) -> Result<(), String> {
-        if self.args.fsync || self.commit_every.is_some() {
-            if let Err(e) = self.sink.flush() {
-                self.stats.sink_errors += 1;
-                let now = Instant::now();
-                if self
-                    .last_sink_error
-                    .map_or(true, |t| now.duration_since(t) >= Duration::from_secs(5))
-                {
-                    self.last_sink_error = Some(now);
-                    eprintln!(
-                        "dplogd: flushing the sink {}: {e}; not checkpointed (the rings keep the records); retrying",
-                        self.sink.describe()
-                    );
-                }
-                // Not at once again: the next loop or batch retries.
-                self.last_commit = now;
-                return Ok(());
+        let out = if self.args.fsync {
+            self.sink.flush()
+        } else {
+            self.sink.write_out()
+        };
+        if let Err(e) = out {
+            self.stats.sink_errors += 1;
+            let now = Instant::now();
+            if self
+                .last_sink_error
+                .map_or(true, |t| now.duration_since(t) >= Duration::from_secs(5))
+            {
+                self.last_sink_error = Some(now);
+                let what = if self.args.fsync {
+                    "flushing"
+                } else {
+                    "writing out"
+                };
+                eprintln!(
+                    "dplogd: {what} the sink {}: {e}; not checkpointed (the rings keep the records); retrying",
+                    self.sink.describe()
+                );
             }
+            // Not at once again: the next loop or batch retries.
+            self.last_commit = now;
+            return Ok(());
         }
         self.last_commit = Instant::now();
         self.uncommitted = false;

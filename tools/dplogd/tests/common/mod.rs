@@ -205,3 +205,42 @@ pub fn assert_exactly(seqs: &[u64], n: u64, what: &str) {
         assert_eq!(*s, i as u64, "{what}: record {i} has sequence {s}");
     }
 }
+
+/// `strace` on `PATH`, if installed.
+pub fn strace_bin() -> Option<PathBuf> {
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|d| d.join("strace"))
+        .find(|p| p.is_file())
+}
+
+impl Setup {
+    /// [`daemon_with`](Self::daemon_with) started through `wrapper` (a
+    /// program and its arguments, e.g. `strace -o trace`), which runs
+    /// dplogd as its child.
+    pub fn daemon_wrapped(&self, wrapper: &[&str], extra: &[&str]) -> Child {
+        let err = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.path("dplogd.err"))
+            .unwrap();
+        Command::new(wrapper[0])
+            .args(&wrapper[1..])
+            .arg(DPLOGD)
+            .arg("--config")
+            .arg(self.path("dplogd.toml"))
+            .arg("--rings")
+            .arg(self.rings())
+            .arg("--checkpoint")
+            .arg(self.path("dplogd.checkpoint"))
+            .arg("--scan-ms")
+            .arg("20")
+            .args(extra)
+            .stderr(err)
+            .spawn()
+            .inspect(|c| self.pids.borrow_mut().push(c.id()))
+            .unwrap()
+    }
+}

@@ -16,7 +16,8 @@ cd "$(dirname "$0")/.."
 #   rsyslog-relp            rsyslog's imrelp, the receiver of the syslog sink's RELP tests
 #   nfdump                  IPFIX checked by nfcapd/nfdump (the test starts its own nfcapd)
 #   tshark                  IPFIX checked by Wireshark's dissector
-packages=(pkg-config gcc g++ make valgrind libdpdk-dev libpcap-dev zlib1g-dev libssl-dev rsyslog rsyslog-relp nfdump)
+#   strace                  dplogd tests count its syncs and inject a failing fdatasync
+packages=(pkg-config gcc g++ make valgrind libdpdk-dev libpcap-dev zlib1g-dev libssl-dev rsyslog rsyslog-relp nfdump strace)
 recommended=(tshark)
 
 missing=()

@@ -251,6 +251,20 @@ pub trait Sink: Send + 'static {
         self.flush()
     }
 
+    /// Makes every record this sink has accepted durable, whatever its own
+    /// fsync policy: [`write_out`](Self::write_out), then `fdatasync(2)`
+    /// / `msync(MS_SYNC)` of what it wrote. A caller that promises
+    /// durability (dplogd's `--fsync` checkpoints) calls this, not
+    /// [`flush`](Self::flush), which follows the policy (a file sink with
+    /// `fsync = "never"` does not sync on `flush`).
+    ///
+    /// Errors: the write or sync error; nothing is dropped (the caller
+    /// retries). Default: [`flush`](Self::flush) (right for sinks whose
+    /// flush always syncs, and for network sinks).
+    fn sync_all(&mut self) -> Result<(), SinkError> {
+        self.flush()
+    }
+
     /// Periodic work: time-based rotation and fsync, reconnects, reopen
     /// requests (SIGHUP), serving delivery reports. `now` is the caller's
     /// clock reading. Default: nothing.
@@ -335,6 +349,9 @@ impl<S: Sink + ?Sized> Sink for Box<S> {
     }
     fn write_out(&mut self) -> Result<(), SinkError> {
         (**self).write_out()
+    }
+    fn sync_all(&mut self) -> Result<(), SinkError> {
+        (**self).sync_all()
     }
     fn tick(&mut self, now: Instant) -> Result<(), SinkError> {
         (**self).tick(now)

@@ -869,6 +869,16 @@ impl Sink for FileSink {
         self.settle()
     }
 
+    /// `fdatasync(2)` of the file if anything was written since the last
+    /// sync, under every policy, `never` included.
+    fn sync_all(&mut self) -> Result<(), SinkError> {
+        self.write_out()?;
+        if self.dirty {
+            self.sync()?;
+        }
+        Ok(())
+    }
+
     fn tick(&mut self, now: Instant) -> Result<(), SinkError> {
         self.periodic(now)
     }

@@ -308,6 +308,18 @@ impl Sink for FanOut {
         r
     }
 
+    fn sync_all(&mut self) -> Result<(), SinkError> {
+        let mut r = Ok(());
+        for (i, c) in self.children.iter_mut().enumerate() {
+            if let Err(e) = c.sync_all() {
+                // Every child's error is counted; the first is returned.
+                bump(&self.counters.errors[i]);
+                r = r.and(Err(e));
+            }
+        }
+        r
+    }
+
     fn tick(&mut self, now: Instant) -> Result<(), SinkError> {
         let mut r = Ok(());
         for (i, c) in self.children.iter_mut().enumerate() {
@@ -573,6 +585,12 @@ impl Sink for Failover {
     fn write_out(&mut self) -> Result<(), SinkError> {
         let p = self.primary.write_out();
         let s = self.secondary.write_out();
+        self.pick(p, s)
+    }
+
+    fn sync_all(&mut self) -> Result<(), SinkError> {
+        let p = self.primary.sync_all();
+        let s = self.secondary.sync_all();
         self.pick(p, s)
     }
 

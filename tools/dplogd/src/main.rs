@@ -608,21 +608,23 @@ impl Daemon {
             loop {
                 match self.sink.write_batch_marked(&self.buf, &self.reports) {
                     Ok(accepted) => {
+                        let mut failed = 0;
                         if accepted == dplog_core::Accepted::Pending {
                             // An asynchronous sink (Kafka, syslog over TCP
                             // awaiting acknowledgement): the checkpoint
                             // that follows frees the ring's slots, so it
-                            // waits until the receiver has the records.
-                            let deadline = Instant::now()
-                                + Duration::from_millis(self.cfg.ring.shutdown_timeout_ms);
-                            if let Err(e) = self.sink.drain(deadline) {
-                                self.stats.sink_errors += 1;
-                                eprintln!("dplogd: sink {}: {e}", self.sink.describe());
-                            }
-                            let p = self.sink.poll();
-                            self.stats.dropped_sink += p.failed_records;
+                            // waits until every record is acknowledged or
+                            // given up by the sink (Kafka's
+                            // `message.timeout.ms`: counted dropped), for
+                            // as long as that takes: the rings hold what
+                            // arrives meanwhile and producers see their
+                            // policy, as with a full disk.
+                            self.await_receiver()?;
+                            failed = self.sink.poll().failed_records;
+                            self.stats.dropped_sink += failed;
                         }
-                        self.stats.written_records += self.batch_records;
+                        self.stats.written_records +=
+                            self.batch_records - failed.min(self.batch_records);
                         self.stats.written_bytes += self.buf.len() as u64;
                         self.stats.batches += 1;
                         break;
@@ -673,6 +675,54 @@ impl Daemon {
         Ok(())
     }
 
+    /// Waits, `shutdown_timeout_ms` at a time, until the sink has an
+    /// outcome for every pending record ([`Sink::drain`]), saying every 5 s
+    /// that it waits. A stop request while the receiver is away ends the
+    /// daemon without a checkpoint of the batch: the rings still hold its
+    /// records, and the next dplogd sends them again (at least once).
+    ///
+    /// Errors: the stop while records are unacknowledged, or a sink error
+    /// that is not retryable.
+    fn await_receiver(&mut self) -> Result<(), String> {
+        let mut said: Option<Instant> = None;
+        loop {
+            let deadline =
+                Instant::now() + Duration::from_millis(self.cfg.ring.shutdown_timeout_ms.max(1));
+            match self.sink.drain(deadline) {
+                Ok(()) => {
+                    if said.is_some() {
+                        eprintln!(
+                            "dplogd: sink {}: the receiver acknowledged the waiting batch",
+                            self.sink.describe()
+                        );
+                    }
+                    return Ok(());
+                }
+                // Relaxed: the stop flag, as in `serve`.
+                Err(e) if e.is_retryable() && !STOP.load(Ordering::Relaxed) => {
+                    self.stats.sink_errors += 1;
+                    let now = Instant::now();
+                    if said.map_or(true, |t| now.duration_since(t) >= Duration::from_secs(5)) {
+                        said = Some(now);
+                        eprintln!(
+                            "dplogd: sink {}: {e}; {} records wait for acknowledgement and are not checkpointed; waiting (the rings hold the rest, producers see their policy)",
+                            self.sink.describe(),
+                            self.batch_records
+                        );
+                    }
+                }
+                Err(e) => {
+                    self.stats.sink_errors += 1;
+                    return Err(format!(
+                        "sink {}: {e}; stopping with {} records unacknowledged, not checkpointed (the next dplogd sends them again)",
+                        self.sink.describe(),
+                        self.batch_records
+                    ));
+                }
+            }
+        }
+    }
+
     /// A checkpoint is due: at once without an archive output, else once
     /// `commit_every` has passed since the last.
     fn commit_due(&self) -> bool {
@@ -687,7 +737,8 @@ impl Daemon {
     /// Without `--fsync` the sinks only hand the kernel what they still
     /// hold ([`Sink::write_out`]: an archive's partial blocks written, no
     /// fsync), which is all a restart after a process crash needs; with
-    /// it every output is fsync'd ([`Sink::flush`]) for power loss.
+    /// it every output is fsync'd ([`Sink::sync_all`], whatever its own
+    /// fsync policy) for power loss.
     /// Network sinks need neither: a batch they hold is waited for (up
     /// to `shutdown_timeout_ms`) in [`write_batch`](Self::write_batch)
     /// before it is checkpointed, and their `write_out` only serves
@@ -696,7 +747,7 @@ impl Daemon {
     /// commit tries again.
     fn commit(&mut self) -> Result<(), String> {
         let out = if self.args.fsync {
-            self.sink.flush()
+            self.sink.sync_all()
         } else {
             self.sink.write_out()
         };

@@ -13,7 +13,7 @@ mod common;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use common::*;
 use dplog_core::shm::{
@@ -367,6 +367,8 @@ fn a_daemon_that_cannot_replace_another_users_file_in_a_sticky_directory_says_so
     let errf = dir.join("dplogd.err");
     let err = std::fs::File::create(&errf).unwrap();
     let mut d = Command::new("setpriv")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
         .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
         .arg(DPLOGD)
         .arg("--config")
@@ -379,6 +381,21 @@ fn a_daemon_that_cannot_replace_another_users_file_in_a_sticky_directory_says_so
         .stderr(err)
         .spawn()
         .unwrap();
+    // Killed if an assertion fails before its SIGTERM below.
+    struct Reap(u32);
+    impl Drop for Reap {
+        fn drop(&mut self) {
+            // SAFETY: kill/waitpid on our own child; WNOHANG returns 0
+            // only while it runs (never reaped, so the pid is still ours).
+            unsafe {
+                if libc::waitpid(self.0 as i32, core::ptr::null_mut(), libc::WNOHANG) == 0 {
+                    libc::kill(self.0 as i32, libc::SIGKILL);
+                    libc::waitpid(self.0 as i32, core::ptr::null_mut(), 0);
+                }
+            }
+        }
+    }
+    let _reap = Reap(d.id());
     let f = p.path().file_name().unwrap().to_string_lossy().into_owned();
     let c = consumer_path(p.path());
     let errs = || read(&errf);

@@ -1495,6 +1495,33 @@ dplog_result dplog_attach_group(struct dplog *h,
                                 dplog_producer **out);
 
 /**
+ * `dplog_attach_group` for a `dplogd` running as the user `daemon_uid`
+ * (neither this process's user nor root, e.g. the `dplog` user of a
+ * systemd service): the ring uses the daemon's consumer file
+ * (`<ring>.consumer`) only if its owner is this process's effective
+ * uid, root or `daemon_uid`, and no group or other may write it; with
+ * `dplog_attach` and `dplog_attach_group` only this user and root are
+ * trusted. A refused file leaves the ring unserved (as while no daemon
+ * runs: `block` waits, `drop_newest` counts), so that whoever may create
+ * files in `dir` cannot move the daemon's position (records overwritten)
+ * or stop the logging.
+ *
+ * Errors: as `dplog_attach_group`. `*out` is written only on success.
+ *
+ * Ownership and thread-safety: as `dplog_attach`.
+ *
+ * # Safety
+ * As `dplog_attach`.
+ */
+dplog_result dplog_attach_daemon(struct dplog *h,
+                                 uint32_t ring_id,
+                                 const char *dir,
+                                 const char *name,
+                                 uint32_t gid,
+                                 uint32_t daemon_uid,
+                                 dplog_producer **out);
+
+/**
  * Nanoseconds since the Unix epoch (CLOCK_REALTIME), for `timestamp_ns`.
  *
  * Errors: `DPLOG_ERR_NULL`. Thread-safety: any thread. Cost: one vDSO

@@ -68,6 +68,7 @@ fn push(c: &mut Criterion) {
                 name: "bench".into(),
                 capacity: CAP,
                 group: None,
+                daemon_uid: None,
             },
             &dplog_schema_nat::all(),
         )
@@ -144,6 +145,7 @@ fn to_file(c: &mut Criterion) {
                         name: "bench".into(),
                         capacity: CAP,
                         group: None,
+                        daemon_uid: None,
                     },
                     &schemas,
                 )

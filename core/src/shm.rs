@@ -61,6 +61,18 @@
 //! Sized as the ring file (one block of its filesystem, at least 4096
 //! bytes).
 //!
+//! The producer uses it only if the opened file (`fstat`) is a regular
+//! file owned by the producer's own uid, root or the daemon's uid it was
+//! given ([`ShmOptions::daemon_uid`]), with no group or other write bit:
+//! whoever may create files in the ring directory could otherwise plant
+//! one (the nonce is in the ring's file name) and move the head (unread
+//! records overwritten) or set the verdict (logging stops). A refused
+//! file leaves the ring unserved, as an absent one
+//! ([`ShmProducer::consumer_refusal`], [`consumer_status`] say why). Its
+//! mapping is under the SIGBUS guard ([`install_sigbus_guard`]): cut short,
+//! it reads as zeros and is dropped at the next refresh of the head; a
+//! head outside the last capacity below the tail is never taken.
+//!
 //! | offset | size | field |
 //! |---|---|---|
 //! | 0 | 8 | magic `DPLOGCON`, written last |
@@ -1059,11 +1071,37 @@ extern "C" fn on_sigbus(_sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mu
             return;
         }
     }
-    // Not a ring's page: the default action (the process dies as it
-    // would have without the guard) when the access is retried.
+    // Not a ring's page: the handler installed before the guard, if it
+    // was one, else the default action (the process dies as it would
+    // have without the guard) when the access is retried.
+    // Acquire pairs with the Release stores in `install_sigbus_guard`,
+    // made before the guard was installed.
+    let prev = PREV_HANDLER.load(Ordering::Acquire);
+    let flags = PREV_FLAGS.load(Ordering::Acquire);
+    if prev != libc::SIG_DFL && prev != libc::SIG_IGN {
+        if flags & libc::SA_SIGINFO != 0 {
+            // SAFETY: `prev` is the three-argument handler the process had
+            // installed (SA_SIGINFO); called as the kernel would call it.
+            let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+                unsafe { core::mem::transmute(prev) };
+            f(_sig, info, _ctx);
+        } else {
+            // SAFETY: `prev` is the one-argument handler the process had
+            // installed; called as the kernel would call it.
+            let f: extern "C" fn(libc::c_int) = unsafe { core::mem::transmute(prev) };
+            f(_sig);
+        }
+        return;
+    }
     // SAFETY: resetting a signal's disposition is async-signal-safe.
     unsafe { libc::signal(libc::SIGBUS, libc::SIG_DFL) };
 }
+
+/// The SIGBUS handler (`sa_sigaction`) and flags the process had before
+/// [`install_sigbus_guard`]; the guard passes it a fault outside the
+/// mappings it guards.
+static PREV_HANDLER: AtomicUsize = AtomicUsize::new(libc::SIG_DFL);
+static PREV_FLAGS: core::sync::atomic::AtomicI32 = core::sync::atomic::AtomicI32::new(0);
 
 /// Installs the SIGBUS guard of [`ShmReader`]s (once per process; later
 /// calls do nothing): a producer that truncates its ring file under a
@@ -1071,8 +1109,10 @@ extern "C" fn on_sigbus(_sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mu
 /// which would kill the consuming process. With the guard the faulting
 /// mapping is replaced by zero pages and the reader's
 /// [`poll`](ShmReader::poll) reports the ring as broken instead. A SIGBUS
-/// elsewhere keeps its default action. A daemon serving rings of other
-/// processes calls this at start.
+/// elsewhere goes to the handler the process had installed before, or
+/// keeps its default action. A daemon serving rings of other processes
+/// calls this at start; a [`ShmProducer`] calls it when it maps its
+/// consumer file (the daemon's file, which it reads).
 ///
 /// Errors: the `sigaction` error.
 pub fn install_sigbus_guard() -> io::Result<()> {
@@ -1082,13 +1122,24 @@ pub fn install_sigbus_guard() -> io::Result<()> {
         return Ok(());
     }
     // SAFETY: a zeroed sigaction with an SA_SIGINFO handler of the right
-    // signature and an empty mask.
+    // signature and an empty mask; the previous action is read into a
+    // zeroed struct.
     let r = unsafe {
         let mut sa: libc::sigaction = core::mem::zeroed();
+        let mut prev: libc::sigaction = core::mem::zeroed();
         sa.sa_sigaction = on_sigbus as *const () as usize;
         sa.sa_flags = libc::SA_SIGINFO;
         libc::sigemptyset(&mut sa.sa_mask);
-        libc::sigaction(libc::SIGBUS, &sa, core::ptr::null_mut())
+        // The previous action is stored before the guard is installed,
+        // so the handler always finds it.
+        let mut r = libc::sigaction(libc::SIGBUS, core::ptr::null(), &mut prev);
+        if r == 0 && prev.sa_sigaction != on_sigbus as *const () as usize {
+            // Release pairs with the handler's Acquire loads.
+            PREV_FLAGS.store(prev.sa_flags, Ordering::Release);
+            PREV_HANDLER.store(prev.sa_sigaction, Ordering::Release);
+            r = libc::sigaction(libc::SIGBUS, &sa, core::ptr::null_mut());
+        }
+        r
     };
     if r != 0 {
         return Err(io::Error::last_os_error());
@@ -1221,23 +1272,109 @@ pub fn consumer_path(ring: &Path) -> PathBuf {
     PathBuf::from(p)
 }
 
-/// Whether the consumer file of the ring file at `ring` says its consumer
-/// quarantined the ring (verdict [`STATE_QUARANTINED`]); `false` while
-/// there is no complete consumer file. Reads the file with `pread(2)`
-/// instead of mapping it, for a watcher beside the producer (a dataplane's
-/// monitor thread) that has only the ring's path; the producer itself asks
-/// [`ShmProducer::is_quarantined`].
-pub fn consumer_quarantined(ring: &Path) -> bool {
-    use std::os::unix::fs::FileExt;
-    let Ok(f) = File::open(consumer_path(ring)) else {
-        return false;
+/// Why a producer refuses the consumer file `path` whose `fstat` is `md`,
+/// or `None` if it trusts it: a regular file, writable by its owner only
+/// (no group or other write bit), owned by this process's effective uid,
+/// root, or `daemon_uid` (the uid the daemon runs as,
+/// [`ShmOptions::daemon_uid`]). Anyone who may create files in the ring
+/// directory could otherwise plant a consumer file (the ring's nonce is
+/// in its name) that moves the producer's view of the consumer index
+/// (unread records overwritten) or sets the verdict (logging stops).
+fn consumer_untrusted(
+    path: &Path,
+    md: &std::fs::Metadata,
+    daemon_uid: Option<u32>,
+) -> Option<String> {
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let mode = md.mode() & 0o7777;
+    let owner_ok = md.uid() == me || md.uid() == 0 || Some(md.uid()) == daemon_uid;
+    if md.file_type().is_file() && mode & 0o022 == 0 && owner_ok {
+        return None;
+    }
+    let daemon = match daemon_uid {
+        Some(u) => format!("the daemon's uid {u}"),
+        None => "the daemon's uid if one is given (ShmOptions::daemon_uid, dplog-nat --log-ring-daemon-uid, dplog_attach_daemon)".into(),
     };
+    Some(format!(
+        "consumer file {} refused: {}owned by uid {} with mode {mode:04o}; a producer uses only a regular file owned by itself (uid {me}), root or {daemon}, and not writable by group or others; the ring is not served until dplogd replaces it (remove the file)",
+        path.display(),
+        if md.file_type().is_file() { "" } else { "not a regular file, " },
+        md.uid(),
+    ))
+}
+
+/// The lifetime nonce in a ring file's name `<name>.<pid>.<nonce>.ring`.
+fn nonce_of_name(ring: &Path) -> Option<u64> {
+    ring_file_name(ring)?;
+    let stem = ring.file_name()?.to_str()?.strip_suffix(SHM_SUFFIX)?;
+    u64::from_str_radix(stem.rsplit('.').next()?, 16).ok()
+}
+
+/// What the consumer file of a ring says, as [`consumer_status`] reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConsumerStatus {
+    /// No complete consumer file of this ring's lifetime: no daemon serves
+    /// the ring (yet).
+    Absent,
+    /// A consumer file exists but the producer refuses it (owner or mode;
+    /// see [`ShmOptions::daemon_uid`]): the ring is not served. The
+    /// message names the file, its owner and mode and what is expected.
+    Refused(String),
+    /// The daemon serves the ring.
+    Served,
+    /// The daemon quarantined the ring (verdict [`STATE_QUARANTINED`]).
+    Quarantined,
+}
+
+/// What the consumer file of the ring file at `ring` says, checked as
+/// the producer checks it before mapping it: the owner and mode of the
+/// opened file (`fstat`; see [`ConsumerStatus::Refused`]), then magic,
+/// version and the lifetime nonce of the ring's file name, so a verdict
+/// of another lifetime never counts. `daemon_uid` as
+/// [`ShmOptions::daemon_uid`]. Reads the file with `pread(2)` instead
+/// of mapping it, for a watcher beside the producer (a dataplane's
+/// monitor thread) that has only the ring's path; the producer itself
+/// asks [`ShmProducer::is_quarantined`] and
+/// [`ShmProducer::consumer_refusal`].
+pub fn consumer_status(ring: &Path, daemon_uid: Option<u32>) -> ConsumerStatus {
+    use std::os::unix::fs::FileExt;
+    let path = consumer_path(ring);
+    let Ok(f) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(&path)
+    else {
+        return ConsumerStatus::Absent;
+    };
+    let Ok(md) = f.metadata() else {
+        return ConsumerStatus::Absent;
+    };
+    if let Some(why) = consumer_untrusted(&path, &md, daemon_uid) {
+        return ConsumerStatus::Refused(why);
+    }
     let mut b = [0u8; C_OFF_VERDICT + 4];
     if f.read_exact_at(&mut b, 0).is_err() {
-        return false;
+        return ConsumerStatus::Absent;
     }
-    b[C_OFF_MAGIC..C_OFF_MAGIC + 8] == SHM_CONSUMER_MAGIC
-        && b[C_OFF_VERDICT..] == STATE_QUARANTINED.to_ne_bytes()
+    let valid = b[C_OFF_MAGIC..C_OFF_MAGIC + 8] == SHM_CONSUMER_MAGIC
+        && rd_u32(&b, C_OFF_VERSION) == SHM_CONSUMER_VERSION
+        && Some(rd_u64(&b, C_OFF_NONCE)) == nonce_of_name(ring);
+    if !valid {
+        ConsumerStatus::Absent
+    } else if rd_u32(&b, C_OFF_VERDICT) == STATE_QUARANTINED {
+        ConsumerStatus::Quarantined
+    } else {
+        ConsumerStatus::Served
+    }
+}
+
+/// Whether the consumer file of the ring file at `ring` says its consumer
+/// quarantined the ring (verdict [`STATE_QUARANTINED`]); `false` while
+/// there is no complete, trusted consumer file of the ring's lifetime.
+/// [`consumer_status`] with `daemon_uid` as [`ShmOptions::daemon_uid`].
+pub fn consumer_quarantined(ring: &Path, daemon_uid: Option<u32>) -> bool {
+    consumer_status(ring, daemon_uid) == ConsumerStatus::Quarantined
 }
 
 /// `e` of sizing or mapping a ring file of `len` bytes in `dir` (whose
@@ -1296,10 +1433,33 @@ fn consumer_valid(m: &Mapping, nonce: u64) -> bool {
 /// (mode 0640, the ring file's group), made under a temporary name and
 /// renamed over any other.
 ///
+/// A reused file keeps its head, reported drops and verdict: all three
+/// are of this ring lifetime (the nonce), written by this user.
+///
 /// Errors: [`ShmError::Io`] creating, sizing, chown-ing, mapping or
 /// renaming it (the ring's directory not writable by the consumer, the
-/// consumer not in the ring's group, no space).
+/// consumer not in the ring's group, no space; another user's file in
+/// its place in a sticky directory), the message naming the file.
 fn consumer_open_rw(ring: &Path, ring_file: &File, nonce: u64) -> Result<Mapping, ShmError> {
+    consumer_open_rw_unnamed(ring, ring_file, nonce).map_err(|e| match e {
+        // `Other`: the message is complete (`rename_refused`).
+        ShmError::Io(e) if e.kind() != io::ErrorKind::Other => ShmError::Io(io::Error::new(
+            e.kind(),
+            format!(
+                "the consumer file {} (the daemon needs write access to the ring directory): {e}",
+                consumer_path(ring).display()
+            ),
+        )),
+        other => other,
+    })
+}
+
+/// [`consumer_open_rw`] but for the file's name in its errors.
+fn consumer_open_rw_unnamed(
+    ring: &Path,
+    ring_file: &File,
+    nonce: u64,
+) -> Result<Mapping, ShmError> {
     let path = consumer_path(ring);
     // SAFETY: geteuid cannot fail.
     let me = unsafe { libc::geteuid() };
@@ -1310,8 +1470,12 @@ fn consumer_open_rw(ring: &Path, ring_file: &File, nonce: u64) -> Result<Mapping
         .open(&path)
     {
         let md = f.metadata()?;
+        // Only its own file, writable by itself only: a verdict or head
+        // someone else could have written is not reused (the file is
+        // replaced, zeroed).
         if md.file_type().is_file()
             && md.uid() == me
+            && md.mode() & 0o022 == 0
             && md.len() >= SHM_CONSUMER_BYTES as u64
             && md.len() <= CONSUMER_MAX_BYTES
         {
@@ -1362,7 +1526,7 @@ fn consumer_open_rw(ring: &Path, ring_file: &File, nonce: u64) -> Result<Mapping
         // `consumer_valid`.
         m.u64_at(C_OFF_MAGIC)
             .store(u64::from_ne_bytes(SHM_CONSUMER_MAGIC), Ordering::Release);
-        std::fs::rename(&tmp, &path)?;
+        std::fs::rename(&tmp, &path).map_err(|e| rename_refused(&path, me, e))?;
         Ok(m)
     })();
     if made.is_err() {
@@ -1371,24 +1535,79 @@ fn consumer_open_rw(ring: &Path, ring_file: &File, nonce: u64) -> Result<Mapping
     made
 }
 
+/// The error of renaming the daemon's new consumer file over `path`: on
+/// `EPERM`/`EACCES` with a file of another user at `path` in a sticky
+/// directory (mode 1777 or 1770: only a file's owner, the directory's
+/// owner or root may replace it), a message naming the file, its owner
+/// and mode and the way out; else `e` with the file named. Kind
+/// [`io::ErrorKind::Other`] when the message is complete.
+fn rename_refused(path: &Path, me: u32, e: io::Error) -> ShmError {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EACCES)) {
+        if let (Ok(old), Ok(d)) = (std::fs::symlink_metadata(path), std::fs::metadata(dir)) {
+            if old.uid() != me && d.mode() & libc::S_ISVTX != 0 {
+                return ShmError::Io(io::Error::other(format!(
+                    "cannot replace the consumer file {} ({e}): it is owned by uid {} (mode {:04o}), not by this daemon (uid {me}), and {} is sticky (mode {:04o}), so only its owner, the directory's owner or root may replace it; the ring is not served until that file is removed",
+                    path.display(),
+                    old.uid(),
+                    old.mode() & 0o7777,
+                    dir.display(),
+                    d.mode() & 0o7777,
+                )));
+            }
+        }
+    }
+    ShmError::Io(e)
+}
+
 /// The producer's read-only mapping of the consumer file of the ring at
-/// `ring` of lifetime `nonce`, if it exists and is valid (a regular file
-/// of at least [`SHM_CONSUMER_BYTES`], the magic, version and nonce).
-fn consumer_open_ro(ring: &Path, nonce: u64) -> Option<Mapping> {
+/// `ring` of lifetime `nonce`: `Ok` if it exists, is trusted
+/// ([`consumer_untrusted`], on the opened descriptor: no race with a
+/// rename), is a regular file of [`SHM_CONSUMER_BYTES`] to 1 GiB and
+/// carries the magic, version and nonce; `Err(None)` while there is no
+/// such file (the daemon is away or still making it), `Err(Some(why))`
+/// when the file there is refused. The mapping is under the SIGBUS
+/// guard: a file cut short under it reads as zeros and
+/// [`Mapping::faulted`] says so, instead of the producer dying.
+fn consumer_open_ro(
+    ring: &Path,
+    nonce: u64,
+    daemon_uid: Option<u32>,
+) -> Result<Mapping, Option<String>> {
+    let path = consumer_path(ring);
     let f = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-        .open(consumer_path(ring))
-        .ok()?;
-    let md = f.metadata().ok()?;
-    if !md.file_type().is_file()
-        || md.len() < SHM_CONSUMER_BYTES as u64
-        || md.len() > CONSUMER_MAX_BYTES
-    {
-        return None;
+        .open(&path)
+        .map_err(|_| None)?;
+    let md = f.metadata().map_err(|_| None)?;
+    if let Some(why) = consumer_untrusted(&path, &md, daemon_uid) {
+        return Err(Some(why));
     }
-    let m = Mapping::new(&f, md.len() as usize, false).ok()?;
-    consumer_valid(&m, nonce).then_some(m)
+    if md.len() < SHM_CONSUMER_BYTES as u64 || md.len() > CONSUMER_MAX_BYTES {
+        return Err(None);
+    }
+    // Without the guard a cut file would kill the process on the next
+    // read of the head: refuse to map it unguarded.
+    install_sigbus_guard().map_err(|e| {
+        Some(format!(
+            "consumer file {}: installing the SIGBUS guard: {e}",
+            path.display()
+        ))
+    })?;
+    let mut m = Mapping::new(&f, md.len() as usize, false).map_err(|_| None)?;
+    m.guard = guard_register(m.ptr as usize, m.len);
+    if m.guard.is_none() {
+        return Err(Some(format!(
+            "consumer file {}: the SIGBUS guard has no free entry ({GUARD_ENTRIES} mappings guarded)",
+            path.display()
+        )));
+    }
+    if consumer_valid(&m, nonce) && !m.faulted() {
+        Ok(m)
+    } else {
+        Err(None)
+    }
 }
 
 /// How [`ShmProducer::create`] makes a ring file.
@@ -1407,6 +1626,13 @@ pub struct ShmOptions {
     /// consumer file of its own, which it gives this group too, so the
     /// producer must be a member). `None`: mode 0600.
     pub group: Option<u32>,
+    /// The uid the daemon (`dplogd`) runs as, when it is neither this
+    /// process's uid nor root: the producer uses a consumer file only if
+    /// its owner is this process's effective uid, root or this uid, and
+    /// it is writable by its owner only; another file is refused (the
+    /// ring is seen as not served: [`ShmProducer::consumer_refusal`],
+    /// [`consumer_status`]).
+    pub daemon_uid: Option<u32>,
 }
 
 fn now_ns() -> u64 {
@@ -1449,6 +1675,11 @@ pub struct ShmProducer<T: Record> {
     block_spins: u32,
     /// The ring's lifetime nonce (its consumer file must carry it).
     nonce: u64,
+    /// The daemon's uid, trusted as a consumer file's owner
+    /// ([`ShmOptions::daemon_uid`]).
+    daemon_uid: Option<u32>,
+    /// Why the consumer file found last was refused (`None`: none was).
+    refusal: core::cell::RefCell<Option<String>>,
     /// The consumer file, mapped read-only once it exists.
     consumer: core::cell::OnceCell<Mapping>,
     /// No attempt to map the consumer file before this instant (an absent
@@ -1625,6 +1856,8 @@ impl<T: Record> ShmProducer<T> {
                 cached_head: 0,
                 block_spins: crate::ring::DEFAULT_BLOCK_SPINS,
                 nonce,
+                daemon_uid: opts.daemon_uid,
+                refusal: core::cell::RefCell::new(None),
                 consumer: core::cell::OnceCell::new(),
                 next_attach: core::cell::Cell::new(None),
                 _marker: PhantomData,
@@ -1673,8 +1906,43 @@ impl<T: Record> ShmProducer<T> {
             return None;
         }
         self.next_attach.set(Some(now + Duration::from_millis(1)));
-        let m = consumer_open_ro(&self.path, self.nonce)?;
-        Some(self.consumer.get_or_init(|| m))
+        match consumer_open_ro(&self.path, self.nonce, self.daemon_uid) {
+            Ok(m) => {
+                *self.refusal.borrow_mut() = None;
+                Some(self.consumer.get_or_init(|| m))
+            }
+            Err(why) => {
+                if why.is_some() {
+                    *self.refusal.borrow_mut() = why;
+                }
+                None
+            }
+        }
+    }
+
+    /// Forgets a consumer mapping whose file was cut short under it (the
+    /// SIGBUS guard replaced it with zeros): the producer sees the
+    /// consumer as away until a valid file exists again. One atomic load;
+    /// called only where the head is refreshed, never per record.
+    fn drop_faulted_consumer(&mut self) {
+        if self.consumer.get().is_some_and(Mapping::faulted) {
+            self.consumer.take();
+            *self.refusal.borrow_mut() = Some(format!(
+                "consumer file {} was cut short under the producer's mapping; the ring is not served until dplogd replaces it",
+                consumer_path(&self.path).display()
+            ));
+        }
+    }
+
+    /// Why the consumer file of this ring is refused, if the last one
+    /// found was (see [`ShmOptions::daemon_uid`]): a message naming the
+    /// file, its owner and mode and what is expected. `None` once a
+    /// trusted one is mapped. The ring is then not served: the producer
+    /// follows its policy as when no daemon runs.
+    pub fn consumer_refusal(&self) -> Option<String> {
+        // Try to attach now (at most once a millisecond).
+        let _ = self.consumer();
+        self.refusal.borrow().clone()
     }
 
     /// The consumer's index: 0 while it has no consumer file.
@@ -1697,17 +1965,26 @@ impl<T: Record> ShmProducer<T> {
             .wrapping_sub(self.tail.wrapping_sub(self.cached_head));
         if free < want as u64 {
             self.flush();
-            self.cached_head = self.consumer_head();
+            self.refresh_head();
             free = self
                 .capacity
                 .wrapping_sub(self.tail.wrapping_sub(self.cached_head));
-            // A head the consumer never wrote (memory corruption) must not
-            // make the producer overwrite unread slots.
-            if free > self.capacity {
-                free = 0;
-            }
         }
         free as usize
+    }
+
+    /// Refreshes the cached consumer index from the consumer file. A head
+    /// outside `tail - capacity ..= tail` (one the consumer never wrote:
+    /// memory corruption, a file cut short and read as zeros) is not
+    /// taken: the cache keeps the last sane one, so `tail - cached_head`
+    /// stays within the capacity and no unread slot is overwritten, now
+    /// or on a later push's fast path.
+    fn refresh_head(&mut self) {
+        self.drop_faulted_consumer();
+        let head = self.consumer_head();
+        if self.tail.wrapping_sub(head) <= self.capacity {
+            self.cached_head = head;
+        }
     }
 
     /// Makes every record pushed so far visible to the consumer (one
@@ -1847,7 +2124,7 @@ impl<T: Record> ShmProducer<T> {
 
     /// Fill level, refreshing the consumer index (one Acquire load).
     pub fn fill(&mut self) -> usize {
-        self.cached_head = self.consumer_head();
+        self.refresh_head();
         self.tail.wrapping_sub(self.cached_head).min(self.capacity) as usize
     }
 
@@ -2089,16 +2366,7 @@ impl ShmReader {
             .map_err(|_| ShmError::BadHeader("ring larger than the address space".into()))?;
         let mut map = Mapping::new(&file, map_len, false)?;
         map.guard = guard_register(map.ptr as usize, map.len);
-        let cmap = consumer_open_rw(path, &file, info.nonce).map_err(|e| match e {
-            ShmError::Io(e) => ShmError::Io(io::Error::new(
-                e.kind(),
-                format!(
-                    "the consumer file {} (the daemon needs write access to the ring directory): {e}",
-                    consumer_path(path).display()
-                ),
-            )),
-            other => other,
-        })?;
+        let cmap = consumer_open_rw(path, &file, info.nonce)?;
         Ok(Self {
             map,
             cmap,
@@ -2269,6 +2537,15 @@ impl ShmReader {
         self.cmap
             .u32_at(C_OFF_VERDICT)
             .store(STATE_QUARANTINED, Ordering::Release);
+    }
+
+    /// True if the consumer file says the ring is quarantined: marked by
+    /// [`quarantine`](Self::quarantine), or found so when
+    /// [`open`](Self::open) reused the file of this ring lifetime (a
+    /// verdict of this user, before a restart: it is never cleared).
+    pub fn quarantined(&self) -> bool {
+        // Acquire pairs with the Release store in `quarantine`.
+        self.cmap.u32_at(C_OFF_VERDICT).load(Ordering::Acquire) == STATE_QUARANTINED
     }
 
     /// Removes the ring file and its consumer file (once the ring is

@@ -33,6 +33,7 @@ fn opts(dir: &std::path::Path, cap: usize) -> ShmOptions {
         name: "t".into(),
         capacity: cap,
         group: None,
+        daemon_uid: None,
     }
 }
 

@@ -96,7 +96,7 @@ pub use result::{
     DPLOG_ERR_UNKNOWN_SCHEMA, DPLOG_ERR_UNSUPPORTED, DPLOG_OK,
 };
 pub use schema::dplog_schema_register;
-pub use shm::{dplog_attach, dplog_attach_group};
+pub use shm::{dplog_attach, dplog_attach_daemon, dplog_attach_group};
 pub use start::dplog_start;
 pub use stats::dplog_stats;
 pub use types::{

@@ -81,7 +81,7 @@ pub unsafe extern "C" fn dplog_attach(
     out: *mut *mut dplog_producer_t,
 ) -> dplog_result {
     // SAFETY: the caller's contract, passed on unchanged.
-    unsafe { attach(h, ring_id, dir, name, None, out) }
+    unsafe { attach(h, ring_id, dir, name, None, None, out) }
 }
 
 /// `dplog_attach` with the ring file given the group `gid` (mode 0640
@@ -109,11 +109,43 @@ pub unsafe extern "C" fn dplog_attach_group(
     out: *mut *mut dplog_producer_t,
 ) -> dplog_result {
     // SAFETY: the caller's contract, passed on unchanged.
-    unsafe { attach(h, ring_id, dir, name, Some(gid), out) }
+    unsafe { attach(h, ring_id, dir, name, Some(gid), None, out) }
 }
 
-/// `dplog_attach` and `dplog_attach_group`: the ring of `group`
-/// (`None`: mode 0600).
+/// `dplog_attach_group` for a `dplogd` running as the user `daemon_uid`
+/// (neither this process's user nor root, e.g. the `dplog` user of a
+/// systemd service): the ring uses the daemon's consumer file
+/// (`<ring>.consumer`) only if its owner is this process's effective
+/// uid, root or `daemon_uid`, and no group or other may write it; with
+/// `dplog_attach` and `dplog_attach_group` only this user and root are
+/// trusted. A refused file leaves the ring unserved (as while no daemon
+/// runs: `block` waits, `drop_newest` counts), so that whoever may create
+/// files in `dir` cannot move the daemon's position (records overwritten)
+/// or stop the logging.
+///
+/// Errors: as `dplog_attach_group`. `*out` is written only on success.
+///
+/// Ownership and thread-safety: as `dplog_attach`.
+///
+/// # Safety
+/// As `dplog_attach`.
+#[no_mangle]
+pub unsafe extern "C" fn dplog_attach_daemon(
+    h: *mut dplog_t,
+    ring_id: u32,
+    dir: *const c_char,
+    name: *const c_char,
+    gid: u32,
+    daemon_uid: u32,
+    out: *mut *mut dplog_producer_t,
+) -> dplog_result {
+    // SAFETY: the caller's contract, passed on unchanged.
+    unsafe { attach(h, ring_id, dir, name, Some(gid), Some(daemon_uid), out) }
+}
+
+/// `dplog_attach`, `dplog_attach_group` and `dplog_attach_daemon`: the
+/// ring of `group` (`None`: mode 0600), trusting consumer files of
+/// `daemon_uid` besides this user's and root's.
 ///
 /// # Safety
 /// As `dplog_attach`.
@@ -123,6 +155,7 @@ unsafe fn attach(
     dir: *const c_char,
     name: *const c_char,
     group: Option<u32>,
+    daemon_uid: Option<u32>,
     out: *mut *mut dplog_producer_t,
 ) -> dplog_result {
     guard(|| {
@@ -170,6 +203,7 @@ unsafe fn attach(
             name,
             capacity: cfg.ring_capacity,
             group,
+            daemon_uid,
         };
         // The id first: a refused attach creates no ring file.
         if !lock(&l.shared.rings).insert(ring_id) {

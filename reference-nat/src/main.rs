@@ -192,6 +192,12 @@ struct Args {
     /// --allow-uid).
     #[arg(long, value_name = "GROUP", requires = "log_ring", value_parser = parse_group)]
     log_ring_group: Option<u32>,
+    /// With --log-ring: the uid dplogd runs as, when it is neither this
+    /// user nor root (e.g. the dplog user of a systemd service): the rings
+    /// use a consumer file (`<ring>.consumer`) only if it is owned by this
+    /// user, root or this uid, and writable by its owner only.
+    #[arg(long, value_name = "UID", requires = "log_ring")]
+    log_ring_daemon_uid: Option<u32>,
     /// Synthetic mix: generate every frame into memory before timing.
     #[arg(long)]
     preload: bool,
@@ -390,6 +396,7 @@ fn build_config(args: &Args) -> Result<AppConfig, String> {
         cfg.log_ring = Some(dir.clone());
     }
     cfg.log_ring_group = args.log_ring_group;
+    cfg.log_ring_daemon_uid = args.log_ring_daemon_uid;
     if args.preload {
         d.preload = true;
     }

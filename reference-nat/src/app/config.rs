@@ -215,6 +215,11 @@ pub struct AppConfig {
     /// mode 0600). Not a TOML key.
     #[serde(skip)]
     pub log_ring_group: Option<u32>,
+    /// `--log-ring-daemon-uid UID`: dplogd's uid, trusted as the owner of
+    /// the rings' consumer files besides this user and root. Not a TOML
+    /// key.
+    #[serde(skip)]
+    pub log_ring_daemon_uid: Option<u32>,
 }
 
 /// Default output file of `dplog-nat`.
@@ -237,6 +242,7 @@ impl Default for AppConfig {
             metrics: MetricsConfig::default(),
             log_ring: None,
             log_ring_group: None,
+            log_ring_daemon_uid: None,
         }
     }
 }

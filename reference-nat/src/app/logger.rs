@@ -130,6 +130,7 @@ pub(crate) fn worker_producers(
                     name: format!("dplog-nat-w{w}"),
                     capacity: lc.ring.capacity,
                     group: cfg.log_ring_group,
+                    daemon_uid: cfg.log_ring_daemon_uid,
                 };
                 let p = ShmLogProducer::create(
                     &opts,
@@ -165,10 +166,21 @@ pub(crate) fn worker_producers(
             })
             .collect();
         if !rings.is_empty() {
-            watch_daemon(dir.clone(), rings, lc.ring.backpressure);
+            watch_daemon(
+                dir.clone(),
+                rings,
+                lc.ring.backpressure,
+                cfg.log_ring_daemon_uid,
+            );
         }
     }
     Ok(producers)
+}
+
+/// The directory of the ring file `r`, for messages.
+fn dir_name(r: &std::path::Path) -> String {
+    r.parent()
+        .map_or_else(String::new, |d| d.display().to_string())
 }
 
 /// How long the rings may wait for a daemon before [`watch_daemon`] says
@@ -179,16 +191,39 @@ const DAEMON_WAIT: Duration = Duration::from_secs(1);
 /// [`DAEMON_WAIT`] after their creation: no consumer file
 /// (`<ring>.consumer`, which dplogd creates when it takes a ring) exists
 /// for one of them, so the daemon is not running on `dir` or refused the
-/// ring. Says once more when every ring has one, and once per ring the
-/// daemon quarantines (its workers' records are then dropped and
-/// counted). A thread of its own, polling the files every 100 ms, off the
-/// workers' path; it ends when every ring is gone (served and removed) or
-/// quarantined.
-fn watch_daemon(dir: PathBuf, rings: Vec<PathBuf>, policy: dplog::Backpressure) {
-    let unserved = |rings: &[PathBuf]| {
+/// ring. Says once per ring why a consumer file there is refused (its
+/// owner or mode: `dplog::shm::consumer_status`, the check the producer
+/// makes; such a ring is not served either). Says once more when every
+/// ring has one, and once per ring the daemon quarantines (its workers'
+/// records are then dropped and counted). A thread of its own, polling
+/// the files every 100 ms, off the workers' path; it ends when every ring
+/// is gone (served and removed) or quarantined.
+fn watch_daemon(
+    dir: PathBuf,
+    rings: Vec<PathBuf>,
+    policy: dplog::Backpressure,
+    daemon_uid: Option<u32>,
+) {
+    use dplog::shm::{consumer_status, ConsumerStatus};
+    let mut refused_said = std::collections::HashSet::new();
+    let mut unserved = move |rings: &[PathBuf]| {
         rings
             .iter()
-            .filter(|r| r.exists() && !dplog::shm::consumer_path(r).exists())
+            .filter(|r| {
+                if !r.exists() {
+                    return false;
+                }
+                match consumer_status(r, daemon_uid) {
+                    ConsumerStatus::Served | ConsumerStatus::Quarantined => false,
+                    ConsumerStatus::Absent => true,
+                    ConsumerStatus::Refused(why) => {
+                        if refused_said.insert((*r).clone()) {
+                            eprintln!("dplog-nat: --log-ring {}: {why}", dir_name(r));
+                        }
+                        true
+                    }
+                }
+            })
             .count()
     };
     let spawned = std::thread::Builder::new()
@@ -202,7 +237,7 @@ fn watch_daemon(dir: PathBuf, rings: Vec<PathBuf>, policy: dplog::Backpressure) 
             loop {
                 std::thread::sleep(Duration::from_millis(100));
                 watched.retain(|r| {
-                    if !dplog::shm::consumer_quarantined(r) {
+                    if consumer_status(r, daemon_uid) != ConsumerStatus::Quarantined {
                         return true;
                     }
                     eprintln!(

@@ -427,6 +427,17 @@ impl Daemon {
                 RingMark::Live => {}
             }
         }
+        // Its consumer file (this daemon's, of this ring lifetime) says
+        // quarantined though no checkpoint does (stopped between the
+        // verdict and the checkpoint): the producer has stopped, so the
+        // verdict stands; it is never cleared.
+        if reader.quarantined() {
+            eprintln!(
+                "dplogd: ring {file}: quarantined before the restart (its consumer file says so); not served"
+            );
+            self.refused.insert(file);
+            return;
+        }
         // Each record type as the ring file describes it (checked by the
         // reader against its fingerprint); a known package's type with the
         // same fields keeps the package's metadata (syslog layout,

@@ -188,6 +188,9 @@ fn a_ring_of_another_user_is_refused_unless_allowed_and_a_daemon_of_the_group_se
         .arg(&rings)
         .args(["--name", "grp", "--tag", "4", "--records", &n])
         .args(["--capacity", "64", "--group", "65534"])
+        // The daemon's consumer file is uid 65534's: trusted only when
+        // named.
+        .args(["--daemon-uid", "65534"])
         .spawn()
         .unwrap();
     let ring = ring_of(&rings, "grp");

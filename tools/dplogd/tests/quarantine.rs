@@ -33,6 +33,7 @@ fn ring(dir: &Path, name: &str, tag: u32, n: u64) -> ShmProducer<Slot64> {
             name: name.into(),
             capacity: 64,
             group: None,
+            daemon_uid: None,
         },
         &dplog_schema_nat::all(),
     )

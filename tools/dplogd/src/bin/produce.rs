@@ -162,6 +162,10 @@ struct Args {
     /// user in that group can serve it; without it, mode 0600.
     #[arg(long)]
     group: Option<u32>,
+    /// The uid dplogd runs as, when it is neither this user nor root: the
+    /// producer trusts a consumer file of that owner too.
+    #[arg(long)]
+    daemon_uid: Option<u32>,
 }
 
 /// xorshift64*: a seeded sequence without a dependency.
@@ -195,6 +199,7 @@ fn main() {
         name: a.name.clone(),
         capacity: a.capacity,
         group: a.group,
+        daemon_uid: a.daemon_uid,
     };
     match a.record.as_str() {
         "nat" => {}

@@ -2325,7 +2325,12 @@ impl ShmReader {
     /// [`ShmError::BadHeader`] from [`parse_header`]; [`ShmError::Schema`]
     /// for a bad schema description behind a valid fixed header, after
     /// marking the ring quarantined in its consumer file (its producer
-    /// stops waiting and counts drops).
+    /// stops waiting and counts drops); [`ShmError::Protocol`], also after
+    /// marking it quarantined, when a consumer file kept from an earlier
+    /// daemon holds an index the producer's contradicts.
+    ///
+    /// The consumer index starts where such a kept consumer file says an
+    /// earlier daemon freed the ring (0 for a new file).
     pub fn open(path: &Path, rules: &OpenRules) -> Result<Self, ShmError> {
         let file = std::fs::OpenOptions::new()
             .read(true)
@@ -2367,7 +2372,16 @@ impl ShmReader {
         let mut map = Mapping::new(&file, map_len, false)?;
         map.guard = guard_register(map.ptr as usize, map.len);
         let cmap = consumer_open_rw(path, &file, info.nonce)?;
-        Ok(Self {
+        // A consumer file this daemon's uid kept from an earlier daemon of
+        // the same ring lifetime holds the position that daemon freed (it
+        // frees slots only once their records are written): start there,
+        // not at 0, or the head would move backwards under the producer.
+        // A checkpoint, if there is one, moves it again (`resume_at`).
+        // Acquire pairs with the earlier daemon's Release stores
+        // (`publish_head`, `publish_reported`).
+        let head = cmap.u64_at(C_OFF_HEAD).load(Ordering::Acquire);
+        let drops_reported = cmap.u64_at(C_OFF_DROPS_REPORTED).load(Ordering::Acquire);
+        let mut reader = Self {
             map,
             cmap,
             file,
@@ -2377,7 +2391,19 @@ impl ShmReader {
             last_tail: 0,
             drops_reported: 0,
             size_check: true,
-        })
+        };
+        // (A ring already quarantined is not served again: no position.)
+        if (head != 0 || drops_reported != 0) && !reader.quarantined() {
+            if let Err(e) = reader.resume_at(head, drops_reported) {
+                // A position the producer's index contradicts: stop the
+                // ring, so a producer blocked on it stops waiting.
+                reader.quarantine();
+                return Err(ShmError::Protocol(format!(
+                    "its consumer file's index {head}: {e}"
+                )));
+            }
+        }
+        Ok(reader)
     }
 
     /// Test hook: [`poll`](Self::poll) skips its file-size check, as if

@@ -474,6 +474,15 @@ impl Daemon {
             // them held).
             reader.publish_head();
             reader.publish_reported();
+        } else if reader.head() > 0 {
+            // No checkpoint names the ring (another --checkpoint, a lost
+            // file) but its consumer file shows an earlier daemon's
+            // progress: resume there; what that daemon wrote after its
+            // last checkpoint cannot be cut back without one.
+            eprintln!(
+                "dplogd: ring {file}: no checkpoint names it; resuming at index {} where its consumer file says an earlier daemon freed it (records that daemon wrote after its last checkpoint may be written again)",
+                reader.head()
+            );
         }
         let mut fmt = match self.cfg.format.formatter(&schemas) {
             Ok(f) => f,

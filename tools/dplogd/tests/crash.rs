@@ -206,3 +206,69 @@ fn dplogd_sigkilled_and_restarted_writes_every_record_exactly_once() {
     // exercised less than it claims; either way the outputs are exact.
     eprintln!("dplogd stderr:\n{}", s.stderr());
 }
+
+/// dplogd killed, then started again without its checkpoint (removed, as
+/// an operator might after finding it damaged, or another `--checkpoint`
+/// path): the new daemon resumes the ring where its consumer file says
+/// the killed one freed it, so the head never moves backwards under the
+/// producer, nothing is quarantined, and every record the producer
+/// committed is in the output (those written after the last checkpoint
+/// possibly twice: without a checkpoint nothing is cut back).
+#[test]
+fn dplogd_restarted_without_its_checkpoint_resumes_at_the_consumer_file_and_loses_nothing() {
+    let s = Setup::new("[sink]\ntype = \"file\"\npath = \"@/out.jsonl\"\n");
+    const N: u64 = 6_000;
+    let mut p = s.producer(
+        "lost",
+        3,
+        &[
+            "--records",
+            &N.to_string(),
+            "--capacity",
+            "1024",
+            "--pause-us",
+            "400",
+        ],
+    );
+    let mut d = s.daemon();
+    // Well into the run: more than a capacity consumed and checkpointed.
+    wait_for(60, "over 2048 records written", || {
+        parse(&read(&s.path("out.jsonl")))
+            .seqs
+            .get(&3)
+            .is_some_and(|v| v.len() > 2048)
+    });
+    kill9(&mut d);
+    std::fs::remove_file(s.path("dplogd.checkpoint")).unwrap();
+    let mut d = s.daemon();
+    assert!(p.wait().unwrap().success());
+    wait_for(60, "the producer's end line", || {
+        !parse(&read(&s.path("out.jsonl"))).ends.is_empty()
+    });
+    assert_eq!(term(&mut d), 0, "stderr:\n{}", s.stderr());
+    let err = s.stderr();
+    assert!(
+        err.contains("no checkpoint names it; resuming at index"),
+        "stderr:\n{err}"
+    );
+    assert!(!err.contains("quarantined"), "stderr:\n{err}");
+    let o = parse(&read(&s.path("out.jsonl")));
+    let mut seen = vec![0u32; N as usize];
+    for &q in &o.seqs[&3] {
+        seen[q as usize] += 1;
+    }
+    let missing: Vec<usize> = (0..N as usize).filter(|&i| seen[i] == 0).collect();
+    assert!(
+        missing.is_empty(),
+        "{} committed records missing: {:?}",
+        missing.len(),
+        &missing[..missing.len().min(10)]
+    );
+    // At most the records after the last checkpoint come twice: fewer
+    // than a capacity.
+    let twice = seen.iter().filter(|&&c| c > 1).count();
+    assert!(twice < 1024, "{twice} records written twice");
+    assert!(seen.iter().all(|&c| c <= 2));
+    let end = end_of(&o, "lost").expect("end line");
+    assert_eq!(end["records"], N, "{end}");
+}

@@ -197,17 +197,7 @@ fn a_broker_away_holds_the_checkpoint_and_a_daemon_killed_meanwhile_loses_nothin
     assert_eq!(term(&mut d), 0, "stderr:\n{}", s.stderr());
     let o = parse(&lines.join("\n"));
     let seqs = &o.seqs[&7];
-    let mut seen = vec![0u32; N as usize];
-    for &q in seqs {
-        seen[q as usize] += 1;
-    }
-    let missing: Vec<usize> = (0..N as usize).filter(|&i| seen[i] == 0).collect();
-    assert!(
-        missing.is_empty(),
-        "{} records never arrived: {:?}",
-        missing.len(),
-        &missing[..missing.len().min(10)]
-    );
+    arrivals(seqs, N);
     assert_eq!(
         end_of(&o, "away").expect("the ring's end line")["records"],
         N
@@ -266,17 +256,7 @@ fn kafka_behind_a_killed_dplogd_gets_every_record_at_least_once_repeats_only_aft
     let end = end_of(&o, "kfk").expect("the ring's end line");
     assert_eq!(end["records"], N, "{end}");
     // Every committed record is there.
-    let mut seen = vec![0u32; N as usize];
-    for &q in seqs {
-        seen[q as usize] += 1;
-    }
-    let missing: Vec<usize> = (0..N as usize).filter(|&i| seen[i] == 0).collect();
-    assert!(
-        missing.is_empty(),
-        "{} records never arrived: {:?}",
-        missing.len(),
-        &missing[..missing.len().min(10)]
-    );
+    let seen = arrivals(seqs, N);
     // In partition order the numbers run 0, 1, 2, … except at a restart,
     // where they go back to exactly a checkpoint a restarted daemon
     // resumed from: nothing below a checkpoint is sent twice.

@@ -244,3 +244,20 @@ impl Setup {
             .unwrap()
     }
 }
+
+/// How many times each of the sequence numbers `0..n` occurs in `seqs`;
+/// panics naming the first few that never occur (a record lost).
+pub fn arrivals(seqs: &[u64], n: u64) -> Vec<u32> {
+    let mut seen = vec![0u32; n as usize];
+    for &q in seqs {
+        seen[q as usize] += 1;
+    }
+    let missing: Vec<usize> = (0..n as usize).filter(|&i| seen[i] == 0).collect();
+    assert!(
+        missing.is_empty(),
+        "{} records never arrived: {:?}",
+        missing.len(),
+        &missing[..missing.len().min(10)]
+    );
+    seen
+}

@@ -69,25 +69,7 @@ impl Setup {
 
     /// [`daemon`](Self::daemon) with `extra` flags.
     pub fn daemon_with(&self, extra: &[&str]) -> Child {
-        let err = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.path("dplogd.err"))
-            .unwrap();
-        Command::new(DPLOGD)
-            .arg("--config")
-            .arg(self.path("dplogd.toml"))
-            .arg("--rings")
-            .arg(self.rings())
-            .arg("--checkpoint")
-            .arg(self.path("dplogd.checkpoint"))
-            .arg("--scan-ms")
-            .arg("20")
-            .args(extra)
-            .stderr(err)
-            .spawn()
-            .inspect(|c| self.pids.borrow_mut().push(c.id()))
-            .unwrap()
+        self.daemon_wrapped(&[], extra)
     }
 
     pub fn stderr(&self) -> String {
@@ -219,17 +201,22 @@ pub fn strace_bin() -> Option<PathBuf> {
 impl Setup {
     /// [`daemon_with`](Self::daemon_with) started through `wrapper` (a
     /// program and its arguments, e.g. `strace -o trace`), which runs
-    /// dplogd as its child.
+    /// dplogd as its child; an empty `wrapper` starts dplogd itself.
     pub fn daemon_wrapped(&self, wrapper: &[&str], extra: &[&str]) -> Child {
         let err = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(self.path("dplogd.err"))
             .unwrap();
-        Command::new(wrapper[0])
-            .args(&wrapper[1..])
-            .arg(DPLOGD)
-            .arg("--config")
+        let mut cmd = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(DPLOGD);
+                c
+            }
+            None => Command::new(DPLOGD),
+        };
+        cmd.arg("--config")
             .arg(self.path("dplogd.toml"))
             .arg("--rings")
             .arg(self.rings())

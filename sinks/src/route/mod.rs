@@ -128,6 +128,22 @@ impl std::fmt::Debug for FanOut {
 }
 
 impl FanOut {
+    /// Calls `f` on every child, counting each child's error; returns the
+    /// first error (every child is called whatever the others return).
+    fn each(
+        &mut self,
+        mut f: impl FnMut(&mut BoxSink) -> Result<(), SinkError>,
+    ) -> Result<(), SinkError> {
+        let mut r = Ok(());
+        for (i, c) in self.children.iter_mut().enumerate() {
+            if let Err(e) = f(c) {
+                bump(&self.counters.errors[i]);
+                r = r.and(Err(e));
+            }
+        }
+        r
+    }
+
     /// Builds a fan-out over `children` (at least one).
     ///
     /// Errors: `InvalidInput` for an empty list.
@@ -285,51 +301,19 @@ impl Sink for FanOut {
     }
 
     fn flush(&mut self) -> Result<(), SinkError> {
-        let mut r = Ok(());
-        for (i, c) in self.children.iter_mut().enumerate() {
-            if let Err(e) = c.flush() {
-                // Every child's error is counted; the first is returned.
-                bump(&self.counters.errors[i]);
-                r = r.and(Err(e));
-            }
-        }
-        r
+        self.each(|c| c.flush())
     }
 
     fn write_out(&mut self) -> Result<(), SinkError> {
-        let mut r = Ok(());
-        for (i, c) in self.children.iter_mut().enumerate() {
-            if let Err(e) = c.write_out() {
-                // Every child's error is counted; the first is returned.
-                bump(&self.counters.errors[i]);
-                r = r.and(Err(e));
-            }
-        }
-        r
+        self.each(|c| c.write_out())
     }
 
     fn sync_all(&mut self) -> Result<(), SinkError> {
-        let mut r = Ok(());
-        for (i, c) in self.children.iter_mut().enumerate() {
-            if let Err(e) = c.sync_all() {
-                // Every child's error is counted; the first is returned.
-                bump(&self.counters.errors[i]);
-                r = r.and(Err(e));
-            }
-        }
-        r
+        self.each(|c| c.sync_all())
     }
 
     fn tick(&mut self, now: Instant) -> Result<(), SinkError> {
-        let mut r = Ok(());
-        for (i, c) in self.children.iter_mut().enumerate() {
-            if let Err(e) = c.tick(now) {
-                // Every child's error is counted; the first is returned.
-                bump(&self.counters.errors[i]);
-                r = r.and(Err(e));
-            }
-        }
-        r
+        self.each(|c| c.tick(now))
     }
 
     fn poll(&mut self) -> Progress {

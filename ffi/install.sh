@@ -5,14 +5,44 @@
 #   PREFIX/lib/libdplog.so.X.Y.Z, libdplog.so.X -> it, libdplog.so -> it
 #   PREFIX/lib/libdplog.a
 #   PREFIX/lib/pkgconfig/dplog.pc
-# Usage: ffi/install.sh PREFIX [--debug]
+# Usage: ffi/install.sh [--debug] PREFIX   (options in any position)
 # Builds the library first (release profile unless --debug). Honors
-# CARGO_TARGET_DIR and DESTDIR.
+# CARGO_TARGET_DIR and DESTDIR. A relative PREFIX is taken from the
+# current directory. Bad arguments exit 2 with the usage, before any
+# build.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-prefix="${1:?usage: ffi/install.sh PREFIX [--debug]}"
+usage="usage: ffi/install.sh [--debug] PREFIX  (--debug: install the debug build; \
+DESTDIR and CARGO_TARGET_DIR are honored)"
+bad() {
+  echo "ffi/install.sh: $1" >&2
+  echo "$usage" >&2
+  exit 2
+}
 profile=release
-[ "${2:-}" = "--debug" ] && profile=debug
+prefix=
+options=1
+for arg in "$@"; do
+  case "$options:$arg" in
+    1:--) options=0 ;;
+    1:--debug) profile=debug ;;
+    1:-h | 1:--help)
+      echo "$usage"
+      exit 0
+      ;;
+    1:-*) bad "unknown option $arg" ;;
+    *)
+      [ -z "$prefix" ] || bad "one PREFIX only (got $prefix and $arg)"
+      [ -n "$arg" ] || bad "empty PREFIX"
+      prefix=$arg
+      ;;
+  esac
+done
+[ -n "$prefix" ] || bad "no PREFIX given"
+case "$prefix" in
+  /*) ;;
+  *) prefix="$PWD/$prefix" ;;
+esac
+cd "$(dirname "$0")/.."
 if [ "$profile" = release ]; then
   cargo build --release --locked -p dplog-ffi
 else

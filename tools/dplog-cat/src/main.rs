@@ -2,13 +2,23 @@
 //! `binary`) into any other format on stdout, using the schemas stored in
 //! the file. A file truncated mid-record decodes up to the last whole
 //! record; the byte offset where decoding stopped and why go to stderr and
-//! the exit status is 2. Exit status 1: unreadable file or bad options.
+//! the exit status is 3 (as `dplog-query`'s for damage). A binary log
+//! starts with its `H` frame (`dplog_formatters::binary`): an input that
+//! does not (a text log, any other file) is refused as not a dplog binary
+//! log, exit status 1.
+//!
+//! Exit status: 0 every input decoded whole; 1 error (an input that is
+//! unreadable or not a dplog log, a bad `--where` or template, a failed
+//! write); 2 the command line does not parse; 3 damaged input: what comes
+//! before the damage (a binary log) or every undamaged block (an archive)
+//! is printed and the damage named on stderr. 2 is left to the argument
+//! parser so that a script can tell damage from a usage error.
 //!
 //! **Archives.** `dplog-cat DIR` on a directory of `archive` sink
 //! segments (`seg-*.dpa`) prints their records in event-time order,
 //! with the same `--format`, `--from`/`--to` and `--where`; a torn or
 //! corrupt block is named on stderr (file and block), the rest printed,
-//! and the exit status is 2. TSC fields print as wall time with the
+//! and the exit status is 3. TSC fields print as wall time with the
 //! calibration the archive kept for each record (the one in force when
 //! it was written, as from the binary log); an archive of format
 //! version 1 kept none, and its TSC fields print as ticks converted with
@@ -97,7 +107,11 @@ use dplog_sinks::mmap::reader::{self, SegmentData};
 #[derive(Parser)]
 #[command(
     name = "dplog-cat",
-    about = "Decode a dplog binary log or mmap sink segments into another format"
+    about = "Decode a dplog binary log or mmap sink segments into another format",
+    after_help = "Exit status: 0 decoded whole; 1 error (an input unreadable or not a dplog log, a \
+                  bad --where or template, a failed write); 2 bad command line; 3 damaged input: \
+                  decoded up to the damage (a binary log) or its damaged blocks skipped (an \
+                  archive), each named on stderr with its byte or block."
 )]
 struct Args {
     /// Output format: text, json, csv, rfc5424, rfc3164, ipfix, binary.
@@ -319,6 +333,8 @@ enum Next<'a> {
     Frame(Frame<'a>),
     /// The end of the input, at a frame boundary.
     End,
+    /// The input does not start as a binary log does (its `H` frame).
+    NotALog,
     /// Decoding stopped at stream byte `.0`, for reason `.1`.
     Stopped(u64, String),
 }
@@ -393,6 +409,9 @@ impl<R: Read> Frames<R> {
         if avail.is_empty() {
             return Ok(Next::End);
         }
+        if self.offset == 0 && !may_start_binary_log(&avail[..avail.len().min(12)]) {
+            return Ok(Next::NotALog);
+        }
         match self.dec.next(avail) {
             Ok(Some((f, n))) => {
                 self.pos += n;
@@ -407,6 +426,23 @@ impl<R: Read> Frames<R> {
             Err(reason) => Ok(Next::Stopped(self.offset, reason)),
         }
     }
+}
+
+/// Why an input that does not start with an `H` frame is refused.
+const NOT_A_LOG: &str = "not a dplog binary log (byte 0: no H frame; a binary log, as [format] \
+                         type = \"binary\" writes it, starts with its H frame; dplog-cat also \
+                         reads mmap segments and archive directories)";
+
+/// True if `b`, the first bytes of an input (up to 12), can start a
+/// binary log: its `H` frame (`H`, 0, the length, `DPLOGBIN`) or a prefix
+/// of one (a log cut inside its first frame is damaged, not foreign), or
+/// nothing (an empty log).
+fn may_start_binary_log(b: &[u8]) -> bool {
+    let magic = &dplog_formatters::binary::MAGIC[..];
+    b.is_empty()
+        || (b[0] == b'H'
+            && b.get(1).map_or(true, |&z| z == 0)
+            && magic.starts_with(&b[b.len().min(4)..b.len().min(12)]))
 }
 
 /// What a file contributes to the stream.
@@ -891,6 +927,12 @@ fn main() -> ExitCode {
                         return ExitCode::from(1);
                     }
                 } else {
+                    // The first of the stream must start a log (a later
+                    // file may continue the one before it).
+                    if !binary_before && !may_start_binary_log(&lead) {
+                        eprintln!("dplog-cat: {}: {NOT_A_LOG}", f.display());
+                        return ExitCode::from(1);
+                    }
                     binary_before |= reader::starts_binary_log(&lead);
                 }
                 sources.push_back(src);
@@ -963,6 +1005,12 @@ fn main() -> ExitCode {
         };
         let r = match next {
             Next::End => break None,
+            // Standard input (a file is checked before this).
+            Next::NotALog => {
+                progress.clear();
+                eprintln!("dplog-cat: {what}: {NOT_A_LOG}");
+                return ExitCode::from(1);
+            }
             Next::Stopped(off, reason) => break Some((off, reason)),
             Next::Record(schema, rec) => o.record(schema, rec),
             Next::Frame(Frame::Calibration(c)) => {
@@ -1018,7 +1066,7 @@ fn main() -> ExitCode {
                 "dplog-cat: {what}: stopped at byte {offset} {of} {total}: {reason}; decoded {} whole records",
                 o.records
             );
-            ExitCode::from(2)
+            ExitCode::from(3)
         }
     }
 }
@@ -1031,7 +1079,7 @@ fn main() -> ExitCode {
 /// orders those by ticks, so every segment is read and the records
 /// selected by their converted time). Damage (a torn or corrupt block, a
 /// bad footer) is reported on stderr with its file and block, the rest
-/// is printed, and the exit status is 2.
+/// is printed, and the exit status is 3.
 fn cat_archive(args: &Args, dir: &Path) -> ExitCode {
     let mut ar = match archive::ArchiveReader::open(dir) {
         Ok(a) => a,
@@ -1089,13 +1137,19 @@ fn cat_archive(args: &Args, dir: &Path) -> ExitCode {
     if let Err(e) = stdout.write_all(&o.out).and_then(|_| stdout.flush()) {
         return output_failed(e);
     }
+    // (A segment that cannot be opened is met when the reader opens and
+    // again when it reads: named once.)
+    let mut named: Vec<&archive::Problem> = Vec::new();
     for p in ar.problems() {
-        eprintln!("dplog-cat: {p}");
+        if !named.contains(&p) {
+            eprintln!("dplog-cat: {p}");
+            named.push(p);
+        }
     }
     if ar.problems().is_empty() {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(2)
+        ExitCode::from(3)
     }
 }
 

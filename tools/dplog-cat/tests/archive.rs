@@ -137,7 +137,8 @@ fn a_damaged_block_is_named_and_the_rest_printed() {
     std::fs::write(&segs[1].path, bytes).unwrap();
     let o = cat(dir.path(), &["--format", "json", "arch"]);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    // Damage: status 3, as dplog-query's.
+    assert_eq!(o.status.code(), Some(3), "{err}");
     let name = segs[1].path.file_name().unwrap().to_string_lossy();
     assert!(err.contains(&*name), "{err}");
     assert!(err.contains(&format!("block {bad}")), "{err}");
@@ -145,6 +146,21 @@ fn a_damaged_block_is_named_and_the_rest_printed() {
         o.stdout.iter().filter(|&&c| c == b'\n').count(),
         3000 - rows
     );
+    // A segment cut shorter than its header: named once, with its byte.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&segs[0].path)
+        .unwrap()
+        .set_len(10)
+        .unwrap();
+    let o = cat(dir.path(), &["--format", "json", "arch"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    let name = segs[0].path.file_name().unwrap().to_string_lossy();
+    let line = format!(
+        "dplog-cat: arch/{name}: at byte 0: shorter than a segment header; segment skipped"
+    );
+    assert_eq!(err.lines().filter(|l| *l == line).count(), 1, "{err}");
 }
 
 /// A `--where` that can never hold (a misspelt field, a value its field

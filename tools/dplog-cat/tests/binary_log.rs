@@ -59,7 +59,8 @@ fn dplog_cat_decodes_to_json_and_reports_a_truncated_tail() {
         .arg(&cut)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    // Damage: status 3 (2 is a usage error).
+    assert_eq!(out.status.code(), Some(3));
     let lines: Vec<&str> = golden.lines().collect();
     let got = String::from_utf8(out.stdout).unwrap();
     assert_eq!(got.lines().collect::<Vec<_>>(), lines[..6]);
@@ -69,6 +70,67 @@ fn dplog_cat_decodes_to_json_and_reports_a_truncated_tail() {
             && err.contains("decoded 6 whole records"),
         "{err}"
     );
+}
+
+#[test]
+fn a_file_that_is_no_binary_log_is_named_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.bin");
+    std::fs::write(&junk, b"junk\n").unwrap();
+    let want = format!(
+        "dplog-cat: {}: not a dplog binary log (byte 0: no H frame; a binary log, as [format] \
+         type = \"binary\" writes it, starts with its H frame; dplog-cat also reads mmap \
+         segments and archive directories)\n",
+        junk.display()
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_dplog-cat"))
+        .arg(&junk)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    assert_eq!(String::from_utf8_lossy(&out.stderr), want);
+    // A text log: the same, whatever its first frame header would claim.
+    std::fs::write(&junk, b"2026-01-01T00:00:00.000000Z natEvent=4\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_dplog-cat"))
+        .args(["--format", "json"])
+        .arg(&junk)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), want);
+    // On standard input too.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dplog-cat"))
+        .arg("-")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), b"junk\n").unwrap();
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("dplog-cat: standard input: not a dplog binary log (byte 0: no H frame"),
+        "{err}"
+    );
+    // A log cut inside its H frame is a damaged log, not a foreign file.
+    let b = binary_file();
+    for n in [1, 6, 11] {
+        std::fs::write(&junk, &b[..n]).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_dplog-cat"))
+            .arg(&junk)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{n}: {err}");
+        assert!(
+            err.contains(&format!("stopped at byte 0 of {n}: truncated")),
+            "{n}: {err}"
+        );
+    }
 }
 
 #[test]

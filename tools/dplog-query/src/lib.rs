@@ -102,6 +102,20 @@ pub enum QueryError {
         field: String,
         /// The fields the archive's record types have.
         known: Vec<String>,
+        /// Segments that could not be read (file, byte, why), skipped:
+        /// their record types are not in `known`.
+        damaged: Vec<Problem>,
+    },
+    /// No readable segment of the archive declares a record type, so no
+    /// condition can be matched: every segment is damaged (`problems`
+    /// names each: file, byte, why) or holds no record.
+    NoRecordTypes {
+        /// The archive directory.
+        dir: PathBuf,
+        /// How many segments it has.
+        segments: usize,
+        /// The segments that could not be read, skipped.
+        problems: Vec<Problem>,
     },
     /// A value that does not parse as its field's kind.
     BadValue {
@@ -119,15 +133,75 @@ pub enum QueryError {
 impl fmt::Display for QueryError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            QueryError::UnknownField { field, known } => write!(
+            QueryError::UnknownField {
+                field,
+                known,
+                damaged,
+            } => {
+                write!(
+                    f,
+                    "unknown field {field:?}: the archive's records have {}",
+                    known.join(", ")
+                )?;
+                if !damaged.is_empty() {
+                    write!(
+                        f,
+                        " ({} damaged segment(s) could not be read: their record types are \
+                         not known)",
+                        damaged.len()
+                    )?;
+                }
+                Ok(())
+            }
+            QueryError::NoRecordTypes {
+                dir,
+                segments,
+                problems,
+            } if problems.is_empty() => write!(
                 f,
-                "unknown field {field:?}: the archive's records have {}",
-                known.join(", ")
+                "no segment of {} declares a record type: its {segments} segment(s) hold no \
+                 records; nothing to look up",
+                dir.display()
+            ),
+            QueryError::NoRecordTypes {
+                dir,
+                segments,
+                problems,
+            } if problems.len() >= *segments => write!(
+                f,
+                "no readable segment of {} declares a record type: its {segments} segment(s) \
+                 are damaged and were skipped; nothing to look up",
+                dir.display(),
+            ),
+            QueryError::NoRecordTypes {
+                dir,
+                segments,
+                problems,
+            } => write!(
+                f,
+                "no readable segment of {} declares a record type: {} of its {segments} \
+                 segment(s) are damaged and were skipped, the others hold no records; nothing \
+                 to look up",
+                dir.display(),
+                problems.len()
             ),
             QueryError::BadValue { field, value, why } => {
                 write!(f, "{field}={value}: {why}")
             }
             QueryError::Archive(p, e) => write!(f, "{}: {e}", p.display()),
+        }
+    }
+}
+
+impl QueryError {
+    /// The damaged segments met before the error (file, byte, why), to
+    /// report with it: those that could not be read when the archive's
+    /// record types were looked for. Empty for the other errors.
+    pub fn problems(&self) -> &[Problem] {
+        match self {
+            QueryError::UnknownField { damaged, .. } => damaged,
+            QueryError::NoRecordTypes { problems, .. } => problems,
+            _ => &[],
         }
     }
 }
@@ -597,8 +671,10 @@ struct Held {
 /// of format version 1, which kept none); `progress` after each segment.
 ///
 /// Errors: [`QueryError`] for an unknown field, a bad value or an
-/// unreadable archive; damage inside it is not an error but reported in
-/// [`Outcome::problems`].
+/// unreadable archive, and [`QueryError::NoRecordTypes`] when conditions
+/// are given and no readable segment declares a record type (each
+/// damaged segment in it); damage inside an archive that is read is not
+/// an error but reported in [`Outcome::problems`].
 pub fn run(
     dir: &Path,
     q: &Query,
@@ -609,7 +685,10 @@ pub fn run(
     let mut outcome = Outcome::default();
     // Fields known to the archive: its first and last segments' schemas.
     let probe: Vec<&SegmentFile> = [segs.first(), segs.last()].into_iter().flatten().collect();
-    let (mut known, life_ms) = probe_schemas(&probe, &mut Vec::new());
+    // Segments that cannot be opened are reported with an error below;
+    // a query that runs meets (and reports) them again in its window.
+    let mut damaged = Vec::new();
+    let (mut known, life_ms) = probe_schemas(&probe, &mut damaged);
     let has = |known: &[Schema], name: &str| {
         known.iter().any(|s| {
             s.field(name).is_some()
@@ -620,7 +699,17 @@ pub fn run(
         // Not in the first and last segments: every segment's schemas
         // before calling the field unknown.
         let all: Vec<&SegmentFile> = segs.iter().collect();
-        known = probe_schemas(&all, &mut Vec::new()).0;
+        damaged.clear();
+        known = probe_schemas(&all, &mut damaged).0;
+        if known.is_empty() {
+            // Nothing to match a field against: the damage (if any) is
+            // the answer, not the field.
+            return Err(QueryError::NoRecordTypes {
+                dir: dir.to_path_buf(),
+                segments: segs.len(),
+                problems: damaged,
+            });
+        }
     }
     for (name, _) in &q.conds {
         if !has(&known, name) {
@@ -633,6 +722,7 @@ pub fn run(
             return Err(QueryError::UnknownField {
                 field: name.clone(),
                 known: names,
+                damaged,
             });
         }
     }

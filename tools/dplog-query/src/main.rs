@@ -12,8 +12,11 @@
 //! unknown field, an unparsable time, an unreadable archive), 3 an
 //! answer from an archive with damaged parts: they are reported on
 //! stderr with their file and block and skipped, the lookup goes on, and
-//! the answer (found or not) may lack what they held. Semantics of `--at`: see the library docs
-//! (`dplog_query`).
+//! the answer (found or not) may lack what they held. When no readable
+//! segment is left to tell a `--where` field's record types (every
+//! segment damaged), each damaged segment is named with its byte and
+//! reason, nothing is looked up, and the status is 3 as well. Semantics
+//! of `--at`: see the library docs (`dplog_query`).
 //!
 //! `import` exits 0 when every input was imported whole, 2 on an error
 //! (an input that is not a binary log or mmap directory, refused before
@@ -39,7 +42,7 @@ use clap::{Parser, Subcommand};
 use dplog_core::Schema;
 use dplog_core::Sink;
 use dplog_formatters::{Format, FormatSpec, TscCalibration};
-use dplog_query::{parse_lookback, parse_time, Lookback, Mode, Query};
+use dplog_query::{parse_lookback, parse_time, Lookback, Mode, Query, QueryError};
 use dplog_sinks::archive::{ArchiveSink, ArchiveSinkOptions};
 
 #[derive(Parser)]
@@ -47,7 +50,8 @@ use dplog_sinks::archive::{ArchiveSink, ArchiveSinkOptions};
     name = "dplog-query",
     about = "Look up records in a dplog archive: what was live at a time, or every record in an interval",
     after_help = "Exit status: 0 found, 1 nothing found, 2 error, 3 damaged parts of the archive were \
-                  skipped (the answer may lack what they held).\n\
+                  skipped, each named on stderr with its file and byte (the answer may lack what they \
+                  held: everything when every segment is damaged).\n\
                   import: 0 every input imported whole, 2 error (nothing imported when an input is \
                   not a binary log), 3 damaged inputs imported up to the damage.",
     args_conflicts_with_subcommands = true
@@ -239,8 +243,21 @@ fn main() -> ExitCode {
     let outcome = match r {
         Ok(o) => o,
         Err(e) => {
+            // The damaged segments first, each with its file, byte and
+            // reason, then what they left undecidable.
+            for p in e.problems() {
+                eprintln!("dplog-query: {p}");
+            }
             eprintln!("dplog-query: {e}");
-            return ExitCode::from(2);
+            return match e {
+                // Damage is why nothing could be looked up.
+                QueryError::NoRecordTypes { problems, .. } if !problems.is_empty() => {
+                    ExitCode::from(3)
+                }
+                // An archive of empty segments: nothing to find.
+                QueryError::NoRecordTypes { .. } => ExitCode::from(1),
+                _ => ExitCode::from(2),
+            };
         }
     };
     if write_err.is_none() {

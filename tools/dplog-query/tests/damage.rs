@@ -338,6 +338,73 @@ fn unknown_fields_and_unparsable_times_are_clear_errors() {
     assert_eq!((code, out.len()), (1, 0));
 }
 
+#[test]
+fn an_archive_without_a_readable_segment_names_the_damage_not_a_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let arch = dir.path().join("arch");
+    std::fs::create_dir(&arch).unwrap();
+    nat_into(&arch, 64, "[synthetic]\npackets = 2000\n");
+    let segs = list_segments(&arch).unwrap();
+    assert!(!segs.is_empty());
+    // Written whole: every create is found.
+    let (code, out, err) = query(
+        &arch,
+        &["--between", "0", "4000000000000", "--where", "natEvent=4"],
+    );
+    assert_eq!((code, out.len()), (0, 200), "{err}");
+    let key = [
+        "--at",
+        "2026-01-01T00:00:00.5Z",
+        "--where",
+        "postNATSourceIPv4Address=198.51.100.5",
+    ];
+    // Every segment cut to 10 bytes (`truncate -s 10`): shorter than its
+    // header, so none tells the archive's record types.
+    for s in &segs {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&s.path)
+            .unwrap()
+            .set_len(10)
+            .unwrap();
+    }
+    let (code, out, err) = query(&arch, &key);
+    assert_eq!(code, 3, "{err}");
+    assert!(out.is_empty());
+    assert!(!err.contains("unknown field"), "{err}");
+    for s in &segs {
+        assert!(
+            err.lines().any(|l| l
+                == format!(
+                    "dplog-query: {}: at byte 0: shorter than a segment header; segment skipped",
+                    s.path.display()
+                )),
+            "{err}"
+        );
+    }
+    assert!(
+        err.contains(&format!(
+            "dplog-query: no readable segment of {} declares a record type: its {} segment(s) \
+             are damaged and were skipped; nothing to look up",
+            arch.display(),
+            segs.len()
+        )),
+        "{err}"
+    );
+    // Without a condition the lookup reads its window: the same damage
+    // named, nothing found, status 3.
+    let (code, out, err) = query(&arch, &["--between", "0", "4000000000000"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(out.is_empty());
+    assert!(
+        err.contains(&format!(
+            "{}: at byte 0: shorter than a segment header; segment skipped",
+            segs[0].path.display()
+        )),
+        "{err}"
+    );
+}
+
 /// The writer of the SIGKILL test, run in a child process of this test
 /// binary: a long synthetic run into the archive given in the
 /// environment, killed by the parent.

@@ -894,7 +894,8 @@ const LOCK_FILE: &str = ".dplogd.lock";
 /// released by one while the other holds its slots).
 ///
 /// Errors: the lock is held (the message names the directory and the
-/// holder's pid as written in the file) or cannot be opened.
+/// holder's pid as written in the file) or cannot be opened (a directory
+/// this user may not write: named with its owner and mode).
 fn lock_rings(dir: &Path) -> Result<std::fs::File, String> {
     use std::io::Read;
     use std::os::fd::AsRawFd;
@@ -915,11 +916,28 @@ fn lock_rings(dir: &Path) -> Result<std::fs::File, String> {
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => match open(false) {
             Ok(f) => (f, false),
             Err(_) => {
+                use std::os::unix::fs::MetadataExt;
+                let owner = std::fs::metadata(dir).map_or_else(
+                    |e| format!("its owner and mode unknown: {e}"),
+                    |m| {
+                        format!(
+                            "owned by uid {} gid {}, mode {:04o}",
+                            m.uid(),
+                            m.gid(),
+                            m.mode() & 0o7777
+                        )
+                    },
+                );
+                // SAFETY: geteuid and getegid cannot fail; no memory passed.
+                let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
                 return Err(format!(
-                    "--rings {}: lock {}: {e}",
+                    "--rings {}: lock {}: {e}: dplogd needs write access to the ring directory \
+                     (it creates its lock and consumer files there); {} is {owner}, and this \
+                     dplogd runs as uid {uid} gid {gid}",
                     dir.display(),
-                    path.display()
-                ))
+                    path.display(),
+                    dir.display()
+                ));
             }
         },
         Err(e) => {

@@ -249,4 +249,33 @@ fn a_ring_of_another_user_is_refused_unless_allowed_and_a_daemon_of_the_group_se
     assert_eq!(term(&mut d), 0, "{}", errs());
     kill9(&mut p);
     assert!(!parse(&read(&out)).seqs.contains_key(&5));
+
+    // A ring directory it may not write and without a lock file: it
+    // cannot take the lock, exits at once and says what it needs.
+    let bare = dir.join("bare");
+    std::fs::create_dir(&bare).unwrap();
+    std::fs::set_permissions(&bare, PermissionsExt::from_mode(0o755)).unwrap();
+    let o = Command::new("setpriv")
+        .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+        .arg(DPLOGD)
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--rings")
+        .arg(&bare)
+        .arg("--checkpoint")
+        .arg(logs.join("dplogd.checkpoint"))
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert_eq!(
+        e.trim_end(),
+        format!(
+            "dplogd: --rings {b}: lock {b}/.dplogd.lock: Permission denied (os error 13): dplogd \
+             needs write access to the ring directory (it creates its lock and consumer files \
+             there); {b} is owned by uid 0 gid 0, mode 0755, and this dplogd runs as uid 65534 \
+             gid 65534",
+            b = bare.display()
+        )
+    );
 }

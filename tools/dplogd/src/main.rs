@@ -192,6 +192,9 @@ fn run(args: Args) -> Result<(), String> {
     // One daemon per ring directory, taken before anything is cut back
     // or opened; held (the descriptor open) for the daemon's life.
     let _lock = lock_rings(&args.rings)?;
+    if let Some(w) = open_dir_warning(&args.rings) {
+        eprintln!("dplogd: {w}");
+    }
     let targets = checkpoint::targets(&cfg.sink);
     let commit_every = archive_age(&cfg.sink).map(|ms| Duration::from_millis(ms.max(1)));
     // Restart: cut every output back to the checkpoint before its sink
@@ -882,6 +885,29 @@ impl Daemon {
         };
         *self.snapshot.lock().unwrap_or_else(|e| e.into_inner()) = snap;
     }
+}
+
+/// A warning for a ring directory others may write (mode `o+w`): any
+/// local user can then create files in it. Producers refuse consumer
+/// files they do not trust and the daemon refuses rings of uids it does
+/// not serve, but another user can still take a ring's file names or fill
+/// the directory; the README's set-up is 0700, or 0770 with a group.
+/// `None` for a directory only its owner and group may write.
+fn open_dir_warning(dir: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let md = std::fs::metadata(dir).ok()?;
+    let mode = md.mode() & 0o7777;
+    (mode & 0o002 != 0).then(|| {
+        format!(
+            "--rings {}: mode {mode:04o} lets every local user create files in it{}; use 0700, or 0770 with a group (README, \"Logging that outlives the dataplane: dplogd\")",
+            dir.display(),
+            if mode & 0o1000 != 0 {
+                " (sticky: they cannot replace others' files)"
+            } else {
+                ", rename or remove ring files"
+            }
+        )
+    })
 }
 
 /// The lock file of a ring directory: one daemon serves it.

@@ -279,3 +279,29 @@ fn a_ring_of_another_user_is_refused_unless_allowed_and_a_daemon_of_the_group_se
         )
     );
 }
+
+/// A ring directory every local user may write is named at start, with
+/// its mode and what to use instead; a sticky one says others' files
+/// cannot be replaced; the README's 0700 draws no warning.
+#[test]
+fn a_ring_directory_others_may_write_is_warned_about() {
+    for (m, expect) in [
+        (0o777, Some("mode 0777 lets every local user create files in it, rename or remove ring files; use 0700, or 0770 with a group")),
+        (0o1777, Some("mode 1777 lets every local user create files in it (sticky: they cannot replace others' files); use 0700")),
+        (0o700, None),
+    ] {
+        let s = Setup::new("[sink]\ntype = \"file\"\npath = \"@/out.jsonl\"\n");
+        std::fs::set_permissions(s.rings(), std::fs::Permissions::from_mode(m)).unwrap();
+        let mut d = s.daemon();
+        // The first checkpoint is written after the start-up checks.
+        wait_for(30, "dplogd's first checkpoint", || {
+            s.path("dplogd.checkpoint").exists()
+        });
+        assert_eq!(term(&mut d), 0, "stderr:\n{}", s.stderr());
+        let err = s.stderr();
+        match expect {
+            Some(w) => assert!(err.contains(w), "mode {m:o}: stderr:\n{err}"),
+            None => assert!(!err.contains("lets every local user"), "stderr:\n{err}"),
+        }
+    }
+}

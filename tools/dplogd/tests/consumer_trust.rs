@@ -21,21 +21,10 @@ use dplog_core::shm::{
     SHM_HEADER_BYTES,
 };
 use dplog_core::Slot64;
-use dplog_schema_nat::{Nat44SessionRecord, NatRecord};
 
 fn is_root() -> bool {
     // SAFETY: geteuid cannot fail.
     unsafe { libc::geteuid() == 0 }
-}
-
-fn rec(tag: u32, seq: u64) -> NatRecord {
-    NatRecord::from(Nat44SessionRecord {
-        nat_event: 5,
-        ingress_vrf_id: tag,
-        initiator_octets: seq,
-        responder_octets: u64::from(tag),
-        ..Nat44SessionRecord::default()
-    })
 }
 
 fn opts(dir: &Path, name: &str, cap: usize) -> ShmOptions {
@@ -99,13 +88,13 @@ fn a_consumer_file_writable_by_group_or_others_is_refused_and_no_record_is_overw
             ShmProducer::<Slot64>::create(&opts(d.path(), "w", 4), &dplog_schema_nat::all())
                 .unwrap();
         for i in 0..4 {
-            p.try_push(rec(1, i)).unwrap();
+            p.try_push(tagged_record(1, i)).unwrap();
         }
         // A planted file of this lifetime claiming every record read.
         plant(p.path(), nonce_of(p.path()), 4, 0, mode, None);
         after_attach_interval();
         assert!(
-            p.try_push(rec(1, 99)).is_err(),
+            p.try_push(tagged_record(1, 99)).is_err(),
             "mode {mode:o}: a record overwritten"
         );
         assert!(!p.consumer_attached());
@@ -133,7 +122,7 @@ fn a_consumer_file_writable_by_group_or_others_is_refused_and_no_record_is_overw
         r.consume(4);
         r.publish_head();
         after_attach_interval();
-        assert!(p.try_push(rec(1, 4)).is_ok());
+        assert!(p.try_push(tagged_record(1, 4)).is_ok());
         assert!(p.consumer_attached());
         assert_eq!(p.consumer_refusal(), None);
         assert_eq!(consumer_status(p.path(), None), ConsumerStatus::Served);
@@ -150,11 +139,14 @@ fn a_consumer_file_of_another_owner_is_refused_unless_it_is_the_daemon_uid() {
     let mut p =
         ShmProducer::<Slot64>::create(&opts(d.path(), "o", 4), &dplog_schema_nat::all()).unwrap();
     for i in 0..4 {
-        p.try_push(rec(2, i)).unwrap();
+        p.try_push(tagged_record(2, i)).unwrap();
     }
     plant(p.path(), nonce_of(p.path()), 4, 0, 0o640, Some(65534));
     after_attach_interval();
-    assert!(p.try_push(rec(2, 99)).is_err(), "a record overwritten");
+    assert!(
+        p.try_push(tagged_record(2, 99)).is_err(),
+        "a record overwritten"
+    );
     let why = p.consumer_refusal().expect("a refusal");
     assert!(why.contains("owned by uid 65534 with mode 0640"), "{why}");
     assert!(why.contains("owned by itself (uid 0), root or"), "{why}");
@@ -174,11 +166,11 @@ fn a_consumer_file_of_another_owner_is_refused_unless_it_is_the_daemon_uid() {
     o.daemon_uid = Some(65534);
     let mut q = ShmProducer::<Slot64>::create(&o, &dplog_schema_nat::all()).unwrap();
     for i in 0..4 {
-        q.try_push(rec(3, i)).unwrap();
+        q.try_push(tagged_record(3, i)).unwrap();
     }
     plant(q.path(), nonce_of(q.path()), 4, 0, 0o640, Some(65534));
     after_attach_interval();
-    assert!(q.try_push(rec(3, 4)).is_ok());
+    assert!(q.try_push(tagged_record(3, 4)).is_ok());
     assert!(q.consumer_attached());
     assert_eq!(
         consumer_status(q.path(), Some(65534)),
@@ -204,7 +196,7 @@ fn truncation_child() {
         ShmProducer::<Slot64>::create(&opts(Path::new(&dir), "cut", 4), &dplog_schema_nat::all())
             .unwrap();
     for i in 0..4 {
-        p.try_push(rec(4, i)).unwrap();
+        p.try_push(tagged_record(4, i)).unwrap();
     }
     // The daemon's file, trusted, mapped by the producer.
     let mut r = ShmReader::open(p.path(), &OpenRules::default()).unwrap();
@@ -215,7 +207,7 @@ fn truncation_child() {
     drop(r);
     after_attach_interval();
     for i in 4..8 {
-        p.try_push(rec(4, i)).unwrap();
+        p.try_push(tagged_record(4, i)).unwrap();
     }
     assert!(p.consumer_attached());
     // Cut short under the producer's mapping.
@@ -227,7 +219,7 @@ fn truncation_child() {
         .unwrap();
     // Full ring: every try refreshes the head from the mapping.
     for _ in 0..3 {
-        assert!(p.try_push(rec(4, 99)).is_err());
+        assert!(p.try_push(tagged_record(4, 99)).is_err());
         after_attach_interval();
     }
     assert!(!p.is_quarantined());
@@ -300,7 +292,7 @@ fn a_restarted_daemon_keeps_the_verdict_its_consumer_file_holds() {
         ShmProducer::<Slot64>::create(&opts(&s.rings(), "bad", 64), &dplog_schema_nat::all())
             .unwrap();
     for i in 0..10 {
-        bad.try_push(rec(5, i)).unwrap();
+        bad.try_push(tagged_record(5, i)).unwrap();
     }
     let r = ShmReader::open(bad.path(), &OpenRules::default()).unwrap();
     r.quarantine();
@@ -311,7 +303,7 @@ fn a_restarted_daemon_keeps_the_verdict_its_consumer_file_holds() {
         ShmProducer::<Slot64>::create(&opts(&s.rings(), "good", 64), &dplog_schema_nat::all())
             .unwrap();
     for i in 0..10 {
-        good.try_push(rec(6, i)).unwrap();
+        good.try_push(tagged_record(6, i)).unwrap();
     }
     drop(good);
     let mut d = s.daemon();
@@ -361,22 +353,14 @@ fn a_daemon_that_cannot_replace_another_users_file_in_a_sticky_directory_says_so
     o.group = Some(65534);
     let mut p = ShmProducer::<Slot64>::create(&o, &dplog_schema_nat::all()).unwrap();
     for i in 0..64 {
-        p.try_push(rec(7, i)).unwrap();
+        p.try_push(tagged_record(7, i)).unwrap();
     }
     plant(p.path(), nonce_of(p.path()), 64, 0, 0o644, Some(65533));
     let errf = dir.join("dplogd.err");
     let err = std::fs::File::create(&errf).unwrap();
-    let mut d = Command::new("setpriv")
+    let mut d = dplogd_as_nobody(&cfg, &rings, &logs.join("dplogd.checkpoint"))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
-        .arg(DPLOGD)
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--rings")
-        .arg(&rings)
-        .arg("--checkpoint")
-        .arg(logs.join("dplogd.checkpoint"))
         .args(["--scan-ms", "20", "--allow-uid", "0"])
         .stderr(err)
         .spawn()
@@ -417,7 +401,7 @@ fn a_daemon_that_cannot_replace_another_users_file_in_a_sticky_directory_says_so
     // The planted file is still there, and the producer refuses it: its
     // records stay.
     assert_eq!(std::fs::metadata(&c).unwrap().uid(), 65533);
-    assert!(p.try_push(rec(7, 99)).is_err());
+    assert!(p.try_push(tagged_record(7, 99)).is_err());
     assert!(p.consumer_refusal().unwrap().contains("owned by uid 65533"));
     assert_eq!(slot_seqs(p.path(), 4), vec![0, 1, 2, 3]);
     assert!(!parse(&read(&logs.join("out.log"))).seqs.contains_key(&7));

@@ -170,15 +170,7 @@ fn a_ring_of_another_user_is_refused_unless_allowed_and_a_daemon_of_the_group_se
     .unwrap();
     std::fs::set_permissions(&cfg, PermissionsExt::from_mode(0o644)).unwrap();
     let err = std::fs::File::create(dir.join("dplogd.err")).unwrap();
-    let mut d = Command::new("setpriv")
-        .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
-        .arg(DPLOGD)
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--rings")
-        .arg(&rings)
-        .arg("--checkpoint")
-        .arg(logs.join("dplogd.checkpoint"))
+    let mut d = dplogd_as_nobody(&cfg, &rings, &logs.join("dplogd.checkpoint"))
         .args(["--scan-ms", "20", "--allow-uid", "0"])
         .stderr(err)
         .spawn()
@@ -215,15 +207,7 @@ fn a_ring_of_another_user_is_refused_unless_allowed_and_a_daemon_of_the_group_se
         .append(true)
         .open(dir.join("dplogd.err"))
         .unwrap();
-    let mut d = Command::new("setpriv")
-        .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
-        .arg(DPLOGD)
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--rings")
-        .arg(&rings)
-        .arg("--checkpoint")
-        .arg(logs.join("dplogd.checkpoint"))
+    let mut d = dplogd_as_nobody(&cfg, &rings, &logs.join("dplogd.checkpoint"))
         .args(["--scan-ms", "20", "--allow-uid", "0"])
         .stderr(err)
         .spawn()
@@ -255,15 +239,7 @@ fn a_ring_of_another_user_is_refused_unless_allowed_and_a_daemon_of_the_group_se
     let bare = dir.join("bare");
     std::fs::create_dir(&bare).unwrap();
     std::fs::set_permissions(&bare, PermissionsExt::from_mode(0o755)).unwrap();
-    let o = Command::new("setpriv")
-        .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
-        .arg(DPLOGD)
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--rings")
-        .arg(&bare)
-        .arg("--checkpoint")
-        .arg(logs.join("dplogd.checkpoint"))
+    let o = dplogd_as_nobody(&cfg, &bare, &logs.join("dplogd.checkpoint"))
         .output()
         .unwrap();
     let e = String::from_utf8_lossy(&o.stderr);

@@ -10,19 +10,9 @@ use std::path::{Path, PathBuf};
 use common::*;
 use dplog_core::shm::{ShmOptions, ShmProducer, SHM_HEADER_BYTES, SHM_VERSION};
 use dplog_core::Slot64;
-use dplog_schema_nat::{Nat44SessionRecord, NatRecord};
+use dplog_schema_nat::NatRecord;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
-
-fn rec(tag: u32, seq: u64) -> NatRecord {
-    NatRecord::from(Nat44SessionRecord {
-        nat_event: 5,
-        ingress_vrf_id: tag,
-        initiator_octets: seq,
-        responder_octets: u64::from(tag),
-        ..Nat44SessionRecord::default()
-    })
-}
 
 /// A ring created by this process (so its producer is alive), holding
 /// `n` records of `tag`.
@@ -39,7 +29,7 @@ fn ring(dir: &Path, name: &str, tag: u32, n: u64) -> ShmProducer<Slot64> {
     )
     .unwrap();
     for i in 0..n {
-        p.try_push(rec(tag, i)).unwrap();
+        p.try_push(tagged_record(tag, i)).unwrap();
     }
     p
 }
@@ -114,7 +104,7 @@ fn corrupted_rings_are_quarantined_and_the_others_still_drained() {
             "tail_backwards" => write_at(&path, 128, &3u64.to_ne_bytes()),
             "record_length_huge" => {
                 // Record 10 with a length of 65535, then published.
-                p.try_push(rec(10 + i as u32, 10)).unwrap();
+                p.try_push(tagged_record(10 + i as u32, 10)).unwrap();
                 write_at(&path, slot(10), &u16::MAX.to_ne_bytes());
                 // Publish it again after the damage (the push published
                 // it already; the daemon may or may not have read it).
@@ -122,7 +112,7 @@ fn corrupted_rings_are_quarantined_and_the_others_still_drained() {
                 write_at(&path, slot(11), &u16::MAX.to_ne_bytes());
             }
             "record_schema_unknown" => {
-                let mut r = rec(10 + i as u32, 10);
+                let mut r = tagged_record(10 + i as u32, 10);
                 // SAFETY: a Slot64 is 64 plain bytes.
                 let b: &mut [u8; 64] = unsafe { &mut *(&mut r as *mut NatRecord).cast() };
                 b[2..4].copy_from_slice(&999u16.to_ne_bytes());

@@ -248,3 +248,32 @@ pub fn arrivals(seqs: &[u64], n: u64) -> Vec<u32> {
     );
     seen
 }
+
+/// dplogd as uid and gid 65534 with no other group (`setpriv`, run by
+/// root), on `config`, `rings` and `checkpoint`; the caller adds flags,
+/// stdio and spawns it.
+pub fn dplogd_as_nobody(config: &Path, rings: &Path, checkpoint: &Path) -> Command {
+    let mut c = Command::new("setpriv");
+    c.args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+        .arg(DPLOGD)
+        .arg("--config")
+        .arg(config)
+        .arg("--rings")
+        .arg(rings)
+        .arg("--checkpoint")
+        .arg(checkpoint);
+    c
+}
+
+/// A NAT44 session record whose producer tag is `tag` and sequence
+/// number `seq` (`ingress_vrf_id` and `initiator_octets`, as
+/// `dplogd-produce` writes them).
+pub fn tagged_record(tag: u32, seq: u64) -> dplog_schema_nat::NatRecord {
+    dplog_schema_nat::NatRecord::from(dplog_schema_nat::Nat44SessionRecord {
+        nat_event: 5,
+        ingress_vrf_id: tag,
+        initiator_octets: seq,
+        responder_octets: u64::from(tag),
+        ..dplog_schema_nat::Nat44SessionRecord::default()
+    })
+}

@@ -248,3 +248,89 @@ fn log_ring_group_takes_a_name_or_a_number() {
         "{err}"
     );
 }
+
+/// A consumer file the producer does not trust (here: group-writable,
+/// as someone other than the daemon could have made it) is said once,
+/// naming the file and its mode, and the ring counts as not served.
+#[test]
+fn a_consumer_file_the_producer_refuses_is_said_once() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let rings = dir.path().join("rings");
+    std::fs::create_dir(&rings).unwrap();
+    let mut c = bin()
+        .arg("--log-ring")
+        .arg(&rings)
+        .args([
+            "--ring-size",
+            "64",
+            "--packets",
+            "2000000",
+            "--workers",
+            "1",
+        ])
+        .current_dir(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let err = c.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(err).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let ring = loop {
+        let found = std::fs::read_dir(&rings)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.extension().is_some_and(|e| e == "ring"));
+        if let Some(r) = found {
+            break r;
+        }
+        assert!(std::time::Instant::now() < deadline, "no ring file");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    // A consumer file made as the daemon would, then opened to the group.
+    let reader = dplog::shm::ShmReader::open(&ring, &dplog::shm::OpenRules::default()).unwrap();
+    let cpath = dplog::shm::consumer_path(&ring);
+    std::fs::set_permissions(&cpath, std::fs::Permissions::from_mode(0o660)).unwrap();
+    let refused = format!(
+        "dplog-nat: --log-ring {}: consumer file {} refused: ",
+        rings.display(),
+        cpath.display()
+    );
+    let mut lines = Vec::new();
+    while !lines.iter().any(|l: &String| l.starts_with(&refused)) {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(l) => lines.push(l),
+            Err(_) => break,
+        }
+    }
+    // More of stderr: the refusal is not repeated; the ring is unserved.
+    while let Ok(l) = rx.recv_timeout(Duration::from_millis(2500)) {
+        lines.push(l);
+    }
+    drop(reader);
+    // SAFETY: kill(2) on our own child, not yet reaped.
+    unsafe { libc::kill(c.id() as i32, libc::SIGKILL) };
+    let _ = c.wait();
+    let said: Vec<&String> = lines.iter().filter(|l| l.starts_with(&refused)).collect();
+    assert_eq!(said.len(), 1, "stderr: {lines:#?}");
+    assert!(said[0].contains("mode 0660"), "{}", said[0]);
+    assert!(
+        lines.iter().any(|l| l.contains("1 ring(s) not served")),
+        "stderr: {lines:#?}"
+    );
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.contains("dplogd serves the rings now")),
+        "stderr: {lines:#?}"
+    );
+}

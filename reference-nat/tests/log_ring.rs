@@ -15,14 +15,16 @@ fn bin() -> Command {
 /// (`dplog::shm::ShmReader`, which makes the ring's consumer file) takes
 /// the ring: one more line says the rings are served; it quarantines the
 /// ring: one line names it. Killed after it (bounded: 60 s a line).
-#[test]
-fn a_ring_nobody_serves_is_said_once_and_so_is_the_daemons_arrival() {
-    let dir = tempfile::tempdir().unwrap();
-    let rings = dir.path().join("rings");
-    std::fs::create_dir(&rings).unwrap();
+/// dplog-nat with one worker logging into a 64-slot ring in `rings`
+/// (created), run in `dir`, and its stderr line by line.
+fn log_ring_nat(
+    dir: &std::path::Path,
+    rings: &std::path::Path,
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+    std::fs::create_dir(rings).unwrap();
     let mut c = bin()
         .arg("--log-ring")
-        .arg(&rings)
+        .arg(rings)
         .args([
             "--ring-size",
             "64",
@@ -31,7 +33,7 @@ fn a_ring_nobody_serves_is_said_once_and_so_is_the_daemons_arrival() {
             "--workers",
             "1",
         ])
-        .current_dir(dir.path())
+        .current_dir(dir)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -45,6 +47,14 @@ fn a_ring_nobody_serves_is_said_once_and_so_is_the_daemons_arrival() {
             }
         }
     });
+    (c, rx)
+}
+
+#[test]
+fn a_ring_nobody_serves_is_said_once_and_so_is_the_daemons_arrival() {
+    let dir = tempfile::tempdir().unwrap();
+    let rings = dir.path().join("rings");
+    let (mut c, rx) = log_ring_nat(dir.path(), &rings);
     let want = format!("is dplogd running with --rings {}?", rings.display());
     let mut lines = Vec::new();
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
@@ -257,32 +267,7 @@ fn a_consumer_file_the_producer_refuses_is_said_once() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let rings = dir.path().join("rings");
-    std::fs::create_dir(&rings).unwrap();
-    let mut c = bin()
-        .arg("--log-ring")
-        .arg(&rings)
-        .args([
-            "--ring-size",
-            "64",
-            "--packets",
-            "2000000",
-            "--workers",
-            "1",
-        ])
-        .current_dir(dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let err = c.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for l in BufReader::new(err).lines().map_while(Result::ok) {
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
+    let (mut c, rx) = log_ring_nat(dir.path(), &rings);
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     let ring = loop {
         let found = std::fs::read_dir(&rings)

@@ -73,10 +73,35 @@ impl Rsyslog {
 
     /// SIGSTOP: the process stops reading and answering; its kernel still
     /// accepts TCP data up to the socket buffers.
+    /// SIGSTOP, then waits until every thread of rsyslogd is stopped:
+    /// kill(2) returns before a thread running on another CPU has
+    /// stopped, and such a thread could still read and write a record
+    /// sent after this returns.
     fn freeze(&self) {
         if let Some(c) = &self.child {
             // SAFETY: kill(2) on the pid of our unreaped child.
             unsafe { libc::kill(c.id() as i32, libc::SIGSTOP) };
+            let tasks = format!("/proc/{}/task", c.id());
+            let stopped = || {
+                std::fs::read_dir(&tasks).is_ok_and(|d| {
+                    d.flatten().all(|t| {
+                        // The state follows the command name's ')'.
+                        std::fs::read_to_string(t.path().join("stat")).is_ok_and(|st| {
+                            st.rsplit_once(')')
+                                .and_then(|(_, rest)| rest.trim_start().chars().next())
+                                .is_some_and(|c| c == 'T' || c == 't')
+                        })
+                    })
+                })
+            };
+            let t0 = Instant::now();
+            while !stopped() {
+                assert!(
+                    t0.elapsed() < Duration::from_secs(10),
+                    "rsyslogd not stopped 10 s after SIGSTOP"
+                );
+                std::thread::sleep(Duration::from_millis(1));
+            }
         }
     }
 

@@ -656,12 +656,7 @@ impl Daemon {
                     Err(e) if e.is_retryable() && !STOP.load(Ordering::Relaxed) => {
                         self.stats.sink_errors += 1;
                         self.stats.sink_retries += 1;
-                        let now = Instant::now();
-                        if self
-                            .last_sink_error
-                            .map_or(true, |t| now.duration_since(t) >= Duration::from_secs(5))
-                        {
-                            self.last_sink_error = Some(now);
+                        if say_again(&mut self.last_sink_error, Instant::now()) {
                             eprintln!(
                                 "dplogd: sink {} failing: {e}; {} records waiting; retrying (the rings hold the rest, producers see their policy)",
                                 self.sink.describe(),
@@ -724,9 +719,7 @@ impl Daemon {
                 // Relaxed: the stop flag, as in `serve`.
                 Err(e) if e.is_retryable() && !STOP.load(Ordering::Relaxed) => {
                     self.stats.sink_errors += 1;
-                    let now = Instant::now();
-                    if said.map_or(true, |t| now.duration_since(t) >= Duration::from_secs(5)) {
-                        said = Some(now);
+                    if say_again(&mut said, Instant::now()) {
                         eprintln!(
                             "dplogd: sink {}: {e}; {} records wait for acknowledgement and are not checkpointed; waiting (the rings hold the rest, producers see their policy)",
                             self.sink.describe(),
@@ -777,11 +770,7 @@ impl Daemon {
         if let Err(e) = out {
             self.stats.sink_errors += 1;
             let now = Instant::now();
-            if self
-                .last_sink_error
-                .map_or(true, |t| now.duration_since(t) >= Duration::from_secs(5))
-            {
-                self.last_sink_error = Some(now);
+            if say_again(&mut self.last_sink_error, now) {
                 let what = if self.args.fsync {
                     "flushing"
                 } else {
@@ -885,6 +874,17 @@ impl Daemon {
         };
         *self.snapshot.lock().unwrap_or_else(|e| e.into_inner()) = snap;
     }
+}
+
+/// Whether a repeated message is due at `now`: the first time, or 5 s
+/// after `last` (then set to `now`), so a failure that lasts says so
+/// every 5 s, not on every retry.
+fn say_again(last: &mut Option<Instant>, now: Instant) -> bool {
+    let due = last.map_or(true, |t| now.duration_since(t) >= Duration::from_secs(5));
+    if due {
+        *last = Some(now);
+    }
+    due
 }
 
 /// A warning for a ring directory others may write (mode `o+w`): any

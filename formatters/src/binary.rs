@@ -36,6 +36,20 @@ use crate::conv::TscCalibration;
 /// Magic at the start of the `H` frame payload.
 pub const MAGIC: &[u8; 8] = b"DPLOGBIN";
 
+/// True if `prefix`, the first bytes of an input (any number; 12 decide),
+/// can start a binary log: its `H` frame (`H`, 0, the frame length, then
+/// [`MAGIC`]) or a prefix of one (a log cut inside its first frame is
+/// damaged, not foreign), or nothing (an empty log). Readers call it to
+/// refuse another kind of file at once, by name, instead of decoding it
+/// as a truncated frame.
+pub fn may_start_log(prefix: &[u8]) -> bool {
+    let b = &prefix[..prefix.len().min(12)];
+    b.is_empty()
+        || (b[0] == b'H'
+            && b.get(1).map_or(true, |&z| z == 0)
+            && MAGIC.starts_with(&b[b.len().min(4)..]))
+}
+
 fn frame(out: &mut Vec<u8>, kind: u8, payload: &[u8]) {
     out.push(kind);
     out.push(0);

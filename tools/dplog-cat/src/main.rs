@@ -409,7 +409,7 @@ impl<R: Read> Frames<R> {
         if avail.is_empty() {
             return Ok(Next::End);
         }
-        if self.offset == 0 && !may_start_binary_log(&avail[..avail.len().min(12)]) {
+        if self.offset == 0 && !dplog_formatters::binary::may_start_log(avail) {
             return Ok(Next::NotALog);
         }
         match self.dec.next(avail) {
@@ -432,18 +432,6 @@ impl<R: Read> Frames<R> {
 const NOT_A_LOG: &str = "not a dplog binary log (byte 0: no H frame; a binary log, as [format] \
                          type = \"binary\" writes it, starts with its H frame; dplog-cat also \
                          reads mmap segments and archive directories)";
-
-/// True if `b`, the first bytes of an input (up to 12), can start a
-/// binary log: its `H` frame (`H`, 0, the length, `DPLOGBIN`) or a prefix
-/// of one (a log cut inside its first frame is damaged, not foreign), or
-/// nothing (an empty log).
-fn may_start_binary_log(b: &[u8]) -> bool {
-    let magic = &dplog_formatters::binary::MAGIC[..];
-    b.is_empty()
-        || (b[0] == b'H'
-            && b.get(1).map_or(true, |&z| z == 0)
-            && magic.starts_with(&b[b.len().min(4)..b.len().min(12)]))
-}
 
 /// What a file contributes to the stream.
 enum Payload {
@@ -929,7 +917,7 @@ fn main() -> ExitCode {
                 } else {
                     // The first of the stream must start a log (a later
                     // file may continue the one before it).
-                    if !binary_before && !may_start_binary_log(&lead) {
+                    if !binary_before && !dplog_formatters::binary::may_start_log(&lead) {
                         eprintln!("dplog-cat: {}: {NOT_A_LOG}", f.display());
                         return ExitCode::from(1);
                     }

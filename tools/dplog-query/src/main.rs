@@ -335,7 +335,8 @@ fn import(
                     .ok()
                     .map(|d| (p, d))
             });
-            if let Some((p, _)) = first.filter(|(_, d)| d.first().is_some_and(|&b| b != b'H')) {
+            if let Some((p, _)) = first.filter(|(_, d)| !dplog_formatters::binary::may_start_log(d))
+            {
                 return Err(format!(
                     "{}: not a segment of a dplog binary log (byte 0: no H frame; an mmap \
                      directory imports when its sink wrote [format] type = \"binary\")",
@@ -347,9 +348,9 @@ fn import(
             ));
         } else {
             let mut f = std::fs::File::open(input).map_err(|e| at(e.to_string()))?;
-            let mut head = [0u8; 4];
+            let mut head = [0u8; 12];
             let got = read_full(&mut f, &mut head).map_err(|e| at(e.to_string()))?;
-            if got > 0 && (head[0] != b'H' || got == 4 && head[1] != 0) {
+            if !dplog_formatters::binary::may_start_log(&head[..got]) {
                 return Err(at(
                     "not a dplog binary log (byte 0: no binary frame; a log starts with its H \
                      frame)"

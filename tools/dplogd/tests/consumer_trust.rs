@@ -334,19 +334,7 @@ fn a_daemon_that_cannot_replace_another_users_file_in_a_sticky_directory_says_so
     let rings = dir.join("rings");
     std::fs::create_dir(&rings).unwrap();
     std::fs::set_permissions(&rings, PermissionsExt::from_mode(0o1777)).unwrap();
-    let logs = dir.join("logs");
-    std::fs::create_dir(&logs).unwrap();
-    std::os::unix::fs::chown(&logs, Some(65534), Some(65534)).unwrap();
-    let cfg = dir.join("dplogd.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[format]\ntype = \"json\"\n[sink]\ntype = \"file\"\npath = \"{}/out.log\"\n",
-            logs.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&cfg, PermissionsExt::from_mode(0o644)).unwrap();
+    let (cfg, logs) = nobody_config(dir);
     // A root ring of group 65534 (the daemon reads it) and a consumer
     // file planted before the daemon by uid 65533.
     let mut o = opts(&rings, "sticky", 64);

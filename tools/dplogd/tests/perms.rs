@@ -153,22 +153,11 @@ fn a_ring_of_another_user_is_refused_unless_allowed_and_a_daemon_of_the_group_se
     std::fs::set_permissions(dir, PermissionsExt::from_mode(0o755)).unwrap();
     let rings = dir.join("rings");
     std::fs::create_dir(&rings).unwrap();
-    let logs = dir.join("logs");
-    std::fs::create_dir(&logs).unwrap();
+    let (cfg, logs) = nobody_config(dir);
     for p in [&rings, &logs] {
         std::os::unix::fs::chown(p, Some(65534), Some(65534)).unwrap();
         std::fs::set_permissions(p, PermissionsExt::from_mode(0o770)).unwrap();
     }
-    let cfg = dir.join("dplogd.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[format]\ntype = \"json\"\n[sink]\ntype = \"file\"\npath = \"{}/out.log\"\n",
-            logs.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&cfg, PermissionsExt::from_mode(0o644)).unwrap();
     let err = std::fs::File::create(dir.join("dplogd.err")).unwrap();
     let mut d = dplogd_as_nobody(&cfg, &rings, &logs.join("dplogd.checkpoint"))
         .args(["--scan-ms", "20", "--allow-uid", "0"])

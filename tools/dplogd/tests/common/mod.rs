@@ -277,3 +277,24 @@ pub fn tagged_record(tag: u32, seq: u64) -> dplog_schema_nat::NatRecord {
         ..dplog_schema_nat::Nat44SessionRecord::default()
     })
 }
+
+/// For [`dplogd_as_nobody`] in `dir`: `logs/` (owned by uid and gid
+/// 65534, for its checkpoint and output) and `dplogd.toml` (mode 0644:
+/// JSON to a file sink `logs/out.log`); returns both paths.
+pub fn nobody_config(dir: &Path) -> (PathBuf, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let logs = dir.join("logs");
+    std::fs::create_dir(&logs).unwrap();
+    std::os::unix::fs::chown(&logs, Some(65534), Some(65534)).unwrap();
+    let cfg = dir.join("dplogd.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[format]\ntype = \"json\"\n[sink]\ntype = \"file\"\npath = \"{}/out.log\"\n",
+            logs.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&cfg, PermissionsExt::from_mode(0o644)).unwrap();
+    (cfg, logs)
+}

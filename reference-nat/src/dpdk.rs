@@ -302,7 +302,7 @@ pub fn run_dpdk(
     }
     let mut links = HairpinLinks::mesh(n, 64).into_iter();
     let shared_pool = Mempool(pool);
-    let results: Vec<(NatStats, Duration, u64)> = std::thread::scope(|sc| {
+    let results: Vec<WorkerEnd> = std::thread::scope(|sc| {
         let handles: Vec<_> = nats
             .drain(..)
             .zip(producers.drain(..))
@@ -364,8 +364,8 @@ pub fn run_dpdk(
         None => (dplog::Stats::default(), None),
     };
     crate::signals::unwatch();
-    let per: Vec<NatStats> = results.iter().map(|r| r.0.clone()).collect();
-    let busy = results.iter().map(|r| r.1).max().unwrap_or_default();
+    let per: Vec<NatStats> = results.iter().map(|r| r.stats.clone()).collect();
+    let busy = results.iter().map(|r| r.busy).max().unwrap_or_default();
     let mut summary = crate::app::summary_of(
         cfg,
         &sum_stats(&per),
@@ -378,11 +378,12 @@ pub fn run_dpdk(
     summary.sink_counters = sink_counters.map(|c| c.named()).unwrap_or_default();
     summary.per_worker = results
         .iter()
-        .map(|(s, busy, _)| WorkerSummary::of(s, busy.as_secs_f64()))
+        .map(|r| WorkerSummary::of(&r.stats, r.busy.as_secs_f64()))
         .collect();
     summary.records_logged += config_records;
     summary.config_records = config_records;
-    summary.records.dropped_at_stop = results.iter().map(|r| r.2).sum();
+    summary.records.dropped_at_stop = results.iter().map(|r| r.dropped_at_stop).sum();
+    summary.tx_dropped = results.iter().map(|r| r.tx_dropped).sum();
     // SAFETY: every DPDK object is released; no DPDK call follows.
     unsafe {
         dpdk_sys::rte_mempool_free(pool);
@@ -416,8 +417,15 @@ struct Shared<'a> {
 /// Sends `frames` (hairpins delivered for another worker) on `queue` of
 /// `port`, each copied into a fresh mbuf of `pool`; frames that find no
 /// mbuf or no room in the Tx queue are dropped (as a full Tx queue drops
-/// any translated frame).
-fn send_copies(port: u16, queue: u16, pool: &Mempool, frames: &mut Vec<u8>, lens: &mut Vec<usize>) {
+/// any translated frame). Returns how many were dropped.
+fn send_copies(
+    port: u16,
+    queue: u16,
+    pool: &Mempool,
+    frames: &mut Vec<u8>,
+    lens: &mut Vec<usize>,
+) -> u64 {
+    let mut dropped = 0u64;
     let mut tx: [*mut dpdk_sys::rte_mbuf; BURST] = [std::ptr::null_mut(); BURST];
     let mut off = 0;
     for chunk in lens.chunks(BURST) {
@@ -428,6 +436,7 @@ fn send_copies(port: u16, queue: u16, pool: &Mempool, frames: &mut Vec<u8>, lens
             // SAFETY: pool is the port's valid mempool; NULL is handled.
             let m = unsafe { dpdk_sys::dplog_rte_pktmbuf_alloc(pool.0) };
             if m.is_null() {
+                dropped += 1;
                 continue;
             }
             // SAFETY: m is ours (just allocated); append gives len
@@ -436,6 +445,7 @@ fn send_copies(port: u16, queue: u16, pool: &Mempool, frames: &mut Vec<u8>, lens
                 let dst = dpdk_sys::dplog_rte_pktmbuf_append(m, len as u16) as *mut u8;
                 if dst.is_null() {
                     dpdk_sys::dplog_rte_pktmbuf_free(m);
+                    dropped += 1;
                     continue;
                 }
                 std::ptr::copy_nonoverlapping(f.as_ptr(), dst, len);
@@ -452,9 +462,11 @@ fn send_copies(port: u16, queue: u16, pool: &Mempool, frames: &mut Vec<u8>, lens
             // SAFETY: not accepted by the driver: still ours.
             unsafe { dpdk_sys::dplog_rte_pktmbuf_free(m) };
         }
+        dropped += (n - sent) as u64;
     }
     frames.clear();
     lens.clear();
+    dropped
 }
 
 /// Hairpin packets this worker delivered for other workers, to send on
@@ -463,6 +475,8 @@ fn send_copies(port: u16, queue: u16, pool: &Mempool, frames: &mut Vec<u8>, lens
 struct Copies {
     frames: Vec<u8>,
     lens: Vec<usize>,
+    /// Copies dropped so far (no mbuf, or refused by the Tx queue).
+    dropped: u64,
 }
 
 impl Copies {
@@ -474,7 +488,7 @@ impl Copies {
     /// Sends what was pushed (see [`send_copies`]).
     fn send(&mut self, port: u16, queue: u16, pool: &Mempool) {
         if !self.lens.is_empty() {
-            send_copies(port, queue, pool, &mut self.frames, &mut self.lens);
+            self.dropped += send_copies(port, queue, pool, &mut self.frames, &mut self.lens);
         }
     }
 }
@@ -541,14 +555,25 @@ impl Burst for RxBurst<'_> {
     }
 }
 
+/// What a worker reports when it ends.
+struct WorkerEnd {
+    /// The NAT's counters.
+    stats: NatStats,
+    /// Time spent polling.
+    busy: Duration,
+    /// Records dropped at stop.
+    dropped_at_stop: u64,
+    /// Frames the Tx queue refused, or copies that found no mbuf.
+    tx_dropped: u64,
+}
+
 /// One worker: polls Rx queue `queue` of `port` in bursts, translates in
 /// place through its [`Pipeline`], sends the translated frames on Tx queue
 /// `queue`, until the limits or a stop; then waits for the other workers
 /// and deletes every session at the latest packet time any of them saw.
 /// Hairpin packets to another worker's pool port are handed to it through
 /// `links` (copied; the mbuf is freed), and those handed to this worker
-/// are sent on its Tx queue in fresh mbufs. Returns the NAT's counters,
-/// the time spent polling and the records dropped at stop.
+/// are sent on its Tx queue in fresh mbufs.
 #[allow(clippy::too_many_arguments)]
 fn poll_queue(
     cfg: &AppConfig,
@@ -559,7 +584,7 @@ fn poll_queue(
     limits: DpdkLimits,
     links: HairpinLinks,
     shared: Shared<'_>,
-) -> (NatStats, Duration, u64) {
+) -> WorkerEnd {
     let Shared {
         received,
         end_ns,
@@ -568,6 +593,7 @@ fn poll_queue(
     } = shared;
     let mut pipe = Pipeline::new(nat, cfg.ring_log(producer.as_mut()), links);
     let mut copies = Copies::default();
+    let mut tx_dropped = 0u64;
     let started = Instant::now();
     let mut last_rx = Instant::now();
     let mut rx: [*mut dpdk_sys::rte_mbuf; BURST] = [std::ptr::null_mut(); BURST];
@@ -619,6 +645,7 @@ fn poll_queue(
                 // SAFETY: not accepted by the driver: still ours.
                 unsafe { dpdk_sys::dplog_rte_pktmbuf_free(m) };
             }
+            tx_dropped += (ntx - sent) as u64;
         }
     }
     // Hand over what is staged and deliver what the others hand us until
@@ -636,5 +663,10 @@ fn poll_queue(
         end_ns.load(Ordering::Relaxed)
     };
     let (stats, dropped_at_stop) = pipe.finish(end);
-    (stats, busy, dropped_at_stop)
+    WorkerEnd {
+        stats,
+        busy,
+        dropped_at_stop,
+        tx_dropped: tx_dropped + copies.dropped,
+    }
 }

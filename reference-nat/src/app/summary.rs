@@ -145,6 +145,11 @@ pub struct Summary {
     /// translated when their headers were captured, else counted under
     /// the `snapped` verdict.
     pub capture_snapped: u64,
+    /// `--dpdk` runs: translated frames (and hairpin copies) the port's Tx
+    /// queue refused (`rte_eth_tx_burst` took fewer than offered: the
+    /// queue or the peer's ring was full) or that found no mbuf for their
+    /// copy; they are freed, as a real port drops them. 0 otherwise.
+    pub tx_dropped: u64,
     /// The input error, if the capture could not be read to its end.
     pub input_error: Option<String>,
     /// The run was stopped early by SIGINT/SIGTERM ([`request_stop`]);
@@ -336,6 +341,13 @@ impl Summary {
                 self.capture_snapped
             );
         }
+        if self.tx_dropped > 0 {
+            let _ = writeln!(
+                s,
+                "  tx dropped         {} translated frames refused by the port's Tx queue (full) and freed",
+                self.tx_dropped
+            );
+        }
         if let Some(e) = &self.input_error {
             let _ = writeln!(s, "  input error        {e}");
         }
@@ -513,6 +525,7 @@ pub(super) fn make_summary(
         capture_skipped_bad_caplen: input_stats.bad_caplen,
         capture_skipped_unknown_interface: input_stats.unknown_interface,
         capture_snapped: input_stats.snapped,
+        tx_dropped: 0,
         input_error,
         interrupted: stop_requested(),
         workers: 1,

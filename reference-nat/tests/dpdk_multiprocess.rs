@@ -671,9 +671,9 @@ fn dplog_nat_is_the_primary_of_its_own_net_ring_port() {
         nat.child.try_wait()
     );
     assert!(
-        ready
-            .unwrap()
-            .contains(&format!(r#"Rx ring "dn_rx", Tx ring "dn_tx", {slots} slots"#)),
+        ready.unwrap().contains(&format!(
+            r#"Rx ring "dn_rx", Tx ring "dn_tx", {slots} slots"#
+        )),
         "the ready line names the rings"
     );
     // The peer: a secondary process of dplog-nat's EAL.

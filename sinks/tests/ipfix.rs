@@ -3,12 +3,17 @@
 //! socket of the test parses its messages; a collector that is down is
 //! counted, never written.
 
+mod common;
+
 use std::collections::HashMap;
 use std::io::Read;
-use std::net::{TcpListener, UdpSocket};
+use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::time::{Duration, Instant};
 
-use dplog_core::{Backpressure, Formatter, Logger, LoggerConfig, RecordHeader, Sink, Stats};
+use common::{acl_hit, AclHit};
+use dplog_core::{
+    Backpressure, Formatter, HasSchema, Logger, LoggerConfig, RecordHeader, Sink, Stats,
+};
 use dplog_formatters::{ExportClock, Format, FormatSpec, IpfixOptions};
 use dplog_schema_nat::{Nat44SessionRecord, NatFormatSpec as _, NatFormatter};
 use dplog_sinks::{IpfixExporter, IpfixExporterOptions, IpfixTransport};
@@ -744,4 +749,57 @@ fn udp_templates_are_sent_again_once_the_refresh_time_has_passed() {
     let with: Vec<bool> = p.msgs.iter().map(|m| m.4).collect();
     assert_eq!(with, vec![true, false, true], "{:?}", p.msgs);
     check_sequence(&p);
+}
+
+/// No collector at first: each datagram refused (ICMP port unreachable,
+/// seen by `SO_ERROR` or the next send) is sent again once nfcapd is up,
+/// never counted written before: nfcapd then holds exactly the records
+/// counted written, all of them, once each. A user's record type (not
+/// NAT).
+#[test]
+fn udp_datagrams_refused_before_the_collector_is_up_are_sent_again_not_counted_written() {
+    const N: u32 = 300;
+    let port = dplog_testkit::free_udp_port();
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut o = options(IpfixTransport::Udp(addr));
+    // Several messages per batch.
+    o.max_message_bytes = 400;
+    let sink = IpfixExporter::new(o).unwrap();
+    let c = sink.counters();
+    let cfg = LoggerConfig {
+        ring_capacity: 1024,
+        shutdown_timeout_ms: 60_000,
+        ..LoggerConfig::default()
+    };
+    let f = spec(Format::Ipfix).formatter(&[AclHit::schema()]).unwrap();
+    let logger = Logger::start(cfg, f, sink).unwrap();
+    let mut p = logger.producer().unwrap();
+    for i in 0..N {
+        assert!(p.log(acl_hit(i)));
+    }
+    drop(p);
+    let get = dplog_sinks::IpfixCounters::get;
+    // Refused and retried with backoff, ten times (about half a second).
+    dplog_testkit::wait_until("ten refusals", Duration::from_secs(60), || {
+        get(&c.refused) >= 10
+    });
+    let st = logger.stats();
+    assert_eq!(st.written_records, 0, "nobody listens yet: {st:?}");
+    let col = Nfcapd::start_on(port, &["-B", "4194304"]).expect("nfcapd binds the free port");
+    let st = logger.shutdown().unwrap();
+    assert_eq!(st.produced, u64::from(N));
+    assert_eq!(st.written_records, u64::from(N), "{st:?}");
+    assert_eq!(st.dropped_sink + st.dropped_shutdown, 0, "{st:?}");
+    assert_eq!(get(&c.records), u64::from(N));
+    // Waits until nfcapd decoded as many records as were counted written.
+    let (file, _dir) = col.finish(st.written_records as usize);
+    assert_eq!(stat_field(&file, "Flows"), st.written_records);
+    // The messages refused were sent again with their own sequence
+    // numbers: none missing, none twice.
+    assert_eq!(stat_field(&file, "Sequence failures"), 0);
+    let ports: Vec<u32> = flows(&file)
+        .iter()
+        .map(|v| text(v, "src_port").parse().unwrap())
+        .collect();
+    assert_eq!(ports, (0..N).collect::<Vec<_>>(), "each once, in order");
 }

@@ -13,7 +13,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use dplog_core::{Accepted, Formatter, Logger, LoggerConfig, Progress, Sink};
+use dplog_core::{Accepted, Formatter, HasSchema, Logger, LoggerConfig, Progress, Sink};
+use dplog_formatters::{Format, FormatSpec};
 use dplog_schema_nat::Nat44SessionRecord;
 use dplog_sinks::{SyslogCounters, SyslogSink, SyslogSinkOptions, SyslogTransport};
 
@@ -573,6 +574,124 @@ fn udp_records_too_large_for_a_datagram_are_dropped_whole_never_cut() {
     );
     let want: Vec<(u16, u64)> = (0..N).filter(|i| i % 4 != 3).map(|i| (0, i)).collect();
     assert_eq!(parse_lines(&body), want);
+}
+
+/// The `hitSeq` of each `aclHit` line of `body` (rfc5424 format), in
+/// order; panics on a line without one.
+fn hit_seqs(body: &[u8]) -> Vec<u32> {
+    let text = std::str::from_utf8(body).expect("UTF-8");
+    text.lines()
+        .map(|l| {
+            let v = l.split_once("hitSeq=\"").expect(l).1;
+            v[..v.find('"').expect(l)].parse().expect(l)
+        })
+        .collect()
+}
+
+/// No receiver at first: each datagram the receiver's host refused (ICMP
+/// port unreachable) is sent again once rsyslogd is up, never counted
+/// written before, whether the refusal was reported by the socket's next
+/// send (a batch of many records) or by `SO_ERROR` after the batch's last
+/// datagram (a batch of one record, while rsyslogd is stopped again):
+/// rsyslogd then holds exactly the records counted written, all of them,
+/// once each. A user's record type (not NAT), formatted by the rfc5424
+/// format.
+#[test]
+fn udp_datagrams_refused_before_the_receiver_is_up_are_sent_again_not_counted_written() {
+    let Some(mut r) = Rsyslog::stopped() else {
+        return;
+    };
+    const N: u32 = 400;
+    let s = sink(SyslogTransport::Udp(r.udp_addr()));
+    let c = s.counters();
+    let cfg = LoggerConfig {
+        ring_capacity: 1024,
+        shutdown_timeout_ms: 60_000,
+        ..LoggerConfig::default()
+    };
+    let f = FormatSpec {
+        kind: Format::Rfc5424,
+        ..FormatSpec::default()
+    }
+    .formatter(&[AclHit::schema()])
+    .unwrap();
+    let logger = Logger::start(cfg, f, s).unwrap();
+    let named = logger
+        .sink_counters()
+        .expect("the syslog sink names its counters");
+    let mut p = logger.producer().unwrap();
+    let get = SyslogCounters::get;
+    // 1. Many records, nobody listening: refused, then retried on a new
+    //    socket, ten times (about a second of backoff).
+    for i in 0..N - 1 {
+        assert!(p.log(acl_hit(i)));
+    }
+    wait_until("ten reconnects", || get(&c.reconnects) >= 10);
+    let st = logger.stats();
+    assert_eq!(st.written_records, 0, "nobody listens yet: {st:?}");
+    r.spawn();
+    wait_until("all but one written", || {
+        logger.stats().written_records == u64::from(N - 1)
+    });
+    // 2. rsyslogd stopped (once it has stored them all: a datagram it had
+    //    not read yet would go with it), one record: a batch whose only
+    //    datagram is refused, seen by `SO_ERROR` after it; rsyslogd
+    //    started again.
+    let stored = hit_seqs(&r.wait_lines(u64::from(N - 1))).len();
+    assert_eq!(
+        stored as u64,
+        u64::from(N - 1),
+        "rsyslogd holds {stored} of {} records counted written",
+        N - 1
+    );
+    r.stop();
+    let before = get(&c.reconnects);
+    assert!(p.log(acl_hit(N - 1)));
+    wait_until(
+        "three more reconnects, or the record counted written",
+        || get(&c.reconnects) >= before + 3 || logger.stats().written_records == u64::from(N),
+    );
+    let st = logger.stats();
+    assert_eq!(
+        st.written_records,
+        u64::from(N - 1),
+        "nobody listens: {st:?}"
+    );
+    r.spawn();
+    drop(p);
+    let st = logger.shutdown().unwrap();
+    assert_eq!(st.produced, u64::from(N));
+    assert_eq!(st.written_records, u64::from(N), "{st:?}");
+    assert_eq!(st.dropped_sink + st.dropped_shutdown, 0, "{st:?}");
+    assert_eq!(st.in_flight(), 0);
+    assert_eq!(st.sink_pending, 0);
+    let got = hit_seqs(&r.wait_lines(u64::from(N)));
+    assert_eq!(
+        got.len() as u64,
+        st.written_records,
+        "rsyslogd holds {} of {} records counted written",
+        got.len(),
+        st.written_records
+    );
+    assert_eq!(got, (0..N).collect::<Vec<_>>(), "each once, in order");
+    // Every refusal taken back and sent again on a new socket: one
+    // reconnect and one retry each, none reported too late to take back.
+    let named = named.named();
+    let n = |k: &str| {
+        named
+            .iter()
+            .find(|(name, _)| name == k)
+            .unwrap_or_else(|| panic!("{k} in {named:?}"))
+            .1
+    };
+    let refused = n("syslog.refused");
+    assert!(refused >= 13, "{named:?}");
+    assert_eq!(n("syslog.refused_late"), 0, "{named:?}");
+    assert_eq!(n("syslog.reconnects"), refused, "{named:?}");
+    assert_eq!(n("syslog.disconnects"), refused, "{named:?}");
+    assert_eq!(st.sink_retries, refused, "{st:?} {named:?}");
+    // First sends only: each message once.
+    assert_eq!(n("syslog.messages"), u64::from(N), "{named:?}");
 }
 
 fn relp_sink(addr: SocketAddr, window: usize) -> SyslogSink {

@@ -47,6 +47,17 @@ impl Nfcapd {
         panic!("no free UDP port for nfcapd in {TEST_PORTS:?}");
     }
 
+    /// Starts nfcapd on 127.0.0.1:`port` (one from
+    /// [`free_udp_port`](crate::free_udp_port), for a collector that must
+    /// come up after its exporter started sending there) and returns once
+    /// it has bound the port; None if the port was taken meanwhile.
+    ///
+    /// # Panics
+    /// As [`start`](Self::start).
+    pub fn start_on(port: u16, extra: &[&str]) -> Option<Nfcapd> {
+        Nfcapd::try_start(port, extra)
+    }
+
     fn try_start(port: u16, extra: &[&str]) -> Option<Nfcapd> {
         let dir = tempfile::tempdir().expect("a temporary directory for nfcapd");
         // -E: also print every decoded record on stdout, so the test knows

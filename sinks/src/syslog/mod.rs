@@ -6,12 +6,35 @@
 //! receiver restarts.
 //!
 //! What "written" means per transport:
-//! - Datagrams (UDP, unix datagram): handed to the kernel whole. A message
-//!   longer than [`SyslogSinkOptions::max_datagram_bytes`] is never cut:
-//!   it is refused, counted in [`SyslogCounters::too_large`], and its
-//!   record is reported as failed (the runtime's `dropped_sink`), so the
-//!   receiver never stores a cut message and `written` counts only whole
-//!   messages sent. UDP itself may still lose a datagram unseen.
+//! - Datagrams (UDP, unix datagram): handed to the kernel whole and not
+//!   refused. A message longer than
+//!   [`SyslogSinkOptions::max_datagram_bytes`] is never cut: it is
+//!   refused, counted in [`SyslogCounters::too_large`], and its record is
+//!   reported as failed (the runtime's `dropped_sink`), so the receiver
+//!   never stores a cut message and `written` counts only whole messages
+//!   sent. A unix datagram socket refuses a datagram on its own
+//!   `send(2)` (e.g. the receiver's socket is gone); the batch is retried
+//!   from it.
+//! - UDP: a datagram to a port nobody listens on is refused by an ICMP
+//!   port unreachable, which the kernel reports on the (connected) socket
+//!   afterwards: the next `send(2)` fails with ECONNREFUSED and does not
+//!   send its own datagram, or `SO_ERROR` holds it (read once per batch,
+//!   after its last datagram). The sink takes the refused datagram to be
+//!   the last one sent on the socket: it does not count written
+//!   ([`SyslogCounters::refused`]) and is sent again, first, after the
+//!   reconnect; as it was not delivered, sending it again makes no
+//!   duplicate. This is exact when the ICMP error arrives before the next
+//!   `send(2)`: always on loopback, where the kernel handles it before
+//!   `send(2)` returns and does not rate-limit it. From another host it
+//!   may come later or never (ICMP errors are rate-limited per
+//!   destination and host-wide, and firewalls drop them): then a refused
+//!   datagram is lost unseen, and the one sent again may be a later one
+//!   that was delivered and arrives twice (at most one per refusal, and
+//!   only when the receiver came up within that round trip). A refusal
+//!   reported by the first `send(2)` of a batch, whose datagram belongs to
+//!   a batch already counted written, is counted in
+//!   [`SyslogCounters::refused_late`]: lost, yet counted written. The
+//!   receiver may also drop a datagram unseen (its socket buffer full).
 //! - TCP: a message counts written when the receiver's TCP acknowledged
 //!   every byte of its frame, not when `write(2)` took it: the sink keeps
 //!   a ledger of the frames not yet acknowledged, and one
@@ -136,11 +159,23 @@ impl SyslogSinkOptions {
 #[derive(Debug, Default)]
 pub struct SyslogCounters {
     /// Messages handed to the kernel (datagrams sent, frames of batches
-    /// written whole; for RELP, `syslog` commands sent; first sends only).
+    /// written whole; for RELP, `syslog` commands sent; first sends only:
+    /// a refused UDP datagram sent again counts once).
     pub messages: AtomicU64,
     /// Datagram messages refused whole because they exceed
     /// `max_datagram_bytes` (their records count as `dropped_sink`).
     pub too_large: AtomicU64,
+    /// UDP datagrams the receiver's host refused (an ICMP error, such as
+    /// port unreachable while no receiver listens) before their batch
+    /// counted written: reported by the next `send(2)` (ECONNREFUSED) or
+    /// by `SO_ERROR` after the batch's last datagram, taken back and sent
+    /// again after the reconnect (each refusal counted once).
+    pub refused: AtomicU64,
+    /// UDP refusals reported by the first `send(2)` of a socket's batch,
+    /// whose refused datagram is of a batch already counted written (its
+    /// ICMP error came after that batch's `SO_ERROR` check: not on
+    /// loopback): that datagram is lost, yet counted written.
+    pub refused_late: AtomicU64,
     /// Successful connects after the first.
     pub reconnects: AtomicU64,
     /// Failed connect attempts.
@@ -188,6 +223,8 @@ impl dplog_core::SinkCounters for SyslogCounters {
         [
             ("messages", g(&self.messages)),
             ("too_large", g(&self.too_large)),
+            ("refused", g(&self.refused)),
+            ("refused_late", g(&self.refused_late)),
             ("reconnects", g(&self.reconnects)),
             ("connect_failures", g(&self.connect_failures)),
             ("disconnects", g(&self.disconnects)),
@@ -265,9 +302,8 @@ pub struct SyslogSink {
     ever_connected: bool,
     next_connect: Instant,
     backoff: Duration,
-    /// `(fingerprint, byte offset of the next message in the batch)` of
-    /// the datagram batch being resumed after a failure.
-    resume: Option<(u64, usize)>,
+    /// The datagram batch being resumed after a retryable error.
+    resume: Option<DgramResume>,
     /// Stream transports: the frames not yet acknowledged.
     st: Stream,
     closed: bool,
@@ -276,10 +312,31 @@ pub struct SyslogSink {
     /// bytes, records refused as too large. Only batches with a refusal
     /// are `Pending` and land here; the others are `Delivered`.
     dgram_backlog: Progress,
-    /// `(delivered records, bytes, refused records)` of the datagram batch
-    /// being resumed after a retryable error.
-    dgram_partial: (u64, u64, u64),
     relp: Relp,
+}
+
+/// Where a datagram batch stands: how far it got and its outcomes so far,
+/// kept across the retries of a retryable error.
+#[derive(Clone, Copy, Debug, Default)]
+struct DgramResume {
+    /// Fingerprint of the batch.
+    fp: u64,
+    /// Byte offset of the next line not taken yet.
+    at: usize,
+    /// Byte offset of a line sent before whose UDP datagram the
+    /// receiver's host refused (ICMP port unreachable): sent again before
+    /// the line at `at`. Set only with a new socket to come, so when it
+    /// is set `last` is None.
+    resend: Option<usize>,
+    /// Byte offset of the last line of this batch sent on the current UDP
+    /// socket and still counted sent (None: none, or taken back): the one
+    /// an ICMP error reported by the socket is about.
+    last: Option<usize>,
+    /// Records sent (and empty lines), their bytes, and records refused as
+    /// too large.
+    ok: u64,
+    ok_bytes: u64,
+    too_large: u64,
 }
 
 impl std::fmt::Debug for SyslogSink {
@@ -579,7 +636,6 @@ impl SyslogSink {
             closed: false,
             counters: Arc::new(SyslogCounters::default()),
             dgram_backlog: Progress::default(),
-            dgram_partial: (0, 0, 0),
             relp: Relp {
                 next_txnr: 1,
                 held_refused_at: usize::MAX,
@@ -1018,34 +1074,58 @@ impl SyslogSink {
     /// refused records) waiting in `dgram_backlog` for `poll`. Lines in
     /// `reports` (drop reports) are not records and are left out of those
     /// outcomes.
+    ///
+    /// UDP: the receiver's host answers a datagram to a port nobody listens
+    /// on with an ICMP port unreachable, which the kernel books on the
+    /// connected socket (`sk_err`), not on that datagram's `send(2)`: the
+    /// next `send(2)` fails with ECONNREFUSED without sending its own
+    /// datagram, or `SO_ERROR` returns it. Either way the datagram refused
+    /// is the last one sent on the socket (on loopback the ICMP error is
+    /// handled before `send(2)` returns): it is taken back (counted
+    /// `refused`, no longer sent) and sent again first after the
+    /// reconnect. `SO_ERROR` is read once per batch, after its last
+    /// datagram, so that one is covered too before the batch counts
+    /// written. A unix datagram socket refuses on the `send(2)` of the
+    /// datagram itself, so none of this applies to it.
     fn write_dgram(
         &mut self,
         batch: &[u8],
         reports: &[Range<usize>],
         fp: u64,
     ) -> Result<Accepted, SinkError> {
-        let (mut start, (mut ok, mut ok_bytes, mut refused)) = match self.resume.take() {
-            Some((f, at)) if f == fp => (at, self.dgram_partial),
-            _ => (0, (0, 0, 0)),
+        let mut d = match self.resume.take() {
+            Some(d) if d.fp == fp => d,
+            _ => DgramResume {
+                fp,
+                ..DgramResume::default()
+            },
         };
+        let udp = matches!(self.conn, Some(Conn::Udp(_)));
         let max = self.opts.max_datagram_bytes;
+        // First sends (the `messages` counter); a datagram sent again is
+        // not one.
         let mut sent = 0u64;
-        while start < batch.len() {
-            let end = memchr::memchr(b'\n', &batch[start..]).map_or(batch.len(), |i| start + i);
+        loop {
+            let (start, again) = match d.resend {
+                Some(at) => (at, true),
+                None if d.at < batch.len() => (d.at, false),
+                None => break,
+            };
+            let end = line_end(batch, start);
             let msg = &batch[start..end];
-            let record = !in_report(reports, start);
-            let line_bytes = (end + 1).min(batch.len()) - start;
-            if msg.is_empty() {
+            let record = u64::from(!in_report(reports, start));
+            let line_bytes = ((end + 1).min(batch.len()) - start) as u64;
+            if !again && msg.is_empty() {
                 // A record formatted to an empty line: nothing to send.
-                ok += u64::from(record);
-                ok_bytes += line_bytes as u64;
-                start = end + 1;
+                d.ok += record;
+                d.ok_bytes += line_bytes;
+                d.at = end + 1;
                 continue;
             }
-            if msg.len() > max {
+            if !again && msg.len() > max {
                 bump(&self.counters.too_large, 1);
-                refused += u64::from(record);
-                start = end + 1;
+                d.too_large += record;
+                d.at = end + 1;
                 continue;
             }
             let r = match self.conn.as_ref() {
@@ -1055,37 +1135,94 @@ impl SyslogSink {
             };
             match r {
                 Ok(_) => {
-                    sent += 1;
-                    ok += u64::from(record);
-                    ok_bytes += line_bytes as u64;
-                    start = end + 1;
+                    if again {
+                        d.resend = None;
+                    } else {
+                        sent += 1;
+                        d.at = end + 1;
+                    }
+                    d.ok += record;
+                    d.ok_bytes += line_bytes;
+                    d.last = Some(start);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
-                    bump(&self.counters.messages, sent);
-                    self.resume = Some((fp, start));
-                    self.dgram_partial = (ok, ok_bytes, refused);
-                    // A unix receiver gone (ECONNREFUSED/ENOENT) or UDP's
-                    // ICMP port unreachable: reconnect on the retry.
-                    if !matches!(e.raw_os_error(), Some(libc::ENOBUFS | libc::EAGAIN)) {
-                        self.disconnect();
+                    if udp && e.raw_os_error() == Some(libc::ECONNREFUSED) {
+                        // Not this datagram's refusal (it was not sent): an
+                        // earlier one's.
+                        self.take_back_last(&mut d, batch, reports);
                     }
-                    return Err(SinkError::Retryable(e));
+                    return Err(self.dgram_retry(d, sent, e));
                 }
             }
         }
+        if udp && d.last.is_some() {
+            let pending = match self.conn.as_ref() {
+                Some(Conn::Udp(s)) => s.take_error(),
+                _ => Ok(None),
+            };
+            match pending {
+                Ok(None) => {}
+                Ok(Some(e)) => {
+                    // Any pending error of a UDP socket is an ICMP error
+                    // of a datagram it sent: the last one.
+                    self.take_back_last(&mut d, batch, reports);
+                    return Err(self.dgram_retry(d, sent, e));
+                }
+                Err(e) => return Err(self.dgram_retry(d, sent, e)),
+            }
+        }
         bump(&self.counters.messages, sent);
-        self.dgram_partial = (0, 0, 0);
-        if refused == 0 {
+        if d.too_large == 0 {
             return Ok(Accepted::Delivered);
         }
         self.dgram_backlog += Progress {
-            delivered_records: ok,
-            delivered_bytes: ok_bytes,
-            failed_records: refused,
+            delivered_records: d.ok,
+            delivered_bytes: d.ok_bytes,
+            failed_records: d.too_large,
         };
         Ok(Accepted::Pending)
     }
+
+    /// The UDP socket reported an ICMP error: the last datagram sent on it
+    /// (`d.last`) was refused. It is no longer counted sent and is sent
+    /// again before the rest of the batch. Without one (the socket's
+    /// earlier datagrams belong to batches already counted written, the
+    /// error came late) the refusal is only counted, in `refused_late`.
+    fn take_back_last(&self, d: &mut DgramResume, batch: &[u8], reports: &[Range<usize>]) {
+        let Some(at) = d.last.take() else {
+            bump(&self.counters.refused_late, 1);
+            return;
+        };
+        debug_assert!(d.resend.is_none(), "a resend is the first send on a socket");
+        let end = line_end(batch, at);
+        d.ok -= u64::from(!in_report(reports, at));
+        d.ok_bytes -= ((end + 1).min(batch.len()) - at) as u64;
+        d.resend = Some(at);
+        bump(&self.counters.refused, 1);
+    }
+
+    /// Keeps where the datagram batch `d` stands for its retry and drops
+    /// the socket (the retry reconnects), except on ENOBUFS and EAGAIN (a
+    /// full queue: the socket is fine).
+    fn dgram_retry(&mut self, mut d: DgramResume, sent: u64, e: io::Error) -> SinkError {
+        bump(&self.counters.messages, sent);
+        // A unix receiver gone (ECONNREFUSED/ENOENT) or UDP's ICMP port
+        // unreachable: reconnect on the retry.
+        if !matches!(e.raw_os_error(), Some(libc::ENOBUFS | libc::EAGAIN)) {
+            self.disconnect();
+            // Nothing of this batch is sent on the next socket yet.
+            d.last = None;
+        }
+        self.resume = Some(d);
+        SinkError::Retryable(e)
+    }
+}
+
+/// Offset of the `\n` ending the line that starts at `start` (the batch's
+/// length for a last line without one).
+fn line_end(batch: &[u8], start: usize) -> usize {
+    memchr::memchr(b'\n', &batch[start..]).map_or(batch.len(), |i| start + i)
 }
 
 /// RELP: session, window and acknowledgements.

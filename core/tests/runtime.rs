@@ -454,12 +454,12 @@ fn a_stalling_sink_does_not_stretch_the_shutdown_by_one_stall_per_batch() {
     };
     let took = t0.elapsed();
     assert_eq!((s.written_records, s.dropped_shutdown), (0, N), "{s:?}");
-    // The deadline (0.2 s) plus at most the try under way and the one that
-    // met the deadline; one stall per batch would be over 6 s.
-    assert!(took < std::time::Duration::from_secs(3), "{took:?}");
+    // The try under way and the one that met the deadline (0.2 s), not one
+    // per batch (16): counted in tries, not in seconds, so a loaded
+    // machine cannot fail it.
     assert!(
         *calls.lock().unwrap() <= 4,
-        "{} tries",
+        "{} tries in {took:?}",
         calls.lock().unwrap()
     );
 }

@@ -4,7 +4,7 @@
 
 use std::net::UdpSocket;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_dplog-nat"))
@@ -63,24 +63,35 @@ fn dplog_nat_exports_ipfix_to_a_collector() {
     )
     .unwrap();
     // The collector reads while dplog-nat runs (its socket buffer may not
-    // hold the whole run).
-    let reader = std::thread::spawn(move || {
-        let mut got = Vec::new();
-        let mut buf = vec![0u8; 65_536];
-        let mut idle = Instant::now();
-        while idle.elapsed() < Duration::from_secs(3) {
-            if let Ok(n) = rx.recv(&mut buf) {
-                got.push(buf[..n].to_vec());
-                idle = Instant::now();
+    // hold the whole run), until dplog-nat has exited and the socket is
+    // empty (loopback delivers a datagram before its send returns), however
+    // long a loaded machine takes to start it.
+    let exited = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = std::thread::spawn({
+        let exited = exited.clone();
+        move || {
+            let mut got = Vec::new();
+            let mut buf = vec![0u8; 65_536];
+            loop {
+                // Acquire pairs with the Release store after dplog-nat's exit:
+                // read before the recv, so a timeout after it means empty.
+                let done = exited.load(std::sync::atomic::Ordering::Acquire);
+                match rx.recv(&mut buf) {
+                    Ok(n) => got.push(buf[..n].to_vec()),
+                    Err(_) if done => break,
+                    Err(_) => {}
+                }
             }
+            got
         }
-        got
     });
     let o = bin()
         .args(["--config", "ipfix.toml", "--summary", "json"])
         .current_dir(dir.path())
         .output()
         .unwrap();
+    // Release pairs with the reader's Acquire load.
+    exited.store(true, std::sync::atomic::Ordering::Release);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{err}");
     let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();

@@ -519,7 +519,12 @@ pub fn csv_header(columns: &[String]) -> Vec<u8> {
 /// `columns` ([`csv_columns`]): its schema name, its event time (RFC 3339
 /// UTC with microseconds, empty without one), then per column the value of
 /// the field printed under that name with its default converter (byte
-/// strings quoted when needed), empty if it has none; CRLF.
+/// strings quoted when needed), empty if it has none; CRLF. A cell is
+/// empty wherever [`json`] leaves the key out: a field the schema shows
+/// only conditionally ([`Schema::with_fields_only_when`], e.g. the NAT44
+/// session's counters, only on deletes) when the condition does not hold,
+/// and a field named by another's value under the names it does not
+/// have.
 pub fn csv_row(s: &Schema, opts: Options, columns: &[String]) -> Result<Program, TemplateError> {
     let mut p = Program::new(s, opts);
     let mut name = Vec::new();
@@ -531,13 +536,21 @@ pub fn csv_row(s: &Schema, opts: Options, columns: &[String]) -> Result<Program,
             .map_err(e)?;
     }
     let by = s.meta().name_by.as_ref();
+    let only_when = s.meta().only_when.as_ref();
     for c in &columns[CSV_LEAD_COLUMNS.len()..] {
         p.lit(b",");
         if let Some((i, _)) = s
             .field(c)
             .filter(|(i, _)| !by.is_some_and(|b| b.field == *i))
         {
-            p.field(s, i, conv_of(s, i), Escape::Csv).map_err(e)?;
+            match only_when.filter(|w| w.fields.contains(&i)) {
+                // Empty where JSON leaves the key out.
+                Some(w) => p.when(s, w.field, w.equals as u32, |p| {
+                    p.field(s, i, conv_of(s, i), Escape::Csv)
+                }),
+                None => p.field(s, i, conv_of(s, i), Escape::Csv),
+            }
+            .map_err(e)?;
         } else if let Some((b, v)) =
             by.and_then(|b| b.names.iter().find(|(_, n)| n == c).map(|(v, _)| (b, *v)))
         {

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use common::*;
-use dplog_core::Formatter;
+use dplog_core::{Formatter, RecordBytes as _};
 use dplog_formatters::{Format, FormatSpec, SyslogOptions};
 use dplog_schema_nat::nat_event;
 use dplog_schema_nat::{EventProfile, TextFormatter};
@@ -529,4 +529,110 @@ fn a_field_named_by_a_value_is_left_out_cleanly_in_every_line_format() {
          limits,,,500,2,,,,,\r\n\
          limits,,,,9,,,,,\r\n"
     );
+}
+
+/// A user record type (not NAT): a tunnel event whose byte count means
+/// something only when the tunnel closes (event 2), and whose limit is
+/// named by its kind (kind 1 only).
+fn tunnel_schema() -> dplog_core::schema::Schema {
+    use dplog_core::schema::{FieldDef, FieldKind, Schema};
+    Schema::new(
+        41,
+        "tunnelEvent",
+        40,
+        vec![
+            FieldDef::new("eventTime", 8, 8, FieldKind::NsTimestamp, 0),
+            FieldDef::new("event", 16, 1, FieldKind::Enum, 0)
+                .with_names(&[(1, "OPEN"), (2, "CLOSE")]),
+            FieldDef::new("kind", 17, 1, FieldKind::U8, 0),
+            FieldDef::new("tunnelId", 20, 4, FieldKind::U32, 0),
+            FieldDef::new("bytesIn", 24, 8, FieldKind::U64, 0),
+            FieldDef::new("limit", 32, 4, FieldKind::U32, 0),
+        ],
+    )
+    .unwrap()
+    .with_fields_only_when("event", 2, &["bytesIn"])
+    .unwrap()
+    .with_name_by("limit", "kind", &[(1, "maxTunnels")])
+    .unwrap()
+}
+
+/// A tunnel record: `event`, `kind`, id 9, 4096 bytes in, limit 300.
+fn tunnel(event: u8, kind: u8) -> [u8; 40] {
+    let mut r = [0u8; 40];
+    r[..2].copy_from_slice(&40u16.to_ne_bytes());
+    r[2..4].copy_from_slice(&41u16.to_ne_bytes());
+    r[8..16].copy_from_slice(&T0.to_ne_bytes());
+    r[16] = event;
+    r[17] = kind;
+    r[20..24].copy_from_slice(&9u32.to_ne_bytes());
+    r[24..32].copy_from_slice(&4096u64.to_ne_bytes());
+    r[32..36].copy_from_slice(&300u32.to_ne_bytes());
+    r
+}
+
+/// README: a CSV record's cells are the values JSON gives under the same
+/// names. Where JSON leaves a key out (a field shown only conditionally,
+/// e.g. a session's counters before its delete; a name its selector does
+/// not have), the cell is empty, not a 0 that reads as a real count.
+#[test]
+fn csv_cells_are_jsons_values_and_empty_where_json_has_no_key() {
+    let tunnel_s = tunnel_schema();
+    let mut schemas: Vec<&dplog_core::schema::Schema> = vec![&tunnel_s];
+    schemas.extend(dplog_schema_nat::all());
+    let mut recs: Vec<Vec<u8>> = vec![
+        tunnel(1, 1).to_vec(),
+        tunnel(2, 1).to_vec(),
+        tunnel(2, 0).to_vec(),
+    ];
+    recs.extend(all_records().iter().map(|r| r.record_bytes().to_vec()));
+    let mut json = spec(Format::Json).encoder(&schemas).unwrap();
+    let mut csv_enc = spec(Format::Csv).encoder(&schemas).unwrap();
+    let mut csv_out = Vec::new();
+    let mut objs = Vec::new();
+    for r in &recs {
+        let mut o = Vec::new();
+        assert!(json.push(r, &mut o));
+        objs.push(serde_json::from_slice::<serde_json::Value>(&o).unwrap());
+        assert!(csv_enc.push(r, &mut csv_out));
+    }
+    let mut rd = csv::Reader::from_reader(&csv_out[..]);
+    let head: Vec<String> = rd.headers().unwrap().iter().map(String::from).collect();
+    let rows: Vec<csv::StringRecord> = rd.records().map(|r| r.unwrap()).collect();
+    assert_eq!(rows.len(), objs.len());
+    for (row, obj) in rows.iter().zip(&objs) {
+        let own = obj.as_object().unwrap();
+        for (name, cell) in head.iter().zip(row.iter()).skip(1) {
+            if name.starts_with("dplogDrop") {
+                assert_eq!(cell, "", "{name} of a record: {row:?}");
+                continue;
+            }
+            let want = match own.get(name) {
+                None => String::new(),
+                Some(serde_json::Value::String(s)) => s.clone(),
+                Some(v) => v.to_string(),
+            };
+            assert_eq!(cell, want, "column {name} of {row:?} against {obj}");
+        }
+    }
+    // The cases themselves, by name.
+    let col = |row: &csv::StringRecord, name: &str| {
+        row[head.iter().position(|h| h == name).unwrap()].to_string()
+    };
+    assert_eq!(col(&rows[0], "event"), "OPEN");
+    assert_eq!(col(&rows[0], "bytesIn"), "");
+    assert_eq!(col(&rows[0], "maxTunnels"), "300");
+    assert_eq!(col(&rows[1], "bytesIn"), "4096");
+    assert_eq!(col(&rows[2], "maxTunnels"), "");
+    // The NAT44 session create (natEvent 4): no counters, as in JSON.
+    assert_eq!(col(&rows[3], "natEvent"), "4");
+    for c in [
+        "initiatorPackets",
+        "responderPackets",
+        "initiatorOctets",
+        "responderOctets",
+    ] {
+        assert_eq!(col(&rows[3], c), "", "{c} of a create");
+    }
+    assert_eq!(col(&rows[4], "initiatorOctets"), "1500");
 }

@@ -42,8 +42,9 @@
 //! # aclDrop = "{dropTime:rfc3339} {dropReason:name} rule {ruleId}"
 //!
 //! [sink]
-//! type = "file"            # file, mmap, syslog, kafka, ipfix (an IPFIX
-//! path = "dplog.log"       # exporter: [format] type = "ipfix" only)
+//! type = "file"            # file, mmap, syslog, archive, ipfix, kafka
+//! path = "dplog.log"       # (ipfix: an IPFIX exporter, [format] type =
+//!                          # "ipfix" only; archive: type = "binary")
 //!
 //! [consumers]              # LogConfig::start_consumers: several consumer
 //! # cpus = [2, 3]          # threads, one per CPU (or count = N), each with
@@ -315,6 +316,14 @@ macro_rules! sink_types {
         }
 
         impl SinkConfig {
+            /// The `type` of every sink this build takes, as written in
+            /// TOML, in declaration order: `file`, `mmap`, `syslog`,
+            /// `archive`, `ipfix`, and `kafka` with the `kafka` feature.
+            /// Help texts list them from here, so they name every type.
+            pub fn type_names() -> Vec<&'static str> {
+                [$( $(#[cfg($cfg)])* sink_type_name(stringify!($variant)), )*].to_vec()
+            }
+
             /// The `type` of a single sink as written in TOML (`"file"`,
             /// ...); `None` for a set.
             fn type_name(&self) -> Option<&'static str> {

@@ -464,8 +464,10 @@ pub fn json(s: &Schema, opts: Options) -> Result<Program, TemplateError> {
 pub const CSV_LEAD_COLUMNS: [&str; 2] = ["recordType", "timestamp"];
 
 /// CSV columns after every field, filled only by drop reports: records
-/// dropped, the ring (empty for the sink's), why (`ring` or `sink`) and
-/// the wall-clock time of the first and last drop. Prefixed `dplog`, as
+/// dropped, the ring (empty for the sink's), why (JSON's `reason`: `full`,
+/// `degraded`, `disconnected`, `stopped` or `ring` for a ring's drops,
+/// `sink` for the sink's; [`dplog_core::drop_reason_name`]) and the
+/// wall-clock time of the first and last drop. Prefixed `dplog`, as
 /// JSON's `dplogEvent`, so they do not meet a record's own field names
 /// (an ACL record's `dropReason`).
 pub const CSV_DROP_COLUMNS: [&str; 5] = [
@@ -581,11 +583,12 @@ pub fn csv_drop_row(r: &dplog_core::DropReport, columns: usize, out: &mut Vec<u8
     out.push(b',');
     crate::conv::push_dec(out, r.dropped);
     out.push(b',');
-    let sink = r.reason == dplog_core::report::DROP_REASON_SINK;
-    if !sink {
+    if r.reason != dplog_core::report::DROP_REASON_SINK {
         crate::conv::push_dec(out, u64::from(r.ring));
     }
-    out.extend_from_slice(if sink { b",sink," } else { b",ring," });
+    out.push(b',');
+    r.push_reason(out);
+    out.push(b',');
     t.push(out, r.first_ns, 9);
     out.push(b',');
     t.push(out, r.last_ns, 9);
@@ -772,12 +775,12 @@ impl SyslogDrops {
     /// RFC 5424: PRI of severity [`DROP_SEVERITY`], TIMESTAMP the event
     /// time of the record before it (else the last drop's wall clock),
     /// MSGID [`DROP_MSGID`], SD-ELEMENT `dplogDrop@<enterprise>` with
-    /// `dropped`, `ring` (not for the sink's), `reason` (`ring` or `sink`),
-    /// `firstDropWallClock`, `lastDropWallClock`, then the text report as
-    /// MSG:
+    /// `dropped`, `ring` (not for the sink's), `reason` (JSON's:
+    /// [`dplog_core::drop_reason_name`]), `firstDropWallClock`,
+    /// `lastDropWallClock`, then the text report as MSG:
     ///
     /// ```text
-    /// <132>1 2013-05-02T20:20:36.616804Z cgnat-1 NAT 4242 RECORDS_DROPPED [dplogDrop@32473 dropped="12" ring="0" reason="ring" firstDropWallClock="2026-11-30T07:49:15.000000123Z" lastDropWallClock="2026-11-30T07:49:15.100000123Z"] 12 records dropped on ring 0 ...
+    /// <132>1 2013-05-02T20:20:36.616804Z cgnat-1 NAT 4242 RECORDS_DROPPED [dplogDrop@32473 dropped="12" ring="0" reason="degraded" firstDropWallClock="2026-11-30T07:49:15.000000123Z" lastDropWallClock="2026-11-30T07:49:15.100000123Z"] 12 records dropped on ring 0 (degraded) ...
     /// ```
     ///
     /// RFC 3164: the same header fields, then `RECORDS_DROPPED` and the
@@ -829,9 +832,7 @@ impl SyslogDrops {
                 crate::conv::push_dec(o, u64::from(r.ring))
             });
         }
-        param(out, "reason", &mut |o| {
-            o.extend_from_slice(if sink { b"sink" } else { b"ring" })
-        });
+        param(out, "reason", &mut |o| r.push_reason(o));
         param(out, "firstDropWallClock", &mut |o| t.push(o, r.first_ns, 9));
         param(out, "lastDropWallClock", &mut |o| t.push(o, r.last_ns, 9));
         out.extend_from_slice(close.as_bytes());

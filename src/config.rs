@@ -198,7 +198,8 @@ pub struct FormatConfig {
     /// procid (default: this process's id), facility, severity, sd_id
     /// (RFC 5424 section 6.3.2: `name@<enterprise number>` or an
     /// IANA-registered name, checked at load), profile (`"vpp"`: VPP's NAT
-    /// layout exactly) (rfc5424 / rfc3164).
+    /// syslog layout; its differences from VPP's messages are listed at
+    /// `SyslogOptions::profile`) (rfc5424 / rfc3164).
     pub syslog: crate::formatters::SyslogOptions,
     /// `[format.ipfix]`: mtu, template_refresh_secs,
     /// observation_domain_id, export_clock (`system` | `record`),

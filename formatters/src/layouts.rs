@@ -52,10 +52,43 @@ pub struct SyslogOptions {
     #[cfg_attr(feature = "serde", serde(deserialize_with = "de::sd_id"))]
     pub sd_id: Option<String>,
     /// Layout profile: `None` (default) or `"vpp"`, VPP's NAT syslog
-    /// layout exactly (SD-ID `nsess` for sessions, `[napmap ...]` with
-    /// MSGID APMADD/APMDEL for port blocks, VPP's parameter order), for
-    /// record types that declare it ([`SyslogMeta::profiles`]); VPP's
-    /// bare SD-IDs are not IANA-registered and are accepted only there.
+    /// layout (VPP's `nat_syslog.c`, RFC 5424) for the record types that
+    /// declare it ([`SyslogMeta::profiles`]): MSGID SADD/SDEL with SD-ID
+    /// `nsess` for NAT44 sessions, APMADD/APMDEL with `napmap` for port
+    /// blocks, VPP's parameter names, order and value formats, PRI `<134>`
+    /// (local0, informational), APP-NAME `NAT`, TIMESTAMP with
+    /// microseconds, no MSG. VPP's bare SD-IDs are not IANA-registered and
+    /// are accepted only there.
+    ///
+    /// What dplog cannot take from VPP, and writes instead:
+    /// - HOSTNAME: VPP sends its syslog source address (`set syslog sender
+    ///   ... src A`, IPv4); dplog sends [`hostname`](Self::hostname), this
+    ///   host's name by default: set it to the NAT's address to match.
+    /// - PROCID: VPP sends its own process id; dplog the formatting
+    ///   process's (the application, dplogd or dplog-cat) unless
+    ///   [`procid`](Self::procid) is set.
+    /// - TIMESTAMP: VPP stamps the time it sends the message; dplog the
+    ///   record's event time (in the same format).
+    /// - SSUBIX: VPP's NAT44-ED sends `0`, as dplog; its NAT44-EI the
+    ///   subscriber's (user's) index, which dplog's records do not carry:
+    ///   dplog always sends `0`.
+    /// - Twice-NAT sessions: VPP appends IDADDR and IDPORT; the NAT44
+    ///   session record has no such addresses, so dplog never sends them.
+    /// - APMADD/APMDEL: VPP sends one per address-and-port mapping (one
+    ///   inside address, port and protocol to one outside address and
+    ///   port, with their own ISPORT, XSPORT and PROTO). dplog sends one
+    ///   per port block, which maps a range of outside ports for every
+    ///   inside port and protocol of the subscriber: ISPORT `0` and PROTO
+    ///   `0` (no single port or protocol; 0 is reserved in both), XSPORT
+    ///   the block's first port; the range's end, step and size are not
+    ///   sent (the default layout has them). Always SVLAN, never DS-Lite's
+    ///   SV6ENC.
+    /// - Records VPP does not send by syslog (address and port
+    ///   exhaustion, quotas, drop reports) keep dplog's own layouts.
+    /// - VPP cuts a message at its `max-msg-size` (480 bytes by default);
+    ///   dplog cuts none (a NAT message with an IPv4 HOSTNAME is far
+    ///   shorter; over UDP the syslog sink drops and counts a message too
+    ///   large for a datagram).
     #[cfg_attr(feature = "serde", serde(deserialize_with = "de::profile"))]
     pub profile: Option<String>,
 }
@@ -627,7 +660,8 @@ fn syslog_msgid(p: &mut Program, s: &Schema, layout: &SyslogMeta) -> Result<(), 
 /// [`SyslogOptions::profile`]) gets its MSGID, SD-ID
 /// ([`SyslogOptions::sd_id`] overrides it) and parameters: the NAT44
 /// session record is VPP's NAT44 layout above (with `profile = "vpp"`
-/// exactly VPP's: SD-ID `nsess`). Any other record has MSGID its schema
+/// VPP's SD-ID `nsess` too; [`SyslogOptions::profile`] lists what still
+/// differs from VPP's messages). Any other record has MSGID its schema
 /// name (or the declared one), SD-ID `<schema name>@<enterprise>` and
 /// every field as a parameter (a field named by another's value under
 /// that name). No space between PRI and VERSION; `"`, `\` and `]` in

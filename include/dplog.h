@@ -982,9 +982,13 @@ dplog_result dplog_version(uint32_t *major, uint32_t *minor, uint32_t *patch);
 
 /**
  * Reads the TOML configuration file at `config_path` (keys: see the README
- * and `dplog::config`; every key optional), opens the sink (a file sink's
- * file is created now, mode 0640) and returns a new logger handle in
- * `*out`. No thread is started until `dplog_start`.
+ * and `dplog::config`; every key optional), opens the sink it names (a
+ * file sink's file is created now, mode 0640) and returns a new logger
+ * handle in `*out`. No thread is started until `dplog_start`. A config
+ * without `[sink]` (or with just the default written out) gets the file
+ * sink `dplog.log` in the working directory, which `dplog_start` opens:
+ * a handle that only attaches rings (`dplog_attach`, drained by dplogd)
+ * creates no file.
  *
  * `[ring] slot_bytes` (32, 64 or 128; default 64) is the size of every
  * ring slot of this logger and the largest record it takes: user types
@@ -1446,7 +1450,9 @@ dplog_result dplog_close(struct dplog *h, struct dplog_stats *final_stats);
  * the handle, as for `dplog_producer_new`.
  *
  * The handle is opened but not started: a handle that attaches rings
- * runs no consumer of its own (`DPLOG_ERR_STATE` after `dplog_start`).
+ * runs no consumer of its own (`DPLOG_ERR_STATE` after `dplog_start`),
+ * and its config needs no `[sink]`: without one it creates no file
+ * (dplogd's config chooses the format and the outputs).
  * Every record whose `dplog_log` returned `DPLOG_OK` is written by the
  * daemon once, even if this process is killed right after.
  *

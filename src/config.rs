@@ -42,8 +42,9 @@
 //! # aclDrop = "{dropTime:rfc3339} {dropReason:name} rule {ruleId}"
 //!
 //! [sink]
-//! type = "file"            # file, mmap, syslog, kafka, ipfix (an IPFIX
-//! path = "dplog.log"       # exporter: [format] type = "ipfix" only)
+//! type = "file"            # file, mmap, syslog, archive, ipfix, kafka
+//! path = "dplog.log"       # (ipfix: an IPFIX exporter, [format] type =
+//!                          # "ipfix" only; archive: type = "binary")
 //!
 //! [consumers]              # LogConfig::start_consumers: several consumer
 //! # cpus = [2, 3]          # threads, one per CPU (or count = N), each with
@@ -197,7 +198,8 @@ pub struct FormatConfig {
     /// procid (default: this process's id), facility, severity, sd_id
     /// (RFC 5424 section 6.3.2: `name@<enterprise number>` or an
     /// IANA-registered name, checked at load), profile (`"vpp"`: VPP's NAT
-    /// layout exactly) (rfc5424 / rfc3164).
+    /// syslog layout; its differences from VPP's messages are listed at
+    /// `SyslogOptions::profile`) (rfc5424 / rfc3164).
     pub syslog: crate::formatters::SyslogOptions,
     /// `[format.ipfix]`: mtu, template_refresh_secs,
     /// observation_domain_id, export_clock (`system` | `record`),
@@ -315,6 +317,14 @@ macro_rules! sink_types {
         }
 
         impl SinkConfig {
+            /// The `type` of every sink this build takes, as written in
+            /// TOML, in declaration order: `file`, `mmap`, `syslog`,
+            /// `archive`, `ipfix`, and `kafka` with the `kafka` feature.
+            /// Help texts list them from here, so they name every type.
+            pub fn type_names() -> Vec<&'static str> {
+                [$( $(#[cfg($cfg)])* sink_type_name(stringify!($variant)), )*].to_vec()
+            }
+
             /// The `type` of a single sink as written in TOML (`"file"`,
             /// ...); `None` for a set.
             fn type_name(&self) -> Option<&'static str> {

@@ -1095,9 +1095,13 @@ fn ring_priorities_from_config_and_the_schemas_rule_decide_what_degrade_keeps() 
     assert_eq!(lines, format!("{FILLED}acl 1000\nlink 18 DOWN\nacl 1001\n"));
     // The report follows the last record written before it, and gives its
     // event time (read from the slot with the schema's event-time field).
+    // One report per reason, each with its own count.
     assert_eq!(
         reports,
-        ["dplog: 3 records dropped on ring 0 after the record of 2026-01-01T00:00:00.250000000Z"]
+        [
+            "dplog: 1 record dropped on ring 0 (full) after the record of 2026-01-01T00:00:00.250000000Z",
+            "dplog: 2 records dropped on ring 0 (degraded) after the record of 2026-01-01T00:00:00.250000000Z"
+        ]
     );
 }
 
@@ -1139,7 +1143,10 @@ fn the_schemas_own_priority_rule_decides_what_degrade_keeps_without_config() {
     );
     assert_eq!(
         reports,
-        ["dplog: 4 records dropped on ring 0 after the record of 2026-01-01T00:00:00.025500000Z"]
+        [
+            "dplog: 1 record dropped on ring 0 (full) after the record of 2026-01-01T00:00:00.025500000Z",
+            "dplog: 3 records dropped on ring 0 (degraded) after the record of 2026-01-01T00:00:00.025500000Z"
+        ]
     );
 }
 
@@ -1183,7 +1190,7 @@ fn ring_priorities_from_config_apply_to_a_typed_logger() {
     // record written before the drop.
     assert_eq!(
         reports,
-        ["dplog: 1 record dropped on ring 0 after the record of 2026-01-01T00:00:00.024000000Z"]
+        ["dplog: 1 record dropped on ring 0 (full) after the record of 2026-01-01T00:00:00.024000000Z"]
     );
 }
 

@@ -58,7 +58,10 @@ pub mod tsc;
 pub use format::Formatter;
 pub use mpsc::{mpsc_ring, MpProducer};
 pub use record::{Record, RecordBytes, RecordHeader, PRIORITY_HIGH, PRIORITY_NORMAL};
-pub use report::{DropReport, DROP_REASON_RING, DROP_REASON_SINK, SCHEMA_DROP_REPORT};
+pub use report::{
+    drop_reason_code, drop_reason_name, DropReport, DROP_REASON_DEGRADED, DROP_REASON_DISCONNECTED,
+    DROP_REASON_FULL, DROP_REASON_RING, DROP_REASON_SINK, DROP_REASON_STOPPED, SCHEMA_DROP_REPORT,
+};
 #[cfg(not(loom))]
 pub use ring::RawWindow;
 pub use ring::{

@@ -134,6 +134,16 @@ pub enum DropReason {
     Stopped,
 }
 
+impl DropReason {
+    /// Every reason, in the order of [`DropDelta::by_reason`].
+    pub const ALL: [DropReason; 4] = [
+        DropReason::Full,
+        DropReason::Degraded,
+        DropReason::Disconnected,
+        DropReason::Stopped,
+    ];
+}
+
 /// Producer-side counters of one ring.
 ///
 /// SPSC: single-writer counters, the producer does `load(Relaxed)` then
@@ -200,6 +210,13 @@ impl ConsumerCounters {
 pub struct DropDelta {
     /// Records dropped in the interval (all reasons).
     pub dropped: u64,
+    /// `dropped` split by reason, indexed as [`DropReason::ALL`]. The sum
+    /// is `dropped`, except for drops whose reason a shared-memory ring's
+    /// counters do not account for (a corrupted file: `dropped` minus the
+    /// sum, see [`DropDelta::unattributed`]). Exact per report unless
+    /// drops of several reasons race with the report; exact summed over
+    /// the reports in any case (see [`crate::report`]).
+    pub by_reason: [u64; 4],
     /// Time of the first of them, [`crate::tsc::now_ticks`] ticks
     /// (convert with [`crate::tsc::TscClock::to_utc_ns`]). It may be
     /// earlier than the true first drop (never later), see
@@ -208,6 +225,57 @@ pub struct DropDelta {
     /// Time of the last of them, ticks; never earlier than the true last
     /// drop.
     pub last_ns: u64,
+}
+
+impl DropDelta {
+    /// The reasons with drops in this interval, with their counts, in the
+    /// order of [`DropReason::ALL`].
+    pub fn reasons(&self) -> impl Iterator<Item = (DropReason, u64)> + '_ {
+        DropReason::ALL
+            .into_iter()
+            .zip(self.by_reason)
+            .filter(|&(_, n)| n > 0)
+    }
+
+    /// Drops of this interval that no reason's counter accounts for
+    /// (only a corrupted shared-memory ring file has them).
+    pub fn unattributed(&self) -> u64 {
+        self.dropped.saturating_sub(
+            self.by_reason
+                .iter()
+                .fold(0u64, |a, &n| a.saturating_add(n)),
+        )
+    }
+}
+
+/// Splits the `dropped` drops a report takes (the new part of the drop
+/// total) by reason: `counters` are the per-reason drop counters, read
+/// after the total; `reported` is what earlier reports gave each reason,
+/// and is advanced by what this one gives.
+///
+/// A producer counts a drop under its reason before it adds it to the
+/// total, so the counters read after the total cover at least the drops
+/// in it: each reason gets what its counter gained, and when a drop in
+/// flight has already reached its counter but not the total (the counters
+/// cover more than `dropped`), the reasons are filled in the order of
+/// [`DropReason::ALL`] up to `dropped`; what one report gives a reason
+/// too much or too little, the next gives back. Counters that cover less
+/// than `dropped` (a corrupted shared-memory ring) leave the rest
+/// unattributed ([`DropDelta::unattributed`]).
+pub(crate) fn split_by_reason(
+    dropped: u64,
+    counters: [u64; 4],
+    reported: &mut [u64; 4],
+) -> [u64; 4] {
+    let mut left = dropped;
+    let mut out = [0u64; 4];
+    for i in 0..4 {
+        let n = counters[i].saturating_sub(reported[i]).min(left);
+        out[i] = n;
+        reported[i] += n;
+        left -= n;
+    }
+    out
 }
 
 /// The slot array. Outside loom it is one raw 128-byte-aligned allocation;
@@ -610,9 +678,11 @@ impl<T> Shared<T> {
         }
     }
 
-    /// Consumer side: the drops not yet reported, marking them reported.
+    /// Consumer side: the drops not yet reported, marking them reported,
+    /// split by reason with `by_reason_reported` (the consumer's own
+    /// record of what it gave each reason, see [`split_by_reason`]).
     /// `None` if there are none.
-    pub(crate) fn take_drop_report(&self) -> Option<DropDelta> {
+    pub(crate) fn take_drop_report(&self, by_reason_reported: &mut [u64; 4]) -> Option<DropDelta> {
         let c = &self.producer_counters;
         // Acquire pairs with the producers' Release update of
         // `dropped_total` in `count_drop`.
@@ -626,12 +696,23 @@ impl<T> Shared<T> {
         }
         let first_ns = c.first_drop_ns.load(Ordering::Relaxed);
         let last_ns = c.last_drop_ns.load(Ordering::Relaxed);
+        // Relaxed: ordered after the Acquire load of the total above, so
+        // each counter covers at least its drops in the total (the
+        // producers add to it before they publish the total).
+        let counters = [
+            c.dropped_full.load(Ordering::Relaxed),
+            c.dropped_degraded.load(Ordering::Relaxed),
+            c.dropped_disconnected.load(Ordering::Relaxed),
+            c.dropped_stopped.load(Ordering::Relaxed),
+        ];
         // Release pairs with the producers' Acquire load in `count_drop`.
         self.consumer_counters
             .drops_reported
             .store(total, Ordering::Release);
+        let dropped = total - reported;
         Some(DropDelta {
-            dropped: total - reported,
+            dropped,
+            by_reason: split_by_reason(dropped, counters, by_reason_reported),
             first_ns: first_ns.min(last_ns),
             last_ns,
         })
@@ -1248,6 +1329,8 @@ pub struct Consumer<T: Record> {
     cached_tail: usize,
     /// The ring broke the protocol: `cached_tail` is final.
     stopped: bool,
+    /// Drops reported so far per reason ([`split_by_reason`]).
+    drops_reported_by_reason: [u64; 4],
 }
 
 impl<T: Record> core::fmt::Debug for Consumer<T> {
@@ -1271,6 +1354,7 @@ impl<T: Record> Consumer<T> {
             head: 0,
             cached_tail: 0,
             stopped: false,
+            drops_reported_by_reason: [0; 4],
         }
     }
 
@@ -1480,11 +1564,13 @@ impl<T: Record> Consumer<T> {
         self.shared.producer_gone.load(Ordering::Acquire) && self.available(1) == 0
     }
 
-    /// Drops recorded on this ring since the previous call (all reasons),
-    /// with the interval they happened in; `None` if none. This is what the
-    /// runtime turns into an in-band [`DropReport`](crate::report::DropReport).
+    /// Drops recorded on this ring since the previous call (all reasons,
+    /// and split by reason), with the interval they happened in; `None` if
+    /// none. This is what the runtime turns into in-band
+    /// [`DropReport`](crate::report::DropReport)s, one per reason.
     pub fn take_drop_report(&mut self) -> Option<DropDelta> {
-        self.shared.take_drop_report()
+        self.shared
+            .take_drop_report(&mut self.drops_reported_by_reason)
     }
 
     #[cfg_attr(loom, allow(dead_code))]
@@ -1570,6 +1656,52 @@ mod tests {
             header: RecordHeader::of::<TestRecord>(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn drop_reports_split_the_drops_by_reason_exactly_once() {
+        let (mut p, mut c) = ring::<TestRecord>(4).unwrap();
+        p.count_dropped(DropReason::Degraded, 3, 10);
+        p.count_dropped(DropReason::Full, 2, 20);
+        let d = c.take_drop_report().unwrap();
+        assert_eq!(
+            (d.dropped, d.by_reason, d.unattributed()),
+            (5, [2, 3, 0, 0], 0)
+        );
+        assert_eq!(
+            d.reasons().collect::<Vec<_>>(),
+            [(DropReason::Full, 2), (DropReason::Degraded, 3)]
+        );
+        assert!(c.take_drop_report().is_none(), "reported once");
+        p.count_dropped(DropReason::Degraded, 1, 30);
+        let d = c.take_drop_report().unwrap();
+        assert_eq!((d.dropped, d.by_reason), (1, [0, 1, 0, 0]));
+    }
+
+    #[test]
+    fn a_drop_counted_but_not_yet_in_the_total_goes_to_a_later_report() {
+        // The total says 4 new drops; the counters already hold a fifth,
+        // of another reason, still on its way to the total.
+        let mut reported = [1, 0, 0, 0];
+        assert_eq!(
+            split_by_reason(4, [3, 2, 0, 1], &mut reported),
+            [2, 2, 0, 0]
+        );
+        assert_eq!(reported, [3, 2, 0, 0]);
+        // It reaches the total: the next report gives it to its reason.
+        assert_eq!(
+            split_by_reason(1, [3, 2, 0, 1], &mut reported),
+            [0, 0, 0, 1]
+        );
+        assert_eq!(reported, [3, 2, 0, 1]);
+        // Counters that cover less than the total (a corrupted file)
+        // leave the rest to no reason.
+        let d = DropDelta {
+            dropped: 5,
+            by_reason: split_by_reason(5, [5, 2, 0, 1], &mut reported),
+            ..Default::default()
+        };
+        assert_eq!((d.by_reason, d.unattributed()), ([2, 0, 0, 0], 3));
     }
 
     /// CPU time of the calling thread.

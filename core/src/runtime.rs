@@ -1340,24 +1340,43 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
         }
     }
 
-    /// Writes an in-band [`DropReport`] for ring `i` if it has unreported
-    /// drops.
+    /// Writes in-band [`DropReport`]s for ring `i` if it has unreported
+    /// drops: one per reason that has some ([`DropReport::with_reason`]),
+    /// all of the same interval.
     fn report_drops(&mut self, i: usize) {
         if let Some(d) = self.rings[i].take_drop_report() {
-            let rep = DropReport::new(
+            let base = DropReport::new(
                 self.rings[i].id(),
-                d.dropped,
+                0,
                 self.clock.to_utc_ns(d.first_ns),
                 self.clock.to_utc_ns(d.last_ns),
             )
             .with_record_time(self.last_event_time);
-            let start = self.buf.len();
-            self.formatter.format_drop_report(&rep, &mut self.buf);
-            if self.buf.len() > start {
-                self.batch_reports.push(start..self.buf.len());
+            for (reason, n) in d.reasons() {
+                let rep = DropReport {
+                    dropped: n,
+                    ..base.with_reason(reason)
+                };
+                self.write_drop_report(&rep);
             }
-            bump(&self.totals.drop_reports, 1);
+            // Only a count no reason accounts for: reported as the ring's.
+            if d.unattributed() > 0 {
+                self.write_drop_report(&DropReport {
+                    dropped: d.unattributed(),
+                    ..base
+                });
+            }
         }
+    }
+
+    /// Formats one drop report into the batch.
+    fn write_drop_report(&mut self, rep: &DropReport) {
+        let start = self.buf.len();
+        self.formatter.format_drop_report(rep, &mut self.buf);
+        if self.buf.len() > start {
+            self.batch_reports.push(start..self.buf.len());
+        }
+        bump(&self.totals.drop_reports, 1);
     }
 
     /// Books the enqueue-to-write latency of the batch's sampled records,
@@ -1779,6 +1798,7 @@ mod tests {
         assert_eq!(pc.dropped_full.load(Ordering::Relaxed), 1 + 1);
         let d = c.take_drop_report().unwrap();
         assert_eq!(d.dropped, 5, "all reasons, once each");
+        assert_eq!(d.by_reason, [1 + 1, 2 + 1, 0, 0], "each under its own");
         assert!(d.first_ns <= d.last_ns);
         assert!(c.take_drop_report().is_none(), "reported once");
     }

@@ -657,7 +657,8 @@ impl Schema {
 
     /// Declares fields that the default text and JSON layouts print only
     /// when integer field `when` equals `equals` (e.g. a session's counters
-    /// only on its delete). CSV, syslog, IPFIX and binary print every field.
+    /// only on its delete); CSV leaves their cells empty otherwise, as JSON
+    /// leaves their keys out. Syslog, IPFIX and binary print every field.
     ///
     /// Errors: [`SchemaError::BadMetaField`] for a missing field.
     pub fn with_fields_only_when(

@@ -126,7 +126,7 @@ use std::time::{Duration, Instant};
 
 use crate::policy::Policy;
 use crate::record::Record;
-use crate::ring::{Disconnected, DropDelta, DropReason};
+use crate::ring::{split_by_reason, Disconnected, DropDelta, DropReason};
 use crate::runtime::{Backpressure, LoggerConfig};
 use crate::schema::{
     FieldKind, FieldValues, IeBy, NameBy, OnlyWhen, Schema, SchemaMeta, SdParam, SyslogMeta,
@@ -2290,6 +2290,8 @@ pub struct ShmReader {
     head: u64,
     last_tail: u64,
     drops_reported: u64,
+    /// `drops_reported` per reason ([`split_by_reason`]).
+    drops_reported_by_reason: [u64; 4],
     size_check: bool,
 }
 
@@ -2390,6 +2392,7 @@ impl ShmReader {
             head: 0,
             last_tail: 0,
             drops_reported: 0,
+            drops_reported_by_reason: [0; 4],
             size_check: true,
         };
         // (A ring already quarantined is not served again: no position.)
@@ -2435,7 +2438,12 @@ impl ShmReader {
     }
 
     /// Sets the consumer index and the drops already reported (from a
-    /// checkpoint), checked against the producer's index.
+    /// checkpoint), checked against the producer's index. The reported
+    /// drops are given to their reasons by the counters as they are now,
+    /// in the order of [`DropReason::ALL`]: when drops of several reasons
+    /// were still unreported at the checkpoint, the first reports after it
+    /// may split them between those reasons differently (their counts are
+    /// exact; see [`crate::report`]).
     ///
     /// Errors: [`ShmError::Protocol`] if the producer's index is below
     /// `head` or more than a capacity above it.
@@ -2447,7 +2455,27 @@ impl ShmReader {
         self.head = head;
         self.last_tail = head;
         self.drops_reported = drops_reported;
+        self.drops_reported_by_reason = [0; 4];
+        split_by_reason(
+            drops_reported,
+            self.drop_counters(),
+            &mut self.drops_reported_by_reason,
+        );
         Ok(())
+    }
+
+    /// The producer's drop counters, in the order of [`DropReason::ALL`].
+    fn drop_counters(&self) -> [u64; 4] {
+        // Relaxed: statistics; a caller that needs them to cover a total
+        // loads the total first, with Acquire (the producer stores each
+        // counter before it publishes the total).
+        [
+            OFF_DROPPED_FULL,
+            OFF_DROPPED_DEGRADED,
+            OFF_DROPPED_DISCONNECTED,
+            OFF_DROPPED_STOPPED,
+        ]
+        .map(|off| self.map.u64_at(off).load(Ordering::Relaxed))
     }
 
     /// Drops reported in-band so far (checkpointed with the head).
@@ -2581,12 +2609,13 @@ impl ShmReader {
         let _ = std::fs::remove_file(consumer_path(&self.path));
     }
 
-    /// The producer's drops not yet reported in-band, marking them
-    /// reported in this reader (the caller checkpoints
+    /// The producer's drops not yet reported in-band, split by reason,
+    /// marking them reported in this reader (the caller checkpoints
     /// [`drops_reported`](Self::drops_reported) and calls
     /// [`publish_reported`](Self::publish_reported) after writing the
     /// report). A total below the reported count (a corrupted counter) is
-    /// ignored.
+    /// ignored; drops the reason counters do not cover (corrupted too) are
+    /// [`DropDelta::unattributed`].
     pub fn take_drops(&mut self) -> Option<DropDelta> {
         // Acquire pairs with the producer's Release store of the total.
         let total = self.map.u64_at(OFF_DROPPED_TOTAL).load(Ordering::Acquire);
@@ -2596,8 +2625,14 @@ impl ShmReader {
         // Relaxed: ordered by the Acquire load above.
         let first = self.map.u64_at(OFF_FIRST_DROP).load(Ordering::Relaxed);
         let last = self.map.u64_at(OFF_LAST_DROP).load(Ordering::Relaxed);
+        let dropped = total - self.drops_reported;
         let d = DropDelta {
-            dropped: total - self.drops_reported,
+            dropped,
+            by_reason: split_by_reason(
+                dropped,
+                self.drop_counters(),
+                &mut self.drops_reported_by_reason,
+            ),
             first_ns: first.min(last),
             last_ns: last,
         };

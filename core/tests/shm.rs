@@ -77,6 +77,59 @@ fn records_cross_in_order_through_wrap_around() {
     assert_eq!(r.producer_state(), ProducerState::Closed);
 }
 
+/// Under `degrade`, a shared-memory ring's drops reach the reader by
+/// reason: session creates (normal priority) shed above the high
+/// watermark, deletes (high) dropped once the ring is full. A reader that
+/// resumes from the consumer file's reported count gives later drops to
+/// their own reason.
+#[test]
+fn degrade_drops_reach_the_reader_by_reason_across_a_resume() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = LoggerConfig {
+        ring_capacity: 16,
+        backpressure: Backpressure::Degrade,
+        // The NAT schemas' priorities: deletes high, creates normal.
+        schemas: dplog_core::SchemaTable::new(dplog_schema_nat::all()),
+        ..LoggerConfig::default()
+    };
+    let mut p = ShmLogProducer::<NatRecord>::create(
+        &opts(d.path(), 16),
+        &cfg,
+        &dplog_schema_nat::all(),
+        RecordRules::own(),
+    )
+    .unwrap();
+    let create = |seq| {
+        NatRecord::from(Nat44SessionRecord {
+            initiator_octets: seq,
+            nat_event: 4,
+            ..Nat44SessionRecord::default()
+        })
+    };
+    // 13 creates reach the high watermark (80 % of 16).
+    assert_eq!((0..13).filter(|&i| p.log(create(i))).count(), 13);
+    assert_eq!((13..18).filter(|&i| p.log(create(i))).count(), 0, "shed");
+    assert_eq!((18..21).filter(|&i| p.log(rec(i))).count(), 3, "kept");
+    assert_eq!((21..23).filter(|&i| p.log(rec(i))).count(), 0, "full");
+    let mut r = ShmReader::open(p.path(), &OpenRules::default()).unwrap();
+    let d1 = r.take_drops().unwrap();
+    assert_eq!((d1.dropped, d1.by_reason), (7, [2, 5, 0, 0]));
+    r.publish_reported();
+    drop(r);
+    // A new reader resumes at 7 reported; it frees two slots (fill 14,
+    // still above the watermark) and the next create is shed.
+    let mut r = ShmReader::open(p.path(), &OpenRules::default()).unwrap();
+    assert_eq!(r.drops_reported(), 7);
+    assert!(r.take_drops().is_none());
+    let mut out = Vec::new();
+    assert_eq!(r.poll(2, &mut out).unwrap(), 2);
+    r.consume(2);
+    r.publish_head();
+    assert!(!p.log(create(23)));
+    let d2 = r.take_drops().unwrap();
+    assert_eq!((d2.dropped, d2.by_reason), (1, [0, 1, 0, 0]));
+}
+
 #[test]
 fn drop_newest_counts_while_nothing_drains_and_the_reader_gets_the_counts() {
     let d = tempfile::tempdir().unwrap();
@@ -98,7 +151,7 @@ fn drop_newest_counts_while_nothing_drains_and_the_reader_gets_the_counts() {
     assert_eq!(p.dropped(), 29);
     let mut r = ShmReader::open(p.path(), &OpenRules::default()).unwrap();
     let d1 = r.take_drops().unwrap();
-    assert_eq!(d1.dropped, 29);
+    assert_eq!((d1.dropped, d1.by_reason), (29, [29, 0, 0, 0]));
     assert!(d1.first_ns <= d1.last_ns);
     assert!(r.take_drops().is_none());
     r.publish_reported();

@@ -7,7 +7,7 @@ use std::ffi::{c_char, CStr};
 use std::sync::atomic::{AtomicBool, AtomicU32};
 use std::sync::{Arc, Mutex};
 
-use dplog::config::LogConfig;
+use dplog::config::{LogConfig, SinkConfig};
 use dplog::sinks::BoxSink;
 use dplog::Schema;
 
@@ -71,7 +71,9 @@ pub(crate) enum State {
 
 pub(crate) struct Pending {
     pub(crate) config: LogConfig,
-    /// The sink, opened at `dplog_open` time (fail fast).
+    /// The sink the config names, opened at `dplog_open` time (fail
+    /// fast); `None` for the default sink (opened by `dplog_start`) and
+    /// once a start took it.
     pub(crate) sink: Option<BoxSink>,
     /// Record types registered with `dplog_schema_register`.
     pub(crate) schemas: Vec<Schema>,
@@ -135,9 +137,17 @@ fn open_config(config: LogConfig, out: *mut *mut dplog_t) -> dplog_result {
             }
         }
     }
-    let sink = match config.sink.build() {
-        Ok(s) => s,
-        Err(e) => return fail(DPLOG_ERR_IO, format!("cannot open sink: {e}")),
+    // A sink the config names opens now (fail fast). Without one, the
+    // default file (`dplog.log` in the working directory) waits for
+    // `dplog_start`: a handle that only attaches rings for dplogd never
+    // starts, and must leave no file behind.
+    let sink = if config.sink == SinkConfig::default() {
+        None
+    } else {
+        match config.sink.build() {
+            Ok(s) => Some(s),
+            Err(e) => return fail(DPLOG_ERR_IO, format!("cannot open sink: {e}")),
+        }
     };
     let h = Box::new(dplog_t {
         magic: AtomicU32::new(MAGIC_LIVE),
@@ -145,7 +155,7 @@ fn open_config(config: LogConfig, out: *mut *mut dplog_t) -> dplog_result {
         shared,
         state: Mutex::new(State::Opened(Box::new(Pending {
             config,
-            sink: Some(sink),
+            sink,
             schemas: Vec::new(),
         }))),
     });
@@ -181,9 +191,13 @@ fn check_format_early(config: &LogConfig) -> Result<(), dplog::config::ConfigErr
 }
 
 /// Reads the TOML configuration file at `config_path` (keys: see the README
-/// and `dplog::config`; every key optional), opens the sink (a file sink's
-/// file is created now, mode 0640) and returns a new logger handle in
-/// `*out`. No thread is started until `dplog_start`.
+/// and `dplog::config`; every key optional), opens the sink it names (a
+/// file sink's file is created now, mode 0640) and returns a new logger
+/// handle in `*out`. No thread is started until `dplog_start`. A config
+/// without `[sink]` (or with just the default written out) gets the file
+/// sink `dplog.log` in the working directory, which `dplog_start` opens:
+/// a handle that only attaches rings (`dplog_attach`, drained by dplogd)
+/// creates no file.
 ///
 /// `[ring] slot_bytes` (32, 64 or 128; default 64) is the size of every
 /// ring slot of this logger and the largest record it takes: user types

@@ -55,7 +55,9 @@ fn c_str<'a>(p: *const c_char, what: &str) -> Result<&'a str, dplog_result> {
 /// the handle, as for `dplog_producer_new`.
 ///
 /// The handle is opened but not started: a handle that attaches rings
-/// runs no consumer of its own (`DPLOG_ERR_STATE` after `dplog_start`).
+/// runs no consumer of its own (`DPLOG_ERR_STATE` after `dplog_start`),
+/// and its config needs no `[sink]`: without one it creates no file
+/// (dplogd's config chooses the format and the outputs).
 /// Every record whose `dplog_log` returned `DPLOG_OK` is written by the
 /// daemon once, even if this process is killed right after.
 ///
@@ -263,4 +265,109 @@ unsafe fn attach(
         unsafe { out.write(Box::into_raw(obj)) };
         DPLOG_OK
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handle::dplog_open_str;
+    use crate::producer::dplog_producer_free;
+
+    /// Environment variable naming the ring directory of
+    /// [`attach_only_child`]; set only by
+    /// [`an_attach_only_handle_creates_no_file`].
+    const CHILD_RINGS: &str = "DPLOG_TEST_ATTACH_ONLY_RINGS";
+
+    /// A new empty directory under `base`, removed by the caller.
+    fn fresh_dir(base: &std::path::Path, what: &str) -> PathBuf {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let d = base.join(format!("dplog-ffi-{what}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir(&d).unwrap();
+        d
+    }
+
+    /// The child of [`an_attach_only_handle_creates_no_file`], run in its
+    /// own process and working directory: a handle whose config has no
+    /// `[sink]` attaches a ring, frees its producer and closes. Ignored
+    /// in an ordinary test run (and without the ring directory it does
+    /// nothing).
+    #[test]
+    #[ignore = "run by an_attach_only_handle_creates_no_file in its own process"]
+    fn attach_only_child() {
+        let Some(rings) = std::env::var_os(CHILD_RINGS) else {
+            return;
+        };
+        let rings = std::ffi::CString::new(rings.into_encoded_bytes()).unwrap();
+        let mut h: *mut dplog_t = core::ptr::null_mut();
+        // SAFETY: the text is NUL-terminated; h is writable.
+        let rc = unsafe { dplog_open_str(c"[ring]\ncapacity = 64\n".as_ptr(), &mut h) };
+        assert_eq!(rc, DPLOG_OK);
+        let mut p: *mut dplog_producer_t = core::ptr::null_mut();
+        // SAFETY: h is live; the strings are NUL-terminated; p is writable.
+        let rc = unsafe { dplog_attach(h, 0, rings.as_ptr(), c"attachonly".as_ptr(), &mut p) };
+        assert_eq!(rc, DPLOG_OK);
+        // SAFETY: p was returned by dplog_attach and is freed once.
+        assert_eq!(unsafe { dplog_producer_free(p) }, DPLOG_OK);
+        // SAFETY: h is live; no stats wanted.
+        let rc = unsafe { crate::dplog_close(h, core::ptr::null_mut()) };
+        assert_eq!(rc, DPLOG_OK);
+    }
+
+    /// A handle that only attaches rings (dplogd writes its records)
+    /// creates nothing in its working directory: no default `dplog.log`.
+    /// The C calls run in a child process (this test binary, running
+    /// [`attach_only_child`] alone) whose working directory is a fresh
+    /// one, so no other test's files meet it.
+    #[test]
+    fn an_attach_only_handle_creates_no_file() {
+        let cwd = fresh_dir(&std::env::temp_dir(), "cwd");
+        let shm = std::path::Path::new("/dev/shm");
+        let rings = fresh_dir(
+            if shm.is_dir() {
+                shm
+            } else {
+                cwd.parent().unwrap()
+            },
+            "rings",
+        );
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "shm::tests::attach_only_child",
+                "--ignored",
+                "--nocapture",
+            ])
+            .env(CHILD_RINGS, &rings)
+            .current_dir(&cwd)
+            .output()
+            .unwrap();
+        let created: Vec<String> = std::fs::read_dir(&cwd)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        let ring_files: Vec<String> = std::fs::read_dir(&rings)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("attachonly.") && n.ends_with(".ring"))
+            .collect();
+        let _ = std::fs::remove_dir_all(&cwd);
+        let _ = std::fs::remove_dir_all(&rings);
+        assert!(
+            out.status.success(),
+            "child failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // The child did attach (its ring file is there, undrained) ...
+        assert_eq!(ring_files.len(), 1, "ring files: {ring_files:?}");
+        // ... and left its working directory as it found it.
+        assert_eq!(
+            created,
+            Vec::<String>::new(),
+            "created in the working directory"
+        );
+    }
 }

@@ -133,8 +133,9 @@ pub unsafe extern "C" fn dplog_start(
             }
             let started = match consumer_formatter(&cfg, &all) {
                 Ok(formatter) => {
-                    // Consumer 0 writes to the sink opened by dplog_open;
-                    // consumer i > 0 to its own instance (see dplog_start).
+                    // Consumer 0 writes to the sink opened by dplog_open
+                    // (the default sink opens here); consumer i > 0 to its
+                    // own instance (see dplog_start).
                     let sink = match (i, pending.sink.take()) {
                         (0, Some(s)) => Ok(s),
                         _ => cfg

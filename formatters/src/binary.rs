@@ -18,7 +18,9 @@
 //!   identity, `hz` 1e9 and 0, 0, when the consumer has no calibration:
 //!   ticks are then nanoseconds) and one each time the consumer
 //!   recalibrates (about once a second), before the next record;
-//! - kind `D` (drop report, [`DropReport`]): `ring` u32, `reason` u32,
+//! - kind `D` (drop report, [`DropReport`]): `ring` u32, `reason` u32
+//!   (`dplog_core::report`'s codes: 0 a ring's drops without a reason, 1
+//!   the sink's, 2..=5 a ring's full, degraded, disconnected, stopped),
 //!   `dropped` u64, `first_ns` u64, `last_ns` u64, `record_time_ns` u64,
 //!   LE (40 bytes): records lost at that place in the stream, with exact
 //!   counts (see `dplog_core::report`).

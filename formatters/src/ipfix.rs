@@ -312,6 +312,10 @@ impl IpfixEncoder {
     ///   flow dropped" and "time last flow dropped": the report's
     ///   `first_ns` and `last_ns` (wall clock) in ms.
     ///
+    /// The template has no element for the report's reason (RFC 7011's
+    /// has none): the reports of one interval's reasons are one options
+    /// record each, with the same times, counted in the same total.
+    ///
     /// The options template goes out with the first report and then with
     /// every template refresh; a stream without drops has none. Like a data
     /// record, the report advances the sequence number (RFC 7011 section

@@ -52,10 +52,43 @@ pub struct SyslogOptions {
     #[cfg_attr(feature = "serde", serde(deserialize_with = "de::sd_id"))]
     pub sd_id: Option<String>,
     /// Layout profile: `None` (default) or `"vpp"`, VPP's NAT syslog
-    /// layout exactly (SD-ID `nsess` for sessions, `[napmap ...]` with
-    /// MSGID APMADD/APMDEL for port blocks, VPP's parameter order), for
-    /// record types that declare it ([`SyslogMeta::profiles`]); VPP's
-    /// bare SD-IDs are not IANA-registered and are accepted only there.
+    /// layout (VPP's `nat_syslog.c`, RFC 5424) for the record types that
+    /// declare it ([`SyslogMeta::profiles`]): MSGID SADD/SDEL with SD-ID
+    /// `nsess` for NAT44 sessions, APMADD/APMDEL with `napmap` for port
+    /// blocks, VPP's parameter names, order and value formats, PRI `<134>`
+    /// (local0, informational), APP-NAME `NAT`, TIMESTAMP with
+    /// microseconds, no MSG. VPP's bare SD-IDs are not IANA-registered and
+    /// are accepted only there.
+    ///
+    /// What dplog cannot take from VPP, and writes instead:
+    /// - HOSTNAME: VPP sends its syslog source address (`set syslog sender
+    ///   ... src A`, IPv4); dplog sends [`hostname`](Self::hostname), this
+    ///   host's name by default: set it to the NAT's address to match.
+    /// - PROCID: VPP sends its own process id; dplog the formatting
+    ///   process's (the application, dplogd or dplog-cat) unless
+    ///   [`procid`](Self::procid) is set.
+    /// - TIMESTAMP: VPP stamps the time it sends the message; dplog the
+    ///   record's event time (in the same format).
+    /// - SSUBIX: VPP's NAT44-ED sends `0`, as dplog; its NAT44-EI the
+    ///   subscriber's (user's) index, which dplog's records do not carry:
+    ///   dplog always sends `0`.
+    /// - Twice-NAT sessions: VPP appends IDADDR and IDPORT; the NAT44
+    ///   session record has no such addresses, so dplog never sends them.
+    /// - APMADD/APMDEL: VPP sends one per address-and-port mapping (one
+    ///   inside address, port and protocol to one outside address and
+    ///   port, with their own ISPORT, XSPORT and PROTO). dplog sends one
+    ///   per port block, which maps a range of outside ports for every
+    ///   inside port and protocol of the subscriber: ISPORT `0` and PROTO
+    ///   `0` (no single port or protocol; 0 is reserved in both), XSPORT
+    ///   the block's first port; the range's end, step and size are not
+    ///   sent (the default layout has them). Always SVLAN, never DS-Lite's
+    ///   SV6ENC.
+    /// - Records VPP does not send by syslog (address and port
+    ///   exhaustion, quotas, drop reports) keep dplog's own layouts.
+    /// - VPP cuts a message at its `max-msg-size` (480 bytes by default);
+    ///   dplog cuts none (a NAT message with an IPv4 HOSTNAME is far
+    ///   shorter; over UDP the syslog sink drops and counts a message too
+    ///   large for a datagram).
     #[cfg_attr(feature = "serde", serde(deserialize_with = "de::profile"))]
     pub profile: Option<String>,
 }
@@ -464,8 +497,10 @@ pub fn json(s: &Schema, opts: Options) -> Result<Program, TemplateError> {
 pub const CSV_LEAD_COLUMNS: [&str; 2] = ["recordType", "timestamp"];
 
 /// CSV columns after every field, filled only by drop reports: records
-/// dropped, the ring (empty for the sink's), why (`ring` or `sink`) and
-/// the wall-clock time of the first and last drop. Prefixed `dplog`, as
+/// dropped, the ring (empty for the sink's), why (JSON's `reason`: `full`,
+/// `degraded`, `disconnected`, `stopped` or `ring` for a ring's drops,
+/// `sink` for the sink's; [`dplog_core::drop_reason_name`]) and the
+/// wall-clock time of the first and last drop. Prefixed `dplog`, as
 /// JSON's `dplogEvent`, so they do not meet a record's own field names
 /// (an ACL record's `dropReason`).
 pub const CSV_DROP_COLUMNS: [&str; 5] = [
@@ -519,7 +554,12 @@ pub fn csv_header(columns: &[String]) -> Vec<u8> {
 /// `columns` ([`csv_columns`]): its schema name, its event time (RFC 3339
 /// UTC with microseconds, empty without one), then per column the value of
 /// the field printed under that name with its default converter (byte
-/// strings quoted when needed), empty if it has none; CRLF.
+/// strings quoted when needed), empty if it has none; CRLF. A cell is
+/// empty wherever [`json`] leaves the key out: a field the schema shows
+/// only conditionally ([`Schema::with_fields_only_when`], e.g. the NAT44
+/// session's counters, only on deletes) when the condition does not hold,
+/// and a field named by another's value under the names it does not
+/// have.
 pub fn csv_row(s: &Schema, opts: Options, columns: &[String]) -> Result<Program, TemplateError> {
     let mut p = Program::new(s, opts);
     let mut name = Vec::new();
@@ -531,13 +571,21 @@ pub fn csv_row(s: &Schema, opts: Options, columns: &[String]) -> Result<Program,
             .map_err(e)?;
     }
     let by = s.meta().name_by.as_ref();
+    let only_when = s.meta().only_when.as_ref();
     for c in &columns[CSV_LEAD_COLUMNS.len()..] {
         p.lit(b",");
         if let Some((i, _)) = s
             .field(c)
             .filter(|(i, _)| !by.is_some_and(|b| b.field == *i))
         {
-            p.field(s, i, conv_of(s, i), Escape::Csv).map_err(e)?;
+            match only_when.filter(|w| w.fields.contains(&i)) {
+                // Empty where JSON leaves the key out.
+                Some(w) => p.when(s, w.field, w.equals as u32, |p| {
+                    p.field(s, i, conv_of(s, i), Escape::Csv)
+                }),
+                None => p.field(s, i, conv_of(s, i), Escape::Csv),
+            }
+            .map_err(e)?;
         } else if let Some((b, v)) =
             by.and_then(|b| b.names.iter().find(|(_, n)| n == c).map(|(v, _)| (b, *v)))
         {
@@ -568,11 +616,12 @@ pub fn csv_drop_row(r: &dplog_core::DropReport, columns: usize, out: &mut Vec<u8
     out.push(b',');
     crate::conv::push_dec(out, r.dropped);
     out.push(b',');
-    let sink = r.reason == dplog_core::report::DROP_REASON_SINK;
-    if !sink {
+    if r.reason != dplog_core::report::DROP_REASON_SINK {
         crate::conv::push_dec(out, u64::from(r.ring));
     }
-    out.extend_from_slice(if sink { b",sink," } else { b",ring," });
+    out.push(b',');
+    r.push_reason(out);
+    out.push(b',');
     t.push(out, r.first_ns, 9);
     out.push(b',');
     t.push(out, r.last_ns, 9);
@@ -611,7 +660,8 @@ fn syslog_msgid(p: &mut Program, s: &Schema, layout: &SyslogMeta) -> Result<(), 
 /// [`SyslogOptions::profile`]) gets its MSGID, SD-ID
 /// ([`SyslogOptions::sd_id`] overrides it) and parameters: the NAT44
 /// session record is VPP's NAT44 layout above (with `profile = "vpp"`
-/// exactly VPP's: SD-ID `nsess`). Any other record has MSGID its schema
+/// VPP's SD-ID `nsess` too; [`SyslogOptions::profile`] lists what still
+/// differs from VPP's messages). Any other record has MSGID its schema
 /// name (or the declared one), SD-ID `<schema name>@<enterprise>` and
 /// every field as a parameter (a field named by another's value under
 /// that name). No space between PRI and VERSION; `"`, `\` and `]` in
@@ -759,12 +809,12 @@ impl SyslogDrops {
     /// RFC 5424: PRI of severity [`DROP_SEVERITY`], TIMESTAMP the event
     /// time of the record before it (else the last drop's wall clock),
     /// MSGID [`DROP_MSGID`], SD-ELEMENT `dplogDrop@<enterprise>` with
-    /// `dropped`, `ring` (not for the sink's), `reason` (`ring` or `sink`),
-    /// `firstDropWallClock`, `lastDropWallClock`, then the text report as
-    /// MSG:
+    /// `dropped`, `ring` (not for the sink's), `reason` (JSON's:
+    /// [`dplog_core::drop_reason_name`]), `firstDropWallClock`,
+    /// `lastDropWallClock`, then the text report as MSG:
     ///
     /// ```text
-    /// <132>1 2013-05-02T20:20:36.616804Z cgnat-1 NAT 4242 RECORDS_DROPPED [dplogDrop@32473 dropped="12" ring="0" reason="ring" firstDropWallClock="2026-11-30T07:49:15.000000123Z" lastDropWallClock="2026-11-30T07:49:15.100000123Z"] 12 records dropped on ring 0 ...
+    /// <132>1 2013-05-02T20:20:36.616804Z cgnat-1 NAT 4242 RECORDS_DROPPED [dplogDrop@32473 dropped="12" ring="0" reason="degraded" firstDropWallClock="2026-11-30T07:49:15.000000123Z" lastDropWallClock="2026-11-30T07:49:15.100000123Z"] 12 records dropped on ring 0 (degraded) ...
     /// ```
     ///
     /// RFC 3164: the same header fields, then `RECORDS_DROPPED` and the
@@ -816,9 +866,7 @@ impl SyslogDrops {
                 crate::conv::push_dec(o, u64::from(r.ring))
             });
         }
-        param(out, "reason", &mut |o| {
-            o.extend_from_slice(if sink { b"sink" } else { b"ring" })
-        });
+        param(out, "reason", &mut |o| r.push_reason(o));
         param(out, "firstDropWallClock", &mut |o| t.push(o, r.first_ns, 9));
         param(out, "lastDropWallClock", &mut |o| t.push(o, r.last_ns, 9));
         out.extend_from_slice(close.as_bytes());

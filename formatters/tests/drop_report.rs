@@ -113,8 +113,9 @@ fn drop_reports_carry_the_time_of_the_record_before_them_and_the_wall_clock_apar
         if l["dplogEvent"] == "recordsDropped" {
             reports += 1;
             dropped += l["dropped"].as_u64().unwrap();
-            // A ring's drops: reason and ring number, as CSV and syslog say.
-            assert_eq!(l["reason"], "ring", "{l}");
+            // A ring's drops: reason and ring number, as CSV and syslog
+            // say; drop_newest drops only when the ring is full.
+            assert_eq!(l["reason"], "full", "{l}");
             assert!(l["ring"].is_u64(), "{l}");
             // On the records' timeline: the record line just before it.
             assert_eq!(Some(t), prev, "{l}");
@@ -146,7 +147,9 @@ fn drop_reports_take_each_formats_own_shape() {
     use dplog_schema_nat::NatRecord;
     let wall = 1_796_024_955_000_000_123;
     let reports = [
-        DropReport::new(2, 7, wall, wall + 1000).with_record_time(CAPTURE_T0),
+        DropReport::new(2, 7, wall, wall + 1000)
+            .with_reason(dplog_core::DropReason::Degraded)
+            .with_record_time(CAPTURE_T0),
         DropReport::sink(3, wall, wall),
     ];
     let render = |kind: Format| {
@@ -185,7 +188,7 @@ fn drop_reports_take_each_formats_own_shape() {
     assert_eq!(col(&rows[1], "recordType"), "nat44Session");
     assert_eq!(col(&rows[2], "dplogDropped"), "7");
     assert_eq!(col(&rows[2], "dplogDropRing"), "2");
-    assert_eq!(col(&rows[2], "dplogDropReason"), "ring");
+    assert_eq!(col(&rows[2], "dplogDropReason"), "degraded");
     assert_eq!(col(&rows[2], "timestamp"), "2013-05-02T20:20:36.000000000Z");
     assert_eq!(
         col(&rows[2], "dplogFirstDropWallClock"),
@@ -222,12 +225,19 @@ fn drop_reports_take_each_formats_own_shape() {
     );
     assert_eq!(
         (&v[2]["reason"], &v[2]["ring"]),
-        (&"ring".into(), &2.into())
+        (&"degraded".into(), &2.into())
     );
     assert_eq!(v[2]["dropped"], 7);
 
     let text = render(Format::Text);
     assert!(text.starts_with("dplog: 3 records dropped by the sink; wall clock "));
+    let ring_line = text.lines().nth(2).unwrap();
+    assert!(
+        ring_line.starts_with(
+            "dplog: 7 records dropped on ring 2 (degraded) after the record of 2013-05-02T20:20:36.000000000Z; wall clock "
+        ),
+        "{ring_line}"
+    );
 
     for kind in [Format::Rfc5424, Format::Rfc3164] {
         let body = render(kind);
@@ -237,22 +247,32 @@ fn drop_reports_take_each_formats_own_shape() {
             assert!(l.starts_with("<132>"), "{l}");
             assert!(l.contains("RECORDS_DROPPED"), "{l}");
         }
+        let reason = if kind == Format::Rfc5424 {
+            "reason=\"degraded\""
+        } else {
+            "reason=degraded"
+        };
+        assert!(lines[2].contains(reason), "{}", lines[2]);
     }
 }
 
-/// Through a real logger and file sink with drops, in CSV, RFC 5424 and
-/// RFC 3164: every line is a record or a report in the format's shape,
-/// the records counted written are the record lines, and the reports add
-/// up to the drops counted.
+/// Through a real logger and file sink with drops (`drop_newest`: a full
+/// ring; `degrade`: session creates shed above the high watermark), in
+/// JSON, CSV, RFC 5424 and RFC 3164: every line is a record or a report
+/// in the format's shape, the records counted written are the record
+/// lines, and the reports of each reason add up to the drops counted for
+/// it.
 #[test]
-fn reported_drops_add_up_to_the_counters_in_csv_and_syslog() {
-    for kind in [Format::Csv, Format::Rfc5424, Format::Rfc3164] {
+fn reported_drops_add_up_to_the_counters_of_their_reason_in_every_line_format() {
+    let policies = [Backpressure::Drop, Backpressure::Degrade];
+    let kinds = [Format::Json, Format::Csv, Format::Rfc5424, Format::Rfc3164];
+    for (policy, kind) in policies.into_iter().flat_map(|p| kinds.map(|k| (p, k))) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("drops.log");
         let logger = Logger::start(
             LoggerConfig {
                 ring_capacity: 64,
-                backpressure: Backpressure::Drop,
+                backpressure: policy,
                 shutdown_timeout_ms: 20_000,
                 ..Default::default()
             },
@@ -279,49 +299,80 @@ fn reported_drops_add_up_to_the_counters_in_csv_and_syslog() {
         }
         drop(p);
         let stats = logger.shutdown().unwrap();
-        assert!(
-            stats.dropped_full > 0,
-            "{kind:?}: nothing dropped: {stats:?}"
-        );
+        let what = format!("{policy:?} {kind:?}");
+        match policy {
+            Backpressure::Degrade => assert!(
+                stats.dropped_degraded > 0,
+                "{what}: nothing shed: {stats:?}"
+            ),
+            _ => assert!(stats.dropped_full > 0, "{what}: nothing dropped: {stats:?}"),
+        }
         let body = std::fs::read_to_string(&path).unwrap();
-        let (mut records, mut reports, mut dropped) = (0u64, 0u64, 0u64);
-        if kind == Format::Csv {
-            let mut rd = csv::Reader::from_reader(body.as_bytes());
-            let h = rd.headers().unwrap().clone();
-            let at = |n: &str| h.iter().position(|c| c == n).unwrap();
-            for row in rd.records() {
-                let row = row.unwrap();
-                assert_eq!(row.len(), h.len());
-                if &row[at("recordType")] == "recordsDropped" {
-                    reports += 1;
-                    dropped += row[at("dplogDropped")].parse::<u64>().unwrap();
-                } else {
-                    assert_eq!(&row[at("recordType")], "nat44Session");
-                    records += 1;
+        let (mut records, mut reports) = (0u64, 0u64);
+        // Records reported dropped, by reason.
+        let mut by_reason = std::collections::BTreeMap::<String, u64>::new();
+        let mut report = |reason: &str, n: &str| {
+            reports += 1;
+            *by_reason.entry(reason.to_string()).or_default() += n.parse::<u64>().unwrap();
+        };
+        // `name=value` or `name="value"` of a syslog report.
+        let param = |l: &str, name: &str| -> String {
+            let v = l.split(&format!(" {name}=")).nth(1).unwrap();
+            let v = v.trim_start_matches('"');
+            v[..v.find(['"', ' ', ']']).unwrap_or(v.len())].to_string()
+        };
+        match kind {
+            Format::Json => {
+                for l in body.lines() {
+                    let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                    if v["dplogEvent"] == "recordsDropped" {
+                        report(v["reason"].as_str().unwrap(), &v["dropped"].to_string());
+                    } else {
+                        assert_eq!(v["natEvent"], 4, "{l}");
+                        records += 1;
+                    }
                 }
             }
-        } else {
-            for l in body.lines() {
-                if l.contains(" RECORDS_DROPPED ") {
-                    assert!(l.starts_with("<132>"), "{l}");
-                    reports += 1;
-                    let n = l.split("dropped=").nth(1).unwrap();
-                    let n = n.trim_start_matches('"');
-                    let end = n.find(|c: char| !c.is_ascii_digit()).unwrap();
-                    dropped += n[..end].parse::<u64>().unwrap();
-                } else {
-                    assert!(l.starts_with("<134>") && l.contains(" SADD "), "{l}");
-                    records += 1;
+            Format::Csv => {
+                let mut rd = csv::Reader::from_reader(body.as_bytes());
+                let h = rd.headers().unwrap().clone();
+                let at = |n: &str| h.iter().position(|c| c == n).unwrap();
+                for row in rd.records() {
+                    let row = row.unwrap();
+                    assert_eq!(row.len(), h.len());
+                    if &row[at("recordType")] == "recordsDropped" {
+                        report(&row[at("dplogDropReason")], &row[at("dplogDropped")]);
+                    } else {
+                        assert_eq!(&row[at("recordType")], "nat44Session");
+                        records += 1;
+                    }
+                }
+            }
+            _ => {
+                for l in body.lines() {
+                    if l.contains(" RECORDS_DROPPED ") {
+                        assert!(l.starts_with("<132>"), "{l}");
+                        report(&param(l, "reason"), &param(l, "dropped"));
+                    } else {
+                        assert!(l.starts_with("<134>") && l.contains(" SADD "), "{l}");
+                        records += 1;
+                    }
                 }
             }
         }
-        assert!(reports > 0, "{kind:?}: no report");
-        assert_eq!(records, stats.written_records, "{kind:?}");
-        assert_eq!(
-            dropped,
-            stats.dropped_full + stats.dropped_degraded,
-            "{kind:?}"
-        );
-        assert_eq!(stats.drop_reports, reports, "{kind:?}");
+        assert!(reports > 0, "{what}: no report");
+        assert_eq!(records, stats.written_records, "{what}");
+        // Each reason's reports add up to its counter; no other reason.
+        let mut want = std::collections::BTreeMap::new();
+        for (reason, n) in [
+            ("full", stats.dropped_full),
+            ("degraded", stats.dropped_degraded),
+        ] {
+            if n > 0 {
+                want.insert(reason.to_string(), n);
+            }
+        }
+        assert_eq!(by_reason, want, "{what}");
+        assert_eq!(stats.drop_reports, reports, "{what}");
     }
 }

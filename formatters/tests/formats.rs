@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use common::*;
-use dplog_core::Formatter;
+use dplog_core::{Formatter, RecordBytes as _};
 use dplog_formatters::{Format, FormatSpec, SyslogOptions};
 use dplog_schema_nat::nat_event;
 use dplog_schema_nat::{EventProfile, TextFormatter};
@@ -294,77 +294,169 @@ fn host_name() -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
-/// VPP's layout, built here from VPP's `nat_syslog.c` format (header
-/// `<%d>1 %U %U %s %d %s`, TIMESTAMP `%4d-%02d-%02dT%02d:%02d:%02d.%06dZ`,
-/// SD-ELEMENT `[nsess` then ` NAME="value"` per parameter in its order).
+/// VPP's NAT syslog messages, as its `nat_syslog.c` (the NAT's calls)
+/// and `vnet/syslog/syslog.c` (the message) build them, modelled here from
+/// their format strings: header `<%d>1 %U %U %s %d %s` (PRI local0 *
+/// 8 + informational, TIMESTAMP `%4d-%02d-%02dT%02d:%02d:%02d.%06dZ`, the
+/// sender's source address, APP-NAME `NAT`, its pid, MSGID), then one
+/// SD-ELEMENT, ` NAME="value"` per parameter in the call's order, and no
+/// MSG.
+mod vpp {
+    use std::net::Ipv4Addr;
+
+    /// `set syslog sender ... src`, and VPP's pid.
+    pub struct Sender {
+        pub src: Ipv4Addr,
+        pub pid: u32,
+    }
+
+    fn message(
+        s: &Sender,
+        ts: &str,
+        msgid: &str,
+        sd_id: &str,
+        params: &[(&str, String)],
+    ) -> String {
+        let mut m = format!(
+            "<{}>1 {ts} {} NAT {} {msgid} [{sd_id}",
+            16 * 8 + 6,
+            s.src,
+            s.pid
+        );
+        for (name, value) in params {
+            m += &format!(" {name}=\"{value}\"");
+        }
+        m + "]"
+    }
+
+    /// `nat_syslog_nat44_sadd` / `_sdel`: a session; `twice`: the
+    /// twice-NAT destination (IDADDR, IDPORT), appended last.
+    #[allow(clippy::too_many_arguments)]
+    pub fn nat44_sess(
+        s: &Sender,
+        ts: &str,
+        is_add: bool,
+        ssubix: u32,
+        table_id: u32,
+        (isaddr, isport): (Ipv4Addr, u16),
+        (xsaddr, xsport): (Ipv4Addr, u16),
+        proto: u8,
+        (xdaddr, xdport): (Ipv4Addr, u16),
+        twice: Option<(Ipv4Addr, u16)>,
+    ) -> String {
+        let mut p = vec![
+            ("SSUBIX", ssubix.to_string()),
+            ("SVLAN", table_id.to_string()),
+            ("IATYP", "IPv4".into()),
+            ("ISADDR", isaddr.to_string()),
+            ("ISPORT", isport.to_string()),
+            ("XATYP", "IPv4".into()),
+            ("XSADDR", xsaddr.to_string()),
+            ("XSPORT", xsport.to_string()),
+            ("PROTO", proto.to_string()),
+            ("XDADDR", xdaddr.to_string()),
+            ("XDPORT", xdport.to_string()),
+        ];
+        if let Some((idaddr, idport)) = twice {
+            p.push(("IDADDR", idaddr.to_string()));
+            p.push(("IDPORT", idport.to_string()));
+        }
+        message(s, ts, if is_add { "SADD" } else { "SDEL" }, "nsess", &p)
+    }
+
+    /// `nat_syslog_nat44_apmadd` / `_apmdel`: one address-and-port
+    /// mapping.
+    #[allow(clippy::too_many_arguments)]
+    pub fn nat44_apmap(
+        s: &Sender,
+        ts: &str,
+        is_add: bool,
+        ssubix: u32,
+        table_id: u32,
+        (isaddr, isport): (Ipv4Addr, u16),
+        (xsaddr, xsport): (Ipv4Addr, u16),
+        proto: u8,
+    ) -> String {
+        let p = [
+            ("SSUBIX", ssubix.to_string()),
+            ("SVLAN", table_id.to_string()),
+            ("IATYP", "IPv4".into()),
+            ("ISADDR", isaddr.to_string()),
+            ("ISPORT", isport.to_string()),
+            ("XATYP", "IPv4".into()),
+            ("XSADDR", xsaddr.to_string()),
+            ("XSPORT", xsport.to_string()),
+            ("PROTO", proto.to_string()),
+        ];
+        message(
+            s,
+            ts,
+            if is_add { "APMADD" } else { "APMDEL" },
+            "napmap",
+            &p,
+        )
+    }
+}
+
+/// The `vpp` profile's lines are the messages VPP sends for the same
+/// events, byte for byte, once HOSTNAME and PROCID are VPP's (the NAT's
+/// address and its pid: SyslogOptions::profile lists what differs):
+/// sessions as NAT44-ED's SADD/SDEL (SSUBIX 0, no twice-NAT), a port
+/// block as the APMADD/APMDEL of a mapping of no single inside port or
+/// protocol (ISPORT and PROTO 0) to its first outside port.
 #[test]
-fn vpp_profile_is_vpps_layout_exactly() {
+fn vpp_profile_lines_are_vpps_messages_for_the_same_events() {
+    use std::net::Ipv4Addr;
+    let nat = vpp::Sender {
+        src: Ipv4Addr::new(172, 16, 4, 1),
+        pid: 5901,
+    };
     let mut s = syslog_spec(Format::Rfc5424);
-    s.syslog.hostname = Some("172.16.4.1".into());
-    s.syslog.procid = Some("5901".into());
+    s.syslog.hostname = Some(nat.src.to_string());
+    s.syslog.procid = Some(nat.pid.to_string());
     s.syslog.profile = Some("vpp".into());
     let body = render(&s);
     let l: Vec<&str> = body.lines().collect();
-    let vpp = |pri: u32, ts: &str, msgid: &str, sd: &str, params: &[(&str, &str)]| {
-        let mut m = format!("<{pri}>1 {ts} 172.16.4.1 NAT 5901 {msgid} [{sd}");
-        for (k, v) in params {
-            m += &format!(" {k}=\"{v}\"");
-        }
-        m + "]"
-    };
-    let sess = [
-        ("SSUBIX", "0"),
-        ("SVLAN", "7"),
-        ("IATYP", "IPv4"),
-        ("ISADDR", "10.0.0.6"),
-        ("ISPORT", "51234"),
-        ("XATYP", "IPv4"),
-        ("XSADDR", "198.51.100.3"),
-        ("XSPORT", "1024"),
-        ("PROTO", "6"),
-        ("XDADDR", "203.0.113.5"),
-        ("XDPORT", "443"),
-    ];
-    assert_eq!(
-        l[0],
-        vpp(134, "2026-01-01T00:00:00.123456Z", "SADD", "nsess", &sess)
-    );
-    assert_eq!(
-        l[1],
-        vpp(134, "2026-01-01T00:01:01.623456Z", "SDEL", "nsess", &sess)
-    );
-    let apm = |vrf| {
-        [
-            ("SSUBIX", "0"),
-            ("SVLAN", vrf),
-            ("IATYP", "IPv4"),
-            ("ISADDR", "10.0.0.7"),
-            ("ISPORT", "0"),
-            ("XATYP", "IPv4"),
-            ("XSADDR", "198.51.100.4"),
-            ("XSPORT", "2048"),
-            ("PROTO", "0"),
-        ]
-    };
-    assert_eq!(
-        l[2],
-        vpp(
-            134,
-            "2026-01-01T00:00:00.124456Z",
-            "APMADD",
-            "napmap",
-            &apm("3")
+    let inside = (Ipv4Addr::new(10, 0, 0, 6), 51234);
+    let outside = (Ipv4Addr::new(198, 51, 100, 3), 1024);
+    let dest = (Ipv4Addr::new(203, 0, 113, 5), 443);
+    let sess = |ts, add| vpp::nat44_sess(&nat, ts, add, 0, 7, inside, outside, 6, dest, None);
+    assert_eq!(l[0], sess("2026-01-01T00:00:00.123456Z", true));
+    assert_eq!(l[1], sess("2026-01-01T00:01:01.623456Z", false));
+    // The block 198.51.100.4:2048-2559 of 10.0.0.7, every inside port and
+    // protocol: ISPORT 0 and PROTO 0, its first port as XSPORT.
+    let block = |ts, add, vrf| {
+        vpp::nat44_apmap(
+            &nat,
+            ts,
+            add,
+            0,
+            vrf,
+            (Ipv4Addr::new(10, 0, 0, 7), 0),
+            (Ipv4Addr::new(198, 51, 100, 4), 2048),
+            0,
         )
+    };
+    assert_eq!(l[2], block("2026-01-01T00:00:00.124456Z", true, 3));
+    assert_eq!(l[3], block("2026-01-01T00:00:00.125456Z", false, 0));
+    // VPP sends no syslog for exhaustion and quota events: they keep the
+    // default layout (SD-ID with the enterprise number).
+    assert!(
+        l[4].contains(" ADDRESSES_EXHAUSTED [natAddressesExhausted@32473 "),
+        "{}",
+        l[4]
     );
-    assert_eq!(
-        l[3],
-        vpp(
-            134,
-            "2026-01-01T00:00:00.125456Z",
-            "APMDEL",
-            "napmap",
-            &apm("0")
-        )
+    // Without `hostname`, HOSTNAME is this host's name where VPP sends an
+    // address: the first documented difference.
+    s.syslog.hostname = None;
+    let body = render(&s);
+    let first = body.lines().next().unwrap();
+    assert!(
+        first.starts_with(&format!(
+            "<134>1 2026-01-01T00:00:00.123456Z {} NAT 5901 SADD [nsess ",
+            host_name()
+        )),
+        "{first}"
     );
     // A profile no one knows is refused.
     s.syslog.profile = Some("cisco".into());
@@ -529,4 +621,110 @@ fn a_field_named_by_a_value_is_left_out_cleanly_in_every_line_format() {
          limits,,,500,2,,,,,\r\n\
          limits,,,,9,,,,,\r\n"
     );
+}
+
+/// A user record type (not NAT): a tunnel event whose byte count means
+/// something only when the tunnel closes (event 2), and whose limit is
+/// named by its kind (kind 1 only).
+fn tunnel_schema() -> dplog_core::schema::Schema {
+    use dplog_core::schema::{FieldDef, FieldKind, Schema};
+    Schema::new(
+        41,
+        "tunnelEvent",
+        40,
+        vec![
+            FieldDef::new("eventTime", 8, 8, FieldKind::NsTimestamp, 0),
+            FieldDef::new("event", 16, 1, FieldKind::Enum, 0)
+                .with_names(&[(1, "OPEN"), (2, "CLOSE")]),
+            FieldDef::new("kind", 17, 1, FieldKind::U8, 0),
+            FieldDef::new("tunnelId", 20, 4, FieldKind::U32, 0),
+            FieldDef::new("bytesIn", 24, 8, FieldKind::U64, 0),
+            FieldDef::new("limit", 32, 4, FieldKind::U32, 0),
+        ],
+    )
+    .unwrap()
+    .with_fields_only_when("event", 2, &["bytesIn"])
+    .unwrap()
+    .with_name_by("limit", "kind", &[(1, "maxTunnels")])
+    .unwrap()
+}
+
+/// A tunnel record: `event`, `kind`, id 9, 4096 bytes in, limit 300.
+fn tunnel(event: u8, kind: u8) -> [u8; 40] {
+    let mut r = [0u8; 40];
+    r[..2].copy_from_slice(&40u16.to_ne_bytes());
+    r[2..4].copy_from_slice(&41u16.to_ne_bytes());
+    r[8..16].copy_from_slice(&T0.to_ne_bytes());
+    r[16] = event;
+    r[17] = kind;
+    r[20..24].copy_from_slice(&9u32.to_ne_bytes());
+    r[24..32].copy_from_slice(&4096u64.to_ne_bytes());
+    r[32..36].copy_from_slice(&300u32.to_ne_bytes());
+    r
+}
+
+/// README: a CSV record's cells are the values JSON gives under the same
+/// names. Where JSON leaves a key out (a field shown only conditionally,
+/// e.g. a session's counters before its delete; a name its selector does
+/// not have), the cell is empty, not a 0 that reads as a real count.
+#[test]
+fn csv_cells_are_jsons_values_and_empty_where_json_has_no_key() {
+    let tunnel_s = tunnel_schema();
+    let mut schemas: Vec<&dplog_core::schema::Schema> = vec![&tunnel_s];
+    schemas.extend(dplog_schema_nat::all());
+    let mut recs: Vec<Vec<u8>> = vec![
+        tunnel(1, 1).to_vec(),
+        tunnel(2, 1).to_vec(),
+        tunnel(2, 0).to_vec(),
+    ];
+    recs.extend(all_records().iter().map(|r| r.record_bytes().to_vec()));
+    let mut json = spec(Format::Json).encoder(&schemas).unwrap();
+    let mut csv_enc = spec(Format::Csv).encoder(&schemas).unwrap();
+    let mut csv_out = Vec::new();
+    let mut objs = Vec::new();
+    for r in &recs {
+        let mut o = Vec::new();
+        assert!(json.push(r, &mut o));
+        objs.push(serde_json::from_slice::<serde_json::Value>(&o).unwrap());
+        assert!(csv_enc.push(r, &mut csv_out));
+    }
+    let mut rd = csv::Reader::from_reader(&csv_out[..]);
+    let head: Vec<String> = rd.headers().unwrap().iter().map(String::from).collect();
+    let rows: Vec<csv::StringRecord> = rd.records().map(|r| r.unwrap()).collect();
+    assert_eq!(rows.len(), objs.len());
+    for (row, obj) in rows.iter().zip(&objs) {
+        let own = obj.as_object().unwrap();
+        for (name, cell) in head.iter().zip(row.iter()).skip(1) {
+            if name.starts_with("dplogDrop") {
+                assert_eq!(cell, "", "{name} of a record: {row:?}");
+                continue;
+            }
+            let want = match own.get(name) {
+                None => String::new(),
+                Some(serde_json::Value::String(s)) => s.clone(),
+                Some(v) => v.to_string(),
+            };
+            assert_eq!(cell, want, "column {name} of {row:?} against {obj}");
+        }
+    }
+    // The cases themselves, by name.
+    let col = |row: &csv::StringRecord, name: &str| {
+        row[head.iter().position(|h| h == name).unwrap()].to_string()
+    };
+    assert_eq!(col(&rows[0], "event"), "OPEN");
+    assert_eq!(col(&rows[0], "bytesIn"), "");
+    assert_eq!(col(&rows[0], "maxTunnels"), "300");
+    assert_eq!(col(&rows[1], "bytesIn"), "4096");
+    assert_eq!(col(&rows[2], "maxTunnels"), "");
+    // The NAT44 session create (natEvent 4): no counters, as in JSON.
+    assert_eq!(col(&rows[3], "natEvent"), "4");
+    for c in [
+        "initiatorPackets",
+        "responderPackets",
+        "initiatorOctets",
+        "responderOctets",
+    ] {
+        assert_eq!(col(&rows[3], c), "", "{c} of a create");
+    }
+    assert_eq!(col(&rows[4], "initiatorOctets"), "1500");
 }

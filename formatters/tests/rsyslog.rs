@@ -131,7 +131,9 @@ fn render(kind: Format) -> Vec<u8> {
     for r in all_records() {
         f.format(&r, &mut out);
     }
-    let ring = DropReport::new(3, 12, WALL, WALL + 100_000_000).with_record_time(T0 + 5_000_000);
+    let ring = DropReport::new(3, 12, WALL, WALL + 100_000_000)
+        .with_reason(dplog_core::DropReason::Degraded)
+        .with_record_time(T0 + 5_000_000);
     Formatter::<dplog_schema_nat::NatRecord>::format_drop_report(&mut f, &ring, &mut out);
     let sink = DropReport::sink(1, WALL, WALL);
     Formatter::<dplog_schema_nat::NatRecord>::format_drop_report(&mut f, &sink, &mut out);
@@ -195,8 +197,8 @@ fn rsyslogd_parses_every_rfc5424_record_and_drop_report() {
     // before the ring's report, the last drop's wall clock for the sink's.
     want.push(format!(
         "132|2026-01-01T00:00:00.128456Z|{host}|NAT|{pid}|RECORDS_DROPPED|\
-         [dplogDrop@32473 dropped=\"12\" ring=\"3\" reason=\"ring\" firstDropWallClock=\"2026-11-30T07:49:15.000000123Z\" lastDropWallClock=\"2026-11-30T07:49:15.100000123Z\"]|\
-         12 records dropped on ring 3 after the record of 2026-01-01T00:00:00.128456789Z; wall clock 2026-11-30T07:49:15.000000123Z to 2026-11-30T07:49:15.100000123Z"
+         [dplogDrop@32473 dropped=\"12\" ring=\"3\" reason=\"degraded\" firstDropWallClock=\"2026-11-30T07:49:15.000000123Z\" lastDropWallClock=\"2026-11-30T07:49:15.100000123Z\"]|\
+         12 records dropped on ring 3 (degraded) after the record of 2026-01-01T00:00:00.128456789Z; wall clock 2026-11-30T07:49:15.000000123Z to 2026-11-30T07:49:15.100000123Z"
     ));
     want.push(format!(
         "132|2026-11-30T07:49:15.000000Z|{host}|NAT|{pid}|RECORDS_DROPPED|\
@@ -238,7 +240,7 @@ fn rsyslogd_parses_every_rfc3164_record_and_drop_report() {
         .map(|i| format!("134|{}|{host}|NAT:|NAT| {}", times[i], msgs[i]))
         .collect();
     want.push(format!(
-        "132|Jan  1 00:00:00|{host}|NAT:|NAT| RECORDS_DROPPED dropped=12 ring=3 reason=ring firstDropWallClock=2026-11-30T07:49:15.000000123Z lastDropWallClock=2026-11-30T07:49:15.100000123Z"
+        "132|Jan  1 00:00:00|{host}|NAT:|NAT| RECORDS_DROPPED dropped=12 ring=3 reason=degraded firstDropWallClock=2026-11-30T07:49:15.000000123Z lastDropWallClock=2026-11-30T07:49:15.100000123Z"
     ));
     want.push(format!(
         "132|Nov 30 07:49:15|{host}|NAT:|NAT| RECORDS_DROPPED dropped=1 reason=sink firstDropWallClock=2026-11-30T07:49:15.000000123Z lastDropWallClock=2026-11-30T07:49:15.000000123Z"

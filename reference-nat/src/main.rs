@@ -13,13 +13,18 @@ use dplog::Backpressure;
 use dplog_nat::app::{plural, run_serving, AppConfig, PortAllocationName, RunError, Summary};
 use ipnet::Ipv4Net;
 
-/// Printed after the flags by `--help`.
-const AFTER_HELP: &str =
-    "Every other setting is chosen in the --config TOML file, which the flags \
+/// Printed after the flags by `--help`; the sink types are the config's
+/// own list ([`SinkConfig::type_names`]), so none is left out.
+fn after_help() -> String {
+    format!(
+        "Every other setting is chosen in the --config TOML file, which the flags \
 override: the ring; the format's options ([format] template and templates, [format.syslog] \
 hostname/app_name/procid/sd_id/profile, [format.ipfix]); sinks other than a file ([[sink]] \
-file, mmap, syslog, kafka; rotation, fan-out, failover); NAT, input, dataplane and metrics. \
-reference-nat/dplog-nat.toml lists them with their defaults.";
+type = {}; rotation, fan-out, failover); NAT, input, dataplane and metrics. \
+reference-nat/dplog-nat.toml lists them with their defaults.",
+        SinkConfig::type_names().join(", ")
+    )
+}
 
 /// `--format`: every format name the config's `[format] type` takes.
 fn format_parser() -> impl clap::builder::TypedValueParser<Value = Format> {
@@ -100,11 +105,10 @@ enum SummaryArg {
 ///
 /// Without --pcap it translates a built-in synthetic traffic mix
 /// (deterministic seed). Flags override the --config file, which holds
-/// every other setting: ring, format options, sinks (file, mmap, syslog,
-/// Kafka), NAT, input and metrics (reference-nat/dplog-nat.toml lists
-/// them).
+/// every other setting: ring, format options, sinks, NAT, input and
+/// metrics (reference-nat/dplog-nat.toml lists them).
 #[derive(Parser, Debug)]
-#[command(name = "dplog-nat", version, about, long_about = None, after_help = AFTER_HELP)]
+#[command(name = "dplog-nat", version, about, long_about = None, after_help = after_help())]
 struct Args {
     /// TOML configuration file (see reference-nat/dplog-nat.toml).
     #[arg(long, value_name = "FILE")]

@@ -1095,3 +1095,46 @@ fn format_flag_takes_every_format_name_and_help_points_to_the_config() {
         "{help}"
     );
 }
+
+/// `--help` names every sink type the config takes (the types the
+/// config's own error lists for an unknown one), and no other.
+#[test]
+fn help_names_every_sink_type_the_config_takes() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("bad.toml"), "[sink]\ntype = \"nope\"\n").unwrap();
+    let o = bin()
+        .args(["--config", "bad.toml"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8(o.stderr).unwrap();
+    let listed = err
+        .split("unknown variant `nope`, expected one of ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no list of sink types in {err}"));
+    let mut accepted: Vec<&str> = listed
+        .lines()
+        .next()
+        .unwrap()
+        .split(", ")
+        .map(|t| t.trim_matches('`'))
+        .collect();
+    // A build without Kafka knows the name only to refuse it.
+    if !cfg!(feature = "kafka") {
+        accepted.retain(|t| *t != "kafka");
+    }
+    assert!(accepted.len() >= 6, "{accepted:?}");
+    let o = bin().arg("--help").output().unwrap();
+    assert!(o.status.success());
+    let help = String::from_utf8(o.stdout).unwrap();
+    let named: Vec<&str> = help
+        .split("[[sink]] ")
+        .nth(1)
+        .and_then(|s| s.split(';').next())
+        .unwrap_or_else(|| panic!("no sink list in --help:\n{help}"))
+        .trim_start_matches("type = ")
+        .split(", ")
+        .collect();
+    assert_eq!(named, accepted, "--help:\n{help}");
+}

@@ -5,7 +5,9 @@
 # and frees its producer, then 3000 more into a new ring and SIGKILLs
 # itself; dplogd writes exactly those records, in order, each ring ended
 # by its "closed" / "exited" line. Each run also logs 3 records of a type
-# registered from C ("verdict"), written with their exact values.
+# registered from C ("verdict"), written with their exact values. The
+# handle's config has no [sink], and both runs leave their working
+# directory empty.
 set -euo pipefail
 work=$1 inc=$2 lib=$3 dplogd=$4
 a="$work/attach"
@@ -23,11 +25,16 @@ wait_ends() {
   for _ in $(seq 1 600); do [ "$(ends)" -ge "$1" ] && return 0; sleep 0.1; done
   echo "attach: timed out waiting for $1 end lines" >&2; cat "$a/dplogd.err" >&2; exit 1
 }
-"$a/test_attach" "$a/rings" 5000
+# Run in an empty directory: a handle that only attaches rings creates no
+# file (no default dplog.log).
+mkdir "$a/cwd"
+(cd "$a/cwd" && "$a/test_attach" "$a/rings" 5000)
 wait_ends 1
-committed=$("$a/test_attach" "$a/rings" 3000 kill || true)
+committed=$(cd "$a/cwd" && "$a/test_attach" "$a/rings" 3000 kill || true)
 [ "$committed" = 3000 ] || { echo "attach: the killed run reported '$committed'" >&2; exit 1; }
 wait_ends 2
+left=$(ls -A "$a/cwd")
+[ -z "$left" ] || { echo "attach: the attach-only runs created files: $left" >&2; exit 1; }
 kill -TERM $d
 wait $d
 trap - EXIT

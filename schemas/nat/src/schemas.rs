@@ -7,8 +7,10 @@
 //! - syslog: APP-NAME `NAT` and MSGID by natEvent as VPP (SADD/SDEL,
 //!   APMADD/APMDEL, event names); NAT44 sessions in VPP's NAT44 layout
 //!   (SD-ID `nsess@32473`, VPP's parameter names and order); the syslog
-//!   profile [`VPP_PROFILE`] is VPP's exact layout: SD-ID `nsess` for
-//!   sessions and `[napmap ...]` for port blocks;
+//!   profile [`VPP_PROFILE`] is VPP's layout: SD-ID `nsess` for sessions
+//!   and `[napmap ...]` for port blocks (a port block as one mapping:
+//!   [`VPP_NAPMAP_PARAMS`]; every difference from VPP's messages is listed
+//!   at [`dplog_formatters::SyslogOptions::profile`]);
 //! - the NAT44 session's four counters only on deletes in the default text
 //!   and JSON layouts;
 //! - the quota record's limit named and exported as the IANA element of
@@ -38,7 +40,10 @@ pub const MSGIDS: [(u64, &str); 7] = [
 ];
 
 /// VPP's NAT44 session syslog parameters, in VPP's order (its
-/// `nat_syslog_nat44_sess`): (PARAM-NAME, field or `=constant`).
+/// `nat_syslog_nat44_sess`): (PARAM-NAME, field or `=constant`). SSUBIX
+/// is `0`, as VPP's NAT44-ED sends it (its NAT44-EI sends the subscriber
+/// index, which the record does not carry); VPP's twice-NAT IDADDR and
+/// IDPORT are not sent (the record has no such addresses).
 pub const VPP_PARAMS: [(&str, &str); 11] = [
     ("SSUBIX", "=0"),
     ("SVLAN", "ingressVRFID"),
@@ -55,9 +60,14 @@ pub const VPP_PARAMS: [(&str, &str); 11] = [
 
 /// VPP's address-and-port mapping parameters (SD-ID `napmap`, MSGID
 /// APMADD/APMDEL; its `nat_syslog_nat44_apmap`), in VPP's order, for a port
-/// block: a block maps every inside port and protocol of its subscriber, so
-/// ISPORT and PROTO are `0`, and XSPORT is the block's first port (VPP's
-/// layout has no place for the range's end; the default layout has it).
+/// block. VPP sends one such message per mapping of one inside address,
+/// port and protocol, with their real ISPORT and PROTO; a block maps a
+/// range of outside ports for every inside port and protocol of its
+/// subscriber, so dplog sends ISPORT `0` and PROTO `0` (no single port or
+/// protocol; 0 is reserved in both), and XSPORT is the block's first port
+/// (VPP's layout has no place for the range's end, step or size; the
+/// default layout has them). SSUBIX is `0` (no subscriber index in the
+/// record); SVLAN always (VPP's DS-Lite SV6ENC never).
 pub const VPP_NAPMAP_PARAMS: [(&str, &str); 9] = [
     ("SSUBIX", "=0"),
     ("SVLAN", "ingressVRFID"),
@@ -70,9 +80,11 @@ pub const VPP_NAPMAP_PARAMS: [(&str, &str); 9] = [
     ("PROTO", "=0"),
 ];
 
-/// The syslog profile name of VPP's exact layout (`[format.syslog]
-/// profile = "vpp"`): SD-ID `nsess` (sessions) and `napmap` (port blocks)
-/// without an enterprise number, as VPP sends them.
+/// The syslog profile name of VPP's layout (`[format.syslog] profile =
+/// "vpp"`): SD-ID `nsess` (sessions) and `napmap` (port blocks) without an
+/// enterprise number, as VPP sends them. What still differs from VPP's
+/// messages (HOSTNAME, PROCID, TIMESTAMP, SSUBIX, twice-NAT, port blocks)
+/// is listed at [`dplog_formatters::SyslogOptions::profile`].
 pub const VPP_PROFILE: &str = "vpp";
 
 /// What every NAT schema declares: high priority, APP-NAME `NAT`, MSGID

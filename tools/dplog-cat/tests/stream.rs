@@ -419,7 +419,8 @@ fn drop_reports_in_a_binary_log_decode_with_exact_counts() {
     let (mut reports, mut reported, mut records) = (0u64, 0u64, 0u64);
     for l in text.lines() {
         if let Some(rest) = l.strip_prefix(
-            "{\"dplogEvent\":\"recordsDropped\",\"reason\":\"ring\",\"ring\":0,\"dropped\":",
+            // drop_newest: every drop is a full ring's.
+            "{\"dplogEvent\":\"recordsDropped\",\"reason\":\"full\",\"ring\":0,\"dropped\":",
         ) {
             reports += 1;
             reported += rest.split(',').next().unwrap().parse::<u64>().unwrap();

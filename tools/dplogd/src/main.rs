@@ -117,6 +117,9 @@ struct Ring {
     dequeued: u64,
     high_water: u64,
     dropped_reported: u64,
+    /// `dropped_reported` by reason (`DropReason::ALL` order); the rest,
+    /// drops no reason counter accounts for, is counted as full.
+    dropped_by_reason: [u64; 4],
     /// The consumer index last published to the producer: the slots
     /// between it and the reader's head are copied out but still held
     /// until their batch is written and checkpointed.
@@ -510,6 +513,7 @@ impl Daemon {
                 dequeued: 0,
                 high_water: 0,
                 dropped_reported: 0,
+                dropped_by_reason: [0; 4],
                 published: head,
             },
         );
@@ -558,23 +562,41 @@ impl Daemon {
                 .max(r.reader.tail().saturating_sub(r.reader.head() - n as u64));
             if let Some(d) = res.is_ok().then(|| r.reader.take_drops()).flatten() {
                 let now_ticks = dplog_core::tsc::now_ticks();
-                let rep = DropReport::new(
+                let base = DropReport::new(
                     r.id,
-                    d.dropped,
+                    0,
                     self.clock.to_utc_ns(d.first_ns.min(now_ticks)),
                     self.clock.to_utc_ns(d.last_ns.min(now_ticks)),
                 );
-                let start = self.buf.len();
-                Formatter::<dplog_core::Slot64>::format_drop_report(
-                    &mut r.fmt,
-                    &rep,
-                    &mut self.buf,
-                );
-                if self.buf.len() > start {
-                    self.reports.push(start..self.buf.len());
-                    self.stats.drop_reports += 1;
+                // One report per reason; a count the ring's reason
+                // counters do not account for (a corrupted file) as the
+                // ring's, without a reason.
+                let reps = d
+                    .reasons()
+                    .map(|(reason, n)| DropReport {
+                        dropped: n,
+                        ..base.with_reason(reason)
+                    })
+                    .chain((d.unattributed() > 0).then_some(DropReport {
+                        dropped: d.unattributed(),
+                        ..base
+                    }));
+                for rep in reps {
+                    let start = self.buf.len();
+                    Formatter::<dplog_core::Slot64>::format_drop_report(
+                        &mut r.fmt,
+                        &rep,
+                        &mut self.buf,
+                    );
+                    if self.buf.len() > start {
+                        self.reports.push(start..self.buf.len());
+                        self.stats.drop_reports += 1;
+                    }
                 }
                 r.dropped_reported += d.dropped;
+                for (sum, n) in r.dropped_by_reason.iter_mut().zip(d.by_reason) {
+                    *sum += n;
+                }
             }
             if let Err(e) = res {
                 let e = match e {
@@ -865,7 +887,14 @@ impl Daemon {
         let mut s = self.stats;
         s.enqueued = rings.iter().map(|r| r.enqueued).sum();
         s.dropped_full = rings.iter().map(|r| r.dropped_full).sum();
-        s.produced = s.enqueued + s.dropped_full;
+        s.dropped_degraded = rings.iter().map(|r| r.dropped_degraded).sum();
+        s.dropped_disconnected = rings.iter().map(|r| r.dropped_disconnected).sum();
+        s.dropped_stopped = rings.iter().map(|r| r.dropped_stopped).sum();
+        s.produced = s.enqueued
+            + s.dropped_full
+            + s.dropped_degraded
+            + s.dropped_disconnected
+            + s.dropped_stopped;
         s.high_water = rings.iter().map(|r| r.high_water).max().unwrap_or(0);
         let snap = Snapshot {
             consumer: s,
@@ -1017,17 +1046,21 @@ fn archive_age(cfg: &dplog::config::SinkConfig) -> Option<u64> {
 }
 
 fn ring_stats(r: &Ring, stopped: bool) -> RingStats {
+    let [full, degraded, disconnected, ring_stopped] = r.dropped_by_reason;
+    let attributed = full + degraded + disconnected + ring_stopped;
     RingStats {
         id: r.id,
         capacity: u64::from(r.reader.info().capacity),
         fill: r.reader.tail() - r.reader.head(),
         produced: r.reader.tail() + r.dropped_reported,
         enqueued: r.reader.tail(),
-        dropped_full: r.dropped_reported,
+        dropped_full: full + r.dropped_reported.saturating_sub(attributed),
+        dropped_degraded: degraded,
+        dropped_disconnected: disconnected,
+        dropped_stopped: ring_stopped,
         stopped,
         dequeued: r.dequeued,
         high_water: r.high_water,
-        ..Default::default()
     }
 }
 

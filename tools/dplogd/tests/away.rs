@@ -31,6 +31,8 @@ fn drop_newest_counts_while_the_daemon_is_away_and_the_count_reaches_the_log() {
     assert_exactly(&out.seqs[&5], 16, "the records that fit");
     assert_eq!(out.drops.len(), 1, "{:?}", out.drops);
     assert_eq!(out.drops[0]["dropped"], 984, "{:?}", out.drops[0]);
+    // Under drop_newest every drop is a full ring's, and says so.
+    assert_eq!(out.drops[0]["reason"], "full", "{:?}", out.drops[0]);
     assert_eq!(out.ends[0]["dplogd"], "producer_closed");
     assert_eq!(out.ends[0]["records"], 16);
 }

@@ -694,6 +694,209 @@ fn udp_datagrams_refused_before_the_receiver_is_up_are_sent_again_not_counted_wr
     assert_eq!(n("syslog.messages"), u64::from(N), "{named:?}");
 }
 
+/// Logs `n` user-declared records (`aclHit`, rfc5424) in one batch to
+/// `s`, whose retries the runtime gives up on after 300 ms; `cut` runs
+/// once they are logged and returns, once the runtime has given up on the
+/// batch or written it whole, the datagrams the receiver holds. Returns
+/// the logger's final stats, the sink's named counters and those
+/// datagrams.
+fn one_dgram_batch(
+    s: SyslogSink,
+    n: u32,
+    cut: impl FnOnce(&Logger<AclHit>) -> Vec<Vec<u8>>,
+) -> (dplog_core::Stats, Vec<(String, u64)>, Vec<Vec<u8>>) {
+    let cfg = LoggerConfig {
+        ring_capacity: 1024,
+        // One batch of all `n` records: they become visible at one flush.
+        publish_every: 4096,
+        batch_bytes: 1 << 20,
+        sink_retry_timeout_ms: Some(300),
+        shutdown_timeout_ms: 60_000,
+        drop_reports: false,
+        ..LoggerConfig::default()
+    };
+    let f = FormatSpec {
+        kind: Format::Rfc5424,
+        ..FormatSpec::default()
+    }
+    .formatter(&[AclHit::schema()])
+    .unwrap();
+    let logger = Logger::start(cfg, f, s).unwrap();
+    let named = logger
+        .sink_counters()
+        .expect("the syslog sink names its counters");
+    let mut p = logger.producer().unwrap();
+    for i in 0..n {
+        assert!(p.log(acl_hit(i)));
+    }
+    p.flush();
+    let held = cut(&logger);
+    drop(p);
+    let st = match logger.shutdown() {
+        Ok(st) => st,
+        Err((st, _)) => st,
+    };
+    (st, named.named(), held)
+}
+
+/// Checks a datagram batch of `n` records the runtime gave up on after
+/// the receiver took its first `held.len()` datagrams: those, each once
+/// and in order, are exactly the records counted written (and their
+/// lines the bytes), the rest `dropped_sink`.
+fn assert_kept_exact(st: &dplog_core::Stats, named: &[(String, u64)], held: &[Vec<u8>], n: u32) {
+    let mut body = held.join(&b'\n');
+    body.push(b'\n');
+    let got = if held.is_empty() {
+        Vec::new()
+    } else {
+        hit_seqs(&body)
+    };
+    let k = got.len() as u64;
+    assert!(
+        k > 0 && k < u64::from(n),
+        "held {k} of {n}: not cut mid-batch"
+    );
+    assert_eq!(
+        got,
+        (0..k as u32).collect::<Vec<_>>(),
+        "each once, in order"
+    );
+    assert_eq!(st.produced, u64::from(n), "{st:?}");
+    assert_eq!(
+        st.written_records, k,
+        "the receiver holds {k} records, counted written: {st:?}"
+    );
+    assert_eq!(st.dropped_sink, u64::from(n) - k, "{st:?}");
+    assert_eq!(st.dropped_shutdown + st.dropped(), 0, "{st:?}");
+    assert_eq!(st.in_flight(), 0, "{st:?}");
+    assert_eq!(st.sink_pending, 0, "{st:?}");
+    // Each datagram is its line without the newline.
+    let bytes: u64 = held.iter().map(|d| d.len() as u64 + 1).sum();
+    assert_eq!(st.written_bytes, bytes, "{st:?}");
+    // First sends handed to the kernel: the datagrams held (for UDP, a
+    // refused one sent first counts too, once).
+    let messages = named
+        .iter()
+        .find(|(name, _)| name == "syslog.messages")
+        .expect("syslog.messages")
+        .1;
+    assert!(messages >= k, "{named:?}");
+}
+
+/// UDP: the receiver takes the first datagrams of a batch, then refuses
+/// the rest (its socket connects elsewhere: the kernel answers the sink's
+/// datagrams with ICMP port unreachable, and keeps those it had queued,
+/// which the receiver reads) until the runtime gives up on the batch
+/// (`sink_retry_timeout_ms`). The receiver holds exactly the records
+/// counted written; the others count `dropped_sink`. Where the cut falls
+/// depends on when the receiver's thread runs: a run whose batch was
+/// written whole before it is tried again (the counts are exact either
+/// way). The batch fits in the receiver's socket buffer, so the receiver
+/// drops none unseen (checked).
+#[test]
+fn udp_datagrams_delivered_of_a_batch_given_up_on_count_written() {
+    const N: u32 = 100;
+    for attempt in 1..=20 {
+        // Below the ephemeral range: not the sink's own port.
+        let port = dplog_testkit::free_udp_port();
+        let rx = UdpSocket::bind(("127.0.0.1", port)).unwrap();
+        rx.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let s = sink(SyslogTransport::Udp(rx.local_addr().unwrap()));
+        let (st, named, held) = one_dgram_batch(s, N, |logger| {
+            let mut buf = vec![0u8; 65_536];
+            let len = rx.recv(&mut buf).expect("the batch's first datagram");
+            // From now on only datagrams from 127.0.0.1:9 are taken: the
+            // sink's are refused.
+            rx.connect(("127.0.0.1", 9)).unwrap();
+            let mut held = vec![buf[..len].to_vec()];
+            wait_until("the batch written or given up on", || {
+                let st = logger.stats();
+                st.written_records + st.dropped_sink == u64::from(N)
+            });
+            rx.set_nonblocking(true).unwrap();
+            loop {
+                match rx.recv(&mut buf) {
+                    Ok(len) => held.push(buf[..len].to_vec()),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) => panic!("receive: {e}"),
+                }
+            }
+            let drops = udp_drops(port);
+            assert_eq!(drops, 0, "the receiver's socket dropped {drops} datagrams");
+            held
+        });
+        if held.len() == N as usize {
+            assert_eq!(st.written_records, u64::from(N), "{st:?}");
+            eprintln!("attempt {attempt}: the batch was sent whole before the cut; again");
+            continue;
+        }
+        assert_kept_exact(&st, &named, &held, N);
+        let n = |k: &str| named.iter().find(|(name, _)| name == k).unwrap().1;
+        assert!(n("syslog.refused") >= 1, "{named:?}");
+        assert_eq!(n("syslog.refused_late"), 0, "{named:?}");
+        return;
+    }
+    panic!("in 20 runs the receiver never took part of the batch only");
+}
+
+/// Datagrams the UDP socket on 127.0.0.1:`port` dropped because its
+/// receive buffer was full (`/proc/net/udp`, `drops`).
+fn udp_drops(port: u16) -> u64 {
+    let table = std::fs::read_to_string("/proc/net/udp").unwrap();
+    let local = format!("0100007F:{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            // sl, local_address, ..., pointer, drops: the 13th column.
+            (f.get(1) == Some(&local.as_str())).then(|| f[12].parse().unwrap())
+        })
+        .expect("the receiver's socket in /proc/net/udp")
+}
+
+/// Unix datagram: the receiver reads one datagram, then nothing, so the
+/// sink's `send(2)` waits once the receiver's queue is full, in the
+/// middle of the batch; the receiver shuts down its reading side (its queue stays
+/// readable, every later datagram is refused with EPIPE) and the runtime
+/// gives up on the batch (`sink_retry_timeout_ms`). The receiver holds
+/// exactly the records counted written; the others count `dropped_sink`.
+#[test]
+fn unix_datagrams_delivered_of_a_batch_given_up_on_count_written() {
+    use std::os::unix::net::UnixDatagram;
+    const N: u32 = 100;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dgram.sock");
+    let rx = UnixDatagram::bind(&path).unwrap();
+    let s = sink(SyslogTransport::UnixDatagram(path));
+    let (st, named, held) = one_dgram_batch(s, N, |logger| {
+        let mut buf = vec![0u8; 65_536];
+        rx.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let len = rx.recv(&mut buf).expect("the batch's first datagram");
+        let mut held = vec![buf[..len].to_vec()];
+        rx.shutdown(std::net::Shutdown::Read).unwrap();
+        rx.set_nonblocking(true).unwrap();
+        // If the sink's send(2) waits for room in the queue, taking one
+        // wakes it; it then finds the reading side shut.
+        if let Ok(len) = rx.recv(&mut buf) {
+            held.push(buf[..len].to_vec());
+        }
+        wait_until("the batch given up on", || logger.stats().dropped_sink > 0);
+        loop {
+            match rx.recv(&mut buf) {
+                Ok(0) => break,
+                Ok(len) => held.push(buf[..len].to_vec()),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("receive: {e}"),
+            }
+        }
+        held
+    });
+    assert_kept_exact(&st, &named, &held, N);
+    let n = |k: &str| named.iter().find(|(name, _)| name == k).unwrap().1;
+    assert_eq!(n("syslog.messages"), held.len() as u64, "{named:?}");
+}
+
 fn relp_sink(addr: SocketAddr, window: usize) -> SyslogSink {
     let mut o = SyslogSinkOptions::new(SyslogTransport::Relp(addr));
     o.relp_window = window;

@@ -14,7 +14,10 @@
 //!   never stores a cut message and `written` counts only whole messages
 //!   sent. A unix datagram socket refuses a datagram on its own
 //!   `send(2)` (e.g. the receiver's socket is gone); the batch is retried
-//!   from it.
+//!   from it. Of a batch the runtime gives up on (`sink_retry_timeout_ms`,
+//!   the shutdown deadline), the records whose datagrams were handed to
+//!   the kernel and not refused count written, the rest dropped (see
+//!   `kept_of_refused`).
 //! - UDP: a datagram to a port nobody listens on is refused by an ICMP
 //!   port unreachable, which the kernel reports on the (connected) socket
 //!   afterwards: the next `send(2)` fails with ECONNREFUSED and does not
@@ -337,6 +340,9 @@ struct DgramResume {
     ok: u64,
     ok_bytes: u64,
     too_large: u64,
+    /// Byte offset of the first line of this batch refused as too large
+    /// (a kept prefix of a batch given up on ends before it).
+    first_too_large: Option<usize>,
 }
 
 impl std::fmt::Debug for SyslogSink {
@@ -1125,6 +1131,7 @@ impl SyslogSink {
             if !again && msg.len() > max {
                 bump(&self.counters.too_large, 1);
                 d.too_large += record;
+                d.first_too_large.get_or_insert(start);
                 d.at = end + 1;
                 continue;
             }
@@ -1216,6 +1223,41 @@ impl SyslogSink {
         }
         self.resume = Some(d);
         SinkError::Retryable(e)
+    }
+
+    /// What the receiver holds of the datagram batch being given up on
+    /// (see `kept_of_refused` on the sink); forgets the batch. `records`
+    /// counts every record whose datagram was handed to the kernel and not
+    /// refused (and empty lines), also one sent after a line refused as
+    /// too large; `bytes` is the gapless prefix of such lines, ending
+    /// before the first line refused as too large and before a refused
+    /// UDP datagram waiting to be sent again.
+    ///
+    /// UDP: the last datagram sent on a socket still open (a full send
+    /// queue kept it, see `dgram_retry`) may have been refused since:
+    /// `SO_ERROR` is read first (which clears it), and a pending error
+    /// takes that datagram back, as `write_dgram` does.
+    fn dgram_kept(&mut self, batch: &[u8], reports: &[Range<usize>]) -> Kept {
+        let mut d = match self.resume.take() {
+            Some(d) if d.fp == crate::file::fingerprint(batch) => d,
+            _ => return Kept::default(),
+        };
+        if d.last.is_some() {
+            if let Some(Conn::Udp(s)) = self.conn.as_ref() {
+                if let Ok(Some(_)) = s.take_error() {
+                    self.take_back_last(&mut d, batch, reports);
+                }
+            }
+        }
+        let end = d
+            .resend
+            .unwrap_or(d.at)
+            .min(d.first_too_large.unwrap_or(usize::MAX))
+            .min(batch.len());
+        Kept {
+            bytes: end,
+            records: d.ok,
+        }
     }
 }
 
@@ -1797,16 +1839,21 @@ impl Sink for SyslogSink {
     /// Frames of earlier batches on that connection are resent on the
     /// next.
     ///
-    /// Datagrams: nothing.
+    /// Datagrams (UDP, unix datagram): the records whose datagrams were
+    /// handed to the kernel and not refused (for UDP: no ICMP error
+    /// reported for them, see `write_dgram`) count written; the rest (not
+    /// sent yet, a refused datagram waiting to be sent again, lines too
+    /// large) is dropped and never sent.
     fn kept_of_refused(&mut self, batch: &[u8], reports: &[Range<usize>]) -> Kept {
-        let _ = reports;
         match self.opts.transport {
             SyslogTransport::Relp(_) => self.relp_kept(batch),
             SyslogTransport::Tcp(_) | SyslogTransport::UnixStream(_) => match self.st.resume {
                 Some(fp) if fp == crate::file::fingerprint(batch) => self.stream_forget_batch(),
                 _ => Kept::default(),
             },
-            _ => Kept::default(),
+            SyslogTransport::Udp(_) | SyslogTransport::UnixDatagram(_) => {
+                self.dgram_kept(batch, reports)
+            }
         }
     }
 

@@ -440,97 +440,252 @@ impl Rfc3164Cache {
 }
 
 /// How byte strings (and enum names) are escaped for an output syntax.
+///
+/// A value is the field's bytes up to its first NUL (a byte string is
+/// NUL-padded). Every line-framed format writes it so that the line holds
+/// no raw control character from it: no C0 control (U+0000..U+001F), DEL
+/// (U+007F), C1 control (U+0080..U+009F, e.g. NEL, which Python's
+/// `splitlines` and some viewers take for a line break), LINE SEPARATOR
+/// (U+2028) or PARAGRAPH SEPARATOR (U+2029). A record is therefore one
+/// line for every line tool (grep, tail, a shipper, a syslog sink that
+/// sends a line per message) and a value cannot forge a record, nor, in
+/// the text and syslog formats, a field. The rules per syntax below are
+/// lossless except where noted: the documented unescape gives back the
+/// value's bytes.
+///
+/// `\xNN` is a byte in two lower-case hex digits; a character of more than
+/// one byte (a C1 control, U+2028, U+2029) is written a byte at a time
+/// (NEL U+0085 is `\xc2\x85`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Escape {
-    /// Plain text: printable ASCII and valid UTF-8 as is; `\\`, control
-    /// bytes and invalid UTF-8 as `\\`, `\n`, `\t`, `\r` or `\xNN`.
+    /// Plain text (the text format, default layout and templates, and
+    /// RFC 3164's MSG): `\` as `\\`, LF CR TAB as `\n` `\r` `\t`, the
+    /// space as `\x20` (so a `name=value` pair ends at the next space and
+    /// a value cannot forge another pair), every other control character
+    /// above and each byte of invalid UTF-8 as `\xNN`; all else (valid
+    /// UTF-8) as is. Unescape: `\\`, `\n`, `\r`, `\t`, `\xNN` back to
+    /// their byte; a backslash is never written alone.
     Text,
-    /// Inside a JSON string (RFC 8259 section 7): `"` `\\` and control
-    /// characters escaped; invalid UTF-8 bytes become U+FFFD.
+    /// Inside a JSON string (RFC 8259 section 7): `"` and `\` as `\"` and
+    /// `\\`, LF CR TAB as `\n` `\r` `\t`, every other control character
+    /// above as `\uXXXX` (C1, U+2028 and U+2029 too, so a JSON line is
+    /// also safe to embed in JavaScript and for line tools); any JSON
+    /// parser gives back the value. Invalid UTF-8 (which a JSON string
+    /// cannot hold) becomes U+FFFD, one per maximal invalid sequence: the
+    /// one lossy case.
     Json,
-    /// A CSV field (RFC 4180): the value is quoted when it holds `,`, `"`,
-    /// CR or LF, with `"` doubled; invalid UTF-8 bytes become U+FFFD.
+    /// A CSV field (RFC 4180): `\` as `\\` and every control character
+    /// above (CR and LF included) and each byte of invalid UTF-8 as
+    /// `\xNN`, so a record is one physical line; then the field is quoted
+    /// (`"..."`, a `"` inside doubled) when it holds `,` or `"` or starts
+    /// with a byte-order mark (U+FEFF, which readers drop at the start of
+    /// the input). A strict RFC 4180 reader gives the escaped value; its
+    /// unescape is `\\` and `\xNN` back to their byte.
     Csv,
-    /// A syslog RFC 5424 PARAM-VALUE (section 6.3.3): `"`, `\\` and `]`
-    /// are preceded by `\\`; invalid UTF-8 bytes become U+FFFD.
+    /// A syslog RFC 5424 PARAM-VALUE (section 6.3.3): `"`, `\` and `]` as
+    /// `\"`, `\\` and `\]`, as the RFC says; every control character above
+    /// and each byte of invalid UTF-8 (a PARAM-VALUE is UTF-8) as `\xNN`.
+    /// Unescape of the message as sent (what a file or rsyslog's
+    /// `%structured-data%` holds): `\"`, `\\`, `\]` and `\xNN` back to
+    /// their byte, lossless since a real backslash is always `\\`. An
+    /// RFC 5424 parser that unescapes values itself (rsyslog's
+    /// mmpstrucdata, syslog_loose) keeps a backslash before any other
+    /// character, as the RFC says, so it delivers a control character as
+    /// the four characters `\xNN`: the same as a value that held that
+    /// text.
     SdParam,
 }
 
-/// Appends `s` (a byte string, cut at its first NUL) escaped for `esc`.
+/// U+FEFF (a byte-order mark at the start of a file) in UTF-8.
+const BOM: &[u8] = "\u{FEFF}".as_bytes();
+
+/// Bytes at which [`push_escaped`]'s scan stops for a syntax: every C0
+/// control, DEL, every non-ASCII byte (a character checked for C1,
+/// U+2028 and U+2029) and the syntax's own `specials`; the other bytes
+/// are copied in runs.
+const fn stops(specials: &[u8]) -> [bool; 256] {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        t[b] = b < 0x20 || b >= 0x7f;
+        b += 1;
+    }
+    let mut i = 0;
+    while i < specials.len() {
+        t[specials[i] as usize] = true;
+        i += 1;
+    }
+    t
+}
+
+/// Each syntax's own bytes to escape (or, in CSV, to double); Text's
+/// space is among the bytes below 0x21 of [`plain_word`].
+const SPECIALS: [&[u8]; 4] = [b"\\", b"\\\"", b"\\\"", b"\\\"]"];
+/// [`stops`] of each syntax, by [`Escape`] discriminant.
+static STOPS: [[bool; 256]; 4] = [
+    stops(b"\\ "),
+    stops(SPECIALS[1]),
+    stops(SPECIALS[2]),
+    stops(SPECIALS[3]),
+];
+
+const LO: u64 = 0x0101_0101_0101_0101;
+const HI: u64 = 0x8080_8080_8080_8080;
+
+/// Whether none of the 8 bytes of `w` is one the scan of syntax `E`
+/// stops at: no byte below 0x20 (Text: 0x21, the space), none from 0x7f
+/// up, none of the syntax's specials. Exact (the classic "has a zero
+/// byte" / "has a byte less than n" word tricks, which never miss one).
+#[inline(always)]
+fn plain_word<const E: u8>(w: u64) -> bool {
+    let below = if E == Escape::Text as u8 { 0x21 } else { 0x20 };
+    let has_zero = |x: u64| x.wrapping_sub(LO) & !x & HI;
+    let mut m = (w.wrapping_sub(LO * below) & !w) | w | has_zero(w ^ (LO * 0x7f));
+    let mut i = 0;
+    while i < SPECIALS[E as usize].len() {
+        m |= has_zero(w ^ (LO * SPECIALS[E as usize][i] as u64));
+        i += 1;
+    }
+    m & HI == 0
+}
+
+/// The index of the first byte from `i` on that the scan of syntax `E`
+/// stops at, or `v.len()`: 8 bytes at a time while they are plain, then
+/// by table.
+#[inline(always)]
+fn next_stop<const E: u8>(v: &[u8], mut i: usize) -> usize {
+    while let Some(w) = v.get(i..i + 8) {
+        let w = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
+        if !plain_word::<E>(w) {
+            break;
+        }
+        i += 8;
+    }
+    let stop = &STOPS[E as usize];
+    v[i..]
+        .iter()
+        .position(|&b| stop[b as usize])
+        .map_or(v.len(), |k| i + k)
+}
+
+/// Appends `s` (a byte string, cut at its first NUL) escaped for `esc`;
+/// see [`Escape`] for the rule of each syntax.
 pub fn push_escaped(out: &mut Vec<u8>, s: &[u8], esc: Escape) {
     let s = match memchr::memchr(0, s) {
         Some(n) => &s[..n],
         None => s,
     };
-    if esc == Escape::Csv {
-        // A leading U+FEFF is quoted too: readers drop a byte-order mark at
-        // the start of the input.
-        if memchr::memchr3(b',', b'"', b'\n', s).is_some()
-            || memchr::memchr(b'\r', s).is_some()
-            || s.starts_with("\u{FEFF}".as_bytes())
-        {
-            out.push(b'"');
-            for chunk in s.utf8_chunks() {
-                for &b in chunk.valid().as_bytes() {
-                    if b == b'"' {
-                        out.push(b'"');
-                    }
-                    out.push(b);
-                }
-                if !chunk.invalid().is_empty() {
-                    out.extend_from_slice("\u{FFFD}".as_bytes());
-                }
-            }
-            out.push(b'"');
-        } else {
-            push_lossy(out, s);
-        }
-        return;
-    }
-    for chunk in s.utf8_chunks() {
-        for &b in chunk.valid().as_bytes() {
-            match (esc, b) {
-                (Escape::Json, b'"') => out.extend_from_slice(b"\\\""),
-                (Escape::Json | Escape::Text, b'\\') => out.extend_from_slice(b"\\\\"),
-                (Escape::Json | Escape::Text, b'\n') => out.extend_from_slice(b"\\n"),
-                (Escape::Json | Escape::Text, b'\r') => out.extend_from_slice(b"\\r"),
-                (Escape::Json | Escape::Text, b'\t') => out.extend_from_slice(b"\\t"),
-                (Escape::Json, 0..=0x1f) => {
-                    out.extend_from_slice(b"\\u00");
-                    out.push(HEX[(b >> 4) as usize]);
-                    out.push(HEX[(b & 0xf) as usize]);
-                }
-                (Escape::Text, 0..=0x1f | 0x7f) => {
-                    out.extend_from_slice(b"\\x");
-                    out.push(HEX[(b >> 4) as usize]);
-                    out.push(HEX[(b & 0xf) as usize]);
-                }
-                (Escape::SdParam, b'"' | b'\\' | b']') => {
-                    out.push(b'\\');
-                    out.push(b);
-                }
-                _ => out.push(b),
-            }
-        }
-        for &b in chunk.invalid() {
-            if esc == Escape::Text {
-                out.extend_from_slice(b"\\x");
-                out.push(HEX[(b >> 4) as usize]);
-                out.push(HEX[(b & 0xf) as usize]);
-            } else {
-                out.extend_from_slice("\u{FFFD}".as_bytes());
-            }
-        }
+    match esc {
+        Escape::Text => escape_as::<{ Escape::Text as u8 }>(out, s, esc),
+        Escape::Json => escape_as::<{ Escape::Json as u8 }>(out, s, esc),
+        Escape::Csv => escape_as::<{ Escape::Csv as u8 }>(out, s, esc),
+        Escape::SdParam => escape_as::<{ Escape::SdParam as u8 }>(out, s, esc),
     }
 }
 
-fn push_lossy(out: &mut Vec<u8>, s: &[u8]) {
-    for chunk in s.utf8_chunks() {
-        out.extend_from_slice(chunk.valid().as_bytes());
-        if !chunk.invalid().is_empty() {
-            out.extend_from_slice("\u{FFFD}".as_bytes());
-        }
+/// [`push_escaped`] for syntax `E` (`esc as u8`), `s` without NUL. Runs
+/// of plain bytes are copied whole; UTF-8 is checked only where a byte is
+/// not ASCII.
+#[inline(always)]
+fn escape_as<const E: u8>(out: &mut Vec<u8>, s: &[u8], esc: Escape) {
+    let quote =
+        esc == Escape::Csv && (memchr::memchr2(b',', b'"', s).is_some() || s.starts_with(BOM));
+    if quote {
+        out.push(b'"');
     }
+    let mut run = 0;
+    loop {
+        let i = next_stop::<E>(s, run);
+        out.extend_from_slice(&s[run..i]);
+        if i == s.len() {
+            break;
+        }
+        run = i + if s[i] < 0x80 {
+            push_ascii(out, s[i], esc);
+            1
+        } else {
+            push_non_ascii(out, &s[i..], esc)
+        };
+    }
+    if quote {
+        out.push(b'"');
+    }
+}
+
+/// `\xNN`.
+#[inline]
+fn push_x(out: &mut Vec<u8>, b: u8) {
+    out.extend_from_slice(&[b'\\', b'x', HEX[(b >> 4) as usize], HEX[(b & 0xf) as usize]]);
+}
+
+/// `\uXXXX` of a code point below U+10000.
+fn push_u(out: &mut Vec<u8>, c: u16) {
+    out.extend_from_slice(b"\\u");
+    for sh in [12, 8, 4, 0] {
+        out.push(HEX[((c >> sh) & 0xf) as usize]);
+    }
+}
+
+/// Writes ASCII byte `b`, one the scan stops at, escaped for `esc`.
+fn push_ascii(out: &mut Vec<u8>, b: u8, esc: Escape) {
+    match (esc, b) {
+        (_, b'\\') => out.extend_from_slice(b"\\\\"),
+        (Escape::Json | Escape::SdParam, b'"') => out.extend_from_slice(b"\\\""),
+        (Escape::Csv, b'"') => out.extend_from_slice(b"\"\""),
+        (Escape::SdParam, b']') => out.extend_from_slice(b"\\]"),
+        (Escape::Json | Escape::Text, b'\n') => out.extend_from_slice(b"\\n"),
+        (Escape::Json | Escape::Text, b'\r') => out.extend_from_slice(b"\\r"),
+        (Escape::Json | Escape::Text, b'\t') => out.extend_from_slice(b"\\t"),
+        (Escape::Json, _) => push_u(out, u16::from(b)),
+        // Text's space and every other syntax's controls and DEL.
+        _ => push_x(out, b),
+    }
+}
+
+/// Writes the character at the start of `v` (its first byte is not
+/// ASCII) escaped for `esc`, or the invalid UTF-8 sequence there (the
+/// longest that could start a character, as `String::from_utf8_lossy`
+/// replaces); returns the bytes taken.
+fn push_non_ascii(out: &mut Vec<u8>, v: &[u8], esc: Escape) -> usize {
+    // The length a lead byte announces (1: no lead byte, invalid).
+    let n = match v[0] {
+        0xc2..=0xdf => 2,
+        0xe0..=0xef => 3,
+        0xf0..=0xf4 => 4,
+        _ => 1,
+    };
+    let end = n.min(v.len());
+    let taken = match std::str::from_utf8(&v[..end]) {
+        Ok(_) => {
+            // C1 controls are U+0080..=U+009F (0xc2 0x80..=0x9f); U+2028
+            // and U+2029 are 0xe2 0x80 0xa8 and 0xa9.
+            let c1 = v[0] == 0xc2 && v[1] < 0xa0;
+            let sep = v[0] == 0xe2 && v[1] == 0x80 && (v[2] == 0xa8 || v[2] == 0xa9);
+            if !(c1 || sep) {
+                out.extend_from_slice(&v[..n]);
+            } else if esc == Escape::Json {
+                push_u(
+                    out,
+                    if c1 {
+                        u16::from(v[1])
+                    } else {
+                        0x2000 | u16::from(v[2] - 0x80)
+                    },
+                );
+            } else {
+                v[..n].iter().for_each(|&b| push_x(out, b));
+            }
+            return n;
+        }
+        // An invalid sequence, or a character cut by the end of the value.
+        Err(e) => e.error_len().unwrap_or(end),
+    };
+    if esc == Escape::Json {
+        out.extend_from_slice("\u{FFFD}".as_bytes());
+    } else {
+        v[..taken].iter().for_each(|&b| push_x(out, b));
+    }
+    taken
 }
 
 /// A TSC calibration: converts `rdtsc` ticks to nanoseconds since the
@@ -655,22 +810,89 @@ mod tests {
         );
         assert_eq!(
             s(|o| push_escaped(o, raw, Escape::SdParam)),
-            "a\\\"b\\\\c\\]d,e\nf\x01"
+            r#"a\"b\\c\]d,e\x0af\x01"#
         );
         assert_eq!(
             s(|o| push_escaped(o, raw, Escape::Csv)),
-            "\"a\"\"b\\c]d,e\nf\x01\""
+            r#""a""b\\c]d,e\x0af\x01""#
         );
         assert_eq!(s(|o| push_escaped(o, b"plain", Escape::Csv)), "plain");
         assert_eq!(
             s(|o| push_escaped(o, raw, Escape::Text)),
-            "a\"b\\\\c]d,e\\nf\\x01"
+            r#"a"b\\c]d,e\nf\x01"#
         );
         assert_eq!(
             s(|o| push_escaped(o, b"x\xffy", Escape::Json)),
             "x\u{FFFD}y"
         );
-        assert_eq!(s(|o| push_escaped(o, b"x\xffy", Escape::Text)), "x\\xffy");
+        assert_eq!(s(|o| push_escaped(o, b"x\xffy", Escape::Text)), r"x\xffy");
+    }
+
+    /// DEL, C1 controls (NEL), U+2028, U+2029, ESC and invalid UTF-8 never
+    /// come out raw; other non-ASCII characters (NBSP, é, a 4-byte emoji)
+    /// do; Text alone escapes the space.
+    #[test]
+    fn no_syntax_lets_a_line_break_or_control_through() {
+        let raw = "sp ace\x7f\u{85}\u{2028}\u{2029}\x1b[2J\r\n\u{a0}é\u{1F600}".as_bytes();
+        let mut raw = raw.to_vec();
+        raw.extend_from_slice(b"\xff\xe2\x80");
+        let x = r"\x7f\xc2\x85\xe2\x80\xa8\xe2\x80\xa9\x1b[2J";
+        assert_eq!(
+            s(|o| push_escaped(o, &raw, Escape::Text)),
+            format!(r"sp\x20ace{x}\r\n{}\xff\xe2\x80", "\u{a0}é\u{1F600}")
+        );
+        for esc in [Escape::Csv, Escape::SdParam] {
+            assert_eq!(
+                s(|o| push_escaped(o, &raw, esc)),
+                format!(r"sp ace{x}\x0d\x0a{}\xff\xe2\x80", "\u{a0}é\u{1F600}"),
+                "{esc:?}"
+            );
+        }
+        assert_eq!(
+            s(|o| push_escaped(o, &raw, Escape::Json)),
+            format!(
+                r"sp ace\u007f\u0085\u2028\u2029\u001b[2J\r\n{}",
+                "\u{a0}é\u{1F600}\u{FFFD}\u{FFFD}"
+            )
+        );
+        assert_eq!(
+            s(|o| push_escaped(o, "\u{FEFF}x".as_bytes(), Escape::Csv)),
+            "\"\u{FEFF}x\""
+        );
+    }
+
+    /// The 8-byte scan agrees with the table: every byte at every
+    /// position among plain ones, and random words (where several stop
+    /// bytes and borrows meet).
+    #[test]
+    fn word_scan_matches_the_table() {
+        fn check<const E: u8>() {
+            let table = &STOPS[E as usize];
+            let word = |w: u64| w.to_le_bytes().iter().any(|&b| table[b as usize]);
+            for b in 0..=255u8 {
+                for at in 0..8 {
+                    let mut w = *b"abcdefgh";
+                    w[at] = b;
+                    let w = u64::from_le_bytes(w);
+                    assert_eq!(plain_word::<E>(w), !word(w), "{E} {b:#x} at {at}");
+                }
+            }
+            let mut x = 0x9E37_79B9_7F4A_7C15u64;
+            for _ in 0..200_000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                // Bias towards printable ASCII, where the tricks borrow.
+                let w = x & 0x7f7f_7f7f_7f7f_7f7f | 0x2020_2020_2020_2020 & !(x >> 1);
+                for w in [x, w] {
+                    assert_eq!(plain_word::<E>(w), !word(w), "{E} {w:#x}");
+                }
+            }
+        }
+        check::<{ Escape::Text as u8 }>();
+        check::<{ Escape::Json as u8 }>();
+        check::<{ Escape::Csv as u8 }>();
+        check::<{ Escape::SdParam as u8 }>();
     }
 
     #[test]

@@ -628,6 +628,36 @@ pub fn csv_drop_row(r: &dplog_core::DropReport, columns: usize, out: &mut Vec<u8
     out.extend_from_slice(b"\r\n");
 }
 
+/// Checks the syslog header parts a schema declares, which go into a
+/// message unescaped: APP-NAME (unless the options set one), each MSGID
+/// (RFC 5424 section 6.2.7: 1..=32 printable US-ASCII characters, no
+/// space), the SD-ID (unless the options set one; VPP's bare ones are
+/// allowed, so only its characters are checked) and the PARAM-NAMEs
+/// (section 6.3.3: as an SD-ID's). A record's values never reach these
+/// parts: an integer MSGID field without a declared name prints in
+/// decimal.
+fn check_declared(s: &Schema, sy: &SyslogOptions, layout: &SyslogMeta) -> Result<(), String> {
+    if sy.app_name.is_none() {
+        if let Some(a) = &s.meta().syslog.app_name {
+            check_app_name(a)?;
+        }
+    }
+    if let Some(by) = &layout.msgid_by {
+        for (_, m) in &by.values {
+            printusascii(m, 32, "msgid", &[])?;
+        }
+    }
+    if sy.sd_id.is_none() {
+        if let Some(id) = &layout.sd_id {
+            printusascii(id, 32, "sd_id", &['=', ']', '"'])?;
+        }
+    }
+    for (name, _) in &layout.params {
+        printusascii(name, 32, "parameter name", &['=', ']', '"'])?;
+    }
+    Ok(())
+}
+
 /// MSGID: by the layout's declared field values (values not listed print
 /// in decimal), else the schema name.
 fn syslog_msgid(p: &mut Program, s: &Schema, layout: &SyslogMeta) -> Result<(), TemplateError> {
@@ -664,11 +694,15 @@ fn syslog_msgid(p: &mut Program, s: &Schema, layout: &SyslogMeta) -> Result<(), 
 /// differs from VPP's messages). Any other record has MSGID its schema
 /// name (or the declared one), SD-ID `<schema name>@<enterprise>` and
 /// every field as a parameter (a field named by another's value under
-/// that name). No space between PRI and VERSION; `"`, `\` and `]` in
-/// values are escaped; no MSG.
+/// that name). No space between PRI and VERSION; values (and declared
+/// constants) escaped as PARAM-VALUEs ([`Escape::SdParam`]: `"`, `\`
+/// and `]` with a backslash, control characters as `\xNN`); no MSG.
+/// Declared header parts are checked against RFC 5424 section 6 (an
+/// error names the schema).
 pub fn rfc5424(s: &Schema, opts: Options, sy: &SyslogOptions) -> Result<Program, TemplateError> {
     sy.validate().map_err(e)?;
     let layout = sy.layout(s);
+    check_declared(s, sy, layout).map_err(e)?;
     let mut p = Program::new(s, opts);
     p.lit(sy.pri().as_bytes());
     p.lit(b"1 ");
@@ -698,7 +732,11 @@ pub fn rfc5424(s: &Schema, opts: Options, sy: &SyslogOptions) -> Result<Program,
         for (name, src) in &layout.params {
             p.lit(format!(" {name}=\"").as_bytes());
             match src {
-                SdParam::Const(c) => p.lit(c.as_bytes()),
+                SdParam::Const(c) => {
+                    let mut v = Vec::new();
+                    crate::conv::push_escaped(&mut v, c.as_bytes(), Escape::SdParam);
+                    p.lit(&v)
+                }
                 SdParam::Field(i) => p.field(s, *i, conv_of(s, *i), Escape::SdParam).map_err(e)?,
             }
             p.lit(b"\"");
@@ -735,10 +773,12 @@ pub fn rfc5424(s: &Schema, opts: Options, sy: &SyslogOptions) -> Result<Program,
 /// it has none: a `-` would be taken for the TAG). The MSG is the RFC 5424
 /// MSGID then `NAME=value` pairs (the layout's declared parameters without
 /// the constant ones, e.g. VPP's names for NAT44 sessions; field names
-/// otherwise).
+/// otherwise), values escaped as in the text format ([`Escape::Text`]:
+/// no space or control character in a value).
 pub fn rfc3164(s: &Schema, opts: Options, sy: &SyslogOptions) -> Result<Program, TemplateError> {
     sy.validate().map_err(e)?;
     let layout = sy.layout(s);
+    check_declared(s, sy, layout).map_err(e)?;
     let mut p = Program::new(s, opts);
     p.lit(sy.pri().as_bytes());
     match time_field(s) {

@@ -728,3 +728,68 @@ fn csv_cells_are_jsons_values_and_empty_where_json_has_no_key() {
     }
     assert_eq!(col(&rows[4], "initiatorOctets"), "1500");
 }
+
+/// A record's value never reaches a syslog header part: an integer MSGID
+/// field without a declared name prints in decimal. The parts a schema
+/// declares (MSGID names, SD-ID, PARAM-NAMEs, APP-NAME) are checked when
+/// the format is built, and a declared constant PARAM-VALUE is escaped.
+#[test]
+fn declared_syslog_parts_are_checked_and_constants_escaped() {
+    use dplog_core::schema::{FieldDef, FieldKind, Schema, SyslogMeta};
+    let s = Schema::new(
+        41,
+        "verdicts",
+        16,
+        vec![FieldDef::new("verdict", 8, 1, FieldKind::U8, 0)],
+    )
+    .unwrap();
+    let layout = |msgid: &'static str, sd_id, param, value| {
+        SyslogMeta::resolve(
+            &s,
+            Some("fw"),
+            Some(("verdict", &[(1, msgid)][..])),
+            Some(sd_id),
+            &[(param, "verdict"), ("c", value)],
+        )
+        .unwrap()
+    };
+    let build = |l: SyslogMeta, kind| {
+        let s = s.clone().with_syslog(l);
+        spec(kind)
+            .encoder(&[&s])
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    for kind in [Format::Rfc5424, Format::Rfc3164] {
+        assert_eq!(build(layout("DENY", "fw@32473", "v", "=k"), kind), Ok(()));
+        for (bad, l) in [
+            ("msgid", layout("DENY ALL", "fw@32473", "v", "=k")),
+            ("msgid", layout("DENY\n[x]", "fw@32473", "v", "=k")),
+            (
+                "msgid",
+                layout("A_MSGID_LONGER_THAN_32_CHARACTERS", "fw@32473", "v", "=k"),
+            ),
+            ("sd_id", layout("DENY", "fw x@32473", "v", "=k")),
+            ("parameter name", layout("DENY", "fw@32473", "v]", "=k")),
+        ] {
+            let e = build(l, kind).unwrap_err();
+            assert!(e.contains("schema verdicts") && e.contains(bad), "{e}");
+        }
+    }
+    let s = s
+        .clone()
+        .with_syslog(layout("DENY", "fw@32473", "v", "=a\"b]\n"));
+    let mut enc = syslog_spec(Format::Rfc5424).encoder(&[&s]).unwrap();
+    let mut rec = [0u8; 16];
+    rec[..2].copy_from_slice(&16u16.to_ne_bytes());
+    rec[2..4].copy_from_slice(&41u16.to_ne_bytes());
+    for (v, msgid) in [(1u8, "DENY"), (7, "7")] {
+        rec[8] = v;
+        let mut out = Vec::new();
+        assert!(enc.push(&rec, &mut out));
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            format!("<134>1 - cgnat-1 fw 4242 {msgid} [fw@32473 v=\"{v}\" c=\"a\\\"b\\]\\x0a\"]\n")
+        );
+    }
+}

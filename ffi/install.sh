@@ -6,7 +6,8 @@
 #   PREFIX/lib/libdplog.a
 #   PREFIX/lib/pkgconfig/dplog.pc
 # Usage: ffi/install.sh [--debug] PREFIX   (options in any position)
-# Builds the library first (release profile unless --debug). Honors
+# Builds the library first (release profile unless --debug; a release
+# install is stripped of debug information). Honors
 # CARGO_TARGET_DIR and DESTDIR. A relative PREFIX is taken from the
 # current directory. Bad arguments exit 2 with the usage, before any
 # build.
@@ -58,6 +59,15 @@ install -m 0755 "$target/libdplog.so" "$dest/lib/libdplog.so.$version"
 ln -sf "libdplog.so.$version" "$dest/lib/libdplog.so.$major"
 ln -sf "libdplog.so.$major" "$dest/lib/libdplog.so"
 install -m 0644 "$target/libdplog.a" "$dest/lib/libdplog.a"
+# A release install is stripped of debug information (the shared library
+# also of its local symbols; its dynamic symbols, the ABI, stay), as a
+# distribution package would be: the release profile keeps line tables for
+# profiling the workspace itself. --debug installs keep everything, for
+# sanitizer and debugger reports.
+if [ "$profile" = release ]; then
+  strip --strip-unneeded "$dest/lib/libdplog.so.$version"
+  strip --strip-debug "$dest/lib/libdplog.a"
+fi
 # Libs.private: the system libraries libdplog.a needs (zlib and OpenSSL for
 # the librdkafka linked into it, libc, ...), as rustc reports them for this
 # build; the fallback is what this build needs on Debian 12.

@@ -1417,13 +1417,20 @@ dplog_result dplog_reopen(struct dplog *h);
  * since its last publication are not seen by the consumer or counted
  * unless `dplog_producer_flush` or `dplog_producer_free` comes first.
  *
- * Returns `DPLOG_OK` when every produced record was written;
+ * A handle that only attached rings (`dplog_attach`) reports what their
+ * freed producers counted: `produced`, `enqueued`, the drops by reason
+ * and `rings`; `written_records` and the sink counters stay 0 (dplogd
+ * writes those records and counts them in its own stats).
+ *
+ * Returns `DPLOG_OK` when every produced record was written (attached
+ * rings: handed to dplogd's ring);
  * `DPLOG_ERR_RING_STOPPED` when the consumer stopped one or more rings
  * after a protocol violation (`rings_stopped`, `dropped_stopped`; the
  * message names the ring ids); `DPLOG_ERR_UNDELIVERED` when some records
  * were not written (dropped for any reason, or
- * left in flight; the stats say which); `DPLOG_ERR_IO` when the sink's
- * final flush/close failed; `DPLOG_ERR_CONSUMER_GONE` if the consumer
+ * left in flight; the stats say which, the message also names the sink
+ * error that cost them, if any); `DPLOG_ERR_IO` when the sink's final
+ * flush/close failed and lost no record; `DPLOG_ERR_CONSUMER_GONE` if the consumer
  * died. `dplog_close(NULL, ...)` returns `DPLOG_ERR_NULL`; a second close
  * of the same handle is a no-op returning `DPLOG_ERR_CLOSED`.
  *

@@ -2170,6 +2170,19 @@ impl<T: Record> ShmProducer<T> {
         // Relaxed: own single-writer counter.
         self.map.u64_at(OFF_DROPPED_TOTAL).load(Ordering::Relaxed)
     }
+
+    /// Records dropped so far for `reason` (the ring's own per-reason
+    /// counter; they add up to [`dropped`](Self::dropped)).
+    pub fn dropped_for(&self, reason: DropReason) -> u64 {
+        let off = match reason {
+            DropReason::Full => OFF_DROPPED_FULL,
+            DropReason::Degraded => OFF_DROPPED_DEGRADED,
+            DropReason::Disconnected => OFF_DROPPED_DISCONNECTED,
+            DropReason::Stopped => OFF_DROPPED_STOPPED,
+        };
+        // Relaxed: own single-writer counter.
+        self.map.u64_at(off).load(Ordering::Relaxed)
+    }
 }
 
 impl<T: Record> Drop for ShmProducer<T> {

@@ -108,13 +108,20 @@ pub unsafe extern "C" fn dplog_reopen(h: *mut dplog_t) -> dplog_result {
 /// since its last publication are not seen by the consumer or counted
 /// unless `dplog_producer_flush` or `dplog_producer_free` comes first.
 ///
-/// Returns `DPLOG_OK` when every produced record was written;
+/// A handle that only attached rings (`dplog_attach`) reports what their
+/// freed producers counted: `produced`, `enqueued`, the drops by reason
+/// and `rings`; `written_records` and the sink counters stay 0 (dplogd
+/// writes those records and counts them in its own stats).
+///
+/// Returns `DPLOG_OK` when every produced record was written (attached
+/// rings: handed to dplogd's ring);
 /// `DPLOG_ERR_RING_STOPPED` when the consumer stopped one or more rings
 /// after a protocol violation (`rings_stopped`, `dropped_stopped`; the
 /// message names the ring ids); `DPLOG_ERR_UNDELIVERED` when some records
 /// were not written (dropped for any reason, or
-/// left in flight; the stats say which); `DPLOG_ERR_IO` when the sink's
-/// final flush/close failed; `DPLOG_ERR_CONSUMER_GONE` if the consumer
+/// left in flight; the stats say which, the message also names the sink
+/// error that cost them, if any); `DPLOG_ERR_IO` when the sink's final
+/// flush/close failed and lost no record; `DPLOG_ERR_CONSUMER_GONE` if the consumer
 /// died. `dplog_close(NULL, ...)` returns `DPLOG_ERR_NULL`; a second close
 /// of the same handle is a no-op returning `DPLOG_ERR_CLOSED`.
 ///
@@ -158,7 +165,24 @@ pub unsafe extern "C" fn dplog_close(
             State::Closed => return fail(DPLOG_ERR_CLOSED, "dplog handle is already closed"),
             State::Opened(mut p) => {
                 let e = p.sink.as_mut().and_then(|s| s.close().err());
-                (dplog_stats::default(), e.map(|e| LoggerError::Io(e.into())))
+                // A handle that attached rings: what their producers
+                // counted (dplogd writes and counts the records).
+                let a = *lock(&l.shared.attached);
+                let dropped = a.dropped_full
+                    + a.dropped_degraded
+                    + a.dropped_disconnected
+                    + a.dropped_stopped;
+                let v = dplog_stats {
+                    produced: a.enqueued + dropped,
+                    enqueued: a.enqueued,
+                    dropped_full: a.dropped_full,
+                    dropped_degraded: a.dropped_degraded,
+                    dropped_disconnected: a.dropped_disconnected,
+                    dropped_stopped: a.dropped_stopped,
+                    rings: a.rings,
+                    ..dplog_stats::default()
+                };
+                (v, e.map(|e| LoggerError::Io(e.into())))
             }
             State::Started(r) => {
                 // The snapshot source outlives the logger, so the latency
@@ -190,15 +214,21 @@ pub unsafe extern "C" fn dplog_close(
         bury(h as usize);
         // SAFETY: NULL or writable (caller contract).
         unsafe { write_out(final_stats, v) };
-        if let Some(e) = err {
-            return logger_error(e);
-        }
         let dropped = v.dropped_full
             + v.dropped_degraded
             + v.dropped_disconnected
             + v.dropped_stopped
             + v.dropped_sink
             + v.dropped_shutdown;
+        // A sink error that cost records (a batch given up on, the final
+        // flush) is an undelivery: said below with the error's text. Only
+        // an error that lost nothing (a failed close after every record
+        // was written) is DPLOG_ERR_IO.
+        let sink_error = match err {
+            Some(LoggerError::Io(e)) if dropped + v.in_flight > 0 => Some(e.to_string()),
+            Some(e) => return logger_error(e),
+            None => None,
+        };
         if !stopped.is_empty() {
             stopped.sort_unstable();
             return fail(
@@ -213,7 +243,7 @@ pub unsafe extern "C" fn dplog_close(
             return fail(
                 DPLOG_ERR_UNDELIVERED,
                 format!(
-                    "{} record(s) not delivered: {} dropped (full {}, degraded {}, consumer gone {}, ring stopped {}, sink {}, shutdown timeout {}), {} in flight",
+                    "{} record(s) not delivered: {} dropped (full {}, degraded {}, consumer gone {}, ring stopped {}, sink {}, shutdown timeout {}), {} in flight{}",
                     dropped + v.in_flight,
                     dropped,
                     v.dropped_full,
@@ -222,10 +252,119 @@ pub unsafe extern "C" fn dplog_close(
                     v.dropped_stopped,
                     v.dropped_sink,
                     v.dropped_shutdown,
-                    v.in_flight
+                    v.in_flight,
+                    sink_error.map_or(String::new(), |e| format!("; {e}"))
                 ),
             );
         }
         DPLOG_OK
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::producer::{dplog_producer_free, dplog_producer_t};
+    use crate::types::{dplog_field_desc, DPLOG_FIELD_U32};
+    use std::time::Duration;
+
+    /// Counters of `h` now.
+    fn stats(h: *mut dplog_t) -> dplog_stats {
+        let mut st = dplog_stats::default();
+        // SAFETY: h is live; st is writable.
+        assert_eq!(unsafe { crate::dplog_stats(h, &mut st) }, DPLOG_OK);
+        st
+    }
+
+    /// Records a sink gave up on (UDP syslog to a port where nothing
+    /// listens, past `sink_retry_timeout_ms`) make `dplog_close` say
+    /// `DPLOG_ERR_UNDELIVERED`, with the sink's error in its message; the
+    /// sink recovered before the close, so nothing failed at the close
+    /// itself and it is not `DPLOG_ERR_IO`. A user record type, not NAT.
+    #[test]
+    fn records_a_sink_gave_up_on_are_undelivered_not_an_io_error() {
+        let port = dplog_testkit::free_udp_port();
+        let text = format!(
+            "[ring]\ncapacity = 1024\nsink_retry_timeout_ms = 200\n\
+             [format]\ntype = \"rfc5424\"\n\
+             [sink]\ntype = \"syslog\"\ntransport = \"udp\"\naddress = \"127.0.0.1:{port}\"\n"
+        );
+        let text = std::ffi::CString::new(text).unwrap();
+        let mut h: *mut dplog_t = core::ptr::null_mut();
+        assert_eq!(
+            // SAFETY: the text is NUL-terminated; h is writable.
+            unsafe { crate::dplog_open_str(text.as_ptr(), &mut h) },
+            DPLOG_OK
+        );
+        let fields = [dplog_field_desc {
+            name: c"qtype".as_ptr(),
+            offset: 8,
+            size: 4,
+            kind: DPLOG_FIELD_U32,
+            ie_id: 0,
+            enum_names: core::ptr::null(),
+            enum_count: 0,
+        }];
+        let mut id = 0u16;
+        // SAFETY: h is live; the name and descriptor are valid.
+        let rc = unsafe {
+            crate::dplog_schema_register(h, c"dnsQuery".as_ptr(), 16, fields.as_ptr(), 1, &mut id)
+        };
+        assert_eq!(rc, DPLOG_OK);
+        assert_eq!(
+            // SAFETY: h is live.
+            unsafe { crate::dplog_start(h, core::ptr::null(), 0) },
+            DPLOG_OK
+        );
+        let mut p: *mut dplog_producer_t = core::ptr::null_mut();
+        // SAFETY: h is live; p is writable.
+        assert_eq!(unsafe { crate::dplog_producer_new(h, 0, &mut p) }, DPLOG_OK);
+        let log = |n: u32| {
+            for i in 0..n {
+                let mut rec = [0u8; 16];
+                rec[8..12].copy_from_slice(&i.to_ne_bytes());
+                // SAFETY: p is live; rec holds 16 bytes.
+                let rc = unsafe { crate::dplog_log(p, id, rec.as_ptr().cast(), 16) };
+                assert_eq!(rc, DPLOG_OK);
+            }
+            // SAFETY: p is live.
+            assert_eq!(unsafe { crate::dplog_producer_flush(p) }, DPLOG_OK);
+        };
+        // Nothing listens: the sink retries, then gives the records up.
+        log(20);
+        dplog_testkit::wait_until(
+            "20 records dropped by the sink",
+            Duration::from_secs(60),
+            || stats(h).dropped_sink == 20,
+        );
+        // A receiver now: the sink recovers and writes what follows.
+        let rx = std::net::UdpSocket::bind(("127.0.0.1", port)).unwrap();
+        rx.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        log(5);
+        let mut buf = [0u8; 2048];
+        let mut got = 0;
+        // The in-band report of the 20 dropped records, then the 5.
+        while got < 5 {
+            let n = rx.recv(&mut buf).expect("a datagram within 60 s");
+            if !buf[..n].windows(15).any(|w| w == b"RECORDS_DROPPED") {
+                got += 1;
+            }
+        }
+        // SAFETY: p was returned by dplog_producer_new and is freed once.
+        assert_eq!(unsafe { dplog_producer_free(p) }, DPLOG_OK);
+        let mut st = dplog_stats::default();
+        // SAFETY: h is live; st is writable.
+        let rc = unsafe { crate::dplog_close(h, &mut st) };
+        let mut buf = [0 as core::ffi::c_char; 1024];
+        // SAFETY: buf is writable for its length; no length wanted.
+        unsafe { crate::dplog_last_error(buf.as_mut_ptr(), buf.len(), core::ptr::null_mut()) };
+        // SAFETY: dplog_last_error NUL-terminated buf.
+        let msg = unsafe { core::ffi::CStr::from_ptr(buf.as_ptr()) }
+            .to_string_lossy()
+            .into_owned();
+        assert_eq!(rc, DPLOG_ERR_UNDELIVERED, "{msg}");
+        assert_eq!((st.written_records, st.dropped_sink), (5, 20), "{msg}");
+        assert!(msg.contains("20 record(s) not delivered"), "{msg}");
+        assert!(msg.contains("Connection refused"), "{msg}");
+    }
 }

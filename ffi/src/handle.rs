@@ -37,6 +37,24 @@ pub(crate) struct Shared {
     pub(crate) ring_names: Mutex<HashMap<(usize, u32), u32>>,
     /// The `[metrics]` listener, from `dplog_open` to `dplog_close`.
     pub(crate) metrics: Mutex<Option<crate::metrics::Metrics>>,
+    /// The counts of the attached rings (`dplog_attach`) whose producers
+    /// were freed: `dplog_close` of a handle that attaches reports them.
+    pub(crate) attached: Mutex<AttachedCounts>,
+}
+
+/// What the freed producers of attached rings counted (dplogd, not this
+/// handle, writes their records).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct AttachedCounts {
+    /// Records pushed into the rings.
+    pub(crate) enqueued: u64,
+    /// Records dropped, by reason.
+    pub(crate) dropped_full: u64,
+    pub(crate) dropped_degraded: u64,
+    pub(crate) dropped_disconnected: u64,
+    pub(crate) dropped_stopped: u64,
+    /// Rings attached and freed.
+    pub(crate) rings: u64,
 }
 
 /// Opaque logger handle: one configuration, one sink, one consumer thread,
@@ -120,6 +138,7 @@ fn open_config(config: LogConfig, out: *mut *mut dplog_t) -> dplog_result {
         windows: Mutex::new(HashMap::new()),
         ring_names: Mutex::new(HashMap::new()),
         metrics: Mutex::new(None),
+        attached: Mutex::new(AttachedCounts::default()),
     });
     // Bound before the sink opens: a port in use creates no log file.
     if let Some(addr) = config.metrics.prometheus_listen {

@@ -83,6 +83,15 @@ pub(crate) struct ProducerState {
 
 impl Drop for ProducerState {
     fn drop(&mut self) {
+        if let Some(c) = self.prod.attached_counts() {
+            let mut a = lock(&self.shared.attached);
+            a.enqueued += c.enqueued;
+            a.dropped_full += c.dropped_full;
+            a.dropped_degraded += c.dropped_degraded;
+            a.dropped_disconnected += c.dropped_disconnected;
+            a.dropped_stopped += c.dropped_stopped;
+            a.rings += c.rings;
+        }
         lock(&self.shared.windows).remove(&self.ring_id);
         lock(&self.shared.rings).remove(&self.ring_id);
     }

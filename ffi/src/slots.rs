@@ -252,6 +252,28 @@ impl AnyProducer {
         each_producer!(self, p => p.policy())
     }
 
+    /// A shared-memory ring's own counts (`None` for an in-process ring,
+    /// which its logger counts).
+    pub(crate) fn attached_counts(&self) -> Option<crate::handle::AttachedCounts> {
+        fn of<S: dplog::Slot>(p: &ShmLogProducer<S>) -> crate::handle::AttachedCounts {
+            use dplog::DropReason as R;
+            crate::handle::AttachedCounts {
+                enqueued: p.enqueued(),
+                dropped_full: p.dropped_for(R::Full),
+                dropped_degraded: p.dropped_for(R::Degraded),
+                dropped_disconnected: p.dropped_for(R::Disconnected),
+                dropped_stopped: p.dropped_for(R::Stopped),
+                rings: 1,
+            }
+        }
+        match self {
+            Self::S32(_) | Self::S64(_) | Self::S128(_) => None,
+            Self::M32(p) => Some(of(p)),
+            Self::M64(p) => Some(of(p)),
+            Self::M128(p) => Some(of(p)),
+        }
+    }
+
     /// The ring's id within its logger; 0 for a shared-memory ring, which
     /// belongs to no logger of this process.
     pub(crate) fn ring_id(&self) -> u32 {

@@ -160,6 +160,23 @@ pub const SHM_MAX_SCHEMAS: usize = 64;
 pub const SHM_NAME_BYTES: usize = 48;
 /// File name suffix of a ring.
 pub const SHM_SUFFIX: &str = ".ring";
+/// Longest ring name ([`ShmOptions::name`]), in bytes.
+pub const SHM_RING_NAME_MAX: usize = 32;
+
+/// Whether `name` is a ring name a producer may create
+/// ([`ShmOptions::name`], `dplog_attach`): 1 to [`SHM_RING_NAME_MAX`]
+/// ASCII letters, digits, `_` or `-`. The producer refuses any other
+/// name; a consumer refuses a ring file whose name part
+/// ([`ring_file_name`]) is not one (someone renamed it), so a name it
+/// writes into a log line or onto a terminal holds no space, control or
+/// other character that could forge one.
+pub fn ring_name_ok(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= SHM_RING_NAME_MAX
+        && name
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
+}
 
 /// State word: the producer may still push.
 pub const STATE_LIVE: u32 = 1;
@@ -1721,15 +1738,9 @@ impl<T: Record> ShmProducer<T> {
                 "records of {slot_bytes} bytes: a shared-memory ring takes 32-, 64- or 128-byte slots"
             ));
         }
-        if opts.name.is_empty()
-            || opts.name.len() > 32
-            || !opts
-                .name
-                .bytes()
-                .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
-        {
+        if !ring_name_ok(&opts.name) {
             return cfg(format!(
-                "ring name {:?}: letters, digits, '_' and '-', 1 to 32 bytes",
+                "ring name {:?}: letters, digits, '_' and '-', 1 to {SHM_RING_NAME_MAX} bytes",
                 opts.name
             ));
         }
@@ -2663,7 +2674,8 @@ impl ShmReader {
 }
 
 /// The name part of a ring file name `<name>.<pid>.<nonce>.ring`, if the
-/// file name has that shape.
+/// file name has that shape. The name part is not checked: a consumer
+/// checks it with [`ring_name_ok`] before it serves the ring.
 pub fn ring_file_name(path: &Path) -> Option<&str> {
     let f = path.file_name()?.to_str()?;
     let stem = f.strip_suffix(SHM_SUFFIX)?;

@@ -821,6 +821,8 @@ pub struct SyslogDrops {
     app_name: String,
     procid: String,
     sd_id: String,
+    facility: u8,
+    enterprise: String,
 }
 
 impl SyslogDrops {
@@ -841,7 +843,75 @@ impl SyslogDrops {
                 .collect(),
             procid: sy.procid_or_pid(),
             sd_id: format!("dplogDrop@{}", sy.enterprise()),
+            facility: sy.facility,
+            enterprise: sy.enterprise().to_string(),
         }
+    }
+
+    /// Appends `n`, a message of dplog's own that is neither a record nor
+    /// a drop report (dplogd's end of a ring), as one syslog message with
+    /// the drop reports' header values (HOSTNAME, APP-NAME / TAG, PROCID,
+    /// facility) and `n`'s severity.
+    ///
+    /// RFC 5424: PRI, TIMESTAMP `n.time_ns` (microseconds), MSGID
+    /// `n.msgid`, SD-ELEMENT `<n.sd_name>@<enterprise>` with `n.params`
+    /// (values escaped as PARAM-VALUEs, [`Escape::SdParam`]), no MSG:
+    ///
+    /// ```text
+    /// <134>1 2026-11-30T07:49:15.100000Z cgnat-1 NAT 4242 RING_CLOSED [dplogRing@32473 ring="nat.7.00c0ffee00c0ffee.ring" pid="7" records="14"]
+    /// ```
+    ///
+    /// RFC 3164: the same header fields, then the MSGID and the
+    /// parameters as `name=value` pairs (values escaped as text,
+    /// [`Escape::Text`]).
+    /// `n.msgid`, `n.sd_name` and the parameter names are the caller's
+    /// constants (printable US-ASCII without space, `=`, `]` or `"`).
+    pub fn write_notice(&self, n: &SyslogNotice<'_>, out: &mut Vec<u8>) {
+        use crate::conv::push_escaped;
+        let pri = u32::from(self.facility) * 8 + u32::from(n.severity.min(7));
+        out.push(b'<');
+        crate::conv::push_dec(out, u64::from(pri));
+        out.push(b'>');
+        if self.rfc5424 {
+            out.extend_from_slice(b"1 ");
+            crate::conv::Rfc3339Cache::default().push(out, n.time_ns, 6);
+        } else {
+            crate::conv::Rfc3164Cache::default().push(out, n.time_ns);
+        }
+        out.push(b' ');
+        out.extend_from_slice(self.hostname.as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(self.app_name.as_bytes());
+        if self.rfc5424 {
+            out.push(b' ');
+            out.extend_from_slice(self.procid.as_bytes());
+            out.push(b' ');
+        } else {
+            out.extend_from_slice(b": ");
+        }
+        out.extend_from_slice(n.msgid.as_bytes());
+        if self.rfc5424 {
+            out.extend_from_slice(b" [");
+            out.extend_from_slice(n.sd_name.as_bytes());
+            out.push(b'@');
+            out.extend_from_slice(self.enterprise.as_bytes());
+            for (name, v) in n.params {
+                out.push(b' ');
+                out.extend_from_slice(name.as_bytes());
+                out.extend_from_slice(b"=\"");
+                push_escaped(out, v, Escape::SdParam);
+                out.push(b'"');
+            }
+            out.push(b']');
+        } else {
+            for (name, v) in n.params {
+                out.push(b' ');
+                out.extend_from_slice(name.as_bytes());
+                out.push(b'=');
+                push_escaped(out, v, Escape::Text);
+            }
+        }
+        out.push(b'\n');
     }
 
     /// Appends `r` as one syslog message, in the records' shape.
@@ -920,4 +990,19 @@ impl SyslogDrops {
             out.push(b'\n');
         }
     }
+}
+
+/// A syslog message of dplog's own, for [`SyslogDrops::write_notice`].
+#[derive(Clone, Copy, Debug)]
+pub struct SyslogNotice<'a> {
+    /// TIMESTAMP, ns since the Unix epoch.
+    pub time_ns: u64,
+    /// Severity 0..=7 (a larger value is taken as 7).
+    pub severity: u8,
+    /// MSGID (RFC 5424 section 6.2.7: 1..=32 printable US-ASCII).
+    pub msgid: &'a str,
+    /// The SD-ID's name: the element is `<sd_name>@<enterprise>`.
+    pub sd_name: &'a str,
+    /// Parameters: name, and the value's bytes (escaped when written).
+    pub params: &'a [(&'a str, &'a [u8])],
 }

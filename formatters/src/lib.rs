@@ -39,7 +39,7 @@ use dplog_core::{Formatter, RecordBytes};
 
 pub use conv::{Escape, TscCalibration};
 pub use ipfix::{ExportClock, IpfixEncoder, IpfixOptions};
-pub use layouts::SyslogOptions;
+pub use layouts::{SyslogNotice, SyslogOptions};
 pub use template::{Conv, Options, Program, Renumber, TemplateError};
 
 /// Output formats by name, as used on the command line and in config files.
@@ -506,6 +506,20 @@ impl SchemaFormatter {
     /// [`RecordEncoder::set_tsc_calibration`].
     pub fn set_tsc_calibration(&mut self, cal: TscCalibration) {
         self.enc.set_tsc_calibration(cal)
+    }
+
+    /// Appends `n` as a syslog message in this log's header
+    /// ([`layouts::SyslogDrops::write_notice`]) when the format is
+    /// `rfc5424` or `rfc3164`; returns whether it did (nothing is
+    /// written in any other format).
+    pub fn format_syslog_notice(&self, n: &layouts::SyslogNotice<'_>, out: &mut Vec<u8>) -> bool {
+        match &self.syslog {
+            Some(s) => {
+                s.write_notice(n, out);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Records skipped because their schema id or length was not valid,

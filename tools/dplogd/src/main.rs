@@ -24,11 +24,13 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use dplog::config::LogConfig;
 use dplog_core::shm::{
-    ring_file_name, OpenRules, ProducerState, ShmError, ShmReader, SHM_CONSUMER_SUFFIX,
+    ring_file_name, ring_name_ok, OpenRules, ProducerState, ShmError, ShmReader,
+    SHM_CONSUMER_SUFFIX, SHM_RING_NAME_MAX,
 };
 use dplog_core::tsc::TscClock;
 use dplog_core::{DropReport, Formatter, RingStats, Schema, Sink, Snapshot, Stats};
-use dplog_formatters::{Format, SchemaFormatter};
+use dplog_formatters::conv::push_escaped;
+use dplog_formatters::{Escape, Format, SchemaFormatter, SyslogNotice};
 
 use checkpoint::{Checkpoint, RingEntry, RingMark, Target};
 
@@ -103,6 +105,17 @@ enum Ending {
     Exited,
     Closed,
     Quarantined,
+}
+
+impl Ending {
+    /// What the text line says the producer did.
+    fn words(self) -> &'static str {
+        match self {
+            Ending::Exited => "exited",
+            Ending::Closed => "closed its ring",
+            Ending::Quarantined => "had its ring quarantined",
+        }
+    }
 }
 
 struct Ring {
@@ -354,8 +367,9 @@ impl Daemon {
                     present.insert(name.clone());
                     if self.strays.insert(name.clone()) {
                         eprintln!(
-                            "dplogd: {}: not a ring file (a ring is <name>.<pid>.<16 hex digits>.ring, made by a producer); ignored",
-                            path.display()
+                            "dplogd: {}/{}: not a ring file (a ring is <name>.<pid>.<16 hex digits>.ring, made by a producer); ignored",
+                            self.args.rings.display(),
+                            shown(&name)
                         );
                     }
                 }
@@ -389,15 +403,29 @@ impl Daemon {
             allow_uids: self.args.allow_uid.clone(),
         };
         let refuse = |d: &mut Daemon, why: String| {
-            eprintln!("dplogd: ring {file}: refused: {why}");
+            eprintln!("dplogd: ring {}: refused: {why}", shown(&file));
             d.refused.insert(file.clone());
             d.stats.rings_stopped += 1;
         };
+        // A name no producer creates: the file was renamed (by whoever may
+        // create files in the directory). Its name would reach the output
+        // and the terminal; it is not opened.
+        if !ring_file_name(path).is_some_and(ring_name_ok) {
+            return refuse(
+                self,
+                format!(
+                    "its name part is not a ring name a producer creates (1 to {SHM_RING_NAME_MAX} letters, digits, '_' or '-'); renamed? not served"
+                ),
+            );
+        }
         let mut reader = match ShmReader::open(path, &rules) {
             Ok(r) => r,
             Err(e @ ShmError::Schema(_)) => {
                 // The reader marked it quarantined in the file.
-                eprintln!("dplogd: ring {file}: quarantined: {e}; not served");
+                eprintln!(
+                    "dplogd: ring {}: quarantined: {e}; not served",
+                    shown(&file)
+                );
                 self.refused.insert(file);
                 self.stats.rings_stopped += 1;
                 return;
@@ -424,7 +452,10 @@ impl Daemon {
                     return;
                 }
                 RingMark::Quarantined => {
-                    eprintln!("dplogd: ring {file}: quarantined before the restart; not served");
+                    eprintln!(
+                        "dplogd: ring {}: quarantined before the restart; not served",
+                        shown(&file)
+                    );
                     reader.quarantine();
                     self.kept.insert(file.clone(), r.clone());
                     self.refused.insert(file);
@@ -439,7 +470,8 @@ impl Daemon {
         // verdict stands; it is never cleared.
         if reader.quarantined() {
             eprintln!(
-                "dplogd: ring {file}: quarantined before the restart (its consumer file says so); not served"
+                "dplogd: ring {}: quarantined before the restart (its consumer file says so); not served",
+                shown(&file)
             );
             self.refused.insert(file);
             return;
@@ -486,7 +518,8 @@ impl Daemon {
             // progress: resume there; what that daemon wrote after its
             // last checkpoint cannot be cut back without one.
             eprintln!(
-                "dplogd: ring {file}: no checkpoint names it; resuming at index {} where its consumer file says an earlier daemon freed it (records that daemon wrote after its last checkpoint may be written again)",
+                "dplogd: ring {}: no checkpoint names it; resuming at index {} where its consumer file says an earlier daemon freed it (records that daemon wrote after its last checkpoint may be written again)",
+                shown(&file),
                 reader.head()
             );
         }
@@ -605,12 +638,13 @@ impl Daemon {
                 };
                 eprintln!(
                     "dplogd: ring {}: quarantined: {e}; {} records written from it before; the other rings are still served",
-                    r.file,
+                    shown(&r.file),
                     r.reader.head()
                 );
                 r.reader.quarantine();
                 line(
                     format,
+                    &r.fmt,
                     &mut self.buf,
                     &mut self.reports,
                     &r.file,
@@ -629,15 +663,25 @@ impl Daemon {
                     } else {
                         Ending::Exited
                     };
-                    line(
+                    if !line(
                         format,
+                        &r.fmt,
                         &mut self.buf,
                         &mut self.reports,
                         &r.file,
                         r.reader.info().pid,
                         r.reader.head(),
                         how,
-                    );
+                    ) {
+                        // No in-band line in this format: stderr says it.
+                        eprintln!(
+                            "dplogd: producer of ring {} (pid {}) {} after {} records",
+                            shown(&r.file),
+                            r.reader.info().pid,
+                            how.words(),
+                            r.reader.head()
+                        );
+                    }
                     r.ending = Some(how);
                 }
             }
@@ -1064,40 +1108,90 @@ fn ring_stats(r: &Ring, stopped: bool) -> RingStats {
     }
 }
 
-/// The in-band line that ends a ring: text for the line formats, a JSON
-/// object for `json`, nothing for the formats a foreign line would
-/// corrupt (CSV, IPFIX, binary; stderr and the counters say it there).
+/// The in-band line that ends a ring, in the output format's own shape,
+/// every value escaped as a record's byte string is in that format
+/// ([`Escape`]); returns whether it wrote one.
+///
+/// - `text`: `dplogd: producer of ring R (pid P) closed its ring after N
+///   records` (`exited`, `had its ring quarantined`).
+/// - `json`: `{"dplogd":"producer_closed","ring":"R","pid":P,"records":N}`
+///   (`producer_exited`, `ring_quarantined`).
+/// - `rfc5424`, `rfc3164`: a syslog message with the records' header
+///   ([`SchemaFormatter::format_syslog_notice`]), MSGID `RING_CLOSED`
+///   (severity 6), `RING_EXITED` (4) or `RING_QUARANTINED` (3), and the
+///   parameters `ring`, `pid`, `records` (SD-ID `dplogRing@<enterprise>`).
+/// - CSV, IPFIX, binary: nothing (a foreign line would corrupt them; the
+///   caller says it on stderr, the counters count it).
+#[allow(clippy::too_many_arguments)]
 fn line(
     format: Format,
+    fmt: &SchemaFormatter,
     buf: &mut Vec<u8>,
     reports: &mut Vec<Range<usize>>,
     file: &str,
     pid: u32,
     records: u64,
     how: Ending,
-) {
-    let (word, key) = match how {
-        Ending::Exited => ("exited", "producer_exited"),
-        Ending::Closed => ("closed its ring", "producer_closed"),
-        Ending::Quarantined => ("had its ring quarantined", "ring_quarantined"),
+) -> bool {
+    let (key, msgid, severity) = match how {
+        Ending::Exited => ("producer_exited", "RING_EXITED", 4),
+        Ending::Closed => ("producer_closed", "RING_CLOSED", 6),
+        Ending::Quarantined => ("ring_quarantined", "RING_QUARANTINED", 3),
     };
     let start = buf.len();
     match format {
-        Format::Json => buf.extend_from_slice(
-            format!(
-                "{{\"dplogd\":\"{key}\",\"ring\":\"{file}\",\"pid\":{pid},\"records\":{records}}}\n"
-            )
-            .as_bytes(),
-        ),
-        Format::Text | Format::Rfc5424 | Format::Rfc3164 => buf.extend_from_slice(
-            format!("dplogd: producer of ring {file} (pid {pid}) {word} after {records} records\n")
-                .as_bytes(),
-        ),
+        Format::Json => {
+            buf.extend_from_slice(format!("{{\"dplogd\":\"{key}\",\"ring\":\"").as_bytes());
+            push_escaped(buf, file.as_bytes(), Escape::Json);
+            buf.extend_from_slice(format!("\",\"pid\":{pid},\"records\":{records}}}\n").as_bytes());
+        }
+        Format::Text => {
+            buf.extend_from_slice(b"dplogd: producer of ring ");
+            push_escaped(buf, file.as_bytes(), Escape::Text);
+            buf.extend_from_slice(
+                format!(" (pid {pid}) {} after {records} records\n", how.words()).as_bytes(),
+            );
+        }
+        Format::Rfc5424 | Format::Rfc3164 => {
+            let time_ns = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+            let (pid, records) = (pid.to_string(), records.to_string());
+            let params: [(&str, &[u8]); 3] = [
+                ("ring", file.as_bytes()),
+                ("pid", pid.as_bytes()),
+                ("records", records.as_bytes()),
+            ];
+            fmt.format_syslog_notice(
+                &SyslogNotice {
+                    time_ns,
+                    severity,
+                    msgid,
+                    sd_name: "dplogRing",
+                    params: &params,
+                },
+                buf,
+            );
+        }
         _ => {}
     }
     if buf.len() > start {
         reports.push(start..buf.len());
+        true
+    } else {
+        false
     }
+}
+
+/// `s` as stderr shows it: escaped as the text format escapes a byte
+/// string ([`Escape::Text`]), so a name from a ring directory cannot
+/// write a control sequence or a line of its own onto a terminal.
+fn shown(s: &str) -> String {
+    let mut v = Vec::with_capacity(s.len());
+    push_escaped(&mut v, s.as_bytes(), Escape::Text);
+    // Text escaping writes valid UTF-8 as is and every other byte as
+    // `\xNN`: the result is UTF-8.
+    String::from_utf8_lossy(&v).into_owned()
 }
 
 fn serve_metrics(
@@ -1125,4 +1219,86 @@ fn serve_metrics(
             }
         })
         .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A ring file name no producer creates: a line break and a forged
+    /// syslog message, and each syntax's specials.
+    const HOSTILE: &str = "x\n<13>Jan  1 00:00:00 evil su: \"root\"]\\.1.00000000000000ab.ring";
+
+    fn end_line(format: &str, file: &str) -> Option<String> {
+        let cfg = LogConfig::from_toml_str(&format!(
+            "[format]\ntype = \"{format}\"\n[format.syslog]\nhostname = \"h\"\nprocid = \"p\"\n"
+        ))
+        .unwrap();
+        let fmt = cfg.format.formatter(&dplog_schema_nat::all()).unwrap();
+        let (mut buf, mut reports) = (b"record\n".to_vec(), Vec::new());
+        let wrote = line(
+            cfg.format.kind,
+            &fmt,
+            &mut buf,
+            &mut reports,
+            file,
+            7,
+            14,
+            Ending::Closed,
+        );
+        assert_eq!(wrote, !reports.is_empty(), "{format}");
+        if !wrote {
+            assert_eq!(buf, b"record\n", "{format}");
+            return None;
+        }
+        assert_eq!(reports.len(), 1, "{format}");
+        assert_eq!(reports[0], 7..buf.len(), "{format}");
+        let l = String::from_utf8(buf[7..].to_vec()).unwrap();
+        // One line, no control character from the name.
+        assert!(l.ends_with('\n'), "{format}: {l:?}");
+        assert!(
+            !l[..l.len() - 1].chars().any(char::is_control),
+            "{format}: {l:?}"
+        );
+        Some(l)
+    }
+
+    #[test]
+    fn the_end_line_escapes_the_ring_name_as_records_are_in_every_format() {
+        assert_eq!(
+            end_line("text", HOSTILE).unwrap(),
+            "dplogd: producer of ring x\\n<13>Jan\\x20\\x201\\x2000:00:00\\x20evil\\x20su:\\x20\"root\"]\\\\.1.00000000000000ab.ring (pid 7) closed its ring after 14 records\n"
+        );
+        let json: serde_json::Value =
+            serde_json::from_str(&end_line("json", HOSTILE).unwrap()).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"dplogd": "producer_closed", "ring": HOSTILE, "pid": 7, "records": 14})
+        );
+        let l = end_line("rfc5424", HOSTILE).unwrap();
+        assert!(l.starts_with("<134>1 "), "{l:?}");
+        assert!(
+            l.ends_with(
+                "Z h NAT p RING_CLOSED [dplogRing@32473 ring=\"x\\x0a<13>Jan  1 00:00:00 evil su: \\\"root\\\"\\]\\\\.1.00000000000000ab.ring\" pid=\"7\" records=\"14\"]\n"
+            ),
+            "{l:?}"
+        );
+        let l = end_line("rfc3164", HOSTILE).unwrap();
+        assert!(l.starts_with("<134>"), "{l:?}");
+        assert!(
+            l.ends_with(
+                " h NAT: RING_CLOSED ring=x\\n<13>Jan\\x20\\x201\\x2000:00:00\\x20evil\\x20su:\\x20\"root\"]\\\\.1.00000000000000ab.ring pid=7 records=14\n"
+            ),
+            "{l:?}"
+        );
+        for f in ["csv", "binary", "ipfix"] {
+            assert_eq!(end_line(f, HOSTILE), None, "{f}");
+        }
+    }
+
+    #[test]
+    fn stderr_shows_a_name_escaped() {
+        assert_eq!(shown("a.1.ring"), "a.1.ring");
+        assert_eq!(shown("a\n\u{1b}[2J b"), "a\\n\\x1b[2J\\x20b");
+    }
 }

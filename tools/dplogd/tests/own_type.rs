@@ -88,15 +88,26 @@ fn a_record_type_of_the_producers_own_keeps_its_syslog_layout() {
     let mut p = s.producer("acl", 77, &["--record", "acl", "--records", &N.to_string()]);
     assert!(p.wait().unwrap().success());
     wait_for(60, "the ACL ring's end line", || {
-        read(&s.path("out.log")).contains("closed its ring")
+        read(&s.path("out.log")).contains(" RING_CLOSED ")
     });
     assert_eq!(term(&mut d), 0, "stderr:\n{}", s.stderr());
     let text = read(&s.path("out.log"));
-    let recs: Vec<&str> = text
-        .lines()
-        .filter(|l| !l.starts_with("dplogd: "))
-        .collect();
+    let (ends, recs): (Vec<&str>, Vec<&str>) =
+        text.lines().partition(|l| l.contains(" RING_CLOSED "));
     assert_eq!(recs.len() as u64, N, "{text}");
+    // The ring's end is an RFC 5424 message in the records' header
+    // (facility local0, severity informational, the type's APP-NAME).
+    assert_eq!(ends.len(), 1, "{text}");
+    let pid = p.id();
+    assert!(
+        ends[0].starts_with("<134>1 ")
+            && ends[0].contains(&format!(
+                "Z h acl p RING_CLOSED [dplogRing@32473 ring=\"acl.{pid}."
+            ))
+            && ends[0].ends_with(&format!(".ring\" pid=\"{pid}\" records=\"{N}\"]")),
+        "{}",
+        ends[0]
+    );
     for (i, l) in recs.iter().enumerate() {
         let seq = i as u64;
         let msgid = ["NORULE", "DENY", "RATELIMIT"][i % 3];

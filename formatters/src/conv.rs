@@ -568,13 +568,31 @@ fn next_stop<const E: u8>(v: &[u8], mut i: usize) -> usize {
         .map_or(v.len(), |k| i + k)
 }
 
+/// The value of a BYTES field (or any NUL-padded byte string) `field`:
+/// its bytes up to the first NUL, all of them when it has none. Bytes
+/// after the first NUL (padding, or what a reused buffer left there) are
+/// not part of the value.
+#[inline]
+pub fn bytes_value(field: &[u8]) -> &[u8] {
+    match memchr::memchr(0, field) {
+        Some(n) => &field[..n],
+        None => field,
+    }
+}
+
+/// Whether the BYTES field `field` holds `value`: [`bytes_value`] of it
+/// equals `value` byte for byte (a `--where FIELD=VALUE` of `dplog-cat`
+/// and `dplog-query`). A `value` longer than the field, or holding a
+/// NUL, is no field's value.
+#[inline]
+pub fn bytes_field_is(field: &[u8], value: &[u8]) -> bool {
+    bytes_value(field) == value
+}
+
 /// Appends `s` (a byte string, cut at its first NUL) escaped for `esc`;
 /// see [`Escape`] for the rule of each syntax.
 pub fn push_escaped(out: &mut Vec<u8>, s: &[u8], esc: Escape) {
-    let s = match memchr::memchr(0, s) {
-        Some(n) => &s[..n],
-        None => s,
-    };
+    let s = bytes_value(s);
     match esc {
         Escape::Text => escape_as::<{ Escape::Text as u8 }>(out, s, esc),
         Escape::Json => escape_as::<{ Escape::Json as u8 }>(out, s, esc),
@@ -756,6 +774,23 @@ mod tests {
         let mut v = Vec::new();
         f(&mut v);
         String::from_utf8(v).unwrap()
+    }
+
+    #[test]
+    fn a_bytes_value_ends_at_its_first_nul() {
+        let mut f = [0u8; 8];
+        f[..2].copy_from_slice(b"ab");
+        assert_eq!(bytes_value(&f), b"ab");
+        assert!(bytes_field_is(&f, b"ab"));
+        f[3..].copy_from_slice(b"stale");
+        assert_eq!(bytes_value(&f), b"ab");
+        assert!(bytes_field_is(&f, b"ab"));
+        assert!(!bytes_field_is(&f, b"a"));
+        assert!(!bytes_field_is(&f, b"ab\0stale"));
+        let full = *b"12345678";
+        assert!(bytes_field_is(&full, b"12345678"));
+        assert!(!bytes_field_is(&full, b"123456789"));
+        assert!(bytes_field_is(&[0u8; 4], b""));
     }
 
     #[test]

@@ -40,7 +40,11 @@
 //! FIELD=VALUE` (repeatable, all must hold) keeps records that have a
 //! field FIELD printing as VALUE in the text format's default converter
 //! (an address as `10.0.0.1`, a time in ms since the epoch), or, for an
-//! enum field, whose value's name is VALUE.
+//! enum field, whose value's name is VALUE. A BYTES field's value is its
+//! bytes up to the first NUL, compared byte for byte with VALUE as given
+//! (unescaped: `qname=a b`, not the text format's `a\x20b`), as
+//! `dplog-query --where` compares it; a VALUE longer than the field is an
+//! error.
 //!
 //! **Drop reports** (binary `D` frames) are printed in the output format's
 //! shape, as a logger writing that format prints them (the library's
@@ -573,12 +577,21 @@ impl Progress {
     }
 }
 
-/// `--where` compiled for one schema: per condition, the programs whose
-/// output must equal the value (any of them).
+/// How one `--where` condition tests a record.
+enum Test {
+    /// The programs whose output must equal the value (any of them).
+    Printed(Vec<Program>),
+    /// A BYTES field (offset, size): its value, the bytes up to the first
+    /// NUL, must equal the value byte for byte (as `dplog-query`
+    /// compares it; not the escaped text the format prints).
+    Bytes(usize, usize),
+}
+
+/// `--where` compiled for one schema: per condition, its test.
 struct Filter {
-    /// Per condition: (programs, value); `None` if the schema lacks a
+    /// Per condition: (test, value); `None` if the schema lacks a
     /// condition's field (no record of it matches).
-    conds: Option<Vec<(Vec<Program>, Vec<u8>)>>,
+    conds: Option<Vec<(Test, Vec<u8>)>>,
     /// The event-time field: (offset, TSC).
     time: Option<(usize, bool)>,
 }
@@ -595,6 +608,13 @@ impl Filter {
                 conds = None;
                 break;
             };
+            if f.kind == FieldKind::Bytes {
+                if let Some(v) = conds.as_mut() {
+                    let t = Test::Bytes(f.offset as usize, f.size as usize);
+                    v.push((t, value.as_bytes().to_vec()));
+                }
+                continue;
+            }
             let mut progs = Vec::new();
             let mut convs = vec![None];
             if f.kind == FieldKind::Enum && !f.enum_names.is_empty() {
@@ -607,16 +627,18 @@ impl Filter {
                 }
             }
             if let Some(v) = conds.as_mut() {
-                v.push((progs, value.as_bytes().to_vec()));
+                v.push((Test::Printed(progs), value.as_bytes().to_vec()));
             }
         }
         Self { conds, time }
     }
 
     fn set_tsc_calibration(&mut self, cal: TscCalibration) {
-        for (progs, _) in self.conds.iter_mut().flatten() {
-            for p in progs {
-                p.set_tsc_calibration(cal);
+        for (t, _) in self.conds.iter_mut().flatten() {
+            if let Test::Printed(progs) = t {
+                for p in progs {
+                    p.set_tsc_calibration(cal);
+                }
             }
         }
     }
@@ -632,11 +654,14 @@ impl Filter {
         let Some(conds) = self.conds.as_mut() else {
             return false;
         };
-        conds.iter_mut().all(|(progs, want)| {
-            progs.iter_mut().any(|p| {
+        conds.iter_mut().all(|(t, want)| match t {
+            Test::Printed(progs) => progs.iter_mut().any(|p| {
                 tmp.clear();
                 p.run(rec, tmp) && tmp == want
-            })
+            }),
+            Test::Bytes(off, size) => rec
+                .get(*off..*off + *size)
+                .is_some_and(|f| dplog_formatters::conv::bytes_field_is(f, want)),
         })
     }
 }
@@ -644,7 +669,8 @@ impl Filter {
 /// `--where` conditions that can never hold in a log of `schemas`: a
 /// field no record type has (a typo would otherwise print nothing and
 /// look like "no such record"), an address that is not one, an enum
-/// value that is neither a name nor a number of the field.
+/// value that is neither a name nor a number of the field, a value
+/// longer than a BYTES field.
 fn check_wheres(schemas: &[&Schema], wheres: &[(String, String)]) -> Result<(), String> {
     for (name, value) in wheres {
         let fields: Vec<_> = schemas.iter().filter_map(|s| s.field(name)).collect();
@@ -666,6 +692,7 @@ fn check_wheres(schemas: &[&Schema], wheres: &[(String, String)]) -> Result<(), 
             FieldKind::Enum if !f.enum_names.is_empty() => {
                 value.parse::<u64>().is_ok() || f.enum_names.iter().any(|e| e.name == *value)
             }
+            FieldKind::Bytes => value.len() <= f.size as usize,
             _ => true,
         });
         if !fits {
@@ -675,6 +702,10 @@ fn check_wheres(schemas: &[&Schema], wheres: &[(String, String)]) -> Result<(), 
                 match f.kind {
                     FieldKind::Ipv4 => "an IPv4 address such as 10.0.0.1".to_string(),
                     FieldKind::Ipv6 => "an IPv6 address".to_string(),
+                    FieldKind::Bytes => format!(
+                        "longer than the field's {} bytes: no record can hold it",
+                        f.size
+                    ),
                     _ => f.enum_names_hint(value),
                 }
             ));

@@ -15,7 +15,11 @@
 //! missing delete as still live).
 //!
 //! Conditions (`field=value`) select records: equal values (a TSC-typed
-//! field's raw ticks: no condition converts them); a condition
+//! field's raw ticks: no condition converts them; a BYTES field's value
+//! is its bytes up to the first NUL, compared byte for byte with the
+//! value given, as `dplog-cat --where` compares it, and a value longer
+//! than the field is an error; a BYTES key field leaves the key index
+//! unused, as the index hashes the whole field); a condition
 //! on a transport port (`...TransportPort`) that a record type lacks but
 //! whose `portRangeStart`/`portRangeEnd` it has matches when the port is
 //! in the range (port blocks, deterministic NAT mappings).
@@ -347,12 +351,23 @@ enum Cond {
         off: usize,
         bytes: Vec<u8>,
     },
+    /// A BYTES field whose value (its bytes up to the first NUL) is
+    /// `value`.
+    Bytes {
+        off: usize,
+        size: usize,
+        value: Vec<u8>,
+    },
     Range {
         start: FieldDef,
         end: FieldDef,
         v: u64,
     },
 }
+
+/// A field of a state's identity: offset, size, whether it is BYTES
+/// (compared by its value, the bytes up to the first NUL).
+type IdentField = (usize, usize, bool);
 
 /// The conditions resolved against one schema: `None` when the schema
 /// cannot match (it lacks a field a condition names).
@@ -361,14 +376,17 @@ struct Resolved {
     conds: Vec<Cond>,
     /// The index key's hash when the conditions give every key field.
     key: Option<u32>,
-    /// Stateful: (event field, identity field ranges).
-    state: Option<(FieldDef, Vec<(usize, usize)>)>,
+    /// Stateful: (event field, identity fields).
+    state: Option<(FieldDef, Vec<IdentField>)>,
 }
 
 impl Resolved {
     fn matches(&self, rec: &[u8]) -> bool {
         self.conds.iter().all(|c| match c {
             Cond::Eq { off, bytes } => &rec[*off..*off + bytes.len()] == bytes.as_slice(),
+            Cond::Bytes { off, size, value } => {
+                dplog_formatters::conv::bytes_field_is(&rec[*off..*off + *size], value)
+            }
             Cond::Range { start, end, v } => {
                 (start.read_uint(rec)..=end.read_uint(rec)).contains(v)
             }
@@ -376,7 +394,8 @@ impl Resolved {
     }
 }
 
-/// The bytes of `value` as field `f` stores it.
+/// The bytes of `value` as field `f` stores it; for a BYTES field, the
+/// value's bytes without the padding (see [`Cond::Bytes`]).
 fn value_bytes(f: &FieldDef, value: &str) -> Result<Vec<u8>, String> {
     let size = f.size as usize;
     let int = |v: &str| -> Result<u64, String> {
@@ -424,11 +443,11 @@ fn value_bytes(f: &FieldDef, value: &str) -> Result<Vec<u8>, String> {
         }
         FieldKind::Bytes => {
             if value.len() > size {
-                return Err(format!("longer than the field's {size} bytes"));
+                return Err(format!(
+                    "longer than the field's {size} bytes: no record can hold it"
+                ));
             }
-            let mut b = value.as_bytes().to_vec();
-            b.resize(size, 0);
-            Ok(b)
+            Ok(value.as_bytes().to_vec())
         }
         FieldKind::Protocol => match value.to_ascii_lowercase().as_str() {
             "tcp" => Ok(vec![6]),
@@ -478,9 +497,18 @@ fn resolve(
             why,
         };
         if let Some((_, f)) = s.field(name) {
-            out.push(Cond::Eq {
-                off: f.offset as usize,
-                bytes: value_bytes(f, value).map_err(bad)?,
+            let bytes = value_bytes(f, value).map_err(bad)?;
+            out.push(if f.kind == FieldKind::Bytes {
+                Cond::Bytes {
+                    off: f.offset as usize,
+                    size: f.size as usize,
+                    value: bytes,
+                }
+            } else {
+                Cond::Eq {
+                    off: f.offset as usize,
+                    bytes,
+                }
             });
             continue;
         }
@@ -503,7 +531,9 @@ fn resolve(
             None => return Ok(None),
         }
     }
-    // The index key, when every key field is given exactly.
+    // The index key, when every key field is given exactly. A BYTES key
+    // field never is: the index hashes all of the field's bytes, and
+    // records of one value can differ after its first NUL.
     let key_fields = format::index_fields(s, index);
     let mut key = Vec::new();
     let mut full = !key_fields.is_empty();
@@ -539,7 +569,13 @@ fn resolve(
                     && !only_when.contains(i)
                     && (known_schema(s).is_some() || !DELETE_ONLY.contains(&&*f.name))
             })
-            .map(|(_, f)| (f.offset as usize, f.size as usize))
+            .map(|(_, f)| {
+                (
+                    f.offset as usize,
+                    f.size as usize,
+                    f.kind == FieldKind::Bytes,
+                )
+            })
             .collect();
         (ef.clone(), ident)
     });
@@ -880,8 +916,17 @@ fn live_at<'a>(
         };
         let e = ev.read_uint(&h.rec);
         let mut id = Vec::with_capacity(32);
-        for &(o, n) in ident {
-            id.extend_from_slice(&h.rec[o..o + n]);
+        for &(o, n, bytes) in ident {
+            let f = &h.rec[o..o + n];
+            if bytes {
+                // The value, NUL-padded: what follows its NUL is not part
+                // of the identity.
+                let v = dplog_formatters::conv::bytes_value(f);
+                id.extend_from_slice(v);
+                id.resize(id.len() + n - v.len(), 0);
+            } else {
+                id.extend_from_slice(f);
+            }
         }
         if OPEN_EVENTS.contains(&e) && h.time <= t {
             live[i] = true;

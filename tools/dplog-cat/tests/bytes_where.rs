@@ -1,0 +1,109 @@
+//! `--where` on a BYTES field of a user-declared record (`dnsQuery`,
+//! 40-byte NUL-padded `qname`): a value is the field's bytes up to its
+//! first NUL, compared as given (not as the text format escapes it), so
+//! `dplog-cat` selects the records of the fixture's
+//! [`dns_query::matching`], which `dplog-query`'s test checks too; a value
+//! longer than the field is a clear error.
+
+use std::process::Command;
+
+use dplog_core::{Accepted, Sink};
+use dplog_sinks::archive::{ArchiveSink, ArchiveSinkOptions};
+
+#[path = "../../../testkit/fixtures/dns_query.rs"]
+mod dns_query;
+use dns_query::{FULL, N, STALE_TAIL};
+
+fn cat(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_dplog-cat"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The `qtype` (record number) of each JSON line.
+fn qtypes(out: &str) -> Vec<u64> {
+    out.lines()
+        .map(|l| {
+            let at = l.find("\"qtype\":").unwrap() + 8;
+            l[at..]
+                .split(|c: char| !c.is_ascii_digit())
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn a_bytes_value_is_its_bytes_up_to_the_first_nul() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log.bin");
+    dns_query::write_log(&log);
+    let log = log.to_str().unwrap();
+    assert_eq!(
+        dns_query::matching(b"ab").len() as u64,
+        (N - STALE_TAIL) / 5 * 2 + STALE_TAIL
+    );
+    // The same records as an archive indexed on qname.
+    let arch = dir.path().join("arch");
+    std::fs::create_dir(&arch).unwrap();
+    let mut sink = ArchiveSink::open(
+        &arch,
+        ArchiveSinkOptions {
+            index: vec!["qname".into()],
+            block_rows: 50,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let bytes = std::fs::read(log).unwrap();
+    assert_eq!(sink.write_batch(&bytes).unwrap(), Accepted::Delivered);
+    sink.close().unwrap();
+    for input in [log, arch.to_str().unwrap()] {
+        for value in ["ab", "abc", "example.org", FULL] {
+            let w = format!("qname={value}");
+            let (code, out, err) = cat(&["--format", "json", "--where", &w, input]);
+            assert_eq!(code, 0, "{input} {w}: {err}");
+            let want = dns_query::matching(value.as_bytes());
+            assert_eq!(qtypes(&out), want, "{input} {w}");
+        }
+    }
+    // A prefix of a value is not the value.
+    let (code, out, err) = cat(&["--where", "qname=a", log]);
+    assert_eq!((code, out.as_str()), (0, ""), "{err}");
+    // Longer than the field: no record can hold it, a clear error.
+    let long = format!("qname={FULL}x");
+    let (code, out, err) = cat(&["--where", &long, log]);
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert!(err.contains("longer than the field's 40 bytes"), "{err}");
+}
+
+#[test]
+fn a_bytes_value_with_a_space_is_given_as_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dns_query::schema();
+    let mut enc = dplog_formatters::BinaryEncoder::new(&[&s]);
+    let mut out = Vec::new();
+    for (i, name) in [&b"a b"[..], b"a\\x20b"].iter().enumerate() {
+        let mut r = dns_query::rec(i as u64);
+        r[16..56].fill(0);
+        r[16..16 + name.len()].copy_from_slice(name);
+        assert!(enc.push(&r, &mut out));
+    }
+    let log = dir.path().join("space.bin");
+    std::fs::write(&log, out).unwrap();
+    let log = log.to_str().unwrap();
+    let (code, out, err) = cat(&["--format", "json", "--where", "qname=a b", log]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(qtypes(&out), [0]);
+    let (code, out, err) = cat(&["--format", "json", "--where", "qname=a\\x20b", log]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(qtypes(&out), [1]);
+}

@@ -1,0 +1,126 @@
+//! `--where` on a BYTES field of a user-declared record (`dnsQuery`,
+//! 40-byte NUL-padded `qname`): a value is the field's bytes up to its
+//! first NUL, so a short name matches, as `dplog-cat --where` on the same
+//! log (the fixture's [`dns_query::matching`], which `dplog-cat`'s test
+//! checks too); a value longer than the field is a clear error.
+
+use std::process::Command;
+
+use dplog_core::{Accepted, Sink};
+use dplog_sinks::archive::{ArchiveSink, ArchiveSinkOptions};
+
+#[path = "../../../testkit/fixtures/dns_query.rs"]
+mod dns_query;
+use dns_query::{FULL, N, STALE_TAIL, T0};
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_dplog-query"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The `qtype` of each JSON line (the record number).
+fn qtypes(out: &str) -> Vec<u64> {
+    out.lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["qtype"].as_u64().unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn a_bytes_value_is_its_bytes_up_to_the_first_nul() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log.bin");
+    dns_query::write_log(&log);
+    // The log imported (default index, which this record lacks), and the
+    // same records through an archive sink indexed on qname: the index
+    // must not prune a block holding a match.
+    let plain = dir.path().join("plain");
+    std::fs::create_dir(&plain).unwrap();
+    let (code, _, err) = run(&[
+        "import",
+        "--archive",
+        plain.to_str().unwrap(),
+        "--block-rows",
+        "50",
+        log.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains(&format!("imported {N} records")), "{err}");
+    let indexed = dir.path().join("indexed");
+    std::fs::create_dir(&indexed).unwrap();
+    let mut sink = ArchiveSink::open(
+        &indexed,
+        ArchiveSinkOptions {
+            index: vec!["qname".into()],
+            block_rows: 50,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        sink.write_batch(&std::fs::read(&log).unwrap()).unwrap(),
+        Accepted::Delivered
+    );
+    sink.close().unwrap();
+    for (name, arch) in [("plain", &plain), ("indexed", &indexed)] {
+        let from = format!("{}ms", T0 / 1_000_000);
+        let to = format!("{}ms", T0 / 1_000_000 + N);
+        for value in ["ab", "abc", "example.org", FULL] {
+            let w = format!("qname={value}");
+            let (code, out, err) = run(&[
+                "--archive",
+                arch.to_str().unwrap(),
+                "--format",
+                "json",
+                "--between",
+                &from,
+                &to,
+                "--where",
+                &w,
+            ]);
+            let want = dns_query::matching(value.as_bytes());
+            assert!(!want.is_empty());
+            assert_eq!(code, 0, "{name} {w}: {err}");
+            assert_eq!(qtypes(&out), want, "{name} {w}");
+        }
+        // "ab" is 2 of every 5 records (one with stale bytes after its NUL)
+        // and the last block.
+        assert_eq!(
+            dns_query::matching(b"ab").len() as u64,
+            (N - STALE_TAIL) / 5 * 2 + STALE_TAIL
+        );
+        // A prefix of a value is not the value; nothing matches.
+        let (code, out, _) = run(&[
+            "--archive",
+            arch.to_str().unwrap(),
+            "--between",
+            &from,
+            &to,
+            "--where",
+            "qname=a",
+        ]);
+        assert_eq!((code, out.as_str()), (1, ""));
+        // Longer than the field: no record can hold it, a clear error.
+        let long = format!("qname={FULL}x");
+        let (code, out, err) = run(&[
+            "--archive",
+            arch.to_str().unwrap(),
+            "--between",
+            &from,
+            &to,
+            "--where",
+            &long,
+        ]);
+        assert_eq!((code, out.as_str()), (2, ""), "{err}");
+        assert!(err.contains("longer than the field's 40 bytes"), "{err}");
+    }
+}

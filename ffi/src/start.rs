@@ -135,14 +135,21 @@ pub unsafe extern "C" fn dplog_start(
                 Ok(formatter) => {
                     // Consumer 0 writes to the sink opened by dplog_open
                     // (the default sink opens here); consumer i > 0 to its
-                    // own instance (see dplog_start).
+                    // own instance (see dplog_start). A format with a file
+                    // header (CSV) needs the record types, known only now:
+                    // its sinks are opened again with that header, so a
+                    // file appended to by several runs has it once, at its
+                    // top (dplog_open opened the sink only to fail fast).
+                    let header = cfg.format.spec().file_header(&all).is_some();
                     let sink = match (i, pending.sink.take()) {
-                        (0, Some(s)) => Ok(s),
-                        _ => cfg
-                            .sink
-                            .for_consumer(i)
-                            .build()
-                            .map_err(|e| fail(DPLOG_ERR_IO, format!("cannot open sink: {e}"))),
+                        (0, Some(s)) if !header => Ok(s),
+                        (_, early) => {
+                            drop(early);
+                            cfg.sink
+                                .for_consumer(i)
+                                .build_for_schema(&cfg.format, &all)
+                                .map_err(|e| fail(DPLOG_ERR_IO, format!("cannot open sink: {e}")))
+                        }
                     };
                     sink.and_then(|sink| {
                         let mut lc = cfg.logger_config();
@@ -283,6 +290,79 @@ mod tests {
         assert_eq!(
             paths(&cfg.sink.for_consumer(3)),
             ["/var/log/nat.log.3", "/var/log/nat-mmap.3"]
+        );
+    }
+
+    /// One run of a C program logging `n` user records (a DNS query type)
+    /// as CSV to the file `path` (appended to).
+    fn csv_run(path: &std::path::Path, n: u32) {
+        let text = format!(
+            "[format]\ntype = \"csv\"\n[sink]\ntype = \"file\"\npath = \"{}\"\n",
+            path.display()
+        );
+        let text = std::ffi::CString::new(text).unwrap();
+        let mut h: *mut dplog_t = core::ptr::null_mut();
+        // SAFETY: text is NUL-terminated, h is writable.
+        let rc = unsafe { crate::dplog_open_str(text.as_ptr(), &mut h) };
+        assert_eq!(rc, DPLOG_OK);
+        let fields = [dplog_field_desc {
+            name: c"qtype".as_ptr(),
+            offset: 8,
+            size: 4,
+            kind: DPLOG_FIELD_U32,
+            ie_id: 0,
+            enum_names: core::ptr::null(),
+            enum_count: 0,
+        }];
+        let mut id = 0u16;
+        // SAFETY: h is live; the name and descriptor are valid.
+        let r = unsafe {
+            crate::dplog_schema_register(h, c"dnsQuery".as_ptr(), 16, fields.as_ptr(), 1, &mut id)
+        };
+        assert_eq!(r, DPLOG_OK);
+        // SAFETY: h is live.
+        assert_eq!(unsafe { dplog_start(h, core::ptr::null(), 0) }, DPLOG_OK);
+        let mut p: *mut crate::producer::dplog_producer_t = core::ptr::null_mut();
+        // SAFETY: h is live; p is writable.
+        assert_eq!(unsafe { crate::dplog_producer_new(h, 0, &mut p) }, DPLOG_OK);
+        for q in 0..n {
+            let mut rec = [0u8; 16];
+            rec[8..12].copy_from_slice(&q.to_ne_bytes());
+            // SAFETY: p is live; rec holds 16 bytes.
+            let rc = unsafe { crate::dplog_log(p, id, rec.as_ptr().cast(), 16) };
+            assert_eq!(rc, DPLOG_OK);
+        }
+        // SAFETY: p was returned by dplog_producer_new and is freed once.
+        assert_eq!(unsafe { crate::dplog_producer_free(p) }, DPLOG_OK);
+        // SAFETY: h is live; no stats wanted.
+        let rc = unsafe { crate::dplog_close(h, core::ptr::null_mut()) };
+        assert_eq!(rc, DPLOG_OK);
+    }
+
+    /// Two runs of a C program appending user records to one CSV file:
+    /// the header is the file's first line and only there, so every row
+    /// is read under its own columns.
+    #[test]
+    fn a_csv_file_appended_to_by_two_runs_has_one_header_at_its_top() {
+        let dir = std::env::temp_dir().join(format!("dplog-ffi-csv-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        let path = dir.join("dns.csv");
+        csv_run(&path, 3);
+        csv_run(&path, 4);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("recordType,"), "{text}");
+        assert_eq!(lines.len(), 1 + 3 + 4, "{text}");
+        assert_eq!(
+            lines.iter().filter(|l| **l == lines[0]).count(),
+            1,
+            "one header: {text}"
+        );
+        assert!(
+            lines[1..].iter().all(|l| l.starts_with("dnsQuery,")),
+            "{text}"
         );
     }
 }

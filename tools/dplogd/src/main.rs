@@ -556,14 +556,25 @@ impl Daemon {
             r.high_water = r
                 .high_water
                 .max(r.reader.tail().saturating_sub(r.reader.head() - n as u64));
-            if let Some(d) = res.is_ok().then(|| r.reader.take_drops()).flatten() {
+            // The drop counters are checked as the index is: a violation
+            // quarantines the ring below, and its count is never reported.
+            let res = res.and_then(|_| r.reader.take_drops());
+            if let Ok(Some(d)) = &res {
+                // The producer's drop times, within the ring's life: not
+                // before its creation time (itself not after now), not
+                // after now, the first not after the last.
                 let now_ticks = dplog_core::tsc::now_ticks();
-                let rep = DropReport::new(
-                    r.id,
-                    d.dropped,
-                    self.clock.to_utc_ns(d.first_ns.min(now_ticks)),
-                    self.clock.to_utc_ns(d.last_ns.min(now_ticks)),
-                );
+                let now_ns = dplog_core::tsc::realtime_ns();
+                let born = r.reader.info().created_ns.min(now_ns);
+                let last = self
+                    .clock
+                    .to_utc_ns(d.last_ns.min(now_ticks))
+                    .clamp(born, now_ns);
+                let first = self
+                    .clock
+                    .to_utc_ns(d.first_ns.min(now_ticks))
+                    .clamp(born, last);
+                let rep = DropReport::new(r.id, d.dropped, first, last);
                 let start = self.buf.len();
                 Formatter::<dplog_core::Slot64>::format_drop_report(
                     &mut r.fmt,
@@ -574,7 +585,7 @@ impl Daemon {
                     self.reports.push(start..self.buf.len());
                     self.stats.drop_reports += 1;
                 }
-                r.dropped_reported += d.dropped;
+                r.dropped_reported = r.dropped_reported.saturating_add(d.dropped);
             }
             if let Err(e) = res {
                 let e = match e {
@@ -863,9 +874,11 @@ impl Daemon {
         rings.extend(self.rings.values().map(|r| ring_stats(r, false)));
         rings.sort_by_key(|r| r.id);
         let mut s = self.stats;
-        s.enqueued = rings.iter().map(|r| r.enqueued).sum();
-        s.dropped_full = rings.iter().map(|r| r.dropped_full).sum();
-        s.produced = s.enqueued + s.dropped_full;
+        // Saturating: the counts come from the producers' files.
+        let sum = |f: fn(&RingStats) -> u64| rings.iter().map(f).fold(0u64, u64::saturating_add);
+        s.enqueued = sum(|r| r.enqueued);
+        s.dropped_full = sum(|r| r.dropped_full);
+        s.produced = s.enqueued.saturating_add(s.dropped_full);
         s.high_water = rings.iter().map(|r| r.high_water).max().unwrap_or(0);
         let snap = Snapshot {
             consumer: s,
@@ -1021,7 +1034,7 @@ fn ring_stats(r: &Ring, stopped: bool) -> RingStats {
         id: r.id,
         capacity: u64::from(r.reader.info().capacity),
         fill: r.reader.tail() - r.reader.head(),
-        produced: r.reader.tail() + r.dropped_reported,
+        produced: r.reader.tail().saturating_add(r.dropped_reported),
         enqueued: r.reader.tail(),
         dropped_full: r.dropped_reported,
         stopped,

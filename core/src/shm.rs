@@ -2114,9 +2114,14 @@ impl<T: Record> ShmProducer<T> {
         self.is_quarantined()
     }
 
+    /// One wait step of a blocked push; true, before any step, once the
+    /// consumer quarantined the ring (it will free no slot).
     fn wait(&self, steps: &mut WaitSteps) -> bool {
+        if self.is_quarantined() {
+            return true;
+        }
         steps.step(self.block_spins);
-        steps.spun(self.block_spins) && self.is_quarantined()
+        false
     }
 
     /// Pushes `rec`, waiting while the ring is full (spin, yield, then

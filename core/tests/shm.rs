@@ -218,6 +218,34 @@ fn block_waits_for_the_reader_and_stops_when_quarantined() {
     assert_eq!(dropped, 6);
 }
 
+/// A push on a full, quarantined ring returns at once: with an unbounded
+/// wait (`block_spins = u32::MAX`) one that waited out its spins first
+/// would not return.
+#[test]
+fn block_on_a_quarantined_full_ring_returns_at_once() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = LoggerConfig {
+        ring_capacity: 4,
+        backpressure: Backpressure::Block,
+        block_spins: u32::MAX,
+        ..LoggerConfig::default()
+    };
+    let mut p = ShmLogProducer::<NatRecord>::create(
+        &opts(d.path(), 4),
+        &cfg,
+        &dplog_schema_nat::all(),
+        RecordRules::own(),
+    )
+    .unwrap();
+    let r = ShmReader::open(p.path(), &OpenRules::default()).unwrap();
+    // The producer looks for its consumer file at most once a millisecond.
+    std::thread::sleep(std::time::Duration::from_millis(3));
+    assert_eq!((0..4).filter(|&i| p.log(rec(i))).count(), 4);
+    r.quarantine();
+    assert_eq!((4..20).filter(|&i| p.log(rec(i))).count(), 0);
+    assert_eq!(p.dropped(), 16);
+}
+
 #[test]
 fn a_group_ring_is_0640_and_another_owner_is_refused() {
     let d = tempfile::tempdir().unwrap();

@@ -313,8 +313,10 @@ struct dplog_field_desc {
  *
  * A stopped ring (`rings_stopped`, `DPLOG_ERR_RING_STOPPED`) counts as
  * `enqueued` the records its consumer accepted before the bad index, and
- * in `dropped_stopped` what its producer pushed past them plus what the
- * producer then refused. Records that two threads sharing one producer
+ * in `dropped_stopped` what its producer wrote past them (a call racing
+ * the stop, the rest of an inline window opened before it; never read)
+ * plus every record of every later call, each refused at once. Records
+ * that two threads sharing one producer
  * overwrote in the ring before any index went wrong were never in the
  * ring and are in no counter: `produced` may then be below the number of
  * `DPLOG_OK` returns.
@@ -928,9 +930,12 @@ struct dplog_nat_quota_exceeded {
  * records accepted before are written exactly once; nothing after them
  * is read, and what is lost is counted in `dropped_stopped` (see
  * `struct dplog_stats`). The consumer prints one line naming the ring on
- * stderr; the other rings go on. A producer of a stopped ring gets this
- * code once the ring's free slots are used up (the record is dropped and
- * counted); free it.
+ * stderr; the other rings go on. From then on every log, burst or
+ * reservation call on the stopped ring's producer returns this code at
+ * once, whatever the policy, and its records are dropped and counted in
+ * `dropped_stopped` (records the inline `dplog_log` wrote into a window
+ * opened before the stop return `DPLOG_OK` and are counted there too);
+ * free the producer.
  */
 #define DPLOG_ERR_RING_STOPPED 16
 
@@ -1187,8 +1192,9 @@ dplog_result dplog_producer_free(dplog_producer *p);
  * `DPLOG_ERR_FULL`, `DPLOG_ERR_CLOSED` (producer freed or logger closed),
  * `DPLOG_ERR_CONSUMER_GONE` (the ring is full and the consumer thread has
  * died; the record is dropped and counted), `DPLOG_ERR_RING_STOPPED` (the
- * consumer stopped this ring after a protocol violation and it is full;
- * the record is dropped and counted), `DPLOG_ERR_STATE` (a
+ * consumer stopped this ring after a protocol violation: every call from
+ * then on returns it at once, the record dropped and counted in
+ * `dropped_stopped`), `DPLOG_ERR_STATE` (a
  * `dplog_reserve` is pending on this producer), `DPLOG_ERR_INVALID_ARG`
  * (not a producer). On an
  * argument error nothing is enqueued or counted.
@@ -1303,7 +1309,10 @@ dplog_result dplog_reserve_refill(dplog_producer *p, uint16_t schema_id, size_t 
  * `DPLOG_ERR_INVALID_ARG` (`n` is 0 or above `DPLOG_RESERVE_MAX`),
  * `DPLOG_ERR_STATE` (a reservation is pending), `DPLOG_ERR_CLOSED`,
  * `DPLOG_ERR_CONSUMER_GONE` (waiting for room under `"block"` while the
- * consumer thread has died). `*slots` is written only on success.
+ * consumer thread has died), `DPLOG_ERR_RING_STOPPED` (the consumer
+ * stopped the ring after a protocol violation: returned at once, the `n`
+ * records counted in `dropped_stopped`). `*slots` is written only on
+ * success.
  *
  * Thread-safety: one thread at a time per producer.
  *
@@ -1346,7 +1355,9 @@ dplog_result dplog_producer_flush(dplog_producer *p);
  * Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_STATE` (no reservation),
  * `DPLOG_ERR_INVALID_ARG` (`n` above the reserved count; the reservation
  * stays pending), `DPLOG_ERR_FULL`, `DPLOG_ERR_CLOSED`,
- * `DPLOG_ERR_CONSUMER_GONE`.
+ * `DPLOG_ERR_CONSUMER_GONE`, `DPLOG_ERR_RING_STOPPED` (a staged
+ * reservation of a ring stopped since; its records are counted in
+ * `dropped_stopped`).
  *
  * Thread-safety: one thread at a time per producer.
  *

@@ -54,9 +54,13 @@
 //! never passes the consumer index by more than the capacity, so a tail
 //! that moves backwards or a fill above the capacity stops the ring. The
 //! claimed index `prod_head` is the producers' own and is not read by the
-//! consumer. A producer waiting for an earlier claimant to publish gives
-//! up once the ring is stopped (its records count as not pushed), so no
-//! producer waits forever on a tail that will not reach its claim.
+//! consumer. A producer publishes nothing into a stopped ring: it gives
+//! up before it publishes, or while it waits for an earlier claimant (its
+//! records count as not pushed), so no record is written into a ring that
+//! is no longer read and no producer waits forever on a tail that will not
+//! reach its claim. Records published between the stop and the
+//! producer's check are counted lost from the published tail (see
+//! [`RingStats::dropped_stopped`](crate::stats::RingStats::dropped_stopped)).
 
 use core::mem::size_of;
 
@@ -253,18 +257,20 @@ impl<T: Record> MpProducer<T> {
     }
 
     /// Publishes `head..head+n` once every earlier claim is published;
-    /// false, publishing nothing, if the ring is stopped while it waits.
+    /// false, publishing nothing, if the ring is stopped (before or while
+    /// it waits): the caller gets its records back, nothing is written
+    /// into a ring that is no longer read.
     #[inline(always)]
     fn publish(&mut self, head: usize, n: usize) -> bool {
         self.shared.stamp(head, n);
+        // Acquire pairs with the consumer's Release store of `stopped`.
+        if self.shared.stopped.load(Ordering::Acquire) {
+            return false;
+        }
         // A claim that starts where this handle's last publication ended
         // follows no other claim, so `tail` is at `head` already: no load
-        // of the `tail` line the consumer polls (module docs). Acquire on
-        // `stopped` pairs with the consumer's Release store: a stopped
-        // ring takes the waiting path, which gives up as it always has.
-        if (head != self.published_end || self.shared.stopped.load(Ordering::Acquire))
-            && !self.wait_turn(head)
-        {
+        // of the `tail` line the consumer polls (module docs).
+        if head != self.published_end && !self.wait_turn(head) {
             return false;
         }
         // Release pairs with the consumer's Acquire load of `tail`.
@@ -285,8 +291,9 @@ impl<T: Record> MpProducer<T> {
         // Acquire pairs with the previous claimant's Release store of `tail`.
         while self.shared.tail.load(Ordering::Acquire) != head {
             // Acquire pairs with the consumer's Release store of `stopped`:
-            // a stopped ring's tail may never reach this claim.
-            if spins.spun(limit) && self.shared.stopped.load(Ordering::Acquire) {
+            // a stopped ring's tail may never reach this claim, so give up
+            // before the next step.
+            if self.shared.stopped.load(Ordering::Acquire) {
                 return false;
             }
             // An earlier claimant copies a burst in well under a
@@ -482,8 +489,7 @@ impl<T: Record> MpProducer<T> {
     /// True if the consumer has stopped reading this ring after a
     /// protocol violation (see [`crate::ring`](mod@crate::ring)).
     pub fn is_stopped(&self) -> bool {
-        // Acquire pairs with the consumer's Release store of `stopped`.
-        self.shared.stopped.load(Ordering::Acquire)
+        self.shared.is_stopped()
     }
 }
 
@@ -530,12 +536,24 @@ mod tests {
         c.shared().tail.store(100, Ordering::Release);
         assert_eq!(c.read_burst(8, |_| panic!("stopped: nothing read")), 0);
         assert!(c.is_stopped() && p.is_stopped());
-        assert_eq!(p.try_push(rec(0, 2)), Err(rec(0, 2)));
-        assert_eq!(p.push(rec(0, 3)), Err(Disconnected(rec(0, 3))));
+        // Every later call fails at once, with room left in the ring and
+        // an unbounded wait: nothing is published into the stopped ring.
+        p.set_block_spins(u32::MAX);
+        let mut q = p.clone();
+        for i in 2..10 {
+            assert_eq!(p.try_push(rec(0, i)), Err(rec(0, i)));
+            assert_eq!(p.push(rec(0, i)), Err(Disconnected(rec(0, i))));
+            assert_eq!(q.push_burst(&[rec(1, i)]), Err(Disconnected(0)));
+        }
         assert!(!p.reserve_commit(1, |i| rec(0, i as u64)));
+        assert_eq!(c.shared().tail.load(Ordering::Relaxed), 100);
         let s = crate::stats::RingStats::read(0, c.shared());
         assert!(s.stopped);
-        assert_eq!((s.enqueued, s.dequeued), (2, 2));
+        assert_eq!(
+            (s.enqueued, s.dequeued, s.dropped_stopped, s.produced),
+            (2, 2, 0, 2),
+            "the tail is still the bad index: nothing counted as written after the stop"
+        );
     }
 
     #[test]

@@ -54,9 +54,24 @@
 //! the records it had already accepted (each index at most once, so
 //! nothing is read twice) and never reloads the tail again; it prints one
 //! line naming the ring on stderr, and records the stop in the ring's
-//! stats ([`RingStats::stopped`](crate::stats::RingStats)). Producers of
-//! a stopped ring find it full once its free slots are used and then get
-//! `Err(Disconnected)` from `push` instead of waiting forever.
+//! stats ([`RingStats::stopped`](crate::stats::RingStats)).
+//!
+//! Every later call of a stopped ring's producer fails at once, at no
+//! cost to the fast path: the SPSC producer computes its free slots from
+//! a room word that holds the capacity (its fast path's one load of it),
+//! and the consumer, when it stops the ring, sets it so that no indices
+//! leave room. The next call so takes the slow path,
+//! which sees the ring stopped: `try_push` and the bursts, bulks and
+//! reservations find no room, `push` and `push_burst` return
+//! `Err(Disconnected)` before they wait (so does a push on a full ring
+//! whose consumer is gone), and [`Producer::is_stopped`] says why. An
+//! MPSC producer checks before it publishes. The policy layer
+//! ([`LogProducer::log`](crate::LogProducer::log)) counts each refused
+//! record in `dropped_stopped`. Records written after the last index the
+//! consumer accepted (a call in flight at the stop, an inline window's
+//! slots) are never read; the producer counts them in `dropped_stopped`
+//! from its own index when it finds the ring stopped, and again, as a
+//! count, not an increment, at its drop, so each is counted once.
 
 use core::marker::PhantomData;
 use core::mem::{size_of, MaybeUninit};
@@ -535,10 +550,24 @@ pub(crate) struct Shared<T> {
     /// producer (Acquire) so `push` does not wait forever.
     pub(crate) consumer_gone: AtomicBool,
     /// Set by the consumer when it stops the ring after a protocol
-    /// violation (Release, after `accepted_tail` and `bad_tail`); read
-    /// (Acquire) by blocked producers, so `push` does not wait forever,
-    /// and by snapshots, which then read the two indices below.
+    /// violation (Release, after `accepted_tail`, `bad_tail` and `room`);
+    /// read (Acquire) by MPSC producers before they publish and by
+    /// snapshots, which then read the indices below.
     pub(crate) stopped: AtomicBool,
+    /// The SPSC producer's room: `capacity` while the ring is served,
+    /// [`ROOM_STOPPED`] once the consumer stopped it (Release, after
+    /// `accepted_tail` and before `stopped`). The producer's fast path
+    /// computes its free slots from it rather than from `capacity`
+    /// (Relaxed, its one load of either), so the first call after the stop
+    /// finds no room and takes the slow path, whose Acquire load of it
+    /// decides (see [`Producer::is_stopped`]).
+    pub(crate) room: AtomicUsize,
+    /// Records the SPSC producer wrote past `accepted_tail` before it
+    /// found the ring stopped (never read, so lost), as it counted them
+    /// from its own index: stored (Release) on every slow-path call of a
+    /// stopped ring and at its drop; [`UNSETTLED`] until then (a snapshot
+    /// then estimates them from the published tail).
+    pub(crate) stranded: AtomicU64,
     /// The last producer index the consumer accepted before it stopped
     /// the ring: every record below it is read, none above it ever is.
     pub(crate) accepted_tail: AtomicUsize,
@@ -563,6 +592,14 @@ pub(crate) struct Shared<T> {
 /// for the enqueue-to-write latency histogram.
 pub const SAMPLE_EVERY: usize = 1024;
 
+/// `Shared::room` of a stopped ring: negative as a signed number by far
+/// more than any capacity, so the producer's free slots (`room` minus its
+/// fill, compared signed) are negative whatever its indices.
+pub(crate) const ROOM_STOPPED: usize = (isize::MIN / 2) as usize;
+
+/// `Shared::stranded` before the producer settled a stop.
+pub(crate) const UNSETTLED: u64 = u64::MAX;
+
 // SAFETY: the slot array is only accessed through the ring protocol above:
 // producers write slots in [tail, head + cap) they own and the consumer reads
 // slots in [head, tail); the Release/Acquire pairs on `tail`/`head` order
@@ -584,6 +621,8 @@ impl<T> Shared<T> {
             producer_gone: AtomicBool::new(false),
             consumer_gone: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
+            room: AtomicUsize::new(capacity),
+            stranded: AtomicU64::new(UNSETTLED),
             accepted_tail: AtomicUsize::new(0),
             bad_tail: AtomicUsize::new(0),
             slots: Slots::new(capacity)?,
@@ -621,6 +660,14 @@ impl<T> Shared<T> {
             .store(crate::tsc::now_ticks(), Ordering::Relaxed);
     }
 
+    /// True once the consumer stopped the ring. Acquire pairs with the
+    /// consumer's Release store of `room` in `Consumer::stop`, which
+    /// follows its store of `accepted_tail`.
+    #[inline]
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.room.load(Ordering::Acquire) != self.capacity
+    }
+
     /// Records in the ring right now (a snapshot; either side may move).
     pub(crate) fn len(&self) -> usize {
         // Relaxed: a statistic, no slot is accessed through this value.
@@ -640,7 +687,10 @@ impl<T> Shared<T> {
             DropReason::Disconnected => &c.dropped_disconnected,
             DropReason::Stopped => &c.dropped_stopped,
         };
-        if shared_writers {
+        // A stopped ring's drops are counted with read-modify-writes
+        // even from an SPSC producer: a ring stops when its producer is
+        // used by two threads at once, which would lose plain stores.
+        if shared_writers || reason == DropReason::Stopped {
             // Relaxed: statistics; the report handshake below is Release.
             counter.fetch_add(n, Ordering::Relaxed);
             // Acquire pairs with the consumer's Release store of
@@ -798,25 +848,76 @@ impl<T: Record> Producer<T> {
         self.shared.capacity
     }
 
-    /// Free slots, refreshing the cached consumer index once if needed.
+    /// Free slots, refreshing the cached consumer index once if needed;
+    /// 0 once the ring is stopped. `want` is at most `isize::MAX` (a
+    /// slice's length for a record type of at least one byte; callers
+    /// with a caller-given count clamp it to the capacity first).
     #[inline(always)]
     fn free_slots(&mut self, want: usize) -> usize {
-        let cap = self.shared.capacity;
-        // Wrapping, as release builds compile it anyway: a producer whose
-        // state two threads corrupted (tail behind the cached consumer
-        // index) must not panic in debug builds; it publishes an index the
-        // consumer then refuses (see the module docs).
-        let mut free = cap.wrapping_sub(self.tail.wrapping_sub(self.cached_head));
-        if free < want {
-            // The consumer can only free slots it can see: publish any
-            // deferred records before asking it for room.
-            self.flush();
-            // Acquire pairs with the consumer's Release store of `head`: the
-            // consumer has finished reading every slot below it.
-            self.cached_head = self.shared.head.load(Ordering::Acquire);
-            free = cap.wrapping_sub(self.tail.wrapping_sub(self.cached_head));
+        // The fast path: the room (the capacity while the ring is served;
+        // the fast path's one load of it) less the fill from the cached
+        // consumer index. Relaxed: the room only
+        // sends the producer of a stopped ring to the slow path, which
+        // reads it again with Acquire. Wrapping, as release builds compile
+        // it anyway: a producer whose state two threads corrupted (tail
+        // behind the cached consumer index) must not panic in debug
+        // builds; it publishes an index the consumer then refuses (see
+        // the module docs). Signed: a stopped ring's room makes `free`
+        // negative whatever the indices.
+        let room = self.shared.room.load(Ordering::Relaxed);
+        let free = room.wrapping_sub(self.tail.wrapping_sub(self.cached_head));
+        if (free as isize) < (want as isize) {
+            return self.free_slots_slow();
         }
         free
+    }
+
+    /// [`free_slots`](Self::free_slots) when the cached view has too
+    /// little room: publishes what is pending, refreshes the consumer
+    /// index, and checks whether the ring is stopped.
+    #[cold]
+    #[inline(never)]
+    fn free_slots_slow(&mut self) -> usize {
+        let cap = self.shared.capacity;
+        // The consumer can only free slots it can see: publish any
+        // deferred records before asking it for room.
+        self.flush();
+        // Acquire pairs with the consumer's Release store of `head`: the
+        // consumer has finished reading every slot below it.
+        self.cached_head = self.shared.head.load(Ordering::Acquire);
+        if self.shared.is_stopped() {
+            self.settle_stop();
+            return 0;
+        }
+        let free = cap.wrapping_sub(self.tail.wrapping_sub(self.cached_head));
+        // Above the capacity only when the producer's index is behind the
+        // consumer's (two threads corrupted it): no room, and the index
+        // flush published stops the ring.
+        if free > cap {
+            0
+        } else {
+            free
+        }
+    }
+
+    /// Counts the records this producer wrote past the last index the
+    /// consumer accepted before it stopped the ring (never read, so lost
+    /// to `dropped_stopped`): its own index less that one, when it lies
+    /// within a capacity above it (a producer whose index two threads
+    /// corrupted counts none). Stores the count, so calling it again
+    /// after more records were published (an inline window's, a commit)
+    /// counts each record once. Call after `flush`, once the ring is
+    /// stopped.
+    #[cold]
+    fn settle_stop(&mut self) {
+        let sh = &self.shared;
+        // Relaxed: published by the consumer's Release store of `room`,
+        // which the caller's Acquire load saw.
+        let accepted = sh.accepted_tail.load(Ordering::Relaxed);
+        let past = self.tail.wrapping_sub(accepted);
+        let stranded = if past <= sh.capacity { past } else { 0 };
+        // Release pairs with the Acquire load in `RingStats::read`.
+        sh.stranded.store(stranded as u64, Ordering::Release);
     }
 
     /// Makes every record pushed so far visible to the consumer (one Release
@@ -960,7 +1061,7 @@ impl<T: Record> Producer<T> {
     /// the reservation publishes nothing.
     #[inline]
     pub fn reserve(&mut self, n: usize) -> Option<Reserved<'_, T>> {
-        if n == 0 || self.free_slots(n) < n {
+        if n == 0 || n > self.shared.capacity || self.free_slots(n) < n {
             return None;
         }
         Some(Reserved {
@@ -973,6 +1074,7 @@ impl<T: Record> Producer<T> {
     /// Reserves as many slots as are free, up to `max` (possibly 0).
     #[inline]
     pub fn reserve_burst(&mut self, max: usize) -> Reserved<'_, T> {
+        let max = max.min(self.shared.capacity);
         let n = self.free_slots(max).min(max);
         Reserved {
             producer: self,
@@ -1067,27 +1169,33 @@ impl<T: Record> Producer<T> {
 
     /// True if the consumer has stopped reading this ring after a
     /// protocol violation (see the module docs): nothing pushed from now
-    /// on is read.
+    /// on is read, and every push fails at once.
     pub fn is_stopped(&self) -> bool {
-        // Acquire pairs with the consumer's Release store of `stopped`.
-        self.shared.stopped.load(Ordering::Acquire)
+        self.shared.is_stopped()
     }
 }
 
-/// One wait step of a blocked producer; true if the consumer is gone or
-/// has stopped the ring.
+/// One wait step of a blocked producer; true, before any step, if the
+/// consumer is gone or has stopped the ring (it will free no slot: the
+/// push fails at once instead of waiting out its spins).
 #[cold]
 pub(crate) fn backoff<T>(shared: &Shared<T>, limit: u32, steps: &mut WaitSteps) -> bool {
+    // Acquire pairs with the consumer's Release store on drop (and, in
+    // `is_stopped`, with its Release store of `room`).
+    if shared.consumer_gone.load(Ordering::Acquire) || shared.is_stopped() {
+        return true;
+    }
     steps.step(limit);
-    // Acquire pairs with the consumer's Release store on drop, and with
-    // its Release store of `stopped`.
-    steps.spun(limit)
-        && (shared.consumer_gone.load(Ordering::Acquire) || shared.stopped.load(Ordering::Acquire))
+    false
 }
 
 impl<T: Record> Drop for Producer<T> {
     fn drop(&mut self) {
         self.flush();
+        if self.shared.is_stopped() {
+            // The records written past the stop point, counted once.
+            self.settle_stop();
+        }
         // Release pairs with the consumer's Acquire load in `is_finished`:
         // every record pushed before the drop is visible once it sees `true`.
         self.shared.producer_gone.store(true, Ordering::Release);
@@ -1119,7 +1227,10 @@ impl<T: Record> Producer<T> {
         // a producer that C code wrongly shares between threads then still
         // hands out slots inside the array.
         let tail = self.tail;
-        let contiguous = self.shared.capacity - (tail & (self.shared.capacity - 1));
+        // From the slot mask (capacity - 1), which the slot pointer below
+        // needs too: the capacity itself is then not loaded at all.
+        let mask = self.shared.slots.mask;
+        let contiguous = mask - (tail & mask) + 1;
         if n == 0 || n > contiguous || self.free_slots(n) < n {
             return None;
         }
@@ -1420,8 +1531,14 @@ impl<T: Record> Consumer<T> {
             self.cached_tail.wrapping_sub(self.head)
         );
         // After the line: whoever sees the ring stopped finds the line whole
-        // on stderr. Release pairs with the Acquire loads of `stopped` in `backoff`,
-        // `Producer::is_stopped` and the snapshot (`RingStats::read`).
+        // on stderr. Release pairs with the Acquire loads of `room` in
+        // `Shared::is_stopped` (the SPSC producer's slow path, `backoff`,
+        // `is_stopped`): they then see `accepted_tail`. Before `stopped`:
+        // whoever saw `stopped` (a snapshot) and then pushes finds no
+        // room.
+        sh.room.store(ROOM_STOPPED, Ordering::Release);
+        // Release pairs with the Acquire loads of `stopped` in the MPSC
+        // publish and in the snapshot (`RingStats::read`).
         sh.stopped.store(true, Ordering::Release);
     }
 
@@ -1958,13 +2075,22 @@ mod tests {
             c.read_burst(8, |_| panic!("a stopped ring is never read")),
             0
         );
-        // The producer goes on with its own index: 8 more fit (the
-        // consumer released 5), then a blocking push gets an error
-        // instead of waiting for a consumer that will never read.
+        // Every later call fails at once, though the producer's own view
+        // still has room for 3 (it cached the consumer index 0): with an
+        // unbounded wait, a push that waited would never return.
+        p.set_block_spins(u32::MAX);
         for i in 5..13 {
-            p.push(rec(i)).unwrap();
+            assert_eq!(p.try_push(rec(i)), Err(rec(i)));
+            assert_eq!(p.push(rec(i)), Err(Disconnected(rec(i))));
         }
-        assert_eq!(p.push(rec(13)), Err(Disconnected(rec(13))));
+        assert_eq!(p.try_push_burst(&[rec(13), rec(14)]), 0);
+        assert_eq!(p.try_push_bulk(&[rec(13)]), 0);
+        assert_eq!(p.push_burst(&[rec(13), rec(14)]), Err(Disconnected(0)));
+        assert!(p.reserve(1).is_none());
+        assert!(p.reserve(usize::MAX).is_none());
+        assert!(p.reserve_burst(usize::MAX).is_empty());
+        assert!(p.reserve_raw(1).is_none());
+        assert_eq!(p.enqueued(), 5);
         assert_eq!(
             c.read_burst(8, |_| panic!("a stopped ring is never read")),
             0
@@ -1972,12 +2098,61 @@ mod tests {
         let s = crate::stats::RingStats::read(0, &p.shared);
         assert!(s.stopped);
         assert_eq!(
-            (s.enqueued, s.dequeued, s.dropped_stopped, s.fill),
-            (5, 5, 8, 0),
-            "enqueued is what the consumer accepted; the 8 pushed after it are lost"
+            (s.enqueued, s.dequeued, s.dropped_stopped, s.fill, s.produced),
+            (5, 5, 0, 0, 5),
+            "enqueued is what the consumer accepted; nothing was written after it (the refused records are the caller's, counted by the policy layer)"
         );
-        assert_eq!(s.produced, 13);
         assert_eq!(c.shared.bad_tail.load(Ordering::Relaxed), 12);
+    }
+
+    #[test]
+    fn records_written_after_the_stop_point_count_as_dropped_stopped_once() {
+        let (mut p, mut c) = ring::<TestRecord>(2 * SAMPLE_EVERY).unwrap();
+        for i in 0..5 {
+            p.try_push(rec(i)).unwrap();
+        }
+        // An inline window open before the stop, as the C header's
+        // dplog_log holds one.
+        let w = p.open_window(16).unwrap();
+        assert_eq!(w.first, 5);
+        assert_eq!(c.read_burst(8, |_| {}), 5);
+        // A bad index breaks the protocol: the consumer, which accepted
+        // 5, stops the ring at its next look.
+        p.publish_raw_index(5 + 2 * SAMPLE_EVERY + 1);
+        assert_eq!(c.read_burst(8, |_| panic!("nothing more is read")), 0);
+        assert!(c.is_stopped());
+        let stats = |p: &Producer<TestRecord>| crate::stats::RingStats::read(0, &p.shared);
+        assert_eq!(
+            stats(&p).dropped_stopped,
+            0,
+            "the published tail is still the bad index: nothing counted from it"
+        );
+        // The window's writer goes on, unaware: 3 records after the stop
+        // point, published, never read.
+        fill_window(&w, 3, 5);
+        let s = stats(&p);
+        assert_eq!(
+            (s.enqueued, s.dropped_stopped, s.produced),
+            (5, 3, 8),
+            "estimated from the published tail before the producer knows"
+        );
+        // SAFETY: 3 of the window's slots were written, nothing else ran.
+        unsafe { p.close_window(3) };
+        assert_eq!(p.try_push(rec(8)), Err(rec(8)), "the next call fails");
+        let s = stats(&p);
+        assert_eq!((s.enqueued, s.dropped_stopped, s.produced), (5, 3, 8));
+        assert_eq!(p.shared.stranded.load(Ordering::Relaxed), 3, "settled");
+        assert!(p.open_window(16).is_none());
+        assert_eq!(p.try_push(rec(8)), Err(rec(8)));
+        let shared = p.shared.clone();
+        drop(p);
+        let s = crate::stats::RingStats::read(0, &shared);
+        assert_eq!(
+            (s.enqueued, s.dequeued, s.dropped_stopped, s.produced),
+            (5, 5, 3, 8),
+            "the drop settles again: each record counted once"
+        );
+        assert!(c.is_finished());
     }
 
     #[test]

@@ -53,6 +53,31 @@
 //! it is sized with one `ftruncate` and written only through its mapping
 //! (hugetlbfs files take neither `write` nor a second `ftruncate`).
 //!
+//! # Drop counters
+//!
+//! The producer counts the records its policy refused in the ring file
+//! (offset 384: one counter per reason, their total, the first and last
+//! drop time in ticks); the consumer reports the growth of the total
+//! in-band ([`ShmReader::take_drops`]). The total is checked as the tail
+//! is, and a violation quarantines the ring:
+//!
+//! - it never moves backwards (below the drops already reported);
+//! - it is at most one drop per nanosecond of the ring's age plus
+//!   [`SHM_DROP_SLACK`] (2^32) records: the age is wall-clock time since
+//!   the header's creation time at [`ShmReader::open`] (a creation time
+//!   in the future counts as the open itself), then monotonic time;
+//! - it grows by at most one drop per nanosecond since the reader last
+//!   read it (since the ring's creation, the first time) plus
+//!   [`SHM_DROP_SLACK`].
+//!
+//! A dataplane refuses records far below a drop per nanosecond (each
+//! refused call costs several nanoseconds); the slack covers bursts
+//! refused and counted in one store. (A loop that re-submits a large
+//! burst to a full ring for seconds could pass the bound, and is
+//! quarantined like a corrupted counter.)
+//! The drop times are only clamped: the daemon reports them within the
+//! ring's creation time and its own clock, first before last.
+//!
 //! # Consumer file layout (version 1, native byte order)
 //!
 //! `<ring file>.consumer`, created by the consumer (under a temporary name,
@@ -154,6 +179,11 @@ pub const SHM_HEADER_BYTES: usize = 65536;
 pub const SHM_MAX_DESC_BYTES: usize = SHM_HEADER_BYTES - OFF_DESCS;
 /// Largest capacity accepted, in slots (2^24).
 pub const SHM_MAX_CAPACITY: u32 = 1 << 24;
+/// Slack of the bounds on a ring's drop total, in records (2^32): one
+/// burst counted at once (a producer counts a refused burst in one store)
+/// and the lag between the producer's count and the reader's clock. See
+/// the module's "Drop counters".
+pub const SHM_DROP_SLACK: u64 = 1 << 32;
 /// Most schema descriptors a ring file carries.
 pub const SHM_MAX_SCHEMAS: usize = 64;
 /// Bytes of a descriptor's name field (names are at most 47 bytes).
@@ -2095,9 +2125,14 @@ impl<T: Record> ShmProducer<T> {
         self.is_quarantined()
     }
 
+    /// One wait step of a blocked push; true, before any step, once the
+    /// consumer quarantined the ring (it will free no slot).
     fn wait(&self, steps: &mut WaitSteps) -> bool {
+        if self.is_quarantined() {
+            return true;
+        }
         steps.step(self.block_spins);
-        steps.spun(self.block_spins) && self.is_quarantined()
+        false
     }
 
     /// Pushes `rec`, waiting while the ring is full (spin, yield, then
@@ -2316,6 +2351,13 @@ pub struct ShmReader {
     drops_reported: u64,
     /// `drops_reported` per reason ([`split_by_reason`]).
     drops_reported_by_reason: [u64; 4],
+    /// When [`take_drops`](Self::take_drops) last read the drop total.
+    drops_checked: Option<Instant>,
+    /// When the reader was opened, and the ring's age then (wall clock
+    /// since its creation time, 0 if that lay in the future): the drop
+    /// bound's clock.
+    opened: Instant,
+    age_at_open_ns: u64,
     size_check: bool,
 }
 
@@ -2407,6 +2449,9 @@ impl ShmReader {
         // (`publish_head`, `publish_reported`).
         let head = cmap.u64_at(C_OFF_HEAD).load(Ordering::Acquire);
         let drops_reported = cmap.u64_at(C_OFF_DROPS_REPORTED).load(Ordering::Acquire);
+        // A creation time in the future (a clock set back, or a lying
+        // header) counts as now: the drop bound then starts at this open.
+        let age_at_open_ns = now_ns().saturating_sub(info.created_ns);
         let mut reader = Self {
             map,
             cmap,
@@ -2417,6 +2462,9 @@ impl ShmReader {
             last_tail: 0,
             drops_reported: 0,
             drops_reported_by_reason: [0; 4],
+            drops_checked: None,
+            opened: Instant::now(),
+            age_at_open_ns,
             size_check: true,
         };
         // (A ring already quarantined is not served again: no position.)
@@ -2633,27 +2681,69 @@ impl ShmReader {
         let _ = std::fs::remove_file(consumer_path(&self.path));
     }
 
-    /// The producer's drops not yet reported in-band, split by reason,
-    /// marking them reported in this reader (the caller checkpoints
+    /// The ring's age in nanoseconds now: wall-clock time since its
+    /// creation time as read at [`open`](Self::open) (0 if that lay in
+    /// the future), plus monotonic time since then.
+    fn age_ns(&self, now: Instant) -> u64 {
+        let since_open =
+            u64::try_from(now.duration_since(self.opened).as_nanos()).unwrap_or(u64::MAX);
+        self.age_at_open_ns.saturating_add(since_open)
+    }
+
+    /// The producer's drops not yet reported in-band, split by reason
+    /// (drops the reason counters do not cover, corrupted too, are
+    /// [`DropDelta::unattributed`]), marking them reported in this reader (the caller checkpoints
     /// [`drops_reported`](Self::drops_reported) and calls
     /// [`publish_reported`](Self::publish_reported) after writing the
-    /// report). A total below the reported count (a corrupted counter) is
-    /// ignored; drops the reason counters do not cover (corrupted too) are
-    /// [`DropDelta::unattributed`].
-    pub fn take_drops(&mut self) -> Option<DropDelta> {
+    /// report); `Ok(None)` if there are none. The first and last drop
+    /// times are the producer's ticks, `first_ns <= last_ns`; the caller
+    /// bounds them by the ring's creation and its own clock.
+    ///
+    /// The drop total is the producer's word, checked as its index is
+    /// (see the module's "Drop counters"): it may not move backwards, may
+    /// not exceed one drop per nanosecond of the ring's age plus
+    /// [`SHM_DROP_SLACK`], and may not grow by more than one drop per
+    /// nanosecond since the previous call (since the ring's creation at
+    /// the first call) plus [`SHM_DROP_SLACK`].
+    ///
+    /// Errors: [`ShmError::Protocol`] naming the total and the bound it
+    /// broke; nothing is marked reported (quarantine the ring).
+    pub fn take_drops(&mut self) -> Result<Option<DropDelta>, ShmError> {
+        let now = Instant::now();
         // Acquire pairs with the producer's Release store of the total.
         let total = self.map.u64_at(OFF_DROPPED_TOTAL).load(Ordering::Acquire);
-        if total <= self.drops_reported {
-            return None;
+        let since = self.drops_checked.replace(now);
+        if total < self.drops_reported {
+            return Err(ShmError::Protocol(format!(
+                "drop counter moved backwards from {} to {total}",
+                self.drops_reported
+            )));
+        }
+        if total == self.drops_reported {
+            return Ok(None);
+        }
+        let age = self.age_ns(now);
+        if total > age.saturating_add(SHM_DROP_SLACK) {
+            return Err(ShmError::Protocol(format!(
+                "drop counter {total} is more than one drop per nanosecond of the ring's age ({age} ns) plus {SHM_DROP_SLACK}"
+            )));
+        }
+        let delta = total - self.drops_reported;
+        let elapsed = since.map_or(age, |t| {
+            u64::try_from(now.duration_since(t).as_nanos()).unwrap_or(u64::MAX)
+        });
+        if delta > elapsed.saturating_add(SHM_DROP_SLACK) {
+            return Err(ShmError::Protocol(format!(
+                "drop counter grew by {delta} to {total} in {elapsed} ns, more than one drop per nanosecond plus {SHM_DROP_SLACK}"
+            )));
         }
         // Relaxed: ordered by the Acquire load above.
         let first = self.map.u64_at(OFF_FIRST_DROP).load(Ordering::Relaxed);
         let last = self.map.u64_at(OFF_LAST_DROP).load(Ordering::Relaxed);
-        let dropped = total - self.drops_reported;
         let d = DropDelta {
-            dropped,
+            dropped: delta,
             by_reason: split_by_reason(
-                dropped,
+                delta,
                 self.drop_counters(),
                 &mut self.drops_reported_by_reason,
             ),
@@ -2661,7 +2751,7 @@ impl ShmReader {
             last_ns: last,
         };
         self.drops_reported = total;
-        Some(d)
+        Ok(Some(d))
     }
 
     /// Publishes the reported-drops count to the producer (Release; pairs

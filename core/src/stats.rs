@@ -10,7 +10,7 @@ use std::sync::Mutex;
 
 use hdrhistogram::Histogram;
 
-use crate::ring::{Ordering, Shared};
+use crate::ring::{Ordering, Shared, UNSETTLED};
 use crate::runtime::Stats;
 
 /// Counters of one ring (a snapshot; each counter read once, Relaxed).
@@ -35,12 +35,17 @@ pub struct RingStats {
     /// Dropped because the consumer was gone.
     pub dropped_disconnected: u64,
     /// Lost because the consumer stopped the ring after a protocol
-    /// violation: records the producer pushed after the last index the
-    /// consumer accepted (the producer's current index minus that one,
-    /// when the producer's index lies within a capacity above it; 0
-    /// otherwise), plus the records a producer of the stopped ring then
-    /// refused or dropped. A producer shared between threads can also
-    /// lose records that no index shows; those are in no counter.
+    /// violation: records the producer wrote after the last index the
+    /// consumer accepted (never read), plus every record a producer of the
+    /// stopped ring then refused (each later call fails at once and is
+    /// counted here, whatever the policy). The written-after count is the
+    /// SPSC producer's own index minus the accepted one (when it lies
+    /// within a capacity above it; 0 otherwise), which the producer
+    /// records when it finds the ring stopped (its next call, or its
+    /// drop), each record once; until then, and for an MPSC ring, the
+    /// published tail's (0 while that is still the bad index). A producer
+    /// shared between threads can also lose records that no index shows;
+    /// those are in no counter.
     pub dropped_stopped: u64,
     /// The consumer stopped this ring after a protocol violation (a
     /// producer index above the capacity or moving backwards).
@@ -62,15 +67,30 @@ impl RingStats {
         let tail = r.tail.load(Ordering::Relaxed);
         let (enqueued, fill, stranded) = if stopped {
             // The producer's index is not trusted: the accepted one is
-            // the enqueued count; what the producer pushed past it (if
-            // its index is plausible) is lost.
+            // the enqueued count; what the producer wrote past it is lost.
             let accepted = r.accepted_tail.load(Ordering::Relaxed);
             let head = r.head.load(Ordering::Relaxed);
-            let past = tail.wrapping_sub(accepted);
+            // Acquire pairs with the producer's Release store in
+            // `Producer::settle_stop`.
+            let stranded = match r.stranded.load(Ordering::Acquire) {
+                UNSETTLED => {
+                    // Not settled by the producer: estimated from the
+                    // published tail, if it is plausible and no longer
+                    // the index that broke the protocol.
+                    let past = tail.wrapping_sub(accepted);
+                    let bad = r.bad_tail.load(Ordering::Relaxed);
+                    if tail != bad && past <= r.capacity {
+                        past as u64
+                    } else {
+                        0
+                    }
+                }
+                settled => settled,
+            };
             (
                 accepted,
                 accepted.wrapping_sub(head).min(r.capacity),
-                if past <= r.capacity { past } else { 0 },
+                stranded,
             )
         } else {
             (tail, r.len(), 0)
@@ -79,7 +99,7 @@ impl RingStats {
         let dropped_full = c.dropped_full.load(Ordering::Relaxed);
         let dropped_degraded = c.dropped_degraded.load(Ordering::Relaxed);
         let dropped_disconnected = c.dropped_disconnected.load(Ordering::Relaxed);
-        let dropped_stopped = c.dropped_stopped.load(Ordering::Relaxed) + stranded as u64;
+        let dropped_stopped = c.dropped_stopped.load(Ordering::Relaxed) + stranded;
         Self {
             id,
             capacity: r.capacity as u64,

@@ -604,3 +604,76 @@ fn a_shared_producer_sheds_low_priority_records_between_the_watermarks() {
     assert_eq!(seqs, (0..=13).chain([15]).collect::<Vec<_>>());
     assert_eq!(reported, 2);
 }
+
+/// Polls `logger`'s counters until `done` holds (a generous bound: the
+/// consumer may be slow on a loaded machine).
+fn wait_stats(logger: &Logger<Nat44SessionRecord>, what: &str, done: impl Fn(&Stats) -> bool) {
+    let t = std::time::Instant::now();
+    while !done(&logger.stats()) {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(60),
+            "timed out waiting for {what}: {:?}",
+            logger.stats()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// A producer index above the capacity (what two threads sharing one
+/// producer publish) stops the ring; every later record, whatever the
+/// policy, is refused at once and counted in `dropped_stopped`, so
+/// `produced = enqueued + dropped` holds exactly. With an unbounded wait
+/// (`block_spins = u32::MAX`), a `block` record that waited would never
+/// return.
+#[test]
+fn a_stopped_ring_refuses_every_later_record_at_once_and_counts_it() {
+    for policy in [
+        Backpressure::Block,
+        Backpressure::Drop,
+        Backpressure::Degrade,
+    ] {
+        let sink = Collect::default();
+        let cfg = LoggerConfig {
+            ring_capacity: 64,
+            backpressure: policy,
+            block_spins: u32::MAX,
+            ..Default::default()
+        };
+        let logger = Logger::start(cfg, Fixed, sink.clone()).unwrap();
+        let mut prod = logger.producer().unwrap();
+        for i in 0..10 {
+            assert!(prod.log(rec(i, 0)));
+        }
+        wait_stats(&logger, "the 10 records read", |s| s.dequeued == 10);
+        prod.publish_raw_index(10 + 64 + 1);
+        wait_stats(&logger, "the ring stopped", |s| s.rings_stopped == 1);
+        let refused = (10..60).filter(|&i| !prod.log(rec(i, 0))).count();
+        assert_eq!(refused, 50, "{policy:?}");
+        let burst: Vec<_> = (60..70).map(|i| rec(i, 0)).collect();
+        assert_eq!(prod.log_burst(&burst), 0, "{policy:?}");
+        let s = logger.stats();
+        assert_eq!(
+            (s.produced, s.enqueued, s.dropped_stopped, s.dropped()),
+            (70, 10, 60, 60),
+            "{policy:?}: {s:?}"
+        );
+        drop(prod);
+        let s = logger.shutdown().unwrap();
+        assert_eq!(
+            (
+                s.produced,
+                s.written_records,
+                s.dropped_stopped,
+                s.in_flight()
+            ),
+            (70, 10, 60, 0),
+            "{policy:?}: {s:?}"
+        );
+        let (got, reported, _) = split_reports(decode_raw(&sink.bytes.lock().unwrap()));
+        assert_eq!(got, (0..10).map(|i| (i, 0)).collect::<Vec<_>>());
+        assert_eq!(
+            reported, 60,
+            "{policy:?}: the refused records reported in-band"
+        );
+    }
+}

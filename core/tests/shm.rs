@@ -8,7 +8,7 @@ use dplog_core::schema::{FieldDef, FieldKind, Schema, SyslogMeta};
 use dplog_core::shm::{
     check_slots, check_tail, consumer_path, decode_descriptions, decode_meta, encode_meta,
     parse_header, OpenRules, ProducerState, ShmError, ShmLogProducer, ShmOptions, ShmProducer,
-    ShmReader, SHM_HEADER_BYTES, SHM_MAX_DESC_BYTES, SHM_VERSION,
+    ShmReader, SHM_DROP_SLACK, SHM_HEADER_BYTES, SHM_MAX_DESC_BYTES, SHM_VERSION,
 };
 use dplog_core::{Backpressure, HasSchema, LoggerConfig, RecordRules, Slot64};
 use dplog_schema_nat::{Nat44SessionRecord, NatRecord};
@@ -112,7 +112,7 @@ fn degrade_drops_reach_the_reader_by_reason_across_a_resume() {
     assert_eq!((18..21).filter(|&i| p.log(rec(i))).count(), 3, "kept");
     assert_eq!((21..23).filter(|&i| p.log(rec(i))).count(), 0, "full");
     let mut r = ShmReader::open(p.path(), &OpenRules::default()).unwrap();
-    let d1 = r.take_drops().unwrap();
+    let d1 = r.take_drops().unwrap().unwrap();
     assert_eq!((d1.dropped, d1.by_reason), (7, [2, 5, 0, 0]));
     r.publish_reported();
     drop(r);
@@ -120,13 +120,13 @@ fn degrade_drops_reach_the_reader_by_reason_across_a_resume() {
     // still above the watermark) and the next create is shed.
     let mut r = ShmReader::open(p.path(), &OpenRules::default()).unwrap();
     assert_eq!(r.drops_reported(), 7);
-    assert!(r.take_drops().is_none());
+    assert!(r.take_drops().unwrap().is_none());
     let mut out = Vec::new();
     assert_eq!(r.poll(2, &mut out).unwrap(), 2);
     r.consume(2);
     r.publish_head();
     assert!(!p.log(create(23)));
-    let d2 = r.take_drops().unwrap();
+    let d2 = r.take_drops().unwrap().unwrap();
     assert_eq!((d2.dropped, d2.by_reason), (1, [0, 1, 0, 0]));
 }
 
@@ -150,14 +150,84 @@ fn drop_newest_counts_while_nothing_drains_and_the_reader_gets_the_counts() {
     assert_eq!(p.log_burst(&[rec(1); 5]), 0);
     assert_eq!(p.dropped(), 29);
     let mut r = ShmReader::open(p.path(), &OpenRules::default()).unwrap();
-    let d1 = r.take_drops().unwrap();
+    let d1 = r.take_drops().unwrap().unwrap();
     assert_eq!((d1.dropped, d1.by_reason), (29, [29, 0, 0, 0]));
     assert!(d1.first_ns <= d1.last_ns);
-    assert!(r.take_drops().is_none());
+    assert!(r.take_drops().unwrap().is_none());
     r.publish_reported();
     let mut out = Vec::new();
     assert_eq!(r.poll(100, &mut out).unwrap(), 16);
     assert_eq!(seq_of(&out[15 * 64..]), 15);
+}
+
+/// Offset of the drop total in the ring file (module docs' layout).
+const OFF_DROPPED_TOTAL: u64 = 416;
+/// Offset of the creation time in the ring file.
+const OFF_CREATED_NS: u64 = 48;
+
+fn write_u64(path: &std::path::Path, off: u64, v: u64) {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .write_all_at(&v.to_ne_bytes(), off)
+        .unwrap();
+}
+
+/// The drop total is the producer's word, checked as its index is: a
+/// total that moves backwards, or grows by more than a drop per
+/// nanosecond (plus the slack), is a violation naming the value, and
+/// nothing is marked reported.
+#[test]
+fn a_drop_total_backwards_or_beyond_a_drop_per_nanosecond_is_a_violation() {
+    let d = tempfile::tempdir().unwrap();
+    let mut p = producer(d.path(), 16);
+    p.count_dropped(dplog_core::DropReason::Full, 7, 1);
+    let path = p.path().to_path_buf();
+    let mut r = ShmReader::open(&path, &OpenRules::default()).unwrap();
+    assert_eq!(r.take_drops().unwrap().unwrap().dropped, 7);
+    assert_eq!(r.drops_reported(), 7);
+    for (bad, says) in [
+        (u64::MAX, "drop counter 18446744073709551615 is more than one drop per nanosecond of the ring's age"),
+        (3, "drop counter moved backwards from 7 to 3"),
+    ] {
+        write_u64(&path, OFF_DROPPED_TOTAL, bad);
+        match r.take_drops() {
+            Err(ShmError::Protocol(m)) => assert!(m.contains(says), "{m}"),
+            other => panic!("total {bad}: {other:?}"),
+        }
+        assert_eq!(r.drops_reported(), 7, "nothing marked reported");
+    }
+    // Within the ring's age but more than a drop per nanosecond since the
+    // last read: an old ring (created 100 s ago) whose total jumps.
+    let mut p = producer(d.path(), 16);
+    let path = p.path().to_path_buf();
+    let created = dplog_core::tsc::realtime_ns() - 100_000_000_000;
+    write_u64(&path, OFF_CREATED_NS, created);
+    let mut r = ShmReader::open(&path, &OpenRules::default()).unwrap();
+    p.count_dropped(dplog_core::DropReason::Full, 5, 1);
+    assert_eq!(r.take_drops().unwrap().unwrap().dropped, 5);
+    let jump = 5 + SHM_DROP_SLACK + 50_000_000_000;
+    write_u64(&path, OFF_DROPPED_TOTAL, jump);
+    match r.take_drops() {
+        Err(ShmError::Protocol(m)) => {
+            assert!(
+                m.contains(&format!("drop counter grew by {} to {jump}", jump - 5)),
+                "{m}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    // A creation time in the future counts as the open: the bound is
+    // then the slack and the time since.
+    let p = producer(d.path(), 16);
+    let path = p.path().to_path_buf();
+    write_u64(&path, OFF_CREATED_NS, u64::MAX);
+    let mut r = ShmReader::open(&path, &OpenRules::default()).unwrap();
+    write_u64(&path, OFF_DROPPED_TOTAL, SHM_DROP_SLACK);
+    assert_eq!(r.take_drops().unwrap().unwrap().dropped, SHM_DROP_SLACK);
+    write_u64(&path, OFF_DROPPED_TOTAL, 3 * SHM_DROP_SLACK);
+    assert!(matches!(r.take_drops(), Err(ShmError::Protocol(_))));
 }
 
 #[test]
@@ -199,6 +269,34 @@ fn block_waits_for_the_reader_and_stops_when_quarantined() {
     let (n, dropped) = t.join().unwrap();
     assert_eq!(n, 14);
     assert_eq!(dropped, 6);
+}
+
+/// A push on a full, quarantined ring returns at once: with an unbounded
+/// wait (`block_spins = u32::MAX`) one that waited out its spins first
+/// would not return.
+#[test]
+fn block_on_a_quarantined_full_ring_returns_at_once() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = LoggerConfig {
+        ring_capacity: 4,
+        backpressure: Backpressure::Block,
+        block_spins: u32::MAX,
+        ..LoggerConfig::default()
+    };
+    let mut p = ShmLogProducer::<NatRecord>::create(
+        &opts(d.path(), 4),
+        &cfg,
+        &dplog_schema_nat::all(),
+        RecordRules::own(),
+    )
+    .unwrap();
+    let r = ShmReader::open(p.path(), &OpenRules::default()).unwrap();
+    // The producer looks for its consumer file at most once a millisecond.
+    std::thread::sleep(std::time::Duration::from_millis(3));
+    assert_eq!((0..4).filter(|&i| p.log(rec(i))).count(), 4);
+    r.quarantine();
+    assert_eq!((4..20).filter(|&i| p.log(rec(i))).count(), 0);
+    assert_eq!(p.dropped(), 16);
 }
 
 #[test]
@@ -545,7 +643,11 @@ proptest! {
                     }
                 }
             }
-            let _ = r.take_drops();
+            // Whatever the bytes, a reported count is within the bound.
+            if let Ok(Some(d)) = r.take_drops() {
+                prop_assert!(r.drops_reported() < SHM_DROP_SLACK + (1 << 62));
+                prop_assert!(d.first_ns <= d.last_ns);
+            }
             let _ = r.producer_state();
         }
     }

@@ -154,8 +154,9 @@ pub(crate) fn not_enqueued(st: &ProducerState, n: usize) -> dplog_result {
 /// `DPLOG_ERR_FULL`, `DPLOG_ERR_CLOSED` (producer freed or logger closed),
 /// `DPLOG_ERR_CONSUMER_GONE` (the ring is full and the consumer thread has
 /// died; the record is dropped and counted), `DPLOG_ERR_RING_STOPPED` (the
-/// consumer stopped this ring after a protocol violation and it is full;
-/// the record is dropped and counted), `DPLOG_ERR_STATE` (a
+/// consumer stopped this ring after a protocol violation: every call from
+/// then on returns it at once, the record dropped and counted in
+/// `dropped_stopped`), `DPLOG_ERR_STATE` (a
 /// `dplog_reserve` is pending on this producer), `DPLOG_ERR_INVALID_ARG`
 /// (not a producer). On an
 /// argument error nothing is enqueued or counted.

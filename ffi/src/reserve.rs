@@ -9,7 +9,7 @@ use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 
 use crate::log::{not_enqueued, push_chunked};
-use crate::producer::{dplog_producer_t, guard_producer, live_taken, producer};
+use crate::producer::{dplog_producer_t, guard_producer, live_taken, producer, ProducerState};
 use crate::result::{
     dplog_result, fail, write_out, DPLOG_ERR_CLOSED, DPLOG_ERR_CONSUMER_GONE,
     DPLOG_ERR_INVALID_ARG, DPLOG_ERR_NULL, DPLOG_ERR_STATE, DPLOG_ERR_UNKNOWN_SCHEMA, DPLOG_OK,
@@ -114,7 +114,10 @@ pub unsafe extern "C" fn dplog_reserve_refill(
 /// `DPLOG_ERR_INVALID_ARG` (`n` is 0 or above `DPLOG_RESERVE_MAX`),
 /// `DPLOG_ERR_STATE` (a reservation is pending), `DPLOG_ERR_CLOSED`,
 /// `DPLOG_ERR_CONSUMER_GONE` (waiting for room under `"block"` while the
-/// consumer thread has died). `*slots` is written only on success.
+/// consumer thread has died), `DPLOG_ERR_RING_STOPPED` (the consumer
+/// stopped the ring after a protocol violation: returned at once, the `n`
+/// records counted in `dropped_stopped`). `*slots` is written only on
+/// success.
 ///
 /// Thread-safety: one thread at a time per producer.
 ///
@@ -161,6 +164,12 @@ pub unsafe extern "C" fn dplog_reserve(
                     ring_slots = Some(ptr);
                     break;
                 }
+                // No room: a stopped ring (whose producer finds no room
+                // from the first call after the stop) refuses the
+                // records at once, under every policy.
+                if st.prod.is_stopped() {
+                    return stopped(st, n);
+                }
                 if policy == dplog::Backpressure::Drop {
                     break; // full: staged, and commit drops what does not fit
                 }
@@ -169,9 +178,6 @@ pub unsafe extern "C" fn dplog_reserve(
                         DPLOG_ERR_CONSUMER_GONE,
                         "dplog_reserve: the consumer thread has stopped",
                     );
-                }
-                if st.prod.is_stopped() {
-                    return not_enqueued(st, 0);
                 }
                 // Relaxed: a hint, as in `producer()`; the partner is the
                 // Release store in dplog_close (whose drain frees room).
@@ -197,6 +203,10 @@ pub unsafe extern "C" fn dplog_reserve(
                 ptr
             }
             None => {
+                // Staged records would only be refused at commit.
+                if st.prod.is_stopped() {
+                    return stopped(st, n);
+                }
                 let staging = st.staging.get_or_insert_with(|| {
                     Box::new(Staging([0; DPLOG_RECORD_MAX_SIZE * DPLOG_RESERVE_MAX]))
                 });
@@ -213,6 +223,15 @@ pub unsafe extern "C" fn dplog_reserve(
         unsafe { slots.write(base.cast()) };
         DPLOG_OK
     })
+}
+
+/// `dplog_reserve` of `n` records on a stopped ring: they are dropped and
+/// counted in `dropped_stopped` (the caller's records, as a refused
+/// `dplog_log`'s), and the call returns `DPLOG_ERR_RING_STOPPED`.
+#[cold]
+fn stopped(st: &mut ProducerState, n: usize) -> dplog_result {
+    st.prod.count_stopped(n as u64);
+    not_enqueued(st, n)
 }
 
 /// Makes every record this producer has logged visible to the consumer.
@@ -257,7 +276,9 @@ pub unsafe extern "C" fn dplog_producer_flush(p: *mut dplog_producer_t) -> dplog
 /// Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_STATE` (no reservation),
 /// `DPLOG_ERR_INVALID_ARG` (`n` above the reserved count; the reservation
 /// stays pending), `DPLOG_ERR_FULL`, `DPLOG_ERR_CLOSED`,
-/// `DPLOG_ERR_CONSUMER_GONE`.
+/// `DPLOG_ERR_CONSUMER_GONE`, `DPLOG_ERR_RING_STOPPED` (a staged
+/// reservation of a ring stopped since; its records are counted in
+/// `dropped_stopped`).
 ///
 /// Thread-safety: one thread at a time per producer.
 ///

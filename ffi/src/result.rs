@@ -83,9 +83,12 @@ pub const DPLOG_ERR_EXISTS: dplog_result = 15;
 /// records accepted before are written exactly once; nothing after them
 /// is read, and what is lost is counted in `dropped_stopped` (see
 /// `struct dplog_stats`). The consumer prints one line naming the ring on
-/// stderr; the other rings go on. A producer of a stopped ring gets this
-/// code once the ring's free slots are used up (the record is dropped and
-/// counted); free it.
+/// stderr; the other rings go on. From then on every log, burst or
+/// reservation call on the stopped ring's producer returns this code at
+/// once, whatever the policy, and its records are dropped and counted in
+/// `dropped_stopped` (records the inline `dplog_log` wrote into a window
+/// opened before the stop return `DPLOG_OK` and are counted there too);
+/// free the producer.
 pub const DPLOG_ERR_RING_STOPPED: dplog_result = 16;
 /// The highest `dplog_result` code (for tables indexed by code).
 pub const DPLOG_ERR_LAST: dplog_result = 16;

@@ -298,6 +298,14 @@ impl AnyProducer {
         }
     }
 
+    /// Counts `n` records dropped because the ring is stopped (a call
+    /// refused before its records reached the policy, such as a
+    /// reservation).
+    pub(crate) fn count_stopped(&mut self, n: u64) {
+        let now = dplog::tsc::now_ticks();
+        each_producer!(self, p => p.count_dropped(dplog::DropReason::Stopped, n, now))
+    }
+
     /// The consumer is gone; never for a shared-memory ring (a daemon
     /// that is away may come back).
     pub(crate) fn is_disconnected(&self) -> bool {

@@ -16,8 +16,10 @@ use crate::tombstone::lock;
 ///
 /// A stopped ring (`rings_stopped`, `DPLOG_ERR_RING_STOPPED`) counts as
 /// `enqueued` the records its consumer accepted before the bad index, and
-/// in `dropped_stopped` what its producer pushed past them plus what the
-/// producer then refused. Records that two threads sharing one producer
+/// in `dropped_stopped` what its producer wrote past them (a call racing
+/// the stop, the rest of an inline window opened before it; never read)
+/// plus every record of every later call, each refused at once. Records
+/// that two threads sharing one producer
 /// overwrote in the ring before any index went wrong were never in the
 /// ring and are in no counter: `produced` may then be below the number of
 /// `DPLOG_OK` returns.

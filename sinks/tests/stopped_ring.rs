@@ -1,8 +1,9 @@
 //! A producer index that breaks the ring protocol (a fill level above the
 //! capacity, or an index that moves backwards) stops that ring: what the
 //! consumer accepted before is in the file exactly once, nothing after it
-//! is read (no duplicates, bounded output), the stop is in the stats, the
-//! producer gets an error instead of blocking, and shutdown returns.
+//! is read (no duplicates, bounded output), the stop is in the stats, every
+//! later record of the producer is refused at once (counted, never a wait)
+//! and shutdown returns.
 //!
 //! The bad index is published through the raw window the C header's
 //! inline `dplog_log` writes ([`dplog_core::RawWindow::tail`]).
@@ -93,11 +94,11 @@ fn a_fill_above_the_capacity_stops_the_ring_with_every_earlier_record_on_disk_on
     wait_for(&logger, "1000 dequeued", |s| s.consumer.dequeued == 1000);
     publish_raw(&mut p, 1000 + CAPACITY + 7);
     wait_for(&logger, "the ring to stop", |s| s.rings[0].stopped);
-    // The producer goes on with its own index: the ring's free slots take
-    // 1024 records the consumer will never read, then every record is
-    // refused (an error, not a wait for ever).
+    // Every later record is refused at once, though the producer's own view
+    // of the ring still has room: none is written into a ring the consumer
+    // will never read again.
     let accepted = log(&mut p, 1000, 2500);
-    assert_eq!(accepted, CAPACITY as u64);
+    assert_eq!(accepted, 0);
     assert!(p.is_stopped());
     drop(p);
     let (stats, got, reports, reported) = finish(logger, &path);
@@ -114,7 +115,7 @@ fn a_fill_above_the_capacity_stops_the_ring_with_every_earlier_record_on_disk_on
     assert_eq!(
         stats.dropped_stopped,
         2500 - 1000,
-        "1024 pushed past the accepted index + 476 refused"
+        "every later record refused"
     );
     assert_eq!(stats.produced, 2500);
     assert_eq!(
@@ -123,7 +124,7 @@ fn a_fill_above_the_capacity_stops_the_ring_with_every_earlier_record_on_disk_on
     );
     assert_eq!(stats.in_flight(), 0);
     assert!(reports >= 1);
-    assert_eq!(reported, 2500 - 1000 - CAPACITY as u64, "the refused ones");
+    assert_eq!(reported, 2500 - 1000, "the refused ones, reported in-band");
 }
 
 #[test]
@@ -138,13 +139,17 @@ fn a_producer_index_that_moves_backwards_stops_the_ring_without_duplicates() {
     // of 2^64 - 100 and the consumer wrote stale slots without end.
     publish_raw(&mut p, 900);
     wait_for(&logger, "the ring to stop", |s| s.rings[0].stopped);
-    assert_eq!(log(&mut p, 1000, 1010), 10, "room in the ring: accepted");
+    assert_eq!(log(&mut p, 1000, 1010), 0, "refused, though there is room");
     drop(p);
-    let (stats, got, reports, _) = finish(logger, &path);
+    let (stats, got, reports, reported) = finish(logger, &path);
 
     assert_complete_and_ordered(&got, 1, 1000);
-    assert_eq!(reports, 0, "nothing was refused, so no drop report");
-    assert_eq!(std::fs::metadata(&path).unwrap().len(), 1000 * LINE as u64);
+    assert!(reports >= 1);
+    assert_eq!(reported, 10, "the refused ones, reported in-band");
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().len(),
+        1000 * LINE as u64 + reports_len(&path)
+    );
     assert_eq!(stats.rings_stopped, 1);
     assert_eq!(
         (stats.enqueued, stats.written_records, stats.dropped_stopped),

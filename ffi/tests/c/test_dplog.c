@@ -1077,8 +1077,10 @@ static void test_inline_window(void) {
 /* A producer index published through the inline window layout with a fill
  * level above the capacity: the consumer stops that ring (one line on
  * stderr naming it), the 100 records before it are in the file once, the
- * producer gets DPLOG_ERR_RING_STOPPED once the ring's room is used, and
- * dplog_close returns DPLOG_ERR_RING_STOPPED naming the ring. */
+ * rest of the inline window open at the stop takes records (never read,
+ * counted in dropped_stopped), then every call gets
+ * DPLOG_ERR_RING_STOPPED, and dplog_close returns DPLOG_ERR_RING_STOPPED
+ * naming the ring. */
 static void test_corrupt_ring_index(void) {
 #ifdef DPLOG_H_INLINE
   struct dplog *h = open_text("corrupt.log", "[ring]\ncapacity = 256\n");
@@ -1110,8 +1112,9 @@ static void test_corrupt_ring_index(void) {
   CHECK(count_sub(err, "dplog: ring 0 stopped") == 1 && count_lines(err) == 1);
   CHECK(strstr(err, "published index 361 after 100") != NULL);
   free(err);
-  /* The producer goes on with its own index: 256 records fill the ring
-   * (never read), then every call fails instead of blocking. */
+  /* The inline window open at the stop (slots 100 to 255 of the first
+   * lap) takes 156 records, never read; the refill that follows finds
+   * the ring stopped, and from then on every call fails at once. */
   unsigned ok = 0, stopped = 0;
   for (unsigned i = 100; i < 400; i++) {
     struct dplog_nat44_session r = session((uint16_t)i);
@@ -1120,7 +1123,7 @@ static void test_corrupt_ring_index(void) {
     ok += res == DPLOG_OK;
     stopped += res == DPLOG_ERR_RING_STOPPED;
   }
-  CHECK(ok == 256 && stopped == 44);
+  CHECK(ok == 156 && stopped == 144);
   char msg[512];
   last_error(msg, sizeof msg);
   CHECK(strstr(msg, "ring 0") != NULL);
@@ -1138,6 +1141,101 @@ static void test_corrupt_ring_index(void) {
   CHECK(strstr(text, "sourceTransportPort=100 ") == NULL);
   free(text);
 #endif
+}
+
+/* After the consumer stopped a ring, every call on its producer returns
+ * DPLOG_ERR_RING_STOPPED at once and counts its records in
+ * dropped_stopped, under `block` and `drop` alike: the inline dplog_log,
+ * the exported one, dplog_log_burst, and dplog_reserve inline or not.
+ * block_spins is the largest there is, so a call that waited for room
+ * would not return (the alarm fails the test). */
+static void stopped_ring_case(const char *file, const char *backpressure) {
+#ifdef DPLOG_H_INLINE
+  char ring[256];
+  snprintf(ring, sizeof ring,
+           "[ring]\ncapacity = 256\nbackpressure = \"%s\"\nblock_spins = 4294967295\n",
+           backpressure);
+  struct dplog *h = open_text(file, ring);
+  EXPECT(dplog_start(h, NULL, 0), DPLOG_OK);
+  struct dplog_producer *p = NULL;
+  EXPECT(dplog_producer_new(h, 0, &p), DPLOG_OK);
+  for (unsigned i = 0; i < 100; i++) {
+    struct dplog_nat44_session r = session((uint16_t)i);
+    EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &r, sizeof r), DPLOG_OK);
+  }
+  const struct dplog_log_window *w = window_of(p);
+  CHECK(w->ring_tail != NULL && w->next_index == 100);
+  size_t *tail = w->ring_tail;
+  /* Take the inline window back: nothing is written after the stop. */
+  EXPECT(dplog_producer_flush(p), DPLOG_OK);
+  CHECK(w->cursor == NULL);
+  struct dplog_stats s;
+  WAIT_STATS(h, s, s.dequeued == 100);
+  /* The stop's line on stderr goes to a file (test_corrupt_ring_index
+   * checks it). */
+  char errpath[512];
+  path_in(errpath, sizeof errpath, "stopped.stderr");
+  fflush(stderr);
+  int saved = dup(2);
+  int fd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  CHECK(saved >= 0 && fd >= 0 && dup2(fd, 2) == 2);
+  __atomic_store_n(tail, (size_t)100 + 256 + 5, __ATOMIC_RELEASE);
+  WAIT_STATS(h, s, s.rings_stopped == 1);
+  fflush(stderr);
+  CHECK(dup2(saved, 2) == 2);
+  close(fd);
+  close(saved);
+  alarm(300);
+  unsigned calls = 0, stopped = 0;
+  uint64_t records = 0;
+  struct dplog_nat44_session burst[8];
+  for (unsigned i = 0; i < 100; i++) {
+    struct dplog_nat44_session r = session((uint16_t)(100 + i));
+    dplog_result res[5];
+    res[0] = dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &r, sizeof r);
+    res[1] = (dplog_log)(p, DPLOG_SCHEMA_NAT44_SESSION, &r, sizeof r);
+    for (unsigned k = 0; k < 8; k++) burst[k] = session((uint16_t)(1000 + 8 * i + k));
+    size_t done = 99;
+    res[2] = dplog_log_burst(p, DPLOG_SCHEMA_NAT44_SESSION, burst, sizeof burst[0], 8, &done);
+    CHECK(done == 0);
+    void *slots = NULL;
+    res[3] = dplog_reserve(p, DPLOG_SCHEMA_NAT44_SESSION, 1, &slots);
+    res[4] = (dplog_reserve)(p, DPLOG_SCHEMA_NAT44_SESSION, 4, &slots);
+    CHECK(slots == NULL);
+    records += 1 + 1 + 8 + 1 + 4;
+    for (unsigned k = 0; k < 5; k++) {
+      calls++;
+      stopped += res[k] == DPLOG_ERR_RING_STOPPED;
+    }
+  }
+  alarm(0);
+  CHECK(calls == 500 && stopped == calls);
+  char msg[512];
+  last_error(msg, sizeof msg);
+  CHECK(strstr(msg, "ring 0") != NULL);
+  EXPECT(dplog_stats(h, &s), DPLOG_OK);
+  CHECK(s.rings_stopped == 1 && s.enqueued == 100 && s.dropped_stopped == records);
+  CHECK(s.dropped_full == 0 && s.dropped_disconnected == 0);
+  CHECK(s.produced == 100 + records);
+  EXPECT(dplog_producer_free(p), DPLOG_OK);
+  EXPECT(dplog_close(h, &s), DPLOG_ERR_RING_STOPPED);
+  CHECK(s.written_records == 100 && s.enqueued == 100 && s.dropped_stopped == records);
+  CHECK(s.produced == 100 + records && s.in_flight == 0);
+  char path[512];
+  path_in(path, sizeof path, file);
+  char *text = read_file(path);
+  CHECK(count_sub(text, "natEvent=4") == 100);
+  check_ports_in_order(text, 100);
+  free(text);
+#else
+  (void)file;
+  (void)backpressure;
+#endif
+}
+
+static void test_stopped_ring_refuses_every_call(void) {
+  stopped_ring_case("stopped_block.log", "block");
+  stopped_ring_case("stopped_drop.log", "drop");
 }
 
 /* One producer used by two threads at once, which the API forbids, through
@@ -1300,6 +1398,7 @@ int main(void) {
   test_publish_every_and_producer_flush();
   test_inline_window();
   test_corrupt_ring_index();
+  test_stopped_ring_refuses_every_call();
   test_shared_producer();
   test_reopen_for_logrotate();
   test_use_after_close_and_double_free();

@@ -593,14 +593,25 @@ impl Daemon {
             r.high_water = r
                 .high_water
                 .max(r.reader.tail().saturating_sub(r.reader.head() - n as u64));
-            if let Some(d) = res.is_ok().then(|| r.reader.take_drops()).flatten() {
+            // The drop counters are checked as the index is: a violation
+            // quarantines the ring below, and its count is never reported.
+            let res = res.and_then(|_| r.reader.take_drops());
+            if let Ok(Some(d)) = &res {
+                // The producer's drop times, within the ring's life: not
+                // before its creation time (itself not after now), not
+                // after now, the first not after the last.
                 let now_ticks = dplog_core::tsc::now_ticks();
-                let base = DropReport::new(
-                    r.id,
-                    0,
-                    self.clock.to_utc_ns(d.first_ns.min(now_ticks)),
-                    self.clock.to_utc_ns(d.last_ns.min(now_ticks)),
-                );
+                let now_ns = dplog_core::tsc::realtime_ns();
+                let born = r.reader.info().created_ns.min(now_ns);
+                let last = self
+                    .clock
+                    .to_utc_ns(d.last_ns.min(now_ticks))
+                    .clamp(born, now_ns);
+                let first = self
+                    .clock
+                    .to_utc_ns(d.first_ns.min(now_ticks))
+                    .clamp(born, last);
+                let base = DropReport::new(r.id, 0, first, last);
                 // One report per reason; a count the ring's reason
                 // counters do not account for (a corrupted file) as the
                 // ring's, without a reason.
@@ -626,9 +637,9 @@ impl Daemon {
                         self.stats.drop_reports += 1;
                     }
                 }
-                r.dropped_reported += d.dropped;
+                r.dropped_reported = r.dropped_reported.saturating_add(d.dropped);
                 for (sum, n) in r.dropped_by_reason.iter_mut().zip(d.by_reason) {
-                    *sum += n;
+                    *sum = sum.saturating_add(n);
                 }
             }
             if let Err(e) = res {
@@ -929,16 +940,21 @@ impl Daemon {
         rings.extend(self.rings.values().map(|r| ring_stats(r, false)));
         rings.sort_by_key(|r| r.id);
         let mut s = self.stats;
-        s.enqueued = rings.iter().map(|r| r.enqueued).sum();
-        s.dropped_full = rings.iter().map(|r| r.dropped_full).sum();
-        s.dropped_degraded = rings.iter().map(|r| r.dropped_degraded).sum();
-        s.dropped_disconnected = rings.iter().map(|r| r.dropped_disconnected).sum();
-        s.dropped_stopped = rings.iter().map(|r| r.dropped_stopped).sum();
-        s.produced = s.enqueued
-            + s.dropped_full
-            + s.dropped_degraded
-            + s.dropped_disconnected
-            + s.dropped_stopped;
+        // Saturating: the counts come from the producers' files.
+        let sum = |f: fn(&RingStats) -> u64| rings.iter().map(f).fold(0u64, u64::saturating_add);
+        s.enqueued = sum(|r| r.enqueued);
+        s.dropped_full = sum(|r| r.dropped_full);
+        s.dropped_degraded = sum(|r| r.dropped_degraded);
+        s.dropped_disconnected = sum(|r| r.dropped_disconnected);
+        s.dropped_stopped = sum(|r| r.dropped_stopped);
+        s.produced = [
+            s.dropped_full,
+            s.dropped_degraded,
+            s.dropped_disconnected,
+            s.dropped_stopped,
+        ]
+        .into_iter()
+        .fold(s.enqueued, u64::saturating_add);
         s.high_water = rings.iter().map(|r| r.high_water).max().unwrap_or(0);
         let snap = Snapshot {
             consumer: s,
@@ -1091,14 +1107,16 @@ fn archive_age(cfg: &dplog::config::SinkConfig) -> Option<u64> {
 
 fn ring_stats(r: &Ring, stopped: bool) -> RingStats {
     let [full, degraded, disconnected, ring_stopped] = r.dropped_by_reason;
-    let attributed = full + degraded + disconnected + ring_stopped;
+    let attributed = [degraded, disconnected, ring_stopped]
+        .into_iter()
+        .fold(full, u64::saturating_add);
     RingStats {
         id: r.id,
         capacity: u64::from(r.reader.info().capacity),
         fill: r.reader.tail() - r.reader.head(),
-        produced: r.reader.tail() + r.dropped_reported,
+        produced: r.reader.tail().saturating_add(r.dropped_reported),
         enqueued: r.reader.tail(),
-        dropped_full: full + r.dropped_reported.saturating_sub(attributed),
+        dropped_full: full.saturating_add(r.dropped_reported.saturating_sub(attributed)),
         dropped_degraded: degraded,
         dropped_disconnected: disconnected,
         dropped_stopped: ring_stopped,

@@ -252,3 +252,117 @@ fn corrupted_rings_are_quarantined_and_the_others_still_drained() {
     assert!(e.contains("schema id 999"), "{e}");
     assert!(e.contains("file shrank"), "{e}");
 }
+
+/// `name{ring="i"} v` lines of an OpenMetrics text: value by ring id.
+fn per_ring(text: &str, name: &str) -> std::collections::BTreeMap<u64, u64> {
+    let prefix = format!("{name}{{ring=\"");
+    text.lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix(&prefix)?;
+            let (id, v) = rest.split_once("\"} ")?;
+            Some((id.parse().ok()?, v.parse().ok()?))
+        })
+        .collect()
+}
+
+/// A ring's drop counters are its producer's word, checked as its index
+/// is: a total of u64::MAX, or one below the drops already reported,
+/// quarantines that ring with a line naming the counter; the bogus count
+/// is never reported, the other rings are still served, and the daemon's
+/// counters stay coherent (each ring's produced = enqueued + dropped,
+/// nothing wrapped).
+#[test]
+fn a_ring_whose_drop_counter_lies_is_quarantined_and_the_counters_stay_coherent() {
+    const OFF_DROPPED_TOTAL: u64 = 416;
+    let s = Setup::new("[sink]\ntype = \"file\"\npath = \"@/out.jsonl\"\n");
+    let stats = s.path("stats.txt");
+    let mut d = s.daemon_with(&["--stats-file", stats.to_str().unwrap()]);
+    let maxed = ring(&s.rings(), "maxed", 41, 10);
+    let mut back = ring(&s.rings(), "back", 42, 10);
+    back.count_dropped(
+        dplog_core::DropReason::Full,
+        5,
+        dplog_core::tsc::now_ticks(),
+    );
+    wait_for(60, "the good records and the 5 drops reported", || {
+        let o = parse(&read(&s.path("out.jsonl")));
+        count(&s, 41) == 10 && count(&s, 42) == 10 && o.drops.len() == 1
+    });
+    write_at(maxed.path(), OFF_DROPPED_TOTAL, &u64::MAX.to_ne_bytes());
+    write_at(back.path(), OFF_DROPPED_TOTAL, &2u64.to_ne_bytes());
+    let file =
+        |p: &ShmProducer<Slot64>| p.path().file_name().unwrap().to_string_lossy().into_owned();
+    wait_for(60, "a quarantine line per lying ring", || {
+        let e = s.stderr();
+        e.contains(&format!("ring {}: quarantined: drop counter", file(&maxed)))
+            && e.contains(&format!("ring {}: quarantined: drop counter", file(&back)))
+    });
+    // Rings are still served after the quarantines: a new one whole.
+    let mut c = s.producer(
+        "after",
+        43,
+        &["--records", "1000", "--capacity", "64", "--pause-us", "500"],
+    );
+    assert!(c.wait().unwrap().success());
+    wait_for(60, "the new producer's end line", || {
+        end_of(&parse(&read(&s.path("out.jsonl"))), "after").is_some()
+    });
+    assert_eq!(
+        term(&mut d),
+        0,
+        "dplogd exit status; stderr:\n{}",
+        s.stderr()
+    );
+    let e = s.stderr();
+    assert!(
+        e.contains(
+            "quarantined: drop counter 18446744073709551615 is more than one drop per nanosecond"
+        ),
+        "{e}"
+    );
+    assert!(
+        e.contains("quarantined: drop counter moved backwards from 5 to 2"),
+        "{e}"
+    );
+    let out = parse(&read(&s.path("out.jsonl")));
+    assert_exactly(&out.seqs[&41], 10, "the maxed ring's records");
+    assert_exactly(&out.seqs[&42], 10, "the backwards ring's records");
+    assert_exactly(&out.seqs[&43], 1000, "the ring served after");
+    // The one true drop report, and nothing of the bogus counts.
+    assert_eq!(out.drops.len(), 1, "{:?}", out.drops);
+    assert_eq!(out.drops[0]["dropped"], 5, "{:?}", out.drops[0]);
+    for p in [&maxed, &back] {
+        let end = out
+            .ends
+            .iter()
+            .find(|v| v["ring"] == file(p).as_str())
+            .unwrap_or_else(|| panic!("{}: no quarantine line", file(p)));
+        assert_eq!(end["dplogd"], "ring_quarantined");
+        assert_eq!(end["records"], 10);
+    }
+    // The counters written at exit: per ring, produced = enqueued + the
+    // drops reported; over the three rings 10 + (10 + 5) + 1000.
+    let text = read(&stats);
+    let produced = per_ring(&text, "dplog_ring_produced_total");
+    let enqueued = per_ring(&text, "dplog_ring_enqueued_total");
+    assert_eq!(produced.len(), 3, "{text}");
+    assert_eq!(
+        produced.keys().collect::<Vec<_>>(),
+        enqueued.keys().collect::<Vec<_>>()
+    );
+    for (id, p) in &produced {
+        let full = text
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix(&format!(
+                    "dplog_ring_dropped_total{{ring=\"{id}\",reason=\"full\"}} "
+                ))
+            })
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("ring {id}: no full drops counter in\n{text}"));
+        assert_eq!(*p, enqueued[id] + full, "ring {id}:\n{text}");
+    }
+    assert_eq!(produced.values().sum::<u64>(), 1025, "{text}");
+    assert_eq!(enqueued.values().sum::<u64>(), 1020, "{text}");
+    assert!(!text.contains("18446744073709551615"), "{text}");
+}

@@ -264,8 +264,8 @@ pub unsafe extern "C" fn dplog_close(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::producer::{dplog_producer_free, dplog_producer_t};
-    use crate::types::{dplog_field_desc, DPLOG_FIELD_U32};
+    use crate::producer::dplog_producer_free;
+    use crate::testutil::{log_dns_query, open, register_dns_query, start_with_producer};
     use std::time::Duration;
 
     /// Counters of `h` now.
@@ -289,43 +289,12 @@ mod tests {
              [format]\ntype = \"rfc5424\"\n\
              [sink]\ntype = \"syslog\"\ntransport = \"udp\"\naddress = \"127.0.0.1:{port}\"\n"
         );
-        let text = std::ffi::CString::new(text).unwrap();
-        let mut h: *mut dplog_t = core::ptr::null_mut();
-        assert_eq!(
-            // SAFETY: the text is NUL-terminated; h is writable.
-            unsafe { crate::dplog_open_str(text.as_ptr(), &mut h) },
-            DPLOG_OK
-        );
-        let fields = [dplog_field_desc {
-            name: c"qtype".as_ptr(),
-            offset: 8,
-            size: 4,
-            kind: DPLOG_FIELD_U32,
-            ie_id: 0,
-            enum_names: core::ptr::null(),
-            enum_count: 0,
-        }];
-        let mut id = 0u16;
-        // SAFETY: h is live; the name and descriptor are valid.
-        let rc = unsafe {
-            crate::dplog_schema_register(h, c"dnsQuery".as_ptr(), 16, fields.as_ptr(), 1, &mut id)
-        };
-        assert_eq!(rc, DPLOG_OK);
-        assert_eq!(
-            // SAFETY: h is live.
-            unsafe { crate::dplog_start(h, core::ptr::null(), 0) },
-            DPLOG_OK
-        );
-        let mut p: *mut dplog_producer_t = core::ptr::null_mut();
-        // SAFETY: h is live; p is writable.
-        assert_eq!(unsafe { crate::dplog_producer_new(h, 0, &mut p) }, DPLOG_OK);
+        let h = open(&text);
+        let id = register_dns_query(h);
+        let p = start_with_producer(h);
         let log = |n: u32| {
             for i in 0..n {
-                let mut rec = [0u8; 16];
-                rec[8..12].copy_from_slice(&i.to_ne_bytes());
-                // SAFETY: p is live; rec holds 16 bytes.
-                let rc = unsafe { crate::dplog_log(p, id, rec.as_ptr().cast(), 16) };
-                assert_eq!(rc, DPLOG_OK);
+                assert_eq!(log_dns_query(p, id, i), DPLOG_OK);
             }
             // SAFETY: p is live.
             assert_eq!(unsafe { crate::dplog_producer_flush(p) }, DPLOG_OK);

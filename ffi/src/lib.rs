@@ -67,6 +67,8 @@ mod control;
 mod shm;
 
 mod clock;
+#[cfg(test)]
+mod testutil;
 
 mod metrics;
 

@@ -378,7 +378,7 @@ mod tests {
     #[test]
     fn closing_a_handle_that_attached_reports_the_rings_counts() {
         use crate::result::{DPLOG_ERR_FULL, DPLOG_ERR_UNDELIVERED};
-        use crate::types::{dplog_field_desc, DPLOG_FIELD_U32};
+        use crate::testutil::{log_dns_query, open, register_dns_query};
         let shm = std::path::Path::new("/dev/shm");
         let rings = fresh_dir(
             if shm.is_dir() {
@@ -389,34 +389,15 @@ mod tests {
             "counts",
         );
         let dir = std::ffi::CString::new(rings.as_os_str().as_encoded_bytes()).unwrap();
-        let mut h: *mut dplog_t = core::ptr::null_mut();
-        let text = c"[ring]\ncapacity = 64\nbackpressure = \"drop_newest\"\n";
-        // SAFETY: the text is NUL-terminated; h is writable.
-        assert_eq!(unsafe { dplog_open_str(text.as_ptr(), &mut h) }, DPLOG_OK);
-        let fields = [dplog_field_desc {
-            name: c"qtype".as_ptr(),
-            offset: 8,
-            size: 4,
-            kind: DPLOG_FIELD_U32,
-            ie_id: 0,
-            enum_names: core::ptr::null(),
-            enum_count: 0,
-        }];
-        let mut id = 0u16;
-        // SAFETY: h is live; the name and descriptor are valid.
-        let rc = unsafe {
-            crate::dplog_schema_register(h, c"dnsQuery".as_ptr(), 16, fields.as_ptr(), 1, &mut id)
-        };
-        assert_eq!(rc, DPLOG_OK);
+        let h = open("[ring]\ncapacity = 64\nbackpressure = \"drop_newest\"\n");
+        let id = register_dns_query(h);
         let mut p: *mut dplog_producer_t = core::ptr::null_mut();
         // SAFETY: h is live; the strings are NUL-terminated; p is writable.
         let rc = unsafe { dplog_attach(h, 0, dir.as_ptr(), c"dns".as_ptr(), &mut p) };
         assert_eq!(rc, DPLOG_OK);
-        let rec = [7u8; 16];
         let (mut ok, mut full) = (0u64, 0u64);
-        for _ in 0..200 {
-            // SAFETY: p is live; rec holds 16 bytes.
-            match unsafe { crate::dplog_log(p, id, rec.as_ptr().cast(), 16) } {
+        for q in 0..200 {
+            match log_dns_query(p, id, q) {
                 DPLOG_OK => ok += 1,
                 DPLOG_ERR_FULL => full += 1,
                 other => panic!("dplog_log: {other}"),

@@ -296,41 +296,15 @@ mod tests {
     /// One run of a C program logging `n` user records (a DNS query type)
     /// as CSV to the file `path` (appended to).
     fn csv_run(path: &std::path::Path, n: u32) {
-        let text = format!(
+        use crate::testutil::{log_dns_query, open, register_dns_query, start_with_producer};
+        let h = open(&format!(
             "[format]\ntype = \"csv\"\n[sink]\ntype = \"file\"\npath = \"{}\"\n",
             path.display()
-        );
-        let text = std::ffi::CString::new(text).unwrap();
-        let mut h: *mut dplog_t = core::ptr::null_mut();
-        // SAFETY: text is NUL-terminated, h is writable.
-        let rc = unsafe { crate::dplog_open_str(text.as_ptr(), &mut h) };
-        assert_eq!(rc, DPLOG_OK);
-        let fields = [dplog_field_desc {
-            name: c"qtype".as_ptr(),
-            offset: 8,
-            size: 4,
-            kind: DPLOG_FIELD_U32,
-            ie_id: 0,
-            enum_names: core::ptr::null(),
-            enum_count: 0,
-        }];
-        let mut id = 0u16;
-        // SAFETY: h is live; the name and descriptor are valid.
-        let r = unsafe {
-            crate::dplog_schema_register(h, c"dnsQuery".as_ptr(), 16, fields.as_ptr(), 1, &mut id)
-        };
-        assert_eq!(r, DPLOG_OK);
-        // SAFETY: h is live.
-        assert_eq!(unsafe { dplog_start(h, core::ptr::null(), 0) }, DPLOG_OK);
-        let mut p: *mut crate::producer::dplog_producer_t = core::ptr::null_mut();
-        // SAFETY: h is live; p is writable.
-        assert_eq!(unsafe { crate::dplog_producer_new(h, 0, &mut p) }, DPLOG_OK);
+        ));
+        let id = register_dns_query(h);
+        let p = start_with_producer(h);
         for q in 0..n {
-            let mut rec = [0u8; 16];
-            rec[8..12].copy_from_slice(&q.to_ne_bytes());
-            // SAFETY: p is live; rec holds 16 bytes.
-            let rc = unsafe { crate::dplog_log(p, id, rec.as_ptr().cast(), 16) };
-            assert_eq!(rc, DPLOG_OK);
+            assert_eq!(log_dns_query(p, id, q), DPLOG_OK);
         }
         // SAFETY: p was returned by dplog_producer_new and is freed once.
         assert_eq!(unsafe { crate::dplog_producer_free(p) }, DPLOG_OK);

@@ -297,6 +297,12 @@ pub enum SchemaError {
     /// A field name is empty, not an identifier (`[A-Za-z_][A-Za-z0-9_]*`)
     /// or not UTF-8.
     BadName(String),
+    /// A record type's name is not 1 to 32 characters of a letter or `_`
+    /// then letters, digits, `_`, `.` or `-`.
+    BadSchemaName(String),
+    /// An enum field's descriptor counts names but its name table is a
+    /// null pointer; the field's name.
+    NullEnumNames(String),
     /// Two fields share a name.
     DuplicateName(String),
     /// A C kind number that is not a [`FieldKind`].
@@ -353,6 +359,14 @@ impl fmt::Display for SchemaError {
             ),
             SchemaError::Overlap(a, b) => write!(f, "fields {a} and {b} overlap"),
             SchemaError::BadName(n) => write!(f, "bad field name {n:?}"),
+            SchemaError::BadSchemaName(n) => write!(
+                f,
+                "bad record type name {n:?}: 1 to 32 characters, a letter or '_' then letters, digits, '_', '.' or '-'"
+            ),
+            SchemaError::NullEnumNames(field) => write!(
+                f,
+                "null pointer for the enum names of field {field:?} (enum_count is not 0)"
+            ),
             SchemaError::DuplicateName(n) => write!(f, "field name {n} used twice"),
             SchemaError::UnknownKind { field, kind } => {
                 write!(f, "field {field}: unknown kind {kind}")
@@ -440,7 +454,7 @@ impl Schema {
         }
         let name = name.into();
         if !schema_name_ok(&name) {
-            return Err(SchemaError::BadName(name.to_string()));
+            return Err(SchemaError::BadSchemaName(name.to_string()));
         }
         for (i, f) in fields.iter().enumerate() {
             if !name_ok(&f.name) {
@@ -550,7 +564,7 @@ impl Schema {
             let mut f = FieldDef::new(fname, d.offset as usize, d.size as usize, kind, ie_id);
             if d.enum_count > 0 {
                 if d.enum_names.is_null() {
-                    return Err(SchemaError::NullPointer("enum names"));
+                    return Err(SchemaError::NullEnumNames(f.name.to_string()));
                 }
                 // SAFETY: the caller guarantees `enum_count` readable entries.
                 let names = unsafe { std::slice::from_raw_parts(d.enum_names, d.enum_count) };
@@ -1501,5 +1515,25 @@ mod tests {
         let e = unsafe { Schema::from_c_descriptors(1, c"s".as_ptr(), 16, std::ptr::null(), 2) }
             .unwrap_err();
         assert_eq!(e, SchemaError::NullPointer("field descriptors"));
+        // A bad record type name is said as one, not as a field's.
+        let ok = DplogFieldDesc {
+            kind: FieldKind::U32 as u32,
+            ..d
+        };
+        // SAFETY: the name is a NUL-terminated literal; `ok` is readable.
+        let e =
+            unsafe { Schema::from_c_descriptors(1, c"a b\n".as_ptr(), 16, &ok, 1) }.unwrap_err();
+        assert_eq!(e, SchemaError::BadSchemaName("a b\n".into()));
+        assert!(e.to_string().starts_with("bad record type name"), "{e}");
+        // Enum names counted but not given: the field is named.
+        let mut en = ok;
+        en.kind = FieldKind::Enum as u32;
+        en.size = 1;
+        en.enum_count = 2;
+        en.enum_names = std::ptr::null();
+        // SAFETY: the name is a NUL-terminated literal; a null enum table
+        // is refused before it is read.
+        let e = unsafe { Schema::from_c_descriptors(1, c"s".as_ptr(), 16, &en, 1) }.unwrap_err();
+        assert_eq!(e, SchemaError::NullEnumNames("a".into()));
     }
 }

@@ -1369,7 +1369,7 @@ mod tests {
         let one = || vec![f("a", 8, 1, FieldKind::Enum)];
         for bad in ["", "lb conn", "x]\"y", "1abc", &"x".repeat(33)] {
             let e = Schema::new(9, bad.to_string(), 16, one()).unwrap_err();
-            assert_eq!(e, SchemaError::BadName(bad.to_string()));
+            assert_eq!(e, SchemaError::BadSchemaName(bad.to_string()));
         }
         for good in ["aclDrop", "lb-conn.v2", "_x", &"x".repeat(32)] {
             assert!(

@@ -107,8 +107,16 @@ int main(int argc, char **argv) {
   unsigned workers = 2;
   unsigned long records = 100000, records_or_workers = 0;
   const char *output = "dataplane.log";
+  static const char usage[] = "usage: dataplane [--workers W] [--records N] [--output FILE]\n";
   for (int i = 1; i < argc; i += 2) {
-    if (i + 1 >= argc) { fprintf(stderr, "option %s needs a value\n", argv[i]); return 2; }
+    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+      fputs(usage, stdout);
+      return 0;
+    }
+    if (i + 1 >= argc) {
+      fprintf(stderr, "option %s needs a value\n%s", argv[i], usage);
+      return 2;
+    }
     if (!strcmp(argv[i], "--workers")) {
       if (!parse_count(argv[i + 1], 64, &records_or_workers)) {
         fprintf(stderr, "--workers must be 1..64, got %s\n", argv[i + 1]);
@@ -123,7 +131,7 @@ int main(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--output")) {
       output = argv[i + 1];
     } else {
-      fprintf(stderr, "unknown option %s\n", argv[i]);
+      fprintf(stderr, "unknown option %s\n%s", argv[i], usage);
       return 2;
     }
   }

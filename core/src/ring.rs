@@ -197,6 +197,16 @@ impl ProducerCounters {
             last_drop_ns: AtomicU64::new(0),
         }
     }
+
+    /// The drop counter of `reason`.
+    fn dropped(&self, reason: DropReason) -> &AtomicU64 {
+        match reason {
+            DropReason::Full => &self.dropped_full,
+            DropReason::Degraded => &self.dropped_degraded,
+            DropReason::Disconnected => &self.dropped_disconnected,
+            DropReason::Stopped => &self.dropped_stopped,
+        }
+    }
 }
 
 /// Consumer-side counters, written only by the consumer thread (same
@@ -681,12 +691,7 @@ impl<T> Shared<T> {
     #[cold]
     pub(crate) fn count_drop(&self, reason: DropReason, n: u64, now_ns: u64, shared_writers: bool) {
         let c = &self.producer_counters;
-        let counter = match reason {
-            DropReason::Full => &c.dropped_full,
-            DropReason::Degraded => &c.dropped_degraded,
-            DropReason::Disconnected => &c.dropped_disconnected,
-            DropReason::Stopped => &c.dropped_stopped,
-        };
+        let counter = c.dropped(reason);
         // A stopped ring's drops are counted with read-modify-writes
         // even from an SPSC producer: a ring stops when its producer is
         // used by two threads at once, which would lose plain stores.
@@ -749,12 +754,7 @@ impl<T> Shared<T> {
         // Relaxed: ordered after the Acquire load of the total above, so
         // each counter covers at least its drops in the total (the
         // producers add to it before they publish the total).
-        let counters = [
-            c.dropped_full.load(Ordering::Relaxed),
-            c.dropped_degraded.load(Ordering::Relaxed),
-            c.dropped_disconnected.load(Ordering::Relaxed),
-            c.dropped_stopped.load(Ordering::Relaxed),
-        ];
+        let counters = DropReason::ALL.map(|r| c.dropped(r).load(Ordering::Relaxed));
         // Release pairs with the producers' Acquire load in `count_drop`.
         self.consumer_counters
             .drops_reported

@@ -234,6 +234,16 @@ const OFF_DROPPED_DEGRADED: usize = 392;
 const OFF_DROPPED_DISCONNECTED: usize = 400;
 const OFF_DROPPED_STOPPED: usize = 408;
 const OFF_DROPPED_TOTAL: usize = 416;
+
+/// The header offset of the drop counter of `reason`.
+const fn drop_offset(reason: DropReason) -> usize {
+    match reason {
+        DropReason::Full => OFF_DROPPED_FULL,
+        DropReason::Degraded => OFF_DROPPED_DEGRADED,
+        DropReason::Disconnected => OFF_DROPPED_DISCONNECTED,
+        DropReason::Stopped => OFF_DROPPED_STOPPED,
+    }
+}
 const OFF_FIRST_DROP: usize = 424;
 const OFF_LAST_DROP: usize = 432;
 const OFF_SCHEMAS: usize = 1024;
@@ -2184,12 +2194,7 @@ impl<T: Record> ShmProducer<T> {
     /// it next drains the ring.
     pub fn count_dropped(&mut self, reason: DropReason, n: u64, now: u64) {
         let m = &self.map;
-        let c = m.u64_at(match reason {
-            DropReason::Full => OFF_DROPPED_FULL,
-            DropReason::Degraded => OFF_DROPPED_DEGRADED,
-            DropReason::Disconnected => OFF_DROPPED_DISCONNECTED,
-            DropReason::Stopped => OFF_DROPPED_STOPPED,
-        });
+        let c = m.u64_at(drop_offset(reason));
         // Relaxed: single-writer statistic; published by the Release
         // store of the total below.
         c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
@@ -2220,14 +2225,8 @@ impl<T: Record> ShmProducer<T> {
     /// Records dropped so far for `reason` (the ring's own per-reason
     /// counter; they add up to [`dropped`](Self::dropped)).
     pub fn dropped_for(&self, reason: DropReason) -> u64 {
-        let off = match reason {
-            DropReason::Full => OFF_DROPPED_FULL,
-            DropReason::Degraded => OFF_DROPPED_DEGRADED,
-            DropReason::Disconnected => OFF_DROPPED_DISCONNECTED,
-            DropReason::Stopped => OFF_DROPPED_STOPPED,
-        };
         // Relaxed: own single-writer counter.
-        self.map.u64_at(off).load(Ordering::Relaxed)
+        self.map.u64_at(drop_offset(reason)).load(Ordering::Relaxed)
     }
 }
 
@@ -2541,13 +2540,7 @@ impl ShmReader {
         // Relaxed: statistics; a caller that needs them to cover a total
         // loads the total first, with Acquire (the producer stores each
         // counter before it publishes the total).
-        [
-            OFF_DROPPED_FULL,
-            OFF_DROPPED_DEGRADED,
-            OFF_DROPPED_DISCONNECTED,
-            OFF_DROPPED_STOPPED,
-        ]
-        .map(|off| self.map.u64_at(off).load(Ordering::Relaxed))
+        DropReason::ALL.map(|r| self.map.u64_at(drop_offset(r)).load(Ordering::Relaxed))
     }
 
     /// Drops reported in-band so far (checkpointed with the head).

@@ -1117,10 +1117,8 @@ impl SyslogSink {
                 None if d.at < batch.len() => (d.at, false),
                 None => break,
             };
-            let end = line_end(batch, start);
+            let (end, record, line_bytes) = dgram_line(batch, reports, start);
             let msg = &batch[start..end];
-            let record = u64::from(!in_report(reports, start));
-            let line_bytes = ((end + 1).min(batch.len()) - start) as u64;
             if !again && msg.is_empty() {
                 // A record formatted to an empty line: nothing to send.
                 d.ok += record;
@@ -1164,11 +1162,7 @@ impl SyslogSink {
             }
         }
         if udp && d.last.is_some() {
-            let pending = match self.conn.as_ref() {
-                Some(Conn::Udp(s)) => s.take_error(),
-                _ => Ok(None),
-            };
-            match pending {
+            match self.udp_pending_error() {
                 Ok(None) => {}
                 Ok(Some(e)) => {
                     // Any pending error of a UDP socket is an ICMP error
@@ -1196,15 +1190,25 @@ impl SyslogSink {
     /// again before the rest of the batch. Without one (the socket's
     /// earlier datagrams belong to batches already counted written, the
     /// error came late) the refusal is only counted, in `refused_late`.
+    /// The error a connected UDP socket holds (`SO_ERROR`, cleared by
+    /// the read): an ICMP error of a datagram it sent. `Ok(None)` for
+    /// other transports.
+    fn udp_pending_error(&self) -> io::Result<Option<io::Error>> {
+        match self.conn.as_ref() {
+            Some(Conn::Udp(s)) => s.take_error(),
+            _ => Ok(None),
+        }
+    }
+
     fn take_back_last(&self, d: &mut DgramResume, batch: &[u8], reports: &[Range<usize>]) {
         let Some(at) = d.last.take() else {
             bump(&self.counters.refused_late, 1);
             return;
         };
         debug_assert!(d.resend.is_none(), "a resend is the first send on a socket");
-        let end = line_end(batch, at);
-        d.ok -= u64::from(!in_report(reports, at));
-        d.ok_bytes -= ((end + 1).min(batch.len()) - at) as u64;
+        let (_, record, bytes) = dgram_line(batch, reports, at);
+        d.ok -= record;
+        d.ok_bytes -= bytes;
         d.resend = Some(at);
         bump(&self.counters.refused, 1);
     }
@@ -1243,10 +1247,8 @@ impl SyslogSink {
             _ => return Kept::default(),
         };
         if d.last.is_some() {
-            if let Some(Conn::Udp(s)) = self.conn.as_ref() {
-                if let Ok(Some(_)) = s.take_error() {
-                    self.take_back_last(&mut d, batch, reports);
-                }
+            if let Ok(Some(_)) = self.udp_pending_error() {
+                self.take_back_last(&mut d, batch, reports);
             }
         }
         let end = d
@@ -1261,10 +1263,14 @@ impl SyslogSink {
     }
 }
 
-/// Offset of the `\n` ending the line that starts at `start` (the batch's
-/// length for a last line without one).
-fn line_end(batch: &[u8], start: usize) -> usize {
-    memchr::memchr(b'\n', &batch[start..]).map_or(batch.len(), |i| start + i)
+/// The datagram line of `batch` that starts at `start`: the offset of
+/// the `\n` that ends it (the batch's length for a last line without
+/// one), the records it counts (1, or 0 for an in-band report)
+/// and the batch bytes it takes (with its `\n`).
+fn dgram_line(batch: &[u8], reports: &[Range<usize>], start: usize) -> (usize, u64, u64) {
+    let end = memchr::memchr(b'\n', &batch[start..]).map_or(batch.len(), |i| start + i);
+    let record = u64::from(!in_report(reports, start));
+    (end, record, ((end + 1).min(batch.len()) - start) as u64)
 }
 
 /// RELP: session, window and acknowledgements.

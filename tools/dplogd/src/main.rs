@@ -684,14 +684,11 @@ impl Daemon {
                         r.reader.head(),
                         how,
                     ) {
-                        // No in-band line in this format: stderr says it.
-                        eprintln!(
-                            "dplogd: producer of ring {} (pid {}) {} after {} records",
-                            shown(&r.file),
-                            r.reader.info().pid,
-                            how.words(),
-                            r.reader.head()
-                        );
+                        // No in-band line in this format: stderr says it,
+                        // as the text format's line.
+                        let mut l = Vec::new();
+                        text_end_line(&mut l, &r.file, r.reader.info().pid, r.reader.head(), how);
+                        eprint!("{}", String::from_utf8_lossy(&l));
                     }
                     r.ending = Some(how);
                 }
@@ -1163,17 +1160,9 @@ fn line(
             push_escaped(buf, file.as_bytes(), Escape::Json);
             buf.extend_from_slice(format!("\",\"pid\":{pid},\"records\":{records}}}\n").as_bytes());
         }
-        Format::Text => {
-            buf.extend_from_slice(b"dplogd: producer of ring ");
-            push_escaped(buf, file.as_bytes(), Escape::Text);
-            buf.extend_from_slice(
-                format!(" (pid {pid}) {} after {records} records\n", how.words()).as_bytes(),
-            );
-        }
+        Format::Text => text_end_line(buf, file, pid, records, how),
         Format::Rfc5424 | Format::Rfc3164 => {
-            let time_ns = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+            let time_ns = dplog_core::tsc::realtime_ns();
             let (pid, records) = (pid.to_string(), records.to_string());
             let params: [(&str, &[u8]); 3] = [
                 ("ring", file.as_bytes()),
@@ -1199,6 +1188,16 @@ fn line(
     } else {
         false
     }
+}
+
+/// The text format's end-of-ring line (see [`line`]), the ring's name
+/// escaped ([`Escape::Text`]).
+fn text_end_line(buf: &mut Vec<u8>, file: &str, pid: u32, records: u64, how: Ending) {
+    buf.extend_from_slice(b"dplogd: producer of ring ");
+    push_escaped(buf, file.as_bytes(), Escape::Text);
+    buf.extend_from_slice(
+        format!(" (pid {pid}) {} after {records} records\n", how.words()).as_bytes(),
+    );
 }
 
 /// `s` as stderr shows it: escaped as the text format escapes a byte

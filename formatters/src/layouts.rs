@@ -816,11 +816,9 @@ pub const DROP_SEVERITY: u8 = 4;
 #[derive(Clone, Debug)]
 pub struct SyslogDrops {
     rfc5424: bool,
-    pri: String,
     hostname: String,
     app_name: String,
     procid: String,
-    sd_id: String,
     facility: u8,
     enterprise: String,
 }
@@ -835,16 +833,50 @@ impl SyslogDrops {
         };
         SyslogDrops {
             rfc5424,
-            pri: format!("<{}>", sy.facility as u32 * 8 + DROP_SEVERITY as u32),
             hostname: sy.hostname_or(if rfc5424 { "-" } else { "localhost" }),
             app_name: app_name
                 .chars()
                 .take(if rfc5424 { 48 } else { 32 })
                 .collect(),
             procid: sy.procid_or_pid(),
-            sd_id: format!("dplogDrop@{}", sy.enterprise()),
             facility: sy.facility,
             enterprise: sy.enterprise().to_string(),
+        }
+    }
+
+    /// Appends the header of one of dplog's own messages of `severity`
+    /// (0..=7, a larger value taken as 7) at `time_ns`: RFC 5424
+    /// `<PRI>1 TIMESTAMP HOSTNAME APP-NAME PROCID MSGID [<sd_name>@<enterprise>`
+    /// (the SD-ELEMENT left open for its parameters; TIMESTAMP with
+    /// microseconds), RFC 3164 `<PRI>TIMESTAMP HOSTNAME TAG: MSGID`.
+    fn header(&self, out: &mut Vec<u8>, severity: u8, time_ns: u64, msgid: &str, sd_name: &str) {
+        let pri = u32::from(self.facility) * 8 + u32::from(severity.min(7));
+        out.push(b'<');
+        crate::conv::push_dec(out, u64::from(pri));
+        out.push(b'>');
+        if self.rfc5424 {
+            out.extend_from_slice(b"1 ");
+            crate::conv::Rfc3339Cache::default().push(out, time_ns, 6);
+        } else {
+            crate::conv::Rfc3164Cache::default().push(out, time_ns);
+        }
+        out.push(b' ');
+        out.extend_from_slice(self.hostname.as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(self.app_name.as_bytes());
+        if self.rfc5424 {
+            out.push(b' ');
+            out.extend_from_slice(self.procid.as_bytes());
+            out.push(b' ');
+        } else {
+            out.extend_from_slice(b": ");
+        }
+        out.extend_from_slice(msgid.as_bytes());
+        if self.rfc5424 {
+            out.extend_from_slice(b" [");
+            out.extend_from_slice(sd_name.as_bytes());
+            out.push(b'@');
+            out.extend_from_slice(self.enterprise.as_bytes());
         }
     }
 
@@ -868,33 +900,8 @@ impl SyslogDrops {
     /// constants (printable US-ASCII without space, `=`, `]` or `"`).
     pub fn write_notice(&self, n: &SyslogNotice<'_>, out: &mut Vec<u8>) {
         use crate::conv::push_escaped;
-        let pri = u32::from(self.facility) * 8 + u32::from(n.severity.min(7));
-        out.push(b'<');
-        crate::conv::push_dec(out, u64::from(pri));
-        out.push(b'>');
+        self.header(out, n.severity, n.time_ns, n.msgid, n.sd_name);
         if self.rfc5424 {
-            out.extend_from_slice(b"1 ");
-            crate::conv::Rfc3339Cache::default().push(out, n.time_ns, 6);
-        } else {
-            crate::conv::Rfc3164Cache::default().push(out, n.time_ns);
-        }
-        out.push(b' ');
-        out.extend_from_slice(self.hostname.as_bytes());
-        out.push(b' ');
-        out.extend_from_slice(self.app_name.as_bytes());
-        if self.rfc5424 {
-            out.push(b' ');
-            out.extend_from_slice(self.procid.as_bytes());
-            out.push(b' ');
-        } else {
-            out.extend_from_slice(b": ");
-        }
-        out.extend_from_slice(n.msgid.as_bytes());
-        if self.rfc5424 {
-            out.extend_from_slice(b" [");
-            out.extend_from_slice(n.sd_name.as_bytes());
-            out.push(b'@');
-            out.extend_from_slice(self.enterprise.as_bytes());
             for (name, v) in n.params {
                 out.push(b' ');
                 out.extend_from_slice(name.as_bytes());
@@ -937,29 +944,10 @@ impl SyslogDrops {
         };
         let sink = r.reason == dplog_core::report::DROP_REASON_SINK;
         let mut t = crate::conv::Rfc3339Cache::default();
-        out.extend_from_slice(self.pri.as_bytes());
+        self.header(out, DROP_SEVERITY, ns, DROP_MSGID, "dplogDrop");
         let (open, close, q) = if self.rfc5424 {
-            out.extend_from_slice(b"1 ");
-            t.push(out, ns, 6);
-            out.push(b' ');
-            out.extend_from_slice(self.hostname.as_bytes());
-            out.push(b' ');
-            out.extend_from_slice(self.app_name.as_bytes());
-            out.push(b' ');
-            out.extend_from_slice(self.procid.as_bytes());
-            out.push(b' ');
-            out.extend_from_slice(DROP_MSGID.as_bytes());
-            out.extend_from_slice(b" [");
-            out.extend_from_slice(self.sd_id.as_bytes());
             (" ", "]", "\"")
         } else {
-            crate::conv::Rfc3164Cache::default().push(out, ns);
-            out.push(b' ');
-            out.extend_from_slice(self.hostname.as_bytes());
-            out.push(b' ');
-            out.extend_from_slice(self.app_name.as_bytes());
-            out.extend_from_slice(b": ");
-            out.extend_from_slice(DROP_MSGID.as_bytes());
             (" ", "", "")
         };
         let param = |out: &mut Vec<u8>, name: &str, v: &mut dyn FnMut(&mut Vec<u8>)| {

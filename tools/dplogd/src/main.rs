@@ -1190,7 +1190,7 @@ fn line(
     }
 }
 
-/// The text format's end-of-ring line (see [`line`]), the ring's name
+/// The text format's end-of-ring line (see [`line()`]), the ring's name
 /// escaped ([`Escape::Text`]).
 fn text_end_line(buf: &mut Vec<u8>, file: &str, pid: u32, records: u64, how: Ending) {
     buf.extend_from_slice(b"dplogd: producer of ring ");

@@ -37,7 +37,7 @@
 //! | 128 | 8 | tail: next slot the producer publishes (own 128-byte line) | producer |
 //! | 384 | 56 | drop counters: full, degraded, disconnected, stopped, total, first and last drop time (ticks) | producer |
 //! | 1024 | 64 × n | schema descriptors: id u16, 0 u16, record size u32, fingerprint u64 ([`schema_fingerprint`]), name (48 bytes, NUL padded) | creator |
-//! | 8192 | 4 + … | schema descriptions, one per descriptor in its order: length u16 (little endian), then the schema's fields in [`Schema::encode`]'s encoding, then its metadata ([`encode_meta`]; absent: the defaults) | creator |
+//! | 8192 | 4 + … | schema descriptions, one per descriptor in its order: length u16 (little endian), then the schema's description ([`Schema::encode`]: its fields, then its metadata; absent: the defaults) | creator |
 //! | 65536 | capacity × slot bytes | the slots | producer |
 //!
 //! The descriptions let a consumer rebuild every record type exactly (field
@@ -377,48 +377,15 @@ impl SchemaDesc {
 pub use crate::schema::{decode_meta, encode_meta};
 
 /// The schema-description region of `schemas` (see the module's file
-/// layout): each schema's fields and its metadata.
+/// layout): each schema's description ([`Schema::encode`]: its fields
+/// and its metadata) behind its length.
 ///
-/// Errors: [`ShmError::Config`] if a schema does not survive its encoding
-/// (a name above 255 bytes, metadata the encoding cannot carry or a
-/// reader would refuse) or the region exceeds [`SHM_MAX_DESC_BYTES`].
+/// Errors: [`ShmError::Config`] if a schema does not encode (see
+/// [`Schema::encode`]) or the region exceeds [`SHM_MAX_DESC_BYTES`].
 fn encode_descriptions(schemas: &[&Schema]) -> Result<Vec<u8>, ShmError> {
     let mut out = Vec::new();
     for s in schemas {
-        let mut b = s.encode();
-        let fields_len = b.len();
-        let same = matches!(Schema::decode(&b), Ok((d, n)) if n == b.len()
-            && schema_fingerprint(&d) == schema_fingerprint(s)
-            && d.fields() == s.fields());
-        if !same {
-            return Err(ShmError::Config(format!(
-                "schema {}: its description does not encode (a name longer than 255 bytes?)",
-                s.name()
-            )));
-        }
-        let meta = encode_meta(s.meta()).ok_or_else(|| {
-            ShmError::Config(format!(
-                "schema {}: its metadata does not encode (a string above 255 bytes, nested syslog profiles?)",
-                s.name()
-            ))
-        })?;
-        match decode_meta(&meta) {
-            Ok(m) if &m == s.meta() => {}
-            Ok(_) => {
-                return Err(ShmError::Config(format!(
-                    "schema {}: its metadata does not survive its encoding",
-                    s.name()
-                )))
-            }
-            Err(e) => {
-                return Err(ShmError::Config(format!(
-                    "schema {}: its metadata would be refused by a reader: {e}",
-                    s.name()
-                )))
-            }
-        }
-        b.extend_from_slice(&meta);
-        debug_assert!(b.len() > fields_len);
+        let b = s.encode().map_err(|e| ShmError::Config(e.to_string()))?;
         out.extend_from_slice(&(b.len().min(u16::MAX as usize) as u16).to_le_bytes());
         out.extend_from_slice(&b);
         if b.len() > u16::MAX as usize || out.len() > SHM_MAX_DESC_BYTES {
@@ -434,9 +401,8 @@ fn encode_descriptions(schemas: &[&Schema]) -> Result<Vec<u8>, ShmError> {
 /// Decodes the schema-description region `region` (the bytes its header
 /// field declares) into `count` schemas: each a little-endian u16 length
 /// within the region, then exactly that many bytes that
-/// [`Schema::decode`] accepts, then optionally the schema's metadata
-/// ([`decode_meta`], checked by [`Schema::with_meta`]); no stray bytes
-/// after the last. Pure and
+/// [`Schema::decode`] accepts (a schema's fields, then optionally its
+/// metadata; none: the defaults); no stray bytes after the last. Pure and
 /// bounded: it reads only `region` and allocates in proportion to it.
 /// [`parse_header`] then matches each against its descriptor.
 ///
@@ -461,23 +427,11 @@ pub fn decode_descriptions(region: &[u8], count: usize) -> Result<Vec<Schema>, S
                 region.len() - p
             ));
         }
-        let (s, used) = match Schema::decode(&region[p..p + len]) {
-            Ok(x) => x,
+        match Schema::decode(&region[p..p + len]) {
+            Ok(s) => out.push(s),
             Err(e) => return bad(e),
-        };
-        // The rest of the entry is the metadata (none: the defaults).
-        let s = if used == len {
-            s
-        } else {
-            let name = s.name().to_string();
-            match decode_meta(&region[p + used..p + len]).map(|m| s.with_meta(m)) {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => return bad(format!("schema {name}: metadata: {e}")),
-                Err(e) => return bad(format!("schema {name}: metadata: {e}")),
-            }
-        };
+        }
         p += len;
-        out.push(s);
     }
     if p != region.len() {
         return Err(ShmError::Schema(format!(

@@ -491,7 +491,7 @@ fn a_damaged_calibration_block_skips_only_the_tsc_blocks_it_applies_to() {
 fn write_v1_segment(dir: &Path, seq: u64, s: &Schema, recs: &[Vec<u8>]) -> std::path::PathBuf {
     let mut file = format::segment_header().to_vec();
     file[8..12].copy_from_slice(&1u32.to_le_bytes());
-    let schema = format::block_frame(format::KIND_SCHEMA, &s.encode());
+    let schema = format::block_frame(format::KIND_SCHEMA, &s.encode().unwrap());
     let times: Vec<u64> = recs
         .iter()
         .map(|r| format::event_time(s, r).unwrap())

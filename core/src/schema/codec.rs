@@ -1,59 +1,142 @@
 //! The schema codec: one encoding of a schema's identity, fields and
-//! metadata, shared by every container that carries schemas.
+//! metadata, shared by every container that carries schemas (a binary
+//! log's `S` frames, and so an mmap segment's preamble and an archive's
+//! schema blocks; a shared-memory ring's schema descriptions).
+//!
+//! # The encoding (little endian)
+//!
+//! A *description* is the schema's fields, then its metadata:
+//!
+//! 1. fields ([`Schema::encode_fields`]): `id u16, record size u16,
+//!    name, field count u16`, then per field `name, offset u16, size u16,
+//!    kind u8 (C ABI value), IPFIX id u16, enum-name count u16` and per
+//!    enum name `value u32, name`; a name is a length byte and that many
+//!    UTF-8 bytes;
+//! 2. metadata ([`encode_meta`]): a version byte, then the
+//!    [`SchemaMeta`] that version carries.
+//!
+//! Versions of the metadata: **1** carries everything but the
+//! lifecycle; **2** adds the [`Lifecycle`](super::Lifecycle). A writer
+//! writes the oldest version that carries the schema's metadata (1 for a
+//! schema without lifecycle), so readers of version 1 still read it. A
+//! reader refuses a version above [`META_VERSION`] with an error that
+//! says so ("written by a newer dplog").
+//!
+//! A description that ends after its fields (no metadata) is what every
+//! container held before the metadata travelled with it: it decodes with
+//! the default [`SchemaMeta`] (the first timestamp field as event time,
+//! normal priority, no syslog layout). A container knows where each
+//! description ends (a frame, block or entry length), so the decoder
+//! reads a whole description ([`Schema::decode`]).
 
 use std::borrow::Cow;
 
 use super::{
-    EnumName, FieldDef, FieldKind, FieldValues, IeBy, NameBy, OnlyWhen, Schema, SchemaMeta,
-    SdParam, SyslogMeta,
+    EnumName, FieldDef, FieldKind, FieldValues, IeBy, Lifecycle, NameBy, OnlyWhen, Schema,
+    SchemaError, SchemaMeta, SdParam, SyslogMeta,
 };
 
 impl Schema {
-    /// Serialises the schema's identity and fields (not its [`SchemaMeta`])
-    /// in the compact little-endian encoding of the binary log's `S` frame
-    /// and of a shared-memory ring's schema descriptions:
+    /// The schema's description: its fields and its metadata, in the
+    /// encoding of the module docs ([`encode_fields`](Self::encode_fields)
+    /// then [`encode_meta`]). What [`Schema::decode`] gives back equals
+    /// `self` (checked here: an encoding that would not is an error, not
+    /// a loss).
     ///
-    /// `id u16, record size u16, name, field count u16`, then per field
-    /// `name, offset u16, size u16, kind u8 (C ABI value), IPFIX id u16,
-    /// enum-name count u16` and per enum name `value u32, name`; a name is
-    /// a length byte and that many UTF-8 bytes (names longer than 255
-    /// bytes are cut: compare [`Schema::decode`]'s result when it
-    /// matters).
-    pub fn encode(&self) -> Vec<u8> {
-        fn put_name(b: &mut Vec<u8>, s: &str) {
-            let s = &s.as_bytes()[..s.len().min(255)];
-            b.push(s.len() as u8);
-            b.extend_from_slice(s);
+    /// # Errors
+    /// [`SchemaError::NotEncodable`] naming what does not fit the
+    /// encoding (a name above 255 bytes, more than 65535 fields or enum
+    /// names, a metadata string above 255 bytes, nested syslog profiles)
+    /// or what a reader would refuse (e.g. an APP-NAME with a space).
+    ///
+    /// # Examples
+    /// ```
+    /// use dplog_core::schema::{FieldDef, FieldKind, Schema};
+    /// let s = Schema::new(7, "aclDrop", 16, vec![FieldDef::new("rule", 8, 4, FieldKind::U32, 0)])
+    ///     .unwrap()
+    ///     .with_priority(6, None)
+    ///     .unwrap();
+    /// let b = s.encode().unwrap();
+    /// assert_eq!(Schema::decode(&b).unwrap(), s);
+    /// ```
+    pub fn encode(&self) -> Result<Vec<u8>, SchemaError> {
+        let bad = |why: String| {
+            SchemaError::NotEncodable(format!("schema {}: {why}", self.name()))
+        };
+        let mut b = self.encode_fields().ok_or_else(|| {
+            bad("a name above 255 bytes or more than 65535 fields or enum names".into())
+        })?;
+        let meta = encode_meta(self.meta()).ok_or_else(|| {
+            bad("its metadata does not fit the encoding (a string above 255 bytes, a field \
+                 index above 65535, nested syslog profiles?)"
+                .into())
+        })?;
+        b.extend_from_slice(&meta);
+        match Schema::decode(&b) {
+            Ok(d) if d == *self => Ok(b),
+            Ok(_) => Err(bad("it does not survive its encoding".into())),
+            Err(e) => Err(bad(format!("its encoding would be refused by a reader: {e}"))),
         }
+    }
+
+    /// Decodes a whole description written by [`Schema::encode`], or a
+    /// fields-only one (what binary logs, mmap segments, archives and
+    /// ring files held before the metadata travelled; it takes the
+    /// default [`SchemaMeta`]), and validates it as [`Schema::new`] and
+    /// [`Schema::with_meta`] do. Pure and bounded: it reads only `b`, and
+    /// allocates at most in proportion to `b.len()`.
+    ///
+    /// Errors: a message naming what ended early, a bad kind, name or
+    /// metadata, a metadata version this reader does not know (newer
+    /// than [`META_VERSION`]), or the [`SchemaError`] of the decoded
+    /// schema.
+    pub fn decode(b: &[u8]) -> Result<Schema, String> {
+        let (s, used) = Schema::decode_fields(b)?;
+        if used == b.len() {
+            return Ok(s);
+        }
+        let name = s.name().to_string();
+        let m = decode_meta(&b[used..]).map_err(|e| format!("schema {name}: metadata: {e}"))?;
+        s.with_meta(m)
+            .map_err(|e| format!("schema {name}: metadata: {e}"))
+    }
+
+    /// The fields part of the description (see the module docs), `None`
+    /// if a name is above 255 bytes or a count above 65535.
+    pub fn encode_fields(&self) -> Option<Vec<u8>> {
+        fn put_name(b: &mut Vec<u8>, s: &str) -> Option<()> {
+            b.push(u8::try_from(s.len()).ok()?);
+            b.extend_from_slice(s.as_bytes());
+            Some(())
+        }
+        let count = |n: usize| u16::try_from(n).ok().map(u16::to_le_bytes);
         let mut b = Vec::new();
         b.extend_from_slice(&self.id.to_le_bytes());
         b.extend_from_slice(&self.size.to_le_bytes());
-        put_name(&mut b, &self.name);
-        b.extend_from_slice(&(self.fields.len().min(u16::MAX as usize) as u16).to_le_bytes());
-        for f in self.fields.iter().take(u16::MAX as usize) {
-            put_name(&mut b, &f.name);
+        put_name(&mut b, &self.name)?;
+        b.extend_from_slice(&count(self.fields.len())?);
+        for f in &self.fields {
+            put_name(&mut b, &f.name)?;
             b.extend_from_slice(&f.offset.to_le_bytes());
             b.extend_from_slice(&f.size.to_le_bytes());
             b.push(f.kind as u32 as u8);
             b.extend_from_slice(&f.ie_id.to_le_bytes());
-            let n = f.enum_names.len().min(u16::MAX as usize);
-            b.extend_from_slice(&(n as u16).to_le_bytes());
-            for e in &f.enum_names[..n] {
+            b.extend_from_slice(&count(f.enum_names.len())?);
+            for e in &f.enum_names {
                 b.extend_from_slice(&e.value.to_le_bytes());
-                put_name(&mut b, &e.name);
+                put_name(&mut b, &e.name)?;
             }
         }
-        b
+        Some(b)
     }
 
-    /// Decodes one schema encoded by [`Schema::encode`] from the start of
-    /// `b` and validates it with [`Schema::new`]; returns it and the bytes
-    /// it took (trailing bytes are the caller's). Pure and bounded: it
-    /// reads only `b`, and allocates at most in proportion to `b.len()`.
+    /// Decodes the fields part of a description from the start of `b`
+    /// and validates it with [`Schema::new`]; returns the schema (default
+    /// metadata) and the bytes it took (the rest is the metadata, if
+    /// any).
     ///
-    /// Errors: a message naming what ended early, a bad kind or name, or
-    /// the [`SchemaError`] of the decoded schema.
-    pub fn decode(b: &[u8]) -> Result<(Schema, usize), String> {
+    /// Errors: as [`Schema::decode`].
+    pub fn decode_fields(b: &[u8]) -> Result<(Schema, usize), String> {
         struct Rd<'a> {
             b: &'a [u8],
             p: usize,
@@ -124,11 +207,13 @@ fn profile_name_ok(n: &str) -> bool {
 /// Most syslog profile layouts nested in a schema's metadata: a
 /// profile's layout has no profiles of its own.
 const META_MAX_DEPTH: usize = 1;
-/// Version byte of the metadata encoding.
-const META_VERSION: u8 = 1;
+/// The newest version of the metadata encoding this code writes and
+/// reads (see the module docs): 2, which adds the lifecycle to version 1.
+pub const META_VERSION: u8 = 2;
 
 /// Encodes a schema's [`SchemaMeta`] (little endian), the tail of its
-/// description in a ring file: `version u8 (1)`, `event time u16
+/// description ([`Schema::encode`]): `version u8` (2 with a lifecycle,
+/// else 1), `event time u16
 /// (field index, 0xffff none)`, `priority u8`, then, each behind a
 /// presence byte (0/1): priority by value (`field u16`, `count u16`,
 /// `(value u64, priority u8)…`), fields only when (`field u16`, `equals
@@ -140,7 +225,10 @@ const META_VERSION: u8 = 1;
 /// `(value u64, msgid)…`), `SD-ID?`, `count u16` parameters `(name, 0
 /// field u16 | 1 constant)`, `count u16` profiles `(name, layout)` (a
 /// profile's layout has no profiles). A string is a length byte and that
-/// many UTF-8 bytes; `x?` is a presence byte then `x`.
+/// many UTF-8 bytes; `x?` is a presence byte then `x`. Version 2 then
+/// has the lifecycle (`field u16`, `count u16` opening values `u64…`,
+/// `count u16` closing values `u64…`, `count u16` key fields `u16…`,
+/// `count u16` close-only fields `u16…`).
 ///
 /// Returns `None` if something does not fit the encoding (a string above
 /// 255 bytes, a count or index above 65535, nested profiles).
@@ -217,7 +305,7 @@ pub fn encode_meta(m: &SchemaMeta) -> Option<Vec<u8>> {
         }
     }
     let mut w = W(Vec::new());
-    w.u8(META_VERSION);
+    w.u8(if m.lifecycle.is_some() { 2 } else { 1 });
     w.u16(m.event_time.unwrap_or(0xffff))?;
     if m.event_time == Some(0xffff) {
         return None;
@@ -275,6 +363,21 @@ pub fn encode_meta(m: &SchemaMeta) -> Option<Vec<u8>> {
         }
     }
     w.u8(u8::from(m.enum_numbers));
+    if let Some(l) = &m.lifecycle {
+        w.u16(l.field)?;
+        for values in [&l.opens, &l.closes] {
+            w.u16(values.len())?;
+            for &v in values {
+                w.u64(v);
+            }
+        }
+        for fields in [&l.keys, &l.close_only] {
+            w.u16(fields.len())?;
+            for &f in fields {
+                w.u16(f)?;
+            }
+        }
+    }
     Some(w.0)
 }
 
@@ -411,9 +514,10 @@ pub fn decode_meta(b: &[u8]) -> Result<SchemaMeta, String> {
     }
     let mut r = R { b, p: 0 };
     let v = r.u8()?;
-    if v != META_VERSION {
+    if v == 0 || v > META_VERSION {
         return Err(format!(
-            "metadata version {v}, this reader knows {META_VERSION}"
+            "metadata version {v}: this reader knows versions 1 to {META_VERSION} (written by a \
+             newer dplog? read it with that version)"
         ));
     }
     let event_time = match r.u16()? {
@@ -478,6 +582,28 @@ pub fn decode_meta(b: &[u8]) -> Result<SchemaMeta, String> {
         });
     }
     m.enum_numbers = r.flag()?;
+    if v >= 2 {
+        let field = r.u16()?;
+        let mut values = || -> Result<Vec<u64>, String> {
+            let n = r.count(8)?;
+            (0..n).map(|_| r.u64()).collect()
+        };
+        let opens = values()?;
+        let closes = values()?;
+        let mut fields = || -> Result<Vec<usize>, String> {
+            let n = r.count(2)?;
+            (0..n).map(|_| r.u16()).collect()
+        };
+        let keys = fields()?;
+        let close_only = fields()?;
+        m.lifecycle = Some(Lifecycle {
+            field,
+            opens,
+            closes,
+            keys,
+            close_only,
+        });
+    }
     if r.p != b.len() {
         return Err(format!("{} stray bytes after the metadata", b.len() - r.p));
     }

@@ -218,8 +218,116 @@ impl Schema {
                 ));
             }
         }
+        if let Some(l) = &meta.lifecycle {
+            self.check_lifecycle(l)?;
+        }
         self.meta = meta;
         Ok(self)
+    }
+
+    /// Declares the record type's lifecycle: the records of a *state*
+    /// (a session, a connection, a lease) that the integer field `field`
+    /// says open it (`opens`, e.g. a create) or close it (`closes`, e.g.
+    /// a delete), the fields whose values identify a state (`keys`: an
+    /// open and its close carry the same) and the fields a close alone
+    /// carries (`close_only`, e.g. its counters). Other values of `field`
+    /// are events of no state. `dplog-query --at T` answers which states
+    /// were open at T from it, for any record type that declares one.
+    ///
+    /// # Errors
+    /// [`SchemaError::BadMetaField`] for a field the schema lacks or a
+    /// `field` that is not an integer of at most 8 bytes;
+    /// [`SchemaError::BadLifecycle`] for no opening or closing value, a
+    /// value both opens and closes or does not fit the field, no key, or a
+    /// field listed twice (as a key and close-only, or as `field` too).
+    ///
+    /// # Examples
+    /// ```
+    /// use dplog_core::schema::{FieldDef, FieldKind, Schema};
+    /// let s = Schema::new(500, "lbConn", 32, vec![
+    ///     FieldDef::new("connTime", 8, 8, FieldKind::NsTimestamp, 0),
+    ///     FieldDef::new("vip", 16, 4, FieldKind::Ipv4, 0),
+    ///     FieldDef::new("vport", 20, 2, FieldKind::Port, 0),
+    ///     FieldDef::new("connEvent", 22, 1, FieldKind::U8, 0),
+    ///     FieldDef::new("bytes", 24, 8, FieldKind::U64, 0),
+    /// ])
+    /// .unwrap()
+    /// .with_lifecycle("connEvent", &[1], &[2], &["vip", "vport"], &["bytes"])
+    /// .unwrap();
+    /// let l = s.meta().lifecycle.as_ref().unwrap();
+    /// assert_eq!((l.field, l.keys.as_slice(), l.close_only.as_slice()), (3, &[1, 2][..], &[4][..]));
+    /// assert!(l.is_open(1) && l.is_close(2) && !l.is_open(3));
+    /// ```
+    pub fn with_lifecycle(
+        mut self,
+        field: &str,
+        opens: &[u64],
+        closes: &[u64],
+        keys: &[&str],
+        close_only: &[&str],
+    ) -> Result<Self, SchemaError> {
+        let names = |v: &[&str]| {
+            v.iter()
+                .map(|n| self.index_of("lifecycle", n))
+                .collect::<Result<Vec<_>, _>>()
+        };
+        let l = Lifecycle {
+            field: self.integer_field("lifecycle", field)?,
+            opens: opens.to_vec(),
+            closes: closes.to_vec(),
+            keys: names(keys)?,
+            close_only: names(close_only)?,
+        };
+        self.check_lifecycle(&l)?;
+        self.meta.lifecycle = Some(l);
+        Ok(self)
+    }
+
+    /// Checks a lifecycle against this schema's fields (see
+    /// [`Schema::with_lifecycle`]).
+    fn check_lifecycle(&self, l: &Lifecycle) -> Result<(), SchemaError> {
+        let n = self.fields.len();
+        let bad = |m: String| Err(SchemaError::BadLifecycle(m));
+        let name = |i: usize| self.fields[i].name.to_string();
+        if l.field >= n || !self.fields[l.field].kind.is_integer() || self.fields[l.field].size > 8
+        {
+            return Err(SchemaError::BadMetaField("lifecycle", format!("#{}", l.field)));
+        }
+        if let Some(&i) = l.keys.iter().chain(&l.close_only).find(|&&i| i >= n) {
+            return Err(SchemaError::BadMetaField("lifecycle", format!("#{i}")));
+        }
+        let f = &self.fields[l.field];
+        if l.opens.is_empty() || l.closes.is_empty() {
+            return bad(format!(
+                "field {}: a lifecycle needs at least one opening and one closing value",
+                f.name
+            ));
+        }
+        let max = if f.size >= 8 { u64::MAX } else { (1u64 << (8 * f.size)) - 1 };
+        for &v in l.opens.iter().chain(&l.closes) {
+            if v > max {
+                return bad(format!("value {v} does not fit field {}", f.name));
+            }
+            if l.opens.contains(&v) && l.closes.contains(&v) {
+                return bad(format!("value {v} of field {} both opens and closes", f.name));
+            }
+        }
+        if l.keys.is_empty() {
+            return bad("no key field: say which fields identify a state".into());
+        }
+        let all: Vec<usize> = std::iter::once(l.field)
+            .chain(l.keys.iter().copied())
+            .chain(l.close_only.iter().copied())
+            .collect();
+        for (k, &i) in all.iter().enumerate() {
+            if all[..k].contains(&i) {
+                return bad(format!(
+                    "field {} is listed twice (the event field, a key and close-only are distinct)",
+                    name(i)
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Makes the default layouts print enum fields as numbers (`true`) or
@@ -363,6 +471,35 @@ impl SyslogMeta {
     }
 }
 
+/// A record type's lifecycle: which records open and close a state and
+/// what identifies it; see [`Schema::with_lifecycle`]. Field numbers are
+/// indexes into [`Schema::fields`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Lifecycle {
+    /// Index of the integer field whose value says what a record does.
+    pub field: usize,
+    /// Values of `field` that open a state.
+    pub opens: Vec<u64>,
+    /// Values of `field` that close one.
+    pub closes: Vec<u64>,
+    /// Indexes of the fields whose values identify a state.
+    pub keys: Vec<usize>,
+    /// Indexes of the fields a close alone carries (e.g. counters).
+    pub close_only: Vec<usize>,
+}
+
+impl Lifecycle {
+    /// Whether value `v` of the lifecycle field opens a state.
+    pub fn is_open(&self, v: u64) -> bool {
+        self.opens.contains(&v)
+    }
+
+    /// Whether value `v` of the lifecycle field closes a state.
+    pub fn is_close(&self, v: u64) -> bool {
+        self.closes.contains(&v)
+    }
+}
+
 /// What a schema declares beyond its fields; see [`Schema::meta`] and the
 /// `with_*` builders of [`Schema`].
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -387,6 +524,9 @@ pub struct SchemaMeta {
     /// as numbers (as some collectors expect, e.g. NAT's natEvent) instead
     /// of their names. Default `false`: names.
     pub enum_numbers: bool,
+    /// The record type's lifecycle, if its records open and close
+    /// states; see [`Schema::with_lifecycle`].
+    pub lifecycle: Option<Lifecycle>,
 }
 
 impl Default for SchemaMeta {
@@ -400,6 +540,7 @@ impl Default for SchemaMeta {
             ipfix_ie_by: None,
             name_by: None,
             enum_numbers: false,
+            lifecycle: None,
         }
     }
 }

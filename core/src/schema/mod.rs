@@ -109,6 +109,12 @@ pub enum SchemaError {
     /// Schema metadata names a field the schema does not have, or one of
     /// the wrong kind (what it is for, the field name).
     BadMetaField(&'static str, String),
+    /// A lifecycle that cannot work (see [`Schema::with_lifecycle`]):
+    /// what is wrong.
+    BadLifecycle(String),
+    /// The schema does not fit its encoding, or a reader would refuse it
+    /// (see [`Schema::encode`]): the schema and what.
+    NotEncodable(String),
 }
 
 impl fmt::Display for SchemaError {
@@ -155,6 +161,8 @@ impl fmt::Display for SchemaError {
             SchemaError::BadMetaField(what, field) => {
                 write!(f, "{what}: no suitable field {field:?} in the schema")
             }
+            SchemaError::BadLifecycle(m) => write!(f, "lifecycle: {m}"),
+            SchemaError::NotEncodable(m) => write!(f, "{m}"),
         }
     }
 }

@@ -21,7 +21,12 @@ fn a_description_is_the_old_fields_encoding_then_the_metadata() {
     assert_eq!(b[old.len()], 2, "a lifecycle needs metadata version 2");
     assert_eq!(&b[old.len()..], encode_meta(s.meta()).unwrap().as_slice());
     assert_eq!(Schema::decode(&b).unwrap(), s);
-    let l = Schema::decode(&b).unwrap().meta().lifecycle.clone().unwrap();
+    let l = Schema::decode(&b)
+        .unwrap()
+        .meta()
+        .lifecycle
+        .clone()
+        .unwrap();
     assert_eq!(
         l,
         Lifecycle {
@@ -81,7 +86,9 @@ fn an_unknown_metadata_version_is_a_clear_error() {
         "{e}"
     );
     b[fields] = 0;
-    assert!(Schema::decode(&b).unwrap_err().contains("metadata version 0"));
+    assert!(Schema::decode(&b)
+        .unwrap_err()
+        .contains("metadata version 0"));
     let good = s.encode().unwrap();
     let e = Schema::decode(&good[..good.len() - 1]).unwrap_err();
     assert!(
@@ -151,7 +158,10 @@ fn lifecycles_are_checked_by_field_name() {
     // A BYTES-like key (MAC) is fine: keys are compared byte for byte.
     let ok = lc("ev", &[1], &[2, 3], &["mac", "addr"], &["n"]).unwrap();
     let l = ok.meta().lifecycle.as_ref().unwrap();
-    assert_eq!((l.field, &l.keys, &l.close_only), (1, &vec![2, 3], &vec![4]));
+    assert_eq!(
+        (l.field, &l.keys, &l.close_only),
+        (1, &vec![2, 3], &vec![4])
+    );
     assert!(l.is_close(3) && !l.is_open(3));
     // A hostile description: indexes out of range are refused by the
     // decoder's check (Schema::with_meta), naming the index.
@@ -168,11 +178,10 @@ fn lifecycles_are_checked_by_field_name() {
 #[test]
 fn what_does_not_fit_the_encoding_is_an_error() {
     let long = "x".repeat(300);
-    let s = lb_conn::fields_only()
-        .with_syslog(dplog_core::schema::SyslogMeta {
-            sd_id: Some(long.into()),
-            ..Default::default()
-        });
+    let s = lb_conn::fields_only().with_syslog(dplog_core::schema::SyslogMeta {
+        sd_id: Some(long.into()),
+        ..Default::default()
+    });
     let e = s.encode().unwrap_err();
     assert!(
         matches!(&e, SchemaError::NotEncodable(m) if m.starts_with("schema lbConn: its metadata does not fit")),

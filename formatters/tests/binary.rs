@@ -33,8 +33,10 @@ fn decode_gives_back_the_schemas_and_records() {
     assert!(d.stopped.is_none(), "{:?}", d.stopped);
     // The preamble carries each schema whole: layout and metadata
     // (priorities, syslog layout, lifecycle).
-    let want: Vec<dplog_core::Schema> =
-        dplog_schema_nat::all().iter().map(|s| (*s).clone()).collect();
+    let want: Vec<dplog_core::Schema> = dplog_schema_nat::all()
+        .iter()
+        .map(|s| (*s).clone())
+        .collect();
     assert_eq!(d.schemas, want);
     let recs: Vec<Vec<u8>> = all_records()
         .iter()

@@ -60,22 +60,24 @@ impl Schema {
     /// assert_eq!(Schema::decode(&b).unwrap(), s);
     /// ```
     pub fn encode(&self) -> Result<Vec<u8>, SchemaError> {
-        let bad = |why: String| {
-            SchemaError::NotEncodable(format!("schema {}: {why}", self.name()))
-        };
+        let bad = |why: String| SchemaError::NotEncodable(format!("schema {}: {why}", self.name()));
         let mut b = self.encode_fields().ok_or_else(|| {
             bad("a name above 255 bytes or more than 65535 fields or enum names".into())
         })?;
         let meta = encode_meta(self.meta()).ok_or_else(|| {
-            bad("its metadata does not fit the encoding (a string above 255 bytes, a field \
+            bad(
+                "its metadata does not fit the encoding (a string above 255 bytes, a field \
                  index above 65535, nested syslog profiles?)"
-                .into())
+                    .into(),
+            )
         })?;
         b.extend_from_slice(&meta);
         match Schema::decode(&b) {
             Ok(d) if d == *self => Ok(b),
             Ok(_) => Err(bad("it does not survive its encoding".into())),
-            Err(e) => Err(bad(format!("its encoding would be refused by a reader: {e}"))),
+            Err(e) => Err(bad(format!(
+                "its encoding would be refused by a reader: {e}"
+            ))),
         }
     }
 

@@ -291,7 +291,10 @@ impl Schema {
         let name = |i: usize| self.fields[i].name.to_string();
         if l.field >= n || !self.fields[l.field].kind.is_integer() || self.fields[l.field].size > 8
         {
-            return Err(SchemaError::BadMetaField("lifecycle", format!("#{}", l.field)));
+            return Err(SchemaError::BadMetaField(
+                "lifecycle",
+                format!("#{}", l.field),
+            ));
         }
         if let Some(&i) = l.keys.iter().chain(&l.close_only).find(|&&i| i >= n) {
             return Err(SchemaError::BadMetaField("lifecycle", format!("#{i}")));
@@ -303,13 +306,20 @@ impl Schema {
                 f.name
             ));
         }
-        let max = if f.size >= 8 { u64::MAX } else { (1u64 << (8 * f.size)) - 1 };
+        let max = if f.size >= 8 {
+            u64::MAX
+        } else {
+            (1u64 << (8 * f.size)) - 1
+        };
         for &v in l.opens.iter().chain(&l.closes) {
             if v > max {
                 return bad(format!("value {v} does not fit field {}", f.name));
             }
             if l.opens.contains(&v) && l.closes.contains(&v) {
-                return bad(format!("value {v} of field {} both opens and closes", f.name));
+                return bad(format!(
+                    "value {v} of field {} both opens and closes",
+                    f.name
+                ));
             }
         }
         if l.keys.is_empty() {

@@ -354,7 +354,7 @@ pub struct SchemaDesc {
     /// Schema name (an identifier, at most 47 bytes).
     pub name: String,
     /// The schema: as the reader rebuilt it from the file's description
-    /// (fields and [`SchemaMeta`]), or the producer's own in
+    /// (fields and [`SchemaMeta`](crate::schema::SchemaMeta)), or the producer's own in
     /// [`SchemaDesc::of`].
     pub schema: Schema,
 }

@@ -3,31 +3,7 @@
 //! log's `S` frames, and so an mmap segment's preamble and an archive's
 //! schema blocks; a shared-memory ring's schema descriptions).
 //!
-//! # The encoding (little endian)
-//!
-//! A *description* is the schema's fields, then its metadata:
-//!
-//! 1. fields ([`Schema::encode_fields`]): `id u16, record size u16,
-//!    name, field count u16`, then per field `name, offset u16, size u16,
-//!    kind u8 (C ABI value), IPFIX id u16, enum-name count u16` and per
-//!    enum name `value u32, name`; a name is a length byte and that many
-//!    UTF-8 bytes;
-//! 2. metadata ([`encode_meta`]): a version byte, then the
-//!    [`SchemaMeta`] that version carries.
-//!
-//! Versions of the metadata: **1** carries everything but the
-//! lifecycle; **2** adds the [`Lifecycle`](super::Lifecycle). A writer
-//! writes the oldest version that carries the schema's metadata (1 for a
-//! schema without lifecycle), so readers of version 1 still read it. A
-//! reader refuses a version above [`META_VERSION`] with an error that
-//! says so ("written by a newer dplog").
-//!
-//! A description that ends after its fields (no metadata) is what every
-//! container held before the metadata travelled with it: it decodes with
-//! the default [`SchemaMeta`] (the first timestamp field as event time,
-//! normal priority, no syslog layout). A container knows where each
-//! description ends (a frame, block or entry length), so the decoder
-//! reads a whole description ([`Schema::decode`]).
+//! The encoding is described in the [`schema`](super) module docs.
 
 use std::borrow::Cow;
 

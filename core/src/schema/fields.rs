@@ -237,7 +237,7 @@ pub fn read_uint(rec: &[u8], off: usize, size: usize) -> u64 {
 }
 
 /// C ABI field descriptor (`struct dplog_field_desc`): one element of the
-/// array passed to [`Schema::from_c_descriptors`].
+/// array passed to [`Schema::from_c_descriptors`](super::Schema::from_c_descriptors).
 ///
 /// ```c
 /// struct dplog_field_desc {

@@ -1,6 +1,8 @@
 //! `dplog-cat --format json FILE...`: decodes a dplog binary log (format
 //! `binary`) into any other format on stdout, using the schemas stored in
-//! the file. A file truncated mid-record decodes up to the last whole
+//! the file with their writer's metadata (syslog layout, enum names,
+//! fields shown only when; a log written before the metadata travelled
+//! prints with the default layouts). A file truncated mid-record decodes up to the last whole
 //! record; the byte offset where decoding stopped and why go to stderr and
 //! the exit status is 3 (as `dplog-query`'s for damage). A binary log
 //! starts with its `H` frame (`dplog_formatters::binary`): an input that

@@ -93,11 +93,7 @@ fn nat_run(dir: &Path, packets: u64) -> (Vec<Schema>, Vec<Vec<u8>>) {
     let mut schemas: Vec<Schema> = Vec::new();
     for s in &d.schemas {
         if !schemas.iter().any(|k| k.id() == s.id()) {
-            schemas.push(
-                dplog_query::known_schema(s)
-                    .cloned()
-                    .unwrap_or_else(|| s.clone()),
-            );
+            schemas.push(s.clone());
         }
     }
     let recs = d.records.iter().map(|(_, r)| r.to_vec()).collect();

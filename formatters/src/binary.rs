@@ -5,10 +5,17 @@
 //! bytes]`:
 //! - kind `H` (file header, first): `DPLOGBIN`, format version (u16 LE,
 //!   1), byte order of the records (`1` little-endian, `2` big-endian);
-//! - kind `S` (schema): id u16, record size u16, name, field count u16,
-//!   then per field: name, offset u16, size u16, kind u8, IPFIX element id
-//!   u16, enum count u16 and per enum value: value u32, name. Integers LE;
-//!   a name is a u8 length and UTF-8 bytes;
+//! - kind `S` (schema): the schema's description
+//!   ([`Schema::encode`](dplog_core::schema::Schema::encode)): id u16,
+//!   record size u16, name, field count u16, then per field: name, offset
+//!   u16, size u16, kind u8, IPFIX element id u16, enum count u16 and per
+//!   enum value: value u32, name; then its metadata (a version byte, then
+//!   event time, priorities, syslog layout, lifecycle, ...; see
+//!   `dplog_core::schema`'s codec). Integers LE; a name is a u8 length
+//!   and UTF-8 bytes. A frame that ends after the fields (what logs
+//!   written before the metadata travelled hold) gives the default
+//!   metadata, so a reader formats any log with its writer's metadata
+//!   and needs no schema package;
 //! - kind `R` (record): the record's bytes as in the ring (header
 //!   included; its `schema_id` names an `S` frame seen before);
 //! - kind `C` (TSC calibration): `hz` u64, `tsc0` u64, `ns0` u64, LE (24
@@ -31,7 +38,7 @@
 //! its first record).
 
 use dplog_core::report::DropReport;
-use dplog_core::schema::Schema;
+use dplog_core::schema::{Schema, SchemaError};
 
 use crate::conv::TscCalibration;
 
@@ -59,9 +66,22 @@ fn frame(out: &mut Vec<u8>, kind: u8, payload: &[u8]) {
     out.extend_from_slice(payload);
 }
 
-/// Serialises `s` as an `S` frame payload ([`Schema::encode`]).
-pub fn schema_bytes(s: &Schema) -> Vec<u8> {
-    s.encode()
+/// Serialises `s` as an `S` frame payload ([`Schema::encode`]: fields
+/// and metadata).
+///
+/// # Errors
+/// As [`Schema::encode`]; [`SchemaError::NotEncodable`] too for a
+/// description above a frame's 65535 bytes.
+pub fn schema_bytes(s: &Schema) -> Result<Vec<u8>, SchemaError> {
+    let b = s.encode()?;
+    if b.len() > usize::from(u16::MAX) {
+        return Err(SchemaError::NotEncodable(format!(
+            "schema {}: its description of {} bytes exceeds a binary frame's 65535",
+            s.name(),
+            b.len()
+        )));
+    }
+    Ok(b)
 }
 
 /// `C` frame payload of `c`.
@@ -139,24 +159,40 @@ pub struct BinaryEncoder {
 }
 
 impl BinaryEncoder {
-    /// An encoder for records of `schemas`.
+    /// An encoder for records of `schemas`: its preamble carries each
+    /// schema's fields and metadata ([`schema_bytes`]).
+    ///
+    /// # Panics
+    /// If a schema does not encode (see [`BinaryEncoder::try_new`], which
+    /// says why instead).
     pub fn new(schemas: &[&Schema]) -> Self {
+        match Self::try_new(schemas) {
+            Ok(e) => e,
+            Err(e) => panic!("binary encoder: {e}"),
+        }
+    }
+
+    /// An encoder for records of `schemas`.
+    ///
+    /// # Errors
+    /// As [`schema_bytes`], for the first schema that does not encode.
+    pub fn try_new(schemas: &[&Schema]) -> Result<Self, SchemaError> {
         let mut header = Vec::new();
         let mut h = MAGIC.to_vec();
         h.extend_from_slice(&1u16.to_le_bytes());
         h.push(if cfg!(target_endian = "little") { 1 } else { 2 });
         frame(&mut header, b'H', &h);
         for s in schemas {
-            frame(&mut header, b'S', &schema_bytes(s));
+            frame(&mut header, b'S', &schema_bytes(s)?);
         }
-        Self {
+        Ok(Self {
             header,
             sizes: schemas.iter().map(|s| (s.id(), s.size())).collect(),
             started: false,
             cal: TscCalibration::IDENTITY,
             written_cal: None,
             led: false,
-        }
+        })
     }
 
     /// The calibration the records from now on are stamped with (the
@@ -430,9 +466,15 @@ impl StreamDecoder {
     }
 }
 
-/// Parses an `S` frame payload ([`Schema::decode`]).
+/// Parses an `S` frame payload, the whole of `b` ([`Schema::decode`]):
+/// the schema with its writer's metadata, or with the default metadata
+/// for a payload of fields alone (a log written before the metadata
+/// travelled).
+///
+/// Errors: as [`Schema::decode`] (e.g. a metadata version newer than
+/// this reader's).
 pub fn parse_schema(b: &[u8]) -> Result<Schema, String> {
-    Schema::decode(b).map(|(s, _)| s)
+    Schema::decode(b)
 }
 
 /// Decodes a binary file up to its last whole record (all in memory; see

@@ -305,7 +305,9 @@ impl FormatSpec {
             Format::Ipfix => Kind::Ipfix(Box::new(
                 IpfixEncoder::new(schemas, opts, self.ipfix.clone()).map_err(|m| err(None, m))?,
             )),
-            Format::Binary => Kind::Binary(BinaryEncoder::new(schemas)),
+            Format::Binary => {
+                Kind::Binary(BinaryEncoder::try_new(schemas).map_err(|e| err(None, e.to_string()))?)
+            }
         };
         Ok(RecordEncoder {
             kind,

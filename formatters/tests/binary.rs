@@ -3,6 +3,8 @@
 //! `tools/dplog-cat/tests`).
 
 mod common;
+#[path = "../../testkit/fixtures/lb_conn.rs"]
+mod lb_conn;
 
 use dplog_schema_nat::NatFormatSpec as _;
 
@@ -29,13 +31,13 @@ fn decode_gives_back_the_schemas_and_records() {
     let b = binary_file();
     let d = binary::decode(&b);
     assert!(d.stopped.is_none(), "{:?}", d.stopped);
-    // The preamble carries the layout (ids, names, fields), not the
-    // metadata (priorities, syslog layout), which the reader's schema
-    // package supplies.
-    let layout =
-        |s: &dplog_core::Schema| (s.id(), s.name().to_string(), s.size(), s.fields().to_vec());
-    let want: Vec<_> = dplog_schema_nat::all().iter().map(|s| layout(s)).collect();
-    assert_eq!(d.schemas.iter().map(layout).collect::<Vec<_>>(), want);
+    // The preamble carries each schema whole: layout and metadata
+    // (priorities, syslog layout, lifecycle).
+    let want: Vec<dplog_core::Schema> = dplog_schema_nat::all()
+        .iter()
+        .map(|s| (*s).clone())
+        .collect();
+    assert_eq!(d.schemas, want);
     let recs: Vec<Vec<u8>> = all_records()
         .iter()
         .map(|r| r.as_bytes().to_vec())
@@ -101,5 +103,79 @@ fn calibration_and_drop_report_frames_decode_exactly() {
     assert_eq!(
         cals,
         vec![TscCalibration::from(&cal), TscCalibration::from(&cal2)]
+    );
+}
+
+/// A user's record type: its `S` frame carries its metadata (syslog
+/// layout, priority, lifecycle), so the reader has the writer's schema.
+#[test]
+fn a_user_schemas_metadata_travels_in_its_s_frame() {
+    let s = lb_conn::schema();
+    let mut enc = binary::BinaryEncoder::try_new(&[&s]).unwrap();
+    let mut out = Vec::new();
+    for r in lb_conn::old_log_records() {
+        assert!(enc.push(&r.bytes(), &mut out));
+    }
+    let d = binary::decode(&out);
+    assert!(d.stopped.is_none(), "{:?}", d.stopped);
+    assert_eq!(d.schemas, vec![s.clone()]);
+    assert_eq!(d.schemas[0].meta().syslog.app_name.as_deref(), Some("lb"));
+    assert_eq!(d.schemas[0].meta().lifecycle, s.meta().lifecycle);
+    assert_eq!(d.records.len(), 3);
+}
+
+/// A binary log written before the metadata travelled (its `S` frame
+/// holds the fields alone; bytes of that code) decodes as it did: the
+/// schema with the default metadata, every record.
+#[test]
+fn a_log_of_the_old_encoding_decodes() {
+    let old = lb_conn::old_binary_log();
+    let d = binary::decode(&old);
+    assert!(d.stopped.is_none(), "{:?}", d.stopped);
+    assert_eq!(d.schemas, vec![lb_conn::fields_only()]);
+    assert_eq!(
+        d.schemas[0].meta(),
+        &dplog_core::schema::SchemaMeta {
+            event_time: Some(0),
+            ..Default::default()
+        }
+    );
+    let want: Vec<Vec<u8>> = lb_conn::old_log_records()
+        .iter()
+        .map(|r| r.bytes())
+        .collect();
+    let got: Vec<Vec<u8>> = d.records.iter().map(|(_, r)| r.to_vec()).collect();
+    assert_eq!(got, want);
+    // Written again by this code: the same frames but the S frame, which
+    // grows by the metadata.
+    let mut enc = binary::BinaryEncoder::try_new(&[&lb_conn::fields_only()]).unwrap();
+    let mut out = Vec::new();
+    for r in &want {
+        assert!(enc.push(r, &mut out));
+    }
+    let meta = dplog_core::schema::encode_meta(lb_conn::fields_only().meta()).unwrap();
+    assert_eq!(out.len(), old.len() + meta.len());
+    assert_eq!(&out[..15], &old[..15]);
+    assert_eq!(&out[out.len() - (old.len() - 19 - 204)..], &old[19 + 204..]);
+}
+
+/// A schema whose metadata a reader would refuse is refused by the
+/// format, with the reason, not written.
+#[test]
+fn a_schema_that_does_not_encode_is_refused_by_the_format() {
+    let s = lb_conn::fields_only();
+    let layout =
+        dplog_core::schema::SyslogMeta::resolve(&s, Some("two words"), None, None, &[]).unwrap();
+    let s = s.with_syslog(layout);
+    let e = FormatSpec {
+        kind: Format::Binary,
+        ..Default::default()
+    }
+    .formatter(&[&s])
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("syslog app name \"two words\" contains ' '"),
+        "{e}"
     );
 }

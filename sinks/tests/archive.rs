@@ -16,6 +16,8 @@ use dplog_sinks::archive::{
     list_segments, ArchiveReader, ArchiveSink, ArchiveSinkOptions, Segment,
 };
 
+#[path = "../../testkit/fixtures/lb_conn.rs"]
+mod lb_conn;
 #[path = "../../testkit/fixtures/tsc_archive.rs"]
 mod tsc_archive;
 use tsc_archive::{cal_of, write_calibrated, T0};
@@ -491,7 +493,7 @@ fn a_damaged_calibration_block_skips_only_the_tsc_blocks_it_applies_to() {
 fn write_v1_segment(dir: &Path, seq: u64, s: &Schema, recs: &[Vec<u8>]) -> std::path::PathBuf {
     let mut file = format::segment_header().to_vec();
     file[8..12].copy_from_slice(&1u32.to_le_bytes());
-    let schema = format::block_frame(format::KIND_SCHEMA, &s.encode());
+    let schema = format::block_frame(format::KIND_SCHEMA, &s.encode().unwrap());
     let times: Vec<u64> = recs
         .iter()
         .map(|r| format::event_time(s, r).unwrap())
@@ -601,4 +603,70 @@ fn a_recovered_segment_keeps_its_calibration_blocks() {
     assert!(r.problems().is_empty(), "{:?}", r.problems());
     assert_eq!((tsc.len(), acls), (4000, 4000));
     assert!(tsc.iter().all(|(i, c)| *c == cal_of(*i)));
+}
+
+/// The records of `log` (a binary log) archived, then read back: the
+/// segment's schemas, the body of its one schema block and its records.
+fn archive_of(log: &[u8]) -> (Vec<Schema>, Vec<u8>, Vec<u8>) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sink = ArchiveSink::open(dir.path(), ArchiveSinkOptions::default()).unwrap();
+    assert_eq!(sink.write_batch(log).unwrap(), Accepted::Delivered);
+    sink.close().unwrap();
+    let segs = list_segments(dir.path()).unwrap();
+    assert_eq!(segs.len(), 1);
+    let seg = Segment::open(&segs[0].path).unwrap();
+    assert!(seg.problems.is_empty(), "{:?}", seg.problems);
+    let kinds: Vec<u8> = seg.blocks.iter().map(|b| b.kind).collect();
+    let si = kinds
+        .iter()
+        .position(|&k| k == format::KIND_SCHEMA)
+        .unwrap();
+    assert_eq!(
+        kinds.iter().filter(|&&k| k == format::KIND_SCHEMA).count(),
+        1
+    );
+    let raw = std::fs::read(&segs[0].path).unwrap();
+    let b = &seg.blocks[si];
+    let frame = &raw[b.offset as usize..b.offset as usize + b.len as usize];
+    let mut recs = Vec::new();
+    for i in 0..seg.blocks.len() {
+        if seg.blocks[i].kind == KIND_DATA {
+            recs.extend_from_slice(&seg.read_block(i).unwrap().1);
+        }
+    }
+    (seg.schemas.clone(), frame.to_vec(), recs)
+}
+
+/// A binary log written before schemas carried their metadata (bytes of
+/// that code) archives and reads back: its schema block holds the old
+/// fields-only encoding byte for byte, which reads as the schema with
+/// default metadata; a log of today's encoding keeps its writer's
+/// metadata (syslog layout, priorities, lifecycle) in the archive.
+#[test]
+fn schema_blocks_of_the_old_and_the_new_encoding_read_back() {
+    let want: Vec<u8> = lb_conn::old_log_records()
+        .iter()
+        .flat_map(|r| r.bytes())
+        .collect();
+    let (schemas, frame, recs) = archive_of(&lb_conn::old_binary_log());
+    assert_eq!(schemas, vec![lb_conn::fields_only()]);
+    assert_eq!(
+        frame,
+        format::block_frame(format::KIND_SCHEMA, &lb_conn::old_schema_encoding())
+    );
+    assert_eq!(recs, want);
+    let s = lb_conn::schema();
+    let mut enc = BinaryEncoder::try_new(&[&s]).unwrap();
+    let mut log = Vec::new();
+    for r in lb_conn::old_log_records() {
+        assert!(enc.push(&r.bytes(), &mut log));
+    }
+    let (schemas, frame, recs) = archive_of(&log);
+    assert_eq!(schemas, vec![s.clone()]);
+    assert_eq!(
+        frame,
+        format::block_frame(format::KIND_SCHEMA, &s.encode().unwrap())
+    );
+    assert!(schemas[0].meta().lifecycle.is_some());
+    assert_eq!(recs, want);
 }

@@ -2,6 +2,8 @@
 //! a SIGKILLed writer process.
 
 mod common;
+#[path = "../../testkit/fixtures/lb_conn.rs"]
+mod lb_conn;
 
 use dplog_schema_nat::NatFormatSpec as _;
 use std::io::{BufRead, BufReader};
@@ -953,4 +955,39 @@ fn sigkill_at_any_moment_leaves_a_log_that_restarts() {
     );
     // Bounded: at most 20 runs of 5 segments of 64 KiB.
     assert!(next > 0);
+}
+
+/// A binary log written before schemas carried their metadata (bytes of
+/// that code) goes into a segment byte for byte and decodes from it with
+/// the default metadata; a log of today's encoding keeps its writer's
+/// metadata in the segment's preamble.
+#[test]
+fn segments_of_the_old_and_the_new_schema_encoding_decode() {
+    use dplog_formatters::binary;
+    let want: Vec<Vec<u8>> = lb_conn::old_log_records()
+        .iter()
+        .map(|r| r.bytes())
+        .collect();
+    let s = lb_conn::schema();
+    let mut enc = binary::BinaryEncoder::try_new(&[&s]).unwrap();
+    let mut new = Vec::new();
+    for r in &want {
+        assert!(enc.push(r, &mut new));
+    }
+    for (log, schema) in [
+        (lb_conn::old_binary_log(), lb_conn::fields_only()),
+        (new, s),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sink = MmapSink::open(dir.path(), opts(256 * 1024)).unwrap();
+        assert_eq!(sink.write_batch(&log).unwrap(), Accepted::Delivered);
+        sink.close().unwrap();
+        let data = read_all(dir.path(), "t").unwrap();
+        assert_eq!(data, log);
+        let d = binary::decode(&data);
+        assert!(d.stopped.is_none(), "{:?}", d.stopped);
+        assert_eq!(d.schemas, vec![schema]);
+        let got: Vec<Vec<u8>> = d.records.iter().map(|(_, r)| r.to_vec()).collect();
+        assert_eq!(got, want);
+    }
 }

@@ -18,7 +18,12 @@
 //!   475) in every format; the field's own name, `quotaLimit`, is only
 //!   the handle templates use;
 //! - enum fields (natEvent, the quota subtype) as numbers in the default
-//!   layouts, as collectors of VPP's logs expect.
+//!   layouts, as collectors of VPP's logs expect;
+//! - lifecycles (`dplog-query --at`): a NAT44 session opens on natEvent 4
+//!   (create) and closes on 5 (delete), identified by every field but the
+//!   time, natEvent and the four counters a delete alone carries; a port
+//!   block (and a deterministic NAT mapping, RFC 7422) opens on 16 and
+//!   closes on 17, identified by every field but the time and natEvent.
 
 use std::sync::OnceLock;
 
@@ -117,15 +122,34 @@ fn nat44_meta(s: Schema) -> Result<Schema, SchemaError> {
     .with_fields_only_when(
         "natEvent",
         u64::from(nat_event::NAT44_SESSION_DELETE),
-        &[
-            "initiatorPackets",
-            "responderPackets",
-            "initiatorOctets",
-            "responderOctets",
-        ],
+        &COUNTERS,
     )
-    .map(|s| s.with_syslog(syslog))
+    .map(|s| s.with_syslog(syslog))?
+    .with_lifecycle(
+        "natEvent",
+        &[u64::from(nat_event::NAT44_SESSION_CREATE)],
+        &[u64::from(nat_event::NAT44_SESSION_DELETE)],
+        &[
+            "protocolIdentifier",
+            "sourceIPv4Address",
+            "sourceTransportPort",
+            "postNATSourceIPv4Address",
+            "postNAPTSourceTransportPort",
+            "destinationIPv4Address",
+            "destinationTransportPort",
+            "ingressVRFID",
+        ],
+        &COUNTERS,
+    )
 }
+
+/// The NAT44 session's counters: a delete alone carries them.
+const COUNTERS: [&str; 4] = [
+    "initiatorPackets",
+    "responderPackets",
+    "initiatorOctets",
+    "responderOctets",
+];
 
 fn port_block_meta(s: Schema) -> Result<Schema, SchemaError> {
     let vpp = SyslogMeta::resolve(
@@ -136,7 +160,21 @@ fn port_block_meta(s: Schema) -> Result<Schema, SchemaError> {
         &VPP_NAPMAP_PARAMS,
     )?;
     let syslog = s.meta().syslog.clone().with_profile(VPP_PROFILE, vpp);
-    Ok(s.with_syslog(syslog))
+    s.with_syslog(syslog).with_lifecycle(
+        "natEvent",
+        &[u64::from(nat_event::PORT_BLOCK_ALLOCATION)],
+        &[u64::from(nat_event::PORT_BLOCK_DEALLOCATION)],
+        &[
+            "sourceIPv4Address",
+            "postNATSourceIPv4Address",
+            "portRangeStart",
+            "portRangeEnd",
+            "portRangeStepSize",
+            "portRangeNumPorts",
+            "ingressVRFID",
+        ],
+        &[],
+    )
 }
 
 fn quota_meta(s: Schema) -> Result<Schema, SchemaError> {
@@ -368,5 +406,46 @@ mod tests {
             PRIORITY_HIGH,
             "natEvent 0 is not a create"
         );
+    }
+
+    #[test]
+    fn sessions_and_port_blocks_declare_their_lifecycles() {
+        let names = |s: &Schema, ix: &[usize]| -> Vec<String> {
+            ix.iter().map(|&i| s.fields()[i].name.to_string()).collect()
+        };
+        let s = crate::nat44_session();
+        let l = s.meta().lifecycle.as_ref().unwrap();
+        assert_eq!(&*s.fields()[l.field].name, "natEvent");
+        assert_eq!(
+            (l.opens.as_slice(), l.closes.as_slice()),
+            (&[4][..], &[5][..])
+        );
+        // Every field but the time, natEvent and the counters.
+        assert_eq!(l.keys.len(), s.fields().len() - 2 - 4);
+        assert_eq!(
+            names(s, &l.close_only),
+            [
+                "initiatorPackets",
+                "responderPackets",
+                "initiatorOctets",
+                "responderOctets"
+            ]
+        );
+        let b = crate::nat_port_block();
+        let l = b.meta().lifecycle.as_ref().unwrap();
+        assert_eq!(
+            (l.opens.as_slice(), l.closes.as_slice()),
+            (&[16][..], &[17][..])
+        );
+        assert_eq!(l.keys.len(), b.fields().len() - 2);
+        assert!(l.close_only.is_empty());
+        assert!(!names(b, &l.keys).contains(&"natEvent".to_string()));
+        for s in [
+            crate::nat_addresses_exhausted(),
+            crate::nat_ports_exhausted(),
+            crate::nat_quota_exceeded(),
+        ] {
+            assert_eq!(s.meta().lifecycle, None, "{}", s.name());
+        }
     }
 }

@@ -868,7 +868,7 @@ mod tests {
         for (i, &kind) in kinds.iter().enumerate() {
             let t = i as u64;
             let (f, rows) = match kind {
-                KIND_SCHEMA => (format::block_frame(KIND_SCHEMA, &s.encode()), 0),
+                KIND_SCHEMA => (format::block_frame(KIND_SCHEMA, &s.encode().unwrap()), 0),
                 KIND_CALIBRATION => (
                     format::block_frame(KIND_CALIBRATION, &format::calibration_body(&cal(i))),
                     0,

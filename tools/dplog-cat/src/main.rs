@@ -1,6 +1,8 @@
 //! `dplog-cat --format json FILE...`: decodes a dplog binary log (format
 //! `binary`) into any other format on stdout, using the schemas stored in
-//! the file. A file truncated mid-record decodes up to the last whole
+//! the file with their writer's metadata (syslog layout, enum names,
+//! fields shown only when; a log written before the metadata travelled
+//! prints with the default layouts). A file truncated mid-record decodes up to the last whole
 //! record; the byte offset where decoding stopped and why go to stderr and
 //! the exit status is 3 (as `dplog-query`'s for damage). A binary log
 //! starts with its `H` frame (`dplog_formatters::binary`): an input that
@@ -104,7 +106,6 @@ use dplog_formatters::binary::{Frame, StreamDecoder, MAX_FRAME};
 use dplog_formatters::{
     Conv, Escape, Format, FormatSpec, Program, SchemaFormatter, TscCalibration,
 };
-use dplog_schema_nat::EventProfile;
 use dplog_sinks::archive;
 use dplog_sinks::mmap::reader::{self, SegmentData};
 
@@ -769,11 +770,9 @@ impl<'a> Output<'a> {
 
     /// (Re)builds the encoder for `self.schemas`.
     fn build(&mut self) -> Result<(), String> {
-        let refs: Vec<&Schema> = self
-            .schemas
-            .iter()
-            .map(|s| known_schema(s).unwrap_or(s))
-            .collect();
+        // Each schema as its log declares it: fields and the writer's
+        // metadata (syslog layout, priorities, names by value).
+        let refs: Vec<&Schema> = self.schemas.iter().collect();
         check_wheres(&refs, &self.args.filters)?;
         let mut enc = self.spec.formatter(&refs).map_err(|e| e.to_string())?;
         enc.set_tsc_calibration(self.cal);
@@ -1172,10 +1171,31 @@ fn cat_archive(args: &Args, dir: &Path) -> ExitCode {
     }
 }
 
-/// The schema of a known package with the same id, name and fields as
-/// `s` (read from a log's preamble), which also has the package's
-/// metadata.
-fn known_schema(s: &dplog_core::Schema) -> Option<&'static dplog_core::Schema> {
-    dplog_schema_nat::by_id(s.id())
-        .filter(|k| k.name() == s.name() && k.size() == s.size() && k.fields() == s.fields())
+/// How the natEvent field (IANA IPFIX element 230, RFC 8158) is printed:
+/// the recorded numbers, or the historic ones older collectors expect.
+/// A number rule on an element, not a schema: it applies to any log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum EventProfile {
+    /// RFC 8158 numbers as recorded.
+    Rfc8158,
+    /// Session create 4 printed as 1, delete 5 as 2.
+    Legacy,
+}
+
+impl EventProfile {
+    fn from_name(s: &str) -> Option<Self> {
+        match s {
+            "rfc8158" => Some(EventProfile::Rfc8158),
+            "legacy" => Some(EventProfile::Legacy),
+            _ => None,
+        }
+    }
+
+    /// The formatters' renumbering for this profile.
+    fn renumber(self) -> Option<dplog_formatters::Renumber> {
+        match self {
+            EventProfile::Rfc8158 => None,
+            EventProfile::Legacy => Some(dplog_formatters::Renumber::new(230, &[(4, 1), (5, 2)])),
+        }
+    }
 }

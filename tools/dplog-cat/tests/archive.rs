@@ -426,7 +426,7 @@ fn from_and_to_select_a_tsc_event_time_by_its_wall_time() {
 fn write_v1_segment(dir: &Path, s: &Schema, recs: &[Vec<u8>]) {
     let mut file = format::segment_header().to_vec();
     file[8..12].copy_from_slice(&1u32.to_le_bytes());
-    let schema = format::block_frame(format::KIND_SCHEMA, &s.encode());
+    let schema = format::block_frame(format::KIND_SCHEMA, &s.encode().unwrap());
     let times: Vec<u64> = recs
         .iter()
         .map(|r| format::event_time(s, r).unwrap())

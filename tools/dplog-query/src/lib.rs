@@ -3,16 +3,19 @@
 //!
 //! # `--at T`: what was live at T
 //!
-//! A record type is *stateful* when its schema has a `natEvent` field:
-//! natEvent 4 (NAT44 session create) and 16 (port block allocation, also
-//! the deterministic-NAT mapping of RFC 7422, logged once) open a state;
-//! 5 and 17 close it. A close belongs to the most recent open before it
-//! (in event-time order, equal times in the order written) with the same
-//! *identity*: every field but the
-//! event time, `natEvent` and the fields a delete alone carries (its
-//! counters). A state is live at T when its open is at or before T and
-//! no close of it is before T (a delete at T counts as live at T; a
-//! missing delete as still live).
+//! A record type is *stateful* when its schema declares a lifecycle
+//! ([`Schema::with_lifecycle`](dplog_core::schema::Schema::with_lifecycle)),
+//! which travels with the archive's schema blocks: the values of one
+//! integer field that open a state (e.g. the NAT's natEvent 4, a NAT44
+//! session create, and 16, a port block allocation, also the
+//! deterministic-NAT mapping of RFC 7422, logged once; a load balancer's
+//! connection open) and those that close it (natEvent 5 and 17), and the
+//! key fields that identify a state. A close belongs to the most recent
+//! open before it (in event-time order, equal times in the order
+//! written) of the same record type with the same key values. A state is
+//! live at T when its open is at or before T and no close of it is
+//! before T (a close at T counts as live at T; a missing close as still
+//! live). The answer is the open record of each live state.
 //!
 //! Conditions (`field=value`) select records: equal values (a TSC-typed
 //! field's raw ticks: no condition converts them; a BYTES field's value
@@ -28,12 +31,15 @@
 //! records of the window `[T - lookback, T]`, and finds a state only when
 //! its open is in that window; the lookback defaults to the archive
 //! writer's `max_lifetime_ms` (in every segment footer; default one day),
-//! the longest a session or port block lives. Set it to the longest
-//! lifetime the NAT allows (a TCP session refreshed for days, a
-//! deterministic mapping logged once at start: `--lookback all`). The
-//! cost is one footer and one key index page read for each segment of
-//! the window, and a decode only of the blocks the index names. Records of other types (no `natEvent`) and other
-//! natEvents (exhaustion, quota) are not states: `--between` finds them.
+//! the longest a state lives. Set it to the longest lifetime the
+//! dataplane allows (a TCP session refreshed for days, a deterministic
+//! mapping logged once at start: `--lookback all`). The cost is one
+//! footer and one key index page read for each segment of the window,
+//! and a decode only of the blocks the index names. Records of types
+//! without a lifecycle, and records whose lifecycle field neither opens
+//! nor closes (the NAT's exhaustion and quota events), are not states:
+//! `--between` finds them. An archive written before schemas carried
+//! their metadata declares no lifecycle: `--at` finds no state in it.
 //!
 //! # `--between T1 T2`
 //!
@@ -53,18 +59,11 @@ use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 
-use dplog_core::schema::{FieldDef, FieldKind, Schema};
+use dplog_core::schema::{FieldDef, FieldKind, Lifecycle, Schema};
 use dplog_formatters::TscCalibration;
 use dplog_sinks::archive::format::{self, key_hash32};
 use dplog_sinks::archive::reader::{for_each_group, merge};
 use dplog_sinks::archive::{list_segments, Problem, Segment, SegmentFile};
-
-/// natEvent values that open a state.
-pub const OPEN_EVENTS: [u64; 2] = [4, 16];
-/// natEvent values that close one.
-pub const CLOSE_EVENTS: [u64; 2] = [5, 17];
-/// The event field of stateful record types.
-pub const EVENT_FIELD: &str = "natEvent";
 
 /// What to look up.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -369,6 +368,14 @@ enum Cond {
 /// (compared by its value, the bytes up to the first NUL).
 type IdentField = (usize, usize, bool);
 
+/// A stateful record type's lifecycle, resolved to byte positions.
+#[derive(Clone, Debug)]
+struct State {
+    lifecycle: Lifecycle,
+    event: FieldDef,
+    keys: Vec<IdentField>,
+}
+
 /// The conditions resolved against one schema: `None` when the schema
 /// cannot match (it lacks a field a condition names).
 #[derive(Clone, Debug)]
@@ -376,8 +383,8 @@ struct Resolved {
     conds: Vec<Cond>,
     /// The index key's hash when the conditions give every key field.
     key: Option<u32>,
-    /// Stateful: (event field, identity fields).
-    state: Option<(FieldDef, Vec<IdentField>)>,
+    /// Stateful: the lifecycle, its event field and the key fields.
+    state: Option<State>,
 }
 
 impl Resolved {
@@ -468,22 +475,6 @@ fn value_bytes(f: &FieldDef, value: &str) -> Result<Vec<u8>, String> {
     }
 }
 
-/// Fields a delete alone carries (counters), left out of the identity
-/// when the schema's package does not say.
-const DELETE_ONLY: [&str; 4] = [
-    "initiatorPackets",
-    "responderPackets",
-    "initiatorOctets",
-    "responderOctets",
-];
-
-/// A schema of a known package (the NAT's) with the same id, name and
-/// fields as `s`, which carries the package's metadata.
-pub fn known_schema(s: &Schema) -> Option<&'static Schema> {
-    dplog_schema_nat::by_id(s.id())
-        .filter(|k| k.name() == s.name() && k.size() == s.size() && k.fields() == s.fields())
-}
-
 fn resolve(
     s: &Schema,
     index: &[String],
@@ -550,34 +541,21 @@ fn resolve(
             None => full = false,
         }
     }
-    let state = s.field(EVENT_FIELD).map(|(ei, ef)| {
-        let meta_s = known_schema(s).unwrap_or(s);
-        let only_when: Vec<usize> = meta_s
-            .meta()
-            .only_when
-            .as_ref()
-            .map(|o| o.fields.clone())
-            .unwrap_or_default();
-        let time = s.meta().event_time;
-        let ident = s
-            .fields()
+    let state = s.meta().lifecycle.as_ref().map(|l| State {
+        lifecycle: l.clone(),
+        event: s.fields()[l.field].clone(),
+        keys: l
+            .keys
             .iter()
-            .enumerate()
-            .filter(|(i, f)| {
-                *i != ei
-                    && Some(*i) != time
-                    && !only_when.contains(i)
-                    && (known_schema(s).is_some() || !DELETE_ONLY.contains(&&*f.name))
-            })
-            .map(|(_, f)| {
+            .map(|&i| {
+                let f = &s.fields()[i];
                 (
                     f.offset as usize,
                     f.size as usize,
                     f.kind == FieldKind::Bytes,
                 )
             })
-            .collect();
-        (ef.clone(), ident)
+            .collect(),
     });
     Ok(Some(Resolved {
         conds: out,
@@ -676,18 +654,15 @@ fn probe_schemas(
 }
 
 /// The schemas the archive's records have (as a sample: its first and
-/// last segments), in the form an output encoder should use (known
-/// packages' schemas with their metadata).
+/// last segments), each with the metadata its writer declared (an
+/// output encoder formats with it).
 ///
 /// Errors: as [`segments`].
 pub fn archive_schemas(dir: &Path) -> Result<Vec<Schema>, QueryError> {
     let segs = segments(dir)?;
     let mut p = Vec::new();
     let probe: Vec<&SegmentFile> = [segs.first(), segs.last()].into_iter().flatten().collect();
-    let (s, _) = probe_schemas(&probe, &mut p);
-    Ok(s.into_iter()
-        .map(|s| known_schema(&s).cloned().unwrap_or(s))
-        .collect())
+    Ok(probe_schemas(&probe, &mut p).0)
 }
 
 /// One matching record of an `--at` window, kept for pairing.
@@ -866,8 +841,7 @@ pub fn run(
             }
             match q.mode {
                 Mode::Between(..) => {
-                    let out = known_schema(s).unwrap_or(s);
-                    emit(out, rec, cal);
+                    emit(s, rec, cal);
                     outcome.found += 1;
                 }
                 Mode::At(_) => held.push(Held {
@@ -890,7 +864,7 @@ pub fn run(
     }
     if let Mode::At(t) = q.mode {
         for (s, rec, cal) in live_at(t, &schemas, &held) {
-            emit(known_schema(s).unwrap_or(s), rec, cal);
+            emit(s, rec, cal);
             outcome.found += 1;
         }
     }
@@ -911,12 +885,12 @@ fn live_at<'a>(
         let Some(Some(r)) = schemas.get(h.schema).map(|(_, r)| r) else {
             continue;
         };
-        let Some((ev, ident)) = &r.state else {
+        let Some(st) = &r.state else {
             continue;
         };
-        let e = ev.read_uint(&h.rec);
+        let e = st.event.read_uint(&h.rec);
         let mut id = Vec::with_capacity(32);
-        for &(o, n, bytes) in ident {
+        for &(o, n, bytes) in &st.keys {
             let f = &h.rec[o..o + n];
             if bytes {
                 // The value, NUL-padded: what follows its NUL is not part
@@ -928,10 +902,10 @@ fn live_at<'a>(
                 id.extend_from_slice(f);
             }
         }
-        if OPEN_EVENTS.contains(&e) && h.time <= t {
+        if st.lifecycle.is_open(e) && h.time <= t {
             live[i] = true;
             open.entry((h.schema, id)).or_default().push(i);
-        } else if CLOSE_EVENTS.contains(&e) && h.time < t {
+        } else if st.lifecycle.is_close(e) && h.time < t {
             if let Some(j) = open.get_mut(&(h.schema, id)).and_then(Vec::pop) {
                 live[j] = false;
             }

@@ -62,8 +62,10 @@ struct Args {
     /// The archive directory (the archive sink's `dir`).
     #[arg(long, global = true)]
     archive: Option<PathBuf>,
-    /// What was live at this time: RFC 3339 (2013-05-02T20:20:36.616804Z)
-    /// or an integer with a unit (ms, s, us, ns; bare: ms).
+    /// What was live at this time (the open states of every record type
+    /// whose schema declares a lifecycle): RFC 3339
+    /// (2013-05-02T20:20:36.616804Z) or an integer with a unit (ms, s, us,
+    /// ns; bare: ms).
     #[arg(long, value_parser = parse_time, conflicts_with = "between")]
     at: Option<u64>,
     /// Every matching record from T1 to T2 (inclusive).

@@ -75,7 +75,7 @@ fn run_nat(nat_toml: &str, block_rows: usize, interval_ms: u64) -> Run {
     let mut schemas: Vec<&Schema> = Vec::new();
     for s in &d.schemas {
         if !schemas.iter().any(|k| k.id() == s.id()) {
-            schemas.push(dplog_query::known_schema(s).unwrap_or(s));
+            schemas.push(s);
         }
     }
     let spec = FormatSpec {

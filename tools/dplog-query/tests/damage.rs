@@ -44,12 +44,11 @@ fn blocks_json(arch: &Path) -> Vec<(PathBuf, usize, Vec<String>)> {
 }
 
 fn json_of(s: &Schema, recs: &[u8]) -> Vec<String> {
-    let known = dplog_query::known_schema(s).unwrap_or(s);
     let mut enc = FormatSpec {
         kind: Format::Json,
         ..Default::default()
     }
-    .encoder(&[known])
+    .encoder(&[s])
     .unwrap();
     recs.chunks_exact(s.size())
         .map(|r| {

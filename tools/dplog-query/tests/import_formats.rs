@@ -39,7 +39,7 @@ fn formatted(bin: &Path, format: Format) -> Vec<u8> {
     let mut schemas: Vec<&Schema> = Vec::new();
     for s in &d.schemas {
         if !schemas.iter().any(|k| k.id() == s.id()) {
-            schemas.push(dplog_query::known_schema(s).unwrap_or(s));
+            schemas.push(s);
         }
     }
     let mut enc = FormatSpec {

@@ -29,7 +29,9 @@ fn run(args: &[&str]) -> (i32, Vec<u8>, String) {
 }
 
 /// A NAT session record whose start is TSC-typed: ns event time, the
-/// session's start in ticks, post-NAT address and port, natEvent.
+/// session's start in ticks, post-NAT address and port, natEvent (4
+/// opens a session, 5 closes it; a session is its start, address and
+/// port).
 fn schema() -> Schema {
     Schema::new(
         330,
@@ -42,6 +44,18 @@ fn schema() -> Schema {
             FieldDef::new("postNAPTSourceTransportPort", 28, 2, FieldKind::Port, 227),
             FieldDef::new("natEvent", 30, 1, FieldKind::U8, 230),
         ],
+    )
+    .unwrap()
+    .with_lifecycle(
+        "natEvent",
+        &[4],
+        &[5],
+        &[
+            "flowStartMilliseconds",
+            "postNATSourceIPv4Address",
+            "postNAPTSourceTransportPort",
+        ],
+        &[],
     )
     .unwrap()
 }

@@ -142,7 +142,6 @@ struct Ring {
 struct Daemon {
     args: Args,
     cfg: LogConfig,
-    known: Vec<&'static Schema>,
     sink: dplog_sinks::BoxSink,
     targets: Vec<Target>,
     rings: BTreeMap<String, Ring>,
@@ -189,16 +188,33 @@ fn main() {
     });
 }
 
+/// Checks the format settings that need no record type: syslog and
+/// IPFIX options, a template given to a format other than text. dplogd
+/// knows no record type before a ring declares its own: each ring's
+/// formatter is built for the schemas its file declares when it opens,
+/// and a ring whose types do not suit the settings (a template naming a
+/// field they lack, a template for a type it does not declare) is
+/// refused then, saying why.
+///
+/// Errors: the format's error, as a message.
+fn check_format(spec: &dplog_formatters::FormatSpec) -> Result<(), String> {
+    let mut free = spec.clone();
+    if free.kind == dplog_formatters::Format::Text {
+        // Templates by type name are checked against each ring's types.
+        free.templates.clear();
+    }
+    // The syslog options are otherwise checked per record type.
+    free.syslog.validate()?;
+    free.formatter(&[]).map(drop).map_err(|e| e.to_string())
+}
+
 fn run(args: Args) -> Result<(), String> {
     let cfg = match &args.config {
         Some(p) => dplog::config::read_toml::<LogConfig>(p).map_err(|e| e.to_string())?,
         None => LogConfig::from_toml_str("[sink]\ntype = \"file\"\npath = \"dplogd.log\"\n")
             .map_err(|e| e.to_string())?,
     };
-    let known: Vec<&'static Schema> = dplog_schema_nat::all().to_vec();
-    // Every ring's formatter is built for the schemas it declares; the
-    // format settings are checked once here against the known ones.
-    cfg.format.formatter(&known).map_err(|e| e.to_string())?;
+    check_format(&cfg.format.spec())?;
     if !args.rings.is_dir() {
         return Err(format!(
             "--rings {}: not a directory (create it, mode 0700, or 0770 for a group)",
@@ -242,7 +258,6 @@ fn run(args: Args) -> Result<(), String> {
     };
     let mut d = Daemon {
         cfg,
-        known,
         sink,
         targets,
         rings: BTreeMap::new(),
@@ -477,26 +492,14 @@ impl Daemon {
             return;
         }
         // Each record type as the ring file describes it (checked by the
-        // reader against its fingerprint); a known package's type with the
-        // same fields keeps the package's metadata (syslog layout,
-        // priorities, names by value), as dplog-cat does.
+        // reader against its fingerprint): its fields and the metadata
+        // its producer declared (syslog layout, priorities, names by
+        // value), whatever package it comes from.
         let owned: Vec<Schema> = reader
             .info()
             .schemas
             .iter()
-            .map(|d| {
-                self.known
-                    .iter()
-                    .copied()
-                    .find(|k| {
-                        k.id() == d.id
-                            && k.name() == d.name
-                            && k.size() == d.schema.size()
-                            && k.fields() == d.schema.fields()
-                    })
-                    .unwrap_or(&d.schema)
-                    .clone()
-            })
+            .map(|d| d.schema.clone())
             .collect();
         let schemas: Vec<&Schema> = owned.iter().collect();
         if schemas.is_empty() {
@@ -1241,6 +1244,47 @@ fn serve_metrics(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The start-up check knows no record type: every format's defaults
+    /// pass, a template for any type name passes (each ring's types are
+    /// checked when it opens), settings wrong for any type are refused.
+    #[test]
+    fn the_format_check_needs_no_schema() {
+        use dplog_formatters::FormatSpec;
+        for kind in [
+            Format::Text,
+            Format::Json,
+            Format::Csv,
+            Format::Rfc5424,
+            Format::Rfc3164,
+            Format::Ipfix,
+            Format::Binary,
+        ] {
+            let spec = FormatSpec {
+                kind,
+                ..Default::default()
+            };
+            assert_eq!(check_format(&spec), Ok(()), "{kind:?}");
+        }
+        let mut spec = FormatSpec::default();
+        spec.templates.insert("aclDrop".into(), "{ruleId}".into());
+        assert_eq!(check_format(&spec), Ok(()));
+        spec.kind = Format::Json;
+        let e = check_format(&spec).unwrap_err();
+        assert!(
+            e.contains("`templates` applies only to type \"text\""),
+            "{e}"
+        );
+        let mut spec = FormatSpec {
+            kind: Format::Rfc5424,
+            ..Default::default()
+        };
+        spec.syslog.facility = 24;
+        assert_eq!(
+            check_format(&spec).unwrap_err(),
+            "syslog facility 24 / severity 6 out of range (0..=23 / 0..=7)"
+        );
+    }
 
     /// A ring file name no producer creates: a line break and a forged
     /// syslog message, and each syntax's specials.

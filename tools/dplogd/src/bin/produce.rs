@@ -28,12 +28,12 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Parser;
+use dplog::nat::{Nat44SessionRecord, NatRecord};
 use dplog_core::schema::SyslogMeta;
 use dplog_core::shm::{ShmLogProducer, ShmOptions};
 use dplog_core::{
     schema, Backpressure, LoggerConfig, Record, RecordHeader, RecordRules, Schema, Slot64,
 };
-use dplog_schema_nat::{Nat44SessionRecord, NatRecord};
 
 /// An ACL drop: a record type of the producer's own, 64 bytes (one
 /// `Slot64`), no padding.
@@ -212,7 +212,7 @@ fn main() {
     let mut p = match ShmLogProducer::<NatRecord>::create(
         &opts,
         &cfg,
-        &dplog_schema_nat::all(),
+        &dplog::nat::all(),
         RecordRules::own(),
     ) {
         Ok(p) => p,

@@ -1,0 +1,190 @@
+//! The schema codec: one versioned encoding of a schema's fields and
+//! metadata (lifecycle included), which still reads the fields-only
+//! encoding of logs written before metadata travelled with them.
+
+#[path = "../../testkit/fixtures/lb_conn.rs"]
+mod lb_conn;
+
+use dplog_core::schema::{
+    decode_meta, encode_meta, FieldDef, FieldKind, Lifecycle, Schema, SchemaError, SchemaMeta,
+    META_VERSION,
+};
+
+/// The fields part of a description is the old encoding, byte for byte:
+/// a description is the old bytes plus the metadata.
+#[test]
+fn a_description_is_the_old_fields_encoding_then_the_metadata() {
+    let old = lb_conn::old_schema_encoding();
+    let s = lb_conn::schema();
+    let b = s.encode().unwrap();
+    assert_eq!(&b[..old.len()], old.as_slice());
+    assert_eq!(b[old.len()], 2, "a lifecycle needs metadata version 2");
+    assert_eq!(&b[old.len()..], encode_meta(s.meta()).unwrap().as_slice());
+    assert_eq!(Schema::decode(&b).unwrap(), s);
+    let l = Schema::decode(&b)
+        .unwrap()
+        .meta()
+        .lifecycle
+        .clone()
+        .unwrap();
+    assert_eq!(
+        l,
+        Lifecycle {
+            field: 5,
+            opens: vec![1],
+            closes: vec![2],
+            keys: vec![1, 3, 2, 4],
+            close_only: vec![7, 8],
+        }
+    );
+}
+
+/// What logs written before hold (fields only) decodes, with the
+/// default metadata: the first timestamp field as event time, nothing
+/// else.
+#[test]
+fn the_old_fields_only_encoding_decodes_with_default_metadata() {
+    let s = Schema::decode(&lb_conn::old_schema_encoding()).unwrap();
+    assert_eq!(s, lb_conn::fields_only());
+    assert_eq!(
+        s.meta(),
+        &SchemaMeta {
+            event_time: Some(0),
+            ..SchemaMeta::default()
+        }
+    );
+    assert_eq!(s.field("connEvent").unwrap().1.enum_name(2), Some("CLOSE"));
+}
+
+/// A schema without lifecycle is written as metadata version 1, which
+/// readers from before the lifecycle read.
+#[test]
+fn metadata_without_lifecycle_is_written_as_version_1() {
+    let s = lb_conn::fields_only()
+        .with_priority(5, None)
+        .unwrap()
+        .with_enum_numbers(true);
+    let fields = s.encode_fields().unwrap();
+    let b = s.encode().unwrap();
+    assert_eq!(b[fields.len()], 1);
+    assert_eq!(Schema::decode(&b).unwrap(), s);
+    assert_eq!(Schema::decode(&b).unwrap().meta().priority, 5);
+}
+
+/// A version this reader does not know is refused, saying so; so is a
+/// version 0 and a description cut inside its metadata.
+#[test]
+fn an_unknown_metadata_version_is_a_clear_error() {
+    let s = lb_conn::schema();
+    let fields = s.encode_fields().unwrap().len();
+    let mut b = s.encode().unwrap();
+    b[fields] = META_VERSION + 1;
+    let e = Schema::decode(&b).unwrap_err();
+    assert!(
+        e.contains("metadata version 3: this reader knows versions 1 to 2")
+            && e.contains("newer dplog"),
+        "{e}"
+    );
+    b[fields] = 0;
+    assert!(Schema::decode(&b)
+        .unwrap_err()
+        .contains("metadata version 0"));
+    let good = s.encode().unwrap();
+    let e = Schema::decode(&good[..good.len() - 1]).unwrap_err();
+    assert!(
+        e.starts_with("schema lbConn: metadata: ") && e.contains("do not fit the metadata left"),
+        "{e}"
+    );
+    // Every cut of a description: decoded (only at the end of the fields
+    // or of the whole) or refused, never a panic.
+    for n in 0..good.len() {
+        if let Ok(d) = Schema::decode(&good[..n]) {
+            assert_eq!(n, fields);
+            assert_eq!(d, lb_conn::fields_only());
+        }
+    }
+}
+
+/// The lifecycle builder names what is wrong.
+#[test]
+fn lifecycles_are_checked_by_field_name() {
+    let s = Schema::new(
+        9,
+        "lease",
+        40,
+        vec![
+            FieldDef::new("t", 8, 8, FieldKind::NsTimestamp, 0),
+            FieldDef::new("ev", 16, 1, FieldKind::U8, 0),
+            FieldDef::new("mac", 17, 6, FieldKind::Mac, 0),
+            FieldDef::new("addr", 24, 4, FieldKind::Ipv4, 0),
+            FieldDef::new("n", 32, 8, FieldKind::U64, 0),
+        ],
+    )
+    .unwrap();
+    let lc = |f: &str, o: &[u64], c: &[u64], k: &[&str], x: &[&str]| {
+        s.clone().with_lifecycle(f, o, c, k, x)
+    };
+    assert_eq!(
+        lc("nope", &[1], &[2], &["mac"], &[]).unwrap_err(),
+        SchemaError::BadMetaField("lifecycle", "nope".into())
+    );
+    assert_eq!(
+        lc("mac", &[1], &[2], &["addr"], &[]).unwrap_err(),
+        SchemaError::BadMetaField("lifecycle", "mac".into())
+    );
+    assert_eq!(
+        lc("ev", &[1], &[2], &["addr", "gone"], &[]).unwrap_err(),
+        SchemaError::BadMetaField("lifecycle", "gone".into())
+    );
+    let msg = |r: Result<Schema, SchemaError>| r.unwrap_err().to_string();
+    assert_eq!(
+        msg(lc("ev", &[], &[2], &["mac"], &[])),
+        "lifecycle: field ev: a lifecycle needs at least one opening and one closing value"
+    );
+    assert_eq!(
+        msg(lc("ev", &[1, 2], &[2], &["mac"], &[])),
+        "lifecycle: value 2 of field ev both opens and closes"
+    );
+    assert_eq!(
+        msg(lc("ev", &[256], &[2], &["mac"], &[])),
+        "lifecycle: value 256 does not fit field ev"
+    );
+    assert_eq!(
+        msg(lc("ev", &[1], &[2], &[], &[])),
+        "lifecycle: no key field: say which fields identify a state"
+    );
+    assert!(msg(lc("ev", &[1], &[2], &["mac"], &["mac"])).contains("field mac is listed twice"));
+    assert!(msg(lc("ev", &[1], &[2], &["ev"], &[])).contains("field ev is listed twice"));
+    // A BYTES-like key (MAC) is fine: keys are compared byte for byte.
+    let ok = lc("ev", &[1], &[2, 3], &["mac", "addr"], &["n"]).unwrap();
+    let l = ok.meta().lifecycle.as_ref().unwrap();
+    assert_eq!(
+        (l.field, &l.keys, &l.close_only),
+        (1, &vec![2, 3], &vec![4])
+    );
+    assert!(l.is_close(3) && !l.is_open(3));
+    // A hostile description: indexes out of range are refused by the
+    // decoder's check (Schema::with_meta), naming the index.
+    let mut m = ok.meta().clone();
+    m.lifecycle.as_mut().unwrap().keys.push(9);
+    let mut b = ok.encode_fields().unwrap();
+    b.extend_from_slice(&encode_meta(&m).unwrap());
+    let e = Schema::decode(&b).unwrap_err();
+    assert!(e.contains("lifecycle: no suitable field \"#9\""), "{e}");
+    assert!(decode_meta(&encode_meta(&m).unwrap()).is_ok());
+}
+
+/// Encoding refuses what it could not carry instead of cutting it.
+#[test]
+fn what_does_not_fit_the_encoding_is_an_error() {
+    let long = "x".repeat(300);
+    let s = lb_conn::fields_only().with_syslog(dplog_core::schema::SyslogMeta {
+        sd_id: Some(long.into()),
+        ..Default::default()
+    });
+    let e = s.encode().unwrap_err();
+    assert!(
+        matches!(&e, SchemaError::NotEncodable(m) if m.starts_with("schema lbConn: its metadata does not fit")),
+        "{e}"
+    );
+}

@@ -24,10 +24,10 @@ fn drop_newest_counts_while_the_daemon_is_away_and_the_count_reaches_the_log() {
     assert!(p.wait().unwrap().success());
     let mut d = s.daemon();
     wait_for(60, "the ring's end line", || {
-        !parse(&read(&s.path("out.jsonl"))).ends.is_empty()
+        !parse(&read_lines(&s.path("out.jsonl"))).ends.is_empty()
     });
     assert_eq!(term(&mut d), 0, "stderr:\n{}", s.stderr());
-    let out = parse(&read(&s.path("out.jsonl")));
+    let out = parse(&read_lines(&s.path("out.jsonl")));
     assert_exactly(&out.seqs[&5], 16, "the records that fit");
     assert_eq!(out.drops.len(), 1, "{:?}", out.drops);
     assert_eq!(out.drops[0]["dropped"], 984, "{:?}", out.drops[0]);
@@ -47,10 +47,10 @@ fn block_waits_while_the_daemon_is_away_and_loses_nothing() {
     let mut d = s.daemon();
     assert!(p.wait().unwrap().success());
     wait_for(60, "the ring's end line", || {
-        !parse(&read(&s.path("out.jsonl"))).ends.is_empty()
+        !parse(&read_lines(&s.path("out.jsonl"))).ends.is_empty()
     });
     assert_eq!(term(&mut d), 0, "stderr:\n{}", s.stderr());
-    let out = parse(&read(&s.path("out.jsonl")));
+    let out = parse(&read_lines(&s.path("out.jsonl")));
     assert_exactly(&out.seqs[&6], 500, "a block ring");
     assert!(out.drops.is_empty());
 }
@@ -70,7 +70,7 @@ fn the_counters_are_served_and_written_at_exit() {
     let mut p = s.producer("count", 7, &["--records", "700", "--capacity", "64"]);
     assert!(p.wait().unwrap().success());
     wait_for(60, "the ring's end line", || {
-        !parse(&read(&s.path("out.jsonl"))).ends.is_empty()
+        !parse(&read_lines(&s.path("out.jsonl"))).ends.is_empty()
     });
     let scrape = || {
         let mut c = std::net::TcpStream::connect(&addr).ok()?;

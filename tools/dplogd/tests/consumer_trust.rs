@@ -308,14 +308,14 @@ fn a_restarted_daemon_keeps_the_verdict_its_consumer_file_holds() {
     drop(good);
     let mut d = s.daemon();
     wait_for(60, "the good ring's end line", || {
-        end_of(&parse(&read(&s.path("out.jsonl"))), "good").is_some()
+        end_of(&parse(&read_lines(&s.path("out.jsonl"))), "good").is_some()
     });
     wait_for(30, "the verdict said", || {
         s.stderr()
             .contains("quarantined before the restart (its consumer file says so); not served")
     });
     assert_eq!(term(&mut d), 0, "{}", s.stderr());
-    let o = parse(&read(&s.path("out.jsonl")));
+    let o = parse(&read_lines(&s.path("out.jsonl")));
     assert_exactly(&o.seqs[&6], 10, "good");
     assert!(!o.seqs.contains_key(&5), "the quarantined ring was served");
     assert!(bad.is_quarantined());
@@ -392,5 +392,7 @@ fn a_daemon_that_cannot_replace_another_users_file_in_a_sticky_directory_says_so
     assert!(p.try_push(tagged_record(7, 99)).is_err());
     assert!(p.consumer_refusal().unwrap().contains("owned by uid 65533"));
     assert_eq!(slot_seqs(p.path(), 4), vec![0, 1, 2, 3]);
-    assert!(!parse(&read(&logs.join("out.log"))).seqs.contains_key(&7));
+    assert!(!parse(&read_lines(&logs.join("out.log")))
+        .seqs
+        .contains_key(&7));
 }

@@ -103,7 +103,7 @@ fn producers_sigkilled_at_random_points_leave_exactly_their_committed_records() 
         trials.push(run_trial(&s, seed, true));
     }
     wait_for(120, "an end line for every producer", || {
-        parse(&read(&s.path("out.jsonl"))).ends.len() >= trials.len()
+        parse(&read_lines(&s.path("out.jsonl"))).ends.len() >= trials.len()
     });
     assert_eq!(
         term(&mut d),
@@ -111,7 +111,7 @@ fn producers_sigkilled_at_random_points_leave_exactly_their_committed_records() 
         "dplogd exit status; stderr:\n{}",
         s.stderr()
     );
-    let out = parse(&read(&s.path("out.jsonl")));
+    let out = parse(&read_lines(&s.path("out.jsonl")));
     assert_eq!(out.ends.len(), trials.len());
     let mut with_records = 0;
     for t in &trials {
@@ -179,7 +179,7 @@ fn dplogd_sigkilled_and_restarted_writes_every_record_exactly_once() {
     assert!(p1.wait().unwrap().success());
     assert!(p2.wait().unwrap().success());
     wait_for(120, "both producers' end lines", || {
-        parse(&read(&s.path("out.jsonl"))).ends.len() >= 2
+        parse(&read_lines(&s.path("out.jsonl"))).ends.len() >= 2
     });
     assert_eq!(
         term(&mut d),
@@ -188,7 +188,7 @@ fn dplogd_sigkilled_and_restarted_writes_every_record_exactly_once() {
         s.stderr()
     );
     assert_eq!(kills, 6);
-    let file = parse(&read(&s.path("out.jsonl")));
+    let file = parse(&read_lines(&s.path("out.jsonl")));
     let mm = dplog_sinks::mmap::reader::read_all(&s.path("mm"), "nat").unwrap();
     let mm = parse(std::str::from_utf8(&mm).unwrap());
     for (what, o) in [("file", &file), ("mmap", &mm)] {
@@ -239,13 +239,13 @@ fn dplogd_restarted_without_its_checkpoint_resumes_at_the_consumer_file_and_lose
         let mut d = s.daemon();
         // Well into the run: more than a capacity consumed and checkpointed.
         wait_for(120, "over 2048 records written", || {
-            parse(&read(&s.path("out.jsonl")))
+            parse(&read_lines(&s.path("out.jsonl")))
                 .seqs
                 .get(&3)
                 .is_some_and(|v| v.len() > 2048)
         });
         kill9(&mut d);
-        if !parse(&read(&s.path("out.jsonl"))).ends.is_empty() {
+        if !parse(&read_lines(&s.path("out.jsonl"))).ends.is_empty() {
             assert!(p.wait().unwrap().success());
             eprintln!(
                 "the producer (pauses up to {pause_us} µs) ended before dplogd was killed; again with longer pauses"
@@ -256,7 +256,7 @@ fn dplogd_restarted_without_its_checkpoint_resumes_at_the_consumer_file_and_lose
         let mut d = s.daemon();
         assert!(p.wait().unwrap().success());
         wait_for(120, "the producer's end line", || {
-            !parse(&read(&s.path("out.jsonl"))).ends.is_empty()
+            !parse(&read_lines(&s.path("out.jsonl"))).ends.is_empty()
         });
         assert_eq!(term(&mut d), 0, "stderr:\n{}", s.stderr());
         let err = s.stderr();
@@ -265,7 +265,7 @@ fn dplogd_restarted_without_its_checkpoint_resumes_at_the_consumer_file_and_lose
             "stderr:\n{err}"
         );
         assert!(!err.contains("quarantined"), "stderr:\n{err}");
-        let o = parse(&read(&s.path("out.jsonl")));
+        let o = parse(&read_lines(&s.path("out.jsonl")));
         let seen = arrivals(&o.seqs[&3], N);
         // At most the records after the last checkpoint come twice: fewer
         // than a capacity.

@@ -172,11 +172,11 @@ fn a_ring_in_hugetlbfs_is_drained_exactly() {
         String::from_utf8_lossy(&out.stderr)
     );
     wait_for(60, "the ring's end line", || {
-        end_of(&parse(&read(&s.path("out.jsonl"))), "huge").is_some()
+        end_of(&parse(&read_lines(&s.path("out.jsonl"))), "huge").is_some()
     });
     let stderr = s.stderr();
     assert_eq!(term(&mut d), 0, "{stderr}");
-    let o = parse(&read(&s.path("out.jsonl")));
+    let o = parse(&read_lines(&s.path("out.jsonl")));
     assert_exactly(&o.seqs[&8], N, "the hugetlbfs ring");
     assert_eq!(end_of(&o, "huge").unwrap()["records"], N);
     // Ring and consumer file removed, their huge pages free again (the

@@ -47,9 +47,13 @@ fn a_second_dplogd_on_the_same_ring_directory_is_refused() {
     let mut p = s.producer("one", 1, &["--records", "5000", "--capacity", "256"]);
     assert!(p.wait().unwrap().success());
     wait_for(60, "the producer's end line", || {
-        parse(&read(&s.path("out.jsonl"))).ends.len() == 1
+        parse(&read_lines(&s.path("out.jsonl"))).ends.len() == 1
     });
-    assert_exactly(&parse(&read(&s.path("out.jsonl"))).seqs[&1], 5000, "output");
+    assert_exactly(
+        &parse(&read_lines(&s.path("out.jsonl"))).seqs[&1],
+        5000,
+        "output",
+    );
     // A SIGKILLed holder leaves the lock file but not the lock.
     kill9(&mut first);
     assert!(s.rings().join(".dplogd.lock").exists());

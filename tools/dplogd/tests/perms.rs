@@ -95,11 +95,11 @@ fn rings_are_0600_or_0640_with_their_group_and_the_daemon_only_reads_them() {
     assert_eq!(hdr[512..520], [0u8; 8]);
     assert!(a.wait().unwrap().success() && b.wait().unwrap().success());
     wait_for(60, "both end lines", || {
-        let o = parse(&read(&s.path("out.log")));
+        let o = parse(&read_lines(&s.path("out.log")));
         end_of(&o, "own").is_some() && end_of(&o, "grp").is_some()
     });
     assert_eq!(term(&mut d), 0, "{}", s.stderr());
-    let o = parse(&read(&s.path("out.log")));
+    let o = parse(&read_lines(&s.path("out.log")));
     assert_exactly(&o.seqs[&1], N, "own");
     assert_exactly(&o.seqs[&2], N, "grp");
     // Rings and consumer files removed together.
@@ -141,10 +141,10 @@ fn a_ring_of_another_user_is_refused_unless_allowed_and_a_daemon_of_the_group_se
     let mut d = s.daemon_with(&["--allow-uid", "65534"]);
     assert!(p.wait().unwrap().success());
     wait_for(60, "the end line", || {
-        end_of(&parse(&read(&s.path("out.log"))), "other").is_some()
+        end_of(&parse(&read_lines(&s.path("out.log"))), "other").is_some()
     });
     assert_eq!(term(&mut d), 0, "{}", s.stderr());
-    assert_exactly(&parse(&read(&s.path("out.log"))).seqs[&3], N, "other");
+    assert_exactly(&parse(&read_lines(&s.path("out.log"))).seqs[&3], N, "other");
 
     // A daemon running as uid 65534, group 65534 (no other groups) serves
     // a root ring of group 65534, mode 0640: read access is all it needs.
@@ -180,10 +180,10 @@ fn a_ring_of_another_user_is_refused_unless_allowed_and_a_daemon_of_the_group_se
     let out = logs.join("out.log");
     let errs = || read(&dir.join("dplogd.err"));
     wait_for(60, "the end line of the group ring", || {
-        end_of(&parse(&read(&out)), "grp").is_some()
+        end_of(&parse(&read_lines(&out)), "grp").is_some()
     });
     assert_eq!(term(&mut d), 0, "{}", errs());
-    assert_exactly(&parse(&read(&out)).seqs[&4], N, "grp");
+    assert_exactly(&parse(&read_lines(&out)).seqs[&4], N, "grp");
     assert_eq!(std::fs::metadata(&out).unwrap().uid(), 65534);
     assert!(!ring.exists(), "{}", errs());
 
@@ -221,7 +221,7 @@ fn a_ring_of_another_user_is_refused_unless_allowed_and_a_daemon_of_the_group_se
     assert!(p.try_wait().unwrap().is_none(), "the producer waits");
     assert_eq!(term(&mut d), 0, "{}", errs());
     kill9(&mut p);
-    assert!(!parse(&read(&out)).seqs.contains_key(&5));
+    assert!(!parse(&read_lines(&out)).seqs.contains_key(&5));
 
     // A ring directory it may not write and without a lock file: it
     // cannot take the lock, exits at once and says what it needs.

@@ -44,7 +44,7 @@ fn write_at(p: &Path, off: u64, b: &[u8]) {
 }
 
 fn count(s: &Setup, tag: u64) -> usize {
-    parse(&read(&s.path("out.jsonl")))
+    parse(&read_lines(&s.path("out.jsonl")))
         .seqs
         .get(&tag)
         .map_or(0, Vec::len)
@@ -183,7 +183,7 @@ fn corrupted_rings_are_quarantined_and_the_others_still_drained() {
     assert!(a.wait().unwrap().success());
     assert!(c.wait().unwrap().success());
     wait_for(60, "both healthy producers' end lines", || {
-        let o = parse(&read(&s.path("out.jsonl")));
+        let o = parse(&read_lines(&s.path("out.jsonl")));
         end_of(&o, "healthya").is_some() && end_of(&o, "healthyc").is_some()
     });
     // SAFETY: kill(2) with signal 0 only checks that the process exists.
@@ -216,7 +216,7 @@ fn corrupted_rings_are_quarantined_and_the_others_still_drained() {
         s.stderr()
     );
     assert_eq!(read(&s.path("out.jsonl")), before);
-    let out = parse(&read(&s.path("out.jsonl")));
+    let out = parse(&read_lines(&s.path("out.jsonl")));
     assert_exactly(&out.seqs[&101], N, "healthy ring a");
     assert_exactly(&out.seqs[&103], N, "healthy ring c");
     // Every corrupted ring: its 10 good records once, then its
@@ -285,7 +285,7 @@ fn a_ring_whose_drop_counter_lies_is_quarantined_and_the_counters_stay_coherent(
         dplog_core::tsc::now_ticks(),
     );
     wait_for(60, "the good records and the 5 drops reported", || {
-        let o = parse(&read(&s.path("out.jsonl")));
+        let o = parse(&read_lines(&s.path("out.jsonl")));
         count(&s, 41) == 10 && count(&s, 42) == 10 && o.drops.len() == 1
     });
     write_at(maxed.path(), OFF_DROPPED_TOTAL, &u64::MAX.to_ne_bytes());
@@ -305,7 +305,7 @@ fn a_ring_whose_drop_counter_lies_is_quarantined_and_the_counters_stay_coherent(
     );
     assert!(c.wait().unwrap().success());
     wait_for(60, "the new producer's end line", || {
-        end_of(&parse(&read(&s.path("out.jsonl"))), "after").is_some()
+        end_of(&parse(&read_lines(&s.path("out.jsonl"))), "after").is_some()
     });
     assert_eq!(
         term(&mut d),
@@ -324,7 +324,7 @@ fn a_ring_whose_drop_counter_lies_is_quarantined_and_the_counters_stay_coherent(
         e.contains("quarantined: drop counter moved backwards from 5 to 2"),
         "{e}"
     );
-    let out = parse(&read(&s.path("out.jsonl")));
+    let out = parse(&read_lines(&s.path("out.jsonl")));
     assert_exactly(&out.seqs[&41], 10, "the maxed ring's records");
     assert_exactly(&out.seqs[&42], 10, "the backwards ring's records");
     assert_exactly(&out.seqs[&43], 1000, "the ring served after");

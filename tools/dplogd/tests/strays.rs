@@ -36,9 +36,13 @@ fn files_that_are_not_rings_are_said_once_each() {
     );
     assert!(p.wait().unwrap().success());
     wait_for(60, "the producer's end line", || {
-        parse(&read(&s.path("out.jsonl"))).ends.len() == 1
+        parse(&read_lines(&s.path("out.jsonl"))).ends.len() == 1
     });
-    assert_exactly(&parse(&read(&s.path("out.jsonl"))).seqs[&5], 3000, "output");
+    assert_exactly(
+        &parse(&read_lines(&s.path("out.jsonl"))).seqs[&5],
+        3000,
+        "output",
+    );
     for f in strays {
         assert_eq!(said(f), 1, "{f}: {}", s.stderr());
         assert!(s.rings().join(f).exists(), "{f} is left alone");

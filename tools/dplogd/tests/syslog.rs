@@ -83,7 +83,7 @@ fn syslog_behind_a_restarted_dplogd_gets_every_record_at_least_once() {
     // SAFETY: kill(2) on the rsyslogd we started and have not reaped.
     unsafe { libc::kill(rs.id() as i32, libc::SIGTERM) };
     let _ = rs.wait();
-    let o = parse(&read(&out));
+    let o = parse(&read_lines(&out));
     let seqs = &o.seqs[&9];
     arrivals(seqs, N);
     let repeats = seqs.len() as u64 - N;

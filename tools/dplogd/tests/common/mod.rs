@@ -153,6 +153,16 @@ pub fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_default()
 }
 
+/// The whole lines of the output file at `p` (empty if it does not exist
+/// yet). dplogd may be writing it: a last line without its newline is
+/// cut off (the tests count records, so a line lost at the end still
+/// shows).
+pub fn read_lines(p: &Path) -> String {
+    let mut b = std::fs::read(p).unwrap_or_default();
+    b.truncate(b.iter().rposition(|&c| c == b'\n').map_or(0, |i| i + 1));
+    String::from_utf8(b).unwrap_or_else(|e| panic!("{}: not UTF-8: {e}", p.display()))
+}
+
 /// Waits until `f` holds, polling every 10 ms; panics with `what` after
 /// `secs` seconds.
 pub fn wait_for(secs: u64, what: &str, mut f: impl FnMut() -> bool) {

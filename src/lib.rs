@@ -33,7 +33,18 @@ pub use dplog_schema_nat as nat;
 #[cfg(feature = "config")]
 pub mod config;
 
-/// The README's Rust example, compiled as a doctest so it cannot rot.
+/// The README's Rust example, compiled and run as a doctest so it cannot
+/// rot.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// The Rust examples of `docs/rust.md`, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/rust.md")]
+pub struct RustGuideDoctests;
+
+/// The Rust examples of `docs/formats.md`, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/formats.md")]
+pub struct FormatsGuideDoctests;

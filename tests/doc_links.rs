@@ -6,6 +6,11 @@
 //! Guides other branches are writing may be linked before they land: they
 //! are listed in `PENDING`, and once one exists its headings are checked
 //! like any other file's.
+//!
+//! Also: every guide is in the index and linked from the README, every
+//! code block names its language (a bare one would be compiled as Rust by
+//! the doctests that include these files), and every ```toml block parses
+//! as the library's configuration.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -252,4 +257,44 @@ fn the_anchor_rule_matches_github() {
         links("see [a](x.md#y) and `[b](no.md)`\n```sh\n[c](no.md)\n```\n"),
         vec!["x.md#y".to_string()]
     );
+}
+
+/// The ```toml blocks of README.md and docs/*.md, with where each starts.
+fn toml_blocks() -> Vec<(String, String)> {
+    let mut blocks = Vec::new();
+    for doc in documents() {
+        let text = std::fs::read_to_string(root().join(&doc)).expect("a readable document");
+        let mut current: Option<(String, String)> = None;
+        for (n, line) in text.lines().enumerate() {
+            let t = line.trim_start();
+            if let Some((at, body)) = current.as_mut() {
+                if t.starts_with("```") {
+                    blocks.push((at.clone(), std::mem::take(body)));
+                    current = None;
+                } else {
+                    body.push_str(line);
+                    body.push('\n');
+                }
+            } else if t == "```toml" {
+                current = Some((format!("{}:{}", doc.display(), n + 1), String::new()));
+            }
+        }
+    }
+    blocks
+}
+
+#[cfg(all(feature = "config", feature = "kafka"))]
+#[test]
+fn every_toml_block_is_a_valid_config() {
+    // Each block is a configuration a reader may copy: the library's TOML
+    // (every key checked, unknown ones refused with their line).
+    let blocks = toml_blocks();
+    let mut bad = Vec::new();
+    for (at, body) in &blocks {
+        if let Err(e) = dplog::config::LogConfig::from_toml_str(body) {
+            bad.push(format!("{at}: {e}"));
+        }
+    }
+    assert!(bad.is_empty(), "invalid config blocks:\n{}", bad.join("\n"));
+    assert!(blocks.len() >= 9, "only {} toml blocks found", blocks.len());
 }

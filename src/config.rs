@@ -510,6 +510,59 @@ impl SinkConfig {
 }
 
 /// The whole logging configuration: `[ring]`, `[format]`, `[sink]`.
+///
+/// # Examples
+///
+/// A logger of a record type of your own (`Probe`, with its schema; see
+/// the crate's quick start) writing CSV; every key left out takes its
+/// default, and a key the configuration does not have is an error that
+/// names it and its line:
+///
+/// ```
+/// # use std::sync::OnceLock;
+/// # use dplog::schema::{HasSchema, Schema};
+/// # use dplog::{schema, Record, RecordHeader};
+/// # #[repr(C)]
+/// # #[derive(Clone, Copy)]
+/// # struct Probe { header: RecordHeader, time_ns: u64, seq: u32, ttl: u8, _pad: [u8; 3] }
+/// # impl Record for Probe {
+/// #     const SCHEMA_ID: u16 = 500;
+/// #     fn header(&self) -> &RecordHeader { &self.header }
+/// # }
+/// # // SAFETY: repr(C), 24 bytes without padding; schema from its offsets.
+/// # unsafe impl HasSchema for Probe {
+/// #     fn schema() -> &'static Schema {
+/// #         static S: OnceLock<Schema> = OnceLock::new();
+/// #         S.get_or_init(|| schema!(Probe, id = 500, name = "probe", [
+/// #             time_ns => "time": NsTimestamp, ie 0;
+/// #             seq => "seq": U32, ie 0;
+/// #             ttl => "ttl": U8, ie 0;
+/// #         ]).unwrap())
+/// #     }
+/// # }
+/// # fn probe(seq: u32) -> Probe {
+/// #     Probe { header: RecordHeader::of::<Probe>(), time_ns: 1_767_225_600_000_000_000, seq, ttl: 64, _pad: [0; 3] }
+/// # }
+/// # let dir = tempfile::tempdir()?;
+/// # std::env::set_current_dir(dir.path())?;
+/// use dplog::config::LogConfig;
+///
+/// let cfg = LogConfig::from_toml_str("[format]\ntype = \"csv\"\n[sink]\ntype = \"file\"\npath = \"probes.csv\"\n")?;
+/// assert_eq!(cfg.ring.capacity, 16384);
+/// let logger = cfg.start::<Probe>()?;
+/// let mut producer = logger.producer()?;
+/// for seq in 0..3 {
+///     producer.log(probe(seq));
+/// }
+/// drop(producer);
+/// let stats = logger.shutdown().map_err(|(_, e)| e)?;
+/// assert_eq!(stats.written_records, 3);
+/// assert_eq!(std::fs::read_to_string("probes.csv")?.lines().count(), 1 + 3); // header + rows
+///
+/// let err = LogConfig::from_toml_str("[ring]\ncapacityy = 1024\n").unwrap_err();
+/// assert!(err.to_string().contains("capacityy") && err.to_string().contains("line 2"), "{err}");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct LogConfig {
@@ -580,6 +633,53 @@ impl ConsumersConfig {
 
 /// A group of loggers started by [`LogConfig::start_consumers`]: one
 /// consumer thread each, the rings spread over them by ring number.
+///
+/// # Examples
+///
+/// Two consumers, each writing its own file (`probes.log`,
+/// `probes.log.1`); ring `r` is drained by consumer `r % 2`:
+///
+/// ```
+/// # use std::sync::OnceLock;
+/// # use dplog::schema::{HasSchema, Schema};
+/// # use dplog::{schema, Record, RecordHeader};
+/// # #[repr(C)]
+/// # #[derive(Clone, Copy)]
+/// # struct Probe { header: RecordHeader, time_ns: u64, seq: u32, ttl: u8, _pad: [u8; 3] }
+/// # impl Record for Probe {
+/// #     const SCHEMA_ID: u16 = 500;
+/// #     fn header(&self) -> &RecordHeader { &self.header }
+/// # }
+/// # // SAFETY: repr(C), 24 bytes without padding; schema from its offsets.
+/// # unsafe impl HasSchema for Probe {
+/// #     fn schema() -> &'static Schema {
+/// #         static S: OnceLock<Schema> = OnceLock::new();
+/// #         S.get_or_init(|| schema!(Probe, id = 500, name = "probe", [
+/// #             time_ns => "time": NsTimestamp, ie 0;
+/// #             seq => "seq": U32, ie 0;
+/// #             ttl => "ttl": U8, ie 0;
+/// #         ]).unwrap())
+/// #     }
+/// # }
+/// # fn probe(seq: u32) -> Probe {
+/// #     Probe { header: RecordHeader::of::<Probe>(), time_ns: 1_767_225_600_000_000_000, seq, ttl: 64, _pad: [0; 3] }
+/// # }
+/// # let dir = tempfile::tempdir()?;
+/// # std::env::set_current_dir(dir.path())?;
+/// use dplog::config::LogConfig;
+///
+/// let cfg = LogConfig::from_toml_str("[consumers]\ncount = 2\n[sink]\ntype = \"file\"\npath = \"probes.log\"\n")?;
+/// let group = cfg.start_consumers::<Probe>()?;
+/// for ring in 0..2 {
+///     let mut producer = group.producer(ring)?;
+///     producer.log(probe(ring as u32));
+/// }
+/// for result in group.shutdown() {
+///     assert_eq!(result.map_err(|(_, e)| e)?.written_records, 1);
+/// }
+/// assert_eq!(std::fs::read_to_string("probes.log.1")?.lines().count(), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct Consumers<R: crate::Record> {
     loggers: Vec<Logger<R>>,
 }
@@ -624,6 +724,54 @@ impl<R: crate::Record> Consumers<R> {
 /// `[metrics]`: the Prometheus listener (`dplog_core::metrics`): OpenMetrics
 /// text of [`Logger::snapshot`] at `GET /metrics`, served by `tiny_http` on
 /// its own unpinned thread (never a producer or consumer core).
+///
+/// # Examples
+///
+/// Port 0 picks a free port on loopback; the listener serves the logger's
+/// counters until it is stopped:
+///
+/// ```
+/// # use std::sync::OnceLock;
+/// # use dplog::schema::{HasSchema, Schema};
+/// # use dplog::{schema, Record, RecordHeader};
+/// # #[repr(C)]
+/// # #[derive(Clone, Copy)]
+/// # struct Probe { header: RecordHeader, time_ns: u64, seq: u32, ttl: u8, _pad: [u8; 3] }
+/// # impl Record for Probe {
+/// #     const SCHEMA_ID: u16 = 500;
+/// #     fn header(&self) -> &RecordHeader { &self.header }
+/// # }
+/// # // SAFETY: repr(C), 24 bytes without padding; schema from its offsets.
+/// # unsafe impl HasSchema for Probe {
+/// #     fn schema() -> &'static Schema {
+/// #         static S: OnceLock<Schema> = OnceLock::new();
+/// #         S.get_or_init(|| schema!(Probe, id = 500, name = "probe", [
+/// #             time_ns => "time": NsTimestamp, ie 0;
+/// #             seq => "seq": U32, ie 0;
+/// #             ttl => "ttl": U8, ie 0;
+/// #         ]).unwrap())
+/// #     }
+/// # }
+/// # fn probe(seq: u32) -> Probe {
+/// #     Probe { header: RecordHeader::of::<Probe>(), time_ns: 1_767_225_600_000_000_000, seq, ttl: 64, _pad: [0; 3] }
+/// # }
+/// # let dir = tempfile::tempdir()?;
+/// # std::env::set_current_dir(dir.path())?;
+/// use std::io::{Read, Write};
+/// use dplog::config::LogConfig;
+///
+/// let cfg = LogConfig::from_toml_str("[metrics]\nprometheus_listen = \"127.0.0.1:0\"\n[sink]\ntype = \"file\"\npath = \"probes.log\"\n")?;
+/// let logger = cfg.start::<Probe>()?;
+/// let server = cfg.metrics.start(&logger)?.expect("prometheus_listen is set");
+/// let mut http = std::net::TcpStream::connect(server.local_addr())?;
+/// http.write_all(b"GET /metrics HTTP/1.0\r\n\r\n")?;
+/// let mut page = String::new();
+/// http.read_to_string(&mut page)?;
+/// assert!(page.contains("dplog_"), "{page}");
+/// server.stop();
+/// logger.shutdown().map_err(|(_, e)| e)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct MetricsConfig {

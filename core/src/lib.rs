@@ -10,6 +10,11 @@
 //! bursts, formats with a [`Formatter`] and writes batches of at least
 //! 64 KiB to a [`Sink`]. The crate knows no record type of its own: the NAT
 //! records are one schema package (`dplog-schema-nat`) among others.
+//!
+//! Programs import the `dplog` facade crate, which re-exports this one at
+//! its root: its crate page starts with a quick start (a record of your
+//! own, its schema, a logger from TOML) and lists the field kinds of
+//! [`schema!`] and the text templates' converters.
 #![warn(missing_docs)]
 
 /// Writes one diagnostic line to stderr, ignoring a write error (a closed

@@ -45,6 +45,49 @@ impl RecordHeader {
 ///
 /// Implementors are `#[repr(C)]`, `Copy`, pointer-free, start with a
 /// [`RecordHeader`] and are at most 128 bytes long.
+///
+/// To be formatted a record type also needs a schema
+/// ([`HasSchema`](crate::HasSchema), built with [`schema!`](crate::schema!));
+/// the `dplog` crate's quick start shows both.
+///
+/// # Examples
+///
+/// A load balancer's health-check result, whose "backend down" records
+/// outrank routine ones under the `degrade` backpressure policy:
+///
+/// ```
+/// use dplog_core::{Record, RecordHeader, PRIORITY_HIGH, PRIORITY_NORMAL};
+///
+/// #[repr(C)]
+/// #[derive(Clone, Copy)]
+/// struct HealthCheck {
+///     header: RecordHeader, // first, always
+///     time_ns: u64,
+///     backend: u32,         // IPv4, host order
+///     up: u8,
+///     _pad: [u8; 3],        // explicit: 24 bytes, no implicit padding
+/// }
+///
+/// impl Record for HealthCheck {
+///     const SCHEMA_ID: u16 = 700; // unique among a logger's record types
+///     fn header(&self) -> &RecordHeader {
+///         &self.header
+///     }
+///     fn priority(&self) -> u8 {
+///         if self.up == 0 { PRIORITY_HIGH } else { PRIORITY_NORMAL }
+///     }
+/// }
+///
+/// let down = HealthCheck {
+///     header: RecordHeader::of::<HealthCheck>(),
+///     time_ns: 1_767_225_600_000_000_000,
+///     backend: 0x0A00_0105,
+///     up: 0,
+///     _pad: [0; 3],
+/// };
+/// assert_eq!((down.header().len, down.header().schema_id), (24, 700));
+/// assert_eq!(down.priority(), PRIORITY_HIGH);
+/// ```
 pub trait Record: Copy + Send + 'static {
     /// The schema id written into [`RecordHeader::schema_id`].
     const SCHEMA_ID: u16;

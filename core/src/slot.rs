@@ -7,6 +7,44 @@
 //! bytes) says how many bytes are valid (`len`) and which schema they follow
 //! (`schema_id`), and [`Slot64::unpack`] gives the record back. Bytes after
 //! `len` are unspecified.
+//!
+//! ```
+//! use dplog_core::{Record, RecordHeader, Slot32, Slot64};
+//!
+//! #[repr(C)]
+//! #[derive(Clone, Copy)]
+//! struct LinkEvent { header: RecordHeader, time_ns: u64, port: u16, up: u8, _pad: [u8; 5] }
+//! impl Record for LinkEvent {
+//!     const SCHEMA_ID: u16 = 301;
+//!     fn header(&self) -> &RecordHeader { &self.header }
+//! }
+//!
+//! #[repr(C)]
+//! #[derive(Clone, Copy)]
+//! struct Wide { header: RecordHeader, bytes: [u8; 48] }
+//! impl Record for Wide {
+//!     const SCHEMA_ID: u16 = 302;
+//!     fn header(&self) -> &RecordHeader { &self.header }
+//! }
+//!
+//! let link = LinkEvent {
+//!     header: RecordHeader::of::<LinkEvent>(),
+//!     time_ns: 1_767_225_600_000_000_000,
+//!     port: 7,
+//!     up: 1,
+//!     _pad: [0; 5],
+//! };
+//! let slot = Slot64::pack(&link)?;
+//! assert_eq!(slot.header().schema_id, 301);
+//! // SAFETY: the slot was packed from a LinkEvent, whose schema id no
+//! // other type uses.
+//! let back: LinkEvent = unsafe { slot.unpack() }.expect("a LinkEvent");
+//! assert_eq!((back.port, back.up), (7, 1));
+//! // A 56-byte record does not fit a 32-byte slot.
+//! let wide = Wide { header: RecordHeader::of::<Wide>(), bytes: [0; 48] };
+//! assert_eq!(Slot32::pack(&wide).unwrap_err().record, 56);
+//! # Ok::<(), dplog_core::SlotTooSmall>(())
+//! ```
 
 use core::mem::{align_of, size_of, MaybeUninit};
 

@@ -21,6 +21,70 @@
 //! schemas, with in-band drop reports. Nothing here knows a record type:
 //! schemas (and their metadata: event time, syslog layout, IPFIX elements)
 //! say everything, e.g. the NAT schema package `dplog-schema-nat`.
+//!
+//! # Templates and their converters
+//!
+//! The `text` format prints a `name=value` line per record, or a template:
+//! literal text with `{field}` or `{field:converter}` placeholders (`{{`
+//! and `}}` are literal braces), compiled once into a [`Program`]. The
+//! converters by field kind ([`FieldKind`](dplog_core::FieldKind); the
+//! first is the kind's default; the full table is in [`template`]):
+//!
+//! | kind | converters |
+//! |---|---|
+//! | `U8`, `U16`, `U32`, `U64`, `Port`, `Protocol` | `dec` (alias `num`), `hex` |
+//! | `Bool` | `bool`, `dec` |
+//! | `Enum` | `dec`, `name`, `hex` |
+//! | `Ipv4` | `ipv4`, `dec`, `hex` |
+//! | `Ipv6` | `ipv6` |
+//! | `Mac` | `mac` |
+//! | `NsTimestamp` | `unix_ms`, `unix` (= `unix_s`), `unix_ns`, `rfc3339` (= `rfc3339_ms`), `rfc3339_s`, `rfc3339_us`, `rfc3339_ns`, `rfc3164`, `dec`, `hex` |
+//! | `TscTimestamp` | every `NsTimestamp` converter (through the [`TscCalibration`]); `dec` and `hex` print the raw ticks |
+//! | `Bytes` | `str` (escaped for the output syntax, see [`Escape`]) |
+//!
+//! ```
+//! use dplog_core::{schema, RecordHeader};
+//! use dplog_formatters::{Escape, Options, Program};
+//!
+//! #[repr(C)]
+//! #[derive(Clone, Copy)]
+//! struct LbPick {
+//!     header: RecordHeader,
+//!     time_ns: u64,
+//!     backend: u32,
+//!     port: u16,
+//!     verdict: u8,
+//!     _pad: u8,
+//! }
+//! let schema = schema!(LbPick, id = 600, name = "lbPick", [
+//!     time_ns => "time": NsTimestamp, ie 0;
+//!     backend => "backendAddress": Ipv4, ie 0;
+//!     port => "backendPort": Port, ie 0;
+//!     verdict => "verdict": Enum, ie 0, names &[(0, "picked"), (1, "noBackend")];
+//! ])?;
+//! let mut program = Program::compile(
+//!     "{time:rfc3339_s} {verdict:name} {backendAddress}:{backendPort} ({verdict})",
+//!     &schema,
+//!     Options::default(),
+//!     Escape::Text,
+//! )?;
+//! // The record's bytes: header, then the fields at the schema's offsets.
+//! let mut rec = [0u8; 24];
+//! rec[..2].copy_from_slice(&24u16.to_ne_bytes());
+//! rec[2..4].copy_from_slice(&600u16.to_ne_bytes());
+//! rec[8..16].copy_from_slice(&1_767_225_600_000_000_000u64.to_ne_bytes());
+//! rec[16..20].copy_from_slice(&0x0A00_0105u32.to_ne_bytes());
+//! rec[20..22].copy_from_slice(&8080u16.to_ne_bytes());
+//! let mut line = Vec::new();
+//! assert!(program.run(&rec, &mut line));
+//! assert_eq!(line, b"2026-01-01T00:00:00Z picked 10.0.1.5:8080 (0)");
+//!
+//! // A placeholder that does not suit its field is refused, with its column.
+//! let err = Program::compile("{backendPort:ipv4}", &schema, Options::default(), Escape::Text)
+//!     .unwrap_err();
+//! assert_eq!(err.column, 1);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![warn(missing_docs)]
 
 pub mod binary;

@@ -13,9 +13,8 @@
 //! - [`FanOut`] and [`Failover`]: one batch to several sinks, or a primary
 //!   with a secondary that takes over while the primary fails.
 //! - [`SyslogSink`]: each line as one syslog message over UDP (RFC 5426),
-//!   TCP with octet counting (RFC 6587), or a unix socket; reconnects with
-//!   backoff.
-//!
+//!   TCP with octet counting (RFC 6587), RELP (rsyslog's acknowledged
+//!   protocol) or a unix socket; reconnects with backoff.
 //! - [`IpfixExporter`]: an IPFIX Exporting Process (RFC 7011) over UDP or
 //!   TCP, re-packing the `ipfix` format's records into messages of its own
 //!   (MTU-sized datagrams, template refresh, sequence numbers).
@@ -26,6 +25,11 @@
 //!
 //! Features: `kafka` (default) builds the Kafka sink and links librdkafka;
 //! `config` adds the serde settings of every sink.
+//!
+//! A program chooses its sinks in the TOML of `dplog::config` (`[sink]`, or
+//! several `[[sink]]` tables); the repository's `docs/sinks.md` walks
+//! through each sink with a collector started on this machine (rsyslogd,
+//! a Kafka-protocol broker, nfcapd).
 #![warn(missing_docs)]
 
 pub mod archive;

@@ -297,3 +297,8 @@ pub struct RustGuideDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../docs/formats.md")]
 pub struct FormatsGuideDoctests;
+
+/// The Rust examples of `docs/schema-metadata.md`, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/schema-metadata.md")]
+pub struct SchemaMetadataGuideDoctests;

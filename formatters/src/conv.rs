@@ -128,6 +128,30 @@ pub fn push_hex(out: &mut Vec<u8>, v: u64) {
     out.extend_from_slice(&tmp[..digits]);
 }
 
+/// Appends every byte of `b` as two lower-case hex digits (`00ff41`):
+/// a byte string's lossless rendering ([`crate::template::BytesEncoding::Hex`]).
+#[inline]
+pub fn push_hex_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    out.reserve(b.len() * 2);
+    for &x in b {
+        out.extend_from_slice(&[HEX[(x >> 4) as usize], HEX[(x & 0xf) as usize]]);
+    }
+}
+
+/// Appends every byte of `b` as base64 (RFC 4648 section 4: standard
+/// alphabet `A-Z a-z 0-9 + /`, `=` padding): a byte string's lossless
+/// rendering ([`crate::template::BytesEncoding::Base64`]).
+#[inline]
+pub fn push_base64(out: &mut Vec<u8>, b: &[u8]) {
+    use base64::Engine as _;
+    let at = out.len();
+    out.resize(at + b.len().div_ceil(3) * 4, 0);
+    let n = base64::engine::general_purpose::STANDARD
+        .encode_slice(b, &mut out[at..])
+        .unwrap_or(0);
+    out.truncate(at + n);
+}
+
 /// Appends a MAC address (6 bytes, network order) as `aa:bb:cc:dd:ee:ff`.
 #[inline]
 pub fn push_mac(out: &mut Vec<u8>, mac: &[u8]) {

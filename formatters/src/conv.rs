@@ -466,7 +466,9 @@ impl Rfc3164Cache {
 /// How byte strings (and enum names) are escaped for an output syntax.
 ///
 /// A value is the field's bytes up to its first NUL (a byte string is
-/// NUL-padded). Every line-framed format writes it so that the line holds
+/// NUL-padded); to show every byte of a field, NULs and invalid UTF-8
+/// included, render it as hex or base64 instead
+/// ([`crate::template::BytesEncoding`]), which need no escaping. Every line-framed format writes it so that the line holds
 /// no raw control character from it: no C0 control (U+0000..U+001F), DEL
 /// (U+007F), C1 control (U+0080..U+009F, e.g. NEL, which Python's
 /// `splitlines` and some viewers take for a line break), LINE SEPARATOR

@@ -116,6 +116,46 @@ impl Renumber {
 /// Times are truncated to it, never rounded (a record's second, and so
 /// its date, stays its own). What each format does with it is said at
 /// [`Options::time`].
+///
+/// # Examples
+///
+/// A user record (an 8-byte header, a nanosecond time, an 8-byte name)
+/// in JSON with nanoseconds and its name in hex, every byte of it:
+///
+/// ```
+/// use dplog_core::schema::{FieldDef, FieldKind, Schema};
+/// use dplog_formatters::{BytesEncoding, Format, FormatSpec, TimePrecision};
+///
+/// let s = Schema::new(
+///     500,
+///     "tunnelUp",
+///     24,
+///     vec![
+///         FieldDef::new("eventTime", 8, 8, FieldKind::NsTimestamp, 0),
+///         FieldDef::new("name", 16, 8, FieldKind::Bytes, 0),
+///     ],
+/// )
+/// .unwrap();
+/// let spec = FormatSpec {
+///     kind: Format::Json,
+///     time_precision: Some(TimePrecision::Ns),
+///     bytes: BytesEncoding::Hex,
+///     ..Default::default()
+/// };
+/// let mut enc = spec.encoder(&[&s]).unwrap();
+/// let mut rec = [0u8; 24];
+/// rec[0..2].copy_from_slice(&24u16.to_ne_bytes());
+/// rec[2..4].copy_from_slice(&500u16.to_ne_bytes());
+/// rec[8..16].copy_from_slice(&1_767_225_600_123_456_789u64.to_ne_bytes());
+/// rec[16..24].copy_from_slice(b"gre\0\xff\n\"x");
+/// let mut out = Vec::new();
+/// assert!(enc.push(&rec, &mut out));
+/// assert_eq!(
+///     String::from_utf8(out).unwrap(),
+///     "{\"timestamp\":\"2026-01-01T00:00:00.123456789Z\",\
+///      \"eventTime\":1767225600123456789,\"name\":\"67726500ff0a2278\"}\n"
+/// );
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]

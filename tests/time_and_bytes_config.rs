@@ -121,7 +121,11 @@ fn config_keys_give_nanoseconds_and_every_byte_in_json_and_csv() {
         hex(&RECORD.name)
     );
     for kind in ["json", "csv"] {
-        assert_eq!(through(dir.path(), kind, format), vec![want.clone()], "{kind}");
+        assert_eq!(
+            through(dir.path(), kind, format),
+            vec![want.clone()],
+            "{kind}"
+        );
     }
 }
 

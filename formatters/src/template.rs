@@ -1410,9 +1410,9 @@ impl Program {
                         // division by the runtime `div` would be a hardware
                         // divide.
                         let v = match div {
+                            1_000_000 => ns / 1_000_000,
                             1 => ns,
                             1_000 => ns / 1_000,
-                            1_000_000 => ns / 1_000_000,
                             1_000_000_000 => ns / 1_000_000_000,
                             d => ns / d as u64,
                         };

@@ -1189,4 +1189,32 @@ mod tests {
         assert!(err.contains("template record does not fit"), "{err}");
         assert!(IpfixEncoder::new(&[&s], Options::default(), opts(576)).is_ok());
     }
+
+    /// NTP format: a reader that truncates the fraction gets back every
+    /// nanosecond (microsecond, with the low 11 bits zero) exactly, and
+    /// the seconds count from 1900.
+    #[test]
+    fn ntp_fraction_truncates_back_to_the_recorded_time() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut fracs = vec![0u64, 1, 999, 1_000, 999_999, 1_000_000, 999_999_999];
+        for _ in 0..200_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            fracs.push(x % 1_000_000_000);
+        }
+        for frac in fracs {
+            let ns = T / 1_000_000_000 * 1_000_000_000 + frac;
+            let v = ntp(ns, false);
+            assert_eq!(v >> 32, T / 1_000_000_000 + NTP_UNIX_OFFSET);
+            assert_eq!(((v & 0xffff_ffff) * 1_000_000_000) >> 32, frac, "{frac}");
+            let v = ntp(ns, true);
+            assert_eq!(v & 0x7ff, 0, "{frac}");
+            assert_eq!(
+                ((v & 0xffff_ffff) * 1_000_000) >> 32,
+                frac / 1_000,
+                "{frac}"
+            );
+        }
+    }
 }

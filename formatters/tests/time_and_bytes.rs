@@ -318,7 +318,7 @@ fn without_the_settings_nothing_changes() {
 }
 
 #[test]
-fn each_precision_in_json_and_its_drop_report() {
+fn each_precision_in_json_and_the_json_and_csv_drop_reports() {
     let r = records()[0];
     let report = DropReport::sink(3, 5, 6).with_record_time(r.time_ns);
     for (p, d, unit) in [
@@ -341,6 +341,23 @@ fn each_precision_in_json_and_its_drop_report() {
         let v: Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["timestamp"], json!(rfc3339(r.time_ns, d)), "{p:?}");
         assert_eq!(v["dropped"], json!(3));
+
+        // CSV: the drop report's row has the records' `timestamp` too.
+        let mut s = spec(Format::Csv);
+        s.time_precision = Some(p);
+        let mut f = s.formatter(&[Query::schema()]).unwrap();
+        let mut out = Vec::new();
+        Formatter::<Query>::format_drop_report(&mut f, &report, &mut out);
+        let rows: Vec<Vec<String>> = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .from_reader(&out[..])
+            .records()
+            .map(|r| r.unwrap().iter().map(String::from).collect())
+            .collect();
+        assert_eq!(rows.len(), 2, "{out:?}");
+        assert_eq!(rows[0][1], "timestamp");
+        assert_eq!(rows[1][0], "recordsDropped");
+        assert_eq!(rows[1][1], rfc3339(r.time_ns, d), "{p:?}");
     }
 }
 

@@ -37,9 +37,16 @@
 //! type = "text"            # text, json, csv, rfc5424, rfc3164, ipfix,
 //!                          # binary
 //! # template = "..."       # text: the first record type's line
+//! # time_precision = "ns"  # s, ms, us or ns (unset: each format's own;
+//!                          # docs/time-and-bytes.md)
+//! bytes = "text"           # BYTES fields: text (escaped, up to the first
+//!                          # NUL), hex or base64 (every byte)
 //!
 //! [format.templates]       # text: a line per record type, by schema name
 //! # aclDrop = "{dropTime:rfc3339} {dropReason:name} rule {ruleId}"
+//!
+//! [format.bytes_fields]    # BYTES rendering by field name, over `bytes`
+//! # qname = "hex"
 //!
 //! [sink]
 //! type = "file"            # file, mmap, syslog, archive, ipfix, kafka
@@ -207,6 +214,21 @@ pub struct FormatConfig {
     /// exporting_process_id (the scope of drop reports' reliability
     /// statistics records).
     pub ipfix: crate::formatters::IpfixOptions,
+    /// `time_precision`: `"s"`, `"ms"`, `"us"` or `"ns"`: the digits of
+    /// the lead RFC 3339 time (RFC 5424: at most 6, `ns` prints
+    /// microseconds; RFC 3164: whole seconds), the unit of timestamp
+    /// values, the IPFIX stamp element (`dplog::formatters::Options::time`
+    /// has the table). Unset (default): each format's own (microseconds
+    /// for the lead time, milliseconds for values and IPFIX).
+    pub time_precision: Option<crate::formatters::TimePrecision>,
+    /// `bytes`: how BYTES fields print in the line formats: `"text"`
+    /// (default; escaped, up to the first NUL), `"hex"` or `"base64"`
+    /// (every byte of the field, NULs included).
+    pub bytes: crate::formatters::BytesEncoding,
+    /// `[format.bytes_fields]`: `bytes` by field name (e.g. `qname =
+    /// "hex"`), in every record type with a BYTES field of that name; a
+    /// name that is no BYTES field is an error when the format is built.
+    pub bytes_fields: std::collections::BTreeMap<String, crate::formatters::BytesEncoding>,
 }
 
 impl FormatConfig {
@@ -220,6 +242,9 @@ impl FormatConfig {
             tsc: None,
             syslog: self.syslog.clone(),
             ipfix: self.ipfix.clone(),
+            time_precision: self.time_precision,
+            bytes: self.bytes,
+            bytes_fields: self.bytes_fields.clone(),
         }
     }
 

@@ -236,6 +236,14 @@ impl DropReport {
     /// with the ring's number, or `sink` (a sink's, with no `ring`), as in
     /// the CSV and syslog reports ([`drop_reason_name`]).
     pub fn write_json(&self, out: &mut Vec<u8>) {
+        self.write_json_with_time_digits(out, 9)
+    }
+
+    /// [`write_json`](Self::write_json) with `timestamp` (the records'
+    /// timeline) printed with `digits` fractional digits (0 to 9,
+    /// truncated; 0: no fraction), as a format that prints its records'
+    /// time with that precision does; the wall-clock times keep 9.
+    pub fn write_json_with_time_digits(&self, out: &mut Vec<u8>, digits: u8) {
         out.extend_from_slice(b"{\"dplogEvent\":\"recordsDropped\",\"reason\":\"");
         self.push_reason(out);
         out.push(b'"');
@@ -247,7 +255,7 @@ impl DropReport {
         out.extend_from_slice(itoa::Buffer::new().format(self.dropped).as_bytes());
         if self.record_time_ns != 0 {
             out.extend_from_slice(b",\"timestamp\":\"");
-            write_rfc3339(self.record_time_ns, out);
+            write_rfc3339_digits(self.record_time_ns, digits, out);
             out.push(b'"');
         }
         out.extend_from_slice(b",\"firstDropWallClock\":\"");
@@ -260,6 +268,13 @@ impl DropReport {
 
 /// Appends `ns` (since the Unix epoch) as RFC 3339 UTC with nanoseconds.
 fn write_rfc3339(ns: u64, out: &mut Vec<u8>) {
+    write_rfc3339_digits(ns, 9, out)
+}
+
+/// Appends `ns` (since the Unix epoch) as RFC 3339 UTC with `digits`
+/// (at most 9) fractional digits, truncated; no `.` for 0.
+fn write_rfc3339_digits(ns: u64, digits: u8, out: &mut Vec<u8>) {
+    let digits = usize::from(digits.min(9));
     let secs = ns / 1_000_000_000;
     let frac = ns % 1_000_000_000;
     let days = (secs / 86_400) as i64;
@@ -289,14 +304,16 @@ fn write_rfc3339(ns: u64, out: &mut Vec<u8>) {
     two(sod / 60 % 60, out);
     out.push(b':');
     two(sod % 60, out);
-    out.push(b'.');
-    let mut digits = [b'0'; 9];
-    let mut f = frac;
-    for i in (0..9).rev() {
-        digits[i] = b'0' + (f % 10) as u8;
-        f /= 10;
+    if digits > 0 {
+        out.push(b'.');
+        let mut all = [b'0'; 9];
+        let mut f = frac;
+        for i in (0..9).rev() {
+            all[i] = b'0' + (f % 10) as u8;
+            f /= 10;
+        }
+        out.extend_from_slice(&all[..digits]);
     }
-    out.extend_from_slice(&digits);
     out.push(b'Z');
 }
 

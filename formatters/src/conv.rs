@@ -128,6 +128,30 @@ pub fn push_hex(out: &mut Vec<u8>, v: u64) {
     out.extend_from_slice(&tmp[..digits]);
 }
 
+/// Appends every byte of `b` as two lower-case hex digits (`00ff41`):
+/// a byte string's lossless rendering ([`crate::template::BytesEncoding::Hex`]).
+#[inline]
+pub fn push_hex_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    out.reserve(b.len() * 2);
+    for &x in b {
+        out.extend_from_slice(&[HEX[(x >> 4) as usize], HEX[(x & 0xf) as usize]]);
+    }
+}
+
+/// Appends every byte of `b` as base64 (RFC 4648 section 4: standard
+/// alphabet `A-Z a-z 0-9 + /`, `=` padding): a byte string's lossless
+/// rendering ([`crate::template::BytesEncoding::Base64`]).
+#[inline]
+pub fn push_base64(out: &mut Vec<u8>, b: &[u8]) {
+    use base64::Engine as _;
+    let at = out.len();
+    out.resize(at + b.len().div_ceil(3) * 4, 0);
+    let n = base64::engine::general_purpose::STANDARD
+        .encode_slice(b, &mut out[at..])
+        .unwrap_or(0);
+    out.truncate(at + n);
+}
+
 /// Appends a MAC address (6 bytes, network order) as `aa:bb:cc:dd:ee:ff`.
 #[inline]
 pub fn push_mac(out: &mut Vec<u8>, mac: &[u8]) {
@@ -442,7 +466,9 @@ impl Rfc3164Cache {
 /// How byte strings (and enum names) are escaped for an output syntax.
 ///
 /// A value is the field's bytes up to its first NUL (a byte string is
-/// NUL-padded). Every line-framed format writes it so that the line holds
+/// NUL-padded); to show every byte of a field, NULs and invalid UTF-8
+/// included, render it as hex or base64 instead
+/// ([`crate::template::BytesEncoding`]), which need no escaping. Every line-framed format writes it so that the line holds
 /// no raw control character from it: no C0 control (U+0000..U+001F), DEL
 /// (U+007F), C1 control (U+0080..U+009F, e.g. NEL, which Python's
 /// `splitlines` and some viewers take for a line break), LINE SEPARATOR

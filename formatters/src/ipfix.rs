@@ -26,14 +26,42 @@
 //! Encoding by field kind, the same for IANA and enterprise elements:
 //! unsigned integers, ports, protocol, enums (their integer value) and
 //! IPv4 addresses as big-endian unsigned integers of the schema size;
-//! IPv6, MAC and byte strings as their raw bytes; timestamps
-//! (nanosecond, or TSC converted with the calibration) as 8-byte
-//! dateTimeMilliseconds; booleans as one byte in the RFC 7011 section
+//! IPv6, MAC and byte strings as their raw bytes (every byte of the
+//! field, NULs included: [`Options::bytes`] is for the line formats);
+//! timestamps (nanosecond, or TSC converted with the calibration) as
+//! their element's abstract data type says (RFC 7011 section 6.1.7-6.1.10),
+//! see "Time precision" below; booleans as one byte in the RFC 7011 section
 //! 6.1.5 encoding, [`BOOL_TRUE`] (1) for a non-zero field and
 //! [`BOOL_FALSE`] (2) for zero.
 //!
-//! Time stamp: every data record carries observationTimeMilliseconds
-//! ([`IE_OBSERVATION_TIME_MS`], 323) taken from the schema's event-time
+//! Time precision ([`Options::time`], `[format] time_precision`):
+//! - the stamp element is observationTimeSeconds (322, 4-byte
+//!   dateTimeSeconds) for `s`, observationTimeMilliseconds (323, 8-byte
+//!   dateTimeMilliseconds, ms since the epoch) for `ms` and when no
+//!   precision is set, observationTimeMicroseconds (324,
+//!   dateTimeMicroseconds) for `us`, observationTimeNanoseconds (325,
+//!   dateTimeNanoseconds) for `ns`; the last two in NTP format (RFC 7011
+//!   sections 6.1.9 and 6.1.10, RFC 5905: 32-bit seconds since
+//!   1900-01-01, 32-bit binary fraction; microseconds with the fraction's
+//!   low 11 bits zero). The fraction is rounded up to the next 2^-32 s
+//!   (2^-21 s for microseconds) so that a reader that truncates it to
+//!   nanoseconds (microseconds), as Wireshark does, gets the recorded
+//!   value back exactly;
+//! - a timestamp field whose IANA element is one of the dateTime elements
+//!   (flowStart/flowEnd Seconds 150/151, Milliseconds 152/153,
+//!   Microseconds 154/155, Nanoseconds 156/157, systemInitTimeMilliseconds
+//!   160, collectionTimeMilliseconds 258, observationTime 322..=325)
+//!   goes out in that element's type, whatever the precision (a
+//!   milliseconds element cannot carry nanoseconds: give the field a
+//!   nanoseconds element to export them);
+//! - any other timestamp field (enterprise-specific, or an element that
+//!   is not a dateTime one) in the stamp's type;
+//! - drop reports' options records keep observationTimeMilliseconds.
+//!
+//! Time stamp: every data record carries the stamp element
+//! (observationTimeMilliseconds, [`IE_OBSERVATION_TIME_MS`], 323, unless
+//! the time precision picks another, see above; "323" below stands for
+//! the stamp element) taken from the schema's event-time
 //! field ([`SchemaMeta::event_time`](dplog_core::schema::SchemaMeta::event_time),
 //! by default its first timestamp field), whatever that field's own
 //! element id:
@@ -69,7 +97,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use dplog_core::schema::{read_uint, FieldDef, FieldKind, Schema};
 
 use crate::conv::TscCalibration;
-use crate::template::{Options, Renumber};
+use crate::template::{Options, Renumber, TimePrecision};
 
 /// observationTimeMilliseconds, IANA element 323 (dateTimeMilliseconds).
 pub const IE_OBSERVATION_TIME_MS: u16 = 323;
@@ -154,6 +182,93 @@ impl Default for IpfixOptions {
     }
 }
 
+/// observationTimeSeconds, IANA element 322 (dateTimeSeconds).
+pub const IE_OBSERVATION_TIME_S: u16 = 322;
+/// observationTimeMicroseconds, IANA element 324 (dateTimeMicroseconds).
+pub const IE_OBSERVATION_TIME_US: u16 = 324;
+/// observationTimeNanoseconds, IANA element 325 (dateTimeNanoseconds).
+pub const IE_OBSERVATION_TIME_NS: u16 = 325;
+/// Seconds from the NTP epoch (1900-01-01) to the Unix epoch (RFC 5905).
+pub const NTP_UNIX_OFFSET: u64 = 2_208_988_800;
+
+/// An IPFIX time encoding (RFC 7011 sections 6.1.7-6.1.10).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TimeEnc {
+    /// dateTimeSeconds: 4-byte seconds since the Unix epoch.
+    Secs,
+    /// dateTimeMilliseconds: 8-byte ms since the Unix epoch.
+    Ms,
+    /// dateTimeMicroseconds: NTP format, fraction's low 11 bits zero.
+    NtpUs,
+    /// dateTimeNanoseconds: NTP format.
+    NtpNs,
+}
+
+impl TimeEnc {
+    /// The stamp's element and encoding for a precision.
+    fn stamp(p: Option<TimePrecision>) -> (u16, TimeEnc) {
+        match p {
+            Some(TimePrecision::S) => (IE_OBSERVATION_TIME_S, TimeEnc::Secs),
+            None | Some(TimePrecision::Ms) => (IE_OBSERVATION_TIME_MS, TimeEnc::Ms),
+            Some(TimePrecision::Us) => (IE_OBSERVATION_TIME_US, TimeEnc::NtpUs),
+            Some(TimePrecision::Ns) => (IE_OBSERVATION_TIME_NS, TimeEnc::NtpNs),
+        }
+    }
+
+    /// The type of an IANA dateTime element (IANA "IPFIX Information
+    /// Elements"), `None` for any other element.
+    fn of_element(ie: u16) -> Option<TimeEnc> {
+        Some(match ie {
+            150 | 151 | 322 => TimeEnc::Secs,
+            152 | 153 | 160 | 258 | 323 => TimeEnc::Ms,
+            154 | 155 | 324 => TimeEnc::NtpUs,
+            156 | 157 | 325 => TimeEnc::NtpNs,
+            _ => return None,
+        })
+    }
+
+    /// Bytes on the wire.
+    fn len(self) -> u16 {
+        if self == TimeEnc::Secs {
+            4
+        } else {
+            8
+        }
+    }
+
+    /// Writes `ns` (since the Unix epoch) at `buf[..8]` and returns the
+    /// bytes that are the value ([`len`](Self::len)). Out of line: the
+    /// data record loop keeps the default (ms) path small.
+    #[cold]
+    #[inline(never)]
+    fn write(self, buf: &mut [u8], ns: u64) -> usize {
+        let w = match self {
+            TimeEnc::Secs => (ns / 1_000_000_000) << 32,
+            TimeEnc::Ms => ns / 1_000_000,
+            TimeEnc::NtpUs | TimeEnc::NtpNs => ntp(ns, self == TimeEnc::NtpUs),
+        };
+        buf[..8].copy_from_slice(&w.to_be_bytes());
+        self.len() as usize
+    }
+}
+
+/// `ns` since the Unix epoch in NTP format (RFC 5905 section 6, as RFC
+/// 7011 sections 6.1.9/6.1.10 use it): seconds since 1900 (modulo 2^32,
+/// NTP era 1 from 2036) in the high 32 bits, the binary fraction in the
+/// low 32, rounded up so that truncating it back gives the nanosecond
+/// (`micros`: the microsecond, in the fraction's high 21 bits, the low 11
+/// zero).
+pub fn ntp(ns: u64, micros: bool) -> u64 {
+    let secs = (ns / 1_000_000_000 + NTP_UNIX_OFFSET) & 0xffff_ffff;
+    let frac_ns = ns % 1_000_000_000;
+    let frac = if micros {
+        ((frac_ns / 1_000) << 21).div_ceil(1_000_000) << 11
+    } else {
+        (frac_ns << 32).div_ceil(1_000_000_000)
+    };
+    (secs << 32) | frac
+}
+
 #[derive(Clone, Copy, Debug)]
 enum Enc {
     /// Big-endian integer of `size` bytes read from the record.
@@ -162,6 +277,11 @@ enum Enc {
     Raw { off: u16, size: u8 },
     /// ns timestamp -> 8-byte ms.
     Ms { off: u16, tsc: bool },
+    /// ns timestamp -> dateTimeSeconds or NTP format (not ms).
+    Time { off: u16, tsc: bool, enc: TimeEnc },
+    /// The export time (schemas without a time field) as dateTimeSeconds
+    /// or NTP format (not ms).
+    Export { enc: TimeEnc },
     /// Bool -> RFC 7011 section 6.1.5 boolean (1 true, 2 false).
     Bool { off: u16 },
     /// The export time in ms (schemas without a time field).
@@ -186,6 +306,8 @@ struct Tmpl {
 #[derive(Clone, Debug)]
 pub struct IpfixEncoder {
     opts: IpfixOptions,
+    /// The stamp element and its encoding ([`Options::time`]).
+    stamp: (u16, TimeEnc),
     renumber: Option<Renumber>,
     tsc: Option<TscCalibration>,
     templates: Vec<Tmpl>,
@@ -234,6 +356,7 @@ impl IpfixEncoder {
         }
         let mut e = IpfixEncoder {
             opts: ipfix,
+            stamp: TimeEnc::stamp(opts.time),
             renumber: opts.renumber,
             tsc: opts.tsc,
             templates: Vec::new(),
@@ -370,9 +493,14 @@ impl IpfixEncoder {
         let mut encs = Vec::new();
         // (element id without the enterprise bit, length, enterprise number).
         let mut ies: Vec<(u16, u16, Option<u32>)> = Vec::new();
-        let ms = |f: &FieldDef| Enc::Ms {
-            off: f.offset,
-            tsc: f.kind == FieldKind::TscTimestamp,
+        let (stamp_ie, stamp_enc) = self.stamp;
+        // A timestamp field in `enc`, and its length.
+        let time = |f: &FieldDef, enc: TimeEnc| {
+            let (off, tsc) = (f.offset, f.kind == FieldKind::TscTimestamp);
+            match enc {
+                TimeEnc::Ms => Enc::Ms { off, tsc },
+                enc => Enc::Time { off, tsc, enc },
+            }
         };
         // The event-time field (only a timestamp kind can stamp a record).
         let event = s.meta().event_time.filter(|&i| {
@@ -386,17 +514,20 @@ impl IpfixEncoder {
                 s.fields()[i].kind == FieldKind::TscTimestamp,
             )
         });
-        // observationTimeMilliseconds goes first unless the event-time
-        // field is itself element 323, which then stays in its place.
+        // The stamp element goes first unless the event-time field is
+        // itself that element, which then stays in its place.
         match event {
-            Some(i) if s.fields()[i].ie_id == IE_OBSERVATION_TIME_MS => {}
+            Some(i) if s.fields()[i].ie_id == stamp_ie => {}
             Some(i) => {
-                encs.push(ms(&s.fields()[i]));
-                ies.push((IE_OBSERVATION_TIME_MS, 8, None));
+                encs.push(time(&s.fields()[i], stamp_enc));
+                ies.push((stamp_ie, stamp_enc.len(), None));
             }
             None => {
-                encs.push(Enc::ExportMs);
-                ies.push((IE_OBSERVATION_TIME_MS, 8, None));
+                encs.push(match stamp_enc {
+                    TimeEnc::Ms => Enc::ExportMs,
+                    enc => Enc::Export { enc },
+                });
+                ies.push((stamp_ie, stamp_enc.len(), None));
             }
         }
         let ie_by = s.meta().ipfix_ie_by.as_ref();
@@ -409,9 +540,9 @@ impl IpfixEncoder {
                 };
             }
             let is_event = event == Some(i);
-            // Element 323 is the record's stamp only: another field that
-            // claims it goes out as an enterprise element.
-            let enterprise = ie == 0 || (ie == IE_OBSERVATION_TIME_MS && !is_event);
+            // The stamp element is the record's stamp only: another field
+            // that claims it goes out as an enterprise element.
+            let enterprise = ie == 0 || (ie == stamp_ie && !is_event);
             if is_event && ie == 0 {
                 // Already exported as observationTimeMilliseconds.
                 continue;
@@ -434,7 +565,12 @@ impl IpfixEncoder {
             let enc = match f.kind {
                 // Converted with the calibration (identity until one is
                 // set, see `set_tsc_calibration`).
-                FieldKind::NsTimestamp | FieldKind::TscTimestamp => ms(f),
+                // In its element's type; the stamp's if it has none.
+                FieldKind::NsTimestamp | FieldKind::TscTimestamp => time(
+                    f,
+                    pen.map_or_else(|| TimeEnc::of_element(ie), |_| None)
+                        .unwrap_or(stamp_enc),
+                ),
                 FieldKind::Ipv6 | FieldKind::Mac | FieldKind::Bytes => Enc::Raw { off, size },
                 FieldKind::Bool => Enc::Bool { off },
                 _ => Enc::Uint {
@@ -443,10 +579,10 @@ impl IpfixEncoder {
                     event: pen.is_none() && self.renumber.is_some_and(|r| r.ie_id == ie),
                 },
             };
-            let len = if matches!(enc, Enc::Ms { .. }) {
-                8
-            } else {
-                size as u16
+            let len = match enc {
+                Enc::Ms { .. } => 8,
+                Enc::Time { enc, .. } => enc.len(),
+                _ => size as u16,
             };
             encs.push(enc);
             ies.push((ie, len, pen));
@@ -487,9 +623,9 @@ impl IpfixEncoder {
                 Enc::Uint { off, size, .. } | Enc::Raw { off, size } => {
                     off as usize + size as usize
                 }
-                Enc::Ms { off, .. } => off as usize + 8,
+                Enc::Ms { off, .. } | Enc::Time { off, .. } => off as usize + 8,
                 Enc::Bool { off } => off as usize + 1,
-                Enc::ExportMs => 0,
+                Enc::ExportMs | Enc::Export { .. } => 0,
             })
             .max()
             .unwrap_or(0);
@@ -613,6 +749,17 @@ impl IpfixEncoder {
                 Enc::ExportMs => {
                     buf[n..n + 8].copy_from_slice(&export_ms.to_be_bytes());
                     n += 8;
+                }
+                // Out of line: the default (ms) loop stays as small.
+                Enc::Time { off, tsc, enc } => {
+                    let ns = match (tsc, self.tsc) {
+                        (true, Some(c)) => c.to_ns(read_uint(rec, off as usize, 8)),
+                        _ => read_uint(rec, off as usize, 8),
+                    };
+                    n += enc.write(&mut buf[n..n + 8], ns);
+                }
+                Enc::Export { enc } => {
+                    n += enc.write(&mut buf[n..n + 8], export_s * 1_000_000_000);
                 }
             }
         }
@@ -1044,5 +1191,33 @@ mod tests {
         let err = IpfixEncoder::new(&[&s], Options::default(), opts(256)).unwrap_err();
         assert!(err.contains("template record does not fit"), "{err}");
         assert!(IpfixEncoder::new(&[&s], Options::default(), opts(576)).is_ok());
+    }
+
+    /// NTP format: a reader that truncates the fraction gets back every
+    /// nanosecond (microsecond, with the low 11 bits zero) exactly, and
+    /// the seconds count from 1900.
+    #[test]
+    fn ntp_fraction_truncates_back_to_the_recorded_time() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut fracs = vec![0u64, 1, 999, 1_000, 999_999, 1_000_000, 999_999_999];
+        for _ in 0..200_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            fracs.push(x % 1_000_000_000);
+        }
+        for frac in fracs {
+            let ns = T / 1_000_000_000 * 1_000_000_000 + frac;
+            let v = ntp(ns, false);
+            assert_eq!(v >> 32, T / 1_000_000_000 + NTP_UNIX_OFFSET);
+            assert_eq!(((v & 0xffff_ffff) * 1_000_000_000) >> 32, frac, "{frac}");
+            let v = ntp(ns, true);
+            assert_eq!(v & 0x7ff, 0, "{frac}");
+            assert_eq!(
+                ((v & 0xffff_ffff) * 1_000_000) >> 32,
+                frac / 1_000,
+                "{frac}"
+            );
+        }
     }
 }

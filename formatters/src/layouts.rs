@@ -317,6 +317,12 @@ fn time_field(s: &Schema) -> Option<usize> {
     s.meta().event_time
 }
 
+/// Fractional digits of the lead time (RFC 3339) of the text, JSON and
+/// CSV layouts: [`Options::time`]'s, microseconds when it is not set.
+fn lead_digits(opts: &Options) -> u8 {
+    opts.time.map_or(6, |t| t.digits())
+}
+
 /// The default layouts' converter for field `i`: an enum field's name
 /// (unless the schema asks for numbers), else the kind's default.
 fn conv_of(s: &Schema, i: usize) -> Option<Conv> {
@@ -372,7 +378,7 @@ fn text_pair(p: &mut Program, s: &Schema, i: usize) -> Result<(), String> {
 }
 
 /// The default text layout: the event time as RFC 3339 UTC with
-/// microseconds, then ` name=value` for every field, then `\n`. Fields the
+/// microseconds (or [`Options::time`]'s digits), then ` name=value` for every field, then `\n`. Fields the
 /// schema shows only conditionally ([`Schema::with_fields_only_when`], e.g.
 /// the NAT44 session's counters on deletes) come last, when it holds; a
 /// field named by another's value ([`Schema::with_name_by`]) under the
@@ -381,7 +387,7 @@ pub fn text_default(s: &Schema, opts: Options) -> Result<Program, TemplateError>
     let mut p = Program::new(s, opts);
     // TSC fields convert too (see `template`), calibrated or not.
     if let Some(t) = time_field(s) {
-        p.field(s, t, Some(Conv::Rfc3339(6)), Escape::Text)
+        p.field(s, t, Some(Conv::Rfc3339(lead_digits(&opts))), Escape::Text)
             .map_err(e)?;
     }
     let only_when = s.meta().only_when.as_ref();
@@ -414,10 +420,13 @@ pub fn text_template(template: &str, s: &Schema, opts: Options) -> Result<Progra
 }
 
 /// One JSON object per line (RFC 8259, JSON Lines): first `"timestamp"`,
-/// the record's time as an RFC 3339 UTC string with microseconds (when the
-/// schema has a nanosecond timestamp, or a TSC one and a calibration), then
-/// every field under its name; integers, enums asked as numbers and timestamps (ms since the
-/// epoch) as numbers, booleans as `true`/`false`, addresses, byte strings
+/// the record's time as an RFC 3339 UTC string with microseconds, or
+/// [`Options::time`]'s digits (when the schema has a nanosecond
+/// timestamp, or a TSC one and a calibration), then every field under its
+/// name; integers, enums asked as numbers and timestamps (ms since the
+/// epoch, or [`Options::time`]'s unit) as numbers (a JSON number; a
+/// reader that holds numbers as doubles, JavaScript's `JSON.parse`, keeps
+/// only 53 bits, ~104 days of nanoseconds: read them as integers), booleans as `true`/`false`, addresses, byte strings
 /// and enum names as escaped strings. Conditional fields and fields named
 /// by another's value as in [`text_default`].
 pub fn json(s: &Schema, opts: Options) -> Result<Program, TemplateError> {
@@ -451,7 +460,7 @@ pub fn json(s: &Schema, opts: Options) -> Result<Program, TemplateError> {
     // TSC fields convert too (see `template`), calibrated or not.
     if let Some(t) = time_field(s) {
         p.lit(b"\"timestamp\":\"");
-        p.field(s, t, Some(Conv::Rfc3339(6)), Escape::Json)
+        p.field(s, t, Some(Conv::Rfc3339(lead_digits(&opts))), Escape::Json)
             .map_err(e)?;
         p.lit(b"\"");
         first = false;
@@ -552,7 +561,8 @@ pub fn csv_header(columns: &[String]) -> Vec<u8> {
 
 /// One CSV row (RFC 4180) of a record of `s` under the header of
 /// `columns` ([`csv_columns`]): its schema name, its event time (RFC 3339
-/// UTC with microseconds, empty without one), then per column the value of
+/// UTC with microseconds or [`Options::time`]'s digits, empty without
+/// one), then per column the value of
 /// the field printed under that name with its default converter (byte
 /// strings quoted when needed), empty if it has none; CRLF. A cell is
 /// empty wherever [`json`] leaves the key out: a field the schema shows
@@ -567,7 +577,7 @@ pub fn csv_row(s: &Schema, opts: Options, columns: &[String]) -> Result<Program,
     name.push(b',');
     p.lit(&name);
     if let Some(t) = time_field(s) {
-        p.field(s, t, Some(Conv::Rfc3339(6)), Escape::Csv)
+        p.field(s, t, Some(Conv::Rfc3339(lead_digits(&opts))), Escape::Csv)
             .map_err(e)?;
     }
     let by = s.meta().name_by.as_ref();
@@ -602,14 +612,20 @@ pub fn csv_row(s: &Schema, opts: Options, columns: &[String]) -> Result<Program,
 /// A drop report as one CSV row under the header of `columns`
 /// ([`csv_columns`]): `recordType` [`CSV_DROP_RECORD_TYPE`], `timestamp`
 /// the event time of the record before it (RFC 3339 with nanoseconds, as
-/// JSON's; empty if none), the field columns empty, then
-/// [`CSV_DROP_COLUMNS`].
-pub fn csv_drop_row(r: &dplog_core::DropReport, columns: usize, out: &mut Vec<u8>) {
+/// JSON's, or `time`'s digits, as the records' `timestamp` with
+/// [`Options::time`] set; empty if none), the field columns empty, then
+/// [`CSV_DROP_COLUMNS`] (the wall clocks always with nanoseconds).
+pub fn csv_drop_row(
+    r: &dplog_core::DropReport,
+    columns: usize,
+    time: Option<crate::TimePrecision>,
+    out: &mut Vec<u8>,
+) {
     let mut t = crate::conv::Rfc3339Cache::default();
     out.extend_from_slice(CSV_DROP_RECORD_TYPE.as_bytes());
     out.push(b',');
     if r.record_time_ns != 0 {
-        t.push(out, r.record_time_ns, 9);
+        t.push(out, r.record_time_ns, time.map_or(9, |p| p.digits()));
     }
     let empty = columns.saturating_sub(CSV_LEAD_COLUMNS.len() + CSV_DROP_COLUMNS.len());
     out.resize(out.len() + empty, b',');
@@ -683,7 +699,10 @@ fn syslog_msgid(p: &mut Program, s: &Schema, layout: &SyslogMeta) -> Result<(), 
 /// <134>1 2026-01-01T00:00:00.123456Z cgnat-1 NAT 4242 SADD [nsess@32473 SSUBIX="0" SVLAN="0" IATYP="IPv4" ISADDR="10.0.0.6" ISPORT="51234" XATYP="IPv4" XSADDR="198.51.100.3" XSPORT="1024" PROTO="6" XDADDR="203.0.113.5" XDPORT="443"]
 /// ```
 ///
-/// TIMESTAMP in UTC with microseconds; HOSTNAME and PROCID as
+/// TIMESTAMP in UTC with microseconds, or [`Options::time`]'s digits up
+/// to 6 (TIME-SECFRAC has at most 6, RFC 5424 section 6.2.3: `ns` prints
+/// microseconds; the parameters' timestamp values, Unix integers, keep
+/// all of `ns`); HOSTNAME and PROCID as
 /// [`SyslogOptions`] says (this host's name and this process's id by
 /// default). A schema that declares a syslog layout
 /// ([`dplog_core::schema::SyslogMeta`], per profile:
@@ -708,7 +727,12 @@ pub fn rfc5424(s: &Schema, opts: Options, sy: &SyslogOptions) -> Result<Program,
     p.lit(b"1 ");
     match time_field(s) {
         Some(t) => p
-            .field(s, t, Some(Conv::Rfc3339(6)), Escape::SdParam)
+            .field(
+                s,
+                t,
+                Some(Conv::Rfc3339(lead_digits(&opts).min(6))),
+                Escape::SdParam,
+            )
             .map_err(e)?,
         _ => p.lit(b"-"),
     }
@@ -769,7 +793,9 @@ pub fn rfc5424(s: &Schema, opts: Options, sy: &SyslogOptions) -> Result<Program,
 /// <134>Jan  1 00:00:00 cgnat-1 NAT: SADD SVLAN=0 ISADDR=10.0.0.6 ISPORT=51234 XSADDR=198.51.100.3 XSPORT=1024 PROTO=6 XDADDR=203.0.113.5 XDPORT=443
 /// ```
 ///
-/// TIMESTAMP is UTC; HOSTNAME this host's name unless set (`localhost` if
+/// TIMESTAMP is UTC, whole seconds whatever [`Options::time`] says (RFC
+/// 3164 section 4.1.2 has no fraction; the MSG's timestamp values follow
+/// it); HOSTNAME this host's name unless set (`localhost` if
 /// it has none: a `-` would be taken for the TAG). The MSG is the RFC 5424
 /// MSGID then `NAME=value` pairs (the layout's declared parameters without
 /// the constant ones, e.g. VPP's names for NAT44 sessions; field names

@@ -104,7 +104,7 @@ use dplog_core::{Formatter, RecordBytes};
 pub use conv::{Escape, TscCalibration};
 pub use ipfix::{ExportClock, IpfixEncoder, IpfixOptions};
 pub use layouts::{SyslogNotice, SyslogOptions};
-pub use template::{Conv, Options, Program, Renumber, TemplateError};
+pub use template::{BytesEncoding, Conv, Options, Program, Renumber, TemplateError, TimePrecision};
 
 /// Output formats by name, as used on the command line and in config files.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash)]
@@ -189,6 +189,18 @@ pub struct FormatSpec {
     pub syslog: SyslogOptions,
     /// `ipfix` settings.
     pub ipfix: IpfixOptions,
+    /// Time precision (`[format] time_precision`); `None`: each format's
+    /// own (see [`Options::time`] for what each format does with it).
+    pub time_precision: Option<TimePrecision>,
+    /// BYTES fields in the line formats (`[format] bytes`): `text`
+    /// (default, escaped up to the first NUL), `hex` or `base64` (every
+    /// byte); see [`BytesEncoding`].
+    pub bytes: BytesEncoding,
+    /// Per-field overrides of [`FormatSpec::bytes`] by field name
+    /// (`[format.bytes_fields]`, e.g. `qname = "hex"`), in every record
+    /// type that has a BYTES field of that name. A name that is no BYTES
+    /// field of any schema is an error.
+    pub bytes_fields: BTreeMap<String, BytesEncoding>,
 }
 
 /// A format that could not be built: a bad template (with its column) or
@@ -238,6 +250,8 @@ pub struct RecordEncoder {
     kind: Kind,
     ids: Vec<u16>,
     last: usize,
+    /// [`Options::time`], for drop reports.
+    time: Option<TimePrecision>,
 }
 
 impl std::fmt::Debug for RecordEncoder {
@@ -261,6 +275,8 @@ impl FormatSpec {
         Options {
             renumber: self.renumber,
             tsc: self.tsc,
+            time: self.time_precision,
+            bytes: self.bytes,
         }
     }
 
@@ -319,10 +335,41 @@ impl FormatSpec {
                 ));
             }
         }
+        for name in self.bytes_fields.keys() {
+            let is_bytes = |s: &&Schema| {
+                s.field(name)
+                    .is_some_and(|(_, f)| f.kind == dplog_core::schema::FieldKind::Bytes)
+            };
+            if !schemas.iter().any(is_bytes) {
+                let known: Vec<&str> = schemas
+                    .iter()
+                    .flat_map(|s| s.fields())
+                    .filter(|f| f.kind == dplog_core::schema::FieldKind::Bytes)
+                    .map(|f| &*f.name)
+                    .collect();
+                return Err(err(
+                    None,
+                    format!(
+                        "bytes_fields: {name:?} is no BYTES field of any record type; BYTES fields: {}",
+                        if known.is_empty() {
+                            "none".to_string()
+                        } else {
+                            known.join(", ")
+                        }
+                    ),
+                ));
+            }
+        }
         let lines = |f: &dyn Fn(&Schema) -> Result<Program, TemplateError>| {
             schemas
                 .iter()
-                .map(|s| f(s).map_err(|e| err(Some(s), e.to_string())))
+                .map(|s| {
+                    let mut p = f(s).map_err(|e| err(Some(s), e.to_string()))?;
+                    for (name, enc) in &self.bytes_fields {
+                        p.set_bytes_encoding(s, name, *enc);
+                    }
+                    Ok(p)
+                })
                 .collect::<Result<Vec<_>, _>>()
         };
         let kind = match self.kind {
@@ -377,6 +424,7 @@ impl FormatSpec {
             kind,
             ids: schemas.iter().map(|s| s.id()).collect(),
             last: 0,
+            time: self.time_precision,
         })
     }
 
@@ -500,7 +548,7 @@ impl RecordEncoder {
                 if !c.written {
                     c.write_header(out);
                 }
-                layouts::csv_drop_row(r, c.columns, out);
+                layouts::csv_drop_row(r, c.columns, self.time, out);
                 true
             }
             _ => false,
@@ -539,7 +587,8 @@ pub struct SchemaFormatter {
 
 impl SchemaFormatter {
     /// In-band drop report (dplog_core::report) in the format's own
-    /// shape: a JSON object for `json`, a text line for `text`, a syslog
+    /// shape: a JSON object for `json` (its `timestamp` with
+    /// [`FormatSpec::time_precision`]'s digits when set), a text line for `text`, a syslog
     /// message with PRI, MSGID and structured data for `rfc5424` and
     /// `rfc3164` ([`layouts::SyslogDrops`]), a row under the header for
     /// `csv` ([`layouts::csv_drop_row`]), a `D` frame for `binary`
@@ -547,7 +596,12 @@ impl SchemaFormatter {
     /// options record for `ipfix` ([`IpfixEncoder::push_drop_report`]).
     fn drop_report(&mut self, r: &dplog_core::DropReport, out: &mut Vec<u8>) {
         match self.format {
-            Format::Json => r.write_json(out),
+            Format::Json => match self.enc.time {
+                // The `timestamp` on the records' timeline with their
+                // digits; nanoseconds when no precision is set.
+                Some(t) => r.write_json_with_time_digits(out, t.digits()),
+                None => r.write_json(out),
+            },
             Format::Text => r.write_text(out),
             Format::Rfc5424 | Format::Rfc3164 => {
                 if let Some(s) = &self.syslog {

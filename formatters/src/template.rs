@@ -18,9 +18,25 @@
 //! | ipv4                        | `ipv4` (dotted quad), `dec`, `hex`                 |
 //! | ipv6                        | `ipv6` (RFC 5952)                                  |
 //! | mac                         | `mac` (`aa:bb:cc:dd:ee:ff`)                        |
-//! | ns timestamp                | `unix_ms`, `unix`/`unix_s`, `unix_ns`, `rfc3339` (= `rfc3339_ms`), `rfc3339_s`, `rfc3339_us`, `rfc3339_ns`, `rfc3164`, `dec`, `hex` |
-//! | tsc timestamp               | every ns-timestamp converter (converted with the program's [`TscCalibration`]; default `unix_ms` as for ns), `dec` and `hex` (raw ticks) |
-//! | bytes                       | `str` (escaped for the output syntax)              |
+//! | ns timestamp                | `unix_ms`, `unix`/`unix_s`, `unix_us`, `unix_ns`, `rfc3339`, `rfc3339_s`, `rfc3339_ms`, `rfc3339_us`, `rfc3339_ns`, `rfc3164`, `dec`, `hex` |
+//! | tsc timestamp               | every ns-timestamp converter (converted with the program's [`TscCalibration`]; default as for ns), `dec` and `hex` (raw ticks) |
+//! | bytes                       | `str` (escaped for the output syntax), `hex`, `base64` |
+//!
+//! Time precision ([`Options::time`], `[format] time_precision`): a
+//! timestamp field without a converter prints as a Unix time integer in
+//! that unit (`unix_s`, `unix_ms`, `unix_us` or `unix_ns`; `unix_ms`
+//! when it is not set), and `rfc3339` prints that many fractional digits
+//! (0, 3, 6 or 9; 3 when it is not set). Every other converter names its
+//! own precision and keeps it.
+//!
+//! Byte strings ([`Options::bytes`], `[format] bytes`, and per field
+//! [`Program::set_bytes_encoding`]): a BYTES field without a converter
+//! prints as `str` (the default: its bytes up to the first NUL, escaped,
+//! see [`Escape`]), `hex` (two lower-case hex digits per byte) or
+//! `base64` (RFC 4648 section 4, with padding). `hex` and `base64` carry
+//! every byte of the field, its NULs and the bytes after them included
+//! (the whole fixed-size field), and need no escaping: their alphabets
+//! hold no character any output syntax escapes.
 //!
 //! A TSC timestamp field printed as time is converted with the calibration
 //! of [`Options::tsc`] and, once the consumer passes its own
@@ -42,7 +58,8 @@ use std::fmt;
 use dplog_core::schema::{read_uint, FieldDef, FieldKind, Schema};
 
 use crate::conv::{
-    push_escaped, push_hex, push_ipv6, push_mac, Escape, Rfc3164Cache, Rfc3339Cache, TscCalibration,
+    push_base64, push_escaped, push_hex, push_hex_bytes, push_ipv6, push_mac, Escape, Rfc3164Cache,
+    Rfc3339Cache, TscCalibration,
 };
 use crate::raw;
 
@@ -92,6 +109,166 @@ impl Renumber {
     }
 }
 
+/// The precision times are printed (and exported) with: whole seconds,
+/// milliseconds, microseconds or nanoseconds (`[format] time_precision =
+/// "s" | "ms" | "us" | "ns"`).
+///
+/// Times are truncated to it, never rounded (a record's second, and so
+/// its date, stays its own). What each format does with it is said at
+/// [`Options::time`].
+///
+/// # Examples
+///
+/// A user record (an 8-byte header, a nanosecond time, an 8-byte name)
+/// in JSON with nanoseconds and its name in hex, every byte of it:
+///
+/// ```
+/// use dplog_core::schema::{FieldDef, FieldKind, Schema};
+/// use dplog_formatters::{BytesEncoding, Format, FormatSpec, TimePrecision};
+///
+/// let s = Schema::new(
+///     500,
+///     "tunnelUp",
+///     24,
+///     vec![
+///         FieldDef::new("eventTime", 8, 8, FieldKind::NsTimestamp, 0),
+///         FieldDef::new("name", 16, 8, FieldKind::Bytes, 0),
+///     ],
+/// )
+/// .unwrap();
+/// let spec = FormatSpec {
+///     kind: Format::Json,
+///     time_precision: Some(TimePrecision::Ns),
+///     bytes: BytesEncoding::Hex,
+///     ..Default::default()
+/// };
+/// let mut enc = spec.encoder(&[&s]).unwrap();
+/// let mut rec = [0u8; 24];
+/// rec[0..2].copy_from_slice(&24u16.to_ne_bytes());
+/// rec[2..4].copy_from_slice(&500u16.to_ne_bytes());
+/// rec[8..16].copy_from_slice(&1_767_225_600_123_456_789u64.to_ne_bytes());
+/// rec[16..24].copy_from_slice(b"gre\0\xff\n\"x");
+/// let mut out = Vec::new();
+/// assert!(enc.push(&rec, &mut out));
+/// assert_eq!(
+///     String::from_utf8(out).unwrap(),
+///     "{\"timestamp\":\"2026-01-01T00:00:00.123456789Z\",\
+///      \"eventTime\":1767225600123456789,\"name\":\"67726500ff0a2278\"}\n"
+/// );
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum TimePrecision {
+    /// `s`: whole seconds.
+    S,
+    /// `ms`: milliseconds.
+    Ms,
+    /// `us`: microseconds.
+    Us,
+    /// `ns`: nanoseconds.
+    Ns,
+}
+
+impl TimePrecision {
+    /// Every precision with its name.
+    pub const ALL: [(TimePrecision, &'static str); 4] = [
+        (TimePrecision::S, "s"),
+        (TimePrecision::Ms, "ms"),
+        (TimePrecision::Us, "us"),
+        (TimePrecision::Ns, "ns"),
+    ];
+
+    /// Fractional digits of a second: 0, 3, 6 or 9.
+    pub const fn digits(self) -> u8 {
+        match self {
+            TimePrecision::S => 0,
+            TimePrecision::Ms => 3,
+            TimePrecision::Us => 6,
+            TimePrecision::Ns => 9,
+        }
+    }
+
+    /// Nanoseconds per unit: 10^9, 10^6, 10^3 or 1.
+    pub const fn ns_per_unit(self) -> u64 {
+        match self {
+            TimePrecision::S => 1_000_000_000,
+            TimePrecision::Ms => 1_000_000,
+            TimePrecision::Us => 1_000,
+            TimePrecision::Ns => 1,
+        }
+    }
+
+    /// The name (`s`, `ms`, `us`, `ns`).
+    pub fn name(self) -> &'static str {
+        TimePrecision::ALL
+            .iter()
+            .find(|(p, _)| *p == self)
+            .map_or("ms", |(_, n)| n)
+    }
+}
+
+impl core::str::FromStr for TimePrecision {
+    type Err = String;
+    /// Parses `s`, `ms`, `us` or `ns`; the error lists them.
+    fn from_str(s: &str) -> Result<Self, String> {
+        TimePrecision::ALL
+            .iter()
+            .find(|(_, n)| *n == s)
+            .map(|(p, _)| *p)
+            .ok_or_else(|| format!("unknown time precision {s:?}; known: s, ms, us, ns"))
+    }
+}
+
+/// How a BYTES field is rendered in the line formats (`[format] bytes =
+/// "text" | "hex" | "base64"`, and per field `[format.bytes_fields]`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum BytesEncoding {
+    /// `text` (default): the bytes up to the first NUL (a byte string is
+    /// NUL-padded; the rest is not part of the value), escaped for the
+    /// output syntax ([`Escape`]). Lossless except that nothing after
+    /// the first NUL is shown and, in JSON, invalid UTF-8 becomes U+FFFD.
+    #[default]
+    Text,
+    /// `hex`: every byte of the field (NULs and what follows them
+    /// included) as two lower-case hex digits.
+    Hex,
+    /// `base64`: every byte of the field as RFC 4648 section 4 base64
+    /// (standard alphabet, `=` padding).
+    Base64,
+}
+
+impl BytesEncoding {
+    /// Every encoding with its name.
+    pub const ALL: [(BytesEncoding, &'static str); 3] = [
+        (BytesEncoding::Text, "text"),
+        (BytesEncoding::Hex, "hex"),
+        (BytesEncoding::Base64, "base64"),
+    ];
+
+    /// The name (`text`, `hex`, `base64`).
+    pub fn name(self) -> &'static str {
+        BytesEncoding::ALL
+            .iter()
+            .find(|(e, _)| *e == self)
+            .map_or("text", |(_, n)| n)
+    }
+}
+
+impl core::str::FromStr for BytesEncoding {
+    type Err = String;
+    /// Parses `text`, `hex` or `base64`; the error lists them.
+    fn from_str(s: &str) -> Result<Self, String> {
+        BytesEncoding::ALL
+            .iter()
+            .find(|(_, n)| *n == s)
+            .map(|(e, _)| *e)
+            .ok_or_else(|| format!("unknown bytes encoding {s:?}; known: text, hex, base64"))
+    }
+}
+
 /// Settings that apply to every compiled template.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Options {
@@ -102,6 +279,24 @@ pub struct Options {
     /// (`Formatter::tsc_calibration`); `None` starts with
     /// [`TscCalibration::IDENTITY`].
     pub tsc: Option<TscCalibration>,
+    /// Time precision; `None` (default) keeps each format's own:
+    ///
+    /// | format | `None` | `Some(p)` |
+    /// |---|---|---|
+    /// | text, JSON, CSV: lead time (RFC 3339) | microseconds | `p` digits |
+    /// | RFC 5424 TIMESTAMP | microseconds | `p` digits, at most 6 (TIME-SECFRAC, RFC 5424 section 6.2.3): `ns` prints microseconds |
+    /// | RFC 3164 TIMESTAMP | whole seconds | whole seconds (the format has no fraction) |
+    /// | a timestamp field's value (every line format) | Unix ms integer | Unix integer in `p` |
+    /// | templates: `{t}`, `{t:rfc3339}` | `unix_ms`, 3 digits | `p` |
+    /// | JSON and CSV drop reports' `timestamp` | nanoseconds | `p` digits |
+    /// | IPFIX | see [`crate::ipfix`] | see [`crate::ipfix`] |
+    /// | binary | raw nanoseconds (ticks) | unchanged |
+    pub time: Option<TimePrecision>,
+    /// How BYTES fields without a converter print in the line formats
+    /// (text, JSON, CSV, syslog); per-field overrides:
+    /// [`Program::set_bytes_encoding`]. IPFIX and binary always carry the
+    /// field's raw bytes.
+    pub bytes: BytesEncoding,
 }
 
 /// A converter: how one field's value becomes text.
@@ -127,12 +322,17 @@ pub enum Conv {
     UnixS,
     /// Unix time in milliseconds.
     UnixMs,
+    /// Unix time in microseconds.
+    UnixUs,
     /// Unix time in nanoseconds.
     UnixNs,
     /// An enum field's name (the number if the value has no name).
     Name,
-    /// A byte string, escaped for the output syntax.
+    /// A byte string up to its first NUL, escaped for the output syntax.
     Str,
+    /// A byte string, every byte of the field, RFC 4648 base64 (for a
+    /// byte string, [`Conv::Hex`] is every byte in hex).
+    Base64,
 }
 
 impl Conv {
@@ -152,14 +352,17 @@ impl Conv {
             "rfc3164" => Conv::Rfc3164,
             "unix" | "unix_s" => Conv::UnixS,
             "unix_ms" => Conv::UnixMs,
+            "unix_us" => Conv::UnixUs,
             "unix_ns" => Conv::UnixNs,
             "name" => Conv::Name,
             "str" => Conv::Str,
+            "base64" => Conv::Base64,
             _ => return None,
         })
     }
 
-    /// The default converter of a kind.
+    /// The default converter of a kind (with [`Options`]' defaults; see
+    /// [`Conv::default_with`]).
     pub fn default_for(kind: FieldKind) -> Conv {
         match kind {
             FieldKind::Bool => Conv::Bool,
@@ -173,10 +376,35 @@ impl Conv {
         }
     }
 
+    /// The default converter of a kind under `opts`: a timestamp as a
+    /// Unix time in [`Options::time`]'s unit, a byte string as
+    /// [`Options::bytes`] says.
+    pub fn default_with(kind: FieldKind, opts: &Options) -> Conv {
+        match kind {
+            FieldKind::NsTimestamp | FieldKind::TscTimestamp => match opts.time {
+                None | Some(TimePrecision::Ms) => Conv::UnixMs,
+                Some(TimePrecision::S) => Conv::UnixS,
+                Some(TimePrecision::Us) => Conv::UnixUs,
+                Some(TimePrecision::Ns) => Conv::UnixNs,
+            },
+            FieldKind::Bytes => match opts.bytes {
+                BytesEncoding::Text => Conv::Str,
+                BytesEncoding::Hex => Conv::Hex,
+                BytesEncoding::Base64 => Conv::Base64,
+            },
+            k => Conv::default_for(k),
+        }
+    }
+
     fn is_time(self) -> bool {
         matches!(
             self,
-            Conv::Rfc3339(_) | Conv::Rfc3164 | Conv::UnixS | Conv::UnixMs | Conv::UnixNs
+            Conv::Rfc3339(_)
+                | Conv::Rfc3164
+                | Conv::UnixS
+                | Conv::UnixMs
+                | Conv::UnixUs
+                | Conv::UnixNs
         )
     }
 
@@ -184,7 +412,9 @@ impl Conv {
     pub fn suits(self, kind: FieldKind, tsc: bool) -> bool {
         use FieldKind as K;
         match self {
-            Conv::Dec | Conv::Hex => kind.is_integer(),
+            Conv::Dec => kind.is_integer(),
+            Conv::Hex => kind.is_integer() || kind == K::Bytes,
+            Conv::Base64 => kind == K::Bytes,
             Conv::Bool => kind == K::Bool,
             Conv::Ipv4 => kind == K::Ipv4,
             Conv::Ipv6 => kind == K::Ipv6,
@@ -282,6 +512,12 @@ enum Op {
         off: u32,
         len: u16,
         esc: Escape,
+    },
+    /// Every byte of a byte string, hex or base64 (never `Text`).
+    Bytes {
+        off: u32,
+        len: u16,
+        enc: BytesEncoding,
     },
     /// Superinstruction built by `Program::build` (never in `ops`): IPv4
     /// address at `off`, one separator byte, decimal integer at `off2`
@@ -419,6 +655,12 @@ pub struct Program {
     rfc3164: Vec<Rfc3164Cache>,
     renumber: Renumber,
     tsc: TscCalibration,
+    /// The options' time precision and bytes encoding (for defaults).
+    time: Option<TimePrecision>,
+    bytes: BytesEncoding,
+    /// Byte-string ops printed with the default converter, for
+    /// [`Program::set_bytes_encoding`]: (op index, field index, escape).
+    default_bytes: Vec<(usize, usize, Escape)>,
     min_len: usize,
     max_out: usize,
     schema_id: u16,
@@ -444,6 +686,9 @@ impl Program {
             rfc3164: Vec::new(),
             renumber: opts.renumber.unwrap_or_default(),
             tsc: opts.tsc.unwrap_or(TscCalibration::IDENTITY),
+            time: opts.time,
+            bytes: opts.bytes,
+            default_bytes: Vec::new(),
             min_len: schema.size(),
             max_out: 0,
             schema_id: schema.id(),
@@ -539,6 +784,8 @@ impl Program {
                     })?;
                     let conv = match conv {
                         None => None,
+                        // Bare `rfc3339`: the options' precision.
+                        Some("rfc3339") => Some(Conv::Rfc3339(p.time.map_or(3, |t| t.digits()))),
                         Some(c) => Some(Conv::parse(c).ok_or_else(|| TemplateError {
                             column: col,
                             message: format!("unknown converter {c:?} for field {name}"),
@@ -591,7 +838,8 @@ impl Program {
     }
 
     /// Appends field `idx` of `schema` printed with `conv` (its kind's
-    /// default if `None`); strings and enum names escaped with `esc`.
+    /// default under the program's [`Options`] if `None`, see
+    /// [`Conv::default_with`]); strings and enum names escaped with `esc`.
     ///
     /// # Errors
     /// A message if `idx` is out of range or `conv` does not suit the kind.
@@ -609,7 +857,15 @@ impl Program {
         // TSC fields always convert: with the consumer's calibration once
         // it arrives, the identity before.
         let tsc = true;
-        let conv = conv.unwrap_or(Conv::default_for(f.kind));
+        let opts = Options {
+            time: self.time,
+            bytes: self.bytes,
+            ..Options::default()
+        };
+        if conv.is_none() && f.kind == FieldKind::Bytes {
+            self.default_bytes.push((self.ops.len(), idx, esc));
+        }
+        let conv = conv.unwrap_or(Conv::default_with(f.kind, &opts));
         if !conv.suits(f.kind, tsc) {
             let hint = if f.kind == FieldKind::TscTimestamp && conv.is_time() {
                 " (a TSC field needs a TSC calibration to print as time)"
@@ -630,6 +886,8 @@ impl Program {
         let (op, max) = match conv {
             Conv::Dec if is_event => (Op::Event { off, size }, 20),
             Conv::Dec => (Op::Dec { off, size }, 20),
+            Conv::Hex if f.kind == FieldKind::Bytes => bytes_op(f, BytesEncoding::Hex, esc),
+            Conv::Base64 => bytes_op(f, BytesEncoding::Base64, esc),
             Conv::Hex => (Op::Hex { off, size }, 16),
             Conv::Bool => (Op::Bool { off }, 5),
             Conv::Ipv4 => (Op::Ipv4 { off }, 15),
@@ -676,6 +934,14 @@ impl Program {
                 },
                 20,
             ),
+            Conv::UnixUs => (
+                Op::Unix {
+                    off,
+                    div: 1_000,
+                    tsc: is_tsc,
+                },
+                20,
+            ),
             Conv::UnixNs => (
                 Op::Unix {
                     off,
@@ -713,19 +979,41 @@ impl Program {
                     longest,
                 )
             }
-            Conv::Str => (
-                Op::Str {
-                    off,
-                    len: f.size,
-                    esc,
-                },
-                f.size as usize * 6 + 2,
-            ),
+            Conv::Str => bytes_op(f, BytesEncoding::Text, esc),
         };
         self.ready = false;
         self.ops.push(op);
         self.max_out += max;
         Ok(())
+    }
+
+    /// Prints the BYTES field named `field` with `enc` wherever this
+    /// program prints it with its default converter (a layout's field,
+    /// a template's `{field}`; not a template's `{field:str}`, `{field:hex}`
+    /// or `{field:base64}`, which name their own): the per-field override
+    /// of [`Options::bytes`] (`[format.bytes_fields]`). Returns how many
+    /// places changed (0 if the program does not print the field, or the
+    /// schema has no such BYTES field).
+    pub fn set_bytes_encoding(
+        &mut self,
+        schema: &Schema,
+        field: &str,
+        enc: BytesEncoding,
+    ) -> usize {
+        let mut n = 0;
+        for &(at, idx, esc) in &self.default_bytes {
+            let Some(f) = schema.fields().get(idx).filter(|f| f.name == field) else {
+                continue;
+            };
+            // A Str op's bound (6 bytes per byte) covers hex (2) and
+            // base64 (4 per 3): `max_out` needs no change.
+            self.ops[at] = bytes_op(f, enc, esc).0;
+            n += 1;
+        }
+        if n > 0 {
+            self.ready = false;
+        }
+        n
     }
 
     /// Appends integer field `idx` printed through the name table `names`
@@ -804,6 +1092,11 @@ impl Program {
         }
         self.sealed = self.ops.len();
         Ok(())
+    }
+
+    /// The time precision of [`Options::time`] this program was built with.
+    pub fn time_precision(&self) -> Option<TimePrecision> {
+        self.time
     }
 
     /// Replaces the TSC calibration that converts TSC timestamp fields
@@ -1117,8 +1410,9 @@ impl Program {
                         // division by the runtime `div` would be a hardware
                         // divide.
                         let v = match div {
-                            1 => ns,
                             1_000_000 => ns / 1_000_000,
+                            1 => ns,
+                            1_000 => ns / 1_000,
                             1_000_000_000 => ns / 1_000_000_000,
                             d => ns / d as u64,
                         };
@@ -1161,7 +1455,8 @@ impl Program {
                     | Op::Ipv6 { .. }
                     | Op::Mac { .. }
                     | Op::Rfc3164 { .. }
-                    | Op::Str { .. }) => {
+                    | Op::Str { .. }
+                    | Op::Bytes { .. }) => {
                         let at = len0 + p.offset_from(base) as usize;
                         // The bytes up to `at` are written (initialised).
                         let end = rare(op, rec, rp, &tsc, tmp, rfc3164, out, at, max_out);
@@ -1279,6 +1574,13 @@ unsafe fn rare(
         Op::Str { off, len, esc } => {
             push_escaped(tmp, &rec[off as usize..off as usize + len as usize], esc)
         }
+        Op::Bytes { off, len, enc } => {
+            let b = &rec[off as usize..off as usize + len as usize];
+            match enc {
+                BytesEncoding::Base64 => push_base64(tmp, b),
+                _ => push_hex_bytes(tmp, b),
+            }
+        }
         _ => {}
     }
     // SAFETY: the caller guarantees `at` initialised bytes within capacity.
@@ -1286,6 +1588,19 @@ unsafe fn rare(
     out.reserve(tmp.len() + max_out + SLACK);
     out.extend_from_slice(tmp);
     at + tmp.len()
+}
+
+/// The op printing byte-string field `f` with `enc` (as text escaped
+/// with `esc`) and the bound of its output: 6 bytes per byte plus a CSV
+/// field's 2 quotes for escaped text, 2 per byte for hex, 4 per 3 for
+/// base64.
+fn bytes_op(f: &FieldDef, enc: BytesEncoding, esc: Escape) -> (Op, usize) {
+    let (off, len, size) = (f.offset as u32, f.size, f.size as usize);
+    match enc {
+        BytesEncoding::Text => (Op::Str { off, len, esc }, size * 6 + 2),
+        BytesEncoding::Hex => (Op::Bytes { off, len, enc }, size * 2),
+        BytesEncoding::Base64 => (Op::Bytes { off, len, enc }, size.div_ceil(3) * 4),
+    }
 }
 
 /// Writes an enum name from `t` (escaped, in `lits`), or `v` in decimal if

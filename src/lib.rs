@@ -132,9 +132,9 @@
 //! | `Ipv4` | `ipv4`, `dec`, `hex` |
 //! | `Ipv6` | `ipv6` |
 //! | `Mac` | `mac` |
-//! | `NsTimestamp` | `unix_ms`, `unix` (= `unix_s`), `unix_ns`, `rfc3339` (= `rfc3339_ms`), `rfc3339_s`, `rfc3339_us`, `rfc3339_ns`, `rfc3164`, `dec`, `hex` |
+//! | `NsTimestamp` | `unix_ms`, `unix` (= `unix_s`), `unix_us`, `unix_ns`, `rfc3339` (= `rfc3339_ms`), `rfc3339_s`, `rfc3339_us`, `rfc3339_ns`, `rfc3164`, `dec`, `hex` |
 //! | `TscTimestamp` | every `NsTimestamp` converter (wall time through the calibration); `dec` and `hex` print the raw ticks |
-//! | `Bytes` | `str` (escaped for the output's syntax) |
+//! | `Bytes` | `str` (escaped for the output's syntax, up to the first NUL), `hex`, `base64` (every byte) |
 //!
 //! The table is [`formatters::template`]'s; this example uses each
 //! converter once ([`formatters::Program`] is what the `text` format runs
@@ -203,20 +203,20 @@
 //! #     verdict: 2,
 //! #     name: *b"a b\0\0",
 //! # };
-//! let template = "{ns} {ns:unix} {ns:unix_ns} {ns:rfc3339} {ns:rfc3339_s} \
+//! let template = "{ns} {ns:unix} {ns:unix_us} {ns:unix_ns} {ns:rfc3339} {ns:rfc3339_s} \
 //!     {ns:rfc3339_us} {ns:rfc3339_ns} {ns:rfc3164} {tsc:rfc3339} {tsc:dec} \
 //!     {count} {count:hex} {v4} {v4:dec} {v4:hex} {v6} {port} {mac} {proto} \
-//!     {flag} {flag:dec} {verdict} {verdict:name} {name}";
+//!     {flag} {flag:dec} {verdict} {verdict:name} {name} {name:hex} {name:base64}";
 //! let mut program = Program::compile(template, Every::schema(), Options::default(), Escape::Text)?;
 //! let mut line = Vec::new();
 //! assert!(program.run(rec.as_bytes(), &mut line));
 //! assert_eq!(
 //!     String::from_utf8(line)?,
-//!     "1767225600123 1767225600 1767225600123456789 2026-01-01T00:00:00.123Z \
+//!     "1767225600123 1767225600 1767225600123456 1767225600123456789 2026-01-01T00:00:00.123Z \
 //!      2026-01-01T00:00:00Z 2026-01-01T00:00:00.123456Z 2026-01-01T00:00:00.123456789Z \
 //!      Jan  1 00:00:00 2026-01-01T00:00:00.123Z 1767225600123456789 \
 //!      255 ff 10.0.0.1 167772161 a000001 2001:db8::1 443 02:00:5e:00:53:01 6 \
-//!      true 1 2 deny a\\x20b"
+//!      true 1 2 deny a\\x20b 6120620000 YSBiAAA="
 //! );
 //! // A converter that does not suit the field's kind is refused, with its column.
 //! let err = Program::compile("x {v4:mac}", Every::schema(), Options::default(), Escape::Text)

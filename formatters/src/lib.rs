@@ -38,7 +38,7 @@
 //! | `Ipv4` | `ipv4`, `dec`, `hex` |
 //! | `Ipv6` | `ipv6` |
 //! | `Mac` | `mac` |
-//! | `NsTimestamp` | `unix_ms`, `unix` (= `unix_s`), `unix_ns`, `rfc3339` (= `rfc3339_ms`), `rfc3339_s`, `rfc3339_us`, `rfc3339_ns`, `rfc3164`, `dec`, `hex` |
+//! | `NsTimestamp` | `unix_ms`, `unix` (= `unix_s`), `unix_us`, `unix_ns`, `rfc3339` (= `rfc3339_ms`), `rfc3339_s`, `rfc3339_us`, `rfc3339_ns`, `rfc3164`, `dec`, `hex` |
 //! | `TscTimestamp` | every `NsTimestamp` converter (through the [`TscCalibration`]); `dec` and `hex` print the raw ticks |
 //! | `Bytes` | `str` (escaped for the output syntax, see [`Escape`]) |
 //!

@@ -32,7 +32,6 @@ pub mod affinity;
 pub mod format;
 #[cfg(all(feature = "metrics", not(loom)))]
 pub mod metrics;
-pub mod mpsc;
 #[cfg(not(loom))]
 mod policy;
 pub mod record;
@@ -40,6 +39,9 @@ pub mod record;
 pub mod reorder;
 pub mod report;
 pub mod ring;
+// The MPSC front end lives with the ring it shares (`ring/mpsc.rs`); its
+// public path stays `dplog_core::mpsc`.
+pub use ring::mpsc;
 #[cfg(not(loom))]
 pub mod runtime;
 pub mod schema;

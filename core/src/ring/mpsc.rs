@@ -64,11 +64,13 @@
 
 use core::mem::size_of;
 
+use super::block::{push_burst_waiting, push_waiting, WaitingPush};
 use crate::record::Record;
 use crate::ring::{
     backoff, check, Arc, Consumer, Disconnected, DropReason, Ordering, RingError, Shared,
     DEFAULT_BLOCK_SPINS,
 };
+use crate::sync::WaitSteps;
 
 /// Creates an MPSC ring of `capacity` records (a power of two, exact).
 ///
@@ -132,6 +134,21 @@ impl<T: Record> Clone for MpProducer<T> {
             published_end: self.published_end,
             block_spins: self.block_spins,
         }
+    }
+}
+
+impl<T: Record> WaitingPush<T> for MpProducer<T> {
+    #[inline(always)]
+    fn attempt(&mut self, rec: T) -> Result<(), T> {
+        self.try_push(rec)
+    }
+    #[inline(always)]
+    fn attempt_some(&mut self, recs: &[T]) -> usize {
+        self.try_push_burst(recs)
+    }
+    #[inline(always)]
+    fn wait_step(&self, steps: &mut WaitSteps) -> bool {
+        backoff(&self.shared, self.block_spins, steps)
     }
 }
 
@@ -410,32 +427,13 @@ impl<T: Record> MpProducer<T> {
     /// `Err(Disconnected(rec))` if the consumer is gone.
     #[inline]
     pub fn push(&mut self, rec: T) -> Result<(), Disconnected<T>> {
-        let mut rec = rec;
-        let mut spins = crate::sync::WaitSteps::new();
-        loop {
-            match self.try_push(rec) {
-                Ok(()) => return Ok(()),
-                Err(r) => rec = r,
-            }
-            if backoff(&self.shared, self.block_spins, &mut spins) {
-                return Err(Disconnected(rec));
-            }
-        }
+        push_waiting(self, rec)
     }
 
     /// Pushes every record of `recs`, waiting while the ring is full;
     /// `Err(Disconnected(k))` with the number pushed if the consumer goes.
     pub fn push_burst(&mut self, recs: &[T]) -> Result<(), Disconnected<usize>> {
-        let mut done = 0;
-        let mut spins = crate::sync::WaitSteps::new();
-        while done < recs.len() {
-            let n = self.try_push_burst(&recs[done..]);
-            done += n;
-            if n == 0 && backoff(&self.shared, self.block_spins, &mut spins) {
-                return Err(Disconnected(done));
-            }
-        }
-        Ok(())
+        push_burst_waiting(self, recs)
     }
 
     /// Spins before a waiting push yields; see

@@ -29,6 +29,10 @@ macro_rules! diag_line {
 }
 
 pub mod affinity;
+// The logger's settings: a leaf below the runtime, the policy and the
+// shared-memory rings, re-exported as `dplog_core::runtime::*`.
+#[cfg(not(loom))]
+mod config;
 pub mod format;
 #[cfg(all(feature = "metrics", not(loom)))]
 pub mod metrics;

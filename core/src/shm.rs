@@ -149,10 +149,10 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::config::{Backpressure, LoggerConfig};
 use crate::policy::Policy;
 use crate::record::Record;
 use crate::ring::{split_by_reason, Disconnected, DropDelta, DropReason};
-use crate::runtime::{Backpressure, LoggerConfig};
 use crate::schema::{
     FieldKind, FieldValues, IeBy, NameBy, OnlyWhen, Schema, SchemaMeta, SdParam, SyslogMeta,
 };

@@ -5,9 +5,12 @@ use super::Backpressure;
 // Names the docs link to.
 #[cfg(doc)]
 use super::{DegradeConfig, LoggerConfig, Stats};
-use crate::policy::Policy;
+use crate::mpsc::MpProducer;
+use crate::policy::{policy_ring, Policy};
 use crate::record::Record;
 use crate::ring::Producer;
+#[cfg(target_os = "linux")]
+use crate::shm::ShmProducer;
 #[cfg(doc)]
 use crate::stats::RingStats;
 
@@ -92,6 +95,14 @@ impl<R: Record> core::ops::DerefMut for LogProducer<R> {
         &mut self.inner
     }
 }
+
+// The policy's view of each producer kind (see `crate::policy`), here
+// where the kinds meet: the policy depends on none of them, and the
+// shared-memory rings, which apply the policy, are not depended on by it.
+policy_ring!(Producer, |p| Some(p.fill_upper_bound()));
+policy_ring!(MpProducer, |p| p.fill_upper_bound());
+#[cfg(target_os = "linux")]
+policy_ring!(ShmProducer, |p| Some(p.fill_upper_bound()));
 
 #[cfg(test)]
 mod tests {

@@ -28,6 +28,7 @@
 //! `config` adds the serde settings of every sink.
 #![warn(missing_docs)]
 
+mod accounting;
 pub mod archive;
 #[cfg(feature = "config")]
 pub mod config;

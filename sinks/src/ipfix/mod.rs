@@ -86,10 +86,11 @@ use std::io::{self, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::ops::Range;
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::accounting::{bump, named, read};
 use dplog_core::{Accepted, Kept, Progress, Sink, SinkError};
 
 use crate::tcp::{peer_closed, set_linger_zero, unacked_bytes};
@@ -202,36 +203,29 @@ pub struct IpfixCounters {
 impl IpfixCounters {
     /// Reads one counter (Relaxed).
     pub fn get(c: &AtomicU64) -> u64 {
-        // Relaxed: statistic (see the type docs).
-        c.load(Ordering::Relaxed)
+        read(c)
     }
 }
 
 impl dplog_core::SinkCounters for IpfixCounters {
     fn named(&self) -> Vec<(String, u64)> {
-        let g = IpfixCounters::get;
-        [
-            ("messages", g(&self.messages)),
-            ("records", g(&self.records)),
-            ("template_messages", g(&self.template_messages)),
-            ("refused", g(&self.refused)),
-            ("too_large", g(&self.too_large)),
-            ("reconnects", g(&self.reconnects)),
-            ("connect_failures", g(&self.connect_failures)),
-            ("replayed", g(&self.replayed)),
-            ("acked", g(&self.acked)),
-            ("abandoned", g(&self.abandoned)),
-            ("resets", g(&self.resets)),
-        ]
-        .into_iter()
-        .map(|(n, v)| (format!("ipfix.{n}"), v))
-        .collect()
+        named(
+            "ipfix",
+            &[
+                ("messages", &self.messages),
+                ("records", &self.records),
+                ("template_messages", &self.template_messages),
+                ("refused", &self.refused),
+                ("too_large", &self.too_large),
+                ("reconnects", &self.reconnects),
+                ("connect_failures", &self.connect_failures),
+                ("replayed", &self.replayed),
+                ("acked", &self.acked),
+                ("abandoned", &self.abandoned),
+                ("resets", &self.resets),
+            ],
+        )
     }
-}
-
-fn bump(c: &AtomicU64, n: u64) {
-    // Relaxed: single-writer statistic (see `IpfixCounters`).
-    c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
 }
 
 /// The IPFIX exporter sink; see the module docs.

@@ -105,6 +105,7 @@ use std::ops::Range;
 
 use crate::tcp::{set_linger_zero, unacked_bytes};
 
+use crate::accounting::{bump, in_report, named, read};
 use dplog_core::{Accepted, Kept, Progress, Sink, SinkError};
 
 /// Where and how messages go.
@@ -230,42 +231,35 @@ pub struct SyslogCounters {
 
 impl dplog_core::SinkCounters for SyslogCounters {
     fn named(&self) -> Vec<(String, u64)> {
-        let g = SyslogCounters::get;
-        [
-            ("messages", g(&self.messages)),
-            ("too_large", g(&self.too_large)),
-            ("refused", g(&self.refused)),
-            ("refused_late", g(&self.refused_late)),
-            ("reconnects", g(&self.reconnects)),
-            ("connect_failures", g(&self.connect_failures)),
-            ("disconnects", g(&self.disconnects)),
-            ("replayed_frames", g(&self.replayed_frames)),
-            ("replayed_bytes", g(&self.replayed_bytes)),
-            ("acked_frames", g(&self.acked_frames)),
-            ("unacked_frames", g(&self.unacked_frames)),
-            ("abandoned_frames", g(&self.abandoned_frames)),
-            ("resets", g(&self.resets)),
-            ("relp_acked", g(&self.relp_acked)),
-            ("relp_resent", g(&self.relp_resent)),
-            ("relp_refused", g(&self.relp_refused)),
-            ("relp_open_failures", g(&self.relp_open_failures)),
-        ]
-        .into_iter()
-        .map(|(n, v)| (format!("syslog.{n}"), v))
-        .collect()
+        named(
+            "syslog",
+            &[
+                ("messages", &self.messages),
+                ("too_large", &self.too_large),
+                ("refused", &self.refused),
+                ("refused_late", &self.refused_late),
+                ("reconnects", &self.reconnects),
+                ("connect_failures", &self.connect_failures),
+                ("disconnects", &self.disconnects),
+                ("replayed_frames", &self.replayed_frames),
+                ("replayed_bytes", &self.replayed_bytes),
+                ("acked_frames", &self.acked_frames),
+                ("unacked_frames", &self.unacked_frames),
+                ("abandoned_frames", &self.abandoned_frames),
+                ("resets", &self.resets),
+                ("relp_acked", &self.relp_acked),
+                ("relp_resent", &self.relp_resent),
+                ("relp_refused", &self.relp_refused),
+                ("relp_open_failures", &self.relp_open_failures),
+            ],
+        )
     }
-}
-
-fn bump(c: &AtomicU64, n: u64) {
-    // Relaxed: single-writer statistic (see `SyslogCounters`).
-    c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
 }
 
 impl SyslogCounters {
     /// Reads one counter (Relaxed).
     pub fn get(c: &AtomicU64) -> u64 {
-        // Relaxed: statistic (see the type docs).
-        c.load(Ordering::Relaxed)
+        read(c)
     }
 }
 
@@ -515,13 +509,6 @@ impl SyslogSink {
     fn disconnect(&mut self) {
         self.disconnect_replaying(u64::MAX);
     }
-}
-
-/// True when the line starting at byte `pos` lies in one of `reports`
-/// (ascending, disjoint ranges).
-fn in_report(reports: &[Range<usize>], pos: usize) -> bool {
-    let i = reports.partition_point(|r| r.end <= pos);
-    reports.get(i).is_some_and(|r| r.start <= pos)
 }
 
 impl Sink for SyslogSink {

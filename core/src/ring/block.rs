@@ -69,3 +69,26 @@ pub(crate) fn backoff<T>(shared: &Shared<T>, limit: u32, steps: &mut WaitSteps) 
     steps.step(limit);
     false
 }
+
+/// Implements [`WaitingPush`] for the ring producer `$ty<T>` (fields
+/// `shared` and `block_spins`, methods `try_push` and `try_push_burst`),
+/// whose wait step is [`backoff`]: the SPSC and MPSC producers.
+macro_rules! waiting_push_by_backoff {
+    ($ty:ident) => {
+        impl<T: $crate::record::Record> $crate::ring::block::WaitingPush<T> for $ty<T> {
+            #[inline(always)]
+            fn attempt(&mut self, rec: T) -> Result<(), T> {
+                self.try_push(rec)
+            }
+            #[inline(always)]
+            fn attempt_some(&mut self, recs: &[T]) -> usize {
+                self.try_push_burst(recs)
+            }
+            #[inline(always)]
+            fn wait_step(&self, steps: &mut $crate::sync::WaitSteps) -> bool {
+                $crate::ring::block::backoff(&self.shared, self.block_spins, steps)
+            }
+        }
+    };
+}
+pub(crate) use waiting_push_by_backoff;

@@ -96,7 +96,6 @@ mod tests;
 #[cfg(not(loom))]
 mod window;
 
-pub(crate) use block::backoff;
 pub use consumer::Consumer;
 #[cfg(not(loom))]
 pub use consumer::ReadBurst;

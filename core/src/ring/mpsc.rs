@@ -64,13 +64,12 @@
 
 use core::mem::size_of;
 
-use super::block::{push_burst_waiting, push_waiting, WaitingPush};
+use super::block::{push_burst_waiting, push_waiting, waiting_push_by_backoff};
 use crate::record::Record;
 use crate::ring::{
-    backoff, check, Arc, Consumer, Disconnected, DropReason, Ordering, RingError, Shared,
+    check, Arc, Consumer, Disconnected, DropReason, Ordering, RingError, Shared,
     DEFAULT_BLOCK_SPINS,
 };
-use crate::sync::WaitSteps;
 
 /// Creates an MPSC ring of `capacity` records (a power of two, exact).
 ///
@@ -137,20 +136,7 @@ impl<T: Record> Clone for MpProducer<T> {
     }
 }
 
-impl<T: Record> WaitingPush<T> for MpProducer<T> {
-    #[inline(always)]
-    fn attempt(&mut self, rec: T) -> Result<(), T> {
-        self.try_push(rec)
-    }
-    #[inline(always)]
-    fn attempt_some(&mut self, recs: &[T]) -> usize {
-        self.try_push_burst(recs)
-    }
-    #[inline(always)]
-    fn wait_step(&self, steps: &mut WaitSteps) -> bool {
-        backoff(&self.shared, self.block_spins, steps)
-    }
-}
+waiting_push_by_backoff!(MpProducer);
 
 impl<T: Record> Drop for MpProducer<T> {
     fn drop(&mut self) {

@@ -3,14 +3,13 @@
 
 use core::mem::size_of;
 
-use super::block::{backoff, push_burst_waiting, push_waiting, WaitingPush};
+use super::block::{push_burst_waiting, push_waiting, waiting_push_by_backoff};
 use super::slots::PREFETCH_AHEAD_BYTES;
 use super::{
     check, Arc, Consumer, Disconnected, DropReason, Ordering, RingError, Shared,
     DEFAULT_BLOCK_SPINS,
 };
 use crate::record::Record;
-use crate::sync::WaitSteps;
 
 /// Creates an SPSC ring of `capacity` records (a power of two, exact).
 ///
@@ -383,20 +382,7 @@ impl<T: Record> Producer<T> {
     }
 }
 
-impl<T: Record> WaitingPush<T> for Producer<T> {
-    #[inline(always)]
-    fn attempt(&mut self, rec: T) -> Result<(), T> {
-        self.try_push(rec)
-    }
-    #[inline(always)]
-    fn attempt_some(&mut self, recs: &[T]) -> usize {
-        self.try_push_burst(recs)
-    }
-    #[inline(always)]
-    fn wait_step(&self, steps: &mut WaitSteps) -> bool {
-        backoff(&self.shared, self.block_spins, steps)
-    }
-}
+waiting_push_by_backoff!(Producer);
 
 impl<T: Record> Drop for Producer<T> {
     fn drop(&mut self) {

@@ -388,14 +388,7 @@ impl Sink for IpfixExporter {
         if self.closed || self.is_udp() {
             return Ok(());
         }
-        if self
-            .tcp
-            .conn
-            .as_ref()
-            .is_some_and(|c| peer_closed(c.as_raw_fd()))
-        {
-            self.tcp_disconnect();
-        }
+        self.tcp_drop_if_peer_closed();
         if self.tcp.conn.is_none() && self.tcp_connect().is_ok() && self.tcp.fp.is_none() {
             if let Err(e) = self.tcp_flush_queue() {
                 if e.kind() != io::ErrorKind::WouldBlock {

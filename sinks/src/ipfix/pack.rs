@@ -112,7 +112,21 @@ pub(super) struct Packer<'a> {
     pub(super) seqs: &'a mut HashMap<u32, u32>,
 }
 
-impl Packer<'_> {
+impl<'a> Packer<'a> {
+    /// An empty packer of messages of at most `max` bytes, starting in
+    /// observation domain `domain`, numbering with `seqs`.
+    pub(super) fn new(max: usize, domain: u32, seqs: &'a mut HashMap<u32, u32>) -> Self {
+        Self {
+            max,
+            out: Vec::new(),
+            cur: None,
+            set_start: 0,
+            set_id: 0,
+            domain,
+            seqs,
+        }
+    }
+
     fn finish(&mut self) {
         if let Some(mut m) = self.cur.take() {
             self.close_set(&mut m);
@@ -221,15 +235,7 @@ impl IpfixExporter {
         let fixed_domain = self.opts.observation_domain_id;
         let mut templates_due = udp && self.udp_templates_due(now);
         let mut too_large = 0u64;
-        let mut p = Packer {
-            max,
-            out: Vec::new(),
-            cur: None,
-            set_start: 0,
-            set_id: 0,
-            domain: 0,
-            seqs: &mut self.seqs,
-        };
+        let mut p = Packer::new(max, 0, &mut self.seqs);
         let mut at = 0usize;
         while at < batch.len() {
             if batch.len() - at < MESSAGE_HEADER_LEN || be16(batch, at) != 10 {
@@ -367,15 +373,7 @@ pub(super) fn template_messages(
         be32(&before.bytes, 8),
     );
     let mut seqs = HashMap::from([(domain, seq)]);
-    let mut p = Packer {
-        max,
-        out: Vec::new(),
-        cur: None,
-        set_start: 0,
-        set_id: 0,
-        domain,
-        seqs: &mut seqs,
-    };
+    let mut p = Packer::new(max, domain, &mut seqs);
     p.start(domain, export);
     p.templates(templates, export);
     p.finish();

@@ -106,6 +106,20 @@ impl IpfixExporter {
         bump(&self.counters.acked, n);
     }
 
+    /// Drops the connection if the collector closed it (`poll(2)` and
+    /// `MSG_PEEK`, see `crate::tcp::peer_closed`), so what follows
+    /// reconnects instead of writing into a dead socket.
+    pub(super) fn tcp_drop_if_peer_closed(&mut self) {
+        if self
+            .tcp
+            .conn
+            .as_ref()
+            .is_some_and(|c| peer_closed(c.as_raw_fd()))
+        {
+            self.tcp_disconnect();
+        }
+    }
+
     /// Drops the connection: the acknowledgements that arrived are booked,
     /// then every message not acknowledged whole goes back to the queue to
     /// be sent again on the next connection; a connection whose send queue
@@ -204,14 +218,7 @@ impl IpfixExporter {
                 m
             }));
         }
-        if self
-            .tcp
-            .conn
-            .as_ref()
-            .is_some_and(|c| peer_closed(c.as_raw_fd()))
-        {
-            self.tcp_disconnect();
-        }
+        self.tcp_drop_if_peer_closed();
         self.tcp_connect()?;
         if let Err(e) = self.tcp_flush_queue() {
             if e.kind() != io::ErrorKind::WouldBlock {
@@ -260,14 +267,7 @@ impl IpfixExporter {
 
     pub(super) fn tcp_drain(&mut self, deadline: Instant) -> Result<(), SinkError> {
         loop {
-            if self
-                .tcp
-                .conn
-                .as_ref()
-                .is_some_and(|c| peer_closed(c.as_raw_fd()))
-            {
-                self.tcp_disconnect();
-            }
+            self.tcp_drop_if_peer_closed();
             if !self.tcp.queue.is_empty() && self.tcp_connect().is_ok() {
                 if let Err(e) = self.tcp_flush_queue() {
                     if e.kind() != io::ErrorKind::WouldBlock {

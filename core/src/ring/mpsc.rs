@@ -71,6 +71,21 @@ use crate::ring::{
     DEFAULT_BLOCK_SPINS,
 };
 
+/// How many of `want` slots a claim takes with `free` slots free: all or
+/// none (`bulk`), else as many as fit; `None` when that is none.
+#[inline(always)]
+fn claim_count(free: usize, want: usize, bulk: bool) -> Option<usize> {
+    let n = if bulk {
+        if free < want {
+            return None;
+        }
+        want
+    } else {
+        free.min(want)
+    };
+    (n > 0).then_some(n)
+}
+
 /// Creates an MPSC ring of `capacity` records (a power of two, exact).
 ///
 /// Clone the [`MpProducer`] once per producing thread. Errors as for
@@ -189,17 +204,7 @@ impl<T: Record> MpProducer<T> {
                 return None;
             }
         }
-        let n = if bulk {
-            if free < want {
-                return None;
-            }
-            want
-        } else {
-            free.min(want)
-        };
-        if n == 0 {
-            return None;
-        }
+        let n = claim_count(free, want, bulk)?;
         // Relaxed: the claim publishes no data, and no other handle reads
         // it until it synchronises with this one (module docs).
         self.shared
@@ -230,17 +235,7 @@ impl<T: Record> MpProducer<T> {
                     continue;
                 }
             }
-            let n = if bulk {
-                if free < want {
-                    return None;
-                }
-                want
-            } else {
-                free.min(want)
-            };
-            if n == 0 {
-                return None;
-            }
+            let n = claim_count(free, want, bulk)?;
             // Relaxed both ways: the claim publishes no data (see above).
             if self
                 .shared

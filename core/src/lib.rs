@@ -34,10 +34,13 @@ macro_rules! diag_line {
 }
 
 pub mod affinity;
+// The logger's settings: a leaf below the runtime, the policy and the
+// shared-memory rings, re-exported as `dplog_core::runtime::*`.
+#[cfg(not(loom))]
+mod config;
 pub mod format;
 #[cfg(all(feature = "metrics", not(loom)))]
 pub mod metrics;
-pub mod mpsc;
 #[cfg(not(loom))]
 mod policy;
 pub mod record;
@@ -45,6 +48,9 @@ pub mod record;
 pub mod reorder;
 pub mod report;
 pub mod ring;
+// The MPSC front end lives with the ring it shares (`ring/mpsc.rs`); its
+// public path stays `dplog_core::mpsc`.
+pub use ring::mpsc;
 #[cfg(not(loom))]
 pub mod runtime;
 pub mod schema;

@@ -345,6 +345,15 @@ fn unpin() {
     }
 }
 
+impl Snapshot {
+    /// The snapshot as Prometheus/OpenMetrics text exposition: the same
+    /// text the metrics listener serves, from [`encode`] (one encoder,
+    /// built on `prometheus-client`; feature `metrics`).
+    pub fn to_prometheus(&self) -> String {
+        encode(self)
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;

@@ -1,14 +1,12 @@
 //! The backpressure policy a logger's producers apply, written once for
-//! the SPSC ([`crate::ring::Producer`]) and MPSC ([`crate::mpsc::MpProducer`])
-//! rings: [`LogProducer`](crate::LogProducer) and
+//! the SPSC ([`crate::ring::Producer`]), MPSC ([`crate::mpsc::MpProducer`])
+//! and shared-memory rings: [`LogProducer`](crate::LogProducer) and
 //! [`SharedProducer`](crate::SharedProducer) each pair a ring with a
 //! [`Policy`].
 
-use crate::mpsc::MpProducer;
+use crate::config::{Backpressure, LoggerConfig};
 use crate::record::Record;
-use crate::ring::{Disconnected, DropReason, Producer};
-use crate::runtime::{Backpressure, LoggerConfig};
-use crate::shm::ShmProducer;
+use crate::ring::DropReason;
 use crate::table::SchemaTable;
 use crate::tsc::now_ticks;
 
@@ -32,12 +30,14 @@ pub(crate) trait PolicyRing<R> {
     fn count(&mut self, reason: DropReason, n: u64, now: u64);
 }
 
-/// Both producer sides have the same method names; the one difference is
+/// Every producer side has the same method names; the one difference is
 /// the cheap fill bound, which an MPSC handle gives only while it is the
-/// ring's only one (other handles move its claim index).
+/// ring's only one (other handles move its claim index). Invoked where
+/// the producer kinds meet (`runtime/producer.rs`), so that this module
+/// needs none of them.
 macro_rules! policy_ring {
     ($ty:ident, $bound:expr) => {
-        impl<R: Record> PolicyRing<R> for $ty<R> {
+        impl<R: $crate::record::Record> $crate::policy::PolicyRing<R> for $ty<R> {
             #[inline(always)]
             fn push_one(&mut self, rec: R) -> bool {
                 self.push(rec).is_ok()
@@ -48,7 +48,8 @@ macro_rules! policy_ring {
             }
             #[inline(always)]
             fn push_all(&mut self, recs: &[R]) -> Result<(), usize> {
-                self.push_burst(recs).map_err(|Disconnected(k)| k)
+                self.push_burst(recs)
+                    .map_err(|$crate::ring::Disconnected(k)| k)
             }
             #[inline(always)]
             fn try_push_some(&mut self, recs: &[R]) -> usize {
@@ -68,16 +69,14 @@ macro_rules! policy_ring {
                 self.is_stopped()
             }
             #[inline(always)]
-            fn count(&mut self, reason: DropReason, n: u64, now: u64) {
+            fn count(&mut self, reason: $crate::ring::DropReason, n: u64, now: u64) {
                 self.count_dropped(reason, n, now)
             }
         }
     };
 }
 
-policy_ring!(Producer, |p| Some(p.fill_upper_bound()));
-policy_ring!(MpProducer, |p| p.fill_upper_bound());
-policy_ring!(ShmProducer, |p| Some(p.fill_upper_bound()));
+pub(crate) use policy_ring;
 
 /// A producer's backpressure state: the logger's policy, the `degrade`
 /// watermarks (in records) and state, and how to read a record's priority.

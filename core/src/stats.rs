@@ -11,7 +11,108 @@ use std::sync::Mutex;
 use hdrhistogram::Histogram;
 
 use crate::ring::{Ordering, Shared, UNSETTLED};
-use crate::runtime::Stats;
+
+/// A snapshot of every counter, summed over the rings of one logger.
+///
+/// Accounting: `produced = enqueued + dropped_full + dropped_degraded +
+/// dropped_disconnected + dropped_stopped` (see [`Stats::dropped`]), and once the logger is
+/// shut down with its producers dropped,
+/// `produced = written_records + dropped() + dropped_format + dropped_sink
+/// + dropped_shutdown`.
+/// In-band [`DropReport`](crate::DropReport) lines are not records and are counted apart, in
+/// `drop_reports`.
+/// While running, `enqueued - dequeued` records sit in rings, `sink_pending`
+/// in the sink awaiting acknowledgement, and the rest of
+/// `dequeued - written_records - dropped_sink - dropped_shutdown` in the
+/// batch buffer (see [`Stats::in_flight`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Records whose fate was decided by a producer (enqueued or dropped).
+    pub produced: u64,
+    /// Records copied into a ring.
+    pub enqueued: u64,
+    /// Records dropped because the ring was full ([`Backpressure::Drop`](crate::Backpressure::Drop),
+    /// or `Degrade` at 100% fill).
+    pub dropped_full: u64,
+    /// Records dropped by [`Backpressure::Degrade`](crate::Backpressure::Degrade) above the high
+    /// watermark because their priority was too low.
+    pub dropped_degraded: u64,
+    /// Records dropped because the consumer was gone.
+    pub dropped_disconnected: u64,
+    /// Records lost in rings the consumer stopped after a protocol
+    /// violation (see [`RingStats::dropped_stopped`] for exactly what is
+    /// counted; a stopped ring's `enqueued` is what the consumer accepted).
+    pub dropped_stopped: u64,
+    /// Rings the consumer stopped after a protocol violation (a producer
+    /// index above the capacity or moving backwards; see [`crate::ring`](mod@crate::ring)).
+    pub rings_stopped: u64,
+    /// Records formatted by the consumer.
+    pub formatted: u64,
+    /// In-band drop reports written.
+    pub drop_reports: u64,
+    /// Records read out of rings by the consumer.
+    pub dequeued: u64,
+    /// Records in batches the sink accepted, plus the whole records the
+    /// sink kept of batches it refused ([`Sink::kept_of_refused`](crate::Sink::kept_of_refused): a file
+    /// on a full disk). A record the formatter turned
+    /// into zero bytes on purpose (a filter) counts here too: with its
+    /// batch, or at once if the whole batch formatted to nothing (no sink
+    /// call is made then). A record the formatter could not format is in
+    /// `dropped_format` instead.
+    pub written_records: u64,
+    /// Records the formatter could not format ([`Formatter::take_skipped`](crate::Formatter::take_skipped):
+    /// a schema id the logger has no schema for, a record shorter than its
+    /// schema, a record whose header was never set): dropped, with a line
+    /// on stderr at most every 5 s.
+    pub dropped_format: u64,
+    /// Bytes in batches the sink accepted.
+    pub written_bytes: u64,
+    /// Records the sink refused: whole batches (a permanent error, or given
+    /// up on after [`LoggerConfig::sink_retry_timeout_ms`](crate::LoggerConfig::sink_retry_timeout_ms)) less the records
+    /// it kept of them ([`Sink::kept_of_refused`](crate::Sink::kept_of_refused)), and single records it
+    /// reported failed through [`Sink::poll`](crate::Sink::poll) (e.g. a syslog message too
+    /// large for a datagram).
+    pub dropped_sink: u64,
+    /// Sink calls (write, flush, tick, drain, close) that returned an error,
+    /// retryable or permanent.
+    pub sink_errors: u64,
+    /// Of `sink_errors`, the retryable ones (each followed by a backoff and
+    /// a retry of the same batch).
+    pub sink_retries: u64,
+    /// Records the sink accepted but has not yet acknowledged or failed
+    /// (asynchronous sinks such as Kafka; 0 for synchronous sinks).
+    pub sink_pending: u64,
+    /// Records not delivered when the shutdown timeout
+    /// ([`LoggerConfig::shutdown_timeout_ms`](crate::LoggerConfig::shutdown_timeout_ms)) expired: batches the sink
+    /// kept refusing with retryable errors (less the records it kept of
+    /// them), and records still pending in it.
+    pub dropped_shutdown: u64,
+    /// Batches written.
+    pub batches: u64,
+    /// Largest fill level the consumer saw in any one ring, in records.
+    pub high_water: u64,
+    /// Rings registered.
+    pub rings: u64,
+}
+
+impl Stats {
+    /// Records produced but neither written nor dropped yet.
+    pub fn in_flight(&self) -> u64 {
+        self.produced.saturating_sub(
+            self.written_records
+                + self.dropped()
+                + self.dropped_format
+                + self.dropped_sink
+                + self.dropped_shutdown,
+        )
+    }
+
+    /// Producer-side drops, every reason: `dropped_full + dropped_degraded
+    /// + dropped_disconnected + dropped_stopped`.
+    pub fn dropped(&self) -> u64 {
+        self.dropped_full + self.dropped_degraded + self.dropped_disconnected + self.dropped_stopped
+    }
+}
 
 /// Counters of one ring (a snapshot; each counter read once, Relaxed).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -182,16 +283,5 @@ impl LatencyHistogram {
             p999_ns: h.value_at_quantile(0.999),
             max_ns: h.max(),
         }
-    }
-}
-
-impl Snapshot {
-    /// The snapshot as Prometheus/OpenMetrics text exposition: the same
-    /// text the metrics listener serves, from
-    /// [`metrics::encode`](crate::metrics::encode) (one encoder, built on
-    /// `prometheus-client`; feature `metrics`).
-    #[cfg(feature = "metrics")]
-    pub fn to_prometheus(&self) -> String {
-        crate::metrics::encode(self)
     }
 }

@@ -32,6 +32,7 @@
 //! a Kafka-protocol broker, nfcapd).
 #![warn(missing_docs)]
 
+mod accounting;
 pub mod archive;
 #[cfg(feature = "config")]
 pub mod config;

@@ -161,10 +161,10 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::config::{Backpressure, LoggerConfig};
 use crate::policy::Policy;
 use crate::record::Record;
 use crate::ring::{split_by_reason, Disconnected, DropDelta, DropReason};
-use crate::runtime::{Backpressure, LoggerConfig};
 use crate::schema::{FieldKind, Schema};
 use crate::sync::WaitSteps;
 use crate::table::RecordRules;

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::accounting::{bump, named, read};
 use dplog_core::{Accepted, Kept, Sink, SinkError};
 
 /// File mode of a newly created log file: owner read/write, group read
@@ -101,44 +102,36 @@ pub struct FileSinkCounters {
 }
 
 impl FileSinkCounters {
-    fn bump(c: &AtomicU64) {
-        // Relaxed: single-writer statistic; partner is the consumer
-        // thread's join (see the type docs).
-        c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-    }
-
     fn count_error(&self, e: &io::Error) {
         match e.raw_os_error() {
-            Some(libc::ENOSPC) | Some(libc::EDQUOT) => Self::bump(&self.enospc),
-            Some(libc::EIO) => Self::bump(&self.eio),
-            _ => Self::bump(&self.other_errors),
+            Some(libc::ENOSPC) | Some(libc::EDQUOT) => bump(&self.enospc, 1),
+            Some(libc::EIO) => bump(&self.eio, 1),
+            _ => bump(&self.other_errors, 1),
         }
     }
 
     /// Reads one counter (Relaxed).
     pub fn get(c: &AtomicU64) -> u64 {
-        // Relaxed: statistic, see the type docs.
-        c.load(Ordering::Relaxed)
+        read(c)
     }
 }
 
 impl dplog_core::SinkCounters for FileSinkCounters {
     fn named(&self) -> Vec<(String, u64)> {
-        let g = Self::get;
-        [
-            ("enospc", g(&self.enospc)),
-            ("eio", g(&self.eio)),
-            ("other_errors", g(&self.other_errors)),
-            ("rotations", g(&self.rotations)),
-            ("deleted", g(&self.deleted)),
-            ("reopens", g(&self.reopens)),
-            ("syncs", g(&self.syncs)),
-            ("vanished", g(&self.vanished)),
-            ("cut_back", g(&self.cut_back)),
-        ]
-        .into_iter()
-        .map(|(n, v)| (format!("file.{n}"), v))
-        .collect()
+        named(
+            "file",
+            &[
+                ("enospc", &self.enospc),
+                ("eio", &self.eio),
+                ("other_errors", &self.other_errors),
+                ("rotations", &self.rotations),
+                ("deleted", &self.deleted),
+                ("reopens", &self.reopens),
+                ("syncs", &self.syncs),
+                ("vanished", &self.vanished),
+                ("cut_back", &self.cut_back),
+            ],
+        )
     }
 }
 
@@ -440,7 +433,7 @@ impl FileSink {
             Ok(()) => {
                 self.dirty = false;
                 self.last_sync = Instant::now();
-                FileSinkCounters::bump(&self.counters.syncs);
+                bump(&self.counters.syncs, 1);
                 Ok(())
             }
             Err(e) => Err(self.err(e)),
@@ -468,7 +461,7 @@ impl FileSink {
         self.file = Some(f);
         self.opened_at = Instant::now();
         self.rotate_retry_at = None;
-        FileSinkCounters::bump(&self.counters.reopens);
+        bump(&self.counters.reopens, 1);
         Ok(())
     }
 
@@ -496,7 +489,7 @@ impl FileSink {
         let Some(f) = self.file.as_ref() else {
             return;
         };
-        FileSinkCounters::bump(&self.counters.cut_back);
+        bump(&self.counters.cut_back, 1);
         let len = match f.metadata() {
             Ok(m) => m.len(),
             Err(e) => {
@@ -585,7 +578,7 @@ impl FileSink {
                 return Err(self.err(e));
             }
         }
-        FileSinkCounters::bump(&self.counters.rotations);
+        bump(&self.counters.rotations, 1);
         self.apply_retention();
         Ok(())
     }
@@ -609,7 +602,7 @@ impl FileSink {
         self.file = Some(f);
         self.opened_at = Instant::now();
         self.dirty = false;
-        FileSinkCounters::bump(&self.counters.vanished);
+        bump(&self.counters.vanished, 1);
         Ok(())
     }
 
@@ -620,7 +613,7 @@ impl FileSink {
 
     fn apply_retention(&mut self) {
         let Ok(mut files) = self.rotated_files() else {
-            FileSinkCounters::bump(&self.counters.other_errors);
+            bump(&self.counters.other_errors, 1);
             return;
         };
         if let Some(days) = self.opts.keep_days {
@@ -632,7 +625,7 @@ impl FileSink {
                     .map(|t| now.duration_since(t).unwrap_or(Duration::ZERO) > max_age)
                     .unwrap_or(false);
                 if old && std::fs::remove_file(p).is_ok() {
-                    FileSinkCounters::bump(&self.counters.deleted);
+                    bump(&self.counters.deleted, 1);
                     return false;
                 }
                 true
@@ -642,7 +635,7 @@ impl FileSink {
             let excess = files.len().saturating_sub(keep);
             for p in &files[..excess] {
                 if std::fs::remove_file(p).is_ok() {
-                    FileSinkCounters::bump(&self.counters.deleted);
+                    bump(&self.counters.deleted, 1);
                 }
             }
         }

@@ -53,6 +53,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::accounting::{bump, in_report, named, read};
 use dplog_core::{Accepted, Progress, Sink, SinkError};
 use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -195,17 +196,10 @@ pub struct KafkaCounters {
     pub client_errors: AtomicU64,
 }
 
-fn bump(c: &AtomicU64, n: u64) {
-    // Relaxed: statistic; single writer (the consumer thread, including
-    // the delivery callback it runs from `poll`).
-    c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
-}
-
 impl KafkaCounters {
     /// Reads one counter (Relaxed).
     pub fn get(c: &AtomicU64) -> u64 {
-        // Relaxed: statistic.
-        c.load(Ordering::Relaxed)
+        read(c)
     }
 }
 
@@ -523,13 +517,6 @@ impl KafkaSink {
     }
 }
 
-/// True when the line starting at byte `pos` lies in one of `reports`
-/// (ascending, disjoint ranges).
-fn in_report(reports: &[Range<usize>], pos: usize) -> bool {
-    let i = reports.partition_point(|r| r.end <= pos);
-    reports.get(i).is_some_and(|r| r.start <= pos)
-}
-
 impl Sink for KafkaSink {
     fn write_batch(&mut self, batch: &[u8]) -> Result<Accepted, SinkError> {
         self.write_batch_marked(batch, &[])
@@ -767,20 +754,19 @@ impl Sink for KafkaSink {
 
 impl dplog_core::SinkCounters for KafkaCounters {
     fn named(&self) -> Vec<(String, u64)> {
-        let g = KafkaCounters::get;
-        [
-            ("acked", g(&self.acked)),
-            ("acked_bytes", g(&self.acked_bytes)),
-            ("failed", g(&self.failed)),
-            ("rejected", g(&self.rejected)),
-            ("queue_full", g(&self.queue_full)),
-            ("stalled", g(&self.stalled)),
-            ("reports_acked", g(&self.reports_acked)),
-            ("reports_failed", g(&self.reports_failed)),
-        ]
-        .into_iter()
-        .map(|(n, v)| (format!("kafka.{n}"), v))
-        .collect()
+        named(
+            "kafka",
+            &[
+                ("acked", &self.acked),
+                ("acked_bytes", &self.acked_bytes),
+                ("failed", &self.failed),
+                ("rejected", &self.rejected),
+                ("queue_full", &self.queue_full),
+                ("stalled", &self.stalled),
+                ("reports_acked", &self.reports_acked),
+                ("reports_failed", &self.reports_failed),
+            ],
+        )
     }
 }
 

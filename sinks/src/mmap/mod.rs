@@ -70,6 +70,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::accounting::{bump, named};
 use dplog_core::{Accepted, Sink, SinkError};
 
 pub mod reader;
@@ -145,19 +146,15 @@ pub struct MmapCounters {
 
 impl dplog_core::SinkCounters for MmapCounters {
     fn named(&self) -> Vec<(String, u64)> {
-        // Relaxed: statistics, exact after the consumer thread is joined.
-        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        vec![
-            ("mmap.segments".into(), g(&self.segments)),
-            ("mmap.syncs".into(), g(&self.syncs)),
-            ("mmap.errors".into(), g(&self.errors)),
-        ]
+        named(
+            "mmap",
+            &[
+                ("segments", &self.segments),
+                ("syncs", &self.syncs),
+                ("errors", &self.errors),
+            ],
+        )
     }
-}
-
-fn bump(c: &AtomicU64) {
-    // Relaxed: single-writer statistic.
-    c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
 }
 
 /// One mapped segment.
@@ -701,7 +698,7 @@ impl MmapSink {
         let tmp = self.dir.join(tmp_name(&name));
         let size = self.opts.segment_bytes;
         let fail = |counters: &MmapCounters, e: io::Error| {
-            bump(&counters.errors);
+            bump(&counters.errors, 1);
             match SinkError::classify(e) {
                 SinkError::Retryable(e) => SinkError::Retryable(at_path("mmap segment", &path, e)),
                 SinkError::Permanent(e) => SinkError::Permanent(at_path("mmap segment", &path, e)),
@@ -749,11 +746,11 @@ impl MmapSink {
             // The new name itself survives a power loss. A failure here
             // leaves a whole segment in place: counted, not an error.
             if File::open(&self.dir).and_then(|d| d.sync_all()).is_err() {
-                bump(&self.counters.errors);
+                bump(&self.counters.errors, 1);
             }
         }
         self.next_seq += 1;
-        bump(&self.counters.segments);
+        bump(&self.counters.segments, 1);
         Ok(seg)
     }
 
@@ -765,7 +762,7 @@ impl MmapSink {
             let _ = self.sync_current();
         } else if let Some(seg) = self.seg.as_mut() {
             if seg.msync(libc::MS_ASYNC).is_err() {
-                bump(&self.counters.errors);
+                bump(&self.counters.errors, 1);
             }
         }
         self.seg = None;
@@ -775,11 +772,11 @@ impl MmapSink {
         if let Some(seg) = self.seg.as_mut() {
             match seg.sync() {
                 Ok(()) => {
-                    bump(&self.counters.syncs);
+                    bump(&self.counters.syncs, 1);
                     self.last_sync = Instant::now();
                 }
                 Err(e) => {
-                    bump(&self.counters.errors);
+                    bump(&self.counters.errors, 1);
                     return Err(SinkError::classify(e));
                 }
             }
@@ -987,7 +984,7 @@ impl Sink for MmapSink {
             // The plan sized every chunk to its segment; a mapping is never
             // indexed past its end, even if that were wrong.
             if seg.committed + lead.len() + n > seg.capacity() {
-                bump(&self.counters.errors);
+                bump(&self.counters.errors, 1);
                 return Err(bad(io::Error::other(format!(
                     "{}: {} bytes planned past its data area of {} bytes (a dplog bug)",
                     seg.path.display(),

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::accounting::bump;
 use dplog_core::{Accepted, Progress, Sink, SinkCounters, SinkError};
 
 /// The named counters of several sinks under prefixes
@@ -54,15 +55,6 @@ pub struct ChildCounters {
     /// Record lines each child lost for good (refused batches, failed
     /// deliveries); drop-report lines are not counted.
     pub failed_lines: Vec<AtomicU64>,
-}
-
-fn bump(c: &AtomicU64) {
-    add(c, 1);
-}
-
-fn add(c: &AtomicU64, n: u64) {
-    // Relaxed: single-writer statistic (the consumer thread).
-    c.store(c.load(Ordering::Relaxed) + n, Ordering::Relaxed);
 }
 
 /// What one child did with the batch being written.
@@ -137,7 +129,7 @@ impl FanOut {
         let mut r = Ok(());
         for (i, c) in self.children.iter_mut().enumerate() {
             if let Err(e) = f(c) {
-                bump(&self.counters.errors[i]);
+                bump(&self.counters.errors[i], 1);
                 r = r.and(Err(e));
             }
         }
@@ -241,19 +233,19 @@ impl Sink for FanOut {
             }
             match child.write_batch_marked(batch, reports) {
                 Ok(a) => {
-                    bump(&self.counters.batches[i]);
+                    bump(&self.counters.batches[i], 1);
                     self.outcome[i] = Some(match a {
                         Accepted::Delivered => Outcome::Delivered,
                         Accepted::Pending => Outcome::Pending,
                     });
                 }
                 Err(e) => {
-                    bump(&self.counters.errors[i]);
+                    bump(&self.counters.errors[i], 1);
                     if e.is_retryable() {
                         retry.get_or_insert(e);
                     } else {
                         self.outcome[i] = Some(Outcome::Refused);
-                        bump(&self.counters.dropped_batches[i]);
+                        bump(&self.counters.dropped_batches[i], 1);
                         if self.first_refusal.is_none() {
                             self.first_refusal = Some(e);
                         }
@@ -271,8 +263,8 @@ impl Sink for FanOut {
         let refusal = self.first_refusal.take();
         for (i, o) in outcomes.iter().enumerate() {
             match o {
-                Outcome::Delivered => add(&self.counters.written_lines[i], lines),
-                Outcome::Refused => add(&self.counters.failed_lines[i], lines),
+                Outcome::Delivered => bump(&self.counters.written_lines[i], lines),
+                Outcome::Refused => bump(&self.counters.failed_lines[i], lines),
                 Outcome::Pending => {}
             }
         }
@@ -319,8 +311,8 @@ impl Sink for FanOut {
     fn poll(&mut self) -> Progress {
         for (i, c) in self.children.iter_mut().enumerate() {
             let mut q = c.poll();
-            add(&self.counters.written_lines[i], q.delivered_records);
-            add(&self.counters.failed_lines[i], q.failed_records);
+            bump(&self.counters.written_lines[i], q.delivered_records);
+            bump(&self.counters.failed_lines[i], q.failed_records);
             // Outcomes of batches the runtime already gave up on.
             let d = self.discount[i].min(q.delivered_records);
             q.delivered_records -= d;
@@ -351,7 +343,7 @@ impl Sink for FanOut {
         for (i, c) in self.children.iter_mut().enumerate() {
             if let Err(e) = c.drain(deadline) {
                 // Every child's error is counted; the first is returned.
-                bump(&self.counters.errors[i]);
+                bump(&self.counters.errors[i], 1);
                 r = r.and(Err(e));
             }
         }
@@ -363,7 +355,7 @@ impl Sink for FanOut {
         for (i, c) in self.children.iter_mut().enumerate() {
             if let Err(e) = c.reopen() {
                 // Every child's error is counted; the first is returned.
-                bump(&self.counters.errors[i]);
+                bump(&self.counters.errors[i], 1);
                 r = r.and(Err(e));
             }
         }
@@ -375,7 +367,7 @@ impl Sink for FanOut {
         for (i, c) in self.children.iter_mut().enumerate() {
             if let Err(e) = c.close() {
                 // Every child's error is counted; the first is returned.
-                bump(&self.counters.errors[i]);
+                bump(&self.counters.errors[i], 1);
                 r = r.and(Err(e));
             }
         }
@@ -498,12 +490,12 @@ impl Failover {
     fn pick(&self, p: Result<(), SinkError>, s: Result<(), SinkError>) -> Result<(), SinkError> {
         if self.on_secondary {
             if p.is_err() {
-                bump(&self.counters.primary_errors);
+                bump(&self.counters.primary_errors, 1);
             }
             s
         } else {
             if s.is_err() {
-                bump(&self.counters.secondary_errors);
+                bump(&self.counters.secondary_errors, 1);
             }
             p
         }
@@ -526,7 +518,7 @@ impl Sink for Failover {
                 Ok(a) => {
                     if self.on_secondary {
                         self.on_secondary = false;
-                        bump(&self.counters.failbacks);
+                        bump(&self.counters.failbacks, 1);
                         dplog_core::diag_line!(
                             "dplog: failover: {} works again; batches go back to it",
                             self.primary.describe()
@@ -535,10 +527,10 @@ impl Sink for Failover {
                     return Ok(a);
                 }
                 Err(e) => {
-                    bump(&self.counters.primary_errors);
+                    bump(&self.counters.primary_errors, 1);
                     if !self.on_secondary {
                         self.on_secondary = true;
-                        bump(&self.counters.failovers);
+                        bump(&self.counters.failovers, 1);
                         // Once per switch, so an operator sees where the
                         // records go (the runtime does not see this error).
                         dplog_core::diag_line!(
@@ -555,7 +547,7 @@ impl Sink for Failover {
         }
         let r = self.secondary.write_batch_marked(batch, reports);
         if r.is_ok() {
-            bump(&self.counters.secondary_batches);
+            bump(&self.counters.secondary_batches, 1);
         }
         r
     }

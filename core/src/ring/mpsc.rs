@@ -64,11 +64,27 @@
 
 use core::mem::size_of;
 
+use super::block::{push_burst_waiting, push_waiting, waiting_push_by_backoff};
 use crate::record::Record;
 use crate::ring::{
-    backoff, check, Arc, Consumer, Disconnected, DropReason, Ordering, RingError, Shared,
+    check, Arc, Consumer, Disconnected, DropReason, Ordering, RingError, Shared,
     DEFAULT_BLOCK_SPINS,
 };
+
+/// How many of `want` slots a claim takes with `free` slots free: all or
+/// none (`bulk`), else as many as fit; `None` when that is none.
+#[inline(always)]
+fn claim_count(free: usize, want: usize, bulk: bool) -> Option<usize> {
+    let n = if bulk {
+        if free < want {
+            return None;
+        }
+        want
+    } else {
+        free.min(want)
+    };
+    (n > 0).then_some(n)
+}
 
 /// Creates an MPSC ring of `capacity` records (a power of two, exact).
 ///
@@ -135,6 +151,8 @@ impl<T: Record> Clone for MpProducer<T> {
     }
 }
 
+waiting_push_by_backoff!(MpProducer);
+
 impl<T: Record> Drop for MpProducer<T> {
     fn drop(&mut self) {
         // AcqRel: the last handle's decrement acquires every other handle's
@@ -186,17 +204,7 @@ impl<T: Record> MpProducer<T> {
                 return None;
             }
         }
-        let n = if bulk {
-            if free < want {
-                return None;
-            }
-            want
-        } else {
-            free.min(want)
-        };
-        if n == 0 {
-            return None;
-        }
+        let n = claim_count(free, want, bulk)?;
         // Relaxed: the claim publishes no data, and no other handle reads
         // it until it synchronises with this one (module docs).
         self.shared
@@ -227,17 +235,7 @@ impl<T: Record> MpProducer<T> {
                     continue;
                 }
             }
-            let n = if bulk {
-                if free < want {
-                    return None;
-                }
-                want
-            } else {
-                free.min(want)
-            };
-            if n == 0 {
-                return None;
-            }
+            let n = claim_count(free, want, bulk)?;
             // Relaxed both ways: the claim publishes no data (see above).
             if self
                 .shared
@@ -410,32 +408,13 @@ impl<T: Record> MpProducer<T> {
     /// `Err(Disconnected(rec))` if the consumer is gone.
     #[inline]
     pub fn push(&mut self, rec: T) -> Result<(), Disconnected<T>> {
-        let mut rec = rec;
-        let mut spins = crate::sync::WaitSteps::new();
-        loop {
-            match self.try_push(rec) {
-                Ok(()) => return Ok(()),
-                Err(r) => rec = r,
-            }
-            if backoff(&self.shared, self.block_spins, &mut spins) {
-                return Err(Disconnected(rec));
-            }
-        }
+        push_waiting(self, rec)
     }
 
     /// Pushes every record of `recs`, waiting while the ring is full;
     /// `Err(Disconnected(k))` with the number pushed if the consumer goes.
     pub fn push_burst(&mut self, recs: &[T]) -> Result<(), Disconnected<usize>> {
-        let mut done = 0;
-        let mut spins = crate::sync::WaitSteps::new();
-        while done < recs.len() {
-            let n = self.try_push_burst(&recs[done..]);
-            done += n;
-            if n == 0 && backoff(&self.shared, self.block_spins, &mut spins) {
-                return Err(Disconnected(done));
-            }
-        }
-        Ok(())
+        push_burst_waiting(self, recs)
     }
 
     /// Spins before a waiting push yields; see

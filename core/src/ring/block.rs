@@ -1,0 +1,94 @@
+//! The one waiting push loop of every ring producer: try, and while the
+//! ring is full take one wait step (spin with a pause instruction, then
+//! yield, then sleep; see [`WaitSteps`]) until the record goes in or the
+//! producer side says the push must give up (the consumer is gone or has
+//! stopped the ring). The SPSC [`Producer`](super::Producer) and the MPSC
+//! [`MpProducer`](super::mpsc::MpProducer) implement [`WaitingPush`]; their
+//! `push` and `push_burst` are these two functions.
+
+use super::{Disconnected, Ordering, Shared};
+use crate::sync::WaitSteps;
+
+/// What a waiting push needs from a producer side.
+pub(crate) trait WaitingPush<T> {
+    /// One attempt: `Err(rec)`, the record back, if the ring is full.
+    fn attempt(&mut self, rec: T) -> Result<(), T>;
+    /// Pushes as many of `recs` as fit now; returns how many.
+    fn attempt_some(&mut self, recs: &[T]) -> usize;
+    /// One wait step; true, before any step, if the push must give up.
+    fn wait_step(&self, steps: &mut WaitSteps) -> bool;
+}
+
+/// Pushes `rec`, waiting while the ring is full; `Err(Disconnected(rec))`
+/// once `p` says to give up.
+#[inline(always)]
+pub(crate) fn push_waiting<T, P: WaitingPush<T>>(p: &mut P, rec: T) -> Result<(), Disconnected<T>> {
+    let mut rec = rec;
+    let mut spins = WaitSteps::new();
+    loop {
+        match p.attempt(rec) {
+            Ok(()) => return Ok(()),
+            Err(r) => rec = r,
+        }
+        if p.wait_step(&mut spins) {
+            return Err(Disconnected(rec));
+        }
+    }
+}
+
+/// Pushes every record of `recs`, waiting while the ring is full;
+/// `Err(Disconnected(k))` with the number `k` pushed once `p` says to give
+/// up.
+#[inline]
+pub(crate) fn push_burst_waiting<T, P: WaitingPush<T>>(
+    p: &mut P,
+    recs: &[T],
+) -> Result<(), Disconnected<usize>> {
+    let mut done = 0;
+    let mut spins = WaitSteps::new();
+    while done < recs.len() {
+        let n = p.attempt_some(&recs[done..]);
+        done += n;
+        if n == 0 && p.wait_step(&mut spins) {
+            return Err(Disconnected(done));
+        }
+    }
+    Ok(())
+}
+
+/// One wait step of a blocked producer; true, before any step, if the
+/// consumer is gone or has stopped the ring (it will free no slot: the
+/// push fails at once instead of waiting out its spins).
+#[cold]
+pub(crate) fn backoff<T>(shared: &Shared<T>, limit: u32, steps: &mut WaitSteps) -> bool {
+    // Acquire pairs with the consumer's Release store on drop (and, in
+    // `is_stopped`, with its Release store of `room`).
+    if shared.consumer_gone.load(Ordering::Acquire) || shared.is_stopped() {
+        return true;
+    }
+    steps.step(limit);
+    false
+}
+
+/// Implements [`WaitingPush`] for the ring producer `$ty<T>` (fields
+/// `shared` and `block_spins`, methods `try_push` and `try_push_burst`),
+/// whose wait step is [`backoff`]: the SPSC and MPSC producers.
+macro_rules! waiting_push_by_backoff {
+    ($ty:ident) => {
+        impl<T: $crate::record::Record> $crate::ring::block::WaitingPush<T> for $ty<T> {
+            #[inline(always)]
+            fn attempt(&mut self, rec: T) -> Result<(), T> {
+                self.try_push(rec)
+            }
+            #[inline(always)]
+            fn attempt_some(&mut self, recs: &[T]) -> usize {
+                self.try_push_burst(recs)
+            }
+            #[inline(always)]
+            fn wait_step(&self, steps: &mut $crate::sync::WaitSteps) -> bool {
+                $crate::ring::block::backoff(&self.shared, self.block_spins, steps)
+            }
+        }
+    };
+}
+pub(crate) use waiting_push_by_backoff;

@@ -986,6 +986,32 @@ dplog_result dplog_last_error(char *buf, size_t buf_len, size_t *msg_len);
 dplog_result dplog_version(uint32_t *major, uint32_t *minor, uint32_t *patch);
 
 /**
+ * Makes the handle serve the built-in NAT schemas (`DPLOG_SCHEMA_NAT*`,
+ * the structs below) besides the types registered with
+ * `dplog_schema_register`: those that fit the logger's slot (`[ring]
+ * slot_bytes`; a 32-byte-slot logger takes the exhaustion and quota
+ * events, 24 and 32 bytes, but not NAT44 sessions, 64, or port blocks,
+ * 40). The same as `[schemas] nat = true` in the config. Call it between
+ * `dplog_open` and `dplog_start` (or `dplog_attach`); calling it again
+ * changes nothing.
+ *
+ * A handle that does not ask serves only its registered types: a NAT
+ * record logged there is `DPLOG_ERR_UNKNOWN_SCHEMA`, and no NAT column,
+ * IPFIX template or schema appears in its output (CSV header, IPFIX
+ * templates, binary and shared-memory ring schemas). With the NAT
+ * schemas, the formats list them after the registered types; `[format]
+ * template` applies to the first registered type, or to `nat44Session`
+ * when none is registered.
+ *
+ * Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_STATE` (after `dplog_start`),
+ * `DPLOG_ERR_CLOSED`. Thread-safety: any thread.
+ *
+ * # Safety
+ * `h` is NULL or returned by `dplog_open*`.
+ */
+dplog_result dplog_register_nat_schemas(struct dplog *h);
+
+/**
  * Reads the TOML configuration file at `config_path` (keys: see the README
  * and `dplog::config`; every key optional), opens the sink it names (a
  * file sink's file is created now, mode 0640) and returns a new logger
@@ -997,11 +1023,14 @@ dplog_result dplog_version(uint32_t *major, uint32_t *minor, uint32_t *patch);
  *
  * `[ring] slot_bytes` (32, 64 or 128; default 64) is the size of every
  * ring slot of this logger and the largest record it takes: user types
- * up to that size (`dplog_schema_register`), and the built-in NAT
- * schemas that fit it. The format is compiled at `dplog_start`, when
- * every user type is registered (so `[format] template` and
+ * up to that size (`dplog_schema_register`). The handle serves only the
+ * types registered on it: the built-in NAT schemas (those that fit the
+ * slot) only after `dplog_register_nat_schemas` or with `[schemas] nat =
+ * true` in the config. The format is compiled at `dplog_start`, when
+ * every type is registered (so `[format] template` and
  * `[format.templates]` may name them); what can be checked before —
- * the format's settings, templates of NAT schemas — is checked here.
+ * the format's settings, templates of NAT schemas asked for in the
+ * config — is checked here.
  *
  * Errors: `DPLOG_ERR_NULL` (a NULL argument), `DPLOG_ERR_INVALID_ARG` (path
  * not UTF-8), `DPLOG_ERR_CONFIG` (file unreadable, bad TOML, unknown key,
@@ -1115,10 +1144,13 @@ dplog_result dplog_schema_register(struct dplog *h,
  * nothing: on error no consumer runs and the handle stays as it was (not
  * started).
  *
- * The format is compiled here for the registered types (in registration
- * order) and the NAT schemas that fit the slot: `[format] template`
- * applies to the first registered type, or to `nat44Session` when none
- * is registered; `[format.templates]` may name any of them. A template
+ * The format is compiled here for the types the handle serves: the
+ * registered ones (in registration order), then, if asked for
+ * (`dplog_register_nat_schemas` or `[schemas] nat = true`), the NAT
+ * schemas that fit the slot; nothing else (a CSV header has only their
+ * columns, IPFIX only their templates). `[format] template` applies to
+ * the first of them (`nat44Session` when only the NAT schemas are
+ * served); `[format.templates]` may name any of them. A template
  * that does not compile or names no such type, and a `[ring.priorities]`
  * entry naming no such type, are `DPLOG_ERR_CONFIG` with the message in
  * `dplog_last_error`.
@@ -1179,15 +1211,19 @@ dplog_result dplog_producer_free(dplog_producer *p);
  * returns `DPLOG_ERR_FULL` (under `"degrade"` also a record below the
  * priority when the ring is above its high watermark).
  *
- * Schemas: `DPLOG_SCHEMA_NAT44_SESSION` (`struct dplog_nat44_session`, 64
+ * Schemas: the ids from `dplog_schema_register`, and, on a handle that
+ * asked for them (`dplog_register_nat_schemas` or `[schemas] nat =
+ * true`), `DPLOG_SCHEMA_NAT44_SESSION` (`struct dplog_nat44_session`, 64
  * bytes), `DPLOG_SCHEMA_NAT_PORT_BLOCK` (40), `..._ADDRESSES_EXHAUSTED`
- * (24), `..._PORTS_EXHAUSTED` (24), `..._QUOTA_EXCEEDED` (32), and the ids
- * from `dplog_schema_register`. A logger of 32-byte slots (`[ring]
- * slot_bytes = 32`) has only the NAT schemas of at most 32 bytes: a
- * NAT44 session or port block record there is `DPLOG_ERR_UNKNOWN_SCHEMA`.
+ * (24), `..._PORTS_EXHAUSTED` (24), `..._QUOTA_EXCEEDED` (32). A logger
+ * of 32-byte slots (`[ring] slot_bytes = 32`) has only the NAT schemas
+ * of at most 32 bytes: a NAT44 session or port block record there is
+ * `DPLOG_ERR_UNKNOWN_SCHEMA`.
  *
- * Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_UNKNOWN_SCHEMA` (an id neither
- * registered nor a built-in schema that fits the logger's slot),
+ * Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_UNKNOWN_SCHEMA` (an id the handle
+ * does not serve: not registered, a NAT schema on a handle that did not
+ * ask for them — `dplog_last_error` says how to ask — or one that does
+ * not fit the logger's slot),
  * `DPLOG_ERR_BAD_LENGTH` (`len` is not the schema's record size),
  * `DPLOG_ERR_FULL`, `DPLOG_ERR_CLOSED` (producer freed or logger closed),
  * `DPLOG_ERR_CONSUMER_GONE` (the ring is full and the consumer thread has
@@ -1462,7 +1498,8 @@ dplog_result dplog_close(struct dplog *h, struct dplog_stats *final_stats);
  * waits while the daemon is away; `drop_newest` counts, and the daemon
  * reports the count when it comes back) and declares the handle's record
  * types: the ones registered with `dplog_schema_register` (register
- * them first) and the NAT types that fit the slot. `dir` is a tmpfs
+ * them first) and, if asked for (`dplog_register_nat_schemas` or
+ * `[schemas] nat = true`), the NAT types that fit the slot. `dir` is a tmpfs
  * (`/dev/shm/...`) or hugetlbfs directory that exists; `name` is 1 to 32
  * letters, digits, `_` or `-`. `ring_id` is the producer's id within
  * the handle, as for `dplog_producer_new`.

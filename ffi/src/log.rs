@@ -8,13 +8,12 @@ use std::sync::atomic::Ordering;
 
 use dplog::Slot64;
 
-use crate::nat::DPLOG_SCHEMA_NAT44_SESSION;
 use crate::producer::{dplog_producer_t, guard_producer, live_taken, producer, ProducerState};
 use crate::reserve::Reservation;
 use crate::result::{
     dplog_result, fail, write_out, DPLOG_ERR_BAD_LENGTH, DPLOG_ERR_CLOSED, DPLOG_ERR_CONSUMER_GONE,
     DPLOG_ERR_FULL, DPLOG_ERR_INVALID_ARG, DPLOG_ERR_NULL, DPLOG_ERR_RING_STOPPED, DPLOG_ERR_STATE,
-    DPLOG_ERR_UNKNOWN_SCHEMA, DPLOG_OK,
+    DPLOG_OK,
 };
 use crate::slots::AnyProducer;
 use crate::tombstone::MAGIC_LIVE;
@@ -79,10 +78,7 @@ const _: () = {
 fn check_schema(st: &ProducerState, schema_id: u16, len: usize) -> Result<usize, dplog_result> {
     let size = st.sizes.get(schema_id);
     if size == 0 {
-        return Err(fail(
-            DPLOG_ERR_UNKNOWN_SCHEMA,
-            format!("unknown schema id {schema_id}"),
-        ));
+        return Err(st.sizes.unknown(schema_id));
     }
     if len != size {
         return Err(fail(
@@ -141,15 +137,19 @@ pub(crate) fn not_enqueued(st: &ProducerState, n: usize) -> dplog_result {
 /// returns `DPLOG_ERR_FULL` (under `"degrade"` also a record below the
 /// priority when the ring is above its high watermark).
 ///
-/// Schemas: `DPLOG_SCHEMA_NAT44_SESSION` (`struct dplog_nat44_session`, 64
+/// Schemas: the ids from `dplog_schema_register`, and, on a handle that
+/// asked for them (`dplog_register_nat_schemas` or `[schemas] nat =
+/// true`), `DPLOG_SCHEMA_NAT44_SESSION` (`struct dplog_nat44_session`, 64
 /// bytes), `DPLOG_SCHEMA_NAT_PORT_BLOCK` (40), `..._ADDRESSES_EXHAUSTED`
-/// (24), `..._PORTS_EXHAUSTED` (24), `..._QUOTA_EXCEEDED` (32), and the ids
-/// from `dplog_schema_register`. A logger of 32-byte slots (`[ring]
-/// slot_bytes = 32`) has only the NAT schemas of at most 32 bytes: a
-/// NAT44 session or port block record there is `DPLOG_ERR_UNKNOWN_SCHEMA`.
+/// (24), `..._PORTS_EXHAUSTED` (24), `..._QUOTA_EXCEEDED` (32). A logger
+/// of 32-byte slots (`[ring] slot_bytes = 32`) has only the NAT schemas
+/// of at most 32 bytes: a NAT44 session or port block record there is
+/// `DPLOG_ERR_UNKNOWN_SCHEMA`.
 ///
-/// Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_UNKNOWN_SCHEMA` (an id neither
-/// registered nor a built-in schema that fits the logger's slot),
+/// Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_UNKNOWN_SCHEMA` (an id the handle
+/// does not serve: not registered, a NAT schema on a handle that did not
+/// ask for them — `dplog_last_error` says how to ask — or one that does
+/// not fit the logger's slot),
 /// `DPLOG_ERR_BAD_LENGTH` (`len` is not the schema's record size),
 /// `DPLOG_ERR_FULL`, `DPLOG_ERR_CLOSED` (producer freed or logger closed),
 /// `DPLOG_ERR_CONSUMER_GONE` (the ring is full and the consumer thread has
@@ -286,10 +286,7 @@ unsafe fn log_fast(
     // fast_path: `block` or `drop` and no reservation pending. Relaxed
     // `closed`: a hint, as in `producer()` (partner: the Release store in
     // dplog_close).
-    if !st.fast_path
-        || st.shared.closed.load(Ordering::Relaxed)
-        || (schema_id != DPLOG_SCHEMA_NAT44_SESSION && st.sizes.get(schema_id) != len)
-    {
+    if !st.fast_path || st.shared.closed.load(Ordering::Relaxed) || st.sizes.get(schema_id) != len {
         return false;
     }
     // Loggers of 32- or 128-byte slots take the checked path.

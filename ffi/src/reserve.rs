@@ -12,7 +12,7 @@ use crate::log::{not_enqueued, push_chunked};
 use crate::producer::{dplog_producer_t, guard_producer, live_taken, producer, ProducerState};
 use crate::result::{
     dplog_result, fail, write_out, DPLOG_ERR_CLOSED, DPLOG_ERR_CONSUMER_GONE,
-    DPLOG_ERR_INVALID_ARG, DPLOG_ERR_NULL, DPLOG_ERR_STATE, DPLOG_ERR_UNKNOWN_SCHEMA, DPLOG_OK,
+    DPLOG_ERR_INVALID_ARG, DPLOG_ERR_NULL, DPLOG_ERR_STATE, DPLOG_OK,
 };
 use crate::types::{DPLOG_INLINE_RECORD_SIZE, DPLOG_RECORD_MAX_SIZE, DPLOG_RESERVE_MAX};
 use crate::window::open_window;
@@ -138,10 +138,7 @@ pub unsafe extern "C" fn dplog_reserve(
         };
         let size = st.sizes.get(schema_id);
         if size == 0 {
-            return fail(
-                DPLOG_ERR_UNKNOWN_SCHEMA,
-                format!("unknown schema id {schema_id}"),
-            );
+            return st.sizes.unknown(schema_id);
         }
         if slots.is_null() {
             return fail(DPLOG_ERR_NULL, "dplog_reserve: slots is NULL");

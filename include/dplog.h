@@ -77,14 +77,6 @@ typedef struct dplog_producer dplog_producer;
 #define DPLOG_SLOT_BYTES_DEFAULT 64
 
 /**
- * Size in bytes of the records the header's inline `dplog_log`,
- * `dplog_reserve` and `dplog_commit` handle themselves: 64-byte records
- * in a logger of 64-byte slots. Everything else goes through the
- * library (same results, a call more).
- */
-#define DPLOG_INLINE_RECORD_SIZE 64
-
-/**
  * Field kind (`struct dplog_field_desc.kind`): unsigned 8-bit integer, size 1.
  */
 #define DPLOG_FIELD_U8 1
@@ -495,22 +487,26 @@ struct dplog_ring_stats {
  * writes `struct rte_ring` (layout part of the ABI; it changes only with
  * `DPLOG_VERSION_MAJOR`).
  *
- * Only producers of loggers with 64-byte slots (`[ring] slot_bytes = 64`,
- * the default) ever open a window; in loggers of 32- or 128-byte slots
- * `cursor` stays NULL and every inline call goes to the library.
+ * Producers of loggers of every slot size (`[ring] slot_bytes` = 32, 64
+ * or 128) open windows, for every schema the handle serves; a producer of
+ * a shared-memory ring (`dplog_attach`) never does (`cursor` stays NULL
+ * and every inline call goes to the library).
  *
  * The inline path, on the producer's own thread: if `p`, `rec` are not
- * NULL, `len == 64`, `schema_id < 64` has its bit in `fast_schemas`, and
- * `cursor < end` (unsigned compare; `end` read with a relaxed atomic
- * load), it writes the 8-byte record header (`len` 64, `schema_id`,
- * little-endian) and bytes 8..64 of `rec` to the 64-byte slot at
- * `cursor`, advances `cursor` by 64 and `next_index` by 1 and, if
- * `publish`, stores `next_index` to `*ring_tail` with release ordering
- * (partner: the consumer's acquire load of the ring's tail). Anything else
- * calls `dplog_log_refill`, which logs the record as the exported
- * `dplog_log` does and opens a new window. `dplog_reserve` of one record
- * and its `dplog_commit` are inline the same way (`reservation`), with
- * `dplog_reserve_refill` and the exported `dplog_commit` behind them.
+ * NULL, `schema_id < n_sizes`, `sizes[schema_id] == len` (the schema's
+ * record size; 0 for a schema not served), no inline reservation is
+ * pending and `cursor < end` (unsigned compare; `end` read with a relaxed
+ * atomic load), it writes the 8-byte record header (`len`, `schema_id`,
+ * 4 zero bytes, little-endian) and bytes 8..len of `rec` to the slot at
+ * `cursor`, advances `cursor` by `slot_bytes` and `next_index` by 1 and,
+ * if `publish`, stores `next_index` to `*ring_tail` with release ordering
+ * (partner: the consumer's acquire load of the ring's tail). The slot's
+ * bytes past `len` are left as they are (the consumer reads `len`
+ * bytes). Anything else calls `dplog_log_refill`, which logs the record as
+ * the exported `dplog_log` does and opens a new window. `dplog_reserve` of
+ * one record and its `dplog_commit` are inline the same way
+ * (`reservation`), with `dplog_reserve_refill` and the exported
+ * `dplog_commit` behind them.
  *
  * Every other call on the producer first takes the window back
  * (counting its records as enqueued) and leaves it empty (`cursor` and
@@ -529,8 +525,8 @@ struct dplog_ring_stats {
  */
 struct dplog_log_window {
   /**
-   * Next slot to write (64 bytes, 8-byte aligned); NULL when no window
-   * is open. Written only by the producer's thread.
+   * Next slot to write (`slot_bytes` bytes, 8-byte aligned); NULL when
+   * no window is open. Written only by the producer's thread.
    */
   uint8_t *cursor;
   /**
@@ -547,10 +543,20 @@ struct dplog_log_window {
    */
   size_t next_index;
   /**
-   * Bit `s` set: schema id `s` (< 64) has 64-byte records, so the
-   * inline path may log it.
+   * Record size in bytes by schema id, `n_sizes` entries: entry `s` is
+   * the size of a record of schema `s` (8 to `slot_bytes`), 0 for an id
+   * the handle does not serve. Valid while a window is open.
    */
-  uint64_t fast_schemas;
+  const uint8_t *sizes;
+  /**
+   * Entries in `sizes` (one more than the largest id served).
+   */
+  uint32_t n_sizes;
+  /**
+   * The ring's slot size in bytes (32, 64 or 128): the distance from
+   * one slot to the next.
+   */
+  uint32_t slot_bytes;
   /**
    * 1: publish each record as it is written (`publish_every = 1`); 0:
    * the library publishes the window's records when it takes it back.
@@ -1236,9 +1242,10 @@ dplog_result dplog_producer_free(dplog_producer *p);
  * argument error nothing is enqueued or counted.
  *
  * Cost: a few nanoseconds, no allocation, no lock, no system call unless
- * the ring is full under "block". From C, the common case (a 64-byte
- * record, `block` or `drop`) is compiled inline by the `dplog_log` macro
- * at the end of this header (see `struct dplog_log_window`); this
+ * the ring is full under "block". From C, the common case (a record of a
+ * served schema in a logger of any slot size, `block` or `drop`) is
+ * compiled inline by the `dplog_log` macro at the end of this header
+ * (see `struct dplog_log_window`); this
  * function is what `DPLOG_NO_INLINE`, `(dplog_log)(...)` and other
  * languages call. Thread-safety: one thread at a time per producer;
  * different producers in parallel. Two threads logging on one producer at
@@ -1255,10 +1262,10 @@ dplog_result dplog_log(dplog_producer *p, uint16_t schema_id, const void *rec, s
 /**
  * `dplog_log` for the header's inline `dplog_log`: called when its
  * window is used up or empty, or the record is not one it logs itself
- * (not 64 bytes, or a schema id without its bit in `fast_schemas`). Takes
- * the window back, logs the record exactly as the exported `dplog_log`
- * (same checks, errors and counting), and, when that succeeded with a
- * 64-byte record, opens the next window (see `struct dplog_log_window`).
+ * (a `len` that is not the record size of a schema the window's `sizes`
+ * serve). Takes the window back, logs the record exactly as the exported
+ * `dplog_log` (same checks, errors and counting), and, when that
+ * succeeded, opens the next window (see `struct dplog_log_window`).
  *
  * C code calls `dplog_log`; with `DPLOG_NO_INLINE` defined (or from a
  * language that cannot use the header's inline code) `dplog_log` is the
@@ -1300,9 +1307,9 @@ dplog_result dplog_log_burst(dplog_producer *p,
 /**
  * `dplog_reserve` for the header's inline `dplog_reserve`: called when
  * its window is used up or empty, or the call is not one it handles
- * itself (`n` other than 1, a schema id without its bit in
- * `fast_schemas`, NULL arguments). Takes the window back and, for one
- * 64-byte record with no reservation pending, opens a new window and
+ * itself (`n` other than 1, a schema id the window's `sizes` do not
+ * serve, NULL arguments). Takes the window back and, for one record
+ * of a served schema with no reservation pending, opens a new window and
  * reserves its first slot inline (so the inline `dplog_commit` can
  * publish it); otherwise behaves exactly as the exported `dplog_reserve`.
  *

@@ -56,6 +56,12 @@ impl SchemaSizes {
             .map_or(0, |&n| usize::from(n))
     }
 
+    /// The table itself: entry `i` is the record size of schema id `i`,
+    /// 0 for an id not served (the inline window's `sizes`).
+    pub(crate) fn table(&self) -> &[u8] {
+        &self.sizes
+    }
+
     /// The `DPLOG_ERR_UNKNOWN_SCHEMA` error for `schema_id` (not served):
     /// for a NAT schema's id, how to ask for it (or which slot it needs).
     #[cold]

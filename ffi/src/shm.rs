@@ -259,7 +259,6 @@ unsafe fn attach(
                 reserved_schema: 0,
                 reserved_size: 0,
                 // No inline window: every record goes through the library.
-                fast_schemas: 0,
                 window_first: 0,
             })),
         });

@@ -966,8 +966,10 @@ static void test_inline_window(void) {
   EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &r, sizeof r), DPLOG_OK);
   CHECK(w->cursor != NULL && w->next_index == 2);
   CHECK((size_t)(w->end - w->cursor) == 254 * DPLOG_SLOT_BYTES_DEFAULT);
-  CHECK(w->publish == 1 && (w->fast_schemas >> DPLOG_SCHEMA_NAT44_SESSION & 1));
-  CHECK(!(w->fast_schemas >> DPLOG_SCHEMA_NAT_PORT_BLOCK & 1)); /* 40 bytes */
+  CHECK(w->publish == 1 && w->slot_bytes == DPLOG_SLOT_BYTES_DEFAULT);
+  /* The sizes of the served schemas, 40-byte port blocks too. */
+  CHECK(w->n_sizes > DPLOG_SCHEMA_NAT_QUOTA_EXCEEDED && w->sizes[0] == 0);
+  CHECK(w->sizes[DPLOG_SCHEMA_NAT44_SESSION] == 64 && w->sizes[DPLOG_SCHEMA_NAT_PORT_BLOCK] == 40);
   r = session(2);
   EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &r, sizeof r), DPLOG_OK);
   CHECK(w->next_index == 3 && *w->ring_tail == 3); /* written and published inline */
@@ -976,7 +978,7 @@ static void test_inline_window(void) {
   CHECK(s.enqueued == 3 && s.produced == 3);
   /* 3000 more (ring of 256: windows end at the ring's end, at sampled
    * indexes and at the free room, and the library blocks when full), with
-   * the exported function, a 40-byte record (not inline) and a flush
+   * the exported function, a 40-byte record (inline too) and a flush
    * mixed in; session ports count up in the order logged. */
   struct dplog_nat_port_block pb;
   memset(&pb, 0, sizeof pb);
@@ -1032,7 +1034,7 @@ static void test_inline_window(void) {
   EXPECT(dplog_reserve(p, DPLOG_SCHEMA_NAT44_SESSION, 1, &slot), DPLOG_OK);
   CHECK(slot != NULL && (uint8_t *)slot == w->cursor);
   CHECK(w->reservation == (0x10000u | DPLOG_SCHEMA_NAT44_SESSION));
-  static const uint8_t zero[DPLOG_INLINE_RECORD_SIZE];
+  static const uint8_t zero[DPLOG_SLOT_BYTES_DEFAULT];
   CHECK(memcmp(slot, zero, sizeof zero) == 0);
   r = session(1);
   EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &r, sizeof r), DPLOG_ERR_STATE);

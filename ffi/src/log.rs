@@ -21,14 +21,30 @@ use crate::window::open_window;
 
 /// Copies the `len`-byte record at `rec` into the slot at `dst` with its
 /// header set to (`len`, `schema_id`, 0, 0), word by word (the header
-/// built in a register); the slot's bytes past `len` are left as they are
-/// (the consumer reads `len` bytes).
+/// built in a register, written last; a length that is not a multiple of
+/// 8 ends with the record's last 8 bytes, overlapping the word before);
+/// the slot's bytes past `len` are left as they are (the consumer reads
+/// `len` bytes).
 ///
 /// # Safety
 /// `8 <= len`; `rec` is valid for `len` bytes (any alignment); `dst` for
 /// `len` bytes, 8-byte aligned, and not overlapping `rec`.
 #[inline(always)]
 unsafe fn copy_into_slot(rec: *const u8, dst: *mut u8, len: usize, schema_id: u16) {
+    for i in 1..len / 8 {
+        // SAFETY: word i is bytes 8i..8i+8 of both areas, inside `len`.
+        unsafe {
+            let w = core::ptr::read_unaligned(rec.add(8 * i).cast::<u64>());
+            dst.add(8 * i).cast::<u64>().write(w);
+        }
+    }
+    if len % 8 != 0 {
+        // SAFETY: bytes len-8..len of both areas (len >= 8), unaligned.
+        unsafe {
+            let w = core::ptr::read_unaligned(rec.add(len - 8).cast::<u64>());
+            core::ptr::write_unaligned(dst.add(len - 8).cast::<u64>(), w);
+        }
+    }
     let header = (len as u64 & 0xffff) | (u64::from(schema_id) << 16);
     let header = if cfg!(target_endian = "little") {
         header
@@ -37,18 +53,6 @@ unsafe fn copy_into_slot(rec: *const u8, dst: *mut u8, len: usize, schema_id: u1
     };
     // SAFETY: dst is valid and aligned for its first word (contract).
     unsafe { dst.cast::<u64>().write(header) };
-    for i in 1..len / 8 {
-        // SAFETY: word i is bytes 8i..8i+8 of both areas, inside `len`.
-        unsafe {
-            let w = core::ptr::read_unaligned(rec.add(8 * i).cast::<u64>());
-            dst.add(8 * i).cast::<u64>().write(w);
-        }
-    }
-    let tail = len % 8;
-    if tail != 0 {
-        // SAFETY: the last `tail` bytes of both areas, inside `len`.
-        unsafe { core::ptr::copy_nonoverlapping(rec.add(len - tail), dst.add(len - tail), tail) };
-    }
 }
 
 /// How far ahead of the slot just written `dplog_log` prefetches for
@@ -332,7 +336,15 @@ unsafe fn push_fast<S: Slot>(
     // SAFETY: rec is valid for len bytes (contract); reserve_raw handed
     // out one free slot of S::BYTES >= len bytes, 8-byte aligned, that only
     // this producer writes until commit_raw publishes it.
-    unsafe { copy_into_slot(rec, slot.as_ptr().cast(), len, schema_id) };
+    unsafe {
+        if len == S::BYTES {
+            // A record the size of the slot (the common case): a copy of
+            // a constant length, straight-line moves.
+            copy_into_slot(rec, slot.as_ptr().cast(), S::BYTES, schema_id);
+        } else {
+            copy_into_slot(rec, slot.as_ptr().cast(), len, schema_id);
+        }
+    }
     // SAFETY: the slot of reserve_raw(1) now holds a valid record of
     // `len` bytes; nothing touched the producer in between.
     unsafe { prod.commit_raw(1) };
@@ -509,10 +521,10 @@ mod tests {
             let slow: S = unsafe { crate::slots::slot_from_c(raw.as_ptr().add(1), len, 300) };
             assert_eq!(slow, fast, "{len} bytes in {}", S::BYTES);
         }
-        for len in [8, 12, 24, 32] {
+        for len in [8, 12, 15, 24, 32] {
             check::<Slot32>(&raw, len);
         }
-        for len in [8, 40, 44, 64] {
+        for len in [9, 40, 44, 64] {
             check::<Slot64>(&raw, len);
         }
         for len in [8, 64, 100, 128] {

@@ -843,7 +843,10 @@ struct dplog_nat_quota_exceeded {
 #define DPLOG_ERR_BAD_LENGTH 3
 
 /**
- * The schema id is not known to this library.
+ * The schema id is not one the handle serves: not registered
+ * (`dplog_schema_register`), a NAT schema on a handle that did not ask
+ * for them (`dplog_register_nat_schemas`, `[schemas] nat = true`), or one
+ * that does not fit the logger's slot; `dplog_last_error` says which.
  */
 #define DPLOG_ERR_UNKNOWN_SCHEMA 4
 

@@ -493,8 +493,9 @@ struct dplog_ring_stats {
  * and every inline call goes to the library).
  *
  * The inline path, on the producer's own thread: if `p`, `rec` are not
- * NULL, `schema_id < n_sizes`, `sizes[schema_id] == len` (the schema's
- * record size; 0 for a schema not served), no inline reservation is
+ * NULL, `(schema_id << 16) | len` is `last`, or else `schema_id <
+ * n_sizes` and `sizes[schema_id] == len` (the schema's record size; 0
+ * for a schema not served), no inline reservation is
  * pending and `cursor < end` (unsigned compare; `end` read with a relaxed
  * atomic load), it writes the 8-byte record header (`len`, `schema_id`,
  * 4 zero bytes, little-endian) and bytes 8..len of `rec` to the slot at
@@ -562,6 +563,12 @@ struct dplog_log_window {
    * the library publishes the window's records when it takes it back.
    */
   uint32_t publish;
+  /**
+   * `(schema_id << 16) | record size` of the schema whose record
+   * opened the window: a record of that schema is checked with this
+   * one compare instead of a look-up in `sizes`.
+   */
+  uint32_t last;
   /**
    * The inline `dplog_reserve` of one record: `0x10000 | schema_id`
    * while the slot at `cursor` is reserved (zeroed and handed out), 0

@@ -90,16 +90,15 @@ static __inline__ void dplog_window_publish_(struct dplog_log_window *w, uint8_t
 #endif
 }
 
-/* Copies 8 bytes at offset 8 * i of the record when the record has them:
- * word by word, so the compiler can see through the caller's stores of the
- * record's fields (often constants) instead of reloading them with wide
- * loads that the CPU cannot forward from narrower stores. */
-#define DPLOG_COPY_WORD_(i)                                   \
-    if (len >= 8u * (i) + 8u) {                               \
-        uint64_t w_;                                          \
-        __builtin_memcpy(&w_, src + 8u * (i), 8);             \
-        __builtin_memcpy(slot + 8u * (i), &w_, 8);            \
-    }
+/* Word i (bytes 8i..8i+8) of the record, loaded when the record has it;
+ * then stored into the slot. Word by word, every load before any store:
+ * the compiler can then see through the caller's stores of the record's
+ * fields (often constants) instead of reloading them with wide loads that
+ * the CPU cannot forward from narrower stores, and pair the stores. */
+#define DPLOG_LOAD_WORD_(i) \
+    if (len >= 8u * (i) + 8u) __builtin_memcpy(&w##i, src + 8u * (i), 8);
+#define DPLOG_STORE_WORD_(i) \
+    if (len >= 8u * (i) + 8u) __builtin_memcpy(slot + 8u * (i), &w##i, 8);
 
 static __inline__ dplog_result dplog_log_inline(dplog_producer *p,
                                                 uint16_t schema_id,
@@ -109,26 +108,37 @@ static __inline__ dplog_result dplog_log_inline(dplog_producer *p,
     if (p != NULL && rec != NULL && len != 0) {
         struct dplog_log_window *w = DPLOG_PTR_CAST_(struct dplog_log_window *, p);
         uint8_t *slot = dplog_window_slot_(w);
-        if (slot != NULL && dplog_window_size_(w, schema_id) == len) {
+        /* The window's own schema in one compare, any other by the table
+         * (len is at most 128, so the key is exact). */
+        uint32_t key = (DPLOG_VAL_CAST_(uint32_t, schema_id) << 16) | DPLOG_VAL_CAST_(uint32_t, len & 0xffffu);
+        if (slot != NULL && len <= 0xffffu &&
+            (key == w->last || dplog_window_size_(w, schema_id) == len)) {
             /* Bytes 8..len (the header is written by publish); a record
              * is at most 128 bytes (DPLOG_RECORD_MAX_SIZE). */
             const uint8_t *src = DPLOG_PTR_CAST_(const uint8_t *, rec);
-            DPLOG_COPY_WORD_(1) DPLOG_COPY_WORD_(2) DPLOG_COPY_WORD_(3)
-            DPLOG_COPY_WORD_(4) DPLOG_COPY_WORD_(5) DPLOG_COPY_WORD_(6)
-            DPLOG_COPY_WORD_(7) DPLOG_COPY_WORD_(8) DPLOG_COPY_WORD_(9)
-            DPLOG_COPY_WORD_(10) DPLOG_COPY_WORD_(11) DPLOG_COPY_WORD_(12)
-            DPLOG_COPY_WORD_(13) DPLOG_COPY_WORD_(14) DPLOG_COPY_WORD_(15)
-            if (len & 7u) {
-                __builtin_memcpy(slot + (len & ~DPLOG_VAL_CAST_(size_t, 7)),
-                                 src + (len & ~DPLOG_VAL_CAST_(size_t, 7)), len & 7u);
-            }
+            uint64_t w1 = 0, w2 = 0, w3 = 0, w4 = 0, w5 = 0, w6 = 0, w7 = 0, w8 = 0;
+            uint64_t w9 = 0, w10 = 0, w11 = 0, w12 = 0, w13 = 0, w14 = 0, w15 = 0, wt = 0;
+            size_t whole = len & ~DPLOG_VAL_CAST_(size_t, 7);
+            DPLOG_LOAD_WORD_(1) DPLOG_LOAD_WORD_(2) DPLOG_LOAD_WORD_(3)
+            DPLOG_LOAD_WORD_(4) DPLOG_LOAD_WORD_(5) DPLOG_LOAD_WORD_(6)
+            DPLOG_LOAD_WORD_(7) DPLOG_LOAD_WORD_(8) DPLOG_LOAD_WORD_(9)
+            DPLOG_LOAD_WORD_(10) DPLOG_LOAD_WORD_(11) DPLOG_LOAD_WORD_(12)
+            DPLOG_LOAD_WORD_(13) DPLOG_LOAD_WORD_(14) DPLOG_LOAD_WORD_(15)
+            if (len & 7u) __builtin_memcpy(&wt, src + whole, len & 7u);
+            DPLOG_STORE_WORD_(1) DPLOG_STORE_WORD_(2) DPLOG_STORE_WORD_(3)
+            DPLOG_STORE_WORD_(4) DPLOG_STORE_WORD_(5) DPLOG_STORE_WORD_(6)
+            DPLOG_STORE_WORD_(7) DPLOG_STORE_WORD_(8) DPLOG_STORE_WORD_(9)
+            DPLOG_STORE_WORD_(10) DPLOG_STORE_WORD_(11) DPLOG_STORE_WORD_(12)
+            DPLOG_STORE_WORD_(13) DPLOG_STORE_WORD_(14) DPLOG_STORE_WORD_(15)
+            if (len & 7u) __builtin_memcpy(slot + whole, &wt, len & 7u);
             dplog_window_publish_(w, slot, schema_id, len);
             return DPLOG_OK;
         }
     }
     return dplog_log_refill(p, schema_id, rec, len);
 }
-#undef DPLOG_COPY_WORD_
+#undef DPLOG_LOAD_WORD_
+#undef DPLOG_STORE_WORD_
 #define dplog_log(p, schema_id, rec, len) dplog_log_inline((p), (schema_id), (rec), (len))
 
 /* Inline dplog_reserve of one record: the next slot of the window, zeroed,

@@ -22,8 +22,9 @@ use crate::slots::AnyProducer;
 /// and every inline call goes to the library).
 ///
 /// The inline path, on the producer's own thread: if `p`, `rec` are not
-/// NULL, `schema_id < n_sizes`, `sizes[schema_id] == len` (the schema's
-/// record size; 0 for a schema not served), no inline reservation is
+/// NULL, `(schema_id << 16) | len` is `last`, or else `schema_id <
+/// n_sizes` and `sizes[schema_id] == len` (the schema's record size; 0
+/// for a schema not served), no inline reservation is
 /// pending and `cursor < end` (unsigned compare; `end` read with a relaxed
 /// atomic load), it writes the 8-byte record header (`len`, `schema_id`,
 /// 4 zero bytes, little-endian) and bytes 8..len of `rec` to the slot at
@@ -76,6 +77,10 @@ pub struct dplog_log_window {
     /// 1: publish each record as it is written (`publish_every = 1`); 0:
     /// the library publishes the window's records when it takes it back.
     pub publish: u32,
+    /// `(schema_id << 16) | record size` of the schema whose record
+    /// opened the window: a record of that schema is checked with this
+    /// one compare instead of a look-up in `sizes`.
+    pub last: u32,
     /// The inline `dplog_reserve` of one record: `0x10000 | schema_id`
     /// while the slot at `cursor` is reserved (zeroed and handed out), 0
     /// otherwise. The inline `dplog_commit` writes its header and
@@ -94,8 +99,8 @@ const _: () = {
 #[cfg(target_pointer_width = "64")]
 const _: () = assert!(
     core::mem::offset_of!(dplog_log_window, sizes) == 32
-        && core::mem::offset_of!(dplog_log_window, reservation) == 52
-        && size_of::<dplog_log_window>() == 56
+        && core::mem::offset_of!(dplog_log_window, reservation) == 56
+        && size_of::<dplog_log_window>() == 64
 );
 
 impl dplog_log_window {
@@ -108,6 +113,7 @@ impl dplog_log_window {
         n_sizes: 0,
         slot_bytes: 0,
         publish: 0,
+        last: 0,
         reservation: 0,
     };
 }
@@ -191,7 +197,7 @@ pub(crate) unsafe fn open_window(obj: &dplog_producer_t, st: &mut ProducerState,
     let w = obj.window.get();
     st.window_first = win.first;
     // SAFETY: single-thread rule (cursor, next_index, ring_tail, publish,
-    // sizes, n_sizes, slot_bytes are only written by this thread); the
+    // last, sizes, n_sizes, slot_bytes are only written by this thread); the
     // slots are the window's (open_window), `len` of them of `slot_bytes`
     // each from `start`; `sizes` points into the producer's own
     // `Arc<SchemaSizes>`, which outlives every window it opens (the window
@@ -203,6 +209,7 @@ pub(crate) unsafe fn open_window(obj: &dplog_producer_t, st: &mut ProducerState,
         (*w).n_sizes = table.len() as u32;
         (*w).slot_bytes = win.slot_bytes as u32;
         (*w).publish = u32::from(win.publish_each);
+        (*w).last = u32::from(schema_id) << 16 | st.sizes.get(schema_id) as u32;
         (*w).cursor = win.start;
         // SeqCst, with the SeqCst load of `closed` below, against
         // dplog_close's SeqCst store of `closed` then of `end`: either this

@@ -77,14 +77,6 @@ typedef struct dplog_producer dplog_producer;
 #define DPLOG_SLOT_BYTES_DEFAULT 64
 
 /**
- * Size in bytes of the records the header's inline `dplog_log`,
- * `dplog_reserve` and `dplog_commit` handle themselves: 64-byte records
- * in a logger of 64-byte slots. Everything else goes through the
- * library (same results, a call more).
- */
-#define DPLOG_INLINE_RECORD_SIZE 64
-
-/**
  * Field kind (`struct dplog_field_desc.kind`): unsigned 8-bit integer, size 1.
  */
 #define DPLOG_FIELD_U8 1
@@ -495,22 +487,27 @@ struct dplog_ring_stats {
  * writes `struct rte_ring` (layout part of the ABI; it changes only with
  * `DPLOG_VERSION_MAJOR`).
  *
- * Only producers of loggers with 64-byte slots (`[ring] slot_bytes = 64`,
- * the default) ever open a window; in loggers of 32- or 128-byte slots
- * `cursor` stays NULL and every inline call goes to the library.
+ * Producers of loggers of every slot size (`[ring] slot_bytes` = 32, 64
+ * or 128) open windows, for every schema the handle serves; a producer of
+ * a shared-memory ring (`dplog_attach`) never does (`cursor` stays NULL
+ * and every inline call goes to the library).
  *
  * The inline path, on the producer's own thread: if `p`, `rec` are not
- * NULL, `len == 64`, `schema_id < 64` has its bit in `fast_schemas`, and
- * `cursor < end` (unsigned compare; `end` read with a relaxed atomic
- * load), it writes the 8-byte record header (`len` 64, `schema_id`,
- * little-endian) and bytes 8..64 of `rec` to the 64-byte slot at
- * `cursor`, advances `cursor` by 64 and `next_index` by 1 and, if
- * `publish`, stores `next_index` to `*ring_tail` with release ordering
- * (partner: the consumer's acquire load of the ring's tail). Anything else
- * calls `dplog_log_refill`, which logs the record as the exported
- * `dplog_log` does and opens a new window. `dplog_reserve` of one record
- * and its `dplog_commit` are inline the same way (`reservation`), with
- * `dplog_reserve_refill` and the exported `dplog_commit` behind them.
+ * NULL, `(schema_id << 16) | len` is `last`, or else `schema_id <
+ * n_sizes` and `sizes[schema_id] == len` (the schema's record size; 0
+ * for a schema not served), no inline reservation is
+ * pending and `cursor < end` (unsigned compare; `end` read with a relaxed
+ * atomic load), it writes the 8-byte record header (`len`, `schema_id`,
+ * 4 zero bytes, little-endian) and bytes 8..len of `rec` to the slot at
+ * `cursor`, advances `cursor` by `slot_bytes` and `next_index` by 1 and,
+ * if `publish`, stores `next_index` to `*ring_tail` with release ordering
+ * (partner: the consumer's acquire load of the ring's tail). The slot's
+ * bytes past `len` are left as they are (the consumer reads `len`
+ * bytes). Anything else calls `dplog_log_refill`, which logs the record as
+ * the exported `dplog_log` does and opens a new window. `dplog_reserve` of
+ * one record and its `dplog_commit` are inline the same way
+ * (`reservation`), with `dplog_reserve_refill` and the exported
+ * `dplog_commit` behind them.
  *
  * Every other call on the producer first takes the window back
  * (counting its records as enqueued) and leaves it empty (`cursor` and
@@ -529,8 +526,8 @@ struct dplog_ring_stats {
  */
 struct dplog_log_window {
   /**
-   * Next slot to write (64 bytes, 8-byte aligned); NULL when no window
-   * is open. Written only by the producer's thread.
+   * Next slot to write (`slot_bytes` bytes, 8-byte aligned); NULL when
+   * no window is open. Written only by the producer's thread.
    */
   uint8_t *cursor;
   /**
@@ -547,15 +544,31 @@ struct dplog_log_window {
    */
   size_t next_index;
   /**
-   * Bit `s` set: schema id `s` (< 64) has 64-byte records, so the
-   * inline path may log it.
+   * Record size in bytes by schema id, `n_sizes` entries: entry `s` is
+   * the size of a record of schema `s` (8 to `slot_bytes`), 0 for an id
+   * the handle does not serve. Valid while a window is open.
    */
-  uint64_t fast_schemas;
+  const uint8_t *sizes;
+  /**
+   * Entries in `sizes` (one more than the largest id served).
+   */
+  uint32_t n_sizes;
+  /**
+   * The ring's slot size in bytes (32, 64 or 128): the distance from
+   * one slot to the next.
+   */
+  uint32_t slot_bytes;
   /**
    * 1: publish each record as it is written (`publish_every = 1`); 0:
    * the library publishes the window's records when it takes it back.
    */
   uint32_t publish;
+  /**
+   * `(schema_id << 16) | record size` of the schema whose record
+   * opened the window: a record of that schema is checked with this
+   * one compare instead of a look-up in `sizes`.
+   */
+  uint32_t last;
   /**
    * The inline `dplog_reserve` of one record: `0x10000 | schema_id`
    * while the slot at `cursor` is reserved (zeroed and handed out), 0
@@ -837,7 +850,10 @@ struct dplog_nat_quota_exceeded {
 #define DPLOG_ERR_BAD_LENGTH 3
 
 /**
- * The schema id is not known to this library.
+ * The schema id is not one the handle serves: not registered
+ * (`dplog_schema_register`), a NAT schema on a handle that did not ask
+ * for them (`dplog_register_nat_schemas`, `[schemas] nat = true`), or one
+ * that does not fit the logger's slot; `dplog_last_error` says which.
  */
 #define DPLOG_ERR_UNKNOWN_SCHEMA 4
 
@@ -986,6 +1002,32 @@ dplog_result dplog_last_error(char *buf, size_t buf_len, size_t *msg_len);
 dplog_result dplog_version(uint32_t *major, uint32_t *minor, uint32_t *patch);
 
 /**
+ * Makes the handle serve the built-in NAT schemas (`DPLOG_SCHEMA_NAT*`,
+ * the structs below) besides the types registered with
+ * `dplog_schema_register`: those that fit the logger's slot (`[ring]
+ * slot_bytes`; a 32-byte-slot logger takes the exhaustion and quota
+ * events, 24 and 32 bytes, but not NAT44 sessions, 64, or port blocks,
+ * 40). The same as `[schemas] nat = true` in the config. Call it between
+ * `dplog_open` and `dplog_start` (or `dplog_attach`); calling it again
+ * changes nothing.
+ *
+ * A handle that does not ask serves only its registered types: a NAT
+ * record logged there is `DPLOG_ERR_UNKNOWN_SCHEMA`, and no NAT column,
+ * IPFIX template or schema appears in its output (CSV header, IPFIX
+ * templates, binary and shared-memory ring schemas). With the NAT
+ * schemas, the formats list them after the registered types; `[format]
+ * template` applies to the first registered type, or to `nat44Session`
+ * when none is registered.
+ *
+ * Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_STATE` (after `dplog_start`),
+ * `DPLOG_ERR_CLOSED`. Thread-safety: any thread.
+ *
+ * # Safety
+ * `h` is NULL or returned by `dplog_open*`.
+ */
+dplog_result dplog_register_nat_schemas(struct dplog *h);
+
+/**
  * Reads the TOML configuration file at `config_path` (keys: see the README
  * and `dplog::config`; every key optional), opens the sink it names (a
  * file sink's file is created now, mode 0640) and returns a new logger
@@ -997,11 +1039,14 @@ dplog_result dplog_version(uint32_t *major, uint32_t *minor, uint32_t *patch);
  *
  * `[ring] slot_bytes` (32, 64 or 128; default 64) is the size of every
  * ring slot of this logger and the largest record it takes: user types
- * up to that size (`dplog_schema_register`), and the built-in NAT
- * schemas that fit it. The format is compiled at `dplog_start`, when
- * every user type is registered (so `[format] template` and
+ * up to that size (`dplog_schema_register`). The handle serves only the
+ * types registered on it: the built-in NAT schemas (those that fit the
+ * slot) only after `dplog_register_nat_schemas` or with `[schemas] nat =
+ * true` in the config. The format is compiled at `dplog_start`, when
+ * every type is registered (so `[format] template` and
  * `[format.templates]` may name them); what can be checked before —
- * the format's settings, templates of NAT schemas — is checked here.
+ * the format's settings, templates of NAT schemas asked for in the
+ * config — is checked here.
  *
  * Errors: `DPLOG_ERR_NULL` (a NULL argument), `DPLOG_ERR_INVALID_ARG` (path
  * not UTF-8), `DPLOG_ERR_CONFIG` (file unreadable, bad TOML, unknown key,
@@ -1115,10 +1160,13 @@ dplog_result dplog_schema_register(struct dplog *h,
  * nothing: on error no consumer runs and the handle stays as it was (not
  * started).
  *
- * The format is compiled here for the registered types (in registration
- * order) and the NAT schemas that fit the slot: `[format] template`
- * applies to the first registered type, or to `nat44Session` when none
- * is registered; `[format.templates]` may name any of them. A template
+ * The format is compiled here for the types the handle serves: the
+ * registered ones (in registration order), then, if asked for
+ * (`dplog_register_nat_schemas` or `[schemas] nat = true`), the NAT
+ * schemas that fit the slot; nothing else (a CSV header has only their
+ * columns, IPFIX only their templates). `[format] template` applies to
+ * the first of them (`nat44Session` when only the NAT schemas are
+ * served); `[format.templates]` may name any of them. A template
  * that does not compile or names no such type, and a `[ring.priorities]`
  * entry naming no such type, are `DPLOG_ERR_CONFIG` with the message in
  * `dplog_last_error`.
@@ -1179,15 +1227,19 @@ dplog_result dplog_producer_free(dplog_producer *p);
  * returns `DPLOG_ERR_FULL` (under `"degrade"` also a record below the
  * priority when the ring is above its high watermark).
  *
- * Schemas: `DPLOG_SCHEMA_NAT44_SESSION` (`struct dplog_nat44_session`, 64
+ * Schemas: the ids from `dplog_schema_register`, and, on a handle that
+ * asked for them (`dplog_register_nat_schemas` or `[schemas] nat =
+ * true`), `DPLOG_SCHEMA_NAT44_SESSION` (`struct dplog_nat44_session`, 64
  * bytes), `DPLOG_SCHEMA_NAT_PORT_BLOCK` (40), `..._ADDRESSES_EXHAUSTED`
- * (24), `..._PORTS_EXHAUSTED` (24), `..._QUOTA_EXCEEDED` (32), and the ids
- * from `dplog_schema_register`. A logger of 32-byte slots (`[ring]
- * slot_bytes = 32`) has only the NAT schemas of at most 32 bytes: a
- * NAT44 session or port block record there is `DPLOG_ERR_UNKNOWN_SCHEMA`.
+ * (24), `..._PORTS_EXHAUSTED` (24), `..._QUOTA_EXCEEDED` (32). A logger
+ * of 32-byte slots (`[ring] slot_bytes = 32`) has only the NAT schemas
+ * of at most 32 bytes: a NAT44 session or port block record there is
+ * `DPLOG_ERR_UNKNOWN_SCHEMA`.
  *
- * Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_UNKNOWN_SCHEMA` (an id neither
- * registered nor a built-in schema that fits the logger's slot),
+ * Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_UNKNOWN_SCHEMA` (an id the handle
+ * does not serve: not registered, a NAT schema on a handle that did not
+ * ask for them — `dplog_last_error` says how to ask — or one that does
+ * not fit the logger's slot),
  * `DPLOG_ERR_BAD_LENGTH` (`len` is not the schema's record size),
  * `DPLOG_ERR_FULL`, `DPLOG_ERR_CLOSED` (producer freed or logger closed),
  * `DPLOG_ERR_CONSUMER_GONE` (the ring is full and the consumer thread has
@@ -1200,9 +1252,10 @@ dplog_result dplog_producer_free(dplog_producer *p);
  * argument error nothing is enqueued or counted.
  *
  * Cost: a few nanoseconds, no allocation, no lock, no system call unless
- * the ring is full under "block". From C, the common case (a 64-byte
- * record, `block` or `drop`) is compiled inline by the `dplog_log` macro
- * at the end of this header (see `struct dplog_log_window`); this
+ * the ring is full under "block". From C, the common case (a record of a
+ * served schema in a logger of any slot size, `block` or `drop`) is
+ * compiled inline by the `dplog_log` macro at the end of this header
+ * (see `struct dplog_log_window`); this
  * function is what `DPLOG_NO_INLINE`, `(dplog_log)(...)` and other
  * languages call. Thread-safety: one thread at a time per producer;
  * different producers in parallel. Two threads logging on one producer at
@@ -1219,10 +1272,10 @@ dplog_result dplog_log(dplog_producer *p, uint16_t schema_id, const void *rec, s
 /**
  * `dplog_log` for the header's inline `dplog_log`: called when its
  * window is used up or empty, or the record is not one it logs itself
- * (not 64 bytes, or a schema id without its bit in `fast_schemas`). Takes
- * the window back, logs the record exactly as the exported `dplog_log`
- * (same checks, errors and counting), and, when that succeeded with a
- * 64-byte record, opens the next window (see `struct dplog_log_window`).
+ * (a `len` that is not the record size of a schema the window's `sizes`
+ * serve). Takes the window back, logs the record exactly as the exported
+ * `dplog_log` (same checks, errors and counting), and, when that
+ * succeeded, opens the next window (see `struct dplog_log_window`).
  *
  * C code calls `dplog_log`; with `DPLOG_NO_INLINE` defined (or from a
  * language that cannot use the header's inline code) `dplog_log` is the
@@ -1264,9 +1317,9 @@ dplog_result dplog_log_burst(dplog_producer *p,
 /**
  * `dplog_reserve` for the header's inline `dplog_reserve`: called when
  * its window is used up or empty, or the call is not one it handles
- * itself (`n` other than 1, a schema id without its bit in
- * `fast_schemas`, NULL arguments). Takes the window back and, for one
- * 64-byte record with no reservation pending, opens a new window and
+ * itself (`n` other than 1, a schema id the window's `sizes` do not
+ * serve, NULL arguments). Takes the window back and, for one record
+ * of a served schema with no reservation pending, opens a new window and
  * reserves its first slot inline (so the inline `dplog_commit` can
  * publish it); otherwise behaves exactly as the exported `dplog_reserve`.
  *
@@ -1462,7 +1515,8 @@ dplog_result dplog_close(struct dplog *h, struct dplog_stats *final_stats);
  * waits while the daemon is away; `drop_newest` counts, and the daemon
  * reports the count when it comes back) and declares the handle's record
  * types: the ones registered with `dplog_schema_register` (register
- * them first) and the NAT types that fit the slot. `dir` is a tmpfs
+ * them first) and, if asked for (`dplog_register_nat_schemas` or
+ * `[schemas] nat = true`), the NAT types that fit the slot. `dir` is a tmpfs
  * (`/dev/shm/...`) or hugetlbfs directory that exists; `name` is 1 to 32
  * letters, digits, `_` or `-`. `ring_id` is the producer's id within
  * the handle, as for `dplog_producer_new`.

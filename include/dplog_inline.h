@@ -11,23 +11,23 @@
  * Inline dplog_log, and dplog_reserve/dplog_commit of one record.
  *
  * Like DPDK's rte_ring_sp_enqueue_elem, the common case of dplog_log is
- * compiled into the caller: a 64-byte record of a schema in
- * `fast_schemas`, on a producer whose window (struct dplog_log_window) has
- * a free slot, is copied straight into the ring slot and published with one
- * release store, without a call into the library (about a 64-byte copy and
- * four stores). Every other case (window used up, other sizes or schemas,
- * NULL arguments, closed or freed producer, full ring, reservation
- * pending) calls dplog_log_refill, which behaves exactly as the exported
- * dplog_log (same checks, errors and counting) and opens the next window.
- * The result codes are the same as dplog_log's. dplog_reserve of one
- * 64-byte record hands out the window's next slot (zeroed) and dplog_commit
- * publishes it the same way, with dplog_reserve_refill and the exported
- * dplog_commit behind them.
+ * compiled into the caller: a record of a schema the handle serves, of
+ * that schema's size, on a producer whose window (struct
+ * dplog_log_window) has a free slot, is copied straight into the ring
+ * slot word by word and published with one release store, without a call
+ * into the library. This holds for loggers of every slot size
+ * ([ring] slot_bytes = 32, 64 or 128) and records of any size up to it.
+ * Every other case (window used up, unknown schema or wrong length, NULL
+ * arguments, closed or freed producer, full ring, reservation pending, a
+ * shared-memory ring of dplog_attach) calls dplog_log_refill, which
+ * behaves exactly as the exported dplog_log (same checks, errors and
+ * counting) and opens the next window. The result codes are the same as
+ * dplog_log's. dplog_reserve of one record hands out the window's next
+ * slot (zeroed) and dplog_commit publishes it the same way, with
+ * dplog_reserve_refill and the exported dplog_commit behind them.
  *
- * Only loggers of 64-byte ring slots ([ring] slot_bytes = 64, the default)
- * open windows: with 32- or 128-byte slots, and for records of any size
- * other than DPLOG_INLINE_RECORD_SIZE (64), the inline functions always
- * call the library, which handles every slot size.
+ * With `len` a compile-time constant (sizeof of the record struct) the
+ * copy compiles to straight-line 8-byte moves.
  *
  * The macros keep the names C code calls; `(dplog_log)(...)` or
  * `&dplog_log` still reach the exported function, and defining
@@ -45,26 +45,32 @@
 #define DPLOG_PTR_CAST_(T, x) ((T)(x))
 #define DPLOG_VAL_CAST_(T, x) ((T)(x))
 #endif
-/* The window's next slot, if the inline path may use it for a record of
- * schema_id (a free slot, a 64-byte schema, no inline reservation). */
-static __inline__ uint8_t *dplog_window_slot_(struct dplog_log_window *w, uint16_t schema_id)
+/* The record size of schema_id in the window's table; 0 if the handle
+ * does not serve it. */
+static __inline__ size_t dplog_window_size_(const struct dplog_log_window *w, uint16_t schema_id)
+{
+    return schema_id < w->n_sizes ? w->sizes[schema_id] : 0;
+}
+
+/* The window's next slot, if the inline path may use it (a free slot, no
+ * inline reservation). */
+static __inline__ uint8_t *dplog_window_slot_(struct dplog_log_window *w)
 {
     uint8_t *slot = w->cursor;
     uint8_t *end = __atomic_load_n(&w->end, __ATOMIC_RELAXED);
-    if (DPLOG_PTR_CAST_(uintptr_t, slot) < DPLOG_PTR_CAST_(uintptr_t, end) && schema_id < 64 &&
-        ((w->fast_schemas >> schema_id) & 1u) && w->reservation == 0) {
+    if (DPLOG_PTR_CAST_(uintptr_t, slot) < DPLOG_PTR_CAST_(uintptr_t, end) && w->reservation == 0) {
         return slot;
     }
     return NULL;
 }
 
-/* Writes the header of the record at `slot` (the window's next slot: len
- * 64, schema id, 4 zero bytes, little-endian), moves the window on and
+/* Writes the header of the record at `slot` (the window's next slot: len,
+ * schema id, 4 zero bytes, little-endian), moves the window on and
  * publishes the record. */
 static __inline__ void dplog_window_publish_(struct dplog_log_window *w, uint8_t *slot,
-                                             uint32_t schema_id)
+                                             uint32_t schema_id, size_t len)
 {
-    uint64_t header = DPLOG_VAL_CAST_(uint64_t, DPLOG_INLINE_RECORD_SIZE) |
+    uint64_t header = DPLOG_VAL_CAST_(uint64_t, len & 0xffffu) |
                       (DPLOG_VAL_CAST_(uint64_t, schema_id & 0xffffu) << 16);
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
     header = __builtin_bswap64(header);
@@ -72,7 +78,7 @@ static __inline__ void dplog_window_publish_(struct dplog_log_window *w, uint8_t
     __builtin_memcpy(slot, &header, 8);
     size_t next = w->next_index + 1;
     w->next_index = next;
-    w->cursor = slot + DPLOG_INLINE_RECORD_SIZE;
+    w->cursor = slot + w->slot_bytes;
     if (w->publish) {
         /* Pairs with the consumer's acquire load of the tail. */
         __atomic_store_n(w->ring_tail, next, __ATOMIC_RELEASE);
@@ -84,45 +90,59 @@ static __inline__ void dplog_window_publish_(struct dplog_log_window *w, uint8_t
 #endif
 }
 
+/* Word i (bytes 8i..8i+8) of the record, loaded when the record has it;
+ * then stored into the slot. Word by word, every load before any store:
+ * the compiler can then see through the caller's stores of the record's
+ * fields (often constants) instead of reloading them with wide loads that
+ * the CPU cannot forward from narrower stores, and pair the stores. */
+#define DPLOG_LOAD_WORD_(i) \
+    if (len >= 8u * (i) + 8u) __builtin_memcpy(&w##i, src + 8u * (i), 8);
+#define DPLOG_STORE_WORD_(i) \
+    if (len >= 8u * (i) + 8u) __builtin_memcpy(slot + 8u * (i), &w##i, 8);
+
 static __inline__ dplog_result dplog_log_inline(dplog_producer *p,
                                                 uint16_t schema_id,
                                                 const void *rec,
                                                 size_t len)
 {
-    if (p != NULL && rec != NULL && len == DPLOG_INLINE_RECORD_SIZE) {
+    if (p != NULL && rec != NULL && len != 0) {
         struct dplog_log_window *w = DPLOG_PTR_CAST_(struct dplog_log_window *, p);
-        uint8_t *slot = dplog_window_slot_(w, schema_id);
-        if (slot != NULL) {
-            /* Word by word: the compiler can then see through the caller's
-             * stores of the record's fields (often constants) instead of
-             * reloading them with wide loads that the CPU cannot forward
-             * from narrower stores. */
+        uint8_t *slot = dplog_window_slot_(w);
+        /* The window's own schema in one compare, any other by the table
+         * (len is at most 128, so the key is exact). */
+        uint32_t key = (DPLOG_VAL_CAST_(uint32_t, schema_id) << 16) | DPLOG_VAL_CAST_(uint32_t, len & 0xffffu);
+        if (slot != NULL && len <= 0xffffu &&
+            (key == w->last || dplog_window_size_(w, schema_id) == len)) {
+            /* Bytes 8..len (the header is written by publish); a record
+             * is at most 128 bytes (DPLOG_RECORD_MAX_SIZE). */
             const uint8_t *src = DPLOG_PTR_CAST_(const uint8_t *, rec);
-            uint64_t w1, w2, w3, w4, w5, w6, w7;
-            __builtin_memcpy(&w1, src + 8, 8);
-            __builtin_memcpy(&w2, src + 16, 8);
-            __builtin_memcpy(&w3, src + 24, 8);
-            __builtin_memcpy(&w4, src + 32, 8);
-            __builtin_memcpy(&w5, src + 40, 8);
-            __builtin_memcpy(&w6, src + 48, 8);
-            __builtin_memcpy(&w7, src + 56, 8);
-            __builtin_memcpy(slot + 8, &w1, 8);
-            __builtin_memcpy(slot + 16, &w2, 8);
-            __builtin_memcpy(slot + 24, &w3, 8);
-            __builtin_memcpy(slot + 32, &w4, 8);
-            __builtin_memcpy(slot + 40, &w5, 8);
-            __builtin_memcpy(slot + 48, &w6, 8);
-            __builtin_memcpy(slot + 56, &w7, 8);
-            dplog_window_publish_(w, slot, schema_id);
+            uint64_t w1 = 0, w2 = 0, w3 = 0, w4 = 0, w5 = 0, w6 = 0, w7 = 0, w8 = 0;
+            uint64_t w9 = 0, w10 = 0, w11 = 0, w12 = 0, w13 = 0, w14 = 0, w15 = 0, wt = 0;
+            size_t whole = len & ~DPLOG_VAL_CAST_(size_t, 7);
+            DPLOG_LOAD_WORD_(1) DPLOG_LOAD_WORD_(2) DPLOG_LOAD_WORD_(3)
+            DPLOG_LOAD_WORD_(4) DPLOG_LOAD_WORD_(5) DPLOG_LOAD_WORD_(6)
+            DPLOG_LOAD_WORD_(7) DPLOG_LOAD_WORD_(8) DPLOG_LOAD_WORD_(9)
+            DPLOG_LOAD_WORD_(10) DPLOG_LOAD_WORD_(11) DPLOG_LOAD_WORD_(12)
+            DPLOG_LOAD_WORD_(13) DPLOG_LOAD_WORD_(14) DPLOG_LOAD_WORD_(15)
+            if (len & 7u) __builtin_memcpy(&wt, src + whole, len & 7u);
+            DPLOG_STORE_WORD_(1) DPLOG_STORE_WORD_(2) DPLOG_STORE_WORD_(3)
+            DPLOG_STORE_WORD_(4) DPLOG_STORE_WORD_(5) DPLOG_STORE_WORD_(6)
+            DPLOG_STORE_WORD_(7) DPLOG_STORE_WORD_(8) DPLOG_STORE_WORD_(9)
+            DPLOG_STORE_WORD_(10) DPLOG_STORE_WORD_(11) DPLOG_STORE_WORD_(12)
+            DPLOG_STORE_WORD_(13) DPLOG_STORE_WORD_(14) DPLOG_STORE_WORD_(15)
+            if (len & 7u) __builtin_memcpy(slot + whole, &wt, len & 7u);
+            dplog_window_publish_(w, slot, schema_id, len);
             return DPLOG_OK;
         }
     }
     return dplog_log_refill(p, schema_id, rec, len);
 }
+#undef DPLOG_LOAD_WORD_
+#undef DPLOG_STORE_WORD_
 #define dplog_log(p, schema_id, rec, len) dplog_log_inline((p), (schema_id), (rec), (len))
 
-/* Inline dplog_reserve of one 64-byte record: the next slot of the window,
- * zeroed, to fill in place; dplog_reserve_refill for everything else. */
+/* Inline dplog_reserve of one record: the next slot of the window, zeroed,
+ * to fill in place; dplog_reserve_refill for everything else. */
 static __inline__ dplog_result dplog_reserve_inline(dplog_producer *p,
                                                     uint16_t schema_id,
                                                     size_t n,
@@ -130,9 +150,9 @@ static __inline__ dplog_result dplog_reserve_inline(dplog_producer *p,
 {
     if (p != NULL && slots != NULL && n == 1) {
         struct dplog_log_window *w = DPLOG_PTR_CAST_(struct dplog_log_window *, p);
-        uint8_t *slot = dplog_window_slot_(w, schema_id);
-        if (slot != NULL) {
-            __builtin_memset(slot, 0, DPLOG_INLINE_RECORD_SIZE);
+        uint8_t *slot = dplog_window_slot_(w);
+        if (slot != NULL && dplog_window_size_(w, schema_id) != 0) {
+            __builtin_memset(slot, 0, w->slot_bytes);
             w->reservation = 0x10000u | schema_id;
             *slots = slot;
             return DPLOG_OK;
@@ -154,7 +174,10 @@ static __inline__ dplog_result dplog_commit_inline(dplog_producer *p, size_t n, 
         uint8_t *end = __atomic_load_n(&w->end, __ATOMIC_RELAXED);
         if (reservation != 0 && DPLOG_PTR_CAST_(uintptr_t, slot) < DPLOG_PTR_CAST_(uintptr_t, end)) {
             w->reservation = 0;
-            if (n == 1) dplog_window_publish_(w, slot, reservation);
+            if (n == 1) {
+                uint16_t id = DPLOG_VAL_CAST_(uint16_t, reservation & 0xffffu);
+                dplog_window_publish_(w, slot, id, dplog_window_size_(w, id));
+            }
             if (n_enqueued != NULL) *n_enqueued = n;
             return DPLOG_OK;
         }

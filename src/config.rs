@@ -53,6 +53,10 @@
 //! path = "dplog.log"       # (ipfix: an IPFIX exporter, [format] type =
 //!                          # "ipfix" only; archive: type = "binary")
 //!
+//! [schemas]                # built-in record types served besides the
+//! nat = false              # program's own: true adds the NAT schemas
+//!                          # (see SchemasConfig)
+//!
 //! [consumers]              # LogConfig::start_consumers: several consumer
 //! # cpus = [2, 3]          # threads, one per CPU (or count = N), each with
 //!                          # its own sink (file.log, file.log.1, ...)
@@ -601,6 +605,51 @@ pub struct LogConfig {
     pub metrics: MetricsConfig,
     /// `[consumers]`.
     pub consumers: ConsumersConfig,
+    /// `[schemas]`: built-in record types served besides the program's
+    /// own (the NAT schemas only when asked).
+    pub schemas: SchemasConfig,
+}
+
+/// `[schemas]`: which of dplog's built-in record types a logger serves
+/// besides the types the program declares. A logger serves only what it
+/// is given: its CSV header has only their columns, its IPFIX output only
+/// their templates. The NAT schemas (NAT44 session, port block, addresses
+/// and ports exhausted, quota exceeded; `dplog::nat`) come only with
+/// `nat = true`.
+///
+/// ```toml
+/// [schemas]
+/// nat = true   # also serve the NAT schemas (default false)
+/// ```
+///
+/// Who reads it: [`LogConfig::start_slots`] and
+/// [`LogConfig::start_slot_consumers`] (the NAT schemas that fit the slot
+/// come after the program's types), the C ABI's `dplog_open` (as
+/// `dplog_register_nat_schemas`) and dplogd (its CSV file header).
+/// [`LogConfig::start_nat`], [`LogConfig::start_nat44`] and
+/// [`FormatConfig::nat_formatter`] are NAT loggers by name and serve the
+/// NAT schemas whatever this says.
+///
+/// # Examples
+///
+/// ```
+/// use dplog::config::LogConfig;
+///
+/// let plain = LogConfig::from_toml_str("").unwrap();
+/// assert!(!plain.schemas.nat);
+/// assert!(plain.record_types(&[], 64).is_empty());
+///
+/// let nat = LogConfig::from_toml_str("[schemas]\nnat = true\n").unwrap();
+/// let names: Vec<&str> = nat.record_types(&[], 32).iter().map(|s| s.name()).collect();
+/// // The NAT types that fit a 32-byte slot.
+/// assert_eq!(names, ["natAddressesExhausted", "natPortsExhausted", "natQuotaExceeded"]);
+/// ```
+#[derive(Clone, Debug, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct SchemasConfig {
+    /// Serve the NAT schemas (`dplog::nat::all`) that fit the slot, after
+    /// the program's own types. Default `false`.
+    pub nat: bool,
 }
 
 /// `[consumers]`: several consumer threads, each with its own formatter,
@@ -1445,6 +1494,23 @@ impl LogConfig {
         parse_toml(text)
     }
 
+    /// The record types a logger of `slot_bytes`-byte slots serves for
+    /// the program's `declared` types: those, in order, then the NAT
+    /// schemas that fit the slot when `[schemas] nat = true`
+    /// ([`SchemasConfig`]); nothing else. The first one takes `[format]
+    /// template`.
+    pub fn record_types<'a>(&self, declared: &[&'a Schema], slot_bytes: usize) -> Vec<&'a Schema> {
+        let mut v = declared.to_vec();
+        if self.schemas.nat {
+            v.extend(
+                crate::nat::all()
+                    .into_iter()
+                    .filter(|s| s.size() <= slot_bytes),
+            );
+        }
+        v
+    }
+
     /// The runtime settings of `[ring]`.
     pub fn logger_config(&self) -> LoggerConfig {
         LoggerConfig {
@@ -1553,7 +1619,7 @@ impl LogConfig {
         schemas: &[&Schema],
     ) -> Result<Consumers<S>, ConfigError> {
         check_slots(self.ring.slot_bytes, S::BYTES, schemas)?;
-        self.start_group(schemas, RecordRules::own())
+        self.start_group(&self.record_types(schemas, S::BYTES), RecordRules::own())
     }
 
     fn start_group<R: RecordBytes>(
@@ -1618,11 +1684,13 @@ impl LogConfig {
     /// type larger than the slot.
     pub fn start_slots<S: Slot>(&self, schemas: &[&Schema]) -> Result<Logger<S>, ConfigError> {
         check_slots(self.ring.slot_bytes, S::BYTES, schemas)?;
-        self.start_for(schemas, schemas.first().copied(), RecordRules::own())
+        let all = self.record_types(schemas, S::BYTES);
+        self.start_for(&all, all.first().copied(), RecordRules::own())
     }
 
     /// Starts a logger of NAT44 session records only (formatted with every
-    /// NAT schema; see [`start`](Self::start)).
+    /// NAT schema; see [`start`](Self::start)). A NAT logger by name: it
+    /// serves the NAT schemas whatever `[schemas] nat` says.
     pub fn start_nat44(&self) -> Result<Logger<Nat44SessionRecord>, ConfigError> {
         self.start_for(
             &crate::nat::all(),
@@ -1632,9 +1700,13 @@ impl LogConfig {
     }
 
     /// Starts a logger of every NAT record type in 64-byte slots
-    /// ([`NatRecord`]); see [`start_slots`](Self::start_slots).
+    /// ([`NatRecord`]); see [`start_slots`](Self::start_slots). A NAT
+    /// logger by name: it serves the NAT schemas whatever `[schemas] nat`
+    /// says.
     pub fn start_nat(&self) -> Result<Logger<NatRecord>, ConfigError> {
-        self.start_slots::<NatRecord>(&crate::nat::all())
+        let nat = crate::nat::all();
+        check_slots(self.ring.slot_bytes, NatRecord::BYTES, &nat)?;
+        self.start_for(&nat, nat.first().copied(), RecordRules::own())
     }
 }
 

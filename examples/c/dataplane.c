@@ -143,6 +143,10 @@ int main(int argc, char **argv) {
   struct dplog *log = NULL;
   dplog_result rc = dplog_open_str(toml, &log);
   if (rc != DPLOG_OK) return fail("dplog_open_str", rc);
+  /* A NAT: ask for the built-in NAT schemas (a handle serves only what it
+   * is asked for). */
+  rc = dplog_register_nat_schemas(log);
+  if (rc != DPLOG_OK) return fail("dplog_register_nat_schemas", rc);
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   uint32_t consumer_core = (uint32_t)(ncpu > 1 ? ncpu - 1 : 0);
   rc = dplog_start(log, &consumer_core, 1);

@@ -58,7 +58,9 @@ int main(int argc, char **argv) {
   const char *out = argc - used > 1 ? argv[used + 1] : "dpdk_dataplane.log";
   char toml[512];
   snprintf(toml, sizeof toml, "[ring]\ncapacity = 4096\n[sink]\ntype = \"file\"\npath = \"%s\"\n", out);
-  if (dplog_open_str(toml, &logger) != DPLOG_OK || dplog_start(logger, NULL, 0) != DPLOG_OK) {
+  /* A NAT: the handle asks for the built-in NAT schemas before it starts. */
+  if (dplog_open_str(toml, &logger) != DPLOG_OK || dplog_register_nat_schemas(logger) != DPLOG_OK ||
+      dplog_start(logger, NULL, 0) != DPLOG_OK) {
     char why[256];
     dplog_last_error(why, sizeof why, NULL);
     rte_exit(EXIT_FAILURE, "dplog: %s\n", why);

@@ -95,6 +95,21 @@ pub(crate) struct Pending {
     pub(crate) sink: Option<BoxSink>,
     /// Record types registered with `dplog_schema_register`.
     pub(crate) schemas: Vec<Schema>,
+    /// The NAT schemas were asked for (`dplog_register_nat_schemas` or
+    /// `[schemas] nat = true`).
+    pub(crate) nat: bool,
+}
+
+/// The record types a handle serves, in the order the format takes them:
+/// its `registered` ones, then the NAT schemas that fit a
+/// `slot_bytes`-byte slot if it asked for them (`nat`); nothing else.
+pub(crate) fn served(registered: &[Schema], nat: bool, slot_bytes: usize) -> Vec<&Schema> {
+    let nat = if nat {
+        nat_schemas(slot_bytes)
+    } else {
+        Vec::new()
+    };
+    registered.iter().chain(nat).collect()
 }
 
 pub(crate) struct Running {
@@ -173,6 +188,7 @@ fn open_config(config: LogConfig, out: *mut *mut dplog_t) -> dplog_result {
         slot_bytes: slot_bytes_of(&config),
         shared,
         state: Mutex::new(State::Opened(Box::new(Pending {
+            nat: config.schemas.nat,
             config,
             sink,
             schemas: Vec::new(),
@@ -194,11 +210,16 @@ pub(crate) fn nat_schemas(slot_bytes: usize) -> Vec<&'static Schema> {
 
 /// What of `[format]` can be checked before any user schema is
 /// registered: the format's own settings (syslog, IPFIX, `template` with
-/// a format other than text) and the templates of the NAT schemas in
-/// `[format.templates]`. A plain `template` and templates naming other
-/// types are compiled at `dplog_start`, over the registered schemas.
+/// a format other than text) and, with `[schemas] nat = true`, the
+/// templates of the NAT schemas in `[format.templates]`. A plain
+/// `template` and templates naming other types are compiled at
+/// `dplog_start`, over the served schemas.
 fn check_format_early(config: &LogConfig) -> Result<(), dplog::config::ConfigError> {
-    let nat = nat_schemas(slot_bytes_of(config));
+    let nat = if config.schemas.nat {
+        nat_schemas(slot_bytes_of(config))
+    } else {
+        Vec::new()
+    };
     let mut format = config.format.clone();
     if format.kind == dplog::formatters::Format::Text {
         format.template = None;
@@ -220,11 +241,14 @@ fn check_format_early(config: &LogConfig) -> Result<(), dplog::config::ConfigErr
 ///
 /// `[ring] slot_bytes` (32, 64 or 128; default 64) is the size of every
 /// ring slot of this logger and the largest record it takes: user types
-/// up to that size (`dplog_schema_register`), and the built-in NAT
-/// schemas that fit it. The format is compiled at `dplog_start`, when
-/// every user type is registered (so `[format] template` and
+/// up to that size (`dplog_schema_register`). The handle serves only the
+/// types registered on it: the built-in NAT schemas (those that fit the
+/// slot) only after `dplog_register_nat_schemas` or with `[schemas] nat =
+/// true` in the config. The format is compiled at `dplog_start`, when
+/// every type is registered (so `[format] template` and
 /// `[format.templates]` may name them); what can be checked before —
-/// the format's settings, templates of NAT schemas — is checked here.
+/// the format's settings, templates of NAT schemas asked for in the
+/// config — is checked here.
 ///
 /// Errors: `DPLOG_ERR_NULL` (a NULL argument), `DPLOG_ERR_INVALID_ARG` (path
 /// not UTF-8), `DPLOG_ERR_CONFIG` (file unreadable, bad TOML, unknown key,

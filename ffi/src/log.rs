@@ -6,44 +6,53 @@
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 
-use dplog::Slot64;
+use dplog::{LogProducer, Slot, Slot128, Slot32, Slot64};
 
-use crate::nat::DPLOG_SCHEMA_NAT44_SESSION;
 use crate::producer::{dplog_producer_t, guard_producer, live_taken, producer, ProducerState};
 use crate::reserve::Reservation;
 use crate::result::{
     dplog_result, fail, write_out, DPLOG_ERR_BAD_LENGTH, DPLOG_ERR_CLOSED, DPLOG_ERR_CONSUMER_GONE,
     DPLOG_ERR_FULL, DPLOG_ERR_INVALID_ARG, DPLOG_ERR_NULL, DPLOG_ERR_RING_STOPPED, DPLOG_ERR_STATE,
-    DPLOG_ERR_UNKNOWN_SCHEMA, DPLOG_OK,
+    DPLOG_OK,
 };
 use crate::slots::AnyProducer;
 use crate::tombstone::MAGIC_LIVE;
-use crate::types::DPLOG_INLINE_RECORD_SIZE;
 use crate::window::open_window;
 
-/// Copies the 64-byte record at `rec` into `dst` with its header set to
-/// (64, `schema_id`, 0, 0).
+/// Copies the `len`-byte record at `rec` into the slot at `dst` with its
+/// header set to (`len`, `schema_id`, 0, 0), word by word (the header
+/// built in a register, written last; a length that is not a multiple of
+/// 8 ends with the record's last 8 bytes, overlapping the word before);
+/// the slot's bytes past `len` are left as they are (the consumer reads
+/// `len` bytes).
 ///
 /// # Safety
-/// `rec` is valid for 64 bytes (any alignment); `dst` for 64 bytes,
-/// 8-byte aligned, and not overlapping `rec`.
+/// `8 <= len`; `rec` is valid for `len` bytes (any alignment); `dst` for
+/// `len` bytes, 8-byte aligned, and not overlapping `rec`.
 #[inline(always)]
-unsafe fn copy_into_slot(rec: *const u8, dst: *mut u64, schema_id: u16) {
-    let header = u64::from(DPLOG_INLINE_RECORD_SIZE as u16) | (u64::from(schema_id) << 16);
+unsafe fn copy_into_slot(rec: *const u8, dst: *mut u8, len: usize, schema_id: u16) {
+    for i in 1..len / 8 {
+        // SAFETY: word i is bytes 8i..8i+8 of both areas, inside `len`.
+        unsafe {
+            let w = core::ptr::read_unaligned(rec.add(8 * i).cast::<u64>());
+            dst.add(8 * i).cast::<u64>().write(w);
+        }
+    }
+    if len % 8 != 0 {
+        // SAFETY: bytes len-8..len of both areas (len >= 8), unaligned.
+        unsafe {
+            let w = core::ptr::read_unaligned(rec.add(len - 8).cast::<u64>());
+            core::ptr::write_unaligned(dst.add(len - 8).cast::<u64>(), w);
+        }
+    }
+    let header = (len as u64 & 0xffff) | (u64::from(schema_id) << 16);
     let header = if cfg!(target_endian = "little") {
         header
     } else {
         header.swap_bytes()
     };
-    // SAFETY: dst is valid and aligned for 8 words (contract).
-    unsafe { dst.write(header) };
-    for i in 1..8 {
-        // SAFETY: word i is bytes 8i..8i+8 of both 64-byte areas.
-        unsafe {
-            let w = core::ptr::read_unaligned(rec.add(8 * i).cast::<u64>());
-            dst.add(i).write(w);
-        }
-    }
+    // SAFETY: dst is valid and aligned for its first word (contract).
+    unsafe { dst.cast::<u64>().write(header) };
 }
 
 /// How far ahead of the slot just written `dplog_log` prefetches for
@@ -70,8 +79,9 @@ fn prefetch_write(p: *const u8) {
 }
 
 const _: () = {
-    assert!(core::mem::size_of::<Slot64>() == 64);
+    assert!(core::mem::align_of::<Slot32>() % 8 == 0);
     assert!(core::mem::align_of::<Slot64>() % 8 == 0);
+    assert!(core::mem::align_of::<Slot128>() % 8 == 0);
 };
 
 /// The record size of `schema_id`, or the error for it and `len`.
@@ -79,10 +89,7 @@ const _: () = {
 fn check_schema(st: &ProducerState, schema_id: u16, len: usize) -> Result<usize, dplog_result> {
     let size = st.sizes.get(schema_id);
     if size == 0 {
-        return Err(fail(
-            DPLOG_ERR_UNKNOWN_SCHEMA,
-            format!("unknown schema id {schema_id}"),
-        ));
+        return Err(st.sizes.unknown(schema_id));
     }
     if len != size {
         return Err(fail(
@@ -141,15 +148,19 @@ pub(crate) fn not_enqueued(st: &ProducerState, n: usize) -> dplog_result {
 /// returns `DPLOG_ERR_FULL` (under `"degrade"` also a record below the
 /// priority when the ring is above its high watermark).
 ///
-/// Schemas: `DPLOG_SCHEMA_NAT44_SESSION` (`struct dplog_nat44_session`, 64
+/// Schemas: the ids from `dplog_schema_register`, and, on a handle that
+/// asked for them (`dplog_register_nat_schemas` or `[schemas] nat =
+/// true`), `DPLOG_SCHEMA_NAT44_SESSION` (`struct dplog_nat44_session`, 64
 /// bytes), `DPLOG_SCHEMA_NAT_PORT_BLOCK` (40), `..._ADDRESSES_EXHAUSTED`
-/// (24), `..._PORTS_EXHAUSTED` (24), `..._QUOTA_EXCEEDED` (32), and the ids
-/// from `dplog_schema_register`. A logger of 32-byte slots (`[ring]
-/// slot_bytes = 32`) has only the NAT schemas of at most 32 bytes: a
-/// NAT44 session or port block record there is `DPLOG_ERR_UNKNOWN_SCHEMA`.
+/// (24), `..._PORTS_EXHAUSTED` (24), `..._QUOTA_EXCEEDED` (32). A logger
+/// of 32-byte slots (`[ring] slot_bytes = 32`) has only the NAT schemas
+/// of at most 32 bytes: a NAT44 session or port block record there is
+/// `DPLOG_ERR_UNKNOWN_SCHEMA`.
 ///
-/// Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_UNKNOWN_SCHEMA` (an id neither
-/// registered nor a built-in schema that fits the logger's slot),
+/// Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_UNKNOWN_SCHEMA` (an id the handle
+/// does not serve: not registered, a NAT schema on a handle that did not
+/// ask for them — `dplog_last_error` says how to ask — or one that does
+/// not fit the logger's slot),
 /// `DPLOG_ERR_BAD_LENGTH` (`len` is not the schema's record size),
 /// `DPLOG_ERR_FULL`, `DPLOG_ERR_CLOSED` (producer freed or logger closed),
 /// `DPLOG_ERR_CONSUMER_GONE` (the ring is full and the consumer thread has
@@ -162,9 +173,10 @@ pub(crate) fn not_enqueued(st: &ProducerState, n: usize) -> dplog_result {
 /// argument error nothing is enqueued or counted.
 ///
 /// Cost: a few nanoseconds, no allocation, no lock, no system call unless
-/// the ring is full under "block". From C, the common case (a 64-byte
-/// record, `block` or `drop`) is compiled inline by the `dplog_log` macro
-/// at the end of this header (see `struct dplog_log_window`); this
+/// the ring is full under "block". From C, the common case (a record of a
+/// served schema in a logger of any slot size, `block` or `drop`) is
+/// compiled inline by the `dplog_log` macro at the end of this header
+/// (see `struct dplog_log_window`); this
 /// function is what `DPLOG_NO_INLINE`, `(dplog_log)(...)` and other
 /// languages call. Thread-safety: one thread at a time per producer;
 /// different producers in parallel. Two threads logging on one producer at
@@ -207,10 +219,10 @@ unsafe fn log_one(
 
 /// `dplog_log` for the header's inline `dplog_log`: called when its
 /// window is used up or empty, or the record is not one it logs itself
-/// (not 64 bytes, or a schema id without its bit in `fast_schemas`). Takes
-/// the window back, logs the record exactly as the exported `dplog_log`
-/// (same checks, errors and counting), and, when that succeeded with a
-/// 64-byte record, opens the next window (see `struct dplog_log_window`).
+/// (a `len` that is not the record size of a schema the window's `sizes`
+/// serve). Takes the window back, logs the record exactly as the exported
+/// `dplog_log` (same checks, errors and counting), and, when that
+/// succeeded, opens the next window (see `struct dplog_log_window`).
 ///
 /// C code calls `dplog_log`; with `DPLOG_NO_INLINE` defined (or from a
 /// language that cannot use the header's inline code) `dplog_log` is the
@@ -232,7 +244,7 @@ pub unsafe extern "C" fn dplog_log_refill(
         let _ = unsafe { live_taken(p) };
         // SAFETY: caller contract on p and rec; the window is empty.
         let r = unsafe { log_one(p, schema_id, rec, len) };
-        if r == DPLOG_OK && len == DPLOG_INLINE_RECORD_SIZE {
+        if r == DPLOG_OK {
             // SAFETY: as above; r == OK means p is a live producer.
             if let Some((obj, st)) = unsafe { live_taken(p) } {
                 // SAFETY: single-thread rule; the window is empty.
@@ -243,13 +255,12 @@ pub unsafe extern "C" fn dplog_log_refill(
     })
 }
 
-/// The whole of `dplog_log` in the common case — a live producer, a
-/// 64-byte record of a known schema, `block` or `drop`, no reservation,
-/// a ring with room: the record goes from the caller's memory straight
-/// into its ring slot (eight 8-byte loads and stores, the header built in
-/// a register; through a `Slot64` value it took a trip through the
-/// stack, stored in 8-byte and re-read in 16-byte pieces, a
-/// store-forwarding stall per call). Returns false, having changed
+/// The whole of `dplog_log` in the common case — a live producer of an
+/// in-process ring (any slot size), a record of a schema the handle
+/// serves, `block` or `drop`, no reservation, a ring with room: the
+/// record goes from the caller's memory straight into its ring slot
+/// (8-byte loads and stores, the header built in a register, no trip
+/// through a slot value on the stack). Returns false, having changed
 /// nothing, in every other case, which `log_slow` then handles with the
 /// full checks and their error codes. Kept free of anything that needs a
 /// stack frame.
@@ -263,7 +274,7 @@ unsafe fn log_fast(
     rec: *const c_void,
     len: usize,
 ) -> bool {
-    if p.is_null() || rec.is_null() || len != DPLOG_INLINE_RECORD_SIZE {
+    if p.is_null() || rec.is_null() {
         return false;
     }
     // SAFETY: non-NULL and returned by dplog_producer_new (caller
@@ -285,26 +296,57 @@ unsafe fn log_fast(
     };
     // fast_path: `block` or `drop` and no reservation pending. Relaxed
     // `closed`: a hint, as in `producer()` (partner: the Release store in
-    // dplog_close).
-    if !st.fast_path
-        || st.shared.closed.load(Ordering::Relaxed)
-        || (schema_id != DPLOG_SCHEMA_NAT44_SESSION && st.sizes.get(schema_id) != len)
-    {
+    // dplog_close). The size table holds the served schemas only (0 for
+    // any other id), each at most the slot size.
+    if !st.fast_path || st.shared.closed.load(Ordering::Relaxed) || st.sizes.get(schema_id) != len {
         return false;
     }
-    // Loggers of 32- or 128-byte slots take the checked path.
-    let AnyProducer::S64(prod) = &mut st.prod else {
+    // SAFETY: rec is valid for len bytes (contract), len the record size
+    // of a served schema.
+    unsafe {
+        match &mut st.prod {
+            AnyProducer::S32(prod) => push_fast::<Slot32>(prod, rec.cast(), len, schema_id),
+            AnyProducer::S64(prod) => push_fast::<Slot64>(prod, rec.cast(), len, schema_id),
+            AnyProducer::S128(prod) => push_fast::<Slot128>(prod, rec.cast(), len, schema_id),
+            // Shared-memory rings take the checked path.
+            AnyProducer::M32(_) | AnyProducer::M64(_) | AnyProducer::M128(_) => false,
+        }
+    }
+}
+
+/// `log_fast` on a ring of `S` slots: one slot reserved, the record
+/// copied in, published; false (nothing changed) if `len` is not 8 to
+/// `S::BYTES` or the ring has no free slot.
+///
+/// # Safety
+/// `rec` is valid for `len` bytes.
+#[inline(always)]
+unsafe fn push_fast<S: Slot>(
+    prod: &mut LogProducer<S>,
+    rec: *const u8,
+    len: usize,
+    schema_id: u16,
+) -> bool {
+    if !(8..=S::BYTES).contains(&len) {
         return false;
-    };
+    }
     let Some(slot) = prod.reserve_raw(1) else {
         return false;
     };
-    // SAFETY: rec is valid for 64 bytes (contract); reserve_raw handed out
-    // one free 64-byte slot that only this producer writes until
-    // commit_raw publishes it.
-    unsafe { copy_into_slot(rec.cast(), slot.as_ptr().cast(), schema_id) };
-    // SAFETY: the slot of reserve_raw(1) now holds a valid 64-byte record;
-    // nothing touched the producer in between.
+    // SAFETY: rec is valid for len bytes (contract); reserve_raw handed
+    // out one free slot of S::BYTES >= len bytes, 8-byte aligned, that only
+    // this producer writes until commit_raw publishes it.
+    unsafe {
+        if len == S::BYTES {
+            // A record the size of the slot (the common case): a copy of
+            // a constant length, straight-line moves.
+            copy_into_slot(rec, slot.as_ptr().cast(), S::BYTES, schema_id);
+        } else {
+            copy_into_slot(rec, slot.as_ptr().cast(), len, schema_id);
+        }
+    }
+    // SAFETY: the slot of reserve_raw(1) now holds a valid record of
+    // `len` bytes; nothing touched the producer in between.
     unsafe { prod.commit_raw(1) };
     prefetch_write(
         slot.as_ptr()
@@ -443,29 +485,50 @@ pub(crate) unsafe fn push_chunked(
 mod tests {
     use super::*;
 
+    /// The fast path's slot of a `len`-byte record in `S`, built from an
+    /// unaligned source with a garbage header, over a slot full of 0xAA.
+    fn fast_slot<S: Slot>(raw: &[u8], len: usize, id: u16) -> S {
+        let mut dst = [0xAAAA_AAAA_AAAA_AAAAu64; 16];
+        // SAFETY: raw[1..] holds len readable bytes; dst is 128 aligned
+        // bytes, at least S::BYTES >= len.
+        unsafe { copy_into_slot(raw.as_ptr().add(1), dst.as_mut_ptr().cast(), len, id) };
+        // SAFETY: a slot is a header and MaybeUninit bytes; the first len
+        // bytes were written above, the rest are 0xAA.
+        unsafe { core::ptr::read(dst.as_ptr().cast::<S>()) }
+    }
+
     #[test]
-    fn the_64_byte_fast_path_builds_the_same_slot_as_from_bytes() {
-        let mut raw = [0u8; 65];
+    fn the_fast_path_builds_the_same_slot_as_from_bytes_for_every_size() {
+        let mut raw = [0u8; 129];
         for (i, b) in raw.iter_mut().enumerate() {
             *b = (i * 7 + 3) as u8;
         }
-        // Unaligned source, garbage header: dplog rewrites the header.
-        let mut dst = [0u64; 8];
-        // SAFETY: raw[1..] holds 64 readable bytes; dst is 64 aligned bytes.
-        unsafe { copy_into_slot(raw.as_ptr().add(1), dst.as_mut_ptr(), 300) };
-        // SAFETY: Slot64 is 64 bytes of a header and MaybeUninit bytes,
-        // all initialised here.
-        let fast = unsafe { core::mem::transmute::<[u64; 8], Slot64>(dst) };
-        let mut want = [0u8; 64];
-        want.copy_from_slice(&raw[1..]);
-        want[0..2].copy_from_slice(&64u16.to_ne_bytes());
-        want[2..4].copy_from_slice(&300u16.to_ne_bytes());
-        want[4..8].fill(0);
-        assert_eq!(fast, Slot64::from_bytes(&want).unwrap());
-        assert_eq!(fast.header().schema_id, 300);
-        // The generic path gives the same slot.
-        // SAFETY: raw[1..] holds 64 readable bytes.
-        let slow: Slot64 = unsafe { crate::slots::slot_from_c(raw.as_ptr().add(1), 64, 300) };
-        assert_eq!(slow, fast);
+        fn check<S: Slot + PartialEq + core::fmt::Debug>(raw: &[u8], len: usize) {
+            let fast: S = fast_slot(raw, len, 300);
+            let mut want = raw[1..1 + len].to_vec();
+            want[0..2].copy_from_slice(&(len as u16).to_ne_bytes());
+            want[2..4].copy_from_slice(&300u16.to_ne_bytes());
+            want[4..8].fill(0);
+            assert_eq!(
+                dplog::RecordBytes::record_bytes(&fast),
+                &want[..],
+                "{len} bytes in {}",
+                S::BYTES
+            );
+            assert_eq!(fast.header().schema_id, 300);
+            // The generic path gives the same record.
+            // SAFETY: raw[1..] holds len readable bytes.
+            let slow: S = unsafe { crate::slots::slot_from_c(raw.as_ptr().add(1), len, 300) };
+            assert_eq!(slow, fast, "{len} bytes in {}", S::BYTES);
+        }
+        for len in [8, 12, 15, 24, 32] {
+            check::<Slot32>(&raw, len);
+        }
+        for len in [9, 40, 44, 64] {
+            check::<Slot64>(&raw, len);
+        }
+        for len in [8, 64, 100, 128] {
+            check::<Slot128>(&raw, len);
+        }
     }
 }

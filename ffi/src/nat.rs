@@ -2,13 +2,18 @@
 //! (`DPLOG_SCHEMA_NAT*`), the RFC 8158 natEvent values
 //! (`DPLOG_NAT_EVENT_*`) and the NAT record structs (`dplog_nat44_session`
 //! and the port-block, exhaustion and quota events), each checked at
-//! compile time to be the core's record byte for byte.
+//! compile time to be the core's record byte for byte, and
+//! `dplog_register_nat_schemas`, which a handle needs before it serves
+//! any of them.
 
 use dplog::nat::{
     Nat44SessionRecord, NatAddressesExhaustedRecord, NatPortBlockRecord, NatPortsExhaustedRecord,
     NatQuotaExceededRecord,
 };
 
+use crate::handle::{dplog_t, logger, State};
+use crate::result::{dplog_result, fail, guard, DPLOG_ERR_CLOSED, DPLOG_ERR_STATE, DPLOG_OK};
+use crate::tombstone::lock;
 use crate::types::dplog_record_header;
 
 /// Schema id of `struct dplog_nat44_session`.
@@ -29,6 +34,74 @@ const _: () = {
     assert!(DPLOG_SCHEMA_NAT_PORTS_EXHAUSTED == dplog::nat::SCHEMA_NAT_PORTS_EXHAUSTED);
     assert!(DPLOG_SCHEMA_NAT_QUOTA_EXCEEDED == dplog::nat::SCHEMA_NAT_QUOTA_EXCEEDED);
 };
+
+/// Makes the handle serve the built-in NAT schemas (`DPLOG_SCHEMA_NAT*`,
+/// the structs below) besides the types registered with
+/// `dplog_schema_register`: those that fit the logger's slot (`[ring]
+/// slot_bytes`; a 32-byte-slot logger takes the exhaustion and quota
+/// events, 24 and 32 bytes, but not NAT44 sessions, 64, or port blocks,
+/// 40). The same as `[schemas] nat = true` in the config. Call it between
+/// `dplog_open` and `dplog_start` (or `dplog_attach`); calling it again
+/// changes nothing.
+///
+/// A handle that does not ask serves only its registered types: a NAT
+/// record logged there is `DPLOG_ERR_UNKNOWN_SCHEMA`, and no NAT column,
+/// IPFIX template or schema appears in its output (CSV header, IPFIX
+/// templates, binary and shared-memory ring schemas). With the NAT
+/// schemas, the formats list them after the registered types; `[format]
+/// template` applies to the first registered type, or to `nat44Session`
+/// when none is registered.
+///
+/// Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_STATE` (after `dplog_start`),
+/// `DPLOG_ERR_CLOSED`. Thread-safety: any thread.
+///
+/// # Safety
+/// `h` is NULL or returned by `dplog_open*`.
+#[no_mangle]
+pub unsafe extern "C" fn dplog_register_nat_schemas(h: *mut dplog_t) -> dplog_result {
+    guard(|| {
+        // SAFETY: caller contract on h.
+        let l = match unsafe { logger(h) } {
+            Ok(l) => l,
+            Err(e) => return e,
+        };
+        let mut st = lock(&l.state);
+        match &mut *st {
+            State::Opened(p) => {
+                p.nat = true;
+                DPLOG_OK
+            }
+            State::Started(_) => fail(
+                DPLOG_ERR_STATE,
+                "dplog_register_nat_schemas: call it before dplog_start",
+            ),
+            State::Closed => fail(DPLOG_ERR_CLOSED, "dplog handle is closed"),
+        }
+    })
+}
+
+/// The message of `DPLOG_ERR_UNKNOWN_SCHEMA` for `schema_id` on a handle
+/// that does not serve it: how to ask for a NAT schema, or why it is not
+/// served; `None` for an id that is no NAT schema's.
+pub(crate) fn unknown_nat_schema(schema_id: u16, asked: bool, slot_bytes: usize) -> Option<String> {
+    let s = dplog::nat::by_id(schema_id)?;
+    Some(if asked {
+        format!(
+            "schema id {schema_id} ({}, {} bytes) does not fit this logger's {slot_bytes}-byte \
+             ring slots; set [ring] slot_bytes = {} in the config",
+            s.name(),
+            s.size(),
+            if s.size() <= 64 { 64 } else { 128 }
+        )
+    } else {
+        format!(
+            "schema id {schema_id} ({}) is a built-in NAT schema, which this logger does not \
+             serve: call dplog_register_nat_schemas(h) before dplog_start, or set \
+             [schemas] nat = true in the config",
+            s.name()
+        )
+    })
+}
 
 /// Size in bytes of `struct dplog_nat44_session` (one 64-byte ring slot).
 pub const DPLOG_NAT44_SESSION_SIZE: usize = 64;

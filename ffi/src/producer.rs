@@ -16,7 +16,6 @@ use crate::result::{
 use crate::schema::SchemaSizes;
 use crate::slots::AnyProducer;
 use crate::tombstone::{bury, check_magic, lock, MAGIC_DEAD, MAGIC_LIVE};
-use crate::types::DPLOG_INLINE_RECORD_SIZE;
 use crate::window::{dplog_log_window, take_window};
 
 /// Opaque producer handle: one SPSC ring into one logger, for one
@@ -73,10 +72,6 @@ pub(crate) struct ProducerState {
     pub(crate) reservation: Reservation,
     pub(crate) reserved_schema: u16,
     pub(crate) reserved_size: usize,
-    /// Bit `s`: schema `s` (< 64) has 64-byte records and the slots are
-    /// 64 bytes (the window's `fast_schemas`); 0 in loggers of other slot
-    /// sizes, which never open a window.
-    pub(crate) fast_schemas: u64,
     /// Ring index of the first slot of the open inline window.
     pub(crate) window_first: usize,
 }
@@ -312,14 +307,6 @@ pub unsafe extern "C" fn dplog_producer_new(
             prod.policy(),
             dplog::Backpressure::Block | dplog::Backpressure::Drop
         );
-        // The inline path writes 64-byte records into 64-byte slots only.
-        let fast_schemas = if prod.slot_bytes() == DPLOG_INLINE_RECORD_SIZE {
-            (0..64u16)
-                .filter(|&id| run.sizes.get(id) == DPLOG_INLINE_RECORD_SIZE)
-                .fold(0u64, |bits, id| bits | 1 << id)
-        } else {
-            0
-        };
         let obj = Box::new(dplog_producer_t {
             window: UnsafeCell::new(dplog_log_window::EMPTY),
             magic: AtomicU32::new(MAGIC_LIVE),
@@ -337,7 +324,6 @@ pub unsafe extern "C" fn dplog_producer_new(
                 reservation: Reservation::None,
                 reserved_schema: 0,
                 reserved_size: 0,
-                fast_schemas,
                 window_first: 0,
             })),
         });

@@ -12,9 +12,9 @@ use crate::log::{not_enqueued, push_chunked};
 use crate::producer::{dplog_producer_t, guard_producer, live_taken, producer, ProducerState};
 use crate::result::{
     dplog_result, fail, write_out, DPLOG_ERR_CLOSED, DPLOG_ERR_CONSUMER_GONE,
-    DPLOG_ERR_INVALID_ARG, DPLOG_ERR_NULL, DPLOG_ERR_STATE, DPLOG_ERR_UNKNOWN_SCHEMA, DPLOG_OK,
+    DPLOG_ERR_INVALID_ARG, DPLOG_ERR_NULL, DPLOG_ERR_STATE, DPLOG_OK,
 };
-use crate::types::{DPLOG_INLINE_RECORD_SIZE, DPLOG_RECORD_MAX_SIZE, DPLOG_RESERVE_MAX};
+use crate::types::{DPLOG_RECORD_MAX_SIZE, DPLOG_RESERVE_MAX};
 use crate::window::open_window;
 
 /// Staging slots of a reservation that cannot be zero-copy (64-byte
@@ -36,9 +36,9 @@ pub(crate) enum Reservation {
 
 /// `dplog_reserve` for the header's inline `dplog_reserve`: called when
 /// its window is used up or empty, or the call is not one it handles
-/// itself (`n` other than 1, a schema id without its bit in
-/// `fast_schemas`, NULL arguments). Takes the window back and, for one
-/// 64-byte record with no reservation pending, opens a new window and
+/// itself (`n` other than 1, a schema id the window's `sizes` do not
+/// serve, NULL arguments). Takes the window back and, for one record
+/// of a served schema with no reservation pending, opens a new window and
 /// reserves its first slot inline (so the inline `dplog_commit` can
 /// publish it); otherwise behaves exactly as the exported `dplog_reserve`.
 ///
@@ -70,7 +70,7 @@ pub unsafe extern "C" fn dplog_reserve_refill(
                 unsafe {
                     let slot = (*w).cursor;
                     if !slot.is_null() {
-                        slot.write_bytes(0, DPLOG_INLINE_RECORD_SIZE);
+                        slot.write_bytes(0, (*w).slot_bytes as usize);
                         (*w).reservation = 0x1_0000 | u32::from(schema_id);
                         slots.write(slot.cast());
                         return DPLOG_OK;
@@ -138,10 +138,7 @@ pub unsafe extern "C" fn dplog_reserve(
         };
         let size = st.sizes.get(schema_id);
         if size == 0 {
-            return fail(
-                DPLOG_ERR_UNKNOWN_SCHEMA,
-                format!("unknown schema id {schema_id}"),
-            );
+            return st.sizes.unknown(schema_id);
         }
         if slots.is_null() {
             return fail(DPLOG_ERR_NULL, "dplog_reserve: slots is NULL");

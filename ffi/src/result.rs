@@ -26,7 +26,10 @@ pub const DPLOG_ERR_INVALID_ARG: dplog_result = 2;
 /// A record length does not match the schema's record size, or a record
 /// type is larger than the logger's ring slot (`dplog_schema_register`).
 pub const DPLOG_ERR_BAD_LENGTH: dplog_result = 3;
-/// The schema id is not known to this library.
+/// The schema id is not one the handle serves: not registered
+/// (`dplog_schema_register`), a NAT schema on a handle that did not ask
+/// for them (`dplog_register_nat_schemas`, `[schemas] nat = true`), or one
+/// that does not fit the logger's slot; `dplog_last_error` says which.
 pub const DPLOG_ERR_UNKNOWN_SCHEMA: dplog_result = 4;
 /// The configuration cannot be read or is invalid (unknown key, wrong type,
 /// ring capacity not a power of two, ...); `dplog_last_error` names it.

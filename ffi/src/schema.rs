@@ -8,16 +8,29 @@ use dplog::Schema;
 use crate::handle::{dplog_t, logger, State};
 use crate::result::{
     dplog_result, fail, guard, DPLOG_ERR_BAD_LENGTH, DPLOG_ERR_CLOSED, DPLOG_ERR_EXISTS,
-    DPLOG_ERR_INVALID_ARG, DPLOG_ERR_NULL, DPLOG_ERR_STATE, DPLOG_OK,
+    DPLOG_ERR_INVALID_ARG, DPLOG_ERR_NULL, DPLOG_ERR_STATE, DPLOG_ERR_UNKNOWN_SCHEMA, DPLOG_OK,
 };
 use crate::tombstone::lock;
 use crate::types::{dplog_field_desc, DPLOG_RECORD_MAX_SIZE, DPLOG_SCHEMA_USER_FIRST};
 
-/// Record size by schema id, for the schemas the consumer can format.
-pub(crate) struct SchemaSizes(Vec<u8>);
+/// Record size by schema id, for the schemas the handle serves (the
+/// consumer can format), and what an unknown id is told.
+pub(crate) struct SchemaSizes {
+    sizes: Vec<u8>,
+    /// The NAT schemas were asked for.
+    nat: bool,
+    /// The logger's slot size.
+    slot_bytes: usize,
+}
 
 impl SchemaSizes {
-    pub(crate) fn new<'a>(schemas: impl Iterator<Item = &'a Schema>) -> Self {
+    /// The table of `schemas` (those that fit a `slot_bytes`-byte slot);
+    /// `nat`: the handle asked for the NAT schemas.
+    pub(crate) fn new<'a>(
+        schemas: impl Iterator<Item = &'a Schema>,
+        nat: bool,
+        slot_bytes: usize,
+    ) -> Self {
         let mut v = Vec::new();
         for s in schemas {
             let id = usize::from(s.id());
@@ -28,15 +41,40 @@ impl SchemaSizes {
             // bytes).
             v[id] = s.size().min(DPLOG_RECORD_MAX_SIZE) as u8;
         }
-        Self(v)
+        Self {
+            sizes: v,
+            nat,
+            slot_bytes,
+        }
     }
 
     /// The record size of `schema_id`; 0 if unknown.
     #[inline(always)]
     pub(crate) fn get(&self, schema_id: u16) -> usize {
-        self.0
+        self.sizes
             .get(usize::from(schema_id))
             .map_or(0, |&n| usize::from(n))
+    }
+
+    /// The table itself: entry `i` is the record size of schema id `i`,
+    /// 0 for an id not served (the inline window's `sizes`).
+    pub(crate) fn table(&self) -> &[u8] {
+        &self.sizes
+    }
+
+    /// The `DPLOG_ERR_UNKNOWN_SCHEMA` error for `schema_id` (not served):
+    /// for a NAT schema's id, how to ask for it (or which slot it needs).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn unknown(&self, schema_id: u16) -> dplog_result {
+        let msg = crate::nat::unknown_nat_schema(schema_id, self.nat, self.slot_bytes)
+            .unwrap_or_else(|| {
+                format!(
+                    "unknown schema id {schema_id}: not registered on this logger \
+                     (dplog_schema_register)"
+                )
+            });
+        fail(DPLOG_ERR_UNKNOWN_SCHEMA, msg)
     }
 }
 

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use dplog::shm::{ShmLogProducer, ShmOptions};
 use dplog::{RecordRules, Schema, Slot128, Slot32, Slot64};
 
-use crate::handle::{dplog_t, logger, nat_schemas, State};
+use crate::handle::{dplog_t, logger, State};
 use crate::producer::{dplog_producer_t, ProducerState};
 use crate::reserve::Reservation;
 use crate::result::{
@@ -49,7 +49,8 @@ fn c_str<'a>(p: *const c_char, what: &str) -> Result<&'a str, dplog_result> {
 /// waits while the daemon is away; `drop_newest` counts, and the daemon
 /// reports the count when it comes back) and declares the handle's record
 /// types: the ones registered with `dplog_schema_register` (register
-/// them first) and the NAT types that fit the slot. `dir` is a tmpfs
+/// them first) and, if asked for (`dplog_register_nat_schemas` or
+/// `[schemas] nat = true`), the NAT types that fit the slot. `dir` is a tmpfs
 /// (`/dev/shm/...`) or hugetlbfs directory that exists; `name` is 1 to 32
 /// letters, digits, `_` or `-`. `ring_id` is the producer's id within
 /// the handle, as for `dplog_producer_new`.
@@ -190,11 +191,9 @@ unsafe fn attach(
             State::Closed => return fail(DPLOG_ERR_CLOSED, "dplog handle is closed"),
         };
         let slot_bytes = l.slot_bytes;
-        let all: Vec<&Schema> = pending
-            .schemas
-            .iter()
-            .chain(nat_schemas(slot_bytes))
-            .collect();
+        // The ring declares what the handle serves, no more: dplogd
+        // formats it with these.
+        let all: Vec<&Schema> = crate::handle::served(&pending.schemas, pending.nat, slot_bytes);
         let mut cfg = pending.config.logger_config();
         cfg.schemas = match pending.config.schema_table(&all) {
             Ok(t) => t,
@@ -247,7 +246,11 @@ unsafe fn attach(
                 prod,
                 ring_id,
                 shared: l.shared.clone(),
-                sizes: Arc::new(SchemaSizes::new(all.iter().copied())),
+                sizes: Arc::new(SchemaSizes::new(
+                    all.iter().copied(),
+                    pending.nat,
+                    slot_bytes,
+                )),
                 drop_policy: policy != dplog::Backpressure::Block,
                 fast_path,
                 fast_path_policy: fast_path,
@@ -256,7 +259,6 @@ unsafe fn attach(
                 reserved_schema: 0,
                 reserved_size: 0,
                 // No inline window: every record goes through the library.
-                fast_schemas: 0,
                 window_first: 0,
             })),
         });

@@ -1,8 +1,8 @@
 //! The ring slot size a logger runs with (`[ring] slot_bytes`: 32, 64 or
 //! 128 bytes): the loggers and producers of one handle are all of one
 //! slot type, held in an enum ([`AnyLogger`], [`AnyProducer`]) so the rest
-//! of the crate is written once. The 64-byte fast path of `dplog_log`
-//! matches [`AnyProducer::S64`] once and then works on the concrete type.
+//! of the crate is written once. The fast path of `dplog_log` matches the
+//! variant once and then works on the concrete slot type.
 
 use dplog::formatters::SchemaFormatter;
 use dplog::shm::ShmLogProducer;

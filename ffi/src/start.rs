@@ -1,6 +1,7 @@
 //! `dplog_start`: the consumer threads, their formatters (the configured
-//! format compiled for the registered schemas and the NAT schemas that
-//! fit the slot, and the fault-injection hook of the C tests), the
+//! format compiled for the schemas the handle serves: the registered
+//! ones, and the NAT schemas that fit the slot when asked for; and the
+//! fault-injection hook of the C tests), the
 //! per-type priorities, their sinks and CPUs.
 
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use dplog::config::LogConfig;
 use dplog::formatters::SchemaFormatter;
 use dplog::Schema;
 
-use crate::handle::{dplog_t, logger, nat_schemas, Running, State};
+use crate::handle::{dplog_t, logger, Running, State};
 use crate::result::{
     config_error, dplog_result, fail, guard, logger_error, DPLOG_ERR_CLOSED, DPLOG_ERR_INVALID_ARG,
     DPLOG_ERR_IO, DPLOG_ERR_NULL, DPLOG_ERR_STATE, DPLOG_OK,
@@ -47,10 +48,13 @@ use crate::types::DPLOG_CONSUMERS_MAX;
 /// nothing: on error no consumer runs and the handle stays as it was (not
 /// started).
 ///
-/// The format is compiled here for the registered types (in registration
-/// order) and the NAT schemas that fit the slot: `[format] template`
-/// applies to the first registered type, or to `nat44Session` when none
-/// is registered; `[format.templates]` may name any of them. A template
+/// The format is compiled here for the types the handle serves: the
+/// registered ones (in registration order), then, if asked for
+/// (`dplog_register_nat_schemas` or `[schemas] nat = true`), the NAT
+/// schemas that fit the slot; nothing else (a CSV header has only their
+/// columns, IPFIX only their templates). `[format] template` applies to
+/// the first of them (`nat44Session` when only the NAT schemas are
+/// served); `[format.templates]` may name any of them. A template
 /// that does not compile or names no such type, and a `[ring.priorities]`
 /// entry naming no such type, are `DPLOG_ERR_CONFIG` with the message in
 /// `dplog_last_error`.
@@ -104,22 +108,22 @@ pub unsafe extern "C" fn dplog_start(
         };
         let slot_bytes = l.slot_bytes;
         // The user's types first: `template` applies to the first schema.
-        let all: Vec<&Schema> = pending
-            .schemas
-            .iter()
-            .chain(nat_schemas(slot_bytes))
-            .collect();
-        let sizes = Arc::new(SchemaSizes::new(all.iter().copied()));
+        let all: Vec<&Schema> = crate::handle::served(&pending.schemas, pending.nat, slot_bytes);
+        let sizes = Arc::new(SchemaSizes::new(
+            all.iter().copied(),
+            pending.nat,
+            slot_bytes,
+        ));
         // Priorities under `degrade` and event times of every record type,
         // with `[ring.priorities]` applied.
         let table = match pending.config.schema_table(&all) {
             Ok(t) => t,
-            Err(e) => return config_error(e),
+            Err(e) => return config_error(with_nat_hint(e, &pending.config, pending.nat)),
         };
         // Compiled once here so that a bad template fails before any
         // consumer starts; each consumer gets its own compiled copy.
         if let Err(e) = pending.config.format.formatter(&all) {
-            return config_error(e);
+            return config_error(with_nat_hint(e, &pending.config, pending.nat));
         }
         let panic_after = std::env::var("DPLOG_FAULT_CONSUMER_PANIC_AFTER")
             .ok()
@@ -179,6 +183,31 @@ pub unsafe extern "C" fn dplog_start(
         *st = State::Started(Box::new(Running { loggers, sizes }));
         DPLOG_OK
     })
+}
+
+/// `e` (a refused template or priority) with, when the config names a
+/// NAT schema that the handle does not serve (`nat` false), how to ask
+/// for the NAT schemas.
+fn with_nat_hint(
+    e: dplog::config::ConfigError,
+    config: &LogConfig,
+    nat: bool,
+) -> dplog::config::ConfigError {
+    let named = config
+        .format
+        .templates
+        .keys()
+        .chain(config.ring.priorities.keys())
+        .find(|n| dplog::nat::all().iter().any(|s| s.name() == n.as_str()));
+    match (e, named) {
+        (dplog::config::ConfigError::Parse(m), Some(n)) if !nat => {
+            dplog::config::ConfigError::Parse(format!(
+                "{m}; {n} is a built-in NAT schema, which this logger does not serve: call \
+                 dplog_register_nat_schemas(h) before dplog_start, or set [schemas] nat = true"
+            ))
+        }
+        (e, _) => e,
+    }
 }
 
 /// The formatter of one consumer: the configured format for `schemas`.

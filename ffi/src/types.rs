@@ -22,12 +22,6 @@ pub const DPLOG_RECORD_MAX_SIZE: usize = 128;
 /// in bytes. `[ring] slot_bytes` may be 32, 64 or 128.
 pub const DPLOG_SLOT_BYTES_DEFAULT: usize = 64;
 
-/// Size in bytes of the records the header's inline `dplog_log`,
-/// `dplog_reserve` and `dplog_commit` handle themselves: 64-byte records
-/// in a logger of 64-byte slots. Everything else goes through the
-/// library (same results, a call more).
-pub const DPLOG_INLINE_RECORD_SIZE: usize = 64;
-
 /// Field kind (`struct dplog_field_desc.kind`): unsigned 8-bit integer, size 1.
 pub const DPLOG_FIELD_U8: u32 = 1;
 /// Unsigned 16-bit integer, host order, size 2.

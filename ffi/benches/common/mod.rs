@@ -20,8 +20,10 @@ pub type Close = unsafe extern "C" fn(*mut c_void, *mut u64) -> i32;
 pub type CLoop = unsafe extern "C" fn(*mut c_void, u64, u64) -> i32;
 
 /// The configuration of both sides: a 16384-slot ring, `block`, text to
-/// /dev/null, the consumer on CPU 1.
+/// /dev/null, the consumer on CPU 1, the NAT schemas served (the C
+/// handle logs NAT44 sessions; the Rust side is a NAT logger by name).
 pub const TOML: &str = "[ring]\ncapacity = 16384\nbackpressure = \"block\"\nconsumer_cpu = 1\n\
+                        [schemas]\nnat = true\n\
                         [format]\ntype = \"text\"\n[sink]\ntype = \"file\"\npath = \"/dev/null\"\n";
 
 /// The record both sides log: constant fields (the C loops' are the same),

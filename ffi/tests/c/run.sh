@@ -18,7 +18,11 @@
 #  5. test_attach.c (ASan+UBSan, ffi/tests/c/attach.sh): dplog_attach, a
 #     C producer whose shared-memory ring a real dplogd drains, freed
 #     and SIGKILLed: its records written exactly once;
-#  6. the DPDK example, when pkg-config finds libdpdk.
+#  6. test_no_nat.c (ffi/tests/c/no_nat.sh): a dataplane that is no NAT,
+#     a C-registered type through every format and a ring drained by
+#     dplogd, with no NAT column, template, schema name or id anywhere
+#     (IPFIX templates decoded by tshark, the binary log by dplog-cat);
+#  7. the DPDK example, when pkg-config finds libdpdk.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 root=$PWD
@@ -105,6 +109,10 @@ done
 echo "== dplog_attach: a C producer drained by dplogd (ASan+UBSan)"
 cargo build -q -p dplogd
 bash ffi/tests/c/attach.sh "$work" "$work/prefix/include" "$lib" "${CARGO_TARGET_DIR:-$root/target}/debug/dplogd"
+
+echo "== no NAT for those who do not ask: a C-registered type through every format and dplogd (ASan+UBSan)"
+bash ffi/tests/c/no_nat.sh "$work" "$work/prefix/include" "$lib" "${CARGO_TARGET_DIR:-$root/target}/debug/dplogd" \
+  "${CARGO_TARGET_DIR:-$root/target}/debug/dplog-cat"
 
 echo "== install + examples/c through pkg-config"
 export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig"

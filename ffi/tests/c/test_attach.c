@@ -116,6 +116,7 @@ int main(int argc, char **argv) {
   /* No [sink]: dplogd writes the records; the handle creates no file
      (attach.sh runs this in an empty directory and checks it stays so). */
   EXPECT(dplog_open_str("[ring]\ncapacity = 64\n", &h), DPLOG_OK);
+  EXPECT(dplog_register_nat_schemas(h), DPLOG_OK); /* logs NAT44 sessions */
   uint16_t verdict_id = 0;
   EXPECT(dplog_schema_register(h, "verdict", sizeof(struct verdict), verdict_fields,
                                sizeof verdict_fields / sizeof verdict_fields[0], &verdict_id),

@@ -105,6 +105,8 @@ static struct dplog *open_text(const char *file, const char *ring) {
   struct dplog *h = NULL;
   EXPECT(dplog_open_str(toml, &h), DPLOG_OK);
   CHECK(h != NULL);
+  /* These tests log NAT records: the handle asks for the NAT schemas. */
+  EXPECT(dplog_register_nat_schemas(h), DPLOG_OK);
   return h;
 }
 
@@ -427,6 +429,64 @@ static void test_other_nat_records(void) {
   CHECK(count_sub(text, "natPoolId=7") == 1);
   CHECK(count_sub(text, "postNATSourceIPv4Address=198.51.100.3") == 1);
   CHECK(count_sub(text, "sourceIPv4Address=10.0.0.11") == 1);
+  free(text);
+}
+
+/* NAT schemas come only on request: a handle that did not ask refuses NAT
+ * records with a message that says how to ask; asking after dplog_start is
+ * DPLOG_ERR_STATE; the config key asks as the call does. */
+static void test_nat_schemas_on_request(void) {
+  char path[512], toml[1024], msg[512];
+  path_in(path, sizeof path, "nonat.log");
+  snprintf(toml, sizeof toml, "[sink]\ntype = \"file\"\npath = \"%s\"\n", path);
+  struct dplog *h = NULL;
+  EXPECT(dplog_open_str(toml, &h), DPLOG_OK);
+  EXPECT(dplog_register_nat_schemas(NULL), DPLOG_ERR_NULL);
+  EXPECT(dplog_start(h, NULL, 0), DPLOG_OK);
+  EXPECT(dplog_register_nat_schemas(h), DPLOG_ERR_STATE);
+  struct dplog_producer *p = NULL;
+  EXPECT(dplog_producer_new(h, 0, &p), DPLOG_OK);
+  struct dplog_nat44_session s = session(1);
+  /* Inline and exported paths alike. */
+  EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &s, sizeof s), DPLOG_ERR_UNKNOWN_SCHEMA);
+  last_error(msg, sizeof msg);
+  CHECK(strstr(msg, "nat44Session") != NULL);
+  CHECK(strstr(msg, "dplog_register_nat_schemas") != NULL);
+  CHECK(strstr(msg, "[schemas] nat = true") != NULL);
+  EXPECT((dplog_log)(p, DPLOG_SCHEMA_NAT44_SESSION, &s, sizeof s), DPLOG_ERR_UNKNOWN_SCHEMA);
+  void *slot = NULL;
+  EXPECT(dplog_reserve(p, DPLOG_SCHEMA_NAT44_SESSION, 1, &slot), DPLOG_ERR_UNKNOWN_SCHEMA);
+  struct dplog_nat_quota_exceeded qe;
+  memset(&qe, 0, sizeof qe);
+  EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT_QUOTA_EXCEEDED, &qe, sizeof qe), DPLOG_ERR_UNKNOWN_SCHEMA);
+  EXPECT(dplog_producer_free(p), DPLOG_OK);
+  struct dplog_stats st;
+  EXPECT(dplog_close(h, &st), DPLOG_OK);
+  CHECK(st.produced == 0 && st.written_records == 0);
+  EXPECT(dplog_register_nat_schemas(h), DPLOG_ERR_CLOSED);
+
+  /* [schemas] nat = true asks as the call does; asking twice is harmless.
+   * In a 32-byte-slot logger a NAT44 session does not fit: the message
+   * says which slot size it needs. */
+  path_in(path, sizeof path, "nat-key.log");
+  snprintf(toml, sizeof toml,
+           "[ring]\nslot_bytes = 32\n[schemas]\nnat = true\n[sink]\ntype = \"file\"\npath = \"%s\"\n",
+           path);
+  EXPECT(dplog_open_str(toml, &h), DPLOG_OK);
+  EXPECT(dplog_register_nat_schemas(h), DPLOG_OK);
+  EXPECT(dplog_start(h, NULL, 0), DPLOG_OK);
+  EXPECT(dplog_producer_new(h, 0, &p), DPLOG_OK);
+  qe.src_addr = 0x0A00000C; /* 10.0.0.12 */
+  qe.nat_event = DPLOG_NAT_EVENT_QUOTA_EXCEEDED;
+  EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT_QUOTA_EXCEEDED, &qe, sizeof qe), DPLOG_OK);
+  EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &s, sizeof s), DPLOG_ERR_UNKNOWN_SCHEMA);
+  last_error(msg, sizeof msg);
+  CHECK(strstr(msg, "slot_bytes = 64") != NULL);
+  EXPECT(dplog_producer_free(p), DPLOG_OK);
+  EXPECT(dplog_close(h, &st), DPLOG_OK);
+  CHECK(st.written_records == 1);
+  char *text = read_file(path);
+  CHECK(count_sub(text, "sourceIPv4Address=10.0.0.12") == 1 && count_lines(text) == 1);
   free(text);
 }
 
@@ -906,8 +966,10 @@ static void test_inline_window(void) {
   EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &r, sizeof r), DPLOG_OK);
   CHECK(w->cursor != NULL && w->next_index == 2);
   CHECK((size_t)(w->end - w->cursor) == 254 * DPLOG_SLOT_BYTES_DEFAULT);
-  CHECK(w->publish == 1 && (w->fast_schemas >> DPLOG_SCHEMA_NAT44_SESSION & 1));
-  CHECK(!(w->fast_schemas >> DPLOG_SCHEMA_NAT_PORT_BLOCK & 1)); /* 40 bytes */
+  CHECK(w->publish == 1 && w->slot_bytes == DPLOG_SLOT_BYTES_DEFAULT);
+  /* The sizes of the served schemas, 40-byte port blocks too. */
+  CHECK(w->n_sizes > DPLOG_SCHEMA_NAT_QUOTA_EXCEEDED && w->sizes[0] == 0);
+  CHECK(w->sizes[DPLOG_SCHEMA_NAT44_SESSION] == 64 && w->sizes[DPLOG_SCHEMA_NAT_PORT_BLOCK] == 40);
   r = session(2);
   EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &r, sizeof r), DPLOG_OK);
   CHECK(w->next_index == 3 && *w->ring_tail == 3); /* written and published inline */
@@ -916,7 +978,7 @@ static void test_inline_window(void) {
   CHECK(s.enqueued == 3 && s.produced == 3);
   /* 3000 more (ring of 256: windows end at the ring's end, at sampled
    * indexes and at the free room, and the library blocks when full), with
-   * the exported function, a 40-byte record (not inline) and a flush
+   * the exported function, a 40-byte record (inline too) and a flush
    * mixed in; session ports count up in the order logged. */
   struct dplog_nat_port_block pb;
   memset(&pb, 0, sizeof pb);
@@ -972,7 +1034,7 @@ static void test_inline_window(void) {
   EXPECT(dplog_reserve(p, DPLOG_SCHEMA_NAT44_SESSION, 1, &slot), DPLOG_OK);
   CHECK(slot != NULL && (uint8_t *)slot == w->cursor);
   CHECK(w->reservation == (0x10000u | DPLOG_SCHEMA_NAT44_SESSION));
-  static const uint8_t zero[DPLOG_INLINE_RECORD_SIZE];
+  static const uint8_t zero[DPLOG_SLOT_BYTES_DEFAULT];
   CHECK(memcmp(slot, zero, sizeof zero) == 0);
   r = session(1);
   EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &r, sizeof r), DPLOG_ERR_STATE);
@@ -1390,6 +1452,7 @@ int main(void) {
   test_log_and_bad_records();
   test_burst_reserve_commit();
   test_other_nat_records();
+  test_nat_schemas_on_request();
   test_schema_register();
   test_zero_copy_reserve();
   test_consumer_gone();

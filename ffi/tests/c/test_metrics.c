@@ -133,6 +133,7 @@ static void test_served_while_running(void) {
            dir);
   struct dplog *h = NULL;
   EXPECT(dplog_open_str(toml, &h), DPLOG_OK);
+  EXPECT(dplog_register_nat_schemas(h), DPLOG_OK); /* logs NAT44 sessions */
   uint16_t port = 0;
   EXPECT(dplog_metrics_port(h, &port), DPLOG_OK);
   CHECK(port != 0);
@@ -221,6 +222,7 @@ static void test_two_consumers(void) {
            dir);
   struct dplog *h = NULL;
   EXPECT(dplog_open_str(toml, &h), DPLOG_OK);
+  EXPECT(dplog_register_nat_schemas(h), DPLOG_OK); /* logs NAT44 sessions */
   uint32_t cpus[2] = {0, 0};
   EXPECT(dplog_start(h, cpus, 2), DPLOG_OK);
   struct dplog_producer *p4 = NULL, *p5 = NULL;

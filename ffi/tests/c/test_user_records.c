@@ -319,11 +319,12 @@ static void test_too_large_for_the_slot(void) {
   EXPECT(dplog_schema_register(h, "verdict", sizeof(struct verdict), verdict_fields,
                                N_FIELDS(verdict_fields), &id),
          DPLOG_OK);
+  EXPECT(dplog_register_nat_schemas(h), DPLOG_OK);
   EXPECT(dplog_start(h, NULL, 0), DPLOG_OK);
   struct dplog_producer *p = NULL;
   EXPECT(dplog_producer_new(h, 0, &p), DPLOG_OK);
   /* NAT schemas larger than 32 bytes are not in a 32-byte-slot logger;
-   * those that fit are. */
+   * those that fit are (the handle asked for them). */
   struct dplog_nat44_session n44;
   memset(&n44, 0, sizeof n44);
   EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &n44, sizeof n44), DPLOG_ERR_UNKNOWN_SCHEMA);
@@ -369,6 +370,7 @@ static void test_templates_for_user_types(void) {
   fresh(path);
   snprintf(toml, sizeof toml,
            "[ring]\nslot_bytes = 128\n"
+           "[schemas]\nnat = true\n"
            "[format]\ntype = \"text\"\n"
            "template = \"V {action:name} {sourceIPv4Address}:{sourceTransportPort}\"\n"
            "[format.templates]\n"
@@ -423,11 +425,21 @@ static void test_templates_for_user_types(void) {
   CHECK(strstr(msg, "verdict") && strstr(msg, "nope"));
   EXPECT(dplog_close(h, NULL), DPLOG_OK);
 
-  /* A bad template of a NAT schema is still refused at open. */
-  EXPECT(dplog_open_str("[format]\ntype = \"text\"\n[format.templates]\nnatPortBlock = \"{nope}\"\n"
+  /* A bad template of a NAT schema asked for in the config is refused at
+   * open. */
+  EXPECT(dplog_open_str("[schemas]\nnat = true\n"
+                        "[format]\ntype = \"text\"\n[format.templates]\nnatPortBlock = \"{nope}\"\n"
                         "[sink]\ntype = \"file\"\npath = \"/dev/null\"\n",
                         &h),
          DPLOG_ERR_CONFIG);
+  /* A template of a NAT schema on a handle that does not serve them:
+   * refused at dplog_start, saying how to ask. */
+  h = open_cfg("[format]\ntype = \"text\"\n[format.templates]\nnatPortBlock = \"{portRangeStart}\"\n"
+               "[sink]\ntype = \"file\"\npath = \"/dev/null\"\n");
+  EXPECT(dplog_start(h, NULL, 0), DPLOG_ERR_CONFIG);
+  last_error(msg, sizeof msg);
+  CHECK(strstr(msg, "natPortBlock") && strstr(msg, "dplog_register_nat_schemas"));
+  EXPECT(dplog_close(h, NULL), DPLOG_OK);
 
   /* [ring.priorities] for an unknown type: refused at dplog_start. */
   h = open_cfg("[ring.priorities]\nnoSuchType = 2\n[sink]\ntype = \"file\"\npath = \"/dev/null\"\n");

@@ -267,6 +267,9 @@ impl AppConfig {
             metrics: self.metrics.clone(),
             // dplog-nat runs one consumer ([ring] consumer_cpu).
             consumers: Default::default(),
+            // A NAT: it asks for dplog's NAT schemas (a logger serves
+            // only the record types it is asked for).
+            schemas: dplog::config::SchemasConfig { nat: true },
         }
     }
 

@@ -33,13 +33,13 @@ impl AppConfig {
         let lc = self.log_config();
         lc.check_ring(std::mem::size_of::<NatRecord>())
             .map_err(RunError::Config)?;
-        let formatter = lc.format.nat_formatter().map_err(RunError::Config)?;
+        // The NAT schemas, which `log_config` asks for.
+        let schemas = lc.record_types(&[], std::mem::size_of::<NatRecord>());
+        let formatter = lc.format.formatter(&schemas).map_err(RunError::Config)?;
         // The NAT schemas' priorities (creates below deletes under
         // `degrade`) and event times, with `[ring.priorities]` applied.
         let mut cfg = lc.logger_config();
-        cfg.schemas = lc
-            .schema_table(&dplog::nat::all())
-            .map_err(RunError::Config)?;
+        cfg.schemas = lc.schema_table(&schemas).map_err(RunError::Config)?;
         let sink = self.open_sink()?;
         Logger::start(cfg, formatter, sink).map_err(|e| RunError::Config(ConfigError::Logger(e)))
     }
@@ -135,7 +135,7 @@ pub(crate) fn worker_producers(
                 let p = ShmLogProducer::create(
                     &opts,
                     &lc.logger_config(),
-                    &dplog::nat::all(),
+                    &lc.record_types(&[], std::mem::size_of::<NatRecord>()),
                     RecordRules::own(),
                 )
                 .map_err(|e| {

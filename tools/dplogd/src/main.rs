@@ -245,10 +245,15 @@ fn run(args: Args) -> Result<(), String> {
             resume.insert(r.file.clone(), r.clone());
         }
     }
-    let sink = cfg
-        .sink
-        .build_for(&cfg.format)
-        .map_err(|e| format!("opening the sink: {e}"))?;
+    // Each ring is formatted with the schemas it declares; the sink's
+    // file header (CSV) is the NAT one only when the config asks for the
+    // NAT schemas ([schemas] nat = true), else there is none.
+    let sink = if cfg.schemas.nat {
+        cfg.sink.build_for(&cfg.format)
+    } else {
+        cfg.sink.build()
+    }
+    .map_err(|e| format!("opening the sink: {e}"))?;
     install_signals();
     dplog_core::shm::install_sigbus_guard().map_err(|e| format!("SIGBUS guard: {e}"))?;
     let snapshot = Arc::new(Mutex::new(Snapshot::default()));

@@ -302,3 +302,8 @@ pub struct FormatsGuideDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../docs/schema-metadata.md")]
 pub struct SchemaMetadataGuideDoctests;
+
+/// The Rust examples of `docs/nat-schemas.md`, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/nat-schemas.md")]
+pub struct NatSchemasGuideDoctests;

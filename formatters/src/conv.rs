@@ -4,7 +4,7 @@
 //! `Vec` growing: integers use `itoa` or digit tables, IPv4 a 256-entry
 //! octet table ([`crate::ipv4`]), time a per-second cached date prefix.
 
-use crate::time::civil_from_days;
+use crate::civil::civil_from_days;
 
 pub use crate::ipv4::push_ipv4;
 

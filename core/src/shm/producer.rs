@@ -1,6 +1,7 @@
 //! The producer side: [`ShmProducer`] and [`ShmLogProducer`].
 
 use super::*;
+use crate::ring::block::{push_burst_waiting, push_waiting, waiting_push};
 
 /// How [`ShmProducer::create`] makes a ring file.
 #[derive(Clone, Debug)]
@@ -471,7 +472,9 @@ impl<T: Record> ShmProducer<T> {
     }
 
     /// One wait step of a blocked push; true, before any step, once the
-    /// consumer quarantined the ring (it will free no slot).
+    /// consumer quarantined the ring (it will free no slot). A consumer
+    /// that is not attached, or went away, is waited for: one may attach
+    /// and drain the file later.
     fn wait(&self, steps: &mut WaitSteps) -> bool {
         if self.is_quarantined() {
             return true;
@@ -485,32 +488,13 @@ impl<T: Record> ShmProducer<T> {
     /// the consumer quarantined the ring.
     #[inline]
     pub fn push(&mut self, rec: T) -> Result<(), Disconnected<T>> {
-        let mut rec = rec;
-        let mut steps = WaitSteps::new();
-        loop {
-            match self.try_push(rec) {
-                Ok(()) => return Ok(()),
-                Err(r) => rec = r,
-            }
-            if self.wait(&mut steps) {
-                return Err(Disconnected(rec));
-            }
-        }
+        push_waiting(self, rec)
     }
 
     /// Pushes all of `recs`, waiting while full; `Err(Disconnected(k))`
     /// after `k` if the consumer quarantined the ring.
     pub fn push_burst(&mut self, recs: &[T]) -> Result<(), Disconnected<usize>> {
-        let mut done = 0;
-        let mut steps = WaitSteps::new();
-        while done < recs.len() {
-            let n = self.try_push_burst(&recs[done..]);
-            done += n;
-            if n == 0 && self.wait(&mut steps) {
-                return Err(Disconnected(done));
-            }
-        }
-        Ok(())
+        push_burst_waiting(self, recs)
     }
 
     /// Fill level, refreshing the consumer index (one Acquire load).
@@ -564,6 +548,10 @@ impl<T: Record> ShmProducer<T> {
         self.map.u64_at(drop_offset(reason)).load(Ordering::Relaxed)
     }
 }
+
+// The ring producers' one waiting push loop ([`push_waiting`],
+// [`push_burst_waiting`]) with the shared-memory wait step.
+waiting_push!(ShmProducer, |p, steps| p.wait(steps));
 
 impl<T: Record> Drop for ShmProducer<T> {
     fn drop(&mut self) {

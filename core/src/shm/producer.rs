@@ -584,6 +584,11 @@ impl<R: Record> core::fmt::Debug for ShmLogProducer<R> {
     }
 }
 
+// `log`, `log_burst` and the `Deref` to the ring producer are one-line
+// delegations to the one `Policy` in each policy front end (`LogProducer`,
+// `SharedProducer`, `ShmLogProducer`); they are written out per kind
+// because each one's docs say what its own ring does when full or
+// disconnected, which a shared macro would have to take as arguments.
 impl<R: Record> ShmLogProducer<R> {
     /// Creates the ring file ([`ShmProducer::create`]) with `opts`, the
     /// capacity taken from `cfg.ring_capacity` when `opts.capacity` is 0,

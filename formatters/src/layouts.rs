@@ -935,6 +935,9 @@ impl SyslogDrops {
     pub fn write_notice(&self, n: &SyslogNotice<'_>, out: &mut Vec<u8>) {
         use crate::conv::push_escaped;
         self.header(out, n.severity, n.time_ns, n.msgid, n.sd_name);
+        // The two loops write the two syntaxes (an SD-PARAM, quoted and
+        // escaped as a PARAM-VALUE; an unquoted `name=value` escaped as
+        // text); they stay apart so each reads as its RFC's grammar.
         if self.rfc5424 {
             for (name, v) in n.params {
                 out.push(b' ');

@@ -48,6 +48,7 @@ pub mod record;
 pub mod reorder;
 pub mod report;
 pub mod ring;
+mod rules;
 // The MPSC front end lives with the ring it shares (`ring/mpsc.rs`); its
 // public path stays `dplog_core::mpsc`.
 pub use ring::mpsc;

@@ -6,7 +6,7 @@
 //! Records are `#[repr(C)]`, `Copy` and contain no pointers: a producer copies
 //! them into ring slots by value.
 
-use crate::table::SchemaTable;
+use crate::rules::SchemaTable;
 
 /// Header at offset 0 of every record. 8 bytes.
 ///
@@ -133,13 +133,6 @@ pub trait Record: Copy + Send + 'static {
 pub trait RecordBytes: Record {
     /// The record's bytes, header included.
     fn record_bytes(&self) -> &[u8];
-}
-
-impl<T: crate::HasSchema> RecordBytes for T {
-    #[inline(always)]
-    fn record_bytes(&self) -> &[u8] {
-        self.as_bytes()
-    }
 }
 
 /// Record priority for `degrade`: routine records (the default of every

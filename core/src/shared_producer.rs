@@ -66,6 +66,11 @@ impl<R: Record> Logger<R> {
     }
 }
 
+// `log`, `log_burst` and the `Deref` to the ring producer are one-line
+// delegations to the one `Policy` in each policy front end (`LogProducer`,
+// `SharedProducer`, `ShmLogProducer`); they are written out per kind
+// because each one's docs say what its own ring does when full or
+// disconnected, which a shared macro would have to take as arguments.
 impl<R: Record> SharedProducer<R> {
     /// The ring's id within its logger.
     pub fn ring_id(&self) -> u32 {

@@ -25,6 +25,8 @@ use crate::ring::{Ordering, Shared, UNSETTLED};
 /// in the sink awaiting acknowledgement, and the rest of
 /// `dequeued - written_records - dropped_sink - dropped_shutdown` in the
 /// batch buffer (see [`Stats::in_flight`]).
+// The per-ring counterpart is `RingStats`; why the counters both carry are
+// written twice is said there.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
     /// Records whose fate was decided by a producer (enqueued or dropped).
@@ -115,6 +117,12 @@ impl Stats {
 }
 
 /// Counters of one ring (a snapshot; each counter read once, Relaxed).
+// Its producer-side counters (`produced`, `enqueued`, `dropped_*`) repeat
+// `Stats`'s by name, and the C ABI mirrors both (`dplog_stats`,
+// `dplog_ring_stats`). They stay flat fields in each: both structs are
+// public with public fields that other crates build with struct literals
+// and read by name (dplogd, the C ABI), and a shared
+// nested struct would change every such path.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RingStats {
     /// Ring id within its logger (registration order, from 0).

@@ -7,35 +7,17 @@
 //! the reorder window and drop reports). A ring of slots
 //! ([`Slot64`](crate::Slot64) & co) carries records of several types; the
 //! table is how the runtime reads them without knowing their Rust types.
+//!
+//! The table's type and its lookups live in a leaf module (`rules`), below
+//! [`Record`](crate::Record) (whose methods take a table) and the schemas;
+//! this module builds a table from [`Schema`]s and holds [`RecordRules`],
+//! which needs records and schemas both.
 
 use std::sync::Arc;
 
-use crate::schema::{read_uint, FieldKind, Schema};
-
-/// The field that decides a priority: offset, size, `(value, priority)`.
-type PriorityBy = (u16, u8, Vec<(u64, u8)>);
-
-/// How one record type's priority and event time are read.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Entry {
-    id: u16,
-    priority: u8,
-    /// `(offset, size, [(value, priority)])` of the field that decides.
-    priority_by: Option<PriorityBy>,
-    /// Offset of the 8-byte event-time field.
-    time_off: Option<u16>,
-    /// The whole rule came from config: it applies to typed records too.
-    overridden: bool,
-}
-
-/// Per-record-type priority and event-time rules, by schema id. Cheap to
-/// clone (an `Arc`). Empty by default: records then use their own
-/// [`Record::priority`](crate::Record::priority) and
-/// [`Record::event_time`](crate::Record::event_time).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SchemaTable {
-    entries: Arc<Vec<Entry>>,
-}
+use crate::rules::Entry;
+pub use crate::rules::SchemaTable;
+use crate::schema::{FieldKind, Schema};
 
 /// A priority override for a record type that is not in the table.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -107,51 +89,6 @@ impl SchemaTable {
         e.priority_by = None;
         e.overridden = true;
         Ok(self)
-    }
-
-    /// True when the table has no rules.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
-    #[inline]
-    fn entry(&self, id: u16) -> Option<&Entry> {
-        self.entries.iter().find(|e| e.id == id)
-    }
-
-    /// A config override of type `id`'s priority, which applies to typed
-    /// records over their own [`Record::priority`](crate::Record::priority).
-    #[inline]
-    pub fn priority_of_type(&self, id: u16) -> Option<u8> {
-        self.entry(id).filter(|e| e.overridden).map(|e| e.priority)
-    }
-
-    /// The priority of the record in `rec` (header first) by its schema's
-    /// rule; `None` when the table has no rule for its schema id.
-    #[inline]
-    pub fn priority(&self, rec: &[u8]) -> Option<u8> {
-        let id = u16::from_ne_bytes([*rec.get(2)?, *rec.get(3)?]);
-        let e = self.entry(id)?;
-        if let Some((off, size, values)) = &e.priority_by {
-            let (off, size) = (*off as usize, *size as usize);
-            if off + size <= rec.len() {
-                let v = read_uint(rec, off, size);
-                if let Some((_, p)) = values.iter().find(|(x, _)| *x == v) {
-                    return Some(*p);
-                }
-            }
-        }
-        Some(e.priority)
-    }
-
-    /// The event time of the record in `rec` (its schema's event-time
-    /// field, in the field's unit: ns since the epoch or TSC ticks); `None`
-    /// when its schema has none or is not in the table.
-    #[inline]
-    pub fn event_time(&self, rec: &[u8]) -> Option<u64> {
-        let id = u16::from_ne_bytes([*rec.get(2)?, *rec.get(3)?]);
-        let off = self.entry(id)?.time_off? as usize;
-        (off + 8 <= rec.len()).then(|| read_uint(rec, off, 8))
     }
 }
 

@@ -4,7 +4,7 @@
 //! `Vec` growing: integers use `itoa` or digit tables, IPv4 a 256-entry
 //! octet table ([`crate::ipv4`]), time a per-second cached date prefix.
 
-use crate::time::civil_from_days;
+use crate::civil::civil_from_days;
 
 pub use crate::ipv4::push_ipv4;
 
@@ -264,43 +264,9 @@ impl Rfc3339Cache {
     /// (0, 3, 6 or 9; others act as 9) fractional digits, truncated, then `Z`.
     #[inline]
     pub fn push(&mut self, out: &mut Vec<u8>, ns: u64, digits: u8) {
-        let sec = ns / 1_000_000_000;
-        if sec != self.sec {
-            self.fill(sec);
-        }
-        let frac = (ns % 1_000_000_000) as usize;
-        let mut t = [0u8; 31];
-        t[..19].copy_from_slice(&self.prefix[..19]);
-        let n = match digits {
-            0 => 19,
-            3 => {
-                let ms = frac / 1_000_000;
-                t[19] = b'.';
-                t[20] = b'0' + (ms / 100) as u8;
-                t[21..23].copy_from_slice(&DIGITS2[ms % 100]);
-                23
-            }
-            6 => {
-                let us = frac / 1000;
-                t[19] = b'.';
-                t[20..22].copy_from_slice(&DIGITS2[us / 10_000]);
-                t[22..24].copy_from_slice(&DIGITS2[(us / 100) % 100]);
-                t[24..26].copy_from_slice(&DIGITS2[us % 100]);
-                26
-            }
-            _ => {
-                t[19] = b'.';
-                t[20] = b'0' + (frac / 100_000_000) as u8;
-                let r = frac % 100_000_000;
-                t[21..23].copy_from_slice(&DIGITS2[r / 1_000_000]);
-                t[23..25].copy_from_slice(&DIGITS2[(r / 10_000) % 100]);
-                t[25..27].copy_from_slice(&DIGITS2[(r / 100) % 100]);
-                t[27..29].copy_from_slice(&DIGITS2[r % 100]);
-                29
-            }
-        };
-        t[n] = b'Z';
-        out.extend_from_slice(&t[..n + 1]);
+        let mut t = [0u8; 30];
+        let n = self.write(&mut t, 0, ns, digits);
+        out.extend_from_slice(&t[..n]);
     }
 }
 

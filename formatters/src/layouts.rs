@@ -644,6 +644,22 @@ pub fn csv_drop_row(
     out.extend_from_slice(b"\r\n");
 }
 
+/// The start both syslog layouts share: `sy` and the schema's declared
+/// header parts checked, then a program for `s` that begins with the PRI.
+/// Returns the program and the schema's syslog layout.
+fn syslog_start<'a>(
+    s: &'a Schema,
+    opts: Options,
+    sy: &SyslogOptions,
+) -> Result<(Program, &'a SyslogMeta), TemplateError> {
+    sy.validate().map_err(e)?;
+    let layout = sy.layout(s);
+    check_declared(s, sy, layout).map_err(e)?;
+    let mut p = Program::new(s, opts);
+    p.lit(sy.pri().as_bytes());
+    Ok((p, layout))
+}
+
 /// Checks the syslog header parts a schema declares, which go into a
 /// message unescaped: APP-NAME (unless the options set one), each MSGID
 /// (RFC 5424 section 6.2.7: 1..=32 printable US-ASCII characters, no
@@ -719,11 +735,7 @@ fn syslog_msgid(p: &mut Program, s: &Schema, layout: &SyslogMeta) -> Result<(), 
 /// Declared header parts are checked against RFC 5424 section 6 (an
 /// error names the schema).
 pub fn rfc5424(s: &Schema, opts: Options, sy: &SyslogOptions) -> Result<Program, TemplateError> {
-    sy.validate().map_err(e)?;
-    let layout = sy.layout(s);
-    check_declared(s, sy, layout).map_err(e)?;
-    let mut p = Program::new(s, opts);
-    p.lit(sy.pri().as_bytes());
+    let (mut p, layout) = syslog_start(s, opts, sy)?;
     p.lit(b"1 ");
     match time_field(s) {
         Some(t) => p
@@ -802,11 +814,7 @@ pub fn rfc5424(s: &Schema, opts: Options, sy: &SyslogOptions) -> Result<Program,
 /// otherwise), values escaped as in the text format ([`Escape::Text`]:
 /// no space or control character in a value).
 pub fn rfc3164(s: &Schema, opts: Options, sy: &SyslogOptions) -> Result<Program, TemplateError> {
-    sy.validate().map_err(e)?;
-    let layout = sy.layout(s);
-    check_declared(s, sy, layout).map_err(e)?;
-    let mut p = Program::new(s, opts);
-    p.lit(sy.pri().as_bytes());
+    let (mut p, layout) = syslog_start(s, opts, sy)?;
     match time_field(s) {
         Some(t) => p
             .field(s, t, Some(Conv::Rfc3164), Escape::Text)
@@ -927,6 +935,9 @@ impl SyslogDrops {
     pub fn write_notice(&self, n: &SyslogNotice<'_>, out: &mut Vec<u8>) {
         use crate::conv::push_escaped;
         self.header(out, n.severity, n.time_ns, n.msgid, n.sd_name);
+        // The two loops write the two syntaxes (an SD-PARAM, quoted and
+        // escaped as a PARAM-VALUE; an unquoted `name=value` escaped as
+        // text); they stay apart so each reads as its RFC's grammar.
         if self.rfc5424 {
             for (name, v) in n.params {
                 out.push(b' ');

@@ -2,9 +2,10 @@
 //! ring is full take one wait step (spin with a pause instruction, then
 //! yield, then sleep; see [`WaitSteps`]) until the record goes in or the
 //! producer side says the push must give up (the consumer is gone or has
-//! stopped the ring). The SPSC [`Producer`](super::Producer) and the MPSC
-//! [`MpProducer`](super::mpsc::MpProducer) implement [`WaitingPush`]; their
-//! `push` and `push_burst` are these two functions.
+//! stopped the ring). The SPSC [`Producer`](super::Producer), the MPSC
+//! [`MpProducer`](super::mpsc::MpProducer) and the shared-memory
+//! `ShmProducer` (whose wait step gives up only on a quarantine) implement
+//! [`WaitingPush`]; their `push` and `push_burst` are these two functions.
 
 use super::{Disconnected, Ordering, Shared};
 use crate::sync::WaitSteps;
@@ -70,11 +71,12 @@ pub(crate) fn backoff<T>(shared: &Shared<T>, limit: u32, steps: &mut WaitSteps) 
     false
 }
 
-/// Implements [`WaitingPush`] for the ring producer `$ty<T>` (fields
-/// `shared` and `block_spins`, methods `try_push` and `try_push_burst`),
-/// whose wait step is [`backoff`]: the SPSC and MPSC producers.
-macro_rules! waiting_push_by_backoff {
-    ($ty:ident) => {
+/// Implements [`WaitingPush`] for the producer `$ty<T>` (methods `try_push`
+/// and `try_push_burst`) whose wait step is `$wait`, an expression of
+/// `$this` (the producer) and `$steps` (its [`WaitSteps`]): the
+/// shared-memory producer's, which gives up only on a quarantine.
+macro_rules! waiting_push {
+    ($ty:ident, |$this:ident, $steps:ident| $wait:expr) => {
         impl<T: $crate::record::Record> $crate::ring::block::WaitingPush<T> for $ty<T> {
             #[inline(always)]
             fn attempt(&mut self, rec: T) -> Result<(), T> {
@@ -85,10 +87,23 @@ macro_rules! waiting_push_by_backoff {
                 self.try_push_burst(recs)
             }
             #[inline(always)]
-            fn wait_step(&self, steps: &mut $crate::sync::WaitSteps) -> bool {
-                $crate::ring::block::backoff(&self.shared, self.block_spins, steps)
+            fn wait_step(&self, $steps: &mut $crate::sync::WaitSteps) -> bool {
+                let $this = self;
+                $wait
             }
         }
+    };
+}
+pub(crate) use waiting_push;
+
+/// Implements [`WaitingPush`] for the ring producer `$ty<T>` (fields
+/// `shared` and `block_spins`, methods `try_push` and `try_push_burst`),
+/// whose wait step is [`backoff`]: the SPSC and MPSC producers.
+macro_rules! waiting_push_by_backoff {
+    ($ty:ident) => {
+        $crate::ring::block::waiting_push!($ty, |p, steps| {
+            $crate::ring::block::backoff(&p.shared, p.block_spins, steps)
+        });
     };
 }
 pub(crate) use waiting_push_by_backoff;

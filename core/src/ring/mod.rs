@@ -85,7 +85,7 @@ use core::mem::size_of;
 
 pub(crate) use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
-mod block;
+pub(crate) mod block;
 mod consumer;
 pub mod mpsc;
 mod shared;

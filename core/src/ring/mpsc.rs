@@ -182,6 +182,23 @@ impl<T: Record> MpProducer<T> {
         self.claim_shared(want, bulk)
     }
 
+    /// Free slots above claim index `head` by the cached consumer index,
+    /// refreshed (one Acquire load) when that shows fewer than `want` or
+    /// more than the capacity. More than the capacity after the refresh
+    /// means the consumer index is past `head`; each claim decides what
+    /// that means.
+    #[inline(always)]
+    fn free_above(&mut self, head: usize, want: usize) -> usize {
+        let cap = self.shared.capacity;
+        let free = cap.wrapping_add(self.cached_head).wrapping_sub(head);
+        if free >= want && free <= cap {
+            return free;
+        }
+        // Acquire pairs with the consumer's Release store of `head`.
+        self.cached_head = self.shared.head.load(Ordering::Acquire);
+        cap.wrapping_add(self.cached_head).wrapping_sub(head)
+    }
+
     /// The claim of the ring's only handle: no other thread writes
     /// `prod_head`, so a load and a store replace the CAS (module docs).
     #[inline(always)]
@@ -191,18 +208,13 @@ impl<T: Record> MpProducer<T> {
         // alone; its own earlier store is visible to it in program order,
         // and the other handles' stores by the Acquire load in `claim`.
         let head = self.shared.prod_head.load(Ordering::Relaxed);
-        let mut free = cap.wrapping_add(self.cached_head).wrapping_sub(head);
-        if free < want || free > cap {
-            // Acquire pairs with the consumer's Release store of `head`.
-            self.cached_head = self.shared.head.load(Ordering::Acquire);
-            free = cap.wrapping_add(self.cached_head).wrapping_sub(head);
-            if free > cap {
-                // The consumer index passed every claim: only memory
-                // corruption does that. Claim nothing (the ring is full
-                // to this handle); the consumer's own index check
-                // decides whether the ring stops.
-                return None;
-            }
+        let free = self.free_above(head, want);
+        if free > cap {
+            // The consumer index passed every claim: only memory
+            // corruption does that. Claim nothing (the ring is full
+            // to this handle); the consumer's own index check
+            // decides whether the ring stops.
+            return None;
         }
         let n = claim_count(free, want, bulk)?;
         // Relaxed: the claim publishes no data, and no other handle reads
@@ -223,17 +235,12 @@ impl<T: Record> MpProducer<T> {
         loop {
             // Relaxed: the CAS below validates it; see the module docs.
             let head = self.shared.prod_head.load(Ordering::Relaxed);
-            let mut free = cap.wrapping_add(self.cached_head).wrapping_sub(head);
-            if free < want || free > cap {
-                // Acquire pairs with the consumer's Release store of `head`.
-                self.cached_head = self.shared.head.load(Ordering::Acquire);
-                free = cap.wrapping_add(self.cached_head).wrapping_sub(head);
-                if free > cap {
-                    // `head` was older than the consumer index we now know;
-                    // after that Acquire a fresh load cannot be older.
-                    spins.step(0);
-                    continue;
-                }
+            let free = self.free_above(head, want);
+            if free > cap {
+                // `head` was older than the consumer index we now know;
+                // after that Acquire a fresh load cannot be older.
+                spins.step(0);
+                continue;
             }
             let n = claim_count(free, want, bulk)?;
             // Relaxed both ways: the claim publishes no data (see above).

@@ -223,18 +223,7 @@ impl FieldDef {
     }
 }
 
-/// Reads a host-order unsigned integer of `size` (1, 2, 4 or 8; other sizes
-/// read 0) bytes at `off`.
-#[inline(always)]
-pub fn read_uint(rec: &[u8], off: usize, size: usize) -> u64 {
-    match size {
-        1 => rec[off] as u64,
-        2 => u16::from_ne_bytes([rec[off], rec[off + 1]]) as u64,
-        4 => u32::from_ne_bytes(rec[off..off + 4].try_into().unwrap_or([0; 4])) as u64,
-        8 => u64::from_ne_bytes(rec[off..off + 8].try_into().unwrap_or([0; 8])),
-        _ => 0,
-    }
-}
+pub use crate::rules::read_uint;
 
 /// C ABI field descriptor (`struct dplog_field_desc`): one element of the
 /// array passed to [`Schema::from_c_descriptors`](super::Schema::from_c_descriptors).

@@ -454,6 +454,14 @@ pub unsafe trait HasSchema: crate::Record {
     }
 }
 
+// The blanket impl lives beside `HasSchema` so `record` does not need `schema`.
+impl<T: HasSchema> crate::record::RecordBytes for T {
+    #[inline(always)]
+    fn record_bytes(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
 /// Size of the field that `_f` projects to; used by [`schema!`](crate::schema!).
 #[doc(hidden)]
 pub const fn field_size<T, F>(_f: fn(&T) -> &F) -> usize {

@@ -1,6 +1,7 @@
 //! The producer side: [`ShmProducer`] and [`ShmLogProducer`].
 
 use super::*;
+use crate::ring::block::{push_burst_waiting, push_waiting, waiting_push};
 
 /// How [`ShmProducer::create`] makes a ring file.
 #[derive(Clone, Debug)]
@@ -471,7 +472,9 @@ impl<T: Record> ShmProducer<T> {
     }
 
     /// One wait step of a blocked push; true, before any step, once the
-    /// consumer quarantined the ring (it will free no slot).
+    /// consumer quarantined the ring (it will free no slot). A consumer
+    /// that is not attached, or went away, is waited for: one may attach
+    /// and drain the file later.
     fn wait(&self, steps: &mut WaitSteps) -> bool {
         if self.is_quarantined() {
             return true;
@@ -485,32 +488,13 @@ impl<T: Record> ShmProducer<T> {
     /// the consumer quarantined the ring.
     #[inline]
     pub fn push(&mut self, rec: T) -> Result<(), Disconnected<T>> {
-        let mut rec = rec;
-        let mut steps = WaitSteps::new();
-        loop {
-            match self.try_push(rec) {
-                Ok(()) => return Ok(()),
-                Err(r) => rec = r,
-            }
-            if self.wait(&mut steps) {
-                return Err(Disconnected(rec));
-            }
-        }
+        push_waiting(self, rec)
     }
 
     /// Pushes all of `recs`, waiting while full; `Err(Disconnected(k))`
     /// after `k` if the consumer quarantined the ring.
     pub fn push_burst(&mut self, recs: &[T]) -> Result<(), Disconnected<usize>> {
-        let mut done = 0;
-        let mut steps = WaitSteps::new();
-        while done < recs.len() {
-            let n = self.try_push_burst(&recs[done..]);
-            done += n;
-            if n == 0 && self.wait(&mut steps) {
-                return Err(Disconnected(done));
-            }
-        }
-        Ok(())
+        push_burst_waiting(self, recs)
     }
 
     /// Fill level, refreshing the consumer index (one Acquire load).
@@ -565,6 +549,10 @@ impl<T: Record> ShmProducer<T> {
     }
 }
 
+// The ring producers' one waiting push loop ([`push_waiting`],
+// [`push_burst_waiting`]) with the shared-memory wait step.
+waiting_push!(ShmProducer, |p, steps| p.wait(steps));
+
 impl<T: Record> Drop for ShmProducer<T> {
     fn drop(&mut self) {
         self.flush();
@@ -596,6 +584,11 @@ impl<R: Record> core::fmt::Debug for ShmLogProducer<R> {
     }
 }
 
+// `log`, `log_burst` and the `Deref` to the ring producer are one-line
+// delegations to the one `Policy` in each policy front end (`LogProducer`,
+// `SharedProducer`, `ShmLogProducer`); they are written out per kind
+// because each one's docs say what its own ring does when full or
+// disconnected, which a shared macro would have to take as arguments.
 impl<R: Record> ShmLogProducer<R> {
     /// Creates the ring file ([`ShmProducer::create`]) with `opts`, the
     /// capacity taken from `cfg.ring_capacity` when `opts.capacity` is 0,

@@ -1,67 +1,194 @@
-//! Load-time checks of settings that do not go together, each at its
-//! key's line and column.
+//! Reading a configuration: the TOML document is parsed once
+//! ([`toml_edit::ImDocument`], which keeps every key's and value's place),
+//! deserialized from that parse, and checked on it for settings that do
+//! not go together. Every error names its key and points at the key's (or
+//! value's) line and column:
+//!
+//! ```text
+//! config line 2, column 1: [ring] capacityy: unknown field `capacityy`, expected one of ...
+//!   |
+//! 2 | capacityy = 1024
+//!   | ^^^^^^^^^
+//! ```
 
-use super::*;
+use std::ops::Range;
+
+use serde::Deserialize;
+use toml_edit::{ImDocument, Item, Table, TableLike};
+
+use super::sink::{settings_check, settings_error};
+use super::{ConfigError, SLOT_SIZES};
+
+/// The parsed document.
+pub(super) type Doc<'a> = ImDocument<&'a str>;
+
+/// Parses `text` into `T` with one TOML parse, then applies the load-time
+/// checks ([`check`]) to the same parse.
+pub(super) fn parse<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, ConfigError> {
+    let doc = ImDocument::parse(text).map_err(|e| match e.span() {
+        Some(span) => at(text, span, e.message().trim_end()),
+        None => ConfigError::Parse(e.message().trim_end().to_string()),
+    })?;
+    // The deserializer takes the parsed document by value; cloning it
+    // copies the tree, it does not parse the text again.
+    let v = T::deserialize(toml_edit::de::Deserializer::from(doc.clone()))
+        .map_err(|e| serde_error(text, &doc, &e))?;
+    check(text, &doc)?;
+    Ok(v)
+}
+
+/// [`ConfigError::Parse`] at byte range `span` of `text`: `config line
+/// L, column C: what`, then the line with the range marked.
+pub(super) fn at(text: &str, span: Range<usize>, what: &str) -> ConfigError {
+    let (line, col) = line_col(text, span.start);
+    let src = text.lines().nth(line - 1).unwrap_or("");
+    let width = line.to_string().len();
+    let pad = " ".repeat(width);
+    let room = (src.len() + 1).saturating_sub(col).max(1);
+    let marks = "^".repeat(span.len().clamp(1, room));
+    ConfigError::Parse(format!(
+        "config line {line}, column {col}: {what}\n{pad} |\n{line} | {src}\n{pad} | {}{marks}",
+        " ".repeat(col - 1)
+    ))
+}
+
+/// 1-based line and column of byte `at` in `text`.
+pub(super) fn line_col(text: &str, at: usize) -> (usize, usize) {
+    let before = text.get(..at).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+    (line, col)
+}
+
+/// A deserialization error (unknown key, wrong type, bad value) at its
+/// key, named by its path (`[ring] capacityy`, `[format.syslog] sd_id`).
+/// A sink table's error comes from its tagged deserialization, which has
+/// no places below the table: [`sink_error`] finds its key.
+fn serde_error(text: &str, doc: &Doc<'_>, e: &toml_edit::de::Error) -> ConfigError {
+    let msg = e.message().trim_end();
+    if let Some(err) = sink_error(text, doc, msg) {
+        return err;
+    }
+    match e.span() {
+        Some(span) => match path_at(doc.as_table(), span.start) {
+            Some(path) => at(text, span, &format!("{path}: {msg}")),
+            None => at(text, span, msg),
+        },
+        None => ConfigError::Parse(msg.to_string()),
+    }
+}
+
+/// One step of a key path: a key, or the element of an array of tables.
+enum Step {
+    Key(String),
+    Index(usize),
+}
+
+/// The path of the innermost key of `table` whose key or value covers
+/// byte `pos`, as an error names it: `[ring] capacity`, `[ring.degrade]
+/// min_priority`, `[[sink]] #2 transport`, `[[sink]] #2 properties.acks`,
+/// `schemas` (a top-level key).
+fn path_at(table: &dyn TableLike, pos: usize) -> Option<String> {
+    let steps = steps_at(table, pos)?;
+    let (key, tables) = steps.split_last()?;
+    let Step::Key(key) = key else { return None };
+    let mut label = String::new();
+    let mut dotted: Vec<&str> = Vec::new();
+    for s in tables {
+        match s {
+            Step::Key(k) => dotted.push(k),
+            Step::Index(i) => {
+                label = format!("{label}[[{}]] #{} ", dotted.join("."), i + 1);
+                dotted.clear();
+            }
+        }
+    }
+    // Keys below an array element are dotted onto the key
+    // (`[[sink]] #2 properties.retries`), below a table follow its header
+    // (`[sink.properties] retries`).
+    Some(match (label.is_empty(), dotted.is_empty()) {
+        (_, true) => format!("{label}{key}"),
+        (true, false) => format!("[{}] {key}", dotted.join(".")),
+        (false, false) => format!("{label}{}.{key}", dotted.join(".")),
+    })
+}
+
+fn steps_at(table: &dyn TableLike, pos: usize) -> Option<Vec<Step>> {
+    let covers = |s: Option<Range<usize>>| s.is_some_and(|s| s.contains(&pos));
+    for (name, item) in table.iter() {
+        let key = table.key(name);
+        let inner = match item {
+            Item::ArrayOfTables(a) => a.iter().enumerate().find_map(|(i, t)| {
+                let mut v = steps_at(t, pos)?;
+                v.insert(0, Step::Index(i));
+                Some(v)
+            }),
+            _ => item.as_table_like().and_then(|t| steps_at(t, pos)),
+        };
+        if let Some(mut v) = inner {
+            v.insert(0, Step::Key(name.to_string()));
+            return Some(v);
+        }
+        if covers(key.and_then(|k| k.span())) || covers(item.span()) {
+            return Some(vec![Step::Key(name.to_string())]);
+        }
+    }
+    None
+}
 
 /// A `[sink]` / `[[sink]]` error about one key (unknown, or a bad value:
-/// an unknown variant, a wrong type, a value out of range), which toml
-/// reports at the table's header (the sink tables go through
-/// `toml::Value`, which keeps no positions), rewritten to point at the
-/// key's own line and column like every other key error; in a nested
-/// table (`[sink.x]`, `x = { ... }`, `x.y = ...`) at the innermost key.
-/// `None` for other errors.
+/// an unknown variant, a wrong type, a value out of range), which the
+/// tagged sink tables report at the table's header (they go through
+/// `toml::Value`, which keeps no places), at the key's own line and
+/// column; in a nested table (`[sink.x]`, `x = { ... }`, `x.y = ...`) at
+/// the innermost key. `None` for other errors.
 ///
-/// The key is found by deserializing the failing table again from the
-/// parsed document, which keeps every key's and value's place
+/// The key is found by deserializing the failing table's settings from
+/// the parsed document's items, which keep their places
 /// ([`sink_error_at`]); an error that names no place there falls back to
 /// the first key named in backquotes.
-pub(super) fn point_at_sink_key(text: &str, msg: &str) -> Option<String> {
+fn sink_error(text: &str, doc: &Doc<'_>, msg: &str) -> Option<ConfigError> {
     // "[sink]: unknown field `bogus`, ..." or "[sink]: `keep_files` = 0 ...".
     let detail = msg
         .lines()
         .find(|l| l.starts_with("[sink]") || l.starts_with("[[sink]]"))?;
     let (label, _) = detail.split_once(": ")?;
-    let doc = toml_edit::ImDocument::parse(text).ok()?;
     let table = match doc.get("sink")? {
-        toml_edit::Item::Table(t) if label == "[sink]" => t,
-        toml_edit::Item::ArrayOfTables(a) => {
+        Item::Table(t) if label == "[sink]" => t,
+        Item::ArrayOfTables(a) => {
             let n: usize = label.strip_prefix("[[sink]] #")?.parse().ok()?;
             a.get(n.checked_sub(1)?)?
         }
         _ => return None,
     };
-    let (span, detail) = match sink_error_at(table) {
-        Some((span, Some(why))) => (span, format!("{label}: {why}")),
-        Some((span, None)) => (span, detail.to_string()),
+    let why = detail[label.len() + 2..].to_string();
+    let (span, why) = match sink_error_at(table) {
+        Some((span, Some(own))) => (span, own),
+        Some((span, None)) => (span, why),
         None => {
             let key = detail.split('`').nth(1)?;
-            (table.key(key)?.span()?, detail.to_string())
+            (table.key(key)?.span()?, why)
         }
     };
-    let (line, col) = line_col(text, span.start);
-    let src = text.lines().nth(line - 1).unwrap_or("");
-    let width = line.to_string().len();
-    let pad = " ".repeat(width);
-    let marks = "^".repeat(span.len().max(1));
-    Some(format!(
-        "TOML parse error at line {line}, column {col}\n{pad} |\n{line} | {src}\n{pad} | {}{marks}\n{detail}",
-        " ".repeat(col - 1)
-    ))
+    // Named by its path: `[sink] transport`, `[[sink]] #3 type`,
+    // `[sink.properties] linger.ms`.
+    let detail = match path_at(doc.as_table(), span.start) {
+        Some(path) => format!("{path}: {why}"),
+        None => format!("{label}: {why}"),
+    };
+    Some(at(text, span, &detail))
 }
 
 /// Where the first error of one sink table is: the span of the key it
 /// is about, and the error's own message when it came from deserializing
-/// the table's settings again here (`None`: toml's message stands, e.g.
-/// for a missing or unknown `type`). `None` when no key can be named.
+/// the table's settings again here (`None`: the message stands, e.g. for
+/// a missing or unknown `type`). `None` when no key can be named.
 ///
 /// The table, without its `type`, is deserialized into that type's
-/// settings from the parsed document's items, which keep their places
-/// (unlike `toml::Value`, which the tagged sink tables go through), so the
-/// error's span is the bad value's (or the unknown key's); the key whose
-/// value holds that span is the one to point at.
-pub(super) fn sink_error_at(
-    table: &toml_edit::Table,
-) -> Option<(std::ops::Range<usize>, Option<String>)> {
+/// settings from the parsed document's items, which keep their places,
+/// so the error's span is the bad value's (or the unknown key's); the key
+/// whose value holds that span is the one to point at.
+fn sink_error_at(table: &Table) -> Option<(Range<usize>, Option<String>)> {
     let (type_key, kind) = table.get_key_value("type")?;
     let type_span = type_key.span()?;
     let Some(kind) = kind.as_str() else {
@@ -69,9 +196,9 @@ pub(super) fn sink_error_at(
     };
     let mut rest = table.clone();
     rest.remove("type");
-    let rest = toml_edit::Item::Table(rest).into_value().ok()?;
+    let rest = Item::Table(rest).into_value().ok()?;
     match settings_error(kind, rest) {
-        // Unknown type (or one this build lacks): toml's message names it.
+        // Unknown type (or one this build lacks): the message names it.
         None => Some((type_span, None)),
         Some(None) => None,
         Some(Some(e)) => {
@@ -84,10 +211,7 @@ pub(super) fn sink_error_at(
 
 /// The span of the innermost key of `table` (through nested tables,
 /// inline tables and dotted keys) whose key or value covers byte `pos`.
-pub(super) fn key_at(
-    table: &dyn toml_edit::TableLike,
-    pos: usize,
-) -> Option<std::ops::Range<usize>> {
+fn key_at(table: &dyn TableLike, pos: usize) -> Option<Range<usize>> {
     for (name, _) in table.iter() {
         let Some((key, item)) = table.get_key_value(name) else {
             continue;
@@ -95,7 +219,7 @@ pub(super) fn key_at(
         if let Some(inner) = item.as_table_like().and_then(|t| key_at(t, pos)) {
             return Some(inner);
         }
-        let covers = |s: Option<std::ops::Range<usize>>| s.is_some_and(|s| s.contains(&pos));
+        let covers = |s: Option<Range<usize>>| s.is_some_and(|s| s.contains(&pos));
         if covers(key.span()) || covers(item.span()) {
             return key.span();
         }
@@ -103,208 +227,122 @@ pub(super) fn key_at(
     None
 }
 
-/// The `[format]` keys [`check_format_keys`] looks at, with their places
-/// in the text; every other key is ignored here (the real parse checks
-/// them).
-#[derive(Deserialize)]
-pub(super) struct FormatKeys {
-    format: Option<FormatKeysTable>,
+/// [`ConfigError::Parse`] at the key `key` of `table` (the table's header
+/// if the key is not there) with `why`: valid TOML whose settings do not
+/// go together.
+fn key_error(text: &str, table: &Table, key: &str, why: &str) -> ConfigError {
+    let span = table
+        .key(key)
+        .and_then(|k| k.span())
+        .or_else(|| table.span())
+        .unwrap_or(0..0);
+    at(text, span, why)
 }
 
-#[derive(Deserialize)]
-pub(super) struct FormatKeysTable {
-    #[serde(rename = "type")]
-    kind: Option<String>,
-    template: Option<toml::Spanned<toml::Value>>,
-    templates: Option<toml::Spanned<toml::Value>>,
-}
-
-/// 1-based line and column of byte `at` in `text`.
-pub(super) fn line_col(text: &str, at: usize) -> (usize, usize) {
-    let before = text.get(..at).unwrap_or(text);
-    let line = before.matches('\n').count() + 1;
-    let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
-    (line, col)
-}
-
-/// A `template` / `templates` in `[format]` with a `type` other than
-/// `text` is [`ConfigError::Parse`] naming the key, the type and the line.
-pub(super) fn check_format_keys(text: &str) -> Result<(), ConfigError> {
-    let Ok(FormatKeys { format: Some(f) }) = toml::from_str::<FormatKeys>(text) else {
-        return Ok(());
-    };
-    let kind = f.kind.as_deref().unwrap_or("text");
-    if kind == "text" {
-        return Ok(());
-    }
-    for (key, v) in [("template", &f.template), ("templates", &f.templates)] {
-        if let Some(v) = v {
-            let (line, col) = line_col(text, v.span().start);
-            return Err(ConfigError::Parse(format!(
-                "config error at line {line}, column {col}: [format] `{key}` applies only to type = \"text\", \
-                 but type = \"{kind}\" would ignore it (remove `{key}` or set type = \"text\")"
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// A `config error at line L, column C` for the key `key` of `table` (a
-/// toml_edit table of `text`), with `why`: valid TOML whose settings do
-/// not go together.
-pub(super) fn key_error(
-    text: &str,
-    table: &toml_edit::Table,
-    key: &str,
-    why: String,
-) -> ConfigError {
-    let at = table.key(key).and_then(|k| k.span()).map_or(0, |r| r.start);
-    let (line, col) = line_col(text, at);
-    ConfigError::Parse(format!("config error at line {line}, column {col}: {why}"))
-}
-
-/// Settings that would cut a binary stream (`binary`, `ipfix`) where its
-/// reader cannot resume, each [`ConfigError::Parse`] at its line: a file
-/// sink that rotates (`max_size_bytes`, `rotate_interval_ms`) or reopens
-/// on SIGHUP starts a new file mid-stream without the stream's header
-/// (schemas, IPFIX templates), and an mmap sink splits IPFIX messages
-/// (binary logs are fine there: every segment carries the schemas). Also
-/// `publish_every = 0`, a `slot_bytes` other than 32, 64 or 128 and an
-/// empty `template`.
-pub(super) fn check_stream_keys(text: &str) -> Result<(), ConfigError> {
-    let Ok(doc) = toml_edit::ImDocument::parse(text) else {
-        return Ok(());
-    };
-    if let Some(ring) = doc.get("ring").and_then(toml_edit::Item::as_table) {
-        if ring
-            .get("publish_every")
-            .and_then(toml_edit::Item::as_integer)
-            == Some(0)
-        {
+/// The load-time checks, on the parsed document: `[ring]` `publish_every
+/// = 0` and a `slot_bytes` other than 32, 64 or 128; `[format]` an empty
+/// `template`, or `template` / `[format.templates]` with a `type` other
+/// than `text` (which would ignore them); each sink table's own rules
+/// against the format ([`SinkSettings::check`]
+/// (crate::sinks::config::SinkSettings::check): framing, addresses,
+/// rotation of a binary stream); a first sink with `role = "failover"`.
+fn check(text: &str, doc: &Doc<'_>) -> Result<(), ConfigError> {
+    if let Some(ring) = doc.get("ring").and_then(Item::as_table) {
+        if ring.get("publish_every").and_then(Item::as_integer) == Some(0) {
             return Err(key_error(
                 text,
                 ring,
                 "publish_every",
-                "[ring] `publish_every` = 0: give 1 (publish every record) or more, or leave it out".into(),
+                "[ring] `publish_every` = 0: give 1 (publish every record) or more, or leave it out",
             ));
         }
-        if let Some(b) = ring.get("slot_bytes").and_then(toml_edit::Item::as_integer) {
+        if let Some(b) = ring.get("slot_bytes").and_then(Item::as_integer) {
             if !SLOT_SIZES.iter().any(|&s| s as i64 == b) {
                 return Err(key_error(
                     text,
                     ring,
                     "slot_bytes",
-                    format!("[ring] slot_bytes = {b}: must be 32, 64 or 128"),
+                    &format!("[ring] slot_bytes = {b}: must be 32, 64 or 128"),
                 ));
             }
         }
     }
-    let format = doc.get("format").and_then(toml_edit::Item::as_table);
+    let format = doc.get("format").and_then(Item::as_table_like);
+    let kind = format
+        .and_then(|f| f.get("type"))
+        .and_then(Item::as_str)
+        .unwrap_or("text");
     if let Some(f) = format {
-        if f.get("template").and_then(toml_edit::Item::as_str) == Some("") {
-            return Err(key_error(
+        check_format(text, f, kind)?;
+    }
+    check_sinks(text, doc, kind)
+}
+
+/// `[format]`: an empty `template`; `template` or `templates` with a
+/// `type` other than `text`, at the value.
+fn check_format(text: &str, f: &dyn TableLike, kind: &str) -> Result<(), ConfigError> {
+    if f.get("template").and_then(Item::as_str) == Some("") {
+        let span = f.key("template").and_then(|k| k.span()).unwrap_or(0..0);
+        return Err(at(
+            text,
+            span,
+            "[format] `template` is empty: every record would be an empty line",
+        ));
+    }
+    if kind == "text" {
+        return Ok(());
+    }
+    for key in ["template", "templates"] {
+        if let Some(v) = f.get(key) {
+            let span = v
+                .span()
+                .or_else(|| f.key(key).and_then(|k| k.span()))
+                .unwrap_or(0..0);
+            return Err(at(
                 text,
-                f,
-                "template",
-                "[format] `template` is empty: every record would be an empty line".into(),
+                span,
+                &format!(
+                    "[format] `{key}` applies only to type = \"text\", but type = \"{kind}\" \
+                     would ignore it (remove `{key}` or set type = \"text\")"
+                ),
             ));
         }
     }
-    let kind = format
-        .and_then(|f| f.get("type"))
-        .and_then(toml_edit::Item::as_str)
-        .unwrap_or("text");
+    Ok(())
+}
+
+/// Each sink table's own rules ([`settings_check`]) at the key they are
+/// about, then the set's: a first (or only) sink with `role =
+/// "failover"` has no sink before it to take over from.
+fn check_sinks(text: &str, doc: &Doc<'_>, kind: &str) -> Result<(), ConfigError> {
     // Each sink table with the name an error calls it by: `[sink]`, or
     // `[[sink]] #N` (1-based) when the config lists several.
-    let tables: Vec<(String, &toml_edit::Table)> = match doc.get("sink") {
-        Some(toml_edit::Item::Table(t)) => vec![("[sink]".into(), t)],
-        Some(toml_edit::Item::ArrayOfTables(a)) => a
+    let tables: Vec<(String, &Table)> = match doc.get("sink") {
+        Some(Item::Table(t)) => vec![("[sink]".into(), t)],
+        Some(Item::ArrayOfTables(a)) => a
             .iter()
             .enumerate()
             .map(|(i, t)| (format!("[[sink]] #{}", i + 1), t))
             .collect(),
         _ => Vec::new(),
     };
-    check_framing(text, kind, &tables)?;
-    check_roles(text, &tables)?;
-    check_addresses(text, &tables)?;
-    if !matches!(kind, "binary" | "ipfix") {
-        return Ok(());
-    }
-    for (label, t) in tables {
-        let sink = t
-            .get("type")
-            .and_then(toml_edit::Item::as_str)
-            .unwrap_or("");
-        if sink != "file" {
+    for (label, t) in &tables {
+        let Some(sink) = t.get("type").and_then(Item::as_str) else {
             continue;
-        }
-        for key in ["max_size_bytes", "rotate_interval_ms", "reopen_on_sighup"] {
-            let set = match t.get(key) {
-                Some(v) if key == "reopen_on_sighup" => v.as_bool() == Some(true),
-                Some(_) => true,
-                None => false,
-            };
-            if set {
-                return Err(key_error(
-                    text,
-                    t,
-                    key,
-                    format!(
-                        "{label} `{key}` with [format] type = \"{kind}\": a new file would start \
-                         mid-stream without the stream's header, and could not be decoded; rotate \
-                         line formats only, or write binary logs to an mmap sink (every segment \
-                         carries the schemas)"
-                    ),
-                ));
-            }
+        };
+        let mut rest = (*t).clone();
+        rest.remove("type");
+        let Ok(rest) = Item::Table(rest).into_value() else {
+            continue;
+        };
+        if let Some(Err(e)) = settings_check(sink, rest, kind) {
+            return Err(key_error(text, t, e.key, &format!("{label} {}", e.why)));
         }
     }
-    Ok(())
-}
-
-/// A format whose framing a sink cannot carry, [`ConfigError::Parse`] at
-/// the sink's `type` line, saying which combinations work:
-/// - `syslog` and `kafka` send one message per line (`\n`): a `binary` or
-///   `ipfix` stream is not lines and would be cut at every 0x0A byte (and,
-///   over TCP syslog, framed per piece), so they take the line formats
-///   only (`text`, `json`, `csv`, `rfc5424`, `rfc3164`);
-/// - `ipfix` (the exporter) re-packs IPFIX records into messages: it takes
-///   `[format] type = "ipfix"` only;
-/// - `archive` stores the binary stream's raw records: `binary` only;
-/// - `mmap` splits its segments where IPFIX messages cannot be cut.
-///
-/// File sinks take every format; mmap sinks every one but `ipfix` (see
-/// [`check_stream_keys`]).
-pub(super) fn check_framing(
-    text: &str,
-    kind: &str,
-    tables: &[(String, &toml_edit::Table)],
-) -> Result<(), ConfigError> {
-    for (label, t) in tables {
-        let sink = t
-            .get("type")
-            .and_then(toml_edit::Item::as_str)
-            .unwrap_or("");
-        if let Some(why) = framing_why(label, sink, kind) {
-            return Err(key_error(text, t, "type", why));
-        }
-    }
-    Ok(())
-}
-
-/// A first sink table with `role = "failover"`, [`ConfigError::Parse`] at
-/// its `role`: a failover sink is the secondary of the sink listed before
-/// it, and the first (or only) sink has none. Checked here, at load, so
-/// the error has its line and nothing is opened.
-pub(super) fn check_roles(
-    text: &str,
-    tables: &[(String, &toml_edit::Table)],
-) -> Result<(), ConfigError> {
     let Some((label, t)) = tables.first() else {
         return Ok(());
     };
-    if t.get("role").and_then(toml_edit::Item::as_str) != Some("failover") {
+    if t.get("role").and_then(Item::as_str) != Some("failover") {
         return Ok(());
     }
     let why = if tables.len() == 1 && label == "[sink]" {
@@ -319,129 +357,5 @@ pub(super) fn check_roles(
              list the primary [[sink]] first, or remove `role`"
         )
     };
-    Err(key_error(text, t, "role", why))
-}
-
-/// Network addresses a sink would only reject when it opens (syslog, the
-/// IPFIX exporter) or never (a Kafka broker list, which librdkafka retries
-/// forever), [`ConfigError::Parse`] at their line:
-/// - syslog over `udp`, `tcp` or `relp`: `address` an IP address and port
-///   (`127.0.0.1:514`, `[::1]:514`);
-/// - `ipfix`: `address` a `host:port` (the host may be a name, resolved
-///   when the sink opens);
-/// - `kafka`: `brokers` a comma-separated list of `host[:port]`.
-pub(super) fn check_addresses(
-    text: &str,
-    tables: &[(String, &toml_edit::Table)],
-) -> Result<(), ConfigError> {
-    for (label, t) in tables {
-        let get = |k: &str| t.get(k).and_then(toml_edit::Item::as_str);
-        let (key, why) = match get("type").unwrap_or("") {
-            "syslog" if matches!(get("transport").unwrap_or("udp"), "udp" | "tcp" | "relp") => {
-                let Some(a) = get("address") else { continue };
-                match a.parse::<std::net::SocketAddr>() {
-                    Ok(_) => continue,
-                    Err(_) => (
-                        "address",
-                        format!(
-                            "{label} address = {a:?}: not an IP address and port{} (e.g. \
-                             \"127.0.0.1:514\", \"[::1]:514\"); a local socket takes \
-                             transport = \"unix_dgram\" or \"unix_stream\"",
-                            a.rsplit_once(':')
-                                .and_then(|(h, _)| dotted_why(h))
-                                .map_or(String::new(), |w| format!(": {w}")),
-                        ),
-                    ),
-                }
-            }
-            "ipfix" => {
-                let Some(a) = get("address") else { continue };
-                match host_port_why(a, true) {
-                    None => continue,
-                    Some(w) => (
-                        "address",
-                        format!("{label} address = {a:?}: {w} (e.g. \"192.0.2.10:4739\")"),
-                    ),
-                }
-            }
-            "kafka" => {
-                let Some(b) = get("brokers") else { continue };
-                match b.split(',').find_map(|h| host_port_why(h.trim(), false)) {
-                    None => continue,
-                    Some(w) => (
-                        "brokers",
-                        format!(
-                            "{label} brokers = {b:?}: {w} (a comma-separated list of \
-                             host[:port], e.g. \"127.0.0.1:9092,kafka-2:9092\")"
-                        ),
-                    ),
-                }
-            }
-            _ => continue,
-        };
-        return Err(key_error(text, t, key, why));
-    }
-    Ok(())
-}
-
-/// Why `host`, made only of digits and dots, is not an IPv4 address
-/// (`300.1.1.1`, `10.1`, `12345`); `None` for an IPv4 address or a host
-/// with other characters. A resolver would take such a host as a name
-/// (or, `getaddrinfo` after `inet_aton`, `10.1` as 10.0.0.1), so it is
-/// refused instead.
-pub(super) fn dotted_why(host: &str) -> Option<String> {
-    if host.is_empty()
-        || !host.bytes().all(|c| c.is_ascii_digit() || c == b'.')
-        || host.parse::<std::net::Ipv4Addr>().is_ok()
-    {
-        return None;
-    }
-    Some(format!(
-        "{host:?} is not an IPv4 address (four numbers 0 to 255 separated by dots, e.g. \
-         192.0.2.10)"
-    ))
-}
-
-/// Why `a` is not `host:port` (`[v6]:port` for IPv6), with the port
-/// optional unless `port_needed`; `None` when it is. A host of digits and
-/// dots must be an IPv4 address ([`dotted_why`]).
-pub(super) fn host_port_why(a: &str, port_needed: bool) -> Option<String> {
-    if a.parse::<std::net::SocketAddr>().is_ok() {
-        return None;
-    }
-    let (host, port) = match a.rsplit_once(':') {
-        // An IPv6 address without brackets would be cut at its last ':'.
-        Some((h, p)) if !h.contains(':') || h.starts_with('[') => (h, Some(p)),
-        Some(_) if a.parse::<std::net::Ipv6Addr>().is_ok() => {
-            return Some(format!("an IPv6 address takes brackets: \"[{a}]:port\""));
-        }
-        Some(_) => return Some("not host:port".into()),
-        None => (a, None),
-    };
-    if host.is_empty() {
-        return Some(format!("no host in {a:?}"));
-    }
-    if let Some(w) = dotted_why(host) {
-        return Some(w);
-    }
-    if let Some(h) = host.strip_prefix('[') {
-        if h.strip_suffix(']')
-            .and_then(|v| v.parse::<std::net::Ipv6Addr>().ok())
-            .is_none()
-        {
-            return Some(format!("{host:?} is not a bracketed IPv6 address"));
-        }
-    } else if !host
-        .bytes()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'-' | b'_'))
-    {
-        return Some(format!("{host:?} is not a host name or address"));
-    }
-    match port {
-        Some(p) if p.parse::<u16>().map_or(true, |p| p == 0) => {
-            Some(format!("port {p:?} is not a number in 1..65535"))
-        }
-        None if port_needed => Some("no port".into()),
-        _ => None,
-    }
+    Err(key_error(text, t, "role", &why))
 }

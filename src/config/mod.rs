@@ -113,12 +113,10 @@ mod tests;
 
 pub use errors::ConfigError;
 pub use format::FormatConfig;
-use load::*;
 pub use metrics::MetricsConfig;
 pub use ring::{check_slots, RingConfig, SLOT_SIZES};
 pub use schemas::SchemasConfig;
 pub use sink::SinkConfig;
-use sink::*;
 pub use start::{Consumers, ConsumersConfig};
 
 /// The whole logging configuration: `[ring]`, `[format]`, `[sink]`.
@@ -195,20 +193,15 @@ pub struct LogConfig {
 
 /// Parses TOML into `T`, turning errors into [`ConfigError::Parse`].
 ///
-/// Besides TOML and serde errors (unknown key, wrong type, each with its
-/// line), a `[format]` table whose `template` or `[format.templates]` goes
-/// with a `type` other than `text` (which would ignore it) is an error
-/// naming the key and its line.
+/// The text is parsed once; `T` is deserialized from that parse and the
+/// load-time checks run on it. Every error names its key and starts
+/// `config line L, column C: ` with the key's (or value's) place, then
+/// shows the line: TOML syntax, serde errors (unknown key, wrong type), a
+/// `[format]` table whose `template` or `[format.templates]` goes with a
+/// `type` other than `text` (which would ignore it), and each sink table's
+/// own rules ([`SinkSettings::check`]).
 pub fn parse_toml<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, ConfigError> {
-    let v = toml::from_str(text).map_err(|e| {
-        let msg = e.to_string();
-        ConfigError::Parse(
-            point_at_sink_key(text, &msg).unwrap_or_else(|| msg.trim_end().to_string()),
-        )
-    })?;
-    check_format_keys(text)?;
-    check_stream_keys(text)?;
-    Ok(v)
+    load::parse(text)
 }
 
 /// Reads and parses a TOML file into `T`.

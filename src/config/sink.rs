@@ -77,6 +77,29 @@ macro_rules! sink_types {
             None
         }
 
+        /// Applies the own rules ([`SinkSettings::check`]) of a sink of
+        /// `type` = `kind` deserialized from `table` (its table without
+        /// `type`) against the `format` named so; `None` for settings
+        /// that do not deserialize (reported by the real parse) or a type
+        /// this build does not have.
+        pub(super) fn settings_check(
+            kind: &str,
+            table: toml_edit::Value,
+            format: &str,
+        ) -> Option<Result<(), crate::sinks::config::SettingsError>> {
+            use serde::de::IntoDeserializer as _;
+            $(
+                $(#[cfg($cfg)])*
+                if kind == sink_type_name(stringify!($variant)) {
+                    return <$settings>::deserialize(table.into_deserializer())
+                        .ok()
+                        .map(|s| s.check(format));
+                }
+            )*
+            let _ = (table, format);
+            None
+        }
+
         impl SinkConfig {
             /// The `type` of every sink this build takes, as written in
             /// TOML, in declaration order: `file`, `mmap`, `syslog`,
@@ -84,15 +107,6 @@ macro_rules! sink_types {
             /// Help texts list them from here, so they name every type.
             pub fn type_names() -> Vec<&'static str> {
                 [$( $(#[cfg($cfg)])* sink_type_name(stringify!($variant)), )*].to_vec()
-            }
-
-            /// The `type` of a single sink as written in TOML (`"file"`,
-            /// ...); `None` for a set.
-            fn type_name(&self) -> Option<&'static str> {
-                match self {
-                    $( $(#[cfg($cfg)])* SinkConfig::$variant(_) => Some(sink_type_name(stringify!($variant))), )*
-                    SinkConfig::Set(_) => None,
-                }
             }
 
             /// The settings of a single sink; `None` for a set.
@@ -283,49 +297,12 @@ pub(super) fn sink_type_name(variant: &'static str) -> &'static str {
     }
 }
 
-/// Why a `sink` of this `type` cannot carry the `kind` format's framing,
-/// with the combinations that work; `None` when it can. The rules of
-/// [`check_framing`], shared with [`SinkConfig::check_framing`]. `label`
-/// names the sink table in the message (`[sink]` or `[[sink]] #N`).
-pub(super) fn framing_why(label: &str, sink: &str, kind: &str) -> Option<String> {
-    const LINES: &str = "text, json, csv, rfc5424, rfc3164";
-    Some(match (sink, kind) {
-        ("syslog" | "kafka", "binary" | "ipfix") => format!(
-            "{label} type = \"{sink}\" with [format] type = \"{kind}\": the {sink} sink sends one \
-             message per line, and {an} {kind} stream is not lines (it would be cut at every 0x0A \
-             byte); {sink} takes the line formats ({LINES}); send ipfix to a sink of type = \
-             \"ipfix\" (an IPFIX exporter) or a file, binary to a file or mmap sink",
-            an = if kind == "ipfix" { "an" } else { "a" },
-        ),
-        ("ipfix", k) if k != "ipfix" => format!(
-            "{label} type = \"ipfix\" with [format] type = \"{k}\": the IPFIX exporter sends \
-             IPFIX records and takes [format] type = \"ipfix\" only; set it, or send {k} \
-             to {}",
-            if k == "binary" {
-                "a file or mmap sink"
-            } else {
-                "a file, mmap, syslog or kafka sink"
-            }
-        ),
-        ("archive", k) if k != "binary" => format!(
-            "{label} type = \"archive\" with [format] type = \"{k}\": the archive stores \
-             records, not formatted lines; set [format] type = \"binary\""
-        ),
-        ("mmap", "ipfix") => format!(
-            "{label} type = \"mmap\" with [format] type = \"ipfix\": segments \
-             would split IPFIX messages; write IPFIX to a file sink or send it to an ipfix sink \
-             (or use type = \"binary\" for mmap segments)"
-        ),
-        _ => return None,
-    })
-}
-
 impl SinkConfig {
-    /// Checks that every sink of this config can carry `format`'s framing
-    /// (the rules [`LogConfig::from_toml_str`] applies at the sink's line),
-    /// and that no file sink rotates or reopens a `binary` or `ipfix`
-    /// stream; for settings changed after loading, e.g. a command line's
-    /// format.
+    /// Applies every sink's own rules against `format`
+    /// ([`SinkSettings::check`]: the framing it can carry, no file sink
+    /// rotating or reopening a `binary` or `ipfix` stream, its addresses),
+    /// which [`LogConfig::from_toml_str`] applies at the key's line; for
+    /// settings changed after loading, e.g. a command line's format.
     ///
     /// # Errors
     /// [`ConfigError::Parse`] naming the sink, the format and the
@@ -349,20 +326,9 @@ impl SinkConfig {
         if let SinkConfig::Set(v) = self {
             return v.iter().try_for_each(|s| s.check_framing_as(label, format));
         }
-        let kind = format.name();
-        let sink = self.type_name().unwrap_or("");
-        if let Some(why) = framing_why(label, sink, kind) {
-            return Err(ConfigError::Parse(why));
+        match self.one().map(|s| s.check(format.name())) {
+            Some(Err(e)) => Err(ConfigError::Parse(format!("{label} {}", e.why))),
+            _ => Ok(()),
         }
-        if let (SinkConfig::File(f), "binary" | "ipfix") = (self, kind) {
-            if f.max_size_bytes.is_some() || f.rotate_interval_ms.is_some() || f.reopen_on_sighup {
-                return Err(ConfigError::Parse(format!(
-                    "{label}: a file sink that rotates or reopens on SIGHUP with format \"{kind}\": a new \
-                     file would start mid-stream without the stream's header; rotate line formats \
-                     only, or write binary logs to an mmap sink"
-                )));
-            }
-        }
-        Ok(())
     }
 }

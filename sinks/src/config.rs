@@ -166,3 +166,88 @@ pub fn host_port_why(a: &str, port_needed: bool) -> Option<String> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::archive::ArchiveSinkConfig;
+    use crate::file::FileSinkConfig;
+    use crate::ipfix::IpfixSinkConfig;
+    use crate::mmap::MmapSinkConfig;
+    use crate::syslog::SyslogSinkConfig;
+
+    /// The key each sink's own rule names, or `None` when it takes the
+    /// settings with the format.
+    fn key(s: &dyn SinkSettings, format: &str) -> Option<&'static str> {
+        s.check(format).err().map(|e| e.key)
+    }
+
+    #[test]
+    fn each_sink_checks_the_formats_it_carries_and_names_the_key() {
+        let file = FileSinkConfig::default();
+        let rotating = FileSinkConfig {
+            rotate_interval_ms: Some(1000),
+            ..Default::default()
+        };
+        assert_eq!(key(&file, "binary"), None);
+        assert_eq!(key(&rotating, "text"), None);
+        assert_eq!(key(&rotating, "ipfix"), Some("rotate_interval_ms"));
+        assert_eq!(key(&MmapSinkConfig::default(), "binary"), None);
+        assert_eq!(key(&MmapSinkConfig::default(), "ipfix"), Some("type"));
+        assert_eq!(key(&ArchiveSinkConfig::default(), "binary"), None);
+        assert_eq!(key(&ArchiveSinkConfig::default(), "json"), Some("type"));
+        assert_eq!(key(&IpfixSinkConfig::default(), "ipfix"), None);
+        let e = IpfixSinkConfig::default().check("csv").unwrap_err();
+        assert_eq!(e.key, "type");
+        assert!(
+            e.why
+                .starts_with("type = \"ipfix\" with [format] type = \"csv\": "),
+            "{e}"
+        );
+        assert_eq!(key(&SyslogSinkConfig::default(), "rfc5424"), None);
+        assert_eq!(key(&SyslogSinkConfig::default(), "binary"), Some("type"));
+    }
+
+    #[test]
+    fn addresses_are_checked_by_their_sink() {
+        let syslog = SyslogSinkConfig {
+            address: "300.1.1.1:514".into(),
+            ..Default::default()
+        };
+        let e = syslog.check("text").unwrap_err();
+        assert_eq!(e.key, "address");
+        assert!(
+            e.why.contains("\"300.1.1.1\" is not an IPv4 address"),
+            "{e}"
+        );
+        let ipfix = IpfixSinkConfig {
+            address: "collector".into(),
+            ..Default::default()
+        };
+        let e = ipfix.check("ipfix").unwrap_err();
+        assert_eq!(
+            (e.key, e.why.as_str()),
+            (
+                "address",
+                "address = \"collector\": no port (e.g. \"192.0.2.10:4739\")"
+            )
+        );
+        assert_eq!(host_port_why("[::1]:4739", true), None);
+        assert_eq!(
+            host_port_why("::1", false).as_deref(),
+            Some("an IPv6 address takes brackets: \"[::1]:port\"")
+        );
+    }
+
+    #[cfg(feature = "kafka")]
+    #[test]
+    fn kafka_checks_lines_and_brokers() {
+        let k = crate::kafka::KafkaSinkConfig {
+            brokers: "127.0.0.1:9092, 10.1:9092".into(),
+            ..Default::default()
+        };
+        assert_eq!(key(&k, "ipfix"), Some("type"));
+        assert_eq!(key(&k, "json"), Some("brokers"));
+        assert_eq!(key(&crate::kafka::KafkaSinkConfig::default(), "json"), None);
+    }
+}

@@ -69,8 +69,11 @@
 //!                          # the final counters this long after the run
 //! ```
 //!
-//! Every key is optional and defaults as shown. An unknown key or a value
-//! of the wrong type is an error that names the key and its line.
+//! Every key is optional and defaults as shown. An unknown key, a value
+//! of the wrong type or settings that do not go together (a sink's own
+//! rules, e.g. an IPFIX sink wants `[format] type = "ipfix"`) are an error
+//! that names the key path and its place, then shows the line:
+//! `config line 7, column 9: [sink] type: unknown variant `kafak`, ...`.
 
 use std::path::{Path, PathBuf};
 

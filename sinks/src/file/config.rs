@@ -133,9 +133,10 @@ impl SinkSettings for FileSinkConfig {
         Err(SettingsError::new(
             key,
             format!(
-                "`{key}` with [format] type = \"{format}\": a new file would start mid-stream \
-                 without the stream's header, and could not be decoded; rotate line formats \
-                 only, or write binary logs to an mmap sink (every segment carries the schemas)"
+                "`{key}` with [format] type = \"{format}\": a file sink that rotates or reopens \
+                 on SIGHUP would start a new file mid-stream without the stream's header, and \
+                 it could not be decoded; rotate line formats only, or write binary logs to an \
+                 mmap sink (every segment carries the schemas)"
             ),
         ))
     }

@@ -914,14 +914,17 @@ fn a_slot_bytes_that_is_not_the_programs_or_not_a_slot_size_is_refused() {
         assert_eq!(
             m,
             format!(
-                "config error at line 4, column 1: [ring] slot_bytes = {v}: must be 32, 64 or 128"
+                "config line 4, column 1: [ring] slot_bytes = {v}: must be 32, 64 or 128\n  |\n\
+                 4 | slot_bytes = {v}\n  | ^^^^^^^^^^"
             ),
         );
     }
     let m = refused(LogConfig::from_toml_str("[ring]\nslot_bytes = -64\n"));
     assert!(
-        m.starts_with("TOML parse error at line 2, column 14")
-            && m.ends_with("invalid value: integer `-64`, expected usize"),
+        m.starts_with(
+            "config line 2, column 14: [ring] slot_bytes: invalid value: integer `-64`, \
+             expected usize\n"
+        ),
         "{m}"
     );
     let m = refused(LogConfig::from_toml_str("[ring]\nslot_bytes = \"64\"\n"));

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use super::{ArchiveSink, ArchiveSinkOptions};
-use crate::config::{SinkRole, SinkSettings};
+use crate::config::{SettingsError, SinkRole, SinkSettings};
 use crate::route::BoxSink;
 
 /// `type = "archive"` settings; see [`ArchiveSinkOptions`] (0 turns the
@@ -94,6 +94,20 @@ impl ArchiveSinkConfig {
 }
 
 impl SinkSettings for ArchiveSinkConfig {
+    /// The archive stores the binary stream's records: `binary` only.
+    fn check(&self, format: &str) -> Result<(), SettingsError> {
+        if format == "binary" {
+            return Ok(());
+        }
+        Err(SettingsError::new(
+            "type",
+            format!(
+                "type = \"archive\" with [format] type = \"{format}\": the archive stores \
+                 records, not formatted lines; set [format] type = \"binary\""
+            ),
+        ))
+    }
+
     fn role(&self) -> SinkRole {
         self.role
     }

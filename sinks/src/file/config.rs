@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::{FileSink, FileSinkOptions, FsyncPolicy};
-use crate::config::{SinkRole, SinkSettings};
+use crate::config::{SettingsError, SinkRole, SinkSettings};
 use crate::route::BoxSink;
 
 /// `fsync` of a file sink.
@@ -112,6 +112,35 @@ impl FileSinkConfig {
 }
 
 impl SinkSettings for FileSinkConfig {
+    /// A file that rotates (`max_size_bytes`, `rotate_interval_ms`) or
+    /// reopens on SIGHUP (`reopen_on_sighup`) with a `binary` or `ipfix`
+    /// stream: the new file would start mid-stream without the stream's
+    /// header (schemas, IPFIX templates), and could not be decoded. Every
+    /// other format is fine.
+    fn check(&self, format: &str) -> Result<(), SettingsError> {
+        if !matches!(format, "binary" | "ipfix") {
+            return Ok(());
+        }
+        let key = if self.max_size_bytes.is_some() {
+            "max_size_bytes"
+        } else if self.rotate_interval_ms.is_some() {
+            "rotate_interval_ms"
+        } else if self.reopen_on_sighup {
+            "reopen_on_sighup"
+        } else {
+            return Ok(());
+        };
+        Err(SettingsError::new(
+            key,
+            format!(
+                "`{key}` with [format] type = \"{format}\": a file sink that rotates or reopens \
+                 on SIGHUP would start a new file mid-stream without the stream's header, and \
+                 it could not be decoded; rotate line formats only, or write binary logs to an \
+                 mmap sink (every segment carries the schemas)"
+            ),
+        ))
+    }
+
     fn role(&self) -> SinkRole {
         self.role
     }

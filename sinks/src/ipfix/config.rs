@@ -6,7 +6,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use serde::Deserialize;
 
 use super::{IpfixExporter, IpfixExporterOptions, IpfixTransport};
-use crate::config::{SinkRole, SinkSettings};
+use crate::config::{host_port_why, SettingsError, SinkRole, SinkSettings};
 use crate::route::BoxSink;
 
 /// IPFIX transport names.
@@ -122,6 +122,37 @@ impl IpfixSinkConfig {
 }
 
 impl SinkSettings for IpfixSinkConfig {
+    /// The exporter re-packs IPFIX records into messages: `ipfix` only;
+    /// `address` must be `host:port` (the host may be a name, resolved
+    /// when the sink opens).
+    fn check(&self, format: &str) -> Result<(), SettingsError> {
+        if format != "ipfix" {
+            return Err(SettingsError::new(
+                "type",
+                format!(
+                    "type = \"ipfix\" with [format] type = \"{format}\": the IPFIX exporter \
+                     sends IPFIX records and takes [format] type = \"ipfix\" only; set it, or \
+                     send {format} to {}",
+                    if format == "binary" {
+                        "a file or mmap sink"
+                    } else {
+                        "a file, mmap, syslog or kafka sink"
+                    }
+                ),
+            ));
+        }
+        match host_port_why(&self.address, true) {
+            None => Ok(()),
+            Some(w) => Err(SettingsError::new(
+                "address",
+                format!(
+                    "address = {:?}: {w} (e.g. \"192.0.2.10:4739\")",
+                    self.address
+                ),
+            )),
+        }
+    }
+
     fn role(&self) -> SinkRole {
         self.role
     }

@@ -6,7 +6,7 @@ use std::io;
 use serde::Deserialize;
 
 use super::{KafkaKey, KafkaSink, KafkaSinkOptions};
-use crate::config::{SinkRole, SinkSettings};
+use crate::config::{host_port_why, lines_only, SettingsError, SinkRole, SinkSettings};
 use crate::route::BoxSink;
 
 /// `type = "kafka"` settings; see [`KafkaSinkOptions`].
@@ -86,6 +86,27 @@ impl KafkaSinkConfig {
 }
 
 impl SinkSettings for KafkaSinkConfig {
+    /// One message per line: the line formats only
+    /// ([`lines_only`](crate::config::lines_only)); `brokers` a
+    /// comma-separated list of `host[:port]` (librdkafka would retry a bad
+    /// one forever).
+    fn check(&self, format: &str) -> Result<(), SettingsError> {
+        if let Some(e) = lines_only("kafka", format) {
+            return Err(e);
+        }
+        let b = &self.brokers;
+        match b.split(',').find_map(|h| host_port_why(h.trim(), false)) {
+            None => Ok(()),
+            Some(w) => Err(SettingsError::new(
+                "brokers",
+                format!(
+                    "brokers = {b:?}: {w} (a comma-separated list of host[:port], e.g. \
+                     \"127.0.0.1:9092,kafka-2:9092\")"
+                ),
+            )),
+        }
+    }
+
     fn role(&self) -> SinkRole {
         self.role
     }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use super::{MmapSink, MmapSinkOptions};
-use crate::config::{SinkRole, SinkSettings};
+use crate::config::{SettingsError, SinkRole, SinkSettings};
 use crate::route::BoxSink;
 
 /// `type = "mmap"` settings; see [`MmapSinkOptions`].
@@ -66,6 +66,21 @@ impl MmapSinkConfig {
 }
 
 impl SinkSettings for MmapSinkConfig {
+    /// `ipfix`: segments would split IPFIX messages. Every other format,
+    /// `binary` included (every segment carries the schemas), is fine.
+    fn check(&self, format: &str) -> Result<(), SettingsError> {
+        if format != "ipfix" {
+            return Ok(());
+        }
+        Err(SettingsError::new(
+            "type",
+            "type = \"mmap\" with [format] type = \"ipfix\": segments would split IPFIX \
+             messages; write IPFIX to a file sink or send it to an ipfix sink (or use type = \
+             \"binary\" for mmap segments)"
+                .into(),
+        ))
+    }
+
     fn role(&self) -> SinkRole {
         self.role
     }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use super::{SyslogSink, SyslogSinkOptions, SyslogTransport};
-use crate::config::{SinkRole, SinkSettings};
+use crate::config::{dotted_why, lines_only, SettingsError, SinkRole, SinkSettings};
 use crate::route::BoxSink;
 
 /// Syslog transport names.
@@ -101,6 +101,33 @@ impl SyslogSinkConfig {
 }
 
 impl SinkSettings for SyslogSinkConfig {
+    /// One message per line: the line formats only
+    /// ([`lines_only`](crate::config::lines_only)); over `udp`, `tcp` or
+    /// `relp`, `address` an IP address and port (`127.0.0.1:514`,
+    /// `[::1]:514`), which the sink would only refuse when it opens.
+    fn check(&self, format: &str) -> Result<(), SettingsError> {
+        if let Some(e) = lines_only("syslog", format) {
+            return Err(e);
+        }
+        use SyslogTransportName::{Relp, Tcp, Udp};
+        let a = &self.address;
+        if !matches!(self.transport, Udp | Tcp | Relp) || a.parse::<std::net::SocketAddr>().is_ok()
+        {
+            return Ok(());
+        }
+        Err(SettingsError::new(
+            "address",
+            format!(
+                "address = {a:?}: not an IP address and port{} (e.g. \"127.0.0.1:514\", \
+                 \"[::1]:514\"); a local socket takes transport = \"unix_dgram\" or \
+                 \"unix_stream\"",
+                a.rsplit_once(':')
+                    .and_then(|(h, _)| dotted_why(h))
+                    .map_or(String::new(), |w| format!(": {w}")),
+            ),
+        ))
+    }
+
     fn role(&self) -> SinkRole {
         self.role
     }

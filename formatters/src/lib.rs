@@ -539,6 +539,16 @@ impl Csv {
 }
 
 impl RecordEncoder {
+    /// CSV: the output this encoder appends to is headed already (by a
+    /// file sink's `header` option, [`FormatSpec::file_header`]), so no
+    /// header line precedes the first row or drop report. Nothing changes
+    /// in the other formats.
+    pub fn csv_header_written(&mut self) {
+        if let Kind::Lines { csv: Some(c), .. } = &mut self.kind {
+            c.written = true;
+        }
+    }
+
     /// Appends drop report `r` as a CSV row in the header's shape
     /// ([`layouts::csv_drop_row`]), after the header if nothing was
     /// written yet; `false` (nothing appended) if this is not CSV.
@@ -640,6 +650,12 @@ impl SchemaFormatter {
             }
             None => false,
         }
+    }
+
+    /// See [`RecordEncoder::csv_header_written`]: CSV rows follow a header
+    /// the output already has (a file per record type, each headed once).
+    pub fn csv_header_written(&mut self) {
+        self.enc.csv_header_written()
     }
 
     /// Records skipped because their schema id or length was not valid,

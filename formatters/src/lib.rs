@@ -597,8 +597,9 @@ pub struct SchemaFormatter {
 
 impl SchemaFormatter {
     /// In-band drop report (dplog_core::report) in the format's own
-    /// shape: a JSON object for `json` (its `timestamp` with
-    /// [`FormatSpec::time_precision`]'s digits when set), a text line for `text`, a syslog
+    /// shape: a JSON object for `json` (its `timestamp` with the records'
+    /// digits: [`FormatSpec::time_precision`]'s, microseconds when it is
+    /// not set), a text line for `text`, a syslog
     /// message with PRI, MSGID and structured data for `rfc5424` and
     /// `rfc3164` ([`layouts::SyslogDrops`]), a row under the header for
     /// `csv` ([`layouts::csv_drop_row`]), a `D` frame for `binary`
@@ -606,12 +607,11 @@ impl SchemaFormatter {
     /// options record for `ipfix` ([`IpfixEncoder::push_drop_report`]).
     fn drop_report(&mut self, r: &dplog_core::DropReport, out: &mut Vec<u8>) {
         match self.format {
-            Format::Json => match self.enc.time {
-                // The `timestamp` on the records' timeline with their
-                // digits; nanoseconds when no precision is set.
-                Some(t) => r.write_json_with_time_digits(out, t.digits()),
-                None => r.write_json(out),
-            },
+            // The `timestamp` on the records' timeline with their digits
+            // (microseconds when no precision is set, as the records).
+            Format::Json => {
+                r.write_json_with_time_digits(out, layouts::default_lead_digits(self.enc.time))
+            }
             Format::Text => r.write_text(out),
             Format::Rfc5424 | Format::Rfc3164 => {
                 if let Some(s) = &self.syslog {

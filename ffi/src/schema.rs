@@ -479,3 +479,102 @@ pub unsafe extern "C" fn dplog_schema_set_priority(
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{open, register_dns_query};
+
+    /// The metadata of registered schema `id` of `h` (opened, not started).
+    fn meta_of(h: *mut dplog_t, id: u16) -> dplog::schema::SchemaMeta {
+        // SAFETY: h is live (the test's own handle).
+        let l = unsafe { logger(h) }.unwrap();
+        let st = lock(&l.state);
+        let State::Opened(p) = &*st else {
+            panic!("opened")
+        };
+        p.schemas
+            .iter()
+            .find(|s| s.id() == id)
+            .unwrap()
+            .meta()
+            .clone()
+    }
+
+    #[test]
+    fn the_setters_change_the_registered_schema_and_an_error_changes_nothing() {
+        let h = open("[sink]\ntype = \"file\"\npath = \"/dev/null\"\n");
+        let id = register_dns_query(h);
+        let keys = [c"qtype".as_ptr()];
+        let (opens, closes) = ([1u64], [2u64]);
+        // The event field cannot be its own key: refused, nothing set.
+        // SAFETY: h is live; every array is valid for its count.
+        let r = unsafe {
+            dplog_schema_set_lifecycle(
+                h,
+                id,
+                c"qtype".as_ptr(),
+                opens.as_ptr(),
+                1,
+                closes.as_ptr(),
+                1,
+                keys.as_ptr(),
+                1,
+                core::ptr::null(),
+                0,
+            )
+        };
+        assert_eq!(r, DPLOG_ERR_INVALID_ARG);
+        assert_eq!(meta_of(h, id).lifecycle, None);
+        // SAFETY: h is live.
+        assert_eq!(unsafe { dplog_schema_set_priority(h, id, 3) }, DPLOG_OK);
+        assert_eq!(meta_of(h, id).priority, 3);
+        // A field that is no timestamp: refused, the default kept.
+        // SAFETY: h is live; the name is NUL-terminated.
+        let r = unsafe { dplog_schema_set_event_time(h, id, c"qtype".as_ptr()) };
+        assert_eq!(r, DPLOG_ERR_INVALID_ARG);
+        assert_eq!(meta_of(h, id).event_time, None);
+        // SAFETY: h is live; no stats wanted.
+        assert_eq!(
+            unsafe { crate::dplog_close(h, core::ptr::null_mut()) },
+            DPLOG_OK
+        );
+    }
+
+    #[test]
+    fn a_priority_set_from_c_reaches_the_started_loggers_table() {
+        let h = open(
+            "[ring]\nbackpressure = \"degrade\"\n[sink]\ntype = \"file\"\npath = \"/dev/null\"\n",
+        );
+        let id = register_dns_query(h);
+        // SAFETY: h is live.
+        assert_eq!(unsafe { dplog_schema_set_priority(h, id, 3) }, DPLOG_OK);
+        // SAFETY: h is live.
+        assert_eq!(
+            unsafe { crate::dplog_start(h, core::ptr::null(), 0) },
+            DPLOG_OK
+        );
+        let mut rec = [0u8; crate::testutil::DNS_QUERY_BYTES];
+        rec[0..2].copy_from_slice(&(crate::testutil::DNS_QUERY_BYTES as u16).to_ne_bytes());
+        rec[2..4].copy_from_slice(&id.to_ne_bytes());
+        {
+            // SAFETY: h is live (closed below).
+            let l = unsafe { logger(h) }.unwrap();
+            let st = lock(&l.state);
+            let State::Started(run) = &*st else {
+                panic!("started")
+            };
+            assert_eq!(run.loggers[0].schemas().priority(&rec), Some(3));
+        }
+        // SAFETY: h is live.
+        assert_eq!(
+            unsafe { dplog_schema_set_priority(h, id, 1) },
+            DPLOG_ERR_STATE
+        );
+        // SAFETY: h is live; no stats wanted.
+        assert_eq!(
+            unsafe { crate::dplog_close(h, core::ptr::null_mut()) },
+            DPLOG_OK
+        );
+    }
+}

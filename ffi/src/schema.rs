@@ -535,10 +535,8 @@ mod tests {
         assert_eq!(r, DPLOG_ERR_INVALID_ARG);
         assert_eq!(meta_of(h, id).event_time, None);
         // SAFETY: h is live; no stats wanted.
-        assert_eq!(
-            unsafe { crate::dplog_close(h, core::ptr::null_mut()) },
-            DPLOG_OK
-        );
+        let r = unsafe { crate::dplog_close(h, core::ptr::null_mut()) };
+        assert_eq!(r, DPLOG_OK);
     }
 
     #[test]
@@ -550,10 +548,8 @@ mod tests {
         // SAFETY: h is live.
         assert_eq!(unsafe { dplog_schema_set_priority(h, id, 3) }, DPLOG_OK);
         // SAFETY: h is live.
-        assert_eq!(
-            unsafe { crate::dplog_start(h, core::ptr::null(), 0) },
-            DPLOG_OK
-        );
+        let r = unsafe { crate::dplog_start(h, core::ptr::null(), 0) };
+        assert_eq!(r, DPLOG_OK);
         let mut rec = [0u8; crate::testutil::DNS_QUERY_BYTES];
         rec[0..2].copy_from_slice(&(crate::testutil::DNS_QUERY_BYTES as u16).to_ne_bytes());
         rec[2..4].copy_from_slice(&id.to_ne_bytes());
@@ -567,14 +563,10 @@ mod tests {
             assert_eq!(run.loggers[0].schemas().priority(&rec), Some(3));
         }
         // SAFETY: h is live.
-        assert_eq!(
-            unsafe { dplog_schema_set_priority(h, id, 1) },
-            DPLOG_ERR_STATE
-        );
+        let r = unsafe { dplog_schema_set_priority(h, id, 1) };
+        assert_eq!(r, DPLOG_ERR_STATE);
         // SAFETY: h is live; no stats wanted.
-        assert_eq!(
-            unsafe { crate::dplog_close(h, core::ptr::null_mut()) },
-            DPLOG_OK
-        );
+        let r = unsafe { crate::dplog_close(h, core::ptr::null_mut()) };
+        assert_eq!(r, DPLOG_OK);
     }
 }

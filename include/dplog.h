@@ -1132,6 +1132,86 @@ dplog_result dplog_schema_register(struct dplog *h,
                                    uint16_t *schema_id);
 
 /**
+ * Declares the lifecycle of registered record type `schema_id`: its
+ * records open and close states (a load balancer's connections, a
+ * firewall's flows), and the declaration travels in the metadata of every
+ * log the handle writes (binary, archive, mmap, a ring dplogd drains), so
+ * `dplog-query --at T` answers what was live at T from the log alone.
+ *
+ * `event_field` names an integer field (an enum, a `U8`..`U64`, at most
+ * 8 bytes) whose value says what a record does: the `n_opens` values of
+ * `opens` open a state, the `n_closes` values of `closes` close one, any
+ * other value is neither (e.g. a refused connection). The `n_keys` field
+ * names of `keys` identify a state (a close belongs to the latest open
+ * before it with the same key values); the `n_close_only` names of
+ * `close_only` are fields only a close carries (byte counters). Field
+ * names are those given to `dplog_schema_register`. A second call
+ * replaces the lifecycle. Everything is copied.
+ *
+ * Errors: `DPLOG_ERR_NULL` (handle, `event_field`, an array with a
+ * non-zero count, or a NULL name in it), `DPLOG_ERR_UNKNOWN_SCHEMA`
+ * (`schema_id` not registered on this handle), `DPLOG_ERR_INVALID_ARG`
+ * (an unknown field name, an event field that is no integer of at most
+ * 8 bytes, no opening or closing value, a value both opening and
+ * closing or too large for the field, no key, a field listed twice;
+ * `dplog_last_error` names it), `DPLOG_ERR_STATE` (after `dplog_start`
+ * or `dplog_attach`), `DPLOG_ERR_CLOSED`. On an error the schema keeps
+ * what it declared before. Thread-safety: any thread.
+ *
+ * # Safety
+ * `event_field` and every name are NULL or NUL-terminated; each array is
+ * NULL or valid for its count.
+ */
+dplog_result dplog_schema_set_lifecycle(struct dplog *h,
+                                        uint16_t schema_id,
+                                        const char *event_field,
+                                        const uint64_t *opens,
+                                        size_t n_opens,
+                                        const uint64_t *closes,
+                                        size_t n_closes,
+                                        const char *const *keys,
+                                        size_t n_keys,
+                                        const char *const *close_only,
+                                        size_t n_close_only);
+
+/**
+ * Declares which field of registered record type `schema_id` is its
+ * event time: `field` names a `DPLOG_FIELD_NS_TIMESTAMP` or
+ * `DPLOG_FIELD_TSC_TIMESTAMP` field, or is NULL for a record without one.
+ * Default: the first timestamp field. The formats' message time, the
+ * reorder window and `dplog-query` read it, and it travels in the
+ * metadata of every log the handle writes.
+ *
+ * Errors: `DPLOG_ERR_NULL` (handle), `DPLOG_ERR_UNKNOWN_SCHEMA`
+ * (`schema_id` not registered on this handle), `DPLOG_ERR_INVALID_ARG`
+ * (no such field, or not a timestamp), `DPLOG_ERR_STATE` (after
+ * `dplog_start` or `dplog_attach`), `DPLOG_ERR_CLOSED`. Thread-safety:
+ * any thread.
+ *
+ * # Safety
+ * `field` is NULL or NUL-terminated.
+ */
+dplog_result dplog_schema_set_event_time(struct dplog *h, uint16_t schema_id, const char *field);
+
+/**
+ * Sets the default priority of registered record type `schema_id` under
+ * the `degrade` backpressure policy: 1 (routine records, the default),
+ * 2 or above for records that must outlast an overload (2 is the
+ * default minimum a degraded ring accepts); 0 ranks below routine ones.
+ * `[ring.priorities]` in the config overrides it per type. It travels in
+ * the metadata of every log the handle writes.
+ *
+ * Errors: `DPLOG_ERR_NULL` (handle), `DPLOG_ERR_UNKNOWN_SCHEMA`
+ * (`schema_id` not registered on this handle), `DPLOG_ERR_STATE` (after
+ * `dplog_start` or `dplog_attach`), `DPLOG_ERR_CLOSED`. Thread-safety:
+ * any thread.
+ *
+ * # Safety
+ * `h` is NULL or returned by `dplog_open*`.
+ */
+dplog_result dplog_schema_set_priority(struct dplog *h, uint16_t schema_id, uint8_t priority);
+
+/**
  * Starts the consumer threads (named `dplog-consumer`): one per entry of
  * `cores`, pinned to that CPU, or one when `n_cores == 0` (`cores` may be
  * NULL), pinned to the config's `[ring] consumer_cpu` if set.

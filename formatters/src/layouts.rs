@@ -320,7 +320,14 @@ fn time_field(s: &Schema) -> Option<usize> {
 /// Fractional digits of the lead time (RFC 3339) of the text, JSON and
 /// CSV layouts: [`Options::time`]'s, microseconds when it is not set.
 fn lead_digits(opts: &Options) -> u8 {
-    opts.time.map_or(6, |t| t.digits())
+    default_lead_digits(opts.time)
+}
+
+/// Fractional digits of the records' lead time in the text, JSON and CSV
+/// default layouts for a time precision (`None`: not set, microseconds);
+/// the JSON and CSV drop reports print their `timestamp` with the same.
+pub(crate) fn default_lead_digits(time: Option<crate::TimePrecision>) -> u8 {
+    time.map_or(6, |t| t.digits())
 }
 
 /// The default layouts' converter for field `i`: an enum field's name
@@ -611,9 +618,9 @@ pub fn csv_row(s: &Schema, opts: Options, columns: &[String]) -> Result<Program,
 
 /// A drop report as one CSV row under the header of `columns`
 /// ([`csv_columns`]): `recordType` [`CSV_DROP_RECORD_TYPE`], `timestamp`
-/// the event time of the record before it (RFC 3339 with nanoseconds, as
-/// JSON's, or `time`'s digits, as the records' `timestamp` with
-/// [`Options::time`] set; empty if none), the field columns empty, then
+/// the event time of the record before it (RFC 3339 with `time`'s
+/// digits, microseconds when it is `None`, as the records' `timestamp`
+/// with [`Options::time`]; empty if none), the field columns empty, then
 /// [`CSV_DROP_COLUMNS`] (the wall clocks always with nanoseconds).
 pub fn csv_drop_row(
     r: &dplog_core::DropReport,
@@ -625,7 +632,7 @@ pub fn csv_drop_row(
     out.extend_from_slice(CSV_DROP_RECORD_TYPE.as_bytes());
     out.push(b',');
     if r.record_time_ns != 0 {
-        t.push(out, r.record_time_ns, time.map_or(9, |p| p.digits()));
+        t.push(out, r.record_time_ns, default_lead_digits(time));
     }
     let empty = columns.saturating_sub(CSV_LEAD_COLUMNS.len() + CSV_DROP_COLUMNS.len());
     out.resize(out.len() + empty, b',');

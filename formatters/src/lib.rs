@@ -540,6 +540,16 @@ impl Csv {
 }
 
 impl RecordEncoder {
+    /// CSV: the output this encoder appends to is headed already (by a
+    /// file sink's `header` option, [`FormatSpec::file_header`]), so no
+    /// header line precedes the first row or drop report. Nothing changes
+    /// in the other formats.
+    pub fn csv_header_written(&mut self) {
+        if let Kind::Lines { csv: Some(c), .. } = &mut self.kind {
+            c.written = true;
+        }
+    }
+
     /// Appends drop report `r` as a CSV row in the header's shape
     /// ([`layouts::csv_drop_row`]), after the header if nothing was
     /// written yet; `false` (nothing appended) if this is not CSV.
@@ -588,8 +598,9 @@ pub struct SchemaFormatter {
 
 impl SchemaFormatter {
     /// In-band drop report (dplog_core::report) in the format's own
-    /// shape: a JSON object for `json` (its `timestamp` with
-    /// [`FormatSpec::time_precision`]'s digits when set), a text line for `text`, a syslog
+    /// shape: a JSON object for `json` (its `timestamp` with the records'
+    /// digits: [`FormatSpec::time_precision`]'s, microseconds when it is
+    /// not set), a text line for `text`, a syslog
     /// message with PRI, MSGID and structured data for `rfc5424` and
     /// `rfc3164` ([`layouts::SyslogDrops`]), a row under the header for
     /// `csv` ([`layouts::csv_drop_row`]), a `D` frame for `binary`
@@ -597,12 +608,11 @@ impl SchemaFormatter {
     /// options record for `ipfix` ([`IpfixEncoder::push_drop_report`]).
     fn drop_report(&mut self, r: &dplog_core::DropReport, out: &mut Vec<u8>) {
         match self.format {
-            Format::Json => match self.enc.time {
-                // The `timestamp` on the records' timeline with their
-                // digits; nanoseconds when no precision is set.
-                Some(t) => r.write_json_with_time_digits(out, t.digits()),
-                None => r.write_json(out),
-            },
+            // The `timestamp` on the records' timeline with their digits
+            // (microseconds when no precision is set, as the records).
+            Format::Json => {
+                r.write_json_with_time_digits(out, layouts::default_lead_digits(self.enc.time))
+            }
             Format::Text => r.write_text(out),
             Format::Rfc5424 | Format::Rfc3164 => {
                 if let Some(s) = &self.syslog {
@@ -641,6 +651,12 @@ impl SchemaFormatter {
             }
             None => false,
         }
+    }
+
+    /// See [`RecordEncoder::csv_header_written`]: CSV rows follow a header
+    /// the output already has (a file per record type, each headed once).
+    pub fn csv_header_written(&mut self) {
+        self.enc.csv_header_written()
     }
 
     /// Records skipped because their schema id or length was not valid,

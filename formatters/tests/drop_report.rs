@@ -137,6 +137,12 @@ fn drop_reports_carry_the_time_of_the_record_before_them_and_the_wall_clock_apar
     assert_eq!(dropped, stats.dropped_full + stats.dropped_degraded);
 }
 
+/// The fractional digits of an RFC 3339 time (`...:36.000000Z`: 6).
+fn fraction_digits(t: &str) -> usize {
+    t.rsplit_once('.')
+        .map_or(0, |(_, f)| f.trim_end_matches('Z').len())
+}
+
 /// A drop report in each line format's own shape, between records: a JSON
 /// object, a text line, a CSV row under the one header (same width), a
 /// syslog message (checked field by field by a real rsyslogd in
@@ -189,7 +195,13 @@ fn drop_reports_take_each_formats_own_shape() {
     assert_eq!(col(&rows[2], "dplogDropped"), "7");
     assert_eq!(col(&rows[2], "dplogDropRing"), "2");
     assert_eq!(col(&rows[2], "dplogDropReason"), "degraded");
-    assert_eq!(col(&rows[2], "timestamp"), "2013-05-02T20:20:36.000000000Z");
+    // No time precision set: the records' default digits (microseconds),
+    // as the record row before it prints its own.
+    assert_eq!(col(&rows[2], "timestamp"), "2013-05-02T20:20:36.000000Z");
+    assert_eq!(
+        fraction_digits(&col(&rows[2], "timestamp")),
+        fraction_digits(&col(&rows[1], "timestamp"))
+    );
     assert_eq!(
         col(&rows[2], "dplogFirstDropWallClock"),
         "2026-11-30T07:49:15.000000123Z"
@@ -228,6 +240,13 @@ fn drop_reports_take_each_formats_own_shape() {
         (&"degraded".into(), &2.into())
     );
     assert_eq!(v[2]["dropped"], 7);
+    // No time precision set: the records' default digits, as the record
+    // line before it prints its own.
+    assert_eq!(v[2]["timestamp"], "2013-05-02T20:20:36.000000Z");
+    assert_eq!(
+        fraction_digits(v[2]["timestamp"].as_str().unwrap()),
+        fraction_digits(v[1]["timestamp"].as_str().unwrap())
+    );
 
     let text = render(Format::Text);
     assert!(text.starts_with("dplog: 3 records dropped by the sink; wall clock "));

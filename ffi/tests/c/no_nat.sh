@@ -59,9 +59,10 @@ got=$(ipfix_templates "$n/binary.ipfix")
 ! grep -a -E -q "$nat_names" "$n/out/dns.binary" || fail "binary log file: a NAT name"
 
 # dplogd drains a ring attached from C, in `format`, to OUT; waits (bounded)
-# until `ready OUT` holds, then stops it.
+# until `ready WRITTEN` holds (WRITTEN: the file written, OUT unless given),
+# then stops it.
 through_dplogd() {
-  local format=$1 out=$2 ready=$3
+  local format=$1 out=$2 ready=$3 written=${4:-$2}
   printf '[format]\ntype = "%s"\n[format.ipfix]\nexport_clock = "record"\n[sink]\ntype = "file"\npath = "%s"\n' \
     "$format" "$out" > "$n/dplogd-$format.toml"
   "$dplogd" --config "$n/dplogd-$format.toml" --rings "$n/rings" --checkpoint "$n/ckpt-$format" \
@@ -70,7 +71,7 @@ through_dplogd() {
   "$n/test_no_nat" attach "$n/rings" >/dev/null
   local ok=0
   for _ in $(seq 1 600); do
-    if [ -s "$out" ] && "$ready" "$out"; then ok=1; break; fi
+    if [ -s "$written" ] && "$ready" "$written"; then ok=1; break; fi
     sleep 0.1
   done
   kill -TERM $d
@@ -80,14 +81,17 @@ through_dplogd() {
 csv_ready() { [ "$(grep -c '^dnsQuery,' "$1")" -ge 3 ]; }
 ipfix_ready() { [ "$(ipfix_records "$1")" -ge 3 ]; }
 
-through_dplogd csv "$n/dplogd.csv" csv_ready
-# No NAT header (dplogd serves no NAT schemas), rows of exactly the user's
-# 16 columns.
-rows=$(grep -c '^dnsQuery,' "$n/dplogd.csv")
+# CSV: dplogd writes one file per record type, dplogd.<type>.csv.
+through_dplogd csv "$n/dplogd.csv" csv_ready "$n/dplogd.dnsQuery.csv"
+# dnsQuery's own header (no NAT column: dplogd serves no NAT schemas),
+# rows of exactly the user's 16 columns.
+csv="$n/dplogd.dnsQuery.csv"
+[ "$(head -1 "$csv" | tr -d '\r')" = "$header" ] || fail "dplogd CSV header: $(head -1 "$csv")"
+rows=$(grep -c '^dnsQuery,' "$csv")
 [ "$rows" = 3 ] || fail "dplogd CSV: $rows rows, want 3"
 awk -F, '/^dnsQuery,/ { if (NF != 16) { print "dplogd CSV: " NF " columns, want 16: " $0; bad = 1 } } END { exit bad }' \
-  "$n/dplogd.csv" >&2 || exit 1
-! grep -E -q "$nat_names" "$n/dplogd.csv" || fail "dplogd CSV: a NAT name: $(grep -E "$nat_names" "$n/dplogd.csv" | head -1)"
+  "$csv" >&2 || exit 1
+! grep -E -q "$nat_names" "$csv" || fail "dplogd CSV: a NAT name: $(grep -E "$nat_names" "$csv" | head -1)"
 
 through_dplogd ipfix "$n/dplogd.ipfix" ipfix_ready
 got=$(ipfix_templates "$n/dplogd.ipfix" | sort -u)

@@ -22,7 +22,12 @@
 #     a C-registered type through every format and a ring drained by
 #     dplogd, with no NAT column, template, schema name or id anywhere
 #     (IPFIX templates decoded by tshark, the binary log by dplog-cat);
-#  7. the DPDK example, when pkg-config finds libdpdk.
+#  7. test_lifecycle.c (ffi/tests/c/lifecycle.sh): a load balancer's
+#     connection record registered from C with a lifecycle, event time
+#     and priority (dplog_schema_set_*), logged into an archive and a
+#     binary log; dplog-query --at answers from both; the setters' misuse
+#     returns its error codes;
+#  8. the DPDK example, when pkg-config finds libdpdk.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 root=$PWD
@@ -113,6 +118,10 @@ bash ffi/tests/c/attach.sh "$work" "$work/prefix/include" "$lib" "${CARGO_TARGET
 echo "== no NAT for those who do not ask: a C-registered type through every format and dplogd (ASan+UBSan)"
 bash ffi/tests/c/no_nat.sh "$work" "$work/prefix/include" "$lib" "${CARGO_TARGET_DIR:-$root/target}/debug/dplogd" \
   "${CARGO_TARGET_DIR:-$root/target}/debug/dplog-cat"
+
+echo "== a lifecycle declared from C answers dplog-query --at (ASan+UBSan)"
+cargo build -q -p dplog-query
+bash ffi/tests/c/lifecycle.sh "$work" "$work/prefix/include" "$lib" "${CARGO_TARGET_DIR:-$root/target}/debug/dplog-query"
 
 echo "== install + examples/c through pkg-config"
 export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig"

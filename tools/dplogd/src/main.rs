@@ -123,6 +123,12 @@ struct Ring {
     file: String,
     id: u32,
     fmt: SchemaFormatter,
+    /// The output its records (without `split`), drop reports and end
+    /// lines go to: an index into `Daemon::outs`.
+    out: usize,
+    /// CSV with one file per record type: the formatter and output of
+    /// each type the ring declares.
+    split: Vec<TypeFormatter>,
     /// Set once its last line (exit or quarantine) is in the batch; the
     /// ring is then retired after the checkpoint.
     ending: Option<Ending>,
@@ -139,10 +145,44 @@ struct Ring {
     published: u64,
 }
 
+/// CSV with one file per record type: `(schema id, the formatter of that
+/// type alone, the index of its output in `Daemon::outs`)`.
+type TypeFormatter = (u16, SchemaFormatter, usize);
+
+/// One output of the daemon: a sink and the batch being built for it.
+struct Out {
+    sink: dplog_sinks::BoxSink,
+    buf: Vec<u8>,
+    /// The byte ranges of `buf` that are reports or lines, not records.
+    reports: Vec<Range<usize>>,
+    /// Records in `buf`.
+    records: u64,
+    /// CSV with one file per record type: the type's name and its file
+    /// header (a ring declaring that name with other columns is refused).
+    typed: Option<(String, Vec<u8>)>,
+}
+
+impl Out {
+    fn new(sink: dplog_sinks::BoxSink, typed: Option<(String, Vec<u8>)>) -> Self {
+        Self {
+            sink,
+            buf: Vec::new(),
+            reports: Vec::new(),
+            records: 0,
+            typed,
+        }
+    }
+}
+
 struct Daemon {
     args: Args,
     cfg: LogConfig,
-    sink: dplog_sinks::BoxSink,
+    /// The outputs: the one sink configured, or (`split_csv`) one file
+    /// sink per record type, opened as rings declare their types.
+    outs: Vec<Out>,
+    /// CSV to one file sink without the NAT schemas: one file per record
+    /// type, each with its own header ([`typed_path`]).
+    split_csv: bool,
     targets: Vec<Target>,
     rings: BTreeMap<String, Ring>,
     /// Ring files refused or retired, never opened again.
@@ -156,9 +196,6 @@ struct Daemon {
     /// so a restart does not serve them again from the start.
     kept: BTreeMap<String, RingEntry>,
     next_id: u32,
-    buf: Vec<u8>,
-    reports: Vec<Range<usize>>,
-    batch_records: u64,
     slots: Vec<u8>,
     clock: TscClock,
     stats: Stats,
@@ -245,15 +282,39 @@ fn run(args: Args) -> Result<(), String> {
             resume.insert(r.file.clone(), r.clone());
         }
     }
-    // Each ring is formatted with the schemas it declares; the sink's
-    // file header (CSV) is the NAT one only when the config asks for the
-    // NAT schemas ([schemas] nat = true), else there is none.
-    let sink = if cfg.schemas.nat {
-        cfg.sink.build_for(&cfg.format)
+    // Each ring is formatted with the schemas it declares. CSV to a file
+    // without the NAT schemas: one file per record type, each headed by
+    // its own columns, opened as rings declare the types. Otherwise one
+    // sink, whose file header (CSV) is the NAT one when the config asks
+    // for the NAT schemas ([schemas] nat = true), else none.
+    let split_csv = cfg.format.kind == Format::Csv
+        && !cfg.schemas.nat
+        && matches!(cfg.sink, dplog::config::SinkConfig::File(_));
+    let mut outs = Vec::new();
+    let mut targets = targets;
+    if split_csv {
+        // The type files the checkpoint names (cut back above) stay
+        // checkpointed until their types' rings open again.
+        if let Some(c) = &ckpt {
+            for pos in &c.outputs {
+                if let checkpoint::Pos::File { path, .. } = pos {
+                    if !targets.contains(&Target::File(path.clone())) {
+                        targets.push(Target::File(path.clone()));
+                    }
+                }
+            }
+        }
+        // The configured path itself receives nothing.
+        targets.retain(|t| !checkpoint::targets(&cfg.sink).contains(t));
     } else {
-        cfg.sink.build()
+        let sink = if cfg.schemas.nat {
+            cfg.sink.build_for(&cfg.format)
+        } else {
+            cfg.sink.build()
+        }
+        .map_err(|e| format!("opening the sink: {e}"))?;
+        outs.push(Out::new(sink, None));
     }
-    .map_err(|e| format!("opening the sink: {e}"))?;
     install_signals();
     dplog_core::shm::install_sigbus_guard().map_err(|e| format!("SIGBUS guard: {e}"))?;
     let snapshot = Arc::new(Mutex::new(Snapshot::default()));
@@ -263,7 +324,8 @@ fn run(args: Args) -> Result<(), String> {
     };
     let mut d = Daemon {
         cfg,
-        sink,
+        outs,
+        split_csv,
         targets,
         rings: BTreeMap::new(),
         refused: HashSet::new(),
@@ -271,9 +333,6 @@ fn run(args: Args) -> Result<(), String> {
         resume,
         kept: BTreeMap::new(),
         next_id: 0,
-        buf: Vec::new(),
-        reports: Vec::new(),
-        batch_records: 0,
         slots: Vec::new(),
         clock: TscClock::new(Duration::from_millis(10)),
         stats: Stats::default(),
@@ -285,7 +344,9 @@ fn run(args: Args) -> Result<(), String> {
         last_commit: Instant::now(),
         args,
     };
-    d.buf.reserve(d.cfg.ring.batch_bytes + 65536);
+    for o in &mut d.outs {
+        o.buf.reserve(d.cfg.ring.batch_bytes + 65536);
+    }
     // The positions the first batch starts from.
     d.save_checkpoint()?;
     d.serve()
@@ -310,8 +371,13 @@ impl Daemon {
             let hup = HUP.load(Ordering::Relaxed);
             if hup != hup_seen {
                 hup_seen = hup;
-                if let Err(e) = self.sink.reopen() {
-                    eprintln!("dplogd: SIGHUP: reopening the sink: {e}");
+                for o in &mut self.outs {
+                    if let Err(e) = o.sink.reopen() {
+                        eprintln!(
+                            "dplogd: SIGHUP: reopening the sink {}: {e}",
+                            o.sink.describe()
+                        );
+                    }
                 }
             }
             let got = self.drain_once(scan_every);
@@ -321,8 +387,9 @@ impl Daemon {
             let held = self.rings.values().any(|r| {
                 (r.reader.head() - r.published) * 2 >= u64::from(r.reader.info().capacity)
             });
-            let full = held || self.buf.len() >= self.cfg.ring.batch_bytes;
-            if ending || (!self.buf.is_empty() && (full || got == 0 || stopping)) {
+            let pending = self.outs.iter().map(|o| o.buf.len()).sum::<usize>();
+            let full = held || pending >= self.cfg.ring.batch_bytes;
+            if ending || (pending > 0 && (full || got == 0 || stopping)) {
                 self.write_batch(ending || held || stopping)?;
             } else if self.uncommitted && (held || self.commit_due()) {
                 self.commit()?;
@@ -336,15 +403,19 @@ impl Daemon {
             } else {
                 idle_sleep = Duration::from_micros(100);
             }
-            let _ = self.sink.tick(Instant::now());
             self.stats.sink_pending = 0;
-            let p = self.sink.poll();
-            self.stats.dropped_sink += p.failed_records;
+            for o in &mut self.outs {
+                let _ = o.sink.tick(Instant::now());
+                let p = o.sink.poll();
+                self.stats.dropped_sink += p.failed_records;
+            }
         }
         self.write_batch(true)?;
-        let _ = self.sink.drain(Instant::now() + Duration::from_secs(5));
-        if let Err(e) = self.sink.close() {
-            eprintln!("dplogd: closing the sink: {e}");
+        for o in &mut self.outs {
+            let _ = o.sink.drain(Instant::now() + Duration::from_secs(5));
+            if let Err(e) = o.sink.close() {
+                eprintln!("dplogd: closing the sink {}: {e}", o.sink.describe());
+            }
         }
         self.save_checkpoint()?;
         self.publish_snapshot();
@@ -538,6 +609,16 @@ impl Daemon {
         if let Some(c) = self.clock.calibration() {
             Formatter::<dplog_core::Slot64>::tsc_calibration(&mut fmt, &c);
         }
+        let (out, split) = if self.split_csv {
+            match self.type_outputs(&schemas) {
+                Ok(Some(v)) => (v[0].2, v),
+                // Not now: retried at the next scan.
+                Ok(None) => return,
+                Err(e) => return refuse(self, e),
+            }
+        } else {
+            (0, Vec::new())
+        };
         let head = reader.head();
         let id = self.next_id;
         self.next_id += 1;
@@ -549,6 +630,8 @@ impl Daemon {
                 file,
                 id,
                 fmt,
+                out,
+                split,
                 ending: None,
                 last_check: Instant::now(),
                 dequeued: 0,
@@ -558,6 +641,90 @@ impl Daemon {
                 published: head,
             },
         );
+    }
+
+    /// CSV with one file per record type: the formatter of each of
+    /// `schemas` alone and the index of its type's output, opening the
+    /// outputs of types not seen before. A new output is checkpointed (at
+    /// its empty length) before anything is written to it, so a restart
+    /// cuts it back as it cuts the others: the pending batch is written
+    /// and checkpointed first. `Ok(None)`: that checkpoint could not be
+    /// taken now (a write-out failed); the ring is opened at a later scan.
+    ///
+    /// Errors: a type whose columns differ from those of an output of the
+    /// same name (another producer's type of that name), a formatter's
+    /// error, a file that does not open.
+    fn type_outputs(&mut self, schemas: &[&Schema]) -> Result<Option<Vec<TypeFormatter>>, String> {
+        let spec = self.cfg.format.spec();
+        let mut v = Vec::new();
+        let mut new = Vec::new();
+        for s in schemas {
+            let header = spec.file_header(&[s]).unwrap_or_default();
+            let known = self
+                .outs
+                .iter()
+                .position(|o| o.typed.as_ref().is_some_and(|(n, _)| n == s.name()));
+            let out = match known {
+                Some(i) if self.outs[i].typed.as_ref().is_some_and(|(_, h)| *h == header) => i,
+                Some(i) => {
+                    return Err(format!(
+                        "its record type {} has other columns than the type of that name already written to {}; not served",
+                        shown(s.name()),
+                        self.outs[i].sink.describe()
+                    ))
+                }
+                None => match new.iter().position(|(n, _)| n == s.name()) {
+                    Some(k) => self.outs.len() + k,
+                    None => {
+                        new.push((s.name().to_string(), header));
+                        self.outs.len() + new.len() - 1
+                    }
+                },
+            };
+            let mut fmt = self.cfg.format.formatter(&[s]).map_err(|e| e.to_string())?;
+            // The type's file sink heads the file (once, when empty).
+            fmt.csv_header_written();
+            if let Some(c) = self.clock.calibration() {
+                Formatter::<dplog_core::Slot64>::tsc_calibration(&mut fmt, &c);
+            }
+            v.push((s.id(), fmt, out));
+        }
+        if new.is_empty() {
+            return Ok(Some(v));
+        }
+        self.write_batch(true)?;
+        if self.uncommitted {
+            return Ok(None);
+        }
+        let dplog::config::SinkConfig::File(file) = &self.cfg.sink else {
+            unreachable!("split CSV writes to a file sink");
+        };
+        for (name, header) in new {
+            let mut f = file.clone();
+            f.path = typed_path(&file.path, &name);
+            let cfg = dplog::config::SinkConfig::File(f);
+            let sink = cfg
+                .build_for_schema(
+                    &self.cfg.format,
+                    &schemas
+                        .iter()
+                        .copied()
+                        .filter(|s| s.name() == name)
+                        .take(1)
+                        .collect::<Vec<_>>(),
+                )
+                .map_err(|e| format!("opening {}: {e}", typed_path(&file.path, &name).display()))?;
+            let mut o = Out::new(sink, Some((name, header)));
+            o.buf.reserve(self.cfg.ring.batch_bytes + 65536);
+            self.outs.push(o);
+            for t in checkpoint::targets(&cfg) {
+                if !self.targets.contains(&t) {
+                    self.targets.push(t);
+                }
+            }
+        }
+        self.save_checkpoint()?;
+        Ok(Some(v))
     }
 
     /// One burst from every ring; returns the records read.
@@ -585,12 +752,20 @@ impl Daemon {
             for s in self.slots.chunks_exact(sb) {
                 // The header's length was checked (8..=slot bytes).
                 let len = usize::from(u16::from_ne_bytes([s[0], s[1]]));
-                let before = self.buf.len();
-                if r.fmt.push_bytes(&s[..len], &mut self.buf) {
+                let id = u16::from_ne_bytes([s[2], s[3]]);
+                // With a file per type, the type's own formatter and file;
+                // an id the ring does not declare is refused by its
+                // formatter.
+                let (fmt, out) = match r.split.iter_mut().find(|t| t.0 == id) {
+                    Some((_, f, o)) => (f, &mut self.outs[*o]),
+                    None => (&mut r.fmt, &mut self.outs[r.out]),
+                };
+                let before = out.buf.len();
+                if fmt.push_bytes(&s[..len], &mut out.buf) {
                     self.stats.formatted += 1;
-                    self.batch_records += 1;
+                    out.records += 1;
                 } else {
-                    self.buf.truncate(before);
+                    out.buf.truncate(before);
                     self.stats.dropped_format += 1;
                 }
             }
@@ -633,15 +808,18 @@ impl Daemon {
                         dropped: d.unattributed(),
                         ..base
                     }));
+                // With a file per type: in the file of the ring's first
+                // type, in its columns.
+                let fmt = match r.split.first_mut() {
+                    Some((_, f, _)) => f,
+                    None => &mut r.fmt,
+                };
+                let out = &mut self.outs[r.out];
                 for rep in reps {
-                    let start = self.buf.len();
-                    Formatter::<dplog_core::Slot64>::format_drop_report(
-                        &mut r.fmt,
-                        &rep,
-                        &mut self.buf,
-                    );
-                    if self.buf.len() > start {
-                        self.reports.push(start..self.buf.len());
+                    let start = out.buf.len();
+                    Formatter::<dplog_core::Slot64>::format_drop_report(fmt, &rep, &mut out.buf);
+                    if out.buf.len() > start {
+                        out.reports.push(start..out.buf.len());
                         self.stats.drop_reports += 1;
                     }
                 }
@@ -661,11 +839,12 @@ impl Daemon {
                     r.reader.head()
                 );
                 r.reader.quarantine();
+                let out = &mut self.outs[r.out];
                 line(
                     format,
                     &r.fmt,
-                    &mut self.buf,
-                    &mut self.reports,
+                    &mut out.buf,
+                    &mut out.reports,
                     &r.file,
                     r.reader.info().pid,
                     r.reader.head(),
@@ -682,11 +861,12 @@ impl Daemon {
                     } else {
                         Ending::Exited
                     };
+                    let out = &mut self.outs[r.out];
                     if !line(
                         format,
                         &r.fmt,
-                        &mut self.buf,
-                        &mut self.reports,
+                        &mut out.buf,
+                        &mut out.reports,
                         &r.file,
                         r.reader.info().pid,
                         r.reader.head(),
@@ -708,10 +888,24 @@ impl Daemon {
     /// Writes the batch (retrying while the sink fails retryably), then,
     /// if `force` or due ([`commit_due`](Self::commit_due)), commits it.
     fn write_batch(&mut self, force: bool) -> Result<(), String> {
-        if !self.buf.is_empty() {
+        for i in 0..self.outs.len() {
+            self.write_out_batch(i)?;
+        }
+        if force || self.commit_due() {
+            self.commit()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the batch of output `i`, if any (see
+    /// [`write_batch`](Self::write_batch)).
+    fn write_out_batch(&mut self, i: usize) -> Result<(), String> {
+        if !self.outs[i].buf.is_empty() {
             let mut backoff = Duration::from_millis(10);
             loop {
-                match self.sink.write_batch_marked(&self.buf, &self.reports) {
+                let o = &mut self.outs[i];
+                let res = o.sink.write_batch_marked(&o.buf, &o.reports);
+                match res {
                     Ok(accepted) => {
                         let mut failed = 0;
                         if accepted == dplog_core::Accepted::Pending {
@@ -724,13 +918,13 @@ impl Daemon {
                             // as long as that takes: the rings hold what
                             // arrives meanwhile and producers see their
                             // policy, as with a full disk.
-                            self.await_receiver()?;
-                            failed = self.sink.poll().failed_records;
+                            self.await_receiver(i)?;
+                            failed = self.outs[i].sink.poll().failed_records;
                             self.stats.dropped_sink += failed;
                         }
                         self.stats.written_records +=
-                            self.batch_records - failed.min(self.batch_records);
-                        self.stats.written_bytes += self.buf.len() as u64;
+                            self.outs[i].records - failed.min(self.outs[i].records);
+                        self.stats.written_bytes += self.outs[i].buf.len() as u64;
                         self.stats.batches += 1;
                         break;
                     }
@@ -741,8 +935,8 @@ impl Daemon {
                         if say_again(&mut self.last_sink_error, Instant::now()) {
                             eprintln!(
                                 "dplogd: sink {} failing: {e}; {} records waiting; retrying (the rings hold the rest, producers see their policy)",
-                                self.sink.describe(),
-                                self.batch_records
+                                self.outs[i].sink.describe(),
+                                self.outs[i].records
                             );
                         }
                         std::thread::sleep(backoff);
@@ -750,27 +944,27 @@ impl Daemon {
                     }
                     Err(e) => {
                         self.stats.sink_errors += 1;
-                        let kept = self.sink.kept_of_refused(&self.buf, &self.reports);
+                        let kept = {
+                            let o = &mut self.outs[i];
+                            o.sink.kept_of_refused(&o.buf, &o.reports)
+                        };
                         self.stats.written_records += kept.records;
                         self.stats.dropped_sink +=
-                            self.batch_records - kept.records.min(self.batch_records);
+                            self.outs[i].records - kept.records.min(self.outs[i].records);
                         eprintln!(
                             "dplogd: sink {}: {e}; {} records of the batch dropped",
-                            self.sink.describe(),
-                            self.batch_records - kept.records.min(self.batch_records)
+                            self.outs[i].sink.describe(),
+                            self.outs[i].records - kept.records.min(self.outs[i].records)
                         );
-                        self.sink.abandon();
+                        self.outs[i].sink.abandon();
                         break;
                     }
                 }
             }
-            self.buf.clear();
-            self.reports.clear();
-            self.batch_records = 0;
+            self.outs[i].buf.clear();
+            self.outs[i].reports.clear();
+            self.outs[i].records = 0;
             self.uncommitted = true;
-        }
-        if force || self.commit_due() {
-            self.commit()?;
         }
         Ok(())
     }
@@ -783,17 +977,17 @@ impl Daemon {
     ///
     /// Errors: the stop while records are unacknowledged, or a sink error
     /// that is not retryable.
-    fn await_receiver(&mut self) -> Result<(), String> {
+    fn await_receiver(&mut self, i: usize) -> Result<(), String> {
         let mut said: Option<Instant> = None;
         loop {
             let deadline =
                 Instant::now() + Duration::from_millis(self.cfg.ring.shutdown_timeout_ms.max(1));
-            match self.sink.drain(deadline) {
+            match self.outs[i].sink.drain(deadline) {
                 Ok(()) => {
                     if said.is_some() {
                         eprintln!(
                             "dplogd: sink {}: the receiver acknowledged the waiting batch",
-                            self.sink.describe()
+                            self.outs[i].sink.describe()
                         );
                     }
                     return Ok(());
@@ -804,8 +998,8 @@ impl Daemon {
                     if say_again(&mut said, Instant::now()) {
                         eprintln!(
                             "dplogd: sink {}: {e}; {} records wait for acknowledgement and are not checkpointed; waiting (the rings hold the rest, producers see their policy)",
-                            self.sink.describe(),
-                            self.batch_records
+                            self.outs[i].sink.describe(),
+                            self.outs[i].records
                         );
                     }
                 }
@@ -813,8 +1007,8 @@ impl Daemon {
                     self.stats.sink_errors += 1;
                     return Err(format!(
                         "sink {}: {e}; stopping with {} records unacknowledged, not checkpointed (the next dplogd sends them again)",
-                        self.sink.describe(),
-                        self.batch_records
+                        self.outs[i].sink.describe(),
+                        self.outs[i].records
                     ));
                 }
             }
@@ -844,11 +1038,19 @@ impl Daemon {
     /// fails nothing is checkpointed: the slots stay held and the next
     /// commit tries again.
     fn commit(&mut self) -> Result<(), String> {
-        let out = if self.args.fsync {
-            self.sink.sync_all()
-        } else {
-            self.sink.write_out()
-        };
+        let mut out = Ok(());
+        let mut which = String::new();
+        for o in &mut self.outs {
+            out = if self.args.fsync {
+                o.sink.sync_all()
+            } else {
+                o.sink.write_out()
+            };
+            if out.is_err() {
+                which = o.sink.describe();
+                break;
+            }
+        }
         if let Err(e) = out {
             self.stats.sink_errors += 1;
             let now = Instant::now();
@@ -859,8 +1061,7 @@ impl Daemon {
                     "writing out"
                 };
                 eprintln!(
-                    "dplogd: {what} the sink {}: {e}; not checkpointed (the rings keep the records); retrying",
-                    self.sink.describe()
+                    "dplogd: {what} the sink {which}: {e}; not checkpointed (the rings keep the records); retrying"
                 );
             }
             // Not at once again: the next loop or batch retries.
@@ -1198,6 +1399,20 @@ fn line(
     }
 }
 
+/// The file of record type `name` when CSV goes to one file per type:
+/// `path` with `.name` inserted before its extension (`out.csv` ->
+/// `out.dnsQuery.csv`), or appended when it has none (`out` ->
+/// `out.dnsQuery`). Type names are identifiers (letters, digits, `_`),
+/// so the name adds no separator of its own.
+fn typed_path(path: &Path, name: &str) -> PathBuf {
+    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+    let file = match path.extension() {
+        Some(ext) => format!("{stem}.{name}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.{name}"),
+    };
+    path.with_file_name(file)
+}
+
 /// The text format's end-of-ring line (see [`line()`]), the ring's name
 /// escaped ([`Escape::Text`]).
 fn text_end_line(buf: &mut Vec<u8>, file: &str, pid: u32, records: u64, how: Ending) {
@@ -1360,6 +1575,20 @@ mod tests {
         for f in ["csv", "binary", "ipfix"] {
             assert_eq!(end_line(f, HOSTILE), None, "{f}");
         }
+    }
+
+    #[test]
+    fn a_type_file_inserts_the_type_name_before_the_extension() {
+        let p = |s: &str, n: &str| typed_path(Path::new(s), n);
+        assert_eq!(
+            p("/var/log/out.csv", "dnsQuery"),
+            Path::new("/var/log/out.dnsQuery.csv")
+        );
+        assert_eq!(
+            p("/var/log/out", "aclDrop"),
+            Path::new("/var/log/out.aclDrop")
+        );
+        assert_eq!(p("out.x.csv", "t"), Path::new("out.x.t.csv"));
     }
 
     #[test]

@@ -265,15 +265,16 @@ fn log_into_ring(rings: &std::path::Path) {
 
 #[test]
 fn dplogd_writes_a_users_ring_with_no_nat_header_column_or_template() {
-    // CSV: no NAT file header (dplogd serves no NAT schemas), rows of
-    // exactly dnsQuery's columns.
+    // CSV: the file of dnsQuery (one file per record type), headed by
+    // exactly dnsQuery's columns (dplogd serves no NAT schemas), rows of
+    // those columns.
     let s = Setup::with_config(
         "[format]\ntype = \"csv\"\n[sink]\ntype = \"file\"\npath = \"@/out.csv\"\n",
     );
     let mut d = s.daemon();
     log_into_ring(&s.rings());
     let rows = || -> Vec<String> {
-        read(&s.path("out.csv"))
+        read(&s.path("out.dnsQuery.csv"))
             .lines()
             .filter(|l| l.starts_with("dnsQuery,"))
             .map(String::from)
@@ -281,8 +282,10 @@ fn dplogd_writes_a_users_ring_with_no_nat_header_column_or_template() {
     };
     wait_for(60, "three dnsQuery rows", || rows().len() >= 3);
     assert_eq!(term(&mut d), 0, "stderr:\n{}", s.stderr());
-    let text = read(&s.path("out.csv"));
+    let text = read(&s.path("out.dnsQuery.csv"));
     assert_eq!(nat_name(&text), None, "{text}");
+    assert!(text.starts_with(&format!("{CSV_HEADER}\r\n")), "{text}");
+    assert!(!s.path("out.csv").exists());
     let columns = CSV_HEADER.split(',').count();
     let rows = rows();
     assert_eq!(rows.len(), 3, "{text}");

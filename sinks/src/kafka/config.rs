@@ -87,7 +87,7 @@ impl KafkaSinkConfig {
 
 impl SinkSettings for KafkaSinkConfig {
     /// One message per line: the line formats only
-    /// ([`lines_only`](crate::config::lines_only)); `brokers` a
+    /// ([`lines_only`]); `brokers` a
     /// comma-separated list of `host[:port]` (librdkafka would retry a bad
     /// one forever).
     fn check(&self, format: &str) -> Result<(), SettingsError> {

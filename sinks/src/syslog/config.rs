@@ -102,7 +102,7 @@ impl SyslogSinkConfig {
 
 impl SinkSettings for SyslogSinkConfig {
     /// One message per line: the line formats only
-    /// ([`lines_only`](crate::config::lines_only)); over `udp`, `tcp` or
+    /// ([`lines_only`]); over `udp`, `tcp` or
     /// `relp`, `address` an IP address and port (`127.0.0.1:514`,
     /// `[::1]:514`), which the sink would only refuse when it opens.
     fn check(&self, format: &str) -> Result<(), SettingsError> {

@@ -1216,3 +1216,62 @@ fn the_schemas_own_priority_rule_applies_to_a_typed_logger() {
     drop(p);
     logger.shutdown().unwrap();
 }
+
+// ------------------------------------------------ a mistyped schema id
+
+/// A record type whose `Record::SCHEMA_ID` (600) is not its schema's id
+/// (601): a typo the two places invite.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Mistyped {
+    header: RecordHeader,
+    time_ns: u64,
+}
+
+impl Record for Mistyped {
+    const SCHEMA_ID: u16 = 600;
+    fn header(&self) -> &RecordHeader {
+        &self.header
+    }
+}
+
+// SAFETY: repr(C), 8 + 8 = 16 bytes without padding; the schema is
+// built from its own offset_of! values and size_of.
+unsafe impl HasSchema for Mistyped {
+    fn schema() -> &'static Schema {
+        static S: OnceLock<Schema> = OnceLock::new();
+        S.get_or_init(|| {
+            schema!(Mistyped, id = 601, name = "mistyped", [
+                time_ns => "eventTime": NsTimestamp, ie 0;
+            ])
+            .unwrap()
+        })
+    }
+}
+
+/// Every record of such a type would be written under id 600, which the
+/// formatter does not know, and none printed: the logger refuses to
+/// start, naming both ids, and creates no file.
+#[test]
+fn a_record_whose_schema_id_is_not_its_schemas_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("out.log");
+    let cfg = LogConfig::from_toml_str(&format!(
+        "[sink]\ntype = \"file\"\npath = \"{}\"\n",
+        path.display()
+    ))
+    .unwrap();
+    for e in [
+        cfg.start::<Mistyped>().expect_err("start refused"),
+        cfg.start_consumers::<Mistyped>()
+            .expect_err("start_consumers refused"),
+    ] {
+        let m = e.to_string();
+        assert!(matches!(e, ConfigError::Parse(_)), "{m}");
+        assert!(
+            m.contains("SCHEMA_ID is 600") && m.contains("\"mistyped\" has id 601"),
+            "{m}"
+        );
+    }
+    assert!(!path.exists(), "a refused logger creates no file");
+}

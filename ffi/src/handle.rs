@@ -212,8 +212,8 @@ pub(crate) fn nat_schemas(slot_bytes: usize) -> Vec<&'static Schema> {
 /// registered: the format's own settings (syslog, IPFIX, `template` with
 /// a format other than text) and, with `[schemas] nat = true`, the
 /// templates of the NAT schemas in `[format.templates]`. A plain
-/// `template` and templates naming other types are compiled at
-/// `dplog_start`, over the served schemas.
+/// `template`, templates naming other types and `[format.bytes_fields]`
+/// are checked at `dplog_start`, over the served schemas.
 fn check_format_early(config: &LogConfig) -> Result<(), dplog::config::ConfigError> {
     let nat = if config.schemas.nat {
         nat_schemas(slot_bytes_of(config))
@@ -221,6 +221,8 @@ fn check_format_early(config: &LogConfig) -> Result<(), dplog::config::ConfigErr
         Vec::new()
     };
     let mut format = config.format.clone();
+    // BYTES renderings by field name may name a type registered later.
+    format.bytes_fields.clear();
     if format.kind == dplog::formatters::Format::Text {
         format.template = None;
         format
@@ -362,5 +364,64 @@ mod tests {
             msg.contains("prometheus_listen") && msg.contains("allow_non_loopback"),
             "{msg}"
         );
+    }
+    /// A `[format.bytes_fields]` entry names a field of a type the program
+    /// registers after `dplog_open`: checked at `dplog_start`, over the
+    /// registered types.
+    #[test]
+    fn bytes_fields_may_name_a_field_registered_after_open() {
+        let register_qname = |h: *mut dplog_t| {
+            let fields = [crate::types::dplog_field_desc {
+                name: c"qname".as_ptr(),
+                offset: 8,
+                size: 8,
+                kind: crate::types::DPLOG_FIELD_BYTES,
+                ie_id: 0,
+                enum_names: core::ptr::null(),
+                enum_count: 0,
+            }];
+            let mut id = 0u16;
+            // SAFETY: h is live; the name and descriptor are valid.
+            let rc = unsafe {
+                crate::dplog_schema_register(
+                    h,
+                    c"dnsName".as_ptr(),
+                    16,
+                    fields.as_ptr(),
+                    1,
+                    &mut id,
+                )
+            };
+            assert_eq!(rc, DPLOG_OK);
+        };
+        let cfg = |field: &str| {
+            format!(
+                "[format]\ntype = \"json\"\n[format.bytes_fields]\n{field} = \"hex\"\n[sink]\ntype = \"file\"\npath = \"/dev/null\"\n"
+            )
+        };
+        // A field the registered type has: opened, registered, started.
+        let h = crate::testutil::open(&cfg("qname"));
+        register_qname(h);
+        // SAFETY: h is live.
+        let r = unsafe { crate::dplog_start(h, core::ptr::null(), 0) };
+        assert_eq!(r, DPLOG_OK);
+        // SAFETY: h is live; no stats wanted.
+        let r = unsafe { crate::dplog_close(h, core::ptr::null_mut()) };
+        assert_eq!(r, DPLOG_OK);
+        // A field no registered type has: refused at dplog_start, naming it.
+        let h = crate::testutil::open(&cfg("qnmae"));
+        register_qname(h);
+        // SAFETY: h is live.
+        let r = unsafe { crate::dplog_start(h, core::ptr::null(), 0) };
+        assert_eq!(r, DPLOG_ERR_CONFIG);
+        let mut buf = [0 as c_char; 512];
+        let mut len = 0usize;
+        // SAFETY: buf is 512 bytes, len is writable.
+        unsafe { dplog_last_error(buf.as_mut_ptr(), buf.len(), &mut len) };
+        // SAFETY: dplog_last_error NUL-terminates.
+        let msg = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap();
+        assert!(msg.contains("\"qnmae\"") && msg.contains("qname"), "{msg}");
+        // SAFETY: h is live (not started); no stats wanted.
+        unsafe { crate::dplog_close(h, core::ptr::null_mut()) };
     }
 }

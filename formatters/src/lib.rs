@@ -281,6 +281,48 @@ impl FormatSpec {
         }
     }
 
+    /// This format with only the settings that apply to `schemas`: the
+    /// `[format.templates]` of their names and the `bytes_fields` that
+    /// name a BYTES field of one of them. For a consumer serving several
+    /// producers with one configuration (dplogd), where each ring
+    /// declares some of the types the configuration names: a ring is
+    /// formatted with what applies to its types, not refused for the
+    /// others'. The plain `template` (the first type's) is kept.
+    ///
+    /// # Examples
+    /// ```
+    /// use dplog_core::schema::{FieldDef, FieldKind, Schema};
+    /// use dplog_formatters::{BytesEncoding, FormatSpec};
+    ///
+    /// let dns = Schema::new(300, "dnsQuery", 24, vec![
+    ///     FieldDef::new("qname", 8, 16, FieldKind::Bytes, 0),
+    /// ])?;
+    /// let mut spec = FormatSpec::default();
+    /// spec.templates.insert("dnsQuery".into(), "{qname}".into());
+    /// spec.templates.insert("aclDrop".into(), "{rule}".into());
+    /// spec.bytes_fields.insert("qname".into(), BytesEncoding::Hex);
+    /// spec.bytes_fields.insert("payload".into(), BytesEncoding::Base64);
+    /// let mine = spec.for_types(&[&dns]);
+    /// assert_eq!(mine.templates.keys().collect::<Vec<_>>(), ["dnsQuery"]);
+    /// assert_eq!(mine.bytes_fields.keys().collect::<Vec<_>>(), ["qname"]);
+    /// // The full spec is refused for this one type: it has no aclDrop.
+    /// assert!(spec.formatter(&[&dns]).is_err());
+    /// assert!(mine.formatter(&[&dns]).is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn for_types(&self, schemas: &[&Schema]) -> FormatSpec {
+        let mut spec = self.clone();
+        spec.templates
+            .retain(|name, _| schemas.iter().any(|s| s.name() == name));
+        spec.bytes_fields.retain(|name, _| {
+            schemas.iter().any(|s| {
+                s.field(name)
+                    .is_some_and(|(_, f)| f.kind == dplog_core::schema::FieldKind::Bytes)
+            })
+        });
+        spec
+    }
+
     /// Compiles this format for `schemas`.
     ///
     /// # Errors

@@ -264,6 +264,7 @@ impl LogConfig {
     /// Errors: as [`start`](Self::start), and `[consumers]`'s
     /// ([`ConsumersConfig::count`]).
     pub fn start_consumers<R: HasSchema>(&self) -> Result<Consumers<R>, ConfigError> {
+        check_schema_id::<R>()?;
         self.start_group(&[R::schema()], RecordRules::by_schema())
     }
 
@@ -325,9 +326,13 @@ impl LogConfig {
     /// schema's event-time field.
     ///
     /// Errors: [`ConfigError::Logger`] for a `[ring]` setting,
-    /// [`ConfigError::Parse`] for the format or `[ring.priorities]`,
+    /// [`ConfigError::Parse`] for the format or `[ring.priorities]`, or a
+    /// record type whose [`Record::SCHEMA_ID`](crate::Record::SCHEMA_ID)
+    /// is not its schema's id (every record would be written under an id
+    /// the formatter does not know, and none would be printed),
     /// [`ConfigError::Sink`] if the sink cannot be opened.
     pub fn start<R: HasSchema>(&self) -> Result<Logger<R>, ConfigError> {
+        check_schema_id::<R>()?;
         self.start_for(&[R::schema()], Some(R::schema()), RecordRules::by_schema())
     }
 
@@ -366,4 +371,23 @@ impl LogConfig {
         check_slots(self.ring.slot_bytes, NatRecord::BYTES, &nat)?;
         self.start_for(&nat, nat.first().copied(), RecordRules::own())
     }
+}
+
+/// Refuses a record type whose header id ([`Record::SCHEMA_ID`], written
+/// by [`RecordHeader::of`](crate::RecordHeader::of)) is not the id of the
+/// schema it declares ([`HasSchema::schema`]): the consumer looks records
+/// up by that id, so it would format none of them.
+fn check_schema_id<R: HasSchema>() -> Result<(), ConfigError> {
+    let s = R::schema();
+    if s.id() == R::SCHEMA_ID {
+        return Ok(());
+    }
+    Err(ConfigError::Parse(format!(
+        "record type {}: its Record::SCHEMA_ID is {} but its schema {:?} has id {}; \
+         the two must be the same (records are matched to their schema by the id in their header)",
+        core::any::type_name::<R>(),
+        R::SCHEMA_ID,
+        s.name(),
+        s.id()
+    )))
 }

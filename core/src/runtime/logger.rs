@@ -22,6 +22,72 @@ use crate::table::RecordRules;
 /// Create with [`Logger::start`], get one [`LogProducer`] per producing
 /// thread with [`Logger::producer`], and end with [`Logger::shutdown`],
 /// which drains every ring, writes, flushes and closes the sink.
+///
+/// Most programs start one from a configuration (`dplog::config::
+/// LogConfig::start`), with dplog-formatters' table-driven formats and
+/// dplog-sinks' sinks. Underneath, a logger takes any [`Formatter`] and
+/// any [`Sink`]:
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use dplog_core::{
+///     Accepted, Formatter, Logger, LoggerConfig, Record, RecordHeader, Sink, SinkError,
+/// };
+///
+/// /// A health-check result: 16 bytes, copied into a ring slot.
+/// #[repr(C)]
+/// #[derive(Clone, Copy)]
+/// struct Probe {
+///     header: RecordHeader,
+///     rtt_us: u32,
+///     backend: u32,
+/// }
+/// impl Record for Probe {
+///     const SCHEMA_ID: u16 = 700;
+///     fn header(&self) -> &RecordHeader {
+///         &self.header
+///     }
+/// }
+///
+/// /// One line per record: the round-trip time in decimal.
+/// struct RttLine;
+/// impl Formatter<Probe> for RttLine {
+///     fn format(&mut self, p: &Probe, out: &mut Vec<u8>) {
+///         out.extend_from_slice(itoa::Buffer::new().format(p.rtt_us).as_bytes());
+///         out.push(b'\n');
+///     }
+/// }
+///
+/// /// Keeps every batch in memory.
+/// struct Memory(Arc<Mutex<Vec<u8>>>);
+/// impl Sink for Memory {
+///     fn write_batch(&mut self, batch: &[u8]) -> Result<Accepted, SinkError> {
+///         self.0.lock().unwrap().extend_from_slice(batch);
+///         Ok(Accepted::Delivered)
+///     }
+///     fn flush(&mut self) -> Result<(), SinkError> {
+///         Ok(())
+///     }
+///     fn close(&mut self) -> Result<(), SinkError> {
+///         Ok(())
+///     }
+/// }
+///
+/// let out = Arc::new(Mutex::new(Vec::new()));
+/// let logger = Logger::<Probe>::start(LoggerConfig::default(), RttLine, Memory(out.clone()))?;
+/// let mut producer = logger.producer()?; // one per forwarding thread
+/// for rtt_us in [120, 95, 310] {
+///     let header = RecordHeader::of::<Probe>();
+///     assert!(producer.log(Probe { header, rtt_us, backend: 7 }));
+/// }
+/// drop(producer);
+/// let stats = logger.shutdown().map_err(|(_, e)| e)?; // drains every ring
+/// assert_eq!((stats.produced, stats.written_records), (3, 3));
+/// assert_eq!(&out.lock().unwrap()[..], b"120\n95\n310\n");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct Logger<R: Record> {
     ctrl: Sender<Control<R>>,
     thread: Option<JoinHandle<()>>,

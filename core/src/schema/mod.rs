@@ -65,6 +65,41 @@ use std::fmt;
 
 /// A validated record schema. Build one with [`Schema::new`], the
 /// [`schema!`](crate::schema!) macro or [`Schema::from_c_descriptors`].
+///
+/// A schema is the record type's fields (name, offset, size, kind, IPFIX
+/// element, enum names) and what it declares beyond them
+/// ([`SchemaMeta`]: event time, priority, syslog layout, lifecycle).
+/// Every log carries it whole ([`Schema::encode`]), so the tools format a
+/// log exactly as its writer would without knowing the type.
+///
+/// # Examples
+///
+/// ```
+/// use dplog_core::schema::{FieldDef, FieldKind, Schema};
+///
+/// // A load balancer's connection record: 8 bytes of record header,
+/// // then the fields at their offsets; 40 bytes in all.
+/// let conn = Schema::new(500, "lbConn", 40, vec![
+///     FieldDef::new("connTime", 8, 8, FieldKind::NsTimestamp, 0),
+///     FieldDef::new("vip", 16, 4, FieldKind::Ipv4, 0),
+///     FieldDef::new("clientAddr", 20, 4, FieldKind::Ipv4, 0),
+///     FieldDef::new("vport", 24, 2, FieldKind::Port, 0),
+///     FieldDef::new("clientPort", 26, 2, FieldKind::Port, 0),
+///     FieldDef::new("connEvent", 28, 1, FieldKind::Enum, 0)
+///         .with_names(&[(1, "OPEN"), (2, "CLOSE")]),
+///     FieldDef::new("bytesOut", 32, 8, FieldKind::U64, 0),
+/// ])?
+/// // A close outranks an open under `degrade`.
+/// .with_priority(1, Some(("connEvent", &[(2, 2)])))?
+/// // `dplog-query --at` finds who held vip:vport at a time.
+/// .with_lifecycle("connEvent", &[1], &[2], &["vip", "vport", "clientAddr", "clientPort"], &["bytesOut"])?;
+///
+/// let bytes = conn.encode()?; // what a binary log or archive carries
+/// let back = Schema::decode(&bytes)?;
+/// assert_eq!(back, conn);
+/// assert_eq!(back.field("connEvent").unwrap().1.enum_name(2), Some("CLOSE"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Schema {
     id: u16,

@@ -236,10 +236,13 @@ fn main() {
 /// Errors: the format's error, as a message.
 fn check_format(spec: &dplog_formatters::FormatSpec) -> Result<(), String> {
     let mut free = spec.clone();
+    // Templates by type name and BYTES renderings by field name apply to
+    // the rings whose types have them (see FormatSpec::for_types); a
+    // template given to another format than text is refused here.
     if free.kind == dplog_formatters::Format::Text {
-        // Templates by type name are checked against each ring's types.
         free.templates.clear();
     }
+    free.bytes_fields.clear();
     // The syslog options are otherwise checked per record type.
     free.syslog.validate()?;
     free.formatter(&[]).map(drop).map_err(|e| e.to_string())
@@ -602,7 +605,11 @@ impl Daemon {
                 reader.head()
             );
         }
-        let mut fmt = match self.cfg.format.formatter(&schemas) {
+        let spec = self.cfg.format.spec().for_types(&schemas);
+        let mut fmt = match spec
+            .formatter(&schemas)
+            .map_err(|e| format!("[format]: {e}"))
+        {
             Ok(f) => f,
             Err(e) => return refuse(self, e.to_string()),
         };
@@ -681,7 +688,13 @@ impl Daemon {
                     }
                 },
             };
-            let mut fmt = self.cfg.format.formatter(&[s]).map_err(|e| e.to_string())?;
+            let mut fmt = self
+                .cfg
+                .format
+                .spec()
+                .for_types(&[s])
+                .formatter(&[s])
+                .map_err(|e| format!("[format]: {e}"))?;
             // The type's file sink heads the file (once, when empty).
             fmt.csv_header_written();
             if let Some(c) = self.clock.calibration() {
@@ -1495,6 +1508,15 @@ mod tests {
             e.contains("`templates` applies only to type \"text\""),
             "{e}"
         );
+        // A BYTES rendering by field name applies to the rings whose
+        // types have that field: nothing to refuse before they declare.
+        let mut spec = FormatSpec {
+            kind: Format::Json,
+            ..Default::default()
+        };
+        spec.bytes_fields
+            .insert("qname".into(), dplog_formatters::BytesEncoding::Hex);
+        assert_eq!(check_format(&spec), Ok(()));
         let mut spec = FormatSpec {
             kind: Format::Rfc5424,
             ..Default::default()

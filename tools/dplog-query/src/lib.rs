@@ -381,8 +381,10 @@ struct State {
 #[derive(Clone, Debug)]
 struct Resolved {
     conds: Vec<Cond>,
-    /// The index key's hash when the conditions give every key field.
-    key: Option<u32>,
+    /// The key index hashes the conditions give: the one of every key
+    /// field, or (a per-field index) one per key field given; a block
+    /// must be named by each. Empty: the index is not used.
+    keys: Vec<u32>,
     /// Stateful: the lifecycle, its event field and the key fields.
     state: Option<State>,
 }
@@ -526,7 +528,9 @@ fn resolve(
     // field never is: the index hashes all of the field's bytes, and
     // records of one value can differ after its first NUL.
     let key_fields = format::index_fields(s, index);
+    let per_field = format::index_per_field(index);
     let mut key = Vec::new();
+    let mut keys = Vec::new();
     let mut full = !key_fields.is_empty();
     for f in &key_fields {
         match out.iter().find_map(|c| match c {
@@ -537,9 +541,13 @@ fn resolve(
             }
             _ => None,
         }) {
+            Some(b) if per_field => keys.push(format::field_key_hash32(f, b)),
             Some(b) => key.extend_from_slice(b),
             None => full = false,
         }
+    }
+    if !per_field && full {
+        keys.push(key_hash32(&key));
     }
     let state = s.meta().lifecycle.as_ref().map(|l| State {
         lifecycle: l.clone(),
@@ -559,7 +567,7 @@ fn resolve(
     });
     Ok(Some(Resolved {
         conds: out,
-        key: full.then(|| key_hash32(&key)),
+        keys,
         state,
     }))
 }
@@ -793,19 +801,39 @@ pub fn run(
                         schemas.len() - 1
                     }
                 };
-                if let Some(h) = r.as_ref().and_then(|r| r.key) {
+                // The blocks named by every hash (one page read each);
+                // none when the segment has no index or a page is
+                // damaged.
+                let mut named: Option<Vec<u32>> = None;
+                for &h in r.as_ref().map_or(&[][..], |r| &r.keys[..]) {
                     match seg.blocks_with_key(h) {
                         Ok(Some(v)) => {
-                            blocks.insert(s.id(), v);
+                            named = Some(match named {
+                                None => v,
+                                Some(n) => n
+                                    .into_iter()
+                                    .filter(|b| v.binary_search(b).is_ok())
+                                    .collect(),
+                            });
                         }
-                        Ok(None) => {}
-                        Err(e) => problems.push(Problem {
-                            path: seg.path.clone(),
-                            block: None,
-                            offset: 0,
-                            reason: format!("{e}; its blocks are read without the index"),
-                        }),
+                        Ok(None) => {
+                            named = None;
+                            break;
+                        }
+                        Err(e) => {
+                            problems.push(Problem {
+                                path: seg.path.clone(),
+                                block: None,
+                                offset: 0,
+                                reason: format!("{e}; its blocks are read without the index"),
+                            });
+                            named = None;
+                            break;
+                        }
                     }
+                }
+                if let Some(v) = named {
+                    blocks.insert(s.id(), v);
                 }
                 m.insert(s.id(), (k, r));
             }

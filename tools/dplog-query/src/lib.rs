@@ -38,8 +38,10 @@
 //! and a decode only of the blocks the index names. Records of types
 //! without a lifecycle, and records whose lifecycle field neither opens
 //! nor closes (the NAT's exhaustion and quota events), are not states:
-//! `--between` finds them. An archive written before schemas carried
-//! their metadata declares no lifecycle: `--at` finds no state in it.
+//! `--between` finds them. An archive none of whose record types
+//! declares a lifecycle (e.g. written before schemas carried their
+//! metadata) holds no state: `--at` on it is an error
+//! ([`QueryError::NoLifecycle`]), not an empty answer.
 //!
 //! # `--between T1 T2`
 //!
@@ -120,6 +122,18 @@ pub enum QueryError {
         /// The segments that could not be read, skipped.
         problems: Vec<Problem>,
     },
+    /// `--at` on an archive none of whose record types declares a
+    /// lifecycle: no record opens or closes a state, so nothing can be
+    /// live at T (declare one, or look with `--between`).
+    NoLifecycle {
+        /// The archive directory.
+        dir: PathBuf,
+        /// Its record types' names.
+        types: Vec<String>,
+        /// Segments that could not be read, skipped: their record types
+        /// are not in `types`.
+        damaged: Vec<Problem>,
+    },
     /// A value that does not parse as its field's kind.
     BadValue {
         /// The field.
@@ -188,6 +202,29 @@ impl fmt::Display for QueryError {
                 dir.display(),
                 problems.len()
             ),
+            QueryError::NoLifecycle {
+                dir,
+                types,
+                damaged,
+            } => {
+                write!(
+                    f,
+                    "--at: no record type in {} declares a lifecycle ({}: none says which \
+                     records open and close a state); declare one (docs/schema-metadata.md) \
+                     or use --between",
+                    dir.display(),
+                    types.join(", ")
+                )?;
+                if !damaged.is_empty() {
+                    write!(
+                        f,
+                        " ({} damaged segment(s) could not be read: their record types are \
+                         not known)",
+                        damaged.len()
+                    )?;
+                }
+                Ok(())
+            }
             QueryError::BadValue { field, value, why } => {
                 write!(f, "{field}={value}: {why}")
             }
@@ -204,6 +241,7 @@ impl QueryError {
         match self {
             QueryError::UnknownField { damaged, .. } => damaged,
             QueryError::NoRecordTypes { problems, .. } => problems,
+            QueryError::NoLifecycle { damaged, .. } => damaged,
             _ => &[],
         }
     }
@@ -742,6 +780,23 @@ pub fn run(
                 field: name.clone(),
                 known: names,
                 damaged,
+            });
+        }
+    }
+    // --at needs a record type that declares a lifecycle: every
+    // segment's schemas before saying that none does.
+    let stateful = |known: &[Schema]| known.iter().any(|s| s.meta().lifecycle.is_some());
+    if matches!(q.mode, Mode::At(_)) && !known.is_empty() && !stateful(&known) {
+        let all: Vec<&SegmentFile> = segs.iter().collect();
+        let mut all_damaged = Vec::new();
+        let every = probe_schemas(&all, &mut all_damaged).0;
+        if !every.is_empty() && !stateful(&every) {
+            let mut types: Vec<String> = every.iter().map(|s| s.name().to_string()).collect();
+            types.dedup();
+            return Err(QueryError::NoLifecycle {
+                dir: dir.to_path_buf(),
+                types,
+                damaged: all_damaged,
             });
         }
     }

@@ -158,14 +158,23 @@ fn at_follows_a_user_declared_lifecycle() {
 
 /// The same records under the schema without its metadata (an archive
 /// written before schemas carried a lifecycle): no record type is
-/// stateful, so `--at` finds nothing; `--between` still finds the
-/// records.
+/// stateful, so `--at` is an error that says so (exit 2), not an empty
+/// answer; `--between` still finds the records.
 #[test]
-fn without_a_declared_lifecycle_there_are_no_states() {
+fn without_a_declared_lifecycle_at_says_so() {
     let dir = tempfile::tempdir().unwrap();
     write_archive(dir.path(), &lb_conn::fields_only());
-    let (code, out, _) = at(dir.path(), 3000, &[]);
-    assert_eq!((code, out.as_str()), (1, ""));
+    let (code, out, err) = at(dir.path(), 3000, &[]);
+    assert_eq!((code, out.as_str()), (2, ""), "{err}");
+    assert_eq!(
+        err,
+        format!(
+            "dplog-query: --at: no record type in {} declares a lifecycle (lbConn: none says \
+             which records open and close a state); declare one (docs/schema-metadata.md) or \
+             use --between\n",
+            dir.path().display()
+        )
+    );
     let from = format!("{}ms", T0 / MS);
     let to = format!("{}ms", T0 / MS + 6000);
     let (code, out, err) = run(&[

@@ -670,3 +670,121 @@ fn schema_blocks_of_the_old_and_the_new_encoding_read_back() {
     assert!(schemas[0].meta().lifecycle.is_some());
     assert_eq!(recs, want);
 }
+
+/// An archive of `lbConn` records (a load balancer's connections, which
+/// declare a lifecycle keyed by vip, vport, clientAddr and clientPort)
+/// written with `opts`, one record a connection: client ports 40000 to
+/// 40000 + `n`, opens, two records a block.
+fn write_lb(dir: &Path, opts: ArchiveSinkOptions, n: u16) {
+    let mut sink = ArchiveSink::open(dir, opts).unwrap();
+    let schema = lb_conn::schema();
+    let mut enc = BinaryEncoder::try_new(&[&schema]).unwrap();
+    let mut batch = Vec::new();
+    for i in 0..n {
+        let c = lb_conn::Conn {
+            time_ns: lb_conn::T0 + u64::from(i) * 1_000_000,
+            cport: 40000 + i,
+            ..lb_conn::old_log_records()[0]
+        };
+        assert!(enc.push(&c.bytes(), &mut batch));
+    }
+    assert_eq!(sink.write_batch(&batch).unwrap(), Accepted::Delivered);
+    sink.close().unwrap();
+}
+
+/// Without an `index` setting a record type is keyed by its own
+/// lifecycle keys, each on its own: the footer says so, the reader
+/// derives the lbConn key (vip, vport, clientAddr, clientPort) from it,
+/// the key index names exactly the block of a client port and every
+/// block for the vip they share, and no NAT field name is written.
+#[test]
+fn the_default_index_is_each_record_types_lifecycle_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = ArchiveSinkOptions {
+        block_rows: 2,
+        ..Default::default()
+    };
+    write_lb(dir.path(), opts, 8);
+    let segs = list_segments(dir.path()).unwrap();
+    assert_eq!(segs.len(), 1);
+    let seg = Segment::open(&segs[0].path).unwrap();
+    assert_eq!(seg.index_fields, [format::LIFECYCLE_KEYS]);
+    let s = seg.schema(lb_conn::ID).unwrap();
+    let key = format::index_fields(s, &seg.index_fields);
+    let names: Vec<&str> = key.iter().map(|f| &*f.name).collect();
+    assert_eq!(names, ["vip", "vport", "clientAddr", "clientPort"]);
+    // Connection 40005 is the 6th record: block 2 of the data blocks
+    // (two records each).
+    let c = lb_conn::Conn {
+        time_ns: lb_conn::T0 + 5_000_000,
+        cport: 40005,
+        ..lb_conn::old_log_records()[0]
+    };
+    assert!(format::index_per_field(&seg.index_fields));
+    let rec = c.bytes();
+    let data: Vec<u32> = (0..seg.blocks.len() as u32)
+        .filter(|&i| seg.blocks[i as usize].kind == KIND_DATA)
+        .collect();
+    assert_eq!(data.len(), 4);
+    let port = format::field_key_hash32(key[3], key[3].bytes(&rec));
+    assert_eq!(seg.blocks_with_key(port).unwrap(), Some(vec![data[2]]));
+    let vip = format::field_key_hash32(key[0], key[0].bytes(&rec));
+    assert_eq!(seg.blocks_with_key(vip).unwrap(), Some(data.clone()));
+    // A client port no record has names no block (its hash, cut to the
+    // index's bits, meets none of the 20 (value, block) pairs).
+    let none = format::field_key_hash32(key[3], &7u16.to_ne_bytes());
+    assert_eq!(seg.blocks_with_key(none).unwrap(), Some(vec![]));
+    let bytes = std::fs::read(&segs[0].path).unwrap();
+    for nat in ["postNAT", "postNAPT", "NATSource", "natEvent"] {
+        assert!(
+            !bytes.windows(nat.len()).any(|w| w == nat.as_bytes()),
+            "{nat} in a non-NAT archive"
+        );
+    }
+}
+
+/// An `index` naming a field that none of the served record types has
+/// (a typo) is refused with the field and the types' fields: at
+/// `open_for`, before anything is opened, and by a sink opened without
+/// the schemas at its stream's first record (nothing written).
+#[test]
+fn an_index_field_no_record_type_has_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let typo = ArchiveSinkOptions {
+        index: vec!["vipp".into(), "vport".into()],
+        ..Default::default()
+    };
+    let schema = lb_conn::schema();
+    let e = ArchiveSink::open_for(dir.path(), typo.clone(), &[&schema]).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    let msg = e.to_string();
+    assert!(msg.contains("\"vipp\""), "{msg}");
+    assert!(
+        msg.contains(
+            "lbConn (connTime, vip, clientAddr, vport, clientPort, connEvent, backendAddr, \
+             bytesIn, bytesOut)"
+        ),
+        "{msg}"
+    );
+    assert!(!dir.path().join(".archive.lock").exists());
+
+    let mut sink = ArchiveSink::open(dir.path(), typo).unwrap();
+    let mut enc = BinaryEncoder::try_new(&[&schema]).unwrap();
+    let mut batch = Vec::new();
+    assert!(enc.push(&lb_conn::old_log_records()[0].bytes(), &mut batch));
+    let e = sink.write_batch(&batch).unwrap_err();
+    assert!(e.to_string().contains("\"vipp\""), "{e}");
+    sink.close().unwrap();
+    assert!(list_segments(dir.path()).unwrap().is_empty());
+
+    // A name some types lack is fine: aclDrop has ruleId, lbConn is
+    // keyed on vport alone.
+    let acl = acl_schema();
+    let mixed = ArchiveSinkOptions {
+        index: vec!["ruleId".into(), "vport".into()],
+        ..Default::default()
+    };
+    assert!(mixed.check_index(&[&acl, &schema]).is_ok());
+    let k = format::index_fields(&schema, &mixed.index);
+    assert_eq!(k.iter().map(|f| &*f.name).collect::<Vec<_>>(), ["vport"]);
+}

@@ -24,8 +24,9 @@ use crate::route::BoxSink;
 pub struct ArchiveSinkConfig {
     /// Existing directory of the segments. Default `archive`.
     pub dir: PathBuf,
-    /// Index key fields. Default `["postNATSourceIPv4Address",
-    /// "postNAPTSourceTransportPort"]`.
+    /// Index key fields; see [`ArchiveSinkOptions::index`]. Default
+    /// `["@lifecycle"]`: each record type's lifecycle keys. A name that
+    /// no record type of the stream has is refused.
     pub index: Vec<String>,
     /// Records per block. Default 16384.
     pub block_rows: usize,

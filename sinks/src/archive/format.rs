@@ -668,7 +668,8 @@ pub struct Footer {
     /// The writer's `max_lifetime_ms` (the queries' default lookback).
     pub max_lifetime_ms: u64,
     /// The index key fields, by name, in key order (each schema's key is
-    /// the subset of them it has).
+    /// the subset of them it has), or `[`[`LIFECYCLE_KEYS`]`]`: each
+    /// schema's lifecycle keys; see [`index_fields`].
     pub index_fields: Vec<String>,
     /// Every block, in file order.
     pub blocks: Vec<BlockMeta>,
@@ -817,8 +818,60 @@ impl Footer {
     }
 }
 
-/// The fields of `s` named in `index` that it has, in index order.
+/// The index entry that stands for each record type's own lifecycle
+/// keys ([`Lifecycle::keys`](dplog_core::schema::Lifecycle::keys), in their
+/// declared order): the archive's default `index`, written as the
+/// footer's one index field name. A field name cannot start with `@`.
+pub const LIFECYCLE_KEYS: &str = "@lifecycle";
+
+/// Whether index `index` keys each key field on its own
+/// (`[`[`LIFECYCLE_KEYS`]`]`: a lookup that gives any of a type's key
+/// fields uses it) rather than all of them together (named fields: a
+/// lookup must give every key field of the type).
+pub fn index_per_field(index: &[String]) -> bool {
+    matches!(index, [only] if only == LIFECYCLE_KEYS)
+}
+
+/// The hash of one key field's value in a per-field index
+/// ([`index_per_field`]): FNV-1a over the field's name, a 0 byte and the
+/// value's bytes, then the SplitMix64 finalizer, top 32 bits. Part of
+/// the format: a reader must compute the same value.
+pub fn field_key_hash32(f: &FieldDef, value: &[u8]) -> u32 {
+    let h = fnv(fnv(FNV_OFFSET, f.name.as_bytes()), &[0]);
+    (mix(fnv(h, value)) >> 32) as u32
+}
+
+/// Calls `out` with each index hash of record `rec` whose key fields are
+/// `fields`: one [`record_key_hash32`] of them all, or per field one
+/// [`field_key_hash32`] when `per_field`.
+pub fn record_key_hashes(
+    fields: &[&FieldDef],
+    per_field: bool,
+    rec: &[u8],
+    mut out: impl FnMut(u32),
+) {
+    if per_field {
+        for f in fields {
+            out(field_key_hash32(f, f.bytes(rec)));
+        }
+    } else if !fields.is_empty() {
+        out(record_key_hash32(fields, rec));
+    }
+}
+
+/// The key fields of `s` under index `index` (a footer's or the
+/// writer's): for `[`[`LIFECYCLE_KEYS`]`]` its lifecycle's key fields
+/// (none without a lifecycle); else the fields named in `index` that it
+/// has, in index order. Writer and readers compute a record type's key
+/// with this one rule.
 pub fn index_fields<'a>(s: &'a Schema, index: &[String]) -> Vec<&'a FieldDef> {
+    if let [only] = index {
+        if only == LIFECYCLE_KEYS {
+            return s.meta().lifecycle.as_ref().map_or_else(Vec::new, |l| {
+                l.keys.iter().map(|&i| &s.fields()[i]).collect()
+            });
+        }
+    }
     index
         .iter()
         .filter_map(|n| s.field(n).map(|(_, f)| f))

@@ -76,10 +76,22 @@
 //!
 //! # Index
 //!
-//! `index` names the key fields (default `postNATSourceIPv4Address`,
-//! `postNAPTSourceTransportPort`); each schema's key is the subset of
-//! them it has (NAT44 sessions: address and port; port blocks, whose port
-//! is a range: the address). A sealed segment's index is every distinct
+//! `index` names the key fields. By default (`["@lifecycle"]`) each
+//! record type's key fields are its own lifecycle's keys
+//! ([`Schema::with_lifecycle`](dplog_core::schema::Schema::with_lifecycle)),
+//! each indexed on its own: a lookup that gives any of them exactly
+//! (e.g. the NAT's public address and port of its session tuple) reads
+//! the blocks that hold all the values given; a type without a lifecycle
+//! is not indexed. Named fields instead (e.g.
+//! `["postNATSourceIPv4Address", "postNAPTSourceTransportPort"]`) are
+//! one key together: each type's key is the subset of them it has (NAT44
+//! sessions: address and port; port blocks, whose port is a range: the
+//! address), a lookup must give every one of them, a type with none is
+//! not indexed, and a name that no served type has is refused
+//! ([`ArchiveSinkOptions::check_index`]). The footer keeps the `index`
+//! the segment was written with, and readers derive each type's key from
+//! it with the writer's rule ([`format::index_fields`],
+//! [`format::index_per_field`]). A sealed segment's index is every distinct
 //! (key hash, block) pair of its rows, the hash cut to 8 bits more than
 //! it takes to number the pairs ([`format::index_bits_for`]: a key no row
 //! has names a block in 1 lookup of 256), sorted, in pages of 4096 pairs
@@ -162,8 +174,11 @@ use format::{BlockMeta, Footer, KIND_CALIBRATION, KIND_DATA, KIND_SCHEMA};
 /// The archive sink's settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ArchiveSinkOptions {
-    /// Index key fields by name, in key order. Default
-    /// `postNATSourceIPv4Address`, `postNAPTSourceTransportPort`.
+    /// Index key fields by name, in key order; each record type's key
+    /// is the subset of them it has (a type with none of them is not
+    /// indexed). Default `["@lifecycle"]`
+    /// ([`format::LIFECYCLE_KEYS`]): each record type's own lifecycle
+    /// keys, none for a type without a lifecycle. `[]`: no index.
     pub index: Vec<String>,
     /// Records per data block (per schema), 1 to 1,048,576. Default 16384.
     pub block_rows: usize,
@@ -196,10 +211,7 @@ pub struct ArchiveSinkOptions {
 impl Default for ArchiveSinkOptions {
     fn default() -> Self {
         Self {
-            index: vec![
-                "postNATSourceIPv4Address".into(),
-                "postNAPTSourceTransportPort".into(),
-            ],
+            index: vec![format::LIFECYCLE_KEYS.into()],
             block_rows: 16384,
             segment_interval_ms: Some(3_600_000),
             segment_bytes: 256 << 20,
@@ -240,7 +252,74 @@ impl ArchiveSinkOptions {
         if self.index.len() > 16 || self.index.iter().any(|n| n.is_empty() || n.len() > 255) {
             return bad("index: at most 16 field names of 1 to 255 bytes".into());
         }
+        if self.index.len() > 1 && self.index.iter().any(|n| n == format::LIFECYCLE_KEYS) {
+            return bad(format!(
+                "index: \"{}\" (each record type's lifecycle keys) stands alone, not with \
+                 field names",
+                format::LIFECYCLE_KEYS
+            ));
+        }
         Ok(())
+    }
+
+    /// Checks `index` against the record types the archive serves: each
+    /// field it names must be a field of at least one of `schemas` (a
+    /// type that lacks it is keyed on the others it has).
+    /// `["@lifecycle"]` and `[]` always pass.
+    ///
+    /// Errors: `InvalidInput` naming the first field no type has, with
+    /// each type's fields.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use dplog_core::schema::{FieldDef, FieldKind, Schema};
+    /// use dplog_sinks::archive::ArchiveSinkOptions;
+    ///
+    /// let conn = Schema::new(500, "lbConn", 16, vec![
+    ///     FieldDef::new("vip", 8, 4, FieldKind::Ipv4, 0),
+    ///     FieldDef::new("vport", 12, 2, FieldKind::Port, 0),
+    /// ])?;
+    /// let typo = ArchiveSinkOptions {
+    ///     index: vec!["vipp".into(), "vport".into()],
+    ///     ..Default::default()
+    /// };
+    /// let e = typo.check_index(&[&conn]).unwrap_err();
+    /// assert!(e.to_string().contains("\"vipp\""));
+    /// assert!(e.to_string().contains("lbConn (vip, vport)"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn check_index(&self, schemas: &[&Schema]) -> io::Result<()> {
+        if self.index.len() == 1 && self.index[0] == format::LIFECYCLE_KEYS {
+            return Ok(());
+        }
+        let Some(missing) = self
+            .index
+            .iter()
+            .find(|n| !schemas.iter().any(|s| s.field(n).is_some()))
+        else {
+            return Ok(());
+        };
+        let types: Vec<String> = schemas
+            .iter()
+            .map(|s| {
+                let fields: Vec<&str> = s.fields().iter().map(|f| &*f.name).collect();
+                format!("{} ({})", s.name(), fields.join(", "))
+            })
+            .collect();
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "index: no record type the archive serves has a field \"{missing}\" \
+                 (the record types and their fields: {}); name fields of them, or leave \
+                 index out for each type's lifecycle keys",
+                if types.is_empty() {
+                    "none".to_string()
+                } else {
+                    types.join("; ")
+                }
+            ),
+        ))
     }
 }
 
@@ -440,6 +519,10 @@ pub struct ArchiveSink {
     /// The calibration in force: the stream's last `C` frame's (the
     /// identity before any, as the binary decoder has it).
     cal: TscCalibration,
+    /// `index` was checked against the record types served
+    /// ([`ArchiveSink::open_for`], or the schemas declared before the
+    /// stream's first record).
+    index_checked: bool,
 }
 
 fn lock_dir(dir: &Path) -> io::Result<File> {
@@ -510,10 +593,9 @@ fn recover(dir: &Path, path: &Path, seq: u64, opts: &ArchiveSinkOptions) -> io::
             match seg.read_block(i) {
                 Ok((s, recs)) => {
                     let key = format::index_fields(s, &opts.index);
-                    if !key.is_empty() {
-                        for r in recs.chunks_exact(s.size()) {
-                            pairs.push(format::record_key_hash32(&key, r), i as u32);
-                        }
+                    let per_field = format::index_per_field(&opts.index);
+                    for r in recs.chunks_exact(s.size()) {
+                        format::record_key_hashes(&key, per_field, r, |h| pairs.push(h, i as u32));
                     }
                     min = min.min(b.min);
                     max = max.max(b.max);
@@ -720,7 +802,29 @@ impl ArchiveSink {
             key_filter: Vec::new(),
             key_gen: 0,
             cal: TscCalibration::IDENTITY,
+            index_checked: false,
         })
+    }
+
+    /// [`ArchiveSink::open`] for records of `schemas` (the record types
+    /// the stream will declare): refuses an `index` that names a field
+    /// none of them has ([`ArchiveSinkOptions::check_index`]) before
+    /// opening anything. A sink opened with [`ArchiveSink::open`] checks
+    /// the same against the schemas its stream declares before the first
+    /// record, and refuses every batch (permanent error, the same
+    /// message) when it fails.
+    ///
+    /// Errors: as [`ArchiveSink::open`]; `InvalidInput` for the index.
+    pub fn open_for(
+        dir: &Path,
+        opts: ArchiveSinkOptions,
+        schemas: &[&Schema],
+    ) -> io::Result<ArchiveSink> {
+        opts.check()?;
+        opts.check_index(schemas)?;
+        let mut sink = Self::open(dir, opts)?;
+        sink.index_checked = true;
+        Ok(sink)
     }
 
     /// The sink's counters.
@@ -944,14 +1048,17 @@ impl ArchiveSink {
                 self.key_gen = 1;
             }
             let gen = u64::from(self.key_gen) << 32;
+            let per_field = format::index_per_field(&self.opts.index);
             keys.reserve(b.rows);
+            let filter = &mut self.key_filter;
             for r in b.recs.chunks_exact(size) {
-                let h = format::record_key_hash32(&key, r);
-                let slot = &mut self.key_filter[h as usize % KEY_FILTER];
-                if *slot != gen | u64::from(h) {
-                    *slot = gen | u64::from(h);
-                    keys.push(h);
-                }
+                format::record_key_hashes(&key, per_field, r, |h| {
+                    let slot = &mut filter[h as usize % KEY_FILTER];
+                    if *slot != gen | u64::from(h) {
+                        *slot = gen | u64::from(h);
+                        keys.push(h);
+                    }
+                });
             }
         }
         let meta = BlockMeta {
@@ -1247,7 +1354,16 @@ impl Sink for ArchiveSink {
             let body = &batch[p + 4..p + 4 + len];
             match batch[p] {
                 b'S' => self.declare(body)?,
-                b'R' => self.add_record(body)?,
+                b'R' => {
+                    if !self.index_checked {
+                        let served: Vec<&Schema> = self.schemas.iter().map(|e| &e.schema).collect();
+                        self.opts
+                            .check_index(&served)
+                            .map_err(SinkError::Permanent)?;
+                        self.index_checked = true;
+                    }
+                    self.add_record(body)?
+                }
                 b'C' => self.calibrate(body)?,
                 // `H`: a new stream, its schemas follow as `S` frames (the
                 // calibration carries over, as in the binary format); `D`

@@ -38,8 +38,10 @@
 //! and a decode only of the blocks the index names. Records of types
 //! without a lifecycle, and records whose lifecycle field neither opens
 //! nor closes (the NAT's exhaustion and quota events), are not states:
-//! `--between` finds them. An archive written before schemas carried
-//! their metadata declares no lifecycle: `--at` finds no state in it.
+//! `--between` finds them. An archive none of whose record types
+//! declares a lifecycle (e.g. written before schemas carried their
+//! metadata) holds no state: `--at` on it is an error
+//! ([`QueryError::NoLifecycle`]), not an empty answer.
 //!
 //! # `--between T1 T2`
 //!
@@ -120,6 +122,18 @@ pub enum QueryError {
         /// The segments that could not be read, skipped.
         problems: Vec<Problem>,
     },
+    /// `--at` on an archive none of whose record types declares a
+    /// lifecycle: no record opens or closes a state, so nothing can be
+    /// live at T (declare one, or look with `--between`).
+    NoLifecycle {
+        /// The archive directory.
+        dir: PathBuf,
+        /// Its record types' names.
+        types: Vec<String>,
+        /// Segments that could not be read, skipped: their record types
+        /// are not in `types`.
+        damaged: Vec<Problem>,
+    },
     /// A value that does not parse as its field's kind.
     BadValue {
         /// The field.
@@ -188,6 +202,29 @@ impl fmt::Display for QueryError {
                 dir.display(),
                 problems.len()
             ),
+            QueryError::NoLifecycle {
+                dir,
+                types,
+                damaged,
+            } => {
+                write!(
+                    f,
+                    "--at: no record type in {} declares a lifecycle ({}: none says which \
+                     records open and close a state); declare one (docs/schema-metadata.md) \
+                     or use --between",
+                    dir.display(),
+                    types.join(", ")
+                )?;
+                if !damaged.is_empty() {
+                    write!(
+                        f,
+                        " ({} damaged segment(s) could not be read: their record types are \
+                         not known)",
+                        damaged.len()
+                    )?;
+                }
+                Ok(())
+            }
             QueryError::BadValue { field, value, why } => {
                 write!(f, "{field}={value}: {why}")
             }
@@ -204,6 +241,7 @@ impl QueryError {
         match self {
             QueryError::UnknownField { damaged, .. } => damaged,
             QueryError::NoRecordTypes { problems, .. } => problems,
+            QueryError::NoLifecycle { damaged, .. } => damaged,
             _ => &[],
         }
     }
@@ -381,8 +419,10 @@ struct State {
 #[derive(Clone, Debug)]
 struct Resolved {
     conds: Vec<Cond>,
-    /// The index key's hash when the conditions give every key field.
-    key: Option<u32>,
+    /// The key index hashes the conditions give: the one of every key
+    /// field, or (a per-field index) one per key field given; a block
+    /// must be named by each. Empty: the index is not used.
+    keys: Vec<u32>,
     /// Stateful: the lifecycle, its event field and the key fields.
     state: Option<State>,
 }
@@ -526,7 +566,9 @@ fn resolve(
     // field never is: the index hashes all of the field's bytes, and
     // records of one value can differ after its first NUL.
     let key_fields = format::index_fields(s, index);
+    let per_field = format::index_per_field(index);
     let mut key = Vec::new();
+    let mut keys = Vec::new();
     let mut full = !key_fields.is_empty();
     for f in &key_fields {
         match out.iter().find_map(|c| match c {
@@ -537,9 +579,13 @@ fn resolve(
             }
             _ => None,
         }) {
+            Some(b) if per_field => keys.push(format::field_key_hash32(f, b)),
             Some(b) => key.extend_from_slice(b),
             None => full = false,
         }
+    }
+    if !per_field && full {
+        keys.push(key_hash32(&key));
     }
     let state = s.meta().lifecycle.as_ref().map(|l| State {
         lifecycle: l.clone(),
@@ -559,7 +605,7 @@ fn resolve(
     });
     Ok(Some(Resolved {
         conds: out,
-        key: full.then(|| key_hash32(&key)),
+        keys,
         state,
     }))
 }
@@ -737,6 +783,23 @@ pub fn run(
             });
         }
     }
+    // --at needs a record type that declares a lifecycle: every
+    // segment's schemas before saying that none does.
+    let stateful = |known: &[Schema]| known.iter().any(|s| s.meta().lifecycle.is_some());
+    if matches!(q.mode, Mode::At(_)) && !known.is_empty() && !stateful(&known) {
+        let all: Vec<&SegmentFile> = segs.iter().collect();
+        let mut all_damaged = Vec::new();
+        let every = probe_schemas(&all, &mut all_damaged).0;
+        if !every.is_empty() && !stateful(&every) {
+            let mut types: Vec<String> = every.iter().map(|s| s.name().to_string()).collect();
+            types.dedup();
+            return Err(QueryError::NoLifecycle {
+                dir: dir.to_path_buf(),
+                types,
+                damaged: all_damaged,
+            });
+        }
+    }
     // Values are checked once against every known schema, before output.
     for s in &known {
         resolve(s, &[], &q.conds)?;
@@ -793,19 +856,39 @@ pub fn run(
                         schemas.len() - 1
                     }
                 };
-                if let Some(h) = r.as_ref().and_then(|r| r.key) {
+                // The blocks named by every hash (one page read each);
+                // none when the segment has no index or a page is
+                // damaged.
+                let mut named: Option<Vec<u32>> = None;
+                for &h in r.as_ref().map_or(&[][..], |r| &r.keys[..]) {
                     match seg.blocks_with_key(h) {
                         Ok(Some(v)) => {
-                            blocks.insert(s.id(), v);
+                            named = Some(match named {
+                                None => v,
+                                Some(n) => n
+                                    .into_iter()
+                                    .filter(|b| v.binary_search(b).is_ok())
+                                    .collect(),
+                            });
                         }
-                        Ok(None) => {}
-                        Err(e) => problems.push(Problem {
-                            path: seg.path.clone(),
-                            block: None,
-                            offset: 0,
-                            reason: format!("{e}; its blocks are read without the index"),
-                        }),
+                        Ok(None) => {
+                            named = None;
+                            break;
+                        }
+                        Err(e) => {
+                            problems.push(Problem {
+                                path: seg.path.clone(),
+                                block: None,
+                                offset: 0,
+                                reason: format!("{e}; its blocks are read without the index"),
+                            });
+                            named = None;
+                            break;
+                        }
                     }
+                }
+                if let Some(v) = named {
+                    blocks.insert(s.id(), v);
                 }
                 m.insert(s.id(), (k, r));
             }

@@ -9,7 +9,8 @@
 //! ```
 //!
 //! Exit status: 0 found, 1 nothing found, 2 error (bad arguments, an
-//! unknown field, an unparsable time, an unreadable archive), 3 an
+//! unknown field, an unparsable time, an unreadable archive, `--at` on an
+//! archive where no record type declares a lifecycle), 3 an
 //! answer from an archive with damaged parts: they are reported on
 //! stderr with their file and block and skipped, the lookup goes on, and
 //! the answer (found or not) may lack what they held. When no readable

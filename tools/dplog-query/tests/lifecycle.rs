@@ -158,14 +158,23 @@ fn at_follows_a_user_declared_lifecycle() {
 
 /// The same records under the schema without its metadata (an archive
 /// written before schemas carried a lifecycle): no record type is
-/// stateful, so `--at` finds nothing; `--between` still finds the
-/// records.
+/// stateful, so `--at` is an error that says so (exit 2), not an empty
+/// answer; `--between` still finds the records.
 #[test]
-fn without_a_declared_lifecycle_there_are_no_states() {
+fn without_a_declared_lifecycle_at_says_so() {
     let dir = tempfile::tempdir().unwrap();
     write_archive(dir.path(), &lb_conn::fields_only());
-    let (code, out, _) = at(dir.path(), 3000, &[]);
-    assert_eq!((code, out.as_str()), (1, ""));
+    let (code, out, err) = at(dir.path(), 3000, &[]);
+    assert_eq!((code, out.as_str()), (2, ""), "{err}");
+    assert_eq!(
+        err,
+        format!(
+            "dplog-query: --at: no record type in {} declares a lifecycle (lbConn: none says \
+             which records open and close a state); declare one (docs/schema-metadata.md) or \
+             use --between\n",
+            dir.path().display()
+        )
+    );
     let from = format!("{}ms", T0 / MS);
     let to = format!("{}ms", T0 / MS + 6000);
     let (code, out, err) = run(&[
@@ -179,4 +188,64 @@ fn without_a_declared_lifecycle_there_are_no_states() {
     ]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(out.lines().count(), records().len());
+}
+
+/// Written without an `index` setting, the archive keys lbConn by its
+/// lifecycle keys, each on its own: `--at` with every key field given,
+/// or one of them, answers from the one block the index names (the
+/// others are skipped unread); a condition on no key field reads every
+/// block of the window.
+#[test]
+fn at_on_the_lifecycle_keys_uses_the_default_index() {
+    let dir = tempfile::tempdir().unwrap();
+    write_archive(dir.path(), &lb_conn::schema());
+    let key = [
+        "vip=192.0.2.10",
+        "vport=443",
+        "clientAddr=198.51.100.7",
+        "clientPort=40001",
+    ];
+    let (code, out, err) = at(dir.path(), 3000, &key);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        answers(&out),
+        [(40001, "10.0.0.5".to_string(), "OPEN".to_string())]
+    );
+    let query = |conds: &[&str]| {
+        let q = dplog_query::Query {
+            mode: dplog_query::Mode::At(T0 + 3000 * MS),
+            conds: conds
+                .iter()
+                .map(|c| {
+                    let (f, v) = c.split_once('=').unwrap();
+                    (f.to_string(), v.to_string())
+                })
+                .collect(),
+            lookback: dplog_query::Lookback::Default,
+        };
+        let mut found = Vec::new();
+        let mut last = dplog_query::Progress::default();
+        let o = dplog_query::run(
+            dir.path(),
+            &q,
+            &mut |_, r, _| found.push(u16::from_ne_bytes([r[26], r[27]])),
+            &mut |p| last = *p,
+        )
+        .unwrap();
+        assert!(o.problems.is_empty());
+        (found, last)
+    };
+    // 9 records, two a block: 5 blocks, 4 of them up to 3 s (the last
+    // holds 5 s and 5.5 s). 40001's open is in one.
+    let (found, p) = query(&key);
+    assert_eq!(found, [40001]);
+    assert_eq!((p.blocks_read, p.blocks_skipped), (1, 3));
+    // One key field alone (each is indexed on its own): the same.
+    let (found, p) = query(&["clientPort=40001"]);
+    assert_eq!(found, [40001]);
+    assert_eq!((p.blocks_read, p.blocks_skipped), (1, 3));
+    // A field that is no key: every block of the window is read.
+    let (found, p) = query(&["backendAddr=10.0.0.5"]);
+    assert_eq!(found, [40000, 40003, 40001]);
+    assert_eq!((p.blocks_read, p.blocks_skipped), (4, 0));
 }

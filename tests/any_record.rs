@@ -1275,3 +1275,35 @@ fn a_record_whose_schema_id_is_not_its_schemas_is_refused_at_start() {
     }
     assert!(!path.exists(), "a refused logger creates no file");
 }
+
+/// An archive sink's `index` naming a field no record type has (a typo)
+/// is refused when the logger starts, before the archive is opened.
+#[test]
+fn an_archive_index_naming_no_field_of_the_record_types_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = |index: &str| {
+        LogConfig::from_toml_str(&format!(
+            "[format]\ntype = \"binary\"\n[sink]\ntype = \"archive\"\ndir = \"{}\"\nindex = [{index}]\n",
+            dir.path().display()
+        ))
+        .unwrap()
+    };
+    let e = cfg("\"ingressInterfac\"")
+        .start_slots::<Slot32>(&[LinkEvent::schema()])
+        .expect_err("a typo'd index is refused");
+    let m = e.to_string();
+    assert!(
+        m.contains("[sink] index") && m.contains("ingressInterfac") && m.contains("linkEvent ("),
+        "{m}"
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "nothing opened"
+    );
+    // The field the type has: started, and shut down cleanly.
+    let logger = cfg("\"ingressInterface\"")
+        .start_slots::<Slot32>(&[LinkEvent::schema()])
+        .unwrap();
+    assert!(logger.shutdown().is_ok());
+}

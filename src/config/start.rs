@@ -245,6 +245,7 @@ impl LogConfig {
     ) -> Result<Logger<R>, ConfigError> {
         self.check_ring(core::mem::size_of::<R>())?;
         let formatter = self.format.formatter(schemas)?;
+        check_archive_index(sink, schemas)?;
         let mut cfg = self.logger_config();
         cfg.schemas = self.schema_table(schemas)?;
         cfg.consumer_cpu = cpu;
@@ -390,4 +391,18 @@ fn check_schema_id<R: HasSchema>() -> Result<(), ConfigError> {
         s.name(),
         s.id()
     )))
+}
+
+/// Refuses, before any sink opens, an archive sink whose `index` names a
+/// field that none of the logger's record types has (a typo would
+/// otherwise be found at the first batch, which the sink then refuses).
+fn check_archive_index(sink: &SinkConfig, schemas: &[&Schema]) -> Result<(), ConfigError> {
+    match sink {
+        SinkConfig::Archive(a) => a
+            .options()
+            .check_index(schemas)
+            .map_err(|e| ConfigError::Parse(format!("[sink] index: {e}"))),
+        SinkConfig::Set(v) => v.iter().try_for_each(|s| check_archive_index(s, schemas)),
+        _ => Ok(()),
+    }
 }

@@ -28,7 +28,7 @@ pub trait SinkSettings {
     fn role(&self) -> SinkRole;
 
     /// A short description, the same the built sink's
-    /// [`Sink::describe`](dplog_core::Sink::describe) gives (`file PATH`,
+    /// [`Sink::describe`] gives (`file PATH`,
     /// `mmap DIR`, ...); opens nothing.
     fn describe(&self) -> String;
 

@@ -4,20 +4,23 @@
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::{c_char, CStr};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use dplog::config::{LogConfig, SinkConfig};
+use dplog::metrics::MetricsServer;
 use dplog::sinks::BoxSink;
-use dplog::Schema;
+use dplog::{Schema, Snapshot};
 
+use crate::prometheus::{combined, AnySource, Metrics};
 use crate::result::{
     config_error, dplog_result, fail, guard, DPLOG_ERR_INVALID_ARG, DPLOG_ERR_IO, DPLOG_ERR_NULL,
     DPLOG_OK,
 };
-use crate::schema::SchemaSizes;
-use crate::slots::{slot_bytes_of, AnyLogger};
-use crate::tombstone::{check_magic, MAGIC_LIVE};
+use crate::sizes::SchemaSizes;
+use crate::slots::{slot_bytes_of, AnyLogger, AttachedCounts};
+use crate::tombstone::{check_magic, lock, MAGIC_LIVE};
 
 /// State shared by a logger and its producers.
 pub(crate) struct Shared {
@@ -36,25 +39,10 @@ pub(crate) struct Shared {
     /// rings by their C id.
     pub(crate) ring_names: Mutex<HashMap<(usize, u32), u32>>,
     /// The `[metrics]` listener, from `dplog_open` to `dplog_close`.
-    pub(crate) metrics: Mutex<Option<crate::metrics::Metrics>>,
+    pub(crate) metrics: Mutex<Option<Metrics>>,
     /// The counts of the attached rings (`dplog_attach`) whose producers
     /// were freed: `dplog_close` of a handle that attaches reports them.
     pub(crate) attached: Mutex<AttachedCounts>,
-}
-
-/// What the freed producers of attached rings counted (dplogd, not this
-/// handle, writes their records).
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct AttachedCounts {
-    /// Records pushed into the rings.
-    pub(crate) enqueued: u64,
-    /// Records dropped, by reason.
-    pub(crate) dropped_full: u64,
-    pub(crate) dropped_degraded: u64,
-    pub(crate) dropped_disconnected: u64,
-    pub(crate) dropped_stopped: u64,
-    /// Rings attached and freed.
-    pub(crate) rings: u64,
 }
 
 /// Opaque logger handle: one configuration, one sink, one consumer thread,
@@ -132,6 +120,23 @@ pub(crate) unsafe fn logger<'a>(h: *const dplog_t) -> Result<&'a dplog_t, dplog_
     Ok(l)
 }
 
+/// Binds `addr` and starts serving the counters of `shared`'s logger
+/// (empty until [`Metrics::attach`]).
+///
+/// Errors: the address (non-loopback without `allow`) or the bind.
+fn serve_metrics(addr: SocketAddr, allow: bool, shared: Weak<Shared>) -> std::io::Result<Metrics> {
+    let sources: Arc<Mutex<Vec<AnySource>>> = Arc::default();
+    let s = sources.clone();
+    let server = MetricsServer::serve_snapshots(addr, allow, move || {
+        let sources = lock(&s).clone();
+        match shared.upgrade() {
+            Some(sh) => combined(&sources, &lock(&sh.ring_names)),
+            None => Snapshot::default(),
+        }
+    })?;
+    Ok(Metrics { server, sources })
+}
+
 fn open_config(config: LogConfig, out: *mut *mut dplog_t) -> dplog_result {
     // `[metrics]`: loopback only unless allowed (see `crate::metrics`).
     if let Err(e) = config.metrics.check() {
@@ -157,12 +162,12 @@ fn open_config(config: LogConfig, out: *mut *mut dplog_t) -> dplog_result {
     });
     // Bound before the sink opens: a port in use creates no log file.
     if let Some(addr) = config.metrics.prometheus_listen {
-        match crate::metrics::Metrics::serve(
+        match serve_metrics(
             addr,
             config.metrics.allow_non_loopback,
             Arc::downgrade(&shared),
         ) {
-            Ok(m) => *crate::tombstone::lock(&shared.metrics) = Some(m),
+            Ok(m) => *lock(&shared.metrics) = Some(m),
             Err(e) => {
                 return fail(
                     DPLOG_ERR_IO,

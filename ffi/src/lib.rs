@@ -51,6 +51,8 @@ mod handle;
 
 mod schema;
 
+mod sizes;
+
 mod start;
 
 mod producer;
@@ -71,6 +73,8 @@ mod clock;
 mod testutil;
 
 mod metrics;
+
+mod prometheus;
 
 pub use clock::{dplog_now_ns, dplog_now_ticks};
 pub use control::{dplog_close, dplog_flush, dplog_reopen};

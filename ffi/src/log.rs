@@ -8,8 +8,9 @@ use std::sync::atomic::Ordering;
 
 use dplog::{LogProducer, Slot, Slot128, Slot32, Slot64};
 
-use crate::producer::{dplog_producer_t, guard_producer, live_taken, producer, ProducerState};
-use crate::reserve::Reservation;
+use crate::producer::{
+    dplog_producer_t, guard_producer, live_taken, open_window, producer, ProducerState, Reservation,
+};
 use crate::result::{
     dplog_result, fail, write_out, DPLOG_ERR_BAD_LENGTH, DPLOG_ERR_CLOSED, DPLOG_ERR_CONSUMER_GONE,
     DPLOG_ERR_FULL, DPLOG_ERR_INVALID_ARG, DPLOG_ERR_NULL, DPLOG_ERR_RING_STOPPED, DPLOG_ERR_STATE,
@@ -17,7 +18,6 @@ use crate::result::{
 };
 use crate::slots::AnyProducer;
 use crate::tombstone::MAGIC_LIVE;
-use crate::window::open_window;
 
 /// Copies the `len`-byte record at `rec` into the slot at `dst` with its
 /// header set to (`len`, `schema_id`, 0, 0), word by word (the header

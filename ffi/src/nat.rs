@@ -80,29 +80,6 @@ pub unsafe extern "C" fn dplog_register_nat_schemas(h: *mut dplog_t) -> dplog_re
     })
 }
 
-/// The message of `DPLOG_ERR_UNKNOWN_SCHEMA` for `schema_id` on a handle
-/// that does not serve it: how to ask for a NAT schema, or why it is not
-/// served; `None` for an id that is no NAT schema's.
-pub(crate) fn unknown_nat_schema(schema_id: u16, asked: bool, slot_bytes: usize) -> Option<String> {
-    let s = dplog::nat::by_id(schema_id)?;
-    Some(if asked {
-        format!(
-            "schema id {schema_id} ({}, {} bytes) does not fit this logger's {slot_bytes}-byte \
-             ring slots; set [ring] slot_bytes = {} in the config",
-            s.name(),
-            s.size(),
-            if s.size() <= 64 { 64 } else { 128 }
-        )
-    } else {
-        format!(
-            "schema id {schema_id} ({}) is a built-in NAT schema, which this logger does not \
-             serve: call dplog_register_nat_schemas(h) before dplog_start, or set \
-             [schemas] nat = true in the config",
-            s.name()
-        )
-    })
-}
-
 /// Size in bytes of `struct dplog_nat44_session` (one 64-byte ring slot).
 pub const DPLOG_NAT44_SESSION_SIZE: usize = 64;
 

@@ -9,30 +9,15 @@ use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 
 use crate::log::{not_enqueued, push_chunked};
-use crate::producer::{dplog_producer_t, guard_producer, live_taken, producer, ProducerState};
+use crate::producer::{
+    dplog_producer_t, guard_producer, live_taken, open_window, producer, ProducerState,
+    Reservation, Staging,
+};
 use crate::result::{
     dplog_result, fail, write_out, DPLOG_ERR_CLOSED, DPLOG_ERR_CONSUMER_GONE,
     DPLOG_ERR_INVALID_ARG, DPLOG_ERR_NULL, DPLOG_ERR_STATE, DPLOG_OK,
 };
 use crate::types::{DPLOG_RECORD_MAX_SIZE, DPLOG_RESERVE_MAX};
-use crate::window::open_window;
-
-/// Staging slots of a reservation that cannot be zero-copy (64-byte
-/// aligned; record `i` at `i * slot_bytes`, as in the ring; room for the
-/// largest slot).
-#[repr(C, align(64))]
-pub(crate) struct Staging([u8; DPLOG_RECORD_MAX_SIZE * DPLOG_RESERVE_MAX]);
-
-/// Where a pending reservation lives.
-pub(crate) enum Reservation {
-    /// Nothing reserved.
-    None,
-    /// `n` slots of the ring itself (of the producer's slot size), at the
-    /// producer's write position (`Producer::reserve_raw`).
-    Ring { slots: *mut u8, n: usize },
-    /// `n` slots of the producer's staging area, copied at commit.
-    Staging { n: usize },
-}
 
 /// `dplog_reserve` for the header's inline `dplog_reserve`: called when
 /// its window is used up or empty, or the call is not one it handles

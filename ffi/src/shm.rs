@@ -15,13 +15,12 @@ use dplog::shm::{ShmLogProducer, ShmOptions};
 use dplog::{RecordRules, Schema, Slot128, Slot32, Slot64};
 
 use crate::handle::{dplog_t, logger, State};
-use crate::producer::{dplog_producer_t, ProducerState};
-use crate::reserve::Reservation;
+use crate::producer::{dplog_producer_t, ProducerState, Reservation};
 use crate::result::{
     dplog_result, fail, guard, DPLOG_ERR_CLOSED, DPLOG_ERR_CONFIG, DPLOG_ERR_INVALID_ARG,
     DPLOG_ERR_IO, DPLOG_ERR_NULL, DPLOG_ERR_RING_IN_USE, DPLOG_ERR_STATE, DPLOG_OK,
 };
-use crate::schema::SchemaSizes;
+use crate::sizes::SchemaSizes;
 use crate::slots::AnyProducer;
 use crate::tombstone::{lock, MAGIC_LIVE};
 use crate::window::dplog_log_window;

@@ -14,6 +14,21 @@ use dplog::{
 
 use crate::types::DPLOG_RECORD_MAX_SIZE;
 
+/// What the freed producers of attached rings counted (dplogd, not this
+/// handle, writes their records).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct AttachedCounts {
+    /// Records pushed into the rings.
+    pub(crate) enqueued: u64,
+    /// Records dropped, by reason.
+    pub(crate) dropped_full: u64,
+    pub(crate) dropped_degraded: u64,
+    pub(crate) dropped_disconnected: u64,
+    pub(crate) dropped_stopped: u64,
+    /// Rings attached and freed.
+    pub(crate) rings: u64,
+}
+
 /// Slot size in bytes of `[ring] slot_bytes` (unset: 64). The value is
 /// checked at `dplog_open` (32, 64 or 128).
 pub(crate) fn slot_bytes_of(cfg: &dplog::config::LogConfig) -> usize {
@@ -254,10 +269,10 @@ impl AnyProducer {
 
     /// A shared-memory ring's own counts (`None` for an in-process ring,
     /// which its logger counts).
-    pub(crate) fn attached_counts(&self) -> Option<crate::handle::AttachedCounts> {
-        fn of<S: dplog::Slot>(p: &ShmLogProducer<S>) -> crate::handle::AttachedCounts {
+    pub(crate) fn attached_counts(&self) -> Option<AttachedCounts> {
+        fn of<S: dplog::Slot>(p: &ShmLogProducer<S>) -> AttachedCounts {
             use dplog::DropReason as R;
-            crate::handle::AttachedCounts {
+            AttachedCounts {
                 enqueued: p.enqueued(),
                 dropped_full: p.dropped_for(R::Full),
                 dropped_degraded: p.dropped_for(R::Degraded),

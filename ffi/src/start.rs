@@ -15,7 +15,7 @@ use crate::result::{
     config_error, dplog_result, fail, guard, logger_error, DPLOG_ERR_CLOSED, DPLOG_ERR_INVALID_ARG,
     DPLOG_ERR_IO, DPLOG_ERR_NULL, DPLOG_ERR_STATE, DPLOG_OK,
 };
-use crate::schema::SchemaSizes;
+use crate::sizes::SchemaSizes;
 use crate::slots::AnyLogger;
 use crate::tombstone::lock;
 use crate::types::DPLOG_CONSUMERS_MAX;

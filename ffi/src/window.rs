@@ -1,14 +1,11 @@
 //! The inline window (`struct dplog_log_window`, the first bytes of every
 //! producer): the run of ring slots that the header's `static inline`
 //! `dplog_log`, `dplog_reserve` and `dplog_commit` (`include/dplog_inline.h`)
-//! fill without a call into the library; its layout checks, and how the
-//! library opens it and takes it back.
+//! fill without a call into the library, and its layout checks. The
+//! library opens and takes back a producer's window in `crate::producer`,
+//! which owns the producer state a window is opened from.
 
-use std::sync::atomic::{AtomicPtr, Ordering};
-
-use crate::producer::{dplog_producer_t, ProducerState};
-use crate::reserve::Reservation;
-use crate::slots::AnyProducer;
+use std::sync::atomic::AtomicPtr;
 
 /// The first bytes of every `struct dplog_producer`: a run of free ring
 /// slots that the `static inline` `dplog_log` of `dplog.h` fills without a
@@ -92,10 +89,7 @@ pub struct dplog_log_window {
 
 // The header's inline code casts a `struct dplog_producer *` to the window
 // and reads these offsets (repr(C), first field).
-const _: () = {
-    assert!(core::mem::offset_of!(dplog_producer_t, window) == 0);
-    assert!(core::mem::offset_of!(dplog_log_window, end) == size_of::<usize>());
-};
+const _: () = assert!(core::mem::offset_of!(dplog_log_window, end) == size_of::<usize>());
 #[cfg(target_pointer_width = "64")]
 const _: () = assert!(
     core::mem::offset_of!(dplog_log_window, sizes) == 32
@@ -128,119 +122,4 @@ pub(crate) unsafe fn window_end<'a>(w: *mut dplog_log_window) -> &'a AtomicPtr<u
     // atomically (here and in the header's inline code); the window is
     // never deallocated (caller contract).
     unsafe { AtomicPtr::from_ptr(core::ptr::addr_of_mut!((*w).end)) }
-}
-
-/// Takes the producer's inline window back, if one is open: the records
-/// the inline `dplog_log` wrote count as enqueued (and are published per
-/// `publish_every`), and the window is left empty. Called first by every
-/// producer call.
-///
-/// # Safety
-/// `obj` is a producer used by the calling thread only; `st` is its state.
-#[inline]
-pub(crate) unsafe fn take_window(obj: &dplog_producer_t, st: &mut ProducerState) {
-    let w = obj.window.get();
-    // SAFETY: single-thread rule: only this thread writes cursor and
-    // next_index; `end` is accessed atomically.
-    unsafe {
-        if (*w).cursor.is_null() {
-            return;
-        }
-        let written = (*w).next_index.wrapping_sub(st.window_first);
-        let reserved = (*w).cursor;
-        let reservation = core::mem::take(&mut (*w).reservation);
-        // Relaxed: the owner's own store; close may have nulled it already.
-        window_end(w).store(core::ptr::null_mut(), Ordering::Relaxed);
-        (*w).cursor = core::ptr::null_mut();
-        // The inline path wrote `written` records into the window that
-        // open_window handed out, and nothing else touched the producer.
-        st.prod.close_window(written);
-        if reservation != 0 {
-            // An inline dplog_reserve holds the next slot, which is now the
-            // producer's write position, free (it was in the window) and
-            // zeroed: exactly a reserve_raw(1), so it becomes the pending
-            // reservation that dplog_commit (or free) completes.
-            st.reservation = Reservation::Ring {
-                slots: reserved,
-                n: 1,
-            };
-            st.reserved_schema = reservation as u16;
-            st.reserved_size = st.sizes.get(st.reserved_schema);
-            st.fast_path = false;
-        }
-    }
-}
-
-/// Opens a new inline window after `dplog_log_refill` logged a record of
-/// `schema_id`, when the handle serves that schema, the producer's policy
-/// allows a window (`block` or `drop`, no reservation), its ring is one of
-/// this process (not attached) and the logger is not closed.
-///
-/// # Safety
-/// As `take_window`; no window is open.
-#[inline(never)]
-pub(crate) unsafe fn open_window(obj: &dplog_producer_t, st: &mut ProducerState, schema_id: u16) {
-    // Only for a record the inline path can log: a window that the next
-    // call would give back at once costs more than it saves.
-    if !st.fast_path || st.sizes.get(schema_id) == 0 {
-        return;
-    }
-    let Some(win) = (match &mut st.prod {
-        AnyProducer::S32(p) => p.open_window(usize::MAX).map(Window::of),
-        AnyProducer::S64(p) => p.open_window(usize::MAX).map(Window::of),
-        AnyProducer::S128(p) => p.open_window(usize::MAX).map(Window::of),
-        AnyProducer::M32(_) | AnyProducer::M64(_) | AnyProducer::M128(_) => None,
-    }) else {
-        return;
-    };
-    let table = st.sizes.table();
-    let w = obj.window.get();
-    st.window_first = win.first;
-    // SAFETY: single-thread rule (cursor, next_index, ring_tail, publish,
-    // last, sizes, n_sizes, slot_bytes are only written by this thread); the
-    // slots are the window's (open_window), `len` of them of `slot_bytes`
-    // each from `start`; `sizes` points into the producer's own
-    // `Arc<SchemaSizes>`, which outlives every window it opens (the window
-    // is taken back before the state is dropped).
-    unsafe {
-        (*w).ring_tail = win.tail;
-        (*w).next_index = win.first;
-        (*w).sizes = table.as_ptr();
-        (*w).n_sizes = table.len() as u32;
-        (*w).slot_bytes = win.slot_bytes as u32;
-        (*w).publish = u32::from(win.publish_each);
-        (*w).last = u32::from(schema_id) << 16 | st.sizes.get(schema_id) as u32;
-        (*w).cursor = win.start;
-        // SeqCst, with the SeqCst load of `closed` below, against
-        // dplog_close's SeqCst store of `closed` then of `end`: either this
-        // thread sees `closed`, or close's NULL store comes after this one.
-        window_end(w).store(win.start.add(win.len * win.slot_bytes), Ordering::SeqCst);
-    }
-    if st.shared.closed.load(Ordering::SeqCst) {
-        // SAFETY: the window just opened, nothing written.
-        unsafe { take_window(obj, st) };
-    }
-}
-
-/// A `RawWindow` of any slot type, as bytes.
-struct Window {
-    start: *mut u8,
-    len: usize,
-    slot_bytes: usize,
-    first: usize,
-    tail: *mut usize,
-    publish_each: bool,
-}
-
-impl Window {
-    fn of<S: dplog::Slot>(w: dplog::RawWindow<S>) -> Self {
-        Self {
-            start: w.slots.as_ptr().cast::<u8>(),
-            len: w.len,
-            slot_bytes: S::BYTES,
-            first: w.first,
-            tail: w.tail.cast_mut().cast::<usize>(),
-            publish_each: w.publish_each,
-        }
-    }
 }

@@ -1,4 +1,5 @@
-//! Counter bookkeeping the sinks share: their counters are plain
+//! Bookkeeping the sinks share: the batch fingerprint of the retry
+//! contract ([`fingerprint`]), and their counters, which are plain
 //! `AtomicU64`s that only the consumer thread writes (the thread that
 //! calls every `Sink` method, including the callbacks it runs from
 //! `poll`), read from any thread for metrics and exactly once the
@@ -35,6 +36,19 @@ pub(crate) fn named(prefix: &str, counters: &[(&str, &AtomicU64)]) -> Vec<(Strin
 pub(crate) fn in_report(reports: &[Range<usize>], pos: usize) -> bool {
     let i = reports.partition_point(|r| r.end <= pos);
     reports.get(i).is_some_and(|r| r.start <= pos)
+}
+
+/// Identifies a batch for the retry contract: its length and FNV-1a of its
+/// first and last 64 bytes (a different batch of the same length, e.g. after
+/// a failover, starts from its beginning).
+pub(crate) fn fingerprint(b: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ b.len() as u64;
+    let head = &b[..b.len().min(64)];
+    let tail = &b[b.len().saturating_sub(64)..];
+    for &x in head.iter().chain(tail) {
+        h = (h ^ u64::from(x)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h
 }
 
 #[cfg(test)]

@@ -42,6 +42,8 @@ pub mod ipfix;
 pub mod kafka;
 pub mod mmap;
 pub mod route;
+#[cfg(feature = "config")]
+mod settings;
 pub mod syslog;
 mod tcp;
 

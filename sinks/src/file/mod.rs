@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::accounting::{bump, named, read};
+use crate::accounting::{bump, fingerprint, named, read};
 use dplog_core::{Accepted, Kept, Sink, SinkError};
 
 /// File mode of a newly created log file: owner read/write, group read
@@ -777,19 +777,6 @@ impl FileSink {
         }
         Ok(())
     }
-}
-
-/// Identifies a batch for the retry contract: its length and FNV-1a of its
-/// first and last 64 bytes (a different batch of the same length, e.g. after
-/// a failover, starts from its beginning).
-pub(crate) fn fingerprint(b: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ b.len() as u64;
-    let head = &b[..b.len().min(64)];
-    let tail = &b[b.len().saturating_sub(64)..];
-    for &x in head.iter().chain(tail) {
-        h = (h ^ u64::from(x)).wrapping_mul(0x0100_0000_01b3);
-    }
-    h
 }
 
 /// The 13-digit millisecond stamp of a rotated file name (0 if none).

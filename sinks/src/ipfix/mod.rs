@@ -369,7 +369,7 @@ impl Sink for IpfixExporter {
                 "ipfix sink is closed",
             )));
         }
-        let fp = crate::file::fingerprint(batch);
+        let fp = crate::accounting::fingerprint(batch);
         if self.is_udp() {
             self.write_udp(batch, fp)
         } else {
@@ -429,7 +429,7 @@ impl Sink for IpfixExporter {
     fn kept_of_refused(&mut self, batch: &[u8], _reports: &[Range<usize>]) -> Kept {
         if self.is_udp() {
             self.udp_kept(batch)
-        } else if self.tcp.fp == Some(crate::file::fingerprint(batch)) {
+        } else if self.tcp.fp == Some(crate::accounting::fingerprint(batch)) {
             self.tcp_forget_batch()
         } else {
             Kept::default()

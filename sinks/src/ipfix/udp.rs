@@ -99,7 +99,7 @@ impl IpfixExporter {
     /// The messages of the refused batch sent before the refusal (and
     /// before any message refused for good).
     pub(super) fn udp_kept(&mut self, batch: &[u8]) -> Kept {
-        if self.udp.fp != Some(crate::file::fingerprint(batch)) {
+        if self.udp.fp != Some(crate::accounting::fingerprint(batch)) {
             return Kept::default();
         }
         let upto = self

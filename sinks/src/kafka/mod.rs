@@ -552,7 +552,7 @@ impl Sink for KafkaSink {
                 )));
             }
         }
-        let fp = crate::file::fingerprint(batch);
+        let fp = crate::accounting::fingerprint(batch);
         let (mut at, mut sent) = match self.resume.take() {
             Some((f, a, n)) if f == fp => (a, n),
             Some((_, _, n)) => {

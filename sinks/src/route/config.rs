@@ -5,21 +5,9 @@ use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::Deserialize;
-
 use super::{BoxSink, Failover, FanOut};
-use crate::config::SinkSettings;
-
-/// Role of a sink in a `[[sink]]` set.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum SinkRole {
-    /// Receives every batch (fan-out). Default.
-    #[default]
-    Fanout,
-    /// Secondary of the sink listed just before it.
-    Failover,
-}
+pub use crate::settings::SinkRole;
+use crate::settings::SinkSettings;
 
 /// How often a failover set retries its primary while on the secondary.
 pub const FAILOVER_PROBE: Duration = Duration::from_millis(1000);

@@ -217,7 +217,7 @@ impl Sink for FanOut {
         batch: &[u8],
         reports: &[Range<usize>],
     ) -> Result<Accepted, SinkError> {
-        let key = crate::file::fingerprint(batch);
+        let key = crate::accounting::fingerprint(batch);
         let lines = record_lines_in(batch, reports);
         if self.retrying.is_some_and(|k| k != key) {
             self.forget_retried_batch(self.retrying_lines);

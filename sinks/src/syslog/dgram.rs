@@ -221,7 +221,7 @@ impl SyslogSink {
     /// takes that datagram back, as `write_dgram` does.
     pub(super) fn dgram_kept(&mut self, batch: &[u8], reports: &[Range<usize>]) -> Kept {
         let mut d = match self.resume.take() {
-            Some(d) if d.fp == crate::file::fingerprint(batch) => d,
+            Some(d) if d.fp == crate::accounting::fingerprint(batch) => d,
             _ => return Kept::default(),
         };
         if d.last.is_some() {

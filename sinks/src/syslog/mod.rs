@@ -546,7 +546,7 @@ impl Sink for SyslogSink {
             self.disconnect();
         }
         self.ensure_connected()?;
-        let fp = crate::file::fingerprint(batch);
+        let fp = crate::accounting::fingerprint(batch);
         match self.opts.transport {
             SyslogTransport::Tcp(_) | SyslogTransport::UnixStream(_) => {
                 self.write_stream(batch, reports, fp)
@@ -660,7 +660,9 @@ impl Sink for SyslogSink {
         match self.opts.transport {
             SyslogTransport::Relp(_) => self.relp_kept(batch),
             SyslogTransport::Tcp(_) | SyslogTransport::UnixStream(_) => match self.st.resume {
-                Some(fp) if fp == crate::file::fingerprint(batch) => self.stream_forget_batch(),
+                Some(fp) if fp == crate::accounting::fingerprint(batch) => {
+                    self.stream_forget_batch()
+                }
                 _ => Kept::default(),
             },
             SyslogTransport::Udp(_) | SyslogTransport::UnixDatagram(_) => {

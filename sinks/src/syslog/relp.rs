@@ -387,7 +387,7 @@ impl SyslogSink {
     /// `kept_of_refused` on the sink); forgets the batch.
     pub(super) fn relp_kept(&mut self, batch: &[u8]) -> Kept {
         let at = match self.relp.resume {
-            Some((fp, at)) if fp == crate::file::fingerprint(batch) => at.min(batch.len()),
+            Some((fp, at)) if fp == crate::accounting::fingerprint(batch) => at.min(batch.len()),
             _ => return Kept::default(),
         };
         let b = self.relp.batch;

@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
+# The SDK's crates have no module dependency circles.
+for d in src core/src formatters/src sinks/src ffi/src; do python3 scripts/module_cycles.py "$d"; done
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked
 # Public docs build without a warning (broken or private links). The C ABI

@@ -22,17 +22,34 @@ pub(crate) trait WaitingPush<T> {
 
 /// Pushes `rec`, waiting while the ring is full; `Err(Disconnected(rec))`
 /// once `p` says to give up.
+///
+/// The first attempt is inline and the wait loop out of line: a loop that
+/// carries the record from one attempt to the next, inlined into the
+/// caller, made the compiler copy the record through the stack twice on
+/// every push, the fast path too (a blocking Rust `log` of a 64-byte
+/// record took 16 ns instead of 8; `ffi_log_interleaved`).
 #[inline(always)]
 pub(crate) fn push_waiting<T, P: WaitingPush<T>>(p: &mut P, rec: T) -> Result<(), Disconnected<T>> {
+    match p.attempt(rec) {
+        Ok(()) => Ok(()),
+        Err(rec) => push_waiting_slow(p, rec),
+    }
+}
+
+/// The wait loop of [`push_waiting`] after its first attempt failed: one
+/// wait step (giving up if `p` says so), then another attempt.
+#[cold]
+#[inline(never)]
+fn push_waiting_slow<T, P: WaitingPush<T>>(p: &mut P, rec: T) -> Result<(), Disconnected<T>> {
     let mut rec = rec;
     let mut spins = WaitSteps::new();
     loop {
+        if p.wait_step(&mut spins) {
+            return Err(Disconnected(rec));
+        }
         match p.attempt(rec) {
             Ok(()) => return Ok(()),
             Err(r) => rec = r,
-        }
-        if p.wait_step(&mut spins) {
-            return Err(Disconnected(rec));
         }
     }
 }

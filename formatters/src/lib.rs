@@ -270,6 +270,14 @@ impl std::fmt::Debug for RecordEncoder {
     }
 }
 
+/// Whether `schema` has a BYTES field `name`: what a `bytes_fields` entry
+/// must name.
+fn has_bytes_field(schema: &Schema, name: &str) -> bool {
+    schema
+        .field(name)
+        .is_some_and(|(_, f)| f.kind == dplog_core::schema::FieldKind::Bytes)
+}
+
 impl FormatSpec {
     /// The encoding options.
     pub fn options(&self) -> Options {
@@ -314,12 +322,8 @@ impl FormatSpec {
         let mut spec = self.clone();
         spec.templates
             .retain(|name, _| schemas.iter().any(|s| s.name() == name));
-        spec.bytes_fields.retain(|name, _| {
-            schemas.iter().any(|s| {
-                s.field(name)
-                    .is_some_and(|(_, f)| f.kind == dplog_core::schema::FieldKind::Bytes)
-            })
-        });
+        spec.bytes_fields
+            .retain(|name, _| schemas.iter().any(|s| has_bytes_field(s, name)));
         spec
     }
 
@@ -379,11 +383,7 @@ impl FormatSpec {
             }
         }
         for name in self.bytes_fields.keys() {
-            let is_bytes = |s: &&Schema| {
-                s.field(name)
-                    .is_some_and(|(_, f)| f.kind == dplog_core::schema::FieldKind::Bytes)
-            };
-            if !schemas.iter().any(is_bytes) {
+            if !schemas.iter().any(|s| has_bytes_field(s, name)) {
                 let known: Vec<&str> = schemas
                     .iter()
                     .flat_map(|s| s.fields())

@@ -147,6 +147,19 @@ pub enum QueryError {
     Archive(PathBuf, io::Error),
 }
 
+/// The note an answer about record types adds when `damaged` segments
+/// (their record types unknown) were skipped.
+fn damaged_note(f: &mut fmt::Formatter<'_>, damaged: &[Problem]) -> fmt::Result {
+    if damaged.is_empty() {
+        return Ok(());
+    }
+    write!(
+        f,
+        " ({} damaged segment(s) could not be read: their record types are not known)",
+        damaged.len()
+    )
+}
+
 impl fmt::Display for QueryError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -160,15 +173,7 @@ impl fmt::Display for QueryError {
                     "unknown field {field:?}: the archive's records have {}",
                     known.join(", ")
                 )?;
-                if !damaged.is_empty() {
-                    write!(
-                        f,
-                        " ({} damaged segment(s) could not be read: their record types are \
-                         not known)",
-                        damaged.len()
-                    )?;
-                }
-                Ok(())
+                damaged_note(f, damaged)
             }
             QueryError::NoRecordTypes {
                 dir,
@@ -215,15 +220,7 @@ impl fmt::Display for QueryError {
                     dir.display(),
                     types.join(", ")
                 )?;
-                if !damaged.is_empty() {
-                    write!(
-                        f,
-                        " ({} damaged segment(s) could not be read: their record types are \
-                         not known)",
-                        damaged.len()
-                    )?;
-                }
-                Ok(())
+                damaged_note(f, damaged)
             }
             QueryError::BadValue { field, value, why } => {
                 write!(f, "{field}={value}: {why}")

@@ -376,28 +376,14 @@ mod tests {
     #[test]
     fn bytes_fields_may_name_a_field_registered_after_open() {
         let register_qname = |h: *mut dplog_t| {
-            let fields = [crate::types::dplog_field_desc {
-                name: c"qname".as_ptr(),
-                offset: 8,
-                size: 8,
-                kind: crate::types::DPLOG_FIELD_BYTES,
-                ie_id: 0,
-                enum_names: core::ptr::null(),
-                enum_count: 0,
-            }];
-            let mut id = 0u16;
-            // SAFETY: h is live; the name and descriptor are valid.
-            let rc = unsafe {
-                crate::dplog_schema_register(
-                    h,
-                    c"dnsName".as_ptr(),
-                    16,
-                    fields.as_ptr(),
-                    1,
-                    &mut id,
-                )
-            };
-            assert_eq!(rc, DPLOG_OK);
+            crate::testutil::register_one_field(
+                h,
+                c"dnsName",
+                16,
+                c"qname",
+                8,
+                crate::types::DPLOG_FIELD_BYTES,
+            )
         };
         let cfg = |field: &str| {
             format!(

@@ -21,31 +21,45 @@ pub(crate) fn open(text: &str) -> *mut dplog_t {
     h
 }
 
-/// Registers the `dnsQuery` type on `h` (opened, not started); its id.
-pub(crate) fn register_dns_query(h: *mut dplog_t) -> u16 {
+/// Registers a record type `name` of `size` bytes on `h` (opened, not
+/// started) with one field `field` (8 bytes of header before it, `field_size`
+/// bytes of `kind`); its id.
+pub(crate) fn register_one_field(
+    h: *mut dplog_t,
+    name: &std::ffi::CStr,
+    size: usize,
+    field: &std::ffi::CStr,
+    field_size: u32,
+    kind: u32,
+) -> u16 {
     let fields = [dplog_field_desc {
-        name: c"qtype".as_ptr(),
+        name: field.as_ptr(),
         offset: 8,
-        size: 4,
-        kind: DPLOG_FIELD_U32,
+        size: field_size,
+        kind,
         ie_id: 0,
         enum_names: core::ptr::null(),
         enum_count: 0,
     }];
     let mut id = 0u16;
-    // SAFETY: h is live (caller); the name and descriptor are valid.
+    // SAFETY: h is live (caller); the names and descriptor are valid.
     let rc = unsafe {
-        crate::dplog_schema_register(
-            h,
-            c"dnsQuery".as_ptr(),
-            DNS_QUERY_BYTES,
-            fields.as_ptr(),
-            1,
-            &mut id,
-        )
+        crate::dplog_schema_register(h, name.as_ptr(), size, fields.as_ptr(), 1, &mut id)
     };
     assert_eq!(rc, DPLOG_OK);
     id
+}
+
+/// Registers the `dnsQuery` type on `h` (opened, not started); its id.
+pub(crate) fn register_dns_query(h: *mut dplog_t) -> u16 {
+    register_one_field(
+        h,
+        c"dnsQuery",
+        DNS_QUERY_BYTES,
+        c"qtype",
+        4,
+        DPLOG_FIELD_U32,
+    )
 }
 
 /// Starts `h` (one consumer) and returns a producer of ring 0.

@@ -15,8 +15,8 @@ use dplog::{Schema, Snapshot};
 
 use crate::prometheus::{combined, AnySource, Metrics};
 use crate::result::{
-    config_error, dplog_result, fail, guard, DPLOG_ERR_INVALID_ARG, DPLOG_ERR_IO, DPLOG_ERR_NULL,
-    DPLOG_OK,
+    config_error, dplog_result, fail, guard, DPLOG_ERR_CLOSED, DPLOG_ERR_INVALID_ARG, DPLOG_ERR_IO,
+    DPLOG_ERR_NULL, DPLOG_ERR_STATE, DPLOG_OK,
 };
 use crate::sizes::SchemaSizes;
 use crate::slots::{slot_bytes_of, AnyLogger, AttachedCounts};
@@ -73,6 +73,22 @@ pub(crate) enum State {
     Opened(Box<Pending>),
     Started(Box<Running>),
     Closed,
+}
+
+impl State {
+    /// The configuration of a handle not yet started; `Err` (recorded with
+    /// [`fail`]) with `DPLOG_ERR_STATE` and `started` (what the caller
+    /// should have done) once it is started, `DPLOG_ERR_CLOSED` once closed.
+    pub(crate) fn opened(
+        &mut self,
+        started: impl Into<String>,
+    ) -> Result<&mut Pending, dplog_result> {
+        match self {
+            State::Opened(p) => Ok(p),
+            State::Started(_) => Err(fail(DPLOG_ERR_STATE, started)),
+            State::Closed => Err(fail(DPLOG_ERR_CLOSED, "dplog handle is closed")),
+        }
+    }
 }
 
 pub(crate) struct Pending {

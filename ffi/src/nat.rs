@@ -11,8 +11,8 @@ use dplog::nat::{
     NatQuotaExceededRecord,
 };
 
-use crate::handle::{dplog_t, logger, State};
-use crate::result::{dplog_result, fail, guard, DPLOG_ERR_CLOSED, DPLOG_ERR_STATE, DPLOG_OK};
+use crate::handle::{dplog_t, logger};
+use crate::result::{dplog_result, guard, DPLOG_OK};
 use crate::tombstone::lock;
 use crate::types::dplog_record_header;
 
@@ -66,16 +66,12 @@ pub unsafe extern "C" fn dplog_register_nat_schemas(h: *mut dplog_t) -> dplog_re
             Err(e) => return e,
         };
         let mut st = lock(&l.state);
-        match &mut *st {
-            State::Opened(p) => {
+        match st.opened("dplog_register_nat_schemas: call it before dplog_start") {
+            Ok(p) => {
                 p.nat = true;
                 DPLOG_OK
             }
-            State::Started(_) => fail(
-                DPLOG_ERR_STATE,
-                "dplog_register_nat_schemas: call it before dplog_start",
-            ),
-            State::Closed => fail(DPLOG_ERR_CLOSED, "dplog handle is closed"),
+            Err(e) => e,
         }
     })
 }

@@ -6,10 +6,10 @@ use std::ffi::c_char;
 
 use dplog::Schema;
 
-use crate::handle::{dplog_t, logger, State};
+use crate::handle::{dplog_t, logger};
 use crate::result::{
-    dplog_result, fail, guard, DPLOG_ERR_BAD_LENGTH, DPLOG_ERR_CLOSED, DPLOG_ERR_EXISTS,
-    DPLOG_ERR_INVALID_ARG, DPLOG_ERR_NULL, DPLOG_ERR_STATE, DPLOG_ERR_UNKNOWN_SCHEMA, DPLOG_OK,
+    dplog_result, fail, guard, DPLOG_ERR_BAD_LENGTH, DPLOG_ERR_EXISTS, DPLOG_ERR_INVALID_ARG,
+    DPLOG_ERR_NULL, DPLOG_ERR_STATE, DPLOG_ERR_UNKNOWN_SCHEMA, DPLOG_OK,
 };
 use crate::tombstone::lock;
 use crate::types::{dplog_field_desc, DPLOG_RECORD_MAX_SIZE, DPLOG_SCHEMA_USER_FIRST};
@@ -86,15 +86,9 @@ pub unsafe extern "C" fn dplog_schema_register(
             );
         }
         let mut st = lock(&l.state);
-        let pending = match &mut *st {
-            State::Opened(p) => p,
-            State::Started(_) => {
-                return fail(
-                    DPLOG_ERR_STATE,
-                    "dplog_schema_register: register before dplog_start",
-                )
-            }
-            State::Closed => return fail(DPLOG_ERR_CLOSED, "dplog handle is closed"),
+        let pending = match st.opened("dplog_schema_register: register before dplog_start") {
+            Ok(p) => p,
+            Err(e) => return e,
         };
         let Ok(id) = u16::try_from(usize::from(DPLOG_SCHEMA_USER_FIRST) + pending.schemas.len())
         else {
@@ -154,15 +148,11 @@ unsafe fn with_pending_schema(
         Err(e) => return e,
     };
     let mut st = lock(&l.state);
-    let pending = match &mut *st {
-        State::Opened(p) => p,
-        State::Started(_) => {
-            return fail(
-                DPLOG_ERR_STATE,
-                format!("{what}: declare a schema's metadata before dplog_start or dplog_attach"),
-            )
-        }
-        State::Closed => return fail(DPLOG_ERR_CLOSED, "dplog handle is closed"),
+    let pending = match st.opened(format!(
+        "{what}: declare a schema's metadata before dplog_start or dplog_attach"
+    )) {
+        Ok(p) => p,
+        Err(e) => return e,
     };
     // An attached ring already declared its schemas to dplogd (the lock
     // order of dplog_attach: the state, then the ring ids).
@@ -419,6 +409,7 @@ pub unsafe extern "C" fn dplog_schema_set_priority(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::handle::State;
     use crate::testutil::{open, register_dns_query};
 
     /// The metadata of registered schema `id` of `h` (opened, not started).

@@ -14,11 +14,11 @@ use std::sync::Arc;
 use dplog::shm::{ShmLogProducer, ShmOptions};
 use dplog::{RecordRules, Schema, Slot128, Slot32, Slot64};
 
-use crate::handle::{dplog_t, logger, State};
+use crate::handle::{dplog_t, logger};
 use crate::producer::{dplog_producer_t, ProducerState, Reservation};
 use crate::result::{
-    dplog_result, fail, guard, DPLOG_ERR_CLOSED, DPLOG_ERR_CONFIG, DPLOG_ERR_INVALID_ARG,
-    DPLOG_ERR_IO, DPLOG_ERR_NULL, DPLOG_ERR_RING_IN_USE, DPLOG_ERR_STATE, DPLOG_OK,
+    dplog_result, fail, guard, DPLOG_ERR_CONFIG, DPLOG_ERR_INVALID_ARG, DPLOG_ERR_IO,
+    DPLOG_ERR_NULL, DPLOG_ERR_RING_IN_USE, DPLOG_OK,
 };
 use crate::sizes::SchemaSizes;
 use crate::slots::AnyProducer;
@@ -177,17 +177,13 @@ unsafe fn attach(
             Ok(n) => n.to_string(),
             Err(e) => return e,
         };
-        let st = lock(&l.state);
-        let pending = match &*st {
-            State::Opened(p) => p,
-            State::Started(_) => {
-                return fail(
-                    DPLOG_ERR_STATE,
-                    "dplog_attach: the handle is started; attach before dplog_start (a handle \
-                     whose rings dplogd drains runs no consumer)",
-                )
-            }
-            State::Closed => return fail(DPLOG_ERR_CLOSED, "dplog handle is closed"),
+        let mut st = lock(&l.state);
+        let pending = match st.opened(
+            "dplog_attach: the handle is started; attach before dplog_start (a handle \
+             whose rings dplogd drains runs no consumer)",
+        ) {
+            Ok(p) => p,
+            Err(e) => return e,
         };
         let slot_bytes = l.slot_bytes;
         // The ring declares what the handle serves, no more: dplogd

@@ -12,8 +12,8 @@ use dplog::Schema;
 
 use crate::handle::{dplog_t, logger, Running, State};
 use crate::result::{
-    config_error, dplog_result, fail, guard, logger_error, DPLOG_ERR_CLOSED, DPLOG_ERR_INVALID_ARG,
-    DPLOG_ERR_IO, DPLOG_ERR_NULL, DPLOG_ERR_STATE, DPLOG_OK,
+    config_error, dplog_result, fail, guard, logger_error, DPLOG_ERR_INVALID_ARG, DPLOG_ERR_IO,
+    DPLOG_ERR_NULL, DPLOG_OK,
 };
 use crate::sizes::SchemaSizes;
 use crate::slots::AnyLogger;
@@ -101,10 +101,9 @@ pub unsafe extern "C" fn dplog_start(
             }
         }
         let mut st = lock(&l.state);
-        let pending = match &mut *st {
-            State::Opened(p) => p,
-            State::Started(_) => return fail(DPLOG_ERR_STATE, "dplog_start: already started"),
-            State::Closed => return fail(DPLOG_ERR_CLOSED, "dplog handle is closed"),
+        let pending = match st.opened("dplog_start: already started") {
+            Ok(p) => p,
+            Err(e) => return e,
         };
         let slot_bytes = l.slot_bytes;
         // The user's types first: `template` applies to the first schema.

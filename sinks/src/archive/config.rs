@@ -97,6 +97,7 @@ impl ArchiveSinkConfig {
 impl SinkSettings for ArchiveSinkConfig {
     /// The archive stores the binary stream's records: `binary` only.
     fn check(&self, format: &str) -> Result<(), SettingsError> {
+        crate::settings::nonempty_path("dir", &self.dir)?;
         if format == "binary" {
             return Ok(());
         }

@@ -118,6 +118,7 @@ impl SinkSettings for FileSinkConfig {
     /// header (schemas, IPFIX templates), and could not be decoded. Every
     /// other format is fine.
     fn check(&self, format: &str) -> Result<(), SettingsError> {
+        crate::settings::nonempty_path("path", &self.path)?;
         if !matches!(format, "binary" | "ipfix") {
             return Ok(());
         }

@@ -209,12 +209,14 @@ fn json_value(p: &Probe) -> Value {
 /// What an RFC 5424 parser that unescapes PARAM-VALUEs itself (by the
 /// RFC: a backslash before any character but `"`, `\` and `]` is kept)
 /// delivers: the value with every control character (Unicode's Cc: C0,
-/// DEL, C1), U+2028, U+2029 and each byte of invalid UTF-8 as `\xNN`.
+/// DEL, C1), U+2028, U+2029, the bidirectional controls and each byte of
+/// invalid UTF-8 as `\xNN`.
 fn rfc_level(v: &[u8]) -> String {
     let mut o = String::new();
     for chunk in v.utf8_chunks() {
         for c in chunk.valid().chars() {
-            if c.is_control() || c == '\u{2028}' || c == '\u{2029}' {
+            let bidi = matches!(c, '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+            if c.is_control() || c == '\u{2028}' || c == '\u{2029}' || bidi {
                 let mut b = [0u8; 4];
                 for x in c.encode_utf8(&mut b).bytes() {
                     o += &format!("\\x{x:02x}");
@@ -322,6 +324,14 @@ fn read_back(mode: &str, path: &Path) -> (u64, Vec<Value>) {
         String::from_utf8_lossy(&out.stderr),
         String::from_utf8_lossy(&std::fs::read(path).unwrap_or_default())
     );
+    if matches!(mode, "text" | "template" | "json" | "csv") {
+        // Shown as written: no raw bidirectional control reorders a line.
+        let data = String::from_utf8_lossy(&std::fs::read(path).unwrap()).into_owned();
+        let bidi = data.chars().find(|c| {
+            matches!(c, '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        });
+        assert_eq!(bidi, None, "{mode}: a raw bidirectional control\n{data}");
+    }
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let rows = v["rows"].as_array().unwrap().clone();
     (v["lines"].as_u64().unwrap(), rows)
@@ -690,6 +700,12 @@ fn nasty() -> Vec<Probe> {
             b"\t",
         ),
         ("é\u{a0}\u{1F600}中".as_bytes(), "é".as_bytes()),
+        // Bidirectional controls: a file name that displays as
+        // "adminexe.txt", an isolate run, the marks.
+        (
+            "admin\u{202e}txt.exe\u{202c} \u{2066}x\u{2069}\u{200f}\u{61c}".as_bytes(),
+            "\u{202d}".as_bytes(),
+        ),
         (b"", b""),
     ] {
         recs.push(Probe::new(q, t));
@@ -745,6 +761,7 @@ fn hostile(max: usize) -> impl Strategy<Value = Vec<u8>> {
         3 => prop::sample::select(vec![
             "\n", "\r", "\r\n", "\x1b[2J", "\x01", "\x00", "\"", "]", "\\", "\\x0a", ",", " ",
             "=", "\u{7f}", "\u{85}", "\u{9f}", "\u{2028}", "\u{2029}", "\u{feff}", "é",
+            "\u{202e}", "\u{2067}", "\u{200e}",
             "\u{1F600}", "<134>1 ",
         ])
         .prop_map(|s| s.as_bytes().to_vec()),

@@ -476,8 +476,10 @@ pub enum Escape {
     /// `\xNN`, so a record is one physical line; then the field is quoted
     /// (`"..."`, a `"` inside doubled) when it holds `,` or `"` or starts
     /// with a byte-order mark (U+FEFF, which readers drop at the start of
-    /// the input). A strict RFC 4180 reader gives the escaped value; its
-    /// unescape is `\\` and `\xNN` back to their byte.
+    /// the input). A leading `=`, `+`, `-` or `@` is written `\xNN` too,
+    /// so a spreadsheet opening the file never reads a value as a formula
+    /// (CSV injection, OWASP). A strict RFC 4180 reader gives the escaped
+    /// value; its unescape is `\\` and `\xNN` back to their byte.
     Csv,
     /// A syslog RFC 5424 PARAM-VALUE (section 6.3.3): `"`, `\` and `]` as
     /// `\"`, `\\` and `\]`, as the RFC says; every control character above
@@ -609,6 +611,12 @@ fn escape_as<const E: u8>(out: &mut Vec<u8>, s: &[u8], esc: Escape) {
         out.push(b'"');
     }
     let mut run = 0;
+    if esc == Escape::Csv {
+        if let Some(&b @ (b'=' | b'+' | b'-' | b'@')) = s.first() {
+            push_x(out, b);
+            run = 1;
+        }
+    }
     loop {
         let i = next_stop::<E>(s, run);
         out.extend_from_slice(&s[run..i]);

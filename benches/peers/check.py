@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Checks one driver's output against the events it was given.
 
-    check.py --lib quill|dplog-text FILE N
+    check.py --lib quill|dplog-text|dplog-own-text FILE N
     check.py --lib binlog --bread BREAD FILE N
-    check.py --lib dplog-binary --dplog-cat DPLOG_CAT --template T FILE N
+    check.py --lib dplog-binary|dplog-own-binary --dplog-cat DPLOG_CAT --template T FILE N
 
 The output is decoded by the library's own reader where it has one
 (binlog's `bread -f %m`, `dplog-cat --format text --template T`; the text
@@ -95,7 +95,7 @@ def check(lines, n, dotted, name):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--lib", required=True, choices=["quill", "dplog-text", "binlog", "dplog-binary"])
+    ap.add_argument("--lib", required=True, choices=["quill", "dplog-text", "dplog-own-text", "binlog", "dplog-binary", "dplog-own-binary"])
     ap.add_argument("--bread", help="binlog's reader (for --lib binlog)")
     ap.add_argument("--dplog-cat", help="dplog-cat (for --lib dplog-binary)")
     ap.add_argument("--template", help="the text template dplog-cat prints with")
@@ -103,7 +103,7 @@ def main():
     ap.add_argument("n", type=int)
     a = ap.parse_args()
 
-    if a.lib in ("quill", "dplog-text"):
+    if a.lib in ("quill", "dplog-text", "dplog-own-text"):
         with open(a.file, encoding="ascii") as f:
             ok = check(f, a.n, True, a.lib)
         sys.exit(0 if ok else 1)
@@ -115,7 +115,7 @@ def main():
         dotted = False
     else:
         if not (a.dplog_cat and a.template):
-            ap.error("--lib dplog-binary needs --dplog-cat and --template")
+            ap.error(f"--lib {a.lib} needs --dplog-cat and --template")
         cmd = [a.dplog_cat, "--format", "text", "--template", a.template, a.file]
         dotted = True
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, encoding="ascii") as p:

@@ -4,11 +4,14 @@
 # backend on CPU 1, files on /dev/shm; 3 interleaved repetitions, every
 # output decoded and checked against the events, one table at the end.
 #
-#   benches/peers/run.sh [--from DIR] [--n N] [--reps R]
+#   benches/peers/run.sh [--from DIR] [--n N] [--reps R] [--libs "L..."]
 #
 # --from DIR   fetch the peers from git mirrors (see fetch.sh) instead of GitHub
 # --n N        records per run (default 1000000)
 # --reps R     repetitions (default 3)
+# --libs "L.." the runs of a repetition, from dplog-text dplog-binary
+#              dplog-own-text dplog-own-binary quill binlog
+#              (default "dplog-text dplog-binary quill binlog")
 #
 # Builds into $CARGO_TARGET_DIR (default target/)/peers; writes at most one
 # output file at a time, /dev/shm/dplog-peers.<pid>.<lib>, deleted once
@@ -20,12 +23,14 @@ ROOT=$(cd "$HERE/../.." && pwd)
 N=1000000
 REPS=3
 FETCH_ARGS=()
+LIBS=(dplog-text dplog-binary quill binlog)
 while [ $# -gt 0 ]; do
   case "$1" in
     --from) FETCH_ARGS=(--from "${2:?--from needs a directory}"); shift 2 ;;
     --n) N=${2:?}; shift 2 ;;
     --reps) REPS=${2:?}; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    --libs) read -r -a LIBS <<<"${2:?}"; shift 2 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -62,30 +67,31 @@ g++ -std=c++17 "${CFLAGS[@]}" -I"$BINLOG_INC" "$HERE/binlog_driver.cpp" \
   "$BINLOG_BUILD/libbinlog.a" -o "$BIN/binlog_driver"
 
 TEMPLATE=$("$BIN/dplog_driver" --template)
+OWN_TEMPLATE=$("$BIN/dplog_driver" --template own)
 OUT="/dev/shm/dplog-peers.$$"
 RESULTS=$(mktemp /tmp/dplog-peers-results.XXXXXX)
 trap 'rm -f "$OUT".* "$RESULTS"' EXIT
 
 # run LIB REP: one driver run, its check, one result line (+ check=ok).
 run() {
-  local lib=$1 rep=$2 file="$OUT.$1" line
+  local lib=$1 rep=$2 file="$OUT.$1" line template=$TEMPLATE
   rm -f "$file"
   case "$lib" in
-    dplog-text) line=$("$BIN/dplog_driver" text "$N" "$file") ;;
-    dplog-binary) line=$("$BIN/dplog_driver" binary "$N" "$file") ;;
+    dplog-own-*) template=$OWN_TEMPLATE; line=$("$BIN/dplog_driver" "${lib#dplog-}" "$N" "$file") ;;
+    dplog-*) line=$("$BIN/dplog_driver" "${lib#dplog-}" "$N" "$file") ;;
     quill) line=$("$BIN/quill_driver" "$N" "$file") ;;
     binlog) line=$("$BIN/binlog_driver" "$N" "$file") ;;
+    *) echo "run.sh: unknown library $lib" >&2; exit 2 ;;
   esac
   local check=ok
   if ! python3 "$HERE/check.py" --lib "$lib" --bread "$BINLOG_BUILD/bread" \
-      --dplog-cat "$DPLOG_CAT" --template "$TEMPLATE" "$file" "$N"; then
+      --dplog-cat "$DPLOG_CAT" --template "$template" "$file" "$N"; then
     check=FAILED
   fi
   rm -f "$file"
   echo "rep=$rep $line check=$check" | tee -a "$RESULTS" >&2
 }
 
-LIBS=(dplog-text dplog-binary quill binlog)
 for rep in $(seq 1 "$REPS"); do
   # Rotate the order each repetition so no library always runs first.
   for k in "${!LIBS[@]}"; do

@@ -10,12 +10,14 @@
 # written into the repository. A tree already in the cache is checked again
 # and reused.
 #
-# Only the paths named below are kept (the headers and sources the harness
-# builds; the mirrors the `fetch` tool makes lack some large files of
-# quill's docs). The pin is a commit; the check is a SHA-256 over the extracted tree (the
-# sorted `sha256sum` list of every file), which is the same whether the
-# tree came from GitHub's tarball or from `git archive` of a mirror, so one
-# pinned digest serves both routes.
+# Only the paths named below are kept: the headers and sources the
+# harness builds (a partial mirror may lack large files elsewhere, e.g.
+# quill's docs). The pin is a commit; the check is a SHA-256 over the
+# extracted tree (the sorted `sha256sum` list of every kept file, hashed
+# again), which is the same whether the tree came from GitHub's tarball or
+# from `git archive` of a mirror, so one pinned digest serves both routes.
+# `--print-digest` prints the digests of the trees instead of checking
+# them (to pin a new commit).
 set -euo pipefail
 
 QUILL_TAG=v12.1.0
@@ -33,7 +35,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --from) FROM=${2:?--from needs a directory}; shift 2 ;;
     --print-digest) PRINT_DIGEST=1; shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "fetch.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done

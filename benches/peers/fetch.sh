@@ -6,6 +6,8 @@
 #   benches/peers/fetch.sh                  # from GitHub (codeload tarballs, curl)
 #   benches/peers/fetch.sh --from DIR       # from git mirrors DIR/<owner>+<name>/repo
 #
+# Tarballs are fetched from $DPLOG_PEERS_TARBALLS/<owner>/<name>/tar.gz/<commit>,
+# default https://codeload.github.com (any curl URL: a proxy, file://).
 # Cache: $DPLOG_PEERS_CACHE, default ~/.cache/dplog-peers. Nothing is
 # written into the repository. A tree already in the cache is checked again
 # and reused.
@@ -35,7 +37,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --from) FROM=${2:?--from needs a directory}; shift 2 ;;
     --print-digest) PRINT_DIGEST=1; shift ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "fetch.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -48,32 +50,37 @@ tree_digest() { # DIR -> sha256 of the sorted per-file sha256 list
 # get NAME OWNER/REPO COMMIT DIGEST PATHS: $CACHE/NAME-COMMIT holds the
 # checked tree of PATHS.
 get() {
-  local name=$1 repo=$2 commit=$3 want=$4 paths=$5 dest="$CACHE/$1-$3"
-  if [ ! -d "$dest" ]; then
-    local tmp="$dest.tmp.$$"
-    rm -rf "$tmp"; mkdir -p "$tmp"
+  local name=$1 repo=$2 commit=$3 want=$4 paths=$5 dest="$CACHE/$1-$3" tree
+  if [ -d "$dest" ]; then
+    tree=$dest
+  else
+    tree="$dest.tmp.$$"
+    rm -rf "$tree"; mkdir -p "$tree"
     if [ -n "$FROM" ]; then
       local git="$FROM/${repo/\//+}/repo"
       [ -d "$git" ] || { echo "fetch.sh: no mirror $git" >&2; exit 1; }
       # shellcheck disable=SC2086 # PATHS is a word list
-      git --git-dir="$git" archive --format=tar "$commit" -- $paths 2>/dev/null | tar -x -C "$tmp"
+      git --git-dir="$git" archive --format=tar "$commit" -- $paths 2>/dev/null | tar -x -C "$tree"
     else
-      local full="$tmp/full"
+      local full="$tree/full"
       mkdir -p "$full"
-      curl -fsSL "https://codeload.github.com/$repo/tar.gz/$commit" | tar -xz -C "$full" --strip-components=1
+      curl -fsSL "${DPLOG_PEERS_TARBALLS:-https://codeload.github.com}/$repo/tar.gz/$commit" | tar -xz -C "$full" --strip-components=1
       # shellcheck disable=SC2086
-      (cd "$full" && cp -a $paths "$tmp/")
+      (cd "$full" && cp -a $paths "$tree/")
       rm -rf "$full"
     fi
-    mv "$tmp" "$dest"
   fi
-  local got; got=$(tree_digest "$dest")
-  if [ -n "${PRINT_DIGEST:-}" ]; then echo "$name $got"; return; fi
-  if [ "$got" != "$want" ]; then
+  local got; got=$(tree_digest "$tree")
+  if [ -n "${PRINT_DIGEST:-}" ]; then
+    echo "$name $got"
+  elif [ "$got" != "$want" ]; then
     echo "fetch.sh: $name at $commit: tree SHA-256 $got, expected $want" >&2
+    # A fresh download is discarded; a cached tree is left for inspection.
+    if [ "$tree" != "$dest" ]; then rm -rf "$tree"; else echo "fetch.sh: remove $dest to fetch it again" >&2; fi
     exit 1
   fi
-  echo "$name $commit: tree SHA-256 ok ($dest)" >&2
+  [ "$tree" = "$dest" ] || mv "$tree" "$dest"
+  [ -n "${PRINT_DIGEST:-}" ] || echo "$name $commit: tree SHA-256 ok ($dest)" >&2
 }
 
 get quill odygrd/quill "$QUILL_COMMIT" "$QUILL_TREE_SHA256" "$QUILL_PATHS"

@@ -228,17 +228,25 @@ static inline uint64_t harness_file_size(const char *path) {
   return (uint64_t)st.st_size;
 }
 
+/* A call above this many ns is counted in `slow_pct`: the share of
+ * calls that took about a cross-core cache miss or more. */
+#define HARNESS_SLOW_NS 100.0
+
 /* Prints the result line run.sh collects (sorts `lat` in place):
  * lib=... n=... rtt_ns=... p50_ns=... p99_ns=... p999_ns=... max_ns=...
- * rec_per_s=... bytes=... tsc_ghz=... */
+ * slow_pct=... rec_per_s=... bytes=... tsc_ghz=... */
 static inline void harness_report(struct harness_result *r) {
+  uint64_t slow = 0;
+  double limit = HARNESS_SLOW_NS * r->tsc_per_ns;
+  for (uint64_t i = 0; i < r->n; i++) slow += (double)r->lat[i] > limit;
   qsort(r->lat, r->n, sizeof r->lat[0], harness_cmp_u32);
 #define HARNESS_PCT(q) ((double)r->lat[(uint64_t)((double)(r->n - 1) * (q))] / r->tsc_per_ns)
   double secs = (double)(r->done_ns - r->first_call_ns) / 1e9;
   printf("lib=%s n=%llu rtt_ns=%.1f p50_ns=%.1f p99_ns=%.1f p999_ns=%.1f max_ns=%.1f "
-         "rec_per_s=%.0f bytes=%llu tsc_ghz=%.4f\n",
+         "slow_pct=%.3f rec_per_s=%.0f bytes=%llu tsc_ghz=%.4f\n",
          r->lib, (unsigned long long)r->n, r->rtt_ns, HARNESS_PCT(0.50), HARNESS_PCT(0.99),
-         HARNESS_PCT(0.999), (double)r->lat[r->n - 1] / r->tsc_per_ns, (double)r->n / secs,
+         HARNESS_PCT(0.999), (double)r->lat[r->n - 1] / r->tsc_per_ns,
+         100.0 * (double)slow / (double)r->n, (double)r->n / secs,
          (unsigned long long)r->file_bytes, r->tsc_per_ns);
 #undef HARNESS_PCT
   fflush(stdout);

@@ -2,7 +2,7 @@
 """Prints run.sh's table from its result lines.
 
 Each line is `rep=R lib=L n=N rtt_ns=.. p50_ns=.. p99_ns=.. p999_ns=..
-max_ns=.. rec_per_s=.. bytes=.. tsc_ghz=.. check=ok|FAILED` (key=value,
+max_ns=.. slow_pct=.. rec_per_s=.. bytes=.. tsc_ghz=.. check=ok|FAILED` (key=value,
 one space apart, as harness_report in harness.h prints them). Prints every
 run, then the median over the repetitions per library and dplog's ratios
 to the peers named in benches/peers/README.md.
@@ -42,7 +42,7 @@ def main():
     print("Every run (latency per call in ns; M rec/s from the first call until the file holds every record):")
     print()
     table(
-        ["rep", "library", "RTT ns", "p50", "p99", "p99.9", "max", "M rec/s", "B/rec", "check"],
+        ["rep", "library", "RTT ns", "p50", "p99", "p99.9", "max", "% >100ns", "M rec/s", "B/rec", "check"],
         [
             [
                 r["rep"],
@@ -52,6 +52,7 @@ def main():
                 f"{float(r['p99_ns']):.0f}",
                 f"{float(r['p999_ns']):.0f}",
                 f"{float(r['max_ns']):.0f}",
+                f"{float(r['slow_pct']):.2f}",
                 f"{float(r['rec_per_s']) / 1e6:.2f}",
                 f"{int(r['bytes']) / int(r['n']):.1f}",
                 r["check"],
@@ -65,13 +66,13 @@ def main():
         mine = [r for r in runs if r["lib"] == lib]
         med[lib] = {
             k: statistics.median(float(r[k]) for r in mine)
-            for k in ("rtt_ns", "p50_ns", "p99_ns", "p999_ns", "rec_per_s")
+            for k in ("rtt_ns", "p50_ns", "p99_ns", "p999_ns", "slow_pct", "rec_per_s")
         }
     print()
     print(f"Median of {len(runs) // max(len(libs), 1)} repetitions:")
     print()
     table(
-        ["library", "RTT ns", "p50", "p99", "p99.9", "M rec/s"],
+        ["library", "RTT ns", "p50", "p99", "p99.9", "% >100ns", "M rec/s"],
         [
             [
                 lib,
@@ -79,6 +80,7 @@ def main():
                 f"{m['p50_ns']:.0f}",
                 f"{m['p99_ns']:.0f}",
                 f"{m['p999_ns']:.0f}",
+                f"{m['slow_pct']:.2f}",
                 f"{m['rec_per_s'] / 1e6:.2f}",
             ]
             for lib, m in med.items()

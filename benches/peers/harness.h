@@ -119,8 +119,10 @@ static inline void *harness_pong(void *arg) {
   struct harness_pingpong *pp = (struct harness_pingpong *)arg;
   harness_pin(pp->cpu);
   for (uint64_t r = 1; r <= pp->rounds; r++) {
+    /* Acquire pairs with the ping's Release store of 2r-1 in harness_rtt_ns. */
     while (__atomic_load_n(&pp->line, __ATOMIC_ACQUIRE) != 2 * r - 1) {
     }
+    /* Release pairs with the ping's Acquire load waiting for 2r. */
     __atomic_store_n(&pp->line, 2 * r, __ATOMIC_RELEASE);
   }
   return NULL;
@@ -137,6 +139,7 @@ static inline double harness_rtt_ns(int cpu_a, int cpu_b) {
   static struct harness_pingpong pp;
   pp.rounds = (uint64_t)BATCHES * ROUNDS;
   pp.cpu = cpu_b;
+  /* Relaxed: the pong thread is created after it (pthread_create orders it). */
   __atomic_store_n(&pp.line, 0, __ATOMIC_RELAXED);
   cpu_set_t before;
   if (pthread_getaffinity_np(pthread_self(), sizeof before, &before) != 0)
@@ -149,6 +152,8 @@ static inline double harness_rtt_ns(int cpu_a, int cpu_b) {
     uint64_t t0 = harness_mono_ns();
     for (int k = 0; k < ROUNDS; k++) {
       r++;
+      /* Release pairs with harness_pong's Acquire load waiting for 2r-1;
+       * the Acquire load pairs with its Release store of 2r. */
       __atomic_store_n(&pp.line, 2 * r - 1, __ATOMIC_RELEASE);
       while (__atomic_load_n(&pp.line, __ATOMIC_ACQUIRE) != 2 * r) {
       }

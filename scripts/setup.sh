@@ -17,7 +17,9 @@ cd "$(dirname "$0")/.."
 #   nfdump                  IPFIX checked by nfcapd/nfdump (the test starts its own nfcapd)
 #   tshark                  IPFIX checked by Wireshark's dissector
 #   strace                  dplogd tests count its syncs and inject a failing fdatasync
-packages=(pkg-config gcc g++ make valgrind libdpdk-dev libpcap-dev zlib1g-dev libssl-dev rsyslog rsyslog-relp nfdump strace)
+#   curl                    benches/peers/fetch.sh: Quill's and binlog's sources from GitHub
+#                           (g++ builds the peer harness's drivers and binlog's bread)
+packages=(pkg-config gcc g++ make valgrind libdpdk-dev libpcap-dev zlib1g-dev libssl-dev rsyslog rsyslog-relp nfdump strace curl)
 recommended=(tshark)
 
 missing=()

@@ -17,7 +17,9 @@ cd "$(dirname "$0")/.."
 #   nfdump                  IPFIX checked by nfcapd/nfdump (the test starts its own nfcapd)
 #   tshark                  IPFIX checked by Wireshark's dissector
 #   strace                  dplogd tests count its syncs and inject a failing fdatasync
-packages=(pkg-config gcc g++ make valgrind libdpdk-dev libpcap-dev zlib1g-dev libssl-dev rsyslog rsyslog-relp nfdump strace)
+#   clickhouse-server, clickhouse-client  ClickHouse sink tests (sinks/tests/clickhouse.rs,
+#                           tests/clickhouse.rs): each starts its own 18.16 server on 127.0.0.1
+packages=(pkg-config gcc g++ make valgrind libdpdk-dev libpcap-dev zlib1g-dev libssl-dev rsyslog rsyslog-relp nfdump strace clickhouse-server clickhouse-client)
 recommended=(tshark)
 
 missing=()

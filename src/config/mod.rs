@@ -87,6 +87,7 @@ use crate::sinks::BoxSink;
 // Each sink's settings live in its folder of `dplog_sinks`; re-exported
 // here, where the configuration composes them.
 pub use crate::sinks::archive::ArchiveSinkConfig;
+pub use crate::sinks::clickhouse::ClickHouseSinkConfig;
 pub use crate::sinks::config::{SinkRole, FAILOVER_PROBE};
 pub use crate::sinks::file::{FileSinkConfig, FsyncSetting};
 pub use crate::sinks::ipfix::config::IpfixTransportName;

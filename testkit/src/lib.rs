@@ -5,6 +5,9 @@
 //! - [`nfcapd`]: nfdump's collector `nfcapd` (Debian package `nfdump`,
 //!   installed by `scripts/setup.sh`) on 127.0.0.1, its data file read
 //!   back with `nfdump`.
+//! - [`clickhouse`]: Debian's `clickhouse-server` (18.16) on 127.0.0.1
+//!   with a temporary configuration and data directory, queried with
+//!   `clickhouse-client`; killed on drop.
 //! - [`tshark`]: IPFIX datagrams written to a pcap as UDP on loopback and
 //!   decoded by Wireshark's `tshark` (Debian package `tshark`).
 //! - Ports for servers a test starts ([`free_tcp_port`], [`free_udp_port`]),
@@ -20,6 +23,7 @@
 //! Everything here panics with a message naming the missing tool or the
 //! step that failed: it serves tests only.
 
+pub mod clickhouse;
 pub mod nfcapd;
 pub mod tshark;
 

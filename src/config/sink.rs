@@ -138,7 +138,7 @@ sink_types! {
     /// `type = "clickhouse"`: a
     /// [`ClickHouseSink`](crate::sinks::ClickHouseSink) (with `[format]
     /// type = "binary"`).
-    ClickHouse(ClickHouseSinkConfig),
+    Clickhouse(ClickHouseSinkConfig),
     /// `type = "kafka"`: a `KafkaSink` (feature `kafka`).
     #[cfg(feature = "kafka")]
     Kafka(KafkaSinkConfig),
@@ -297,7 +297,7 @@ pub(super) fn sink_type_name(variant: &'static str) -> &'static str {
         "Ipfix" => "ipfix",
         "Kafka" => "kafka",
         "Archive" => "archive",
-        "ClickHouse" => "clickhouse",
+        "Clickhouse" => "clickhouse",
         _ => variant,
     }
 }

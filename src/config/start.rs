@@ -416,7 +416,7 @@ fn check_archive_index(sink: &SinkConfig, schemas: &[&Schema]) -> Result<(), Con
 /// before its first insert.
 fn check_clickhouse(sink: &SinkConfig, schemas: &[&Schema]) -> Result<(), ConfigError> {
     match sink {
-        SinkConfig::ClickHouse(c) => {
+        SinkConfig::Clickhouse(c) => {
             let o = c.options();
             let s = match &o.record_type {
                 Some(n) => schemas.iter().find(|s| s.name() == n).ok_or_else(|| {

@@ -354,8 +354,9 @@ impl Client {
     ///
     /// # Errors
     /// `Err(Ok(message))`: the table is missing or does not match `s`, the
-    /// message naming the table and each mismatched column; `Err(Err(e))`:
-    /// the server could not be asked.
+    /// message naming the table and each mismatched column, or the server
+    /// refused the credentials (HTTP 401/403); `Err(Err(e))`: the server
+    /// could not be asked.
     pub fn check_table(
         &self,
         table: &str,
@@ -370,6 +371,14 @@ impl Client {
                     "ClickHouse table {table} at {}: it does not exist (create it with \
                      `dplog-query ddl --clickhouse`): {}",
                     self.url,
+                    m.trim()
+                )))
+            }
+            Err(RequestError::Status(c @ (401 | 403), m)) => {
+                return Err(Ok(format!(
+                    "ClickHouse at {}: user {} refused (HTTP {c}): {}",
+                    self.url,
+                    self.user.as_deref().unwrap_or("default"),
                     m.trim()
                 )))
             }

@@ -514,14 +514,16 @@ pub fn time_sql(ns: u64, server: Server) -> String {
 /// ordered by event time. `None` if `s` declares no lifecycle or no
 /// event time.
 ///
-/// The semantics are `dplog-query`'s: a close belongs to the most recent
-/// open before it of the same key; a state is live at T when its open is
-/// at or before T and no close of it is before T. Per key the SQL sorts
-/// the opens and closes (up to T) by time and keeps each open whose next
-/// event is not a close. Records of one key with equal event times are
-/// ordered close first (the archive orders them as written; a close
-/// written after an open of the same nanosecond is the one case that
-/// differs). Runs on 18.16 (arrays and lambdas, no window functions).
+/// The semantics are `dplog-query`'s: a close closes the most recent
+/// open before it of the same key that is still open (a close with none
+/// closes nothing); a state is live at T when its open is at or before T
+/// and no close of it is before T. Per key the SQL sorts the opens and
+/// closes (within the lookback, up to T) by time and keeps each open
+/// after which the running count of opens minus closes never drops below
+/// its own. Records of one key with equal event times are ordered close
+/// first (the archive orders them as written; a close written after an
+/// open of the same nanosecond is the one case that differs). Runs on
+/// 18.16 (arrays and lambdas, no window functions).
 pub fn lookup_at(
     s: &Schema,
     table: &str,
@@ -562,20 +564,28 @@ pub fn lookup_at(
         c = list(&l.closes)
     ));
     let opens = cond(&format!("{ev} IN ({}) AND {tn} <= {at}", list(&l.opens)));
+    // Per key: its events up to T sorted by time (a close first at equal
+    // times), `_dplog_b` the running count of opens minus closes. An open
+    // at i is closed when the count after it drops below its own: a
+    // later close found no later open still open to take.
     Some(format!(
         "SELECT * FROM {tab}\n\
          WHERE {opens}\n  \
          AND ({keys}, {tn}) IN (\n    \
              SELECT {keys}, tupleElement(_dplog_ev[_dplog_i], 1)\n    \
              FROM (\n        \
-                 SELECT {keys}, arraySort(groupArray(({tn}, {ev} IN ({o})))) AS _dplog_ev\n        \
-                 FROM {tab}\n        \
-                 WHERE {events}\n        \
-                 GROUP BY {keys}\n    \
+                 SELECT {keys}, _dplog_ev,\n            \
+                     arrayCumSum(arrayMap(e -> if(tupleElement(e, 2) = 1, 1, -1), _dplog_ev)) AS _dplog_b\n        \
+                 FROM (\n            \
+                     SELECT {keys}, arraySort(groupArray(({tn}, {ev} IN ({o})))) AS _dplog_ev\n            \
+                     FROM {tab}\n            \
+                     WHERE {events}\n            \
+                     GROUP BY {keys}\n        \
+                 )\n    \
              )\n    \
              ARRAY JOIN arrayEnumerate(_dplog_ev) AS _dplog_i\n    \
              WHERE tupleElement(_dplog_ev[_dplog_i], 2) = 1\n      \
-               AND NOT (_dplog_i < length(_dplog_ev) AND tupleElement(_dplog_ev[_dplog_i + 1], 2) = 0)\n  \
+               AND NOT arrayExists(b -> b < _dplog_b[_dplog_i], arraySlice(_dplog_b, _dplog_i + 1))\n  \
          )\n\
          ORDER BY {tn}",
         o = list(&l.opens),

@@ -51,5 +51,11 @@ if [ "$(tansu --version 2>/dev/null)" != "tansu $tansu_version" ] &&
   cargo install tansu --version "$tansu_version" --features dynostore --locked
 fi
 
+# chdb: ClickHouse's current engine in-process (Python), for
+# tools/dplog-query/tests/clickhouse.rs: the current server's DDL
+# (DateTime64, IPv4, codecs, TTL), the sink's RowBinary bytes and the
+# --at lookup SQL run on it (Debian's clickhouse-server is 18.16).
+python3 -c 'import chdb' 2>/dev/null || python3 -m pip install -q chdb
+
 cargo fetch --locked
 echo "setup: done"

@@ -36,19 +36,45 @@ impl ClickHouse {
     /// [`start`](Self::start) with `extra` XML inside the configuration's
     /// root element (e.g. `<remote_servers>` for a Distributed table).
     pub fn start_with(extra: &str) -> ClickHouse {
+        let mut c = Self::unstarted();
+        c.write_config(extra);
+        c.spawn();
+        c
+    }
+
+    /// `n` servers, each one shard of the cluster `shards` (one replica
+    /// per shard, in `remote_servers` of every server's configuration),
+    /// for a `Distributed(shards, default, table, key)` table.
+    pub fn start_shards(n: usize) -> Vec<ClickHouse> {
+        let mut v: Vec<ClickHouse> = (0..n).map(|_| Self::unstarted()).collect();
+        let shards: String = v
+            .iter()
+            .map(|c| {
+                format!(
+                    "<shard><replica><host>127.0.0.1</host><port>{}</port></replica></shard>",
+                    c.tcp_port
+                )
+            })
+            .collect();
+        let extra = format!("<remote_servers><shards>{shards}</shards></remote_servers>");
+        for c in &mut v {
+            c.write_config(&extra);
+            c.spawn();
+        }
+        v
+    }
+
+    fn unstarted() -> ClickHouse {
         let dir = tempfile::Builder::new()
             .prefix("dplog-clickhouse-")
             .tempdir()
             .expect("a temporary directory for clickhouse-server");
-        let mut c = ClickHouse {
+        ClickHouse {
             child: None,
             http_port: free_tcp_port(),
             tcp_port: free_tcp_port(),
             dir,
-        };
-        c.write_config(extra);
-        c.spawn();
-        c
+        }
     }
 
     fn write_config(&self, extra: &str) {

@@ -297,3 +297,229 @@ fn the_lookup_sql_answers_as_dplog_query_for_nat_sessions() {
     assert!(compared > 100);
     assert!(answers > 50, "{answers} answers");
 }
+
+/// Runs `statements` in one chdb session (ClickHouse's current engine
+/// in-process, Python package `chdb`, installed by `scripts/setup.sh`)
+/// and returns each one's TabSeparated output.
+fn chdb(dir: &Path, statements: &[String]) -> Vec<String> {
+    let input = dir.join("statements.json");
+    std::fs::write(&input, serde_json::to_vec(statements).unwrap()).unwrap();
+    let script = r#"
+import json, sys
+try:
+    from chdb import session
+except ImportError as e:
+    sys.exit("chdb is not installed (run scripts/setup.sh): %s" % e)
+s = session.Session()
+for q in json.load(open(sys.argv[1])):
+    r = s.query(q, "TabSeparated")
+    err = r.error_message() if hasattr(r, "error_message") else ""
+    if err:
+        sys.exit("chdb: %s\n%s" % (err, q))
+    sys.stdout.write(str(r))
+    sys.stdout.write("\x1e\n")
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(&input)
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut v: Vec<String> = text.split("\x1e\n").map(str::to_string).collect();
+    v.pop();
+    assert_eq!(v.len(), statements.len());
+    v
+}
+
+#[test]
+fn the_current_servers_ddl_rowbinary_and_lookup_run_on_chdb_as_dplog_query_answers() {
+    use dplog_sinks::clickhouse::{column_type, RowEncoder, Server};
+    let dir = tempfile::tempdir().unwrap();
+    let schema = lb_conn::schema();
+    let mut enc = BinaryEncoder::try_new(&[&schema]).unwrap();
+    let rows = RowEncoder::for_schema(&schema, Server::Current);
+    let (mut log, mut rowbinary) = (Vec::new(), Vec::new());
+    for c in random_conns() {
+        assert!(enc.push(&c.bytes(), &mut log));
+        rows.push(&c.bytes(), &Default::default(), &mut rowbinary);
+    }
+    let log_path = dir.path().join("lb.bin");
+    std::fs::write(&log_path, &log).unwrap();
+    let rb_path = dir.path().join("lb.rowbinary");
+    std::fs::write(&rb_path, &rowbinary).unwrap();
+    let arch = dir.path().join("arch");
+    std::fs::create_dir(&arch).unwrap();
+    let mut a = ArchiveSink::open(&arch, ArchiveSinkOptions::default()).unwrap();
+    a.write_batch(&log).unwrap();
+    a.close().unwrap();
+
+    // The current server's DDL: DateTime64, IPv4, codecs, TTL (ten
+    // years: the records are from 2026-01-01 and a TTL would drop them).
+    let (code, create, err) = run(&[
+        "ddl",
+        "--clickhouse",
+        "--log",
+        log_path.to_str().unwrap(),
+        "--table",
+        "lb",
+        "--ttl-days",
+        "3650",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let create = String::from_utf8(create).unwrap();
+    assert!(
+        create.contains("`connTime` DateTime64(9, 'UTC') CODEC(Delta, ZSTD(1))"),
+        "{create}"
+    );
+    assert!(
+        create.contains("TTL toDateTime(`connTime`) + INTERVAL 3650 DAY"),
+        "{create}"
+    );
+    let structure: Vec<String> = schema
+        .fields()
+        .iter()
+        .map(|f| format!("`{}` {}", f.name, column_type(f, Server::Current)))
+        .collect();
+    let as_ints: Vec<String> = schema
+        .fields()
+        .iter()
+        .map(|f| match column_type(f, Server::Current).as_str() {
+            "IPv4" => format!("toUInt32(`{}`)", f.name),
+            t if t.starts_with("DateTime64") => format!("toUnixTimestamp64Nano(`{}`)", f.name),
+            _ => format!("`{}`", f.name),
+        })
+        .collect();
+    let mut statements = vec![
+        create.trim_end().trim_end_matches(';').to_string(),
+        format!(
+            "INSERT INTO lb SELECT * FROM file('{}', 'RowBinary', '{}')",
+            rb_path.display(),
+            structure.join(", ").replace('\'', "\\'")
+        ),
+        format!("SELECT {} FROM lb ORDER BY connTime", as_ints.join(", ")),
+    ];
+    let mut probes = Vec::new();
+    for ms in (0..3100).step_by(97) {
+        for conds in [vec![], vec!["clientAddr=198.51.100.3".to_string()]] {
+            let t = format!("{}ns", T0 + ms * 1_000_000);
+            let mut args = vec![
+                "ddl",
+                "--clickhouse",
+                "--log",
+                log_path.to_str().unwrap(),
+                "--table",
+                "lb",
+                "--at",
+                &t,
+            ];
+            for c in &conds {
+                args.extend(["--where", c]);
+            }
+            let (code, sql, err) = run(&args);
+            assert_eq!(code, 0, "{err}");
+            let sql = String::from_utf8(sql).unwrap();
+            statements.push(format!(
+                "SELECT {} FROM ({})",
+                as_ints.join(", "),
+                sql.trim_end().trim_end_matches(';')
+            ));
+            probes.push((T0 + ms * 1_000_000, conds));
+        }
+    }
+    let out = chdb(dir.path(), &statements);
+    let parse = |s: &str| -> Vec<Vec<u64>> {
+        let mut v: Vec<Vec<u64>> = s
+            .lines()
+            .map(|l| l.split('\t').map(|x| x.parse().unwrap()).collect())
+            .collect();
+        v.sort();
+        v
+    };
+    // Every record read back from the RowBinary bytes.
+    let d = decode(&log);
+    assert_eq!(parse(&out[2]), rows_of(&d.records, &d.schemas, "lbConn"));
+    let mut answers = 0;
+    for ((t, conds), got) in probes.iter().zip(&out[3..]) {
+        let want = archive_at(&arch, *t, conds, "lbConn");
+        assert_eq!(parse(got), want, "--at {t} {conds:?}");
+        answers += want.len();
+    }
+    assert!(answers > 300, "{answers} answers");
+}
+
+#[test]
+fn a_two_shard_distributed_table_takes_the_inserts_and_answers_the_lookup() {
+    let dir = tempfile::tempdir().unwrap();
+    let schema = lb_conn::schema();
+    let mut enc = BinaryEncoder::try_new(&[&schema]).unwrap();
+    let mut log = Vec::new();
+    for c in random_conns() {
+        assert!(enc.push(&c.bytes(), &mut log));
+    }
+    let log_path = dir.path().join("lb.bin");
+    std::fs::write(&log_path, &log).unwrap();
+    let arch = dir.path().join("arch");
+    std::fs::create_dir(&arch).unwrap();
+    let mut a = ArchiveSink::open(&arch, ArchiveSinkOptions::default()).unwrap();
+    a.write_batch(&log).unwrap();
+    a.close().unwrap();
+
+    // Each shard: the local table; the Distributed table over both,
+    // sharded by the lifecycle's key fields (a connection's records on
+    // one shard), on each.
+    let shards = ClickHouse::start_shards(2);
+    let local = ddl(&log_path, &["--table", "lb_local"]);
+    let dist = "CREATE TABLE lb AS lb_local ENGINE = Distributed(shards, default, lb_local, \
+                cityHash64(vip, vport, clientAddr, clientPort))";
+    for s in &shards {
+        s.query(&local);
+        s.query(dist);
+    }
+    // The sink inserts into the Distributed table of shard 0; the server
+    // forwards each row to its shard.
+    assert_eq!(insert(&shards[0], &log, "lb", "lbConn"), 3000);
+    let counts = || -> Vec<u64> {
+        shards
+            .iter()
+            .map(|s| {
+                s.query("SELECT count() FROM lb_local")
+                    .trim()
+                    .parse()
+                    .unwrap()
+            })
+            .collect()
+    };
+    let t0 = Instant::now();
+    while counts().iter().sum::<u64>() < 3000 {
+        assert!(t0.elapsed() < Duration::from_secs(60), "{:?}", counts());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let c = counts();
+    assert_eq!(c.iter().sum::<u64>(), 3000);
+    assert!(c.iter().all(|&n| n > 500), "{c:?}");
+    // The lookup over the Distributed table, its IN subquery run on each
+    // shard's own rows (`distributed_product_mode = 'local'`: right
+    // because a key's records are on one shard), from either shard.
+    for (k, ms) in (0..3100).step_by(211).enumerate() {
+        let t = T0 + ms * 1_000_000;
+        let want = archive_at(&arch, t, &[], "lbConn");
+        let tt = format!("{t}ns");
+        let sql = ddl(&log_path, &["--table", "lb", "--at", &tt]);
+        let sql = format!(
+            "{} SETTINGS distributed_product_mode = 'local' FORMAT TabSeparated",
+            sql.trim_end().trim_end_matches(';')
+        );
+        let out = shards[k % 2].query(&sql);
+        let mut got: Vec<Vec<u64>> = out
+            .lines()
+            .map(|l| l.split('\t').map(|x| x.parse().unwrap()).collect())
+            .collect();
+        got.sort();
+        assert_eq!(got, want, "--at {ms} ms");
+    }
+}

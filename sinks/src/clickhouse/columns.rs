@@ -350,6 +350,10 @@ pub struct TableOptions {
     /// Rows older than this many days (event time) are removed (`TTL`;
     /// current servers only; on 18.16 drop old partitions yourself).
     pub ttl_days: Option<u32>,
+    /// The sorting key's fields, in order, instead of the lifecycle's
+    /// keys then the event time: the fields lookups give first (the
+    /// NAT's public address and port) make the primary index find them.
+    pub order_by: Option<Vec<String>>,
 }
 
 impl TableOptions {
@@ -360,6 +364,7 @@ impl TableOptions {
             server,
             engine: "MergeTree".into(),
             ttl_days: None,
+            order_by: None,
         }
     }
 }
@@ -388,7 +393,8 @@ fn date_time_of(t: &FieldDef, server: Server) -> String {
 /// for the event time, `ZSTD(1)` for the others), `PARTITION BY` the day
 /// of the event time, `ORDER BY` the lifecycle's key fields then the
 /// event time (the event time alone without a lifecycle; `tuple()`
-/// without either), and `TTL` when asked (current servers).
+/// without either) unless [`TableOptions::order_by`] names the fields,
+/// and `TTL` when asked (current servers).
 ///
 /// # Examples
 ///
@@ -438,6 +444,9 @@ pub fn create_table(s: &Schema, o: &TableOptions) -> String {
         .unwrap_or_default();
     if let Some(t) = t {
         order.push(ident(&t.name));
+    }
+    if let Some(o) = &o.order_by {
+        order = o.iter().map(|f| ident(f)).collect();
     }
     if order.is_empty() {
         sql.push_str("ORDER BY tuple()");

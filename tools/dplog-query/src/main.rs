@@ -150,6 +150,11 @@ struct DdlArgs {
     /// Rows older than this many days are removed (TTL; current servers).
     #[arg(long)]
     ttl_days: Option<u32>,
+    /// The sorting key's fields, comma-separated, instead of the
+    /// lifecycle's keys then the event time (e.g. the fields lookups
+    /// give: postNATSourceIPv4Address,postNAPTSourceTransportPort,observationTimeMilliseconds).
+    #[arg(long, value_delimiter = ',')]
+    order_by: Option<Vec<String>>,
     /// Print the SELECT answering `--at T` instead of CREATE TABLE.
     #[arg(long, value_parser = parse_time)]
     at: Option<u64>,
@@ -201,6 +206,18 @@ fn ddl(archive: Option<&Path>, a: &DdlArgs) -> Result<String, String> {
                 let mut o = TableOptions::new(table, server);
                 o.engine = a.engine.clone();
                 o.ttl_days = a.ttl_days;
+                if let Some(fields) = &a.order_by {
+                    if let Some(f) = fields
+                        .iter()
+                        .find(|f| !s.fields().iter().any(|x| x.name == **f))
+                    {
+                        return Err(format!(
+                            "ddl: --order-by {f}: record type {} has no such field",
+                            s.name()
+                        ));
+                    }
+                    o.order_by = Some(fields.clone());
+                }
                 out.push_str(&create_table(s, &o));
             }
             Some(at) => {

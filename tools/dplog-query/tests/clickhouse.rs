@@ -250,10 +250,22 @@ fn the_lookup_sql_answers_as_dplog_query_for_nat_sessions() {
     assert!(sessions.len() > 1000, "{} session records", sessions.len());
 
     let ch = ClickHouse::start();
-    ch.query(&ddl(
+    // Sorted by what the lookups give: the public address and port.
+    let create = ddl(
         &bin,
-        &["--record-type", "nat44Session", "--table", "nat"],
+        &[
+            "--record-type",
+            "nat44Session",
+            "--table",
+            "nat",
+            "--order-by",
+            "postNATSourceIPv4Address,postNAPTSourceTransportPort,observationTimeMilliseconds",
+        ],
+    );
+    assert!(create.contains(
+        "ORDER BY (`postNATSourceIPv4Address`, `postNAPTSourceTransportPort`, `observationTimeMilliseconds`)"
     ));
+    ch.query(&create);
     assert_eq!(
         insert(&ch, &log, "nat", "nat44Session"),
         d.records.len() as u64
@@ -261,7 +273,7 @@ fn the_lookup_sql_answers_as_dplog_query_for_nat_sessions() {
     let n: usize = ch.query("SELECT count() FROM nat").trim().parse().unwrap();
     assert_eq!(n, sessions.len());
 
-    // Probes: the public address and port of every 25th session record,
+    // Probes: the public address and port of every 50th session record,
     // at its time, just before it and 1.5 s after.
     let f = |n: &str| {
         d.schemas
@@ -280,7 +292,7 @@ fn the_lookup_sql_answers_as_dplog_query_for_nat_sessions() {
     );
     let mut answers = 0;
     let mut compared = 0;
-    for s in sessions.iter().step_by(25) {
+    for s in sessions.iter().step_by(50) {
         let a = std::net::Ipv4Addr::from(s[fa] as u32);
         let conds = vec![
             format!("postNATSourceIPv4Address={a}"),
@@ -294,8 +306,8 @@ fn the_lookup_sql_answers_as_dplog_query_for_nat_sessions() {
             compared += 1;
         }
     }
-    assert!(compared > 100);
-    assert!(answers > 50, "{answers} answers");
+    assert!(compared > 60);
+    assert!(answers > 30, "{answers} answers");
 }
 
 /// Runs `statements` in one chdb session (ClickHouse's current engine

@@ -339,3 +339,22 @@ fn wrong_credentials_are_refused_and_the_password_is_never_printed() {
     assert!(e.contains("user writer refused (HTTP 401)"), "{e}");
     assert!(!e.contains("not-the-password"), "{e}");
 }
+
+#[test]
+fn a_partial_insert_goes_when_its_first_row_is_batch_age_ms_old() {
+    let ch = ClickHouse::start();
+    table(&ch);
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(&ch, &dir);
+    o.batch_age_ms = 200;
+    let mut sink = ClickHouseSink::new(o).unwrap();
+    // 10 rows of an insert of up to 300: only the age sends them, on a
+    // tick, without a flush.
+    write(&mut sink, &batches(0..10, 10)[0], || panic!("the server is up"));
+    sink.tick(Instant::now()).unwrap();
+    assert_eq!(sink.poll().delivered_records, 0, "younger than batch_age_ms");
+    assert_eq!(ch.query("SELECT count() FROM dns").trim(), "0");
+    assert_eq!(delivered(&mut sink, 10), 10);
+    assert_eq!(counter(&sink, "clickhouse.inserts"), 1);
+    assert_eq!(ch.query("SELECT count() FROM dns").trim(), "10");
+}

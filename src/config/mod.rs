@@ -49,7 +49,7 @@
 //! # qname = "hex"
 //!
 //! [sink]
-//! type = "file"            # file, mmap, syslog, archive, ipfix, kafka
+//! type = "file"            # file, mmap, syslog, archive, ipfix, clickhouse, kafka
 //! path = "dplog.log"       # (ipfix: an IPFIX exporter, [format] type =
 //!                          # "ipfix" only; archive: type = "binary")
 //!

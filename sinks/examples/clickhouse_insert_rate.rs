@@ -48,7 +48,11 @@ fn record(i: u64) -> Nat44SessionRecord {
         initiator_packets: if delete { 3 + (i % 1000) as u32 } else { 0 },
         responder_packets: if delete { 2 + (i % 900) as u32 } else { 0 },
         initiator_octets: if delete { 180 + i % 1_500_000 } else { 0 },
-        responder_octets: if delete { 120 + (i * 13) % 90_000_000 } else { 0 },
+        responder_octets: if delete {
+            120 + (i * 13) % 90_000_000
+        } else {
+            0
+        },
         ..Default::default()
     }
 }
@@ -97,7 +101,8 @@ fn main() {
         for b in &batches {
             sink.write_batch(b).unwrap();
         }
-        sink.drain(Instant::now() + Duration::from_secs(300)).unwrap();
+        sink.drain(Instant::now() + Duration::from_secs(300))
+            .unwrap();
         let s = t0.elapsed();
         assert_eq!(sink.poll().delivered_records, rows as u64);
         sink_rates.push(rows as f64 / s.as_secs_f64());

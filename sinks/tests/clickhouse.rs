@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use dplog_core::schema::{FieldDef, FieldKind, Schema};
 use dplog_core::{Accepted, Sink, SinkError};
 use dplog_formatters::binary::BinaryEncoder;
-use dplog_sinks::clickhouse::{create_table, ClickHouseOptions, Server, TableOptions};
+use dplog_sinks::clickhouse::{create_table, value_sql, ClickHouseOptions, Server, TableOptions};
 use dplog_sinks::ClickHouseSink;
 use dplog_testkit::clickhouse::{ClickHouse, WRITER_PASSWORD};
 
@@ -200,6 +200,28 @@ fn inserts_read_back_field_by_field() {
     for (i, l) in lines.iter().enumerate() {
         assert_eq!(*l, expected_line(i as u64));
     }
+    // Every field's SQL value (what `ddl --at --where` writes) finds
+    // its record: addresses, MAC, NUL-padded bytes, time.
+    let schema = dns();
+    let r = rec(777);
+    let conds: Vec<String> = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            let mut v = r[f.offset as usize..(f.offset + f.size) as usize].to_vec();
+            if f.kind == FieldKind::Bytes {
+                while v.last() == Some(&0) {
+                    v.pop();
+                }
+            }
+            format!("`{}` = {}", f.name, value_sql(f, &v, Server::V18))
+        })
+        .collect();
+    let hit = ch.query(&format!(
+        "SELECT seq FROM dns WHERE {}",
+        conds.join(" AND ")
+    ));
+    assert_eq!(hit.trim(), "777", "{conds:?}");
     // 1000 rows in inserts of at most 300 rows (batch_rows).
     assert_eq!(counter(&sink, "clickhouse.rows"), 1000);
     assert!(counter(&sink, "clickhouse.inserts") >= 4);
@@ -350,9 +372,15 @@ fn a_partial_insert_goes_when_its_first_row_is_batch_age_ms_old() {
     let mut sink = ClickHouseSink::new(o).unwrap();
     // 10 rows of an insert of up to 300: only the age sends them, on a
     // tick, without a flush.
-    write(&mut sink, &batches(0..10, 10)[0], || panic!("the server is up"));
+    write(&mut sink, &batches(0..10, 10)[0], || {
+        panic!("the server is up")
+    });
     sink.tick(Instant::now()).unwrap();
-    assert_eq!(sink.poll().delivered_records, 0, "younger than batch_age_ms");
+    assert_eq!(
+        sink.poll().delivered_records,
+        0,
+        "younger than batch_age_ms"
+    );
     assert_eq!(ch.query("SELECT count() FROM dns").trim(), "0");
     assert_eq!(delivered(&mut sink, 10), 10);
     assert_eq!(counter(&sink, "clickhouse.inserts"), 1);

@@ -503,6 +503,8 @@ pub fn value_sql(f: &FieldDef, v: &[u8], server: Server) -> String {
             format!("unhex('{}')", hex(&p))
         }
         FieldKind::NsTimestamp | FieldKind::TscTimestamp => time_sql(int(), server),
+        // Stored as 0 or 1, whatever non-zero byte the record held.
+        FieldKind::Bool => u8::from(int() != 0).to_string(),
         _ => int().to_string(),
     }
 }

@@ -84,7 +84,9 @@ pub mod config;
 #[cfg(feature = "config")]
 pub use config::ClickHouseSinkConfig;
 
-pub use columns::{column_type, create_table, lookup_at, RowEncoder, Server, TableOptions};
+pub use columns::{
+    column_type, create_table, lookup_at, time_sql, value_sql, RowEncoder, Server, TableOptions,
+};
 
 use std::io;
 use std::path::PathBuf;

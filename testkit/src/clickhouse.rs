@@ -162,6 +162,13 @@ impl ClickHouse {
         self.tcp_port
     }
 
+    /// The server process's id while it runs (for a test that kills it
+    /// from another thread; [`restart`](Self::restart) then starts it
+    /// again).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// The server's directory (configuration, data, logs).
     pub fn dir(&self) -> &Path {
         self.dir.path()

@@ -185,3 +185,106 @@ fn a_table_that_does_not_match_the_record_stops_the_start() {
     );
     assert!(e.contains("set [format] type = \"binary\""), "{e}");
 }
+
+/// A DNS answer record: a second record type of the same logger.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct DnsAnswer {
+    header: RecordHeader,
+    time_ns: u64,
+    client: u32,
+    ttl: u32,
+    addr: [u8; 16],
+}
+const _: () = assert!(std::mem::size_of::<DnsAnswer>() == 40);
+
+impl Record for DnsAnswer {
+    const SCHEMA_ID: u16 = 721;
+    fn header(&self) -> &RecordHeader {
+        &self.header
+    }
+}
+
+// SAFETY: repr(C), 8 + 8 + 4 + 4 + 16 = 40 bytes without padding
+// (asserted above); the schema is built from its offset_of! values and
+// size_of.
+unsafe impl HasSchema for DnsAnswer {
+    fn schema() -> &'static Schema {
+        static S: OnceLock<Schema> = OnceLock::new();
+        S.get_or_init(|| {
+            schema!(DnsAnswer, id = 721, name = "dnsAnswer", [
+                time_ns => "answerTime": NsTimestamp, ie 0;
+                client => "client": Ipv4, ie 8;
+                ttl => "ttl": U32, ie 0;
+                addr => "answer": Ipv6, ie 0;
+            ])
+            .unwrap()
+        })
+    }
+}
+
+#[test]
+fn two_record_types_go_to_their_own_tables_through_a_sink_set() {
+    use dplog::{Slot, Slot64};
+    let ch = ClickHouse::start();
+    ch.query(&create_table(
+        DnsQuery::schema(),
+        &TableOptions::new("dns", Server::V18),
+    ));
+    ch.query(&create_table(
+        DnsAnswer::schema(),
+        &TableOptions::new("answers", Server::V18),
+    ));
+    let url = ch.url();
+    let cfg = LogConfig::from_toml_str(&format!(
+        r#"
+        [ring]
+        capacity = 4096
+        [format]
+        type = "binary"
+        [[sink]]
+        type = "clickhouse"
+        url = "{url}"
+        table = "dns"
+        record_type = "dnsQuery"
+        [[sink]]
+        type = "clickhouse"
+        url = "{url}"
+        table = "answers"
+        record_type = "dnsAnswer"
+        "#
+    ))
+    .unwrap();
+    let logger = cfg
+        .start_slots::<Slot64>(&[DnsQuery::schema(), DnsAnswer::schema()])
+        .unwrap();
+    let mut p = logger.producer().unwrap();
+    for i in 0..3000u64 {
+        assert!(p.log(Slot64::pack_record(&query(i)).unwrap()));
+        if i % 3 == 0 {
+            let mut addr = [0u8; 16];
+            addr[..4].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
+            addr[15] = i as u8;
+            let a = DnsAnswer {
+                header: RecordHeader::of::<DnsAnswer>(),
+                time_ns: T0 + i * 1000 + 500,
+                client: 0xC633_6400 | (i as u32 & 0xff),
+                ttl: 300,
+                addr,
+            };
+            assert!(p.log(Slot64::pack_record(&a).unwrap()));
+        }
+    }
+    p.flush();
+    drop(p);
+    let stats = logger.shutdown().unwrap();
+    assert_eq!((stats.written_records, stats.dropped()), (4000, 0));
+    assert_eq!(ch.query("SELECT count() FROM dns").trim(), "3000");
+    assert_eq!(
+        ch.query(
+            "SELECT count(), sum(ttl), uniqExact(answerTime) FROM answers FORMAT TabSeparated"
+        )
+        .trim(),
+        "1000\t300000\t1000"
+    );
+}

@@ -459,3 +459,54 @@ fn a_server_killed_while_inserts_are_in_flight_loses_nothing() {
         counter(&sink, "clickhouse.retries")
     );
 }
+
+#[test]
+fn tsc_fields_arrive_as_wall_time_under_the_streams_calibrations() {
+    use dplog_formatters::TscCalibration;
+    let ch = ClickHouse::start();
+    let s = Schema::new(
+        711,
+        "probe",
+        24,
+        vec![
+            FieldDef::new("ticks", 8, 8, FieldKind::TscTimestamp, 0),
+            FieldDef::new("n", 16, 4, FieldKind::U32, 0),
+        ],
+    )
+    .unwrap();
+    ch.query(&create_table(&s, &TableOptions::new("probe", Server::V18)));
+    let cals = [
+        TscCalibration {
+            hz: 3_000_000_000,
+            tsc0: 1_000,
+            ns0: T0,
+        },
+        TscCalibration {
+            hz: 2_999_000_000,
+            tsc0: 900_000_000,
+            ns0: T0 + 300_000_000,
+        },
+    ];
+    let mut enc = BinaryEncoder::try_new(&[&s]).unwrap();
+    let mut stream = Vec::new();
+    let mut want = Vec::new();
+    for n in 0..400u32 {
+        // The consumer recalibrates half-way.
+        let cal = cals[(n / 200) as usize];
+        enc.set_tsc_calibration(cal);
+        let ticks = 1_000_000_000 + u64::from(n) * 3_000_000;
+        let mut r = vec![0u8; 24];
+        r[0..2].copy_from_slice(&24u16.to_ne_bytes());
+        r[2..4].copy_from_slice(&711u16.to_ne_bytes());
+        r[8..16].copy_from_slice(&ticks.to_ne_bytes());
+        r[16..20].copy_from_slice(&n.to_ne_bytes());
+        assert!(enc.push(&r, &mut stream));
+        want.push(format!("{}\t{n}", cal.to_ns(ticks)));
+    }
+    let mut sink = ClickHouseSink::new(ClickHouseOptions::new(ch.url(), "probe")).unwrap();
+    write(&mut sink, &stream, || panic!("the server is up"));
+    sink.flush().unwrap();
+    assert_eq!(delivered(&mut sink, 400), 400);
+    let out = ch.query("SELECT ticks, n FROM probe ORDER BY n FORMAT TabSeparated");
+    assert_eq!(out.lines().collect::<Vec<_>>(), want);
+}

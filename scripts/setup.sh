@@ -19,7 +19,9 @@ cd "$(dirname "$0")/.."
 #   strace                  dplogd tests count its syncs and inject a failing fdatasync
 #   curl                    benches/peers/fetch.sh: Quill's and binlog's sources from GitHub
 #                           (g++ builds the peer harness's drivers and binlog's bread)
-packages=(pkg-config gcc g++ make valgrind libdpdk-dev libpcap-dev zlib1g-dev libssl-dev rsyslog rsyslog-relp nfdump strace curl)
+#   clickhouse-server, clickhouse-client  ClickHouse sink tests (sinks/tests/clickhouse.rs,
+#                           tests/clickhouse.rs): each starts its own 18.16 server on 127.0.0.1
+packages=(pkg-config gcc g++ make valgrind libdpdk-dev libpcap-dev zlib1g-dev libssl-dev rsyslog rsyslog-relp nfdump strace curl clickhouse-server clickhouse-client)
 recommended=(tshark)
 
 missing=()
@@ -50,6 +52,12 @@ if [ "$(tansu --version 2>/dev/null)" != "tansu $tansu_version" ] &&
   echo "setup: installing tansu $tansu_version (the Kafka tests' broker; about 20 minutes)"
   cargo install tansu --version "$tansu_version" --features dynostore --locked
 fi
+
+# chdb: ClickHouse's current engine in-process (Python), for
+# tools/dplog-query/tests/clickhouse.rs: the current server's DDL
+# (DateTime64, IPv4, codecs, TTL), the sink's RowBinary bytes and the
+# --at lookup SQL run on it (Debian's clickhouse-server is 18.16).
+python3 -c 'import chdb' 2>/dev/null || python3 -m pip install -q chdb
 
 cargo fetch --locked
 echo "setup: done"

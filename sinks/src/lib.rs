@@ -15,12 +15,16 @@
 //! - [`SyslogSink`]: each line as one syslog message over UDP (RFC 5426),
 //!   TCP with octet counting (RFC 6587), RELP (rsyslog's acknowledged
 //!   protocol) or a unix socket; reconnects with backoff.
+//! - [`ClickHouseSink`]: the binary stream's records of one type
+//!   inserted into a ClickHouse table over HTTP as RowBinary, encoded
+//!   from their schema; counted written when the server answers 200;
+//!   `dplog-query ddl --clickhouse` prints the table.
 //! - [`IpfixExporter`]: an IPFIX Exporting Process (RFC 7011) over UDP or
 //!   TCP, re-packing the `ipfix` format's records into messages of its own
 //!   (MTU-sized datagrams, template refresh, sequence numbers).
 //!
 //! Each sink has its folder (`archive/`, `file/`, `mmap/`, `syslog/`,
-//! `kafka/`, `ipfix/`, `route/`): the sink in `mod.rs` and, with feature `config`, its TOML
+//! `kafka/`, `ipfix/`, `clickhouse/`, `route/`): the sink in `mod.rs` and, with feature `config`, its TOML
 //! settings in `config.rs` (module `config` says what they provide), composed by `dplog::config`.
 //!
 //! Features: `kafka` (default) builds the Kafka sink and links librdkafka;
@@ -34,6 +38,7 @@
 
 mod accounting;
 pub mod archive;
+pub mod clickhouse;
 #[cfg(feature = "config")]
 pub mod config;
 pub mod file;
@@ -48,6 +53,7 @@ pub mod syslog;
 mod tcp;
 
 pub use archive::{ArchiveCounters, ArchiveReader, ArchiveSink, ArchiveSinkOptions};
+pub use clickhouse::{ClickHouseCounters, ClickHouseOptions, ClickHouseSink};
 pub use file::{FileSink, FileSinkCounters, FileSinkOptions, FsyncPolicy, FILE_MODE};
 pub use ipfix::{IpfixCounters, IpfixExporter, IpfixExporterOptions, IpfixTransport};
 #[cfg(feature = "kafka")]

@@ -49,7 +49,7 @@
 //! # qname = "hex"
 //!
 //! [sink]
-//! type = "file"            # file, mmap, syslog, archive, ipfix, kafka
+//! type = "file"            # file, mmap, syslog, archive, ipfix, clickhouse, kafka
 //! path = "dplog.log"       # (ipfix: an IPFIX exporter, [format] type =
 //!                          # "ipfix" only; archive: type = "binary")
 //!
@@ -87,6 +87,7 @@ use crate::sinks::BoxSink;
 // Each sink's settings live in its folder of `dplog_sinks`; re-exported
 // here, where the configuration composes them.
 pub use crate::sinks::archive::ArchiveSinkConfig;
+pub use crate::sinks::clickhouse::ClickHouseSinkConfig;
 pub use crate::sinks::config::{SinkRole, FAILOVER_PROBE};
 pub use crate::sinks::file::{FileSinkConfig, FsyncSetting};
 pub use crate::sinks::ipfix::config::IpfixTransportName;

@@ -103,7 +103,7 @@ macro_rules! sink_types {
         impl SinkConfig {
             /// The `type` of every sink this build takes, as written in
             /// TOML, in declaration order: `file`, `mmap`, `syslog`,
-            /// `archive`, `ipfix`, and `kafka` with the `kafka` feature.
+            /// `archive`, `ipfix`, `clickhouse`, and `kafka` with the `kafka` feature.
             /// Help texts list them from here, so they name every type.
             pub fn type_names() -> Vec<&'static str> {
                 [$( $(#[cfg($cfg)])* sink_type_name(stringify!($variant)), )*].to_vec()
@@ -135,6 +135,10 @@ sink_types! {
     /// `type = "ipfix"`: an [`IpfixExporter`](crate::sinks::IpfixExporter)
     /// (with `[format] type = "ipfix"` only).
     Ipfix(IpfixSinkConfig),
+    /// `type = "clickhouse"`: a
+    /// [`ClickHouseSink`](crate::sinks::ClickHouseSink) (with `[format]
+    /// type = "binary"`).
+    Clickhouse(ClickHouseSinkConfig),
     /// `type = "kafka"`: a `KafkaSink` (feature `kafka`).
     #[cfg(feature = "kafka")]
     Kafka(KafkaSinkConfig),
@@ -293,6 +297,7 @@ pub(super) fn sink_type_name(variant: &'static str) -> &'static str {
         "Ipfix" => "ipfix",
         "Kafka" => "kafka",
         "Archive" => "archive",
+        "Clickhouse" => "clickhouse",
         _ => variant,
     }
 }

@@ -246,6 +246,7 @@ impl LogConfig {
         self.check_ring(core::mem::size_of::<R>())?;
         let formatter = self.format.formatter(schemas)?;
         check_archive_index(sink, schemas)?;
+        check_clickhouse(sink, schemas)?;
         let mut cfg = self.logger_config();
         cfg.schemas = self.schema_table(schemas)?;
         cfg.consumer_cpu = cpu;
@@ -403,6 +404,41 @@ fn check_archive_index(sink: &SinkConfig, schemas: &[&Schema]) -> Result<(), Con
             .check_index(schemas)
             .map_err(|e| ConfigError::Parse(format!("[sink] index: {e}"))),
         SinkConfig::Set(v) => v.iter().try_for_each(|s| check_archive_index(s, schemas)),
+        _ => Ok(()),
+    }
+}
+
+/// Refuses, before any sink opens, a ClickHouse sink whose
+/// `record_type` none of the logger's record types is, or whose table
+/// the server says is missing or does not match the record type
+/// (`DESCRIBE TABLE`, see [`ClickHouseSink`](crate::sinks::ClickHouseSink)).
+/// A server that cannot be reached is not refused: the sink checks again
+/// before its first insert.
+fn check_clickhouse(sink: &SinkConfig, schemas: &[&Schema]) -> Result<(), ConfigError> {
+    match sink {
+        SinkConfig::Clickhouse(c) => {
+            let o = c.options();
+            let s = match &o.record_type {
+                Some(n) => schemas.iter().find(|s| s.name() == n).ok_or_else(|| {
+                    let names: Vec<&str> = schemas.iter().map(|s| s.name()).collect();
+                    ConfigError::Parse(format!(
+                        "[sink] record_type = {n:?}: the logger serves no such record type \
+                         (it serves {})",
+                        names.join(", ")
+                    ))
+                })?,
+                None => match schemas.first() {
+                    Some(s) => s,
+                    None => return Ok(()),
+                },
+            };
+            let client = crate::sinks::clickhouse::Client::new(&o).map_err(ConfigError::Sink)?;
+            match client.check_table(&o.table, s) {
+                Err(Ok(why)) => Err(ConfigError::Parse(format!("[sink] table: {why}"))),
+                Ok(_) | Err(Err(_)) => Ok(()),
+            }
+        }
+        SinkConfig::Set(v) => v.iter().try_for_each(|s| check_clickhouse(s, schemas)),
         _ => Ok(()),
     }
 }

@@ -397,7 +397,7 @@ fn a_bad_value_in_a_sink_table_is_reported_at_its_key() {
     assert_eq!(
         m,
         "config line 9, column 1: [[sink]] #3 type: unknown variant `sylsog`, expected one of \
-         `file`, `mmap`, `syslog`, `archive`, `ipfix`, `kafka`\n  |\n9 | type = \"sylsog\"\n  | ^^^^"
+         `file`, `mmap`, `syslog`, `archive`, `ipfix`, `clickhouse`, `kafka`\n  |\n9 | type = \"sylsog\"\n  | ^^^^"
     );
     // An unknown variant of another key, indented: its own column.
     let m = parse_err(concat!(

@@ -5,6 +5,9 @@
 //! - [`nfcapd`]: nfdump's collector `nfcapd` (Debian package `nfdump`,
 //!   installed by `scripts/setup.sh`) on 127.0.0.1, its data file read
 //!   back with `nfdump`.
+//! - [`clickhouse`]: Debian's `clickhouse-server` (18.16) on 127.0.0.1
+//!   with a temporary configuration and data directory, queried with
+//!   `clickhouse-client`; killed on drop.
 //! - [`tshark`]: IPFIX datagrams written to a pcap as UDP on loopback and
 //!   decoded by Wireshark's `tshark` (Debian package `tshark`).
 //! - [`rsyslog`]: rsyslogd on 127.0.0.1 with a test's own configuration.
@@ -21,6 +24,7 @@
 //! Everything here panics with a message naming the missing tool or the
 //! step that failed: it serves tests only.
 
+pub mod clickhouse;
 pub mod nfcapd;
 pub mod rsyslog;
 pub mod tshark;

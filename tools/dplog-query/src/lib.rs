@@ -438,6 +438,18 @@ impl Resolved {
     }
 }
 
+/// The bytes of `value` (as `--where` takes it: a number, an address, an
+/// enum name, ...) as field `f` stores it: host-order integers,
+/// network-order addresses; for a `Bytes` field the value's bytes without
+/// the padding. `ddl --clickhouse --at` turns them into SQL values.
+///
+/// # Errors
+/// Why `value` is no value of `f` (not a number, an address, a name of
+/// the enum, too long).
+pub fn field_value_bytes(f: &FieldDef, value: &str) -> Result<Vec<u8>, String> {
+    value_bytes(f, value)
+}
+
 /// The bytes of `value` as field `f` stores it; for a BYTES field, the
 /// value's bytes without the padding (see [`Cond::Bytes`]).
 fn value_bytes(f: &FieldDef, value: &str) -> Result<Vec<u8>, String> {

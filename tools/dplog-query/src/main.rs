@@ -6,7 +6,18 @@
 //!     --where postNATSourceIPv4Address=198.51.100.5 --where postNAPTSourceTransportPort=1024
 //! dplog-query --archive DIR --between T1 T2 [--where f=v]... [--format json]
 //! dplog-query import --archive DIR FILE_OR_MMAP_DIR...
+//! dplog-query ddl --clickhouse (--archive DIR | --log FILE) [--record-type T] [--server 18.16]
+//! dplog-query ddl --clickhouse --log FILE --at T [--where f=v]...
 //! ```
+//!
+//! `ddl --clickhouse` prints, for each record type of the archive or
+//! binary log (or the one named), the `CREATE TABLE` of the ClickHouse
+//! sink's table (`dplog_sinks::clickhouse::create_table`); with `--at` it
+//! prints instead the `SELECT` answering that `--at` lookup over the
+//! table, for each type that declares a lifecycle
+//! (`dplog_sinks::clickhouse::lookup_at`). Exit status 0, or 2 on an
+//! error (no such record type, a bad `--where`, `--at` where no type
+//! declares a lifecycle).
 //!
 //! Exit status: 0 found, 1 nothing found, 2 error (bad arguments, an
 //! unknown field, an unparsable time, an unreadable archive, `--at` on an
@@ -118,6 +129,140 @@ enum Cmd {
         #[arg(long, default_value_t = 3_600_000)]
         segment_interval_ms: u64,
     },
+    /// Print the ClickHouse table of each record type (CREATE TABLE), or
+    /// with --at the SQL answering that lookup over it. The record types
+    /// come from --archive DIR or --log FILE (a binary log).
+    Ddl(DdlArgs),
+}
+
+#[derive(clap::Args)]
+struct DdlArgs {
+    /// ClickHouse SQL (the only dialect).
+    #[arg(long, required = true)]
+    clickhouse: bool,
+    /// A binary log (`[format] type = "binary"`) whose record types to use.
+    #[arg(long)]
+    log: Option<PathBuf>,
+    /// Only this record type (schema name).
+    #[arg(long)]
+    record_type: Option<String>,
+    /// The table's name; default: the record type's name.
+    #[arg(long)]
+    table: Option<String>,
+    /// Server generation of the types: `current` (DateTime64, IPv4/IPv6,
+    /// codecs, TTL) or `18.16` (UInt64 ns times, no codecs, no TTL).
+    #[arg(long, default_value = "current", value_parser = ["current", "18.16"])]
+    server: String,
+    /// The engine clause.
+    #[arg(long, default_value = "MergeTree")]
+    engine: String,
+    /// Rows older than this many days are removed (TTL; current servers).
+    #[arg(long)]
+    ttl_days: Option<u32>,
+    /// The sorting key's fields, comma-separated, instead of the
+    /// lifecycle's keys then the event time (e.g. the fields lookups
+    /// give: postNATSourceIPv4Address,postNAPTSourceTransportPort,observationTimeMilliseconds).
+    #[arg(long, value_delimiter = ',')]
+    order_by: Option<Vec<String>>,
+    /// Print the SELECT answering `--at T` instead of CREATE TABLE.
+    #[arg(long, value_parser = parse_time)]
+    at: Option<u64>,
+    /// A condition FIELD=VALUE of the lookup (repeatable).
+    #[arg(long = "where", value_name = "FIELD=VALUE", value_parser = parse_cond)]
+    conds: Vec<(String, String)>,
+    /// How far before --at to look for opens: `all` or a duration
+    /// (default 1d, the archive sink's default max_lifetime_ms).
+    #[arg(long, value_parser = parse_lookback)]
+    lookback: Option<Lookback>,
+}
+
+/// `ddl --clickhouse`: the SQL for each record type of the archive or
+/// log; the message of an error.
+fn ddl(archive: Option<&Path>, a: &DdlArgs) -> Result<String, String> {
+    use dplog_sinks::clickhouse::{create_table, lookup_at, Server, TableOptions};
+    let schemas: Vec<Schema> = match (archive, &a.log) {
+        (_, Some(log)) => {
+            let b = std::fs::read(log).map_err(|e| format!("{}: {e}", log.display()))?;
+            dplog_formatters::binary::decode(&b).schemas
+        }
+        (Some(dir), None) => dplog_query::archive_schemas(dir).map_err(|e| e.to_string())?,
+        (None, None) => return Err("ddl: give --archive DIR or --log FILE".into()),
+    };
+    let chosen: Vec<&Schema> = schemas
+        .iter()
+        .filter(|s| a.record_type.as_deref().map_or(true, |n| s.name() == n))
+        .collect();
+    if chosen.is_empty() {
+        let names: Vec<&str> = schemas.iter().map(|s| s.name()).collect();
+        return Err(match &a.record_type {
+            Some(n) => format!(
+                "ddl: no record type {n:?} (there are: {})",
+                names.join(", ")
+            ),
+            None => "ddl: the input declares no record type".into(),
+        });
+    }
+    let server = if a.server == "18.16" {
+        Server::V18
+    } else {
+        Server::Current
+    };
+    let mut out = String::new();
+    for s in chosen {
+        let table = a.table.clone().unwrap_or_else(|| s.name().to_string());
+        match a.at {
+            None => {
+                let mut o = TableOptions::new(table, server);
+                o.engine = a.engine.clone();
+                o.ttl_days = a.ttl_days;
+                if let Some(fields) = &a.order_by {
+                    if let Some(f) = fields
+                        .iter()
+                        .find(|f| !s.fields().iter().any(|x| x.name == **f))
+                    {
+                        return Err(format!(
+                            "ddl: --order-by {f}: record type {} has no such field",
+                            s.name()
+                        ));
+                    }
+                    o.order_by = Some(fields.clone());
+                }
+                out.push_str(&create_table(s, &o));
+            }
+            Some(at) => {
+                let mut conds = Vec::new();
+                let mut other_type = false;
+                for (f, v) in &a.conds {
+                    match s.fields().iter().position(|x| *x.name == **f) {
+                        Some(i) => conds.push((
+                            i,
+                            dplog_query::field_value_bytes(&s.fields()[i], v)
+                                .map_err(|e| format!("--where {f}={v}: {e}"))?,
+                        )),
+                        None => other_type = true,
+                    }
+                }
+                if other_type {
+                    continue;
+                }
+                let lookback = match a.lookback.unwrap_or(Lookback::Default) {
+                    Lookback::Default => Some(86_400_000_000_000),
+                    Lookback::Ns(n) => Some(n),
+                    Lookback::All => None,
+                };
+                if let Some(sql) = lookup_at(s, &table, server, at, lookback, &conds) {
+                    out.push_str(&format!("-- {}\n{sql};\n", s.name()));
+                }
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(
+            "ddl --at: no record type with a lifecycle and an event time has every --where field"
+                .into(),
+        );
+    }
+    Ok(out)
 }
 
 fn parse_cond(s: &str) -> Result<(String, String), String> {
@@ -129,6 +274,18 @@ fn parse_cond(s: &str) -> Result<(String, String), String> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(Cmd::Ddl(a)) = &args.cmd {
+        return match ddl(args.archive.as_deref(), a) {
+            Ok(sql) => {
+                print!("{sql}");
+                ExitCode::SUCCESS
+            }
+            Err(m) => {
+                eprintln!("dplog-query: {m}");
+                ExitCode::from(2)
+            }
+        };
+    }
     let Some(dir) = args.archive.clone() else {
         eprintln!("dplog-query: --archive DIR is required");
         return ExitCode::from(2);

@@ -1,0 +1,728 @@
+//! Verifies sealed output files against their seal files
+//! (`dplog-verify`): finds the first write where the chain stops
+//! holding, says why, and names its first record and byte.
+//!
+//! The unit of the chain is one write of the sink (a batch), so a
+//! manipulation is located at the first record of the first write that
+//! fails, with that write's byte range. Records are lines (text formats),
+//! frames (`binary`) or messages (`ipfix`), numbered from 1 at the start
+//! of the file (a CSV header line is record 1).
+//!
+//! Nothing read is trusted before it is checked: entries have fixed
+//! sizes per tag, offsets and lengths are compared with the output's
+//! length before a byte is read, the data is read in 1 MiB pieces, and a
+//! seal file holds at most [`MAX_ENTRIES`] entries.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufReader, Read};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use ed25519_dalek::{Signature, VerifyingKey};
+
+use super::{genesis, key_message, link, read_entries, seal_path, sign_message, Entry, MAGIC};
+use super::{TAG_BATCH, TAG_LATE};
+
+/// Most entries read from one seal file (about 80 bytes each: 4 GiB of
+/// seal, far beyond a rotated file's).
+pub const MAX_ENTRIES: usize = 50_000_000;
+
+/// How far (in writes) the verifier looks for where a write's bytes went
+/// when they are not at their place.
+const SEARCH_WRITES: usize = 64;
+
+/// What went wrong, in the terms of the manipulation that explains it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Problem {
+    /// Bytes were removed from a write (its later writes sit earlier).
+    Removed,
+    /// A write's bytes changed in place (same length), or records were
+    /// moved within it.
+    Altered,
+    /// Bytes were inserted into or before a write (its later writes sit
+    /// later).
+    Inserted,
+    /// A later write's bytes sit at this write's place.
+    Reordered,
+    /// The output ends before the bytes its seal records.
+    Truncated,
+    /// The seal does not continue the chain here: entries from another
+    /// log (a different log id, or a file that does not follow its
+    /// predecessor).
+    Spliced,
+    /// A signature by a key that is not one of the trusted keys (the
+    /// tail was re-signed).
+    ForeignKey,
+    /// A signature that does not verify, or signs another head than the
+    /// chain's (the seal was rewritten and not re-signed).
+    BadSignature,
+    /// A file of a rotated set is missing.
+    MissingFile,
+    /// The seal file is not one, or is damaged.
+    SealDamaged,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Problem::Removed => "removed",
+            Problem::Altered => "altered",
+            Problem::Inserted => "inserted",
+            Problem::Reordered => "reordered",
+            Problem::Truncated => "truncated",
+            Problem::Spliced => "spliced",
+            Problem::ForeignKey => "re-signed with another key",
+            Problem::BadSignature => "bad signature",
+            Problem::MissingFile => "missing file",
+            Problem::SealDamaged => "seal damaged",
+        })
+    }
+}
+
+/// Where and why verification stopped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    /// What went wrong.
+    pub problem: Problem,
+    /// The output file.
+    pub file: PathBuf,
+    /// The first record where it stops holding, from 1.
+    pub record: u64,
+    /// Its byte offset in the file.
+    pub byte: u64,
+    /// The byte range of the write that fails, as sealed.
+    pub write: Option<(u64, u64)>,
+    /// The details.
+    pub detail: String,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {} at record {} (byte {})",
+            self.file.display(),
+            self.problem,
+            self.record,
+            self.byte
+        )?;
+        if let Some((a, b)) = self.write {
+            write!(f, ", in the write of bytes {a}..{b}")?;
+        }
+        write!(f, ": {}", self.detail)
+    }
+}
+
+/// The outcome of verifying a file or a rotated set.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    /// The first problem, if any: nothing after it is checked.
+    pub finding: Option<Finding>,
+    /// Remarks that are not tampering but limit what is proven: bytes
+    /// not sealed (before sealing started, or a crash between a write and
+    /// its entry), writes after the last signature, key changes, earlier
+    /// files of the set not present.
+    pub notes: Vec<String>,
+    /// Writes verified.
+    pub writes: u64,
+    /// Bytes verified.
+    pub bytes: u64,
+    /// Signatures verified with a trusted key.
+    pub signatures: u64,
+}
+
+/// How records divide a file, read from its first bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Framing {
+    Lines,
+    Frames,
+    Ipfix,
+}
+
+fn framing(f: &File) -> Framing {
+    let mut b = [0u8; 12];
+    let n = f.read_at(&mut b, 0).unwrap_or(0);
+    if n >= 12 && b[0] == b'H' && b[1] == 0 && &b[4..12] == b"DPLOGBIN" {
+        Framing::Frames
+    } else if n >= 2 && b[0] == 0 && b[1] == 10 {
+        Framing::Ipfix
+    } else {
+        Framing::Lines
+    }
+}
+
+/// One output file open for verification.
+struct Data {
+    path: PathBuf,
+    file: File,
+    len: u64,
+    framing: Framing,
+}
+
+impl Data {
+    fn open(path: &Path) -> io::Result<Data> {
+        let file = File::open(path)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        let len = file.metadata()?.len();
+        let framing = framing(&file);
+        Ok(Data {
+            path: path.to_path_buf(),
+            file,
+            len,
+            framing,
+        })
+    }
+
+    /// BLAKE3 of bytes `[off, off + len)`; `None` when they are not all
+    /// in the file.
+    fn content(&self, off: u64, len: u64, buf: &mut [u8]) -> io::Result<Option<[u8; 32]>> {
+        if off.checked_add(len).map_or(true, |e| e > self.len) {
+            return Ok(None);
+        }
+        let mut h = blake3::Hasher::new();
+        let mut at = off;
+        let end = off + len;
+        while at < end {
+            let n = buf.len().min((end - at) as usize);
+            self.file.read_exact_at(&mut buf[..n], at)?;
+            h.update(&buf[..n]);
+            at += n as u64;
+        }
+        Ok(Some(*h.finalize().as_bytes()))
+    }
+
+    /// Record number (from 1) of the record at or after byte `off`, and
+    /// that record's start: records starting before `off` plus one.
+    fn record_at(&self, off: u64) -> io::Result<(u64, u64)> {
+        let mut r = BufReader::with_capacity(1 << 20, &self.file);
+        let mut count = 0u64;
+        match self.framing {
+            Framing::Lines => {
+                let mut buf = vec![0u8; 1 << 20];
+                let mut at = 0u64;
+                let mut last_start = 0u64;
+                while at < off {
+                    let want = buf.len().min((off - at) as usize);
+                    let n = self.file.read_at(&mut buf[..want], at)?;
+                    if n == 0 {
+                        break;
+                    }
+                    for i in memchr::memchr_iter(b'\n', &buf[..n]) {
+                        count += 1;
+                        last_start = at + i as u64 + 1;
+                    }
+                    at += n as u64;
+                }
+                // A write starts at a record boundary unless the bytes
+                // before it changed; then name the record that holds it.
+                Ok((count + 1, if last_start == off { off } else { last_start }))
+            }
+            Framing::Frames | Framing::Ipfix => {
+                let mut at = 0u64;
+                let mut hdr = [0u8; 4];
+                while at < off {
+                    if r.read_exact(&mut hdr).is_err() {
+                        break;
+                    }
+                    let n = match self.framing {
+                        Framing::Frames => 4 + u64::from(u16::from_le_bytes([hdr[2], hdr[3]])),
+                        _ => u64::from(u16::from_be_bytes([hdr[2], hdr[3]])).max(4),
+                    };
+                    if at + n > off {
+                        break;
+                    }
+                    count += 1;
+                    at += n;
+                    if r.seek_relative(n as i64 - 4).is_err() {
+                        break;
+                    }
+                }
+                Ok((count + 1, at))
+            }
+        }
+    }
+}
+
+/// A rotated set's files, oldest first, ending with `path` itself when it
+/// exists: what [`crate::file::rotated_files`] finds beside it.
+///
+/// # Errors
+/// Reading the directory.
+pub fn set_of(path: &Path) -> io::Result<Vec<PathBuf>> {
+    let mut v = crate::file::rotated_files(path)?;
+    if path.exists() {
+        v.push(path.to_path_buf());
+    }
+    Ok(v)
+}
+
+/// Verifies `files` (one output file, or a rotated set oldest first) with
+/// their seal files, trusting signatures by `trusted` only. Stops at the
+/// first problem.
+///
+/// # Errors
+/// An output or seal file that cannot be read (missing seal file
+/// included): `NotFound`/`PermissionDenied` with the path.
+pub fn verify_files(files: &[PathBuf], trusted: &[VerifyingKey]) -> io::Result<Report> {
+    let mut v = Verifier {
+        trusted,
+        report: Report::default(),
+        prev: None,
+        buf: vec![0u8; 1 << 20],
+    };
+    for (i, f) in files.iter().enumerate() {
+        if !v.file(f, i + 1 == files.len())? {
+            break;
+        }
+    }
+    Ok(v.report)
+}
+
+struct Verifier<'a> {
+    trusted: &'a [VerifyingKey],
+    report: Report,
+    /// Log id, sequence number and final head of the previous file.
+    prev: Option<([u8; 16], u64, [u8; 32])>,
+    buf: Vec<u8>,
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+impl Verifier<'_> {
+    fn find(
+        &mut self,
+        d: &Data,
+        problem: Problem,
+        byte: u64,
+        write: Option<(u64, u64)>,
+        detail: String,
+    ) -> io::Result<bool> {
+        let (record, start) = d.record_at(byte)?;
+        self.report.finding = Some(Finding {
+            problem,
+            file: d.path.clone(),
+            record,
+            byte: start,
+            write,
+            detail,
+        });
+        Ok(false)
+    }
+
+    /// Verifies one file; `false` once a finding is made.
+    fn file(&mut self, path: &Path, last: bool) -> io::Result<bool> {
+        let d = Data::open(path)?;
+        let sp = seal_path(path);
+        let sf = File::open(&sp)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", sp.display())))?;
+        let mut r = BufReader::new(sf);
+        let mut magic = [0u8; 8];
+        if r.read_exact(&mut magic).is_err() || &magic != MAGIC {
+            return self.find(
+                &d,
+                Problem::SealDamaged,
+                0,
+                None,
+                format!("{} is not a dplog seal file", sp.display()),
+            );
+        }
+        let (entries, stop) = read_entries(&mut r, MAX_ENTRIES)?;
+        let Some((
+            _,
+            Entry::Start {
+                log_id,
+                seq,
+                start,
+                prev,
+                pubkey,
+                ..
+            },
+        )) = entries.first().cloned()
+        else {
+            return self.find(
+                &d,
+                Problem::SealDamaged,
+                0,
+                None,
+                format!("{} has no start entry", sp.display()),
+            );
+        };
+        // The file's place in its log.
+        match self.prev {
+            None => {
+                if seq == 0 && prev != genesis(&log_id) {
+                    return self.find(
+                        &d,
+                        Problem::Spliced,
+                        start,
+                        None,
+                        "the first file's chain does not start at its log's genesis".into(),
+                    );
+                }
+                if seq > 0 {
+                    self.report.notes.push(format!(
+                        "{}: file {seq} of log {}; the {seq} earlier file(s) are not present (retention) and were not checked",
+                        path.display(),
+                        hex(&log_id)
+                    ));
+                }
+            }
+            Some((pid, pseq, phead)) => {
+                if pid != log_id {
+                    return self.find(
+                        &d,
+                        Problem::Spliced,
+                        start,
+                        None,
+                        format!(
+                            "this file belongs to log {}, the previous to log {}",
+                            hex(&log_id),
+                            hex(&pid)
+                        ),
+                    );
+                }
+                if seq != pseq + 1 {
+                    return self.find(
+                        &d,
+                        Problem::MissingFile,
+                        start,
+                        None,
+                        format!(
+                            "file {seq} of the log follows file {pseq}: file(s) {}..{} are missing",
+                            pseq + 1,
+                            seq - 1
+                        ),
+                    );
+                }
+                if prev != phead {
+                    return self.find(
+                        &d,
+                        Problem::Spliced,
+                        start,
+                        None,
+                        "this file does not continue the previous file's chain head".into(),
+                    );
+                }
+            }
+        }
+        if start > 0 {
+            self.report.notes.push(format!(
+                "{}: bytes 0..{start} were in the file before sealing started and are not sealed",
+                path.display()
+            ));
+        }
+        let mut head = prev;
+        let mut pos = start;
+        let mut batches = 0u64;
+        let mut key = pubkey;
+        // Position and write count at the last signature by a trusted key.
+        let mut signed = (start, 0u64);
+        let mut signed_at_all = false;
+        for (i, (at, e)) in entries.iter().enumerate().skip(1) {
+            match e {
+                Entry::Start { log_id: other, .. } => {
+                    return self.find(&d, Problem::Spliced, pos, None, format!(
+                        "a second start entry (log {}) at byte {at} of the seal file: another log's seal continues here",
+                        hex(other)
+                    ));
+                }
+                Entry::Batch {
+                    late,
+                    off,
+                    len,
+                    content,
+                    chain,
+                } => {
+                    let tag = if *late { TAG_LATE } else { TAG_BATCH };
+                    let range = Some((*off, off.saturating_add(*len)));
+                    if *off != pos || link(&head, tag, *off, *len, content) != *chain {
+                        return self.find(&d, Problem::Spliced, pos, range, format!(
+                            "seal entry {i} (byte {at} of the seal file) does not continue the chain: entries of another log, or the seal file edited"
+                        ));
+                    }
+                    match d.content(*off, *len, &mut self.buf)? {
+                        None => {
+                            return self.find(&d, Problem::Truncated, d.len.max(*off), range, format!(
+                                "the file ends at byte {} but its seal records {} bytes up to byte {}",
+                                d.len, off + len, entries_end(&entries)
+                            ));
+                        }
+                        Some(c) if c != *content => {
+                            let (problem, detail) = self.classify(&d, &entries, i)?;
+                            return self.find(&d, problem, *off, range, detail);
+                        }
+                        Some(_) => {}
+                    }
+                    if *late {
+                        self.report.notes.push(format!(
+                            "{}: bytes {off}..{} were found unsealed when the sink restarted (a crash between a write and its seal entry) and were sealed then",
+                            path.display(),
+                            off + len
+                        ));
+                    }
+                    head = *chain;
+                    pos = off + len;
+                    batches += 1;
+                    self.report.writes += 1;
+                    self.report.bytes += len;
+                }
+                Entry::Sign {
+                    batches: n,
+                    end,
+                    time_ms,
+                    head: h,
+                    pubkey: pk,
+                    sig,
+                } => {
+                    let after = Some((signed.0, pos));
+                    let vk = VerifyingKey::from_bytes(pk).ok();
+                    let msg = sign_message(&log_id, seq, *n, *end, *time_ms, h);
+                    let valid = vk.is_some_and(|vk| {
+                        vk.verify_strict(&msg, &Signature::from_bytes(sig)).is_ok()
+                    });
+                    if *n != batches || *end != pos || *h != head {
+                        return self.find(&d, Problem::BadSignature, signed.0, after, format!(
+                            "the signature at byte {at} of the seal file signs {n} writes up to byte {end}, the chain has {batches} up to byte {pos} with another head: the seal was rewritten after the last good signature"
+                        ));
+                    }
+                    if !valid {
+                        return self.find(&d, Problem::BadSignature, signed.0, after, format!(
+                            "the signature at byte {at} of the seal file does not verify with the key it names ({})",
+                            hex(pk)
+                        ));
+                    }
+                    if !self.trusted.iter().any(|t| t.as_bytes() == pk) {
+                        return self.find(&d, Problem::ForeignKey, signed.0, after, format!(
+                            "the writes from byte {} to {pos} are signed by key {}, which is not a trusted key",
+                            signed.0,
+                            hex(pk)
+                        ));
+                    }
+                    signed = (pos, batches);
+                    signed_at_all = true;
+                    self.report.signatures += 1;
+                }
+                Entry::Key {
+                    old,
+                    new,
+                    head: h,
+                    time_ms,
+                    sig,
+                } => {
+                    let vk = VerifyingKey::from_bytes(new).ok();
+                    let valid = vk.is_some_and(|vk| {
+                        vk.verify_strict(
+                            &key_message(old, new, h, *time_ms),
+                            &Signature::from_bytes(sig),
+                        )
+                        .is_ok()
+                    });
+                    if !valid || *old != key || *h != head {
+                        return self.find(&d, Problem::BadSignature, pos, None, format!(
+                            "the key change at byte {at} of the seal file does not verify or does not follow the chain"
+                        ));
+                    }
+                    self.report.notes.push(format!(
+                        "{}: the signing key changed at byte {pos} from {} to {}",
+                        path.display(),
+                        hex(old),
+                        hex(new)
+                    ));
+                    key = *new;
+                }
+            }
+        }
+        let _ = key;
+        if let Some((at, why)) = stop {
+            self.report.notes.push(format!(
+                "{}: {why} (byte {at}); entries before it were checked",
+                sp.display()
+            ));
+        }
+        if batches > signed.1 || !signed_at_all {
+            if !last {
+                return self.find(
+                    &d,
+                    Problem::Truncated,
+                    signed.0,
+                    Some((signed.0, pos)),
+                    "a rotated file's seal does not end with a signature: its tail was cut off"
+                        .into(),
+                );
+            }
+            if batches > signed.1 {
+                let (rec, _) = d.record_at(signed.0)?;
+                self.report.notes.push(format!(
+                    "{}: {} write(s), bytes {}..{pos} from record {rec}, came after the last signature: their chain holds, but a truncation there would not show (a crash before the next signature, or compare with the anchored heads)",
+                    path.display(),
+                    batches - signed.1,
+                    signed.0
+                ));
+            }
+        }
+        if d.len > pos {
+            if !last {
+                return self.find(
+                    &d,
+                    Problem::Inserted,
+                    pos,
+                    None,
+                    format!(
+                        "a rotated file has {} bytes after its sealed end",
+                        d.len - pos
+                    ),
+                );
+            }
+            let (rec, _) = d.record_at(pos)?;
+            self.report.notes.push(format!(
+                "{}: bytes {pos}..{} from record {rec} are not sealed (a crash between a write and its seal entry, or appended by something else)",
+                path.display(),
+                d.len
+            ));
+        }
+        self.prev = Some((log_id, seq, head));
+        Ok(true)
+    }
+
+    /// Names the manipulation that explains write `i`'s mismatch: where
+    /// its own and the next writes' bytes went.
+    fn classify(
+        &mut self,
+        d: &Data,
+        entries: &[(u64, Entry)],
+        i: usize,
+    ) -> io::Result<(Problem, String)> {
+        let batch = |k: usize| match entries.get(k) {
+            Some((
+                _,
+                Entry::Batch {
+                    off, len, content, ..
+                },
+            )) => Some((*off, *len, *content)),
+            _ => None,
+        };
+        let (off, len, _) = batch(i).expect("classify is called on a write");
+        let later: Vec<(usize, Written)> = (i + 1..entries.len())
+            .filter_map(|k| batch(k).map(|b| (k, b)))
+            .take(SEARCH_WRITES)
+            .collect();
+        // A later write's bytes at this place: this write moved after
+        // it (reordered), or this and the writes up to it were removed.
+        for (k, (koff, klen, kc)) in &later {
+            if d.content(off, *klen, &mut self.buf)? == Some(*kc) {
+                let own = batch(i).map(|b| b.2);
+                let moved = d.content(off + klen, len, &mut self.buf)? == own;
+                if moved {
+                    return Ok((Problem::Reordered, format!(
+                        "the bytes sealed for bytes {koff}..{} (write {k} of the seal) sit at this write's place, and this write's after them: out of order",
+                        koff + klen
+                    )));
+                }
+                let gone = koff - off;
+                return Ok((Problem::Removed, format!(
+                    "this write and any up to byte {koff} ({gone} bytes) were removed; the write sealed at byte {koff} sits at their place"
+                )));
+            }
+        }
+        // The next write still at its place: this one changed in place.
+        if let Some((_, (noff, nlen, nc))) = later.first() {
+            if d.content(*noff, *nlen, &mut self.buf)? == Some(*nc) {
+                return Ok((Problem::Altered, format!(
+                    "the {len} bytes of this write differ from what was sealed (same length; changed, or records moved within it)"
+                )));
+            }
+            // Shifted: find the next write's bytes nearby.
+            let sealed_end = entries_end(entries);
+            let mut shifts: Vec<i64> = vec![d.len as i64 - sealed_end as i64, -(len as i64)];
+            shifts.retain(|s| *s != 0);
+            for s in shifts.clone() {
+                let at = *noff as i64 + s;
+                if at >= 0 && d.content(at as u64, *nlen, &mut self.buf)? == Some(*nc) {
+                    return Ok(shift_finding(s, len));
+                }
+            }
+            // Search record starts around the write's end.
+            let hi = (noff + len).min(d.len);
+            let mut starts: Vec<u64> = Vec::new();
+            let mut p = off;
+            while p < hi && starts.len() < 4096 {
+                let n = self.buf.len().min((hi - p) as usize);
+                let got = d.file.read_at(&mut self.buf[..n], p)?;
+                if got == 0 {
+                    break;
+                }
+                starts.extend(
+                    memchr::memchr_iter(b'\n', &self.buf[..got])
+                        .map(|x| p + x as u64 + 1)
+                        .filter(|c| c != noff)
+                        .take(4096),
+                );
+                p += got as u64;
+            }
+            starts.truncate(4096);
+            for c in starts {
+                if d.content(c, *nlen, &mut self.buf)? == Some(*nc) {
+                    return Ok(shift_finding(c as i64 - *noff as i64, len));
+                }
+            }
+        } else {
+            // The last write: only the file's length tells.
+            let end = off + len;
+            if d.len < end {
+                return Ok((
+                    Problem::Removed,
+                    format!(
+                        "the last write is {} bytes shorter than sealed",
+                        end - d.len
+                    ),
+                ));
+            }
+        }
+        Ok((
+            Problem::Altered,
+            format!("the {len} bytes of this write differ from what was sealed"),
+        ))
+    }
+}
+
+/// A write as sealed: offset, length, content hash.
+type Written = (u64, u64, [u8; 32]);
+
+fn shift_finding(s: i64, len: u64) -> (Problem, String) {
+    if s < 0 {
+        if -s as u64 == len {
+            (
+                Problem::Removed,
+                format!(
+                    "this whole write ({len} bytes) was removed; the next one sits at its place"
+                ),
+            )
+        } else {
+            (
+                Problem::Removed,
+                format!(
+                    "{} bytes were removed from this write; the next write sits that much earlier",
+                    -s
+                ),
+            )
+        }
+    } else {
+        (Problem::Inserted, format!("{s} bytes were inserted into or before this write; the next write sits that much later"))
+    }
+}
+
+/// Where the last write an entry list records ends.
+fn entries_end(entries: &[(u64, Entry)]) -> u64 {
+    entries
+        .iter()
+        .rev()
+        .find_map(|(_, e)| match e {
+            Entry::Batch { off, len, .. } => Some(off + len),
+            Entry::Start { start, .. } => Some(*start),
+            _ => None,
+        })
+        .unwrap_or(0)
+}

@@ -1,0 +1,270 @@
+//! A sealed file sink (`[sink] seal = { key_file = ... }`) in every
+//! format, with a record type a user declares (a storage array's I/O
+//! latency sample): the output is byte for byte what the same config
+//! writes without `seal`, `dplog::sinks::seal::verify` proves it whole,
+//! and a byte changed inside it is found at the first record of the
+//! write that holds it. Then the config's refusals: a missing or
+//! unprotected key file, `sign_every_s = 0`, `reopen_on_sighup`.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use dplog::config::LogConfig;
+use dplog::schema::{HasSchema, Schema};
+use dplog::sinks::seal::{self, verify};
+use dplog::{schema, Record, RecordHeader};
+
+const T0: u64 = 1_767_225_600_000_000_000;
+
+/// One latency sample of a storage volume: 32 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct IoSample {
+    header: RecordHeader,
+    time_ns: u64,
+    volume: u32,
+    latency_us: u32,
+    op: u8,
+    _pad: [u8; 3],
+    queue_depth: u32,
+}
+const _: () = assert!(std::mem::size_of::<IoSample>() == 32);
+
+impl Record for IoSample {
+    const SCHEMA_ID: u16 = 377;
+    fn header(&self) -> &RecordHeader {
+        &self.header
+    }
+}
+
+// SAFETY: repr(C), 8 + 8 + 4 + 4 + 1 + 3 + 4 = 32 bytes without implicit
+// padding (size asserted above); the schema is built from its own
+// offset_of! values and size_of.
+unsafe impl HasSchema for IoSample {
+    fn schema() -> &'static Schema {
+        static S: OnceLock<Schema> = OnceLock::new();
+        S.get_or_init(|| {
+            schema!(IoSample, id = 377, name = "ioSample", [
+                time_ns => "eventTime": NsTimestamp, ie 0;
+                volume => "volumeId": U32, ie 0;
+                latency_us => "latencyMicros": U32, ie 0;
+                op => "ioOp": Enum, ie 0, names &[(1, "READ"), (2, "WRITE")];
+                queue_depth => "queueDepth": U32, ie 0;
+            ])
+            .unwrap()
+        })
+    }
+}
+
+fn sample(i: u64) -> IoSample {
+    IoSample {
+        header: RecordHeader::of::<IoSample>(),
+        time_ns: T0 + i * 250_000,
+        volume: 7 + (i % 5) as u32,
+        latency_us: 90 + (i * 37 % 400) as u32,
+        op: 1 + (i % 2) as u8,
+        _pad: [0; 3],
+        queue_depth: (i % 32) as u32,
+    }
+}
+
+const FORMATS: [&str; 7] = [
+    "text", "json", "csv", "rfc5424", "rfc3164", "binary", "ipfix",
+];
+
+fn config_text(format: &str, path: &Path, seal: Option<&Path>) -> String {
+    let mut t = format!("[ring]\npublish_every = 16\n[format]\ntype = \"{format}\"\n");
+    if format == "ipfix" {
+        t.push_str("[format.ipfix]\nexport_clock = \"record\"\n");
+    }
+    if format.starts_with("rfc") {
+        t.push_str("[format.syslog]\nhostname = \"array1\"\nprocid = \"7\"\n");
+    }
+    t.push_str(&format!(
+        "[sink]\ntype = \"file\"\npath = \"{}\"\n",
+        path.display()
+    ));
+    if let Some(k) = seal {
+        t.push_str(&format!(
+            "seal = {{ key_file = \"{}\", sign_every_s = 1 }}\n",
+            k.display()
+        ));
+    }
+    t
+}
+
+/// Logs 3 groups of 40 samples, each waited for in the file, so the
+/// sink writes at least 3 batches; returns the file's bytes.
+fn run(format: &str, path: &Path, seal: Option<&Path>) -> Vec<u8> {
+    let cfg = LogConfig::from_toml_str(&config_text(format, path, seal)).unwrap();
+    let logger = cfg.start::<IoSample>().unwrap();
+    let mut p = logger.producer().unwrap();
+    for g in 0..3u64 {
+        let before = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        for i in 0..40 {
+            assert!(p.log(sample(g * 40 + i)));
+        }
+        p.flush();
+        let t = Instant::now();
+        while std::fs::metadata(path).map(|m| m.len()).unwrap_or(0) == before {
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "{format}: group {g} never written"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    drop(p);
+    let stats = logger.shutdown().unwrap();
+    assert_eq!(stats.written_records, 120, "{format}");
+    std::fs::read(path).unwrap()
+}
+
+/// The bytes of a run without the binary format's TSC calibration
+/// frames (`C`: this run's clock), which differ between any two runs.
+fn without_calibration(format: &str, b: &[u8]) -> Vec<u8> {
+    if format != "binary" {
+        return b.to_vec();
+    }
+    let mut out = Vec::new();
+    let mut p = 0;
+    while p < b.len() {
+        let n = 4 + u16::from_le_bytes([b[p + 2], b[p + 3]]) as usize;
+        if b[p] != b'C' {
+            out.extend_from_slice(&b[p..p + n]);
+        }
+        p += n;
+    }
+    out
+}
+
+/// Records (lines, binary frames, IPFIX messages) starting before `off`.
+fn records_before(format: &str, b: &[u8], off: usize) -> u64 {
+    let mut n = 0u64;
+    let mut p = 0usize;
+    match format {
+        "binary" => {
+            while p < off {
+                p += 4 + u16::from_le_bytes([b[p + 2], b[p + 3]]) as usize;
+                n += 1;
+            }
+        }
+        "ipfix" => {
+            while p < off {
+                p += u16::from_be_bytes([b[p + 2], b[p + 3]]) as usize;
+                n += 1;
+            }
+        }
+        _ => n = b[..off].iter().filter(|&&c| c == b'\n').count() as u64,
+    }
+    n
+}
+
+/// The sealed writes `(offset, length)` of `path`.
+fn writes(path: &Path) -> Vec<(u64, u64)> {
+    let b = std::fs::read(seal::seal_path(path)).unwrap();
+    let mut r = &b[seal::MAGIC.len()..];
+    let (entries, stop) = seal::read_entries(&mut r, 100_000).unwrap();
+    assert_eq!(stop, None);
+    entries
+        .into_iter()
+        .filter_map(|(_, e)| match e {
+            seal::Entry::Batch { off, len, .. } => Some((off, len)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn every_format_sealed_is_unchanged_verifies_and_locates_a_changed_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let (key, public) = (dir.path().join("seal.key"), dir.path().join("seal.pub"));
+    let vk = seal::generate_key_pair(&key, &public).unwrap();
+    for format in FORMATS {
+        let plain: PathBuf = dir.path().join(format!("plain.{format}"));
+        let sealed: PathBuf = dir.path().join(format!("sealed.{format}"));
+        let a = run(format, &plain, None);
+        let b = run(format, &sealed, Some(&key));
+        assert_eq!(
+            a.len(),
+            b.len(),
+            "{format}: sealing changed the output's size"
+        );
+        assert!(
+            without_calibration(format, &a) == without_calibration(format, &b),
+            "{format}: sealing changed the output"
+        );
+        assert!(!seal::seal_path(&plain).exists());
+        let w = writes(&sealed);
+        assert!(w.len() >= 3, "{format}: {} writes", w.len());
+        let r = verify::verify_files(std::slice::from_ref(&sealed), &[vk]).unwrap();
+        assert_eq!(r.finding, None, "{format}");
+        assert_eq!(r.bytes, b.len() as u64, "{format}");
+        assert_eq!(r.writes, w.len() as u64, "{format}");
+        assert!(r.signatures >= 1, "{format}");
+        assert!(r.notes.is_empty(), "{format}: {:?}", r.notes);
+
+        // A byte in the middle of the last write changed.
+        let (off, len) = *w.last().unwrap();
+        let at = (off + len / 2) as usize;
+        let mut bad = b.clone();
+        bad[at] ^= 0x20;
+        std::fs::write(&sealed, &bad).unwrap();
+        let r = verify::verify_files(std::slice::from_ref(&sealed), &[vk]).unwrap();
+        let f = r.finding.unwrap_or_else(|| panic!("{format}: not found"));
+        assert_eq!(f.problem, verify::Problem::Altered, "{format}: {f}");
+        assert_eq!(f.byte, off, "{format}: {f}");
+        assert_eq!(
+            f.record,
+            records_before(format, &b, off as usize) + 1,
+            "{format}: {f}"
+        );
+        assert_eq!(f.write, Some((off, off + len)), "{format}");
+    }
+}
+
+fn start_err(text: &str) -> String {
+    let cfg = match LogConfig::from_toml_str(text) {
+        Ok(c) => c,
+        Err(e) => return e.to_string(),
+    };
+    match cfg.start::<IoSample>() {
+        Ok(_) => panic!("started: {text}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn a_sealed_sink_is_refused_for_a_bad_key_file_zero_interval_or_sighup_reopen() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (key, public) = (dir.path().join("seal.key"), dir.path().join("seal.pub"));
+    seal::generate_key_pair(&key, &public).unwrap();
+    let out = dir.path().join("out.log");
+    let missing = dir.path().join("missing.key");
+    let m = start_err(&config_text("json", &out, Some(&missing)));
+    assert!(
+        m.contains("missing.key") && m.contains("No such file"),
+        "{m}"
+    );
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let m = start_err(&config_text("json", &out, Some(&key)));
+    assert!(m.contains("mode 0640") && m.contains("must be 0600"), "{m}");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert!(!out.exists(), "no output for a refused sink");
+
+    let zero =
+        config_text("json", &out, Some(&key)).replace("sign_every_s = 1", "sign_every_s = 0");
+    let m = start_err(&zero);
+    assert!(m.contains("sign_every_s") && m.contains("1 or more"), "{m}");
+    let hup = format!(
+        "{}reopen_on_sighup = true\n",
+        config_text("json", &out, Some(&key))
+    );
+    let m = start_err(&hup);
+    assert!(m.contains("reopen_on_sighup") && m.contains("seal"), "{m}");
+    let unknown = config_text("json", &out, Some(&key)).replace("sign_every_s", "sign_every");
+    let m = start_err(&unknown);
+    assert!(m.contains("sign_every"), "{m}");
+}

@@ -268,3 +268,53 @@ fn a_sealed_sink_is_refused_for_a_bad_key_file_zero_interval_or_sighup_reopen() 
     let m = start_err(&unknown);
     assert!(m.contains("sign_every"), "{m}");
 }
+
+#[test]
+fn a_seal_anchor_table_is_a_syslog_sinks_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let (key, public) = (dir.path().join("seal.key"), dir.path().join("seal.pub"));
+    let vk = seal::generate_key_pair(&key, &public).unwrap();
+    let out = dir.path().join("out.log");
+    let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = port.local_addr().unwrap();
+    let anchored = format!(
+        "{}[sink.seal.anchor]\ntransport = \"udp\"\naddress = \"{addr}\"\n",
+        config_text("json", &out, Some(&key)).replace(
+            &format!(
+                "seal = {{ key_file = \"{}\", sign_every_s = 1 }}\n",
+                key.display()
+            ),
+            &format!("[sink.seal]\nkey_file = \"{}\"\n", key.display()),
+        )
+    );
+    let cfg = LogConfig::from_toml_str(&anchored).unwrap();
+    let logger = cfg.start::<IoSample>().unwrap();
+    let mut p = logger.producer().unwrap();
+    for i in 0..10 {
+        assert!(p.log(sample(i)));
+    }
+    p.flush();
+    drop(p);
+    logger.shutdown().unwrap();
+    // The signature at close reached the receiver as one anchor message.
+    port.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut buf = [0u8; 2048];
+    let n = port.recv(&mut buf).unwrap();
+    let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+    assert!(
+        msg.starts_with("<110>1 - - dplog-seal - head - dplog-seal head log="),
+        "{msg}"
+    );
+    let anchors_file = dir.path().join("anchors.log");
+    std::fs::write(&anchors_file, &msg).unwrap();
+    let (anchors, bad) = verify::read_anchors(&anchors_file, &[vk]).unwrap();
+    assert_eq!((anchors.len(), bad), (1, 0));
+    let r = verify::verify_anchored(std::slice::from_ref(&out), &[vk], &anchors).unwrap();
+    assert_eq!((r.finding, r.signatures), (None, 1));
+    assert_eq!(anchors[0].end, std::fs::metadata(&out).unwrap().len());
+
+    let typo = anchored.replace("address =", "adress =");
+    let m = start_err(&typo);
+    assert!(m.contains("adress"), "{m}");
+}

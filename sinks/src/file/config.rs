@@ -58,6 +58,21 @@ fn keep_days_at_least_one<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Opti
 /// max_size_bytes = 1_000_000_000
 /// seal = { key_file = "/etc/dplog/seal.key", sign_every_s = 60 }
 /// ```
+///
+/// With the signed heads also sent to another host's syslog receiver:
+///
+/// ```toml
+/// [sink]
+/// type = "file"
+/// path = "/var/log/nat/sessions.log"
+///
+/// [sink.seal]
+/// key_file = "/etc/dplog/seal.key"
+///
+/// [sink.seal.anchor]
+/// transport = "tcp"
+/// address = "192.0.2.10:514"
+/// ```
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct SealConfig {
@@ -70,6 +85,12 @@ pub struct SealConfig {
     /// At least 1. Default: 60.
     #[serde(default = "default_sign_every_s")]
     pub sign_every_s: u64,
+    /// Also send every signed head to a syslog receiver on another host
+    /// (`[sink.seal.anchor]`, the keys of a `type = "syslog"` sink:
+    /// `transport`, `address`, ...), one RFC 5424 message per signature,
+    /// for `dplog-verify --anchors`. Default: none.
+    #[serde(default)]
+    pub anchor: Option<crate::syslog::config::SyslogSinkConfig>,
 }
 
 fn default_sign_every_s() -> u64 {
@@ -205,15 +226,20 @@ impl SinkSettings for FileSinkConfig {
         format!("file {}", self.path.display())
     }
 
-    /// A [`FileSink`] with `header` as its [`FileSinkOptions::header`].
+    /// A [`FileSink`] with `header` as its [`FileSinkOptions::header`],
+    /// and the seal's anchor sink when there is one.
     fn build(&self, header: Option<&[u8]>) -> io::Result<BoxSink> {
-        Ok(Box::new(FileSink::with_options(
+        let mut sink = FileSink::with_options(
             &self.path,
             FileSinkOptions {
                 header: header.map(<[u8]>::to_vec),
                 ..self.options()
             },
-        )?))
+        )?;
+        if let Some(anchor) = self.seal.as_ref().and_then(|s| s.anchor.as_ref()) {
+            sink.set_seal_anchor(anchor.build(None)?)?;
+        }
+        Ok(Box::new(sink))
     }
 
     fn output_file(&self) -> Option<&Path> {

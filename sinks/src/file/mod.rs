@@ -107,6 +107,9 @@ pub struct FileSinkCounters {
     /// Writes that stopped inside a record (a full disk) and were cut back
     /// to the last whole record with `ftruncate`.
     pub cut_back: AtomicU64,
+    /// Signed heads the seal's anchor sink refused (not sent; the seal
+    /// file has them).
+    pub anchor_failed: AtomicU64,
 }
 
 impl FileSinkCounters {
@@ -138,6 +141,7 @@ impl dplog_core::SinkCounters for FileSinkCounters {
                 ("syncs", &self.syncs),
                 ("vanished", &self.vanished),
                 ("cut_back", &self.cut_back),
+                ("anchor_failed", &self.anchor_failed),
             ],
         )
     }
@@ -437,6 +441,24 @@ impl FileSink {
             sink.last_stamp = rotation_stamp(newest);
         }
         Ok(sink)
+    }
+
+    /// Sends every head the seal signs also to `sink`
+    /// ([`Sealer::set_anchor`]); failures are counted in
+    /// [`FileSinkCounters::anchor_failed`].
+    ///
+    /// # Errors
+    /// `InvalidInput` when the sink has no seal.
+    pub fn set_seal_anchor(&mut self, sink: Box<dyn Sink>) -> io::Result<()> {
+        let Some(s) = self.sealer.as_mut() else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{}: an anchor needs a seal", self.path.display()),
+            ));
+        };
+        let counters = self.counters.clone();
+        s.set_anchor(sink, Box::new(move |_| bump(&counters.anchor_failed, 1)));
+        Ok(())
     }
 
     /// The path this sink writes to.

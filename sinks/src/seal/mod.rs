@@ -505,7 +505,6 @@ pub struct SealOptions {
 ///
 /// An entry whose write to the seal file fails is kept and written before
 /// the next one: the output never waits for its seal.
-#[derive(Debug)]
 pub struct Sealer {
     key: SigningKey,
     pubkey: [u8; 32],
@@ -526,6 +525,37 @@ pub struct Sealer {
     pending: Vec<u8>,
     /// Scratch for one entry.
     buf: Vec<u8>,
+    /// Where each signed head also goes ([`set_anchor`](Self::set_anchor)).
+    anchor: Option<Anchor>,
+}
+
+/// The second sink signed heads go to, and what to do when it fails.
+struct Anchor {
+    sink: Box<dyn dplog_core::Sink>,
+    on_error: Box<dyn FnMut(&dplog_core::SinkError) + Send>,
+}
+
+impl std::fmt::Debug for Sealer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sealer")
+            .field("path", &self.path)
+            .field("seq", &self.seq)
+            .field("batches", &self.batches)
+            .field("end", &self.end)
+            .field("anchor", &self.anchor.as_ref().map(|a| a.sink.describe()))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Lower-case hex of `b`.
+pub fn hex(b: &[u8]) -> String {
+    const D: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(b.len() * 2);
+    for x in b {
+        s.push(D[(x >> 4) as usize] as char);
+        s.push(D[(x & 15) as usize] as char);
+    }
+    s
 }
 
 fn open_side(path: &Path) -> io::Result<File> {
@@ -576,6 +606,7 @@ impl Sealer {
             last_sign: Instant::now(),
             pending: Vec::new(),
             buf: Vec::with_capacity(256),
+            anchor: None,
         };
         if side_len == 0 {
             rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut s.log_id);
@@ -807,14 +838,51 @@ impl Sealer {
         let sig = self.key.sign(&msg).to_bytes();
         self.unsigned = false;
         self.last_sign = Instant::now();
-        self.put(&Entry::Sign {
+        let r = self.put(&Entry::Sign {
             batches: self.batches,
             end: self.end,
             time_ms,
             head: self.head,
             pubkey: self.pubkey,
             sig,
-        })
+        });
+        if let Some(a) = self.anchor.as_mut() {
+            // An RFC 5424 message (facility 13, log audit; severity 6):
+            // NIL timestamp and host (the receiver stamps them), APP-NAME
+            // dplog-seal, MSGID head; its text `dplog-seal head` and the
+            // signature entry's fields as key=value, in lower-case hex.
+            let line = format!(
+                "<110>1 - - dplog-seal - head - dplog-seal head log={} file={} writes={} end={} time={time_ms} head={} key={} sig={}\n",
+                hex(&self.log_id),
+                self.seq,
+                self.batches,
+                self.end,
+                hex(&self.head),
+                hex(&self.pubkey),
+                hex(&sig)
+            );
+            if let Err(e) = a.sink.write_batch(line.as_bytes()) {
+                a.sink.abandon();
+                (a.on_error)(&e);
+            }
+        }
+        r
+    }
+
+    /// Sends every signed head, as it is signed, also to `sink` (a syslog
+    /// sink, another host's): one RFC 5424 line per signature
+    /// (`dplog-seal head log=.. file=.. writes=.. end=.. time=.. head=..
+    /// key=.. sig=..`), which `dplog-verify --anchors` compares with the
+    /// seal. An attacker who rewrites the output and its seal, even
+    /// re-signing with the stolen key, cannot change what the other host
+    /// received. A failed send is not retried: `on_error` hears of it
+    /// (the file sink counts it) and the next signature is sent as usual.
+    pub fn set_anchor(
+        &mut self,
+        sink: Box<dyn dplog_core::Sink>,
+        on_error: Box<dyn FnMut(&dplog_core::SinkError) + Send>,
+    ) {
+        self.anchor = Some(Anchor { sink, on_error });
     }
 
     /// Signs when `sign_every` has passed since the last signature and
@@ -823,6 +891,11 @@ impl Sealer {
     /// # Errors
     /// As [`sign`](Self::sign).
     pub fn tick(&mut self, now: Instant) -> io::Result<()> {
+        if let Some(a) = self.anchor.as_mut() {
+            if let Err(e) = a.sink.tick(now) {
+                (a.on_error)(&e);
+            }
+        }
         match self.sign_every {
             Some(d) if self.unsigned && now.duration_since(self.last_sign) >= d => self.sign(false),
             _ => Ok(()),
@@ -869,6 +942,11 @@ impl Sealer {
     /// The write or `fdatasync(2)` error.
     pub fn close(&mut self) -> io::Result<()> {
         self.sign(false)?;
+        if let Some(mut a) = self.anchor.take() {
+            if let Err(e) = a.sink.flush().and_then(|()| a.sink.close()) {
+                (a.on_error)(&e);
+            }
+        }
         self.side.sync_data().map_err(|e| ctx(&self.path, e))
     }
 

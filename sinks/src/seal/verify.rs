@@ -59,6 +59,10 @@ pub enum Problem {
     BadSignature,
     /// A file of a rotated set is missing.
     MissingFile,
+    /// The chain head differs from the one a remote receiver got when it
+    /// was signed (`--anchors`): the file and its seal were rewritten
+    /// and re-signed, with the key, after that signature.
+    AnchorMismatch,
     /// The seal file is not one, or is damaged.
     SealDamaged,
 }
@@ -75,6 +79,7 @@ impl fmt::Display for Problem {
             Problem::ForeignKey => "re-signed with another key",
             Problem::BadSignature => "bad signature",
             Problem::MissingFile => "missing file",
+            Problem::AnchorMismatch => "differs from the anchored head",
             Problem::SealDamaged => "seal damaged",
         })
     }
@@ -265,22 +270,175 @@ pub fn set_of(path: &Path) -> io::Result<Vec<PathBuf>> {
 /// An output or seal file that cannot be read (missing seal file
 /// included): `NotFound`/`PermissionDenied` with the path.
 pub fn verify_files(files: &[PathBuf], trusted: &[VerifyingKey]) -> io::Result<Report> {
+    verify_anchored(files, trusted, &[])
+}
+
+/// [`verify_files`], and every head in `anchors` (what a remote receiver
+/// got, [`read_anchors`]) of the files' log must be the chain's head at
+/// that point: a rewritten and re-signed log is found at the last
+/// anchored head it still matches ([`Problem::AnchorMismatch`]), one cut
+/// short of an anchored head is [`Problem::Truncated`], and an anchored
+/// file of the log that is not there is [`Problem::MissingFile`].
+///
+/// # Errors
+/// As [`verify_files`].
+pub fn verify_anchored(
+    files: &[PathBuf],
+    trusted: &[VerifyingKey],
+    anchors: &[Anchored],
+) -> io::Result<Report> {
     let mut v = Verifier {
         trusted,
+        anchors,
         report: Report::default(),
         prev: None,
         buf: vec![0u8; 1 << 20],
     };
+    let mut last = None;
     for (i, f) in files.iter().enumerate() {
         if !v.file(f, i + 1 == files.len())? {
-            break;
+            return Ok(v.report);
+        }
+        last = Some(f);
+    }
+    // A log none of the anchors is of: made anew (all of it re-sealed
+    // under a new log id), or the anchors are another log's.
+    if let (Some((log, _, _)), Some(f)) = (v.prev, files.first()) {
+        if !anchors.is_empty() && !anchors.iter().any(|a| a.log_id == log) {
+            let d = Data::open(f)?;
+            v.find(
+                &d,
+                Problem::AnchorMismatch,
+                0,
+                None,
+                format!(
+                    "none of the {} anchored heads is of this log ({}): the log was sealed anew, or the anchors are another log's",
+                    anchors.len(),
+                    hex(&log)
+                ),
+            )?;
+            return Ok(v.report);
+        }
+    }
+    // Anchored files after the last one present.
+    if let (Some((log, seq, _)), Some(f)) = (v.prev, last) {
+        if let Some(a) = anchors.iter().find(|a| a.log_id == log && a.seq > seq) {
+            let d = Data::open(f)?;
+            let at = d.len;
+            v.find(
+                &d,
+                Problem::MissingFile,
+                at,
+                None,
+                format!(
+                    "the anchors record file {} of this log ({} writes up to byte {}), which is not here: files after this one were removed",
+                    a.seq, a.writes, a.end
+                ),
+            )?;
         }
     }
     Ok(v.report)
 }
 
+/// A signed head as a remote receiver got it (an anchor message).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Anchored {
+    /// The log's id.
+    pub log_id: [u8; 16],
+    /// The file's sequence number in the log.
+    pub seq: u64,
+    /// Writes sealed in that file when it was signed.
+    pub writes: u64,
+    /// Their end offset.
+    pub end: u64,
+    /// The chain head signed.
+    pub head: [u8; 32],
+}
+
+fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
+    if s.len() != 2 * N || !s.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; N];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
+}
+
+/// Longest line read from an anchors file; longer ones are skipped.
+const MAX_ANCHOR_LINE: usize = 8192;
+
+/// Reads the anchor messages from a receiver's file (any lines that hold
+/// `dplog-seal head` followed by its `key=value` fields, e.g. an
+/// rsyslog file), keeping those whose signature verifies with one of
+/// `trusted`. Returns them with the number of anchor lines dropped (bad
+/// fields or signature; never trusted).
+///
+/// # Errors
+/// Reading the file.
+pub fn read_anchors(path: &Path, trusted: &[VerifyingKey]) -> io::Result<(Vec<Anchored>, usize)> {
+    use std::io::BufRead;
+    let f = File::open(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+    let mut r = BufReader::new(f);
+    let (mut out, mut bad) = (Vec::new(), 0usize);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = (&mut r)
+            .take(MAX_ANCHOR_LINE as u64 + 1)
+            .read_until(b'\n', &mut line)?;
+        if n == 0 {
+            break;
+        }
+        if line.len() > MAX_ANCHOR_LINE && line.last() != Some(&b'\n') {
+            // Skip the rest of an overlong line.
+            let mut sink = Vec::new();
+            r.read_until(b'\n', &mut sink)?;
+            continue;
+        }
+        let text = String::from_utf8_lossy(&line);
+        let Some(at) = text.find("dplog-seal head ") else {
+            continue;
+        };
+        match parse_anchor(&text[at + "dplog-seal head ".len()..], trusted) {
+            Some(a) => out.push(a),
+            None => bad += 1,
+        }
+    }
+    Ok((out, bad))
+}
+
+fn parse_anchor(fields: &str, trusted: &[VerifyingKey]) -> Option<Anchored> {
+    let get = |k: &str| {
+        fields
+            .split_whitespace()
+            .find_map(|f| f.strip_prefix(k).and_then(|v| v.strip_prefix('=')))
+    };
+    let log_id = unhex::<16>(get("log")?)?;
+    let seq = get("file")?.parse().ok()?;
+    let writes = get("writes")?.parse().ok()?;
+    let end = get("end")?.parse().ok()?;
+    let time_ms = get("time")?.parse().ok()?;
+    let head = unhex::<32>(get("head")?)?;
+    let key = unhex::<32>(get("key")?)?;
+    let sig = unhex::<64>(get("sig")?)?;
+    let vk = trusted.iter().find(|t| t.as_bytes() == &key)?;
+    let msg = sign_message(&log_id, seq, writes, end, time_ms, &head);
+    vk.verify_strict(&msg, &Signature::from_bytes(&sig)).ok()?;
+    Some(Anchored {
+        log_id,
+        seq,
+        writes,
+        end,
+        head,
+    })
+}
+
 struct Verifier<'a> {
     trusted: &'a [VerifyingKey],
+    anchors: &'a [Anchored],
     report: Report,
     /// Log id, sequence number and final head of the previous file.
     prev: Option<([u8; 16], u64, [u8; 32])>,
@@ -417,6 +575,15 @@ impl Verifier<'_> {
         let mut head = prev;
         let mut pos = start;
         let mut batches = 0u64;
+        // This file's anchored heads, by write count; the last one matched.
+        let mut anchored: Vec<&Anchored> = self
+            .anchors
+            .iter()
+            .filter(|a| a.log_id == log_id && a.seq == seq)
+            .collect();
+        anchored.sort_by_key(|a| a.writes);
+        let mut next_anchor = 0usize;
+        let mut matched = start;
         let mut key = pubkey;
         // Position and write count at the last signature by a trusted key.
         let mut signed = (start, 0u64);
@@ -468,6 +635,18 @@ impl Verifier<'_> {
                     batches += 1;
                     self.report.writes += 1;
                     self.report.bytes += len;
+                    while let Some(a) = anchored.get(next_anchor).filter(|a| a.writes <= batches) {
+                        if a.writes == batches && (a.head != head || a.end != pos) {
+                            return self.find(&d, Problem::AnchorMismatch, matched, Some((matched, a.end.max(pos))), format!(
+                                "after {batches} writes the chain head is {}, the receiver got {} (up to byte {}) when it was signed: the log was rewritten and re-sealed after byte {matched}",
+                                hex(&head),
+                                hex(&a.head),
+                                a.end
+                            ));
+                        }
+                        matched = pos;
+                        next_anchor += 1;
+                    }
                 }
                 Entry::Sign {
                     batches: n,
@@ -536,6 +715,12 @@ impl Verifier<'_> {
             }
         }
         let _ = key;
+        if let Some(a) = anchored.get(next_anchor) {
+            return self.find(&d, Problem::Truncated, pos.min(d.len), Some((pos, a.end)), format!(
+                "the receiver got a head over {} writes up to byte {}; this file's seal ends after {batches} writes at byte {pos}: its tail was cut off",
+                a.writes, a.end
+            ));
+        }
         if let Some((at, why)) = stop {
             self.report.notes.push(format!(
                 "{}: {why} (byte {at}); entries before it were checked",

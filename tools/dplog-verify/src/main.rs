@@ -25,6 +25,13 @@
 //! or seal file, a bad key file); 2 the command line does not parse; 3
 //! tampering found (or, with `--strict`, a note).
 //!
+//! `--anchors FILE` (repeatable) reads the anchor messages a remote
+//! receiver got (a file sink's `[sink.seal.anchor]` sends one per
+//! signature): every anchored head of the checked log must be its chain's
+//! head at that point, which catches a log rewritten and re-signed with
+//! the stolen key, a tail cut off after an anchored signature, and files
+//! removed from the end of a set.
+//!
 //! `dplog-verify keygen --out PREFIX` writes a new Ed25519 key pair:
 //! `PREFIX.key` (private, PKCS#8 PEM, mode 0600, for the sink's
 //! `seal.key_file`) and `PREFIX.pub` (public, PEM, for verifiers).
@@ -51,6 +58,11 @@ struct Args {
     /// A note (unsigned or unsealed tail, key change) fails too (exit 3).
     #[arg(long)]
     strict: bool,
+    /// A file a remote receiver wrote the seal's anchor messages to (an
+    /// rsyslog file; `[sink.seal.anchor]`); repeatable. Every anchored
+    /// head of the checked log must match its chain.
+    #[arg(long = "anchors", value_name = "FILE")]
+    anchors: Vec<PathBuf>,
     /// Output files to check (their seals are FILE.seal).
     #[arg(value_name = "FILE")]
     files: Vec<PathBuf>,
@@ -111,6 +123,24 @@ fn main() -> ExitCode {
             }
         }
     }
+    let mut anchors = Vec::new();
+    for a in &args.anchors {
+        match verify::read_anchors(a, &trusted) {
+            Ok((mut got, bad)) => {
+                if bad > 0 {
+                    eprintln!(
+                        "note: {}: {bad} anchor line(s) ignored (malformed, or not signed by a --key)",
+                        a.display()
+                    );
+                }
+                anchors.append(&mut got);
+            }
+            Err(e) => {
+                eprintln!("dplog-verify: --anchors {e}");
+                return ExitCode::from(1);
+            }
+        }
+    }
     let mut status = ExitCode::SUCCESS;
     for f in &args.files {
         let set = if args.only {
@@ -125,7 +155,7 @@ fn main() -> ExitCode {
                 }
             }
         };
-        let report = match verify::verify_files(&set, &trusted) {
+        let report = match verify::verify_anchored(&set, &trusted, &anchors) {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("dplog-verify: {e}");

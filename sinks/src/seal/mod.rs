@@ -285,48 +285,90 @@ pub type Stop = (u64, String);
 /// An entry with its byte offset in the seal file.
 pub type Placed = (u64, Entry);
 
-/// Reads the entries of a seal file from `r` (after its magic), at most
-/// `max_entries`. Returns them with the byte offset in the seal file of
-/// each, and, when the file ends inside an entry or at an unknown tag,
-/// the offset where reading stopped and why.
-pub fn read_entries(
-    r: &mut impl Read,
-    max_entries: usize,
-) -> io::Result<(Vec<Placed>, Option<Stop>)> {
-    let mut out = Vec::new();
-    let mut pos = MAGIC.len() as u64;
-    let mut body = [0u8; 168];
-    loop {
+/// Reads a seal file's entries one at a time from `r` (positioned after
+/// its magic): each a tag and the body length the tag decides, so
+/// nothing read decides how much is read.
+#[derive(Debug)]
+pub struct EntryReader<R> {
+    r: R,
+    pos: u64,
+    stop: Option<Stop>,
+}
+
+impl<R: Read> EntryReader<R> {
+    /// A reader of the entries in `r`, which starts just after the magic.
+    pub fn new(r: R) -> Self {
+        Self {
+            r,
+            pos: MAGIC.len() as u64,
+            stop: None,
+        }
+    }
+
+    /// The next entry with its byte offset in the seal file; `None` at
+    /// the end, or where reading stopped (then [`stop`](Self::stop) says
+    /// where and why: the file ends inside an entry, or an unknown tag).
+    ///
+    /// # Errors
+    /// The read error.
+    pub fn next_entry(&mut self) -> io::Result<Option<Placed>> {
+        if self.stop.is_some() {
+            return Ok(None);
+        }
         let mut tag = [0u8; 1];
-        match r.read(&mut tag) {
-            Ok(0) => return Ok((out, None)),
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
+        loop {
+            match self.r.read(&mut tag) {
+                Ok(0) => return Ok(None),
+                Ok(_) => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
         }
         let Some(n) = body_len(tag[0]) else {
-            return Ok((
-                out,
-                Some((pos, format!("unknown entry tag 0x{:02x}", tag[0]))),
-            ));
+            self.stop = Some((self.pos, format!("unknown entry tag 0x{:02x}", tag[0])));
+            return Ok(None);
         };
-        if out.len() >= max_entries {
-            return Ok((out, Some((pos, format!("more than {max_entries} entries")))));
-        }
-        match r.read_exact(&mut body[..n]) {
+        let mut body = [0u8; 168];
+        match self.r.read_exact(&mut body[..n]) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                return Ok((
-                    out,
-                    Some((pos, "the seal file ends inside an entry".to_string())),
-                ))
+                self.stop = Some((self.pos, "the seal file ends inside an entry".to_string()));
+                return Ok(None);
             }
             Err(e) => return Err(e),
         }
         let e = Entry::decode(tag[0], &body[..n]).expect("length checked by body_len");
-        out.push((pos, e));
-        pos += 1 + n as u64;
+        let at = self.pos;
+        self.pos += 1 + n as u64;
+        Ok(Some((at, e)))
     }
+
+    /// Where and why reading stopped before the end, once it did.
+    pub fn stop(&self) -> Option<&Stop> {
+        self.stop.as_ref()
+    }
+}
+
+/// Reads the entries of a seal file from `r` (after its magic), at most
+/// `max_entries`. Returns them with the byte offset in the seal file of
+/// each, and, when the file ends inside an entry or at an unknown tag,
+/// the offset where reading stopped and why.
+///
+/// # Errors
+/// The read error.
+pub fn read_entries(
+    r: &mut impl Read,
+    max_entries: usize,
+) -> io::Result<(Vec<Placed>, Option<Stop>)> {
+    let mut rd = EntryReader::new(r);
+    let mut out = Vec::new();
+    while let Some(e) = rd.next_entry()? {
+        if out.len() >= max_entries {
+            return Ok((out, Some((e.0, format!("more than {max_entries} entries")))));
+        }
+        out.push(e);
+    }
+    Ok((out, rd.stop.take()))
 }
 
 /// The head a log's chain starts from.
@@ -636,18 +678,11 @@ impl Sealer {
         }
         let mut r = io::BufReader::new(File::open(&self.path)?);
         r.seek_relative(MAGIC.len() as i64)?;
-        let (entries, stop) = read_entries(&mut r, usize::MAX)?;
-        if let Some((at, why)) = stop {
-            if why.contains("ends inside") {
-                // A crash while an entry was written: cut it off.
-                self.side.set_len(at).map_err(|e| ctx(&self.path, e))?;
-            } else {
-                return Err(self.bad(format!("at byte {at}: {why}")));
-            }
-        }
+        // Streamed: only the state at the end is kept.
+        let mut rd = EntryReader::new(&mut r);
         let mut last_key = None;
-        for (_, e) in &entries {
-            match e {
+        while let Some((_, e)) = rd.next_entry()? {
+            match &e {
                 Entry::Start {
                     log_id,
                     seq,
@@ -672,6 +707,14 @@ impl Sealer {
                 }
                 Entry::Sign { pubkey, .. } => last_key = Some(*pubkey),
                 Entry::Key { new, .. } => last_key = Some(*new),
+            }
+        }
+        if let Some((at, why)) = rd.stop().cloned() {
+            if why.contains("ends inside") {
+                // A crash while an entry was written: cut it off.
+                self.side.set_len(at).map_err(|e| ctx(&self.path, e))?;
+            } else {
+                return Err(self.bad(format!("at byte {at}: {why}")));
             }
         }
         let Some(last_key) = last_key else {

@@ -10,8 +10,10 @@
 //!
 //! Nothing read is trusted before it is checked: entries have fixed
 //! sizes per tag, offsets and lengths are compared with the output's
-//! length before a byte is read, the data is read in 1 MiB pieces, and a
-//! seal file holds at most [`MAX_ENTRIES`] entries.
+//! length before a byte is read, the data is read in 1 MiB pieces, and the
+//! seal file is streamed: memory holds the entry being checked and, to
+//! explain a finding, at most 64 entries read ahead, whatever the sizes
+//! of the files.
 
 use std::fmt;
 use std::fs::File;
@@ -21,12 +23,10 @@ use std::path::{Path, PathBuf};
 
 use ed25519_dalek::{Signature, VerifyingKey};
 
-use super::{genesis, key_message, link, read_entries, seal_path, sign_message, Entry, MAGIC};
+use super::{
+    genesis, key_message, link, seal_path, sign_message, Entry, EntryReader, Placed, MAGIC,
+};
 use super::{TAG_BATCH, TAG_LATE};
-
-/// Most entries read from one seal file (about 80 bytes each: 4 GiB of
-/// seal, far beyond a rotated file's).
-pub const MAX_ENTRIES: usize = 50_000_000;
 
 /// How far (in writes) the verifier looks for where a write's bytes went
 /// when they are not at their place.
@@ -487,7 +487,7 @@ impl Verifier<'_> {
                 format!("{} is not a dplog seal file", sp.display()),
             );
         }
-        let (entries, stop) = read_entries(&mut r, MAX_ENTRIES)?;
+        let mut rd = EntryReader::new(r);
         let Some((
             _,
             Entry::Start {
@@ -498,7 +498,7 @@ impl Verifier<'_> {
                 pubkey,
                 ..
             },
-        )) = entries.first().cloned()
+        )) = rd.next_entry()?
         else {
             return self.find(
                 &d,
@@ -588,7 +588,19 @@ impl Verifier<'_> {
         // Position and write count at the last signature by a trusted key.
         let mut signed = (start, 0u64);
         let mut signed_at_all = false;
-        for (i, (at, e)) in entries.iter().enumerate().skip(1) {
+        // Entries read ahead to explain a finding.
+        let mut ahead: std::collections::VecDeque<Placed> = std::collections::VecDeque::new();
+        let mut i = 0usize;
+        loop {
+            let placed = match ahead.pop_front() {
+                Some(p) => p,
+                None => match rd.next_entry()? {
+                    Some(p) => p,
+                    None => break,
+                },
+            };
+            i += 1;
+            let (at, e) = (&placed.0, &placed.1);
             match e {
                 Entry::Start { log_id: other, .. } => {
                     return self.find(&d, Problem::Spliced, pos, None, format!(
@@ -614,11 +626,23 @@ impl Verifier<'_> {
                         None => {
                             return self.find(&d, Problem::Truncated, d.len.max(*off), range, format!(
                                 "the file ends at byte {} but its seal records {} bytes up to byte {}",
-                                d.len, off + len, entries_end(&entries)
+                                d.len, off + len, seal_end(&sp)?
                             ));
                         }
                         Some(c) if c != *content => {
-                            let (problem, detail) = self.classify(&d, &entries, i)?;
+                            while ahead.len() < SEARCH_WRITES {
+                                match rd.next_entry()? {
+                                    Some(p) => ahead.push_back(p),
+                                    None => break,
+                                }
+                            }
+                            let (problem, detail) = self.classify(
+                                &d,
+                                (*off, *len, *content),
+                                i,
+                                ahead.make_contiguous(),
+                                seal_end(&sp)?,
+                            )?;
                             return self.find(&d, problem, *off, range, detail);
                         }
                         Some(_) => {}
@@ -721,7 +745,7 @@ impl Verifier<'_> {
                 a.writes, a.end
             ));
         }
-        if let Some((at, why)) = stop {
+        if let Some((at, why)) = rd.stop().cloned() {
             self.report.notes.push(format!(
                 "{}: {why} (byte {at}); entries before it were checked",
                 sp.display()
@@ -777,29 +801,28 @@ impl Verifier<'_> {
     fn classify(
         &mut self,
         d: &Data,
-        entries: &[(u64, Entry)],
+        own: Written,
         i: usize,
+        ahead: &[Placed],
+        sealed_end: u64,
     ) -> io::Result<(Problem, String)> {
-        let batch = |k: usize| match entries.get(k) {
-            Some((
-                _,
+        let (off, len, own_content) = own;
+        let later: Vec<(usize, Written)> = ahead
+            .iter()
+            .enumerate()
+            .filter_map(|(j, (_, e))| match e {
                 Entry::Batch {
                     off, len, content, ..
-                },
-            )) => Some((*off, *len, *content)),
-            _ => None,
-        };
-        let (off, len, _) = batch(i).expect("classify is called on a write");
-        let later: Vec<(usize, Written)> = (i + 1..entries.len())
-            .filter_map(|k| batch(k).map(|b| (k, b)))
+                } => Some((i + 1 + j, (*off, *len, *content))),
+                _ => None,
+            })
             .take(SEARCH_WRITES)
             .collect();
         // A later write's bytes at this place: this write moved after
         // it (reordered), or this and the writes up to it were removed.
         for (k, (koff, klen, kc)) in &later {
             if d.content(off, *klen, &mut self.buf)? == Some(*kc) {
-                let own = batch(i).map(|b| b.2);
-                let moved = d.content(off + klen, len, &mut self.buf)? == own;
+                let moved = d.content(off + klen, len, &mut self.buf)? == Some(own_content);
                 if moved {
                     return Ok((Problem::Reordered, format!(
                         "the bytes sealed for bytes {koff}..{} (write {k} of the seal) sit at this write's place, and this write's after them: out of order",
@@ -820,7 +843,6 @@ impl Verifier<'_> {
                 )));
             }
             // Shifted: find the next write's bytes nearby.
-            let sealed_end = entries_end(entries);
             let mut shifts: Vec<i64> = vec![d.len as i64 - sealed_end as i64, -(len as i64)];
             shifts.retain(|s| *s != 0);
             for s in shifts.clone() {
@@ -899,15 +921,20 @@ fn shift_finding(s: i64, len: u64) -> (Problem, String) {
     }
 }
 
-/// Where the last write an entry list records ends.
-fn entries_end(entries: &[(u64, Entry)]) -> u64 {
-    entries
-        .iter()
-        .rev()
-        .find_map(|(_, e)| match e {
-            Entry::Batch { off, len, .. } => Some(off + len),
-            Entry::Start { start, .. } => Some(*start),
-            _ => None,
-        })
-        .unwrap_or(0)
+/// Where the last write the seal file at `sp` records ends (a second,
+/// streaming pass over it, made only to explain a finding).
+fn seal_end(sp: &Path) -> io::Result<u64> {
+    let mut r = BufReader::new(File::open(sp)?);
+    let mut magic = [0u8; 8];
+    r.read_exact(&mut magic)?;
+    let mut rd = EntryReader::new(r);
+    let mut end = 0;
+    while let Some((_, e)) = rd.next_entry()? {
+        match e {
+            Entry::Batch { off, len, .. } => end = off.saturating_add(len),
+            Entry::Start { start, .. } => end = start,
+            _ => {}
+        }
+    }
+    Ok(end)
 }

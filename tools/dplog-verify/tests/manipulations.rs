@@ -438,6 +438,19 @@ fn a_rotated_set_verifies_as_one_chain_and_a_missing_file_is_named() {
         "{out}"
     );
 
+    // The oldest file's seal gone (as if written before sealing was
+    // switched on): a note, the rest verifies.
+    let seal0 = std::fs::read(seal_path(&set[0])).unwrap();
+    std::fs::remove_file(seal_path(&set[0])).unwrap();
+    let r = verify(&set, &k);
+    assert_eq!(r.finding, None, "{:?}", r.finding);
+    assert!(
+        r.notes.iter().any(|n| n.contains("no seal file")),
+        "{:?}",
+        r.notes
+    );
+    std::fs::write(seal_path(&set[0]), seal0).unwrap();
+
     // The oldest file gone (as retention deletes it): a note, no finding.
     std::fs::remove_file(&set[0]).unwrap();
     std::fs::remove_file(seal_path(&set[0])).unwrap();
@@ -450,6 +463,18 @@ fn a_rotated_set_verifies_as_one_chain_and_a_missing_file_is_named() {
         "{:?}",
         r.notes
     );
+
+    // A middle file's seal gone: named.
+    let seal3 = std::fs::read(seal_path(&set[3])).unwrap();
+    std::fs::remove_file(seal_path(&set[3])).unwrap();
+    let r = verify(&set[1..], &k);
+    let f = r.finding.unwrap();
+    assert_eq!(
+        (f.problem, &f.file, f.record, f.byte),
+        (Problem::SealDamaged, &set[3], 1, 0),
+        "{f}"
+    );
+    std::fs::write(seal_path(&set[3]), seal3).unwrap();
 
     // A middle file gone: named, at the start of the file after it.
     std::fs::remove_file(&set[2]).unwrap();

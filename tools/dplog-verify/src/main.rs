@@ -44,7 +44,13 @@ use dplog_sinks::seal::{self, verify};
 
 /// Checks sealed dplog output files, or makes a seal key pair.
 #[derive(Parser, Debug)]
-#[command(name = "dplog-verify", version, args_conflicts_with_subcommands = true)]
+#[command(
+    name = "dplog-verify",
+    version,
+    args_conflicts_with_subcommands = true,
+    after_help = "Exit status: 0 verified (notes allowed); 1 an error (unreadable file or seal, bad --key); \
+                  2 the command line does not parse; 3 tampering found (or a note, with --strict)."
+)]
 struct Args {
     #[command(subcommand)]
     command: Option<Command>,

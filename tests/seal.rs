@@ -97,10 +97,15 @@ fn config_text(format: &str, path: &Path, seal: Option<&Path>) -> String {
 /// Logs 3 groups of 40 samples, each waited for in the file, so the
 /// sink writes at least 3 batches; returns the file's bytes.
 fn run(format: &str, path: &Path, seal: Option<&Path>) -> Vec<u8> {
+    run_groups(format, path, seal, 3)
+}
+
+/// [`run`] with `groups` groups of 40.
+fn run_groups(format: &str, path: &Path, seal: Option<&Path>, groups: u64) -> Vec<u8> {
     let cfg = LogConfig::from_toml_str(&config_text(format, path, seal)).unwrap();
     let logger = cfg.start::<IoSample>().unwrap();
     let mut p = logger.producer().unwrap();
-    for g in 0..3u64 {
+    for g in 0..groups {
         let before = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         for i in 0..40 {
             assert!(p.log(sample(g * 40 + i)));
@@ -117,7 +122,7 @@ fn run(format: &str, path: &Path, seal: Option<&Path>) -> Vec<u8> {
     }
     drop(p);
     let stats = logger.shutdown().unwrap();
-    assert_eq!(stats.written_records, 120, "{format}");
+    assert_eq!(stats.written_records, groups * 40, "{format}");
     std::fs::read(path).unwrap()
 }
 
@@ -317,4 +322,96 @@ fn a_seal_anchor_table_is_a_syslog_sinks_settings() {
     let typo = anchored.replace("address =", "adress =");
     let m = start_err(&typo);
     assert!(m.contains("adress"), "{m}");
+}
+
+/// The sealed writes `(offset, length)` of every segment seal in `dir`,
+/// with the segment, in sequence order.
+fn segment_writes(dir: &Path) -> Vec<(PathBuf, Vec<(u64, u64)>)> {
+    verify::set_of(dir)
+        .unwrap()
+        .into_iter()
+        .map(|p| {
+            let w = writes(&p);
+            (p, w)
+        })
+        .collect()
+}
+
+#[test]
+fn a_sealed_archive_chains_its_segments_across_a_restart_and_a_crash() {
+    use dplog::sinks::{ArchiveSink, ArchiveSinkOptions};
+    use dplog::Sink;
+    let dir = tempfile::tempdir().unwrap();
+    let (key, public) = (dir.path().join("seal.key"), dir.path().join("seal.pub"));
+    let vk = seal::generate_key_pair(&key, &public).unwrap();
+    // A binary stream of the user's records (schemas, calibration,
+    // records) to feed the archive as a logger's consumer would.
+    let stream = run_groups("binary", &dir.path().join("stream.bin"), None, 12);
+    let arch = dir.path().join("archive");
+    std::fs::create_dir(&arch).unwrap();
+    let opts = ArchiveSinkOptions {
+        index: vec![],
+        block_rows: 8,
+        segment_bytes: 4096,
+        seal: Some(seal::SealOptions {
+            key_file: key.clone(),
+            sign_every: None,
+        }),
+        ..Default::default()
+    };
+    // Run 1, closed; run 2, "crashed" (dropped without close: its open
+    // segment stays as it was).
+    let mut a = ArchiveSink::open(&arch, opts.clone()).unwrap();
+    a.write_batch(&stream).unwrap();
+    a.close().unwrap();
+    drop(a);
+    let after_run1 = segment_writes(&arch).len();
+    assert!(after_run1 >= 2, "{after_run1} segments");
+    let mut a = ArchiveSink::open(&arch, opts.clone()).unwrap();
+    a.write_batch(&stream).unwrap();
+    drop(a);
+    assert!(
+        std::fs::read_dir(&arch).unwrap().any(|e| e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .ends_with(".dpa.open.seal")),
+        "an open segment's seal left"
+    );
+    // Run 3 recovers it (its footer sealed late), then writes and closes.
+    let mut a = ArchiveSink::open(&arch, opts.clone()).unwrap();
+    a.write_batch(&stream).unwrap();
+    a.close().unwrap();
+
+    let segs = segment_writes(&arch);
+    let files: Vec<PathBuf> = segs.iter().map(|(p, _)| p.clone()).collect();
+    let r = verify::verify_files(&files, &[vk]).unwrap();
+    assert_eq!(r.finding, None, "{:?}", r.notes);
+    assert_eq!(
+        r.writes as usize,
+        segs.iter().map(|(_, w)| w.len()).sum::<usize>()
+    );
+    assert_eq!(r.signatures as usize, files.len(), "one per segment");
+    assert!(
+        r.notes.iter().any(|n| n.contains("found unsealed")),
+        "the recovered footer is named: {:?}",
+        r.notes
+    );
+    // A byte of a block in the second segment changed: found at that
+    // block (record = the segment header and the blocks before it, + 1).
+    let (seg, w) = &segs[1];
+    let (k, (off, len)) = w.iter().enumerate().find(|(_, (_, l))| *l > 64).unwrap();
+    let mut bytes = std::fs::read(seg).unwrap();
+    bytes[(off + len - 3) as usize] ^= 0x40;
+    std::fs::write(seg, &bytes).unwrap();
+    let f = verify::verify_files(&files, &[vk])
+        .unwrap()
+        .finding
+        .unwrap();
+    assert_eq!(f.problem, verify::Problem::Altered, "{f}");
+    assert_eq!(
+        (&f.file, f.record, f.byte),
+        (seg, k as u64 + 1, *off),
+        "{f}"
+    );
 }

@@ -541,6 +541,109 @@ pub struct SealOptions {
     pub sign_every: Option<Duration>,
 }
 
+/// A log's state at the end of one of its seal files.
+struct LogState {
+    log_id: [u8; 16],
+    seq: u64,
+    head: [u8; 32],
+    end: u64,
+    batches: u64,
+    last_key: [u8; 32],
+    stop: Option<Stop>,
+}
+
+/// Cuts the seal file of `data` back to the entries of bytes before
+/// `end` (and everything else before the first write past it): what an
+/// archive recovery keeps of a segment a crash left open. Returns whether
+/// there was a seal file.
+///
+/// # Errors
+/// Reading or truncating it.
+pub fn cut_seal(data: &Path, end: u64) -> io::Result<bool> {
+    let path = seal_path(data);
+    let f = match OpenOptions::new().read(true).write(true).open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(ctx(&path, e)),
+    };
+    let mut r = io::BufReader::new(&f);
+    let mut magic = [0u8; 8];
+    if r.read_exact(&mut magic).is_err() || &magic != MAGIC {
+        return Ok(true);
+    }
+    let mut rd = EntryReader::new(&mut r);
+    let mut keep = MAGIC.len() as u64;
+    while let Some((at, e)) = rd.next_entry()? {
+        if let Entry::Batch { off, len, .. } = e {
+            if off.saturating_add(len) > end {
+                break;
+            }
+        }
+        keep = at + 1 + body_len(e.tag()).unwrap_or(0) as u64;
+    }
+    f.set_len(keep).map_err(|e| ctx(&path, e))?;
+    Ok(true)
+}
+
+/// Reads seal file `path` through (streamed) to its end state.
+fn read_state(path: &Path) -> io::Result<LogState> {
+    let bad = |m: &str| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: {m}", path.display()),
+        )
+    };
+    let mut r = io::BufReader::new(File::open(path).map_err(|e| ctx(path, e))?);
+    let mut magic = [0u8; 8];
+    r.read_exact(&mut magic)
+        .map_err(|_| bad("not a dplog seal file (too short)"))?;
+    if &magic != MAGIC {
+        return Err(bad("not a dplog seal file (bad magic)"));
+    }
+    let mut rd = EntryReader::new(&mut r);
+    let mut st = LogState {
+        log_id: [0; 16],
+        seq: 0,
+        head: [0; 32],
+        end: 0,
+        batches: 0,
+        last_key: [0; 32],
+        stop: None,
+    };
+    let mut started = false;
+    while let Some((_, e)) = rd.next_entry()? {
+        match &e {
+            Entry::Start {
+                log_id,
+                seq,
+                start,
+                prev,
+                pubkey,
+                ..
+            } => {
+                (st.log_id, st.seq, st.end, st.head) = (*log_id, *seq, *start, *prev);
+                st.batches = 0;
+                st.last_key = *pubkey;
+                started = true;
+            }
+            Entry::Batch {
+                off, len, chain, ..
+            } => {
+                st.end = off.saturating_add(*len);
+                st.head = *chain;
+                st.batches += 1;
+            }
+            Entry::Sign { pubkey, .. } => st.last_key = *pubkey,
+            Entry::Key { new, .. } => st.last_key = *new,
+        }
+    }
+    if !started {
+        return Err(bad("no start entry"));
+    }
+    st.stop = rd.stop().cloned();
+    Ok(st)
+}
+
 /// Writes the seal file of one output file, entry by entry, as the sink
 /// writes: [`sealed`](Self::sealed) after each write of the output,
 /// [`sign`](Self::sign) at rotation, close and every `sign_every`.
@@ -660,6 +763,78 @@ impl Sealer {
         Ok(s)
     }
 
+    /// Starts the seal of `data`, a new file (`start` bytes long) of the
+    /// log whose previous file is `prev_data`: its seal's log id, next
+    /// sequence number and final head (the archive sink's next segment
+    /// after a restart). A seal file already at `data`'s is replaced.
+    ///
+    /// # Errors
+    /// As [`open`](Self::open), and reading `prev_data`'s seal.
+    pub fn open_after(
+        prev_data: &Path,
+        data: &Path,
+        start: u64,
+        opts: &SealOptions,
+    ) -> io::Result<Self> {
+        let st = read_state(&seal_path(prev_data))?;
+        let key = load_signing_key(&opts.key_file)?;
+        let path = seal_path(data);
+        let side = open_side(&path).map_err(|e| ctx(&path, e))?;
+        side.set_len(0).map_err(|e| ctx(&path, e))?;
+        let mut s = Sealer {
+            pubkey: key.verifying_key().to_bytes(),
+            key,
+            sign_every: opts.sign_every,
+            path,
+            side,
+            log_id: st.log_id,
+            seq: st.seq + 1,
+            head: st.head,
+            batches: 0,
+            end: start,
+            unsigned: false,
+            last_sign: Instant::now(),
+            pending: Vec::new(),
+            buf: Vec::with_capacity(256),
+            anchor: None,
+        };
+        s.start_file(start)?;
+        Ok(s)
+    }
+
+    /// Starts the seal of the log's next file at a new path `data` (an
+    /// empty file): a new seal file `<data>.seal` whose `G` entry carries
+    /// the next sequence number and the head so far. The previous seal
+    /// file should be finished ([`finish_file`](Self::finish_file)).
+    ///
+    /// # Errors
+    /// Creating the seal file.
+    pub fn next_file(&mut self, data: &Path) -> io::Result<()> {
+        let path = seal_path(data);
+        let side = open_side(&path).map_err(|e| ctx(&path, e))?;
+        side.set_len(0).map_err(|e| ctx(&path, e))?;
+        self.path = path;
+        self.side = side;
+        self.seq += 1;
+        self.unsigned = false;
+        self.start_file(0)
+    }
+
+    /// Signs the current file's head, syncs its seal and renames it to
+    /// `renamed`'s (its output file was renamed there: a sealed archive
+    /// segment).
+    ///
+    /// # Errors
+    /// The signature's write, `fdatasync` or `rename(2)`.
+    pub fn finish_file(&mut self, renamed: &Path) -> io::Result<()> {
+        self.sign(true)?;
+        self.side.sync_data().map_err(|e| ctx(&self.path, e))?;
+        let to = seal_path(renamed);
+        std::fs::rename(&self.path, &to).map_err(|e| ctx(&self.path, e))?;
+        self.path = to;
+        Ok(())
+    }
+
     fn bad(&self, msg: String) -> io::Error {
         io::Error::new(
             io::ErrorKind::InvalidData,
@@ -669,57 +844,18 @@ impl Sealer {
 
     /// Continues an existing seal file.
     fn resume(&mut self, data: &Path, data_size: u64) -> io::Result<()> {
-        let mut magic = [0u8; 8];
-        self.side
-            .read_exact_at(&mut magic, 0)
-            .map_err(|_| self.bad("not a dplog seal file (too short)".into()))?;
-        if &magic != MAGIC {
-            return Err(self.bad("not a dplog seal file (bad magic)".into()));
-        }
-        let mut r = io::BufReader::new(File::open(&self.path)?);
-        r.seek_relative(MAGIC.len() as i64)?;
-        // Streamed: only the state at the end is kept.
-        let mut rd = EntryReader::new(&mut r);
-        let mut last_key = None;
-        while let Some((_, e)) = rd.next_entry()? {
-            match &e {
-                Entry::Start {
-                    log_id,
-                    seq,
-                    start,
-                    prev,
-                    pubkey,
-                    ..
-                } => {
-                    self.log_id = *log_id;
-                    self.seq = *seq;
-                    self.end = *start;
-                    self.head = *prev;
-                    self.batches = 0;
-                    last_key = Some(*pubkey);
-                }
-                Entry::Batch {
-                    off, len, chain, ..
-                } => {
-                    self.end = off.saturating_add(*len);
-                    self.head = *chain;
-                    self.batches += 1;
-                }
-                Entry::Sign { pubkey, .. } => last_key = Some(*pubkey),
-                Entry::Key { new, .. } => last_key = Some(*new),
-            }
-        }
-        if let Some((at, why)) = rd.stop().cloned() {
+        let st = read_state(&self.path)?;
+        if let Some((at, why)) = &st.stop {
             if why.contains("ends inside") {
                 // A crash while an entry was written: cut it off.
-                self.side.set_len(at).map_err(|e| ctx(&self.path, e))?;
+                self.side.set_len(*at).map_err(|e| ctx(&self.path, e))?;
             } else {
                 return Err(self.bad(format!("at byte {at}: {why}")));
             }
         }
-        let Some(last_key) = last_key else {
-            return Err(self.bad("no start entry".into()));
-        };
+        (self.log_id, self.seq, self.head, self.end, self.batches) =
+            (st.log_id, st.seq, st.head, st.end, st.batches);
+        let last_key = st.last_key;
         if data_size < self.end {
             return Err(self.bad(format!(
                 "records {} sealed bytes but {} holds {data_size}: the output was truncated \

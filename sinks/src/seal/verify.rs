@@ -143,6 +143,8 @@ enum Framing {
     Lines,
     Frames,
     Ipfix,
+    /// An archive segment: its header, then block frames.
+    Blocks,
 }
 
 fn framing(f: &File) -> Framing {
@@ -150,6 +152,8 @@ fn framing(f: &File) -> Framing {
     let n = f.read_at(&mut b, 0).unwrap_or(0);
     if n >= 12 && b[0] == b'H' && b[1] == 0 && &b[4..12] == b"DPLOGBIN" {
         Framing::Frames
+    } else if n >= 8 && &b[..8] == crate::archive::format::SEGMENT_MAGIC {
+        Framing::Blocks
     } else if n >= 2 && b[0] == 0 && b[1] == 10 {
         Framing::Ipfix
     } else {
@@ -223,6 +227,29 @@ impl Data {
                 // before it changed; then name the record that holds it.
                 Ok((count + 1, if last_start == off { off } else { last_start }))
             }
+            Framing::Blocks => {
+                use crate::archive::format::{BLOCK_HEADER, BLOCK_MAGIC, SEGMENT_HEADER};
+                // Record 1 is the segment header; each block is one more.
+                let (mut at, mut count) = (0u64, 0u64);
+                if off >= SEGMENT_HEADER as u64 {
+                    at = SEGMENT_HEADER as u64;
+                    count = 1;
+                }
+                let mut hdr = [0u8; BLOCK_HEADER];
+                while at < off {
+                    if self.file.read_exact_at(&mut hdr, at).is_err() || &hdr[..4] != BLOCK_MAGIC {
+                        break;
+                    }
+                    let n = BLOCK_HEADER as u64
+                        + u64::from(u32::from_le_bytes([hdr[8], hdr[9], hdr[10], hdr[11]]));
+                    if at + n > off {
+                        break;
+                    }
+                    count += 1;
+                    at += n;
+                }
+                Ok((count + 1, at))
+            }
             Framing::Frames | Framing::Ipfix => {
                 let mut at = 0u64;
                 let mut hdr = [0u8; 4];
@@ -250,11 +277,20 @@ impl Data {
 }
 
 /// A rotated set's files, oldest first, ending with `path` itself when it
-/// exists: what [`crate::file::rotated_files`] finds beside it.
+/// exists: what [`crate::file::rotated_files`] finds beside it; for a
+/// directory, its archive segments in sequence order
+/// ([`crate::archive::list_segments`]).
 ///
 /// # Errors
 /// Reading the directory.
 pub fn set_of(path: &Path) -> io::Result<Vec<PathBuf>> {
+    if path.is_dir() {
+        // An archive directory: its segments in sequence order.
+        return Ok(crate::archive::list_segments(path)?
+            .into_iter()
+            .map(|s| s.path)
+            .collect());
+    }
     let mut v = crate::file::rotated_files(path)?;
     if path.exists() {
         v.push(path.to_path_buf());

@@ -415,3 +415,75 @@ fn a_sealed_archive_chains_its_segments_across_a_restart_and_a_crash() {
         "{f}"
     );
 }
+
+#[test]
+fn sealed_mmap_segments_chain_across_segments_and_a_restart() {
+    use dplog::sinks::{MmapSink, MmapSinkOptions};
+    use dplog::Sink;
+    let dir = tempfile::tempdir().unwrap();
+    let (key, public) = (dir.path().join("seal.key"), dir.path().join("seal.pub"));
+    let vk = seal::generate_key_pair(&key, &public).unwrap();
+    let stream = run_groups("binary", &dir.path().join("stream.bin"), None, 80);
+    let segs_dir = dir.path().join("segments");
+    std::fs::create_dir(&segs_dir).unwrap();
+    let opts = MmapSinkOptions {
+        segment_bytes: 64 * 1024,
+        prefix: "io".into(),
+        seal: Some(seal::SealOptions {
+            key_file: key.clone(),
+            sign_every: None,
+        }),
+        ..Default::default()
+    };
+    // The stream in batches of whole frames, over two runs: the first
+    // dropped without close (a crash: its last segment unsigned), the
+    // second resuming that segment and going on.
+    let mut frames = Vec::new();
+    let mut p = 0;
+    while p < stream.len() {
+        let n = 4 + u16::from_le_bytes([stream[p + 2], stream[p + 3]]) as usize;
+        frames.push(&stream[p..p + n]);
+        p += n;
+    }
+    let half = frames.len() / 2;
+    let mut s = MmapSink::open(&segs_dir, opts.clone()).unwrap();
+    s.write_batch(&frames[..half].concat()).unwrap();
+    drop(s);
+    let mut s = MmapSink::open(&segs_dir, opts.clone()).unwrap();
+    s.write_batch(&frames[half..].concat()).unwrap();
+    s.close().unwrap();
+    drop(s);
+
+    let files = verify::set_of(&segs_dir).unwrap();
+    assert!(files.len() >= 2, "{files:?}");
+    let r = verify::verify_files(&files, &[vk]).unwrap();
+    assert_eq!(r.finding, None, "{:?}", r.notes);
+    assert!(r.notes.is_empty(), "{:?}", r.notes);
+    // Every committed data byte is sealed, none of the headers.
+    let committed: u64 = files
+        .iter()
+        .map(|f| {
+            let b = std::fs::read(f).unwrap();
+            u64::from_le_bytes(b[24..32].try_into().unwrap())
+        })
+        .sum();
+    assert_eq!(r.bytes, committed);
+    assert_eq!(r.signatures as usize, files.len(), "one per segment");
+
+    // A byte of a record in the first segment changed: found at the
+    // first frame of the write that holds it.
+    let w = writes(&files[0]);
+    let (off, len) = w[w.len() / 2];
+    let mut b = std::fs::read(&files[0]).unwrap();
+    b[(off + len / 2) as usize] ^= 0x01;
+    std::fs::write(&files[0], &b).unwrap();
+    let f = verify::verify_files(&files, &[vk])
+        .unwrap()
+        .finding
+        .unwrap();
+    assert_eq!(f.problem, verify::Problem::Altered, "{f}");
+    assert_eq!(f.byte, off, "{f}");
+    let base = dplog::sinks::mmap::reader::HEADER_BYTES;
+    let before = records_before("binary", &b[base..], off as usize - base);
+    assert_eq!(f.record, before + 1, "{f}");
+}

@@ -810,6 +810,15 @@ impl Sealer {
     /// # Errors
     /// Creating the seal file.
     pub fn next_file(&mut self, data: &Path) -> io::Result<()> {
+        self.next_file_at(data, 0)
+    }
+
+    /// [`next_file`](Self::next_file) for a file whose sealed bytes start
+    /// at `start` (an mmap segment's data area, after its header).
+    ///
+    /// # Errors
+    /// Creating the seal file.
+    pub fn next_file_at(&mut self, data: &Path, start: u64) -> io::Result<()> {
         let path = seal_path(data);
         let side = open_side(&path).map_err(|e| ctx(&path, e))?;
         side.set_len(0).map_err(|e| ctx(&path, e))?;
@@ -817,7 +826,14 @@ impl Sealer {
         self.side = side;
         self.seq += 1;
         self.unsigned = false;
-        self.start_file(0)
+        self.start_file(start)
+    }
+
+    /// The output file whose seal is being written (its seal path less
+    /// [`SEAL_SUFFIX`]).
+    pub fn data_path(&self) -> PathBuf {
+        let s = self.path.as_os_str().to_string_lossy();
+        PathBuf::from(s.strip_suffix(SEAL_SUFFIX).unwrap_or(&s).to_string())
     }
 
     /// Signs the current file's head, syncs its seal and renames it to

@@ -147,9 +147,9 @@ enum Framing {
     Blocks,
 }
 
-fn framing(f: &File) -> Framing {
+fn framing(f: &File, base: u64) -> Framing {
     let mut b = [0u8; 12];
-    let n = f.read_at(&mut b, 0).unwrap_or(0);
+    let n = f.read_at(&mut b, base).unwrap_or(0);
     if n >= 12 && b[0] == b'H' && b[1] == 0 && &b[4..12] == b"DPLOGBIN" {
         Framing::Frames
     } else if n >= 8 && &b[..8] == crate::archive::format::SEGMENT_MAGIC {
@@ -165,7 +165,11 @@ fn framing(f: &File) -> Framing {
 struct Data {
     path: PathBuf,
     file: File,
+    /// Bytes of the log: the file's length, or an mmap segment's header
+    /// and committed data (the rest is preallocated).
     len: u64,
+    /// Where records start: 0, or an mmap segment's data area.
+    base: u64,
     framing: Framing,
 }
 
@@ -173,12 +177,22 @@ impl Data {
     fn open(path: &Path) -> io::Result<Data> {
         let file = File::open(path)
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-        let len = file.metadata()?.len();
-        let framing = framing(&file);
+        let mut len = file.metadata()?.len();
+        let mut base = 0;
+        let mut head = [0u8; 32];
+        if file.read_exact_at(&mut head, 0).is_ok() && &head[..8] == crate::mmap::reader::MAGIC {
+            // An mmap segment: its header (not sealed: its committed
+            // length changes with every batch), then the committed data.
+            base = crate::mmap::reader::HEADER_BYTES as u64;
+            let committed = u64::from_le_bytes(head[24..32].try_into().expect("8 bytes"));
+            len = len.min(base.saturating_add(committed));
+        }
+        let framing = framing(&file, base);
         Ok(Data {
             path: path.to_path_buf(),
             file,
             len,
+            base,
             framing,
         })
     }
@@ -209,8 +223,8 @@ impl Data {
         match self.framing {
             Framing::Lines => {
                 let mut buf = vec![0u8; 1 << 20];
-                let mut at = 0u64;
-                let mut last_start = 0u64;
+                let mut at = self.base;
+                let mut last_start = self.base;
                 while at < off {
                     let want = buf.len().min((off - at) as usize);
                     let n = self.file.read_at(&mut buf[..want], at)?;
@@ -251,7 +265,8 @@ impl Data {
                 Ok((count + 1, at))
             }
             Framing::Frames | Framing::Ipfix => {
-                let mut at = 0u64;
+                let mut at = self.base;
+                r.seek_relative(self.base as i64)?;
                 let mut hdr = [0u8; 4];
                 while at < off {
                     if r.read_exact(&mut hdr).is_err() {
@@ -286,10 +301,25 @@ impl Data {
 pub fn set_of(path: &Path) -> io::Result<Vec<PathBuf>> {
     if path.is_dir() {
         // An archive directory: its segments in sequence order.
-        return Ok(crate::archive::list_segments(path)?
+        let archive: Vec<PathBuf> = crate::archive::list_segments(path)?
             .into_iter()
             .map(|s| s.path)
-            .collect());
+            .collect();
+        if !archive.is_empty() {
+            return Ok(archive);
+        }
+        // An mmap segment directory of one prefix.
+        let mmap = crate::mmap::reader::all_segments(path)?;
+        if mmap.iter().any(|(p, _, _)| *p != mmap[0].0) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{}: mmap segments of several prefixes (several logs): name one log's segments",
+                    path.display()
+                ),
+            ));
+        }
+        return Ok(mmap.into_iter().map(|(_, _, p)| p).collect());
     }
     let mut v = crate::file::rotated_files(path)?;
     if path.exists() {
@@ -625,10 +655,11 @@ impl Verifier<'_> {
                 }
             }
         }
-        if start > 0 {
+        if start > d.base {
             self.report.notes.push(format!(
-                "{}: bytes 0..{start} were in the file before sealing started and are not sealed",
-                path.display()
+                "{}: bytes {}..{start} were in the file before sealing started and are not sealed",
+                path.display(),
+                d.base
             ));
         }
         let mut head = prev;

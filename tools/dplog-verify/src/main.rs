@@ -3,7 +3,9 @@
 //! (`FILE.seal`): every write's bytes against the BLAKE3 hash chain, and
 //! every signature over the chain's head against the trusted public
 //! keys. A rotated set (`FILE.<13-digit ms>` beside `FILE`) is checked
-//! as one chain, oldest first, unless `--only` is given.
+//! as one chain, oldest first, unless `--only` is given; so are the
+//! segments of a directory given as FILE (an `archive` sink's, or one
+//! prefix's `mmap` segments).
 //!
 //! The first place where the chain stops holding is named on stderr:
 //! the file, the first record (line, binary frame or IPFIX message,

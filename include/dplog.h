@@ -1212,6 +1212,148 @@ dplog_result dplog_schema_set_event_time(struct dplog *h, uint16_t schema_id, co
 dplog_result dplog_schema_set_priority(struct dplog *h, uint16_t schema_id, uint8_t priority);
 
 /**
+ * Declares the syslog layout of registered record type `schema_id`, what
+ * the `rfc5424` and `rfc3164` formats print for it by default:
+ * - `app_name`: the APP-NAME (RFC 5424 section 6.2.5; RFC 3164's TAG);
+ *   NULL: the config's `[format.syslog] app_name`.
+ * - `msgid_field`, with `msgid_values[i]` → `msgids[i]` for `i <
+ *   n_msgids`: the MSGID (section 6.2.7) chosen by the value of integer
+ *   field `msgid_field` (another value: the record type's name); NULL
+ *   `msgid_field` (with `n_msgids == 0`): the record type's name.
+ * - `sd_id`, with `param_names[i]` ← `param_sources[i]` for `i <
+ *   n_params`: one SD-ELEMENT (section 6.3) `[sd_id name="value" ...]`;
+ *   a source names a field (its value in the default text converter) or,
+ *   starting with `=`, is a constant (`"=1"`). NULL `sd_id`: every field
+ *   as a parameter under the config's SD-ID.
+ *
+ * Names and values must be what RFC 5424 allows (printable US-ASCII, no
+ * space, `=`, `]` or `"` in an SD-ID or parameter name); a bad one is
+ * refused by `dplog_start` with its message. A second call replaces the
+ * layout. Everything is copied.
+ *
+ * Errors: `DPLOG_ERR_NULL` (handle; `msgid_field` NULL with `n_msgids >
+ * 0`; an array NULL with a non-zero count, or a NULL entry in it; an
+ * SD parameter without `sd_id`), `DPLOG_ERR_UNKNOWN_SCHEMA`,
+ * `DPLOG_ERR_INVALID_ARG` (an unknown field, a `msgid_field` that is no
+ * integer of at most 8 bytes, a name that is not UTF-8;
+ * `dplog_last_error` names it), `DPLOG_ERR_STATE` (after `dplog_start`
+ * or `dplog_attach`), `DPLOG_ERR_CLOSED`. On an error the schema keeps
+ * what it declared before. Thread-safety: any thread.
+ *
+ * # Safety
+ * Every string is NULL or NUL-terminated; each array is NULL or valid
+ * for its count.
+ */
+dplog_result dplog_schema_set_syslog(struct dplog *h,
+                                     uint16_t schema_id,
+                                     const char *app_name,
+                                     const char *msgid_field,
+                                     const uint64_t *msgid_values,
+                                     const char *const *msgids,
+                                     size_t n_msgids,
+                                     const char *sd_id,
+                                     const char *const *param_names,
+                                     const char *const *param_sources,
+                                     size_t n_params);
+
+/**
+ * Declares that the IPFIX information element of field `field` of
+ * registered record type `schema_id` is chosen by the value of integer
+ * field `selector`: value `values[i]` exports it as element `ies[i]` for
+ * `i < n` (enterprise 0, RFC 7012); a record whose selector has another
+ * value exports no such element. One template per value (RFC 7011
+ * section 3.4.1). E.g. RFC 8158's natQuotaExceededEvent choosing which
+ * limit element it carries. A second call replaces the rule; `n == 0`
+ * removes it. Everything is copied.
+ *
+ * Errors: `DPLOG_ERR_NULL` (handle, `field`, `selector`, an array NULL
+ * with `n > 0`), `DPLOG_ERR_UNKNOWN_SCHEMA`, `DPLOG_ERR_INVALID_ARG` (an
+ * unknown field, a selector that is no integer of at most 8 bytes, an
+ * element id above 32767), `DPLOG_ERR_STATE`, `DPLOG_ERR_CLOSED`. On an
+ * error the schema keeps what it declared before. Thread-safety: any
+ * thread.
+ *
+ * # Safety
+ * `field` and `selector` are NULL or NUL-terminated; `values` and `ies`
+ * are NULL or valid for `n` entries.
+ */
+dplog_result dplog_schema_set_ipfix_ie_by(struct dplog *h,
+                                          uint16_t schema_id,
+                                          const char *field,
+                                          const char *selector,
+                                          const uint32_t *values,
+                                          const uint16_t *ies,
+                                          size_t n);
+
+/**
+ * Declares that the default text, JSON, CSV and syslog layouts name
+ * field `field` of registered record type `schema_id` by the value of
+ * integer field `selector`: value `values[i]` names it `names[i]` for
+ * `i < n` (an identifier); a record whose selector has another value
+ * leaves the field out. The field keeps its own name in templates. The
+ * text-format twin of `dplog_schema_set_ipfix_ie_by`. A second call
+ * replaces the rule; `n == 0` removes it. Everything is copied.
+ *
+ * Errors: `DPLOG_ERR_NULL` (handle, `field`, `selector`, an array NULL
+ * with `n > 0` or a NULL name), `DPLOG_ERR_UNKNOWN_SCHEMA`,
+ * `DPLOG_ERR_INVALID_ARG` (an unknown field, a selector that is no
+ * integer of at most 8 bytes, a name that is no identifier),
+ * `DPLOG_ERR_STATE`, `DPLOG_ERR_CLOSED`. On an error the schema keeps
+ * what it declared before. Thread-safety: any thread.
+ *
+ * # Safety
+ * `field`, `selector` and each name are NULL or NUL-terminated; `values`
+ * and `names` are NULL or valid for `n` entries.
+ */
+dplog_result dplog_schema_set_name_by(struct dplog *h,
+                                      uint16_t schema_id,
+                                      const char *field,
+                                      const char *selector,
+                                      const uint32_t *values,
+                                      const char *const *names,
+                                      size_t n);
+
+/**
+ * Declares fields of registered record type `schema_id` that the default
+ * text and JSON layouts print only when integer field `when` equals
+ * `equals` (e.g. a connection's byte counters only on its close); CSV
+ * leaves their cells empty otherwise, as JSON leaves their keys out.
+ * Syslog, IPFIX and binary print every field. `n == 0` removes the rule
+ * (`when` may then be NULL). A second call replaces it. Everything is
+ * copied.
+ *
+ * Errors: `DPLOG_ERR_NULL` (handle, `when` with `n > 0`, `fields` NULL
+ * with `n > 0` or a NULL name), `DPLOG_ERR_UNKNOWN_SCHEMA`,
+ * `DPLOG_ERR_INVALID_ARG` (an unknown field, a `when` that is no integer
+ * of at most 8 bytes), `DPLOG_ERR_STATE`, `DPLOG_ERR_CLOSED`. On an
+ * error the schema keeps what it declared before. Thread-safety: any
+ * thread.
+ *
+ * # Safety
+ * `when` and each name are NULL or NUL-terminated; `fields` is NULL or
+ * valid for `n` pointers.
+ */
+dplog_result dplog_schema_set_fields_only_when(struct dplog *h,
+                                               uint16_t schema_id,
+                                               const char *when,
+                                               uint64_t equals,
+                                               const char *const *fields,
+                                               size_t n);
+
+/**
+ * Makes the default layouts of registered record type `schema_id` print
+ * its enum fields as numbers (`numbers != 0`) or by name (0, the
+ * default). Templates choose per field (`{f:name}`, `{f}`).
+ *
+ * Errors: `DPLOG_ERR_NULL` (handle), `DPLOG_ERR_UNKNOWN_SCHEMA`,
+ * `DPLOG_ERR_STATE`, `DPLOG_ERR_CLOSED`. Thread-safety: any thread.
+ *
+ * # Safety
+ * `h` is NULL or returned by `dplog_open*`.
+ */
+dplog_result dplog_schema_set_enum_numbers(struct dplog *h, uint16_t schema_id, int32_t numbers);
+
+/**
  * Starts the consumer threads (named `dplog-consumer`): one per entry of
  * `cores`, pinned to that CPU, or one when `n_cores == 0` (`cores` may be
  * NULL), pinned to the config's `[ring] consumer_cpu` if set.

@@ -150,6 +150,10 @@ fn lifecycles_are_checked_by_field_name() {
         "lifecycle: value 256 does not fit field ev"
     );
     assert_eq!(
+        msg(lc("t", &[1], &[2], &["mac"], &[])),
+        "lifecycle: field t is a timestamp; the event field says what happened (an enum or integer field)"
+    );
+    assert_eq!(
         msg(lc("ev", &[1], &[2], &[], &[])),
         "lifecycle: no key field: say which fields identify a state"
     );

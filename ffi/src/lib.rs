@@ -51,6 +51,8 @@ mod handle;
 
 mod schema;
 
+mod schema_meta;
+
 mod sizes;
 
 mod start;

@@ -136,7 +136,7 @@ pub unsafe extern "C" fn dplog_schema_register(
 ///
 /// # Safety
 /// `h` is NULL or returned by `dplog_open*`.
-unsafe fn with_pending_schema(
+pub(crate) unsafe fn with_pending_schema(
     h: *mut dplog_t,
     what: &str,
     schema_id: u16,
@@ -185,7 +185,7 @@ unsafe fn with_pending_schema(
 /// # Safety
 /// `names` is NULL (only with `n == 0`) or valid for `n` pointers, each
 /// NULL or NUL-terminated.
-unsafe fn c_names<'a>(
+pub(crate) unsafe fn c_names<'a>(
     what: &str,
     list: &str,
     names: *const *const c_char,
@@ -225,7 +225,7 @@ unsafe fn c_names<'a>(
 ///
 /// # Safety
 /// `values` is NULL or valid for `n` values.
-unsafe fn c_values<'a>(
+pub(crate) unsafe fn c_values<'a>(
     what: &str,
     list: &str,
     values: *const u64,

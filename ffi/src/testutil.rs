@@ -81,3 +81,15 @@ pub(crate) fn log_dns_query(p: *mut dplog_producer_t, id: u16, qtype: u32) -> dp
     // SAFETY: p is a live producer (caller); rec holds the record.
     unsafe { crate::dplog_log(p, id, rec.as_ptr().cast(), DNS_QUERY_BYTES) }
 }
+
+/// This thread's `dplog_last_error` message.
+pub(crate) fn last_error() -> String {
+    let mut buf = [0 as std::ffi::c_char; 1024];
+    // SAFETY: buf is valid for its length; no length wanted.
+    let rc = unsafe { crate::dplog_last_error(buf.as_mut_ptr(), buf.len(), core::ptr::null_mut()) };
+    assert_eq!(rc, DPLOG_OK);
+    // SAFETY: dplog_last_error NUL-terminated it within buf.
+    unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
+        .to_string_lossy()
+        .into_owned()
+}

@@ -438,16 +438,20 @@ impl Rfc3164Cache {
 /// no raw control character from it: no C0 control (U+0000..U+001F), DEL
 /// (U+007F), C1 control (U+0080..U+009F, e.g. NEL, which Python's
 /// `splitlines` and some viewers take for a line break), LINE SEPARATOR
-/// (U+2028) or PARAGRAPH SEPARATOR (U+2029). A record is therefore one
-/// line for every line tool (grep, tail, a shipper, a syslog sink that
-/// sends a line per message) and a value cannot forge a record, nor, in
-/// the text and syslog formats, a field. The rules per syntax below are
+/// (U+2028) or PARAGRAPH SEPARATOR (U+2029), and no bidirectional
+/// control (U+061C, U+200E, U+200F, U+202A..U+202E, U+2066..U+2069),
+/// which would reorder how the rest of the line is displayed. A record is
+/// therefore one line for every line tool (grep, tail, a shipper, a syslog
+/// sink that sends a line per message), shown as written, and a value
+/// cannot forge a record, nor, in the text and syslog formats, a field.
+/// The rules per syntax below are
 /// lossless except where noted: the documented unescape gives back the
 /// value's bytes.
 ///
 /// `\xNN` is a byte in two lower-case hex digits; a character of more than
-/// one byte (a C1 control, U+2028, U+2029) is written a byte at a time
-/// (NEL U+0085 is `\xc2\x85`).
+/// one byte (a C1 control, U+2028, U+2029, a bidirectional control) is
+/// written a byte at a time (NEL U+0085 is `\xc2\x85`, RIGHT-TO-LEFT
+/// OVERRIDE U+202E `\xe2\x80\xae`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Escape {
     /// Plain text (the text format, default layout and templates, and
@@ -460,7 +464,8 @@ pub enum Escape {
     Text,
     /// Inside a JSON string (RFC 8259 section 7): `"` and `\` as `\"` and
     /// `\\`, LF CR TAB as `\n` `\r` `\t`, every other control character
-    /// above as `\uXXXX` (C1, U+2028 and U+2029 too, so a JSON line is
+    /// above as `\uXXXX` (C1, U+2028, U+2029 and the bidirectional
+    /// controls too, so a JSON line is
     /// also safe to embed in JavaScript and for line tools); any JSON
     /// parser gives back the value. Invalid UTF-8 (which a JSON string
     /// cannot hold) becomes U+FFFD, one per maximal invalid sequence: the
@@ -471,8 +476,10 @@ pub enum Escape {
     /// `\xNN`, so a record is one physical line; then the field is quoted
     /// (`"..."`, a `"` inside doubled) when it holds `,` or `"` or starts
     /// with a byte-order mark (U+FEFF, which readers drop at the start of
-    /// the input). A strict RFC 4180 reader gives the escaped value; its
-    /// unescape is `\\` and `\xNN` back to their byte.
+    /// the input). A leading `=`, `+`, `-` or `@` is written `\xNN` too,
+    /// so a spreadsheet opening the file never reads a value as a formula
+    /// (CSV injection, OWASP). A strict RFC 4180 reader gives the escaped
+    /// value; its unescape is `\\` and `\xNN` back to their byte.
     Csv,
     /// A syslog RFC 5424 PARAM-VALUE (section 6.3.3): `"`, `\` and `]` as
     /// `\"`, `\\` and `\]`, as the RFC says; every control character above
@@ -604,6 +611,12 @@ fn escape_as<const E: u8>(out: &mut Vec<u8>, s: &[u8], esc: Escape) {
         out.push(b'"');
     }
     let mut run = 0;
+    if esc == Escape::Csv {
+        if let Some(&b @ (b'=' | b'+' | b'-' | b'@')) = s.first() {
+            push_x(out, b);
+            run = 1;
+        }
+    }
     loop {
         let i = next_stop::<E>(s, run);
         out.extend_from_slice(&s[run..i]);
@@ -652,6 +665,28 @@ fn push_ascii(out: &mut Vec<u8>, b: u8, esc: Escape) {
     }
 }
 
+/// Whether non-ASCII character `c` is escaped in every line format: a C1
+/// control (U+0080..=U+009F, NEL among them), a line or paragraph
+/// separator (U+2028, U+2029), or a bidirectional control (U+061C,
+/// U+200E, U+200F, U+202A..=U+202E, U+2066..=U+2069), which reorders how
+/// the rest of a line is displayed: a value could make a terminal or
+/// viewer show a line other than the one written (Unicode TR #9; the
+/// "Trojan Source" spoofing, CVE-2021-42574).
+#[inline]
+fn needs_escape(c: char) -> bool {
+    matches!(
+        c,
+        '\u{80}'..='\u{9f}'
+            | '\u{2028}'
+            | '\u{2029}'
+            | '\u{61c}'
+            | '\u{200e}'
+            | '\u{200f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2066}'..='\u{2069}'
+    )
+}
+
 /// Writes the character at the start of `v` (its first byte is not
 /// ASCII) escaped for `esc`, or the invalid UTF-8 sequence there (the
 /// longest that could start a character, as `String::from_utf8_lossy`
@@ -666,22 +701,13 @@ fn push_non_ascii(out: &mut Vec<u8>, v: &[u8], esc: Escape) -> usize {
     };
     let end = n.min(v.len());
     let taken = match std::str::from_utf8(&v[..end]) {
-        Ok(_) => {
-            // C1 controls are U+0080..=U+009F (0xc2 0x80..=0x9f); U+2028
-            // and U+2029 are 0xe2 0x80 0xa8 and 0xa9.
-            let c1 = v[0] == 0xc2 && v[1] < 0xa0;
-            let sep = v[0] == 0xe2 && v[1] == 0x80 && (v[2] == 0xa8 || v[2] == 0xa9);
-            if !(c1 || sep) {
+        Ok(s) => {
+            let c = s.chars().next().unwrap_or('\0');
+            if !needs_escape(c) {
                 out.extend_from_slice(&v[..n]);
             } else if esc == Escape::Json {
-                push_u(
-                    out,
-                    if c1 {
-                        u16::from(v[1])
-                    } else {
-                        0x2000 | u16::from(v[2] - 0x80)
-                    },
-                );
+                // Every escaped character is below U+10000.
+                push_u(out, c as u16);
             } else {
                 v[..n].iter().for_each(|&b| push_x(out, b));
             }

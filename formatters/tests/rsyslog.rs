@@ -10,81 +10,48 @@ mod common;
 
 use std::io::Write;
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::*;
 use dplog_core::{DropReport, Formatter};
 use dplog_formatters::{Format, FormatSpec};
 use dplog_schema_nat::NatFormatSpec as _;
-
-const RSYSLOGD: &str = "/usr/sbin/rsyslogd";
+use dplog_testkit::rsyslog::Rsyslogd;
 
 /// 2026-11-30T07:49:15.000000123Z: a drop's wall-clock time.
 const WALL: u64 = 1_796_024_955_000_000_123;
 
-struct Rsyslog {
-    dir: tempfile::TempDir,
-    child: Child,
-    port: u16,
-}
+struct Rsyslog(Rsyslogd);
 
 impl Rsyslog {
     /// rsyslogd listening on a free TCP port of 127.0.0.1, writing
     /// `template` per message to `out.log`; `None` (with a message) if it
     /// is not installed.
     fn start(template: &str) -> Option<Rsyslog> {
-        if !Path::new(RSYSLOGD).exists() {
-            eprintln!("SKIPPED: {RSYSLOGD} not installed (run scripts/setup.sh)");
+        if !dplog_testkit::rsyslog::installed() {
+            eprintln!("SKIPPED: rsyslogd not installed (run scripts/setup.sh)");
             return None;
         }
-        let dir = tempfile::tempdir().unwrap();
-        let port = dplog_testkit::free_tcp_port();
-        let d = dir.path().display();
-        let conf = format!(
-            r#"global(workDirectory="{d}" maxMessageSize="64k")
-module(load="imtcp")
-input(type="imtcp" address="127.0.0.1" port="{port}")
+        Some(Rsyslog(Rsyslogd::start_tcp(&format!(
+            r#"module(load="imtcp")
+input(type="imtcp" address="127.0.0.1" port="{{port}}")
 template(name="props" type="string" string="{template}\n")
-action(type="omfile" file="{d}/out.log" template="props" flushOnTXEnd="on" asyncWriting="off")
+action(type="omfile" file="{{dir}}/out.log" template="props" flushOnTXEnd="on" asyncWriting="off")
 "#
-        );
-        let conf_path = dir.path().join("rsyslog.conf");
-        std::fs::write(&conf_path, conf).unwrap();
-        let mut child = Command::new(RSYSLOGD)
-            .arg("-n")
-            .arg("-f")
-            .arg(&conf_path)
-            .arg("-i")
-            .arg(dir.path().join("rsyslogd.pid"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn rsyslogd");
-        let t0 = Instant::now();
-        // Listening, not merely connectable: a connect before rsyslogd
-        // binds could reach another socket, or the client itself.
-        while !dplog_testkit::tcp_listening(port) {
-            if let Some(st) = child.try_wait().unwrap() {
-                panic!("rsyslogd exited ({st})");
-            }
-            assert!(t0.elapsed() < Duration::from_secs(15), "rsyslogd not ready");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Some(Rsyslog { dir, child, port })
+        ))))
     }
 
     fn out(&self) -> PathBuf {
-        self.dir.path().join("out.log")
+        self.0.dir().join("out.log")
     }
 
     /// Sends each line of `body` as one octet-counted frame (RFC 6587
     /// section 3.4.1), then waits until rsyslogd has written `n` lines
     /// (or 15 s) and returns them.
     fn send(&self, body: &[u8], n: usize) -> Vec<String> {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        let mut s = TcpStream::connect(("127.0.0.1", self.0.port())).unwrap();
         for line in body.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
             s.write_all(format!("{} ", line.len()).as_bytes()).unwrap();
             s.write_all(line).unwrap();
@@ -100,15 +67,6 @@ action(type="omfile" file="{d}/out.log" template="props" flushOnTXEnd="on" async
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-    }
-}
-
-impl Drop for Rsyslog {
-    fn drop(&mut self) {
-        // SAFETY: kill(2) on the pid of a child we spawned and have not
-        // reaped yet.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let _ = self.child.wait();
     }
 }
 

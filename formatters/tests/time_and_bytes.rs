@@ -19,7 +19,7 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -28,6 +28,7 @@ use dplog_core::{schema, DropReport, Formatter, Logger, LoggerConfig, Record, Re
 use dplog_formatters::ipfix::split_messages;
 use dplog_formatters::{BytesEncoding, Format, FormatSpec, TimePrecision};
 use dplog_sinks::{FileSink, SyslogSink, SyslogSinkOptions, SyslogTransport};
+use dplog_testkit::rsyslog::Rsyslogd;
 use dplog_testkit::tshark;
 use serde_json::{json, Value};
 
@@ -376,65 +377,31 @@ fn bad_bytes_fields_are_refused_by_name() {
 /// rsyslogd on 127.0.0.1 (TCP) writing, per message, its TIMESTAMP (as
 /// it parsed it, RFC 3339), mmpstrucdata's parameters and the MSG, as
 /// one JSON object per line to `<APP-NAME>.log`.
-struct Rsyslog {
-    dir: tempfile::TempDir,
-    child: Child,
-    port: u16,
-}
-
-const RSYSLOGD: &str = "/usr/sbin/rsyslogd";
+struct Rsyslog(Rsyslogd);
 
 impl Rsyslog {
     fn start() -> Rsyslog {
-        assert!(
-            Path::new(RSYSLOGD).exists(),
-            "{RSYSLOGD} not installed (run scripts/setup.sh)"
-        );
-        let dir = tempfile::tempdir().unwrap();
-        let port = dplog_testkit::free_tcp_port();
-        let d = dir.path().display();
-        let conf = format!(
-            r#"global(workDirectory="{d}" maxMessageSize="64k")
-module(load="imtcp")
+        Rsyslog(Rsyslogd::start_tcp(
+            r#"module(load="imtcp")
 module(load="mmpstrucdata")
 input(type="imtcp" address="127.0.0.1" port="{port}")
-template(name="props" type="list" option.jsonf="on") {{
+template(name="props" type="list" option.jsonf="on") {
   property(outname="time" name="timereported" dateFormat="rfc3339" format="jsonf")
   property(outname="parsed" name="$!rfc5424-sd" format="jsonf")
   property(outname="msg" name="msg" format="jsonf")
-}}
-template(name="file" type="string" string="{d}/%app-name%.log")
+}
+template(name="file" type="string" string="{dir}/%app-name%.log")
 action(type="mmpstrucdata" sd_name.lowercase="off")
 action(type="omfile" dynaFile="file" template="props" flushOnTXEnd="on" asyncWriting="off")
-"#
-        );
-        let conf_path = dir.path().join("rsyslog.conf");
-        std::fs::write(&conf_path, conf).unwrap();
-        let mut child = Command::new(RSYSLOGD)
-            .arg("-n")
-            .arg("-f")
-            .arg(&conf_path)
-            .arg("-i")
-            .arg(dir.path().join("rsyslogd.pid"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn rsyslogd");
-        dplog_testkit::wait_until("rsyslogd listens", Duration::from_secs(30), || {
-            if let Some(st) = child.try_wait().unwrap() {
-                panic!("rsyslogd exited ({st})");
-            }
-            dplog_testkit::tcp_listening(port)
-        });
-        Rsyslog { dir, child, port }
+"#,
+        ))
     }
 
     /// Sends `recs` then a marker record (its query name `marker`); once
     /// rsyslogd has written the marker (the stream is in order), returns
     /// its file.
     fn send(&self, spec: &FormatSpec, recs: &[Query], marker: &[u8]) -> PathBuf {
-        let addr = SocketAddr::from(([127, 0, 0, 1], self.port));
+        let addr = SocketAddr::from(([127, 0, 0, 1], self.0.port()));
         let sink = SyslogSink::new(SyslogSinkOptions::new(SyslogTransport::Tcp(addr))).unwrap();
         let mut all = recs.to_vec();
         let mut end = recs[0];
@@ -443,7 +410,7 @@ action(type="omfile" dynaFile="file" template="props" flushOnTXEnd="on" asyncWri
         all.push(end);
         assert_eq!(log_through(spec, sink, &all), all.len() as u64);
         let app = spec.syslog.app_name.clone().unwrap();
-        let path = self.dir.path().join(format!("{app}.log"));
+        let path = self.0.dir().join(format!("{app}.log"));
         // The marker as it arrives: in hex.
         let wire = hex(&end.qname);
         dplog_testkit::wait_until(
@@ -455,15 +422,6 @@ action(type="omfile" dynaFile="file" template="props" flushOnTXEnd="on" asyncWri
             },
         );
         path
-    }
-}
-
-impl Drop for Rsyslog {
-    fn drop(&mut self) {
-        // SAFETY: kill(2) on the pid of a child we spawned and have not
-        // reaped yet.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let _ = self.child.wait();
     }
 }
 

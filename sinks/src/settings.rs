@@ -82,6 +82,22 @@ impl SettingsError {
     }
 }
 
+/// Refuses an empty path setting `key` (`path = ""` would otherwise fail
+/// only when the sink opens, with the operating system's message and no
+/// file name to show).
+pub fn nonempty_path(key: &'static str, p: &std::path::Path) -> Result<(), SettingsError> {
+    if p.as_os_str().is_empty() {
+        return Err(SettingsError::new(
+            key,
+            format!(
+                "`{key}` is empty: name the {}",
+                if key == "path" { "file" } else { "directory" }
+            ),
+        ));
+    }
+    Ok(())
+}
+
 impl std::fmt::Display for SettingsError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.why)

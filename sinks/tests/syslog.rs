@@ -897,6 +897,39 @@ fn unix_datagrams_delivered_of_a_batch_given_up_on_count_written() {
     assert_eq!(n("syslog.messages"), held.len() as u64, "{named:?}");
 }
 
+/// Unix datagram: the receiver stops reading (a stalled journald), so its
+/// queue fills and send(2) waits for room. The wait is bounded by
+/// `io_timeout_ms`: the runtime gives up on the batch
+/// (`sink_retry_timeout_ms`) instead of the consumer hanging for good, and
+/// the datagrams the queue took are exactly the records counted written.
+#[test]
+fn unix_datagrams_to_a_receiver_that_stopped_reading_are_given_up_not_waited_on_forever() {
+    use std::os::unix::net::UnixDatagram;
+    const N: u32 = 100;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dgram.sock");
+    let rx = UnixDatagram::bind(&path).unwrap();
+    let mut o = SyslogSinkOptions::new(SyslogTransport::UnixDatagram(path));
+    o.io_timeout_ms = 200;
+    let s = SyslogSink::new(o).unwrap();
+    let (st, named, held) = one_dgram_batch(s, N, |logger| {
+        // Nothing read until the runtime has given up on the batch.
+        wait_until("the batch given up on", || logger.stats().dropped_sink > 0);
+        let mut buf = vec![0u8; 65_536];
+        rx.set_nonblocking(true).unwrap();
+        let mut held = Vec::new();
+        loop {
+            match rx.recv(&mut buf) {
+                Ok(len) => held.push(buf[..len].to_vec()),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("receive: {e}"),
+            }
+        }
+        held
+    });
+    assert_kept_exact(&st, &named, &held, N);
+}
+
 fn relp_sink(addr: SocketAddr, window: usize) -> SyslogSink {
     let mut o = SyslogSinkOptions::new(SyslogTransport::Relp(addr));
     o.relp_window = window;

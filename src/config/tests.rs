@@ -1281,3 +1281,37 @@ fn a_sink_rule_and_a_syntax_error_point_at_their_place() {
     let m = parse_err("[ring]\ncapacity = = 3\n");
     assert!(m.starts_with("config line 2, column 12: "), "{m}");
 }
+
+#[test]
+fn an_empty_path_or_dir_is_an_error_at_its_key() {
+    for (table, key, says) in [
+        (
+            "type = \"file\"\npath = \"\"",
+            "path",
+            "`path` is empty: name the file",
+        ),
+        (
+            "type = \"mmap\"\ndir = \"\"",
+            "dir",
+            "`dir` is empty: name the directory",
+        ),
+        (
+            "type = \"archive\"\ndir = \"\"",
+            "dir",
+            "`dir` is empty: name the directory",
+        ),
+    ] {
+        let text = format!("[format]\ntype = \"binary\"\n\n[sink]\n{table}\n");
+        let m = match LogConfig::from_toml_str(&text) {
+            Err(ConfigError::Parse(m)) => m,
+            other => panic!("{text}: {other:?}"),
+        };
+        // At the key's own line (the table's second line).
+        let caret = "^".repeat(key.len());
+        assert_eq!(
+            m,
+            format!("config line 6, column 1: [sink] {says}\n  |\n6 | {key} = \"\"\n  | {caret}"),
+            "{key}"
+        );
+    }
+}

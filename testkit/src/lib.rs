@@ -7,6 +7,7 @@
 //!   back with `nfdump`.
 //! - [`tshark`]: IPFIX datagrams written to a pcap as UDP on loopback and
 //!   decoded by Wireshark's `tshark` (Debian package `tshark`).
+//! - [`rsyslog`]: rsyslogd on 127.0.0.1 with a test's own configuration.
 //! - Ports for servers a test starts ([`free_tcp_port`], [`free_udp_port`]),
 //!   below the ephemeral range, and readiness read from the kernel's
 //!   socket tables ([`tcp_listening`], [`udp_rx_queue`]) rather than from a
@@ -21,6 +22,7 @@
 //! step that failed: it serves tests only.
 
 pub mod nfcapd;
+pub mod rsyslog;
 pub mod tshark;
 
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -231,17 +231,18 @@ impl<T: Record> Producer<T> {
         if self.free_slots(1) == 0 {
             return Err(rec);
         }
+        // The prefetch below reuses `tail` and `slots` as read here, so
+        // they stay in registers across the slot's stores.
+        let tail = self.tail;
+        let slots = &self.shared.slots;
         // SAFETY: the slot at `tail` is free (tail - head < capacity), so the
         // consumer is not reading it; only this producer writes slots.
-        unsafe { self.shared.slots.write(self.tail, rec) };
+        unsafe { slots.write(tail, rec) };
         // Start the ownership transfer of a slot line a few pushes ahead, so
         // the push that writes it does not wait for the consumer's core to
         // give the line up. Prefetching a slot the consumer still reads is
         // harmless: it only moves the line, never the data's meaning.
-        self.shared.slots.prefetch_write(
-            self.tail
-                .wrapping_add(PREFETCH_AHEAD_BYTES / size_of::<T>().max(1)),
-        );
+        slots.prefetch_write(tail.wrapping_add(PREFETCH_AHEAD_BYTES / size_of::<T>().max(1)));
         self.publish(1);
         Ok(())
     }

@@ -237,8 +237,8 @@ impl Schema {
     /// # Errors
     /// [`SchemaError::BadMetaField`] for a field the schema lacks or a
     /// `field` that is not an integer of at most 8 bytes;
-    /// [`SchemaError::BadLifecycle`] for no opening or closing value, a
-    /// value both opens and closes or does not fit the field, no key, or a
+    /// [`SchemaError::BadLifecycle`] for a timestamp `field`, no opening
+    /// or closing value, a value both opens and closes or does not fit the field, no key, or a
     /// field listed twice (as a key and close-only, or as `field` too).
     ///
     /// # Examples
@@ -300,6 +300,12 @@ impl Schema {
             return Err(SchemaError::BadMetaField("lifecycle", format!("#{i}")));
         }
         let f = &self.fields[l.field];
+        if matches!(f.kind, FieldKind::TscTimestamp | FieldKind::NsTimestamp) {
+            return bad(format!(
+                "field {} is a timestamp; the event field says what happened (an enum or integer field)",
+                f.name
+            ));
+        }
         if l.opens.is_empty() || l.closes.is_empty() {
             return bad(format!(
                 "field {}: a lifecycle needs at least one opening and one closing value",

@@ -137,9 +137,18 @@ pub enum SchemaError {
     },
     /// Two fields overlap.
     Overlap(String, String),
-    /// A field name is empty, not an identifier (`[A-Za-z_][A-Za-z0-9_]*`)
-    /// or not UTF-8.
+    /// A field name is empty or not an identifier
+    /// (`[A-Za-z_][A-Za-z0-9_]*`).
     BadName(String),
+    /// A name given over the C ABI (`what`: schema name, field name or
+    /// enum name) is not UTF-8; the name with each bad byte sequence as
+    /// U+FFFD.
+    NotUtf8 {
+        /// Which name.
+        what: &'static str,
+        /// The name, lossily decoded.
+        lossy: String,
+    },
     /// A record type's name is not 1 to 32 characters of a letter or `_`
     /// then letters, digits, `_`, `.` or `-`.
     BadSchemaName(String),
@@ -221,6 +230,7 @@ impl fmt::Display for SchemaError {
                 write!(f, "field {field}: unknown kind {kind}")
             }
             SchemaError::NullPointer(what) => write!(f, "null pointer for {what}"),
+            SchemaError::NotUtf8 { what, lossy } => write!(f, "{what} {lossy:?} is not UTF-8"),
             SchemaError::BadEnum { field, problem } => write!(f, "field {field}: {problem}"),
             SchemaError::BadElementId { field, ie_id } => write!(
                 f,
@@ -387,7 +397,10 @@ impl Schema {
             let s = unsafe { CStr::from_ptr(p) };
             s.to_str()
                 .map(str::to_owned)
-                .map_err(|_| SchemaError::BadName(s.to_string_lossy().into_owned()))
+                .map_err(|_| SchemaError::NotUtf8 {
+                    what,
+                    lossy: s.to_string_lossy().into_owned(),
+                })
         };
         let schema_name = cstr(name, "schema name")?;
         let descs: &[DplogFieldDesc] = if n_fields == 0 {
@@ -846,5 +859,29 @@ mod tests {
         // is refused before it is read.
         let e = unsafe { Schema::from_c_descriptors(1, c"s".as_ptr(), 16, &en, 1) }.unwrap_err();
         assert_eq!(e, SchemaError::NullEnumNames("a".into()));
+        // A name that is not UTF-8 is said as such, naming which name.
+        let bad = [b'u', b'p', 0xff, 0];
+        let names = [DplogEnumName {
+            value: 1,
+            name: bad.as_ptr().cast(),
+        }];
+        en.enum_count = 1;
+        en.enum_names = names.as_ptr();
+        // SAFETY: `bad` is NUL-terminated; `names` holds one entry.
+        let e = unsafe { Schema::from_c_descriptors(1, c"s".as_ptr(), 16, &en, 1) }.unwrap_err();
+        assert_eq!(e.to_string(), "enum name \"up\u{fffd}\" is not UTF-8");
+        let fname = DplogFieldDesc {
+            name: bad.as_ptr().cast(),
+            ..ok
+        };
+        // SAFETY: as above.
+        let e = unsafe { Schema::from_c_descriptors(1, c"s".as_ptr(), 16, &fname, 1) }.unwrap_err();
+        assert_eq!(
+            e,
+            SchemaError::NotUtf8 {
+                what: "field name",
+                lossy: "up\u{fffd}".into()
+            }
+        );
     }
 }

@@ -45,4 +45,24 @@ for arch in "$n/archive" "$n/imported"; do
   "$query" --archive "$arch" --at "$(( t0 + 100 ))ms" --format json > "$n/none.json" || rc=$?
   [ $rc = 1 ] && [ ! -s "$n/none.json" ] || fail "$arch at T0+100 ms: status $rc, want 1 and no answer"
 done
+# The layout declared from C, printed by dplog-cat from the binary log
+# alone: record 4 is the first close (T0 + 1.5 s, client port 40002).
+cat_bin="$(dirname "$query")/dplog-cat"
+line=$("$cat_bin" --format rfc5424 "$n/conn.binary" | sed -n 4p)
+python3 - "$line" <<'PY' || fail "rfc5424 from the binary log: $line"
+import sys
+p = sys.argv[1].split(" ", 7)
+assert p[3] == "lb" and p[5] == "CONN_CLOSE", p
+assert p[6] == "[lb@32473", p
+assert p[7].startswith('vip="192.0.2.10" client="198.51.100.7" v="1"]'), p
+PY
+# Byte counters on the closes only (JSON leaves the keys out elsewhere).
+"$cat_bin" --format json "$n/conn.binary" | python3 -c '
+import json, sys
+rows = [json.loads(l) for l in sys.stdin]
+assert len(rows) == 9, len(rows)
+for r in rows:
+    assert ("bytesIn" in r) == (r["connEvent"] == "CLOSE"), r
+assert rows[3]["bytesIn"] == 41002, rows[3]
+' || fail "JSON from the binary log: bytesIn not on the closes only"
 echo "lifecycle: a lifecycle declared from C answers dplog-query --at from an archive and a binary log"

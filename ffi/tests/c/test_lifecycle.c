@@ -2,7 +2,9 @@
  * A stateful record declared from C: a load balancer's connection record
  * (lbConn, 64 bytes, registered with dplog_schema_register) whose
  * lifecycle, event time and priority are declared with
- * dplog_schema_set_lifecycle / _event_time / _priority, logged into an
+ * dplog_schema_set_lifecycle / _event_time / _priority, its syslog layout
+ * and close-only counters with dplog_schema_set_syslog /
+ * _fields_only_when, logged into an
  * archive sink (binary frames) and into a binary log file. The metadata
  * travels with both logs: ffi/tests/c/lifecycle.sh asks dplog-query --at
  * what was live when, from the archive and from the binary log imported.
@@ -100,11 +102,23 @@ static uint16_t register_conn(struct dplog *h) {
   return id;
 }
 
+static const uint64_t msgid_values[] = {OPEN, CLOSE};
+static const char *const msgids[] = {"CONN_OPEN", "CONN_CLOSE"};
+static const char *const sd_names[] = {"vip", "client", "v"};
+static const char *const sd_sources[] = {"vip", "clientAddr", "=1"};
+
 static void declare(struct dplog *h, uint16_t id) {
   EXPECT(dplog_schema_set_lifecycle(h, id, "connEvent", opens, 1, closes, 1, keys, 4, close_only, 2),
          DPLOG_OK);
   EXPECT(dplog_schema_set_event_time(h, id, "connTime"), DPLOG_OK);
   EXPECT(dplog_schema_set_priority(h, id, 3), DPLOG_OK);
+  /* How it prints: APP-NAME lb, MSGID by connEvent, one SD-ELEMENT, and
+   * the byte counters only on a close (lifecycle.sh reads them back
+   * through dplog-cat, which knows no schema). */
+  EXPECT(dplog_schema_set_syslog(h, id, "lb", "connEvent", msgid_values, msgids, 2, "lb@32473", sd_names,
+                                 sd_sources, 3),
+         DPLOG_OK);
+  EXPECT(dplog_schema_set_fields_only_when(h, id, "connEvent", CLOSE, close_only, 2), DPLOG_OK);
 }
 
 /* The connections through a logger of `sink` (TOML of its [sink] table). */
@@ -208,6 +222,33 @@ static void misuse(const char *outdir) {
   EXPECT(dplog_schema_set_event_time(h, id, NULL), DPLOG_OK); /* no event time */
   EXPECT(dplog_schema_set_priority(NULL, id, 2), DPLOG_ERR_NULL);
   EXPECT(dplog_schema_set_priority(h, (uint16_t)(id + 1), 2), DPLOG_ERR_UNKNOWN_SCHEMA);
+  /* The presentation setters. */
+  EXPECT(dplog_schema_set_syslog(NULL, id, "lb", NULL, NULL, NULL, 0, NULL, NULL, NULL, 0), DPLOG_ERR_NULL);
+  EXPECT(dplog_schema_set_syslog(h, id, "lb", NULL, msgid_values, msgids, 2, NULL, NULL, NULL, 0),
+         DPLOG_ERR_NULL);
+  expect_message("msgid_field is NULL with 2 MSGIDs");
+  EXPECT(dplog_schema_set_syslog(h, id, "lb", NULL, NULL, NULL, 0, NULL, sd_names, sd_sources, 3), DPLOG_ERR_NULL);
+  EXPECT(dplog_schema_set_syslog(h, id, "lb", "vipp", msgid_values, msgids, 2, NULL, NULL, NULL, 0),
+         DPLOG_ERR_INVALID_ARG);
+  expect_message("no field \"vipp\"");
+  EXPECT(dplog_schema_set_syslog(h, id, "lb", "connEvent", msgid_values, NULL, 2, NULL, NULL, NULL, 0),
+         DPLOG_ERR_NULL);
+  EXPECT(dplog_schema_set_fields_only_when(h, id, NULL, CLOSE, close_only, 2), DPLOG_ERR_NULL);
+  EXPECT(dplog_schema_set_fields_only_when(h, id, "connEvent", CLOSE, NULL, 2), DPLOG_ERR_NULL);
+  EXPECT(dplog_schema_set_fields_only_when(h, id, "bytesIm", CLOSE, close_only, 2), DPLOG_ERR_INVALID_ARG);
+  static const uint32_t sel[] = {OPEN, CLOSE};
+  static const uint16_t ies[] = {1, 2};
+  static const uint16_t bad_ies[] = {1, 40000};
+  EXPECT(dplog_schema_set_ipfix_ie_by(h, id, "bytesIn", "connEvent", sel, bad_ies, 2), DPLOG_ERR_INVALID_ARG);
+  expect_message("40000");
+  EXPECT(dplog_schema_set_ipfix_ie_by(h, id, "bytesIn", "connEvent", sel, NULL, 2), DPLOG_ERR_NULL);
+  EXPECT(dplog_schema_set_ipfix_ie_by(h, id, "bytesIn", "connEvent", sel, ies, 2), DPLOG_OK);
+  EXPECT(dplog_schema_set_ipfix_ie_by(h, id, "bytesIn", "connEvent", NULL, NULL, 0), DPLOG_OK);
+  static const char *const bad_names[] = {"in", "not a name"};
+  EXPECT(dplog_schema_set_name_by(h, id, "bytesIn", "connEvent", sel, bad_names, 2), DPLOG_ERR_INVALID_ARG);
+  EXPECT(dplog_schema_set_name_by(h, id, "bytesIn", NULL, sel, bad_names, 2), DPLOG_ERR_NULL);
+  EXPECT(dplog_schema_set_enum_numbers(h, (uint16_t)(id + 1), 1), DPLOG_ERR_UNKNOWN_SCHEMA);
+  EXPECT(dplog_schema_set_enum_numbers(NULL, id, 1), DPLOG_ERR_NULL);
 
   /* After the errors, the good declaration. */
   declare(h, id);

@@ -208,7 +208,8 @@ impl Program {
                 ""
             };
             return Err(format!(
-                "converter {conv:?} does not suit field {} of kind {}{hint}",
+                "converter {} does not suit field {} of kind {}{hint}",
+                conv.name(),
                 f.name,
                 f.kind.name()
             ));

@@ -65,6 +65,31 @@ impl Conv {
         })
     }
 
+    /// The converter's name as a template writes it (`{f:name}`), for
+    /// messages: the canonical spelling of each [`Conv::parse`] alias.
+    pub fn name(self) -> &'static str {
+        match self {
+            Conv::Dec => "dec",
+            Conv::Hex => "hex",
+            Conv::Bool => "bool",
+            Conv::Ipv4 => "ipv4",
+            Conv::Ipv6 => "ipv6",
+            Conv::Mac => "mac",
+            Conv::Rfc3339(0) => "rfc3339_s",
+            Conv::Rfc3339(6) => "rfc3339_us",
+            Conv::Rfc3339(9) => "rfc3339_ns",
+            Conv::Rfc3339(_) => "rfc3339_ms",
+            Conv::Rfc3164 => "rfc3164",
+            Conv::UnixS => "unix_s",
+            Conv::UnixMs => "unix_ms",
+            Conv::UnixUs => "unix_us",
+            Conv::UnixNs => "unix_ns",
+            Conv::Name => "name",
+            Conv::Str => "str",
+            Conv::Base64 => "base64",
+        }
+    }
+
     /// The default converter of a kind (with [`Options`]' defaults; see
     /// [`Conv::default_with`]).
     pub fn default_for(kind: FieldKind) -> Conv {

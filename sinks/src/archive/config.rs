@@ -106,6 +106,7 @@ impl ArchiveSinkConfig {
 impl SinkSettings for ArchiveSinkConfig {
     /// The archive stores the binary stream's records: `binary` only.
     fn check(&self, format: &str) -> Result<(), SettingsError> {
+        crate::settings::nonempty_path("dir", &self.dir)?;
         if let Some(seal) = &self.seal {
             if seal.sign_every_s == 0 {
                 return Err(SettingsError::new(

@@ -175,6 +175,7 @@ impl SinkSettings for FileSinkConfig {
     /// header (schemas, IPFIX templates), and could not be decoded. Every
     /// other format is fine.
     fn check(&self, format: &str) -> Result<(), SettingsError> {
+        crate::settings::nonempty_path("path", &self.path)?;
         if let Some(seal) = &self.seal {
             if seal.sign_every_s == 0 {
                 return Err(SettingsError::new(

@@ -78,6 +78,7 @@ impl SinkSettings for MmapSinkConfig {
     /// `ipfix`: segments would split IPFIX messages. Every other format,
     /// `binary` included (every segment carries the schemas), is fine.
     fn check(&self, format: &str) -> Result<(), SettingsError> {
+        crate::settings::nonempty_path("dir", &self.dir)?;
         if let Some(seal) = &self.seal {
             if seal.sign_every_s == 0 {
                 return Err(SettingsError::new(

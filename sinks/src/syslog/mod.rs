@@ -141,9 +141,9 @@ pub struct SyslogSinkOptions {
     pub reconnect_min_ms: u64,
     /// Longest reconnect backoff, in milliseconds. Default 2000.
     pub reconnect_max_ms: u64,
-    /// Connect and write timeout for stream transports, in milliseconds;
-    /// a receiver that stops reading for this long makes the batch
-    /// retryable. For RELP also the wait for the `open` answer, and the
+    /// Connect and write timeout for stream transports, and the write
+    /// timeout of a unix datagram socket, in milliseconds; a receiver that
+    /// stops reading for this long makes the batch retryable. For RELP also the wait for the `open` answer, and the
     /// longest wait for an acknowledgement while the window is full before
     /// the batch is retried. Default 1000.
     pub io_timeout_ms: u64,
@@ -439,6 +439,11 @@ impl SyslogSink {
             SyslogTransport::UnixDatagram(path) => {
                 let s = UnixDatagram::unbound()?;
                 s.connect(path)?;
+                // A receiver whose queue stays full (a stalled journald or
+                // rsyslogd) would block send(2) for good: after the
+                // timeout it fails with EAGAIN, and the batch is retried
+                // and given up on like any failing sink's.
+                s.set_write_timeout(Some(timeout))?;
                 Conn::UnixDgram(s)
             }
             SyslogTransport::UnixStream(path) => {

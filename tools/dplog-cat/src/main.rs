@@ -67,6 +67,11 @@
 //! Rust or through the C ABI (a NAME the log has no schema of is an error
 //! that lists the log's schemas).
 //!
+//! `--time-precision s|ms|us|ns` and `--bytes text|hex|base64` render
+//! time and BYTES fields in every output format as `[format]
+//! time_precision` and `bytes` do for a logger (`docs/time-and-bytes.md`);
+//! dplog-query takes the same two options.
+//!
 //! It also reads the segment files of the mmap sink (`<prefix>-<seq>.dpm`,
 //! layout in `dplog_sinks::mmap`, read with the sink's own
 //! `dplog_sinks::mmap::reader`): the 4096-byte header is checked (magic
@@ -104,7 +109,8 @@ use dplog_core::Formatter;
 use dplog_core::{DropReport, Schema};
 use dplog_formatters::binary::{Frame, StreamDecoder, MAX_FRAME};
 use dplog_formatters::{
-    Conv, Escape, Format, FormatSpec, Program, SchemaFormatter, TscCalibration,
+    BytesEncoding, Conv, Escape, Format, FormatSpec, Program, SchemaFormatter, TimePrecision,
+    TscCalibration,
 };
 use dplog_sinks::archive;
 use dplog_sinks::mmap::reader::{self, SegmentData};
@@ -147,6 +153,15 @@ struct Args {
     /// converter, or an enum value's name); repeat: all must hold.
     #[arg(long = "where", value_name = "FIELD=VALUE", value_parser = parse_where)]
     filters: Vec<(String, String)>,
+    /// Time fields at this precision: s, ms, us or ns, in every output
+    /// format (as `[format] time_precision`). Default: each format's
+    /// own (ms for Unix times and RFC 3339).
+    #[arg(long, value_name = "P")]
+    time_precision: Option<TimePrecision>,
+    /// BYTES fields as `text` (up to the first NUL, escaped), `hex` or
+    /// `base64` (every byte), as `[format] bytes`.
+    #[arg(long, value_name = "ENC", default_value = "text")]
+    bytes: BytesEncoding,
     /// The binary log (`-`: standard input), or mmap segment files
     /// (`*.dpm`) read in the order given, or a directory of mmap segments
     /// (read in sequence order).
@@ -745,6 +760,8 @@ impl<'a> Output<'a> {
             template: args.template.clone(),
             templates: args.templates.iter().cloned().collect(),
             renumber: args.profile.renumber(),
+            time_precision: args.time_precision,
+            bytes: args.bytes,
             ..Default::default()
         };
         spec.ipfix.export_clock = dplog_formatters::ExportClock::Record;

@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand};
 use dplog_core::Schema;
 use dplog_core::Sink;
-use dplog_formatters::{Format, FormatSpec, TscCalibration};
+use dplog_formatters::{BytesEncoding, Format, FormatSpec, TimePrecision, TscCalibration};
 use dplog_query::{parse_lookback, parse_time, Lookback, Mode, Query, QueryError};
 use dplog_sinks::archive::{ArchiveSink, ArchiveSinkOptions};
 
@@ -84,6 +84,15 @@ struct Args {
     /// binary.
     #[arg(long, default_value = "text")]
     format: Format,
+    /// Time fields at this precision: s, ms, us or ns, in every output
+    /// format (as `[format] time_precision`). Default: each format's
+    /// own (ms for Unix times and RFC 3339).
+    #[arg(long, value_name = "P")]
+    time_precision: Option<TimePrecision>,
+    /// BYTES fields as `text` (up to the first NUL, escaped), `hex` or
+    /// `base64` (every byte), as `[format] bytes`.
+    #[arg(long, value_name = "ENC", default_value = "text")]
+    bytes: BytesEncoding,
 }
 
 #[derive(Subcommand)]
@@ -181,6 +190,8 @@ fn main() -> ExitCode {
     };
     let mut spec = FormatSpec {
         kind: args.format,
+        time_precision: args.time_precision,
+        bytes: args.bytes,
         ..Default::default()
     };
     spec.ipfix.export_clock = dplog_formatters::ExportClock::Record;

@@ -124,3 +124,66 @@ fn a_bytes_value_is_its_bytes_up_to_the_first_nul() {
         assert!(err.contains("longer than the field's 40 bytes"), "{err}");
     }
 }
+
+/// `--time-precision` and `--bytes` render the answer as `[format]
+/// time_precision` and `bytes` would: the exact ns of each query time and
+/// every byte of `qname` in hex, stale bytes after its NUL included.
+#[test]
+fn time_precision_and_bytes_apply_to_the_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log.bin");
+    dns_query::write_log(&log);
+    let arch = dir.path().join("arch");
+    std::fs::create_dir(&arch).unwrap();
+    let (code, _, err) = run(&[
+        "import",
+        "--archive",
+        arch.to_str().unwrap(),
+        log.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let from = format!("{}ms", T0 / 1_000_000);
+    let to = format!("{}ms", T0 / 1_000_000 + N);
+    let (code, out, err) = run(&[
+        "--archive",
+        arch.to_str().unwrap(),
+        "--format",
+        "json",
+        "--time-precision",
+        "ns",
+        "--bytes",
+        "hex",
+        "--between",
+        &from,
+        &to,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len() as u64, N);
+    for l in lines {
+        let i = qtypes(l)[0];
+        let hex: String = dns_query::qname_field(i)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert!(
+            l.contains(&format!("\"queryTime\":{},", T0 + i * 1_000_000)),
+            "{l}"
+        );
+        assert!(l.contains(&format!("\"qname\":\"{hex}\"")), "{l}");
+    }
+    let (code, _, err) = run(&[
+        "--archive",
+        arch.to_str().unwrap(),
+        "--bytes",
+        "b32",
+        "--between",
+        &from,
+        &to,
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("text, hex, base64") || err.contains("b32"),
+        "{err}"
+    );
+}

@@ -6,7 +6,7 @@
 //! with `--anchors` (the receiver's file).
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use dplog_core::Sink;
@@ -15,53 +15,36 @@ use dplog_sinks::seal::{self, seal_path, Entry, SealOptions};
 use dplog_sinks::{FileSink, FileSinkOptions, SyslogSink, SyslogSinkOptions, SyslogTransport};
 use ed25519_dalek::Signer;
 
-const RSYSLOGD: &str = "/usr/sbin/rsyslogd";
-
+/// rsyslogd (the testkit's runner) with one TCP input writing each
+/// message's raw text to `anchors.log`; None (said on stderr) when it is
+/// not installed.
 struct Rsyslog {
-    dir: tempfile::TempDir,
-    child: Child,
+    d: dplog_testkit::rsyslog::Rsyslogd,
     port: u16,
 }
 
 impl Rsyslog {
-    /// rsyslogd with one TCP input writing each message's raw text to
-    /// `anchors.log`; None (said on stderr) when it is not installed.
     fn start() -> Option<Rsyslog> {
-        if !Path::new(RSYSLOGD).exists() {
-            eprintln!("SKIPPED: {RSYSLOGD} not installed (run scripts/setup.sh)");
+        if !dplog_testkit::rsyslog::installed() {
+            eprintln!(
+                "SKIPPED: {} not installed (run scripts/setup.sh)",
+                dplog_testkit::rsyslog::RSYSLOGD
+            );
             return None;
         }
-        let dir = tempfile::tempdir().unwrap();
-        let port = dplog_testkit::free_tcp_port();
-        let d = dir.path().display();
-        let conf = format!(
-            r#"global(workDirectory="{d}")
-module(load="imtcp")
+        let d = dplog_testkit::rsyslog::Rsyslogd::start_tcp(
+            r#"module(load="imtcp")
 input(type="imtcp" address="127.0.0.1" port="{port}")
 template(name="raw" type="string" string="%rawmsg%\n")
-action(type="omfile" file="{d}/anchors.log" template="raw" flushOnTXEnd="on" asyncWriting="off")
-"#
+action(type="omfile" file="{dir}/anchors.log" template="raw" flushOnTXEnd="on" asyncWriting="off")
+"#,
         );
-        let conf_path = dir.path().join("rsyslog.conf");
-        std::fs::write(&conf_path, conf).unwrap();
-        let child = Command::new(RSYSLOGD)
-            .args(["-n", "-f"])
-            .arg(&conf_path)
-            .arg("-i")
-            .arg(dir.path().join("rsyslogd.pid"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn rsyslogd");
-        dplog_testkit::wait_until("rsyslogd listening", Duration::from_secs(30), || {
-            dplog_testkit::tcp_listening(port)
-        });
-        Some(Rsyslog { dir, child, port })
+        let port = d.port();
+        Some(Rsyslog { d, port })
     }
 
     fn out(&self) -> PathBuf {
-        self.dir.path().join("anchors.log")
+        self.d.dir().join("anchors.log")
     }
 
     /// Waits (up to 60 s) until the receiver's file holds `n` anchors.
@@ -80,13 +63,6 @@ action(type="omfile" file="{d}/anchors.log" template="raw" flushOnTXEnd="on" asy
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-    }
-}
-
-impl Drop for Rsyslog {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

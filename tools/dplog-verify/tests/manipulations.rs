@@ -578,3 +578,43 @@ fn keygen_writes_a_0600_private_key_and_a_public_key_and_refuses_to_overwrite() 
     assert_eq!(cli(&["x.log"]).0, 2);
     assert_eq!(cli(&["--key", public.to_str().unwrap()]).0, 2);
 }
+
+#[test]
+fn keys_made_by_openssl_are_taken() {
+    use std::os::unix::fs::PermissionsExt;
+    if Command::new("openssl").arg("version").output().is_err() {
+        eprintln!("SKIPPED: openssl not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (key, public) = (dir.path().join("o.key"), dir.path().join("o.pub"));
+    let ok = |args: &[&str]| {
+        let st = Command::new("openssl").args(args).status().unwrap();
+        assert!(st.success(), "openssl {args:?}");
+    };
+    ok(&[
+        "genpkey",
+        "-algorithm",
+        "ed25519",
+        "-out",
+        key.to_str().unwrap(),
+    ]);
+    ok(&[
+        "pkey",
+        "-in",
+        key.to_str().unwrap(),
+        "-pubout",
+        "-out",
+        public.to_str().unwrap(),
+    ]);
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let sk = seal::load_signing_key(&key).unwrap();
+    assert_eq!(seal::load_public_key(&public).unwrap(), sk.verifying_key());
+    // A log sealed with it verifies with openssl's public key file.
+    let k = Keys { key, public };
+    let path = dir.path().join("o.log");
+    write(&path, &k, 0, 3);
+    let (code, out, err) = cli_verify(&path, &k);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("3 write(s)"), "{out}");
+}

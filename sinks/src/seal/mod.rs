@@ -278,9 +278,17 @@ impl Entry {
     }
 }
 
-/// Where (byte offset in the seal file) and why reading a seal file
-/// stopped before its end.
-pub type Stop = (u64, String);
+/// Where and why reading a seal file stopped before its end.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stop {
+    /// Byte offset in the seal file of the entry not read.
+    pub at: u64,
+    /// The file ends inside that entry (a crash while it was written),
+    /// as opposed to an unknown tag or too many entries.
+    pub torn: bool,
+    /// What was found, for people.
+    pub why: String,
+}
 
 /// An entry with its byte offset in the seal file.
 pub type Placed = (u64, Entry);
@@ -325,14 +333,22 @@ impl<R: Read> EntryReader<R> {
             }
         }
         let Some(n) = body_len(tag[0]) else {
-            self.stop = Some((self.pos, format!("unknown entry tag 0x{:02x}", tag[0])));
+            self.stop = Some(Stop {
+                at: self.pos,
+                torn: false,
+                why: format!("unknown entry tag 0x{:02x}", tag[0]),
+            });
             return Ok(None);
         };
         let mut body = [0u8; 168];
         match self.r.read_exact(&mut body[..n]) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                self.stop = Some((self.pos, "the seal file ends inside an entry".to_string()));
+                self.stop = Some(Stop {
+                    at: self.pos,
+                    torn: true,
+                    why: "the seal file ends inside an entry".to_string(),
+                });
                 return Ok(None);
             }
             Err(e) => return Err(e),
@@ -364,7 +380,12 @@ pub fn read_entries(
     let mut out = Vec::new();
     while let Some(e) = rd.next_entry()? {
         if out.len() >= max_entries {
-            return Ok((out, Some((e.0, format!("more than {max_entries} entries")))));
+            let stop = Stop {
+                at: e.0,
+                torn: false,
+                why: format!("more than {max_entries} entries"),
+            };
+            return Ok((out, Some(stop)));
         }
         out.push(e);
     }
@@ -861,12 +882,12 @@ impl Sealer {
     /// Continues an existing seal file.
     fn resume(&mut self, data: &Path, data_size: u64) -> io::Result<()> {
         let st = read_state(&self.path)?;
-        if let Some((at, why)) = &st.stop {
-            if why.contains("ends inside") {
+        if let Some(stop) = &st.stop {
+            if stop.torn {
                 // A crash while an entry was written: cut it off.
-                self.side.set_len(*at).map_err(|e| ctx(&self.path, e))?;
+                self.side.set_len(stop.at).map_err(|e| ctx(&self.path, e))?;
             } else {
-                return Err(self.bad(format!("at byte {at}: {why}")));
+                return Err(self.bad(format!("at byte {}: {}", stop.at, stop.why)));
             }
         }
         (self.log_id, self.seq, self.head, self.end, self.batches) =

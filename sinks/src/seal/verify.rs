@@ -835,7 +835,7 @@ impl Verifier<'_> {
                 a.writes, a.end
             ));
         }
-        if let Some((at, why)) = rd.stop().cloned() {
+        if let Some(super::Stop { at, why, .. }) = rd.stop().cloned() {
             self.report.notes.push(format!(
                 "{}: {why} (byte {at}); entries before it were checked",
                 sp.display()

@@ -17,7 +17,8 @@ cd "$(dirname "$0")/.."
 #   nfdump                  IPFIX checked by nfcapd/nfdump (the test starts its own nfcapd)
 #   tshark                  IPFIX checked by Wireshark's dissector
 #   strace                  dplogd tests count its syncs and inject a failing fdatasync
-packages=(pkg-config gcc g++ make valgrind libdpdk-dev libpcap-dev zlib1g-dev libssl-dev rsyslog rsyslog-relp nfdump strace)
+#   openssl                 dplog-verify's test that seal keys made by `openssl genpkey` are taken
+packages=(pkg-config gcc g++ make valgrind libdpdk-dev libpcap-dev zlib1g-dev libssl-dev rsyslog rsyslog-relp nfdump strace openssl)
 recommended=(tshark)
 
 missing=()

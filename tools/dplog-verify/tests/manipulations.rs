@@ -618,3 +618,45 @@ fn keys_made_by_openssl_are_taken() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("3 write(s)"), "{out}");
 }
+
+#[test]
+fn a_rotated_file_of_another_log_in_a_set_is_found_as_spliced() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = keys(dir.path(), "seal");
+    let rotated = |name: &str| {
+        let path = dir.path().join(name);
+        let mut sink = FileSink::with_options(
+            &path,
+            FileSinkOptions {
+                max_size_bytes: Some(600),
+                ..opts(&k)
+            },
+        )
+        .unwrap();
+        for b in 0..8 {
+            sink.write_batch(&batch(b)).unwrap();
+        }
+        sink.close().unwrap();
+        (path.clone(), seal::verify::set_of(&path).unwrap())
+    };
+    let (a, set_a) = rotated("a.log");
+    let (_, set_b) = rotated("b.log");
+    assert_eq!(verify(&set_a, &k).finding, None);
+    // A's second file replaced by B's second file (same sequence number,
+    // another log), seal and all.
+    std::fs::copy(&set_b[1], &set_a[1]).unwrap();
+    std::fs::copy(seal_path(&set_b[1]), seal_path(&set_a[1])).unwrap();
+    let f = verify(&set_a, &k).finding.unwrap();
+    assert_eq!(f.problem, Problem::Spliced, "{f}");
+    assert_eq!((&f.file, f.record, f.byte), (&set_a[1], 1, 0), "{f}");
+    assert!(f.detail.contains("belongs to log"), "{f}");
+    let (code, _, err) = cli_verify(&a, &k);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}: spliced at record 1 (byte 0)",
+            set_a[1].display()
+        )),
+        "{err}"
+    );
+}

@@ -660,3 +660,52 @@ fn a_rotated_file_of_another_log_in_a_set_is_found_as_spliced() {
         "{err}"
     );
 }
+
+#[test]
+fn a_forged_seal_with_absurd_lengths_or_garbage_is_named_not_trusted() {
+    let (_d, path, k, offs) = log10();
+    let orig = std::fs::read(seal_path(&path)).unwrap();
+    let (entries, _) = seal::read_entries(&mut &orig[seal::MAGIC.len()..], 100).unwrap();
+    // The third write's entry claims u64::MAX bytes from its offset.
+    let (at, e) = entries
+        .iter()
+        .filter(|(_, e)| matches!(e, seal::Entry::Batch { .. }))
+        .nth(2)
+        .unwrap();
+    let mut forged = orig.clone();
+    if let seal::Entry::Batch { off, .. } = e {
+        assert_eq!(*off, offs[2]);
+        let len_at = *at as usize + 1 + 8;
+        forged[len_at..len_at + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+    }
+    std::fs::write(seal_path(&path), &forged).unwrap();
+    let f = verify(std::slice::from_ref(&path), &k).finding.unwrap();
+    // The link no longer holds (the length is part of it): named where
+    // that write starts, nothing read past the file.
+    assert_eq!(f.problem, Problem::Spliced, "{f}");
+    assert_eq!((f.record, f.byte), (first_record_of(2), offs[2]));
+
+    // Garbage after the first entries: an unknown tag stops the reading,
+    // said as a note; what precedes is checked and the unsigned writes noted.
+    let mut garbage = orig[..*at as usize].to_vec();
+    garbage.extend_from_slice(&[0xee; 300]);
+    std::fs::write(seal_path(&path), &garbage).unwrap();
+    let r = verify(std::slice::from_ref(&path), &k);
+    assert_eq!(r.finding, None);
+    assert_eq!(r.writes, 2);
+    assert!(
+        r.notes.iter().any(|n| n.contains("unknown entry tag 0xee")),
+        "{:?}",
+        r.notes
+    );
+    assert!(
+        r.notes.iter().any(|n| n.contains("not sealed")),
+        "{:?}",
+        r.notes
+    );
+
+    // Not a seal file at all.
+    std::fs::write(seal_path(&path), b"hello, world\n").unwrap();
+    let f = verify(std::slice::from_ref(&path), &k).finding.unwrap();
+    assert_eq!((f.problem, f.record, f.byte), (Problem::SealDamaged, 1, 0));
+}

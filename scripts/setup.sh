@@ -21,7 +21,8 @@ cd "$(dirname "$0")/.."
 #                           (g++ builds the peer harness's drivers and binlog's bread)
 #   clickhouse-server, clickhouse-client  ClickHouse sink tests (sinks/tests/clickhouse.rs,
 #                           tests/clickhouse.rs): each starts its own 18.16 server on 127.0.0.1
-packages=(pkg-config gcc g++ make valgrind libdpdk-dev libpcap-dev zlib1g-dev libssl-dev rsyslog rsyslog-relp nfdump strace curl clickhouse-server clickhouse-client)
+#   openssl                 dplog-verify's test that seal keys made by `openssl genpkey` are taken
+packages=(pkg-config gcc g++ make valgrind libdpdk-dev libpcap-dev zlib1g-dev libssl-dev rsyslog rsyslog-relp nfdump strace curl clickhouse-server clickhouse-client openssl)
 recommended=(tshark)
 
 missing=()

@@ -52,6 +52,7 @@ fn bench(c: &mut Criterion) {
             msync_interval_ms: None,
             prefix: "bench".into(),
             header: None,
+            seal: None,
         };
         let mut sink = MmapSink::open(dir.path(), opts).expect("open mmap sink");
         let mut since_gc = 0usize;

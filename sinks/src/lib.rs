@@ -47,6 +47,7 @@ pub mod ipfix;
 pub mod kafka;
 pub mod mmap;
 pub mod route;
+pub mod seal;
 #[cfg(feature = "config")]
 mod settings;
 pub mod syslog;

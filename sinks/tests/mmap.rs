@@ -22,6 +22,7 @@ fn opts(seg: u64) -> MmapSinkOptions {
         msync_interval_ms: Some(10),
         prefix: "t".into(),
         header: None,
+        seal: None,
     }
 }
 

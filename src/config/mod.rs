@@ -89,7 +89,7 @@ use crate::sinks::BoxSink;
 pub use crate::sinks::archive::ArchiveSinkConfig;
 pub use crate::sinks::clickhouse::ClickHouseSinkConfig;
 pub use crate::sinks::config::{SinkRole, FAILOVER_PROBE};
-pub use crate::sinks::file::{FileSinkConfig, FsyncSetting};
+pub use crate::sinks::file::{FileSinkConfig, FsyncSetting, SealConfig};
 pub use crate::sinks::ipfix::config::IpfixTransportName;
 pub use crate::sinks::ipfix::IpfixSinkConfig;
 #[cfg(feature = "kafka")]

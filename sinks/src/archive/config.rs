@@ -53,6 +53,10 @@ pub struct ArchiveSinkConfig {
     pub zstd_level: i32,
     /// `fanout` (default) or `failover`.
     pub role: SinkRole,
+    /// Seal the segments (`seal = { key_file = "...", sign_every_s = N }`,
+    /// as a file sink's; `dplog-verify DIR` checks them). `anchor` is not
+    /// taken here yet. Default: no seal.
+    pub seal: Option<crate::file::SealConfig>,
 }
 
 impl Default for ArchiveSinkConfig {
@@ -71,6 +75,7 @@ impl Default for ArchiveSinkConfig {
             max_lifetime_ms: d.max_lifetime_ms,
             zstd_level: d.zstd_level,
             role: SinkRole::Fanout,
+            seal: None,
         }
     }
 }
@@ -90,6 +95,10 @@ impl ArchiveSinkConfig {
             retention_bytes: opt(self.retention_bytes),
             max_lifetime_ms: self.max_lifetime_ms,
             zstd_level: self.zstd_level,
+            seal: self.seal.as_ref().map(|s| crate::seal::SealOptions {
+                key_file: s.key_file.clone(),
+                sign_every: Some(std::time::Duration::from_secs(s.sign_every_s)),
+            }),
         }
     }
 }
@@ -98,6 +107,22 @@ impl SinkSettings for ArchiveSinkConfig {
     /// The archive stores the binary stream's records: `binary` only.
     fn check(&self, format: &str) -> Result<(), SettingsError> {
         crate::settings::nonempty_path("dir", &self.dir)?;
+        if let Some(seal) = &self.seal {
+            if seal.sign_every_s == 0 {
+                return Err(SettingsError::new(
+                    "seal",
+                    "`seal.sign_every_s` = 0: give the seconds between signatures, 1 or more"
+                        .to_string(),
+                ));
+            }
+            if seal.anchor.is_some() {
+                return Err(SettingsError::new(
+                    "seal",
+                    "`seal.anchor` is taken by file sinks only; the archive's seal has none"
+                        .to_string(),
+                ));
+            }
+        }
         if format == "binary" {
             return Ok(());
         }

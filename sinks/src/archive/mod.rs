@@ -206,6 +206,15 @@ pub struct ArchiveSinkOptions {
     pub max_lifetime_ms: u64,
     /// zstd level, 1 to 19. Default 3.
     pub zstd_level: i32,
+    /// Seal the segments ([`crate::seal`]): every block, header and
+    /// footer written is chained with BLAKE3 in `<segment>.seal` (renamed
+    /// with its segment, deleted with it by retention), the head signed
+    /// with Ed25519 when a segment is sealed, at close and every
+    /// `sign_every`; the segments form one chain, across restarts. A
+    /// segment a crash left open is recovered with its seal cut back to
+    /// the blocks kept and the new footer sealed late. `None` (default):
+    /// no seal.
+    pub seal: Option<crate::seal::SealOptions>,
 }
 
 impl Default for ArchiveSinkOptions {
@@ -221,6 +230,7 @@ impl Default for ArchiveSinkOptions {
             retention_bytes: None,
             max_lifetime_ms: 86_400_000,
             zstd_level: 3,
+            seal: None,
         }
     }
 }
@@ -523,6 +533,11 @@ pub struct ArchiveSink {
     /// ([`ArchiveSink::open_for`], or the schemas declared before the
     /// stream's first record).
     index_checked: bool,
+    /// The seal of the segment being written, once one was opened.
+    sealer: Option<crate::seal::Sealer>,
+    /// The newest sealed segment with a seal when the sink opened: the
+    /// chain the first new segment continues.
+    last_sealed: Option<PathBuf>,
 }
 
 fn lock_dir(dir: &Path) -> io::Result<File> {
@@ -614,11 +629,14 @@ fn recover(dir: &Path, path: &Path, seq: u64, opts: &ArchiveSinkOptions) -> io::
     drop(seg);
     if rows == 0 {
         std::fs::remove_file(path)?;
+        let _ = std::fs::remove_file(crate::seal::seal_path(path));
         sync_dir(dir)?;
         return Ok(torn);
     }
     let f = OpenOptions::new().write(true).open(path)?;
     f.set_len(end)?;
+    // Its seal keeps the entries of the blocks kept.
+    let had_seal = crate::seal::cut_seal(path, end)?;
     let (index, tail, index_bits) = index_tail(&mut pairs, end);
     let footer = Footer {
         seq,
@@ -635,7 +653,21 @@ fn recover(dir: &Path, path: &Path, seq: u64, opts: &ArchiveSinkOptions) -> io::
     bytes.extend_from_slice(&footer.to_bytes());
     f.write_all_at(&bytes, end)?;
     f.sync_all()?;
-    std::fs::rename(path, dir.join(format::sealed_name(seq, min, max)))?;
+    let sealed = dir.join(format::sealed_name(seq, min, max));
+    std::fs::rename(path, &sealed)?;
+    if had_seal {
+        std::fs::rename(
+            crate::seal::seal_path(path),
+            crate::seal::seal_path(&sealed),
+        )?;
+        if let Some(so) = &opts.seal {
+            // The footer written here is sealed late (an `L` entry, said
+            // so by the verifier) and the head signed.
+            let size = end + bytes.len() as u64;
+            let mut s = crate::seal::Sealer::open(&sealed, size, so)?;
+            s.close()?;
+        }
+    }
     sync_dir(dir)?;
     eprintln!(
         "dplog: archive recovery: {} sealed with {rows} records",
@@ -767,6 +799,10 @@ impl ArchiveSink {
                 format!("archive directory {}: {e}", dir.display()),
             ));
         }
+        if let Some(so) = &opts.seal {
+            // A missing or unprotected key refuses the sink first.
+            crate::seal::load_signing_key(&so.key_file)?;
+        }
         let lock = lock_dir(dir)?;
         let opts_level = opts.zstd_level;
         let counters = Arc::new(ArchiveCounters::default());
@@ -781,6 +817,11 @@ impl ArchiveSink {
                 add(&counters.torn_blocks, torn);
             }
         }
+        let last_sealed = list_segments(dir)?
+            .into_iter()
+            .rev()
+            .find(|s| s.range.is_some() && crate::seal::seal_path(&s.path).exists())
+            .map(|s| s.path);
         Ok(ArchiveSink {
             dir: dir.to_path_buf(),
             opts,
@@ -803,6 +844,8 @@ impl ArchiveSink {
             key_gen: 0,
             cal: TscCalibration::IDENTITY,
             index_checked: false,
+            sealer: None,
+            last_sealed,
         })
     }
 
@@ -1123,6 +1166,28 @@ impl ArchiveSink {
                 let _ = std::fs::remove_file(&path);
                 return Err(e);
             }
+            if let Some(so) = &self.opts.seal {
+                // The segment's seal, continuing the chain: the previous
+                // segment's in this run, or the newest sealed one's.
+                let started = match (self.sealer.as_mut(), &self.last_sealed) {
+                    (Some(s), _) => s.next_file(&path),
+                    (None, Some(prev)) => crate::seal::Sealer::open_after(prev, &path, 0, so)
+                        .map(|s| self.sealer = Some(s)),
+                    (None, None) => {
+                        crate::seal::Sealer::open(&path, 0, so).map(|s| self.sealer = Some(s))
+                    }
+                };
+                let sealed = started.and_then(|()| {
+                    let s = self.sealer.as_mut().expect("started above");
+                    s.sealed(0, &format::segment_header())
+                });
+                if let Err(e) = sealed {
+                    drop(file);
+                    let _ = std::fs::remove_file(&path);
+                    let _ = std::fs::remove_file(crate::seal::seal_path(&path));
+                    return Err(e);
+                }
+            }
             self.next_seq += 1;
             self.open = Some(OpenSeg {
                 file,
@@ -1142,12 +1207,23 @@ impl ArchiveSink {
 
     /// Writes `frame` at the open segment's end; on failure cuts the file
     /// back to its last whole block.
-    fn append(seg: &mut OpenSeg, frame: &[u8], counters: &ArchiveCounters) -> io::Result<u64> {
+    fn append(
+        seg: &mut OpenSeg,
+        frame: &[u8],
+        counters: &ArchiveCounters,
+        sealer: &mut Option<crate::seal::Sealer>,
+    ) -> io::Result<u64> {
         let at = seg.offset;
         if let Err(e) = seg.file.write_all_at(frame, at) {
             add(&counters.write_errors, 1);
             let _ = seg.file.set_len(at);
             return Err(e);
+        }
+        if let Some(s) = sealer.as_mut() {
+            // After the bytes: a crash between leaves them unsealed.
+            if s.sealed(at, frame).is_err() {
+                add(&counters.write_errors, 1);
+            }
         }
         seg.offset += frame.len() as u64;
         seg.dirty = true;
@@ -1169,13 +1245,15 @@ impl ArchiveSink {
                     let mut entries: Vec<_> = self.schemas.to_vec();
                     entries.push(enc.entry.clone());
                     let counters = self.counters.clone();
-                    let seg = self.open_segment()?;
+                    self.open_segment()?;
+                    let seg = self.open.as_mut().expect("just opened");
+                    let sealer = &mut self.sealer;
                     for entry in entries {
                         if seg.declared.contains(&entry.schema.id()) {
                             continue;
                         }
                         let f = format::block_frame(KIND_SCHEMA, &entry.raw);
-                        let at = Self::append(seg, &f, &counters)?;
+                        let at = Self::append(seg, &f, &counters, sealer)?;
                         seg.blocks.push(BlockMeta {
                             offset: at,
                             len: f.len() as u32,
@@ -1191,13 +1269,14 @@ impl ArchiveSink {
                         unreachable!("front is a block")
                     };
                     let seg = self.open.as_mut().expect("opened above");
+                    let sealer = &mut self.sealer;
                     // Its calibration, unless the segment's last one is
                     // it: the first block with TSC fields of every
                     // segment has one before it (a segment reads alone).
                     if let Some(cal) = enc.cal.filter(|c| seg.cal != Some(*c)) {
                         let f =
                             format::block_frame(KIND_CALIBRATION, &format::calibration_body(&cal));
-                        let at = Self::append(seg, &f, &counters)?;
+                        let at = Self::append(seg, &f, &counters, sealer)?;
                         seg.blocks.push(BlockMeta {
                             offset: at,
                             len: f.len() as u32,
@@ -1209,7 +1288,7 @@ impl ArchiveSink {
                         });
                         seg.cal = Some(cal);
                     }
-                    let at = Self::append(seg, &enc.frame, &counters)?;
+                    let at = Self::append(seg, &enc.frame, &counters, sealer)?;
                     let mut meta = enc.meta.clone();
                     meta.offset = at;
                     add(&counters.blocks, 1);
@@ -1262,8 +1341,19 @@ impl ArchiveSink {
             let _ = seg.file.set_len(end);
             return Err(e);
         }
+        if let Some(s) = self.sealer.as_mut() {
+            if s.sealed(end, &bytes).is_err() {
+                add(&self.counters.write_errors, 1);
+            }
+        }
         let sealed = self.dir.join(format::sealed_name(seg.seq, min, max));
         std::fs::rename(&seg.path, &sealed)?;
+        if let Some(s) = self.sealer.as_mut() {
+            // Signed, synced and renamed with its segment.
+            if s.finish_file(&sealed).is_err() {
+                add(&self.counters.write_errors, 1);
+            }
+        }
         add(&self.counters.bytes, bytes.len() as u64);
         add(&self.counters.segments_sealed, 1);
         self.open = None;
@@ -1306,6 +1396,7 @@ impl ArchiveSink {
                 break;
             }
             if std::fs::remove_file(&s.path).is_ok() {
+                let _ = std::fs::remove_file(crate::seal::seal_path(&s.path));
                 total -= len;
                 removed = true;
                 add(&self.counters.segments_removed, 1);
@@ -1324,6 +1415,9 @@ impl ArchiveSink {
                 .is_some_and(|ms| seg.last_sync.elapsed() >= Duration::from_millis(ms));
             if seg.dirty && (force || due) {
                 seg.file.sync_data()?;
+                if let Some(s) = self.sealer.as_mut() {
+                    s.sync()?;
+                }
                 seg.dirty = false;
                 seg.last_sync = Instant::now();
             }
@@ -1412,6 +1506,11 @@ impl Sink for ArchiveSink {
             }
         }
         self.drain_ops().map_err(SinkError::classify)?;
+        if let Some(s) = self.sealer.as_mut() {
+            if s.tick(Instant::now()).is_err() {
+                add(&self.counters.write_errors, 1);
+            }
+        }
         self.sync(false).map_err(SinkError::classify)
     }
 
@@ -1421,6 +1520,9 @@ impl Sink for ArchiveSink {
         }
         self.roll();
         self.drain_ops().map_err(SinkError::classify)?;
+        if let Some(s) = self.sealer.as_mut() {
+            s.close().map_err(SinkError::classify)?;
+        }
         self.closed = true;
         Ok(())
     }

@@ -48,6 +48,55 @@ fn keep_days_at_least_one<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Opti
     at_least_one(d, "keep_days")
 }
 
+/// `seal = { key_file = "...", sign_every_s = N }` of a file sink: seal
+/// what the sink writes ([`crate::seal`]).
+///
+/// ```toml
+/// [sink]
+/// type = "file"
+/// path = "/var/log/nat/sessions.log"
+/// max_size_bytes = 1_000_000_000
+/// seal = { key_file = "/etc/dplog/seal.key", sign_every_s = 60 }
+/// ```
+///
+/// With the signed heads also sent to another host's syslog receiver:
+///
+/// ```toml
+/// [sink]
+/// type = "file"
+/// path = "/var/log/nat/sessions.log"
+///
+/// [sink.seal]
+/// key_file = "/etc/dplog/seal.key"
+///
+/// [sink.seal.anchor]
+/// transport = "tcp"
+/// address = "192.0.2.10:514"
+/// ```
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SealConfig {
+    /// The Ed25519 private key (PKCS#8 PEM, mode 0600; `dplog-verify
+    /// keygen` makes one). Required. The sink is refused when it is
+    /// missing, unreadable, not 0600 or not such a key.
+    pub key_file: PathBuf,
+    /// Also sign the chain head every this many seconds while records
+    /// come in (the head is always signed at rotation and at close).
+    /// At least 1. Default: 60.
+    #[serde(default = "default_sign_every_s")]
+    pub sign_every_s: u64,
+    /// Also send every signed head to a syslog receiver on another host
+    /// (`[sink.seal.anchor]`, the keys of a `type = "syslog"` sink:
+    /// `transport`, `address`, ...), one RFC 5424 message per signature,
+    /// for `dplog-verify --anchors`. Default: none.
+    #[serde(default)]
+    pub anchor: Option<crate::syslog::config::SyslogSinkConfig>,
+}
+
+fn default_sign_every_s() -> u64 {
+    60
+}
+
 /// `type = "file"` settings; see [`FileSinkOptions`].
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -74,6 +123,9 @@ pub struct FileSinkConfig {
     pub reopen_on_sighup: bool,
     /// `fanout` (default) or `failover`; see [`SinkRole`].
     pub role: SinkRole,
+    /// Seal what is written (hash chain and signatures in `<path>.seal`);
+    /// see [`SealConfig`]. Default: no seal.
+    pub seal: Option<SealConfig>,
 }
 
 impl Default for FileSinkConfig {
@@ -88,6 +140,7 @@ impl Default for FileSinkConfig {
             keep_days: None,
             reopen_on_sighup: false,
             role: SinkRole::Fanout,
+            seal: None,
         }
     }
 }
@@ -107,6 +160,10 @@ impl FileSinkConfig {
             keep_days: self.keep_days,
             reopen_on_sighup: self.reopen_on_sighup,
             header: None,
+            seal: self.seal.as_ref().map(|s| crate::seal::SealOptions {
+                key_file: s.key_file.clone(),
+                sign_every: Some(std::time::Duration::from_secs(s.sign_every_s)),
+            }),
         }
     }
 }
@@ -119,6 +176,25 @@ impl SinkSettings for FileSinkConfig {
     /// other format is fine.
     fn check(&self, format: &str) -> Result<(), SettingsError> {
         crate::settings::nonempty_path("path", &self.path)?;
+        if let Some(seal) = &self.seal {
+            if seal.sign_every_s == 0 {
+                return Err(SettingsError::new(
+                    "seal",
+                    "`seal.sign_every_s` = 0: give the seconds between signatures, 1 or more \
+                     (the head is also signed at every rotation and at close)"
+                        .to_string(),
+                ));
+            }
+            if self.reopen_on_sighup {
+                return Err(SettingsError::new(
+                    "seal",
+                    "`seal` with `reopen_on_sighup`: an external rotation moves the file without \
+                     its seal file (`<path>.seal`); rotate with `max_size_bytes` or \
+                     `rotate_interval_ms`, which move both"
+                        .to_string(),
+                ));
+            }
+        }
         if !matches!(format, "binary" | "ipfix") {
             return Ok(());
         }
@@ -151,15 +227,20 @@ impl SinkSettings for FileSinkConfig {
         format!("file {}", self.path.display())
     }
 
-    /// A [`FileSink`] with `header` as its [`FileSinkOptions::header`].
+    /// A [`FileSink`] with `header` as its [`FileSinkOptions::header`],
+    /// and the seal's anchor sink when there is one.
     fn build(&self, header: Option<&[u8]>) -> io::Result<BoxSink> {
-        Ok(Box::new(FileSink::with_options(
+        let mut sink = FileSink::with_options(
             &self.path,
             FileSinkOptions {
                 header: header.map(<[u8]>::to_vec),
                 ..self.options()
             },
-        )?))
+        )?;
+        if let Some(anchor) = self.seal.as_ref().and_then(|s| s.anchor.as_ref()) {
+            sink.set_seal_anchor(anchor.build(None)?)?;
+        }
+        Ok(Box::new(sink))
     }
 
     fn output_file(&self) -> Option<&Path> {

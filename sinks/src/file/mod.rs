@@ -4,7 +4,7 @@
 #[cfg(feature = "config")]
 pub mod config;
 #[cfg(feature = "config")]
-pub use config::{FileSinkConfig, FsyncSetting};
+pub use config::{FileSinkConfig, FsyncSetting, SealConfig};
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::accounting::{bump, fingerprint, named, read};
+use crate::seal::{SealOptions, Sealer};
 use dplog_core::{Accepted, Kept, Sink, SinkError};
 
 /// File mode of a newly created log file: owner read/write, group read
@@ -71,6 +72,13 @@ pub struct FileSinkOptions {
     /// content has that copy dropped, so a file appended to by several
     /// runs holds it once. `None` (default): bytes are written as given.
     pub header: Option<Vec<u8>>,
+    /// Seal what is written ([`crate::seal`]): every write's bytes are
+    /// chained with BLAKE3 and the chain head signed with Ed25519, in
+    /// `<path>.seal` beside the file (rotated with it, deleted with it by
+    /// retention). The file's bytes are unchanged. Refused together with
+    /// `reopen_on_sighup` (an external rotation would move the file
+    /// without its seal). `None` (default): no seal.
+    pub seal: Option<SealOptions>,
 }
 
 /// Counters of one file sink, shared with whoever asked for them with
@@ -99,6 +107,9 @@ pub struct FileSinkCounters {
     /// Writes that stopped inside a record (a full disk) and were cut back
     /// to the last whole record with `ftruncate`.
     pub cut_back: AtomicU64,
+    /// Signed heads the seal's anchor sink refused (not sent; the seal
+    /// file has them).
+    pub anchor_failed: AtomicU64,
 }
 
 impl FileSinkCounters {
@@ -130,6 +141,7 @@ impl dplog_core::SinkCounters for FileSinkCounters {
                 ("syncs", &self.syncs),
                 ("vanished", &self.vanished),
                 ("cut_back", &self.cut_back),
+                ("anchor_failed", &self.anchor_failed),
             ],
         )
     }
@@ -200,6 +212,18 @@ pub struct FileSink {
     /// instead of being glued onto the fragment.
     unterminated: bool,
     counters: Arc<FileSinkCounters>,
+    /// The seal of the current file, when sealing is on.
+    sealer: Option<Sealer>,
+}
+
+/// Seals `bytes`, just written at `off` of the current file; a failed
+/// seal write is counted (the sealer keeps the entry for its next write).
+fn seal_bytes(sealer: &mut Option<Sealer>, counters: &FileSinkCounters, off: u64, bytes: &[u8]) {
+    if let Some(s) = sealer.as_mut() {
+        if let Err(e) = s.sealed(off, bytes) {
+            counters.count_error(&e);
+        }
+    }
 }
 
 /// How a batch divides into records, read from its first bytes.
@@ -364,8 +388,28 @@ impl FileSink {
                 ));
             }
         }
+        if opts.seal.is_some() && opts.reopen_on_sighup {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{}: seal with reopen_on_sighup: an external rotation would move the file \
+                     without its seal file; rotate with max_size_bytes or rotate_interval_ms \
+                     (the sink rotates both)",
+                    path.display()
+                ),
+            ));
+        }
+        if let Some(seal) = &opts.seal {
+            // The key first: a missing or unprotected key refuses the sink
+            // before any file is created.
+            crate::seal::load_signing_key(&seal.key_file)?;
+        }
         let file = open_append(&path).map_err(|e| with_path(&path, e))?;
         let size = file.metadata().map_err(|e| with_path(&path, e))?.len();
+        let sealer = match &opts.seal {
+            Some(seal) => Some(Sealer::open(&path, size, seal)?),
+            None => None,
+        };
         let unterminated = ends_unterminated(&path, size);
         let sighup = if opts.reopen_on_sighup {
             let flag = Arc::new(AtomicBool::new(false));
@@ -391,11 +435,30 @@ impl FileSink {
             torn: None,
             unterminated,
             counters: Arc::new(FileSinkCounters::default()),
+            sealer,
         };
         if let Some(newest) = sink.rotated_files()?.last() {
             sink.last_stamp = rotation_stamp(newest);
         }
         Ok(sink)
+    }
+
+    /// Sends every head the seal signs also to `sink`
+    /// ([`Sealer::set_anchor`]); failures are counted in
+    /// [`FileSinkCounters::anchor_failed`].
+    ///
+    /// # Errors
+    /// `InvalidInput` when the sink has no seal.
+    pub fn set_seal_anchor(&mut self, sink: Box<dyn Sink>) -> io::Result<()> {
+        let Some(s) = self.sealer.as_mut() else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{}: an anchor needs a seal", self.path.display()),
+            ));
+        };
+        let counters = self.counters.clone();
+        s.set_anchor(sink, Box::new(move |_| bump(&counters.anchor_failed, 1)));
+        Ok(())
     }
 
     /// The path this sink writes to.
@@ -429,7 +492,11 @@ impl FileSink {
         let Some(f) = self.file.as_ref() else {
             return Err(Self::closed());
         };
-        match f.sync_data().or_else(unsyncable_is_ok) {
+        let synced = f
+            .sync_data()
+            .or_else(unsyncable_is_ok)
+            .and_then(|()| self.sealer.as_mut().map_or(Ok(()), Sealer::sync));
+        match synced {
             Ok(()) => {
                 self.dirty = false;
                 self.last_sync = Instant::now();
@@ -456,13 +523,46 @@ impl FileSink {
             self.sync()?;
         }
         let f = open_append(&self.path).map_err(|e| self.err(e))?;
-        self.size = f.metadata().map_err(|e| self.err(e))?.len();
+        let size = f.metadata().map_err(|e| self.err(e))?.len();
+        if self.sealer.is_some() && !self.same_file(&f) {
+            self.seal_moved("moved", size)?;
+        }
+        self.size = size;
         self.unterminated = ends_unterminated(&self.path, self.size);
         self.file = Some(f);
         self.opened_at = Instant::now();
         self.rotate_retry_at = None;
         bump(&self.counters.reopens, 1);
         Ok(())
+    }
+
+    /// Whether `f` is the file the sink has open (same device and inode).
+    fn same_file(&self, f: &File) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        match (
+            self.file.as_ref().and_then(|o| o.metadata().ok()),
+            f.metadata().ok(),
+        ) {
+            (Some(a), Some(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        }
+    }
+
+    /// The sealed file left the path from outside (moved or deleted): its
+    /// seal is signed and renamed to `<path>.<why>-<ms>.seal` (a rotated
+    /// set then shows a missing file there), and the file now at the path
+    /// (`size` bytes) starts the log's next file.
+    fn seal_moved(&mut self, why: &str, size: u64) -> Result<(), SinkError> {
+        let Some(s) = self.sealer.as_mut() else {
+            return Ok(());
+        };
+        let ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO)
+            .as_millis();
+        let gone = PathBuf::from(format!("{}.{why}-{ms:013}", self.path.display()));
+        let r = s.rotate_to(&gone).and_then(|()| s.start_next(size));
+        r.map_err(|e| self.err(e))
     }
 
     /// Cuts the current file back to the length a failed `ftruncate` left
@@ -565,6 +665,13 @@ impl FileSink {
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return self.replace_vanished(),
             Err(e) => return Err(self.err(e)),
         }
+        if let Some(s) = self.sealer.as_mut() {
+            // Signed and renamed with its file, or the file goes back.
+            if let Err(e) = s.rotate_to(&target) {
+                let _ = std::fs::rename(&target, &self.path);
+                return Err(self.err(e));
+            }
+        }
         match open_append(&self.path) {
             Ok(f) => {
                 self.file = Some(f);
@@ -575,7 +682,16 @@ impl FileSink {
             Err(e) => {
                 // Put the file back so writes keep going to `path`.
                 let _ = std::fs::rename(&target, &self.path);
+                if let Some(s) = self.sealer.as_mut() {
+                    s.unrotate(&target);
+                }
                 return Err(self.err(e));
+            }
+        }
+        if let Some(s) = self.sealer.as_mut() {
+            // The next file of the log, continuing the chain's head.
+            if let Err(e) = s.start_next(0) {
+                self.counters.count_error(&e);
             }
         }
         bump(&self.counters.rotations, 1);
@@ -597,7 +713,9 @@ impl FileSink {
     /// directory being gone too is the `NotFound` error of the `open`.)
     fn replace_vanished(&mut self) -> Result<(), SinkError> {
         let f = open_append(&self.path).map_err(|e| self.err(e))?;
-        self.size = f.metadata().map_err(|e| self.err(e))?.len();
+        let size = f.metadata().map_err(|e| self.err(e))?.len();
+        self.seal_moved("vanished", size)?;
+        self.size = size;
         self.unterminated = ends_unterminated(&self.path, self.size);
         self.file = Some(f);
         self.opened_at = Instant::now();
@@ -625,6 +743,7 @@ impl FileSink {
                     .map(|t| now.duration_since(t).unwrap_or(Duration::ZERO) > max_age)
                     .unwrap_or(false);
                 if old && std::fs::remove_file(p).is_ok() {
+                    let _ = std::fs::remove_file(crate::seal::seal_path(p));
                     bump(&self.counters.deleted, 1);
                     return false;
                 }
@@ -635,6 +754,7 @@ impl FileSink {
             let excess = files.len().saturating_sub(keep);
             for p in &files[..excess] {
                 if std::fs::remove_file(p).is_ok() {
+                    let _ = std::fs::remove_file(crate::seal::seal_path(p));
                     bump(&self.counters.deleted, 1);
                 }
             }
@@ -661,6 +781,7 @@ impl FileSink {
                 if let (_, Err(e)) = write_all_counted(file, b"\n") {
                     return (0, Err(self.err(e)));
                 }
+                seal_bytes(&mut self.sealer, &self.counters, self.size, b"\n");
                 self.size += 1;
                 self.dirty = true;
             }
@@ -708,6 +829,7 @@ impl FileSink {
                 }
             };
             written += keep;
+            seal_bytes(&mut self.sealer, &self.counters, self.size, &chunk[..keep]);
             self.size += keep as u64;
             if keep > 0 {
                 self.dirty = true;
@@ -737,6 +859,7 @@ impl FileSink {
         let (n, r) = write_all_counted(file, h);
         match r {
             Ok(()) => {
+                seal_bytes(&mut self.sealer, &self.counters, self.size, h);
                 self.size += n as u64;
                 self.dirty = true;
                 Ok(())
@@ -768,6 +891,11 @@ impl FileSink {
                 && !self.rotation_deferred()
             {
                 self.try_rotate()?;
+            }
+        }
+        if let Some(s) = self.sealer.as_mut() {
+            if let Err(e) = s.tick(now) {
+                self.counters.count_error(&e);
             }
         }
         if let FsyncPolicy::EveryMs(ms) = self.opts.fsync {
@@ -917,7 +1045,15 @@ impl Sink for FileSink {
         let Some(f) = self.file.take() else {
             return Ok(());
         };
-        let synced = f.sync_all().or_else(unsyncable_is_ok);
+        let mut synced = f.sync_all().or_else(unsyncable_is_ok);
+        if let Some(s) = self.sealer.as_mut() {
+            // The head of everything written, signed, after the bytes are
+            // durable.
+            let sealed = s.close();
+            if synced.is_ok() {
+                synced = sealed;
+            }
+        }
         // The write error of a batch left unwritten is what the caller must
         // hear about (ENOSPC on a full disk or /dev/full), not a later
         // fsync's: on a character device fsync fails with EINVAL.

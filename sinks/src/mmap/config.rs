@@ -24,6 +24,10 @@ pub struct MmapSinkConfig {
     pub msync_interval_ms: u64,
     /// `fanout` (default) or `failover`.
     pub role: SinkRole,
+    /// Seal the segments (`seal = { key_file = "...", sign_every_s = N }`,
+    /// as a file sink's; `dplog-verify DIR` checks them). `anchor` is not
+    /// taken here yet. Default: no seal.
+    pub seal: Option<crate::file::SealConfig>,
 }
 
 impl Default for MmapSinkConfig {
@@ -35,6 +39,7 @@ impl Default for MmapSinkConfig {
             segment_bytes: d.segment_bytes,
             msync_interval_ms: d.msync_interval_ms.unwrap_or(0),
             role: SinkRole::Fanout,
+            seal: None,
         }
     }
 }
@@ -61,6 +66,10 @@ impl MmapSinkConfig {
             msync_interval_ms: (self.msync_interval_ms > 0).then_some(self.msync_interval_ms),
             prefix: self.prefix.clone(),
             header: header.map(<[u8]>::to_vec),
+            seal: self.seal.as_ref().map(|s| crate::seal::SealOptions {
+                key_file: s.key_file.clone(),
+                sign_every: Some(std::time::Duration::from_secs(s.sign_every_s)),
+            }),
         }
     }
 }
@@ -70,6 +79,22 @@ impl SinkSettings for MmapSinkConfig {
     /// `binary` included (every segment carries the schemas), is fine.
     fn check(&self, format: &str) -> Result<(), SettingsError> {
         crate::settings::nonempty_path("dir", &self.dir)?;
+        if let Some(seal) = &self.seal {
+            if seal.sign_every_s == 0 {
+                return Err(SettingsError::new(
+                    "seal",
+                    "`seal.sign_every_s` = 0: give the seconds between signatures, 1 or more"
+                        .to_string(),
+                ));
+            }
+            if seal.anchor.is_some() {
+                return Err(SettingsError::new(
+                    "seal",
+                    "`seal.anchor` is taken by file sinks only; the mmap sink's seal has none"
+                        .to_string(),
+                ));
+            }
+        }
         if format != "ipfix" {
             return Ok(());
         }

@@ -99,6 +99,15 @@ pub struct MmapSinkOptions {
     /// start of its stream) is dropped, so each segment has it once, at
     /// its top. Not counted as a record. Default none.
     pub header: Option<Vec<u8>>,
+    /// Seal the segments ([`crate::seal`]): every copy into a segment's
+    /// data area is chained with BLAKE3 in `<segment>.seal` (the header,
+    /// whose committed length changes with every batch, is not sealed:
+    /// the verifier reads it), the head signed with Ed25519 when the sink
+    /// moves to the next segment, at close and every `sign_every`; the
+    /// segments form one chain. Committed bytes a crash left without
+    /// their seal entry are sealed late when the sink resumes the
+    /// segment. `None` (default): no seal.
+    pub seal: Option<crate::seal::SealOptions>,
 }
 
 impl Default for MmapSinkOptions {
@@ -108,6 +117,7 @@ impl Default for MmapSinkOptions {
             msync_interval_ms: Some(1000),
             header: None,
             prefix: "dplog".into(),
+            seal: None,
         }
     }
 }
@@ -526,6 +536,8 @@ pub struct MmapSink {
     lock: Option<File>,
     closed: bool,
     counters: Arc<MmapCounters>,
+    /// The seal of the segment last written to, once one was.
+    sealer: Option<crate::seal::Sealer>,
 }
 
 impl std::fmt::Debug for MmapSink {
@@ -582,6 +594,10 @@ impl MmapSink {
                 "prefix must be non-empty and contain no '/'",
             ));
         }
+        if let Some(so) = &opts.seal {
+            // A missing or unprotected key refuses the sink first.
+            crate::seal::load_signing_key(&so.key_file)?;
+        }
         let dir = dir.as_ref().to_path_buf();
         // Listed before the lock so that a missing or unreadable directory
         // is reported as such, and again under it: a writer that closed in
@@ -608,6 +624,7 @@ impl MmapSink {
             lock: Some(lock),
             closed: false,
             counters: Arc::new(MmapCounters::default()),
+            sealer: None,
         };
         if let Some((_, path)) = segs.last() {
             s.resume(path)?;
@@ -782,6 +799,69 @@ impl MmapSink {
             }
         }
         Ok(())
+    }
+}
+
+/// Seals `bytes`, just copied at file offset `at` of the current segment;
+/// a failed seal write is counted (the sealer keeps the entry).
+fn seal_copy(
+    sealer: &mut Option<crate::seal::Sealer>,
+    counters: &MmapCounters,
+    at: u64,
+    bytes: &[u8],
+) {
+    if let Some(s) = sealer.as_mut() {
+        if s.sealed(at, bytes).is_err() {
+            bump(&counters.errors, 1);
+        }
+    }
+}
+
+impl MmapSink {
+    /// Puts the sealer on the current segment before bytes are copied
+    /// into it: the segment's own seal resumed (committed bytes without
+    /// their entries sealed late), or, for a segment without one, the
+    /// next file of the chain (the previous segment's seal signed first),
+    /// or a new log (the first sealed segment of the directory).
+    fn seal_current(&mut self) -> io::Result<()> {
+        let Some(so) = self.opts.seal.clone() else {
+            return Ok(());
+        };
+        let Some(seg) = self.seg.as_ref() else {
+            return Ok(());
+        };
+        let path = seg.path.clone();
+        let end = (HEADER_BYTES + seg.committed) as u64;
+        if self.sealer.as_ref().is_some_and(|s| s.data_path() == path) {
+            return Ok(());
+        }
+        if crate::seal::seal_path(&path).exists() {
+            if let Some(s) = self.sealer.as_mut() {
+                s.close()?;
+            }
+            self.sealer = Some(crate::seal::Sealer::open(&path, end, &so)?);
+            return Ok(());
+        }
+        match self.sealer.as_mut() {
+            Some(s) => {
+                let prev = s.data_path();
+                s.finish_file(&prev)?;
+                s.next_file_at(&path, end)
+            }
+            None => {
+                // The newest earlier segment with a seal, if any.
+                let prev = list_segments(&self.dir, &self.opts.prefix)?
+                    .into_iter()
+                    .map(|(_, p)| p)
+                    .rev()
+                    .find(|p| *p != path && crate::seal::seal_path(p).exists());
+                self.sealer = Some(match prev {
+                    Some(prev) => crate::seal::Sealer::open_after(&prev, &path, end, &so)?,
+                    None => crate::seal::Sealer::open(&path, end, &so)?,
+                });
+                Ok(())
+            }
+        }
     }
 }
 
@@ -963,6 +1043,10 @@ impl Sink for MmapSink {
                 self.roll();
                 self.seg = self.spare.pop_front();
             }
+            if let Err(e) = self.seal_current() {
+                bump(&self.counters.errors, 1);
+                return Err(SinkError::classify(e));
+            }
             let seg = self.seg.as_mut().expect("segment ensured by the plan");
             let chunk = &batch[p..p + n];
             let lead: &[u8] = match framing {
@@ -993,9 +1077,13 @@ impl Sink for MmapSink {
                 ))));
             }
             if !lead.is_empty() {
+                let at = (HEADER_BYTES + seg.committed) as u64;
                 seg.append(lead, 0);
+                seal_copy(&mut self.sealer, &self.counters, at, lead);
             }
+            let at = (HEADER_BYTES + seg.committed) as u64;
             seg.append(chunk, recs);
+            seal_copy(&mut self.sealer, &self.counters, at, chunk);
             seg.framing = Some(framing);
             p += n;
         }
@@ -1014,6 +1102,11 @@ impl Sink for MmapSink {
     }
 
     fn tick(&mut self, now: Instant) -> Result<(), SinkError> {
+        if let Some(s) = self.sealer.as_mut() {
+            if s.tick(now).is_err() {
+                bump(&self.counters.errors, 1);
+            }
+        }
         if let Some(ms) = self.opts.msync_interval_ms {
             if now.duration_since(self.last_sync) >= Duration::from_millis(ms) {
                 return self.sync_current();
@@ -1027,7 +1120,16 @@ impl Sink for MmapSink {
             return Ok(());
         }
         self.closed = true;
-        let r = self.sync_current();
+        let mut r = self.sync_current();
+        if let Some(s) = self.sealer.as_mut() {
+            // The head of everything copied, signed after the msync.
+            if let Err(e) = s.close() {
+                bump(&self.counters.errors, 1);
+                if r.is_ok() {
+                    r = Err(SinkError::classify(e));
+                }
+            }
+        }
         // A segment this sink created and never wrote (the one made at
         // open, or made for a batch that never came back) holds nothing:
         // no empty preallocated files are left behind.

@@ -42,6 +42,7 @@ fn segments(dir: &Path, batches: &[Vec<u8>]) -> Vec<PathBuf> {
             msync_interval_ms: None,
             prefix: "nat".into(),
             header: None,
+            seal: None,
         },
     )
     .unwrap();

@@ -87,6 +87,7 @@ fn write_containers(dir: &Path, log: &[u8]) {
             msync_interval_ms: None,
             prefix: "lb".into(),
             header: None,
+            seal: None,
         },
     )
     .unwrap();

@@ -468,6 +468,7 @@ fn each_mmap_segment_decodes_alone_with_the_calibration_in_force_there() {
             msync_interval_ms: None,
             prefix: "tick".into(),
             header: None,
+            seal: None,
         },
     )
     .unwrap();

@@ -1,0 +1,1030 @@
+//! Verifies sealed output files against their seal files
+//! (`dplog-verify`): finds the first write where the chain stops
+//! holding, says why, and names its first record and byte.
+//!
+//! The unit of the chain is one write of the sink (a batch), so a
+//! manipulation is located at the first record of the first write that
+//! fails, with that write's byte range. Records are lines (text formats),
+//! frames (`binary`) or messages (`ipfix`), numbered from 1 at the start
+//! of the file (a CSV header line is record 1).
+//!
+//! Nothing read is trusted before it is checked: entries have fixed
+//! sizes per tag, offsets and lengths are compared with the output's
+//! length before a byte is read, the data is read in 1 MiB pieces, and the
+//! seal file is streamed: memory holds the entry being checked and, to
+//! explain a finding, at most 64 entries read ahead, whatever the sizes
+//! of the files.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufReader, Read};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use ed25519_dalek::{Signature, VerifyingKey};
+
+use super::{
+    genesis, key_message, link, seal_path, sign_message, Entry, EntryReader, Placed, MAGIC,
+};
+use super::{TAG_BATCH, TAG_LATE};
+
+/// How far (in writes) the verifier looks for where a write's bytes went
+/// when they are not at their place.
+const SEARCH_WRITES: usize = 64;
+
+/// What went wrong, in the terms of the manipulation that explains it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Problem {
+    /// Bytes were removed from a write (its later writes sit earlier).
+    Removed,
+    /// A write's bytes changed in place (same length), or records were
+    /// moved within it.
+    Altered,
+    /// Bytes were inserted into or before a write (its later writes sit
+    /// later).
+    Inserted,
+    /// A later write's bytes sit at this write's place.
+    Reordered,
+    /// The output ends before the bytes its seal records.
+    Truncated,
+    /// The seal does not continue the chain here: entries from another
+    /// log (a different log id, or a file that does not follow its
+    /// predecessor).
+    Spliced,
+    /// A signature by a key that is not one of the trusted keys (the
+    /// tail was re-signed).
+    ForeignKey,
+    /// A signature that does not verify, or signs another head than the
+    /// chain's (the seal was rewritten and not re-signed).
+    BadSignature,
+    /// A file of a rotated set is missing.
+    MissingFile,
+    /// The chain head differs from the one a remote receiver got when it
+    /// was signed (`--anchors`): the file and its seal were rewritten
+    /// and re-signed, with the key, after that signature.
+    AnchorMismatch,
+    /// The seal file is not one, or is damaged.
+    SealDamaged,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Problem::Removed => "removed",
+            Problem::Altered => "altered",
+            Problem::Inserted => "inserted",
+            Problem::Reordered => "reordered",
+            Problem::Truncated => "truncated",
+            Problem::Spliced => "spliced",
+            Problem::ForeignKey => "re-signed with another key",
+            Problem::BadSignature => "bad signature",
+            Problem::MissingFile => "missing file",
+            Problem::AnchorMismatch => "differs from the anchored head",
+            Problem::SealDamaged => "seal damaged",
+        })
+    }
+}
+
+/// Where and why verification stopped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    /// What went wrong.
+    pub problem: Problem,
+    /// The output file.
+    pub file: PathBuf,
+    /// The first record where it stops holding, from 1.
+    pub record: u64,
+    /// Its byte offset in the file.
+    pub byte: u64,
+    /// The byte range of the write that fails, as sealed.
+    pub write: Option<(u64, u64)>,
+    /// The details.
+    pub detail: String,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {} at record {} (byte {})",
+            self.file.display(),
+            self.problem,
+            self.record,
+            self.byte
+        )?;
+        if let Some((a, b)) = self.write {
+            write!(f, ", in the write of bytes {a}..{b}")?;
+        }
+        write!(f, ": {}", self.detail)
+    }
+}
+
+/// The outcome of verifying a file or a rotated set.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    /// The first problem, if any: nothing after it is checked.
+    pub finding: Option<Finding>,
+    /// Remarks that are not tampering but limit what is proven: bytes
+    /// not sealed (before sealing started, or a crash between a write and
+    /// its entry), writes after the last signature, key changes, earlier
+    /// files of the set not present.
+    pub notes: Vec<String>,
+    /// Writes verified.
+    pub writes: u64,
+    /// Bytes verified.
+    pub bytes: u64,
+    /// Signatures verified with a trusted key.
+    pub signatures: u64,
+}
+
+/// How records divide a file, read from its first bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Framing {
+    Lines,
+    Frames,
+    Ipfix,
+    /// An archive segment: its header, then block frames.
+    Blocks,
+}
+
+fn framing(f: &File, base: u64) -> Framing {
+    let mut b = [0u8; 12];
+    let n = f.read_at(&mut b, base).unwrap_or(0);
+    if n >= 12 && b[0] == b'H' && b[1] == 0 && &b[4..12] == b"DPLOGBIN" {
+        Framing::Frames
+    } else if n >= 8 && &b[..8] == crate::archive::format::SEGMENT_MAGIC {
+        Framing::Blocks
+    } else if n >= 2 && b[0] == 0 && b[1] == 10 {
+        Framing::Ipfix
+    } else {
+        Framing::Lines
+    }
+}
+
+/// One output file open for verification.
+struct Data {
+    path: PathBuf,
+    file: File,
+    /// Bytes of the log: the file's length, or an mmap segment's header
+    /// and committed data (the rest is preallocated).
+    len: u64,
+    /// Where records start: 0, or an mmap segment's data area.
+    base: u64,
+    framing: Framing,
+}
+
+impl Data {
+    fn open(path: &Path) -> io::Result<Data> {
+        let file = File::open(path)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        let mut len = file.metadata()?.len();
+        let mut base = 0;
+        let mut head = [0u8; 32];
+        if file.read_exact_at(&mut head, 0).is_ok() && &head[..8] == crate::mmap::reader::MAGIC {
+            // An mmap segment: its header (not sealed: its committed
+            // length changes with every batch), then the committed data.
+            base = crate::mmap::reader::HEADER_BYTES as u64;
+            let committed = u64::from_le_bytes(head[24..32].try_into().expect("8 bytes"));
+            len = len.min(base.saturating_add(committed));
+        }
+        let framing = framing(&file, base);
+        Ok(Data {
+            path: path.to_path_buf(),
+            file,
+            len,
+            base,
+            framing,
+        })
+    }
+
+    /// BLAKE3 of bytes `[off, off + len)`; `None` when they are not all
+    /// in the file.
+    fn content(&self, off: u64, len: u64, buf: &mut [u8]) -> io::Result<Option<[u8; 32]>> {
+        if off.checked_add(len).map_or(true, |e| e > self.len) {
+            return Ok(None);
+        }
+        let mut h = blake3::Hasher::new();
+        let mut at = off;
+        let end = off + len;
+        while at < end {
+            let n = buf.len().min((end - at) as usize);
+            self.file.read_exact_at(&mut buf[..n], at)?;
+            h.update(&buf[..n]);
+            at += n as u64;
+        }
+        Ok(Some(*h.finalize().as_bytes()))
+    }
+
+    /// Record number (from 1) of the record at or after byte `off`, and
+    /// that record's start: records starting before `off` plus one.
+    fn record_at(&self, off: u64) -> io::Result<(u64, u64)> {
+        let mut r = BufReader::with_capacity(1 << 20, &self.file);
+        let mut count = 0u64;
+        match self.framing {
+            Framing::Lines => {
+                let mut buf = vec![0u8; 1 << 20];
+                let mut at = self.base;
+                let mut last_start = self.base;
+                while at < off {
+                    let want = buf.len().min((off - at) as usize);
+                    let n = self.file.read_at(&mut buf[..want], at)?;
+                    if n == 0 {
+                        break;
+                    }
+                    for i in memchr::memchr_iter(b'\n', &buf[..n]) {
+                        count += 1;
+                        last_start = at + i as u64 + 1;
+                    }
+                    at += n as u64;
+                }
+                // A write starts at a record boundary unless the bytes
+                // before it changed; then name the record that holds it.
+                Ok((count + 1, if last_start == off { off } else { last_start }))
+            }
+            Framing::Blocks => {
+                use crate::archive::format::{BLOCK_HEADER, BLOCK_MAGIC, SEGMENT_HEADER};
+                // Record 1 is the segment header; each block is one more.
+                let (mut at, mut count) = (0u64, 0u64);
+                if off >= SEGMENT_HEADER as u64 {
+                    at = SEGMENT_HEADER as u64;
+                    count = 1;
+                }
+                let mut hdr = [0u8; BLOCK_HEADER];
+                while at < off {
+                    if self.file.read_exact_at(&mut hdr, at).is_err() || &hdr[..4] != BLOCK_MAGIC {
+                        break;
+                    }
+                    let n = BLOCK_HEADER as u64
+                        + u64::from(u32::from_le_bytes([hdr[8], hdr[9], hdr[10], hdr[11]]));
+                    if at + n > off {
+                        break;
+                    }
+                    count += 1;
+                    at += n;
+                }
+                Ok((count + 1, at))
+            }
+            Framing::Frames | Framing::Ipfix => {
+                let mut at = self.base;
+                r.seek_relative(self.base as i64)?;
+                let mut hdr = [0u8; 4];
+                while at < off {
+                    if r.read_exact(&mut hdr).is_err() {
+                        break;
+                    }
+                    let n = match self.framing {
+                        Framing::Frames => 4 + u64::from(u16::from_le_bytes([hdr[2], hdr[3]])),
+                        _ => u64::from(u16::from_be_bytes([hdr[2], hdr[3]])).max(4),
+                    };
+                    if at + n > off {
+                        break;
+                    }
+                    count += 1;
+                    at += n;
+                    if r.seek_relative(n as i64 - 4).is_err() {
+                        break;
+                    }
+                }
+                Ok((count + 1, at))
+            }
+        }
+    }
+}
+
+/// A rotated set's files, oldest first, ending with `path` itself when it
+/// exists: what [`crate::file::rotated_files`] finds beside it; for a
+/// directory, its archive segments in sequence order
+/// ([`crate::archive::list_segments`]).
+///
+/// # Errors
+/// Reading the directory.
+pub fn set_of(path: &Path) -> io::Result<Vec<PathBuf>> {
+    if path.is_dir() {
+        // An archive directory: its segments in sequence order.
+        let archive: Vec<PathBuf> = crate::archive::list_segments(path)?
+            .into_iter()
+            .map(|s| s.path)
+            .collect();
+        if !archive.is_empty() {
+            return Ok(archive);
+        }
+        // An mmap segment directory of one prefix.
+        let mmap = crate::mmap::reader::all_segments(path)?;
+        if mmap.iter().any(|(p, _, _)| *p != mmap[0].0) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{}: mmap segments of several prefixes (several logs): name one log's segments",
+                    path.display()
+                ),
+            ));
+        }
+        return Ok(mmap.into_iter().map(|(_, _, p)| p).collect());
+    }
+    let mut v = crate::file::rotated_files(path)?;
+    if path.exists() {
+        v.push(path.to_path_buf());
+    }
+    Ok(v)
+}
+
+/// Verifies `files` (one output file, or a rotated set oldest first) with
+/// their seal files, trusting signatures by `trusted` only. Stops at the
+/// first problem.
+///
+/// # Errors
+/// An output or seal file that cannot be read (missing seal file
+/// included): `NotFound`/`PermissionDenied` with the path.
+pub fn verify_files(files: &[PathBuf], trusted: &[VerifyingKey]) -> io::Result<Report> {
+    verify_anchored(files, trusted, &[])
+}
+
+/// [`verify_files`], and every head in `anchors` (what a remote receiver
+/// got, [`read_anchors`]) of the files' log must be the chain's head at
+/// that point: a rewritten and re-signed log is found at the last
+/// anchored head it still matches ([`Problem::AnchorMismatch`]), one cut
+/// short of an anchored head is [`Problem::Truncated`], and an anchored
+/// file of the log that is not there is [`Problem::MissingFile`].
+///
+/// # Errors
+/// As [`verify_files`].
+pub fn verify_anchored(
+    files: &[PathBuf],
+    trusted: &[VerifyingKey],
+    anchors: &[Anchored],
+) -> io::Result<Report> {
+    let mut v = Verifier {
+        trusted,
+        anchors,
+        report: Report::default(),
+        prev: None,
+        buf: vec![0u8; 1 << 20],
+    };
+    let mut last = None;
+    for (i, f) in files.iter().enumerate() {
+        // Older files of a set written before sealing was switched on.
+        if v.prev.is_none() && files.len() > 1 && !seal_path(f).exists() {
+            v.report.notes.push(format!(
+                "{}: no seal file; written before sealing was switched on? not checked",
+                f.display()
+            ));
+            continue;
+        }
+        if !v.file(f, i + 1 == files.len())? {
+            return Ok(v.report);
+        }
+        last = Some(f);
+    }
+    // A log none of the anchors is of: made anew (all of it re-sealed
+    // under a new log id), or the anchors are another log's.
+    if let (Some((log, _, _)), Some(f)) = (v.prev, files.first()) {
+        if !anchors.is_empty() && !anchors.iter().any(|a| a.log_id == log) {
+            let d = Data::open(f)?;
+            v.find(
+                &d,
+                Problem::AnchorMismatch,
+                0,
+                None,
+                format!(
+                    "none of the {} anchored heads is of this log ({}): the log was sealed anew, or the anchors are another log's",
+                    anchors.len(),
+                    hex(&log)
+                ),
+            )?;
+            return Ok(v.report);
+        }
+    }
+    // Anchored files after the last one present.
+    if let (Some((log, seq, _)), Some(f)) = (v.prev, last) {
+        if let Some(a) = anchors.iter().find(|a| a.log_id == log && a.seq > seq) {
+            let d = Data::open(f)?;
+            let at = d.len;
+            v.find(
+                &d,
+                Problem::MissingFile,
+                at,
+                None,
+                format!(
+                    "the anchors record file {} of this log ({} writes up to byte {}), which is not here: files after this one were removed",
+                    a.seq, a.writes, a.end
+                ),
+            )?;
+        }
+    }
+    Ok(v.report)
+}
+
+/// A signed head as a remote receiver got it (an anchor message).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Anchored {
+    /// The log's id.
+    pub log_id: [u8; 16],
+    /// The file's sequence number in the log.
+    pub seq: u64,
+    /// Writes sealed in that file when it was signed.
+    pub writes: u64,
+    /// Their end offset.
+    pub end: u64,
+    /// The chain head signed.
+    pub head: [u8; 32],
+}
+
+fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
+    if s.len() != 2 * N || !s.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; N];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
+}
+
+/// Longest line read from an anchors file; longer ones are skipped.
+const MAX_ANCHOR_LINE: usize = 8192;
+
+/// Reads the anchor messages from a receiver's file (any lines that hold
+/// `dplog-seal head` followed by its `key=value` fields, e.g. an
+/// rsyslog file), keeping those whose signature verifies with one of
+/// `trusted`. Returns them with the number of anchor lines dropped (bad
+/// fields or signature; never trusted).
+///
+/// # Errors
+/// Reading the file.
+pub fn read_anchors(path: &Path, trusted: &[VerifyingKey]) -> io::Result<(Vec<Anchored>, usize)> {
+    use std::io::BufRead;
+    let f = File::open(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+    let mut r = BufReader::new(f);
+    let (mut out, mut bad) = (Vec::new(), 0usize);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = (&mut r)
+            .take(MAX_ANCHOR_LINE as u64 + 1)
+            .read_until(b'\n', &mut line)?;
+        if n == 0 {
+            break;
+        }
+        if line.len() > MAX_ANCHOR_LINE && line.last() != Some(&b'\n') {
+            // Skip the rest of an overlong line.
+            let mut sink = Vec::new();
+            r.read_until(b'\n', &mut sink)?;
+            continue;
+        }
+        let text = String::from_utf8_lossy(&line);
+        let Some(at) = text.find("dplog-seal head ") else {
+            continue;
+        };
+        match parse_anchor(&text[at + "dplog-seal head ".len()..], trusted) {
+            Some(a) => out.push(a),
+            None => bad += 1,
+        }
+    }
+    Ok((out, bad))
+}
+
+fn parse_anchor(fields: &str, trusted: &[VerifyingKey]) -> Option<Anchored> {
+    let get = |k: &str| {
+        fields
+            .split_whitespace()
+            .find_map(|f| f.strip_prefix(k).and_then(|v| v.strip_prefix('=')))
+    };
+    let log_id = unhex::<16>(get("log")?)?;
+    let seq = get("file")?.parse().ok()?;
+    let writes = get("writes")?.parse().ok()?;
+    let end = get("end")?.parse().ok()?;
+    let time_ms = get("time")?.parse().ok()?;
+    let head = unhex::<32>(get("head")?)?;
+    let key = unhex::<32>(get("key")?)?;
+    let sig = unhex::<64>(get("sig")?)?;
+    let vk = trusted.iter().find(|t| t.as_bytes() == &key)?;
+    let msg = sign_message(&log_id, seq, writes, end, time_ms, &head);
+    vk.verify_strict(&msg, &Signature::from_bytes(&sig)).ok()?;
+    Some(Anchored {
+        log_id,
+        seq,
+        writes,
+        end,
+        head,
+    })
+}
+
+struct Verifier<'a> {
+    trusted: &'a [VerifyingKey],
+    anchors: &'a [Anchored],
+    report: Report,
+    /// Log id, sequence number and final head of the previous file.
+    prev: Option<([u8; 16], u64, [u8; 32])>,
+    buf: Vec<u8>,
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+impl Verifier<'_> {
+    fn find(
+        &mut self,
+        d: &Data,
+        problem: Problem,
+        byte: u64,
+        write: Option<(u64, u64)>,
+        detail: String,
+    ) -> io::Result<bool> {
+        let (record, start) = d.record_at(byte)?;
+        self.report.finding = Some(Finding {
+            problem,
+            file: d.path.clone(),
+            record,
+            byte: start,
+            write,
+            detail,
+        });
+        Ok(false)
+    }
+
+    /// Verifies one file; `false` once a finding is made.
+    fn file(&mut self, path: &Path, last: bool) -> io::Result<bool> {
+        let d = Data::open(path)?;
+        let sp = seal_path(path);
+        let sf = match File::open(&sp) {
+            Ok(f) => f,
+            // A sealed log's later file without its seal: removed.
+            Err(e) if e.kind() == io::ErrorKind::NotFound && self.prev.is_some() => {
+                return self.find(
+                    &d,
+                    Problem::SealDamaged,
+                    0,
+                    None,
+                    format!(
+                        "{} is missing, while the files before this one are sealed",
+                        sp.display()
+                    ),
+                );
+            }
+            Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", sp.display()))),
+        };
+        let mut r = BufReader::new(sf);
+        let mut magic = [0u8; 8];
+        if r.read_exact(&mut magic).is_err() || &magic != MAGIC {
+            return self.find(
+                &d,
+                Problem::SealDamaged,
+                0,
+                None,
+                format!("{} is not a dplog seal file", sp.display()),
+            );
+        }
+        let mut rd = EntryReader::new(r);
+        let Some((
+            _,
+            Entry::Start {
+                log_id,
+                seq,
+                start,
+                prev,
+                pubkey,
+                ..
+            },
+        )) = rd.next_entry()?
+        else {
+            return self.find(
+                &d,
+                Problem::SealDamaged,
+                0,
+                None,
+                format!("{} has no start entry", sp.display()),
+            );
+        };
+        // The file's place in its log.
+        match self.prev {
+            None => {
+                if seq == 0 && prev != genesis(&log_id) {
+                    return self.find(
+                        &d,
+                        Problem::Spliced,
+                        start,
+                        None,
+                        "the first file's chain does not start at its log's genesis".into(),
+                    );
+                }
+                if seq > 0 {
+                    self.report.notes.push(format!(
+                        "{}: file {seq} of log {}; the {seq} earlier file(s) are not present (retention) and were not checked",
+                        path.display(),
+                        hex(&log_id)
+                    ));
+                }
+            }
+            Some((pid, pseq, phead)) => {
+                if pid != log_id {
+                    return self.find(
+                        &d,
+                        Problem::Spliced,
+                        start,
+                        None,
+                        format!(
+                            "this file belongs to log {}, the previous to log {}",
+                            hex(&log_id),
+                            hex(&pid)
+                        ),
+                    );
+                }
+                if seq != pseq + 1 {
+                    return self.find(
+                        &d,
+                        Problem::MissingFile,
+                        start,
+                        None,
+                        format!(
+                            "file {seq} of the log follows file {pseq}: file(s) {}..{} are missing",
+                            pseq + 1,
+                            seq - 1
+                        ),
+                    );
+                }
+                if prev != phead {
+                    return self.find(
+                        &d,
+                        Problem::Spliced,
+                        start,
+                        None,
+                        "this file does not continue the previous file's chain head".into(),
+                    );
+                }
+            }
+        }
+        if start > d.base {
+            self.report.notes.push(format!(
+                "{}: bytes {}..{start} were in the file before sealing started and are not sealed",
+                path.display(),
+                d.base
+            ));
+        }
+        let mut head = prev;
+        let mut pos = start;
+        let mut batches = 0u64;
+        // This file's anchored heads, by write count; the last one matched.
+        let mut anchored: Vec<&Anchored> = self
+            .anchors
+            .iter()
+            .filter(|a| a.log_id == log_id && a.seq == seq)
+            .collect();
+        anchored.sort_by_key(|a| a.writes);
+        let mut next_anchor = 0usize;
+        let mut matched = start;
+        let mut key = pubkey;
+        // Position and write count at the last signature by a trusted key.
+        let mut signed = (start, 0u64);
+        let mut signed_at_all = false;
+        // Entries read ahead to explain a finding.
+        let mut ahead: std::collections::VecDeque<Placed> = std::collections::VecDeque::new();
+        let mut i = 0usize;
+        loop {
+            let placed = match ahead.pop_front() {
+                Some(p) => p,
+                None => match rd.next_entry()? {
+                    Some(p) => p,
+                    None => break,
+                },
+            };
+            i += 1;
+            let (at, e) = (&placed.0, &placed.1);
+            match e {
+                Entry::Start { log_id: other, .. } => {
+                    return self.find(&d, Problem::Spliced, pos, None, format!(
+                        "a second start entry (log {}) at byte {at} of the seal file: another log's seal continues here",
+                        hex(other)
+                    ));
+                }
+                Entry::Batch {
+                    late,
+                    off,
+                    len,
+                    content,
+                    chain,
+                } => {
+                    let tag = if *late { TAG_LATE } else { TAG_BATCH };
+                    let range = Some((*off, off.saturating_add(*len)));
+                    if *off != pos || link(&head, tag, *off, *len, content) != *chain {
+                        return self.find(&d, Problem::Spliced, pos, range, format!(
+                            "seal entry {i} (byte {at} of the seal file) does not continue the chain: entries of another log, or the seal file edited"
+                        ));
+                    }
+                    match d.content(*off, *len, &mut self.buf)? {
+                        None => {
+                            return self.find(&d, Problem::Truncated, d.len.max(*off), range, format!(
+                                "the file ends at byte {} but its seal records {} bytes up to byte {}",
+                                d.len, off + len, seal_end(&sp)?
+                            ));
+                        }
+                        Some(c) if c != *content => {
+                            while ahead.len() < SEARCH_WRITES {
+                                match rd.next_entry()? {
+                                    Some(p) => ahead.push_back(p),
+                                    None => break,
+                                }
+                            }
+                            let (problem, detail) = self.classify(
+                                &d,
+                                (*off, *len, *content),
+                                i,
+                                ahead.make_contiguous(),
+                                seal_end(&sp)?,
+                            )?;
+                            return self.find(&d, problem, *off, range, detail);
+                        }
+                        Some(_) => {}
+                    }
+                    if *late {
+                        self.report.notes.push(format!(
+                            "{}: bytes {off}..{} were found unsealed when the sink restarted (a crash between a write and its seal entry) and were sealed then",
+                            path.display(),
+                            off + len
+                        ));
+                    }
+                    head = *chain;
+                    pos = off + len;
+                    batches += 1;
+                    self.report.writes += 1;
+                    self.report.bytes += len;
+                    while let Some(a) = anchored.get(next_anchor).filter(|a| a.writes <= batches) {
+                        if a.writes == batches && (a.head != head || a.end != pos) {
+                            return self.find(&d, Problem::AnchorMismatch, matched, Some((matched, a.end.max(pos))), format!(
+                                "after {batches} writes the chain head is {}, the receiver got {} (up to byte {}) when it was signed: the log was rewritten and re-sealed after byte {matched}",
+                                hex(&head),
+                                hex(&a.head),
+                                a.end
+                            ));
+                        }
+                        matched = pos;
+                        next_anchor += 1;
+                    }
+                }
+                Entry::Sign {
+                    batches: n,
+                    end,
+                    time_ms,
+                    head: h,
+                    pubkey: pk,
+                    sig,
+                } => {
+                    let after = Some((signed.0, pos));
+                    let vk = VerifyingKey::from_bytes(pk).ok();
+                    let msg = sign_message(&log_id, seq, *n, *end, *time_ms, h);
+                    let valid = vk.is_some_and(|vk| {
+                        vk.verify_strict(&msg, &Signature::from_bytes(sig)).is_ok()
+                    });
+                    if *n != batches || *end != pos || *h != head {
+                        return self.find(&d, Problem::BadSignature, signed.0, after, format!(
+                            "the signature at byte {at} of the seal file signs {n} writes up to byte {end}, the chain has {batches} up to byte {pos} with another head: the seal was rewritten after the last good signature"
+                        ));
+                    }
+                    if !valid {
+                        return self.find(&d, Problem::BadSignature, signed.0, after, format!(
+                            "the signature at byte {at} of the seal file does not verify with the key it names ({})",
+                            hex(pk)
+                        ));
+                    }
+                    if !self.trusted.iter().any(|t| t.as_bytes() == pk) {
+                        return self.find(&d, Problem::ForeignKey, signed.0, after, format!(
+                            "the writes from byte {} to {pos} are signed by key {}, which is not a trusted key",
+                            signed.0,
+                            hex(pk)
+                        ));
+                    }
+                    signed = (pos, batches);
+                    signed_at_all = true;
+                    self.report.signatures += 1;
+                }
+                Entry::Key {
+                    old,
+                    new,
+                    head: h,
+                    time_ms,
+                    sig,
+                } => {
+                    let vk = VerifyingKey::from_bytes(new).ok();
+                    let valid = vk.is_some_and(|vk| {
+                        vk.verify_strict(
+                            &key_message(old, new, h, *time_ms),
+                            &Signature::from_bytes(sig),
+                        )
+                        .is_ok()
+                    });
+                    if !valid || *old != key || *h != head {
+                        return self.find(&d, Problem::BadSignature, pos, None, format!(
+                            "the key change at byte {at} of the seal file does not verify or does not follow the chain"
+                        ));
+                    }
+                    self.report.notes.push(format!(
+                        "{}: the signing key changed at byte {pos} from {} to {}",
+                        path.display(),
+                        hex(old),
+                        hex(new)
+                    ));
+                    key = *new;
+                }
+            }
+        }
+        let _ = key;
+        if let Some(a) = anchored.get(next_anchor) {
+            return self.find(&d, Problem::Truncated, pos.min(d.len), Some((pos, a.end)), format!(
+                "the receiver got a head over {} writes up to byte {}; this file's seal ends after {batches} writes at byte {pos}: its tail was cut off",
+                a.writes, a.end
+            ));
+        }
+        if let Some(super::Stop { at, why, .. }) = rd.stop().cloned() {
+            self.report.notes.push(format!(
+                "{}: {why} (byte {at}); entries before it were checked",
+                sp.display()
+            ));
+        }
+        if batches > signed.1 || !signed_at_all {
+            if !last {
+                return self.find(
+                    &d,
+                    Problem::Truncated,
+                    signed.0,
+                    Some((signed.0, pos)),
+                    "a rotated file's seal does not end with a signature: its tail was cut off"
+                        .into(),
+                );
+            }
+            if batches > signed.1 {
+                let (rec, _) = d.record_at(signed.0)?;
+                self.report.notes.push(format!(
+                    "{}: {} write(s), bytes {}..{pos} from record {rec}, came after the last signature: their chain holds, but a truncation there would not show (a crash before the next signature, or compare with the anchored heads)",
+                    path.display(),
+                    batches - signed.1,
+                    signed.0
+                ));
+            }
+        }
+        if d.len > pos {
+            if !last {
+                return self.find(
+                    &d,
+                    Problem::Inserted,
+                    pos,
+                    None,
+                    format!(
+                        "a rotated file has {} bytes after its sealed end",
+                        d.len - pos
+                    ),
+                );
+            }
+            let (rec, _) = d.record_at(pos)?;
+            self.report.notes.push(format!(
+                "{}: bytes {pos}..{} from record {rec} are not sealed (a crash between a write and its seal entry, or appended by something else)",
+                path.display(),
+                d.len
+            ));
+        }
+        self.prev = Some((log_id, seq, head));
+        Ok(true)
+    }
+
+    /// Names the manipulation that explains write `i`'s mismatch: where
+    /// its own and the next writes' bytes went.
+    fn classify(
+        &mut self,
+        d: &Data,
+        own: Written,
+        i: usize,
+        ahead: &[Placed],
+        sealed_end: u64,
+    ) -> io::Result<(Problem, String)> {
+        let (off, len, own_content) = own;
+        let later: Vec<(usize, Written)> = ahead
+            .iter()
+            .enumerate()
+            .filter_map(|(j, (_, e))| match e {
+                Entry::Batch {
+                    off, len, content, ..
+                } => Some((i + 1 + j, (*off, *len, *content))),
+                _ => None,
+            })
+            .take(SEARCH_WRITES)
+            .collect();
+        // A later write's bytes at this place: this write moved after
+        // it (reordered), or this and the writes up to it were removed.
+        for (k, (koff, klen, kc)) in &later {
+            if d.content(off, *klen, &mut self.buf)? == Some(*kc) {
+                let moved = d.content(off + klen, len, &mut self.buf)? == Some(own_content);
+                if moved {
+                    return Ok((Problem::Reordered, format!(
+                        "the bytes sealed for bytes {koff}..{} (write {k} of the seal) sit at this write's place, and this write's after them: out of order",
+                        koff + klen
+                    )));
+                }
+                let gone = koff - off;
+                return Ok((Problem::Removed, format!(
+                    "this write and any up to byte {koff} ({gone} bytes) were removed; the write sealed at byte {koff} sits at their place"
+                )));
+            }
+        }
+        // The next write still at its place: this one changed in place.
+        if let Some((_, (noff, nlen, nc))) = later.first() {
+            if d.content(*noff, *nlen, &mut self.buf)? == Some(*nc) {
+                return Ok((Problem::Altered, format!(
+                    "the {len} bytes of this write differ from what was sealed (same length; changed, or records moved within it)"
+                )));
+            }
+            // Shifted: find the next write's bytes nearby.
+            let mut shifts: Vec<i64> = vec![d.len as i64 - sealed_end as i64, -(len as i64)];
+            shifts.retain(|s| *s != 0);
+            for s in shifts.clone() {
+                let at = *noff as i64 + s;
+                if at >= 0 && d.content(at as u64, *nlen, &mut self.buf)? == Some(*nc) {
+                    return Ok(shift_finding(s, len));
+                }
+            }
+            // Search record starts around the write's end.
+            let hi = (noff + len).min(d.len);
+            let mut starts: Vec<u64> = Vec::new();
+            let mut p = off;
+            while p < hi && starts.len() < 4096 {
+                let n = self.buf.len().min((hi - p) as usize);
+                let got = d.file.read_at(&mut self.buf[..n], p)?;
+                if got == 0 {
+                    break;
+                }
+                starts.extend(
+                    memchr::memchr_iter(b'\n', &self.buf[..got])
+                        .map(|x| p + x as u64 + 1)
+                        .filter(|c| c != noff)
+                        .take(4096),
+                );
+                p += got as u64;
+            }
+            starts.truncate(4096);
+            for c in starts {
+                if d.content(c, *nlen, &mut self.buf)? == Some(*nc) {
+                    return Ok(shift_finding(c as i64 - *noff as i64, len));
+                }
+            }
+        } else {
+            // The last write: only the file's length tells.
+            let end = off + len;
+            if d.len < end {
+                return Ok((
+                    Problem::Removed,
+                    format!(
+                        "the last write is {} bytes shorter than sealed",
+                        end - d.len
+                    ),
+                ));
+            }
+        }
+        Ok((
+            Problem::Altered,
+            format!("the {len} bytes of this write differ from what was sealed"),
+        ))
+    }
+}
+
+/// A write as sealed: offset, length, content hash.
+type Written = (u64, u64, [u8; 32]);
+
+fn shift_finding(s: i64, len: u64) -> (Problem, String) {
+    if s < 0 {
+        if -s as u64 == len {
+            (
+                Problem::Removed,
+                format!(
+                    "this whole write ({len} bytes) was removed; the next one sits at its place"
+                ),
+            )
+        } else {
+            (
+                Problem::Removed,
+                format!(
+                    "{} bytes were removed from this write; the next write sits that much earlier",
+                    -s
+                ),
+            )
+        }
+    } else {
+        (Problem::Inserted, format!("{s} bytes were inserted into or before this write; the next write sits that much later"))
+    }
+}
+
+/// Where the last write the seal file at `sp` records ends (a second,
+/// streaming pass over it, made only to explain a finding).
+fn seal_end(sp: &Path) -> io::Result<u64> {
+    let mut r = BufReader::new(File::open(sp)?);
+    let mut magic = [0u8; 8];
+    r.read_exact(&mut magic)?;
+    let mut rd = EntryReader::new(r);
+    let mut end = 0;
+    while let Some((_, e)) = rd.next_entry()? {
+        match e {
+            Entry::Batch { off, len, .. } => end = off.saturating_add(len),
+            Entry::Start { start, .. } => end = start,
+            _ => {}
+        }
+    }
+    Ok(end)
+}

@@ -1,0 +1,287 @@
+//! Anchoring against a real rsyslogd on loopback: a sealed file sink
+//! sends every signed head to it over TCP; an attacker with root and the
+//! private key rewrites a record and re-signs the whole seal, or cuts the
+//! last run off file and seal, or seals the log anew. Each passes a check
+//! without the anchors, and each is found, at the right record and byte,
+//! with `--anchors` (the receiver's file).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use dplog_core::Sink;
+use dplog_sinks::seal::verify::{read_anchors, verify_anchored, verify_files, Problem};
+use dplog_sinks::seal::{self, seal_path, Entry, SealOptions};
+use dplog_sinks::{FileSink, FileSinkOptions, SyslogSink, SyslogSinkOptions, SyslogTransport};
+use ed25519_dalek::Signer;
+
+/// rsyslogd (the testkit's runner) with one TCP input writing each
+/// message's raw text to `anchors.log`; None (said on stderr) when it is
+/// not installed.
+struct Rsyslog {
+    d: dplog_testkit::rsyslog::Rsyslogd,
+    port: u16,
+}
+
+impl Rsyslog {
+    fn start() -> Option<Rsyslog> {
+        if !dplog_testkit::rsyslog::installed() {
+            eprintln!(
+                "SKIPPED: {} not installed (run scripts/setup.sh)",
+                dplog_testkit::rsyslog::RSYSLOGD
+            );
+            return None;
+        }
+        let d = dplog_testkit::rsyslog::Rsyslogd::start_tcp(
+            r#"module(load="imtcp")
+input(type="imtcp" address="127.0.0.1" port="{port}")
+template(name="raw" type="string" string="%rawmsg%\n")
+action(type="omfile" file="{dir}/anchors.log" template="raw" flushOnTXEnd="on" asyncWriting="off")
+"#,
+        );
+        let port = d.port();
+        Some(Rsyslog { d, port })
+    }
+
+    fn out(&self) -> PathBuf {
+        self.d.dir().join("anchors.log")
+    }
+
+    /// Waits (up to 60 s) until the receiver's file holds `n` anchors.
+    fn wait_anchors(&self, n: usize) {
+        let t0 = Instant::now();
+        loop {
+            let got = std::fs::read_to_string(self.out())
+                .map(|s| s.matches("dplog-seal head ").count())
+                .unwrap_or(0);
+            if got >= n {
+                return;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "{got} of {n} anchors arrived"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn batch(b: usize) -> Vec<u8> {
+    (0..4)
+        .map(|i| format!("login user=u{b}{i} port={} result=ok\n", 1000 + b * 4 + i))
+        .collect::<String>()
+        .into_bytes()
+}
+
+/// One run of a sealed sink anchored at `port`: batches `from..to`, then
+/// close (a signature, sent). Returns each batch's offset.
+fn run(path: &Path, key: &Path, port: u16, from: usize, to: usize) -> Vec<u64> {
+    let mut sink = FileSink::with_options(
+        path,
+        FileSinkOptions {
+            seal: Some(SealOptions {
+                key_file: key.to_path_buf(),
+                sign_every: None,
+            }),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let anchor = SyslogSink::new(SyslogSinkOptions::new(SyslogTransport::Tcp(
+        ([127, 0, 0, 1], port).into(),
+    )))
+    .unwrap();
+    sink.set_seal_anchor(Box::new(anchor)).unwrap();
+    let mut offs = Vec::new();
+    let mut at = std::fs::metadata(path).map_or(0, |m| m.len());
+    for b in from..to {
+        offs.push(at);
+        let bytes = batch(b);
+        sink.write_batch(&bytes).unwrap();
+        at += bytes.len() as u64;
+    }
+    let counters = sink.counters();
+    sink.close().unwrap();
+    assert_eq!(
+        dplog_sinks::FileSinkCounters::get(&counters.anchor_failed),
+        0
+    );
+    offs
+}
+
+/// Rewrites the seal of `path` for its current bytes as an attacker with
+/// the private key would: same log, same entries, every write rehashed
+/// and every signature made again.
+fn reseal(path: &Path, key: &Path) {
+    let sk = seal::load_signing_key(key).unwrap();
+    let data = std::fs::read(path).unwrap();
+    let old = std::fs::read(seal_path(path)).unwrap();
+    let (entries, _) = seal::read_entries(&mut &old[seal::MAGIC.len()..], 10_000).unwrap();
+    let mut out = seal::MAGIC.to_vec();
+    let (mut head, mut log, mut seq) = ([0u8; 32], [0u8; 16], 0);
+    for (_, e) in entries {
+        let e = match e {
+            Entry::Start {
+                log_id,
+                seq: s,
+                prev,
+                ..
+            } => {
+                (head, log, seq) = (prev, log_id, s);
+                e
+            }
+            Entry::Batch { late, off, len, .. } => {
+                let content = *blake3::hash(&data[off as usize..(off + len) as usize]).as_bytes();
+                let tag = if late {
+                    seal::TAG_LATE
+                } else {
+                    seal::TAG_BATCH
+                };
+                head = seal::link(&head, tag, off, len, &content);
+                Entry::Batch {
+                    late,
+                    off,
+                    len,
+                    content,
+                    chain: head,
+                }
+            }
+            Entry::Sign {
+                batches,
+                end,
+                time_ms,
+                pubkey,
+                ..
+            } => {
+                let msg = seal::sign_message(&log, seq, batches, end, time_ms, &head);
+                Entry::Sign {
+                    batches,
+                    end,
+                    time_ms,
+                    head,
+                    pubkey,
+                    sig: sk.sign(&msg).to_bytes(),
+                }
+            }
+            Entry::Key { .. } => e,
+        };
+        e.encode(&mut out);
+    }
+    std::fs::write(seal_path(path), out).unwrap();
+}
+
+#[test]
+fn anchored_heads_catch_a_re_signed_rewrite_a_cut_tail_and_a_log_sealed_anew() {
+    let Some(rs) = Rsyslog::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (key, public) = (dir.path().join("seal.key"), dir.path().join("seal.pub"));
+    let vk = seal::generate_key_pair(&key, &public).unwrap();
+    let path = dir.path().join("logins.log");
+    let mut offs = run(&path, &key, rs.port, 0, 6);
+    offs.extend(run(&path, &key, rs.port, 6, 10));
+    rs.wait_anchors(2);
+    let (anchors, bad) = read_anchors(&rs.out(), &[vk]).unwrap();
+    assert_eq!((anchors.len(), bad), (2, 0));
+    assert_eq!((anchors[0].writes, anchors[0].end), (6, offs[6]));
+    let clean = verify_anchored(std::slice::from_ref(&path), &[vk], &anchors).unwrap();
+    assert_eq!((clean.finding, clean.signatures), (None, 2));
+    let original = std::fs::read(&path).unwrap();
+    let original_seal = std::fs::read(seal_path(&path)).unwrap();
+    let cli = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_dplog-verify"))
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (p, k, a) = (path.to_str().unwrap(), public.to_str().unwrap(), rs.out());
+    let a = a.to_str().unwrap();
+    assert_eq!(cli(&["--key", k, "--anchors", a, p]).0, 0);
+
+    // 1. A record of the second run rewritten, the seal re-signed with
+    //    the stolen key: fine without anchors, found with them where the
+    //    first anchored head still matches.
+    let mut forged = original.clone();
+    let at = offs[8] as usize + 12;
+    forged[at] = b'X';
+    std::fs::write(&path, &forged).unwrap();
+    reseal(&path, &key);
+    assert_eq!(
+        verify_files(std::slice::from_ref(&path), &[vk])
+            .unwrap()
+            .finding,
+        None
+    );
+    let f = verify_anchored(std::slice::from_ref(&path), &[vk], &anchors)
+        .unwrap()
+        .finding
+        .unwrap();
+    assert_eq!(f.problem, Problem::AnchorMismatch, "{f}");
+    assert_eq!((f.record, f.byte), (6 * 4 + 1, offs[6]));
+    let (code, err) = cli(&["--key", k, "--anchors", a, p]);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains(&format!("at record 25 (byte {})", offs[6])),
+        "{err}"
+    );
+
+    // 2. The second run cut off file and seal (back to the first
+    //    signature): found where the file now ends.
+    std::fs::write(&path, &original[..offs[6] as usize]).unwrap();
+    let (entries, _) = seal::read_entries(&mut &original_seal[seal::MAGIC.len()..], 100).unwrap();
+    let (s_at, s) = entries
+        .iter()
+        .find(|(_, e)| matches!(e, Entry::Sign { .. }))
+        .unwrap();
+    let cut = (s_at + 1 + seal::body_len(s.tag()).unwrap() as u64) as usize;
+    std::fs::write(seal_path(&path), &original_seal[..cut]).unwrap();
+    assert_eq!(
+        verify_files(std::slice::from_ref(&path), &[vk])
+            .unwrap()
+            .finding,
+        None
+    );
+    let f = verify_anchored(std::slice::from_ref(&path), &[vk], &anchors)
+        .unwrap()
+        .finding
+        .unwrap();
+    assert_eq!(f.problem, Problem::Truncated, "{f}");
+    assert_eq!((f.record, f.byte), (6 * 4 + 1, offs[6]));
+
+    // 3. The whole log rewritten and sealed anew by the sink (a new log
+    //    id): no anchor is of it.
+    std::fs::write(&path, &forged).unwrap();
+    std::fs::remove_file(seal_path(&path)).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let mut resealed = FileSink::with_options(
+        &path,
+        FileSinkOptions {
+            seal: Some(SealOptions {
+                key_file: key.clone(),
+                sign_every: None,
+            }),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    resealed.write_batch(&forged).unwrap();
+    resealed.close().unwrap();
+    assert_eq!(
+        verify_files(std::slice::from_ref(&path), &[vk])
+            .unwrap()
+            .finding,
+        None
+    );
+    let f = verify_anchored(std::slice::from_ref(&path), &[vk], &anchors)
+        .unwrap()
+        .finding
+        .unwrap();
+    assert_eq!(f.problem, Problem::AnchorMismatch, "{f}");
+    assert_eq!((f.record, f.byte), (1, 0));
+    assert!(f.detail.contains("sealed anew"), "{f}");
+}

@@ -225,12 +225,12 @@ pub(crate) unsafe fn c_names<'a>(
 ///
 /// # Safety
 /// `values` is NULL or valid for `n` values.
-pub(crate) unsafe fn c_values<'a>(
+pub(crate) unsafe fn c_values<'a, T>(
     what: &str,
     list: &str,
-    values: *const u64,
+    values: *const T,
     n: usize,
-) -> Result<&'a [u64], dplog_result> {
+) -> Result<&'a [T], dplog_result> {
     if n == 0 {
         return Ok(&[]);
     }

@@ -45,29 +45,6 @@ fn with_changed_meta(
         .map_err(|e| fail(DPLOG_ERR_INVALID_ARG, format!("{what}: schema {name}: {e}")))
 }
 
-/// The `n` values of a `uint32_t` array (NULL only with `n == 0`).
-///
-/// # Safety
-/// `values` is NULL or valid for `n` values.
-unsafe fn c_u32s<'a>(
-    what: &str,
-    list: &str,
-    values: *const u32,
-    n: usize,
-) -> Result<&'a [u32], dplog_result> {
-    if n == 0 {
-        return Ok(&[]);
-    }
-    if values.is_null() {
-        return Err(fail(
-            DPLOG_ERR_NULL,
-            format!("{what}: {list} is NULL with {n} entries"),
-        ));
-    }
-    // SAFETY: non-NULL, valid for n values (caller contract).
-    Ok(unsafe { std::slice::from_raw_parts(values, n) })
-}
-
 /// A NULL-or-string argument as `Option<&str>`.
 ///
 /// # Safety
@@ -235,22 +212,11 @@ pub unsafe extern "C" fn dplog_schema_set_ipfix_ie_by(
         // SAFETY: the caller's contract on every pointer.
         let args = unsafe {
             (|| {
-                let ies: &[u16] = if n == 0 {
-                    &[]
-                } else if ies.is_null() {
-                    return Err(fail(
-                        DPLOG_ERR_NULL,
-                        format!("{WHAT}: ies is NULL with {n} entries"),
-                    ));
-                } else {
-                    // SAFETY: non-NULL, valid for n values (caller contract).
-                    std::slice::from_raw_parts(ies, n)
-                };
                 Ok::<_, dplog_result>((
                     c_names(WHAT, "field", &field, 1)?[0],
                     c_names(WHAT, "selector", &selector, 1)?[0],
-                    c_u32s(WHAT, "values", values, n)?,
-                    ies,
+                    c_values(WHAT, "values", values, n)?,
+                    c_values(WHAT, "ies", ies, n)?,
                 ))
             })()
         };
@@ -318,7 +284,7 @@ pub unsafe extern "C" fn dplog_schema_set_name_by(
                 Ok::<_, dplog_result>((
                     c_names(WHAT, "field", &field, 1)?[0],
                     c_names(WHAT, "selector", &selector, 1)?[0],
-                    c_u32s(WHAT, "values", values, n)?,
+                    c_values(WHAT, "values", values, n)?,
                     c_names(WHAT, "names", names, n)?,
                 ))
             })()

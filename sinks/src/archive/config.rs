@@ -95,10 +95,7 @@ impl ArchiveSinkConfig {
             retention_bytes: opt(self.retention_bytes),
             max_lifetime_ms: self.max_lifetime_ms,
             zstd_level: self.zstd_level,
-            seal: self.seal.as_ref().map(|s| crate::seal::SealOptions {
-                key_file: s.key_file.clone(),
-                sign_every: Some(std::time::Duration::from_secs(s.sign_every_s)),
-            }),
+            seal: self.seal.as_ref().map(crate::file::SealConfig::options),
         }
     }
 }
@@ -108,20 +105,7 @@ impl SinkSettings for ArchiveSinkConfig {
     fn check(&self, format: &str) -> Result<(), SettingsError> {
         crate::settings::nonempty_path("dir", &self.dir)?;
         if let Some(seal) = &self.seal {
-            if seal.sign_every_s == 0 {
-                return Err(SettingsError::new(
-                    "seal",
-                    "`seal.sign_every_s` = 0: give the seconds between signatures, 1 or more"
-                        .to_string(),
-                ));
-            }
-            if seal.anchor.is_some() {
-                return Err(SettingsError::new(
-                    "seal",
-                    "`seal.anchor` is taken by file sinks only; the archive's seal has none"
-                        .to_string(),
-                ));
-            }
+            seal.check("archive", false)?;
         }
         if format == "binary" {
             return Ok(());

@@ -97,6 +97,37 @@ fn default_sign_every_s() -> u64 {
     60
 }
 
+impl SealConfig {
+    /// The checks every sink's `seal` table shares: `sign_every_s` at
+    /// least 1, and `anchor` only where `anchor_ok` (file sinks); `sink`
+    /// names the sink for the message.
+    pub(crate) fn check(&self, sink: &str, anchor_ok: bool) -> Result<(), SettingsError> {
+        if self.sign_every_s == 0 {
+            return Err(SettingsError::new(
+                "seal",
+                "`seal.sign_every_s` = 0: give the seconds between signatures, 1 or more \
+                 (the head is also signed whenever a file or segment closes)"
+                    .to_string(),
+            ));
+        }
+        if self.anchor.is_some() && !anchor_ok {
+            return Err(SettingsError::new(
+                "seal",
+                format!("`seal.anchor` is taken by file sinks only; the {sink}'s seal has none"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The sink's [`SealOptions`](crate::seal::SealOptions).
+    pub(crate) fn options(&self) -> crate::seal::SealOptions {
+        crate::seal::SealOptions {
+            key_file: self.key_file.clone(),
+            sign_every: Some(std::time::Duration::from_secs(self.sign_every_s)),
+        }
+    }
+}
+
 /// `type = "file"` settings; see [`FileSinkOptions`].
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -160,10 +191,7 @@ impl FileSinkConfig {
             keep_days: self.keep_days,
             reopen_on_sighup: self.reopen_on_sighup,
             header: None,
-            seal: self.seal.as_ref().map(|s| crate::seal::SealOptions {
-                key_file: s.key_file.clone(),
-                sign_every: Some(std::time::Duration::from_secs(s.sign_every_s)),
-            }),
+            seal: self.seal.as_ref().map(SealConfig::options),
         }
     }
 }
@@ -177,14 +205,7 @@ impl SinkSettings for FileSinkConfig {
     fn check(&self, format: &str) -> Result<(), SettingsError> {
         crate::settings::nonempty_path("path", &self.path)?;
         if let Some(seal) = &self.seal {
-            if seal.sign_every_s == 0 {
-                return Err(SettingsError::new(
-                    "seal",
-                    "`seal.sign_every_s` = 0: give the seconds between signatures, 1 or more \
-                     (the head is also signed at every rotation and at close)"
-                        .to_string(),
-                ));
-            }
+            seal.check("file sink", true)?;
             if self.reopen_on_sighup {
                 return Err(SettingsError::new(
                     "seal",

@@ -66,10 +66,7 @@ impl MmapSinkConfig {
             msync_interval_ms: (self.msync_interval_ms > 0).then_some(self.msync_interval_ms),
             prefix: self.prefix.clone(),
             header: header.map(<[u8]>::to_vec),
-            seal: self.seal.as_ref().map(|s| crate::seal::SealOptions {
-                key_file: s.key_file.clone(),
-                sign_every: Some(std::time::Duration::from_secs(s.sign_every_s)),
-            }),
+            seal: self.seal.as_ref().map(crate::file::SealConfig::options),
         }
     }
 }
@@ -80,20 +77,7 @@ impl SinkSettings for MmapSinkConfig {
     fn check(&self, format: &str) -> Result<(), SettingsError> {
         crate::settings::nonempty_path("dir", &self.dir)?;
         if let Some(seal) = &self.seal {
-            if seal.sign_every_s == 0 {
-                return Err(SettingsError::new(
-                    "seal",
-                    "`seal.sign_every_s` = 0: give the seconds between signatures, 1 or more"
-                        .to_string(),
-                ));
-            }
-            if seal.anchor.is_some() {
-                return Err(SettingsError::new(
-                    "seal",
-                    "`seal.anchor` is taken by file sinks only; the mmap sink's seal has none"
-                        .to_string(),
-                ));
-            }
+            seal.check("mmap sink", false)?;
         }
         if format != "ipfix" {
             return Ok(());

@@ -223,6 +223,53 @@ unsafe impl HasSchema for DnsAnswer {
     }
 }
 
+/// A record type no sink would store stops the start (a ClickHouse sink
+/// passes over other types, counting them written): one sink for two
+/// types, and a set of two sinks for the same one. With a file sink
+/// beside, every type is stored somewhere, and the start goes on to the
+/// table check. Refused before any connection: no server needed.
+#[test]
+fn a_record_type_no_sink_stores_stops_the_start() {
+    use dplog::Slot64;
+    let types = [DnsQuery::schema(), DnsAnswer::schema()];
+    let start = |sinks: &str| {
+        let cfg =
+            LogConfig::from_toml_str(&format!("[format]\ntype = \"binary\"\n{sinks}")).unwrap();
+        match cfg.start_slots::<Slot64>(&types) {
+            Err(e) => e.to_string(),
+            Ok(l) => {
+                let _ = l.shutdown();
+                "started".to_string()
+            }
+        }
+    };
+    let dead = format!("http://127.0.0.1:{}", dplog_testkit::free_tcp_port());
+    let one = format!("[sink]\ntype = \"clickhouse\"\nurl = \"{dead}\"\ntable = \"dns\"\n");
+    let e = start(&one);
+    assert!(
+        e.contains("a clickhouse sink stores one record type (dnsQuery), so the records of dnsAnswer would go to no sink"),
+        "{e}"
+    );
+    let twice = format!(
+        "[[sink]]\ntype = \"clickhouse\"\nurl = \"{dead}\"\ntable = \"a\"\nrecord_type = \"dnsAnswer\"\n\
+         [[sink]]\ntype = \"clickhouse\"\nurl = \"{dead}\"\ntable = \"b\"\nrecord_type = \"dnsAnswer\"\n"
+    );
+    let e = start(&twice);
+    assert!(
+        e.contains("(dnsAnswer, dnsAnswer), so the records of dnsQuery would go to no sink"),
+        "{e}"
+    );
+    // A file sink beside takes every type: no refusal (the server is not
+    // there, which the start does not refuse either).
+    let dir = tempfile::tempdir().unwrap();
+    let with_file = format!(
+        "[[sink]]\ntype = \"clickhouse\"\nurl = \"{dead}\"\ntable = \"dns\"\n\
+         [[sink]]\ntype = \"file\"\npath = {:?}\n",
+        dir.path().join("all.bin").to_str().unwrap()
+    );
+    assert_eq!(start(&with_file), "started");
+}
+
 #[test]
 fn two_record_types_go_to_their_own_tables_through_a_sink_set() {
     use dplog::{Slot, Slot64};

@@ -408,13 +408,66 @@ fn check_archive_index(sink: &SinkConfig, schemas: &[&Schema]) -> Result<(), Con
     }
 }
 
-/// Refuses, before any sink opens, a ClickHouse sink whose
+/// Refuses, before any sink opens, ClickHouse sinks that leave a record
+/// type of the logger stored nowhere, a ClickHouse sink whose
 /// `record_type` none of the logger's record types is, or whose table
 /// the server says is missing or does not match the record type
 /// (`DESCRIBE TABLE`, see [`ClickHouseSink`](crate::sinks::ClickHouseSink)).
 /// A server that cannot be reached is not refused: the sink checks again
 /// before its first insert.
 fn check_clickhouse(sink: &SinkConfig, schemas: &[&Schema]) -> Result<(), ConfigError> {
+    check_clickhouse_tables(sink, schemas)?;
+    check_clickhouse_coverage(sink, schemas)
+}
+
+/// The record types a sink (or set) made only of ClickHouse sinks stores:
+/// each sink's `record_type`, else the first served; `None` when another
+/// kind of sink is among them (it takes every record type).
+fn clickhouse_only(sink: &SinkConfig, schemas: &[&Schema]) -> Option<Vec<String>> {
+    match sink {
+        SinkConfig::Clickhouse(c) => Some(
+            c.record_type
+                .clone()
+                .or_else(|| schemas.first().map(|s| s.name().to_string()))
+                .into_iter()
+                .collect(),
+        ),
+        SinkConfig::Set(v) => v.iter().try_fold(Vec::new(), |mut all, s| {
+            all.extend(clickhouse_only(s, schemas)?);
+            Some(all)
+        }),
+        _ => None,
+    }
+}
+
+/// Refuses a logger whose sinks are all ClickHouse sinks when a record
+/// type it serves is none of their `record_type`s: its records would be
+/// counted written (a ClickHouse sink passes over other types) and stored
+/// nowhere.
+fn check_clickhouse_coverage(sink: &SinkConfig, schemas: &[&Schema]) -> Result<(), ConfigError> {
+    let Some(stored) = clickhouse_only(sink, schemas) else {
+        return Ok(());
+    };
+    let missing: Vec<&str> = schemas
+        .iter()
+        .map(|s| s.name())
+        .filter(|n| !stored.iter().any(|t| t == n))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(ConfigError::Parse(format!(
+        "[sink] record_type: a clickhouse sink stores one record type ({}), so the records of \
+         {} would go to no sink; give each record type its own clickhouse sink in a [[sink]] \
+         set, or add a sink that takes every type (file, archive)",
+        stored.join(", "),
+        missing.join(", ")
+    )))
+}
+
+/// The `DESCRIBE TABLE` check of every ClickHouse sink (see
+/// [`check_clickhouse`]).
+fn check_clickhouse_tables(sink: &SinkConfig, schemas: &[&Schema]) -> Result<(), ConfigError> {
     match sink {
         SinkConfig::Clickhouse(c) => {
             let o = c.options();
@@ -438,7 +491,9 @@ fn check_clickhouse(sink: &SinkConfig, schemas: &[&Schema]) -> Result<(), Config
                 Ok(_) | Err(Err(_)) => Ok(()),
             }
         }
-        SinkConfig::Set(v) => v.iter().try_for_each(|s| check_clickhouse(s, schemas)),
+        SinkConfig::Set(v) => v
+            .iter()
+            .try_for_each(|s| check_clickhouse_tables(s, schemas)),
         _ => Ok(()),
     }
 }

@@ -13,7 +13,9 @@
 //! stream declares) go to [`ClickHouseOptions::table`]; records of other
 //! types are not this sink's: they are counted in
 //! `clickhouse.skipped_records` and reported as taken (give each type
-//! its own sink in a `[[sink]]` set).
+//! its own sink in a `[[sink]]` set; the configuration refuses a logger
+//! whose sinks are all ClickHouse sinks and leave a type it serves to
+//! none of them).
 //!
 //! # The table
 //!

@@ -8,6 +8,7 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
     /// Returns the number of records read.
     pub(super) fn drain_once(&mut self) -> usize {
         let mut total = 0;
+        self.pass_full = false;
         self.passes += 1;
         if self.passes % 64 == 0 {
             self.recalibrate();
@@ -34,6 +35,7 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
                 |t| samples.push(t),
             );
             self.batch_records += n as u64;
+            self.pass_full |= n >= self.config.burst;
             total += n;
             self.count_skipped();
             if self.config.drop_reports {
@@ -90,11 +92,14 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
         for i in 0..self.rings.len() {
             let samples = &mut self.batch_samples;
             // A ring whose queue is full waits (see `crate::reorder`).
-            total += self.rings[i].read_burst_sampled(
-                self.config.burst.min(ro.room(i)),
+            let want = self.config.burst.min(ro.room(i));
+            let n = self.rings[i].read_burst_sampled(
+                want,
                 |rec| ro.push(i, *rec, now),
                 |t| samples.push(t),
             );
+            self.pass_full |= n >= self.config.burst;
+            total += n;
             if self.config.drop_reports {
                 self.report_drops(i);
             }

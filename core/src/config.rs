@@ -250,7 +250,7 @@ impl LoggerConfig {
         }
         if self.poll_gap_max_us > MAX_POLL_GAP_US {
             return Err(LoggerError::Config(format!(
-                "poll_gap_max_us = {} is above the limit of {MAX_POLL_GAP_US} µs (the longest a record may wait while the consumer is awake)",
+                "poll_gap_max_us ([ring] poll_gap_max_us) = {} is above the limit of {MAX_POLL_GAP_US} µs (the longest a record may wait while the consumer is awake)",
                 self.poll_gap_max_us
             )));
         }

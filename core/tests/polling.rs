@@ -160,6 +160,6 @@ fn a_pause_above_the_limit_is_refused_with_its_name() {
     let e = Logger::start(cfg, Raw, Collect::default()).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "invalid logger config: poll_gap_max_us = 1001 is above the limit of 1000 µs (the longest a record may wait while the consumer is awake)"
+        "invalid logger config: poll_gap_max_us ([ring] poll_gap_max_us) = 1001 is above the limit of 1000 µs (the longest a record may wait while the consumer is awake)"
     );
 }

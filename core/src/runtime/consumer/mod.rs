@@ -202,7 +202,7 @@ impl<R: Record, F, S> ConsumerLoop<R, F, S> {
             sink_report: 0,
             written_event_time: 0,
             report_try_at: Instant::now(),
-            pacer: pace::Pacer::new(config.poll_gap_max_us),
+            pacer: pace::Pacer::new(config.poll_gap_max_us, config.ring_capacity),
             pass_full: false,
         }
     }
@@ -286,9 +286,9 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
                 }
             }
             idle_rounds = idle_rounds.saturating_add(1);
-            // Paced, the spinning phase is 16 polls (the pauses add up to
-            // about 12 × the bound) instead of 64 back to back.
-            let spin_rounds = if self.pacer.enabled() { 16 } else { 64 };
+            // Paced, the spinning phase is 8 polls (the pauses add up to
+            // at most 8 × the bound) instead of 64 back to back.
+            let spin_rounds = if self.pacer.enabled() { 8 } else { 64 };
             if idle_rounds < spin_rounds {
                 match self.pacer.after_pass(false) {
                     Some(wait) => pace::Pacer::pause(wait),

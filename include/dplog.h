@@ -232,6 +232,19 @@ typedef struct dplog_producer dplog_producer;
 #define DPLOG_NAT_EVENT_PORT_BLOCK_DEALLOCATION 17
 
 /**
+ * `dplog_clock_source`: `dplog_now_ticks` reads the invariant TSC
+ * (`rdtsc` ticks; the consumer converts them to UTC).
+ */
+#define DPLOG_CLOCK_TSC 1
+
+/**
+ * `dplog_clock_source`: `dplog_now_ticks` reads `CLOCK_REALTIME`
+ * nanoseconds (no invariant TSC, or not x86-64; the consumer takes them
+ * as they are).
+ */
+#define DPLOG_CLOCK_REALTIME 2
+
+/**
  * Opaque logger handle: one configuration, one sink, one consumer thread,
  * any number of producers. Created by `dplog_open`/`dplog_open_str`,
  * destroyed by `dplog_close`.
@@ -1822,10 +1835,14 @@ dplog_result dplog_attach_daemon(struct dplog *h,
                                  dplog_producer **out);
 
 /**
- * Nanoseconds since the Unix epoch (CLOCK_REALTIME), for `timestamp_ns`.
+ * Nanoseconds since the Unix epoch (CLOCK_REALTIME), for `timestamp_ns`
+ * and other `DPLOG_FIELD_NS_TIMESTAMP` fields.
  *
  * Errors: `DPLOG_ERR_NULL`. Thread-safety: any thread. Cost: one vDSO
- * clock read (~20 ns); hot loops may read it once per burst.
+ * clock read (20–40 ns, more where the kernel's clocksource is not the
+ * TSC); a hot loop stamps its own record types with `dplog_now_ticks`
+ * (a `DPLOG_FIELD_TSC_TIMESTAMP` field, inline `rdtsc`), or reads this
+ * once per burst (see `docs/time-and-clocks.md`).
  *
  * # Safety
  * `out` is NULL or writable.
@@ -1842,13 +1859,31 @@ dplog_result dplog_now_ns(uint64_t *out);
  * A raw `__rdtsc()` is the same on a machine with an invariant TSC;
  * this call is right on every machine.
  *
+ * Inline: with GCC or Clang on x86-64 (and without `DPLOG_NO_INLINE`),
+ * `dplog.h` compiles `dplog_now_ticks(&t)` into the caller as one
+ * `rdtsc` once `dplog_clock_source` (asked on the first call of each
+ * translation unit) said `DPLOG_CLOCK_TSC`; otherwise it calls this
+ * function. `(dplog_now_ticks)(&t)` always calls it.
+ *
  * Errors: `DPLOG_ERR_NULL`. Thread-safety: any thread. Cost: one `rdtsc`
- * (~10 ns) after the first call, which probes the CPU once.
+ * (~10–20 ns on current CPUs, inline), or a vDSO clock read without an
+ * invariant TSC; the first call probes the CPU once.
  *
  * # Safety
  * `out` is NULL or writable.
  */
 dplog_result dplog_now_ticks(uint64_t *out);
+
+/**
+ * The clock `dplog_now_ticks` reads on this machine:
+ * `DPLOG_CLOCK_TSC` or `DPLOG_CLOCK_REALTIME` (probed once per process,
+ * CPUID 0x80000007 EDX bit 8). The inline `dplog_now_ticks` asks it once
+ * per translation unit.
+ *
+ * Errors: none. Thread-safety: any thread. Cost: a relaxed load after
+ * the first call.
+ */
+uint32_t dplog_clock_source(void);
 
 /**
  * Stores the counters of every ring of the logger, in ring id order,

@@ -8,7 +8,8 @@
 #include "dplog.h" /* includes this file again, at its end */
 #else
 /*
- * Inline dplog_log, and dplog_reserve/dplog_commit of one record.
+ * Inline dplog_log, dplog_reserve/dplog_commit of one record, and (on
+ * x86-64) dplog_now_ticks.
  *
  * Like DPDK's rte_ring_sp_enqueue_elem, the common case of dplog_log is
  * compiled into the caller: a record of a schema the handle serves, of
@@ -185,5 +186,28 @@ static __inline__ dplog_result dplog_commit_inline(dplog_producer *p, size_t n, 
     return dplog_commit(p, n, n_enqueued);
 }
 #define dplog_commit(p, n, n_enqueued) dplog_commit_inline((p), (n), (n_enqueued))
+
+#if defined(__x86_64__)
+/* Inline dplog_now_ticks: one rdtsc once the library said its clock is
+ * the TSC (dplog_clock_source, asked on the first call of this
+ * translation unit: 1 TSC, -1 not, 0 not asked yet); the exported
+ * dplog_now_ticks for NULL and for a machine without an invariant TSC.
+ * Relaxed atomics: every thread computes the same value. */
+static int dplog_ticks_source_ __attribute__((unused)) = 0;
+static __inline__ dplog_result dplog_now_ticks_inline(uint64_t *out)
+{
+    int source = __atomic_load_n(&dplog_ticks_source_, __ATOMIC_RELAXED);
+    if (source > 0 && out != NULL) {
+        *out = __builtin_ia32_rdtsc();
+        return DPLOG_OK;
+    }
+    if (source == 0) {
+        source = dplog_clock_source() == DPLOG_CLOCK_TSC ? 1 : -1;
+        __atomic_store_n(&dplog_ticks_source_, source, __ATOMIC_RELAXED);
+    }
+    return dplog_now_ticks(out);
+}
+#define dplog_now_ticks(out) dplog_now_ticks_inline((out))
+#endif
 #endif /* DPLOG_H_INLINE */
 #endif /* DPLOG_H */

@@ -303,6 +303,11 @@ pub struct FormatsGuideDoctests;
 #[doc = include_str!("../docs/schema-metadata.md")]
 pub struct SchemaMetadataGuideDoctests;
 
+/// The Rust examples of `docs/time-and-clocks.md`, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/time-and-clocks.md")]
+pub struct TimeAndClocksGuideDoctests;
+
 /// The Rust examples of `docs/nat-schemas.md`, run as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../docs/nat-schemas.md")]

@@ -121,6 +121,12 @@ pub fn ring_memory(capacity: usize, slot_bytes: usize) -> String {
     )
 }
 
+/// Default [`LoggerConfig::poll_gap_max_us`]: 20 µs, ten times below the
+/// idle sleep, so pacing does not lengthen the longest wait of a record.
+pub const DEFAULT_POLL_GAP_MAX_US: u64 = 20;
+/// Largest [`LoggerConfig::poll_gap_max_us`] accepted (1 ms).
+pub const MAX_POLL_GAP_US: u64 = 1000;
+
 /// Consumer runtime settings.
 #[derive(Clone, Debug)]
 pub struct LoggerConfig {
@@ -137,7 +143,33 @@ pub struct LoggerConfig {
     /// [`MIN_BATCH_BYTES`] to [`MAX_BATCH_BYTES`]. Default 256 KiB.
     pub batch_bytes: usize,
     /// Longest sleep of an idle consumer, in microseconds. Default 200.
+    /// With [`poll_gap_max_us`](Self::poll_gap_max_us), the longest a
+    /// published record waits before the consumer reads it (plus the OS's
+    /// wake-up delay of a sleeping thread, and the time to format what
+    /// other rings held in the same pass).
     pub idle_sleep_us: u64,
+    /// Longest pause, in microseconds, between two polls of the rings
+    /// while the consumer is awake. After a pass that read less than a
+    /// whole `burst` from every ring, the consumer waits before it loads
+    /// the producers' published indices again, a pause that doubles from
+    /// 0.5 µs per such pass up to this bound and halves after a pass that
+    /// read a whole burst; meanwhile it touches no line a producer
+    /// writes (it yields the CPU while more than 4 µs of the pause is
+    /// left, then spins). Each poll of an index takes the producer's index line away
+    /// from the producer's core, so its next publication waits for the
+    /// line (a cross-core round trip): pacing keeps the polls near one per
+    /// `burst` records at any rate, instead of one per few records. A
+    /// record published while the consumer is awake therefore waits at
+    /// most this long (plus one pass) before it is read; once idle, the
+    /// consumer sleeps up to [`idle_sleep_us`](Self::idle_sleep_us) as
+    /// before. A pause never lasts longer than a ring of `ring_capacity`
+    /// slots takes to fill at 1.25 ns per record (faster than a producer
+    /// core writes), so no ring fills because the consumer paused: 20.5
+    /// µs for the default 16384 slots, 1.28 µs for 1024, no pacing below
+    /// 400 slots. 0 turns pacing off (poll again at once, the behaviour
+    /// before pacing; for comparison). Default
+    /// [`DEFAULT_POLL_GAP_MAX_US`], at most [`MAX_POLL_GAP_US`].
+    pub poll_gap_max_us: u64,
     /// Pin the consumer thread to this CPU (Linux `sched_setaffinity`).
     pub consumer_cpu: Option<usize>,
     /// How long [`Logger::shutdown`] waits for the sink to take the last
@@ -204,7 +236,8 @@ impl LoggerConfig {
     /// key), its value and the bound: a ring capacity that is not a power
     /// of two in `1..=`[`MAX_LOGGER_RING_CAPACITY`] (with the memory the
     /// ring would take), a burst of 0, a batch outside
-    /// [`MIN_BATCH_BYTES`]`..=`[`MAX_BATCH_BYTES`], degrade watermarks not
+    /// [`MIN_BATCH_BYTES`]`..=`[`MAX_BATCH_BYTES`], a `poll_gap_max_us`
+    /// above [`MAX_POLL_GAP_US`], degrade watermarks not
     /// `low < high <= 100`.
     pub fn validate(&self, slot_bytes: usize) -> Result<(), LoggerError> {
         let cap = self.ring_capacity;
@@ -218,6 +251,12 @@ impl LoggerConfig {
                 "ring_capacity ([ring] capacity) = {} {why} {MAX_LOGGER_RING_CAPACITY} slots ({})",
                 ring_memory(cap, slot_bytes),
                 human_bytes(MAX_LOGGER_RING_CAPACITY as u128 * slot_bytes as u128)
+            )));
+        }
+        if self.poll_gap_max_us > MAX_POLL_GAP_US {
+            return Err(LoggerError::Config(format!(
+                "poll_gap_max_us ([ring] poll_gap_max_us) = {} is above the limit of {MAX_POLL_GAP_US} µs (the longest a record may wait while the consumer is awake)",
+                self.poll_gap_max_us
             )));
         }
         if self.burst == 0 {
@@ -253,6 +292,7 @@ impl Default for LoggerConfig {
             burst: 32,
             batch_bytes: 256 * 1024,
             idle_sleep_us: 200,
+            poll_gap_max_us: DEFAULT_POLL_GAP_MAX_US,
             consumer_cpu: None,
             shutdown_timeout_ms: 5000,
             block_spins: crate::ring::DEFAULT_BLOCK_SPINS,

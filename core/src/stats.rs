@@ -163,6 +163,12 @@ pub struct RingStats {
     pub dequeued: u64,
     /// Highest fill level the consumer saw, in records.
     pub high_water: u64,
+    /// Times the consumer loaded this ring's published producer index
+    /// ([`Consumer::tail_polls`](crate::ring::Consumer::tail_polls)): each
+    /// may take the index line from the producer's core. `dequeued /
+    /// tail_polls` is the records the consumer read per poll. 0 where
+    /// the reader does not count it (`dplogd`).
+    pub tail_polls: u64,
 }
 
 impl RingStats {
@@ -226,6 +232,7 @@ impl RingStats {
             stopped,
             dequeued: r.consumer_counters.dequeued.load(Ordering::Relaxed),
             high_water: r.consumer_counters.high_water.load(Ordering::Relaxed) as u64,
+            tail_polls: r.consumer_counters.tail_polls.load(Ordering::Relaxed),
         }
     }
 }

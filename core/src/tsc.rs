@@ -106,6 +106,29 @@ pub fn time_source() -> TimeSource {
 
 /// The producer's timestamp: TSC ticks, or realtime ns without an invariant
 /// TSC. Convert with [`TscClock::to_utc_ns`] on the consumer.
+///
+/// The cheap clock for a record's `TscTimestamp` field: one `rdtsc` and a
+/// relaxed load of the cached probe (10–25 ns), where
+/// [`realtime_ns`] costs a vDSO `clock_gettime` (20–60 ns, more under a
+/// hypervisor whose clocksource is not the TSC). The logger's consumer
+/// converts the field to UTC with its [`TscClock`]; every format prints
+/// it as wall time (see `docs/time-and-clocks.md`).
+///
+/// # Examples
+///
+/// ```
+/// use dplog_core::tsc::{now_ticks, realtime_ns, TscClock};
+///
+/// let clock = TscClock::new(std::time::Duration::from_millis(10));
+/// let before = realtime_ns();
+/// let t = now_ticks();
+/// let after = realtime_ns();
+/// // Converted on the consumer side: within the calibration's error of
+/// // the wall clock (a generous 1 ms here).
+/// let utc = clock.to_utc_ns(t);
+/// assert!(utc + 1_000_000 >= before && utc <= after + 1_000_000);
+/// assert!(now_ticks() >= t);
+/// ```
 #[inline(always)]
 pub fn now_ticks() -> u64 {
     // Relaxed: see `SOURCE`.
@@ -364,6 +387,25 @@ mod tests {
         let cal = c.calibration().unwrap();
         assert_eq!(cal.hz, 3_000_000_000);
         assert_eq!((cal.tsc0, cal.ns0), (3_000_001_000, T0 + 1_000_000_000));
+    }
+
+    #[test]
+    fn consecutive_reads_never_go_back_on_one_thread() {
+        let clock = TscClock::new(Duration::from_millis(10));
+        let mut last = now_ticks();
+        let mut last_utc = clock.to_utc_ns(last);
+        for _ in 0..100_000 {
+            let t = now_ticks();
+            let utc = clock.to_utc_ns(t);
+            assert!(t >= last, "ticks went back: {last} then {t}");
+            assert!(utc >= last_utc, "UTC went back: {last_utc} then {utc}");
+            (last, last_utc) = (t, utc);
+        }
+        // The probe is cached and agrees with the CPU's report.
+        assert_eq!(
+            time_source() == TimeSource::Tsc,
+            cfg!(target_arch = "x86_64") && invariant_tsc()
+        );
     }
 
     #[test]

@@ -31,7 +31,7 @@
  * dplog_log of a 64-byte record is compiled inline into the caller. */
 struct acl_drop {
   struct dplog_record_header header;
-  uint64_t tsc;          /* when: TSC ticks (x86-64) or ns since the epoch */
+  uint64_t tsc;          /* when: dplog_now_ticks (TSC ticks, or ns without an invariant TSC) */
   uint8_t src_mac[6];
   uint16_t vlan;
   uint8_t src_addr[16];  /* IPv6, network order */
@@ -51,18 +51,15 @@ enum acl_reason { ACL_DENY = 1, ACL_NO_MATCH = 2, ACL_RATE_LIMIT = 3 };
 static const struct dplog_enum_name reason_names[] = {
     {ACL_DENY, "deny"}, {ACL_NO_MATCH, "defaultDeny"}, {ACL_RATE_LIMIT, "rateLimit"}};
 
-#if defined(__x86_64__)
-/* The TSC: the consumer converts it with its own calibration. */
+/* The producer's clock: dplog_now_ticks, compiled inline to one rdtsc
+ * where the TSC is invariant (else CLOCK_REALTIME ns); the consumer
+ * converts it to UTC with its own calibration (docs/time-and-clocks.md). */
 #define TIME_KIND DPLOG_FIELD_TSC_TIMESTAMP
-static uint64_t now_ticks(void) { return __builtin_ia32_rdtsc(); }
-#else
-#define TIME_KIND DPLOG_FIELD_NS_TIMESTAMP
 static uint64_t now_ticks(void) {
-  uint64_t ns = 0;
-  dplog_now_ns(&ns);
-  return ns;
+  uint64_t t = 0;
+  dplog_now_ticks(&t);
+  return t;
 }
-#endif
 
 #define FIELD(m, name, kind, ie) \
   {name, offsetof(struct acl_drop, m), sizeof(((struct acl_drop *)0)->m), kind, ie, NULL, 0}

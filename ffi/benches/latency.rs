@@ -8,13 +8,19 @@
 //! - `ring SPSC try_push`, `ring MPSC try_push (one handle)`: the bare
 //!   rings (`dplog::ring`, `dplog::mpsc_ring`, 16384 slots), a consumer
 //!   thread on CPU 1 reading bursts of 32 and discarding them;
-//! - `logger SPSC LogProducer::log`, `logger MPSC SharedProducer::log`:
-//!   a `Logger` from the TOML of the ffi benches (16384 slots, `block`,
+//! - `logger SPSC LogProducer::log`, `logger MPSC SharedProducer::log`
+//!   and `logger SPSC LogProducer::log, unpaced` (`[ring]
+//!   poll_gap_max_us = 0`: the consumer polls the producer's index again
+//!   at once): a `Logger` from the TOML of the ffi benches (16384 slots, `block`,
 //!   text to /dev/null, consumer on CPU 1);
 //! - `C dplog_log (inline)`: the same configuration through the C ABI,
 //!   `dplog_log` as C code calls it (the inline path of
 //!   `include/dplog_inline.h`, in `benches/c/log_loop.c`, `cc -O2`),
-//!   timed in C around each call.
+//!   timed in C around each call;
+//! - `C dplog_now_ns + dplog_log`, `C dplog_now_ticks + dplog_log`: the
+//!   same with the record's time read inside each timed call, from
+//!   `CLOCK_REALTIME` or the inline TSC read (the cost of each clock on
+//!   the C path; see `docs/time-and-clocks.md`).
 //!
 //! Method: the producer (this thread) is pinned to CPU 0. Each call is
 //! bracketed by two `rdtsc` reads (an asm block the compiler may not move
@@ -337,9 +343,19 @@ fn main() {
         "ring MPSC try_push (one handle)"
     );
 
-    // Logger, SPSC producer and MPSC shared producer.
-    for shared in [false, true] {
-        let logger = LogConfig::from_toml_str(TOML)
+    // Logger, SPSC producer and MPSC shared producer; the SPSC one again
+    // with the consumer's poll pacing off (it polls the producer's index
+    // again at once: the cost its polls put on the producer).
+    for (shared, paced) in [(false, true), (true, true), (false, false)] {
+        let toml = if paced {
+            TOML.to_string()
+        } else {
+            TOML.replace(
+                "consumer_cpu = 1\n",
+                "consumer_cpu = 1\npoll_gap_max_us = 0\n",
+            )
+        };
+        let logger = LogConfig::from_toml_str(&toml)
             .unwrap()
             .start_nat44()
             .unwrap();
@@ -382,7 +398,12 @@ fn main() {
                 },
                 drained,
             );
-            tails.push(run.report("logger SPSC LogProducer::log", cost, ns_per_tick));
+            let label = if paced {
+                "logger SPSC LogProducer::log"
+            } else {
+                "logger SPSC LogProducer::log, unpaced"
+            };
+            tails.push(run.report(label, cost, ns_per_tick));
         }
         // /dev/null refuses the final fsync (EINVAL); everything was written.
         let s = match logger.shutdown() {
@@ -426,6 +447,31 @@ fn main() {
         },
     );
     tails.push(run.report("C dplog_log (inline)", cost, ns_per_tick));
+    // The record's time read inside the timed call, with each clock.
+    let clock_loop = api.loop_latency_clock.expect("x86-64");
+    for (clock, label) in [
+        (0u32, "C dplog_now_ns + dplog_log"),
+        (1, "C dplog_now_ticks + dplog_log"),
+    ] {
+        let mut run = Run::new();
+        run.measure(
+            |_, out| {
+                // SAFETY: as above.
+                let rc = unsafe { clock_loop(cp, out.len() as u64, clock, out.as_mut_ptr()) };
+                assert_eq!(rc, 0);
+                pushed += out.len() as u64;
+            },
+            || loop {
+                // SAFETY: h is live; stats has room for struct dplog_stats.
+                assert_eq!(unsafe { (api.stats)(h, stats.as_mut_ptr()) }, 0);
+                if stats[5] >= stats[1] {
+                    break;
+                }
+                std::thread::yield_now();
+            },
+        );
+        tails.push(run.report(label, cost, ns_per_tick));
+    }
     // SAFETY: live handles, freed once.
     unsafe {
         assert_eq!((api.producer_free)(cp), 0);

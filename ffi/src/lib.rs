@@ -78,7 +78,9 @@ mod metrics;
 
 mod prometheus;
 
-pub use clock::{dplog_now_ns, dplog_now_ticks};
+pub use clock::{
+    dplog_clock_source, dplog_now_ns, dplog_now_ticks, DPLOG_CLOCK_REALTIME, DPLOG_CLOCK_TSC,
+};
 pub use control::{dplog_close, dplog_flush, dplog_reopen};
 pub use handle::{dplog_open, dplog_open_str, dplog_slot_bytes, dplog_t};
 pub use log::{dplog_log, dplog_log_burst, dplog_log_refill};

@@ -21,6 +21,9 @@
 //!                          # this long (dropped_sink); unset = retry forever
 //! # publish_every = 32     # producers publish once per 32 records and
 //!                          # must call flush() when idle (default 1)
+//! poll_gap_max_us = 20     # awake consumer: longest pause between polls
+//!                          # of the rings, the longest a record waits
+//!                          # then (0: no pacing; at most 1000)
 //! # slot_bytes = 64        # rings of several record types (start_slots,
 //!                          # the C ABI): 32, 64 or 128; each type must fit
 //!

@@ -48,6 +48,11 @@ pub struct RingConfig {
     /// for the library: every record at once; `dplog-nat`, whose workers
     /// publish every 16 rx bursts and when idle, uses its burst size).
     pub publish_every: Option<usize>,
+    /// Longest pause between two polls of the rings while the consumer
+    /// is awake, in µs (`LoggerConfig::poll_gap_max_us`): the longest a
+    /// published record then waits before it is read. 0 polls again at
+    /// once (no pacing). Default 20, at most 1000.
+    pub poll_gap_max_us: u64,
     /// Ring slot size in bytes for loggers of several record types
     /// ([`LogConfig::start_slots`], the C ABI): 32, 64 or 128; every
     /// record type must fit it. Unset: 64 (the C ABI), or the slot type the
@@ -76,6 +81,7 @@ impl Default for RingConfig {
             shutdown_timeout_ms: d.shutdown_timeout_ms,
             sink_retry_timeout_ms: d.sink_retry_timeout_ms,
             publish_every: None,
+            poll_gap_max_us: d.poll_gap_max_us,
             slot_bytes: None,
             priorities: Default::default(),
         }

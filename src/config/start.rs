@@ -185,6 +185,7 @@ impl LogConfig {
             shutdown_timeout_ms: self.ring.shutdown_timeout_ms,
             sink_retry_timeout_ms: self.ring.sink_retry_timeout_ms,
             publish_every: self.ring.publish_every.unwrap_or(1),
+            poll_gap_max_us: self.ring.poll_gap_max_us,
             ..LoggerConfig::default()
         }
     }

@@ -624,6 +624,7 @@ fn every_key_is_read() {
         burst = 8
         batch_bytes = 65536
         consumer_cpu = 1
+        poll_gap_max_us = 0
         [format]
         type = "json"
         [sink]
@@ -639,9 +640,10 @@ fn every_key_is_read() {
             l.backpressure,
             l.burst,
             l.batch_bytes,
-            l.consumer_cpu
+            l.consumer_cpu,
+            l.poll_gap_max_us
         ),
-        (16, Backpressure::Drop, 8, 65536, Some(1))
+        (16, Backpressure::Drop, 8, 65536, Some(1), 0)
     );
     assert_eq!(c.format.kind, Format::Json);
     assert_eq!(
@@ -774,6 +776,11 @@ fn ring_sizes_past_their_bounds_are_refused_with_the_memory_and_open_no_file() {
     );
     assert!(start("batch_bytes = 4096").contains("= 4096 (4 KiB) is outside"));
     assert!(start("burst = 0").contains("[ring] burst"));
+    assert_eq!(
+        start("poll_gap_max_us = 1001"),
+        "invalid logger config: poll_gap_max_us ([ring] poll_gap_max_us) = 1001 is above the \
+         limit of 1000 µs (the longest a record may wait while the consumer is awake)"
+    );
     // The bounds themselves are accepted, and the Rust API refuses what
     // the TOML refuses, with an error rather than an abort.
     let c =

@@ -68,6 +68,9 @@ impl<T: Record> Consumer<T> {
         if avail < want && !self.stopped {
             // Acquire pairs with the producer's Release store of `tail`.
             let tail = self.shared.tail.load(Ordering::Acquire);
+            let polls = &self.shared.consumer_counters.tail_polls;
+            // Relaxed: single-writer statistic (this consumer's line).
+            polls.store(polls.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
             // A valid tail lies in `cached_tail ..= head + capacity`, that
             // is `tail - cached_tail <= capacity - avail` (wrapping): one
             // compare catches both a tail that moved backwards and a fill
@@ -238,6 +241,20 @@ impl<T: Record> Consumer<T> {
         let mut out = None;
         self.read_burst(1, |r| out = Some(*r));
         out
+    }
+
+    /// Times this consumer loaded the producer's published index (the
+    /// `tail` line) so far: once per read call that found fewer records
+    /// cached than it asked for. Each load may move that line away from
+    /// the producer's core, so the producer's next publication waits for
+    /// it; the runtime paces its polls to keep this near one per burst
+    /// (see [`LoggerConfig::poll_gap_max_us`](crate::LoggerConfig::poll_gap_max_us)).
+    pub fn tail_polls(&self) -> u64 {
+        // Relaxed: single-writer statistic, written by this consumer.
+        self.shared
+            .consumer_counters
+            .tail_polls
+            .load(Ordering::Relaxed)
     }
 
     /// Records waiting in the ring right now (a snapshot).

@@ -79,6 +79,10 @@ pub(crate) struct ConsumerCounters {
     /// (Release), read by a dropping producer (Acquire) to know whether its
     /// drop starts a new unreported interval.
     pub(crate) drops_reported: AtomicU64,
+    /// Loads of the producer's `tail` line by the consumer (each one may
+    /// take the line from the producer's core: the cost the consumer's
+    /// polling puts on the producer).
+    pub(crate) tail_polls: AtomicU64,
 }
 
 impl ConsumerCounters {
@@ -87,6 +91,7 @@ impl ConsumerCounters {
             dequeued: AtomicU64::new(0),
             high_water: AtomicUsize::new(0),
             drops_reported: AtomicU64::new(0),
+            tail_polls: AtomicU64::new(0),
         }
     }
 }

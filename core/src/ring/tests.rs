@@ -555,3 +555,29 @@ fn zero_copy_read_spans_the_wrap_and_releases_once() {
     assert_eq!(seen, vec![5, 6, 7, 8]);
     assert!(c.read(4).is_empty());
 }
+
+#[test]
+fn the_consumer_counts_each_load_of_the_producers_index() {
+    let (mut p, mut c) = ring::<TestRecord>(64).unwrap();
+    assert_eq!(c.tail_polls(), 0);
+    // An empty ring: each read finds nothing cached and loads the index.
+    assert_eq!(c.read_burst(32, |_| {}), 0);
+    assert_eq!(c.read_burst(32, |_| {}), 0);
+    assert_eq!(c.tail_polls(), 2);
+    for i in 0..40 {
+        p.try_push(rec(i)).unwrap();
+    }
+    // 40 published: one load sees them all; the next reads of at most
+    // what is cached load nothing.
+    assert_eq!(c.read_burst(8, |_| {}), 8);
+    assert_eq!(c.tail_polls(), 3);
+    assert_eq!(c.read_burst(16, |_| {}), 16);
+    assert_eq!(c.read_burst(16, |_| {}), 16);
+    assert_eq!(c.tail_polls(), 3, "32 cached records read without a poll");
+    // Cache empty, asked for more: one load.
+    assert_eq!(c.read_burst(32, |_| {}), 0);
+    assert_eq!(c.tail_polls(), 4);
+    // The snapshot reports the same count.
+    let s = crate::stats::RingStats::read(c.id(), c.shared());
+    assert_eq!((s.tail_polls, s.dequeued), (4, 40));
+}

@@ -63,7 +63,14 @@ pub struct CApi {
     /// `dplog_log` (inline path), each call timed with the TSC into
     /// `ticks[i]` (x86-64 only; the latency bench).
     pub loop_latency: Option<CLatencyLoop>,
+    /// As `loop_latency`, the record's time read inside each timed call
+    /// with `dplog_now_ns` (clock 0) or the inline `dplog_now_ticks` (1).
+    pub loop_latency_clock: Option<CClockLatencyLoop>,
 }
+
+/// `int f(dplog_producer *p, uint64_t n, uint32_t clock, uint32_t *ticks)`
+/// of log_loop.c.
+pub type CClockLatencyLoop = unsafe extern "C" fn(*mut c_void, u64, u32, *mut u32) -> i32;
 
 /// `int f(dplog_producer *p, uint64_t n, uint64_t ts0, uint32_t *ticks)`
 /// of log_loop.c.
@@ -147,6 +154,8 @@ pub fn load() -> CApi {
             loop_reserve: sym(loops, "dplog_bench_reserve_fields"),
             loop_latency: cfg!(target_arch = "x86_64")
                 .then(|| sym(loops, "dplog_bench_log_latency")),
+            loop_latency_clock: cfg!(target_arch = "x86_64")
+                .then(|| sym(loops, "dplog_bench_log_latency_clock")),
         }
     }
 }

@@ -43,8 +43,8 @@ libs=(-L"$lib" -Wl,-rpath,"$lib" -ldplog)
 echo "== dplog.h compiles cleanly as C99/C11 (-Wpedantic) and C++11/17 (-Wold-style-cast), inline or not"
 # Each header twice (include guards), dplog.h first or its installed
 # dplog_inline.h first (which includes dplog.h itself).
-use='int f(dplog_producer *p, const void *r) { void *s; dplog_reserve(p, 1, 1, &s);
-  dplog_commit(p, 1, 0); return dplog_log(p, 1, r, 64); }'
+use='int f(dplog_producer *p, const void *r) { void *s; uint64_t t; dplog_reserve(p, 1, 1, &s);
+  dplog_commit(p, 1, 0); dplog_now_ticks(&t); return dplog_log(p, 1, r, 64); }'
 for def in "" -DDPLOG_NO_INLINE; do
   for first in dplog.h dplog_inline.h; do
     inc="#include <$first>\n#include <dplog.h>\n#include <dplog_inline.h>\n#include <$first>\n"

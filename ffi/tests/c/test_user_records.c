@@ -481,6 +481,16 @@ static void test_tsc_field(void) {
   r.n = 5;
   EXPECT(dplog_now_ticks(NULL), DPLOG_ERR_NULL);
   EXPECT(dplog_now_ticks(&r.tsc), DPLOG_OK);
+  /* The inline dplog_now_ticks (its first call above asked the library
+   * for its clock) reads what the exported one reads: its value lies
+   * between two calls of the exported one around it. */
+  uint32_t source = dplog_clock_source();
+  CHECK(source == DPLOG_CLOCK_TSC || source == DPLOG_CLOCK_REALTIME);
+  uint64_t t0 = 0, t1 = 0, t2 = 0;
+  EXPECT((dplog_now_ticks)(&t0), DPLOG_OK);
+  EXPECT(dplog_now_ticks(&t1), DPLOG_OK);
+  EXPECT((dplog_now_ticks)(&t2), DPLOG_OK);
+  CHECK(t0 <= t1 && t1 <= t2);
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
   EXPECT(dplog_log(p, id, &r, sizeof r), DPLOG_OK);

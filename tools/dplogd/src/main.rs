@@ -1342,6 +1342,7 @@ fn ring_stats(r: &Ring, stopped: bool) -> RingStats {
         stopped,
         dequeued: r.dequeued,
         high_water: r.high_water,
+        tail_polls: 0,
     }
 }
 

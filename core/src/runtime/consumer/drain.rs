@@ -8,6 +8,9 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
     /// Returns the number of records read.
     pub(super) fn drain_once(&mut self) -> usize {
         let mut total = 0;
+        self.pass_full = false;
+        // A whole burst, or a whole ring smaller than a burst.
+        let full_read = self.config.burst.min(self.config.ring_capacity);
         self.passes += 1;
         if self.passes % 64 == 0 {
             self.recalibrate();
@@ -34,6 +37,7 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
                 |t| samples.push(t),
             );
             self.batch_records += n as u64;
+            self.pass_full |= n >= full_read;
             total += n;
             self.count_skipped();
             if self.config.drop_reports {
@@ -82,6 +86,7 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
     /// [`drain_once`](Self::drain_once) with the reorder window: stage one
     /// burst per ring, then format what the window lets out.
     pub(super) fn drain_reordered(&mut self, mut total: usize) -> usize {
+        let full_read = self.config.burst.min(self.config.ring_capacity);
         let Some(mut ro) = self.reorder.take() else {
             return total;
         };
@@ -90,11 +95,14 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
         for i in 0..self.rings.len() {
             let samples = &mut self.batch_samples;
             // A ring whose queue is full waits (see `crate::reorder`).
-            total += self.rings[i].read_burst_sampled(
-                self.config.burst.min(ro.room(i)),
+            let want = self.config.burst.min(ro.room(i));
+            let n = self.rings[i].read_burst_sampled(
+                want,
                 |rec| ro.push(i, *rec, now),
                 |t| samples.push(t),
             );
+            self.pass_full |= n >= full_read;
+            total += n;
             if self.config.drop_reports {
                 self.report_drops(i);
             }

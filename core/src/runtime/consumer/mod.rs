@@ -23,6 +23,7 @@ use crate::tsc::{now_ticks, realtime_ns, TscClock};
 
 mod batch;
 mod drain;
+mod pace;
 mod reports;
 
 /// Consumer-side totals; single writer (the consumer thread), Relaxed
@@ -118,6 +119,10 @@ pub(super) struct ConsumerLoop<R: Record, F, S> {
     /// Earliest next try of a batch that holds nothing but the sink drop
     /// report, while idle.
     report_try_at: Instant,
+    /// Pauses between polls of the rings while awake.
+    pacer: pace::Pacer,
+    /// The last pass read a whole burst from some ring.
+    pass_full: bool,
 }
 
 /// Records dropped in the sink since the last in-band report of them.
@@ -197,6 +202,8 @@ impl<R: Record, F, S> ConsumerLoop<R, F, S> {
             sink_report: 0,
             written_event_time: 0,
             report_try_at: Instant::now(),
+            pacer: pace::Pacer::new(config.poll_gap_max_us, config.ring_capacity),
+            pass_full: false,
         }
     }
 }
@@ -224,6 +231,18 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
             }
             if self.drain_once() > 0 {
                 idle_rounds = 0;
+                // Not a whole burst anywhere: the consumer has caught up;
+                // let records gather before polling the indices again.
+                if let Some(wait) = self.pacer.after_pass(self.pass_full) {
+                    // Lean passes in a row (a low rate that never leaves
+                    // the rings empty): write the partial batch, as an idle
+                    // consumer does, so records do not sit in it until it
+                    // fills.
+                    if self.pacer.at_max() && self.buf.len() > self.sink_report {
+                        self.write_batch();
+                    }
+                    pace::Pacer::pause(wait);
+                }
                 continue;
             }
             // Idle: every ring is empty; the reorder window keeps what it
@@ -267,13 +286,19 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
                 }
             }
             idle_rounds = idle_rounds.saturating_add(1);
-            if idle_rounds < 64 {
-                core::hint::spin_loop();
-            } else if idle_rounds < 128 {
+            // Paced, the spinning phase is 8 polls (the pauses add up to
+            // at most 8 × the bound) instead of 64 back to back.
+            let spin_rounds = if self.pacer.enabled() { 8 } else { 64 };
+            if idle_rounds < spin_rounds {
+                match self.pacer.after_pass(false) {
+                    Some(wait) => pace::Pacer::pause(wait),
+                    None => core::hint::spin_loop(),
+                }
+            } else if idle_rounds < spin_rounds + 64 {
                 std::thread::yield_now();
             } else {
                 let wait = Duration::from_micros(
-                    (u64::from(idle_rounds - 127) * 10).min(self.config.idle_sleep_us),
+                    (u64::from(idle_rounds - spin_rounds - 63) * 10).min(self.config.idle_sleep_us),
                 );
                 match self.rx.recv_timeout(wait) {
                     Ok(msg) => {

@@ -49,5 +49,12 @@ if [ "$(tansu --version 2>/dev/null)" != "tansu $tansu_version" ] &&
   cargo install tansu --version "$tansu_version" --features dynostore --locked
 fi
 
+# DuckDB's Python module: benches/archive_lookup.py compares dplog-query
+# lookups and the archive's size with DuckDB on Parquet (no test needs it).
+if ! python3 -c "import duckdb" 2>/dev/null; then
+  echo "setup: installing the duckdb Python module (benches/archive_lookup.py)"
+  pip install -q duckdb 2>/dev/null || pip install -q --break-system-packages duckdb
+fi
+
 cargo fetch --locked
 echo "setup: done"

@@ -174,11 +174,17 @@ impl<'a> Cursor<'a> {
         for _ in 0..n {
             let byte = bitpos / 8;
             let shift = bitpos % 8;
-            // Up to 9 bytes hold a 64-bit value at any bit offset.
-            let mut w = [0u8; 16];
-            let end = (byte + 16).min(src.len());
-            w[..end - byte].copy_from_slice(&src[byte..end]);
-            let v = (u128::from_le_bytes(w) >> shift) as u64 & mask;
+            // Up to 9 bytes hold a 64-bit value at any bit offset; away
+            // from the end a fixed 16-byte load, near it a copy.
+            let w = match src.get(byte..byte + 16) {
+                Some(s) => u128::from_le_bytes(s.try_into().expect("16 bytes")),
+                None => {
+                    let mut w = [0u8; 16];
+                    w[..src.len() - byte].copy_from_slice(&src[byte..]);
+                    u128::from_le_bytes(w)
+                }
+            };
+            let v = (w >> shift) as u64 & mask;
             f(v);
             bitpos += bits as usize;
         }

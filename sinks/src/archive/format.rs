@@ -550,21 +550,24 @@ pub fn decode_rows(
     if at != body.len() {
         return Err(invalid("trailing bytes after the columns".into()));
     }
+    // Column `k`'s encoded bytes.
+    let raw_of = |k: usize| -> io::Result<std::borrow::Cow<'_, [u8]>> {
+        let (at, stored, raw_len) = spans[k];
+        let src = &body[at..at + stored];
+        if stored == raw_len {
+            return Ok(std::borrow::Cow::Borrowed(src));
+        }
+        let v = zstd::bulk::decompress(src, raw_len)
+            .map_err(|e| invalid(format!("column {k}: zstd: {e}")))?;
+        if v.len() != raw_len {
+            return Err(invalid(format!("column {k}: decompressed length differs")));
+        }
+        Ok(std::borrow::Cow::Owned(v))
+    };
     // Column `k` decoded into `out` (`stride`-byte rows, the column at
     // `offset` of each).
     let decode = |k: usize, out: &mut [u8], stride: usize, offset: usize| -> io::Result<()> {
-        let (at, stored, raw_len) = spans[k];
-        let src = &body[at..at + stored];
-        let raw = if stored == raw_len {
-            std::borrow::Cow::Borrowed(src)
-        } else {
-            let v = zstd::bulk::decompress(src, raw_len)
-                .map_err(|e| invalid(format!("column {k}: zstd: {e}")))?;
-            if v.len() != raw_len {
-                return Err(invalid(format!("column {k}: decompressed length differs")));
-            }
-            std::borrow::Cow::Owned(v)
-        };
+        let raw = raw_of(k)?;
         let c = Column {
             offset,
             width: cols[k].width,
@@ -576,27 +579,19 @@ pub fn decode_rows(
         }
         Ok(())
     };
-    // One column alone: `n` values of its width, back to back.
-    let dense = |k: usize| -> io::Result<Vec<u8>> {
-        let w = cols[k].width;
-        let mut out = vec![0u8; n * w];
-        decode(k, &mut out, w, 0)?;
-        Ok(out)
-    };
-    // The filter's columns first: the rows they keep.
-    let mut done: Vec<Option<Vec<u8>>> = vec![None; cols.len()];
+    // The filter's columns first: the rows they keep, each column read
+    // only as far as its encoding needs to tell (see
+    // [`encode::rows_equal`]).
     let mut rows: Option<Vec<u32>> = None;
     for &(k, v) in &exact {
-        if done[k].is_none() {
-            done[k] = Some(dense(k)?);
-        }
-        let d = done[k].as_ref().expect("decoded above");
-        let w = v.len();
-        let keep = |r: &u32| &d[*r as usize * w..(*r as usize + 1) * w] == v;
+        let raw = raw_of(k)?;
+        let mut cur = Cursor { b: &raw, p: 0 };
+        let hit = encode::rows_equal(&mut cur, n, cols[k], v)
+            .map_err(|e| invalid(format!("column {k}: {e}")))?;
         rows = Some(match rows {
-            None => (0..n as u32).filter(keep).collect(),
+            None => hit,
             Some(mut r) => {
-                r.retain(keep);
+                r.retain(|x| hit.binary_search(x).is_ok());
                 r
             }
         });
@@ -613,12 +608,12 @@ pub fn decode_rows(
         return Ok((h, recs));
     };
     let mut recs = vec![0u8; rows.len() * size];
-    for k in 0..cols.len() {
-        let d = match done[k].take() {
-            Some(d) => d,
-            None => dense(k)?,
-        };
-        let (o, w) = (cols[k].offset, cols[k].width);
+    let mut d = Vec::new();
+    for (k, c) in cols.iter().enumerate() {
+        let (o, w) = (c.offset, c.width);
+        d.clear();
+        d.resize(n * w, 0);
+        decode(k, &mut d, w, 0)?;
         for (i, &r) in rows.iter().enumerate() {
             let r = r as usize;
             recs[i * size + o..i * size + o + w].copy_from_slice(&d[r * w..(r + 1) * w]);

@@ -12,6 +12,7 @@
 //! integers); `PROBES` gets 200 `--at` probes (`time_ns addr port`):
 //! 100 sessions live at the time asked, 100 random (mostly misses).
 //! The random sequence is the bench's, so the data is the same.
+//! `NAT_ARCHIVE_GEN_ZSTD_LEVEL` sets the sink's `zstd_level` (default 3).
 
 #![allow(missing_docs)] // an example's main
 
@@ -53,7 +54,11 @@ fn main() {
     };
     let schema = Nat44SessionRecord::schema();
     let mut enc = BinaryEncoder::new(&[schema]);
-    let mut sink = ArchiveSink::open(dir, ArchiveSinkOptions::default()).expect("archive");
+    let mut opts = ArchiveSinkOptions::default();
+    if let Ok(l) = std::env::var("NAT_ARCHIVE_GEN_ZSTD_LEVEL") {
+        opts.zstd_level = l.parse().expect("NAT_ARCHIVE_GEN_ZSTD_LEVEL: a zstd level");
+    }
+    let mut sink = ArchiveSink::open(dir, opts).expect("archive");
     let mut batch = Vec::with_capacity(256 << 10);
     let mut pending: BinaryHeap<Reverse<(u64, u64)>> = BinaryHeap::new();
     let mut live: HashMap<u64, Nat44SessionRecord> = HashMap::new();

@@ -135,3 +135,56 @@ fn a_row_filter_keeps_the_same_rows_of_either_version() {
     every.sort();
     assert_eq!(every, sorted_all);
 }
+
+#[test]
+fn a_damaged_column_fails_its_own_checksum_and_only_when_read() {
+    let dir = tempfile::tempdir().unwrap();
+    rewritten(dir.path());
+    let sf = &list_segments(dir.path()).unwrap()[0];
+    let seg = Segment::open(&sf.path).unwrap();
+    let bi = seg.blocks.iter().position(|b| b.kind == KIND_DATA).unwrap();
+    let (s, all) = seg.read_block(bi).unwrap();
+    let cols = format::schema_columns(s);
+    // The vip column (offset 16): its stored bytes, from the directory.
+    let k = cols.iter().position(|c| c.offset == 16).unwrap();
+    let m = seg.blocks[bi].clone();
+    let mut bytes = std::fs::read(&sf.path).unwrap();
+    let body_at = m.offset as usize + 16;
+    let prefix = &bytes[body_at..body_at + format::column_prefix_len(cols.len())];
+    let spans = format::column_spans(prefix, cols.len(), m.len as usize - 16).unwrap();
+    let vip = &all[16..20];
+    let vip_filter = RowFilter {
+        eq: vec![(16, vip.to_vec())],
+    };
+    let (_, want) = seg.read_block_rows(bi, &vip_filter).unwrap();
+    assert!(!want.is_empty());
+    bytes[body_at + spans[k].at] ^= 0x40;
+    std::fs::write(&sf.path, &bytes).unwrap();
+    let seg = Segment::open(&sf.path).unwrap();
+    // The whole block: its frame checksum fails.
+    let e = seg.read_block(bi).unwrap_err();
+    assert!(e.to_string().contains("checksum mismatch"), "{e}");
+    // The damaged column read: its own checksum fails, by number.
+    let e = seg.read_block_rows(bi, &vip_filter).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains(&format!("column {k}: checksum mismatch")),
+        "{e}"
+    );
+    // A filter no row passes on another column: the damaged column is
+    // never read, and nothing is returned.
+    let none = RowFilter {
+        eq: vec![(24, 9u16.to_ne_bytes().to_vec())],
+    };
+    assert_eq!(seg.read_block_rows(bi, &none).unwrap().1, Vec::<u8>::new());
+    // A damaged directory fails the directory's checksum.
+    bytes[body_at + spans[k].at] ^= 0x40;
+    bytes[body_at + format::DATA_HEADER + 1] ^= 1;
+    std::fs::write(&sf.path, &bytes).unwrap();
+    let seg = Segment::open(&sf.path).unwrap();
+    let e = seg.read_block_rows(bi, &none).unwrap_err();
+    assert!(
+        e.to_string().contains("column directory checksum mismatch"),
+        "{e}"
+    );
+}

@@ -53,8 +53,16 @@ pub const TRAILER: usize = 24;
 /// 2) or the number of columns (version 3).
 pub const DATA_HEADER: usize = 28;
 /// Version 3: bytes per column in a data block's column directory
-/// (stored length u32, decoded length u32).
-pub const COLUMN_ENTRY: usize = 8;
+/// (stored length u32, encoded length u32, CRC-32 of the stored bytes
+/// u32).
+pub const COLUMN_ENTRY: usize = 12;
+
+/// Version 3: bytes of a data block body before its first column: the
+/// [`DATA_HEADER`], the directory of `ncols` columns and the directory's
+/// CRC-32 (of the header and the directory).
+pub fn column_prefix_len(ncols: usize) -> usize {
+    DATA_HEADER + ncols * COLUMN_ENTRY + 4
+}
 /// Largest block body the reader accepts (a bad length field must not
 /// make it allocate without bound).
 pub const MAX_BLOCK_BODY: usize = 256 << 20;
@@ -247,6 +255,7 @@ fn data_body(
         let stored = if z.len() < raw.len() { z } else { raw.clone() };
         dir.extend_from_slice(&(stored.len() as u32).to_le_bytes());
         dir.extend_from_slice(&(raw.len() as u32).to_le_bytes());
+        dir.extend_from_slice(&crc32fast::hash(&stored).to_le_bytes());
         data.extend_from_slice(&stored);
     }
     let mut body = Vec::with_capacity(DATA_HEADER + dir.len() + data.len());
@@ -257,6 +266,8 @@ fn data_body(
     body.extend_from_slice(&max.to_le_bytes());
     body.extend_from_slice(&(cols.len() as u32).to_le_bytes());
     body.extend_from_slice(&dir);
+    let crc = crc32fast::hash(&body);
+    body.extend_from_slice(&crc.to_le_bytes());
     body.extend_from_slice(&data);
     Ok(body)
 }
@@ -331,8 +342,10 @@ impl BlockEncoder {
     /// [`DATA_HEADER`] bytes (schema id u16, two zero bytes, `n` u32,
     /// `min` u64, `max` u64, the number of columns u32, all
     /// little-endian), then the column directory (per column, in `cols`
-    /// order, [`COLUMN_ENTRY`] bytes: its stored length u32 and its
-    /// encoded length u32), then the columns back to back: each encoded
+    /// order, [`COLUMN_ENTRY`] bytes: its stored length u32, its encoded
+    /// length u32 and the CRC-32 of its stored bytes u32), the CRC-32 of
+    /// the header and directory u32, then the columns back to back (a
+    /// reader that reads some columns checks those alone): each encoded
     /// ([`encode`]) and compressed with zstd on its own, or stored as
     /// encoded when zstd does not make it shorter (stored length equal to
     /// the encoded one). Format version 3.
@@ -360,7 +373,7 @@ impl BlockEncoder {
         f.extend_from_slice(&max.to_le_bytes());
         f.extend_from_slice(&(cols.len() as u32).to_le_bytes());
         let dir_at = f.len();
-        f.resize(dir_at + dir_len, 0);
+        f.resize(dir_at + dir_len + 4, 0);
         for (k, &c) in cols.iter().enumerate() {
             self.raw.clear();
             encode::encode_column_with(&mut self.cols, &mut self.raw, recs, s.size(), n, c);
@@ -376,8 +389,12 @@ impl BlockEncoder {
             let e = dir_at + k * COLUMN_ENTRY;
             f[e..e + 4].copy_from_slice(&(stored.len() as u32).to_le_bytes());
             f[e + 4..e + 8].copy_from_slice(&(self.raw.len() as u32).to_le_bytes());
+            f[e + 8..e + 12].copy_from_slice(&crc32fast::hash(stored).to_le_bytes());
             f.extend_from_slice(stored);
         }
+        let dir_end = dir_at + dir_len;
+        let dir_crc = crc32fast::hash(&f[BLOCK_HEADER..dir_end]);
+        f[dir_end..dir_end + 4].copy_from_slice(&dir_crc.to_le_bytes());
         let body_len = (f.len() - BLOCK_HEADER) as u32;
         f[8..12].copy_from_slice(&body_len.to_le_bytes());
         let mut h = crc32fast::Hasher::new();
@@ -530,54 +547,125 @@ pub fn decode_rows(
             cols.len()
         )));
     }
-    let dir_end = DATA_HEADER + cols.len() * COLUMN_ENTRY;
-    if body.len() < dir_end {
+    let spans = column_spans(body, cols.len(), body.len())?;
+    // The frame's CRC covered the whole body: the columns are not
+    // checked again.
+    let recs = decode_columns(s, n, &spans, filter, &mut |k| {
+        Ok(std::borrow::Cow::Borrowed(
+            &body[spans[k].at..spans[k].at + spans[k].stored],
+        ))
+    })?;
+    Ok((h, recs))
+}
+
+/// Where one column of a version-3 data block is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ColumnSpan {
+    /// Offset of its stored bytes in the block body.
+    pub at: usize,
+    /// Stored length (equal to `raw`: stored as encoded; else zstd).
+    pub stored: usize,
+    /// Encoded length.
+    pub raw: usize,
+    /// CRC-32 of the stored bytes.
+    pub crc: u32,
+}
+
+/// The columns of a version-3 data block body of `body_len` bytes from
+/// its first bytes `prefix` (at least [`column_prefix_len`]`(ncols)`):
+/// the directory, checked against its CRC-32.
+///
+/// Errors: `InvalidData` for a short prefix, a directory that fails its
+/// checksum, or lengths that do not fill the body exactly.
+pub fn column_spans(prefix: &[u8], ncols: usize, body_len: usize) -> io::Result<Vec<ColumnSpan>> {
+    let end = column_prefix_len(ncols);
+    if prefix.len() < end || body_len < end {
         return Err(invalid("column directory cut short".into()));
     }
-    // Where each column's stored bytes are, and how long it decodes.
-    let mut spans = Vec::with_capacity(cols.len());
-    let mut at = dir_end;
-    for k in 0..cols.len() {
+    let u32at = |o: usize| u32::from_le_bytes(prefix[o..o + 4].try_into().expect("4 bytes"));
+    if crc32fast::hash(&prefix[..end - 4]) != u32at(end - 4) {
+        return Err(invalid("column directory checksum mismatch".into()));
+    }
+    let mut spans = Vec::with_capacity(ncols);
+    let mut at = end;
+    for k in 0..ncols {
         let e = DATA_HEADER + k * COLUMN_ENTRY;
-        let stored = u32::from_le_bytes(body[e..e + 4].try_into().expect("4 bytes")) as usize;
-        let raw = u32::from_le_bytes(body[e + 4..e + 8].try_into().expect("4 bytes")) as usize;
-        if stored > body.len() - at || raw > MAX_BLOCK_BODY || stored > raw {
+        let (stored, raw) = (u32at(e) as usize, u32at(e + 4) as usize);
+        if stored > body_len - at || raw > MAX_BLOCK_BODY || stored > raw {
             return Err(invalid(format!("column {k}: lengths out of range")));
         }
-        spans.push((at, stored, raw));
+        spans.push(ColumnSpan {
+            at,
+            stored,
+            raw,
+            crc: u32at(e + 8),
+        });
         at += stored;
     }
-    if at != body.len() {
+    if at != body_len {
         return Err(invalid("trailing bytes after the columns".into()));
     }
+    Ok(spans)
+}
+
+/// The rows `filter` keeps of a version-3 data block of `n` records of
+/// `s` whose columns are at `spans`, each column's stored bytes got from
+/// `fetch(k)` (checked by it as it needs), and only those it needs: the
+/// filter's columns first (see [`RowFilter`]), the others only when a row
+/// passes.
+///
+/// Errors: `InvalidData` for a column that does not decode; `fetch`'s.
+pub fn decode_columns<'a>(
+    s: &Schema,
+    n: usize,
+    spans: &[ColumnSpan],
+    filter: &RowFilter,
+    fetch: &mut dyn FnMut(usize) -> io::Result<std::borrow::Cow<'a, [u8]>>,
+) -> io::Result<Vec<u8>> {
+    let size = s.size();
+    let cols = schema_columns(s);
+    if spans.len() != cols.len() {
+        return Err(invalid("column directory of another schema".into()));
+    }
+    let exact: Vec<(usize, &[u8])> = filter
+        .eq
+        .iter()
+        .filter_map(|(off, v)| {
+            cols.iter()
+                .position(|c| c.offset == *off && c.width == v.len())
+                .map(|k| (k, v.as_slice()))
+        })
+        .collect();
     // Column `k`'s encoded bytes.
-    let raw_of = |k: usize| -> io::Result<std::borrow::Cow<'_, [u8]>> {
-        let (at, stored, raw_len) = spans[k];
-        let src = &body[at..at + stored];
-        if stored == raw_len {
-            return Ok(std::borrow::Cow::Borrowed(src));
+    let mut raw_of = |k: usize| -> io::Result<std::borrow::Cow<'a, [u8]>> {
+        let src = fetch(k)?;
+        let sp = spans[k];
+        if src.len() != sp.stored {
+            return Err(invalid(format!("column {k}: {} bytes read", src.len())));
         }
-        let v = zstd::bulk::decompress(src, raw_len)
+        if sp.stored == sp.raw {
+            return Ok(src);
+        }
+        let v = zstd::bulk::decompress(&src, sp.raw)
             .map_err(|e| invalid(format!("column {k}: zstd: {e}")))?;
-        if v.len() != raw_len {
+        if v.len() != sp.raw {
             return Err(invalid(format!("column {k}: decompressed length differs")));
         }
         Ok(std::borrow::Cow::Owned(v))
     };
-    // Column `k` decoded into `out` (`stride`-byte rows, the column at
-    // `offset` of each).
-    let decode = |k: usize, out: &mut [u8], stride: usize, offset: usize| -> io::Result<()> {
-        let raw = raw_of(k)?;
+    // Column `k` (encoded `raw`) decoded into `out` (`stride`-byte rows,
+    // the column at `offset` of each).
+    let decode = |k: usize, raw: &[u8], out: &mut [u8], stride: usize, offset: usize| {
         let c = Column {
             offset,
             width: cols[k].width,
         };
-        let mut cur = Cursor { b: &raw, p: 0 };
+        let mut cur = Cursor { b: raw, p: 0 };
         encode::decode_column(&mut cur, out, stride, n, c)?;
         if cur.p != raw.len() {
             return Err(invalid(format!("column {k}: trailing bytes")));
         }
-        Ok(())
+        Ok::<(), io::Error>(())
     };
     // The filter's columns first: the rows they keep, each column read
     // only as far as its encoding needs to tell (see
@@ -596,16 +684,17 @@ pub fn decode_rows(
             }
         });
         if rows.as_ref().is_some_and(|r| r.is_empty()) {
-            return Ok((h, Vec::new()));
+            return Ok(Vec::new());
         }
     }
     let Some(rows) = rows else {
         // Every row: each column straight into the records.
         let mut recs = vec![0u8; n * size];
         for (k, c) in cols.iter().enumerate() {
-            decode(k, &mut recs, size, c.offset)?;
+            let raw = raw_of(k)?;
+            decode(k, &raw, &mut recs, size, c.offset)?;
         }
-        return Ok((h, recs));
+        return Ok(recs);
     };
     let mut recs = vec![0u8; rows.len() * size];
     let mut d = Vec::new();
@@ -613,13 +702,14 @@ pub fn decode_rows(
         let (o, w) = (c.offset, c.width);
         d.clear();
         d.resize(n * w, 0);
-        decode(k, &mut d, w, 0)?;
+        let raw = raw_of(k)?;
+        decode(k, &raw, &mut d, w, 0)?;
         for (i, &r) in rows.iter().enumerate() {
             let r = r as usize;
             recs[i * size + o..i * size + o + w].copy_from_slice(&d[r * w..(r + 1) * w]);
         }
     }
-    Ok((h, recs))
+    Ok(recs)
 }
 
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;

@@ -59,12 +59,15 @@
 //! - kind `D`: up to `block_rows` records of one schema, sorted by event
 //!   time (equal times in the order written): schema id, rows, min and
 //!   max event time, the number of columns, a directory of the columns
-//!   (stored and encoded length each), then the records' columns
+//!   (stored and encoded length and a CRC-32 each) with its own CRC-32,
+//!   then the records' columns
 //!   ([`encode`]: constant, frame of reference, delta, delta of delta or
 //!   dictionary, bit-packed; other widths as byte planes), each
 //!   compressed with zstd on its own (or stored as encoded when zstd
-//!   does not shorten it), so a reader decodes only the columns and rows
-//!   it needs ([`format::RowFilter`], [`Segment::read_block_rows`]);
+//!   does not shorten it), so a reader reads and decodes only the
+//!   columns and rows it needs ([`format::RowFilter`],
+//!   [`Segment::read_block_rows`]), checking the directory's and each
+//!   column's CRC-32 (the frame's covers the whole body);
 //!   versions 1 and 2 put the encoded length of all columns where
 //!   version 3 has their number, and compress them together;
 //! - kind `C` (version 2): a TSC calibration, as the binary format's `C`

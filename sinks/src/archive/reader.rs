@@ -449,13 +449,16 @@ impl Segment {
         if m.kind != KIND_DATA {
             return Err(format::invalid("not a data block".into()));
         }
-        let body = self.read_body(i)?;
         let s = self.schema(m.schema_id).ok_or_else(|| {
             format::invalid(format!(
                 "schema {} is not declared in the segment",
                 m.schema_id
             ))
         })?;
+        if self.version > format::VERSION_WHOLE_BLOCKS && !filter.eq.is_empty() {
+            return self.read_columns(i, s, filter).map(|recs| (s, recs));
+        }
+        let body = self.read_body(i)?;
         let (h, recs) = format::decode_rows(s, &body, self.version, filter)?;
         if h.rows != m.rows || h.schema_id != m.schema_id {
             return Err(format::invalid(
@@ -463,6 +466,66 @@ impl Segment {
             ));
         }
         Ok((s, recs))
+    }
+
+    /// The rows `filter` keeps of version-3 data block `i` (of schema
+    /// `s`), reading only the columns it needs: the block's header and
+    /// column directory (checked against their CRC-32), then each column
+    /// read (checked against its own CRC-32). The block's frame CRC,
+    /// which covers the columns not read, is not checked.
+    fn read_columns(&self, i: usize, s: &Schema, filter: &RowFilter) -> io::Result<Vec<u8>> {
+        let m = &self.blocks[i];
+        let ncols = format::schema_columns(s).len();
+        let prefix = format::column_prefix_len(ncols);
+        let mut head = vec![0u8; BLOCK_HEADER + prefix];
+        if (m.len as usize) < head.len() {
+            return Err(format::invalid(format!(
+                "block of {} bytes, shorter than its column directory",
+                m.len
+            )));
+        }
+        let short = |e: io::Error| {
+            if e.kind() == io::ErrorKind::UnexpectedEof {
+                format::invalid("block cut short (file truncated)".into())
+            } else {
+                e
+            }
+        };
+        self.file
+            .read_exact_at(&mut head, m.offset)
+            .map_err(short)?;
+        let fh = frame_header(&head)?;
+        if BLOCK_HEADER + fh.body_len != m.len as usize || fh.kind != m.kind {
+            return Err(format::invalid(
+                "block header differs from the footer".into(),
+            ));
+        }
+        let body = &head[BLOCK_HEADER..];
+        let spans = format::column_spans(body, ncols, fh.body_len)?;
+        let h = data_header(body)?;
+        let last = u32::from_le_bytes(body[24..28].try_into().expect("4 bytes")) as usize;
+        if h.rows != m.rows || h.schema_id != m.schema_id || h.schema_id != s.id() || last != ncols
+        {
+            return Err(format::invalid(
+                "block header differs from the footer".into(),
+            ));
+        }
+        let at = m.offset + BLOCK_HEADER as u64;
+        format::decode_columns(s, h.rows as usize, &spans, filter, &mut |k| {
+            let sp = spans[k];
+            let mut b = vec![0u8; sp.stored];
+            self.file
+                .read_exact_at(&mut b, at + sp.at as u64)
+                .map_err(short)?;
+            let got = crc32fast::hash(&b);
+            if got != sp.crc {
+                return Err(format::invalid(format!(
+                    "column {k}: checksum mismatch (stored {:08x}, computed {got:08x})",
+                    sp.crc
+                )));
+            }
+            Ok(std::borrow::Cow::Owned(b))
+        })
     }
 
     /// A [`Problem`] for block `i` failing with `e`.

@@ -553,6 +553,134 @@ pub(crate) fn decode_column(
     Ok(())
 }
 
+/// The value packed `bits` wide (`mask` its low bits) at bit `bitpos` of
+/// `src`.
+fn bits_at(src: &[u8], bitpos: usize, mask: u64) -> u64 {
+    let byte = bitpos / 8;
+    let w = match src.get(byte..byte + 16) {
+        Some(s) => u128::from_le_bytes(s.try_into().expect("16 bytes")),
+        None => {
+            let mut w = [0u8; 16];
+            let end = src.len().min(byte + 16);
+            w[..end - byte].copy_from_slice(&src[byte..end]);
+            u128::from_le_bytes(w)
+        }
+    };
+    (w >> (bitpos % 8)) as u64 & mask
+}
+
+/// [`rows_equal`] among the rows `among` (ascending) only: a frame of
+/// reference, dictionary, constant or byte-plane column is read at those
+/// rows alone (a delta column is decoded whole). `cur` ends after the
+/// column either way.
+///
+/// Errors: as [`decode_column`].
+pub(crate) fn rows_equal_among(
+    cur: &mut Cursor<'_>,
+    n: usize,
+    c: Column,
+    value: &[u8],
+    among: &[u32],
+) -> io::Result<Vec<u32>> {
+    let w = c.width;
+    if value.len() != w || among.last().is_some_and(|&r| r as usize >= n) {
+        return Err(bad(
+            "value of another width than its column, or a row past the end",
+        ));
+    }
+    let tag = cur.u8()?;
+    if tag == PLANES {
+        let src = cur.take(n * w)?;
+        return Ok(among
+            .iter()
+            .copied()
+            .filter(|&i| (0..w).all(|b| src[b * n + i as usize] == value[b]))
+            .collect());
+    }
+    if !is_numeric(w) {
+        return Err(bad("numeric encoding of a non-numeric column"));
+    }
+    let mut le = [0u8; 8];
+    le[..w].copy_from_slice(value);
+    let target = u64::from_le_bytes(le);
+    let vmask = if w == 8 {
+        u64::MAX
+    } else {
+        (1u64 << (8 * w)) - 1
+    };
+    let bmask = |bits: u8| {
+        if bits == 64 {
+            u64::MAX
+        } else {
+            (1u64 << bits) - 1
+        }
+    };
+    match tag {
+        CONST => Ok(if cur.u64()? & vmask == target {
+            among.to_vec()
+        } else {
+            Vec::new()
+        }),
+        FOR => {
+            let lo = cur.u64()?;
+            let bits = cur.bits()?;
+            let src = cur.take(packed_bytes(n, bits))?;
+            let x = target.wrapping_sub(lo);
+            if bits < 64 && x >> bits != 0 {
+                return Ok(Vec::new());
+            }
+            let m = bmask(bits);
+            Ok(among
+                .iter()
+                .copied()
+                .filter(|&r| bits_at(src, r as usize * bits as usize, m) == x)
+                .collect())
+        }
+        DICT => {
+            let count = cur.u32()? as usize;
+            if count == 0 || count > n.max(1) {
+                return Err(bad("dictionary size"));
+            }
+            let lo = cur.u64()?;
+            let bits = cur.bits()?;
+            let mut at = None;
+            let mut k = 0u64;
+            cur.unpack(count, bits, |x| {
+                if lo.wrapping_add(x) & vmask == target && at.is_none() {
+                    at = Some(k);
+                }
+                k += 1;
+            })?;
+            let ibits = cur.bits()?;
+            let src = cur.take(packed_bytes(n, ibits))?;
+            let Some(idx) = at else {
+                return Ok(Vec::new());
+            };
+            let m = bmask(ibits);
+            let mut out = Vec::new();
+            for &r in among {
+                let x = bits_at(src, r as usize * ibits as usize, m);
+                if x >= count as u64 {
+                    return Err(bad("dictionary index out of range"));
+                }
+                if x == idx {
+                    out.push(r);
+                }
+            }
+            Ok(out)
+        }
+        _ => {
+            cur.p -= 1;
+            let all = rows_equal(cur, n, c, value)?;
+            Ok(among
+                .iter()
+                .copied()
+                .filter(|r| all.binary_search(r).is_ok())
+                .collect())
+        }
+    }
+}
+
 /// The rows (ascending) of column `c` of `n` records in `cur` whose
 /// bytes are `value` (`c.width` bytes), without decoding the others where
 /// the encoding tells: a constant or a dictionary without the value, or
@@ -707,6 +835,14 @@ mod tests {
             for v in &probes {
                 cur.p = start;
                 let got = rows_equal(&mut cur, n, c, v).unwrap();
+                let among: Vec<u32> = (0..n as u32).filter(|r| r % 3 != 1).collect();
+                let end_all = cur.p;
+                cur.p = start;
+                let some = rows_equal_among(&mut cur, n, c, v, &among).unwrap();
+                assert_eq!(cur.p, end_all, "column {c:?} ends");
+                let want_some: Vec<u32> = got.iter().copied().filter(|r| r % 3 != 1).collect();
+                assert_eq!(some, want_some, "column {c:?}, value {v:?}, among");
+                cur.p = end_all;
                 let want: Vec<u32> = (0..n)
                     .filter(|&r| val(r) == v.as_slice())
                     .map(|r| r as u32)

@@ -670,19 +670,18 @@ pub fn decode_columns<'a>(
     // The filter's columns first: the rows they keep, each column read
     // only as far as its encoding needs to tell (see
     // [`encode::rows_equal`]).
+    // The first column is scanned; the others are read at the rows it
+    // kept only.
     let mut rows: Option<Vec<u32>> = None;
     for &(k, v) in &exact {
         let raw = raw_of(k)?;
         let mut cur = Cursor { b: &raw, p: 0 };
-        let hit = encode::rows_equal(&mut cur, n, cols[k], v)
-            .map_err(|e| invalid(format!("column {k}: {e}")))?;
-        rows = Some(match rows {
-            None => hit,
-            Some(mut r) => {
-                r.retain(|x| hit.binary_search(x).is_ok());
-                r
-            }
-        });
+        let hit = match &rows {
+            None => encode::rows_equal(&mut cur, n, cols[k], v),
+            Some(r) => encode::rows_equal_among(&mut cur, n, cols[k], v, r),
+        }
+        .map_err(|e| invalid(format!("column {k}: {e}")))?;
+        rows = Some(hit);
         if rows.as_ref().is_some_and(|r| r.is_empty()) {
             return Ok(Vec::new());
         }

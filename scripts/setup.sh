@@ -60,5 +60,12 @@ fi
 # --at lookup SQL run on it (Debian's clickhouse-server is 18.16).
 python3 -c 'import chdb' 2>/dev/null || python3 -m pip install -q chdb
 
+# DuckDB's Python module: benches/archive_lookup.py compares dplog-query
+# lookups and the archive's size with DuckDB on Parquet (no test needs it).
+if ! python3 -c "import duckdb" 2>/dev/null; then
+  echo "setup: installing the duckdb Python module (benches/archive_lookup.py)"
+  pip install -q duckdb 2>/dev/null || pip install -q --break-system-packages duckdb
+fi
+
 cargo fetch --locked
 echo "setup: done"

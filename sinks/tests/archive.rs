@@ -500,10 +500,19 @@ fn write_v1_segment(dir: &Path, seq: u64, s: &Schema, recs: &[Vec<u8>]) -> std::
         .collect();
     let (min, max) = (*times.iter().min().unwrap(), *times.iter().max().unwrap());
     let flat: Vec<u8> = recs.concat();
-    let data = format::BlockEncoder::new(3)
-        .unwrap()
-        .data_frame(s, &format::schema_columns(s), &flat, recs.len(), min, max)
-        .unwrap();
+    let data = format::block_frame(
+        KIND_DATA,
+        &format::whole_block_body(
+            s,
+            &format::schema_columns(s),
+            &flat,
+            recs.len(),
+            min,
+            max,
+            3,
+        )
+        .unwrap(),
+    );
     let mut blocks = Vec::new();
     for (kind, f, rows, lo, hi) in [
         (format::KIND_SCHEMA, &schema, 0, 0, 0),
@@ -569,10 +578,14 @@ fn a_version_1_segment_reads_with_the_identity_calibration() {
     assert_eq!(v1, 500);
     // A version this reader does not know is refused, by name.
     let mut bytes = std::fs::read(&path).unwrap();
-    bytes[8..12].copy_from_slice(&3u32.to_le_bytes());
+    let unknown = format::VERSION + 1;
+    bytes[8..12].copy_from_slice(&unknown.to_le_bytes());
     std::fs::write(&path, bytes).unwrap();
     let e = Segment::open(&path).unwrap_err();
-    assert!(e.to_string().contains("format version 3"), "{e}");
+    assert!(
+        e.to_string().contains(&format!("format version {unknown}")),
+        "{e}"
+    );
 }
 
 #[test]

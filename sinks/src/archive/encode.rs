@@ -174,11 +174,17 @@ impl<'a> Cursor<'a> {
         for _ in 0..n {
             let byte = bitpos / 8;
             let shift = bitpos % 8;
-            // Up to 9 bytes hold a 64-bit value at any bit offset.
-            let mut w = [0u8; 16];
-            let end = (byte + 16).min(src.len());
-            w[..end - byte].copy_from_slice(&src[byte..end]);
-            let v = (u128::from_le_bytes(w) >> shift) as u64 & mask;
+            // Up to 9 bytes hold a 64-bit value at any bit offset; away
+            // from the end a fixed 16-byte load, near it a copy.
+            let w = match src.get(byte..byte + 16) {
+                Some(s) => u128::from_le_bytes(s.try_into().expect("16 bytes")),
+                None => {
+                    let mut w = [0u8; 16];
+                    w[..src.len() - byte].copy_from_slice(&src[byte..]);
+                    u128::from_le_bytes(w)
+                }
+            };
+            let v = (w >> shift) as u64 & mask;
             f(v);
             bitpos += bits as usize;
         }
@@ -449,8 +455,15 @@ pub(crate) fn decode_column(
 ) -> io::Result<()> {
     let tag = cur.u8()?;
     let w = c.width;
+    // A fixed-size store per width (no length-generic copy per value).
     let mut put = |i: usize, v: u64| {
-        recs[i * size + c.offset..i * size + c.offset + w].copy_from_slice(&v.to_le_bytes()[..w]);
+        let at = i * size + c.offset;
+        match w {
+            1 => recs[at] = v as u8,
+            2 => recs[at..at + 2].copy_from_slice(&(v as u16).to_le_bytes()),
+            4 => recs[at..at + 4].copy_from_slice(&(v as u32).to_le_bytes()),
+            _ => recs[at..at + 8].copy_from_slice(&v.to_le_bytes()),
+        }
     };
     if tag == PLANES {
         let src = cur.take(n * w)?;
@@ -540,6 +553,257 @@ pub(crate) fn decode_column(
     Ok(())
 }
 
+/// The value packed `bits` wide (`mask` its low bits) at bit `bitpos` of
+/// `src`.
+fn bits_at(src: &[u8], bitpos: usize, mask: u64) -> u64 {
+    let byte = bitpos / 8;
+    let w = match src.get(byte..byte + 16) {
+        Some(s) => u128::from_le_bytes(s.try_into().expect("16 bytes")),
+        None => {
+            let mut w = [0u8; 16];
+            let end = src.len().min(byte + 16);
+            w[..end - byte].copy_from_slice(&src[byte..end]);
+            u128::from_le_bytes(w)
+        }
+    };
+    (w >> (bitpos % 8)) as u64 & mask
+}
+
+/// [`rows_equal`] among the rows `among` (ascending) only: a frame of
+/// reference, dictionary, constant or byte-plane column is read at those
+/// rows alone (a delta column is decoded whole). `cur` ends after the
+/// column either way.
+///
+/// Errors: as [`decode_column`].
+pub(crate) fn rows_equal_among(
+    cur: &mut Cursor<'_>,
+    n: usize,
+    c: Column,
+    value: &[u8],
+    among: &[u32],
+) -> io::Result<Vec<u32>> {
+    let w = c.width;
+    if value.len() != w || among.last().is_some_and(|&r| r as usize >= n) {
+        return Err(bad(
+            "value of another width than its column, or a row past the end",
+        ));
+    }
+    let tag = cur.u8()?;
+    if tag == PLANES {
+        let src = cur.take(n * w)?;
+        return Ok(among
+            .iter()
+            .copied()
+            .filter(|&i| (0..w).all(|b| src[b * n + i as usize] == value[b]))
+            .collect());
+    }
+    if !is_numeric(w) {
+        return Err(bad("numeric encoding of a non-numeric column"));
+    }
+    let mut le = [0u8; 8];
+    le[..w].copy_from_slice(value);
+    let target = u64::from_le_bytes(le);
+    let vmask = if w == 8 {
+        u64::MAX
+    } else {
+        (1u64 << (8 * w)) - 1
+    };
+    let bmask = |bits: u8| {
+        if bits == 64 {
+            u64::MAX
+        } else {
+            (1u64 << bits) - 1
+        }
+    };
+    match tag {
+        CONST => Ok(if cur.u64()? & vmask == target {
+            among.to_vec()
+        } else {
+            Vec::new()
+        }),
+        FOR => {
+            let lo = cur.u64()?;
+            let bits = cur.bits()?;
+            let src = cur.take(packed_bytes(n, bits))?;
+            let x = target.wrapping_sub(lo);
+            if bits < 64 && x >> bits != 0 {
+                return Ok(Vec::new());
+            }
+            let m = bmask(bits);
+            Ok(among
+                .iter()
+                .copied()
+                .filter(|&r| bits_at(src, r as usize * bits as usize, m) == x)
+                .collect())
+        }
+        DICT => {
+            let count = cur.u32()? as usize;
+            if count == 0 || count > n.max(1) {
+                return Err(bad("dictionary size"));
+            }
+            let lo = cur.u64()?;
+            let bits = cur.bits()?;
+            let mut at = None;
+            let mut k = 0u64;
+            cur.unpack(count, bits, |x| {
+                if lo.wrapping_add(x) & vmask == target && at.is_none() {
+                    at = Some(k);
+                }
+                k += 1;
+            })?;
+            let ibits = cur.bits()?;
+            let src = cur.take(packed_bytes(n, ibits))?;
+            let Some(idx) = at else {
+                return Ok(Vec::new());
+            };
+            let m = bmask(ibits);
+            let mut out = Vec::new();
+            for &r in among {
+                let x = bits_at(src, r as usize * ibits as usize, m);
+                if x >= count as u64 {
+                    return Err(bad("dictionary index out of range"));
+                }
+                if x == idx {
+                    out.push(r);
+                }
+            }
+            Ok(out)
+        }
+        _ => {
+            cur.p -= 1;
+            let all = rows_equal(cur, n, c, value)?;
+            Ok(among
+                .iter()
+                .copied()
+                .filter(|r| all.binary_search(r).is_ok())
+                .collect())
+        }
+    }
+}
+
+/// The rows (ascending) of column `c` of `n` records in `cur` whose
+/// bytes are `value` (`c.width` bytes), without decoding the others where
+/// the encoding tells: a constant or a dictionary without the value, or
+/// a frame of reference whose range excludes it, answers without
+/// unpacking; a dictionary compares indexes, not values.
+///
+/// Errors: as [`decode_column`].
+pub(crate) fn rows_equal(
+    cur: &mut Cursor<'_>,
+    n: usize,
+    c: Column,
+    value: &[u8],
+) -> io::Result<Vec<u32>> {
+    let w = c.width;
+    if value.len() != w {
+        return Err(bad("value of another width than its column"));
+    }
+    let tag = cur.u8()?;
+    let mut out = Vec::new();
+    if tag == PLANES {
+        let src = cur.take(n * w)?;
+        out.extend(
+            (0..n)
+                .filter(|&i| (0..w).all(|b| src[b * n + i] == value[b]))
+                .map(|i| i as u32),
+        );
+        return Ok(out);
+    }
+    if !is_numeric(w) {
+        return Err(bad("numeric encoding of a non-numeric column"));
+    }
+    let mut le = [0u8; 8];
+    le[..w].copy_from_slice(value);
+    let target = u64::from_le_bytes(le);
+    // Values are stored as their low `w` bytes: compare those.
+    let mask = if w == 8 {
+        u64::MAX
+    } else {
+        (1u64 << (8 * w)) - 1
+    };
+    let mut i = 0u32;
+    match tag {
+        CONST => {
+            if cur.u64()? & mask == target {
+                out.extend(0..n as u32);
+            }
+        }
+        FOR => {
+            let lo = cur.u64()?;
+            let bits = cur.bits()?;
+            let x = target.wrapping_sub(lo);
+            if bits < 64 && x >> bits != 0 {
+                cur.take(packed_bytes(n, bits))?;
+            } else {
+                cur.unpack(n, bits, |v| {
+                    if v == x {
+                        out.push(i);
+                    }
+                    i += 1;
+                })?;
+            }
+        }
+        DICT => {
+            let count = cur.u32()? as usize;
+            if count == 0 || count > n.max(1) {
+                return Err(bad("dictionary size"));
+            }
+            let lo = cur.u64()?;
+            let bits = cur.bits()?;
+            let mut at = None;
+            let mut k = 0u64;
+            cur.unpack(count, bits, |x| {
+                if lo.wrapping_add(x) & mask == target && at.is_none() {
+                    at = Some(k);
+                }
+                k += 1;
+            })?;
+            let ibits = cur.bits()?;
+            match at {
+                None => {
+                    cur.take(packed_bytes(n, ibits))?;
+                }
+                Some(idx) => {
+                    let mut oob = false;
+                    cur.unpack(n, ibits, |x| {
+                        oob |= x >= count as u64;
+                        if x == idx {
+                            out.push(i);
+                        }
+                        i += 1;
+                    })?;
+                    if oob {
+                        return Err(bad("dictionary index out of range"));
+                    }
+                }
+            }
+        }
+        DELTA | DOD => {
+            // Each value from the one before: decode, then compare.
+            cur.p -= 1;
+            let mut vals = vec![0u8; n * w];
+            decode_column(
+                cur,
+                &mut vals,
+                w,
+                n,
+                Column {
+                    offset: 0,
+                    width: w,
+                },
+            )?;
+            out.extend(
+                vals.chunks_exact(w)
+                    .enumerate()
+                    .filter(|(_, v)| *v == value)
+                    .map(|(r, _)| r as u32),
+            );
+        }
+        t => return Err(bad(&format!("unknown encoding tag {t}"))),
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -557,6 +821,37 @@ mod tests {
         }
         assert_eq!(cur.p, buf.len());
         assert_eq!(back, recs);
+        // Each column's rows of each value it holds (and of values it
+        // does not hold) are those a decode finds, and the cursor ends
+        // where the column does.
+        let mut cur = Cursor { b: &buf, p: 0 };
+        for &c in cols {
+            let start = cur.p;
+            let val = |r: usize| &recs[r * size + c.offset..r * size + c.offset + c.width];
+            let mut probes: Vec<Vec<u8>> = (0..n.min(40)).map(|r| val(r).to_vec()).collect();
+            probes.push(vec![0x5A; c.width]);
+            probes.push(vec![0; c.width]);
+            let mut end = None;
+            for v in &probes {
+                cur.p = start;
+                let got = rows_equal(&mut cur, n, c, v).unwrap();
+                let among: Vec<u32> = (0..n as u32).filter(|r| r % 3 != 1).collect();
+                let end_all = cur.p;
+                cur.p = start;
+                let some = rows_equal_among(&mut cur, n, c, v, &among).unwrap();
+                assert_eq!(cur.p, end_all, "column {c:?} ends");
+                let want_some: Vec<u32> = got.iter().copied().filter(|r| r % 3 != 1).collect();
+                assert_eq!(some, want_some, "column {c:?}, value {v:?}, among");
+                cur.p = end_all;
+                let want: Vec<u32> = (0..n)
+                    .filter(|&r| val(r) == v.as_slice())
+                    .map(|r| r as u32)
+                    .collect();
+                assert_eq!(got, want, "column {c:?}, value {v:?}");
+                assert_eq!(*end.get_or_insert(cur.p), cur.p, "column {c:?} ends");
+            }
+        }
+        assert_eq!(cur.p, buf.len());
     }
 
     #[test]

@@ -14,10 +14,17 @@ use super::encode::{self, Column, Cursor};
 pub const SEGMENT_MAGIC: &[u8; 8] = b"DPLOGAR1";
 /// Segment header length: magic, version u32, reserved u32.
 pub const SEGMENT_HEADER: usize = 16;
-/// Format version the writer puts in the segment header: 2, which adds
-/// [`KIND_CALIBRATION`] blocks to version 1 (otherwise the same layout).
-/// Readers take both; a version-1 segment records no TSC calibration.
-pub const VERSION: u32 = 2;
+/// Format version the writer puts in the segment header: 3. Version 2
+/// added [`KIND_CALIBRATION`] blocks to version 1; version 3 compresses
+/// each column of a data block on its own, behind a directory of them
+/// (see [`BlockEncoder::data_frame`]), so a reader decodes only the
+/// columns it needs and, with a [`RowFilter`], only the rows. Readers
+/// take all three; a version-1 segment records no TSC calibration, and
+/// the data blocks of versions 1 and 2 compress all columns together.
+pub const VERSION: u32 = 3;
+/// The last format version whose data blocks compress all their columns
+/// together as one zstd frame.
+pub const VERSION_WHOLE_BLOCKS: u32 = 2;
 /// The oldest format version readers take.
 pub const MIN_VERSION: u32 = 1;
 /// Magic at the start of every block frame.
@@ -42,8 +49,20 @@ pub const TRAILER_MAGIC: &[u8; 8] = b"DPLOGAE1";
 /// Trailer: footer length u64, footer CRC-32 u32, reserved u32, magic.
 pub const TRAILER: usize = 24;
 /// Data block body header: schema id u16, 0 u16, rows u32, min time u64,
-/// max time u64, uncompressed column bytes u32.
+/// max time u64, then u32: the uncompressed column bytes (versions 1 and
+/// 2) or the number of columns (version 3).
 pub const DATA_HEADER: usize = 28;
+/// Version 3: bytes per column in a data block's column directory
+/// (stored length u32, encoded length u32, CRC-32 of the stored bytes
+/// u32).
+pub const COLUMN_ENTRY: usize = 12;
+
+/// Version 3: bytes of a data block body before its first column: the
+/// [`DATA_HEADER`], the directory of `ncols` columns and the directory's
+/// CRC-32 (of the header and the directory).
+pub fn column_prefix_len(ncols: usize) -> usize {
+    DATA_HEADER + ncols * COLUMN_ENTRY + 4
+}
 /// Largest block body the reader accepts (a bad length field must not
 /// make it allocate without bound).
 pub const MAX_BLOCK_BODY: usize = 256 << 20;
@@ -215,8 +234,8 @@ pub fn event_time(s: &Schema, rec: &[u8]) -> Option<u64> {
 }
 
 /// Body of a data block as [`BlockEncoder::data_frame`] frames it, from
-/// fresh buffers and a fresh zstd context: the reference the encoder,
-/// which keeps both from block to block, is tested against.
+/// fresh buffers and a fresh zstd context per column: the reference the
+/// encoder, which keeps both from block to block, is tested against.
 #[cfg(test)]
 fn data_body(
     s: &Schema,
@@ -227,9 +246,53 @@ fn data_body(
     max: u64,
     level: i32,
 ) -> io::Result<Vec<u8>> {
-    let mut raw = Vec::with_capacity(recs.len() / 2 + 64);
+    let mut dir = Vec::new();
+    let mut data = Vec::new();
     for &c in cols {
+        let mut raw = Vec::new();
         encode::encode_column(&mut raw, recs, s.size(), n, c);
+        let z = zstd::bulk::compress(&raw, level)?;
+        let stored = if z.len() < raw.len() { z } else { raw.clone() };
+        dir.extend_from_slice(&(stored.len() as u32).to_le_bytes());
+        dir.extend_from_slice(&(raw.len() as u32).to_le_bytes());
+        dir.extend_from_slice(&crc32fast::hash(&stored).to_le_bytes());
+        data.extend_from_slice(&stored);
+    }
+    let mut body = Vec::with_capacity(DATA_HEADER + dir.len() + data.len());
+    body.extend_from_slice(&s.id().to_le_bytes());
+    body.extend_from_slice(&[0, 0]);
+    body.extend_from_slice(&(n as u32).to_le_bytes());
+    body.extend_from_slice(&min.to_le_bytes());
+    body.extend_from_slice(&max.to_le_bytes());
+    body.extend_from_slice(&(cols.len() as u32).to_le_bytes());
+    body.extend_from_slice(&dir);
+    let crc = crc32fast::hash(&body);
+    body.extend_from_slice(&crc.to_le_bytes());
+    body.extend_from_slice(&data);
+    Ok(body)
+}
+
+/// The body of a data block as format versions 1 and 2 wrote it: the
+/// [`DATA_HEADER`] (its last u32 the encoded length of all columns),
+/// then every column ([`encode`]) compressed together as one zstd frame
+/// at `level`. Readers still take it (in a segment of version 1 or 2);
+/// the writer no longer makes it. For tests and tools that must build an
+/// archive of those versions.
+///
+/// Errors: the compressor's.
+pub fn whole_block_body(
+    s: &Schema,
+    cols: &[Column],
+    recs: &[u8],
+    n: usize,
+    min: u64,
+    max: u64,
+    level: i32,
+) -> io::Result<Vec<u8>> {
+    let mut raw = Vec::with_capacity(recs.len() / 2 + 64);
+    let mut scratch = encode::ColumnScratch::default();
+    for &c in cols {
+        encode::encode_column_with(&mut scratch, &mut raw, recs, s.size(), n, c);
     }
     let z = zstd::bulk::compress(&raw, level)?;
     let mut body = Vec::with_capacity(DATA_HEADER + z.len());
@@ -277,8 +340,15 @@ impl BlockEncoder {
     /// back; `cols` its [`schema_columns`]), event times `min..=max`: a
     /// [`block_frame`] of [`KIND_DATA`] whose body is the
     /// [`DATA_HEADER`] bytes (schema id u16, two zero bytes, `n` u32,
-    /// `min` u64, `max` u64, column bytes u32, all little-endian), then
-    /// the columns ([`encode`]) compressed with zstd.
+    /// `min` u64, `max` u64, the number of columns u32, all
+    /// little-endian), then the column directory (per column, in `cols`
+    /// order, [`COLUMN_ENTRY`] bytes: its stored length u32, its encoded
+    /// length u32 and the CRC-32 of its stored bytes u32), the CRC-32 of
+    /// the header and directory u32, then the columns back to back (a
+    /// reader that reads some columns checks those alone): each encoded
+    /// ([`encode`]) and compressed with zstd on its own, or stored as
+    /// encoded when zstd does not make it shorter (stored length equal to
+    /// the encoded one). Format version 3.
     ///
     /// Errors: the compressor's.
     pub fn data_frame(
@@ -290,27 +360,43 @@ impl BlockEncoder {
         min: u64,
         max: u64,
     ) -> io::Result<Vec<u8>> {
-        self.raw.clear();
-        for &c in cols {
-            encode::encode_column_with(&mut self.cols, &mut self.raw, recs, s.size(), n, c);
-        }
         self.z.clear();
-        self.z
-            .reserve(zstd::zstd_safe::compress_bound(self.raw.len()));
-        self.zstd.compress_to_buffer(&self.raw, &mut self.z)?;
-        let body_len = DATA_HEADER + self.z.len();
-        let mut f = Vec::with_capacity(BLOCK_HEADER + body_len);
+        let dir_len = cols.len() * COLUMN_ENTRY;
+        let mut f = Vec::with_capacity(BLOCK_HEADER + DATA_HEADER + dir_len + recs.len() / 4);
         f.extend_from_slice(BLOCK_MAGIC);
         f.extend_from_slice(&[KIND_DATA, 0, 0, 0]);
-        f.extend_from_slice(&(body_len as u32).to_le_bytes());
-        f.extend_from_slice(&[0; 4]);
+        f.extend_from_slice(&[0; 8]); // body length and CRC, below
         f.extend_from_slice(&s.id().to_le_bytes());
         f.extend_from_slice(&[0, 0]);
         f.extend_from_slice(&(n as u32).to_le_bytes());
         f.extend_from_slice(&min.to_le_bytes());
         f.extend_from_slice(&max.to_le_bytes());
-        f.extend_from_slice(&(self.raw.len() as u32).to_le_bytes());
-        f.extend_from_slice(&self.z);
+        f.extend_from_slice(&(cols.len() as u32).to_le_bytes());
+        let dir_at = f.len();
+        f.resize(dir_at + dir_len + 4, 0);
+        for (k, &c) in cols.iter().enumerate() {
+            self.raw.clear();
+            encode::encode_column_with(&mut self.cols, &mut self.raw, recs, s.size(), n, c);
+            self.z.clear();
+            self.z
+                .reserve(zstd::zstd_safe::compress_bound(self.raw.len()));
+            self.zstd.compress_to_buffer(&self.raw, &mut self.z)?;
+            let stored = if self.z.len() < self.raw.len() {
+                &self.z
+            } else {
+                &self.raw
+            };
+            let e = dir_at + k * COLUMN_ENTRY;
+            f[e..e + 4].copy_from_slice(&(stored.len() as u32).to_le_bytes());
+            f[e + 4..e + 8].copy_from_slice(&(self.raw.len() as u32).to_le_bytes());
+            f[e + 8..e + 12].copy_from_slice(&crc32fast::hash(stored).to_le_bytes());
+            f.extend_from_slice(stored);
+        }
+        let dir_end = dir_at + dir_len;
+        let dir_crc = crc32fast::hash(&f[BLOCK_HEADER..dir_end]);
+        f[dir_end..dir_end + 4].copy_from_slice(&dir_crc.to_le_bytes());
+        let body_len = (f.len() - BLOCK_HEADER) as u32;
+        f[8..12].copy_from_slice(&body_len.to_le_bytes());
         let mut h = crc32fast::Hasher::new();
         h.update(&f[..12]);
         h.update(&f[BLOCK_HEADER..]);
@@ -348,12 +434,51 @@ pub fn data_header(body: &[u8]) -> io::Result<DataHeader> {
     })
 }
 
-/// Decodes a data block body of records of `s` into their bytes (`rows *
-/// size`, back to back).
+/// Rows of a data block to decode: those whose bytes at each `offset`
+/// equal the `value` given (`(offset, value)` pairs, all must hold; a
+/// pair that is not exactly one column of the schema, i.e. one field, is
+/// not checked, so the rows kept are a superset of those it names: check
+/// them with [`RowFilter::matches`] or the caller's own test). Empty:
+/// every row.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RowFilter {
+    /// `(offset in the record, bytes)`: the field at `offset`, of
+    /// `bytes.len()` bytes, holds `bytes`.
+    pub eq: Vec<(usize, Vec<u8>)>,
+}
+
+impl RowFilter {
+    /// Whether record `rec` passes every pair.
+    pub fn matches(&self, rec: &[u8]) -> bool {
+        self.eq
+            .iter()
+            .all(|(o, v)| rec.get(*o..*o + v.len()) == Some(v.as_slice()))
+    }
+}
+
+/// Decodes a data block body of records of `s`, of a segment of format
+/// `version`, into their bytes (`rows * size`, back to back).
 ///
 /// Errors: `InvalidData` for a body that does not decode (schema id or
 /// size mismatch, bad compression, bad columns, trailing bytes).
-pub fn decode_data(s: &Schema, body: &[u8]) -> io::Result<(DataHeader, Vec<u8>)> {
+pub fn decode_data(s: &Schema, body: &[u8], version: u32) -> io::Result<(DataHeader, Vec<u8>)> {
+    decode_rows(s, body, version, &RowFilter::default())
+}
+
+/// [`decode_data`] of only the rows `filter` keeps, in block order. A
+/// version-3 block decodes the filter's columns first and, when no row
+/// passes, nothing else; versions 1 and 2 decode the whole block and
+/// drop the other rows.
+///
+/// Errors: as [`decode_data`] (a version-3 block whose other columns are
+/// not read is only checked as far as it is read: its CRC still covers
+/// all of it).
+pub fn decode_rows(
+    s: &Schema,
+    body: &[u8],
+    version: u32,
+    filter: &RowFilter,
+) -> io::Result<(DataHeader, Vec<u8>)> {
     let h = data_header(body)?;
     if h.schema_id != s.id() {
         return Err(invalid(format!(
@@ -362,30 +487,228 @@ pub fn decode_data(s: &Schema, body: &[u8]) -> io::Result<(DataHeader, Vec<u8>)>
             s.id()
         )));
     }
-    let raw_len = u32::from_le_bytes(body[24..28].try_into().expect("4 bytes")) as usize;
     let n = h.rows as usize;
     let size = s.size();
     let too_big = match n.checked_mul(size) {
         Some(b) => b > MAX_BLOCK_BODY,
         None => true,
     };
-    if raw_len > MAX_BLOCK_BODY || too_big {
+    if too_big {
         return Err(invalid("block too large".into()));
     }
-    let raw = zstd::bulk::decompress(&body[DATA_HEADER..], raw_len)
-        .map_err(|e| invalid(format!("zstd: {e}")))?;
-    if raw.len() != raw_len {
-        return Err(invalid("decompressed length differs".into()));
+    let last = u32::from_le_bytes(body[24..28].try_into().expect("4 bytes")) as usize;
+    let cols = schema_columns(s);
+    // The filter's pairs that are whole columns, by column index.
+    let exact: Vec<(usize, &[u8])> = filter
+        .eq
+        .iter()
+        .filter_map(|(off, v)| {
+            cols.iter()
+                .position(|c| c.offset == *off && c.width == v.len())
+                .map(|k| (k, v.as_slice()))
+        })
+        .collect();
+    if version <= VERSION_WHOLE_BLOCKS {
+        if last > MAX_BLOCK_BODY {
+            return Err(invalid("block too large".into()));
+        }
+        let raw = zstd::bulk::decompress(&body[DATA_HEADER..], last)
+            .map_err(|e| invalid(format!("zstd: {e}")))?;
+        if raw.len() != last {
+            return Err(invalid("decompressed length differs".into()));
+        }
+        let mut recs = vec![0u8; n * size];
+        let mut cur = Cursor { b: &raw, p: 0 };
+        for &c in &cols {
+            encode::decode_column(&mut cur, &mut recs, size, n, c)?;
+        }
+        if cur.p != raw.len() {
+            return Err(invalid("trailing bytes after the columns".into()));
+        }
+        if !exact.is_empty() {
+            let mut w = 0;
+            for r in 0..n {
+                let rec = &recs[r * size..(r + 1) * size];
+                if exact
+                    .iter()
+                    .all(|&(k, v)| &rec[cols[k].offset..cols[k].offset + v.len()] == v)
+                {
+                    recs.copy_within(r * size..(r + 1) * size, w * size);
+                    w += 1;
+                }
+            }
+            recs.truncate(w * size);
+        }
+        return Ok((h, recs));
     }
-    let mut recs = vec![0u8; n * size];
-    let mut cur = Cursor { b: &raw, p: 0 };
-    for c in schema_columns(s) {
-        encode::decode_column(&mut cur, &mut recs, size, n, c)?;
+    if last != cols.len() {
+        return Err(invalid(format!(
+            "block of {last} columns, its schema has {}",
+            cols.len()
+        )));
     }
-    if cur.p != raw.len() {
+    let spans = column_spans(body, cols.len(), body.len())?;
+    // The frame's CRC covered the whole body: the columns are not
+    // checked again.
+    let recs = decode_columns(s, n, &spans, filter, &mut |k| {
+        Ok(std::borrow::Cow::Borrowed(
+            &body[spans[k].at..spans[k].at + spans[k].stored],
+        ))
+    })?;
+    Ok((h, recs))
+}
+
+/// Where one column of a version-3 data block is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ColumnSpan {
+    /// Offset of its stored bytes in the block body.
+    pub at: usize,
+    /// Stored length (equal to `raw`: stored as encoded; else zstd).
+    pub stored: usize,
+    /// Encoded length.
+    pub raw: usize,
+    /// CRC-32 of the stored bytes.
+    pub crc: u32,
+}
+
+/// The columns of a version-3 data block body of `body_len` bytes from
+/// its first bytes `prefix` (at least [`column_prefix_len`]`(ncols)`):
+/// the directory, checked against its CRC-32.
+///
+/// Errors: `InvalidData` for a short prefix, a directory that fails its
+/// checksum, or lengths that do not fill the body exactly.
+pub fn column_spans(prefix: &[u8], ncols: usize, body_len: usize) -> io::Result<Vec<ColumnSpan>> {
+    let end = column_prefix_len(ncols);
+    if prefix.len() < end || body_len < end {
+        return Err(invalid("column directory cut short".into()));
+    }
+    let u32at = |o: usize| u32::from_le_bytes(prefix[o..o + 4].try_into().expect("4 bytes"));
+    if crc32fast::hash(&prefix[..end - 4]) != u32at(end - 4) {
+        return Err(invalid("column directory checksum mismatch".into()));
+    }
+    let mut spans = Vec::with_capacity(ncols);
+    let mut at = end;
+    for k in 0..ncols {
+        let e = DATA_HEADER + k * COLUMN_ENTRY;
+        let (stored, raw) = (u32at(e) as usize, u32at(e + 4) as usize);
+        if stored > body_len - at || raw > MAX_BLOCK_BODY || stored > raw {
+            return Err(invalid(format!("column {k}: lengths out of range")));
+        }
+        spans.push(ColumnSpan {
+            at,
+            stored,
+            raw,
+            crc: u32at(e + 8),
+        });
+        at += stored;
+    }
+    if at != body_len {
         return Err(invalid("trailing bytes after the columns".into()));
     }
-    Ok((h, recs))
+    Ok(spans)
+}
+
+/// The rows `filter` keeps of a version-3 data block of `n` records of
+/// `s` whose columns are at `spans`, each column's stored bytes got from
+/// `fetch(k)` (checked by it as it needs), and only those it needs: the
+/// filter's columns first (see [`RowFilter`]), the others only when a row
+/// passes.
+///
+/// Errors: `InvalidData` for a column that does not decode; `fetch`'s.
+pub fn decode_columns<'a>(
+    s: &Schema,
+    n: usize,
+    spans: &[ColumnSpan],
+    filter: &RowFilter,
+    fetch: &mut dyn FnMut(usize) -> io::Result<std::borrow::Cow<'a, [u8]>>,
+) -> io::Result<Vec<u8>> {
+    let size = s.size();
+    let cols = schema_columns(s);
+    if spans.len() != cols.len() {
+        return Err(invalid("column directory of another schema".into()));
+    }
+    let exact: Vec<(usize, &[u8])> = filter
+        .eq
+        .iter()
+        .filter_map(|(off, v)| {
+            cols.iter()
+                .position(|c| c.offset == *off && c.width == v.len())
+                .map(|k| (k, v.as_slice()))
+        })
+        .collect();
+    // Column `k`'s encoded bytes.
+    let mut raw_of = |k: usize| -> io::Result<std::borrow::Cow<'a, [u8]>> {
+        let src = fetch(k)?;
+        let sp = spans[k];
+        if src.len() != sp.stored {
+            return Err(invalid(format!("column {k}: {} bytes read", src.len())));
+        }
+        if sp.stored == sp.raw {
+            return Ok(src);
+        }
+        let v = zstd::bulk::decompress(&src, sp.raw)
+            .map_err(|e| invalid(format!("column {k}: zstd: {e}")))?;
+        if v.len() != sp.raw {
+            return Err(invalid(format!("column {k}: decompressed length differs")));
+        }
+        Ok(std::borrow::Cow::Owned(v))
+    };
+    // Column `k` (encoded `raw`) decoded into `out` (`stride`-byte rows,
+    // the column at `offset` of each).
+    let decode = |k: usize, raw: &[u8], out: &mut [u8], stride: usize, offset: usize| {
+        let c = Column {
+            offset,
+            width: cols[k].width,
+        };
+        let mut cur = Cursor { b: raw, p: 0 };
+        encode::decode_column(&mut cur, out, stride, n, c)?;
+        if cur.p != raw.len() {
+            return Err(invalid(format!("column {k}: trailing bytes")));
+        }
+        Ok::<(), io::Error>(())
+    };
+    // The filter's columns first: the rows they keep, each column read
+    // only as far as its encoding needs to tell (see
+    // [`encode::rows_equal`]).
+    // The first column is scanned; the others are read at the rows it
+    // kept only.
+    let mut rows: Option<Vec<u32>> = None;
+    for &(k, v) in &exact {
+        let raw = raw_of(k)?;
+        let mut cur = Cursor { b: &raw, p: 0 };
+        let hit = match &rows {
+            None => encode::rows_equal(&mut cur, n, cols[k], v),
+            Some(r) => encode::rows_equal_among(&mut cur, n, cols[k], v, r),
+        }
+        .map_err(|e| invalid(format!("column {k}: {e}")))?;
+        rows = Some(hit);
+        if rows.as_ref().is_some_and(|r| r.is_empty()) {
+            return Ok(Vec::new());
+        }
+    }
+    let Some(rows) = rows else {
+        // Every row: each column straight into the records.
+        let mut recs = vec![0u8; n * size];
+        for (k, c) in cols.iter().enumerate() {
+            let raw = raw_of(k)?;
+            decode(k, &raw, &mut recs, size, c.offset)?;
+        }
+        return Ok(recs);
+    };
+    let mut recs = vec![0u8; rows.len() * size];
+    let mut d = Vec::new();
+    for (k, c) in cols.iter().enumerate() {
+        let (o, w) = (c.offset, c.width);
+        d.clear();
+        d.resize(n * w, 0);
+        let raw = raw_of(k)?;
+        decode(k, &raw, &mut d, w, 0)?;
+        for (i, &r) in rows.iter().enumerate() {
+            let r = r as usize;
+            recs[i * size + o..i * size + o + w].copy_from_slice(&d[r * w..(r + 1) * w]);
+        }
+    }
+    Ok(recs)
 }
 
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
@@ -492,10 +815,16 @@ impl BitReader<'_> {
     /// The next 56 bits (zeros past the end) at the read position.
     fn window(&self) -> u64 {
         let byte = self.bit / 8;
-        let mut w = [0u8; 8];
-        let m = self.b.len().saturating_sub(byte).min(8);
-        w[..m].copy_from_slice(&self.b[byte..byte + m]);
-        u64::from_le_bytes(w) >> (self.bit % 8)
+        let w = match self.b.get(byte..byte + 8) {
+            Some(s) => u64::from_le_bytes(s.try_into().expect("8 bytes")),
+            None => {
+                let mut w = [0u8; 8];
+                let m = self.b.len().saturating_sub(byte).min(8);
+                w[..m].copy_from_slice(&self.b[byte..byte + m]);
+                u64::from_le_bytes(w)
+            }
+        };
+        w >> (self.bit % 8)
     }
     fn get(&mut self, bits: u32) -> io::Result<u64> {
         if bits == 0 {
@@ -598,6 +927,25 @@ pub fn index_page(c: &[(u32, u32)]) -> Vec<u8> {
 ///
 /// Errors: `InvalidData` for a page that does not parse.
 pub fn parse_index_page(b: &[u8]) -> io::Result<Vec<(u32, u32)>> {
+    parse_index_page_upto(b, u32::MAX, true)
+}
+
+/// The blocks index page `b` pairs with hash `h` (in page order): the
+/// page parsed up to its first hash above `h` (its pairs are sorted).
+///
+/// Errors: `InvalidData` for a page that does not parse as far as it is
+/// read.
+pub fn index_page_blocks(b: &[u8], h: u32) -> io::Result<Vec<u32>> {
+    Ok(parse_index_page_upto(b, h, false)?
+        .into_iter()
+        .filter(|&(k, _)| k == h)
+        .map(|(_, blk)| blk)
+        .collect())
+}
+
+/// The pairs of page `b` up to the last whose hash is at most `upto`;
+/// `whole`: the page must end after its last pair.
+fn parse_index_page_upto(b: &[u8], upto: u32, whole: bool) -> io::Result<Vec<(u32, u32)>> {
     let mut c = Cursor { b, p: 0 };
     let n = c.u32()? as usize;
     if n == 0 || n > PAGE_PAIRS {
@@ -621,6 +969,9 @@ pub fn parse_index_page(b: &[u8]) -> io::Result<Vec<(u32, u32)>> {
                 return Err(invalid("index value out of range".into()));
             }
             h += (q << k) | r.get(k)?;
+            if h > u64::from(upto) {
+                return Ok(out);
+            }
         }
         let blk = base + r.get(bbits)?;
         if h > u64::from(u32::MAX) || blk > u64::from(u32::MAX) {
@@ -628,7 +979,7 @@ pub fn parse_index_page(b: &[u8]) -> io::Result<Vec<(u32, u32)>> {
         }
         out.push((h as u32, blk as u32));
     }
-    if r.bit.div_ceil(8) != r.b.len() {
+    if whole && r.bit.div_ceil(8) != r.b.len() {
         return Err(invalid("trailing bytes in an index page".into()));
     }
     Ok(out)
@@ -985,7 +1336,7 @@ mod tests {
             assert_eq!(got, want, "{n} rows");
             let h = frame_header(&got).unwrap();
             h.check(&got[BLOCK_HEADER..]).unwrap();
-            let (dh, back) = decode_data(&s, &got[BLOCK_HEADER..]).unwrap();
+            let (dh, back) = decode_data(&s, &got[BLOCK_HEADER..], VERSION).unwrap();
             assert_eq!((dh.rows as usize, dh.min, dh.max), (n, 5, 9));
             assert_eq!(back, recs);
         }

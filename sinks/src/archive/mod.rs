@@ -47,9 +47,10 @@
 //! range matters.
 //!
 //! A segment file ([`format`](mod@format)) is a 16-byte header
-//! (`DPLOGAR1`, format version u32 LE, 2; readers also take version 1,
-//! which has no calibration blocks: its TSC fields print as ticks read
-//! as ns, the identity) then block frames `[DPAB][kind u8][0 0 0][body
+//! (`DPLOGAR1`, format version u32 LE, 3; readers also take version 2,
+//! whose data blocks compress their columns together, and version 1,
+//! which moreover has no calibration blocks: its TSC fields print as
+//! ticks read as ns, the identity) then block frames `[DPAB][kind u8][0 0 0][body
 //! length u32 LE][CRC-32 u32 LE][body]` (the CRC covers the first 12
 //! header bytes and the body):
 //! - kind `S`: a schema, as the binary format's `S` frame payload; each
@@ -57,9 +58,18 @@
 //!   block, so it decodes alone and formats as the logger did;
 //! - kind `D`: up to `block_rows` records of one schema, sorted by event
 //!   time (equal times in the order written): schema id, rows, min and
-//!   max event time, then the records' columns ([`encode`]:
-//!   constant, frame of reference, delta, delta of delta or dictionary,
-//!   bit-packed; other widths as byte planes) compressed with zstd;
+//!   max event time, the number of columns, a directory of the columns
+//!   (stored and encoded length and a CRC-32 each) with its own CRC-32,
+//!   then the records' columns
+//!   ([`encode`]: constant, frame of reference, delta, delta of delta or
+//!   dictionary, bit-packed; other widths as byte planes), each
+//!   compressed with zstd on its own (or stored as encoded when zstd
+//!   does not shorten it), so a reader reads and decodes only the
+//!   columns and rows it needs ([`format::RowFilter`],
+//!   [`Segment::read_block_rows`]), checking the directory's and each
+//!   column's CRC-32 (the frame's covers the whole body);
+//!   versions 1 and 2 put the encoded length of all columns where
+//!   version 3 has their number, and compress them together;
 //! - kind `C` (version 2): a TSC calibration, as the binary format's `C`
 //!   frame payload (`hz`, `tsc0`, `ns0`, u64 LE each). The TSC fields of
 //!   the data blocks after it, up to the next one, convert with it; one
@@ -98,7 +108,9 @@
 //! (hash differences Rice-coded, blocks bit-packed: about 1.7 bytes a
 //! pair); the footer lists each page's first hash. A lookup reads the footers of the segments in
 //! its time range and one page of each, and decodes only the blocks the
-//! page names (a hash collision only costs a block read). An open
+//! page names (a hash collision only costs a block read), of them first
+//! the columns of the fields whose values it knows, then the other
+//! columns of only the rows that hold those values. An open
 //! segment has no index yet: it is scanned. The open segment keeps its
 //! pairs in memory until sealed (8 bytes per distinct key per block;
 //! a block's repeated keys are mostly dropped as it is encoded, the

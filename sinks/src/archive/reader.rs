@@ -17,8 +17,8 @@ use dplog_core::schema::Schema;
 use dplog_formatters::TscCalibration;
 
 use super::format::{
-    self, check_header, data_header, frame_header, BlockMeta, Footer, IndexPage, BLOCK_HEADER,
-    KIND_CALIBRATION, KIND_DATA, KIND_SCHEMA, SEGMENT_HEADER,
+    self, check_header, data_header, frame_header, BlockMeta, Footer, IndexPage, RowFilter,
+    BLOCK_HEADER, KIND_CALIBRATION, KIND_DATA, KIND_SCHEMA, SEGMENT_HEADER,
 };
 
 /// A segment file of an archive directory, from its name.
@@ -323,23 +323,28 @@ impl Segment {
                 m.len
             )));
         }
-        let mut f = vec![0u8; m.len as usize];
-        self.file.read_exact_at(&mut f, m.offset).map_err(|e| {
+        let short = |e: io::Error| {
             if e.kind() == io::ErrorKind::UnexpectedEof {
                 format::invalid("block cut short (file truncated)".into())
             } else {
                 e
             }
-        })?;
-        let fh = frame_header(&f)?;
-        if BLOCK_HEADER + fh.body_len != f.len() || fh.kind != m.kind {
+        };
+        // Header and body read apart: the body lands where it is used.
+        let mut hb = [0u8; BLOCK_HEADER];
+        self.file.read_exact_at(&mut hb, m.offset).map_err(short)?;
+        let fh = frame_header(&hb)?;
+        if BLOCK_HEADER + fh.body_len != m.len as usize || fh.kind != m.kind {
             return Err(format::invalid(
                 "block header differs from the footer".into(),
             ));
         }
-        fh.check(&f[BLOCK_HEADER..])?;
-        f.drain(..BLOCK_HEADER);
-        Ok(f)
+        let mut body = vec![0u8; fh.body_len];
+        self.file
+            .read_exact_at(&mut body, m.offset + BLOCK_HEADER as u64)
+            .map_err(short)?;
+        fh.check(&body)?;
+        Ok(body)
     }
 
     /// The data blocks holding a row whose key hashes to `h`
@@ -373,12 +378,7 @@ impl Segment {
                     p.offset
                 )));
             }
-            out.extend(
-                format::parse_index_page(&b)?
-                    .into_iter()
-                    .filter(|&(k, _)| k == h)
-                    .map(|(_, blk)| blk),
-            );
+            out.extend(format::index_page_blocks(&b, h)?);
         }
         out.sort_unstable();
         out.dedup();
@@ -434,24 +434,98 @@ impl Segment {
     /// not decode, or whose schema the segment does not declare; the
     /// read's error. Report them with [`Problem`] and go on.
     pub fn read_block(&self, i: usize) -> io::Result<(&Schema, Vec<u8>)> {
+        self.read_block_rows(i, &RowFilter::default())
+    }
+
+    /// [`read_block`](Self::read_block) of only the rows `filter` keeps
+    /// (a superset of those whose fields hold its values; see
+    /// [`RowFilter`]), in block order. A block of format version 3
+    /// decodes the filter's columns and, for the rows they keep, the
+    /// others; older blocks decode whole and drop the other rows.
+    ///
+    /// Errors: as [`read_block`](Self::read_block).
+    pub fn read_block_rows(&self, i: usize, filter: &RowFilter) -> io::Result<(&Schema, Vec<u8>)> {
         let m = &self.blocks[i];
         if m.kind != KIND_DATA {
             return Err(format::invalid("not a data block".into()));
         }
-        let body = self.read_body(i)?;
         let s = self.schema(m.schema_id).ok_or_else(|| {
             format::invalid(format!(
                 "schema {} is not declared in the segment",
                 m.schema_id
             ))
         })?;
-        let (h, recs) = format::decode_data(s, &body)?;
+        if self.version > format::VERSION_WHOLE_BLOCKS && !filter.eq.is_empty() {
+            return self.read_columns(i, s, filter).map(|recs| (s, recs));
+        }
+        let body = self.read_body(i)?;
+        let (h, recs) = format::decode_rows(s, &body, self.version, filter)?;
         if h.rows != m.rows || h.schema_id != m.schema_id {
             return Err(format::invalid(
                 "block header differs from the footer".into(),
             ));
         }
         Ok((s, recs))
+    }
+
+    /// The rows `filter` keeps of version-3 data block `i` (of schema
+    /// `s`), reading only the columns it needs: the block's header and
+    /// column directory (checked against their CRC-32), then each column
+    /// read (checked against its own CRC-32). The block's frame CRC,
+    /// which covers the columns not read, is not checked.
+    fn read_columns(&self, i: usize, s: &Schema, filter: &RowFilter) -> io::Result<Vec<u8>> {
+        let m = &self.blocks[i];
+        let ncols = format::schema_columns(s).len();
+        let prefix = format::column_prefix_len(ncols);
+        let mut head = vec![0u8; BLOCK_HEADER + prefix];
+        if (m.len as usize) < head.len() {
+            return Err(format::invalid(format!(
+                "block of {} bytes, shorter than its column directory",
+                m.len
+            )));
+        }
+        let short = |e: io::Error| {
+            if e.kind() == io::ErrorKind::UnexpectedEof {
+                format::invalid("block cut short (file truncated)".into())
+            } else {
+                e
+            }
+        };
+        self.file
+            .read_exact_at(&mut head, m.offset)
+            .map_err(short)?;
+        let fh = frame_header(&head)?;
+        if BLOCK_HEADER + fh.body_len != m.len as usize || fh.kind != m.kind {
+            return Err(format::invalid(
+                "block header differs from the footer".into(),
+            ));
+        }
+        let body = &head[BLOCK_HEADER..];
+        let spans = format::column_spans(body, ncols, fh.body_len)?;
+        let h = data_header(body)?;
+        let last = u32::from_le_bytes(body[24..28].try_into().expect("4 bytes")) as usize;
+        if h.rows != m.rows || h.schema_id != m.schema_id || h.schema_id != s.id() || last != ncols
+        {
+            return Err(format::invalid(
+                "block header differs from the footer".into(),
+            ));
+        }
+        let at = m.offset + BLOCK_HEADER as u64;
+        format::decode_columns(s, h.rows as usize, &spans, filter, &mut |k| {
+            let sp = spans[k];
+            let mut b = vec![0u8; sp.stored];
+            self.file
+                .read_exact_at(&mut b, at + sp.at as u64)
+                .map_err(short)?;
+            let got = crc32fast::hash(&b);
+            if got != sp.crc {
+                return Err(format::invalid(format!(
+                    "column {k}: checksum mismatch (stored {:08x}, computed {got:08x})",
+                    sp.crc
+                )));
+            }
+            Ok(std::borrow::Cow::Owned(b))
+        })
     }
 
     /// A [`Problem`] for block `i` failing with `e`.
@@ -617,6 +691,22 @@ pub fn merge(
     problems: &mut Vec<Problem>,
     f: &mut MergeFn<'_>,
 ) -> bool {
+    merge_rows(segs, from, to, keep, &mut |_, _| None, problems, f)
+}
+
+/// [`merge`] of only the rows `rows(segment index, block index)` keeps
+/// of each block (`None`: all; see [`Segment::read_block_rows`]): a
+/// lookup that knows the values of some fields decodes the other
+/// columns of only the rows that hold them (format version 3).
+pub fn merge_rows(
+    segs: &[Segment],
+    from: u64,
+    to: u64,
+    keep: &mut dyn FnMut(usize, usize) -> bool,
+    rows: &mut dyn FnMut(usize, usize) -> Option<RowFilter>,
+    problems: &mut Vec<Problem>,
+    f: &mut MergeFn<'_>,
+) -> bool {
     use std::cmp::Reverse;
     use std::collections::BinaryHeap;
     // Candidate blocks by their smallest time.
@@ -642,7 +732,11 @@ pub fn merge(
         while next < cands.len() && heap.peek().is_none_or_at_least(cands[next].0) {
             let (_, si, bi) = cands[next];
             next += 1;
-            match segs[si].read_block(bi) {
+            let read = match rows(si, bi) {
+                Some(filter) => segs[si].read_block_rows(bi, &filter),
+                None => segs[si].read_block(bi),
+            };
+            match read {
                 Ok((schema, recs)) if !recs.is_empty() => {
                     let cal = match segs[si].calibration_block(bi) {
                         None => TscCalibration::IDENTITY,

@@ -433,10 +433,10 @@ fn write_v1_segment(dir: &Path, s: &Schema, recs: &[Vec<u8>]) {
         .collect();
     let (min, max) = (*times.iter().min().unwrap(), *times.iter().max().unwrap());
     let cols = format::schema_columns(s);
-    let data = format::BlockEncoder::new(3)
-        .unwrap()
-        .data_frame(s, &cols, &recs.concat(), recs.len(), min, max)
-        .unwrap();
+    let data = format::block_frame(
+        KIND_DATA,
+        &format::whole_block_body(s, &cols, &recs.concat(), recs.len(), min, max, 3).unwrap(),
+    );
     let mut blocks = Vec::new();
     for (kind, f, rows, lo, hi) in [
         (format::KIND_SCHEMA, &schema, 0, 0, 0),

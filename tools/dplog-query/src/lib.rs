@@ -64,7 +64,7 @@ use std::path::{Path, PathBuf};
 use dplog_core::schema::{FieldDef, FieldKind, Lifecycle, Schema};
 use dplog_formatters::TscCalibration;
 use dplog_sinks::archive::format::{self, key_hash32};
-use dplog_sinks::archive::reader::{for_each_group, merge};
+use dplog_sinks::archive::reader::{for_each_group, merge_rows};
 use dplog_sinks::archive::{list_segments, Problem, Segment, SegmentFile};
 
 /// What to look up.
@@ -425,6 +425,21 @@ struct Resolved {
 }
 
 impl Resolved {
+    /// The rows of a block the conditions can match: the fields they
+    /// give exactly (a superset; [`Resolved::matches`] decides).
+    fn row_filter(&self) -> format::RowFilter {
+        format::RowFilter {
+            eq: self
+                .conds
+                .iter()
+                .filter_map(|c| match c {
+                    Cond::Eq { off, bytes } => Some((*off, bytes.clone())),
+                    _ => None,
+                })
+                .collect(),
+        }
+    }
+
     fn matches(&self, rec: &[u8]) -> bool {
         self.conds.iter().all(|c| match c {
             Cond::Eq { off, bytes } => &rec[*off..*off + bytes.len()] == bytes.as_slice(),
@@ -945,7 +960,12 @@ pub fn run(
             }
             true
         };
-        merge(&group, from, to, &mut keep, problems, &mut f);
+        // Only the rows the conditions can match are decoded.
+        let mut rows = |si: usize, bi: usize| match res[si].get(&group[si].blocks[bi].schema_id) {
+            Some((_, Some(r))) => Some(r.row_filter()),
+            _ => None,
+        };
+        merge_rows(&group, from, to, &mut keep, &mut rows, problems, &mut f);
         prog.segments_done += group.len();
         progress(&prog);
         true

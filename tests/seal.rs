@@ -1,7 +1,7 @@
 //! A sealed file sink (`[sink] seal = { key_file = ... }`) in every
 //! format, with a record type a user declares (a storage array's I/O
 //! latency sample): the output is byte for byte what the same config
-//! writes without `seal`, `dplog::sinks::seal::verify` proves it whole,
+//! writes without `seal`, `dplog::sinks::verify` proves it whole,
 //! and a byte changed inside it is found at the first record of the
 //! write that holds it. Then the config's refusals: a missing or
 //! unprotected key file, `sign_every_s = 0`, `reopen_on_sighup`.
@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use dplog::config::LogConfig;
 use dplog::schema::{HasSchema, Schema};
-use dplog::sinks::seal::{self, verify};
+use dplog::sinks::{seal, verify};
 use dplog::{schema, Record, RecordHeader};
 
 const T0: u64 = 1_767_225_600_000_000_000;

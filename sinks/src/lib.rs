@@ -52,6 +52,7 @@ pub mod seal;
 mod settings;
 pub mod syslog;
 mod tcp;
+pub mod verify;
 
 pub use archive::{ArchiveCounters, ArchiveReader, ArchiveSink, ArchiveSinkOptions};
 pub use clickhouse::{ClickHouseCounters, ClickHouseOptions, ClickHouseSink};

@@ -1,7 +1,7 @@
 //! Tamper-evident sealing of what a sink writes: a BLAKE3 hash chain over
 //! every write, Ed25519 signatures over the chain's head, kept in a *seal
 //! file* beside each output file (`<file>.seal`), and the verifier that
-//! reads them back ([`verify`]).
+//! reads them back ([`crate::verify`]).
 //!
 //! The output file itself is unchanged, byte for byte: every reader of a
 //! text, JSON, CSV, syslog, binary or IPFIX file reads it as before.
@@ -33,8 +33,6 @@
 //! Keys are PKCS#8 PEM (private) and SubjectPublicKeyInfo PEM (public),
 //! the files `openssl genpkey -algorithm ed25519` and `openssl pkey
 //! -pubout` write, or [`generate_key_pair`] (`dplog-verify keygen`).
-
-pub mod verify;
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};

@@ -42,7 +42,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use dplog_sinks::seal::{self, verify};
+use dplog_sinks::{seal, verify};
 
 /// Checks sealed dplog output files, or makes a seal key pair.
 #[derive(Parser, Debug)]

@@ -10,8 +10,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use dplog_core::Sink;
-use dplog_sinks::seal::verify::{read_anchors, verify_anchored, verify_files, Problem};
 use dplog_sinks::seal::{self, seal_path, Entry, SealOptions};
+use dplog_sinks::verify::{read_anchors, verify_anchored, verify_files, Problem};
 use dplog_sinks::{FileSink, FileSinkOptions, SyslogSink, SyslogSinkOptions, SyslogTransport};
 use ed25519_dalek::Signer;
 

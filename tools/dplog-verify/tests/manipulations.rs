@@ -9,8 +9,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use dplog_core::Sink;
-use dplog_sinks::seal::verify::{verify_files, Finding, Problem, Report};
 use dplog_sinks::seal::{self, seal_path, SealOptions};
+use dplog_sinks::verify::{verify_files, Finding, Problem, Report};
 use dplog_sinks::{FileSink, FileSinkOptions};
 
 const LINES_PER_BATCH: usize = 4;
@@ -413,7 +413,7 @@ fn a_rotated_set_verifies_as_one_chain_and_a_missing_file_is_named() {
         sink.write_batch(&batch(b)).unwrap();
     }
     sink.close().unwrap();
-    let set = seal::verify::set_of(&path).unwrap();
+    let set = dplog_sinks::verify::set_of(&path).unwrap();
     assert!(set.len() >= 4, "{set:?}");
     for f in &set {
         assert!(seal_path(f).exists(), "{}", f.display());
@@ -637,7 +637,7 @@ fn a_rotated_file_of_another_log_in_a_set_is_found_as_spliced() {
             sink.write_batch(&batch(b)).unwrap();
         }
         sink.close().unwrap();
-        (path.clone(), seal::verify::set_of(&path).unwrap())
+        (path.clone(), dplog_sinks::verify::set_of(&path).unwrap())
     };
     let (a, set_a) = rotated("a.log");
     let (_, set_b) = rotated("b.log");

@@ -23,10 +23,10 @@ use std::path::{Path, PathBuf};
 
 use ed25519_dalek::{Signature, VerifyingKey};
 
-use super::{
+use crate::seal::{
     genesis, key_message, link, seal_path, sign_message, Entry, EntryReader, Placed, MAGIC,
 };
-use super::{TAG_BATCH, TAG_LATE};
+use crate::seal::{TAG_BATCH, TAG_LATE};
 
 /// How far (in writes) the verifier looks for where a write's bytes went
 /// when they are not at their place.
@@ -835,7 +835,7 @@ impl Verifier<'_> {
                 a.writes, a.end
             ));
         }
-        if let Some(super::Stop { at, why, .. }) = rd.stop().cloned() {
+        if let Some(crate::seal::Stop { at, why, .. }) = rd.stop().cloned() {
             self.report.notes.push(format!(
                 "{}: {why} (byte {at}); entries before it were checked",
                 sp.display()

@@ -188,6 +188,23 @@ fn ddl(archive: Option<&Path>, a: &DdlArgs) -> Result<String, String> {
         (Some(dir), None) => dplog_query::archive_schemas(dir).map_err(|e| e.to_string())?,
         (None, None) => return Err("ddl: give --archive DIR or --log FILE".into()),
     };
+    // A log that several runs appended to declares its types once per
+    // run: one table each, unless a type changed its fields between runs.
+    let mut uniq: Vec<Schema> = Vec::new();
+    for s in schemas {
+        match uniq.iter().find(|u| u.name() == s.name()) {
+            Some(u) if *u == s => {}
+            Some(_) => {
+                return Err(format!(
+                    "ddl: record type {} is declared twice with different fields (runs of \
+                     two builds appended to one log); make the table from one run's log",
+                    s.name()
+                ))
+            }
+            None => uniq.push(s),
+        }
+    }
+    let schemas = uniq;
     let chosen: Vec<&Schema> = schemas
         .iter()
         .filter(|s| a.record_type.as_deref().map_or(true, |n| s.name() == n))

@@ -1231,7 +1231,7 @@ dplog_result dplog_schema_set_priority(struct dplog *h, uint16_t schema_id, uint
  *   NULL: the config's `[format.syslog] app_name`.
  * - `msgid_field`, with `msgid_values[i]` → `msgids[i]` for `i <
  *   n_msgids`: the MSGID (section 6.2.7) chosen by the value of integer
- *   field `msgid_field` (another value: the record type's name); NULL
+ *   field `msgid_field` (another value: the value in decimal); NULL
  *   `msgid_field` (with `n_msgids == 0`): the record type's name.
  * - `sd_id`, with `param_names[i]` ← `param_sources[i]` for `i <
  *   n_params`: one SD-ELEMENT (section 6.3) `[sd_id name="value" ...]`;

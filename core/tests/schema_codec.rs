@@ -176,6 +176,20 @@ fn lifecycles_are_checked_by_field_name() {
     let e = Schema::decode(&b).unwrap_err();
     assert!(e.contains("lifecycle: no suitable field \"#9\""), "{e}");
     assert!(decode_meta(&encode_meta(&m).unwrap()).is_ok());
+    // An index in range but of an unsuitable field is said by its name.
+    let mut m = ok.meta().clone();
+    let bytes_field = ok
+        .fields()
+        .iter()
+        .position(|f| !f.kind.is_integer())
+        .expect("a non-integer field");
+    m.priority_by = Some(dplog_core::schema::FieldValues {
+        field: bytes_field,
+        values: vec![(1, 2)],
+    });
+    let e = ok.clone().with_meta(m).unwrap_err().to_string();
+    let name = &ok.fields()[bytes_field].name;
+    assert!(e.contains(&format!("no suitable field \"{name}\"")), "{e}");
 }
 
 /// Encoding refuses what it could not carry instead of cutting it.

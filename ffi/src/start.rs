@@ -124,6 +124,11 @@ pub unsafe extern "C" fn dplog_start(
         if let Err(e) = pending.config.format.formatter(&all) {
             return config_error(with_nat_hint(e, &pending.config, pending.nat));
         }
+        // The sinks against the record types served (an archive index, a
+        // ClickHouse table and record_type), before any consumer starts.
+        if let Err(e) = pending.config.check_sinks_for(&all) {
+            return config_error(e);
+        }
         let panic_after = std::env::var("DPLOG_FAULT_CONSUMER_PANIC_AFTER")
             .ok()
             .and_then(|v| v.parse::<u64>().ok());
@@ -365,6 +370,54 @@ mod tests {
         assert!(
             lines[1..].iter().all(|l| l.starts_with("dnsQuery,")),
             "{text}"
+        );
+    }
+
+    /// The sink checks `dplog_start` runs against the types it serves: a
+    /// ClickHouse `record_type` no registered type has, and ClickHouse
+    /// sinks that leave a served type stored nowhere, are refused with a
+    /// configuration error (no server needed: both come before any
+    /// connection).
+    #[test]
+    fn clickhouse_sinks_are_checked_against_the_served_types() {
+        use crate::testutil::{last_error, open, register_dns_query, register_one_field};
+        let dead = format!("http://127.0.0.1:{}", dplog_testkit::free_tcp_port());
+        let start = |record_type: &str, second: bool| {
+            let h = open(&format!(
+                "[format]\ntype = \"binary\"\n[sink]\ntype = \"clickhouse\"\n\
+                 url = \"{dead}\"\ntable = \"t\"\n{record_type}"
+            ));
+            register_dns_query(h);
+            if second {
+                register_one_field(
+                    h,
+                    c"aclDrop",
+                    16,
+                    c"ruleId",
+                    4,
+                    crate::types::DPLOG_FIELD_U32,
+                );
+            }
+            // SAFETY: h is live.
+            let rc = unsafe { crate::dplog_start(h, core::ptr::null(), 0) };
+            let msg = last_error();
+            // SAFETY: h is live; no stats wanted.
+            unsafe { crate::dplog_close(h, core::ptr::null_mut()) };
+            (rc, msg)
+        };
+        let (rc, msg) = start("record_type = \"dnsQueryy\"\n", false);
+        assert_eq!(rc, crate::result::DPLOG_ERR_CONFIG, "{msg}");
+        assert!(
+            msg.contains("record_type = \"dnsQueryy\": the logger serves no such record type (it serves dnsQuery)"),
+            "{msg}"
+        );
+        let (rc, msg) = start("", true);
+        assert_eq!(rc, crate::result::DPLOG_ERR_CONFIG, "{msg}");
+        assert!(
+            msg.contains(
+                "stores one record type (dnsQuery), so the records of aclDrop would go to no sink"
+            ),
+            "{msg}"
         );
     }
 }

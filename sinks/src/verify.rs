@@ -631,6 +631,18 @@ impl Verifier<'_> {
                         ),
                     );
                 }
+                if seq <= pseq {
+                    return self.find(
+                        &d,
+                        Problem::Reordered,
+                        start,
+                        None,
+                        format!(
+                            "file {seq} of the log comes after file {pseq}: the set's files \
+                             are out of order (renamed?)"
+                        ),
+                    );
+                }
                 if seq != pseq + 1 {
                     return self.find(
                         &d,

@@ -223,6 +223,20 @@ impl LogConfig {
         Ok(t)
     }
 
+    /// The checks of the sinks against the record types a logger serves,
+    /// without opening anything: an archive `index` naming no field of
+    /// them; ClickHouse sinks whose `record_type` none of them is, whose
+    /// table the server says does not hold it (`DESCRIBE TABLE`; a
+    /// server that cannot be reached is not refused), or that leave a
+    /// record type stored nowhere. Every `start*` runs them; the C ABI's
+    /// `dplog_start` calls this.
+    ///
+    /// Errors: [`ConfigError::Parse`] naming the sink key and why.
+    pub fn check_sinks_for(&self, schemas: &[&Schema]) -> Result<(), ConfigError> {
+        check_archive_index(&self.sink, schemas)?;
+        check_clickhouse(&self.sink, schemas)
+    }
+
     /// Starts a logger of records of `schemas` (each ring of `R`): checks
     /// everything first, so a refused configuration opens no sink and
     /// creates no file.

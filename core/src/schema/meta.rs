@@ -157,7 +157,13 @@ impl Schema {
     /// field (its index when out of range).
     pub fn with_meta(mut self, meta: SchemaMeta) -> Result<Self, SchemaError> {
         let n = self.fields.len();
-        let bad = |what: &'static str, i: usize| SchemaError::BadMetaField(what, format!("#{i}"));
+        // A field by name; an index out of range (a damaged description)
+        // as `#i`.
+        let label = |i: usize| match self.fields.get(i) {
+            Some(f) => f.name.to_string(),
+            None => format!("#{i}"),
+        };
+        let bad = |what: &'static str, i: usize| SchemaError::BadMetaField(what, label(i));
         let any = |what: &'static str, i: usize| if i < n { Ok(()) } else { Err(bad(what, i)) };
         let int = |what: &'static str, i: usize| {
             if i < n && self.fields[i].kind.is_integer() && self.fields[i].size <= 8 {
@@ -291,10 +297,11 @@ impl Schema {
         let name = |i: usize| self.fields[i].name.to_string();
         if l.field >= n || !self.fields[l.field].kind.is_integer() || self.fields[l.field].size > 8
         {
-            return Err(SchemaError::BadMetaField(
-                "lifecycle",
-                format!("#{}", l.field),
-            ));
+            let field = match self.fields.get(l.field) {
+                Some(f) => f.name.to_string(),
+                None => format!("#{}", l.field),
+            };
+            return Err(SchemaError::BadMetaField("lifecycle", field));
         }
         if let Some(&i) = l.keys.iter().chain(&l.close_only).find(|&&i| i >= n) {
             return Err(SchemaError::BadMetaField("lifecycle", format!("#{i}")));

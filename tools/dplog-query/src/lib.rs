@@ -735,6 +735,24 @@ pub fn archive_schemas(dir: &Path) -> Result<Vec<Schema>, QueryError> {
     Ok(probe_schemas(&probe, &mut p).0)
 }
 
+/// Wall time `t_ns` (ns since the epoch) as a tick count of the TSC the
+/// archive's records were stamped with, by the last calibration its
+/// newest segment holds: for a record type whose event time is
+/// TSC-typed, `--at` and `--between` compare the given time with raw
+/// ticks, and this is the tick count to give them. `None` when the
+/// archive holds no calibration (format version 1, or no TSC field) or
+/// `t_ns` falls before tick 0 by that calibration.
+pub fn wall_to_ticks(dir: &Path, t_ns: u64) -> Option<u64> {
+    let segs = segments(dir).ok()?;
+    let seg = Segment::open(&segs.last()?.path).ok()?;
+    let cal = seg
+        .read_calibration(seg.calibration_block(seg.blocks.len())?)
+        .ok()?;
+    let ticks = i128::from(cal.tsc0)
+        + (i128::from(t_ns) - i128::from(cal.ns0)) * i128::from(cal.hz) / 1_000_000_000;
+    u64::try_from(ticks).ok()
+}
+
 /// One matching record of an `--at` window, kept for pairing.
 struct Held {
     schema: usize,

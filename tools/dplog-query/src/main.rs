@@ -51,6 +51,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
+use dplog_core::schema::FieldKind;
 use dplog_core::Schema;
 use dplog_core::Sink;
 use dplog_formatters::{BytesEncoding, Format, FormatSpec, TimePrecision, TscCalibration};
@@ -188,6 +189,23 @@ fn ddl(archive: Option<&Path>, a: &DdlArgs) -> Result<String, String> {
         (Some(dir), None) => dplog_query::archive_schemas(dir).map_err(|e| e.to_string())?,
         (None, None) => return Err("ddl: give --archive DIR or --log FILE".into()),
     };
+    // A log that several runs appended to declares its types once per
+    // run: one table each, unless a type changed its fields between runs.
+    let mut uniq: Vec<Schema> = Vec::new();
+    for s in schemas {
+        match uniq.iter().find(|u| u.name() == s.name()) {
+            Some(u) if *u == s => {}
+            Some(_) => {
+                return Err(format!(
+                    "ddl: record type {} is declared twice with different fields (runs of \
+                     two builds appended to one log); make the table from one run's log",
+                    s.name()
+                ))
+            }
+            None => uniq.push(s),
+        }
+    }
+    let schemas = uniq;
     let chosen: Vec<&Schema> = schemas
         .iter()
         .filter(|s| a.record_type.as_deref().map_or(true, |n| s.name() == n))
@@ -263,6 +281,38 @@ fn ddl(archive: Option<&Path>, a: &DdlArgs) -> Result<String, String> {
         );
     }
     Ok(out)
+}
+
+/// When every record type the query looks at (`--at`: those with a
+/// lifecycle; `--between`: all) has a TSC-typed event time, `--at` and
+/// `--between` compare the time given with raw ticks: a wall time (after
+/// 2001-09-09, 10^18 ns) then matches nothing, so say so, with the tick
+/// count the archive's last calibration gives for it.
+fn tsc_time_note(dir: &Path, schemas: &[Schema], mode: &Mode) -> Option<String> {
+    let (t, flag) = match mode {
+        Mode::At(t) => (*t, "--at"),
+        Mode::Between(t, _) => (*t, "--between"),
+    };
+    let looked_at: Vec<&Schema> = schemas
+        .iter()
+        .filter(|s| matches!(mode, Mode::Between(..)) || s.meta().lifecycle.is_some())
+        .collect();
+    let tsc = |s: &&Schema| {
+        s.meta()
+            .event_time
+            .is_some_and(|i| s.fields()[i].kind == FieldKind::TscTimestamp)
+    };
+    if t < 1_000_000_000_000_000_000 || looked_at.is_empty() || !looked_at.iter().all(tsc) {
+        return None;
+    }
+    let names: Vec<&str> = looked_at.iter().map(|s| s.name()).collect();
+    let ticks = dplog_query::wall_to_ticks(dir, t)?;
+    Some(format!(
+        "the event time of {} is a TSC tick count, which {flag} compares the time given \
+         with: by the archive's last calibration, {t} ns since the epoch is tick {ticks} \
+         ({flag} {ticks}ns); or give the record type an NsTimestamp event time",
+        names.join(", ")
+    ))
 }
 
 fn parse_cond(s: &str) -> Result<(String, String), String> {
@@ -345,6 +395,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(note) = tsc_time_note(&dir, &schemas, &q.mode) {
+        eprintln!("dplog-query: note: {note}");
+    }
     let mut spec = FormatSpec {
         kind: args.format,
         time_precision: args.time_precision,

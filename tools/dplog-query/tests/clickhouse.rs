@@ -169,6 +169,29 @@ fn random_conns() -> Vec<Conn> {
         .collect()
 }
 
+/// A log two runs appended to declares its record type twice: `ddl`
+/// prints one table, and one lookup statement (no server needed).
+#[test]
+fn a_log_appended_to_by_two_runs_gives_one_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let schema = lb_conn::schema();
+    let mut log = Vec::new();
+    for _run in 0..2 {
+        let mut enc = BinaryEncoder::try_new(&[&schema]).unwrap();
+        for c in random_conns().iter().take(5) {
+            assert!(enc.push(&c.bytes(), &mut log));
+        }
+    }
+    assert_eq!(decode(&log).schemas.len(), 2);
+    let path = dir.path().join("lb.bin");
+    std::fs::write(&path, &log).unwrap();
+    let create = ddl(&path, &["--table", "lb"]);
+    assert_eq!(create.matches("CREATE TABLE").count(), 1, "{create}");
+    let at = ddl(&path, &["--table", "lb", "--at", "1767225600000ms"]);
+    assert!(at.contains("SELECT"), "{at}");
+    assert_eq!(at.trim_end().matches(';').count(), 1, "{at}");
+}
+
 #[test]
 fn the_lookup_sql_answers_as_dplog_query_for_a_user_record_type() {
     let dir = tempfile::tempdir().unwrap();

@@ -301,3 +301,46 @@ fn a_condition_on_a_tsc_field_compares_raw_ticks() {
     assert_eq!(code, 1);
     assert!(out.is_empty());
 }
+
+/// A record type whose event time is TSC-typed: `--at` compares the time
+/// given with raw ticks, so a wall time finds nothing, and stderr says
+/// why, with the tick count the archive's last calibration gives for it;
+/// `--at` with that count answers.
+#[test]
+fn a_wall_time_against_a_tsc_event_time_is_noted_with_its_tick_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = schema()
+        .with_event_time(Some("flowStartMilliseconds"))
+        .unwrap();
+    let opts = ArchiveSinkOptions {
+        block_rows: 200,
+        segment_interval_ms: Some(1000),
+        ..Default::default()
+    };
+    tsc_archive::write_both(dir.path(), opts, &[&s], 4000, 300, |i, enc, batch| {
+        assert!(enc.push(&rec(i), batch));
+    });
+    let arch = dir.path().join("arch");
+    let arch = arch.to_str().unwrap();
+    // Wall time T0 + 10 s by the last calibration (the third of CALS).
+    let t = T0 + 10_000_000_000;
+    let cal = tsc_archive::CALS[2].1;
+    let want = cal.tsc0 + (t - cal.ns0) * cal.hz / 1_000_000_000;
+    let (code, out, err) = run(&["--archive", arch, "--at", &ms(t)]);
+    assert_eq!((code, out.is_empty()), (1, true), "{err}");
+    assert!(
+        err.contains(&format!(
+            "the event time of tscSession is a TSC tick count, which --at compares the time \
+             given with: by the archive's last calibration, {t} ns since the epoch is tick \
+             {want} (--at {want}ns)"
+        )),
+        "{err}"
+    );
+    // Ticks of a session started and not closed (session 1600 opens at
+    // its tick count; its delete is record 4600, past the stream).
+    let at = format!("{}ns", ticks(1_600));
+    let (code, out, err) = run(&["--archive", arch, "--at", &at, "--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("note:"), "{err}");
+    assert!(!lines(&out).is_empty());
+}

@@ -489,6 +489,47 @@ fn a_rotated_set_verifies_as_one_chain_and_a_missing_file_is_named() {
     );
 }
 
+/// The two oldest rotated files swapped, each with its seal (names
+/// exchanged): the second is named, as a file out of order.
+#[test]
+fn two_rotated_files_swapped_with_their_seals_are_found_as_reordered() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = keys(dir.path(), "seal");
+    let path = dir.path().join("verdicts.log");
+    let mut sink = FileSink::with_options(
+        &path,
+        FileSinkOptions {
+            max_size_bytes: Some(600),
+            ..opts(&k)
+        },
+    )
+    .unwrap();
+    for b in 0..12 {
+        sink.write_batch(&batch(b)).unwrap();
+    }
+    sink.close().unwrap();
+    let set = dplog_sinks::verify::set_of(&path).unwrap();
+    assert!(set.len() >= 4, "{set:?}");
+    let tmp = dir.path().join("swap");
+    for (a, b) in [
+        (set[0].clone(), set[1].clone()),
+        (seal_path(&set[0]), seal_path(&set[1])),
+    ] {
+        std::fs::rename(&a, &tmp).unwrap();
+        std::fs::rename(&b, &a).unwrap();
+        std::fs::rename(&tmp, &b).unwrap();
+    }
+    let f = verify(&set, &k).finding.unwrap();
+    assert_eq!(
+        (f.problem, &f.file, f.record, f.byte),
+        (Problem::Reordered, &set[1], 1, 0),
+        "{f}"
+    );
+    let (code, _, err) = cli_verify(&path, &k);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("are out of order"), "{err}");
+}
+
 fn entries_of(f: &Path) -> usize {
     let b = std::fs::read(seal_path(f)).unwrap();
     let mut r = &b[seal::MAGIC.len()..];

@@ -635,14 +635,20 @@ fn a_batch_given_up_after_a_partial_send_is_counted_once() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let mid = logger.stats();
-    assert_eq!(mid.written_records, 0, "{mid:?}");
-    assert!(mid.dropped_sink >= 900, "{mid:?}");
+    // On a loaded machine the mock broker has been seen to take a few
+    // messages of the first batch before it went down: `w0` records,
+    // acknowledged and counted written before any batch was given up on.
+    let w0 = mid.written_records;
+    assert!(w0 < 100, "{mid:?}");
+    assert!(mid.dropped_sink >= 900 - w0, "{mid:?}");
     m.broker_up(1).unwrap();
     // Shutdown says records were lost, and why.
     let (s, e) = logger.shutdown().unwrap_err();
     assert!(e.to_string().contains("Queue full"), "{e}");
     let acked = KafkaCounters::get(&counters.acked);
-    assert_eq!(acked, 100, "the queued messages arrive");
+    // The queue's 100 messages arrive, with the `w0` before them (some
+    // of which may have left the queue before it filled).
+    assert!((100..=100 + w0).contains(&acked), "{acked} acked, w0 {w0}");
     let got = consume(&b, "g", acked);
     assert_eq!(got.len() as u64, acked);
     assert_eq!(
@@ -651,9 +657,10 @@ fn a_batch_given_up_after_a_partial_send_is_counted_once() {
         "counted once: {s:?}"
     );
     // What was written is exactly what was acknowledged for accepted
-    // batches: the 100 messages belonged to a batch given up on.
-    assert_eq!(s.written_records, 0, "{s:?}");
-    assert_eq!(s.dropped_sink, 1000, "{s:?}");
+    // batches: the 100 messages queued after them belonged to a batch
+    // given up on, and their late acknowledgements count nothing more.
+    assert_eq!(s.written_records, w0, "{s:?}");
+    assert_eq!(s.dropped_sink, 1000 - w0, "{s:?}");
     assert_eq!(s.sink_pending, 0);
 }
 

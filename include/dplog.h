@@ -583,9 +583,10 @@ struct dplog_log_window {
    */
   uint32_t last;
   /**
-   * The inline `dplog_reserve` of one record: `0x10000 | schema_id`
-   * while the slot at `cursor` is reserved (zeroed and handed out), 0
-   * otherwise. The inline `dplog_commit` writes its header and
+   * The inline `dplog_reserve` of one record: `size << 16 | schema_id`
+   * (the record's size, never 0, so the inline `dplog_commit` needs no
+   * table lookup) while the slot at `cursor` is reserved (zeroed and
+   * handed out), 0 otherwise. The inline `dplog_commit` writes its header and
    * publishes it; while it is set, the inline `dplog_log` and
    * `dplog_reserve` call into the library (which reports
    * `DPLOG_ERR_STATE`, as for any pending reservation).

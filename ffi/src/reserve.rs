@@ -49,14 +49,16 @@ pub unsafe extern "C" fn dplog_reserve_refill(
                 // SAFETY: single-thread rule; the window is empty.
                 unsafe { open_window(obj, st, schema_id) };
                 let w = obj.window.get();
+                // The record size (at most 128) rides in the reservation.
+                let size = st.sizes.get(schema_id) as u32;
                 // SAFETY: single-thread rule; a non-NULL cursor is the
                 // first of the window's free slots (open_window); slots is
                 // non-NULL and writable (caller contract).
                 unsafe {
                     let slot = (*w).cursor;
-                    if !slot.is_null() {
+                    if !slot.is_null() && size != 0 {
                         slot.write_bytes(0, (*w).slot_bytes as usize);
-                        (*w).reservation = 0x1_0000 | u32::from(schema_id);
+                        (*w).reservation = (size << 16) | u32::from(schema_id);
                         slots.write(slot.cast());
                         return DPLOG_OK;
                     }

@@ -30,6 +30,24 @@ fn field_index(what: &str, s: &Schema, role: &str, name: &str) -> Result<usize, 
     })
 }
 
+/// The (field, selector) indexes of a rule by value (`_ipfix_ie_by`,
+/// `_name_by`) of `n` entries; `None` for `n == 0`, which removes it.
+fn by_value(
+    what: &str,
+    s: &Schema,
+    n: usize,
+    field: &str,
+    selector: &str,
+) -> Result<Option<(usize, usize)>, dplog_result> {
+    if n == 0 {
+        return Ok(None);
+    }
+    Ok(Some((
+        field_index(what, s, "field", field)?,
+        field_index(what, s, "selector", selector)?,
+    )))
+}
+
 /// `s` with `meta` changed by `f`, checked as a Rust schema's metadata is
 /// (`Schema::with_meta`: selectors integers, indexes in range, names
 /// identifiers); the error names the schema.
@@ -233,15 +251,11 @@ pub unsafe extern "C" fn dplog_schema_set_ipfix_ie_by(
         // SAFETY: caller contract on h.
         unsafe {
             with_pending_schema(h, WHAT, schema_id, |s| {
-                let rule = if n == 0 {
-                    None
-                } else {
-                    Some(IeBy {
-                        field: field_index(WHAT, &s, "field", field)?,
-                        selector: field_index(WHAT, &s, "selector", selector)?,
-                        ies: values.iter().copied().zip(ies.iter().copied()).collect(),
-                    })
-                };
+                let rule = by_value(WHAT, &s, n, field, selector)?.map(|(field, selector)| IeBy {
+                    field,
+                    selector,
+                    ies: values.iter().copied().zip(ies.iter().copied()).collect(),
+                });
                 with_changed_meta(WHAT, s, |m| m.ipfix_ie_by = rule)
             })
         }
@@ -296,19 +310,16 @@ pub unsafe extern "C" fn dplog_schema_set_name_by(
         // SAFETY: caller contract on h.
         unsafe {
             with_pending_schema(h, WHAT, schema_id, |s| {
-                let rule = if n == 0 {
-                    None
-                } else {
-                    Some(NameBy {
-                        field: field_index(WHAT, &s, "field", field)?,
-                        selector: field_index(WHAT, &s, "selector", selector)?,
+                let rule =
+                    by_value(WHAT, &s, n, field, selector)?.map(|(field, selector)| NameBy {
+                        field,
+                        selector,
                         names: values
                             .iter()
                             .zip(&names)
                             .map(|(&v, &n)| (v, Cow::Owned(n.to_string())))
                             .collect(),
-                    })
-                };
+                    });
                 with_changed_meta(WHAT, s, |m| m.name_by = rule)
             })
         }

@@ -569,6 +569,32 @@ fn bits_at(src: &[u8], bitpos: usize, mask: u64) -> u64 {
     (w >> (bitpos % 8)) as u64 & mask
 }
 
+/// A dictionary column's header, read up to its packed indexes: the
+/// dictionary's size, the index of `target` among its values (each
+/// masked by `mask`), if there, and the indexes' bit width.
+fn dict_lookup(
+    cur: &mut Cursor<'_>,
+    n: usize,
+    mask: u64,
+    target: u64,
+) -> io::Result<(usize, Option<u64>, u8)> {
+    let count = cur.u32()? as usize;
+    if count == 0 || count > n.max(1) {
+        return Err(bad("dictionary size"));
+    }
+    let lo = cur.u64()?;
+    let bits = cur.bits()?;
+    let mut at = None;
+    let mut k = 0u64;
+    cur.unpack(count, bits, |x| {
+        if lo.wrapping_add(x) & mask == target && at.is_none() {
+            at = Some(k);
+        }
+        k += 1;
+    })?;
+    Ok((count, at, cur.bits()?))
+}
+
 /// [`rows_equal`] among the rows `among` (ascending) only: a frame of
 /// reference, dictionary, constant or byte-plane column is read at those
 /// rows alone (a delta column is decoded whole). `cur` ends after the
@@ -637,21 +663,7 @@ pub(crate) fn rows_equal_among(
                 .collect())
         }
         DICT => {
-            let count = cur.u32()? as usize;
-            if count == 0 || count > n.max(1) {
-                return Err(bad("dictionary size"));
-            }
-            let lo = cur.u64()?;
-            let bits = cur.bits()?;
-            let mut at = None;
-            let mut k = 0u64;
-            cur.unpack(count, bits, |x| {
-                if lo.wrapping_add(x) & vmask == target && at.is_none() {
-                    at = Some(k);
-                }
-                k += 1;
-            })?;
-            let ibits = cur.bits()?;
+            let (count, at, ibits) = dict_lookup(cur, n, vmask, target)?;
             let src = cur.take(packed_bytes(n, ibits))?;
             let Some(idx) = at else {
                 return Ok(Vec::new());
@@ -744,21 +756,7 @@ pub(crate) fn rows_equal(
             }
         }
         DICT => {
-            let count = cur.u32()? as usize;
-            if count == 0 || count > n.max(1) {
-                return Err(bad("dictionary size"));
-            }
-            let lo = cur.u64()?;
-            let bits = cur.bits()?;
-            let mut at = None;
-            let mut k = 0u64;
-            cur.unpack(count, bits, |x| {
-                if lo.wrapping_add(x) & mask == target && at.is_none() {
-                    at = Some(k);
-                }
-                k += 1;
-            })?;
-            let ibits = cur.bits()?;
+            let (count, at, ibits) = dict_lookup(cur, n, mask, target)?;
             match at {
                 None => {
                     cur.take(packed_bytes(n, ibits))?;

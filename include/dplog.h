@@ -583,10 +583,11 @@ struct dplog_log_window {
    */
   uint32_t last;
   /**
-   * The inline `dplog_reserve` of one record: `size << 16 | schema_id`
-   * (the record's size, never 0, so the inline `dplog_commit` needs no
-   * table lookup) while the slot at `cursor` is reserved (zeroed and
-   * handed out), 0 otherwise. The inline `dplog_commit` writes its header and
+   * The inline `dplog_reserve` of one record: `schema_id << 16 | size`
+   * (as `last`, and the low half of the record's header; the size is
+   * never 0, so the inline `dplog_commit` needs no table lookup) while
+   * the slot at `cursor` is reserved (zeroed and handed out), 0
+   * otherwise. The inline `dplog_commit` writes its header and
    * publishes it; while it is set, the inline `dplog_log` and
    * `dplog_reserve` call into the library (which reports
    * `DPLOG_ERR_STATE`, as for any pending reservation).

@@ -152,21 +152,28 @@ static __inline__ dplog_result dplog_reserve_inline(dplog_producer *p,
     if (p != NULL && slots != NULL && n == 1) {
         struct dplog_log_window *w = DPLOG_PTR_CAST_(struct dplog_log_window *, p);
         uint8_t *slot = dplog_window_slot_(w);
-        size_t size = dplog_window_size_(w, schema_id);
-        if (slot != NULL && size != 0) {
+        /* The window's own schema from its key, any other by the table;
+         * the key (schema_id << 16 | size) becomes the reservation. */
+        uint32_t key = w->last;
+        if ((key >> 16) != schema_id) {
+            key = (DPLOG_VAL_CAST_(uint32_t, schema_id) << 16) |
+                  DPLOG_VAL_CAST_(uint32_t, dplog_window_size_(w, schema_id));
+        }
+        if (slot != NULL && (key & 0xffffu) != 0) {
             /* A constant size per slot size, so the compiler zeroes the
-             * slot with a few stores instead of calling memset. */
-            if (w->slot_bytes == 64u) {
+             * slot with a few stores instead of calling memset; the
+             * default 64-byte slot on the straight path. */
+            uint32_t slot_bytes = w->slot_bytes;
+            if (__builtin_expect(slot_bytes == 64u, 1)) {
                 __builtin_memset(slot, 0, 64);
-            } else if (w->slot_bytes == 32u) {
+            } else if (slot_bytes == 32u) {
                 __builtin_memset(slot, 0, 32);
-            } else if (w->slot_bytes == 128u) {
+            } else if (slot_bytes == 128u) {
                 __builtin_memset(slot, 0, 128);
             } else {
-                __builtin_memset(slot, 0, w->slot_bytes);
+                __builtin_memset(slot, 0, slot_bytes);
             }
-            /* The size rides in the reservation: commit needs no lookup. */
-            w->reservation = (DPLOG_VAL_CAST_(uint32_t, size) << 16) | schema_id;
+            w->reservation = key;
             *slots = slot;
             return DPLOG_OK;
         }
@@ -188,8 +195,7 @@ static __inline__ dplog_result dplog_commit_inline(dplog_producer *p, size_t n, 
         if (reservation != 0 && DPLOG_PTR_CAST_(uintptr_t, slot) < DPLOG_PTR_CAST_(uintptr_t, end)) {
             w->reservation = 0;
             if (n == 1) {
-                uint16_t id = DPLOG_VAL_CAST_(uint16_t, reservation & 0xffffu);
-                dplog_window_publish_(w, slot, id, reservation >> 16);
+                dplog_window_publish_(w, slot, reservation >> 16, reservation & 0xffffu);
             }
             if (n_enqueued != NULL) *n_enqueued = n;
             return DPLOG_OK;

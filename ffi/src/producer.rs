@@ -435,7 +435,7 @@ pub(crate) unsafe fn take_window(obj: &dplog_producer_t, st: &mut ProducerState)
                 slots: reserved,
                 n: 1,
             };
-            st.reserved_schema = reservation as u16;
+            st.reserved_schema = (reservation >> 16) as u16;
             st.reserved_size = st.sizes.get(st.reserved_schema);
             st.fast_path = false;
         }

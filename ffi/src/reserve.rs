@@ -58,7 +58,7 @@ pub unsafe extern "C" fn dplog_reserve_refill(
                     let slot = (*w).cursor;
                     if !slot.is_null() && size != 0 {
                         slot.write_bytes(0, (*w).slot_bytes as usize);
-                        (*w).reservation = (size << 16) | u32::from(schema_id);
+                        (*w).reservation = (u32::from(schema_id) << 16) | size;
                         slots.write(slot.cast());
                         return DPLOG_OK;
                     }

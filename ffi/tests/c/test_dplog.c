@@ -1033,7 +1033,7 @@ static void test_inline_window(void) {
   void *slot = NULL;
   EXPECT(dplog_reserve(p, DPLOG_SCHEMA_NAT44_SESSION, 1, &slot), DPLOG_OK);
   CHECK(slot != NULL && (uint8_t *)slot == w->cursor);
-  CHECK(w->reservation == ((uint32_t)sizeof r << 16 | DPLOG_SCHEMA_NAT44_SESSION)); /* size << 16 | id */
+  CHECK(w->reservation == ((uint32_t)DPLOG_SCHEMA_NAT44_SESSION << 16 | (uint32_t)sizeof r)); /* id << 16 | size */
   static const uint8_t zero[DPLOG_SLOT_BYTES_DEFAULT];
   CHECK(memcmp(slot, zero, sizeof zero) == 0);
   r = session(1);

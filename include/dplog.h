@@ -1250,8 +1250,8 @@ dplog_result dplog_schema_set_priority(struct dplog *h, uint16_t schema_id, uint
  * 0`; an array NULL with a non-zero count, or a NULL entry in it; an
  * SD parameter without `sd_id`), `DPLOG_ERR_UNKNOWN_SCHEMA`,
  * `DPLOG_ERR_INVALID_ARG` (an unknown field, a `msgid_field` that is no
- * integer of at most 8 bytes, a name that is not UTF-8;
- * `dplog_last_error` names it), `DPLOG_ERR_STATE` (after `dplog_start`
+ * integer of at most 8 bytes, a MSGID value the field cannot hold or one
+ * listed twice, a name that is not UTF-8; `dplog_last_error` names it), `DPLOG_ERR_STATE` (after `dplog_start`
  * or `dplog_attach`), `DPLOG_ERR_CLOSED`. On an error the schema keeps
  * what it declared before. Thread-safety: any thread.
  *
@@ -1283,8 +1283,9 @@ dplog_result dplog_schema_set_syslog(struct dplog *h,
  *
  * Errors: `DPLOG_ERR_NULL` (handle, `field`, `selector`, an array NULL
  * with `n > 0`), `DPLOG_ERR_UNKNOWN_SCHEMA`, `DPLOG_ERR_INVALID_ARG` (an
- * unknown field, a selector that is no integer of at most 8 bytes, an
- * element id above 32767), `DPLOG_ERR_STATE`, `DPLOG_ERR_CLOSED`. On an
+ * unknown field, a selector that is no integer of at most 8 bytes, a
+ * selector value it cannot hold or one listed twice, an element id above
+ * 32767), `DPLOG_ERR_STATE`, `DPLOG_ERR_CLOSED`. On an
  * error the schema keeps what it declared before. Thread-safety: any
  * thread.
  *
@@ -1312,7 +1313,8 @@ dplog_result dplog_schema_set_ipfix_ie_by(struct dplog *h,
  * Errors: `DPLOG_ERR_NULL` (handle, `field`, `selector`, an array NULL
  * with `n > 0` or a NULL name), `DPLOG_ERR_UNKNOWN_SCHEMA`,
  * `DPLOG_ERR_INVALID_ARG` (an unknown field, a selector that is no
- * integer of at most 8 bytes, a name that is no identifier),
+ * integer of at most 8 bytes, a selector value it cannot hold or one
+ * listed twice, a name that is no identifier),
  * `DPLOG_ERR_STATE`, `DPLOG_ERR_CLOSED`. On an error the schema keeps
  * what it declared before. Thread-safety: any thread.
  *

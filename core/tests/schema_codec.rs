@@ -206,3 +206,81 @@ fn what_does_not_fit_the_encoding_is_an_error() {
         "{e}"
     );
 }
+
+/// A value listed for a field (MSGID, priority, IPFIX element or name by
+/// value) that the field cannot hold, or one listed twice, is refused
+/// where a schema is declared, naming the field and the value; a
+/// description read back from a log that holds such a list still decodes,
+/// so what a writer accepted stays readable.
+#[test]
+fn declared_values_must_fit_their_field_once_but_a_log_with_them_still_reads() {
+    use dplog_core::schema::SyslogMeta;
+    let s = lb_conn::fields_only();
+    let e = SyslogMeta::resolve(
+        &s,
+        None,
+        Some(("connEvent", &[(1, "A"), (256, "B")])),
+        None,
+        &[],
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "syslog msgid: field connEvent: value 256 does not fit its 1 byte(s)"
+    );
+    let e = SyslogMeta::resolve(
+        &s,
+        None,
+        Some(("connEvent", &[(2, "A"), (2, "B")])),
+        None,
+        &[],
+    )
+    .unwrap_err();
+    assert_eq!(
+        e,
+        SchemaError::BadMetaValue(
+            "syslog msgid",
+            "connEvent".into(),
+            "value 2 listed twice".into()
+        )
+    );
+    let e = s
+        .clone()
+        .with_priority(3, Some(("connEvent", &[(2, 6), (2, 1)])))
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "priority: field connEvent: value 2 listed twice"
+    );
+    let e = s
+        .clone()
+        .with_ipfix_ie_by("bytesIn", "connEvent", &[(1, 1), (300, 2)])
+        .unwrap_err();
+    assert!(e.to_string().contains("value 300 does not fit"), "{e}");
+    let e = s
+        .clone()
+        .with_name_by("bytesIn", "connEvent", &[(1, "a"), (1, "b")])
+        .unwrap_err();
+    assert!(e.to_string().contains("value 1 listed twice"), "{e}");
+    // A full u64 field takes any value.
+    SyslogMeta::resolve(&s, None, Some(("bytesIn", &[(u64::MAX, "M")])), None, &[]).unwrap();
+
+    // with_meta (the C setters' path) checks the same.
+    let mut twice =
+        SyslogMeta::resolve(&s, None, Some(("connEvent", &[(1, "A")])), None, &[]).unwrap();
+    twice
+        .msgid_by
+        .as_mut()
+        .unwrap()
+        .values
+        .push((1, "B".into()));
+    let mut meta = s.meta().clone();
+    meta.syslog = twice.clone();
+    let e = s.clone().with_meta(meta).unwrap_err();
+    assert!(e.to_string().contains("value 1 listed twice"), "{e}");
+
+    // Written (with_syslog does not check), then read back: it decodes.
+    let written = s.clone().with_syslog(twice);
+    let b = written.encode().unwrap();
+    assert_eq!(Schema::decode(&b).unwrap(), written);
+}

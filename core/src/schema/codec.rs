@@ -75,7 +75,7 @@ impl Schema {
         }
         let name = s.name().to_string();
         let m = decode_meta(&b[used..]).map_err(|e| format!("schema {name}: metadata: {e}"))?;
-        s.with_meta(m)
+        s.with_meta_read(m)
             .map_err(|e| format!("schema {name}: metadata: {e}"))
     }
 

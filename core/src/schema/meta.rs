@@ -21,6 +21,65 @@ impl Schema {
         }
     }
 
+    /// Values declared for integer field `field` (a MSGID, priority, IPFIX
+    /// element or name by value): each fits the field's bytes, none is
+    /// listed twice (which of the two results would win is not
+    /// obvious). Reading a description from a log does not check this, so
+    /// a log written with such a list stays readable.
+    ///
+    /// Errors: [`SchemaError::BadMetaValue`] with the first bad value.
+    fn check_values(
+        &self,
+        what: &'static str,
+        field: usize,
+        values: impl Iterator<Item = u64>,
+    ) -> Result<(), SchemaError> {
+        let Some(f) = self.fields.get(field) else {
+            return Err(SchemaError::BadMetaField(what, format!("#{field}")));
+        };
+        let max = match f.size {
+            0..=7 => (1u64 << (8 * f.size)) - 1,
+            _ => u64::MAX,
+        };
+        let bad =
+            |problem: String| Err(SchemaError::BadMetaValue(what, f.name.to_string(), problem));
+        let mut seen: Vec<u64> = Vec::new();
+        for v in values {
+            if v > max {
+                return bad(format!("value {v} does not fit its {} byte(s)", f.size));
+            }
+            if seen.contains(&v) {
+                return bad(format!("value {v} listed twice"));
+            }
+            seen.push(v);
+        }
+        Ok(())
+    }
+
+    /// Every value list of `meta` (see `check_values`), syslog profiles
+    /// included.
+    fn check_meta_values(&self, meta: &SchemaMeta) -> Result<(), SchemaError> {
+        if let Some(p) = &meta.priority_by {
+            self.check_values("priority", p.field, p.values.iter().map(|v| v.0))?;
+        }
+        fn syslog(s: &Schema, m: &SyslogMeta) -> Result<(), SchemaError> {
+            if let Some(v) = &m.msgid_by {
+                s.check_values("syslog msgid", v.field, v.values.iter().map(|v| v.0))?;
+            }
+            m.profiles.iter().try_for_each(|(_, l)| syslog(s, l))
+        }
+        syslog(self, &meta.syslog)?;
+        if let Some(b) = &meta.ipfix_ie_by {
+            let values = b.ies.iter().map(|v| u64::from(v.0));
+            self.check_values("ipfix element by value", b.selector, values)?;
+        }
+        if let Some(b) = &meta.name_by {
+            let values = b.names.iter().map(|v| u64::from(v.0));
+            self.check_values("name by value", b.selector, values)?;
+        }
+        Ok(())
+    }
+
     /// Declares which field is the record's event time: `Some(name)` of a
     /// [`FieldKind::NsTimestamp`] or [`FieldKind::TscTimestamp`] field, or
     /// `None` for a record without one. Default: the first timestamp field.
@@ -52,7 +111,8 @@ impl Schema {
     /// outranking a create). Config can override the whole rule per type.
     ///
     /// Errors: [`SchemaError::BadMetaField`] for a missing or non-integer
-    /// field.
+    /// field; [`SchemaError::BadMetaValue`] for a value the field cannot
+    /// hold or one listed twice.
     pub fn with_priority(
         mut self,
         default: u8,
@@ -61,10 +121,14 @@ impl Schema {
         self.meta.priority = default;
         self.meta.priority_by = match by_field {
             None => None,
-            Some((n, values)) => Some(FieldValues {
-                field: self.integer_field("priority", n)?,
-                values: values.to_vec(),
-            }),
+            Some((n, values)) => {
+                let field = self.integer_field("priority", n)?;
+                self.check_values("priority", field, values.iter().map(|v| v.0))?;
+                Some(FieldValues {
+                    field,
+                    values: values.to_vec(),
+                })
+            }
         };
         Ok(self)
     }
@@ -107,16 +171,21 @@ impl Schema {
     /// other values export no such element): one template per value. E.g.
     /// RFC 8158's natQuotaExceededEvent selects the limit's element.
     ///
-    /// Errors: [`SchemaError::BadMetaField`] for a missing field.
+    /// Errors: [`SchemaError::BadMetaField`] for a missing field or a
+    /// non-integer selector; [`SchemaError::BadMetaValue`] for a value the
+    /// selector cannot hold or one listed twice.
     pub fn with_ipfix_ie_by(
         mut self,
         field: &str,
         selector: &str,
         ies: &[(u32, u16)],
     ) -> Result<Self, SchemaError> {
+        let selector = self.integer_field("ipfix element by value", selector)?;
+        let values = ies.iter().map(|v| u64::from(v.0));
+        self.check_values("ipfix element by value", selector, values)?;
         self.meta.ipfix_ie_by = Some(IeBy {
             field: self.index_of("ipfix element by value", field)?,
-            selector: self.integer_field("ipfix element by value", selector)?,
+            selector,
             ies: ies.to_vec(),
         });
         Ok(self)
@@ -131,16 +200,23 @@ impl Schema {
     /// natQuotaExceededEvent. The field keeps its own name for templates.
     ///
     /// Errors: [`SchemaError::BadMetaField`] for a missing field or a
-    /// non-integer selector.
+    /// non-integer selector; [`SchemaError::BadMetaValue`] for a value the
+    /// selector cannot hold or one listed twice.
     pub fn with_name_by(
         mut self,
         field: &str,
         selector: &str,
         names: &[(u32, &'static str)],
     ) -> Result<Self, SchemaError> {
+        let selector = self.integer_field("name by value", selector)?;
+        self.check_values(
+            "name by value",
+            selector,
+            names.iter().map(|v| u64::from(v.0)),
+        )?;
         self.meta.name_by = Some(NameBy {
             field: self.index_of("name by value", field)?,
-            selector: self.integer_field("name by value", selector)?,
+            selector,
             names: names.iter().map(|&(v, n)| (v, Cow::Borrowed(n))).collect(),
         });
         Ok(self)
@@ -154,8 +230,19 @@ impl Schema {
     /// profiles included); name-by names identifiers.
     ///
     /// Errors: [`SchemaError::BadMetaField`] naming what it is for and the
-    /// field (its index when out of range).
-    pub fn with_meta(mut self, meta: SchemaMeta) -> Result<Self, SchemaError> {
+    /// field (its index when out of range); [`SchemaError::BadMetaValue`]
+    /// for a listed value (priority, MSGID, IPFIX element or name by value)
+    /// that its field cannot hold, or one listed twice.
+    pub fn with_meta(self, meta: SchemaMeta) -> Result<Self, SchemaError> {
+        let s = self.with_meta_read(meta)?;
+        s.check_meta_values(&s.meta)?;
+        Ok(s)
+    }
+
+    /// [`Schema::with_meta`] for a description read from a log or a ring:
+    /// the same checks except that of declared values (see
+    /// `check_values`), so that what a writer accepted stays readable.
+    pub(crate) fn with_meta_read(mut self, meta: SchemaMeta) -> Result<Self, SchemaError> {
         let n = self.fields.len();
         // A field by name; an index out of range (a damaged description)
         // as `#i`.
@@ -446,7 +533,9 @@ impl SyslogMeta {
     /// `(PARAM-NAME, source)` where a source starting with `=` is a
     /// constant and any other names a field.
     ///
-    /// Errors: [`SchemaError::BadMetaField`] for a field the schema lacks.
+    /// Errors: [`SchemaError::BadMetaField`] for a field the schema lacks;
+    /// [`SchemaError::BadMetaValue`] for a MSGID value the field cannot
+    /// hold or one listed twice.
     pub fn resolve(
         schema: &Schema,
         app_name: Option<&'static str>,
@@ -456,10 +545,14 @@ impl SyslogMeta {
     ) -> Result<SyslogMeta, SchemaError> {
         let msgid_by = match msgid_by {
             None => None,
-            Some((n, values)) => Some(FieldValues {
-                field: schema.integer_field("syslog msgid", n)?,
-                values: values.iter().map(|&(v, m)| (v, Cow::Borrowed(m))).collect(),
-            }),
+            Some((n, values)) => {
+                let field = schema.integer_field("syslog msgid", n)?;
+                schema.check_values("syslog msgid", field, values.iter().map(|v| v.0))?;
+                Some(FieldValues {
+                    field,
+                    values: values.iter().map(|&(v, m)| (v, Cow::Borrowed(m))).collect(),
+                })
+            }
         };
         let params = params
             .iter()

@@ -186,6 +186,10 @@ pub enum SchemaError {
     /// Schema metadata names a field the schema does not have, or one of
     /// the wrong kind (what it is for, the field name).
     BadMetaField(&'static str, String),
+    /// Schema metadata lists a value of an integer field that the field
+    /// cannot hold, or one value twice (what it is for, the field name,
+    /// the problem).
+    BadMetaValue(&'static str, String, String),
     /// A lifecycle that cannot work (see [`Schema::with_lifecycle`]):
     /// what is wrong.
     BadLifecycle(String),
@@ -238,6 +242,9 @@ impl fmt::Display for SchemaError {
             ),
             SchemaError::BadMetaField(what, field) => {
                 write!(f, "{what}: no suitable field {field:?} in the schema")
+            }
+            SchemaError::BadMetaValue(what, field, problem) => {
+                write!(f, "{what}: field {field}: {problem}")
             }
             SchemaError::BadLifecycle(m) => write!(f, "lifecycle: {m}"),
             SchemaError::NotEncodable(m) => write!(f, "{m}"),

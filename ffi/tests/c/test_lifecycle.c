@@ -103,6 +103,7 @@ static uint16_t register_conn(struct dplog *h) {
 }
 
 static const uint64_t msgid_values[] = {OPEN, CLOSE};
+static const uint16_t ies_ok[] = {1, 2};
 static const char *const msgids[] = {"CONN_OPEN", "CONN_CLOSE"};
 static const char *const sd_names[] = {"vip", "client", "v"};
 static const char *const sd_sources[] = {"vip", "clientAddr", "=1"};
@@ -233,6 +234,18 @@ static void misuse(const char *outdir) {
   expect_message("no field \"vipp\"");
   EXPECT(dplog_schema_set_syslog(h, id, "lb", "connEvent", msgid_values, NULL, 2, NULL, NULL, NULL, 0),
          DPLOG_ERR_NULL);
+  /* A MSGID value connEvent (1 byte) cannot hold, and one listed twice. */
+  static const uint64_t wide_values[] = {OPEN, 256};
+  EXPECT(dplog_schema_set_syslog(h, id, "lb", "connEvent", wide_values, msgids, 2, NULL, NULL, NULL, 0),
+         DPLOG_ERR_INVALID_ARG);
+  expect_message("value 256 does not fit its 1 byte(s)");
+  static const uint64_t twice_values[] = {CLOSE, CLOSE};
+  EXPECT(dplog_schema_set_syslog(h, id, "lb", "connEvent", twice_values, msgids, 2, NULL, NULL, NULL, 0),
+         DPLOG_ERR_INVALID_ARG);
+  expect_message("listed twice");
+  static const uint32_t twice_sel[] = {OPEN, OPEN};
+  EXPECT(dplog_schema_set_ipfix_ie_by(h, id, "bytesIn", "connEvent", twice_sel, ies_ok, 2), DPLOG_ERR_INVALID_ARG);
+  expect_message("listed twice");
   EXPECT(dplog_schema_set_fields_only_when(h, id, NULL, CLOSE, close_only, 2), DPLOG_ERR_NULL);
   EXPECT(dplog_schema_set_fields_only_when(h, id, "connEvent", CLOSE, NULL, 2), DPLOG_ERR_NULL);
   EXPECT(dplog_schema_set_fields_only_when(h, id, "bytesIm", CLOSE, close_only, 2), DPLOG_ERR_INVALID_ARG);

@@ -254,14 +254,19 @@ static struct dplog *open_cfg(const char *toml) {
 
 static const char *formats[] = {"text", "json", "csv", "rfc5424", "rfc3164", "ipfix", "binary"};
 
-/* Type t (its own slot size) through format f: OUTDIR/<type>.<format>. */
+/* Type t (its own slot size) through format f: OUTDIR/<type>.<format>.
+ * publish_every = 4 holds the two records back until dplog_producer_free
+ * publishes them together, so the consumer formats them in one batch
+ * however the threads are scheduled: IPFIX starts a message (and takes
+ * its export time from the record) per batch, and the expected files are
+ * one batch's. */
 static void log_type_in_format(int t, const char *format) {
   size_t slot = t == 0 ? 32 : t == 1 ? 64 : 128;
   char path[512], toml[2048];
   snprintf(path, sizeof path, "%s/%s.%s", outdir, types[t].name, format);
   fresh(path);
   snprintf(toml, sizeof toml,
-           "[ring]\nslot_bytes = %zu\ncapacity = 1024\n"
+           "[ring]\nslot_bytes = %zu\ncapacity = 1024\npublish_every = 4\n"
            "[format]\ntype = \"%s\"\n"
            "[format.syslog]\nhostname = \"sw1\"\napp_name = \"fw\"\nprocid = \"7\"\n"
            "[format.ipfix]\nexport_clock = \"record\"\nobservation_domain_id = 5\n"

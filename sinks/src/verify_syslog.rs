@@ -1,0 +1,772 @@
+//! Checks a syslog receiver's file against the RFC 5848 Signature
+//! Blocks a signing syslog sink sent with its records
+//! ([`SyslogSignOptions`](crate::syslog::SyslogSignOptions)):
+//! `dplog-verify --syslog --key PUB FILE`.
+//!
+//! The file holds one message a line, as received (rsyslog:
+//! `template(... string="%rawmsg%\n")`). Every line whose structured data
+//! is an `ssign` or `ssign-cert` element is a block; every other line is
+//! a message, hashed (SHA-256 of the line without its `\n`) and matched
+//! against the hashes the Signature Blocks carry, in message-number order
+//! within each reboot session (`RSID`). A session starts at the first
+//! block line with its RSID (the Certificate Block the sink sends before
+//! any record); lines before the first block belong to no session.
+//!
+//! The first place where the file stops matching what was signed is
+//! reported with its line (from 1) and byte offset:
+//! - a message signed but not in the file: [`SyslogProblem::Removed`],
+//!   at the line where it should be;
+//! - a line in the place of a signed message that hashes to nothing
+//!   signed: [`SyslogProblem::Altered`] (the expected message is nowhere)
+//!   or [`SyslogProblem::Inserted`] (the expected message follows);
+//! - a signed message out of its place: [`SyslogProblem::Reordered`];
+//! - a block whose signature does not verify with any `--key`:
+//!   [`SyslogProblem::OtherKey`] when the session's Certificate Block
+//!   carries the key that made it, [`SyslogProblem::BadSignature`]
+//!   otherwise (an altered block); a Certificate Block with a key not
+//!   given: `OtherKey`;
+//! - a Signature Block missing from the session's sequence (`GBC`):
+//!   [`SyslogProblem::BlockRemoved`]; two different blocks with one
+//!   `GBC`: [`SyslogProblem::BlockConflict`]; a session whose RSID does
+//!   not increase: [`SyslogProblem::SessionOrder`].
+//!
+//! Notes (not tampering, but not proven): messages after a session's last
+//! Signature Block (the signer stopped before signing them, or the last
+//! blocks were cut off), lines before the first block, a duplicate of a
+//! message already matched (a TCP or RELP resend; or a replayed line).
+//!
+//! Errors ([`io::Error`], `InvalidData`): a block line that is not a
+//! well-formed block (named by line), a `VER` this verifier does not
+//! implement (RFC 5848's scheme 1, OpenPGP DSA), a line longer than
+//! [`SyslogLimits::max_line`], a file longer than
+//! [`SyslogLimits::max_bytes`].
+
+use std::collections::HashMap;
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader};
+use std::path::{Path, PathBuf};
+
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
+use ed25519_dalek::pkcs8::DecodePublicKey;
+/// The public keys the blocks are checked with ([`crate::seal::load_public_key`]).
+pub use ed25519_dalek::VerifyingKey;
+use ed25519_dalek::{Signature, Verifier};
+use sha2::{Digest, Sha256};
+
+use crate::syslog::sign::VER;
+
+/// What went wrong, in the terms of the manipulation that explains it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyslogProblem {
+    /// A signed message is not in the file.
+    Removed,
+    /// A line in a signed message's place hashes to no signed message,
+    /// and that message is nowhere in the file.
+    Altered,
+    /// A line hashes to no signed message and the expected one follows.
+    Inserted,
+    /// A signed message sits out of its place.
+    Reordered,
+    /// Signed by a key that is not one of the trusted keys.
+    OtherKey,
+    /// A block's signature does not verify (the block was altered).
+    BadSignature,
+    /// A Signature Block of the session's sequence (`GBC`) is missing.
+    BlockRemoved,
+    /// Two different Signature Blocks carry one `GBC`.
+    BlockConflict,
+    /// A session's RSID does not increase over the one before it.
+    SessionOrder,
+}
+
+impl fmt::Display for SyslogProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SyslogProblem::Removed => "removed",
+            SyslogProblem::Altered => "altered",
+            SyslogProblem::Inserted => "inserted",
+            SyslogProblem::Reordered => "reordered",
+            SyslogProblem::OtherKey => "signed by another key",
+            SyslogProblem::BadSignature => "bad signature",
+            SyslogProblem::BlockRemoved => "signature block removed",
+            SyslogProblem::BlockConflict => "conflicting signature blocks",
+            SyslogProblem::SessionOrder => "session out of order",
+        })
+    }
+}
+
+/// Where and why the check stopped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SyslogFinding {
+    /// What went wrong.
+    pub problem: SyslogProblem,
+    /// The receiver's file.
+    pub file: PathBuf,
+    /// The line where it stops holding, from 1.
+    pub line: u64,
+    /// Its byte offset in the file.
+    pub byte: u64,
+    /// The details (message numbers, the session).
+    pub detail: String,
+}
+
+impl fmt::Display for SyslogFinding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {} at line {} (byte {}): {}",
+            self.file.display(),
+            self.problem,
+            self.line,
+            self.byte,
+            self.detail
+        )
+    }
+}
+
+/// The outcome of checking a receiver's file.
+#[derive(Clone, Debug, Default)]
+pub struct SyslogReport {
+    /// The first problem, if any.
+    pub finding: Option<SyslogFinding>,
+    /// Remarks that are not tampering but limit what is proven.
+    pub notes: Vec<String>,
+    /// Messages matched against a signed hash.
+    pub verified: u64,
+    /// Messages not covered by any Signature Block.
+    pub unsigned: u64,
+    /// Distinct Signature Blocks whose signature verified.
+    pub blocks: u64,
+    /// Reboot sessions seen, in file order.
+    pub sessions: Vec<u64>,
+}
+
+/// Bounds on what the check reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyslogLimits {
+    /// Longest file, in bytes. Default 4 GiB. Memory is about 100 bytes
+    /// per message line.
+    pub max_bytes: u64,
+    /// Longest line, in bytes (rsyslog's `maxMessageSize` and its `\n`).
+    /// Default 65537.
+    pub max_line: usize,
+}
+
+impl Default for SyslogLimits {
+    fn default() -> Self {
+        Self {
+            max_bytes: 4 << 30,
+            max_line: 65_537,
+        }
+    }
+}
+
+/// A message line: its hash and where it is.
+struct Line {
+    hash: [u8; 32],
+    line: u64,
+    byte: u64,
+    /// Line and byte just past it.
+    next: (u64, u64),
+}
+
+/// A Signature Block: where it is and what it signs.
+struct Block {
+    line: u64,
+    byte: u64,
+    fmn: u64,
+    hashes: Vec<[u8; 32]>,
+}
+
+/// One reboot session: its blocks by GBC and its message lines.
+struct Session {
+    rsid: u64,
+    line: u64,
+    byte: u64,
+    blocks: HashMap<u64, Block>,
+    /// Keys the session's Certificate Blocks carry.
+    cert_keys: Vec<VerifyingKey>,
+    msgs: Vec<Line>,
+}
+
+/// One SD-PARAM of a block line: name and the byte range of its value.
+type Param<'a> = (&'a str, std::ops::Range<usize>);
+
+fn malformed(path: &Path, line: u64, why: impl fmt::Display) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!(
+            "{} line {line}: malformed RFC 5848 block: {why}",
+            path.display()
+        ),
+    )
+}
+
+/// The SD-ID of `msg` when its structured data is an RFC 5848 block
+/// (`ssign` or `ssign-cert`), and the offset of its `[`.
+fn block_kind(msg: &[u8]) -> Option<(&'static str, usize)> {
+    // HEADER: PRI VERSION SP TIMESTAMP SP HOSTNAME SP APP-NAME SP PROCID
+    // SP MSGID SP, then STRUCTURED-DATA.
+    if msg.first() != Some(&b'<') {
+        return None;
+    }
+    let mut at = 0;
+    for _ in 0..6 {
+        at += memchr::memchr(b' ', &msg[at..])? + 1;
+    }
+    let sd = &msg[at..];
+    if sd.starts_with(b"[ssign ") {
+        Some(("ssign", at))
+    } else if sd.starts_with(b"[ssign-cert ") {
+        Some(("ssign-cert", at))
+    } else {
+        None
+    }
+}
+
+/// The HOSTNAME field of an RFC 5424 message.
+fn host_of(msg: &[u8]) -> Option<&[u8]> {
+    let mut it = msg.splitn(4, |&b| b == b' ');
+    it.next()?;
+    it.next()?;
+    it.next()
+}
+
+/// Parses the SD element of a block: `[ID NAME="VALUE" ...]` ending the
+/// line, values without escapes (none of the block's values has `"`,
+/// `\` or `]`). Returns the params in order.
+fn params<'a>(msg: &'a [u8], at: usize, id: &str) -> Result<Vec<Param<'a>>, String> {
+    let mut i = at + 1 + id.len();
+    let mut out = Vec::new();
+    loop {
+        match msg.get(i) {
+            Some(b']') if i + 1 == msg.len() => return Ok(out),
+            Some(b']') => return Err("bytes after the structured data".into()),
+            Some(b' ') => i += 1,
+            _ => return Err(format!("expected a parameter at byte {i}")),
+        }
+        let eq = memchr::memchr(b'=', &msg[i..]).ok_or("a parameter without '='")? + i;
+        let name = std::str::from_utf8(&msg[i..eq]).map_err(|_| "a parameter name not ASCII")?;
+        if msg.get(eq + 1) != Some(&b'"') {
+            return Err(format!("{name}: value not quoted"));
+        }
+        let v0 = eq + 2;
+        let v1 =
+            memchr::memchr(b'"', &msg[v0..]).ok_or(format!("{name}: unterminated value"))? + v0;
+        if msg[v0..v1].iter().any(|&b| b == b'\\' || b == b']') {
+            return Err(format!(
+                "{name}: an escaped or ']' character in a block value"
+            ));
+        }
+        out.push((name, v0..v1));
+        i = v1 + 1;
+    }
+}
+
+/// The params of `id` in RFC 5848's order, as text values; `SIGN`'s
+/// range is returned too.
+fn fields<'a>(
+    msg: &'a [u8],
+    at: usize,
+    id: &str,
+    names: &[&str],
+) -> Result<(Vec<&'a str>, std::ops::Range<usize>), String> {
+    let ps = params(msg, at, id)?;
+    let got: Vec<&str> = ps.iter().map(|p| p.0).collect();
+    if got != names {
+        return Err(format!(
+            "parameters {} (RFC 5848 wants {} in this order)",
+            got.join(","),
+            names.join(",")
+        ));
+    }
+    let sign = ps.last().expect("names is not empty").1.clone();
+    let vals = ps
+        .iter()
+        .map(|(n, r)| std::str::from_utf8(&msg[r.clone()]).map_err(|_| format!("{n}: not text")))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((vals, sign))
+}
+
+fn num(name: &str, v: &str, digits: usize) -> Result<u64, String> {
+    if v.is_empty() || v.len() > digits || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("{name}={v:?}: not 1..={digits} decimal digits"));
+    }
+    v.parse().map_err(|e| format!("{name}={v:?}: {e}"))
+}
+
+/// The bytes a block's signature covers: the line with an empty SIGN.
+fn signed_bytes(msg: &[u8], sign: &std::ops::Range<usize>) -> Vec<u8> {
+    let mut b = Vec::with_capacity(msg.len());
+    b.extend_from_slice(&msg[..sign.start]);
+    b.extend_from_slice(&msg[sign.end..]);
+    b
+}
+
+fn signature(v: &str) -> Result<Signature, String> {
+    let raw = B64
+        .decode(v)
+        .map_err(|e| format!("SIGN: not base64: {e}"))?;
+    Signature::from_slice(&raw)
+        .map_err(|_| format!("SIGN: {} bytes, not an Ed25519 signature", raw.len()))
+}
+
+/// Checks the receiver's file `path` against its Signature Blocks with
+/// the `trusted` public keys (the `.pub` files of `dplog-verify keygen`).
+/// `host`: only lines with this HOSTNAME are checked (the signer's,
+/// when the receiver writes other hosts to the same file); None: all.
+///
+/// Errors: the file cannot be read, exceeds `limits`, or holds a
+/// malformed block (named by line); see the module docs.
+///
+/// # Examples
+///
+/// ```no_run
+/// use dplog_sinks::{seal, verify_syslog};
+/// let key = seal::load_public_key("syslog-sign.pub".as_ref())?;
+/// let report = verify_syslog::verify_syslog_file(
+///     "/var/log/remote/dataplane.log".as_ref(),
+///     &[key],
+///     None,
+///     verify_syslog::SyslogLimits::default(),
+/// )?;
+/// match &report.finding {
+///     Some(f) => eprintln!("{f}"),
+///     None => println!("{} messages verified", report.verified),
+/// }
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn verify_syslog_file(
+    path: &Path,
+    trusted: &[VerifyingKey],
+    host: Option<&str>,
+    limits: SyslogLimits,
+) -> io::Result<SyslogReport> {
+    let f = File::open(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+    let size = f.metadata()?.len();
+    if size > limits.max_bytes {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{}: {size} bytes, above the limit of {} (--max-bytes)",
+                path.display(),
+                limits.max_bytes
+            ),
+        ));
+    }
+    let mut r = BufReader::with_capacity(1 << 16, f);
+    let mut report = SyslogReport::default();
+    let mut sessions: Vec<Session> = Vec::new();
+    let mut before_first = 0u64;
+    let mut buf = Vec::new();
+    let (mut line, mut byte) = (0u64, 0u64);
+    let finding = |problem, line, byte, detail: String| SyslogFinding {
+        problem,
+        file: path.to_path_buf(),
+        line,
+        byte,
+        detail,
+    };
+    loop {
+        buf.clear();
+        let n = io::Read::take(&mut r, limits.max_line as u64 + 1).read_until(b'\n', &mut buf)?;
+        if n == 0 {
+            break;
+        }
+        line += 1;
+        let at = byte;
+        byte += n as u64;
+        if byte > limits.max_bytes {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{}: grew past the limit of {} bytes while read",
+                    path.display(),
+                    limits.max_bytes
+                ),
+            ));
+        }
+        if buf.last() == Some(&b'\n') {
+            buf.pop();
+        } else if n > limits.max_line {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{} line {line}: longer than {} bytes (--max-line)",
+                    path.display(),
+                    limits.max_line
+                ),
+            ));
+        }
+        let msg = &buf[..];
+        if let Some(h) = host {
+            if host_of(msg) != Some(h.as_bytes()) {
+                continue;
+            }
+        }
+        let Some((id, sd)) = block_kind(msg) else {
+            let hash: [u8; 32] = Sha256::digest(msg).into();
+            let l = Line {
+                hash,
+                line,
+                byte: at,
+                next: (line + 1, byte),
+            };
+            match sessions.last_mut() {
+                Some(s) => s.msgs.push(l),
+                None => before_first += 1,
+            }
+            continue;
+        };
+        let bad = |why: String| malformed(path, line, why);
+        let names: &[&str] = if id == "ssign" {
+            &[
+                "VER", "RSID", "SG", "SPRI", "GBC", "FMN", "CNT", "HB", "SIGN",
+            ]
+        } else {
+            &[
+                "VER", "RSID", "SG", "SPRI", "TPBL", "INDEX", "FLEN", "FRAG", "SIGN",
+            ]
+        };
+        let (v, sign_at) = fields(msg, sd, id, names).map_err(bad)?;
+        if v[0] != VER {
+            return Err(bad(format!(
+                "VER={:?}: this verifier checks {VER:?} (SHA-256, Ed25519) only{}",
+                v[0],
+                if v[0].ends_with('1') {
+                    "; signature scheme 1 (OpenPGP DSA) is not implemented"
+                } else {
+                    ""
+                }
+            )));
+        }
+        let rsid = num("RSID", v[1], 10).map_err(bad)?;
+        num("SG", v[2], 1).map_err(bad)?;
+        num("SPRI", v[3], 3).map_err(bad)?;
+        let sig = signature(v[8]).map_err(bad)?;
+        let signed = signed_bytes(msg, &sign_at);
+        // The session this block belongs to: a new RSID starts one.
+        let cur = sessions.last().map(|s| s.rsid);
+        if cur != Some(rsid) {
+            if let Some(c) = cur {
+                if rsid <= c || sessions.iter().any(|s| s.rsid == rsid) {
+                    report.finding = Some(finding(
+                        SyslogProblem::SessionOrder,
+                        line,
+                        at,
+                        format!("a block of reboot session {rsid} after session {c}"),
+                    ));
+                    break;
+                }
+            }
+            sessions.push(Session {
+                rsid,
+                line,
+                byte: at,
+                blocks: HashMap::new(),
+                cert_keys: Vec::new(),
+                msgs: Vec::new(),
+            });
+            report.sessions.push(rsid);
+        }
+        let s = sessions.last_mut().expect("pushed above");
+        if id == "ssign-cert" {
+            let tpbl = num("TPBL", v[4], 8).map_err(bad)?;
+            let index = num("INDEX", v[5], 8).map_err(bad)?;
+            let flen = num("FLEN", v[6], 4).map_err(bad)?;
+            if index != 1 || flen != tpbl || v[7].len() as u64 != flen {
+                return Err(bad(format!(
+                    "a fragmented or inconsistent Payload Block (TPBL {tpbl}, INDEX {index}, FLEN \
+                     {flen}, FRAG {} bytes); dplog sends it whole",
+                    v[7].len()
+                )));
+            }
+            let mut parts = v[7].split(' ');
+            let (_ts, kind, blob) = (parts.next(), parts.next(), parts.next());
+            if kind != Some("K") || parts.next().is_some() {
+                return Err(bad("Payload Block: not `TIMESTAMP K KEY`".into()));
+            }
+            let der = B64
+                .decode(blob.unwrap_or(""))
+                .map_err(|e| bad(format!("Payload Block key: not base64: {e}")))?;
+            let key = VerifyingKey::from_public_key_der(&der)
+                .map_err(|e| bad(format!("Payload Block key: not an Ed25519 public key: {e}")))?;
+            if key.verify(&signed, &sig).is_err() {
+                report.finding = Some(finding(
+                    SyslogProblem::BadSignature,
+                    line,
+                    at,
+                    format!("the Certificate Block of session {rsid} is not signed by the key it carries"),
+                ));
+                break;
+            }
+            if !trusted.contains(&key) {
+                report.finding = Some(finding(
+                    SyslogProblem::OtherKey,
+                    line,
+                    at,
+                    format!("the Certificate Block of session {rsid} carries a key not given with --key"),
+                ));
+                break;
+            }
+            if !s.cert_keys.contains(&key) {
+                s.cert_keys.push(key);
+            }
+            continue;
+        }
+        let gbc = num("GBC", v[4], 10).map_err(bad)?;
+        let fmn = num("FMN", v[5], 10).map_err(bad)?;
+        let cnt = num("CNT", v[6], 2).map_err(bad)?;
+        let hashes = v[7]
+            .split(' ')
+            .map(|h| {
+                let raw = B64.decode(h).map_err(|e| format!("HB: not base64: {e}"))?;
+                <[u8; 32]>::try_from(raw.as_slice())
+                    .map_err(|_| format!("HB: a hash of {} bytes, not SHA-256", raw.len()))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(bad)?;
+        if cnt == 0 || hashes.len() as u64 != cnt || gbc == 0 || fmn == 0 {
+            return Err(bad(format!(
+                "CNT {cnt} with {} hashes, GBC {gbc}, FMN {fmn}",
+                hashes.len()
+            )));
+        }
+        if !trusted.iter().any(|k| k.verify(&signed, &sig).is_ok()) {
+            let other = s.cert_keys.iter().any(|k| k.verify(&signed, &sig).is_ok());
+            report.finding = Some(finding(
+                if other {
+                    SyslogProblem::OtherKey
+                } else {
+                    SyslogProblem::BadSignature
+                },
+                line,
+                at,
+                format!(
+                    "Signature Block {gbc} of session {rsid} (messages {fmn}..={}){}",
+                    fmn + cnt - 1,
+                    if other {
+                        " is signed by a key not given with --key"
+                    } else {
+                        " does not verify: altered, or signed by an unknown key"
+                    }
+                ),
+            ));
+            break;
+        }
+        match s.blocks.get(&gbc) {
+            Some(b) if b.fmn == fmn && b.hashes == hashes => {} // a copy
+            Some(b) => {
+                report.finding = Some(finding(
+                    SyslogProblem::BlockConflict,
+                    line,
+                    at,
+                    format!(
+                        "Signature Block {gbc} of session {rsid} differs from the one at line {}",
+                        b.line
+                    ),
+                ));
+                break;
+            }
+            None => {
+                s.blocks.insert(
+                    gbc,
+                    Block {
+                        line,
+                        byte: at,
+                        fmn,
+                        hashes,
+                    },
+                );
+                report.blocks += 1;
+            }
+        }
+    }
+    if before_first > 0 {
+        report.notes.push(format!(
+            "{before_first} message line(s) before the first signature or certificate block: not signed"
+        ));
+        report.unsigned += before_first;
+    }
+    if report.finding.is_none() {
+        for s in &sessions {
+            if let Some(f) = check_session(s, &mut report) {
+                report.finding = Some(SyslogFinding {
+                    file: path.to_path_buf(),
+                    ..f
+                });
+                break;
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// Matches a session's message lines against its Signature Blocks;
+/// the first problem (its `file` left empty), or None with the counts
+/// and notes added to `report`.
+fn check_session(s: &Session, report: &mut SyslogReport) -> Option<SyslogFinding> {
+    let f = |problem, line, byte, detail: String| {
+        Some(SyslogFinding {
+            problem,
+            file: PathBuf::new(),
+            line,
+            byte,
+            detail,
+        })
+    };
+    // The signed sequence: blocks 1, 2, ... with consecutive numbers.
+    let mut gbcs: Vec<u64> = s.blocks.keys().copied().collect();
+    gbcs.sort_unstable();
+    let mut expected: Vec<[u8; 32]> = Vec::new();
+    for (i, g) in gbcs.iter().enumerate() {
+        let b = &s.blocks[g];
+        let want = i as u64 + 1;
+        if *g != want {
+            let (line, byte) = s
+                .blocks
+                .get(g)
+                .map_or((s.line, s.byte), |b| (b.line, b.byte));
+            return f(
+                SyslogProblem::BlockRemoved,
+                line,
+                byte,
+                format!(
+                    "session {}: Signature Block {want} is missing (the next one is {g}); the \
+                     messages it signed cannot be checked",
+                    s.rsid
+                ),
+            );
+        }
+        if b.fmn != expected.len() as u64 + 1 {
+            return f(
+                SyslogProblem::BlockConflict,
+                b.line,
+                b.byte,
+                format!(
+                    "session {}: Signature Block {g} starts at message {}, not {}",
+                    s.rsid,
+                    b.fmn,
+                    expected.len() + 1
+                ),
+            );
+        }
+        expected.extend_from_slice(&b.hashes);
+    }
+    // Where each signed hash is expected (first message number), and
+    // where each received hash is.
+    let mut want_at: HashMap<[u8; 32], usize> = HashMap::with_capacity(expected.len());
+    for (i, h) in expected.iter().enumerate() {
+        want_at.entry(*h).or_insert(i);
+    }
+    let mut got_at: HashMap<[u8; 32], Vec<usize>> = HashMap::with_capacity(s.msgs.len());
+    for (j, m) in s.msgs.iter().enumerate() {
+        got_at.entry(m.hash).or_default().push(j);
+    }
+    let later_in_file = |h: &[u8; 32], after: usize| {
+        got_at
+            .get(h)
+            .and_then(|v| v.iter().copied().find(|&k| k > after))
+    };
+    let (mut i, mut j) = (0usize, 0usize);
+    let mut dups = 0u64;
+    let mut matched: std::collections::HashSet<[u8; 32]> = std::collections::HashSet::new();
+    while i < expected.len() && j < s.msgs.len() {
+        let m = &s.msgs[j];
+        if m.hash == expected[i] {
+            matched.insert(m.hash);
+            i += 1;
+            j += 1;
+            continue;
+        }
+        if matched.contains(&m.hash) {
+            dups += 1;
+            j += 1;
+            continue;
+        }
+        let num = i as u64 + 1;
+        let m_signed_as = want_at.get(&m.hash).copied().filter(|&k| k > i);
+        let exp_later = later_in_file(&expected[i], j);
+        return match (m_signed_as, exp_later) {
+            (Some(k), Some(_)) => f(
+                SyslogProblem::Reordered,
+                m.line,
+                m.byte,
+                format!(
+                    "session {}: message {} is here, where message {num} belongs",
+                    s.rsid,
+                    k + 1
+                ),
+            ),
+            (Some(k), None) => f(
+                SyslogProblem::Removed,
+                m.line,
+                m.byte,
+                format!(
+                    "session {}: message(s) {num}..={} are missing before this line",
+                    s.rsid, k
+                ),
+            ),
+            (None, Some(_)) => f(
+                SyslogProblem::Inserted,
+                m.line,
+                m.byte,
+                format!(
+                    "session {}: this line was not signed; message {num} follows later",
+                    s.rsid
+                ),
+            ),
+            (None, None) => f(
+                SyslogProblem::Altered,
+                m.line,
+                m.byte,
+                format!(
+                    "session {}: this line is not message {num} as signed (its hash differs)",
+                    s.rsid
+                ),
+            ),
+        };
+    }
+    if i < expected.len() {
+        // Signed messages the file does not hold, at its end.
+        let (line, byte) = match j.checked_sub(1).map(|k| &s.msgs[k]) {
+            Some(m) => m.next,
+            None => (s.line + 1, s.byte),
+        };
+        return f(
+            SyslogProblem::Removed,
+            line,
+            byte,
+            format!(
+                "session {}: message(s) {}..={} are signed but not in the file",
+                s.rsid,
+                i + 1,
+                expected.len()
+            ),
+        );
+    }
+    report.verified += i as u64;
+    if dups > 0 {
+        report.notes.push(format!(
+            "session {}: {dups} duplicate(s) of messages already matched (a TCP or RELP resend, \
+             or a replayed line)",
+            s.rsid
+        ));
+    }
+    let tail = &s.msgs[j..];
+    if let Some(first) = tail.first() {
+        report.unsigned += tail.len() as u64;
+        report.notes.push(format!(
+            "session {}: {} message line(s) from line {} (byte {}) are after its last Signature \
+             Block: not signed",
+            s.rsid,
+            tail.len(),
+            first.line,
+            first.byte
+        ));
+    }
+    None
+}

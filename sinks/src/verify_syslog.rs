@@ -297,11 +297,13 @@ fn num(name: &str, v: &str, digits: usize) -> Result<u64, String> {
     v.parse().map_err(|e| format!("{name}={v:?}: {e}"))
 }
 
-/// The bytes a block's signature covers: the line with an empty SIGN.
+/// The bytes a block's signature covers: the line without its
+/// ` SIGN="..."` parameter (`sign`: the value's range; the parameter is
+/// the last one, checked by [`fields`]).
 fn signed_bytes(msg: &[u8], sign: &std::ops::Range<usize>) -> Vec<u8> {
     let mut b = Vec::with_capacity(msg.len());
-    b.extend_from_slice(&msg[..sign.start]);
-    b.extend_from_slice(&msg[sign.end..]);
+    b.extend_from_slice(&msg[..sign.start - b" SIGN=\"".len()]);
+    b.extend_from_slice(&msg[sign.end + 1..]);
     b
 }
 
@@ -529,7 +531,7 @@ pub fn verify_syslog_file(
             })
             .collect::<Result<Vec<_>, _>>()
             .map_err(bad)?;
-        if cnt == 0 || hashes.len() as u64 != cnt || gbc == 0 || fmn == 0 {
+        if cnt == 0 || hashes.len() as u64 != cnt || fmn == 0 {
             return Err(bad(format!(
                 "CNT {cnt} with {} hashes, GBC {gbc}, FMN {fmn}",
                 hashes.len()
@@ -618,13 +620,13 @@ fn check_session(s: &Session, report: &mut SyslogReport) -> Option<SyslogFinding
             detail,
         })
     };
-    // The signed sequence: blocks 1, 2, ... with consecutive numbers.
+    // The signed sequence: blocks 0, 1, ... with consecutive numbers.
     let mut gbcs: Vec<u64> = s.blocks.keys().copied().collect();
     gbcs.sort_unstable();
     let mut expected: Vec<[u8; 32]> = Vec::new();
     for (i, g) in gbcs.iter().enumerate() {
         let b = &s.blocks[g];
-        let want = i as u64 + 1;
+        let want = i as u64;
         if *g != want {
             let (line, byte) = s
                 .blocks

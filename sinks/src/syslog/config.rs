@@ -79,9 +79,9 @@ pub struct SyslogSignConfig {
     /// Default 10.
     #[serde(default = "sign_every_s")]
     pub every_s: u64,
-    /// PRI and SPRI of the block messages. Default 110.
-    #[serde(default = "sign_spri")]
-    pub spri: u8,
+    /// PRI of the block messages. Default 110.
+    #[serde(default = "sign_pri")]
+    pub pri: u8,
     /// HOSTNAME of the block messages; default this host's name.
     #[serde(default)]
     pub hostname: Option<String>,
@@ -106,8 +106,8 @@ fn sign_every_messages() -> usize {
 fn sign_every_s() -> u64 {
     sign_default().every_ms / 1000
 }
-fn sign_spri() -> u8 {
-    sign_default().spri
+fn sign_pri() -> u8 {
+    sign_default().pri
 }
 fn sign_app_name() -> String {
     sign_default().app_name
@@ -127,7 +127,7 @@ impl SyslogSignConfig {
             rsid_file: self.rsid_file.clone(),
             every_messages: self.every_messages,
             every_ms: self.every_s.saturating_mul(1000),
-            spri: self.spri,
+            pri: self.pri,
             hostname: self.hostname.clone(),
             app_name: self.app_name.clone(),
             cert_every_blocks: self.cert_every_blocks,

@@ -10,16 +10,17 @@
 //!   number (1, 2, ... within the reboot session; one Signature Group,
 //!   `SG="0"`) and its SHA-256 hash is taken over exactly those bytes,
 //!   the whole syslog message from `<` of its PRI to its last octet.
-//!   Signature and Certificate Block messages are not hashed.
+//!   Signature and Certificate Block messages are not hashed. `SPRI` is
+//!   0: one group holds every PRI value.
 //! - A Signature Block carries the hashes of `CNT` (1..=99) consecutive
 //!   messages, the first numbered `FMN`, each base64 (RFC 4648, with
 //!   padding) in `HB`, separated by one space; `GBC` counts the session's
-//!   Signature Blocks from 1. It is sent after `every_messages` messages,
+//!   Signature Blocks from 0 (the first one is 0). It is sent after `every_messages` messages,
 //!   after `every_ms` with messages not yet signed, and when the sink
 //!   drains or closes.
-//! - `SIGN` is the signature over the whole block message (header and
-//!   structured data) as sent, except that the value of `SIGN` is empty
-//!   (`SIGN=""`), base64.
+//! - `SIGN`, the last parameter, is the signature over the whole block
+//!   message (header and structured data) as sent without the ` SIGN="..."`
+//!   parameter (its leading space included), base64.
 //! - A Certificate Block carries the Payload Block `TIMESTAMP SP K SP
 //!   KEY`: the session's start (RFC 5424 TIMESTAMP, UTC), key blob type
 //!   `K` (the public key itself) and the key, the DER SubjectPublicKeyInfo
@@ -90,9 +91,10 @@ pub struct SyslogSignOptions {
     /// Signature Block (checked on the sink's ticks); 0: only
     /// `every_messages`, drain and close. Default 10000.
     pub every_ms: u64,
-    /// PRI of the block messages, also their `SPRI` (0..=191). Default 110
-    /// (facility 13, log audit; severity 6, informational).
-    pub spri: u8,
+    /// PRI of the block messages (0..=191). Default 110 (facility 13,
+    /// log audit; severity 6, informational). Their `SPRI` is 0: one
+    /// Signature Group (`SG="0"`) holds every PRI.
+    pub pri: u8,
     /// HOSTNAME of the block messages; None: this host's name. Give the
     /// one the records carry, so a receiver filing by host keeps the
     /// blocks with them.
@@ -115,7 +117,7 @@ impl SyslogSignOptions {
             rsid_file: rsid_file.into(),
             every_messages: 25,
             every_ms: 10_000,
-            spri: 110,
+            pri: 110,
             hostname: None,
             app_name: "dplog".into(),
             cert_every_blocks: 10,
@@ -127,10 +129,11 @@ impl SyslogSignOptions {
     /// settings make (99 hashes, 10-digit counters); a datagram transport
     /// refuses settings whose blocks would not fit `max_datagram_bytes`.
     pub fn max_block_len(&self) -> usize {
-        // `<PRI>1 TIMESTAMP HOST APP - - ` + the SD element with 10-digit
-        // RSID, GBC, FMN + hashes + an Ed25519 signature (88 base64).
-        let header = 5 + 2 + 27 + 1 + self.host().len() + 1 + self.app_name.len() + 5;
-        let sd = "[ssign VER=\"0129\" RSID=\"9999999999\" SG=\"0\" SPRI=\"191\" \
+        // `<PRI>1 TIMESTAMP HOST APP PROCID - ` + the SD element with
+        // 10-digit RSID, GBC, FMN + hashes + an Ed25519 signature (88
+        // base64).
+        let header = 5 + 2 + 27 + 1 + self.host().len() + 1 + self.app_name.len() + 1 + 10 + 3;
+        let sd = "[ssign VER=\"0129\" RSID=\"9999999999\" SG=\"0\" SPRI=\"0\" \
                   GBC=\"9999999999\" FMN=\"9999999999\" CNT=\"99\" HB=\"\" SIGN=\"\"]"
             .len();
         header + sd + self.every_messages * (HASH_B64 + 1) + 88
@@ -250,7 +253,7 @@ pub(super) struct Signer {
     opts: SyslogSignOptions,
     host: String,
     pub(super) rsid: u64,
-    /// Signature Blocks made so far (the last one's `GBC`).
+    /// `GBC` of the next Signature Block (the session's first is 0).
     gbc: u64,
     /// Message number of the next message hashed.
     next_msg: u64,
@@ -297,11 +300,8 @@ impl Signer {
                 opts.every_messages
             )));
         }
-        if opts.spri > 191 {
-            return Err(invalid(format!(
-                "sign.spri {} is outside 0..=191",
-                opts.spri
-            )));
+        if opts.pri > 191 {
+            return Err(invalid(format!("sign.pri {} is outside 0..=191", opts.pri)));
         }
         if !(1..=4).contains(&opts.copies) {
             return Err(invalid(format!(
@@ -358,18 +358,25 @@ impl Signer {
     }
 
     fn header(&self, out: &mut Vec<u8>) {
-        let _ = write!(out, "<{}>1 ", self.opts.spri);
+        let _ = write!(out, "<{}>1 ", self.opts.pri);
         timestamp(SystemTime::now(), out);
-        let _ = write!(out, " {} {} - - ", self.host, self.opts.app_name);
+        let _ = write!(
+            out,
+            " {} {} {} - ",
+            self.host,
+            self.opts.app_name,
+            std::process::id()
+        );
     }
 
-    /// Appends `SIGN="<signature>"]` to `m`, which ends with `SIGN="`: the
-    /// signature is over `m` followed by `"]`, the message with an empty
-    /// SIGN value.
+    /// Ends the block message `m` (which ends with its last parameter
+    /// before `SIGN`) with ` SIGN="<signature>"]`; the signature is over
+    /// `m` followed by `]`: the message without the SIGN parameter.
     fn sign_into(&self, m: &mut Vec<u8>) {
-        m.extend_from_slice(b"\"]");
+        m.push(b']');
         let sig = self.key.sign(m);
-        m.truncate(m.len() - 2);
+        m.pop();
+        m.extend_from_slice(b" SIGN=\"");
         b64_append(m, &sig.to_bytes());
         m.extend_from_slice(b"\"]");
     }
@@ -388,14 +395,13 @@ impl Signer {
         self.header(&mut m);
         let _ = write!(
             m,
-            "[ssign-cert VER=\"{VER}\" RSID=\"{}\" SG=\"0\" SPRI=\"{}\" TPBL=\"{n}\" INDEX=\"1\" \
+            "[ssign-cert VER=\"{VER}\" RSID=\"{}\" SG=\"0\" SPRI=\"0\" TPBL=\"{n}\" INDEX=\"1\" \
              FLEN=\"{n}\" FRAG=\"",
             self.rsid,
-            self.opts.spri,
             n = payload.len()
         );
         m.extend_from_slice(&payload);
-        m.extend_from_slice(b"\" SIGN=\"");
+        m.push(b'"');
         self.sign_into(&mut m);
         Ok(m)
     }
@@ -435,15 +441,14 @@ impl Signer {
         if self.n == 0 {
             return;
         }
-        self.gbc += 1;
         let fmn = self.next_msg - self.n as u64;
         let mut m = Vec::with_capacity(self.opts.max_block_len());
         self.header(&mut m);
         let _ = write!(
             m,
-            "[ssign VER=\"{VER}\" RSID=\"{}\" SG=\"0\" SPRI=\"{}\" GBC=\"{}\" FMN=\"{fmn}\" \
+            "[ssign VER=\"{VER}\" RSID=\"{}\" SG=\"0\" SPRI=\"0\" GBC=\"{}\" FMN=\"{fmn}\" \
              CNT=\"{}\" HB=\"",
-            self.rsid, self.opts.spri, self.gbc, self.n
+            self.rsid, self.gbc, self.n
         );
         for (i, h) in self.hashes[..self.n].iter().enumerate() {
             if i > 0 {
@@ -451,8 +456,9 @@ impl Signer {
             }
             b64_append(&mut m, h);
         }
-        m.extend_from_slice(b"\" SIGN=\"");
+        m.push(b'"');
         self.sign_into(&mut m);
+        self.gbc += 1;
         self.n = 0;
         self.oldest = None;
         for _ in 1..self.opts.copies {

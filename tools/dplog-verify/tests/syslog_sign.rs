@@ -617,3 +617,89 @@ fn a_bad_key_file_is_refused_with_a_clear_error() {
         "no session taken by a refused sink"
     );
 }
+
+/// `every_ms`: leases that wait for a block get one from the runtime's
+/// ticks, before any count is reached; and a sink used without a
+/// `Logger` (write, then close) signs the rest at its close.
+#[test]
+fn a_block_comes_after_every_ms_and_at_a_direct_close() {
+    let Some(r) = Rsyslog::start() else {
+        return;
+    };
+    let d = tempfile::tempdir().unwrap();
+    let k = keys(d.path(), "t");
+    // 1. Through a Logger: 3 leases, a block made by a tick (25 never
+    //    reached), then 2 more and the stop.
+    let mut o = SyslogSinkOptions::new(r.transports().remove(1).1);
+    o.sign = Some(SyslogSignOptions {
+        every_messages: 25,
+        every_ms: 1,
+        ..SyslogSignOptions::new(&k.key, &k.rsid)
+    });
+    let sink = SyslogSink::new(o).unwrap();
+    let c = sink.counters();
+    let f = FormatSpec {
+        kind: Format::Rfc5424,
+        ..FormatSpec::default()
+    }
+    .formatter(&[Lease::schema()])
+    .unwrap();
+    let logger = Logger::start(LoggerConfig::default(), f, sink).unwrap();
+    let mut p = logger.producer().unwrap();
+    for i in 0..3 {
+        assert!(p.log(lease(i)));
+    }
+    p.flush();
+    let g = SyslogCounters::get;
+    dplog_testkit::wait_until("a block by time", Duration::from_secs(60), || {
+        g(&c.signed_messages) == 3 && g(&c.signature_blocks) >= 1
+    });
+    let by_time = g(&c.signature_blocks);
+    for i in 3..5 {
+        assert!(p.log(lease(i)));
+    }
+    drop(p);
+    logger.shutdown().unwrap();
+    let blocks = g(&c.signature_blocks);
+    assert!(blocks > by_time, "{by_time} then {blocks}");
+    let body = r.wait_lines("tcp", 5 + 1 + blocks as usize);
+    let rep = check(&r.out("tcp"), &k);
+    assert!(rep.finding.is_none(), "{:?}", rep.finding);
+    assert_eq!((rep.verified, rep.blocks), (5, blocks));
+    // The first block came before lease 3 was logged.
+    let ls = lines(&body);
+    let first_sig = ls.iter().position(|(_, l)| is_sig(l)).unwrap();
+    let lease3 = ls
+        .iter()
+        .position(|(_, l)| l.windows(12).any(|w| w == b"leaseSeq=\"3\""))
+        .unwrap();
+    assert!(first_sig < lease3, "{}", String::from_utf8_lossy(&body));
+
+    // 2. Without a Logger: one batch of 3 leases over UDP, then close.
+    let k2 = keys(d.path(), "direct");
+    let mut o = SyslogSinkOptions::new(r.transports().remove(0).1);
+    o.sign = Some(SyslogSignOptions {
+        every_ms: 0,
+        ..SyslogSignOptions::new(&k2.key, &k2.rsid)
+    });
+    let mut sink = SyslogSink::new(o).unwrap();
+    let c = sink.counters();
+    let mut f = FormatSpec {
+        kind: Format::Rfc5424,
+        ..FormatSpec::default()
+    }
+    .formatter(&[Lease::schema()])
+    .unwrap();
+    let mut batch = Vec::new();
+    for i in 10..13 {
+        dplog_core::Formatter::format(&mut f, &lease(i), &mut batch);
+    }
+    dplog_core::Sink::write_batch(&mut sink, &batch).unwrap();
+    assert_eq!(g(&c.signature_blocks), 0, "3 of 25: no block yet");
+    dplog_core::Sink::close(&mut sink).unwrap();
+    assert_eq!((g(&c.signature_blocks), g(&c.certificate_blocks)), (1, 1));
+    r.wait_lines("udp", 5);
+    let rep = check(&r.out("udp"), &k2);
+    assert!(rep.finding.is_none(), "{:?}", rep.finding);
+    assert_eq!((rep.verified, rep.blocks, rep.unsigned), (3, 1, 0));
+}

@@ -41,7 +41,7 @@
 //! [`SyslogLimits::max_line`], a file longer than
 //! [`SyslogLimits::max_bytes`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader};
@@ -146,8 +146,8 @@ pub struct SyslogReport {
 /// Bounds on what the check reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SyslogLimits {
-    /// Longest file, in bytes. Default 4 GiB. Memory is about 100 bytes
-    /// per message line.
+    /// Longest file, in bytes. Default 4 GiB. Memory is about 120 bytes
+    /// per message line (its hash and place, and the signed hash).
     pub max_bytes: u64,
     /// Longest line, in bytes (rsyslog's `maxMessageSize` and its `\n`).
     /// Default 65537.
@@ -658,42 +658,38 @@ fn check_session(s: &Session, report: &mut SyslogReport) -> Option<SyslogFinding
         }
         expected.extend_from_slice(&b.hashes);
     }
-    // Where each signed hash is expected (first message number), and
-    // where each received hash is.
-    let mut want_at: HashMap<[u8; 32], usize> = HashMap::with_capacity(expected.len());
-    for (i, h) in expected.iter().enumerate() {
-        want_at.entry(*h).or_insert(i);
-    }
-    let mut got_at: HashMap<[u8; 32], Vec<usize>> = HashMap::with_capacity(s.msgs.len());
-    for (j, m) in s.msgs.iter().enumerate() {
-        got_at.entry(m.hash).or_default().push(j);
-    }
-    let later_in_file = |h: &[u8; 32], after: usize| {
-        got_at
-            .get(h)
-            .and_then(|v| v.iter().copied().find(|&k| k > after))
-    };
+    // Matched in order; on the first mismatch, one scan each way tells
+    // what happened (nothing is indexed ahead: memory stays the lines and
+    // the signed hashes). The hashes matched so far are put in a set only
+    // once a line repeats one (a resend), and kept up to date from then.
     let (mut i, mut j) = (0usize, 0usize);
     let mut dups = 0u64;
-    let mut matched: std::collections::HashSet<[u8; 32]> = std::collections::HashSet::new();
+    let mut matched: Option<HashSet<[u8; 32]>> = None;
     while i < expected.len() && j < s.msgs.len() {
         let m = &s.msgs[j];
         if m.hash == expected[i] {
-            matched.insert(m.hash);
+            if let Some(set) = matched.as_mut() {
+                set.insert(m.hash);
+            }
             i += 1;
             j += 1;
             continue;
         }
-        if matched.contains(&m.hash) {
+        let set = matched.get_or_insert_with(|| expected[..i].iter().copied().collect());
+        if set.contains(&m.hash) {
             dups += 1;
             j += 1;
             continue;
         }
         let num = i as u64 + 1;
-        let m_signed_as = want_at.get(&m.hash).copied().filter(|&k| k > i);
-        let exp_later = later_in_file(&expected[i], j);
+        // Signed later as message k + 1? Is the expected message further on?
+        let m_signed_as = expected[i + 1..]
+            .iter()
+            .position(|h| *h == m.hash)
+            .map(|p| p + i + 1);
+        let exp_later = s.msgs[j + 1..].iter().any(|l| l.hash == expected[i]);
         return match (m_signed_as, exp_later) {
-            (Some(k), Some(_)) => f(
+            (Some(k), true) => f(
                 SyslogProblem::Reordered,
                 m.line,
                 m.byte,
@@ -703,7 +699,7 @@ fn check_session(s: &Session, report: &mut SyslogReport) -> Option<SyslogFinding
                     k + 1
                 ),
             ),
-            (Some(k), None) => f(
+            (Some(k), false) => f(
                 SyslogProblem::Removed,
                 m.line,
                 m.byte,
@@ -712,7 +708,7 @@ fn check_session(s: &Session, report: &mut SyslogReport) -> Option<SyslogFinding
                     s.rsid, k
                 ),
             ),
-            (None, Some(_)) => f(
+            (None, true) => f(
                 SyslogProblem::Inserted,
                 m.line,
                 m.byte,
@@ -721,7 +717,7 @@ fn check_session(s: &Session, report: &mut SyslogReport) -> Option<SyslogFinding
                     s.rsid
                 ),
             ),
-            (None, None) => f(
+            (None, false) => f(
                 SyslogProblem::Altered,
                 m.line,
                 m.byte,

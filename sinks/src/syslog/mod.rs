@@ -188,7 +188,8 @@ pub struct SyslogCounters {
     /// port unreachable while no receiver listens) before their batch
     /// counted written: reported by the next `send(2)` (ECONNREFUSED) or
     /// by `SO_ERROR` after the batch's last datagram, taken back and sent
-    /// again after the reconnect (each refusal counted once).
+    /// again after the reconnect (each refusal counted once); with `sign`,
+    /// also RFC 5848 block datagrams, kept and sent again the same way.
     pub refused: AtomicU64,
     /// UDP refusals reported by the first `send(2)` of a socket's batch,
     /// whose refused datagram is of a batch already counted written (its

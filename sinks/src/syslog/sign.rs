@@ -586,8 +586,9 @@ impl SyslogSink {
     }
 
     /// Hands the queued block messages to the transport, in order:
-    /// datagrams are sent now (an error keeps the rest queued and is
-    /// returned, retryable); stream frames join the ledger (sent with the
+    /// datagrams are sent now (an error, or a UDP datagram the receiver's
+    /// host refused, keeps it and the rest queued and is returned,
+    /// retryable); stream frames join the ledger (sent with the
     /// next bytes, resent after a lost connection, never counted as
     /// records or written bytes); RELP messages join the window (resent
     /// on a new session), waiting up to `io_timeout_ms` for room.
@@ -618,7 +619,18 @@ impl SyslogSink {
                         _ => return Ok(()),
                     };
                     match r {
-                        Ok(_) => {}
+                        // UDP: a receiver that is down answers with an
+                        // ICMP error the socket holds (on loopback before
+                        // send returns; see `write_dgram`): the block
+                        // stays queued and goes again after the reconnect.
+                        Ok(_) => match self.udp_pending_error() {
+                            Ok(None) => {}
+                            Ok(Some(e)) | Err(e) => {
+                                bump(&self.counters.refused, 1);
+                                self.disconnect();
+                                return Err(SinkError::Retryable(e));
+                            }
+                        },
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                         Err(e) => {
                             if !matches!(e.raw_os_error(), Some(libc::ENOBUFS | libc::EAGAIN)) {

@@ -88,6 +88,11 @@ struct Rsyslog {
 
 impl Rsyslog {
     fn start() -> Option<Rsyslog> {
+        Self::start_on(dplog_testkit::free_udp_port())
+    }
+
+    /// As `start`, its UDP input on port `udp`.
+    fn start_on(udp: u16) -> Option<Rsyslog> {
         if !dplog_testkit::rsyslog::installed() {
             eprintln!(
                 "SKIPPED: {} not installed (run scripts/setup.sh)",
@@ -95,7 +100,6 @@ impl Rsyslog {
             );
             return None;
         }
-        let udp = dplog_testkit::free_udp_port();
         let relp = Path::new(IMRELP)
             .exists()
             .then(dplog_testkit::free_tcp_port);
@@ -702,4 +706,61 @@ fn a_block_comes_after_every_ms_and_at_a_direct_close() {
     let rep = check(&r.out("udp"), &k2);
     assert!(rep.finding.is_none(), "{:?}", rep.finding);
     assert_eq!((rep.verified, rep.blocks, rep.unsigned), (3, 1, 0));
+}
+
+/// A UDP receiver that is down when the sink starts: the Certificate
+/// Block and the first Signature Blocks are refused (ICMP port
+/// unreachable) like the records, kept and sent again once it is up; the
+/// file then verifies whole, each lease and block once.
+#[test]
+fn udp_blocks_refused_while_the_receiver_is_down_are_sent_again() {
+    if !dplog_testkit::rsyslog::installed() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let k = keys(d.path(), "late");
+    let port = dplog_testkit::free_udp_port();
+    let mut o = SyslogSinkOptions::new(SyslogTransport::Udp(SocketAddr::from((
+        [127, 0, 0, 1],
+        port,
+    ))));
+    o.sign = Some(sign_opts(&k, 10));
+    let sink = SyslogSink::new(o).unwrap();
+    let c = sink.counters();
+    let f = FormatSpec {
+        kind: Format::Rfc5424,
+        ..FormatSpec::default()
+    }
+    .formatter(&[Lease::schema()])
+    .unwrap();
+    let cfg = LoggerConfig {
+        ring_capacity: 1024,
+        shutdown_timeout_ms: 60_000,
+        ..LoggerConfig::default()
+    };
+    let logger = Logger::start(cfg, f, sink).unwrap();
+    let mut p = logger.producer().unwrap();
+    for i in 0..30 {
+        assert!(p.log(lease(i)));
+    }
+    p.flush();
+    let g = SyslogCounters::get;
+    dplog_testkit::wait_until("refusals", Duration::from_secs(60), || g(&c.refused) >= 3);
+    let r = Rsyslog::start_on(port).unwrap();
+    dplog_testkit::wait_until("all written", Duration::from_secs(60), || {
+        logger.stats().written_records == 30
+    });
+    drop(p);
+    let st = logger.shutdown().unwrap();
+    assert_eq!(st.written_records, 30, "{st:?}");
+    assert_eq!(g(&c.refused_late), 0);
+    // 30 leases, 3 Signature Blocks, 1 Certificate Block: each once.
+    let body = r.wait_lines("udp", 34);
+    let ls = lines(&body);
+    assert_eq!(ls.len(), 34, "{}", String::from_utf8_lossy(&body));
+    assert!(ls[0].1.windows(12).any(|w| w == b"[ssign-cert "));
+    let rep = check(&r.out("udp"), &k);
+    assert!(rep.finding.is_none(), "{:?}", rep.finding);
+    assert_eq!((rep.verified, rep.blocks, rep.unsigned), (30, 3, 0));
+    assert!(rep.notes.is_empty(), "{:?}", rep.notes);
 }

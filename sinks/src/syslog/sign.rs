@@ -72,6 +72,42 @@ const HASH_B64: usize = 44;
 
 /// RFC 5848 signing settings of a syslog sink
 /// ([`SyslogSinkOptions::sign`](super::SyslogSinkOptions::sign)).
+///
+/// # Examples
+///
+/// A sink that signs what it sends to a UDP receiver (here a socket of
+/// the example's own); the receiver's file is checked with
+/// `dplog-verify --syslog` ([`crate::verify_syslog`]).
+///
+/// ```
+/// use dplog_core::Sink;
+/// use dplog_sinks::syslog::SyslogSignOptions;
+/// use dplog_sinks::{seal, SyslogSink, SyslogSinkOptions, SyslogTransport};
+///
+/// let dir = tempfile::tempdir()?;
+/// let (key, public) = (dir.path().join("sign.key"), dir.path().join("sign.pub"));
+/// seal::generate_key_pair(&key, &public)?; // as `dplog-verify keygen` does
+/// let receiver = std::net::UdpSocket::bind("127.0.0.1:0")?;
+///
+/// let mut opts = SyslogSinkOptions::new(SyslogTransport::Udp(receiver.local_addr()?));
+/// opts.sign = Some(SyslogSignOptions::new(&key, dir.path().join("sign.rsid")));
+/// let mut sink = SyslogSink::new(opts)?;
+/// let record = "<134>1 2026-12-07T04:20:00Z gw1 doors 7 - - door 4 opened";
+/// sink.write_batch(format!("{record}\n").as_bytes()).unwrap();
+/// sink.close().unwrap(); // signs what is not signed yet
+///
+/// // The Certificate Block (session 1), the record, its Signature Block.
+/// let mut got = Vec::new();
+/// let mut buf = [0u8; 2048];
+/// for _ in 0..3 {
+///     let n = receiver.recv(&mut buf)?;
+///     got.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+/// }
+/// assert!(got[0].contains("[ssign-cert VER=\"0129\" RSID=\"1\""));
+/// assert_eq!(got[1], record);
+/// assert!(got[2].contains("[ssign VER=\"0129\" RSID=\"1\" SG=\"0\" SPRI=\"0\" GBC=\"0\" FMN=\"1\" CNT=\"1\""));
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SyslogSignOptions {
     /// The Ed25519 private key (PKCS#8 PEM, mode 0600 or 0400; made by

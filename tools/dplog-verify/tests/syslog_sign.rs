@@ -507,7 +507,30 @@ fn manipulations_of_the_received_file_are_found_at_their_line_and_byte() {
     assert_eq!(bin(&p, &rx.k, &[]).0, 0);
     assert_eq!(bin(&p, &rx.k, &["--strict"]).0, 3);
 
-    // 8. A malformed block: an error naming its line, exit 1, no panic.
+    // 8. Another host's message in the same file: inserted, unless
+    //    --host names the signer's HOSTNAME (the records' and the
+    //    blocks', this host's name by default).
+    let host = String::from_utf8_lossy(&orig[0].1)
+        .split(' ')
+        .nth(2)
+        .unwrap()
+        .to_string();
+    let i = rx.lease_line(70);
+    let mut ls = orig.clone();
+    ls.insert(
+        i,
+        (
+            0,
+            b"<13>1 2026-12-07T04:20:00Z printer-3 lpd 99 - - paper jam\n".to_vec(),
+        ),
+    );
+    let (p, rep) = rx.check("other_host.log", &ls);
+    assert_found(&rep, SyslogProblem::Inserted, i, orig[i].0);
+    let (code, out, err) = bin(&p, &rx.k, &["--host", &host, "--strict"]);
+    assert_eq!(code, 0, "{out} {err}");
+    assert!(out.contains("verified 100 message(s)"), "{out}");
+
+    // 9. A malformed block: an error naming its line, exit 1, no panic.
     let mut ls = orig.clone();
     let j = sigs[2];
     let s = String::from_utf8(ls[j].1.clone()).unwrap();

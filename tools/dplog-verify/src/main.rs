@@ -85,7 +85,7 @@ struct Args {
     anchors: Vec<PathBuf>,
     /// FILE is a syslog receiver's file (one message a line, as
     /// received) to check against the RFC 5848 Signature Blocks in it.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["only", "anchors"])]
     syslog: bool,
     /// With --syslog: check only lines with this HOSTNAME.
     #[arg(long, value_name = "NAME", requires = "syslog")]

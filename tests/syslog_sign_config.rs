@@ -121,7 +121,7 @@ fn a_signing_syslog_sink_from_the_config_sends_blocks_that_verify() {
     );
     assert_eq!(text.matches("[ssign VER=\"0129\" RSID=\"1\"").count(), 3);
     assert!(
-        text.contains(" GBC=\"2\" FMN=\"9\" CNT=\"2\" HB=\""),
+        text.contains(" GBC=\"3\" FMN=\"9\" CNT=\"2\" HB=\""),
         "{text}"
     );
     let received = dir.path().join("received.log");

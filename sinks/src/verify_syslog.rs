@@ -25,9 +25,10 @@
 //!   carries the key that made it, [`SyslogProblem::BadSignature`]
 //!   otherwise (an altered block); a Certificate Block with a key not
 //!   given: `OtherKey`;
-//! - a Signature Block missing from the session's sequence (`GBC`):
-//!   [`SyslogProblem::BlockRemoved`]; two different blocks with one
-//!   `GBC`: [`SyslogProblem::BlockConflict`]; a session whose RSID does
+//! - a Signature Block missing from the session's sequence (the next
+//!   one's `FMN` skips message numbers): [`SyslogProblem::BlockRemoved`];
+//!   two different blocks with one `GBC`, or blocks whose messages
+//!   overlap: [`SyslogProblem::BlockConflict`]; a session whose RSID does
 //!   not increase: [`SyslogProblem::SessionOrder`].
 //!
 //! Notes (not tampering, but not proven): messages after a session's last
@@ -73,9 +74,11 @@ pub enum SyslogProblem {
     OtherKey,
     /// A block's signature does not verify (the block was altered).
     BadSignature,
-    /// A Signature Block of the session's sequence (`GBC`) is missing.
+    /// A Signature Block of the session's sequence is missing: the next
+    /// one starts after messages no block present signs.
     BlockRemoved,
-    /// Two different Signature Blocks carry one `GBC`.
+    /// Two different Signature Blocks carry one `GBC`, or two sign the
+    /// same message numbers.
     BlockConflict,
     /// A session's RSID does not increase over the one before it.
     SessionOrder,
@@ -620,39 +623,42 @@ fn check_session(s: &Session, report: &mut SyslogReport) -> Option<SyslogFinding
             detail,
         })
     };
-    // The signed sequence: blocks 0, 1, ... with consecutive numbers.
+    // The signed sequence: the Signature Blocks in GBC order, each
+    // starting at the message after the last one's (one Signature Group:
+    // message numbers are consecutive). GBC also counts Certificate
+    // Blocks, which carry none, so gaps in it are normal; a gap in the
+    // message numbers is a block that is not there.
     let mut gbcs: Vec<u64> = s.blocks.keys().copied().collect();
     gbcs.sort_unstable();
     let mut expected: Vec<[u8; 32]> = Vec::new();
-    for (i, g) in gbcs.iter().enumerate() {
+    for g in &gbcs {
         let b = &s.blocks[g];
-        let want = i as u64;
-        if *g != want {
-            let (line, byte) = s
-                .blocks
-                .get(g)
-                .map_or((s.line, s.byte), |b| (b.line, b.byte));
+        let want = expected.len() as u64 + 1;
+        if b.fmn > want {
             return f(
                 SyslogProblem::BlockRemoved,
-                line,
-                byte,
+                b.line,
+                b.byte,
                 format!(
-                    "session {}: Signature Block {want} is missing (the next one is {g}); the \
-                     messages it signed cannot be checked",
-                    s.rsid
+                    "session {}: Signature Block {g} starts at message {}; messages {want}..={} \
+                     are in no Signature Block of the file (one was removed)",
+                    s.rsid,
+                    b.fmn,
+                    b.fmn - 1
                 ),
             );
         }
-        if b.fmn != expected.len() as u64 + 1 {
+        if b.fmn < want {
             return f(
                 SyslogProblem::BlockConflict,
                 b.line,
                 b.byte,
                 format!(
-                    "session {}: Signature Block {g} starts at message {}, not {}",
+                    "session {}: Signature Block {g} starts at message {}, signed already by \
+                     the block before it (up to {})",
                     s.rsid,
                     b.fmn,
-                    expected.len() + 1
+                    want - 1
                 ),
             );
         }

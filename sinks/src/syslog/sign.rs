@@ -14,8 +14,9 @@
 //!   0: one group holds every PRI value.
 //! - A Signature Block carries the hashes of `CNT` (1..=99) consecutive
 //!   messages, the first numbered `FMN`, each base64 (RFC 4648, with
-//!   padding) in `HB`, separated by one space; `GBC` counts the session's
-//!   Signature Blocks from 0 (the first one is 0). It is sent after `every_messages` messages,
+//!   padding) in `HB`, separated by one space; `GBC`, the global block
+//!   counter, counts every block sent in the session, Certificate and
+//!   Signature Blocks, from 0 (a block's copies are one block). It is sent after `every_messages` messages,
 //!   after `every_ms` with messages not yet signed, and when the sink
 //!   drains or closes.
 //! - `SIGN`, the last parameter, is the signature over the whole block
@@ -105,7 +106,7 @@ const HASH_B64: usize = 44;
 /// }
 /// assert!(got[0].contains("[ssign-cert VER=\"0129\" RSID=\"1\""));
 /// assert_eq!(got[1], record);
-/// assert!(got[2].contains("[ssign VER=\"0129\" RSID=\"1\" SG=\"0\" SPRI=\"0\" GBC=\"0\" FMN=\"1\" CNT=\"1\""));
+/// assert!(got[2].contains("[ssign VER=\"0129\" RSID=\"1\" SG=\"0\" SPRI=\"0\" GBC=\"1\" FMN=\"1\" CNT=\"1\""));
 /// # Ok::<(), std::io::Error>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -289,7 +290,8 @@ pub(super) struct Signer {
     opts: SyslogSignOptions,
     host: String,
     pub(super) rsid: u64,
-    /// `GBC` of the next Signature Block (the session's first is 0).
+    /// Blocks queued in this session, Certificate and Signature Blocks:
+    /// the next Signature Block's `GBC`.
     gbc: u64,
     /// Message number of the next message hashed.
     next_msg: u64,
@@ -390,6 +392,7 @@ impl Signer {
         };
         s.cert = s.cert_block()?;
         s.pending.push_back((true, s.cert.clone()));
+        s.gbc += 1;
         Ok(s)
     }
 
@@ -505,6 +508,7 @@ impl Signer {
         if self.opts.cert_every_blocks > 0 && self.since_cert >= self.opts.cert_every_blocks {
             self.since_cert = 0;
             self.pending.push_back((true, self.cert.clone()));
+            self.gbc += 1;
         }
     }
 

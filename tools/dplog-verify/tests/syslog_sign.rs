@@ -462,7 +462,7 @@ fn manipulations_of_the_received_file_are_found_at_their_line_and_byte() {
 
     // 5. A Signature Block removed, with its leases (an attacker who
     //    removes ten records and the block that signs them): the next
-    //    block's GBC shows it.
+    //    block's FMN shows it.
     let sigs: Vec<usize> = (0..orig.len()).filter(|&j| is_sig(&orig[j].1)).collect();
     assert_eq!(sigs.len(), 10);
     let mut ls = orig.clone();

@@ -210,7 +210,8 @@ pub struct SyslogCounters {
     pub replayed_bytes: AtomicU64,
     /// Stream frames the receiver took: over TCP acknowledged by its TCP
     /// (`SIOCOUTQ`), over a unix stream written to its socket. Their
-    /// records are the ones counted written.
+    /// records are the ones counted written (with `sign`, the block
+    /// frames are counted here too, as frames, never as records).
     pub acked_frames: AtomicU64,
     /// Stream frames framed and not yet acknowledged (sent, or waiting to
     /// be sent or resent), now: a gauge, not a count. After the logger's
@@ -225,7 +226,8 @@ pub struct SyslogCounters {
     /// broken connection whose frames are resent on the next, one carrying
     /// frames given up on, or one closed with frames still unacknowledged.
     pub resets: AtomicU64,
-    /// RELP messages the receiver acknowledged (`rsp 200`).
+    /// RELP messages the receiver acknowledged (`rsp 200`; with `sign`,
+    /// block messages included).
     pub relp_acked: AtomicU64,
     /// RELP messages sent again on a new session because the old one
     /// broke before their acknowledgement.

@@ -438,15 +438,20 @@ pub fn verify_syslog_file(
         };
         let (v, sign_at) = fields(msg, sd, id, names).map_err(bad)?;
         if v[0] != VER {
-            return Err(bad(format!(
-                "VER={:?}: this verifier checks {VER:?} (SHA-256, Ed25519) only{}",
-                v[0],
-                if v[0].ends_with('1') {
-                    "; signature scheme 1 (OpenPGP DSA) is not implemented"
-                } else {
-                    ""
-                }
-            )));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{} line {line}: an RFC 5848 block with VER={:?}, which this verifier does \
+                     not check: it checks {VER:?} (SHA-256, Ed25519) only{}",
+                    path.display(),
+                    v[0],
+                    if v[0].ends_with('1') {
+                        "; signature scheme 1 (OpenPGP DSA) is not implemented"
+                    } else {
+                        ""
+                    }
+                ),
+            ));
         }
         let rsid = num("RSID", v[1], 10).map_err(bad)?;
         num("SG", v[2], 1).map_err(bad)?;

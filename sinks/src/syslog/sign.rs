@@ -38,7 +38,8 @@
 //!   signature scheme `9`, Ed25519 (RFC 8032). RFC 5848 defines only
 //!   scheme `1` (OpenPGP DSA); scheme `9` is dplog's extension, checked
 //!   by `dplog-verify --syslog`, not by receivers that implement only
-//!   DSA. The keys are the seal's (`dplog-verify keygen`).
+//!   DSA (which FIPS 186-5 no longer approves for new signatures; it
+//!   approves EdDSA). The keys are the seal's (`dplog-verify keygen`).
 //! - `copies` sends each Signature Block that many times in a row
 //!   (RFC 5848 section 8: redundancy against datagram loss); a verifier
 //!   takes identical copies (same `GBC`) once.

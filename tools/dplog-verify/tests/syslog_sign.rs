@@ -550,6 +550,24 @@ fn manipulations_of_the_received_file_are_found_at_their_line_and_byte() {
     );
     let (code, _, err) = bin(&p, &rx.k, &[]);
     assert_eq!(code, 1, "{err}");
+    // A DSA block (RFC 5848's scheme 1): refused, not passed unchecked.
+    let mut ls = orig.clone();
+    let s = String::from_utf8(ls[j].1.clone()).unwrap();
+    ls[j].1 = s.replacen("VER=\"0129\"", "VER=\"0111\"", 1).into_bytes();
+    std::fs::write(
+        &p,
+        ls.iter().flat_map(|(_, l)| l.clone()).collect::<Vec<u8>>(),
+    )
+    .unwrap();
+    let (code, _, err) = bin(&p, &rx.k, &[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "line {}: an RFC 5848 block with VER=\"0111\"",
+            j + 1
+        )) && err.contains("OpenPGP DSA) is not implemented"),
+        "{err}"
+    );
     // A line above --max-line: an error too.
     let (code, _, err) = bin(&rx.dir.join("orig.log"), &rx.k, &["--max-line", "100"]);
     assert_eq!(code, 1, "{err}");

@@ -22,7 +22,9 @@ cd "$(dirname "$0")/.."
 #   clickhouse-server, clickhouse-client  ClickHouse sink tests (sinks/tests/clickhouse.rs,
 #                           tests/clickhouse.rs): each starts its own 18.16 server on 127.0.0.1
 #   openssl                 dplog-verify's test that seal keys made by `openssl genpkey` are taken
-packages=(pkg-config gcc g++ make valgrind libdpdk-dev libpcap-dev zlib1g-dev libssl-dev rsyslog rsyslog-relp nfdump strace curl clickhouse-server clickhouse-client openssl)
+#   python3-cryptography    the syslog verifier's test that RFC 5848's own example blocks (DSA)
+#                           verify over the bytes it takes as signed (sinks/src/verify_syslog.rs)
+packages=(pkg-config gcc g++ make valgrind libdpdk-dev libpcap-dev zlib1g-dev libssl-dev rsyslog rsyslog-relp nfdump strace curl clickhouse-server clickhouse-client openssl python3-cryptography)
 recommended=(tshark)
 
 missing=()

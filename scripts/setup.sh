@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 #   libdpdk-dev             DPDK 22.11: dpdk-sys, `dpdk` features, examples/c DPDK example
 #   libpcap-dev             DPDK's net_pcap vdev in the reference-nat tests
 #   zlib1g-dev, libssl-dev  the Kafka sink: zlib and OpenSSL for the bundled librdkafka (linked statically)
-#   rsyslog                 syslog sink tests (each test starts its own rsyslogd on 127.0.0.1)
+#   rsyslog                 syslog sink tests and dplog-verify's anchor and RFC 5848 tests (each starts its own rsyslogd on 127.0.0.1)
 #   rsyslog-relp            rsyslog's imrelp, the receiver of the syslog sink's RELP tests
 #   nfdump                  IPFIX checked by nfcapd/nfdump (the test starts its own nfcapd)
 #   tshark                  IPFIX checked by Wireshark's dissector
@@ -22,7 +22,9 @@ cd "$(dirname "$0")/.."
 #   clickhouse-server, clickhouse-client  ClickHouse sink tests (sinks/tests/clickhouse.rs,
 #                           tests/clickhouse.rs): each starts its own 18.16 server on 127.0.0.1
 #   openssl                 dplog-verify's test that seal keys made by `openssl genpkey` are taken
-packages=(pkg-config gcc g++ make valgrind libdpdk-dev libpcap-dev zlib1g-dev libssl-dev rsyslog rsyslog-relp nfdump strace curl clickhouse-server clickhouse-client openssl)
+#   python3-cryptography    the syslog verifier's test that RFC 5848's own example blocks (DSA)
+#                           verify over the bytes it takes as signed (sinks/src/verify_syslog.rs)
+packages=(pkg-config gcc g++ make valgrind libdpdk-dev libpcap-dev zlib1g-dev libssl-dev rsyslog rsyslog-relp nfdump strace curl clickhouse-server clickhouse-client openssl python3-cryptography)
 recommended=(tshark)
 
 missing=()

@@ -53,6 +53,7 @@ mod settings;
 pub mod syslog;
 mod tcp;
 pub mod verify;
+pub mod verify_syslog;
 
 pub use archive::{ArchiveCounters, ArchiveReader, ArchiveSink, ArchiveSinkOptions};
 pub use clickhouse::{ClickHouseCounters, ClickHouseOptions, ClickHouseSink};

@@ -49,6 +49,91 @@ pub struct SyslogSinkConfig {
     pub relp_window: usize,
     /// `fanout` (default) or `failover`.
     pub role: SinkRole,
+    /// RFC 5848 Signature Blocks with the records (`[sink.sign]`); see
+    /// [`SyslogSignConfig`]. Needs `format = "rfc5424"`.
+    pub sign: Option<SyslogSignConfig>,
+}
+
+/// `[sink.sign]` of a syslog sink: RFC 5848 Signature and Certificate
+/// Blocks sent with the records; see
+/// [`SyslogSignOptions`](super::SyslogSignOptions) for each setting.
+///
+/// ```toml
+/// [sink.sign]
+/// key_file = "/etc/dplog/syslog-sign.key"   # 0600, dplog-verify keygen
+/// rsid_file = "/var/lib/dplog/syslog.rsid"
+/// every_messages = 25
+/// every_s = 10
+/// ```
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SyslogSignConfig {
+    /// Ed25519 private key, PKCS#8 PEM, mode 0600 or 0400.
+    pub key_file: PathBuf,
+    /// Reboot session ID state file (created when missing).
+    pub rsid_file: PathBuf,
+    /// Messages per Signature Block (1..=99). Default 25.
+    #[serde(default = "sign_every_messages")]
+    pub every_messages: usize,
+    /// Longest wait of a message for its block, in seconds (0: none).
+    /// Default 10.
+    #[serde(default = "sign_every_s")]
+    pub every_s: u64,
+    /// PRI of the block messages. Default 110.
+    #[serde(default = "sign_pri")]
+    pub pri: u8,
+    /// HOSTNAME of the block messages; default this host's name.
+    #[serde(default)]
+    pub hostname: Option<String>,
+    /// APP-NAME of the block messages. Default `dplog`.
+    #[serde(default = "sign_app_name")]
+    pub app_name: String,
+    /// Certificate Block resent after this many Signature Blocks. Default
+    /// 10.
+    #[serde(default = "sign_cert_every_blocks")]
+    pub cert_every_blocks: u32,
+    /// Copies of each Signature Block (1..=4). Default 1.
+    #[serde(default = "sign_copies")]
+    pub copies: u8,
+}
+
+fn sign_default() -> super::SyslogSignOptions {
+    super::SyslogSignOptions::new("", "")
+}
+fn sign_every_messages() -> usize {
+    sign_default().every_messages
+}
+fn sign_every_s() -> u64 {
+    sign_default().every_ms / 1000
+}
+fn sign_pri() -> u8 {
+    sign_default().pri
+}
+fn sign_app_name() -> String {
+    sign_default().app_name
+}
+fn sign_cert_every_blocks() -> u32 {
+    sign_default().cert_every_blocks
+}
+fn sign_copies() -> u8 {
+    sign_default().copies
+}
+
+impl SyslogSignConfig {
+    /// The sink's signing options.
+    pub fn options(&self) -> super::SyslogSignOptions {
+        super::SyslogSignOptions {
+            key_file: self.key_file.clone(),
+            rsid_file: self.rsid_file.clone(),
+            every_messages: self.every_messages,
+            every_ms: self.every_s.saturating_mul(1000),
+            pri: self.pri,
+            hostname: self.hostname.clone(),
+            app_name: self.app_name.clone(),
+            cert_every_blocks: self.cert_every_blocks,
+            copies: self.copies,
+        }
+    }
 }
 
 impl Default for SyslogSinkConfig {
@@ -63,6 +148,7 @@ impl Default for SyslogSinkConfig {
             io_timeout_ms: d.io_timeout_ms,
             relp_window: d.relp_window,
             role: SinkRole::Fanout,
+            sign: None,
         }
     }
 }
@@ -96,6 +182,7 @@ impl SyslogSinkConfig {
             reconnect_max_ms: self.reconnect_max_ms,
             io_timeout_ms: self.io_timeout_ms,
             relp_window: self.relp_window,
+            sign: self.sign.as_ref().map(SyslogSignConfig::options),
         })
     }
 }
@@ -108,6 +195,15 @@ impl SinkSettings for SyslogSinkConfig {
     fn check(&self, format: &str) -> Result<(), SettingsError> {
         if let Some(e) = lines_only("syslog", format) {
             return Err(e);
+        }
+        if self.sign.is_some() && format != "rfc5424" {
+            return Err(SettingsError::new(
+                "sign",
+                format!(
+                    "sign: RFC 5848 signature blocks are RFC 5424 messages, and a verifier \
+                     reads the records as such; use [format] type = \"rfc5424\", not {format:?}"
+                ),
+            ));
         }
         use SyslogTransportName::{Relp, Tcp, Udp};
         let a = &self.address;

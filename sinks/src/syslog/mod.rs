@@ -81,14 +81,17 @@
 #[cfg(feature = "config")]
 pub mod config;
 #[cfg(feature = "config")]
-pub use config::{SyslogSinkConfig, SyslogTransportName};
+pub use config::{SyslogSignConfig, SyslogSinkConfig, SyslogTransportName};
 
 mod dgram;
 mod relp;
+pub mod sign;
 mod stream;
 
+pub use sign::SyslogSignOptions;
+
 use dgram::DgramResume;
-use relp::Relp;
+use relp::{Relp, RelpMsg};
 use stream::Stream;
 
 use std::collections::VecDeque;
@@ -150,6 +153,9 @@ pub struct SyslogSinkOptions {
     /// RELP: messages sent and not yet acknowledged, at most (1..=65536).
     /// Default 128.
     pub relp_window: usize,
+    /// RFC 5848 Signature and Certificate Blocks sent with the records
+    /// (see [`sign`]); None (default): nothing is signed.
+    pub sign: Option<SyslogSignOptions>,
 }
 
 impl SyslogSinkOptions {
@@ -162,6 +168,7 @@ impl SyslogSinkOptions {
             reconnect_max_ms: 2000,
             io_timeout_ms: 1000,
             relp_window: 128,
+            sign: None,
         }
     }
 }
@@ -181,7 +188,8 @@ pub struct SyslogCounters {
     /// port unreachable while no receiver listens) before their batch
     /// counted written: reported by the next `send(2)` (ECONNREFUSED) or
     /// by `SO_ERROR` after the batch's last datagram, taken back and sent
-    /// again after the reconnect (each refusal counted once).
+    /// again after the reconnect (each refusal counted once); with `sign`,
+    /// also RFC 5848 block datagrams, kept and sent again the same way.
     pub refused: AtomicU64,
     /// UDP refusals reported by the first `send(2)` of a socket's batch,
     /// whose refused datagram is of a batch already counted written (its
@@ -202,7 +210,8 @@ pub struct SyslogCounters {
     pub replayed_bytes: AtomicU64,
     /// Stream frames the receiver took: over TCP acknowledged by its TCP
     /// (`SIOCOUTQ`), over a unix stream written to its socket. Their
-    /// records are the ones counted written.
+    /// records are the ones counted written (with `sign`, the block
+    /// frames are counted here too, as frames, never as records).
     pub acked_frames: AtomicU64,
     /// Stream frames framed and not yet acknowledged (sent, or waiting to
     /// be sent or resent), now: a gauge, not a count. After the logger's
@@ -217,7 +226,8 @@ pub struct SyslogCounters {
     /// broken connection whose frames are resent on the next, one carrying
     /// frames given up on, or one closed with frames still unacknowledged.
     pub resets: AtomicU64,
-    /// RELP messages the receiver acknowledged (`rsp 200`).
+    /// RELP messages the receiver acknowledged (`rsp 200`; with `sign`,
+    /// block messages included).
     pub relp_acked: AtomicU64,
     /// RELP messages sent again on a new session because the old one
     /// broke before their acknowledgement.
@@ -227,6 +237,13 @@ pub struct SyslogCounters {
     pub relp_refused: AtomicU64,
     /// RELP sessions the receiver refused at `open`.
     pub relp_open_failures: AtomicU64,
+    /// RFC 5848 (`sign`): messages hashed for a Signature Block.
+    pub signed_messages: AtomicU64,
+    /// RFC 5848: Signature Block messages handed to the transport (each
+    /// copy counted).
+    pub signature_blocks: AtomicU64,
+    /// RFC 5848: Certificate Block messages handed to the transport.
+    pub certificate_blocks: AtomicU64,
 }
 
 impl dplog_core::SinkCounters for SyslogCounters {
@@ -251,6 +268,9 @@ impl dplog_core::SinkCounters for SyslogCounters {
                 ("relp_resent", &self.relp_resent),
                 ("relp_refused", &self.relp_refused),
                 ("relp_open_failures", &self.relp_open_failures),
+                ("signed_messages", &self.signed_messages),
+                ("signature_blocks", &self.signature_blocks),
+                ("certificate_blocks", &self.certificate_blocks),
             ],
         )
     }
@@ -318,6 +338,8 @@ pub struct SyslogSink {
     /// are `Pending` and land here; the others are `Delivered`.
     dgram_backlog: Progress,
     relp: Relp,
+    /// RFC 5848 signing state (`opts.sign`).
+    sign: Option<sign::Signer>,
 }
 
 impl std::fmt::Debug for SyslogSink {
@@ -364,7 +386,11 @@ impl SyslogSink {
     ///
     /// Errors: `InvalidInput` for `max_datagram_bytes` of 0 or above
     /// 65507, a zero backoff or timeout, or `relp_window` outside
-    /// 1..=65536.
+    /// 1..=65536. With `sign`: a key file that is missing, unreadable,
+    /// readable by others (not 0600/0400) or not an Ed25519 PKCS#8 PEM
+    /// key; an `rsid_file` that cannot be read or written; settings out
+    /// of range, or Signature Blocks larger than `max_datagram_bytes`
+    /// over a datagram transport (see [`SyslogSignOptions`]).
     pub fn new(opts: SyslogSinkOptions) -> io::Result<Self> {
         if opts.max_datagram_bytes == 0 || opts.max_datagram_bytes > 65_507 {
             return Err(io::Error::new(
@@ -387,7 +413,21 @@ impl SyslogSink {
                 format!("relp_window {} is outside 1..=65536", opts.relp_window),
             ));
         }
+        let signer = match &opts.sign {
+            Some(so) => {
+                let dgram = matches!(
+                    opts.transport,
+                    SyslogTransport::Udp(_) | SyslogTransport::UnixDatagram(_)
+                );
+                Some(sign::Signer::open(
+                    so,
+                    dgram.then_some(opts.max_datagram_bytes),
+                )?)
+            }
+            None => None,
+        };
         let mut s = Self {
+            sign: signer,
             backoff: Duration::from_millis(opts.reconnect_min_ms),
             opts,
             conn: None,
@@ -552,7 +592,8 @@ impl Sink for SyslogSink {
         }
         self.ensure_connected()?;
         let fp = crate::accounting::fingerprint(batch);
-        match self.opts.transport {
+        self.sign_before(batch, fp)?;
+        let r = match self.opts.transport {
             SyslogTransport::Tcp(_) | SyslogTransport::UnixStream(_) => {
                 self.write_stream(batch, reports, fp)
             }
@@ -560,7 +601,11 @@ impl Sink for SyslogSink {
                 self.write_dgram(batch, reports, fp)
             }
             SyslogTransport::Relp(_) => self.write_relp(batch, reports, fp),
+        };
+        if r.is_ok() {
+            self.sign_after(true);
         }
+        r
     }
 
     fn flush(&mut self) -> Result<(), SinkError> {
@@ -568,10 +613,11 @@ impl Sink for SyslogSink {
         Ok(())
     }
 
-    fn tick(&mut self, _now: Instant) -> Result<(), SinkError> {
+    fn tick(&mut self, now: Instant) -> Result<(), SinkError> {
         if self.closed {
             return Ok(());
         }
+        self.sign_tick(now);
         if self.peer_closed() {
             self.disconnect();
         }
@@ -616,6 +662,7 @@ impl Sink for SyslogSink {
         if self.closed {
             return Ok(());
         }
+        self.sign_finish();
         match self.opts.transport {
             SyslogTransport::Relp(_) => self.relp_drain(deadline),
             SyslogTransport::Tcp(_) | SyslogTransport::UnixStream(_) => self.stream_drain(deadline),
@@ -627,6 +674,7 @@ impl Sink for SyslogSink {
     /// Streams: its frames still unacknowledged leave the ledger (a
     /// connection carrying some of them is reset, see `kept_of_refused`).
     fn abandon(&mut self) {
+        self.sign_after(false);
         match self.opts.transport {
             SyslogTransport::Relp(_) => self.relp_abandon_batch(),
             SyslogTransport::Tcp(_) | SyslogTransport::UnixStream(_)
@@ -662,6 +710,7 @@ impl Sink for SyslogSink {
     /// sent yet, a refused datagram waiting to be sent again, lines too
     /// large) is dropped and never sent.
     fn kept_of_refused(&mut self, batch: &[u8], reports: &[Range<usize>]) -> Kept {
+        self.sign_after(false);
         match self.opts.transport {
             SyslogTransport::Relp(_) => self.relp_kept(batch),
             SyslogTransport::Tcp(_) | SyslogTransport::UnixStream(_) => match self.st.resume {
@@ -685,6 +734,11 @@ impl Sink for SyslogSink {
     fn close(&mut self) -> Result<(), SinkError> {
         if self.closed {
             return Ok(());
+        }
+        if self.sign_pending() {
+            // The last Signature Block, waited for like the records (a
+            // runtime's stop drained already; a direct close did not).
+            let _ = self.drain(Instant::now() + Duration::from_millis(self.opts.io_timeout_ms));
         }
         self.closed = true;
         if matches!(self.conn, Some(Conn::Tcp(_) | Conn::UnixStream(_))) {

@@ -10,6 +10,9 @@ pub(super) struct RelpMsg {
     pub(super) msg: Vec<u8>,
     /// A record (false: an in-band drop report, not counted as a record).
     pub(super) record: bool,
+    /// An RFC 5848 block message (`sign`): neither a record nor bytes of
+    /// a batch.
+    pub(super) control: bool,
     /// Sequence number of the batch it belongs to (see `Relp::batch`).
     pub(super) batch: u64,
     /// Byte offset of its line in that batch.
@@ -281,7 +284,11 @@ impl SyslogSink {
         }
         let p = Progress {
             delivered_records: u64::from(ok && m.record),
-            delivered_bytes: if ok { m.msg.len() as u64 + 1 } else { 0 },
+            delivered_bytes: if ok && !m.control {
+                m.msg.len() as u64 + 1
+            } else {
+                0
+            },
             failed_records: u64::from(!ok && m.record),
         };
         if m.batch == self.relp.batch {
@@ -464,6 +471,7 @@ impl SyslogSink {
             self.relp.window.push_back(RelpMsg {
                 msg: batch[at..end].to_vec(),
                 record,
+                control: false,
                 batch: self.relp.batch,
                 offset: at,
                 txnr,

@@ -34,6 +34,18 @@
 //! the stolen key, a tail cut off after an anchored signature, and files
 //! removed from the end of a set.
 //!
+//! `--syslog` checks instead a syslog receiver's file (one message a
+//! line, as received: rsyslog's `%rawmsg%`) against the RFC 5848
+//! Signature Blocks a syslog sink with `sign = { ... }` sent with its
+//! records: every message against the signed hashes, in order, per
+//! reboot session; the first message removed, altered, inserted or
+//! reordered, a block altered or signed by another key, a Signature
+//! Block removed, is named by line and byte offset (exit 3). Messages
+//! after the last Signature Block are a note. `--host` checks only the
+//! lines of one HOSTNAME; `--max-bytes` and `--max-line` bound what is
+//! read (a larger file or line is an error, exit 1, as is a malformed
+//! block, named by its line).
+//!
 //! `dplog-verify keygen --out PREFIX` writes a new Ed25519 key pair:
 //! `PREFIX.key` (private, PKCS#8 PEM, mode 0600, for the sink's
 //! `seal.key_file`) and `PREFIX.pub` (public, PEM, for verifiers).
@@ -42,7 +54,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use dplog_sinks::{seal, verify};
+use dplog_sinks::{seal, verify, verify_syslog};
 
 /// Checks sealed dplog output files, or makes a seal key pair.
 #[derive(Parser, Debug)]
@@ -71,7 +83,26 @@ struct Args {
     /// head of the checked log must match its chain.
     #[arg(long = "anchors", value_name = "FILE")]
     anchors: Vec<PathBuf>,
-    /// Output files to check (their seals are FILE.seal).
+    /// FILE is a syslog receiver's file (one message a line, as
+    /// received) to check against the RFC 5848 Signature Blocks in it.
+    #[arg(long, conflicts_with_all = ["only", "anchors"])]
+    syslog: bool,
+    /// With --syslog: check only lines with this HOSTNAME.
+    #[arg(long, value_name = "NAME", requires = "syslog")]
+    host: Option<String>,
+    /// With --syslog: the largest file read, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 4 << 30, requires = "syslog")]
+    max_bytes: u64,
+    /// With --syslog: the longest line read, in bytes.
+    #[arg(
+        long,
+        value_name = "BYTES",
+        default_value_t = 65_537,
+        requires = "syslog"
+    )]
+    max_line: usize,
+    /// Output files to check (their seals are FILE.seal), or with
+    /// --syslog the receiver's files.
     #[arg(value_name = "FILE")]
     files: Vec<PathBuf>,
 }
@@ -131,6 +162,9 @@ fn main() -> ExitCode {
             }
         }
     }
+    if args.syslog {
+        return check_syslog(&args, &trusted);
+    }
     let mut anchors = Vec::new();
     for a in &args.anchors {
         match verify::read_anchors(a, &trusted) {
@@ -186,6 +220,49 @@ fn main() -> ExitCode {
                     report.writes,
                     report.bytes,
                     report.signatures
+                );
+                if args.strict && !report.notes.is_empty() {
+                    status = ExitCode::from(3);
+                }
+            }
+        }
+    }
+    status
+}
+
+/// `--syslog`: each FILE against the RFC 5848 blocks in it.
+fn check_syslog(args: &Args, trusted: &[verify_syslog::VerifyingKey]) -> ExitCode {
+    let limits = verify_syslog::SyslogLimits {
+        max_bytes: args.max_bytes,
+        max_line: args.max_line,
+    };
+    let mut status = ExitCode::SUCCESS;
+    for f in &args.files {
+        let report =
+            match verify_syslog::verify_syslog_file(f, trusted, args.host.as_deref(), limits) {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("dplog-verify: {e}");
+                    return ExitCode::from(1);
+                }
+            };
+        for n in &report.notes {
+            eprintln!("note: {}: {n}", f.display());
+        }
+        match &report.finding {
+            Some(finding) => {
+                eprintln!("dplog-verify: {finding}");
+                status = ExitCode::from(3);
+            }
+            None => {
+                println!(
+                    "{}: verified {} message(s) against {} signature block(s) in {} session(s); \
+                     {} unsigned",
+                    f.display(),
+                    report.verified,
+                    report.blocks,
+                    report.sessions.len(),
+                    report.unsigned
                 );
                 if args.strict && !report.notes.is_empty() {
                     status = ExitCode::from(3);

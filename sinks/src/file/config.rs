@@ -91,6 +91,27 @@ pub struct SealConfig {
     /// for `dplog-verify --anchors`. Default: none.
     #[serde(default)]
     pub anchor: Option<crate::syslog::config::SyslogSinkConfig>,
+    /// Where the writes are hashed: `"thread"` (a hasher thread of the
+    /// sink's own, while the consumer formats the next batch; the
+    /// default for file sinks) or `"inline"` (on the consumer thread, as
+    /// it writes; the only mode of the mmap and archive sinks). See
+    /// [`HasherMode`](crate::seal::HasherMode).
+    #[serde(default)]
+    pub hasher: Option<HasherSetting>,
+    /// The CPU to pin the hasher thread to (one the producers and the
+    /// consumer do not use). Default: not pinned.
+    #[serde(default)]
+    pub hasher_cpu: Option<usize>,
+}
+
+/// `hasher` of a `seal` table.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum HasherSetting {
+    /// A hasher thread.
+    Thread,
+    /// On the consumer thread.
+    Inline,
 }
 
 fn default_sign_every_s() -> u64 {
@@ -116,6 +137,15 @@ impl SealConfig {
                 format!("`seal.anchor` is taken by file sinks only; the {sink}'s seal has none"),
             ));
         }
+        if !anchor_ok && (self.hasher == Some(HasherSetting::Thread) || self.hasher_cpu.is_some()) {
+            return Err(SettingsError::new(
+                "seal",
+                format!(
+                    "`seal.hasher = \"thread\"` and `seal.hasher_cpu` are for file sinks; the \
+                     {sink} hashes inline (leave them out)"
+                ),
+            ));
+        }
         Ok(())
     }
 
@@ -124,6 +154,11 @@ impl SealConfig {
         crate::seal::SealOptions {
             key_file: self.key_file.clone(),
             sign_every: Some(std::time::Duration::from_secs(self.sign_every_s)),
+            hasher: match self.hasher {
+                Some(HasherSetting::Inline) => crate::seal::HasherMode::Inline,
+                Some(HasherSetting::Thread) | None => crate::seal::HasherMode::Thread,
+            },
+            hasher_cpu: self.hasher_cpu,
         }
     }
 }

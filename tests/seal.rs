@@ -588,7 +588,7 @@ fn a_sealed_log_killed_mid_stream_verifies_up_to_its_last_sealed_write() {
 }
 
 #[test]
-fn the_seal_hasher_setting_is_checked() {
+fn a_seal_anchor_table_picks_its_sink_by_type_and_the_hasher_setting_is_checked() {
     let dir = tempfile::tempdir().unwrap();
     let (key, public) = (dir.path().join("seal.key"), dir.path().join("seal.pub"));
     seal::generate_key_pair(&key, &public).unwrap();
@@ -599,6 +599,30 @@ fn the_seal_hasher_setting_is_checked() {
         out.display(),
         key.display()
     );
+    let with = |extra: &str| format!("{base}{extra}");
+    // Each type takes its own sink's keys, and only those.
+    for anchor in [
+        "[sink.seal.anchor]\ntransport = \"udp\"\naddress = \"127.0.0.1:514\"\n",
+        "[sink.seal.anchor]\ntype = \"syslog\"\ntransport = \"udp\"\naddress = \"127.0.0.1:514\"\n",
+        "[sink.seal.anchor]\ntype = \"clickhouse\"\nurl = \"http://127.0.0.1:8123\"\ntable = \"heads\"\n",
+        "[sink.seal.anchor]\ntype = \"kafka\"\nbrokers = \"127.0.0.1:9092\"\ntopic = \"heads\"\n",
+    ] {
+        LogConfig::from_toml_str(&with(anchor)).unwrap_or_else(|e| panic!("{anchor}: {e}"));
+    }
+    let m = start_err(&with(
+        "[sink.seal.anchor]\ntype = \"clickhouse\"\nurl = \"http://127.0.0.1:8123\"\ntable = \"heads\"\ntopic = \"x\"\n",
+    ));
+    assert!(m.contains("topic"), "{m}");
+    let m = start_err(&with("[sink.seal.anchor]\ntype = \"carrier-pigeon\"\n"));
+    assert!(
+        m.contains("carrier-pigeon") && m.contains("clickhouse"),
+        "{m}"
+    );
+    let m = start_err(&with(
+        "[sink.seal.anchor]\ntype = \"clickhouse\"\nurl = \"ftp://x\"\ntable = \"heads\"\n",
+    ));
+    assert!(m.contains("ftp://x"), "{m}");
+
     // hasher: "thread" or "inline" for a file sink; the mmap sink hashes
     // inline and refuses a thread.
     LogConfig::from_toml_str(&format!("{base}hasher = \"inline\"\nhasher_cpu = 1\n")).unwrap();

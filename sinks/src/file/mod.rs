@@ -471,6 +471,34 @@ impl FileSink {
         Ok(())
     }
 
+    /// Sends every head the seal signs also to `sink` as a
+    /// [`SealHead`](crate::seal::anchor::SealHead) record in `formatter`'s
+    /// format ([`Sealer::set_anchor_records`]; a Kafka topic, a ClickHouse
+    /// table, ...); failures are counted in
+    /// [`FileSinkCounters::anchor_failed`].
+    ///
+    /// # Errors
+    /// `InvalidInput` when the sink has no seal.
+    pub fn set_seal_anchor_records(
+        &mut self,
+        sink: Box<dyn Sink>,
+        formatter: dplog_formatters::SchemaFormatter,
+    ) -> io::Result<()> {
+        let Some(s) = self.sealer.as_mut() else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{}: an anchor needs a seal", self.path.display()),
+            ));
+        };
+        let counters = self.counters.clone();
+        s.set_anchor_records(
+            sink,
+            formatter,
+            Box::new(move |_| bump(&counters.anchor_failed, 1)),
+        );
+        Ok(())
+    }
+
     /// The path this sink writes to.
     pub fn path(&self) -> &Path {
         &self.path

@@ -34,6 +34,7 @@
 //! the files `openssl genpkey -algorithm ed25519` and `openssl pkey
 //! -pubout` write, or [`generate_key_pair`] (`dplog-verify keygen`).
 
+pub mod anchor;
 mod hasher;
 
 use hasher::{HashThread, Piece};
@@ -53,6 +54,10 @@ pub const MAGIC: &[u8; 8] = b"DPLSEAL\x01";
 
 /// What is appended to an output file's name to name its seal file.
 pub const SEAL_SUFFIX: &str = ".seal";
+
+/// How long a sealed sink's close waits for its anchor sink to deliver
+/// the last heads (a Kafka producer's queue, a ClickHouse insert).
+pub const ANCHOR_DRAIN: Duration = Duration::from_secs(10);
 
 /// Largest key file read (a PEM key is under 200 bytes).
 const MAX_KEY_FILE: u64 = 64 * 1024;
@@ -760,6 +765,21 @@ pub struct Sealer {
 struct Anchor {
     sink: Box<dyn dplog_core::Sink>,
     on_error: Box<dyn FnMut(&dplog_core::SinkError) + Send>,
+    /// Heads as [`anchor::SealHead`] records in this format; `None`: the
+    /// RFC 5424 line of a syslog anchor.
+    records: Option<dplog_formatters::SchemaFormatter>,
+    /// Scratch for one head's bytes.
+    out: Vec<u8>,
+}
+
+/// `fmt::Write` into a byte buffer.
+struct Utf8<'a>(&'a mut Vec<u8>);
+
+impl std::fmt::Write for Utf8<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0.extend_from_slice(s.as_bytes());
+        Ok(())
+    }
 }
 
 impl std::fmt::Debug for Sealer {
@@ -1326,24 +1346,48 @@ impl Sealer {
             sig,
         });
         if let Some(a) = self.anchor.as_mut() {
-            // An RFC 5424 message (facility 13, log audit; severity 6):
-            // NIL timestamp and host (the receiver stamps them), APP-NAME
-            // dplog-seal, MSGID head; its text `dplog-seal head` and the
-            // signature entry's fields as key=value, in lower-case hex.
-            let line = format!(
-                "<110>1 - - dplog-seal - head - dplog-seal head log={} file={} writes={} end={} time={time_ms} head={} key={} sig={}\n",
-                hex(&self.log_id),
-                self.seq,
-                self.batches,
-                self.end,
-                hex(&self.head),
-                hex(&self.pubkey),
-                hex(&sig)
-            );
-            if let Err(e) = a.sink.write_batch(line.as_bytes()) {
+            let mut out = std::mem::take(&mut a.out);
+            out.clear();
+            match a.records.as_mut() {
+                Some(f) => {
+                    let rec = anchor::SealHead {
+                        header: dplog_core::RecordHeader::of::<anchor::SealHead>(),
+                        time_ms,
+                        seq: self.seq,
+                        writes: self.batches,
+                        end: self.end,
+                        log_id: self.log_id,
+                        head: self.head,
+                        key: self.pubkey,
+                        sig,
+                    };
+                    f.push_bytes(dplog_core::RecordBytes::record_bytes(&rec), &mut out);
+                }
+                None => {
+                    // An RFC 5424 message (facility 13, log audit;
+                    // severity 6): NIL timestamp and host (the receiver
+                    // stamps them), APP-NAME dplog-seal, MSGID head; its
+                    // text `dplog-seal head` and the signature entry's
+                    // fields as key=value, in lower-case hex.
+                    use std::fmt::Write as _;
+                    let _ = writeln!(
+                        Utf8(&mut out),
+                        "<110>1 - - dplog-seal - head - dplog-seal head log={} file={} writes={} end={} time={time_ms} head={} key={} sig={}",
+                        hex(&self.log_id),
+                        self.seq,
+                        self.batches,
+                        self.end,
+                        hex(&self.head),
+                        hex(&self.pubkey),
+                        hex(&sig)
+                    );
+                }
+            }
+            if let Err(e) = a.sink.write_batch(&out) {
                 a.sink.abandon();
                 (a.on_error)(&e);
             }
+            a.out = out;
         }
         r
     }
@@ -1361,7 +1405,35 @@ impl Sealer {
         sink: Box<dyn dplog_core::Sink>,
         on_error: Box<dyn FnMut(&dplog_core::SinkError) + Send>,
     ) {
-        self.anchor = Some(Anchor { sink, on_error });
+        self.anchor = Some(Anchor {
+            sink,
+            on_error,
+            records: None,
+            out: Vec::new(),
+        });
+    }
+
+    /// Sends every signed head, as it is signed, also to `sink` as one
+    /// [`SealHead`](anchor::SealHead) record formatted by `formatter` (one
+    /// of [`anchor::formatter`]: JSON lines for a Kafka topic, the binary
+    /// stream for a ClickHouse table, ...): what
+    /// [`set_anchor`](Self::set_anchor) does for a syslog receiver, for
+    /// any sink. Failures (refused writes, and deliveries the sink
+    /// reports failed through [`poll`](dplog_core::Sink::poll)) reach
+    /// `on_error`; none is retried here (the sink retries as it does for
+    /// any record).
+    pub fn set_anchor_records(
+        &mut self,
+        sink: Box<dyn dplog_core::Sink>,
+        formatter: dplog_formatters::SchemaFormatter,
+        on_error: Box<dyn FnMut(&dplog_core::SinkError) + Send>,
+    ) {
+        self.anchor = Some(Anchor {
+            sink,
+            on_error,
+            records: Some(formatter),
+            out: Vec::with_capacity(1024),
+        });
     }
 
     /// Signs when `sign_every` has passed since the last signature and
@@ -1376,6 +1448,11 @@ impl Sealer {
         if let Some(a) = self.anchor.as_mut() {
             if let Err(e) = a.sink.tick(now) {
                 (a.on_error)(&e);
+            }
+            // Asynchronous sinks (Kafka, ClickHouse) report deliveries.
+            if a.sink.poll().failed_records > 0 {
+                let e = io::Error::other("the anchor sink failed to deliver a head");
+                (a.on_error)(&dplog_core::SinkError::Permanent(e));
             }
         }
         let collected = self.collect(false);
@@ -1442,7 +1519,15 @@ impl Sealer {
             h.stop();
         }
         if let Some(mut a) = self.anchor.take() {
-            if let Err(e) = a.sink.flush().and_then(|()| a.sink.close()) {
+            // The last head delivered (a Kafka producer or a ClickHouse
+            // insert still holding it), for at most ANCHOR_DRAIN.
+            let deadline = Instant::now() + ANCHOR_DRAIN;
+            let sent = a.sink.flush().and_then(|()| a.sink.drain(deadline));
+            if a.sink.poll().failed_records > 0 {
+                let e = io::Error::other("the anchor sink failed to deliver a head");
+                (a.on_error)(&dplog_core::SinkError::Permanent(e));
+            }
+            if let Err(e) = sent.and_then(|()| a.sink.close()) {
                 (a.on_error)(&e);
             }
         }

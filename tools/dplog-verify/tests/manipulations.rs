@@ -798,3 +798,29 @@ fn batches_the_hasher_thread_still_holds_at_a_crash_are_reported_as_not_sealed()
     assert_eq!(r.finding, None, "{:?}", r.finding);
     assert_eq!(r.bytes, std::fs::metadata(&path).unwrap().len());
 }
+
+#[test]
+fn flush_waits_for_the_hasher_thread_so_every_written_batch_is_sealed() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = keys(dir.path(), "seal");
+    let path = dir.path().join("verdicts.log");
+    let mut sink = FileSink::with_options(&path, opts(&k)).unwrap();
+    let mut buf = Vec::with_capacity(4096);
+    for b in 0..6 {
+        buf.clear();
+        buf.extend_from_slice(&batch(b));
+        sink.write_batch_owned(&mut buf, &[]).unwrap();
+    }
+    sink.flush().unwrap();
+    // Before close: every batch has its entry, nothing is left unsealed.
+    let r = verify(std::slice::from_ref(&path), &k);
+    assert_eq!(r.finding, None, "{:?}", r.finding);
+    assert_eq!(r.writes, 6);
+    assert_eq!(r.bytes, std::fs::metadata(&path).unwrap().len());
+    assert!(
+        !r.notes.iter().any(|n| n.contains("not sealed")),
+        "{:?}",
+        r.notes
+    );
+    sink.close().unwrap();
+}

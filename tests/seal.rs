@@ -356,6 +356,8 @@ fn a_sealed_archive_chains_its_segments_across_a_restart_and_a_crash() {
         seal: Some(seal::SealOptions {
             key_file: key.clone(),
             sign_every: None,
+            hasher: seal::HasherMode::Thread,
+            hasher_cpu: None,
         }),
         ..Default::default()
     };
@@ -432,6 +434,8 @@ fn sealed_mmap_segments_chain_across_segments_and_a_restart() {
         seal: Some(seal::SealOptions {
             key_file: key.clone(),
             sign_every: None,
+            hasher: seal::HasherMode::Thread,
+            hasher_cpu: None,
         }),
         ..Default::default()
     };
@@ -486,4 +490,150 @@ fn sealed_mmap_segments_chain_across_segments_and_a_restart() {
     let base = dplog::sinks::mmap::reader::HEADER_BYTES;
     let before = records_before("binary", &b[base..], off as usize - base);
     assert_eq!(f.record, before + 1, "{f}");
+}
+
+/// The child half of `a_sealed_log_killed_mid_stream_verifies_up_to_its_last_sealed_write`:
+/// logs samples through a text file sink whose seal hashes on its hasher
+/// thread, as fast as the ring takes them, until killed (at most
+/// 3,000,000 samples, ~180 MB, then it waits). Runs only when spawned by
+/// that test.
+#[test]
+#[ignore = "helper process for the kill test"]
+fn sealed_kill_child() {
+    let (Ok(path), Ok(key)) = (
+        std::env::var("DPLOG_SEAL_CHILD_PATH"),
+        std::env::var("DPLOG_SEAL_CHILD_KEY"),
+    ) else {
+        return;
+    };
+    let text = format!(
+        "[format]\ntype = \"text\"\n[sink]\ntype = \"file\"\npath = \"{path}\"\n\
+         seal = {{ key_file = \"{key}\", hasher = \"thread\" }}\n"
+    );
+    let logger = LogConfig::from_toml_str(&text)
+        .unwrap()
+        .start::<IoSample>()
+        .unwrap();
+    let mut p = logger.producer().unwrap();
+    for i in 0..3_000_000 {
+        while !p.log(sample(i)) {
+            std::thread::yield_now();
+        }
+    }
+    p.flush();
+    std::thread::sleep(Duration::from_secs(600));
+}
+
+#[test]
+fn a_sealed_log_killed_mid_stream_verifies_up_to_its_last_sealed_write() {
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let (key, public) = (dir.path().join("seal.key"), dir.path().join("seal.pub"));
+    let vk = seal::generate_key_pair(&key, &public).unwrap();
+    let path = dir.path().join("io.log");
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "sealed_kill_child", "--nocapture"])
+        .env("DPLOG_SEAL_CHILD_PATH", &path)
+        .env("DPLOG_SEAL_CHILD_KEY", &key)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Killed while it writes: once the file holds 4 MB and the seal some
+    // entries, the sink is busy writing and hashing.
+    let t0 = Instant::now();
+    let len = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+    while len(&path) < 4 << 20 || len(&seal::seal_path(&path)) < 1000 {
+        if t0.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("the child wrote {} bytes in 120 s", len(&path));
+        }
+        assert!(child.try_wait().unwrap().is_none(), "child ended early");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    // `Child::kill` is SIGKILL: no close, no final signature.
+    child.kill().unwrap();
+    assert!(!child.wait().unwrap().success());
+
+    let data = std::fs::read(&path).unwrap();
+    assert!(data.ends_with(b"\n"), "a torn last line");
+    let r = verify::verify_files(std::slice::from_ref(&path), &[vk]).unwrap();
+    assert_eq!(r.finding, None, "{:?}", r.finding);
+    assert!(r.writes > 0 && r.bytes > 0);
+    let sealed_end = writes(&path).last().map(|&(o, l)| o + l).unwrap();
+    assert_eq!(r.bytes, sealed_end);
+    // Bytes past the last sealed write (batches the hasher held, or whose
+    // entry was not yet written) are named as not sealed, from the
+    // record after the last sealed one.
+    if sealed_end < data.len() as u64 {
+        let note = format!(
+            "bytes {sealed_end}..{} from record {} are not sealed",
+            data.len(),
+            records_before("text", &data, sealed_end as usize) + 1
+        );
+        assert!(r.notes.iter().any(|n| n.contains(&note)), "{:?}", r.notes);
+    }
+    eprintln!(
+        "killed with {} of {} bytes sealed; notes {:?}",
+        sealed_end,
+        data.len(),
+        r.notes
+    );
+
+    // A sink started again on it seals the tail late, and chains on.
+    run_groups("text", &path, Some(&key), 1);
+    let r = verify::verify_files(std::slice::from_ref(&path), &[vk]).unwrap();
+    assert_eq!(r.finding, None, "{:?}", r.finding);
+    assert_eq!(r.bytes, len(&path));
+}
+
+#[test]
+fn a_seal_anchor_table_picks_its_sink_by_type_and_the_hasher_setting_is_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let (key, public) = (dir.path().join("seal.key"), dir.path().join("seal.pub"));
+    seal::generate_key_pair(&key, &public).unwrap();
+    let out = dir.path().join("out.log");
+    let base = format!(
+        "[format]\ntype = \"json\"\n[sink]\ntype = \"file\"\npath = \"{}\"\n[sink.seal]\n\
+         key_file = \"{}\"\n",
+        out.display(),
+        key.display()
+    );
+    let with = |extra: &str| format!("{base}{extra}");
+    // Each type takes its own sink's keys, and only those.
+    for anchor in [
+        "[sink.seal.anchor]\ntransport = \"udp\"\naddress = \"127.0.0.1:514\"\n",
+        "[sink.seal.anchor]\ntype = \"syslog\"\ntransport = \"udp\"\naddress = \"127.0.0.1:514\"\n",
+        "[sink.seal.anchor]\ntype = \"clickhouse\"\nurl = \"http://127.0.0.1:8123\"\ntable = \"heads\"\n",
+        "[sink.seal.anchor]\ntype = \"kafka\"\nbrokers = \"127.0.0.1:9092\"\ntopic = \"heads\"\n",
+    ] {
+        LogConfig::from_toml_str(&with(anchor)).unwrap_or_else(|e| panic!("{anchor}: {e}"));
+    }
+    let m = start_err(&with(
+        "[sink.seal.anchor]\ntype = \"clickhouse\"\nurl = \"http://127.0.0.1:8123\"\ntable = \"heads\"\ntopic = \"x\"\n",
+    ));
+    assert!(m.contains("topic"), "{m}");
+    let m = start_err(&with("[sink.seal.anchor]\ntype = \"carrier-pigeon\"\n"));
+    assert!(
+        m.contains("carrier-pigeon") && m.contains("clickhouse"),
+        "{m}"
+    );
+    let m = start_err(&with(
+        "[sink.seal.anchor]\ntype = \"clickhouse\"\nurl = \"ftp://x\"\ntable = \"heads\"\n",
+    ));
+    assert!(m.contains("ftp://x"), "{m}");
+
+    // hasher: "thread" or "inline" for a file sink; the mmap sink hashes
+    // inline and refuses a thread.
+    LogConfig::from_toml_str(&format!("{base}hasher = \"inline\"\nhasher_cpu = 1\n")).unwrap();
+    let m = start_err(&format!("{base}hasher = \"sideways\"\n"));
+    assert!(m.contains("sideways"), "{m}");
+    let mmap = format!(
+        "[format]\ntype = \"json\"\n[sink]\ntype = \"mmap\"\ndir = \"{}\"\n[sink.seal]\n\
+         key_file = \"{}\"\nhasher = \"thread\"\n",
+        dir.path().display(),
+        key.display()
+    );
+    let m = start_err(&mmap);
+    assert!(m.contains("hasher") && m.contains("inline"), "{m}");
 }

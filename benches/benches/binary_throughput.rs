@@ -23,14 +23,31 @@
 //!   `text` format (the built-in text layout, ~300-byte lines);
 //! - `ring_binary_FileSink_sealed`: `ring_binary_FileSink` with the sink's
 //!   `seal` on (`dplog::sinks::seal`: BLAKE3 of every write chained in
-//!   `<file>.seal`, an Ed25519 signature at close and every 60 s), in the
-//!   same run, so the two compare: the cost of sealing.
+//!   `<file>.seal`, an Ed25519 signature at close and every 60 s), hashed
+//!   on the seal's hasher thread (the default, `hasher = "thread"`, not
+//!   pinned: on a 2-CPU machine it shares a core with the producer or the
+//!   consumer), in the same run, so the cases compare: the cost of
+//!   sealing;
+//! - `ring_binary_FileSink_sealed_cpu0`: the same with the hasher thread
+//!   pinned to CPU 0, the producer's (`hasher_cpu = 0`);
+//! - `ring_binary_FileSink_sealed_inline`: the same with `hasher =
+//!   "inline"` (BLAKE3 on the consumer thread);
+//! - `sink_binary_{plain,sealed_thread,sealed_inline}`: no ring and no
+//!   producer: this thread, on CPU 0, hands the write loop's 256 KiB
+//!   batches (copied into the batch buffer, as a consumer formats into
+//!   it) to a `FileSink` with `write_batch_owned`, plain, sealed with the
+//!   hasher thread pinned to CPU 1 (a core of its own: what a machine
+//!   with a spare core gives it), and sealed inline; the clock stops
+//!   after `flush` (every batch hashed and sealed). Its CPU time per
+//!   record (`/proc/thread-self/schedstat`) is the consumer-side cost of
+//!   each.
 //!
 //! Files are in `/dev/shm` (tmpfs: no disk behind the page cache; the
 //! repository's file system if there is none) and deleted after every run.
 //! The bench prints the stream sizes and the consumer thread's CPU time per
 //! record (from `/proc/self/task/*/schedstat`), which on a shared machine
-//! says what one dedicated core sustains.
+//! says what one dedicated core sustains, and for the sealed cases the
+//! hasher thread's.
 //!
 //! `cargo bench -p dplog-benches --bench binary_throughput`
 
@@ -45,7 +62,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
 use dplog::formatters::{Format, FormatSpec};
 use dplog::nat::NatFormatter;
-use dplog::sinks::seal::SealOptions;
+use dplog::sinks::seal::{HasherMode, SealOptions};
 use dplog::sinks::{FileSink, FileSinkOptions};
 use dplog::{Backpressure, Formatter, Logger, LoggerConfig};
 use dplog_benches::{
@@ -71,12 +88,17 @@ fn formatter(kind: Format) -> NatFormatter {
 
 /// The consumer thread's (`dplog-consumer`) CPU ns so far; 0 if not found.
 fn consumer_cpu_ns() -> u64 {
+    thread_cpu_ns("dplog-consumer")
+}
+
+/// CPU ns so far of this process's thread named `name`; 0 if not found.
+fn thread_cpu_ns(name: &str) -> u64 {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
         return 0;
     };
     for t in tasks.flatten() {
         let p = t.path();
-        if std::fs::read_to_string(p.join("comm")).is_ok_and(|c| c.trim() == "dplog-consumer") {
+        if std::fs::read_to_string(p.join("comm")).is_ok_and(|c| c.trim() == name) {
             let s = std::fs::read_to_string(p.join("schedstat")).unwrap_or_default();
             return s
                 .split_whitespace()
@@ -88,8 +110,8 @@ fn consumer_cpu_ns() -> u64 {
     0
 }
 
-/// Consumer CPU ns and records over the runs of one case.
-static CONSUMER: std::sync::Mutex<(u64, u64)> = std::sync::Mutex::new((0, 0));
+/// Consumer CPU ns, records and hasher CPU ns over the runs of one case.
+static CONSUMER: std::sync::Mutex<(u64, u64, u64)> = std::sync::Mutex::new((0, 0, 0));
 
 /// One ring → formatter → `FileSink` run of [`RECORDS`] records into
 /// `path`; returns the elapsed time and the file's size.
@@ -97,7 +119,7 @@ fn ring_run(
     path: &Path,
     kind: Format,
     pool: &[Nat44SessionRecord],
-    seal: Option<&Path>,
+    seal: Option<(&Path, HasherMode, Option<usize>)>,
 ) -> (Duration, u64) {
     let config = LoggerConfig {
         backpressure: Backpressure::Block,
@@ -106,9 +128,10 @@ fn ring_run(
         ..LoggerConfig::default()
     };
     let opts = FileSinkOptions {
-        seal: seal.map(|key_file| SealOptions {
-            key_file: key_file.to_path_buf(),
-            sign_every: Some(Duration::from_secs(60)),
+        seal: seal.map(|(key_file, hasher, hasher_cpu)| SealOptions {
+            hasher,
+            hasher_cpu,
+            ..SealOptions::new(key_file)
         }),
         ..FileSinkOptions::default()
     };
@@ -116,6 +139,9 @@ fn ring_run(
     let logger = Logger::start(config, formatter(kind), sink).expect("start logger");
     let mut producer = logger.producer().expect("producer");
     let cpu0 = consumer_cpu_ns();
+    // The hasher thread lives as long as the sink: started before, gone
+    // at shutdown.
+    let hash0 = thread_cpu_ns("dplog-seal-hash");
     let t0 = Instant::now();
     let mut sent = 0u64;
     while sent < RECORDS {
@@ -137,9 +163,11 @@ fn ring_run(
     }
     let elapsed = t0.elapsed();
     let cpu1 = consumer_cpu_ns();
+    let hash1 = thread_cpu_ns("dplog-seal-hash");
     if let Ok(mut c) = CONSUMER.lock() {
         c.0 += cpu1.saturating_sub(cpu0);
         c.1 += RECORDS;
+        c.2 += hash1.saturating_sub(hash0);
     }
     drop(producer);
     let stats = match logger.shutdown() {
@@ -191,6 +219,53 @@ fn write_loop(path: &Path, total: u64, batch: &[u8]) -> (Duration, u64) {
     (elapsed, bytes)
 }
 
+/// CPU ns so far of the calling thread.
+fn this_thread_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
+}
+
+/// The write loop through a `FileSink` (`seal`: key and hasher mode),
+/// each batch copied into the buffer handed over; returns the elapsed
+/// time (to the `flush` that waits for the hasher), this thread's CPU ns
+/// and the file's size.
+fn sink_loop(
+    path: &Path,
+    total: u64,
+    batch: &[u8],
+    seal: Option<(&Path, HasherMode)>,
+) -> (Duration, u64, u64) {
+    use dplog::Sink as _;
+    let opts = FileSinkOptions {
+        seal: seal.map(|(key_file, hasher)| SealOptions {
+            hasher,
+            hasher_cpu: Some(CONSUMER_CPU),
+            ..SealOptions::new(key_file)
+        }),
+        ..FileSinkOptions::default()
+    };
+    let mut sink = FileSink::with_options(path, opts).expect("open file sink");
+    let mut buf = Vec::with_capacity(BATCH_BYTES + 4096);
+    let cpu0 = this_thread_cpu_ns();
+    let t0 = Instant::now();
+    let mut left = total;
+    while left > 0 {
+        let k = (batch.len() as u64).min(left) as usize;
+        buf.clear();
+        buf.extend_from_slice(&batch[..k]);
+        sink.write_batch_owned(&mut buf, &[]).expect("write");
+        left -= k as u64;
+    }
+    sink.flush().expect("flush");
+    let elapsed = t0.elapsed();
+    let cpu = this_thread_cpu_ns().saturating_sub(cpu0);
+    sink.close().expect("close");
+    let bytes = std::fs::metadata(path).map_or(0, |m| m.len());
+    (elapsed, cpu, bytes)
+}
+
 /// Whether a ring run's file of `bytes` is the stream of `total` bytes:
 /// exactly, or, in `binary`, with a `C` frame (28 bytes) more for every
 /// recalibration (about once a second) a run slowed by a loaded machine
@@ -208,8 +283,14 @@ fn report_consumer(case: &str) {
                 c.0 as f64 / c.1 as f64,
                 c.1 as f64 * 1e3 / c.0.max(1) as f64
             );
+            if c.2 > 0 {
+                eprintln!(
+                    "{case}: hasher thread CPU {:.2} ns/record",
+                    c.2 as f64 / c.1 as f64
+                );
+            }
         }
-        *c = (0, 0);
+        *c = (0, 0, 0);
     }
 }
 
@@ -253,25 +334,66 @@ fn bench(c: &mut Criterion) {
         });
         report_consumer(&format!("ring_{name}_FileSink"));
         if kind == Format::Binary {
-            g.bench_function("ring_binary_FileSink_sealed", |b| {
-                b.iter_custom(|iters| {
-                    let mut t = Duration::ZERO;
-                    for _ in 0..iters {
-                        let _ = std::fs::remove_file(&path);
-                        let _ = std::fs::remove_file(&seal_file);
-                        let (d, bytes) = ring_run(&path, kind, &pool, Some(&key));
-                        let _ = std::fs::remove_file(&path);
-                        let _ = std::fs::remove_file(&seal_file);
-                        assert!(
-                            size_ok(kind, bytes, total),
-                            "{name}: sealed file size {bytes}, {total} expected"
-                        );
-                        t += d;
-                    }
-                    t
-                })
-            });
-            report_consumer("ring_binary_FileSink_sealed");
+            for (case, mode, cpu) in [
+                ("ring_binary_FileSink_sealed", HasherMode::Thread, None),
+                (
+                    "ring_binary_FileSink_sealed_cpu0",
+                    HasherMode::Thread,
+                    Some(PRODUCER_CPU),
+                ),
+                (
+                    "ring_binary_FileSink_sealed_inline",
+                    HasherMode::Inline,
+                    None,
+                ),
+            ] {
+                g.bench_function(case, |b| {
+                    b.iter_custom(|iters| {
+                        let mut t = Duration::ZERO;
+                        for _ in 0..iters {
+                            let _ = std::fs::remove_file(&path);
+                            let _ = std::fs::remove_file(&seal_file);
+                            let (d, bytes) = ring_run(&path, kind, &pool, Some((&key, mode, cpu)));
+                            let _ = std::fs::remove_file(&path);
+                            let _ = std::fs::remove_file(&seal_file);
+                            assert!(
+                                size_ok(kind, bytes, total),
+                                "{name}: sealed file size {bytes}, {total} expected"
+                            );
+                            t += d;
+                        }
+                        t
+                    })
+                });
+                report_consumer(case);
+            }
+            for (case, seal) in [
+                ("sink_binary_plain", None),
+                ("sink_binary_sealed_thread", Some(HasherMode::Thread)),
+                ("sink_binary_sealed_inline", Some(HasherMode::Inline)),
+            ] {
+                g.bench_function(case, |b| {
+                    b.iter_custom(|iters| {
+                        let mut t = Duration::ZERO;
+                        for _ in 0..iters {
+                            let _ = std::fs::remove_file(&path);
+                            let _ = std::fs::remove_file(&seal_file);
+                            let (d, cpu, bytes) =
+                                sink_loop(&path, total, &batch, seal.map(|m| (key.as_path(), m)));
+                            let _ = std::fs::remove_file(&path);
+                            let _ = std::fs::remove_file(&seal_file);
+                            assert_eq!(bytes, total, "{case}: file size");
+                            if let Ok(mut c) = CONSUMER.lock() {
+                                c.0 += cpu;
+                                c.1 += RECORDS;
+                            }
+                            t += d;
+                        }
+                        t
+                    })
+                });
+                report_consumer(case);
+            }
         }
         g.bench_function(format!("write_loop_{name}"), |b| {
             b.iter_custom(|iters| {

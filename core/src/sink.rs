@@ -208,9 +208,9 @@ pub trait Sink: Send + 'static {
     /// [`write_batch`](Self::write_batch) with the byte ranges of the
     /// in-band drop-report lines ([`DropReport`](crate::report::DropReport))
     /// in `batch`: each range is `start..end` of whole lines (its final
-    /// `\n` included), ascending and disjoint. The consumer calls this
-    /// method, never `write_batch` directly, and retries with the same
-    /// bytes and ranges.
+    /// `\n` included), ascending and disjoint. The consumer calls it
+    /// through [`write_batch_owned`](Self::write_batch_owned), never
+    /// `write_batch` directly, and retries with the same bytes and ranges.
     ///
     /// Drop-report lines are not records: a sink that reports outcomes in
     /// lines through [`poll`](Self::poll) (Kafka, fan-out) must leave them
@@ -227,6 +227,28 @@ pub trait Sink: Send + 'static {
     ) -> Result<Accepted, SinkError> {
         let _ = reports;
         self.write_batch(batch)
+    }
+
+    /// [`write_batch_marked`](Self::write_batch_marked) from a caller that
+    /// can give the batch's buffer away: on `Ok` the sink may swap `*buf`
+    /// for a buffer of its own (any length and contents: the caller
+    /// clears it before it formats the next batch into it), keeping the
+    /// batch's bytes without copying them, to work on them on another
+    /// thread (a sealed file sink hashes them there). On `Err`, `*buf`
+    /// holds the batch as given, for the retry and
+    /// [`kept_of_refused`](Self::kept_of_refused). The consumer calls this
+    /// method, never `write_batch_marked` directly.
+    ///
+    /// A sink that swaps keeps a small fixed set of buffers and hands them
+    /// back and forth, so the caller allocates only while a buffer it got
+    /// grows to its batch size (once per buffer). Default:
+    /// `write_batch_marked(buf, reports)`, the buffer left alone.
+    fn write_batch_owned(
+        &mut self,
+        buf: &mut Vec<u8>,
+        reports: &[Range<usize>],
+    ) -> Result<Accepted, SinkError> {
+        self.write_batch_marked(buf, reports)
     }
 
     /// Pushes buffered bytes toward durable storage or the receiver.
@@ -343,6 +365,13 @@ impl<S: Sink + ?Sized> Sink for Box<S> {
         reports: &[Range<usize>],
     ) -> Result<Accepted, SinkError> {
         (**self).write_batch_marked(batch, reports)
+    }
+    fn write_batch_owned(
+        &mut self,
+        buf: &mut Vec<u8>,
+        reports: &[Range<usize>],
+    ) -> Result<Accepted, SinkError> {
+        (**self).write_batch_owned(buf, reports)
     }
     fn flush(&mut self) -> Result<(), SinkError> {
         (**self).flush()

@@ -445,7 +445,9 @@ const MAX_ANCHOR_LINE: usize = 8192;
 
 /// Reads the anchor messages from a receiver's file (any lines that hold
 /// `dplog-seal head` followed by its `key=value` fields, e.g. an
-/// rsyslog file), keeping those whose signature verifies with one of
+/// rsyslog file; or JSON objects with a seal head's fields, one per line:
+/// the messages of a Kafka anchor topic, the rows of a ClickHouse anchor
+/// table as `JSONEachRow`), keeping those whose signature verifies with one of
 /// `trusted`. Returns them with the number of anchor lines dropped (bad
 /// fields or signature; never trusted).
 ///
@@ -473,15 +475,63 @@ pub fn read_anchors(path: &Path, trusted: &[VerifyingKey]) -> io::Result<(Vec<An
             continue;
         }
         let text = String::from_utf8_lossy(&line);
-        let Some(at) = text.find("dplog-seal head ") else {
+        let parsed = if let Some(at) = text.find("dplog-seal head ") {
+            parse_anchor(&text[at + "dplog-seal head ".len()..], trusted)
+        } else if let Some(obj) = json_head(&text) {
+            parse_json_anchor(&obj, trusted)
+        } else {
             continue;
         };
-        match parse_anchor(&text[at + "dplog-seal head ".len()..], trusted) {
+        match parsed {
             Some(a) => out.push(a),
             None => bad += 1,
         }
     }
     Ok((out, bad))
+}
+
+/// A JSON object on `line` that carries a seal head's fields (a
+/// [`SealHead`](crate::seal::anchor::SealHead) record as the `json` format
+/// prints it, or a row of its ClickHouse table as `JSONEachRow`): one
+/// with `head` and `sig` keys. Other lines are none of the verifier's.
+fn json_head(line: &str) -> Option<serde_json::Map<String, serde_json::Value>> {
+    let t = line.trim();
+    if !t.starts_with('{') {
+        return None;
+    }
+    match serde_json::from_str::<serde_json::Value>(t) {
+        Ok(serde_json::Value::Object(m)) if m.contains_key("head") && m.contains_key("sig") => {
+            Some(m)
+        }
+        _ => None,
+    }
+}
+
+/// A head from a JSON object: byte fields as hex (either case), numbers
+/// as JSON numbers or decimal strings (ClickHouse quotes 64-bit ones).
+fn parse_json_anchor(
+    m: &serde_json::Map<String, serde_json::Value>,
+    trusted: &[VerifyingKey],
+) -> Option<Anchored> {
+    let text = |k: &str| m.get(k).and_then(serde_json::Value::as_str);
+    let num = |k: &str| match m.get(k)? {
+        serde_json::Value::Number(n) => n.as_u64(),
+        serde_json::Value::String(s) => s.parse().ok(),
+        _ => None,
+    };
+    let bytes = |k: &str| text(k).map(str::to_ascii_lowercase);
+    let fields = format!(
+        "log={} file={} writes={} end={} time={} head={} key={} sig={}",
+        bytes("log")?,
+        num("file")?,
+        num("writes")?,
+        num("end")?,
+        num("timeMs")?,
+        bytes("head")?,
+        bytes("key")?,
+        bytes("sig")?
+    );
+    parse_anchor(&fields, trusted)
 }
 
 fn parse_anchor(fields: &str, trusted: &[VerifyingKey]) -> Option<Anchored> {

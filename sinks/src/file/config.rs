@@ -85,12 +85,140 @@ pub struct SealConfig {
     /// At least 1. Default: 60.
     #[serde(default = "default_sign_every_s")]
     pub sign_every_s: u64,
-    /// Also send every signed head to a syslog receiver on another host
-    /// (`[sink.seal.anchor]`, the keys of a `type = "syslog"` sink:
-    /// `transport`, `address`, ...), one RFC 5424 message per signature,
-    /// for `dplog-verify --anchors`. Default: none.
+    /// Also send every signed head to a sink on another host
+    /// (`[sink.seal.anchor]`), for `dplog-verify --anchors`: see
+    /// [`AnchorConfig`]. Default: none.
     #[serde(default)]
-    pub anchor: Option<crate::syslog::config::SyslogSinkConfig>,
+    pub anchor: Option<AnchorConfig>,
+    /// Where the writes are hashed: `"thread"` (a hasher thread of the
+    /// sink's own, while the consumer formats the next batch; the
+    /// default for file sinks) or `"inline"` (on the consumer thread, as
+    /// it writes; the only mode of the mmap and archive sinks). See
+    /// [`HasherMode`](crate::seal::HasherMode).
+    #[serde(default)]
+    pub hasher: Option<HasherSetting>,
+    /// The CPU to pin the hasher thread to (one the producers and the
+    /// consumer do not use). Default: not pinned.
+    #[serde(default)]
+    pub hasher_cpu: Option<usize>,
+}
+
+/// `[sink.seal.anchor]`: where a sealed file sink also sends every signed
+/// chain head, chosen by `type`; the other keys are that sink's own.
+///
+/// - no `type`, or `type = "syslog"`: a syslog receiver (the keys of a
+///   `type = "syslog"` sink: `transport`, `address`, ...), one RFC 5424
+///   message per head;
+/// - `type = "kafka"` (feature `kafka`): a Kafka topic (the keys of a
+///   `type = "kafka"` sink: `brokers`, `topic`, ...), one JSON message per
+///   head, a [`SealHead`](crate::seal::anchor::SealHead) record with its
+///   byte fields in hex;
+/// - `type = "clickhouse"`: a ClickHouse table (the keys of a `type =
+///   "clickhouse"` sink: `url`, `table`, ...), one row per head; the
+///   table is the `SealHead` schema's
+///   ([`create_table`](crate::clickhouse::columns::create_table) makes it).
+///
+/// ```toml
+/// [sink]
+/// type = "file"
+/// path = "/var/log/nat/sessions.log"
+///
+/// [sink.seal]
+/// key_file = "/etc/dplog/seal.key"
+///
+/// [sink.seal.anchor]
+/// type = "clickhouse"
+/// url = "http://192.0.2.10:8123"
+/// table = "seal_heads"
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum AnchorConfig {
+    /// A syslog receiver.
+    Syslog(crate::syslog::config::SyslogSinkConfig),
+    /// A Kafka topic.
+    #[cfg(feature = "kafka")]
+    Kafka(crate::kafka::config::KafkaSinkConfig),
+    /// A ClickHouse table.
+    Clickhouse(crate::clickhouse::config::ClickHouseSinkConfig),
+}
+
+impl<'de> Deserialize<'de> for AnchorConfig {
+    /// The table read whole, dispatched on `type` (absent: syslog, as
+    /// before there was a choice), the rest given to that sink's settings.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut v = serde_json::Value::deserialize(d)?;
+        let ty = match v.as_object_mut().map(|m| m.remove("type")) {
+            None => return Err(D::Error::custom("`seal.anchor` must be a table")),
+            Some(None) => None,
+            Some(Some(serde_json::Value::String(t))) => Some(t),
+            Some(Some(other)) => {
+                return Err(D::Error::custom(format!(
+                    "`seal.anchor.type` = {other}: give \"syslog\", \"kafka\" or \"clickhouse\""
+                )))
+            }
+        };
+        let e = |e: serde_json::Error| D::Error::custom(format!("seal.anchor: {e}"));
+        match ty.as_deref() {
+            None | Some("syslog") => serde_json::from_value(v).map(Self::Syslog).map_err(e),
+            #[cfg(feature = "kafka")]
+            Some("kafka") => serde_json::from_value(v).map(Self::Kafka).map_err(e),
+            #[cfg(not(feature = "kafka"))]
+            Some("kafka") => Err(D::Error::custom(
+                "`seal.anchor.type` = \"kafka\": this build has no Kafka support: rebuild \
+                 with feature `kafka`",
+            )),
+            Some("clickhouse") => serde_json::from_value(v).map(Self::Clickhouse).map_err(e),
+            Some(t) => Err(D::Error::custom(format!(
+                "`seal.anchor.type` = {t:?}: an anchor goes to \"syslog\" (the default), \
+                 \"kafka\" or \"clickhouse\""
+            ))),
+        }
+    }
+}
+
+impl AnchorConfig {
+    /// Checks the anchor sink's settings with the format its heads take
+    /// (rfc5424 lines, JSON lines, the binary stream).
+    fn check(&self) -> Result<(), SettingsError> {
+        let r = match self {
+            Self::Syslog(c) => c.check("rfc5424"),
+            #[cfg(feature = "kafka")]
+            Self::Kafka(c) => c.check("json"),
+            Self::Clickhouse(c) => c.check("binary"),
+        };
+        r.map_err(|e| SettingsError::new("seal", format!("seal.anchor: {e}")))
+    }
+
+    /// Opens the anchor sink and hands it to the file sink's seal.
+    fn attach(&self, sink: &mut FileSink) -> io::Result<()> {
+        use dplog_formatters::Format;
+        let (built, format) = match self {
+            Self::Syslog(c) => (c.build(None)?, None),
+            #[cfg(feature = "kafka")]
+            Self::Kafka(c) => (c.build(None)?, Some(Format::Json)),
+            Self::Clickhouse(c) => (c.build(None)?, Some(Format::Binary)),
+        };
+        match format {
+            None => sink.set_seal_anchor(built),
+            Some(f) => {
+                let fmt = crate::seal::anchor::formatter(f)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+                sink.set_seal_anchor_records(built, fmt)
+            }
+        }
+    }
+}
+
+/// `hasher` of a `seal` table.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum HasherSetting {
+    /// A hasher thread.
+    Thread,
+    /// On the consumer thread.
+    Inline,
 }
 
 fn default_sign_every_s() -> u64 {
@@ -116,6 +244,15 @@ impl SealConfig {
                 format!("`seal.anchor` is taken by file sinks only; the {sink}'s seal has none"),
             ));
         }
+        if !anchor_ok && (self.hasher == Some(HasherSetting::Thread) || self.hasher_cpu.is_some()) {
+            return Err(SettingsError::new(
+                "seal",
+                format!(
+                    "`seal.hasher = \"thread\"` and `seal.hasher_cpu` are for file sinks; the \
+                     {sink} hashes inline (leave them out)"
+                ),
+            ));
+        }
         Ok(())
     }
 
@@ -124,6 +261,11 @@ impl SealConfig {
         crate::seal::SealOptions {
             key_file: self.key_file.clone(),
             sign_every: Some(std::time::Duration::from_secs(self.sign_every_s)),
+            hasher: match self.hasher {
+                Some(HasherSetting::Inline) => crate::seal::HasherMode::Inline,
+                Some(HasherSetting::Thread) | None => crate::seal::HasherMode::Thread,
+            },
+            hasher_cpu: self.hasher_cpu,
         }
     }
 }
@@ -206,6 +348,9 @@ impl SinkSettings for FileSinkConfig {
         crate::settings::nonempty_path("path", &self.path)?;
         if let Some(seal) = &self.seal {
             seal.check("file sink", true)?;
+            if let Some(a) = &seal.anchor {
+                a.check()?;
+            }
             if self.reopen_on_sighup {
                 return Err(SettingsError::new(
                     "seal",
@@ -259,7 +404,7 @@ impl SinkSettings for FileSinkConfig {
             },
         )?;
         if let Some(anchor) = self.seal.as_ref().and_then(|s| s.anchor.as_ref()) {
-            sink.set_seal_anchor(anchor.build(None)?)?;
+            anchor.attach(&mut sink)?;
         }
         Ok(Box::new(sink))
     }

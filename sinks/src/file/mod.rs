@@ -4,7 +4,7 @@
 #[cfg(feature = "config")]
 pub mod config;
 #[cfg(feature = "config")]
-pub use config::{FileSinkConfig, FsyncSetting, SealConfig};
+pub use config::{FileSinkConfig, FsyncSetting, HasherSetting, SealConfig};
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::accounting::{bump, fingerprint, named, read};
-use crate::seal::{SealOptions, Sealer};
+use crate::seal::{HasherMode, SealOptions, Sealer};
 use dplog_core::{Accepted, Kept, Sink, SinkError};
 
 /// File mode of a newly created log file: owner read/write, group read
@@ -214,6 +214,9 @@ pub struct FileSink {
     counters: Arc<FileSinkCounters>,
     /// The seal of the current file, when sealing is on.
     sealer: Option<Sealer>,
+    /// The batch being written is the consumer's buffer, handed over to
+    /// the seal's hasher thread once written: its pieces are deferred.
+    defer_seal: bool,
 }
 
 /// Seals `bytes`, just written at `off` of the current file; a failed
@@ -407,7 +410,13 @@ impl FileSink {
         let file = open_append(&path).map_err(|e| with_path(&path, e))?;
         let size = file.metadata().map_err(|e| with_path(&path, e))?.len();
         let sealer = match &opts.seal {
-            Some(seal) => Some(Sealer::open(&path, size, seal)?),
+            Some(seal) => {
+                let mut s = Sealer::open(&path, size, seal)?;
+                if seal.hasher == HasherMode::Thread {
+                    s.start_hasher(seal.hasher_cpu)?;
+                }
+                Some(s)
+            }
             None => None,
         };
         let unterminated = ends_unterminated(&path, size);
@@ -436,6 +445,7 @@ impl FileSink {
             unterminated,
             counters: Arc::new(FileSinkCounters::default()),
             sealer,
+            defer_seal: false,
         };
         if let Some(newest) = sink.rotated_files()?.last() {
             sink.last_stamp = rotation_stamp(newest);
@@ -458,6 +468,34 @@ impl FileSink {
         };
         let counters = self.counters.clone();
         s.set_anchor(sink, Box::new(move |_| bump(&counters.anchor_failed, 1)));
+        Ok(())
+    }
+
+    /// Sends every head the seal signs also to `sink` as a
+    /// [`SealHead`](crate::seal::anchor::SealHead) record in `formatter`'s
+    /// format ([`Sealer::set_anchor_records`]; a Kafka topic, a ClickHouse
+    /// table, ...); failures are counted in
+    /// [`FileSinkCounters::anchor_failed`].
+    ///
+    /// # Errors
+    /// `InvalidInput` when the sink has no seal.
+    pub fn set_seal_anchor_records(
+        &mut self,
+        sink: Box<dyn Sink>,
+        formatter: dplog_formatters::SchemaFormatter,
+    ) -> io::Result<()> {
+        let Some(s) = self.sealer.as_mut() else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{}: an anchor needs a seal", self.path.display()),
+            ));
+        };
+        let counters = self.counters.clone();
+        s.set_anchor_records(
+            sink,
+            formatter,
+            Box::new(move |_| bump(&counters.anchor_failed, 1)),
+        );
         Ok(())
     }
 
@@ -799,6 +837,7 @@ impl FileSink {
                     match memchr::memrchr(b'\n', &chunk[..room.min(chunk.len())]) {
                         Some(i) => chunk = &chunk[..=i],
                         None if self.size > 0 => {
+                            self.seal_deferred(batch);
                             if let Err(e) = self.try_rotate() {
                                 return (written, Err(e));
                             }
@@ -829,7 +868,10 @@ impl FileSink {
                 }
             };
             written += keep;
-            seal_bytes(&mut self.sealer, &self.counters, self.size, &chunk[..keep]);
+            match self.sealer.as_mut() {
+                Some(s) if self.defer_seal => s.defer(self.size, batch.len() - bytes.len(), keep),
+                _ => seal_bytes(&mut self.sealer, &self.counters, self.size, &chunk[..keep]),
+            }
             self.size += keep as u64;
             if keep > 0 {
                 self.dirty = true;
@@ -873,50 +915,28 @@ impl FileSink {
         }
     }
 
-    /// Serves SIGHUP, time-based rotation and the fsync interval.
-    fn periodic(&mut self, now: Instant) -> Result<(), SinkError> {
-        if self.file.is_none() {
-            return Ok(());
-        }
-        if let Some((flag, _)) = &self.sighup {
-            // Relaxed swap: the flag carries no data; the signal handler's
-            // store is its partner.
-            if flag.swap(false, Ordering::Relaxed) {
-                self.reopen_file()?;
-            }
-        }
-        if let Some(ms) = self.opts.rotate_interval_ms {
-            if self.size > 0
-                && now.duration_since(self.opened_at) >= Duration::from_millis(ms)
-                && !self.rotation_deferred()
-            {
-                self.try_rotate()?;
-            }
-        }
+    /// Seals the deferred pieces of `batch` on this thread (a rotation
+    /// inside the batch, a write that failed part-way); a failed seal
+    /// write is counted (the sealer keeps the entry for its next write).
+    fn seal_deferred(&mut self, batch: &[u8]) {
         if let Some(s) = self.sealer.as_mut() {
-            if let Err(e) = s.tick(now) {
+            if let Err(e) = s.seal_deferred(batch) {
                 self.counters.count_error(&e);
             }
         }
-        if let FsyncPolicy::EveryMs(ms) = self.opts.fsync {
-            if self.dirty && now.duration_since(self.last_sync) >= Duration::from_millis(ms) {
-                self.sync()?;
-            }
-        }
-        Ok(())
     }
-}
 
-/// The 13-digit millisecond stamp of a rotated file name (0 if none).
-fn rotation_stamp(p: &Path) -> u128 {
-    p.extension()
-        .and_then(|e| e.to_str())
-        .and_then(|e| e.parse().ok())
-        .unwrap_or(0)
-}
+    /// Waits for the seal's hasher thread to hash every batch handed to
+    /// it, and seals them (flush, `write_out`, `sync_all`).
+    fn seal_catch_up(&mut self) -> Result<(), SinkError> {
+        match self.sealer.as_mut().map(Sealer::catch_up) {
+            Some(Err(e)) => Err(self.err(e)),
+            _ => Ok(()),
+        }
+    }
 
-impl Sink for FileSink {
-    fn write_batch(&mut self, batch: &[u8]) -> Result<Accepted, SinkError> {
+    /// [`Sink::write_batch`]'s work on `batch`, lent or handed over.
+    fn write_lent(&mut self, batch: &[u8]) -> Result<Accepted, SinkError> {
         if self.file.is_none() {
             return Err(Self::closed());
         }
@@ -956,11 +976,97 @@ impl Sink for FileSink {
         Ok(Accepted::Delivered)
     }
 
+    /// Serves SIGHUP, time-based rotation and the fsync interval.
+    fn periodic(&mut self, now: Instant) -> Result<(), SinkError> {
+        if self.file.is_none() {
+            return Ok(());
+        }
+        if let Some((flag, _)) = &self.sighup {
+            // Relaxed swap: the flag carries no data; the signal handler's
+            // store is its partner.
+            if flag.swap(false, Ordering::Relaxed) {
+                self.reopen_file()?;
+            }
+        }
+        if let Some(ms) = self.opts.rotate_interval_ms {
+            if self.size > 0
+                && now.duration_since(self.opened_at) >= Duration::from_millis(ms)
+                && !self.rotation_deferred()
+            {
+                self.try_rotate()?;
+            }
+        }
+        if let Some(s) = self.sealer.as_mut() {
+            if let Err(e) = s.tick(now) {
+                self.counters.count_error(&e);
+            }
+            if s.take_hasher_death() {
+                return Err(SinkError::Permanent(io::Error::other(format!(
+                    "{}: {}",
+                    self.path.display(),
+                    crate::seal::HASHER_DIED
+                ))));
+            }
+        }
+        if let FsyncPolicy::EveryMs(ms) = self.opts.fsync {
+            if self.dirty && now.duration_since(self.last_sync) >= Duration::from_millis(ms) {
+                self.sync()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The 13-digit millisecond stamp of a rotated file name (0 if none).
+fn rotation_stamp(p: &Path) -> u128 {
+    p.extension()
+        .and_then(|e| e.to_str())
+        .and_then(|e| e.parse().ok())
+        .unwrap_or(0)
+}
+
+impl Sink for FileSink {
+    fn write_batch(&mut self, batch: &[u8]) -> Result<Accepted, SinkError> {
+        self.write_lent(batch)
+    }
+
+    /// Writes the batch as [`write_batch`](Sink::write_batch) does; with a
+    /// seal hashing on its hasher thread ([`HasherMode::Thread`]) the
+    /// buffer, once written, goes to that thread and a spare one comes
+    /// back in its place (the batch's seal entry follows when it is
+    /// hashed). A refused batch's written part is sealed here and `buf`
+    /// is left as given.
+    fn write_batch_owned(
+        &mut self,
+        buf: &mut Vec<u8>,
+        reports: &[std::ops::Range<usize>],
+    ) -> Result<Accepted, SinkError> {
+        if !self.sealer.as_ref().is_some_and(Sealer::threaded) {
+            return self.write_batch_marked(buf, reports);
+        }
+        self.defer_seal = true;
+        let r = self.write_lent(buf);
+        self.defer_seal = false;
+        if let Some(s) = self.sealer.as_mut() {
+            let sealed = if r.is_ok() {
+                s.hand_over(buf)
+            } else {
+                s.seal_deferred(buf)
+            };
+            if let Err(e) = sealed {
+                self.counters.count_error(&e);
+            }
+        }
+        r
+    }
+
     fn flush(&mut self) -> Result<(), SinkError> {
-        // Writes go straight to the kernel; nothing is buffered here.
+        // Writes go straight to the kernel; nothing is buffered here but
+        // the seal entries of batches the hasher thread holds.
         if self.file.is_none() {
             return Err(Self::closed());
         }
+        self.seal_catch_up()?;
         if self.opts.fsync != FsyncPolicy::Never && self.dirty {
             self.sync()?;
         }
@@ -974,6 +1080,7 @@ impl Sink for FileSink {
         if self.file.is_none() {
             return Err(Self::closed());
         }
+        self.seal_catch_up()?;
         self.settle()
     }
 

@@ -82,6 +82,8 @@ fn run(path: &Path, key: &Path, port: u16, from: usize, to: usize) -> Vec<u64> {
             seal: Some(SealOptions {
                 key_file: key.to_path_buf(),
                 sign_every: None,
+                hasher: dplog_sinks::seal::HasherMode::Thread,
+                hasher_cpu: None,
             }),
             ..Default::default()
         },
@@ -264,6 +266,8 @@ fn anchored_heads_catch_a_re_signed_rewrite_a_cut_tail_and_a_log_sealed_anew() {
             seal: Some(SealOptions {
                 key_file: key.clone(),
                 sign_every: None,
+                hasher: dplog_sinks::seal::HasherMode::Thread,
+                hasher_cpu: None,
             }),
             ..Default::default()
         },

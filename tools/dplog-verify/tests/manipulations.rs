@@ -34,6 +34,8 @@ fn opts(k: &Keys) -> FileSinkOptions {
         seal: Some(SealOptions {
             key_file: k.key.clone(),
             sign_every: None,
+            hasher: seal::HasherMode::Thread,
+            hasher_cpu: None,
         }),
         ..Default::default()
     }
@@ -59,15 +61,21 @@ fn batch(b: usize) -> Vec<u8> {
 
 /// Writes batches `from..to` through a sealed sink at `path`, then closes
 /// it (which signs the head). Returns the byte offset of each batch.
+///
+/// Each batch's buffer is handed over as the consumer does
+/// (`write_batch_owned`), so the seal's hasher thread hashes it.
 fn write(path: &Path, k: &Keys, from: usize, to: usize) -> Vec<u64> {
     let mut sink = FileSink::with_options(path, opts(k)).unwrap();
     let mut offs = Vec::new();
     let mut at = std::fs::metadata(path).unwrap().len();
+    let mut buf = Vec::with_capacity(4096);
     for b in from..to {
-        let bytes = batch(b);
+        buf.clear();
+        buf.extend_from_slice(&batch(b));
         offs.push(at);
-        sink.write_batch(&bytes).unwrap();
-        at += bytes.len() as u64;
+        let len = buf.len() as u64;
+        sink.write_batch_owned(&mut buf, &[]).unwrap();
+        at += len;
     }
     sink.close().unwrap();
     offs
@@ -576,6 +584,8 @@ fn a_missing_or_unprotected_or_malformed_key_file_refuses_the_sink() {
             seal: Some(SealOptions {
                 key_file: key.to_path_buf(),
                 sign_every: None,
+                hasher: seal::HasherMode::Thread,
+                hasher_cpu: None,
             }),
             ..Default::default()
         };
@@ -749,4 +759,68 @@ fn a_forged_seal_with_absurd_lengths_or_garbage_is_named_not_trusted() {
     std::fs::write(seal_path(&path), b"hello, world\n").unwrap();
     let f = verify(std::slice::from_ref(&path), &k).finding.unwrap();
     assert_eq!((f.problem, f.record, f.byte), (Problem::SealDamaged, 1, 0));
+}
+
+#[test]
+fn batches_the_hasher_thread_still_holds_at_a_crash_are_reported_as_not_sealed() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = keys(dir.path(), "seal");
+    let path = dir.path().join("verdicts.log");
+    let mut sink = FileSink::with_options(&path, opts(&k)).unwrap();
+    let mut buf = Vec::with_capacity(4096);
+    for b in 0..6 {
+        buf.clear();
+        buf.extend_from_slice(&batch(b));
+        sink.write_batch_owned(&mut buf, &[]).unwrap();
+    }
+    // A crash: the sink never closes, so whatever its hasher thread
+    // still holds never gets its seal entry. The last batch is among
+    // them (handed over, linked only at the next batch, tick or flush).
+    std::mem::forget(sink);
+    let data = std::fs::read(&path).unwrap();
+    let r = verify(std::slice::from_ref(&path), &k);
+    assert_eq!(r.finding, None, "{:?}", r.finding);
+    assert!(r.writes < 6, "{} writes sealed", r.writes);
+    let sealed_end = r.bytes;
+    let unsealed = format!(
+        "bytes {sealed_end}..{} from record {} are not sealed",
+        data.len(),
+        first_record_of(r.writes as usize)
+    );
+    assert!(
+        r.notes.iter().any(|n| n.contains(&unsealed)),
+        "{:?}",
+        r.notes
+    );
+    // Started again, the sink seals them late.
+    write(&path, &k, 6, 7);
+    let r = verify(std::slice::from_ref(&path), &k);
+    assert_eq!(r.finding, None, "{:?}", r.finding);
+    assert_eq!(r.bytes, std::fs::metadata(&path).unwrap().len());
+}
+
+#[test]
+fn flush_waits_for_the_hasher_thread_so_every_written_batch_is_sealed() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = keys(dir.path(), "seal");
+    let path = dir.path().join("verdicts.log");
+    let mut sink = FileSink::with_options(&path, opts(&k)).unwrap();
+    let mut buf = Vec::with_capacity(4096);
+    for b in 0..6 {
+        buf.clear();
+        buf.extend_from_slice(&batch(b));
+        sink.write_batch_owned(&mut buf, &[]).unwrap();
+    }
+    sink.flush().unwrap();
+    // Before close: every batch has its entry, nothing is left unsealed.
+    let r = verify(std::slice::from_ref(&path), &k);
+    assert_eq!(r.finding, None, "{:?}", r.finding);
+    assert_eq!(r.writes, 6);
+    assert_eq!(r.bytes, std::fs::metadata(&path).unwrap().len());
+    assert!(
+        !r.notes.iter().any(|n| n.contains("not sealed")),
+        "{:?}",
+        r.notes
+    );
+    sink.close().unwrap();
 }

@@ -915,9 +915,12 @@ impl Daemon {
     fn write_out_batch(&mut self, i: usize) -> Result<(), String> {
         if !self.outs[i].buf.is_empty() {
             let mut backoff = Duration::from_millis(10);
+            // The sink may take the buffer on success and give another
+            // back (a sealed file sink's hasher thread).
+            let len = self.outs[i].buf.len() as u64;
             loop {
                 let o = &mut self.outs[i];
-                let res = o.sink.write_batch_marked(&o.buf, &o.reports);
+                let res = o.sink.write_batch_owned(&mut o.buf, &o.reports);
                 match res {
                     Ok(accepted) => {
                         let mut failed = 0;
@@ -937,7 +940,7 @@ impl Daemon {
                         }
                         self.stats.written_records +=
                             self.outs[i].records - failed.min(self.outs[i].records);
-                        self.stats.written_bytes += self.outs[i].buf.len() as u64;
+                        self.stats.written_bytes += len;
                         self.stats.batches += 1;
                         break;
                     }

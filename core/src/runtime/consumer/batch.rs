@@ -83,8 +83,12 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
         // sink fails (it is placed again at the head of the next batch).
         let report_only = self.sink_report > 0 && self.buf.len() == self.sink_report;
         let mut backoff = RETRY_BACKOFF_MIN;
+        // The sink may take the buffer on success (and give another back).
+        let batch_len = self.buf.len();
         loop {
-            let r = self.sink.write_batch_marked(&self.buf, &self.batch_reports);
+            let r = self
+                .sink
+                .write_batch_owned(&mut self.buf, &self.batch_reports);
             self.count_err(&r);
             if r.is_ok() {
                 self.sink_recovered();
@@ -96,7 +100,7 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
                     self.record_latency();
                     let t = &self.totals;
                     bump(&t.written_records, self.batch_records);
-                    bump(&t.written_bytes, self.buf.len() as u64);
+                    bump(&t.written_bytes, batch_len as u64);
                     bump(&t.batches, 1);
                     break;
                 }

@@ -490,3 +490,75 @@ pub fn type_entry(s: &Schema, summary: &[String]) -> TypeEntry {
         fields: keys.iter().map(|f| f.name.to_string()).collect(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
+    #[test]
+    fn every_tuple_written_is_found_and_few_others_are() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut next = xorshift(0x1234_5678_9abc_def1);
+        let types = [TypeEntry {
+            schema_id: 7,
+            layout: 0xdead_beef,
+            fields: vec!["a".into(), "b".into()],
+        }];
+        // Three segments of 0, 100 and 20,000 tuples (with repeats).
+        let mut sets = Vec::new();
+        for (seq, n) in [(0u64, 0usize), (1, 100), (2, 20_000)] {
+            let mut hs: Vec<u64> = (0..n).map(|_| next()).collect();
+            let mut with_repeats = hs.clone();
+            with_repeats.extend_from_slice(&hs[..n / 2]);
+            let e = entry_bytes(seq, seq * 10, seq * 10 + 5, &types, &mut with_repeats);
+            append(dir.path(), 0, &e).unwrap();
+            hs.sort_unstable();
+            sets.push((seq, hs));
+        }
+        let mut sums = Summaries::new(dir.path());
+        for (seq, hs) in &sets {
+            let sf = SegmentFile {
+                path: dir.path().join("x"),
+                seq: *seq,
+                range: Some((seq * 10, seq * 10 + 5)),
+            };
+            let e = sums.entry(&sf).expect("an entry");
+            assert_eq!(e.types, types);
+            assert_eq!(e.tuples as usize, hs.len());
+            for &h in hs {
+                assert!(sums.may_hold(&e, h).unwrap());
+            }
+            // Tuples it lacks: about 1 in 1000 taken for one it holds
+            // (at most 64 fingerprints of 65536 a bucket).
+            let mut wrong = 0;
+            for _ in 0..100_000 {
+                let h = next();
+                if hs.binary_search(&h).is_err() && sums.may_hold(&e, h).unwrap() {
+                    wrong += 1;
+                }
+            }
+            assert!(wrong <= 300, "segment {seq}: {wrong} of 100000");
+            if hs.is_empty() {
+                assert_eq!(wrong, 0);
+            }
+        }
+        // An entry of another time range under the same number is not
+        // the segment's.
+        let other = SegmentFile {
+            path: dir.path().join("x"),
+            seq: 1,
+            range: Some((11, 15)),
+        };
+        assert!(sums.entry(&other).is_none());
+        assert!(sums.problems.is_empty());
+    }
+}

@@ -121,10 +121,10 @@
 //! When a segment is sealed, the key tuples of its rows (each record
 //! type's [`summary`](ArchiveSinkOptions::summary) fields together;
 //! default its lifecycle keys) are appended as one entry to the summary
-//! of its day, `summary-<day>.dps` ([`summary`]: bucketed 16-bit
-//! fingerprints, a CRC-32 per bucket, about 2.1 bytes per distinct
-//! tuple). A lookup that gives a type's whole tuple reads the entries of
-//! its window's days and one bucket per segment, and opens only the
+//! of its day, `summary-<day>.dps` and `.dpb` ([`summary`]: bucketed
+//! 16-bit fingerprints, a CRC-32 per bucket, about 2.1 bytes per
+//! distinct tuple). A lookup that gives a type's whole tuple reads the
+//! entries of its window's days and one bucket per segment, and opens only the
 //! segments that may hold the tuple (`dplog-query`), so its cost does not
 //! grow with the lookback window. A segment without an entry (a crash
 //! between its rename and the append) is opened as before; a damaged
@@ -738,8 +738,8 @@ fn recover(dir: &Path, path: &Path, seq: u64, opts: &ArchiveSinkOptions) -> io::
         }
     }
     sync_dir(dir)?;
-    let entry = summary::entry_bytes(seq, min, max, &types, &mut tuples);
-    if let Err(e) = summary::append(dir, summary::day_of(min), &entry) {
+    let day = summary::day_of(min);
+    if let Err(e) = summary::append(dir, day, seq, (min, max), &types, &mut tuples) {
         eprintln!(
             "dplog: archive recovery: {}: no summary entry (lookups read it whole): {e}",
             sealed.display()
@@ -1472,8 +1472,8 @@ impl ArchiveSink {
         }
         // Its summary entry, once it is sealed for good: without one
         // (a crash or an error here) lookups open it as before.
-        let entry = summary::entry_bytes(seq, min, max, &types, &mut tuples);
-        match summary::append(&self.dir, summary::day_of(min), &entry) {
+        let day = summary::day_of(min);
+        match summary::append(&self.dir, day, seq, (min, max), &types, &mut tuples) {
             Ok(_) => add(&self.counters.summaries, 1),
             Err(e) => {
                 eprintln!(
@@ -1533,10 +1533,7 @@ impl ArchiveSink {
             if let (Some(first), Ok(rd)) = (first_day, std::fs::read_dir(&self.dir)) {
                 for e in rd.flatten() {
                     let name = e.file_name();
-                    let day = name
-                        .to_str()
-                        .and_then(|n| n.strip_prefix("summary-")?.strip_suffix(".dps"))
-                        .and_then(|d| d.parse::<u64>().ok());
+                    let day = name.to_str().and_then(summary::parse_summary_name);
                     if day.is_some_and(|d| d < first) {
                         let _ = std::fs::remove_file(e.path());
                     }

@@ -65,7 +65,7 @@ use dplog_core::schema::{FieldDef, FieldKind, Lifecycle, Schema};
 use dplog_formatters::TscCalibration;
 use dplog_sinks::archive::format::{self, key_hash32};
 use dplog_sinks::archive::reader::{for_each_group, merge_rows};
-use dplog_sinks::archive::summary::Summaries;
+use dplog_sinks::archive::summary::{EntryRef, Summaries};
 use dplog_sinks::archive::{list_segments, Problem, Segment, SegmentFile};
 
 /// What to look up.
@@ -874,9 +874,9 @@ pub fn run(
     let window: Vec<SegmentFile> = segs
         .iter()
         .filter(|s| s.overlaps(from, to))
-        .filter(|s| !pruned(&mut summaries, s, &known, q))
         .cloned()
         .collect();
+    let window = prune(&mut summaries, window, &known, q);
     let mut prog = Progress {
         segments: window.len(),
         segments_pruned: in_range - window.len(),
@@ -1019,32 +1019,36 @@ pub fn run(
     Ok(outcome)
 }
 
-/// Whether the summary of sealed segment `sf` shows that it holds no
-/// record `q` can match: every record type of the segment either cannot
-/// match (it lacks a field `q` names; for `--at`, it has no lifecycle) or
-/// is summarized with the tuple layout of a known schema of its id whose
-/// lifecycle key fields `q` all gives exactly, and the segment's bucket
-/// for that tuple holds no fingerprint of it. A segment without an entry,
-/// with a type no known schema matches, or whose bucket is damaged
-/// (reported) is not pruned.
-fn pruned(summaries: &mut Summaries, sf: &SegmentFile, known: &[Schema], q: &Query) -> bool {
+/// The summary entry of sealed segment `sf` and the tuple hashes to ask
+/// it, when it can show that the segment holds no record `q` can match:
+/// every record type of the segment either cannot match (it lacks a field
+/// `q` names; for `--at`, it has no lifecycle) or is summarized with the
+/// tuple layout of a known schema of its id whose tuple fields `q` all
+/// gives exactly (one hash each). `None` (the segment is opened): no
+/// entry, a type no known schema matches, or one `q` does not give the
+/// whole tuple of.
+fn summary_probe(
+    summaries: &mut Summaries,
+    sf: &SegmentFile,
+    known: &[Schema],
+    q: &Query,
+) -> Option<(EntryRef, Vec<u64>)> {
     if q.conds.is_empty() {
-        return false;
+        return None;
     }
-    let Some(entry) = summaries.entry(sf) else {
-        return false;
-    };
-    for ty in &entry.types {
+    let r = summaries.entry(sf)?;
+    let mut hashes = Vec::new();
+    for ty in &summaries.get(r).types {
         let cands: Vec<&Schema> = known.iter().filter(|s| s.id() == ty.schema_id).collect();
         if cands.is_empty() {
-            return false;
+            return None;
         }
         for s in cands {
-            let Ok(Some(r)) = resolve(s, &[], &q.conds) else {
+            let Ok(Some(res)) = resolve(s, &[], &q.conds) else {
                 // A bad value was refused before; no match: nothing here.
                 continue;
             };
-            if matches!(q.mode, Mode::At(_)) && r.state.is_none() {
+            if matches!(q.mode, Mode::At(_)) && res.state.is_none() {
                 continue;
             }
             // The tuple fields the writer named, as this schema has them.
@@ -1057,11 +1061,11 @@ fn pruned(summaries: &mut Summaries, sf: &SegmentFile, known: &[Schema], q: &Que
                 || fields.len() != ty.fields.len()
                 || format::tuple_layout(&fields) != ty.layout
             {
-                return false;
+                return None;
             }
             let mut tuple = Vec::new();
             for f in &fields {
-                let given = r.conds.iter().find_map(|c| match c {
+                let given = res.conds.iter().find_map(|c| match c {
                     Cond::Eq { off, bytes }
                         if *off == f.offset as usize && bytes.len() == f.size as usize =>
                     {
@@ -1069,22 +1073,51 @@ fn pruned(summaries: &mut Summaries, sf: &SegmentFile, known: &[Schema], q: &Que
                     }
                     _ => None,
                 });
-                match given {
-                    Some(b) => tuple.extend_from_slice(b),
-                    None => return false,
-                }
+                tuple.extend_from_slice(given?);
             }
-            match summaries.may_hold(&entry, format::tuple_hash(s.id(), &tuple)) {
-                Ok(false) => {}
-                Ok(true) => return false,
-                Err(e) => {
-                    summaries.bucket_problem(&entry, &e);
-                    return false;
-                }
-            }
+            hashes.push(format::tuple_hash(s.id(), &tuple));
         }
     }
-    true
+    Some((r, hashes))
+}
+
+/// The segments of `window` the summaries do not rule out (see
+/// [`summary_probe`]): a segment is ruled out when its bucket of every
+/// hash asked holds no fingerprint of it. The buckets of every segment
+/// are advised to the kernel before any is read. A bucket that cannot be
+/// checked is reported and its segment kept.
+fn prune(
+    summaries: &mut Summaries,
+    window: Vec<SegmentFile>,
+    known: &[Schema],
+    q: &Query,
+) -> Vec<SegmentFile> {
+    let probes: Vec<Option<(EntryRef, Vec<u64>)>> = window
+        .iter()
+        .map(|sf| summary_probe(summaries, sf, known, q))
+        .collect();
+    for (r, hs) in probes.iter().flatten() {
+        for &h in hs {
+            summaries.advise(*r, h);
+        }
+    }
+    let mut out = Vec::with_capacity(window.len());
+    for (sf, p) in window.into_iter().zip(probes) {
+        let keep = match p {
+            None => true,
+            Some((r, hs)) => hs.iter().any(|&h| match summaries.may_hold(r, h) {
+                Ok(may) => may,
+                Err(e) => {
+                    summaries.bucket_problem(r, &e);
+                    true
+                }
+            }),
+        };
+        if keep {
+            out.push(sf);
+        }
+    }
+    out
 }
 
 /// The held opens live at `t`, in the order written.

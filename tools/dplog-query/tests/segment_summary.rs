@@ -276,19 +276,20 @@ fn a_segment_the_summary_lacks_is_read_and_a_damaged_summary_is_reported() {
     assert_eq!(o.progress.segments_opened, 5);
     // Damaged buckets: every bucket of entry 0 (segment 0, which does
     // not hold the tuple) fails its CRC: reported, and segment 0 is
-    // opened; the answer is the same.
-    let mut bad = bytes.clone();
-    let e0 = &bytes[..starts[1]];
-    let dlen = u32::from_le_bytes(e0[8..12].try_into().unwrap()) as usize;
-    let desc = &e0[summary::ENTRY_HEAD..summary::ENTRY_HEAD + dlen];
-    let bits = desc[dlen - 5];
-    let table = summary::ENTRY_HEAD + dlen;
-    let data = table + 4 * ((1 << bits) + 1);
-    for b in 0..1usize << bits {
-        let off = u32::from_le_bytes(e0[table + 4 * b..table + 4 * b + 4].try_into().unwrap());
-        bad[data + off as usize] ^= 0x55;
+    // opened; the answer is the same. Its buckets lie in the `.dpb` at
+    // the offset and length its description gives.
+    std::fs::write(&sum, &bytes).unwrap();
+    let dpb = sum.with_extension("dpb");
+    let buckets = std::fs::read(&dpb).unwrap();
+    let desc = &bytes[summary::ENTRY_HEAD..];
+    let at0 = u64::from_le_bytes(desc[24..32].try_into().unwrap()) as usize;
+    let len0 = u64::from_le_bytes(desc[32..40].try_into().unwrap()) as usize;
+    assert!(len0 >= 4 && at0 + len0 <= buckets.len());
+    let mut bad = buckets.clone();
+    for b in &mut bad[at0..at0 + len0] {
+        *b ^= 0x55;
     }
-    std::fs::write(&sum, &bad).unwrap();
+    std::fs::write(&dpb, &bad).unwrap();
     let (found, o) = at(dir.path(), 5000, &conn_key("9999"));
     assert_eq!(found, want5);
     assert_eq!(o.summary_problems.len(), 1, "{:?}", o.summary_problems);
@@ -297,6 +298,7 @@ fn a_segment_the_summary_lacks_is_read_and_a_damaged_summary_is_reported() {
         (o.progress.segments_opened, o.progress.segments_pruned),
         (2, 4)
     );
+    std::fs::write(&dpb, &buckets).unwrap();
     // A damaged entry head (entry 1's description): the summary ends
     // there, reported; segments 1 to 9 are opened.
     let mut bad = bytes.clone();
@@ -312,6 +314,7 @@ fn a_segment_the_summary_lacks_is_read_and_a_damaged_summary_is_reported() {
     );
     // No summary at all: every segment opened, the same answer.
     std::fs::remove_file(&sum).unwrap();
+    std::fs::remove_file(&dpb).unwrap();
     let (found, o) = at(dir.path(), 9900, &conn_key("9999"));
     assert_eq!(found, want);
     assert_eq!(
@@ -321,6 +324,7 @@ fn a_segment_the_summary_lacks_is_read_and_a_damaged_summary_is_reported() {
     // The writer cuts a torn tail off before it appends: a new segment
     // written after a torn append gets a readable entry.
     std::fs::write(&sum, &bytes[..starts[9] + 20]).unwrap();
+    std::fs::write(&dpb, &buckets).unwrap();
     let mut later = vip_records()[..4].to_vec();
     for r in &mut later {
         r.time_ns += 20_000 * MS;

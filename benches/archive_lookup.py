@@ -27,12 +27,15 @@ Warm: two passes, the second timed. Cold (--cold, root): `echo 3 >
 connection per probe after the drop. Prints one line per measurement
 (bounded output: a few lines per size), and checks that both answer the
 same number of probes with a session. The archive's bytes are split into
-segments and segment summaries (`summary-*.dps`, keyed on the post-NAT
+segments and segment summaries (`summary-*.dps` and `.dpb`, keyed on the post-NAT
 address and port by the generator); one untimed pass with `--stats`
 gives the mean segments in the window, ruled out by the summaries and
 opened, and blocks decoded, per probe. `--compare` also times dplog-query
 with the summaries moved aside (every segment of the window opened, as
-before them), warm and (with --cold) cold, in the same run. Above
+before them), warm and (with --cold) cold, in the same run. With --cold
+it also times 50 cold starts of `dplog-query --help` (binary and
+libraries out of the page cache, no archive read): the floor of a cold
+query. Above
 10,000,000 events no CSV or Parquet is written (its CSV alone would be
 about 10 GB at 1e8) and DuckDB is not run.
 """
@@ -86,9 +89,9 @@ def pct(v, p):
     return v[round((len(v) - 1) * p)]
 
 
-def dir_bytes(d, suffix=""):
+def dir_bytes(d, prefix=""):
     return sum(
-        os.path.getsize(os.path.join(d, n)) for n in os.listdir(d) if n.endswith(suffix)
+        os.path.getsize(os.path.join(d, n)) for n in os.listdir(d) if n.startswith(prefix)
     )
 
 
@@ -117,7 +120,7 @@ def run_size(work, events, cold, compare):
             probes.append((int(t), a, int(p)))
     ab = dir_bytes(arch)
     pb = os.path.getsize(parquet) if duck_too else 0
-    sb = dir_bytes(arch, ".dps")
+    sb = dir_bytes(arch, "summary-")
     print(
         f"{events} events: archive {ab} bytes ({ab / events:.2f} B/event: segments "
         f"{(ab - sb) / events:.2f}, summaries {sb / events:.2f}), "
@@ -198,7 +201,7 @@ def lookups(work, arch, parquet, events, probes, cold, compare):
     if compare:
         aside = os.path.join(work, f"aside{events}")
         os.makedirs(aside, exist_ok=True)
-        moved = [n for n in os.listdir(arch) if n.endswith(".dps")]
+        moved = [n for n in os.listdir(arch) if n.startswith("summary-")]
         for n in moved:
             os.rename(os.path.join(arch, n), os.path.join(aside, n))
         try:
@@ -216,6 +219,14 @@ def lookups(work, arch, parquet, events, probes, cold, compare):
         finally:
             for n in moved:
                 os.rename(os.path.join(aside, n), os.path.join(arch, n))
+    if cold:
+        # The floor of a cold query: the process started with its binary
+        # and libraries out of the page cache, reading no archive.
+        ts = []
+        for _ in range(50):
+            drop_caches()
+            ts.append(timed(lambda: subprocess.run([QUERY, "--help"], stdout=subprocess.DEVNULL))[0])
+        report("cold start (--help)", ts, 0)
     if parquet is None:
         if cold:
             ts = []

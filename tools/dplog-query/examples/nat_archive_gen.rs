@@ -13,7 +13,10 @@
 //! integers); `PROBES` gets 200 `--at` probes (`time_ns addr port`):
 //! 100 sessions live at the time asked, 100 random (mostly misses).
 //! The random sequence is the bench's, so the data is the same.
-//! `NAT_ARCHIVE_GEN_ZSTD_LEVEL` sets the sink's `zstd_level` (default 3).
+//! `NAT_ARCHIVE_GEN_ZSTD_LEVEL` sets the sink's `zstd_level` (default 3);
+//! `NAT_ARCHIVE_GEN_INDEX=pair` keys the block index on the post-NAT
+//! address and port together (the default indexes each of the session's
+//! eight lifecycle keys on its own).
 
 #![allow(missing_docs)] // an example's main
 
@@ -64,6 +67,9 @@ fn main() {
         ],
         ..Default::default()
     };
+    if std::env::var("NAT_ARCHIVE_GEN_INDEX").is_ok_and(|v| v == "pair") {
+        opts.index = opts.summary.clone();
+    }
     if let Ok(l) = std::env::var("NAT_ARCHIVE_GEN_ZSTD_LEVEL") {
         opts.zstd_level = l.parse().expect("NAT_ARCHIVE_GEN_ZSTD_LEVEL: a zstd level");
     }

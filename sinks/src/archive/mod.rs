@@ -130,6 +130,8 @@
 //! between its rename and the append) is opened as before; a damaged
 //! summary is reported and the segments it would rule out are opened.
 //! The segment files and their format are unchanged by the summaries.
+//! The open segment keeps its tuple hashes in memory until sealed (8
+//! bytes per distinct tuple per block). `summary = []` writes none.
 //!
 //! # Durability and crashes
 //!
@@ -438,7 +440,8 @@ struct SchemaEntry {
     raw: Vec<u8>,
     cols: Vec<Column>,
     key: Vec<FieldDef>,
-    /// Its key tuple fields (lifecycle keys) for the segment summary.
+    /// Its key tuple fields for the segment summary: the `summary`
+    /// fields it has (empty: its rows are not summarized).
     tuple: Vec<FieldDef>,
     /// What the segment summary says of the type.
     ty: summary::TypeEntry,
@@ -474,8 +477,8 @@ struct Encoded {
     /// The key hashes of its rows, most duplicates removed (empty: no
     /// indexed field); the seal removes the rest.
     keys: Vec<u32>,
-    /// The tuple hashes of its rows for the summary (empty: its type has
-    /// no lifecycle keys).
+    /// The tuple hashes of its rows for the summary, each once (empty:
+    /// its type has no tuple fields).
     tuples: Vec<u64>,
 }
 
@@ -739,7 +742,11 @@ fn recover(dir: &Path, path: &Path, seq: u64, opts: &ArchiveSinkOptions) -> io::
     }
     sync_dir(dir)?;
     let day = summary::day_of(min);
-    if let Err(e) = summary::append(dir, day, seq, (min, max), &types, &mut tuples) {
+    let summarized = !opts.summary.is_empty();
+    if let Err(e) = summarized
+        .then(|| summary::append(dir, day, seq, (min, max), &types, &mut tuples))
+        .transpose()
+    {
         eprintln!(
             "dplog: archive recovery: {}: no summary entry (lookups read it whole): {e}",
             sealed.display()
@@ -1473,15 +1480,17 @@ impl ArchiveSink {
         // Its summary entry, once it is sealed for good: without one
         // (a crash or an error here) lookups open it as before.
         let day = summary::day_of(min);
-        match summary::append(&self.dir, day, seq, (min, max), &types, &mut tuples) {
-            Ok(_) => add(&self.counters.summaries, 1),
-            Err(e) => {
-                eprintln!(
-                    "dplog: archive {}: segment {seq} sealed without its summary entry \
-                     (lookups read it whole): {e}",
-                    self.dir.display()
-                );
-                add(&self.counters.write_errors, 1);
+        if !self.opts.summary.is_empty() {
+            match summary::append(&self.dir, day, seq, (min, max), &types, &mut tuples) {
+                Ok(_) => add(&self.counters.summaries, 1),
+                Err(e) => {
+                    eprintln!(
+                        "dplog: archive {}: segment {seq} sealed without its summary entry \
+                         (lookups read it whole): {e}",
+                        self.dir.display()
+                    );
+                    add(&self.counters.write_errors, 1);
+                }
             }
         }
         self.retain();

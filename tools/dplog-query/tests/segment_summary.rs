@@ -420,3 +420,54 @@ fn nat_lookups_by_public_address_and_port_prune_with_that_summary() {
         (4, 0)
     );
 }
+
+#[test]
+fn a_recovered_segment_gets_its_entry_and_an_empty_summary_setting_writes_none() {
+    // A crash: the last second's segment is left open (its blocks
+    // flushed), then recovered and sealed by the next writer, with its
+    // summary entry: the lookup rules it out as any other.
+    let dir = tempfile::tempdir().unwrap();
+    let opts = || ArchiveSinkOptions {
+        block_rows: 32,
+        segment_interval_ms: Some(1000),
+        ..Default::default()
+    };
+    let mut sink = ArchiveSink::open(dir.path(), opts()).unwrap();
+    let mut enc = BinaryEncoder::new(&[&vip_schema()]);
+    let mut b = Vec::new();
+    for r in vip_records() {
+        enc.push(&r.bytes(), &mut b);
+    }
+    sink.write_batch(&b).unwrap();
+    sink.flush().unwrap();
+    drop(sink);
+    let segs = list_segments(dir.path()).unwrap();
+    assert_eq!(segs.len(), 10);
+    assert!(segs[9].range.is_none());
+    drop(ArchiveSink::open(dir.path(), opts()).unwrap());
+    assert!(list_segments(dir.path())
+        .unwrap()
+        .iter()
+        .all(|s| s.range.is_some()));
+    let (found, o) = at(dir.path(), 9900, &conn_key("9999"));
+    assert!(found.is_empty());
+    assert_eq!(
+        (o.progress.segments_opened, o.progress.segments_pruned),
+        (2, 8)
+    );
+    // `summary = []`: no summary file; every segment of the window is
+    // opened, with the same answers.
+    let none = tempfile::tempdir().unwrap();
+    let recs: Vec<Vec<u8>> = vip_records().iter().map(|r| r.bytes()).collect();
+    write(none.path(), &vip_schema(), &recs, Vec::new());
+    assert!(std::fs::read_dir(none.path())
+        .unwrap()
+        .flatten()
+        .all(|e| !e.file_name().to_string_lossy().starts_with("summary-")));
+    let (found, o) = at(none.path(), 5000, &conn_key("9999"));
+    assert_eq!(found.len(), 1);
+    assert_eq!(
+        (o.progress.segments_opened, o.progress.segments_pruned),
+        (6, 0)
+    );
+}

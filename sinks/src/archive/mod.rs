@@ -316,13 +316,13 @@ impl ArchiveSinkOptions {
         Ok(())
     }
 
-    /// Checks `index` against the record types the archive serves: each
-    /// field it names must be a field of at least one of `schemas` (a
-    /// type that lacks it is keyed on the others it has).
-    /// `["@lifecycle"]` and `[]` always pass.
+    /// Checks `index`, then `summary`, against the record types the
+    /// archive serves: each field they name must be a field of at least
+    /// one of `schemas` (a type that lacks it is keyed on the others it
+    /// has). `["@lifecycle"]` and `[]` always pass.
     ///
-    /// Errors: `InvalidInput` naming the first field no type has, with
-    /// each type's fields.
+    /// Errors: `InvalidInput` naming the setting and the first field no
+    /// type has, with each type's fields.
     ///
     /// # Examples
     ///
@@ -339,16 +339,28 @@ impl ArchiveSinkOptions {
     ///     ..Default::default()
     /// };
     /// let e = typo.check_index(&[&conn]).unwrap_err();
+    /// assert!(e.to_string().starts_with("index: "));
     /// assert!(e.to_string().contains("\"vipp\""));
     /// assert!(e.to_string().contains("lbConn (vip, vport)"));
+    /// let typo = ArchiveSinkOptions {
+    ///     summary: vec!["vip".into(), "vprot".into()],
+    ///     ..Default::default()
+    /// };
+    /// let e = typo.check_index(&[&conn]).unwrap_err();
+    /// assert!(e.to_string().starts_with("summary: "));
+    /// assert!(e.to_string().contains("\"vprot\""));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn check_index(&self, schemas: &[&Schema]) -> io::Result<()> {
-        if self.index.len() == 1 && self.index[0] == format::LIFECYCLE_KEYS {
+        Self::check_names("index", &self.index, schemas)?;
+        Self::check_names("summary", &self.summary, schemas)
+    }
+
+    fn check_names(what: &str, names: &[String], schemas: &[&Schema]) -> io::Result<()> {
+        if names.len() == 1 && names[0] == format::LIFECYCLE_KEYS {
             return Ok(());
         }
-        let Some(missing) = self
-            .index
+        let Some(missing) = names
             .iter()
             .find(|n| !schemas.iter().any(|s| s.field(n).is_some()))
         else {
@@ -364,9 +376,9 @@ impl ArchiveSinkOptions {
         Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!(
-                "index: no record type the archive serves has a field \"{missing}\" \
+                "{what}: no record type the archive serves has a field \"{missing}\" \
                  (the record types and their fields: {}); name fields of them, or leave \
-                 index out for each type's lifecycle keys",
+                 {what} out for each type's lifecycle keys",
                 if types.is_empty() {
                     "none".to_string()
                 } else {

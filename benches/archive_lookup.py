@@ -6,7 +6,7 @@ Usage (from the repository root, after
 `cargo build --release -p dplog-query --bin dplog-query --example nat_archive_gen`
 and `pip install duckdb`):
 
-    benches/archive_lookup.py WORKDIR EVENTS[,EVENTS...] [--cold] [--keep]
+    benches/archive_lookup.py WORKDIR EVENTS[,EVENTS...] [--cold] [--compare] [--keep]
 
 For each EVENTS count it writes, under WORKDIR (keep it on /tmp, removed
 at the end unless --keep): the synthetic NAT44 archive of the `archive`
@@ -26,10 +26,22 @@ Warm: two passes, the second timed. Cold (--cold, root): `echo 3 >
 /proc/sys/vm/drop_caches` before each probe; DuckDB cold opens a new
 connection per probe after the drop. Prints one line per measurement
 (bounded output: a few lines per size), and checks that both answer the
-same number of probes with a session.
+same number of probes with a session. The archive's bytes are split into
+segments and segment summaries (`summary-*.dps` and `.dpb`, keyed on the post-NAT
+address and port by the generator); one untimed pass with `--stats`
+gives the mean segments in the window, ruled out by the summaries and
+opened, and blocks decoded, per probe. `--compare` also times dplog-query
+with the summaries moved aside (every segment of the window opened, as
+before them), warm and (with --cold) cold, in the same run. With --cold
+it also times 50 cold starts of `dplog-query --help` (binary and
+libraries out of the page cache, no archive read): the floor of a cold
+query. Above
+10,000,000 events no CSV or Parquet is written (its CSV alone would be
+about 10 GB at 1e8) and DuckDB is not run.
 """
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -77,21 +89,51 @@ def pct(v, p):
     return v[round((len(v) - 1) * p)]
 
 
-def dir_bytes(d):
-    return sum(os.path.getsize(os.path.join(d, n)) for n in os.listdir(d))
+def dir_bytes(d, prefix=""):
+    return sum(
+        os.path.getsize(os.path.join(d, n)) for n in os.listdir(d) if n.startswith(prefix)
+    )
 
 
-def run_size(work, events, cold):
-    import duckdb
+STATS = re.compile(
+    r"segments in window (\d+), ruled out by the summaries (\d+), opened (\d+); "
+    r"blocks decoded (\d+), skipped by the index (\d+)"
+)
 
+
+def run_size(work, events, cold, compare):
     arch = os.path.join(work, f"a{events}")
     csv = os.path.join(work, f"e{events}.csv")
     probes_f = os.path.join(work, f"p{events}.txt")
     parquet = os.path.join(work, f"e{events}.parquet")
     shutil.rmtree(arch, ignore_errors=True)
+    duck_too = events <= 10_000_000
     t0 = time.time()
-    subprocess.run([GEN, arch, str(events), csv, probes_f], check=True)
+    subprocess.run([GEN, arch, str(events), csv if duck_too else "", probes_f], check=True)
     gen_s = time.time() - t0
+    if duck_too:
+        make_parquet(csv, parquet)
+    probes = []
+    with open(probes_f) as f:
+        for line in f:
+            t, a, p = line.split()
+            probes.append((int(t), a, int(p)))
+    ab = dir_bytes(arch)
+    pb = os.path.getsize(parquet) if duck_too else 0
+    sb = dir_bytes(arch, "summary-")
+    print(
+        f"{events} events: archive {ab} bytes ({ab / events:.2f} B/event: segments "
+        f"{(ab - sb) / events:.2f}, summaries {sb / events:.2f}), "
+        + (f"parquet zstd key-sorted {pb} bytes ({pb / events:.2f} B/event); "
+           if duck_too else "no parquet; ")
+        + f"written in {gen_s:.1f} s"
+    )
+    lookups(work, arch, parquet if duck_too else None, events, probes, cold, compare)
+
+
+def make_parquet(csv, parquet):
+    import duckdb
+
     con = duckdb.connect()
     con.execute(
         f"COPY (SELECT * FROM read_csv('{csv}', header=false, columns="
@@ -101,17 +143,10 @@ def run_size(work, events, cold):
     )
     con.close()
     os.remove(csv)
-    probes = []
-    with open(probes_f) as f:
-        for line in f:
-            t, a, p = line.split()
-            probes.append((int(t), a, int(p)))
-    ab, pb = dir_bytes(arch), os.path.getsize(parquet)
-    print(
-        f"{events} events: archive {ab} bytes ({ab / events:.2f} B/event), "
-        f"parquet zstd key-sorted {pb} bytes ({pb / events:.2f} B/event); "
-        f"written in {gen_s:.1f} s"
-    )
+
+
+def lookups(work, arch, parquet, events, probes, cold, compare):
+    import duckdb
 
     def dplog(t, a, p):
         r = subprocess.run(
@@ -142,10 +177,64 @@ def run_size(work, events, cold):
             f"max {max(ms):7.2f} ms  ({found} of {len(ts)} probes answered)"
         )
 
+    sums = [0] * 5
+    for t, a, p in probes:
+        r = subprocess.run(
+            [QUERY, "--archive", arch, "--at", f"{t}ns", "--stats",
+             "--where", f"postNATSourceIPv4Address={a}",
+             "--where", f"postNAPTSourceTransportPort={p}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )
+        m = STATS.search(r.stderr)
+        if m is None:
+            raise SystemExit(f"no --stats line: {r.stderr[:300]}")
+        sums = [x + int(y) for x, y in zip(sums, m.groups())]
+    n = len(probes)
+    print(
+        f"  per probe: segments in window {sums[0] / n:.1f}, ruled out {sums[1] / n:.1f}, "
+        f"opened {sums[2] / n:.2f}; blocks decoded {sums[3] / n:.2f}"
+    )
     for _ in range(2):
         res = [timed(dplog, *q) for q in probes]
     report("dplog-query warm", [r[0] for r in res], sum(1 for r in res if r[1]))
     want = [r[1] for r in res]
+    if compare:
+        aside = os.path.join(work, f"aside{events}")
+        os.makedirs(aside, exist_ok=True)
+        moved = [n for n in os.listdir(arch) if n.startswith("summary-")]
+        for n in moved:
+            os.rename(os.path.join(arch, n), os.path.join(aside, n))
+        try:
+            for _ in range(2):
+                res = [timed(dplog, *q) for q in probes]
+            report("  without summaries, warm", [r[0] for r in res], sum(1 for r in res if r[1]))
+            if [r[1] for r in res] != want:
+                print("  ANSWERS DIFFER without the summaries")
+            if cold:
+                ts = []
+                for q in probes:
+                    drop_caches()
+                    ts.append(timed(dplog, *q)[0])
+                report("  without summaries, cold", ts, sum(1 for n in want if n))
+        finally:
+            for n in moved:
+                os.rename(os.path.join(aside, n), os.path.join(arch, n))
+    if cold:
+        # The floor of a cold query: the process started with its binary
+        # and libraries out of the page cache, reading no archive.
+        ts = []
+        for _ in range(50):
+            drop_caches()
+            ts.append(timed(lambda: subprocess.run([QUERY, "--help"], stdout=subprocess.DEVNULL))[0])
+        report("cold start (--help)", ts, 0)
+    if parquet is None:
+        if cold:
+            ts = []
+            for q in probes:
+                drop_caches()
+                ts.append(timed(dplog, *q)[0])
+            report("dplog-query cold", ts, sum(1 for n in want if n))
+        return
     con = duckdb.connect()
     for _ in range(2):
         res = [timed(duck, con, *q) for q in probes]
@@ -179,7 +268,7 @@ def main():
     os.makedirs(work, exist_ok=True)
     try:
         for n in sys.argv[2].split(","):
-            run_size(work, int(n), cold)
+            run_size(work, int(n), cold, "--compare" in sys.argv)
     finally:
         if "--keep" not in sys.argv:
             shutil.rmtree(work, ignore_errors=True)

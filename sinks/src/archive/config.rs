@@ -28,6 +28,10 @@ pub struct ArchiveSinkConfig {
     /// `["@lifecycle"]`: each record type's lifecycle keys. A name that
     /// no record type of the stream has is refused.
     pub index: Vec<String>,
+    /// Key tuple fields of the segment summaries; see
+    /// [`ArchiveSinkOptions::summary`]. Default `["@lifecycle"]`: each
+    /// record type's lifecycle keys together; `[]`: no summary.
+    pub summary: Vec<String>,
     /// Records per block. Default 16384.
     pub block_rows: usize,
     /// Event-time slice per segment, ms; 0 = by size only. Default
@@ -65,6 +69,7 @@ impl Default for ArchiveSinkConfig {
         Self {
             dir: PathBuf::from("archive"),
             index: d.index,
+            summary: d.summary,
             block_rows: d.block_rows,
             segment_interval_ms: d.segment_interval_ms.unwrap_or(0),
             segment_bytes: d.segment_bytes,
@@ -86,6 +91,7 @@ impl ArchiveSinkConfig {
         let opt = |v: u64| (v > 0).then_some(v);
         ArchiveSinkOptions {
             index: self.index.clone(),
+            summary: self.summary.clone(),
             block_rows: self.block_rows,
             segment_interval_ms: opt(self.segment_interval_ms),
             segment_bytes: self.segment_bytes,

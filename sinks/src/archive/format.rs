@@ -1229,6 +1229,49 @@ pub fn index_fields<'a>(s: &'a Schema, index: &[String]) -> Vec<&'a FieldDef> {
         .collect()
 }
 
+/// The key tuple fields of record type `s` under summary key `summary`
+/// (the archive's `summary` setting), by the rule of [`index_fields`]:
+/// for `[`[`LIFECYCLE_KEYS`]`]` its lifecycle's key fields in their
+/// declared order (none without a lifecycle), else the named fields it
+/// has, in the order named. A segment's summary ([`super::summary`])
+/// holds the tuples of these fields, together.
+pub fn tuple_fields<'a>(s: &'a Schema, summary: &[String]) -> Vec<&'a FieldDef> {
+    index_fields(s, summary)
+}
+
+/// A 32-bit digest of the layout of tuple fields `fields` (each one's
+/// name, offset and size): a summary answers for a record type only to
+/// a reader whose schema of that id has the same tuple layout.
+pub fn tuple_layout(fields: &[&FieldDef]) -> u32 {
+    let mut h = FNV_OFFSET;
+    for f in fields {
+        h = fnv(h, f.name.as_bytes());
+        h = fnv(h, &[0]);
+        h = fnv(h, &f.offset.to_le_bytes());
+        h = fnv(h, &f.size.to_le_bytes());
+    }
+    (mix(h) >> 32) as u32
+}
+
+/// The 64-bit summary hash of a key tuple of record type `schema_id`:
+/// FNV-1a over the id (u16 LE) then `tuple` (the tuple fields' bytes,
+/// concatenated, as the record holds them), then the SplitMix64
+/// finalizer. Part of the format: a reader must compute the same value.
+pub fn tuple_hash(schema_id: u16, tuple: &[u8]) -> u64 {
+    mix(fnv(fnv(FNV_OFFSET, &schema_id.to_le_bytes()), tuple))
+}
+
+/// [`tuple_hash`] of record `rec` of type `schema_id` whose tuple fields
+/// are `fields`, without building the tuple.
+pub fn record_tuple_hash(schema_id: u16, fields: &[&FieldDef], rec: &[u8]) -> u64 {
+    let h = fields
+        .iter()
+        .fold(fnv(FNV_OFFSET, &schema_id.to_le_bytes()), |h, f| {
+            fnv(h, f.bytes(rec))
+        });
+    mix(h)
+}
+
 /// `path`'s file name as UTF-8, or "".
 pub fn file_name(path: &Path) -> &str {
     path.file_name().and_then(|n| n.to_str()).unwrap_or("")

@@ -116,6 +116,23 @@
 //! a block's repeated keys are mostly dropped as it is encoded, the
 //! rest when sealed), in buckets by hash that the seal radix-sorts.
 //!
+//! # Segment summaries
+//!
+//! When a segment is sealed, the key tuples of its rows (each record
+//! type's [`summary`](ArchiveSinkOptions::summary) fields together;
+//! default its lifecycle keys) are appended as one entry to the summary
+//! of its day, `summary-<day>.dps` and `.dpb` ([`summary`]: bucketed
+//! 16-bit fingerprints, a CRC-32 per bucket, about 2.1 bytes per
+//! distinct tuple). A lookup that gives a type's whole tuple reads the
+//! entries of its window's days and one bucket per segment, and opens only the
+//! segments that may hold the tuple (`dplog-query`), so its cost does not
+//! grow with the lookback window. A segment without an entry (a crash
+//! between its rename and the append) is opened as before; a damaged
+//! summary is reported and the segments it would rule out are opened.
+//! The segment files and their format are unchanged by the summaries.
+//! The open segment keeps its tuple hashes in memory until sealed (8
+//! bytes per distinct tuple per block). `summary = []` writes none.
+//!
 //! # Durability and crashes
 //!
 //! A record is in memory until its block is written: when the block is
@@ -158,6 +175,7 @@
 pub mod encode;
 pub mod format;
 pub mod reader;
+pub mod summary;
 
 #[cfg(feature = "config")]
 pub mod config;
@@ -212,6 +230,17 @@ pub struct ArchiveSinkOptions {
     /// Remove the oldest sealed segments while they take more bytes than
     /// this. Default: keep.
     pub retention_bytes: Option<u64>,
+    /// The key tuple fields of the segment summaries ([`summary`]), by
+    /// name, in tuple order: each record type's tuple is the subset of
+    /// them it has, all together (the rule of [`index`](Self::index)'s
+    /// named fields). Default `["@lifecycle"]`: each type's lifecycle
+    /// keys together. A lookup that gives every tuple field of each type
+    /// it may match opens only the segments whose summary may hold that
+    /// tuple: set it to the fields your lookups give (the NAT's
+    /// `["postNATSourceIPv4Address", "postNAPTSourceTransportPort"]`:
+    /// its lifecycle keys are the whole session, which "who had this
+    /// address and port" does not give). `[]`: no summary.
+    pub summary: Vec<String>,
     /// The longest a session (or port block) lives, ms: stored in every
     /// footer as the default lookback of `dplog-query --at`. Default one
     /// day.
@@ -233,6 +262,7 @@ impl Default for ArchiveSinkOptions {
     fn default() -> Self {
         Self {
             index: vec![format::LIFECYCLE_KEYS.into()],
+            summary: vec![format::LIFECYCLE_KEYS.into()],
             block_rows: 16384,
             segment_interval_ms: Some(3_600_000),
             segment_bytes: 256 << 20,
@@ -271,26 +301,28 @@ impl ArchiveSinkOptions {
         if !(1..=19).contains(&self.zstd_level) {
             return bad(format!("zstd_level = {}: must be 1 to 19", self.zstd_level));
         }
-        if self.index.len() > 16 || self.index.iter().any(|n| n.is_empty() || n.len() > 255) {
-            return bad("index: at most 16 field names of 1 to 255 bytes".into());
-        }
-        if self.index.len() > 1 && self.index.iter().any(|n| n == format::LIFECYCLE_KEYS) {
-            return bad(format!(
-                "index: \"{}\" (each record type's lifecycle keys) stands alone, not with \
-                 field names",
-                format::LIFECYCLE_KEYS
-            ));
+        for (what, names) in [("index", &self.index), ("summary", &self.summary)] {
+            if names.len() > 16 || names.iter().any(|n| n.is_empty() || n.len() > 255) {
+                return bad(format!("{what}: at most 16 field names of 1 to 255 bytes"));
+            }
+            if names.len() > 1 && names.iter().any(|n| n == format::LIFECYCLE_KEYS) {
+                return bad(format!(
+                    "{what}: \"{}\" (each record type's lifecycle keys) stands alone, not \
+                     with field names",
+                    format::LIFECYCLE_KEYS
+                ));
+            }
         }
         Ok(())
     }
 
-    /// Checks `index` against the record types the archive serves: each
-    /// field it names must be a field of at least one of `schemas` (a
-    /// type that lacks it is keyed on the others it has).
-    /// `["@lifecycle"]` and `[]` always pass.
+    /// Checks `index`, then `summary`, against the record types the
+    /// archive serves: each field they name must be a field of at least
+    /// one of `schemas` (a type that lacks it is keyed on the others it
+    /// has). `["@lifecycle"]` and `[]` always pass.
     ///
-    /// Errors: `InvalidInput` naming the first field no type has, with
-    /// each type's fields.
+    /// Errors: `InvalidInput` naming the setting and the first field no
+    /// type has, with each type's fields.
     ///
     /// # Examples
     ///
@@ -307,16 +339,28 @@ impl ArchiveSinkOptions {
     ///     ..Default::default()
     /// };
     /// let e = typo.check_index(&[&conn]).unwrap_err();
+    /// assert!(e.to_string().starts_with("index: "));
     /// assert!(e.to_string().contains("\"vipp\""));
     /// assert!(e.to_string().contains("lbConn (vip, vport)"));
+    /// let typo = ArchiveSinkOptions {
+    ///     summary: vec!["vip".into(), "vprot".into()],
+    ///     ..Default::default()
+    /// };
+    /// let e = typo.check_index(&[&conn]).unwrap_err();
+    /// assert!(e.to_string().starts_with("summary: "));
+    /// assert!(e.to_string().contains("\"vprot\""));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn check_index(&self, schemas: &[&Schema]) -> io::Result<()> {
-        if self.index.len() == 1 && self.index[0] == format::LIFECYCLE_KEYS {
+        Self::check_names("index", &self.index, schemas)?;
+        Self::check_names("summary", &self.summary, schemas)
+    }
+
+    fn check_names(what: &str, names: &[String], schemas: &[&Schema]) -> io::Result<()> {
+        if names.len() == 1 && names[0] == format::LIFECYCLE_KEYS {
             return Ok(());
         }
-        let Some(missing) = self
-            .index
+        let Some(missing) = names
             .iter()
             .find(|n| !schemas.iter().any(|s| s.field(n).is_some()))
         else {
@@ -332,9 +376,9 @@ impl ArchiveSinkOptions {
         Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!(
-                "index: no record type the archive serves has a field \"{missing}\" \
+                "{what}: no record type the archive serves has a field \"{missing}\" \
                  (the record types and their fields: {}); name fields of them, or leave \
-                 index out for each type's lifecycle keys",
+                 {what} out for each type's lifecycle keys",
                 if types.is_empty() {
                     "none".to_string()
                 } else {
@@ -364,6 +408,8 @@ pub struct ArchiveCounters {
     pub segments_removed: AtomicU64,
     /// Write errors (each retried).
     pub write_errors: AtomicU64,
+    /// Segment summary entries written ([`summary`]).
+    pub summaries: AtomicU64,
 }
 
 impl dplog_core::sink::SinkCounters for ArchiveCounters {
@@ -384,6 +430,7 @@ impl dplog_core::sink::SinkCounters for ArchiveCounters {
             ("archive.torn_blocks".into(), g(&self.torn_blocks)),
             ("archive.segments_removed".into(), g(&self.segments_removed)),
             ("archive.write_errors".into(), g(&self.write_errors)),
+            ("archive.summaries".into(), g(&self.summaries)),
         ]
     }
 }
@@ -405,6 +452,11 @@ struct SchemaEntry {
     raw: Vec<u8>,
     cols: Vec<Column>,
     key: Vec<FieldDef>,
+    /// Its key tuple fields for the segment summary: the `summary`
+    /// fields it has (empty: its rows are not summarized).
+    tuple: Vec<FieldDef>,
+    /// What the segment summary says of the type.
+    ty: summary::TypeEntry,
     /// It has a TSC-typed field: its blocks hold rows of one calibration
     /// and follow that calibration's block.
     tsc: bool,
@@ -437,6 +489,9 @@ struct Encoded {
     /// The key hashes of its rows, most duplicates removed (empty: no
     /// indexed field); the seal removes the rest.
     keys: Vec<u32>,
+    /// The tuple hashes of its rows for the summary, each once (empty:
+    /// its type has no tuple fields).
+    tuples: Vec<u64>,
 }
 
 /// Top hash bits that pick a [`KeyPairs`] bucket.
@@ -505,6 +560,10 @@ struct OpenSeg {
     cal: Option<TscCalibration>,
     /// (key hash, block index) of every indexed row written.
     pairs: KeyPairs,
+    /// Tuple hashes of its rows, for its summary entry.
+    tuples: Vec<u64>,
+    /// The record types of its data blocks, for its summary entry.
+    types: Vec<summary::TypeEntry>,
     dirty: bool,
     last_sync: Instant,
 }
@@ -614,6 +673,8 @@ fn recover(dir: &Path, path: &Path, seq: u64, opts: &ArchiveSinkOptions) -> io::
     let mut end = format::SEGMENT_HEADER as u64;
     let (mut min, mut max, mut rows) = (u64::MAX, 0u64, 0u64);
     let mut pairs = KeyPairs::default();
+    let mut tuples = Vec::new();
+    let mut types: Vec<summary::TypeEntry> = Vec::new();
     for (i, b) in seg.blocks.iter().enumerate() {
         let b = b.clone();
         if b.kind == KIND_DATA {
@@ -623,6 +684,17 @@ fn recover(dir: &Path, path: &Path, seq: u64, opts: &ArchiveSinkOptions) -> io::
                     let per_field = format::index_per_field(&opts.index);
                     for r in recs.chunks_exact(s.size()) {
                         format::record_key_hashes(&key, per_field, r, |h| pairs.push(h, i as u32));
+                    }
+                    let tf = format::tuple_fields(s, &opts.summary);
+                    if !tf.is_empty() {
+                        tuples.extend(
+                            recs.chunks_exact(s.size())
+                                .map(|r| format::record_tuple_hash(s.id(), &tf, r)),
+                        );
+                    }
+                    let ty = summary::type_entry(s, &opts.summary);
+                    if !types.contains(&ty) {
+                        types.push(ty);
                     }
                     min = min.min(b.min);
                     max = max.max(b.max);
@@ -681,6 +753,17 @@ fn recover(dir: &Path, path: &Path, seq: u64, opts: &ArchiveSinkOptions) -> io::
         }
     }
     sync_dir(dir)?;
+    let day = summary::day_of(min);
+    let summarized = !opts.summary.is_empty();
+    if let Err(e) = summarized
+        .then(|| summary::append(dir, day, seq, (min, max), &types, &mut tuples))
+        .transpose()
+    {
+        eprintln!(
+            "dplog: archive recovery: {}: no summary entry (lookups read it whole): {e}",
+            sealed.display()
+        );
+    }
     eprintln!(
         "dplog: archive recovery: {} sealed with {rows} records",
         path.display()
@@ -937,11 +1020,18 @@ impl ArchiveSink {
             .collect();
         let cols = format::schema_columns(&s);
         let tsc = format::has_tsc(&s);
+        let tuple = format::tuple_fields(&s, &self.opts.summary)
+            .into_iter()
+            .cloned()
+            .collect();
+        let ty = summary::type_entry(&s, &self.opts.summary);
         self.schemas.push(Arc::new(SchemaEntry {
             schema: s,
             raw: raw.to_vec(),
             cols,
             key,
+            tuple,
+            ty,
             tsc,
         }));
         Ok(())
@@ -1116,6 +1206,19 @@ impl ArchiveSink {
                 });
             }
         }
+        let mut tuples = Vec::new();
+        if !e.tuple.is_empty() {
+            let fields: Vec<&FieldDef> = e.tuple.iter().collect();
+            let id = e.schema.id();
+            tuples.extend(
+                b.recs
+                    .chunks_exact(size)
+                    .map(|r| format::record_tuple_hash(id, &fields, r)),
+            );
+            // Opens and closes of one tuple are often in one block.
+            tuples.sort_unstable();
+            tuples.dedup();
+        }
         let meta = BlockMeta {
             offset: 0,
             len: frame.len() as u32,
@@ -1139,6 +1242,7 @@ impl ArchiveSink {
             meta,
             frame,
             keys,
+            tuples,
         }));
         Ok(())
     }
@@ -1210,6 +1314,8 @@ impl ArchiveSink {
                 declared: Vec::new(),
                 cal: None,
                 pairs: KeyPairs::default(),
+                tuples: Vec::new(),
+                types: Vec::new(),
                 dirty: true,
                 last_sync: Instant::now(),
             });
@@ -1309,6 +1415,10 @@ impl ArchiveSink {
                     for &h in &enc.keys {
                         seg.pairs.push(h, bi);
                     }
+                    seg.tuples.extend_from_slice(&enc.tuples);
+                    if !seg.types.contains(&enc.entry.ty) {
+                        seg.types.push(enc.entry.ty.clone());
+                    }
                     seg.blocks.push(meta);
                     self.ops.pop_front();
                 }
@@ -1368,11 +1478,32 @@ impl ArchiveSink {
         }
         add(&self.counters.bytes, bytes.len() as u64);
         add(&self.counters.segments_sealed, 1);
+        let (seq, mut tuples, types) = (
+            seg.seq,
+            std::mem::take(&mut seg.tuples),
+            std::mem::take(&mut seg.types),
+        );
         self.open = None;
         // Renamed: the segment is sealed whatever follows. A directory
         // that cannot be synced is counted; the next seal syncs it again.
         if sync_dir(&self.dir).is_err() {
             add(&self.counters.write_errors, 1);
+        }
+        // Its summary entry, once it is sealed for good: without one
+        // (a crash or an error here) lookups open it as before.
+        let day = summary::day_of(min);
+        if !self.opts.summary.is_empty() {
+            match summary::append(&self.dir, day, seq, (min, max), &types, &mut tuples) {
+                Ok(_) => add(&self.counters.summaries, 1),
+                Err(e) => {
+                    eprintln!(
+                        "dplog: archive {}: segment {seq} sealed without its summary entry \
+                         (lookups read it whole): {e}",
+                        self.dir.display()
+                    );
+                    add(&self.counters.write_errors, 1);
+                }
+            }
         }
         self.retain();
         Ok(())
@@ -1415,6 +1546,20 @@ impl ArchiveSink {
             }
         }
         if removed {
+            // Summaries of days no sealed segment starts on any more.
+            let first_day = list_segments(&self.dir)
+                .ok()
+                .and_then(|l| l.iter().filter_map(|s| s.range).map(|r| r.0).min())
+                .map(summary::day_of);
+            if let (Some(first), Ok(rd)) = (first_day, std::fs::read_dir(&self.dir)) {
+                for e in rd.flatten() {
+                    let name = e.file_name();
+                    let day = name.to_str().and_then(summary::parse_summary_name);
+                    if day.is_some_and(|d| d < first) {
+                        let _ = std::fs::remove_file(e.path());
+                    }
+                }
+            }
             let _ = sync_dir(&self.dir);
         }
     }

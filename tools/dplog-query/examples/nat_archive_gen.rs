@@ -6,13 +6,17 @@
 //! (creates and deletes) over three simulated days from 2026-01-01
 //! (creates spread evenly, lifetimes 1 s to 20 min, 256 pool
 //! addresses, random ports), written to the archive directory `DIR`
-//! with the sink's default settings; `CSV` gets one line per event
+//! with the sink's default settings but the segment summaries keyed on
+//! the post-NAT address and port; `CSV` gets one line per event
 //! (`time_ns,event,proto,src_addr,src_port,post_addr,post_port,
 //! dst_addr,dst_port,vrf,ipkts,rpkts,iocts,rocts`, addresses as
 //! integers); `PROBES` gets 200 `--at` probes (`time_ns addr port`):
 //! 100 sessions live at the time asked, 100 random (mostly misses).
 //! The random sequence is the bench's, so the data is the same.
-//! `NAT_ARCHIVE_GEN_ZSTD_LEVEL` sets the sink's `zstd_level` (default 3).
+//! `NAT_ARCHIVE_GEN_ZSTD_LEVEL` sets the sink's `zstd_level` (default 3);
+//! `NAT_ARCHIVE_GEN_INDEX=pair` keys the block index on the post-NAT
+//! address and port together (the default indexes each of the session's
+//! eight lifecycle keys on its own).
 
 #![allow(missing_docs)] // an example's main
 
@@ -54,7 +58,18 @@ fn main() {
     };
     let schema = Nat44SessionRecord::schema();
     let mut enc = BinaryEncoder::new(&[schema]);
-    let mut opts = ArchiveSinkOptions::default();
+    // Segment summaries keyed on what the probes give: the public
+    // address and port (the session's lifecycle keys are its whole tuple).
+    let mut opts = ArchiveSinkOptions {
+        summary: vec![
+            "postNATSourceIPv4Address".into(),
+            "postNAPTSourceTransportPort".into(),
+        ],
+        ..Default::default()
+    };
+    if std::env::var("NAT_ARCHIVE_GEN_INDEX").is_ok_and(|v| v == "pair") {
+        opts.index = opts.summary.clone();
+    }
     if let Ok(l) = std::env::var("NAT_ARCHIVE_GEN_ZSTD_LEVEL") {
         opts.zstd_level = l.parse().expect("NAT_ARCHIVE_GEN_ZSTD_LEVEL: a zstd level");
     }

@@ -65,6 +65,7 @@ use dplog_core::schema::{FieldDef, FieldKind, Lifecycle, Schema};
 use dplog_formatters::TscCalibration;
 use dplog_sinks::archive::format::{self, key_hash32};
 use dplog_sinks::archive::reader::{for_each_group, merge_rows};
+use dplog_sinks::archive::summary::{EntryRef, Summaries};
 use dplog_sinks::archive::{list_segments, Problem, Segment, SegmentFile};
 
 /// What to look up.
@@ -658,6 +659,13 @@ pub struct Progress {
     pub blocks_read: u64,
     /// Data blocks the key index (or the record type) ruled out.
     pub blocks_skipped: u64,
+    /// Segments of the time window the segment summaries ruled out
+    /// (never opened): their entries hold no key tuple the lookup gives.
+    pub segments_pruned: usize,
+    /// Segments opened to read their blocks (the window's, less those
+    /// pruned; the first and last segments of the archive are opened
+    /// once more to learn its record types).
+    pub segments_opened: usize,
 }
 
 /// What a lookup found.
@@ -667,6 +675,9 @@ pub struct Outcome {
     pub found: u64,
     /// Damage met and skipped (file, block, why).
     pub problems: Vec<Problem>,
+    /// Damage met in the segment summaries: the segments they would have
+    /// ruled out were read instead, so the answer is whole.
+    pub summary_problems: Vec<Problem>,
     /// The final progress counts.
     pub progress: Progress,
     /// The lookback used for `--at`, ns (`None`: all).
@@ -858,15 +869,20 @@ pub fn run(
             (lb.map_or(0, |l| t.saturating_sub(l)), t)
         }
     };
+    let mut summaries = Summaries::new(dir);
+    let in_range = segs.iter().filter(|s| s.overlaps(from, to)).count();
     let window: Vec<SegmentFile> = segs
         .iter()
         .filter(|s| s.overlaps(from, to))
         .cloned()
         .collect();
+    let window = prune(&mut summaries, window, &known, q);
     let mut prog = Progress {
         segments: window.len(),
+        segments_pruned: in_range - window.len(),
         ..Default::default()
     };
+    outcome.summary_problems.append(&mut summaries.problems);
     // --at: the schemas met (by layout), and the matching records held.
     let mut schemas: Vec<(Schema, Option<Resolved>)> = Vec::new();
     let mut held: Vec<Held> = Vec::new();
@@ -985,6 +1001,7 @@ pub fn run(
         };
         merge_rows(&group, from, to, &mut keep, &mut rows, problems, &mut f);
         prog.segments_done += group.len();
+        prog.segments_opened += group.len();
         progress(&prog);
         true
     });
@@ -1000,6 +1017,107 @@ pub fn run(
     }
     outcome.progress = prog;
     Ok(outcome)
+}
+
+/// The summary entry of sealed segment `sf` and the tuple hashes to ask
+/// it, when it can show that the segment holds no record `q` can match:
+/// every record type of the segment either cannot match (it lacks a field
+/// `q` names; for `--at`, it has no lifecycle) or is summarized with the
+/// tuple layout of a known schema of its id whose tuple fields `q` all
+/// gives exactly (one hash each). `None` (the segment is opened): no
+/// entry, a type no known schema matches, or one `q` does not give the
+/// whole tuple of.
+fn summary_probe(
+    summaries: &mut Summaries,
+    sf: &SegmentFile,
+    known: &[Schema],
+    q: &Query,
+) -> Option<(EntryRef, Vec<u64>)> {
+    if q.conds.is_empty() {
+        return None;
+    }
+    let r = summaries.entry(sf)?;
+    let mut hashes = Vec::new();
+    for ty in &summaries.get(r).types {
+        let cands: Vec<&Schema> = known.iter().filter(|s| s.id() == ty.schema_id).collect();
+        if cands.is_empty() {
+            return None;
+        }
+        for s in cands {
+            let Ok(Some(res)) = resolve(s, &[], &q.conds) else {
+                // A bad value was refused before; no match: nothing here.
+                continue;
+            };
+            if matches!(q.mode, Mode::At(_)) && res.state.is_none() {
+                continue;
+            }
+            // The tuple fields the writer named, as this schema has them.
+            let fields: Vec<&FieldDef> = ty
+                .fields
+                .iter()
+                .filter_map(|n| s.field(n).map(|(_, f)| f))
+                .collect();
+            if ty.fields.is_empty()
+                || fields.len() != ty.fields.len()
+                || format::tuple_layout(&fields) != ty.layout
+            {
+                return None;
+            }
+            let mut tuple = Vec::new();
+            for f in &fields {
+                let given = res.conds.iter().find_map(|c| match c {
+                    Cond::Eq { off, bytes }
+                        if *off == f.offset as usize && bytes.len() == f.size as usize =>
+                    {
+                        Some(bytes)
+                    }
+                    _ => None,
+                });
+                tuple.extend_from_slice(given?);
+            }
+            hashes.push(format::tuple_hash(s.id(), &tuple));
+        }
+    }
+    Some((r, hashes))
+}
+
+/// The segments of `window` the summaries do not rule out (see
+/// [`summary_probe`]): a segment is ruled out when its bucket of every
+/// hash asked holds no fingerprint of it. The buckets of every segment
+/// are advised to the kernel before any is read. A bucket that cannot be
+/// checked is reported and its segment kept.
+fn prune(
+    summaries: &mut Summaries,
+    window: Vec<SegmentFile>,
+    known: &[Schema],
+    q: &Query,
+) -> Vec<SegmentFile> {
+    let probes: Vec<Option<(EntryRef, Vec<u64>)>> = window
+        .iter()
+        .map(|sf| summary_probe(summaries, sf, known, q))
+        .collect();
+    for (r, hs) in probes.iter().flatten() {
+        for &h in hs {
+            summaries.advise(*r, h);
+        }
+    }
+    let mut out = Vec::with_capacity(window.len());
+    for (sf, p) in window.into_iter().zip(probes) {
+        let keep = match p {
+            None => true,
+            Some((r, hs)) => hs.iter().any(|&h| match summaries.may_hold(r, h) {
+                Ok(may) => may,
+                Err(e) => {
+                    summaries.bucket_problem(r, &e);
+                    true
+                }
+            }),
+        };
+        if keep {
+            out.push(sf);
+        }
+    }
+    out
 }
 
 /// The held opens live at `t`, in the order written.

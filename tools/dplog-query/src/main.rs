@@ -105,6 +105,11 @@ struct Args {
     /// `base64` (every byte), as `[format] bytes`.
     #[arg(long, value_name = "ENC", default_value = "text")]
     bytes: BytesEncoding,
+    /// After the answer, one line on stderr with what the lookup read:
+    /// `segments in window W, ruled out by the summaries P, opened O;
+    /// blocks decoded B, skipped by the index S`.
+    #[arg(long)]
+    stats: bool,
 }
 
 #[derive(Subcommand)]
@@ -455,8 +460,9 @@ fn main() -> ExitCode {
             last = Instant::now();
             shown = true;
             eprint!(
-                "\rdplog-query: segment {}/{}, {} blocks read, {} skipped by the index ",
-                p.segments_done, p.segments, p.blocks_read, p.blocks_skipped
+                "\rdplog-query: segment {}/{} ({} ruled out by the summaries), {} blocks read, \
+                 {} skipped by the index ",
+                p.segments_done, p.segments, p.segments_pruned, p.blocks_read, p.blocks_skipped
             );
         }
     };
@@ -492,6 +498,22 @@ fn main() -> ExitCode {
             eprintln!("dplog-query: writing the output: {e}");
             return ExitCode::from(2);
         }
+    }
+    if args.stats {
+        let p = &outcome.progress;
+        eprintln!(
+            "dplog-query: segments in window {}, ruled out by the summaries {}, opened {}; \
+             blocks decoded {}, skipped by the index {}",
+            p.segments + p.segments_pruned,
+            p.segments_pruned,
+            p.segments_opened,
+            p.blocks_read,
+            p.blocks_skipped
+        );
+    }
+    // A damaged summary costs time, not records: said, not an exit code.
+    for p in &outcome.summary_problems {
+        eprintln!("dplog-query: {p}");
     }
     for p in &outcome.problems {
         eprintln!("dplog-query: {p}");

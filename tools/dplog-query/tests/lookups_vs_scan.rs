@@ -5,8 +5,12 @@
 //! session. Each archive is read with the lookup's row filter (format
 //! version 3: only the rows holding the probe's values are decoded),
 //! and the `lbConn` probes also run on the version-2 fixture archive
-//! (its blocks decode whole): the answers must be the scan's, record
-//! for record, in order.
+//! (its blocks decode whole) and the version-3 one, the NAT probes on a
+//! second archive whose segment summaries are keyed on the public
+//! address and port (probes that give both open only the segments that
+//! may hold them; the `lbConn` archive's default summaries serve probes
+//! that give the whole connection key): the answers must be the scan's,
+//! record for record, in order.
 //!
 //! The scan follows the documented semantics on its own: over the
 //! records of `[T - lookback, T]` that hold the probe's values, in the
@@ -33,6 +37,11 @@ use proptest::prelude::*;
 /// small blocks and 200 ms segments, under the test target's scratch
 /// directory (made anew by each run; a few hundred KiB).
 fn archive(name: &str, schema: &Schema, recs: &[Vec<u8>]) -> PathBuf {
+    archive_with(name, schema, recs, vec!["@lifecycle".into()])
+}
+
+/// [`archive`] with segment summaries keyed on `summary`.
+fn archive_with(name: &str, schema: &Schema, recs: &[Vec<u8>], summary: Vec<String>) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("lookups_vs_scan")
         .join(name);
@@ -42,6 +51,7 @@ fn archive(name: &str, schema: &Schema, recs: &[Vec<u8>]) -> PathBuf {
     let opts = ArchiveSinkOptions {
         block_rows: 64,
         segment_interval_ms: Some(200),
+        summary,
         ..Default::default()
     };
     let mut sink = ArchiveSink::open(&dir, opts).unwrap();
@@ -67,6 +77,31 @@ fn lb_records() -> &'static Vec<Vec<u8>> {
 fn lb_archive() -> &'static Path {
     static A: OnceLock<PathBuf> = OnceLock::new();
     A.get_or_init(|| archive("lb", &lb_conn::schema(), lb_records()))
+}
+
+/// The version-3 fixture archive of the same records.
+fn lb_fixture_v3() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(lb_conn::ARCHIVE_V3_DIR)
+}
+
+/// The NAT archive with its segments summarized on the public address
+/// and port (the lookups that give both open only the segments that may
+/// hold them).
+fn nat_pair_archive() -> &'static Path {
+    static A: OnceLock<PathBuf> = OnceLock::new();
+    A.get_or_init(|| {
+        archive_with(
+            "nat-pair",
+            Nat44SessionRecord::schema(),
+            nat_records(),
+            vec![
+                "postNATSourceIPv4Address".into(),
+                "postNAPTSourceTransportPort".into(),
+            ],
+        )
+    })
 }
 
 fn lb_fixture() -> PathBuf {
@@ -223,6 +258,7 @@ proptest! {
         let want = scan(&s, lb_records(), &raw, t, lookback);
         prop_assert_eq!(&lookup(lb_archive(), &conds, t, lookback), &want);
         prop_assert_eq!(&lookup(&lb_fixture(), &conds, t, lookback), &want);
+        prop_assert_eq!(&lookup(&lb_fixture_v3(), &conds, t, lookback), &want);
     }
 
     #[test]
@@ -252,6 +288,7 @@ proptest! {
         }
         let want = scan(s, nat_records(), &raw, t, lookback);
         prop_assert_eq!(&lookup(nat_archive(), &conds, t, lookback), &want);
+        prop_assert_eq!(&lookup(nat_pair_archive(), &conds, t, lookback), &want);
     }
 }
 

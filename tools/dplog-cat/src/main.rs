@@ -735,9 +735,15 @@ fn check_wheres(schemas: &[&Schema], wheres: &[(String, String)]) -> Result<(), 
 struct Output<'a> {
     args: &'a Args,
     spec: FormatSpec,
-    /// Schemas seen (one per id, the first seen); the encoder is built
-    /// for the first `built` of them.
+    /// Schemas in force (one per id, the last declared); the encoder is
+    /// built for the first `built` of them (`enc` is `None` when one of
+    /// those changed).
     schemas: Vec<Schema>,
+    /// Compare each record's schema with the one in force for its id (an
+    /// archive, whose segments declare their own tables); a binary log's
+    /// records come under the table of their last `H` frame, which
+    /// [`Output::schema`] follows.
+    per_record: bool,
     built: usize,
     /// The library's formatter: records, and drop reports in the format's
     /// own shape, exactly as a logger writes them.
@@ -769,6 +775,7 @@ impl<'a> Output<'a> {
             args,
             spec,
             schemas: Vec::new(),
+            per_record: false,
             built: 0,
             enc: None,
             filters: Vec::new(),
@@ -807,10 +814,21 @@ impl<'a> Output<'a> {
         Ok(())
     }
 
-    /// A schema of the log (every segment repeats them: each id once).
+    /// A schema of the log (an `S` frame, or an archive segment's). An id
+    /// the output knows with another layout (a program restarted with its
+    /// types registered in another order, appending to the same log: its
+    /// `H` frame starts a new schema table) replaces the old one, and the
+    /// encoder is rebuilt at the next record, so each record is printed
+    /// under the schema its own part of the log declared (a CSV output
+    /// gets a new header line there).
     fn schema(&mut self, s: &Schema) {
-        if !self.schemas.iter().any(|k| k.id() == s.id()) {
-            self.schemas.push(s.clone());
+        match self.schemas.iter().position(|k| k.id() == s.id()) {
+            None => self.schemas.push(s.clone()),
+            Some(i) if self.schemas[i] != *s => {
+                self.schemas[i] = s.clone();
+                self.enc = None;
+            }
+            Some(_) => {}
         }
     }
 
@@ -828,14 +846,24 @@ impl<'a> Output<'a> {
     fn record(&mut self, s: &Schema, rec: &[u8]) -> Result<(), String> {
         self.records += 1;
         let i = match self.schemas.iter().position(|k| k.id() == s.id()) {
-            Some(i) => i,
+            // The binary decoder hands a record only under a schema the
+            // current table declared (`schema` saw it); an archive's
+            // segments each declare their own, so the id alone does not
+            // tell which layout a record has there.
+            Some(i) if !self.per_record || self.schemas[i] == *s => i,
+            Some(i) => {
+                self.schemas[i] = s.clone();
+                self.enc = None;
+                i
+            }
             None => {
                 self.schemas.push(s.clone());
                 self.schemas.len() - 1
             }
         };
         // Built at the first record, over the schemas of the preamble;
-        // rebuilt if a later `S` frame brought a new id.
+        // rebuilt if a later `S` frame brought a new id or another layout
+        // for a known one.
         if self.enc.is_none() || i >= self.built {
             self.build()?;
         }
@@ -1124,6 +1152,7 @@ fn cat_archive(args: &Args, dir: &Path) -> ExitCode {
         }
     };
     let mut o = Output::new(args);
+    o.per_record = true;
     let mut tsc_time = false;
     for s in ar.schemas() {
         tsc_time |= s

@@ -39,6 +39,15 @@
 //! the other inputs are imported, and the archive lacks what the damaged
 //! parts held after the damage.
 //!
+//! Runs whose record types had other schema ids (a program restarted
+//! with its types registered in another order, appending to the same
+//! log or archive): a log's `H` frame starts a new schema table, and an
+//! import writes each table that redeclares an id to new segments of
+//! its own, so each record is archived under its own schema; a query over
+//! segments whose runs used an id for different types prints each record
+//! under its segment's schema (a CSV answer gets a new header line where
+//! the layout changes).
+//!
 //! TSC-typed fields print as wall time with the calibration the archive
 //! kept for each record (as `dplog-cat` prints the binary log it was
 //! written from); an archive of format version 1 kept none (the
@@ -405,7 +414,18 @@ fn main() -> ExitCode {
         ..Default::default()
     };
     spec.ipfix.export_clock = dplog_formatters::ExportClock::Record;
-    let refs: Vec<&Schema> = schemas.iter().collect();
+    // The encoder's schemas: one per id. Segments written by runs whose
+    // record types had other ids (registered in another order) hold
+    // another layout under a known id: the record's own schema takes its
+    // id's place when one of them comes (the encoder is built again; a
+    // CSV output gets a new header line there).
+    let mut known: Vec<Schema> = Vec::new();
+    for s in &schemas {
+        if !known.iter().any(|k| k.id() == s.id()) {
+            known.push(s.clone());
+        }
+    }
+    let refs: Vec<&Schema> = known.iter().collect();
     let mut enc = match spec.encoder(&refs) {
         Ok(e) => e,
         Err(e) => {
@@ -417,10 +437,29 @@ fn main() -> ExitCode {
     let mut stdout = std::io::stdout().lock();
     let mut write_err = None;
     let streaming = args.format != Format::Ipfix;
-    let mut known: Vec<Schema> = schemas.clone();
     // The calibration set on the encoder (its own is the identity).
     let mut enc_cal = TscCalibration::IDENTITY;
     let mut emit = |s: &Schema, rec: &[u8], cal: TscCalibration| {
+        // A record type the first and last segments lack, or another
+        // layout under a known id: the encoder again, with it.
+        let fresh = match known.iter().position(|k| k.id() == s.id()) {
+            Some(i) if known[i] == *s => false,
+            Some(i) => {
+                known[i] = s.clone();
+                true
+            }
+            None => {
+                known.push(s.clone());
+                true
+            }
+        };
+        if fresh {
+            let refs: Vec<&Schema> = known.iter().collect();
+            if let Ok(e) = spec.encoder(&refs) {
+                enc = e;
+                enc_cal = TscCalibration::IDENTITY;
+            }
+        }
         // TSC fields print with the calibration the archive kept for the
         // record, as dplog-cat applies a binary log's `C` frames.
         // (Records without a TSC field print the same with any.)
@@ -428,17 +467,7 @@ fn main() -> ExitCode {
             enc.set_tsc_calibration(cal);
             enc_cal = cal;
         }
-        if !enc.push(rec, &mut out) && !known.iter().any(|k| k.id() == s.id()) {
-            // A record type the first and last segments lack: the
-            // encoder again, with it.
-            known.push(s.clone());
-            let refs: Vec<&Schema> = known.iter().collect();
-            if let Ok(e) = spec.encoder(&refs) {
-                enc = e;
-                enc.set_tsc_calibration(cal);
-                enc.push(rec, &mut out);
-            }
-        }
+        enc.push(rec, &mut out);
         if streaming && out.len() >= 1 << 16 && write_err.is_none() {
             write_err = stdout.write_all(&out).err();
             out.clear();
@@ -589,7 +618,16 @@ fn import(
         segment_interval_ms: (interval > 0).then_some(interval),
         ..Default::default()
     };
-    let mut sink = ArchiveSink::open(dir, opts).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut sink = Target {
+        sink: Some(
+            ArchiveSink::open(dir, opts.clone()).map_err(|e| format!("{}: {e}", dir.display()))?,
+        ),
+        dir,
+        opts,
+        declared: Vec::new(),
+        preamble: Vec::new(),
+        calibration: Vec::new(),
+    };
     let mut done = Imported {
         records: 0,
         damaged: 0,
@@ -627,9 +665,108 @@ fn import(
             done.damaged += damage.map_or(0, &mut damaged);
         }
     }
-    sink.close()
+    sink.sink()
+        .close()
         .map_err(|e| format!("{}: {e}", dir.display()))?;
     Ok(done)
+}
+
+/// The schema id of schema frame payload `body`, if it is one.
+fn schema_id(body: &[u8]) -> Option<u16> {
+    dplog_formatters::binary::parse_schema(body)
+        .ok()
+        .map(|s| s.id())
+}
+
+/// The archive an import writes to, and the schema table it was given.
+///
+/// The archive sink keeps one schema per id; a log appended to by runs
+/// whose record types had other ids (registered in another order), or
+/// inputs written by such runs, redeclare an id with another layout after
+/// an `H` frame. Each such table goes to a sink of its own (closed, then
+/// opened again on the directory: new segments), which is given the
+/// table's `H` and schema frames and the calibration in force, so every
+/// segment holds one layout per id and its records under it.
+struct Target<'a> {
+    /// Always `Some` but while it is reopened.
+    sink: Option<ArchiveSink>,
+    dir: &'a Path,
+    opts: ArchiveSinkOptions,
+    /// Every schema frame the sink was given: id and payload.
+    declared: Vec<(u16, Vec<u8>)>,
+    /// The last `H` frame and the schema frames after it.
+    preamble: Vec<u8>,
+    /// The last `C` frame.
+    calibration: Vec<u8>,
+}
+
+impl Target<'_> {
+    fn sink(&mut self) -> &mut ArchiveSink {
+        self.sink.as_mut().expect("an import's sink is open")
+    }
+
+    /// Takes note of `frame` (whole, 4-byte header included) before it
+    /// is added to `batch`; when it declares a known id with another
+    /// layout, `batch` is written and the sink reopened first, and
+    /// `batch` starts again with the table so far.
+    fn frame(&mut self, frame: &[u8], batch: &mut Vec<u8>) -> Result<(), String> {
+        match frame[0] {
+            b'H' => {
+                self.preamble.clear();
+                self.preamble.extend_from_slice(frame);
+            }
+            b'C' => {
+                self.calibration.clear();
+                self.calibration.extend_from_slice(frame);
+            }
+            b'S' => {
+                let body = &frame[4..];
+                // A bad schema frame is the sink's to refuse.
+                let Some(id) = schema_id(body) else {
+                    return Ok(());
+                };
+                let known = self.declared.iter().find(|(k, _)| *k == id);
+                if known.is_some_and(|(_, raw)| raw != body) {
+                    self.reopen(batch)?;
+                }
+                if !self.declared.iter().any(|(k, raw)| *k == id && raw == body) {
+                    self.declared.push((id, body.to_vec()));
+                }
+                self.preamble.extend_from_slice(frame);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Writes `batch`, closes the sink and opens it again on the
+    /// directory; `batch` then holds the current table's `H` and schema
+    /// frames and the calibration in force.
+    fn reopen(&mut self, batch: &mut Vec<u8>) -> Result<(), String> {
+        let at = |e: &dyn std::fmt::Display| format!("{}: {e}", self.dir.display());
+        let sink = self.sink.as_mut().expect("an import's sink is open");
+        if !batch.is_empty() {
+            sink.write_batch(batch).map_err(|e| at(&e))?;
+        }
+        sink.close().map_err(|e| at(&e))?;
+        // Dropped first: it holds the directory's lock.
+        self.sink = None;
+        self.sink = Some(ArchiveSink::open(self.dir, self.opts.clone()).map_err(|e| at(&e))?);
+        self.declared.clear();
+        batch.clear();
+        batch.extend_from_slice(&self.preamble);
+        batch.extend_from_slice(&self.calibration);
+        let mut p = 0;
+        while p + 4 <= self.preamble.len() {
+            let len = u16::from_le_bytes([self.preamble[p + 2], self.preamble[p + 3]]) as usize;
+            let f = &self.preamble[p..p + 4 + len];
+            if let (b'S', Some(id)) = (f[0], schema_id(&f[4..])) {
+                self.declared.push((id, f[4..].to_vec()));
+            }
+            p += 4 + len;
+        }
+        Ok(())
+    }
 }
 
 /// Feeds the binary frames of `r` (`len` bytes, from `path`) to `sink`;
@@ -639,7 +776,7 @@ fn import(
 ///
 /// Errors: a read error; the sink's error.
 fn feed(
-    sink: &mut ArchiveSink,
+    sink: &mut Target<'_>,
     path: &Path,
     r: &mut dyn std::io::Read,
     len: u64,
@@ -684,15 +821,26 @@ fn feed(
                  imported the {n} records before it"
             )));
         }
+        if kind != b'R' {
+            // (Moved off the batch while the sink takes note of it: the
+            // sink may write the batch before it.)
+            let frame = batch.split_off(start);
+            sink.frame(&frame, &mut batch)?;
+            batch.extend_from_slice(&frame);
+        }
         n += u64::from(kind == b'R');
         off += 4 + flen as u64;
         if batch.len() >= 1 << 20 {
-            sink.write_batch(&batch).map_err(|e| at(e.to_string()))?;
+            sink.sink()
+                .write_batch(&batch)
+                .map_err(|e| at(e.to_string()))?;
             batch.clear();
         }
     };
     if !batch.is_empty() {
-        sink.write_batch(&batch).map_err(|e| at(e.to_string()))?;
+        sink.sink()
+            .write_batch(&batch)
+            .map_err(|e| at(e.to_string()))?;
     }
     Ok((n, damage))
 }

@@ -11,6 +11,7 @@ use std::process::Command;
 use dplog_core::schema::{FieldDef, FieldKind, Schema};
 use dplog_core::Sink;
 use dplog_formatters::{Format, FormatSpec};
+use dplog_sinks::archive::{ArchiveSink, ArchiveSinkOptions};
 use dplog_sinks::{MmapSink, MmapSinkOptions};
 
 /// 2026-01-01T00:00:00Z in ns since the Unix epoch.
@@ -75,14 +76,15 @@ fn run_stream(run: u64) -> Vec<u8> {
     for i in 0..N {
         let t = T0 + run * 1_000_000_000 + i * 1_000;
         let mut r = header(40, fw.id());
-        r[8..16].copy_from_slice(&t.to_ne_bytes());
+        // (An lbConn is the first record in time.)
+        r[8..16].copy_from_slice(&(t + 1).to_ne_bytes());
         r[16..20].copy_from_slice(&((1000 * run + i) as u32).to_ne_bytes());
         r[20..22].copy_from_slice(&(40000 + i as u16).to_ne_bytes());
         let name = format!("eth{run}-{i}");
         r[24..24 + name.len()].copy_from_slice(name.as_bytes());
         assert!(f.push_bytes(&r, &mut out));
         let mut r = header(32, lb.id());
-        r[8..16].copy_from_slice(&(t + 1).to_ne_bytes());
+        r[8..16].copy_from_slice(&t.to_ne_bytes());
         r[16..24].copy_from_slice(&(10_000 * run + i).to_ne_bytes());
         r[24..26].copy_from_slice(&(80 + i as u16).to_ne_bytes());
         assert!(f.push_bytes(&r, &mut out));
@@ -211,7 +213,7 @@ fn an_mmap_segment_resumed_by_a_run_with_swapped_ids_prints_each_record_under_it
         seal: None,
     };
     for run in 0..2 {
-        let mut s = MmapSink::open(dir.path(), opts()).unwrap();
+        let mut s = open_sink(|| MmapSink::open(dir.path(), opts()));
         if run == 1 {
             // The second run continues the first run's segment.
             assert!(s.recovery().segment.is_some());
@@ -228,4 +230,58 @@ fn an_mmap_segment_resumed_by_a_run_with_swapped_ids_prints_each_record_under_it
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(got(&out.stdout), expected());
+}
+
+#[test]
+fn an_archive_written_by_two_runs_whose_ids_swapped_prints_each_record_under_its_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    for run in 0..2 {
+        let mut s = open_sink(|| ArchiveSink::open(dir.path(), ArchiveSinkOptions::default()));
+        s.write_batch(&run_stream(run)).unwrap();
+        s.close().unwrap();
+    }
+    let out = cat_json(dir.path());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(got(&out.stdout), expected());
+    // A field of one type, whichever id it had in each run.
+    let out = Command::new(env!("CARGO_BIN_EXE_dplog-cat"))
+        .args(["--format", "json", "--where", "ruleId=1005"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want: BTreeMap<String, usize> = [(
+        "fwDrop ifName=eth1-5 ruleId=1005 srcPort=40005".to_string(),
+        1,
+    )]
+    .into();
+    assert_eq!(got(&out.stdout), want);
+}
+
+/// `open()`, a sink's open on a directory. A child process another test
+/// spawns holds a copy of the directory lock's descriptor between its
+/// fork and its exec (the lock is released at exec, `O_CLOEXEC`): an
+/// open that meets one is tried again, for up to 30 s.
+fn open_sink<T>(mut open: impl FnMut() -> std::io::Result<T>) -> T {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        match open() {
+            Ok(s) => return s,
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    && std::time::Instant::now() < until =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
 }

@@ -45,8 +45,8 @@
 //! import writes each table that redeclares an id to new segments of
 //! its own, so each record is archived under its own schema; a query over
 //! segments whose runs used an id for different types prints each record
-//! under its segment's schema (a CSV answer gets a new header line where
-//! the layout changes).
+//! under its segment's schema (the output gives the later layout an
+//! unused id of its own: one CSV header, one IPFIX template each).
 //!
 //! TSC-typed fields print as wall time with the calibration the archive
 //! kept for each record (as `dplog-cat` prints the binary log it was
@@ -416,16 +416,14 @@ fn main() -> ExitCode {
     spec.ipfix.export_clock = dplog_formatters::ExportClock::Record;
     // The encoder's schemas: one per id. Segments written by runs whose
     // record types had other ids (registered in another order) hold
-    // another layout under a known id: the record's own schema takes its
-    // id's place when one of them comes (the encoder is built again; a
-    // CSV output gets a new header line there).
-    let mut known: Vec<Schema> = Vec::new();
+    // another layout under a known id: that schema gets an output id of
+    // its own and its records are given it, so one encoder (one CSV
+    // header) serves every record.
+    let mut table = OutputSchemas::default();
     for s in &schemas {
-        if !known.iter().any(|k| k.id() == s.id()) {
-            known.push(s.clone());
-        }
+        table.place(s);
     }
-    let refs: Vec<&Schema> = known.iter().collect();
+    let refs: Vec<&Schema> = table.out.iter().collect();
     let mut enc = match spec.encoder(&refs) {
         Ok(e) => e,
         Err(e) => {
@@ -439,22 +437,15 @@ fn main() -> ExitCode {
     let streaming = args.format != Format::Ipfix;
     // The calibration set on the encoder (its own is the identity).
     let mut enc_cal = TscCalibration::IDENTITY;
+    let mut renumbered = Vec::new();
     let mut emit = |s: &Schema, rec: &[u8], cal: TscCalibration| {
-        // A record type the first and last segments lack, or another
-        // layout under a known id: the encoder again, with it.
-        let fresh = match known.iter().position(|k| k.id() == s.id()) {
-            Some(i) if known[i] == *s => false,
-            Some(i) => {
-                known[i] = s.clone();
-                true
-            }
-            None => {
-                known.push(s.clone());
-                true
-            }
+        // A record type the first and last segments lack: the encoder
+        // again, with it.
+        let Some((id, fresh)) = table.place(s) else {
+            return;
         };
         if fresh {
-            let refs: Vec<&Schema> = known.iter().collect();
+            let refs: Vec<&Schema> = table.out.iter().collect();
             if let Ok(e) = spec.encoder(&refs) {
                 enc = e;
                 enc_cal = TscCalibration::IDENTITY;
@@ -467,6 +458,14 @@ fn main() -> ExitCode {
             enc.set_tsc_calibration(cal);
             enc_cal = cal;
         }
+        let rec = if id == s.id() {
+            rec
+        } else {
+            renumbered.clear();
+            renumbered.extend_from_slice(rec);
+            renumbered[2..4].copy_from_slice(&id.to_ne_bytes());
+            &renumbered[..]
+        };
         enc.push(rec, &mut out);
         if streaming && out.len() >= 1 << 16 && write_err.is_none() {
             write_err = stdout.write_all(&out).err();
@@ -540,6 +539,54 @@ fn main() -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    }
+}
+
+/// The schemas of an answer's output encoder: one per output id. A
+/// schema with the id of another layout already there (segments of runs
+/// whose record types had other ids) gets an unused id of its own.
+#[derive(Default)]
+struct OutputSchemas {
+    out: Vec<Schema>,
+    /// Each schema placed under another id than its own, and that id.
+    aliases: Vec<(Schema, u16)>,
+}
+
+impl OutputSchemas {
+    /// The output id of `s`'s records, and whether `s` is new to the
+    /// output (the encoder is to be built again).
+    fn place(&mut self, s: &Schema) -> Option<(u16, bool)> {
+        if let Some((_, id)) = self.aliases.iter().find(|(k, _)| k == s) {
+            return Some((*id, false));
+        }
+        match self.out.iter().find(|k| k.id() == s.id()) {
+            Some(k) if k == s => Some((s.id(), false)),
+            None => {
+                self.out.push(s.clone());
+                Some((s.id(), true))
+            }
+            Some(_) => {
+                // Template ids of IPFIX start at 256.
+                let copy = (256..=u16::MAX)
+                    .find(|&id| !self.out.iter().any(|k| k.id() == id))
+                    .and_then(|id| {
+                        Schema::new(id, s.name().to_string(), s.size(), s.fields().to_vec())
+                            .and_then(|c| c.with_meta(s.meta().clone()))
+                            .ok()
+                    });
+                let Some(copy) = copy else {
+                    // No id left (or a schema that is no longer valid
+                    // under another id): it takes its id's place.
+                    let k = self.out.iter().position(|k| k.id() == s.id())?;
+                    self.out[k] = s.clone();
+                    return Some((s.id(), true));
+                };
+                let id = copy.id();
+                self.out.push(copy);
+                self.aliases.push((s.clone(), id));
+                Some((id, true))
+            }
+        }
     }
 }
 

@@ -143,18 +143,48 @@ fn got(out: &[u8]) -> BTreeMap<String, usize> {
 
 /// `dplog-query --archive DIR --between` over both runs' times, JSON.
 fn query_all(arch: &Path) -> std::process::Output {
+    query(arch, &["--format", "json"])
+}
+
+/// `dplog-query --archive DIR --between` over both runs' times, `args`.
+fn query(arch: &Path, args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_dplog-query"))
         .arg("--archive")
         .arg(arch)
-        .args([
-            "--between",
-            "2026-01-01T00:00:00Z",
-            "2026-01-01T00:01:00Z",
-            "--format",
-            "json",
-        ])
+        .args(["--between", "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z"])
+        .args(args)
         .output()
         .unwrap()
+}
+
+/// The rows of CSV `text` (one header line, then rows) in the shape of
+/// [`expected`], read by column name.
+fn csv_rows(text: &str) -> BTreeMap<String, usize> {
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let mut m = BTreeMap::new();
+    for line in lines {
+        // No value of these records holds a comma or a quote.
+        let cells: Vec<&str> = line.split(',').collect();
+        let get = |name: &str| {
+            header
+                .iter()
+                .position(|c| *c == name)
+                .map_or("?", |i| cells[i])
+        };
+        let key = match get("recordType") {
+            "fwDrop" => format!(
+                "fwDrop ifName={} ruleId={} srcPort={}",
+                get("ifName"),
+                get("ruleId"),
+                get("srcPort")
+            ),
+            "lbConn" => format!("lbConn bytesIn={} vport={}", get("bytesIn"), get("vport")),
+            _ => line.to_string(),
+        };
+        *m.entry(key).or_default() += 1;
+    }
+    m
 }
 
 #[test]
@@ -163,7 +193,7 @@ fn an_archive_written_by_two_runs_whose_ids_swapped_answers_every_record_under_i
     let arch = dir.path().join("arch");
     std::fs::create_dir(&arch).unwrap();
     for run in 0..2 {
-        let mut sink = ArchiveSink::open(&arch, ArchiveSinkOptions::default()).unwrap();
+        let mut sink = open_archive(&arch);
         for b in run_batches(run) {
             sink.write_batch(&b).unwrap();
         }
@@ -177,6 +207,26 @@ fn an_archive_written_by_two_runs_whose_ids_swapped_answers_every_record_under_i
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(got(&out.stdout), expected());
+    // CSV: one header over both runs' types, each row in its columns.
+    let out = query(&arch, &["--format", "csv"]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.starts_with("recordType,"))
+            .count(),
+        1
+    );
+    assert_eq!(csv_rows(&text), expected());
+    // A field of one type, whichever id it had in each run.
+    let out = query(&arch, &["--format", "json", "--where", "ruleId=1005"]);
+    assert_eq!(out.status.code(), Some(0));
+    let want: BTreeMap<String, usize> = [(
+        "fwDrop ifName=eth1-5 ruleId=1005 srcPort=40005".to_string(),
+        1,
+    )]
+    .into();
+    assert_eq!(got(&out.stdout), want);
 }
 
 #[test]
@@ -207,4 +257,24 @@ fn an_appended_binary_log_whose_ids_swapped_imports_every_record_under_its_schem
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(got(&out.stdout), expected());
+}
+
+/// Opens the archive sink on `dir`. A child process another test spawns
+/// holds a copy of the lock's descriptor between its fork and its exec
+/// (the lock is released at exec, `O_CLOEXEC`): an open that meets one
+/// is tried again, for up to 30 s.
+fn open_archive(dir: &Path) -> ArchiveSink {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        match ArchiveSink::open(dir, ArchiveSinkOptions::default()) {
+            Ok(s) => return s,
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    && std::time::Instant::now() < until =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) => panic!("{}: {e}", dir.display()),
+        }
+    }
 }

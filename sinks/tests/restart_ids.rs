@@ -277,3 +277,85 @@ fn an_mmap_csv_segment_under_another_runs_header_is_not_continued() {
     assert_eq!(segs.len(), 2, "the second run in a segment of its own");
     assert_eq!(changed, [false, true]);
 }
+
+/// The IPFIX messages of `b` (RFC 7011 section 3): for each data set,
+/// its byte offset in `b`, its set id (the template id), and the offset
+/// and record length of the template that defined that id last before
+/// it.
+fn ipfix_data_sets(b: &[u8]) -> Vec<(usize, u16, usize, usize)> {
+    let be16 = |p: usize| u16::from_be_bytes([b[p], b[p + 1]]) as usize;
+    let mut templates: BTreeMap<u16, (usize, usize)> = BTreeMap::new();
+    let mut sets = Vec::new();
+    let mut m = 0;
+    while m < b.len() {
+        assert_eq!(be16(m), 10, "an IPFIX message header at byte {m}");
+        let end = m + be16(m + 2);
+        let mut p = m + 16;
+        while p < end {
+            let (id, len) = (be16(p) as u16, be16(p + 2));
+            if id == 2 {
+                // Template records: id, field count, field specifiers.
+                let mut t = p + 4;
+                while t + 4 <= p + len {
+                    let (tid, n) = (be16(t) as u16, be16(t + 2));
+                    let mut f = t + 4;
+                    let mut rec = 0;
+                    for _ in 0..n {
+                        let (ie, flen) = (be16(f), be16(f + 2));
+                        assert_ne!(flen, 0xffff, "fixed-length fields only");
+                        rec += flen;
+                        f += if ie & 0x8000 != 0 { 8 } else { 4 };
+                    }
+                    templates.insert(tid, (t, rec));
+                    t = f;
+                }
+            } else if id >= 256 {
+                let (at, rec) = *templates
+                    .get(&id)
+                    .unwrap_or_else(|| panic!("data set {id} at byte {p} before any template"));
+                assert_eq!((len - 4) % rec, 0, "data set {id} at byte {p}");
+                sets.push((p, id, at, rec));
+            }
+            p += len;
+        }
+        m = end;
+    }
+    sets
+}
+
+#[test]
+fn an_ipfix_file_appended_by_a_run_with_swapped_ids_redefines_its_templates_before_its_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("out.ipfix");
+    let mut starts = Vec::new();
+    for run in 0..2 {
+        starts.push(std::fs::metadata(&path).map_or(0, |m| m.len() as usize));
+        let (mut f, header) = run_formatter(run, Format::Ipfix);
+        assert!(header.is_none());
+        let mut sink = FileSink::open(&path).unwrap();
+        write_run(run, &mut sink, &mut f);
+        sink.close().unwrap();
+    }
+    let b = std::fs::read(&path).unwrap();
+    let sets = ipfix_data_sets(&b);
+    // Every data set is read with a template its own run sent: the
+    // second run's (ids swapped) redefine 256 and 257 before its data.
+    // A data record's length in IPFIX: fwDrop 8 + 4 + 2 + 16 bytes,
+    // lbConn 8 + 8 + 2.
+    let ipfix_len = |run: u64, id: u16| match run_schemas(run).iter().find(|s| s.id() == id) {
+        Some(s) if s.name() == "fwDrop" => 30,
+        Some(_) => 18,
+        None => panic!("no schema {id} in run {run}"),
+    };
+    let mut per_run = [0usize; 2];
+    for (at, id, template_at, rec) in sets {
+        let run = usize::from(at >= starts[1]);
+        assert!(
+            template_at >= starts[run],
+            "data set {id} at byte {at} (run {run}) read with the template at byte {template_at}"
+        );
+        assert_eq!(rec, ipfix_len(run as u64, id), "data set {id} at byte {at}");
+        per_run[run] += 1;
+    }
+    assert!(per_run[0] > 0 && per_run[1] > 0, "{per_run:?}");
+}

@@ -438,19 +438,30 @@ fn main() -> ExitCode {
     // The calibration set on the encoder (its own is the identity).
     let mut enc_cal = TscCalibration::IDENTITY;
     let mut renumbered = Vec::new();
+    // The schemas `run` gave, by address, and their output ids.
+    let mut seen: Vec<(*const Schema, u16)> = Vec::new();
     let mut emit = |s: &Schema, rec: &[u8], cal: TscCalibration| {
-        // A record type the first and last segments lack: the encoder
-        // again, with it.
-        let Some((id, fresh)) = table.place(s) else {
-            return;
-        };
-        if fresh {
-            let refs: Vec<&Schema> = table.out.iter().collect();
-            if let Ok(e) = spec.encoder(&refs) {
-                enc = e;
-                enc_cal = TscCalibration::IDENTITY;
+        // `run` gives each layout one `&Schema` for the whole run: its
+        // address finds its output id without comparing schemas.
+        let id = match seen.iter().find(|(p, _)| std::ptr::eq(*p, s)) {
+            Some(&(_, id)) => id,
+            None => {
+                let Some((id, fresh)) = table.place(s) else {
+                    return;
+                };
+                seen.push((s as *const Schema, id));
+                // A record type the first and last segments lack: the
+                // encoder again, with it.
+                if fresh {
+                    let refs: Vec<&Schema> = table.out.iter().collect();
+                    if let Ok(e) = spec.encoder(&refs) {
+                        enc = e;
+                        enc_cal = TscCalibration::IDENTITY;
+                    }
+                }
+                id
             }
-        }
+        };
         // TSC fields print with the calibration the archive kept for the
         // record, as dplog-cat applies a binary log's `C` frames.
         // (Records without a TSC field print the same with any.)

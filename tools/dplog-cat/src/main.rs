@@ -825,7 +825,7 @@ impl<'a> Output<'a> {
         Ok(())
     }
 
-    /// A schema of the log (an `S` frame, or an archive segment's). An id
+    /// A schema of a binary log (an `S` frame). An id
     /// the output knows with another layout (a program restarted with its
     /// types registered in another order, appending to the same log: its
     /// `H` frame starts a new schema table) replaces the old one, and the
@@ -861,7 +861,11 @@ impl<'a> Output<'a> {
         let mut renumbered = std::mem::take(&mut self.renumbered);
         let mut rec = rec;
         let alias = if self.aliases.iter().any(|(k, _)| k.id() == s.id()) {
-            self.aliases.iter().find(|(k, _)| k == s).map(|&(_, i)| i)
+            // (By layout, as the archive reader tells its schemas apart.)
+            self.aliases
+                .iter()
+                .find(|(k, _)| k.id() == s.id() && k.fields() == s.fields())
+                .map(|&(_, i)| i)
         } else {
             None
         };
@@ -929,7 +933,7 @@ impl<'a> Output<'a> {
         for s in all {
             match self.schemas.iter().position(|k| k.id() == s.id()) {
                 None => self.schemas.push(s.clone()),
-                Some(i) if self.schemas[i] == *s => {}
+                Some(i) if self.schemas[i].fields() == s.fields() => {}
                 Some(_) => {
                     let used = |id: u16| {
                         all.iter().any(|k| k.id() == id)
@@ -952,7 +956,7 @@ impl<'a> Output<'a> {
         for i in 0..self.aliases.len() {
             let id = self.aliases[i].0.id();
             if let Some(k) = self.schemas.iter().position(|k| k.id() == id) {
-                if !self.aliases.iter().any(|(a, _)| *a == self.schemas[k]) {
+                if !self.aliases.iter().any(|(_, j)| *j == k) {
                     self.aliases.push((self.schemas[k].clone(), k));
                 }
             }

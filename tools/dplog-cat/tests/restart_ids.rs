@@ -285,3 +285,49 @@ fn open_sink<T>(mut open: impl FnMut() -> std::io::Result<T>) -> T {
         }
     }
 }
+
+#[test]
+fn a_where_on_a_field_the_second_runs_table_lacks_selects_from_the_first_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("out.binary");
+    // Run 0, then a run that registers lbConn only (id 256).
+    let lb = lb_conn(256);
+    let mut f = FormatSpec {
+        kind: Format::Binary,
+        ..Default::default()
+    }
+    .formatter(&[&lb])
+    .unwrap();
+    let mut bytes = run_stream(0);
+    let mut r = header(32, 256);
+    r[8..16].copy_from_slice(&(T0 + 5_000_000_000).to_ne_bytes());
+    r[16..24].copy_from_slice(&77u64.to_ne_bytes());
+    assert!(f.push_bytes(&r, &mut bytes));
+    std::fs::write(&log, &bytes).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_dplog-cat"))
+        .args(["--format", "json", "--where", "ruleId=5"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want: BTreeMap<String, usize> =
+        [("fwDrop ifName=eth0-5 ruleId=5 srcPort=40005".to_string(), 1)].into();
+    assert_eq!(got(&out.stdout), want);
+    // And every record of both, under its own schema.
+    let out = cat_json(&log);
+    assert!(out.status.success());
+    let mut want = BTreeMap::new();
+    for i in 0..N {
+        want.insert(
+            format!("fwDrop ifName=eth0-{i} ruleId={i} srcPort={}", 40000 + i),
+            1,
+        );
+        want.insert(format!("lbConn bytesIn={i} vport={}", 80 + i), 1);
+    }
+    want.insert("lbConn bytesIn=77 vport=0".to_string(), 1);
+    assert_eq!(got(&out.stdout), want);
+}

@@ -359,3 +359,34 @@ fn an_ipfix_file_appended_by_a_run_with_swapped_ids_redefines_its_templates_befo
     }
     assert!(per_run[0] > 0 && per_run[1] > 0, "{per_run:?}");
 }
+
+#[test]
+fn a_sealed_csv_file_moved_aside_for_another_header_still_verifies_with_its_seal() {
+    use dplog_sinks::{seal, verify};
+    let dir = tempfile::tempdir().unwrap();
+    let (key, public) = (dir.path().join("seal.key"), dir.path().join("seal.pub"));
+    let vk = seal::generate_key_pair(&key, &public).unwrap();
+    let path = dir.path().join("out.csv");
+    for run in 0..2 {
+        let (mut f, header) = run_formatter(run, Format::Csv);
+        let mut sink = FileSink::with_options(
+            &path,
+            FileSinkOptions {
+                header,
+                seal: Some(seal::SealOptions {
+                    key_file: key.clone(),
+                    sign_every: None,
+                }),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        write_run(run, &mut sink, &mut f);
+        sink.close().unwrap();
+    }
+    let files = verify::set_of(&path).unwrap();
+    assert_eq!(files.len(), 2, "{files:?}");
+    let r = verify::verify_files(&files, &[vk]).unwrap();
+    assert_eq!(r.finding, None, "{:?}", r.notes);
+    assert_eq!(rows(&file_and_rotated(&path)), expected());
+}

@@ -278,3 +278,32 @@ fn open_archive(dir: &Path) -> ArchiveSink {
         }
     }
 }
+
+#[test]
+fn ddl_of_a_binary_log_whose_runs_swapped_ids_makes_one_table_per_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("out.binary");
+    let bytes: Vec<u8> = (0..2).flat_map(run_batches).flatten().collect();
+    std::fs::write(&log, &bytes).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_dplog-query"))
+        .args(["ddl", "--clickhouse", "--log"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sql = String::from_utf8(out.stdout).unwrap();
+    let tables: Vec<&str> = sql
+        .lines()
+        .filter(|l| l.starts_with("CREATE TABLE"))
+        .collect();
+    assert_eq!(
+        tables,
+        ["CREATE TABLE `fwDrop`", "CREATE TABLE `lbConn`"],
+        "{sql}"
+    );
+}

@@ -7,7 +7,7 @@ pub mod config;
 pub use config::{FileSinkConfig, FsyncSetting, HasherSetting, SealConfig};
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -70,7 +70,13 @@ pub struct FileSinkOptions {
     /// before the first bytes of a batch that does not already begin with
     /// it), and a batch that begins with it while the file already has
     /// content has that copy dropped, so a file appended to by several
-    /// runs holds it once. `None` (default): bytes are written as given.
+    /// runs holds it once. A file that is not empty at open and does not
+    /// start with this header (another run's record types, schema ids or
+    /// columns) is not appended to: [`FileSink::with_options`] rotates it
+    /// aside (`<path>.<unix-ms>`, as [`FileSink::rotate`]), says so on
+    /// stderr and counts it in [`FileSinkCounters::header_changed`], so
+    /// no row lands under another run's columns. `None` (default): bytes
+    /// are written as given.
     pub header: Option<Vec<u8>>,
     /// Seal what is written ([`crate::seal`]): every write's bytes are
     /// chained with BLAKE3 and the chain head signed with Ed25519, in
@@ -110,6 +116,11 @@ pub struct FileSinkCounters {
     /// Signed heads the seal's anchor sink refused (not sent; the seal
     /// file has them).
     pub anchor_failed: AtomicU64,
+    /// Files found at open under another header than the configured
+    /// [`FileSinkOptions::header`] (a CSV log of other record types or
+    /// columns) and rotated aside so that this sink's rows start a file
+    /// of their own (each is also counted in `rotations`).
+    pub header_changed: AtomicU64,
 }
 
 impl FileSinkCounters {
@@ -142,6 +153,7 @@ impl dplog_core::SinkCounters for FileSinkCounters {
                 ("vanished", &self.vanished),
                 ("cut_back", &self.cut_back),
                 ("anchor_failed", &self.anchor_failed),
+                ("header_changed", &self.header_changed),
             ],
         )
     }
@@ -450,7 +462,30 @@ impl FileSink {
         if let Some(newest) = sink.rotated_files()?.last() {
             sink.last_stamp = rotation_stamp(newest);
         }
+        if sink.size > 0 && !sink.starts_with_header()? {
+            sink.rotate().map_err(SinkError::into_io)?;
+            bump(&sink.counters.header_changed, 1);
+            let aside = sink.rotated_files()?.pop().unwrap_or_default();
+            eprintln!(
+                "dplog: {}: its header line is not this log's (other record types, schema ids or columns); moved aside to {} and a new file started",
+                sink.path.display(),
+                aside.display()
+            );
+        }
         Ok(sink)
+    }
+
+    /// True if the file has no configured header to match, or starts
+    /// with it.
+    fn starts_with_header(&self) -> io::Result<bool> {
+        let Some(h) = self.opts.header.as_deref().filter(|h| !h.is_empty()) else {
+            return Ok(true);
+        };
+        let mut head = Vec::with_capacity(h.len());
+        File::open(&self.path)
+            .and_then(|f| f.take(h.len() as u64).read_to_end(&mut head))
+            .map_err(|e| with_path(&self.path, e))?;
+        Ok(head == h)
     }
 
     /// Sends every head the seal signs also to `sink`

@@ -33,6 +33,20 @@
 //! preamble from a batch that starts with an `H` frame (an encoder's first
 //! batch) or from the segment it resumes.
 //!
+//! A program restarted on the same directory resumes the newest segment.
+//! With the binary format its first batch starts with its own `H` frame
+//! and schema frames, appended to that segment as they are: an `H` frame
+//! starts a new schema table for the frames after it
+//! (`dplog_formatters::binary`), so a restart whose record types have
+//! other schema ids (registered in another order, added, changed) keeps
+//! appending, and readers (`dplog-cat`, `dplog-query import`) take each
+//! record under the table of the last `H` before it; the segments after
+//! it start with the new preamble. With lines and a
+//! [`MmapSinkOptions::header`] (CSV), a resumed segment whose data does
+//! not start with this sink's header is not continued (its rows would
+//! sit under another run's columns): it is kept as it is, and a new
+//! segment starts under the new header ([`Recovery::header_changed`]).
+//!
 //! One segment holds one framing: a batch of lines after a segment of
 //! binary frames (or the reverse, e.g. a run with another `[format]` on
 //! the same directory) starts a new segment.
@@ -141,6 +155,12 @@ pub struct Recovery {
     /// Temporary files of segments whose creation a crash cut short
     /// (`.<prefix>-<seq>.dpm.tmp`), removed.
     pub removed_temporary: Vec<PathBuf>,
+    /// The resumed segment holds lines that do not start with this sink's
+    /// [`MmapSinkOptions::header`] (a CSV log of other record types or
+    /// columns, e.g. a program restarted with its types registered in
+    /// another order): it is left as it is, and the first batch starts a
+    /// new segment under this sink's header (also said once on stderr).
+    pub header_changed: bool,
 }
 
 /// Counters (consumer thread writes, Relaxed statistics).
@@ -675,15 +695,29 @@ impl MmapSink {
         seg.sync().map_err(seg_err)?;
         let data = &seg.data()[..c];
         self.preamble = data[..preamble_len(data)].to_vec();
-        seg.framing = (c > 0).then(|| framing_of(data));
+        let framing = (c > 0).then(|| framing_of(data));
+        // Lines under another header (a CSV run whose record types or
+        // columns changed): this sink's rows must not continue them.
+        let header_changed = framing == Some(Framing::Lines)
+            && !self.line_header.is_empty()
+            && !data.starts_with(&self.line_header);
+        seg.framing = framing;
         self.recovery = Recovery {
             segment: Some(path.to_path_buf()),
             committed_bytes: c as u64,
             committed_records: seg.records,
             discarded_tail_bytes: tail as u64,
+            header_changed,
             ..Recovery::default()
         };
-        self.seg = Some(seg);
+        if header_changed {
+            eprintln!(
+                "dplog: mmap segment {}: its header line is not this sink's (other record types or columns); it is kept as it is and a new segment starts",
+                path.display()
+            );
+        } else {
+            self.seg = Some(seg);
+        }
         Ok(())
     }
 

@@ -735,9 +735,20 @@ fn check_wheres(schemas: &[&Schema], wheres: &[(String, String)]) -> Result<(), 
 struct Output<'a> {
     args: &'a Args,
     spec: FormatSpec,
-    /// Schemas seen (one per id, the first seen); the encoder is built
-    /// for the first `built` of them.
+    /// Schemas in force (one per id, the last declared); the encoder is
+    /// built for the first `built` of them (`enc` is `None` when one of
+    /// those changed).
     schemas: Vec<Schema>,
+    /// An archive's schemas that share an id with another of its
+    /// schemas (segments of runs whose record types had other ids): each
+    /// such schema as the archive declares it and the index of its copy
+    /// in `schemas`, under an id of its own for the output (records are
+    /// given that id before they are formatted). Empty for a binary log,
+    /// whose records come under the table of their last `H` frame,
+    /// which [`Output::schema`] follows.
+    aliases: Vec<(Schema, usize)>,
+    /// A record given its output id.
+    renumbered: Vec<u8>,
     built: usize,
     /// The library's formatter: records, and drop reports in the format's
     /// own shape, exactly as a logger writes them.
@@ -769,6 +780,8 @@ impl<'a> Output<'a> {
             args,
             spec,
             schemas: Vec::new(),
+            aliases: Vec::new(),
+            renumbered: Vec::new(),
             built: 0,
             enc: None,
             filters: Vec::new(),
@@ -790,7 +803,12 @@ impl<'a> Output<'a> {
         // Each schema as its log declares it: fields and the writer's
         // metadata (syslog layout, priorities, names by value).
         let refs: Vec<&Schema> = self.schemas.iter().collect();
-        check_wheres(&refs, &self.args.filters)?;
+        // Against the schemas known at the first record (a binary log's
+        // first table, every schema of an archive): a later table that
+        // lacks a field only has no record that matches.
+        if self.enc.is_none() && self.built == 0 {
+            check_wheres(&refs, &self.args.filters)?;
+        }
         let mut enc = self.spec.formatter(&refs).map_err(|e| e.to_string())?;
         enc.set_tsc_calibration(self.cal);
         let opts = self.spec.options();
@@ -807,10 +825,21 @@ impl<'a> Output<'a> {
         Ok(())
     }
 
-    /// A schema of the log (every segment repeats them: each id once).
+    /// A schema of a binary log (an `S` frame). An id
+    /// the output knows with another layout (a program restarted with its
+    /// types registered in another order, appending to the same log: its
+    /// `H` frame starts a new schema table) replaces the old one, and the
+    /// encoder is rebuilt at the next record, so each record is printed
+    /// under the schema its own part of the log declared (a CSV output
+    /// gets a new header line there).
     fn schema(&mut self, s: &Schema) {
-        if !self.schemas.iter().any(|k| k.id() == s.id()) {
-            self.schemas.push(s.clone());
+        match self.schemas.iter().position(|k| k.id() == s.id()) {
+            None => self.schemas.push(s.clone()),
+            Some(i) if self.schemas[i] != *s => {
+                self.schemas[i] = s.clone();
+                self.enc = None;
+            }
+            Some(_) => {}
         }
     }
 
@@ -827,15 +856,47 @@ impl<'a> Output<'a> {
     /// Formats `rec` (of decoder schema `s`) if it is selected.
     fn record(&mut self, s: &Schema, rec: &[u8]) -> Result<(), String> {
         self.records += 1;
-        let i = match self.schemas.iter().position(|k| k.id() == s.id()) {
-            Some(i) => i,
-            None => {
-                self.schemas.push(s.clone());
-                self.schemas.len() - 1
-            }
+        // An archive's record of an id two of its schemas share: under its
+        // own schema's output id.
+        let mut renumbered = std::mem::take(&mut self.renumbered);
+        let mut rec = rec;
+        let alias = if self.aliases.iter().any(|(k, _)| k.id() == s.id()) {
+            // (By layout, as the archive reader tells its schemas apart.)
+            self.aliases
+                .iter()
+                .find(|(k, _)| k.id() == s.id() && k.fields() == s.fields())
+                .map(|&(_, i)| i)
+        } else {
+            None
         };
+        let i = match alias {
+            Some(i) => {
+                renumbered.clear();
+                renumbered.extend_from_slice(rec);
+                renumbered[2..4].copy_from_slice(&self.schemas[i].id().to_ne_bytes());
+                rec = &renumbered;
+                i
+            }
+            None => match self.schemas.iter().position(|k| k.id() == s.id()) {
+                // The binary decoder hands a record only under a schema
+                // the current table declared (`schema` saw it).
+                Some(i) => i,
+                None => {
+                    self.schemas.push(s.clone());
+                    self.schemas.len() - 1
+                }
+            },
+        };
+        let r = self.format(i, rec);
+        self.renumbered = renumbered;
+        r
+    }
+
+    /// Formats `rec`, of `self.schemas[i]`, if it is selected.
+    fn format(&mut self, i: usize, rec: &[u8]) -> Result<(), String> {
         // Built at the first record, over the schemas of the preamble;
-        // rebuilt if a later `S` frame brought a new id.
+        // rebuilt if a later `S` frame brought a new id or another layout
+        // for a known one.
         if self.enc.is_none() || i >= self.built {
             self.build()?;
         }
@@ -860,6 +921,46 @@ impl<'a> Output<'a> {
             .as_mut()
             .expect("built above")
             .push_bytes(rec, &mut self.out);
+        Ok(())
+    }
+
+    /// The schemas of an archive, before its first record: one per id
+    /// as they are; a schema whose id an earlier one of another layout
+    /// has (the segments of runs whose record types had other ids) is
+    /// given an id of its own, unused by any of `all`, for the output, so
+    /// one encoder (one CSV header) serves every record.
+    fn archive_schemas(&mut self, all: &[Schema]) -> Result<(), String> {
+        for s in all {
+            match self.schemas.iter().position(|k| k.id() == s.id()) {
+                None => self.schemas.push(s.clone()),
+                Some(i) if self.schemas[i].fields() == s.fields() => {}
+                Some(_) => {
+                    let used = |id: u16| {
+                        all.iter().any(|k| k.id() == id)
+                            || self.schemas.iter().any(|k| k.id() == id)
+                    };
+                    // Template ids of IPFIX start at 256.
+                    let id = (256..=u16::MAX).find(|&id| !used(id)).ok_or_else(|| {
+                        "the archive's schemas use every schema id: they cannot be told apart"
+                            .to_string()
+                    })?;
+                    let copy = Schema::new(id, s.name().to_string(), s.size(), s.fields().to_vec())
+                        .and_then(|c| c.with_meta(s.meta().clone()))
+                        .map_err(|e| format!("schema {}: {e}", s.name()))?;
+                    self.schemas.push(copy);
+                    self.aliases.push((s.clone(), self.schemas.len() - 1));
+                }
+            }
+        }
+        // The first of each shared id is looked up like the others.
+        for i in 0..self.aliases.len() {
+            let id = self.aliases[i].0.id();
+            if let Some(k) = self.schemas.iter().position(|k| k.id() == id) {
+                if !self.aliases.iter().any(|(_, j)| *j == k) {
+                    self.aliases.push((self.schemas[k].clone(), k));
+                }
+            }
+        }
         Ok(())
     }
 
@@ -1125,12 +1226,16 @@ fn cat_archive(args: &Args, dir: &Path) -> ExitCode {
     };
     let mut o = Output::new(args);
     let mut tsc_time = false;
-    for s in ar.schemas() {
+    let all = ar.schemas();
+    for s in &all {
         tsc_time |= s
             .meta()
             .event_time
             .is_some_and(|i| s.fields()[i].kind == FieldKind::TscTimestamp);
-        o.schema(&s);
+    }
+    if let Err(e) = o.archive_schemas(&all) {
+        eprintln!("dplog-cat: {}: {e}", dir.display());
+        return ExitCode::from(1);
     }
     let (from, to) = if tsc_time {
         (0, u64::MAX)

@@ -780,6 +780,13 @@ struct Held {
 /// formatter before formatting the record; the identity for an archive
 /// of format version 1, which kept none); `progress` after each segment.
 ///
+/// `schema` is the record's own, as its segment declares it (segments of
+/// runs whose record types had other ids may give one id to different
+/// layouts), and one reference per layout for the whole run: records of
+/// one layout (id, name and fields) get the same `&Schema`, at the same
+/// address, from every segment, so a caller may key what it derives from
+/// a schema by its address (`std::ptr::eq`) while `run` runs.
+///
 /// Errors: [`QueryError`] for an unknown field, a bad value or an
 /// unreadable archive, and [`QueryError::NoRecordTypes`] when conditions
 /// are given and no readable segment declares a record type (each
@@ -883,8 +890,10 @@ pub fn run(
         ..Default::default()
     };
     outcome.summary_problems.append(&mut summaries.problems);
-    // --at: the schemas met (by layout), and the matching records held.
-    let mut schemas: Vec<(Schema, Option<Resolved>)> = Vec::new();
+    // The schemas met (by layout), each boxed so that it stays at one
+    // address for the whole run (what `emit` is given); --at: the
+    // matching records held.
+    let mut schemas: Vec<(Box<Schema>, Option<Resolved>)> = Vec::new();
     let mut held: Vec<Held> = Vec::new();
     let mut failed: Option<QueryError> = None;
     let mut problems = Vec::new();
@@ -910,7 +919,7 @@ pub fn run(
                 }) {
                     Some(k) => k,
                     None => {
-                        schemas.push((s.clone(), r.clone()));
+                        schemas.push((Box::new(s.clone()), r.clone()));
                         schemas.len() - 1
                     }
                 };
@@ -982,7 +991,7 @@ pub fn run(
             }
             match q.mode {
                 Mode::Between(..) => {
-                    emit(s, rec, cal);
+                    emit(&schemas[*k].0, rec, cal);
                     outcome.found += 1;
                 }
                 Mode::At(_) => held.push(Held {
@@ -1123,7 +1132,7 @@ fn prune(
 /// The held opens live at `t`, in the order written.
 fn live_at<'a>(
     t: u64,
-    schemas: &'a [(Schema, Option<Resolved>)],
+    schemas: &'a [(Box<Schema>, Option<Resolved>)],
     held: &'a [Held],
 ) -> Vec<(&'a Schema, &'a [u8], TscCalibration)> {
     // Open records by (schema, identity): indexes into held, newest last.
@@ -1162,7 +1171,7 @@ fn live_at<'a>(
     held.iter()
         .zip(live)
         .filter(|(_, l)| *l)
-        .map(|(h, _)| (&schemas[h.schema].0, h.rec.as_slice(), h.cal))
+        .map(|(h, _)| (&*schemas[h.schema].0, h.rec.as_slice(), h.cal))
         .collect()
 }
 

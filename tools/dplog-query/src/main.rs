@@ -39,6 +39,15 @@
 //! the other inputs are imported, and the archive lacks what the damaged
 //! parts held after the damage.
 //!
+//! Runs whose record types had other schema ids (a program restarted
+//! with its types registered in another order, appending to the same
+//! log or archive): a log's `H` frame starts a new schema table, and an
+//! import writes each table that redeclares an id to new segments of
+//! its own, so each record is archived under its own schema; a query over
+//! segments whose runs used an id for different types prints each record
+//! under its segment's schema (the output gives the later layout an
+//! unused id of its own: one CSV header, one IPFIX template each).
+//!
 //! TSC-typed fields print as wall time with the calibration the archive
 //! kept for each record (as `dplog-cat` prints the binary log it was
 //! written from); an archive of format version 1 kept none (the
@@ -196,10 +205,13 @@ fn ddl(archive: Option<&Path>, a: &DdlArgs) -> Result<String, String> {
     };
     // A log that several runs appended to declares its types once per
     // run: one table each, unless a type changed its fields between runs.
+    // (Its schema id may differ from run to run, e.g. types registered in
+    // another order: a table does not depend on it.)
     let mut uniq: Vec<Schema> = Vec::new();
     for s in schemas {
         match uniq.iter().find(|u| u.name() == s.name()) {
-            Some(u) if *u == s => {}
+            Some(u) if u.size() == s.size() && u.fields() == s.fields() && u.meta() == s.meta() => {
+            }
             Some(_) => {
                 return Err(format!(
                     "ddl: record type {} is declared twice with different fields (runs of \
@@ -410,7 +422,16 @@ fn main() -> ExitCode {
         ..Default::default()
     };
     spec.ipfix.export_clock = dplog_formatters::ExportClock::Record;
-    let refs: Vec<&Schema> = schemas.iter().collect();
+    // The encoder's schemas: one per id. Segments written by runs whose
+    // record types had other ids (registered in another order) hold
+    // another layout under a known id: that schema gets an output id of
+    // its own and its records are given it, so one encoder (one CSV
+    // header) serves every record.
+    let mut table = OutputSchemas::default();
+    for s in &schemas {
+        table.place(s);
+    }
+    let refs: Vec<&Schema> = table.out.iter().collect();
     let mut enc = match spec.encoder(&refs) {
         Ok(e) => e,
         Err(e) => {
@@ -422,10 +443,33 @@ fn main() -> ExitCode {
     let mut stdout = std::io::stdout().lock();
     let mut write_err = None;
     let streaming = args.format != Format::Ipfix;
-    let mut known: Vec<Schema> = schemas.clone();
     // The calibration set on the encoder (its own is the identity).
     let mut enc_cal = TscCalibration::IDENTITY;
+    let mut renumbered = Vec::new();
+    // The schemas `run` gave, by address, and their output ids.
+    let mut seen: Vec<(*const Schema, u16)> = Vec::new();
     let mut emit = |s: &Schema, rec: &[u8], cal: TscCalibration| {
+        // `run` gives each layout one `&Schema` for the whole run: its
+        // address finds its output id without comparing schemas.
+        let id = match seen.iter().find(|(p, _)| std::ptr::eq(*p, s)) {
+            Some(&(_, id)) => id,
+            None => {
+                let Some((id, fresh)) = table.place(s) else {
+                    return;
+                };
+                seen.push((s as *const Schema, id));
+                // A record type the first and last segments lack: the
+                // encoder again, with it.
+                if fresh {
+                    let refs: Vec<&Schema> = table.out.iter().collect();
+                    if let Ok(e) = spec.encoder(&refs) {
+                        enc = e;
+                        enc_cal = TscCalibration::IDENTITY;
+                    }
+                }
+                id
+            }
+        };
         // TSC fields print with the calibration the archive kept for the
         // record, as dplog-cat applies a binary log's `C` frames.
         // (Records without a TSC field print the same with any.)
@@ -433,17 +477,15 @@ fn main() -> ExitCode {
             enc.set_tsc_calibration(cal);
             enc_cal = cal;
         }
-        if !enc.push(rec, &mut out) && !known.iter().any(|k| k.id() == s.id()) {
-            // A record type the first and last segments lack: the
-            // encoder again, with it.
-            known.push(s.clone());
-            let refs: Vec<&Schema> = known.iter().collect();
-            if let Ok(e) = spec.encoder(&refs) {
-                enc = e;
-                enc.set_tsc_calibration(cal);
-                enc.push(rec, &mut out);
-            }
-        }
+        let rec = if id == s.id() {
+            rec
+        } else {
+            renumbered.clear();
+            renumbered.extend_from_slice(rec);
+            renumbered[2..4].copy_from_slice(&id.to_ne_bytes());
+            &renumbered[..]
+        };
+        enc.push(rec, &mut out);
         if streaming && out.len() >= 1 << 16 && write_err.is_none() {
             write_err = stdout.write_all(&out).err();
             out.clear();
@@ -536,6 +578,54 @@ fn main() -> ExitCode {
     }
 }
 
+/// The schemas of an answer's output encoder: one per output id. A
+/// schema with the id of another layout already there (segments of runs
+/// whose record types had other ids) gets an unused id of its own.
+#[derive(Default)]
+struct OutputSchemas {
+    out: Vec<Schema>,
+    /// Each schema placed under another id than its own, and that id.
+    aliases: Vec<(Schema, u16)>,
+}
+
+impl OutputSchemas {
+    /// The output id of `s`'s records, and whether `s` is new to the
+    /// output (the encoder is to be built again).
+    fn place(&mut self, s: &Schema) -> Option<(u16, bool)> {
+        if let Some((_, id)) = self.aliases.iter().find(|(k, _)| k == s) {
+            return Some((*id, false));
+        }
+        match self.out.iter().find(|k| k.id() == s.id()) {
+            Some(k) if k == s => Some((s.id(), false)),
+            None => {
+                self.out.push(s.clone());
+                Some((s.id(), true))
+            }
+            Some(_) => {
+                // Template ids of IPFIX start at 256.
+                let copy = (256..=u16::MAX)
+                    .find(|&id| !self.out.iter().any(|k| k.id() == id))
+                    .and_then(|id| {
+                        Schema::new(id, s.name().to_string(), s.size(), s.fields().to_vec())
+                            .and_then(|c| c.with_meta(s.meta().clone()))
+                            .ok()
+                    });
+                let Some(copy) = copy else {
+                    // No id left (or a schema that is no longer valid
+                    // under another id): it takes its id's place.
+                    let k = self.out.iter().position(|k| k.id() == s.id())?;
+                    self.out[k] = s.clone();
+                    return Some((s.id(), true));
+                };
+                let id = copy.id();
+                self.out.push(copy);
+                self.aliases.push((s.clone(), id));
+                Some((id, true))
+            }
+        }
+    }
+}
+
 /// What an import did: records imported, and damaged parts of the input
 /// (logs imported up to their damage, mmap segments skipped), each
 /// reported on stderr as it was found.
@@ -611,7 +701,16 @@ fn import(
         segment_interval_ms: (interval > 0).then_some(interval),
         ..Default::default()
     };
-    let mut sink = ArchiveSink::open(dir, opts).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut sink = Target {
+        sink: Some(
+            ArchiveSink::open(dir, opts.clone()).map_err(|e| format!("{}: {e}", dir.display()))?,
+        ),
+        dir,
+        opts,
+        declared: Vec::new(),
+        preamble: Vec::new(),
+        calibration: Vec::new(),
+    };
     let mut done = Imported {
         records: 0,
         damaged: 0,
@@ -649,9 +748,108 @@ fn import(
             done.damaged += damage.map_or(0, &mut damaged);
         }
     }
-    sink.close()
+    sink.sink()
+        .close()
         .map_err(|e| format!("{}: {e}", dir.display()))?;
     Ok(done)
+}
+
+/// The schema id of schema frame payload `body`, if it is one.
+fn schema_id(body: &[u8]) -> Option<u16> {
+    dplog_formatters::binary::parse_schema(body)
+        .ok()
+        .map(|s| s.id())
+}
+
+/// The archive an import writes to, and the schema table it was given.
+///
+/// The archive sink keeps one schema per id; a log appended to by runs
+/// whose record types had other ids (registered in another order), or
+/// inputs written by such runs, redeclare an id with another layout after
+/// an `H` frame. Each such table goes to a sink of its own (closed, then
+/// opened again on the directory: new segments), which is given the
+/// table's `H` and schema frames and the calibration in force, so every
+/// segment holds one layout per id and its records under it.
+struct Target<'a> {
+    /// Always `Some` but while it is reopened.
+    sink: Option<ArchiveSink>,
+    dir: &'a Path,
+    opts: ArchiveSinkOptions,
+    /// Every schema frame the sink was given: id and payload.
+    declared: Vec<(u16, Vec<u8>)>,
+    /// The last `H` frame and the schema frames after it.
+    preamble: Vec<u8>,
+    /// The last `C` frame.
+    calibration: Vec<u8>,
+}
+
+impl Target<'_> {
+    fn sink(&mut self) -> &mut ArchiveSink {
+        self.sink.as_mut().expect("an import's sink is open")
+    }
+
+    /// Takes note of `frame` (whole, 4-byte header included) before it
+    /// is added to `batch`; when it declares a known id with another
+    /// layout, `batch` is written and the sink reopened first, and
+    /// `batch` starts again with the table so far.
+    fn frame(&mut self, frame: &[u8], batch: &mut Vec<u8>) -> Result<(), String> {
+        match frame[0] {
+            b'H' => {
+                self.preamble.clear();
+                self.preamble.extend_from_slice(frame);
+            }
+            b'C' => {
+                self.calibration.clear();
+                self.calibration.extend_from_slice(frame);
+            }
+            b'S' => {
+                let body = &frame[4..];
+                // A bad schema frame is the sink's to refuse.
+                let Some(id) = schema_id(body) else {
+                    return Ok(());
+                };
+                let known = self.declared.iter().find(|(k, _)| *k == id);
+                if known.is_some_and(|(_, raw)| raw != body) {
+                    self.reopen(batch)?;
+                }
+                if !self.declared.iter().any(|(k, raw)| *k == id && raw == body) {
+                    self.declared.push((id, body.to_vec()));
+                }
+                self.preamble.extend_from_slice(frame);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Writes `batch`, closes the sink and opens it again on the
+    /// directory; `batch` then holds the current table's `H` and schema
+    /// frames and the calibration in force.
+    fn reopen(&mut self, batch: &mut Vec<u8>) -> Result<(), String> {
+        let at = |e: &dyn std::fmt::Display| format!("{}: {e}", self.dir.display());
+        let sink = self.sink.as_mut().expect("an import's sink is open");
+        if !batch.is_empty() {
+            sink.write_batch(batch).map_err(|e| at(&e))?;
+        }
+        sink.close().map_err(|e| at(&e))?;
+        // Dropped first: it holds the directory's lock.
+        self.sink = None;
+        self.sink = Some(ArchiveSink::open(self.dir, self.opts.clone()).map_err(|e| at(&e))?);
+        self.declared.clear();
+        batch.clear();
+        batch.extend_from_slice(&self.preamble);
+        batch.extend_from_slice(&self.calibration);
+        let mut p = 0;
+        while p + 4 <= self.preamble.len() {
+            let len = u16::from_le_bytes([self.preamble[p + 2], self.preamble[p + 3]]) as usize;
+            let f = &self.preamble[p..p + 4 + len];
+            if let (b'S', Some(id)) = (f[0], schema_id(&f[4..])) {
+                self.declared.push((id, f[4..].to_vec()));
+            }
+            p += 4 + len;
+        }
+        Ok(())
+    }
 }
 
 /// Feeds the binary frames of `r` (`len` bytes, from `path`) to `sink`;
@@ -661,7 +859,7 @@ fn import(
 ///
 /// Errors: a read error; the sink's error.
 fn feed(
-    sink: &mut ArchiveSink,
+    sink: &mut Target<'_>,
     path: &Path,
     r: &mut dyn std::io::Read,
     len: u64,
@@ -706,15 +904,26 @@ fn feed(
                  imported the {n} records before it"
             )));
         }
+        if kind != b'R' {
+            // (Moved off the batch while the sink takes note of it: the
+            // sink may write the batch before it.)
+            let frame = batch.split_off(start);
+            sink.frame(&frame, &mut batch)?;
+            batch.extend_from_slice(&frame);
+        }
         n += u64::from(kind == b'R');
         off += 4 + flen as u64;
         if batch.len() >= 1 << 20 {
-            sink.write_batch(&batch).map_err(|e| at(e.to_string()))?;
+            sink.sink()
+                .write_batch(&batch)
+                .map_err(|e| at(e.to_string()))?;
             batch.clear();
         }
     };
     if !batch.is_empty() {
-        sink.write_batch(&batch).map_err(|e| at(e.to_string()))?;
+        sink.sink()
+            .write_batch(&batch)
+            .map_err(|e| at(e.to_string()))?;
     }
     Ok((n, damage))
 }

@@ -1,0 +1,171 @@
+//! Opening an archive directory: its writer lock, and the recovery of a
+//! segment a crash left open.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
+
+use super::format::{Footer, KIND_DATA};
+use super::reader::Segment;
+use super::{format, index_tail, summary, ArchiveSinkOptions, KeyPairs};
+
+pub(super) fn lock_dir(dir: &Path) -> io::Result<File> {
+    let path = dir.join(".archive.lock");
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o640)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(&path)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+    // SAFETY: flock on a descriptor we own; no memory is passed.
+    let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if r != 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(
+            e.kind(),
+            format!(
+                "archive directory {}: another writer holds it (lock {}): {e}",
+                dir.display(),
+                path.display()
+            ),
+        ));
+    }
+    Ok(file)
+}
+
+pub(super) fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Recovers open segment `path` (seq `seq`): keeps its whole blocks that
+/// pass their checksum and decode, cuts the rest (said on stderr),
+/// seals it; removes it if it holds no record. Returns the torn blocks
+/// cut off.
+pub(super) fn recover(
+    dir: &Path,
+    path: &Path,
+    seq: u64,
+    opts: &ArchiveSinkOptions,
+) -> io::Result<u64> {
+    // A crash between creating the file and writing its header leaves
+    // fewer bytes than the header: nothing to recover.
+    if std::fs::metadata(path)?.len() < format::SEGMENT_HEADER as u64 {
+        eprintln!(
+            "dplog: archive recovery: {}: no segment header (a crash cut its creation short); removed",
+            path.display()
+        );
+        std::fs::remove_file(path)?;
+        sync_dir(dir)?;
+        return Ok(0);
+    }
+    let seg = Segment::open(path)?;
+    let mut torn = seg.problems.len() as u64;
+    for p in &seg.problems {
+        eprintln!("dplog: archive recovery: {p}");
+    }
+    let mut blocks = Vec::new();
+    let mut end = format::SEGMENT_HEADER as u64;
+    let (mut min, mut max, mut rows) = (u64::MAX, 0u64, 0u64);
+    let mut pairs = KeyPairs::default();
+    let mut tuples = Vec::new();
+    let mut types: Vec<summary::TypeEntry> = Vec::new();
+    for (i, b) in seg.blocks.iter().enumerate() {
+        let b = b.clone();
+        if b.kind == KIND_DATA {
+            match seg.read_block(i) {
+                Ok((s, recs)) => {
+                    let key = format::index_fields(s, &opts.index);
+                    let per_field = format::index_per_field(&opts.index);
+                    for r in recs.chunks_exact(s.size()) {
+                        format::record_key_hashes(&key, per_field, r, |h| pairs.push(h, i as u32));
+                    }
+                    let tf = format::tuple_fields(s, &opts.summary);
+                    if !tf.is_empty() {
+                        tuples.extend(
+                            recs.chunks_exact(s.size())
+                                .map(|r| format::record_tuple_hash(s.id(), &tf, r)),
+                        );
+                    }
+                    let ty = summary::type_entry(s, &opts.summary);
+                    if !types.contains(&ty) {
+                        types.push(ty);
+                    }
+                    min = min.min(b.min);
+                    max = max.max(b.max);
+                    rows += b.rows as u64;
+                }
+                Err(e) => {
+                    eprintln!("dplog: archive recovery: {}", seg.block_problem(i, &e));
+                    torn += 1;
+                    break;
+                }
+            }
+        }
+        end = b.offset + b.len as u64;
+        blocks.push(b);
+    }
+    drop(seg);
+    if rows == 0 {
+        std::fs::remove_file(path)?;
+        let _ = std::fs::remove_file(crate::seal::seal_path(path));
+        sync_dir(dir)?;
+        return Ok(torn);
+    }
+    let f = OpenOptions::new().write(true).open(path)?;
+    f.set_len(end)?;
+    // Its seal keeps the entries of the blocks kept.
+    let had_seal = crate::seal::cut_seal(path, end)?;
+    let (index, tail, index_bits) = index_tail(&mut pairs, end);
+    let footer = Footer {
+        seq,
+        min,
+        max,
+        rows,
+        max_lifetime_ms: opts.max_lifetime_ms,
+        index_fields: opts.index.clone(),
+        blocks,
+        index,
+        index_bits,
+    };
+    let mut bytes = tail;
+    bytes.extend_from_slice(&footer.to_bytes());
+    f.write_all_at(&bytes, end)?;
+    f.sync_all()?;
+    let sealed = dir.join(format::sealed_name(seq, min, max));
+    std::fs::rename(path, &sealed)?;
+    if had_seal {
+        std::fs::rename(
+            crate::seal::seal_path(path),
+            crate::seal::seal_path(&sealed),
+        )?;
+        if let Some(so) = &opts.seal {
+            // The footer written here is sealed late (an `L` entry, said
+            // so by the verifier) and the head signed.
+            let size = end + bytes.len() as u64;
+            let mut s = crate::seal::Sealer::open(&sealed, size, so)?;
+            s.close()?;
+        }
+    }
+    sync_dir(dir)?;
+    let day = summary::day_of(min);
+    let summarized = !opts.summary.is_empty();
+    if let Err(e) = summarized
+        .then(|| summary::append(dir, day, seq, (min, max), &types, &mut tuples))
+        .transpose()
+    {
+        eprintln!(
+            "dplog: archive recovery: {}: no summary entry (lookups read it whole): {e}",
+            sealed.display()
+        );
+    }
+    eprintln!(
+        "dplog: archive recovery: {} sealed with {rows} records",
+        path.display()
+    );
+    Ok(torn)
+}

@@ -35,8 +35,12 @@ use crate::types::{dplog_field_desc, DPLOG_RECORD_MAX_SIZE, DPLOG_SCHEMA_USER_FI
 /// the logger's slot size; `dplog_last_error` names both sizes and the
 /// `[ring] slot_bytes` to set),
 /// `DPLOG_ERR_INVALID_ARG` (a field out of bounds, overlapping, of a size
-/// that does not suit its kind, an unknown kind, a bad or duplicate name;
-/// `dplog_last_error` names the field), `DPLOG_ERR_EXISTS` (`name` is
+/// that does not suit its kind, an unknown kind, a bad or duplicate name,
+/// a reserved name that a format writes as its own key or column:
+/// `timestamp`, `recordType`, any name starting with `dplog`;
+/// `dplog_last_error` names the field; no fields, `n_fields == 0`; more
+/// fields than the record can hold, `n_fields > record_size - 8`, refused
+/// before the descriptors are read), `DPLOG_ERR_EXISTS` (`name` is
 /// already registered on this handle or is a built-in NAT schema's name;
 /// schema ids are handed out by dplog, never chosen by the caller, so they
 /// cannot collide), `DPLOG_ERR_STATE` (after `dplog_start`: register every

@@ -177,6 +177,28 @@ fn a_field_count_no_record_can_hold_is_refused_before_reading_descriptors() {
             "{e}"
         );
     }
+    // An enum table longer than its field can name (SIZE_MAX) likewise.
+    let names = [dplog_core::schema::DplogEnumName {
+        value: 1,
+        name: c"a".as_ptr(),
+    }];
+    for (size, count, max) in [(1u32, usize::MAX, 256), (1, 257, 256), (2, 65536, 65535)] {
+        let e = DplogFieldDesc {
+            enum_names: names.as_ptr(),
+            enum_count: count,
+            ..desc(c"state", 8, size, FieldKind::Enum)
+        };
+        // SAFETY: the count is refused before the table is read.
+        let err =
+            unsafe { Schema::from_c_descriptors(612, c"lbConn".as_ptr(), 24, &e, 1) }.unwrap_err();
+        assert_eq!(
+            err,
+            SchemaError::BadEnum {
+                field: "state".into(),
+                problem: format!("{count} names for values: at most {max} for a {size}-byte field")
+            }
+        );
+    }
     // A record size out of range is said as such, whatever the count.
     // SAFETY: refused before any descriptor is read.
     let e = unsafe { Schema::from_c_descriptors(612, c"lbConn".as_ptr(), 4, &d, usize::MAX) }

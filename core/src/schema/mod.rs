@@ -559,6 +559,22 @@ impl Schema {
                 if d.enum_names.is_null() {
                     return Err(SchemaError::NullEnumNames(f.name.to_string()));
                 }
+                // Bounded before the table is read: a field of one byte
+                // has 256 values, the encoding counts names in 16 bits.
+                let max = if d.size == 1 {
+                    256
+                } else {
+                    usize::from(u16::MAX)
+                };
+                if d.enum_count > max {
+                    return Err(SchemaError::BadEnum {
+                        field: f.name.to_string(),
+                        problem: format!(
+                            "{} names for values: at most {max} for a {}-byte field",
+                            d.enum_count, d.size
+                        ),
+                    });
+                }
                 // SAFETY: the caller guarantees `enum_count` readable entries.
                 let names = unsafe { std::slice::from_raw_parts(d.enum_names, d.enum_count) };
                 for e in names {

@@ -204,6 +204,7 @@ pub(crate) unsafe fn c_names<'a>(
             format!("{what}: {list} is NULL with {n} entries"),
         ));
     }
+    too_long(what, list, n)?;
     // SAFETY: non-NULL, valid for n pointers (caller contract).
     let ptrs = unsafe { std::slice::from_raw_parts(names, n) };
     ptrs.iter()
@@ -225,6 +226,22 @@ pub(crate) unsafe fn c_names<'a>(
         .collect()
 }
 
+/// Longest list a schema's metadata can hold: its encoding counts
+/// entries in 16 bits (and a schema has fewer fields).
+const LIST_MAX: usize = u16::MAX as usize;
+
+/// `DPLOG_ERR_INVALID_ARG` for a list of more than [`LIST_MAX`] entries,
+/// checked before the list is read (a count of `SIZE_MAX` is no list).
+fn too_long(what: &str, list: &str, n: usize) -> Result<(), dplog_result> {
+    if n > LIST_MAX {
+        return Err(fail(
+            DPLOG_ERR_INVALID_ARG,
+            format!("{what}: {list} has {n} entries, at most {LIST_MAX}"),
+        ));
+    }
+    Ok(())
+}
+
 /// The `n` values of `values` (NULL only with `n == 0`).
 ///
 /// # Safety
@@ -244,6 +261,7 @@ pub(crate) unsafe fn c_values<'a, T>(
             format!("{what}: {list} is NULL with {n} entries"),
         ));
     }
+    too_long(what, list, n)?;
     // SAFETY: non-NULL, valid for n values (caller contract).
     Ok(unsafe { std::slice::from_raw_parts(values, n) })
 }

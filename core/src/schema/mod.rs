@@ -254,7 +254,7 @@ pub fn reserved_field_name(name: &str) -> Option<&'static str> {
         "timestamp" => Some("the record's event time in JSON and CSV"),
         "recordType" => Some("the CSV column of the record type"),
         n if n.starts_with("dplog") => {
-            Some("names starting with dplog are dplog's own keys and columns (drop reports)")
+            Some("names starting with dplog are dplog's own keys and columns, the drop reports' among them")
         }
         _ => None,
     }

@@ -438,7 +438,8 @@ struct dplog_stats {
    * Records the consumer could not format (a schema id the logger has
    * no schema for, a record shorter than its schema, a record whose
    * header was never set): dropped, with a line on stderr at most
-   * every 5 s. Last in the struct, added after the others.
+   * every 5 s. Last in the struct, so a program built against a header
+   * without it still finds every field before it at its offset.
    */
   uint64_t dropped_format;
 };
@@ -1135,7 +1136,7 @@ dplog_result dplog_slot_bytes(const struct dplog *h, size_t *out);
  * `DPLOG_ERR_INVALID_ARG` (a field out of bounds, overlapping, of a size
  * that does not suit its kind, an unknown kind, a bad or duplicate name,
  * a reserved name that a format writes as its own key or column:
- * `timestamp`, `recordType`, any name starting with `dplog`;
+ * `timestamp`, `recordType`, any name starting with `dplog` or `_dplog`;
  * `dplog_last_error` names the field; no fields, `n_fields == 0`; more
  * fields than the record can hold, `n_fields > record_size - 8`, refused
  * before the descriptors are read), `DPLOG_ERR_EXISTS` (`name` is

@@ -85,6 +85,7 @@ fn a_field_cannot_take_a_name_the_formats_use_for_their_own_keys() {
         "dplogDropReason",
         "dplogFirstDropWallClock",
         "dplogLastDropWallClock",
+        "_dplog_ev",
     ] {
         let e = lb_conn(name).unwrap_err();
         let SchemaError::ReservedName { field, why } = &e else {

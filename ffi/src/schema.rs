@@ -37,7 +37,7 @@ use crate::types::{dplog_field_desc, DPLOG_RECORD_MAX_SIZE, DPLOG_SCHEMA_USER_FI
 /// `DPLOG_ERR_INVALID_ARG` (a field out of bounds, overlapping, of a size
 /// that does not suit its kind, an unknown kind, a bad or duplicate name,
 /// a reserved name that a format writes as its own key or column:
-/// `timestamp`, `recordType`, any name starting with `dplog`;
+/// `timestamp`, `recordType`, any name starting with `dplog` or `_dplog`;
 /// `dplog_last_error` names the field; no fields, `n_fields == 0`; more
 /// fields than the record can hold, `n_fields > record_size - 8`, refused
 /// before the descriptors are read), `DPLOG_ERR_EXISTS` (`name` is

@@ -232,7 +232,9 @@ pub enum SchemaError {
 ///   (JSON's `dplogEvent` marks a drop report; the CSV drop-report columns
 ///   `dplogDropped`, `dplogDropRing`, `dplogDropReason`,
 ///   `dplogFirstDropWallClock`, `dplogLastDropWallClock`), present and to
-///   come.
+///   come;
+/// - every name that starts with `_dplog`: aliases in the SQL dplog
+///   writes for ClickHouse (`dplog-query ddl --clickhouse`).
 ///
 /// [`Schema::new`] (and so [`schema!`](crate::schema!) and
 /// [`Schema::from_c_descriptors`]) refuses such a field name with
@@ -255,6 +257,9 @@ pub fn reserved_field_name(name: &str) -> Option<&'static str> {
         "recordType" => Some("the CSV column of the record type"),
         n if n.starts_with("dplog") => {
             Some("names starting with dplog are dplog's own keys and columns, the drop reports' among them")
+        }
+        n if n.starts_with("_dplog") => {
+            Some("names starting with _dplog are aliases in the SQL dplog writes (ClickHouse)")
         }
         _ => None,
     }

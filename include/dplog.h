@@ -314,7 +314,7 @@ struct dplog_field_desc {
  * Accounting: `produced = enqueued + dropped_full + dropped_degraded +
  * dropped_disconnected + dropped_stopped`; `in_flight` is what is neither
  * written nor dropped, so after `dplog_close` `produced = written_records +
- * every dropped_* + in_flight`.
+ * every dropped_* (`dropped_format` included) + in_flight`.
  *
  * A stopped ring (`rings_stopped`, `DPLOG_ERR_RING_STOPPED`) counts as
  * `enqueued` the records its consumer accepted before the bad index, and
@@ -434,6 +434,14 @@ struct dplog_stats {
    * Rings the consumer stopped after a protocol violation.
    */
   uint64_t rings_stopped;
+  /**
+   * Records the consumer could not format (a schema id the logger has
+   * no schema for, a record shorter than its schema, a record whose
+   * header was never set): dropped, with a line on stderr at most
+   * every 5 s. Last in the struct, so a program built against a header
+   * without it still finds every field before it at its offset.
+   */
+  uint64_t dropped_format;
 };
 
 /**
@@ -1126,8 +1134,12 @@ dplog_result dplog_slot_bytes(const struct dplog *h, size_t *out);
  * the logger's slot size; `dplog_last_error` names both sizes and the
  * `[ring] slot_bytes` to set),
  * `DPLOG_ERR_INVALID_ARG` (a field out of bounds, overlapping, of a size
- * that does not suit its kind, an unknown kind, a bad or duplicate name;
- * `dplog_last_error` names the field), `DPLOG_ERR_EXISTS` (`name` is
+ * that does not suit its kind, an unknown kind, a bad or duplicate name,
+ * a reserved name that a format writes as its own key or column:
+ * `timestamp`, `recordType`, any name starting with `dplog` or `_dplog`;
+ * `dplog_last_error` names the field; no fields, `n_fields == 0`; more
+ * fields than the record can hold, `n_fields > record_size - 8`, refused
+ * before the descriptors are read), `DPLOG_ERR_EXISTS` (`name` is
  * already registered on this handle or is a built-in NAT schema's name;
  * schema ids are handed out by dplog, never chosen by the caller, so they
  * cannot collide), `DPLOG_ERR_STATE` (after `dplog_start`: register every

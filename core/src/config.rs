@@ -318,6 +318,20 @@ pub enum LoggerError {
     ConsumerGone,
     /// Spawning the consumer thread, or the sink, failed.
     Io(io::Error),
+    /// [`Logger::shutdown`](crate::Logger::shutdown): records that
+    /// [`LogProducer::log`](crate::LogProducer::log) accepted (it returned
+    /// `true`) were neither written nor dropped for a counted reason: they
+    /// were logged while the shutdown ran, after its final drain, and stay
+    /// in their rings (the C `dplog_close` returns
+    /// `DPLOG_ERR_UNDELIVERED` for them). The `Stats` returned beside it
+    /// say the rest: `produced = written_records + dropped() +
+    /// dropped_format + dropped_sink + dropped_shutdown + in_flight`.
+    Undelivered {
+        /// The records left in rings, [`Stats::in_flight`](crate::Stats::in_flight).
+        in_flight: u64,
+        /// Of the records produced, those written.
+        written_records: u64,
+    },
 }
 
 impl core::fmt::Display for LoggerError {
@@ -327,6 +341,13 @@ impl core::fmt::Display for LoggerError {
             LoggerError::Ring(e) => write!(f, "{e}"),
             LoggerError::ConsumerGone => write!(f, "the dplog consumer thread has stopped"),
             LoggerError::Io(e) => write!(f, "{e}"),
+            LoggerError::Undelivered {
+                in_flight,
+                written_records,
+            } => write!(
+                f,
+                "{in_flight} record(s) accepted by log() were not written: logged after the shutdown's final drain, they stay in their rings ({written_records} written; drop producers before shutdown)"
+            ),
         }
     }
 }

@@ -197,7 +197,11 @@ pub unsafe extern "C" fn dplog_close(
                         stopped.push(names.get(&(i, ring.id)).copied().unwrap_or(ring.id));
                     }
                     match res {
-                        Ok(s) => all.push(fill_stats(&s, &latency)),
+                        // Records left in rings: counted in `in_flight`
+                        // and said below, as every undelivered record.
+                        Ok(s) | Err((s, LoggerError::Undelivered { .. })) => {
+                            all.push(fill_stats(&s, &latency))
+                        }
                         Err((s, e)) => {
                             all.push(fill_stats(&s, &latency));
                             first_err.get_or_insert(e);
@@ -218,6 +222,7 @@ pub unsafe extern "C" fn dplog_close(
             + v.dropped_degraded
             + v.dropped_disconnected
             + v.dropped_stopped
+            + v.dropped_format
             + v.dropped_sink
             + v.dropped_shutdown;
         // A sink error that cost records (a batch given up on, the final
@@ -243,13 +248,14 @@ pub unsafe extern "C" fn dplog_close(
             return fail(
                 DPLOG_ERR_UNDELIVERED,
                 format!(
-                    "{} record(s) not delivered: {} dropped (full {}, degraded {}, consumer gone {}, ring stopped {}, sink {}, shutdown timeout {}), {} in flight{}",
+                    "{} record(s) not delivered: {} dropped (full {}, degraded {}, consumer gone {}, ring stopped {}, not formattable {}, sink {}, shutdown timeout {}), {} in flight{}",
                     dropped + v.in_flight,
                     dropped,
                     v.dropped_full,
                     v.dropped_degraded,
                     v.dropped_disconnected,
                     v.dropped_stopped,
+                    v.dropped_format,
                     v.dropped_sink,
                     v.dropped_shutdown,
                     v.in_flight,

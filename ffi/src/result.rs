@@ -178,6 +178,7 @@ pub(crate) fn logger_error(e: LoggerError) -> dplog_result {
     let code = match &e {
         LoggerError::ConsumerGone => DPLOG_ERR_CONSUMER_GONE,
         LoggerError::Io(_) => DPLOG_ERR_IO,
+        LoggerError::Undelivered { .. } => DPLOG_ERR_UNDELIVERED,
         _ => DPLOG_ERR_CONFIG,
     };
     fail(code, e.to_string())

@@ -35,8 +35,12 @@ use crate::types::{dplog_field_desc, DPLOG_RECORD_MAX_SIZE, DPLOG_SCHEMA_USER_FI
 /// the logger's slot size; `dplog_last_error` names both sizes and the
 /// `[ring] slot_bytes` to set),
 /// `DPLOG_ERR_INVALID_ARG` (a field out of bounds, overlapping, of a size
-/// that does not suit its kind, an unknown kind, a bad or duplicate name;
-/// `dplog_last_error` names the field), `DPLOG_ERR_EXISTS` (`name` is
+/// that does not suit its kind, an unknown kind, a bad or duplicate name,
+/// a reserved name that a format writes as its own key or column:
+/// `timestamp`, `recordType`, any name starting with `dplog` or `_dplog`;
+/// `dplog_last_error` names the field; no fields, `n_fields == 0`; more
+/// fields than the record can hold, `n_fields > record_size - 8`, refused
+/// before the descriptors are read), `DPLOG_ERR_EXISTS` (`name` is
 /// already registered on this handle or is a built-in NAT schema's name;
 /// schema ids are handed out by dplog, never chosen by the caller, so they
 /// cannot collide), `DPLOG_ERR_STATE` (after `dplog_start`: register every
@@ -200,6 +204,7 @@ pub(crate) unsafe fn c_names<'a>(
             format!("{what}: {list} is NULL with {n} entries"),
         ));
     }
+    too_long(what, list, n)?;
     // SAFETY: non-NULL, valid for n pointers (caller contract).
     let ptrs = unsafe { std::slice::from_raw_parts(names, n) };
     ptrs.iter()
@@ -221,6 +226,22 @@ pub(crate) unsafe fn c_names<'a>(
         .collect()
 }
 
+/// Longest list a schema's metadata can hold: its encoding counts
+/// entries in 16 bits (and a schema has fewer fields).
+const LIST_MAX: usize = u16::MAX as usize;
+
+/// `DPLOG_ERR_INVALID_ARG` for a list of more than [`LIST_MAX`] entries,
+/// checked before the list is read (a count of `SIZE_MAX` is no list).
+fn too_long(what: &str, list: &str, n: usize) -> Result<(), dplog_result> {
+    if n > LIST_MAX {
+        return Err(fail(
+            DPLOG_ERR_INVALID_ARG,
+            format!("{what}: {list} has {n} entries, at most {LIST_MAX}"),
+        ));
+    }
+    Ok(())
+}
+
 /// The `n` values of `values` (NULL only with `n == 0`).
 ///
 /// # Safety
@@ -240,6 +261,7 @@ pub(crate) unsafe fn c_values<'a, T>(
             format!("{what}: {list} is NULL with {n} entries"),
         ));
     }
+    too_long(what, list, n)?;
     // SAFETY: non-NULL, valid for n values (caller contract).
     Ok(unsafe { std::slice::from_raw_parts(values, n) })
 }

@@ -12,7 +12,7 @@ use crate::tombstone::lock;
 /// Accounting: `produced = enqueued + dropped_full + dropped_degraded +
 /// dropped_disconnected + dropped_stopped`; `in_flight` is what is neither
 /// written nor dropped, so after `dplog_close` `produced = written_records +
-/// every dropped_* + in_flight`.
+/// every dropped_* (`dropped_format` included) + in_flight`.
 ///
 /// A stopped ring (`rings_stopped`, `DPLOG_ERR_RING_STOPPED`) counts as
 /// `enqueued` the records its consumer accepted before the bad index, and
@@ -85,6 +85,12 @@ pub struct dplog_stats {
     pub dropped_stopped: u64,
     /// Rings the consumer stopped after a protocol violation.
     pub rings_stopped: u64,
+    /// Records the consumer could not format (a schema id the logger has
+    /// no schema for, a record shorter than its schema, a record whose
+    /// header was never set): dropped, with a line on stderr at most
+    /// every 5 s. Last in the struct, so a program built against a header
+    /// without it still finds every field before it at its offset.
+    pub dropped_format: u64,
 }
 
 pub(crate) fn fill_stats(s: &dplog::Stats, lat: &dplog::LatencySummary) -> dplog_stats {
@@ -113,6 +119,7 @@ pub(crate) fn fill_stats(s: &dplog::Stats, lat: &dplog::LatencySummary) -> dplog
         latency_max_ns: lat.max_ns,
         dropped_stopped: s.dropped_stopped,
         rings_stopped: s.rings_stopped,
+        dropped_format: s.dropped_format,
     }
 }
 
@@ -145,6 +152,7 @@ pub(crate) fn sum_stats(all: &[dplog_stats]) -> dplog_stats {
         t.latency_max_ns = t.latency_max_ns.max(s.latency_max_ns);
         t.dropped_stopped += s.dropped_stopped;
         t.rings_stopped += s.rings_stopped;
+        t.dropped_format += s.dropped_format;
     }
     t
 }

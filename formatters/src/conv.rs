@@ -456,11 +456,16 @@ impl Rfc3164Cache {
 pub enum Escape {
     /// Plain text (the text format, default layout and templates, and
     /// RFC 3164's MSG): `\` as `\\`, LF CR TAB as `\n` `\r` `\t`, the
-    /// space as `\x20` (so a `name=value` pair ends at the next space and
-    /// a value cannot forge another pair), every other control character
-    /// above and each byte of invalid UTF-8 as `\xNN`; all else (valid
-    /// UTF-8) as is. Unescape: `\\`, `\n`, `\r`, `\t`, `\xNN` back to
-    /// their byte; a backslash is never written alone.
+    /// space as `\x20` and every other character `char::is_whitespace`
+    /// accepts (NO-BREAK SPACE U+00A0 as `\xc2\xa0`, U+1680,
+    /// U+2000..=U+200A, U+202F, U+205F, IDEOGRAPHIC SPACE U+3000) a byte
+    /// at a time as `\xNN`, so a `name=value` pair ends at the next space
+    /// and a value cannot forge another pair for any whitespace tokenizer
+    /// (Python's `str.split()`, Go's `strings.Fields`, Rust's
+    /// `split_whitespace`, `awk`); every other control character above
+    /// and each byte of invalid UTF-8 as `\xNN`; all else (valid UTF-8)
+    /// as is. Unescape: `\\`, `\n`, `\r`, `\t`, `\xNN` back to their
+    /// byte; a backslash is never written alone.
     Text,
     /// Inside a JSON string (RFC 8259 section 7): `"` and `\` as `\"` and
     /// `\\`, LF CR TAB as `\n` `\r` `\t`, every other control character
@@ -665,6 +670,24 @@ fn push_ascii(out: &mut Vec<u8>, b: u8, esc: Escape) {
     }
 }
 
+/// Whether non-ASCII character `c` is whitespace that a tokenizer splits
+/// fields at: every non-ASCII character `char::is_whitespace` accepts
+/// (Unicode's White_Space: NEL U+0085, NO-BREAK SPACE U+00A0, OGHAM
+/// SPACE MARK U+1680, U+2000..=U+200A, U+2028, U+2029, NARROW NO-BREAK
+/// SPACE U+202F, MEDIUM MATHEMATICAL SPACE U+205F, IDEOGRAPHIC SPACE
+/// U+3000), which Python's `str.split()`, Go's `strings.Fields`, Rust's
+/// `split_whitespace` and JavaScript's `/\s+/` all split at. Escaped in
+/// the syntaxes whose fields end at a space ([`Escape::Text`]), as the
+/// space is, so a value cannot forge a field there.
+#[inline]
+fn splits_fields(c: char) -> bool {
+    matches!(
+        c,
+        '\u{85}' | '\u{a0}' | '\u{1680}' | '\u{2000}'
+            ..='\u{200a}' | '\u{2028}' | '\u{2029}' | '\u{202f}' | '\u{205f}' | '\u{3000}'
+    )
+}
+
 /// Whether non-ASCII character `c` is escaped in every line format: a C1
 /// control (U+0080..=U+009F, NEL among them), a line or paragraph
 /// separator (U+2028, U+2029), or a bidirectional control (U+061C,
@@ -703,7 +726,7 @@ fn push_non_ascii(out: &mut Vec<u8>, v: &[u8], esc: Escape) -> usize {
     let taken = match std::str::from_utf8(&v[..end]) {
         Ok(s) => {
             let c = s.chars().next().unwrap_or('\0');
-            if !needs_escape(c) {
+            if !(needs_escape(c) || esc == Escape::Text && splits_fields(c)) {
                 out.extend_from_slice(&v[..n]);
             } else if esc == Escape::Json {
                 // Every escaped character is below U+10000.
@@ -883,7 +906,8 @@ mod tests {
 
     /// DEL, C1 controls (NEL), U+2028, U+2029, ESC and invalid UTF-8 never
     /// come out raw; other non-ASCII characters (NBSP, é, a 4-byte emoji)
-    /// do; Text alone escapes the space.
+    /// do; Text alone escapes the space, and every other whitespace
+    /// character (NBSP among them).
     #[test]
     fn no_syntax_lets_a_line_break_or_control_through() {
         let raw = "sp ace\x7f\u{85}\u{2028}\u{2029}\x1b[2J\r\n\u{a0}é\u{1F600}".as_bytes();
@@ -892,7 +916,7 @@ mod tests {
         let x = r"\x7f\xc2\x85\xe2\x80\xa8\xe2\x80\xa9\x1b[2J";
         assert_eq!(
             s(|o| push_escaped(o, &raw, Escape::Text)),
-            format!(r"sp\x20ace{x}\r\n{}\xff\xe2\x80", "\u{a0}é\u{1F600}")
+            format!(r"sp\x20ace{x}\r\n\xc2\xa0{}\xff\xe2\x80", "é\u{1F600}")
         );
         for esc in [Escape::Csv, Escape::SdParam] {
             assert_eq!(

@@ -819,7 +819,7 @@ pub fn rfc5424(s: &Schema, opts: Options, sy: &SyslogOptions) -> Result<Program,
 /// MSGID then `NAME=value` pairs (the layout's declared parameters without
 /// the constant ones, e.g. VPP's names for NAT44 sessions; field names
 /// otherwise), values escaped as in the text format ([`Escape::Text`]:
-/// no space or control character in a value).
+/// no whitespace or control character in a value).
 pub fn rfc3164(s: &Schema, opts: Options, sy: &SyslogOptions) -> Result<Program, TemplateError> {
     let (mut p, layout) = syslog_start(s, opts, sy)?;
     match time_field(s) {

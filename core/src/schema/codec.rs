@@ -61,7 +61,9 @@ impl Schema {
     /// fields-only one (what binary logs, mmap segments, archives and
     /// ring files held before the metadata travelled; it takes the
     /// default [`SchemaMeta`]), and validates it as [`Schema::new`] and
-    /// [`Schema::with_meta`] do. Pure and bounded: it reads only `b`, and
+    /// [`Schema::with_meta`] do, except that a schema without fields or
+    /// with a reserved field name ([`reserved_field_name`](super::reserved_field_name), refused where
+    /// a schema is declared) reads as it was written. Pure and bounded: it reads only `b`, and
     /// allocates at most in proportion to `b.len()`.
     ///
     /// Errors: a message naming what ended early, a bad kind, name or
@@ -109,7 +111,7 @@ impl Schema {
     }
 
     /// Decodes the fields part of a description from the start of `b`
-    /// and validates it with [`Schema::new`]; returns the schema (default
+    /// and validates it as [`Schema::decode`] says; returns the schema (default
     /// metadata) and the bytes it took (the rest is the metadata, if
     /// any).
     ///
@@ -171,7 +173,9 @@ impl Schema {
             }
             fields.push(f);
         }
-        let s = Schema::new(id, name, size, fields).map_err(|e| e.to_string())?;
+        // As written: a log from before a check of `Schema::new` (no
+        // fields, a reserved name) still reads.
+        let s = Schema::build(id, name, size, fields).map_err(|e| e.to_string())?;
         Ok((s, r.p))
     }
 }

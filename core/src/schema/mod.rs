@@ -196,6 +196,73 @@ pub enum SchemaError {
     /// The schema does not fit its encoding, or a reader would refuse it
     /// (see [`Schema::encode`]): the schema and what.
     NotEncodable(String),
+    /// A schema declared without fields (its name): every format would
+    /// write an empty record (`{}`, an empty line).
+    NoFields(String),
+    /// More field descriptors than a record of that size can hold (each
+    /// field takes at least one of the `record_size - 8` bytes after the
+    /// header), refused before anything is allocated for them.
+    TooManyFields {
+        /// The descriptor count given.
+        n_fields: usize,
+        /// The record size given.
+        record_size: usize,
+    },
+    /// A field name a format uses for its own keys or columns (see
+    /// [`reserved_field_name`]): the field's name and the format's use.
+    ReservedName {
+        /// Field name.
+        field: String,
+        /// What the name already means in the output.
+        why: &'static str,
+    },
+}
+
+/// Whether `name` is reserved: a format writes it as a key or column of
+/// its own beside a record's fields, so a field of that name would make
+/// the output ambiguous (a JSON object with the key twice, a CSV column
+/// twice, a record read as a drop report). Returns what the name means
+/// there, or `None` for a name fields may take.
+///
+/// Reserved (case-sensitive, as JSON keys and CSV headers are):
+/// - `timestamp`: the record's event time, JSON's first key and the
+///   second CSV column;
+/// - `recordType`: the first CSV column, the record type's name;
+/// - every name that starts with `dplog`: dplog's own keys and columns
+///   (JSON's `dplogEvent` marks a drop report; the CSV drop-report columns
+///   `dplogDropped`, `dplogDropRing`, `dplogDropReason`,
+///   `dplogFirstDropWallClock`, `dplogLastDropWallClock`), present and to
+///   come;
+/// - every name that starts with `_dplog`: aliases in the SQL dplog
+///   writes for ClickHouse (`dplog-query ddl --clickhouse`).
+///
+/// [`Schema::new`] (and so [`schema!`](crate::schema!) and
+/// [`Schema::from_c_descriptors`]) refuses such a field name with
+/// [`SchemaError::ReservedName`]; a schema decoded from a log
+/// ([`Schema::decode`]) is read as it was written.
+///
+/// # Examples
+///
+/// ```
+/// use dplog_core::schema::reserved_field_name;
+///
+/// assert!(reserved_field_name("timestamp").is_some());
+/// assert!(reserved_field_name("dplogDropped").is_some());
+/// assert_eq!(reserved_field_name("eventTime"), None);
+/// assert_eq!(reserved_field_name("dropped"), None);
+/// ```
+pub fn reserved_field_name(name: &str) -> Option<&'static str> {
+    match name {
+        "timestamp" => Some("the record's event time in JSON and CSV"),
+        "recordType" => Some("the CSV column of the record type"),
+        n if n.starts_with("dplog") => {
+            Some("names starting with dplog are dplog's own keys and columns, the drop reports' among them")
+        }
+        n if n.starts_with("_dplog") => {
+            Some("names starting with _dplog are aliases in the SQL dplog writes (ClickHouse)")
+        }
+        _ => None,
+    }
 }
 
 impl fmt::Display for SchemaError {
@@ -248,6 +315,22 @@ impl fmt::Display for SchemaError {
             }
             SchemaError::BadLifecycle(m) => write!(f, "lifecycle: {m}"),
             SchemaError::NotEncodable(m) => write!(f, "{m}"),
+            SchemaError::NoFields(n) => write!(
+                f,
+                "record type {n} has no fields: declare at least one (every format would write an empty record)"
+            ),
+            SchemaError::TooManyFields {
+                n_fields,
+                record_size,
+            } => write!(
+                f,
+                "{n_fields} fields cannot fit a {record_size}-byte record (at most {}: one byte each after the 8-byte header)",
+                record_size.saturating_sub(8)
+            ),
+            SchemaError::ReservedName { field, why } => write!(
+                f,
+                "field name {field} is reserved ({why}); choose another name"
+            ),
         }
     }
 }
@@ -309,9 +392,42 @@ fn name_ok(n: &str) -> bool {
 
 impl Schema {
     /// Validates and builds a schema: the record is `size` bytes (8-byte
-    /// header included), every field lies in `8..size`, suits its kind, has
-    /// an identifier name used once, and no two fields overlap.
+    /// header included), it has at least one field, every field lies in
+    /// `8..size`, suits its kind, has an identifier name used once that is
+    /// not reserved ([`reserved_field_name`]), and no two fields overlap.
+    ///
+    /// # Errors
+    /// The first problem found, as a [`SchemaError`] naming the field:
+    /// [`SchemaError::NoFields`] for an empty `fields`,
+    /// [`SchemaError::ReservedName`] for a name such as `timestamp`.
     pub fn new(
+        id: u16,
+        name: impl Into<Cow<'static, str>>,
+        size: usize,
+        fields: Vec<FieldDef>,
+    ) -> Result<Schema, SchemaError> {
+        let s = Schema::build(id, name, size, fields)?;
+        if s.fields.is_empty() {
+            return Err(SchemaError::NoFields(s.name.to_string()));
+        }
+        if let Some((f, why)) = s
+            .fields
+            .iter()
+            .find_map(|f| reserved_field_name(&f.name).map(|why| (f, why)))
+        {
+            return Err(SchemaError::ReservedName {
+                field: f.name.to_string(),
+                why,
+            });
+        }
+        Ok(s)
+    }
+
+    /// [`Schema::new`]'s checks but two: a schema without fields and a
+    /// reserved field name pass. For descriptions read back from logs
+    /// ([`Schema::decode`]), so a log written before those were refused
+    /// still reads.
+    pub(crate) fn build(
         id: u16,
         name: impl Into<Cow<'static, str>>,
         size: usize,
@@ -410,6 +526,17 @@ impl Schema {
                 })
         };
         let schema_name = cstr(name, "schema name")?;
+        if !(8..=u16::MAX as usize).contains(&record_size) {
+            return Err(SchemaError::BadRecordSize(record_size));
+        }
+        // Bounded before the descriptors are read or anything allocated
+        // for them: a count no record can hold (SIZE_MAX) is an error.
+        if n_fields > record_size - 8 {
+            return Err(SchemaError::TooManyFields {
+                n_fields,
+                record_size,
+            });
+        }
         let descs: &[DplogFieldDesc] = if n_fields == 0 {
             &[]
         } else if fields.is_null() {
@@ -436,6 +563,22 @@ impl Schema {
             if d.enum_count > 0 {
                 if d.enum_names.is_null() {
                     return Err(SchemaError::NullEnumNames(f.name.to_string()));
+                }
+                // Bounded before the table is read: a field of one byte
+                // has 256 values, the encoding counts names in 16 bits.
+                let max = if d.size == 1 {
+                    256
+                } else {
+                    usize::from(u16::MAX)
+                };
+                if d.enum_count > max {
+                    return Err(SchemaError::BadEnum {
+                        field: f.name.to_string(),
+                        problem: format!(
+                            "{} names for values: at most {max} for a {}-byte field",
+                            d.enum_count, d.size
+                        ),
+                    });
                 }
                 // SAFETY: the caller guarantees `enum_count` readable entries.
                 let names = unsafe { std::slice::from_raw_parts(d.enum_names, d.enum_count) };

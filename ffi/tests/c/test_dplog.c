@@ -538,6 +538,38 @@ static void test_schema_register(void) {
   bad.kind = 99;
   EXPECT(dplog_schema_register(h, "drop", sizeof(struct my_drop_record), &bad, 1, &id),
          DPLOG_ERR_INVALID_ARG);
+  /* A count no record can hold (SIZE_MAX) is refused before a
+   * descriptor is read: an error with a message, no panic, no leak. */
+  EXPECT(dplog_schema_register(h, "drop", sizeof(struct my_drop_record), fields, SIZE_MAX, &id),
+         DPLOG_ERR_INVALID_ARG);
+  last_error(msg, sizeof msg);
+  CHECK(strstr(msg, "fields cannot fit a 24-byte record (at most 16") != NULL);
+  EXPECT(dplog_schema_register(h, "drop", sizeof(struct my_drop_record), fields, 17, &id),
+         DPLOG_ERR_INVALID_ARG);
+  /* So is an enum table longer than its field can name. */
+  bad = fields[3];
+  bad.enum_count = SIZE_MAX;
+  EXPECT(dplog_schema_register(h, "drop", sizeof(struct my_drop_record), &bad, 1, &id),
+         DPLOG_ERR_INVALID_ARG);
+  last_error(msg, sizeof msg);
+  CHECK(strstr(msg, "field reason") && strstr(msg, "at most 256 for a 1-byte field"));
+  /* A record type without fields would print empty records. */
+  EXPECT(dplog_schema_register(h, "drop", sizeof(struct my_drop_record), NULL, 0, &id),
+         DPLOG_ERR_INVALID_ARG);
+  last_error(msg, sizeof msg);
+  CHECK(strstr(msg, "record type drop has no fields") != NULL);
+  /* A name a format writes as its own key or column is refused, named. */
+  static const char *const reserved[] = {"timestamp", "recordType", "dplogEvent", "dplogDropped"};
+  for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++) {
+    bad = fields[1];
+    bad.name = reserved[i];
+    EXPECT(dplog_schema_register(h, "drop", sizeof(struct my_drop_record), &bad, 1, &id),
+           DPLOG_ERR_INVALID_ARG);
+    char want[64];
+    snprintf(want, sizeof want, "field name %s is reserved", reserved[i]);
+    last_error(msg, sizeof msg);
+    CHECK(strstr(msg, want) != NULL);
+  }
   CHECK(id == 0);
   EXPECT(dplog_schema_register(h, "drop", sizeof(struct my_drop_record), fields, 4, &id),
          DPLOG_OK);
@@ -557,6 +589,15 @@ static void test_schema_register(void) {
   EXPECT(dplog_schema_register(h, "drop2", sizeof(struct my_drop_record), fields, 4, &dup),
          DPLOG_OK);
   CHECK(dup == DPLOG_SCHEMA_USER_FIRST + 1);
+  /* A metadata list of SIZE_MAX entries is refused before it is read. */
+  static const uint64_t opens[] = {1}, closes[] = {2};
+  static const char *const keys[] = {"port"};
+  EXPECT(dplog_schema_set_lifecycle(h, dup, "reason", opens, SIZE_MAX, closes, 1, keys, 1, NULL, 0),
+         DPLOG_ERR_INVALID_ARG);
+  last_error(msg, sizeof msg);
+  CHECK(strstr(msg, "opens has") && strstr(msg, "at most 65535"));
+  EXPECT(dplog_schema_set_lifecycle(h, dup, "reason", opens, 1, closes, 1, keys, SIZE_MAX, NULL, 0),
+         DPLOG_ERR_INVALID_ARG);
   EXPECT(dplog_start(h, NULL, 0), DPLOG_OK);
   uint16_t id2 = 0;
   EXPECT(dplog_schema_register(h, "late", sizeof(struct my_drop_record), fields, 4, &id2),

@@ -1,0 +1,261 @@
+//! What a schema's declaration refuses, from Rust (`Schema::new`,
+//! `schema!`) and through the C descriptors (`Schema::from_c_descriptors`,
+//! what `dplog_schema_register` calls): a field name a format writes as
+//! its own key or column, a schema without fields, a descriptor count no
+//! record can hold. A log written before these were refused still reads.
+//! The record is a user type (a load balancer's connection), not NAT.
+
+use dplog_core::schema::{
+    reserved_field_name, DplogFieldDesc, FieldDef, FieldKind, HasSchema, Schema, SchemaError,
+};
+use dplog_core::{schema, Record, RecordHeader};
+
+/// A load balancer's connection record, declared by its user.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct LbConn {
+    header: RecordHeader,
+    time_ns: u64,
+    backend: u32,
+    port: u16,
+    state: u8,
+    _pad: u8,
+}
+
+impl Record for LbConn {
+    const SCHEMA_ID: u16 = 610;
+    fn header(&self) -> &RecordHeader {
+        &self.header
+    }
+}
+
+/// `LbConn`'s schema with `backend` named `name`.
+fn lb_conn(name: &'static str) -> Result<Schema, SchemaError> {
+    use std::mem::offset_of;
+    Schema::new(
+        610,
+        "lbConn",
+        size_of::<LbConn>(),
+        vec![
+            FieldDef::new(
+                "eventTime",
+                offset_of!(LbConn, time_ns),
+                8,
+                FieldKind::NsTimestamp,
+                0,
+            ),
+            FieldDef::new(name, offset_of!(LbConn, backend), 4, FieldKind::U32, 0),
+            FieldDef::new("port", offset_of!(LbConn, port), 2, FieldKind::Port, 0),
+            FieldDef::new("state", offset_of!(LbConn, state), 1, FieldKind::U8, 0),
+        ],
+    )
+}
+
+// SAFETY: repr(C), 8 + 8 + 4 + 2 + 1 + 1 = 24 bytes without padding,
+// described by its own offset_of! values.
+unsafe impl HasSchema for LbConn {
+    fn schema() -> &'static Schema {
+        static S: std::sync::OnceLock<Schema> = std::sync::OnceLock::new();
+        S.get_or_init(|| lb_conn("backendId").unwrap())
+    }
+}
+
+/// The names the formats write beside a record's fields (JSON's
+/// `timestamp`, CSV's `recordType` and `timestamp`, JSON's drop-report
+/// marker `dplogEvent`, the CSV drop-report columns) are refused as field
+/// names, each with an error naming the field and what the name is.
+#[test]
+fn a_field_cannot_take_a_name_the_formats_use_for_their_own_keys() {
+    assert_eq!(LbConn::schema().fields()[1].name, "backendId");
+    let e = schema!(LbConn, id = 610, name = "lbConn", [
+        time_ns => "eventTime": NsTimestamp, ie 0;
+        backend => "timestamp": U32, ie 0;
+    ])
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "field name timestamp is reserved (the record's event time in JSON and CSV); choose another name"
+    );
+    for name in [
+        "timestamp",
+        "recordType",
+        "dplogEvent",
+        "dplogDropped",
+        "dplogDropRing",
+        "dplogDropReason",
+        "dplogFirstDropWallClock",
+        "dplogLastDropWallClock",
+        "_dplog_ev",
+    ] {
+        let e = lb_conn(name).unwrap_err();
+        let SchemaError::ReservedName { field, why } = &e else {
+            panic!("{name}: {e:?}");
+        };
+        assert_eq!(field, name);
+        assert_eq!(Some(*why), reserved_field_name(name));
+        let msg = e.to_string();
+        assert!(
+            msg.contains(&format!("field name {name} is reserved")),
+            "{msg}"
+        );
+        // The C route refuses it too.
+        let cname = std::ffi::CString::new(name).unwrap();
+        let d = [desc(c"eventTime", 8, 8, FieldKind::NsTimestamp), {
+            let mut d = desc(c"x", 16, 4, FieldKind::U32);
+            d.name = cname.as_ptr();
+            d
+        }];
+        // SAFETY: two descriptors and C strings alive for the call.
+        let e = unsafe { Schema::from_c_descriptors(610, c"lbConn".as_ptr(), 24, d.as_ptr(), 2) }
+            .unwrap_err();
+        assert_eq!(
+            e,
+            SchemaError::ReservedName {
+                field: name.into(),
+                why: reserved_field_name(name).unwrap()
+            }
+        );
+    }
+    // Names that only look alike are a record's own (a JSON drop report's
+    // `dropped` and `reason` are keys of its own object, not a record's).
+    for name in ["dropped", "reason", "Timestamp", "eventTimestamp", "dplo"] {
+        assert_eq!(reserved_field_name(name), None, "{name}");
+        assert_eq!(lb_conn(name).unwrap().fields()[1].name, name);
+    }
+}
+
+fn desc(name: &'static std::ffi::CStr, offset: u32, size: u32, kind: FieldKind) -> DplogFieldDesc {
+    DplogFieldDesc {
+        name: name.as_ptr(),
+        offset,
+        size,
+        kind: kind as u32,
+        ie_id: 0,
+        enum_names: std::ptr::null(),
+        enum_count: 0,
+    }
+}
+
+/// A schema without fields would write `{}` or an empty line per record:
+/// refused in Rust and C, with the record type named.
+#[test]
+fn a_schema_without_fields_is_refused() {
+    let e = Schema::new(611, "empty", 16, vec![]).unwrap_err();
+    assert_eq!(e, SchemaError::NoFields("empty".into()));
+    assert!(
+        e.to_string().contains("record type empty has no fields"),
+        "{e}"
+    );
+    // SAFETY: no descriptor is read for a count of 0.
+    let e = unsafe { Schema::from_c_descriptors(611, c"empty".as_ptr(), 16, std::ptr::null(), 0) }
+        .unwrap_err();
+    assert_eq!(e, SchemaError::NoFields("empty".into()));
+}
+
+/// A descriptor count larger than the record's bytes after its header
+/// (SIZE_MAX from a C caller) is an error before any descriptor is read
+/// or anything is allocated for them: no panic, no overflow.
+#[test]
+fn a_field_count_no_record_can_hold_is_refused_before_reading_descriptors() {
+    let d = desc(c"eventTime", 8, 8, FieldKind::NsTimestamp);
+    for (n, size) in [(usize::MAX, 24), (17, 24), (usize::MAX / 2, 65535)] {
+        // SAFETY: the count is refused before a descriptor past the first
+        // is read (the one given is valid).
+        let e = unsafe { Schema::from_c_descriptors(612, c"lbConn".as_ptr(), size, &d, n) }
+            .unwrap_err();
+        assert_eq!(
+            e,
+            SchemaError::TooManyFields {
+                n_fields: n,
+                record_size: size
+            }
+        );
+        assert!(
+            e.to_string().contains(&format!(
+                "cannot fit a {size}-byte record (at most {}",
+                size - 8
+            )),
+            "{e}"
+        );
+    }
+    // An enum table longer than its field can name (SIZE_MAX) likewise.
+    let names = [dplog_core::schema::DplogEnumName {
+        value: 1,
+        name: c"a".as_ptr(),
+    }];
+    for (size, count, max) in [(1u32, usize::MAX, 256), (1, 257, 256), (2, 65536, 65535)] {
+        let e = DplogFieldDesc {
+            enum_names: names.as_ptr(),
+            enum_count: count,
+            ..desc(c"state", 8, size, FieldKind::Enum)
+        };
+        // SAFETY: the count is refused before the table is read.
+        let err =
+            unsafe { Schema::from_c_descriptors(612, c"lbConn".as_ptr(), 24, &e, 1) }.unwrap_err();
+        assert_eq!(
+            err,
+            SchemaError::BadEnum {
+                field: "state".into(),
+                problem: format!("{count} names for values: at most {max} for a {size}-byte field")
+            }
+        );
+    }
+    // A record size out of range is said as such, whatever the count.
+    // SAFETY: refused before any descriptor is read.
+    let e = unsafe { Schema::from_c_descriptors(612, c"lbConn".as_ptr(), 4, &d, usize::MAX) }
+        .unwrap_err();
+    assert_eq!(e, SchemaError::BadRecordSize(4));
+    // 16 one-byte fields fill a 24-byte record: the bound is exact.
+    let names: Vec<std::ffi::CString> = (0..16)
+        .map(|i| std::ffi::CString::new(format!("b{i}")).unwrap())
+        .collect();
+    let descs: Vec<DplogFieldDesc> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| DplogFieldDesc {
+            name: n.as_ptr(),
+            ..desc(c"x", 8 + i as u32, 1, FieldKind::U8)
+        })
+        .collect();
+    // SAFETY: 16 descriptors and their names, alive for the call.
+    let s = unsafe { Schema::from_c_descriptors(612, c"bytes".as_ptr(), 24, descs.as_ptr(), 16) }
+        .unwrap();
+    assert_eq!(s.fields().len(), 16);
+}
+
+/// A log written before reserved names and empty schemas were refused
+/// still reads: its description decodes as written.
+#[test]
+fn descriptions_written_before_the_checks_still_decode() {
+    // "backendX9" has the length of "timestamp": the same encoding but
+    // for those bytes.
+    let b = lb_conn("backendX9").unwrap().encode().unwrap();
+    let at = memchr_all(&b, b"backendX9");
+    assert_eq!(at.len(), 1);
+    let mut old = b.clone();
+    old[at[0]..at[0] + 9].copy_from_slice(b"timestamp");
+    let s = Schema::decode(&old).unwrap();
+    assert_eq!(s.fields()[1].name, "timestamp");
+    assert_eq!(s.fields()[1].offset, 16);
+
+    // id 613, size 16, name "empty", no fields (the fields-only encoding).
+    let mut empty = Vec::new();
+    empty.extend_from_slice(&613u16.to_le_bytes());
+    empty.extend_from_slice(&16u16.to_le_bytes());
+    empty.push(5);
+    empty.extend_from_slice(b"empty");
+    empty.extend_from_slice(&0u16.to_le_bytes());
+    let s = Schema::decode(&empty).unwrap();
+    assert_eq!((s.id(), s.name(), s.fields().len()), (613, "empty", 0));
+
+    // The declaration route still refuses both.
+    assert!(Schema::new(613, "empty", 16, Vec::<FieldDef>::new()).is_err());
+}
+
+fn memchr_all(hay: &[u8], needle: &[u8]) -> Vec<usize> {
+    hay.windows(needle.len())
+        .enumerate()
+        .filter(|(_, w)| *w == needle)
+        .map(|(i, _)| i)
+        .collect()
+}

@@ -12,7 +12,10 @@ use std::path::{Path, PathBuf};
 use dplog_core::schema::{FieldDef, FieldKind, Schema};
 use dplog_core::Sink;
 use dplog_formatters::{Format, FormatSpec, SchemaFormatter};
-use dplog_sinks::{FileSink, FileSinkOptions, MmapSink, MmapSinkOptions};
+use dplog_sinks::{
+    ArchiveReader, ArchiveSink, ArchiveSinkOptions, FileSink, FileSinkOptions, MmapSink,
+    MmapSinkOptions,
+};
 
 /// 2026-01-01T00:00:00Z in ns since the Unix epoch.
 const T0: u64 = 1_767_225_600_000_000_000;
@@ -391,4 +394,54 @@ fn a_sealed_csv_file_moved_aside_for_another_header_still_verifies_with_its_seal
     let r = verify::verify_files(&files, &[vk]).unwrap();
     assert_eq!(r.finding, None, "{:?}", r.notes);
     assert_eq!(rows(&file_and_rotated(&path)), expected());
+}
+
+/// Both runs' binary streams in one batch into one archive sink (as an
+/// importer, or a daemon draining two programs into one archive, hands
+/// them over): the second run's declarations give ids 256 and 257 other
+/// layouts while the first run's blocks are still queued. Each block is
+/// declared in its segment with the table of its own run, so every
+/// record reads back under its own schema, none skipped.
+#[test]
+fn an_archive_sink_given_both_runs_in_one_batch_declares_each_block_with_its_own_runs_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sink = ArchiveSink::open(dir.path(), ArchiveSinkOptions::default()).unwrap();
+    let mut batch = Vec::new();
+    for run in 0..2 {
+        let (mut f, header) = run_formatter(run, Format::Binary);
+        batch.extend_from_slice(&header.unwrap_or_default());
+        for r in run_records(run) {
+            assert!(f.push_bytes(&r, &mut batch));
+        }
+    }
+    sink.write_batch(&batch).unwrap();
+    sink.close().unwrap();
+    let mut reader = ArchiveReader::open(dir.path()).unwrap();
+    let mut got: BTreeMap<String, usize> = BTreeMap::new();
+    let u = |r: &[u8], at: usize, n: usize| {
+        let mut b = [0u8; 8];
+        b[..n].copy_from_slice(&r[at..at + n]);
+        u64::from_ne_bytes(b)
+    };
+    reader
+        .for_each(0, u64::MAX, |s, rec| {
+            let row = match s.name() {
+                "fwDrop" => {
+                    let name = &rec[24..40];
+                    let end = name.iter().position(|&b| b == 0).unwrap_or(16);
+                    format!(
+                        "fwDrop ifName={} ruleId={} srcPort={}",
+                        String::from_utf8_lossy(&name[..end]),
+                        u(rec, 16, 4),
+                        u(rec, 20, 2)
+                    )
+                }
+                other => format!("{other} bytesIn={} vport={}", u(rec, 16, 8), u(rec, 24, 2)),
+            };
+            *got.entry(row).or_default() += 1;
+            true
+        })
+        .unwrap();
+    assert!(reader.problems().is_empty(), "{:?}", reader.problems());
+    assert_eq!(got, expected());
 }

@@ -252,6 +252,10 @@ struct Buffer {
 #[derive(Debug)]
 struct Encoded {
     entry: Arc<SchemaEntry>,
+    /// The stream's schema table when the block was queued: the segment
+    /// it lands in declares these, not a later table that may give one
+    /// of its ids another layout.
+    table: Vec<Arc<SchemaEntry>>,
     /// The calibration of its rows' TSC fields (`None`: it has none).
     cal: Option<TscCalibration>,
     meta: BlockMeta,
@@ -853,6 +857,7 @@ impl ArchiveSink {
         b.last = 0;
         let cal = e.tsc.then_some(self.cal);
         self.ops.push_back(Op::Block(Encoded {
+            table: self.schemas.clone(),
             entry: e,
             cal,
             meta,
@@ -976,7 +981,7 @@ impl ArchiveSink {
                     // its records with the logger's whole schema table
                     // (e.g. one CSV header over every record type, in
                     // the logger's column order).
-                    let mut entries: Vec<_> = self.schemas.to_vec();
+                    let mut entries = enc.table.clone();
                     entries.push(enc.entry.clone());
                     let counters = self.counters.clone();
                     self.open_segment()?;

@@ -151,15 +151,21 @@ static __inline__ dplog_result dplog_reserve_inline(dplog_producer *p,
 {
     if (p != NULL && slots != NULL && n == 1) {
         struct dplog_log_window *w = DPLOG_PTR_CAST_(struct dplog_log_window *, p);
-        uint8_t *slot = dplog_window_slot_(w);
-        /* The window's own schema from its key, any other by the table;
-         * the key (schema_id << 16 | size) becomes the reservation. */
-        uint32_t key = w->last;
-        if ((key >> 16) != schema_id) {
-            key = (DPLOG_VAL_CAST_(uint32_t, schema_id) << 16) |
-                  DPLOG_VAL_CAST_(uint32_t, dplog_window_size_(w, schema_id));
-        }
-        if (slot != NULL && (key & 0xffffu) != 0) {
+        uint8_t *slot = w->cursor;
+        uint8_t *end = __atomic_load_n(&w->end, __ATOMIC_RELAXED);
+        if (DPLOG_PTR_CAST_(uintptr_t, slot) < DPLOG_PTR_CAST_(uintptr_t, end) && w->reservation == 0) {
+            /* The window's own schema from its key (an open window's key
+             * has the size of a served schema, never 0), any other by the
+             * table; the key (schema_id << 16 | size) becomes the
+             * reservation. */
+            uint32_t key = w->last;
+            if (__builtin_expect((key >> 16) != schema_id, 0)) {
+                size_t size = dplog_window_size_(w, schema_id);
+                if (size == 0) {
+                    return dplog_reserve_refill(p, schema_id, n, slots);
+                }
+                key = (DPLOG_VAL_CAST_(uint32_t, schema_id) << 16) | DPLOG_VAL_CAST_(uint32_t, size);
+            }
             /* A constant size per slot size, so the compiler zeroes the
              * slot with a few stores instead of calling memset; the
              * default 64-byte slot on the straight path. */

@@ -88,7 +88,7 @@
 #![warn(missing_docs)]
 
 pub mod binary;
-mod civil;
+pub mod civil;
 pub mod conv;
 pub mod ipfix;
 pub mod ipv4;

@@ -36,7 +36,7 @@ pub struct ArchiveSinkOptions {
     /// Remove the oldest sealed segments while they take more bytes than
     /// this. Default: keep.
     pub retention_bytes: Option<u64>,
-    /// The key tuple fields of the segment summaries ([`summary`]), by
+    /// The key tuple fields of the segment summaries ([`summary`](super::summary)), by
     /// name, in tuple order: each record type's tuple is the subset of
     /// them it has, all together (the rule of [`index`](Self::index)'s
     /// named fields). Default `["@lifecycle"]`: each type's lifecycle
@@ -214,7 +214,7 @@ pub struct ArchiveCounters {
     pub segments_removed: AtomicU64,
     /// Write errors (each retried).
     pub write_errors: AtomicU64,
-    /// Segment summary entries written ([`summary`]).
+    /// Segment summary entries written ([`summary`](super::summary)).
     pub summaries: AtomicU64,
 }
 

@@ -1,5 +1,5 @@
 //! Seal anchors as records: every signed chain head as a [`SealHead`], a
-//! record type declared with the SDK's own [`schema!`](dplog_core::schema),
+//! record type declared with the SDK's own [`schema!`](macro@dplog_core::schema),
 //! so any format and any sink carries it (JSON lines to Kafka, the binary
 //! stream to ClickHouse, ...), and `dplog-verify --anchors` reads the
 //! heads back from what the receiver kept.

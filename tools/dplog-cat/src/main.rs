@@ -189,17 +189,6 @@ fn parse_where(s: &str) -> Result<(String, String), String> {
     }
 }
 
-/// Days since 1970-01-01 of a civil date (H. Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let mp = if m > 2 { m - 3 } else { m + 9 };
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
 /// `--from`/`--to`: RFC 3339 UTC or integer ns since the epoch.
 fn parse_time(s: &str) -> Result<u64, String> {
     if let Ok(ns) = s.parse::<u64>() {
@@ -241,7 +230,8 @@ fn parse_time(s: &str) -> Result<u64, String> {
     if !matches!(rest, "Z" | "z" | "+00:00" | "-00:00") {
         return Err(bad());
     }
-    let days = days_from_civil(y, mo, d);
+    // In range: checked above.
+    let days = dplog_formatters::civil::days_from_civil(y, mo as u32, d as u32);
     let secs = days * 86_400 + h * 3600 + mi * 60 + sec;
     u64::try_from(secs)
         .map(|s| s * 1_000_000_000 + frac)

@@ -247,17 +247,6 @@ impl QueryError {
 
 impl std::error::Error for QueryError {}
 
-/// Days since 1970-01-01 of a civil date (proleptic Gregorian).
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = if y >= 0 { y } else { y - 399 } / 400;
-    let yoe = y - era * 400;
-    let mp = (m as i64 + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d as i64 - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
 /// Parses a time: RFC 3339 (`2013-05-02T20:20:36.616804Z`, a fraction of
 /// up to 9 digits, `Z` or `±hh:mm`; a space for `T` is accepted), or an
 /// integer with a unit: `1367526036616ms`, `...s`, `...us`, `...ns`; a bare
@@ -339,7 +328,7 @@ pub fn parse_time(s: &str) -> Result<u64, String> {
         }
         _ => return Err(err("missing zone (Z or +hh:mm)")),
     };
-    let days = days_from_civil(y as i64, mo, d);
+    let days = dplog_formatters::civil::days_from_civil(y as i64, mo, d);
     let secs = days * 86_400 + h as i64 * 3600 + mi as i64 * 60 + sec as i64 - offset_s;
     if secs < 0 {
         return Err(err("before 1970"));

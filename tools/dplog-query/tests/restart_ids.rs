@@ -7,44 +7,18 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-use dplog_core::schema::{FieldDef, FieldKind, Schema};
 use dplog_core::Sink;
 use dplog_formatters::{Format, FormatSpec};
 use dplog_sinks::archive::{ArchiveSink, ArchiveSinkOptions};
+
+#[path = "../../../testkit/fixtures/swapped_ids.rs"]
+mod swapped_ids;
+use swapped_ids::{fw_drop, lb_conn};
 
 /// 2026-01-01T00:00:00Z in ns since the Unix epoch.
 const T0: u64 = 1_767_225_600_000_000_000;
 /// Records of each type per run.
 const N: u64 = 20;
-
-fn fw_drop(id: u16) -> Schema {
-    Schema::new(
-        id,
-        "fwDrop",
-        40,
-        vec![
-            FieldDef::new("time", 8, 8, FieldKind::NsTimestamp, 0),
-            FieldDef::new("ruleId", 16, 4, FieldKind::U32, 0),
-            FieldDef::new("srcPort", 20, 2, FieldKind::U16, 0),
-            FieldDef::new("ifName", 24, 16, FieldKind::Bytes, 0),
-        ],
-    )
-    .unwrap()
-}
-
-fn lb_conn(id: u16) -> Schema {
-    Schema::new(
-        id,
-        "lbConn",
-        32,
-        vec![
-            FieldDef::new("connTime", 8, 8, FieldKind::NsTimestamp, 0),
-            FieldDef::new("bytesIn", 16, 8, FieldKind::U64, 0),
-            FieldDef::new("vport", 24, 2, FieldKind::U16, 0),
-        ],
-    )
-    .unwrap()
-}
 
 /// Run `run`'s binary stream: fwDrop registered first (ids 256, 257) in
 /// run 0, lbConn first (ids swapped) in run 1; `N` records of each,

@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-use dplog_core::schema::Schema;
 use dplog_core::Sink;
 use dplog_formatters::{Format, FormatSpec};
 use dplog_sinks::archive::{ArchiveSink, ArchiveSinkOptions};

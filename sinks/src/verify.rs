@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use ed25519_dalek::{Signature, VerifyingKey};
 
 use crate::seal::{
-    genesis, key_message, link, seal_path, sign_message, Entry, EntryReader, Placed, MAGIC,
+    genesis, hex, key_message, link, seal_path, sign_message, Entry, EntryReader, Placed, MAGIC,
 };
 use crate::seal::{TAG_BATCH, TAG_LATE};
 
@@ -567,10 +567,6 @@ struct Verifier<'a> {
     /// Log id, sequence number and final head of the previous file.
     prev: Option<([u8; 16], u64, [u8; 32])>,
     buf: Vec<u8>,
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 impl Verifier<'_> {

@@ -385,12 +385,6 @@ pub struct ArchiveSink {
     last_sealed: Option<PathBuf>,
 }
 
-fn wall_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-}
-
 /// The key index pages of `pairs` (full 32-bit hashes) placed from byte
 /// `at` on: their directory, their bytes and the hash bits kept.
 fn index_tail(pairs: &mut KeyPairs, at: u64) -> (Vec<format::IndexPage>, Vec<u8>, u8) {
@@ -725,7 +719,7 @@ impl ArchiveSink {
                 ),
             )));
         }
-        let t = format::event_time(schema, rec).unwrap_or_else(wall_ns);
+        let t = format::event_time(schema, rec).unwrap_or_else(dplog_core::tsc::realtime_ns);
         let in_slice = self.slice.is_some() && (self.slice_ns.0..self.slice_ns.1).contains(&t);
         if let (Some(iv), false) = (self.opts.segment_interval_ms, in_slice) {
             let span = iv.saturating_mul(1_000_000).max(1);

@@ -52,7 +52,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use ed25519_dalek::{Signer, SigningKey, VerifyingKey};
 
@@ -67,10 +67,7 @@ pub const SEAL_SUFFIX: &str = ".seal";
 pub const ANCHOR_DRAIN: Duration = Duration::from_secs(10);
 
 fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or(Duration::ZERO)
-        .as_millis() as u64
+    dplog_core::tsc::realtime_ns() / 1_000_000
 }
 
 fn invalid(msg: String) -> io::Error {

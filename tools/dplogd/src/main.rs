@@ -249,6 +249,9 @@ fn check_format(spec: &dplog_formatters::FormatSpec) -> Result<(), String> {
 }
 
 fn run(args: Args) -> Result<(), String> {
+    // First: a SIGTERM during start-up stops the daemon cleanly (the
+    // main loop sees STOP at its first turn) instead of killing it.
+    install_signals();
     let cfg = match &args.config {
         Some(p) => dplog::config::read_toml::<LogConfig>(p).map_err(|e| e.to_string())?,
         None => LogConfig::from_toml_str("[sink]\ntype = \"file\"\npath = \"dplogd.log\"\n")
@@ -318,7 +321,6 @@ fn run(args: Args) -> Result<(), String> {
         .map_err(|e| format!("opening the sink: {e}"))?;
         outs.push(Out::new(sink, None));
     }
-    install_signals();
     dplog_core::shm::install_sigbus_guard().map_err(|e| format!("SIGBUS guard: {e}"))?;
     let snapshot = Arc::new(Mutex::new(Snapshot::default()));
     let _metrics = match args.metrics {

@@ -102,10 +102,40 @@ pub fn kill9(c: &mut Child) {
 
 /// SIGTERM, then waits; returns the exit code.
 pub fn term(c: &mut Child) -> i32 {
+    wait_catches_term(c);
     // SAFETY: kill(2) on a child we started and have not reaped.
     unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
     let st = c.wait().unwrap();
     st.code().unwrap_or(-1)
+}
+
+/// Waits (at most 60 s) until `c` has its SIGTERM handler installed
+/// (bit 15 of `SigCgt` in /proc/PID/status) or has exited: a SIGTERM
+/// sent before then would kill it by the default action, however
+/// briefly after its start.
+fn wait_catches_term(c: &mut Child) {
+    let bit = 1u64 << (libc::SIGTERM - 1);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if c.try_wait().unwrap().is_some() {
+            return;
+        }
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", c.id())).unwrap_or_default();
+        let caught = status
+            .lines()
+            .find_map(|l| l.strip_prefix("SigCgt:"))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .unwrap_or(0);
+        if caught & bit != 0 {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    panic!(
+        "process {} did not install a SIGTERM handler in 60 s",
+        c.id()
+    );
 }
 
 /// What an output holds: per tag the sequence numbers in order, and the

@@ -71,6 +71,10 @@ static __inline__ uint8_t *dplog_window_slot_(struct dplog_log_window *w)
 static __inline__ void dplog_window_publish_(struct dplog_log_window *w, uint8_t *slot,
                                              uint32_t schema_id, size_t len)
 {
+    /* The next cursor before the header store: the slot's bytes may
+     * alias the window (uint8_t), so a load after that store would be
+     * ordered behind it, on the cursor's record-to-record chain. */
+    uint8_t *next_cursor = slot + w->slot_bytes;
     uint64_t header = DPLOG_VAL_CAST_(uint64_t, len & 0xffffu) |
                       (DPLOG_VAL_CAST_(uint64_t, schema_id & 0xffffu) << 16);
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
@@ -79,7 +83,7 @@ static __inline__ void dplog_window_publish_(struct dplog_log_window *w, uint8_t
     __builtin_memcpy(slot, &header, 8);
     size_t next = w->next_index + 1;
     w->next_index = next;
-    w->cursor = slot + w->slot_bytes;
+    w->cursor = next_cursor;
     if (w->publish) {
         /* Pairs with the consumer's acquire load of the tail. */
         __atomic_store_n(w->ring_tail, next, __ATOMIC_RELEASE);

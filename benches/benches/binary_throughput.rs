@@ -24,7 +24,7 @@
 //! - `ring_binary_FileSink_sealed`: `ring_binary_FileSink` with the sink's
 //!   `seal` on (`dplog::sinks::seal`: BLAKE3 of every write chained in
 //!   `<file>.seal`, an Ed25519 signature at close and every 60 s), hashed
-//!   on the seal's hasher thread (the default, `hasher = "thread"`, not
+//!   on the seal's hasher thread (`hasher = "thread"`, the default from 3 CPUs, not
 //!   pinned: on a 2-CPU machine it shares a core with the producer or the
 //!   consumer), in the same run, so the cases compare: the cost of
 //!   sealing;

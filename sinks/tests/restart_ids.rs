@@ -354,7 +354,7 @@ fn a_sealed_csv_file_moved_aside_for_another_header_still_verifies_with_its_seal
                 seal: Some(seal::SealOptions {
                     key_file: key.clone(),
                     sign_every: None,
-                    hasher: seal::HasherMode::default(),
+                    hasher: seal::HasherMode::for_this_machine(),
                     hasher_cpu: None,
                 }),
                 ..Default::default()

@@ -91,10 +91,12 @@ pub struct SealConfig {
     #[serde(default)]
     pub anchor: Option<AnchorConfig>,
     /// Where the writes are hashed: `"thread"` (a hasher thread of the
-    /// sink's own, while the consumer formats the next batch; the
-    /// default for file sinks) or `"inline"` (on the consumer thread, as
-    /// it writes; the only mode of the mmap and archive sinks). See
-    /// [`HasherMode`](crate::seal::HasherMode).
+    /// sink's own, while the consumer formats the next batch) or
+    /// `"inline"` (on the consumer thread, as it writes; the only mode
+    /// of the mmap and archive sinks). Default for file sinks: the
+    /// thread if `hasher_cpu` is given or the process may run on 3 or
+    /// more CPUs, inline otherwise
+    /// ([`HasherMode::for_this_machine`](crate::seal::HasherMode::for_this_machine)).
     #[serde(default)]
     pub hasher: Option<HasherSetting>,
     /// The CPU to pin the hasher thread to (one the producers and the
@@ -261,9 +263,13 @@ impl SealConfig {
         crate::seal::SealOptions {
             key_file: self.key_file.clone(),
             sign_every: Some(std::time::Duration::from_secs(self.sign_every_s)),
-            hasher: match self.hasher {
-                Some(HasherSetting::Inline) => crate::seal::HasherMode::Inline,
-                Some(HasherSetting::Thread) | None => crate::seal::HasherMode::Thread,
+            hasher: match (self.hasher, self.hasher_cpu) {
+                (Some(HasherSetting::Inline), _) => crate::seal::HasherMode::Inline,
+                // A CPU to pin to asks for the thread.
+                (Some(HasherSetting::Thread), _) | (None, Some(_)) => {
+                    crate::seal::HasherMode::Thread
+                }
+                (None, None) => crate::seal::HasherMode::for_this_machine(),
             },
             hasher_cpu: self.hasher_cpu,
         }
@@ -411,5 +417,38 @@ impl SinkSettings for FileSinkConfig {
 
     fn output_file(&self) -> Option<&Path> {
         Some(&self.path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SealConfig;
+    use crate::seal::HasherMode;
+
+    fn hasher(extra: &str) -> HasherMode {
+        let c: SealConfig =
+            serde_json::from_str(&format!(r#"{{"key_file": "/etc/dplog/seal.key"{extra}}}"#))
+                .unwrap();
+        c.options().hasher
+    }
+
+    #[test]
+    fn an_unset_hasher_follows_the_cpus_and_a_hasher_cpu_asks_for_the_thread() {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let expected = if cpus >= 3 {
+            HasherMode::Thread
+        } else {
+            HasherMode::Inline
+        };
+        assert_eq!(hasher(""), expected, "{cpus} CPUs");
+        assert_eq!(hasher(r#", "hasher_cpu": 1"#), HasherMode::Thread);
+        assert_eq!(
+            hasher(r#", "hasher": "inline", "hasher_cpu": 1"#),
+            HasherMode::Inline
+        );
+        assert_eq!(hasher(r#", "hasher": "thread""#), HasherMode::Thread);
+        assert_eq!(HasherMode::for_cpus(1), HasherMode::Inline);
+        assert_eq!(HasherMode::for_cpus(2), HasherMode::Inline);
+        assert_eq!(HasherMode::for_cpus(3), HasherMode::Thread);
     }
 }

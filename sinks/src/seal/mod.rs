@@ -75,24 +75,59 @@ fn invalid(msg: String) -> io::Error {
 }
 
 /// Where a sealed sink computes the BLAKE3 of what it writes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+///
+/// [`SealOptions::new`] and a `seal` table without `hasher` take
+/// [`HasherMode::for_this_machine`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HasherMode {
     /// On a hasher thread of the sink's own (`dplog-seal-hash`), while
     /// the consumer formats the next batch: the consumer hands each
     /// written batch buffer over and takes a spare one back (no copy),
     /// and the batch's seal entry is written once it is hashed (by the
-    /// consumer, at its next batch, tick, flush, rotation or close). The
-    /// default: it takes the hashing (~0.18 ns per byte with AVX-512) off
-    /// the consumer thread, which is what limits a binary stream. Used by
-    /// file sinks, for the batches the consumer hands over
-    /// ([`dplog_core::Sink::write_batch_owned`]); a batch lent
-    /// (`write_batch`, as a fan-out lends it to each child) is hashed
-    /// inline.
-    #[default]
+    /// consumer, at its next batch, tick, flush, rotation or close). It
+    /// takes the hashing (~0.18 ns per byte with AVX-512) off the
+    /// consumer thread, which is what limits a binary stream, when a
+    /// core is free for it. Used by file sinks, for the batches the
+    /// consumer hands over ([`dplog_core::Sink::write_batch_owned`]); a
+    /// batch lent (`write_batch`, as a fan-out lends it to each child)
+    /// is hashed inline.
     Thread,
     /// On the thread that writes, as it writes: no second thread, the
     /// seal entry right after the write.
     Inline,
+}
+
+impl HasherMode {
+    /// The mode for a process that may run on `cpus` CPUs: [`Thread`]
+    /// from 3 CPUs (one left for the hasher beside a producer and the
+    /// consumer), [`Inline`] below. On two CPUs the hasher thread takes
+    /// turns with the producer or the consumer and adds the hand-over to
+    /// the hash: measured 1.5-2.5x the inline mode's cost of a sealed
+    /// binary ring -> file (`benches/RESULTS.md`, the seal's cost).
+    ///
+    /// [`Thread`]: HasherMode::Thread
+    /// [`Inline`]: HasherMode::Inline
+    ///
+    /// # Examples
+    /// ```
+    /// use dplog_sinks::seal::HasherMode;
+    /// assert_eq!(HasherMode::for_cpus(2), HasherMode::Inline);
+    /// assert_eq!(HasherMode::for_cpus(4), HasherMode::Thread);
+    /// ```
+    pub fn for_cpus(cpus: usize) -> Self {
+        if cpus >= 3 {
+            HasherMode::Thread
+        } else {
+            HasherMode::Inline
+        }
+    }
+
+    /// [`HasherMode::for_cpus`] of the CPUs this process may run on
+    /// (`std::thread::available_parallelism`: its affinity mask and
+    /// cgroup CPU quota; 1 if unknown).
+    pub fn for_this_machine() -> Self {
+        Self::for_cpus(std::thread::available_parallelism().map_or(1, |n| n.get()))
+    }
 }
 
 /// Sealing settings of a sink.
@@ -104,7 +139,7 @@ pub struct SealOptions {
     /// every rotation and at close). `None`: only at rotation and close.
     pub sign_every: Option<Duration>,
     /// Where the writes are hashed (file sinks; the mmap and archive
-    /// sinks hash inline). Default: [`HasherMode::Thread`].
+    /// sinks hash inline). Default: [`HasherMode::for_this_machine`].
     pub hasher: HasherMode,
     /// The CPU the hasher thread is pinned to (a core the producers and
     /// the consumer do not use); `None`: not pinned. A CPU that cannot
@@ -113,21 +148,22 @@ pub struct SealOptions {
 }
 
 impl SealOptions {
-    /// Sealing with `key_file`, signing every 60 s, hashing on a hasher
-    /// thread, not pinned.
+    /// Sealing with `key_file`, signing every 60 s, hashing where
+    /// [`HasherMode::for_this_machine`] says (a hasher thread, not
+    /// pinned, from 3 CPUs).
     ///
     /// # Examples
     /// ```
     /// use dplog_sinks::seal::{HasherMode, SealOptions};
     /// let o = SealOptions::new("/etc/dplog/seal.key");
-    /// assert_eq!(o.hasher, HasherMode::Thread);
+    /// assert_eq!(o.hasher, HasherMode::for_this_machine());
     /// assert_eq!(o.sign_every, Some(std::time::Duration::from_secs(60)));
     /// ```
     pub fn new(key_file: impl Into<PathBuf>) -> Self {
         Self {
             key_file: key_file.into(),
             sign_every: Some(Duration::from_secs(60)),
-            hasher: HasherMode::Thread,
+            hasher: HasherMode::for_this_machine(),
             hasher_cpu: None,
         }
     }

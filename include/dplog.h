@@ -1069,7 +1069,10 @@ dplog_result dplog_register_nat_schemas(struct dplog *h);
  * every type is registered (so `[format] template` and
  * `[format.templates]` may name them); what can be checked before —
  * the format's settings, templates of NAT schemas asked for in the
- * config — is checked here.
+ * config — is checked here. So is every `[ring]` setting: a `capacity`
+ * that is not a power of two from 1 to 16777216 (0, 3, 2^25), a `burst`
+ * of 0, a `batch_bytes` outside 64 KiB..256 MiB, ... is refused with
+ * `DPLOG_ERR_CONFIG` naming the key, before the sink's file is created.
  *
  * Errors: `DPLOG_ERR_NULL` (a NULL argument), `DPLOG_ERR_INVALID_ARG` (path
  * not UTF-8), `DPLOG_ERR_CONFIG` (file unreadable, bad TOML, unknown key,
@@ -1404,9 +1407,9 @@ dplog_result dplog_schema_set_enum_numbers(struct dplog *h, uint16_t schema_id, 
  * Errors: `DPLOG_ERR_NULL` (handle NULL, or `cores` NULL with
  * `n_cores > 0`), `DPLOG_ERR_INVALID_ARG` (a CPU this process cannot run
  * on, or `n_cores > DPLOG_CONSUMERS_MAX`), `DPLOG_ERR_STATE` (already
- * started), `DPLOG_ERR_CLOSED`, `DPLOG_ERR_CONFIG` (ring settings
- * refused: capacity not a power of two, burst 0, batch below 64 KiB; the
- * format or `[ring.priorities]`, see below), `DPLOG_ERR_IO`
+ * started), `DPLOG_ERR_CLOSED`, `DPLOG_ERR_CONFIG` (the format or
+ * `[ring.priorities]`, see below; ring settings such as a capacity that
+ * is not a power of two are refused by `dplog_open` already), `DPLOG_ERR_IO`
  * (thread or sink failure, e.g. `nat.log.1` cannot be created). All or
  * nothing: on error no consumer runs and the handle stays as it was (not
  * started).

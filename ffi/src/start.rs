@@ -41,9 +41,9 @@ use crate::types::DPLOG_CONSUMERS_MAX;
 /// Errors: `DPLOG_ERR_NULL` (handle NULL, or `cores` NULL with
 /// `n_cores > 0`), `DPLOG_ERR_INVALID_ARG` (a CPU this process cannot run
 /// on, or `n_cores > DPLOG_CONSUMERS_MAX`), `DPLOG_ERR_STATE` (already
-/// started), `DPLOG_ERR_CLOSED`, `DPLOG_ERR_CONFIG` (ring settings
-/// refused: capacity not a power of two, burst 0, batch below 64 KiB; the
-/// format or `[ring.priorities]`, see below), `DPLOG_ERR_IO`
+/// started), `DPLOG_ERR_CLOSED`, `DPLOG_ERR_CONFIG` (the format or
+/// `[ring.priorities]`, see below; ring settings such as a capacity that
+/// is not a power of two are refused by `dplog_open` already), `DPLOG_ERR_IO`
 /// (thread or sink failure, e.g. `nat.log.1` cannot be created). All or
 /// nothing: on error no consumer runs and the handle stays as it was (not
 /// started).

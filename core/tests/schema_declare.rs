@@ -124,6 +124,57 @@ fn a_field_cannot_take_a_name_the_formats_use_for_their_own_keys() {
     }
 }
 
+/// A field renamed by another field's value (`with_name_by`) takes the
+/// new name as its key or column in text, JSON, CSV and syslog: the names
+/// the formats keep for themselves are refused there too, in the builder
+/// and in a whole declared `SchemaMeta` (what the C ABI's
+/// `dplog_schema_set_name_by` declares through), naming the field, the
+/// value and the name.
+#[test]
+fn a_name_by_value_cannot_be_a_name_the_formats_use_for_their_own_keys() {
+    let base = || lb_conn("backendId").unwrap();
+    for name in ["timestamp", "recordType", "dplogDropped", "_dplogEv"] {
+        let e = base()
+            .with_name_by("backendId", "state", &[(1, "backendIpv4"), (2, name)])
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "name by value: field backendId: name {name} for value 2 is reserved ({}); choose another name",
+                reserved_field_name(name).unwrap()
+            )
+        );
+        let mut meta = base().meta().clone();
+        meta.name_by = Some(dplog_core::schema::NameBy {
+            field: 1,
+            selector: 3,
+            names: vec![(1, "backendIpv4".into()), (2, name.to_string().into())],
+        });
+        let e = base().with_meta(meta).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains(&format!("name {name} for value 2 is reserved")),
+            "{e}"
+        );
+    }
+    // A name that is no identifier is refused by the builder as by
+    // `with_meta`.
+    let e = base()
+        .with_name_by("backendId", "state", &[(1, "backend ip")])
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "name by value: field backendId: name \"backend ip\" for value 1 is not an identifier"
+    );
+    // The user's own names are taken.
+    let s = base()
+        .with_name_by("backendId", "state", &[(1, "backendIpv4"), (2, "dropped")])
+        .unwrap();
+    let b = s.meta().name_by.as_ref().unwrap();
+    assert_eq!((b.field, b.selector), (1, 3));
+    assert_eq!(b.names[1], (2, "dropped".into()));
+}
+
 fn desc(name: &'static std::ffi::CStr, offset: u32, size: u32, kind: FieldKind) -> DplogFieldDesc {
     DplogFieldDesc {
         name: name.as_ptr(),
@@ -237,6 +288,24 @@ fn descriptions_written_before_the_checks_still_decode() {
     let s = Schema::decode(&old).unwrap();
     assert_eq!(s.fields()[1].name, "timestamp");
     assert_eq!(s.fields()[1].offset, 16);
+
+    // A name-by-value name written before reserved names were refused
+    // there (patched in as above) reads back as written.
+    let b = lb_conn("backendId")
+        .unwrap()
+        .with_name_by("backendId", "state", &[(2, "backendX9")])
+        .unwrap()
+        .encode()
+        .unwrap();
+    let at = memchr_all(&b, b"backendX9");
+    assert_eq!(at.len(), 1);
+    let mut old = b.clone();
+    old[at[0]..at[0] + 9].copy_from_slice(b"timestamp");
+    let s = Schema::decode(&old).unwrap();
+    assert_eq!(
+        s.meta().name_by.as_ref().unwrap().names,
+        [(2, "timestamp".into())]
+    );
 
     // id 613, size 16, name "empty", no fields (the fields-only encoding).
     let mut empty = Vec::new();

@@ -375,17 +375,6 @@ mod tests {
     use super::*;
     use crate::result::{dplog_last_error, DPLOG_ERR_CONFIG};
 
-    /// The message `dplog_last_error` holds.
-    fn last_error() -> String {
-        let mut buf = [0 as c_char; 512];
-        let mut len = 0usize;
-        // SAFETY: buf is 512 bytes, len is writable.
-        unsafe { dplog_last_error(buf.as_mut_ptr(), buf.len(), &mut len) };
-        // SAFETY: dplog_last_error NUL-terminates.
-        let msg = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_str().unwrap();
-        msg.to_string()
-    }
-
     /// A ring size no ring can have is refused by `dplog_open` and
     /// `dplog_open_str` themselves, naming the key, and the file sink's
     /// file is never created.
@@ -422,7 +411,7 @@ mod tests {
                 };
                 assert_eq!(r, DPLOG_ERR_CONFIG, "{ring} (by path: {by_path})");
                 assert!(h.is_null(), "*out written only on success");
-                let msg = last_error();
+                let msg = crate::testutil::last_error();
                 assert!(msg.contains(want), "{ring}: {msg}");
                 assert!(
                     !log.exists(),

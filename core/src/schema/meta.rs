@@ -76,6 +76,38 @@ impl Schema {
         if let Some(b) = &meta.name_by {
             let values = b.names.iter().map(|v| u64::from(v.0));
             self.check_values("name by value", b.selector, values)?;
+            self.check_name_by_names(b.field, b.names.iter().map(|(v, n)| (*v, &**n)))?;
+        }
+        Ok(())
+    }
+
+    /// The names a name-by-value rule gives field `field` are field names
+    /// in the output, so they follow the rules of declared field names:
+    /// identifiers, none reserved ([`reserved_field_name`](super::reserved_field_name)).
+    fn check_name_by_names<'n>(
+        &self,
+        field: usize,
+        names: impl IntoIterator<Item = (u32, &'n str)>,
+    ) -> Result<(), SchemaError> {
+        let field = self
+            .fields
+            .get(field)
+            .map_or_else(|| format!("#{field}"), |f| f.name.to_string());
+        for (v, n) in names {
+            if !name_ok(n) {
+                return Err(SchemaError::BadMetaValue(
+                    "name by value",
+                    field,
+                    format!("name {n:?} for value {v} is not an identifier"),
+                ));
+            }
+            if let Some(why) = super::reserved_field_name(n) {
+                return Err(SchemaError::BadMetaValue(
+                    "name by value",
+                    field,
+                    format!("name {n} for value {v} is reserved ({why}); choose another name"),
+                ));
+            }
         }
         Ok(())
     }
@@ -201,7 +233,11 @@ impl Schema {
     ///
     /// Errors: [`SchemaError::BadMetaField`] for a missing field or a
     /// non-integer selector; [`SchemaError::BadMetaValue`] for a value the
-    /// selector cannot hold or one listed twice.
+    /// selector cannot hold or one listed twice, and for a name that a
+    /// declared field could not take: no identifier, or reserved
+    /// ([`reserved_field_name`](super::reserved_field_name): `timestamp`,
+    /// `recordType`, `dplog*`, `_dplog*`), since it is the field's key or
+    /// column in the output.
     pub fn with_name_by(
         mut self,
         field: &str,
@@ -214,8 +250,10 @@ impl Schema {
             selector,
             names.iter().map(|v| u64::from(v.0)),
         )?;
+        let field = self.index_of("name by value", field)?;
+        self.check_name_by_names(field, names.iter().copied())?;
         self.meta.name_by = Some(NameBy {
-            field: self.index_of("name by value", field)?,
+            field,
             selector,
             names: names.iter().map(|&(v, n)| (v, Cow::Borrowed(n))).collect(),
         });

@@ -147,6 +147,18 @@ typedef struct dplog_producer dplog_producer;
 #define DPLOG_FIELD_BYTES 14
 
 /**
+ * `dplog_field_desc.ie_id = DPLOG_IE_ENTERPRISE | id` declares the
+ * field's IPFIX enterprise element id `id` (1 to 32767) under `[format.ipfix]
+ * enterprise_number`, instead of the id derived from its name and type;
+ * the field then has no IANA element. The same id for the same field
+ * name and type in several record types is one element; an id that
+ * another field of the type takes is refused by `dplog_schema_register`
+ * (`DPLOG_ERR_INVALID_ARG`), one that a field of another registered type
+ * with another name or type takes by `dplog_start` (`DPLOG_ERR_CONFIG`).
+ */
+#define DPLOG_IE_ENTERPRISE 32768
+
+/**
  * Most consumer cores one `dplog_start` takes.
  */
 #define DPLOG_CONSUMERS_MAX 64
@@ -294,7 +306,11 @@ struct dplog_field_desc {
    */
   uint32_t kind;
   /**
-   * IANA IPFIX information-element id; 0 for none.
+   * IANA IPFIX information-element id; 0 for none: the field goes out
+   * as an enterprise element whose id is derived from its name and
+   * type (two types' fields of one name and type share it; a name
+   * whose id another field of the type takes is refused, naming
+   * both). `DPLOG_IE_ENTERPRISE | id` declares that id instead.
    */
   uint32_t ie_id;
   /**

@@ -328,3 +328,104 @@ fn memchr_all(hay: &[u8], needle: &[u8]) -> Vec<usize> {
         .map(|(i, _)| i)
         .collect()
 }
+
+/// A field without an IANA element takes an IPFIX enterprise element id
+/// derived from its name and type class alone: fixed values (a change
+/// would change every exporter's ids), one id for `bytesIn` at any
+/// unsigned width, another for a `bytesIn` byte string.
+#[test]
+fn enterprise_element_ids_are_derived_from_name_and_type() {
+    use dplog_core::schema::derived_enterprise_ie as id;
+    assert_eq!(id("bytesIn", FieldKind::U64), 31604);
+    assert_eq!(id("bytesIn", FieldKind::U32), 31604);
+    assert_eq!(id("bytesOut", FieldKind::U64), 18709);
+    assert_eq!(id("ruleId", FieldKind::U32), 3074);
+    assert_eq!(id("reason", FieldKind::Bytes), 27312);
+    assert_eq!(id("backend", FieldKind::Ipv4), 7803);
+    assert_eq!(id("bytesIn", FieldKind::Bytes), 22097);
+    // Not the position: the same in any schema, at any place.
+    let s = lb_conn("backendId").unwrap();
+    assert_eq!(s.enterprise_ie(1), Some(id("backendId", FieldKind::U32)));
+}
+
+/// Two fields of one type whose derived ids meet (`f116` and `f135`, both
+/// unsigned: 26276) are refused where the type is declared, from Rust and
+/// C, naming both and how to resolve it; declaring an id for one
+/// (`ENTERPRISE_IE | id` as its `ie_id`, `DPLOG_IE_ENTERPRISE | id` in C)
+/// resolves it; a declared id another field takes is refused too.
+#[test]
+fn fields_whose_enterprise_ids_meet_are_refused_at_declaration() {
+    use dplog_core::schema::{derived_enterprise_ie, ENTERPRISE_IE};
+    assert_eq!(derived_enterprise_ie("f116", FieldKind::U32), 26276);
+    assert_eq!(derived_enterprise_ie("f135", FieldKind::U16), 26276);
+    let fw = |a_ie: u16, b_ie: u16| {
+        Schema::new(
+            620,
+            "fwDrop",
+            24,
+            vec![
+                FieldDef::new("f116", 8, 4, FieldKind::U32, a_ie),
+                FieldDef::new("f135", 12, 2, FieldKind::U16, b_ie),
+                FieldDef::new("srcAddr", 16, 4, FieldKind::Ipv4, 8),
+            ],
+        )
+    };
+    let e = fw(0, 0).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "ipfix enterprise element: field f135: its enterprise element id 26276 (derived from \
+         its name and type) is also field f116's (derived from its name and type): declare an \
+         id of its own for one of them (ie_id = 0x8000 | id, C DPLOG_IE_ENTERPRISE | id) or \
+         rename it"
+    );
+    let s = fw(0, ENTERPRISE_IE | 900).unwrap();
+    assert_eq!(s.fields()[1].ie_id, 0, "no IANA element");
+    assert_eq!(s.enterprise_ie(0), Some(26276));
+    assert_eq!(s.enterprise_ie(1), Some(900));
+    assert_eq!(s.meta().ipfix_enterprise.explicit, [(1, 900)]);
+    // IANA-mapped fields keep their element.
+    assert_eq!(s.fields()[2].ie_id, 8);
+    // A declared id that the other field derives: refused.
+    let e = fw(0, ENTERPRISE_IE | 26276).unwrap_err().to_string();
+    assert!(
+        e.contains("field f135: its enterprise element id 26276 (declared) is also field f116's"),
+        "{e}"
+    );
+    // The builder: the same rules.
+    let s = fw(ENTERPRISE_IE | 1, ENTERPRISE_IE | 2).unwrap();
+    assert!(s.clone().with_ipfix_enterprise_ie("f135", 1).is_err());
+    assert!(
+        s.clone().with_ipfix_enterprise_ie("srcAddr", 5).is_err(),
+        "an IANA field"
+    );
+    assert!(s.clone().with_ipfix_enterprise_ie("f135", 0).is_err());
+    assert!(s.clone().with_ipfix_enterprise_ie("f135", 0x8000).is_err());
+    assert_eq!(
+        s.with_ipfix_enterprise_ie("f135", 3)
+            .unwrap()
+            .enterprise_ie(1),
+        Some(3)
+    );
+
+    // From C (what dplog_schema_register calls): the same refusal, and
+    // the same resolution with the enterprise bit on the descriptor's id.
+    let descs = |b_ie: u32| {
+        [
+            desc(c"f116", 8, 4, FieldKind::U32),
+            DplogFieldDesc {
+                ie_id: b_ie,
+                ..desc(c"f135", 12, 2, FieldKind::U16)
+            },
+        ]
+    };
+    let d = descs(0);
+    // SAFETY: two descriptors and C strings alive for the call.
+    let e = unsafe { Schema::from_c_descriptors(620, c"fwDrop".as_ptr(), 24, d.as_ptr(), 2) }
+        .unwrap_err();
+    assert!(e.to_string().contains("id 26276"), "{e}");
+    let d = descs(0x8000 | 900);
+    // SAFETY: as above.
+    let s =
+        unsafe { Schema::from_c_descriptors(620, c"fwDrop".as_ptr(), 24, d.as_ptr(), 2) }.unwrap();
+    assert_eq!(s.enterprise_ie(1), Some(900));
+}

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use super::{name_ok, FieldKind, Schema, SchemaError};
 
 impl Schema {
-    fn index_of(&self, what: &'static str, name: &str) -> Result<usize, SchemaError> {
+    pub(super) fn index_of(&self, what: &'static str, name: &str) -> Result<usize, SchemaError> {
         self.field(name)
             .map(|(i, _)| i)
             .ok_or_else(|| SchemaError::BadMetaField(what, name.to_string()))
@@ -78,6 +78,7 @@ impl Schema {
             self.check_values("name by value", b.selector, values)?;
             self.check_name_by_names(b.field, b.names.iter().map(|(v, n)| (*v, &**n)))?;
         }
+        self.check_enterprise_ies(&meta.ipfix_enterprise)?;
         Ok(())
     }
 
@@ -351,6 +352,16 @@ impl Schema {
         }
         if let Some(l) = &meta.lifecycle {
             self.check_lifecycle(l)?;
+        }
+        for &(i, id) in &meta.ipfix_enterprise.explicit {
+            any("ipfix enterprise element", i)?;
+            if !(1..=super::MAX_ENTERPRISE_IE).contains(&id) {
+                return Err(SchemaError::BadMetaValue(
+                    "ipfix enterprise element",
+                    label(i),
+                    format!("id {id} is outside 1..={}", super::MAX_ENTERPRISE_IE),
+                ));
+            }
         }
         self.meta = meta;
         Ok(self)
@@ -681,6 +692,10 @@ pub struct SchemaMeta {
     /// The record type's lifecycle, if its records open and close
     /// states; see [`Schema::with_lifecycle`].
     pub lifecycle: Option<Lifecycle>,
+    /// The IPFIX enterprise element ids of the fields without an IANA
+    /// element; see [`EnterpriseIes`](super::EnterpriseIes) and
+    /// [`Schema::with_ipfix_enterprise_ie`].
+    pub ipfix_enterprise: super::EnterpriseIes,
 }
 
 impl Default for SchemaMeta {
@@ -695,6 +710,7 @@ impl Default for SchemaMeta {
             name_by: None,
             enum_numbers: false,
             lifecycle: None,
+            ipfix_enterprise: super::EnterpriseIes::default(),
         }
     }
 }

@@ -9,6 +9,9 @@ use dplog_schema_nat::NatFormatSpec as _;
 use std::path::Path;
 use std::process::Command;
 
+#[path = "../../testkit/fixtures/lb_conn.rs"]
+mod lb_conn;
+
 use acl::*;
 use common::*;
 use dplog_core::schema::{
@@ -593,4 +596,38 @@ fn a_binary_log_re_exports_the_same_enterprise_elements() {
     };
     let decoded: Vec<&Schema> = d.schemas.iter().collect();
     assert_eq!(ipfix(&decoded), ipfix(&[&fw, &lb]));
+}
+
+/// A binary log written before enterprise element ids were derived from
+/// names (its schema without metadata; bytes of that code), exported
+/// again as IPFIX (as `dplog-cat --format ipfix` does): its fields keep
+/// the ids its writer exported, their positions (vip 2nd .. bytesOut
+/// 9th; connTime, the event time, is the stamp).
+#[test]
+fn an_old_binary_log_re_exports_its_writers_position_ids() {
+    let old = lb_conn::old_binary_log();
+    let d = dplog_formatters::binary::decode(&old);
+    assert!(d.stopped.is_none(), "{:?}", d.stopped);
+    let schemas: Vec<&Schema> = d.schemas.iter().collect();
+    let mut f = ipfix_spec(1500).formatter(&schemas).unwrap();
+    let mut out = Vec::new();
+    for (_, r) in &d.records {
+        assert!(f.push_bytes(r, &mut out));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("old.pcap");
+    assert_eq!(write_pcap(&p, &out), 1);
+    let rows = tshark(
+        &p,
+        &[
+            "cflow.template_ipfix_field_type_enterprise",
+            "cflow.template_ipfix_field_pen",
+        ],
+    );
+    assert_eq!(rows[0][0], "2,3,4,5,6,7,8,9");
+    // The same schema declared now takes the derived ids.
+    assert_eq!(
+        lb_conn::fields_only().enterprise_ie(7),
+        Some(derived_enterprise_ie("bytesIn", FieldKind::U64))
+    );
 }

@@ -391,6 +391,15 @@ fn fields_whose_enterprise_ids_meet_are_refused_at_declaration() {
         e.contains("field f135: its enterprise element id 26276 (declared) is also field f116's"),
         "{e}"
     );
+    // In `schema!`, the same `ie`.
+    let s = schema!(LbConn, id = 610, name = "lbConn", [
+        time_ns => "eventTime": NsTimestamp, ie 0;
+        backend => "backendId": U32, ie ENTERPRISE_IE | 77;
+        port => "port": Port, ie 7;
+    ])
+    .unwrap();
+    assert_eq!((s.fields()[1].ie_id, s.enterprise_ie(1)), (0, Some(77)));
+    assert_eq!(s.fields()[2].ie_id, 7);
     // The builder: the same rules.
     let s = fw(ENTERPRISE_IE | 1, ENTERPRISE_IE | 2).unwrap();
     assert!(s.clone().with_ipfix_enterprise_ie("f135", 1).is_err());

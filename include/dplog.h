@@ -147,6 +147,18 @@ typedef struct dplog_producer dplog_producer;
 #define DPLOG_FIELD_BYTES 14
 
 /**
+ * `dplog_field_desc.ie_id = DPLOG_IE_ENTERPRISE | id` declares the
+ * field's IPFIX enterprise element id `id` (1 to 32767) under `[format.ipfix]
+ * enterprise_number`, instead of the id derived from its name and type;
+ * the field then has no IANA element. The same id for the same field
+ * name and type in several record types is one element; an id that
+ * another field of the type takes is refused by `dplog_schema_register`
+ * (`DPLOG_ERR_INVALID_ARG`), one that a field of another registered type
+ * with another name or type takes by `dplog_start` (`DPLOG_ERR_CONFIG`).
+ */
+#define DPLOG_IE_ENTERPRISE 32768
+
+/**
  * Most consumer cores one `dplog_start` takes.
  */
 #define DPLOG_CONSUMERS_MAX 64
@@ -294,7 +306,11 @@ struct dplog_field_desc {
    */
   uint32_t kind;
   /**
-   * IANA IPFIX information-element id; 0 for none.
+   * IANA IPFIX information-element id; 0 for none: the field goes out
+   * as an enterprise element whose id is derived from its name and
+   * type (two types' fields of one name and type share it; a name
+   * whose id another field of the type takes is refused, naming
+   * both). `DPLOG_IE_ENTERPRISE | id` declares that id instead.
    */
   uint32_t ie_id;
   /**
@@ -1069,7 +1085,10 @@ dplog_result dplog_register_nat_schemas(struct dplog *h);
  * every type is registered (so `[format] template` and
  * `[format.templates]` may name them); what can be checked before —
  * the format's settings, templates of NAT schemas asked for in the
- * config — is checked here.
+ * config — is checked here. So is every `[ring]` setting: a `capacity`
+ * that is not a power of two from 1 to 16777216 (0, 3, 2^25), a `burst`
+ * of 0, a `batch_bytes` outside 64 KiB..256 MiB, ... is refused with
+ * `DPLOG_ERR_CONFIG` naming the key, before the sink's file is created.
  *
  * Errors: `DPLOG_ERR_NULL` (a NULL argument), `DPLOG_ERR_INVALID_ARG` (path
  * not UTF-8), `DPLOG_ERR_CONFIG` (file unreadable, bad TOML, unknown key,
@@ -1326,7 +1345,9 @@ dplog_result dplog_schema_set_ipfix_ie_by(struct dplog *h,
  * with `n > 0` or a NULL name), `DPLOG_ERR_UNKNOWN_SCHEMA`,
  * `DPLOG_ERR_INVALID_ARG` (an unknown field, a selector that is no
  * integer of at most 8 bytes, a selector value it cannot hold or one
- * listed twice, a name that is no identifier),
+ * listed twice, a name that is no identifier or that a declared field
+ * could not take either: `timestamp`, `recordType`, `dplog*`, `_dplog*`,
+ * the formats' own keys and columns; `dplog_last_error` names it),
  * `DPLOG_ERR_STATE`, `DPLOG_ERR_CLOSED`. On an error the schema keeps
  * what it declared before. Thread-safety: any thread.
  *
@@ -1404,9 +1425,9 @@ dplog_result dplog_schema_set_enum_numbers(struct dplog *h, uint16_t schema_id, 
  * Errors: `DPLOG_ERR_NULL` (handle NULL, or `cores` NULL with
  * `n_cores > 0`), `DPLOG_ERR_INVALID_ARG` (a CPU this process cannot run
  * on, or `n_cores > DPLOG_CONSUMERS_MAX`), `DPLOG_ERR_STATE` (already
- * started), `DPLOG_ERR_CLOSED`, `DPLOG_ERR_CONFIG` (ring settings
- * refused: capacity not a power of two, burst 0, batch below 64 KiB; the
- * format or `[ring.priorities]`, see below), `DPLOG_ERR_IO`
+ * started), `DPLOG_ERR_CLOSED`, `DPLOG_ERR_CONFIG` (the format or
+ * `[ring.priorities]`, see below; ring settings such as a capacity that
+ * is not a power of two are refused by `dplog_open` already), `DPLOG_ERR_IO`
  * (thread or sink failure, e.g. `nat.log.1` cannot be created). All or
  * nothing: on error no consumer runs and the handle stays as it was (not
  * started).

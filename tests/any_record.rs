@@ -701,7 +701,10 @@ fn every_slot_size_and_the_typed_logger_export_ipfix_with_enterprise_elements() 
     let ms = |t: u64| be(t / 1_000_000, 8);
     // linkEvent: the event time has no IANA element, so it is the stamp
     // (323) and not exported again; fields without an element go out as
-    // enterprise elements numbered by their position in the schema.
+    // enterprise elements whose ids derive from their names and types.
+    let link = |i: usize| LinkEvent::schema().enterprise_ie(i).unwrap();
+    let acl = |i: usize| AclDrop::schema().enterprise_ie(i).unwrap();
+    let tun = |i: usize| TunnelSession::schema().enterprise_ie(i).unwrap();
     let rows = links()
         .iter()
         .map(|r| {
@@ -722,11 +725,11 @@ fn every_slot_size_and_the_typed_logger_export_ipfix_with_enterprise_elements() 
         vec![
             (323, 8, None),
             (10, 4, None),
-            (3, 4, PEN),
-            (4, 1, PEN),
-            (5, 1, PEN),
+            (link(2), 4, PEN),
+            (link(3), 1, PEN),
+            (link(4), 1, PEN),
             (58, 2, None),
-            (7, 4, PEN),
+            (link(6), 4, PEN),
         ],
         rows,
     );
@@ -741,10 +744,10 @@ fn every_slot_size_and_the_typed_logger_export_ipfix_with_enterprise_elements() 
         (4, 1, None),
         (7, 2, None),
         (11, 2, None),
-        (9, 1, PEN),
-        (10, 4, PEN),
+        (acl(8), 1, PEN),
+        (acl(9), 4, PEN),
         (1, 4, None),
-        (12, 6, PEN),
+        (acl(11), 6, PEN),
     ];
     let acl_rows = || -> Vec<Vec<Vec<u8>>> {
         acls()
@@ -813,18 +816,18 @@ fn every_slot_size_and_the_typed_logger_export_ipfix_with_enterprise_elements() 
             (323, 8, None),
             (152, 8, None),
             (153, 8, None),
-            (3, 4, PEN),
-            (4, 2, PEN),
-            (5, 32, PEN),
-            (6, 4, PEN),
-            (7, 4, PEN),
-            (8, 2, PEN),
-            (9, 4, PEN),
+            (tun(2), 4, PEN),
+            (tun(3), 2, PEN),
+            (tun(4), 32, PEN),
+            (tun(5), 4, PEN),
+            (tun(6), 4, PEN),
+            (tun(7), 2, PEN),
+            (tun(8), 4, PEN),
             (27, 16, None),
             (28, 16, None),
             (4, 1, None),
-            (13, 1, PEN),
-            (14, 2, PEN),
+            (tun(12), 1, PEN),
+            (tun(13), 2, PEN),
             (2, 8, None),
             (1, 8, None),
         ],

@@ -6,8 +6,8 @@
 mod lb_conn;
 
 use dplog_core::schema::{
-    decode_meta, encode_meta, FieldDef, FieldKind, Lifecycle, Schema, SchemaError, SchemaMeta,
-    META_VERSION,
+    decode_meta, encode_meta, EnterpriseIes, FieldDef, FieldKind, Lifecycle, Schema, SchemaError,
+    SchemaMeta, META_VERSION,
 };
 
 /// The fields part of a description is the old encoding, byte for byte:
@@ -18,7 +18,8 @@ fn a_description_is_the_old_fields_encoding_then_the_metadata() {
     let s = lb_conn::schema();
     let b = s.encode().unwrap();
     assert_eq!(&b[..old.len()], old.as_slice());
-    assert_eq!(b[old.len()], 2, "a lifecycle needs metadata version 2");
+    assert_eq!(b[old.len()], META_VERSION, "written as the newest version");
+    assert_eq!(META_VERSION, 3);
     assert_eq!(&b[old.len()..], encode_meta(s.meta()).unwrap().as_slice());
     assert_eq!(Schema::decode(&b).unwrap(), s);
     let l = Schema::decode(&b)
@@ -45,30 +46,86 @@ fn a_description_is_the_old_fields_encoding_then_the_metadata() {
 #[test]
 fn the_old_fields_only_encoding_decodes_with_default_metadata() {
     let s = Schema::decode(&lb_conn::old_schema_encoding()).unwrap();
-    assert_eq!(s, lb_conn::fields_only());
+    assert_eq!(s.fields(), lb_conn::fields_only().fields());
+    // Its writer exported each field's position as its IPFIX enterprise
+    // element id: so does a reader.
     assert_eq!(
         s.meta(),
         &SchemaMeta {
             event_time: Some(0),
+            ipfix_enterprise: EnterpriseIes {
+                explicit: vec![],
+                by_position: true
+            },
             ..SchemaMeta::default()
         }
     );
+    assert_eq!(s.enterprise_ie(3), Some(4));
     assert_eq!(s.field("connEvent").unwrap().1.enum_name(2), Some("CLOSE"));
 }
 
-/// A schema without lifecycle is written as metadata version 1, which
-/// readers from before the lifecycle read.
+/// Metadata versions 1 (no lifecycle) and 2 (a lifecycle), as written
+/// before the enterprise element ids travelled, still read, with the ids
+/// their writers exported (each field's position); version 3 carries a
+/// declared id and the by-position marker of a schema read from an older
+/// log, so a log re-exported keeps its ids.
 #[test]
-fn metadata_without_lifecycle_is_written_as_version_1() {
+fn metadata_versions_1_and_2_read_with_ids_by_position() {
     let s = lb_conn::fields_only()
         .with_priority(5, None)
         .unwrap()
         .with_enum_numbers(true);
     let fields = s.encode_fields().unwrap();
     let b = s.encode().unwrap();
-    assert_eq!(b[fields.len()], 1);
+    assert_eq!(b[fields.len()], 3);
     assert_eq!(Schema::decode(&b).unwrap(), s);
-    assert_eq!(Schema::decode(&b).unwrap().meta().priority, 5);
+    // Version 3 without lifecycle ends: lifecycle absent (1 byte), not
+    // by position (1), no declared ids (2). Version 1 is the rest.
+    assert_eq!(&b[b.len() - 4..], &[0, 0, 0, 0]);
+    let mut v1 = b[..b.len() - 4].to_vec();
+    v1[fields.len()] = 1;
+    let old = Schema::decode(&v1).unwrap();
+    assert_eq!(old.meta().priority, 5);
+    assert!(old.meta().ipfix_enterprise.by_position);
+    assert_eq!(old.enterprise_ie(0), Some(1));
+    assert_eq!(old.enterprise_ie(8), Some(9));
+    assert_ne!(s.enterprise_ie(8), Some(9));
+    // Re-encoded, it stays by position.
+    assert_eq!(Schema::decode(&old.encode().unwrap()).unwrap(), old);
+
+    // Version 2: the lifecycle without its presence byte.
+    let s = lb_conn::schema();
+    let b = s.encode().unwrap();
+    // ... then by position (1 byte) and no declared ids (2).
+    let at = b.len() - 3 - lifecycle_len(&s);
+    assert_eq!(b[at - 1], 1, "the lifecycle's presence byte");
+    let mut v2 = [&b[..at - 1], &b[at..b.len() - 3]].concat();
+    v2[fields.len()] = 2;
+    let old = Schema::decode(&v2).unwrap();
+    assert_eq!(old.meta().lifecycle, s.meta().lifecycle);
+    assert!(old.meta().ipfix_enterprise.by_position);
+
+    // A declared id travels.
+    let s = lb_conn::fields_only()
+        .with_ipfix_enterprise_ie("bytesIn", 4242)
+        .unwrap();
+    let d = Schema::decode(&s.encode().unwrap()).unwrap();
+    assert_eq!(d, s);
+    let i = s.field("bytesIn").unwrap().0;
+    assert_eq!(d.enterprise_ie(i), Some(4242));
+}
+
+/// Bytes of a schema's encoded lifecycle (version 2's layout).
+fn lifecycle_len(s: &Schema) -> usize {
+    let l = s.meta().lifecycle.as_ref().unwrap();
+    2 + 2
+        + 8 * l.opens.len()
+        + 2
+        + 8 * l.closes.len()
+        + 2
+        + 2 * l.keys.len()
+        + 2
+        + 2 * l.close_only.len()
 }
 
 /// A version this reader does not know is refused, saying so; so is a
@@ -81,7 +138,7 @@ fn an_unknown_metadata_version_is_a_clear_error() {
     b[fields] = META_VERSION + 1;
     let e = Schema::decode(&b).unwrap_err();
     assert!(
-        e.contains("metadata version 3: this reader knows versions 1 to 2")
+        e.contains("metadata version 4: this reader knows versions 1 to 3")
             && e.contains("newer dplog"),
         "{e}"
     );
@@ -92,7 +149,7 @@ fn an_unknown_metadata_version_is_a_clear_error() {
     let good = s.encode().unwrap();
     let e = Schema::decode(&good[..good.len() - 1]).unwrap_err();
     assert!(
-        e.starts_with("schema lbConn: metadata: ") && e.contains("do not fit the metadata left"),
+        e.starts_with("schema lbConn: metadata: ") && e.contains("metadata ends early"),
         "{e}"
     );
     // Every cut of a description: decoded (only at the end of the fields
@@ -100,7 +157,7 @@ fn an_unknown_metadata_version_is_a_clear_error() {
     for n in 0..good.len() {
         if let Ok(d) = Schema::decode(&good[..n]) {
             assert_eq!(n, fields);
-            assert_eq!(d, lb_conn::fields_only());
+            assert_eq!(d.fields(), lb_conn::fields_only().fields());
         }
     }
 }

@@ -124,6 +124,57 @@ fn a_field_cannot_take_a_name_the_formats_use_for_their_own_keys() {
     }
 }
 
+/// A field renamed by another field's value (`with_name_by`) takes the
+/// new name as its key or column in text, JSON, CSV and syslog: the names
+/// the formats keep for themselves are refused there too, in the builder
+/// and in a whole declared `SchemaMeta` (what the C ABI's
+/// `dplog_schema_set_name_by` declares through), naming the field, the
+/// value and the name.
+#[test]
+fn a_name_by_value_cannot_be_a_name_the_formats_use_for_their_own_keys() {
+    let base = || lb_conn("backendId").unwrap();
+    for name in ["timestamp", "recordType", "dplogDropped", "_dplogEv"] {
+        let e = base()
+            .with_name_by("backendId", "state", &[(1, "backendIpv4"), (2, name)])
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "name by value: field backendId: name {name} for value 2 is reserved ({}); choose another name",
+                reserved_field_name(name).unwrap()
+            )
+        );
+        let mut meta = base().meta().clone();
+        meta.name_by = Some(dplog_core::schema::NameBy {
+            field: 1,
+            selector: 3,
+            names: vec![(1, "backendIpv4".into()), (2, name.to_string().into())],
+        });
+        let e = base().with_meta(meta).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains(&format!("name {name} for value 2 is reserved")),
+            "{e}"
+        );
+    }
+    // A name that is no identifier is refused by the builder as by
+    // `with_meta`.
+    let e = base()
+        .with_name_by("backendId", "state", &[(1, "backend ip")])
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "name by value: field backendId: name \"backend ip\" for value 1 is not an identifier"
+    );
+    // The user's own names are taken.
+    let s = base()
+        .with_name_by("backendId", "state", &[(1, "backendIpv4"), (2, "dropped")])
+        .unwrap();
+    let b = s.meta().name_by.as_ref().unwrap();
+    assert_eq!((b.field, b.selector), (1, 3));
+    assert_eq!(b.names[1], (2, "dropped".into()));
+}
+
 fn desc(name: &'static std::ffi::CStr, offset: u32, size: u32, kind: FieldKind) -> DplogFieldDesc {
     DplogFieldDesc {
         name: name.as_ptr(),
@@ -238,6 +289,24 @@ fn descriptions_written_before_the_checks_still_decode() {
     assert_eq!(s.fields()[1].name, "timestamp");
     assert_eq!(s.fields()[1].offset, 16);
 
+    // A name-by-value name written before reserved names were refused
+    // there (patched in as above) reads back as written.
+    let b = lb_conn("backendId")
+        .unwrap()
+        .with_name_by("backendId", "state", &[(2, "backendX9")])
+        .unwrap()
+        .encode()
+        .unwrap();
+    let at = memchr_all(&b, b"backendX9");
+    assert_eq!(at.len(), 1);
+    let mut old = b.clone();
+    old[at[0]..at[0] + 9].copy_from_slice(b"timestamp");
+    let s = Schema::decode(&old).unwrap();
+    assert_eq!(
+        s.meta().name_by.as_ref().unwrap().names,
+        [(2, "timestamp".into())]
+    );
+
     // id 613, size 16, name "empty", no fields (the fields-only encoding).
     let mut empty = Vec::new();
     empty.extend_from_slice(&613u16.to_le_bytes());
@@ -258,4 +327,114 @@ fn memchr_all(hay: &[u8], needle: &[u8]) -> Vec<usize> {
         .filter(|(_, w)| *w == needle)
         .map(|(i, _)| i)
         .collect()
+}
+
+/// A field without an IANA element takes an IPFIX enterprise element id
+/// derived from its name and type class alone: fixed values (a change
+/// would change every exporter's ids), one id for `bytesIn` at any
+/// unsigned width, another for a `bytesIn` byte string.
+#[test]
+fn enterprise_element_ids_are_derived_from_name_and_type() {
+    use dplog_core::schema::derived_enterprise_ie as id;
+    assert_eq!(id("bytesIn", FieldKind::U64), 31604);
+    assert_eq!(id("bytesIn", FieldKind::U32), 31604);
+    assert_eq!(id("bytesOut", FieldKind::U64), 18709);
+    assert_eq!(id("ruleId", FieldKind::U32), 3074);
+    assert_eq!(id("reason", FieldKind::Bytes), 27312);
+    assert_eq!(id("backend", FieldKind::Ipv4), 7803);
+    assert_eq!(id("bytesIn", FieldKind::Bytes), 22097);
+    // Not the position: the same in any schema, at any place.
+    let s = lb_conn("backendId").unwrap();
+    assert_eq!(s.enterprise_ie(1), Some(id("backendId", FieldKind::U32)));
+}
+
+/// Two fields of one type whose derived ids meet (`f116` and `f135`, both
+/// unsigned: 26276) are refused where the type is declared, from Rust and
+/// C, naming both and how to resolve it; declaring an id for one
+/// (`ENTERPRISE_IE | id` as its `ie_id`, `DPLOG_IE_ENTERPRISE | id` in C)
+/// resolves it; a declared id another field takes is refused too.
+#[test]
+fn fields_whose_enterprise_ids_meet_are_refused_at_declaration() {
+    use dplog_core::schema::{derived_enterprise_ie, ENTERPRISE_IE};
+    assert_eq!(derived_enterprise_ie("f116", FieldKind::U32), 26276);
+    assert_eq!(derived_enterprise_ie("f135", FieldKind::U16), 26276);
+    let fw = |a_ie: u16, b_ie: u16| {
+        Schema::new(
+            620,
+            "fwDrop",
+            24,
+            vec![
+                FieldDef::new("f116", 8, 4, FieldKind::U32, a_ie),
+                FieldDef::new("f135", 12, 2, FieldKind::U16, b_ie),
+                FieldDef::new("srcAddr", 16, 4, FieldKind::Ipv4, 8),
+            ],
+        )
+    };
+    let e = fw(0, 0).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "ipfix enterprise element: field f135: its enterprise element id 26276 (derived from \
+         its name and type) is also field f116's (derived from its name and type): declare an \
+         id of its own for one of them (ie_id = 0x8000 | id, C DPLOG_IE_ENTERPRISE | id) or \
+         rename it"
+    );
+    let s = fw(0, ENTERPRISE_IE | 900).unwrap();
+    assert_eq!(s.fields()[1].ie_id, 0, "no IANA element");
+    assert_eq!(s.enterprise_ie(0), Some(26276));
+    assert_eq!(s.enterprise_ie(1), Some(900));
+    assert_eq!(s.meta().ipfix_enterprise.explicit, [(1, 900)]);
+    // IANA-mapped fields keep their element.
+    assert_eq!(s.fields()[2].ie_id, 8);
+    // A declared id that the other field derives: refused.
+    let e = fw(0, ENTERPRISE_IE | 26276).unwrap_err().to_string();
+    assert!(
+        e.contains("field f135: its enterprise element id 26276 (declared) is also field f116's"),
+        "{e}"
+    );
+    // In `schema!`, the same `ie`.
+    let s = schema!(LbConn, id = 610, name = "lbConn", [
+        time_ns => "eventTime": NsTimestamp, ie 0;
+        backend => "backendId": U32, ie ENTERPRISE_IE | 77;
+        port => "port": Port, ie 7;
+    ])
+    .unwrap();
+    assert_eq!((s.fields()[1].ie_id, s.enterprise_ie(1)), (0, Some(77)));
+    assert_eq!(s.fields()[2].ie_id, 7);
+    // The builder: the same rules.
+    let s = fw(ENTERPRISE_IE | 1, ENTERPRISE_IE | 2).unwrap();
+    assert!(s.clone().with_ipfix_enterprise_ie("f135", 1).is_err());
+    assert!(
+        s.clone().with_ipfix_enterprise_ie("srcAddr", 5).is_err(),
+        "an IANA field"
+    );
+    assert!(s.clone().with_ipfix_enterprise_ie("f135", 0).is_err());
+    assert!(s.clone().with_ipfix_enterprise_ie("f135", 0x8000).is_err());
+    assert_eq!(
+        s.with_ipfix_enterprise_ie("f135", 3)
+            .unwrap()
+            .enterprise_ie(1),
+        Some(3)
+    );
+
+    // From C (what dplog_schema_register calls): the same refusal, and
+    // the same resolution with the enterprise bit on the descriptor's id.
+    let descs = |b_ie: u32| {
+        [
+            desc(c"f116", 8, 4, FieldKind::U32),
+            DplogFieldDesc {
+                ie_id: b_ie,
+                ..desc(c"f135", 12, 2, FieldKind::U16)
+            },
+        ]
+    };
+    let d = descs(0);
+    // SAFETY: two descriptors and C strings alive for the call.
+    let e = unsafe { Schema::from_c_descriptors(620, c"fwDrop".as_ptr(), 24, d.as_ptr(), 2) }
+        .unwrap_err();
+    assert!(e.to_string().contains("id 26276"), "{e}");
+    let d = descs(0x8000 | 900);
+    // SAFETY: as above.
+    let s =
+        unsafe { Schema::from_c_descriptors(620, c"fwDrop".as_ptr(), 24, d.as_ptr(), 2) }.unwrap();
+    assert_eq!(s.enterprise_ie(1), Some(900));
 }

@@ -165,6 +165,11 @@ fn open_config(config: LogConfig, out: *mut *mut dplog_t) -> dplog_result {
             return config_error(e);
         }
     }
+    // Every `[ring]` setting (capacity, burst, batch_bytes, ...) before
+    // the sink below creates its file.
+    if let Err(e) = config.check_ring(slot_bytes_of(&config)) {
+        return config_error(e);
+    }
     if let Err(e) = check_format_early(&config) {
         return config_error(e);
     }
@@ -271,7 +276,10 @@ fn check_format_early(config: &LogConfig) -> Result<(), dplog::config::ConfigErr
 /// every type is registered (so `[format] template` and
 /// `[format.templates]` may name them); what can be checked before —
 /// the format's settings, templates of NAT schemas asked for in the
-/// config — is checked here.
+/// config — is checked here. So is every `[ring]` setting: a `capacity`
+/// that is not a power of two from 1 to 16777216 (0, 3, 2^25), a `burst`
+/// of 0, a `batch_bytes` outside 64 KiB..256 MiB, ... is refused with
+/// `DPLOG_ERR_CONFIG` naming the key, before the sink's file is created.
 ///
 /// Errors: `DPLOG_ERR_NULL` (a NULL argument), `DPLOG_ERR_INVALID_ARG` (path
 /// not UTF-8), `DPLOG_ERR_CONFIG` (file unreadable, bad TOML, unknown key,
@@ -366,6 +374,63 @@ pub unsafe extern "C" fn dplog_slot_bytes(h: *const dplog_t, out: *mut usize) ->
 mod tests {
     use super::*;
     use crate::result::{dplog_last_error, DPLOG_ERR_CONFIG};
+
+    /// A ring size no ring can have is refused by `dplog_open` and
+    /// `dplog_open_str` themselves, naming the key, and the file sink's
+    /// file is never created.
+    #[test]
+    fn a_bad_ring_capacity_is_refused_at_open_and_creates_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("fw-drops.log");
+        for (ring, want) in [
+            ("capacity = 3", "[ring] capacity = 3 must be a power of two"),
+            ("capacity = 0", "[ring] capacity = 0 must be a power of two"),
+            (
+                "capacity = 33554432",
+                "[ring] capacity = 33554432 is above the limit of 16777216",
+            ),
+            ("burst = 0", "[ring] burst"),
+        ] {
+            let toml = format!(
+                "[ring]\n{ring}\n[format]\ntype = \"json\"\n[sink]\ntype = \"file\"\npath = \"{}\"\n",
+                log.display()
+            );
+            let cfg = dir.path().join("fw.toml");
+            std::fs::write(&cfg, &toml).unwrap();
+            let text = std::ffi::CString::new(toml).unwrap();
+            let path = std::ffi::CString::new(cfg.to_str().unwrap()).unwrap();
+            for by_path in [false, true] {
+                let mut h: *mut dplog_t = core::ptr::null_mut();
+                // SAFETY: both strings are NUL-terminated, h is writable.
+                let r = unsafe {
+                    if by_path {
+                        dplog_open(path.as_ptr(), &mut h)
+                    } else {
+                        dplog_open_str(text.as_ptr(), &mut h)
+                    }
+                };
+                assert_eq!(r, DPLOG_ERR_CONFIG, "{ring} (by path: {by_path})");
+                assert!(h.is_null(), "*out written only on success");
+                let msg = crate::testutil::last_error();
+                assert!(msg.contains(want), "{ring}: {msg}");
+                assert!(
+                    !log.exists(),
+                    "{ring}: refused, yet {} exists",
+                    log.display()
+                );
+            }
+        }
+        // The bounds themselves open (and create the file).
+        let toml = format!(
+            "[ring]\ncapacity = 16777216\n[sink]\ntype = \"file\"\npath = \"{}\"\n",
+            log.display()
+        );
+        let h = crate::testutil::open(&toml);
+        assert!(log.exists());
+        // SAFETY: h is live (not started); no stats wanted.
+        let rc = unsafe { crate::dplog_close(h, core::ptr::null_mut()) };
+        assert_eq!(rc, DPLOG_OK);
+    }
 
     #[test]
     fn a_non_loopback_metrics_listener_is_refused_unless_allowed() {

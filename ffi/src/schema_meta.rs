@@ -275,7 +275,9 @@ pub unsafe extern "C" fn dplog_schema_set_ipfix_ie_by(
 /// with `n > 0` or a NULL name), `DPLOG_ERR_UNKNOWN_SCHEMA`,
 /// `DPLOG_ERR_INVALID_ARG` (an unknown field, a selector that is no
 /// integer of at most 8 bytes, a selector value it cannot hold or one
-/// listed twice, a name that is no identifier),
+/// listed twice, a name that is no identifier or that a declared field
+/// could not take either: `timestamp`, `recordType`, `dplog*`, `_dplog*`,
+/// the formats' own keys and columns; `dplog_last_error` names it),
 /// `DPLOG_ERR_STATE`, `DPLOG_ERR_CLOSED`. On an error the schema keeps
 /// what it declared before. Thread-safety: any thread.
 ///

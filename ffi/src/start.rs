@@ -41,9 +41,9 @@ use crate::types::DPLOG_CONSUMERS_MAX;
 /// Errors: `DPLOG_ERR_NULL` (handle NULL, or `cores` NULL with
 /// `n_cores > 0`), `DPLOG_ERR_INVALID_ARG` (a CPU this process cannot run
 /// on, or `n_cores > DPLOG_CONSUMERS_MAX`), `DPLOG_ERR_STATE` (already
-/// started), `DPLOG_ERR_CLOSED`, `DPLOG_ERR_CONFIG` (ring settings
-/// refused: capacity not a power of two, burst 0, batch below 64 KiB; the
-/// format or `[ring.priorities]`, see below), `DPLOG_ERR_IO`
+/// started), `DPLOG_ERR_CLOSED`, `DPLOG_ERR_CONFIG` (the format or
+/// `[ring.priorities]`, see below; ring settings such as a capacity that
+/// is not a power of two are refused by `dplog_open` already), `DPLOG_ERR_IO`
 /// (thread or sink failure, e.g. `nat.log.1` cannot be created). All or
 /// nothing: on error no consumer runs and the handle stays as it was (not
 /// started).
@@ -416,6 +416,82 @@ mod tests {
         assert!(
             msg.contains(
                 "stores one record type (dnsQuery), so the records of aclDrop would go to no sink"
+            ),
+            "{msg}"
+        );
+    }
+
+    /// A firewall's `fwDrop` and a load balancer's `lbStats`, registered
+    /// from C: a field of lbStats that declares (`DPLOG_IE_ENTERPRISE |
+    /// id`) the enterprise element id fwDrop's `bytesIn` derives is
+    /// refused by `dplog_start` of an IPFIX logger, naming both; two
+    /// fields of one type whose derived ids meet are refused by
+    /// `dplog_schema_register` itself.
+    #[test]
+    fn enterprise_element_ids_that_mean_two_fields_are_refused_from_c() {
+        use crate::types::{
+            DPLOG_FIELD_U16, DPLOG_FIELD_U32, DPLOG_FIELD_U64, DPLOG_IE_ENTERPRISE,
+        };
+        let field = |name: &'static std::ffi::CStr, offset, size, kind, ie_id| dplog_field_desc {
+            name: name.as_ptr(),
+            offset,
+            size,
+            kind,
+            ie_id,
+            enum_names: core::ptr::null(),
+            enum_count: 0,
+        };
+        let register = |h: *mut dplog_t, name: &std::ffi::CStr, fields: &[dplog_field_desc]| {
+            let mut id = 0u16;
+            // SAFETY: h is live; the names and descriptors are valid.
+            unsafe {
+                crate::dplog_schema_register(
+                    h,
+                    name.as_ptr(),
+                    24,
+                    fields.as_ptr(),
+                    fields.len(),
+                    &mut id,
+                )
+            }
+        };
+        let h = crate::testutil::open(
+            "[format]\ntype = \"ipfix\"\n[sink]\ntype = \"file\"\npath = \"/dev/null\"\n",
+        );
+        let fw = [
+            field(c"ruleId", 8, 4, DPLOG_FIELD_U32, 0),
+            field(c"bytesIn", 16, 8, DPLOG_FIELD_U64, 0),
+        ];
+        assert_eq!(register(h, c"fwDrop", &fw), DPLOG_OK);
+        // f116 and f135 derive one id (26276): refused at registration.
+        let meet = [
+            field(c"f116", 8, 4, DPLOG_FIELD_U32, 0),
+            field(c"f135", 12, 2, DPLOG_FIELD_U16, 0),
+        ];
+        assert_eq!(
+            register(h, c"lbMeet", &meet),
+            crate::result::DPLOG_ERR_INVALID_ARG
+        );
+        let msg = crate::testutil::last_error();
+        assert!(msg.contains("id 26276") && msg.contains("f116"), "{msg}");
+        let stats = [field(
+            c"bytesOut",
+            8,
+            8,
+            DPLOG_FIELD_U64,
+            DPLOG_IE_ENTERPRISE | 31604,
+        )];
+        assert_eq!(register(h, c"lbStats", &stats), DPLOG_OK);
+        // SAFETY: h is live.
+        let rc = unsafe { crate::dplog_start(h, core::ptr::null(), 0) };
+        let msg = crate::testutil::last_error();
+        // SAFETY: h is live (not started); no stats wanted.
+        unsafe { crate::dplog_close(h, core::ptr::null_mut()) };
+        assert_eq!(rc, crate::result::DPLOG_ERR_CONFIG, "{msg}");
+        assert!(
+            msg.contains(
+                "enterprise element 32473/31604 would be field bytesIn (unsigned) of record type \
+                 fwDrop and field bytesOut (unsigned) of record type lbStats"
             ),
             "{msg}"
         );

@@ -50,6 +50,17 @@ pub const DPLOG_FIELD_NS_TIMESTAMP: u32 = 12;
 pub const DPLOG_FIELD_ENUM: u32 = 13;
 /// Fixed-size byte string, NUL-padded.
 pub const DPLOG_FIELD_BYTES: u32 = 14;
+
+/// `dplog_field_desc.ie_id = DPLOG_IE_ENTERPRISE | id` declares the
+/// field's IPFIX enterprise element id `id` (1 to 32767) under `[format.ipfix]
+/// enterprise_number`, instead of the id derived from its name and type;
+/// the field then has no IANA element. The same id for the same field
+/// name and type in several record types is one element; an id that
+/// another field of the type takes is refused by `dplog_schema_register`
+/// (`DPLOG_ERR_INVALID_ARG`), one that a field of another registered type
+/// with another name or type takes by `dplog_start` (`DPLOG_ERR_CONFIG`).
+pub const DPLOG_IE_ENTERPRISE: u32 = 0x8000;
+const _: () = assert!(DPLOG_IE_ENTERPRISE == dplog::schema::ENTERPRISE_IE as u32);
 const _: () = {
     use dplog::FieldKind as K;
     assert!(DPLOG_FIELD_U8 == K::U8 as u32 && DPLOG_FIELD_U16 == K::U16 as u32);
@@ -105,7 +116,11 @@ pub struct dplog_field_desc {
     pub size: u32,
     /// One of `DPLOG_FIELD_*`.
     pub kind: u32,
-    /// IANA IPFIX information-element id; 0 for none.
+    /// IANA IPFIX information-element id; 0 for none: the field goes out
+    /// as an enterprise element whose id is derived from its name and
+    /// type (two types' fields of one name and type share it; a name
+    /// whose id another field of the type takes is refused, naming
+    /// both). `DPLOG_IE_ENTERPRISE | id` declares that id instead.
     pub ie_id: u32,
     /// Name table of a `DPLOG_FIELD_ENUM` field (`enum_count` entries), or NULL.
     pub enum_names: *const dplog_enum_name,

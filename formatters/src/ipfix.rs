@@ -15,10 +15,18 @@
 //!   element (RFC 7011 section 3.2: the field specifier's element id has
 //!   the enterprise bit [`ENTERPRISE_BIT`] set and is followed by a 4-byte
 //!   Private Enterprise Number, [`IpfixOptions::enterprise_number`],
-//!   default [`DOCUMENTATION_PEN`]). Its element id is the field's
-//!   1-based position in the schema (index + 1), so it stays the same for
-//!   a field as long as the fields before it do; a schema with such a
-//!   field past position [`MAX_ENTERPRISE_IE`] (32767) is refused. The
+//!   default [`DOCUMENTATION_PEN`]). Its element id
+//!   ([`Schema::enterprise_ie`]) is the one its schema declares
+//!   ([`Schema::with_ipfix_enterprise_ie`]), else one derived from the
+//!   field's name and type class
+//!   ([`derived_enterprise_ie`](dplog_core::schema::derived_enterprise_ie)):
+//!   the same in every template, run and program, so a (PEN, id) pair
+//!   means one field name and type wherever it appears (RFC 7011 sections
+//!   3.2, 6.2), and two record types' `bytesIn: u64` share one element.
+//!   An exporter whose record types would give one id two names or types
+//!   is refused when it is built. A schema read from a log written before
+//!   ids were derived keeps its writer's ids, the field's 1-based position
+//!   (past position [`MAX_ENTERPRISE_IE`], 32767, refused). The
 //!   field chosen by [`SchemaMeta::ipfix_ie_by`](dplog_core::schema::SchemaMeta::ipfix_ie_by)
 //!   takes its element from that table only (a value without one leaves
 //!   it out, never as an enterprise element).
@@ -94,7 +102,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use dplog_core::schema::{read_uint, FieldDef, FieldKind, Schema};
+use dplog_core::schema::{ipfix_type_class, read_uint, FieldDef, FieldKind, Schema};
 
 use crate::conv::TscCalibration;
 use crate::template::{Options, Renumber, TimePrecision};
@@ -330,6 +338,9 @@ pub struct IpfixEncoder {
     report_template: bool,
     /// notSentFlowTotalCount: records reported dropped so far.
     not_sent_total: u64,
+    /// The enterprise elements of the templates: (id, field name, type
+    /// class, record type), one name and type per id.
+    elements: Vec<(u16, String, &'static str, String)>,
 }
 
 impl IpfixEncoder {
@@ -345,8 +356,10 @@ impl IpfixEncoder {
     ///
     /// # Errors
     /// An MTU below 256, an enterprise number of 0, a schema whose data
-    /// record or template record would not fit one message, or one with a
-    /// field without an IANA element past position 32767.
+    /// record or template record would not fit one message, one read from
+    /// an older log with a field without an IANA element past position
+    /// 32767, or two fields (of one or two schemas) whose different names
+    /// or types would take one enterprise element id.
     pub fn new(schemas: &[&Schema], opts: Options, ipfix: IpfixOptions) -> Result<Self, String> {
         if ipfix.mtu < 256 {
             return Err(format!("ipfix mtu {} is below 256", ipfix.mtu));
@@ -372,6 +385,7 @@ impl IpfixEncoder {
             report_id: 0,
             report_template: false,
             not_sent_total: 0,
+            elements: Vec::new(),
         };
         for s in schemas {
             match &s.meta().ipfix_ie_by {
@@ -487,6 +501,33 @@ impl IpfixEncoder {
         self.opts.mtu - IP_UDP_OVERHEAD
     }
 
+    /// Records that enterprise element `id` is field `f` of `s`: an id
+    /// one field name and type (class) only, across every template of
+    /// the exporter (RFC 7011 sections 3.2, 6.2).
+    ///
+    /// Errors: the id taken by another field name or type, naming both
+    /// and how to resolve it.
+    fn claim_element(&mut self, id: u16, s: &Schema, f: &FieldDef) -> Result<(), String> {
+        let class = ipfix_type_class(f.kind);
+        match self.elements.iter().find(|e| e.0 == id) {
+            Some((_, name, c, _)) if *name == f.name && *c == class => Ok(()),
+            Some((_, name, c, other)) => Err(format!(
+                "ipfix: enterprise element {}/{id} would be field {name} ({c}) of record type \
+                 {other} and field {} ({class}) of record type {}: declare an id of its own \
+                 for one of them (ie_id = 0x8000 | id, C DPLOG_IE_ENTERPRISE | id, or \
+                 Schema::with_ipfix_enterprise_ie) or rename it",
+                self.opts.enterprise_number,
+                f.name,
+                s.name()
+            )),
+            None => {
+                self.elements
+                    .push((id, f.name.to_string(), class, s.name().to_string()));
+                Ok(())
+            }
+        }
+    }
+
     fn add(&mut self, s: &Schema, subtype: Option<u32>) -> Result<(), String> {
         let id = FIRST_TEMPLATE_ID + self.templates.len() as u16;
         let pen = self.opts.enterprise_number;
@@ -548,7 +589,7 @@ impl IpfixEncoder {
                 continue;
             }
             let (ie, pen) = if enterprise {
-                if i + 1 > MAX_ENTERPRISE_IE as usize {
+                let Some(id) = s.enterprise_ie(i) else {
                     return Err(format!(
                         "schema {}: field {} (#{}) has no IANA element and is past the \
                          {MAX_ENTERPRISE_IE} enterprise element ids",
@@ -556,8 +597,9 @@ impl IpfixEncoder {
                         f.name,
                         i + 1
                     ));
-                }
-                ((i + 1) as u16, Some(pen))
+                };
+                self.claim_element(id, s, f)?;
+                (id, Some(pen))
             } else {
                 (ie, None)
             };
@@ -906,6 +948,7 @@ pub fn split_messages(mut b: &[u8]) -> Vec<&[u8]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dplog_core::schema::derived_enterprise_ie;
 
     /// 2026-01-01T00:00:01.234567891Z.
     const T: u64 = 1_767_225_601_234_567_891;
@@ -998,12 +1041,12 @@ mod tests {
             (27, 16, false),
             (56, 6, false),
             (58, 2, false),
-            (0x8005, 1, true),
+            (ENTERPRISE_BIT | s.enterprise_ie(4).unwrap(), 1, true),
             (4, 1, false),
             (7, 2, false),
-            (0x8008, 4, true),
-            (0x8009, 1, true),
-            (0x800a, 3, true),
+            (ENTERPRISE_BIT | s.enterprise_ie(7).unwrap(), 4, true),
+            (ENTERPRISE_BIT | s.enterprise_ie(8).unwrap(), 1, true),
+            (ENTERPRISE_BIT | s.enterprise_ie(9).unwrap(), 3, true),
         ] {
             tmpl.extend_from_slice(&ie.to_be_bytes());
             tmpl.extend_from_slice(&len.to_be_bytes());
@@ -1088,7 +1131,8 @@ mod tests {
         let mut out = Vec::new();
         e.push(&acl_record(1), &mut out);
         let f = template_fields(&out);
-        assert_eq!(&f[..2], &[(323, 8, None), (0x8001, 8, Some(32473))]);
+        let id = ENTERPRISE_BIT | s.enterprise_ie(0).unwrap();
+        assert_eq!(&f[..2], &[(323, 8, None), (id, 8, Some(32473))]);
         let export_s = u32::from_be_bytes(out[4..8].try_into().unwrap()) as u64;
         let d = &out[out.len() - 52..];
         assert_eq!(&d[..8], &(export_s * 1000).to_be_bytes());
@@ -1117,7 +1161,8 @@ mod tests {
         let mut out = Vec::new();
         assert!(encoder(&s, 32473).unwrap().push(&r, &mut out));
         let f = template_fields(&out);
-        assert_eq!(f, vec![(0x8001, 8, Some(32473)), (323, 8, None)]);
+        let seen = ENTERPRISE_BIT | derived_enterprise_ie("seen", FieldKind::NsTimestamp);
+        assert_eq!(f, vec![(seen, 8, Some(32473)), (323, 8, None)]);
         let d = &out[out.len() - 16..];
         assert_eq!(&d[..8], &(T_MS - 5000).to_be_bytes());
         assert_eq!(&d[8..], &T_MS.to_be_bytes());

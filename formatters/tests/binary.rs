@@ -132,11 +132,18 @@ fn a_log_of_the_old_encoding_decodes() {
     let old = lb_conn::old_binary_log();
     let d = binary::decode(&old);
     assert!(d.stopped.is_none(), "{:?}", d.stopped);
-    assert_eq!(d.schemas, vec![lb_conn::fields_only()]);
+    assert_eq!(d.schemas.len(), 1);
+    assert_eq!(d.schemas[0].fields(), lb_conn::fields_only().fields());
+    // Its IPFIX enterprise element ids are the ones its writer exported:
+    // the fields' positions.
     assert_eq!(
         d.schemas[0].meta(),
         &dplog_core::schema::SchemaMeta {
             event_time: Some(0),
+            ipfix_enterprise: dplog_core::schema::EnterpriseIes {
+                explicit: vec![],
+                by_position: true,
+            },
             ..Default::default()
         }
     );

@@ -9,9 +9,14 @@ use dplog_schema_nat::NatFormatSpec as _;
 use std::path::Path;
 use std::process::Command;
 
+#[path = "../../testkit/fixtures/lb_conn.rs"]
+mod lb_conn;
+
 use acl::*;
 use common::*;
-use dplog_core::schema::HasSchema;
+use dplog_core::schema::{
+    derived_enterprise_ie, FieldDef, FieldKind, HasSchema, Schema, ENTERPRISE_IE,
+};
 use dplog_core::Formatter;
 use dplog_formatters::ipfix::split_messages;
 use dplog_formatters::{ExportClock, Format, FormatSpec, IpfixOptions};
@@ -247,11 +252,19 @@ fn tshark_decodes_enterprise_elements_and_the_tsc_event_time_of_a_user_schema() 
         r[2], "0,0,0,0,1,0,0,0,1,1",
         "the enterprise bit on dropReason, logged and ruleId"
     );
-    // IANA element ids in template order, then the enterprise ones: the
-    // field's position in the schema (dropReason 5th, logged 9th, ruleId
-    // 10th), all under PEN 32473.
+    // IANA element ids in template order, then the enterprise ones: each
+    // derived from the field's name and type class, all under PEN 32473.
     assert_eq!(r[3], "323,27,56,58,4,7,11");
-    assert_eq!(r[4], "5,9,10");
+    // Pinned: dropReason 16622, logged 12947, ruleId 3074.
+    assert_eq!(r[4], "16622,12947,3074");
+    let ids: Vec<String> = ["dropReason", "logged", "ruleId"]
+        .iter()
+        .map(|n| {
+            let (_, f) = AclDrop::schema().field(n).unwrap();
+            derived_enterprise_ie(n, f.kind).to_string()
+        })
+        .collect();
+    assert_eq!(r[4], ids.join(","));
     assert_eq!(r[5], "32473,32473,32473");
     assert_eq!(r[6], "8,16,6,2,1,1,2,2,1,4");
     // observationTimeMilliseconds from the TSC event-time field, converted
@@ -280,7 +293,7 @@ fn tshark_decodes_enterprise_elements_and_the_tsc_event_time_of_a_user_schema() 
         .filter_map(|l| l.trim().strip_prefix("Enterprise Private entry: "))
         .map(String::from)
         .collect();
-    let e = |t: u8, v: &str| {
+    let e = |t: u16, v: &str| {
         format!(
             "(Example Enterprise Number for Documentation Use) Type {t}: Value (hex bytes): {v}"
         )
@@ -288,15 +301,15 @@ fn tshark_decodes_enterprise_elements_and_the_tsc_event_time_of_a_user_schema() 
     assert_eq!(
         entries,
         [
-            e(5, "01"),
-            e(9, "01"),
-            e(10, "00 00 00 07"),
-            e(5, "02"),
-            e(9, "02"),
-            e(10, "01 02 03 04"),
-            e(5, "03"),
-            e(9, "01"),
-            e(10, "ee 6b 28 00"),
+            e(16622, "01"),
+            e(12947, "01"),
+            e(3074, "00 00 00 07"),
+            e(16622, "02"),
+            e(12947, "02"),
+            e(3074, "01 02 03 04"),
+            e(16622, "03"),
+            e(12947, "01"),
+            e(3074, "ee 6b 28 00"),
         ]
     );
 }
@@ -408,4 +421,213 @@ fn tshark_decodes_drop_reports_as_reliability_statistics_options_records() {
     assert!(v.contains("Field (1/1) [Scope]: FLOW_EXPORTER"), "{v}");
     assert_eq!(v.matches("FlowExporter: 1\n").count(), 2, "{v}");
     assert!(!v.contains("Malformed"), "{v}");
+}
+
+/// A firewall's drop (`fwDrop`) and a load balancer's connection
+/// (`lbConn`), declared by their user: both have `bytesIn: u64` without
+/// an IANA element; each has fields of its own; `fwDrop.srcAddr` is
+/// IANA's sourceIPv4Address (8).
+fn fw_and_lb() -> (Schema, Schema) {
+    let fw = Schema::new(
+        300,
+        "fwDrop",
+        48,
+        vec![
+            FieldDef::new("dropTime", 8, 8, FieldKind::NsTimestamp, 0),
+            FieldDef::new("srcAddr", 16, 4, FieldKind::Ipv4, 8),
+            FieldDef::new("ruleId", 20, 4, FieldKind::U32, 0),
+            FieldDef::new("bytesIn", 24, 8, FieldKind::U64, 0),
+            FieldDef::new("reason", 32, 16, FieldKind::Bytes, 0),
+        ],
+    )
+    .unwrap();
+    let lb = Schema::new(
+        301,
+        "lbConn",
+        48,
+        vec![
+            FieldDef::new("connTime", 8, 8, FieldKind::NsTimestamp, 0),
+            FieldDef::new("backend", 16, 4, FieldKind::Ipv4, 0),
+            FieldDef::new("bytesIn", 24, 8, FieldKind::U64, 0),
+            FieldDef::new("bytesOut", 32, 8, FieldKind::U64, 0),
+        ],
+    )
+    .unwrap();
+    (fw, lb)
+}
+
+/// One record of `s` (48 bytes): its header, the time, then `body` at
+/// byte 16.
+fn record_of(s: &Schema, body: &[u8]) -> Vec<u8> {
+    let mut r = vec![0u8; 48];
+    r[0..2].copy_from_slice(&48u16.to_ne_bytes());
+    r[2..4].copy_from_slice(&s.id().to_ne_bytes());
+    r[8..16].copy_from_slice(&1_767_225_600_000_000_000u64.to_ne_bytes());
+    r[16..16 + body.len()].copy_from_slice(body);
+    r
+}
+
+/// IPFIX of one record of each of `schemas` (in that registration
+/// order); tshark's template ids, then per field the element id without
+/// the enterprise bit of the enterprise fields and their PENs.
+fn enterprise_elements(schemas: &[&Schema]) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut f = ipfix_spec(1500).formatter(schemas).unwrap();
+    let mut out = Vec::new();
+    for s in schemas {
+        let mut body = vec![0u8; 32];
+        body[0..4].copy_from_slice(&0x0a00_0001u32.to_ne_bytes());
+        body[8..16].copy_from_slice(&1234u64.to_ne_bytes());
+        assert!(f.push_bytes(&record_of(s, &body), &mut out));
+    }
+    let p = dir.path().join("two.pcap");
+    assert_eq!(write_pcap(&p, &out), 1);
+    let rows = tshark(
+        &p,
+        &[
+            "cflow.template_id",
+            "cflow.template_ipfix_field_type_enterprise",
+            "cflow.template_ipfix_field_pen",
+        ],
+    );
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    rows[0].clone()
+}
+
+/// RFC 7011 gives a (PEN, element id) one meaning: decoded by tshark, the
+/// two types' `bytesIn` is one enterprise element, every other field
+/// without an IANA element one of its own, with the ids derived from
+/// name and type (pinned: the same in every run and version), whichever
+/// type is registered first; a declared id goes out as declared; an
+/// exporter whose types would give one id two meanings is refused.
+#[test]
+fn tshark_decodes_one_enterprise_element_per_field_name_and_type_across_types() {
+    let (fw, lb) = fw_and_lb();
+    // fwDrop: ruleId, bytesIn, reason; lbConn: backend, bytesIn,
+    // bytesOut (the event-time fields are the stamp, 323).
+    let r = enterprise_elements(&[&fw, &lb]);
+    assert_eq!(r[0], "256,257");
+    assert_eq!(r[1], "3074,31604,27312,7803,31604,18709");
+    assert_eq!(r[2], "32473,32473,32473,32473,32473,32473");
+    // Registered the other way round: the templates swap, each field
+    // keeps its id.
+    let r = enterprise_elements(&[&lb, &fw]);
+    assert_eq!(r[1], "7803,31604,18709,3074,31604,27312");
+    // Served alone, the same ids.
+    assert_eq!(enterprise_elements(&[&lb])[1], "7803,31604,18709");
+
+    // A declared id, with the field or by the builder.
+    let lb7 = lb
+        .clone()
+        .with_ipfix_enterprise_ie("backend", 7001)
+        .unwrap();
+    assert_eq!(
+        enterprise_elements(&[&fw, &lb7])[1],
+        "3074,31604,27312,7001,31604,18709"
+    );
+
+    // A field of another type and name that declares bytesIn's id:
+    // refused when the exporter is built, naming both and how to resolve
+    // it.
+    let clash = Schema::new(
+        303,
+        "lbStats",
+        16,
+        vec![FieldDef::new(
+            "bytesOut",
+            8,
+            8,
+            FieldKind::U64,
+            ENTERPRISE_IE | 31604,
+        )],
+    )
+    .unwrap();
+    let e = ipfix_spec(1500)
+        .formatter(&[&fw, &clash])
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains(
+            "enterprise element 32473/31604 would be field bytesIn (unsigned) of record type \
+             fwDrop and field bytesOut (unsigned) of record type lbStats"
+        ) && e.contains("declare an id of its own"),
+        "{e}"
+    );
+    // A bytesIn of another type is another element.
+    let blob = Schema::new(
+        302,
+        "blob",
+        24,
+        vec![FieldDef::new("bytesIn", 8, 16, FieldKind::Bytes, 0)],
+    )
+    .unwrap();
+    assert_eq!(blob.enterprise_ie(0), Some(22097));
+    ipfix_spec(1500).formatter(&[&fw, &blob]).unwrap();
+}
+
+/// A binary log carries each schema's ids: decoded (as dplog-cat and
+/// dplogd do), its schemas export the templates the writer's did, byte
+/// for byte, declared ids included.
+#[test]
+fn a_binary_log_re_exports_the_same_enterprise_elements() {
+    let (fw, lb) = fw_and_lb();
+    let lb = lb.with_ipfix_enterprise_ie("backend", 7001).unwrap();
+    let recs = [record_of(&fw, &[1; 32]), record_of(&lb, &[2; 32])];
+    let mut bin = FormatSpec {
+        kind: Format::Binary,
+        ..Default::default()
+    }
+    .formatter(&[&fw, &lb])
+    .unwrap();
+    let mut log = Vec::new();
+    for r in &recs {
+        assert!(bin.push_bytes(r, &mut log));
+    }
+    let d = dplog_formatters::binary::decode(&log);
+    assert_eq!(d.schemas, [fw.clone(), lb.clone()]);
+    let ipfix = |schemas: &[&Schema]| {
+        let mut f = ipfix_spec(1500).formatter(schemas).unwrap();
+        let mut out = Vec::new();
+        for r in &recs {
+            assert!(f.push_bytes(r, &mut out));
+        }
+        out
+    };
+    let decoded: Vec<&Schema> = d.schemas.iter().collect();
+    assert_eq!(ipfix(&decoded), ipfix(&[&fw, &lb]));
+}
+
+/// A binary log written before enterprise element ids were derived from
+/// names (its schema without metadata; bytes of that code), exported
+/// again as IPFIX (as `dplog-cat --format ipfix` does): its fields keep
+/// the ids its writer exported, their positions (vip 2nd .. bytesOut
+/// 9th; connTime, the event time, is the stamp).
+#[test]
+fn an_old_binary_log_re_exports_its_writers_position_ids() {
+    let old = lb_conn::old_binary_log();
+    let d = dplog_formatters::binary::decode(&old);
+    assert!(d.stopped.is_none(), "{:?}", d.stopped);
+    let schemas: Vec<&Schema> = d.schemas.iter().collect();
+    let mut f = ipfix_spec(1500).formatter(&schemas).unwrap();
+    let mut out = Vec::new();
+    for (_, r) in &d.records {
+        assert!(f.push_bytes(r, &mut out));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("old.pcap");
+    assert_eq!(write_pcap(&p, &out), 1);
+    let rows = tshark(
+        &p,
+        &[
+            "cflow.template_ipfix_field_type_enterprise",
+            "cflow.template_ipfix_field_pen",
+        ],
+    );
+    assert_eq!(rows[0][0], "2,3,4,5,6,7,8,9");
+    // The same schema declared now takes the derived ids.
+    assert_eq!(
+        lb_conn::fields_only().enterprise_ie(7),
+        Some(derived_enterprise_ie("bytesIn", FieldKind::U64))
+    );
 }

@@ -419,7 +419,7 @@ fn refused_ring_sizes_exit_2_naming_the_key_and_memory_and_create_no_file() {
         (
             "[ring]\ncapacity = 1000\n",
             &[][..],
-            "dplog-nat: invalid logger config: ring_capacity ([ring] capacity) = 1000 slots x 64 B = 62.5 KiB per ring must be a power of two from 1 to 16777216 slots (1 GiB)",
+            "dplog-nat: bad config: ring.toml: config line 2, column 1: [ring] capacity = 1000 must be a power of two from 1 to 16777216 slots per ring\n  |\n2 | capacity = 1000\n  | ^^^^^^^^",
         ),
         (
             "[ring]\nbatch_bytes = 1099511627776\n",
@@ -429,7 +429,7 @@ fn refused_ring_sizes_exit_2_naming_the_key_and_memory_and_create_no_file() {
         (
             "[ring]\ncapacity = 268435456\n",
             &[][..],
-            "dplog-nat: invalid logger config: ring_capacity ([ring] capacity) = 268435456 slots x 64 B = 16 GiB per ring is above the limit of 16777216 slots (1 GiB)",
+            "dplog-nat: bad config: ring.toml: config line 2, column 1: [ring] capacity = 268435456 is above the limit of 16777216 slots per ring\n  |\n2 | capacity = 268435456\n  | ^^^^^^^^",
         ),
         (
             "",

@@ -443,13 +443,31 @@ fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
 /// Longest line read from an anchors file; longer ones are skipped.
 const MAX_ANCHOR_LINE: usize = 8192;
 
-/// Reads the anchor messages from a receiver's file (any lines that hold
-/// `dplog-seal head` followed by its `key=value` fields, e.g. an
-/// rsyslog file; or JSON objects with a seal head's fields, one per line:
-/// the messages of a Kafka anchor topic, the rows of a ClickHouse anchor
-/// table as `JSONEachRow`), keeping those whose signature verifies with one of
-/// `trusted`. Returns them with the number of anchor lines dropped (bad
-/// fields or signature; never trusted).
+/// Reads the anchor messages from a receiver's file, keeping those whose
+/// signature verifies with one of `trusted`. Returns them with the number
+/// of anchor lines dropped (bad fields or signature; never trusted).
+///
+/// An anchor line is one of:
+/// - a syslog line that ends with an anchor message's text, `dplog-seal
+///   head log=.. file=.. writes=.. end=.. time=.. head=.. key=.. sig=..`
+///   (those eight keys in that order, one space apart), right after the
+///   message's RFC 5424 header as the seal sink sends it over every
+///   transport (`... dplog-seal - head - `: APP-NAME, PROCID, MSGID,
+///   no SD; a receiver storing `%rawmsg%` or RFC 5424 lines), after
+///   the tag of a receiver storing traditional lines (`... dplog-seal `
+///   or `... dplog-seal: `), or alone on the line (a receiver storing
+///   the MSG only);
+/// - a JSON object with exactly a seal head's fields (`log`, `file`,
+///   `writes`, `end`, `timeMs`, `head`, `key`, `sig`, and perhaps the
+///   JSON format's `timestamp`), one per line: the messages of a Kafka
+///   anchor topic, the rows of a ClickHouse anchor table as
+///   `JSONEachRow`.
+///
+/// Other lines are not the verifier's, even when a value in them holds
+/// such text: an RFC 5424 record's SD-PARAM value keeps its spaces raw,
+/// but is quoted and followed by `"]`, so it neither ends its line nor
+/// follows the anchor's header; a record's JSON object has keys of its
+/// own.
 ///
 /// # Errors
 /// Reading the file.
@@ -475,8 +493,8 @@ pub fn read_anchors(path: &Path, trusted: &[VerifyingKey]) -> io::Result<(Vec<An
             continue;
         }
         let text = String::from_utf8_lossy(&line);
-        let parsed = if let Some(at) = text.find("dplog-seal head ") {
-            parse_anchor(&text[at + "dplog-seal head ".len()..], trusted)
+        let parsed = if let Some(fields) = syslog_head(&text) {
+            parse_anchor(fields, trusted)
         } else if let Some(obj) = json_head(&text) {
             parse_json_anchor(&obj, trusted)
         } else {
@@ -490,17 +508,71 @@ pub fn read_anchors(path: &Path, trusted: &[VerifyingKey]) -> io::Result<(Vec<An
     Ok((out, bad))
 }
 
+/// The text every anchor message starts with.
+const ANCHOR_TEXT: &str = "dplog-seal head ";
+
+/// The keys of an anchor message's text, in the order the seal sink
+/// writes them.
+const ANCHOR_KEYS: [&str; 8] = ["log", "file", "writes", "end", "time", "head", "key", "sig"];
+
+/// Whether `before`, what stands before an anchor's text on a
+/// receiver's line, is what a receiver stores there: the end of the
+/// anchor message's RFC 5424 header (`dplog-seal - head -`: APP-NAME,
+/// PROCID, MSGID, no SD), as sent over UDP, TCP and RELP alike; a
+/// traditional syslog line's tag (`dplog-seal` or `dplog-seal:`, as
+/// rsyslog's `RSYSLOG_TraditionalFileFormat` and `RSYSLOG_FileFormat`
+/// write it); or nothing.
+fn anchor_prefix(before: &str) -> bool {
+    let mut last = before.split_whitespace().rev();
+    match last.next() {
+        None => true,
+        Some("dplog-seal" | "dplog-seal:") => true,
+        Some("-") => last.take(3).eq(["head", "-", "dplog-seal"]),
+        Some(_) => false,
+    }
+}
+
+/// The `key=value` fields of `line` if it is an anchor message's line
+/// (see [`read_anchors`]): the anchor's text ends the line, in its own
+/// shape (its eight keys in order, one space apart), right after what
+/// [`anchor_prefix`] accepts. Their values are checked by
+/// [`parse_anchor`].
+fn syslog_head(line: &str) -> Option<&str> {
+    let line = line.trim_end();
+    let at = line.rfind(ANCHOR_TEXT)?;
+    if !anchor_prefix(&line[..at]) {
+        return None;
+    }
+    let fields = &line[at + ANCHOR_TEXT.len()..];
+    let mut parts = fields.split(' ');
+    for k in ANCHOR_KEYS {
+        let (key, _) = parts.next()?.split_once('=')?;
+        if key != k {
+            return None;
+        }
+    }
+    parts.next().is_none().then_some(fields)
+}
+
 /// A JSON object on `line` that carries a seal head's fields (a
 /// [`SealHead`](crate::seal::anchor::SealHead) record as the `json` format
 /// prints it, or a row of its ClickHouse table as `JSONEachRow`): one
-/// with `head` and `sig` keys. Other lines are none of the verifier's.
+/// with every key of a head and no other (but the JSON format's
+/// `timestamp`). Other lines are none of the verifier's.
 fn json_head(line: &str) -> Option<serde_json::Map<String, serde_json::Value>> {
+    const KEYS: [&str; 8] = [
+        "log", "file", "writes", "end", "timeMs", "head", "key", "sig",
+    ];
     let t = line.trim();
     if !t.starts_with('{') {
         return None;
     }
     match serde_json::from_str::<serde_json::Value>(t) {
-        Ok(serde_json::Value::Object(m)) if m.contains_key("head") && m.contains_key("sig") => {
+        Ok(serde_json::Value::Object(m))
+            if KEYS.iter().all(|k| m.contains_key(*k))
+                && m.keys()
+                    .all(|k| k == "timestamp" || KEYS.contains(&k.as_str())) =>
+        {
             Some(m)
         }
         _ => None,

@@ -239,8 +239,11 @@ fn key_error(text: &str, table: &Table, key: &str, why: &str) -> ConfigError {
     at(text, span, why)
 }
 
-/// The load-time checks, on the parsed document: `[ring]` `publish_every
-/// = 0` and a `slot_bytes` other than 32, 64 or 128; `[format]` an empty
+/// The load-time checks, on the parsed document: `[ring]` a `capacity`
+/// that is not a power of two from 1 to
+/// [`MAX_LOGGER_RING_CAPACITY`](dplog_core::MAX_LOGGER_RING_CAPACITY)
+/// (refused here, before any sink is opened or file created),
+/// `publish_every = 0` and a `slot_bytes` other than 32, 64 or 128; `[format]` an empty
 /// `template`, or `template` / `[format.templates]` with a `type` other
 /// than `text` (which would ignore them); each sink table's own rules
 /// against the format ([`SinkSettings::check`]
@@ -255,6 +258,22 @@ fn check(text: &str, doc: &Doc<'_>) -> Result<(), ConfigError> {
                 "publish_every",
                 "[ring] `publish_every` = 0: give 1 (publish every record) or more, or leave it out",
             ));
+        }
+        if let Some(c) = ring.get("capacity").and_then(Item::as_integer) {
+            let max = dplog_core::MAX_LOGGER_RING_CAPACITY as i64;
+            if c <= 0 || c > max || c & (c - 1) != 0 {
+                let why = if c > max {
+                    "is above the limit of"
+                } else {
+                    "must be a power of two from 1 to"
+                };
+                return Err(key_error(
+                    text,
+                    ring,
+                    "capacity",
+                    &format!("[ring] capacity = {c} {why} {max} slots per ring"),
+                ));
+            }
         }
         if let Some(b) = ring.get("slot_bytes").and_then(Item::as_integer) {
             if !SLOT_SIZES.iter().any(|&s| s as i64 == b) {

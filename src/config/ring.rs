@@ -10,7 +10,11 @@ pub struct RingConfig {
     /// Slots per producer ring; a power of two, at most 2^24
     /// (`MAX_LOGGER_RING_CAPACITY`). Each ring takes `capacity` times the
     /// record size, allocated when it is created. Default 16384
-    /// (`DEFAULT_RING_CAPACITY`, from the ring-size sweep).
+    /// (`DEFAULT_RING_CAPACITY`, from the ring-size sweep). Another value
+    /// (0, 3, 2^25) is refused when the configuration is loaded
+    /// ([`LogConfig::from_toml_str`], [`read_toml`], the C ABI's
+    /// `dplog_open`), before any sink is opened, with an error naming
+    /// `[ring] capacity` at its line.
     pub capacity: usize,
     /// `block`, `drop_newest` (alias `drop`) or `degrade`. Default `block`.
     pub backpressure: Backpressure,

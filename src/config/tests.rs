@@ -722,19 +722,42 @@ fn unknown_keys_and_values_are_named() {
     assert!(e.to_string().contains("color"), "{e}");
 }
 
+/// A ring size no ring can have is refused when the configuration is
+/// loaded (from a string and from a file), at its line, so no program gets
+/// as far as opening its sink.
 #[test]
-fn a_bad_ring_size_fails_at_start_with_the_number() {
+fn a_bad_ring_capacity_is_refused_at_load_naming_the_key_and_line() {
     let dir = tempfile::tempdir().unwrap();
-    let text = format!(
-        "[ring]\ncapacity = 1000\n[sink]\ntype = \"file\"\npath = \"{}\"\n",
-        dir.path().join("a.log").display()
-    );
-    let e = LogConfig::from_toml_str(&text)
-        .unwrap()
-        .start_nat44()
-        .err()
-        .unwrap();
-    assert!(e.to_string().contains("1000"), "{e}");
+    let log = dir.path().join("lb-conns.log");
+    for (cap, why) in [
+        ("3", "must be a power of two from 1 to 16777216"),
+        ("0", "must be a power of two from 1 to 16777216"),
+        ("1000", "must be a power of two from 1 to 16777216"),
+        ("33554432", "is above the limit of 16777216"),
+    ] {
+        let text = format!(
+            "[format]\ntype = \"csv\"\n[ring]\ncapacity = {cap}\n[sink]\ntype = \"file\"\npath = \"{}\"\n",
+            log.display()
+        );
+        let e = LogConfig::from_toml_str(&text).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!(
+                "bad config: config line 4, column 1: [ring] capacity = {cap} {why} slots per ring\n"
+            )),
+            "{e}"
+        );
+        let path = dir.path().join("lb.toml");
+        std::fs::write(&path, &text).unwrap();
+        let e = crate::config::read_toml::<LogConfig>(&path)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&format!("[ring] capacity = {cap} {why}")), "{e}");
+        assert!(!log.exists());
+    }
+    for cap in [1, 2, 16384, 16777216] {
+        let c = LogConfig::from_toml_str(&format!("[ring]\ncapacity = {cap}\n")).unwrap();
+        assert_eq!(c.ring.capacity, cap);
+    }
 }
 
 #[test]
@@ -759,16 +782,6 @@ fn ring_sizes_past_their_bounds_are_refused_with_the_memory_and_open_no_file() {
         );
         e
     };
-    assert_eq!(
-        start("capacity = 268435456"),
-        "invalid logger config: ring_capacity ([ring] capacity) = 268435456 slots x 64 B = 16 GiB per ring \
-         is above the limit of 16777216 slots (1 GiB)"
-    );
-    assert_eq!(
-        start("capacity = 1000"),
-        "invalid logger config: ring_capacity ([ring] capacity) = 1000 slots x 64 B = 62.5 KiB per ring \
-         must be a power of two from 1 to 16777216 slots (1 GiB)"
-    );
     assert_eq!(
         start("batch_bytes = 1099511627776"),
         "invalid logger config: batch_bytes ([ring] batch_bytes) = 1099511627776 (1 TiB) is outside \
@@ -798,6 +811,17 @@ fn ring_sizes_past_their_bounds_are_refused_with_the_memory_and_open_no_file() {
     .err()
     .unwrap();
     assert!(e.to_string().contains("1 TiB"), "{e}");
+    // A ring size set in code (the TOML refuses it at load) is refused at
+    // start with the memory it would take.
+    let lc = crate::LoggerConfig {
+        ring_capacity: 1000,
+        ..Default::default()
+    };
+    assert_eq!(
+        lc.validate(64).unwrap_err().to_string(),
+        "invalid logger config: ring_capacity ([ring] capacity) = 1000 slots x 64 B = 62.5 KiB per ring \
+         must be a power of two from 1 to 16777216 slots (1 GiB)"
+    );
     assert_eq!(
         crate::runtime::ring_memory(16384, 64),
         "16384 slots x 64 B = 1 MiB per ring"

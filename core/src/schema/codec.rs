@@ -71,8 +71,11 @@ impl Schema {
     /// than [`META_VERSION`]), or the [`SchemaError`] of the decoded
     /// schema.
     pub fn decode(b: &[u8]) -> Result<Schema, String> {
-        let (s, used) = Schema::decode_fields(b)?;
+        let (mut s, used) = Schema::decode_fields(b)?;
         if used == b.len() {
+            // Written before metadata travelled: its writer exported each
+            // field's position as its enterprise element id.
+            s.meta.ipfix_enterprise.by_position = true;
             return Ok(s);
         }
         let name = s.name().to_string();
@@ -190,12 +193,12 @@ fn profile_name_ok(n: &str) -> bool {
 /// profile's layout has no profiles of its own.
 const META_MAX_DEPTH: usize = 1;
 /// The newest version of the metadata encoding this code writes and
-/// reads (see the module docs): 2, which adds the lifecycle to version 1.
-pub const META_VERSION: u8 = 2;
+/// reads (see the module docs): 3, which adds the IPFIX enterprise
+/// element ids to version 2 (which added the lifecycle to version 1).
+pub const META_VERSION: u8 = 3;
 
 /// Encodes a schema's [`SchemaMeta`] (little endian), the tail of its
-/// description ([`Schema::encode`]): `version u8` (2 with a lifecycle,
-/// else 1), `event time u16
+/// description ([`Schema::encode`]): `version u8` (3), `event time u16
 /// (field index, 0xffff none)`, `priority u8`, then, each behind a
 /// presence byte (0/1): priority by value (`field u16`, `count u16`,
 /// `(value u64, priority u8)…`), fields only when (`field u16`, `equals
@@ -210,7 +213,12 @@ pub const META_VERSION: u8 = 2;
 /// many UTF-8 bytes; `x?` is a presence byte then `x`. Version 2 then
 /// has the lifecycle (`field u16`, `count u16` opening values `u64…`,
 /// `count u16` closing values `u64…`, `count u16` key fields `u16…`,
-/// `count u16` close-only fields `u16…`).
+/// `count u16` close-only fields `u16…`); version 3 has it behind a
+/// presence byte, then the IPFIX enterprise element ids
+/// ([`EnterpriseIes`](super::EnterpriseIes): `by position u8`, `count
+/// u16`, `(field u16, id u16)…`). Versions 1 and 2 carry no ids: their
+/// schemas read with [`EnterpriseIes::by_position`](super::EnterpriseIes::by_position)
+/// set, the ids their writers exported.
 ///
 /// Returns `None` if something does not fit the encoding (a string above
 /// 255 bytes, a count or index above 65535, nested profiles).
@@ -287,7 +295,7 @@ pub fn encode_meta(m: &SchemaMeta) -> Option<Vec<u8>> {
         }
     }
     let mut w = W(Vec::new());
-    w.u8(if m.lifecycle.is_some() { 2 } else { 1 });
+    w.u8(META_VERSION);
     w.u16(m.event_time.unwrap_or(0xffff))?;
     if m.event_time == Some(0xffff) {
         return None;
@@ -345,6 +353,7 @@ pub fn encode_meta(m: &SchemaMeta) -> Option<Vec<u8>> {
         }
     }
     w.u8(u8::from(m.enum_numbers));
+    w.u8(u8::from(m.lifecycle.is_some()));
     if let Some(l) = &m.lifecycle {
         w.u16(l.field)?;
         for values in [&l.opens, &l.closes] {
@@ -359,6 +368,13 @@ pub fn encode_meta(m: &SchemaMeta) -> Option<Vec<u8>> {
                 w.u16(f)?;
             }
         }
+    }
+    let e = &m.ipfix_enterprise;
+    w.u8(u8::from(e.by_position));
+    w.u16(e.explicit.len())?;
+    for &(f, id) in &e.explicit {
+        w.u16(f)?;
+        w.u16(usize::from(id))?;
     }
     Some(w.0)
 }
@@ -564,7 +580,13 @@ pub fn decode_meta(b: &[u8]) -> Result<SchemaMeta, String> {
         });
     }
     m.enum_numbers = r.flag()?;
-    if v >= 2 {
+    // Version 2 always has a lifecycle; version 3 says whether it has one.
+    let lifecycle = match v {
+        1 => false,
+        2 => true,
+        _ => r.flag()?,
+    };
+    if lifecycle {
         let field = r.u16()?;
         let mut values = || -> Result<Vec<u64>, String> {
             let n = r.count(8)?;
@@ -585,6 +607,18 @@ pub fn decode_meta(b: &[u8]) -> Result<SchemaMeta, String> {
             keys,
             close_only,
         });
+    }
+    if v >= 3 {
+        m.ipfix_enterprise.by_position = r.flag()?;
+        let n = r.count(4)?;
+        for _ in 0..n {
+            let field = r.u16()?;
+            m.ipfix_enterprise.explicit.push((field, r.u16()? as u16));
+        }
+    } else {
+        // Written before the ids were derived from names: its writer
+        // exported each field's position.
+        m.ipfix_enterprise.by_position = true;
     }
     if r.p != b.len() {
         return Err(format!("{} stray bytes after the metadata", b.len() - r.p));

@@ -137,7 +137,12 @@ pub struct FieldDef {
     pub kind: FieldKind,
     /// IANA IPFIX information-element id (RFC 7012), 0 if none. Used by the
     /// IPFIX exporter; a field with 0 is exported as an enterprise-specific
-    /// element (RFC 7011 section 3.2, see `dplog_formatters::ipfix`).
+    /// element (RFC 7011 section 3.2, see `dplog_formatters::ipfix`), its
+    /// id derived from its name and type. Given as
+    /// [`ENTERPRISE_IE`](super::ENTERPRISE_IE)` | id` to
+    /// [`Schema::new`](super::Schema::new), it declares that enterprise
+    /// element id instead (the schema keeps it in its metadata, and this
+    /// reads 0).
     pub ie_id: u16,
     /// Names of the values of an [`FieldKind::Enum`] field; empty otherwise.
     pub enum_names: Vec<EnumName>,
@@ -250,7 +255,9 @@ pub struct DplogFieldDesc {
     pub size: u32,
     /// A [`FieldKind`] value (1..=14).
     pub kind: u32,
-    /// IANA IPFIX information-element id; 0 for none. Values above 32767
+    /// IANA IPFIX information-element id; 0 for none. `0x8000 | id` (id
+    /// 1 to 32767) declares the field's enterprise element id instead (see
+    /// [`ENTERPRISE_IE`](super::ENTERPRISE_IE)); other values above 32767
     /// are refused (`BadElementId`).
     pub ie_id: u32,
     /// Name table of an enum field, `enum_count` entries; may be null when

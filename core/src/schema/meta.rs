@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use super::{name_ok, FieldKind, Schema, SchemaError};
 
 impl Schema {
-    fn index_of(&self, what: &'static str, name: &str) -> Result<usize, SchemaError> {
+    pub(super) fn index_of(&self, what: &'static str, name: &str) -> Result<usize, SchemaError> {
         self.field(name)
             .map(|(i, _)| i)
             .ok_or_else(|| SchemaError::BadMetaField(what, name.to_string()))
@@ -76,6 +76,39 @@ impl Schema {
         if let Some(b) = &meta.name_by {
             let values = b.names.iter().map(|v| u64::from(v.0));
             self.check_values("name by value", b.selector, values)?;
+            self.check_name_by_names(b.field, b.names.iter().map(|(v, n)| (*v, &**n)))?;
+        }
+        self.check_enterprise_ies(&meta.ipfix_enterprise)?;
+        Ok(())
+    }
+
+    /// The names a name-by-value rule gives field `field` are field names
+    /// in the output, so they follow the rules of declared field names:
+    /// identifiers, none reserved ([`reserved_field_name`](super::reserved_field_name)).
+    fn check_name_by_names<'n>(
+        &self,
+        field: usize,
+        names: impl IntoIterator<Item = (u32, &'n str)>,
+    ) -> Result<(), SchemaError> {
+        let field = self
+            .fields
+            .get(field)
+            .map_or_else(|| format!("#{field}"), |f| f.name.to_string());
+        for (v, n) in names {
+            if !name_ok(n) {
+                return Err(SchemaError::BadMetaValue(
+                    "name by value",
+                    field,
+                    format!("name {n:?} for value {v} is not an identifier"),
+                ));
+            }
+            if let Some(why) = super::reserved_field_name(n) {
+                return Err(SchemaError::BadMetaValue(
+                    "name by value",
+                    field,
+                    format!("name {n} for value {v} is reserved ({why}); choose another name"),
+                ));
+            }
         }
         Ok(())
     }
@@ -201,7 +234,11 @@ impl Schema {
     ///
     /// Errors: [`SchemaError::BadMetaField`] for a missing field or a
     /// non-integer selector; [`SchemaError::BadMetaValue`] for a value the
-    /// selector cannot hold or one listed twice.
+    /// selector cannot hold or one listed twice, and for a name that a
+    /// declared field could not take: no identifier, or reserved
+    /// ([`reserved_field_name`](super::reserved_field_name): `timestamp`,
+    /// `recordType`, `dplog*`, `_dplog*`), since it is the field's key or
+    /// column in the output.
     pub fn with_name_by(
         mut self,
         field: &str,
@@ -214,8 +251,10 @@ impl Schema {
             selector,
             names.iter().map(|v| u64::from(v.0)),
         )?;
+        let field = self.index_of("name by value", field)?;
+        self.check_name_by_names(field, names.iter().copied())?;
         self.meta.name_by = Some(NameBy {
-            field: self.index_of("name by value", field)?,
+            field,
             selector,
             names: names.iter().map(|&(v, n)| (v, Cow::Borrowed(n))).collect(),
         });
@@ -313,6 +352,16 @@ impl Schema {
         }
         if let Some(l) = &meta.lifecycle {
             self.check_lifecycle(l)?;
+        }
+        for &(i, id) in &meta.ipfix_enterprise.explicit {
+            any("ipfix enterprise element", i)?;
+            if !(1..=super::MAX_ENTERPRISE_IE).contains(&id) {
+                return Err(SchemaError::BadMetaValue(
+                    "ipfix enterprise element",
+                    label(i),
+                    format!("id {id} is outside 1..={}", super::MAX_ENTERPRISE_IE),
+                ));
+            }
         }
         self.meta = meta;
         Ok(self)
@@ -643,6 +692,10 @@ pub struct SchemaMeta {
     /// The record type's lifecycle, if its records open and close
     /// states; see [`Schema::with_lifecycle`].
     pub lifecycle: Option<Lifecycle>,
+    /// The IPFIX enterprise element ids of the fields without an IANA
+    /// element; see [`EnterpriseIes`](super::EnterpriseIes) and
+    /// [`Schema::with_ipfix_enterprise_ie`].
+    pub ipfix_enterprise: super::EnterpriseIes,
 }
 
 impl Default for SchemaMeta {
@@ -657,6 +710,7 @@ impl Default for SchemaMeta {
             name_by: None,
             enum_numbers: false,
             lifecycle: None,
+            ipfix_enterprise: super::EnterpriseIes::default(),
         }
     }
 }

@@ -38,24 +38,29 @@
 //!    [`SchemaMeta`] that version carries.
 //!
 //! Versions of the metadata: **1** carries everything but the
-//! lifecycle; **2** adds the [`Lifecycle`]. A writer
-//! writes the oldest version that carries the schema's metadata (1 for a
-//! schema without lifecycle), so readers of version 1 still read it. A
-//! reader refuses a version above [`META_VERSION`] with an error that
-//! says so ("written by a newer dplog").
+//! lifecycle; **2** adds the [`Lifecycle`]; **3** adds the IPFIX
+//! enterprise element ids ([`EnterpriseIes`]). A writer writes version 3
+//! (a reader of versions 1 and 2 refuses it); a reader reads every
+//! version, and refuses one above [`META_VERSION`] with an error that
+//! says so ("written by a newer dplog"). A schema read from version 1
+//! or 2 keeps the enterprise element ids its writer exported (each
+//! field's position, [`EnterpriseIes::by_position`]).
 //!
 //! A description that ends after its fields (no metadata) is what every
 //! container held before the metadata travelled with it: it decodes with
 //! the default [`SchemaMeta`] (the first timestamp field as event time,
-//! normal priority, no syslog layout). A container knows where each
+//! normal priority, no syslog layout), its enterprise element ids by
+//! position as its writer exported them. A container knows where each
 //! description ends (a frame, block or entry length), so the decoder
 //! reads a whole description ([`Schema::decode`]).
 
 mod codec;
+mod enterprise;
 mod fields;
 mod meta;
 
 pub use codec::*;
+pub use enterprise::*;
 pub use fields::*;
 pub use meta::*;
 
@@ -305,7 +310,7 @@ impl fmt::Display for SchemaError {
             SchemaError::BadEnum { field, problem } => write!(f, "field {field}: {problem}"),
             SchemaError::BadElementId { field, ie_id } => write!(
                 f,
-                "field {field}: IPFIX element id {ie_id} is above 32767 (0 for none)"
+                "field {field}: IPFIX element id {ie_id} is neither an IANA element (1 to 32767, 0 for none) nor an enterprise one (0x8000 | 1 to 32767)"
             ),
             SchemaError::BadMetaField(what, field) => {
                 write!(f, "{what}: no suitable field {field:?} in the schema")
@@ -399,7 +404,11 @@ impl Schema {
     /// # Errors
     /// The first problem found, as a [`SchemaError`] naming the field:
     /// [`SchemaError::NoFields`] for an empty `fields`,
-    /// [`SchemaError::ReservedName`] for a name such as `timestamp`.
+    /// [`SchemaError::ReservedName`] for a name such as `timestamp`,
+    /// [`SchemaError::BadMetaValue`] for two fields without an IANA
+    /// element whose IPFIX enterprise element ids, derived from their
+    /// names and types, are one ([`derived_enterprise_ie`]; the message
+    /// says how to resolve it).
     pub fn new(
         id: u16,
         name: impl Into<Cow<'static, str>>,
@@ -420,6 +429,7 @@ impl Schema {
                 why,
             });
         }
+        s.check_enterprise_ies(&s.meta.ipfix_enterprise)?;
         Ok(s)
     }
 
@@ -444,7 +454,7 @@ impl Schema {
             if !name_ok(&f.name) {
                 return Err(SchemaError::BadName(f.name.to_string()));
             }
-            if f.ie_id > 0x7fff {
+            if f.ie_id == ENTERPRISE_IE {
                 return Err(SchemaError::BadElementId {
                     field: f.name.to_string(),
                     ie_id: u32::from(f.ie_id),
@@ -484,6 +494,17 @@ impl Schema {
             fields,
             meta: SchemaMeta::default(),
         };
+        // An enterprise element id declared with the field: kept in the
+        // metadata, the field has no IANA element.
+        for (i, f) in s.fields.iter_mut().enumerate() {
+            if f.ie_id & ENTERPRISE_IE != 0 {
+                s.meta
+                    .ipfix_enterprise
+                    .explicit
+                    .push((i, f.ie_id & MAX_ENTERPRISE_IE));
+                f.ie_id = 0;
+            }
+        }
         s.meta.event_time = s
             .fields
             .iter()
@@ -554,7 +575,7 @@ impl Schema {
             })?;
             let ie_id = u16::try_from(d.ie_id)
                 .ok()
-                .filter(|&ie| ie <= 0x7fff)
+                .filter(|&ie| ie != ENTERPRISE_IE)
                 .ok_or_else(|| SchemaError::BadElementId {
                     field: fname.clone(),
                     ie_id: d.ie_id,
@@ -882,14 +903,14 @@ mod tests {
             9,
             "x",
             16,
-            vec![FieldDef::new("a", 8, 4, FieldKind::U32, 40000)],
+            vec![FieldDef::new("a", 8, 4, FieldKind::U32, ENTERPRISE_IE)],
         )
         .unwrap_err();
         assert_eq!(
             e,
             SchemaError::BadElementId {
                 field: "a".into(),
-                ie_id: 40000
+                ie_id: 0x8000
             }
         );
         // From C, an id above 16 bits is refused, not truncated.

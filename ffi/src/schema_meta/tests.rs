@@ -202,6 +202,32 @@ fn each_setter_declares_what_the_rust_builder_would_and_a_bad_call_changes_nothi
     };
     assert_eq!(r, DPLOG_ERR_INVALID_ARG);
     assert_eq!(meta_of(h, id).name_by, None);
+    // So is a name the formats keep for their own keys and columns.
+    for reserved in [c"timestamp", c"recordType", c"dplogDropped", c"_dplogEv"] {
+        let bad = [c"bytesIn".as_ptr(), reserved.as_ptr()];
+        // SAFETY: h is live; the arrays hold two entries.
+        let r = unsafe {
+            dplog_schema_set_name_by(
+                h,
+                id,
+                c"bytes".as_ptr(),
+                c"connEvent".as_ptr(),
+                sel.as_ptr(),
+                bad.as_ptr(),
+                2,
+            )
+        };
+        assert_eq!(r, DPLOG_ERR_INVALID_ARG);
+        let msg = crate::testutil::last_error();
+        let name = reserved.to_str().unwrap();
+        assert!(
+            msg.starts_with(&format!(
+                "dplog_schema_set_name_by: schema lbConn: name by value: field bytes: name {name} for value 2 is reserved ("
+            )) && msg.ends_with("; choose another name"),
+            "{msg}"
+        );
+        assert_eq!(meta_of(h, id).name_by, None);
+    }
     let good = [c"bytesIn".as_ptr(), c"bytesOut".as_ptr()];
     // SAFETY: as above.
     let r = unsafe {

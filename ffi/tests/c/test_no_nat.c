@@ -56,7 +56,9 @@ static const struct dplog_field_desc dns_fields[] = {
     FN(qtype, "queryType", DPLOG_FIELD_U16, 0),
     {"responseCode", offsetof(struct dns_query, rcode), 1, DPLOG_FIELD_ENUM, 0, rcodes, 3},
     FN(protocol, "protocolIdentifier", DPLOG_FIELD_PROTOCOL, 4),
-    FN(latency_us, "latencyMicroseconds", DPLOG_FIELD_U32, 0),
+    /* Its IPFIX enterprise element id declared (the others derive theirs
+     * from name and type). */
+    FN(latency_us, "latencyMicroseconds", DPLOG_FIELD_U32, DPLOG_IE_ENTERPRISE | 4001),
     FN(qname, "queryName", DPLOG_FIELD_BYTES, 0),
 };
 #define N_DNS_FIELDS (sizeof dns_fields / sizeof dns_fields[0])

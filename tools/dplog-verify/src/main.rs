@@ -32,7 +32,12 @@
 //! signature): every anchored head of the checked log must be its chain's
 //! head at that point, which catches a log rewritten and re-signed with
 //! the stolen key, a tail cut off after an anchored signature, and files
-//! removed from the end of a set.
+//! removed from the end of a set. Other lines of that file (records the
+//! same receiver got) are skipped, even when a value in them holds an
+//! anchor's text: an anchor line is the anchor message's text ending its
+//! line, right after the message's RFC 5424 header or its syslog tag, or
+//! a JSON object of exactly a seal head's fields
+//! (`dplog_sinks::verify::read_anchors`).
 //!
 //! `--syslog` checks instead a syslog receiver's file (one message a
 //! line, as received: rsyslog's `%rawmsg%`) against the RFC 5848

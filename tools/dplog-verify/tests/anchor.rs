@@ -9,15 +9,18 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use dplog_core::Sink;
+use dplog_core::schema::{HasSchema, Schema};
+use dplog_core::{schema, Record, RecordHeader, Sink};
+use dplog_formatters::{Format, FormatSpec};
 use dplog_sinks::seal::{self, seal_path, Entry, SealOptions};
 use dplog_sinks::verify::{read_anchors, verify_anchored, verify_files, Problem};
 use dplog_sinks::{FileSink, FileSinkOptions, SyslogSink, SyslogSinkOptions, SyslogTransport};
 use ed25519_dalek::Signer;
 
 /// rsyslogd (the testkit's runner) with one TCP input writing each
-/// message's raw text to `anchors.log`; None (said on stderr) when it is
-/// not installed.
+/// message's raw text to `anchors.log` and its traditional line (time,
+/// host, tag, MSG) to `anchors.trad.log`; None (said on stderr) when it
+/// is not installed.
 struct Rsyslog {
     d: dplog_testkit::rsyslog::Rsyslogd,
     port: u16,
@@ -37,6 +40,7 @@ impl Rsyslog {
 input(type="imtcp" address="127.0.0.1" port="{port}")
 template(name="raw" type="string" string="%rawmsg%\n")
 action(type="omfile" file="{dir}/anchors.log" template="raw" flushOnTXEnd="on" asyncWriting="off")
+action(type="omfile" file="{dir}/anchors.trad.log" template="RSYSLOG_TraditionalFileFormat" flushOnTXEnd="on" asyncWriting="off")
 "#,
         );
         let port = d.port();
@@ -64,6 +68,99 @@ action(type="omfile" file="{dir}/anchors.log" template="raw" flushOnTXEnd="on" a
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+
+    /// Waits (up to 60 s) until `file` of the receiver's directory holds
+    /// `n` lines.
+    fn wait_lines(&self, file: &str, n: usize) -> String {
+        let t0 = Instant::now();
+        loop {
+            let text = std::fs::read_to_string(self.d.dir().join(file)).unwrap_or_default();
+            let got = text.lines().count();
+            if got >= n {
+                return text;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "{file}: {got} of {n} lines arrived"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// A firewall's drop record, declared by its user: the rule's reason
+/// and two more strings (named `head` and `sig` by the firewall's own
+/// convention) that may hold any text a packet carried.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct FwDrop {
+    header: RecordHeader,
+    time_ns: u64,
+    reason: [u8; 200],
+    head: [u8; 240],
+    sig: [u8; 16],
+}
+
+impl Record for FwDrop {
+    const SCHEMA_ID: u16 = 620;
+    fn header(&self) -> &RecordHeader {
+        &self.header
+    }
+}
+
+// SAFETY: repr(C), 8 + 8 + 200 + 240 + 16 = 472 bytes without padding,
+// described by its own offset_of! values.
+unsafe impl HasSchema for FwDrop {
+    fn schema() -> &'static Schema {
+        static S: std::sync::OnceLock<Schema> = std::sync::OnceLock::new();
+        S.get_or_init(|| {
+            schema!(FwDrop, id = 620, name = "fwDrop", [
+                time_ns => "dropTime": NsTimestamp, ie 0;
+                reason => "reason": Bytes, ie 0;
+                head => "head": Bytes, ie 0;
+                sig => "sig": Bytes, ie 0;
+            ])
+            .unwrap()
+        })
+    }
+}
+
+fn fw_drop(reason: &str, head: &str, sig: &str) -> FwDrop {
+    fn text<const N: usize>(s: &str) -> [u8; N] {
+        let mut b = [0u8; N];
+        b[..s.len()].copy_from_slice(s.as_bytes());
+        b
+    }
+    FwDrop {
+        header: RecordHeader::of::<FwDrop>(),
+        time_ns: 1_767_225_600_000_000_000,
+        reason: text(reason),
+        head: text(head),
+        sig: text(sig),
+    }
+}
+
+/// Formats `records` in `format` (the formatter a logger runs; records
+/// this large fit no ring slot, so they are formatted here) and writes
+/// them to `sink` in one batch, then closes it.
+fn log_fw_drops(format: Format, mut sink: impl Sink, records: &[FwDrop]) {
+    let mut f = FormatSpec {
+        kind: format,
+        ..FormatSpec::default()
+    }
+    .formatter(&[FwDrop::schema()])
+    .unwrap();
+    let mut out = Vec::new();
+    for r in records {
+        assert!(f.push_bytes(dplog_core::RecordBytes::record_bytes(r), &mut out));
+    }
+    assert_eq!(
+        out.iter().filter(|&&b| b == b'\n').count(),
+        records.len(),
+        "one line per record"
+    );
+    sink.write_batch(&out).unwrap();
+    sink.close().unwrap();
 }
 
 fn batch(b: usize) -> Vec<u8> {
@@ -288,4 +385,80 @@ fn anchored_heads_catch_a_re_signed_rewrite_a_cut_tail_and_a_log_sealed_anew() {
     assert_eq!(f.problem, Problem::AnchorMismatch, "{f}");
     assert_eq!((f.record, f.byte), (1, 0));
     assert!(f.detail.contains("sealed anew"), "{f}");
+}
+
+/// A user's records whose values hold an anchor's text — malformed, a
+/// genuine anchor copied across two RFC 5424 SD-PARAM values (which keep
+/// their spaces raw), the anchor's whole header and text — reach the
+/// same receiver as the genuine anchor, and a JSON record has `head` and
+/// `sig` keys. None of them is read as an anchor line, good or bad:
+/// only the line the seal sink sent is, in the raw and the traditional
+/// receiver file alike, and `dplog-verify` prints no note.
+#[test]
+fn a_record_holding_an_anchors_text_is_no_anchor_line() {
+    let Some(rs) = Rsyslog::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (key, public) = (dir.path().join("seal.key"), dir.path().join("seal.pub"));
+    let vk = seal::generate_key_pair(&key, &public).unwrap();
+    let path = dir.path().join("logins.log");
+    run(&path, &key, rs.port, 0, 3);
+    let raw = rs.wait_lines("anchors.log", 1);
+    let genuine = raw.lines().next().unwrap();
+    let text = &genuine[genuine.find("dplog-seal head ").unwrap()..];
+    // The anchor's text, split before `key=`: each part ends with a
+    // space, so a tokenizer of the whole line finds every field.
+    let split = text.find(" key=").unwrap() + 1;
+    let records = [
+        fw_drop("dplog-seal head log=00 file=1 writes=2 end=3", "", "x"),
+        fw_drop(&text[..split], &format!(" {} ", &text[split..]), ""),
+        fw_drop(
+            "dplog-seal - head - dplog-seal head log=0 file=0 writes=0",
+            "end=0",
+            "y",
+        ),
+    ];
+    let to_rsyslog = SyslogSink::new(SyslogSinkOptions::new(SyslogTransport::Tcp(
+        ([127, 0, 0, 1], rs.port).into(),
+    )))
+    .unwrap();
+    log_fw_drops(Format::Rfc5424, to_rsyslog, &records);
+    let raw = rs.wait_lines("anchors.log", 4);
+    let trad = rs.wait_lines("anchors.trad.log", 4);
+    // The records arrived with the anchor's text in their values.
+    assert_eq!(raw.matches("dplog-seal head ").count(), 4, "{raw}");
+    assert!(
+        raw.contains(&format!("reason=\"{}\"", &text[..split])),
+        "{raw}"
+    );
+
+    let (anchors, bad) = read_anchors(&rs.out(), &[vk]).unwrap();
+    assert_eq!((anchors.len(), bad), (1, 0), "{anchors:?}\n{raw}");
+    let trad_path = rs.d.dir().join("anchors.trad.log");
+    let (trad_anchors, bad) = read_anchors(&trad_path, &[vk]).unwrap();
+    assert_eq!((trad_anchors.len(), bad), (1, 0), "{trad}");
+    assert_eq!(trad_anchors[0].head, anchors[0].head);
+
+    // The same records in JSON, beside the anchor as a seal head's JSON.
+    let json = dir.path().join("drops.jsonl");
+    log_fw_drops(
+        Format::Json,
+        dplog_sinks::FileSink::open(&json).unwrap(),
+        &records,
+    );
+    let (anchors_json, bad) = read_anchors(&json, &[vk]).unwrap();
+    assert_eq!((anchors_json.len(), bad), (0, 0));
+
+    let out = Command::new(env!("CARGO_BIN_EXE_dplog-verify"))
+        .args(["--key", public.to_str().unwrap(), "--anchors"])
+        .arg(rs.out())
+        .arg("--anchors")
+        .arg(&json)
+        .arg(&path)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("note:"), "{err}");
 }

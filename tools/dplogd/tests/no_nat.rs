@@ -92,12 +92,14 @@ destinationIPv4Address,sourceTransportPort,queryType,responseCode,protocolIdenti
 dplogDropped,dplogDropRing,dplogDropReason,dplogFirstDropWallClock,dplogLastDropWallClock";
 
 /// The template set of dnsQuery decoded by tshark: template id, IANA
-/// element ids, enterprise element ids.
+/// element ids, enterprise element ids (queryType, responseCode,
+/// queryName: derived from their names and types, the same whether the
+/// program or dplogd exports them).
 fn dns_templates() -> Vec<Vec<String>> {
     vec![vec![
         "256".to_string(),
         "323,8,12,7,4".to_string(),
-        "5,6,8".to_string(),
+        "4702,4806,22874".to_string(),
     ]]
 }
 

@@ -135,6 +135,15 @@ pub struct Report {
     pub bytes: u64,
     /// Signatures verified with a trusted key.
     pub signatures: u64,
+    /// Bytes of the checked files that no trusted signature covers, though
+    /// nothing contradicts them: written after the last signature (a
+    /// crash before the next one, a log still being written), not sealed
+    /// (a crash between a write and its seal entry, bytes there before
+    /// sealing started, files of a set without a seal), or the whole log
+    /// when its seal has no signature. The chain alone does not prove
+    /// them: it has no key, so whoever rewrites the file can rebuild a
+    /// chain without signatures. `dplog-verify` exits 4 when this is not 0.
+    pub unproven: u64,
 }
 
 /// How records divide a file, read from its first bytes.
@@ -364,6 +373,7 @@ pub fn verify_anchored(
     for (i, f) in files.iter().enumerate() {
         // Older files of a set written before sealing was switched on.
         if v.prev.is_none() && files.len() > 1 && !seal_path(f).exists() {
+            v.report.unproven += std::fs::metadata(f).map_or(0, |m| m.len());
             v.report.notes.push(format!(
                 "{}: no seal file; written before sealing was switched on? not checked",
                 f.display()
@@ -786,6 +796,7 @@ impl Verifier<'_> {
             }
         }
         if start > d.base {
+            self.report.unproven += start - d.base;
             self.report.notes.push(format!(
                 "{}: bytes {}..{start} were in the file before sealing started and are not sealed",
                 path.display(),
@@ -983,6 +994,7 @@ impl Verifier<'_> {
                 );
             }
             if batches > signed.1 {
+                self.report.unproven += pos - signed.0;
                 let (rec, _) = d.record_at(signed.0)?;
                 self.report.notes.push(format!(
                     "{}: {} write(s), bytes {}..{pos} from record {rec}, came after the last signature: their chain holds, but a truncation there would not show (a crash before the next signature, or compare with the anchored heads)",
@@ -1005,6 +1017,7 @@ impl Verifier<'_> {
                     ),
                 );
             }
+            self.report.unproven += d.len - pos;
             let (rec, _) = d.record_at(pos)?;
             self.report.notes.push(format!(
                 "{}: bytes {pos}..{} from record {rec} are not sealed (a crash between a write and its seal entry, or appended by something else)",

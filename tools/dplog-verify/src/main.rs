@@ -23,9 +23,17 @@
 //! bytes in the file before sealing started), a key change, earlier files
 //! of a set that retention deleted. `--strict` turns a note into exit 3.
 //!
-//! Exit status, as `dplog-cat`'s: 0 verified; 1 error (an unreadable file
-//! or seal file, a bad key file); 2 the command line does not parse; 3
-//! tampering found (or, with `--strict`, a note).
+//! Exit status, as `dplog-cat`'s: 0 verified, every byte under a trusted
+//! signature; 1 error (an unreadable file or seal file, a bad key file); 2
+//! the command line does not parse; 3 tampering found (or, with
+//! `--strict`, a note); 4 no tampering found, but not every byte is
+//! proven: bytes after the last signature or not sealed (a crash, a log
+//! still being written, bytes appended by something else), or no
+//! signature at all. The chain has no key, so a log rewritten without the
+//! private key, its seal rebuilt without signatures, exits 4, never 0;
+//! `--anchors` tells a crash's tail from a cut one. With `--syslog`, 4
+//! means messages no Signature Block covers. Over several FILEs, 3 wins
+//! over 4.
 //!
 //! `--anchors FILE` (repeatable) reads the anchor messages a remote
 //! receiver got (a file sink's `[sink.seal.anchor]` sends one per
@@ -67,8 +75,10 @@ use dplog_sinks::{seal, verify, verify_syslog};
     name = "dplog-verify",
     version,
     args_conflicts_with_subcommands = true,
-    after_help = "Exit status: 0 verified (notes allowed); 1 an error (unreadable file or seal, bad --key); \
-                  2 the command line does not parse; 3 tampering found (or a note, with --strict)."
+    after_help = "Exit status: 0 verified, every byte signed; 1 an error (unreadable file or seal, bad --key); \
+                  2 the command line does not parse; 3 tampering found (or a note, with --strict); \
+                  4 no tampering found, but bytes after the last signature, unsealed or unsigned \
+                  (a crash, a live log, or a rewrite without the key): not proven."
 )]
 struct Args {
     #[command(subcommand)]
@@ -188,7 +198,7 @@ fn main() -> ExitCode {
             }
         }
     }
-    let mut status = ExitCode::SUCCESS;
+    let (mut tampered, mut unproven) = (false, false);
     for f in &args.files {
         let set = if args.only {
             vec![f.clone()]
@@ -215,7 +225,7 @@ fn main() -> ExitCode {
         match &report.finding {
             Some(finding) => {
                 eprintln!("dplog-verify: {finding}");
-                status = ExitCode::from(3);
+                tampered = true;
             }
             None => {
                 println!(
@@ -227,12 +237,31 @@ fn main() -> ExitCode {
                     report.signatures
                 );
                 if args.strict && !report.notes.is_empty() {
-                    status = ExitCode::from(3);
+                    tampered = true;
+                } else if report.unproven > 0 {
+                    eprintln!(
+                        "dplog-verify: {}: {} byte(s) not under a trusted signature: not proven (exit 4)",
+                        f.display(),
+                        report.unproven
+                    );
+                    unproven = true;
                 }
             }
         }
     }
-    status
+    exit_status(tampered, unproven)
+}
+
+/// 3 if tampering was found (or a note, with `--strict`), else 4 if
+/// something was not proven, else 0.
+fn exit_status(tampered: bool, unproven: bool) -> ExitCode {
+    if tampered {
+        ExitCode::from(3)
+    } else if unproven {
+        ExitCode::from(4)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 /// `--syslog`: each FILE against the RFC 5848 blocks in it.
@@ -241,7 +270,7 @@ fn check_syslog(args: &Args, trusted: &[verify_syslog::VerifyingKey]) -> ExitCod
         max_bytes: args.max_bytes,
         max_line: args.max_line,
     };
-    let mut status = ExitCode::SUCCESS;
+    let (mut tampered, mut unproven) = (false, false);
     for f in &args.files {
         let report =
             match verify_syslog::verify_syslog_file(f, trusted, args.host.as_deref(), limits) {
@@ -257,7 +286,7 @@ fn check_syslog(args: &Args, trusted: &[verify_syslog::VerifyingKey]) -> ExitCod
         match &report.finding {
             Some(finding) => {
                 eprintln!("dplog-verify: {finding}");
-                status = ExitCode::from(3);
+                tampered = true;
             }
             None => {
                 println!(
@@ -270,10 +299,12 @@ fn check_syslog(args: &Args, trusted: &[verify_syslog::VerifyingKey]) -> ExitCod
                     report.unsigned
                 );
                 if args.strict && !report.notes.is_empty() {
-                    status = ExitCode::from(3);
+                    tampered = true;
+                } else if report.unsigned > 0 {
+                    unproven = true;
                 }
             }
         }
     }
-    status
+    exit_status(tampered, unproven)
 }

@@ -334,6 +334,80 @@ fn a_tail_re_signed_with_another_key_is_found_where_the_trusted_signature_ends()
     );
 }
 
+#[test]
+fn a_log_whose_signatures_were_stripped_or_that_grew_after_its_close_is_not_proven() {
+    let (_d, path, k, _) = log10();
+    let len = std::fs::metadata(&path).unwrap().len();
+    let (code, out, err) = cli_verify(&path, &k);
+    assert_eq!(code, 0, "{out} {err}");
+    let seal_bytes = std::fs::read(seal_path(&path)).unwrap();
+
+    // The seal's chain has no key: whoever rewrites the file rebuilds it
+    // (a record altered, every write's hash and link recomputed, as the
+    // sink computes them); the signature cannot be rebuilt, so it is
+    // left out. The forgery verifies, signed by nobody: exit 4, not 0.
+    let mut data = std::fs::read(&path).unwrap();
+    let at = data.windows(4).position(|w| w == b"drop").unwrap();
+    data[at..at + 4].copy_from_slice(b"pass");
+    std::fs::write(&path, &data).unwrap();
+    let (entries, _) = seal::read_entries(&mut &seal_bytes[seal::MAGIC.len()..], 10_000).unwrap();
+    let mut forged = seal::MAGIC.to_vec();
+    let mut head = [0u8; 32];
+    for (_, e) in entries {
+        match e {
+            seal::Entry::Start { prev, .. } => {
+                head = prev;
+                e.encode(&mut forged);
+            }
+            seal::Entry::Batch { late, off, len, .. } => {
+                let content = *blake3::hash(&data[off as usize..(off + len) as usize]).as_bytes();
+                head = seal::link(&head, e.tag(), off, len, &content);
+                seal::Entry::Batch {
+                    late,
+                    off,
+                    len,
+                    content,
+                    chain: head,
+                }
+                .encode(&mut forged);
+            }
+            _ => {}
+        }
+    }
+    std::fs::write(seal_path(&path), &forged).unwrap();
+    let r = verify(std::slice::from_ref(&path), &k);
+    assert_eq!(
+        (r.finding.is_none(), r.signatures),
+        (true, 0),
+        "{:?}",
+        r.finding
+    );
+    assert_eq!(r.unproven, len);
+    let (code, _, err) = cli_verify(&path, &k);
+    assert_eq!(code, 4, "{err}");
+    assert!(
+        err.contains(&format!("{len} byte(s) not under a trusted signature")),
+        "{err}"
+    );
+
+    // The genuine log, then a line appended after its signed close.
+    data[at..at + 4].copy_from_slice(b"drop");
+    std::fs::write(&path, &data).unwrap();
+    std::fs::write(seal_path(&path), &seal_bytes).unwrap();
+    assert_eq!(cli_verify(&path, &k).0, 0);
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    std::io::Write::write_all(&mut f, b"{\"forged\":\"appended\"}\n").unwrap();
+    let r = verify(std::slice::from_ref(&path), &k);
+    assert_eq!(
+        (r.finding.is_none(), r.signatures, r.unproven),
+        (true, 1, 22)
+    );
+    assert_eq!(cli_verify(&path, &k).0, 4);
+}
+
 /// Byte offset in a seal file just past its first signature entry.
 fn first_signature_end(p: &Path) -> u64 {
     let b = std::fs::read(p).unwrap();
@@ -377,9 +451,11 @@ fn a_crash_mid_batch_leaves_a_log_that_verifies_up_to_its_last_sealed_write() {
         "{:?}",
         r.notes
     );
+    // Not tampering, but the unsealed bytes are not proven: exit 4.
     let (code, _, err) = cli_verify(&path, &k);
-    assert_eq!(code, 0, "{err}");
+    assert_eq!(code, 4, "{err}");
     assert!(err.contains(&unsealed), "{err}");
+    assert_eq!(r.unproven, data.len() as u64 - end);
     let (code, _, _) = cli(&[
         "--strict",
         "--key",

@@ -438,3 +438,100 @@ fn fields_whose_enterprise_ids_meet_are_refused_at_declaration() {
         unsafe { Schema::from_c_descriptors(620, c"fwDrop".as_ptr(), 24, d.as_ptr(), 2) }.unwrap();
     assert_eq!(s.enterprise_ie(1), Some(900));
 }
+
+/// `lbConn` with `backend` (4-byte unsigned) and `port` given IANA
+/// elements `backend_ie` and `port_ie`.
+fn lb_conn_ies(backend_ie: u16, port_ie: u16) -> Result<Schema, SchemaError> {
+    use std::mem::offset_of;
+    Schema::new(
+        610,
+        "lbConn",
+        size_of::<LbConn>(),
+        vec![
+            FieldDef::new(
+                "eventTime",
+                offset_of!(LbConn, time_ns),
+                8,
+                FieldKind::NsTimestamp,
+                0,
+            ),
+            FieldDef::new(
+                "backendId",
+                offset_of!(LbConn, backend),
+                4,
+                FieldKind::U32,
+                backend_ie,
+            ),
+            FieldDef::new(
+                "port",
+                offset_of!(LbConn, port),
+                2,
+                FieldKind::Port,
+                port_ie,
+            ),
+            FieldDef::new("state", offset_of!(LbConn, state), 1, FieldKind::U8, 0),
+        ],
+    )
+}
+
+/// A field declared with an IANA element must carry that element's type
+/// (RFC 7011 section 6): a 4-byte rule id as sourceTransportPort (7,
+/// unsigned16) would reach every collector as a port. Refused at
+/// declaration, in Rust and from C, with the element and its type named;
+/// reduced-size encoding (a narrower unsigned) and a 4-byte unsigned as
+/// an IPv4 address are taken.
+#[test]
+fn a_field_cannot_take_an_iana_element_of_another_type() {
+    lb_conn_ies(0, 7).unwrap();
+    lb_conn_ies(1, 11).unwrap(); // u32 as octetDeltaCount (unsigned64): reduced size.
+    lb_conn_ies(12, 7).unwrap(); // u32 as destinationIPv4Address.
+    let e = lb_conn_ies(7, 0).unwrap_err();
+    assert!(
+        matches!(&e, SchemaError::ElementType { field, ie_id: 7, element: "sourceTransportPort", .. } if field == "backendId"),
+        "{e:?}"
+    );
+    let m = e.to_string();
+    assert!(
+        m.contains("backendId")
+            && m.contains("sourceTransportPort (unsigned16)")
+            && m.contains("wider"),
+        "{m}"
+    );
+    // A port as an IPv6 address, a port as a MAC address: not its type.
+    for ie in [27, 56] {
+        let e = lb_conn_ies(0, ie).unwrap_err();
+        assert!(
+            matches!(e, SchemaError::ElementType { ie_id, .. } if ie_id == ie),
+            "{e:?}"
+        );
+    }
+    // By value too: the element a selector's value picks for a field.
+    let s = lb_conn_ies(0, 0).unwrap();
+    s.clone()
+        .with_ipfix_ie_by("port", "state", &[(1, 7), (2, 11)])
+        .unwrap();
+    let e = s
+        .with_ipfix_ie_by("port", "state", &[(1, 7), (2, 8)])
+        .unwrap_err();
+    assert!(
+        matches!(e, SchemaError::ElementType { ie_id: 8, .. }),
+        "{e:?}"
+    );
+
+    // From C: a 20-byte string as sourceTransportPort.
+    let mut d = [
+        desc(c"eventTime", 8, 8, FieldKind::NsTimestamp),
+        desc(c"reason", 16, 20, FieldKind::Bytes),
+    ];
+    d[1].ie_id = 7;
+    // SAFETY: two valid descriptors with static names.
+    let e = unsafe { Schema::from_c_descriptors(613, c"fwDrop".as_ptr(), 40, d.as_ptr(), 2) }
+        .unwrap_err();
+    assert!(
+        matches!(e, SchemaError::ElementType { ie_id: 7, .. }),
+        "{e:?}"
+    );
+    d[1].ie_id = 0;
+    // SAFETY: as above.
+    unsafe { Schema::from_c_descriptors(613, c"fwDrop".as_ptr(), 40, d.as_ptr(), 2) }.unwrap();
+}

@@ -206,7 +206,9 @@ impl Schema {
     ///
     /// Errors: [`SchemaError::BadMetaField`] for a missing field or a
     /// non-integer selector; [`SchemaError::BadMetaValue`] for a value the
-    /// selector cannot hold or one listed twice.
+    /// selector cannot hold or one listed twice;
+    /// [`SchemaError::ElementType`] for an IANA element the field cannot
+    /// carry.
     pub fn with_ipfix_ie_by(
         mut self,
         field: &str,
@@ -216,8 +218,12 @@ impl Schema {
         let selector = self.integer_field("ipfix element by value", selector)?;
         let values = ies.iter().map(|v| u64::from(v.0));
         self.check_values("ipfix element by value", selector, values)?;
+        let field = self.index_of("ipfix element by value", field)?;
+        for &(_, ie) in ies {
+            super::check_iana_type(&self.fields[field], ie)?;
+        }
         self.meta.ipfix_ie_by = Some(IeBy {
-            field: self.index_of("ipfix element by value", field)?,
+            field,
             selector,
             ies: ies.to_vec(),
         });

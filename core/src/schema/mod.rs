@@ -57,11 +57,13 @@
 mod codec;
 mod enterprise;
 mod fields;
+mod iana;
 mod meta;
 
 pub use codec::*;
 pub use enterprise::*;
 pub use fields::*;
+pub use iana::*;
 pub use meta::*;
 
 use std::borrow::Cow;
@@ -188,6 +190,25 @@ pub enum SchemaError {
         /// The id given.
         ie_id: u32,
     },
+    /// A field declared with an IANA element it cannot carry: a kind or
+    /// width that is not the element's abstract data type
+    /// ([`iana_type_fit`]).
+    ElementType {
+        /// Field name.
+        field: String,
+        /// Its kind.
+        kind: FieldKind,
+        /// Its size in bytes.
+        size: usize,
+        /// The IANA element id.
+        ie_id: u16,
+        /// The element's name.
+        element: &'static str,
+        /// The element's abstract data type.
+        element_type: IanaType,
+        /// What does not fit.
+        why: &'static str,
+    },
     /// Schema metadata names a field the schema does not have, or one of
     /// the wrong kind (what it is for, the field name).
     BadMetaField(&'static str, String),
@@ -221,6 +242,29 @@ pub enum SchemaError {
         /// What the name already means in the output.
         why: &'static str,
     },
+}
+
+/// [`SchemaError::ElementType`] if `field` cannot carry IANA element `ie`
+/// (1 to 32767, and in the registry table); enterprise ids and 0 pass.
+pub(crate) fn check_iana_type(field: &FieldDef, ie: u16) -> Result<(), SchemaError> {
+    if ie == 0 || ie >= ENTERPRISE_IE {
+        return Ok(());
+    }
+    let Some((element, element_type)) = iana_element(ie) else {
+        return Ok(());
+    };
+    match iana_type_fit(field.kind, field.size as usize, element_type) {
+        None => Ok(()),
+        Some(why) => Err(SchemaError::ElementType {
+            field: field.name.to_string(),
+            kind: field.kind,
+            size: field.size as usize,
+            ie_id: ie,
+            element,
+            element_type,
+            why,
+        }),
+    }
 }
 
 /// Whether `name` is reserved: a format writes it as a key or column of
@@ -311,6 +355,21 @@ impl fmt::Display for SchemaError {
             SchemaError::BadElementId { field, ie_id } => write!(
                 f,
                 "field {field}: IPFIX element id {ie_id} is neither an IANA element (1 to 32767, 0 for none) nor an enterprise one (0x8000 | 1 to 32767)"
+            ),
+            SchemaError::ElementType {
+                field,
+                kind,
+                size,
+                ie_id,
+                element,
+                element_type,
+                why,
+            } => write!(
+                f,
+                "field {field} ({kind:?}, {size} bytes) cannot be IANA element {ie_id}, {element} \
+                 ({}): {why} (RFC 7011 section 6); give it the element of its type, or ie 0 \
+                 for an enterprise element of its own",
+                element_type.name()
             ),
             SchemaError::BadMetaField(what, field) => {
                 write!(f, "{what}: no suitable field {field:?} in the schema")
@@ -405,6 +464,8 @@ impl Schema {
     /// The first problem found, as a [`SchemaError`] naming the field:
     /// [`SchemaError::NoFields`] for an empty `fields`,
     /// [`SchemaError::ReservedName`] for a name such as `timestamp`,
+    /// [`SchemaError::ElementType`] for an IANA element id whose type the
+    /// field cannot carry (a 20-byte string as sourceTransportPort),
     /// [`SchemaError::BadMetaValue`] for two fields without an IANA
     /// element whose IPFIX enterprise element ids, derived from their
     /// names and types, are one ([`derived_enterprise_ie`]; the message
@@ -430,6 +491,9 @@ impl Schema {
             });
         }
         s.check_enterprise_ies(&s.meta.ipfix_enterprise)?;
+        for f in &s.fields {
+            check_iana_type(f, f.ie_id)?;
+        }
         Ok(s)
     }
 

@@ -172,6 +172,7 @@
 //! One writer per directory: [`ArchiveSink::open`] holds an exclusive
 //! `flock(2)` on `<dir>/.archive.lock`.
 
+pub mod counted;
 pub mod encode;
 pub mod format;
 mod options;

@@ -69,13 +69,13 @@
 //! next.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read};
-use std::os::fd::AsRawFd;
+use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use dplog_core::schema::Schema;
 
+use super::counted;
 use super::format::{self, invalid};
 use super::reader::{Problem, SegmentFile};
 
@@ -355,7 +355,7 @@ fn read_all(f: &File) -> io::Result<Vec<u8>> {
         return Err(invalid(format!("summary of {len} bytes: too large")));
     }
     let mut b = Vec::with_capacity(len as usize);
-    (&*f).read_to_end(&mut b)?;
+    counted::read_to_end(f, &mut b)?;
     Ok(b)
 }
 
@@ -464,7 +464,7 @@ impl Summaries {
             Some(k) => k,
             None => {
                 let path = self.dir.join(summary_name(day));
-                let loaded = File::open(&path).ok().map(|f| {
+                let loaded = counted::open(&path).ok().map(|f| {
                     let (entries, stop) = match read_all(&f) {
                         Ok(b) => parse_entries(&b),
                         Err(e) => (Vec::new(), Some((0, e.to_string()))),
@@ -482,7 +482,7 @@ impl Summaries {
                     }
                     Day {
                         entries,
-                        buckets: File::open(self.dir.join(buckets_name(day))).ok(),
+                        buckets: counted::open(&self.dir.join(buckets_name(day))).ok(),
                     }
                 });
                 self.days.push((day, loaded));
@@ -528,16 +528,7 @@ impl Summaries {
         let e = self.get(r);
         let (_, lo, hi) = Self::bucket_range(e, h);
         if let Some(f) = self.buckets_file(r) {
-            // SAFETY: posix_fadvise on a descriptor we own, with plain
-            // integer arguments; it touches no memory of ours.
-            unsafe {
-                libc::posix_fadvise(
-                    f.as_raw_fd(),
-                    (e.data_at + lo) as libc::off_t,
-                    (hi - lo) as libc::off_t,
-                    libc::POSIX_FADV_WILLNEED,
-                );
-            }
+            counted::advise(f, e.data_at + lo, hi - lo);
         }
     }
 
@@ -554,7 +545,7 @@ impl Summaries {
             .buckets_file(r)
             .ok_or_else(|| invalid("summary buckets file missing".into()))?;
         let mut buf = vec![0u8; (hi - lo) as usize];
-        f.read_exact_at(&mut buf, e.data_at + lo).map_err(|err| {
+        counted::read_at(f, &mut buf, e.data_at + lo).map_err(|err| {
             if err.kind() == io::ErrorKind::UnexpectedEof {
                 invalid(format!(
                     "summary bucket {b} of segment {}: beyond the end of the buckets file",

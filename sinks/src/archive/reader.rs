@@ -152,12 +152,34 @@ impl Segment {
     /// Errors: the file cannot be opened or read; it is not an archive
     /// segment (bad magic or version).
     pub fn open(path: &Path) -> io::Result<Segment> {
-        let file = counted::open(path)?;
-        let len = file.metadata()?.len();
-        // The header (and the schema blocks after it) and the footer,
-        // asked for together: cold, one wait instead of two.
-        counted::advise(&file, 0, len.min(HEAD_ADVICE));
-        counted::advise(&file, len.saturating_sub(TAIL_ADVICE), len.min(TAIL_ADVICE));
+        Self::open_all(&[path]).pop().expect("one result per path")
+    }
+
+    /// [`open`](Self::open) of each of `paths`, in order: every file is
+    /// opened and its header and footer asked for (cold, the disk serves
+    /// all of them together) before the first is read. Every file is open
+    /// at once: give a few paths at a time.
+    pub fn open_all(paths: &[&Path]) -> Vec<io::Result<Segment>> {
+        let files: Vec<io::Result<(File, u64)>> = paths
+            .iter()
+            .map(|p| {
+                let file = counted::open(p)?;
+                let len = file.metadata()?.len();
+                // The header (and the schema blocks after it) and the
+                // footer, asked for together.
+                counted::advise(&file, 0, len.min(HEAD_ADVICE));
+                counted::advise(&file, len.saturating_sub(TAIL_ADVICE), len.min(TAIL_ADVICE));
+                Ok((file, len))
+            })
+            .collect();
+        files
+            .into_iter()
+            .zip(paths)
+            .map(|(f, p)| f.and_then(|(file, len)| Self::read_open(p, file, len)))
+            .collect()
+    }
+
+    fn read_open(path: &Path, file: File, len: u64) -> io::Result<Segment> {
         let mut h = [0u8; SEGMENT_HEADER];
         counted::read_at(&file, &mut h, 0)
             .map_err(|_| format::invalid("shorter than a segment header".into()))?;
@@ -409,6 +431,30 @@ impl Segment {
             for p in self.key_pages(h >> (32 - u32::from(self.index_bits))) {
                 counted::advise(&self.file, p.offset, u64::from(p.len));
             }
+        }
+    }
+
+    /// Asks the kernel for the start of each data block of `blocks` (the
+    /// frame header and column directory of a version-3 block, which
+    /// [`read_block_rows`](Self::read_block_rows) reads first; an older
+    /// block whole), all at once, so that a cold disk serves the blocks
+    /// a key index names together rather than one after the other. A
+    /// hint; nothing for fewer than two blocks.
+    pub fn advise_blocks(&self, blocks: &[u32]) {
+        if blocks.len() < 2 {
+            return;
+        }
+        for &i in blocks {
+            let Some(m) = self.blocks.get(i as usize) else {
+                continue;
+            };
+            let len = match self.schema(m.schema_id) {
+                Some(s) if m.kind == KIND_DATA && self.version > format::VERSION_WHOLE_BLOCKS => {
+                    BLOCK_HEADER + format::column_prefix_len(format::schema_columns(s).len())
+                }
+                _ => m.len as usize,
+            };
+            counted::advise(&self.file, m.offset, len.min(m.len as usize) as u64);
         }
     }
 

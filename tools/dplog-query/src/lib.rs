@@ -699,8 +699,14 @@ fn probe_schemas(
 ) -> (Vec<Schema>, Option<u64>) {
     let mut out: Vec<Schema> = Vec::new();
     let mut life = None;
-    for sf in files {
-        match Segment::open(&sf.path) {
+    // A few at a time: their headers and footers asked for together,
+    // with a bounded number of files open.
+    let opened = files.chunks(16).flat_map(|c| {
+        let paths: Vec<&Path> = c.iter().map(|sf| sf.path.as_path()).collect();
+        c.iter().zip(Segment::open_all(&paths))
+    });
+    for (sf, seg) in opened {
+        match seg {
             Ok(seg) => {
                 life = life.or(seg.max_lifetime_ms);
                 for s in seg.schemas {
@@ -1029,6 +1035,8 @@ fn run_on(
                     }
                 }
                 if let Some(v) = named {
+                    // Their starts asked for together (cold: one wait).
+                    seg.advise_blocks(&v);
                     blocks.insert(s.id(), v);
                 }
                 m.insert(s.id(), (k, r));

@@ -1,15 +1,19 @@
 //! What reading an archive costs, counted with the readers' process-wide
 //! counts (`dplog_sinks::archive::counted`): opening a sealed segment,
-//! and decoding the rows of a block that a filter keeps, which fetches
-//! each column once (the filter's columns are not read again for the
-//! records). One test in this file: the counts are of the whole process.
+//! decoding the rows of a block that a filter keeps, which fetches each
+//! column once (the filter's columns are not read again for the
+//! records), and asking a day's summary about a segment: its `.dps`
+//! (descriptions only, whatever the segment's tuples), then two offsets
+//! and one bucket of its `.dpb`. One test in this file: the counts are
+//! of the whole process.
 
 use dplog_core::schema::{FieldDef, FieldKind, Schema};
 use dplog_core::Sink;
 use dplog_formatters::binary::BinaryEncoder;
 use dplog_sinks::archive::counted::{read_counts, ReadCounts};
 use dplog_sinks::archive::format::{self, RowFilter, KIND_DATA};
-use dplog_sinks::archive::{list_segments, ArchiveSink, ArchiveSinkOptions, Segment};
+use dplog_sinks::archive::summary::{self, Summaries, TypeEntry};
+use dplog_sinks::archive::{list_segments, ArchiveSink, ArchiveSinkOptions, Segment, SegmentFile};
 
 /// A tunnel session record, declared here: time, tunnel id, peer, event,
 /// bytes (32 bytes).
@@ -119,4 +123,58 @@ fn a_filtered_block_fetches_each_column_once() {
     let (_, recs) = seg.read_block_rows(i, &filter).unwrap();
     assert!(recs.is_empty());
     assert_eq!(since(before).reads, 1 + 2);
+
+    // A day's summary of three segments of 20,000 tuples each: the
+    // `.dps` holds their descriptions only (the bucket tables, 2 kB a
+    // segment, are in the `.dpb`), and asking about a tuple reads the
+    // two offsets of its bucket, then the bucket.
+    let sdir = tempfile::tempdir().unwrap();
+    let types = [TypeEntry {
+        schema_id: 420,
+        layout: 7,
+        fields: vec!["tunnelId".into(), "peerAddress".into()],
+    }];
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut sets = Vec::new();
+    for seq in 0..3u64 {
+        let mut hs: Vec<u64> = (0..20_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x
+            })
+            .collect();
+        summary::append(
+            sdir.path(),
+            0,
+            seq,
+            (seq * 10, seq * 10 + 5),
+            &types,
+            &mut hs,
+        )
+        .unwrap();
+        sets.push(hs);
+    }
+    let dps = std::fs::metadata(sdir.path().join(summary::summary_name(0)))
+        .unwrap()
+        .len();
+    assert!(dps < 3 * 128, "{dps} bytes of entries");
+    let mut sums = Summaries::new(sdir.path());
+    let before = read_counts();
+    let sf = SegmentFile {
+        path: sdir.path().join("x"),
+        seq: 1,
+        range: Some((10, 15)),
+    };
+    let e = sums.entry(&sf).unwrap();
+    let read = since(before);
+    // The `.dps` and `.dpb` opened, the `.dps` read whole (and its end).
+    assert_eq!((read.files_opened, read.bytes), (2, dps));
+    let before = read_counts();
+    assert!(sums.may_hold(e, sets[1][123]).unwrap());
+    let read = since(before);
+    assert_eq!(read.reads, 2);
+    assert!(read.bytes < 8 + 4 + 2 * 200, "{} bytes", read.bytes);
+    assert!(sums.problems.is_empty());
 }

@@ -1187,9 +1187,16 @@ fn prune(
         .iter()
         .map(|sf| summary_probe(summaries, sf, known, q))
         .collect();
+    // Cold, each step's reads are asked for together: the buckets'
+    // table offsets of every segment, then their buckets.
     for (r, hs) in probes.iter().flatten() {
         for &h in hs {
             summaries.advise(*r, h);
+        }
+    }
+    for (r, hs) in probes.iter().flatten() {
+        for &h in hs {
+            summaries.advise_bucket(*r, h);
         }
     }
     let mut out = Vec::with_capacity(window.len());

@@ -581,4 +581,61 @@ fn summaries_whose_entries_hold_their_tables_still_prune() {
     }
     let (total, dlen) = head(&now.path().join("summary-0000020454.dps"));
     assert_eq!(total, summary::ENTRY_HEAD + dlen);
+
+    // Today's writer appending to the fixture's summary (the same
+    // records again, 10 s later): one `.dps` of both layouts; lookups
+    // of the old records and of the new prune, and answer as the
+    // segments read without the summary.
+    let mixed = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(&fx).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), mixed.path().join(e.file_name())).unwrap();
+    }
+    let mut b = Vec::new();
+    let mut enc = BinaryEncoder::new(&[&s]);
+    let later: Vec<lb_conn::Conn> = lb_conn::archive_v2_conns()
+        .into_iter()
+        .map(|c| lb_conn::Conn {
+            time_ns: c.time_ns + 10_000 * MS,
+            ..c
+        })
+        .collect();
+    for c in &later {
+        enc.push(&c.bytes(), &mut b);
+    }
+    let opts = ArchiveSinkOptions {
+        block_rows: 128,
+        segment_interval_ms: Some(1000),
+        ..Default::default()
+    };
+    let mut sink = ArchiveSink::open(mixed.path(), opts).unwrap();
+    sink.write_batch(&b).unwrap();
+    sink.close().unwrap();
+    let segs = list_segments(mixed.path()).unwrap();
+    assert_eq!(segs.len(), 6);
+    let bare = tempfile::tempdir().unwrap();
+    for sf in &segs {
+        std::fs::copy(&sf.path, bare.path().join(sf.path.file_name().unwrap())).unwrap();
+    }
+    let mut pruned = 0;
+    for c in lb_conn::archive_v2_conns()
+        .iter()
+        .chain(&later)
+        .filter(|c| c.event == lb_conn::OPEN)
+        .step_by(41)
+    {
+        let key = [
+            ("vip", ip(c.vip)),
+            ("vport", c.vport.to_string()),
+            ("clientAddr", ip(c.client)),
+            ("clientPort", c.cport.to_string()),
+        ];
+        let key: Vec<(&str, &str)> = key.iter().map(|(f, v)| (*f, v.as_str())).collect();
+        let (found, o) = query(mixed.path(), Mode::At(c.time_ns + 100 * MS), &key);
+        let (want, _) = query(bare.path(), Mode::At(c.time_ns + 100 * MS), &key);
+        assert_eq!(found, want);
+        assert!(o.problems.is_empty() && o.summary_problems.is_empty());
+        pruned += o.progress.segments_pruned;
+    }
+    assert!(pruned > 50, "{pruned}");
 }

@@ -106,8 +106,9 @@ def dir_bytes(d, prefix=""):
 
 STATS = re.compile(
     r"segments in window (\d+), ruled out by the summaries (\d+), opened (\d+); "
-    r"blocks decoded (\d+), skipped by the index (\d+); "
-    r"files opened (\d+), reads (\d+), bytes read (\d+)"
+    r"blocks decoded (\d+), skipped by the index (\d+)"
+    # (dplog-query before its read counts: none)
+    r"(?:; files opened (\d+), reads (\d+), bytes read (\d+))?"
 )
 
 
@@ -254,7 +255,7 @@ def lookups(work, arch, parquet, events, probes, cold, compare):
         m = STATS.search(r.stderr)
         if m is None:
             raise SystemExit(f"no --stats line: {r.stderr[:300]}")
-        sums = [x + int(y) for x, y in zip(sums, m.groups())]
+        sums = [x + int(y or 0) for x, y in zip(sums, m.groups())]
     n = len(probes)
     print(
         f"  per probe: segments in window {sums[0] / n:.1f}, ruled out {sums[1] / n:.1f}, "

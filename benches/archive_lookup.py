@@ -7,6 +7,7 @@ Usage (from the repository root, after
 and `pip install duckdb`):
 
     benches/archive_lookup.py WORKDIR EVENTS[,EVENTS...] [--cold] [--compare] [--keep]
+        [--baseline OTHER_DPLOG_QUERY]
 
 For each EVENTS count it writes, under WORKDIR (keep it on /tmp, removed
 at the end unless --keep): the synthetic NAT44 archive of the `archive`
@@ -35,7 +36,14 @@ with the summaries moved aside (every segment of the window opened, as
 before them), warm and (with --cold) cold, in the same run. With --cold
 it also times 50 cold starts of `dplog-query --help` (binary and
 libraries out of the page cache, no archive read): the floor of a cold
-query. Above
+query. Each cold line also gives the mean kB the process read from disk
+(its rusage `ru_inblock`: the binary, libraries and archive pages it
+faulted in or read) and the load average. `--baseline PATH` times
+another `dplog-query` binary (e.g. one built from main) cold in the same
+run, start and lookups, each probe with both binaries one right after the
+other: before / after under about the same load. The
+`--stats` pass also gives the mean archive files opened, reads and bytes
+read per probe (the whole process). Above
 10,000,000 events no CSV or Parquet is written (its CSV alone would be
 about 10 GB at 1e8) and DuckDB is not run.
 """
@@ -52,6 +60,7 @@ REL = os.path.join(ROOT, "target", "release")
 QUERY = os.path.join(REL, "dplog-query")
 GEN = os.path.join(REL, "examples", "nat_archive_gen")
 DAY_NS = 86_400 * 10**9
+BASELINE = None
 
 COLS = (
     "time_ns UBIGINT, event UTINYINT, proto UTINYINT, src_addr UINTEGER, "
@@ -98,7 +107,24 @@ def dir_bytes(d, prefix=""):
 STATS = re.compile(
     r"segments in window (\d+), ruled out by the summaries (\d+), opened (\d+); "
     r"blocks decoded (\d+), skipped by the index (\d+)"
+    # (dplog-query before its read counts: none)
+    r"(?:; files opened (\d+), reads (\d+), bytes read (\d+))?"
 )
+
+
+def cold_run(cmd):
+    """One process after dropping the page cache: (seconds, kB read
+    from disk, stdout lines)."""
+    drop_caches()
+    s = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    out = p.stdout.read()
+    _, status, ru = os.wait4(p.pid, 0)
+    t = time.perf_counter() - s
+    code = os.waitstatus_to_exitcode(status)
+    if code not in (0, 1):
+        raise SystemExit(f"{cmd[0]} exit {code}")
+    return t, ru.ru_inblock * 512 / 1024, len(out.splitlines())
 
 
 def run_size(work, events, cold, compare):
@@ -170,14 +196,55 @@ def lookups(work, arch, parquet, events, probes, cold, compare):
         n = f(*args)
         return time.perf_counter() - s, n
 
-    def report(name, ts, found):
+    def report(name, ts, found, kb=None):
         ms = [x * 1000 for x in ts]
+        what = f"{found} of {len(ts)} probes answered" if found is not None else f"{len(ts)} runs"
+        extra = f", {sum(kb) / len(kb):.0f} kB read" if kb else ""
         print(
             f"  {name:<26} p50 {pct(ms, 0.5):7.2f} ms  p99 {pct(ms, 0.99):7.2f} ms  "
-            f"max {max(ms):7.2f} ms  ({found} of {len(ts)} probes answered)"
+            f"max {max(ms):7.2f} ms  ({what}{extra}; load {os.getloadavg()[0]:.1f})"
         )
 
-    sums = [0] * 5
+    def probe_cmd(q, t, a, p):
+        return [q, "--archive", arch, "--at", f"{t}ns",
+                "--where", f"postNATSourceIPv4Address={a}",
+                "--where", f"postNAPTSourceTransportPort={p}"]
+
+    def interleaved(cmds_of, n, names, answers=True):
+        # With --baseline (and a name for it), each item runs cold with
+        # both binaries, one right after the other (the first to run
+        # alternates), so that both see about the same load on a shared
+        # machine.
+        qs = [QUERY] + ([BASELINE] if BASELINE and names[1] else [])
+        rs = [[] for _ in qs]
+        for i in range(n):
+            order = list(range(len(qs)))
+            if i % 2:
+                order.reverse()
+            for j in order:
+                rs[j].append(cold_run(cmds_of(qs[j], i)))
+        for name, r in zip(names, rs):
+            found = sum(1 for x in r if x[2]) if answers else None
+            report(name, [x[0] for x in r], found, [x[1] for x in r])
+        return [[x[2] for x in r] for r in rs]
+
+    def cold_probes(name, baseline_name):
+        return interleaved(lambda q, i: probe_cmd(q, *probes[i]), len(probes),
+                           [name, baseline_name])
+
+    def cold_starts():
+        # The floor of a cold query: the process started with its binary
+        # and libraries out of the page cache, reading no archive.
+        interleaved(lambda q, i: [q, "--help"], 50,
+                    ["cold start (--help)", "baseline cold start"], answers=False)
+
+    def check_cold():
+        got = cold_probes("dplog-query cold", "baseline cold")
+        for g in got:
+            if g != want:
+                print("  ANSWERS DIFFER cold")
+
+    sums = [0] * 8
     for t, a, p in probes:
         r = subprocess.run(
             [QUERY, "--archive", arch, "--at", f"{t}ns", "--stats",
@@ -188,11 +255,12 @@ def lookups(work, arch, parquet, events, probes, cold, compare):
         m = STATS.search(r.stderr)
         if m is None:
             raise SystemExit(f"no --stats line: {r.stderr[:300]}")
-        sums = [x + int(y) for x, y in zip(sums, m.groups())]
+        sums = [x + int(y or 0) for x, y in zip(sums, m.groups())]
     n = len(probes)
     print(
         f"  per probe: segments in window {sums[0] / n:.1f}, ruled out {sums[1] / n:.1f}, "
-        f"opened {sums[2] / n:.2f}; blocks decoded {sums[3] / n:.2f}"
+        f"opened {sums[2] / n:.2f}; blocks decoded {sums[3] / n:.2f}; files opened "
+        f"{sums[5] / n:.2f}, reads {sums[6] / n:.1f}, kB read {sums[7] / n / 1024:.1f}"
     )
     for _ in range(2):
         res = [timed(dplog, *q) for q in probes]
@@ -211,29 +279,15 @@ def lookups(work, arch, parquet, events, probes, cold, compare):
             if [r[1] for r in res] != want:
                 print("  ANSWERS DIFFER without the summaries")
             if cold:
-                ts = []
-                for q in probes:
-                    drop_caches()
-                    ts.append(timed(dplog, *q)[0])
-                report("  without summaries, cold", ts, sum(1 for n in want if n))
+                cold_probes("  without summaries, cold", None)
         finally:
             for n in moved:
                 os.rename(os.path.join(aside, n), os.path.join(arch, n))
     if cold:
-        # The floor of a cold query: the process started with its binary
-        # and libraries out of the page cache, reading no archive.
-        ts = []
-        for _ in range(50):
-            drop_caches()
-            ts.append(timed(lambda: subprocess.run([QUERY, "--help"], stdout=subprocess.DEVNULL))[0])
-        report("cold start (--help)", ts, 0)
+        cold_starts()
     if parquet is None:
         if cold:
-            ts = []
-            for q in probes:
-                drop_caches()
-                ts.append(timed(dplog, *q)[0])
-            report("dplog-query cold", ts, sum(1 for n in want if n))
+            check_cold()
         return
     con = duckdb.connect()
     for _ in range(2):
@@ -244,11 +298,7 @@ def lookups(work, arch, parquet, events, probes, cold, compare):
         print(f"  ANSWERS DIFFER on {diff} probes")
     con.close()
     if cold:
-        ts = []
-        for q in probes:
-            drop_caches()
-            ts.append(timed(dplog, *q)[0])
-        report("dplog-query cold", ts, sum(1 for n in want if n))
+        check_cold()
         ts = []
         for q in probes:
             drop_caches()
@@ -263,8 +313,11 @@ def lookups(work, arch, parquet, events, probes, cold, compare):
 def main():
     if len(sys.argv) < 3:
         raise SystemExit(__doc__)
+    global BASELINE
     work = sys.argv[1]
     cold = "--cold" in sys.argv
+    if "--baseline" in sys.argv:
+        BASELINE = os.path.abspath(sys.argv[sys.argv.index("--baseline") + 1])
     os.makedirs(work, exist_ok=True)
     try:
         for n in sys.argv[2].split(","):

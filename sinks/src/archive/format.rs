@@ -550,7 +550,7 @@ pub fn decode_rows(
     let spans = column_spans(body, cols.len(), body.len())?;
     // The frame's CRC covered the whole body: the columns are not
     // checked again.
-    let recs = decode_columns(s, n, &spans, filter, &mut |k| {
+    let recs = decode_columns(s, n, &spans, filter, &mut |_| {}, &mut |k| {
         Ok(std::borrow::Cow::Borrowed(
             &body[spans[k].at..spans[k].at + spans[k].stored],
         ))
@@ -612,7 +612,9 @@ pub fn column_spans(prefix: &[u8], ncols: usize, body_len: usize) -> io::Result<
 /// `s` whose columns are at `spans`, each column's stored bytes got from
 /// `fetch(k)` (checked by it as it needs), and only those it needs: the
 /// filter's columns first (see [`RowFilter`]), the others only when a row
-/// passes.
+/// passes. Each column is fetched once. Before it fetches columns,
+/// `advise(ks)` names those it is about to fetch (the filter's, then the
+/// others), so that a reader from disk can ask for them together.
 ///
 /// Errors: `InvalidData` for a column that does not decode; `fetch`'s.
 pub fn decode_columns<'a>(
@@ -620,6 +622,7 @@ pub fn decode_columns<'a>(
     n: usize,
     spans: &[ColumnSpan],
     filter: &RowFilter,
+    advise: &mut dyn FnMut(&[usize]),
     fetch: &mut dyn FnMut(usize) -> io::Result<std::borrow::Cow<'a, [u8]>>,
 ) -> io::Result<Vec<u8>> {
     let size = s.size();
@@ -673,9 +676,13 @@ pub fn decode_columns<'a>(
     // The first column is scanned; the others are read at the rows it
     // kept only.
     let mut rows: Option<Vec<u32>> = None;
+    // The filter's columns as fetched: the records take them too.
+    let mut got: Vec<Option<std::borrow::Cow<'a, [u8]>>> = vec![None; cols.len()];
+    let ks: Vec<usize> = exact.iter().map(|&(k, _)| k).collect();
+    advise(&ks);
     for &(k, v) in &exact {
-        let raw = raw_of(k)?;
-        let mut cur = Cursor { b: &raw, p: 0 };
+        let raw = got[k].insert(raw_of(k)?);
+        let mut cur = Cursor { b: raw, p: 0 };
         let hit = match &rows {
             None => encode::rows_equal(&mut cur, n, cols[k], v),
             Some(r) => encode::rows_equal_among(&mut cur, n, cols[k], v, r),
@@ -686,6 +693,8 @@ pub fn decode_columns<'a>(
             return Ok(Vec::new());
         }
     }
+    let rest: Vec<usize> = (0..cols.len()).filter(|&k| got[k].is_none()).collect();
+    advise(&rest);
     let Some(rows) = rows else {
         // Every row: each column straight into the records.
         let mut recs = vec![0u8; n * size];
@@ -701,7 +710,10 @@ pub fn decode_columns<'a>(
         let (o, w) = (c.offset, c.width);
         d.clear();
         d.resize(n * w, 0);
-        let raw = raw_of(k)?;
+        let raw = match got[k].take() {
+            Some(raw) => raw,
+            None => raw_of(k)?,
+        };
         decode(k, &raw, &mut d, w, 0)?;
         for (i, &r) in rows.iter().enumerate() {
             let r = r as usize;
@@ -1086,12 +1098,12 @@ impl Footer {
     /// Errors: `InvalidData` for a missing trailer, a footer whose CRC
     /// fails or that does not parse; the read's error.
     pub fn read(file: &std::fs::File, file_len: u64) -> io::Result<Footer> {
-        use std::os::unix::fs::FileExt;
+        use super::counted::read_at;
         if file_len < (SEGMENT_HEADER + TRAILER) as u64 {
             return Err(invalid("too short for a sealed segment".into()));
         }
         let mut t = [0u8; TRAILER];
-        file.read_exact_at(&mut t, file_len - TRAILER as u64)?;
+        read_at(file, &mut t, file_len - TRAILER as u64)?;
         if &t[16..24] != TRAILER_MAGIC {
             return Err(invalid("no footer (trailer magic missing)".into()));
         }
@@ -1101,7 +1113,7 @@ impl Footer {
             return Err(invalid(format!("footer length {len} out of range")));
         }
         let mut b = vec![0u8; len as usize];
-        file.read_exact_at(&mut b, file_len - TRAILER as u64 - len)?;
+        read_at(file, &mut b, file_len - TRAILER as u64 - len)?;
         if crc32fast::hash(&b) != crc {
             return Err(invalid("footer checksum mismatch".into()));
         }

@@ -124,7 +124,8 @@
 //! of its day, `summary-<day>.dps` and `.dpb` ([`summary`]: bucketed
 //! 16-bit fingerprints, a CRC-32 per bucket, about 2.1 bytes per
 //! distinct tuple). A lookup that gives a type's whole tuple reads the
-//! entries of its window's days and one bucket per segment, and opens only the
+//! entries of its window's days (a few dozen bytes a segment), two
+//! offsets of a bucket table and one bucket per segment, and opens only the
 //! segments that may hold the tuple (`dplog-query`), so its cost does not
 //! grow with the lookback window. A segment without an entry (a crash
 //! between its rename and the append) is opened as before; a damaged
@@ -172,6 +173,7 @@
 //! One writer per directory: [`ArchiveSink::open`] holds an exclusive
 //! `flock(2)` on `<dir>/.archive.lock`.
 
+pub mod counted;
 pub mod encode;
 pub mod format;
 mod options;

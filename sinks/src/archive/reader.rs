@@ -10,16 +10,23 @@
 use std::fmt;
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use dplog_core::schema::Schema;
 use dplog_formatters::TscCalibration;
 
+use super::counted;
 use super::format::{
     self, check_header, data_header, frame_header, BlockMeta, Footer, IndexPage, RowFilter,
     BLOCK_HEADER, KIND_CALIBRATION, KIND_DATA, KIND_SCHEMA, SEGMENT_HEADER,
 };
+
+/// Bytes of a segment's start [`Segment::open`] asks the kernel for with
+/// its end: the header and the schema blocks written first.
+const HEAD_ADVICE: u64 = 16 << 10;
+/// Bytes of a segment's end asked for with its start: the trailer and
+/// the footer (block directory, key index directory) of most segments.
+const TAIL_ADVICE: u64 = 64 << 10;
 
 /// A segment file of an archive directory, from its name.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -145,10 +152,36 @@ impl Segment {
     /// Errors: the file cannot be opened or read; it is not an archive
     /// segment (bad magic or version).
     pub fn open(path: &Path) -> io::Result<Segment> {
-        let file = File::open(path)?;
-        let len = file.metadata()?.len();
+        Self::open_all(&[path]).pop().expect("one result per path")
+    }
+
+    /// [`open`](Self::open) of each of `paths`, in order: every file is
+    /// opened and its header and footer asked for (cold, the disk serves
+    /// all of them together) before the first is read. Every file is open
+    /// at once: give a few paths at a time.
+    pub fn open_all(paths: &[&Path]) -> Vec<io::Result<Segment>> {
+        let files: Vec<io::Result<(File, u64)>> = paths
+            .iter()
+            .map(|p| {
+                let file = counted::open(p)?;
+                let len = file.metadata()?.len();
+                // The header (and the schema blocks after it) and the
+                // footer, asked for together.
+                counted::advise(&file, 0, len.min(HEAD_ADVICE));
+                counted::advise(&file, len.saturating_sub(TAIL_ADVICE), len.min(TAIL_ADVICE));
+                Ok((file, len))
+            })
+            .collect();
+        files
+            .into_iter()
+            .zip(paths)
+            .map(|(f, p)| f.and_then(|(file, len)| Self::read_open(p, file, len)))
+            .collect()
+    }
+
+    fn read_open(path: &Path, file: File, len: u64) -> io::Result<Segment> {
         let mut h = [0u8; SEGMENT_HEADER];
-        file.read_exact_at(&mut h, 0)
+        counted::read_at(&file, &mut h, 0)
             .map_err(|_| format::invalid("shorter than a segment header".into()))?;
         let version = check_header(&h)?;
         let mut seg = Segment {
@@ -248,7 +281,7 @@ impl Segment {
                 break;
             }
             let mut hb = [0u8; BLOCK_HEADER];
-            self.file.read_exact_at(&mut hb, off)?;
+            counted::read_at(&self.file, &mut hb, off)?;
             let fh = match frame_header(&hb) {
                 Ok(h) => h,
                 Err(e) => {
@@ -268,8 +301,7 @@ impl Segment {
                 break;
             }
             let mut body = vec![0u8; fh.body_len];
-            self.file
-                .read_exact_at(&mut body, off + BLOCK_HEADER as u64)?;
+            counted::read_at(&self.file, &mut body, off + BLOCK_HEADER as u64)?;
             if let Err(e) = fh.check(&body) {
                 stop(self, e.to_string());
                 break;
@@ -332,7 +364,7 @@ impl Segment {
         };
         // Header and body read apart: the body lands where it is used.
         let mut hb = [0u8; BLOCK_HEADER];
-        self.file.read_exact_at(&mut hb, m.offset).map_err(short)?;
+        counted::read_at(&self.file, &mut hb, m.offset).map_err(short)?;
         let fh = frame_header(&hb)?;
         if BLOCK_HEADER + fh.body_len != m.len as usize || fh.kind != m.kind {
             return Err(format::invalid(
@@ -340,9 +372,7 @@ impl Segment {
             ));
         }
         let mut body = vec![0u8; fh.body_len];
-        self.file
-            .read_exact_at(&mut body, m.offset + BLOCK_HEADER as u64)
-            .map_err(short)?;
+        counted::read_at(&self.file, &mut body, m.offset + BLOCK_HEADER as u64).map_err(short)?;
         fh.check(&body)?;
         Ok(body)
     }
@@ -358,20 +388,14 @@ impl Segment {
         if !self.sealed {
             return Ok(None);
         }
-        let h = h >> (32 - u32::from(self.index_bits));
-        // Pages of `h`: from the last one starting before it, while they
-        // start at or before it.
-        let start = self
-            .index
-            .partition_point(|p| p.first < h)
-            .saturating_sub(1);
         let mut out = Vec::new();
-        for p in self.index[start..].iter().take_while(|p| p.first <= h) {
+        let h = h >> (32 - u32::from(self.index_bits));
+        for p in self.key_pages(h) {
             if p.len as usize > format::MAX_BLOCK_BODY {
                 return Err(format::invalid("index page length out of range".into()));
             }
             let mut b = vec![0u8; p.len as usize];
-            self.file.read_exact_at(&mut b, p.offset)?;
+            counted::read_at(&self.file, &mut b, p.offset)?;
             if crc32fast::hash(&b) != p.crc {
                 return Err(format::invalid(format!(
                     "index page at byte {}: checksum mismatch",
@@ -383,6 +407,55 @@ impl Segment {
         out.sort_unstable();
         out.dedup();
         Ok(Some(out))
+    }
+
+    /// The index pages that may hold (shortened) key hash `h`: from the
+    /// last one starting before it, while they start at or before it.
+    fn key_pages(&self, h: u32) -> impl Iterator<Item = &IndexPage> {
+        let start = self
+            .index
+            .partition_point(|p| p.first < h)
+            .saturating_sub(1);
+        self.index[start..].iter().take_while(move |p| p.first <= h)
+    }
+
+    /// Asks the kernel for the key index pages that
+    /// [`blocks_with_key`](Self::blocks_with_key) reads for each of
+    /// `hashes`, all at once (a hint: a cold disk then serves them
+    /// together); nothing for a segment without an index.
+    pub fn advise_keys(&self, hashes: &[u32]) {
+        if !self.sealed || hashes.len() < 2 {
+            return;
+        }
+        for &h in hashes {
+            for p in self.key_pages(h >> (32 - u32::from(self.index_bits))) {
+                counted::advise(&self.file, p.offset, u64::from(p.len));
+            }
+        }
+    }
+
+    /// Asks the kernel for the start of each data block of `blocks` (the
+    /// frame header and column directory of a version-3 block, which
+    /// [`read_block_rows`](Self::read_block_rows) reads first; an older
+    /// block whole), all at once, so that a cold disk serves the blocks
+    /// a key index names together rather than one after the other. A
+    /// hint; nothing for fewer than two blocks.
+    pub fn advise_blocks(&self, blocks: &[u32]) {
+        if blocks.len() < 2 {
+            return;
+        }
+        for &i in blocks {
+            let Some(m) = self.blocks.get(i as usize) else {
+                continue;
+            };
+            let len = match self.schema(m.schema_id) {
+                Some(s) if m.kind == KIND_DATA && self.version > format::VERSION_WHOLE_BLOCKS => {
+                    BLOCK_HEADER + format::column_prefix_len(format::schema_columns(s).len())
+                }
+                _ => m.len as usize,
+            };
+            counted::advise(&self.file, m.offset, len.min(m.len as usize) as u64);
+        }
     }
 
     /// The schema with id `id` in this segment.
@@ -491,9 +564,7 @@ impl Segment {
                 e
             }
         };
-        self.file
-            .read_exact_at(&mut head, m.offset)
-            .map_err(short)?;
+        counted::read_at(&self.file, &mut head, m.offset).map_err(short)?;
         let fh = frame_header(&head)?;
         if BLOCK_HEADER + fh.body_len != m.len as usize || fh.kind != m.kind {
             return Err(format::invalid(
@@ -511,12 +582,17 @@ impl Segment {
             ));
         }
         let at = m.offset + BLOCK_HEADER as u64;
-        format::decode_columns(s, h.rows as usize, &spans, filter, &mut |k| {
+        let mut advise = |ks: &[usize]| {
+            if ks.len() > 1 {
+                for &k in ks {
+                    counted::advise(&self.file, at + spans[k].at as u64, spans[k].stored as u64);
+                }
+            }
+        };
+        format::decode_columns(s, h.rows as usize, &spans, filter, &mut advise, &mut |k| {
             let sp = spans[k];
             let mut b = vec![0u8; sp.stored];
-            self.file
-                .read_exact_at(&mut b, at + sp.at as u64)
-                .map_err(short)?;
+            counted::read_at(&self.file, &mut b, at + sp.at as u64).map_err(short)?;
             let got = crc32fast::hash(&b);
             if got != sp.crc {
                 return Err(format::invalid(format!(

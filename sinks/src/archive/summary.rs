@@ -22,24 +22,36 @@
 //! 86,400 s, 10 digits), each appended to when a segment is sealed (after
 //! its rename and the directory's fsync): first its buckets to
 //! `summary-<day>.dpb`, fsynced, then its entry to `summary-<day>.dps`,
-//! fsynced. A lookup reads the small `.dps` whole, in one read, and then
-//! one bucket of the `.dpb` per segment of its window (all of them asked
-//! of the kernel at once, so a cold disk serves them together).
+//! fsynced. A lookup reads the small `.dps` whole, in one read (a few
+//! dozen bytes a segment, whatever its tuples), then for each segment of
+//! its window the two offsets of its bucket in the `.dpb`'s bucket table
+//! and then that bucket (each step asked of the kernel for every segment
+//! at once, so a cold disk serves them together).
 //!
 //! A `.dps` entry:
 //!
 //! - a 16-byte head: `DPSM`, the entry's length u32, the length of its
-//!   description u32, the CRC-32 of the description and the bucket table
-//!   u32 (all LE);
+//!   description u32, the CRC-32 of what follows the head u32 (all LE);
 //! - the description: the segment's sequence number, smallest and largest
 //!   event time (u64 each, as in its name), the byte offset and length of
 //!   its buckets in the `.dpb` (u64 each), the number of record types u16
 //!   and per type its schema id u16, the [`format::tuple_layout`] of its
 //!   tuple fields u32 and their names (a count u8, then each as a length
 //!   u8 and UTF-8; none: the type's rows are not summarized), then the
-//!   bucket bits u8 and the number of tuples u32;
-//! - the bucket table: `2^bits + 1` offsets u32, from the segment's first
-//!   bucket.
+//!   bucket bits u8 and the number of tuples u32; the entry's length is
+//!   the head's and the description's.
+//!
+//! The segment's bytes in the `.dpb` (at the offset and of the length its
+//! description gives): its bucket table, `2^bits + 1` offsets u32 LE from
+//! its first bucket (which follows the table), then the buckets.
+//!
+//! Entries written before the tables went to the `.dpb` hold the table
+//! after the description (an entry longer than its head and description;
+//! covered by its CRC-32) and the `.dpb` their buckets only; they read as
+//! they did. A table in the `.dpb` has no CRC of its own: a damaged offset
+//! points outside the segment's bytes (refused) or at bytes that fail the
+//! bucket's CRC, which names the segment and the bucket: either way the
+//! segment is opened.
 //!
 //! The buckets: tuple hashes go to bucket `hash >> (64 - bits)`, and each
 //! bucket is the CRC-32 (of the segment's sequence number u64, the bucket
@@ -49,8 +61,10 @@
 //! bucket of about 130 bytes, and a tuple a segment does not hold is
 //! taken for one it may hold about once in 1000 segments.
 //!
-//! About 2.1 bytes per distinct tuple of a segment (the `.dps`: 1/16 of
-//! that).
+//! About 2.1 bytes per distinct tuple of a segment, in the `.dpb`; the
+//! `.dps`, about 60 bytes a segment plus its record types' tuple field
+//! names (123 bytes for the NAT44 session on its post-NAT address and
+//! port).
 //!
 //! # Crashes and damage
 //!
@@ -69,13 +83,13 @@
 //! next.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read};
-use std::os::fd::AsRawFd;
+use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use dplog_core::schema::Schema;
 
+use super::counted;
 use super::format::{self, invalid};
 use super::reader::{Problem, SegmentFile};
 
@@ -197,26 +211,30 @@ pub struct Entry {
     /// Distinct tuple hashes summarized.
     pub tuples: u32,
     bits: u8,
-    /// Byte offset of its first bucket in the `.dpb`.
+    /// Byte offset in the `.dpb` of its bucket table (an entry that
+    /// holds its table: of its first bucket).
     data_at: u64,
-    /// Bytes of its buckets.
+    /// Bytes of its table and buckets in the `.dpb`.
     data_len: u64,
-    table: Vec<u32>,
+    /// Its bucket table, when the entry holds it (written before the
+    /// tables went to the `.dpb`); `None`: at `data_at` in the `.dpb`.
+    table: Option<Vec<u32>>,
 }
 
-/// The `.dps` entry of segment `seq` whose buckets lie at `data_at` in
-/// the `.dpb` (`data_len` bytes; `table` their offsets).
-#[allow(clippy::too_many_arguments)]
+/// Bytes of a bucket table of `bits` bucket bits.
+fn table_len(bits: u8) -> u64 {
+    4 * ((1u64 << bits) + 1)
+}
+
+/// The `.dps` entry of segment `seq` whose bucket table and buckets lie
+/// at `data_at` in the `.dpb` (`data_len` bytes).
 fn entry_bytes(
     seq: u64,
-    min: u64,
-    max: u64,
-    data_at: u64,
-    data_len: u64,
+    (min, max): (u64, u64),
+    (data_at, data_len): (u64, u64),
     types: &[TypeEntry],
     bits: u8,
     tuples: usize,
-    table: &[u32],
 ) -> Vec<u8> {
     let mut desc = Vec::new();
     for v in [seq, min, max, data_at, data_len] {
@@ -236,9 +254,6 @@ fn entry_bytes(
     desc.push(bits);
     desc.extend_from_slice(&(tuples as u32).to_le_bytes());
     let dlen = desc.len();
-    for o in table {
-        desc.extend_from_slice(&o.to_le_bytes());
-    }
     let total = ENTRY_HEAD + desc.len();
     let mut out = Vec::with_capacity(total);
     out.extend_from_slice(ENTRY_MAGIC);
@@ -249,7 +264,8 @@ fn entry_bytes(
     out
 }
 
-/// Parses an entry's description `desc` and bucket table `table`.
+/// Parses an entry's description `desc` and bucket table `table` (empty:
+/// the table is in the `.dpb`).
 fn parse_entry(desc: &[u8], table: &[u8]) -> io::Result<Entry> {
     let mut p = 0usize;
     let mut take = |n: usize| -> io::Result<&[u8]> {
@@ -290,16 +306,27 @@ fn parse_entry(desc: &[u8], table: &[u8]) -> io::Result<Entry> {
     if bits > 24 || p != desc.len() {
         return Err(invalid("entry description malformed".into()));
     }
-    if table.len() as u64 != 4 * ((1u64 << bits) + 1) {
-        return Err(invalid("entry's bucket table of the wrong length".into()));
-    }
-    let table: Vec<u32> = table
-        .chunks_exact(4)
-        .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
-        .collect();
-    if table.windows(2).any(|w| w[1] < w[0] + 4) || u64::from(table[table.len() - 1]) != data_len {
-        return Err(invalid("entry's bucket table out of order".into()));
-    }
+    let table = if table.is_empty() {
+        // In the `.dpb`, followed by at least each bucket's CRC.
+        if data_len < table_len(bits) + 4 * (1u64 << bits) {
+            return Err(invalid("entry's buckets shorter than their table".into()));
+        }
+        None
+    } else {
+        if table.len() as u64 != table_len(bits) {
+            return Err(invalid("entry's bucket table of the wrong length".into()));
+        }
+        let table: Vec<u32> = table
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
+            .collect();
+        if table.windows(2).any(|w| w[1] < w[0] + 4)
+            || u64::from(table[table.len() - 1]) != data_len
+        {
+            return Err(invalid("entry's bucket table out of order".into()));
+        }
+        Some(table)
+    };
     Ok(Entry {
         seq,
         min,
@@ -355,7 +382,7 @@ fn read_all(f: &File) -> io::Result<Vec<u8>> {
         return Err(invalid(format!("summary of {len} bytes: too large")));
     }
     let mut b = Vec::with_capacity(len as usize);
-    (&*f).read_to_end(&mut b)?;
+    counted::read_to_end(f, &mut b)?;
     Ok(b)
 }
 
@@ -378,7 +405,13 @@ pub fn append(
     hashes.sort_unstable();
     hashes.dedup();
     let bits = bucket_bits_for(hashes.len());
-    let (table, data) = buckets(seq, bits, hashes);
+    let (table, buckets) = buckets(seq, bits, hashes);
+    // The table, then the buckets its offsets are from.
+    let mut data = Vec::with_capacity(4 * table.len() + buckets.len());
+    for o in &table {
+        data.extend_from_slice(&o.to_le_bytes());
+    }
+    data.extend_from_slice(&buckets);
     let open = |name: String| {
         OpenOptions::new()
             .read(true)
@@ -394,14 +427,11 @@ pub fn append(
     fb.sync_data()?;
     let entry = entry_bytes(
         seq,
-        min,
-        max,
-        data_at,
-        data.len() as u64,
+        (min, max),
+        (data_at, data.len() as u64),
         types,
         bits,
         hashes.len(),
-        &table,
     );
     let fd = open(summary_name(day))?;
     let (entries, stop) = parse_entries(&read_all(&fd)?);
@@ -464,7 +494,7 @@ impl Summaries {
             Some(k) => k,
             None => {
                 let path = self.dir.join(summary_name(day));
-                let loaded = File::open(&path).ok().map(|f| {
+                let loaded = counted::open(&path).ok().map(|f| {
                     let (entries, stop) = match read_all(&f) {
                         Ok(b) => parse_entries(&b),
                         Err(e) => (Vec::new(), Some((0, e.to_string()))),
@@ -482,7 +512,7 @@ impl Summaries {
                     }
                     Day {
                         entries,
-                        buckets: File::open(self.dir.join(buckets_name(day))).ok(),
+                        buckets: counted::open(&self.dir.join(buckets_name(day))).ok(),
                     }
                 });
                 self.days.push((day, loaded));
@@ -515,29 +545,81 @@ impl Summaries {
         self.days[r.day].1.as_ref()?.buckets.as_ref()
     }
 
-    fn bucket_range(e: &Entry, h: u64) -> (usize, u64, u64) {
+    /// Bucket `b` of hash `h` in the segment of `r` and where it lies in
+    /// the `.dpb` (`lo..hi`): from the entry's table, or from the two
+    /// offsets of the table in the `.dpb` (one read of 8 bytes).
+    ///
+    /// Errors: `InvalidData` for a missing `.dpb` or offsets out of
+    /// order or beyond the entry's bytes; the read's error.
+    fn bucket_range(&self, r: EntryRef, h: u64) -> io::Result<(usize, u64, u64)> {
+        let e = self.get(r);
         let b = bucket_of(h, e.bits);
-        (b, u64::from(e.table[b]), u64::from(e.table[b + 1]))
+        if let Some(t) = &e.table {
+            return Ok((
+                b,
+                e.data_at + u64::from(t[b]),
+                e.data_at + u64::from(t[b + 1]),
+            ));
+        }
+        let f = self
+            .buckets_file(r)
+            .ok_or_else(|| invalid("summary buckets file missing".into()))?;
+        let mut two = [0u8; 8];
+        counted::read_at(f, &mut two, e.data_at + 4 * b as u64).map_err(|err| {
+            if err.kind() == io::ErrorKind::UnexpectedEof {
+                invalid(format!(
+                    "summary bucket table of segment {}: beyond the end of the buckets file",
+                    e.seq
+                ))
+            } else {
+                err
+            }
+        })?;
+        let lo = u64::from(u32::from_le_bytes(two[..4].try_into().expect("4 bytes")));
+        let hi = u64::from(u32::from_le_bytes(two[4..].try_into().expect("4 bytes")));
+        let base = e.data_at + table_len(e.bits);
+        if lo + 4 > hi || hi > e.data_len - table_len(e.bits) {
+            return Err(invalid(format!(
+                "summary bucket {b} of segment {}: its table offsets are out of range \
+                 (the table is damaged)",
+                e.seq
+            )));
+        }
+        Ok((b, base + lo, base + hi))
     }
 
-    /// Asks the kernel to read, in the background, the bucket of the
-    /// segment of `e` that [`Summaries::may_hold`] reads for hash `h`: a
-    /// lookup advises the buckets of every segment of its window first,
-    /// so a cold disk serves them together.
+    /// Asks the kernel to read, in the background, what
+    /// [`Summaries::may_hold`] reads first for hash `h` in the segment of
+    /// `r`: its bucket when the entry holds the bucket table, else the
+    /// two offsets of the table in the `.dpb` (then
+    /// [`advise_bucket`](Self::advise_bucket)). A lookup advises every
+    /// segment of its window first, so a cold disk serves them together.
     pub fn advise(&self, r: EntryRef, h: u64) {
         let e = self.get(r);
-        let (_, lo, hi) = Self::bucket_range(e, h);
-        if let Some(f) = self.buckets_file(r) {
-            // SAFETY: posix_fadvise on a descriptor we own, with plain
-            // integer arguments; it touches no memory of ours.
-            unsafe {
-                libc::posix_fadvise(
-                    f.as_raw_fd(),
-                    (e.data_at + lo) as libc::off_t,
-                    (hi - lo) as libc::off_t,
-                    libc::POSIX_FADV_WILLNEED,
-                );
+        let Some(f) = self.buckets_file(r) else {
+            return;
+        };
+        match &e.table {
+            Some(_) => {
+                if let Ok((_, lo, hi)) = self.bucket_range(r, h) {
+                    counted::advise(f, lo, hi - lo);
+                }
             }
+            None => counted::advise(f, e.data_at + 4 * bucket_of(h, e.bits) as u64, 8),
+        }
+    }
+
+    /// After [`advise`](Self::advise): for an entry whose bucket table is
+    /// in the `.dpb`, reads the bucket's two offsets and asks the kernel
+    /// for the bucket (nothing for one that holds its table, whose bucket
+    /// `advise` asked for). A hint: an error here is met and reported by
+    /// [`may_hold`](Self::may_hold).
+    pub fn advise_bucket(&self, r: EntryRef, h: u64) {
+        if self.get(r).table.is_some() {
+            return;
+        }
+        if let (Some(f), Ok((_, lo, hi))) = (self.buckets_file(r), self.bucket_range(r, h)) {
+            counted::advise(f, lo, hi - lo);
         }
     }
 
@@ -549,12 +631,12 @@ impl Summaries {
     /// `.dpb`; the read's error (a bucket beyond the end of the `.dpb`).
     pub fn may_hold(&self, r: EntryRef, h: u64) -> io::Result<bool> {
         let e = self.get(r);
-        let (b, lo, hi) = Self::bucket_range(e, h);
+        let (b, lo, hi) = self.bucket_range(r, h)?;
         let f = self
             .buckets_file(r)
             .ok_or_else(|| invalid("summary buckets file missing".into()))?;
         let mut buf = vec![0u8; (hi - lo) as usize];
-        f.read_exact_at(&mut buf, e.data_at + lo).map_err(|err| {
+        counted::read_at(f, &mut buf, lo).map_err(|err| {
             if err.kind() == io::ErrorKind::UnexpectedEof {
                 invalid(format!(
                     "summary bucket {b} of segment {}: beyond the end of the buckets file",

@@ -652,8 +652,8 @@ pub struct Progress {
     /// (never opened): their entries hold no key tuple the lookup gives.
     pub segments_pruned: usize,
     /// Segments opened to read their blocks (the window's, less those
-    /// pruned; the first and last segments of the archive are opened
-    /// once more to learn its record types).
+    /// pruned; not counting the first and last segments of the archive,
+    /// opened once by [`Archive::open`] to learn its record types).
     pub segments_opened: usize,
 }
 
@@ -699,8 +699,14 @@ fn probe_schemas(
 ) -> (Vec<Schema>, Option<u64>) {
     let mut out: Vec<Schema> = Vec::new();
     let mut life = None;
-    for sf in files {
-        match Segment::open(&sf.path) {
+    // A few at a time: their headers and footers asked for together,
+    // with a bounded number of files open.
+    let opened = files.chunks(16).flat_map(|c| {
+        let paths: Vec<&Path> = c.iter().map(|sf| sf.path.as_path()).collect();
+        c.iter().zip(Segment::open_all(&paths))
+    });
+    for (sf, seg) in opened {
+        match seg {
             Ok(seg) => {
                 life = life.or(seg.max_lifetime_ms);
                 for s in seg.schemas {
@@ -729,10 +735,69 @@ fn probe_schemas(
 ///
 /// Errors: as [`segments`].
 pub fn archive_schemas(dir: &Path) -> Result<Vec<Schema>, QueryError> {
-    let segs = segments(dir)?;
-    let mut p = Vec::new();
-    let probe: Vec<&SegmentFile> = [segs.first(), segs.last()].into_iter().flatten().collect();
-    Ok(probe_schemas(&probe, &mut p).0)
+    Ok(Archive::open(dir)?.schemas)
+}
+
+/// An archive directory as a lookup starts from: its segments (from the
+/// listing) and the record types of its first and last segments (their
+/// schema blocks and footers), read once by [`Archive::open`], for the
+/// caller ([`Archive::schemas`]: an output encoder's) and for each
+/// [`Archive::run`] alike.
+///
+/// # Examples
+///
+/// ```no_run
+/// use dplog_query::{Archive, Lookback, Mode, Query};
+/// let a = Archive::open("archive".as_ref())?;
+/// println!("{} record types", a.schemas().len());
+/// let q = Query {
+///     mode: Mode::At(1_767_225_600_000_000_000),
+///     conds: vec![("postNATSourceIPv4Address".into(), "198.51.100.7".into())],
+///     lookback: Lookback::Default,
+/// };
+/// let o = a.run(&q, &mut |_schema, _rec, _cal| {}, &mut |_| {})?;
+/// println!("{} found", o.found);
+/// # Ok::<(), dplog_query::QueryError>(())
+/// ```
+#[derive(Debug)]
+pub struct Archive {
+    dir: PathBuf,
+    segs: Vec<SegmentFile>,
+    schemas: Vec<Schema>,
+    life_ms: Option<u64>,
+    /// The probed segments that could not be opened.
+    damaged: Vec<Problem>,
+}
+
+impl Archive {
+    /// Lists `dir`'s segments and reads the schemas of the first and the
+    /// last (a segment that cannot be opened is reported by the lookups
+    /// that meet it).
+    ///
+    /// Errors: as [`segments`].
+    pub fn open(dir: &Path) -> Result<Archive, QueryError> {
+        let segs = segments(dir)?;
+        let probe: Vec<&SegmentFile> = [segs.first(), segs.last()]
+            .into_iter()
+            .flatten()
+            .take(if segs.len() > 1 { 2 } else { 1 })
+            .collect();
+        let mut damaged = Vec::new();
+        let (schemas, life_ms) = probe_schemas(&probe, &mut damaged);
+        Ok(Archive {
+            dir: dir.to_path_buf(),
+            segs,
+            schemas,
+            life_ms,
+            damaged,
+        })
+    }
+
+    /// The record types of the archive's first and last segments (the
+    /// first schema of each id and layout).
+    pub fn schemas(&self) -> &[Schema] {
+        &self.schemas
+    }
 }
 
 /// Wall time `t_ns` (ns since the epoch) as a tick count of the TSC the
@@ -787,14 +852,37 @@ pub fn run(
     emit: &mut dyn FnMut(&Schema, &[u8], TscCalibration),
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Outcome, QueryError> {
-    let segs = segments(dir)?;
+    Archive::open(dir)?.run(q, emit, progress)
+}
+
+impl Archive {
+    /// [`run`] over this archive, without listing it and reading its
+    /// first and last segments again.
+    ///
+    /// Errors: as [`run`].
+    pub fn run(
+        &self,
+        q: &Query,
+        emit: &mut dyn FnMut(&Schema, &[u8], TscCalibration),
+        progress: &mut dyn FnMut(&Progress),
+    ) -> Result<Outcome, QueryError> {
+        run_on(self, q, emit, progress)
+    }
+}
+
+fn run_on(
+    a: &Archive,
+    q: &Query,
+    emit: &mut dyn FnMut(&Schema, &[u8], TscCalibration),
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<Outcome, QueryError> {
+    let (dir, segs) = (a.dir.as_path(), &a.segs[..]);
     let mut outcome = Outcome::default();
     // Fields known to the archive: its first and last segments' schemas.
-    let probe: Vec<&SegmentFile> = [segs.first(), segs.last()].into_iter().flatten().collect();
     // Segments that cannot be opened are reported with an error below;
     // a query that runs meets (and reports) them again in its window.
-    let mut damaged = Vec::new();
-    let (mut known, life_ms) = probe_schemas(&probe, &mut damaged);
+    let mut damaged = a.damaged.clone();
+    let (mut known, life_ms) = (a.schemas.clone(), a.life_ms);
     let has = |known: &[Schema], name: &str| {
         known.iter().any(|s| {
             s.field(name).is_some()
@@ -912,9 +1000,12 @@ pub fn run(
                         schemas.len() - 1
                     }
                 };
-                // The blocks named by every hash (one page read each);
-                // none when the segment has no index or a page is
-                // damaged.
+                // The blocks named by every hash (one page read each,
+                // asked for together); none when the segment has no
+                // index or a page is damaged.
+                if let Some(r) = &r {
+                    seg.advise_keys(&r.keys);
+                }
                 let mut named: Option<Vec<u32>> = None;
                 for &h in r.as_ref().map_or(&[][..], |r| &r.keys[..]) {
                     match seg.blocks_with_key(h) {
@@ -944,6 +1035,8 @@ pub fn run(
                     }
                 }
                 if let Some(v) = named {
+                    // Their starts asked for together (cold: one wait).
+                    seg.advise_blocks(&v);
                     blocks.insert(s.id(), v);
                 }
                 m.insert(s.id(), (k, r));
@@ -1094,9 +1187,16 @@ fn prune(
         .iter()
         .map(|sf| summary_probe(summaries, sf, known, q))
         .collect();
+    // Cold, each step's reads are asked for together: the buckets'
+    // table offsets of every segment, then their buckets.
     for (r, hs) in probes.iter().flatten() {
         for &h in hs {
             summaries.advise(*r, h);
+        }
+    }
+    for (r, hs) in probes.iter().flatten() {
+        for &h in hs {
+            summaries.advise_bucket(*r, h);
         }
     }
     let mut out = Vec::with_capacity(window.len());

@@ -116,7 +116,10 @@ struct Args {
     bytes: BytesEncoding,
     /// After the answer, one line on stderr with what the lookup read:
     /// `segments in window W, ruled out by the summaries P, opened O;
-    /// blocks decoded B, skipped by the index S`.
+    /// blocks decoded B, skipped by the index S; files opened F, reads R,
+    /// bytes read N` (F, R, N: every archive file of the process, the
+    /// first and last segments read for the record types and the
+    /// summaries included).
     #[arg(long)]
     stats: bool,
 }
@@ -405,14 +408,17 @@ fn main() -> ExitCode {
         conds: args.conds.clone(),
         lookback: args.lookback.unwrap_or(Lookback::Default),
     };
-    let schemas = match dplog_query::archive_schemas(&dir) {
-        Ok(s) => s,
+    // The listing and the first and last segments' schemas, read once:
+    // the encoder's schemas, then the lookup's.
+    let archive = match dplog_query::Archive::open(&dir) {
+        Ok(a) => a,
         Err(e) => {
             eprintln!("dplog-query: {e}");
             return ExitCode::from(2);
         }
     };
-    if let Some(note) = tsc_time_note(&dir, &schemas, &q.mode) {
+    let schemas = archive.schemas();
+    if let Some(note) = tsc_time_note(&dir, schemas, &q.mode) {
         eprintln!("dplog-query: note: {note}");
     }
     let mut spec = FormatSpec {
@@ -428,7 +434,7 @@ fn main() -> ExitCode {
     // its own and its records are given it, so one encoder (one CSV
     // header) serves every record.
     let mut table = OutputSchemas::default();
-    for s in &schemas {
+    for s in schemas {
         table.place(s);
     }
     let refs: Vec<&Schema> = table.out.iter().collect();
@@ -508,7 +514,7 @@ fn main() -> ExitCode {
             );
         }
     };
-    let r = dplog_query::run(&dir, &q, &mut emit, &mut progress);
+    let r = archive.run(&q, &mut emit, &mut progress);
     if shown {
         eprint!("\r\x1b[K");
     }
@@ -543,14 +549,18 @@ fn main() -> ExitCode {
     }
     if args.stats {
         let p = &outcome.progress;
+        let io = dplog_sinks::archive::counted::read_counts();
         eprintln!(
             "dplog-query: segments in window {}, ruled out by the summaries {}, opened {}; \
-             blocks decoded {}, skipped by the index {}",
+             blocks decoded {}, skipped by the index {}; files opened {}, reads {}, bytes read {}",
             p.segments + p.segments_pruned,
             p.segments_pruned,
             p.segments_opened,
             p.blocks_read,
-            p.blocks_skipped
+            p.blocks_skipped,
+            io.files_opened,
+            io.reads,
+            io.bytes
         );
     }
     // A damaged summary costs time, not records: said, not an exit code.

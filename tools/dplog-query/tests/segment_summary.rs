@@ -276,17 +276,23 @@ fn a_segment_the_summary_lacks_is_read_and_a_damaged_summary_is_reported() {
     assert_eq!(o.progress.segments_opened, 5);
     // Damaged buckets: every bucket of entry 0 (segment 0, which does
     // not hold the tuple) fails its CRC: reported, and segment 0 is
-    // opened; the answer is the same. Its buckets lie in the `.dpb` at
-    // the offset and length its description gives.
+    // opened; the answer is the same. Its bucket table and buckets lie
+    // in the `.dpb` at the offset and length its description gives, the
+    // table first (2^bits + 1 offsets u32; bits: the description's byte
+    // before the tuple count, its last 4 bytes). The entry holds no table.
     std::fs::write(&sum, &bytes).unwrap();
     let dpb = sum.with_extension("dpb");
     let buckets = std::fs::read(&dpb).unwrap();
-    let desc = &bytes[summary::ENTRY_HEAD..];
+    let total0 = u32::from_le_bytes(bytes[4..8].try_into().unwrap()) as usize;
+    let dlen0 = u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize;
+    assert_eq!(total0, summary::ENTRY_HEAD + dlen0);
+    let desc = &bytes[summary::ENTRY_HEAD..summary::ENTRY_HEAD + dlen0];
     let at0 = u64::from_le_bytes(desc[24..32].try_into().unwrap()) as usize;
     let len0 = u64::from_le_bytes(desc[32..40].try_into().unwrap()) as usize;
-    assert!(len0 >= 4 && at0 + len0 <= buckets.len());
+    let table0 = 4 * ((1usize << desc[dlen0 - 5]) + 1);
+    assert!(len0 >= table0 + 4 && at0 + len0 <= buckets.len());
     let mut bad = buckets.clone();
-    for b in &mut bad[at0..at0 + len0] {
+    for b in &mut bad[at0 + table0..at0 + len0] {
         *b ^= 0x55;
     }
     std::fs::write(&dpb, &bad).unwrap();
@@ -294,6 +300,19 @@ fn a_segment_the_summary_lacks_is_read_and_a_damaged_summary_is_reported() {
     assert_eq!(found, want5);
     assert_eq!(o.summary_problems.len(), 1, "{:?}", o.summary_problems);
     assert!(o.summary_problems[0].reason.contains("checksum mismatch"));
+    assert_eq!(
+        (o.progress.segments_opened, o.progress.segments_pruned),
+        (2, 4)
+    );
+    // A damaged bucket table (offsets beyond the entry's bytes): reported
+    // the same way, segment 0 opened.
+    let mut bad = buckets.clone();
+    bad[at0..at0 + table0].fill(0xff);
+    std::fs::write(&dpb, &bad).unwrap();
+    let (found, o) = at(dir.path(), 5000, &conn_key("9999"));
+    assert_eq!(found, want5);
+    assert_eq!(o.summary_problems.len(), 1, "{:?}", o.summary_problems);
+    assert!(o.summary_problems[0].reason.contains("out of range"));
     assert_eq!(
         (o.progress.segments_opened, o.progress.segments_pruned),
         (2, 4)
@@ -470,4 +489,153 @@ fn a_recovered_segment_gets_its_entry_and_an_empty_summary_setting_writes_none()
         (o.progress.segments_opened, o.progress.segments_pruned),
         (6, 0)
     );
+}
+
+#[path = "../../../testkit/fixtures/lb_conn.rs"]
+mod lb_conn;
+
+/// Summaries written before the bucket tables moved from the `.dps`
+/// entries to the `.dpb` (`testkit/fixtures/archive_v3_summary1_lbconn`:
+/// the records of the version-3 fixture and their summary, written by
+/// the writer of that time) still prune, with the answers of the same
+/// segments read without them; today's writer writes those segments
+/// byte for byte, and entries without a table.
+#[test]
+fn summaries_whose_entries_hold_their_tables_still_prune() {
+    let fx = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testkit/fixtures/archive_v3_summary1_lbconn");
+    let head = |dps: &Path| {
+        let b = std::fs::read(dps).unwrap();
+        assert_eq!(&b[..4], summary::ENTRY_MAGIC);
+        let total = u32::from_le_bytes(b[4..8].try_into().unwrap()) as usize;
+        let dlen = u32::from_le_bytes(b[8..12].try_into().unwrap()) as usize;
+        (total, dlen)
+    };
+    let (total, dlen) = head(&fx.join("summary-0000020454.dps"));
+    assert!(
+        total > summary::ENTRY_HEAD + dlen,
+        "the entry holds its table"
+    );
+    let bare = tempfile::tempdir().unwrap();
+    let segs = list_segments(&fx).unwrap();
+    assert_eq!(segs.len(), 3);
+    for sf in &segs {
+        std::fs::copy(&sf.path, bare.path().join(sf.path.file_name().unwrap())).unwrap();
+    }
+    let ip = |a: u32| std::net::Ipv4Addr::from(a).to_string();
+    let mut pruned = 0;
+    let mut probes = 0;
+    for c in lb_conn::archive_v2_conns()
+        .iter()
+        .filter(|c| c.event == lb_conn::OPEN)
+        .step_by(23)
+    {
+        let key = [
+            ("vip", ip(c.vip)),
+            ("vport", c.vport.to_string()),
+            ("clientAddr", ip(c.client)),
+            ("clientPort", c.cport.to_string()),
+        ];
+        let key: Vec<(&str, &str)> = key.iter().map(|(f, v)| (*f, v.as_str())).collect();
+        for t in [c.time_ns, c.time_ns + 800 * MS] {
+            let (found, o) = query(&fx, Mode::At(t), &key);
+            let (want, bare_o) = query(bare.path(), Mode::At(t), &key);
+            assert_eq!(found, want);
+            if t == c.time_ns {
+                assert!(found.contains(&c.bytes()));
+            }
+            assert!(o.problems.is_empty() && o.summary_problems.is_empty());
+            assert_eq!(bare_o.progress.segments_pruned, 0);
+            pruned += o.progress.segments_pruned;
+            probes += 1;
+        }
+    }
+    assert!(
+        probes > 50 && pruned > probes / 3,
+        "{pruned} pruned in {probes}"
+    );
+    // Today's writer, the fixture's settings: the same segments, and
+    // entries whose tables are in the `.dpb`.
+    let now = tempfile::tempdir().unwrap();
+    let s = lb_conn::schema();
+    let mut enc = BinaryEncoder::new(&[&s]);
+    let mut b = Vec::new();
+    for c in lb_conn::archive_v2_conns() {
+        enc.push(&c.bytes(), &mut b);
+    }
+    let opts = ArchiveSinkOptions {
+        block_rows: 128,
+        segment_interval_ms: Some(1000),
+        ..Default::default()
+    };
+    let mut sink = ArchiveSink::open(now.path(), opts).unwrap();
+    sink.write_batch(&b).unwrap();
+    sink.close().unwrap();
+    let now_segs = list_segments(now.path()).unwrap();
+    assert_eq!(now_segs.len(), 3);
+    for (a, b) in segs.iter().zip(&now_segs) {
+        assert_eq!(
+            std::fs::read(&a.path).unwrap(),
+            std::fs::read(&b.path).unwrap()
+        );
+    }
+    let (total, dlen) = head(&now.path().join("summary-0000020454.dps"));
+    assert_eq!(total, summary::ENTRY_HEAD + dlen);
+
+    // Today's writer appending to the fixture's summary (the same
+    // records again, 10 s later): one `.dps` of both layouts; lookups
+    // of the old records and of the new prune, and answer as the
+    // segments read without the summary.
+    let mixed = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(&fx).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), mixed.path().join(e.file_name())).unwrap();
+    }
+    let mut b = Vec::new();
+    let mut enc = BinaryEncoder::new(&[&s]);
+    let later: Vec<lb_conn::Conn> = lb_conn::archive_v2_conns()
+        .into_iter()
+        .map(|c| lb_conn::Conn {
+            time_ns: c.time_ns + 10_000 * MS,
+            ..c
+        })
+        .collect();
+    for c in &later {
+        enc.push(&c.bytes(), &mut b);
+    }
+    let opts = ArchiveSinkOptions {
+        block_rows: 128,
+        segment_interval_ms: Some(1000),
+        ..Default::default()
+    };
+    let mut sink = ArchiveSink::open(mixed.path(), opts).unwrap();
+    sink.write_batch(&b).unwrap();
+    sink.close().unwrap();
+    let segs = list_segments(mixed.path()).unwrap();
+    assert_eq!(segs.len(), 6);
+    let bare = tempfile::tempdir().unwrap();
+    for sf in &segs {
+        std::fs::copy(&sf.path, bare.path().join(sf.path.file_name().unwrap())).unwrap();
+    }
+    let mut pruned = 0;
+    for c in lb_conn::archive_v2_conns()
+        .iter()
+        .chain(&later)
+        .filter(|c| c.event == lb_conn::OPEN)
+        .step_by(41)
+    {
+        let key = [
+            ("vip", ip(c.vip)),
+            ("vport", c.vport.to_string()),
+            ("clientAddr", ip(c.client)),
+            ("clientPort", c.cport.to_string()),
+        ];
+        let key: Vec<(&str, &str)> = key.iter().map(|(f, v)| (*f, v.as_str())).collect();
+        let (found, o) = query(mixed.path(), Mode::At(c.time_ns + 100 * MS), &key);
+        let (want, _) = query(bare.path(), Mode::At(c.time_ns + 100 * MS), &key);
+        assert_eq!(found, want);
+        assert!(o.problems.is_empty() && o.summary_problems.is_empty());
+        pruned += o.progress.segments_pruned;
+    }
+    assert!(pruned > 50, "{pruned}");
 }

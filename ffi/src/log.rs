@@ -304,12 +304,38 @@ unsafe fn log_fast(
     // SAFETY: rec is valid for len bytes (contract), len the record size
     // of a served schema.
     unsafe {
-        match &mut st.prod {
-            AnyProducer::S32(prod) => push_fast::<Slot32>(prod, rec.cast(), len, schema_id),
-            AnyProducer::S64(prod) => push_fast::<Slot64>(prod, rec.cast(), len, schema_id),
-            AnyProducer::S128(prod) => push_fast::<Slot128>(prod, rec.cast(), len, schema_id),
-            // Shared-memory rings take the checked path.
-            AnyProducer::M32(_) | AnyProducer::M64(_) | AnyProducer::M128(_) => false,
+        // The default 64-byte slots inline, the others in a function of
+        // their own: one compare, where a `match` compiles to a jump table
+        // (an indirect jump on every call).
+        if let AnyProducer::S64(prod) = &mut st.prod {
+            push_fast::<Slot64>(prod, rec.cast(), len, schema_id)
+        } else {
+            push_fast_other(&mut st.prod, rec.cast(), len, schema_id)
+        }
+    }
+}
+
+/// `log_fast`'s push on a producer of other than 64-byte in-process slots.
+///
+/// # Safety
+/// `rec` is valid for `len` bytes.
+#[inline(never)]
+unsafe fn push_fast_other(
+    prod: &mut AnyProducer,
+    rec: *const u8,
+    len: usize,
+    schema_id: u16,
+) -> bool {
+    // SAFETY: caller contract on rec.
+    unsafe {
+        match prod {
+            AnyProducer::S32(prod) => push_fast::<Slot32>(prod, rec, len, schema_id),
+            AnyProducer::S128(prod) => push_fast::<Slot128>(prod, rec, len, schema_id),
+            // Shared-memory rings take the checked path; S64 is log_fast's.
+            AnyProducer::S64(_)
+            | AnyProducer::M32(_)
+            | AnyProducer::M64(_)
+            | AnyProducer::M128(_) => false,
         }
     }
 }

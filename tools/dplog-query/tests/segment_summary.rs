@@ -554,8 +554,10 @@ fn summaries_whose_entries_hold_their_tables_still_prune() {
         probes > 50 && pruned > probes / 3,
         "{pruned} pruned in {probes}"
     );
-    // Today's writer, the fixture's settings: the same segments, and
-    // entries whose tables are in the `.dpb`.
+    // Today's writer, the fixture's settings: the same segments (names,
+    // records; the bytes differ only in the schema blocks, whose
+    // metadata version has moved on), and entries whose tables are in
+    // the `.dpb`.
     let now = tempfile::tempdir().unwrap();
     let s = lb_conn::schema();
     let mut enc = BinaryEncoder::new(&[&s]);
@@ -574,11 +576,12 @@ fn summaries_whose_entries_hold_their_tables_still_prune() {
     let now_segs = list_segments(now.path()).unwrap();
     assert_eq!(now_segs.len(), 3);
     for (a, b) in segs.iter().zip(&now_segs) {
-        assert_eq!(
-            std::fs::read(&a.path).unwrap(),
-            std::fs::read(&b.path).unwrap()
-        );
+        assert_eq!(a.path.file_name(), b.path.file_name());
     }
+    let all = || Mode::Between(0, u64::MAX);
+    let (fx_records, _) = query(&fx, all(), &[]);
+    assert_eq!(fx_records.len(), lb_conn::archive_v2_conns().len());
+    assert_eq!(query(now.path(), all(), &[]).0, fx_records);
     let (total, dlen) = head(&now.path().join("summary-0000020454.dps"));
     assert_eq!(total, summary::ENTRY_HEAD + dlen);
 

@@ -976,7 +976,7 @@ fn segments_of_the_old_and_the_new_schema_encoding_decode() {
         assert!(enc.push(r, &mut new));
     }
     for (log, schema) in [
-        (lb_conn::old_binary_log(), lb_conn::fields_only()),
+        (lb_conn::old_binary_log(), lb_conn::fields_only_as_read()),
         (new, s),
     ] {
         let dir = tempfile::tempdir().unwrap();

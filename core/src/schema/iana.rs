@@ -96,18 +96,10 @@ pub fn iana_element(id: u16) -> Option<(&'static str, IanaType)> {
 /// - dateTimeMicroseconds and dateTimeNanoseconds if it is a timestamp;
 /// - float64: no field kind.
 pub fn iana_type_fit(kind: FieldKind, size: usize, t: IanaType) -> Option<&'static str> {
-    let unsigned = matches!(
-        kind,
-        FieldKind::U8
-            | FieldKind::U16
-            | FieldKind::U32
-            | FieldKind::U64
-            | FieldKind::Port
-            | FieldKind::Protocol
-            | FieldKind::Enum
-    );
-    let timestamp = matches!(kind, FieldKind::NsTimestamp | FieldKind::TscTimestamp);
-    let bytes = kind == FieldKind::Bytes;
+    let class = super::ipfix_type_class(kind);
+    let unsigned = class == "unsigned";
+    let timestamp = class == "dateTime";
+    let bytes = class == "octetArray";
     let fits = match t {
         IanaType::U8 | IanaType::U16 | IanaType::U32 | IanaType::U64 => {
             let width = match t {

@@ -535,3 +535,31 @@ fn a_field_cannot_take_an_iana_element_of_another_type() {
     // SAFETY: as above.
     unsafe { Schema::from_c_descriptors(613, c"fwDrop".as_ptr(), 40, d.as_ptr(), 2) }.unwrap();
 }
+
+/// A C descriptor's offset or size past any record is refused with the
+/// value the caller passed in the message, not a value cut to 16 bits.
+#[test]
+fn a_c_offset_or_size_past_any_record_is_named_as_given() {
+    for (offset, size, shown) in [
+        (0x1_0010u32, 4u32, "bytes 65552..65556"),
+        (0xFFFF_0010, 4, "bytes 4294901776..4294901780"),
+        (16, 0x1_0004, "bytes 16..65556"),
+    ] {
+        let d = [
+            desc(c"eventTime", 8, 8, FieldKind::NsTimestamp),
+            DplogFieldDesc {
+                offset,
+                size,
+                ..desc(c"backendId", 0, 0, FieldKind::Bytes)
+            },
+        ];
+        // SAFETY: two valid descriptors with static names.
+        let e = unsafe { Schema::from_c_descriptors(614, c"lbConn".as_ptr(), 64, d.as_ptr(), 2) }
+            .unwrap_err();
+        assert!(
+            matches!(&e, SchemaError::OutOfBounds { field, .. } if field == "backendId"),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains(shown), "{e}");
+    }
+}

@@ -644,6 +644,16 @@ impl Schema {
                     field: fname.clone(),
                     ie_id: d.ie_id,
                 })?;
+            // Past any record (at most 65535 bytes): refused with the
+            // values given, before FieldDef's 16-bit fields would hold them.
+            if d.offset > u32::from(u16::MAX) || d.size > u32::from(u16::MAX) {
+                return Err(SchemaError::OutOfBounds {
+                    field: fname,
+                    offset: d.offset as usize,
+                    size: d.size as usize,
+                    record_size,
+                });
+            }
             let mut f = FieldDef::new(fname, d.offset as usize, d.size as usize, kind, ie_id);
             if d.enum_count > 0 {
                 if d.enum_names.is_null() {

@@ -243,7 +243,8 @@ fn key_error(text: &str, table: &Table, key: &str, why: &str) -> ConfigError {
 /// that is not a power of two from 1 to
 /// [`MAX_LOGGER_RING_CAPACITY`](dplog_core::MAX_LOGGER_RING_CAPACITY)
 /// (refused here, before any sink is opened or file created),
-/// `publish_every = 0` and a `slot_bytes` other than 32, 64 or 128; `[format]` an empty
+/// `publish_every = 0` and a `slot_bytes` other than 32, 64 or 128;
+/// `[format.ipfix]` an `mtu` below 256 or `enterprise_number = 0`; `[format]` an empty
 /// `template`, or `template` / `[format.templates]` with a `type` other
 /// than `text` (which would ignore them); each sink table's own rules
 /// against the format ([`SinkSettings::check`]
@@ -307,6 +308,29 @@ fn check_format(text: &str, f: &dyn TableLike, kind: &str) -> Result<(), ConfigE
             span,
             "[format] `template` is empty: every record would be an empty line",
         ));
+    }
+    if let Some(ip) = f.get("ipfix").and_then(Item::as_table_like) {
+        let span = |k: &str| ip.key(k).and_then(|k| k.span()).unwrap_or(0..0);
+        if let Some(m) = ip.get("mtu").and_then(Item::as_integer) {
+            if m < 256 {
+                return Err(at(
+                    text,
+                    span("mtu"),
+                    &format!(
+                        "[format.ipfix] mtu = {m}: at least 256 bytes (a message holds a \
+                         template record or a whole data record)"
+                    ),
+                ));
+            }
+        }
+        if ip.get("enterprise_number").and_then(Item::as_integer) == Some(0) {
+            return Err(at(
+                text,
+                span("enterprise_number"),
+                "[format.ipfix] enterprise_number = 0 is reserved (IANA PEN registry): give your \
+                 organisation's PEN, or leave it out for 32473 (the documentation PEN)",
+            ));
+        }
     }
     if kind == "text" {
         return Ok(());

@@ -1346,3 +1346,27 @@ fn an_empty_path_or_dir_is_an_error_at_its_key() {
         );
     }
 }
+
+/// `[format.ipfix]` values the IPFIX exporter cannot use are refused when
+/// the configuration is loaded, at their line.
+#[test]
+fn bad_ipfix_settings_are_refused_at_load_naming_the_key_and_line() {
+    for (setting, why) in [
+        ("mtu = 10", "[format.ipfix] mtu = 10: at least 256 bytes"),
+        (
+            "enterprise_number = 0",
+            "[format.ipfix] enterprise_number = 0 is reserved",
+        ),
+    ] {
+        let text = format!("[format]\ntype = \"ipfix\"\n[format.ipfix]\n{setting}\n");
+        let e = LogConfig::from_toml_str(&text).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!("bad config: config line 4, column 1: {why}")),
+            "{e}"
+        );
+    }
+    LogConfig::from_toml_str(
+        "[format]\ntype = \"ipfix\"\n[format.ipfix]\nmtu = 256\nenterprise_number = 1\n",
+    )
+    .unwrap();
+}

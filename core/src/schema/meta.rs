@@ -72,6 +72,7 @@ impl Schema {
         if let Some(b) = &meta.ipfix_ie_by {
             let values = b.ies.iter().map(|v| u64::from(v.0));
             self.check_values("ipfix element by value", b.selector, values)?;
+            self.check_ie_by_types(b.field, &b.ies)?;
         }
         if let Some(b) = &meta.name_by {
             let values = b.names.iter().map(|v| u64::from(v.0));
@@ -80,6 +81,17 @@ impl Schema {
         }
         self.check_enterprise_ies(&meta.ipfix_enterprise)?;
         Ok(())
+    }
+
+    /// The IANA elements a by-value rule gives field `field` are ones it
+    /// can carry ([`check_iana_type`](super::check_iana_type)).
+    fn check_ie_by_types(&self, field: usize, ies: &[(u32, u16)]) -> Result<(), SchemaError> {
+        match self.fields.get(field) {
+            Some(f) => ies
+                .iter()
+                .try_for_each(|&(_, ie)| super::check_iana_type(f, ie)),
+            None => Ok(()),
+        }
     }
 
     /// The names a name-by-value rule gives field `field` are field names
@@ -219,9 +231,7 @@ impl Schema {
         let values = ies.iter().map(|v| u64::from(v.0));
         self.check_values("ipfix element by value", selector, values)?;
         let field = self.index_of("ipfix element by value", field)?;
-        for &(_, ie) in ies {
-            super::check_iana_type(&self.fields[field], ie)?;
-        }
+        self.check_ie_by_types(field, ies)?;
         self.meta.ipfix_ie_by = Some(IeBy {
             field,
             selector,

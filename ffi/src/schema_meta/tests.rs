@@ -163,6 +163,23 @@ fn each_setter_declares_what_the_rust_builder_would_and_a_bad_call_changes_nothi
     };
     assert_eq!(r, DPLOG_ERR_INVALID_ARG);
     assert_eq!(meta_of(h, id).ipfix_ie_by, None);
+    // An IANA element the field cannot carry: the u64 `bytes` as
+    // sourceIPv4Address (8, ipv4Address).
+    let ies = [471u16, 8];
+    // SAFETY: as above.
+    let r = unsafe {
+        dplog_schema_set_ipfix_ie_by(
+            h,
+            id,
+            c"bytes".as_ptr(),
+            c"connEvent".as_ptr(),
+            sel.as_ptr(),
+            ies.as_ptr(),
+            2,
+        )
+    };
+    assert_eq!(r, DPLOG_ERR_INVALID_ARG);
+    assert_eq!(meta_of(h, id).ipfix_ie_by, None);
     let ies = [471u16, 472];
     // SAFETY: as above.
     let r = unsafe {

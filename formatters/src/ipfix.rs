@@ -152,13 +152,17 @@ pub enum ExportClock {
     Record,
 }
 
+/// The smallest [`IpfixOptions::mtu`]: a message must hold a template
+/// record or a whole data record.
+pub const MIN_MTU: usize = 256;
+
 /// IPFIX settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields, default))]
 pub struct IpfixOptions {
     /// Path MTU in bytes; a message is at most `mtu - 28` bytes. Default
-    /// 1500; at least 256.
+    /// 1500; at least [`MIN_MTU`].
     pub mtu: usize,
     /// Seconds between template re-sends. Default 20.
     pub template_refresh_secs: u32,
@@ -361,8 +365,8 @@ impl IpfixEncoder {
     /// 32767, or two fields (of one or two schemas) whose different names
     /// or types would take one enterprise element id.
     pub fn new(schemas: &[&Schema], opts: Options, ipfix: IpfixOptions) -> Result<Self, String> {
-        if ipfix.mtu < 256 {
-            return Err(format!("ipfix mtu {} is below 256", ipfix.mtu));
+        if ipfix.mtu < MIN_MTU {
+            return Err(format!("ipfix mtu {} is below {MIN_MTU}", ipfix.mtu));
         }
         if ipfix.enterprise_number == 0 {
             return Err("ipfix enterprise_number 0 is reserved (IANA PEN registry)".into());

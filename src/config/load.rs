@@ -312,12 +312,13 @@ fn check_format(text: &str, f: &dyn TableLike, kind: &str) -> Result<(), ConfigE
     if let Some(ip) = f.get("ipfix").and_then(Item::as_table_like) {
         let span = |k: &str| ip.key(k).and_then(|k| k.span()).unwrap_or(0..0);
         if let Some(m) = ip.get("mtu").and_then(Item::as_integer) {
-            if m < 256 {
+            let min = crate::formatters::ipfix::MIN_MTU;
+            if m < min as i64 {
                 return Err(at(
                     text,
                     span("mtu"),
                     &format!(
-                        "[format.ipfix] mtu = {m}: at least 256 bytes (a message holds a \
+                        "[format.ipfix] mtu = {m}: at least {min} bytes (a message holds a \
                          template record or a whole data record)"
                     ),
                 ));

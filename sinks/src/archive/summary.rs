@@ -458,6 +458,15 @@ pub struct EntryRef {
     entry: usize,
 }
 
+/// Where the bucket of a hash lies in its segment's `.dpb` bytes, as
+/// [`Summaries::bucket`] found it: its number and byte range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BucketAt {
+    b: usize,
+    lo: u64,
+    hi: u64,
+}
+
 /// A day's summary: its entries (read whole from the `.dps`) and its open
 /// `.dpb`.
 #[derive(Debug)]
@@ -545,21 +554,23 @@ impl Summaries {
         self.days[r.day].1.as_ref()?.buckets.as_ref()
     }
 
-    /// Bucket `b` of hash `h` in the segment of `r` and where it lies in
-    /// the `.dpb` (`lo..hi`): from the entry's table, or from the two
-    /// offsets of the table in the `.dpb` (one read of 8 bytes).
+    /// The bucket of hash `h` in the segment of `r` and where it lies in
+    /// the `.dpb`: from the entry's table, or from the two offsets of the
+    /// table in the `.dpb` (one read of 8 bytes), for
+    /// [`may_hold_at`](Self::may_hold_at) and
+    /// [`advise_bucket`](Self::advise_bucket).
     ///
     /// Errors: `InvalidData` for a missing `.dpb` or offsets out of
     /// order or beyond the entry's bytes; the read's error.
-    fn bucket_range(&self, r: EntryRef, h: u64) -> io::Result<(usize, u64, u64)> {
+    pub fn bucket(&self, r: EntryRef, h: u64) -> io::Result<BucketAt> {
         let e = self.get(r);
         let b = bucket_of(h, e.bits);
         if let Some(t) = &e.table {
-            return Ok((
+            return Ok(BucketAt {
                 b,
-                e.data_at + u64::from(t[b]),
-                e.data_at + u64::from(t[b + 1]),
-            ));
+                lo: e.data_at + u64::from(t[b]),
+                hi: e.data_at + u64::from(t[b + 1]),
+            });
         }
         let f = self
             .buckets_file(r)
@@ -585,14 +596,18 @@ impl Summaries {
                 e.seq
             )));
         }
-        Ok((b, base + lo, base + hi))
+        Ok(BucketAt {
+            b,
+            lo: base + lo,
+            hi: base + hi,
+        })
     }
 
     /// Asks the kernel to read, in the background, what
     /// [`Summaries::may_hold`] reads first for hash `h` in the segment of
     /// `r`: its bucket when the entry holds the bucket table, else the
     /// two offsets of the table in the `.dpb` (then
-    /// [`advise_bucket`](Self::advise_bucket)). A lookup advises every
+    /// [`bucket`](Self::bucket) and [`advise_bucket`](Self::advise_bucket)). A lookup advises every
     /// segment of its window first, so a cold disk serves them together.
     pub fn advise(&self, r: EntryRef, h: u64) {
         let e = self.get(r);
@@ -601,37 +616,45 @@ impl Summaries {
         };
         match &e.table {
             Some(_) => {
-                if let Ok((_, lo, hi)) = self.bucket_range(r, h) {
-                    counted::advise(f, lo, hi - lo);
+                if let Ok(at) = self.bucket(r, h) {
+                    counted::advise(f, at.lo, at.hi - at.lo);
                 }
             }
             None => counted::advise(f, e.data_at + 4 * bucket_of(h, e.bits) as u64, 8),
         }
     }
 
-    /// After [`advise`](Self::advise): for an entry whose bucket table is
-    /// in the `.dpb`, reads the bucket's two offsets and asks the kernel
-    /// for the bucket (nothing for one that holds its table, whose bucket
-    /// `advise` asked for). A hint: an error here is met and reported by
-    /// [`may_hold`](Self::may_hold).
-    pub fn advise_bucket(&self, r: EntryRef, h: u64) {
+    /// After [`advise`](Self::advise) and [`bucket`](Self::bucket): for
+    /// an entry whose bucket table is in the `.dpb`, asks the kernel for
+    /// the bucket at `at` (nothing for one that holds its table, whose
+    /// bucket `advise` asked for). A hint.
+    pub fn advise_bucket(&self, r: EntryRef, at: &BucketAt) {
         if self.get(r).table.is_some() {
             return;
         }
-        if let (Some(f), Ok((_, lo, hi))) = (self.buckets_file(r), self.bucket_range(r, h)) {
-            counted::advise(f, lo, hi - lo);
+        if let Some(f) = self.buckets_file(r) {
+            counted::advise(f, at.lo, at.hi - at.lo);
         }
     }
 
     /// Whether the segment of `e` may hold a row of tuple hash `h`
     /// ([`format::tuple_hash`]): `false` only when its bucket, checked,
-    /// holds no fingerprint of `h`.
+    /// holds no fingerprint of `h`. [`bucket`](Self::bucket), then
+    /// [`may_hold_at`](Self::may_hold_at).
+    ///
+    /// Errors: as those.
+    pub fn may_hold(&self, r: EntryRef, h: u64) -> io::Result<bool> {
+        self.may_hold_at(r, h, self.bucket(r, h)?)
+    }
+
+    /// [`may_hold`](Self::may_hold) with the bucket of `h` found by
+    /// [`bucket`](Self::bucket) already.
     ///
     /// Errors: `InvalidData` for a bucket failing its CRC or a missing
     /// `.dpb`; the read's error (a bucket beyond the end of the `.dpb`).
-    pub fn may_hold(&self, r: EntryRef, h: u64) -> io::Result<bool> {
+    pub fn may_hold_at(&self, r: EntryRef, h: u64, at: BucketAt) -> io::Result<bool> {
         let e = self.get(r);
-        let (b, lo, hi) = self.bucket_range(r, h)?;
+        let BucketAt { b, lo, hi } = at;
         let f = self
             .buckets_file(r)
             .ok_or_else(|| invalid("summary buckets file missing".into()))?;

@@ -65,7 +65,7 @@ use dplog_core::schema::{FieldDef, FieldKind, Lifecycle, Schema};
 use dplog_formatters::TscCalibration;
 use dplog_sinks::archive::format::{self, key_hash32};
 use dplog_sinks::archive::reader::{for_each_group, merge_rows};
-use dplog_sinks::archive::summary::{EntryRef, Summaries};
+use dplog_sinks::archive::summary::{BucketAt, EntryRef, Summaries};
 use dplog_sinks::archive::{list_segments, Problem, Segment, SegmentFile};
 
 /// What to look up.
@@ -1188,26 +1188,44 @@ fn prune(
         .map(|sf| summary_probe(summaries, sf, known, q))
         .collect();
     // Cold, each step's reads are asked for together: the buckets'
-    // table offsets of every segment, then their buckets.
+    // table offsets of every segment, then their buckets. The offsets
+    // are read once, for the advice and the check.
     for (r, hs) in probes.iter().flatten() {
         for &h in hs {
             summaries.advise(*r, h);
         }
     }
-    for (r, hs) in probes.iter().flatten() {
-        for &h in hs {
-            summaries.advise_bucket(*r, h);
+    // Per segment, each hash with where its bucket lies (or why not).
+    type Buckets = Vec<(u64, io::Result<BucketAt>)>;
+    let buckets: Vec<Option<(EntryRef, Buckets)>> = probes
+        .into_iter()
+        .map(|p| {
+            p.map(|(r, hs)| {
+                (
+                    r,
+                    hs.into_iter()
+                        .map(|h| (h, summaries.bucket(r, h)))
+                        .collect(),
+                )
+            })
+        })
+        .collect();
+    for (r, bs) in buckets.iter().flatten() {
+        for at in bs.iter().filter_map(|(_, b)| b.as_ref().ok()) {
+            summaries.advise_bucket(*r, at);
         }
     }
     let mut out = Vec::with_capacity(window.len());
-    for (sf, p) in window.into_iter().zip(probes) {
+    for (sf, p) in window.into_iter().zip(buckets) {
         let keep = match p {
             None => true,
-            Some((r, hs)) => hs.iter().any(|&h| match summaries.may_hold(r, h) {
-                Ok(may) => may,
-                Err(e) => {
-                    summaries.bucket_problem(r, &e);
-                    true
+            Some((r, bs)) => bs.into_iter().any(|(h, at)| {
+                match at.and_then(|at| summaries.may_hold_at(r, h, at)) {
+                    Ok(may) => may,
+                    Err(e) => {
+                        summaries.bucket_problem(r, &e);
+                        true
+                    }
                 }
             }),
         };

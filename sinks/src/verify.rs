@@ -567,21 +567,21 @@ fn syslog_head(line: &str) -> Option<&str> {
 /// A JSON object on `line` that carries a seal head's fields (a
 /// [`SealHead`](crate::seal::anchor::SealHead) record as the `json` format
 /// prints it, or a row of its ClickHouse table as `JSONEachRow`): one
-/// with every key of a head and no other (but the JSON format's
-/// `timestamp`). Other lines are none of the verifier's.
+/// with every field of the [`SealHead`](crate::seal::anchor::SealHead)
+/// schema as a key and no other (but the JSON format's `timestamp`).
+/// Other lines are none of the verifier's.
 fn json_head(line: &str) -> Option<serde_json::Map<String, serde_json::Value>> {
-    const KEYS: [&str; 8] = [
-        "log", "file", "writes", "end", "timeMs", "head", "key", "sig",
-    ];
+    use dplog_core::HasSchema;
     let t = line.trim();
     if !t.starts_with('{') {
         return None;
     }
+    let fields = crate::seal::anchor::SealHead::schema().fields();
     match serde_json::from_str::<serde_json::Value>(t) {
         Ok(serde_json::Value::Object(m))
-            if KEYS.iter().all(|k| m.contains_key(*k))
+            if fields.iter().all(|f| m.contains_key(&*f.name))
                 && m.keys()
-                    .all(|k| k == "timestamp" || KEYS.contains(&k.as_str())) =>
+                    .all(|k| k == "timestamp" || fields.iter().any(|f| f.name == k.as_str())) =>
         {
             Some(m)
         }

@@ -31,6 +31,18 @@ impl Record for LbConn {
 
 /// `LbConn`'s schema with `backend` named `name`.
 fn lb_conn(name: &'static str) -> Result<Schema, SchemaError> {
+    lb_conn_with(name, 0, 0)
+}
+
+/// `LbConn`'s schema with `backendId` (4-byte unsigned) and `port` given
+/// IANA elements `backend_ie` and `port_ie`.
+fn lb_conn_ies(backend_ie: u16, port_ie: u16) -> Result<Schema, SchemaError> {
+    lb_conn_with("backendId", backend_ie, port_ie)
+}
+
+/// `LbConn`'s schema with `backend` named `name`, `backend` and `port`
+/// given IANA elements `backend_ie` and `port_ie` (0: none).
+fn lb_conn_with(name: &'static str, backend_ie: u16, port_ie: u16) -> Result<Schema, SchemaError> {
     use std::mem::offset_of;
     Schema::new(
         610,
@@ -44,8 +56,20 @@ fn lb_conn(name: &'static str) -> Result<Schema, SchemaError> {
                 FieldKind::NsTimestamp,
                 0,
             ),
-            FieldDef::new(name, offset_of!(LbConn, backend), 4, FieldKind::U32, 0),
-            FieldDef::new("port", offset_of!(LbConn, port), 2, FieldKind::Port, 0),
+            FieldDef::new(
+                name,
+                offset_of!(LbConn, backend),
+                4,
+                FieldKind::U32,
+                backend_ie,
+            ),
+            FieldDef::new(
+                "port",
+                offset_of!(LbConn, port),
+                2,
+                FieldKind::Port,
+                port_ie,
+            ),
             FieldDef::new("state", offset_of!(LbConn, state), 1, FieldKind::U8, 0),
         ],
     )
@@ -437,41 +461,6 @@ fn fields_whose_enterprise_ids_meet_are_refused_at_declaration() {
     let s =
         unsafe { Schema::from_c_descriptors(620, c"fwDrop".as_ptr(), 24, d.as_ptr(), 2) }.unwrap();
     assert_eq!(s.enterprise_ie(1), Some(900));
-}
-
-/// `lbConn` with `backend` (4-byte unsigned) and `port` given IANA
-/// elements `backend_ie` and `port_ie`.
-fn lb_conn_ies(backend_ie: u16, port_ie: u16) -> Result<Schema, SchemaError> {
-    use std::mem::offset_of;
-    Schema::new(
-        610,
-        "lbConn",
-        size_of::<LbConn>(),
-        vec![
-            FieldDef::new(
-                "eventTime",
-                offset_of!(LbConn, time_ns),
-                8,
-                FieldKind::NsTimestamp,
-                0,
-            ),
-            FieldDef::new(
-                "backendId",
-                offset_of!(LbConn, backend),
-                4,
-                FieldKind::U32,
-                backend_ie,
-            ),
-            FieldDef::new(
-                "port",
-                offset_of!(LbConn, port),
-                2,
-                FieldKind::Port,
-                port_ie,
-            ),
-            FieldDef::new("state", offset_of!(LbConn, state), 1, FieldKind::U8, 0),
-        ],
-    )
 }
 
 /// A field declared with an IANA element must carry that element's type

@@ -170,19 +170,16 @@ static __inline__ dplog_result dplog_reserve_inline(dplog_producer *p,
                 }
                 key = (DPLOG_VAL_CAST_(uint32_t, schema_id) << 16) | DPLOG_VAL_CAST_(uint32_t, size);
             }
-            /* A constant size per slot size, so the compiler zeroes the
-             * slot with a few stores instead of calling memset; the
-             * default 64-byte slot on the straight path. */
-            uint32_t slot_bytes = w->slot_bytes;
-            if (__builtin_expect(slot_bytes == 64u, 1)) {
-                __builtin_memset(slot, 0, 64);
-            } else if (slot_bytes == 32u) {
-                __builtin_memset(slot, 0, 32);
-            } else if (slot_bytes == 128u) {
-                __builtin_memset(slot, 0, 128);
-            } else {
-                __builtin_memset(slot, 0, slot_bytes);
+            /* 64 bytes zeroed for every slot size, as the last stores
+             * before the caller's, so the compiler drops those the
+             * caller's field stores overwrite: a 128-byte slot's upper
+             * half first; for a 32-byte slot the next slot's first half
+             * too, which the producer still holds (the library ends a
+             * window of 32-byte slots one slot early). */
+            if (__builtin_expect(w->slot_bytes > 64u, 0)) {
+                __builtin_memset(slot + 64, 0, 64);
             }
+            __builtin_memset(slot, 0, 64);
             w->reservation = key;
             *slots = slot;
             return DPLOG_OK;

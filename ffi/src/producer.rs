@@ -464,13 +464,21 @@ pub(crate) unsafe fn open_window(obj: &dplog_producer_t, st: &mut ProducerState,
     }) else {
         return;
     };
+    // The inline dplog_reserve zeroes 64 bytes from the cursor for every
+    // slot size: a window of 32-byte slots leaves the producer's last free
+    // slot out of it, so those bytes never reach a slot it does not hold.
+    let inline_len = win.len - (INLINE_ZERO_BYTES.saturating_sub(win.slot_bytes) / win.slot_bytes);
+    if inline_len == 0 {
+        return;
+    }
     let table = st.sizes.table();
     let w = obj.window.get();
     st.window_first = win.first;
     // SAFETY: single-thread rule (cursor, next_index, ring_tail, publish,
     // last, sizes, n_sizes, slot_bytes are only written by this thread); the
     // slots are the window's (open_window), `len` of them of `slot_bytes`
-    // each from `start`; `sizes` points into the producer's own
+    // each from `start`, and the inline window is the first `inline_len`
+    // of them (`inline_len <= len`); `sizes` points into the producer's own
     // `Arc<SchemaSizes>`, which outlives every window it opens (the window
     // is taken back before the state is dropped).
     unsafe {
@@ -485,13 +493,18 @@ pub(crate) unsafe fn open_window(obj: &dplog_producer_t, st: &mut ProducerState,
         // SeqCst, with the SeqCst load of `closed` below, against
         // dplog_close's SeqCst store of `closed` then of `end`: either this
         // thread sees `closed`, or close's NULL store comes after this one.
-        window_end(w).store(win.start.add(win.len * win.slot_bytes), Ordering::SeqCst);
+        window_end(w).store(win.start.add(inline_len * win.slot_bytes), Ordering::SeqCst);
     }
     if st.shared.closed.load(Ordering::SeqCst) {
         // SAFETY: the window just opened, nothing written.
         unsafe { take_window(obj, st) };
     }
 }
+
+/// Bytes from the cursor that the inline `dplog_reserve` zeroes, whatever
+/// the slot size (`include/dplog_inline.h`): 64 for 32- and 64-byte slots,
+/// one slot of 128 bytes.
+const INLINE_ZERO_BYTES: usize = 64;
 
 /// A `RawWindow` of any slot type, as bytes.
 struct Window {

@@ -42,6 +42,9 @@ use std::sync::atomic::AtomicPtr;
 /// 1023 slots, never wraps, never covers a latency-sampled ring index
 /// (one in 1024, which the library stamps) and, with `[ring] publish_every` above
 /// 1, never lets more than `publish_every - 1` records wait unpublished.
+/// The 64 bytes from `cursor` are always the producer's: a window of
+/// 32-byte slots ends one slot before the free slots the producer holds,
+/// so the inline `dplog_reserve` may zero 64 bytes for every slot size.
 ///
 /// The consumer trusts no index published here: a `*ring_tail` more than
 /// the ring's capacity ahead of what it has read, or behind what it has

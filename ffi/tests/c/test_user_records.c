@@ -16,12 +16,16 @@
 #include <dplog.h>
 
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "check.h"
 
@@ -525,6 +529,138 @@ static void test_tsc_field(void) {
   free(text);
 }
 
+/* ---- inline reservations into a full ring of 32-byte slots ---------- */
+
+struct fifo_reader {
+  int fd;
+  char *buf;
+  size_t len, cap;
+  int overflow;
+};
+
+/* Reads the FIFO to its end (the sink's close) into a bounded buffer. */
+static void *read_fifo(void *arg) {
+  struct fifo_reader *r = arg;
+  for (;;) {
+    char chunk[65536];
+    ssize_t n = read(r->fd, chunk, sizeof chunk);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (r->len + (size_t)n > r->cap) {
+      r->overflow = 1;
+      continue;
+    }
+    memcpy(r->buf + r->len, chunk, (size_t)n);
+    r->len += (size_t)n;
+  }
+  return NULL;
+}
+
+/* The inline dplog_reserve zeroes 64 bytes for every slot size; in a
+ * ring of 32-byte slots that is its slot and the next, which must still
+ * be the producer's. The sink writes to a FIFO nobody reads, so the
+ * consumer stops and the ring fills; the producer reserves until the
+ * ring is full, then the FIFO is read to the end. Every record accepted
+ * comes out once, in order and intact: the ring's oldest unread record,
+ * right after the last free slot, was not zeroed. */
+static void test_reserve_into_a_full_ring_of_32_byte_slots(void) {
+  char path[512], toml[1024];
+  snprintf(path, sizeof path, "%s/full32.fifo", outdir);
+  unlink(path);
+  CHECK(mkfifo(path, 0600) == 0);
+  struct fifo_reader r = {0};
+  r.fd = open(path, O_RDONLY | O_NONBLOCK);
+  CHECK(r.fd >= 0);
+  snprintf(toml, sizeof toml,
+           "[ring]\nslot_bytes = 32\ncapacity = 256\nbackpressure = \"drop\"\n"
+           "[format]\ntype = \"csv\"\n[sink]\ntype = \"file\"\npath = \"%s\"\n",
+           path);
+  struct dplog *h = open_cfg(toml);
+  uint16_t id = 0;
+  EXPECT(dplog_schema_register(h, "verdict", sizeof(struct verdict), verdict_fields,
+                               N_FIELDS(verdict_fields), &id),
+         DPLOG_OK);
+  EXPECT(dplog_start(h, NULL, 0), DPLOG_OK);
+  struct dplog_producer *p = NULL;
+  EXPECT(dplog_producer_new(h, 0, &p), DPLOG_OK);
+  /* Under "drop" a reservation in a full ring is a staging slot, and its
+   * commit drops it (DPLOG_ERR_FULL). Until 100000 commits in a row found
+   * the ring full (the consumer is then long blocked on the FIFO), at
+   * most 2 million tries. */
+  enum { MAX_TRIES = 2000000, MAX_ACCEPTED = 200000 };
+  uint32_t accepted = 0, full_in_a_row = 0;
+  uint64_t tries = 0;
+  while (full_in_a_row < 100000 && tries < MAX_TRIES) {
+    tries++;
+    void *slot = NULL;
+    EXPECT(dplog_reserve(p, id, 1, &slot), DPLOG_OK);
+    struct verdict *v = slot;
+    v->time_ns = 1767225600000000000ull;
+    v->count = accepted + 1;
+    v->src = 0x0A000001;
+    v->port = 53;
+    v->protocol = 17;
+    dplog_result rc = dplog_commit(p, 1, NULL);
+    if (rc == DPLOG_ERR_FULL) {
+      full_in_a_row++;
+      continue;
+    }
+    EXPECT(rc, DPLOG_OK);
+    CHECK(++accepted < MAX_ACCEPTED);
+    full_in_a_row = 0;
+  }
+  CHECK(full_in_a_row == 100000);
+  /* Read the FIFO to its end, blocking, while the logger drains and
+   * closes the sink. */
+  CHECK(fcntl(r.fd, F_SETFL, 0) == 0);
+  r.cap = 64u << 20;
+  r.buf = malloc(r.cap);
+  CHECK(r.buf != NULL);
+  pthread_t reader;
+  CHECK(pthread_create(&reader, NULL, read_fifo, &r) == 0);
+  EXPECT(dplog_producer_free(p), DPLOG_OK);
+  /* The records dropped in the full ring make the close say so. */
+  struct dplog_stats s;
+  EXPECT(dplog_close(h, &s), DPLOG_ERR_UNDELIVERED);
+  CHECK(pthread_join(reader, NULL) == 0);
+  close(r.fd);
+  unlink(path);
+  CHECK(!r.overflow);
+  CHECK(s.written_records == accepted);
+  CHECK(s.produced == tries);
+  CHECK(s.enqueued == accepted && s.dropped_full == tries - accepted);
+  /* The CSV header, then a line per record: verdicts (count in the
+   * fourth column: recordType, timestamp, observationTimeMilliseconds,
+   * count) 1, 2, ... accepted, and the in-band drop reports. */
+  char *line = memchr(r.buf, '\n', r.len);
+  CHECK(line != NULL);
+  uint32_t want = 1, reports = 0;
+  for (char *at = line + 1; at < r.buf + r.len;) {
+    char *end = memchr(at, '\n', (size_t)(r.buf + r.len - at));
+    CHECK(end != NULL);
+    if (strncmp(at, "verdict,", 8) != 0) {
+      reports++;
+      at = end + 1;
+      continue;
+    }
+    const char *col = at;
+    for (int c = 0; c < 3; c++) {
+      col = memchr(col, ',', (size_t)(end - col));
+      CHECK(col != NULL);
+      col++;
+    }
+    CHECK(strtoul(col, NULL, 10) == want);
+    want++;
+    at = end + 1;
+  }
+  CHECK(reports >= 1);
+  CHECK(want - 1 == accepted);
+  free(r.buf);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: %s OUTDIR\n", argv[0]);
@@ -536,6 +672,7 @@ int main(int argc, char **argv) {
   test_templates_for_user_types();
   test_tsc_field();
   test_every_type_in_every_format();
+  test_reserve_into_a_full_ring_of_32_byte_slots();
   printf("test_user_records: %d checks passed\n", checks);
   return 0;
 }

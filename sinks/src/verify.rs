@@ -24,9 +24,10 @@ use std::path::{Path, PathBuf};
 use ed25519_dalek::{Signature, VerifyingKey};
 
 use crate::seal::{
-    genesis, hex, key_message, link, seal_path, sign_message, Entry, EntryReader, Placed, MAGIC,
+    genesis, hex, key_message, link, mark_message, seal_path, sign_message, Entry, EntryReader,
+    Placed, MAGIC,
 };
-use crate::seal::{TAG_BATCH, TAG_LATE};
+use crate::seal::{TAG_BATCH, TAG_CLOSE, TAG_LATE, TAG_RESUME};
 
 /// How far (in writes) the verifier looks for where a write's bytes went
 /// when they are not at their place.
@@ -47,6 +48,10 @@ pub enum Problem {
     Reordered,
     /// The output ends before the bytes its seal records.
     Truncated,
+    /// Bytes after a cleanly closed file's sealed end (its seal ends
+    /// with a close entry and no sink started on it again): the file
+    /// grew after the sink closed it, or a rotated file grew.
+    AppendedAfterClose,
     /// The seal does not continue the chain here: entries from another
     /// log (a different log id, or a file that does not follow its
     /// predecessor).
@@ -75,6 +80,7 @@ impl fmt::Display for Problem {
             Problem::Inserted => "inserted",
             Problem::Reordered => "reordered",
             Problem::Truncated => "truncated",
+            Problem::AppendedAfterClose => "appended after close",
             Problem::Spliced => "spliced",
             Problem::ForeignKey => "re-signed with another key",
             Problem::BadSignature => "bad signature",
@@ -665,7 +671,14 @@ impl Verifier<'_> {
             problem,
             file: d.path.clone(),
             record,
-            byte: start,
+            // Bytes appended after a close start where the sealed bytes
+            // end, which is not always a record's start (an archive
+            // segment's footer is none).
+            byte: if problem == Problem::AppendedAfterClose {
+                byte
+            } else {
+                start
+            },
             write,
             detail,
         });
@@ -819,6 +832,8 @@ impl Verifier<'_> {
         // Position and write count at the last signature by a trusted key.
         let mut signed = (start, 0u64);
         let mut signed_at_all = false;
+        // The seal file byte of a close entry not followed by a resume.
+        let mut closed: Option<u64> = None;
         // Entries read ahead to explain a finding.
         let mut ahead: std::collections::VecDeque<Placed> = std::collections::VecDeque::new();
         let mut i = 0usize;
@@ -848,6 +863,17 @@ impl Verifier<'_> {
                 } => {
                     let tag = if *late { TAG_LATE } else { TAG_BATCH };
                     let range = Some((*off, off.saturating_add(*len)));
+                    if let Some(cat) = closed {
+                        let how = if *late {
+                            "found there when a sink started again on the file, and sealed as found"
+                        } else {
+                            "sealed after the close with no resume entry"
+                        };
+                        return self.find(&d, Problem::AppendedAfterClose, pos, range, format!(
+                            "the sink closed this file at byte {pos} (the close entry at byte {cat} of the seal file); bytes {off}..{} were {how}: they were appended after the close, not written by the sink",
+                            off.saturating_add(*len)
+                        ));
+                    }
                     if *off != pos || link(&head, tag, *off, *len, content) != *chain {
                         return self.find(&d, Problem::Spliced, pos, range, format!(
                             "seal entry {i} (byte {at} of the seal file) does not continue the chain: entries of another log, or the seal file edited"
@@ -910,21 +936,50 @@ impl Verifier<'_> {
                     head: h,
                     pubkey: pk,
                     sig,
+                }
+                | Entry::Close {
+                    batches: n,
+                    end,
+                    time_ms,
+                    head: h,
+                    pubkey: pk,
+                    sig,
+                }
+                | Entry::Resume {
+                    batches: n,
+                    end,
+                    time_ms,
+                    head: h,
+                    pubkey: pk,
+                    sig,
                 } => {
                     let after = Some((signed.0, pos));
                     let vk = VerifyingKey::from_bytes(pk).ok();
-                    let msg = sign_message(&log_id, seq, *n, *end, *time_ms, h);
+                    let (msg, what) = match e.tag() {
+                        TAG_CLOSE => (
+                            mark_message(TAG_CLOSE, &log_id, seq, *n, *end, *time_ms, h),
+                            "close entry",
+                        ),
+                        TAG_RESUME => (
+                            mark_message(TAG_RESUME, &log_id, seq, *n, *end, *time_ms, h),
+                            "resume entry",
+                        ),
+                        _ => (
+                            sign_message(&log_id, seq, *n, *end, *time_ms, h),
+                            "signature",
+                        ),
+                    };
                     let valid = vk.is_some_and(|vk| {
                         vk.verify_strict(&msg, &Signature::from_bytes(sig)).is_ok()
                     });
                     if *n != batches || *end != pos || *h != head {
                         return self.find(&d, Problem::BadSignature, signed.0, after, format!(
-                            "the signature at byte {at} of the seal file signs {n} writes up to byte {end}, the chain has {batches} up to byte {pos} with another head: the seal was rewritten after the last good signature"
+                            "the {what} at byte {at} of the seal file signs {n} writes up to byte {end}, the chain has {batches} up to byte {pos} with another head: the seal was rewritten after the last good signature"
                         ));
                     }
                     if !valid {
                         return self.find(&d, Problem::BadSignature, signed.0, after, format!(
-                            "the signature at byte {at} of the seal file does not verify with the key it names ({})",
+                            "the {what} at byte {at} of the seal file does not verify with the key it names ({})",
                             hex(pk)
                         ));
                     }
@@ -937,7 +992,11 @@ impl Verifier<'_> {
                     }
                     signed = (pos, batches);
                     signed_at_all = true;
-                    self.report.signatures += 1;
+                    match e.tag() {
+                        TAG_CLOSE => closed = Some(*at),
+                        TAG_RESUME => closed = None,
+                        _ => self.report.signatures += 1,
+                    }
                 }
                 Entry::Key {
                     old,
@@ -1003,6 +1062,18 @@ impl Verifier<'_> {
                     signed.0
                 ));
             }
+        }
+        if let (Some(cat), true) = (closed, d.len > pos) {
+            return self.find(
+                &d,
+                Problem::AppendedAfterClose,
+                pos,
+                None,
+                format!(
+                    "the sink closed this file at byte {pos} (the close entry at byte {cat} of the seal file), and it has {} bytes after that: appended after the close",
+                    d.len - pos
+                ),
+            );
         }
         if d.len > pos {
             if !last {

@@ -335,7 +335,7 @@ fn a_tail_re_signed_with_another_key_is_found_where_the_trusted_signature_ends()
 }
 
 #[test]
-fn a_log_whose_signatures_were_stripped_or_that_grew_after_its_close_is_not_proven() {
+fn a_log_whose_signatures_were_stripped_is_not_proven() {
     let (_d, path, k, _) = log10();
     let len = std::fs::metadata(&path).unwrap().len();
     let (code, out, err) = cli_verify(&path, &k);
@@ -389,23 +389,179 @@ fn a_log_whose_signatures_were_stripped_or_that_grew_after_its_close_is_not_prov
         err.contains(&format!("{len} byte(s) not under a trusted signature")),
         "{err}"
     );
+}
 
-    // The genuine log, then a line appended after its signed close.
-    data[at..at + 4].copy_from_slice(b"drop");
-    std::fs::write(&path, &data).unwrap();
-    std::fs::write(seal_path(&path), &seal_bytes).unwrap();
+/// The tags of a seal file's entries, in order (`GBBSC`).
+fn tags_of(data: &Path) -> String {
+    let b = std::fs::read(seal_path(data)).unwrap();
+    let (entries, stop) = seal::read_entries(&mut &b[seal::MAGIC.len()..], 10_000).unwrap();
+    assert_eq!(stop, None);
+    entries.iter().map(|(_, e)| e.tag() as char).collect()
+}
+
+/// Makes `data`'s seal what a sink before close and resume entries wrote
+/// for the same writes: the same entries without its `C` and `R` ones
+/// (every other entry's bytes are the same, and so are their chain and
+/// signatures, which cover neither).
+fn without_close_entries(data: &Path) {
+    let b = std::fs::read(seal_path(data)).unwrap();
+    let (entries, _) = seal::read_entries(&mut &b[seal::MAGIC.len()..], 10_000).unwrap();
+    let mut out = seal::MAGIC.to_vec();
+    for (_, e) in entries {
+        if !matches!(e, seal::Entry::Close { .. } | seal::Entry::Resume { .. }) {
+            e.encode(&mut out);
+        }
+    }
+    std::fs::write(seal_path(data), out).unwrap();
+}
+
+fn append(path: &Path, bytes: &[u8]) {
+    let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+    std::io::Write::write_all(&mut f, bytes).unwrap();
+}
+
+const FORGED: &[u8] = b"verdict seq=9999 rule=1 action=pass src=10.9.9.9\n";
+
+#[test]
+fn a_line_appended_after_a_clean_close_is_tampering_at_the_first_appended_byte() {
+    let (_d, path, k, _) = log10();
+    let len = std::fs::metadata(&path).unwrap().len();
+    // The close: the final signature, then the close entry.
+    assert_eq!(tags_of(&path), format!("G{}SC", "B".repeat(10)));
     assert_eq!(cli_verify(&path, &k).0, 0);
-    let mut f = std::fs::OpenOptions::new()
-        .append(true)
-        .open(&path)
-        .unwrap();
-    std::io::Write::write_all(&mut f, b"{\"forged\":\"appended\"}\n").unwrap();
+    append(&path, FORGED);
+    let f = found(&path, &k);
+    assert_eq!(f.problem, Problem::AppendedAfterClose, "{f}");
+    assert_eq!(
+        (f.record, f.byte, f.write),
+        (first_record_of(10), len, None)
+    );
+    assert!(
+        f.detail
+            .contains(&format!("{} bytes after that", FORGED.len())),
+        "{f}"
+    );
+
+    // The same log as sealed before close entries existed: the appended
+    // line is only not proven, as it was (a crash's tail looks the same).
+    without_close_entries(&path);
     let r = verify(std::slice::from_ref(&path), &k);
     assert_eq!(
         (r.finding.is_none(), r.signatures, r.unproven),
-        (true, 1, 22)
+        (true, 1, FORGED.len() as u64)
     );
     assert_eq!(cli_verify(&path, &k).0, 4);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(len)
+        .unwrap();
+    assert_eq!(cli_verify(&path, &k).0, 0);
+}
+
+#[test]
+fn a_sink_starting_again_on_a_closed_file_records_it_and_its_writes_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = keys(dir.path(), "seal");
+    let path = dir.path().join("verdicts.log");
+    let mut offs = write(&path, &k, 0, 5);
+    offs.extend(write(&path, &k, 5, 10));
+    let five = "B".repeat(5);
+    assert_eq!(tags_of(&path), format!("G{five}SCR{five}SC"));
+    let r = verify(std::slice::from_ref(&path), &k);
+    assert_eq!(r.finding, None, "{:?}", r.finding);
+    assert_eq!((r.writes, r.signatures, r.unproven), (10, 2, 0));
+    assert!(r.notes.is_empty(), "{:?}", r.notes);
+    let (code, _, err) = cli_verify(&path, &k);
+    assert_eq!(code, 0, "{err}");
+
+    // Grown after the second close.
+    let len = std::fs::metadata(&path).unwrap().len();
+    append(&path, FORGED);
+    let f = found(&path, &k);
+    assert_eq!(f.problem, Problem::AppendedAfterClose, "{f}");
+    assert_eq!((f.record, f.byte), (first_record_of(10), len));
+
+    // Two runs sealed before close entries existed verify as they did.
+    without_close_entries(&path);
+    assert_eq!(tags_of(&path), format!("G{five}S{five}S"));
+    assert_eq!(cli_verify(&path, &k).0, 4);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(len)
+        .unwrap();
+    let r = verify(std::slice::from_ref(&path), &k);
+    assert_eq!((r.finding, r.writes, r.unproven), (None, 10, 0));
+    assert_eq!(cli_verify(&path, &k).0, 0);
+}
+
+#[test]
+fn a_line_appended_after_a_close_is_named_after_a_sink_started_again_on_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = keys(dir.path(), "seal");
+    let path = dir.path().join("verdicts.log");
+    write(&path, &k, 0, 5);
+    let closed_at = std::fs::metadata(&path).unwrap().len();
+    append(&path, FORGED);
+    // The sink starts again: the appended bytes are not its own, so they
+    // are sealed as found before its resume entry, and named.
+    write(&path, &k, 5, 10);
+    let five = "B".repeat(5);
+    assert_eq!(tags_of(&path), format!("G{five}SCLR{five}SC"));
+    let f = found(&path, &k);
+    assert_eq!(f.problem, Problem::AppendedAfterClose, "{f}");
+    assert_eq!(
+        (f.record, f.byte, f.write),
+        (
+            first_record_of(5),
+            closed_at,
+            Some((closed_at, closed_at + FORGED.len() as u64))
+        )
+    );
+    assert!(f.detail.contains("when a sink started again"), "{f}");
+
+    // Entries for them added to the seal by hand, with no resume entry
+    // (the close entry needs the key; a write entry does not): named too.
+    let b = std::fs::read(seal_path(&path)).unwrap();
+    let (entries, _) = seal::read_entries(&mut &b[seal::MAGIC.len()..], 100).unwrap();
+    let mut forged = seal::MAGIC.to_vec();
+    let mut head = [0u8; 32];
+    for (_, e) in entries.iter().take(1 + 5 + 2) {
+        e.encode(&mut forged);
+        if let seal::Entry::Batch { chain, .. } = e {
+            head = *chain;
+        }
+    }
+    let content = *blake3::hash(FORGED).as_bytes();
+    let chain = seal::link(
+        &head,
+        seal::TAG_BATCH,
+        closed_at,
+        FORGED.len() as u64,
+        &content,
+    );
+    seal::Entry::Batch {
+        late: false,
+        off: closed_at,
+        len: FORGED.len() as u64,
+        content,
+        chain,
+    }
+    .encode(&mut forged);
+    std::fs::write(seal_path(&path), forged).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(closed_at + FORGED.len() as u64)
+        .unwrap();
+    let f = found(&path, &k);
+    assert_eq!(f.problem, Problem::AppendedAfterClose, "{f}");
+    assert_eq!((f.record, f.byte), (first_record_of(5), closed_at));
+    assert!(f.detail.contains("with no resume entry"), "{f}");
 }
 
 /// Byte offset in a seal file just past its first signature entry.
@@ -423,6 +579,10 @@ fn first_signature_end(p: &Path) -> u64 {
 #[test]
 fn a_crash_mid_batch_leaves_a_log_that_verifies_up_to_its_last_sealed_write() {
     let (_d, path, k, offs) = log10();
+    // The run crashed rather than closing: its seal has no close entry.
+    let b = std::fs::read(seal_path(&path)).unwrap();
+    std::fs::write(seal_path(&path), &b[..b.len() - 153]).unwrap();
+    assert_eq!(tags_of(&path), format!("G{}S", "B".repeat(10)));
     // A crash: half a batch in the file, its seal entry never written,
     // and a torn seal entry after it.
     let mut data = std::fs::read(&path).unwrap();
@@ -899,4 +1059,66 @@ fn flush_waits_for_the_hasher_thread_so_every_written_batch_is_sealed() {
         r.notes
     );
     sink.close().unwrap();
+}
+
+#[test]
+fn a_rotated_file_that_grows_is_tampering() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = keys(dir.path(), "seal");
+    let path = dir.path().join("verdicts.log");
+    let mut sink = FileSink::with_options(
+        &path,
+        FileSinkOptions {
+            max_size_bytes: Some(600),
+            ..opts(&k)
+        },
+    )
+    .unwrap();
+    for b in 0..12 {
+        sink.write_batch(&batch(b)).unwrap();
+    }
+    sink.close().unwrap();
+    let set = dplog_sinks::verify::set_of(&path).unwrap();
+    assert!(set.len() >= 3, "{set:?}");
+    // Every file, rotated or not, is closed by the sink.
+    for f in &set {
+        assert!(
+            tags_of(f).ends_with("SC"),
+            "{}: {}",
+            f.display(),
+            tags_of(f)
+        );
+    }
+    assert_eq!(verify(&set, &k).finding, None);
+    let len = std::fs::metadata(&set[1]).unwrap().len();
+    let lines = std::fs::read(&set[1])
+        .unwrap()
+        .iter()
+        .filter(|&&c| c == b'\n')
+        .count() as u64;
+    append(&set[1], FORGED);
+    let f = verify(&set, &k).finding.unwrap();
+    assert_eq!(
+        (f.problem, &f.file, f.record, f.byte),
+        (Problem::AppendedAfterClose, &set[1], lines + 1, len),
+        "{f}"
+    );
+    let (code, _, err) = cli_verify(&path, &k);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}: appended after close at record {} (byte {len})",
+            set[1].display(),
+            lines + 1
+        )),
+        "{err}"
+    );
+    // Sealed before close entries existed: found as before, as inserted.
+    without_close_entries(&set[1]);
+    let f = verify(&set, &k).finding.unwrap();
+    assert_eq!(
+        (f.problem, &f.file, f.record, f.byte),
+        (Problem::Inserted, &set[1], lines + 1, len),
+        "{f}"
+    );
 }

@@ -48,6 +48,16 @@ pub enum Problem {
     Reordered,
     /// The output ends before the bytes its seal records.
     Truncated,
+    /// The output ends inside its last sealed write: bytes were removed
+    /// from that write, or it was cut short. With no later sealed write
+    /// to show where the bytes after the cut went, the seal cannot tell
+    /// which.
+    RemovedOrTruncated,
+    /// The last sealed write's bytes differ and bytes follow it: bytes
+    /// were inserted into it, or it was changed (and the bytes after it
+    /// are an unsealed tail, or were appended). With no later sealed
+    /// write the seal cannot tell which.
+    AlteredOrInserted,
     /// Bytes after a cleanly closed file's sealed end (its seal ends
     /// with a close entry and no sink started on it again): the file
     /// grew after the sink closed it, or a rotated file grew.
@@ -80,6 +90,8 @@ impl fmt::Display for Problem {
             Problem::Inserted => "inserted",
             Problem::Reordered => "reordered",
             Problem::Truncated => "truncated",
+            Problem::RemovedOrTruncated => "removed or truncated",
+            Problem::AlteredOrInserted => "altered or inserted",
             Problem::AppendedAfterClose => "appended after close",
             Problem::Spliced => "spliced",
             Problem::ForeignKey => "re-signed with another key",
@@ -215,17 +227,28 @@ impl Data {
     /// BLAKE3 of bytes `[off, off + len)`; `None` when they are not all
     /// in the file.
     fn content(&self, off: u64, len: u64, buf: &mut [u8]) -> io::Result<Option<[u8; 32]>> {
-        if off.checked_add(len).map_or(true, |e| e > self.len) {
+        self.content_of(&[(off, len)], buf)
+    }
+
+    /// BLAKE3 of the byte ranges `(offset, length)` one after the other;
+    /// `None` when they are not all in the file.
+    fn content_of(&self, parts: &[(u64, u64)], buf: &mut [u8]) -> io::Result<Option<[u8; 32]>> {
+        if parts
+            .iter()
+            .any(|(off, len)| off.checked_add(*len).map_or(true, |e| e > self.len))
+        {
             return Ok(None);
         }
         let mut h = blake3::Hasher::new();
-        let mut at = off;
-        let end = off + len;
-        while at < end {
-            let n = buf.len().min((end - at) as usize);
-            self.file.read_exact_at(&mut buf[..n], at)?;
-            h.update(&buf[..n]);
-            at += n as u64;
+        for &(off, len) in parts {
+            let mut at = off;
+            let end = off + len;
+            while at < end {
+                let n = buf.len().min((end - at) as usize);
+                self.file.read_exact_at(&mut buf[..n], at)?;
+                h.update(&buf[..n]);
+                at += n as u64;
+            }
         }
         Ok(Some(*h.finalize().as_bytes()))
     }
@@ -881,10 +904,19 @@ impl Verifier<'_> {
                     }
                     match d.content(*off, *len, &mut self.buf)? {
                         None => {
-                            return self.find(&d, Problem::Truncated, d.len.max(*off), range, format!(
-                                "the file ends at byte {} but its seal records {} bytes up to byte {}",
-                                d.len, off + len, seal_end(&sp)?
-                            ));
+                            while ahead.len() < SEARCH_WRITES {
+                                match rd.next_entry()? {
+                                    Some(p) => ahead.push_back(p),
+                                    None => break,
+                                }
+                            }
+                            let (problem, byte, detail) = self.classify_short(
+                                &d,
+                                (*off, *len),
+                                ahead.make_contiguous(),
+                                seal_end(&sp)?,
+                            )?;
+                            return self.find(&d, problem, byte, range, detail);
                         }
                         Some(c) if c != *content => {
                             while ahead.len() < SEARCH_WRITES {
@@ -1180,21 +1212,137 @@ impl Verifier<'_> {
                 }
             }
         } else {
-            // The last write: only the file's length tells.
-            let end = off + len;
-            if d.len < end {
-                return Ok((
-                    Problem::Removed,
-                    format!(
-                        "the last write is {} bytes shorter than sealed",
-                        end - d.len
-                    ),
-                ));
+            // The last sealed write (the file is at least as long): no
+            // later write shows where its bytes went. Bytes inserted
+            // leave all of its own in the file: around the inserted ones
+            // (tried at its record starts, with every byte after it
+            // taken as inserted), or further on (bytes inserted before
+            // it, the rest a tail); else only the length tells.
+            let extra = d.len.saturating_sub(off + len);
+            if extra > 0 {
+                let mut cuts = vec![off];
+                let mut p = off;
+                let hi = off + len;
+                while p < hi && cuts.len() < 4096 {
+                    let n = self.buf.len().min((hi - p) as usize);
+                    let got = d.file.read_at(&mut self.buf[..n], p)?;
+                    if got == 0 {
+                        break;
+                    }
+                    cuts.extend(
+                        memchr::memchr_iter(b'\n', &self.buf[..got])
+                            .map(|x| p + x as u64 + 1)
+                            .take(4096),
+                    );
+                    p += got as u64;
+                }
+                cuts.truncate(4096);
+                for c in cuts {
+                    let around = [(off, c - off), (c + extra, off + len - c)];
+                    if d.content_of(&around, &mut self.buf)? == Some(own_content) {
+                        let (rec, _) = d.record_at(c)?;
+                        return Ok((Problem::Inserted, format!(
+                            "{extra} bytes were inserted into this write (the last sealed one) at byte {c} (record {rec}); its sealed bytes are around them"
+                        )));
+                    }
+                }
+                let mut shifts = vec![extra];
+                let mut p = off;
+                let hi = off + extra;
+                while p < hi && shifts.len() < 4096 {
+                    let n = self.buf.len().min((hi - p) as usize);
+                    let got = d.file.read_at(&mut self.buf[..n], p)?;
+                    if got == 0 {
+                        break;
+                    }
+                    shifts.extend(
+                        memchr::memchr_iter(b'\n', &self.buf[..got])
+                            .map(|x| p + x as u64 + 1 - off)
+                            .take(4096),
+                    );
+                    p += got as u64;
+                }
+                shifts.truncate(4096);
+                for s in shifts {
+                    if d.content(off + s, len, &mut self.buf)? == Some(own_content) {
+                        return Ok((Problem::Inserted, format!(
+                            "{s} bytes were inserted before this write (the last sealed one); its bytes sit that much later"
+                        )));
+                    }
+                }
+                return Ok((Problem::AlteredOrInserted, format!(
+                    "the {len} bytes of this write (the last sealed one) differ from what was sealed and {extra} bytes follow it: bytes were inserted into it, or it was changed and the bytes after it were appended (or are a crash's unsealed tail); with no later sealed write to show where its bytes went, the seal cannot tell which"
+                )));
             }
         }
         Ok((
             Problem::Altered,
             format!("the {len} bytes of this write differ from what was sealed"),
+        ))
+    }
+}
+
+impl Verifier<'_> {
+    /// Names why the file ends before write `own` (offset, length) does:
+    /// cut short (`truncated`), or bytes removed, which the next sealed
+    /// writes show by sitting earlier by as much as the file is short.
+    /// Inside the last sealed write nothing shows which (`removed or
+    /// truncated`). Returns the problem, the byte to name and why.
+    fn classify_short(
+        &mut self,
+        d: &Data,
+        own: (u64, u64),
+        ahead: &[Placed],
+        sealed_end: u64,
+    ) -> io::Result<(Problem, u64, String)> {
+        let (off, len) = own;
+        let short = sealed_end.saturating_sub(d.len);
+        let truncated = (
+            Problem::Truncated,
+            d.len.max(off),
+            format!(
+                "the file ends at byte {} but its seal records {} bytes up to byte {sealed_end}",
+                d.len,
+                off + len
+            ),
+        );
+        if d.len <= off {
+            return Ok(truncated);
+        }
+        let mut last = true;
+        for (_, e) in ahead.iter().take(SEARCH_WRITES) {
+            if let Entry::Batch {
+                off: koff,
+                len: klen,
+                content,
+                ..
+            } = e
+            {
+                last = false;
+                if *koff >= off + short
+                    && d.content(koff - short, *klen, &mut self.buf)? == Some(*content)
+                {
+                    return Ok((
+                        Problem::Removed,
+                        off,
+                        format!(
+                            "{short} bytes were removed from this write or the ones up to byte {koff}; the write sealed at byte {koff} sits that much earlier"
+                        ),
+                    ));
+                }
+            }
+        }
+        if !last {
+            return Ok(truncated);
+        }
+        Ok((
+            Problem::RemovedOrTruncated,
+            off,
+            format!(
+                "the file ends at byte {}, {} bytes into this write (the last sealed one, {len} bytes): bytes were removed from it, or it was cut short; with no later sealed write to show where the bytes after the cut went, the seal cannot tell which",
+                d.len,
+                d.len - off
+            ),
         ))
     }
 }

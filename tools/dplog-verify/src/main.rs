@@ -11,9 +11,11 @@
 //! the file, the first record (line, binary frame or IPFIX message,
 //! counted from 1 at the start of the file) and its byte offset, the
 //! byte range of the write that fails, and why: removed, altered,
-//! inserted, reordered, truncated, appended after the sink closed the
-//! file, spliced from another log, re-signed with another key, a bad
-//! signature, a missing file of the set. What
+//! inserted, reordered, truncated (or, inside the last sealed write,
+//! where the seal cannot tell them apart, removed or truncated, altered
+//! or inserted), appended after the sink closed the file, spliced from
+//! another log, re-signed with another key, a bad signature, a missing
+//! file of the set. What
 //! precedes it is proven; nothing after it is checked. The unit is one
 //! write of the sink (a batch), so the record named is the first of the
 //! first write that fails.

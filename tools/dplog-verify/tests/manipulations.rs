@@ -1122,3 +1122,128 @@ fn a_rotated_file_that_grows_is_tampering() {
         "{f}"
     );
 }
+
+#[test]
+fn bytes_removed_from_the_last_write_are_named_removed_or_truncated() {
+    let (_d, path, k, offs) = log10();
+    let orig = std::fs::read(&path).unwrap();
+    let end = orig.len();
+    let b9 = &orig[offs[9] as usize..];
+    let nl: Vec<usize> = memchr_all(b9);
+    // The third line of the last write.
+    let (a, b) = (offs[9] as usize + nl[1] + 1, offs[9] as usize + nl[2] + 1);
+    let mut data = orig.clone();
+    data.drain(a..b);
+    std::fs::write(&path, &data).unwrap();
+    let f = found(&path, &k);
+    assert_eq!(f.problem, Problem::RemovedOrTruncated, "{f}");
+    assert_eq!(
+        (f.record, f.byte, f.write),
+        (first_record_of(9), offs[9], Some((offs[9], end as u64)))
+    );
+    assert!(f.detail.contains("the seal cannot tell which"), "{f}");
+    // Cut inside it: the same, since the two cannot be told apart.
+    std::fs::write(&path, &orig[..a + 3]).unwrap();
+    let f = found(&path, &k);
+    assert_eq!(f.problem, Problem::RemovedOrTruncated, "{f}");
+    assert_eq!((f.record, f.byte), (first_record_of(9), offs[9]));
+    // Cut where it starts: the whole write gone, truncated.
+    std::fs::write(&path, &orig[..offs[9] as usize]).unwrap();
+    let f = found(&path, &k);
+    assert_eq!(f.problem, Problem::Truncated, "{f}");
+    assert_eq!((f.record, f.byte), (first_record_of(9), offs[9]));
+}
+
+fn memchr_all(b: &[u8]) -> Vec<usize> {
+    b.iter()
+        .enumerate()
+        .filter(|(_, &c)| c == b'\n')
+        .map(|(i, _)| i)
+        .collect()
+}
+
+#[test]
+fn bytes_removed_before_a_last_write_shorter_than_them_are_named_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = keys(dir.path(), "seal");
+    let path = dir.path().join("verdicts.log");
+    let offs = write(&path, &k, 0, 10);
+    // A last write of one short line, after the ten.
+    let mut sink = FileSink::with_options(&path, opts(&k)).unwrap();
+    sink.write_batch(b"end\n").unwrap();
+    sink.close().unwrap();
+    let orig = std::fs::read(&path).unwrap();
+    // Three lines of batch 9: more bytes than the write after it holds,
+    // so the file ends before batch 9's sealed end.
+    let nl = memchr_all(&orig[offs[9] as usize..]);
+    let (a, b) = (offs[9] as usize + nl[0] + 1, offs[9] as usize + nl[3] + 1);
+    assert!(b - a > 4);
+    let mut data = orig.clone();
+    data.drain(a..b);
+    std::fs::write(&path, &data).unwrap();
+    let f = found(&path, &k);
+    assert_eq!(f.problem, Problem::Removed, "{f}");
+    assert_eq!((f.record, f.byte), (first_record_of(9), offs[9]));
+    assert!(
+        f.detail.contains(&format!("{} bytes were removed", b - a)),
+        "{f}"
+    );
+}
+
+#[test]
+fn a_line_inserted_into_the_last_write_is_named_inserted() {
+    let (_d, path, k, offs) = log10();
+    let orig = std::fs::read(&path).unwrap();
+    let nl = memchr_all(&orig[offs[9] as usize..]);
+    // After the second line of the last write.
+    let at = offs[9] as usize + nl[1] + 1;
+    let mut data = orig.clone();
+    data.splice(at..at, FORGED.iter().copied());
+    std::fs::write(&path, &data).unwrap();
+    let f = found(&path, &k);
+    assert_eq!(f.problem, Problem::Inserted, "{f}");
+    assert_eq!((f.record, f.byte), (first_record_of(9), offs[9]));
+    assert!(
+        f.detail.contains(&format!(
+            "{} bytes were inserted into this write (the last sealed one) at byte {at} (record {})",
+            FORGED.len(),
+            first_record_of(9) + 2
+        )),
+        "{f}"
+    );
+    // Before it (between the last two writes).
+    let mut data = orig.clone();
+    let at = offs[9] as usize;
+    data.splice(at..at, FORGED.iter().copied());
+    std::fs::write(&path, &data).unwrap();
+    let f = found(&path, &k);
+    assert_eq!(f.problem, Problem::Inserted, "{f}");
+    assert_eq!((f.record, f.byte), (first_record_of(9), offs[9]));
+}
+
+#[test]
+fn the_last_write_changed_is_altered_and_changed_with_bytes_after_it_altered_or_inserted() {
+    let (_d, path, k, offs) = log10();
+    let mut data = std::fs::read(&path).unwrap();
+    let at = offs[9] as usize
+        + data[offs[9] as usize..]
+            .windows(4)
+            .position(|w| w == b"pass" || w == b"drop")
+            .unwrap();
+    data[at] ^= 0x01;
+    std::fs::write(&path, &data).unwrap();
+    let f = found(&path, &k);
+    assert_eq!(f.problem, Problem::Altered, "{f}");
+    assert_eq!((f.record, f.byte), (first_record_of(9), offs[9]));
+    // Changed, and a line after it: inserted into it, or changed and
+    // appended to; nothing in the seal tells which.
+    append(&path, FORGED);
+    let f = found(&path, &k);
+    assert_eq!(f.problem, Problem::AlteredOrInserted, "{f}");
+    assert_eq!((f.record, f.byte), (first_record_of(9), offs[9]));
+    assert!(
+        f.detail
+            .contains(&format!("and {} bytes follow it", FORGED.len())),
+        "{f}"
+    );
+}

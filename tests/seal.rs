@@ -399,6 +399,24 @@ fn a_sealed_archive_chains_its_segments_across_a_restart_and_a_crash() {
         "the recovered footer is named: {:?}",
         r.notes
     );
+    // Bytes appended to the first segment, sealed and closed long ago (a
+    // copy of its last block): found where they start.
+    let (seg0, w0) = &segs[0];
+    let orig = std::fs::read(seg0).unwrap();
+    let (boff, blen) = w0[w0.len() - 2];
+    let mut grown = orig.clone();
+    grown.extend_from_slice(&orig[boff as usize..(boff + blen) as usize]);
+    std::fs::write(seg0, &grown).unwrap();
+    let f = verify::verify_files(&files, &[vk])
+        .unwrap()
+        .finding
+        .unwrap();
+    assert_eq!(
+        (f.problem, &f.file, f.byte),
+        (verify::Problem::AppendedAfterClose, seg0, orig.len() as u64),
+        "{f}"
+    );
+    std::fs::write(seg0, &orig).unwrap();
     // A byte of a block in the second segment changed: found at that
     // block (record = the segment header and the blocks before it, + 1).
     let (seg, w) = &segs[1];
@@ -474,6 +492,35 @@ fn sealed_mmap_segments_chain_across_segments_and_a_restart() {
     assert_eq!(r.bytes, committed);
     assert_eq!(r.signatures as usize, files.len(), "one per segment");
 
+    // A frame appended to the last segment after the sink closed it (its
+    // committed length raised to take it): found where it starts.
+    let last = files.last().unwrap();
+    let orig = std::fs::read(last).unwrap();
+    let base = dplog::sinks::mmap::reader::HEADER_BYTES;
+    let committed = u64::from_le_bytes(orig[24..32].try_into().unwrap()) as usize;
+    let frame = frames[frames.len() - 1];
+    assert!(base + committed + frame.len() <= orig.len());
+    let mut grown = orig.clone();
+    grown[base + committed..base + committed + frame.len()].copy_from_slice(frame);
+    grown[24..32].copy_from_slice(&((committed + frame.len()) as u64).to_le_bytes());
+    std::fs::write(last, &grown).unwrap();
+    let f = verify::verify_files(&files, &[vk])
+        .unwrap()
+        .finding
+        .unwrap();
+    assert_eq!(
+        (f.problem, &f.file, f.byte),
+        (
+            verify::Problem::AppendedAfterClose,
+            last,
+            (base + committed) as u64
+        ),
+        "{f}"
+    );
+    let before = records_before("binary", &grown[base..], committed);
+    assert_eq!(f.record, before + 1, "{f}");
+    std::fs::write(last, &orig).unwrap();
+
     // A byte of a record in the first segment changed: found at the
     // first frame of the write that holds it.
     let w = writes(&files[0]);
@@ -487,7 +534,6 @@ fn sealed_mmap_segments_chain_across_segments_and_a_restart() {
         .unwrap();
     assert_eq!(f.problem, verify::Problem::Altered, "{f}");
     assert_eq!(f.byte, off, "{f}");
-    let base = dplog::sinks::mmap::reader::HEADER_BYTES;
     let before = records_before("binary", &b[base..], off as usize - base);
     assert_eq!(f.record, before + 1, "{f}");
 }

@@ -24,9 +24,10 @@ use std::path::{Path, PathBuf};
 use ed25519_dalek::{Signature, VerifyingKey};
 
 use crate::seal::{
-    genesis, hex, key_message, link, seal_path, sign_message, Entry, EntryReader, Placed, MAGIC,
+    genesis, hex, key_message, link, mark_message, seal_path, sign_message, Entry, EntryReader,
+    Placed, MAGIC,
 };
-use crate::seal::{TAG_BATCH, TAG_LATE};
+use crate::seal::{TAG_BATCH, TAG_CLOSE, TAG_LATE, TAG_RESUME};
 
 /// How far (in writes) the verifier looks for where a write's bytes went
 /// when they are not at their place.
@@ -47,6 +48,20 @@ pub enum Problem {
     Reordered,
     /// The output ends before the bytes its seal records.
     Truncated,
+    /// The output ends inside its last sealed write: bytes were removed
+    /// from that write, or it was cut short. With no later sealed write
+    /// to show where the bytes after the cut went, the seal cannot tell
+    /// which.
+    RemovedOrTruncated,
+    /// The last sealed write's bytes differ and bytes follow it: bytes
+    /// were inserted into it, or it was changed (and the bytes after it
+    /// are an unsealed tail, or were appended). With no later sealed
+    /// write the seal cannot tell which.
+    AlteredOrInserted,
+    /// Bytes after a cleanly closed file's sealed end (its seal ends
+    /// with a close entry and no sink started on it again): the file
+    /// grew after the sink closed it, or a rotated file grew.
+    AppendedAfterClose,
     /// The seal does not continue the chain here: entries from another
     /// log (a different log id, or a file that does not follow its
     /// predecessor).
@@ -75,6 +90,9 @@ impl fmt::Display for Problem {
             Problem::Inserted => "inserted",
             Problem::Reordered => "reordered",
             Problem::Truncated => "truncated",
+            Problem::RemovedOrTruncated => "removed or truncated",
+            Problem::AlteredOrInserted => "altered or inserted",
+            Problem::AppendedAfterClose => "appended after close",
             Problem::Spliced => "spliced",
             Problem::ForeignKey => "re-signed with another key",
             Problem::BadSignature => "bad signature",
@@ -209,17 +227,28 @@ impl Data {
     /// BLAKE3 of bytes `[off, off + len)`; `None` when they are not all
     /// in the file.
     fn content(&self, off: u64, len: u64, buf: &mut [u8]) -> io::Result<Option<[u8; 32]>> {
-        if off.checked_add(len).map_or(true, |e| e > self.len) {
+        self.content_of(&[(off, len)], buf)
+    }
+
+    /// BLAKE3 of the byte ranges `(offset, length)` one after the other;
+    /// `None` when they are not all in the file.
+    fn content_of(&self, parts: &[(u64, u64)], buf: &mut [u8]) -> io::Result<Option<[u8; 32]>> {
+        if parts
+            .iter()
+            .any(|(off, len)| off.checked_add(*len).map_or(true, |e| e > self.len))
+        {
             return Ok(None);
         }
         let mut h = blake3::Hasher::new();
-        let mut at = off;
-        let end = off + len;
-        while at < end {
-            let n = buf.len().min((end - at) as usize);
-            self.file.read_exact_at(&mut buf[..n], at)?;
-            h.update(&buf[..n]);
-            at += n as u64;
+        for &(off, len) in parts {
+            let mut at = off;
+            let end = off + len;
+            while at < end {
+                let n = buf.len().min((end - at) as usize);
+                self.file.read_exact_at(&mut buf[..n], at)?;
+                h.update(&buf[..n]);
+                at += n as u64;
+            }
         }
         Ok(Some(*h.finalize().as_bytes()))
     }
@@ -665,7 +694,14 @@ impl Verifier<'_> {
             problem,
             file: d.path.clone(),
             record,
-            byte: start,
+            // Bytes appended after a close start where the sealed bytes
+            // end, which is not always a record's start (an archive
+            // segment's footer is none).
+            byte: if problem == Problem::AppendedAfterClose {
+                byte
+            } else {
+                start
+            },
             write,
             detail,
         });
@@ -819,6 +855,8 @@ impl Verifier<'_> {
         // Position and write count at the last signature by a trusted key.
         let mut signed = (start, 0u64);
         let mut signed_at_all = false;
+        // The seal file byte of a close entry not followed by a resume.
+        let mut closed: Option<u64> = None;
         // Entries read ahead to explain a finding.
         let mut ahead: std::collections::VecDeque<Placed> = std::collections::VecDeque::new();
         let mut i = 0usize;
@@ -848,6 +886,17 @@ impl Verifier<'_> {
                 } => {
                     let tag = if *late { TAG_LATE } else { TAG_BATCH };
                     let range = Some((*off, off.saturating_add(*len)));
+                    if let Some(cat) = closed {
+                        let how = if *late {
+                            "found there when a sink started again on the file, and sealed as found"
+                        } else {
+                            "sealed after the close with no resume entry"
+                        };
+                        return self.find(&d, Problem::AppendedAfterClose, pos, range, format!(
+                            "the sink closed this file at byte {pos} (the close entry at byte {cat} of the seal file); bytes {off}..{} were {how}: they were appended after the close, not written by the sink",
+                            off.saturating_add(*len)
+                        ));
+                    }
                     if *off != pos || link(&head, tag, *off, *len, content) != *chain {
                         return self.find(&d, Problem::Spliced, pos, range, format!(
                             "seal entry {i} (byte {at} of the seal file) does not continue the chain: entries of another log, or the seal file edited"
@@ -855,10 +904,19 @@ impl Verifier<'_> {
                     }
                     match d.content(*off, *len, &mut self.buf)? {
                         None => {
-                            return self.find(&d, Problem::Truncated, d.len.max(*off), range, format!(
-                                "the file ends at byte {} but its seal records {} bytes up to byte {}",
-                                d.len, off + len, seal_end(&sp)?
-                            ));
+                            while ahead.len() < SEARCH_WRITES {
+                                match rd.next_entry()? {
+                                    Some(p) => ahead.push_back(p),
+                                    None => break,
+                                }
+                            }
+                            let (problem, byte, detail) = self.classify_short(
+                                &d,
+                                (*off, *len),
+                                ahead.make_contiguous(),
+                                seal_end(&sp)?,
+                            )?;
+                            return self.find(&d, problem, byte, range, detail);
                         }
                         Some(c) if c != *content => {
                             while ahead.len() < SEARCH_WRITES {
@@ -910,21 +968,50 @@ impl Verifier<'_> {
                     head: h,
                     pubkey: pk,
                     sig,
+                }
+                | Entry::Close {
+                    batches: n,
+                    end,
+                    time_ms,
+                    head: h,
+                    pubkey: pk,
+                    sig,
+                }
+                | Entry::Resume {
+                    batches: n,
+                    end,
+                    time_ms,
+                    head: h,
+                    pubkey: pk,
+                    sig,
                 } => {
                     let after = Some((signed.0, pos));
                     let vk = VerifyingKey::from_bytes(pk).ok();
-                    let msg = sign_message(&log_id, seq, *n, *end, *time_ms, h);
+                    let (msg, what) = match e.tag() {
+                        TAG_CLOSE => (
+                            mark_message(TAG_CLOSE, &log_id, seq, *n, *end, *time_ms, h),
+                            "close entry",
+                        ),
+                        TAG_RESUME => (
+                            mark_message(TAG_RESUME, &log_id, seq, *n, *end, *time_ms, h),
+                            "resume entry",
+                        ),
+                        _ => (
+                            sign_message(&log_id, seq, *n, *end, *time_ms, h),
+                            "signature",
+                        ),
+                    };
                     let valid = vk.is_some_and(|vk| {
                         vk.verify_strict(&msg, &Signature::from_bytes(sig)).is_ok()
                     });
                     if *n != batches || *end != pos || *h != head {
                         return self.find(&d, Problem::BadSignature, signed.0, after, format!(
-                            "the signature at byte {at} of the seal file signs {n} writes up to byte {end}, the chain has {batches} up to byte {pos} with another head: the seal was rewritten after the last good signature"
+                            "the {what} at byte {at} of the seal file signs {n} writes up to byte {end}, the chain has {batches} up to byte {pos} with another head: the seal was rewritten after the last good signature"
                         ));
                     }
                     if !valid {
                         return self.find(&d, Problem::BadSignature, signed.0, after, format!(
-                            "the signature at byte {at} of the seal file does not verify with the key it names ({})",
+                            "the {what} at byte {at} of the seal file does not verify with the key it names ({})",
                             hex(pk)
                         ));
                     }
@@ -937,7 +1024,11 @@ impl Verifier<'_> {
                     }
                     signed = (pos, batches);
                     signed_at_all = true;
-                    self.report.signatures += 1;
+                    match e.tag() {
+                        TAG_CLOSE => closed = Some(*at),
+                        TAG_RESUME => closed = None,
+                        _ => self.report.signatures += 1,
+                    }
                 }
                 Entry::Key {
                     old,
@@ -1003,6 +1094,18 @@ impl Verifier<'_> {
                     signed.0
                 ));
             }
+        }
+        if let (Some(cat), true) = (closed, d.len > pos) {
+            return self.find(
+                &d,
+                Problem::AppendedAfterClose,
+                pos,
+                None,
+                format!(
+                    "the sink closed this file at byte {pos} (the close entry at byte {cat} of the seal file), and it has {} bytes after that: appended after the close",
+                    d.len - pos
+                ),
+            );
         }
         if d.len > pos {
             if !last {
@@ -1109,21 +1212,137 @@ impl Verifier<'_> {
                 }
             }
         } else {
-            // The last write: only the file's length tells.
-            let end = off + len;
-            if d.len < end {
-                return Ok((
-                    Problem::Removed,
-                    format!(
-                        "the last write is {} bytes shorter than sealed",
-                        end - d.len
-                    ),
-                ));
+            // The last sealed write (the file is at least as long): no
+            // later write shows where its bytes went. Bytes inserted
+            // leave all of its own in the file: around the inserted ones
+            // (tried at its record starts, with every byte after it
+            // taken as inserted), or further on (bytes inserted before
+            // it, the rest a tail); else only the length tells.
+            let extra = d.len.saturating_sub(off + len);
+            if extra > 0 {
+                let mut cuts = vec![off];
+                let mut p = off;
+                let hi = off + len;
+                while p < hi && cuts.len() < 4096 {
+                    let n = self.buf.len().min((hi - p) as usize);
+                    let got = d.file.read_at(&mut self.buf[..n], p)?;
+                    if got == 0 {
+                        break;
+                    }
+                    cuts.extend(
+                        memchr::memchr_iter(b'\n', &self.buf[..got])
+                            .map(|x| p + x as u64 + 1)
+                            .take(4096),
+                    );
+                    p += got as u64;
+                }
+                cuts.truncate(4096);
+                for c in cuts {
+                    let around = [(off, c - off), (c + extra, off + len - c)];
+                    if d.content_of(&around, &mut self.buf)? == Some(own_content) {
+                        let (rec, _) = d.record_at(c)?;
+                        return Ok((Problem::Inserted, format!(
+                            "{extra} bytes were inserted into this write (the last sealed one) at byte {c} (record {rec}); its sealed bytes are around them"
+                        )));
+                    }
+                }
+                let mut shifts = vec![extra];
+                let mut p = off;
+                let hi = off + extra;
+                while p < hi && shifts.len() < 4096 {
+                    let n = self.buf.len().min((hi - p) as usize);
+                    let got = d.file.read_at(&mut self.buf[..n], p)?;
+                    if got == 0 {
+                        break;
+                    }
+                    shifts.extend(
+                        memchr::memchr_iter(b'\n', &self.buf[..got])
+                            .map(|x| p + x as u64 + 1 - off)
+                            .take(4096),
+                    );
+                    p += got as u64;
+                }
+                shifts.truncate(4096);
+                for s in shifts {
+                    if d.content(off + s, len, &mut self.buf)? == Some(own_content) {
+                        return Ok((Problem::Inserted, format!(
+                            "{s} bytes were inserted before this write (the last sealed one); its bytes sit that much later"
+                        )));
+                    }
+                }
+                return Ok((Problem::AlteredOrInserted, format!(
+                    "the {len} bytes of this write (the last sealed one) differ from what was sealed and {extra} bytes follow it: bytes were inserted into it, or it was changed and the bytes after it were appended (or are a crash's unsealed tail); with no later sealed write to show where its bytes went, the seal cannot tell which"
+                )));
             }
         }
         Ok((
             Problem::Altered,
             format!("the {len} bytes of this write differ from what was sealed"),
+        ))
+    }
+}
+
+impl Verifier<'_> {
+    /// Names why the file ends before write `own` (offset, length) does:
+    /// cut short (`truncated`), or bytes removed, which the next sealed
+    /// writes show by sitting earlier by as much as the file is short.
+    /// Inside the last sealed write nothing shows which (`removed or
+    /// truncated`). Returns the problem, the byte to name and why.
+    fn classify_short(
+        &mut self,
+        d: &Data,
+        own: (u64, u64),
+        ahead: &[Placed],
+        sealed_end: u64,
+    ) -> io::Result<(Problem, u64, String)> {
+        let (off, len) = own;
+        let short = sealed_end.saturating_sub(d.len);
+        let truncated = (
+            Problem::Truncated,
+            d.len.max(off),
+            format!(
+                "the file ends at byte {} but its seal records {} bytes up to byte {sealed_end}",
+                d.len,
+                off + len
+            ),
+        );
+        if d.len <= off {
+            return Ok(truncated);
+        }
+        let mut last = true;
+        for (_, e) in ahead.iter().take(SEARCH_WRITES) {
+            if let Entry::Batch {
+                off: koff,
+                len: klen,
+                content,
+                ..
+            } = e
+            {
+                last = false;
+                if *koff >= off + short
+                    && d.content(koff - short, *klen, &mut self.buf)? == Some(*content)
+                {
+                    return Ok((
+                        Problem::Removed,
+                        off,
+                        format!(
+                            "{short} bytes were removed from this write or the ones up to byte {koff}; the write sealed at byte {koff} sits that much earlier"
+                        ),
+                    ));
+                }
+            }
+        }
+        if !last {
+            return Ok(truncated);
+        }
+        Ok((
+            Problem::RemovedOrTruncated,
+            off,
+            format!(
+                "the file ends at byte {}, {} bytes into this write (the last sealed one, {len} bytes): bytes were removed from it, or it was cut short; with no later sealed write to show where the bytes after the cut went, the seal cannot tell which",
+                d.len,
+                d.len - off
+            ),
         ))
     }
 }

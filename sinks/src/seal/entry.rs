@@ -17,6 +17,10 @@ pub const TAG_LATE: u8 = b'L';
 pub const TAG_SIGN: u8 = b'S';
 /// Tag of a key change entry.
 pub const TAG_KEY: u8 = b'K';
+/// Tag of a close entry: the sink closed the file cleanly.
+pub const TAG_CLOSE: u8 = b'C';
+/// Tag of a resume entry: a sink started again on a closed file.
+pub const TAG_RESUME: u8 = b'R';
 
 /// Bytes after the tag of an entry with tag `tag`; `None` for an unknown
 /// tag.
@@ -24,7 +28,7 @@ pub fn body_len(tag: u8) -> Option<usize> {
     match tag {
         TAG_START => Some(104),
         TAG_BATCH | TAG_LATE => Some(80),
-        TAG_SIGN => Some(152),
+        TAG_SIGN | TAG_CLOSE | TAG_RESUME => Some(152),
         TAG_KEY => Some(168),
         _ => None,
     }
@@ -84,6 +88,43 @@ pub enum Entry {
         /// Ed25519 signature of [`sign_message`].
         sig: [u8; 64],
     },
+    /// `C`: the sink closed the file cleanly (at its close, at a
+    /// rotation, or when it moved on to the log's next file): nothing is
+    /// written to it after this entry unless a [`Resume`](Entry::Resume)
+    /// follows. Fields as [`Sign`](Entry::Sign)'s, signed over
+    /// [`mark_message`] with [`TAG_CLOSE`].
+    Close {
+        /// `B`/`L` entries of this file so far.
+        batches: u64,
+        /// Byte offset where the sealed bytes end: the file's length.
+        end: u64,
+        /// Unix milliseconds.
+        time_ms: u64,
+        /// The chain head at the close.
+        head: [u8; 32],
+        /// The signer's public key.
+        pubkey: [u8; 32],
+        /// Ed25519 signature of [`mark_message`].
+        sig: [u8; 64],
+    },
+    /// `R`: a sink started again on a file whose seal ends with a
+    /// [`Close`](Entry::Close): the writes after it are the sink's.
+    /// Fields as [`Sign`](Entry::Sign)'s, signed over [`mark_message`]
+    /// with [`TAG_RESUME`].
+    Resume {
+        /// `B`/`L` entries of this file so far.
+        batches: u64,
+        /// Byte offset where the sealed bytes end.
+        end: u64,
+        /// Unix milliseconds.
+        time_ms: u64,
+        /// The chain head the writes continue from.
+        head: [u8; 32],
+        /// The signer's public key.
+        pubkey: [u8; 32],
+        /// Ed25519 signature of [`mark_message`].
+        sig: [u8; 64],
+    },
     /// `K`: the writer's key changed (a restart with another key).
     Key {
         /// The key of the entries before.
@@ -123,6 +164,8 @@ impl Entry {
             Entry::Batch { late: false, .. } => TAG_BATCH,
             Entry::Batch { late: true, .. } => TAG_LATE,
             Entry::Sign { .. } => TAG_SIGN,
+            Entry::Close { .. } => TAG_CLOSE,
+            Entry::Resume { .. } => TAG_RESUME,
             Entry::Key { .. } => TAG_KEY,
         }
     }
@@ -159,6 +202,22 @@ impl Entry {
                 put(out, chain);
             }
             Entry::Sign {
+                batches,
+                end,
+                time_ms,
+                head,
+                pubkey,
+                sig,
+            }
+            | Entry::Close {
+                batches,
+                end,
+                time_ms,
+                head,
+                pubkey,
+                sig,
+            }
+            | Entry::Resume {
                 batches,
                 end,
                 time_ms,
@@ -212,6 +271,22 @@ impl Entry {
                 chain: arr(b, 48),
             },
             TAG_SIGN => Entry::Sign {
+                batches: u64_at(b, 0),
+                end: u64_at(b, 8),
+                time_ms: u64_at(b, 16),
+                head: arr(b, 24),
+                pubkey: arr(b, 56),
+                sig: arr(b, 88),
+            },
+            TAG_CLOSE => Entry::Close {
+                batches: u64_at(b, 0),
+                end: u64_at(b, 8),
+                time_ms: u64_at(b, 16),
+                head: arr(b, 24),
+                pubkey: arr(b, 56),
+                sig: arr(b, 88),
+            },
+            TAG_RESUME => Entry::Resume {
                 batches: u64_at(b, 0),
                 end: u64_at(b, 8),
                 time_ms: u64_at(b, 16),
@@ -375,6 +450,34 @@ pub fn sign_message(
 ) -> Vec<u8> {
     let mut m = Vec::with_capacity(120);
     m.extend_from_slice(b"dplog-seal v1 sign");
+    m.extend_from_slice(log_id);
+    m.extend_from_slice(&seq.to_le_bytes());
+    m.extend_from_slice(&batches.to_le_bytes());
+    m.extend_from_slice(&end.to_le_bytes());
+    m.extend_from_slice(&time_ms.to_le_bytes());
+    m.extend_from_slice(head);
+    m
+}
+
+/// The bytes a close (`tag` [`TAG_CLOSE`]) or resume ([`TAG_RESUME`])
+/// entry signs: `"dplog-seal v1 close"` or `"dplog-seal v1 resume"`, then
+/// the fields of [`sign_message`]. A domain of their own, so neither can
+/// be passed off as a signature entry, nor one as the other.
+pub fn mark_message(
+    tag: u8,
+    log_id: &[u8; 16],
+    seq: u64,
+    batches: u64,
+    end: u64,
+    time_ms: u64,
+    head: &[u8; 32],
+) -> Vec<u8> {
+    let mut m = Vec::with_capacity(128);
+    m.extend_from_slice(if tag == TAG_CLOSE {
+        b"dplog-seal v1 close".as_slice()
+    } else {
+        b"dplog-seal v1 resume".as_slice()
+    });
     m.extend_from_slice(log_id);
     m.extend_from_slice(&seq.to_le_bytes());
     m.extend_from_slice(&batches.to_le_bytes());

@@ -20,6 +20,14 @@
 //! | `L` | bytes found unsealed when the sink started (a crash between a write and its entry), sealed late: same fields as `B` | 80 |
 //! | `S` | signature: writes sealed in this file (u64), end offset (u64), time (u64), chain head (32), public key (32), Ed25519 signature (64) | 152 |
 //! | `K` | key change: old public key (32), new public key (32), chain head (32), time (u64), signature by the new key (64) | 168 |
+//! | `C` | close: the sink closed the file cleanly (at its close, a rotation, or moving on to the next file); fields as `S`, signed over `"dplog-seal v1 close"` and `S`'s fields | 152 |
+//! | `R` | resume: a sink started again on a file whose seal ends with `C`; fields as `S`, signed over `"dplog-seal v1 resume"` and `S`'s fields | 152 |
+//!
+//! A reader stops at a tag it does not know (its body length is
+//! unknown): the verifier notes it, having checked the entries before
+//! it, and a sink refuses to continue such a seal. `C` and `R` came after
+//! the first five tags; a dplog older than them refuses to continue a
+//! seal that has them.
 //!
 //! The chain: a log's first head is `BLAKE3-derive-key("dplog-seal v1
 //! genesis", log id)`; each write `i` links
@@ -40,8 +48,9 @@ mod hasher;
 mod keys;
 
 pub use entry::{
-    body_len, genesis, key_message, link, read_entries, seal_path, sign_message, Entry,
-    EntryReader, Placed, Stop, TAG_BATCH, TAG_KEY, TAG_LATE, TAG_SIGN, TAG_START,
+    body_len, genesis, key_message, link, mark_message, read_entries, seal_path, sign_message,
+    Entry, EntryReader, Placed, Stop, TAG_BATCH, TAG_CLOSE, TAG_KEY, TAG_LATE, TAG_RESUME,
+    TAG_SIGN, TAG_START,
 };
 pub use keys::{generate_key_pair, load_public_key, load_signing_key};
 
@@ -177,6 +186,8 @@ struct LogState {
     end: u64,
     batches: u64,
     last_key: [u8; 32],
+    /// The seal ends with a close entry (no resume after it).
+    closed: bool,
     stop: Option<Stop>,
 }
 
@@ -236,6 +247,7 @@ fn read_state(path: &Path) -> io::Result<LogState> {
         end: 0,
         batches: 0,
         last_key: [0; 32],
+        closed: false,
         stop: None,
     };
     let mut started = false;
@@ -252,6 +264,7 @@ fn read_state(path: &Path) -> io::Result<LogState> {
                 (st.log_id, st.seq, st.end, st.head) = (*log_id, *seq, *start, *prev);
                 st.batches = 0;
                 st.last_key = *pubkey;
+                st.closed = false;
                 started = true;
             }
             Entry::Batch {
@@ -260,8 +273,17 @@ fn read_state(path: &Path) -> io::Result<LogState> {
                 st.end = off.saturating_add(*len);
                 st.head = *chain;
                 st.batches += 1;
+                st.closed = false;
             }
             Entry::Sign { pubkey, .. } => st.last_key = *pubkey,
+            Entry::Close { pubkey, .. } => {
+                st.last_key = *pubkey;
+                st.closed = true;
+            }
+            Entry::Resume { pubkey, .. } => {
+                st.last_key = *pubkey;
+                st.closed = false;
+            }
             Entry::Key { new, .. } => st.last_key = *new,
         }
     }
@@ -309,6 +331,9 @@ pub struct Sealer {
     ahead: u64,
     /// The hasher died: said once ([`take_hasher_death`](Self::take_hasher_death)).
     hasher_died: bool,
+    /// The current file's seal ends with a close entry: a write after it
+    /// is preceded by a resume entry.
+    closed: bool,
 }
 
 /// The second sink signed heads go to, and what to do when it fails.
@@ -391,7 +416,11 @@ impl Sealer {
     /// head, log id and end are read back, a torn last entry is cut off,
     /// bytes the output has past the sealed end (a crash between a write
     /// and its entry) are sealed late in an `L` entry, and a key other
-    /// than the one that signed last is recorded in a `K` entry. Without a
+    /// than the one that signed last is recorded in a `K` entry. A seal
+    /// that ends with a close entry gets a resume entry (`R`), after
+    /// which this sink's writes follow; bytes found past its sealed end
+    /// were appended by something else and are sealed late before it,
+    /// where the verifier names them. Without a
     /// seal file a new log starts (a random log id), at `data_size`.
     ///
     /// # Errors
@@ -424,6 +453,7 @@ impl Sealer {
             deferred: Vec::with_capacity(4),
             ahead: 0,
             hasher_died: false,
+            closed: false,
         };
         if side_len == 0 {
             rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut s.log_id);
@@ -473,6 +503,7 @@ impl Sealer {
             deferred: Vec::with_capacity(4),
             ahead: 0,
             hasher_died: false,
+            closed: false,
         };
         s.start_file(start)?;
         Ok(s)
@@ -512,14 +543,15 @@ impl Sealer {
         PathBuf::from(s.strip_suffix(SEAL_SUFFIX).unwrap_or(&s).to_string())
     }
 
-    /// Signs the current file's head, syncs its seal and renames it to
+    /// Signs the current file's head, closes its seal (a `C` entry: the
+    /// file is never written again), syncs it and renames it to
     /// `renamed`'s (its output file was renamed there: a sealed archive
     /// segment).
     ///
     /// # Errors
     /// The signature's write, `fdatasync` or `rename(2)`.
     pub fn finish_file(&mut self, renamed: &Path) -> io::Result<()> {
-        self.sign(true)?;
+        self.sign_and_close(true)?;
         self.side.sync_data().map_err(|e| ctx(&self.path, e))?;
         let to = seal_path(renamed);
         std::fs::rename(&self.path, &to).map_err(|e| ctx(&self.path, e))?;
@@ -557,6 +589,19 @@ impl Sealer {
                 data.display()
             )));
         }
+        if st.closed && data_size > self.end {
+            // Bytes after a clean close are none of this sink's: sealed
+            // as found, before the resume entry, where the verifier
+            // names them (appended after close).
+            eprintln!(
+                "dplog: {}: bytes {}..{data_size} were appended after the sink closed it \
+                 (not by the sink); sealed as found: dplog-verify reports them as appended \
+                 after close",
+                data.display(),
+                self.end
+            );
+            self.seal_late(data, data_size)?;
+        }
         if last_key != self.pubkey {
             let time_ms = now_ms();
             let sig = self
@@ -571,10 +616,63 @@ impl Sealer {
                 sig,
             })?;
         }
-        if data_size > self.end {
+        if st.closed {
+            // This sink's writes from here on: after the resume entry.
+            self.put_mark(TAG_RESUME)?;
+        } else if data_size > self.end {
             self.seal_late(data, data_size)?;
         }
         Ok(())
+    }
+
+    /// Writes a close ([`TAG_CLOSE`]) or resume ([`TAG_RESUME`]) entry
+    /// over the current head, signed.
+    fn put_mark(&mut self, tag: u8) -> io::Result<()> {
+        let time_ms = now_ms();
+        let msg = mark_message(
+            tag,
+            &self.log_id,
+            self.seq,
+            self.batches,
+            self.end,
+            time_ms,
+            &self.head,
+        );
+        let sig = self.key.sign(&msg).to_bytes();
+        let (batches, end, head, pubkey) = (self.batches, self.end, self.head, self.pubkey);
+        self.closed = tag == TAG_CLOSE;
+        self.put(&if tag == TAG_CLOSE {
+            Entry::Close {
+                batches,
+                end,
+                time_ms,
+                head,
+                pubkey,
+                sig,
+            }
+        } else {
+            Entry::Resume {
+                batches,
+                end,
+                time_ms,
+                head,
+                pubkey,
+                sig,
+            }
+        })
+    }
+
+    /// Signs the head and closes the current file's seal (a `C` entry):
+    /// the sink writes no more to this file.
+    fn sign_and_close(&mut self, always: bool) -> io::Result<()> {
+        let signed = self.sign(always);
+        if self.closed {
+            return signed;
+        }
+        // Written even when the signature's write failed: both are kept
+        // and written with the next entry.
+        let closed = self.put_mark(TAG_CLOSE);
+        signed.and(closed)
     }
 
     /// Seals bytes `[end, data_size)` of the output, read back from it.
@@ -598,6 +696,7 @@ impl Sealer {
         self.end = start;
         self.ahead = start;
         self.batches = 0;
+        self.closed = false;
         self.pending.clear();
         self.write_bytes(&b)
     }
@@ -647,6 +746,10 @@ impl Sealer {
         len: u64,
         content: [u8; 32],
     ) -> io::Result<()> {
+        if self.closed {
+            // A write after the close, by this sink: said so first.
+            self.put_mark(TAG_RESUME)?;
+        }
         let tag = if late { TAG_LATE } else { TAG_BATCH };
         self.head = link(&self.head, tag, off, len, &content);
         self.batches += 1;
@@ -1026,13 +1129,14 @@ impl Sealer {
     }
 
     /// Renames the seal file to `rotated`'s ([`seal_path`]) after a
-    /// final signature; call [`start_next`](Self::start_next) once the
+    /// final signature and a close entry (a rotated file never grows
+    /// again); call [`start_next`](Self::start_next) once the
     /// new output file is open.
     ///
     /// # Errors
     /// The signature's write or the `rename(2)` error.
     pub fn rotate_to(&mut self, rotated: &Path) -> io::Result<()> {
-        self.sign(true)?;
+        self.sign_and_close(true)?;
         self.side.sync_data().map_err(|e| ctx(&self.path, e))?;
         std::fs::rename(&self.path, seal_path(rotated)).map_err(|e| ctx(&self.path, e))
     }
@@ -1058,13 +1162,15 @@ impl Sealer {
         self.start_file(start)
     }
 
-    /// Signs the head if anything is unsigned and syncs the seal file
-    /// (at the sink's close).
+    /// Signs the head if anything is unsigned, closes the seal (a `C`
+    /// entry: bytes the file gets after it are not the sink's, unless a
+    /// sink starting again on it writes a resume entry first) and syncs
+    /// the seal file (at the sink's close).
     ///
     /// # Errors
     /// The write or `fdatasync(2)` error.
     pub fn close(&mut self) -> io::Result<()> {
-        let signed = self.sign(false);
+        let signed = self.sign_and_close(false);
         if let Some(mut h) = self.hasher.take() {
             h.stop();
         }

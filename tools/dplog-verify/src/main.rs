@@ -11,8 +11,11 @@
 //! the file, the first record (line, binary frame or IPFIX message,
 //! counted from 1 at the start of the file) and its byte offset, the
 //! byte range of the write that fails, and why: removed, altered,
-//! inserted, reordered, truncated, spliced from another log, re-signed
-//! with another key, a bad signature, a missing file of the set. What
+//! inserted, reordered, truncated (or, inside the last sealed write,
+//! where the seal cannot tell them apart, removed or truncated, altered
+//! or inserted), appended after the sink closed the file, spliced from
+//! another log, re-signed with another key, a bad signature, a missing
+//! file of the set. What
 //! precedes it is proven; nothing after it is checked. The unit is one
 //! write of the sink (a batch), so the record named is the first of the
 //! first write that fails.
@@ -26,10 +29,10 @@
 //! Exit status, as `dplog-cat`'s: 0 verified, every byte under a trusted
 //! signature; 1 error (an unreadable file or seal file, a bad key file); 2
 //! the command line does not parse; 3 tampering found (or, with
-//! `--strict`, a note); 4 no tampering found, but not every byte is
-//! proven: bytes after the last signature or not sealed (a crash, a log
-//! still being written, bytes appended by something else), or no
-//! signature at all. The chain has no key, so a log rewritten without the
+//! `--strict`, a note; bytes after a clean close included); 4 no
+//! tampering found, but not every byte is proven: bytes after the last
+//! signature or not sealed (a crash, a log still being written, bytes
+//! after a seal without a close entry), or no signature at all. The chain has no key, so a log rewritten without the
 //! private key, its seal rebuilt without signatures, exits 4, never 0;
 //! `--anchors` tells a crash's tail from a cut one. With `--syslog`, 4
 //! means messages no Signature Block covers. Over several FILEs, 3 wins

@@ -262,6 +262,54 @@ fn reseal(path: &Path, key: &Path) {
                     sig: sk.sign(&msg).to_bytes(),
                 }
             }
+            Entry::Close {
+                batches,
+                end,
+                time_ms,
+                pubkey,
+                ..
+            } => Entry::Close {
+                batches,
+                end,
+                time_ms,
+                head,
+                pubkey,
+                sig: sk
+                    .sign(&seal::mark_message(
+                        seal::TAG_CLOSE,
+                        &log,
+                        seq,
+                        batches,
+                        end,
+                        time_ms,
+                        &head,
+                    ))
+                    .to_bytes(),
+            },
+            Entry::Resume {
+                batches,
+                end,
+                time_ms,
+                pubkey,
+                ..
+            } => Entry::Resume {
+                batches,
+                end,
+                time_ms,
+                head,
+                pubkey,
+                sig: sk
+                    .sign(&seal::mark_message(
+                        seal::TAG_RESUME,
+                        &log,
+                        seq,
+                        batches,
+                        end,
+                        time_ms,
+                        &head,
+                    ))
+                    .to_bytes(),
+            },
             Entry::Key { .. } => e,
         };
         e.encode(&mut out);

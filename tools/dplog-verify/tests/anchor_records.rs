@@ -121,6 +121,52 @@ fn reseal_with(path: &Path, key: &Path) {
                     .sign(&seal::sign_message(&log, seq, batches, end, time_ms, &head))
                     .to_bytes(),
             },
+            Entry::Close {
+                batches,
+                end,
+                time_ms,
+                ..
+            } => Entry::Close {
+                batches,
+                end,
+                time_ms,
+                head,
+                pubkey: pk,
+                sig: sk
+                    .sign(&seal::mark_message(
+                        seal::TAG_CLOSE,
+                        &log,
+                        seq,
+                        batches,
+                        end,
+                        time_ms,
+                        &head,
+                    ))
+                    .to_bytes(),
+            },
+            Entry::Resume {
+                batches,
+                end,
+                time_ms,
+                ..
+            } => Entry::Resume {
+                batches,
+                end,
+                time_ms,
+                head,
+                pubkey: pk,
+                sig: sk
+                    .sign(&seal::mark_message(
+                        seal::TAG_RESUME,
+                        &log,
+                        seq,
+                        batches,
+                        end,
+                        time_ms,
+                        &head,
+                    ))
+                    .to_bytes(),
+            },
             Entry::Key { .. } => continue,
         };
         e.encode(&mut out);

@@ -335,7 +335,7 @@ fn a_tail_re_signed_with_another_key_is_found_where_the_trusted_signature_ends()
 }
 
 #[test]
-fn a_log_whose_signatures_were_stripped_or_that_grew_after_its_close_is_not_proven() {
+fn a_log_whose_signatures_were_stripped_is_not_proven() {
     let (_d, path, k, _) = log10();
     let len = std::fs::metadata(&path).unwrap().len();
     let (code, out, err) = cli_verify(&path, &k);
@@ -389,23 +389,179 @@ fn a_log_whose_signatures_were_stripped_or_that_grew_after_its_close_is_not_prov
         err.contains(&format!("{len} byte(s) not under a trusted signature")),
         "{err}"
     );
+}
 
-    // The genuine log, then a line appended after its signed close.
-    data[at..at + 4].copy_from_slice(b"drop");
-    std::fs::write(&path, &data).unwrap();
-    std::fs::write(seal_path(&path), &seal_bytes).unwrap();
+/// The tags of a seal file's entries, in order (`GBBSC`).
+fn tags_of(data: &Path) -> String {
+    let b = std::fs::read(seal_path(data)).unwrap();
+    let (entries, stop) = seal::read_entries(&mut &b[seal::MAGIC.len()..], 10_000).unwrap();
+    assert_eq!(stop, None);
+    entries.iter().map(|(_, e)| e.tag() as char).collect()
+}
+
+/// Makes `data`'s seal what a sink before close and resume entries wrote
+/// for the same writes: the same entries without its `C` and `R` ones
+/// (every other entry's bytes are the same, and so are their chain and
+/// signatures, which cover neither).
+fn without_close_entries(data: &Path) {
+    let b = std::fs::read(seal_path(data)).unwrap();
+    let (entries, _) = seal::read_entries(&mut &b[seal::MAGIC.len()..], 10_000).unwrap();
+    let mut out = seal::MAGIC.to_vec();
+    for (_, e) in entries {
+        if !matches!(e, seal::Entry::Close { .. } | seal::Entry::Resume { .. }) {
+            e.encode(&mut out);
+        }
+    }
+    std::fs::write(seal_path(data), out).unwrap();
+}
+
+fn append(path: &Path, bytes: &[u8]) {
+    let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+    std::io::Write::write_all(&mut f, bytes).unwrap();
+}
+
+const FORGED: &[u8] = b"verdict seq=9999 rule=1 action=pass src=10.9.9.9\n";
+
+#[test]
+fn a_line_appended_after_a_clean_close_is_tampering_at_the_first_appended_byte() {
+    let (_d, path, k, _) = log10();
+    let len = std::fs::metadata(&path).unwrap().len();
+    // The close: the final signature, then the close entry.
+    assert_eq!(tags_of(&path), format!("G{}SC", "B".repeat(10)));
     assert_eq!(cli_verify(&path, &k).0, 0);
-    let mut f = std::fs::OpenOptions::new()
-        .append(true)
-        .open(&path)
-        .unwrap();
-    std::io::Write::write_all(&mut f, b"{\"forged\":\"appended\"}\n").unwrap();
+    append(&path, FORGED);
+    let f = found(&path, &k);
+    assert_eq!(f.problem, Problem::AppendedAfterClose, "{f}");
+    assert_eq!(
+        (f.record, f.byte, f.write),
+        (first_record_of(10), len, None)
+    );
+    assert!(
+        f.detail
+            .contains(&format!("{} bytes after that", FORGED.len())),
+        "{f}"
+    );
+
+    // The same log as sealed before close entries existed: the appended
+    // line is only not proven, as it was (a crash's tail looks the same).
+    without_close_entries(&path);
     let r = verify(std::slice::from_ref(&path), &k);
     assert_eq!(
         (r.finding.is_none(), r.signatures, r.unproven),
-        (true, 1, 22)
+        (true, 1, FORGED.len() as u64)
     );
     assert_eq!(cli_verify(&path, &k).0, 4);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(len)
+        .unwrap();
+    assert_eq!(cli_verify(&path, &k).0, 0);
+}
+
+#[test]
+fn a_sink_starting_again_on_a_closed_file_records_it_and_its_writes_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = keys(dir.path(), "seal");
+    let path = dir.path().join("verdicts.log");
+    let mut offs = write(&path, &k, 0, 5);
+    offs.extend(write(&path, &k, 5, 10));
+    let five = "B".repeat(5);
+    assert_eq!(tags_of(&path), format!("G{five}SCR{five}SC"));
+    let r = verify(std::slice::from_ref(&path), &k);
+    assert_eq!(r.finding, None, "{:?}", r.finding);
+    assert_eq!((r.writes, r.signatures, r.unproven), (10, 2, 0));
+    assert!(r.notes.is_empty(), "{:?}", r.notes);
+    let (code, _, err) = cli_verify(&path, &k);
+    assert_eq!(code, 0, "{err}");
+
+    // Grown after the second close.
+    let len = std::fs::metadata(&path).unwrap().len();
+    append(&path, FORGED);
+    let f = found(&path, &k);
+    assert_eq!(f.problem, Problem::AppendedAfterClose, "{f}");
+    assert_eq!((f.record, f.byte), (first_record_of(10), len));
+
+    // Two runs sealed before close entries existed verify as they did.
+    without_close_entries(&path);
+    assert_eq!(tags_of(&path), format!("G{five}S{five}S"));
+    assert_eq!(cli_verify(&path, &k).0, 4);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(len)
+        .unwrap();
+    let r = verify(std::slice::from_ref(&path), &k);
+    assert_eq!((r.finding, r.writes, r.unproven), (None, 10, 0));
+    assert_eq!(cli_verify(&path, &k).0, 0);
+}
+
+#[test]
+fn a_line_appended_after_a_close_is_named_after_a_sink_started_again_on_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = keys(dir.path(), "seal");
+    let path = dir.path().join("verdicts.log");
+    write(&path, &k, 0, 5);
+    let closed_at = std::fs::metadata(&path).unwrap().len();
+    append(&path, FORGED);
+    // The sink starts again: the appended bytes are not its own, so they
+    // are sealed as found before its resume entry, and named.
+    write(&path, &k, 5, 10);
+    let five = "B".repeat(5);
+    assert_eq!(tags_of(&path), format!("G{five}SCLR{five}SC"));
+    let f = found(&path, &k);
+    assert_eq!(f.problem, Problem::AppendedAfterClose, "{f}");
+    assert_eq!(
+        (f.record, f.byte, f.write),
+        (
+            first_record_of(5),
+            closed_at,
+            Some((closed_at, closed_at + FORGED.len() as u64))
+        )
+    );
+    assert!(f.detail.contains("when a sink started again"), "{f}");
+
+    // Entries for them added to the seal by hand, with no resume entry
+    // (the close entry needs the key; a write entry does not): named too.
+    let b = std::fs::read(seal_path(&path)).unwrap();
+    let (entries, _) = seal::read_entries(&mut &b[seal::MAGIC.len()..], 100).unwrap();
+    let mut forged = seal::MAGIC.to_vec();
+    let mut head = [0u8; 32];
+    for (_, e) in entries.iter().take(1 + 5 + 2) {
+        e.encode(&mut forged);
+        if let seal::Entry::Batch { chain, .. } = e {
+            head = *chain;
+        }
+    }
+    let content = *blake3::hash(FORGED).as_bytes();
+    let chain = seal::link(
+        &head,
+        seal::TAG_BATCH,
+        closed_at,
+        FORGED.len() as u64,
+        &content,
+    );
+    seal::Entry::Batch {
+        late: false,
+        off: closed_at,
+        len: FORGED.len() as u64,
+        content,
+        chain,
+    }
+    .encode(&mut forged);
+    std::fs::write(seal_path(&path), forged).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(closed_at + FORGED.len() as u64)
+        .unwrap();
+    let f = found(&path, &k);
+    assert_eq!(f.problem, Problem::AppendedAfterClose, "{f}");
+    assert_eq!((f.record, f.byte), (first_record_of(5), closed_at));
+    assert!(f.detail.contains("with no resume entry"), "{f}");
 }
 
 /// Byte offset in a seal file just past its first signature entry.
@@ -423,6 +579,10 @@ fn first_signature_end(p: &Path) -> u64 {
 #[test]
 fn a_crash_mid_batch_leaves_a_log_that_verifies_up_to_its_last_sealed_write() {
     let (_d, path, k, offs) = log10();
+    // The run crashed rather than closing: its seal has no close entry.
+    let b = std::fs::read(seal_path(&path)).unwrap();
+    std::fs::write(seal_path(&path), &b[..b.len() - 153]).unwrap();
+    assert_eq!(tags_of(&path), format!("G{}S", "B".repeat(10)));
     // A crash: half a batch in the file, its seal entry never written,
     // and a torn seal entry after it.
     let mut data = std::fs::read(&path).unwrap();
@@ -899,4 +1059,191 @@ fn flush_waits_for_the_hasher_thread_so_every_written_batch_is_sealed() {
         r.notes
     );
     sink.close().unwrap();
+}
+
+#[test]
+fn a_rotated_file_that_grows_is_tampering() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = keys(dir.path(), "seal");
+    let path = dir.path().join("verdicts.log");
+    let mut sink = FileSink::with_options(
+        &path,
+        FileSinkOptions {
+            max_size_bytes: Some(600),
+            ..opts(&k)
+        },
+    )
+    .unwrap();
+    for b in 0..12 {
+        sink.write_batch(&batch(b)).unwrap();
+    }
+    sink.close().unwrap();
+    let set = dplog_sinks::verify::set_of(&path).unwrap();
+    assert!(set.len() >= 3, "{set:?}");
+    // Every file, rotated or not, is closed by the sink.
+    for f in &set {
+        assert!(
+            tags_of(f).ends_with("SC"),
+            "{}: {}",
+            f.display(),
+            tags_of(f)
+        );
+    }
+    assert_eq!(verify(&set, &k).finding, None);
+    let len = std::fs::metadata(&set[1]).unwrap().len();
+    let lines = std::fs::read(&set[1])
+        .unwrap()
+        .iter()
+        .filter(|&&c| c == b'\n')
+        .count() as u64;
+    append(&set[1], FORGED);
+    let f = verify(&set, &k).finding.unwrap();
+    assert_eq!(
+        (f.problem, &f.file, f.record, f.byte),
+        (Problem::AppendedAfterClose, &set[1], lines + 1, len),
+        "{f}"
+    );
+    let (code, _, err) = cli_verify(&path, &k);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}: appended after close at record {} (byte {len})",
+            set[1].display(),
+            lines + 1
+        )),
+        "{err}"
+    );
+    // Sealed before close entries existed: found as before, as inserted.
+    without_close_entries(&set[1]);
+    let f = verify(&set, &k).finding.unwrap();
+    assert_eq!(
+        (f.problem, &f.file, f.record, f.byte),
+        (Problem::Inserted, &set[1], lines + 1, len),
+        "{f}"
+    );
+}
+
+#[test]
+fn bytes_removed_from_the_last_write_are_named_removed_or_truncated() {
+    let (_d, path, k, offs) = log10();
+    let orig = std::fs::read(&path).unwrap();
+    let end = orig.len();
+    let b9 = &orig[offs[9] as usize..];
+    let nl: Vec<usize> = memchr_all(b9);
+    // The third line of the last write.
+    let (a, b) = (offs[9] as usize + nl[1] + 1, offs[9] as usize + nl[2] + 1);
+    let mut data = orig.clone();
+    data.drain(a..b);
+    std::fs::write(&path, &data).unwrap();
+    let f = found(&path, &k);
+    assert_eq!(f.problem, Problem::RemovedOrTruncated, "{f}");
+    assert_eq!(
+        (f.record, f.byte, f.write),
+        (first_record_of(9), offs[9], Some((offs[9], end as u64)))
+    );
+    assert!(f.detail.contains("the seal cannot tell which"), "{f}");
+    // Cut inside it: the same, since the two cannot be told apart.
+    std::fs::write(&path, &orig[..a + 3]).unwrap();
+    let f = found(&path, &k);
+    assert_eq!(f.problem, Problem::RemovedOrTruncated, "{f}");
+    assert_eq!((f.record, f.byte), (first_record_of(9), offs[9]));
+    // Cut where it starts: the whole write gone, truncated.
+    std::fs::write(&path, &orig[..offs[9] as usize]).unwrap();
+    let f = found(&path, &k);
+    assert_eq!(f.problem, Problem::Truncated, "{f}");
+    assert_eq!((f.record, f.byte), (first_record_of(9), offs[9]));
+}
+
+fn memchr_all(b: &[u8]) -> Vec<usize> {
+    b.iter()
+        .enumerate()
+        .filter(|(_, &c)| c == b'\n')
+        .map(|(i, _)| i)
+        .collect()
+}
+
+#[test]
+fn bytes_removed_before_a_last_write_shorter_than_them_are_named_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = keys(dir.path(), "seal");
+    let path = dir.path().join("verdicts.log");
+    let offs = write(&path, &k, 0, 10);
+    // A last write of one short line, after the ten.
+    let mut sink = FileSink::with_options(&path, opts(&k)).unwrap();
+    sink.write_batch(b"end\n").unwrap();
+    sink.close().unwrap();
+    let orig = std::fs::read(&path).unwrap();
+    // Three lines of batch 9: more bytes than the write after it holds,
+    // so the file ends before batch 9's sealed end.
+    let nl = memchr_all(&orig[offs[9] as usize..]);
+    let (a, b) = (offs[9] as usize + nl[0] + 1, offs[9] as usize + nl[3] + 1);
+    assert!(b - a > 4);
+    let mut data = orig.clone();
+    data.drain(a..b);
+    std::fs::write(&path, &data).unwrap();
+    let f = found(&path, &k);
+    assert_eq!(f.problem, Problem::Removed, "{f}");
+    assert_eq!((f.record, f.byte), (first_record_of(9), offs[9]));
+    assert!(
+        f.detail.contains(&format!("{} bytes were removed", b - a)),
+        "{f}"
+    );
+}
+
+#[test]
+fn a_line_inserted_into_the_last_write_is_named_inserted() {
+    let (_d, path, k, offs) = log10();
+    let orig = std::fs::read(&path).unwrap();
+    let nl = memchr_all(&orig[offs[9] as usize..]);
+    // After the second line of the last write.
+    let at = offs[9] as usize + nl[1] + 1;
+    let mut data = orig.clone();
+    data.splice(at..at, FORGED.iter().copied());
+    std::fs::write(&path, &data).unwrap();
+    let f = found(&path, &k);
+    assert_eq!(f.problem, Problem::Inserted, "{f}");
+    assert_eq!((f.record, f.byte), (first_record_of(9), offs[9]));
+    assert!(
+        f.detail.contains(&format!(
+            "{} bytes were inserted into this write (the last sealed one) at byte {at} (record {})",
+            FORGED.len(),
+            first_record_of(9) + 2
+        )),
+        "{f}"
+    );
+    // Before it (between the last two writes).
+    let mut data = orig.clone();
+    let at = offs[9] as usize;
+    data.splice(at..at, FORGED.iter().copied());
+    std::fs::write(&path, &data).unwrap();
+    let f = found(&path, &k);
+    assert_eq!(f.problem, Problem::Inserted, "{f}");
+    assert_eq!((f.record, f.byte), (first_record_of(9), offs[9]));
+}
+
+#[test]
+fn the_last_write_changed_is_altered_and_changed_with_bytes_after_it_altered_or_inserted() {
+    let (_d, path, k, offs) = log10();
+    let mut data = std::fs::read(&path).unwrap();
+    let at = offs[9] as usize
+        + data[offs[9] as usize..]
+            .windows(4)
+            .position(|w| w == b"pass" || w == b"drop")
+            .unwrap();
+    data[at] ^= 0x01;
+    std::fs::write(&path, &data).unwrap();
+    let f = found(&path, &k);
+    assert_eq!(f.problem, Problem::Altered, "{f}");
+    assert_eq!((f.record, f.byte), (first_record_of(9), offs[9]));
+    // Changed, and a line after it: inserted into it, or changed and
+    // appended to; nothing in the seal tells which.
+    append(&path, FORGED);
+    let f = found(&path, &k);
+    assert_eq!(f.problem, Problem::AlteredOrInserted, "{f}");
+    assert_eq!((f.record, f.byte), (first_record_of(9), offs[9]));
+    assert!(
+        f.detail
+            .contains(&format!("and {} bytes follow it", FORGED.len())),
+        "{f}"
+    );
 }

@@ -168,7 +168,9 @@ pub struct IpfixOptions {
     pub mtu: usize,
     /// Seconds between template re-sends. Default 20.
     pub template_refresh_secs: u32,
-    /// Observation Domain ID in every message header. Default 1.
+    /// Observation Domain ID in every message header. Default 1. A
+    /// collector tells exporters apart by it and their address (nfcapd by
+    /// nothing else): one per exporter of a host, kept across its runs.
     pub observation_domain_id: u32,
     /// Export-time source. Default `system`.
     pub export_clock: ExportClock,

@@ -595,10 +595,8 @@ mod tests {
         // SAFETY: p was returned by dplog_producer_new and is freed once.
         assert_eq!(unsafe { crate::dplog_producer_free(p) }, DPLOG_OK);
         // SAFETY: h is live; no stats wanted.
-        assert_eq!(
-            unsafe { crate::dplog_close(h, core::ptr::null_mut()) },
-            DPLOG_OK
-        );
+        let rc = unsafe { crate::dplog_close(h, core::ptr::null_mut()) };
+        assert_eq!(rc, DPLOG_OK);
         let b = std::fs::read(&path).unwrap();
         let _ = std::fs::remove_dir_all(&dir);
         assert_eq!(

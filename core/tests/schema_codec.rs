@@ -6,8 +6,8 @@
 mod lb_conn;
 
 use dplog_core::schema::{
-    decode_meta, encode_meta, EnterpriseIes, FieldDef, FieldKind, Lifecycle, Schema, SchemaError,
-    SchemaMeta, META_VERSION,
+    decode_meta, derived_enterprise_ie, encode_meta, EnterpriseIes, FieldDef, FieldKind, Lifecycle,
+    Schema, SchemaError, SchemaMeta, META_VERSION,
 };
 
 /// The fields part of a description is the old encoding, byte for byte:
@@ -19,7 +19,7 @@ fn a_description_is_the_old_fields_encoding_then_the_metadata() {
     let b = s.encode().unwrap();
     assert_eq!(&b[..old.len()], old.as_slice());
     assert_eq!(b[old.len()], META_VERSION, "written as the newest version");
-    assert_eq!(META_VERSION, 3);
+    assert_eq!(META_VERSION, 4);
     assert_eq!(&b[old.len()..], encode_meta(s.meta()).unwrap().as_slice());
     assert_eq!(Schema::decode(&b).unwrap(), s);
     let l = Schema::decode(&b)
@@ -55,7 +55,8 @@ fn the_old_fields_only_encoding_decodes_with_default_metadata() {
             event_time: Some(0),
             ipfix_enterprise: EnterpriseIes {
                 explicit: vec![],
-                by_position: true
+                by_position: true,
+                enums_as_unsigned: false,
             },
             ..SchemaMeta::default()
         }
@@ -77,9 +78,9 @@ fn metadata_versions_1_and_2_read_with_ids_by_position() {
         .with_enum_numbers(true);
     let fields = s.encode_fields().unwrap();
     let b = s.encode().unwrap();
-    assert_eq!(b[fields.len()], 3);
+    assert_eq!(b[fields.len()], 4);
     assert_eq!(Schema::decode(&b).unwrap(), s);
-    // Version 3 without lifecycle ends: lifecycle absent (1 byte), not
+    // Version 4 (as 3) without lifecycle ends: lifecycle absent (1 byte), not
     // by position (1), no declared ids (2). Version 1 is the rest.
     assert_eq!(&b[b.len() - 4..], &[0, 0, 0, 0]);
     let mut v1 = b[..b.len() - 4].to_vec();
@@ -115,6 +116,45 @@ fn metadata_versions_1_and_2_read_with_ids_by_position() {
     assert_eq!(d.enterprise_ie(i), Some(4242));
 }
 
+/// Metadata version 3 derived an enum field's enterprise element id as
+/// an unsigned integer's: a schema read from it keeps those ids (lbConn's
+/// `connEvent` 25948, where version 4 derives 18407), every other id is
+/// the same in both versions, and encoded again (as version 4, flags
+/// byte 2) it keeps them; flags this reader does not know are refused.
+#[test]
+fn metadata_version_3_keeps_the_enum_ids_its_writer_derived() {
+    let s = lb_conn::schema();
+    let (ev, _) = s.field("connEvent").unwrap();
+    let fields = s.encode_fields().unwrap().len();
+    let b = s.encode().unwrap();
+    assert_eq!(b[fields], 4);
+    assert_eq!(s.enterprise_ie(ev), Some(18407));
+    // Version 3's by-position byte 0 is version 4's flags 0: the same
+    // bytes under another version.
+    let mut v3 = b.clone();
+    v3[fields] = 3;
+    let old = Schema::decode(&v3).unwrap();
+    assert!(old.meta().ipfix_enterprise.enums_as_unsigned);
+    assert!(!old.meta().ipfix_enterprise.by_position);
+    assert_eq!(old.enterprise_ie(ev), Some(25948));
+    assert_eq!(
+        old.enterprise_ie(ev),
+        Some(derived_enterprise_ie("connEvent", FieldKind::U8))
+    );
+    for i in (0..s.fields().len()).filter(|&i| i != ev) {
+        assert_eq!(old.enterprise_ie(i), s.enterprise_ie(i), "field {i}");
+    }
+    let again = old.encode().unwrap();
+    assert_eq!(again[fields], 4);
+    let flags_at = again.len() - 2;
+    assert_eq!(again[flags_at - 1..], [2, 0, 0], "flags 2, no declared ids");
+    assert_eq!(Schema::decode(&again).unwrap(), old);
+    let mut bad = again.clone();
+    bad[flags_at - 1] = 4;
+    let e = Schema::decode(&bad).unwrap_err();
+    assert!(e.contains("enterprise element flags 0x4"), "{e}");
+}
+
 /// Bytes of a schema's encoded lifecycle (version 2's layout).
 fn lifecycle_len(s: &Schema) -> usize {
     let l = s.meta().lifecycle.as_ref().unwrap();
@@ -138,7 +178,7 @@ fn an_unknown_metadata_version_is_a_clear_error() {
     b[fields] = META_VERSION + 1;
     let e = Schema::decode(&b).unwrap_err();
     assert!(
-        e.contains("metadata version 4: this reader knows versions 1 to 3")
+        e.contains("metadata version 5: this reader knows versions 1 to 4")
             && e.contains("newer dplog"),
         "{e}"
     );

@@ -496,4 +496,112 @@ mod tests {
             "{msg}"
         );
     }
+
+    /// The enterprise element ids of every template record of the IPFIX
+    /// messages `b`: `(template id, ids without the enterprise bit)`.
+    fn enterprise_ids_of_templates(mut b: &[u8]) -> Vec<(u16, Vec<u16>)> {
+        let be16 = |b: &[u8], o: usize| u16::from_be_bytes([b[o], b[o + 1]]);
+        let mut out = Vec::new();
+        while b.len() >= 16 {
+            let (msg, rest) = b.split_at(be16(b, 2) as usize);
+            let mut set = &msg[16..];
+            while set.len() >= 4 {
+                let (s, next) = set.split_at(be16(set, 2) as usize);
+                if be16(s, 0) == 2 {
+                    let mut o = 4;
+                    while o + 4 <= s.len() {
+                        let (tid, count) = (be16(s, o), be16(s, o + 2));
+                        o += 4;
+                        let mut ids = Vec::new();
+                        for _ in 0..count {
+                            let ie = be16(s, o);
+                            o += 4;
+                            if ie & 0x8000 != 0 {
+                                ids.push(ie & 0x7fff);
+                                o += 4;
+                            }
+                        }
+                        out.push((tid, ids));
+                    }
+                }
+                set = next;
+            }
+            b = rest;
+        }
+        out
+    }
+
+    /// A load balancer's `lbConn` whose `connEvent` is an enum (names
+    /// OPEN, CLOSE) and an `lbStats` whose `connEvent` is a plain u8,
+    /// registered from C and logged as IPFIX: two enterprise elements
+    /// (the enum's id derived with the class `enum`, 18407; the count's
+    /// with `unsigned`, 25948), not one that holds codes in one template
+    /// and counts in the other.
+    #[test]
+    fn an_enum_and_a_count_of_one_name_are_two_enterprise_elements_from_c() {
+        use crate::types::{dplog_enum_name, DPLOG_FIELD_ENUM, DPLOG_FIELD_U8};
+        let dir = std::env::temp_dir().join(format!("dplog-ffi-enum-ie-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        let path = dir.join("lb.ipfix");
+        let h = crate::testutil::open(&format!(
+            "[format]\ntype = \"ipfix\"\n[format.ipfix]\nexport_clock = \"record\"\n\
+             [sink]\ntype = \"file\"\npath = \"{}\"\n",
+            path.display()
+        ));
+        let names = [
+            dplog_enum_name {
+                value: 1,
+                name: c"OPEN".as_ptr(),
+            },
+            dplog_enum_name {
+                value: 2,
+                name: c"CLOSE".as_ptr(),
+            },
+        ];
+        let register = |name: &std::ffi::CStr, kind, enums: &[dplog_enum_name]| {
+            let fields = [dplog_field_desc {
+                name: c"connEvent".as_ptr(),
+                offset: 8,
+                size: 1,
+                kind,
+                ie_id: 0,
+                enum_names: if enums.is_empty() {
+                    core::ptr::null()
+                } else {
+                    enums.as_ptr()
+                },
+                enum_count: enums.len(),
+            }];
+            let mut id = 0u16;
+            // SAFETY: h is live; the names, descriptors and enum table
+            // are valid for the call.
+            let rc = unsafe {
+                crate::dplog_schema_register(h, name.as_ptr(), 16, fields.as_ptr(), 1, &mut id)
+            };
+            assert_eq!(rc, DPLOG_OK, "{}", crate::testutil::last_error());
+            id
+        };
+        let conn = register(c"lbConn", DPLOG_FIELD_ENUM, &names);
+        let stats = register(c"lbStats", DPLOG_FIELD_U8, &[]);
+        let p = crate::testutil::start_with_producer(h);
+        for (id, v) in [(conn, 1u8), (stats, 7)] {
+            let mut rec = [0u8; 16];
+            rec[8] = v;
+            // SAFETY: p is live; rec holds one 16-byte record.
+            let rc = unsafe { crate::dplog_log(p, id, rec.as_ptr().cast(), rec.len()) };
+            assert_eq!(rc, DPLOG_OK);
+        }
+        // SAFETY: p was returned by dplog_producer_new and is freed once.
+        assert_eq!(unsafe { crate::dplog_producer_free(p) }, DPLOG_OK);
+        // SAFETY: h is live; no stats wanted.
+        let rc = unsafe { crate::dplog_close(h, core::ptr::null_mut()) };
+        assert_eq!(rc, DPLOG_OK);
+        let b = std::fs::read(&path).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(
+            enterprise_ids_of_templates(&b),
+            [(256, vec![18407]), (257, vec![25948])]
+        );
+    }
 }

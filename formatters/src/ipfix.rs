@@ -21,10 +21,12 @@
 //!   field's name and type class
 //!   ([`derived_enterprise_ie`](dplog_core::schema::derived_enterprise_ie)):
 //!   the same in every template, run and program, so a (PEN, id) pair
-//!   means one field name and type wherever it appears (RFC 7011 sections
-//!   3.2, 6.2), and two record types' `bytesIn: u64` share one element.
-//!   An exporter whose record types would give one id two names or types
-//!   is refused when it is built. A schema read from a log written before
+//!   means one field name and class wherever it appears (RFC 7011 sections
+//!   3.2, 6.2), and two record types' `bytesIn: u64` share one element,
+//!   while an enum (codes with names) and a count of one name do not.
+//!   An exporter whose record types would give one id two names or
+//!   classes, or two enums that name one value differently, is refused
+//!   when it is built. A schema read from a log written before
 //!   ids were derived keeps its writer's ids, the field's 1-based position
 //!   (past position [`MAX_ENTERPRISE_IE`], 32767, refused). The
 //!   field chosen by [`SchemaMeta::ipfix_ie_by`](dplog_core::schema::SchemaMeta::ipfix_ie_by)
@@ -102,7 +104,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use dplog_core::schema::{ipfix_type_class, read_uint, FieldDef, FieldKind, Schema};
+use dplog_core::schema::{enterprise_class, read_uint, FieldDef, FieldKind, Schema};
 
 use crate::conv::TscCalibration;
 use crate::template::{Options, Renumber, TimePrecision};
@@ -166,7 +168,9 @@ pub struct IpfixOptions {
     pub mtu: usize,
     /// Seconds between template re-sends. Default 20.
     pub template_refresh_secs: u32,
-    /// Observation Domain ID in every message header. Default 1.
+    /// Observation Domain ID in every message header. Default 1. A
+    /// collector tells exporters apart by it and their address (nfcapd by
+    /// nothing else): one per exporter of a host, kept across its runs.
     pub observation_domain_id: u32,
     /// Export-time source. Default `system`.
     pub export_clock: ExportClock,
@@ -342,9 +346,21 @@ pub struct IpfixEncoder {
     report_template: bool,
     /// notSentFlowTotalCount: records reported dropped so far.
     not_sent_total: u64,
-    /// The enterprise elements of the templates: (id, field name, type
-    /// class, record type), one name and type per id.
-    elements: Vec<(u16, String, &'static str, String)>,
+    /// The enterprise elements of the templates, one field name and
+    /// class per id.
+    elements: Vec<Element>,
+}
+
+/// An enterprise element of an exporter's templates: its id, and the
+/// first field (name, [`enterprise_class`], record type, enum names)
+/// that claimed it.
+#[derive(Clone, Debug)]
+struct Element {
+    id: u16,
+    name: String,
+    class: &'static str,
+    record_type: String,
+    enum_names: Vec<(u32, String)>,
 }
 
 impl IpfixEncoder {
@@ -505,31 +521,82 @@ impl IpfixEncoder {
         self.opts.mtu - IP_UDP_OVERHEAD
     }
 
-    /// Records that enterprise element `id` is field `f` of `s`: an id
-    /// one field name and type (class) only, across every template of
-    /// the exporter (RFC 7011 sections 3.2, 6.2).
+    /// Records that enterprise element `id` is field `f` of `s`: an id is
+    /// one field name and class ([`enterprise_class`]: an enum is not a
+    /// count) across every template of the exporter (RFC 7011 sections
+    /// 3.2, 6.2), and for an enum one meaning per value: two enum fields
+    /// that name one value differently are two elements (one may name
+    /// values the other does not, as a table that grows).
     ///
-    /// Errors: the id taken by another field name or type, naming both
-    /// and how to resolve it.
+    /// Errors: the id taken by another field name or class, or by an
+    /// enum naming a value otherwise, naming both fields and how to
+    /// resolve it.
     fn claim_element(&mut self, id: u16, s: &Schema, f: &FieldDef) -> Result<(), String> {
-        let class = ipfix_type_class(f.kind);
-        match self.elements.iter().find(|e| e.0 == id) {
-            Some((_, name, c, _)) if *name == f.name && *c == class => Ok(()),
-            Some((_, name, c, other)) => Err(format!(
-                "ipfix: enterprise element {}/{id} would be field {name} ({c}) of record type \
-                 {other} and field {} ({class}) of record type {}: declare an id of its own \
-                 for one of them (ie_id = 0x8000 | id, C DPLOG_IE_ENTERPRISE | id, or \
-                 Schema::with_ipfix_enterprise_ie) or rename it",
-                self.opts.enterprise_number,
+        let class = enterprise_class(f.kind);
+        let names: Vec<(u32, String)> = f
+            .enum_names
+            .iter()
+            .map(|e| (e.value, e.name.to_string()))
+            .collect();
+        let Some(e) = self.elements.iter_mut().find(|e| e.id == id) else {
+            self.elements.push(Element {
+                id,
+                name: f.name.to_string(),
+                class,
+                record_type: s.name().to_string(),
+                enum_names: names,
+            });
+            return Ok(());
+        };
+        let what = if e.name != f.name || e.class != class {
+            None
+        } else {
+            let differ = names.iter().find_map(|(v, n)| {
+                e.enum_names
+                    .iter()
+                    .find(|(w, m)| w == v && m != n)
+                    .map(|(_, m)| (*v, m.clone(), n.clone()))
+            });
+            match differ {
+                None => {
+                    // The element's names: the union of its fields'.
+                    for (v, n) in names {
+                        if !e.enum_names.iter().any(|(w, _)| *w == v) {
+                            e.enum_names.push((v, n));
+                        }
+                    }
+                    return Ok(());
+                }
+                Some(d) => Some(d),
+            }
+        };
+        let clash = match what {
+            None => format!(
+                "field {} ({}) of record type {} and field {} ({class}) of record type {}",
+                e.name,
+                e.class,
+                e.record_type,
                 f.name,
                 s.name()
-            )),
-            None => {
-                self.elements
-                    .push((id, f.name.to_string(), class, s.name().to_string()));
-                Ok(())
-            }
-        }
+            ),
+            Some((v, m, n)) => format!(
+                "field {} (enum, value {v} named {m:?}) of record type {} and field {} \
+                 (enum, value {v} named {n:?}) of record type {}",
+                e.name,
+                e.record_type,
+                f.name,
+                s.name()
+            ),
+        };
+        Err(format!(
+            "ipfix: enterprise element {}/{id} would be {clash}: declare an id of its own \
+             for one of them (ie_id = 0x8000 | id, C DPLOG_IE_ENTERPRISE | id, or \
+             Schema::with_ipfix_enterprise_ie; re-exporting a log: dplog-cat --ipfix-ie \
+             {}.{}=0x8000|<id>) or rename it",
+            self.opts.enterprise_number,
+            s.name(),
+            f.name,
+        ))
     }
 
     fn add(&mut self, s: &Schema, subtype: Option<u32>) -> Result<(), String> {

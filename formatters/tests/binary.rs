@@ -143,6 +143,7 @@ fn a_log_of_the_old_encoding_decodes() {
             ipfix_enterprise: dplog_core::schema::EnterpriseIes {
                 explicit: vec![],
                 by_position: true,
+                enums_as_unsigned: false,
             },
             ..Default::default()
         }

@@ -255,8 +255,8 @@ fn tshark_decodes_enterprise_elements_and_the_tsc_event_time_of_a_user_schema() 
     // IANA element ids in template order, then the enterprise ones: each
     // derived from the field's name and type class, all under PEN 32473.
     assert_eq!(r[3], "323,27,56,58,4,7,11");
-    // Pinned: dropReason 16622, logged 12947, ruleId 3074.
-    assert_eq!(r[4], "16622,12947,3074");
+    // Pinned: dropReason 21645 (an enum), logged 12947, ruleId 3074.
+    assert_eq!(r[4], "21645,12947,3074");
     let ids: Vec<String> = ["dropReason", "logged", "ruleId"]
         .iter()
         .map(|n| {
@@ -301,13 +301,13 @@ fn tshark_decodes_enterprise_elements_and_the_tsc_event_time_of_a_user_schema() 
     assert_eq!(
         entries,
         [
-            e(16622, "01"),
+            e(21645, "01"),
             e(12947, "01"),
             e(3074, "00 00 00 07"),
-            e(16622, "02"),
+            e(21645, "02"),
             e(12947, "02"),
             e(3074, "01 02 03 04"),
-            e(16622, "03"),
+            e(21645, "03"),
             e(12947, "01"),
             e(3074, "ee 6b 28 00"),
         ]
@@ -629,5 +629,115 @@ fn an_old_binary_log_re_exports_its_writers_position_ids() {
     assert_eq!(
         lb_conn::fields_only().enterprise_ie(7),
         Some(derived_enterprise_ie("bytesIn", FieldKind::U64))
+    );
+}
+
+/// A load balancer's `lbConn` whose `connEvent` is an enum (codes with
+/// names) and an `lbStats` whose `connEvent` is a count of one byte: one
+/// name and width, two meanings.
+fn enum_and_count() -> (Schema, Schema) {
+    let names: &'static [(u32, &'static str)] = &[(1, "OPEN"), (2, "CLOSE")];
+    let conn = Schema::new(
+        301,
+        "lbConn",
+        48,
+        vec![
+            FieldDef::new("connTime", 8, 8, FieldKind::NsTimestamp, 0),
+            FieldDef::new("connEvent", 16, 1, FieldKind::Enum, 0).with_names(names),
+        ],
+    )
+    .unwrap();
+    let stats = Schema::new(
+        304,
+        "lbStats",
+        48,
+        vec![
+            FieldDef::new("statsTime", 8, 8, FieldKind::NsTimestamp, 0),
+            FieldDef::new("connEvent", 16, 1, FieldKind::U8, 0),
+        ],
+    )
+    .unwrap();
+    (conn, stats)
+}
+
+/// An enum is not a count: decoded by tshark, `lbConn.connEvent` (an
+/// enum) and `lbStats.connEvent` (a plain u8) are two enterprise elements
+/// (ids derived with the classes `enum` and `unsigned`, pinned), while a
+/// second enum `connEvent` whose names agree (one more value) shares the
+/// enum's element; one that names a value otherwise is refused, naming
+/// both fields and how to declare an id.
+#[test]
+fn tshark_decodes_an_enum_and_a_count_of_one_name_as_two_elements() {
+    let (conn, stats) = enum_and_count();
+    assert_eq!(conn.enterprise_ie(1), Some(18407));
+    assert_eq!(stats.enterprise_ie(1), Some(25948));
+    let r = enterprise_elements(&[&conn, &stats]);
+    assert_eq!(r[0], "256,257");
+    assert_eq!(r[1], "18407,25948");
+    assert_eq!(r[2], "32473,32473");
+
+    let enum_of = |id, name, names: &'static [(u32, &'static str)]| {
+        Schema::new(
+            id,
+            name,
+            48,
+            vec![
+                FieldDef::new("t", 8, 8, FieldKind::NsTimestamp, 0),
+                FieldDef::new("connEvent", 16, 2, FieldKind::Enum, 0).with_names(names),
+            ],
+        )
+        .unwrap()
+    };
+    // Names that agree where both name a value: one element.
+    let grown = enum_of(305, "lbConn2", &[(1, "OPEN"), (3, "REJECT")]);
+    assert_eq!(enterprise_elements(&[&conn, &grown])[1], "18407,18407");
+    // Value 1 named otherwise: refused.
+    let other = enum_of(306, "vpnConn", &[(1, "UP")]);
+    let e = ipfix_spec(1500)
+        .formatter(&[&conn, &other])
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains(
+            "enterprise element 32473/18407 would be field connEvent (enum, value 1 named \
+             \"OPEN\") of record type lbConn and field connEvent (enum, value 1 named \"UP\") \
+             of record type vpnConn: declare an id of its own"
+        ) && e.contains("dplog-cat --ipfix-ie vpnConn.connEvent=0x8000|<id>"),
+        "{e}"
+    );
+}
+
+/// A binary log whose metadata is version 3 (written before an enum was
+/// an element class of its own) re-exports its enum's id as its writer
+/// derived it (connEvent's unsigned id, 25948), every other id as
+/// derived now; its two `connEvent`s would then be one element with two
+/// meanings: refused, naming both fields and dplog-cat's `--ipfix-ie`.
+#[test]
+fn a_metadata_v3_log_keeps_its_enum_ids_and_its_clash_is_refused() {
+    let (conn, stats) = enum_and_count();
+    let v3 = |s: &Schema| {
+        let fields = s.encode_fields().unwrap().len();
+        let mut b = s.encode().unwrap();
+        assert_eq!(b[fields], 4);
+        b[fields] = 3;
+        Schema::decode(&b).unwrap()
+    };
+    let (old_conn, old_stats) = (v3(&conn), v3(&stats));
+    assert_eq!(old_conn.enterprise_ie(1), Some(25948));
+    assert_eq!(old_stats.enterprise_ie(1), Some(25948));
+    // Alone, the old enum exports its writer's id.
+    assert_eq!(enterprise_elements(&[&old_conn])[1], "25948");
+    let e = ipfix_spec(1500)
+        .formatter(&[&old_conn, &old_stats])
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains(
+            "enterprise element 32473/25948 would be field connEvent (enum) of record type \
+             lbConn and field connEvent (unsigned) of record type lbStats"
+        ) && e.contains("dplog-cat --ipfix-ie lbStats.connEvent=0x8000|<id>"),
+        "{e}"
     );
 }

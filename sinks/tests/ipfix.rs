@@ -803,3 +803,83 @@ fn udp_datagrams_refused_before_the_collector_is_up_are_sent_again_not_counted_w
         .collect();
     assert_eq!(ports, (0..N).collect::<Vec<_>>(), "each once, in order");
 }
+
+/// Two runs of an exporter into one nfcapd (nfcapd keeps running). Each
+/// run binds a new UDP source port, so each is a new Transport Session
+/// (RFC 7011 section 2; sequence numbers count per Transport Session and
+/// Observation Domain, section 10.3.2), and restarts its sequence at 0.
+/// nfcapd 1.7.1 keys an exporter by its source address and Observation
+/// Domain only, not the port: with one domain it takes the second run's
+/// first message (sequence 0 where it expected 40) for one sequence
+/// failure, and stores every record; each run with its own
+/// `observation_domain_id` is two exporters to it, and no failure.
+#[test]
+fn two_runs_into_one_nfcapd_are_two_transport_sessions() {
+    let recs = records(100);
+    // One run: its records through a new exporter with `domain` (None:
+    // the format's, 9); the UDP source port it sent from.
+    let one_run = |addr: SocketAddr, domain: Option<u32>, recs: &[Nat44SessionRecord]| -> u16 {
+        let mut o = options(IpfixTransport::Udp(addr));
+        o.observation_domain_id = domain;
+        let sink = IpfixExporter::new(o).unwrap();
+        let port = sink.local_addr().unwrap().port();
+        let stats = run(recs, sink, LoggerConfig::default());
+        assert_eq!(stats.written_records, recs.len() as u64);
+        port
+    };
+    // (Flows, sequence failures, exporters) nfcapd stored.
+    let stored = |c: Nfcapd| {
+        let (file, _dir) = c.finish(100);
+        let e = std::process::Command::new("nfdump")
+            .arg("-E")
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(e.status.success(), "{}", String::from_utf8_lossy(&e.stderr));
+        // Per exporter nfcapd knew: (IP, Observation Domain ID, sequence
+        // failures, flows), from lines such as `SysID: 1, IP: 127.0.0.1,
+        // version: 10, ID: 9, Sequence failures: 1, packets: 5, flows: 100`.
+        let text = String::from_utf8(e.stdout).unwrap();
+        let exporters: Vec<String> = text
+            .lines()
+            .filter(|l| l.starts_with("SysID:"))
+            .map(|l| {
+                let kv: HashMap<&str, &str> = l
+                    .split(',')
+                    .filter_map(|p| p.split_once(':'))
+                    .map(|(k, v)| (k.trim(), v.trim()))
+                    .collect();
+                format!(
+                    "{} domain {} failures {} flows {}",
+                    kv["IP"], kv["ID"], kv["Sequence failures"], kv["flows"]
+                )
+            })
+            .collect();
+        (
+            stat_field(&file, "Flows"),
+            stat_field(&file, "Sequence failures"),
+            exporters,
+        )
+    };
+
+    let c = Nfcapd::start(&["-B", "4194304"]);
+    let p1 = one_run(c.addr(), None, &recs[..40]);
+    let p2 = one_run(c.addr(), None, &recs[40..]);
+    assert_ne!(p1, p2, "each run sends from a port of its own");
+    let (flows_n, failures, exporters) = stored(c);
+    assert_eq!((flows_n, failures), (100, 1));
+    assert_eq!(exporters, ["127.0.0.1 domain 9 failures 1 flows 100"]);
+
+    let c = Nfcapd::start(&["-B", "4194304"]);
+    one_run(c.addr(), Some(1), &recs[..40]);
+    one_run(c.addr(), Some(2), &recs[40..]);
+    let (flows_n, failures, exporters) = stored(c);
+    assert_eq!((flows_n, failures), (100, 0));
+    assert_eq!(
+        exporters,
+        [
+            "127.0.0.1 domain 1 failures 0 flows 40",
+            "127.0.0.1 domain 2 failures 0 flows 60"
+        ]
+    );
+}

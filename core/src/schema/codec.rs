@@ -193,12 +193,13 @@ fn profile_name_ok(n: &str) -> bool {
 /// profile's layout has no profiles of its own.
 const META_MAX_DEPTH: usize = 1;
 /// The newest version of the metadata encoding this code writes and
-/// reads (see the module docs): 3, which adds the IPFIX enterprise
-/// element ids to version 2 (which added the lifecycle to version 1).
-pub const META_VERSION: u8 = 3;
+/// reads (see the module docs): 4, whose enum fields derive their IPFIX
+/// enterprise element ids as a class of their own; 3 added those ids to
+/// version 2 (which added the lifecycle to version 1).
+pub const META_VERSION: u8 = 4;
 
 /// Encodes a schema's [`SchemaMeta`] (little endian), the tail of its
-/// description ([`Schema::encode`]): `version u8` (3), `event time u16
+/// description ([`Schema::encode`]): `version u8` (4), `event time u16
 /// (field index, 0xffff none)`, `priority u8`, then, each behind a
 /// presence byte (0/1): priority by value (`field u16`, `count u16`,
 /// `(value u64, priority u8)…`), fields only when (`field u16`, `equals
@@ -216,9 +217,15 @@ pub const META_VERSION: u8 = 3;
 /// `count u16` close-only fields `u16…`); version 3 has it behind a
 /// presence byte, then the IPFIX enterprise element ids
 /// ([`EnterpriseIes`](super::EnterpriseIes): `by position u8`, `count
-/// u16`, `(field u16, id u16)…`). Versions 1 and 2 carry no ids: their
-/// schemas read with [`EnterpriseIes::by_position`](super::EnterpriseIes::by_position)
-/// set, the ids their writers exported.
+/// u16`, `(field u16, id u16)…`); version 4 is version 3 with the `by
+/// position` byte a set of flags: bit 0 [`by_position`](super::EnterpriseIes::by_position),
+/// bit 1 [`enums_as_unsigned`](super::EnterpriseIes::enums_as_unsigned).
+/// Versions 1 and 2 carry no ids: their schemas read with
+/// [`EnterpriseIes::by_position`](super::EnterpriseIes::by_position)
+/// set, the ids their writers exported; version 3 derived an enum's id as
+/// an unsigned integer's, so a schema without `by position` reads with
+/// [`EnterpriseIes::enums_as_unsigned`](super::EnterpriseIes::enums_as_unsigned)
+/// set.
 ///
 /// Returns `None` if something does not fit the encoding (a string above
 /// 255 bytes, a count or index above 65535, nested profiles).
@@ -370,7 +377,7 @@ pub fn encode_meta(m: &SchemaMeta) -> Option<Vec<u8>> {
         }
     }
     let e = &m.ipfix_enterprise;
-    w.u8(u8::from(e.by_position));
+    w.u8(u8::from(e.by_position) | u8::from(e.enums_as_unsigned) << 1);
     w.u16(e.explicit.len())?;
     for &(f, id) in &e.explicit {
         w.u16(f)?;
@@ -608,8 +615,19 @@ pub fn decode_meta(b: &[u8]) -> Result<SchemaMeta, String> {
             close_only,
         });
     }
-    if v >= 3 {
+    if v >= 4 {
+        let flags = r.u8()?;
+        if flags > 3 {
+            return Err(format!("enterprise element flags {flags:#x}"));
+        }
+        m.ipfix_enterprise.by_position = flags & 1 != 0;
+        m.ipfix_enterprise.enums_as_unsigned = flags & 2 != 0;
+    } else if v == 3 {
         m.ipfix_enterprise.by_position = r.flag()?;
+        // Its writer derived an enum's id as an unsigned integer's.
+        m.ipfix_enterprise.enums_as_unsigned = !m.ipfix_enterprise.by_position;
+    }
+    if v >= 3 {
         let n = r.count(4)?;
         for _ in 0..n {
             let field = r.u16()?;

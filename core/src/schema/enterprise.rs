@@ -7,12 +7,14 @@
 //! field itself, never on its position, its record type or the other
 //! types an exporter serves:
 //!
-//! - by default it is derived from the field's name and the abstract data
-//!   type its kind exports as ([`ipfix_type_class`]) by
+//! - by default it is derived from the field's name and its element class
+//!   ([`enterprise_class`]: the abstract data type its kind exports as,
+//!   [`ipfix_type_class`], except that an enum is a class of its own) by
 //!   [`derived_enterprise_ie`], a fixed function: two record types'
 //!   `bytesIn: u64` fields share one element (as IANA elements are
-//!   shared), and the id is the same in every run, every program and
-//!   every dplog version that writes metadata version 3;
+//!   shared), a `connEvent` enum and a `connEvent` count do not, and the
+//!   id is the same in every run, every program and every dplog version
+//!   that writes metadata version 4;
 //! - a schema may declare a field's id itself, with the field
 //!   (`ie_id` = [`ENTERPRISE_IE`]` | id`, in `schema!` and the C
 //!   descriptor as in [`FieldDef::new`](super::FieldDef::new)) or later
@@ -21,7 +23,9 @@
 //! - a schema read from a log whose metadata predates the derivation
 //!   (metadata versions 1 and 2, or a fields-only description) keeps the
 //!   ids its writer used, the field's 1-based position
-//!   ([`EnterpriseIes::by_position`]).
+//!   ([`EnterpriseIes::by_position`]); one whose metadata is version 3
+//!   derives the ids of its enum fields as its writer did, as unsigned
+//!   integers ([`EnterpriseIes::enums_as_unsigned`]).
 //!
 //! Distinct fields (name and type) that would share one id are refused:
 //! within a schema when it is declared, across the record types of one
@@ -60,6 +64,13 @@ pub struct EnterpriseIes {
     /// from descriptions without metadata version 3, so that such a log
     /// is exported again with the ids it was first exported with.
     pub by_position: bool,
+    /// The fields without an explicit id derive it with an enum field
+    /// taken as an unsigned integer ([`ipfix_type_class`] instead of
+    /// [`enterprise_class`]), as dplog did before an enum was an element
+    /// class of its own: set for schemas decoded from metadata version 3,
+    /// so that such a log is exported again with the ids it was first
+    /// exported with. Ignored with [`by_position`](Self::by_position).
+    pub enums_as_unsigned: bool,
 }
 
 /// The IPFIX abstract data type (RFC 7011 section 6.1, RFC 7012) a field
@@ -86,10 +97,27 @@ pub fn ipfix_type_class(kind: FieldKind) -> &'static str {
     }
 }
 
+/// The class of enterprise element a field of `kind` is, part of the
+/// element's identity with the field's name: [`ipfix_type_class`], except
+/// that an enum ([`FieldKind::Enum`], with or without names for its
+/// values) is `enum`. An enum's values are codes with names, not
+/// quantities: a collector must not see one element that holds enum
+/// codes in one template and counts in another. Its abstract data type on
+/// the wire stays `unsigned`.
+pub fn enterprise_class(kind: FieldKind) -> &'static str {
+    match kind {
+        FieldKind::Enum => "enum",
+        k => ipfix_type_class(k),
+    }
+}
+
 /// The enterprise element id of a field named `name` of `kind` unless its
 /// schema declares one: FNV-1a (32-bit) of the name's bytes, a 0 byte and
-/// [`ipfix_type_class`]'s bytes, reduced to `1..=32767` (`h % 32767 +
-/// 1`). Fixed: changing it would change every exporter's ids.
+/// [`enterprise_class`]'s bytes, reduced to `1..=32767` (`h % 32767 +
+/// 1`). Fixed: changing it would change every exporter's ids. (Metadata
+/// version 3 derived an enum's id with class `unsigned`, see
+/// [`EnterpriseIes::enums_as_unsigned`]; every other kind's id is the
+/// same.)
 ///
 /// # Examples
 ///
@@ -97,21 +125,42 @@ pub fn ipfix_type_class(kind: FieldKind) -> &'static str {
 /// use dplog_core::schema::{derived_enterprise_ie, FieldKind};
 ///
 /// // One element for `bytesIn` at any unsigned width, another for a
-/// // `bytesIn` byte string.
+/// // `bytesIn` byte string, another for a `bytesIn` enum.
 /// let id = derived_enterprise_ie("bytesIn", FieldKind::U64);
 /// assert_eq!(id, derived_enterprise_ie("bytesIn", FieldKind::U32));
 /// assert_ne!(id, derived_enterprise_ie("bytesIn", FieldKind::Bytes));
+/// assert_ne!(id, derived_enterprise_ie("bytesIn", FieldKind::Enum));
 /// assert!((1..=0x7fff).contains(&id));
 /// ```
 pub fn derived_enterprise_ie(name: &str, kind: FieldKind) -> u16 {
+    derive(name, enterprise_class(kind))
+}
+
+/// FNV-1a (32-bit) of `name`, a 0 byte and `class`, reduced to
+/// `1..=32767`.
+fn derive(name: &str, class: &str) -> u16 {
     const OFFSET: u32 = 0x811c_9dc5;
     const PRIME: u32 = 0x0100_0193;
     let h = name
         .bytes()
         .chain([0])
-        .chain(ipfix_type_class(kind).bytes())
+        .chain(class.bytes())
         .fold(OFFSET, |h, b| (h ^ u32::from(b)).wrapping_mul(PRIME));
     (h % u32::from(MAX_ENTERPRISE_IE)) as u16 + 1
+}
+
+impl EnterpriseIes {
+    /// The id a field named `name` of `kind` without an explicit id
+    /// derives under these settings (not for [`by_position`](Self::by_position)):
+    /// [`derived_enterprise_ie`], or with an enum taken as `unsigned` for
+    /// [`enums_as_unsigned`](Self::enums_as_unsigned).
+    pub fn derived(&self, name: &str, kind: FieldKind) -> u16 {
+        if self.enums_as_unsigned {
+            derive(name, ipfix_type_class(kind))
+        } else {
+            derived_enterprise_ie(name, kind)
+        }
+    }
 }
 
 impl Schema {
@@ -126,7 +175,7 @@ impl Schema {
 
     /// The enterprise element id of field `i` when it goes out as an
     /// enterprise element (see [`EnterpriseIes`]):
-    /// its declared id, else its derived one ([`derived_enterprise_ie`]),
+    /// its declared id, else its derived one ([`EnterpriseIes::derived`]),
     /// or its 1-based position for a schema read from an older log
     /// ([`EnterpriseIes::by_position`]); `None` for an index out of range
     /// or a position past [`MAX_ENTERPRISE_IE`].
@@ -141,7 +190,7 @@ impl Schema {
                 .ok()
                 .filter(|&p| p <= MAX_ENTERPRISE_IE);
         }
-        Some(derived_enterprise_ie(&f.name, f.kind))
+        Some(e.derived(&f.name, f.kind))
     }
 
     /// Declares the enterprise element id of field `field` (one without
@@ -216,7 +265,7 @@ impl Schema {
         let id_of = |i: usize| match e.explicit.iter().find(|(j, _)| *j == i) {
             Some(&(_, id)) => (id, "declared"),
             None => (
-                derived_enterprise_ie(&self.fields[i].name, self.fields[i].kind),
+                e.derived(&self.fields[i].name, self.fields[i].kind),
                 "derived from its name and type",
             ),
         };

@@ -39,12 +39,15 @@
 //!
 //! Versions of the metadata: **1** carries everything but the
 //! lifecycle; **2** adds the [`Lifecycle`]; **3** adds the IPFIX
-//! enterprise element ids ([`EnterpriseIes`]). A writer writes version 3
-//! (a reader of versions 1 and 2 refuses it); a reader reads every
-//! version, and refuses one above [`META_VERSION`] with an error that
-//! says so ("written by a newer dplog"). A schema read from version 1
-//! or 2 keeps the enterprise element ids its writer exported (each
-//! field's position, [`EnterpriseIes::by_position`]).
+//! enterprise element ids ([`EnterpriseIes`]); **4** derives an enum
+//! field's id as a class of its own ([`enterprise_class`]). A writer
+//! writes version 4 (a reader of versions 1 to 3 refuses it); a reader
+//! reads every version, and refuses one above [`META_VERSION`] with an
+//! error that says so ("written by a newer dplog"). A schema read from
+//! version 1 or 2 keeps the enterprise element ids its writer exported
+//! (each field's position, [`EnterpriseIes::by_position`]), one read
+//! from version 3 its enum fields' ids as that writer derived them
+//! ([`EnterpriseIes::enums_as_unsigned`]).
 //!
 //! A description that ends after its fields (no metadata) is what every
 //! container held before the metadata travelled with it: it decodes with

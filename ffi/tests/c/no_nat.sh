@@ -25,9 +25,10 @@ gcc "${cflags[@]}" -DDPLOG_NO_INLINE ffi/tests/c/test_no_nat.c -o "$n/test_no_na
 fail() { echo "no_nat: $*" >&2; exit 1; }
 header='recordType,timestamp,observationTimeMilliseconds,sourceIPv4Address,destinationIPv4Address,sourceTransportPort,queryType,responseCode,protocolIdentifier,latencyMicroseconds,queryName,dplogDropped,dplogDropRing,dplogDropReason,dplogFirstDropWallClock,dplogLastDropWallClock'
 # The template set: id, IANA elements, enterprise elements (tab-separated):
-# queryType, responseCode and queryName derive theirs from name and type,
+# queryType, responseCode and queryName derive theirs from name and class
+# (responseCode, an enum, with the class enum),
 # latencyMicroseconds declares 4001 (DPLOG_IE_ENTERPRISE | 4001).
-templates=$'256\t323,8,12,7,4\t4702,4806,4001,22874'
+templates=$'256\t323,8,12,7,4\t4702,23071,4001,22874'
 # Template id, IANA and enterprise element ids of every template set in an
 # IPFIX file (UDP 4739 around it), one line per template.
 ipfix_templates() {

@@ -52,6 +52,9 @@ pub struct IpfixSinkConfig {
     /// Default 1000.
     pub template_refresh_messages: u64,
     /// Observation Domain ID of every message. Default: the format's.
+    /// A collector tells exporters apart by it and their address: give
+    /// each exporter on one host a domain of its own (see
+    /// [`IpfixExporterOptions::observation_domain_id`](super::IpfixExporterOptions::observation_domain_id)).
     pub observation_domain_id: Option<u32>,
     /// TCP: first reconnect backoff (ms). Default 10.
     pub reconnect_min_ms: u64,

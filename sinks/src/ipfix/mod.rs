@@ -137,7 +137,15 @@ pub struct IpfixExporterOptions {
     /// templateRefreshPacket); 0: by time only. Default 1000.
     pub template_refresh_messages: u64,
     /// The Observation Domain ID of every message; `None` (default): the
-    /// formatter's (`[format.ipfix] observation_domain_id`).
+    /// formatter's (`[format.ipfix] observation_domain_id`). Sequence
+    /// numbers count per Transport Session and Observation Domain (RFC
+    /// 7011 sections 3.1, 10.3.2): each exporter (each run: a new UDP
+    /// source port or TCP connection, a new Transport Session) starts its
+    /// domains at 0. A collector that keys an exporter by its address and
+    /// domain alone (nfcapd 1.7.1) takes two exporters of one host with one
+    /// domain for one, whose sequence numbers jump at every message, and
+    /// a restart for one sequence failure; exporters with domains of
+    /// their own it keeps apart.
     pub observation_domain_id: Option<u32>,
     /// TCP: first reconnect backoff, in ms (doubles up to
     /// `reconnect_max_ms`). Default 10.

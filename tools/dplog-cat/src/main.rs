@@ -9,9 +9,16 @@
 //! does not (a text log, any other file) is refused as not a dplog binary
 //! log, exit status 1.
 //!
+//! **IPFIX.** `--format ipfix` exports each record type's fields with the
+//! elements its log carries (IANA, or enterprise ids declared or derived
+//! as the writer's metadata says). A log whose types would give one
+//! enterprise element two meanings is refused (exit status 1, naming
+//! both fields); `--ipfix-ie TYPE.FIELD=ID` declares a field's element for
+//! this export, checked as a declaration is.
+//!
 //! Exit status: 0 every input decoded whole; 1 error (an input that is
-//! unreadable or not a dplog log, a bad `--where` or template, a failed
-//! write); 2 the command line does not parse; 3 damaged input: what comes
+//! unreadable or not a dplog log, a bad `--where`, template or
+//! `--ipfix-ie`, a failed write); 2 the command line does not parse; 3 damaged input: what comes
 //! before the damage (a binary log) or every undamaged block (an archive)
 //! is printed and the damage named on stderr. 2 is left to the argument
 //! parser so that a script can tell damage from a usage error.
@@ -162,6 +169,15 @@ struct Args {
     /// `base64` (every byte), as `[format] bytes`.
     #[arg(long, value_name = "ENC", default_value = "text")]
     bytes: BytesEncoding,
+    /// IPFIX element of one field (format ipfix), over the one its log
+    /// declares or derives: `TYPE.FIELD=ID` with TYPE a record type (schema
+    /// name) of the log; ID an IANA element id (1..=32767, checked against
+    /// the field's type) or an enterprise element id as in a declaration,
+    /// `0x8000|N` or `32768+N` (N 1..=32767, under the PEN). Repeat for
+    /// each field. Resolves two record types whose fields would take one
+    /// enterprise element (refused otherwise, naming both).
+    #[arg(long = "ipfix-ie", value_name = "TYPE.FIELD=ID", value_parser = parse_ipfix_ie)]
+    ipfix_ies: Vec<IpfixIe>,
     /// The binary log (`-`: standard input), or mmap segment files
     /// (`*.dpm`) read in the order given, or a directory of mmap segments
     /// (read in sequence order).
@@ -179,6 +195,97 @@ fn parse_named_template(s: &str) -> Result<(String, String), String> {
             "{s:?} is not NAME=TEMPLATE (a schema name, `=`, a non-empty template)"
         )),
     }
+}
+
+/// One `--ipfix-ie`: a field of a record type and the element it goes
+/// out as.
+#[derive(Clone, Debug)]
+struct IpfixIe {
+    schema: String,
+    field: String,
+    /// An IANA element id, or `ENTERPRISE_IE | id`.
+    ie: u16,
+}
+
+/// `TYPE.FIELD=ID` of `--ipfix-ie`: ID decimal or `0x` hex, or
+/// `0x8000|N` (`N` decimal or hex); an IANA id 1..=32767 or an
+/// enterprise id `0x8000 | 1..=32767`.
+fn parse_ipfix_ie(s: &str) -> Result<IpfixIe, String> {
+    let bad = |why: &str| format!("{s:?} is not TYPE.FIELD=ID: {why}");
+    let (target, id) = s.split_once('=').ok_or_else(|| bad("no `=`"))?;
+    let (schema, field) = target
+        .split_once('.')
+        .filter(|(t, f)| !t.is_empty() && !f.is_empty())
+        .ok_or_else(|| bad("no record type and field before `=`"))?;
+    let num = |t: &str| -> Option<u32> {
+        let t = t.trim();
+        match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+            Some(h) => u32::from_str_radix(h, 16).ok(),
+            None => t.parse().ok(),
+        }
+    };
+    let raw = match id.split_once('|') {
+        Some((bit, n)) if num(bit) == Some(0x8000) => num(n)
+            .filter(|n| (1..=0x7fff).contains(n))
+            .map(|n| 0x8000 | n),
+        Some(_) => None,
+        None => num(id),
+    };
+    let ie = raw
+        .filter(|&v| v != 0 && v != 0x8000 && v <= 0xffff)
+        .ok_or_else(|| {
+            bad("ID is an IANA element id 1..=32767 or an enterprise one, 0x8000|N with N 1..=32767")
+        })?;
+    Ok(IpfixIe {
+        schema: schema.to_string(),
+        field: field.to_string(),
+        ie: ie as u16,
+    })
+}
+
+/// `s` with the `--ipfix-ie` elements of its fields: an IANA element
+/// (checked against the field's type as a declaration is), or an
+/// enterprise element id (checked against the schema's other fields).
+fn with_ipfix_ies(s: &Schema, ies: &[IpfixIe]) -> Result<Schema, String> {
+    use dplog_core::schema::{ENTERPRISE_IE, MAX_ENTERPRISE_IE};
+    let mut out = s.clone();
+    for o in ies.iter().filter(|o| o.schema == s.name()) {
+        let at = |e: String| format!("--ipfix-ie {}.{}: {e}", o.schema, o.field);
+        let Some(i) = out.fields().iter().position(|f| f.name == o.field) else {
+            let names: Vec<&str> = out.fields().iter().map(|f| &*f.name).collect();
+            return Err(at(format!(
+                "record type {} has no such field (it has {})",
+                o.schema,
+                names.join(", ")
+            )));
+        };
+        if o.ie & ENTERPRISE_IE != 0 {
+            // Exported as an enterprise element with this id.
+            if !out.may_be_enterprise(i) {
+                out = set_field_ie(&out, i, 0).map_err(at)?;
+            }
+            out = out
+                .with_ipfix_enterprise_ie(&o.field, o.ie & MAX_ENTERPRISE_IE)
+                .map_err(|e| at(e.to_string()))?;
+        } else {
+            out = set_field_ie(&out, i, o.ie).map_err(at)?;
+        }
+    }
+    Ok(out)
+}
+
+/// `s` with field `i`'s IANA element `ie` (0: none), validated as a
+/// declaration: the element's type against the field's, the enterprise
+/// ids of the other fields.
+fn set_field_ie(s: &Schema, i: usize, ie: u16) -> Result<Schema, String> {
+    let mut fields = s.fields().to_vec();
+    fields[i].ie_id = ie;
+    let mut meta = s.meta().clone();
+    // A field with an IANA element has no enterprise id of its own.
+    meta.ipfix_enterprise.explicit.retain(|&(j, _)| j != i);
+    dplog_core::schema::Schema::new(s.id(), s.name().to_string(), s.size(), fields)
+        .and_then(|n| n.with_meta(meta))
+        .map_err(|e| e.to_string())
 }
 
 /// `FIELD=VALUE` of `--where`, split at the first `=`.
@@ -798,8 +905,32 @@ impl<'a> Output<'a> {
         // lacks a field only has no record that matches.
         if self.enc.is_none() && self.built == 0 {
             check_wheres(&refs, &self.args.filters)?;
+            if let Some(o) = self
+                .args
+                .ipfix_ies
+                .iter()
+                .find(|o| !refs.iter().any(|s| s.name() == o.schema))
+            {
+                let names: Vec<&str> = refs.iter().map(|s| s.name()).collect();
+                return Err(format!(
+                    "--ipfix-ie {}.{}: the log has no record type {} (it has {})",
+                    o.schema,
+                    o.field,
+                    o.schema,
+                    names.join(", ")
+                ));
+            }
         }
-        let mut enc = self.spec.formatter(&refs).map_err(|e| e.to_string())?;
+        let mut enc = if self.args.ipfix_ies.is_empty() {
+            self.spec.formatter(&refs)
+        } else {
+            let declared = refs
+                .iter()
+                .map(|s| with_ipfix_ies(s, &self.args.ipfix_ies))
+                .collect::<Result<Vec<Schema>, String>>()?;
+            self.spec.formatter(&declared.iter().collect::<Vec<_>>())
+        }
+        .map_err(|e| e.to_string())?;
         enc.set_tsc_calibration(self.cal);
         let opts = self.spec.options();
         self.filters = refs

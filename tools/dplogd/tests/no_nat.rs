@@ -93,13 +93,14 @@ dplogDropped,dplogDropRing,dplogDropReason,dplogFirstDropWallClock,dplogLastDrop
 
 /// The template set of dnsQuery decoded by tshark: template id, IANA
 /// element ids, enterprise element ids (queryType, responseCode,
-/// queryName: derived from their names and types, the same whether the
+/// queryName: derived from their names and classes, responseCode an enum;
+/// the same whether the
 /// program or dplogd exports them).
 fn dns_templates() -> Vec<Vec<String>> {
     vec![vec![
         "256".to_string(),
         "323,8,12,7,4".to_string(),
-        "4702,4806,22874".to_string(),
+        "4702,23071,22874".to_string(),
     ]]
 }
 

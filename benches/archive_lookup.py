@@ -45,7 +45,10 @@ it also times 50 cold starts of `dplog-query --help` (binary and
 libraries out of the page cache, no archive read): the floor of a cold
 query. Each cold line also gives the mean kB the process read from disk
 (its rusage `ru_inblock`: the binary, libraries and archive pages it
-faulted in or read) and the load average. `--baseline PATH` times
+faulted in or read) and the load average. The warm line is followed by
+the processes' CPU time (user + system, from their rusage): what the
+lookups cost themselves, where a loaded machine adds waiting for a core
+to the wall time. `--baseline PATH` times
 another `dplog-query` binary (e.g. one built from main) cold in the same
 run, start and lookups, each probe with both binaries one right after the
 other: before / after under about the same load. The
@@ -193,16 +196,25 @@ def make_parquet(csv, parquet):
 def lookups(work, arch, parquet, events, probes, cold, compare):
     import duckdb
 
+    cpu = []
+
     def dplog(t, a, p):
-        r = subprocess.run(
+        # The process's CPU time (user + system, from its rusage) is
+        # kept too: on a loaded machine it is what the lookup itself
+        # cost, where the wall time includes waiting for a core.
+        c = subprocess.Popen(
             [QUERY, "--archive", arch, "--at", f"{t}ns",
              "--where", f"postNATSourceIPv4Address={a}",
              "--where", f"postNAPTSourceTransportPort={p}"],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         )
-        if r.returncode not in (0, 1):
-            raise SystemExit(f"dplog-query exit {r.returncode} on {t} {a} {p}")
-        return len(r.stdout.splitlines())
+        out = c.stdout.read()
+        _, status, ru = os.wait4(c.pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        if code not in (0, 1):
+            raise SystemExit(f"dplog-query exit {code} on {t} {a} {p}")
+        cpu.append(ru.ru_utime + ru.ru_stime)
+        return len(out.splitlines())
 
     def duck(con, t, a, p):
         return len(con.execute(
@@ -282,8 +294,10 @@ def lookups(work, arch, parquet, events, probes, cold, compare):
         f"{sums[5] / n:.2f}, reads {sums[6] / n:.1f}, kB read {sums[7] / n / 1024:.1f}"
     )
     for _ in range(2):
+        cpu.clear()
         res = [timed(dplog, *q) for q in probes]
     report("dplog-query warm", [r[0] for r in res], sum(1 for r in res if r[1]))
+    report("  its CPU time (user+sys)", cpu, None)
     want = [r[1] for r in res]
     if compare:
         aside = os.path.join(work, f"aside{events}")

@@ -7,14 +7,19 @@ Usage (from the repository root, after
 and `pip install duckdb`):
 
     benches/archive_lookup.py WORKDIR EVENTS[,EVENTS...] [--cold] [--compare] [--keep]
-        [--baseline OTHER_DPLOG_QUERY]
+        [--baseline OTHER_DPLOG_QUERY] [--index pair|lifecycle]
 
 For each EVENTS count it writes, under WORKDIR (keep it on /tmp, removed
 at the end unless --keep): the synthetic NAT44 archive of the `archive`
 bench (tools/dplog-query/examples/nat_archive_gen.rs: three days, 256
 pool addresses, random ports, one-hour segments), the same events as
 CSV, turned into Parquet by DuckDB sorted by (post-NAT address, port,
-time) with zstd, then the CSV is deleted. It then asks the 200 probes
+time) with zstd, then the CSV is deleted. The archive is written as
+`docs/archive-and-query.md` tells a NAT operator to configure it: segment
+summaries and the block index both keyed on the (post-NAT address, port)
+pair (`--index pair`, the default); `--index lifecycle` keeps the sink's
+default block index instead (each of the session's eight lifecycle keys
+on its own), with the same summaries. It then asks the 200 probes
 (100 live sessions, 100 random keys) of the generator:
 
 - dplog-query: one process per probe (`--at T --where addr --where port`,
@@ -29,7 +34,9 @@ connection per probe after the drop. Prints one line per measurement
 (bounded output: a few lines per size), and checks that both answer the
 same number of probes with a session. The archive's bytes are split into
 segments and segment summaries (`summary-*.dps` and `.dpb`, keyed on the post-NAT
-address and port by the generator); one untimed pass with `--stats`
+address and port by the generator), and the segments further, from
+their footers, into data blocks, key index pages and the rest (schema
+blocks, headers, footers); one untimed pass with `--stats`
 gives the mean segments in the window, ruled out by the summaries and
 opened, and blocks decoded, per probe. `--compare` also times dplog-query
 with the summaries moved aside (every segment of the window opened, as
@@ -38,7 +45,10 @@ it also times 50 cold starts of `dplog-query --help` (binary and
 libraries out of the page cache, no archive read): the floor of a cold
 query. Each cold line also gives the mean kB the process read from disk
 (its rusage `ru_inblock`: the binary, libraries and archive pages it
-faulted in or read) and the load average. `--baseline PATH` times
+faulted in or read) and the load average. The warm line is followed by
+the processes' CPU time (user + system, from their rusage): what the
+lookups cost themselves, where a loaded machine adds waiting for a core
+to the wall time. `--baseline PATH` times
 another `dplog-query` binary (e.g. one built from main) cold in the same
 run, start and lookups, each probe with both binaries one right after the
 other: before / after under about the same load. The
@@ -61,6 +71,7 @@ QUERY = os.path.join(REL, "dplog-query")
 GEN = os.path.join(REL, "examples", "nat_archive_gen")
 DAY_NS = 86_400 * 10**9
 BASELINE = None
+INDEX = "pair"
 
 COLS = (
     "time_ns UBIGINT, event UTINYINT, proto UTINYINT, src_addr UINTEGER, "
@@ -135,8 +146,15 @@ def run_size(work, events, cold, compare):
     shutil.rmtree(arch, ignore_errors=True)
     duck_too = events <= 10_000_000
     t0 = time.time()
-    subprocess.run([GEN, arch, str(events), csv if duck_too else "", probes_f], check=True)
+    env = dict(os.environ, NAT_ARCHIVE_GEN_INDEX=INDEX)
+    gen = subprocess.run([GEN, arch, str(events), csv if duck_too else "", probes_f],
+                         check=True, env=env, stdout=subprocess.PIPE, text=True)
     gen_s = time.time() - t0
+    m = re.search(r"split: data blocks (\d+), schema and calibration blocks (\d+), "
+                  r"index pages (\d+), headers and footers (\d+), segments (\d+)", gen.stdout)
+    if m is None:
+        raise SystemExit(f"no split line from {GEN}: {gen.stdout[:300]}")
+    data, other, index, rest, _ = (int(x) for x in m.groups())
     if duck_too:
         make_parquet(csv, parquet)
     probes = []
@@ -152,7 +170,11 @@ def run_size(work, events, cold, compare):
         f"{(ab - sb) / events:.2f}, summaries {sb / events:.2f}), "
         + (f"parquet zstd key-sorted {pb} bytes ({pb / events:.2f} B/event); "
            if duck_too else "no parquet; ")
-        + f"written in {gen_s:.1f} s"
+        + f"written in {gen_s:.1f} s (index {INDEX})"
+    )
+    print(
+        f"  segments split: data blocks {data / events:.2f}, key index {index / events:.2f}, "
+        f"schema blocks, headers and footers {(other + rest) / events:.3f} B/event"
     )
     lookups(work, arch, parquet if duck_too else None, events, probes, cold, compare)
 
@@ -174,16 +196,25 @@ def make_parquet(csv, parquet):
 def lookups(work, arch, parquet, events, probes, cold, compare):
     import duckdb
 
+    cpu = []
+
     def dplog(t, a, p):
-        r = subprocess.run(
+        # The process's CPU time (user + system, from its rusage) is
+        # kept too: on a loaded machine it is what the lookup itself
+        # cost, where the wall time includes waiting for a core.
+        c = subprocess.Popen(
             [QUERY, "--archive", arch, "--at", f"{t}ns",
              "--where", f"postNATSourceIPv4Address={a}",
              "--where", f"postNAPTSourceTransportPort={p}"],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         )
-        if r.returncode not in (0, 1):
-            raise SystemExit(f"dplog-query exit {r.returncode} on {t} {a} {p}")
-        return len(r.stdout.splitlines())
+        out = c.stdout.read()
+        _, status, ru = os.wait4(c.pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        if code not in (0, 1):
+            raise SystemExit(f"dplog-query exit {code} on {t} {a} {p}")
+        cpu.append(ru.ru_utime + ru.ru_stime)
+        return len(out.splitlines())
 
     def duck(con, t, a, p):
         return len(con.execute(
@@ -263,8 +294,10 @@ def lookups(work, arch, parquet, events, probes, cold, compare):
         f"{sums[5] / n:.2f}, reads {sums[6] / n:.1f}, kB read {sums[7] / n / 1024:.1f}"
     )
     for _ in range(2):
+        cpu.clear()
         res = [timed(dplog, *q) for q in probes]
     report("dplog-query warm", [r[0] for r in res], sum(1 for r in res if r[1]))
+    report("  its CPU time (user+sys)", cpu, None)
     want = [r[1] for r in res]
     if compare:
         aside = os.path.join(work, f"aside{events}")
@@ -313,9 +346,13 @@ def lookups(work, arch, parquet, events, probes, cold, compare):
 def main():
     if len(sys.argv) < 3:
         raise SystemExit(__doc__)
-    global BASELINE
+    global BASELINE, INDEX
     work = sys.argv[1]
     cold = "--cold" in sys.argv
+    if "--index" in sys.argv:
+        INDEX = sys.argv[sys.argv.index("--index") + 1]
+        if INDEX not in ("pair", "lifecycle"):
+            raise SystemExit("--index: pair or lifecycle")
     if "--baseline" in sys.argv:
         BASELINE = os.path.abspath(sys.argv[sys.argv.index("--baseline") + 1])
     os.makedirs(work, exist_ok=True)

@@ -17,6 +17,10 @@
 //! `NAT_ARCHIVE_GEN_INDEX=pair` keys the block index on the post-NAT
 //! address and port together (the default indexes each of the session's
 //! eight lifecycle keys on its own).
+//!
+//! It prints one line to stdout, the sealed segments' bytes split from
+//! their footers: `split: data blocks B, schema and calibration blocks B,
+//! index pages B, headers and footers B, segments B` (bytes).
 
 #![allow(missing_docs)] // an example's main
 
@@ -29,7 +33,8 @@ use dplog_core::Sink;
 use dplog_core::{HasSchema, RecordBytes, RecordHeader};
 use dplog_formatters::binary::BinaryEncoder;
 use dplog_schema_nat::{Nat44SessionRecord, NatEvent};
-use dplog_sinks::archive::{ArchiveSink, ArchiveSinkOptions};
+use dplog_sinks::archive::format::{Footer, KIND_DATA};
+use dplog_sinks::archive::{list_segments, ArchiveSink, ArchiveSinkOptions};
 
 const EPOCH_2026_NS: u64 = 1_767_225_600_000_000_000;
 const SPAN: u64 = 3 * 86_400_000_000_000;
@@ -151,6 +156,7 @@ fn main() {
         sink.write_batch(&batch).expect("write");
     }
     sink.close().expect("close");
+    print_split(dir);
     if let Some(mut w) = csv {
         w.flush().expect("CSV flush");
     }
@@ -177,4 +183,30 @@ fn main() {
         }
         std::fs::write(p, out).expect("probes file");
     }
+}
+
+/// Prints the sealed segments' bytes split by what holds them, from
+/// their footers: data blocks, other blocks (schemas, calibrations), key
+/// index pages, and the rest (file header, footer, trailer).
+fn print_split(dir: &Path) {
+    let (mut data, mut other, mut index, mut total) = (0u64, 0u64, 0u64, 0u64);
+    for s in list_segments(dir).expect("list segments") {
+        let f = std::fs::File::open(&s.path).expect("segment");
+        let len = f.metadata().expect("segment size").len();
+        let footer = Footer::read(&f, len).expect("sealed segment footer");
+        for b in &footer.blocks {
+            if b.kind == KIND_DATA {
+                data += u64::from(b.len);
+            } else {
+                other += u64::from(b.len);
+            }
+        }
+        index += footer.index.iter().map(|p| u64::from(p.len)).sum::<u64>();
+        total += len;
+    }
+    println!(
+        "split: data blocks {data}, schema and calibration blocks {other}, index pages {index}, \
+         headers and footers {}, segments {total}",
+        total - data - other - index
+    );
 }

@@ -89,7 +89,16 @@ fn a_rotation_after_the_checkpoint_is_undone_on_restart() {
     let end = end_of(&o, "rot").unwrap();
     let n = end["records"].as_u64().unwrap();
     assert!(n > 0);
-    assert_exactly(&o.seqs[&1], n, "records across the rotated files");
+    // What the restart found and did, for a count that does not hold.
+    let files: Vec<String> = rotated(s.dir.path())
+        .iter()
+        .chain([s.dir.path().join("out.jsonl")].iter())
+        .map(|p| format!("{} {} B", p.display(), read(p).len()))
+        .collect();
+    let what = format!(
+        "records across the rotated files (checkpoint then: {old:?}; files: {files:?}; daemon: {e})"
+    );
+    assert_exactly(&o.seqs[&1], n, &what);
     assert!(
         rotated(s.dir.path()).len() >= files_before.min(2),
         "{files_before}"

@@ -173,7 +173,8 @@ struct Args {
     /// declares or derives: `TYPE.FIELD=ID` with TYPE a record type (schema
     /// name) of the log; ID an IANA element id (1..=32767, checked against
     /// the field's type) or an enterprise element id as in a declaration,
-    /// `0x8000|N` or `32768+N` (N 1..=32767, under the PEN). Repeat for
+    /// `0x8000|N` or its value 32768 + N in decimal (N 1..=32767, under
+    /// the PEN; e.g. `0x8000|4001` or `36769`). Repeat for
     /// each field. Resolves two record types whose fields would take one
     /// enterprise element (refused otherwise, naming both).
     #[arg(long = "ipfix-ie", value_name = "TYPE.FIELD=ID", value_parser = parse_ipfix_ie)]

@@ -1212,7 +1212,7 @@ fn open_dir_warning(dir: &Path) -> Option<String> {
     let mode = md.mode() & 0o7777;
     (mode & 0o002 != 0).then(|| {
         format!(
-            "--rings {}: mode {mode:04o} lets every local user create files in it{}; use 0700, or 0770 with a group (README, \"Logging that outlives the dataplane: dplogd\")",
+            "--rings {}: mode {mode:04o} lets every local user create files in it{}; use 0700, or 0770 with a group (docs/dplogd.md, \"Running it\")",
             dir.display(),
             if mode & 0o1000 != 0 {
                 " (sticky: they cannot replace others' files)"

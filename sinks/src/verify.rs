@@ -33,6 +33,10 @@ use crate::seal::{TAG_BATCH, TAG_CLOSE, TAG_LATE, TAG_RESUME};
 /// when they are not at their place.
 const SEARCH_WRITES: usize = 64;
 
+/// Record starts (line boundaries) a search for where a write's bytes
+/// went tries at most, so a finding is explained in bounded time.
+const MAX_STARTS: usize = 4096;
+
 /// What went wrong, in the terms of the manipulation that explains it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Problem {
@@ -228,6 +232,28 @@ impl Data {
     /// in the file.
     fn content(&self, off: u64, len: u64, buf: &mut [u8]) -> io::Result<Option<[u8; 32]>> {
         self.content_of(&[(off, len)], buf)
+    }
+
+    /// The offsets just after each newline in `[from, to)` (where the
+    /// next line record starts), in order, at most `cap` of them.
+    fn line_starts(&self, from: u64, to: u64, cap: usize, buf: &mut [u8]) -> io::Result<Vec<u64>> {
+        let mut starts = Vec::new();
+        let mut p = from;
+        while p < to && starts.len() < cap {
+            let n = buf.len().min((to - p) as usize);
+            let got = self.file.read_at(&mut buf[..n], p)?;
+            if got == 0 {
+                break;
+            }
+            let room = cap - starts.len();
+            starts.extend(
+                memchr::memchr_iter(b'\n', &buf[..got])
+                    .map(|x| p + x as u64 + 1)
+                    .take(room),
+            );
+            p += got as u64;
+        }
+        Ok(starts)
     }
 
     /// BLAKE3 of the byte ranges `(offset, length)` one after the other;
@@ -1189,24 +1215,9 @@ impl Verifier<'_> {
             }
             // Search record starts around the write's end.
             let hi = (noff + len).min(d.len);
-            let mut starts: Vec<u64> = Vec::new();
-            let mut p = off;
-            while p < hi && starts.len() < 4096 {
-                let n = self.buf.len().min((hi - p) as usize);
-                let got = d.file.read_at(&mut self.buf[..n], p)?;
-                if got == 0 {
-                    break;
-                }
-                starts.extend(
-                    memchr::memchr_iter(b'\n', &self.buf[..got])
-                        .map(|x| p + x as u64 + 1)
-                        .filter(|c| c != noff)
-                        .take(4096),
-                );
-                p += got as u64;
-            }
-            starts.truncate(4096);
-            for c in starts {
+            // One more than tried, as the next write's own start is left out.
+            let starts = d.line_starts(off, hi, MAX_STARTS + 1, &mut self.buf)?;
+            for c in starts.into_iter().filter(|c| c != noff).take(MAX_STARTS) {
                 if d.content(c, *nlen, &mut self.buf)? == Some(*nc) {
                     return Ok(shift_finding(c as i64 - *noff as i64, len));
                 }
@@ -1221,22 +1232,7 @@ impl Verifier<'_> {
             let extra = d.len.saturating_sub(off + len);
             if extra > 0 {
                 let mut cuts = vec![off];
-                let mut p = off;
-                let hi = off + len;
-                while p < hi && cuts.len() < 4096 {
-                    let n = self.buf.len().min((hi - p) as usize);
-                    let got = d.file.read_at(&mut self.buf[..n], p)?;
-                    if got == 0 {
-                        break;
-                    }
-                    cuts.extend(
-                        memchr::memchr_iter(b'\n', &self.buf[..got])
-                            .map(|x| p + x as u64 + 1)
-                            .take(4096),
-                    );
-                    p += got as u64;
-                }
-                cuts.truncate(4096);
+                cuts.extend(d.line_starts(off, off + len, MAX_STARTS - 1, &mut self.buf)?);
                 for c in cuts {
                     let around = [(off, c - off), (c + extra, off + len - c)];
                     if d.content_of(&around, &mut self.buf)? == Some(own_content) {
@@ -1247,22 +1243,8 @@ impl Verifier<'_> {
                     }
                 }
                 let mut shifts = vec![extra];
-                let mut p = off;
-                let hi = off + extra;
-                while p < hi && shifts.len() < 4096 {
-                    let n = self.buf.len().min((hi - p) as usize);
-                    let got = d.file.read_at(&mut self.buf[..n], p)?;
-                    if got == 0 {
-                        break;
-                    }
-                    shifts.extend(
-                        memchr::memchr_iter(b'\n', &self.buf[..got])
-                            .map(|x| p + x as u64 + 1 - off)
-                            .take(4096),
-                    );
-                    p += got as u64;
-                }
-                shifts.truncate(4096);
+                let starts = d.line_starts(off, off + extra, MAX_STARTS - 1, &mut self.buf)?;
+                shifts.extend(starts.into_iter().map(|c| c - off));
                 for s in shifts {
                     if d.content(off + s, len, &mut self.buf)? == Some(own_content) {
                         return Ok((Problem::Inserted, format!(

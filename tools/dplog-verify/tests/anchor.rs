@@ -15,7 +15,9 @@ use dplog_formatters::{Format, FormatSpec};
 use dplog_sinks::seal::{self, seal_path, Entry, SealOptions};
 use dplog_sinks::verify::{read_anchors, verify_anchored, verify_files, Problem};
 use dplog_sinks::{FileSink, FileSinkOptions, SyslogSink, SyslogSinkOptions, SyslogTransport};
-use ed25519_dalek::Signer;
+
+#[path = "../../../testkit/fixtures/reseal.rs"]
+mod reseal;
 
 /// rsyslogd (the testkit's runner) with one TCP input writing each
 /// message's raw text to `anchors.log` and its traditional line (time,
@@ -208,115 +210,6 @@ fn run(path: &Path, key: &Path, port: u16, from: usize, to: usize) -> Vec<u64> {
     offs
 }
 
-/// Rewrites the seal of `path` for its current bytes as an attacker with
-/// the private key would: same log, same entries, every write rehashed
-/// and every signature made again.
-fn reseal(path: &Path, key: &Path) {
-    let sk = seal::load_signing_key(key).unwrap();
-    let data = std::fs::read(path).unwrap();
-    let old = std::fs::read(seal_path(path)).unwrap();
-    let (entries, _) = seal::read_entries(&mut &old[seal::MAGIC.len()..], 10_000).unwrap();
-    let mut out = seal::MAGIC.to_vec();
-    let (mut head, mut log, mut seq) = ([0u8; 32], [0u8; 16], 0);
-    for (_, e) in entries {
-        let e = match e {
-            Entry::Start {
-                log_id,
-                seq: s,
-                prev,
-                ..
-            } => {
-                (head, log, seq) = (prev, log_id, s);
-                e
-            }
-            Entry::Batch { late, off, len, .. } => {
-                let content = *blake3::hash(&data[off as usize..(off + len) as usize]).as_bytes();
-                let tag = if late {
-                    seal::TAG_LATE
-                } else {
-                    seal::TAG_BATCH
-                };
-                head = seal::link(&head, tag, off, len, &content);
-                Entry::Batch {
-                    late,
-                    off,
-                    len,
-                    content,
-                    chain: head,
-                }
-            }
-            Entry::Sign {
-                batches,
-                end,
-                time_ms,
-                pubkey,
-                ..
-            } => {
-                let msg = seal::sign_message(&log, seq, batches, end, time_ms, &head);
-                Entry::Sign {
-                    batches,
-                    end,
-                    time_ms,
-                    head,
-                    pubkey,
-                    sig: sk.sign(&msg).to_bytes(),
-                }
-            }
-            Entry::Close {
-                batches,
-                end,
-                time_ms,
-                pubkey,
-                ..
-            } => Entry::Close {
-                batches,
-                end,
-                time_ms,
-                head,
-                pubkey,
-                sig: sk
-                    .sign(&seal::mark_message(
-                        seal::TAG_CLOSE,
-                        &log,
-                        seq,
-                        batches,
-                        end,
-                        time_ms,
-                        &head,
-                    ))
-                    .to_bytes(),
-            },
-            Entry::Resume {
-                batches,
-                end,
-                time_ms,
-                pubkey,
-                ..
-            } => Entry::Resume {
-                batches,
-                end,
-                time_ms,
-                head,
-                pubkey,
-                sig: sk
-                    .sign(&seal::mark_message(
-                        seal::TAG_RESUME,
-                        &log,
-                        seq,
-                        batches,
-                        end,
-                        time_ms,
-                        &head,
-                    ))
-                    .to_bytes(),
-            },
-            Entry::Key { .. } => e,
-        };
-        e.encode(&mut out);
-    }
-    std::fs::write(seal_path(path), out).unwrap();
-}
-
 #[test]
 fn anchored_heads_catch_a_re_signed_rewrite_a_cut_tail_and_a_log_sealed_anew() {
     let Some(rs) = Rsyslog::start() else {
@@ -357,7 +250,10 @@ fn anchored_heads_catch_a_re_signed_rewrite_a_cut_tail_and_a_log_sealed_anew() {
     let at = offs[8] as usize + 12;
     forged[at] = b'X';
     std::fs::write(&path, &forged).unwrap();
-    reseal(&path, &key);
+    reseal::reseal(
+        std::slice::from_ref(&path),
+        &seal::load_signing_key(&key).unwrap(),
+    );
     assert_eq!(
         verify_files(std::slice::from_ref(&path), &[vk])
             .unwrap()

@@ -337,7 +337,11 @@ pub struct Sealer {
 }
 
 /// The second sink signed heads go to, and what to do when it fails.
-struct Anchor {
+/// A sink whose seal moves from one [`Sealer`] to another (an mmap
+/// segment resumed with its own seal) moves its anchor along
+/// ([`Sealer::close_keeping_anchor`], [`Sealer::take_anchor`],
+/// [`Sealer::adopt_anchor`]).
+pub(crate) struct Anchor {
     sink: Box<dyn dplog_core::Sink>,
     on_error: Box<dyn FnMut(&dplog_core::SinkError) + Send>,
     /// Heads as [`anchor::SealHead`] records in this format; `None`: the
@@ -345,6 +349,48 @@ struct Anchor {
     records: Option<dplog_formatters::SchemaFormatter>,
     /// Scratch for one head's bytes.
     out: Vec<u8>,
+}
+
+impl std::fmt::Debug for Anchor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Anchor")
+            .field("sink", &self.sink.describe())
+            .field("records", &self.records.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Anchor {
+    /// Heads to `sink`: as [`anchor::SealHead`] records formatted by
+    /// `records`, or (`None`) as the RFC 5424 line of a syslog anchor;
+    /// `on_error` hears of every head not sent or not delivered.
+    pub(crate) fn new(
+        sink: Box<dyn dplog_core::Sink>,
+        records: Option<dplog_formatters::SchemaFormatter>,
+        on_error: Box<dyn FnMut(&dplog_core::SinkError) + Send>,
+    ) -> Self {
+        Anchor {
+            sink,
+            on_error,
+            out: Vec::with_capacity(if records.is_some() { 1024 } else { 0 }),
+            records,
+        }
+    }
+
+    /// Delivers the last heads (a Kafka producer or a ClickHouse insert
+    /// still holding them, for at most [`ANCHOR_DRAIN`]) and closes the
+    /// anchor sink.
+    pub(crate) fn finish(mut self) {
+        let deadline = Instant::now() + ANCHOR_DRAIN;
+        let sent = self.sink.flush().and_then(|()| self.sink.drain(deadline));
+        if self.sink.poll().failed_records > 0 {
+            let e = io::Error::other("the anchor sink failed to deliver a head");
+            (self.on_error)(&dplog_core::SinkError::Permanent(e));
+        }
+        if let Err(e) = sent.and_then(|()| self.sink.close()) {
+            (self.on_error)(&e);
+        }
+    }
 }
 
 /// `fmt::Write` into a byte buffer.
@@ -1058,12 +1104,7 @@ impl Sealer {
         sink: Box<dyn dplog_core::Sink>,
         on_error: Box<dyn FnMut(&dplog_core::SinkError) + Send>,
     ) {
-        self.anchor = Some(Anchor {
-            sink,
-            on_error,
-            records: None,
-            out: Vec::new(),
-        });
+        self.anchor = Some(Anchor::new(sink, None, on_error));
     }
 
     /// Sends every signed head, as it is signed, also to `sink` as one
@@ -1081,12 +1122,33 @@ impl Sealer {
         formatter: dplog_formatters::SchemaFormatter,
         on_error: Box<dyn FnMut(&dplog_core::SinkError) + Send>,
     ) {
-        self.anchor = Some(Anchor {
-            sink,
-            on_error,
-            records: Some(formatter),
-            out: Vec::with_capacity(1024),
-        });
+        self.anchor = Some(Anchor::new(sink, Some(formatter), on_error));
+    }
+
+    /// The anchor, taken out to go on with the seal's next sealer.
+    pub(crate) fn take_anchor(&mut self) -> Option<Anchor> {
+        self.anchor.take()
+    }
+
+    /// Takes the anchor waiting in `pending`, if any (a sink's anchor
+    /// set before its first sealer, or taken from the one before).
+    pub(crate) fn adopt_anchor(&mut self, pending: &mut Option<Anchor>) {
+        if let Some(a) = pending.take() {
+            self.anchor = Some(a);
+        }
+    }
+
+    /// Puts `anchor` on `sealer`, or, while a sink has none yet, in
+    /// `pending` for the first ([`adopt_anchor`](Self::adopt_anchor)).
+    pub(crate) fn place_anchor(
+        sealer: Option<&mut Sealer>,
+        pending: &mut Option<Anchor>,
+        anchor: Anchor,
+    ) {
+        match sealer {
+            Some(s) => s.anchor = Some(anchor),
+            None => *pending = Some(anchor),
+        }
     }
 
     /// Signs when `sign_every` has passed since the last signature and
@@ -1170,22 +1232,23 @@ impl Sealer {
     /// # Errors
     /// The write or `fdatasync(2)` error.
     pub fn close(&mut self) -> io::Result<()> {
+        let r = self.close_keeping_anchor();
+        if let Some(a) = self.anchor.take() {
+            a.finish();
+        }
+        r
+    }
+
+    /// [`close`](Self::close), the final head anchored as usual, but the
+    /// anchor sink left open, to [`take`](Self::take_anchor) to the
+    /// sealer that goes on with the log.
+    ///
+    /// # Errors
+    /// As [`close`](Self::close).
+    pub(crate) fn close_keeping_anchor(&mut self) -> io::Result<()> {
         let signed = self.sign_and_close(false);
         if let Some(mut h) = self.hasher.take() {
             h.stop();
-        }
-        if let Some(mut a) = self.anchor.take() {
-            // The last head delivered (a Kafka producer or a ClickHouse
-            // insert still holding it), for at most ANCHOR_DRAIN.
-            let deadline = Instant::now() + ANCHOR_DRAIN;
-            let sent = a.sink.flush().and_then(|()| a.sink.drain(deadline));
-            if a.sink.poll().failed_records > 0 {
-                let e = io::Error::other("the anchor sink failed to deliver a head");
-                (a.on_error)(&dplog_core::SinkError::Permanent(e));
-            }
-            if let Err(e) = sent.and_then(|()| a.sink.close()) {
-                (a.on_error)(&e);
-            }
         }
         let synced = self.side.sync_data().map_err(|e| ctx(&self.path, e));
         signed.and(synced)

@@ -1,20 +1,26 @@
-//! Anchoring against a real rsyslogd on loopback: a sealed file sink
-//! sends every signed head to it over TCP; an attacker with root and the
-//! private key rewrites a record and re-signs the whole seal, or cuts the
-//! last run off file and seal, or seals the log anew. Each passes a check
-//! without the anchors, and each is found, at the right record and byte,
-//! with `--anchors` (the receiver's file).
+//! Anchoring against a real rsyslogd on loopback: a sealed file sink, a
+//! sealed mmap sink and a sealed archive send every signed head to it
+//! over TCP; an attacker with root and the private key rewrites a record
+//! and re-signs the whole seal, or cuts the last run (or segment) off
+//! with its seal, or seals the log anew. Each passes a check without the
+//! anchors, and each is found, at the right record and byte, with
+//! `--anchors` (the receiver's file).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use dplog_core::schema::{HasSchema, Schema};
 use dplog_core::{schema, Record, RecordHeader, Sink};
+use dplog_formatters::binary::BinaryEncoder;
 use dplog_formatters::{Format, FormatSpec};
-use dplog_sinks::seal::{self, seal_path, Entry, SealOptions};
-use dplog_sinks::verify::{read_anchors, verify_anchored, verify_files, Problem};
-use dplog_sinks::{FileSink, FileSinkOptions, SyslogSink, SyslogSinkOptions, SyslogTransport};
+use dplog_sinks::seal::{self, seal_path, Entry, HasherMode, SealOptions};
+use dplog_sinks::verify::{self, read_anchors, verify_anchored, verify_files, Problem};
+use dplog_sinks::{
+    mmap, ArchiveSink, ArchiveSinkOptions, FileSink, FileSinkOptions, MmapSink, MmapSinkOptions,
+    SyslogSink, SyslogSinkOptions, SyslogTransport,
+};
 
 #[path = "../../../testkit/fixtures/reseal.rs"]
 mod reseal;
@@ -405,4 +411,307 @@ fn a_record_holding_an_anchors_text_is_no_anchor_line() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(!err.contains("note:"), "{err}");
+}
+
+/// `n` lines of a user's record (a VPN gateway's logins) for batch `b`.
+fn lines(b: usize, n: usize) -> Vec<u8> {
+    (0..n)
+        .map(|i| format!("login user=u{b}-{i} port={} result=ok\n", 1000 + i))
+        .collect::<String>()
+        .into_bytes()
+}
+
+fn seal_inline(key: &Path) -> SealOptions {
+    SealOptions {
+        sign_every: None,
+        hasher: HasherMode::Inline,
+        ..SealOptions::new(key)
+    }
+}
+
+/// `dplog-verify ARGS`: its exit code and stderr.
+fn cli(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_dplog-verify"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The committed data length in an mmap segment's header.
+fn committed(segment: &Path) -> u64 {
+    let b = std::fs::read(segment).unwrap();
+    u64::from_le_bytes(b[24..32].try_into().unwrap())
+}
+
+/// One run of a sealed mmap sink anchored at `port`: `batches` batches
+/// of 64 lines from batch `from` on, then close.
+fn run_mmap(dir: &Path, key: &Path, port: u16, from: usize, batches: usize) {
+    let mut sink = MmapSink::open(
+        dir,
+        MmapSinkOptions {
+            segment_bytes: 64 * 1024,
+            msync_interval_ms: None,
+            prefix: "vpn".into(),
+            seal: Some(seal_inline(key)),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let anchor = SyslogSink::new(SyslogSinkOptions::new(SyslogTransport::Tcp(
+        ([127, 0, 0, 1], port).into(),
+    )))
+    .unwrap();
+    sink.set_seal_anchor(Box::new(anchor)).unwrap();
+    for b in from..from + batches {
+        sink.write_batch(&lines(b, 64)).unwrap();
+    }
+    let counters = sink.counters();
+    sink.close().unwrap();
+    assert_eq!(counters.anchor_failed.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn anchored_mmap_segments_catch_a_re_signed_rewrite_across_segments_and_a_restart() {
+    let Some(rs) = Rsyslog::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (key, public) = (dir.path().join("seal.key"), dir.path().join("seal.pub"));
+    let vk = seal::generate_key_pair(&key, &public).unwrap();
+    let segs = dir.path().join("segments");
+    std::fs::create_dir(&segs).unwrap();
+    // Run 1 fills a segment and goes on into a second; run 2 resumes
+    // that one (a sealer of its own seal file) and goes on.
+    run_mmap(&segs, &key, rs.port, 0, 30);
+    let run1 = verify::set_of(&segs).unwrap();
+    assert_eq!(run1.len(), 2, "{run1:?}");
+    let end1 = mmap::HEADER_BYTES as u64 + committed(&run1[1]);
+    run_mmap(&segs, &key, rs.port, 30, 60);
+    let files = verify::set_of(&segs).unwrap();
+    assert!(files.len() >= 4, "{files:?}");
+    assert_eq!(files[1], run1[1]);
+    let clean = verify_files(&files, &[vk]).unwrap();
+    assert_eq!(clean.finding, None, "{:?}", clean.notes);
+    // A head at each move to the next segment and at each close.
+    assert_eq!(clean.signatures as usize, files.len() + 1);
+    rs.wait_anchors(files.len() + 1);
+    let (anchors, bad) = read_anchors(&rs.out(), &[vk]).unwrap();
+    assert_eq!((anchors.len(), bad), (files.len() + 1, 0));
+    assert_eq!(
+        verify_anchored(&files, &[vk], &anchors).unwrap().finding,
+        None
+    );
+    let (d, k, a) = (
+        segs.to_str().unwrap(),
+        public.to_str().unwrap(),
+        rs.out().to_str().unwrap().to_string(),
+    );
+    assert_eq!(cli(&["--key", k, "--anchors", &a, d]).0, 0);
+    let originals: Vec<(Vec<u8>, Vec<u8>)> = files
+        .iter()
+        .map(|f| {
+            (
+                std::fs::read(f).unwrap(),
+                std::fs::read(seal_path(f)).unwrap(),
+            )
+        })
+        .collect();
+    let restore = || {
+        for (f, (data, s)) in files.iter().zip(&originals) {
+            std::fs::write(f, data).unwrap();
+            std::fs::write(seal_path(f), s).unwrap();
+        }
+    };
+
+    // 1. A line run 2 wrote into the resumed segment rewritten and every
+    //    seal of the set re-signed with the stolen key: fine without the
+    //    anchors, found with them after run 1's close, the last anchored
+    //    head of that segment that still holds.
+    let mut forged = originals[1].0.clone();
+    forged[end1 as usize + 12] = b'X';
+    std::fs::write(&files[1], &forged).unwrap();
+    reseal::reseal(&files, &seal::load_signing_key(&key).unwrap());
+    assert_eq!(verify_files(&files, &[vk]).unwrap().finding, None);
+    let f = verify_anchored(&files, &[vk], &anchors)
+        .unwrap()
+        .finding
+        .unwrap();
+    assert_eq!(f.problem, Problem::AnchorMismatch, "{f}");
+    let before = forged[mmap::HEADER_BYTES..end1 as usize]
+        .iter()
+        .filter(|&&c| c == b'\n')
+        .count() as u64;
+    assert_eq!(
+        (&f.file, f.record, f.byte),
+        (&files[1], before + 1, end1),
+        "{f}"
+    );
+    let (code, err) = cli(&["--key", k, "--anchors", &a, d]);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains(&format!("at record {} (byte {end1})", before + 1)),
+        "{err}"
+    );
+    restore();
+
+    // 2. A line of the first segment rewritten and the whole set
+    //    re-sealed with a fresh key the verifier also trusts (as after a
+    //    key rotation): found at the first segment's start.
+    let mut forged = originals[0].0.clone();
+    forged[mmap::HEADER_BYTES + 100] ^= 0x20;
+    std::fs::write(&files[0], &forged).unwrap();
+    let (fresh, fresh_pub) = (dir.path().join("fresh.key"), dir.path().join("fresh.pub"));
+    let fresh_vk = seal::generate_key_pair(&fresh, &fresh_pub).unwrap();
+    reseal::reseal(&files, &seal::load_signing_key(&fresh).unwrap());
+    assert_eq!(verify_files(&files, &[vk, fresh_vk]).unwrap().finding, None);
+    let f = verify_anchored(&files, &[vk, fresh_vk], &anchors)
+        .unwrap()
+        .finding
+        .unwrap();
+    assert_eq!(f.problem, Problem::AnchorMismatch, "{f}");
+    assert_eq!(
+        (&f.file, f.record, f.byte),
+        (&files[0], 1, mmap::HEADER_BYTES as u64),
+        "{f}"
+    );
+    restore();
+
+    // 3. The last segment removed with its seal: the anchors name it.
+    let last = files.last().unwrap();
+    std::fs::remove_file(last).unwrap();
+    std::fs::remove_file(seal_path(last)).unwrap();
+    let rest = &files[..files.len() - 1];
+    assert_eq!(verify_files(rest, &[vk]).unwrap().finding, None);
+    let f = verify_anchored(rest, &[vk], &anchors)
+        .unwrap()
+        .finding
+        .unwrap();
+    assert_eq!(
+        (f.problem, &f.file),
+        (Problem::MissingFile, &rest[rest.len() - 1]),
+        "{f}"
+    );
+    let (code, err) = cli(&["--key", k, "--anchors", &a, d]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("missing file"), "{err}");
+}
+
+/// One run of a sealed archive anchored at `port`: `n` drop records from
+/// record `from` on in batches of 10 (small blocks and segments: several
+/// of each), then close.
+fn run_archive(dir: &Path, key: &Path, port: u16, from: u64, n: u64) {
+    let mut sink = ArchiveSink::open(
+        dir,
+        ArchiveSinkOptions {
+            index: vec![],
+            summary: vec![],
+            block_rows: 8,
+            segment_bytes: 4096,
+            seal: Some(seal_inline(key)),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let anchor = SyslogSink::new(SyslogSinkOptions::new(SyslogTransport::Tcp(
+        ([127, 0, 0, 1], port).into(),
+    )))
+    .unwrap();
+    sink.set_seal_anchor(Box::new(anchor)).unwrap();
+    let mut enc = BinaryEncoder::new(&[FwDrop::schema()]);
+    for i in (from..from + n).step_by(10) {
+        let mut batch = Vec::new();
+        for j in i..i + 10 {
+            let mut r = fw_drop(&format!("rule {j}: port scan"), "", "");
+            r.time_ns += j * 1_000_000;
+            assert!(enc.push(dplog_core::RecordBytes::record_bytes(&r), &mut batch));
+        }
+        sink.write_batch(&batch).unwrap();
+    }
+    let counters = sink.counters();
+    sink.close().unwrap();
+    assert_eq!(counters.anchor_failed.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn an_anchored_archive_catches_a_re_signed_rewrite_and_a_removed_segment() {
+    let Some(rs) = Rsyslog::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (key, public) = (dir.path().join("seal.key"), dir.path().join("seal.pub"));
+    let vk = seal::generate_key_pair(&key, &public).unwrap();
+    let arch = dir.path().join("archive");
+    std::fs::create_dir(&arch).unwrap();
+    run_archive(&arch, &key, rs.port, 0, 600);
+    run_archive(&arch, &key, rs.port, 600, 600);
+    let files = verify::set_of(&arch).unwrap();
+    assert!(files.len() >= 4, "{files:?}");
+    let clean = verify_files(&files, &[vk]).unwrap();
+    assert_eq!(clean.finding, None, "{:?}", clean.notes);
+    // One head per segment, at its seal.
+    assert_eq!(clean.signatures as usize, files.len());
+    rs.wait_anchors(files.len());
+    let (anchors, bad) = read_anchors(&rs.out(), &[vk]).unwrap();
+    assert_eq!((anchors.len(), bad), (files.len(), 0));
+    assert_eq!(
+        verify_anchored(&files, &[vk], &anchors).unwrap().finding,
+        None
+    );
+    let (d, k, a) = (
+        arch.to_str().unwrap(),
+        public.to_str().unwrap(),
+        rs.out().to_str().unwrap().to_string(),
+    );
+    assert_eq!(cli(&["--key", k, "--anchors", &a, d]).0, 0);
+    let originals: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(f).unwrap()).collect();
+    let seals: Vec<Vec<u8>> = files
+        .iter()
+        .map(|f| std::fs::read(seal_path(f)).unwrap())
+        .collect();
+
+    // 1. A block of the third segment changed (a byte of its compressed
+    //    rows) and every seal re-signed with the stolen key: fine without
+    //    the anchors, found with them at that segment's start.
+    let k3 = 2;
+    let mut forged = originals[k3].clone();
+    let at = forged.len() / 2;
+    forged[at] ^= 0x01;
+    std::fs::write(&files[k3], &forged).unwrap();
+    reseal::reseal(&files, &seal::load_signing_key(&key).unwrap());
+    assert_eq!(verify_files(&files, &[vk]).unwrap().finding, None);
+    let f = verify_anchored(&files, &[vk], &anchors)
+        .unwrap()
+        .finding
+        .unwrap();
+    assert_eq!(f.problem, Problem::AnchorMismatch, "{f}");
+    assert_eq!((&f.file, f.record, f.byte), (&files[k3], 1, 0), "{f}");
+    let (code, err) = cli(&["--key", k, "--anchors", &a, d]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("differs from the anchored head"), "{err}");
+    for (i, f) in files.iter().enumerate() {
+        std::fs::write(f, &originals[i]).unwrap();
+        std::fs::write(seal_path(f), &seals[i]).unwrap();
+    }
+
+    // 2. The newest segment removed with its seal: the anchors name it.
+    let last = files.last().unwrap();
+    std::fs::remove_file(last).unwrap();
+    std::fs::remove_file(seal_path(last)).unwrap();
+    let rest = &files[..files.len() - 1];
+    assert_eq!(verify_files(rest, &[vk]).unwrap().finding, None);
+    let f = verify_anchored(rest, &[vk], &anchors)
+        .unwrap()
+        .finding
+        .unwrap();
+    assert_eq!(
+        (f.problem, &f.file),
+        (Problem::MissingFile, &rest[rest.len() - 1]),
+        "{f}"
+    );
+    let (code, err) = cli(&["--key", k, "--anchors", &a, d]);
+    assert_eq!(code, 3, "{err}");
 }

@@ -49,7 +49,7 @@ mod keys;
 
 pub use entry::{
     body_len, genesis, key_message, link, mark_message, read_entries, seal_path, sign_message,
-    Entry, EntryReader, Placed, Stop, TAG_BATCH, TAG_CLOSE, TAG_KEY, TAG_LATE, TAG_RESUME,
+    Entry, EntryReader, Placed, Signed, Stop, TAG_BATCH, TAG_CLOSE, TAG_KEY, TAG_LATE, TAG_RESUME,
     TAG_SIGN, TAG_START,
 };
 pub use keys::{generate_key_pair, load_public_key, load_signing_key};
@@ -275,13 +275,13 @@ fn read_state(path: &Path) -> io::Result<LogState> {
                 st.batches += 1;
                 st.closed = false;
             }
-            Entry::Sign { pubkey, .. } => st.last_key = *pubkey,
-            Entry::Close { pubkey, .. } => {
-                st.last_key = *pubkey;
+            Entry::Sign(s) => st.last_key = s.pubkey,
+            Entry::Close(s) => {
+                st.last_key = s.pubkey;
                 st.closed = true;
             }
-            Entry::Resume { pubkey, .. } => {
-                st.last_key = *pubkey;
+            Entry::Resume(s) => {
+                st.last_key = s.pubkey;
                 st.closed = false;
             }
             Entry::Key { new, .. } => st.last_key = *new,
@@ -674,38 +674,31 @@ impl Sealer {
     /// Writes a close ([`TAG_CLOSE`]) or resume ([`TAG_RESUME`]) entry
     /// over the current head, signed.
     fn put_mark(&mut self, tag: u8) -> io::Result<()> {
-        let time_ms = now_ms();
-        let msg = mark_message(
-            tag,
-            &self.log_id,
-            self.seq,
-            self.batches,
-            self.end,
-            time_ms,
-            &self.head,
-        );
-        let sig = self.key.sign(&msg).to_bytes();
-        let (batches, end, head, pubkey) = (self.batches, self.end, self.head, self.pubkey);
+        let s = self.signed(tag, now_ms());
         self.closed = tag == TAG_CLOSE;
         self.put(&if tag == TAG_CLOSE {
-            Entry::Close {
-                batches,
-                end,
-                time_ms,
-                head,
-                pubkey,
-                sig,
-            }
+            Entry::Close(s)
         } else {
-            Entry::Resume {
-                batches,
-                end,
-                time_ms,
-                head,
-                pubkey,
-                sig,
-            }
+            Entry::Resume(s)
         })
+    }
+
+    /// The current head after this file's writes, signed at `time_ms` as
+    /// the entry with `tag` signs it ([`Signed::message`]).
+    fn signed(&self, tag: u8, time_ms: u64) -> Signed {
+        let mut s = Signed {
+            batches: self.batches,
+            end: self.end,
+            time_ms,
+            head: self.head,
+            pubkey: self.pubkey,
+            sig: [0; 64],
+        };
+        s.sig = self
+            .key
+            .sign(&s.message(tag, &self.log_id, self.seq))
+            .to_bytes();
+        s
     }
 
     /// Signs the head and closes the current file's seal (a `C` entry):
@@ -1025,25 +1018,11 @@ impl Sealer {
             return Ok(());
         }
         let time_ms = now_ms();
-        let msg = sign_message(
-            &self.log_id,
-            self.seq,
-            self.batches,
-            self.end,
-            time_ms,
-            &self.head,
-        );
-        let sig = self.key.sign(&msg).to_bytes();
+        let signed = self.signed(TAG_SIGN, time_ms);
+        let sig = signed.sig;
         self.unsigned = false;
         self.last_sign = Instant::now();
-        let r = self.put(&Entry::Sign {
-            batches: self.batches,
-            end: self.end,
-            time_ms,
-            head: self.head,
-            pubkey: self.pubkey,
-            sig,
-        });
+        let r = self.put(&Entry::Sign(signed));
         if let Some(a) = self.anchor.as_mut() {
             let mut out = std::mem::take(&mut a.out);
             out.clear();

@@ -285,7 +285,7 @@ fn anchored_heads_catch_a_re_signed_rewrite_a_cut_tail_and_a_log_sealed_anew() {
     let (entries, _) = seal::read_entries(&mut &original_seal[seal::MAGIC.len()..], 100).unwrap();
     let (s_at, s) = entries
         .iter()
-        .find(|(_, e)| matches!(e, Entry::Sign { .. }))
+        .find(|(_, e)| matches!(e, Entry::Sign(_)))
         .unwrap();
     let cut = (s_at + 1 + seal::body_len(s.tag()).unwrap() as u64) as usize;
     std::fs::write(seal_path(&path), &original_seal[..cut]).unwrap();

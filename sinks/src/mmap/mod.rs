@@ -773,20 +773,20 @@ impl MmapSink {
         sink: Box<dyn Sink>,
         records: Option<dplog_formatters::SchemaFormatter>,
     ) -> io::Result<()> {
-        if self.opts.seal.is_none() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{}: an anchor needs a seal", self.dir.display()),
-            ));
-        }
         let counters = self.counters.clone();
         let a = crate::seal::Anchor::new(
             sink,
             records,
             Box::new(move |_| bump(&counters.anchor_failed, 1)),
         );
-        crate::seal::Sealer::place_anchor(self.sealer.as_mut(), &mut self.anchor, a);
-        Ok(())
+        let sealed = self.opts.seal.is_some();
+        crate::seal::Sealer::place_anchor(
+            sealed,
+            &self.dir,
+            self.sealer.as_mut(),
+            &mut self.anchor,
+            a,
+        )
     }
 
     /// The segment being written, if any.

@@ -1117,17 +1117,31 @@ impl Sealer {
         }
     }
 
-    /// Puts `anchor` on `sealer`, or, while a sink has none yet, in
-    /// `pending` for the first ([`adopt_anchor`](Self::adopt_anchor)).
+    /// For a sink whose seal goes from segment to segment (`dir`'s,
+    /// `sealed` when it has a seal): puts `anchor` on `sealer`, or, while
+    /// the sink has none yet, in `pending` for the first
+    /// ([`adopt_anchor`](Self::adopt_anchor)).
+    ///
+    /// # Errors
+    /// `InvalidInput` when the sink has no seal.
     pub(crate) fn place_anchor(
+        sealed: bool,
+        dir: &Path,
         sealer: Option<&mut Sealer>,
         pending: &mut Option<Anchor>,
         anchor: Anchor,
-    ) {
+    ) -> io::Result<()> {
+        if !sealed {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{}: an anchor needs a seal", dir.display()),
+            ));
+        }
         match sealer {
             Some(s) => s.anchor = Some(anchor),
             None => *pending = Some(anchor),
         }
+        Ok(())
     }
 
     /// Signs when `sign_every` has passed since the last signature and

@@ -429,16 +429,129 @@ fn seal_inline(key: &Path) -> SealOptions {
     }
 }
 
-/// `dplog-verify ARGS`: its exit code and stderr.
-fn cli(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_dplog-verify"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+/// A sealed set (an mmap sink's or an archive's segments in `dir`) as
+/// its runs left it, with the anchors the receiver got and the files'
+/// bytes and seals, to put back after each attack.
+struct AnchoredSet {
+    dir: PathBuf,
+    public: PathBuf,
+    vk: ed25519_dalek::VerifyingKey,
+    anchors_file: PathBuf,
+    files: Vec<PathBuf>,
+    anchors: Vec<dplog_sinks::verify::Anchored>,
+    originals: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+impl AnchoredSet {
+    /// Checks the set in `dir`: it verifies whole with `heads(files)`
+    /// signatures, the receiver got as many anchors, all of them match
+    /// and `dplog-verify --anchors` exits 0.
+    fn check(
+        rs: &Rsyslog,
+        dir: &Path,
+        public: &Path,
+        vk: ed25519_dalek::VerifyingKey,
+        heads: impl Fn(usize) -> usize,
+    ) -> AnchoredSet {
+        let files = verify::set_of(dir).unwrap();
+        assert!(files.len() >= 4, "{files:?}");
+        let clean = verify_files(&files, &[vk]).unwrap();
+        assert_eq!(clean.finding, None, "{:?}", clean.notes);
+        let n = heads(files.len());
+        assert_eq!(clean.signatures as usize, n);
+        rs.wait_anchors(n);
+        let (anchors, bad) = read_anchors(&rs.out(), &[vk]).unwrap();
+        assert_eq!((anchors.len(), bad), (n, 0));
+        assert_eq!(
+            verify_anchored(&files, &[vk], &anchors).unwrap().finding,
+            None
+        );
+        let originals = files
+            .iter()
+            .map(|f| {
+                (
+                    std::fs::read(f).unwrap(),
+                    std::fs::read(seal_path(f)).unwrap(),
+                )
+            })
+            .collect();
+        let set = AnchoredSet {
+            dir: dir.to_path_buf(),
+            public: public.to_path_buf(),
+            vk,
+            anchors_file: rs.out(),
+            files,
+            anchors,
+            originals,
+        };
+        assert_eq!(set.cli().0, 0);
+        set
+    }
+
+    /// `dplog-verify --key PUBLIC --anchors RECEIVER DIR`: its exit code
+    /// and stderr.
+    fn cli(&self) -> (i32, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_dplog-verify"))
+            .arg("--key")
+            .arg(&self.public)
+            .arg("--anchors")
+            .arg(&self.anchors_file)
+            .arg(&self.dir)
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// File `k` with byte `at` flipped, every seal of the set rewritten
+    /// with `sk` (and `sk`'s key trusted too): the seal alone verifies;
+    /// what the anchors find.
+    fn forged(&self, k: usize, at: usize, sk: &ed25519_dalek::SigningKey) -> verify::Finding {
+        let mut forged = self.originals[k].0.clone();
+        forged[at] ^= 0x20;
+        std::fs::write(&self.files[k], &forged).unwrap();
+        reseal::reseal(&self.files, sk);
+        let trusted = [self.vk, sk.verifying_key()];
+        assert_eq!(verify_files(&self.files, &trusted).unwrap().finding, None);
+        let f = verify_anchored(&self.files, &trusted, &self.anchors)
+            .unwrap()
+            .finding
+            .unwrap();
+        assert_eq!(f.problem, Problem::AnchorMismatch, "{f}");
+        f
+    }
+
+    /// Puts every file and seal back as the runs left them.
+    fn restore(&self) {
+        for (f, (data, s)) in self.files.iter().zip(&self.originals) {
+            std::fs::write(f, data).unwrap();
+            std::fs::write(seal_path(f), s).unwrap();
+        }
+    }
+
+    /// The newest segment removed with its seal: the rest verifies
+    /// alone, and the anchors name the file missing after it.
+    fn last_removed_is_missing(&self) {
+        let last = self.files.last().unwrap();
+        std::fs::remove_file(last).unwrap();
+        std::fs::remove_file(seal_path(last)).unwrap();
+        let rest = &self.files[..self.files.len() - 1];
+        assert_eq!(verify_files(rest, &[self.vk]).unwrap().finding, None);
+        let f = verify_anchored(rest, &[self.vk], &self.anchors)
+            .unwrap()
+            .finding
+            .unwrap();
+        assert_eq!(
+            (f.problem, &f.file),
+            (Problem::MissingFile, &rest[rest.len() - 1]),
+            "{f}"
+        );
+        let (code, err) = self.cli();
+        assert_eq!(code, 3, "{err}");
+        assert!(err.contains("missing file"), "{err}");
+    }
 }
 
 /// The committed data length in an mmap segment's header.
@@ -491,113 +604,47 @@ fn anchored_mmap_segments_catch_a_re_signed_rewrite_across_segments_and_a_restar
     assert_eq!(run1.len(), 2, "{run1:?}");
     let end1 = mmap::HEADER_BYTES as u64 + committed(&run1[1]);
     run_mmap(&segs, &key, rs.port, 30, 60);
-    let files = verify::set_of(&segs).unwrap();
-    assert!(files.len() >= 4, "{files:?}");
-    assert_eq!(files[1], run1[1]);
-    let clean = verify_files(&files, &[vk]).unwrap();
-    assert_eq!(clean.finding, None, "{:?}", clean.notes);
     // A head at each move to the next segment and at each close.
-    assert_eq!(clean.signatures as usize, files.len() + 1);
-    rs.wait_anchors(files.len() + 1);
-    let (anchors, bad) = read_anchors(&rs.out(), &[vk]).unwrap();
-    assert_eq!((anchors.len(), bad), (files.len() + 1, 0));
-    assert_eq!(
-        verify_anchored(&files, &[vk], &anchors).unwrap().finding,
-        None
-    );
-    let (d, k, a) = (
-        segs.to_str().unwrap(),
-        public.to_str().unwrap(),
-        rs.out().to_str().unwrap().to_string(),
-    );
-    assert_eq!(cli(&["--key", k, "--anchors", &a, d]).0, 0);
-    let originals: Vec<(Vec<u8>, Vec<u8>)> = files
-        .iter()
-        .map(|f| {
-            (
-                std::fs::read(f).unwrap(),
-                std::fs::read(seal_path(f)).unwrap(),
-            )
-        })
-        .collect();
-    let restore = || {
-        for (f, (data, s)) in files.iter().zip(&originals) {
-            std::fs::write(f, data).unwrap();
-            std::fs::write(seal_path(f), s).unwrap();
-        }
-    };
+    let set = AnchoredSet::check(&rs, &segs, &public, vk, |files| files + 1);
+    assert_eq!(set.files[1], run1[1]);
+    let sk = seal::load_signing_key(&key).unwrap();
 
     // 1. A line run 2 wrote into the resumed segment rewritten and every
     //    seal of the set re-signed with the stolen key: fine without the
     //    anchors, found with them after run 1's close, the last anchored
     //    head of that segment that still holds.
-    let mut forged = originals[1].0.clone();
-    forged[end1 as usize + 12] = b'X';
-    std::fs::write(&files[1], &forged).unwrap();
-    reseal::reseal(&files, &seal::load_signing_key(&key).unwrap());
-    assert_eq!(verify_files(&files, &[vk]).unwrap().finding, None);
-    let f = verify_anchored(&files, &[vk], &anchors)
-        .unwrap()
-        .finding
-        .unwrap();
-    assert_eq!(f.problem, Problem::AnchorMismatch, "{f}");
-    let before = forged[mmap::HEADER_BYTES..end1 as usize]
+    let f = set.forged(1, end1 as usize + 12, &sk);
+    let before = set.originals[1].0[mmap::HEADER_BYTES..end1 as usize]
         .iter()
         .filter(|&&c| c == b'\n')
         .count() as u64;
     assert_eq!(
         (&f.file, f.record, f.byte),
-        (&files[1], before + 1, end1),
+        (&set.files[1], before + 1, end1),
         "{f}"
     );
-    let (code, err) = cli(&["--key", k, "--anchors", &a, d]);
+    let (code, err) = set.cli();
     assert_eq!(code, 3, "{err}");
     assert!(
         err.contains(&format!("at record {} (byte {end1})", before + 1)),
         "{err}"
     );
-    restore();
+    set.restore();
 
     // 2. A line of the first segment rewritten and the whole set
     //    re-sealed with a fresh key the verifier also trusts (as after a
     //    key rotation): found at the first segment's start.
-    let mut forged = originals[0].0.clone();
-    forged[mmap::HEADER_BYTES + 100] ^= 0x20;
-    std::fs::write(&files[0], &forged).unwrap();
-    let (fresh, fresh_pub) = (dir.path().join("fresh.key"), dir.path().join("fresh.pub"));
-    let fresh_vk = seal::generate_key_pair(&fresh, &fresh_pub).unwrap();
-    reseal::reseal(&files, &seal::load_signing_key(&fresh).unwrap());
-    assert_eq!(verify_files(&files, &[vk, fresh_vk]).unwrap().finding, None);
-    let f = verify_anchored(&files, &[vk, fresh_vk], &anchors)
-        .unwrap()
-        .finding
-        .unwrap();
-    assert_eq!(f.problem, Problem::AnchorMismatch, "{f}");
+    let fresh = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
+    let f = set.forged(0, mmap::HEADER_BYTES + 100, &fresh);
     assert_eq!(
         (&f.file, f.record, f.byte),
-        (&files[0], 1, mmap::HEADER_BYTES as u64),
+        (&set.files[0], 1, mmap::HEADER_BYTES as u64),
         "{f}"
     );
-    restore();
+    set.restore();
 
     // 3. The last segment removed with its seal: the anchors name it.
-    let last = files.last().unwrap();
-    std::fs::remove_file(last).unwrap();
-    std::fs::remove_file(seal_path(last)).unwrap();
-    let rest = &files[..files.len() - 1];
-    assert_eq!(verify_files(rest, &[vk]).unwrap().finding, None);
-    let f = verify_anchored(rest, &[vk], &anchors)
-        .unwrap()
-        .finding
-        .unwrap();
-    assert_eq!(
-        (f.problem, &f.file),
-        (Problem::MissingFile, &rest[rest.len() - 1]),
-        "{f}"
-    );
-    let (code, err) = cli(&["--key", k, "--anchors", &a, d]);
-    assert_eq!(code, 3, "{err}");
-    assert!(err.contains("missing file"), "{err}");
+    set.last_removed_is_missing();
 }
 
 /// One run of a sealed archive anchored at `port`: `n` drop records from
@@ -648,70 +695,23 @@ fn an_anchored_archive_catches_a_re_signed_rewrite_and_a_removed_segment() {
     std::fs::create_dir(&arch).unwrap();
     run_archive(&arch, &key, rs.port, 0, 600);
     run_archive(&arch, &key, rs.port, 600, 600);
-    let files = verify::set_of(&arch).unwrap();
-    assert!(files.len() >= 4, "{files:?}");
-    let clean = verify_files(&files, &[vk]).unwrap();
-    assert_eq!(clean.finding, None, "{:?}", clean.notes);
     // One head per segment, at its seal.
-    assert_eq!(clean.signatures as usize, files.len());
-    rs.wait_anchors(files.len());
-    let (anchors, bad) = read_anchors(&rs.out(), &[vk]).unwrap();
-    assert_eq!((anchors.len(), bad), (files.len(), 0));
-    assert_eq!(
-        verify_anchored(&files, &[vk], &anchors).unwrap().finding,
-        None
-    );
-    let (d, k, a) = (
-        arch.to_str().unwrap(),
-        public.to_str().unwrap(),
-        rs.out().to_str().unwrap().to_string(),
-    );
-    assert_eq!(cli(&["--key", k, "--anchors", &a, d]).0, 0);
-    let originals: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(f).unwrap()).collect();
-    let seals: Vec<Vec<u8>> = files
-        .iter()
-        .map(|f| std::fs::read(seal_path(f)).unwrap())
-        .collect();
+    let set = AnchoredSet::check(&rs, &arch, &public, vk, |files| files);
 
     // 1. A block of the third segment changed (a byte of its compressed
     //    rows) and every seal re-signed with the stolen key: fine without
     //    the anchors, found with them at that segment's start.
-    let k3 = 2;
-    let mut forged = originals[k3].clone();
-    let at = forged.len() / 2;
-    forged[at] ^= 0x01;
-    std::fs::write(&files[k3], &forged).unwrap();
-    reseal::reseal(&files, &seal::load_signing_key(&key).unwrap());
-    assert_eq!(verify_files(&files, &[vk]).unwrap().finding, None);
-    let f = verify_anchored(&files, &[vk], &anchors)
-        .unwrap()
-        .finding
-        .unwrap();
-    assert_eq!(f.problem, Problem::AnchorMismatch, "{f}");
-    assert_eq!((&f.file, f.record, f.byte), (&files[k3], 1, 0), "{f}");
-    let (code, err) = cli(&["--key", k, "--anchors", &a, d]);
+    let f = set.forged(
+        2,
+        set.originals[2].0.len() / 2,
+        &seal::load_signing_key(&key).unwrap(),
+    );
+    assert_eq!((&f.file, f.record, f.byte), (&set.files[2], 1, 0), "{f}");
+    let (code, err) = set.cli();
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("differs from the anchored head"), "{err}");
-    for (i, f) in files.iter().enumerate() {
-        std::fs::write(f, &originals[i]).unwrap();
-        std::fs::write(seal_path(f), &seals[i]).unwrap();
-    }
+    set.restore();
 
     // 2. The newest segment removed with its seal: the anchors name it.
-    let last = files.last().unwrap();
-    std::fs::remove_file(last).unwrap();
-    std::fs::remove_file(seal_path(last)).unwrap();
-    let rest = &files[..files.len() - 1];
-    assert_eq!(verify_files(rest, &[vk]).unwrap().finding, None);
-    let f = verify_anchored(rest, &[vk], &anchors)
-        .unwrap()
-        .finding
-        .unwrap();
-    assert_eq!(
-        (f.problem, &f.file),
-        (Problem::MissingFile, &rest[rest.len() - 1]),
-        "{f}"
-    );
-    let (code, err) = cli(&["--key", k, "--anchors", &a, d]);
-    assert_eq!(code, 3, "{err}");
+    set.last_removed_is_missing();
 }

@@ -17,11 +17,15 @@
 //!    hashed is what the seal costs besides the hash. Last, sealed with
 //!    the hasher thread pinned to CPU 0 (`hasher_cpu = 0`): this
 //!    thread's CPU is then what a consumer keeps when the hash has a
-//!    core of its own (run this on CPU 1).
+//!    core of its own (run this on CPU 1). And, as a design not built,
+//!    plain with a thread on CPU 0 that reads each write back from the
+//!    file (`pread` into a buffer of its own) and hashes it: the
+//!    consumer's buffer then never leaves its core.
 //!
 //! `cargo build --release -p dplog-benches --example seal_floor &&
 //! taskset -c 1 target/release/examples/seal_floor [rounds [case]]`
-//! (default 7 rounds; a case, `plain`, `hashed`, `sealed` or `thread`,
+//! (default 7 rounds; a case, `plain`, `hashed`, `sealed`, `thread` or
+//! `read_back`,
 //! runs only part 2 and only that case, for a profiler). Writes at most 272 MB at a time to `/dev/shm` (or
 //! the temporary directory), deleted after each run.
 
@@ -59,6 +63,7 @@ enum Case {
     Hashed,
     Sealed,
     Thread,
+    ReadBack,
 }
 
 /// One write loop of [`TOTAL`] bytes through a `FileSink` at `path`;
@@ -82,6 +87,8 @@ fn sink_loop(path: &Path, key: &Path, batch: &[u8], case: Case) -> f64 {
     let mut sink = FileSink::with_options(path, opts).expect("open the file sink");
     let mut buf = Vec::with_capacity(BATCH);
     let mut sum = 0u8;
+    let reader = (case == Case::ReadBack).then(|| read_back(path));
+    let mut off = 0u64;
     let c0 = thread_cpu_ns();
     let mut left = TOTAL;
     while left > 0 {
@@ -92,9 +99,17 @@ fn sink_loop(path: &Path, key: &Path, batch: &[u8], case: Case) -> f64 {
         if case == Case::Hashed {
             sum ^= blake3::hash(&buf).as_bytes()[0];
         }
+        if let Some((to, _)) = &reader {
+            to.send((off, k)).expect("reader thread");
+        }
+        off += k as u64;
         left -= k;
     }
     sink.flush().expect("flush");
+    if let Some((to, h)) = reader {
+        drop(to);
+        sum ^= h.join().expect("reader thread");
+    }
     sink.close().expect("close");
     let ms = (thread_cpu_ns() - c0) as f64 / 1e6;
     std::hint::black_box(sum);
@@ -105,6 +120,31 @@ fn sink_loop(path: &Path, key: &Path, batch: &[u8], case: Case) -> f64 {
     let _ = std::fs::remove_file(path);
     let _ = std::fs::remove_file(seal_path(path));
     ms
+}
+
+/// The read-back hasher of [`Case::ReadBack`]: a thread on CPU 0 that
+/// reads each `(offset, length)` it is sent back from `path` and hashes
+/// it; joined, it returns a byte of the hashes.
+fn read_back(
+    path: &Path,
+) -> (
+    crossbeam_channel::Sender<(u64, usize)>,
+    std::thread::JoinHandle<u8>,
+) {
+    use std::os::unix::fs::FileExt as _;
+    let (to, from) = crossbeam_channel::bounded::<(u64, usize)>(4);
+    let file = std::fs::File::open(path).expect("open the output to read back");
+    let h = std::thread::spawn(move || {
+        dplog_benches::pin(0);
+        let mut own = vec![0u8; BATCH];
+        let mut sum = 0u8;
+        for (off, len) in from {
+            file.read_exact_at(&mut own[..len], off).expect("read back");
+            sum ^= blake3::hash(&own[..len]).as_bytes()[0];
+        }
+        sum
+    });
+    (to, h)
 }
 
 fn main() {
@@ -177,9 +217,15 @@ fn write_loops(data: &[u8], rounds: usize, only: Option<&str>) {
     let batch = &data[..BATCH];
     // Rounds alternate the cases, so a busy spell of the machine hits
     // each alike; the least of each is kept.
-    let mut best = [f64::MAX; 4];
-    let cases = [Case::Plain, Case::Hashed, Case::Sealed, Case::Thread];
-    let names = ["plain", "hashed", "sealed", "thread"];
+    let mut best = [f64::MAX; 5];
+    let cases = [
+        Case::Plain,
+        Case::Hashed,
+        Case::Sealed,
+        Case::Thread,
+        Case::ReadBack,
+    ];
+    let names = ["plain", "hashed", "sealed", "thread", "read_back"];
     for _ in 0..rounds {
         for (i, case) in cases.into_iter().enumerate() {
             if only.is_some_and(|o| o != names[i]) {
@@ -198,6 +244,10 @@ fn write_loops(data: &[u8], rounds: usize, only: Option<&str>) {
         (
             "sealed, hasher thread on CPU 0 (this thread's CPU)",
             best[3],
+        ),
+        (
+            "plain, a thread on CPU 0 reading each write back and hashing it (this thread's CPU)",
+            best[4],
         ),
     ] {
         if ms == f64::MAX {

@@ -539,6 +539,7 @@ fn write_v1_segment(dir: &Path, seq: u64, s: &Schema, recs: &[Vec<u8>]) -> std::
         blocks,
         index: Vec::new(),
         index_bits: 16,
+        key_ranges: Vec::new(),
     };
     file.extend_from_slice(&footer.to_bytes());
     let path = dir.join(format::sealed_name(seq, min, max));
@@ -578,7 +579,7 @@ fn a_version_1_segment_reads_with_the_identity_calibration() {
     assert_eq!(v1, 500);
     // A version this reader does not know is refused, by name.
     let mut bytes = std::fs::read(&path).unwrap();
-    let unknown = format::VERSION + 1;
+    let unknown = format::MAX_VERSION + 1;
     bytes[8..12].copy_from_slice(&unknown.to_le_bytes());
     std::fs::write(&path, bytes).unwrap();
     let e = Segment::open(&path).unwrap_err();

@@ -425,12 +425,12 @@ pub fn decode_keyed(
     let n = h.rows as usize;
     let size = s.size();
     if n.checked_mul(size)
-        .is_none_or(|b| b > format::MAX_BLOCK_BODY)
+        .map_or(true, |b| b > format::MAX_BLOCK_BODY)
     {
         return Err(invalid("block too large".into()));
     }
     let ncols = u32::from_le_bytes(body[24..28].try_into().expect("4 bytes")) as usize;
-    if ncols < 2 || ncols > 1 << 16 {
+    if !(2..=1 << 16).contains(&ncols) {
         return Err(invalid(format!("keyed block of {ncols} columns")));
     }
     let spans = format::column_spans(body, ncols, body.len())?;

@@ -368,6 +368,9 @@ fn the_scan_finds_live_sessions_on_the_probes_it_is_given() {
     assert_eq!(lookup(&lb_fixture(), &[], t, None).len(), m);
 }
 
+/// `--between` conditions and interval.
+type Case<'a> = (Vec<(&'a str, String)>, u64, u64);
+
 /// `--between` answers of `dir` for `conds` over `[t1, t2]`.
 fn between(dir: &Path, conds: &[(&str, String)], t1: u64, t2: u64) -> Vec<Vec<u8>> {
     let q = Query {
@@ -395,7 +398,7 @@ fn between_answers_of_both_formats_are_the_records_in_time_order() {
         v
     };
     let t0 = lb_conn::T0;
-    let cases: Vec<(Vec<(&str, String)>, u64, u64)> = vec![
+    let cases: Vec<Case<'_>> = vec![
         (vec![], t0, t0 + 3_000_000_000),
         (vec![], t0 + 150_000_000, t0 + 1_350_000_000),
         (vec![("vip", ip(0xC000_0201))], t0, t0 + 3_000_000_000),
@@ -404,8 +407,16 @@ fn between_answers_of_both_formats_are_the_records_in_time_order() {
             t0 + 400_000_000,
             t0 + 2_000_000_000,
         ),
-        (vec![("clientAddr", ip(0xC633_6407))], t0, t0 + 3_000_000_000),
-        (vec![("vport", "80".into())], t0 + 900_000_000, t0 + 1_000_000_000),
+        (
+            vec![("clientAddr", ip(0xC633_6407))],
+            t0,
+            t0 + 3_000_000_000,
+        ),
+        (
+            vec![("vport", "80".into())],
+            t0 + 900_000_000,
+            t0 + 1_000_000_000,
+        ),
     ];
     for (conds, t1, t2) in cases {
         let a = between(lb_archive(), &conds, t1, t2);
@@ -422,8 +433,9 @@ fn between_answers_of_both_formats_are_the_records_in_time_order() {
         )
     };
     let time = |r: &[u8]| {
-        Nat44SessionRecord::schema().fields()[Nat44SessionRecord::schema().meta().event_time.unwrap()]
-            .read_uint(r)
+        Nat44SessionRecord::schema().fields()
+            [Nat44SessionRecord::schema().meta().event_time.unwrap()]
+        .read_uint(r)
     };
     let (a, b) = (nat(nat_pair_archive()), nat(nat_keyed_archive()));
     assert!(a.len() > 500);

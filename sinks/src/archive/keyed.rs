@@ -887,3 +887,129 @@ fn write_sorted(
     }
     Ok((blocks, ranges, at))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dplog_core::schema::{FieldDef, FieldKind};
+
+    /// A 32-byte record: time, key `a` (u32), `b` (u16), a counter.
+    fn schema() -> Schema {
+        Schema::new(
+            402,
+            "t",
+            32,
+            vec![
+                FieldDef::new("time", 8, 8, FieldKind::NsTimestamp, 0),
+                FieldDef::new("a", 16, 4, FieldKind::U32, 0),
+                FieldDef::new("b", 20, 2, FieldKind::U16, 0),
+                FieldDef::new("n", 24, 8, FieldKind::U64, 0),
+            ],
+        )
+        .unwrap()
+    }
+
+    fn rec(t: u64, a: u32, b: u16, n: u64) -> Vec<u8> {
+        let mut r = vec![0u8; 32];
+        r[8..16].copy_from_slice(&t.to_ne_bytes());
+        r[16..20].copy_from_slice(&a.to_ne_bytes());
+        r[20..22].copy_from_slice(&b.to_ne_bytes());
+        r[24..32].copy_from_slice(&n.to_ne_bytes());
+        r
+    }
+
+    /// Records sorted by (a, b, time), pairs of equal keys among them,
+    /// and their keyed block body.
+    fn block() -> (Schema, Vec<Vec<u8>>, Vec<u8>) {
+        let s = schema();
+        let mut recs: Vec<Vec<u8>> = (0..300u64)
+            .map(|i| {
+                rec(
+                    1000 + (i * 7919) % 301,
+                    (i % 5) as u32,
+                    (i / 5 % 3) as u16,
+                    i,
+                )
+            })
+            .collect();
+        recs.sort_by_key(|r| (r[16..20].to_vec(), r[20..22].to_vec(), r[8..16].to_vec()));
+        let index = vec!["a".to_string(), "b".to_string()];
+        let l = KeyLayout::of(&s, &index);
+        assert!(l.packed && l.key.len() == 2);
+        let mut enc = BlockEncoder::new(3).unwrap();
+        let f = keyed_frame(&mut enc, &s, &l, &recs.concat(), recs.len(), 1000, 1300).unwrap();
+        (s, recs, f[BLOCK_HEADER..].to_vec())
+    }
+
+    #[test]
+    fn a_keyed_block_gives_back_its_rows_in_time_order_and_those_a_filter_keeps() {
+        let (s, recs, body) = block();
+        let (h, got) = decode_keyed(&s, &body, &RowFilter::default()).unwrap();
+        assert_eq!(h.rows, 300);
+        let mut want = recs.clone();
+        want.sort_by_key(|r| r[8..16].to_vec());
+        let mut by_time: Vec<Vec<u8>> = got.chunks_exact(32).map(|r| r.to_vec()).collect();
+        let t = |r: &Vec<u8>| u64::from_ne_bytes(r[8..16].try_into().unwrap());
+        assert!(by_time.windows(2).all(|w| t(&w[0]) <= t(&w[1])));
+        by_time.sort();
+        want.sort();
+        assert_eq!(by_time, want);
+        let filter = RowFilter {
+            eq: vec![
+                (16, 3u32.to_ne_bytes().to_vec()),
+                (20, 1u16.to_ne_bytes().to_vec()),
+            ],
+        };
+        let (_, kept) = decode_keyed(&s, &body, &filter).unwrap();
+        let mut kept: Vec<Vec<u8>> = kept.chunks_exact(32).map(|r| r.to_vec()).collect();
+        kept.sort();
+        let want: Vec<Vec<u8>> = want.into_iter().filter(|r| filter.matches(r)).collect();
+        assert_eq!(want.len(), 20);
+        assert_eq!(kept, want);
+        let none = RowFilter {
+            eq: vec![(16, 9u32.to_ne_bytes().to_vec())],
+        };
+        assert!(decode_keyed(&s, &body, &none).unwrap().1.is_empty());
+    }
+
+    #[test]
+    fn a_damaged_keyed_block_is_an_error_not_a_panic() {
+        let (s, _, body) = block();
+        let ncols = u32::from_le_bytes(body[24..28].try_into().unwrap()) as usize;
+        let layout_at = format::column_prefix_len(ncols);
+        // A layout naming a field the schema does not have, one with an
+        // unknown tag, and a body cut short.
+        let mut bad_field = body.clone();
+        bad_field[layout_at + 4] = 99;
+        let mut bad_tag = body.clone();
+        bad_tag[layout_at] = 7;
+        for (what, b) in [
+            ("field", bad_field),
+            ("tag", bad_tag),
+            ("cut", body[..body.len() - 3].to_vec()),
+            ("header", body[..20].to_vec()),
+        ] {
+            let e = decode_keyed(&s, &b, &RowFilter::default()).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{what}: {e}");
+        }
+        // Another schema's block.
+        let other = Schema::new(403, "u", 32, schema().fields().to_vec()).unwrap();
+        assert!(decode_keyed(&other, &body, &RowFilter::default()).is_err());
+    }
+
+    #[test]
+    fn key_ranges_hold_a_prefix_between_their_ends() {
+        let r = KeyRange {
+            block: 0,
+            min: vec![1, 2, 0, 5],
+            max: vec![1, 4, 0, 0],
+        };
+        assert!(KeyLayout::may_hold(&r, &[1]));
+        assert!(KeyLayout::may_hold(&r, &[1, 2]));
+        assert!(KeyLayout::may_hold(&r, &[1, 4, 0, 0]));
+        assert!(!KeyLayout::may_hold(&r, &[1, 2, 0, 4]));
+        assert!(!KeyLayout::may_hold(&r, &[1, 4, 0, 1]));
+        assert!(!KeyLayout::may_hold(&r, &[2]));
+        assert!(!KeyLayout::may_hold(&r, &[0, 9]));
+    }
+}

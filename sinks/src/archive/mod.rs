@@ -47,7 +47,8 @@
 //! range matters.
 //!
 //! A segment file ([`format`](mod@format)) is a 16-byte header
-//! (`DPLOGAR1`, format version u32 LE, 3; readers also take version 2,
+//! (`DPLOGAR1`, format version u32 LE, 3, or 4 for a segment rewritten
+//! sorted by key when sealed ([`keyed`]); readers also take version 2,
 //! whose data blocks compress their columns together, and version 1,
 //! which moreover has no calibration blocks: its TSC fields print as
 //! ticks read as ns, the identity) then block frames `[DPAB][kind u8][0 0 0][body

@@ -7,7 +7,7 @@ Usage (from the repository root, after
 and `pip install duckdb`):
 
     benches/archive_lookup.py WORKDIR EVENTS[,EVENTS...] [--cold] [--compare] [--keep]
-        [--baseline OTHER_DPLOG_QUERY] [--index pair|lifecycle]
+        [--baseline OTHER_DPLOG_QUERY] [--index pair|lifecycle] [--format 3|4]
 
 For each EVENTS count it writes, under WORKDIR (keep it on /tmp, removed
 at the end unless --keep): the synthetic NAT44 archive of the `archive`
@@ -19,7 +19,10 @@ time) with zstd, then the CSV is deleted. The archive is written as
 summaries and the block index both keyed on the (post-NAT address, port)
 pair (`--index pair`, the default); `--index lifecycle` keeps the sink's
 default block index instead (each of the session's eight lifecycle keys
-on its own), with the same summaries. It then asks the 200 probes
+on its own), with the same summaries. `--format 3` seals every segment
+as format version 3 (the writer's default, 4, rewrites each segment of
+the pair index sorted by key when sealing it: the index pages are then
+0 and the blocks' key ranges are in the footers). It then asks the 200 probes
 (100 live sessions, 100 random keys) of the generator:
 
 - dplog-query: one process per probe (`--at T --where addr --where port`,
@@ -72,6 +75,7 @@ GEN = os.path.join(REL, "examples", "nat_archive_gen")
 DAY_NS = 86_400 * 10**9
 BASELINE = None
 INDEX = "pair"
+FORMAT = "4"
 
 COLS = (
     "time_ns UBIGINT, event UTINYINT, proto UTINYINT, src_addr UINTEGER, "
@@ -146,7 +150,7 @@ def run_size(work, events, cold, compare):
     shutil.rmtree(arch, ignore_errors=True)
     duck_too = events <= 10_000_000
     t0 = time.time()
-    env = dict(os.environ, NAT_ARCHIVE_GEN_INDEX=INDEX)
+    env = dict(os.environ, NAT_ARCHIVE_GEN_INDEX=INDEX, NAT_ARCHIVE_GEN_FORMAT=FORMAT)
     gen = subprocess.run([GEN, arch, str(events), csv if duck_too else "", probes_f],
                          check=True, env=env, stdout=subprocess.PIPE, text=True)
     gen_s = time.time() - t0
@@ -170,7 +174,7 @@ def run_size(work, events, cold, compare):
         f"{(ab - sb) / events:.2f}, summaries {sb / events:.2f}), "
         + (f"parquet zstd key-sorted {pb} bytes ({pb / events:.2f} B/event); "
            if duck_too else "no parquet; ")
-        + f"written in {gen_s:.1f} s (index {INDEX})"
+        + f"written in {gen_s:.1f} s (index {INDEX}, format {FORMAT})"
     )
     print(
         f"  segments split: data blocks {data / events:.2f}, key index {index / events:.2f}, "
@@ -346,13 +350,17 @@ def lookups(work, arch, parquet, events, probes, cold, compare):
 def main():
     if len(sys.argv) < 3:
         raise SystemExit(__doc__)
-    global BASELINE, INDEX
+    global BASELINE, INDEX, FORMAT
     work = sys.argv[1]
     cold = "--cold" in sys.argv
     if "--index" in sys.argv:
         INDEX = sys.argv[sys.argv.index("--index") + 1]
         if INDEX not in ("pair", "lifecycle"):
             raise SystemExit("--index: pair or lifecycle")
+    if "--format" in sys.argv:
+        FORMAT = sys.argv[sys.argv.index("--format") + 1]
+        if FORMAT not in ("3", "4"):
+            raise SystemExit("--format: 3 or 4")
     if "--baseline" in sys.argv:
         BASELINE = os.path.abspath(sys.argv[sys.argv.index("--baseline") + 1])
     os.makedirs(work, exist_ok=True)

@@ -55,6 +55,9 @@ pub struct ArchiveSinkConfig {
     pub max_lifetime_ms: u64,
     /// zstd level 1 to 19. Default 3.
     pub zstd_level: i32,
+    /// Segment format version sealed, 3 or 4; see
+    /// [`ArchiveSinkOptions::format_version`]. Default 4.
+    pub format_version: u32,
     /// `fanout` (default) or `failover`.
     pub role: SinkRole,
     /// Seal the segments (`seal = { key_file = "...", sign_every_s = N }`,
@@ -79,6 +82,7 @@ impl Default for ArchiveSinkConfig {
             retention_bytes: 0,
             max_lifetime_ms: d.max_lifetime_ms,
             zstd_level: d.zstd_level,
+            format_version: d.format_version,
             role: SinkRole::Fanout,
             seal: None,
         }
@@ -101,6 +105,7 @@ impl ArchiveSinkConfig {
             retention_bytes: opt(self.retention_bytes),
             max_lifetime_ms: self.max_lifetime_ms,
             zstd_level: self.zstd_level,
+            format_version: self.format_version,
             seal: self.seal.as_ref().map(crate::file::SealConfig::options),
         }
     }

@@ -22,6 +22,14 @@ pub const SEGMENT_HEADER: usize = 16;
 /// take all three; a version-1 segment records no TSC calibration, and
 /// the data blocks of versions 1 and 2 compress all columns together.
 pub const VERSION: u32 = 3;
+/// Format version of a segment rewritten when sealed with its rows sorted
+/// by key ([`super::keyed`]): its data blocks hold the version-3 column
+/// directory over a keyed layout of columns, and its footer the blocks'
+/// key ranges instead of a key index. The writer writes every segment as
+/// version 3 while it is open.
+pub const VERSION_KEYED: u32 = 4;
+/// The newest format version readers take.
+pub const MAX_VERSION: u32 = VERSION_KEYED;
 /// The last format version whose data blocks compress all their columns
 /// together as one zstd frame.
 pub const VERSION_WHOLE_BLOCKS: u32 = 2;
@@ -100,16 +108,21 @@ pub fn parse_name(name: &str) -> Option<(u64, Option<(u64, u64)>)> {
     Some((a.parse().ok()?, Some((b.parse().ok()?, c.parse().ok()?))))
 }
 
-/// The segment header bytes.
+/// The segment header bytes (format [`VERSION`]).
 pub fn segment_header() -> [u8; SEGMENT_HEADER] {
+    segment_header_of(VERSION)
+}
+
+/// The segment header bytes of format `version`.
+pub fn segment_header_of(version: u32) -> [u8; SEGMENT_HEADER] {
     let mut h = [0u8; SEGMENT_HEADER];
     h[..8].copy_from_slice(SEGMENT_MAGIC);
-    h[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    h[8..12].copy_from_slice(&version.to_le_bytes());
     h
 }
 
 /// Checks a segment header; returns its format version
-/// ([`MIN_VERSION`] to [`VERSION`]).
+/// ([`MIN_VERSION`] to [`MAX_VERSION`]).
 ///
 /// Errors: `InvalidData` naming what is wrong.
 pub fn check_header(h: &[u8]) -> io::Result<u32> {
@@ -117,9 +130,9 @@ pub fn check_header(h: &[u8]) -> io::Result<u32> {
         return Err(invalid("not a dplog archive segment (bad magic)".into()));
     }
     let v = u32::from_le_bytes(h[8..12].try_into().expect("4 bytes"));
-    if !(MIN_VERSION..=VERSION).contains(&v) {
+    if !(MIN_VERSION..=MAX_VERSION).contains(&v) {
         return Err(invalid(format!(
-            "segment format version {v}, this reader knows {MIN_VERSION} to {VERSION}"
+            "segment format version {v}, this reader knows {MIN_VERSION} to {MAX_VERSION}"
         )));
     }
     Ok(v)
@@ -310,10 +323,10 @@ pub fn whole_block_body(
 /// its buffers and its zstd context from block to block (a block then
 /// allocates only its frame).
 pub struct BlockEncoder {
-    cols: encode::ColumnScratch,
-    raw: Vec<u8>,
-    z: Vec<u8>,
-    zstd: zstd::bulk::Compressor<'static>,
+    pub(super) cols: encode::ColumnScratch,
+    pub(super) raw: Vec<u8>,
+    pub(super) z: Vec<u8>,
+    pub(super) zstd: zstd::bulk::Compressor<'static>,
 }
 
 impl std::fmt::Debug for BlockEncoder {
@@ -1017,6 +1030,52 @@ pub struct BlockMeta {
     pub max: u64,
 }
 
+/// The key range of one keyed data block, from the footer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyRange {
+    /// The block's index in the footer's block list.
+    pub block: u32,
+    /// The smallest key of its rows ([`super::keyed::KeyLayout::key_bytes`]).
+    pub min: Vec<u8>,
+    /// The largest key of its rows.
+    pub max: Vec<u8>,
+}
+
+/// Appends the footer's key ranges (nothing when there are none).
+fn put_ranges(b: &mut Vec<u8>, ranges: &[KeyRange]) {
+    if ranges.is_empty() {
+        return;
+    }
+    b.extend_from_slice(&(ranges.len() as u32).to_le_bytes());
+    for r in ranges {
+        b.extend_from_slice(&r.block.to_le_bytes());
+        for k in [&r.min, &r.max] {
+            b.extend_from_slice(&(k.len() as u16).to_le_bytes());
+            b.extend_from_slice(k);
+        }
+    }
+}
+
+/// Reads the footer's key ranges, if any are left in `c`.
+fn get_ranges(c: &mut Cursor<'_>) -> io::Result<Vec<KeyRange>> {
+    if c.p == c.b.len() {
+        return Ok(Vec::new());
+    }
+    let n = c.u32()? as usize;
+    let mut out = Vec::with_capacity(n.min(1 << 16));
+    for _ in 0..n {
+        let block = c.u32()?;
+        let mut key = || -> io::Result<Vec<u8>> {
+            let l = c.take(2)?;
+            let l = u16::from_le_bytes([l[0], l[1]]) as usize;
+            Ok(c.take(l)?.to_vec())
+        };
+        let (min, max) = (key()?, key()?);
+        out.push(KeyRange { block, min, max });
+    }
+    Ok(out)
+}
+
 /// A sealed segment's footer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Footer {
@@ -1041,6 +1100,10 @@ pub struct Footer {
     /// Bits of the key hashes the index keeps: the high `index_bits` of
     /// [`key_hash32`] (16 to 32).
     pub index_bits: u8,
+    /// Version 4: the key range of each keyed data block
+    /// ([`KeyRange`]); empty in older versions (and then
+    /// not written: their footers end after the index directory).
+    pub key_ranges: Vec<KeyRange>,
 }
 
 fn put_str(b: &mut Vec<u8>, s: &str) {
@@ -1084,6 +1147,7 @@ impl Footer {
             b.extend_from_slice(&p.len.to_le_bytes());
             b.extend_from_slice(&p.crc.to_le_bytes());
         }
+        put_ranges(&mut b, &self.key_ranges);
         let crc = crc32fast::hash(&b);
         let len = b.len() as u64;
         b.extend_from_slice(&len.to_le_bytes());
@@ -1164,6 +1228,7 @@ impl Footer {
                 crc: c.u32()?,
             });
         }
+        let key_ranges = get_ranges(&mut c)?;
         if c.p != b.len() {
             return Err(invalid("trailing bytes".into()));
         }
@@ -1177,6 +1242,7 @@ impl Footer {
             blocks,
             index,
             index_bits,
+            key_ranges,
         })
     }
 }

@@ -47,7 +47,8 @@
 //! range matters.
 //!
 //! A segment file ([`format`](mod@format)) is a 16-byte header
-//! (`DPLOGAR1`, format version u32 LE, 3; readers also take version 2,
+//! (`DPLOGAR1`, format version u32 LE, 3, or 4 for a segment rewritten
+//! sorted by key when sealed ([`keyed`]); readers also take version 2,
 //! whose data blocks compress their columns together, and version 1,
 //! which moreover has no calibration blocks: its TSC fields print as
 //! ticks read as ns, the identity) then block frames `[DPAB][kind u8][0 0 0][body
@@ -77,6 +78,13 @@
 //!   (so it reads alone, as an mmap segment does) and before each such
 //!   block whose calibration differs from the segment's last one. A data
 //!   block with none before it converts with the identity.
+//!
+//! A segment is written as version 3 while it is open. When `index`
+//! names fields (and `format_version` is 4, the default), sealing
+//! rewrites it as version 4 ([`keyed`]): each record type's rows sorted
+//! by its key tuple, a row repeating the previous row's tuple stored as a
+//! flag and its own fields, the blocks' key ranges in the footer instead
+//! of a key index; readers hand its rows in event-time order.
 //!
 //! A sealed segment ends with its key index pages, a footer (time range,
 //! rows, the writer's `max_lifetime_ms`, the index key fields, per block
@@ -176,6 +184,7 @@
 pub mod counted;
 pub mod encode;
 pub mod format;
+pub mod keyed;
 mod options;
 pub mod reader;
 mod recover;
@@ -519,6 +528,7 @@ impl ArchiveSink {
         let lock = lock_dir(dir)?;
         let opts_level = opts.zstd_level;
         let counters = Arc::new(ArchiveCounters::default());
+        recover::clean_rewrites(dir)?;
         let mut next_seq = 0;
         for sf in list_segments(dir)? {
             next_seq = next_seq.max(sf.seq + 1);
@@ -1113,6 +1123,43 @@ impl ArchiveSink {
         let min = data.clone().map(|b| b.min).min().unwrap_or(0);
         let max = data.clone().map(|b| b.max).max().unwrap_or(0);
         let rows = data.map(|b| b.rows as u64).sum();
+        let keyed = self.opts.format_version >= format::VERSION_KEYED
+            && self.sealer.is_none()
+            && !self.opts.index.is_empty()
+            && !format::index_per_field(&self.opts.index);
+        if keyed {
+            let parts = keyed::OpenParts {
+                dir: &self.dir,
+                file: &seg.file,
+                path: &seg.path,
+                seq: seg.seq,
+                blocks: &seg.blocks,
+                min,
+                max,
+                rows,
+                max_lifetime_ms: self.opts.max_lifetime_ms,
+                index: &self.opts.index,
+                block_rows: self.opts.block_rows,
+            };
+            match keyed::rewrite(&parts, &mut self.enc) {
+                Ok(Some((_, n))) => {
+                    add(&self.counters.bytes, n);
+                    return self.sealed(min, max);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    // Sealed as version 3 below: nothing is lost.
+                    eprintln!(
+                        "dplog: archive {}: segment {} not rewritten sorted by key (sealed as \
+                         version {}): {e}",
+                        self.dir.display(),
+                        seg.seq,
+                        format::VERSION
+                    );
+                    add(&self.counters.write_errors, 1);
+                }
+            }
+        }
         let end = seg.offset;
         let (index, mut bytes, index_bits) = index_tail(&mut seg.pairs, end);
         let footer = Footer {
@@ -1125,6 +1172,7 @@ impl ArchiveSink {
             blocks: seg.blocks.clone(),
             index,
             index_bits,
+            key_ranges: Vec::new(),
         };
         bytes.extend_from_slice(&footer.to_bytes());
         if let Err(e) = seg
@@ -1150,6 +1198,15 @@ impl ArchiveSink {
             }
         }
         add(&self.counters.bytes, bytes.len() as u64);
+        self.sealed(min, max)
+    }
+
+    /// After the open segment's rename to its sealed name (events
+    /// `min..=max`): the directory's fsync, its summary entry, retention.
+    fn sealed(&mut self, min: u64, max: u64) -> io::Result<()> {
+        let Some(seg) = self.open.as_mut() else {
+            return Ok(());
+        };
         add(&self.counters.segments_sealed, 1);
         let (seq, mut tuples, types) = (
             seg.seq,

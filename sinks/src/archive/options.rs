@@ -53,6 +53,15 @@ pub struct ArchiveSinkOptions {
     pub max_lifetime_ms: u64,
     /// zstd level, 1 to 19. Default 3.
     pub zstd_level: i32,
+    /// Segment format version the writer seals, 3 or 4. Default 4: when
+    /// `index` names fields, a segment is rewritten when sealed with its
+    /// rows sorted by key and a session's close stored as a repeat of
+    /// its open ([`keyed`](super::keyed); the blocks' key ranges replace
+    /// the key index); segments with the per-field `@lifecycle` index or
+    /// none, with TSC calibration blocks, a record type without an event
+    /// time, or sealed ([`seal`](Self::seal)) stay version 3. 3: every
+    /// segment is version 3, as readers before version 4 read.
+    pub format_version: u32,
     /// Seal the segments ([`crate::seal`]): every block, header and
     /// footer written is chained with BLAKE3 in `<segment>.seal` (renamed
     /// with its segment, deleted with it by retention), the head signed
@@ -78,6 +87,7 @@ impl Default for ArchiveSinkOptions {
             retention_bytes: None,
             max_lifetime_ms: 86_400_000,
             zstd_level: 3,
+            format_version: format::VERSION_KEYED,
             seal: None,
         }
     }
@@ -102,6 +112,14 @@ impl ArchiveSinkOptions {
             return bad(format!(
                 "segment_bytes = {}: must be at least 4096",
                 self.segment_bytes
+            ));
+        }
+        if !(format::VERSION..=format::VERSION_KEYED).contains(&self.format_version) {
+            return bad(format!(
+                "format_version = {}: must be {} or {}",
+                self.format_version,
+                format::VERSION,
+                format::VERSION_KEYED
             ));
         }
         if !(1..=19).contains(&self.zstd_level) {

@@ -80,6 +80,9 @@ pub fn list_segments(dir: &Path) -> io::Result<Vec<SegmentFile>> {
         }
     }
     v.sort_by_key(|s| (s.seq, s.range.is_none()));
+    // An open segment whose sealed one exists (a crash between a keyed
+    // rewrite's rename and the removal of the open file) is a copy of it.
+    v.dedup_by(|b, a| a.seq == b.seq && a.range.is_some() && b.range.is_none());
     Ok(v)
 }
 
@@ -129,6 +132,9 @@ pub struct Segment {
     pub schemas: Vec<Schema>,
     /// The index key fields of its footer (empty when not sealed).
     pub index_fields: Vec<String>,
+    /// Version 4: the key range of each keyed data block, from the
+    /// footer (see [`blocks_in_key_range`](Self::blocks_in_key_range)).
+    pub key_ranges: Vec<super::keyed::KeyRange>,
     /// The writer's `max_lifetime_ms`, from the footer.
     pub max_lifetime_ms: Option<u64>,
     /// Damage found while opening it.
@@ -194,6 +200,7 @@ impl Segment {
             index_bits: 32,
             schemas: Vec::new(),
             index_fields: Vec::new(),
+            key_ranges: Vec::new(),
             max_lifetime_ms: None,
             problems: Vec::new(),
             valid_len: SEGMENT_HEADER as u64,
@@ -227,6 +234,7 @@ impl Segment {
                 seg.index = f.index;
                 seg.index_bits = f.index_bits;
                 seg.index_fields = f.index_fields;
+                seg.key_ranges = f.key_ranges;
                 seg.max_lifetime_ms = Some(f.max_lifetime_ms);
                 for i in 0..seg.blocks.len() {
                     if seg.blocks[i].kind == KIND_SCHEMA {
@@ -385,7 +393,7 @@ impl Segment {
     /// Errors: `InvalidData` for an index page that fails its checksum or
     /// does not parse (read the blocks instead, and report it).
     pub fn blocks_with_key(&self, h: u32) -> io::Result<Option<Vec<u32>>> {
-        if !self.sealed {
+        if !self.sealed || self.version >= format::VERSION_KEYED {
             return Ok(None);
         }
         let mut out = Vec::new();
@@ -449,13 +457,45 @@ impl Segment {
                 continue;
             };
             let len = match self.schema(m.schema_id) {
-                Some(s) if m.kind == KIND_DATA && self.version > format::VERSION_WHOLE_BLOCKS => {
+                Some(s)
+                    if m.kind == KIND_DATA
+                        && self.version > format::VERSION_WHOLE_BLOCKS
+                        && self.version < format::VERSION_KEYED =>
+                {
                     BLOCK_HEADER + format::column_prefix_len(format::schema_columns(s).len())
                 }
                 _ => m.len as usize,
             };
             counted::advise(&self.file, m.offset, len.min(m.len as usize) as u64);
         }
+    }
+
+    /// Version 4: the data blocks of record type `s` whose key range may
+    /// hold the first key fields `filter` gives exactly
+    /// ([`keyed::KeyLayout::prefix_of`](super::keyed::KeyLayout::prefix_of)),
+    /// ascending; `None` when the segment is not keyed, not sealed, or
+    /// the filter does not give the type's first key field (read every
+    /// block of the type). A data block of the type without a range is
+    /// named.
+    pub fn blocks_in_key_range(&self, s: &Schema, filter: &RowFilter) -> Option<Vec<u32>> {
+        if !self.sealed || self.version < format::VERSION_KEYED {
+            return None;
+        }
+        let l = super::keyed::KeyLayout::of(s, &self.index_fields);
+        let q = l.prefix_of(s, filter)?;
+        let mut ranges = self.key_ranges.iter().peekable();
+        let mut out = Vec::new();
+        for (i, b) in self.blocks.iter().enumerate() {
+            while ranges.next_if(|r| (r.block as usize) < i).is_some() {}
+            if b.kind != KIND_DATA || b.schema_id != s.id() {
+                continue;
+            }
+            match ranges.next_if(|r| r.block as usize == i) {
+                Some(r) if !super::keyed::KeyLayout::may_hold(r, &q) => {}
+                _ => out.push(i as u32),
+            }
+        }
+        Some(out)
     }
 
     /// The schema with id `id` in this segment.
@@ -528,11 +568,18 @@ impl Segment {
                 m.schema_id
             ))
         })?;
-        if self.version > format::VERSION_WHOLE_BLOCKS && !filter.eq.is_empty() {
+        if self.version > format::VERSION_WHOLE_BLOCKS
+            && self.version < format::VERSION_KEYED
+            && !filter.eq.is_empty()
+        {
             return self.read_columns(i, s, filter).map(|recs| (s, recs));
         }
         let body = self.read_body(i)?;
-        let (h, recs) = format::decode_rows(s, &body, self.version, filter)?;
+        let (h, recs) = if self.version >= format::VERSION_KEYED {
+            super::keyed::decode_keyed(s, &body, filter)?
+        } else {
+            format::decode_rows(s, &body, self.version, filter)?
+        };
         if h.rows != m.rows || h.schema_id != m.schema_id {
             return Err(format::invalid(
                 "block header differs from the footer".into(),
@@ -1072,6 +1119,7 @@ mod tests {
                 blocks,
                 index: Vec::new(),
                 index_bits: 16,
+                key_ranges: Vec::new(),
             };
             file.extend_from_slice(&footer.to_bytes());
             format::sealed_name(0, 0, max)

@@ -38,6 +38,41 @@ pub(super) fn lock_dir(dir: &Path) -> io::Result<File> {
     Ok(file)
 }
 
+/// Removes what a crash during a keyed rewrite ([`super::keyed::rewrite`])
+/// left: its sorted file (the open segment it was made from is still
+/// there), or an open segment whose sealed segment exists (the rewrite
+/// was renamed before the open file was removed). Either is said on
+/// stderr.
+pub(super) fn clean_rewrites(dir: &Path) -> io::Result<()> {
+    let segs = super::list_segments(dir)?;
+    let mut removed = false;
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let copy = format::parse_name(name).is_some_and(|(seq, range)| {
+            range.is_none() && segs.iter().any(|s| s.seq == seq && s.range.is_some())
+        });
+        if copy || super::keyed::is_sort_name(name) {
+            eprintln!(
+                "dplog: archive recovery: {}: {}; removed",
+                e.path().display(),
+                if copy {
+                    "a copy of its sealed segment (a crash ended its rewrite sorted by key)"
+                } else {
+                    "an unfinished rewrite sorted by key (its open segment is recovered)"
+                }
+            );
+            std::fs::remove_file(e.path())?;
+            removed = true;
+        }
+    }
+    if removed {
+        sync_dir(dir)?;
+    }
+    Ok(())
+}
+
 pub(super) fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
@@ -131,6 +166,7 @@ pub(super) fn recover(
         blocks,
         index,
         index_bits,
+        key_ranges: Vec::new(),
     };
     let mut bytes = tail;
     bytes.extend_from_slice(&footer.to_bytes());

@@ -463,6 +463,7 @@ fn write_v1_segment(dir: &Path, s: &Schema, recs: &[Vec<u8>]) {
         blocks,
         index: Vec::new(),
         index_bits: 16,
+        key_ranges: Vec::new(),
     };
     file.extend_from_slice(&footer.to_bytes());
     std::fs::write(dir.join(format::sealed_name(0, min, max)), file).unwrap();

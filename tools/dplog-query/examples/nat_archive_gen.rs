@@ -16,7 +16,9 @@
 //! `NAT_ARCHIVE_GEN_ZSTD_LEVEL` sets the sink's `zstd_level` (default 3);
 //! `NAT_ARCHIVE_GEN_INDEX=pair` keys the block index on the post-NAT
 //! address and port together (the default indexes each of the session's
-//! eight lifecycle keys on its own).
+//! eight lifecycle keys on its own). `NAT_ARCHIVE_GEN_FORMAT=3` seals
+//! every segment as format version 3 (the default, 4, rewrites the
+//! segments of a `pair` index sorted by key).
 //!
 //! It prints one line to stdout, the sealed segments' bytes split from
 //! their footers: `split: data blocks B, schema and calibration blocks B,
@@ -74,6 +76,9 @@ fn main() {
     };
     if std::env::var("NAT_ARCHIVE_GEN_INDEX").is_ok_and(|v| v == "pair") {
         opts.index = opts.summary.clone();
+    }
+    if let Ok(v) = std::env::var("NAT_ARCHIVE_GEN_FORMAT") {
+        opts.format_version = v.parse().expect("NAT_ARCHIVE_GEN_FORMAT: 3 or 4");
     }
     if let Ok(l) = std::env::var("NAT_ARCHIVE_GEN_ZSTD_LEVEL") {
         opts.zstd_level = l.parse().expect("NAT_ARCHIVE_GEN_ZSTD_LEVEL: a zstd level");

@@ -1034,6 +1034,13 @@ fn run_on(
                         }
                     }
                 }
+                if named.is_none() {
+                    // A keyed segment (version 4): the blocks whose key
+                    // range holds the key's first fields given.
+                    named = r
+                        .as_ref()
+                        .and_then(|r| seg.blocks_in_key_range(s, &r.row_filter()));
+                }
                 if let Some(v) = named {
                     // Their starts asked for together (cold: one wait).
                     seg.advise_blocks(&v);

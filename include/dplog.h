@@ -550,8 +550,8 @@ struct dplog_ring_stats {
  * (counting its records as enqueued) and leaves it empty (`cursor` and
  * `end` NULL); so does `dplog_close`, which sets `end` to NULL from its
  * own thread (hence the atomic access). A window never holds more than
- * 1023 slots, never wraps, never covers a latency-sampled ring index
- * (one in 1024, which the library stamps) and, with `[ring] publish_every` above
+ * 4095 slots, never wraps, never covers a latency-sampled ring index
+ * (one in 4096, which the library stamps) and, with `[ring] publish_every` above
  * 1, never lets more than `publish_every - 1` records wait unpublished.
  * The 64 bytes from `cursor` are always the producer's: a window of
  * 32-byte slots ends one slot before the free slots the producer holds,

@@ -1011,7 +1011,7 @@ static void test_inline_window(void) {
   EXPECT((dplog_log)(p, DPLOG_SCHEMA_NAT44_SESSION, &r, sizeof r), DPLOG_OK);
   CHECK(w->cursor == NULL);
   /* The inline path: the first call opens a window up to the ring's
-   * end (256 slots; the next latency-sampled ring index, 1024, is
+   * end (256 slots; the next latency-sampled ring index, 4096, is
    * further) and writes one record into it. */
   r = session(1);
   EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &r, sizeof r), DPLOG_OK);

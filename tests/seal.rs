@@ -324,6 +324,68 @@ fn a_seal_anchor_table_is_a_syslog_sinks_settings() {
     assert!(m.contains("adress"), "{m}");
 }
 
+/// `[sink.seal.anchor]` on an mmap sink and an archive, from the config:
+/// the signature at close reaches a receiver on loopback (UDP) as one
+/// anchor message, which holds for the segments written; a segment sink
+/// without a seal refuses an anchor from the library.
+#[test]
+fn mmap_and_archive_seals_take_an_anchor_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let (key, public) = (dir.path().join("seal.key"), dir.path().join("seal.pub"));
+    let vk = seal::generate_key_pair(&key, &public).unwrap();
+    for (format, sink) in [("json", "mmap"), ("binary", "archive")] {
+        let out = dir.path().join(sink);
+        std::fs::create_dir(&out).unwrap();
+        let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let text = format!(
+            "[ring]\npublish_every = 16\n[format]\ntype = \"{format}\"\n[sink]\ntype = \"{sink}\"\n\
+             dir = \"{}\"\n[sink.seal]\nkey_file = \"{}\"\n[sink.seal.anchor]\n\
+             transport = \"udp\"\naddress = \"{}\"\n",
+            out.display(),
+            key.display(),
+            port.local_addr().unwrap()
+        );
+        let logger = LogConfig::from_toml_str(&text)
+            .unwrap()
+            .start::<IoSample>()
+            .unwrap();
+        let mut p = logger.producer().unwrap();
+        for i in 0..10 {
+            assert!(p.log(sample(i)));
+        }
+        p.flush();
+        drop(p);
+        logger.shutdown().unwrap();
+        port.set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let mut buf = [0u8; 2048];
+        let n = port.recv(&mut buf).unwrap();
+        let anchors_file = dir.path().join(format!("{sink}.anchors"));
+        std::fs::write(&anchors_file, &buf[..n]).unwrap();
+        let (anchors, bad) = verify::read_anchors(&anchors_file, &[vk]).unwrap();
+        assert_eq!((anchors.len(), bad), (1, 0), "{sink}");
+        let files = verify::set_of(&out).unwrap();
+        let r = verify::verify_anchored(&files, &[vk], &anchors).unwrap();
+        assert_eq!(
+            (r.finding, r.signatures),
+            (None, 1),
+            "{sink}: {:?}",
+            r.notes
+        );
+        // One segment: its sealed bytes end where the head says (after
+        // the mmap segment's 4 KiB header, which is not sealed).
+        let base = if sink == "mmap" { 4096 } else { 0 };
+        assert_eq!((files.len(), anchors[0].end), (1, base + r.bytes), "{sink}");
+    }
+    let mut unsealed = dplog::sinks::MmapSink::open(dir.path(), Default::default()).unwrap();
+    let udp = dplog::sinks::SyslogSink::new(dplog::sinks::SyslogSinkOptions::new(
+        dplog::sinks::SyslogTransport::Udp("127.0.0.1:9".parse().unwrap()),
+    ))
+    .unwrap();
+    let e = unsealed.set_seal_anchor(Box::new(udp)).unwrap_err();
+    assert!(e.to_string().contains("an anchor needs a seal"), "{e}");
+}
+
 /// The sealed writes `(offset, length)` of every segment seal in `dir`,
 /// with the segment, in sequence order.
 fn segment_writes(dir: &Path) -> Vec<(PathBuf, Vec<(u64, u64)>)> {

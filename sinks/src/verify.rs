@@ -24,8 +24,8 @@ use std::path::{Path, PathBuf};
 use ed25519_dalek::{Signature, VerifyingKey};
 
 use crate::seal::{
-    genesis, hex, key_message, link, mark_message, seal_path, sign_message, Entry, EntryReader,
-    Placed, MAGIC,
+    genesis, hex, key_message, link, seal_path, sign_message, Entry, EntryReader, Placed, Signed,
+    MAGIC,
 };
 use crate::seal::{TAG_BATCH, TAG_CLOSE, TAG_LATE, TAG_RESUME};
 
@@ -987,45 +987,22 @@ impl Verifier<'_> {
                         next_anchor += 1;
                     }
                 }
-                Entry::Sign {
-                    batches: n,
-                    end,
-                    time_ms,
-                    head: h,
-                    pubkey: pk,
-                    sig,
-                }
-                | Entry::Close {
-                    batches: n,
-                    end,
-                    time_ms,
-                    head: h,
-                    pubkey: pk,
-                    sig,
-                }
-                | Entry::Resume {
-                    batches: n,
-                    end,
-                    time_ms,
-                    head: h,
-                    pubkey: pk,
-                    sig,
-                } => {
+                Entry::Sign(s) | Entry::Close(s) | Entry::Resume(s) => {
+                    let Signed {
+                        batches: n,
+                        end,
+                        head: h,
+                        pubkey: pk,
+                        sig,
+                        ..
+                    } = s;
                     let after = Some((signed.0, pos));
                     let vk = VerifyingKey::from_bytes(pk).ok();
-                    let (msg, what) = match e.tag() {
-                        TAG_CLOSE => (
-                            mark_message(TAG_CLOSE, &log_id, seq, *n, *end, *time_ms, h),
-                            "close entry",
-                        ),
-                        TAG_RESUME => (
-                            mark_message(TAG_RESUME, &log_id, seq, *n, *end, *time_ms, h),
-                            "resume entry",
-                        ),
-                        _ => (
-                            sign_message(&log_id, seq, *n, *end, *time_ms, h),
-                            "signature",
-                        ),
+                    let msg = s.message(e.tag(), &log_id, seq);
+                    let what = match e.tag() {
+                        TAG_CLOSE => "close entry",
+                        TAG_RESUME => "resume entry",
+                        _ => "signature",
                     };
                     let valid = vk.is_some_and(|vk| {
                         vk.verify_strict(&msg, &Signature::from_bytes(sig)).is_ok()

@@ -9,14 +9,16 @@
 //! that no longer matches, with its record and byte.
 
 mod common;
+#[path = "../../testkit/fixtures/reseal.rs"]
+mod reseal;
 
 use std::path::{Path, PathBuf};
 
 use dplog_core::Sink;
-use dplog_sinks::seal::{self, anchor, seal_path, Entry, HasherMode, SealOptions};
+use dplog_sinks::seal::{self, anchor, HasherMode, SealOptions};
 use dplog_sinks::verify::{read_anchors, verify_anchored, verify_files, Problem};
 use dplog_sinks::{FileSink, FileSinkCounters, FileSinkOptions};
-use ed25519_dalek::{Signer, SigningKey};
+use ed25519_dalek::SigningKey;
 
 /// Batch `b`: four lines of a user's record (a VPN gateway's logins).
 fn batch(b: usize) -> Vec<u8> {
@@ -68,121 +70,6 @@ fn run(
     offs
 }
 
-/// Rewrites the seal of `path` for its current bytes with `sk`, a key of
-/// the attacker's own: every write rehashed, every signature made again
-/// and every public key replaced.
-fn reseal(path: &Path, sk: &SigningKey) {
-    let pk = sk.verifying_key().to_bytes();
-    let data = std::fs::read(path).unwrap();
-    let old = std::fs::read(seal_path(path)).unwrap();
-    let (entries, _) = seal::read_entries(&mut &old[seal::MAGIC.len()..], 10_000).unwrap();
-    let mut out = seal::MAGIC.to_vec();
-    let (mut head, mut log, mut seq) = ([0u8; 32], [0u8; 16], 0);
-    for (_, e) in entries {
-        let e = match e {
-            Entry::Start {
-                log_id,
-                seq: s,
-                start,
-                prev,
-                time_ms,
-                ..
-            } => {
-                (head, log, seq) = (prev, log_id, s);
-                Entry::Start {
-                    log_id,
-                    seq: s,
-                    start,
-                    prev,
-                    pubkey: pk,
-                    time_ms,
-                }
-            }
-            Entry::Batch { late, off, len, .. } => {
-                let content = *blake3::hash(&data[off as usize..(off + len) as usize]).as_bytes();
-                let tag = if late {
-                    seal::TAG_LATE
-                } else {
-                    seal::TAG_BATCH
-                };
-                head = seal::link(&head, tag, off, len, &content);
-                Entry::Batch {
-                    late,
-                    off,
-                    len,
-                    content,
-                    chain: head,
-                }
-            }
-            Entry::Sign {
-                batches,
-                end,
-                time_ms,
-                ..
-            } => {
-                let msg = seal::sign_message(&log, seq, batches, end, time_ms, &head);
-                Entry::Sign {
-                    batches,
-                    end,
-                    time_ms,
-                    head,
-                    pubkey: pk,
-                    sig: sk.sign(&msg).to_bytes(),
-                }
-            }
-            Entry::Close {
-                batches,
-                end,
-                time_ms,
-                ..
-            } => Entry::Close {
-                batches,
-                end,
-                time_ms,
-                head,
-                pubkey: pk,
-                sig: sk
-                    .sign(&seal::mark_message(
-                        seal::TAG_CLOSE,
-                        &log,
-                        seq,
-                        batches,
-                        end,
-                        time_ms,
-                        &head,
-                    ))
-                    .to_bytes(),
-            },
-            Entry::Resume {
-                batches,
-                end,
-                time_ms,
-                ..
-            } => Entry::Resume {
-                batches,
-                end,
-                time_ms,
-                head,
-                pubkey: pk,
-                sig: sk
-                    .sign(&seal::mark_message(
-                        seal::TAG_RESUME,
-                        &log,
-                        seq,
-                        batches,
-                        end,
-                        time_ms,
-                        &head,
-                    ))
-                    .to_bytes(),
-            },
-            Entry::Key { .. } => continue,
-        };
-        e.encode(&mut out);
-    }
-    std::fs::write(seal_path(path), out).unwrap();
-}
-
 struct Setup {
     _dir: tempfile::TempDir,
     key: PathBuf,
@@ -221,7 +108,7 @@ fn check_rewrite_is_found(s: &Setup, offs: &[u64]) {
     forged[offs[8] as usize + 12] = b'X';
     std::fs::write(&s.path, &forged).unwrap();
     let fresh = SigningKey::generate(&mut rand_core::OsRng);
-    reseal(&s.path, &fresh);
+    reseal::reseal(std::slice::from_ref(&s.path), &fresh);
     let trusted = [s.vk, fresh.verifying_key()];
     // The seal alone holds: every write hashes, every signature verifies.
     let r = verify_files(std::slice::from_ref(&s.path), &trusted).unwrap();

@@ -17,9 +17,11 @@
 //!   connect that might reach another socket or the client itself.
 //!
 //! `fixtures/tsc_archive.rs` (the archive tests' stream under three TSC
-//! calibrations) is not part of this library: the tests of `dplog-sinks`,
-//! `dplog-cat` and `dplog-query` include it by path, since it needs
-//! crates whose own tests depend on this one.
+//! calibrations) and `fixtures/reseal.rs` (a sealed log's seals rewritten
+//! as an attacker with a key would) are not part of this library: the
+//! tests of `dplog-sinks`, `dplog-cat`, `dplog-query` and `dplog-verify`
+//! include them by path, since they need crates whose own tests depend on
+//! this one.
 //!
 //! Everything here panics with a message naming the missing tool or the
 //! step that failed: it serves tests only.

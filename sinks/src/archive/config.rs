@@ -58,8 +58,8 @@ pub struct ArchiveSinkConfig {
     /// `fanout` (default) or `failover`.
     pub role: SinkRole,
     /// Seal the segments (`seal = { key_file = "...", sign_every_s = N }`,
-    /// as a file sink's; `dplog-verify DIR` checks them). `anchor` is not
-    /// taken here yet. Default: no seal.
+    /// as a file sink's, `[sink.seal.anchor]` included; `dplog-verify DIR`
+    /// checks them). Default: no seal.
     pub seal: Option<crate::file::SealConfig>,
 }
 
@@ -135,8 +135,13 @@ impl SinkSettings for ArchiveSinkConfig {
     }
 
     /// An [`ArchiveSink`] on `dir` (the header is not used: segments
-    /// carry their schemas).
+    /// carry their schemas), with the seal's anchor sink when there is
+    /// one.
     fn build(&self, _header: Option<&[u8]>) -> io::Result<BoxSink> {
-        Ok(Box::new(ArchiveSink::open(&self.dir, self.options())?))
+        let mut sink = ArchiveSink::open(&self.dir, self.options())?;
+        if let Some(anchor) = self.seal.as_ref().and_then(|s| s.anchor.as_ref()) {
+            anchor.attach(|a, records| sink.anchor_to(a, records))?;
+        }
+        Ok(Box::new(sink))
     }
 }

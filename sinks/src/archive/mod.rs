@@ -385,6 +385,8 @@ pub struct ArchiveSink {
     /// The newest sealed segment with a seal when the sink opened: the
     /// chain the first new segment continues.
     last_sealed: Option<PathBuf>,
+    /// The seal's anchor until there is a sealer to take it.
+    anchor: Option<crate::seal::Anchor>,
 }
 
 /// The key index pages of `pairs` (full 32-bit hashes) placed from byte
@@ -557,6 +559,7 @@ impl ArchiveSink {
             index_checked: false,
             sealer: None,
             last_sealed,
+            anchor: None,
         })
     }
 
@@ -584,6 +587,56 @@ impl ArchiveSink {
     /// The sink's counters.
     pub fn counters(&self) -> Arc<ArchiveCounters> {
         self.counters.clone()
+    }
+
+    /// Sends every head the seal signs also to `sink`, another host's
+    /// syslog receiver ([`Sealer::set_anchor`](crate::seal::Sealer::set_anchor)),
+    /// through every segment; failures are counted in
+    /// [`ArchiveCounters::anchor_failed`].
+    ///
+    /// # Errors
+    /// `InvalidInput` when the sink has no seal.
+    pub fn set_seal_anchor(&mut self, sink: Box<dyn Sink>) -> io::Result<()> {
+        self.anchor_to(sink, None)
+    }
+
+    /// Sends every head the seal signs also to `sink` as a
+    /// [`SealHead`](crate::seal::anchor::SealHead) record in `formatter`'s
+    /// format (a Kafka topic, a ClickHouse table, ...;
+    /// [`Sealer::set_anchor_records`](crate::seal::Sealer::set_anchor_records));
+    /// failures are counted in [`ArchiveCounters::anchor_failed`].
+    ///
+    /// # Errors
+    /// `InvalidInput` when the sink has no seal.
+    pub fn set_seal_anchor_records(
+        &mut self,
+        sink: Box<dyn Sink>,
+        formatter: dplog_formatters::SchemaFormatter,
+    ) -> io::Result<()> {
+        self.anchor_to(sink, Some(formatter))
+    }
+
+    /// The anchor of [`set_seal_anchor`](Self::set_seal_anchor) (`records`
+    /// `None`) or [`set_seal_anchor_records`](Self::set_seal_anchor_records).
+    pub(crate) fn anchor_to(
+        &mut self,
+        sink: Box<dyn Sink>,
+        records: Option<dplog_formatters::SchemaFormatter>,
+    ) -> io::Result<()> {
+        let counters = self.counters.clone();
+        let a = crate::seal::Anchor::new(
+            sink,
+            records,
+            Box::new(move |_| add(&counters.anchor_failed, 1)),
+        );
+        let sealed = self.opts.seal.is_some();
+        crate::seal::Sealer::place_anchor(
+            sealed,
+            &self.dir,
+            self.sealer.as_mut(),
+            &mut self.anchor,
+            a,
+        )
     }
 
     /// Checks that `batch` is whole binary frames.
@@ -904,11 +957,14 @@ impl ArchiveSink {
                 // segment's in this run, or the newest sealed one's.
                 let started = match (self.sealer.as_mut(), &self.last_sealed) {
                     (Some(s), _) => s.next_file(&path),
-                    (None, Some(prev)) => crate::seal::Sealer::open_after(prev, &path, 0, so)
-                        .map(|s| self.sealer = Some(s)),
-                    (None, None) => {
-                        crate::seal::Sealer::open(&path, 0, so).map(|s| self.sealer = Some(s))
+                    (None, prev) => match prev {
+                        Some(prev) => crate::seal::Sealer::open_after(prev, &path, 0, so),
+                        None => crate::seal::Sealer::open(&path, 0, so),
                     }
+                    .map(|mut s| {
+                        s.adopt_anchor(&mut self.anchor);
+                        self.sealer = Some(s);
+                    }),
                 };
                 let sealed = started.and_then(|()| {
                     let s = self.sealer.as_mut().expect("started above");
@@ -1294,6 +1350,10 @@ impl Sink for ArchiveSink {
         }
         self.roll();
         self.drain_ops().map_err(SinkError::classify)?;
+        if let Some(a) = self.anchor.take() {
+            // No segment was opened: no head to send.
+            a.finish();
+        }
         if let Some(s) = self.sealer.as_mut() {
             s.close().map_err(SinkError::classify)?;
         }

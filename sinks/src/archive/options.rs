@@ -216,6 +216,9 @@ pub struct ArchiveCounters {
     pub write_errors: AtomicU64,
     /// Segment summary entries written ([`summary`](super::summary)).
     pub summaries: AtomicU64,
+    /// Signed heads the seal's anchor sink refused or failed to deliver
+    /// (not retried; the seal itself has them).
+    pub anchor_failed: AtomicU64,
 }
 
 impl dplog_core::sink::SinkCounters for ArchiveCounters {
@@ -237,6 +240,7 @@ impl dplog_core::sink::SinkCounters for ArchiveCounters {
             ("archive.segments_removed".into(), g(&self.segments_removed)),
             ("archive.write_errors".into(), g(&self.write_errors)),
             ("archive.summaries".into(), g(&self.summaries)),
+            ("archive.anchor_failed".into(), g(&self.anchor_failed)),
         ]
     }
 }

@@ -193,8 +193,13 @@ impl AnchorConfig {
         r.map_err(|e| SettingsError::new("seal", format!("seal.anchor: {e}")))
     }
 
-    /// Opens the anchor sink and hands it to the file sink's seal.
-    fn attach(&self, sink: &mut FileSink) -> io::Result<()> {
+    /// Opens the anchor sink and hands it to a sealed sink with `to`:
+    /// the sink and, for heads as records, their formatter (`None`: the
+    /// syslog anchor's RFC 5424 lines).
+    pub(crate) fn attach(
+        &self,
+        to: impl FnOnce(BoxSink, Option<dplog_formatters::SchemaFormatter>) -> io::Result<()>,
+    ) -> io::Result<()> {
         use dplog_formatters::Format;
         let (built, format) = match self {
             Self::Syslog(c) => (c.build(None)?, None),
@@ -202,14 +207,11 @@ impl AnchorConfig {
             Self::Kafka(c) => (c.build(None)?, Some(Format::Json)),
             Self::Clickhouse(c) => (c.build(None)?, Some(Format::Binary)),
         };
-        match format {
-            None => sink.set_seal_anchor(built),
-            Some(f) => {
-                let fmt = crate::seal::anchor::formatter(f)
-                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-                sink.set_seal_anchor_records(built, fmt)
-            }
-        }
+        let records = format
+            .map(crate::seal::anchor::formatter)
+            .transpose()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        to(built, records)
     }
 }
 
@@ -229,9 +231,10 @@ fn default_sign_every_s() -> u64 {
 
 impl SealConfig {
     /// The checks every sink's `seal` table shares: `sign_every_s` at
-    /// least 1, and `anchor` only where `anchor_ok` (file sinks); `sink`
-    /// names the sink for the message.
-    pub(crate) fn check(&self, sink: &str, anchor_ok: bool) -> Result<(), SettingsError> {
+    /// least 1, the anchor sink's settings, and `hasher = "thread"` or
+    /// `hasher_cpu` only where `file_sink`; `sink` names the sink for the
+    /// message.
+    pub(crate) fn check(&self, sink: &str, file_sink: bool) -> Result<(), SettingsError> {
         if self.sign_every_s == 0 {
             return Err(SettingsError::new(
                 "seal",
@@ -240,13 +243,10 @@ impl SealConfig {
                     .to_string(),
             ));
         }
-        if self.anchor.is_some() && !anchor_ok {
-            return Err(SettingsError::new(
-                "seal",
-                format!("`seal.anchor` is taken by file sinks only; the {sink}'s seal has none"),
-            ));
+        if let Some(a) = &self.anchor {
+            a.check()?;
         }
-        if !anchor_ok && (self.hasher == Some(HasherSetting::Thread) || self.hasher_cpu.is_some()) {
+        if !file_sink && (self.hasher == Some(HasherSetting::Thread) || self.hasher_cpu.is_some()) {
             return Err(SettingsError::new(
                 "seal",
                 format!(
@@ -354,9 +354,6 @@ impl SinkSettings for FileSinkConfig {
         crate::settings::nonempty_path("path", &self.path)?;
         if let Some(seal) = &self.seal {
             seal.check("file sink", true)?;
-            if let Some(a) = &seal.anchor {
-                a.check()?;
-            }
             if self.reopen_on_sighup {
                 return Err(SettingsError::new(
                     "seal",
@@ -410,7 +407,10 @@ impl SinkSettings for FileSinkConfig {
             },
         )?;
         if let Some(anchor) = self.seal.as_ref().and_then(|s| s.anchor.as_ref()) {
-            anchor.attach(&mut sink)?;
+            anchor.attach(|a, records| match records {
+                None => sink.set_seal_anchor(a),
+                Some(f) => sink.set_seal_anchor_records(a, f),
+            })?;
         }
         Ok(Box::new(sink))
     }

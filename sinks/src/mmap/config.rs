@@ -25,8 +25,8 @@ pub struct MmapSinkConfig {
     /// `fanout` (default) or `failover`.
     pub role: SinkRole,
     /// Seal the segments (`seal = { key_file = "...", sign_every_s = N }`,
-    /// as a file sink's; `dplog-verify DIR` checks them). `anchor` is not
-    /// taken here yet. Default: no seal.
+    /// as a file sink's, `[sink.seal.anchor]` included; `dplog-verify DIR`
+    /// checks them). Default: no seal.
     pub seal: Option<crate::file::SealConfig>,
 }
 
@@ -100,8 +100,13 @@ impl SinkSettings for MmapSinkConfig {
         format!("mmap {}", self.dir.display())
     }
 
-    /// An [`MmapSink`] on `dir`.
+    /// An [`MmapSink`] on `dir`, with the seal's anchor sink when there
+    /// is one.
     fn build(&self, header: Option<&[u8]>) -> io::Result<BoxSink> {
-        Ok(Box::new(MmapSink::open(&self.dir, self.options(header))?))
+        let mut sink = MmapSink::open(&self.dir, self.options(header))?;
+        if let Some(anchor) = self.seal.as_ref().and_then(|s| s.anchor.as_ref()) {
+            anchor.attach(|a, records| sink.anchor_to(a, records))?;
+        }
+        Ok(Box::new(sink))
     }
 }

@@ -172,6 +172,9 @@ pub struct MmapCounters {
     pub syncs: AtomicU64,
     /// Failed calls (fallocate, mmap, msync, fsync, rename).
     pub errors: AtomicU64,
+    /// Signed heads the seal's anchor sink refused or failed to deliver
+    /// (not retried; the seal itself has them).
+    pub anchor_failed: AtomicU64,
 }
 
 impl dplog_core::SinkCounters for MmapCounters {
@@ -182,6 +185,7 @@ impl dplog_core::SinkCounters for MmapCounters {
                 ("segments", &self.segments),
                 ("syncs", &self.syncs),
                 ("errors", &self.errors),
+                ("anchor_failed", &self.anchor_failed),
             ],
         )
     }
@@ -558,6 +562,8 @@ pub struct MmapSink {
     counters: Arc<MmapCounters>,
     /// The seal of the segment last written to, once one was.
     sealer: Option<crate::seal::Sealer>,
+    /// The seal's anchor until there is a sealer to take it.
+    anchor: Option<crate::seal::Anchor>,
 }
 
 impl std::fmt::Debug for MmapSink {
@@ -645,6 +651,7 @@ impl MmapSink {
             closed: false,
             counters: Arc::new(MmapCounters::default()),
             sealer: None,
+            anchor: None,
         };
         if let Some((_, path)) = segs.last() {
             s.resume(path)?;
@@ -730,6 +737,56 @@ impl MmapSink {
     /// A handle on the counters.
     pub fn counters(&self) -> Arc<MmapCounters> {
         self.counters.clone()
+    }
+
+    /// Sends every head the seal signs also to `sink`, another host's
+    /// syslog receiver ([`Sealer::set_anchor`](crate::seal::Sealer::set_anchor)),
+    /// from one segment's seal to the next; failures are counted in
+    /// [`MmapCounters::anchor_failed`].
+    ///
+    /// # Errors
+    /// `InvalidInput` when the sink has no seal.
+    pub fn set_seal_anchor(&mut self, sink: Box<dyn Sink>) -> io::Result<()> {
+        self.anchor_to(sink, None)
+    }
+
+    /// Sends every head the seal signs also to `sink` as a
+    /// [`SealHead`](crate::seal::anchor::SealHead) record in `formatter`'s
+    /// format (a Kafka topic, a ClickHouse table, ...;
+    /// [`Sealer::set_anchor_records`](crate::seal::Sealer::set_anchor_records));
+    /// failures are counted in [`MmapCounters::anchor_failed`].
+    ///
+    /// # Errors
+    /// `InvalidInput` when the sink has no seal.
+    pub fn set_seal_anchor_records(
+        &mut self,
+        sink: Box<dyn Sink>,
+        formatter: dplog_formatters::SchemaFormatter,
+    ) -> io::Result<()> {
+        self.anchor_to(sink, Some(formatter))
+    }
+
+    /// The anchor of [`set_seal_anchor`](Self::set_seal_anchor) (`records`
+    /// `None`) or [`set_seal_anchor_records`](Self::set_seal_anchor_records).
+    pub(crate) fn anchor_to(
+        &mut self,
+        sink: Box<dyn Sink>,
+        records: Option<dplog_formatters::SchemaFormatter>,
+    ) -> io::Result<()> {
+        let counters = self.counters.clone();
+        let a = crate::seal::Anchor::new(
+            sink,
+            records,
+            Box::new(move |_| bump(&counters.anchor_failed, 1)),
+        );
+        let sealed = self.opts.seal.is_some();
+        crate::seal::Sealer::place_anchor(
+            sealed,
+            &self.dir,
+            self.sealer.as_mut(),
+            &mut self.anchor,
+            a,
+        )
     }
 
     /// The segment being written, if any.
@@ -871,9 +928,14 @@ impl MmapSink {
         }
         if crate::seal::seal_path(&path).exists() {
             if let Some(s) = self.sealer.as_mut() {
-                s.close()?;
+                // Its last head anchored; the anchor goes on with the
+                // segment's own seal.
+                s.close_keeping_anchor()?;
+                self.anchor = s.take_anchor();
             }
-            self.sealer = Some(crate::seal::Sealer::open(&path, end, &so)?);
+            let mut s = crate::seal::Sealer::open(&path, end, &so)?;
+            s.adopt_anchor(&mut self.anchor);
+            self.sealer = Some(s);
             return Ok(());
         }
         match self.sealer.as_mut() {
@@ -889,10 +951,12 @@ impl MmapSink {
                     .map(|(_, p)| p)
                     .rev()
                     .find(|p| *p != path && crate::seal::seal_path(p).exists());
-                self.sealer = Some(match prev {
+                let mut s = match prev {
                     Some(prev) => crate::seal::Sealer::open_after(&prev, &path, end, &so)?,
                     None => crate::seal::Sealer::open(&path, end, &so)?,
-                });
+                };
+                s.adopt_anchor(&mut self.anchor);
+                self.sealer = Some(s);
                 Ok(())
             }
         }
@@ -1163,6 +1227,10 @@ impl Sink for MmapSink {
                     r = Err(SinkError::classify(e));
                 }
             }
+        }
+        // An anchor no segment's seal took (nothing was written).
+        if let Some(a) = self.anchor.take() {
+            a.finish();
         }
         // A segment this sink created and never wrote (the one made at
         // open, or made for a batch that never came back) holds nothing:

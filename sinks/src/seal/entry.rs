@@ -41,6 +41,59 @@ pub fn seal_path(data: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// The fields a signature (`S`), a close (`C`) and a resume (`R`) entry
+/// share: the chain head after so many writes of a file, signed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Signed {
+    /// `B`/`L` entries of this file so far.
+    pub batches: u64,
+    /// Byte offset where the sealed bytes end (at a close: the file's
+    /// length).
+    pub end: u64,
+    /// Unix milliseconds.
+    pub time_ms: u64,
+    /// The chain head signed.
+    pub head: [u8; 32],
+    /// The signer's public key.
+    pub pubkey: [u8; 32],
+    /// Ed25519 signature of [`message`](Self::message).
+    pub sig: [u8; 64],
+}
+
+impl Signed {
+    /// The bytes the entry with `tag` ([`TAG_SIGN`], [`TAG_CLOSE`] or
+    /// [`TAG_RESUME`]) signs in file `seq` of log `log_id`:
+    /// [`sign_message`] for a signature, [`mark_message`] for the others.
+    pub fn message(&self, tag: u8, log_id: &[u8; 16], seq: u64) -> Vec<u8> {
+        let (n, end, t, h) = (self.batches, self.end, self.time_ms, &self.head);
+        if tag == TAG_SIGN {
+            sign_message(log_id, seq, n, end, t, h)
+        } else {
+            mark_message(tag, log_id, seq, n, end, t, h)
+        }
+    }
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        put(out, &self.batches.to_le_bytes());
+        put(out, &self.end.to_le_bytes());
+        put(out, &self.time_ms.to_le_bytes());
+        put(out, &self.head);
+        put(out, &self.pubkey);
+        put(out, &self.sig);
+    }
+
+    fn decode(b: &[u8]) -> Self {
+        Signed {
+            batches: u64_at(b, 0),
+            end: u64_at(b, 8),
+            time_ms: u64_at(b, 16),
+            head: arr(b, 24),
+            pubkey: arr(b, 56),
+            sig: arr(b, 88),
+        }
+    }
+}
+
 /// One entry of a seal file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Entry {
@@ -73,58 +126,17 @@ pub enum Entry {
         /// The chain value after this write.
         chain: [u8; 32],
     },
-    /// `S`: a signature over the chain head.
-    Sign {
-        /// `B`/`L` entries of this file so far.
-        batches: u64,
-        /// Byte offset where the sealed bytes end.
-        end: u64,
-        /// Unix milliseconds.
-        time_ms: u64,
-        /// The chain head signed.
-        head: [u8; 32],
-        /// The signer's public key.
-        pubkey: [u8; 32],
-        /// Ed25519 signature of [`sign_message`].
-        sig: [u8; 64],
-    },
+    /// `S`: a signature over the chain head ([`sign_message`]).
+    Sign(Signed),
     /// `C`: the sink closed the file cleanly (at its close, at a
     /// rotation, or when it moved on to the log's next file): nothing is
     /// written to it after this entry unless a [`Resume`](Entry::Resume)
-    /// follows. Fields as [`Sign`](Entry::Sign)'s, signed over
-    /// [`mark_message`] with [`TAG_CLOSE`].
-    Close {
-        /// `B`/`L` entries of this file so far.
-        batches: u64,
-        /// Byte offset where the sealed bytes end: the file's length.
-        end: u64,
-        /// Unix milliseconds.
-        time_ms: u64,
-        /// The chain head at the close.
-        head: [u8; 32],
-        /// The signer's public key.
-        pubkey: [u8; 32],
-        /// Ed25519 signature of [`mark_message`].
-        sig: [u8; 64],
-    },
+    /// follows. Signed over [`mark_message`] with [`TAG_CLOSE`].
+    Close(Signed),
     /// `R`: a sink started again on a file whose seal ends with a
-    /// [`Close`](Entry::Close): the writes after it are the sink's.
-    /// Fields as [`Sign`](Entry::Sign)'s, signed over [`mark_message`]
-    /// with [`TAG_RESUME`].
-    Resume {
-        /// `B`/`L` entries of this file so far.
-        batches: u64,
-        /// Byte offset where the sealed bytes end.
-        end: u64,
-        /// Unix milliseconds.
-        time_ms: u64,
-        /// The chain head the writes continue from.
-        head: [u8; 32],
-        /// The signer's public key.
-        pubkey: [u8; 32],
-        /// Ed25519 signature of [`mark_message`].
-        sig: [u8; 64],
-    },
+    /// [`Close`](Entry::Close): the writes after it, from its head on,
+    /// are the sink's. Signed over [`mark_message`] with [`TAG_RESUME`].
+    Resume(Signed),
     /// `K`: the writer's key changed (a restart with another key).
     Key {
         /// The key of the entries before.
@@ -163,9 +175,9 @@ impl Entry {
             Entry::Start { .. } => TAG_START,
             Entry::Batch { late: false, .. } => TAG_BATCH,
             Entry::Batch { late: true, .. } => TAG_LATE,
-            Entry::Sign { .. } => TAG_SIGN,
-            Entry::Close { .. } => TAG_CLOSE,
-            Entry::Resume { .. } => TAG_RESUME,
+            Entry::Sign(_) => TAG_SIGN,
+            Entry::Close(_) => TAG_CLOSE,
+            Entry::Resume(_) => TAG_RESUME,
             Entry::Key { .. } => TAG_KEY,
         }
     }
@@ -201,37 +213,7 @@ impl Entry {
                 put(out, content);
                 put(out, chain);
             }
-            Entry::Sign {
-                batches,
-                end,
-                time_ms,
-                head,
-                pubkey,
-                sig,
-            }
-            | Entry::Close {
-                batches,
-                end,
-                time_ms,
-                head,
-                pubkey,
-                sig,
-            }
-            | Entry::Resume {
-                batches,
-                end,
-                time_ms,
-                head,
-                pubkey,
-                sig,
-            } => {
-                put(out, &batches.to_le_bytes());
-                put(out, &end.to_le_bytes());
-                put(out, &time_ms.to_le_bytes());
-                put(out, head);
-                put(out, pubkey);
-                put(out, sig);
-            }
+            Entry::Sign(s) | Entry::Close(s) | Entry::Resume(s) => s.encode(out),
             Entry::Key {
                 old,
                 new,
@@ -270,30 +252,9 @@ impl Entry {
                 content: arr(b, 16),
                 chain: arr(b, 48),
             },
-            TAG_SIGN => Entry::Sign {
-                batches: u64_at(b, 0),
-                end: u64_at(b, 8),
-                time_ms: u64_at(b, 16),
-                head: arr(b, 24),
-                pubkey: arr(b, 56),
-                sig: arr(b, 88),
-            },
-            TAG_CLOSE => Entry::Close {
-                batches: u64_at(b, 0),
-                end: u64_at(b, 8),
-                time_ms: u64_at(b, 16),
-                head: arr(b, 24),
-                pubkey: arr(b, 56),
-                sig: arr(b, 88),
-            },
-            TAG_RESUME => Entry::Resume {
-                batches: u64_at(b, 0),
-                end: u64_at(b, 8),
-                time_ms: u64_at(b, 16),
-                head: arr(b, 24),
-                pubkey: arr(b, 56),
-                sig: arr(b, 88),
-            },
+            TAG_SIGN => Entry::Sign(Signed::decode(b)),
+            TAG_CLOSE => Entry::Close(Signed::decode(b)),
+            TAG_RESUME => Entry::Resume(Signed::decode(b)),
             TAG_KEY => Entry::Key {
                 old: arr(b, 0),
                 new: arr(b, 32),

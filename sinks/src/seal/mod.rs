@@ -49,7 +49,7 @@ mod keys;
 
 pub use entry::{
     body_len, genesis, key_message, link, mark_message, read_entries, seal_path, sign_message,
-    Entry, EntryReader, Placed, Stop, TAG_BATCH, TAG_CLOSE, TAG_KEY, TAG_LATE, TAG_RESUME,
+    Entry, EntryReader, Placed, Signed, Stop, TAG_BATCH, TAG_CLOSE, TAG_KEY, TAG_LATE, TAG_RESUME,
     TAG_SIGN, TAG_START,
 };
 pub use keys::{generate_key_pair, load_public_key, load_signing_key};
@@ -275,13 +275,13 @@ fn read_state(path: &Path) -> io::Result<LogState> {
                 st.batches += 1;
                 st.closed = false;
             }
-            Entry::Sign { pubkey, .. } => st.last_key = *pubkey,
-            Entry::Close { pubkey, .. } => {
-                st.last_key = *pubkey;
+            Entry::Sign(s) => st.last_key = s.pubkey,
+            Entry::Close(s) => {
+                st.last_key = s.pubkey;
                 st.closed = true;
             }
-            Entry::Resume { pubkey, .. } => {
-                st.last_key = *pubkey;
+            Entry::Resume(s) => {
+                st.last_key = s.pubkey;
                 st.closed = false;
             }
             Entry::Key { new, .. } => st.last_key = *new,
@@ -337,7 +337,11 @@ pub struct Sealer {
 }
 
 /// The second sink signed heads go to, and what to do when it fails.
-struct Anchor {
+/// A sink whose seal moves from one [`Sealer`] to another (an mmap
+/// segment resumed with its own seal) moves its anchor along
+/// ([`Sealer::close_keeping_anchor`], [`Sealer::take_anchor`],
+/// [`Sealer::adopt_anchor`]).
+pub(crate) struct Anchor {
     sink: Box<dyn dplog_core::Sink>,
     on_error: Box<dyn FnMut(&dplog_core::SinkError) + Send>,
     /// Heads as [`anchor::SealHead`] records in this format; `None`: the
@@ -345,6 +349,48 @@ struct Anchor {
     records: Option<dplog_formatters::SchemaFormatter>,
     /// Scratch for one head's bytes.
     out: Vec<u8>,
+}
+
+impl std::fmt::Debug for Anchor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Anchor")
+            .field("sink", &self.sink.describe())
+            .field("records", &self.records.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Anchor {
+    /// Heads to `sink`: as [`anchor::SealHead`] records formatted by
+    /// `records`, or (`None`) as the RFC 5424 line of a syslog anchor;
+    /// `on_error` hears of every head not sent or not delivered.
+    pub(crate) fn new(
+        sink: Box<dyn dplog_core::Sink>,
+        records: Option<dplog_formatters::SchemaFormatter>,
+        on_error: Box<dyn FnMut(&dplog_core::SinkError) + Send>,
+    ) -> Self {
+        Anchor {
+            sink,
+            on_error,
+            out: Vec::with_capacity(if records.is_some() { 1024 } else { 0 }),
+            records,
+        }
+    }
+
+    /// Delivers the last heads (a Kafka producer or a ClickHouse insert
+    /// still holding them, for at most [`ANCHOR_DRAIN`]) and closes the
+    /// anchor sink.
+    pub(crate) fn finish(mut self) {
+        let deadline = Instant::now() + ANCHOR_DRAIN;
+        let sent = self.sink.flush().and_then(|()| self.sink.drain(deadline));
+        if self.sink.poll().failed_records > 0 {
+            let e = io::Error::other("the anchor sink failed to deliver a head");
+            (self.on_error)(&dplog_core::SinkError::Permanent(e));
+        }
+        if let Err(e) = sent.and_then(|()| self.sink.close()) {
+            (self.on_error)(&e);
+        }
+    }
 }
 
 /// `fmt::Write` into a byte buffer.
@@ -628,38 +674,31 @@ impl Sealer {
     /// Writes a close ([`TAG_CLOSE`]) or resume ([`TAG_RESUME`]) entry
     /// over the current head, signed.
     fn put_mark(&mut self, tag: u8) -> io::Result<()> {
-        let time_ms = now_ms();
-        let msg = mark_message(
-            tag,
-            &self.log_id,
-            self.seq,
-            self.batches,
-            self.end,
-            time_ms,
-            &self.head,
-        );
-        let sig = self.key.sign(&msg).to_bytes();
-        let (batches, end, head, pubkey) = (self.batches, self.end, self.head, self.pubkey);
+        let s = self.signed(tag, now_ms());
         self.closed = tag == TAG_CLOSE;
         self.put(&if tag == TAG_CLOSE {
-            Entry::Close {
-                batches,
-                end,
-                time_ms,
-                head,
-                pubkey,
-                sig,
-            }
+            Entry::Close(s)
         } else {
-            Entry::Resume {
-                batches,
-                end,
-                time_ms,
-                head,
-                pubkey,
-                sig,
-            }
+            Entry::Resume(s)
         })
+    }
+
+    /// The current head after this file's writes, signed at `time_ms` as
+    /// the entry with `tag` signs it ([`Signed::message`]).
+    fn signed(&self, tag: u8, time_ms: u64) -> Signed {
+        let mut s = Signed {
+            batches: self.batches,
+            end: self.end,
+            time_ms,
+            head: self.head,
+            pubkey: self.pubkey,
+            sig: [0; 64],
+        };
+        s.sig = self
+            .key
+            .sign(&s.message(tag, &self.log_id, self.seq))
+            .to_bytes();
+        s
     }
 
     /// Signs the head and closes the current file's seal (a `C` entry):
@@ -979,25 +1018,11 @@ impl Sealer {
             return Ok(());
         }
         let time_ms = now_ms();
-        let msg = sign_message(
-            &self.log_id,
-            self.seq,
-            self.batches,
-            self.end,
-            time_ms,
-            &self.head,
-        );
-        let sig = self.key.sign(&msg).to_bytes();
+        let signed = self.signed(TAG_SIGN, time_ms);
+        let sig = signed.sig;
         self.unsigned = false;
         self.last_sign = Instant::now();
-        let r = self.put(&Entry::Sign {
-            batches: self.batches,
-            end: self.end,
-            time_ms,
-            head: self.head,
-            pubkey: self.pubkey,
-            sig,
-        });
+        let r = self.put(&Entry::Sign(signed));
         if let Some(a) = self.anchor.as_mut() {
             let mut out = std::mem::take(&mut a.out);
             out.clear();
@@ -1058,12 +1083,7 @@ impl Sealer {
         sink: Box<dyn dplog_core::Sink>,
         on_error: Box<dyn FnMut(&dplog_core::SinkError) + Send>,
     ) {
-        self.anchor = Some(Anchor {
-            sink,
-            on_error,
-            records: None,
-            out: Vec::new(),
-        });
+        self.anchor = Some(Anchor::new(sink, None, on_error));
     }
 
     /// Sends every signed head, as it is signed, also to `sink` as one
@@ -1081,12 +1101,47 @@ impl Sealer {
         formatter: dplog_formatters::SchemaFormatter,
         on_error: Box<dyn FnMut(&dplog_core::SinkError) + Send>,
     ) {
-        self.anchor = Some(Anchor {
-            sink,
-            on_error,
-            records: Some(formatter),
-            out: Vec::with_capacity(1024),
-        });
+        self.anchor = Some(Anchor::new(sink, Some(formatter), on_error));
+    }
+
+    /// The anchor, taken out to go on with the seal's next sealer.
+    pub(crate) fn take_anchor(&mut self) -> Option<Anchor> {
+        self.anchor.take()
+    }
+
+    /// Takes the anchor waiting in `pending`, if any (a sink's anchor
+    /// set before its first sealer, or taken from the one before).
+    pub(crate) fn adopt_anchor(&mut self, pending: &mut Option<Anchor>) {
+        if let Some(a) = pending.take() {
+            self.anchor = Some(a);
+        }
+    }
+
+    /// For a sink whose seal goes from segment to segment (`dir`'s,
+    /// `sealed` when it has a seal): puts `anchor` on `sealer`, or, while
+    /// the sink has none yet, in `pending` for the first
+    /// ([`adopt_anchor`](Self::adopt_anchor)).
+    ///
+    /// # Errors
+    /// `InvalidInput` when the sink has no seal.
+    pub(crate) fn place_anchor(
+        sealed: bool,
+        dir: &Path,
+        sealer: Option<&mut Sealer>,
+        pending: &mut Option<Anchor>,
+        anchor: Anchor,
+    ) -> io::Result<()> {
+        if !sealed {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{}: an anchor needs a seal", dir.display()),
+            ));
+        }
+        match sealer {
+            Some(s) => s.anchor = Some(anchor),
+            None => *pending = Some(anchor),
+        }
+        Ok(())
     }
 
     /// Signs when `sign_every` has passed since the last signature and
@@ -1170,22 +1225,23 @@ impl Sealer {
     /// # Errors
     /// The write or `fdatasync(2)` error.
     pub fn close(&mut self) -> io::Result<()> {
+        let r = self.close_keeping_anchor();
+        if let Some(a) = self.anchor.take() {
+            a.finish();
+        }
+        r
+    }
+
+    /// [`close`](Self::close), the final head anchored as usual, but the
+    /// anchor sink left open, to [`take`](Self::take_anchor) to the
+    /// sealer that goes on with the log.
+    ///
+    /// # Errors
+    /// As [`close`](Self::close).
+    pub(crate) fn close_keeping_anchor(&mut self) -> io::Result<()> {
         let signed = self.sign_and_close(false);
         if let Some(mut h) = self.hasher.take() {
             h.stop();
-        }
-        if let Some(mut a) = self.anchor.take() {
-            // The last head delivered (a Kafka producer or a ClickHouse
-            // insert still holding it), for at most ANCHOR_DRAIN.
-            let deadline = Instant::now() + ANCHOR_DRAIN;
-            let sent = a.sink.flush().and_then(|()| a.sink.drain(deadline));
-            if a.sink.poll().failed_records > 0 {
-                let e = io::Error::other("the anchor sink failed to deliver a head");
-                (a.on_error)(&dplog_core::SinkError::Permanent(e));
-            }
-            if let Err(e) = sent.and_then(|()| a.sink.close()) {
-                (a.on_error)(&e);
-            }
         }
         let synced = self.side.sync_data().map_err(|e| ctx(&self.path, e));
         signed.and(synced)

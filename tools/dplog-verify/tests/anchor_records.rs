@@ -11,9 +11,11 @@ use std::process::Command;
 
 use dplog_core::Sink;
 use dplog_formatters::Format;
-use dplog_sinks::seal::{self, anchor, seal_path, Entry, HasherMode, SealOptions};
+use dplog_sinks::seal::{self, anchor, HasherMode, SealOptions};
 use dplog_sinks::{FileSink, FileSinkCounters, FileSinkOptions};
-use ed25519_dalek::Signer;
+
+#[path = "../../../testkit/fixtures/reseal.rs"]
+mod reseal;
 
 /// Batch `b`: four lines of a user's record (a door controller's events).
 fn batch(b: usize) -> Vec<u8> {
@@ -60,120 +62,6 @@ fn run(path: &Path, key: &Path, heads: &Path, from: usize, to: usize) -> Vec<u64
     offs
 }
 
-/// Re-seals `path` for its current bytes with the key at `key` (its
-/// public key in every entry), as an attacker with a key of their own.
-fn reseal_with(path: &Path, key: &Path) {
-    let sk = seal::load_signing_key(key).unwrap();
-    let pk = sk.verifying_key().to_bytes();
-    let data = std::fs::read(path).unwrap();
-    let old = std::fs::read(seal_path(path)).unwrap();
-    let (entries, _) = seal::read_entries(&mut &old[seal::MAGIC.len()..], 10_000).unwrap();
-    let mut out = seal::MAGIC.to_vec();
-    let (mut head, mut log, mut seq) = ([0u8; 32], [0u8; 16], 0);
-    for (_, e) in entries {
-        let e = match e {
-            Entry::Start {
-                log_id,
-                seq: s,
-                start,
-                prev,
-                time_ms,
-                ..
-            } => {
-                (head, log, seq) = (prev, log_id, s);
-                Entry::Start {
-                    log_id,
-                    seq: s,
-                    start,
-                    prev,
-                    pubkey: pk,
-                    time_ms,
-                }
-            }
-            Entry::Batch { late, off, len, .. } => {
-                let content = *blake3::hash(&data[off as usize..(off + len) as usize]).as_bytes();
-                let tag = if late {
-                    seal::TAG_LATE
-                } else {
-                    seal::TAG_BATCH
-                };
-                head = seal::link(&head, tag, off, len, &content);
-                Entry::Batch {
-                    late,
-                    off,
-                    len,
-                    content,
-                    chain: head,
-                }
-            }
-            Entry::Sign {
-                batches,
-                end,
-                time_ms,
-                ..
-            } => Entry::Sign {
-                batches,
-                end,
-                time_ms,
-                head,
-                pubkey: pk,
-                sig: sk
-                    .sign(&seal::sign_message(&log, seq, batches, end, time_ms, &head))
-                    .to_bytes(),
-            },
-            Entry::Close {
-                batches,
-                end,
-                time_ms,
-                ..
-            } => Entry::Close {
-                batches,
-                end,
-                time_ms,
-                head,
-                pubkey: pk,
-                sig: sk
-                    .sign(&seal::mark_message(
-                        seal::TAG_CLOSE,
-                        &log,
-                        seq,
-                        batches,
-                        end,
-                        time_ms,
-                        &head,
-                    ))
-                    .to_bytes(),
-            },
-            Entry::Resume {
-                batches,
-                end,
-                time_ms,
-                ..
-            } => Entry::Resume {
-                batches,
-                end,
-                time_ms,
-                head,
-                pubkey: pk,
-                sig: sk
-                    .sign(&seal::mark_message(
-                        seal::TAG_RESUME,
-                        &log,
-                        seq,
-                        batches,
-                        end,
-                        time_ms,
-                        &head,
-                    ))
-                    .to_bytes(),
-            },
-            Entry::Key { .. } => continue,
-        };
-        e.encode(&mut out);
-    }
-    std::fs::write(seal_path(path), out).unwrap();
-}
-
 fn cli(args: &[&str]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_dplog-verify"))
         .args(args)
@@ -215,7 +103,10 @@ fn heads_as_json_records_in_any_sink_catch_a_log_re_sealed_with_a_fresh_key() {
     let mut forged = std::fs::read(&path).unwrap();
     forged[offs[8] as usize + 7] = b'X';
     std::fs::write(&path, &forged).unwrap();
-    reseal_with(&path, &fresh);
+    reseal::reseal(
+        std::slice::from_ref(&path),
+        &seal::load_signing_key(&fresh).unwrap(),
+    );
     // Both keys trusted (a key rotation): the seal alone verifies.
     let (code, err) = cli(&["--key", k, "--key", f, p]);
     assert_eq!(code, 0, "{err}");

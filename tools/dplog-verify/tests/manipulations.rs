@@ -408,7 +408,7 @@ fn without_close_entries(data: &Path) {
     let (entries, _) = seal::read_entries(&mut &b[seal::MAGIC.len()..], 10_000).unwrap();
     let mut out = seal::MAGIC.to_vec();
     for (_, e) in entries {
-        if !matches!(e, seal::Entry::Close { .. } | seal::Entry::Resume { .. }) {
+        if !matches!(e, seal::Entry::Close(_) | seal::Entry::Resume(_)) {
             e.encode(&mut out);
         }
     }
@@ -571,7 +571,7 @@ fn first_signature_end(p: &Path) -> u64 {
     let (entries, _) = seal::read_entries(&mut r, 1000).unwrap();
     let (at, e) = entries
         .iter()
-        .find(|(_, e)| matches!(e, seal::Entry::Sign { .. }))
+        .find(|(_, e)| matches!(e, seal::Entry::Sign(_)))
         .unwrap();
     at + 1 + seal::body_len(e.tag()).unwrap() as u64
 }

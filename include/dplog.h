@@ -537,8 +537,9 @@ struct dplog_ring_stats {
  * atomic load), it writes the 8-byte record header (`len`, `schema_id`,
  * 4 zero bytes, little-endian) and bytes 8..len of `rec` to the slot at
  * `cursor`, advances `cursor` by `slot_bytes` and `next_index` by 1 and,
- * if `publish`, stores `next_index` to `*ring_tail` with release ordering
- * (partner: the consumer's acquire load of the ring's tail). The slot's
+ * if `ring_tail` is not NULL, stores `next_index` to `*ring_tail` with
+ * release ordering (partner: the consumer's acquire load of the ring's
+ * tail). The slot's
  * bytes past `len` are left as they are (the consumer reads `len`
  * bytes). Anything else calls `dplog_log_refill`, which logs the record as
  * the exported `dplog_log` does and opens a new window. `dplog_reserve` of
@@ -550,12 +551,13 @@ struct dplog_ring_stats {
  * (counting its records as enqueued) and leaves it empty (`cursor` and
  * `end` NULL); so does `dplog_close`, which sets `end` to NULL from its
  * own thread (hence the atomic access). A window never holds more than
- * 1023 slots, never wraps, never covers a latency-sampled ring index
- * (one in 1024, which the library stamps) and, with `[ring] publish_every` above
+ * 4095 slots, never wraps, never covers a latency-sampled ring index
+ * (one in 4096, which the library stamps) and, with `[ring] publish_every` above
  * 1, never lets more than `publish_every - 1` records wait unpublished.
  * The 64 bytes from `cursor` are always the producer's: a window of
  * 32-byte slots ends one slot before the free slots the producer holds,
- * so the inline `dplog_reserve` may zero 64 bytes for every slot size.
+ * so the inline `dplog_reserve` may zero 64 bytes for every record size
+ * (and 128 for a record above 64 bytes, in a 128-byte slot).
  *
  * The consumer trusts no index published here: a `*ring_tail` more than
  * the ring's capacity ahead of what it has read, or behind what it has
@@ -576,7 +578,10 @@ struct dplog_log_window {
    */
   uint8_t *end;
   /**
-   * The ring's published tail index (a free-running count of records).
+   * The ring's published tail index (a free-running count of records)
+   * when the inline path publishes each record (`publish` is 1); NULL
+   * when the library publishes the window's records (`publish` 0), so
+   * the inline path tests this one field for both.
    */
   size_t *ring_tail;
   /**
@@ -610,13 +615,15 @@ struct dplog_log_window {
    */
   uint32_t last;
   /**
-   * The inline `dplog_reserve` of one record: `schema_id << 16 | size`
-   * (as `last`, and the low half of the record's header; the size is
-   * never 0, so the inline `dplog_commit` needs no table lookup) while
-   * the slot at `cursor` is reserved (zeroed and handed out), 0
-   * otherwise. The inline `dplog_commit` writes its header and
-   * publishes it; while it is set, the inline `dplog_log` and
-   * `dplog_reserve` call into the library (which reports
+   * The inline `dplog_reserve` of one record, while the slot at
+   * `cursor` is reserved (its record's bytes zeroed and handed out): 1
+   * for a record of the window's own schema (its key is `last`), else
+   * `schema_id << 16 | size` (as `last`, and the low half of the
+   * record's header; the size is never below 8, so a key is never 0 or
+   * 1 and the inline `dplog_commit` needs no table lookup); 0 when
+   * nothing is reserved. The inline `dplog_commit` writes the header
+   * and publishes the record; while it is set, the inline `dplog_log`
+   * and `dplog_reserve` call into the library (which reports
    * `DPLOG_ERR_STATE`, as for any pending reservation).
    */
   uint32_t reservation;
@@ -1607,8 +1614,10 @@ dplog_result dplog_reserve_refill(dplog_producer *p, uint16_t schema_id, size_t 
 
 /**
  * Reserves `n` (1..=`DPLOG_RESERVE_MAX`) records of schema `schema_id`
- * and stores in `*slots` a pointer to `n` zeroed ring slots to fill in
- * place, then publish with `dplog_commit`. The slots are the logger's
+ * and stores in `*slots` a pointer to `n` ring slots, each record's bytes
+ * zeroed (the header's inline reserve of one record zeroes at least those;
+ * the rest of a slot is never read), to fill in place, then publish with
+ * `dplog_commit`. The slots are the logger's
  * slot size (`dplog_slot_bytes`: `[ring] slot_bytes`, 64 by default)
  * apart: record `i` starts at `(char *)*slots + i * slot_bytes` whatever
  * the schema's size (with 64-byte slots, for NAT44 that is simply

@@ -24,8 +24,9 @@
  * behaves exactly as the exported dplog_log (same checks, errors and
  * counting) and opens the next window. The result codes are the same as
  * dplog_log's. dplog_reserve of one record hands out the window's next
- * slot (zeroed) and dplog_commit publishes it the same way, with
- * dplog_reserve_refill and the exported dplog_commit behind them.
+ * slot (the record's bytes zeroed) and dplog_commit publishes it the same
+ * way, with dplog_reserve_refill and the exported dplog_commit behind
+ * them.
  *
  * With `len` a compile-time constant (sizeof of the record struct) the
  * copy compiles to straight-line 8-byte moves.
@@ -65,18 +66,17 @@ static __inline__ uint8_t *dplog_window_slot_(struct dplog_log_window *w)
     return NULL;
 }
 
-/* Writes the header of the record at `slot` (the window's next slot: len,
- * schema id, 4 zero bytes, little-endian), moves the window on and
- * publishes the record. */
+/* Writes the header of the record at `slot` (the window's next slot:
+ * `key` = schema id << 16 | len, as 8 little-endian bytes: len, schema
+ * id, 4 zero bytes), moves the window on and publishes the record. */
 static __inline__ void dplog_window_publish_(struct dplog_log_window *w, uint8_t *slot,
-                                             uint32_t schema_id, size_t len)
+                                             uint32_t key)
 {
     /* The next cursor before the header store: the slot's bytes may
      * alias the window (uint8_t), so a load after that store would be
      * ordered behind it, on the cursor's record-to-record chain. */
     uint8_t *next_cursor = slot + w->slot_bytes;
-    uint64_t header = DPLOG_VAL_CAST_(uint64_t, len & 0xffffu) |
-                      (DPLOG_VAL_CAST_(uint64_t, schema_id & 0xffffu) << 16);
+    uint64_t header = DPLOG_VAL_CAST_(uint64_t, key);
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
     header = __builtin_bswap64(header);
 #endif
@@ -84,9 +84,11 @@ static __inline__ void dplog_window_publish_(struct dplog_log_window *w, uint8_t
     size_t next = w->next_index + 1;
     w->next_index = next;
     w->cursor = next_cursor;
-    if (w->publish) {
+    /* NULL when the library publishes the window's records. */
+    size_t *tail = w->ring_tail;
+    if (tail != NULL) {
         /* Pairs with the consumer's acquire load of the tail. */
-        __atomic_store_n(w->ring_tail, next, __ATOMIC_RELEASE);
+        __atomic_store_n(tail, next, __ATOMIC_RELEASE);
     }
 #if defined(__x86_64__)
     /* Take the slot line 2 KiB ahead from the consumer's core early, as
@@ -136,7 +138,7 @@ static __inline__ dplog_result dplog_log_inline(dplog_producer *p,
             DPLOG_STORE_WORD_(10) DPLOG_STORE_WORD_(11) DPLOG_STORE_WORD_(12)
             DPLOG_STORE_WORD_(13) DPLOG_STORE_WORD_(14) DPLOG_STORE_WORD_(15)
             if (len & 7u) __builtin_memcpy(slot + whole, &wt, len & 7u);
-            dplog_window_publish_(w, slot, schema_id, len);
+            dplog_window_publish_(w, slot, key);
             return DPLOG_OK;
         }
     }
@@ -146,8 +148,9 @@ static __inline__ dplog_result dplog_log_inline(dplog_producer *p,
 #undef DPLOG_STORE_WORD_
 #define dplog_log(p, schema_id, rec, len) dplog_log_inline((p), (schema_id), (rec), (len))
 
-/* Inline dplog_reserve of one record: the next slot of the window, zeroed,
- * to fill in place; dplog_reserve_refill for everything else. */
+/* Inline dplog_reserve of one record: the next slot of the window, the
+ * record's bytes zeroed, to fill in place; dplog_reserve_refill for
+ * everything else. */
 static __inline__ dplog_result dplog_reserve_inline(dplog_producer *p,
                                                     uint16_t schema_id,
                                                     size_t n,
@@ -159,28 +162,34 @@ static __inline__ dplog_result dplog_reserve_inline(dplog_producer *p,
         uint8_t *end = __atomic_load_n(&w->end, __ATOMIC_RELAXED);
         if (DPLOG_PTR_CAST_(uintptr_t, slot) < DPLOG_PTR_CAST_(uintptr_t, end) && w->reservation == 0) {
             /* The window's own schema from its key (an open window's key
-             * has the size of a served schema, never 0), any other by the
-             * table; the key (schema_id << 16 | size) becomes the
-             * reservation. */
+             * has the size of a served schema, never 0), reserved as 1,
+             * any other by the table, reserved as its key (schema_id << 16
+             * | size, at least 8). A constant for the common case lets
+             * the compiler carry it into the commit instead of reading it
+             * back. */
             uint32_t key = w->last;
+            uint32_t mark = 1u;
             if (__builtin_expect((key >> 16) != schema_id, 0)) {
                 size_t size = dplog_window_size_(w, schema_id);
                 if (size == 0) {
                     return dplog_reserve_refill(p, schema_id, n, slots);
                 }
                 key = (DPLOG_VAL_CAST_(uint32_t, schema_id) << 16) | DPLOG_VAL_CAST_(uint32_t, size);
+                mark = key;
             }
-            /* 64 bytes zeroed for every slot size, as the last stores
+            /* 64 bytes zeroed for every record size, as the last stores
              * before the caller's, so the compiler drops those the
-             * caller's field stores overwrite: a 128-byte slot's upper
-             * half first; for a 32-byte slot the next slot's first half
-             * too, which the producer still holds (the library ends a
-             * window of 32-byte slots one slot early). */
-            if (__builtin_expect(w->slot_bytes > 64u, 0)) {
+             * caller's field stores overwrite: a record above 64 bytes (in
+             * a 128-byte slot) gets bytes 64..128 zeroed first; for a
+             * 32-byte slot the next slot's first half too, which the
+             * producer still holds (the library ends a window of 32-byte
+             * slots one slot early). The consumer reads the record's
+             * bytes only. */
+            if (__builtin_expect((key & 0xffffu) > 64u, 0)) {
                 __builtin_memset(slot + 64, 0, 64);
             }
             __builtin_memset(slot, 0, 64);
-            w->reservation = key;
+            w->reservation = mark;
             *slots = slot;
             return DPLOG_OK;
         }
@@ -202,7 +211,8 @@ static __inline__ dplog_result dplog_commit_inline(dplog_producer *p, size_t n, 
         if (reservation != 0 && DPLOG_PTR_CAST_(uintptr_t, slot) < DPLOG_PTR_CAST_(uintptr_t, end)) {
             w->reservation = 0;
             if (n == 1) {
-                dplog_window_publish_(w, slot, reservation >> 16, reservation & 0xffffu);
+                uint32_t key = reservation == 1u ? w->last : reservation;
+                dplog_window_publish_(w, slot, key);
             }
             if (n_enqueued != NULL) *n_enqueued = n;
             return DPLOG_OK;

@@ -435,7 +435,13 @@ pub(crate) unsafe fn take_window(obj: &dplog_producer_t, st: &mut ProducerState)
                 slots: reserved,
                 n: 1,
             };
-            st.reserved_schema = (reservation >> 16) as u16;
+            // 1: the window's own schema, whose key is `last`.
+            let key = if reservation == 1 {
+                (*w).last
+            } else {
+                reservation
+            };
+            st.reserved_schema = (key >> 16) as u16;
             st.reserved_size = st.sizes.get(st.reserved_schema);
             st.fast_path = false;
         }
@@ -482,7 +488,12 @@ pub(crate) unsafe fn open_window(obj: &dplog_producer_t, st: &mut ProducerState,
     // `Arc<SchemaSizes>`, which outlives every window it opens (the window
     // is taken back before the state is dropped).
     unsafe {
-        (*w).ring_tail = win.tail;
+        // NULL when the library publishes: the inline path tests it alone.
+        (*w).ring_tail = if win.publish_each {
+            win.tail
+        } else {
+            core::ptr::null_mut()
+        };
         (*w).next_index = win.first;
         (*w).sizes = table.as_ptr();
         (*w).n_sizes = table.len() as u32;
@@ -501,9 +512,10 @@ pub(crate) unsafe fn open_window(obj: &dplog_producer_t, st: &mut ProducerState,
     }
 }
 
-/// Bytes from the cursor that the inline `dplog_reserve` zeroes, whatever
-/// the slot size (`include/dplog_inline.h`): 64 for 32- and 64-byte slots,
-/// one slot of 128 bytes.
+/// Bytes from the cursor that the inline `dplog_reserve` zeroes for a
+/// record of up to 64 bytes, whatever the slot size
+/// (`include/dplog_inline.h`); a larger record, in a 128-byte slot, gets
+/// its whole slot zeroed.
 const INLINE_ZERO_BYTES: usize = 64;
 
 /// A `RawWindow` of any slot type, as bytes.

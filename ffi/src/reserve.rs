@@ -71,8 +71,10 @@ pub unsafe extern "C" fn dplog_reserve_refill(
 }
 
 /// Reserves `n` (1..=`DPLOG_RESERVE_MAX`) records of schema `schema_id`
-/// and stores in `*slots` a pointer to `n` zeroed ring slots to fill in
-/// place, then publish with `dplog_commit`. The slots are the logger's
+/// and stores in `*slots` a pointer to `n` ring slots, each record's bytes
+/// zeroed (the header's inline reserve of one record zeroes at least those;
+/// the rest of a slot is never read), to fill in place, then publish with
+/// `dplog_commit`. The slots are the logger's
 /// slot size (`dplog_slot_bytes`: `[ring] slot_bytes`, 64 by default)
 /// apart: record `i` starts at `(char *)*slots + i * slot_bytes` whatever
 /// the schema's size (with 64-byte slots, for NAT44 that is simply

@@ -26,8 +26,9 @@ use std::sync::atomic::AtomicPtr;
 /// atomic load), it writes the 8-byte record header (`len`, `schema_id`,
 /// 4 zero bytes, little-endian) and bytes 8..len of `rec` to the slot at
 /// `cursor`, advances `cursor` by `slot_bytes` and `next_index` by 1 and,
-/// if `publish`, stores `next_index` to `*ring_tail` with release ordering
-/// (partner: the consumer's acquire load of the ring's tail). The slot's
+/// if `ring_tail` is not NULL, stores `next_index` to `*ring_tail` with
+/// release ordering (partner: the consumer's acquire load of the ring's
+/// tail). The slot's
 /// bytes past `len` are left as they are (the consumer reads `len`
 /// bytes). Anything else calls `dplog_log_refill`, which logs the record as
 /// the exported `dplog_log` does and opens a new window. `dplog_reserve` of
@@ -39,12 +40,13 @@ use std::sync::atomic::AtomicPtr;
 /// (counting its records as enqueued) and leaves it empty (`cursor` and
 /// `end` NULL); so does `dplog_close`, which sets `end` to NULL from its
 /// own thread (hence the atomic access). A window never holds more than
-/// 1023 slots, never wraps, never covers a latency-sampled ring index
-/// (one in 1024, which the library stamps) and, with `[ring] publish_every` above
+/// 4095 slots, never wraps, never covers a latency-sampled ring index
+/// (one in 4096, which the library stamps) and, with `[ring] publish_every` above
 /// 1, never lets more than `publish_every - 1` records wait unpublished.
 /// The 64 bytes from `cursor` are always the producer's: a window of
 /// 32-byte slots ends one slot before the free slots the producer holds,
-/// so the inline `dplog_reserve` may zero 64 bytes for every slot size.
+/// so the inline `dplog_reserve` may zero 64 bytes for every record size
+/// (and 128 for a record above 64 bytes, in a 128-byte slot).
 ///
 /// The consumer trusts no index published here: a `*ring_tail` more than
 /// the ring's capacity ahead of what it has read, or behind what it has
@@ -61,7 +63,10 @@ pub struct dplog_log_window {
     /// One past the window's last slot; NULL when no window is open.
     /// Atomic (relaxed): `dplog_close` clears it from another thread.
     pub end: *mut u8,
-    /// The ring's published tail index (a free-running count of records).
+    /// The ring's published tail index (a free-running count of records)
+    /// when the inline path publishes each record (`publish` is 1); NULL
+    /// when the library publishes the window's records (`publish` 0), so
+    /// the inline path tests this one field for both.
     pub ring_tail: *mut usize,
     /// Ring index of the slot at `cursor` (free-running).
     pub next_index: usize,
@@ -81,13 +86,15 @@ pub struct dplog_log_window {
     /// opened the window: a record of that schema is checked with this
     /// one compare instead of a look-up in `sizes`.
     pub last: u32,
-    /// The inline `dplog_reserve` of one record: `schema_id << 16 | size`
-    /// (as `last`, and the low half of the record's header; the size is
-    /// never 0, so the inline `dplog_commit` needs no table lookup) while
-    /// the slot at `cursor` is reserved (zeroed and handed out), 0
-    /// otherwise. The inline `dplog_commit` writes its header and
-    /// publishes it; while it is set, the inline `dplog_log` and
-    /// `dplog_reserve` call into the library (which reports
+    /// The inline `dplog_reserve` of one record, while the slot at
+    /// `cursor` is reserved (its record's bytes zeroed and handed out): 1
+    /// for a record of the window's own schema (its key is `last`), else
+    /// `schema_id << 16 | size` (as `last`, and the low half of the
+    /// record's header; the size is never below 8, so a key is never 0 or
+    /// 1 and the inline `dplog_commit` needs no table lookup); 0 when
+    /// nothing is reserved. The inline `dplog_commit` writes the header
+    /// and publishes the record; while it is set, the inline `dplog_log`
+    /// and `dplog_reserve` call into the library (which reports
     /// `DPLOG_ERR_STATE`, as for any pending reservation).
     pub reservation: u32,
 }

@@ -93,10 +93,20 @@ pub const DPLOG_ERR_EXISTS: dplog_result = 15;
 /// opened before the stop return `DPLOG_OK` and are counted there too);
 /// free the producer.
 pub const DPLOG_ERR_RING_STOPPED: dplog_result = 16;
+/// A producer of `dplog_attach` under `backpressure = "block"` whose block
+/// timeout (`dplog_producer_set_block_timeout`) passed while its ring was
+/// full and no slot was freed (no `dplogd` serves the ring, or the one
+/// that does is stopped or waits on its sinks). The records not enqueued
+/// are dropped and counted in `dropped_disconnected` (reported in-band
+/// when a daemon serves the ring again); `dplog_last_error` says whether
+/// a consumer is attached. The next call logs again as soon as a slot is
+/// free; while none is freed it returns this at once (after the pause
+/// spins), not after another timeout.
+pub const DPLOG_ERR_TIMEOUT: dplog_result = 17;
 /// The highest `dplog_result` code (for tables indexed by code).
-pub const DPLOG_ERR_LAST: dplog_result = 16;
+pub const DPLOG_ERR_LAST: dplog_result = 17;
 
-const MESSAGES: [&CStr; 17] = [
+const MESSAGES: [&CStr; 18] = [
     c"success",
     c"a required pointer argument was NULL",
     c"invalid argument",
@@ -114,6 +124,7 @@ const MESSAGES: [&CStr; 17] = [
     c"internal error (panic caught at the C boundary)",
     c"a schema of that name is already registered",
     c"ring stopped: its producer broke the ring protocol (shared between threads?)",
+    c"block timeout: the ring stayed full, no consumer freed a slot; record dropped and counted",
 ];
 
 thread_local! {

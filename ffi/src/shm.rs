@@ -10,12 +10,13 @@ use std::ffi::{c_char, CStr};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
+use std::time::Duration;
 
 use dplog::shm::{ShmLogProducer, ShmOptions};
 use dplog::{RecordRules, Schema, Slot128, Slot32, Slot64};
 
 use crate::handle::{dplog_t, logger};
-use crate::producer::{dplog_producer_t, ProducerState, Reservation};
+use crate::producer::{dplog_producer_t, guard_producer, producer, ProducerState, Reservation};
 use crate::result::{
     dplog_result, fail, guard, DPLOG_ERR_CONFIG, DPLOG_ERR_INVALID_ARG, DPLOG_ERR_IO,
     DPLOG_ERR_NULL, DPLOG_ERR_RING_IN_USE, DPLOG_OK,
@@ -260,6 +261,99 @@ unsafe fn attach(
         lock(&l.shared.windows).insert(ring_id, obj.window.get() as usize);
         // SAFETY: out is non-NULL (checked) and writable (caller contract).
         unsafe { out.write(Box::into_raw(obj)) };
+        DPLOG_OK
+    })
+}
+
+/// Bounds how long a `dplog_attach` producer under `backpressure =
+/// "block"` waits while its ring is full and no slot is freed: after
+/// `timeout_ms` milliseconds (from the end of the pause spins, up to 1 ms
+/// more) the call (`dplog_log`, `dplog_log_burst`, `dplog_commit` of a
+/// reservation) gives up and returns `DPLOG_ERR_TIMEOUT`, the records not
+/// enqueued dropped and counted in `dropped_disconnected` (dplogd reports
+/// them in-band once it serves the ring). While no slot is freed the calls
+/// after it give up at once (after the pause spins); the first slot freed
+/// starts the count again. `0` (the default) waits for as long as it takes,
+/// as `block` always did: a ring no dplogd serves then blocks its producer
+/// until one starts (after 1 s of it the library says so once on stderr,
+/// naming the ring and its directory). A ring full under `"drop"` or
+/// `"degrade"` never waits. The fast path (a ring with room) is not
+/// changed: the clock is read only while a call waits.
+///
+/// Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_CLOSED`, `DPLOG_ERR_INVALID_ARG`
+/// (not a producer of `dplog_attach`: an in-process ring's consumer
+/// thread always runs; `DPLOG_ERR_CONSUMER_GONE` if it dies).
+///
+/// Thread-safety: one thread at a time per producer, like `dplog_log`.
+///
+/// # Safety
+/// `p` is NULL or returned by `dplog_attach*`.
+#[no_mangle]
+pub unsafe extern "C" fn dplog_producer_set_block_timeout(
+    p: *mut dplog_producer_t,
+    timeout_ms: u32,
+) -> dplog_result {
+    guard_producer(p, || {
+        // SAFETY: caller contract on p.
+        let st = match unsafe { producer(p) } {
+            Ok(s) => s,
+            Err(e) => return e,
+        };
+        let t = (timeout_ms > 0).then(|| Duration::from_millis(u64::from(timeout_ms)));
+        if st.prod.set_block_timeout(t) {
+            DPLOG_OK
+        } else {
+            fail(
+                DPLOG_ERR_INVALID_ARG,
+                "dplog_producer_set_block_timeout: not a producer of dplog_attach (an in-process ring has no block timeout)",
+            )
+        }
+    })
+}
+
+/// Stores in `*attached` whether a consumer serves the producer's ring:
+/// for a producer of `dplog_attach`, 1 once a `dplogd` has attached to the
+/// ring (its consumer file `<ring>.consumer` exists and is trusted, see
+/// `dplog_attach_daemon`) and has not quarantined it, else 0 (no dplogd
+/// runs with `--rings` on the ring's directory, or its consumer file is
+/// refused: the block timeout's message says why). A dplogd that stopped
+/// after it attached leaves the ring attached (the daemon's next start
+/// takes the ring over where it stopped): a wait for it is bounded by
+/// `dplog_producer_set_block_timeout`. For a producer of
+/// `dplog_producer_new`, 1 while its logger's consumer thread runs.
+/// Costs at most one `open` of the consumer file (at most once a
+/// millisecond while none is attached); not for the per-record path.
+///
+/// Errors: `DPLOG_ERR_NULL` (`p` or `attached`), `DPLOG_ERR_CLOSED`.
+///
+/// Thread-safety: one thread at a time per producer, like `dplog_log`.
+///
+/// # Safety
+/// `p` is NULL or returned by `dplog_producer_new` or `dplog_attach*`;
+/// `attached` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn dplog_producer_consumer_attached(
+    p: *mut dplog_producer_t,
+    attached: *mut i32,
+) -> dplog_result {
+    guard_producer(p, || {
+        // SAFETY: caller contract on p.
+        let st = match unsafe { producer(p) } {
+            Ok(s) => s,
+            Err(e) => return e,
+        };
+        if attached.is_null() {
+            return fail(
+                DPLOG_ERR_NULL,
+                "dplog_producer_consumer_attached: attached is NULL",
+            );
+        }
+        let yes = match st.prod.consumer_state() {
+            Some((on, _)) => on && !st.prod.is_stopped(),
+            None => !st.prod.is_disconnected(),
+        };
+        // SAFETY: attached is non-NULL (checked) and writable (contract).
+        unsafe { attached.write(i32::from(yes)) };
         DPLOG_OK
     })
 }

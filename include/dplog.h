@@ -993,7 +993,11 @@ struct dplog_nat_quota_exceeded {
  * once, whatever the policy, and its records are dropped and counted in
  * `dropped_stopped` (records the inline `dplog_log` wrote into a window
  * opened before the stop return `DPLOG_OK` and are counted there too);
- * free the producer.
+ * free the producer. A ring of `dplog_attach` stops the same way when
+ * `dplogd` quarantines it (a record or index in its file it cannot
+ * trust: a bad schema id or length in a slot, indices out of range; the
+ * daemon's stderr and its `RING_QUARANTINED` line say which); the
+ * message of `dplog_last_error` then names the daemon's quarantine.
  */
 #define DPLOG_ERR_RING_STOPPED 16
 
@@ -1535,7 +1539,8 @@ dplog_result dplog_producer_free(dplog_producer *p);
  * died; the record is dropped and counted), `DPLOG_ERR_RING_STOPPED` (the
  * consumer stopped this ring after a protocol violation: every call from
  * then on returns it at once, the record dropped and counted in
- * `dropped_stopped`), `DPLOG_ERR_TIMEOUT` (a ring of `dplog_attach` full under `"block"`
+ * `dropped_stopped`; for a ring of `dplog_attach`: dplogd quarantined
+ * it), `DPLOG_ERR_TIMEOUT` (a ring of `dplog_attach` full under `"block"`
  * for its block timeout, `dplog_producer_set_block_timeout`: the record
  * dropped and counted in `dropped_disconnected`), `DPLOG_ERR_STATE` (a
  * `dplog_reserve` is pending on this producer), `DPLOG_ERR_INVALID_ARG`

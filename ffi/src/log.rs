@@ -136,7 +136,15 @@ fn timed_out_message(st: &ProducerState, n: usize) -> String {
 #[inline(never)]
 pub(crate) fn not_enqueued(st: &ProducerState, n: usize) -> dplog_result {
     let timed_out = st.prod.take_timed_out();
-    if timed_out {
+    if let (true, Some(path)) = (st.prod.is_stopped(), st.prod.ring_path()) {
+        fail(
+            DPLOG_ERR_RING_STOPPED,
+            format!(
+                "ring {}: dplogd quarantined this ring (it found a slot or index in the ring file it cannot trust; its stderr and RING_QUARANTINED line say which); {n} record(s) dropped; free the producer and attach a new ring",
+                path.display()
+            ),
+        )
+    } else if timed_out {
         fail(DPLOG_ERR_TIMEOUT, timed_out_message(st, n))
     } else if st.prod.is_stopped() {
         fail(
@@ -194,7 +202,8 @@ pub(crate) fn not_enqueued(st: &ProducerState, n: usize) -> dplog_result {
 /// died; the record is dropped and counted), `DPLOG_ERR_RING_STOPPED` (the
 /// consumer stopped this ring after a protocol violation: every call from
 /// then on returns it at once, the record dropped and counted in
-/// `dropped_stopped`), `DPLOG_ERR_TIMEOUT` (a ring of `dplog_attach` full under `"block"`
+/// `dropped_stopped`; for a ring of `dplog_attach`: dplogd quarantined
+/// it), `DPLOG_ERR_TIMEOUT` (a ring of `dplog_attach` full under `"block"`
 /// for its block timeout, `dplog_producer_set_block_timeout`: the record
 /// dropped and counted in `dropped_disconnected`), `DPLOG_ERR_STATE` (a
 /// `dplog_reserve` is pending on this producer), `DPLOG_ERR_INVALID_ARG`

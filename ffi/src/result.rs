@@ -91,7 +91,11 @@ pub const DPLOG_ERR_EXISTS: dplog_result = 15;
 /// once, whatever the policy, and its records are dropped and counted in
 /// `dropped_stopped` (records the inline `dplog_log` wrote into a window
 /// opened before the stop return `DPLOG_OK` and are counted there too);
-/// free the producer.
+/// free the producer. A ring of `dplog_attach` stops the same way when
+/// `dplogd` quarantines it (a record or index in its file it cannot
+/// trust: a bad schema id or length in a slot, indices out of range; the
+/// daemon's stderr and its `RING_QUARANTINED` line say which); the
+/// message of `dplog_last_error` then names the daemon's quarantine.
 pub const DPLOG_ERR_RING_STOPPED: dplog_result = 16;
 /// A producer of `dplog_attach` under `backpressure = "block"` whose block
 /// timeout (`dplog_producer_set_block_timeout`) passed while its ring was
@@ -123,7 +127,7 @@ const MESSAGES: [&CStr; 18] = [
     c"the consumer thread has stopped",
     c"internal error (panic caught at the C boundary)",
     c"a schema of that name is already registered",
-    c"ring stopped: its producer broke the ring protocol (shared between threads?)",
+    c"ring stopped: its producer broke the ring protocol (shared between threads?), or dplogd quarantined it",
     c"block timeout: the ring stayed full, no consumer freed a slot; record dropped and counted",
 ];
 

@@ -1,6 +1,6 @@
 /*
- * A dplog_attach producer under "block" whose ring no dplogd drains (run
- * by ffi/tests/c/stall.sh).
+ * A dplog_attach producer under "block" whose ring no dplogd drains, and
+ * one whose ring dplogd quarantines (run by ffi/tests/c/stall.sh).
  *
  * Usage: test_attach_stall RING_DIR away
  *   No dplogd runs: 64 records fill the ring (capacity 64); the next
@@ -11,14 +11,26 @@
  *   a burst of 3. dplog_producer_consumer_attached says 0. The producer
  *   is freed: dplogd, started afterwards by stall.sh, writes the 64 and
  *   reports the 5 dropped.
+ * Usage: test_attach_stall RING_DIR quarantine
+ *   dplogd serves RING_DIR: with publish_every = 64, 10 records are
+ *   written into the ring unpublished, this process overwrites the
+ *   schema id of record 5 in the ring file (as a stray write would),
+ *   then publishes them; dplogd quarantines the ring, and the producer's
+ *   calls end in DPLOG_ERR_RING_STOPPED whose message names dplogd's
+ *   quarantine, not a producer shared by two threads.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
 #include <dplog.h>
+#include <fcntl.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "check.h"
 
@@ -37,6 +49,25 @@ static double now_s(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* The path of the one ring file named "<name>.*.ring" in `dir`. */
+static void ring_path(const char *dir, const char *name, char *out, size_t cap) {
+  DIR *d = opendir(dir);
+  CHECK(d != NULL);
+  struct dirent *e;
+  int found = 0;
+  size_t nl = strlen(name);
+  while ((e = readdir(d)) != NULL) {
+    size_t l = strlen(e->d_name);
+    if (strncmp(e->d_name, name, nl) == 0 && e->d_name[nl] == '.' && l > 5 &&
+        strcmp(e->d_name + l - 5, ".ring") == 0) {
+      snprintf(out, cap, "%s/%s", dir, e->d_name);
+      found++;
+    }
+  }
+  closedir(d);
+  CHECK(found == 1);
 }
 
 static void last_error(char *m, size_t cap) { dplog_last_error(m, cap, NULL); }
@@ -77,16 +108,79 @@ static int away(struct dplog *h, const char *dir) {
   return 0;
 }
 
+static int quarantine(struct dplog *h, const char *dir) {
+  dplog_producer *p = NULL;
+  EXPECT(dplog_attach(h, 0, dir, "quar", &p), DPLOG_OK);
+  EXPECT(dplog_producer_set_block_timeout(p, 30000), DPLOG_OK);
+  /* dplogd attaches within its scan interval. */
+  int attached = 0;
+  for (int k = 0; k < 3000 && !attached; k++) {
+    EXPECT(dplog_producer_consumer_attached(p, &attached), DPLOG_OK);
+    if (!attached) nanosleep(&(struct timespec){0, 10000000}, NULL);
+  }
+  CHECK(attached == 1);
+  for (uint64_t i = 0; i < 10; i++) {
+    struct dplog_nat44_session r = rec(i);
+    EXPECT(dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &r, sizeof r), DPLOG_OK);
+  }
+  /* Record 5, unpublished yet, found in the ring file by its contents. */
+  char path[4096];
+  ring_path(dir, "quar", path, sizeof path);
+  int fd = open(path, O_RDWR);
+  CHECK(fd >= 0);
+  struct stat st;
+  CHECK(fstat(fd, &st) == 0);
+  unsigned char *buf = malloc((size_t)st.st_size);
+  CHECK(buf != NULL);
+  CHECK(pread(fd, buf, (size_t)st.st_size, 0) == st.st_size);
+  uint64_t mark = 0x5eed000000000000ull + 5;
+  off_t rec5 = -1;
+  for (off_t o = 0; o + 8 <= st.st_size; o += 8) {
+    if (memcmp(buf + o, &mark, 8) == 0) {
+      rec5 = o - (off_t)offsetof(struct dplog_nat44_session, initiator_octets);
+      break;
+    }
+  }
+  free(buf);
+  CHECK(rec5 > 0);
+  uint16_t bad = 0xBEEF;
+  CHECK(pwrite(fd, &bad, 2, rec5 + (off_t)offsetof(struct dplog_record_header, schema_id)) == 2);
+  close(fd);
+  EXPECT(dplog_producer_flush(p), DPLOG_OK);
+  /* dplogd quarantines the ring and frees no slot: the calls end in
+     DPLOG_ERR_RING_STOPPED once the ring is full. */
+  dplog_result rc = DPLOG_OK;
+  uint64_t i = 10;
+  for (; i < 10000 && rc == DPLOG_OK; i++) {
+    struct dplog_nat44_session r = rec(i);
+    rc = dplog_log(p, DPLOG_SCHEMA_NAT44_SESSION, &r, sizeof r);
+  }
+  EXPECT(rc, DPLOG_ERR_RING_STOPPED);
+  char m[512];
+  last_error(m, sizeof m);
+  CHECK(strstr(m, "dplogd quarantined this ring") != NULL);
+  CHECK(strstr(m, "two threads") == NULL);
+  CHECK(strstr(m, path) != NULL);
+  int attached_after = 1;
+  EXPECT(dplog_producer_consumer_attached(p, &attached_after), DPLOG_OK);
+  CHECK(attached_after == 0);
+  EXPECT(dplog_producer_free(p), DPLOG_OK);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: test_attach_stall RING_DIR away\n");
+    fprintf(stderr, "usage: test_attach_stall RING_DIR away|quarantine\n");
     return 2;
   }
   struct dplog *h;
-  EXPECT(dplog_open_str("[ring]\ncapacity = 64\n", &h), DPLOG_OK);
+  int q = strcmp(argv[2], "quarantine") == 0;
+  EXPECT(dplog_open_str(q ? "[ring]\ncapacity = 64\npublish_every = 64\n" : "[ring]\ncapacity = 64\n",
+                        &h),
+         DPLOG_OK);
   EXPECT(dplog_register_nat_schemas(h), DPLOG_OK);
   /* An in-process producer has no block timeout. */
-  {
+  if (!q) {
     struct dplog *h2;
     EXPECT(dplog_open_str("[sink]\ntype = \"file\"\npath = \"/dev/null\"\n", &h2), DPLOG_OK);
     EXPECT(dplog_register_nat_schemas(h2), DPLOG_OK);
@@ -100,7 +194,7 @@ int main(int argc, char **argv) {
     EXPECT(dplog_producer_free(ip), DPLOG_OK);
     EXPECT(dplog_close(h2, NULL), DPLOG_OK);
   }
-  int rc = away(h, argv[1]);
+  int rc = q ? quarantine(h, argv[1]) : away(h, argv[1]);
   dplog_close(h, NULL);
   printf("test_attach_stall %s: %d checks passed\n", argv[2], checks);
   return rc;

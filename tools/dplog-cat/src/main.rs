@@ -182,9 +182,11 @@ struct Args {
     /// name) of the log; ID an IANA element id (1..=32767, checked against
     /// the field's type) or an enterprise element id as in a declaration,
     /// `0x8000|N` or its value 32768 + N in decimal (N 1..=32767, under
-    /// the PEN; e.g. `0x8000|4001` or `36769`). Repeat for
-    /// each field. Resolves two record types whose fields would take one
-    /// enterprise element (refused otherwise, naming both).
+    /// the PEN; e.g. `0x8000|4001` or `36769`), or 0 for none (the
+    /// field's enterprise element). Repeat for each field, once each; two
+    /// fields of a type on one IANA element are refused. Resolves two
+    /// record types whose fields would take one enterprise element
+    /// (refused otherwise, naming both).
     #[arg(long = "ipfix-ie", value_name = "TYPE.FIELD=ID", value_parser = parse_ipfix_ie)]
     ipfix_ies: Vec<IpfixIe>,
     /// The binary log (`-`: standard input), or mmap segment files
@@ -217,8 +219,9 @@ struct IpfixIe {
 }
 
 /// `TYPE.FIELD=ID` of `--ipfix-ie`: ID decimal or `0x` hex, or
-/// `0x8000|N` (`N` decimal or hex); an IANA id 1..=32767 or an
-/// enterprise id `0x8000 | 1..=32767`.
+/// `0x8000|N` (`N` decimal or hex); an IANA id 1..=32767, an enterprise
+/// id `0x8000 | 1..=32767`, or 0: no IANA element (the field goes out as
+/// its enterprise element, as a declaration's `ie 0`).
 fn parse_ipfix_ie(s: &str) -> Result<IpfixIe, String> {
     let bad = |why: &str| format!("{s:?} is not TYPE.FIELD=ID: {why}");
     let (target, id) = s.split_once('=').ok_or_else(|| bad("no `=`"))?;
@@ -241,14 +244,40 @@ fn parse_ipfix_ie(s: &str) -> Result<IpfixIe, String> {
         None => num(id),
     };
     let ie = raw
-        .filter(|&v| v != 0 && v != 0x8000 && v <= 0xffff)
+        .filter(|&v| v != 0x8000 && v <= 0xffff)
         .ok_or_else(|| {
-            bad("ID is an IANA element id 1..=32767 or an enterprise one, 0x8000|N with N 1..=32767")
+            bad("ID is an IANA element id 1..=32767, an enterprise one, 0x8000|N with N 1..=32767, or 0 for none (the field's enterprise element)")
         })?;
     Ok(IpfixIe {
         schema: schema.to_string(),
         field: field.to_string(),
         ie: ie as u16,
+    })
+}
+
+/// The error for a field given more than one `--ipfix-ie` (which one
+/// should win is not for dplog-cat to guess), if any.
+fn twice_given(ies: &[IpfixIe]) -> Option<String> {
+    ies.iter().enumerate().find_map(|(k, a)| {
+        ies[..k]
+            .iter()
+            .find(|b| b.schema == a.schema && b.field == a.field)
+            .map(|b| {
+                let shown = |ie: u16| {
+                    if ie & 0x8000 != 0 {
+                        format!("0x8000|{}", ie & 0x7fff)
+                    } else {
+                        ie.to_string()
+                    }
+                };
+                format!(
+                    "--ipfix-ie {}.{} is given twice (={}, then ={}): give each field one element",
+                    a.schema,
+                    a.field,
+                    shown(b.ie),
+                    shown(a.ie)
+                )
+            })
     })
 }
 
@@ -278,6 +307,28 @@ fn with_ipfix_ies(s: &Schema, ies: &[IpfixIe]) -> Result<Schema, String> {
                 .map_err(|e| at(e.to_string()))?;
         } else {
             out = set_field_ie(&out, i, o.ie).map_err(at)?;
+        }
+    }
+    // One IANA element per field of a type, as enterprise ids are (checked
+    // once every option is applied: their order does not matter).
+    for o in ies.iter().filter(|o| o.schema == s.name()) {
+        if o.ie == 0 || o.ie & ENTERPRISE_IE != 0 {
+            continue;
+        }
+        let at = |e: String| format!("--ipfix-ie {}.{}: {e}", o.schema, o.field);
+        if let Some(f) = out
+            .fields()
+            .iter()
+            .find(|f| f.name != o.field && f.ie_id == o.ie)
+        {
+            let name = dplog_core::schema::iana_element(o.ie).map_or("", |(n, _)| n);
+            return Err(at(format!(
+                "IANA element {}{} is already field {}'s in record type {}: a type's fields take one element each (give this one another, or 0 for an enterprise element of its own)",
+                o.ie,
+                if name.is_empty() { String::new() } else { format!(" ({name})") },
+                f.name,
+                o.schema
+            )));
         }
     }
     Ok(out)
@@ -952,6 +1003,10 @@ impl<'a> Output<'a> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(m) = twice_given(&args.ipfix_ies) {
+        eprintln!("dplog-cat: {m}");
+        return ExitCode::from(1);
+    }
     if let [dir] = &args.files[..] {
         if dir.is_dir() {
             match archive::list_segments(dir) {

@@ -1827,7 +1827,9 @@ dplog_result dplog_close(struct dplog *h, struct dplog_stats *final_stats);
  * Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_INVALID_ARG` (name or a record
  * type that does not fit the ring), `DPLOG_ERR_STATE`,
  * `DPLOG_ERR_CLOSED`, `DPLOG_ERR_RING_IN_USE`, `DPLOG_ERR_CONFIG` (a
- * capacity above 2^24), `DPLOG_ERR_IO` (the directory, no space).
+ * capacity above 2^24; a `[format]` in the handle's config, which the
+ * ring would ignore: dplogd's config chooses the format), `DPLOG_ERR_IO`
+ * (the directory, no space; `dplog_last_error` names the directory).
  * `*out` is written only on success.
  *
  * Ownership: as `dplog_producer_new` (`dplog_producer_free` closes the

@@ -65,7 +65,9 @@ fn c_str<'a>(p: *const c_char, what: &str) -> Result<&'a str, dplog_result> {
 /// Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_INVALID_ARG` (name or a record
 /// type that does not fit the ring), `DPLOG_ERR_STATE`,
 /// `DPLOG_ERR_CLOSED`, `DPLOG_ERR_RING_IN_USE`, `DPLOG_ERR_CONFIG` (a
-/// capacity above 2^24), `DPLOG_ERR_IO` (the directory, no space).
+/// capacity above 2^24; a `[format]` in the handle's config, which the
+/// ring would ignore: dplogd's config chooses the format), `DPLOG_ERR_IO`
+/// (the directory, no space; `dplog_last_error` names the directory).
 /// `*out` is written only on success.
 ///
 /// Ownership: as `dplog_producer_new` (`dplog_producer_free` closes the
@@ -186,6 +188,18 @@ unsafe fn attach(
             Ok(p) => p,
             Err(e) => return e,
         };
+        // dplogd's own config chooses the format: a `[format]` here would
+        // be ignored, and ignored settings are refused as the config's
+        // rules refuse them.
+        if pending.config.format != dplog::config::FormatConfig::default() {
+            return fail(
+                DPLOG_ERR_CONFIG,
+                format!(
+                    "dplog_attach: the handle's config has a [format] (type = \"{}\") that a ring dplogd drains would ignore: dplogd's own config chooses the format and the outputs; remove [format] from this config (a handle that formats its records itself runs dplog_start instead)",
+                    pending.config.format.kind.name()
+                ),
+            );
+        }
         let slot_bytes = l.slot_bytes;
         // The ring declares what the handle serves, no more: dplogd
         // formats it with these.
@@ -195,6 +209,7 @@ unsafe fn attach(
             Ok(t) => t,
             Err(e) => return fail(DPLOG_ERR_CONFIG, e.to_string()),
         };
+        let shown_dir = dir.display().to_string();
         let opts = ShmOptions {
             dir,
             name,
@@ -221,11 +236,15 @@ unsafe fn attach(
             Ok(p) => p,
             Err(e) => {
                 lock(&l.shared.rings).remove(&ring_id);
-                let code = match e {
-                    dplog::shm::ShmError::Io(_) => DPLOG_ERR_IO,
-                    _ => DPLOG_ERR_INVALID_ARG,
+                return match e {
+                    dplog::shm::ShmError::Io(e) => fail(
+                        DPLOG_ERR_IO,
+                        format!(
+                            "dplog_attach: ring directory {shown_dir}: {e} (an existing directory on a tmpfs or hugetlbfs, mode 0700 or 0770, that dplogd serves with --rings)"
+                        ),
+                    ),
+                    e => fail(DPLOG_ERR_INVALID_ARG, format!("dplog_attach: {e}")),
                 };
-                return fail(code, format!("dplog_attach: {e}"));
             }
         };
         let policy = prod.policy();

@@ -503,6 +503,12 @@ fn payload(path: &Path) -> Result<Payload, String> {
         }
         return Err(at(reader::SegmentError::NotASegment.to_string()));
     }
+    if meta.len() == 0 {
+        // A log a file sink created but has not written yet (it creates
+        // the file before its first batch); a file with bytes that is no
+        // log is refused.
+        return Ok(Payload::Headerless(at(EMPTY_LOG.into())));
+    }
     let mut lead = first;
     lead.extend(peek(&mut f, 4).map_err(|e| at(e.to_string()))?);
     Ok(Payload::Data(
@@ -510,6 +516,10 @@ fn payload(path: &Path) -> Result<Payload, String> {
         lead,
     ))
 }
+
+/// What an empty file is said to be: a log not written yet, no records
+/// (as `dplog-query import` says it).
+const EMPTY_LOG: &str = "empty: no records (a log created and not written yet); skipped";
 
 /// A failed write of the output: a reader that went away (`dplog-cat … |
 /// head`) ends the run quietly and successfully, as a pipeline expects;

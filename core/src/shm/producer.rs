@@ -565,14 +565,16 @@ impl<T: Record> ShmProducer<T> {
 
     /// Pushes `rec`, waiting while the ring is full (spin, yield, then
     /// sleep up to 1 ms between tries). `Err(Disconnected(rec))` only if
-    /// the consumer quarantined the ring.
+    /// the consumer quarantined the ring or the block timeout passed
+    /// ([`set_block_timeout`](Self::set_block_timeout)).
     #[inline]
     pub fn push(&mut self, rec: T) -> Result<(), Disconnected<T>> {
         push_waiting(self, rec)
     }
 
     /// Pushes all of `recs`, waiting while full; `Err(Disconnected(k))`
-    /// after `k` if the consumer quarantined the ring.
+    /// after `k` if the consumer quarantined the ring or the block timeout
+    /// passed.
     pub fn push_burst(&mut self, recs: &[T]) -> Result<(), Disconnected<usize>> {
         push_burst_waiting(self, recs)
     }
@@ -698,7 +700,8 @@ impl<R: Record> ShmLogProducer<R> {
     }
 
     /// Hands `rec` to the ring under the policy: `block` waits (while no
-    /// consumer drains, for as long as it takes), `drop_newest` drops and
+    /// consumer drains, for as long as it takes, or up to the block
+    /// timeout, then drops and counts it as disconnected), `drop_newest` drops and
     /// counts, `degrade` sheds low priorities above the watermark. Returns
     /// `false` if the record was not enqueued.
     #[inline]

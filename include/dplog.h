@@ -1000,14 +1000,31 @@ struct dplog_nat_quota_exceeded {
  * once, whatever the policy, and its records are dropped and counted in
  * `dropped_stopped` (records the inline `dplog_log` wrote into a window
  * opened before the stop return `DPLOG_OK` and are counted there too);
- * free the producer.
+ * free the producer. A ring of `dplog_attach` stops the same way when
+ * `dplogd` quarantines it (a record or index in its file it cannot
+ * trust: a bad schema id or length in a slot, indices out of range; the
+ * daemon's stderr and its `RING_QUARANTINED` line say which); the
+ * message of `dplog_last_error` then names the daemon's quarantine.
  */
 #define DPLOG_ERR_RING_STOPPED 16
 
 /**
+ * A producer of `dplog_attach` under `backpressure = "block"` whose block
+ * timeout (`dplog_producer_set_block_timeout`) passed while its ring was
+ * full and no slot was freed (no `dplogd` serves the ring, or the one
+ * that does is stopped or waits on its sinks). The records not enqueued
+ * are dropped and counted in `dropped_disconnected` (reported in-band
+ * when a daemon serves the ring again); `dplog_last_error` says whether
+ * a consumer is attached. The next call logs again as soon as a slot is
+ * free; while none is freed it returns this at once (after the pause
+ * spins), not after another timeout.
+ */
+#define DPLOG_ERR_TIMEOUT 17
+
+/**
  * The highest `dplog_result` code (for tables indexed by code).
  */
-#define DPLOG_ERR_LAST 16
+#define DPLOG_ERR_LAST 17
 
 #ifdef __cplusplus
 extern "C" {
@@ -1505,7 +1522,8 @@ dplog_result dplog_producer_free(dplog_producer *p);
  * Copies one record of schema `schema_id` (`len` bytes at `rec`, any
  * alignment) into the producer's ring. Its header is filled by dplog.
  * Under `backpressure = "block"` it waits (spin, then yield) while the
- * ring is full; under `"drop"` a full ring drops the record, counts it and
+ * ring is full (a ring of `dplog_attach`: at most its block timeout,
+ * `dplog_producer_set_block_timeout`); under `"drop"` a full ring drops the record, counts it and
  * returns `DPLOG_ERR_FULL` (under `"degrade"` also a record below the
  * priority when the ring is above its high watermark).
  *
@@ -1528,7 +1546,10 @@ dplog_result dplog_producer_free(dplog_producer *p);
  * died; the record is dropped and counted), `DPLOG_ERR_RING_STOPPED` (the
  * consumer stopped this ring after a protocol violation: every call from
  * then on returns it at once, the record dropped and counted in
- * `dropped_stopped`), `DPLOG_ERR_STATE` (a
+ * `dropped_stopped`; for a ring of `dplog_attach`: dplogd quarantined
+ * it), `DPLOG_ERR_TIMEOUT` (a ring of `dplog_attach` full under `"block"`
+ * for its block timeout, `dplog_producer_set_block_timeout`: the record
+ * dropped and counted in `dropped_disconnected`), `DPLOG_ERR_STATE` (a
  * `dplog_reserve` is pending on this producer), `DPLOG_ERR_INVALID_ARG`
  * (not a producer). On an
  * argument error nothing is enqueued or counted.
@@ -1815,7 +1836,9 @@ dplog_result dplog_close(struct dplog *h, struct dplog_stats *final_stats);
  * Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_INVALID_ARG` (name or a record
  * type that does not fit the ring), `DPLOG_ERR_STATE`,
  * `DPLOG_ERR_CLOSED`, `DPLOG_ERR_RING_IN_USE`, `DPLOG_ERR_CONFIG` (a
- * capacity above 2^24), `DPLOG_ERR_IO` (the directory, no space).
+ * capacity above 2^24; a `[format]` in the handle's config, which the
+ * ring would ignore: dplogd's config chooses the format), `DPLOG_ERR_IO`
+ * (the directory, no space; `dplog_last_error` names the directory).
  * `*out` is written only on success.
  *
  * Ownership: as `dplog_producer_new` (`dplog_producer_free` closes the
@@ -1882,6 +1905,57 @@ dplog_result dplog_attach_daemon(struct dplog *h,
                                  uint32_t gid,
                                  uint32_t daemon_uid,
                                  dplog_producer **out);
+
+/**
+ * Bounds how long a `dplog_attach` producer under `backpressure =
+ * "block"` waits while its ring is full and no slot is freed: after
+ * `timeout_ms` milliseconds (from the end of the pause spins, up to 1 ms
+ * more) the call (`dplog_log`, `dplog_log_burst`, `dplog_commit` of a
+ * reservation) gives up and returns `DPLOG_ERR_TIMEOUT`, the records not
+ * enqueued dropped and counted in `dropped_disconnected` (dplogd reports
+ * them in-band once it serves the ring). While no slot is freed the calls
+ * after it give up at once (after the pause spins); the first slot freed
+ * starts the count again. `0` (the default) waits for as long as it takes,
+ * as `block` always did: a ring no dplogd serves then blocks its producer
+ * until one starts (after 1 s of it the library says so once on stderr,
+ * naming the ring and its directory). A ring full under `"drop"` or
+ * `"degrade"` never waits. The fast path (a ring with room) is not
+ * changed: the clock is read only while a call waits.
+ *
+ * Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_CLOSED`, `DPLOG_ERR_INVALID_ARG`
+ * (not a producer of `dplog_attach`: an in-process ring's consumer
+ * thread always runs; `DPLOG_ERR_CONSUMER_GONE` if it dies).
+ *
+ * Thread-safety: one thread at a time per producer, like `dplog_log`.
+ *
+ * # Safety
+ * `p` is NULL or returned by `dplog_attach*`.
+ */
+dplog_result dplog_producer_set_block_timeout(dplog_producer *p, uint32_t timeout_ms);
+
+/**
+ * Stores in `*attached` whether a consumer serves the producer's ring:
+ * for a producer of `dplog_attach`, 1 once a `dplogd` has attached to the
+ * ring (its consumer file `<ring>.consumer` exists and is trusted, see
+ * `dplog_attach_daemon`) and has not quarantined it, else 0 (no dplogd
+ * runs with `--rings` on the ring's directory, or its consumer file is
+ * refused: the block timeout's message says why). A dplogd that stopped
+ * after it attached leaves the ring attached (the daemon's next start
+ * takes the ring over where it stopped): a wait for it is bounded by
+ * `dplog_producer_set_block_timeout`. For a producer of
+ * `dplog_producer_new`, 1 while its logger's consumer thread runs.
+ * Costs at most one `open` of the consumer file (at most once a
+ * millisecond while none is attached); not for the per-record path.
+ *
+ * Errors: `DPLOG_ERR_NULL` (`p` or `attached`), `DPLOG_ERR_CLOSED`.
+ *
+ * Thread-safety: one thread at a time per producer, like `dplog_log`.
+ *
+ * # Safety
+ * `p` is NULL or returned by `dplog_producer_new` or `dplog_attach*`;
+ * `attached` is NULL or writable.
+ */
+dplog_result dplog_producer_consumer_attached(dplog_producer *p, int32_t *attached);
 
 /**
  * Nanoseconds since the Unix epoch (CLOCK_REALTIME), for `timestamp_ns`

@@ -1310,3 +1310,25 @@ fn an_archive_index_naming_no_field_of_the_record_types_is_refused_at_start() {
         .unwrap();
     assert!(logger.shutdown().is_ok());
 }
+
+/// The same typo in a `[[sink]]` set is named by the set's table and
+/// number, as a parse error there is (`[[sink]] #2 index`), not as a
+/// `[sink]` table the file does not have.
+#[test]
+fn an_archive_index_typo_in_a_sink_set_names_the_sink_of_the_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = LogConfig::from_toml_str(&format!(
+        "[format]\ntype = \"binary\"\n[[sink]]\ntype = \"file\"\npath = \"{d}/a.bin\"\n[[sink]]\ntype = \"archive\"\ndir = \"{d}\"\nindex = [\"ingressInterfac\"]\n",
+        d = dir.path().display()
+    ))
+    .unwrap();
+    let m = cfg
+        .start_slots::<Slot32>(&[LinkEvent::schema()])
+        .expect_err("a typo'd index is refused")
+        .to_string();
+    assert!(
+        m.contains("[[sink]] #2 index: ") && m.contains("ingressInterfac"),
+        "{m}"
+    );
+    assert!(!m.contains("[sink] index"), "{m}");
+}

@@ -752,3 +752,58 @@ fn a_seal_anchor_table_picks_its_sink_by_type_and_the_hasher_setting_is_checked(
     let m = start_err(&mmap);
     assert!(m.contains("hasher") && m.contains("inline"), "{m}");
 }
+
+/// A seal file is as readable as the log it seals, no more: a file sink's
+/// log and an mmap sink's segments are 0640 (less the umask), and so are
+/// their seals (they were 0644 beside them); a log whose mode the operator
+/// set gets a seal of that mode.
+#[test]
+fn a_seal_file_takes_the_mode_of_its_log() {
+    use dplog::sinks::{MmapSink, MmapSinkOptions};
+    use dplog::Sink;
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let dir = tempfile::tempdir().unwrap();
+    let (key, public) = (dir.path().join("seal.key"), dir.path().join("seal.pub"));
+    seal::generate_key_pair(&key, &public).unwrap();
+    let log = dir.path().join("sealed.jsonl");
+    run_groups("json", &log, Some(&key), 1);
+    assert_eq!(mode(&log) & 0o007, 0, "{:o}", mode(&log));
+    assert_eq!(mode(&seal::seal_path(&log)), mode(&log));
+    // A log the operator made 0600 before the sink opened it.
+    let own = dir.path().join("own.jsonl");
+    std::fs::write(&own, b"").unwrap();
+    std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o600)).unwrap();
+    run_groups("json", &own, Some(&key), 1);
+    assert_eq!(mode(&seal::seal_path(&own)), 0o600);
+    // mmap segments.
+    let segs = dir.path().join("segments");
+    std::fs::create_dir(&segs).unwrap();
+    let mut s = MmapSink::open(
+        &segs,
+        MmapSinkOptions {
+            segment_bytes: 64 * 1024,
+            prefix: "io".into(),
+            seal: Some(seal::SealOptions {
+                key_file: key.clone(),
+                sign_every: None,
+                hasher: seal::HasherMode::Thread,
+                hasher_cpu: None,
+            }),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    s.write_batch(b"a line\n").unwrap();
+    s.close().unwrap();
+    let seg = dplog::sinks::mmap::list_segments(&segs, "io").unwrap()[0]
+        .1
+        .clone();
+    assert_eq!(
+        mode(&seal::seal_path(&seg)),
+        mode(&seg),
+        "{}",
+        seg.display()
+    );
+    assert_eq!(mode(&seg) & 0o007, 0);
+}

@@ -102,11 +102,14 @@ pub use result::{
     dplog_last_error, dplog_result, dplog_strerror, DPLOG_ERR_BAD_LENGTH, DPLOG_ERR_CLOSED,
     DPLOG_ERR_CONFIG, DPLOG_ERR_CONSUMER_GONE, DPLOG_ERR_EXISTS, DPLOG_ERR_FULL,
     DPLOG_ERR_INVALID_ARG, DPLOG_ERR_IO, DPLOG_ERR_LAST, DPLOG_ERR_NULL, DPLOG_ERR_PANIC,
-    DPLOG_ERR_RING_IN_USE, DPLOG_ERR_RING_STOPPED, DPLOG_ERR_STATE, DPLOG_ERR_UNDELIVERED,
-    DPLOG_ERR_UNKNOWN_SCHEMA, DPLOG_ERR_UNSUPPORTED, DPLOG_OK,
+    DPLOG_ERR_RING_IN_USE, DPLOG_ERR_RING_STOPPED, DPLOG_ERR_STATE, DPLOG_ERR_TIMEOUT,
+    DPLOG_ERR_UNDELIVERED, DPLOG_ERR_UNKNOWN_SCHEMA, DPLOG_ERR_UNSUPPORTED, DPLOG_OK,
 };
 pub use schema::dplog_schema_register;
-pub use shm::{dplog_attach, dplog_attach_daemon, dplog_attach_group};
+pub use shm::{
+    dplog_attach, dplog_attach_daemon, dplog_attach_group, dplog_producer_consumer_attached,
+    dplog_producer_set_block_timeout,
+};
 pub use start::dplog_start;
 pub use stats::dplog_stats;
 pub use types::{

@@ -14,7 +14,7 @@ use crate::producer::{
 use crate::result::{
     dplog_result, fail, write_out, DPLOG_ERR_BAD_LENGTH, DPLOG_ERR_CLOSED, DPLOG_ERR_CONSUMER_GONE,
     DPLOG_ERR_FULL, DPLOG_ERR_INVALID_ARG, DPLOG_ERR_NULL, DPLOG_ERR_RING_STOPPED, DPLOG_ERR_STATE,
-    DPLOG_OK,
+    DPLOG_ERR_TIMEOUT, DPLOG_OK,
 };
 use crate::slots::AnyProducer;
 use crate::tombstone::MAGIC_LIVE;
@@ -109,10 +109,44 @@ fn reservation_pending(what: &str) -> dplog_result {
     )
 }
 
+/// The message of [`DPLOG_ERR_TIMEOUT`]: the ring, the timeout and who
+/// serves the ring.
+#[cold]
+fn timed_out_message(st: &ProducerState, n: usize) -> String {
+    let path = st.prod.ring_path().map(|p| p.display().to_string());
+    let path = path.unwrap_or_default();
+    let who = match st.prod.consumer_state() {
+        Some((true, _)) => {
+            "the dplogd attached to it freed no slot (stopped, or waiting on its sinks)".to_string()
+        }
+        Some((false, Some(why))) => format!("no consumer attached: {why}"),
+        _ => format!(
+            "no consumer attached: no dplogd serves {} (start dplogd --rings with that directory)",
+            std::path::Path::new(&path)
+                .parent()
+                .map_or(String::new(), |d| d.display().to_string())
+        ),
+    };
+    format!(
+        "ring {path}: full for the block timeout and {who}; {n} record(s) dropped and counted in dropped_disconnected"
+    )
+}
+
 #[cold]
 #[inline(never)]
 pub(crate) fn not_enqueued(st: &ProducerState, n: usize) -> dplog_result {
-    if st.prod.is_stopped() {
+    let timed_out = st.prod.take_timed_out();
+    if let (true, Some(path)) = (st.prod.is_stopped(), st.prod.ring_path()) {
+        fail(
+            DPLOG_ERR_RING_STOPPED,
+            format!(
+                "ring {}: dplogd quarantined this ring (it found a slot or index in the ring file it cannot trust; its stderr and RING_QUARANTINED line say which); {n} record(s) dropped; free the producer and attach a new ring",
+                path.display()
+            ),
+        )
+    } else if timed_out {
+        fail(DPLOG_ERR_TIMEOUT, timed_out_message(st, n))
+    } else if st.prod.is_stopped() {
         fail(
             DPLOG_ERR_RING_STOPPED,
             format!(
@@ -144,7 +178,8 @@ pub(crate) fn not_enqueued(st: &ProducerState, n: usize) -> dplog_result {
 /// Copies one record of schema `schema_id` (`len` bytes at `rec`, any
 /// alignment) into the producer's ring. Its header is filled by dplog.
 /// Under `backpressure = "block"` it waits (spin, then yield) while the
-/// ring is full; under `"drop"` a full ring drops the record, counts it and
+/// ring is full (a ring of `dplog_attach`: at most its block timeout,
+/// `dplog_producer_set_block_timeout`); under `"drop"` a full ring drops the record, counts it and
 /// returns `DPLOG_ERR_FULL` (under `"degrade"` also a record below the
 /// priority when the ring is above its high watermark).
 ///
@@ -167,7 +202,10 @@ pub(crate) fn not_enqueued(st: &ProducerState, n: usize) -> dplog_result {
 /// died; the record is dropped and counted), `DPLOG_ERR_RING_STOPPED` (the
 /// consumer stopped this ring after a protocol violation: every call from
 /// then on returns it at once, the record dropped and counted in
-/// `dropped_stopped`), `DPLOG_ERR_STATE` (a
+/// `dropped_stopped`; for a ring of `dplog_attach`: dplogd quarantined
+/// it), `DPLOG_ERR_TIMEOUT` (a ring of `dplog_attach` full under `"block"`
+/// for its block timeout, `dplog_producer_set_block_timeout`: the record
+/// dropped and counted in `dropped_disconnected`), `DPLOG_ERR_STATE` (a
 /// `dplog_reserve` is pending on this producer), `DPLOG_ERR_INVALID_ARG`
 /// (not a producer). On an
 /// argument error nothing is enqueued or counted.

@@ -91,12 +91,26 @@ pub const DPLOG_ERR_EXISTS: dplog_result = 15;
 /// once, whatever the policy, and its records are dropped and counted in
 /// `dropped_stopped` (records the inline `dplog_log` wrote into a window
 /// opened before the stop return `DPLOG_OK` and are counted there too);
-/// free the producer.
+/// free the producer. A ring of `dplog_attach` stops the same way when
+/// `dplogd` quarantines it (a record or index in its file it cannot
+/// trust: a bad schema id or length in a slot, indices out of range; the
+/// daemon's stderr and its `RING_QUARANTINED` line say which); the
+/// message of `dplog_last_error` then names the daemon's quarantine.
 pub const DPLOG_ERR_RING_STOPPED: dplog_result = 16;
+/// A producer of `dplog_attach` under `backpressure = "block"` whose block
+/// timeout (`dplog_producer_set_block_timeout`) passed while its ring was
+/// full and no slot was freed (no `dplogd` serves the ring, or the one
+/// that does is stopped or waits on its sinks). The records not enqueued
+/// are dropped and counted in `dropped_disconnected` (reported in-band
+/// when a daemon serves the ring again); `dplog_last_error` says whether
+/// a consumer is attached. The next call logs again as soon as a slot is
+/// free; while none is freed it returns this at once (after the pause
+/// spins), not after another timeout.
+pub const DPLOG_ERR_TIMEOUT: dplog_result = 17;
 /// The highest `dplog_result` code (for tables indexed by code).
-pub const DPLOG_ERR_LAST: dplog_result = 16;
+pub const DPLOG_ERR_LAST: dplog_result = 17;
 
-const MESSAGES: [&CStr; 17] = [
+const MESSAGES: [&CStr; 18] = [
     c"success",
     c"a required pointer argument was NULL",
     c"invalid argument",
@@ -113,7 +127,8 @@ const MESSAGES: [&CStr; 17] = [
     c"the consumer thread has stopped",
     c"internal error (panic caught at the C boundary)",
     c"a schema of that name is already registered",
-    c"ring stopped: its producer broke the ring protocol (shared between threads?)",
+    c"ring stopped: its producer broke the ring protocol (shared between threads?), or dplogd quarantined it",
+    c"block timeout: the ring stayed full, no consumer freed a slot; record dropped and counted",
 ];
 
 thread_local! {

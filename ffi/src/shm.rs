@@ -10,12 +10,13 @@ use std::ffi::{c_char, CStr};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
+use std::time::Duration;
 
 use dplog::shm::{ShmLogProducer, ShmOptions};
 use dplog::{RecordRules, Schema, Slot128, Slot32, Slot64};
 
 use crate::handle::{dplog_t, logger};
-use crate::producer::{dplog_producer_t, ProducerState, Reservation};
+use crate::producer::{dplog_producer_t, guard_producer, producer, ProducerState, Reservation};
 use crate::result::{
     dplog_result, fail, guard, DPLOG_ERR_CONFIG, DPLOG_ERR_INVALID_ARG, DPLOG_ERR_IO,
     DPLOG_ERR_NULL, DPLOG_ERR_RING_IN_USE, DPLOG_OK,
@@ -64,7 +65,9 @@ fn c_str<'a>(p: *const c_char, what: &str) -> Result<&'a str, dplog_result> {
 /// Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_INVALID_ARG` (name or a record
 /// type that does not fit the ring), `DPLOG_ERR_STATE`,
 /// `DPLOG_ERR_CLOSED`, `DPLOG_ERR_RING_IN_USE`, `DPLOG_ERR_CONFIG` (a
-/// capacity above 2^24), `DPLOG_ERR_IO` (the directory, no space).
+/// capacity above 2^24; a `[format]` in the handle's config, which the
+/// ring would ignore: dplogd's config chooses the format), `DPLOG_ERR_IO`
+/// (the directory, no space; `dplog_last_error` names the directory).
 /// `*out` is written only on success.
 ///
 /// Ownership: as `dplog_producer_new` (`dplog_producer_free` closes the
@@ -185,6 +188,18 @@ unsafe fn attach(
             Ok(p) => p,
             Err(e) => return e,
         };
+        // dplogd's own config chooses the format: a `[format]` here would
+        // be ignored, and ignored settings are refused as the config's
+        // rules refuse them.
+        if pending.config.format != dplog::config::FormatConfig::default() {
+            return fail(
+                DPLOG_ERR_CONFIG,
+                format!(
+                    "dplog_attach: the handle's config has a [format] (type = \"{}\") that a ring dplogd drains would ignore: dplogd's own config chooses the format and the outputs; remove [format] from this config (a handle that formats its records itself runs dplog_start instead)",
+                    pending.config.format.kind.name()
+                ),
+            );
+        }
         let slot_bytes = l.slot_bytes;
         // The ring declares what the handle serves, no more: dplogd
         // formats it with these.
@@ -194,6 +209,7 @@ unsafe fn attach(
             Ok(t) => t,
             Err(e) => return fail(DPLOG_ERR_CONFIG, e.to_string()),
         };
+        let shown_dir = dir.display().to_string();
         let opts = ShmOptions {
             dir,
             name,
@@ -220,11 +236,15 @@ unsafe fn attach(
             Ok(p) => p,
             Err(e) => {
                 lock(&l.shared.rings).remove(&ring_id);
-                let code = match e {
-                    dplog::shm::ShmError::Io(_) => DPLOG_ERR_IO,
-                    _ => DPLOG_ERR_INVALID_ARG,
+                return match e {
+                    dplog::shm::ShmError::Io(e) => fail(
+                        DPLOG_ERR_IO,
+                        format!(
+                            "dplog_attach: ring directory {shown_dir}: {e} (an existing directory on a tmpfs or hugetlbfs, mode 0700 or 0770, that dplogd serves with --rings)"
+                        ),
+                    ),
+                    e => fail(DPLOG_ERR_INVALID_ARG, format!("dplog_attach: {e}")),
                 };
-                return fail(code, format!("dplog_attach: {e}"));
             }
         };
         let policy = prod.policy();
@@ -260,6 +280,99 @@ unsafe fn attach(
         lock(&l.shared.windows).insert(ring_id, obj.window.get() as usize);
         // SAFETY: out is non-NULL (checked) and writable (caller contract).
         unsafe { out.write(Box::into_raw(obj)) };
+        DPLOG_OK
+    })
+}
+
+/// Bounds how long a `dplog_attach` producer under `backpressure =
+/// "block"` waits while its ring is full and no slot is freed: after
+/// `timeout_ms` milliseconds (from the end of the pause spins, up to 1 ms
+/// more) the call (`dplog_log`, `dplog_log_burst`, `dplog_commit` of a
+/// reservation) gives up and returns `DPLOG_ERR_TIMEOUT`, the records not
+/// enqueued dropped and counted in `dropped_disconnected` (dplogd reports
+/// them in-band once it serves the ring). While no slot is freed the calls
+/// after it give up at once (after the pause spins); the first slot freed
+/// starts the count again. `0` (the default) waits for as long as it takes,
+/// as `block` always did: a ring no dplogd serves then blocks its producer
+/// until one starts (after 1 s of it the library says so once on stderr,
+/// naming the ring and its directory). A ring full under `"drop"` or
+/// `"degrade"` never waits. The fast path (a ring with room) is not
+/// changed: the clock is read only while a call waits.
+///
+/// Errors: `DPLOG_ERR_NULL`, `DPLOG_ERR_CLOSED`, `DPLOG_ERR_INVALID_ARG`
+/// (not a producer of `dplog_attach`: an in-process ring's consumer
+/// thread always runs; `DPLOG_ERR_CONSUMER_GONE` if it dies).
+///
+/// Thread-safety: one thread at a time per producer, like `dplog_log`.
+///
+/// # Safety
+/// `p` is NULL or returned by `dplog_attach*`.
+#[no_mangle]
+pub unsafe extern "C" fn dplog_producer_set_block_timeout(
+    p: *mut dplog_producer_t,
+    timeout_ms: u32,
+) -> dplog_result {
+    guard_producer(p, || {
+        // SAFETY: caller contract on p.
+        let st = match unsafe { producer(p) } {
+            Ok(s) => s,
+            Err(e) => return e,
+        };
+        let t = (timeout_ms > 0).then(|| Duration::from_millis(u64::from(timeout_ms)));
+        if st.prod.set_block_timeout(t) {
+            DPLOG_OK
+        } else {
+            fail(
+                DPLOG_ERR_INVALID_ARG,
+                "dplog_producer_set_block_timeout: not a producer of dplog_attach (an in-process ring has no block timeout)",
+            )
+        }
+    })
+}
+
+/// Stores in `*attached` whether a consumer serves the producer's ring:
+/// for a producer of `dplog_attach`, 1 once a `dplogd` has attached to the
+/// ring (its consumer file `<ring>.consumer` exists and is trusted, see
+/// `dplog_attach_daemon`) and has not quarantined it, else 0 (no dplogd
+/// runs with `--rings` on the ring's directory, or its consumer file is
+/// refused: the block timeout's message says why). A dplogd that stopped
+/// after it attached leaves the ring attached (the daemon's next start
+/// takes the ring over where it stopped): a wait for it is bounded by
+/// `dplog_producer_set_block_timeout`. For a producer of
+/// `dplog_producer_new`, 1 while its logger's consumer thread runs.
+/// Costs at most one `open` of the consumer file (at most once a
+/// millisecond while none is attached); not for the per-record path.
+///
+/// Errors: `DPLOG_ERR_NULL` (`p` or `attached`), `DPLOG_ERR_CLOSED`.
+///
+/// Thread-safety: one thread at a time per producer, like `dplog_log`.
+///
+/// # Safety
+/// `p` is NULL or returned by `dplog_producer_new` or `dplog_attach*`;
+/// `attached` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn dplog_producer_consumer_attached(
+    p: *mut dplog_producer_t,
+    attached: *mut i32,
+) -> dplog_result {
+    guard_producer(p, || {
+        // SAFETY: caller contract on p.
+        let st = match unsafe { producer(p) } {
+            Ok(s) => s,
+            Err(e) => return e,
+        };
+        if attached.is_null() {
+            return fail(
+                DPLOG_ERR_NULL,
+                "dplog_producer_consumer_attached: attached is NULL",
+            );
+        }
+        let yes = match st.prod.consumer_state() {
+            Some((on, _)) => on && !st.prod.is_stopped(),
+            None => !st.prod.is_disconnected(),
+        };
+        // SAFETY: attached is non-NULL (checked) and writable (contract).
+        unsafe { attached.write(i32::from(yes)) };
         DPLOG_OK
     })
 }

@@ -321,6 +321,56 @@ impl AnyProducer {
         each_producer!(self, p => p.count_dropped(dplog::DropReason::Stopped, n, now))
     }
 
+    /// A shared-memory ring: whether its last refused push gave up on the
+    /// block timeout (cleared); false for an in-process ring.
+    pub(crate) fn take_timed_out(&self) -> bool {
+        match self {
+            Self::S32(_) | Self::S64(_) | Self::S128(_) => false,
+            Self::M32(p) => p.take_timed_out(),
+            Self::M64(p) => p.take_timed_out(),
+            Self::M128(p) => p.take_timed_out(),
+        }
+    }
+
+    /// A shared-memory ring: sets its block timeout (see
+    /// `ShmProducer::set_block_timeout`); `false` for an in-process ring,
+    /// which has none.
+    pub(crate) fn set_block_timeout(&mut self, t: Option<std::time::Duration>) -> bool {
+        match self {
+            Self::S32(_) | Self::S64(_) | Self::S128(_) => return false,
+            Self::M32(p) => p.set_block_timeout(t),
+            Self::M64(p) => p.set_block_timeout(t),
+            Self::M128(p) => p.set_block_timeout(t),
+        }
+        true
+    }
+
+    /// Who serves the ring: `None` for an in-process ring (its logger's
+    /// consumer thread); for a shared-memory ring, whether a consumer file
+    /// is mapped, and why one found was refused.
+    pub(crate) fn consumer_state(&self) -> Option<(bool, Option<String>)> {
+        fn of<S: dplog::Slot>(p: &ShmLogProducer<S>) -> (bool, Option<String>) {
+            let refusal = p.consumer_refusal();
+            (p.consumer_attached(), refusal)
+        }
+        match self {
+            Self::S32(_) | Self::S64(_) | Self::S128(_) => None,
+            Self::M32(p) => Some(of(p)),
+            Self::M64(p) => Some(of(p)),
+            Self::M128(p) => Some(of(p)),
+        }
+    }
+
+    /// The ring file's path, for a shared-memory ring.
+    pub(crate) fn ring_path(&self) -> Option<&std::path::Path> {
+        match self {
+            Self::S32(_) | Self::S64(_) | Self::S128(_) => None,
+            Self::M32(p) => Some(p.path()),
+            Self::M64(p) => Some(p.path()),
+            Self::M128(p) => Some(p.path()),
+        }
+    }
+
     /// The consumer is gone; never for a shared-memory ring (a daemon
     /// that is away may come back).
     pub(crate) fn is_disconnected(&self) -> bool {

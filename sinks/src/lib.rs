@@ -57,7 +57,12 @@ pub mod verify_syslog;
 
 pub use archive::{ArchiveCounters, ArchiveReader, ArchiveSink, ArchiveSinkOptions};
 pub use clickhouse::{ClickHouseCounters, ClickHouseOptions, ClickHouseSink};
-pub use file::{FileSink, FileSinkCounters, FileSinkOptions, FsyncPolicy, FILE_MODE};
+pub use file::{FileSink, FileSinkCounters, FileSinkOptions, FsyncPolicy};
+
+/// File mode of a newly created log file (file sink, mmap segment, seal
+/// file): owner read/write, group read (0640). An existing file keeps its
+/// mode.
+pub const FILE_MODE: u32 = 0o640;
 pub use ipfix::{IpfixCounters, IpfixExporter, IpfixExporterOptions, IpfixTransport};
 #[cfg(feature = "kafka")]
 pub use kafka::{KafkaCounters, KafkaKey, KafkaSink, KafkaSinkOptions};

@@ -71,8 +71,15 @@ pub enum Problem {
     /// predecessor).
     Spliced,
     /// A signature by a key that is not one of the trusted keys (the
-    /// tail was re-signed).
+    /// tail was re-signed), in a seal that records a trusted key before
+    /// it (its start entry or a key change).
     ForeignKey,
+    /// A signature by a key that is not one of the trusted keys, in a seal
+    /// that records none of them (neither its start entry nor a key
+    /// change): most likely the keys given are not this log's (a wrong
+    /// `--key`), which is a usage error, not tampering; a seal rebuilt
+    /// whole with another key looks the same, so nothing is verified.
+    KeyNotInSeal,
     /// A signature that does not verify, or signs another head than the
     /// chain's (the seal was rewritten and not re-signed).
     BadSignature,
@@ -99,6 +106,7 @@ impl fmt::Display for Problem {
             Problem::AppendedAfterClose => "appended after close",
             Problem::Spliced => "spliced",
             Problem::ForeignKey => "re-signed with another key",
+            Problem::KeyNotInSeal => "signed with a key not given (wrong --key?)",
             Problem::BadSignature => "bad signature",
             Problem::MissingFile => "missing file",
             Problem::AnchorMismatch => "differs from the anchored head",
@@ -419,6 +427,7 @@ pub fn verify_anchored(
 ) -> io::Result<Report> {
     let mut v = Verifier {
         trusted,
+        recorded: Vec::new(),
         anchors,
         report: Report::default(),
         prev: None,
@@ -699,6 +708,10 @@ fn parse_anchor(fields: &str, trusted: &[VerifyingKey]) -> Option<Anchored> {
 
 struct Verifier<'a> {
     trusted: &'a [VerifyingKey],
+    /// The keys the checked seals record (start entries', key changes'),
+    /// in order: an untrusted signature after a trusted one among them is
+    /// [`Problem::ForeignKey`], without one [`Problem::KeyNotInSeal`].
+    recorded: Vec<[u8; 32]>,
     anchors: &'a [Anchored],
     report: Report,
     /// Log id, sequence number and final head of the previous file.
@@ -707,6 +720,13 @@ struct Verifier<'a> {
 }
 
 impl Verifier<'_> {
+    /// Notes a key the seal records (once).
+    fn record_key(&mut self, k: [u8; 32]) {
+        if !self.recorded.contains(&k) {
+            self.recorded.push(k);
+        }
+    }
+
     fn find(
         &mut self,
         d: &Data,
@@ -878,6 +898,7 @@ impl Verifier<'_> {
         let mut next_anchor = 0usize;
         let mut matched = start;
         let mut key = pubkey;
+        self.record_key(pubkey);
         // Position and write count at the last signature by a trusted key.
         let mut signed = (start, 0u64);
         let mut signed_at_all = false;
@@ -1018,6 +1039,18 @@ impl Verifier<'_> {
                             hex(pk)
                         ));
                     }
+                    let trusted_recorded = self
+                        .recorded
+                        .iter()
+                        .any(|k| self.trusted.iter().any(|t| t.as_bytes() == k));
+                    if !self.trusted.iter().any(|t| t.as_bytes() == pk) && !trusted_recorded {
+                        let recorded: Vec<String> = self.recorded.iter().map(|k| hex(k)).collect();
+                        return self.find(&d, Problem::KeyNotInSeal, signed.0, after, format!(
+                            "the writes are signed by key {}; the seal records key(s) {} and none of the keys given (--key): give the public key of the sink's seal.key_file (a seal rebuilt whole with another key looks the same: nothing is verified)",
+                            hex(pk),
+                            recorded.join(", ")
+                        ));
+                    }
                     if !self.trusted.iter().any(|t| t.as_bytes() == pk) {
                         return self.find(&d, Problem::ForeignKey, signed.0, after, format!(
                             "the writes from byte {} to {pos} are signed by key {}, which is not a trusted key",
@@ -1060,6 +1093,8 @@ impl Verifier<'_> {
                         hex(new)
                     ));
                     key = *new;
+                    self.record_key(*old);
+                    self.record_key(*new);
                 }
             }
         }

@@ -413,13 +413,28 @@ fn check_schema_id<R: HasSchema>() -> Result<(), ConfigError> {
 /// field that none of the logger's record types has (a typo would
 /// otherwise be found at the first batch, which the sink then refuses).
 fn check_archive_index(sink: &SinkConfig, schemas: &[&Schema]) -> Result<(), ConfigError> {
-    match sink {
+    each_sink(sink, &mut |s, table| match s {
         SinkConfig::Archive(a) => a
             .options()
             .check_index(schemas)
-            .map_err(|e| ConfigError::Parse(format!("[sink] index: {e}"))),
-        SinkConfig::Set(v) => v.iter().try_for_each(|s| check_archive_index(s, schemas)),
+            .map_err(|e| ConfigError::Parse(format!("{table} index: {e}"))),
         _ => Ok(()),
+    })
+}
+
+/// Runs `f` on each sink of `sink` (itself, or each of a `[[sink]]` set)
+/// with the table it was written in, as parse errors name it: `[sink]`,
+/// or `[[sink]] #N` (from 1).
+fn each_sink(
+    sink: &SinkConfig,
+    f: &mut dyn FnMut(&SinkConfig, &str) -> Result<(), ConfigError>,
+) -> Result<(), ConfigError> {
+    match sink {
+        SinkConfig::Set(v) => v
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, s)| f(s, &format!("[[sink]] #{}", i + 1))),
+        s => f(s, "[sink]"),
     }
 }
 
@@ -483,14 +498,14 @@ fn check_clickhouse_coverage(sink: &SinkConfig, schemas: &[&Schema]) -> Result<(
 /// The `DESCRIBE TABLE` check of every ClickHouse sink (see
 /// [`check_clickhouse`]).
 fn check_clickhouse_tables(sink: &SinkConfig, schemas: &[&Schema]) -> Result<(), ConfigError> {
-    match sink {
+    each_sink(sink, &mut |s, table| match s {
         SinkConfig::Clickhouse(c) => {
             let o = c.options();
             let s = match &o.record_type {
                 Some(n) => schemas.iter().find(|s| s.name() == n).ok_or_else(|| {
                     let names: Vec<&str> = schemas.iter().map(|s| s.name()).collect();
                     ConfigError::Parse(format!(
-                        "[sink] record_type = {n:?}: the logger serves no such record type \
+                        "{table} record_type = {n:?}: the logger serves no such record type \
                          (it serves {})",
                         names.join(", ")
                     ))
@@ -502,13 +517,10 @@ fn check_clickhouse_tables(sink: &SinkConfig, schemas: &[&Schema]) -> Result<(),
             };
             let client = crate::sinks::clickhouse::Client::new(&o).map_err(ConfigError::Sink)?;
             match client.check_table(&o.table, s) {
-                Err(Ok(why)) => Err(ConfigError::Parse(format!("[sink] table: {why}"))),
+                Err(Ok(why)) => Err(ConfigError::Parse(format!("{table} table: {why}"))),
                 Ok(_) | Err(Err(_)) => Ok(()),
             }
         }
-        SinkConfig::Set(v) => v
-            .iter()
-            .try_for_each(|s| check_clickhouse_tables(s, schemas)),
         _ => Ok(()),
-    }
+    })
 }

@@ -52,9 +52,11 @@ pub(super) fn random_nonce() -> u64 {
 /// producer thread: `Send`, not `Sync` or `Clone`.
 ///
 /// `push` waits while the ring is full, for as long as no consumer frees a
-/// slot (a consumer that is away is not an error: the daemon may restart);
-/// it gives up (`Err(Disconnected)`) only when the consumer quarantined the
-/// ring.
+/// slot (a consumer that is away is not an error: the daemon may restart),
+/// or at most the block timeout ([`set_block_timeout`](Self::set_block_timeout));
+/// it gives up (`Err(Disconnected)`) when the consumer quarantined the
+/// ring or the timeout passed. A wait of a second with no consumer
+/// attached says so once on stderr.
 pub struct ShmProducer<T: Record> {
     map: Mapping,
     path: PathBuf,
@@ -78,6 +80,16 @@ pub struct ShmProducer<T: Record> {
     /// No attempt to map the consumer file before this instant (an absent
     /// daemon costs one `open` per millisecond, not one per record).
     next_attach: core::cell::Cell<Option<Instant>>,
+    /// The longest a blocked push waits with no slot freed (`None`: for
+    /// as long as it takes).
+    block_timeout: Option<Duration>,
+    /// When the current wait began and the consumer index then: a wait
+    /// that sees the same index again goes on from that instant.
+    wait_since: core::cell::Cell<Option<(Instant, u64)>>,
+    /// The warning that no consumer is attached was printed.
+    warned: core::cell::Cell<bool>,
+    /// The last push gave up on the block timeout (not a quarantine).
+    timed_out: core::cell::Cell<bool>,
     _marker: PhantomData<T>,
 }
 
@@ -247,6 +259,10 @@ impl<T: Record> ShmProducer<T> {
                 refusal: core::cell::RefCell::new(None),
                 consumer: core::cell::OnceCell::new(),
                 next_attach: core::cell::Cell::new(None),
+                block_timeout: None,
+                wait_since: core::cell::Cell::new(None),
+                warned: core::cell::Cell::new(false),
+                timed_out: core::cell::Cell::new(false),
                 _marker: PhantomData,
             })
         })();
@@ -472,27 +488,93 @@ impl<T: Record> ShmProducer<T> {
     }
 
     /// One wait step of a blocked push; true, before any step, once the
-    /// consumer quarantined the ring (it will free no slot). A consumer
-    /// that is not attached, or went away, is waited for: one may attach
-    /// and drain the file later.
+    /// consumer quarantined the ring (it will free no slot) or the block
+    /// timeout passed with no slot freed. A consumer that is not attached,
+    /// or went away, is waited for: one may attach and drain the file
+    /// later.
     fn wait(&self, steps: &mut WaitSteps) -> bool {
         if self.is_quarantined() {
+            return true;
+        }
+        // The clock is read only once the pause spins are used up (the
+        // yields and sleeps of a wait that lasts).
+        if steps.spun(self.block_spins) && self.waited_out() {
+            self.timed_out.set(true);
             return true;
         }
         steps.step(self.block_spins);
         false
     }
 
+    /// Whether this wait has lasted the block timeout with no slot freed;
+    /// after a second with no consumer attached, says so once on stderr.
+    #[cold]
+    fn waited_out(&self) -> bool {
+        let now = Instant::now();
+        let since = match self.wait_since.get() {
+            Some((t, head)) if head == self.cached_head => t,
+            _ => {
+                self.wait_since.set(Some((now, self.cached_head)));
+                now
+            }
+        };
+        let waited = now.duration_since(since);
+        if !self.warned.get() && waited >= Duration::from_secs(1) && !self.consumer_attached() {
+            self.warned.set(true);
+            eprintln!(
+                "dplog: ring {}: full for {} ms and no consumer attached (no dplogd serves {}{}); waiting under block{}",
+                self.path.display(),
+                waited.as_millis(),
+                self.path.parent().map_or(Path::new("."), |d| d).display(),
+                self.refusal
+                    .borrow()
+                    .as_ref()
+                    .map_or(String::new(), |r| format!(": {r}")),
+                if self.block_timeout.is_some() {
+                    " until the block timeout"
+                } else {
+                    " for as long as it takes (no block timeout set)"
+                }
+            );
+        }
+        self.block_timeout.is_some_and(|t| waited >= t)
+    }
+
+    /// The longest a blocked push ([`push`](Self::push),
+    /// [`push_burst`](Self::push_burst), a `block` policy's log) waits
+    /// while no slot is freed before it gives up (`Err(Disconnected)`);
+    /// `None` (the default): for as long as it takes. Later pushes that
+    /// find the ring still full, with no slot freed since, give up after
+    /// the pause spins (the timeout has passed for them too); a slot freed
+    /// starts the count again. Measured from the end of the pause spins,
+    /// with up to 1 ms more (the sleep between tries).
+    pub fn set_block_timeout(&mut self, timeout: Option<Duration>) {
+        self.block_timeout = timeout;
+    }
+
+    /// The block timeout ([`set_block_timeout`](Self::set_block_timeout)).
+    pub fn block_timeout(&self) -> Option<Duration> {
+        self.block_timeout
+    }
+
+    /// Whether the last push that gave up did so on the block timeout;
+    /// cleared by [`take_timed_out`](Self::take_timed_out).
+    pub fn take_timed_out(&self) -> bool {
+        self.timed_out.replace(false)
+    }
+
     /// Pushes `rec`, waiting while the ring is full (spin, yield, then
     /// sleep up to 1 ms between tries). `Err(Disconnected(rec))` only if
-    /// the consumer quarantined the ring.
+    /// the consumer quarantined the ring or the block timeout passed
+    /// ([`set_block_timeout`](Self::set_block_timeout)).
     #[inline]
     pub fn push(&mut self, rec: T) -> Result<(), Disconnected<T>> {
         push_waiting(self, rec)
     }
 
     /// Pushes all of `recs`, waiting while full; `Err(Disconnected(k))`
-    /// after `k` if the consumer quarantined the ring.
+    /// after `k` if the consumer quarantined the ring or the block timeout
+    /// passed.
     pub fn push_burst(&mut self, recs: &[T]) -> Result<(), Disconnected<usize>> {
         push_burst_waiting(self, recs)
     }
@@ -618,7 +700,8 @@ impl<R: Record> ShmLogProducer<R> {
     }
 
     /// Hands `rec` to the ring under the policy: `block` waits (while no
-    /// consumer drains, for as long as it takes), `drop_newest` drops and
+    /// consumer drains, for as long as it takes, or up to the block
+    /// timeout, then drops and counts it as disconnected), `drop_newest` drops and
     /// counts, `degrade` sheds low priorities above the watermark. Returns
     /// `false` if the record was not enqueued.
     #[inline]

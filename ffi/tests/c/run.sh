@@ -18,6 +18,10 @@
 #  5. test_attach.c (ASan+UBSan, ffi/tests/c/attach.sh): dplog_attach, a
 #     C producer whose shared-memory ring a real dplogd drains, freed
 #     and SIGKILLed: its records written exactly once;
+#     test_attach_stall.c (ffi/tests/c/stall.sh): a ring no dplogd serves
+#     under "block" with a block timeout (DPLOG_ERR_TIMEOUT, the stderr
+#     warning, the drops reported by a later dplogd), and a ring dplogd
+#     quarantines (the producer's error names the quarantine);
 #  6. test_no_nat.c (ffi/tests/c/no_nat.sh): a dataplane that is no NAT,
 #     a C-registered type through every format and a ring drained by
 #     dplogd, with no NAT column, template, schema name or id anywhere
@@ -114,6 +118,9 @@ done
 echo "== dplog_attach: a C producer drained by dplogd (ASan+UBSan)"
 cargo build -q -p dplogd
 bash ffi/tests/c/attach.sh "$work" "$work/prefix/include" "$lib" "${CARGO_TARGET_DIR:-$root/target}/debug/dplogd"
+
+echo "== dplog_attach with no dplogd (block timeout) and a ring dplogd quarantines (ASan+UBSan)"
+bash ffi/tests/c/stall.sh "$work" "$work/prefix/include" "$lib" "${CARGO_TARGET_DIR:-$root/target}/debug/dplogd"
 
 echo "== no NAT for those who do not ask: a C-registered type through every format and dplogd (ASan+UBSan)"
 bash ffi/tests/c/no_nat.sh "$work" "$work/prefix/include" "$lib" "${CARGO_TARGET_DIR:-$root/target}/debug/dplogd" \

@@ -128,6 +128,30 @@ int main(int argc, char **argv) {
   EXPECT(dplog_attach(h, 0, dir, "c", NULL), DPLOG_ERR_NULL);
   EXPECT(dplog_attach(h, 0, dir, "bad/name", &p), DPLOG_ERR_INVALID_ARG);
   EXPECT(dplog_attach(h, 0, "/nonexistent/dplog", "c", &p), DPLOG_ERR_IO);
+  {
+    /* The message names the directory, not only "sink I/O error". */
+    char m[512];
+    dplog_last_error(m, sizeof m, NULL);
+    CHECK(strstr(m, "ring directory /nonexistent/dplog: No such file or directory") != NULL);
+  }
+  {
+    /* A [format] that dplogd would ignore is refused, and no ring made. */
+    struct dplog *hf;
+    EXPECT(dplog_open_str("[ring]\ncapacity = 64\n[format]\ntype = \"json\"\n", &hf), DPLOG_OK);
+    EXPECT(dplog_register_nat_schemas(hf), DPLOG_OK);
+    dplog_producer *pf = NULL;
+    EXPECT(dplog_attach(hf, 0, dir, "fmt", &pf), DPLOG_ERR_CONFIG);
+    CHECK(pf == NULL);
+    char m[512];
+    dplog_last_error(m, sizeof m, NULL);
+    CHECK(strstr(m, "has a [format] (type = \"json\") that a ring dplogd drains would ignore") != NULL);
+    EXPECT(dplog_close(hf, NULL), DPLOG_OK);
+    DIR *d = opendir(dir);
+    CHECK(d != NULL);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) CHECK(strncmp(e->d_name, "fmt.", 4) != 0);
+    closedir(d);
+  }
   CHECK(p == NULL);
   EXPECT(dplog_attach_group(h, 0, NULL, "c", getegid(), &p), DPLOG_ERR_NULL);
   CHECK(p == NULL);

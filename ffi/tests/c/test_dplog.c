@@ -118,7 +118,7 @@ static void test_version_and_strerror(void) {
   EXPECT(dplog_version(NULL, &mi, &pa), DPLOG_ERR_NULL);
 
   const char *seen[DPLOG_ERR_LAST + 1];
-  CHECK(DPLOG_ERR_LAST >= DPLOG_ERR_PANIC && DPLOG_ERR_LAST == DPLOG_ERR_RING_STOPPED);
+  CHECK(DPLOG_ERR_LAST >= DPLOG_ERR_PANIC && DPLOG_ERR_LAST == DPLOG_ERR_TIMEOUT);
   for (int c = DPLOG_OK; c <= DPLOG_ERR_LAST; c++) {
     seen[c] = dplog_strerror(c);
     CHECK(seen[c] != NULL && strlen(seen[c]) > 0);

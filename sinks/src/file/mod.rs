@@ -18,9 +18,7 @@ use crate::accounting::{bump, fingerprint, named, read};
 use crate::seal::{HasherMode, SealOptions, Sealer};
 use dplog_core::{Accepted, Kept, Sink, SinkError};
 
-/// File mode of a newly created log file: owner read/write, group read
-/// (0640). An existing file keeps its mode.
-pub const FILE_MODE: u32 = 0o640;
+pub use crate::FILE_MODE;
 
 /// How long a size or time rotation that failed (other than for a vanished
 /// live file, which is replaced at once) waits before it is tried again;

@@ -426,12 +426,24 @@ pub fn hex(b: &[u8]) -> String {
     s
 }
 
+/// Opens (creating) the seal file `path`; a new one gets the mode of the
+/// output it seals (the path without `.seal`), or the sinks' own
+/// [`FILE_MODE`](crate::FILE_MODE) if that is not there: a seal is as
+/// readable as its log, no more.
 fn open_side(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::PermissionsExt;
+    let data = path
+        .to_str()
+        .and_then(|p| p.strip_suffix(SEAL_SUFFIX))
+        .map(Path::new);
+    let mode = data
+        .and_then(|d| std::fs::metadata(d).ok())
+        .map_or(crate::FILE_MODE, |m| m.permissions().mode() & 0o666);
     OpenOptions::new()
         .create(true)
         .read(true)
         .append(true)
-        .mode(0o644)
+        .mode(mode)
         .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
         .open(path)
 }

@@ -87,7 +87,12 @@
 //! used; a torn or foreign file is refused with the reason. Several files
 //! (e.g. every segment of a directory, in sequence order) are read as one
 //! stream. Committed data that is a binary log is decoded like a binary
-//! file; formatted lines (text, JSON, ...) are printed as they are.
+//! file; formatted lines (text, JSON, ...) are printed as they are. Damage
+//! in one of several inputs (segments or files) is named on stderr with
+//! that file and the byte offset within it (for a segment: within its
+//! committed data, and the file offset), the rest of that input is
+//! skipped and decoding goes on with the next one (each segment starts
+//! with its schemas); the exit status is then 3.
 //!
 //! A directory stands for the mmap segments in it (`<prefix>-<10
 //! digits>.dpm`, in sequence order; one prefix). A segment file that is
@@ -114,13 +119,16 @@ use clap::Parser;
 use dplog_core::schema::FieldKind;
 use dplog_core::Formatter;
 use dplog_core::{DropReport, Schema};
-use dplog_formatters::binary::{Frame, StreamDecoder, MAX_FRAME};
+use dplog_formatters::binary::Frame;
 use dplog_formatters::{
     BytesEncoding, Conv, Escape, Format, FormatSpec, Program, SchemaFormatter, TimePrecision,
     TscCalibration,
 };
 use dplog_sinks::archive;
 use dplog_sinks::mmap::reader::{self, SegmentData};
+
+mod stream;
+use stream::{Chain, Frames, Next, Source, CHUNK};
 
 #[derive(Parser)]
 #[command(
@@ -174,9 +182,11 @@ struct Args {
     /// name) of the log; ID an IANA element id (1..=32767, checked against
     /// the field's type) or an enterprise element id as in a declaration,
     /// `0x8000|N` or its value 32768 + N in decimal (N 1..=32767, under
-    /// the PEN; e.g. `0x8000|4001` or `36769`). Repeat for
-    /// each field. Resolves two record types whose fields would take one
-    /// enterprise element (refused otherwise, naming both).
+    /// the PEN; e.g. `0x8000|4001` or `36769`), or 0 for none (the
+    /// field's enterprise element). Repeat for each field, once each; two
+    /// fields of a type on one IANA element are refused. Resolves two
+    /// record types whose fields would take one enterprise element
+    /// (refused otherwise, naming both).
     #[arg(long = "ipfix-ie", value_name = "TYPE.FIELD=ID", value_parser = parse_ipfix_ie)]
     ipfix_ies: Vec<IpfixIe>,
     /// The binary log (`-`: standard input), or mmap segment files
@@ -209,8 +219,9 @@ struct IpfixIe {
 }
 
 /// `TYPE.FIELD=ID` of `--ipfix-ie`: ID decimal or `0x` hex, or
-/// `0x8000|N` (`N` decimal or hex); an IANA id 1..=32767 or an
-/// enterprise id `0x8000 | 1..=32767`.
+/// `0x8000|N` (`N` decimal or hex); an IANA id 1..=32767, an enterprise
+/// id `0x8000 | 1..=32767`, or 0: no IANA element (the field goes out as
+/// its enterprise element, as a declaration's `ie 0`).
 fn parse_ipfix_ie(s: &str) -> Result<IpfixIe, String> {
     let bad = |why: &str| format!("{s:?} is not TYPE.FIELD=ID: {why}");
     let (target, id) = s.split_once('=').ok_or_else(|| bad("no `=`"))?;
@@ -233,14 +244,40 @@ fn parse_ipfix_ie(s: &str) -> Result<IpfixIe, String> {
         None => num(id),
     };
     let ie = raw
-        .filter(|&v| v != 0 && v != 0x8000 && v <= 0xffff)
+        .filter(|&v| v != 0x8000 && v <= 0xffff)
         .ok_or_else(|| {
-            bad("ID is an IANA element id 1..=32767 or an enterprise one, 0x8000|N with N 1..=32767")
+            bad("ID is an IANA element id 1..=32767, an enterprise one, 0x8000|N with N 1..=32767, or 0 for none (the field's enterprise element)")
         })?;
     Ok(IpfixIe {
         schema: schema.to_string(),
         field: field.to_string(),
         ie: ie as u16,
+    })
+}
+
+/// The error for a field given more than one `--ipfix-ie` (which one
+/// should win is not for dplog-cat to guess), if any.
+fn twice_given(ies: &[IpfixIe]) -> Option<String> {
+    ies.iter().enumerate().find_map(|(k, a)| {
+        ies[..k]
+            .iter()
+            .find(|b| b.schema == a.schema && b.field == a.field)
+            .map(|b| {
+                let shown = |ie: u16| {
+                    if ie & 0x8000 != 0 {
+                        format!("0x8000|{}", ie & 0x7fff)
+                    } else {
+                        ie.to_string()
+                    }
+                };
+                format!(
+                    "--ipfix-ie {}.{} is given twice (={}, then ={}): give each field one element",
+                    a.schema,
+                    a.field,
+                    shown(b.ie),
+                    shown(a.ie)
+                )
+            })
     })
 }
 
@@ -270,6 +307,28 @@ fn with_ipfix_ies(s: &Schema, ies: &[IpfixIe]) -> Result<Schema, String> {
                 .map_err(|e| at(e.to_string()))?;
         } else {
             out = set_field_ie(&out, i, o.ie).map_err(at)?;
+        }
+    }
+    // One IANA element per field of a type, as enterprise ids are (checked
+    // once every option is applied: their order does not matter).
+    for o in ies.iter().filter(|o| o.schema == s.name()) {
+        if o.ie == 0 || o.ie & ENTERPRISE_IE != 0 {
+            continue;
+        }
+        let at = |e: String| format!("--ipfix-ie {}.{}: {e}", o.schema, o.field);
+        if let Some(f) = out
+            .fields()
+            .iter()
+            .find(|f| f.name != o.field && f.ie_id == o.ie)
+        {
+            let name = dplog_core::schema::iana_element(o.ie).map_or("", |(n, _)| n);
+            return Err(at(format!(
+                "IANA element {}{} is already field {}'s in record type {}: a type's fields take one element each (give this one another, or 0 for an enterprise element of its own)",
+                o.ie,
+                if name.is_empty() { String::new() } else { format!(" ({name})") },
+                f.name,
+                o.schema
+            )));
         }
     }
     Ok(out)
@@ -371,181 +430,6 @@ fn dir_segments(dir: &Path) -> Result<Vec<PathBuf>, String> {
     }
 }
 
-/// One input of the stream: where its bytes are.
-#[derive(Clone, Debug)]
-enum Source {
-    /// A whole file (a binary log), `len` bytes.
-    File(PathBuf, u64),
-    /// An mmap segment's committed data: `len` bytes at `HEADER_BYTES`.
-    Segment(PathBuf, u64),
-    /// Standard input (length unknown).
-    Stdin,
-}
-
-impl Source {
-    fn len(&self) -> Option<u64> {
-        match self {
-            Source::File(_, n) | Source::Segment(_, n) => Some(*n),
-            Source::Stdin => None,
-        }
-    }
-
-    /// Opens it, positioned at its first byte, limited to its length.
-    fn open(&self) -> std::io::Result<Box<dyn Read>> {
-        let at = |p: &Path, e: std::io::Error| {
-            std::io::Error::new(e.kind(), format!("{}: {e}", p.display()))
-        };
-        Ok(match self {
-            Source::File(p, n) => Box::new(File::open(p).map_err(|e| at(p, e))?.take(*n)),
-            Source::Segment(p, n) => {
-                let mut f = File::open(p).map_err(|e| at(p, e))?;
-                std::io::Seek::seek(
-                    &mut f,
-                    std::io::SeekFrom::Start(reader::HEADER_BYTES as u64),
-                )
-                .map_err(|e| at(p, e))?;
-                Box::new(f.take(*n))
-            }
-            Source::Stdin => Box::new(std::io::stdin()),
-        })
-    }
-}
-
-/// The sources one after another as one byte stream, counting the bytes
-/// read (for progress).
-struct Chain {
-    sources: VecDeque<Source>,
-    cur: Option<Box<dyn Read>>,
-    read: u64,
-}
-
-impl Read for Chain {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        loop {
-            if self.cur.is_none() {
-                match self.sources.pop_front() {
-                    Some(s) => self.cur = Some(s.open()?),
-                    None => return Ok(0),
-                }
-            }
-            let n = self.cur.as_mut().expect("opened above").read(buf)?;
-            if n > 0 {
-                self.read += n as u64;
-                return Ok(n);
-            }
-            self.cur = None;
-        }
-    }
-}
-
-/// Read buffer size.
-const CHUNK: usize = 1 << 20;
-
-/// What [`Frames::next`] found.
-enum Next<'a> {
-    /// A record and its schema.
-    Record(&'a Schema, &'a [u8]),
-    /// A schema (`S` frame).
-    Schema(&'a Schema),
-    /// Any other frame.
-    Frame(Frame<'a>),
-    /// The end of the input, at a frame boundary.
-    End,
-    /// The input does not start as a binary log does (its `H` frame).
-    NotALog,
-    /// Decoding stopped at stream byte `.0`, for reason `.1`.
-    Stopped(u64, String),
-}
-
-/// The frames of a binary log read from a byte stream, in constant memory
-/// (a [`CHUNK`] buffer plus one frame). Any byte stream will do: files,
-/// mmap segments' committed data and standard input are [`Source`]s of a
-/// [`Chain`]; another kind of input adds a `Source` variant or hands its
-/// own reader to [`Frames::new`].
-struct Frames<R> {
-    input: R,
-    buf: Vec<u8>,
-    pos: usize,
-    end: usize,
-    /// Stream offset of `buf[pos]`.
-    offset: u64,
-    eof: bool,
-    dec: StreamDecoder,
-}
-
-impl<R: Read> Frames<R> {
-    fn new(input: R) -> Self {
-        Self {
-            input,
-            buf: vec![0; CHUNK + MAX_FRAME],
-            pos: 0,
-            end: 0,
-            offset: 0,
-            eof: false,
-            dec: StreamDecoder::new(),
-        }
-    }
-
-    /// True if `b` starts with a whole frame.
-    fn whole(b: &[u8]) -> bool {
-        b.len() >= 4 && b.len() - 4 >= u16::from_le_bytes([b[2], b[3]]) as usize
-    }
-
-    fn refill(&mut self) -> std::io::Result<()> {
-        if self.pos > 0 {
-            self.buf.copy_within(self.pos..self.end, 0);
-            self.end -= self.pos;
-            self.pos = 0;
-        }
-        while self.end < self.buf.len() {
-            let n = match self.input.read(&mut self.buf[self.end..]) {
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            if n == 0 {
-                self.eof = true;
-                break;
-            }
-            self.end += n;
-            if self.end >= MAX_FRAME {
-                break;
-            }
-        }
-        Ok(())
-    }
-
-    /// The next frame.
-    ///
-    /// # Errors
-    /// An input that cannot be read.
-    fn next(&mut self) -> std::io::Result<Next<'_>> {
-        while !self.eof && !Self::whole(&self.buf[self.pos..self.end]) {
-            self.refill()?;
-        }
-        let avail = &self.buf[self.pos..self.end];
-        if avail.is_empty() {
-            return Ok(Next::End);
-        }
-        if self.offset == 0 && !dplog_formatters::binary::may_start_log(avail) {
-            return Ok(Next::NotALog);
-        }
-        match self.dec.next(avail) {
-            Ok(Some((f, n))) => {
-                self.pos += n;
-                self.offset += n as u64;
-                Ok(match f {
-                    Frame::Record(si, rec) => Next::Record(&self.dec.schemas()[si], rec),
-                    Frame::Schema(si) => Next::Schema(&self.dec.schemas()[si]),
-                    f => Next::Frame(f),
-                })
-            }
-            Ok(None) => Ok(Next::Stopped(self.offset, StreamDecoder::truncated(avail))),
-            Err(reason) => Ok(Next::Stopped(self.offset, reason)),
-        }
-    }
-}
-
 /// Why an input that does not start with an `H` frame is refused.
 const NOT_A_LOG: &str = "not a dplog binary log (byte 0: no H frame; a binary log, as [format] \
                          type = \"binary\" writes it, starts with its H frame; dplog-cat also \
@@ -619,6 +503,12 @@ fn payload(path: &Path) -> Result<Payload, String> {
         }
         return Err(at(reader::SegmentError::NotASegment.to_string()));
     }
+    if meta.len() == 0 {
+        // A log a file sink created but has not written yet (it creates
+        // the file before its first batch); a file with bytes that is no
+        // log is refused.
+        return Ok(Payload::Headerless(at(EMPTY_LOG.into())));
+    }
     let mut lead = first;
     lead.extend(peek(&mut f, 4).map_err(|e| at(e.to_string()))?);
     Ok(Payload::Data(
@@ -626,6 +516,10 @@ fn payload(path: &Path) -> Result<Payload, String> {
         lead,
     ))
 }
+
+/// What an empty file is said to be: a log not written yet, no records
+/// (as `dplog-query import` says it).
+const EMPTY_LOG: &str = "empty: no records (a log created and not written yet); skipped";
 
 /// A failed write of the output: a reader that went away (`dplog-cat … |
 /// head`) ends the run quietly and successfully, as a pipeline expects;
@@ -1119,6 +1013,10 @@ impl<'a> Output<'a> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(m) = twice_given(&args.ipfix_ies) {
+        eprintln!("dplog-cat: {m}");
+        return ExitCode::from(1);
+    }
     if let [dir] = &args.files[..] {
         if dir.is_dir() {
             match archive::list_segments(dir) {
@@ -1214,6 +1112,20 @@ fn main() -> ExitCode {
         _ => format!("{} files", files.len()),
     };
     let total: Option<u64> = sources.iter().map(Source::len).sum();
+    // Where each of several inputs starts in the stream (all of known
+    // length: files and segments), to name the file of a damage and go on
+    // after it; a single input stops at its damage.
+    let bounds: Option<Vec<(Source, u64)>> = total.filter(|_| sources.len() > 1).map(|_| {
+        let mut at = 0;
+        sources
+            .iter()
+            .map(|src| {
+                let start = at;
+                at += src.len().unwrap_or(0);
+                (src.clone(), start)
+            })
+            .collect()
+    });
     let mut chain = Chain {
         sources,
         cur: None,
@@ -1252,6 +1164,7 @@ fn main() -> ExitCode {
     let mut progress = Progress::new(total);
     let mut frames = Frames::new(chain);
     let mut stdout = std::io::stdout().lock();
+    let mut damaged = 0usize;
     let stopped = loop {
         let next = match frames.next() {
             Ok(n) => n,
@@ -1269,7 +1182,36 @@ fn main() -> ExitCode {
                 eprintln!("dplog-cat: {what}: {NOT_A_LOG}");
                 return ExitCode::from(1);
             }
-            Next::Stopped(off, reason) => break Some((off, reason)),
+            Next::Stopped(off, reason) => {
+                let Some(bounds) = &bounds else {
+                    break Some((off, reason));
+                };
+                // Name the input and the offset within it, then go on at
+                // the next input (each segment starts with its schemas).
+                progress.clear();
+                damaged += 1;
+                let i = bounds.partition_point(|(_, start)| *start <= off).max(1) - 1;
+                let (src, start) = &bounds[i];
+                let end = start + src.len().unwrap_or(0);
+                let next = bounds.get(i + 1).map(|(n, _)| n.path());
+                eprintln!(
+                    "dplog-cat: {}: {}; {}",
+                    src.path(),
+                    src.damage_at(off - start, &reason),
+                    match &next {
+                        Some(n) => format!("the rest of it skipped, going on with {n}"),
+                        None => "the rest of it skipped (the last input)".to_string(),
+                    }
+                );
+                if next.is_none() {
+                    break None;
+                }
+                if let Err(e) = frames.skip_to(end) {
+                    eprintln!("dplog-cat: {e}");
+                    return ExitCode::from(1);
+                }
+                Ok(())
+            }
             Next::Record(schema, rec) => o.record(schema, rec),
             Next::Frame(Frame::Calibration(c)) => {
                 o.calibration(c);
@@ -1310,6 +1252,13 @@ fn main() -> ExitCode {
             o.unshown_reports.1,
             o.spec.kind.name()
         );
+    }
+    if damaged > 0 {
+        eprintln!(
+            "dplog-cat: {what}: {damaged} damaged input(s), named above; decoded {} whole records",
+            o.records
+        );
+        return ExitCode::from(3);
     }
     match stopped {
         None => ExitCode::SUCCESS,

@@ -133,6 +133,45 @@ fn a_file_that_is_no_binary_log_is_named_so() {
     }
 }
 
+/// An empty file is a log a file sink created and has not written yet:
+/// no records, said on stderr, exit 0 (as `dplog-query import` says it);
+/// before a log it changes nothing.
+#[test]
+fn an_empty_file_is_a_log_not_written_yet() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.bin");
+    std::fs::write(&empty, b"").unwrap();
+    let note = format!(
+        "dplog-cat: {}: empty: no records (a log created and not written yet); skipped\n",
+        empty.display()
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_dplog-cat"))
+        .args(["--format", "json"])
+        .arg(&empty)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stdout.is_empty());
+    assert_eq!(String::from_utf8_lossy(&out.stderr), note);
+    let log = dir.path().join("nat.bin");
+    std::fs::write(&log, binary_file()).unwrap();
+    let alone = Command::new(env!("CARGO_BIN_EXE_dplog-cat"))
+        .args(["--format", "json"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    let both = Command::new(env!("CARGO_BIN_EXE_dplog-cat"))
+        .args(["--format", "json"])
+        .arg(&empty)
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert_eq!(both.status.code(), Some(0));
+    assert!(!alone.stdout.is_empty());
+    assert_eq!(both.stdout, alone.stdout);
+    assert_eq!(String::from_utf8_lossy(&both.stderr), note);
+}
+
 #[test]
 fn dplog_cat_refuses_devices_and_reports_write_errors() {
     // /dev/zero would be read forever: refused up front.

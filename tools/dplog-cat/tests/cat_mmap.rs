@@ -383,3 +383,72 @@ fn a_directory_without_segments_or_with_two_logs_is_refused_with_the_reason() {
         )
     );
 }
+
+/// A damaged segment among intact ones: named with its file and the
+/// offset within it, the rest of it skipped, the later segments decoded;
+/// exit status 3.
+#[test]
+fn a_damaged_segment_is_named_and_the_later_ones_still_decode() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let n = 800;
+    let segs = segments(d, &binary_batches(n));
+    assert!(segs.len() >= 3, "{segs:?}");
+    let alone: Vec<String> = segs
+        .iter()
+        .map(|s| {
+            let o = cat(&["--format", "json"], std::slice::from_ref(s));
+            assert!(o.status.success());
+            String::from_utf8(o.stdout).unwrap()
+        })
+        .collect();
+    // The frame in the middle of the second segment's committed data: its
+    // type byte overwritten (frames: type, flags, u16 LE length, body).
+    let mut b = std::fs::read(&segs[1]).unwrap();
+    let committed = u64::from_le_bytes(b[24..32].try_into().unwrap()) as usize;
+    let data = &b[4096..4096 + committed];
+    let (mut at, mut frames_before) = (0usize, 0usize);
+    while at < committed / 2 {
+        at += 4 + u16::from_le_bytes([data[at + 2], data[at + 3]]) as usize;
+        frames_before += 1;
+    }
+    b[4096 + at] = 0xEE;
+    std::fs::write(&segs[1], &b).unwrap();
+    // The records of the second segment before the damage: its output up
+    // to that many records (its preamble frames print nothing).
+    let o = cat(&["--format", "json"], &[d.to_path_buf()]);
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(
+        err.contains(&format!(
+            "dplog-cat: {}: damaged at byte {at} of its {committed} committed data bytes (file offset {}): ",
+            segs[1].display(),
+            4096 + at
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "the rest of it skipped, going on with {}",
+            segs[2].display()
+        )),
+        "{err}"
+    );
+    let out = String::from_utf8(o.stdout).unwrap();
+    let printed_of_1 = out.len() - alone[0].len() - alone[2..].concat().len();
+    assert!(out.starts_with(&alone[0]), "the first segment is whole");
+    assert!(
+        out.ends_with(&alone[2..].concat()),
+        "the segments after the damaged one are whole"
+    );
+    // Of the damaged segment: whole lines, a prefix of what it holds.
+    let part = &out[alone[0].len()..alone[0].len() + printed_of_1];
+    assert!(alone[1].starts_with(part));
+    assert!(part.ends_with('\n') && !part.is_empty() && part.len() < alone[1].len());
+    assert!(frames_before > 0);
+}

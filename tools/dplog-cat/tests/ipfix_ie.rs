@@ -207,7 +207,7 @@ fn a_clash_in_a_binary_log_is_refused_then_resolved_with_ipfix_ie() {
         "{err}"
     );
     for bad in [
-        "lbStats.f135=0",
+        "lbStats.f135=0x8000",
         "lbStats.f135=0x8000|0",
         "lbStats=5",
         "lbStats.f135=70000",
@@ -216,4 +216,111 @@ fn a_clash_in_a_binary_log_is_refused_then_resolved_with_ipfix_ie() {
         assert_eq!(code, 2, "{bad}: {err}");
         assert!(err.contains("is not TYPE.FIELD=ID"), "{bad}: {err}");
     }
+}
+
+/// `lbConn`: `t` (event time), `backend: u32` declared as IANA element 8
+/// (sourceIPv4Address), `vip: u32` without an element; a binary log of
+/// `N` records.
+fn write_lb_conn(path: &Path) {
+    let lb = Schema::new(
+        310,
+        "lbConn",
+        24,
+        vec![
+            FieldDef::new("t", 8, 8, FieldKind::NsTimestamp, 0),
+            FieldDef::new("backend", 16, 4, FieldKind::U32, 8),
+            FieldDef::new("vip", 20, 4, FieldKind::U32, 0),
+        ],
+    )
+    .unwrap();
+    let cfg = LogConfig::from_toml_str(&format!(
+        "[ring]\nslot_bytes = 64\n[format]\ntype = \"binary\"\n[sink]\ntype = \"file\"\npath = \"{}\"\n",
+        path.display()
+    ))
+    .unwrap();
+    let logger = cfg.start_slots::<Slot64>(&[&lb]).unwrap();
+    let mut p = logger.producer().unwrap();
+    for i in 0..N {
+        let mut r = vec![0u8; 24];
+        r[0..2].copy_from_slice(&24u16.to_ne_bytes());
+        r[2..4].copy_from_slice(&lb.id().to_ne_bytes());
+        r[8..16].copy_from_slice(&(T0 + u64::from(i) * 1_000_000).to_ne_bytes());
+        r[16..20].copy_from_slice(&(0x0a00_0001 + i).to_ne_bytes());
+        r[20..24].copy_from_slice(&(0xc000_0201 + i).to_ne_bytes());
+        assert!(p.log(Slot64::from_bytes(&r).unwrap()));
+    }
+    drop(p);
+    assert_eq!(logger.shutdown().unwrap().written_records, u64::from(N));
+}
+
+/// Two fields of a type on one IANA element, and a field given twice,
+/// are refused as enterprise clashes are; `=0` (no IANA element: the
+/// field's enterprise one), which the type-mismatch message suggests,
+/// is taken.
+#[test]
+fn an_iana_element_twice_in_a_type_or_a_field_given_twice_is_refused_and_0_is_taken() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("lb.log");
+    write_lb_conn(&log);
+    let (code, _, err) = cat(&["--format", "ipfix", "--ipfix-ie", "lbConn.vip=8"], &log);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(
+            "--ipfix-ie lbConn.vip: IANA element 8 (sourceIPv4Address) is already field backend's in record type lbConn"
+        ),
+        "{err}"
+    );
+    let (code, _, err) = cat(
+        &[
+            "--format",
+            "ipfix",
+            "--ipfix-ie",
+            "lbConn.vip=12",
+            "--ipfix-ie",
+            "lbConn.vip=0x8000|7",
+        ],
+        &log,
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("--ipfix-ie lbConn.vip is given twice (=12, then =0x8000|7)"),
+        "{err}"
+    );
+    // The type-mismatch message suggests ie 0 ...
+    let (code, _, err) = cat(&["--format", "ipfix", "--ipfix-ie", "lbConn.t=12"], &log);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("or ie 0 for an enterprise element"), "{err}");
+    // ... and 0 is taken: backend leaves element 8 for an enterprise one,
+    // and vip can then take 8 (in either order of the options).
+    let (code, out, err) = cat(
+        &[
+            "--format",
+            "ipfix",
+            "--ipfix-ie",
+            "lbConn.vip=8",
+            "--ipfix-ie",
+            "lbConn.backend=0",
+        ],
+        &log,
+    );
+    assert_eq!(code, 0, "{err}");
+    let r = decoded(
+        dir.path(),
+        &out,
+        &[
+            "cflow.template_ipfix_field_type",
+            "cflow.template_ipfix_field_type_enterprise",
+            "cflow.srcaddr",
+        ],
+    );
+    assert!(r[0].split(',').any(|t| t == "8"), "{r:?}");
+    assert_eq!(
+        r[1].split(',').count(),
+        1,
+        "backend as an enterprise element: {r:?}"
+    );
+    assert_eq!(
+        r[2], "192.0.2.1,192.0.2.2,192.0.2.3",
+        "vip as sourceIPv4Address"
+    );
 }

@@ -37,7 +37,9 @@
 //! frame is imported up to the damage, a mmap segment whose header is
 //! broken is skipped; each is reported on stderr with its file and byte,
 //! the other inputs are imported, and the archive lacks what the damaged
-//! parts held after the damage.
+//! parts held after the damage. An empty file is a log created and not
+//! written yet: no records, named on stderr and skipped (as dplog-cat
+//! does).
 //!
 //! Runs whose record types had other schema ids (a program restarted
 //! with its types registered in another order, appending to the same
@@ -135,7 +137,8 @@ enum Cmd {
     /// damaged inputs: a log cut inside a frame or with a broken frame is
     /// imported up to the damage, a mmap segment with a broken header is
     /// skipped, each named on stderr with its byte, and the other inputs
-    /// are imported.
+    /// are imported. An empty file (a log not written yet) holds no
+    /// records: named on stderr and skipped.
     Import {
         /// Binary log files or mmap segment directories, in order.
         #[arg(required = true)]
@@ -696,6 +699,17 @@ fn import(
             let mut f = std::fs::File::open(input).map_err(|e| at(e.to_string()))?;
             let mut head = [0u8; 12];
             let got = read_full(&mut f, &mut head).map_err(|e| at(e.to_string()))?;
+            if got == 0 {
+                // A log a file sink created and has not written yet (as
+                // dplog-cat says it); a file with bytes that is no log is
+                // refused.
+                eprintln!(
+                    "dplog-query: {}",
+                    at("empty: no records (a log created and not written yet); skipped".into())
+                );
+                segments.push(Some(Vec::new()));
+                continue;
+            }
             if !dplog_formatters::binary::may_start_log(&head[..got]) {
                 return Err(at(
                     "not a dplog binary log (byte 0: no binary frame; a log starts with its H \

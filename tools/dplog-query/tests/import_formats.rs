@@ -541,3 +541,32 @@ fn damaged_inputs_are_imported_up_to_the_damage_and_exit_3() {
     );
     assert!(help.contains("; 3 damaged inputs:"), "{help}");
 }
+
+/// An empty file is a log a file sink created and has not written yet: no
+/// records, said on stderr and skipped (exit 0), as dplog-cat says it;
+/// a file with bytes that is no log is refused (above).
+#[test]
+fn an_empty_file_is_a_log_not_written_yet_said_and_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    nat(
+        &format!(
+            "[sink]\ntype = \"file\"\npath = \"{}\"\n",
+            p.join("nat.bin").display()
+        ),
+        300,
+    );
+    let records = sorted_lines(&formatted(&p.join("nat.bin"), Format::Json)).len();
+    assert!(records > 0);
+    std::fs::write(p.join("empty.bin"), b"").unwrap();
+    let (code, err) = import_into(&p.join("a"), &[&p.join("empty.bin"), &p.join("nat.bin")]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(&format!(
+            "dplog-query: {}: empty: no records (a log created and not written yet); skipped",
+            p.join("empty.bin").display()
+        )),
+        "{err}"
+    );
+    assert_eq!(archived(&p.join("a")).len(), records);
+}

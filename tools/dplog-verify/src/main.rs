@@ -27,7 +27,9 @@
 //! of a set that retention deleted. `--strict` turns a note into exit 3.
 //!
 //! Exit status, as `dplog-cat`'s: 0 verified, every byte under a trusted
-//! signature; 1 error (an unreadable file or seal file, a bad key file); 2
+//! signature; 1 error (an unreadable file or seal file, a bad key file, a
+//! seal signed by a key none of `--key` is and that records none of them:
+//! a wrong `--key`, said so, not tampering; 3 wins over it); 2
 //! the command line does not parse; 3 tampering found (or, with
 //! `--strict`, a note; bytes after a clean close included); 4 no
 //! tampering found, but not every byte is proven: bytes after the last
@@ -201,7 +203,7 @@ fn main() -> ExitCode {
             }
         }
     }
-    let (mut tampered, mut unproven) = (false, false);
+    let (mut tampered, mut unproven, mut wrong_key) = (false, false, false);
     for f in &args.files {
         let set = if args.only {
             vec![f.clone()]
@@ -226,6 +228,12 @@ fn main() -> ExitCode {
             eprintln!("note: {n}");
         }
         match &report.finding {
+            // No key given is one the seal records: most likely a wrong
+            // --key, an error of the command, not tampering.
+            Some(finding) if finding.problem == verify::Problem::KeyNotInSeal => {
+                eprintln!("dplog-verify: {finding}");
+                wrong_key = true;
+            }
             Some(finding) => {
                 eprintln!("dplog-verify: {finding}");
                 tampered = true;
@@ -251,6 +259,9 @@ fn main() -> ExitCode {
                 }
             }
         }
+    }
+    if wrong_key && !tampered {
+        return ExitCode::from(1);
     }
     exit_status(tampered, unproven)
 }

@@ -1247,3 +1247,39 @@ fn the_last_write_changed_is_altered_and_changed_with_bytes_after_it_altered_or_
         "{f}"
     );
 }
+
+/// A `--key` that is none of the keys the seal records (its start entry,
+/// its key changes) is a wrong key, said so with exit status 1, not
+/// tampering ("re-signed with another key", exit 3); the seal's own key
+/// verifies it.
+#[test]
+fn a_key_the_seal_does_not_record_is_a_wrong_key_not_tampering() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = keys(dir.path(), "seal");
+    let other = keys(dir.path(), "other");
+    let path = dir.path().join("verdicts.log");
+    write(&path, &k, 0, 4);
+    let r = verify(std::slice::from_ref(&path), &other);
+    let f = r.finding.expect("not verified with another key");
+    assert_eq!(f.problem, Problem::KeyNotInSeal, "{f}");
+    let seal_key = hex(seal::load_public_key(&k.public).unwrap().as_bytes());
+    assert!(
+        f.detail.contains(&format!(
+            "the seal records key(s) {seal_key} and none of the keys given"
+        )),
+        "{f}"
+    );
+    let (code, _, err) = cli_verify(&path, &other);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("signed with a key not given (wrong --key?)"),
+        "{err}"
+    );
+    assert!(!err.contains("re-signed"), "{err}");
+    let (code, _, err) = cli_verify(&path, &k);
+    assert_eq!(code, 0, "{err}");
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}

@@ -615,18 +615,25 @@ pub fn load(path: &Path) -> Result<Option<Checkpoint>, String> {
 /// (file, then directory) when `fsync`.
 ///
 /// Errors: the I/O error.
+/// A write that fails (a full disk) removes `<path>.tmp` again: no stale,
+/// empty or partial temporary is left beside the checkpoint.
 pub fn save(path: &Path, c: &Checkpoint, fsync: bool) -> io::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
-    {
+    let written = (|| {
         let mut f = File::create(&tmp)?;
         f.write_all(c.encode().as_bytes())?;
         if fsync {
             f.sync_all()?;
         }
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = written {
+        // Best effort: the error reported is the write's.
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
     }
-    std::fs::rename(&tmp, path)?;
     if fsync {
         let dir = path
             .parent()
@@ -635,6 +642,87 @@ pub fn save(path: &Path, c: &Checkpoint, fsync: bool) -> io::Result<()> {
         File::open(dir)?.sync_all()?;
     }
     Ok(())
+}
+
+/// Whether a checkpoint write error is one that passes (no room on a full
+/// disk or quota, an I/O error: the retryable sink errors,
+/// [`dplog_core::SinkError`]), so the daemon retries instead of stopping.
+pub fn retryable(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ENOSPC | libc::EIO | libc::EDQUOT | libc::ENOBUFS)
+    )
+}
+
+/// The retries of a checkpoint write that fails retryably ([`retryable`]):
+/// the next attempt waits a backoff (10 ms doubling to 1 s), and the
+/// failure is said on stderr at most every 5 s. Until a checkpoint is
+/// written no ring slot is freed: the rings hold the records not
+/// checkpointed and producers follow their policy (as with a full disk
+/// under a sink).
+#[derive(Debug, Default)]
+pub struct Retry {
+    /// When the next attempt is due (`None`: no failure pending).
+    next: Option<std::time::Instant>,
+    backoff: std::time::Duration,
+    /// Failed attempts since the last checkpoint written.
+    failures: u64,
+    said: Option<std::time::Instant>,
+}
+
+impl Retry {
+    const FIRST: std::time::Duration = std::time::Duration::from_millis(10);
+    const MOST: std::time::Duration = std::time::Duration::from_secs(1);
+    const SAY_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+    /// Whether an attempt may be made at `now` (no failure pending, or its
+    /// backoff has passed).
+    pub fn due(&self, now: std::time::Instant) -> bool {
+        self.next.map_or(true, |t| now >= t)
+    }
+
+    /// The backoff before the next attempt after a failure at `now`
+    /// (without waiting).
+    pub fn wait(&self, now: std::time::Instant) -> std::time::Duration {
+        self.next.map_or(std::time::Duration::ZERO, |t| {
+            t.saturating_duration_since(now)
+        })
+    }
+
+    /// Records a failed attempt at `now` of writing the checkpoint at
+    /// `path`, and says so on stderr (with the records it holds back,
+    /// `waiting`) when 5 s have passed since it last did.
+    pub fn failed(&mut self, now: std::time::Instant, path: &Path, e: &io::Error, waiting: u64) {
+        self.backoff = if self.failures == 0 {
+            Self::FIRST
+        } else {
+            (self.backoff * 2).min(Self::MOST)
+        };
+        self.failures += 1;
+        self.next = Some(now + self.backoff);
+        if self
+            .said
+            .map_or(true, |t| now.duration_since(t) >= Self::SAY_EVERY)
+        {
+            self.said = Some(now);
+            eprintln!(
+                "dplogd: writing the checkpoint {}: {e}; {waiting} records read and not checkpointed; retrying (the rings hold them, producers see their policy)",
+                path.display()
+            );
+        }
+    }
+
+    /// Records a checkpoint written, saying so if attempts had failed.
+    pub fn succeeded(&mut self, path: &Path) {
+        if self.failures > 0 {
+            eprintln!(
+                "dplogd: the checkpoint {} is written again (after {} failed attempts)",
+                path.display(),
+                self.failures
+            );
+        }
+        *self = Self::default();
+    }
 }
 
 #[cfg(test)]

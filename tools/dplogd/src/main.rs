@@ -13,6 +13,7 @@
 //! file, mmap and archive outputs exactly once.
 
 mod checkpoint;
+mod commit;
 
 use std::collections::{BTreeMap, HashSet};
 use std::ops::Range;
@@ -32,7 +33,7 @@ use dplog_core::{DropReport, Formatter, RingStats, Schema, Sink, Snapshot, Stats
 use dplog_formatters::conv::push_escaped;
 use dplog_formatters::{Escape, Format, SchemaFormatter, SyslogNotice};
 
-use checkpoint::{Checkpoint, RingEntry, RingMark, Target};
+use checkpoint::{RingEntry, RingMark, Target};
 
 /// Drains dplog shared-memory rings into the configured format and sinks.
 #[derive(Parser, Debug)]
@@ -212,6 +213,8 @@ struct Daemon {
     /// Batches written since the last checkpoint.
     uncommitted: bool,
     last_commit: Instant,
+    /// A checkpoint write failing retryably (a full disk): its backoff.
+    ckpt_retry: checkpoint::Retry,
 }
 
 fn main() {
@@ -347,13 +350,24 @@ fn run(args: Args) -> Result<(), String> {
         commit_every,
         uncommitted: false,
         last_commit: Instant::now(),
+        ckpt_retry: checkpoint::Retry::default(),
         args,
     };
     for o in &mut d.outs {
         o.buf.reserve(d.cfg.ring.batch_bytes + 65536);
     }
-    // The positions the first batch starts from.
-    d.save_checkpoint()?;
+    // The positions the first batch starts from: nothing is read from a
+    // ring before they are checkpointed, so a full disk here is waited out.
+    while !d.checkpointed()? {
+        // Relaxed: the stop flag, as in `serve`.
+        if STOP.load(Ordering::Relaxed) {
+            return Err(format!(
+                "stopped before the checkpoint {} could be written; nothing was read from the rings",
+                d.args.checkpoint.display()
+            ));
+        }
+        std::thread::sleep(d.ckpt_retry.wait(Instant::now()));
+    }
     d.serve()
 }
 
@@ -714,6 +728,7 @@ impl Daemon {
         let dplog::config::SinkConfig::File(file) = &self.cfg.sink else {
             unreachable!("split CSV writes to a file sink");
         };
+        let (outs_before, targets_before) = (self.outs.len(), self.targets.len());
         for (name, header) in new {
             let mut f = file.clone();
             f.path = typed_path(&file.path, &name);
@@ -738,7 +753,14 @@ impl Daemon {
                 }
             }
         }
-        self.save_checkpoint()?;
+        if !self.checkpointed()? {
+            // Not checkpointed (a full disk): the new outputs close and
+            // open again at the next scan, so none holds records that no
+            // checkpoint names.
+            self.outs.truncate(outs_before);
+            self.targets.truncate(targets_before);
+            return Ok(None);
+        }
         Ok(Some(v))
     }
 
@@ -1031,132 +1053,6 @@ impl Daemon {
                 }
             }
         }
-    }
-
-    /// A checkpoint is due: at once without an archive output, else once
-    /// `commit_every` has passed since the last.
-    fn commit_due(&self) -> bool {
-        self.commit_every
-            .map_or(true, |d| self.last_commit.elapsed() >= d)
-    }
-
-    /// Puts the written batches where the checkpoint's output positions
-    /// see them, checkpoints, then frees the rings' slots and retires
-    /// ended rings.
-    ///
-    /// Without `--fsync` the sinks only hand the kernel what they still
-    /// hold ([`Sink::write_out`]: an archive's partial blocks written, no
-    /// fsync), which is all a restart after a process crash needs; with
-    /// it every output is fsync'd ([`Sink::sync_all`], whatever its own
-    /// fsync policy) for power loss.
-    /// Network sinks need neither: a batch they hold is waited for (up
-    /// to `shutdown_timeout_ms`) in [`write_batch`](Self::write_batch)
-    /// before it is checkpointed, and their `write_out` only serves
-    /// delivery reports. If the write-out
-    /// fails nothing is checkpointed: the slots stay held and the next
-    /// commit tries again.
-    fn commit(&mut self) -> Result<(), String> {
-        let mut out = Ok(());
-        let mut which = String::new();
-        for o in &mut self.outs {
-            out = if self.args.fsync {
-                o.sink.sync_all()
-            } else {
-                o.sink.write_out()
-            };
-            if out.is_err() {
-                which = o.sink.describe();
-                break;
-            }
-        }
-        if let Err(e) = out {
-            self.stats.sink_errors += 1;
-            let now = Instant::now();
-            if say_again(&mut self.last_sink_error, now) {
-                let what = if self.args.fsync {
-                    "flushing"
-                } else {
-                    "writing out"
-                };
-                eprintln!(
-                    "dplogd: {what} the sink {which}: {e}; not checkpointed (the rings keep the records); retrying"
-                );
-            }
-            // Not at once again: the next loop or batch retries.
-            self.last_commit = now;
-            return Ok(());
-        }
-        self.last_commit = Instant::now();
-        self.uncommitted = false;
-        self.save_checkpoint()?;
-        let mut retired = Vec::new();
-        for r in self.rings.values_mut() {
-            r.reader.publish_head();
-            r.published = r.reader.head();
-            r.reader.publish_reported();
-            if let Some(how) = r.ending {
-                retired.push((r.file.clone(), how));
-            }
-        }
-        if retired.is_empty() {
-            return Ok(());
-        }
-        for (file, how) in &retired {
-            if let Some(r) = self.rings.remove(file) {
-                if *how == Ending::Quarantined {
-                    self.kept.insert(
-                        file.clone(),
-                        RingEntry {
-                            mark: RingMark::Quarantined,
-                            head: r.reader.head(),
-                            drops_reported: r.reader.drops_reported(),
-                            nonce: r.reader.info().nonce,
-                            file: file.clone(),
-                        },
-                    );
-                } else {
-                    r.reader.remove_files();
-                }
-                self.closed_rings
-                    .push(ring_stats(&r, *how == Ending::Quarantined));
-                self.refused.insert(file.clone());
-            }
-        }
-        // The removed rings leave the checkpoint (a quarantined one stays,
-        // marked, while its file exists).
-        self.save_checkpoint()
-    }
-
-    fn save_checkpoint(&mut self) -> Result<(), String> {
-        let mut outputs = Vec::new();
-        for t in &self.targets {
-            outputs.push(checkpoint::position(t).map_err(|e| format!("output position: {e}"))?);
-        }
-        let mut rings: Vec<RingEntry> = self
-            .rings
-            .values()
-            .map(|r| RingEntry {
-                mark: match r.ending {
-                    None => RingMark::Live,
-                    Some(Ending::Quarantined) => RingMark::Quarantined,
-                    Some(_) => RingMark::Closed,
-                },
-                head: r.reader.head(),
-                drops_reported: r.reader.drops_reported(),
-                nonce: r.reader.info().nonce,
-                file: r.file.clone(),
-            })
-            .collect();
-        // Rings of the previous run not open yet keep their positions.
-        rings.extend(self.resume.values().cloned());
-        rings.extend(self.kept.values().cloned());
-        let c = Checkpoint { outputs, rings };
-        checkpoint::save(&self.args.checkpoint, &c, self.args.fsync).map_err(|e| {
-            format!(
-                "writing the checkpoint {}: {e}",
-                self.args.checkpoint.display()
-            )
-        })
     }
 
     fn publish_snapshot(&self) {

@@ -72,6 +72,12 @@ impl Setup {
         self.daemon_wrapped(&[], extra)
     }
 
+    /// Kills `c` at drop if still running, as the processes it starts.
+    pub fn track(&self, c: Child) -> Child {
+        self.pids.borrow_mut().push(c.id());
+        c
+    }
+
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(self.path("dplogd.err")).unwrap_or_default()
     }
@@ -337,4 +343,71 @@ pub fn nobody_config(dir: &Path) -> (PathBuf, PathBuf) {
     .unwrap();
     std::fs::set_permissions(&cfg, PermissionsExt::from_mode(0o644)).unwrap();
     (cfg, logs)
+}
+
+/// A tmpfs of `size` mounted on a fresh temp dir (for full-disk tests);
+/// unmounted on drop.
+pub struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    /// Mounts it; `None` (with a SKIPPED line on stderr) without the
+    /// privilege to mount (root / CAP_SYS_ADMIN).
+    pub fn mount(size: &str) -> Option<Self> {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
+            .arg(dir.path())
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(Self { dir }),
+            Ok(o) => {
+                eprintln!(
+                    "SKIPPED: cannot mount a tmpfs (need root / CAP_SYS_ADMIN): {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                );
+                None
+            }
+            Err(e) => {
+                eprintln!("SKIPPED: cannot run mount: {e}");
+                None
+            }
+        }
+    }
+
+    /// The mount point.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Fills it with `name` (zeros written until `ENOSPC`); returns the
+    /// bytes written.
+    pub fn fill(&self, name: &str) -> u64 {
+        use std::io::Write;
+        let mut f = std::fs::File::create(self.path().join(name)).unwrap();
+        let block = vec![0u8; 4096];
+        let mut n = 0u64;
+        loop {
+            match f.write(&block) {
+                Ok(0) => break,
+                Ok(k) => n += k as u64,
+                Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => break,
+                Err(e) => panic!("filling the tmpfs: {e}"),
+            }
+        }
+        n
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
 }

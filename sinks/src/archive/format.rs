@@ -335,6 +335,33 @@ impl std::fmt::Debug for BlockEncoder {
     }
 }
 
+/// A data block (v3 or keyed) up to its column directory, zeroed with its
+/// CRC, as are the block's body length and CRC; `hint` (the records'
+/// bytes) sizes it. Returns it, the directory's offset and its end.
+pub(crate) fn data_block_start(
+    s: &Schema,
+    n: usize,
+    min: u64,
+    max: u64,
+    ncols: usize,
+    hint: usize,
+) -> (Vec<u8>, usize, usize) {
+    let dir_len = ncols * COLUMN_ENTRY;
+    let mut f = Vec::with_capacity(BLOCK_HEADER + DATA_HEADER + dir_len + hint / 4);
+    f.extend_from_slice(BLOCK_MAGIC);
+    f.extend_from_slice(&[KIND_DATA, 0, 0, 0]);
+    f.extend_from_slice(&[0; 8]); // body length and CRC, below
+    f.extend_from_slice(&s.id().to_le_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.extend_from_slice(&(n as u32).to_le_bytes());
+    f.extend_from_slice(&min.to_le_bytes());
+    f.extend_from_slice(&max.to_le_bytes());
+    f.extend_from_slice(&(ncols as u32).to_le_bytes());
+    let dir_at = f.len();
+    f.resize(dir_at + dir_len + 4, 0);
+    (f, dir_at, dir_at + dir_len)
+}
+
 impl BlockEncoder {
     /// An encoder compressing at zstd `level`.
     ///
@@ -374,19 +401,7 @@ impl BlockEncoder {
         max: u64,
     ) -> io::Result<Vec<u8>> {
         self.z.clear();
-        let dir_len = cols.len() * COLUMN_ENTRY;
-        let mut f = Vec::with_capacity(BLOCK_HEADER + DATA_HEADER + dir_len + recs.len() / 4);
-        f.extend_from_slice(BLOCK_MAGIC);
-        f.extend_from_slice(&[KIND_DATA, 0, 0, 0]);
-        f.extend_from_slice(&[0; 8]); // body length and CRC, below
-        f.extend_from_slice(&s.id().to_le_bytes());
-        f.extend_from_slice(&[0, 0]);
-        f.extend_from_slice(&(n as u32).to_le_bytes());
-        f.extend_from_slice(&min.to_le_bytes());
-        f.extend_from_slice(&max.to_le_bytes());
-        f.extend_from_slice(&(cols.len() as u32).to_le_bytes());
-        let dir_at = f.len();
-        f.resize(dir_at + dir_len + 4, 0);
+        let (mut f, dir_at, dir_end) = data_block_start(s, n, min, max, cols.len(), recs.len());
         for (k, &c) in cols.iter().enumerate() {
             self.raw.clear();
             encode::encode_column_with(&mut self.cols, &mut self.raw, recs, s.size(), n, c);
@@ -405,7 +420,6 @@ impl BlockEncoder {
             f[e + 8..e + 12].copy_from_slice(&crc32fast::hash(stored).to_le_bytes());
             f.extend_from_slice(stored);
         }
-        let dir_end = dir_at + dir_len;
         let dir_crc = crc32fast::hash(&f[BLOCK_HEADER..dir_end]);
         f[dir_end..dir_end + 4].copy_from_slice(&dir_crc.to_le_bytes());
         let body_len = (f.len() - BLOCK_HEADER) as u32;

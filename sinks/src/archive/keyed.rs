@@ -61,8 +61,7 @@ use super::encode::{self, Column, Cursor};
 pub use super::format::KeyRange;
 use super::format::{
     self, invalid, BlockEncoder, BlockMeta, DataHeader, Footer, RowFilter, BLOCK_HEADER,
-    BLOCK_MAGIC, COLUMN_ENTRY, DATA_HEADER, KIND_CALIBRATION, KIND_DATA, KIND_SCHEMA,
-    VERSION_KEYED,
+    COLUMN_ENTRY, KIND_CALIBRATION, KIND_DATA, KIND_SCHEMA, VERSION_KEYED,
 };
 
 /// Tag of a keyed block's layout column.
@@ -345,19 +344,8 @@ pub fn keyed_frame(
             col: field_col(i),
         });
     }
-    let dir_len = parts.len() * COLUMN_ENTRY;
-    let mut out = Vec::with_capacity(BLOCK_HEADER + DATA_HEADER + dir_len + recs.len() / 4);
-    out.extend_from_slice(BLOCK_MAGIC);
-    out.extend_from_slice(&[KIND_DATA, 0, 0, 0]);
-    out.extend_from_slice(&[0; 8]); // body length and CRC, below
-    out.extend_from_slice(&s.id().to_le_bytes());
-    out.extend_from_slice(&[0, 0]);
-    out.extend_from_slice(&(n as u32).to_le_bytes());
-    out.extend_from_slice(&min.to_le_bytes());
-    out.extend_from_slice(&max.to_le_bytes());
-    out.extend_from_slice(&(parts.len() as u32).to_le_bytes());
-    let dir_at = out.len();
-    out.resize(dir_at + dir_len + 4, 0);
+    let (mut out, dir_at, dir_end) =
+        format::data_block_start(s, n, min, max, parts.len(), recs.len());
     for (k, p) in parts.iter().enumerate() {
         let (stored_len, raw_len, crc) = match p {
             Part::Raw(b) => {
@@ -390,7 +378,6 @@ pub fn keyed_frame(
         out[e + 4..e + 8].copy_from_slice(&(raw_len as u32).to_le_bytes());
         out[e + 8..e + 12].copy_from_slice(&crc.to_le_bytes());
     }
-    let dir_end = dir_at + dir_len;
     let dir_crc = crc32fast::hash(&out[BLOCK_HEADER..dir_end]);
     out[dir_end..dir_end + 4].copy_from_slice(&dir_crc.to_le_bytes());
     let body_len = (out.len() - BLOCK_HEADER) as u32;

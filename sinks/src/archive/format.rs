@@ -335,33 +335,6 @@ impl std::fmt::Debug for BlockEncoder {
     }
 }
 
-/// A data block (v3 or keyed) up to its column directory, zeroed with its
-/// CRC, as are the block's body length and CRC; `hint` (the records'
-/// bytes) sizes it. Returns it, the directory's offset and its end.
-pub(crate) fn data_block_start(
-    s: &Schema,
-    n: usize,
-    min: u64,
-    max: u64,
-    ncols: usize,
-    hint: usize,
-) -> (Vec<u8>, usize, usize) {
-    let dir_len = ncols * COLUMN_ENTRY;
-    let mut f = Vec::with_capacity(BLOCK_HEADER + DATA_HEADER + dir_len + hint / 4);
-    f.extend_from_slice(BLOCK_MAGIC);
-    f.extend_from_slice(&[KIND_DATA, 0, 0, 0]);
-    f.extend_from_slice(&[0; 8]); // body length and CRC, below
-    f.extend_from_slice(&s.id().to_le_bytes());
-    f.extend_from_slice(&[0, 0]);
-    f.extend_from_slice(&(n as u32).to_le_bytes());
-    f.extend_from_slice(&min.to_le_bytes());
-    f.extend_from_slice(&max.to_le_bytes());
-    f.extend_from_slice(&(ncols as u32).to_le_bytes());
-    let dir_at = f.len();
-    f.resize(dir_at + dir_len + 4, 0);
-    (f, dir_at, dir_at + dir_len)
-}
-
 impl BlockEncoder {
     /// An encoder compressing at zstd `level`.
     ///
@@ -374,61 +347,6 @@ impl BlockEncoder {
             z: Vec::new(),
             zstd: zstd::bulk::Compressor::new(level)?,
         })
-    }
-
-    /// The whole data block frame of `n` records of `s` (`recs`, back to
-    /// back; `cols` its [`schema_columns`]), event times `min..=max`: a
-    /// [`block_frame`] of [`KIND_DATA`] whose body is the
-    /// [`DATA_HEADER`] bytes (schema id u16, two zero bytes, `n` u32,
-    /// `min` u64, `max` u64, the number of columns u32, all
-    /// little-endian), then the column directory (per column, in `cols`
-    /// order, [`COLUMN_ENTRY`] bytes: its stored length u32, its encoded
-    /// length u32 and the CRC-32 of its stored bytes u32), the CRC-32 of
-    /// the header and directory u32, then the columns back to back (a
-    /// reader that reads some columns checks those alone): each encoded
-    /// ([`encode`]) and compressed with zstd on its own, or stored as
-    /// encoded when zstd does not make it shorter (stored length equal to
-    /// the encoded one). Format version 3.
-    ///
-    /// Errors: the compressor's.
-    pub fn data_frame(
-        &mut self,
-        s: &Schema,
-        cols: &[Column],
-        recs: &[u8],
-        n: usize,
-        min: u64,
-        max: u64,
-    ) -> io::Result<Vec<u8>> {
-        self.z.clear();
-        let (mut f, dir_at, dir_end) = data_block_start(s, n, min, max, cols.len(), recs.len());
-        for (k, &c) in cols.iter().enumerate() {
-            self.raw.clear();
-            encode::encode_column_with(&mut self.cols, &mut self.raw, recs, s.size(), n, c);
-            self.z.clear();
-            self.z
-                .reserve(zstd::zstd_safe::compress_bound(self.raw.len()));
-            self.zstd.compress_to_buffer(&self.raw, &mut self.z)?;
-            let stored = if self.z.len() < self.raw.len() {
-                &self.z
-            } else {
-                &self.raw
-            };
-            let e = dir_at + k * COLUMN_ENTRY;
-            f[e..e + 4].copy_from_slice(&(stored.len() as u32).to_le_bytes());
-            f[e + 4..e + 8].copy_from_slice(&(self.raw.len() as u32).to_le_bytes());
-            f[e + 8..e + 12].copy_from_slice(&crc32fast::hash(stored).to_le_bytes());
-            f.extend_from_slice(stored);
-        }
-        let dir_crc = crc32fast::hash(&f[BLOCK_HEADER..dir_end]);
-        f[dir_end..dir_end + 4].copy_from_slice(&dir_crc.to_le_bytes());
-        let body_len = (f.len() - BLOCK_HEADER) as u32;
-        f[8..12].copy_from_slice(&body_len.to_le_bytes());
-        let mut h = crc32fast::Hasher::new();
-        h.update(&f[..12]);
-        h.update(&f[BLOCK_HEADER..]);
-        f[12..16].copy_from_slice(&h.finalize().to_le_bytes());
-        Ok(f)
     }
 }
 

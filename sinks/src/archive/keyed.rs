@@ -61,8 +61,9 @@ use super::encode::{self, Column, Cursor};
 pub use super::format::KeyRange;
 use super::format::{
     self, invalid, BlockEncoder, BlockMeta, DataHeader, Footer, RowFilter, BLOCK_HEADER,
-    COLUMN_ENTRY, KIND_CALIBRATION, KIND_DATA, KIND_SCHEMA, VERSION_KEYED,
+    KIND_CALIBRATION, KIND_DATA, KIND_SCHEMA, VERSION_KEYED,
 };
+use super::frame::Part;
 
 /// Tag of a keyed block's layout column.
 const LAYOUT_TAG: u8 = 1;
@@ -240,19 +241,6 @@ impl KeyLayout {
     }
 }
 
-/// Where a column's values come from when a block is encoded.
-enum Part<'a> {
-    /// Bytes stored as they are (the layout).
-    Raw(Vec<u8>),
-    /// Column `col` of `rows` records of `stride` bytes in `src`.
-    Col {
-        src: &'a [u8],
-        stride: usize,
-        rows: usize,
-        col: Column,
-    },
-}
-
 /// The keyed data block frame of `n` records of `s` (`recs`, sorted by
 /// their key tuple), event times `min..=max`, in layout `l`.
 ///
@@ -292,8 +280,9 @@ pub fn keyed_frame(
             packed.extend_from_slice(&v.to_le_bytes());
         }
     }
+    let layout = l.to_bytes();
     let mut parts = vec![
-        Part::Raw(l.to_bytes()),
+        Part::Raw(&layout),
         Part::Col {
             src: &flags,
             stride: 1,
@@ -344,49 +333,7 @@ pub fn keyed_frame(
             col: field_col(i),
         });
     }
-    let (mut out, dir_at, dir_end) =
-        format::data_block_start(s, n, min, max, parts.len(), recs.len());
-    for (k, p) in parts.iter().enumerate() {
-        let (stored_len, raw_len, crc) = match p {
-            Part::Raw(b) => {
-                out.extend_from_slice(b);
-                (b.len(), b.len(), crc32fast::hash(b))
-            }
-            Part::Col {
-                src,
-                stride,
-                rows,
-                col,
-            } => {
-                enc.raw.clear();
-                encode::encode_column_with(&mut enc.cols, &mut enc.raw, src, *stride, *rows, *col);
-                enc.z.clear();
-                enc.z
-                    .reserve(zstd::zstd_safe::compress_bound(enc.raw.len()));
-                enc.zstd.compress_to_buffer(&enc.raw, &mut enc.z)?;
-                let stored = if enc.z.len() < enc.raw.len() {
-                    &enc.z
-                } else {
-                    &enc.raw
-                };
-                out.extend_from_slice(stored);
-                (stored.len(), enc.raw.len(), crc32fast::hash(stored))
-            }
-        };
-        let e = dir_at + k * COLUMN_ENTRY;
-        out[e..e + 4].copy_from_slice(&(stored_len as u32).to_le_bytes());
-        out[e + 4..e + 8].copy_from_slice(&(raw_len as u32).to_le_bytes());
-        out[e + 8..e + 12].copy_from_slice(&crc.to_le_bytes());
-    }
-    let dir_crc = crc32fast::hash(&out[BLOCK_HEADER..dir_end]);
-    out[dir_end..dir_end + 4].copy_from_slice(&dir_crc.to_le_bytes());
-    let body_len = (out.len() - BLOCK_HEADER) as u32;
-    out[8..12].copy_from_slice(&body_len.to_le_bytes());
-    let mut h = crc32fast::Hasher::new();
-    h.update(&out[..12]);
-    h.update(&out[BLOCK_HEADER..]);
-    out[12..16].copy_from_slice(&h.finalize().to_le_bytes());
-    Ok(out)
+    enc.frame(s, n, min, max, &parts, recs.len())
 }
 
 /// Decodes the keyed data block `body` (checked by its frame's CRC) of

@@ -401,6 +401,70 @@ impl RowFilter {
     }
 }
 
+/// [`data_header`] of a block of records of `s`, checked: its schema id
+/// is `s`'s and its rows' bytes are at most [`MAX_BLOCK_BODY`].
+///
+/// Errors: `InvalidData` otherwise.
+pub(crate) fn checked_data_header(s: &Schema, body: &[u8]) -> io::Result<DataHeader> {
+    let h = data_header(body)?;
+    if h.schema_id != s.id() {
+        return Err(invalid(format!(
+            "block of schema {} decoded as {}",
+            h.schema_id,
+            s.id()
+        )));
+    }
+    if (h.rows as usize)
+        .checked_mul(s.size())
+        .map_or(true, |b| b > MAX_BLOCK_BODY)
+    {
+        return Err(invalid("block too large".into()));
+    }
+    Ok(h)
+}
+
+/// Column `k`'s encoded bytes from its stored ones `src` (span `sp`): as
+/// stored, or zstd-decompressed to `sp.raw` bytes.
+///
+/// Errors: `InvalidData` for bytes zstd refuses or a length that differs.
+pub(crate) fn unstored<'a>(
+    k: usize,
+    sp: ColumnSpan,
+    src: std::borrow::Cow<'a, [u8]>,
+) -> io::Result<std::borrow::Cow<'a, [u8]>> {
+    if sp.stored == sp.raw {
+        return Ok(src);
+    }
+    let v = zstd::bulk::decompress(&src, sp.raw)
+        .map_err(|e| invalid(format!("column {k}: zstd: {e}")))?;
+    if v.len() != sp.raw {
+        return Err(invalid(format!("column {k}: decompressed length differs")));
+    }
+    Ok(std::borrow::Cow::Owned(v))
+}
+
+/// Decodes column `k`, all of its encoded bytes `raw`, into column `col`
+/// of `rows` rows of `stride` bytes in `out`.
+///
+/// Errors: `InvalidData` for a column that does not decode or leaves
+/// bytes over.
+pub(crate) fn decode_whole_column(
+    k: usize,
+    raw: &[u8],
+    out: &mut [u8],
+    stride: usize,
+    rows: usize,
+    col: Column,
+) -> io::Result<()> {
+    let mut cur = Cursor { b: raw, p: 0 };
+    encode::decode_column(&mut cur, out, stride, rows, col)
+        .map_err(|e| invalid(format!("column {k}: {e}")))?;
+    if cur.p != raw.len() {
+        return Err(invalid(format!("column {k}: trailing bytes")));
+    }
+    Ok(())
+}
+
 /// Decodes a data block body of records of `s`, of a segment of format
 /// `version`, into their bytes (`rows * size`, back to back).
 ///
@@ -424,23 +488,8 @@ pub fn decode_rows(
     version: u32,
     filter: &RowFilter,
 ) -> io::Result<(DataHeader, Vec<u8>)> {
-    let h = data_header(body)?;
-    if h.schema_id != s.id() {
-        return Err(invalid(format!(
-            "block of schema {} decoded as {}",
-            h.schema_id,
-            s.id()
-        )));
-    }
-    let n = h.rows as usize;
-    let size = s.size();
-    let too_big = match n.checked_mul(size) {
-        Some(b) => b > MAX_BLOCK_BODY,
-        None => true,
-    };
-    if too_big {
-        return Err(invalid("block too large".into()));
-    }
+    let h = checked_data_header(s, body)?;
+    let (n, size) = (h.rows as usize, s.size());
     let last = u32::from_le_bytes(body[24..28].try_into().expect("4 bytes")) as usize;
     let cols = schema_columns(s);
     // The filter's pairs that are whole columns, by column index.
@@ -591,15 +640,7 @@ pub fn decode_columns<'a>(
         if src.len() != sp.stored {
             return Err(invalid(format!("column {k}: {} bytes read", src.len())));
         }
-        if sp.stored == sp.raw {
-            return Ok(src);
-        }
-        let v = zstd::bulk::decompress(&src, sp.raw)
-            .map_err(|e| invalid(format!("column {k}: zstd: {e}")))?;
-        if v.len() != sp.raw {
-            return Err(invalid(format!("column {k}: decompressed length differs")));
-        }
-        Ok(std::borrow::Cow::Owned(v))
+        unstored(k, sp, src)
     };
     // Column `k` (encoded `raw`) decoded into `out` (`stride`-byte rows,
     // the column at `offset` of each).
@@ -608,12 +649,7 @@ pub fn decode_columns<'a>(
             offset,
             width: cols[k].width,
         };
-        let mut cur = Cursor { b: raw, p: 0 };
-        encode::decode_column(&mut cur, out, stride, n, c)?;
-        if cur.p != raw.len() {
-            return Err(invalid(format!("column {k}: trailing bytes")));
-        }
-        Ok::<(), io::Error>(())
+        decode_whole_column(k, raw, out, stride, n, c)
     };
     // The filter's columns first: the rows they keep, each column read
     // only as far as its encoding needs to tell (see

@@ -335,33 +335,6 @@ impl std::fmt::Debug for BlockEncoder {
     }
 }
 
-/// A data block (v3 or keyed) up to its column directory, zeroed with its
-/// CRC, as are the block's body length and CRC; `hint` (the records'
-/// bytes) sizes it. Returns it, the directory's offset and its end.
-pub(crate) fn data_block_start(
-    s: &Schema,
-    n: usize,
-    min: u64,
-    max: u64,
-    ncols: usize,
-    hint: usize,
-) -> (Vec<u8>, usize, usize) {
-    let dir_len = ncols * COLUMN_ENTRY;
-    let mut f = Vec::with_capacity(BLOCK_HEADER + DATA_HEADER + dir_len + hint / 4);
-    f.extend_from_slice(BLOCK_MAGIC);
-    f.extend_from_slice(&[KIND_DATA, 0, 0, 0]);
-    f.extend_from_slice(&[0; 8]); // body length and CRC, below
-    f.extend_from_slice(&s.id().to_le_bytes());
-    f.extend_from_slice(&[0, 0]);
-    f.extend_from_slice(&(n as u32).to_le_bytes());
-    f.extend_from_slice(&min.to_le_bytes());
-    f.extend_from_slice(&max.to_le_bytes());
-    f.extend_from_slice(&(ncols as u32).to_le_bytes());
-    let dir_at = f.len();
-    f.resize(dir_at + dir_len + 4, 0);
-    (f, dir_at, dir_at + dir_len)
-}
-
 impl BlockEncoder {
     /// An encoder compressing at zstd `level`.
     ///
@@ -374,61 +347,6 @@ impl BlockEncoder {
             z: Vec::new(),
             zstd: zstd::bulk::Compressor::new(level)?,
         })
-    }
-
-    /// The whole data block frame of `n` records of `s` (`recs`, back to
-    /// back; `cols` its [`schema_columns`]), event times `min..=max`: a
-    /// [`block_frame`] of [`KIND_DATA`] whose body is the
-    /// [`DATA_HEADER`] bytes (schema id u16, two zero bytes, `n` u32,
-    /// `min` u64, `max` u64, the number of columns u32, all
-    /// little-endian), then the column directory (per column, in `cols`
-    /// order, [`COLUMN_ENTRY`] bytes: its stored length u32, its encoded
-    /// length u32 and the CRC-32 of its stored bytes u32), the CRC-32 of
-    /// the header and directory u32, then the columns back to back (a
-    /// reader that reads some columns checks those alone): each encoded
-    /// ([`encode`]) and compressed with zstd on its own, or stored as
-    /// encoded when zstd does not make it shorter (stored length equal to
-    /// the encoded one). Format version 3.
-    ///
-    /// Errors: the compressor's.
-    pub fn data_frame(
-        &mut self,
-        s: &Schema,
-        cols: &[Column],
-        recs: &[u8],
-        n: usize,
-        min: u64,
-        max: u64,
-    ) -> io::Result<Vec<u8>> {
-        self.z.clear();
-        let (mut f, dir_at, dir_end) = data_block_start(s, n, min, max, cols.len(), recs.len());
-        for (k, &c) in cols.iter().enumerate() {
-            self.raw.clear();
-            encode::encode_column_with(&mut self.cols, &mut self.raw, recs, s.size(), n, c);
-            self.z.clear();
-            self.z
-                .reserve(zstd::zstd_safe::compress_bound(self.raw.len()));
-            self.zstd.compress_to_buffer(&self.raw, &mut self.z)?;
-            let stored = if self.z.len() < self.raw.len() {
-                &self.z
-            } else {
-                &self.raw
-            };
-            let e = dir_at + k * COLUMN_ENTRY;
-            f[e..e + 4].copy_from_slice(&(stored.len() as u32).to_le_bytes());
-            f[e + 4..e + 8].copy_from_slice(&(self.raw.len() as u32).to_le_bytes());
-            f[e + 8..e + 12].copy_from_slice(&crc32fast::hash(stored).to_le_bytes());
-            f.extend_from_slice(stored);
-        }
-        let dir_crc = crc32fast::hash(&f[BLOCK_HEADER..dir_end]);
-        f[dir_end..dir_end + 4].copy_from_slice(&dir_crc.to_le_bytes());
-        let body_len = (f.len() - BLOCK_HEADER) as u32;
-        f[8..12].copy_from_slice(&body_len.to_le_bytes());
-        let mut h = crc32fast::Hasher::new();
-        h.update(&f[..12]);
-        h.update(&f[BLOCK_HEADER..]);
-        f[12..16].copy_from_slice(&h.finalize().to_le_bytes());
-        Ok(f)
     }
 }
 
@@ -483,6 +401,70 @@ impl RowFilter {
     }
 }
 
+/// [`data_header`] of a block of records of `s`, checked: its schema id
+/// is `s`'s and its rows' bytes are at most [`MAX_BLOCK_BODY`].
+///
+/// Errors: `InvalidData` otherwise.
+pub(crate) fn checked_data_header(s: &Schema, body: &[u8]) -> io::Result<DataHeader> {
+    let h = data_header(body)?;
+    if h.schema_id != s.id() {
+        return Err(invalid(format!(
+            "block of schema {} decoded as {}",
+            h.schema_id,
+            s.id()
+        )));
+    }
+    if (h.rows as usize)
+        .checked_mul(s.size())
+        .map_or(true, |b| b > MAX_BLOCK_BODY)
+    {
+        return Err(invalid("block too large".into()));
+    }
+    Ok(h)
+}
+
+/// Column `k`'s encoded bytes from its stored ones `src` (span `sp`): as
+/// stored, or zstd-decompressed to `sp.raw` bytes.
+///
+/// Errors: `InvalidData` for bytes zstd refuses or a length that differs.
+pub(crate) fn unstored<'a>(
+    k: usize,
+    sp: ColumnSpan,
+    src: std::borrow::Cow<'a, [u8]>,
+) -> io::Result<std::borrow::Cow<'a, [u8]>> {
+    if sp.stored == sp.raw {
+        return Ok(src);
+    }
+    let v = zstd::bulk::decompress(&src, sp.raw)
+        .map_err(|e| invalid(format!("column {k}: zstd: {e}")))?;
+    if v.len() != sp.raw {
+        return Err(invalid(format!("column {k}: decompressed length differs")));
+    }
+    Ok(std::borrow::Cow::Owned(v))
+}
+
+/// Decodes column `k`, all of its encoded bytes `raw`, into column `col`
+/// of `rows` rows of `stride` bytes in `out`.
+///
+/// Errors: `InvalidData` for a column that does not decode or leaves
+/// bytes over.
+pub(crate) fn decode_whole_column(
+    k: usize,
+    raw: &[u8],
+    out: &mut [u8],
+    stride: usize,
+    rows: usize,
+    col: Column,
+) -> io::Result<()> {
+    let mut cur = Cursor { b: raw, p: 0 };
+    encode::decode_column(&mut cur, out, stride, rows, col)
+        .map_err(|e| invalid(format!("column {k}: {e}")))?;
+    if cur.p != raw.len() {
+        return Err(invalid(format!("column {k}: trailing bytes")));
+    }
+    Ok(())
+}
+
 /// Decodes a data block body of records of `s`, of a segment of format
 /// `version`, into their bytes (`rows * size`, back to back).
 ///
@@ -506,23 +488,8 @@ pub fn decode_rows(
     version: u32,
     filter: &RowFilter,
 ) -> io::Result<(DataHeader, Vec<u8>)> {
-    let h = data_header(body)?;
-    if h.schema_id != s.id() {
-        return Err(invalid(format!(
-            "block of schema {} decoded as {}",
-            h.schema_id,
-            s.id()
-        )));
-    }
-    let n = h.rows as usize;
-    let size = s.size();
-    let too_big = match n.checked_mul(size) {
-        Some(b) => b > MAX_BLOCK_BODY,
-        None => true,
-    };
-    if too_big {
-        return Err(invalid("block too large".into()));
-    }
+    let h = checked_data_header(s, body)?;
+    let (n, size) = (h.rows as usize, s.size());
     let last = u32::from_le_bytes(body[24..28].try_into().expect("4 bytes")) as usize;
     let cols = schema_columns(s);
     // The filter's pairs that are whole columns, by column index.
@@ -673,15 +640,7 @@ pub fn decode_columns<'a>(
         if src.len() != sp.stored {
             return Err(invalid(format!("column {k}: {} bytes read", src.len())));
         }
-        if sp.stored == sp.raw {
-            return Ok(src);
-        }
-        let v = zstd::bulk::decompress(&src, sp.raw)
-            .map_err(|e| invalid(format!("column {k}: zstd: {e}")))?;
-        if v.len() != sp.raw {
-            return Err(invalid(format!("column {k}: decompressed length differs")));
-        }
-        Ok(std::borrow::Cow::Owned(v))
+        unstored(k, sp, src)
     };
     // Column `k` (encoded `raw`) decoded into `out` (`stride`-byte rows,
     // the column at `offset` of each).
@@ -690,12 +649,7 @@ pub fn decode_columns<'a>(
             offset,
             width: cols[k].width,
         };
-        let mut cur = Cursor { b: raw, p: 0 };
-        encode::decode_column(&mut cur, out, stride, n, c)?;
-        if cur.p != raw.len() {
-            return Err(invalid(format!("column {k}: trailing bytes")));
-        }
-        Ok::<(), io::Error>(())
+        decode_whole_column(k, raw, out, stride, n, c)
     };
     // The filter's columns first: the rows they keep, each column read
     // only as far as its encoding needs to tell (see

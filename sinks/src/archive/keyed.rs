@@ -31,7 +31,7 @@
 //! 4. the other tuple fields of the rows flagged `0`, one column each.
 //!
 //! A row flagged `1` takes its tuple fields from the last row flagged `0`
-//! before it. Every column is encoded as in version 3 ([`encode`]).
+//! before it. Every column is encoded as in version 3 ([`encode`](super::encode)).
 //!
 //! The footer lists, after the (empty) key index directory, the key
 //! range of each keyed data block: the count u32, then per block its
@@ -57,12 +57,13 @@ use std::path::{Path, PathBuf};
 
 use dplog_core::schema::Schema;
 
-use super::encode::{self, Column, Cursor};
+use super::encode::Column;
 pub use super::format::KeyRange;
 use super::format::{
     self, invalid, BlockEncoder, BlockMeta, DataHeader, Footer, RowFilter, BLOCK_HEADER,
-    COLUMN_ENTRY, KIND_CALIBRATION, KIND_DATA, KIND_SCHEMA, VERSION_KEYED,
+    KIND_CALIBRATION, KIND_DATA, KIND_SCHEMA, VERSION_KEYED,
 };
+use super::frame::Part;
 
 /// Tag of a keyed block's layout column.
 const LAYOUT_TAG: u8 = 1;
@@ -240,19 +241,6 @@ impl KeyLayout {
     }
 }
 
-/// Where a column's values come from when a block is encoded.
-enum Part<'a> {
-    /// Bytes stored as they are (the layout).
-    Raw(Vec<u8>),
-    /// Column `col` of `rows` records of `stride` bytes in `src`.
-    Col {
-        src: &'a [u8],
-        stride: usize,
-        rows: usize,
-        col: Column,
-    },
-}
-
 /// The keyed data block frame of `n` records of `s` (`recs`, sorted by
 /// their key tuple), event times `min..=max`, in layout `l`.
 ///
@@ -292,8 +280,9 @@ pub fn keyed_frame(
             packed.extend_from_slice(&v.to_le_bytes());
         }
     }
+    let layout = l.to_bytes();
     let mut parts = vec![
-        Part::Raw(l.to_bytes()),
+        Part::Raw(&layout),
         Part::Col {
             src: &flags,
             stride: 1,
@@ -344,49 +333,7 @@ pub fn keyed_frame(
             col: field_col(i),
         });
     }
-    let (mut out, dir_at, dir_end) =
-        format::data_block_start(s, n, min, max, parts.len(), recs.len());
-    for (k, p) in parts.iter().enumerate() {
-        let (stored_len, raw_len, crc) = match p {
-            Part::Raw(b) => {
-                out.extend_from_slice(b);
-                (b.len(), b.len(), crc32fast::hash(b))
-            }
-            Part::Col {
-                src,
-                stride,
-                rows,
-                col,
-            } => {
-                enc.raw.clear();
-                encode::encode_column_with(&mut enc.cols, &mut enc.raw, src, *stride, *rows, *col);
-                enc.z.clear();
-                enc.z
-                    .reserve(zstd::zstd_safe::compress_bound(enc.raw.len()));
-                enc.zstd.compress_to_buffer(&enc.raw, &mut enc.z)?;
-                let stored = if enc.z.len() < enc.raw.len() {
-                    &enc.z
-                } else {
-                    &enc.raw
-                };
-                out.extend_from_slice(stored);
-                (stored.len(), enc.raw.len(), crc32fast::hash(stored))
-            }
-        };
-        let e = dir_at + k * COLUMN_ENTRY;
-        out[e..e + 4].copy_from_slice(&(stored_len as u32).to_le_bytes());
-        out[e + 4..e + 8].copy_from_slice(&(raw_len as u32).to_le_bytes());
-        out[e + 8..e + 12].copy_from_slice(&crc.to_le_bytes());
-    }
-    let dir_crc = crc32fast::hash(&out[BLOCK_HEADER..dir_end]);
-    out[dir_end..dir_end + 4].copy_from_slice(&dir_crc.to_le_bytes());
-    let body_len = (out.len() - BLOCK_HEADER) as u32;
-    out[8..12].copy_from_slice(&body_len.to_le_bytes());
-    let mut h = crc32fast::Hasher::new();
-    h.update(&out[..12]);
-    h.update(&out[BLOCK_HEADER..]);
-    out[12..16].copy_from_slice(&h.finalize().to_le_bytes());
-    Ok(out)
+    enc.frame(s, n, min, max, &parts, recs.len())
 }
 
 /// Decodes the keyed data block `body` (checked by its frame's CRC) of
@@ -401,21 +348,8 @@ pub fn decode_keyed(
     body: &[u8],
     filter: &RowFilter,
 ) -> io::Result<(DataHeader, Vec<u8>)> {
-    let h = format::data_header(body)?;
-    if h.schema_id != s.id() {
-        return Err(invalid(format!(
-            "block of schema {} decoded as {}",
-            h.schema_id,
-            s.id()
-        )));
-    }
-    let n = h.rows as usize;
-    let size = s.size();
-    if n.checked_mul(size)
-        .map_or(true, |b| b > format::MAX_BLOCK_BODY)
-    {
-        return Err(invalid("block too large".into()));
-    }
+    let h = format::checked_data_header(s, body)?;
+    let (n, size) = (h.rows as usize, s.size());
     let ncols = u32::from_le_bytes(body[24..28].try_into().expect("4 bytes")) as usize;
     if !(2..=1 << 16).contains(&ncols) {
         return Err(invalid(format!("keyed block of {ncols} columns")));
@@ -423,26 +357,10 @@ pub fn decode_keyed(
     let spans = format::column_spans(body, ncols, body.len())?;
     let raw_of = |k: usize| -> io::Result<Cow<'_, [u8]>> {
         let sp = spans[k];
-        let src = &body[sp.at..sp.at + sp.stored];
-        if sp.stored == sp.raw {
-            return Ok(Cow::Borrowed(src));
-        }
-        let v = zstd::bulk::decompress(src, sp.raw)
-            .map_err(|e| invalid(format!("column {k}: zstd: {e}")))?;
-        if v.len() != sp.raw {
-            return Err(invalid(format!("column {k}: decompressed length differs")));
-        }
-        Ok(Cow::Owned(v))
+        format::unstored(k, sp, Cow::Borrowed(&body[sp.at..sp.at + sp.stored]))
     };
     let dec = |k: usize, out: &mut [u8], stride: usize, rows: usize, col: Column| {
-        let raw = raw_of(k)?;
-        let mut cur = Cursor { b: &raw, p: 0 };
-        encode::decode_column(&mut cur, out, stride, rows, col)
-            .map_err(|e| invalid(format!("column {k}: {e}")))?;
-        if cur.p != raw.len() {
-            return Err(invalid(format!("column {k}: trailing bytes")));
-        }
-        Ok::<(), io::Error>(())
+        format::decode_whole_column(k, &raw_of(k)?, out, stride, rows, col)
     };
     let l = KeyLayout::parse(s, &raw_of(0)?)?;
     let every = l.every(s);
@@ -474,7 +392,9 @@ pub fn decode_keyed(
     // values of its width each), in key then rest order.
     let mut tv: Vec<Vec<u8>> = t.iter().map(|&(_, w)| vec![0u8; m * w]).collect();
     let mut k = 2 + every.len();
-    if l.packed {
+    // A packed key is one column of all the key fields; the tuple's other
+    // fields (and the key's, unpacked) are a column each.
+    let first = if l.packed {
         let mut p = vec![0u8; m * 8];
         dec(
             k,
@@ -495,23 +415,11 @@ pub fn decode_keyed(
                 v = v.checked_shr(8 * w as u32).unwrap_or(0);
             }
         }
+        l.key.len()
     } else {
-        for q in 0..l.key.len() {
-            let w = t[q].1;
-            dec(
-                k,
-                &mut tv[q],
-                w,
-                m,
-                Column {
-                    offset: 0,
-                    width: w,
-                },
-            )?;
-            k += 1;
-        }
-    }
-    for q in l.key.len()..t.len() {
+        0
+    };
+    for q in first..t.len() {
         let w = t[q].1;
         dec(
             k,

@@ -184,6 +184,7 @@
 pub mod counted;
 pub mod encode;
 pub mod format;
+mod frame;
 pub mod keyed;
 mod options;
 pub mod reader;

@@ -409,15 +409,15 @@ pub fn sign_message(
     time_ms: u64,
     head: &[u8; 32],
 ) -> Vec<u8> {
-    let mut m = Vec::with_capacity(120);
-    m.extend_from_slice(b"dplog-seal v1 sign");
-    m.extend_from_slice(log_id);
-    m.extend_from_slice(&seq.to_le_bytes());
-    m.extend_from_slice(&batches.to_le_bytes());
-    m.extend_from_slice(&end.to_le_bytes());
-    m.extend_from_slice(&time_ms.to_le_bytes());
-    m.extend_from_slice(head);
-    m
+    signed_fields(
+        b"dplog-seal v1 sign",
+        log_id,
+        seq,
+        batches,
+        end,
+        time_ms,
+        head,
+    )
 }
 
 /// The bytes a close (`tag` [`TAG_CLOSE`]) or resume ([`TAG_RESUME`])
@@ -433,12 +433,26 @@ pub fn mark_message(
     time_ms: u64,
     head: &[u8; 32],
 ) -> Vec<u8> {
-    let mut m = Vec::with_capacity(128);
-    m.extend_from_slice(if tag == TAG_CLOSE {
-        b"dplog-seal v1 close".as_slice()
+    let domain: &[u8] = if tag == TAG_CLOSE {
+        b"dplog-seal v1 close"
     } else {
-        b"dplog-seal v1 resume".as_slice()
-    });
+        b"dplog-seal v1 resume"
+    };
+    signed_fields(domain, log_id, seq, batches, end, time_ms, head)
+}
+
+/// `domain`, then the signed fields, integers little-endian.
+fn signed_fields(
+    domain: &[u8],
+    log_id: &[u8; 16],
+    seq: u64,
+    batches: u64,
+    end: u64,
+    time_ms: u64,
+    head: &[u8; 32],
+) -> Vec<u8> {
+    let mut m = Vec::with_capacity(128);
+    m.extend_from_slice(domain);
     m.extend_from_slice(log_id);
     m.extend_from_slice(&seq.to_le_bytes());
     m.extend_from_slice(&batches.to_le_bytes());

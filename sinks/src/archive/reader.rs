@@ -27,6 +27,9 @@ const HEAD_ADVICE: u64 = 16 << 10;
 /// Bytes of a segment's end asked for with its start: the trailer and
 /// the footer (block directory, key index directory) of most segments.
 const TAIL_ADVICE: u64 = 64 << 10;
+/// Blocks of one segment above which [`merge_rows`] reads it as a scan,
+/// with the kernel's read-ahead (a lookup decodes one to a few).
+const SCAN_FROM_BLOCKS: usize = 4;
 
 /// A segment file of an archive directory, from its name.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -169,7 +172,7 @@ impl Segment {
         let files: Vec<io::Result<(File, u64)>> = paths
             .iter()
             .map(|p| {
-                let file = counted::open(p)?;
+                let file = counted::open_random(p)?;
                 let len = file.metadata()?.len();
                 // The header (and the schema blocks after it) and the
                 // footer, asked for together.
@@ -273,6 +276,7 @@ impl Segment {
     /// Blocks by scanning from the header, up to the end or the first
     /// block that is torn or damaged.
     fn scan(&mut self, len: u64) -> io::Result<()> {
+        counted::in_order(&self.file);
         let mut off = SEGMENT_HEADER as u64;
         while off < len {
             let i = self.blocks.len();
@@ -352,6 +356,13 @@ impl Segment {
             self.valid_len = off;
         }
         Ok(())
+    }
+
+    /// Says that most of this segment is read from here on, in order (a
+    /// scan, a recovery): the kernel's read-ahead, off for the few reads
+    /// of a lookup, is turned back on. A hint.
+    pub(crate) fn read_in_order(&self) {
+        counted::in_order(&self.file);
     }
 
     fn read_body(&self, i: usize) -> io::Result<Vec<u8>> {
@@ -839,6 +850,18 @@ pub fn merge_rows(
             if b.kind == KIND_DATA && b.min <= to && b.max >= from && keep(si, bi) {
                 cands.push((b.min, si, bi));
             }
+        }
+    }
+    // A segment of which more than a lookup's few blocks are read is
+    // read in order: its read-ahead back on.
+    for (si, seg) in segs.iter().enumerate() {
+        if cands
+            .iter()
+            .filter(|c| c.1 == si)
+            .nth(SCAN_FROM_BLOCKS)
+            .is_some()
+        {
+            seg.read_in_order();
         }
     }
     cands.sort_unstable();

@@ -99,6 +99,7 @@ pub(super) fn recover(
         return Ok(0);
     }
     let seg = Segment::open(path)?;
+    seg.read_in_order();
     let mut torn = seg.problems.len() as u64;
     for p in &seg.problems {
         eprintln!("dplog: archive recovery: {p}");

@@ -521,7 +521,7 @@ impl Summaries {
                     }
                     Day {
                         entries,
-                        buckets: counted::open(&self.dir.join(buckets_name(day))).ok(),
+                        buckets: counted::open_random(&self.dir.join(buckets_name(day))).ok(),
                     }
                 });
                 self.days.push((day, loaded));

@@ -147,7 +147,8 @@ impl Sink for Collect {
 /// covers the next `skew` ticks of it, its stamps shuffled inside that
 /// span, so a ring's stamps go back by less than `skew`; producers start
 /// up to `skew` apart and race each other freely. A stamp is
-/// `clock * n + producer` (unique). Ring capacity 256, so rings fill and
+/// `clock * n + producer` (unique). Ring capacity 256 and 8 records a
+/// ring per consumer pass, so rings fill and
 /// full staged queues make producers wait. Returns (stamp, producer) in
 /// output order.
 fn live(n: u64, per: u64, window: Option<u64>, skew: u64, seed: u64) -> Vec<(u64, u64)> {
@@ -158,6 +159,11 @@ fn live(n: u64, per: u64, window: Option<u64>, skew: u64, seed: u64) -> Vec<(u64
         // Longer than any scheduling pause of the test: only the window
         // and the finished rings decide.
         reorder_idle_ms: 60_000,
+        // A pass reads at most 8 records a ring, fewer than a producer's
+        // bursts: a window of 0 then writes a burst's records over several
+        // passes (out of order), and a window at the skew must hold them
+        // back across passes.
+        burst: 8,
         ..Default::default()
     };
     let logger = Logger::start(cfg, Stamp, sink.clone()).unwrap();

@@ -347,7 +347,7 @@ fn end_to_end_template(c: &mut Criterion) {
     g.throughput(Throughput::Elements(E2E_120B_RECORDS));
     type Run = fn(&Path, &[Nat44SessionRecord]) -> (Duration, u64);
     let cases: [(&str, Run); 3] = [
-        // The default consumer burst (32 records per ring per pass).
+        // 32 records per ring per pass: one `head` publish per 32 records.
         ("ring_template_FileSink_burst32", |p, r| {
             e2e_template_run(p, r, 32)
         }),

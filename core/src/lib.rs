@@ -82,7 +82,7 @@ pub use ring::{
 #[cfg(not(loom))]
 pub use runtime::{
     Backpressure, DegradeConfig, LogProducer, Logger, LoggerConfig, LoggerError, SnapshotSource,
-    Stats, DEFAULT_POLL_GAP_MAX_US, DEFAULT_RING_CAPACITY, MAX_BATCH_BYTES,
+    Stats, DEFAULT_BURST, DEFAULT_POLL_GAP_MAX_US, DEFAULT_RING_CAPACITY, MAX_BATCH_BYTES,
     MAX_LOGGER_RING_CAPACITY, MAX_POLL_GAP_US, MIN_BATCH_BYTES,
 };
 pub use schema::{FieldDef, FieldKind, HasSchema, Schema, SchemaError};

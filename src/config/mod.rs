@@ -8,7 +8,8 @@
 //! backpressure = "block"   # "block" (lossless), "drop_newest" (alias
 //!                          # "drop"; counted and reported in-band) or
 //!                          # "degrade" (watermarks and priorities)
-//! burst = 32               # records per ring per consumer pass
+//! burst = 1024             # records per ring per consumer pass (and
+//!                          # per poll of a ring's index, when paced)
 //! batch_bytes = 262144     # bytes per sink write, 65536 to 256 MiB
 //! # consumer_cpu = 1       # pin the consumer thread
 //! block_spins = 1024       # block: pause spins before yielding

@@ -18,7 +18,8 @@ pub struct RingConfig {
     pub capacity: usize,
     /// `block`, `drop_newest` (alias `drop`) or `degrade`. Default `block`.
     pub backpressure: Backpressure,
-    /// Records per ring per consumer pass. Default 32.
+    /// Records per ring per consumer pass. Default 1024
+    /// (`dplog_core::DEFAULT_BURST`).
     pub burst: usize,
     /// Bytes per sink write, 65536 to 268435456 (256 MiB,
     /// `MAX_BATCH_BYTES`). Default 262144.

@@ -44,8 +44,8 @@ mod producer;
 
 pub use crate::config::{
     human_bytes, ring_memory, Backpressure, DegradeConfig, LoggerConfig, LoggerError,
-    DEFAULT_POLL_GAP_MAX_US, DEFAULT_RING_CAPACITY, MAX_BATCH_BYTES, MAX_LOGGER_RING_CAPACITY,
-    MAX_POLL_GAP_US, MIN_BATCH_BYTES,
+    DEFAULT_BURST, DEFAULT_POLL_GAP_MAX_US, DEFAULT_RING_CAPACITY, MAX_BATCH_BYTES,
+    MAX_LOGGER_RING_CAPACITY, MAX_POLL_GAP_US, MIN_BATCH_BYTES,
 };
 pub use crate::stats::Stats;
 pub use logger::{Logger, SnapshotSource};

@@ -13,7 +13,10 @@
 //! Each side builds its record in the loop from constants and a running
 //! timestamp. Both loggers use the TOML of `ffi_log` (ring 16384, `block`,
 //! text to /dev/null, consumer pinned to CPU 1); the producer thread is
-//! pinned to CPU 0. One batch = [`BATCH`] records into a drained ring.
+//! pinned to CPU 0. One batch = [`BATCH`] records into a drained ring,
+//! with both loggers drained before it (their consumers share CPU 1: a
+//! consumer still formatting the previous batch would be timed with the
+//! next side's).
 //!
 //! Run: `cargo build --release -p dplog-ffi && cargo bench -p dplog-ffi
 //! --bench ffi_log_interleaved` (prints a table; `DPLOG_BENCH_BATCHES`
@@ -118,6 +121,10 @@ fn main() {
             std::thread::yield_now();
         }
         let r = rust_batch(&mut p, &mut seq);
+        let s = logger.stats();
+        while logger.stats().dequeued < s.enqueued {
+            std::thread::yield_now();
+        }
         c_drained();
         let i = c_batch(api.loop_inline, cp, &mut seq);
         c_drained();

@@ -521,6 +521,9 @@ fn payload(path: &Path) -> Result<Payload, String> {
 /// (as `dplog-query import` says it).
 const EMPTY_LOG: &str = "empty: no records (a log created and not written yet); skipped";
 
+/// What an empty standard input is said to be.
+const EMPTY_STDIN: &str = "empty: no records";
+
 /// A failed write of the output: a reader that went away (`dplog-cat … |
 /// head`) ends the run quietly and successfully, as a pipeline expects;
 /// any other error is reported, exit 1.
@@ -1244,6 +1247,11 @@ fn main() -> ExitCode {
     progress.clear();
     if let Err(e) = stdout.write_all(&o.out).and_then(|_| stdout.flush()) {
         return output_failed(e);
+    }
+    // Nothing came at all: said as for an empty file (files are checked,
+    // and said, before the stream is read).
+    if frames.input.read == 0 && files.iter().any(|f| f.as_os_str() == "-") {
+        eprintln!("dplog-cat: standard input: {EMPTY_STDIN}");
     }
     if o.unshown_reports.0 > 0 {
         eprintln!(

@@ -136,6 +136,38 @@ fn a_file_that_is_no_binary_log_is_named_so() {
 /// An empty file is a log a file sink created and has not written yet:
 /// no records, said on stderr, exit 0 (as `dplog-query import` says it);
 /// before a log it changes nothing.
+/// Nothing on standard input: no records, said on stderr, exit 0, as for
+/// an empty file; a log on standard input is not remarked on.
+#[test]
+fn an_empty_standard_input_is_said() {
+    let out = Command::new(env!("CARGO_BIN_EXE_dplog-cat"))
+        .arg("-")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stdout.is_empty());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "dplog-cat: standard input: empty: no records\n"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("nat.bin");
+    std::fs::write(&log, binary_file()).unwrap();
+    let piped = Command::new(env!("CARGO_BIN_EXE_dplog-cat"))
+        .args(["--format", "json", "-"])
+        .stdin(std::fs::File::open(&log).unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(piped.status.code(), Some(0));
+    assert!(!piped.stdout.is_empty());
+    assert!(
+        piped.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&piped.stderr)
+    );
+}
+
 #[test]
 fn an_empty_file_is_a_log_not_written_yet() {
     let dir = tempfile::tempdir().unwrap();

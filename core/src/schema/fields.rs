@@ -152,14 +152,24 @@ impl FieldDef {
     /// For an error about `value`, which is none of this enum field's
     /// names: says that names are matched as written, suggests the name
     /// `value` spells in another case, and lists the first dozen names
-    /// (with how many more there are). Used by the tools' `--where`.
+    /// (with how many more there are). Used by the tools' `--where`. A
+    /// name with anything but printable ASCII (spaces, control or
+    /// direction characters, ...) is shown quoted with Rust's escapes
+    /// (`"bad\nname"`), so a declared name cannot forge terminal output.
     pub fn enum_names_hint(&self, value: &str) -> String {
         const SHOWN: usize = 12;
+        let shown = |n: &str| -> String {
+            if !n.is_empty() && n.bytes().all(|b| b.is_ascii_graphic()) {
+                n.to_string()
+            } else {
+                format!("{n:?}")
+            }
+        };
         let names: Vec<&str> = self.enum_names.iter().map(|e| e.name.as_ref()).collect();
         let mut list = names
             .iter()
             .take(SHOWN)
-            .copied()
+            .map(|n| shown(n))
             .collect::<Vec<_>>()
             .join(", ");
         if names.len() > SHOWN {
@@ -168,7 +178,7 @@ impl FieldDef {
         let close = names
             .iter()
             .find(|n| n.eq_ignore_ascii_case(value))
-            .map_or(String::new(), |n| format!("did you mean {n}? "));
+            .map_or(String::new(), |n| format!("did you mean {}? ", shown(n)));
         format!(
             "{close}give a number or one of the field's names, matched as written (case and all): \
              {list}"

@@ -154,7 +154,9 @@ struct Args {
     /// without one print the default layout.
     #[arg(long = "templates", value_name = "NAME=TEMPLATE", value_parser = parse_named_template)]
     templates: Vec<(String, String)>,
-    /// natEvent numbering: rfc8158 or legacy.
+    /// How IPFIX element 230 (natEvent, RFC 8158) is numbered where a
+    /// record type has it: rfc8158 (as recorded) or legacy (create 4
+    /// printed as 1, delete 5 as 2). Logs without it are not affected.
     #[arg(long, default_value = "rfc8158", value_parser = |s: &str| EventProfile::from_name(s).ok_or_else(|| format!("unknown profile {s:?}; use rfc8158 or legacy")))]
     profile: EventProfile,
     /// Keep records whose event time is at or after T: RFC 3339 UTC
@@ -596,6 +598,10 @@ enum Test {
     /// NUL, must equal the value byte for byte (as `dplog-query`
     /// compares it; not the escaped text the format prints).
     Bytes(usize, usize),
+    /// An enum field with names (offset, size), given by a name or a
+    /// number: its value must be that number (a name is compared as
+    /// declared, not as the format escapes it).
+    EnumIs(usize, usize, u64),
 }
 
 /// `--where` compiled for one schema: per condition, its test.
@@ -625,6 +631,21 @@ impl Filter {
                     v.push((t, value.as_bytes().to_vec()));
                 }
                 continue;
+            }
+            if f.kind == FieldKind::Enum && !f.enum_names.is_empty() {
+                let n = f
+                    .enum_names
+                    .iter()
+                    .find(|e| e.name == *value)
+                    .map(|e| u64::from(e.value))
+                    .or_else(|| value.parse::<u64>().ok());
+                if let (Some(n), Some(v)) = (n, conds.as_mut()) {
+                    v.push((
+                        Test::EnumIs(f.offset as usize, f.size as usize, n),
+                        Vec::new(),
+                    ));
+                    continue;
+                }
             }
             let mut progs = Vec::new();
             let mut convs = vec![None];
@@ -673,6 +694,9 @@ impl Filter {
             Test::Bytes(off, size) => rec
                 .get(*off..*off + *size)
                 .is_some_and(|f| dplog_formatters::conv::bytes_field_is(f, want)),
+            Test::EnumIs(off, size, n) => {
+                rec.len() >= *off + *size && dplog_core::schema::read_uint(rec, *off, *size) == *n
+            }
         })
     }
 }

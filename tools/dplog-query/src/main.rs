@@ -95,8 +95,8 @@ struct Args {
     /// Every matching record from T1 to T2 (inclusive).
     #[arg(long, num_args = 2, value_names = ["T1", "T2"], value_parser = parse_time)]
     between: Option<Vec<u64>>,
-    /// A condition FIELD=VALUE (repeatable, all must hold), e.g.
-    /// postNATSourceIPv4Address=198.51.100.5.
+    /// A condition FIELD=VALUE on a field of the record type (repeatable,
+    /// all must hold), e.g. vip=192.0.2.10.
     #[arg(long = "where", value_name = "FIELD=VALUE", value_parser = parse_cond)]
     conds: Vec<(String, String)>,
     /// How far before --at to look for opens: `all` or a duration (2d,
@@ -182,7 +182,7 @@ struct DdlArgs {
     ttl_days: Option<u32>,
     /// The sorting key's fields, comma-separated, instead of the
     /// lifecycle's keys then the event time (e.g. the fields lookups
-    /// give: postNATSourceIPv4Address,postNAPTSourceTransportPort,observationTimeMilliseconds).
+    /// give, then the time: vip,vport,time).
     #[arg(long, value_delimiter = ',')]
     order_by: Option<Vec<String>>,
     /// Print the SELECT answering `--at T` instead of CREATE TABLE.

@@ -1279,6 +1279,59 @@ fn a_record_whose_schema_id_is_not_its_schemas_is_refused_at_start() {
     assert!(!path.exists(), "a refused logger creates no file");
 }
 
+/// A record type above a slot's 128 bytes (header included): 8 + 8 +
+/// 120 = 136 bytes.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct TooBig {
+    header: RecordHeader,
+    time_ns: u64,
+    payload: [u8; 120],
+}
+
+impl Record for TooBig {
+    const SCHEMA_ID: u16 = 602;
+    fn header(&self) -> &RecordHeader {
+        &self.header
+    }
+}
+
+// SAFETY: repr(C), 8 + 8 + 120 = 136 bytes without padding; the schema
+// is built from its own offset_of! values and size_of.
+unsafe impl HasSchema for TooBig {
+    fn schema() -> &'static Schema {
+        static S: OnceLock<Schema> = OnceLock::new();
+        S.get_or_init(|| {
+            schema!(TooBig, id = 602, name = "tooBig", [
+                time_ns => "eventTime": NsTimestamp, ie 0;
+            ])
+            .unwrap()
+        })
+    }
+}
+
+/// A record type larger than a ring slot is refused when the logger
+/// starts, naming its size and the limit, before the sink opens (no file
+/// left behind), not at its first producer.
+#[test]
+fn a_record_type_above_128_bytes_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("out.log");
+    let cfg = LogConfig::from_toml_str(&format!(
+        "[sink]\ntype = \"file\"\npath = \"{}\"\n",
+        path.display()
+    ))
+    .unwrap();
+    let e = cfg.start::<TooBig>().expect_err("start refused");
+    let m = e.to_string();
+    assert!(matches!(e, ConfigError::Parse(_)), "{m}");
+    assert!(
+        m.contains("136 bytes, larger than the 128-byte limit"),
+        "{m}"
+    );
+    assert!(!path.exists(), "a refused logger creates no file");
+}
+
 /// An archive sink's `index` naming a field no record type has (a typo)
 /// is refused when the logger starts, before the archive is opened.
 #[test]

@@ -346,8 +346,9 @@ impl LogConfig {
     /// [`ConfigError::Parse`] for the format or `[ring.priorities]`, or a
     /// record type whose [`Record::SCHEMA_ID`](crate::Record::SCHEMA_ID)
     /// is not its schema's id (every record would be written under an id
-    /// the formatter does not know, and none would be printed),
-    /// [`ConfigError::Sink`] if the sink cannot be opened.
+    /// the formatter does not know, and none would be printed) or that is
+    /// larger than 128 bytes (a ring slot's limit; refused before the sink
+    /// opens), [`ConfigError::Sink`] if the sink cannot be opened.
     pub fn start<R: HasSchema>(&self) -> Result<Logger<R>, ConfigError> {
         check_schema_id::<R>()?;
         self.start_for(&[R::schema()], Some(R::schema()), RecordRules::by_schema())
@@ -396,6 +397,14 @@ impl LogConfig {
 /// up by that id, so it would format none of them.
 fn check_schema_id<R: HasSchema>() -> Result<(), ConfigError> {
     let s = R::schema();
+    let size = core::mem::size_of::<R>();
+    if size > 128 {
+        return Err(ConfigError::Parse(format!(
+            "record type {}: {size} bytes, larger than the 128-byte limit of a ring slot \
+             (header included); split it or move long values out of the record",
+            core::any::type_name::<R>()
+        )));
+    }
     if s.id() == R::SCHEMA_ID {
         return Ok(());
     }

@@ -60,13 +60,19 @@ fi
 # tools/dplog-query/tests/clickhouse.rs: the current server's DDL
 # (DateTime64, IPv4, codecs, TTL), the sink's RowBinary bytes and the
 # --at lookup SQL run on it (Debian's clickhouse-server is 18.16).
-python3 -c 'import chdb' 2>/dev/null || python3 -m pip install -q chdb
+# A Debian python3 refuses pip outside a venv (PEP 668): then with
+# --break-system-packages, as for duckdb below.
+if ! python3 -c 'import chdb' 2>/dev/null; then
+  python3 -m pip install -q chdb 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages chdb
+fi
 
 # DuckDB's Python module: benches/archive_lookup.py compares dplog-query
 # lookups and the archive's size with DuckDB on Parquet (no test needs it).
 if ! python3 -c "import duckdb" 2>/dev/null; then
   echo "setup: installing the duckdb Python module (benches/archive_lookup.py)"
-  pip install -q duckdb 2>/dev/null || pip install -q --break-system-packages duckdb
+  python3 -m pip install -q duckdb 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages duckdb
 fi
 
 cargo fetch --locked

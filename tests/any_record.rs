@@ -1255,8 +1255,10 @@ unsafe impl HasSchema for Mistyped {
 /// Every record of such a type would be written under id 600, which the
 /// formatter does not know, and none printed: the logger refuses to
 /// start, naming both ids, and creates no file.
-#[test]
-fn a_record_whose_schema_id_is_not_its_schemas_is_refused_at_start() {
+/// The messages of `start` and `start_consumers` refusing record type
+/// `R` with a file sink; checks that each is a `ConfigError::Parse` and
+/// that no file was created.
+fn refused_at_start<R: HasSchema>() -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("out.log");
     let cfg = LogConfig::from_toml_str(&format!(
@@ -1264,19 +1266,30 @@ fn a_record_whose_schema_id_is_not_its_schemas_is_refused_at_start() {
         path.display()
     ))
     .unwrap();
-    for e in [
-        cfg.start::<Mistyped>().expect_err("start refused"),
-        cfg.start_consumers::<Mistyped>()
+    let ms = [
+        cfg.start::<R>().expect_err("start refused"),
+        cfg.start_consumers::<R>()
             .expect_err("start_consumers refused"),
-    ] {
+    ]
+    .into_iter()
+    .map(|e| {
         let m = e.to_string();
         assert!(matches!(e, ConfigError::Parse(_)), "{m}");
+        m
+    })
+    .collect();
+    assert!(!path.exists(), "a refused logger creates no file");
+    ms
+}
+
+#[test]
+fn a_record_whose_schema_id_is_not_its_schemas_is_refused_at_start() {
+    for m in refused_at_start::<Mistyped>() {
         assert!(
             m.contains("SCHEMA_ID is 600") && m.contains("\"mistyped\" has id 601"),
             "{m}"
         );
     }
-    assert!(!path.exists(), "a refused logger creates no file");
 }
 
 /// A record type above a slot's 128 bytes (header included): 8 + 8 +
@@ -1315,21 +1328,12 @@ unsafe impl HasSchema for TooBig {
 /// left behind), not at its first producer.
 #[test]
 fn a_record_type_above_128_bytes_is_refused_at_start() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("out.log");
-    let cfg = LogConfig::from_toml_str(&format!(
-        "[sink]\ntype = \"file\"\npath = \"{}\"\n",
-        path.display()
-    ))
-    .unwrap();
-    let e = cfg.start::<TooBig>().expect_err("start refused");
-    let m = e.to_string();
-    assert!(matches!(e, ConfigError::Parse(_)), "{m}");
-    assert!(
-        m.contains("136 bytes, larger than the 128-byte limit"),
-        "{m}"
-    );
-    assert!(!path.exists(), "a refused logger creates no file");
+    for m in refused_at_start::<TooBig>() {
+        assert!(
+            m.contains("136 bytes, larger than the 128-byte limit"),
+            "{m}"
+        );
+    }
 }
 
 /// An archive sink's `index` naming a field no record type has (a typo)

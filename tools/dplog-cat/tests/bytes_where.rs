@@ -6,11 +6,17 @@
 //! longer than the field is a clear error. And `--time-precision` and
 //! `--bytes` (the `[format] time_precision` and `bytes` settings for a log
 //! being decoded): the exact ns of each record's time and every byte of
-//! its `qname`, stale bytes after the NUL included.
+//! its `qname`, stale bytes after the NUL included. And `--where` on an
+//! enum field whose names hold spaces, `=`, a newline and a direction
+//! override: a name selects its value's records as declared, and the
+//! error that lists the names shows them escaped.
 
+use std::borrow::Cow;
 use std::process::Command;
 
+use dplog_core::schema::{EnumName, FieldDef, FieldKind, Schema};
 use dplog_core::{Accepted, Sink};
+use dplog_formatters::binary::BinaryEncoder;
 use dplog_sinks::archive::{ArchiveSink, ArchiveSinkOptions};
 
 #[path = "../../../testkit/fixtures/dns_query.rs"]
@@ -31,9 +37,15 @@ fn cat(args: &[&str]) -> (i32, String, String) {
 
 /// The `qtype` (record number) of each JSON line.
 fn qtypes(out: &str) -> Vec<u64> {
+    numbers(out, "qtype")
+}
+
+/// The number of JSON field `key` of each line.
+fn numbers(out: &str, key: &str) -> Vec<u64> {
+    let key = format!("\"{key}\":");
     out.lines()
         .map(|l| {
-            let at = l.find("\"qtype\":").unwrap() + 8;
+            let at = l.find(&key).unwrap() + key.len();
             l[at..]
                 .split(|c: char| !c.is_ascii_digit())
                 .next()
@@ -190,4 +202,81 @@ fn time_precision_and_bytes_apply_to_the_decoded_log() {
     let (code, _, err) = cat(&["--bytes", "b32", log]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("b32"), "{err}");
+}
+
+const NAMES: [&str; 5] = ["ok", "bad\nname", "sp ace=x", "=1+2", "q\"u,o\u{202e}te"];
+
+fn schema() -> Schema {
+    let mut ev = FieldDef::new("ev", 16, 1, FieldKind::Enum, 0);
+    ev.enum_names = NAMES
+        .iter()
+        .enumerate()
+        .map(|(i, n)| EnumName {
+            value: i as u32,
+            name: Cow::Owned(n.to_string()),
+        })
+        .collect();
+    Schema::new(
+        402,
+        "probeEvent",
+        24,
+        vec![
+            FieldDef::new("time", 8, 8, FieldKind::NsTimestamp, 0),
+            ev,
+            FieldDef::new("seq", 20, 4, FieldKind::U32, 0),
+        ],
+    )
+    .unwrap()
+}
+
+/// Records 0..20, record `i` of event `i % 5`.
+fn write_log(path: &std::path::Path) {
+    let s = schema();
+    let mut enc = BinaryEncoder::new(&[&s]);
+    let mut out = Vec::new();
+    for i in 0..20u32 {
+        let mut r = vec![0u8; 24];
+        r[0..2].copy_from_slice(&24u16.to_ne_bytes());
+        r[2..4].copy_from_slice(&402u16.to_ne_bytes());
+        r[8..16].copy_from_slice(&(1_767_225_600_000_000_000u64 + u64::from(i)).to_ne_bytes());
+        r[16] = (i % 5) as u8;
+        r[20..24].copy_from_slice(&i.to_ne_bytes());
+        assert!(enc.push(&r, &mut out));
+    }
+    std::fs::write(path, out).unwrap();
+}
+
+#[test]
+fn an_enum_name_selects_its_records_as_declared() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log.bin");
+    write_log(&log);
+    let log = log.to_str().unwrap();
+    for (v, name) in NAMES.iter().enumerate() {
+        let want: Vec<u64> = (0..20).filter(|i| i % 5 == v as u64).collect();
+        let w = format!("ev={name}");
+        let (code, out, err) = cat(&["--format", "json", "--where", &w, log]);
+        assert_eq!(code, 0, "{w:?}: {err}");
+        assert_eq!(numbers(&out, "seq"), want, "{w:?}");
+        let w = format!("ev={v}");
+        let (code, out, err) = cat(&["--format", "json", "--where", &w, log]);
+        assert_eq!(code, 0, "{w:?}: {err}");
+        assert_eq!(numbers(&out, "seq"), want, "{w:?}");
+    }
+}
+
+#[test]
+fn the_names_an_error_lists_are_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log.bin");
+    write_log(&log);
+    let (code, out, err) = cat(&["--where", "ev=nosuch", log.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(out.is_empty());
+    assert_eq!(err.lines().count(), 1, "{err:?}");
+    assert!(!err.contains('\u{202e}'), "{err:?}");
+    assert!(
+        err.contains(r#"ok, "bad\nname", "sp ace=x", =1+2, "q\"u,o\u{202e}te""#),
+        "{err:?}"
+    );
 }

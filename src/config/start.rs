@@ -281,7 +281,7 @@ impl LogConfig {
     /// Errors: as [`start`](Self::start), and `[consumers]`'s
     /// ([`ConsumersConfig::count`]).
     pub fn start_consumers<R: HasSchema>(&self) -> Result<Consumers<R>, ConfigError> {
-        check_schema_id::<R>()?;
+        check_record_type::<R>()?;
         self.start_group(&[R::schema()], RecordRules::by_schema())
     }
 
@@ -350,7 +350,7 @@ impl LogConfig {
     /// larger than 128 bytes (a ring slot's limit; refused before the sink
     /// opens), [`ConfigError::Sink`] if the sink cannot be opened.
     pub fn start<R: HasSchema>(&self) -> Result<Logger<R>, ConfigError> {
-        check_schema_id::<R>()?;
+        check_record_type::<R>()?;
         self.start_for(&[R::schema()], Some(R::schema()), RecordRules::by_schema())
     }
 
@@ -391,11 +391,13 @@ impl LogConfig {
     }
 }
 
-/// Refuses a record type whose header id ([`Record::SCHEMA_ID`], written
-/// by [`RecordHeader::of`](crate::RecordHeader::of)) is not the id of the
+/// Refuses a record type larger than a ring slot's 128 bytes (its
+/// producers could never be made), and one whose header id
+/// ([`Record::SCHEMA_ID`], written by
+/// [`RecordHeader::of`](crate::RecordHeader::of)) is not the id of the
 /// schema it declares ([`HasSchema::schema`]): the consumer looks records
 /// up by that id, so it would format none of them.
-fn check_schema_id<R: HasSchema>() -> Result<(), ConfigError> {
+fn check_record_type<R: HasSchema>() -> Result<(), ConfigError> {
     let s = R::schema();
     let size = core::mem::size_of::<R>();
     if size > 128 {

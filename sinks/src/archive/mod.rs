@@ -635,18 +635,14 @@ impl ArchiveSink {
         records: Option<dplog_formatters::SchemaFormatter>,
     ) -> io::Result<()> {
         let counters = self.counters.clone();
-        let a = crate::seal::Anchor::new(
-            sink,
-            records,
-            Box::new(move |_| add(&counters.anchor_failed, 1)),
-        );
-        let sealed = self.opts.seal.is_some();
         crate::seal::Sealer::place_anchor(
-            sealed,
+            self.opts.seal.is_some(),
             &self.dir,
             self.sealer.as_mut(),
             &mut self.anchor,
-            a,
+            sink,
+            records,
+            Box::new(move |_| add(&counters.anchor_failed, 1)),
         )
     }
 

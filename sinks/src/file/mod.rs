@@ -493,15 +493,7 @@ impl FileSink {
     /// # Errors
     /// `InvalidInput` when the sink has no seal.
     pub fn set_seal_anchor(&mut self, sink: Box<dyn Sink>) -> io::Result<()> {
-        let Some(s) = self.sealer.as_mut() else {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{}: an anchor needs a seal", self.path.display()),
-            ));
-        };
-        let counters = self.counters.clone();
-        s.set_anchor(sink, Box::new(move |_| bump(&counters.anchor_failed, 1)));
-        Ok(())
+        self.anchor_to(sink, None)
     }
 
     /// Sends every head the seal signs also to `sink` as a
@@ -517,19 +509,28 @@ impl FileSink {
         sink: Box<dyn Sink>,
         formatter: dplog_formatters::SchemaFormatter,
     ) -> io::Result<()> {
-        let Some(s) = self.sealer.as_mut() else {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{}: an anchor needs a seal", self.path.display()),
-            ));
-        };
+        self.anchor_to(sink, Some(formatter))
+    }
+
+    /// The anchor of [`set_seal_anchor`](Self::set_seal_anchor) (`records`
+    /// `None`) or [`set_seal_anchor_records`](Self::set_seal_anchor_records).
+    fn anchor_to(
+        &mut self,
+        sink: Box<dyn Sink>,
+        records: Option<dplog_formatters::SchemaFormatter>,
+    ) -> io::Result<()> {
         let counters = self.counters.clone();
-        s.set_anchor_records(
+        // A sealed file sink has its sealer from the start: nothing waits
+        // for a first one.
+        crate::seal::Sealer::place_anchor(
+            self.sealer.is_some(),
+            &self.path,
+            self.sealer.as_mut(),
+            &mut None,
             sink,
-            formatter,
+            records,
             Box::new(move |_| bump(&counters.anchor_failed, 1)),
-        );
-        Ok(())
+        )
     }
 
     /// The path this sink writes to.

@@ -1129,26 +1129,32 @@ impl Sealer {
         }
     }
 
-    /// For a sink whose seal goes from segment to segment (`dir`'s,
-    /// `sealed` when it has a seal): puts `anchor` on `sealer`, or, while
-    /// the sink has none yet, in `pending` for the first
-    /// ([`adopt_anchor`](Self::adopt_anchor)).
+    /// The anchor of a sink (`path`'s, `sealed` when it has a seal): heads
+    /// go to `sink`, as lines or as records formatted by `records` (see
+    /// [`set_anchor`](Self::set_anchor),
+    /// [`set_anchor_records`](Self::set_anchor_records)), failures to
+    /// `on_error`. Put on `sealer`, or, while the sink has none yet (one
+    /// whose seal goes from segment to segment), in `pending` for the
+    /// first ([`adopt_anchor`](Self::adopt_anchor)).
     ///
     /// # Errors
     /// `InvalidInput` when the sink has no seal.
     pub(crate) fn place_anchor(
         sealed: bool,
-        dir: &Path,
+        path: &Path,
         sealer: Option<&mut Sealer>,
         pending: &mut Option<Anchor>,
-        anchor: Anchor,
+        sink: Box<dyn dplog_core::Sink>,
+        records: Option<dplog_formatters::SchemaFormatter>,
+        on_error: Box<dyn FnMut(&dplog_core::SinkError) + Send>,
     ) -> io::Result<()> {
         if !sealed {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("{}: an anchor needs a seal", dir.display()),
+                format!("{}: an anchor needs a seal", path.display()),
             ));
         }
+        let anchor = Anchor::new(sink, records, on_error);
         match sealer {
             Some(s) => s.anchor = Some(anchor),
             None => *pending = Some(anchor),

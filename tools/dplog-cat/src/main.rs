@@ -121,7 +121,7 @@ use dplog_core::Formatter;
 use dplog_core::{DropReport, Schema};
 use dplog_formatters::binary::Frame;
 use dplog_formatters::{
-    BytesEncoding, Conv, Escape, Format, FormatSpec, Program, SchemaFormatter, TimePrecision,
+    BytesEncoding, Escape, Format, FormatSpec, Program, SchemaFormatter, TimePrecision,
     TscCalibration,
 };
 use dplog_sinks::archive;
@@ -592,8 +592,9 @@ impl Progress {
 
 /// How one `--where` condition tests a record.
 enum Test {
-    /// The programs whose output must equal the value (any of them).
-    Printed(Vec<Program>),
+    /// The program printing the field, whose output must equal the value
+    /// (`None`: the field cannot be printed, no record matches).
+    Printed(Option<Box<Program>>),
     /// A BYTES field (offset, size): its value, the bytes up to the first
     /// NUL, must equal the value byte for byte (as `dplog-query`
     /// compares it; not the escaped text the format prints).
@@ -639,27 +640,27 @@ impl Filter {
                     .find(|e| e.name == *value)
                     .map(|e| u64::from(e.value))
                     .or_else(|| value.parse::<u64>().ok());
-                if let (Some(n), Some(v)) = (n, conds.as_mut()) {
-                    v.push((
-                        Test::EnumIs(f.offset as usize, f.size as usize, n),
-                        Vec::new(),
-                    ));
-                    continue;
+                match (n, conds.as_mut()) {
+                    (Some(n), Some(v)) => {
+                        let t = Test::EnumIs(f.offset as usize, f.size as usize, n);
+                        v.push((t, Vec::new()));
+                        continue;
+                    }
+                    // Neither a name nor a number of this type's field
+                    // (another type's name): no record of it holds it.
+                    _ => {
+                        conds = None;
+                        break;
+                    }
                 }
             }
-            let mut progs = Vec::new();
-            let mut convs = vec![None];
-            if f.kind == FieldKind::Enum && !f.enum_names.is_empty() {
-                convs.push(Some(Conv::Name));
-            }
-            for c in convs {
-                let mut p = Program::new(s, opts);
-                if p.field(s, i, c, Escape::Text).is_ok() {
-                    progs.push(p);
-                }
-            }
+            let mut p = Program::new(s, opts);
+            let p = p
+                .field(s, i, None, Escape::Text)
+                .is_ok()
+                .then(|| Box::new(p));
             if let Some(v) = conds.as_mut() {
-                v.push((Test::Printed(progs), value.as_bytes().to_vec()));
+                v.push((Test::Printed(p), value.as_bytes().to_vec()));
             }
         }
         Self { conds, time }
@@ -667,10 +668,8 @@ impl Filter {
 
     fn set_tsc_calibration(&mut self, cal: TscCalibration) {
         for (t, _) in self.conds.iter_mut().flatten() {
-            if let Test::Printed(progs) = t {
-                for p in progs {
-                    p.set_tsc_calibration(cal);
-                }
+            if let Test::Printed(Some(p)) = t {
+                p.set_tsc_calibration(cal);
             }
         }
     }
@@ -687,7 +686,7 @@ impl Filter {
             return false;
         };
         conds.iter_mut().all(|(t, want)| match t {
-            Test::Printed(progs) => progs.iter_mut().any(|p| {
+            Test::Printed(p) => p.as_mut().is_some_and(|p| {
                 tmp.clear();
                 p.run(rec, tmp) && tmp == want
             }),

@@ -12,6 +12,7 @@ use common::*;
 use dplog_core::{Accepted, Formatter, Logger, LoggerConfig, Sink};
 use dplog_schema_nat::Nat44SessionRecord;
 use dplog_sinks::{FileSink, FileSinkCounters, FileSinkOptions, FsyncPolicy};
+use dplog_testkit::tmpfs::Tmpfs;
 
 fn read_all(path: &Path) -> Vec<u8> {
     fs::read(path).unwrap()

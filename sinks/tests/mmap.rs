@@ -15,6 +15,7 @@ use common::*;
 use dplog_core::{Accepted, Sink};
 use dplog_sinks::mmap::{list_segments, read_all, HEADER_BYTES};
 use dplog_sinks::{MmapSink, MmapSinkOptions};
+use dplog_testkit::tmpfs::Tmpfs;
 
 fn opts(seg: u64) -> MmapSinkOptions {
     MmapSinkOptions {

@@ -11,6 +11,7 @@
 //! - [`tshark`]: IPFIX datagrams written to a pcap as UDP on loopback and
 //!   decoded by Wireshark's `tshark` (Debian package `tshark`).
 //! - [`rsyslog`]: rsyslogd on 127.0.0.1 with a test's own configuration.
+//! - [`tmpfs`]: a small tmpfs mounted for full-disk tests (root only).
 //! - Ports for servers a test starts ([`free_tcp_port`], [`free_udp_port`]),
 //!   below the ephemeral range, and readiness read from the kernel's
 //!   socket tables ([`tcp_listening`], [`udp_rx_queue`]) rather than from a
@@ -29,6 +30,7 @@
 pub mod clickhouse;
 pub mod nfcapd;
 pub mod rsyslog;
+pub mod tmpfs;
 pub mod tshark;
 
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -416,57 +416,6 @@ pub fn run_dropping_with<S: Sink>(policy: dplog_core::Backpressure, sink: S, n: 
     logger.shutdown().unwrap()
 }
 
-/// A tmpfs of `size` mounted on a fresh temp dir (for full-disk tests);
-/// unmounted on drop.
-pub struct Tmpfs {
-    dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    /// Mounts it; `None` (with a SKIPPED line on stderr) without the
-    /// privilege to mount (root / CAP_SYS_ADMIN).
-    pub fn mount(size: &str) -> Option<Self> {
-        let dir = tempfile::tempdir().unwrap();
-        let out = std::process::Command::new("mount")
-            .args([
-                "-t",
-                "tmpfs",
-                "-o",
-                &format!("size={size},mode=0700"),
-                "tmpfs",
-            ])
-            .arg(dir.path())
-            .output();
-        match out {
-            Ok(o) if o.status.success() => Some(Self { dir }),
-            Ok(o) => {
-                eprintln!(
-                    "SKIPPED: cannot mount a tmpfs (need root / CAP_SYS_ADMIN): {}",
-                    String::from_utf8_lossy(&o.stderr).trim()
-                );
-                None
-            }
-            Err(e) => {
-                eprintln!("SKIPPED: cannot run mount: {e}");
-                None
-            }
-        }
-    }
-
-    /// The mount point.
-    pub fn path(&self) -> &std::path::Path {
-        self.dir.path()
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg(self.dir.path())
-            .status();
-    }
-}
-
 /// A real Kafka-protocol broker for the tests: Tansu (crates.io `tansu`,
 /// installed by `scripts/setup.sh`) on 127.0.0.1 with its in-memory
 /// storage, killed (SIGKILL) when dropped.

@@ -8,6 +8,7 @@ use std::process::{Child, Command};
 use std::time::Duration;
 
 use common::*;
+use dplog_testkit::tmpfs::Tmpfs;
 
 /// dplogd of `s` with its checkpoint at `cp` (stderr appended to
 /// `dplogd.err`).

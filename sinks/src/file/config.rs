@@ -407,10 +407,7 @@ impl SinkSettings for FileSinkConfig {
             },
         )?;
         if let Some(anchor) = self.seal.as_ref().and_then(|s| s.anchor.as_ref()) {
-            anchor.attach(|a, records| match records {
-                None => sink.set_seal_anchor(a),
-                Some(f) => sink.set_seal_anchor_records(a, f),
-            })?;
+            anchor.attach(|a, records| sink.anchor_to(a, records))?;
         }
         Ok(Box::new(sink))
     }

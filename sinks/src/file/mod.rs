@@ -514,7 +514,7 @@ impl FileSink {
 
     /// The anchor of [`set_seal_anchor`](Self::set_seal_anchor) (`records`
     /// `None`) or [`set_seal_anchor_records`](Self::set_seal_anchor_records).
-    fn anchor_to(
+    pub(crate) fn anchor_to(
         &mut self,
         sink: Box<dyn Sink>,
         records: Option<dplog_formatters::SchemaFormatter>,

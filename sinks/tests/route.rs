@@ -441,3 +441,81 @@ fn fanout_of_file_and_kafka_does_not_count_drop_reports_as_records() {
         assert!(got.windows(2).all(|w| w[0].1 < w[1].1), "out of order");
     }
 }
+
+/// A sink that takes every batch of the binary format as `Pending` and
+/// reports its records (`R` frames) delivered at the next poll, as an
+/// archive or a ClickHouse sink does once it has written them.
+struct DeliversLater {
+    due: u64,
+}
+
+impl Sink for DeliversLater {
+    fn write_batch(&mut self, batch: &[u8]) -> Result<dplog_core::Accepted, dplog_core::SinkError> {
+        let mut p = 0;
+        while p + 4 <= batch.len() {
+            self.due += u64::from(batch[p] == b'R');
+            p += 4 + usize::from(u16::from_le_bytes([batch[p + 2], batch[p + 3]]));
+        }
+        Ok(dplog_core::Accepted::Pending)
+    }
+    fn poll(&mut self) -> dplog_core::Progress {
+        dplog_core::Progress {
+            delivered_records: std::mem::take(&mut self.due),
+            ..Default::default()
+        }
+    }
+    fn flush(&mut self) -> Result<(), dplog_core::SinkError> {
+        Ok(())
+    }
+    fn close(&mut self) -> Result<(), dplog_core::SinkError> {
+        Ok(())
+    }
+}
+
+/// Binary records beside a child that reports them later: the fan-out
+/// counts a binary batch's records by its `R` frames (its records' bytes
+/// hold newline bytes, which are no record ends), so the logger counts
+/// each record written once, when both children have it.
+#[test]
+fn fanout_of_binary_records_counts_records_not_newline_bytes() {
+    use dplog_core::schema::HasSchema;
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.bin");
+    let fan = FanOut::new(vec![
+        Box::new(FileSink::open(&a).unwrap()) as BoxSink,
+        Box::new(DeliversLater { due: 0 }),
+    ])
+    .unwrap();
+    let counters = fan.counters();
+    let spec = dplog_formatters::FormatSpec {
+        kind: dplog_formatters::Format::Binary,
+        ..Default::default()
+    };
+    let logger = Logger::start(
+        LoggerConfig::default(),
+        spec.formatter(&[AclHit::schema()]).unwrap(),
+        fan,
+    )
+    .unwrap();
+    const N: u32 = 20_000;
+    let mut p = logger.producer().unwrap();
+    for i in 0..N {
+        assert!(p.log(acl_hit(i)));
+    }
+    drop(p);
+    let s = logger.shutdown().unwrap();
+    assert_eq!(s.written_records, u64::from(N), "{s:?}");
+    assert_eq!(
+        s.dropped_sink + s.dropped_shutdown + s.sink_pending,
+        0,
+        "{s:?}"
+    );
+    for (i, c) in counters.written_lines.iter().enumerate() {
+        assert_eq!(c.load(Ordering::Relaxed), u64::from(N), "child {i}");
+    }
+    let bytes = std::fs::read(&a).unwrap();
+    let d = dplog_formatters::binary::decode(&bytes);
+    assert_eq!(d.records.len() as u64, u64::from(N));
+    // Newline bytes in the records: counting lines would miscount.
+    assert!(bytes.iter().filter(|&&b| b == b'\n').count() > 1000);
+}

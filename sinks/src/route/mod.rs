@@ -84,7 +84,9 @@ enum Outcome {
 ///
 /// Lines are counted by newline, less the in-band drop-report lines the
 /// runtime marks ([`Sink::write_batch_marked`]), which are passed on to
-/// every child with their marks and never count as records.
+/// every child with their marks and never count as records. A batch of
+/// the binary format (whole frames) counts its `R` frames instead, one
+/// per record: its in-band drop reports are `D` frames, not records.
 pub struct FanOut {
     children: Vec<BoxSink>,
     /// What each child did with the batch being retried (`None`: not yet
@@ -196,9 +198,33 @@ fn lines_in(batch: &[u8]) -> u64 {
     (n + usize::from(unterminated)) as u64
 }
 
-/// Record lines in a batch: every line less the drop-report lines in
+/// The `R` frames of `batch` if it is whole frames of the binary format
+/// (`[kind][0][len u16 LE][len bytes]`, kinds `H`, `S`, `R`, `C`, `D`,
+/// the last frame ending at the batch's end); `None` for any other batch.
+/// A text format never puts a 0 byte second, so a text batch is never
+/// taken for frames.
+fn binary_records_in(batch: &[u8]) -> Option<u64> {
+    let mut p = 0;
+    let mut records = 0;
+    while p < batch.len() {
+        let head = batch.get(p..p + 4)?;
+        if !b"HSRCD".contains(&head[0]) || head[1] != 0 {
+            return None;
+        }
+        records += u64::from(head[0] == b'R');
+        p += 4 + usize::from(u16::from_le_bytes([head[2], head[3]]));
+    }
+    (p == batch.len()).then_some(records)
+}
+
+/// Records in a batch: of the binary format, its `R` frames (children
+/// such as the archive and ClickHouse report records, and a binary batch
+/// has no line structure); else every line less the drop-report lines in
 /// `reports`.
 fn record_lines_in(batch: &[u8], reports: &[Range<usize>]) -> u64 {
+    if let Some(n) = binary_records_in(batch) {
+        return n;
+    }
     let marked: u64 = reports
         .iter()
         .filter_map(|r| batch.get(r.clone()))

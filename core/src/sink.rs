@@ -9,7 +9,11 @@
 //! - `Ok(Accepted::Delivered)`: every record of the batch is written (for a
 //!   file: handed to the kernel; see each sink for its durability).
 //! - `Ok(Accepted::Pending)`: the sink took the batch but delivery is
-//!   asynchronous (Kafka); outcomes arrive later through [`Sink::poll`].
+//!   asynchronous (Kafka), or it holds records to write later (the
+//!   archive's partial blocks, written when a block fills, ages or is
+//!   flushed); outcomes arrive later through [`Sink::poll`], and a record
+//!   counts as written only then. [`Logger::flush`](crate::Logger::flush)
+//!   books what its flush settled before it returns.
 //! - `Err(SinkError::Retryable(_))`: nothing more of the batch can be
 //!   written now (ENOSPC, EIO, a lost connection). The runtime backs off and
 //!   calls `write_batch` again **with the same bytes**; a sink that wrote a

@@ -20,7 +20,7 @@ use dplog_sinks::archive::{
 mod lb_conn;
 #[path = "../../testkit/fixtures/tsc_archive.rs"]
 mod tsc_archive;
-use tsc_archive::{cal_of, write_calibrated, T0};
+use tsc_archive::{cal_of, write_calibrated, Books, T0};
 
 /// A 48-byte record of a type the archive knows nothing about: an
 /// ns time, an IPv6 address, a MAC, a rule id and a reason.
@@ -67,16 +67,35 @@ fn opts() -> ArchiveSinkOptions {
     }
 }
 
-/// Writes `recs` through a binary encoder in batches of `per` records.
-fn write(sink: &mut ArchiveSink, schema: &Schema, recs: &[Vec<u8>], per: usize) {
+/// Writes `recs` through a binary encoder in batches of `per` records,
+/// through `books` (which checks the sink's accounting of each); returns
+/// each batch's outcome and the rows the poll after it reported.
+fn write(
+    sink: &mut ArchiveSink,
+    books: &mut Books,
+    schema: &Schema,
+    recs: &[Vec<u8>],
+    per: usize,
+) -> Vec<(Accepted, u64)> {
     let mut enc = BinaryEncoder::new(&[schema]);
+    let mut out = Vec::new();
     for chunk in recs.chunks(per) {
         let mut batch = Vec::new();
         for r in chunk {
             assert!(enc.push(r, &mut batch));
         }
-        assert_eq!(sink.write_batch(&batch).unwrap(), Accepted::Delivered);
+        let before = books.booked;
+        let a = books.write(sink, &batch);
+        let polled = books.booked
+            - before
+            - if a == Accepted::Delivered {
+                chunk.len() as u64
+            } else {
+                0
+            };
+        out.push((a, polled));
     }
+    out
 }
 
 fn read_all(dir: &Path) -> Vec<Vec<u8>> {
@@ -107,8 +126,11 @@ fn any_schema_round_trips_in_time_order_across_segments() {
         ..opts()
     };
     let mut sink = ArchiveSink::open(dir.path(), o).unwrap();
-    write(&mut sink, &s, &recs, 333);
-    sink.close().unwrap();
+    let mut books = Books::of(&sink);
+    let outcomes = write(&mut sink, &mut books, &s, &recs, 333);
+    // Batches of 333 rows into blocks of 100: each ends a partial block.
+    assert!(outcomes.iter().all(|(a, _)| *a == Accepted::Pending));
+    books.close(&mut sink);
     let segs = list_segments(dir.path()).unwrap();
     assert!(
         (5..=7).contains(&segs.len()),
@@ -186,8 +208,12 @@ fn segments_roll_by_size_and_retention_removes_whole_segments() {
             r
         })
         .collect();
-    write(&mut sink, &s, &recs, 500);
-    sink.close().unwrap();
+    let mut books = Books::of(&sink);
+    let outcomes = write(&mut sink, &mut books, &s, &recs, 500);
+    // Batches of 500 rows fill 5 blocks of 100 each, all written as the
+    // batch is taken: every batch is delivered, nothing left to poll.
+    assert_eq!(outcomes, vec![(Accepted::Delivered, 0); 12]);
+    assert_eq!(books.close(&mut sink), 0);
     let c = sink.counters();
     let g = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
     let segs = list_segments(dir.path()).unwrap();
@@ -218,8 +244,14 @@ fn segments_roll_by_size_and_retention_removes_whole_segments() {
     let recs: Vec<Vec<u8>> = (0..10u64)
         .map(|i| acl(T0 + i * 10_000_000_000, i))
         .collect();
-    write(&mut sink, &s, &recs, 1);
-    sink.close().unwrap();
+    let mut books = Books::of(&sink);
+    let outcomes = write(&mut sink, &mut books, &s, &recs, 1);
+    // Each record starts a segment of its own: its batch ends the one
+    // before, whose block is then written (polled); it waits for its own.
+    let mut want = vec![(Accepted::Pending, 1); 10];
+    want[0].1 = 0;
+    assert_eq!(outcomes, want);
+    assert_eq!(books.close(&mut sink), 1);
     let back = read_all(dir.path());
     // The newest is at 90 s: segments whose newest record is before 65 s
     // are gone.
@@ -249,8 +281,10 @@ fn a_second_writer_and_a_line_format_are_refused() {
         batch.extend(std::iter::repeat(7u8).take(len as usize));
     }
     assert!(enc.push(&acl(T0 + 1, 2), &mut batch));
-    assert_eq!(sink.write_batch(&batch).unwrap(), Accepted::Delivered);
-    sink.close().unwrap();
+    let mut books = Books::of(&sink);
+    // Two rows of a block of 100: held until the close writes them.
+    assert_eq!(books.write(&mut sink, &batch), Accepted::Pending);
+    assert_eq!(books.close(&mut sink), 2);
     assert_eq!(read_all(dir.path()), vec![acl(T0, 1), acl(T0 + 1, 2)]);
     let e = ArchiveSink::open(
         dir.path(),
@@ -276,21 +310,28 @@ fn the_open_segment_is_readable_while_written() {
     )
     .unwrap();
     let recs: Vec<Vec<u8>> = (0..250u64).map(|i| acl(T0 + i, i)).collect();
-    write(&mut sink, &s, &recs, 250);
-    // Two full blocks are written; the last 50 records wait for their
-    // block (its age, a flush or the close).
+    let mut books = Books::of(&sink);
+    // Two full blocks are written (and reported); the last 50 records
+    // wait for their block (its age, a flush or the close).
+    assert_eq!(
+        write(&mut sink, &mut books, &s, &recs, 250),
+        vec![(Accepted::Pending, 200)]
+    );
     assert_eq!(read_all(dir.path()).len(), 200);
     let start = Instant::now();
+    let mut polled = 0;
     while read_all(dir.path()).len() < 250 {
         std::thread::sleep(Duration::from_millis(20));
         sink.tick(Instant::now()).unwrap();
+        polled += books.poll(&mut sink);
         assert!(start.elapsed() < Duration::from_secs(10));
     }
+    assert_eq!(polled + books.poll(&mut sink), 50);
     assert_eq!(read_all(dir.path()), recs);
     let segs = list_segments(dir.path()).unwrap();
     assert_eq!(segs.len(), 1);
     assert!(segs[0].range.is_none(), "still open");
-    sink.close().unwrap();
+    assert_eq!(books.close(&mut sink), 0);
     let segs = list_segments(dir.path()).unwrap();
     assert_eq!(segs[0].range, Some((T0, T0 + 249)));
     assert_eq!(read_all(dir.path()), recs);
@@ -313,8 +354,9 @@ fn a_writer_restarted_on_old_times_reads_back_in_time_order() {
     };
     for k in 0..2 {
         let mut sink = ArchiveSink::open(dir.path(), opts()).unwrap();
-        write(&mut sink, &s, &run(k), 250);
-        sink.close().unwrap();
+        let mut books = Books::of(&sink);
+        write(&mut sink, &mut books, &s, &run(k), 250);
+        books.close(&mut sink);
     }
     assert!(list_segments(dir.path()).unwrap().len() >= 6);
     let back = read_all(dir.path());
@@ -363,13 +405,15 @@ fn rec_index(rec: &[u8]) -> u64 {
 
 /// 4000 TSC records and 4000 ACL records, interleaved, 1 ms apart (4
 /// segments of 1 s), with the calibrations of [`tsc_archive::CALS`], in
-/// batches of 250 of each; not closed.
-fn write_tsc(sink: &mut ArchiveSink) {
+/// batches of 250 of each; not closed. Returns the sink's [`Books`].
+fn write_tsc(sink: &mut ArchiveSink) -> Books {
     let (t, a) = (tsc_schema(), acl_schema());
-    write_calibrated(sink, &[&t, &a], 4000, 250, |i, enc, batch| {
+    let mut books = Books::of(sink);
+    write_calibrated(sink, &mut books, &[&t, &a], 4000, 250, |i, enc, batch| {
         assert!(enc.push(&tsc_rec(i), batch));
         assert!(enc.push(&acl(T0 + i * 1_000_000, i), batch));
     });
+    books
 }
 
 /// Every record of `dir` with its calibration: (TSC record indexes and
@@ -392,13 +436,16 @@ fn read_calibrated(dir: &Path) -> (Vec<(u64, TscCalibration)>, usize, ArchiveRea
 fn tsc_calibrations_are_kept_per_block_and_repeated_per_segment() {
     let dir = tempfile::tempdir().unwrap();
     let mut sink = ArchiveSink::open(dir.path(), opts()).unwrap();
-    write_tsc(&mut sink);
+    let mut books = write_tsc(&mut sink);
     sink.flush().unwrap();
+    books.poll(&mut sink);
+    // Every record is written by the flush.
+    assert_eq!(books.booked, 8000);
     // Read while open (its last segment scanned, not from a footer),
     // then sealed by the close.
     for sealed in [false, true] {
         if sealed {
-            sink.close().unwrap();
+            assert_eq!(books.close(&mut sink), 0);
         }
         let (tsc, acls, r) = read_calibrated(dir.path());
         assert!(r.problems().is_empty(), "{:?}", r.problems());
@@ -453,8 +500,7 @@ fn tsc_calibrations_are_kept_per_block_and_repeated_per_segment() {
 fn a_damaged_calibration_block_skips_only_the_tsc_blocks_it_applies_to() {
     let dir = tempfile::tempdir().unwrap();
     let mut sink = ArchiveSink::open(dir.path(), opts()).unwrap();
-    write_tsc(&mut sink);
-    sink.close().unwrap();
+    write_tsc(&mut sink).close(&mut sink);
     let segs = list_segments(dir.path()).unwrap();
     let seg = Segment::open(&segs[1].path).unwrap();
     // The second segment's second calibration block (from record 1550).
@@ -573,8 +619,7 @@ fn a_version_1_segment_reads_with_the_identity_calibration() {
     );
     // The writer appends version-2 segments after it; both read.
     let mut sink = ArchiveSink::open(dir.path(), opts()).unwrap();
-    write_tsc(&mut sink);
-    sink.close().unwrap();
+    write_tsc(&mut sink).close(&mut sink);
     let (tsc, _, r) = read_calibrated(dir.path());
     assert!(r.problems().is_empty(), "{:?}", r.problems());
     assert_eq!(tsc.len(), 4500);
@@ -599,8 +644,10 @@ fn a_version_1_segment_reads_with_the_identity_calibration() {
 fn a_recovered_segment_keeps_its_calibration_blocks() {
     let dir = tempfile::tempdir().unwrap();
     let mut sink = ArchiveSink::open(dir.path(), opts()).unwrap();
-    write_tsc(&mut sink);
+    let mut books = write_tsc(&mut sink);
     sink.flush().unwrap();
+    books.poll(&mut sink);
+    assert_eq!(books.booked, 8000);
     // A crash: the last segment is left open, then recovered and sealed
     // by the next writer.
     drop(sink);
@@ -630,8 +677,10 @@ fn a_recovered_segment_keeps_its_calibration_blocks() {
 fn archive_of(log: &[u8]) -> (Vec<Schema>, Vec<u8>, Vec<u8>) {
     let dir = tempfile::tempdir().unwrap();
     let mut sink = ArchiveSink::open(dir.path(), ArchiveSinkOptions::default()).unwrap();
-    assert_eq!(sink.write_batch(log).unwrap(), Accepted::Delivered);
-    sink.close().unwrap();
+    let mut books = Books::of(&sink);
+    // Three rows, held in their block until the close.
+    assert_eq!(books.write(&mut sink, log), Accepted::Pending);
+    assert_eq!(books.close(&mut sink), 3);
     let segs = list_segments(dir.path()).unwrap();
     assert_eq!(segs.len(), 1);
     let seg = Segment::open(&segs[0].path).unwrap();
@@ -708,8 +757,10 @@ fn write_lb(dir: &Path, opts: ArchiveSinkOptions, n: u16) {
         };
         assert!(enc.push(&c.bytes(), &mut batch));
     }
-    assert_eq!(sink.write_batch(&batch).unwrap(), Accepted::Delivered);
-    sink.close().unwrap();
+    let mut books = Books::of(&sink);
+    books.write(&mut sink, &batch);
+    books.close(&mut sink);
+    assert_eq!(books.booked, u64::from(n));
 }
 
 /// Without an `index` setting a record type is keyed by its own

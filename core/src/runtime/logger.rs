@@ -254,6 +254,9 @@ impl<R: Record> Logger<R> {
 
     /// Writes what the consumer has batched and flushes the sink; returns
     /// the sink's flush result. Records still in rings are not waited for.
+    /// The outcomes the flush settled (records a sink held pending, such
+    /// as an archive's partial blocks, now written) are in
+    /// [`stats`](Self::stats) when it returns.
     pub fn flush(&self) -> Result<(), LoggerError> {
         let (tx, rx) = bounded(1);
         self.ctrl

@@ -161,7 +161,31 @@
 //! A write error (a full disk) cuts the file back to its last whole block;
 //! the block stays queued and the next batch is refused with the
 //! (retryable) error until it is written, so nothing is lost or written
-//! twice.
+//! twice. A new segment whose header cannot be written is removed again:
+//! the blocks for it stay queued.
+//!
+//! # Delivery accounting
+//!
+//! A record counts as written (the logger's `written_records`) once its
+//! block is in a segment file (`pwrite` returned), not when the sink takes
+//! its batch. A batch is taken whole or refused whole: every frame is
+//! checked before any of it is taken (a record of an undeclared schema or
+//! of the wrong size, a schema or calibration frame that does not parse:
+//! a permanent error, nothing of the batch kept). A batch taken is
+//! [`Accepted::Delivered`] when every row the sink holds is written by
+//! the time it returns (its rows ended whole blocks), else
+//! [`Accepted::Pending`]: [`Sink::poll`] reports rows in
+//! [`Progress::delivered_records`] (with their binary frames' bytes in
+//! [`Progress::delivered_bytes`]) as their blocks are written, by a later
+//! batch, [`tick`](Sink::tick), [`write_out`](Sink::write_out),
+//! [`flush`](Sink::flush), [`drain`](Sink::drain) (which retries a
+//! retryable failure until its deadline) or the close. Rows still not
+//! written when the sink closes (the disk full to the end) are given up
+//! on: the close returns the write error, says on stderr how many, and
+//! the next poll reports them in [`Progress::failed_records`] (the
+//! logger's `dropped_sink`). So every record counted written is in a
+//! segment file: a sealed one, or the open one a failed close leaves,
+//! which readers scan and the next open seals.
 //!
 //! # Retention
 //!
@@ -181,6 +205,7 @@
 //! One writer per directory: [`ArchiveSink::open`] holds an exclusive
 //! `flock(2)` on `<dir>/.archive.lock`.
 
+mod check;
 pub mod counted;
 pub mod encode;
 pub mod format;
@@ -213,7 +238,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dplog_core::schema::{FieldDef, Schema};
-use dplog_core::{Accepted, Sink, SinkError};
+use dplog_core::{Accepted, Progress, Sink, SinkError};
 use dplog_formatters::TscCalibration;
 
 use encode::Column;
@@ -260,6 +285,18 @@ struct Buffer {
     in_order: bool,
     /// The last row's event time.
     last: u64,
+}
+
+impl Buffer {
+    /// Empties it for the next block's rows.
+    fn clear(&mut self) {
+        self.recs.clear();
+        self.rows = 0;
+        self.min = u64::MAX;
+        self.max = 0;
+        self.in_order = true;
+        self.last = 0;
+    }
 }
 
 /// A block ready to be written.
@@ -355,6 +392,9 @@ pub struct ArchiveSink {
     last_sealed: Option<PathBuf>,
     /// The seal's anchor until there is a sealer to take it.
     anchor: Option<crate::seal::Anchor>,
+    /// Outcomes of the rows taken since the last [`Sink::poll`]: rows
+    /// whose block was written, and rows given up on.
+    progress: Progress,
 }
 
 impl ArchiveSink {
@@ -422,6 +462,7 @@ impl ArchiveSink {
             sealer: None,
             last_sealed,
             anchor: None,
+            progress: Progress::default(),
         })
     }
 
@@ -497,41 +538,8 @@ impl ArchiveSink {
         )
     }
 
-    /// Checks that `batch` is whole binary frames.
-    fn check_frames(batch: &[u8]) -> Result<(), SinkError> {
-        let refuse = |m: String| {
-            Err(SinkError::Permanent(io::Error::new(
-                io::ErrorKind::InvalidData,
-                m,
-            )))
-        };
-        let mut p = 0;
-        while p < batch.len() {
-            // A load of bytes further on that the walk (each frame's
-            // length read before the next) does not wait for: a batch
-            // not in the cache streams in while the walk goes on.
-            std::hint::black_box(batch.get(p + 1024).copied());
-            if batch.len() - p < 4 || !FRAME_KINDS.contains(&batch[p]) || batch[p + 1] != 0 {
-                return refuse(format!(
-                    "the archive sink takes the binary format's frames (set [format] type = \"binary\"); byte {p} of the batch is not one"
-                ));
-            }
-            let len = u16::from_le_bytes([batch[p + 2], batch[p + 3]]) as usize;
-            if batch.len() - p - 4 < len {
-                return refuse(format!("binary frame at byte {p} cut short"));
-            }
-            p += 4 + len;
-        }
-        Ok(())
-    }
-
     fn declare(&mut self, raw: &[u8]) -> Result<(), SinkError> {
-        let s = dplog_formatters::binary::parse_schema(raw).map_err(|e| {
-            SinkError::Permanent(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("bad schema frame: {e}"),
-            ))
-        })?;
+        let s = check::parse_schema(raw)?;
         if let Some(k) = self.schemas.iter().position(|e| e.schema.id() == s.id()) {
             if self.schemas[k].raw == raw {
                 return Ok(());
@@ -574,7 +582,7 @@ impl ArchiveSink {
         }
         for k in 0..self.buffers.len() {
             if self.buffers[k].entry.tsc {
-                self.encode(k)?;
+                self.encode(k);
             }
         }
         self.cal = cal;
@@ -582,21 +590,14 @@ impl ArchiveSink {
     }
 
     fn add_record(&mut self, rec: &[u8]) -> Result<(), SinkError> {
-        let sid = if rec.len() >= 4 {
-            u16::from_ne_bytes([rec[2], rec[3]])
-        } else {
-            0
-        };
+        let sid = check::record_schema_id(rec);
         // The buffer of the schema; a buffer without rows takes the
         // schema's current declaration.
         let k = match self.buffers.iter().position(|b| b.entry.schema.id() == sid) {
             Some(k) if self.buffers[k].rows > 0 => k,
             found => {
                 let Some(entry) = self.schemas.iter().find(|e| e.schema.id() == sid) else {
-                    return Err(SinkError::Permanent(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!("record of schema id {sid} before its schema frame"),
-                    )));
+                    return Err(check::undeclared(sid));
                 };
                 let entry = entry.clone();
                 match found {
@@ -621,17 +622,7 @@ impl ArchiveSink {
             }
         };
         let schema = &self.buffers[k].entry.schema;
-        let size = schema.size();
-        if rec.len() != size {
-            return Err(SinkError::Permanent(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "record of {} bytes, its schema {} has {size}",
-                    rec.len(),
-                    schema.name()
-                ),
-            )));
-        }
+        check::check_size(schema, rec.len())?;
         let t = format::event_time(schema, rec).unwrap_or_else(dplog_core::tsc::realtime_ns);
         let in_slice = self.slice.is_some() && (self.slice_ns.0..self.slice_ns.1).contains(&t);
         if let (Some(iv), false) = (self.opts.segment_interval_ms, in_slice) {
@@ -662,7 +653,7 @@ impl ArchiveSink {
         b.in_order &= t >= b.last;
         b.last = t;
         if b.rows >= self.opts.block_rows {
-            self.encode(k)?;
+            self.encode(k);
             if self.logical_bytes >= self.opts.segment_bytes {
                 self.roll();
             }
@@ -670,11 +661,14 @@ impl ArchiveSink {
         Ok(())
     }
 
-    /// Turns buffer `k` into a queued block.
-    fn encode(&mut self, k: usize) -> Result<(), SinkError> {
+    /// Turns buffer `k` into a queued block. A block that cannot be
+    /// compressed (zstd does not fail on valid input) is not queued: its
+    /// rows are reported failed, the error counted in `write_errors` and
+    /// said on stderr.
+    fn encode(&mut self, k: usize) {
         let b = &mut self.buffers[k];
         if b.rows == 0 {
-            return Ok(());
+            return;
         }
         let e = b.entry.clone();
         // Rows in event-time order (stable: equal times keep the order
@@ -701,10 +695,25 @@ impl ArchiveSink {
                 std::mem::swap(&mut b.recs, &mut self.sorted);
             }
         }
-        let frame = self
+        let frame = match self
             .enc
             .data_frame(&e.schema, &e.cols, &b.recs, b.rows, b.min, b.max)
-            .map_err(SinkError::Permanent)?;
+        {
+            Ok(f) => f,
+            Err(err) => {
+                add(&self.counters.write_errors, 1);
+                eprintln!(
+                    "dplog: archive {}: a block of {} {} record(s) cannot be compressed ({err}); \
+                     they are dropped",
+                    self.dir.display(),
+                    b.rows,
+                    e.schema.name()
+                );
+                self.progress.failed_records += b.rows as u64;
+                b.clear();
+                return;
+            }
+        };
         let mut keys: Vec<u32> = Vec::new();
         if !e.key.is_empty() {
             let key: Vec<&FieldDef> = e.key.iter().collect();
@@ -756,12 +765,7 @@ impl ArchiveSink {
             max: b.max,
         };
         self.logical_bytes += frame.len() as u64;
-        b.recs.clear();
-        b.rows = 0;
-        b.min = u64::MAX;
-        b.max = 0;
-        b.in_order = true;
-        b.last = 0;
+        b.clear();
         let cal = e.tsc.then_some(self.cal);
         self.ops.push_back(Op::Block(Encoded {
             table: self.schemas.clone(),
@@ -772,17 +776,12 @@ impl ArchiveSink {
             keys,
             tuples,
         }));
-        Ok(())
     }
 
     /// Ends the logical segment: every buffer to a block, then a seal.
     fn roll(&mut self) {
         for k in 0..self.buffers.len() {
-            // A block that cannot be compressed is lost with its error
-            // counted; zstd does not fail on valid input.
-            if self.encode(k).is_err() {
-                add(&self.counters.write_errors, 1);
-            }
+            self.encode(k);
         }
         self.ops.push_back(Op::Seal);
         self.slice = None;
@@ -942,6 +941,11 @@ impl ArchiveSink {
                     meta.offset = at;
                     add(&counters.blocks, 1);
                     add(&counters.rows, meta.rows as u64);
+                    // Written: its rows count as delivered, each with the
+                    // bytes of its binary frame.
+                    let rows = u64::from(meta.rows);
+                    self.progress.delivered_records += rows;
+                    self.progress.delivered_bytes += rows * (4 + enc.entry.schema.size() as u64);
                     let bi = seg.blocks.len() as u32;
                     for &h in &enc.keys {
                         seg.pairs.push(h, bi);
@@ -1160,6 +1164,43 @@ impl ArchiveSink {
         Ok(())
     }
 
+    /// Rows taken and neither written nor given up on: in the buffers
+    /// and in the queued blocks.
+    fn held_rows(&self) -> u64 {
+        let buffered: u64 = self.buffers.iter().map(|b| b.rows as u64).sum();
+        let queued: u64 = self
+            .ops
+            .iter()
+            .map(|op| match op {
+                Op::Block(enc) => u64::from(enc.meta.rows),
+                Op::Seal => 0,
+            })
+            .sum();
+        buffered + queued
+    }
+
+    /// Gives up on every row not written (at close, the write failing
+    /// with `e`): they are reported failed ([`Progress::failed_records`])
+    /// and said on stderr; the queued blocks and seals are dropped. The
+    /// open segment keeps its whole blocks, sealed by the next
+    /// [`ArchiveSink::open`].
+    fn give_up(&mut self, e: &SinkError) {
+        let rows = self.held_rows();
+        if rows > 0 {
+            eprintln!(
+                "dplog: archive {}: {rows} record(s) taken and not written when the sink \
+                 closed: {}; they are dropped",
+                self.dir.display(),
+                e.io()
+            );
+        }
+        self.progress.failed_records += rows;
+        for b in &mut self.buffers {
+            b.clear();
+        }
+        self.ops.clear();
+    }
+
     fn closed_error() -> SinkError {
         SinkError::Permanent(io::Error::new(
             io::ErrorKind::BrokenPipe,
@@ -1169,14 +1210,26 @@ impl ArchiveSink {
 }
 
 impl Sink for ArchiveSink {
+    /// Takes the batch whole, or refuses it whole (every frame is checked
+    /// first; see the module docs' delivery accounting); blocks queued by
+    /// an earlier failure are written first, and until they are the batch
+    /// is refused with their (retryable) error.
+    ///
+    /// `Ok(Accepted::Delivered)` when every row the sink holds is in the
+    /// open segment when it returns (the batch's rows filled whole
+    /// blocks); else `Ok(Accepted::Pending)`: its rows are reported by
+    /// [`poll`](Sink::poll) as their blocks are written (delivered, with
+    /// their binary frames' bytes), or given up on at close (failed).
     fn write_batch(&mut self, batch: &[u8]) -> Result<Accepted, SinkError> {
         if self.closed {
             return Err(Self::closed_error());
         }
-        // Blocks left by an earlier failure first; until they are
-        // written the batch is not taken (the runtime retries it).
         self.drain_ops().map_err(SinkError::classify)?;
-        Self::check_frames(batch)?;
+        self.check_batch(batch)?;
+        let failed_before = self.progress.failed_records;
+        let (mut rows, mut row_bytes) = (0u64, 0u64);
+        // `check_batch` refused every frame the calls below refuse, so
+        // none fails with part of the batch taken.
         let mut p = 0;
         while p < batch.len() {
             let len = u16::from_le_bytes([batch[p + 2], batch[p + 3]]) as usize;
@@ -1184,14 +1237,11 @@ impl Sink for ArchiveSink {
             match batch[p] {
                 b'S' => self.declare(body)?,
                 b'R' => {
-                    if !self.index_checked {
-                        let served: Vec<&Schema> = self.schemas.iter().map(|e| &e.schema).collect();
-                        self.opts
-                            .check_index(&served)
-                            .map_err(SinkError::Permanent)?;
-                        self.index_checked = true;
-                    }
-                    self.add_record(body)?
+                    // `check_batch` checked `index` before the first one.
+                    self.index_checked = true;
+                    self.add_record(body)?;
+                    rows += 1;
+                    row_bytes += 4 + len as u64;
                 }
                 b'C' => self.calibrate(body)?,
                 // `H`: a new stream, its schemas follow as `S` frames (the
@@ -1204,7 +1254,14 @@ impl Sink for ArchiveSink {
         // The batch is taken: a write error now leaves the blocks queued
         // for the next call, which reports it.
         let _ = self.drain_ops();
-        Ok(Accepted::Delivered)
+        if self.held_rows() == 0 && self.progress.failed_records == failed_before {
+            // Every row taken is written, this batch's in this call: the
+            // runtime books them with the batch, not through `poll`.
+            self.progress.delivered_records = self.progress.delivered_records.saturating_sub(rows);
+            self.progress.delivered_bytes = self.progress.delivered_bytes.saturating_sub(row_bytes);
+            return Ok(Accepted::Delivered);
+        }
+        Ok(Accepted::Pending)
     }
 
     fn flush(&mut self) -> Result<(), SinkError> {
@@ -1225,7 +1282,7 @@ impl Sink for ArchiveSink {
             return Ok(());
         }
         for k in 0..self.buffers.len() {
-            self.encode(k)?;
+            self.encode(k);
         }
         self.drain_ops().map_err(SinkError::classify)
     }
@@ -1237,7 +1294,7 @@ impl Sink for ArchiveSink {
         let age = Duration::from_millis(self.opts.block_max_age_ms);
         for k in 0..self.buffers.len() {
             if self.buffers[k].rows > 0 && self.buffers[k].since.elapsed() >= age {
-                self.encode(k)?;
+                self.encode(k);
             }
         }
         self.drain_ops().map_err(SinkError::classify)?;
@@ -1249,12 +1306,46 @@ impl Sink for ArchiveSink {
         self.sync(false).map_err(SinkError::classify)
     }
 
+    fn poll(&mut self) -> Progress {
+        std::mem::take(&mut self.progress)
+    }
+
+    /// [`flush`](Sink::flush), tried again while it fails retryably (a
+    /// full disk), every 10 ms doubling to 200 ms, until `deadline`.
+    ///
+    /// Errors: the last flush's, at the deadline or when it is permanent;
+    /// what is not written stays held (for [`close`](Sink::close)).
+    fn drain(&mut self, deadline: Instant) -> Result<(), SinkError> {
+        let mut backoff = Duration::from_millis(10);
+        loop {
+            match self.flush() {
+                Err(e) if e.is_retryable() => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return Err(e);
+                    }
+                    std::thread::sleep(backoff.min(deadline - now));
+                    backoff = (backoff * 2).min(Duration::from_millis(200));
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// Ends the segment and writes what the sink holds; rows that cannot
+    /// be written then are given up on: reported failed by the next
+    /// [`poll`](Sink::poll) and said on stderr, and the write's error is
+    /// returned. The open segment left by such a failure keeps its whole
+    /// blocks and is sealed by the next [`ArchiveSink::open`].
     fn close(&mut self) -> Result<(), SinkError> {
         if self.closed {
             return Ok(());
         }
         self.roll();
-        self.drain_ops().map_err(SinkError::classify)?;
+        let written = self.drain_ops().map_err(SinkError::classify);
+        if let Err(e) = &written {
+            self.give_up(e);
+        }
         if let Some(a) = self.anchor.take() {
             // No segment was opened: no head to send.
             a.finish();
@@ -1263,7 +1354,7 @@ impl Sink for ArchiveSink {
             s.close().map_err(SinkError::classify)?;
         }
         self.closed = true;
-        Ok(())
+        written
     }
 
     fn describe(&self) -> String {

@@ -15,10 +15,13 @@ use std::borrow::Cow;
 use std::process::Command;
 
 use dplog_core::schema::{EnumName, FieldDef, FieldKind, Schema};
-use dplog_core::{Accepted, Sink};
+use dplog_core::Accepted;
 use dplog_formatters::binary::BinaryEncoder;
 use dplog_sinks::archive::{ArchiveSink, ArchiveSinkOptions};
 
+#[path = "../../../testkit/fixtures/archive_books.rs"]
+mod archive_books;
+use archive_books::Books;
 #[path = "../../../testkit/fixtures/dns_query.rs"]
 mod dns_query;
 use dns_query::{FULL, N, STALE_TAIL, T0};
@@ -79,8 +82,10 @@ fn a_bytes_value_is_its_bytes_up_to_the_first_nul() {
     )
     .unwrap();
     let bytes = std::fs::read(log).unwrap();
-    assert_eq!(sink.write_batch(&bytes).unwrap(), Accepted::Delivered);
-    sink.close().unwrap();
+    let mut books = Books::of(&sink);
+    // N records in whole blocks of 50: all written as the batch is taken.
+    assert_eq!(books.write(&mut sink, &bytes), Accepted::Delivered);
+    assert_eq!((books.taken, books.close(&mut sink)), (N, 0));
     for input in [log, arch.to_str().unwrap()] {
         for value in ["ab", "abc", "example.org", FULL] {
             let w = format!("qname={value}");

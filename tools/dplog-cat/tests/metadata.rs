@@ -15,6 +15,9 @@ use dplog_formatters::{Format, FormatSpec, SyslogOptions};
 use dplog_sinks::archive::{ArchiveSink, ArchiveSinkOptions};
 use dplog_sinks::{MmapSink, MmapSinkOptions};
 
+#[path = "../../../testkit/fixtures/archive_books.rs"]
+mod archive_books;
+use archive_books::Books;
 #[path = "../../../testkit/fixtures/lb_conn.rs"]
 mod lb_conn;
 
@@ -77,8 +80,11 @@ fn write_containers(dir: &Path, log: &[u8]) {
     std::fs::write(dir.join("log.bin"), log).unwrap();
     std::fs::create_dir(dir.join("arch")).unwrap();
     let mut a = ArchiveSink::open(&dir.join("arch"), ArchiveSinkOptions::default()).unwrap();
-    assert_eq!(a.write_batch(log).unwrap(), Accepted::Delivered);
-    a.close().unwrap();
+    let mut books = Books::of(&a);
+    // A few records of a block of 16384 rows: written by the close.
+    assert_eq!(books.write(&mut a, log), Accepted::Pending);
+    assert_eq!(books.close(&mut a), books.taken);
+    assert!(books.taken > 0);
     std::fs::create_dir(dir.join("mm")).unwrap();
     let mut m = MmapSink::open(
         dir.join("mm"),

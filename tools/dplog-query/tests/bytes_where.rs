@@ -6,9 +6,12 @@
 
 use std::process::Command;
 
-use dplog_core::{Accepted, Sink};
+use dplog_core::Accepted;
 use dplog_sinks::archive::{ArchiveSink, ArchiveSinkOptions};
 
+#[path = "../../../testkit/fixtures/archive_books.rs"]
+mod archive_books;
+use archive_books::Books;
 #[path = "../../../testkit/fixtures/dns_query.rs"]
 mod dns_query;
 use dns_query::{FULL, N, STALE_TAIL, T0};
@@ -66,11 +69,13 @@ fn a_bytes_value_is_its_bytes_up_to_the_first_nul() {
         },
     )
     .unwrap();
+    let mut books = Books::of(&sink);
+    // N records in whole blocks of 50: all written as the batch is taken.
     assert_eq!(
-        sink.write_batch(&std::fs::read(&log).unwrap()).unwrap(),
+        books.write(&mut sink, &std::fs::read(&log).unwrap()),
         Accepted::Delivered
     );
-    sink.close().unwrap();
+    assert_eq!((books.taken, books.close(&mut sink)), (N, 0));
     for (name, arch) in [("plain", &plain), ("indexed", &indexed)] {
         let from = format!("{}ms", T0 / 1_000_000);
         let to = format!("{}ms", T0 / 1_000_000 + N);

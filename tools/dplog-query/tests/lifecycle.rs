@@ -7,10 +7,13 @@
 use std::path::Path;
 use std::process::Command;
 
-use dplog_core::{Accepted, Sink};
+use dplog_core::Accepted;
 use dplog_formatters::binary::BinaryEncoder;
 use dplog_sinks::archive::{ArchiveSink, ArchiveSinkOptions};
 
+#[path = "../../../testkit/fixtures/archive_books.rs"]
+mod archive_books;
+use archive_books::Books;
 #[path = "../../../testkit/fixtures/lb_conn.rs"]
 mod lb_conn;
 use lb_conn::{Conn, CLOSE, OPEN, REJECT, T0};
@@ -80,8 +83,11 @@ fn write_archive(dir: &Path, schema: &dplog_core::Schema) {
     for r in records() {
         assert!(enc.push(&r.bytes(), &mut batch));
     }
-    assert_eq!(sink.write_batch(&batch).unwrap(), Accepted::Delivered);
-    sink.close().unwrap();
+    let mut books = Books::of(&sink);
+    // Nine records: four whole blocks written (and polled), one held
+    // until the close.
+    assert_eq!(books.write(&mut sink, &batch), Accepted::Pending);
+    assert_eq!((books.booked, books.close(&mut sink)), (8, 1));
 }
 
 /// `(clientPort, backendAddr, connEvent)` of each JSON answer.

@@ -329,6 +329,11 @@ impl<R: Record, F: Formatter<R>, S: Sink> ConsumerLoop<R, F, S> {
                 self.write_batch();
                 let r = self.sink.flush();
                 self.count_err(&r);
+                // What the flush wrote of pending records (an archive's
+                // partial blocks) is booked before the caller sees the
+                // answer, so its stats include them.
+                let p = self.sink.poll();
+                self.absorb(p);
                 let _ = ack.send(r.map_err(sink_io));
                 false
             }

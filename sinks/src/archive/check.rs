@@ -1,0 +1,129 @@
+//! Checking a batch whole before any of it is taken: the sink takes a
+//! batch whole or refuses it whole, so the records of a refused batch,
+//! which the runtime counts dropped, are never in the archive.
+
+use std::io;
+
+use dplog_core::schema::Schema;
+use dplog_core::SinkError;
+
+use super::{format, ArchiveSink, FRAME_KINDS};
+
+fn refuse(m: String) -> SinkError {
+    SinkError::Permanent(io::Error::new(io::ErrorKind::InvalidData, m))
+}
+
+/// The schema id in a record's header (bytes 2..4, native order; 0 for a
+/// record shorter than its header).
+pub(super) fn record_schema_id(rec: &[u8]) -> u16 {
+    if rec.len() >= 4 {
+        u16::from_ne_bytes([rec[2], rec[3]])
+    } else {
+        0
+    }
+}
+
+/// A `S` frame's schema.
+///
+/// Errors: permanent, `bad schema frame: <why>`.
+pub(super) fn parse_schema(raw: &[u8]) -> Result<Schema, SinkError> {
+    dplog_formatters::binary::parse_schema(raw)
+        .map_err(|e| refuse(format!("bad schema frame: {e}")))
+}
+
+/// Refuses a record of `len` bytes whose schema `s` has another size.
+pub(super) fn check_size(s: &Schema, len: usize) -> Result<(), SinkError> {
+    if len == s.size() {
+        return Ok(());
+    }
+    Err(refuse(format!(
+        "record of {len} bytes, its schema {} has {}",
+        s.name(),
+        s.size()
+    )))
+}
+
+/// The refusal of a record of schema id `sid` no schema frame declared.
+pub(super) fn undeclared(sid: u16) -> SinkError {
+    refuse(format!("record of schema id {sid} before its schema frame"))
+}
+
+impl ArchiveSink {
+    /// Checks all of `batch` as [`write_batch`](dplog_core::Sink::write_batch)
+    /// would take it, without taking anything: whole binary frames
+    /// (`[kind][0][len u16 LE][len bytes]`, kinds [`FRAME_KINDS`]);
+    /// schema frames that parse; each record of a schema declared before
+    /// it (earlier in the stream, or in this batch: a later declaration of
+    /// an id replaces the earlier) and of that schema's size; calibration
+    /// frames that parse; and, at the stream's first record, `index`
+    /// against the schemas declared by then
+    /// ([`ArchiveSinkOptions::check_index`](super::ArchiveSinkOptions::check_index)).
+    ///
+    /// Errors: permanent, naming the frame's byte or what is wrong.
+    pub(super) fn check_batch(&self, batch: &[u8]) -> Result<(), SinkError> {
+        // The schemas this batch declares (rare: a stream's start).
+        let mut declared: Vec<Schema> = Vec::new();
+        let mut index_checked = self.index_checked;
+        // The last record's schema id and size: a batch is mostly records
+        // of few types.
+        let mut last: Option<(u16, usize)> = None;
+        let mut p = 0;
+        while p < batch.len() {
+            // A load of bytes further on that the walk (each frame's
+            // length read before the next) does not wait for: a batch
+            // not in the cache streams in while the walk goes on.
+            std::hint::black_box(batch.get(p + 1024).copied());
+            if batch.len() - p < 4 || !FRAME_KINDS.contains(&batch[p]) || batch[p + 1] != 0 {
+                return Err(refuse(format!(
+                    "the archive sink takes the binary format's frames (set [format] type = \"binary\"); byte {p} of the batch is not one"
+                )));
+            }
+            let len = u16::from_le_bytes([batch[p + 2], batch[p + 3]]) as usize;
+            if batch.len() - p - 4 < len {
+                return Err(refuse(format!("binary frame at byte {p} cut short")));
+            }
+            let body = &batch[p + 4..p + 4 + len];
+            match batch[p] {
+                b'S' => {
+                    let s = parse_schema(body)?;
+                    declared.retain(|d| d.id() != s.id());
+                    declared.push(s);
+                    last = None;
+                }
+                b'R' => {
+                    let sid = record_schema_id(body);
+                    if last != Some((sid, len)) {
+                        let s = declared
+                            .iter()
+                            .chain(self.schemas.iter().map(|e| &e.schema))
+                            .find(|s| s.id() == sid)
+                            .ok_or_else(|| undeclared(sid))?;
+                        check_size(s, len)?;
+                        last = Some((sid, len));
+                    }
+                    if !index_checked {
+                        // The stream's schemas as `declare` leaves them: a
+                        // redeclared id's new schema last.
+                        let served: Vec<&Schema> = self
+                            .schemas
+                            .iter()
+                            .map(|e| &e.schema)
+                            .filter(|s| declared.iter().all(|d| d.id() != s.id()))
+                            .chain(declared.iter())
+                            .collect();
+                        self.opts
+                            .check_index(&served)
+                            .map_err(SinkError::Permanent)?;
+                        index_checked = true;
+                    }
+                }
+                b'C' => {
+                    format::parse_calibration(body).map_err(SinkError::Permanent)?;
+                }
+                _ => {}
+            }
+            p += 4 + len;
+        }
+        Ok(())
+    }
+}

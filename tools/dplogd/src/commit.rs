@@ -26,15 +26,21 @@ impl Daemon {
     /// hold ([`Sink::write_out`]: an archive's partial blocks written, no
     /// fsync), which is all a restart after a process crash needs; with
     /// it every output is fsync'd ([`Sink::sync_all`], whatever its own
-    /// fsync policy) for power loss.
-    /// Network sinks need neither: a batch they hold is waited for (up
-    /// to `shutdown_timeout_ms`) in [`write_batch`](Self::write_batch)
-    /// before it is checkpointed, and their `write_out` only serves
-    /// delivery reports. If the write-out
+    /// fsync policy) for power loss. Then what each sink reports of its
+    /// pending records is booked (an archive's: written by the write-out);
+    /// records a network sink still holds unacknowledged (Kafka, syslog
+    /// over TCP; their `write_out` only serves delivery reports) are
+    /// waited for ([`await_receiver`](Self::await_receiver), up to
+    /// `shutdown_timeout_ms` at a time) before the checkpoint, for as
+    /// long as that takes: the rings hold what arrives meanwhile and
+    /// producers see their policy, as with a full disk. If the write-out
     /// fails nothing is checkpointed: the slots stay held and the next
     /// commit tries again. So too if the checkpoint's own write fails
     /// retryably (its file system full): the next commit waits its
     /// backoff ([`checkpoint::Retry`]) before it tries again.
+    ///
+    /// Errors: a stop, or a sink error that is not retryable, while
+    /// records wait for acknowledgement; a checkpoint error.
     pub(crate) fn commit(&mut self) -> Result<(), String> {
         if !self.ckpt_retry.due(Instant::now()) {
             return Ok(());
@@ -68,6 +74,13 @@ impl Daemon {
             // Not at once again: the next loop or batch retries.
             self.last_commit = now;
             return Ok(());
+        }
+        for i in 0..self.outs.len() {
+            self.poll_out(i);
+            if self.outs[i].pending > 0 {
+                self.await_receiver(i)?;
+                self.poll_out(i);
+            }
         }
         self.last_commit = Instant::now();
         if !self.checkpointed()? {

@@ -158,6 +158,10 @@ struct Out {
     reports: Vec<Range<usize>>,
     /// Records in `buf`.
     records: u64,
+    /// Records of written batches the sink holds pending: reported neither
+    /// written nor failed by its `poll` yet (an archive's partial blocks,
+    /// Kafka's unacknowledged messages).
+    pending: u64,
     /// CSV with one file per record type: the type's name and its file
     /// header (a ring declaring that name with other columns is refused).
     typed: Option<(String, Vec<u8>)>,
@@ -170,6 +174,7 @@ impl Out {
             buf: Vec::new(),
             reports: Vec::new(),
             records: 0,
+            pending: 0,
             typed,
         }
     }
@@ -422,19 +427,23 @@ impl Daemon {
             } else {
                 idle_sleep = Duration::from_micros(100);
             }
-            self.stats.sink_pending = 0;
-            for o in &mut self.outs {
-                let _ = o.sink.tick(Instant::now());
-                let p = o.sink.poll();
-                self.stats.dropped_sink += p.failed_records;
+            for i in 0..self.outs.len() {
+                let _ = self.outs[i].sink.tick(Instant::now());
+                self.poll_out(i);
             }
         }
         self.write_batch(true)?;
-        for o in &mut self.outs {
-            let _ = o.sink.drain(Instant::now() + Duration::from_secs(5));
+        let deadline =
+            Instant::now() + Duration::from_millis(self.cfg.ring.shutdown_timeout_ms.max(1));
+        for i in 0..self.outs.len() {
+            let o = &mut self.outs[i];
+            let _ = o.sink.drain(deadline);
             if let Err(e) = o.sink.close() {
                 eprintln!("dplogd: closing the sink {}: {e}", o.sink.describe());
             }
+            // What the close wrote, or gave up on (an archive on a full
+            // disk: counted dropped).
+            self.poll_out(i);
         }
         self.save_checkpoint()?;
         self.publish_snapshot();
@@ -947,25 +956,17 @@ impl Daemon {
                 let res = o.sink.write_batch_owned(&mut o.buf, &o.reports);
                 match res {
                     Ok(accepted) => {
-                        let mut failed = 0;
-                        if accepted == dplog_core::Accepted::Pending {
-                            // An asynchronous sink (Kafka, syslog over TCP
-                            // awaiting acknowledgement): the checkpoint
-                            // that follows frees the ring's slots, so it
-                            // waits until every record is acknowledged or
-                            // given up by the sink (Kafka's
-                            // `message.timeout.ms`: counted dropped), for
-                            // as long as that takes: the rings hold what
-                            // arrives meanwhile and producers see their
-                            // policy, as with a full disk.
-                            self.await_receiver(i)?;
-                            failed = self.outs[i].sink.poll().failed_records;
-                            self.stats.dropped_sink += failed;
+                        if accepted == dplog_core::Accepted::Delivered {
+                            self.stats.written_records += self.outs[i].records;
+                            self.stats.written_bytes += len;
+                        } else {
+                            // Counted as the sink reports them (`poll_out`);
+                            // the checkpoint waits for every one
+                            // (`commit`).
+                            self.outs[i].pending += self.outs[i].records;
                         }
-                        self.stats.written_records +=
-                            self.outs[i].records - failed.min(self.outs[i].records);
-                        self.stats.written_bytes += len;
                         self.stats.batches += 1;
+                        self.poll_out(i);
                         break;
                     }
                     // Relaxed: the stop flag, as in `serve`.
@@ -1009,15 +1010,15 @@ impl Daemon {
         Ok(())
     }
 
-    /// Waits, `shutdown_timeout_ms` at a time, until the sink has an
-    /// outcome for every pending record ([`Sink::drain`]), saying every 5 s
-    /// that it waits. A stop request while the receiver is away ends the
+    /// Waits, `shutdown_timeout_ms` at a time, until the sink of output
+    /// `i` has an outcome for every pending record ([`Sink::drain`]),
+    /// saying every 5 s that it waits. A stop request while the receiver is away ends the
     /// daemon without a checkpoint of the batch: the rings still hold its
     /// records, and the next dplogd sends them again (at least once).
     ///
     /// Errors: the stop while records are unacknowledged, or a sink error
     /// that is not retryable.
-    fn await_receiver(&mut self, i: usize) -> Result<(), String> {
+    pub(crate) fn await_receiver(&mut self, i: usize) -> Result<(), String> {
         let mut said: Option<Instant> = None;
         loop {
             let deadline =
@@ -1039,7 +1040,7 @@ impl Daemon {
                         eprintln!(
                             "dplogd: sink {}: {e}; {} records wait for acknowledgement and are not checkpointed; waiting (the rings hold the rest, producers see their policy)",
                             self.outs[i].sink.describe(),
-                            self.outs[i].records
+                            self.outs[i].pending
                         );
                     }
                 }
@@ -1048,11 +1049,25 @@ impl Daemon {
                     return Err(format!(
                         "sink {}: {e}; stopping with {} records unacknowledged, not checkpointed (the next dplogd sends them again)",
                         self.outs[i].sink.describe(),
-                        self.outs[i].records
+                        self.outs[i].pending
                     ));
                 }
             }
         }
+    }
+
+    /// Books what output `i`'s sink reports of its pending records
+    /// ([`Sink::poll`]): written (with their bytes) or dropped.
+    fn poll_out(&mut self, i: usize) {
+        let p = self.outs[i].sink.poll();
+        self.stats.written_records += p.delivered_records;
+        self.stats.written_bytes += p.delivered_bytes;
+        self.stats.dropped_sink += p.failed_records;
+        let o = &mut self.outs[i];
+        o.pending = o
+            .pending
+            .saturating_sub(p.delivered_records + p.failed_records);
+        self.stats.sink_pending = self.outs.iter().map(|o| o.pending).sum();
     }
 
     fn publish_snapshot(&self) {

@@ -1,6 +1,7 @@
 //! An archive output behind dplogd killed with SIGKILL: the checkpoint
 //! covers only records the archive has written, and a restart cuts the
 //! archive back to it, so every committed record is in the archive once.
+//! On a full disk dplogd counts written only what the archive holds.
 
 mod common;
 
@@ -370,4 +371,65 @@ fn a_file_output_whose_fsync_fails_does_not_hold_back_checkpoints() {
         let len: usize = line.split(' ').nth(1).unwrap().parse().unwrap();
         assert_eq!(len, out.len(), "{f}: {line}");
     }
+}
+
+/// The value of counter `name` (`dplog_consumer_written_total`, ...) in
+/// Prometheus text `text`.
+fn counter(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+}
+
+/// dplogd with an archive on a 256 KiB tmpfs that fills: the archive
+/// holds the batch it took when the disk filled and refuses the next
+/// (the checkpoint stays before them, the producer blocks); stopped while
+/// the disk stays full, dplogd gives up on what the archive could not
+/// write and counts it dropped. Its stats count written exactly the
+/// records the archive holds, and written + dropped is every record it
+/// read.
+#[test]
+fn dplogd_with_an_archive_on_a_full_disk_counts_written_only_what_the_archive_holds() {
+    let Some(fs) = dplog_testkit::tmpfs::Tmpfs::mount("256k") else {
+        return;
+    };
+    let arch = fs.path().join("archive");
+    std::fs::create_dir(&arch).unwrap();
+    let s = Setup::with_config(&format!(
+        "[format]\ntype = \"binary\"\n[ring]\nburst = 64\nshutdown_timeout_ms = 300\n\
+         [sink]\ntype = \"archive\"\ndir = \"{}\"\nblock_max_age_ms = 50\nblock_rows = 100\n",
+        arch.display()
+    ));
+    let stats = s.path("stats.txt");
+    let mut d = s.daemon_with(&["--stats-file", stats.to_str().unwrap()]);
+    // With room: a ring is retired only once its records are written out
+    // and checkpointed.
+    let mut p1 = s.producer("room", 1, &["--records", "2000", "--capacity", "1024"]);
+    assert!(p1.wait().unwrap().success());
+    wait_for(30, "the first ring retired", || {
+        ring_dir_files(&s.rings()).is_empty()
+    });
+    assert!(fs.fill("filler") > 0);
+    let mut p2 = s.producer("full", 2, &["--records", "5000", "--capacity", "1024"]);
+    wait_for(30, "dplogd to say the archive fails", || {
+        s.stderr().contains("No space left on device")
+    });
+    assert_eq!(term(&mut d), 0, "stderr:\n{}", s.stderr());
+    // Blocked on its ring, whose slots the daemon never freed.
+    kill9(&mut p2);
+    let text = read(&stats);
+    let read_ = counter(&text, "dplog_consumer_dequeued_total");
+    let written = counter(&text, "dplog_consumer_written_total");
+    let dropped = counter(&text, "dplog_consumer_dropped_sink_total");
+    assert_eq!(written + dropped, read_, "{text}");
+    assert!(dropped > 0, "nothing dropped: {text}");
+    let got = archive_seqs(&arch);
+    assert_exactly(&got[&1], 2000, "the records written with room");
+    let full = got.get(&2).map_or(0, Vec::len) as u64;
+    assert_eq!(2000 + full, written, "{text}");
+    let err = s.stderr();
+    assert!(
+        err.contains("taken and not written when the sink closed"),
+        "{err}"
+    );
 }

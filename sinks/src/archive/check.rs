@@ -7,7 +7,7 @@ use std::io;
 use dplog_core::schema::Schema;
 use dplog_core::SinkError;
 
-use super::{format, ArchiveSink, FRAME_KINDS};
+use super::{format, ArchiveSink};
 
 fn refuse(m: String) -> SinkError {
     SinkError::Permanent(io::Error::new(io::ErrorKind::InvalidData, m))
@@ -15,6 +15,7 @@ fn refuse(m: String) -> SinkError {
 
 /// The schema id in a record's header (bytes 2..4, native order; 0 for a
 /// record shorter than its header).
+#[inline]
 pub(super) fn record_schema_id(rec: &[u8]) -> u16 {
     if rec.len() >= 4 {
         u16::from_ne_bytes([rec[2], rec[3]])
@@ -32,18 +33,35 @@ pub(super) fn parse_schema(raw: &[u8]) -> Result<Schema, SinkError> {
 }
 
 /// Refuses a record of `len` bytes whose schema `s` has another size.
+#[inline]
 pub(super) fn check_size(s: &Schema, len: usize) -> Result<(), SinkError> {
     if len == s.size() {
-        return Ok(());
+        Ok(())
+    } else {
+        Err(wrong_size(s, len))
     }
-    Err(refuse(format!(
+}
+
+#[cold]
+fn wrong_size(s: &Schema, len: usize) -> SinkError {
+    refuse(format!(
         "record of {len} bytes, its schema {} has {}",
         s.name(),
         s.size()
-    )))
+    ))
+}
+
+/// The refusal of a batch whose byte `p` starts no frame of the binary
+/// format.
+#[cold]
+fn not_frames(p: usize) -> SinkError {
+    refuse(format!(
+        "the archive sink takes the binary format's frames (set [format] type = \"binary\"); byte {p} of the batch is not one"
+    ))
 }
 
 /// The refusal of a record of schema id `sid` no schema frame declared.
+#[cold]
 pub(super) fn undeclared(sid: u16) -> SinkError {
     refuse(format!("record of schema id {sid} before its schema frame"))
 }
@@ -51,7 +69,8 @@ pub(super) fn undeclared(sid: u16) -> SinkError {
 impl ArchiveSink {
     /// Checks all of `batch` as [`write_batch`](dplog_core::Sink::write_batch)
     /// would take it, without taking anything: whole binary frames
-    /// (`[kind][0][len u16 LE][len bytes]`, kinds [`FRAME_KINDS`]);
+    /// (`[kind][0][len u16 LE][len bytes]`, kinds
+    /// [`FRAME_KINDS`](super::FRAME_KINDS));
     /// schema frames that parse; each record of a schema declared before
     /// it (earlier in the stream, or in this batch: a later declaration of
     /// an id replaces the earlier) and of that schema's size; calibration
@@ -64,65 +83,83 @@ impl ArchiveSink {
         // The schemas this batch declares (rare: a stream's start).
         let mut declared: Vec<Schema> = Vec::new();
         let mut index_checked = self.index_checked;
-        // The last record's schema id and size: a batch is mostly records
-        // of few types.
-        let mut last: Option<(u16, usize)> = None;
+        // The schema id and size of the last record checked (a batch is
+        // mostly records of few types); `usize::MAX`: none yet.
+        let (mut last_sid, mut last_len) = (0u16, usize::MAX);
+        let n = batch.len();
         let mut p = 0;
-        while p < batch.len() {
+        while p < n {
             // A load of bytes further on that the walk (each frame's
             // length read before the next) does not wait for: a batch
             // not in the cache streams in while the walk goes on.
             std::hint::black_box(batch.get(p + 1024).copied());
-            if batch.len() - p < 4 || !FRAME_KINDS.contains(&batch[p]) || batch[p + 1] != 0 {
-                return Err(refuse(format!(
-                    "the archive sink takes the binary format's frames (set [format] type = \"binary\"); byte {p} of the batch is not one"
-                )));
+            if n - p < 4 || batch[p + 1] != 0 {
+                return Err(not_frames(p));
             }
+            let kind = batch[p];
             let len = u16::from_le_bytes([batch[p + 2], batch[p + 3]]) as usize;
-            if batch.len() - p - 4 < len {
+            if n - p - 4 < len {
                 return Err(refuse(format!("binary frame at byte {p} cut short")));
             }
             let body = &batch[p + 4..p + 4 + len];
-            match batch[p] {
-                b'S' => {
-                    let s = parse_schema(body)?;
-                    declared.retain(|d| d.id() != s.id());
-                    declared.push(s);
-                    last = None;
+            if kind == b'R' {
+                let sid = record_schema_id(body);
+                if sid != last_sid || len != last_len {
+                    self.check_record(&declared, sid, len, &mut index_checked)?;
+                    (last_sid, last_len) = (sid, len);
                 }
-                b'R' => {
-                    let sid = record_schema_id(body);
-                    if last != Some((sid, len)) {
-                        let s = declared
-                            .iter()
-                            .chain(self.schemas.iter().map(|e| &e.schema))
-                            .find(|s| s.id() == sid)
-                            .ok_or_else(|| undeclared(sid))?;
-                        check_size(s, len)?;
-                        last = Some((sid, len));
+            } else {
+                match kind {
+                    b'S' => {
+                        let s = parse_schema(body)?;
+                        declared.retain(|d| d.id() != s.id());
+                        declared.push(s);
+                        last_len = usize::MAX;
                     }
-                    if !index_checked {
-                        // The stream's schemas as `declare` leaves them: a
-                        // redeclared id's new schema last.
-                        let served: Vec<&Schema> = self
-                            .schemas
-                            .iter()
-                            .map(|e| &e.schema)
-                            .filter(|s| declared.iter().all(|d| d.id() != s.id()))
-                            .chain(declared.iter())
-                            .collect();
-                        self.opts
-                            .check_index(&served)
-                            .map_err(SinkError::Permanent)?;
-                        index_checked = true;
+                    b'C' => {
+                        format::parse_calibration(body).map_err(SinkError::Permanent)?;
                     }
+                    b'H' | b'D' => {}
+                    _ => return Err(not_frames(p)),
                 }
-                b'C' => {
-                    format::parse_calibration(body).map_err(SinkError::Permanent)?;
-                }
-                _ => {}
             }
             p += 4 + len;
+        }
+        Ok(())
+    }
+
+    /// A record of schema `sid`, `len` bytes: its schema declared (by
+    /// `declared`, this batch's, or earlier) with that size; at the
+    /// stream's first record (`index_checked` false, then set), `index`
+    /// against the schemas declared by then.
+    #[cold]
+    fn check_record(
+        &self,
+        declared: &[Schema],
+        sid: u16,
+        len: usize,
+        index_checked: &mut bool,
+    ) -> Result<(), SinkError> {
+        let s = declared
+            .iter()
+            .chain(self.schemas.iter().map(|e| &e.schema))
+            .find(|s| s.id() == sid)
+            .ok_or_else(|| undeclared(sid))?;
+        check_size(s, len)?;
+        if !*index_checked {
+            // The stream's schemas as `declare` leaves them: a redeclared
+            // id's new schema last.
+            let served: Vec<&Schema> = self
+                .schemas
+                .iter()
+                .map(|e| &e.schema)
+                .filter(|s| declared.iter().all(|d| d.id() != s.id()))
+                .chain(declared.iter())
+                .collect();
+            self.opts
+                .check_index(&served)
+                .map_err(SinkError::Permanent)?;
+            *index_checked = true;
         }
         Ok(())
     }

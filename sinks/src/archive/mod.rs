@@ -1237,8 +1237,6 @@ impl Sink for ArchiveSink {
             match batch[p] {
                 b'S' => self.declare(body)?,
                 b'R' => {
-                    // `check_batch` checked `index` before the first one.
-                    self.index_checked = true;
                     self.add_record(body)?;
                     rows += 1;
                     row_bytes += 4 + len as u64;
@@ -1251,6 +1249,8 @@ impl Sink for ArchiveSink {
             }
             p += 4 + len;
         }
+        // `check_batch` checked `index` before the stream's first record.
+        self.index_checked |= rows > 0;
         // The batch is taken: a write error now leaves the blocks queued
         // for the next call, which reports it.
         let _ = self.drain_ops();

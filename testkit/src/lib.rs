@@ -76,6 +76,36 @@ pub fn tcp_listening(port: u16) -> bool {
     })
 }
 
+/// Who listens on TCP port `port` of 127.0.0.1: `None` if nobody,
+/// `Some(true)` if a socket of process `pid` (one of its descriptors),
+/// `Some(false)` if another process's. A server that could not bind a
+/// port a concurrent test process took meanwhile keeps running without
+/// its listener; a test that only checked that the port listens would
+/// then talk to the other process's server.
+pub fn tcp_listener_is(port: u16, pid: u32) -> Option<bool> {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let local = format!("0100007F:{port:04X}");
+    let inodes: Vec<String> = table
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            (cols.get(1) == Some(&local.as_str()) && cols.get(3) == Some(&"0A"))
+                .then(|| cols.get(9).map(|i| format!("socket:[{i}]")))
+                .flatten()
+        })
+        .collect();
+    if inodes.is_empty() {
+        return None;
+    }
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    let ours = fds.filter_map(Result::ok).any(|fd| {
+        std::fs::read_link(fd.path())
+            .is_ok_and(|t| inodes.iter().any(|i| t.as_os_str() == i.as_str()))
+    });
+    Some(ours)
+}
+
 /// A TCP port of 127.0.0.1 for a server a test starts: below Linux's
 /// ephemeral range (32768 and up), so no client socket of this or another
 /// test takes it before the server binds it, distinct per call within
@@ -128,4 +158,21 @@ fn candidate_port() -> u16 {
     let k = NEXT.fetch_add(1, Ordering::Relaxed);
     let span = usize::from(TEST_PORTS.end - TEST_PORTS.start);
     TEST_PORTS.start + ((std::process::id() as usize * 64 + k) % span) as u16
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listener_is_told_apart_from_another_process_s() {
+        let port = free_tcp_port();
+        assert_eq!(tcp_listener_is(port, std::process::id()), None);
+        let l = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+        assert_eq!(tcp_listener_is(port, std::process::id()), Some(true));
+        // pid 1 (init) holds none of this process's sockets.
+        assert_eq!(tcp_listener_is(port, 1), Some(false));
+        drop(l);
+        assert_eq!(tcp_listener_is(port, std::process::id()), None);
+    }
 }

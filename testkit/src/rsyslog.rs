@@ -36,36 +36,62 @@ impl Rsyslogd {
             installed(),
             "{RSYSLOGD} not installed (run scripts/setup.sh)"
         );
-        let dir = tempfile::tempdir().unwrap();
-        let port = crate::free_tcp_port();
-        let d = dir.path().display().to_string();
-        let conf = format!(
-            "global(workDirectory=\"{d}\" maxMessageSize=\"64k\")\n{}",
-            conf.replace("{dir}", &d)
-                .replace("{port}", &port.to_string())
-        );
-        let conf_path = dir.path().join("rsyslog.conf");
-        std::fs::write(&conf_path, conf).unwrap();
-        let mut child = Command::new(RSYSLOGD)
-            .arg("-n")
-            .arg("-f")
-            .arg(&conf_path)
-            .arg("-i")
-            .arg(dir.path().join("rsyslogd.pid"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn rsyslogd");
-        // Listening, not merely connectable: a connect before rsyslogd
-        // binds could reach another socket, or the client itself.
-        crate::wait_until("rsyslogd listens", Duration::from_secs(30), || {
-            if let Some(st) = child.try_wait().unwrap() {
-                panic!("rsyslogd exited ({st})");
+        // A port another test process took between our check and
+        // rsyslogd's bind leaves rsyslogd without a listener: start
+        // again on another port.
+        for _ in 0..5 {
+            let dir = tempfile::tempdir().unwrap();
+            let port = crate::free_tcp_port();
+            let d = dir.path().display().to_string();
+            let conf = format!(
+                "global(workDirectory=\"{d}\" maxMessageSize=\"64k\")\n{}",
+                conf.replace("{dir}", &d)
+                    .replace("{port}", &port.to_string())
+            );
+            let conf_path = dir.path().join("rsyslog.conf");
+            std::fs::write(&conf_path, conf).unwrap();
+            let mut child = Command::new(RSYSLOGD)
+                .arg("-n")
+                .arg("-f")
+                .arg(&conf_path)
+                .arg("-i")
+                .arg(dir.path().join("rsyslogd.pid"))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn rsyslogd");
+            // Listening, by this rsyslogd (it does not fork with -n): a
+            // connect before it binds could reach another socket, or the
+            // client itself, and a port another process holds would
+            // reach that process.
+            let t0 = std::time::Instant::now();
+            let mut other_since: Option<std::time::Instant> = None;
+            loop {
+                if let Some(st) = child.try_wait().unwrap() {
+                    panic!("rsyslogd exited ({st})");
+                }
+                match crate::tcp_listener_is(port, child.id()) {
+                    Some(true) => return Rsyslogd { dir, child, port },
+                    Some(false) => {
+                        let since = *other_since.get_or_insert_with(std::time::Instant::now);
+                        if since.elapsed() > Duration::from_secs(2) {
+                            break;
+                        }
+                    }
+                    None => other_since = None,
+                }
+                assert!(
+                    t0.elapsed() < Duration::from_secs(30),
+                    "timed out waiting until rsyslogd listens on 127.0.0.1:{port}"
+                );
+                std::thread::sleep(Duration::from_millis(20));
             }
-            crate::tcp_listening(port)
-        });
-        Rsyslogd { dir, child, port }
+            eprintln!("rsyslogd: port {port} taken by another process; trying another");
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("rsyslogd could not listen: 5 ports taken by other processes");
     }
 
     /// Its temporary directory (`{dir}` of the configuration).

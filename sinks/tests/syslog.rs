@@ -169,8 +169,11 @@ input(type="imrelp" address="127.0.0.1" port="{relp}" ruleset="relp")
         // itself.
         let t0 = Instant::now();
         loop {
-            let net_up = dplog_testkit::tcp_listening(self.tcp)
-                && dplog_testkit::tcp_listening(self.relp)
+            // Listening by this rsyslogd, not another process that took
+            // a port meanwhile.
+            let pid = self.child.as_ref().unwrap().id();
+            let net_up = dplog_testkit::tcp_listener_is(self.tcp, pid) == Some(true)
+                && dplog_testkit::tcp_listener_is(self.relp, pid) == Some(true)
                 && dplog_testkit::udp_rx_queue(self.udp).is_some();
             if net_up && self.stream_sock().exists() && self.dgram_sock().exists() {
                 break;

@@ -49,10 +49,11 @@ fn syslog_behind_a_restarted_dplogd_gets_every_record_at_least_once() {
         "[sink]\ntype = \"syslog\"\ntransport = \"tcp\"\naddress = \"127.0.0.1:{port}\"\n"
     ));
     let mut rs = rsyslogd(s.dir.path(), port);
-    // Listening, not merely connectable: a connect before rsyslogd binds
-    // could reach another socket, or the client itself.
+    // Listening, not merely connectable, and by this rsyslogd: a connect
+    // before it binds could reach another socket, or the client itself,
+    // and a port another process took would reach that process.
     wait_for(30, "rsyslogd to listen", || {
-        dplog_testkit::tcp_listening(port)
+        dplog_testkit::tcp_listener_is(port, rs.id()) == Some(true)
     });
     const N: u64 = 20_000;
     let mut p = s.producer(
@@ -136,7 +137,7 @@ fn the_end_of_a_ring_is_a_syslog_message_in_rfc5424_and_rfc3164() {
         ));
         let mut rs = rsyslogd_parsed(s.dir.path(), port);
         wait_for(30, "rsyslogd to listen", || {
-            dplog_testkit::tcp_listening(port)
+            dplog_testkit::tcp_listener_is(port, rs.id()) == Some(true)
         });
         // The producer ends before dplogd starts: its ring file's name is
         // known.

@@ -98,6 +98,33 @@ pub fn nonempty_path(key: &'static str, p: &std::path::Path) -> Result<(), Setti
     Ok(())
 }
 
+/// Refuses a `role = "failover"` sink of kind `kind` (`file`, `mmap`,
+/// `archive`) for a stream that opens with a header its reader needs:
+/// the binary format's `H` and schema frames, IPFIX's templates. They go
+/// out in the stream's first batch, to the primary; a secondary gets the
+/// batches from the moment it takes over, records without the frames
+/// that describe them, which it could not store (the archive) or no
+/// reader could decode (a file, mmap segments).
+pub(crate) fn failover_stream(
+    kind: &str,
+    role: SinkRole,
+    format: &str,
+) -> Result<(), SettingsError> {
+    if role != SinkRole::Failover || !matches!(format, "binary" | "ipfix") {
+        return Ok(());
+    }
+    Err(SettingsError::new(
+        "role",
+        format!(
+            "role = \"failover\" on a {kind} sink with [format] type = \"{format}\": the \
+             stream's header (schema frames, IPFIX templates) goes out once, in the first \
+             batch, to the primary; a secondary taking over mid-stream would hold records \
+             nothing describes, and they could not be read; list it without `role` (fan-out: \
+             both get every batch), or fail over in a line format"
+        ),
+    ))
+}
+
 impl std::fmt::Display for SettingsError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.why)

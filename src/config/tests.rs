@@ -265,6 +265,43 @@ fn settings_that_would_cut_a_binary_stream_are_errors_at_their_line() {
 }
 
 #[test]
+fn a_failover_secondary_of_a_stream_with_a_header_is_an_error_at_its_role() {
+    // The binary stream's schema frames (IPFIX's templates) go to the
+    // primary in the first batch; a secondary taking over later would
+    // hold records nothing describes.
+    for (format, kind, place) in [
+        ("binary", "file", "path = \"b.bin\""),
+        ("binary", "mmap", "dir = \"m\""),
+        ("binary", "archive", "dir = \"a\""),
+        ("ipfix", "file", "path = \"b.ipfix\""),
+    ] {
+        let text = format!(
+            "[format]\ntype = \"{format}\"\n[[sink]]\ntype = \"file\"\npath = \"p\"\n\
+             [[sink]]\ntype = \"{kind}\"\n{place}\nrole = \"failover\"\n"
+        );
+        let m = match LogConfig::from_toml_str(&text) {
+            Err(ConfigError::Parse(m)) => m,
+            other => panic!("{text:?} not refused: {:?}", other.map(|_| ())),
+        };
+        assert!(m.starts_with("config line 9, column 1: "), "{m}");
+        assert!(
+            m.contains(&format!(
+                "role = \"failover\" on a {kind} sink with [format] type = \"{format}\""
+            )),
+            "{m}"
+        );
+    }
+    // Allowed: a fan-out of binary (both get every batch, header
+    // included), a failover file of a line format.
+    for ok in [
+        "[format]\ntype = \"binary\"\n[[sink]]\ntype = \"file\"\npath = \"p\"\n[[sink]]\ntype = \"file\"\npath = \"s\"\n",
+        "[format]\ntype = \"json\"\n[[sink]]\ntype = \"file\"\npath = \"p\"\n[[sink]]\ntype = \"file\"\npath = \"s\"\nrole = \"failover\"\n",
+    ] {
+        assert!(LogConfig::from_toml_str(ok).is_ok(), "{ok}");
+    }
+}
+
+#[test]
 fn two_file_sinks_on_one_file_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let a = dir.path().join("a.log");

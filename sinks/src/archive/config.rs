@@ -112,14 +112,16 @@ impl ArchiveSinkConfig {
 }
 
 impl SinkSettings for ArchiveSinkConfig {
-    /// The archive stores the binary stream's records: `binary` only.
+    /// The archive stores the binary stream's records: `binary` only, and
+    /// not with `role = "failover"` (a secondary takes over mid-stream,
+    /// after the schema frames went to the primary).
     fn check(&self, format: &str) -> Result<(), SettingsError> {
         crate::settings::nonempty_path("dir", &self.dir)?;
         if let Some(seal) = &self.seal {
             seal.check("archive", false)?;
         }
         if format == "binary" {
-            return Ok(());
+            return crate::settings::failover_stream("archive", self.role, format);
         }
         Err(SettingsError::new(
             "type",

@@ -348,8 +348,9 @@ impl SinkSettings for FileSinkConfig {
     /// A file that rotates (`max_size_bytes`, `rotate_interval_ms`) or
     /// reopens on SIGHUP (`reopen_on_sighup`) with a `binary` or `ipfix`
     /// stream: the new file would start mid-stream without the stream's
-    /// header (schemas, IPFIX templates), and could not be decoded. Every
-    /// other format is fine.
+    /// header (schemas, IPFIX templates), and could not be decoded; so
+    /// would a `role = "failover"` file with those formats, which takes
+    /// over mid-stream. Every other format is fine.
     fn check(&self, format: &str) -> Result<(), SettingsError> {
         crate::settings::nonempty_path("path", &self.path)?;
         if let Some(seal) = &self.seal {
@@ -364,6 +365,7 @@ impl SinkSettings for FileSinkConfig {
                 ));
             }
         }
+        crate::settings::failover_stream("file", self.role, format)?;
         if !matches!(format, "binary" | "ipfix") {
             return Ok(());
         }

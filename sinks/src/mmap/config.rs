@@ -79,6 +79,7 @@ impl SinkSettings for MmapSinkConfig {
         if let Some(seal) = &self.seal {
             seal.check("mmap sink", false)?;
         }
+        crate::settings::failover_stream("mmap", self.role, format)?;
         if format != "ipfix" {
             return Ok(());
         }

@@ -67,7 +67,8 @@ struct Args {
     /// loopback address.
     #[arg(long)]
     metrics: Option<std::net::SocketAddr>,
-    /// Write the counters snapshot (the same text) to this file on exit.
+    /// Write the counters snapshot (the same text) to this file on exit,
+    /// an exit with an error (a checkpoint that cannot be written) too.
     #[arg(long)]
     stats_file: Option<PathBuf>,
 }
@@ -432,6 +433,35 @@ impl Daemon {
                 self.poll_out(i);
             }
         }
+        let end = self.finish();
+        // The final counters, whether or not the last checkpoint could
+        // be written: a run that ends in an error is still counted.
+        self.publish_snapshot();
+        if let Some(p) = &self.args.stats_file {
+            let text = self
+                .snapshot
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .to_prometheus();
+            if let Err(e) = std::fs::write(p, text) {
+                let e = format!("{}: {e}", p.display());
+                // The run's own error is the one returned; this one is
+                // said on stderr.
+                return match end {
+                    Ok(()) => Err(e),
+                    Err(first) => {
+                        eprintln!("dplogd: {e}");
+                        Err(first)
+                    }
+                };
+            }
+        }
+        end
+    }
+
+    /// The end of a run: the last batch written and committed, the sinks
+    /// drained and closed, the last checkpoint.
+    fn finish(&mut self) -> Result<(), String> {
         self.write_batch(true)?;
         let deadline =
             Instant::now() + Duration::from_millis(self.cfg.ring.shutdown_timeout_ms.max(1));
@@ -445,17 +475,7 @@ impl Daemon {
             // disk: counted dropped).
             self.poll_out(i);
         }
-        self.save_checkpoint()?;
-        self.publish_snapshot();
-        if let Some(p) = &self.args.stats_file {
-            let text = self
-                .snapshot
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .to_prometheus();
-            std::fs::write(p, text).map_err(|e| format!("{}: {e}", p.display()))?;
-        }
-        Ok(())
+        self.save_checkpoint()
     }
 
     /// Opens the ring files that appeared.

@@ -137,3 +137,55 @@ fn a_stop_while_the_checkpoint_cannot_be_written_leaves_no_temporary_and_loses_n
     let out = parse(&read_lines(&s.path("out.jsonl")));
     assert_exactly(&out.seqs[&4], 2000, "a ring read again after the stop");
 }
+
+/// A stop while the checkpoint cannot be written ends dplogd with an
+/// error (the rings keep what was not checkpointed), and its final
+/// counters still reach `--stats-file`.
+#[test]
+fn a_stop_with_the_checkpoint_failing_still_writes_the_stats_file() {
+    let Some(fs) = Tmpfs::mount("64k") else {
+        return;
+    };
+    let s = Setup::new("[sink]\ntype = \"file\"\npath = \"@/out.jsonl\"\n");
+    let cp = fs.path().join("cp");
+    let stats = s.path("stats.txt");
+    let err = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(s.path("dplogd.err"))
+        .unwrap();
+    let mut d = s.track(
+        Command::new(DPLOGD)
+            .arg("--config")
+            .arg(s.path("dplogd.toml"))
+            .arg("--rings")
+            .arg(s.rings())
+            .arg("--checkpoint")
+            .arg(&cp)
+            .arg("--stats-file")
+            .arg(&stats)
+            .args(["--scan-ms", "20"])
+            .stderr(err)
+            .spawn()
+            .unwrap(),
+    );
+    wait_for(60, "the first checkpoint", || cp.exists());
+    assert!(fs.fill("filler") > 0);
+    let mut p = s.producer("full", 3, &["--records", "200", "--capacity", "64"]);
+    wait_for(60, "dplogd to say the checkpoint fails", || {
+        s.stderr().contains("No space left on device")
+    });
+    assert_eq!(term(&mut d), 1, "stderr:\n{}", s.stderr());
+    let written = parse(&read_lines(&s.path("out.jsonl")))
+        .seqs
+        .get(&3)
+        .map_or(0, Vec::len);
+    assert!(written > 0, "stderr:\n{}", s.stderr());
+    let text = std::fs::read_to_string(&stats).expect("the stats file is written");
+    assert!(
+        text.contains(&format!("dplog_consumer_written_total {written}\n")),
+        "{written} records in the output; stats:\n{text}"
+    );
+    let _ = p.kill();
+    let _ = p.wait();
+}

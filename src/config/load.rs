@@ -170,6 +170,7 @@ fn sink_error(text: &str, doc: &Doc<'_>, msg: &str) -> Option<ConfigError> {
             (table.key(key)?.span()?, why)
         }
     };
+    let why = with_section_hint(table, why);
     // Named by its path: `[sink] transport`, `[[sink]] #3 type`,
     // `[sink.properties] linger.ms`.
     let detail = match path_at(doc.as_table(), span.start) {
@@ -177,6 +178,39 @@ fn sink_error(text: &str, doc: &Doc<'_>, msg: &str) -> Option<ConfigError> {
         None => format!("{label}: {why}"),
     };
     Some(at(text, span, &detail))
+}
+
+/// `why` with a hint when it is an unknown key of the sink table that is
+/// a `[ring]` setting (`sink_retry_timeout_ms`, `shutdown_timeout_ms`
+/// and the other consumer settings live there, for every sink at once).
+fn with_section_hint(table: &Table, why: String) -> String {
+    let Some(key) = why
+        .strip_prefix("unknown field `")
+        .and_then(|r| r.split('`').next())
+    else {
+        return why;
+    };
+    // A `[ring]` table of this key alone: a ring setting if it is not
+    // unknown there.
+    let mut ring = Table::new();
+    if let Some(item) = table.get(key) {
+        ring.insert(key, item.clone());
+    }
+    let known = match Item::Table(ring).into_value() {
+        Ok(v) => {
+            match super::RingConfig::deserialize(serde::de::IntoDeserializer::into_deserializer(v))
+            {
+                Ok(_) => true,
+                Err(e) => !e.to_string().contains("unknown field"),
+            }
+        }
+        Err(_) => false,
+    };
+    if known {
+        format!("{why} (`{key}` is a [ring] setting, for every sink: put it under [ring])")
+    } else {
+        why
+    }
 }
 
 /// Where the first error of one sink table is: the span of the key it

@@ -387,6 +387,22 @@ fn an_unknown_key_in_a_sink_table_is_reported_at_its_own_line() {
     assert!(m.starts_with("config line 6, column 1: "), "{m}");
     assert!(m.contains("6 | bogus = 1\n  | ^^^^^"), "{m}");
     assert!(m.contains("[sink] bogus: unknown field `bogus`"), "{m}");
+    assert!(!m.contains("[ring] setting"), "{m}");
+    // A consumer setting put in a sink table: where it belongs.
+    for key in ["sink_retry_timeout_ms = 2000", "shutdown_timeout_ms = 500"] {
+        let m = err(&format!(
+            "[[sink]]\ntype = \"archive\"\ndir = \"a\"\n{key}\n"
+        ));
+        let name = key.split(' ').next().unwrap();
+        assert!(m.starts_with("config line 4, column 1: "), "{m}");
+        assert!(
+            m.contains(&format!("unknown field `{name}`, expected one of"))
+                && m.contains(&format!(
+                    "(`{name}` is a [ring] setting, for every sink: put it under [ring])"
+                )),
+            "{m}"
+        );
+    }
     let m = err(concat!(
         "[[sink]]\ntype = \"file\"\npath = \"a.log\"\n\n",
         "[[sink]]\ntype = \"file\"\npath = \"b.log\"\n  colour = \"red\"\n"

@@ -411,8 +411,9 @@ fn parse_time(s: &str) -> Result<u64, String> {
 /// `<prefix>-<10 digits>.dpm` (temporary `.<name>.tmp` files of a segment
 /// being created, and the writer's lock file, are not segments).
 ///
-/// Errors (printed whole): an unreadable directory, no segment in it, or
-/// segments of more than one prefix (several logs).
+/// Errors (printed whole): an unreadable directory, no segment in it (an
+/// archive directory without segments said as such), or segments of more
+/// than one prefix (several logs).
 fn dir_segments(dir: &Path) -> Result<Vec<PathBuf>, String> {
     let at = |m: String| format!("{}: {m}", dir.display());
     let mut segs = reader::all_segments(dir).map_err(|e| at(e.to_string()))?;
@@ -421,8 +422,16 @@ fn dir_segments(dir: &Path) -> Result<Vec<PathBuf>, String> {
     let mut prefixes: Vec<&str> = segs.iter().map(|(p, _, _)| p.as_str()).collect();
     prefixes.dedup();
     match prefixes.len() {
+        // An archive's lock file without segments: an archive nothing
+        // was written to yet (a logger that did not start, or wrote
+        // nothing).
+        0 if dir.join(".archive.lock").exists() => Err(at(
+            "an archive directory with no segments yet: nothing was written to it".into(),
+        )),
         0 => Err(at(
-            "no mmap segments (<prefix>-<10 digits>.dpm) in this directory".into(),
+            "no mmap segments (<prefix>-<10 digits>.dpm) and no archive segments in this \
+             directory"
+                .into(),
         )),
         1 => Ok(segs.into_iter().map(|(_, _, p)| p).collect()),
         _ => Err(at(format!(

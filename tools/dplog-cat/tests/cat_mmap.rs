@@ -366,10 +366,23 @@ fn a_directory_without_segments_or_with_two_logs_is_refused_with_the_reason() {
     assert_eq!(
         String::from_utf8_lossy(&o.stderr),
         format!(
-            "dplog-cat: {}: no mmap segments (<prefix>-<10 digits>.dpm) in this directory\n",
+            "dplog-cat: {}: no mmap segments (<prefix>-<10 digits>.dpm) and no archive segments in this directory\n",
             d.display()
         )
     );
+    // An archive's lock file and nothing else: an archive nothing was
+    // written to.
+    std::fs::write(d.join(".archive.lock"), b"").unwrap();
+    let o = cat(&[], std::slice::from_ref(&d));
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!(
+            "dplog-cat: {}: an archive directory with no segments yet: nothing was written to it\n",
+            d.display()
+        )
+    );
+    std::fs::remove_file(d.join(".archive.lock")).unwrap();
     segments(&d, &[encoded(Format::Json)]);
     std::fs::copy(d.join("nat-0000000000.dpm"), d.join("other-0000000000.dpm")).unwrap();
     let o = cat(&[], std::slice::from_ref(&d));

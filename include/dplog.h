@@ -1442,8 +1442,9 @@ dplog_result dplog_schema_set_enum_numbers(struct dplog *h, uint16_t schema_id, 
  * the forwarding cores). Consumer 0 writes the configured sink; consumer
  * `i > 0` writes a file sink's `path` with the suffix `.i` (`nat.log`,
  * `nat.log.1`, `nat.log.2`, ...; in every `[[sink]]` table), an mmap
- * sink's `dir` with the suffix `.i`, and opens its own connection for a
- * syslog or Kafka sink. Records of one ring stay in order; records of
+ * or archive sink's `dir` with the suffix `.i` (a directory that must
+ * exist, as `dir` must), and opens its own connection for a syslog or
+ * Kafka sink. Records of one ring stay in order; records of
  * rings on different consumers are not ordered with each other.
  * `dplog_stats` and `dplog_close` add the counters of all consumers up;
  * their latency percentiles are the largest of the consumers' (an upper

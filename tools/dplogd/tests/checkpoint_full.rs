@@ -10,9 +10,9 @@ use std::time::Duration;
 use common::*;
 use dplog_testkit::tmpfs::Tmpfs;
 
-/// dplogd of `s` with its checkpoint at `cp` (stderr appended to
-/// `dplogd.err`).
-fn daemon_at(s: &Setup, cp: &std::path::Path) -> Child {
+/// dplogd of `s` with its checkpoint at `cp` and the arguments `extra`
+/// (stderr appended to `dplogd.err`).
+fn daemon_at(s: &Setup, cp: &std::path::Path, extra: &[&std::ffi::OsStr]) -> Child {
     let err = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -26,6 +26,7 @@ fn daemon_at(s: &Setup, cp: &std::path::Path) -> Child {
         .arg("--checkpoint")
         .arg(cp)
         .args(["--scan-ms", "20"])
+        .args(extra)
         .stderr(err)
         .spawn()
         .unwrap();
@@ -45,7 +46,7 @@ fn a_full_checkpoint_file_system_is_waited_out_and_every_record_is_written_once(
     };
     let s = Setup::new("[sink]\ntype = \"file\"\npath = \"@/out.jsonl\"\n");
     let cp = fs.path().join("cp");
-    let mut d = daemon_at(&s, &cp);
+    let mut d = daemon_at(&s, &cp, &[]);
     wait_for(60, "the first checkpoint", || cp.exists());
     assert!(fs.fill("filler") > 0);
     // 3000 records through a ring of 64: it fills while nothing can be
@@ -102,7 +103,7 @@ fn a_stop_while_the_checkpoint_cannot_be_written_leaves_no_temporary_and_loses_n
     };
     let s = Setup::new("[sink]\ntype = \"file\"\npath = \"@/out.jsonl\"\n");
     let cp = fs.path().join("cp");
-    let mut d = daemon_at(&s, &cp);
+    let mut d = daemon_at(&s, &cp, &[]);
     wait_for(60, "the first checkpoint", || cp.exists());
     fs.fill("filler");
     let mut p = s.producer("stop", 4, &["--records", "2000", "--capacity", "64"]);
@@ -128,7 +129,7 @@ fn a_stop_while_the_checkpoint_cannot_be_written_leaves_no_temporary_and_loses_n
         tmp_of(&cp).display()
     );
     std::fs::remove_file(fs.path().join("filler")).unwrap();
-    let mut d = daemon_at(&s, &cp);
+    let mut d = daemon_at(&s, &cp, &[]);
     assert!(p.wait().unwrap().success());
     wait_for(60, "the ring's end line", || {
         !parse(&read_lines(&s.path("out.jsonl"))).ends.is_empty()
@@ -149,26 +150,7 @@ fn a_stop_with_the_checkpoint_failing_still_writes_the_stats_file() {
     let s = Setup::new("[sink]\ntype = \"file\"\npath = \"@/out.jsonl\"\n");
     let cp = fs.path().join("cp");
     let stats = s.path("stats.txt");
-    let err = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(s.path("dplogd.err"))
-        .unwrap();
-    let mut d = s.track(
-        Command::new(DPLOGD)
-            .arg("--config")
-            .arg(s.path("dplogd.toml"))
-            .arg("--rings")
-            .arg(s.rings())
-            .arg("--checkpoint")
-            .arg(&cp)
-            .arg("--stats-file")
-            .arg(&stats)
-            .args(["--scan-ms", "20"])
-            .stderr(err)
-            .spawn()
-            .unwrap(),
-    );
+    let mut d = daemon_at(&s, &cp, &["--stats-file".as_ref(), stats.as_os_str()]);
     wait_for(60, "the first checkpoint", || cp.exists());
     assert!(fs.fill("filler") > 0);
     let mut p = s.producer("full", 3, &["--records", "200", "--capacity", "64"]);

@@ -1257,25 +1257,55 @@ pub fn index_per_field(index: &[String]) -> bool {
 /// value's bytes, then the SplitMix64 finalizer, top 32 bits. Part of
 /// the format: a reader must compute the same value.
 pub fn field_key_hash32(f: &FieldDef, value: &[u8]) -> u32 {
-    let h = fnv(fnv(FNV_OFFSET, f.name.as_bytes()), &[0]);
-    (mix(fnv(h, value)) >> 32) as u32
+    seeded_hash32(field_key_seed(f), value)
 }
 
-/// Calls `out` with each index hash of record `rec` whose key fields are
-/// `fields`: one [`record_key_hash32`] of them all, or per field one
-/// [`field_key_hash32`] when `per_field`.
-pub fn record_key_hashes(
-    fields: &[&FieldDef],
+/// [`field_key_hash32`]'s hash state after the field's name and the 0
+/// byte: the same for every record, so [`RecordKeys`] computes it once.
+fn field_key_seed(f: &FieldDef) -> u64 {
+    fnv(fnv(FNV_OFFSET, f.name.as_bytes()), &[0])
+}
+
+fn seeded_hash32(seed: u64, value: &[u8]) -> u32 {
+    (mix(fnv(seed, value)) >> 32) as u32
+}
+
+/// The index hashes of the records of one record type: built once (per
+/// block, per segment read) from its key fields, then asked per record.
+#[derive(Debug)]
+pub struct RecordKeys<'a> {
+    /// Each key field with its [`field_key_seed`] (0 unless per field).
+    fields: Vec<(&'a FieldDef, u64)>,
     per_field: bool,
-    rec: &[u8],
-    mut out: impl FnMut(u32),
-) {
-    if per_field {
-        for f in fields {
-            out(field_key_hash32(f, f.bytes(rec)));
+}
+
+impl<'a> RecordKeys<'a> {
+    /// For key fields `fields` ([`index_fields`]), one hash of them all
+    /// or, when `per_field` ([`index_per_field`]), one per field.
+    pub fn new(fields: &[&'a FieldDef], per_field: bool) -> Self {
+        let seed = |f: &FieldDef| if per_field { field_key_seed(f) } else { 0 };
+        Self {
+            fields: fields.iter().map(|&f| (f, seed(f))).collect(),
+            per_field,
         }
-    } else if !fields.is_empty() {
-        out(record_key_hash32(fields, rec));
+    }
+
+    /// Calls `out` with each index hash of record `rec`: one
+    /// [`record_key_hash32`] of the key fields, or per field one
+    /// [`field_key_hash32`]; nothing without key fields.
+    #[inline]
+    pub fn each(&self, rec: &[u8], mut out: impl FnMut(u32)) {
+        if self.per_field {
+            for &(f, seed) in &self.fields {
+                out(seeded_hash32(seed, f.bytes(rec)));
+            }
+        } else if !self.fields.is_empty() {
+            let h = self
+                .fields
+                .iter()
+                .fold(FNV_OFFSET, |h, (f, _)| fnv(h, f.bytes(rec)));
+            out((mix(h) >> 32) as u32);
+        }
     }
 }
 
@@ -1462,6 +1492,28 @@ mod tests {
         let f = [&a, &p];
         assert_eq!(record_key_hash32(&f, &rec), key_hash32(&key_of(&f, &rec)));
         assert_eq!(key_of(&f, &rec), vec![8, 9, 10, 11, 14, 15]);
+        // RecordKeys gives the same hashes, with the names' state
+        // computed once: the composite key's, or each field's.
+        let mut got = vec![];
+        RecordKeys::new(&f, false).each(&rec, |h| got.push(h));
+        assert_eq!(got, [record_key_hash32(&f, &rec)]);
+        got.clear();
+        RecordKeys::new(&f, true).each(&rec, |h| got.push(h));
+        assert_eq!(
+            got,
+            [
+                field_key_hash32(&a, &[8, 9, 10, 11]),
+                field_key_hash32(&p, &[14, 15])
+            ]
+        );
+        // A per-field hash is the name's FNV-1a, a 0 byte, the value's,
+        // then the finalizer's top half (the format's definition).
+        let mut by_hand = Vec::from(*b"p");
+        by_hand.extend([0, 14, 15]);
+        assert_eq!(got[1], key_hash32(&by_hand));
+        got.clear();
+        RecordKeys::new(&[], true).each(&rec, |h| got.push(h));
+        assert!(got.is_empty());
     }
 
     #[test]

@@ -732,8 +732,9 @@ impl ArchiveSink {
             let per_field = format::index_per_field(&self.opts.index);
             keys.reserve(b.rows);
             let filter = &mut self.key_filter;
+            let hashes = format::RecordKeys::new(&key, per_field);
             for r in b.recs.chunks_exact(size) {
-                format::record_key_hashes(&key, per_field, r, |h| {
+                hashes.each(r, |h| {
                     let slot = &mut filter[h as usize % KEY_FILTER];
                     if *slot != gen | u64::from(h) {
                         *slot = gen | u64::from(h);

@@ -117,8 +117,9 @@ pub(super) fn recover(
                 Ok((s, recs)) => {
                     let key = format::index_fields(s, &opts.index);
                     let per_field = format::index_per_field(&opts.index);
+                    let hashes = format::RecordKeys::new(&key, per_field);
                     for r in recs.chunks_exact(s.size()) {
-                        format::record_key_hashes(&key, per_field, r, |h| pairs.push(h, i as u32));
+                        hashes.each(r, |h| pairs.push(h, i as u32));
                     }
                     let tf = format::tuple_fields(s, &opts.summary);
                     if !tf.is_empty() {

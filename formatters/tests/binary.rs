@@ -187,3 +187,43 @@ fn a_schema_that_does_not_encode_is_refused_by_the_format() {
         "{e}"
     );
 }
+
+#[test]
+fn frames_walk_a_batch_and_stop_at_the_first_byte_that_is_no_frame() {
+    let mut b = vec![b'H', 0, 2, 0, 7, 7, b'R', 0, 1, 0, 9];
+    let got: Vec<_> = binary::frames(&b).collect();
+    assert_eq!(got, [Ok((b'H', &[7u8, 7][..])), Ok((b'R', &[9u8][..]))]);
+    assert_eq!(binary::frames(&[]).count(), 0);
+    // A kind no frame has, a second byte other than 0, a short header:
+    // the walk ends there.
+    for (bad, at) in [(b'X', 11), (b'R', 11)] {
+        let mut c = b.clone();
+        c.extend([bad, u8::from(bad == b'R'), 0, 0]);
+        let got: Vec<_> = binary::frames(&c).collect();
+        assert_eq!(got.len(), 3);
+        assert_eq!(
+            got[2],
+            Err(binary::FrameError {
+                at,
+                cut_short: false
+            })
+        );
+    }
+    b.extend([b'R', 0]);
+    assert_eq!(
+        binary::frames(&b).last(),
+        Some(Err(binary::FrameError {
+            at: 11,
+            cut_short: false
+        }))
+    );
+    // A frame whose body runs past the end.
+    b.extend([5, 0, 1]);
+    assert_eq!(
+        binary::frames(&b).last(),
+        Some(Err(binary::FrameError {
+            at: 11,
+            cut_short: true
+        }))
+    );
+}

@@ -86,44 +86,34 @@ impl ArchiveSink {
         // The schema id and size of the last record checked (a batch is
         // mostly records of few types); `usize::MAX`: none yet.
         let (mut last_sid, mut last_len) = (0u16, usize::MAX);
-        let n = batch.len();
-        let mut p = 0;
-        while p < n {
-            // A load of bytes further on that the walk (each frame's
-            // length read before the next) does not wait for: a batch
-            // not in the cache streams in while the walk goes on.
-            std::hint::black_box(batch.get(p + 1024).copied());
-            if n - p < 4 || batch[p + 1] != 0 {
-                return Err(not_frames(p));
-            }
-            let kind = batch[p];
-            let len = u16::from_le_bytes([batch[p + 2], batch[p + 3]]) as usize;
-            if n - p - 4 < len {
-                return Err(refuse(format!("binary frame at byte {p} cut short")));
-            }
-            let body = &batch[p + 4..p + 4 + len];
-            if kind == b'R' {
-                let sid = record_schema_id(body);
-                if sid != last_sid || len != last_len {
-                    self.check_record(&declared, sid, len, &mut index_checked)?;
-                    (last_sid, last_len) = (sid, len);
+        for f in dplog_formatters::binary::frames(batch) {
+            let (kind, body) = f.map_err(|e| {
+                if e.cut_short {
+                    refuse(format!("binary frame at byte {} cut short", e.at))
+                } else {
+                    not_frames(e.at)
                 }
-            } else {
-                match kind {
-                    b'S' => {
-                        let s = parse_schema(body)?;
-                        declared.retain(|d| d.id() != s.id());
-                        declared.push(s);
-                        last_len = usize::MAX;
+            })?;
+            match kind {
+                b'R' => {
+                    let sid = record_schema_id(body);
+                    if sid != last_sid || body.len() != last_len {
+                        self.check_record(&declared, sid, body.len(), &mut index_checked)?;
+                        (last_sid, last_len) = (sid, body.len());
                     }
-                    b'C' => {
-                        format::parse_calibration(body).map_err(SinkError::Permanent)?;
-                    }
-                    b'H' | b'D' => {}
-                    _ => return Err(not_frames(p)),
                 }
+                b'S' => {
+                    let s = parse_schema(body)?;
+                    declared.retain(|d| d.id() != s.id());
+                    declared.push(s);
+                    last_len = usize::MAX;
+                }
+                b'C' => {
+                    format::parse_calibration(body).map_err(SinkError::Permanent)?;
+                }
+                // `H` and `D`: the walk took them as frames.
+                _ => {}
             }
-            p += 4 + len;
         }
         Ok(())
     }

@@ -250,8 +250,8 @@ fn add(a: &AtomicU64, n: u64) {
 }
 
 /// Frame kinds of the binary format the sink takes: file header, schema,
-/// record, TSC calibration, drop report.
-pub const FRAME_KINDS: [u8; 5] = [b'H', b'S', b'R', b'C', b'D'];
+/// record, TSC calibration, drop report (the format's own list).
+pub use dplog_formatters::binary::FRAME_KINDS;
 
 /// A schema the stream declared, with what blocks of it need.
 #[derive(Debug)]

@@ -704,19 +704,23 @@ impl ClickHouseSink {
     }
 
     fn check_frames(batch: &[u8]) -> Result<(), SinkError> {
-        let mut p = 0;
-        while p < batch.len() {
-            if batch.len() - p < 4 || !b"HSRCD".contains(&batch[p]) || batch[p + 1] != 0 {
-                return Err(permanent(format!(
-                    "the clickhouse sink takes the binary format's frames (set [format] type = \
-                     \"binary\"); byte {p} of the batch is not one"
-                )));
+        for f in dplog_formatters::binary::frames(batch) {
+            match f {
+                Ok(_) => {}
+                Err(e) if e.cut_short => {
+                    return Err(permanent(format!(
+                        "binary frame at byte {} cut short",
+                        e.at
+                    )))
+                }
+                Err(e) => {
+                    return Err(permanent(format!(
+                        "the clickhouse sink takes the binary format's frames (set [format] \
+                         type = \"binary\"); byte {} of the batch is not one",
+                        e.at
+                    )))
+                }
             }
-            let len = u16::from_le_bytes([batch[p + 2], batch[p + 3]]) as usize;
-            if batch.len() - p - 4 < len {
-                return Err(permanent(format!("binary frame at byte {p} cut short")));
-            }
-            p += 4 + len;
         }
         Ok(())
     }

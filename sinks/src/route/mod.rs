@@ -204,17 +204,11 @@ fn lines_in(batch: &[u8]) -> u64 {
 /// A text format never puts a 0 byte second, so a text batch is never
 /// taken for frames.
 fn binary_records_in(batch: &[u8]) -> Option<u64> {
-    let mut p = 0;
     let mut records = 0;
-    while p < batch.len() {
-        let head = batch.get(p..p + 4)?;
-        if !b"HSRCD".contains(&head[0]) || head[1] != 0 {
-            return None;
-        }
-        records += u64::from(head[0] == b'R');
-        p += 4 + usize::from(u16::from_le_bytes([head[2], head[3]]));
+    for f in dplog_formatters::binary::frames(batch) {
+        records += u64::from(f.ok()?.0 == b'R');
     }
-    (p == batch.len()).then_some(records)
+    Some(records)
 }
 
 /// Records in a batch: of the binary format, its `R` frames (children

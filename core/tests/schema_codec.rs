@@ -63,6 +63,11 @@ fn the_old_fields_only_encoding_decodes_with_default_metadata() {
     );
     assert_eq!(s.enterprise_ie(3), Some(4));
     assert_eq!(s.field("connEvent").unwrap().1.enum_name(2), Some("CLOSE"));
+    let ev = s.field("connEvent").unwrap().1;
+    assert_eq!(
+        (ev.enum_value("CLOSE"), ev.enum_value("close")),
+        (Some(2), None)
+    );
 }
 
 /// Metadata versions 1 (no lifecycle) and 2 (a lifecycle), as written

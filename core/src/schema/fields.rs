@@ -223,6 +223,16 @@ impl FieldDef {
             .map(|e| &*e.name)
     }
 
+    /// The value named `name` in the table, matched as written (case and
+    /// all), if the table has it: the inverse of
+    /// [`enum_name`](Self::enum_name), for the tools' `--where`.
+    pub fn enum_value(&self, name: &str) -> Option<u32> {
+        self.enum_names
+            .iter()
+            .find(|e| e.name == name)
+            .map(|e| e.value)
+    }
+
     /// Reads an integer-valued field (see [`FieldKind::is_integer`]) from
     /// `rec`, zero-extended to `u64`. `rec` must be at least the schema's
     /// record size (checked by the caller; panics on a short slice).

@@ -644,10 +644,8 @@ impl Filter {
             }
             if f.kind == FieldKind::Enum && !f.enum_names.is_empty() {
                 let n = f
-                    .enum_names
-                    .iter()
-                    .find(|e| e.name == *value)
-                    .map(|e| u64::from(e.value))
+                    .enum_value(value)
+                    .map(u64::from)
                     .or_else(|| value.parse::<u64>().ok());
                 match (n, conds.as_mut()) {
                     (Some(n), Some(v)) => {
@@ -733,7 +731,7 @@ fn check_wheres(schemas: &[&Schema], wheres: &[(String, String)]) -> Result<(), 
             FieldKind::Ipv4 => value.parse::<std::net::Ipv4Addr>().is_ok(),
             FieldKind::Ipv6 => value.parse::<std::net::Ipv6Addr>().is_ok(),
             FieldKind::Enum if !f.enum_names.is_empty() => {
-                value.parse::<u64>().is_ok() || f.enum_names.iter().any(|e| e.name == *value)
+                value.parse::<u64>().is_ok() || f.enum_value(value).is_some()
             }
             FieldKind::Bytes => value.len() <= f.size as usize,
             _ => true,

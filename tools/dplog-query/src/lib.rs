@@ -521,8 +521,8 @@ fn value_bytes(f: &FieldDef, value: &str) -> Result<Vec<u8>, String> {
             "false" => Ok(vec![0]),
             v => int(v).map(le),
         },
-        FieldKind::Enum => match f.enum_names.iter().find(|e| e.name == value) {
-            Some(e) => Ok(le(e.value as u64)),
+        FieldKind::Enum => match f.enum_value(value) {
+            Some(v) => Ok(le(u64::from(v))),
             None => int(value).map(le),
         },
         _ => int(value).map(le),
